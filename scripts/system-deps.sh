@@ -1,0 +1,17 @@
+#!/bin/sh
+# Debian packages the test suite drives for real: setfacl/getfacl (acl), useradd (passwd),
+# unshare/setpriv (util-linux). Installed only when running as root and missing.
+missing=""
+command -v setfacl >/dev/null 2>&1 || missing="$missing acl"
+command -v useradd >/dev/null 2>&1 || missing="$missing passwd"
+command -v unshare >/dev/null 2>&1 || missing="$missing util-linux"
+[ -z "$missing" ] && exit 0
+if [ "$(id -u)" != 0 ]; then
+    echo "system-deps: missing$missing (not root: tests needing them will skip, saying why)"
+    exit 0
+fi
+echo "system-deps: installing$missing"
+export DEBIAN_FRONTEND=noninteractive
+apt-get install -y -q $missing >/dev/null 2>&1 || {
+    apt-get update -q >/dev/null 2>&1 && apt-get install -y -q $missing >/dev/null
+} || echo "system-deps: could not install$missing; tests needing them will skip"

@@ -1,0 +1,3 @@
+from jaxcache.cli import main
+
+main()

@@ -1,0 +1,28 @@
+"""The small public Python surface."""
+
+from __future__ import annotations
+
+from jaxcache.trust import policy as policymod
+from jaxcache.trust.audit import AuditReport
+from jaxcache.trust.audit import audit as _audit
+from jaxcache.trust.principals import Accounts
+
+
+def audit(path: str, *, policy: str | None = None, as_user: str | None = None,
+          scan_processes: bool = True) -> AuditReport:
+    """Who can change what JAX loads from `path`; raises JaxcacheError on bad input."""
+    from jaxcache.errors import JaxcacheError
+
+    accounts = Accounts()
+    uid = None
+    if as_user is not None:
+        uid = accounts.uid_of(as_user)
+        if uid is None:
+            raise JaxcacheError(f"no such user: {as_user}")
+    pol = policymod.load(policy, accounts)
+    report = _audit(path, policy=pol, as_user=uid, scan_processes=scan_processes,
+                    accounts=accounts)
+    if pol.source and report.resolved and policymod.inside(pol.source, report.resolved):
+        raise policymod.PolicyError(
+            f"policy {pol.source} lies inside the audited tree: its writers could edit it")
+    return report

@@ -1,0 +1,182 @@
+"""The `jaxcache` command: parse, call, format, exit. No logic lives here.
+
+Exit codes everywhere: 0 fine, 1 a finding you must act on, 2 usage or input error.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import click
+
+from jaxcache import __version__
+from jaxcache.errors import JaxcacheError
+
+FORMATS = click.Choice(["text", "json", "sarif"])
+
+
+def _fail(message: str, code: int = 2) -> None:
+    click.echo(f"jaxcache: {message}", err=True)
+    sys.exit(code)
+
+
+def _emit(text: str) -> None:
+    sys.stdout.write(text)
+    sys.stdout.flush()
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(__version__, prog_name="jaxcache")
+def cli() -> None:
+    """Use JAX's persistent compilation cache safely, and know what it buys you.
+
+    Every cache entry is a compiled executable that JAX loads unchecked: whoever can write the
+    cache directory, or replace it through any parent, decides what your process runs.
+    Start with the trust boundary:
+
+    \b
+      jaxcache init                 make a private cache directory and print how to use it
+      jaxcache audit PATH           who can change what JAX loads from PATH, and why
+      jaxcache ls PATH              inventory of the entries in a cache directory
+
+    Exit codes: 0 fine, 1 a finding you must act on, 2 usage or input error.
+    """
+
+
+@cli.command()
+@click.argument("path", required=False)
+@click.option("--name", default="jax", show_default=True,
+              help="Sub-directory under your cache dir, when PATH is not given.")
+@click.option("--policy", "policy_path", metavar="FILE",
+              help="Trust policy (TOML); default: your config dir's jaxcache/policy.toml.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
+              show_default=True)
+def init(path: str | None, name: str, policy_path: str | None, fmt: str) -> None:
+    """Create a private cache directory (mode 0700), or accept one that already is private.
+
+    Without PATH it uses ~/.cache/jaxcache/NAME (your platform's cache dir). Every missing
+    component is created 0700 without races; every parent is audited. An existing directory is
+    never modified: if it is not private you get the findings, and nothing changes.
+    """
+    import shlex
+
+    from jaxcache.report import json as jsonfmt
+    from jaxcache.report import text
+    from jaxcache.trust import create, policy
+    from jaxcache.trust.principals import Accounts
+
+    target = path if path is not None else create.default_dir(name)
+    result = create.init(target, policy=policy.load(policy_path, Accounts()))
+    if fmt == "json":
+        import json
+
+        doc = {"schema": "jaxcache.init/1", "path": result.path, "ok": result.ok,
+               "created": list(result.created), "refused": result.refused,
+               "audit": jsonfmt.audit_dict(result.report)}
+        _emit(json.dumps(doc, indent=2) + "\n")
+        sys.exit(0 if result.ok else 1)
+    if not result.ok:
+        _emit(text.render_audit(result.report))
+        _fail(f"not using {result.path}: {result.refused}; nothing was changed", 1)
+    what = "created" if result.created else "already private:"
+    quoted = shlex.quote(result.path)
+    _emit(f"{what} {result.path} (mode 0700, verdict {result.report.verdict.value})\n\n"
+          "Enable it before JAX compiles anything. In the shell that starts the job:\n"
+          f"  export JAX_COMPILATION_CACHE_DIR={quoted}\n"
+          "or in Python, right after `import jax`:\n"
+          f"  jax.config.update(\"jax_compilation_cache_dir\", {result.path!r})\n")
+
+
+@cli.command()
+@click.argument("path")
+@click.option("--policy", "policy_path", metavar="FILE",
+              help="Trust policy (TOML); default: your config dir's jaxcache/policy.toml. "
+                   "Never read from inside the audited tree.")
+@click.option("--format", "fmt", type=FORMATS, default="text", show_default=True)
+@click.option("--user", "as_user", metavar="NAME",
+              help="Judge for this user (who besides NAME and root can write). Default: you.")
+@click.option("--no-processes", is_flag=True, help="Skip the scan for other processes using it.")
+@click.option("-v", "--verbose", is_flag=True, help="Also list trusted writers and notes.")
+def audit(path: str, policy_path: str | None, fmt: str, as_user: str | None,
+          no_processes: bool, verbose: bool) -> None:
+    """Who can change what JAX loads from PATH, through which path, on which filesystem.
+
+    PATH is read as JAX reads it: '~' is not expanded, a relative path is relative to the
+    current directory, a path that does not exist yet is judged by its nearest existing
+    ancestor, and URLs (gs://...) are UNVERIFIABLE.
+
+    \b
+    Verdicts:
+      PRIVATE           only you and root can create, replace or rename entries or any parent
+      SHARED-BY-POLICY  extra writers exist and your policy declares every one trusted
+      UNSAFE            undeclared writers; each shown with its chain of reasons
+      UNVERIFIABLE      network filesystem, URL, unreadable parent... fails closed
+    Exit code 0 for PRIVATE / SHARED-BY-POLICY, 1 for UNSAFE / UNVERIFIABLE, 2 for bad input.
+    """
+    from jaxcache import api
+
+    report = api.audit(path, policy=policy_path, as_user=as_user,
+                       scan_processes=not no_processes)
+    if fmt == "json":
+        from jaxcache.report import json as out
+        _emit(out.render_audit(report))
+    elif fmt == "sarif":
+        from jaxcache.report import sarif
+        _emit(sarif.render_audit(report))
+    else:
+        from jaxcache.report import text
+        _emit(text.render_audit(report, verbose=verbose))
+    sys.exit(0 if report.verdict.ok else 1)
+
+
+@cli.command(name="ls")
+@click.argument("path")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
+              show_default=True)
+def ls_command(path: str, fmt: str) -> None:
+    """Inventory of a cache directory: module, size, owner, mode, age, links and flags.
+
+    Flags mark what JAX would not have made: entries owned by other users, group- or
+    other-writable entries, hard links, symlinks, non-regular files, ACLs, unexpected names.
+    Exit code 1 when any entry is flagged beyond an unexpected name.
+    """
+    from jaxcache.trust import listing
+
+    inv, resolved = listing.list_dir(path)
+    if fmt == "json":
+        from jaxcache.report import json as out
+        _emit(out.render_ls(resolved, inv))
+    else:
+        from jaxcache.report import text
+        _emit(text.render_ls(resolved, inv))
+    sys.exit(1 if listing.needs_attention(inv) else 0)
+
+
+@cli.command()
+@click.option("--keep", is_flag=True, help="Keep the demo's temporary directories.")
+def demo(keep: bool) -> None:
+    """The story on a bundled example: a private cache next to a deliberately unsafe one."""
+    from jaxcache import demo as demomod
+
+    sys.exit(demomod.run(keep=keep, echo=_emit))
+
+
+def main() -> None:
+    try:
+        cli.main(standalone_mode=False, prog_name="jaxcache")
+    except click.exceptions.Abort:
+        _fail("aborted", 130)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except JaxcacheError as exc:
+        _fail(str(exc), exc.exit_code)
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(1)
+    except KeyboardInterrupt:
+        _fail("interrupted", 130)
+    except OSError as exc:
+        _fail(f"{exc.strerror or exc}" + (f": {exc.filename}" if exc.filename else ""))
+    sys.exit(0)

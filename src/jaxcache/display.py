@@ -1,0 +1,18 @@
+"""Render untrusted file names safely: a name may hold newlines, escapes or invalid UTF-8."""
+
+from __future__ import annotations
+
+import os
+
+
+def safe(text: str) -> str:
+    """Escape control characters and undecodable bytes so one name stays one visible line."""
+    raw = os.fsencode(text)
+    out: list[str] = []
+    for ch in raw.decode("utf-8", "backslashreplace"):
+        code = ord(ch)
+        if ch == "\\" or code < 0x20 or code == 0x7F or 0x80 <= code < 0xA0:
+            out.append(ch if ch == "\\" else f"\\x{code:02x}")
+        else:
+            out.append(ch)
+    return "".join(out)

@@ -1,0 +1,83 @@
+"""JSON output with a versioned schema (docs/audit.md): stable keys, paths as text."""
+
+from __future__ import annotations
+
+import json
+import stat
+
+from jaxcache import __version__
+from jaxcache.display import safe
+from jaxcache.trust.audit import SCHEMA, AuditReport
+from jaxcache.trust.entries import Entry, Inventory
+
+LS_SCHEMA = "jaxcache.ls/1"
+
+
+def _path(p: str | None) -> str | None:
+    """Paths may hold invalid UTF-8: undecodable bytes become \\xNN, as in the text output."""
+    return None if p is None else safe(p)
+
+
+def _entry(e: Entry) -> dict:
+    return {
+        "name": _path(e.name), "kind": e.kind, "module": e.module, "key": e.key, "type": e.type,
+        "size": e.size, "owner": e.owner, "uid": e.uid, "mode": f"{stat.S_IMODE(e.mode):04o}",
+        "age_s": round(e.age_s, 3), "nlink": e.nlink, "acl": e.has_acl, "flags": list(e.flags),
+        "writers": sorted({str(g.principal) for g in e.writers}),
+    }
+
+
+def _inventory(inv: Inventory | None) -> dict | None:
+    if inv is None:
+        return None
+    return {"unreadable": inv.unreadable, "count": len(inv.entries),
+            "bytes": inv.total_bytes, "entries": [_entry(e) for e in inv.entries]}
+
+
+def audit_dict(r: AuditReport) -> dict:
+    return {
+        "schema": SCHEMA,
+        "tool": {"name": "jaxcache", "version": __version__},
+        "requested": _path(r.requested),
+        "path": _path(r.path),
+        "resolved": _path(r.resolved),
+        "exists": r.exists,
+        "missing": [_path(m) for m in r.missing],
+        "verdict": r.verdict.value,
+        "judged_for": {"user": r.judged_for.name, "uid": r.judged_for.id},
+        "policy": r.policy,
+        "writers": [
+            {"principal": str(w.principal), "kind": w.principal.kind, "id": w.principal.id,
+             "trust": w.trust, "action": w.action, "target": _path(w.target),
+             "chain": [_path(c) for c in w.chain]}
+            for w in r.writers
+        ],
+        "untrusted_writers": sorted(r.writer_names("untrusted")),
+        "components": [
+            {"path": _path(c.path), "kind": c.kind, "owner": c.owner, "group": c.group,
+             "mode": f"{stat.S_IMODE(c.mode):04o}", "sticky": bool(c.mode & stat.S_ISVTX),
+             "acl": list(c.acl), "default_acl": list(c.default_acl),
+             "symlink_target": _path(c.target),
+             "filesystem": {"type": c.fs_type, "category": c.fs_category,
+                            "mount_point": _path(c.mount_point), "bind_of": _path(c.bind_of),
+                            "read_only": c.read_only}}
+            for c in r.components
+        ],
+        "entries": _inventory(r.inventory),
+        "processes": None if r.processes is None else {
+            "uninspected": r.processes.uninspected,
+            "uses": [{"pid": u.pid, "uid": u.uid, "user": u.user, "command": safe(u.command),
+                      "how": u.how} for u in r.processes.uses]},
+        "findings": [{"code": f.code, "effect": f.effect, "message": f.message,
+                      "path": _path(f.path), "remedy": f.remedy} for f in r.findings],
+    }
+
+
+def render_audit(r: AuditReport) -> str:
+    return json.dumps(audit_dict(r), indent=2, ensure_ascii=False) + "\n"
+
+
+def render_ls(path: str, inv: Inventory) -> str:
+    doc = {"schema": LS_SCHEMA, "tool": {"name": "jaxcache", "version": __version__},
+           "path": _path(path), **(_inventory(inv) or {})}
+    return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"

@@ -1,0 +1,108 @@
+"""Human-readable reports: the verdict first, then who can write and why, then what to do."""
+
+from __future__ import annotations
+
+import stat
+import time
+
+from jaxcache.display import safe
+from jaxcache.trust.audit import AuditReport
+from jaxcache.trust.entries import Inventory
+from jaxcache.trust.findings import NOTE, UNSAFE, UNVERIFIABLE, WARNING, Verdict
+
+_HEADLINE = {
+    Verdict.PRIVATE: "only you and root can change what JAX loads from here",
+    Verdict.SHARED_BY_POLICY: "extra writers exist, and every one is declared trusted in your "
+                              "policy",
+    Verdict.UNSAFE: "someone besides you and root can change what JAX loads from here",
+    Verdict.UNVERIFIABLE: "jaxcache cannot establish who can write here, so it fails closed",
+}
+_MARK = {UNSAFE: "UNSAFE", UNVERIFIABLE: "UNVERIFIABLE", WARNING: "warning", NOTE: "note"}
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1000 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+    return f"{n} B"
+
+
+def _age(seconds: float) -> str:
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds / size:.0f}{unit}"
+    return f"{seconds:.0f}s"
+
+
+def render_audit(r: AuditReport, *, verbose: bool = False) -> str:
+    lines = [f"jaxcache audit {safe(r.requested)}"]
+    if r.path and r.resolved and r.resolved != r.path:
+        lines.append(f"  resolves to {safe(r.resolved)}")
+    lines.append(f"verdict: {r.verdict.value} - {_HEADLINE[r.verdict]}")
+    lines.append(f"judged for user {r.judged_for.name}"
+                 + (f", policy {safe(r.policy)}" if r.policy else ", no policy file"))
+    if r.components:
+        lines += ["", "path (owner:group mode, filesystem):"]
+        for c in r.components:
+            extra = f" -> {safe(c.target or '')}" if c.kind == "symlink" else ""
+            sticky = " sticky" if c.mode & stat.S_ISVTX and c.kind == "dir" else ""
+            acl = f" acl[{', '.join(c.acl)}]" if c.acl else ""
+            dacl = f" default-acl[{', '.join(c.default_acl)}]" if c.default_acl else ""
+            fs = f"  {c.fs_type} {c.fs_category}" if c.kind == "dir" and c.fs_type else ""
+            lines.append(f"  {safe(c.path)}{extra}  {c.owner}:{c.group} "
+                         f"{stat.S_IMODE(c.mode):04o}{sticky}{acl}{dacl}{fs}")
+        for name in r.missing:
+            lines.append(f"  .../{safe(name)}  (does not exist yet)")
+    if r.writers:
+        lines += ["", "who can change what JAX loads:"]
+        trusted = sorted({f"{w.principal} ({w.trust})" for w in r.writers
+                          if w.trust != "untrusted"})
+        groups: dict[str, list] = {}
+        for w in r.writers:
+            if w.trust == "untrusted" or verbose:
+                groups.setdefault(f"{w.principal} [{w.trust}]", []).append(w)
+        for who, ws in groups.items():
+            lines.append(f"  {who}")
+            for w in ws:
+                lines.append(f"    {safe(w.chain[0])}")
+                lines.append(f"      {safe(w.chain[1])}")
+        if trusted:
+            lines.append(f"  trusted: {', '.join(trusted)}")
+    if r.inventory is not None:
+        inv = r.inventory
+        flagged = [e for e in inv.entries if e.flags]
+        lines += ["", f"entries: {inv.count('cache')} cache, {inv.count('atime')} atime, "
+                      f"{len(inv.entries)} in all, {_size(inv.total_bytes)}; "
+                      f"{len(flagged)} flagged"]
+        for e in flagged[:20]:
+            lines.append(f"  {safe(e.name)}  {e.owner} {stat.S_IMODE(e.mode):04o}  "
+                         f"{', '.join(e.flags)}")
+        if len(flagged) > 20:
+            lines.append(f"  ... {len(flagged) - 20} more (jaxcache ls shows all)")
+    shown = [f for f in r.findings if verbose or f.effect != NOTE or f.code.startswith("path.")
+             or f.code.startswith("fs.")]
+    if shown:
+        lines += ["", "findings:"]
+        for f in shown:
+            lines.append(f"  [{_MARK[f.effect]}] {f.message}")
+            if f.remedy:
+                lines.append(f"      what to do: {f.remedy}")
+    lines.append("")
+    return "\n".join(lines)
+
+
+def render_ls(path: str, inv: Inventory, now: float | None = None) -> str:
+    now = time.time() if now is None else now
+    if inv.unreadable:
+        return f"{safe(path)}: {inv.unreadable}\n"
+    rows = [("SIZE", "OWNER", "MODE", "AGE", "LINKS", "KIND", "MODULE", "FLAGS", "NAME")]
+    for e in inv.entries:
+        rows.append((_size(e.size), e.owner, f"{stat.S_IMODE(e.mode):04o}", _age(e.age_s),
+                     str(e.nlink), e.kind, safe(e.module or "-"), ",".join(e.flags) or "-",
+                     safe(e.name)))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
+    out = ["  ".join(c.ljust(w) for c, w in zip(r[:-1], widths, strict=True)) + "  " + r[-1]
+           for r in rows]
+    out.append(f"{len(inv.entries)} entries, {_size(inv.total_bytes)} in {safe(path)}")
+    return "\n".join(out) + "\n"

@@ -1,0 +1,1 @@
+"""Who can write a cache directory, through which path, on which filesystem."""

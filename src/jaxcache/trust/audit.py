@@ -1,0 +1,424 @@
+"""The audit: walk, compute writers, inspect entries and filesystems, and decide the verdict.
+
+Verdicts (DESIGN.md): PRIVATE when only you and root can create, replace or rename entries, the
+directory or any ancestor; SHARED-BY-POLICY when every extra writer is declared trusted; UNSAFE
+when any writer is not; UNVERIFIABLE when something cannot be judged (network filesystem, URL,
+unreadable ancestor, kernel disagreeing with the model). Anything unknown fails closed.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from dataclasses import dataclass
+
+from jaxcache.display import safe
+from jaxcache.trust import acl as aclmod
+from jaxcache.trust import entries as entriesmod
+from jaxcache.trust import mounts as mountsmod
+from jaxcache.trust import principals as pr
+from jaxcache.trust import procs as procsmod
+from jaxcache.trust import target as targetmod
+from jaxcache.trust.findings import (
+    NOTE,
+    UNSAFE,
+    UNVERIFIABLE,
+    WARNING,
+    Component,
+    Finding,
+    Verdict,
+    Writer,
+)
+from jaxcache.trust.policy import EMPTY, Policy, Rule
+from jaxcache.trust.walk import Node, Walk, walk, walk_open
+
+SCHEMA = "jaxcache.audit/1"
+
+
+@dataclass(frozen=True)
+class AuditReport:
+    requested: str
+    path: str | None  # absolute path JAX would use
+    resolved: str | None  # after symlinks
+    exists: bool
+    verdict: Verdict
+    judged_for: pr.Principal
+    writers: tuple[Writer, ...]
+    components: tuple[Component, ...]
+    missing: tuple[str, ...]
+    inventory: entriesmod.Inventory | None
+    processes: procsmod.ProcessScan | None
+    findings: tuple[Finding, ...]
+    policy: str | None
+
+    @property
+    def untrusted(self) -> tuple[Writer, ...]:
+        return tuple(w for w in self.writers if w.trust == "untrusted")
+
+    def writer_names(self, trust: str | None = None) -> frozenset[str]:
+        return frozenset(str(w.principal) for w in self.writers
+                         if trust is None or w.trust == trust)
+
+
+class _Trust:
+    """Classifies principals from the judged user's point of view."""
+
+    def __init__(self, uid: int, rule: Rule, accounts: pr.Accounts) -> None:
+        self.uid, self.rule, self.accounts = uid, rule, accounts
+
+    def __call__(self, p: pr.Principal) -> str:
+        if p.kind == "user" and p.id == 0:
+            return "root"
+        if p.kind == "user" and p.id == self.uid:
+            return "you"
+        if p.kind == "user" and p.id is not None and (
+                p.id in self.rule.trusted_uids
+                or self.accounts.groups_of(p.id) & self.rule.trusted_gids):
+            return "policy"
+        if p.kind == "group" and p.id in self.rule.trusted_gids:
+            return "policy"
+        return "untrusted"
+
+
+def audit(given: str, *, policy: Policy = EMPTY, as_user: int | None = None,
+          scan_processes: bool = True, cwd: str | None = None,
+          accounts: pr.Accounts | None = None) -> AuditReport:
+    accounts = accounts or pr.Accounts()
+    uid = os.geteuid() if as_user is None else as_user
+    me = accounts.user(uid)
+    tgt = targetmod.resolve(given, cwd)
+    notes = [Finding("path.tilde" if "~" in n.split(":")[0] else "path.relative", NOTE, n)
+             for n in tgt.notes]
+    if tgt.path is None:
+        return _url_report(tgt, me, notes, policy)
+    w, fd = walk_open(tgt.path)
+    try:
+        inventory = None
+        if w.exists:
+            inventory = entriesmod.inventory_at(fd, w.anchor_node.path,
+                                                   frozenset({0, uid}), accounts)
+    finally:
+        os.close(fd)
+    resolved = w.resolved
+    rule = policy.rule_for(resolved) if resolved == tgt.path else _merge(
+        policy.rule_for(resolved), policy.rule_for(os.path.normpath(tgt.path)))
+    trust = _Trust(uid, rule, accounts)
+    mounts = mountsmod.read_mounts()
+    components = tuple(_component(w, n, mounts, accounts) for n in w.nodes)
+    writers = _writers(w, accounts, trust)
+    findings = notes + _path_findings(w, tgt.path)
+    findings += _fs_findings(components, rule)
+    findings += _kernel_findings(w, uid, accounts, components)
+    if inventory is not None:
+        writers += _entry_writers(inventory, trust)
+        findings += _entry_findings(inventory, w.anchor_node.path)
+    findings += _writer_findings(writers, w)
+    processes = None
+    if scan_processes and w.exists:
+        processes = procsmod.scan(resolved, accounts.user_name)
+        findings += _process_findings(processes, uid)
+    if _identities(walk(tgt.path)) != _identities(w):
+        findings.append(Finding("path.changed", UNVERIFIABLE,
+                                "the path changed while it was being audited", resolved,
+                                "run the audit again; if it keeps changing, someone is "
+                                "modifying the path"))
+    return AuditReport(given, tgt.path, resolved, w.exists, _verdict(findings, writers), me,
+                       tuple(writers), components, w.missing, inventory, processes,
+                       tuple(findings), policy.source)
+
+
+def _merge(a: Rule, b: Rule) -> Rule:
+    return Rule(a.trusted_uids | b.trusted_uids, a.trusted_gids | b.trusted_gids,
+                a.accepted_filesystems | b.accepted_filesystems, a.names + b.names)
+
+
+def _identities(w: Walk) -> tuple[tuple[int, int], ...]:
+    return tuple(n.identity for n in w.nodes)
+
+
+def _url_report(tgt: targetmod.Target, me: pr.Principal, notes: list[Finding],
+                policy: Policy) -> AuditReport:
+    scheme = (tgt.url or "").split("://", 1)[0]
+    finding = Finding(
+        "path.url", UNVERIFIABLE,
+        f"{safe(tgt.given)} is a {scheme}:// URL: its writers are decided by the storage "
+        "service's access control, which jaxcache cannot read",
+        tgt.given,
+        "check who holds write (e.g. storage.objects.create / roles/storage.objectAdmin on the "
+        "bucket and prefix, including service accounts and CI), turn off public or uniform "
+        "write grants, and prefer signed entries or a private local cache (jaxcache init)",
+    )
+    return AuditReport(tgt.given, None, None, False, Verdict.UNVERIFIABLE, me, (), (), (), None,
+                       None, (*notes, finding), policy.source)
+
+
+def _acl_text(acl: aclmod.Acl | None, accounts: pr.Accounts, gid: int) -> tuple[str, ...]:
+    if acl is None or not acl.is_extended:
+        return ()
+    out = []
+    for e in acl.entries:
+        name = None
+        if e.tag == aclmod.USER and e.id is not None:
+            name = accounts.user_name(e.id)
+        elif e.tag == aclmod.GROUP and e.id is not None:
+            name = accounts.group_name(e.id)
+        out.append(aclmod.describe(e, name))
+    return tuple(out)
+
+
+def _component(w: Walk, n: Node, mounts, accounts: pr.Accounts) -> Component:
+    m = mountsmod.mount_of(n.path, n.dev, mounts)
+    return Component(
+        n.path, n.kind, accounts.user_name(n.uid), accounts.group_name(n.gid), n.mode,
+        _acl_text(n.acl, accounts, n.gid), _acl_text(n.default_acl, accounts, n.gid), n.target,
+        m.fstype if m else None, m.category if m else None, m.point if m else None,
+        (f"{m.source}:{m.root}" if m and m.is_bind else None), bool(m and m.read_only),
+    )
+
+
+def _dir_grants(n: Node, accounts: pr.Accounts) -> tuple[pr.Grant, ...]:
+    return pr.writers(n.path, n.uid, n.gid, n.mode, n.acl, accounts)
+
+
+def _writers(w: Walk, accounts: pr.Accounts, trust: _Trust) -> list[Writer]:
+    out: list[Writer] = []
+    seen: set[tuple] = set()
+
+    def add(grant: pr.Grant, action: str, target: str, consequence: str) -> None:
+        key = (grant.principal, action, target, grant.reason)
+        if key not in seen:
+            seen.add(key)
+            out.append(Writer(grant.principal, action, target, (grant.reason, consequence),
+                              trust(grant.principal)))
+
+    for n in w.nodes[1:]:
+        parent = w.nodes[n.parent] if n.parent is not None else None
+        if parent is None:
+            continue
+        what = "the symlink " if n.kind == "symlink" else ""
+        consequence = (f"-> can rename or replace {what}{n.path} and put their own in its place")
+        for grant in _replacers(parent, n, accounts):
+            add(grant, "replace", n.path, consequence)
+    anchor = w.anchor_node
+    if w.missing:
+        first = anchor.path.rstrip("/") + "/" + w.missing[0]
+        for grant in _dir_grants(anchor, accounts):
+            add(grant, "create-dir", first,
+                f"-> can create {first} before JAX does, and own the cache directory")
+        if anchor.default_acl is not None:
+            for grant in pr.default_acl_writers(anchor.path, anchor.gid, anchor.default_acl,
+                                                accounts):
+                add(grant, "inherit", first,
+                    f"-> will be able to write {first} once it is created")
+        return out
+    if w.blocked:
+        return out
+    sticky = bool(anchor.mode & stat.S_ISVTX)
+    for grant in _dir_grants(anchor, accounts):
+        if sticky and grant.principal.id != anchor.uid:
+            add(grant, "create-entries", anchor.path,
+                "-> can create new entries (sticky bit: not replace yours); JAX keys are "
+                "predictable, so they can plant entries for programs you have not run yet")
+        else:
+            add(grant, "write-entries", anchor.path,
+                "-> can create, replace or delete cache entries, i.e. choose the code JAX runs")
+    if anchor.default_acl is not None:
+        for grant in pr.default_acl_writers(anchor.path, anchor.gid, anchor.default_acl,
+                                            accounts):
+            add(grant, "inherit", anchor.path,
+                "-> can rewrite every entry JAX creates here from now on")
+    return out
+
+
+def _replacers(parent: Node, child: Node, accounts: pr.Accounts) -> tuple[pr.Grant, ...]:
+    """Who can rename or replace `child` inside `parent`; a sticky bit limits it to owners."""
+    grants = _dir_grants(parent, accounts)
+    if not parent.mode & stat.S_ISVTX:
+        return grants
+    kept = [g for g in grants if g.principal.kind == "user" and g.principal.id == parent.uid]
+    if child.uid != parent.uid and child.uid != 0:
+        gids = accounts.groups_of(child.uid)
+        if pr.can(child.uid, gids, parent.uid, parent.gid, parent.mode, parent.acl, pr.WX):
+            kept.append(pr.Grant(accounts.user(child.uid),
+                                 f"owns {child.path}, which sits in sticky {parent.path}"))
+    return tuple(kept)
+
+
+def _entry_writers(inv: entriesmod.Inventory, trust: _Trust) -> list[Writer]:
+    out = []
+    for e in inv.entries:
+        for grant in e.writers:
+            out.append(Writer(grant.principal, "rewrite-entry", e.name,
+                              (grant.reason, f"-> can change the compiled code in {e.name}"),
+                              trust(grant.principal)))
+    return out
+
+
+def _path_findings(w: Walk, path: str) -> list[Finding]:
+    out = []
+    if w.blocked:
+        out.append(Finding("path.unreadable", UNVERIFIABLE,
+                           f"{w.blocked}: the rest of the path cannot be judged", path,
+                           "run the audit as a user who can search every ancestor (or root)"))
+    elif w.missing:
+        out.append(Finding(
+            "path.missing", NOTE,
+            f"{safe(w.resolved)} does not exist yet; judged by its nearest existing ancestor "
+            f"{safe(w.anchor_node.path)}: whoever can write there can create it first",
+            w.resolved, "create it yourself with `jaxcache init PATH` before any job runs"))
+    links = [n for n in w.nodes if n.kind == "symlink"]
+    for n in links:
+        parent = w.parent_of(n)
+        note = f"{safe(n.path)} is a symlink to {safe(n.target or '')}"
+        if parent is not None and n.uid not in (0, parent.uid):
+            note += f" owned by uid {n.uid}, not by the owner of {safe(parent.path)}"
+        out.append(Finding("path.symlink", NOTE, note, n.path,
+                           "the directories on both sides of the link are part of the trust "
+                           "boundary; JAX keys on <= 0.10.2 also include the path you pass"))
+    return out
+
+
+def _fs_findings(components: tuple[Component, ...], rule: Rule) -> list[Finding]:
+    out, seen = [], set()
+    for c in components:
+        if c.kind != "dir" or c.mount_point is None:
+            continue
+        if c.fs_category == "network" and c.fs_type not in rule.accepted_filesystems:
+            if (c.mount_point, "net") not in seen:
+                seen.add((c.mount_point, "net"))
+                out.append(Finding(
+                    "fs.network", UNVERIFIABLE,
+                    f"{safe(c.path)} is on {c.fs_type} ({safe(c.mount_point)}): on network and "
+                    "FUSE filesystems local permission bits do not bound writers (an NFS client "
+                    "with AUTH_SYS chooses its own uid; a FUSE daemon serves what it likes)",
+                    c.path,
+                    "use a private cache on a local disk (jaxcache init), or, if you control "
+                    f"every client and server, accept '{c.fs_type}' for this path in a policy"))
+        elif c.fs_category == "network":
+            out.append(Finding("fs.network-accepted", NOTE,
+                               f"{safe(c.path)} is on {c.fs_type}, accepted by policy", c.path))
+        if c.bind_of and (c.mount_point, "bind") not in seen:
+            seen.add((c.mount_point, "bind"))
+            out.append(Finding("fs.bind", NOTE,
+                               f"{safe(c.mount_point)} is a bind mount of {safe(c.bind_of)}: the "
+                               "same directory is reachable under its source path too",
+                               c.mount_point))
+        if c.fs_category == "tmpfs" and (c.mount_point, "tmpfs") not in seen:
+            seen.add((c.mount_point, "tmpfs"))
+            out.append(Finding("fs.tmpfs", NOTE,
+                               f"{safe(c.path)} is on tmpfs ({safe(c.mount_point)}): entries "
+                               "vanish at reboot", c.path))
+        if c.fs_category == "overlay" and (c.mount_point, "overlay") not in seen:
+            seen.add((c.mount_point, "overlay"))
+            out.append(Finding("fs.overlay", NOTE,
+                               f"{safe(c.path)} is on an overlay filesystem: whoever built its "
+                               "lower layers (the image) decided their contents", c.path))
+    last = next((c for c in reversed(components) if c.kind == "dir"), None)
+    if last is not None and last.read_only:
+        out.append(Finding("fs.read-only", NOTE,
+                           f"{safe(last.path)} is on a read-only mount: JAX can read entries "
+                           "but will not write new ones", last.path))
+    return out
+
+
+def _kernel_findings(w: Walk, uid: int, accounts: pr.Accounts,
+                     components: tuple[Component, ...]) -> list[Finding]:
+    """Cross-check the permission model against the kernel's answer for the current user."""
+    if uid != os.geteuid():
+        return []
+    gids = frozenset(os.getgroups()) | {os.getegid()}
+    out = []
+    for n, c in zip(w.nodes, components, strict=True):
+        if n.kind != "dir" or n.kernel_writable is None:
+            continue
+        model = pr.can(uid, gids, n.uid, n.gid, n.mode, n.acl, pr.WX) and not c.read_only
+        if model != n.kernel_writable:
+            out.append(Finding(
+                "kernel.disagrees", UNVERIFIABLE,
+                f"the permission model says you {'can' if model else 'cannot'} write "
+                f"{safe(n.path)} but the kernel says you {'can' if n.kernel_writable else 'cannot'}"
+                " (an LSM, capability, immutable flag or idmapped mount the model does not know)",
+                n.path, "inspect the directory by hand (lsattr, getfacl, mount options)"))
+    return out
+
+
+def _entry_findings(inv: entriesmod.Inventory, path: str) -> list[Finding]:
+    out = []
+    if inv.unreadable:
+        out.append(Finding("entries.unreadable", UNVERIFIABLE, inv.unreadable, path,
+                           "run the audit as the user who owns the cache"))
+    explain = {
+        "symlink": (UNSAFE, "is a symlink: JAX follows it when reading and writing, so the "
+                            "link's target decides the compiled code"),
+        "hard-link": (WARNING, "has other hard links: JAX never creates them; its content is "
+                               "also reachable under another name"),
+        "not-regular": (UNSAFE, "is not a regular file (device, FIFO or socket)"),
+        "unexpected-dir": (WARNING, "is a directory JAX does not create"),
+        "unexpected-name": (NOTE, "is not a name JAX writes"),
+        "acl-unreadable": (UNVERIFIABLE, "has an ACL that cannot be read"),
+    }
+    for e in inv.entries:
+        for flag in e.flags:
+            if flag in explain:
+                effect, text = explain[flag]
+                out.append(Finding(f"entry.{flag}", effect, f"entry {safe(e.name)} {text}",
+                                   e.name, None if effect == NOTE else
+                                   "find out who put it there before any job loads it; "
+                                   "jaxcache never deletes it for you"))
+    return out
+
+
+def _writer_findings(writers: list[Writer], w: Walk) -> list[Finding]:
+    out = []
+    by_principal: dict[pr.Principal, list[Writer]] = {}
+    for wr in writers:
+        if wr.trust == "untrusted":
+            by_principal.setdefault(wr.principal, []).append(wr)
+    for p, ws in sorted(by_principal.items()):
+        first = ws[0]
+        if p.kind == "everyone":
+            remedy = ("do not point JAX at this directory: use a private one (jaxcache init); "
+                      "no policy can make 'everyone' trusted. Other jobs may rely on this "
+                      "access: check who uses it before changing any permission")
+        else:
+            remedy = ("do not point JAX at this directory: use a private one (jaxcache init), "
+                      f"or, if {p} is meant to share it, declare them in a policy. Other jobs "
+                      "may rely on this access: check who uses it before changing any "
+                      "permission")
+        out.append(Finding(
+            "writer.untrusted", UNSAFE,
+            f"{p} can change what JAX loads: {first.chain[0]} {first.chain[1]}"
+            + (f" (and {len(ws) - 1} more way(s))" if len(ws) > 1 else ""),
+            first.target, remedy))
+    if any(wr.action == "create-entries" for wr in writers if wr.trust == "untrusted"):
+        out.append(Finding(
+            "dir.sticky-preseed", UNSAFE,
+            f"{safe(w.anchor_node.path)} has the sticky bit: others cannot replace your entries "
+            "but can create new names, and JAX cache keys are computable, so they can plant an "
+            "entry your next program will load", w.anchor_node.path,
+            "use a private directory (jaxcache init)"))
+    return out
+
+
+def _process_findings(scan: procsmod.ProcessScan, uid: int) -> list[Finding]:
+    out = []
+    for use in scan.uses:
+        effect = NOTE if use.uid in (uid, 0) else WARNING
+        out.append(Finding("users.process", effect,
+                           f"process {use.pid} ({safe(use.command)}, user {use.user}) uses this "
+                           f"cache ({use.how})", None))
+    if scan.uninspected:
+        out.append(Finding("users.uninspected", NOTE,
+                           f"{scan.uninspected} processes of other users could not be inspected "
+                           "(run as root to see every user of the cache)", None))
+    return out
+
+
+def _verdict(findings: list[Finding], writers: list[Writer]) -> Verdict:
+    if any(f.effect == UNSAFE for f in findings):
+        return Verdict.UNSAFE
+    if any(f.effect == UNVERIFIABLE for f in findings):
+        return Verdict.UNVERIFIABLE
+    if any(wr.trust == "policy" for wr in writers):
+        return Verdict.SHARED_BY_POLICY
+    return Verdict.PRIVATE

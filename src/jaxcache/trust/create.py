@@ -1,0 +1,122 @@
+"""`jaxcache init`: create a private cache directory without races, or accept one that is.
+
+Each missing component is made with mkdirat(parent_fd, name, 0700) and then opened with
+O_NOFOLLOW|O_DIRECTORY, so a name planted between the two calls is noticed rather than used.
+Ownership, mode and ACLs are checked on the descriptor. Anything that fails is undone, and only
+what this call created is ever removed.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from dataclasses import dataclass
+
+from jaxcache.display import safe
+from jaxcache.errors import JaxcacheError
+from jaxcache.trust import acl as aclmod
+from jaxcache.trust import target as targetmod
+from jaxcache.trust.audit import AuditReport, audit
+from jaxcache.trust.policy import EMPTY, Policy
+from jaxcache.trust.walk import walk_open
+
+_OPEN = os.O_RDONLY | os.O_NOFOLLOW | os.O_DIRECTORY | os.O_CLOEXEC
+
+
+@dataclass(frozen=True)
+class InitResult:
+    path: str
+    created: tuple[str, ...]
+    refused: str | None  # why the directory is not accepted; None when it is ready
+    report: AuditReport
+
+    @property
+    def ok(self) -> bool:
+        return self.refused is None
+
+
+def default_dir(name: str = "jax") -> str:
+    from platformdirs import user_cache_dir
+
+    return os.path.join(user_cache_dir("jaxcache"), name)
+
+
+def _private_problem(fd: int, path: str) -> str | None:
+    st = os.fstat(fd)
+    where = f"/proc/self/fd/{fd}"
+    if st.st_uid != os.geteuid():
+        return f"{safe(path)} is owned by uid {st.st_uid}, not by you"
+    if stat.S_IMODE(st.st_mode) & 0o077:
+        return f"{safe(path)} has mode {stat.S_IMODE(st.st_mode):04o}, not 0700"
+    for name, label in ((aclmod.ACCESS, "an ACL"), (aclmod.DEFAULT, "a default ACL")):
+        acl = aclmod.read(where, name)
+        if acl is not None and (acl.is_extended or name == aclmod.DEFAULT):
+            listed = ", ".join(aclmod.describe(e) for e in acl.entries)
+            return f"{safe(path)} has {label} ({listed})"
+    return None
+
+
+def init(given: str, *, policy: Policy = EMPTY) -> InitResult:
+    tgt = targetmod.resolve(given)
+    if tgt.path is None:
+        raise JaxcacheError(f"init makes local directories; {safe(given)} is a URL")
+    if any("'~'" in n for n in tgt.notes):
+        raise JaxcacheError(f"refusing {safe(given)!r}: JAX does not expand '~', so this would "
+                            "create a directory literally named '~'; pass an absolute path")
+    w, fd = walk_open(tgt.path)
+    if w.blocked:
+        os.close(fd)
+        report = audit(tgt.path, policy=policy)
+        return InitResult(tgt.path, (), w.blocked, report)
+    if ".." in w.missing:
+        os.close(fd)
+        raise JaxcacheError(f"{safe(given)}: '..' after a directory that does not exist yet")
+    created: list[tuple[int, str, str]] = []  # (parent fd, name, path) of what we made
+    refused = None
+    cur = fd
+    path = w.anchor_node.path
+    try:
+        for name in w.missing:
+            path = path.rstrip("/") + "/" + name
+            try:
+                os.mkdir(name, 0o700, dir_fd=cur)
+                mine = True
+            except FileExistsError:
+                mine = False  # someone made it since the walk: judged below like any other
+            try:
+                nfd = os.open(name, _OPEN if mine else _OPEN | os.O_PATH, dir_fd=cur)
+            except OSError as exc:
+                refused = f"{safe(path)} appeared while being created and is not a plain " \
+                          f"directory ({exc.strerror})"
+                break
+            if mine:
+                created.append((os.dup(cur), name, path))
+                if stat.S_IMODE(os.fstat(nfd).st_mode) != 0o700:
+                    os.fchmod(nfd, 0o700)  # the umask took bits away; this one is ours
+            os.close(cur)
+            cur = nfd
+        if refused is None:
+            refused = _private_problem(cur, path)
+    finally:
+        os.close(cur)
+    report = audit(tgt.path, policy=policy)
+    if refused is None and not report.verdict.ok:
+        refused = f"the audit says {report.verdict.value}"
+    if refused is not None:
+        _undo(created)
+    else:
+        for parent_fd, _, _ in created:
+            os.close(parent_fd)
+    return InitResult(tgt.path, tuple(p for _, _, p in created) if refused is None else (),
+                      refused, report)
+
+
+def _undo(created: list[tuple[int, str, str]]) -> None:
+    """Remove, deepest first, the empty directories this call made; nothing else."""
+    for parent_fd, name, _ in reversed(created):
+        try:
+            os.rmdir(name, dir_fd=parent_fd)
+        except OSError:
+            pass  # not empty or already gone: leave it, never force
+        finally:
+            os.close(parent_fd)

@@ -1,0 +1,155 @@
+"""Inventory of a cache directory: what JAX would read, who owns it, and what looks wrong.
+
+JAX names entries `<module>-<64 hex>-cache`, keeps `<key>-atime` and `.lockfile` when a size limit
+is set, and on GPU writes `xla_gpu_per_fusion_autotune_cache_dir/`. Anything else is unexpected.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+import time
+from dataclasses import dataclass
+
+from jaxcache.trust import acl as aclmod
+from jaxcache.trust import principals
+from jaxcache.trust.acl import AclFormatError
+from jaxcache.trust.principals import Accounts, Grant
+
+XLA_SUBCACHE = "xla_gpu_per_fusion_autotune_cache_dir"
+_ENTRY = re.compile(r"^(?P<module>.+)-(?P<key>[0-9a-f]{64})-(?P<kind>cache|atime)$", re.S)
+
+
+@dataclass(frozen=True)
+class Entry:
+    name: str  # relative to the cache directory
+    kind: str  # cache | atime | lockfile | xla-subcache | unexpected
+    module: str | None
+    key: str | None
+    type: str  # file | dir | symlink | other
+    size: int
+    uid: int
+    owner: str
+    mode: int
+    age_s: float
+    nlink: int
+    has_acl: bool
+    flags: tuple[str, ...]
+    writers: tuple[Grant, ...]  # who can rewrite it; computed only when something is off
+
+
+@dataclass(frozen=True)
+class Inventory:
+    entries: tuple[Entry, ...]
+    unreadable: str | None = None
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(e.size for e in self.entries if e.type == "file")
+
+    def count(self, kind: str) -> int:
+        return sum(1 for e in self.entries if e.kind == kind)
+
+
+def classify(name: str) -> tuple[str, str | None, str | None]:
+    if name == ".lockfile":
+        return "lockfile", None, None
+    if name == XLA_SUBCACHE:
+        return "xla-subcache", None, None
+    m = _ENTRY.match(name)
+    if m:
+        return m["kind"], m["module"], m["key"]
+    return "unexpected", None, None
+
+
+def _type(mode: int) -> str:
+    if stat.S_ISREG(mode):
+        return "file"
+    if stat.S_ISDIR(mode):
+        return "dir"
+    if stat.S_ISLNK(mode):
+        return "symlink"
+    return "other"
+
+
+def inventory(dir_fd: int, path: str, me: frozenset[int], accounts: Accounts,
+              now: float | None = None, prefix: str = "") -> Inventory:
+    """List a directory through its descriptor. `me` are the uids that count as ours (we, root)."""
+    now = time.time() if now is None else now
+    out: list[Entry] = []
+    try:
+        scan = list(os.scandir(dir_fd))
+    except PermissionError:
+        return Inventory((), unreadable="no permission to list the cache directory")
+    proc = f"/proc/self/fd/{dir_fd}/"
+    for item in scan:
+        st = item.stat(follow_symlinks=False)
+        name = prefix + item.name
+        kind, module, key = classify(item.name) if not prefix else ("xla-subcache", None, None)
+        ftype = _type(st.st_mode)
+        flags = []
+        acl = None
+        if ftype != "symlink":
+            try:
+                acl = aclmod.read(proc + item.name, aclmod.ACCESS)
+            except (AclFormatError, OSError):
+                flags.append("acl-unreadable")
+        has_acl = acl is not None and acl.is_extended
+        if st.st_uid not in me:
+            flags.append("foreign-owner")
+        if ftype != "symlink" and st.st_mode & 0o022:
+            flags.append("group-writable" if st.st_mode & 0o020 else "other-writable")
+            if st.st_mode & 0o022 == 0o022:
+                flags[-1] = "group+other-writable"
+        if has_acl:
+            flags.append("acl")
+        if ftype == "file" and st.st_nlink > 1:
+            flags.append("hard-link")
+        if ftype == "symlink":
+            flags.append("symlink")
+        elif ftype == "other":
+            flags.append("not-regular")
+        elif ftype == "dir" and kind != "xla-subcache":
+            flags.append("unexpected-dir")
+        if kind == "unexpected":
+            flags.append("unexpected-name")
+        grants: tuple[Grant, ...] = ()
+        if ftype != "symlink" and (st.st_uid not in me or st.st_mode & 0o022 or has_acl):
+            want = principals.WX if ftype == "dir" else aclmod.WRITE
+            grants = principals.writers(f"{path.rstrip('/')}/{name}", st.st_uid, st.st_gid,
+                                        st.st_mode, acl, accounts, want)
+        out.append(Entry(name, kind, module, key, ftype, st.st_size, st.st_uid,
+                         accounts.user_name(st.st_uid), st.st_mode,
+                         max(0.0, now - st.st_mtime), st.st_nlink, has_acl, tuple(flags),
+                         grants))
+        if ftype == "dir" and not prefix and kind == "xla-subcache":
+            out.extend(_subcache(dir_fd, path, item.name, me, accounts, now))
+    out.sort(key=lambda e: e.name)
+    return Inventory(tuple(out))
+
+
+def inventory_at(path_fd: int, path: str, me: frozenset[int],
+                 accounts: Accounts) -> Inventory:
+    """Inventory of the directory behind an O_PATH descriptor (as the walk leaves it)."""
+    try:
+        rd = os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=path_fd)
+    except PermissionError:
+        return Inventory((), unreadable="no permission to list the cache directory")
+    try:
+        return inventory(rd, path, me, accounts)
+    finally:
+        os.close(rd)
+
+
+def _subcache(dir_fd: int, path: str, name: str, me: frozenset[int], accounts: Accounts,
+              now: float) -> tuple[Entry, ...]:
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_DIRECTORY | os.O_CLOEXEC
+    try:
+        sub = os.open(name, flags, dir_fd=dir_fd)
+    except OSError:
+        return ()
+    try:
+        return inventory(sub, path, me, accounts, now, prefix=name + "/").entries
+    finally:
+        os.close(sub)

@@ -1,0 +1,62 @@
+"""Results of an audit: findings, writers and the verdict, as frozen data."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+from jaxcache.trust.principals import Principal
+
+
+class Verdict(str, Enum):
+    PRIVATE = "PRIVATE"
+    SHARED_BY_POLICY = "SHARED-BY-POLICY"
+    UNSAFE = "UNSAFE"
+    UNVERIFIABLE = "UNVERIFIABLE"
+
+    @property
+    def ok(self) -> bool:
+        return self in (Verdict.PRIVATE, Verdict.SHARED_BY_POLICY)
+
+
+# What a finding does to the verdict.
+UNSAFE, UNVERIFIABLE, WARNING, NOTE = "unsafe", "unverifiable", "warning", "note"
+
+
+@dataclass(frozen=True)
+class Finding:
+    code: str  # stable identifier, documented in docs/audit.md
+    effect: str  # unsafe | unverifiable | warning | note
+    message: str
+    path: str | None = None
+    remedy: str | None = None
+
+
+@dataclass(frozen=True)
+class Writer:
+    """A principal able to change what JAX loads from the cache, and the chain of reasons."""
+
+    principal: Principal
+    action: str  # write-entries | create-entries | replace | create-dir | rewrite-entry | inherit
+    target: str
+    chain: tuple[str, ...]
+    trust: str  # you | root | policy | untrusted
+
+
+@dataclass(frozen=True)
+class Component:
+    """One directory or symlink on the way to the cache, with its filesystem."""
+
+    path: str
+    kind: str
+    owner: str
+    group: str
+    mode: int
+    acl: tuple[str, ...]
+    default_acl: tuple[str, ...]
+    target: str | None
+    fs_type: str | None
+    fs_category: str | None
+    mount_point: str | None
+    bind_of: str | None
+    read_only: bool

@@ -1,0 +1,148 @@
+"""The trust policy: which extra writers and filesystems a user accepts, per cache path.
+
+Like git's safe.directory, the policy is read only from a place the audited tree cannot
+influence: `--policy FILE` or the user's config dir, never from inside the cache directory,
+and only from a file that no one but its owner (us or root) can modify.
+
+    # ~/.config/jaxcache/policy.toml
+    trusted_users = ["ci-publisher"]          # for every cache path
+    [[cache]]
+    path = "/srv/jax-cache"                   # absolute, as the audit resolves it
+    trusted_users = ["alice"]
+    trusted_groups = ["ml-team"]              # every member of the group
+    accepted_filesystems = ["nfs4"]           # network filesystems you vouch for
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import sys
+from dataclasses import dataclass, field
+
+from jaxcache.display import safe
+from jaxcache.errors import PolicyError
+from jaxcache.trust.principals import Accounts
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on 3.10 only
+    import tomli as tomllib
+
+_RULE_KEYS = {"trusted_users", "trusted_groups", "accepted_filesystems"}
+
+
+@dataclass(frozen=True)
+class Rule:
+    trusted_uids: frozenset[int] = frozenset()
+    trusted_gids: frozenset[int] = frozenset()
+    accepted_filesystems: frozenset[str] = frozenset()
+    names: tuple[str, ...] = ()  # how the user wrote them, for reports
+
+
+@dataclass(frozen=True)
+class Policy:
+    source: str | None = None
+    default: Rule = field(default_factory=Rule)
+    per_path: tuple[tuple[str, Rule], ...] = ()
+
+    def rule_for(self, path: str) -> Rule:
+        """The global rule merged with the rule for exactly this (resolved) cache path."""
+        rules = [self.default] + [r for p, r in self.per_path if p.rstrip("/") == path.rstrip("/")
+                                  or (p == "/" and path == "/")]
+        return Rule(
+            frozenset().union(*(r.trusted_uids for r in rules)),
+            frozenset().union(*(r.trusted_gids for r in rules)),
+            frozenset().union(*(r.accepted_filesystems for r in rules)),
+            tuple(n for r in rules for n in r.names),
+        )
+
+
+EMPTY = Policy()
+
+
+def default_path() -> str:
+    from platformdirs import user_config_dir
+
+    return os.path.join(user_config_dir("jaxcache"), "policy.toml")
+
+
+def load(path: str | None, accounts: Accounts) -> Policy:
+    """Load --policy PATH, or the user's config file if it exists, or the empty policy."""
+    explicit = path is not None
+    path = path if explicit else default_path()
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        if explicit:
+            raise PolicyError(f"policy file not found: {safe(path)}") from None
+        return EMPTY
+    except OSError as exc:
+        raise PolicyError(f"cannot open policy file {safe(path)}: {exc.strerror}") from None
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(f.fileno())
+        _check_protected(path, st)
+        try:
+            data = tomllib.load(f)
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+            raise PolicyError(f"policy file {safe(path)} is not valid TOML: {exc}") from None
+    return _build(os.path.abspath(path), data, accounts)
+
+
+def _check_protected(path: str, st: os.stat_result) -> None:
+    if not stat.S_ISREG(st.st_mode):
+        raise PolicyError(f"policy {safe(path)} is not a regular file")
+    if st.st_uid not in (0, os.geteuid()):
+        raise PolicyError(f"policy {safe(path)} is owned by uid {st.st_uid}, not by you or root: "
+                          "whoever owns it decides whom you trust")
+    if st.st_mode & 0o022:
+        raise PolicyError(f"policy {safe(path)} is writable by group or others "
+                          f"(mode {stat.S_IMODE(st.st_mode):04o}): anyone who can edit it decides "
+                          "whom you trust")
+
+
+def _rule(data: dict, where: str, accounts: Accounts) -> Rule:
+    unknown = set(data) - _RULE_KEYS - ({"path"} if where != "top level" else {"cache"})
+    if unknown:
+        raise PolicyError(f"policy: unknown key(s) {', '.join(sorted(unknown))} at {where}")
+    lists = {}
+    for key in _RULE_KEYS:
+        value = data.get(key, [])
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise PolicyError(f"policy: {key} at {where} must be a list of strings")
+        lists[key] = value
+    uids, gids = set(), set()
+    for name in lists["trusted_users"]:
+        uid = accounts.uid_of(name)
+        if uid is None:
+            raise PolicyError(f"policy: trusted user {safe(name)!r} at {where} does not exist")
+        uids.add(uid)
+    for name in lists["trusted_groups"]:
+        gid = accounts.gid_of(name)
+        if gid is None:
+            raise PolicyError(f"policy: trusted group {safe(name)!r} at {where} does not exist")
+        gids.add(gid)
+    names = tuple(lists["trusted_users"]) + tuple(f"group {g}" for g in lists["trusted_groups"])
+    return Rule(frozenset(uids), frozenset(gids), frozenset(lists["accepted_filesystems"]), names)
+
+
+def _build(source: str, data: dict, accounts: Accounts) -> Policy:
+    default = _rule(data, "top level", accounts)
+    per_path = []
+    caches = data.get("cache", [])
+    if not isinstance(caches, list):
+        raise PolicyError("policy: [[cache]] must be an array of tables")
+    for i, item in enumerate(caches):
+        if not isinstance(item, dict) or not isinstance(item.get("path"), str):
+            raise PolicyError(f"policy: [[cache]] number {i + 1} needs a string 'path'")
+        if not os.path.isabs(item["path"]):
+            raise PolicyError(f"policy: [[cache]] path {safe(item['path'])!r} must be absolute")
+        per_path.append((os.path.normpath(item["path"]),
+                         _rule(item, f"[[cache]] {item['path']}", accounts)))
+    return Policy(source, default, tuple(per_path))
+
+
+def inside(policy_path: str, tree: str) -> bool:
+    """Is the policy file inside the audited tree (where the tree's writers could edit it)?"""
+    real = os.path.realpath(policy_path)
+    return real == tree or real.startswith(tree.rstrip("/") + "/")
