@@ -75,10 +75,14 @@ def parse(blob: bytes) -> Acl:
     return Acl(tuple(entries))
 
 
-def read(path: str, name: str) -> Acl | None:
-    """Read one ACL xattr without following a final symlink; None when there is none."""
+def read(path: str, name: str, *, follow: bool = False) -> Acl | None:
+    """Read one ACL xattr; None when there is none.
+
+    `follow` only for /proc/self/fd/N paths, whose final component is the descriptor's magic
+    link: not following it would read the link's own (empty) xattrs.
+    """
     try:
-        blob = os.getxattr(path, name, follow_symlinks=False)
+        blob = os.getxattr(path, name, follow_symlinks=follow)
     except OSError as exc:
         if exc.errno in (errno.ENODATA, errno.ENOTSUP, errno.EOPNOTSUPP):
             return None

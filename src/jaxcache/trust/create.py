@@ -49,7 +49,7 @@ def _private_problem(fd: int, path: str) -> str | None:
     if stat.S_IMODE(st.st_mode) & 0o077:
         return f"{safe(path)} has mode {stat.S_IMODE(st.st_mode):04o}, not 0700"
     for name, label in ((aclmod.ACCESS, "an ACL"), (aclmod.DEFAULT, "a default ACL")):
-        acl = aclmod.read(where, name)
+        acl = aclmod.read(where, name, follow=True)
         if acl is not None and (acl.is_extended or name == aclmod.DEFAULT):
             listed = ", ".join(aclmod.describe(e) for e in acl.entries)
             return f"{safe(path)} has {label} ({listed})"

@@ -86,7 +86,8 @@ def _components(path: str) -> list[str]:
 def _read_acls(fd: int) -> tuple[Acl | None, Acl | None]:
     where = f"/proc/self/fd/{fd}"
     try:
-        return aclmod.read(where, aclmod.ACCESS), aclmod.read(where, aclmod.DEFAULT)
+        return (aclmod.read(where, aclmod.ACCESS, follow=True),
+                aclmod.read(where, aclmod.DEFAULT, follow=True))
     except AclFormatError as exc:
         raise WalkError(f"cannot parse the ACL of a directory: {exc}") from exc
 

@@ -1,0 +1,99 @@
+"""Real users, groups, directories and processes for the tests; created here, removed after."""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = os.geteuid() == 0
+needs_root = pytest.mark.skipif(not ROOT, reason="needs root to create users, groups and mounts")
+needs_setfacl = pytest.mark.skipif(shutil.which("setfacl") is None,
+                                   reason="setfacl not installed (make test installs acl as root)")
+
+
+@dataclass(frozen=True)
+class Accounts:
+    group: str  # members: a (supplementary), b (primary group)
+    a: str
+    b: str
+    c: str  # not in the group
+
+
+def _run(*argv: str) -> None:
+    subprocess.run(argv, check=True, capture_output=True)
+
+
+@pytest.fixture(scope="session")
+def accounts():
+    if not ROOT:
+        pytest.skip("needs root to create users and groups")
+    tag = secrets.token_hex(3)
+    acc = Accounts(f"jxg{tag}", f"jxa{tag}", f"jxb{tag}", f"jxc{tag}")
+    _run("groupadd", acc.group)
+    made = []
+    try:
+        for name, extra in ((acc.a, ["-G", acc.group]), (acc.b, ["-N", "-g", acc.group]),
+                            (acc.c, [])):
+            _run("useradd", "-M", "-d", "/nonexistent", "-s", "/usr/sbin/nologin", *extra, name)
+            made.append(name)
+        yield acc
+    finally:
+        for name in made:
+            subprocess.run(["userdel", name], capture_output=True)
+        subprocess.run(["groupdel", acc.group], capture_output=True)
+
+
+@pytest.fixture
+def base():
+    """A fresh directory under /tmp, root-owned 0755, so other users can reach inside it."""
+    path = Path(tempfile.mkdtemp(prefix="jaxcache-test-"))
+    path.chmod(0o755)
+    try:
+        yield path
+    finally:
+        subprocess.run(["chattr", "-R", "-i", str(path)], capture_output=True)
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def mkdir(path: Path, mode: int, owner: str | None = None, group: str | None = None) -> Path:
+    path.mkdir()
+    if owner or group:
+        shutil.chown(path, owner, group)
+    path.chmod(mode)
+    return path
+
+
+def jaxcache(*args: str, user: str | None = None, env: dict | None = None,
+             python: str | None = None, cwd: str | None = None) -> subprocess.CompletedProcess:
+    argv = [python or sys.executable, "-m", "jaxcache", *args]
+    if user is not None:
+        argv = ["setpriv", f"--reuid={user}", f"--regid={user}", "--init-groups", *argv]
+    return subprocess.run(argv, capture_output=True, text=True, env=env, cwd=cwd,
+                          errors="surrogateescape")
+
+
+def audit_json(path, *args: str, **kw) -> tuple[int, dict]:
+    proc = jaxcache("audit", "--format", "json", *args, os.fspath(path), **kw)
+    assert proc.returncode in (0, 1), proc.stderr
+    return proc.returncode, json.loads(proc.stdout)
+
+
+def untrusted(doc: dict) -> set[str]:
+    return set(doc["untrusted_writers"])
+
+
+def writers(doc: dict) -> set[str]:
+    return {w["principal"] for w in doc["writers"]}
+
+
+def codes(doc: dict) -> set[str]:
+    return {f["code"] for f in doc["findings"]}
