@@ -76,9 +76,17 @@ def jaxcache(*args: str, user: str | None = None, env: dict | None = None,
              python: str | None = None, cwd: str | None = None) -> subprocess.CompletedProcess:
     argv = [python or sys.executable, "-m", "jaxcache", *args]
     if user is not None:
-        argv = ["setpriv", f"--reuid={user}", f"--regid={user}", "--init-groups", *argv]
+        argv = [*as_user_argv(user), *argv]
     return subprocess.run(argv, capture_output=True, text=True, env=env, cwd=cwd,
                           errors="surrogateescape")
+
+
+def as_user_argv(user: str) -> list[str]:
+    """setpriv prefix that becomes `user` with its primary and supplementary groups."""
+    import pwd
+
+    gid = pwd.getpwnam(user).pw_gid
+    return ["setpriv", f"--reuid={user}", f"--regid={gid}", "--init-groups"]
 
 
 def audit_json(path, *args: str, **kw) -> tuple[int, dict]:

@@ -7,6 +7,8 @@ import os
 
 def safe(text: str) -> str:
     """Escape control characters and undecodable bytes so one name stays one visible line."""
+    if text.isprintable():  # the common case; surrogates and controls are not printable
+        return text
     raw = os.fsencode(text)
     out: list[str] = []
     for ch in raw.decode("utf-8", "backslashreplace"):

@@ -1,4 +1,5 @@
-"""JSON output with a versioned schema (docs/audit.md): stable keys, paths as text."""
+"""JSON output with a versioned schema (docs/audit.md): stable keys, paths as text, compact
+(one line: pipe through `jq` or `python -m json.tool` to read it)."""
 
 from __future__ import annotations
 
@@ -74,10 +75,10 @@ def audit_dict(r: AuditReport) -> dict:
 
 
 def render_audit(r: AuditReport) -> str:
-    return json.dumps(audit_dict(r), indent=2, ensure_ascii=False) + "\n"
+    return json.dumps(audit_dict(r), ensure_ascii=False) + "\n"
 
 
 def render_ls(path: str, inv: Inventory) -> str:
     doc = {"schema": LS_SCHEMA, "tool": {"name": "jaxcache", "version": __version__},
            "path": _path(path), **(_inventory(inv) or {})}
-    return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
+    return json.dumps(doc, ensure_ascii=False) + "\n"

@@ -1,0 +1,95 @@
+"""`jaxcache init`: create private, accept private, refuse and change nothing otherwise."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+
+from conftest import jaxcache, mkdir, needs_root, needs_setfacl
+
+
+def init_json(*args, **kw):
+    proc = jaxcache("init", "--format", "json", *args, **kw)
+    assert proc.returncode in (0, 1), proc.stderr
+    return proc.returncode, json.loads(proc.stdout)
+
+
+def test_creates_missing_components_0700_whatever_the_umask(base):
+    target = base / "a" / "b" / "cache"
+    proc = subprocess.run(["sh", "-c", 'umask 0277 && exec "$@"', "sh", *jaxcache_argv(
+        "init", str(target))], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    for p in (base / "a", base / "a" / "b", target):
+        st = os.lstat(p)
+        assert stat.S_IMODE(st.st_mode) == 0o700 and st.st_uid == os.geteuid()
+    assert f"export JAX_COMPILATION_CACHE_DIR={target}" in proc.stdout
+    assert f'jax.config.update("jax_compilation_cache_dir", \'{target}\')' in proc.stdout
+
+
+def test_default_location_is_the_user_cache_dir(base):
+    env = {**os.environ, "XDG_CACHE_HOME": str(base / "xdg")}
+    rc, doc = init_json(env=env)
+    assert rc == 0 and doc["path"] == f"{base}/xdg/jaxcache/jax"
+    assert doc["created"] == [f"{base}/xdg", f"{base}/xdg/jaxcache", f"{base}/xdg/jaxcache/jax"]
+    rc, doc = init_json("--name", "team", env=env)
+    assert doc["path"].endswith("/jaxcache/team") and doc["created"] == [doc["path"]]
+
+
+def test_existing_private_dir_is_accepted_unchanged(base):
+    cache = mkdir(base / "cache", 0o700)
+    before = os.stat(cache)
+    rc, doc = init_json(str(cache))
+    assert (rc, doc["ok"], doc["created"]) == (0, True, [])
+    assert os.stat(cache).st_mtime_ns == before.st_mtime_ns
+
+
+def test_existing_non_private_dir_is_refused_and_left_alone(base):
+    cache = mkdir(base / "cache", 0o755)
+    rc, doc = init_json(str(cache))
+    assert rc == 1 and not doc["ok"] and "mode 0755" in doc["refused"]
+    assert stat.S_IMODE(os.stat(cache).st_mode) == 0o755
+
+
+@needs_root
+def test_existing_dir_of_another_user_is_refused(base, accounts):
+    cache = mkdir(base / "cache", 0o700, accounts.b)
+    rc, doc = init_json(str(cache))
+    assert rc == 1 and "not by you" in doc["refused"]
+
+
+def test_refuses_under_a_world_writable_parent_and_creates_nothing(base):
+    world = mkdir(base / "world", 0o777)
+    rc, doc = init_json(str(world / "x" / "cache"))
+    assert rc == 1 and doc["audit"]["verdict"] == "UNSAFE"
+    assert os.listdir(world) == []  # what it made is undone
+
+
+@needs_setfacl
+def test_inherited_default_acl_is_refused_and_undone(base):
+    parent = mkdir(base / "parent", 0o700)
+    subprocess.run(["setfacl", "-d", "-m", "u:nobody:rwx", str(parent)], check=True)
+    rc, doc = init_json(str(parent / "cache"))
+    assert rc == 1 and "ACL" in doc["refused"]
+    assert os.listdir(parent) == []
+
+
+def test_text_output_refusal_is_one_line_on_stderr(base):
+    cache = mkdir(base / "cache", 0o777)
+    proc = jaxcache("init", str(cache))
+    assert proc.returncode == 1
+    assert proc.stderr.count("\n") == 1 and "nothing was changed" in proc.stderr
+    assert "verdict: UNSAFE" in proc.stdout
+
+
+def test_refuses_literal_tilde(base):
+    proc = jaxcache("init", "~/cache", cwd=str(base))
+    assert proc.returncode == 2 and "does not expand" in proc.stderr
+    assert os.listdir(base) == []
+
+
+def jaxcache_argv(*args):
+    import sys
+
+    return [sys.executable, "-m", "jaxcache", *args]
