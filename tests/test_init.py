@@ -25,7 +25,7 @@ def test_creates_missing_components_0700_whatever_the_umask(base):
         st = os.lstat(p)
         assert stat.S_IMODE(st.st_mode) == 0o700 and st.st_uid == os.geteuid()
     assert f"export JAX_COMPILATION_CACHE_DIR={target}" in proc.stdout
-    assert f'jax.config.update("jax_compilation_cache_dir", \'{target}\')' in proc.stdout
+    assert f'jax.config.update("jax_compilation_cache_dir", "{target}")' in proc.stdout
 
 
 def test_default_location_is_the_user_cache_dir(base):

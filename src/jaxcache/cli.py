@@ -59,6 +59,7 @@ def init(path: str | None, name: str, policy_path: str | None, fmt: str) -> None
     component is created 0700 without races; every parent is audited. An existing directory is
     never modified: if it is not private you get the findings, and nothing changes.
     """
+    import json
     import shlex
 
     from jaxcache.report import json as jsonfmt
@@ -69,8 +70,6 @@ def init(path: str | None, name: str, policy_path: str | None, fmt: str) -> None
     target = path if path is not None else create.default_dir(name)
     result = create.init(target, policy=policy.load(policy_path, Accounts()))
     if fmt == "json":
-        import json
-
         doc = {"schema": "jaxcache.init/1", "path": result.path, "ok": result.ok,
                "created": list(result.created), "refused": result.refused,
                "audit": jsonfmt.audit_dict(result.report)}
@@ -85,7 +84,7 @@ def init(path: str | None, name: str, policy_path: str | None, fmt: str) -> None
           "Enable it before JAX compiles anything. In the shell that starts the job:\n"
           f"  export JAX_COMPILATION_CACHE_DIR={quoted}\n"
           "or in Python, right after `import jax`:\n"
-          f"  jax.config.update(\"jax_compilation_cache_dir\", {result.path!r})\n")
+          f"  jax.config.update(\"jax_compilation_cache_dir\", {json.dumps(result.path)})\n")
 
 
 @cli.command()
