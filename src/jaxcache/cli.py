@@ -178,4 +178,9 @@ def main() -> None:
         _fail("interrupted", 130)
     except OSError as exc:
         _fail(f"{exc.strerror or exc}" + (f": {exc.filename}" if exc.filename else ""))
+    except Exception as exc:  # a bug: fail closed with one line, never a verdict
+        if os.environ.get("JAXCACHE_DEBUG"):
+            raise
+        _fail(f"internal error ({type(exc).__name__}: {exc}); nothing was judged. "
+              "Set JAXCACHE_DEBUG=1 for the traceback and report it")
     sys.exit(0)

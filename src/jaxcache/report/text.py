@@ -104,5 +104,7 @@ def render_ls(path: str, inv: Inventory, now: float | None = None) -> str:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
     out = ["  ".join(c.ljust(w) for c, w in zip(r[:-1], widths, strict=True)) + "  " + r[-1]
            for r in rows]
-    out.append(f"{len(inv.entries)} entries, {_size(inv.total_bytes)} in {safe(path)}")
+    count = len(inv.entries)
+    out.append(f"{count} {'entry' if count == 1 else 'entries'}, {_size(inv.total_bytes)} in "
+               f"{safe(path)}")
     return "\n".join(out) + "\n"
