@@ -7,11 +7,17 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-__all__ = ["__version__", "audit"]
+__all__ = ["__version__", "audit", "enable", "UntrustedCacheError", "CacheLifecycleError"]
 
 
-def audit(path, **kwargs):  # noqa: ANN001, ANN003, ANN201 - thin re-export, typed in api
-    """Audit a cache directory; see :func:`jaxcache.api.audit`."""
-    from jaxcache.api import audit as _audit
+def __getattr__(name: str):
+    """Lazy re-exports, so `import jaxcache` stays light and JAX-free."""
+    if name == "audit":
+        from jaxcache.api import audit
 
-    return _audit(path, **kwargs)
+        return audit
+    if name in ("enable", "UntrustedCacheError", "CacheLifecycleError"):
+        from jaxcache import lifecycle as module
+
+        return getattr(module, name)
+    raise AttributeError(f"module 'jaxcache' has no attribute {name!r}")

@@ -39,6 +39,7 @@ def cli() -> None:
       jaxcache init                 make a private cache directory and print how to use it
       jaxcache audit PATH           who can change what JAX loads from PATH, and why
       jaxcache ls PATH              inventory of the entries in a cache directory
+      jaxcache run -- CMD...        run a job with the cache on and record what JAX did
 
     Exit codes: 0 fine, 1 a finding you must act on, 2 usage or input error.
     """
@@ -150,6 +151,48 @@ def ls_command(path: str, fmt: str) -> None:
         from jaxcache.report import text
         _emit(text.render_ls(resolved, inv))
     sys.exit(1 if listing.needs_attention(inv) else 0)
+
+
+@cli.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.option("--cache-dir", metavar="DIR",
+              help="Cache directory (default: $JAX_COMPILATION_CACHE_DIR, else the one "
+                   "`jaxcache init` makes). Audited first; created private if missing.")
+@click.option("--record", "record_path", metavar="FILE",
+              help="Where to write the run record (JSON). Default: a new file under your "
+                   "state dir (~/.local/state/jaxcache/runs/).")
+@click.option("--policy", "policy_path", metavar="FILE", help="Trust policy (TOML).")
+@click.option("--allow-untrusted", is_flag=True,
+              help="Run even if the audit says UNSAFE or UNVERIFIABLE. Anyone who can write "
+                   "the cache can then choose the code your job runs.")
+@click.option("-q", "--quiet", is_flag=True, help="No summary; only the record is written.")
+@click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True)
+def run(cache_dir: str | None, record_path: str | None, policy_path: str | None,
+        allow_untrusted: bool, quiet: bool, command: tuple[str, ...]) -> None:
+    """Run a JAX job unmodified, with the cache enabled and a probe that records what JAX did.
+
+    \b
+      jaxcache run -- python train.py --epochs 1
+      jaxcache run --cache-dir /srv/jax-cache --record run.json -- ./job.sh
+
+    The cache directory is audited first and refused unless PRIVATE or SHARED-BY-POLICY. The
+    probe (a sitecustomize that chains yours) does not import jax before your program does and
+    does not touch its output. After the program ends a summary goes to stderr: modules
+    compiled, hits, written, skipped and why, seconds compiling vs loading.
+
+    Exit code: the program's own (128+N if killed by signal N); 127 command not found, 126
+    not executable; 1 cache refused; 2 usage or input error.
+    """
+    from jaxcache import run as runmod
+    from jaxcache.report import run_text
+
+    argv = list(command)
+    if argv and argv[0] == "--":
+        argv = argv[1:]
+    result = runmod.run_job(argv, cache_dir=cache_dir, record_path=record_path,
+                            policy=policy_path, allow_untrusted=allow_untrusted)
+    if not quiet:
+        sys.stderr.write(run_text.render(result.record, result.record_path))
+    sys.exit(result.outcome.status)
 
 
 @cli.command()

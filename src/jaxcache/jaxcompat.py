@@ -1,0 +1,132 @@
+"""Every touch of JAX internals, in one place, version-gated.
+
+jaxcache reads JAX's private lifecycle state (jax._src.compilation_cache) to detect the traps
+that make a cache setting silently ineffective. Those names are not API: they were verified on
+the versions in TESTED, and `tests/test_jaxcompat.py` fails loudly when the pinned JAX moves.
+On a JAX outside [MIN_VERSION, tested major.minor], features that need internals fail closed.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+from dataclasses import dataclass
+
+MIN_VERSION = (0, 5, 1)  # setting the dir after a first compile works for later compiles
+TESTED = ("0.10.2",)
+_STATE = ("_cache", "_cache_checked", "_cache_used", "_cache_initialized", "reset_cache",
+          "get_file_cache")
+
+CACHE_OPTIONS = (
+    "jax_compilation_cache_dir",
+    "jax_enable_compilation_cache",
+    "jax_persistent_cache_min_compile_time_secs",
+    "jax_persistent_cache_min_entry_size_bytes",
+    "jax_compilation_cache_max_size",
+    "jax_persistent_cache_enable_xla_caches",
+    "jax_explain_cache_misses",
+    "jax_raise_persistent_cache_errors",
+    "jax_compilation_cache_check_contents",
+    "jax_compilation_cache_include_metadata_in_key",
+    "jax_share_binary_between_hosts",
+)
+DEFAULT_MIN_COMPILE_TIME_SECS = 1.0
+DEFAULT_MIN_ENTRY_SIZE_BYTES = 0
+
+
+class JaxInternalsChanged(RuntimeError):
+    """The installed JAX does not have the internals this version of jaxcache relies on."""
+
+
+def _parse(version: str) -> tuple[int, ...]:
+    parts = []
+    for piece in version.split(".")[:3]:
+        digits = "".join(c for c in piece if c.isdigit())
+        parts.append(int(digits) if digits else 0)
+    return tuple(parts)
+
+
+def installed_version(dist: str = "jax") -> str | None:
+    """A distribution's version without importing it (the audit must not import JAX)."""
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def check_supported(version: str) -> None:
+    v = _parse(version)
+    if v < MIN_VERSION:
+        raise JaxInternalsChanged(
+            f"JAX {version} is older than {'.'.join(map(str, MIN_VERSION))}, the oldest "
+            "jaxcache supports (earlier versions ignore a cache dir set after a compile)")
+    newest = max(_parse(t)[:2] for t in TESTED)
+    if v[:2] > newest:
+        raise JaxInternalsChanged(
+            f"JAX {version} is newer than the versions jaxcache was verified on "
+            f"({', '.join(TESTED)}); its private cache state may have changed. Refusing to "
+            "guess: upgrade jaxcache, or pin JAX to a tested version")
+
+
+def _cc():
+    import jax
+
+    check_supported(jax.__version__)
+    from jax._src import compilation_cache as cc
+
+    missing = [name for name in _STATE if not hasattr(cc, name)]
+    if missing:
+        raise JaxInternalsChanged(
+            f"jax._src.compilation_cache on JAX {jax.__version__} lacks {', '.join(missing)}; "
+            "jaxcache cannot check the cache's lifecycle and fails closed")
+    return cc
+
+
+@dataclass(frozen=True)
+class CacheState:
+    """JAX's process-wide cache lifecycle, as jaxcache needs to know it."""
+
+    compiled: bool  # a compile already asked whether to use the cache
+    used: bool  # ... and the answer was yes
+    initialized: bool  # the cache object was created
+    path: str | None  # the directory the cache object was created with
+
+
+def cache_state() -> CacheState:
+    cc = _cc()
+    cache = cc._cache
+    path = None
+    if cache is not None:
+        raw = getattr(cache, "_path", None)
+        path = None if raw is None else str(raw)
+    return CacheState(bool(cc._cache_checked), bool(cc._cache_used),
+                      bool(cc._cache_initialized), path)
+
+
+def reset_cache() -> None:
+    """JAX's own reset: forget the cache object and the first-compile decision."""
+    _cc().reset_cache()
+
+
+def config_value(name: str):
+    import jax
+
+    return getattr(jax.config, name)
+
+
+def cache_options() -> dict[str, object]:
+    import jax
+
+    out = {}
+    for name in CACHE_OPTIONS:
+        try:
+            value = getattr(jax.config, name)
+        except AttributeError:
+            continue  # not on this JAX version
+        out[name] = value if isinstance(value, (str, int, float, bool, type(None))) else str(value)
+    return out
+
+
+def set_cache_dir(path: str) -> None:
+    import jax
+
+    jax.config.update("jax_compilation_cache_dir", path)

@@ -1,0 +1,164 @@
+"""`jaxcache.enable()`: audit first, then switch JAX's cache on, catching the lifecycle traps.
+
+JAX reads JAX_COMPILATION_CACHE_DIR once, at import; creates its cache object once, at the first
+compile that uses it; and remembers whether that first compile used a cache. Each of those makes a
+late or repeated setting silently do nothing. enable() checks them all before it changes anything.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+import warnings
+from dataclasses import dataclass
+
+from jaxcache import jaxcompat
+from jaxcache.display import safe
+from jaxcache.errors import JaxcacheError
+from jaxcache.trust.audit import AuditReport
+
+
+class UntrustedCacheError(JaxcacheError):
+    """The audit did not find the directory PRIVATE or SHARED-BY-POLICY."""
+
+    exit_code = 1
+
+    def __init__(self, report: AuditReport) -> None:
+        self.report = report
+        untrusted = ", ".join(sorted(report.writer_names("untrusted"))) or "unknown writers"
+        reasons = "; ".join(f.message for f in report.findings
+                            if f.effect in ("unsafe", "unverifiable"))[:600]
+        super().__init__(f"refusing cache {safe(report.requested)}: verdict "
+                         f"{report.verdict.value} ({untrusted}): {reasons}")
+
+
+class CacheLifecycleError(JaxcacheError):
+    """Enabling now would be silently ignored by JAX (or is impossible as configured)."""
+
+    exit_code = 1
+
+
+class CacheLifecycleWarning(UserWarning):
+    """Enabling works, but not for everything (e.g. programs compiled before)."""
+
+
+@dataclass(frozen=True)
+class Trap:
+    code: str
+    message: str
+    remedy: str
+    fatal: bool
+
+
+@dataclass(frozen=True)
+class EnableResult:
+    path: str
+    report: AuditReport
+    traps: tuple[Trap, ...]
+    reset: bool  # JAX's cache was reset to make the new directory take effect
+
+
+def lifecycle_traps(path: str) -> list[Trap]:
+    """What would make `jax_compilation_cache_dir = path` ineffective in this process now."""
+    state = jaxcompat.cache_state()
+    traps: list[Trap] = []
+    env = os.environ.get("JAX_COMPILATION_CACHE_DIR")
+    configured = jaxcompat.config_value("jax_compilation_cache_dir")
+    if env is not None and env != configured:
+        traps.append(Trap(
+            "env-after-import",
+            f"JAX_COMPILATION_CACHE_DIR={safe(env)} is set but JAX's setting is "
+            f"{configured!r}: JAX reads the variable only once, at `import jax`, so setting it "
+            "later does nothing",
+            "set the variable before the process starts, or use jaxcache.enable() / "
+            "jax.config.update() after import (as this call does)", False))
+    if not jaxcompat.config_value("jax_enable_compilation_cache"):
+        traps.append(Trap(
+            "disabled", "jax_enable_compilation_cache is False: JAX will not use any cache dir",
+            "remove JAX_ENABLE_COMPILATION_CACHE=false or "
+            "jax.config.update('jax_enable_compilation_cache', True) first", True))
+    max_size = jaxcompat.config_value("jax_compilation_cache_max_size")
+    if max_size != -1 and importlib.util.find_spec("filelock") is None:
+        traps.append(Trap(
+            "max-size-without-filelock",
+            f"jax_compilation_cache_max_size={max_size} needs the 'filelock' package, which is "
+            "not installed (pip install jax does not bring it): cache writes will fail",
+            "pip install filelock, or leave jax_compilation_cache_max_size at -1", True))
+    if state.initialized and state.path is not None and \
+            os.path.normpath(state.path) != os.path.normpath(path):
+        traps.append(Trap(
+            "other-dir-in-use",
+            f"JAX's cache object already exists for {safe(state.path)}: a new directory would "
+            "be silently ignored for the rest of this process",
+            "pass reset=True (uses JAX's reset_cache()) or enable the cache before the first "
+            "compile", True))
+    if state.compiled and not state.used:
+        traps.append(Trap(
+            "first-compile-disabled",
+            "the first compile of this process ran with the cache disabled, and JAX remembers "
+            "that: no later compile would use the cache",
+            "pass reset=True (uses JAX's reset_cache()) or enable before the first compile",
+            True))
+    elif state.compiled:
+        traps.append(Trap(
+            "compiled-before",
+            "JAX already compiled programs in this process: those will not be written to the "
+            "cache (only programs compiled from now on are)",
+            "call jaxcache.enable() right after `import jax`, before anything runs; or "
+            "jax.clear_caches() so they compile again", False))
+    return traps
+
+
+def enable(path: str, *, policy: str | None = None, allow_untrusted: bool = False,
+           reset: bool = False) -> EnableResult:
+    """Audit `path`, then make it JAX's compilation cache for this process.
+
+    Raises UntrustedCacheError unless the verdict is PRIVATE or SHARED-BY-POLICY;
+    `allow_untrusted=True` is the loud expert opt-out. Raises CacheLifecycleError when the
+    setting would be ignored; `reset=True` uses JAX's reset_cache() where that fixes it.
+    """
+    from jaxcache import api
+    from jaxcache.trust import create, target
+
+    tgt = target.resolve(path)
+    if tgt.path is None:
+        raise JaxcacheError(f"jaxcache.enable takes a local directory, not {safe(path)}")
+    if any("'~'" in n for n in tgt.notes):
+        raise CacheLifecycleError(
+            f"{safe(path)!r} starts with '~', which JAX does not expand (it would use a "
+            "directory literally named '~' under the current directory); pass "
+            "os.path.expanduser(path)")
+    report = api.audit(tgt.path, policy=policy, scan_processes=False)
+    if not report.exists and report.missing:
+        # creating it ourselves (mkdir 0700, then verify) removes the pre-creation risk
+        made = create.init(tgt.path)
+        if not made.ok and not allow_untrusted:
+            raise UntrustedCacheError(made.report)
+        report = made.report if made.ok else report
+    if not report.verdict.ok:
+        if not allow_untrusted:
+            raise UntrustedCacheError(report)
+        message = (f"jaxcache: ENABLING AN UNTRUSTED CACHE {safe(tgt.path)} (verdict "
+                   f"{report.verdict.value}, writers: "
+                   f"{', '.join(sorted(report.writer_names('untrusted')))}): they can make "
+                   "this process run code of their choosing")
+        print(message, file=sys.stderr)
+        warnings.warn(message, CacheLifecycleWarning, stacklevel=2)
+    chosen = report.resolved or tgt.path
+    traps = lifecycle_traps(chosen)
+    fatal = [t for t in traps if t.fatal]
+    did_reset = False
+    if fatal:
+        fixable = {"other-dir-in-use", "first-compile-disabled"}
+        if not reset or any(t.code not in fixable for t in fatal):
+            trap = next(t for t in fatal if not reset or t.code not in fixable)
+            raise CacheLifecycleError(f"{trap.message}. What to do: {trap.remedy}")
+        jaxcompat.reset_cache()
+        did_reset = True
+        traps = [t for t in traps if not t.fatal]
+    jaxcompat.set_cache_dir(chosen)
+    for trap in traps:
+        warnings.warn(f"{trap.message}. What to do: {trap.remedy}", CacheLifecycleWarning,
+                      stacklevel=2)
+    return EnableResult(chosen, report, tuple(traps), did_reset)

@@ -1,0 +1,128 @@
+"""Run a program unmodified with the probe injected, and measure it from outside.
+
+The probe travels as `sitecustomize.py` in a private temporary directory put first on
+PYTHONPATH; the runner waits with wait4() for the child's own CPU times and peak RSS, keeps the
+terminal's Ctrl-C for the child, and always collects what the probe wrote, even after a crash.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from importlib import resources
+
+from jaxcache.display import safe
+from jaxcache.errors import JaxcacheError
+
+
+class CommandError(JaxcacheError):
+    """The command could not be started at all."""
+
+    def __init__(self, message: str, exit_code: int) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+@dataclass(frozen=True)
+class Outcome:
+    argv: tuple[str, ...]
+    pid: int
+    exit_code: int | None
+    signal: int | None
+    wall_s: float
+    user_s: float
+    sys_s: float
+    peak_rss_bytes: int
+    probes: tuple[dict, ...]  # what each probed process wrote; the main one first
+
+    @property
+    def status(self) -> int:
+        """The exit status a shell would report: the code, or 128 + signal."""
+        return self.exit_code if self.exit_code is not None else 128 + (self.signal or 0)
+
+
+def _probe_dir() -> str:
+    path = tempfile.mkdtemp(prefix="jaxcache-probe-")  # 0700, ours
+    source = resources.files("jaxcache.probe").joinpath("site.py").read_bytes()
+    fd = os.open(os.path.join(path, "sitecustomize.py"),
+                 os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(source)
+    return path
+
+
+def _resolve(argv: list[str]) -> str:
+    exe = argv[0]
+    if "/" in exe:
+        if not os.path.exists(exe):
+            raise CommandError(f"command not found: {safe(exe)}", 127)
+        if os.path.isdir(exe) or not os.access(exe, os.X_OK):
+            raise CommandError(f"not executable: {safe(exe)}", 126)
+        return exe
+    found = shutil.which(exe)
+    if found is None:
+        raise CommandError(f"command not found: {safe(exe)}", 127)
+    return found
+
+
+def run(argv: list[str], env: dict[str, str]) -> Outcome:
+    """Run argv with the probe; returns when the program has ended, however it ended."""
+    if not argv:
+        raise JaxcacheError("no command given: jaxcache run [OPTIONS] -- CMD [ARGS...]")
+    exe = _resolve(argv)
+    probe = _probe_dir()
+    try:
+        child_env = dict(env)
+        child_env["JAXCACHE_PROBE_DIR"] = probe
+        old = child_env.get("PYTHONPATH")
+        child_env["PYTHONPATH"] = probe + (os.pathsep + old if old else "")
+        handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGQUIT)}
+        start = time.perf_counter()
+        try:
+            proc = subprocess.Popen([exe, *argv[1:]], env=child_env, close_fds=True)
+        except OSError as exc:
+            raise CommandError(f"cannot run {safe(argv[0])}: {exc.strerror}", 126) from None
+        # Ctrl-C reaches the child through the terminal; we stay to write the record.
+        for s in handlers:
+            signal.signal(s, lambda *_: None)
+        forward = signal.signal(signal.SIGTERM, lambda s, _f: proc.send_signal(s))
+        try:
+            while True:
+                try:
+                    _, status, usage = os.wait4(proc.pid, 0)
+                    break
+                except InterruptedError:
+                    continue
+        finally:
+            for s, h in handlers.items():
+                signal.signal(s, h)
+            signal.signal(signal.SIGTERM, forward)
+        wall = time.perf_counter() - start
+        proc.returncode = 0  # reaped by wait4; keep Popen from waiting again
+        code = os.waitstatus_to_exitcode(status)
+        probes = _collect(probe, proc.pid)
+        return Outcome(tuple(argv), proc.pid, code if code >= 0 else None,
+                       -code if code < 0 else None, wall, usage.ru_utime, usage.ru_stime,
+                       usage.ru_maxrss * 1024, probes)
+    finally:
+        shutil.rmtree(probe, ignore_errors=True)
+
+
+def _collect(directory: str, main_pid: int) -> tuple[dict, ...]:
+    docs = []
+    for name in sorted(os.listdir(directory)):
+        if not (name.startswith("probe-") and name.endswith(".json")):
+            continue
+        try:
+            with open(os.path.join(directory, name), encoding="utf-8") as f:
+                docs.append(json.load(f))
+        except (OSError, ValueError):
+            continue
+    docs.sort(key=lambda d: (d.get("pid") != main_pid, d.get("started", 0)))
+    return tuple(docs)

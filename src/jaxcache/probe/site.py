@@ -1,0 +1,387 @@
+"""jaxcache probe, loaded as `sitecustomize` by `jaxcache run`.
+
+Rules it keeps: standard library only (the job may run another Python than jaxcache's); never
+imports jax itself, only reacts once the program imports it; never writes to stdout or stderr;
+chains the sitecustomize it shadows; survives fork (each process records itself). It writes one
+JSON file per process into $JAXCACHE_PROBE_DIR, after each compile and at exit, atomically.
+"""
+
+import atexit
+import json
+import logging
+import os
+import re
+import sys
+import threading
+import time
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_OUT = os.environ.get("JAXCACHE_PROBE_DIR")
+SCHEMA = "jaxcache.probe/1"
+_LOGGERS = ("jax._src.compiler", "jax._src.compilation_cache", "jax._src.cache_key",
+            "jax._src.interpreters.pxla", "jax._src.lru_cache")
+_CACHE_OPTIONS = (
+    "jax_compilation_cache_dir", "jax_enable_compilation_cache",
+    "jax_persistent_cache_min_compile_time_secs", "jax_persistent_cache_min_entry_size_bytes",
+    "jax_compilation_cache_max_size", "jax_persistent_cache_enable_xla_caches",
+    "jax_explain_cache_misses", "jax_raise_persistent_cache_errors",
+    "jax_compilation_cache_check_contents", "jax_compilation_cache_include_metadata_in_key",
+    "jax_share_binary_between_hosts",
+)
+
+
+_UNSAFE_CHARS = re.compile(r"[^\w.-]")
+
+
+def _key(name):
+    """One key for JAX's two spellings of a module: 'jit(f)' (events) and 'jit_f' (logs)."""
+    return _UNSAFE_CHARS.sub("_", name).rstrip("_")
+
+
+class _State:
+    def __init__(self):
+        self.reset()
+
+    def reset(self):
+        self.pid = os.getpid()
+        self.lock = threading.Lock()
+        self.started = time.time()
+        self.jax_imported_s = None
+        self.import_jax_s = None
+        self.modules = []
+        self.current = {}  # thread id -> module dict being compiled
+        self.pending_components = {}  # thread id -> {component: hash}
+        self.trace = {}  # fun_name -> seconds of the latest trace
+        self.counts = {"compile_requests": 0, "hits": 0, "writes": 0, "tasks_using_cache": 0,
+                       "task_disabled_cache": 0}
+        self.options = None
+        self.warnings = []
+        self.jax = {}
+
+
+S = _State()
+
+
+def _module(name, sym=False):
+    """The record of the module being compiled on this thread (by name, newest first).
+
+    `sym`: the name is the module's own (from JAX's logs), better than the event's spelling.
+    """
+    tid = threading.get_ident()
+    cur = S.current.get(tid)
+    key = None if name is None else _key(name)
+    if cur is not None and (key is None or cur["key"] == key):
+        if sym:
+            cur["name"] = name
+        return cur
+    if name is None:
+        return None
+    for m in reversed(S.modules):
+        if m["key"] == key and m["compile_or_load_s"] is None:
+            S.current[tid] = m
+            if sym:
+                m["name"] = name
+            return m
+    m = {"name": name if sym else key, "key": key, "fun_name": None, "input_shapes": None, "trace_s": None,
+         "lower_s": None, "compile_or_load_s": None, "outcome": None, "reason": None,
+         "reason_detail": None, "cache_key": None, "key_components": None,
+         "compile_s_logged": None, "retrieval_s": None, "jax_compile_time_saved_s": None,
+         "entry_bytes": None, "thread": tid}
+    fun = key[4:] if key.startswith("jit_") else key
+    if fun in S.trace:
+        m["fun_name"] = fun
+        m["trace_s"] = S.trace.pop(fun)
+    S.modules.append(m)
+    S.current[tid] = m
+    return m
+
+
+def _first_compile():
+    if S.options is None:
+        try:
+            import jax
+
+            S.options = {}
+            for name in _CACHE_OPTIONS:
+                try:
+                    value = getattr(jax.config, name)
+                except AttributeError:
+                    continue
+                ok = isinstance(value, (str, int, float, bool, type(None)))
+                S.options[name] = value if ok else str(value)
+        except Exception as exc:  # never break the program
+            S.options = {"error": repr(exc)}
+
+
+def _on_event(event, **kw):
+    with S.lock:
+        if event == "/jax/compilation_cache/compile_requests_use_cache":
+            S.counts["compile_requests"] += 1
+            _first_compile()
+        elif event == "/jax/compilation_cache/cache_hits":
+            S.counts["hits"] += 1
+        elif event == "/jax/compilation_cache/cache_misses":
+            S.counts["writes"] += 1  # JAX fires it right before a write, not on every miss
+        elif event == "/jax/compilation_cache/tasks_using_cache":
+            S.counts["tasks_using_cache"] += 1
+        elif event == "/jax/compilation_cache/task_disabled_cache":
+            S.counts["task_disabled_cache"] += 1
+
+
+def _on_duration(event, secs, **kw):
+    flush = False
+    with S.lock:
+        fun = kw.get("fun_name")
+        if event == "/jax/core/compile/jaxpr_trace_duration":
+            S.trace[_key(str(fun))] = secs
+        elif event == "/jax/core/compile/jaxpr_to_mlir_module_duration":
+            _module(str(fun))["lower_s"] = secs
+        elif event == "/jax/core/compile/backend_compile_duration":
+            _first_compile()
+            m = _module(str(fun))
+            m["compile_or_load_s"] = secs
+            if m["outcome"] is None:
+                m["outcome"] = "uncached"
+                m["reason"] = "no-cache-key"  # JAX did not consult a cache for this compile
+            S.current.pop(threading.get_ident(), None)
+            flush = True
+        elif event == "/jax/compilation_cache/cache_retrieval_time_sec":
+            m = _module(None)
+            if m is not None:
+                m["retrieval_s"] = secs
+        elif event == "/jax/compilation_cache/compile_time_saved_sec":
+            m = _module(None)
+            if m is not None:
+                m["jax_compile_time_saved_s"] = secs
+    if flush:
+        _write()
+
+
+def _set(m, outcome, reason=None, detail=None):
+    if m is None:
+        return
+    m["outcome"], m["reason"], m["reason_detail"] = outcome, reason, detail
+
+
+def _on_log(record):
+    msg, args = record.msg, record.args if isinstance(record.args, tuple) else ()
+    with S.lock:
+        tid = threading.get_ident()
+        if not isinstance(msg, str):
+            return
+        if msg.startswith("Compiling %s with global shapes"):
+            m = _module(str(args[0]), sym=True) if args else None
+            if m is not None and len(args) > 1:
+                m["input_shapes"] = str(args[1])
+        elif msg.startswith("get_cache_key hash of serialized"):
+            S.pending_components.setdefault(tid, {})[str(args[0])] = str(args[1])
+        elif msg.startswith("Persistent compilation cache hit for"):
+            m = _module(str(args[0]), sym=True)
+            m["cache_key"] = str(args[1])
+            m["key_components"] = S.pending_components.pop(tid, None)
+            _set(m, "hit")
+        elif msg.startswith("PERSISTENT COMPILATION CACHE MISS for"):
+            m = _module(str(args[0]), sym=True)
+            m["cache_key"] = str(args[1])
+            m["key_components"] = S.pending_components.pop(tid, None)
+            _set(m, "miss")
+        elif msg.startswith("Not writing persistent cache entry since process_id"):
+            _set(_module(None), "skipped", "not-process-0")
+        elif "because it uses host callbacks" in msg:
+            _set(_module(str(args[0])), "skipped", "host-callbacks")
+        elif msg.startswith("Not writing persistent cache entry for '%s' because it took"):
+            m = _module(str(args[0]))
+            _set(m, "skipped", "compile-time-below-threshold",
+                 {"threshold_s": args[1], "compile_s": args[2]})
+            m["compile_s_logged"] = args[2]
+        elif msg.startswith("'%s' took at least"):
+            _module(str(args[0]))["compile_s_logged"] = args[2]
+        elif "since its size" in msg and "less than threshold" in msg:
+            _set(_module(None), "skipped", "entry-size-below-threshold",
+                 {"entry_bytes": args[1], "threshold_bytes": args[2]})
+        elif "since cache is disabled/not initialized" in msg:
+            _set(_module(None), "skipped", "cache-disabled-or-uninitialized")
+        elif msg.startswith("Writing %s to persistent compilation cache"):
+            _set(_module(str(args[0])), "written")
+
+
+def _install_logging():
+    def make(logger, original_level, original_call):
+        def call_handlers(record):
+            try:
+                _on_log(record)
+            except Exception:  # never break the program
+                pass
+            # only records the program would have seen reach its handlers
+            level = original_level if original_level else (
+                logger.parent.getEffectiveLevel() if logger.parent else logging.WARNING)
+            if record.levelno >= level:
+                original_call(record)
+        return call_handlers
+
+    for name in _LOGGERS:
+        logger = logging.getLogger(name)
+        original_level = logger.level
+        logger.callHandlers = make(logger, original_level, logger.callHandlers)
+        logger.setLevel(logging.DEBUG)
+
+
+def _install_warnings():
+    import warnings
+
+    original = warnings.showwarning
+
+    def showwarning(message, category, filename, lineno, file=None, line=None):
+        text = str(message)
+        if "persistent compilation cache" in text:
+            with S.lock:
+                S.warnings.append(text[:2000])
+                if text.startswith("Error reading"):
+                    _set(_module(None), "error", "read-error", {"message": text[:500]})
+                elif text.startswith("Error writing"):
+                    _set(_module(None), "error", "write-error", {"message": text[:500]})
+        return original(message, category, filename, lineno, file, line)
+
+    warnings.showwarning = showwarning
+
+
+def _platform():
+    try:
+        import jax
+
+        if not S.modules:
+            return {}
+        devices = jax.devices()
+        return {"backend": jax.default_backend(), "device_kind": devices[0].device_kind,
+                "device_count": len(devices), "local_device_count": jax.local_device_count(),
+                "process_index": jax.process_index(), "process_count": jax.process_count()}
+    except Exception as exc:
+        return {"error": repr(exc)}
+
+
+def _write(final=False):
+    if not _OUT or os.getpid() != S.pid:
+        return
+    try:
+        with S.lock:
+            doc = {"schema": SCHEMA, "pid": S.pid, "ppid": os.getppid(), "final": final,
+                   "argv": list(sys.argv), "started": S.started,
+                   "import_jax_s": S.import_jax_s, "jax": S.jax,
+                   "cache_options_at_first_compile": S.options, "counts": dict(S.counts),
+                   "modules": [{k: v for k, v in m.items() if k not in ("thread", "key")}
+                               for m in S.modules],
+                   "warnings": list(S.warnings)}
+        if final:
+            doc["platform"] = _platform()
+        path = os.path.join(_OUT, "probe-%d.json" % S.pid)
+        tmp = path + ".tmp"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "w") as f:
+            json.dump(doc, f, default=str)
+        os.replace(tmp, path)
+    except Exception:
+        pass  # the probe must never change what the program does
+
+
+def _on_jax_imported(module, started):
+    S.import_jax_s = time.perf_counter() - started
+    S.jax_imported_s = time.time()
+    try:
+        from jax import monitoring
+
+        monitoring.register_event_listener(_on_event)
+        monitoring.register_event_duration_secs_listener(_on_duration)
+        _install_logging()
+        _install_warnings()
+        S.jax = {"jax": getattr(module, "__version__", None), "jaxlib": _dist("jaxlib"),
+                 "plugins": _plugins()}
+    except Exception as exc:
+        S.jax = {"error": repr(exc)}
+    atexit.register(_write, True)
+    _write()
+
+
+def _dist(name):
+    try:
+        from importlib import metadata
+
+        return metadata.version(name)
+    except Exception:
+        return None
+
+
+def _plugins():
+    try:
+        from importlib import metadata
+
+        return {d.metadata["Name"]: d.version for d in metadata.distributions()
+                if (d.metadata["Name"] or "").lower().startswith(("jax-cuda", "jax_cuda",
+                                                                   "jax-rocm", "libtpu",
+                                                                   "jax-tpu", "jax-metal"))}
+    except Exception:
+        return {}
+
+
+class _JaxWatcher:
+    """Meta-path finder that lets `import jax` run normally, then installs the listeners."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "jax":
+            return None
+        import importlib.util
+
+        try:
+            sys.meta_path.remove(self)
+        except ValueError:
+            pass
+        spec = importlib.util.find_spec("jax")
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return spec
+        loader = spec.loader
+        original = loader.exec_module
+        started = time.perf_counter()
+
+        def exec_module(module):
+            original(module)
+            _on_jax_imported(module, started)
+
+        loader.exec_module = exec_module
+        return spec
+
+    def invalidate_caches(self):
+        pass
+
+
+def _chain_sitecustomize():
+    """Run the sitecustomize this file shadows, as site.py would have."""
+    import importlib.machinery
+    import importlib.util
+
+    rest = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
+    sys.path[:] = rest
+    spec = importlib.machinery.PathFinder.find_spec("sitecustomize", rest)
+    if spec is None or spec.loader is None:
+        return
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["sitecustomize"] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as err:
+        if sys.flags.verbose:
+            sys.excepthook(*sys.exc_info())
+        else:
+            sys.stderr.write(
+                "Error in sitecustomize; set PYTHONVERBOSE for traceback:\n"
+                "%s: %s\n" % (err.__class__.__name__, err))
+
+
+def _after_fork_in_child():
+    S.reset()
+
+
+if "jax" in sys.modules:  # imported by something earlier in start-up
+    _on_jax_imported(sys.modules["jax"], time.perf_counter())
+else:
+    sys.meta_path.insert(0, _JaxWatcher())
+os.register_at_fork(after_in_child=_after_fork_in_child)
+_chain_sitecustomize()

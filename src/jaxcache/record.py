@@ -1,0 +1,146 @@
+"""The run record: one JSON document per `jaxcache run`, the data every later step reads.
+
+Schema `jaxcache.run/1` is documented in docs/run-record.md. Honest numbers: misses are compile
+requests minus hits (JAX's own `cache_misses` event fires only right before a write); on a hit
+the compile-or-load time is the load time; JAX's `compile_time_saved_sec` rests on compile time
+stored in whole seconds, so it is kept under its own name and never shown as the saving.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import sys
+import time
+from dataclasses import dataclass
+
+from jaxcache import __version__
+from jaxcache.display import safe
+from jaxcache.probe.runner import Outcome
+from jaxcache.trust.entries import Inventory
+
+SCHEMA = "jaxcache.run/1"
+SUPPORTED = ("jaxcache.run/1",)
+
+
+@dataclass(frozen=True)
+class DirSnapshot:
+    path: str
+    entries: dict[str, int]  # name -> size
+
+    @classmethod
+    def of(cls, path: str, inv: Inventory | None) -> DirSnapshot:
+        if inv is None:
+            return cls(path, {})
+        return cls(path, {e.name: e.size for e in inv.entries if e.type == "file"})
+
+    def summary(self) -> dict:
+        return {"entries": sum(1 for n in self.entries if n.endswith("-cache")),
+                "files": len(self.entries), "bytes": sum(self.entries.values())}
+
+
+def env_snapshot(env: dict[str, str]) -> dict[str, str]:
+    return {k: v for k, v in sorted(env.items())
+            if k.startswith("JAX_") or k in ("XLA_FLAGS", "LIBTPU_INIT_ARGS", "TF_CPP_MIN_LOG_LEVEL")
+            or k.startswith("XLA_PYTHON_CLIENT")}
+
+
+def _counts(probe: dict) -> dict:
+    raw = probe.get("counts", {})
+    requests, hits = raw.get("compile_requests", 0), raw.get("hits", 0)
+    modules = probe.get("modules", [])
+    outcomes: dict[str, int] = {}
+    for m in modules:
+        outcomes[m.get("outcome") or "unknown"] = outcomes.get(m.get("outcome") or "unknown",
+                                                               0) + 1
+    return {"modules": len(modules), "compile_requests": requests, "hits": hits,
+            "misses": requests - hits, "writes_event": raw.get("writes", 0),
+            "outcomes": outcomes}
+
+
+def _modules(probe: dict, after: DirSnapshot) -> list[dict]:
+    out = []
+    for m in probe.get("modules", []):
+        m = dict(m)
+        if m.get("outcome") == "miss":  # JAX said miss, then neither wrote nor said why not
+            m["outcome"], m["reason"] = "skipped", "not-written-unexplained"
+        key = m.get("cache_key")
+        if key and f"{key}-cache" in after.entries:
+            m["entry_bytes"] = after.entries[f"{key}-cache"]
+        out.append(m)
+    return out
+
+
+def build(outcome: Outcome, *, cache_dir: str, verdict: str, before: DirSnapshot,
+          after: DirSnapshot, env: dict[str, str], cwd: str) -> dict:
+    main = outcome.probes[0] if outcome.probes else None
+    new_files = sorted(set(after.entries) - set(before.entries))
+    doc = {
+        "schema": SCHEMA,
+        "tool": {"name": "jaxcache", "version": __version__},
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "argv": list(outcome.argv),
+        "cwd": safe(cwd),
+        "host": {"python": platform.python_version(), "system": platform.system(),
+                 "machine": platform.machine(), "node": platform.node(),
+                 "runner_python": sys.executable},
+        "probe": {"loaded": main is not None,
+                  "note": None if main is not None else
+                  "no probe data: the program never imported jax, is not Python, ran Python "
+                  "with -S/-I, or was killed before its first compile"},
+        "versions": main.get("jax", {}) if main else {},
+        "platform": (main or {}).get("platform", {}),
+        "cache_options_at_first_compile": (main or {}).get("cache_options_at_first_compile"),
+        "env": env_snapshot(env),
+        "import_jax_s": (main or {}).get("import_jax_s"),
+        "modules": _modules(main, after) if main else [],
+        "counts": _counts(main) if main else None,
+        "jax_warnings": (main or {}).get("warnings", []),
+        "cache_dir": {
+            "path": safe(cache_dir), "verdict": verdict,
+            "before": before.summary(), "after": after.summary(),
+            "new_files": [{"name": safe(n), "bytes": after.entries[n]} for n in new_files],
+        },
+        "process": {"pid": outcome.pid, "exit_code": outcome.exit_code, "signal": outcome.signal,
+                    "wall_s": round(outcome.wall_s, 6), "user_s": round(outcome.user_s, 6),
+                    "sys_s": round(outcome.sys_s, 6), "peak_rss_bytes": outcome.peak_rss_bytes},
+        "subprocesses": [
+            {"pid": p.get("pid"), "argv": p.get("argv"), "counts": _counts(p),
+             "modules": _modules(p, after)} for p in outcome.probes[1:]],
+    }
+    return doc
+
+
+def write(doc: dict, path: str) -> None:
+    """Write atomically, never following a symlink at the destination."""
+    directory = os.path.dirname(os.path.abspath(path)) or "."
+    tmp = os.path.join(directory, f".{os.path.basename(path)}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(doc, f, indent=2)
+            f.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
+def load(path: str) -> dict:
+    """Read a record, refusing what this version cannot understand."""
+    from jaxcache.errors import JaxcacheError
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            doc = json.load(f)
+    except FileNotFoundError:
+        raise JaxcacheError(f"no such record: {safe(path)}") from None
+    except (OSError, ValueError) as exc:
+        raise JaxcacheError(f"cannot read record {safe(path)}: {exc}") from None
+    if not isinstance(doc, dict) or not str(doc.get("schema", "")).startswith("jaxcache.run/"):
+        raise JaxcacheError(f"{safe(path)} is not a jaxcache run record")
+    if doc["schema"] not in SUPPORTED:
+        raise JaxcacheError(f"{safe(path)} has schema {doc['schema']}, newer than this jaxcache "
+                            f"understands ({', '.join(SUPPORTED)}): upgrade jaxcache")
+    return doc

@@ -1,0 +1,71 @@
+"""The one-screen summary `jaxcache run` prints after the program ends (on stderr)."""
+
+from __future__ import annotations
+
+from jaxcache.display import safe
+from jaxcache.report.text import _size
+
+_REASONS = {
+    "compile-time-below-threshold": "not written: below the {threshold_s:.2f} s compile-time "
+                                    "threshold",
+    "entry-size-below-threshold": "entry {entry_bytes} B < {threshold_bytes} B threshold",
+    "not-process-0": "only process 0 writes",
+    "host-callbacks": "uses host callbacks (never written on JAX <= 0.10)",
+    "cache-disabled-or-uninitialized": "cache disabled or not initialized",
+    "no-cache-key": "JAX did not consult the cache (dir unset or cache disabled)",
+    "not-written-unexplained": "missed and not written; JAX logged no reason",
+    "read-error": "error reading the entry",
+    "write-error": "error writing the entry",
+}
+
+
+def reason_text(m: dict) -> str:
+    reason = m.get("reason")
+    if not reason:
+        return ""
+    template = _REASONS.get(reason, reason)
+    try:
+        return template.format(**(m.get("reason_detail") or {}))
+    except (KeyError, ValueError):
+        return reason
+
+
+def _secs(v) -> str:
+    return "-" if v is None else f"{v:.2f} s"
+
+
+def render(doc: dict, record_path: str) -> str:
+    p = doc["process"]
+    status = f"exit {p['exit_code']}" if p["signal"] is None else f"killed by signal {p['signal']}"
+    lines = [f"jaxcache run: {safe(' '.join(doc['argv']))} -> {status} in {p['wall_s']:.2f} s "
+             f"(user {p['user_s']:.2f} s, sys {p['sys_s']:.2f} s, "
+             f"peak RSS {_size(p['peak_rss_bytes'])})"]
+    c = doc["cache_dir"]
+    grew = c["after"]["entries"] - c["before"]["entries"]
+    lines.append(f"cache {c['path']} ({c['verdict']}): entries {c['before']['entries']} before, "
+                 f"{c['after']['entries']} after ({grew:+d}, {_size(c['after']['bytes'])})")
+    if not doc["probe"]["loaded"]:
+        lines.append(f"probe: {doc['probe']['note']}")
+    else:
+        counts = doc["counts"]
+        o = counts["outcomes"]
+        lines.append(f"modules compiled: {counts['modules']} - hits {o.get('hit', 0)}, "
+                     f"written {o.get('written', 0)}, skipped {o.get('skipped', 0)}, "
+                     f"uncached {o.get('uncached', 0)}, errors {o.get('error', 0)}; "
+                     f"compile requests {counts['compile_requests']}, misses "
+                     f"{counts['misses']}")
+        modules = doc["modules"]
+        width = max((len(m["name"]) for m in modules), default=10)
+        for m in modules[:12]:
+            size = f"  {_size(m['entry_bytes'])}" if m.get("entry_bytes") else ""
+            what = "load" if m["outcome"] == "hit" else "compile"
+            lines.append(f"  {safe(m['name']).ljust(width)}  {(m['outcome'] or '?'):8s} "
+                         f"{what} {_secs(m['compile_or_load_s'])}{size}  {reason_text(m)}"
+                         .rstrip())
+        if len(modules) > 12:
+            lines.append(f"  ... {len(modules) - 12} more in the record")
+        compiling = sum(m["compile_or_load_s"] or 0 for m in modules if m["outcome"] != "hit")
+        loading = sum(m["compile_or_load_s"] or 0 for m in modules if m["outcome"] == "hit")
+        lines.append(f"time: {compiling:.2f} s compiling, {loading:.2f} s loading from the cache")
+    lines.append(f"record: {record_path}")
+    return "\n".join(lines) + "\n"

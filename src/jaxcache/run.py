@@ -1,0 +1,98 @@
+"""`jaxcache run`: audit the cache, run the job with the probe, write the run record."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass
+
+from jaxcache import record as recordmod
+from jaxcache.display import safe
+from jaxcache.errors import JaxcacheError
+from jaxcache.probe import runner
+from jaxcache.trust import create, listing
+from jaxcache.trust import policy as policymod
+from jaxcache.trust.audit import audit
+from jaxcache.trust.principals import Accounts
+
+
+@dataclass(frozen=True)
+class RunResult:
+    record: dict
+    record_path: str
+    outcome: runner.Outcome
+
+
+def default_record_path() -> str:
+    from platformdirs import user_state_dir
+
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    return os.path.join(user_state_dir("jaxcache"), "runs", f"{stamp}-{os.getpid()}.json")
+
+
+def choose_cache_dir(explicit: str | None, env: dict[str, str]) -> str:
+    return explicit or env.get("JAX_COMPILATION_CACHE_DIR") or create.default_dir()
+
+
+def _check_record_path(path: str, explicit: bool) -> str:
+    path = os.path.abspath(path)
+    parent = os.path.dirname(path)
+    if not explicit:
+        os.makedirs(parent, mode=0o700, exist_ok=True)
+    if not os.path.isdir(parent):
+        raise JaxcacheError(f"cannot write the record: {safe(parent)} is not a directory")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise JaxcacheError(f"cannot write the record: no write permission in {safe(parent)}")
+    if os.path.lexists(path):
+        if os.path.islink(path) or not os.path.isfile(path):
+            raise JaxcacheError(f"refusing to replace {safe(path)}: not a regular file")
+        try:
+            with open(path, encoding="utf-8") as f:
+                text = f.read(1 << 20)
+            ok = not text.strip() or json.loads(text).get("schema", "").startswith("jaxcache.")
+        except (OSError, ValueError, AttributeError):
+            ok = False
+        if not ok:
+            raise JaxcacheError(f"refusing to overwrite {safe(path)}: it is not a jaxcache record")
+    return path
+
+
+def _snapshot(path: str) -> recordmod.DirSnapshot:
+    try:
+        inv, resolved = listing.list_dir(path)
+    except JaxcacheError:
+        return recordmod.DirSnapshot(path, {})
+    return recordmod.DirSnapshot.of(resolved, inv)
+
+
+def run_job(argv: list[str], *, cache_dir: str | None = None, record_path: str | None = None,
+            policy: str | None = None, allow_untrusted: bool = False,
+            env: dict[str, str] | None = None) -> RunResult:
+    from jaxcache.lifecycle import UntrustedCacheError
+
+    env = dict(os.environ if env is None else env)
+    chosen = choose_cache_dir(cache_dir, env)
+    accounts = Accounts()
+    pol = policymod.load(policy, accounts)
+    report = audit(chosen, policy=pol, scan_processes=False, accounts=accounts)
+    if report.path is None:
+        raise JaxcacheError(f"jaxcache run needs a local cache directory, not {safe(chosen)}")
+    if not report.exists and report.missing:
+        # creating it ourselves (mkdir 0700, then verify) removes the pre-creation risk
+        made = create.init(report.path, policy=pol)
+        report = made.report
+        if not made.ok:
+            raise UntrustedCacheError(report)
+    if not report.verdict.ok and not allow_untrusted:
+        raise UntrustedCacheError(report)
+    path = report.resolved or report.path
+    out = _check_record_path(record_path or default_record_path(), record_path is not None)
+    before = _snapshot(path)
+    env["JAX_COMPILATION_CACHE_DIR"] = path
+    outcome = runner.run(argv, env)
+    after = _snapshot(path)
+    doc = recordmod.build(outcome, cache_dir=path, verdict=report.verdict.value, before=before,
+                          after=after, env=env, cwd=os.getcwd())
+    recordmod.write(doc, out)
+    return RunResult(doc, out, outcome)
