@@ -42,8 +42,8 @@ class DirSnapshot:
 
 def env_snapshot(env: dict[str, str]) -> dict[str, str]:
     return {k: v for k, v in sorted(env.items())
-            if k.startswith("JAX_") or k in ("XLA_FLAGS", "LIBTPU_INIT_ARGS", "TF_CPP_MIN_LOG_LEVEL")
-            or k.startswith("XLA_PYTHON_CLIENT")}
+            if k.startswith(("JAX_", "XLA_PYTHON_CLIENT"))
+            or k in ("XLA_FLAGS", "LIBTPU_INIT_ARGS", "TF_CPP_MIN_LOG_LEVEL")}
 
 
 def _counts(probe: dict) -> dict:

@@ -82,7 +82,8 @@ def _module(name, sym=False):
             if sym:
                 m["name"] = name
             return m
-    m = {"name": name if sym else key, "key": key, "fun_name": None, "input_shapes": None, "trace_s": None,
+    m = {"name": name if sym else key, "key": key, "fun_name": None, "input_shapes": None,
+         "trace_s": None,
          "lower_s": None, "compile_or_load_s": None, "outcome": None, "reason": None,
          "reason_detail": None, "cache_key": None, "key_components": None,
          "compile_s_logged": None, "retrieval_s": None, "jax_compile_time_saved_s": None,
