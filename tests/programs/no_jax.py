@@ -1,0 +1,4 @@
+import sys
+
+print("no jax here")
+sys.exit(0)
