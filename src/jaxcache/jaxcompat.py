@@ -8,7 +8,6 @@ On a JAX outside [MIN_VERSION, tested major.minor], features that need internals
 
 from __future__ import annotations
 
-import importlib.metadata
 from dataclasses import dataclass
 
 MIN_VERSION = (0, 5, 1)  # setting the dir after a first compile works for later compiles
@@ -47,6 +46,8 @@ def _parse(version: str) -> tuple[int, ...]:
 
 def installed_version(dist: str = "jax") -> str | None:
     """A distribution's version without importing it (the audit must not import JAX)."""
+    import importlib.metadata
+
     try:
         return importlib.metadata.version(dist)
     except importlib.metadata.PackageNotFoundError:

@@ -15,22 +15,11 @@ from dataclasses import dataclass
 
 from jaxcache import jaxcompat
 from jaxcache.display import safe
-from jaxcache.errors import JaxcacheError
+from jaxcache.errors import JaxcacheError, UntrustedCacheError
 from jaxcache.trust.audit import AuditReport
 
-
-class UntrustedCacheError(JaxcacheError):
-    """The audit did not find the directory PRIVATE or SHARED-BY-POLICY."""
-
-    exit_code = 1
-
-    def __init__(self, report: AuditReport) -> None:
-        self.report = report
-        untrusted = ", ".join(sorted(report.writer_names("untrusted"))) or "unknown writers"
-        reasons = "; ".join(f.message for f in report.findings
-                            if f.effect in ("unsafe", "unverifiable"))[:600]
-        super().__init__(f"refusing cache {safe(report.requested)}: verdict "
-                         f"{report.verdict.value} ({untrusted}): {reasons}")
+__all__ = ["CacheLifecycleError", "CacheLifecycleWarning", "EnableResult", "Trap",
+           "UntrustedCacheError", "enable", "lifecycle_traps"]
 
 
 class CacheLifecycleError(JaxcacheError):

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import platform
 import sys
 import time
 from dataclasses import dataclass
@@ -82,9 +81,10 @@ def build(outcome: Outcome, *, cache_dir: str, verdict: str, before: DirSnapshot
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "argv": list(outcome.argv),
         "cwd": safe(cwd),
-        "host": {"python": platform.python_version(), "system": platform.system(),
-                 "machine": platform.machine(), "node": platform.node(),
-                 "runner_python": sys.executable},
+        "host": {"system": os.uname().sysname, "release": os.uname().release,
+                 "machine": os.uname().machine, "node": os.uname().nodename,
+                 "runner_python": sys.executable,
+                 "runner_python_version": ".".join(map(str, sys.version_info[:3]))},
         "probe": {"loaded": main is not None,
                   "note": None if main is not None else
                   "no probe data: the program never imported jax, is not Python, ran Python "

@@ -9,9 +9,9 @@ from dataclasses import dataclass
 
 from jaxcache import record as recordmod
 from jaxcache.display import safe
-from jaxcache.errors import JaxcacheError
+from jaxcache.errors import JaxcacheError, UntrustedCacheError
 from jaxcache.probe import runner
-from jaxcache.trust import create, listing
+from jaxcache.trust import listing
 from jaxcache.trust import policy as policymod
 from jaxcache.trust.audit import audit
 from jaxcache.trust.principals import Accounts
@@ -32,7 +32,11 @@ def default_record_path() -> str:
 
 
 def choose_cache_dir(explicit: str | None, env: dict[str, str]) -> str:
-    return explicit or env.get("JAX_COMPILATION_CACHE_DIR") or create.default_dir()
+    if explicit or env.get("JAX_COMPILATION_CACHE_DIR"):
+        return explicit or env["JAX_COMPILATION_CACHE_DIR"]
+    from jaxcache.trust import create
+
+    return create.default_dir()
 
 
 def _check_record_path(path: str, explicit: bool) -> str:
@@ -69,8 +73,6 @@ def _snapshot(path: str) -> recordmod.DirSnapshot:
 def run_job(argv: list[str], *, cache_dir: str | None = None, record_path: str | None = None,
             policy: str | None = None, allow_untrusted: bool = False,
             env: dict[str, str] | None = None) -> RunResult:
-    from jaxcache.lifecycle import UntrustedCacheError
-
     env = dict(os.environ if env is None else env)
     chosen = choose_cache_dir(cache_dir, env)
     accounts = Accounts()
@@ -79,6 +81,8 @@ def run_job(argv: list[str], *, cache_dir: str | None = None, record_path: str |
     if report.path is None:
         raise JaxcacheError(f"jaxcache run needs a local cache directory, not {safe(chosen)}")
     if not report.exists and report.missing:
+        from jaxcache.trust import create
+
         # creating it ourselves (mkdir 0700, then verify) removes the pre-creation risk
         made = create.init(report.path, policy=pol)
         report = made.report
@@ -88,7 +92,7 @@ def run_job(argv: list[str], *, cache_dir: str | None = None, record_path: str |
         raise UntrustedCacheError(report)
     path = report.resolved or report.path
     out = _check_record_path(record_path or default_record_path(), record_path is not None)
-    before = _snapshot(path)
+    before = recordmod.DirSnapshot.of(path, report.inventory)
     env["JAX_COMPILATION_CACHE_DIR"] = path
     outcome = runner.run(argv, env)
     after = _snapshot(path)

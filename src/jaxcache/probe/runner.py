@@ -15,7 +15,6 @@ import subprocess
 import tempfile
 import time
 from dataclasses import dataclass
-from importlib import resources
 
 from jaxcache.display import safe
 from jaxcache.errors import JaxcacheError
@@ -49,7 +48,8 @@ class Outcome:
 
 def _probe_dir() -> str:
     path = tempfile.mkdtemp(prefix="jaxcache-probe-")  # 0700, ours
-    source = resources.files("jaxcache.probe").joinpath("site.py").read_bytes()
+    with open(os.path.join(os.path.dirname(__file__), "site.py"), "rb") as f:
+        source = f.read()
     fd = os.open(os.path.join(path, "sitecustomize.py"),
                  os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     with os.fdopen(fd, "wb") as f:

@@ -6,14 +6,13 @@ chains the sitecustomize it shadows; survives fork (each process records itself)
 JSON file per process into $JAXCACHE_PROBE_DIR, after each compile and at exit, atomically.
 """
 
-import atexit
-import json
-import logging
 import os
-import re
 import sys
-import threading
 import time
+
+# Only os, sys and time at start-up: every Python process under `jaxcache run` loads this file,
+# most never import jax. json, logging, re and threading come in with JAX (which imports them
+# anyway), when the probe wakes up.
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _OUT = os.environ.get("JAXCACHE_PROBE_DIR")
@@ -30,12 +29,43 @@ _CACHE_OPTIONS = (
 )
 
 
-_UNSAFE_CHARS = re.compile(r"[^\w.-]")
+_UNSAFE_CHARS = None
 
 
 def _key(name):
     """One key for JAX's two spellings of a module: 'jit(f)' (events) and 'jit_f' (logs)."""
+    global _UNSAFE_CHARS
+    if _UNSAFE_CHARS is None:
+        import re
+
+        _UNSAFE_CHARS = re.compile(r"[^\w.-]")
     return _UNSAFE_CHARS.sub("_", name).rstrip("_")
+
+
+class _Lock:
+    """A real lock once threading is imported (with JAX); a no-op before, when nothing runs."""
+
+    def __init__(self):
+        self._lock = None
+
+    def arm(self):
+        import threading
+
+        self._lock = threading.RLock()
+
+    def __enter__(self):
+        if self._lock is not None:
+            self._lock.acquire()
+
+    def __exit__(self, *exc):
+        if self._lock is not None:
+            self._lock.release()
+
+
+def _tid():
+    import threading
+
+    return threading.get_ident()
 
 
 class _State:
@@ -44,7 +74,7 @@ class _State:
 
     def reset(self):
         self.pid = os.getpid()
-        self.lock = threading.Lock()
+        self.lock = _Lock()
         self.started = time.time()
         self.jax_imported_s = None
         self.import_jax_s = None
@@ -67,7 +97,7 @@ def _module(name, sym=False):
 
     `sym`: the name is the module's own (from JAX's logs), better than the event's spelling.
     """
-    tid = threading.get_ident()
+    tid = _tid()
     cur = S.current.get(tid)
     key = None if name is None else _key(name)
     if cur is not None and (key is None or cur["key"] == key):
@@ -144,7 +174,7 @@ def _on_duration(event, secs, **kw):
             if m["outcome"] is None:
                 m["outcome"] = "uncached"
                 m["reason"] = "no-cache-key"  # JAX did not consult a cache for this compile
-            S.current.pop(threading.get_ident(), None)
+            S.current.pop(_tid(), None)
             flush = True
         elif event == "/jax/compilation_cache/cache_retrieval_time_sec":
             m = _module(None)
@@ -167,7 +197,7 @@ def _set(m, outcome, reason=None, detail=None):
 def _on_log(record):
     msg, args = record.msg, record.args if isinstance(record.args, tuple) else ()
     with S.lock:
-        tid = threading.get_ident()
+        tid = _tid()
         if not isinstance(msg, str):
             return
         if msg.startswith("Compiling %s with global shapes"):
@@ -207,6 +237,8 @@ def _on_log(record):
 
 
 def _install_logging():
+    import logging
+
     def make(logger, original_level, original_call):
         def call_handlers(record):
             try:
@@ -264,6 +296,8 @@ def _write(final=False):
     if not _OUT or os.getpid() != S.pid:
         return
     try:
+        import json
+
         with S.lock:
             doc = {"schema": SCHEMA, "pid": S.pid, "ppid": os.getppid(), "final": final,
                    "argv": list(sys.argv), "started": S.started,
@@ -284,14 +318,29 @@ def _write(final=False):
         pass  # the probe must never change what the program does
 
 
+def _guarded(fn):
+    """A listener that can never raise into JAX: the probe must not break the program."""
+
+    def listener(*args, **kwargs):
+        try:
+            fn(*args, **kwargs)
+        except Exception:
+            pass
+
+    return listener
+
+
 def _on_jax_imported(module, started):
+    import atexit
+
     S.import_jax_s = time.perf_counter() - started
     S.jax_imported_s = time.time()
+    S.lock.arm()
     try:
         from jax import monitoring
 
-        monitoring.register_event_listener(_on_event)
-        monitoring.register_event_duration_secs_listener(_on_duration)
+        monitoring.register_event_listener(_guarded(_on_event))
+        monitoring.register_event_duration_secs_listener(_guarded(_on_duration))
         _install_logging()
         _install_warnings()
         S.jax = {"jax": getattr(module, "__version__", None), "jaxlib": _dist("jaxlib"),
@@ -377,7 +426,10 @@ def _chain_sitecustomize():
 
 
 def _after_fork_in_child():
+    armed = S.lock._lock is not None
     S.reset()
+    if armed:
+        S.lock.arm()
 
 
 if "jax" in sys.modules:  # imported by something earlier in start-up
