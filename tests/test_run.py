@@ -194,3 +194,20 @@ def test_untrusted_cache_is_refused(tmp_path):
                f"open({str(marker)!r}, 'w')")
     assert proc.returncode == 1 and "refusing cache" in proc.stderr and "UNSAFE" in proc.stderr
     assert not marker.exists()  # the program never ran
+
+
+def test_defaults_cache_from_env_then_user_dirs(tmp_path):
+    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state"),
+           "XDG_CACHE_HOME": str(tmp_path / "xdg-cache")}
+    env.pop("JAX_COMPILATION_CACHE_DIR", None)
+    proc = jaxcache("run", "--", sys.executable, "-c", "import os; "
+                    "print(os.environ['JAX_COMPILATION_CACHE_DIR'])", env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == f"{tmp_path}/xdg-cache/jaxcache/jax"  # made by init, 0700
+    assert oct(os.stat(proc.stdout.strip()).st_mode & 0o777) == "0o700"
+    [record] = list((tmp_path / "state" / "jaxcache" / "runs").iterdir())
+    assert f"record: {record}" in proc.stderr
+    env["JAX_COMPILATION_CACHE_DIR"] = str(tmp_path / "from-env")
+    proc = jaxcache("run", "--quiet", "--", sys.executable, "-c", "import os; "
+                    "print(os.environ['JAX_COMPILATION_CACHE_DIR'])", env=env)
+    assert proc.stdout.strip() == str(tmp_path / "from-env") and proc.stderr == ""

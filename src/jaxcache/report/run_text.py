@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from jaxcache.display import safe
-from jaxcache.report.text import _size
+from jaxcache.display import safe, size
 
 _REASONS = {
     "compile-time-below-threshold": "not written: below the {threshold_s:.2f} s compile-time "
@@ -39,11 +38,11 @@ def render(doc: dict, record_path: str) -> str:
     status = f"exit {p['exit_code']}" if p["signal"] is None else f"killed by signal {p['signal']}"
     lines = [f"jaxcache run: {safe(' '.join(doc['argv']))} -> {status} in {p['wall_s']:.2f} s "
              f"(user {p['user_s']:.2f} s, sys {p['sys_s']:.2f} s, "
-             f"peak RSS {_size(p['peak_rss_bytes'])})"]
+             f"peak RSS {size(p['peak_rss_bytes'])})"]
     c = doc["cache_dir"]
     grew = c["after"]["entries"] - c["before"]["entries"]
     lines.append(f"cache {c['path']} ({c['verdict']}): entries {c['before']['entries']} before, "
-                 f"{c['after']['entries']} after ({grew:+d}, {_size(c['after']['bytes'])})")
+                 f"{c['after']['entries']} after ({grew:+d}, {size(c['after']['bytes'])})")
     if not doc["probe"]["loaded"]:
         lines.append(f"probe: {doc['probe']['note']}")
     else:
@@ -57,10 +56,10 @@ def render(doc: dict, record_path: str) -> str:
         modules = doc["modules"]
         width = max((len(m["name"]) for m in modules), default=10)
         for m in modules[:12]:
-            size = f"  {_size(m['entry_bytes'])}" if m.get("entry_bytes") else ""
+            entry = f"  {size(m['entry_bytes'])}" if m.get("entry_bytes") else ""
             what = "load" if m["outcome"] == "hit" else "compile"
             lines.append(f"  {safe(m['name']).ljust(width)}  {(m['outcome'] or '?'):8s} "
-                         f"{what} {_secs(m['compile_or_load_s'])}{size}  {reason_text(m)}"
+                         f"{what} {_secs(m['compile_or_load_s'])}{entry}  {reason_text(m)}"
                          .rstrip())
         if len(modules) > 12:
             lines.append(f"  ... {len(modules) - 12} more in the record")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import stat
 import time
 
-from jaxcache.display import safe
+from jaxcache.display import age, safe, size
 from jaxcache.trust.audit import AuditReport
 from jaxcache.trust.entries import Inventory
 from jaxcache.trust.findings import NOTE, UNSAFE, UNVERIFIABLE, WARNING, Verdict
@@ -18,21 +18,6 @@ _HEADLINE = {
     Verdict.UNVERIFIABLE: "jaxcache cannot establish who can write here, so it fails closed",
 }
 _MARK = {UNSAFE: "UNSAFE", UNVERIFIABLE: "UNVERIFIABLE", WARNING: "warning", NOTE: "note"}
-
-
-def _size(n: int) -> str:
-    for unit in ("B", "KB", "MB", "GB"):
-        if n < 1000 or unit == "GB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1000
-    return f"{n} B"
-
-
-def _age(seconds: float) -> str:
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size:
-            return f"{seconds / size:.0f}{unit}"
-    return f"{seconds:.0f}s"
 
 
 def render_audit(r: AuditReport, *, verbose: bool = False) -> str:
@@ -73,7 +58,7 @@ def render_audit(r: AuditReport, *, verbose: bool = False) -> str:
         inv = r.inventory
         flagged = [e for e in inv.entries if e.flags]
         lines += ["", f"entries: {inv.count('cache')} cache, {inv.count('atime')} atime, "
-                      f"{len(inv.entries)} in all, {_size(inv.total_bytes)}; "
+                      f"{len(inv.entries)} in all, {size(inv.total_bytes)}; "
                       f"{len(flagged)} flagged"]
         for e in flagged[:20]:
             lines.append(f"  {safe(e.name)}  {e.owner} {stat.S_IMODE(e.mode):04o}  "
@@ -98,13 +83,13 @@ def render_ls(path: str, inv: Inventory, now: float | None = None) -> str:
         return f"{safe(path)}: {inv.unreadable}\n"
     rows = [("SIZE", "OWNER", "MODE", "AGE", "LINKS", "KIND", "MODULE", "FLAGS", "NAME")]
     for e in inv.entries:
-        rows.append((_size(e.size), e.owner, f"{stat.S_IMODE(e.mode):04o}", _age(e.age_s),
+        rows.append((size(e.size), e.owner, f"{stat.S_IMODE(e.mode):04o}", age(e.age_s),
                      str(e.nlink), e.kind, safe(e.module or "-"), ",".join(e.flags) or "-",
                      safe(e.name)))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
     out = ["  ".join(c.ljust(w) for c, w in zip(r[:-1], widths, strict=True)) + "  " + r[-1]
            for r in rows]
     count = len(inv.entries)
-    out.append(f"{count} {'entry' if count == 1 else 'entries'}, {_size(inv.total_bytes)} in "
+    out.append(f"{count} {'entry' if count == 1 else 'entries'}, {size(inv.total_bytes)} in "
                f"{safe(path)}")
     return "\n".join(out) + "\n"

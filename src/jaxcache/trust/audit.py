@@ -11,13 +11,13 @@ from __future__ import annotations
 import os
 import stat
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from jaxcache.display import safe
 from jaxcache.trust import acl as aclmod
 from jaxcache.trust import entries as entriesmod
 from jaxcache.trust import mounts as mountsmod
 from jaxcache.trust import principals as pr
-from jaxcache.trust import procs as procsmod
 from jaxcache.trust import target as targetmod
 from jaxcache.trust.findings import (
     NOTE,
@@ -31,6 +31,9 @@ from jaxcache.trust.findings import (
 )
 from jaxcache.trust.policy import EMPTY, Policy, Rule
 from jaxcache.trust.walk import Node, Walk, walk, walk_open
+
+if TYPE_CHECKING:
+    from jaxcache.trust.procs import ProcessScan
 
 SCHEMA = "jaxcache.audit/1"
 
@@ -47,7 +50,7 @@ class AuditReport:
     components: tuple[Component, ...]
     missing: tuple[str, ...]
     inventory: entriesmod.Inventory | None
-    processes: procsmod.ProcessScan | None
+    processes: ProcessScan | None
     findings: tuple[Finding, ...]
     policy: str | None
 
@@ -115,6 +118,8 @@ def audit(given: str, *, policy: Policy = EMPTY, as_user: int | None = None,
     findings += _writer_findings(writers, w)
     processes = None
     if scan_processes and w.exists:
+        from jaxcache.trust import procs as procsmod
+
         processes = procsmod.scan(resolved, accounts.user_name)
         findings += _process_findings(processes, uid)
     if _identities(walk(tgt.path)) != _identities(w):
@@ -408,7 +413,7 @@ def _writer_findings(writers: list[Writer], w: Walk) -> list[Finding]:
     return out
 
 
-def _process_findings(scan: procsmod.ProcessScan, uid: int) -> list[Finding]:
+def _process_findings(scan: ProcessScan, uid: int) -> list[Finding]:
     out = []
     for use in scan.uses:
         effect = NOTE if use.uid in (uid, 0) else WARNING
