@@ -19,6 +19,9 @@ _OUT = os.environ.get("JAXCACHE_PROBE_DIR")
 SCHEMA = "jaxcache.probe/1"
 _LOGGERS = ("jax._src.compiler", "jax._src.compilation_cache", "jax._src.cache_key",
             "jax._src.interpreters.pxla", "jax._src.lru_cache")
+_WRITE_EVERY_S = 1.0
+_PLUGINS = ("jax-cuda12-plugin", "jax-cuda13-plugin", "jax-cuda12-pjrt", "jax-cuda13-pjrt",
+            "jax-rocm60-plugin", "jax-rocm7-plugin", "libtpu", "libtpu-nightly", "jax-metal")
 _CACHE_OPTIONS = (
     "jax_compilation_cache_dir", "jax_enable_compilation_cache",
     "jax_persistent_cache_min_compile_time_secs", "jax_persistent_cache_min_entry_size_bytes",
@@ -87,6 +90,7 @@ class _State:
         self.options = None
         self.warnings = []
         self.jax = {}
+        self.last_write = 0.0
 
 
 S = _State()
@@ -184,8 +188,8 @@ def _on_duration(event, secs, **kw):
             m = _module(None)
             if m is not None:
                 m["jax_compile_time_saved_s"] = secs
-    if flush:
-        _write()
+    if flush and time.monotonic() - S.last_write > _WRITE_EVERY_S:
+        _write()  # so a job that is killed still leaves what it compiled so far
 
 
 def _set(m, outcome, reason=None, detail=None):
@@ -308,6 +312,8 @@ def _write(final=False):
                    "warnings": list(S.warnings)}
         if final:
             doc["platform"] = _platform()
+            doc["jax"] = dict(S.jax, plugins=_plugins())
+        S.last_write = time.monotonic()
         path = os.path.join(_OUT, "probe-%d.json" % S.pid)
         tmp = path + ".tmp"
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
@@ -343,12 +349,12 @@ def _on_jax_imported(module, started):
         monitoring.register_event_duration_secs_listener(_guarded(_on_duration))
         _install_logging()
         _install_warnings()
-        S.jax = {"jax": getattr(module, "__version__", None), "jaxlib": _dist("jaxlib"),
-                 "plugins": _plugins()}
+        S.jax = {"jax": getattr(module, "__version__", None), "jaxlib": _dist("jaxlib")}
     except Exception as exc:
         S.jax = {"error": repr(exc)}
     atexit.register(_write, True)
     _write()
+    S.last_write = 0.0  # the first compile is always written at once
 
 
 def _dist(name):
@@ -361,15 +367,13 @@ def _dist(name):
 
 
 def _plugins():
-    try:
-        from importlib import metadata
-
-        return {d.metadata["Name"]: d.version for d in metadata.distributions()
-                if (d.metadata["Name"] or "").lower().startswith(("jax-cuda", "jax_cuda",
-                                                                   "jax-rocm", "libtpu",
-                                                                   "jax-tpu", "jax-metal"))}
-    except Exception:
-        return {}
+    """Versions of the accelerator plugins that are installed (at exit: off the hot path)."""
+    found = {}
+    for name in _PLUGINS:
+        version = _dist(name)
+        if version is not None:
+            found[name] = version
+    return found
 
 
 class _JaxWatcher:
