@@ -7,12 +7,14 @@ terminal's Ctrl-C for the child, and always collects what the probe wrote, even 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import signal
 import subprocess
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 
@@ -39,6 +41,7 @@ class Outcome:
     sys_s: float
     peak_rss_bytes: int
     probes: tuple[dict, ...]  # what each probed process wrote; the main one first
+    timed_out: bool = False
 
     @property
     def status(self) -> int:
@@ -71,8 +74,14 @@ def _resolve(argv: list[str]) -> str:
     return found
 
 
-def run(argv: list[str], env: dict[str, str]) -> Outcome:
-    """Run argv with the probe; returns when the program has ended, however it ended."""
+def run(argv: list[str], env: dict[str, str], *, stdout=None, stderr=None,
+        timeout: float | None = None, interactive: bool = True) -> Outcome:
+    """Run argv with the probe; returns when the program has ended, however it ended.
+
+    interactive: the job shares our terminal, Ctrl-C goes to it and we stay to write the
+    record (jaxcache run). Otherwise (jaxcache bench) the job runs in its own session, and
+    Ctrl-C or `timeout` seconds kill its whole process group; KeyboardInterrupt propagates.
+    """
     if not argv:
         raise JaxcacheError("no command given: jaxcache run [OPTIONS] -- CMD [ARGS...]")
     exe = _resolve(argv)
@@ -85,12 +94,24 @@ def run(argv: list[str], env: dict[str, str]) -> Outcome:
         handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGQUIT)}
         start = time.perf_counter()
         try:
-            proc = subprocess.Popen([exe, *argv[1:]], env=child_env, close_fds=True)
+            proc = subprocess.Popen([exe, *argv[1:]], env=child_env, close_fds=True,
+                                    stdout=stdout, stderr=stderr,
+                                    start_new_session=not interactive)
         except OSError as exc:
             raise CommandError(f"cannot run {safe(argv[0])}: {exc.strerror}", 126) from None
-        # Ctrl-C reaches the child through the terminal; we stay to write the record.
-        for s in handlers:
-            signal.signal(s, lambda *_: None)
+        timer = None
+        expired = threading.Event()
+        if timeout is not None:
+            def expire() -> None:
+                expired.set()
+                _kill_group(proc.pid)
+
+            timer = threading.Timer(timeout, expire)
+            timer.daemon = True
+            timer.start()
+        if interactive:  # Ctrl-C reaches the child through the terminal; we stay for the record
+            for s in handlers:
+                signal.signal(s, lambda *_: None)
         forward = signal.signal(signal.SIGTERM, lambda s, _f: proc.send_signal(s))
         try:
             while True:
@@ -99,19 +120,34 @@ def run(argv: list[str], env: dict[str, str]) -> Outcome:
                     break
                 except InterruptedError:
                     continue
+                except KeyboardInterrupt:
+                    _kill_group(proc.pid)
+                    os.wait4(proc.pid, 0)
+                    proc.returncode = -9
+                    raise
         finally:
-            for s, h in handlers.items():
-                signal.signal(s, h)
+            if timer is not None:
+                timer.cancel()
+            if interactive:
+                for s, h in handlers.items():
+                    signal.signal(s, h)
             signal.signal(signal.SIGTERM, forward)
         wall = time.perf_counter() - start
+        if not interactive:
+            _kill_group(proc.pid)  # leftovers of the job (daemons it started) go with it
         proc.returncode = 0  # reaped by wait4; keep Popen from waiting again
         code = os.waitstatus_to_exitcode(status)
         probes = _collect(probe, proc.pid)
         return Outcome(tuple(argv), proc.pid, code if code >= 0 else None,
                        -code if code < 0 else None, wall, usage.ru_utime, usage.ru_stime,
-                       usage.ru_maxrss * 1024, probes)
+                       usage.ru_maxrss * 1024, probes, expired.is_set())
     finally:
         shutil.rmtree(probe, ignore_errors=True)
+
+
+def _kill_group(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
 
 
 def _collect(directory: str, main_pid: int) -> tuple[dict, ...]:

@@ -1,0 +1,1 @@
+"""`jaxcache bench`: cold versus warm in separate processes, measured from inside and outside."""
