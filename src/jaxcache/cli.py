@@ -40,6 +40,7 @@ def cli() -> None:
       jaxcache audit PATH           who can change what JAX loads from PATH, and why
       jaxcache ls PATH              inventory of the entries in a cache directory
       jaxcache run -- CMD...        run a job with the cache on and record what JAX did
+      jaxcache bench -- CMD...      cold vs warm in separate processes: what the cache buys
 
     Exit codes: 0 fine, 1 a finding you must act on, 2 usage or input error.
     """
@@ -193,6 +194,90 @@ def run(cache_dir: str | None, record_path: str | None, policy_path: str | None,
     if not quiet:
         sys.stderr.write(run_text.render(result.record, result.record_path))
     sys.exit(result.outcome.status)
+
+
+@cli.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.option("-t", "--trials", type=click.IntRange(1, 1000), default=5, show_default=True,
+              help="Trials: each a fresh private cache, one cold process, then the warm ones.")
+@click.option("-k", "--warm", type=click.IntRange(1, 100), default=3, show_default=True,
+              help="Warm processes per trial.")
+@click.option("--no-prime", is_flag=True,
+              help="Skip the discarded first run that warms the OS file cache.")
+@click.option("--timeout", type=click.FloatRange(min=0.1), metavar="SECONDS",
+              help="Kill a run that takes longer (and stop the bench).")
+@click.option("--confidence", type=click.FloatRange(0.5, 0.999), default=0.95,
+              show_default=True)
+@click.option("--noise", "noise_s", type=click.FloatRange(min=0), default=0.1,
+              show_default=True, metavar="SECONDS",
+              help="A saving whose interval reaches below this is 'no significant difference'.")
+@click.option("--max-trials", type=click.IntRange(1, 1000), metavar="N",
+              help="Adaptive: after --trials, keep adding trials up to N until --until-width "
+                   "or --time-budget is reached.")
+@click.option("--until-width", "target_width", type=click.FloatRange(min=0), metavar="SECONDS",
+              help="Adaptive: stop when the saving's interval is at most this wide.")
+@click.option("--time-budget", type=click.FloatRange(min=1), metavar="SECONDS",
+              help="Adaptive: stop adding trials after this much time.")
+@click.option("--min-compile-time", type=click.FloatRange(min=0), metavar="SECONDS",
+              help="Set jax_persistent_cache_min_compile_time_secs for every run (JAX's "
+                   "default 1.0). Reported, and marked when below the default.")
+@click.option("--min-entry-size", type=click.IntRange(min=-1), metavar="BYTES",
+              help="Set jax_persistent_cache_min_entry_size_bytes for every run.")
+@click.option("--workdir", metavar="DIR",
+              help="Keep caches, records and job output here (a private dir you own; "
+                   "audited). Default: a private temporary dir, removed afterwards.")
+@click.option("--out", "out_dir", metavar="DIR",
+              help="Write report.md, bench.json and chart.png into DIR (created private).")
+@click.option("--report", "report_path", metavar="FILE.md", help="Markdown report.")
+@click.option("--json", "json_path", metavar="FILE", help="Raw samples and results (JSON).")
+@click.option("--plot", "plot_path", metavar="FILE.png",
+              help="Chart of the phases, cold vs warm (needs matplotlib).")
+@click.option("--compare", nargs=2, metavar="A.json B.json",
+              help="Compare two earlier `--json` results instead of running anything.")
+@click.argument("command", nargs=-1, type=click.UNPROCESSED)
+def bench(command: tuple[str, ...], trials: int, warm: int, no_prime: bool,
+          timeout: float | None, confidence: float, noise_s: float, max_trials: int | None,
+          target_width: float | None, time_budget: float | None,
+          min_compile_time: float | None, min_entry_size: int | None, workdir: str | None,
+          out_dir: str | None, report_path: str | None, json_path: str | None,
+          plot_path: str | None, compare: tuple[str, str] | None) -> None:
+    """Measure what the cache buys: cold versus warm, each in its own process.
+
+    \b
+      jaxcache bench -- python train.py
+      jaxcache bench -t 3 -k 2 --out bench-out -- python examples/mlp.py
+      jaxcache bench --compare before.json after.json
+
+    Each trial makes a fresh private cache, runs the job once cold and K times warm against
+    it, and checks the cache really filled and was hit. Per process it reports import jax,
+    trace, lower, compile-or-load and the rest from inside (the probe of `jaxcache run`), and
+    wall, CPU and memory from outside. The saving per start comes with an exact
+    distribution-free interval (Hodges-Lehmann / Mann-Whitney); JAX's thresholds are never
+    lowered unless you ask, and always reported.
+
+    Exit code: 0 a significant saving; 1 none (nothing cached, warm runs missed, or no
+    significant difference); 2 usage error or a run that failed or timed out; 130 interrupted
+    (the runs that finished are still reported).
+    """
+    from jaxcache.bench import command as benchcmd
+
+    if compare:
+        if command:
+            raise click.UsageError("--compare takes two JSON files and no command")
+        _emit(benchcmd.compare(*compare))
+        sys.exit(0)
+    argv = list(command)
+    if argv and argv[0] == "--":
+        argv = argv[1:]
+    if not argv:
+        raise click.UsageError("no command to bench: jaxcache bench [OPTIONS] -- CMD [ARGS...]")
+    code = benchcmd.run(
+        argv, trials=trials, warm=warm, prime=not no_prime, timeout=timeout,
+        confidence=confidence, noise_s=noise_s, max_trials=max_trials,
+        target_width=target_width, time_budget=time_budget,
+        min_compile_time=min_compile_time, min_entry_size=min_entry_size, workdir=workdir,
+        out_dir=out_dir, report_path=report_path, json_path=json_path, plot_path=plot_path,
+        echo=_emit)
+    sys.exit(code)
 
 
 @cli.command()

@@ -94,6 +94,9 @@ def build(outcome: Outcome, *, cache_dir: str, verdict: str, before: DirSnapshot
         "cache_options_at_first_compile": (main or {}).get("cache_options_at_first_compile"),
         "env": env_snapshot(env),
         "import_jax_s": (main or {}).get("import_jax_s"),
+        "probe_times": {k: (main or {}).get(v) for k, v in (
+            ("started", "started"), ("import_jax_started", "import_jax_started"),
+            ("last_write", "now"))} | {"final": bool((main or {}).get("final"))},
         "modules": _modules(main, after) if main else [],
         "counts": _counts(main) if main else None,
         "jax_warnings": (main or {}).get("warnings", []),

@@ -81,6 +81,7 @@ class _State:
         self.started = time.time()
         self.jax_imported_s = None
         self.import_jax_s = None
+        self.import_jax_started = None
         self.modules = []
         self.current = {}  # thread id -> module dict being compiled
         self.pending_components = {}  # thread id -> {component: hash}
@@ -304,7 +305,8 @@ def _write(final=False):
 
         with S.lock:
             doc = {"schema": SCHEMA, "pid": S.pid, "ppid": os.getppid(), "final": final,
-                   "argv": list(sys.argv), "started": S.started,
+                   "argv": list(sys.argv), "started": S.started, "now": time.time(),
+                   "import_jax_started": S.import_jax_started,
                    "import_jax_s": S.import_jax_s, "jax": S.jax,
                    "cache_options_at_first_compile": S.options, "counts": dict(S.counts),
                    "modules": [{k: v for k, v in m.items() if k not in ("thread", "key")}
@@ -341,6 +343,7 @@ def _on_jax_imported(module, started):
 
     S.import_jax_s = time.perf_counter() - started
     S.jax_imported_s = time.time()
+    S.import_jax_started = S.jax_imported_s - S.import_jax_s
     S.lock.arm()
     try:
         from jax import monitoring

@@ -1,0 +1,77 @@
+"""From samples to conclusions: per-phase spreads, the saving with its interval, amortization."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from jaxcache.bench import stats
+from jaxcache.bench.sample import PHASES, ProcessSample
+
+
+@dataclass(frozen=True)
+class Analysis:
+    cold: tuple[ProcessSample, ...]
+    warm: tuple[ProcessSample, ...]
+    phases: dict[str, tuple[stats.Spread, stats.Spread]]  # phase -> (cold, warm)
+    wall: tuple[stats.Spread, stats.Spread] | None
+    saving: stats.Shift | None  # cold wall - warm wall, seconds saved per start
+    compile_saving: stats.Shift | None  # cold - warm compile-or-load seconds
+    ratio: stats.Shift | None  # warm / cold wall
+    noise_s: float
+    significant: bool
+    verdict: str  # saves | no-significant-difference | nothing-cached | warm-missed | no-data
+    message: str
+    paid_s: float  # what writing the entries cost the cold runs (median)
+    written_bytes: int  # median bytes in the cache after a cold run
+    pays_off_after: int | None  # warm starts needed to repay it
+
+
+def _phase_spreads(cold, warm) -> dict:
+    out = {}
+    for phase in PHASES:
+        c = [s.phases[phase] for s in cold]
+        w = [s.phases[phase] for s in warm]
+        out[phase] = (stats.spread(c), stats.spread(w))
+    return out
+
+
+def analyse(cold: list[ProcessSample], warm: list[ProcessSample], *, confidence: float,
+            noise_s: float, stop_reason: str | None = None) -> Analysis:
+    if not cold or not warm:
+        return Analysis(tuple(cold), tuple(warm), {}, None, None, None, None, noise_s, False,
+                        "no-data", "not enough completed runs to compare", 0.0, 0, None)
+    phases = _phase_spreads(cold, warm)
+    walls = (stats.spread([s.wall_s for s in cold]), stats.spread([s.wall_s for s in warm]))
+    saving = stats.hodges_lehmann([s.wall_s for s in cold], [s.wall_s for s in warm], confidence)
+    compile_saving = stats.hodges_lehmann([s.phases["compile_or_load"] for s in cold],
+                                          [s.phases["compile_or_load"] for s in warm],
+                                          confidence)
+    ratio = stats.ratio([s.wall_s for s in cold], [s.wall_s for s in warm], confidence)
+    paid = stats.spread([s.write_overhead_s for s in cold]).median
+    written = int(stats.spread([s.bytes_after for s in cold]).median)
+    significant = saving.resolved and saving.low > noise_s
+    pays = None
+    if significant and saving.estimate > 0:
+        pays = max(1, math.ceil(paid / saving.estimate)) if paid > 0 else 1
+    if stop_reason == "nothing-cached":
+        verdict = "nothing-cached"
+        message = "the cold run wrote no entry, so the cache saved nothing"
+    elif stop_reason == "warm-missed":
+        verdict, message = "warm-missed", "warm runs did not hit the entries the cold run wrote"
+    elif not saving.resolved:
+        verdict = "no-significant-difference"
+        message = (f"{len(cold)} cold and {len(warm)} warm runs cannot support a "
+                   f"{confidence:.0%} interval (smallest reachable p = {saving.min_p:.3f}): "
+                   "run more trials")
+    elif significant:
+        verdict = "saves"
+        message = (f"saves {saving.estimate:.2f} s [{saving.low:.2f} - {saving.high:.2f}] per "
+                   f"start ({saving.estimate / walls[0].median:.0%} of start-up)")
+    else:
+        verdict = "no-significant-difference"
+        message = (f"no significant difference: the {saving.confidence:.0%} interval "
+                   f"[{saving.low:.2f} - {saving.high:.2f}] s reaches the {noise_s:.2f} s "
+                   "noise band")
+    return Analysis(tuple(cold), tuple(warm), phases, walls, saving, compile_saving, ratio,
+                    noise_s, significant, verdict, message, paid, written, pays)

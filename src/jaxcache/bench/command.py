@@ -1,0 +1,169 @@
+"""`jaxcache bench` wiring: check the outputs can be written, run, report, pick the exit code."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Callable
+
+from jaxcache.display import safe
+from jaxcache.errors import JaxcacheError, UntrustedCacheError
+
+
+def _writable(path: str | None) -> None:
+    if path is None:
+        return
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent) or not os.access(parent, os.W_OK | os.X_OK):
+        raise JaxcacheError(f"cannot write {safe(path)}: {safe(parent)} is not a writable "
+                            "directory")
+    if os.path.isdir(path):
+        raise JaxcacheError(f"cannot write {safe(path)}: it is a directory")
+
+
+def _private_dir(path: str) -> str:
+    """A directory we may write into: created private if missing, audited if it exists."""
+    from jaxcache.trust import create
+
+    result = create.init(path)
+    if not result.ok:
+        raise UntrustedCacheError(result.report)
+    return result.path
+
+
+def run(argv: list[str], *, trials: int, warm: int, prime: bool, timeout: float | None,
+        confidence: float, noise_s: float, max_trials: int | None, target_width: float | None,
+        time_budget: float | None, min_compile_time: float | None, min_entry_size: int | None,
+        workdir: str | None, out_dir: str | None, report_path: str | None,
+        json_path: str | None, plot_path: str | None, echo: Callable[[str], None]) -> int:
+    from jaxcache.bench.progress import BenchProgress
+    from jaxcache.bench.trials import BenchCommandError, BenchConfig, run_bench
+    from jaxcache.probe.runner import CommandError, _resolve
+
+    _resolve(argv)  # command not found / not executable: before any work
+    if max_trials is not None and max_trials < trials:
+        raise JaxcacheError(f"--max-trials {max_trials} is below --trials {trials}")
+    if out_dir is not None:
+        out_dir = _private_dir(out_dir)
+        report_path = report_path or os.path.join(out_dir, "report.md")
+        json_path = json_path or os.path.join(out_dir, "bench.json")
+        plot_path = plot_path or os.path.join(out_dir, "chart.png")
+        workdir = workdir or os.path.join(out_dir, "runs")
+    for path in (report_path, json_path, plot_path):
+        _writable(path)
+    if plot_path is not None:
+        import importlib.util
+
+        if importlib.util.find_spec("matplotlib") is None:
+            raise JaxcacheError("--plot needs matplotlib: pip install 'jaxcache[plot]'")
+    keep = workdir is not None
+    if workdir is not None:
+        workdir = _private_dir(workdir)
+        if os.listdir(workdir):
+            raise JaxcacheError(f"--workdir {safe(workdir)} is not empty: give a new or empty "
+                                "directory (jaxcache never deletes what it did not create)")
+    thresholds = {}
+    if min_compile_time is not None:
+        thresholds["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = repr(min_compile_time)
+    if min_entry_size is not None:
+        thresholds["JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES"] = str(min_entry_size)
+    cfg = BenchConfig(tuple(argv), trials, warm, prime, timeout, confidence, noise_s,
+                      max_trials, target_width, time_budget, thresholds)
+    progress = BenchProgress(warm)
+    try:
+        result = run_bench(cfg, workdir=workdir, progress=progress)
+    except (BenchCommandError, CommandError):
+        raise
+    finally:
+        progress.close()
+    try:
+        return _report(result, report_path, json_path, plot_path, echo)
+    finally:
+        if not keep:
+            shutil.rmtree(result.workdir, ignore_errors=True)
+
+
+def _report(result, report_path, json_path, plot_path, echo) -> int:
+    from jaxcache.report import bench_json, bench_markdown, bench_text
+
+    echo(bench_text.render(result))
+    written = []
+    if plot_path and result.analysis.phases:
+        from jaxcache.report import bench_plot
+
+        bench_plot.render(result, plot_path)
+        written.append(plot_path)
+    if report_path:
+        chart = None
+        if plot_path and os.path.dirname(os.path.abspath(plot_path)) == \
+                os.path.dirname(os.path.abspath(report_path)):
+            chart = os.path.basename(plot_path)
+        with open(report_path, "w", encoding="utf-8") as f:
+            f.write(bench_markdown.render(result, chart))
+        written.append(report_path)
+    if json_path:
+        with open(json_path, "w", encoding="utf-8") as f:
+            f.write(bench_json.render(result))
+        written.append(json_path)
+    if written:
+        echo("wrote " + ", ".join(written) + "\n")
+    if result.stop_reason == "interrupted":
+        return 130
+    return 0 if result.analysis.verdict == "saves" else 1
+
+
+def _load(path: str) -> dict:
+    try:
+        with open(path, encoding="utf-8") as f:
+            doc = json.load(f)
+    except FileNotFoundError:
+        raise JaxcacheError(f"no such file: {safe(path)}") from None
+    except (OSError, ValueError) as exc:
+        raise JaxcacheError(f"cannot read {safe(path)}: {exc}") from None
+    if not isinstance(doc, dict) or doc.get("schema") != "jaxcache.bench/1":
+        raise JaxcacheError(f"{safe(path)} is not a jaxcache bench result (jaxcache.bench/1)")
+    return doc
+
+
+def compare(a_path: str, b_path: str) -> str:
+    a, b = _load(a_path), _load(b_path)
+    lines = [f"jaxcache bench --compare {safe(a_path)} {safe(b_path)}"]
+    fa, fb = a.get("fingerprint") or {}, b.get("fingerprint") or {}
+    diffs = [f"  {k}: {fa.get(k)!r} vs {fb.get(k)!r}" for k in sorted(set(fa) | set(fb))
+             if fa.get(k) != fb.get(k)]
+    lines.append("fingerprints: identical" if not diffs else
+                 "fingerprints differ (timings are not directly comparable):")
+    lines += diffs
+    rows = [("", "A", "B")]
+    for name in ("wall",):
+        for arm in ("cold", "warm"):
+            va = ((a["summary"].get(name) or {}).get(arm) or {}).get("median")
+            vb = ((b["summary"].get(name) or {}).get(arm) or {}).get("median")
+            rows.append((f"{arm} wall median (s)", _f(va), _f(vb)))
+    for phase in (a["summary"].get("phases") or {}):
+        for arm in ("cold", "warm"):
+            va = a["summary"]["phases"][phase][arm]["median"]
+            vb = ((b["summary"].get("phases") or {}).get(phase) or {}).get(arm, {}).get("median")
+            rows.append((f"{arm} {phase} (s)", _f(va), _f(vb)))
+    for key in ("saving_s", "compile_saving_s"):
+        sa, sb = a["summary"].get(key), b["summary"].get(key)
+        rows.append((key.replace("_", " "), _ci(sa), _ci(sb)))
+    rows.append(("verdict", a["summary"]["verdict"], b["summary"]["verdict"]))
+    widths = [max(len(r[i]) for r in rows) for i in range(3)]
+    lines.append("")
+    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
+              for r in rows]
+    return "\n".join(lines) + "\n"
+
+
+def _f(v) -> str:
+    return "-" if v is None else f"{v:.2f}"
+
+
+def _ci(s: dict | None) -> str:
+    if not s or s.get("estimate") is None:
+        return "-"
+    if s.get("low") is None:
+        return f"{s['estimate']:.2f} [no interval]"
+    return f"{s['estimate']:.2f} [{s['low']:.2f} - {s['high']:.2f}]"

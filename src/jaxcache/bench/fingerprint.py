@@ -1,0 +1,66 @@
+"""What must match for two processes' timings to be comparable.
+
+Versions, Python, platform and devices, XLA flags, the cache options (the directory itself
+excluded: every trial gets its own), and the input shapes and dtypes each module compiled for.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+_OPTION_SKIP = {"jax_compilation_cache_dir"}
+
+
+@dataclass(frozen=True)
+class Fingerprint:
+    jax: str | None
+    jaxlib: str | None
+    plugins: tuple[tuple[str, str], ...]
+    python: str | None
+    system: str | None
+    machine: str | None
+    backend: str | None
+    device_kind: str | None
+    device_count: int | None
+    xla_flags: str | None
+    cache_options: tuple[tuple[str, str], ...]
+    shapes: tuple[tuple[str, str], ...]  # (module, input shapes) pairs, sorted
+
+    @classmethod
+    def of(cls, record: dict) -> Fingerprint:
+        versions = record.get("versions") or {}
+        platform = record.get("platform") or {}
+        host = record.get("host") or {}
+        options = record.get("cache_options_at_first_compile") or {}
+        shapes = sorted({(m.get("name") or "?", m.get("input_shapes") or "?")
+                         for m in record.get("modules") or []})
+        return cls(
+            versions.get("jax"), versions.get("jaxlib"),
+            tuple(sorted((versions.get("plugins") or {}).items())),
+            host.get("runner_python_version"), host.get("system"), host.get("machine"),
+            platform.get("backend"), platform.get("device_kind"), platform.get("device_count"),
+            (record.get("env") or {}).get("XLA_FLAGS"),
+            tuple(sorted((k, repr(v)) for k, v in options.items() if k not in _OPTION_SKIP)),
+            tuple(shapes),
+        )
+
+    def diff(self, other: Fingerprint) -> list[str]:
+        """Human-readable differences, empty when comparable."""
+        out = []
+        for f in fields(self):
+            a, b = getattr(self, f.name), getattr(other, f.name)
+            if a != b:
+                if f.name in ("shapes", "cache_options", "plugins"):
+                    only_a = sorted(set(a) - set(b))
+                    only_b = sorted(set(b) - set(a))
+                    out.append(f"{f.name}: {only_a} vs {only_b}")
+                else:
+                    out.append(f"{f.name}: {a!r} vs {b!r}")
+        return out
+
+    def as_dict(self) -> dict:
+        d = {f.name: getattr(self, f.name) for f in fields(self)}
+        d["plugins"] = dict(self.plugins)
+        d["cache_options"] = {k: v for k, v in self.cache_options}
+        d["shapes"] = [{"module": m, "input_shapes": s} for m, s in self.shapes]
+        return d

@@ -1,0 +1,84 @@
+"""One measured process of a bench, reduced from its run record to what the bench compares."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from jaxcache.bench.fingerprint import Fingerprint
+
+PHASES = ("startup", "import_jax", "trace", "lower", "compile_or_load", "rest")
+PHASE_LABELS = {
+    "startup": "start-up before import jax",
+    "import_jax": "import jax",
+    "trace": "trace",
+    "lower": "lower",
+    "compile_or_load": "compile or load",
+    "rest": "execution and the rest",
+}
+
+
+@dataclass(frozen=True)
+class ProcessSample:
+    trial: int
+    kind: str  # cold | warm
+    index: int  # warm run number within its trial (0 for cold)
+    wall_s: float
+    user_s: float
+    sys_s: float
+    peak_rss_bytes: int
+    exit_code: int | None
+    signal: int | None
+    timed_out: bool
+    phases: dict[str, float]
+    modules: int
+    hits: int
+    written: int
+    entries_before: int
+    entries_after: int
+    bytes_after: int
+    write_overhead_s: float  # serializing and writing entries, inside compile_or_load
+    skipped: tuple[tuple[str, str, float], ...]  # (module, reason, compile seconds)
+    cached: tuple[str, ...]  # modules written (cold) or hit (warm)
+    fingerprint: Fingerprint
+    record_path: str
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0 and not self.timed_out
+
+
+def _sum(modules: list[dict], key: str) -> float:
+    return sum(m.get(key) or 0.0 for m in modules)
+
+
+def from_record(record: dict, *, trial: int, kind: str, index: int, path: str,
+                timed_out: bool = False) -> ProcessSample:
+    p = record["process"]
+    modules = record.get("modules") or []
+    times = record.get("probe_times") or {}
+    phases = {
+        "startup": max(0.0, (times.get("import_jax_started") or 0) - (times.get("started") or 0))
+        if times.get("import_jax_started") else 0.0,
+        "import_jax": record.get("import_jax_s") or 0.0,
+        "trace": _sum(modules, "trace_s"),
+        "lower": _sum(modules, "lower_s"),
+        "compile_or_load": _sum(modules, "compile_or_load_s"),
+    }
+    phases["rest"] = max(0.0, p["wall_s"] - sum(phases.values()))
+    written = [m for m in modules if m.get("outcome") == "written"]
+    overhead = sum(max(0.0, (m.get("compile_or_load_s") or 0) - (m.get("compile_s_logged") or 0))
+                   for m in written if m.get("compile_s_logged") is not None)
+    skipped = tuple((m.get("name") or "?", m.get("reason") or "?",
+                     float((m.get("reason_detail") or {}).get("compile_s")
+                           or m.get("compile_or_load_s") or 0.0))
+                    for m in modules if m.get("outcome") in ("skipped", "uncached"))
+    cache = record["cache_dir"]
+    return ProcessSample(
+        trial, kind, index, p["wall_s"], p["user_s"], p["sys_s"], p["peak_rss_bytes"],
+        p["exit_code"], p["signal"], timed_out, phases, len(modules),
+        sum(1 for m in modules if m.get("outcome") == "hit"), len(written),
+        cache["before"]["entries"], cache["after"]["entries"], cache["after"]["bytes"],
+        overhead, skipped,
+        tuple(sorted({m.get("name") or "?" for m in modules
+                      if m.get("outcome") in ("written", "hit")})),
+        Fingerprint.of(record), path)

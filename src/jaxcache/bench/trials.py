@@ -1,0 +1,200 @@
+"""Trials: a fresh private cache, one cold process, K warm ones; checked, not assumed.
+
+Trials follow one another (cold always precedes its warm runs), so slow drift of the machine
+lands on both arms. A discarded priming run first warms the OS file cache, never the JAX cache.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from jaxcache import record as recordmod
+from jaxcache.bench import analysis as analysismod
+from jaxcache.bench.sample import ProcessSample, from_record
+from jaxcache.display import safe
+from jaxcache.errors import JaxcacheError
+from jaxcache.probe import runner
+from jaxcache.trust import listing
+
+
+class BenchCommandError(JaxcacheError):
+    """The job failed or hung in a run the bench needs; carries the tail of its stderr."""
+
+
+@dataclass(frozen=True)
+class BenchConfig:
+    argv: tuple[str, ...]
+    trials: int = 5
+    warm: int = 3
+    prime: bool = True
+    timeout_s: float | None = None
+    confidence: float = 0.95
+    noise_s: float = 0.1
+    max_trials: int | None = None  # adaptive: keep going up to this many trials...
+    target_width_s: float | None = None  # ...until the saving's interval is this narrow
+    time_budget_s: float | None = None  # ...or this much time was spent
+    thresholds: dict[str, str] = field(default_factory=dict)  # env var -> value, if set
+
+
+@dataclass(frozen=True)
+class BenchResult:
+    config: BenchConfig
+    samples: tuple[ProcessSample, ...]
+    excluded: tuple[tuple[ProcessSample, tuple[str, ...]], ...]  # not comparable, and why
+    analysis: analysismod.Analysis
+    stop_reason: str | None  # nothing-cached | warm-missed | interrupted | budget | width
+    detail: str | None
+    workdir: str
+    elapsed_s: float
+    env: dict[str, str]
+
+
+Progress = Callable[[dict], None]
+
+
+def _snapshot(path: str) -> recordmod.DirSnapshot:
+    inv, resolved = listing.list_dir(path)
+    return recordmod.DirSnapshot.of(resolved, inv)
+
+
+def _tail(path: str, lines: int = 15) -> str:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return "".join(f.readlines()[-lines:]).rstrip()
+    except OSError:
+        return ""
+
+
+def _one(cfg: BenchConfig, env: dict[str, str], cache: str, out_dir: str, name: str,
+         trial: int, kind: str, index: int) -> ProcessSample:
+    before = _snapshot(cache)
+    child_env = dict(env, JAX_COMPILATION_CACHE_DIR=cache)
+    stdout_path = os.path.join(out_dir, f"{name}.stdout")
+    stderr_path = os.path.join(out_dir, f"{name}.stderr")
+    with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
+        outcome = runner.run(list(cfg.argv), child_env, stdout=out, stderr=err,
+                             timeout=cfg.timeout_s, interactive=False)
+    after = _snapshot(cache)
+    doc = recordmod.build(outcome, cache_dir=cache, verdict="PRIVATE", before=before,
+                          after=after, env=child_env, cwd=os.getcwd())
+    path = os.path.join(out_dir, f"{name}.json")
+    recordmod.write(doc, path)
+    if outcome.timed_out:
+        raise BenchCommandError(f"the {kind} run of trial {trial} did not finish within "
+                                f"{cfg.timeout_s:g} s and was killed")
+    if outcome.status != 0:
+        tail = _tail(stderr_path)
+        raise BenchCommandError(
+            f"the {kind} run of trial {trial} failed with exit status {outcome.status}"
+            + (f"; the end of its stderr:\n{tail}" if tail else ""))
+    return from_record(doc, trial=trial, kind=kind, index=index, path=path)
+
+
+def run_bench(cfg: BenchConfig, *, workdir: str | None = None,
+              progress: Progress | None = None) -> BenchResult:
+    """Run the trials; on Ctrl-C returns what was measured, with stop_reason 'interrupted'."""
+    progress = progress or (lambda event: None)
+    own = workdir is None
+    work = tempfile.mkdtemp(prefix="jaxcache-bench-") if own else workdir
+    env = dict(os.environ)
+    env.update(cfg.thresholds)
+    env.pop("JAX_COMPILATION_CACHE_DIR", None)
+    started = time.monotonic()
+    samples: list[ProcessSample] = []
+    stop, detail = None, None
+    planned = cfg.max_trials or cfg.trials
+    try:
+        if cfg.prime:
+            progress({"phase": "prime", "trial": 0, "trials": planned})
+            prime_dir = os.path.join(work, "prime")
+            os.mkdir(prime_dir, 0o700)
+            os.mkdir(os.path.join(prime_dir, "cache"), 0o700)
+            _one(cfg, env, os.path.join(prime_dir, "cache"), prime_dir, "prime", 0, "prime", 0)
+            shutil.rmtree(os.path.join(prime_dir, "cache"))  # only the OS file cache stays warm
+        trial = 0
+        while True:
+            trial += 1
+            tdir = os.path.join(work, f"trial-{trial}")
+            cache = os.path.join(tdir, "cache")
+            os.mkdir(tdir, 0o700)
+            os.mkdir(cache, 0o700)
+            if _snapshot(cache).entries:
+                raise JaxcacheError(f"internal: fresh cache {safe(cache)} is not empty")
+            progress({"phase": "cold", "trial": trial, "trials": planned})
+            cold = _one(cfg, env, cache, tdir, "cold", trial, "cold", 0)
+            samples.append(cold)
+            for k in range(1, cfg.warm + 1):
+                progress({"phase": "warm", "trial": trial, "trials": planned, "warm": k,
+                          "warms": cfg.warm})
+                samples.append(_one(cfg, env, cache, tdir, f"warm-{k}", trial, "warm", k))
+            warm = [s for s in samples if s.trial == trial and s.kind == "warm"]
+            if cold.entries_after == 0:
+                stop = "nothing-cached"
+                detail = _why_nothing(cold, cfg)
+                break
+            if not any(s.hits for s in warm):
+                stop = "warm-missed"
+                detail = (f"the cold run wrote {cold.entries_after} entries but no warm run hit "
+                          "any: the cache keys differ between processes (run `jaxcache explain` "
+                          f"on {cold.record_path} and {warm[0].record_path})")
+                break
+            if trial >= planned:
+                break
+            if trial >= cfg.trials:
+                current = _analyse(samples, cfg, None)
+                s = current.saving
+                if cfg.target_width_s is not None and s is not None and s.resolved and \
+                        s.high - s.low <= cfg.target_width_s:
+                    stop = "width"
+                    break
+                if cfg.time_budget_s is not None and \
+                        time.monotonic() - started >= cfg.time_budget_s:
+                    stop = "budget"
+                    break
+                if cfg.target_width_s is None and cfg.time_budget_s is None:
+                    break
+    except KeyboardInterrupt:
+        stop = "interrupted"
+        detail = "interrupted: the results below cover the runs that completed"
+    return BenchResult(cfg, tuple(samples), _excluded(samples),
+                       _analyse(samples, cfg, stop), stop, detail, work,
+                       time.monotonic() - started, {k: v for k, v in cfg.thresholds.items()})
+
+
+def _excluded(samples: list[ProcessSample]):
+    """Processes whose fingerprint differs from the first one: never compared, and why."""
+    if not samples:
+        return ()
+    ref = samples[0].fingerprint
+    return tuple((s, tuple(ref.diff(s.fingerprint))) for s in samples
+                 if ref.diff(s.fingerprint))
+
+
+def _analyse(samples, cfg: BenchConfig, stop):
+    excluded = {id(s) for s, _ in _excluded(list(samples))}
+    comparable = [s for s in samples if id(s) not in excluded]
+    cold = [s for s in comparable if s.kind == "cold"]
+    warm = [s for s in comparable if s.kind == "warm"]
+    return analysismod.analyse(cold, warm, confidence=cfg.confidence, noise_s=cfg.noise_s,
+                               stop_reason=stop if stop in ("nothing-cached", "warm-missed")
+                               else None)
+
+
+def _why_nothing(cold: ProcessSample, cfg: BenchConfig) -> str:
+    if not cold.skipped:
+        return ("the cold run compiled nothing through JAX's cache (did the job use jax.jit, "
+                "and is jax_enable_compilation_cache on?)")
+    total = sum(c for _, _, c in cold.skipped)
+    reasons: dict[str, int] = {}
+    for _, reason, _ in cold.skipped:
+        reasons[reason] = reasons.get(reason, 0) + 1
+    listed = ", ".join(f"{n} {r}" for r, n in sorted(reasons.items(), key=lambda x: -x[1]))
+    threshold = cfg.thresholds.get("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "1.0 (default)")
+    return (f"the cold run wrote no entry: all {len(cold.skipped)} compiled modules were skipped "
+            f"({listed}); together they compiled in {total:.2f} s, each below the "
+            f"{threshold} s compile-time threshold, so there is nothing for the cache to save")

@@ -1,0 +1,92 @@
+"""`jaxcache bench --json`: raw samples, fingerprints and conclusions (schema jaxcache.bench/1)."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict
+
+from jaxcache import __version__
+from jaxcache.bench.stats import Shift, Spread
+from jaxcache.bench.trials import BenchResult
+from jaxcache.jaxcompat import DEFAULT_MIN_COMPILE_TIME_SECS, DEFAULT_MIN_ENTRY_SIZE_BYTES
+
+SCHEMA = "jaxcache.bench/1"
+
+
+def _num(v: float) -> float | None:
+    return v if math.isfinite(v) else None
+
+
+def _shift(s: Shift | None) -> dict | None:
+    if s is None:
+        return None
+    return {"estimate": _num(s.estimate), "low": _num(s.low), "high": _num(s.high),
+            "confidence": s.confidence, "asked_confidence": s.asked, "min_p": s.min_p,
+            "n": s.n, "m": s.m}
+
+
+def _spread(s: Spread) -> dict:
+    return {"median": s.median, "min": s.low, "max": s.high, "n": s.n}
+
+
+def thresholds(result: BenchResult) -> dict:
+    """The thresholds in effect (from the cold run's record), marked when below JAX's defaults."""
+    opts = {}
+    sample = next(iter(result.samples), None)
+    if sample is not None:
+        opts = dict(sample.fingerprint.cache_options)
+    time_s = float(opts.get("jax_persistent_cache_min_compile_time_secs",
+                            repr(DEFAULT_MIN_COMPILE_TIME_SECS)))
+    size_b = int(float(opts.get("jax_persistent_cache_min_entry_size_bytes",
+                                repr(DEFAULT_MIN_ENTRY_SIZE_BYTES))))
+    return {"min_compile_time_secs": time_s,
+            "min_compile_time_below_default": time_s < DEFAULT_MIN_COMPILE_TIME_SECS,
+            "min_entry_size_bytes": size_b,
+            "set_by_bench": dict(result.env)}
+
+
+def bench_dict(result: BenchResult) -> dict:
+    a = result.analysis
+    return {
+        "schema": SCHEMA,
+        "tool": {"name": "jaxcache", "version": __version__},
+        "command": list(result.config.argv),
+        "config": {k: v for k, v in asdict(result.config).items() if k != "argv"},
+        "thresholds": thresholds(result),
+        "fingerprint": result.samples[0].fingerprint.as_dict() if result.samples else None,
+        "samples": [
+            {"trial": s.trial, "kind": s.kind, "index": s.index, "wall_s": s.wall_s,
+             "user_s": s.user_s, "sys_s": s.sys_s, "peak_rss_bytes": s.peak_rss_bytes,
+             "exit_code": s.exit_code, "signal": s.signal, "phases": s.phases,
+             "modules": s.modules, "hits": s.hits, "written": s.written,
+             "entries_before": s.entries_before, "entries_after": s.entries_after,
+             "bytes_after": s.bytes_after, "write_overhead_s": s.write_overhead_s,
+             "record": s.record_path, "comparable": all(s is not x for x, _ in result.excluded)}
+            for s in result.samples],
+        "excluded": [{"trial": s.trial, "kind": s.kind, "index": s.index,
+                      "differences": list(d)} for s, d in result.excluded],
+        "summary": {
+            "verdict": a.verdict,
+            "message": a.message,
+            "stop_reason": result.stop_reason,
+            "detail": result.detail,
+            "phases": {name: {"cold": _spread(c), "warm": _spread(w)}
+                       for name, (c, w) in a.phases.items()},
+            "wall": None if a.wall is None else {"cold": _spread(a.wall[0]),
+                                                 "warm": _spread(a.wall[1])},
+            "saving_s": _shift(a.saving),
+            "compile_saving_s": _shift(a.compile_saving),
+            "warm_over_cold": _shift(a.ratio),
+            "noise_band_s": a.noise_s,
+            "significant": a.significant,
+            "amortization": {"paid_s": a.paid_s, "written_bytes": a.written_bytes,
+                             "pays_off_after": a.pays_off_after},
+        },
+        "elapsed_s": result.elapsed_s,
+        "workdir": result.workdir,
+    }
+
+
+def render(result: BenchResult) -> str:
+    return json.dumps(bench_dict(result), indent=2) + "\n"

@@ -1,0 +1,38 @@
+"""`jaxcache bench --report F.md`: the same facts as the terminal summary, as Markdown."""
+
+from __future__ import annotations
+
+from jaxcache.bench.trials import BenchResult
+from jaxcache.display import safe
+from jaxcache.report.bench_text import conclusions, table
+
+
+def render(result: BenchResult, chart: str | None = None) -> str:
+    cfg = result.config
+    fp = result.samples[0].fingerprint if result.samples else None
+    out = ["# jaxcache bench", "", f"Command: `{safe(' '.join(cfg.argv))}`", ""]
+    if fp is not None:
+        out += ["| | |", "|---|---|",
+                f"| jax / jaxlib | {fp.jax} / {fp.jaxlib} |",
+                f"| python | {fp.python} |",
+                f"| platform | {fp.system} {fp.machine}, {fp.backend} ({fp.device_kind} "
+                f"x{fp.device_count}) |",
+                f"| XLA_FLAGS | `{fp.xla_flags or ''}` |",
+                f"| trials | {cfg.trials} (cold + {cfg.warm} warm each), priming run: "
+                f"{'yes' if cfg.prime else 'no'} |", ""]
+        cached = {m for s in result.samples for m in s.cached}
+        shapes = [(m, s) for m, s in fp.shapes if m in cached]
+        if shapes:
+            out += ["Cached modules and their input shapes: "
+                    + "; ".join(f"`{m}` {s}" for m, s in shapes), ""]
+    rows = table(result)
+    if len(rows) > 1:
+        out.append("| " + " | ".join(rows[0]) + " |")
+        out.append("|" + "---|" * len(rows[0]))
+        out += ["| " + " | ".join(r) + " |" for r in rows[1:]]
+        out.append("")
+    out += [f"- {line}" if not line.startswith("  ") else f"  - {line.strip()}"
+            for line in conclusions(result)]
+    if chart:
+        out += ["", f"![phases, cold vs warm]({chart})"]
+    return "\n".join(out) + "\n"

@@ -1,0 +1,36 @@
+"""`jaxcache bench --plot F.png`: median time per phase, cold vs warm (needs matplotlib)."""
+
+from __future__ import annotations
+
+from jaxcache.bench.sample import PHASE_LABELS
+from jaxcache.bench.trials import BenchResult
+from jaxcache.errors import JaxcacheError
+
+
+def render(result: BenchResult, path: str) -> None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise JaxcacheError("--plot needs matplotlib: pip install 'jaxcache[plot]'") from None
+    a = result.analysis
+    if not a.phases:
+        raise JaxcacheError("nothing to plot: no completed cold and warm runs")
+    fig, ax = plt.subplots(figsize=(8, 2.8), dpi=120)
+    left = {"cold": 0.0, "warm": 0.0}
+    colors = ["#9e9e9e", "#5c6bc0", "#26a69a", "#8d6e63", "#ef5350", "#ffca28"]
+    for (name, (c, w)), color in zip(a.phases.items(), colors, strict=True):
+        for arm, spread in (("cold", c), ("warm", w)):
+            ax.barh(arm, spread.median, left=left[arm], color=color,
+                    label=PHASE_LABELS[name] if arm == "cold" else None)
+            left[arm] += spread.median
+    ax.invert_yaxis()
+    ax.set_xlabel("seconds (median per phase)")
+    title = a.message if len(a.message) < 90 else a.verdict
+    ax.set_title(title, fontsize=9)
+    ax.legend(fontsize=7, ncol=3, loc="upper center", bbox_to_anchor=(0.5, -0.35))
+    fig.tight_layout()
+    fig.savefig(path, format="png")
+    plt.close(fig)

@@ -1,0 +1,89 @@
+"""The terminal summary of a bench: phases cold vs warm, the saving, and what it means."""
+
+from __future__ import annotations
+
+from jaxcache.bench.sample import PHASE_LABELS
+from jaxcache.bench.stats import Shift
+from jaxcache.bench.trials import BenchResult
+from jaxcache.display import safe, size
+from jaxcache.report.bench_json import thresholds
+
+
+def _secs(v: float) -> str:
+    return f"{v:.2f}"
+
+
+def interval(s: Shift | None, unit: str = " s") -> str:
+    if s is None:
+        return "-"
+    if not s.resolved:
+        return f"{s.estimate:.2f}{unit} [no {s.asked:.0%} interval with this N]"
+    return f"{s.estimate:.2f}{unit} [{s.low:.2f} - {s.high:.2f}] ({s.confidence:.1%})"
+
+
+def table(result: BenchResult) -> list[list[str]]:
+    a = result.analysis
+    rows = [["phase", "cold median [min - max] s", "warm median [min - max] s"]]
+    for name, (c, w) in a.phases.items():
+        rows.append([PHASE_LABELS[name], f"{_secs(c.median)} [{_secs(c.low)} - {_secs(c.high)}]",
+                     f"{_secs(w.median)} [{_secs(w.low)} - {_secs(w.high)}]"])
+    if a.wall:
+        c, w = a.wall
+        rows.append(["whole process (wall)", f"{_secs(c.median)} [{_secs(c.low)} - "
+                     f"{_secs(c.high)}]", f"{_secs(w.median)} [{_secs(w.low)} - {_secs(w.high)}]"])
+    return rows
+
+
+def conclusions(result: BenchResult) -> list[str]:
+    a = result.analysis
+    t = thresholds(result)
+    lines = [f"verdict: {a.verdict} - {a.message}"]
+    if result.detail:
+        lines.append(f"why: {result.detail}")
+    if a.saving is not None:
+        lines.append(f"seconds saved per start: {interval(a.saving)}; compile-or-load saved: "
+                     f"{interval(a.compile_saving)}; warm/cold wall: {interval(a.ratio, '')}")
+        lines.append(f"smallest p-value reachable with {a.saving.n} cold x {a.saving.m} warm: "
+                     f"{a.saving.min_p:.4f}; noise band {a.noise_s:.2f} s")
+    if a.significant:
+        pays = a.pays_off_after
+        lines.append(f"amortization: saves {a.saving.estimate:.2f} s [{a.saving.low:.2f} - "
+                     f"{a.saving.high:.2f}] per start "
+                     f"({a.saving.estimate / a.wall[0].median:.0%} of start-up); the cold run "
+                     f"paid {a.paid_s:.2f} s to write {size(a.written_bytes)}; pays off after "
+                     f"{pays} reuse{'s' if pays != 1 else ''}")
+    mark = "  (BELOW JAX's default 1.0 s)" if t["min_compile_time_below_default"] else ""
+    lines.append(f"thresholds in effect: min compile time {t['min_compile_time_secs']:g} s"
+                 f"{mark}, min entry size {t['min_entry_size_bytes']} B")
+    if result.excluded:
+        lines.append(f"excluded {len(result.excluded)} processes whose fingerprint differs:")
+        for s, diffs in result.excluded:
+            lines.append(f"  trial {s.trial} {s.kind} {s.index}: {'; '.join(diffs)}")
+    return lines
+
+
+def render(result: BenchResult) -> str:
+    cfg = result.config
+    fp = result.samples[0].fingerprint if result.samples else None
+    lines = [f"jaxcache bench: {safe(' '.join(cfg.argv))}"]
+    if fp is not None:
+        lines.append(f"jax {fp.jax}, jaxlib {fp.jaxlib}, python {fp.python}, {fp.backend} "
+                     f"({fp.device_kind} x{fp.device_count}); "
+                     f"{sum(1 for s in result.samples if s.kind == 'cold')} cold and "
+                     f"{sum(1 for s in result.samples if s.kind == 'warm')} warm processes "
+                     f"in {result.elapsed_s:.0f} s")
+        cached = {m for s in result.samples for m in s.cached}
+        for module, shapes in fp.shapes:
+            if module in cached:
+                lines.append(f"  cached {module}: {shapes}")
+    rows = table(result)
+    if len(rows) > 1:
+        widths = [max(len(r[i]) for r in rows) for i in range(3)]
+        lines.append("")
+        for i, r in enumerate(rows):
+            lines.append("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
+            if i == 0:
+                lines.append("  ".join("-" * w for w in widths))
+    lines.append("")
+    lines += conclusions(result)
+    return "\n".join(lines) + "\n"
