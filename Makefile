@@ -10,7 +10,7 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
 $(VENV)/.demo: $(BIN)/python pyproject.toml constraints.txt
-	$(PIP) -e .
+	$(PIP) -e '.[jax,plot]'
 	touch $@
 
 $(VENV)/.test: $(BIN)/python pyproject.toml constraints.txt

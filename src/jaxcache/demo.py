@@ -1,46 +1,79 @@
-"""`jaxcache demo`: the trust story on directories it builds, then removes.
+"""`jaxcache demo`: the whole story on the bundled example, in the order a careful engineer works.
 
-It makes a workspace it owns, creates a private cache there with `init`, builds the classic
-mistake next to it (a cache inside a world-writable folder without the sticky bit, as on many
-shared scratch volumes), and audits both.
+1. trust first: make a private cache directory with `init`, and audit the classic mistake (a
+   cache under a world-writable folder) next to it;
+2. measure: bench examples/mlp.py, cold versus warm in separate processes, into the private
+   directory, writing report.md, chart.png and bench.json there.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
+import sys
 import tempfile
 from collections.abc import Callable
+from pathlib import Path
 
 from jaxcache.report import text
 from jaxcache.trust import create
 from jaxcache.trust.audit import audit
 from jaxcache.trust.findings import Verdict
 
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
-def run(*, keep: bool = False, echo: Callable[[str], None] = print) -> int:
+
+def _unsafe_audit(echo: Callable[[str], None]) -> Verdict:
     workspace = tempfile.mkdtemp(prefix="jaxcache-demo-")
-    os.chmod(workspace, 0o755)  # noqa: S103 - ours: made just now, so others can reach "shared/" below
     try:
-        echo(f"== 1. jaxcache init {workspace}/private-cache\n")
-        result = create.init(os.path.join(workspace, "private-cache"))
-        echo(text.render_audit(result.report))
-        echo(f"-> {'ready' if result.ok else 'refused: ' + str(result.refused)}\n\n")
-
+        os.chmod(workspace, 0o755)  # noqa: S103 - ours, made just now, so others reach shared/
         shared = os.path.join(workspace, "shared")
         os.mkdir(shared)
-        os.chmod(shared, 0o777)  # noqa: S103 - the mistake, built on purpose in our own workspace
-        os.mkdir(os.path.join(shared, "jax-cache"), 0o755)
-        echo(f"== 2. jaxcache audit {shared}/jax-cache   (shared/ is 0777, no sticky bit)\n\n")
-        unsafe = audit(os.path.join(shared, "jax-cache"))
-        echo(text.render_audit(unsafe))
-        ok = result.ok and result.report.verdict is Verdict.PRIVATE and \
-            unsafe.verdict is Verdict.UNSAFE
-        echo(f"\ndemo {'passed' if ok else 'FAILED'}: private cache "
-             f"{result.report.verdict.value}, shared one {unsafe.verdict.value}\n")
-        return 0 if ok else 1
+        os.chmod(shared, 0o777)  # noqa: S103 - the mistake, built on purpose in our workspace
+        cache = os.path.join(shared, "jax-cache")
+        os.mkdir(cache, 0o700)
+        echo(f"== 2. the classic mistake: jaxcache audit {cache}\n"
+             "   (the cache is 0700, but shared/ above it is 0777 without the sticky bit)\n\n")
+        report = audit(cache)
+        echo(text.render_audit(report))
+        return report.verdict
     finally:
-        if keep:
-            echo(f"kept {workspace}\n")
-        else:
-            shutil.rmtree(workspace)
+        shutil.rmtree(workspace)
+
+
+def run(*, out_dir: str = "demo-output", trials: int = 3, warm: int = 2,
+        echo: Callable[[str], None] = print) -> int:
+    out = os.path.abspath(out_dir)
+    echo(f"== 1. jaxcache init {out}\n")
+    made = create.init(out)
+    echo(text.render_audit(made.report))
+    if not made.ok:
+        echo(f"demo stopped: {made.refused}\n")
+        return 1
+    unsafe = _unsafe_audit(echo)
+    example = EXAMPLES / "mlp.py"
+    if not example.is_file():
+        echo(f"demo stopped: the bundled example {example} is missing (run from a checkout)\n")
+        return 2
+    missing = [m for m in ("jax", "matplotlib") if importlib.util.find_spec(m) is None]
+    if missing:
+        echo(f"demo stopped before the bench: {', '.join(missing)} not installed "
+             "(pip install 'jaxcache[jax,plot]', as `make demo` does)\n")
+        return 2
+    run_dir = os.path.join(out, "runs")
+    if os.path.exists(run_dir):
+        shutil.rmtree(run_dir)  # ours: made by an earlier demo inside the dir we created
+    echo(f"\n== 3. jaxcache bench -t {trials} -k {warm} --out {out} -- python {example}\n"
+         "   each trial: a fresh private cache, one cold process, then warm processes\n\n")
+    from jaxcache.bench import command
+
+    code = command.run(
+        [sys.executable, str(example)], trials=trials, warm=warm, prime=True, timeout=600,
+        confidence=0.95, noise_s=0.1, max_trials=None, target_width=None, time_budget=None,
+        min_compile_time=None, min_entry_size=None, workdir=None, out_dir=out,
+        report_path=None, json_path=None, plot_path=None, echo=echo)
+    ok = made.report.verdict is Verdict.PRIVATE and unsafe is Verdict.UNSAFE and code == 0
+    echo(f"\ndemo {'done' if ok else 'FAILED'}: private cache {made.report.verdict.value}, "
+         f"shared one {unsafe.value}, bench exit {code}. Output: {out}\n")
+    return 0 if ok else 1
