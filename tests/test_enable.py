@@ -65,6 +65,7 @@ def test_changing_the_directory_after_the_cache_exists(tmp_path):
             jaxcache.enable({str(second)!r})
         except CacheLifecycleError as e:
             print("refused:", e)
+        print("created anyway:", os.path.exists({str(second)!r}))
         r = jaxcache.enable({str(second)!r}, reset=True)
         from jax._src import compilation_cache as cc
         print("reset", r.reset, jax.config.jax_compilation_cache_dir)
@@ -73,7 +74,8 @@ def test_changing_the_directory_after_the_cache_exists(tmp_path):
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     assert lines[0].startswith("refused:") and f"already exists for {first}" in lines[0]
-    assert lines[1] == f"reset True {second}"
+    assert lines[1] == "created anyway: False"  # a refusal changes nothing
+    assert lines[2] == f"reset True {second}"
 
 
 def test_first_compile_with_cache_disabled(tmp_path):

@@ -6,15 +6,22 @@ import os
 
 
 def safe(text: str) -> str:
-    """Escape control characters and undecodable bytes so one name stays one visible line."""
-    if text.isprintable():  # the common case; surrogates and controls are not printable
+    """Escape so one name stays one visible, unambiguous line.
+
+    Control characters and bytes that are not UTF-8 become \\xNN, and a literal backslash
+    becomes \\\\, so two different names never print the same.
+    """
+    if text.isprintable() and "\\" not in text:  # the common case; surrogates are not printable
         return text
-    raw = os.fsencode(text)
     out: list[str] = []
-    for ch in raw.decode("utf-8", "backslashreplace"):
+    for ch in os.fsencode(text).decode("utf-8", "surrogateescape"):
         code = ord(ch)
-        if ch == "\\" or code < 0x20 or code == 0x7F or 0x80 <= code < 0xA0:
-            out.append(ch if ch == "\\" else f"\\x{code:02x}")
+        if ch == "\\":
+            out.append("\\\\")
+        elif 0xDC80 <= code <= 0xDCFF:  # an undecodable byte
+            out.append(f"\\x{code - 0xDC00:02x}")
+        elif code < 0x20 or code == 0x7F or 0x80 <= code < 0xA0:
+            out.append(f"\\x{code:02x}")
         else:
             out.append(ch)
     return "".join(out)

@@ -119,6 +119,13 @@ def enable(path: str, *, policy: str | None = None, allow_untrusted: bool = Fals
             "directory literally named '~' under the current directory); pass "
             "os.path.expanduser(path)")
     report = api.audit(tgt.path, policy=policy, scan_processes=False)
+    chosen = report.resolved or tgt.path
+    traps = lifecycle_traps(chosen)  # before anything is created or changed
+    fatal = [t for t in traps if t.fatal]
+    fixable = {"other-dir-in-use", "first-compile-disabled"}
+    if fatal and (not reset or any(t.code not in fixable for t in fatal)):
+        trap = next(t for t in fatal if not reset or t.code not in fixable)
+        raise CacheLifecycleError(f"{trap.message}. What to do: {trap.remedy}")
     if not report.exists and report.missing:
         # creating it ourselves (mkdir 0700, then verify) removes the pre-creation risk
         made = create.init(tgt.path)
@@ -134,15 +141,8 @@ def enable(path: str, *, policy: str | None = None, allow_untrusted: bool = Fals
                    "this process run code of their choosing")
         print(message, file=sys.stderr)
         warnings.warn(message, CacheLifecycleWarning, stacklevel=2)
-    chosen = report.resolved or tgt.path
-    traps = lifecycle_traps(chosen)
-    fatal = [t for t in traps if t.fatal]
     did_reset = False
     if fatal:
-        fixable = {"other-dir-in-use", "first-compile-disabled"}
-        if not reset or any(t.code not in fixable for t in fatal):
-            trap = next(t for t in fatal if not reset or t.code not in fixable)
-            raise CacheLifecycleError(f"{trap.message}. What to do: {trap.remedy}")
         jaxcompat.reset_cache()
         did_reset = True
         traps = [t for t in traps if not t.fatal]

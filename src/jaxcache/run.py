@@ -45,7 +45,8 @@ def _check_record_path(path: str, explicit: bool) -> str:
     if not explicit:
         os.makedirs(parent, mode=0o700, exist_ok=True)
     if not os.path.isdir(parent):
-        raise JaxcacheError(f"cannot write the record: {safe(parent)} is not a directory")
+        what = "does not exist" if not os.path.lexists(parent) else "is not a directory"
+        raise JaxcacheError(f"cannot write the record: {safe(parent)} {what}")
     if not os.access(parent, os.W_OK | os.X_OK):
         raise JaxcacheError(f"cannot write the record: no write permission in {safe(parent)}")
     if os.path.lexists(path):
@@ -54,11 +55,13 @@ def _check_record_path(path: str, explicit: bool) -> str:
         try:
             with open(path, encoding="utf-8") as f:
                 text = f.read(1 << 20)
-            ok = not text.strip() or json.loads(text).get("schema", "").startswith("jaxcache.")
+            ok = not text.strip() or str(json.loads(text).get("schema", "")).startswith(
+                "jaxcache.run/")
         except (OSError, ValueError, AttributeError):
             ok = False
         if not ok:
-            raise JaxcacheError(f"refusing to overwrite {safe(path)}: it is not a jaxcache record")
+            raise JaxcacheError(f"refusing to overwrite {safe(path)}: it is not a jaxcache run "
+                                "record")
     return path
 
 
@@ -80,6 +83,7 @@ def run_job(argv: list[str], *, cache_dir: str | None = None, record_path: str |
     report = audit(chosen, policy=pol, scan_processes=False, accounts=accounts)
     if report.path is None:
         raise JaxcacheError(f"jaxcache run needs a local cache directory, not {safe(chosen)}")
+    out = _check_record_path(record_path or default_record_path(), record_path is not None)
     if not report.exists and report.missing:
         from jaxcache.trust import create
 
@@ -91,7 +95,6 @@ def run_job(argv: list[str], *, cache_dir: str | None = None, record_path: str |
     if not report.verdict.ok and not allow_untrusted:
         raise UntrustedCacheError(report)
     path = report.resolved or report.path
-    out = _check_record_path(record_path or default_record_path(), record_path is not None)
     before = recordmod.DirSnapshot.of(path, report.inventory)
     env["JAX_COMPILATION_CACHE_DIR"] = path
     outcome = runner.run(argv, env)

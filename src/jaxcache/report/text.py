@@ -37,8 +37,10 @@ def render_audit(r: AuditReport, *, verbose: bool = False) -> str:
             fs = f"  {c.fs_type} {c.fs_category}" if c.kind == "dir" and c.fs_type else ""
             lines.append(f"  {safe(c.path)}{extra}  {c.owner}:{c.group} "
                          f"{stat.S_IMODE(c.mode):04o}{sticky}{acl}{dacl}{fs}")
+        blocked = any(f.code == "path.unreadable" for f in r.findings)
         for name in r.missing:
-            lines.append(f"  .../{safe(name)}  (does not exist yet)")
+            state = "not inspected: no permission to look" if blocked else "does not exist yet"
+            lines.append(f"  .../{safe(name)}  ({state})")
     if r.writers:
         lines += ["", "who can change what JAX loads:"]
         trusted = sorted({f"{w.principal} ({w.trust})" for w in r.writers

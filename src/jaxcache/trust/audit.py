@@ -17,6 +17,7 @@ from jaxcache.display import safe
 from jaxcache.trust import acl as aclmod
 from jaxcache.trust import entries as entriesmod
 from jaxcache.trust import mounts as mountsmod
+from jaxcache.trust import policy as policymod
 from jaxcache.trust import principals as pr
 from jaxcache.trust import target as targetmod
 from jaxcache.trust.findings import (
@@ -103,12 +104,15 @@ def audit(given: str, *, policy: Policy = EMPTY, as_user: int | None = None,
     finally:
         os.close(fd)
     resolved = w.resolved
-    rule = policy.rule_for(resolved) if resolved == tgt.path else _merge(
-        policy.rule_for(resolved), policy.rule_for(os.path.normpath(tgt.path)))
+    if policy.source and policymod.inside(policy.source, resolved):
+        raise policymod.PolicyError(
+            f"policy {safe(policy.source)} lies inside the audited tree {safe(resolved)}: "
+            "whoever can write there could edit whom you trust")
+    rule = policy.rule_for(resolved)
     trust = _Trust(uid, rule, accounts)
     mounts = mountsmod.read_mounts()
     components = tuple(_component(w, n, mounts, accounts) for n in w.nodes)
-    writers = _writers(w, accounts, trust)
+    writers = _writers(w, accounts, trust, uid)
     findings = notes + _path_findings(w, tgt.path)
     findings += _fs_findings(components, rule)
     findings += _kernel_findings(w, uid, accounts, components)
@@ -130,11 +134,6 @@ def audit(given: str, *, policy: Policy = EMPTY, as_user: int | None = None,
     return AuditReport(given, tgt.path, resolved, w.exists, _verdict(findings, writers), me,
                        tuple(writers), components, w.missing, inventory, processes,
                        tuple(findings), policy.source)
-
-
-def _merge(a: Rule, b: Rule) -> Rule:
-    return Rule(a.trusted_uids | b.trusted_uids, a.trusted_gids | b.trusted_gids,
-                a.accepted_filesystems | b.accepted_filesystems, a.names + b.names)
 
 
 def _identities(w: Walk) -> tuple[tuple[int, int], ...]:
@@ -185,7 +184,15 @@ def _dir_grants(n: Node, accounts: pr.Accounts) -> tuple[pr.Grant, ...]:
     return pr.writers(n.path, n.uid, n.gid, n.mode, n.acl, accounts)
 
 
-def _writers(w: Walk, accounts: pr.Accounts, trust: _Trust) -> list[Writer]:
+def _new_file_gid(d: Node, uid: int, accounts: pr.Accounts) -> int:
+    """The group of files created in `d`: its own if setgid, else the writer's primary group."""
+    if d.mode & stat.S_ISGID:
+        return d.gid
+    primary = accounts.primary_gid(uid)
+    return d.gid if primary is None else primary
+
+
+def _writers(w: Walk, accounts: pr.Accounts, trust: _Trust, uid: int) -> list[Writer]:
     out: list[Writer] = []
     seen: set[tuple] = set()
 
@@ -211,8 +218,9 @@ def _writers(w: Walk, accounts: pr.Accounts, trust: _Trust) -> list[Writer]:
             add(grant, "create-dir", first,
                 f"-> can create {first} before JAX does, and own the cache directory")
         if anchor.default_acl is not None:
-            for grant in pr.default_acl_writers(anchor.path, anchor.gid, anchor.default_acl,
-                                                accounts):
+            for grant in pr.default_acl_writers(anchor.path,
+                                                _new_file_gid(anchor, uid, accounts),
+                                                anchor.default_acl, accounts):
                 add(grant, "inherit", first,
                     f"-> will be able to write {first} once it is created")
         return out
@@ -228,11 +236,55 @@ def _writers(w: Walk, accounts: pr.Accounts, trust: _Trust) -> list[Writer]:
             add(grant, "write-entries", anchor.path,
                 "-> can create, replace or delete cache entries, i.e. choose the code JAX runs")
     if anchor.default_acl is not None:
-        for grant in pr.default_acl_writers(anchor.path, anchor.gid, anchor.default_acl,
-                                            accounts):
+        for grant in pr.default_acl_writers(anchor.path, _new_file_gid(anchor, uid, accounts),
+                                            anchor.default_acl, accounts):
             add(grant, "inherit", anchor.path,
                 "-> can rewrite every entry JAX creates here from now on")
+    for grant in _umask_grants(w, uid, accounts):
+        add(grant, "inherit", anchor.path,
+            "-> can rewrite the entries JAX creates here from now on")
     return out
+
+
+def _umask() -> int | None:
+    """This process's umask, read without changing it (os.umask would, racily)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+def _umask_grants(w: Walk, uid: int, accounts: pr.Accounts) -> list[pr.Grant]:
+    """JAX creates entries (and missing directories) with 0666/0777 minus the umask of the job.
+
+    Only judged for the user running the audit: the job inherits this process's umask (true
+    for `jaxcache run` and `jaxcache.enable`). A default ACL overrides the umask (handled there).
+    """
+    mask = _umask()
+    anchor = w.anchor_node
+    if mask is None or uid != os.geteuid() or anchor.default_acl is not None:
+        return []
+    grants = []
+    where = "here" if not w.missing else "under " + anchor.path
+    gid = _new_file_gid(anchor, uid, accounts)
+    if not mask & 0o020:
+        why = (f"your umask {mask:04o} gives what JAX creates {where} group write for group "
+               f"{accounts.group_name(gid)}")
+        for member in sorted(accounts.members(gid) - {uid}):
+            if w.missing or pr.can(member, accounts.groups_of(member), anchor.uid, anchor.gid,
+                                   anchor.mode, anchor.acl, aclmod.EXECUTE):
+                grants.append(pr.Grant(accounts.user(member), why))
+    if not mask & 0o002:
+        other = anchor.acl.find(aclmod.OTHER) if anchor.acl is not None else None
+        searchable = (other.perm & aclmod.EXECUTE) if other is not None else anchor.mode & 0o001
+        if w.missing or searchable:
+            grants.append(pr.Grant(pr.EVERYONE, f"your umask {mask:04o} gives what JAX creates "
+                                                f"{where} write for others"))
+    return grants
 
 
 def _replacers(parent: Node, child: Node, accounts: pr.Accounts) -> tuple[pr.Grant, ...]:

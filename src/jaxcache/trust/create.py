@@ -68,9 +68,6 @@ def init(given: str, *, policy: Policy = EMPTY) -> InitResult:
         os.close(fd)
         report = audit(tgt.path, policy=policy)
         return InitResult(tgt.path, (), w.blocked, report)
-    if ".." in w.missing:
-        os.close(fd)
-        raise JaxcacheError(f"{safe(given)}: '..' after a directory that does not exist yet")
     created: list[tuple[int, str, str]] = []  # (parent fd, name, path) of what we made
     refused = None
     cur = fd
@@ -83,6 +80,9 @@ def init(given: str, *, policy: Policy = EMPTY) -> InitResult:
                 mine = True
             except FileExistsError:
                 mine = False  # someone made it since the walk: judged below like any other
+            except OSError as exc:
+                refused = f"cannot create {safe(path)}: {exc.strerror}"
+                break
             try:
                 nfd = os.open(name, _OPEN if mine else _OPEN | os.O_PATH, dir_fd=cur)
             except OSError as exc:

@@ -115,7 +115,8 @@ def inventory(dir_fd: int, path: str, me: frozenset[int], accounts: Accounts,
         if kind == "unexpected":
             flags.append("unexpected-name")
         grants: tuple[Grant, ...] = ()
-        if ftype != "symlink" and (st.st_uid not in me or st.st_mode & 0o022 or has_acl):
+        reads = ftype == "file" or kind == "xla-subcache"  # what JAX or XLA would read
+        if reads and (st.st_uid not in me or st.st_mode & 0o022 or has_acl):
             want = principals.WX if ftype == "dir" else aclmod.WRITE
             grants = principals.writers(f"{path.rstrip('/')}/{name}", st.st_uid, st.st_gid,
                                         st.st_mode, acl, accounts, want)

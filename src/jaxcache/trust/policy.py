@@ -46,10 +46,14 @@ class Policy:
     default: Rule = field(default_factory=Rule)
     per_path: tuple[tuple[str, Rule], ...] = ()
 
-    def rule_for(self, path: str) -> Rule:
-        """The global rule merged with the rule for exactly this (resolved) cache path."""
-        rules = [self.default] + [r for p, r in self.per_path if p.rstrip("/") == path.rstrip("/")
-                                  or (p == "/" and path == "/")]
+    def rule_for(self, resolved: str) -> Rule:
+        """The global rule merged with the rules whose path resolves to this directory.
+
+        Compared after resolving symlinks and '..' the way the kernel does (realpath), never
+        by text: `/a/link/../b` is wherever the kernel goes, not `/a/b`.
+        """
+        target = os.path.realpath(resolved)
+        rules = [self.default] + [r for p, r in self.per_path if os.path.realpath(p) == target]
         return Rule(
             frozenset().union(*(r.trusted_uids for r in rules)),
             frozenset().union(*(r.trusted_gids for r in rules)),
@@ -82,6 +86,7 @@ def load(path: str | None, accounts: Accounts) -> Policy:
     with os.fdopen(fd, "rb") as f:
         st = os.fstat(f.fileno())
         _check_protected(path, st)
+        _check_parents(path, accounts)
         try:
             data = tomllib.load(f)
         except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
@@ -99,6 +104,23 @@ def _check_protected(path: str, st: os.stat_result) -> None:
         raise PolicyError(f"policy {safe(path)} is writable by group or others "
                           f"(mode {stat.S_IMODE(st.st_mode):04o}): anyone who can edit it decides "
                           "whom you trust")
+
+
+def _check_parents(path: str, accounts: Accounts) -> None:
+    """The directories above the policy must be as private as the file: whoever can rename
+    them can swap in a policy of their own."""
+    from jaxcache.trust.audit import audit
+
+    parent = os.path.dirname(os.path.abspath(path))
+    report = audit(parent, policy=EMPTY, scan_processes=False, accounts=accounts)
+    bad = [w for w in report.untrusted if w.action != "rewrite-entry"]
+    blind = [f for f in report.findings if f.effect == "unverifiable"
+             and f.code.startswith(("path.", "fs.", "kernel."))]
+    if bad or blind:
+        who = ", ".join(sorted({str(w.principal) for w in bad})) or report.verdict.value
+        raise PolicyError(f"policy {safe(path)} sits in {safe(parent)}, which others can "
+                          f"modify or replace ({who}): whoever can swap it decides whom you "
+                          "trust")
 
 
 def _rule(data: dict, where: str, accounts: Accounts) -> Rule:

@@ -104,6 +104,12 @@ class Accounts:
                 uids.add(uid)
         return frozenset(uids)
 
+    def primary_gid(self, uid: int) -> int | None:
+        try:
+            return pwd.getpwuid(uid).pw_gid
+        except KeyError:
+            return None
+
     def groups_of(self, uid: int) -> frozenset[int]:
         """Every group a user belongs to (primary and supplementary)."""
         try:
@@ -210,12 +216,14 @@ def _acl_grants(path: str, st_uid: int, st_gid: int, acl: Acl, accounts: Account
     return grants
 
 
-def default_acl_writers(path: str, st_gid: int, acl: Acl,
+def default_acl_writers(path: str, file_gid: int, acl: Acl,
                         accounts: Accounts) -> tuple[Grant, ...]:
     """Who a default ACL lets modify the files JAX will create in this directory.
 
     JAX creates entries with mode 0666 (before umask); with a default ACL the new file's mask is
     rw, so any named or group entry with w, and other with w, can rewrite future entries.
+    `file_gid` is the group new files will get: the directory's if it is setgid, else the
+    writing process's (the judged user's primary group).
     """
     grants: list[Grant] = []
     mask = acl.mask if acl.mask is not None else 7
@@ -233,7 +241,8 @@ def default_acl_writers(path: str, st_gid: int, acl: Acl,
         elif entry.tag == aclmod.GROUP and entry.id is not None:
             grants += _group_grants(entry.id, set(), why, accounts)
         elif entry.tag == aclmod.GROUP_OBJ:
-            grants += _group_grants(st_gid, set(), why, accounts)
+            grants += _group_grants(file_gid, set(), why + f" (new files get group "
+                                    f"{accounts.group_name(file_gid)})", accounts)
     return tuple(grants)
 
 

@@ -129,6 +129,11 @@ def walk_open(path: str) -> tuple[Walk, int]:
             try:
                 st = os.stat(name, dir_fd=cur, follow_symlinks=False)
             except FileNotFoundError:
+                if ".." in todo:
+                    raise WalkError(
+                        f"{safe(path)}: '..' after {safe(_join(here.path, name))}, which does "
+                        "not exist yet; JAX would create it and then go elsewhere. Give the "
+                        "path without '..'") from None
                 cur, fd_out = -1, cur
                 return Walk(path, tuple(nodes), stack[-1], (name, *todo)), fd_out
             except PermissionError:
