@@ -1,0 +1,146 @@
+"""`jaxcache bench` end to end on the bundled examples: real JAX, real separate processes."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import jaxcache, mkdir
+
+pytest.importorskip("jax")
+
+ROOT = Path(__file__).resolve().parent.parent
+MLP = str(ROOT / "examples" / "mlp.py")
+MANY = str(ROOT / "examples" / "many_small.py")
+TRAIN = str(ROOT / "examples" / "train.py")
+
+
+@pytest.fixture(scope="module")
+def mlp_bench(tmp_path_factory):
+    out = tmp_path_factory.mktemp("bench") / "out"
+    proc = jaxcache("bench", "-t", "3", "-k", "2", "--no-prime", "--timeout", "300",
+                    "--out", str(out), "--", sys.executable, MLP)
+    return proc, out, json.loads((out / "bench.json").read_text())
+
+
+def test_cold_writes_warm_hits_and_saving_has_an_interval(mlp_bench):
+    proc, out, doc = mlp_bench
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    cold = [s for s in doc["samples"] if s["kind"] == "cold"]
+    warm = [s for s in doc["samples"] if s["kind"] == "warm"]
+    assert len(cold) == 3 and len(warm) == 6
+    assert all(s["entries_before"] == 0 and s["entries_after"] >= 1 and s["written"] >= 1
+               for s in cold)
+    assert all(s["hits"] >= 1 and s["written"] == 0 for s in warm)
+    saving = doc["summary"]["compile_saving_s"]
+    assert saving["estimate"] > 0 and 0 < saving["low"] <= saving["estimate"] <= saving["high"]
+    assert doc["summary"]["saving_s"]["low"] is not None and doc["summary"]["significant"]
+    assert doc["summary"]["verdict"] == "saves"
+    assert "verdict: saves" in proc.stdout and "amortization:" in proc.stdout
+
+
+def test_fingerprints_matched_and_are_recorded(mlp_bench):
+    _, _, doc = mlp_bench
+    assert doc["excluded"] == [] and all(s["comparable"] for s in doc["samples"])
+    fp = doc["fingerprint"]
+    import jax
+
+    assert fp["jax"] == jax.__version__ and fp["backend"] == "cpu" and fp["device_count"] >= 1
+    assert any(s["module"] == "jit_train_step" and "float32[32,128]" in s["input_shapes"]
+               for s in fp["shapes"])
+    assert doc["thresholds"]["min_compile_time_secs"] == 1.0
+    assert doc["thresholds"]["min_compile_time_below_default"] is False
+
+
+def test_json_validates_against_the_documented_schema(mlp_bench):
+    jsonschema = pytest.importorskip("jsonschema")
+    _, _, doc = mlp_bench
+    schema = json.loads((ROOT / "docs" / "bench.schema.json").read_text())
+    jsonschema.validate(doc, schema)
+
+
+def test_chart_is_a_png_and_report_links_it(mlp_bench):
+    _, out, _ = mlp_bench
+    data = (out / "chart.png").read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR"
+    width, height = int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
+    assert width > 300 and height > 100
+    report = (out / "report.md").read_text()
+    assert "![phases, cold vs warm](chart.png)" in report and "| compile or load |" in report
+
+
+def test_compare(mlp_bench, tmp_path):
+    _, out, _ = mlp_bench
+    proc = jaxcache("bench", "--compare", str(out / "bench.json"), str(out / "bench.json"))
+    assert proc.returncode == 0 and "fingerprints: identical" in proc.stdout
+    bad = tmp_path / "bad.json"
+    bad.write_text("{}")
+    proc = jaxcache("bench", "--compare", str(out / "bench.json"), str(bad))
+    assert proc.returncode == 2 and "not a jaxcache bench result" in proc.stderr
+
+
+def test_many_small_functions_save_nothing_and_say_why(tmp_path):
+    proc = jaxcache("bench", "-t", "1", "-k", "1", "--no-prime", "--json",
+                    str(tmp_path / "b.json"), "--", sys.executable, MANY, "--functions", "12")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "verdict: nothing-cached" in proc.stdout
+    assert "below the 1.0 (default) s compile-time threshold" in proc.stdout
+    doc = json.loads((tmp_path / "b.json").read_text())
+    assert doc["summary"]["verdict"] == "nothing-cached" and doc["summary"]["significant"] is False
+
+
+def test_lowered_threshold_is_reported_as_such(tmp_path):
+    proc = jaxcache("bench", "-t", "1", "-k", "1", "--no-prime", "--min-compile-time", "0",
+                    "--json", str(tmp_path / "b.json"), "--", sys.executable, MANY,
+                    "--functions", "3")
+    doc = json.loads((tmp_path / "b.json").read_text())
+    assert doc["thresholds"]["min_compile_time_secs"] == 0.0
+    assert doc["thresholds"]["min_compile_time_below_default"] is True
+    assert "BELOW JAX's default" in proc.stdout
+
+
+def test_failing_command_shows_its_stderr(tmp_path):
+    proc = jaxcache("bench", "-t", "1", "-k", "1", "--no-prime", "--", sys.executable, "-c",
+                    "import sys; print('boom: missing data file', file=sys.stderr); sys.exit(4)")
+    assert proc.returncode == 2
+    assert "cold run of trial 1 failed with exit status 4" in proc.stderr
+    assert "boom: missing data file" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_hanging_command_times_out(tmp_path):
+    start = time.monotonic()
+    proc = jaxcache("bench", "-t", "1", "-k", "1", "--no-prime", "--timeout", "1", "--",
+                    sys.executable, "-c", "import time; time.sleep(60)")
+    assert proc.returncode == 2 and "did not finish within 1 s" in proc.stderr
+    assert time.monotonic() - start < 30
+
+
+def test_ctrl_c_keeps_partial_results(tmp_path):
+    out = tmp_path / "b.json"
+    bench = subprocess.Popen([sys.executable, "-m", "jaxcache", "bench", "-t", "5", "-k", "2",
+                              "--no-prime", "--json", str(out), "--", sys.executable, TRAIN],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(7)  # the first cold run (about 3 s) has finished
+    bench.send_signal(signal.SIGINT)
+    stdout, stderr = bench.communicate(timeout=60)
+    assert bench.returncode == 130, stderr
+    doc = json.loads(out.read_text())
+    assert doc["summary"]["stop_reason"] == "interrupted"
+    assert 1 <= len(doc["samples"]) < 15 and "interrupted" in stdout
+
+
+def test_untrusted_workdir_is_refused(base):
+    world = mkdir(base / "world", 0o777)
+    proc = jaxcache("bench", "--workdir", str(world / "w"), "--", sys.executable, "-c", "1")
+    assert proc.returncode == 1 and "UNSAFE" in proc.stderr
+    assert not (world / "w").exists()
+
+
+def test_command_not_found():
+    proc = jaxcache("bench", "--", "no-such-command-jx")
+    assert proc.returncode == 127 and "command not found" in proc.stderr
