@@ -41,6 +41,7 @@ def cli() -> None:
       jaxcache ls PATH              inventory of the entries in a cache directory
       jaxcache run -- CMD...        run a job with the cache on and record what JAX did
       jaxcache bench -- CMD...      cold vs warm in separate processes: what the cache buys
+      jaxcache explain REC...       why modules were or were not cached, and cross-run misses
 
     Exit codes: 0 fine, 1 a finding you must act on, 2 usage or input error.
     """
@@ -278,6 +279,73 @@ def bench(command: tuple[str, ...], trials: int, warm: int, no_prime: bool,
         out_dir=out_dir, report_path=report_path, json_path=json_path, plot_path=plot_path,
         echo=_emit)
     sys.exit(code)
+
+
+@cli.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
+              show_default=True)
+@click.argument("inputs", nargs=-1, type=click.UNPROCESSED)
+def explain(fmt: str, inputs: tuple[str, ...]) -> None:
+    """Why modules were or were not cached, and why a later process missed.
+
+    \b
+      jaxcache explain cold.json warm.json     run records from `jaxcache run --record`
+      jaxcache explain -- python train.py      run the job twice (fresh private cache) and explain
+
+    For each compiled module: input shapes, compile seconds, entry size, outcome and the rule
+    that applied (thresholds with both numbers, not process 0, host callbacks, cache disabled
+    or set too late, a corrupt entry blocking its key...). Across records it names the cache-key
+    component that changed and its likely cause. It suggests lowering a threshold only when
+    what it leaves out is material (>= 10% of start-up and >= 1 s).
+
+    Exit code: 0 everything that could be cached was; 1 something expensive was not cached;
+    2 bad input (missing, malformed or newer-schema records).
+    """
+    from jaxcache import explain as explainmod
+    from jaxcache import record as recordmod
+
+    args = list(inputs)
+    if args and args[0] == "--":
+        records = _explain_by_running(args[1:])
+    elif "--" in args:
+        raise click.UsageError("give either record files or -- CMD, not both")
+    else:
+        if not args:
+            raise click.UsageError("give run records (from jaxcache run --record) or -- CMD")
+        records = [(path, recordmod.load(path)) for path in args]
+    result = explainmod.explain_records(records)
+    if fmt == "json":
+        from jaxcache.report import explain_json
+        _emit(explain_json.render(result))
+    else:
+        from jaxcache.report import explain_text
+        _emit(explain_text.render(result))
+    sys.exit(result.exit_code)
+
+
+def _explain_by_running(argv: list[str]) -> list[tuple[str, dict]]:
+    """Run the job twice against a fresh private cache: what it writes, and whether it hits."""
+    import shutil
+    import tempfile
+
+    from jaxcache import run as runmod
+
+    if not argv:
+        raise click.UsageError("no command after --")
+    work = tempfile.mkdtemp(prefix="jaxcache-explain-")
+    try:
+        out = []
+        for label in ("first", "second"):
+            result = runmod.run_job(argv, cache_dir=f"{work}/cache",
+                                    record_path=runmod.default_record_path().replace(
+                                        ".json", f"-{label}.json"))
+            if result.outcome.status != 0:
+                raise click.ClickException(f"the {label} run exited with status "
+                                           f"{result.outcome.status}")
+            out.append((result.record_path, result.record))
+        return out
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
 
 
 @cli.command()

@@ -55,16 +55,19 @@ def _counts(probe: dict) -> dict:
                                                                0) + 1
     return {"modules": len(modules), "compile_requests": requests, "hits": hits,
             "misses": requests - hits, "writes_event": raw.get("writes", 0),
-            "outcomes": outcomes}
+            "task_disabled_cache": raw.get("task_disabled_cache", 0), "outcomes": outcomes}
 
 
-def _modules(probe: dict, after: DirSnapshot) -> list[dict]:
+def _modules(probe: dict, before: DirSnapshot, after: DirSnapshot) -> list[dict]:
     out = []
     for m in probe.get("modules", []):
         m = dict(m)
+        key = m.get("cache_key")
         if m.get("outcome") == "miss":  # JAX said miss, then neither wrote nor said why not
             m["outcome"], m["reason"] = "skipped", "not-written-unexplained"
-        key = m.get("cache_key")
+        if m.get("outcome") == "written" and key and f"{key}-cache" in before.entries:
+            # JAX said it wrote, but LRUCache.put returns silently when the file exists
+            m["outcome"], m["reason"] = "skipped", "file-exists-at-key"
         if key and f"{key}-cache" in after.entries:
             m["entry_bytes"] = after.entries[f"{key}-cache"]
         out.append(m)
@@ -92,12 +95,13 @@ def build(outcome: Outcome, *, cache_dir: str, verdict: str, before: DirSnapshot
         "versions": main.get("jax", {}) if main else {},
         "platform": (main or {}).get("platform", {}),
         "cache_options_at_first_compile": (main or {}).get("cache_options_at_first_compile"),
+        "env_cache_dir_at_first_compile": (main or {}).get("env_cache_dir_at_first_compile"),
         "env": env_snapshot(env),
         "import_jax_s": (main or {}).get("import_jax_s"),
         "probe_times": {k: (main or {}).get(v) for k, v in (
             ("started", "started"), ("import_jax_started", "import_jax_started"),
             ("last_write", "now"))} | {"final": bool((main or {}).get("final"))},
-        "modules": _modules(main, after) if main else [],
+        "modules": _modules(main, before, after) if main else [],
         "counts": _counts(main) if main else None,
         "jax_warnings": (main or {}).get("warnings", []),
         "cache_dir": {
@@ -110,7 +114,7 @@ def build(outcome: Outcome, *, cache_dir: str, verdict: str, before: DirSnapshot
                     "sys_s": round(outcome.sys_s, 6), "peak_rss_bytes": outcome.peak_rss_bytes},
         "subprocesses": [
             {"pid": p.get("pid"), "argv": p.get("argv"), "counts": _counts(p),
-             "modules": _modules(p, after)} for p in outcome.probes[1:]],
+             "modules": _modules(p, before, after)} for p in outcome.probes[1:]],
     }
     return doc
 

@@ -89,6 +89,7 @@ class _State:
         self.counts = {"compile_requests": 0, "hits": 0, "writes": 0, "tasks_using_cache": 0,
                        "task_disabled_cache": 0}
         self.options = None
+        self.env_cache_dir = None
         self.warnings = []
         self.jax = {}
         self.last_write = 0.0
@@ -122,7 +123,8 @@ def _module(name, sym=False):
          "lower_s": None, "compile_or_load_s": None, "outcome": None, "reason": None,
          "reason_detail": None, "cache_key": None, "key_components": None,
          "compile_s_logged": None, "retrieval_s": None, "jax_compile_time_saved_s": None,
-         "entry_bytes": None, "thread": tid}
+         "entry_bytes": None, "errors": [], "cache_dir_at_compile": None,
+         "cache_enabled_at_compile": None, "thread": tid}
     fun = key[4:] if key.startswith("jit_") else key
     if fun in S.trace:
         m["fun_name"] = fun
@@ -132,8 +134,18 @@ def _module(name, sym=False):
     return m
 
 
+def _cache_setting():
+    try:
+        import jax
+
+        return (jax.config.jax_compilation_cache_dir, jax.config.jax_enable_compilation_cache)
+    except Exception:
+        return None, None
+
+
 def _first_compile():
     if S.options is None:
+        S.env_cache_dir = os.environ.get("JAX_COMPILATION_CACHE_DIR")
         try:
             import jax
 
@@ -176,6 +188,7 @@ def _on_duration(event, secs, **kw):
             _first_compile()
             m = _module(str(fun))
             m["compile_or_load_s"] = secs
+            m["cache_dir_at_compile"], m["cache_enabled_at_compile"] = _cache_setting()
             if m["outcome"] is None:
                 m["outcome"] = "uncached"
                 m["reason"] = "no-cache-key"  # JAX did not consult a cache for this compile
@@ -271,13 +284,18 @@ def _install_warnings():
 
     def showwarning(message, category, filename, lineno, file=None, line=None):
         text = str(message)
-        if "persistent compilation cache" in text:
+        if "persistent compilation cache" in text or "exceeds the maximum cache size" in text:
             with S.lock:
                 S.warnings.append(text[:2000])
-                if text.startswith("Error reading"):
-                    _set(_module(None), "error", "read-error", {"message": text[:500]})
-                elif text.startswith("Error writing"):
-                    _set(_module(None), "error", "write-error", {"message": text[:500]})
+                m = _module(None)
+                if m is not None:
+                    kind = ("read-error" if text.startswith("Error reading") else
+                            "write-error" if text.startswith("Error writing") else
+                            "max-size" if "exceeds the maximum cache size" in text else "other")
+                    m["errors"].append({"kind": kind, "message": text[:500]})
+                    if kind in ("write-error", "max-size"):
+                        _set(m, "skipped" if kind == "max-size" else "error", kind,
+                             {"message": text[:500]})
         return original(message, category, filename, lineno, file, line)
 
     warnings.showwarning = showwarning
@@ -309,6 +327,7 @@ def _write(final=False):
                    "import_jax_started": S.import_jax_started,
                    "import_jax_s": S.import_jax_s, "jax": S.jax,
                    "cache_options_at_first_compile": S.options, "counts": dict(S.counts),
+                   "env_cache_dir_at_first_compile": S.env_cache_dir,
                    "modules": [{k: v for k, v in m.items() if k not in ("thread", "key")}
                                for m in S.modules],
                    "warnings": list(S.warnings)}

@@ -1,0 +1,281 @@
+"""`jaxcache explain`: why each module was or was not cached, and why a later process missed.
+
+An absent entry is not necessarily a fault: the rule that applied is named with its numbers,
+and lowering a threshold is suggested only when what it leaves out is material at start-up.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from jaxcache.display import safe, size
+
+# Lowering a threshold is worth suggesting only above both of these (fraction, seconds).
+MATERIAL_FRACTION, MATERIAL_SECONDS = 0.10, 1.0
+THRESHOLD_REASONS = ("compile-time-below-threshold", "entry-size-below-threshold")
+
+
+@dataclass(frozen=True)
+class ModuleWhy:
+    record: str
+    process: str  # "main" or "pid N"
+    name: str
+    input_shapes: str | None
+    compile_s: float | None
+    entry_bytes: int | None
+    outcome: str
+    reason: str  # a stable code, documented in docs/explain.md
+    text: str
+    expensive: bool  # compiled for at least the compile-time threshold
+    missed_chance: bool  # expensive, and not cached for a reason other than the thresholds
+
+
+@dataclass(frozen=True)
+class KeyDiff:
+    module: str
+    earlier: str
+    later: str
+    components: tuple[str, ...]
+    causes: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ThresholdAdvice:
+    left_out_s: float
+    startup_s: float
+    modules: int
+    material: bool
+    text: str
+
+
+@dataclass(frozen=True)
+class Explanation:
+    records: tuple[str, ...]
+    modules: tuple[ModuleWhy, ...]
+    diffs: tuple[KeyDiff, ...]
+    advice: tuple[ThresholdAdvice, ...]
+    notes: tuple[str, ...]
+
+    @property
+    def exit_code(self) -> int:
+        bad = any(m.missed_chance for m in self.modules) or self.diffs or \
+            any(a.material for a in self.advice)
+        return 1 if bad else 0
+
+
+def _threshold(record: dict) -> float:
+    opts = record.get("cache_options_at_first_compile") or {}
+    value = opts.get("jax_persistent_cache_min_compile_time_secs")
+    return 1.0 if value is None else float(value)
+
+
+def _error_kind(m: dict) -> str | None:
+    text = " ".join(e.get("message", "") for e in m.get("errors") or [])
+    text += " " + str((m.get("reason_detail") or {}).get("message", ""))
+    if "filelock" in text:
+        return "filelock-missing"
+    if "Permission denied" in text or "Read-only file system" in text or \
+            "PermissionError" in text:
+        return "dir-not-writable"
+    if "decompress" in text or "Error reading" in text:
+        return "corrupt-entry"
+    return None
+
+
+def _why(m: dict, record: dict, later_dirs: bool) -> tuple[str, str]:
+    """(reason code, sentence) for one module of one record."""
+    outcome, reason = m.get("outcome"), m.get("reason")
+    detail = m.get("reason_detail") or {}
+    opts = record.get("cache_options_at_first_compile") or {}
+    if outcome == "hit":
+        return "hit", f"loaded from the cache in {m.get('compile_or_load_s') or 0:.2f} s"
+    if outcome == "written":
+        return "written", f"written ({size(m.get('entry_bytes') or 0)})"
+    if reason == "compile-time-below-threshold":
+        return reason, (f"compiled in {detail.get('compile_s', 0):.2f} s, below "
+                        f"jax_persistent_cache_min_compile_time_secs = "
+                        f"{detail.get('threshold_s', 0):g} s")
+    if reason == "entry-size-below-threshold":
+        return reason, (f"entry of {detail.get('entry_bytes')} B is below "
+                        f"jax_persistent_cache_min_entry_size_bytes = "
+                        f"{detail.get('threshold_bytes')} B")
+    if reason == "not-process-0":
+        index = (record.get("platform") or {}).get("process_index")
+        return reason, (f"only process 0 writes; this was process {index}" if index is not None
+                        else "only process 0 writes, and this was not it")
+    if reason == "host-callbacks":
+        return reason, ("uses host callbacks (jax.debug.print, breakpoint, io_callback): "
+                        "JAX <= 0.10 never writes such modules")
+    if reason == "max-size":
+        limit = opts.get("jax_compilation_cache_max_size")
+        return reason, (f"jax_compilation_cache_max_size = {limit}: " +
+                        ("0 disables every write" if limit == 0 else
+                         "the entry is larger than the whole cache may be"))
+    if reason == "file-exists-at-key":
+        if _error_kind(m) == "corrupt-entry":
+            return "corrupt-entry", (
+                "a corrupt entry already sits at this key: JAX could not read it, compiled "
+                "again, and will never replace it (the first writer wins), so every start pays "
+                "the compile. Check who wrote it (jaxcache ls), then remove it yourself")
+        return reason, ("a file already existed at this key and was not loaded; JAX never "
+                        "replaces it (first writer wins)")
+    kind = _error_kind(m)
+    if kind == "filelock-missing" or (reason == "cache-disabled-or-uninitialized" and
+                                      opts.get("jax_compilation_cache_max_size", -1) != -1):
+        return "filelock-missing", ("jax_compilation_cache_max_size is set but the 'filelock' "
+                                    "package is missing, so JAX could not open the cache")
+    if kind == "dir-not-writable":
+        return kind, ("the cache directory could not be created or written "
+                      f"({safe((m.get('errors') or [{}])[0].get('message', '')[:160])})")
+    if outcome == "error":
+        return reason or "error", f"cache error: {safe(str(detail.get('message', ''))[:200])}"
+    if outcome == "uncached":
+        if m.get("cache_enabled_at_compile") is False:
+            return "cache-disabled", "compiled with jax_enable_compilation_cache = False"
+        if m.get("cache_dir_at_compile") is None:
+            env = record.get("env_cache_dir_at_first_compile")
+            if env and not (record.get("cache_options_at_first_compile") or {}).get(
+                    "jax_compilation_cache_dir"):
+                return "env-after-import", (
+                    f"JAX_COMPILATION_CACHE_DIR={safe(env)} was set after `import jax`, which "
+                    "reads it only once: JAX had no cache dir")
+            if later_dirs:
+                return "compiled-before-enabled", (
+                    "compiled before the cache was enabled in this process; JAX does not "
+                    "write programs it compiled earlier")
+            return "dir-unset", "no cache directory was set when it compiled"
+        if _disabled_first(record):
+            return "first-compile-disabled", (
+                "the first compile of the process ran with the cache disabled, and JAX "
+                "remembers that for the whole process (jax._src.compilation_cache.reset_cache "
+                "or jaxcache.enable(reset=True))")
+        return "uncached", "JAX did not consult the cache for this compile"
+    if reason == "cache-disabled-or-uninitialized":
+        return reason, "the cache was disabled or not initialized when JAX tried to write"
+    return reason or outcome or "unknown", f"{outcome}: {reason}"
+
+
+def _disabled_first(record: dict) -> bool:
+    """The probe saw JAX's task_disabled_cache event: the first compile ran disabled."""
+    return (record.get("counts") or {}).get("task_disabled_cache", 0) > 0
+
+
+def explain_records(records: list[tuple[str, dict]]) -> Explanation:
+    modules: list[ModuleWhy] = []
+    advice: list[ThresholdAdvice] = []
+    notes: list[str] = []
+    for path, record in records:
+        threshold = _threshold(record)
+        procs = [("main", record)] + [(f"pid {p.get('pid')}", dict(record, **p))
+                                       for p in record.get("subprocesses") or []]
+        for label, rec in procs:
+            mods = rec.get("modules") or []
+            for i, m in enumerate(mods):
+                later_dirs = any(x.get("cache_dir_at_compile") for x in mods[i + 1:])
+                code, text = _why(m, rec, later_dirs)
+                compile_s = m.get("compile_s_logged")
+                if compile_s is None and m.get("outcome") != "hit":
+                    compile_s = m.get("compile_or_load_s")
+                expensive = compile_s is not None and compile_s >= threshold
+                missed = expensive and code not in ("hit", "written", *THRESHOLD_REASONS)
+                modules.append(ModuleWhy(path, label, m.get("name") or "?",
+                                         m.get("input_shapes"), compile_s,
+                                         m.get("entry_bytes"), m.get("outcome") or "?", code,
+                                         text, expensive, missed))
+        advice.append(_advice(path, record))
+        if not (record.get("probe") or {}).get("loaded", True):
+            notes.append(f"{safe(path)}: {record['probe'].get('note')}")
+    return Explanation(tuple(p for p, _ in records), tuple(modules),
+                       tuple(_key_diffs(records)), tuple(advice), tuple(notes))
+
+
+def _advice(path: str, record: dict) -> ThresholdAdvice:
+    mods = [m for m in record.get("modules") or [] if m.get("reason") in THRESHOLD_REASONS]
+    left = sum((m.get("reason_detail") or {}).get("compile_s") or m.get("compile_or_load_s")
+               or 0.0 for m in mods)
+    startup = (record.get("process") or {}).get("wall_s") or 0.0
+    material = startup > 0 and left >= MATERIAL_SECONDS and left >= MATERIAL_FRACTION * startup
+    share = f"{left / startup:.0%}" if startup else "?"
+    if not mods:
+        text = "no module was left out by the thresholds"
+    elif material:
+        longest = max((m.get("reason_detail") or {}).get("compile_s") or 0 for m in mods)
+        text = (f"the thresholds left {left:.2f} s of compile uncached in {len(mods)} modules "
+                f"({share} of the {startup:.2f} s start-up). Lowering "
+                f"jax_persistent_cache_min_compile_time_secs below {longest:.2f} s could save "
+                f"up to about {left:.2f} s per start (minus loading them), at the cost of "
+                f"{len(mods)} more, smaller entries to store, trust and keep")
+    else:
+        text = (f"the thresholds left {left:.2f} s of compile uncached in {len(mods)} modules "
+                f"({share} of the {startup:.2f} s start-up): not material, the cache is doing "
+                "what it should; do not lower the thresholds for this")
+    return ThresholdAdvice(left, startup, len(mods), material, f"{safe(path)}: {text}")
+
+
+_CAUSES = {
+    "computation": "the program lowered to different StableHLO: changed code, input shapes or "
+                   "dtypes, or a non-deterministic lowering (custom_partitioning, HLO names)",
+    "jax_lib version": "a different jaxlib version",
+    "backend version": "a different backend (plugin or driver) version",
+    "XLA flags": "different XLA flags (XLA_FLAGS, LIBTPU_INIT_ARGS or --xla* arguments)",
+    "accelerator_config": "a different device topology or CPU/accelerator configuration",
+    "compression": "zstandard installed in one environment and not the other (it changes the "
+                   "compression name, hence every key)",
+    "custom_hook": "a custom cache-key hook returned different values",
+}
+
+
+def _compile_options_cause(a: dict, b: dict, changed: set[str]) -> str:
+    pa, pb = (a.get("cache_dir") or {}).get("path"), (b.get("cache_dir") or {}).get("path")
+    if pa and pb and pa != pb:
+        return (f"the cache directory path differs ({safe(pa)} vs {safe(pb)}): on JAX <= 0.10.2 "
+                "it enters the compile options (the GPU autotune sub-cache path), so every key "
+                "changes. Use one canonical path, never reached through a symlink, or set "
+                "jax_persistent_cache_enable_xla_caches='none'")
+    if "XLA flags" in changed:
+        return "follows from the XLA flags change (flags are part of the compile options)"
+    return ("different compile options (device assignment, replicas or partitions, "
+            "a debug option) with the same cache path")
+
+
+def _key_diffs(records: list[tuple[str, dict]]) -> list[KeyDiff]:
+    out = []
+    seen: dict[tuple[str, str | None], tuple[str, dict, dict]] = {}
+    for path, record in records:
+        for m in record.get("modules") or []:
+            ident = (m.get("name"), m.get("input_shapes"))
+            comps = m.get("key_components")
+            if not comps:
+                continue
+            if ident in seen and m.get("outcome") != "hit":
+                earlier_path, earlier_rec, earlier = seen[ident]
+                changed = {k for k in set(comps) | set(earlier["key_components"])
+                           if comps.get(k) != earlier["key_components"].get(k)}
+                if changed:
+                    causes = []
+                    for k in sorted(changed):
+                        if k == "compile_options":
+                            causes.append(f"compile_options: "
+                                          f"{_compile_options_cause(earlier_rec, record, changed)}")
+                        else:
+                            causes.append(f"{k}: {_CAUSES.get(k, 'changed')}"
+                                          + _evidence(k, earlier_rec, record))
+                    out.append(KeyDiff(m.get("name") or "?", earlier_path, path,
+                                       tuple(sorted(changed)), tuple(causes)))
+            if m.get("outcome") in ("written", "hit") and ident not in seen:
+                seen[ident] = (path, record, m)
+    return out
+
+
+def _evidence(component: str, a: dict, b: dict) -> str:
+    if component == "XLA flags":
+        fa, fb = (a.get("env") or {}).get("XLA_FLAGS"), (b.get("env") or {}).get("XLA_FLAGS")
+        return f" (XLA_FLAGS {fa!r} vs {fb!r})"
+    if component == "jax_lib version":
+        va, vb = (a.get("versions") or {}).get("jaxlib"), (b.get("versions") or {}).get("jaxlib")
+        return f" ({va} vs {vb})"
+    if component == "accelerator_config":
+        pa, pb = a.get("platform") or {}, b.get("platform") or {}
+        return (f" ({pa.get('device_kind')} x{pa.get('device_count')} vs "
+                f"{pb.get('device_kind')} x{pb.get('device_count')})")
+    return ""

@@ -1,0 +1,19 @@
+"""`jaxcache explain --format json` (schema jaxcache.explain/1)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+
+from jaxcache import __version__
+from jaxcache.explain import Explanation
+
+SCHEMA = "jaxcache.explain/1"
+
+
+def render(e: Explanation) -> str:
+    doc = {"schema": SCHEMA, "tool": {"name": "jaxcache", "version": __version__},
+           "records": list(e.records), "modules": [asdict(m) for m in e.modules],
+           "key_diffs": [asdict(d) for d in e.diffs], "thresholds": [asdict(a) for a in e.advice],
+           "notes": list(e.notes), "exit_code": e.exit_code}
+    return json.dumps(doc, indent=2) + "\n"

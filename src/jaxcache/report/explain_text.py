@@ -1,0 +1,49 @@
+"""`jaxcache explain` for people: one row per module, then key differences and advice."""
+
+from __future__ import annotations
+
+from jaxcache.display import safe, size
+from jaxcache.explain import Explanation
+
+
+def render(e: Explanation) -> str:
+    lines = [f"jaxcache explain: {len(e.records)} record(s)"]
+    for record in e.records:
+        rows = [m for m in e.modules if m.record == record]
+        lines.append("")
+        lines.append(f"{safe(record)}: {len(rows)} modules")
+        width = max((len(m.name) for m in rows), default=8)
+        for m in rows:
+            secs = "-" if m.compile_s is None else f"{m.compile_s:.2f} s"
+            entry = size(m.entry_bytes) if m.entry_bytes else "-"
+            mark = "!" if m.missed_chance else " "
+            proc = "" if m.process == "main" else f" [{m.process}]"
+            lines.append(f" {mark} {safe(m.name).ljust(width)}  {m.outcome:9s} compile {secs:>8s}"
+                         f"  entry {entry:>9s}  {m.reason}: {m.text}{proc}")
+            if m.missed_chance and m.input_shapes:
+                lines.append(f"     input shapes {safe(m.input_shapes)}")
+    if e.diffs:
+        lines += ["", "why a later process missed what an earlier one cached:"]
+        for d in e.diffs:
+            lines.append(f"  {safe(d.module)}: {safe(d.earlier)} -> {safe(d.later)}: key "
+                         f"components changed: {', '.join(d.components)}")
+            for cause in d.causes:
+                lines.append(f"    - {cause}")
+    lines += ["", "thresholds:"]
+    lines += [f"  {a.text}" for a in e.advice]
+    for note in e.notes:
+        lines.append(f"note: {note}")
+    missed = sum(1 for m in e.modules if m.missed_chance)
+    lines.append("")
+    if e.exit_code == 0:
+        lines.append("everything that could be cached was cached")
+    else:
+        parts = []
+        if missed:
+            parts.append(f"{missed} expensive module(s) not cached (marked !)")
+        if e.diffs:
+            parts.append(f"{len(e.diffs)} cross-process miss(es)")
+        if any(a.material for a in e.advice):
+            parts.append("thresholds leave a material share of start-up uncached")
+        lines.append("something expensive was not cached: " + "; ".join(parts))
+    return "\n".join(lines) + "\n"
