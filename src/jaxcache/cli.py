@@ -305,9 +305,11 @@ def explain(fmt: str, inputs: tuple[str, ...]) -> None:
     from jaxcache import record as recordmod
 
     args = list(inputs)
-    if args and args[0] == "--":
-        records = _explain_by_running(args[1:])
-    elif "--" in args:
+    # click drops the "--" itself; what followed it in our own argv is the command
+    tail = sys.argv[sys.argv.index("--") + 1:] if "--" in sys.argv[1:] else None
+    if tail is not None and tail == args:
+        records = _explain_by_running(args)
+    elif tail is not None:
         raise click.UsageError("give either record files or -- CMD, not both")
     else:
         if not args:
@@ -336,9 +338,7 @@ def _explain_by_running(argv: list[str]) -> list[tuple[str, dict]]:
     try:
         out = []
         for label in ("first", "second"):
-            result = runmod.run_job(argv, cache_dir=f"{work}/cache",
-                                    record_path=runmod.default_record_path().replace(
-                                        ".json", f"-{label}.json"))
+            result = runmod.run_job(argv, cache_dir=f"{work}/cache")
             if result.outcome.status != 0:
                 raise click.ClickException(f"the {label} run exited with status "
                                            f"{result.outcome.status}")

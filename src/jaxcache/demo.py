@@ -3,7 +3,8 @@
 1. trust first: make a private cache directory with `init`, and audit the classic mistake (a
    cache under a world-writable folder) next to it;
 2. measure: bench examples/mlp.py, cold versus warm in separate processes, into the private
-   directory, writing report.md, chart.png and bench.json there.
+   directory, writing report.md, chart.png and bench.json there;
+3. explain: what was and was not cached in the first trial's cold and warm runs, and why.
 """
 
 from __future__ import annotations
@@ -73,7 +74,24 @@ def run(*, out_dir: str = "demo-output", trials: int = 3, warm: int = 2,
         confidence=0.95, noise_s=0.1, max_trials=None, target_width=None, time_budget=None,
         min_compile_time=None, min_entry_size=None, workdir=None, out_dir=out,
         report_path=None, json_path=None, plot_path=None, echo=echo)
-    ok = made.report.verdict is Verdict.PRIVATE and unsafe is Verdict.UNSAFE and code == 0
+    explained = _explain(run_dir, echo)
+    ok = made.report.verdict is Verdict.PRIVATE and unsafe is Verdict.UNSAFE and code == 0 \
+        and explained == 0
     echo(f"\ndemo {'done' if ok else 'FAILED'}: private cache {made.report.verdict.value}, "
-         f"shared one {unsafe.value}, bench exit {code}. Output: {out}\n")
+         f"shared one {unsafe.value}, bench exit {code}, explain exit {explained}. "
+         f"Output: {out}\n")
     return 0 if ok else 1
+
+
+def _explain(run_dir: str, echo: Callable[[str], None]) -> int:
+    from jaxcache import explain, record
+    from jaxcache.report import explain_text
+
+    paths = [os.path.join(run_dir, "trial-1", name) for name in ("cold.json", "warm-1.json")]
+    if not all(os.path.exists(p) for p in paths):
+        echo("no run records to explain\n")
+        return 2
+    echo(f"\n== 4. jaxcache explain {' '.join(paths)}\n\n")
+    result = explain.explain_records([(p, record.load(p)) for p in paths])
+    echo(explain_text.render(result))
+    return result.exit_code

@@ -91,8 +91,23 @@ def _why(m: dict, record: dict, later_dirs: bool) -> tuple[str, str]:
         return "hit", f"loaded from the cache in {m.get('compile_or_load_s') or 0:.2f} s"
     if outcome == "written":
         return "written", f"written ({size(m.get('entry_bytes') or 0)})"
+    if "cache_dir_at_compile" in m:  # what was really set, whatever JAX's log said
+        if m.get("cache_enabled_at_compile") is False:
+            return "cache-disabled", "compiled with jax_enable_compilation_cache = False"
+        if m.get("cache_dir_at_compile") is None:
+            if later_dirs:
+                return "compiled-before-enabled", (
+                    "compiled before the cache was enabled in this process; JAX does not "
+                    "write programs it compiled earlier")
+            env = record.get("env_cache_dir_at_first_compile")
+            if env and not (record.get("cache_options_at_first_compile") or {}).get(
+                    "jax_compilation_cache_dir"):
+                return "env-after-import", (
+                    f"JAX_COMPILATION_CACHE_DIR={safe(env)} was set after `import jax`, which "
+                    "reads it only once: JAX had no cache dir")
+            return "dir-unset", "no cache directory was set when it compiled"
     if reason == "compile-time-below-threshold":
-        return reason, (f"compiled in {detail.get('compile_s', 0):.2f} s, below "
+        return reason, (f"{detail.get('compile_s', 0):.2f} s < "
                         f"jax_persistent_cache_min_compile_time_secs = "
                         f"{detail.get('threshold_s', 0):g} s")
     if reason == "entry-size-below-threshold":
@@ -130,20 +145,6 @@ def _why(m: dict, record: dict, later_dirs: bool) -> tuple[str, str]:
     if outcome == "error":
         return reason or "error", f"cache error: {safe(str(detail.get('message', ''))[:200])}"
     if outcome == "uncached":
-        if m.get("cache_enabled_at_compile") is False:
-            return "cache-disabled", "compiled with jax_enable_compilation_cache = False"
-        if m.get("cache_dir_at_compile") is None:
-            env = record.get("env_cache_dir_at_first_compile")
-            if env and not (record.get("cache_options_at_first_compile") or {}).get(
-                    "jax_compilation_cache_dir"):
-                return "env-after-import", (
-                    f"JAX_COMPILATION_CACHE_DIR={safe(env)} was set after `import jax`, which "
-                    "reads it only once: JAX had no cache dir")
-            if later_dirs:
-                return "compiled-before-enabled", (
-                    "compiled before the cache was enabled in this process; JAX does not "
-                    "write programs it compiled earlier")
-            return "dir-unset", "no cache directory was set when it compiled"
         if _disabled_first(record):
             return "first-compile-disabled", (
                 "the first compile of the process ran with the cache disabled, and JAX "

@@ -114,7 +114,8 @@ def build(outcome: Outcome, *, cache_dir: str, verdict: str, before: DirSnapshot
                     "sys_s": round(outcome.sys_s, 6), "peak_rss_bytes": outcome.peak_rss_bytes},
         "subprocesses": [
             {"pid": p.get("pid"), "argv": p.get("argv"), "counts": _counts(p),
-             "modules": _modules(p, before, after)} for p in outcome.probes[1:]],
+             "platform": p.get("platform", {}), "modules": _modules(p, before, after)}
+            for p in outcome.probes[1:]],
     }
     return doc
 

@@ -219,7 +219,7 @@ def _on_log(record):
         if not isinstance(msg, str):
             return
         if msg.startswith("Compiling %s with global shapes"):
-            m = _module(str(args[0]), sym=True) if args else None
+            m = _module(str(args[0])) if args else None  # "jit(f)": not the module's own name
             if m is not None and len(args) > 1:
                 m["input_shapes"] = str(args[1])
         elif msg.startswith("get_cache_key hash of serialized"):
