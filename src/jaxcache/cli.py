@@ -42,6 +42,7 @@ def cli() -> None:
       jaxcache run -- CMD...        run a job with the cache on and record what JAX did
       jaxcache bench -- CMD...      cold vs warm in separate processes: what the cache buys
       jaxcache explain REC...       why modules were or were not cached, and cross-run misses
+      jaxcache net [--pid P]        JAX's network services: a trust boundary of their own
 
     Exit codes: 0 fine, 1 a finding you must act on, 2 usage or input error.
     """
@@ -346,6 +347,58 @@ def _explain_by_running(argv: list[str]) -> list[tuple[str, dict]]:
         return out
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+@cli.command()
+@click.option("--env", "static", is_flag=True,
+              help="Judge what a job started from this environment would expose (default "
+                   "when no --pid/--live is given).")
+@click.option("--pid", "pids", type=int, multiple=True, metavar="PID",
+              help="Inspect the listening sockets of this process (repeatable).")
+@click.option("--live", is_flag=True, help="Inspect every JAX process you can see.")
+@click.option("--format", "fmt", type=FORMATS, default="text", show_default=True)
+def net(static: bool, pids: tuple[int, ...], live: bool, fmt: str) -> None:
+    """JAX's network services: who can reach them. Cache permissions do not cover this.
+
+    \b
+      jaxcache net                      what jax.distributed would expose from this environment
+      jaxcache net --pid 4242           listening sockets of a running JAX process
+      jaxcache net --live               every JAX process you can see
+
+    On JAX <= 0.10.2 process 0 binds the coordination service to [::]:<port> (every interface)
+    unless JAX_COORDINATOR_BIND_ADDRESS says otherwise, with no authentication or encryption;
+    jax.profiler.start_server listens on every interface too. The static check follows JAX's
+    own auto-detection (JAX_COORDINATOR_ADDRESS, Slurm, Open MPI, Kubernetes, Cloud TPU,
+    JAX_COORDINATOR_PORT).
+
+    Exit code: 1 when a JAX service is (or will be) reachable beyond loopback without
+    authentication; 0 when everything is loopback-only or protected by mTLS; 2 bad input
+    (no such PID, not permitted to inspect it).
+    """
+    import os
+
+    from jaxcache import jaxcompat
+    from jaxcache.net import assess, config, sockets
+
+    version = jaxcompat.installed_version("jax")
+    env = dict(os.environ)
+    plan = config.plan(env, version) if (static or not (pids or live)) else None
+    scan = None
+    if pids or live:
+        supported = config.plan(env, version).mtls_supported
+        scan = sockets.scan(list(pids) if pids else None, jax_version_ok_for_mtls=supported)
+    report = assess.assess(plan, scan, env)
+    if fmt == "json":
+        from jaxcache.report import net_json
+        _emit(net_json.render(report))
+    elif fmt == "sarif":
+        from jaxcache.report import sarif
+        _emit(sarif.render_findings(report.findings, {"exposed": report.exposed},
+                                    files=False))
+    else:
+        from jaxcache.report import net_text
+        _emit(net_text.render(report))
+    sys.exit(report.exit_code)
 
 
 @cli.command()

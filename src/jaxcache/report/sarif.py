@@ -1,15 +1,16 @@
-"""SARIF 2.1.0 output so code-scanning tools can gate on the audit's findings."""
+"""SARIF 2.1.0 output so code-scanning tools can gate on findings (audit and net)."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from pathlib import PurePosixPath
 from urllib.parse import quote
 
 from jaxcache import __version__
 from jaxcache.display import safe
 from jaxcache.trust.audit import AuditReport
-from jaxcache.trust.findings import NOTE, UNSAFE, UNVERIFIABLE, WARNING
+from jaxcache.trust.findings import NOTE, UNSAFE, UNVERIFIABLE, WARNING, Finding
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 _LEVEL = {UNSAFE: "error", UNVERIFIABLE: "error", WARNING: "warning", NOTE: "note"}
@@ -21,10 +22,12 @@ def _uri(path: str, base: str | None) -> str:
     return "file://" + quote(safe(path))
 
 
-def render_audit(r: AuditReport) -> str:
+def render_findings(findings: Iterable[Finding], properties: dict, *,
+                    base: str | None = None, files: bool = True) -> str:
+    """One run, one rule per finding code; locations only for findings about files."""
     rules: dict[str, dict] = {}
     results = []
-    for f in r.findings:
+    for f in findings:
         rules.setdefault(f.code, {
             "id": f.code,
             "shortDescription": {"text": f.code.replace(".", ": ").replace("-", " ")},
@@ -34,12 +37,12 @@ def render_audit(r: AuditReport) -> str:
             "ruleId": f.code,
             "level": _LEVEL[f.effect],
             "message": {"text": f.message + (f" What to do: {f.remedy}" if f.remedy else "")},
-            "properties": {"effect": f.effect, "verdict": r.verdict.value},
+            "properties": {"effect": f.effect, **properties},
         }
-        where = f.path or r.resolved or r.path
-        if where:
+        where = f.path or base
+        if files and where:
             result["locations"] = [{"physicalLocation": {
-                "artifactLocation": {"uri": _uri(where, r.resolved)}}}]
+                "artifactLocation": {"uri": _uri(where, base)}}}]
         results.append(result)
     doc = {
         "$schema": SARIF_SCHEMA,
@@ -48,7 +51,12 @@ def render_audit(r: AuditReport) -> str:
             "tool": {"driver": {"name": "jaxcache", "version": __version__,
                                 "rules": list(rules.values())}},
             "results": results,
-            "properties": {"verdict": r.verdict.value, "path": safe(r.requested)},
+            "properties": properties,
         }],
     }
     return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
+
+
+def render_audit(r: AuditReport) -> str:
+    return render_findings(r.findings, {"verdict": r.verdict.value, "path": safe(r.requested)},
+                           base=r.resolved or r.path)

@@ -1,0 +1,22 @@
+"""`jaxcache net --format json` (schema jaxcache.net/1)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+
+from jaxcache import __version__
+from jaxcache.net.assess import SCHEMA, NetReport
+
+
+def net_dict(r: NetReport) -> dict:
+    return {"schema": SCHEMA, "tool": {"name": "jaxcache", "version": __version__},
+            "exposed": r.exposed, "plan": asdict(r.plan) if r.plan else None,
+            "live": None if r.scan is None else {
+                "processes": list(r.scan.processes), "uninspected": r.scan.uninspected,
+                "listeners": [asdict(li) for li in r.scan.listeners]},
+            "findings": [asdict(f) for f in r.findings]}
+
+
+def render(r: NetReport) -> str:
+    return json.dumps(net_dict(r), indent=2) + "\n"
