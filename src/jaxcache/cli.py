@@ -43,6 +43,7 @@ def cli() -> None:
       jaxcache bench -- CMD...      cold vs warm in separate processes: what the cache buys
       jaxcache explain REC...       why modules were or were not cached, and cross-run misses
       jaxcache net [--pid P]        JAX's network services: a trust boundary of their own
+      jaxcache decide PATH ...      share the cache? writers, compatibility, saving
 
     Exit codes: 0 fine, 1 a finding you must act on, 2 usage or input error.
     """
@@ -347,6 +348,110 @@ def _explain_by_running(argv: list[str]) -> list[tuple[str, dict]]:
         return out
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+@cli.command()
+@click.option("--audit", "audit_path", metavar="A.json", help="An earlier `audit --format json`.")
+@click.option("--bench", "bench_paths", multiple=True, metavar="B.json",
+              help="An earlier `bench --json` (repeatable: one per job that would share).")
+@click.option("--policy", "policy_path", metavar="FILE", help="Trust policy (TOML).")
+@click.option("--user", "as_user", metavar="NAME",
+              help="Decide for this user (whose processes would trust the cache).")
+@click.option("--min-saving", type=click.FloatRange(min=0), default=1.0, show_default=True,
+              metavar="SECONDS", help="A saving is noticeable from this many seconds...")
+@click.option("--min-fraction", type=click.FloatRange(0, 1), default=0.05, show_default=True,
+              help="...and this share of start-up (the lower bound of its interval counts).")
+@click.option("-t", "--trials", type=click.IntRange(3, 100), default=3, show_default=True,
+              help="Trials when benching CMD.")
+@click.option("-k", "--warm", type=click.IntRange(1, 20), default=2, show_default=True)
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
+              show_default=True)
+@click.argument("inputs", nargs=-1, type=click.UNPROCESSED)
+def decide(audit_path: str | None, bench_paths: tuple[str, ...], policy_path: str | None,
+           as_user: str | None, min_saving: float, min_fraction: float, trials: int, warm: int,
+           fmt: str, inputs: tuple[str, ...]) -> None:
+    """Should this cache be shared? Three tests, each shown with its evidence.
+
+    \b
+      jaxcache decide /srv/jax-cache --bench bench.json
+      jaxcache decide /srv/jax-cache --user alice -- python train.py
+
+    \b
+      1. writers understood: audit PRIVATE, or SHARED-BY-POLICY with every writer declared
+      2. compatible jobs: same key inputs (jaxlib, platform, devices, XLA flags, path) and
+         warm runs that really hit
+      3. noticeable saving: the interval's lower bound >= --min-saving and --min-fraction
+    Decisions: SHARE, PRIVATE (separate directories per user or team), NOT-WORTH-IT, BLOCKED
+    (uncontrolled or unverifiable writers: no saving justifies it). Exit code 0 for SHARE or
+    PRIVATE, 1 for NOT-WORTH-IT or BLOCKED, 2 for bad input.
+    """
+    import json as jsonlib
+
+    from jaxcache import decide as decidemod
+    from jaxcache.errors import JaxcacheError
+
+    args = list(inputs)
+    tail = sys.argv[sys.argv.index("--") + 1:] if "--" in sys.argv[1:] else []
+    if tail and args[-len(tail):] != tail:
+        tail = []
+    command = args[len(args) - len(tail):] if tail else []
+    rest = args[:len(args) - len(tail)] if tail else args
+    if len(rest) > 1:
+        raise click.UsageError("give at most one PATH (then -- CMD to bench)")
+    if audit_path and rest:
+        raise click.UsageError("give PATH or --audit, not both")
+    if audit_path:
+        try:
+            with open(audit_path, encoding="utf-8") as f:
+                audit = jsonlib.load(f)
+        except (OSError, ValueError) as exc:
+            raise JaxcacheError(f"cannot read audit {audit_path}: {exc}") from None
+        if not isinstance(audit, dict) or audit.get("schema") != "jaxcache.audit/1":
+            raise JaxcacheError(f"{audit_path} is not a jaxcache audit (jaxcache.audit/1)")
+    elif rest:
+        from jaxcache import api
+        from jaxcache.report import json as auditjson
+
+        audit = auditjson.audit_dict(api.audit(rest[0], policy=policy_path, as_user=as_user))
+    else:
+        raise click.UsageError("give the cache PATH (or --audit A.json)")
+    from jaxcache.bench import command as benchcmd
+
+    benches = [benchcmd.load_result(p) for p in bench_paths]
+    writers_ok = audit["verdict"] in ("PRIVATE", "SHARED-BY-POLICY")
+    if writers_ok and command:
+        benches.append(_bench_now(command, trials, warm))
+    if writers_ok and not benches:
+        raise click.UsageError("the writers are understood; to judge the saving give --bench "
+                               "B.json or -- CMD")
+    result = decidemod.decide(audit, benches, min_saving_s=min_saving,
+                              min_fraction=min_fraction)
+    if fmt == "json":
+        from jaxcache.report import decide_json
+        _emit(decide_json.render(result))
+    else:
+        from jaxcache.report import decide_text
+        _emit(decide_text.render(result))
+    sys.exit(result.exit_code)
+
+
+def _bench_now(command: list[str], trials: int, warm: int) -> dict:
+    import shutil
+    import tempfile
+
+    from jaxcache.bench import command as benchcmd
+
+    out = tempfile.mkdtemp(prefix="jaxcache-decide-")
+    try:
+        path = f"{out}/bench.json"
+        benchcmd.run(command, trials=trials, warm=warm, prime=True, timeout=None,
+                     confidence=0.95, noise_s=0.1, max_trials=None, target_width=None,
+                     time_budget=None, min_compile_time=None, min_entry_size=None,
+                     workdir=None, out_dir=None, report_path=None, json_path=path,
+                     plot_path=None, echo=lambda text: sys.stderr.write(text))
+        return benchcmd.load_result(path)
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
 
 
 @cli.command()

@@ -4,7 +4,8 @@
    cache under a world-writable folder) next to it;
 2. measure: bench examples/mlp.py, cold versus warm in separate processes, into the private
    directory, writing report.md, chart.png and bench.json there;
-3. explain: what was and was not cached in the first trial's cold and warm runs, and why.
+3. explain: what was and was not cached in the first trial's cold and warm runs, and why;
+4. decide: should this cache be shared? writers, compatibility, noticeable saving.
 """
 
 from __future__ import annotations
@@ -75,12 +76,25 @@ def run(*, out_dir: str = "demo-output", trials: int = 3, warm: int = 2,
         min_compile_time=None, min_entry_size=None, workdir=None, out_dir=out,
         report_path=None, json_path=None, plot_path=None, echo=echo)
     explained = _explain(run_dir, echo)
+    decided = _decide(out, echo)
     ok = made.report.verdict is Verdict.PRIVATE and unsafe is Verdict.UNSAFE and code == 0 \
-        and explained == 0
+        and explained in (0, 1) and decided == "PRIVATE"  # explain's 1 is a finding, not a fault
     echo(f"\ndemo {'done' if ok else 'FAILED'}: private cache {made.report.verdict.value}, "
-         f"shared one {unsafe.value}, bench exit {code}, explain exit {explained}. "
-         f"Output: {out}\n")
+         f"shared one {unsafe.value}, bench exit {code}, explain exit {explained}, "
+         f"decision {decided}. Output: {out}\n")
     return 0 if ok else 1
+
+
+def _decide(out: str, echo: Callable[[str], None]) -> str:
+    from jaxcache.bench.command import load_result
+    from jaxcache.decide import decide
+    from jaxcache.report import decide_text
+    from jaxcache.report import json as auditjson
+
+    echo(f"\n== 5. jaxcache decide {out} --bench {out}/bench.json\n\n")
+    decision = decide(auditjson.audit_dict(audit(out)), [load_result(f"{out}/bench.json")])
+    echo(decide_text.render(decision))
+    return decision.verdict
 
 
 def _explain(run_dir: str, echo: Callable[[str], None]) -> int:

@@ -113,7 +113,8 @@ def _report(result, report_path, json_path, plot_path, echo) -> int:
     return 0 if result.analysis.verdict == "saves" else 1
 
 
-def _load(path: str) -> dict:
+def load_result(path: str) -> dict:
+    """An earlier `bench --json` result; bad input is one clear line."""
     try:
         with open(path, encoding="utf-8") as f:
             doc = json.load(f)
@@ -127,7 +128,7 @@ def _load(path: str) -> dict:
 
 
 def compare(a_path: str, b_path: str) -> str:
-    a, b = _load(a_path), _load(b_path)
+    a, b = load_result(a_path), load_result(b_path)
     lines = [f"jaxcache bench --compare {safe(a_path)} {safe(b_path)}"]
     fa, fb = a.get("fingerprint") or {}, b.get("fingerprint") or {}
     diffs = [f"  {k}: {fa.get(k)!r} vs {fb.get(k)!r}" for k in sorted(set(fa) | set(fb))

@@ -1,0 +1,15 @@
+"""`jaxcache decide --format json` (schema jaxcache.decide/1)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+
+from jaxcache import __version__
+from jaxcache.decide import Decision
+
+
+def render(d: Decision) -> str:
+    doc = {"schema": "jaxcache.decide/1", "tool": {"name": "jaxcache", "version": __version__},
+           **asdict(d), "exit_code": d.exit_code}
+    return json.dumps(doc, indent=2) + "\n"

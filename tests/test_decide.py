@@ -1,0 +1,134 @@
+"""`jaxcache decide`, and the two-teams scenario end to end with real service users."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
+from conftest import as_user_argv, jaxcache, mkdir, needs_root
+
+pytest.importorskip("jax")
+
+ROOT = Path(__file__).resolve().parent.parent
+TRAIN = str(ROOT / "examples" / "train.py")
+MANY = str(ROOT / "examples" / "many_small.py")
+
+
+def user_env() -> dict[str, str]:
+    """A service user cannot reach root's interpreter; the system python with our
+    site-packages and source on PYTHONPATH runs the same code."""
+    return {"PATH": "/usr/bin:/bin", "HOME": "/tmp", "JAX_PLATFORMS": "cpu", "LANG": "C.UTF-8",
+            "PYTHONPATH": f"{sysconfig.get_paths()['purelib']}:{ROOT / 'src'}"}
+
+
+def as_user(user: str, *argv: str) -> subprocess.CompletedProcess:
+    return subprocess.run([*as_user_argv(user), "/usr/bin/python3", *argv], env=user_env(),
+                          capture_output=True, text=True, cwd="/")
+
+
+@pytest.fixture(scope="module")
+def train_bench(tmp_path_factory):
+    out = tmp_path_factory.mktemp("decide") / "bench.json"
+    proc = jaxcache("bench", "-t", "3", "-k", "2", "--no-prime", "--json", str(out), "--",
+                    sys.executable, TRAIN)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return out
+
+
+def decide(*args, **kw):
+    proc = jaxcache("decide", "--format", "json", *map(str, args), **kw)
+    assert proc.returncode in (0, 1), proc.stderr
+    return proc.returncode, json.loads(proc.stdout)
+
+
+@needs_root
+def test_two_teams_sharing_one_directory(base, accounts, tmp_path, train_bench):
+    if not os.access("/usr/bin/python3", os.X_OK):
+        pytest.skip("no system python3 a service user can run")
+    probe = as_user(accounts.b, "-c", "import jax, jaxcache")
+    if probe.returncode:
+        pytest.skip(f"service users cannot import jax from this checkout: {probe.stderr[-200:]}")
+    team_a, team_b = accounts.a, accounts.b  # both in the shared group
+    shared = mkdir(base / "shared-cache", 0o2770, team_a, accounts.group)
+    records = {u: mkdir(base / f"records-{u}", 0o700, u) for u in (team_a, team_b)}
+    for user in (team_b, team_a):  # B writes first; A's process then loads what B wrote
+        run = as_user(user, "-m", "jaxcache", "run", "--allow-untrusted", "--cache-dir",
+                      str(shared), "--record", str(records[user] / "r.json"), "--",
+                      "/usr/bin/python3", TRAIN)
+        assert run.returncode == 0, run.stderr
+    owners = {p.stat().st_uid for p in shared.iterdir() if p.name.endswith("-cache")}
+    import pwd
+
+    assert pwd.getpwnam(team_b).pw_uid in owners
+    warm = json.loads((records[team_a] / "r.json").read_text())
+    assert any(m["outcome"] == "hit" for m in warm["modules"])  # A ran B's compiled code
+
+    # team A's decision: its processes would trust B's writes -> BLOCKED
+    rc, doc = decide(shared, "--user", team_a, "--bench", train_bench)
+    assert (rc, doc["verdict"]) == (1, "BLOCKED")
+    writers = doc["tests"][0]
+    assert writers["passed"] is False and team_b in " ".join(writers["evidence"])
+    assert any("separate, private cache directories" in a for a in doc["advice"])
+    assert any(team_b in a and "owns entries" in a for a in doc["advice"])
+    assert not any("chmod" in a for a in doc["advice"])
+
+    # declared trusted by policy, with a noticeable saving -> SHARE
+    policy = tmp_path / "policy.toml"
+    policy.write_text(f'[[cache]]\npath = "{shared}"\ntrusted_users = ["{team_b}"]\n')
+    policy.chmod(0o600)
+    rc, doc = decide(shared, "--user", team_a, "--policy", policy, "--bench", train_bench)
+    assert (rc, doc["verdict"]) == (0, "SHARE"), json.dumps(doc["tests"], indent=1)
+    assert [t["passed"] for t in doc["tests"]] == [True, True, True]
+
+
+def test_private_cache_with_a_noticeable_saving(base, train_bench):
+    cache = mkdir(base / "cache", 0o700)
+    rc, doc = decide(cache, "--bench", train_bench)
+    assert (rc, doc["verdict"]) == (0, "PRIVATE")
+
+
+def test_many_small_functions_are_not_worth_it(base, tmp_path):
+    out = tmp_path / "many.json"
+    jaxcache("bench", "-t", "1", "-k", "1", "--no-prime", "--json", str(out), "--",
+             sys.executable, MANY, "--functions", "12")
+    cache = mkdir(base / "cache", 0o700)
+    rc, doc = decide(cache, "--bench", out)
+    assert (rc, doc["verdict"]) == (1, "NOT-WORTH-IT")
+    noticeable = doc["tests"][2]
+    assert noticeable["passed"] is False and "nothing-cached" in " ".join(noticeable["evidence"])
+
+
+def test_an_unsaved_threshold_makes_it_not_worth_it(base, train_bench):
+    cache = mkdir(base / "cache", 0o700)
+    rc, doc = decide(cache, "--bench", train_bench, "--min-saving", "60")
+    assert (rc, doc["verdict"]) == (1, "NOT-WORTH-IT")
+
+
+def test_incompatible_jobs_get_separate_directories(base, accounts, tmp_path, train_bench):
+    other = json.loads(train_bench.read_text())
+    other["fingerprint"]["xla_flags"] = "--xla_cpu_enable_fast_math=true"
+    other["command"] = ["team-b-job"]
+    other_path = tmp_path / "other.json"
+    other_path.write_text(json.dumps(other))
+    cache = mkdir(base / "cache", 0o770, accounts.a, accounts.group)
+    policy = tmp_path / "p.toml"
+    policy.write_text(f'trusted_groups = ["{accounts.group}"]\n')
+    policy.chmod(0o600)
+    rc, doc = decide(cache, "--user", accounts.a, "--policy", policy, "--bench", train_bench,
+                     "--bench", other_path)
+    assert (rc, doc["verdict"]) == (0, "PRIVATE")
+    assert "xla_flags" in " ".join(doc["tests"][1]["evidence"])
+
+
+def test_bad_input():
+    proc = jaxcache("decide")
+    assert proc.returncode == 2 and "PATH" in proc.stderr
+    proc = jaxcache("decide", "/tmp", "--audit", "/nonexistent.json")
+    assert proc.returncode == 2
+    proc = jaxcache("decide", "--audit", "/nonexistent.json")
+    assert proc.returncode == 2 and "cannot read audit" in proc.stderr
