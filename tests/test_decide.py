@@ -34,7 +34,7 @@ def as_user(user: str, *argv: str) -> subprocess.CompletedProcess:
 @pytest.fixture(scope="module")
 def train_bench(tmp_path_factory):
     out = tmp_path_factory.mktemp("decide") / "bench.json"
-    proc = jaxcache("bench", "-t", "3", "-k", "2", "--no-prime", "--json", str(out), "--",
+    proc = jaxcache("bench", "-t", "6", "-k", "1", "--no-prime", "--json", str(out), "--",
                     sys.executable, TRAIN)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return out

@@ -58,3 +58,35 @@ def test_ratio():
     x, y = [4.0, 4.2, 3.9, 4.1], [2.0, 2.1, 1.9, 2.05, 2.0]
     r = stats.ratio(x, y)
     assert 0.45 < r.estimate < 0.55 and r.low <= r.estimate <= r.high
+
+
+@pytest.mark.parametrize("n", [1, 4, 6, 9])
+def test_signed_rank_null_distribution(n):
+    counts = stats.signed_rank_counts(n)
+    assert len(counts) == n * (n + 1) // 2 + 1 and sum(counts) == 2 ** n
+    assert counts == counts[::-1]
+
+
+@pytest.mark.parametrize("seed,n", [(1, 6), (2, 8), (3, 10)])
+def test_paired_interval_is_the_exact_signed_rank_test_inverted(seed, n):
+    rng = random.Random(seed)
+    d = [1.5 + rng.gauss(0, 0.4) for _ in range(n)]
+    s = stats.paired_shift(d, 0.95)
+    assert s.resolved and s.low <= s.estimate <= s.high and s.confidence >= 0.95
+    alpha = 1 - s.confidence
+    eps = 1e-9
+
+    def p(shift):
+        return scipy_stats.wilcoxon([v - shift for v in d], method="exact").pvalue
+
+    for inside in (s.low + eps, s.high - eps):
+        assert p(inside) > alpha - 1e-12
+    for outside in (s.low - eps, s.high + eps):
+        assert p(outside) <= alpha + 1e-12
+
+
+def test_paired_needs_six_trials_for_95():
+    assert not stats.paired_shift([1.0, 1.1, 0.9, 1.2, 1.05], 0.95).resolved
+    s = stats.paired_shift([1.0, 1.1, 0.9, 1.2, 1.05, 0.95], 0.95)
+    assert s.resolved and s.min_p == pytest.approx(2 / 64)
+    assert s.confidence == pytest.approx(1 - 2 / 64)

@@ -44,7 +44,7 @@ def _unsafe_audit(echo: Callable[[str], None]) -> Verdict:
         shutil.rmtree(workspace)
 
 
-def run(*, out_dir: str = "demo-output", trials: int = 3, warm: int = 2,
+def run(*, out_dir: str = "demo-output", trials: int = 6, warm: int = 1,
         echo: Callable[[str], None] = print) -> int:
     out = os.path.abspath(out_dir)
     echo(f"== 1. jaxcache init {out}\n")

@@ -58,6 +58,8 @@ class Explanation:
 
     @property
     def exit_code(self) -> int:
+        """1 when something expensive was not cached: a missed chance, a cross-process miss,
+        or thresholds that leave a material share of start-up uncached."""
         bad = any(m.missed_chance for m in self.modules) or self.diffs or \
             any(a.material for a in self.advice)
         return 1 if bad else 0
@@ -87,6 +89,14 @@ def _why(m: dict, record: dict, later_dirs: bool) -> tuple[str, str]:
     outcome, reason = m.get("outcome"), m.get("reason")
     detail = m.get("reason_detail") or {}
     opts = record.get("cache_options_at_first_compile") or {}
+    first_dir = opts.get("jax_compilation_cache_dir")
+    now_dir = m.get("cache_dir_at_compile")
+    if outcome in ("hit", "written") and first_dir and now_dir and now_dir != first_dir:
+        return "dir-change-ignored", (
+            f"{'loaded from' if outcome == 'hit' else 'written to'} {safe(first_dir)}, although "
+            f"jax_compilation_cache_dir was {safe(now_dir)} by then: JAX creates its cache "
+            "once and silently ignores a later change (reset_cache(), or "
+            "jaxcache.enable(reset=True))")
     if outcome == "hit":
         return "hit", f"loaded from the cache in {m.get('compile_or_load_s') or 0:.2f} s"
     if outcome == "written":
@@ -178,7 +188,8 @@ def explain_records(records: list[tuple[str, dict]]) -> Explanation:
                 if compile_s is None and m.get("outcome") != "hit":
                     compile_s = m.get("compile_or_load_s")
                 expensive = compile_s is not None and compile_s >= threshold
-                missed = expensive and code not in ("hit", "written", *THRESHOLD_REASONS)
+                missed = expensive and code not in ("hit", "written", "dir-change-ignored",
+                                                    *THRESHOLD_REASONS)
                 modules.append(ModuleWhy(path, label, m.get("name") or "?",
                                          m.get("input_shapes"), compile_s,
                                          m.get("entry_bytes"), m.get("outcome") or "?", code,
@@ -248,7 +259,7 @@ def _key_diffs(records: list[tuple[str, dict]]) -> list[KeyDiff]:
             comps = m.get("key_components")
             if not comps:
                 continue
-            if ident in seen and m.get("outcome") != "hit":
+            if ident in seen and m.get("outcome") != "hit" and seen[ident][0] != path:
                 earlier_path, earlier_rec, earlier = seen[ident]
                 changed = {k for k in set(comps) | set(earlier["key_components"])
                            if comps.get(k) != earlier["key_components"].get(k)}

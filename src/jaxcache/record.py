@@ -45,17 +45,28 @@ def env_snapshot(env: dict[str, str]) -> dict[str, str]:
             or k in ("XLA_FLAGS", "LIBTPU_INIT_ARGS", "TF_CPP_MIN_LOG_LEVEL")}
 
 
-def _counts(probe: dict) -> dict:
+def _counts(probe: dict, modules: list[dict]) -> dict:
+    """Counts from the modules as finally judged (a 'written' JAX logged may be a kept file)."""
     raw = probe.get("counts", {})
     requests, hits = raw.get("compile_requests", 0), raw.get("hits", 0)
-    modules = probe.get("modules", [])
     outcomes: dict[str, int] = {}
     for m in modules:
-        outcomes[m.get("outcome") or "unknown"] = outcomes.get(m.get("outcome") or "unknown",
-                                                               0) + 1
+        key = m.get("outcome") or "unknown"
+        outcomes[key] = outcomes.get(key, 0) + 1
+    read_errors = sum(1 for m in modules
+                      if any(e.get("kind") == "read-error" for e in m.get("errors") or []))
     return {"modules": len(modules), "compile_requests": requests, "hits": hits,
             "misses": requests - hits, "writes_event": raw.get("writes", 0),
-            "task_disabled_cache": raw.get("task_disabled_cache", 0), "outcomes": outcomes}
+            "task_disabled_cache": raw.get("task_disabled_cache", 0),
+            "read_errors": read_errors, "outcomes": outcomes}
+
+
+def all_modules(doc: dict) -> list[tuple[str, dict]]:
+    """(process label, module) for the main probed process and every probed subprocess."""
+    out = [("main", m) for m in doc.get("modules") or []]
+    for sub in doc.get("subprocesses") or []:
+        out += [(f"pid {sub.get('pid')}", m) for m in sub.get("modules") or []]
+    return out
 
 
 def _modules(probe: dict, before: DirSnapshot, after: DirSnapshot) -> list[dict]:
@@ -77,6 +88,7 @@ def _modules(probe: dict, before: DirSnapshot, after: DirSnapshot) -> list[dict]
 def build(outcome: Outcome, *, cache_dir: str, verdict: str, before: DirSnapshot,
           after: DirSnapshot, env: dict[str, str], cwd: str) -> dict:
     main = outcome.probes[0] if outcome.probes else None
+    main_modules = _modules(main, before, after) if main else []
     new_files = sorted(set(after.entries) - set(before.entries))
     doc = {
         "schema": SCHEMA,
@@ -101,8 +113,8 @@ def build(outcome: Outcome, *, cache_dir: str, verdict: str, before: DirSnapshot
         "probe_times": {k: (main or {}).get(v) for k, v in (
             ("started", "started"), ("import_jax_started", "import_jax_started"),
             ("last_write", "now"))} | {"final": bool((main or {}).get("final"))},
-        "modules": _modules(main, before, after) if main else [],
-        "counts": _counts(main) if main else None,
+        "modules": main_modules,
+        "counts": _counts(main, main_modules) if main else None,
         "jax_warnings": (main or {}).get("warnings", []),
         "cache_dir": {
             "path": safe(cache_dir), "verdict": verdict,
@@ -112,12 +124,15 @@ def build(outcome: Outcome, *, cache_dir: str, verdict: str, before: DirSnapshot
         "process": {"pid": outcome.pid, "exit_code": outcome.exit_code, "signal": outcome.signal,
                     "wall_s": round(outcome.wall_s, 6), "user_s": round(outcome.user_s, 6),
                     "sys_s": round(outcome.sys_s, 6), "peak_rss_bytes": outcome.peak_rss_bytes},
-        "subprocesses": [
-            {"pid": p.get("pid"), "argv": p.get("argv"), "counts": _counts(p),
-             "platform": p.get("platform", {}), "modules": _modules(p, before, after)}
-            for p in outcome.probes[1:]],
+        "subprocesses": [_subprocess(p, before, after) for p in outcome.probes[1:]],
     }
     return doc
+
+
+def _subprocess(p: dict, before: DirSnapshot, after: DirSnapshot) -> dict:
+    modules = _modules(p, before, after)
+    return {"pid": p.get("pid"), "argv": p.get("argv"), "counts": _counts(p, modules),
+            "platform": p.get("platform", {}), "modules": modules}
 
 
 def write(doc: dict, path: str) -> None:
@@ -151,4 +166,23 @@ def load(path: str) -> dict:
     if doc["schema"] not in SUPPORTED:
         raise JaxcacheError(f"{safe(path)} has schema {doc['schema']}, newer than this jaxcache "
                             f"understands ({', '.join(SUPPORTED)}): upgrade jaxcache")
+    problems = _shape_problems(doc)
+    if problems:
+        raise JaxcacheError(f"{safe(path)} is not a valid run record: {problems}")
     return doc
+
+
+def _shape_problems(doc: dict) -> str | None:
+    """The fields readers rely on, with the types they expect."""
+    for key, kind in (("modules", list), ("process", dict), ("cache_dir", dict),
+                      ("probe", dict), ("subprocesses", list)):
+        if not isinstance(doc.get(key), kind):
+            return f"'{key}' missing or not a {kind.__name__}"
+    for m in doc["modules"] + [m for s in doc["subprocesses"] if isinstance(s, dict)
+                               for m in (s.get("modules") or [])]:
+        if not isinstance(m, dict) or not isinstance(m.get("name"), str):
+            return "a module entry is not an object with a name"
+    for s in doc["subprocesses"]:
+        if not isinstance(s, dict):
+            return "a subprocess entry is not an object"
+    return None

@@ -36,6 +36,17 @@ def _phase_spreads(cold, warm) -> dict:
     return out
 
 
+def _pairs(cold, warm) -> list[tuple[ProcessSample, float, float]]:
+    """Per trial: its cold run, and the median wall and compile-or-load of its warm runs."""
+    out = []
+    for c in cold:
+        mine = [w for w in warm if w.trial == c.trial]
+        if mine:
+            out.append((c, stats.spread([w.wall_s for w in mine]).median,
+                        stats.spread([w.phases["compile_or_load"] for w in mine]).median))
+    return out
+
+
 def analyse(cold: list[ProcessSample], warm: list[ProcessSample], *, confidence: float,
             noise_s: float, stop_reason: str | None = None) -> Analysis:
     if not cold or not warm:
@@ -43,11 +54,16 @@ def analyse(cold: list[ProcessSample], warm: list[ProcessSample], *, confidence:
                         "no-data", "not enough completed runs to compare", 0.0, 0, None)
     phases = _phase_spreads(cold, warm)
     walls = (stats.spread([s.wall_s for s in cold]), stats.spread([s.wall_s for s in warm]))
-    saving = stats.hodges_lehmann([s.wall_s for s in cold], [s.wall_s for s in warm], confidence)
-    compile_saving = stats.hodges_lehmann([s.phases["compile_or_load"] for s in cold],
-                                          [s.phases["compile_or_load"] for s in warm],
-                                          confidence)
-    ratio = stats.ratio([s.wall_s for s in cold], [s.wall_s for s in warm], confidence)
+    pairs = _pairs(cold, warm)
+    if not pairs:
+        return Analysis(tuple(cold), tuple(warm), phases, walls, None, None, None, noise_s,
+                        False, "no-data", "no trial has both a cold and a warm run", 0.0, 0,
+                        None)
+    saving = stats.paired_shift([c.wall_s - w_wall for c, w_wall, _ in pairs], confidence)
+    compile_saving = stats.paired_shift(
+        [c.phases["compile_or_load"] - w_compile for c, _, w_compile in pairs], confidence)
+    ratio = stats.paired_ratio([c.wall_s for c, _, _ in pairs], [w for _, w, _ in pairs],
+                               confidence)
     paid = stats.spread([s.write_overhead_s for s in cold]).median
     written = int(stats.spread([s.bytes_after for s in cold]).median)
     significant = saving.resolved and saving.low > noise_s
@@ -61,13 +77,14 @@ def analyse(cold: list[ProcessSample], warm: list[ProcessSample], *, confidence:
         verdict, message = "warm-missed", "warm runs did not hit the entries the cold run wrote"
     elif not saving.resolved:
         verdict = "no-significant-difference"
-        message = (f"{len(cold)} cold and {len(warm)} warm runs cannot support a "
-                   f"{confidence:.0%} interval (smallest reachable p = {saving.min_p:.3f}): "
+        message = (f"{saving.n} trials cannot support a {confidence:.0%} interval (smallest "
+                   f"reachable p = {saving.min_p:.3f}; 6 trials are the fewest for 95%): "
                    "run more trials")
     elif significant:
         verdict = "saves"
         message = (f"saves {saving.estimate:.2f} s [{saving.low:.2f} - {saving.high:.2f}] per "
-                   f"start ({saving.estimate / walls[0].median:.0%} of start-up)")
+                   f"start ({saving.estimate / walls[0].median:.0%} of the cold process's wall "
+                   "time)")
     else:
         verdict = "no-significant-difference"
         message = (f"no significant difference: the {saving.confidence:.0%} interval "

@@ -22,14 +22,17 @@ def _writable(path: str | None) -> None:
         raise JaxcacheError(f"cannot write {safe(path)}: it is a directory")
 
 
-def _private_dir(path: str) -> str:
+def _private_dir(path: str, flag: str) -> str:
     """A directory we may write into: created private if missing, audited if it exists."""
     from jaxcache.trust import create
 
     result = create.init(path)
-    if not result.ok:
+    if result.ok:
+        return result.path
+    if not result.report.verdict.ok:
         raise UntrustedCacheError(result.report)
-    return result.path
+    raise JaxcacheError(f"{flag} {safe(path)}: {result.refused} (give a new path, or a "
+                        "directory of yours with mode 0700)")
 
 
 def run(argv: list[str], *, trials: int, warm: int, prime: bool, timeout: float | None,
@@ -39,13 +42,21 @@ def run(argv: list[str], *, trials: int, warm: int, prime: bool, timeout: float 
         json_path: str | None, plot_path: str | None, echo: Callable[[str], None]) -> int:
     from jaxcache.bench.progress import BenchProgress
     from jaxcache.bench.trials import BenchCommandError, BenchConfig, run_bench
-    from jaxcache.probe.runner import CommandError, _resolve
+    from jaxcache.probe.runner import _resolve
 
     _resolve(argv)  # command not found / not executable: before any work
     if max_trials is not None and max_trials < trials:
         raise JaxcacheError(f"--max-trials {max_trials} is below --trials {trials}")
+    adaptive = target_width is not None or time_budget is not None
+    if max_trials is not None and not adaptive:
+        raise JaxcacheError("--max-trials needs --until-width or --time-budget (when to stop)")
+    if adaptive and max_trials is None:
+        max_trials = max(trials, 30)
+    if plot_path is not None and not plot_path.lower().endswith(".png"):
+        raise JaxcacheError(f"--plot writes PNG: give a file name ending in .png, not "
+                            f"{safe(plot_path)}")
     if out_dir is not None:
-        out_dir = _private_dir(out_dir)
+        out_dir = _private_dir(out_dir, "--out")
         report_path = report_path or os.path.join(out_dir, "report.md")
         json_path = json_path or os.path.join(out_dir, "bench.json")
         plot_path = plot_path or os.path.join(out_dir, "chart.png")
@@ -59,10 +70,17 @@ def run(argv: list[str], *, trials: int, warm: int, prime: bool, timeout: float 
             raise JaxcacheError("--plot needs matplotlib: pip install 'jaxcache[plot]'")
     keep = workdir is not None
     if workdir is not None:
-        workdir = _private_dir(workdir)
+        flag = "--out" if out_dir is not None and workdir == os.path.join(out_dir, "runs") \
+            else "--workdir"
+        workdir = _private_dir(workdir, flag)
         if os.listdir(workdir):
-            raise JaxcacheError(f"--workdir {safe(workdir)} is not empty: give a new or empty "
-                                "directory (jaxcache never deletes what it did not create)")
+            raise JaxcacheError(f"{flag}: {safe(workdir)} is not empty (an earlier bench?): give "
+                                "a new or empty directory (jaxcache never deletes what it did "
+                                "not create)")
+    else:
+        import tempfile
+
+        workdir = tempfile.mkdtemp(prefix="jaxcache-bench-")
     thresholds = {}
     if min_compile_time is not None:
         thresholds["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = repr(min_compile_time)
@@ -72,28 +90,37 @@ def run(argv: list[str], *, trials: int, warm: int, prime: bool, timeout: float 
                       max_trials, target_width, time_budget, thresholds)
     progress = BenchProgress(warm)
     try:
-        result = run_bench(cfg, workdir=workdir, progress=progress)
-    except (BenchCommandError, CommandError):
-        raise
-    finally:
-        progress.close()
-    try:
-        return _report(result, report_path, json_path, plot_path, echo)
+        try:
+            result = run_bench(cfg, workdir=workdir, progress=progress)
+        finally:
+            progress.close()
+        return _report(result, report_path, json_path, plot_path, echo, keep)
+    except BenchCommandError as exc:
+        if keep:
+            raise
+        raise BenchCommandError(f"{exc}\n(rerun with --workdir DIR to keep every run's "
+                                "record, stdout and stderr)") from None
     finally:
         if not keep:
-            shutil.rmtree(result.workdir, ignore_errors=True)
+            shutil.rmtree(workdir, ignore_errors=True)
 
 
-def _report(result, report_path, json_path, plot_path, echo) -> int:
+def _report(result, report_path, json_path, plot_path, echo, kept: bool) -> int:
     from jaxcache.report import bench_json, bench_markdown, bench_text
 
-    echo(bench_text.render(result))
+    text = bench_text.render(result)
+    if not kept and result.stop_reason == "warm-missed":
+        text += ("(the runs' records were in a temporary folder, now removed: rerun with "
+                 "--workdir DIR to keep them for jaxcache explain)\n")
+    echo(text)
     written = []
     if plot_path and result.analysis.phases:
         from jaxcache.report import bench_plot
 
         bench_plot.render(result, plot_path)
         written.append(plot_path)
+    elif plot_path:
+        echo(f"no chart written to {plot_path}: no completed cold and warm runs\n")
     if report_path:
         chart = None
         if plot_path and os.path.dirname(os.path.abspath(plot_path)) == \
@@ -130,6 +157,9 @@ def load_result(path: str) -> dict:
 def compare(a_path: str, b_path: str) -> str:
     a, b = load_result(a_path), load_result(b_path)
     lines = [f"jaxcache bench --compare {safe(a_path)} {safe(b_path)}"]
+    ca, cb = " ".join(a.get("command") or []), " ".join(b.get("command") or [])
+    lines.append(f"A: {safe(ca)}" if ca == cb else f"A: {safe(ca)}\nB: {safe(cb)} (a "
+                 "different command)")
     fa, fb = a.get("fingerprint") or {}, b.get("fingerprint") or {}
     diffs = [f"  {k}: {fa.get(k)!r} vs {fb.get(k)!r}" for k in sorted(set(fa) | set(fb))
              if fa.get(k) != fb.get(k)]

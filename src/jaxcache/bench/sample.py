@@ -53,8 +53,12 @@ def _sum(modules: list[dict], key: str) -> float:
 
 def from_record(record: dict, *, trial: int, kind: str, index: int, path: str,
                 timed_out: bool = False) -> ProcessSample:
+    """Counts and compile phases over every probed process of the job (a launcher may leave
+    the JAX work to a child); start-up and import come from the main probed process."""
+    from jaxcache.record import all_modules
+
     p = record["process"]
-    modules = record.get("modules") or []
+    modules = [m for _, m in all_modules(record)]
     times = record.get("probe_times") or {}
     phases = {
         "startup": max(0.0, (times.get("import_jax_started") or 0) - (times.get("started") or 0))

@@ -99,8 +99,7 @@ def run_bench(cfg: BenchConfig, *, workdir: str | None = None,
               progress: Progress | None = None) -> BenchResult:
     """Run the trials; on Ctrl-C returns what was measured, with stop_reason 'interrupted'."""
     progress = progress or (lambda event: None)
-    own = workdir is None
-    work = tempfile.mkdtemp(prefix="jaxcache-bench-") if own else workdir
+    work = tempfile.mkdtemp(prefix="jaxcache-bench-") if workdir is None else workdir
     env = dict(os.environ)
     env.update(cfg.thresholds)
     env.pop("JAX_COMPILATION_CACHE_DIR", None)
@@ -160,7 +159,9 @@ def run_bench(cfg: BenchConfig, *, workdir: str | None = None,
                     break
     except KeyboardInterrupt:
         stop = "interrupted"
-        detail = "interrupted: the results below cover the runs that completed"
+        done = sum(1 for s in samples)
+        detail = (f"interrupted after {done} completed run(s); the results cover those"
+                  if done else "interrupted before any run completed: nothing to report")
     return BenchResult(cfg, tuple(samples), _excluded(samples),
                        _analyse(samples, cfg, stop), stop, detail, work,
                        time.monotonic() - started, {k: v for k, v in cfg.thresholds.items()})

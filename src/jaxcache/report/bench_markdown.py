@@ -17,7 +17,7 @@ def render(result: BenchResult, chart: str | None = None) -> str:
                 f"| python | {fp.python} |",
                 f"| platform | {fp.system} {fp.machine}, {fp.backend} ({fp.device_kind} "
                 f"x{fp.device_count}) |",
-                f"| XLA_FLAGS | `{fp.xla_flags or ''}` |",
+                f"| XLA_FLAGS | {f'`{fp.xla_flags}`' if fp.xla_flags else '(none)'} |",
                 f"| trials | {cfg.trials} (cold + {cfg.warm} warm each), priming run: "
                 f"{'yes' if cfg.prime else 'no'} |", ""]
         cached = {m for s in result.samples for m in s.cached}

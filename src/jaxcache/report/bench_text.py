@@ -43,13 +43,15 @@ def conclusions(result: BenchResult) -> list[str]:
     if a.saving is not None:
         lines.append(f"seconds saved per start: {interval(a.saving)}; compile-or-load saved: "
                      f"{interval(a.compile_saving)}; warm/cold wall: {interval(a.ratio, '')}")
-        lines.append(f"smallest p-value reachable with {a.saving.n} cold x {a.saving.m} warm: "
+        lines.append(f"paired by trial (the independent unit): {a.saving.n} trials, exact "
+                     f"Wilcoxon signed-rank interval; smallest reachable p-value "
                      f"{a.saving.min_p:.4f}; noise band {a.noise_s:.2f} s")
     if a.significant:
         pays = a.pays_off_after
         lines.append(f"amortization: saves {a.saving.estimate:.2f} s [{a.saving.low:.2f} - "
                      f"{a.saving.high:.2f}] per start "
-                     f"({a.saving.estimate / a.wall[0].median:.0%} of start-up); the cold run "
+                     f"({a.saving.estimate / a.wall[0].median:.0%} of the cold process's wall "
+                     "time); the cold run "
                      f"paid {a.paid_s:.2f} s to write {size(a.written_bytes)}; pays off after "
                      f"{pays} reuse{'s' if pays != 1 else ''}")
     mark = "  (BELOW JAX's default 1.0 s)" if t["min_compile_time_below_default"] else ""

@@ -35,7 +35,9 @@ def render(e: Explanation) -> str:
         lines.append(f"note: {note}")
     missed = sum(1 for m in e.modules if m.missed_chance)
     lines.append("")
-    if e.exit_code == 0:
+    if not e.modules:
+        lines.append("no JAX compile was recorded, so there is nothing to explain")
+    elif e.exit_code == 0:
         lines.append("everything that could be cached was cached")
     else:
         parts = []

@@ -14,6 +14,9 @@ _REASONS = {
     "no-cache-key": "JAX did not consult the cache (dir unset or cache disabled)",
     "not-written-unexplained": "missed and not written; JAX logged no reason",
     "read-error": "error reading the entry",
+    "file-exists-at-key": "a file already sits at this key and JAX keeps it (first writer "
+                          "wins); if it could not be read, it blocks this key: jaxcache explain",
+    "max-size": "larger than jax_compilation_cache_max_size",
     "write-error": "error writing the entry",
 }
 
@@ -46,14 +49,24 @@ def render(doc: dict, record_path: str) -> str:
     if not doc["probe"]["loaded"]:
         lines.append(f"probe: {doc['probe']['note']}")
     else:
-        counts = doc["counts"]
-        o = counts["outcomes"]
-        lines.append(f"modules compiled: {counts['modules']} - hits {o.get('hit', 0)}, "
+        from jaxcache.record import all_modules
+
+        labelled = all_modules(doc)
+        modules = [m for _, m in labelled]
+        o: dict[str, int] = {}
+        for m in modules:
+            o[m.get("outcome") or "?"] = o.get(m.get("outcome") or "?", 0) + 1
+        parts = [doc["counts"]] + [s["counts"] for s in doc.get("subprocesses") or []]
+        requests = sum(c.get("compile_requests", 0) for c in parts)
+        hits = sum(c.get("hits", 0) for c in parts)
+        read_errors = sum(c.get("read_errors", 0) for c in parts)
+        procs = f" in {len(parts)} processes" if len(parts) > 1 else ""
+        lines.append(f"modules compiled: {len(modules)}{procs} - hits {o.get('hit', 0)}, "
                      f"written {o.get('written', 0)}, skipped {o.get('skipped', 0)}, "
                      f"uncached {o.get('uncached', 0)}, errors {o.get('error', 0)}; "
-                     f"compile requests {counts['compile_requests']}, misses "
-                     f"{counts['misses']}")
-        modules = doc["modules"]
+                     f"compile requests {requests}, misses {requests - hits}"
+                     + (f"; cache entries that could not be read: {read_errors}"
+                        if read_errors else ""))
         width = max((len(m["name"]) for m in modules), default=10)
         for m in modules[:12]:
             entry = f"  {size(m['entry_bytes'])}" if m.get("entry_bytes") else ""
