@@ -152,16 +152,11 @@ def write(doc: dict, path: str) -> None:
 
 def load(path: str) -> dict:
     """Read a record, refusing what this version cannot understand."""
+    from jaxcache.documents import load_json
     from jaxcache.errors import JaxcacheError
 
-    try:
-        with open(path, encoding="utf-8") as f:
-            doc = json.load(f)
-    except FileNotFoundError:
-        raise JaxcacheError(f"no such record: {safe(path)}") from None
-    except (OSError, ValueError) as exc:
-        raise JaxcacheError(f"cannot read record {safe(path)}: {exc}") from None
-    if not isinstance(doc, dict) or not str(doc.get("schema", "")).startswith("jaxcache.run/"):
+    doc = load_json(path, "record")
+    if not str(doc.get("schema", "")).startswith("jaxcache.run/"):
         raise JaxcacheError(f"{safe(path)} is not a jaxcache run record")
     if doc["schema"] not in SUPPORTED:
         raise JaxcacheError(f"{safe(path)} has schema {doc['schema']}, newer than this jaxcache "

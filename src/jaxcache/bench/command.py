@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 from collections.abc import Callable
@@ -142,14 +141,10 @@ def _report(result, report_path, json_path, plot_path, echo, kept: bool) -> int:
 
 def load_result(path: str) -> dict:
     """An earlier `bench --json` result; bad input is one clear line."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            doc = json.load(f)
-    except FileNotFoundError:
-        raise JaxcacheError(f"no such file: {safe(path)}") from None
-    except (OSError, ValueError) as exc:
-        raise JaxcacheError(f"cannot read {safe(path)}: {exc}") from None
-    if not isinstance(doc, dict) or doc.get("schema") != "jaxcache.bench/1":
+    from jaxcache.documents import load_json
+
+    doc = load_json(path, "bench result")
+    if doc.get("schema") != "jaxcache.bench/1":
         raise JaxcacheError(f"{safe(path)} is not a jaxcache bench result (jaxcache.bench/1)")
     return doc
 

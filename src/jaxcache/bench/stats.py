@@ -66,40 +66,53 @@ def mann_whitney_counts(n: int, m: int) -> list[int]:
     return prev[m]
 
 
-def hodges_lehmann(x: list[float], y: list[float], confidence: float = 0.95) -> Shift:
-    n, m = len(x), len(y)
-    if n == 0 or m == 0:
-        raise ValueError("both samples need at least one value")
-    diffs = sorted(a - b for a in x for b in y)
-    estimate = statistics.median(diffs)
-    counts = mann_whitney_counts(n, m)
-    total = math.comb(n + m, n)
+def _interval(ordered: list[float], counts: list[int], confidence: float, n: int,
+              m: int) -> Shift:
+    """Estimate and exact interval from sorted values and the null distribution's counts.
+
+    The largest k with P(stat <= k) <= alpha/2 gives [v_(k+1), v_(N-k)] (1-based); when even
+    k = 0 exceeds it, N is too small for the asked confidence and no interval is claimed.
+    """
+    total = sum(counts)
+    estimate = statistics.median(ordered)
     min_p = min(1.0, 2 / total)
-    alpha = 1 - confidence
-    # largest k with P(U <= k) <= alpha / 2; then the interval is [d_(k+1), d_(N-k)] (1-based)
     cumulative, k = 0, -1
-    for u, c in enumerate(counts):
-        if (cumulative + c) / total > alpha / 2:
+    for value, c in enumerate(counts):
+        if (cumulative + c) / total > (1 - confidence) / 2:
             break
         cumulative += c
-        k = u
+        k = value
     if k < 0:
         return Shift(estimate, -math.inf, math.inf, 0.0, confidence, min_p, n, m)
-    achieved = 1 - 2 * cumulative / total
-    return Shift(estimate, diffs[k], diffs[len(diffs) - 1 - k], achieved, confidence, min_p, n, m)
+    return Shift(estimate, ordered[k], ordered[len(ordered) - 1 - k],
+                 1 - 2 * cumulative / total, confidence, min_p, n, m)
 
 
-def ratio(x: list[float], y: list[float], confidence: float = 0.95) -> Shift:
-    """y / x as a ratio with interval: the shift of log(x) - log(y), exponentiated and inverted."""
-    if min(x + y) <= 0:
-        raise ValueError("ratios need positive values")
-    s = hodges_lehmann([math.log(v) for v in x], [math.log(v) for v in y], confidence)
+def _inverted_exp(s: Shift) -> Shift:
+    """A shift of log(x) - log(y) turned into the ratio y / x, with its interval."""
 
     def inv(v: float) -> float:
         return math.exp(-v) if math.isfinite(v) else (0.0 if v > 0 else math.inf)
 
     return Shift(inv(s.estimate), inv(s.high), inv(s.low), s.confidence, s.asked, s.min_p,
                  s.n, s.m)
+
+
+def hodges_lehmann(x: list[float], y: list[float], confidence: float = 0.95) -> Shift:
+    """Two independent samples: median of pairwise differences, exact Mann-Whitney interval."""
+    n, m = len(x), len(y)
+    if n == 0 or m == 0:
+        raise ValueError("both samples need at least one value")
+    diffs = sorted(a - b for a in x for b in y)
+    return _interval(diffs, mann_whitney_counts(n, m), confidence, n, m)
+
+
+def ratio(x: list[float], y: list[float], confidence: float = 0.95) -> Shift:
+    """y / x as a ratio with interval: the shift of log(x) - log(y), exponentiated and inverted."""
+    if min(x + y) <= 0:
+        raise ValueError("ratios need positive values")
+    return _inverted_exp(hodges_lehmann([math.log(v) for v in x], [math.log(v) for v in y],
+                                         confidence))
 
 
 def signed_rank_counts(n: int) -> list[int]:
@@ -121,33 +134,12 @@ def paired_shift(d: list[float], confidence: float = 0.95) -> Shift:
     if n == 0:
         raise ValueError("need at least one difference")
     walsh = sorted((d[i] + d[j]) / 2 for i in range(n) for j in range(i, n))
-    estimate = statistics.median(walsh)
-    counts = signed_rank_counts(n)
-    total = 2 ** n
-    min_p = min(1.0, 2 / total)
-    alpha = 1 - confidence
-    cumulative, k = 0, -1
-    for w, c in enumerate(counts):
-        if (cumulative + c) / total > alpha / 2:
-            break
-        cumulative += c
-        k = w
-    if k < 0:
-        return Shift(estimate, -math.inf, math.inf, 0.0, confidence, min_p, n, n)
-    achieved = 1 - 2 * cumulative / total
-    return Shift(estimate, walsh[k], walsh[len(walsh) - 1 - k], achieved, confidence, min_p,
-                 n, n)
+    return _interval(walsh, signed_rank_counts(n), confidence, n, n)
 
 
 def paired_ratio(cold: list[float], warm: list[float], confidence: float = 0.95) -> Shift:
     """warm / cold per trial, as a paired shift of logs, exponentiated and inverted."""
     if min(cold + warm) <= 0:
         raise ValueError("ratios need positive values")
-    s = paired_shift([math.log(c) - math.log(w) for c, w in zip(cold, warm, strict=True)],
-                     confidence)
-
-    def inv(v: float) -> float:
-        return math.exp(-v) if math.isfinite(v) else (0.0 if v > 0 else math.inf)
-
-    return Shift(inv(s.estimate), inv(s.high), inv(s.low), s.confidence, s.asked, s.min_p,
-                 s.n, s.m)
+    return _inverted_exp(paired_shift(
+        [math.log(c) - math.log(w) for c, w in zip(cold, warm, strict=True)], confidence))
