@@ -187,7 +187,9 @@ def explain_records(records: list[tuple[str, dict]]) -> Explanation:
                 compile_s = m.get("compile_s_logged")
                 if compile_s is None and m.get("outcome") != "hit":
                     compile_s = m.get("compile_or_load_s")
-                expensive = compile_s is not None and compile_s >= threshold
+                limit = m.get("min_compile_time_at_compile")
+                limit = threshold if limit is None else float(limit)  # as it was at that compile
+                expensive = compile_s is not None and compile_s >= limit
                 missed = expensive and code not in ("hit", "written", "dir-change-ignored",
                                                     *THRESHOLD_REASONS)
                 modules.append(ModuleWhy(path, label, m.get("name") or "?",

@@ -124,7 +124,8 @@ def _module(name, sym=False):
          "reason_detail": None, "cache_key": None, "key_components": None,
          "compile_s_logged": None, "retrieval_s": None, "jax_compile_time_saved_s": None,
          "entry_bytes": None, "errors": [], "cache_dir_at_compile": None,
-         "cache_enabled_at_compile": None, "thread": tid}
+         "cache_enabled_at_compile": None, "min_compile_time_at_compile": None,
+         "thread": tid}
     fun = key[4:] if key.startswith("jit_") else key
     if fun in S.trace:
         m["fun_name"] = fun
@@ -138,9 +139,10 @@ def _cache_setting():
     try:
         import jax
 
-        return (jax.config.jax_compilation_cache_dir, jax.config.jax_enable_compilation_cache)
+        return (jax.config.jax_compilation_cache_dir, jax.config.jax_enable_compilation_cache,
+                jax.config.jax_persistent_cache_min_compile_time_secs)
     except Exception:
-        return None, None
+        return None, None, None
 
 
 def _first_compile():
@@ -188,7 +190,8 @@ def _on_duration(event, secs, **kw):
             _first_compile()
             m = _module(str(fun))
             m["compile_or_load_s"] = secs
-            m["cache_dir_at_compile"], m["cache_enabled_at_compile"] = _cache_setting()
+            (m["cache_dir_at_compile"], m["cache_enabled_at_compile"],
+             m["min_compile_time_at_compile"]) = _cache_setting()
             if m["outcome"] is None:
                 m["outcome"] = "uncached"
                 m["reason"] = "no-cache-key"  # JAX did not consult a cache for this compile
