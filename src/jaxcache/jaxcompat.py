@@ -15,19 +15,6 @@ TESTED = ("0.10.2",)
 _STATE = ("_cache", "_cache_checked", "_cache_used", "_cache_initialized", "reset_cache",
           "get_file_cache")
 
-CACHE_OPTIONS = (
-    "jax_compilation_cache_dir",
-    "jax_enable_compilation_cache",
-    "jax_persistent_cache_min_compile_time_secs",
-    "jax_persistent_cache_min_entry_size_bytes",
-    "jax_compilation_cache_max_size",
-    "jax_persistent_cache_enable_xla_caches",
-    "jax_explain_cache_misses",
-    "jax_raise_persistent_cache_errors",
-    "jax_compilation_cache_check_contents",
-    "jax_compilation_cache_include_metadata_in_key",
-    "jax_share_binary_between_hosts",
-)
 DEFAULT_MIN_COMPILE_TIME_SECS = 1.0
 DEFAULT_MIN_ENTRY_SIZE_BYTES = 0
 
@@ -112,19 +99,6 @@ def config_value(name: str):
     import jax
 
     return getattr(jax.config, name)
-
-
-def cache_options() -> dict[str, object]:
-    import jax
-
-    out = {}
-    for name in CACHE_OPTIONS:
-        try:
-            value = getattr(jax.config, name)
-        except AttributeError:
-            continue  # not on this JAX version
-        out[name] = value if isinstance(value, (str, int, float, bool, type(None))) else str(value)
-    return out
 
 
 def set_cache_dir(path: str) -> None:

@@ -5,8 +5,7 @@ so no normal approximation. The trial is the independent unit (its warm runs sha
 and its moment on the machine), so the saving is a paired shift: per trial, cold minus the
 median of its warm runs, estimated by the median of Walsh averages with the exact Wilcoxon
 signed-rank interval; the smallest two-sided p-value the design can reach (2 / 2^T) is stated
-instead of one that looks more decisive than the data. The two-sample version (exact
-Mann-Whitney) is kept for comparing independent groups.
+instead of one that looks more decisive than the data.
 """
 
 from __future__ import annotations
@@ -46,26 +45,6 @@ def spread(values: list[float]) -> Spread:
     return Spread(statistics.median(values), min(values), max(values), len(values))
 
 
-def mann_whitney_counts(n: int, m: int) -> list[int]:
-    """Number of orderings giving each U = 0..n*m (no ties), by the standard recurrence."""
-    # f[j][u]: ways with i x's and j y's; build up over i.
-    prev = [[1] for _ in range(m + 1)]  # i = 0: U is always 0
-    for i in range(1, n + 1):
-        cur = [[1]]  # j = 0: U is always 0
-        for j in range(1, m + 1):
-            size = i * j + 1
-            row = [0] * size
-            a = cur[j - 1]  # last element is an x... (i, j-1): U unchanged
-            for u, c in enumerate(a):
-                row[u] += c
-            b = prev[j]  # last element is an y placed after... (i-1, j): U + j
-            for u, c in enumerate(b):
-                row[u + j] += c
-            cur.append(row)
-        prev = cur
-    return prev[m]
-
-
 def _interval(ordered: list[float], counts: list[int], confidence: float, n: int,
               m: int) -> Shift:
     """Estimate and exact interval from sorted values and the null distribution's counts.
@@ -96,23 +75,6 @@ def _inverted_exp(s: Shift) -> Shift:
 
     return Shift(inv(s.estimate), inv(s.high), inv(s.low), s.confidence, s.asked, s.min_p,
                  s.n, s.m)
-
-
-def hodges_lehmann(x: list[float], y: list[float], confidence: float = 0.95) -> Shift:
-    """Two independent samples: median of pairwise differences, exact Mann-Whitney interval."""
-    n, m = len(x), len(y)
-    if n == 0 or m == 0:
-        raise ValueError("both samples need at least one value")
-    diffs = sorted(a - b for a in x for b in y)
-    return _interval(diffs, mann_whitney_counts(n, m), confidence, n, m)
-
-
-def ratio(x: list[float], y: list[float], confidence: float = 0.95) -> Shift:
-    """y / x as a ratio with interval: the shift of log(x) - log(y), exponentiated and inverted."""
-    if min(x + y) <= 0:
-        raise ValueError("ratios need positive values")
-    return _inverted_exp(hodges_lehmann([math.log(v) for v in x], [math.log(v) for v in y],
-                                         confidence))
 
 
 def signed_rank_counts(n: int) -> list[int]:
