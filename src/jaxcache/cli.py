@@ -256,7 +256,8 @@ def bench(command: tuple[str, ...], trials: int, warm: int, no_prime: bool,
     it, and checks the cache really filled and was hit. Per process it reports import jax,
     trace, lower, compile-or-load and the rest from inside (the probe of `jaxcache run`), and
     wall, CPU and memory from outside. The saving per start comes with an exact
-    distribution-free interval (Hodges-Lehmann / Mann-Whitney); JAX's thresholds are never
+    distribution-free interval, paired by trial (Hodges-Lehmann / Wilcoxon signed-rank; 6
+    trials are the fewest for 95%). JAX's thresholds are never
     lowered unless you ask, and always reported.
 
     Exit code: 0 a significant saving; 1 none (nothing cached, warm runs missed, or no
