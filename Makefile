@@ -9,12 +9,16 @@ PIP    := $(BIN)/python -m pip install --quiet --disable-pip-version-check -c co
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
+# An editable install leaves src/ uncompiled, and PYTHONDONTWRITEBYTECODE (set on some
+# machines) keeps Python from caching bytecode: compile once, as pip does for a normal install.
 $(VENV)/.demo: $(BIN)/python pyproject.toml constraints.txt
 	$(PIP) -e '.[jax,plot]'
+	$(BIN)/python -m compileall -q src >/dev/null
 	touch $@
 
 $(VENV)/.test: $(BIN)/python pyproject.toml constraints.txt
 	$(PIP) -e '.[test]'
+	$(BIN)/python -m compileall -q src >/dev/null
 	touch $@
 
 demo: $(VENV)/.demo

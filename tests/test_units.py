@@ -74,3 +74,28 @@ def test_network_filesystem_is_unverifiable_unless_accepted():
     assert (f.code, f.effect) == ("fs.network", "unverifiable")
     [f] = _fs_findings((_component("nfs4", "network"),), Rule(accepted_filesystems={"nfs4"}))
     assert f.effect == "note"
+
+
+def test_entry_name_classification_matches_jaxs_naming():
+    import random
+    import re
+
+    from jaxcache.trust.entries import classify
+
+    pattern = re.compile(r"^(?P<module>.+)-(?P<key>[0-9a-f]{64})-(?P<kind>cache|atime)$", re.S)
+    rng = random.Random(7)
+    alphabet = "ab-_\n0123456789abcdefABCDEF."
+    names = [".lockfile", "xla_gpu_per_fusion_autotune_cache_dir", "-" + "a" * 64 + "-cache"]
+    for _ in range(3000):
+        key = "".join(rng.choice("0123456789abcdef" + "xX"[: rng.randint(0, 1)])
+                      for _ in range(rng.choice((63, 64, 65))))
+        module = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 5)))
+        names.append(f"{module}-{key}-{rng.choice(('cache', 'atime', 'cachex', 'lock'))}")
+    for name in names:
+        m = pattern.match(name)
+        expected = (m["kind"], m["module"], m["key"]) if m else None
+        kind, module, key = classify(name)
+        if expected:
+            assert (kind, module, key) == expected, name
+        else:
+            assert kind in ("unexpected", "lockfile", "xla-subcache"), name

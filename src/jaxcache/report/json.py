@@ -24,7 +24,7 @@ def _entry(e: Entry) -> dict:
         "name": _path(e.name), "kind": e.kind, "module": e.module, "key": e.key, "type": e.type,
         "size": e.size, "owner": e.owner, "uid": e.uid, "mode": f"{stat.S_IMODE(e.mode):04o}",
         "age_s": round(e.age_s, 3), "nlink": e.nlink, "acl": e.has_acl, "flags": list(e.flags),
-        "writers": sorted({str(g.principal) for g in e.writers}),
+        "writers": sorted({str(g.principal) for g in e.writers}) if e.writers else [],
     }
 
 
