@@ -259,3 +259,17 @@ def grp_gid(name: str) -> int:
     import grp
 
     return grp.getgrnam(name).gr_gid
+
+
+@needs_setfacl
+def test_acl_on_an_entry_grants_rewrite(base, accounts):
+    cache = mkdir(base / "cache", 0o700, accounts.a)
+    entry = cache / f"jit_step-{HEX}-cache"
+    entry.write_bytes(b"x")
+    os.chown(entry, accounts_uid(accounts.a), -1)
+    entry.chmod(0o600)
+    subprocess.run(["setfacl", "-m", f"u:{accounts.c}:rw", str(entry)], check=True)
+    rc, doc = audit_json(cache, "--user", accounts.a)
+    assert (rc, doc["verdict"]) == (1, "UNSAFE") and untrusted(doc) == {accounts.c}
+    [e] = doc["entries"]["entries"]
+    assert e["acl"] is True and "acl" in e["flags"]

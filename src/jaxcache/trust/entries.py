@@ -84,7 +84,11 @@ def inventory(dir_fd: int, path: str, me: frozenset[int], accounts: Accounts,
         scan = list(os.scandir(dir_fd))
     except PermissionError:
         return Inventory((), unreadable="no permission to list the cache directory")
-    proc = f"/proc/self/fd/{dir_fd}/"
+    # ACLs are read by name under the resolved directory path: half the cost of going through
+    # /proc/self/fd. If the directory were swapped meanwhile, the audit's second walk reports
+    # the path as changed; paths near PATH_MAX go through the descriptor.
+    by_path = path.rstrip("/") + "/" + prefix
+    base = by_path if len(by_path) < 3000 else f"/proc/self/fd/{dir_fd}/"
     for item in scan:
         st = item.stat(follow_symlinks=False)
         name = prefix + item.name
@@ -94,7 +98,7 @@ def inventory(dir_fd: int, path: str, me: frozenset[int], accounts: Accounts,
         acl = None
         if ftype != "symlink":
             try:
-                acl = aclmod.read(proc + item.name, aclmod.ACCESS)
+                acl = aclmod.read(base + item.name, aclmod.ACCESS)
             except (AclFormatError, OSError):
                 flags.append("acl-unreadable")
         has_acl = acl is not None and acl.is_extended
