@@ -21,6 +21,11 @@ def _fail(message: str, code: int = 2) -> None:
     sys.exit(code)
 
 
+def _after_dashdash() -> list[str] | None:
+    """What followed `--` on our command line (click drops the `--` itself), or None."""
+    return sys.argv[sys.argv.index("--") + 1:] if "--" in sys.argv[1:] else None
+
+
 def _emit(text: str) -> None:
     sys.stdout.write(text)
     sys.stdout.flush()
@@ -310,10 +315,11 @@ def explain(fmt: str, inputs: tuple[str, ...]) -> None:
     from jaxcache import record as recordmod
 
     args = list(inputs)
-    # click drops the "--" itself; what followed it in our own argv is the command
-    tail = sys.argv[sys.argv.index("--") + 1:] if "--" in sys.argv[1:] else None
+    tail = _after_dashdash()
     if tail is not None and tail == args:
-        records = _explain_by_running(args)
+        if not args:
+            raise click.UsageError("no command after --")
+        records = explainmod.run_twice(args)
     elif tail is not None:
         raise click.UsageError("give either record files or -- CMD, not both")
     else:
@@ -328,32 +334,6 @@ def explain(fmt: str, inputs: tuple[str, ...]) -> None:
         from jaxcache.report import explain_text
         _emit(explain_text.render(result))
     sys.exit(result.exit_code)
-
-
-def _explain_by_running(argv: list[str]) -> list[tuple[str, dict]]:
-    """Run the job twice against a fresh private cache: what it writes, and whether it hits."""
-    import shutil
-    import tempfile
-
-    from jaxcache import run as runmod
-
-    if not argv:
-        raise click.UsageError("no command after --")
-    work = tempfile.mkdtemp(prefix="jaxcache-explain-")
-    try:
-        out = []
-        for label in ("first", "second"):
-            result = runmod.run_job(argv, cache_dir=f"{work}/cache")
-            if result.outcome.status != 0:
-                from jaxcache.errors import JaxcacheError
-
-                raise JaxcacheError(f"the {label} run of the job exited with status "
-                                    f"{result.outcome.status}; its record: "
-                                    f"{result.record_path}")
-            out.append((result.record_path, result.record))
-        return out
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
 
 
 @cli.command()
@@ -397,7 +377,7 @@ def decide(audit_path: str | None, bench_paths: tuple[str, ...], policy_path: st
     from jaxcache.errors import JaxcacheError
 
     args = list(inputs)
-    tail = sys.argv[sys.argv.index("--") + 1:] if "--" in sys.argv[1:] else []
+    tail = _after_dashdash() or []
     if tail and args[-len(tail):] != tail:
         tail = []
     command = args[len(args) - len(tail):] if tail else []
@@ -426,7 +406,8 @@ def decide(audit_path: str | None, bench_paths: tuple[str, ...], policy_path: st
     benches = [benchcmd.load_result(p) for p in bench_paths]
     writers_ok = audit["verdict"] in ("PRIVATE", "SHARED-BY-POLICY")
     if writers_ok and command:
-        benches.append(_bench_now(command, trials, warm))
+        benches.append(benchcmd.measure(command, trials=trials, warm=warm,
+                                        echo=sys.stderr.write))
     if writers_ok and not benches:
         raise click.UsageError("the writers are understood; to judge the saving give --bench "
                                "B.json or -- CMD")
@@ -439,25 +420,6 @@ def decide(audit_path: str | None, bench_paths: tuple[str, ...], policy_path: st
         from jaxcache.report import decide_text
         _emit(decide_text.render(result))
     sys.exit(result.exit_code)
-
-
-def _bench_now(command: list[str], trials: int, warm: int) -> dict:
-    import shutil
-    import tempfile
-
-    from jaxcache.bench import command as benchcmd
-
-    out = tempfile.mkdtemp(prefix="jaxcache-decide-")
-    try:
-        path = f"{out}/bench.json"
-        benchcmd.run(command, trials=trials, warm=warm, prime=True, timeout=None,
-                     confidence=0.95, noise_s=0.1, max_trials=None, target_width=None,
-                     time_budget=None, min_compile_time=None, min_entry_size=None,
-                     workdir=None, out_dir=None, report_path=None, json_path=path,
-                     plot_path=None, echo=lambda text: sys.stderr.write(text))
-        return benchcmd.load_result(path)
-    finally:
-        shutil.rmtree(out, ignore_errors=True)
 
 
 @cli.command()

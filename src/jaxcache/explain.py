@@ -293,3 +293,27 @@ def _evidence(component: str, a: dict, b: dict) -> str:
         return (f" ({pa.get('device_kind')} x{pa.get('device_count')} vs "
                 f"{pb.get('device_kind')} x{pb.get('device_count')})")
     return ""
+
+
+def run_twice(argv: list[str]) -> list[tuple[str, dict]]:
+    """`explain -- CMD`: run the job twice against a fresh private cache (what it writes, and
+    whether a second process hits it); the records stay in the user's state dir."""
+    import shutil
+    import tempfile
+
+    from jaxcache import run as runmod
+    from jaxcache.errors import JaxcacheError
+
+    work = tempfile.mkdtemp(prefix="jaxcache-explain-")
+    try:
+        out = []
+        for label in ("first", "second"):
+            result = runmod.run_job(argv, cache_dir=f"{work}/cache")
+            if result.outcome.status != 0:
+                raise JaxcacheError(f"the {label} run of the job exited with status "
+                                    f"{result.outcome.status}; its record: "
+                                    f"{result.record_path}")
+            out.append((result.record_path, result.record))
+        return out
+    finally:
+        shutil.rmtree(work, ignore_errors=True)

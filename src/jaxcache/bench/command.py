@@ -139,6 +139,23 @@ def _report(result, report_path, json_path, plot_path, echo, kept: bool) -> int:
     return 0 if result.analysis.verdict == "saves" else 1
 
 
+def measure(command: list[str], *, trials: int, warm: int,
+            echo: Callable[[str], None]) -> dict:
+    """Bench a command with defaults and return its `--json` document (for decide)."""
+    import tempfile
+
+    out = tempfile.mkdtemp(prefix="jaxcache-decide-")
+    try:
+        path = os.path.join(out, "bench.json")
+        run(command, trials=trials, warm=warm, prime=True, timeout=None, confidence=0.95,
+            noise_s=0.1, max_trials=None, target_width=None, time_budget=None,
+            min_compile_time=None, min_entry_size=None, workdir=None, out_dir=None,
+            report_path=None, json_path=path, plot_path=None, echo=echo)
+        return load_result(path)
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+
+
 def load_result(path: str) -> dict:
     """An earlier `bench --json` result; bad input is one clear line."""
     from jaxcache.documents import load_json
