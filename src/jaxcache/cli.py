@@ -477,7 +477,7 @@ def net(static: bool, pids: tuple[int, ...], live: bool, fmt: str) -> None:
 @cli.command()
 @click.option("--out", "out_dir", default="demo-output", show_default=True, metavar="DIR",
               help="Private output folder (created): report.md, chart.png, bench.json, runs/.")
-@click.option("-t", "--trials", type=click.IntRange(1, 100), default=6, show_default=True)
+@click.option("-t", "--trials", type=click.IntRange(1, 100), default=8, show_default=True)
 @click.option("-k", "--warm", type=click.IntRange(1, 20), default=1, show_default=True)
 def demo(out_dir: str, trials: int, warm: int) -> None:
     """The whole story on the bundled example: trust first, then what the cache buys.

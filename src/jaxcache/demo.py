@@ -44,7 +44,7 @@ def _unsafe_audit(echo: Callable[[str], None]) -> Verdict:
         shutil.rmtree(workspace)
 
 
-def run(*, out_dir: str = "demo-output", trials: int = 6, warm: int = 1,
+def run(*, out_dir: str = "demo-output", trials: int = 8, warm: int = 1,
         echo: Callable[[str], None] = print) -> int:
     out = os.path.abspath(out_dir)
     echo(f"== 1. jaxcache init {out}\n")
@@ -77,21 +77,27 @@ def run(*, out_dir: str = "demo-output", trials: int = 6, warm: int = 1,
         report_path=None, json_path=None, plot_path=None, echo=echo)
     explained = _explain(run_dir, echo)
     decided = _decide(out, echo)
-    ok = made.report.verdict is Verdict.PRIVATE and unsafe is Verdict.UNSAFE and code == 0 \
-        and explained in (0, 1) and decided == "PRIVATE"  # explain's 1 is a finding, not a fault
+    # The trust verdicts are deterministic and must hold; the measured ones (bench, explain,
+    # decide) are findings: on a busy machine a saving can fall below the bar, and then the
+    # demo shows exactly that rather than failing.
+    ok = made.report.verdict is Verdict.PRIVATE and unsafe is Verdict.UNSAFE \
+        and code in (0, 1) and explained in (0, 1) and decided is not None
     echo(f"\ndemo {'done' if ok else 'FAILED'}: private cache {made.report.verdict.value}, "
          f"shared one {unsafe.value}, bench exit {code}, explain exit {explained}, "
          f"decision {decided}. Output: {out}\n")
     return 0 if ok else 1
 
 
-def _decide(out: str, echo: Callable[[str], None]) -> str:
+def _decide(out: str, echo: Callable[[str], None]) -> str | None:
     from jaxcache.bench.command import load_result
     from jaxcache.decide import decide
     from jaxcache.report import decide_text
     from jaxcache.report import json as auditjson
 
     echo(f"\n== 5. jaxcache decide {out} --bench {out}/bench.json\n\n")
+    if not os.path.exists(f"{out}/bench.json"):
+        echo("no bench result to decide on\n")
+        return None
     decision = decide(auditjson.audit_dict(audit(out)), [load_result(f"{out}/bench.json")])
     echo(decide_text.render(decision))
     return decision.verdict
