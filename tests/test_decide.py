@@ -132,3 +132,15 @@ def test_bad_input():
     assert proc.returncode == 2
     proc = jaxcache("decide", "--audit", "/nonexistent.json")
     assert proc.returncode == 2 and "cannot read audit" in proc.stderr
+
+
+def test_warm_runs_that_missed_are_no_saving(train_bench):
+    from jaxcache.decide import decide as decide_fn
+
+    bench = json.loads(train_bench.read_text())
+    bench["summary"]["verdict"] = "warm-missed"  # as a bench reports when keys differ
+    bench["summary"]["message"] = "warm runs did not hit the entries the cold run wrote"
+    audit = {"verdict": "PRIVATE", "judged_for": {"user": "root"}, "writers": [],
+             "untrusted_writers": [], "findings": [], "resolved": "/x"}
+    result = decide_fn(audit, [bench])
+    assert result.verdict == "NOT-WORTH-IT" and result.tests[2].passed is False

@@ -91,7 +91,8 @@ def _noticeable(benches: list[dict], min_s: float, min_fraction: float) -> Test:
         low = saving.get("low")
         need = max(min_s, min_fraction * wall) if wall else min_s
         cmd = " ".join(b.get("command") or [])
-        if s.get("verdict") == "nothing-cached" or low is None or wall is None:
+        if s.get("verdict") in ("nothing-cached", "warm-missed", "no-data") or low is None \
+                or wall is None:
             ok = False
             ev.append(f"{cmd}: no measurable saving ({s.get('verdict')}: {s.get('message')})")
         else:
