@@ -34,6 +34,21 @@ class DirSnapshot:
             return cls(path, {})
         return cls(path, {e.name: e.size for e in inv.entries if e.type == "file"})
 
+    @classmethod
+    def at(cls, path: str, *, missing_ok: bool = True) -> DirSnapshot:
+        """The directory's files now, through the fd walk; empty if it cannot be listed and
+        `missing_ok` (a job may be refused or fail before its cache exists)."""
+        from jaxcache.errors import JaxcacheError
+        from jaxcache.trust import listing
+
+        try:
+            inv, resolved = listing.list_dir(path)
+        except JaxcacheError:
+            if not missing_ok:
+                raise
+            return cls(path, {})
+        return cls.of(resolved, inv)
+
     def summary(self) -> dict:
         return {"entries": sum(1 for n in self.entries if n.endswith("-cache")),
                 "files": len(self.entries), "bytes": sum(self.entries.values())}
@@ -59,6 +74,19 @@ def _counts(probe: dict, modules: list[dict]) -> dict:
             "misses": requests - hits, "writes_event": raw.get("writes", 0),
             "task_disabled_cache": raw.get("task_disabled_cache", 0),
             "read_errors": read_errors, "outcomes": outcomes}
+
+
+def totals(doc: dict) -> dict:
+    """The counts of the main probed process and every probed subprocess, added up."""
+    parts = [doc.get("counts") or {}] + [sp.get("counts") or {}
+                                          for sp in doc.get("subprocesses") or []]
+    out: dict = {"processes": len(parts), "outcomes": {}}
+    for c in parts:
+        for key in ("modules", "compile_requests", "hits", "misses", "read_errors"):
+            out[key] = out.get(key, 0) + c.get(key, 0)
+        for outcome, n in (c.get("outcomes") or {}).items():
+            out["outcomes"][outcome] = out["outcomes"].get(outcome, 0) + n
+    return out
 
 
 def all_modules(doc: dict) -> list[tuple[str, dict]]:
@@ -133,6 +161,22 @@ def _subprocess(p: dict, before: DirSnapshot, after: DirSnapshot) -> dict:
     modules = _modules(p, before, after)
     return {"pid": p.get("pid"), "argv": p.get("argv"), "counts": _counts(p, modules),
             "platform": p.get("platform", {}), "modules": modules}
+
+
+def capture(argv: list[str], env: dict[str, str], cache_dir: str, *, verdict: str,
+            before: DirSnapshot | None = None, missing_ok: bool = True,
+            **run_options) -> tuple[dict, Outcome]:
+    """Run a job with the probe against `cache_dir` and build its record (not yet written):
+    the cache directory before, the run itself, the directory after."""
+    from jaxcache.probe import runner
+
+    if before is None:
+        before = DirSnapshot.at(cache_dir, missing_ok=missing_ok)
+    outcome = runner.run(argv, env, **run_options)
+    after = DirSnapshot.at(cache_dir, missing_ok=missing_ok)
+    doc = build(outcome, cache_dir=cache_dir, verdict=verdict, before=before, after=after,
+                env=env, cwd=os.getcwd())
+    return doc, outcome
 
 
 def write(doc: dict, path: str) -> None:

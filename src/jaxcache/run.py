@@ -11,7 +11,6 @@ from jaxcache import record as recordmod
 from jaxcache.display import safe
 from jaxcache.errors import JaxcacheError, UntrustedCacheError
 from jaxcache.probe import runner
-from jaxcache.trust import listing
 from jaxcache.trust import policy as policymod
 from jaxcache.trust.audit import audit
 from jaxcache.trust.principals import Accounts
@@ -67,14 +66,6 @@ def _check_record_path(path: str, explicit: bool) -> str:
     return path
 
 
-def _snapshot(path: str) -> recordmod.DirSnapshot:
-    try:
-        inv, resolved = listing.list_dir(path)
-    except JaxcacheError:
-        return recordmod.DirSnapshot(path, {})
-    return recordmod.DirSnapshot.of(resolved, inv)
-
-
 def run_job(argv: list[str], *, cache_dir: str | None = None, record_path: str | None = None,
             policy: str | None = None, allow_untrusted: bool = False,
             env: dict[str, str] | None = None) -> RunResult:
@@ -97,11 +88,8 @@ def run_job(argv: list[str], *, cache_dir: str | None = None, record_path: str |
     if not report.verdict.ok and not allow_untrusted:
         raise UntrustedCacheError(report)
     path = report.resolved or report.path
-    before = recordmod.DirSnapshot.of(path, report.inventory)
     env["JAX_COMPILATION_CACHE_DIR"] = path
-    outcome = runner.run(argv, env)
-    after = _snapshot(path)
-    doc = recordmod.build(outcome, cache_dir=path, verdict=report.verdict.value, before=before,
-                          after=after, env=env, cwd=os.getcwd())
+    doc, outcome = recordmod.capture(argv, env, path, verdict=report.verdict.value,
+                                     before=recordmod.DirSnapshot.of(path, report.inventory))
     recordmod.write(doc, out)
     return RunResult(doc, out, outcome)

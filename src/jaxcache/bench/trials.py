@@ -18,8 +18,6 @@ from jaxcache.bench import analysis as analysismod
 from jaxcache.bench.sample import ProcessSample, from_record
 from jaxcache.display import safe
 from jaxcache.errors import JaxcacheError
-from jaxcache.probe import runner
-from jaxcache.trust import listing
 
 
 class BenchCommandError(JaxcacheError):
@@ -57,11 +55,6 @@ class BenchResult:
 Progress = Callable[[dict], None]
 
 
-def _snapshot(path: str) -> recordmod.DirSnapshot:
-    inv, resolved = listing.list_dir(path)
-    return recordmod.DirSnapshot.of(resolved, inv)
-
-
 def _tail(path: str, lines: int = 15) -> str:
     try:
         with open(path, encoding="utf-8", errors="replace") as f:
@@ -72,16 +65,13 @@ def _tail(path: str, lines: int = 15) -> str:
 
 def _one(cfg: BenchConfig, env: dict[str, str], cache: str, out_dir: str, name: str,
          trial: int, kind: str, index: int) -> ProcessSample:
-    before = _snapshot(cache)
     child_env = dict(env, JAX_COMPILATION_CACHE_DIR=cache)
     stdout_path = os.path.join(out_dir, f"{name}.stdout")
     stderr_path = os.path.join(out_dir, f"{name}.stderr")
     with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
-        outcome = runner.run(list(cfg.argv), child_env, stdout=out, stderr=err,
-                             timeout=cfg.timeout_s, interactive=False)
-    after = _snapshot(cache)
-    doc = recordmod.build(outcome, cache_dir=cache, verdict="PRIVATE", before=before,
-                          after=after, env=child_env, cwd=os.getcwd())
+        doc, outcome = recordmod.capture(list(cfg.argv), child_env, cache, verdict="PRIVATE",
+                                         missing_ok=False, stdout=out, stderr=err,
+                                         timeout=cfg.timeout_s, interactive=False)
     path = os.path.join(out_dir, f"{name}.json")
     recordmod.write(doc, path)
     if outcome.timed_out:
@@ -122,7 +112,7 @@ def run_bench(cfg: BenchConfig, *, workdir: str | None = None,
             cache = os.path.join(tdir, "cache")
             os.mkdir(tdir, 0o700)
             os.mkdir(cache, 0o700)
-            if _snapshot(cache).entries:
+            if recordmod.DirSnapshot.at(cache, missing_ok=False).entries:
                 raise JaxcacheError(f"internal: fresh cache {safe(cache)} is not empty")
             progress({"phase": "cold", "trial": trial, "trials": planned})
             cold = _one(cfg, env, cache, tdir, "cold", trial, "cold", 0)

@@ -49,24 +49,18 @@ def render(doc: dict, record_path: str) -> str:
     if not doc["probe"]["loaded"]:
         lines.append(f"probe: {doc['probe']['note']}")
     else:
-        from jaxcache.record import all_modules
+        from jaxcache.record import all_modules, totals
 
-        labelled = all_modules(doc)
-        modules = [m for _, m in labelled]
-        o: dict[str, int] = {}
-        for m in modules:
-            o[m.get("outcome") or "?"] = o.get(m.get("outcome") or "?", 0) + 1
-        parts = [doc["counts"]] + [s["counts"] for s in doc.get("subprocesses") or []]
-        requests = sum(c.get("compile_requests", 0) for c in parts)
-        hits = sum(c.get("hits", 0) for c in parts)
-        read_errors = sum(c.get("read_errors", 0) for c in parts)
-        procs = f" in {len(parts)} processes" if len(parts) > 1 else ""
-        lines.append(f"modules compiled: {len(modules)}{procs} - hits {o.get('hit', 0)}, "
+        modules = [m for _, m in all_modules(doc)]
+        t = totals(doc)
+        o = t["outcomes"]
+        procs = f" in {t['processes']} processes" if t["processes"] > 1 else ""
+        lines.append(f"modules compiled: {t['modules']}{procs} - hits {o.get('hit', 0)}, "
                      f"written {o.get('written', 0)}, skipped {o.get('skipped', 0)}, "
                      f"uncached {o.get('uncached', 0)}, errors {o.get('error', 0)}; "
-                     f"compile requests {requests}, misses {requests - hits}"
-                     + (f"; cache entries that could not be read: {read_errors}"
-                        if read_errors else ""))
+                     f"compile requests {t['compile_requests']}, misses {t['misses']}"
+                     + (f"; cache entries that could not be read: {t['read_errors']}"
+                        if t["read_errors"] else ""))
         width = max((len(m["name"]) for m in modules), default=10)
         for m in modules[:12]:
             entry = f"  {size(m['entry_bytes'])}" if m.get("entry_bytes") else ""
