@@ -119,3 +119,17 @@ def test_numeric_uid_is_accepted(base):
     cache = mkdir(base / "cache", 0o700)
     rc, doc = audit_json(cache, "--user", str(os.geteuid()))
     assert doc["judged_for"]["uid"] == os.geteuid()
+
+
+def test_permissive_umask_counts_for_a_cache_jax_would_create(base):
+    parent = mkdir(base / "home", 0o755)
+    proc = subprocess.run(["sh", "-c", 'umask 000 && exec "$@"', "sh", sys.executable, "-m",
+                           "jaxcache", "audit", "--format", "json", str(parent / "cache")],
+                          capture_output=True, text=True)
+    doc = json.loads(proc.stdout)
+    # JAX's mkdir would make the cache 0777 under this umask: anyone could then write it
+    assert (proc.returncode, doc["verdict"]) == (1, "UNSAFE")
+    [w] = [w for w in doc["writers"] if w["principal"] == "everyone"]
+    assert w["action"] == "inherit" and w["target"] == str(parent / "cache")
+    rc, doc = audit_json(parent / "cache")
+    assert doc["verdict"] == "PRIVATE"

@@ -213,36 +213,34 @@ def _writers(w: Walk, accounts: pr.Accounts, trust: _Trust, uid: int) -> list[Wr
             add(grant, "replace", n.path, consequence)
     anchor = w.anchor_node
     if w.missing:
-        first = anchor.path.rstrip("/") + "/" + w.missing[0]
+        target = anchor.path.rstrip("/") + "/" + w.missing[0]
         for grant in _dir_grants(anchor, accounts):
-            add(grant, "create-dir", first,
-                f"-> can create {first} before JAX does, and own the cache directory")
-        if anchor.default_acl is not None:
-            for grant in pr.default_acl_writers(anchor.path,
-                                                _new_file_gid(anchor, uid, accounts),
-                                                anchor.default_acl, accounts):
-                add(grant, "inherit", first,
-                    f"-> will be able to write {first} once it is created")
+            add(grant, "create-dir", target,
+                f"-> can create {target} before JAX does, and own the cache directory")
+        later = f"-> will be able to write {target} once it is created"
+    elif w.blocked:
         return out
-    if w.blocked:
-        return out
-    sticky = bool(anchor.mode & stat.S_ISVTX)
-    for grant in _dir_grants(anchor, accounts):
-        if sticky and grant.principal.id != anchor.uid:
-            add(grant, "create-entries", anchor.path,
-                "-> can create new entries (sticky bit: not replace yours); JAX keys are "
-                "predictable, so they can plant entries for programs you have not run yet")
-        else:
-            add(grant, "write-entries", anchor.path,
-                "-> can create, replace or delete cache entries, i.e. choose the code JAX runs")
+    else:
+        target = anchor.path
+        sticky = bool(anchor.mode & stat.S_ISVTX)
+        for grant in _dir_grants(anchor, accounts):
+            if sticky and grant.principal.id != anchor.uid:
+                add(grant, "create-entries", target,
+                    "-> can create new entries (sticky bit: not replace yours); JAX keys are "
+                    "predictable, so they can plant entries for programs you have not run yet")
+            else:
+                add(grant, "write-entries", target,
+                    "-> can create, replace or delete cache entries, i.e. choose the code JAX "
+                    "runs")
+        later = "-> can rewrite the entries JAX creates here from now on"
+    # what JAX creates from now on: a default ACL decides it, else the job's umask
     if anchor.default_acl is not None:
-        for grant in pr.default_acl_writers(anchor.path, _new_file_gid(anchor, uid, accounts),
-                                            anchor.default_acl, accounts):
-            add(grant, "inherit", anchor.path,
-                "-> can rewrite every entry JAX creates here from now on")
-    for grant in _umask_grants(w, uid, accounts):
-        add(grant, "inherit", anchor.path,
-            "-> can rewrite the entries JAX creates here from now on")
+        inherited = pr.default_acl_writers(anchor.path, _new_file_gid(anchor, uid, accounts),
+                                           anchor.default_acl, accounts)
+    else:
+        inherited = tuple(_umask_grants(w, uid, accounts))
+    for grant in inherited:
+        add(grant, "inherit", target, later)
     return out
 
 
