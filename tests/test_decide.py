@@ -19,16 +19,46 @@ TRAIN = str(ROOT / "examples" / "train.py")
 MANY = str(ROOT / "examples" / "many_small.py")
 
 
-def user_env() -> dict[str, str]:
+# Where service users see this checkout: in place, or, when a directory above it (a 0700
+# mktemp dir, say) keeps them out, its parts bind-mounted into a 0755 directory of the test's
+# own inside a private mount namespace. Nothing of the checkout is chmod-ed.
+PARTS = ("src", "examples", ".venv")
+
+
+def _seen_as(path: str, root: Path) -> str:
+    return path.replace(str(ROOT), str(root), 1) if path.startswith(str(ROOT)) else path
+
+
+def user_env(root: Path) -> dict[str, str]:
     """A service user cannot reach root's interpreter; the system python with our
     site-packages and source on PYTHONPATH runs the same code."""
+    site = _seen_as(sysconfig.get_paths()["purelib"], root)
     return {"PATH": "/usr/bin:/bin", "HOME": "/tmp", "JAX_PLATFORMS": "cpu", "LANG": "C.UTF-8",
-            "PYTHONPATH": f"{sysconfig.get_paths()['purelib']}:{ROOT / 'src'}"}
+            "PYTHONPATH": f"{site}:{root / 'src'}"}
 
 
-def as_user(user: str, *argv: str) -> subprocess.CompletedProcess:
-    return subprocess.run([*as_user_argv(user), "/usr/bin/python3", *argv], env=user_env(),
-                          capture_output=True, text=True, cwd="/")
+def as_user(user: str, *argv: str, root: Path = ROOT) -> subprocess.CompletedProcess:
+    cmd = [*as_user_argv(user), "/usr/bin/python3", *argv]
+    if root != ROOT:
+        mounts = " && ".join(f'mount --bind "$1/{part}" "$2/{part}"' for part in PARTS
+                             if (ROOT / part).is_dir())
+        script = f"{mounts} && shift 2 && exec \"$@\""
+        cmd = ["unshare", "-m", "--propagation", "private", "sh", "-c", script, "sh",
+               str(ROOT), str(root), *cmd]
+    return subprocess.run(cmd, env=user_env(root), capture_output=True, text=True, cwd="/")
+
+
+def reachable_root(user: str, base: Path) -> Path | None:
+    """The checkout as `user` can import it: in place, or bind-mounted under `base`."""
+    if as_user(user, "-c", "import jax, jaxcache").returncode == 0:
+        return ROOT
+    root = base / "checkout"
+    for part in PARTS:
+        (root / part).mkdir(parents=True, exist_ok=True)
+    root.chmod(0o755)
+    if as_user(user, "-c", "import jax, jaxcache", root=root).returncode == 0:
+        return root
+    return None
 
 
 @pytest.fixture(scope="module")
@@ -50,16 +80,16 @@ def decide(*args, **kw):
 def test_two_teams_sharing_one_directory(base, accounts, tmp_path, train_bench):
     if not os.access("/usr/bin/python3", os.X_OK):
         pytest.skip("no system python3 a service user can run")
-    probe = as_user(accounts.b, "-c", "import jax, jaxcache")
-    if probe.returncode:
-        pytest.skip(f"service users cannot import jax from this checkout: {probe.stderr[-200:]}")
+    root = reachable_root(accounts.b, base)
+    if root is None:
+        pytest.skip("service users cannot import jax from this checkout, even bind-mounted")
     team_a, team_b = accounts.a, accounts.b  # both in the shared group
     shared = mkdir(base / "shared-cache", 0o2770, team_a, accounts.group)
     records = {u: mkdir(base / f"records-{u}", 0o700, u) for u in (team_a, team_b)}
     for user in (team_b, team_a):  # B writes first; A's process then loads what B wrote
         run = as_user(user, "-m", "jaxcache", "run", "--allow-untrusted", "--cache-dir",
                       str(shared), "--record", str(records[user] / "r.json"), "--",
-                      "/usr/bin/python3", TRAIN)
+                      "/usr/bin/python3", _seen_as(TRAIN, root), root=root)
         assert run.returncode == 0, run.stderr
     owners = {p.stat().st_uid for p in shared.iterdir() if p.name.endswith("-cache")}
     import pwd
