@@ -24,12 +24,12 @@ class RunResult:
 
 
 def default_record_path() -> str:
-    from platformdirs import user_state_dir
+    from jaxcache.userdirs import user_dir
 
     now = time.time_ns()
     stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(now / 1e9))
     name = f"{stamp}.{now % 1_000_000_000:09d}Z-{os.getpid()}.json"  # unique per call
-    return os.path.join(user_state_dir("jaxcache"), "runs", name)
+    return os.path.join(user_dir("state"), "runs", name)
 
 
 def choose_cache_dir(explicit: str | None, env: dict[str, str]) -> str:

@@ -36,9 +36,9 @@ class InitResult:
 
 
 def default_dir(name: str = "jax") -> str:
-    from platformdirs import user_cache_dir
+    from jaxcache.userdirs import user_dir
 
-    return os.path.join(user_cache_dir("jaxcache"), name)
+    return os.path.join(user_dir("cache"), name)
 
 
 def _private_problem(fd: int, path: str) -> str | None:

@@ -23,11 +23,7 @@ from dataclasses import dataclass, field
 from jaxcache.display import safe
 from jaxcache.errors import PolicyError
 from jaxcache.trust.principals import Accounts
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on 3.10 only
-    import tomli as tomllib
+from jaxcache.userdirs import user_dir
 
 _RULE_KEYS = {"trusted_users", "trusted_groups", "accepted_filesystems"}
 
@@ -66,9 +62,7 @@ EMPTY = Policy()
 
 
 def default_path() -> str:
-    from platformdirs import user_config_dir
-
-    return os.path.join(user_config_dir("jaxcache"), "policy.toml")
+    return os.path.join(user_dir("config"), "policy.toml")
 
 
 def load(path: str | None, accounts: Accounts) -> Policy:
@@ -87,6 +81,10 @@ def load(path: str | None, accounts: Accounts) -> Policy:
         st = os.fstat(f.fileno())
         _check_protected(path, st)
         _check_parents(path, accounts)
+        if sys.version_info >= (3, 11):
+            import tomllib
+        else:  # pragma: no cover - exercised on 3.10 only
+            import tomli as tomllib
         try:
             data = tomllib.load(f)
         except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:

@@ -1,0 +1,27 @@
+"""Where jaxcache keeps a user's policy, default cache and run records.
+
+On Linux these are the XDG base directories, computed here because importing platformdirs
+costs more start-up time than `jaxcache run` may add to a job; other platforms ask
+platformdirs. A relative XDG_* value is ignored, as the XDG spec requires.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+_XDG = {"config": ("XDG_CONFIG_HOME", ".config"), "cache": ("XDG_CACHE_HOME", ".cache"),
+        "state": ("XDG_STATE_HOME", os.path.join(".local", "state"))}
+
+
+def user_dir(kind: str) -> str:
+    """The per-user jaxcache directory of `kind`: "config", "cache" or "state"."""
+    if not sys.platform.startswith("linux"):
+        import platformdirs
+
+        return getattr(platformdirs, f"user_{kind}_dir")("jaxcache")
+    variable, fallback = _XDG[kind]
+    base = os.environ.get(variable, "")
+    if not os.path.isabs(base):
+        base = os.path.join(os.path.expanduser("~"), fallback)
+    return os.path.join(base, "jaxcache")
