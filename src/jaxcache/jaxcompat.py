@@ -13,7 +13,7 @@ from dataclasses import dataclass
 MIN_VERSION = (0, 5, 1)  # setting the dir after a first compile works for later compiles
 TESTED = ("0.10.2",)
 _STATE = ("_cache", "_cache_checked", "_cache_used", "_cache_initialized", "reset_cache",
-          "get_file_cache")
+          "get_file_cache", "_initialize_cache")
 
 DEFAULT_MIN_COMPILE_TIME_SECS = 1.0
 DEFAULT_MIN_ENTRY_SIZE_BYTES = 0
@@ -105,3 +105,47 @@ def set_cache_dir(path: str) -> None:
     import jax
 
     jax.config.update("jax_compilation_cache_dir", path)
+
+
+def install_backend(path: str, backend) -> None:
+    """Make `backend` (an object with get(key) / put(key, bytes)) JAX's persistent cache for
+    `path`, now, before any compile can create JAX's own.
+
+    JAX builds its cache object by calling the module-level factory `get_file_cache(path)` at
+    initialization (0.10.2). We replace the factory, point the config at `path`, initialize,
+    and check that JAX really holds our backend. If it does not, the process is left with no
+    persistent cache at all and JaxInternalsChanged is raised: a sealed cache must never fall
+    back to an unsealed one.
+    """
+    import jax
+
+    cc = _cc()
+    if cc._cache is not None:
+        raise JaxInternalsChanged("JAX's cache object already exists; reset it first")
+    cc.get_file_cache = lambda _path: (backend, _path)
+    jax.config.update("jax_compilation_cache_dir", path)
+    try:
+        cc._initialize_cache()
+        ok = cc._cache is backend
+    except Exception as exc:  # noqa: BLE001 - any failure here means: not sealed
+        ok, why = False, f"{type(exc).__name__}: {exc}"
+    else:
+        why = f"JAX holds {type(cc._cache).__name__}, not the sealed backend"
+    if not ok:
+        disable_cache()
+        raise JaxInternalsChanged(
+            f"could not install the sealed cache into JAX {jax.__version__} ({why}); the "
+            "persistent cache is now OFF for this process rather than unsealed")
+
+
+def disable_cache() -> None:
+    """No persistent cache for the rest of this process (fail closed)."""
+    import jax
+
+    jax.config.update("jax_compilation_cache_dir", None)
+    _cc().reset_cache()
+
+
+def uses_backend(backend) -> bool:
+    """Is `backend` the cache object JAX is using now?"""
+    return _cc()._cache is backend

@@ -46,6 +46,7 @@ class EnableResult:
     report: AuditReport
     traps: tuple[Trap, ...]
     reset: bool  # JAX's cache was reset to make the new directory take effect
+    backend: object | None = None  # the SealedCache JAX now calls, when sealed
 
 
 def lifecycle_traps(path: str) -> list[Trap]:
@@ -100,13 +101,28 @@ def lifecycle_traps(path: str) -> list[Trap]:
 
 
 def enable(path: str, *, policy: str | None = None, allow_untrusted: bool = False,
-           reset: bool = False) -> EnableResult:
+           reset: bool = False, sealed: bool = False, signing_key=None,
+           trusted_keys: tuple = (), local: str | None = None) -> EnableResult:
     """Audit `path`, then make it JAX's compilation cache for this process.
 
-    Raises UntrustedCacheError unless the verdict is PRIVATE or SHARED-BY-POLICY;
+    Raises UntrustedCacheError unless the verdict is PRIVATE or SHARED-BY-POLICY (or SEALED);
     `allow_untrusted=True` is the loud expert opt-out. Raises CacheLifecycleError when the
     setting would be ignored; `reset=True` uses JAX's reset_cache() where that fixes it.
+
+    sealed=True: JAX loads from `path` only entries signed by a trusted key (the policy's
+    trusted_keys for this path, plus `trusted_keys`: ed25519:... strings, .pub files or
+    PublicKey objects). `signing_key` (a key file from `jaxcache keygen`) signs what this
+    process writes; without it nothing is written to `path`. `local`: a private directory
+    read first and written instead of `path` (tiers). See docs/sealed-cache.md.
     """
+    if sealed:
+        from jaxcache import sealing
+
+        return sealing.enable_sealed(path, policy=policy, reset=reset,
+                                     signing_key=signing_key, trusted_keys=trusted_keys,
+                                     local=local)
+    if signing_key is not None or trusted_keys or local is not None:
+        raise JaxcacheError("signing_key, trusted_keys and local need sealed=True")
     from jaxcache import api
     from jaxcache.trust import create, target
 

@@ -19,6 +19,7 @@ from jaxcache.trust import entries as entriesmod
 from jaxcache.trust import mounts as mountsmod
 from jaxcache.trust import policy as policymod
 from jaxcache.trust import principals as pr
+from jaxcache.trust import sealed as sealedmod
 from jaxcache.trust import target as targetmod
 from jaxcache.trust.findings import (
     NOTE,
@@ -86,7 +87,8 @@ class _Trust:
 
 def audit(given: str, *, policy: Policy = EMPTY, as_user: int | None = None,
           scan_processes: bool = True, cwd: str | None = None,
-          accounts: pr.Accounts | None = None) -> AuditReport:
+          accounts: pr.Accounts | None = None, sealed_keys: tuple = ()) -> AuditReport:
+    """sealed_keys: public keys the caller's readers require (besides the policy's)."""
     accounts = accounts or pr.Accounts()
     uid = os.geteuid() if as_user is None else as_user
     me = accounts.user(uid)
@@ -131,7 +133,14 @@ def audit(given: str, *, policy: Policy = EMPTY, as_user: int | None = None,
                                 "the path changed while it was being audited", resolved,
                                 "run the audit again; if it keeps changing, someone is "
                                 "modifying the path"))
-    return AuditReport(given, tgt.path, resolved, w.exists, _verdict(findings, writers), me,
+    keys = rule.trusted_keys + tuple(sealed_keys)
+    holders = {k.holder: trust(accounts.user(accounts.uid_of(k.holder)))
+               for k in rule.trusted_keys}
+    findings, is_sealed = sealedmod.account(findings, writers, keys, holders)
+    verdict = _verdict(findings, writers)
+    if is_sealed and verdict.ok:
+        verdict = Verdict.SEALED
+    return AuditReport(given, tgt.path, resolved, w.exists, verdict, me,
                        tuple(writers), components, w.missing, inventory, processes,
                        tuple(findings), policy.source)
 

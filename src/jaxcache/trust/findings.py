@@ -13,10 +13,11 @@ class Verdict(str, Enum):
     SHARED_BY_POLICY = "SHARED-BY-POLICY"
     UNSAFE = "UNSAFE"
     UNVERIFIABLE = "UNVERIFIABLE"
+    SEALED = "SEALED"  # others may write, but readers load only entries trusted keys signed
 
     @property
     def ok(self) -> bool:
-        return self in (Verdict.PRIVATE, Verdict.SHARED_BY_POLICY)
+        return self in (Verdict.PRIVATE, Verdict.SHARED_BY_POLICY, Verdict.SEALED)
 
 
 # What a finding does to the verdict.

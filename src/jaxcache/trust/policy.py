@@ -34,6 +34,7 @@ class Rule:
     trusted_gids: frozenset[int] = frozenset()
     accepted_filesystems: frozenset[str] = frozenset()
     names: tuple[str, ...] = ()  # how the user wrote them, for reports
+    trusted_keys: tuple = ()  # PublicKey with holder: readers accept entries they signed
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,7 @@ class Policy:
             frozenset().union(*(r.trusted_gids for r in rules)),
             frozenset().union(*(r.accepted_filesystems for r in rules)),
             tuple(n for r in rules for n in r.names),
+            tuple(k for r in rules for k in r.trusted_keys),
         )
 
 
@@ -122,7 +124,8 @@ def _check_parents(path: str, accounts: Accounts) -> None:
 
 
 def _rule(data: dict, where: str, accounts: Accounts) -> Rule:
-    unknown = set(data) - _RULE_KEYS - ({"path"} if where != "top level" else {"cache"})
+    unknown = set(data) - _RULE_KEYS - {"trusted_keys"} - (
+        {"path"} if where != "top level" else {"cache"})
     if unknown:
         raise PolicyError(f"policy: unknown key(s) {', '.join(sorted(unknown))} at {where}")
     lists = {}
@@ -143,7 +146,29 @@ def _rule(data: dict, where: str, accounts: Accounts) -> Rule:
             raise PolicyError(f"policy: trusted group {safe(name)!r} at {where} does not exist")
         gids.add(gid)
     names = tuple(lists["trusted_users"]) + tuple(f"group {g}" for g in lists["trusted_groups"])
-    return Rule(frozenset(uids), frozenset(gids), frozenset(lists["accepted_filesystems"]), names)
+    return Rule(frozenset(uids), frozenset(gids), frozenset(lists["accepted_filesystems"]), names,
+                _trusted_keys(data.get("trusted_keys", []), where, accounts))
+
+
+def _trusted_keys(items: object, where: str, accounts: Accounts) -> tuple:
+    """trusted_keys = [{ holder = "ci-publisher", key = "ed25519:..." }]: a sealed cache."""
+    from jaxcache.seal.keys import KeyFileError, parse_public
+
+    if not isinstance(items, list) or not all(
+            isinstance(i, dict) and set(i) == {"holder", "key"} and
+            all(isinstance(v, str) for v in i.values()) for i in items):
+        raise PolicyError(f"policy: trusted_keys at {where} must be a list of "
+                          "{ holder = \"USER\", key = \"ed25519:...\" } tables")
+    out = []
+    for item in items:
+        if accounts.uid_of(item["holder"]) is None:
+            raise PolicyError(f"policy: key holder {safe(item['holder'])!r} at {where} does "
+                              "not exist")
+        try:
+            out.append(parse_public(item["key"], item["holder"]))
+        except KeyFileError as exc:
+            raise PolicyError(f"policy: trusted_keys at {where}: {exc}") from None
+    return tuple(out)
 
 
 def _build(source: str, data: dict, accounts: Accounts) -> Policy:

@@ -1,0 +1,162 @@
+"""Signing keys and trusted public keys.
+
+A public key is written `ed25519:<base64 of the 32 raw bytes>` (one line, easy to paste into
+a policy file); its id is the first 16 hex digits of its SHA-256, short enough for reports.
+The private key is PKCS#8 PEM, created 0600 with O_EXCL|O_NOFOLLOW: never over an existing
+file and never inside a cache directory, where the cache's writers could read or replace it.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+import stat
+from dataclasses import dataclass
+
+from jaxcache.display import safe
+from jaxcache.errors import JaxcacheError
+
+PREFIX = "ed25519:"
+
+
+class KeyFileError(JaxcacheError):
+    """A key file or public key that cannot be used."""
+
+
+@dataclass(frozen=True)
+class PublicKey:
+    raw: bytes  # 32 bytes
+    holder: str | None = None  # who holds the private key, as the policy declares it
+
+    @property
+    def text(self) -> str:
+        return PREFIX + base64.b64encode(self.raw).decode()
+
+    @property
+    def id(self) -> str:
+        return hashlib.sha256(self.raw).hexdigest()[:16]
+
+    def verifier(self):
+        from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+        return Ed25519PublicKey.from_public_bytes(self.raw)
+
+
+def parse_public(text: str, holder: str | None = None) -> PublicKey:
+    text = text.strip()
+    if not text.startswith(PREFIX):
+        raise KeyFileError(f"not a jaxcache public key (want {PREFIX}<base64>): {safe(text[:60])}")
+    try:
+        raw = base64.b64decode(text[len(PREFIX):], validate=True)
+    except ValueError:
+        raise KeyFileError(f"public key is not valid base64: {safe(text[:60])}") from None
+    if len(raw) != 32:
+        raise KeyFileError(f"an Ed25519 public key has 32 bytes, this one {len(raw)}")
+    return PublicKey(raw, holder)
+
+
+@dataclass(frozen=True)
+class SigningKey:
+    private: object  # cryptography's Ed25519PrivateKey
+    public: PublicKey
+    path: str | None = None
+
+    def sign(self, message: bytes) -> bytes:
+        return self.private.sign(message)
+
+
+def generate() -> SigningKey:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    private = Ed25519PrivateKey.generate()
+    return SigningKey(private, _public_of(private))
+
+
+def _public_of(private) -> PublicKey:
+    from cryptography.hazmat.primitives import serialization
+
+    raw = private.public_key().public_bytes(serialization.Encoding.Raw,
+                                            serialization.PublicFormat.Raw)
+    return PublicKey(raw)
+
+
+def looks_like_cache_dir(directory: str) -> bool:
+    """A directory holding JAX cache entries, or the one JAX is configured to use."""
+    from jaxcache.trust.entries import classify
+
+    real = os.path.realpath(directory)
+    configured = os.environ.get("JAX_COMPILATION_CACHE_DIR")
+    if configured and (real + "/").startswith(os.path.realpath(configured).rstrip("/") + "/"):
+        return True
+    try:
+        names = os.listdir(real)
+    except OSError:
+        return False
+    return any(classify(n)[0] in ("cache", "atime", "lockfile") for n in names)
+
+
+def save(key: SigningKey, path: str) -> str:
+    """Write the private key 0600 at a new path; the public key goes beside it as PATH.pub."""
+    from cryptography.hazmat.primitives import serialization
+
+    path = os.path.abspath(path)
+    parent = os.path.dirname(path)
+    if looks_like_cache_dir(parent):
+        raise KeyFileError(f"refusing to keep a signing key in {safe(parent)}: it is (or is "
+                        "inside) a compilation cache, whose writers could read or replace it")
+    os.makedirs(parent, mode=0o700, exist_ok=True)
+    pem = key.private.private_bytes(serialization.Encoding.PEM,
+                                    serialization.PrivateFormat.PKCS8,
+                                    serialization.NoEncryption())
+    for target, data, mode in ((path, pem, 0o600),
+                               (path + ".pub", (key.public.text + "\n").encode(), 0o644)):
+        try:
+            fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW |
+                         os.O_CLOEXEC, mode)
+        except FileExistsError:
+            raise KeyFileError(f"{safe(target)} already exists; jaxcache never overwrites a "
+                            "key") from None
+        with os.fdopen(fd, "wb") as f:
+            os.fchmod(f.fileno(), mode)  # whatever the umask
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+    return path
+
+
+def load_signing(path: str) -> SigningKey:
+    """Load a private key, refusing one that others can read or that is not a regular file."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+    except OSError as exc:
+        raise KeyFileError(f"cannot open signing key {safe(path)}: {exc.strerror}") from None
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(f.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            raise KeyFileError(f"signing key {safe(path)} is not a regular file")
+        if st.st_uid != os.geteuid() or stat.S_IMODE(st.st_mode) & 0o077:
+            raise KeyFileError(f"signing key {safe(path)} must be yours and mode 0600 (it is "
+                            f"uid {st.st_uid}, mode {stat.S_IMODE(st.st_mode):04o})")
+        data = f.read(1 << 16)
+    try:
+        private = serialization.load_pem_private_key(data, password=None)
+    except (ValueError, TypeError) as exc:
+        raise KeyFileError(f"{safe(path)} is not an unencrypted PEM private key: {exc}") from None
+    if not isinstance(private, Ed25519PrivateKey):
+        raise KeyFileError(f"{safe(path)} is not an Ed25519 key")
+    return SigningKey(private, _public_of(private), os.path.abspath(path))
+
+
+def load_public(text_or_path: str) -> PublicKey:
+    """A public key given inline (ed25519:...) or as a .pub file."""
+    if text_or_path.startswith(PREFIX):
+        return parse_public(text_or_path)
+    try:
+        with open(text_or_path, encoding="ascii") as f:
+            return parse_public(f.read(200))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise KeyFileError(f"cannot read public key {safe(text_or_path)}: {exc}") from None

@@ -1,0 +1,93 @@
+"""`jaxcache verify DIR` and `jaxcache seal DIR`: every entry of a directory, one status each.
+
+Both read entries exactly as the sealed backend does (directory fd, O_NOFOLLOW, one read),
+so what verify calls valid is what a sealed reader would load.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from jaxcache.seal import signature
+from jaxcache.seal.keys import PublicKey, SigningKey
+from jaxcache.seal.store import ENTRY_SUFFIX, _link_new, _open_dir, _read, _Rejected
+from jaxcache.trust.entries import classify
+
+
+@dataclass(frozen=True)
+class EntryStatus:
+    name: str
+    status: str  # valid | unsigned | bad-signature | unknown-key | not-a-file | signed-now
+    reason: str
+    size: int
+
+
+@dataclass(frozen=True)
+class ScanResult:
+    directory: str
+    entries: tuple[EntryStatus, ...]
+    leftovers: tuple[str, ...]  # temporary files of interrupted writers, orphan signatures
+
+    def count(self, status: str) -> int:
+        return sum(1 for e in self.entries if e.status == status)
+
+    @property
+    def all_valid(self) -> bool:
+        return all(e.status in (signature.VALID, "signed-now") for e in self.entries)
+
+
+def _names(fd: int) -> tuple[list[str], list[str]]:
+    names = sorted(os.listdir(fd))
+    entries = [n for n in names if classify(n)[0] == "cache"]
+    present = set(names)
+    leftovers = [n for n in names if n.endswith(".tmp") and n.startswith(".")]
+    leftovers += [n for n in names if n.endswith(signature.SUFFIX)
+                  and n[:-len(signature.SUFFIX)] not in present]
+    return entries, leftovers
+
+
+def _status(fd: int, name: str, trusted: dict[bytes, PublicKey]) -> EntryStatus:
+    key = name[:-len(ENTRY_SUFFIX)]
+    try:
+        data = _read(fd, name)
+        if data is None:
+            return EntryStatus(name, "not-a-file", "vanished while scanning", 0)
+        sig = _read(fd, name + signature.SUFFIX, limit=signature.MAX_BYTES + 1)
+    except _Rejected as exc:
+        return EntryStatus(name, exc.status, exc.reason, 0)
+    check = signature.check(key, data, sig, trusted)
+    return EntryStatus(name, check.status, check.reason, len(data))
+
+
+def verify(directory: str, trusted: list[PublicKey]) -> ScanResult:
+    fd = _open_dir(directory)
+    try:
+        entries, leftovers = _names(fd)
+        table = {k.raw: k for k in trusted}
+        return ScanResult(directory, tuple(_status(fd, n, table) for n in entries),
+                          tuple(leftovers))
+    finally:
+        os.close(fd)
+
+
+def seal(directory: str, signer: SigningKey, trusted: list[PublicKey]) -> ScanResult:
+    """Sign every unsigned entry. A bad or foreign signature is reported, never replaced:
+    replacing it would delete a file, and sealing launders whatever is there now."""
+    fd = _open_dir(directory)
+    try:
+        entries, leftovers = _names(fd)
+        table = {k.raw: k for k in [*trusted, signer.public]}
+        out = []
+        for name in entries:
+            st = _status(fd, name, table)
+            if st.status == signature.UNSIGNED:
+                data = _read(fd, name) or b""
+                sig = signature.sign(name[:-len(ENTRY_SUFFIX)], data, signer)
+                if _link_new(fd, name + signature.SUFFIX, sig):
+                    st = EntryStatus(name, "signed-now", f"signed by {signer.public.id}",
+                                     len(data))
+            out.append(st)
+        return ScanResult(directory, tuple(out), tuple(leftovers))
+    finally:
+        os.close(fd)

@@ -1,0 +1,85 @@
+"""The signature that travels beside an entry, and the one rule for accepting an entry.
+
+Signed message: FORMAT, the cache KEY and the SHA-256 and length of the exact bytes. The
+verifier rebuilds the message from the key JAX asked for and the bytes it is about to hand
+to JAX, so an entry moved to another key, changed, or truncated cannot verify, whatever the
+signature file claims. The file's own fields serve only to say why a check failed.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from dataclasses import dataclass
+
+from jaxcache.seal.keys import PublicKey, SigningKey, parse_public
+
+FORMAT = "jaxcache.seal/1"
+SUFFIX = ".sig"  # <module>-<hex>-cache.sig beside <module>-<hex>-cache
+MAX_BYTES = 4096
+
+VALID, UNSIGNED, BAD, UNKNOWN_KEY = "valid", "unsigned", "bad-signature", "unknown-key"
+
+
+@dataclass(frozen=True)
+class Check:
+    status: str  # valid | unsigned | bad-signature | unknown-key
+    reason: str
+    key_id: str | None = None  # the key that signed it, when one is named
+
+    @property
+    def ok(self) -> bool:
+        return self.status == VALID
+
+
+def message(key: str, digest: bytes, size: int) -> bytes:
+    return b"\n".join((FORMAT.encode(), key.encode(), digest.hex().encode(), str(size).encode()))
+
+
+def sign(key: str, data: bytes, signer: SigningKey) -> bytes:
+    """The signature file's content for `data` stored under cache key `key`."""
+    digest = hashlib.sha256(data).digest()
+    doc = {"format": FORMAT, "key": key, "sha256": digest.hex(), "size": len(data),
+           "public_key": signer.public.text,
+           "signature": base64.b64encode(signer.sign(message(key, digest, len(data)))).decode()}
+    return (json.dumps(doc, sort_keys=True) + "\n").encode()
+
+
+def check(key: str, data: bytes, sig: bytes | None,
+          trusted: dict[bytes, PublicKey]) -> Check:
+    """Accept `data` for `key` only if a trusted key signed exactly this key and these bytes."""
+    if sig is None:
+        return Check(UNSIGNED, "no signature file")
+    try:
+        if len(sig) > MAX_BYTES:
+            raise ValueError("too large")
+        doc = json.loads(sig)
+        if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+            raise ValueError(f"not {FORMAT}")
+        public = parse_public(str(doc["public_key"]))
+        signature = base64.b64decode(str(doc["signature"]), validate=True)
+    except (ValueError, KeyError, TypeError) as exc:
+        return Check(BAD, f"unreadable signature file ({exc})")
+    known = trusted.get(public.raw)
+    if known is None:
+        return Check(UNKNOWN_KEY, f"signed by key {public.id}, which is not trusted", public.id)
+    digest = hashlib.sha256(data).digest()
+    from cryptography.exceptions import InvalidSignature
+
+    try:
+        known.verifier().verify(signature, message(key, digest, len(data)))
+    except InvalidSignature:
+        return Check(BAD, _why_not(doc, key, digest, len(data)), public.id)
+    return Check(VALID, f"signed by {known.holder or 'key'} {public.id}", public.id)
+
+
+def _why_not(doc: dict, key: str, digest: bytes, size: int) -> str:
+    if doc.get("key") != key:
+        return f"the signature is for another entry ({str(doc.get('key'))[:90]}): moved or swapped"
+    if doc.get("size") != size:
+        return f"the entry has {size} bytes, its signature says {doc.get('size')}: truncated " \
+               "or changed"
+    if doc.get("sha256") != digest.hex():
+        return "the entry's bytes differ from what was signed"
+    return "the signature does not verify"

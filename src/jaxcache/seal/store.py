@@ -1,0 +1,226 @@
+"""The sealed cache backend JAX calls: `get(key)` and `put(key, bytes)`, with tiers.
+
+Reads: a private local directory first (trusted by ownership, as its audit showed), then the
+shared sealed directory, whose entry is returned only if its signature verifies over the very
+bytes returned; the file is read once, through a directory fd, never following a symlink.
+A rejected entry is a miss, reported once per key, and left where it is.
+
+Writes: with a signing key, to the shared directory, signed; without one, to the local
+directory only (a read-only consumer writes nothing shared). Every write goes to a private
+temporary name (O_EXCL|O_NOFOLLOW), is fsynced, then hard-linked into place, which fails
+rather than replaces when the name exists: first writer wins, as in JAX, and a killed writer
+leaves at most a temporary file that no reader opens. The signature is published after its
+entry, so a reader never pairs a new signature with a stale entry.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import logging
+import os
+import secrets
+import stat
+import threading
+import warnings
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from jaxcache.display import safe
+from jaxcache.seal import signature
+from jaxcache.seal.keys import PublicKey, SigningKey
+
+ENTRY_SUFFIX = "-cache"  # as JAX names entries: <module>-<64 hex>-cache
+logger = logging.getLogger("jaxcache.seal")
+
+
+class SealWarning(UserWarning):
+    """An entry was rejected, or a write failed; the job goes on without it."""
+
+
+@dataclass(frozen=True)
+class Rejection:
+    key: str
+    directory: str
+    status: str  # unsigned | bad-signature | unknown-key | not-a-file
+    reason: str
+    owner: str  # the file's owner, as the kernel reports it
+
+    def describe(self) -> str:
+        return (f"jaxcache: rejected cache entry {safe(self.key)} in {safe(self.directory)}: "
+                f"{self.reason} (file owner {self.owner}); compiling instead")
+
+
+class _Rejected(Exception):
+    def __init__(self, status: str, reason: str, uid: int) -> None:
+        super().__init__(reason)
+        self.status, self.reason, self.uid = status, reason, uid
+
+
+class SealedCache:
+    """A JAX CacheInterface over a sealed directory, optionally behind a private one."""
+
+    def __init__(self, shared: str, *, trusted: Iterable[PublicKey],
+                 signer: SigningKey | None = None, local: str | None = None,
+                 on_reject: Callable[[Rejection], None] | None = None) -> None:
+        self._path = shared  # what JAX and jaxcompat.cache_state() read back
+        self.shared, self.local, self.signer = shared, local, signer
+        self.trusted = {k.raw: k for k in trusted}
+        if not self.trusted:
+            raise ValueError("a sealed cache needs at least one trusted public key")
+        if signer is not None and signer.public.raw not in self.trusted:
+            self.trusted[signer.public.raw] = signer.public  # we trust what we sign
+        self._shared_fd = _open_dir(shared)
+        self._local_fd = _open_dir(local) if local else None
+        self.rejections: list[Rejection] = []
+        self.write_errors: list[str] = []
+        self._reported: set[tuple[str, str]] = set()
+        self._lock = threading.Lock()
+        self._on_reject = on_reject
+
+    # --- JAX's CacheInterface -------------------------------------------------------------
+    def get(self, key: str) -> bytes | None:
+        if not key:
+            raise ValueError("key cannot be empty")
+        name = key + ENTRY_SUFFIX
+        if self._local_fd is not None:
+            try:
+                data = _read(self._local_fd, name)
+            except _Rejected as exc:
+                self._reject(key, self.local or "", exc)
+                data = None
+            if data is not None:
+                return data
+        try:
+            data = _read(self._shared_fd, name)
+            if data is None:
+                return None
+            sig = _read(self._shared_fd, name + signature.SUFFIX, limit=signature.MAX_BYTES + 1)
+            check = signature.check(key, data, sig, self.trusted)
+            if not check.ok:
+                uid = os.stat(name, dir_fd=self._shared_fd, follow_symlinks=False).st_uid
+                raise _Rejected(check.status, check.reason, uid)
+        except _Rejected as exc:
+            self._reject(key, self.shared, exc)
+            return None
+        return data
+
+    def put(self, key: str, value: bytes) -> None:
+        if not key:
+            raise ValueError("key cannot be empty")
+        name = key + ENTRY_SUFFIX
+        if self.signer is not None:
+            where, fd = self.shared, self._shared_fd
+            sig = signature.sign(key, value, self.signer)
+        elif self._local_fd is not None:
+            where, fd, sig = self.local or "", self._local_fd, None
+        else:
+            return  # a read-only consumer of the sealed directory
+        try:
+            publish(fd, name, value, sig)
+        except OSError as exc:
+            text = (f"jaxcache: could not write cache entry {safe(key)} to {safe(where)}: "
+                    f"{exc.strerror or exc}; the job goes on without caching it")
+            self.write_errors.append(text)
+            logger.warning(text)
+            warnings.warn(text, SealWarning, stacklevel=2)
+
+    # --- reporting ------------------------------------------------------------------------
+    def _reject(self, key: str, directory: str, exc: _Rejected) -> None:
+        with self._lock:
+            if (directory, key) in self._reported:
+                return
+            self._reported.add((directory, key))
+        rejection = Rejection(key, directory, exc.status, exc.reason, _owner(exc.uid))
+        self.rejections.append(rejection)
+        logger.warning(rejection.describe())
+        warnings.warn(rejection.describe(), SealWarning, stacklevel=3)
+        if self._on_reject is not None:
+            self._on_reject(rejection)
+
+    def close(self) -> None:
+        for fd in (self._shared_fd, self._local_fd):
+            if fd is not None:
+                os.close(fd)
+
+
+def _open_dir(path: str) -> int:
+    return os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+
+
+def _owner(uid: int) -> str:
+    import pwd
+
+    try:
+        return f"{pwd.getpwuid(uid).pw_name} (uid {uid})"
+    except KeyError:
+        return f"uid {uid}"
+
+
+def _read(dir_fd: int, name: str, limit: int | None = None) -> bytes | None:
+    """The whole file, read once; None if absent. A symlink or non-file is rejected."""
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK,
+                     dir_fd=dir_fd)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            uid = os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_uid
+            raise _Rejected("not-a-file", f"{name} is a symbolic link", uid) from None
+        raise _Rejected("not-a-file", f"cannot open {name}: {exc.strerror}", -1) from None
+    with os.fdopen(fd, "rb", buffering=0) as f:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise _Rejected("not-a-file", f"{name} is not a regular file", st.st_uid)
+        data = f.read(limit) if limit is not None else f.readall()
+    return data
+
+
+def publish(dir_fd: int, name: str, data: bytes, sig: bytes | None) -> bool:
+    """Atomically add `name` (then its signature); False if it already existed."""
+    if _exists(dir_fd, name):
+        return False
+    if not _link_new(dir_fd, name, data):
+        return False
+    if sig is not None:
+        _link_new(dir_fd, name + signature.SUFFIX, sig)
+    return True
+
+
+def _exists(dir_fd: int, name: str) -> bool:
+    try:
+        os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    return True
+
+
+def _link_new(dir_fd: int, name: str, data: bytes) -> bool:
+    tmp = f".{name}.{os.getpid()}.{secrets.token_hex(6)}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                 0o644, dir_fd=dir_fd)
+    try:
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        try:
+            os.link(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd, follow_symlinks=False)
+        except FileExistsError:
+            return False
+        except OSError as exc:
+            if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP):
+                raise
+            if _exists(dir_fd, name):  # no hard links here: rename, after a last check
+                return False
+            os.rename(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+            return True
+        os.fsync(dir_fd)
+        return True
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp, dir_fd=dir_fd)

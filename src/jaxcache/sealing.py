@@ -1,0 +1,131 @@
+"""`jaxcache.enable(path, sealed=True, ...)`: audit both tiers, then hand JAX the sealed backend.
+
+Kept apart from lifecycle.py because it needs `cryptography` and the seal package, which the
+plain path does not. The child side of `jaxcache run --sealed` comes through here too
+(`enable_from_env`), so a job and a library caller get the same checks.
+"""
+
+from __future__ import annotations
+
+import json
+
+from jaxcache.display import safe
+from jaxcache.errors import JaxcacheError, UntrustedCacheError
+
+ENV = "JAXCACHE_SEAL"  # JSON: path, signing_key, trusted_keys, local, policy
+
+
+def enable_sealed(path: str, *, policy: str | None, reset: bool, signing_key, trusted_keys,
+                  local: str | None):
+    from jaxcache import jaxcompat
+    from jaxcache.lifecycle import CacheLifecycleError, EnableResult, lifecycle_traps
+    from jaxcache.seal import keys as keymod
+    from jaxcache.seal.store import SealedCache
+    from jaxcache.trust import create, target
+    from jaxcache.trust import policy as policymod
+    from jaxcache.trust.audit import audit
+    from jaxcache.trust.findings import Verdict
+    from jaxcache.trust.principals import Accounts
+
+    signer = keymod.load_signing(signing_key) if isinstance(signing_key, str) else signing_key
+    extra = tuple(keymod.load_public(k) if isinstance(k, str) else k for k in trusted_keys)
+    if signer is not None:
+        extra += (signer.public,)
+    accounts = Accounts()
+    pol = policymod.load(policy, accounts)
+    shared = _local_path(target.resolve(path), path)
+    report = audit(shared, policy=pol, scan_processes=False, accounts=accounts,
+                   sealed_keys=extra)
+    if not report.exists:
+        if signer is None:
+            raise JaxcacheError(f"sealed cache {safe(shared)} does not exist; a reader without "
+                                "a signing key creates nothing there")
+        made = create.init(shared, policy=pol)
+        if not made.ok:
+            raise UntrustedCacheError(made.report)
+        report = audit(shared, policy=pol, scan_processes=False, accounts=accounts,
+                       sealed_keys=extra)
+    if not any(f.code == "seal.keys" for f in report.findings):
+        raise JaxcacheError("sealed=True needs trusted public keys: trusted_keys=[...], a "
+                            "signing key, or trusted_keys for this path in the policy file")
+    if report.verdict is not Verdict.SEALED:
+        raise UntrustedCacheError(report)
+    chosen = report.resolved or shared
+    keys = pol.rule_for(chosen).trusted_keys + extra
+    local_dir = None
+    if local is not None:
+        local_dir = _private_tier(local, pol, accounts)
+    traps = lifecycle_traps(chosen)
+    state = jaxcompat.cache_state()
+    blocking = [t for t in traps if t.fatal and t.code not in ("other-dir-in-use",
+                                                                "first-compile-disabled")]
+    if blocking:
+        raise CacheLifecycleError(f"{blocking[0].message}. What to do: {blocking[0].remedy}")
+    if jaxcompat.config_value("jax_compilation_cache_max_size") != -1:
+        raise CacheLifecycleError("a sealed cache does not evict: leave "
+                                  "jax_compilation_cache_max_size at -1")
+    needs_reset = state.initialized or any(t.code == "first-compile-disabled" for t in traps)
+    if needs_reset and not reset:
+        raise CacheLifecycleError(
+            "JAX already made its cache decision in this process (a cache object exists or "
+            "the first compile ran without one); pass reset=True, or enable before the first "
+            "compile")
+    if needs_reset:
+        jaxcompat.reset_cache()
+    backend = SealedCache(chosen, trusted=keys, signer=signer, local=local_dir)
+    jaxcompat.install_backend(chosen, backend)
+    kept = tuple(t for t in traps if not t.fatal)
+    return EnableResult(chosen, report, kept, needs_reset, backend)
+
+
+def _local_path(tgt, given: str) -> str:
+    if tgt.path is None:
+        raise JaxcacheError(f"a sealed cache must be a local path (mounted), not {safe(given)}")
+    if any("'~'" in n for n in tgt.notes):
+        raise JaxcacheError(f"{safe(given)!r} starts with '~', which is not expanded")
+    return tgt.path
+
+
+def _private_tier(local: str, pol, accounts) -> str:
+    """The local tier is trusted by ownership: it must pass the ordinary audit."""
+    from jaxcache.trust import create, target
+    from jaxcache.trust.audit import audit
+
+    path = _local_path(target.resolve(local), local)
+    report = audit(path, policy=pol, scan_processes=False, accounts=accounts)
+    if not report.exists:
+        made = create.init(path, policy=pol)
+        if not made.ok:
+            raise UntrustedCacheError(made.report)
+        report = made.report
+    if not report.verdict.ok:
+        raise UntrustedCacheError(report)
+    return report.resolved or path
+
+
+def env_value(path: str, *, signing_key: str | None, trusted_keys: tuple[str, ...],
+              local: str | None, policy: str | None) -> str:
+    """What `jaxcache run --sealed` puts in the job's environment for its probe."""
+    return json.dumps({"path": path, "signing_key": signing_key,
+                       "trusted_keys": list(trusted_keys), "local": local, "policy": policy})
+
+
+def enable_from_env(value: str):
+    """The probe's call, right after the job imported jax."""
+    spec = json.loads(value)
+    return enable_sealed(spec["path"], policy=spec.get("policy"), reset=False,
+                         signing_key=spec.get("signing_key"),
+                         trusted_keys=tuple(spec.get("trusted_keys") or ()),
+                         local=spec.get("local"))
+
+
+def summary(backend) -> dict:
+    """For the run record: what the sealed backend rejected or could not write."""
+    return {"path": backend.shared, "local": backend.local,
+            "signing_key": backend.signer.public.id if backend.signer else None,
+            "rejections": [{"key": r.key, "directory": r.directory, "status": r.status,
+                            "reason": r.reason, "owner": r.owner} for r in backend.rejections],
+            "write_errors": list(backend.write_errors)}
+
+
+__all__ = ["ENV", "enable_from_env", "enable_sealed", "env_value", "summary"]

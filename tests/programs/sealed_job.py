@@ -1,0 +1,58 @@
+"""A JAX job on a sealed cache; prints one JSON line: results, hits, rejections, warnings.
+
+    sealed_job.py DIR PUBKEY [--key KEYFILE] [--local DIR] [--unsealed]
+Two jitted functions with distinct results, so a swapped entry would show in the numbers.
+"""
+
+import argparse
+import json
+import warnings
+
+import jax
+import jax.numpy as jnp
+
+import jaxcache
+
+ap = argparse.ArgumentParser()
+ap.add_argument("dir")
+ap.add_argument("pub")
+ap.add_argument("--key")
+ap.add_argument("--local")
+ap.add_argument("--unsealed", action="store_true")
+args = ap.parse_args()
+
+hits = []
+jax.monitoring.register_event_listener(
+    lambda event, **kw: hits.append(1) if event == "/jax/compilation_cache/cache_hits" else None)
+jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    if args.unsealed:
+        jax.config.update("jax_compilation_cache_dir", args.dir)
+        backend = None
+    else:
+        backend = jaxcache.enable(args.dir, sealed=True, trusted_keys=[args.pub],
+                                  signing_key=args.key, local=args.local).backend
+
+    @jax.jit
+    def f(x):
+        for i in range(12):
+            x = jnp.tanh(x @ x.T) + i
+        return x
+
+    @jax.jit
+    def g(x):
+        for i in range(12):
+            x = jnp.cos(x @ x.T) * (i + 2)
+        return x
+
+    x = jnp.arange(16.0).reshape(4, 4) / 16
+    out = {"f": float(f(x).sum()), "g": float(g(x).sum())}
+print(json.dumps({
+    "results": out, "hits": len(hits),
+    "rejections": [] if backend is None else [
+        {"key": r.key, "status": r.status, "reason": r.reason, "owner": r.owner}
+        for r in backend.rejections],
+    "write_errors": [] if backend is None else backend.write_errors,
+    "warnings": [str(w.message) for w in caught],
+}))
