@@ -153,6 +153,7 @@ def build(outcome: Outcome, *, cache_dir: str, verdict: str, before: DirSnapshot
                     "wall_s": round(outcome.wall_s, 6), "user_s": round(outcome.user_s, 6),
                     "sys_s": round(outcome.sys_s, 6), "peak_rss_bytes": outcome.peak_rss_bytes},
         "subprocesses": [_subprocess(p, before, after) for p in outcome.probes[1:]],
+        "seal": outcome.probes[0].get("seal") if outcome.probes else None,
     }
     return doc
 

@@ -68,12 +68,15 @@ def _check_record_path(path: str, explicit: bool) -> str:
 
 def run_job(argv: list[str], *, cache_dir: str | None = None, record_path: str | None = None,
             policy: str | None = None, allow_untrusted: bool = False,
-            env: dict[str, str] | None = None) -> RunResult:
+            env: dict[str, str] | None = None, seal=None) -> RunResult:
+    """seal: a sealing.SealOptions, for a sealed cache (its probe enables it in the job)."""
     env = dict(os.environ if env is None else env)
     chosen = choose_cache_dir(cache_dir, env)
     accounts = Accounts()
     pol = policymod.load(policy, accounts)
-    report = audit(chosen, policy=pol, scan_processes=False, accounts=accounts)
+    keys = seal.public_keys() if seal is not None else ()
+    report = audit(chosen, policy=pol, scan_processes=False, accounts=accounts,
+                   sealed_keys=keys)
     if report.path is None:
         raise JaxcacheError(f"jaxcache run needs a local cache directory, not {safe(chosen)}")
     out = _check_record_path(record_path or default_record_path(), record_path is not None)
@@ -85,10 +88,20 @@ def run_job(argv: list[str], *, cache_dir: str | None = None, record_path: str |
         report = made.report
         if not made.ok:
             raise UntrustedCacheError(report)
+        if keys:
+            report = audit(report.path, policy=pol, scan_processes=False, accounts=accounts,
+                           sealed_keys=keys)
     if not report.verdict.ok and not allow_untrusted:
         raise UntrustedCacheError(report)
     path = report.resolved or report.path
-    env["JAX_COMPILATION_CACHE_DIR"] = path
+    if seal is not None:
+        if report.verdict.value != "SEALED":
+            raise JaxcacheError("--sealed needs trusted keys (--trusted-key, --signing-key, or "
+                                "trusted_keys for this path in the policy)")
+        env.pop("JAX_COMPILATION_CACHE_DIR", None)  # no probe, no cache: fails closed
+        env.update(seal.job_env(path, policy))
+    else:
+        env["JAX_COMPILATION_CACHE_DIR"] = path
     doc, outcome = recordmod.capture(argv, env, path, verdict=report.verdict.value,
                                      before=recordmod.DirSnapshot.of(path, report.inventory))
     recordmod.write(doc, out)

@@ -8,11 +8,43 @@ plain path does not. The child side of `jaxcache run --sealed` comes through her
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 
 from jaxcache.display import safe
 from jaxcache.errors import JaxcacheError, UntrustedCacheError
 
 ENV = "JAXCACHE_SEAL"  # JSON: path, signing_key, trusted_keys, local, policy
+
+
+@dataclass(frozen=True)
+class SealOptions:
+    """`--sealed` and friends on `jaxcache run`: what the job's probe will enable."""
+
+    signing_key: str | None = None
+    trusted_keys: tuple[str, ...] = ()
+    local: str | None = None
+
+    def public_keys(self) -> tuple:
+        from jaxcache.seal import keys as keymod
+
+        found = tuple(keymod.load_public(k) for k in self.trusted_keys)
+        if self.signing_key is not None:
+            found += (keymod.load_signing(self.signing_key).public,)
+        return found
+
+    def job_env(self, path: str, policy: str | None) -> dict[str, str]:
+        """Environment for the job: its probe enables the sealed cache after `import jax`."""
+        import os
+
+        import jaxcache
+
+        absolute = [k if k.startswith("ed25519:") else os.path.abspath(k)
+                    for k in self.trusted_keys]
+        value = env_value(path, signing_key=self.signing_key and os.path.abspath(
+            self.signing_key), trusted_keys=tuple(absolute),
+            local=self.local and os.path.abspath(self.local),
+            policy=policy and os.path.abspath(policy))
+        return {ENV: value, "JAXCACHE_LIB": os.path.dirname(jaxcache.__file__)}
 
 
 def enable_sealed(path: str, *, policy: str | None, reset: bool, signing_key, trusted_keys,
@@ -128,4 +160,52 @@ def summary(backend) -> dict:
             "write_errors": list(backend.write_errors)}
 
 
-__all__ = ["ENV", "enable_from_env", "enable_sealed", "env_value", "summary"]
+def trusted_keys_for(directory: str, given: tuple[str, ...], policy: str | None) -> list:
+    """--trusted-key values plus the policy's trusted_keys for this directory."""
+    import os
+
+    from jaxcache.seal import keys as keymod
+    from jaxcache.trust import policy as policymod
+    from jaxcache.trust.principals import Accounts
+
+    keys = [keymod.load_public(k) for k in given]
+    pol = policymod.load(policy, Accounts())
+    keys += list(pol.rule_for(os.path.abspath(directory)).trusted_keys)
+    if not keys:
+        raise JaxcacheError("no trusted keys: give --trusted-key ed25519:... (or a .pub file), "
+                            "or list trusted_keys for this directory in your policy")
+    return keys
+
+
+def verify_dir(directory: str, given: tuple[str, ...], policy: str | None):
+    from jaxcache.seal import scan
+
+    return scan.verify(_existing_dir(directory), trusted_keys_for(directory, given, policy))
+
+
+def seal_dir(directory: str, key_path: str, given: tuple[str, ...], policy: str | None):
+    """Sign what is in a directory the caller trusts: its audit must be PRIVATE or
+    SHARED-BY-POLICY, because sealing vouches for whatever any writer put there."""
+    from jaxcache import api
+    from jaxcache.seal import keys as keymod
+    from jaxcache.seal import scan
+
+    directory = _existing_dir(directory)
+    signer = keymod.load_signing(key_path)
+    report = api.audit(directory, policy=policy, scan_processes=False)
+    if report.verdict.value not in ("PRIVATE", "SHARED-BY-POLICY"):
+        raise UntrustedCacheError(report)
+    trusted = [keymod.load_public(k) for k in given]
+    return scan.seal(report.resolved or directory, signer, trusted)
+
+
+def _existing_dir(directory: str) -> str:
+    import os
+
+    if not os.path.isdir(directory):
+        raise JaxcacheError(f"no such directory: {safe(directory)}")
+    return directory
+
+
+__all__ = ["ENV", "enable_from_env", "enable_sealed", "env_value", "seal_dir", "summary",
+           "trusted_keys_for", "verify_dir"]

@@ -93,6 +93,7 @@ class _State:
         self.warnings = []
         self.jax = {}
         self.last_write = 0.0
+        self.seal = getattr(self, "seal", None)  # a forked child shares JAX's sealed backend
 
 
 S = _State()
@@ -334,6 +335,8 @@ def _write(final=False):
                    "modules": [{k: v for k, v in m.items() if k not in ("thread", "key")}
                                for m in S.modules],
                    "warnings": list(S.warnings)}
+        if S.seal is not None:
+            doc["seal"] = S.seal[0].summary(S.seal[1])
         if final:
             doc["platform"] = _platform()
             doc["jax"] = dict(S.jax, plugins=_plugins())
@@ -377,9 +380,38 @@ def _on_jax_imported(module, started):
         S.jax = {"jax": getattr(module, "__version__", None), "jaxlib": _dist("jaxlib")}
     except Exception as exc:
         S.jax = {"error": repr(exc)}
+    if os.environ.get("JAXCACHE_SEAL"):
+        _install_seal(os.environ["JAXCACHE_SEAL"])
     atexit.register(_write, True)
     _write()
     S.last_write = 0.0  # the first compile is always written at once
+
+
+def _install_seal(value):
+    """`jaxcache run --sealed`: put the sealed backend into JAX before the program goes on.
+
+    The job was started without JAX_COMPILATION_CACHE_DIR, so if this fails JAX has no
+    persistent cache at all; we still stop the job, loudly: it asked for a sealed cache.
+    """
+    try:
+        if "jaxcache" not in sys.modules and os.environ.get("JAXCACHE_LIB"):
+            import importlib.util
+
+            lib = os.environ["JAXCACHE_LIB"]
+            spec = importlib.util.spec_from_file_location(
+                "jaxcache", os.path.join(lib, "__init__.py"), submodule_search_locations=[lib])
+            module = importlib.util.module_from_spec(spec)
+            sys.modules["jaxcache"] = module
+            spec.loader.exec_module(module)
+        from jaxcache import sealing
+
+        S.seal = (sealing, sealing.enable_from_env(value).backend)
+    except BaseException as exc:
+        sys.stderr.write("jaxcache: the sealed cache could not be enabled in this process "
+                         "(%s: %s); stopping the job rather than running it unsealed\n"
+                         % (type(exc).__name__, exc))
+        sys.stderr.flush()
+        os._exit(1)
 
 
 def _dist(name):

@@ -46,6 +46,16 @@ def render(doc: dict, record_path: str) -> str:
     grew = c["after"]["entries"] - c["before"]["entries"]
     lines.append(f"cache {c['path']} ({c['verdict']}): entries {c['before']['entries']} before, "
                  f"{c['after']['entries']} after ({grew:+d}, {size(c['after']['bytes'])})")
+    seal = doc.get("seal")
+    if seal:
+        signer = f"signing as key {seal['signing_key']}" if seal["signing_key"] else \
+            "read-only (no signing key)"
+        lines.append(f"sealed: {signer}; {len(seal['rejections'])} entries rejected"
+                     + (f", {len(seal['write_errors'])} writes failed" if seal["write_errors"]
+                        else ""))
+        for r in seal["rejections"][:6]:
+            lines.append(f"  rejected {safe(r['key'])[:60]}: {safe(r['reason'])} "
+                         f"(owner {safe(r['owner'])})")
     if not doc["probe"]["loaded"]:
         lines.append(f"probe: {doc['probe']['note']}")
     else:

@@ -1,0 +1,20 @@
+"""`jaxcache verify|seal --format json` (schema jaxcache.seal-scan/1)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+
+from jaxcache import __version__
+from jaxcache.seal.scan import ScanResult
+
+STATUSES = ("valid", "signed-now", "unsigned", "bad-signature", "unknown-key", "not-a-file")
+
+
+def render(result: ScanResult, action: str) -> str:
+    doc = {"schema": "jaxcache.seal-scan/1", "tool": {"name": "jaxcache", "version": __version__},
+           "action": action, "directory": result.directory,
+           "counts": {s: result.count(s) for s in STATUSES},
+           "entries": [asdict(e) for e in result.entries],
+           "leftovers": list(result.leftovers), "all_valid": result.all_valid}
+    return json.dumps(doc, indent=2) + "\n"

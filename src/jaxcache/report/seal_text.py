@@ -1,0 +1,29 @@
+"""`jaxcache verify|seal` for people: problems first, then the counts."""
+
+from __future__ import annotations
+
+from jaxcache.display import safe, size
+from jaxcache.report.seal_json import STATUSES
+from jaxcache.seal.scan import ScanResult
+
+_WHAT = {"unsigned": "UNSIGNED", "bad-signature": "BAD SIGNATURE",
+         "unknown-key": "UNKNOWN KEY", "not-a-file": "NOT A FILE"}
+
+
+def render(result: ScanResult, action: str) -> str:
+    lines = [f"{action} {safe(result.directory)}: {len(result.entries)} entries"]
+    for e in result.entries:
+        if e.status in _WHAT:
+            lines.append(f"  {_WHAT[e.status]:13s} {safe(e.name)} ({size(e.size)}): "
+                         f"{safe(e.reason)}")
+    for name in result.leftovers:
+        lines.append(f"  LEFTOVER      {safe(name)} (an interrupted write or a signature "
+                     "without its entry; never loaded)")
+    counts = ", ".join(f"{result.count(s)} {s}" for s in STATUSES if result.count(s))
+    lines.append(f"  {counts or 'no entries'}")
+    if result.all_valid:
+        lines.append("every entry verifies: a sealed reader trusting these keys loads them all")
+    else:
+        lines.append("entries that do not verify are misses for sealed readers (they recompile) "
+                     "and are left in place: jaxcache deletes nothing it did not create")
+    return "\n".join(lines) + "\n"
