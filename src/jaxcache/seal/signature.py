@@ -1,6 +1,7 @@
 """The signature that travels beside an entry, and the one rule for accepting an entry.
 
-Signed message: FORMAT, the cache KEY and the SHA-256 and length of the exact bytes. The
+Signed message: FORMAT, the cache KEY and the digest (seal/digest.py: a SHA-256 tree) and
+length of the exact bytes. The
 verifier rebuilds the message from the key JAX asked for and the bytes it is about to hand
 to JAX, so an entry moved to another key, changed, or truncated cannot verify, whatever the
 signature file claims. The file's own fields serve only to say why a check failed.
@@ -9,10 +10,10 @@ signature file claims. The file's own fields serve only to say why a check faile
 from __future__ import annotations
 
 import base64
-import hashlib
 import json
 from dataclasses import dataclass
 
+from jaxcache.seal import digest as digestmod
 from jaxcache.seal.keys import PublicKey, SigningKey, parse_public
 
 FORMAT = "jaxcache.seal/1"
@@ -39,8 +40,8 @@ def message(key: str, digest: bytes, size: int) -> bytes:
 
 def sign(key: str, data: bytes, signer: SigningKey) -> bytes:
     """The signature file's content for `data` stored under cache key `key`."""
-    digest = hashlib.sha256(data).digest()
-    doc = {"format": FORMAT, "key": key, "sha256": digest.hex(), "size": len(data),
+    digest = digestmod.of(data)
+    doc = {"format": FORMAT, "key": key, "digest": digest.hex(), "size": len(data),
            "public_key": signer.public.text,
            "signature": base64.b64encode(signer.sign(message(key, digest, len(data)))).decode()}
     return (json.dumps(doc, sort_keys=True) + "\n").encode()
@@ -64,7 +65,7 @@ def check(key: str, data: bytes, sig: bytes | None,
     known = trusted.get(public.raw)
     if known is None:
         return Check(UNKNOWN_KEY, f"signed by key {public.id}, which is not trusted", public.id)
-    digest = hashlib.sha256(data).digest()
+    digest = digestmod.of(data)
     from cryptography.exceptions import InvalidSignature
 
     try:
@@ -80,6 +81,6 @@ def _why_not(doc: dict, key: str, digest: bytes, size: int) -> str:
     if doc.get("size") != size:
         return f"the entry has {size} bytes, its signature says {doc.get('size')}: truncated " \
                "or changed"
-    if doc.get("sha256") != digest.hex():
+    if doc.get("digest") != digest.hex():
         return "the entry's bytes differ from what was signed"
     return "the signature does not verify"
