@@ -8,6 +8,7 @@ On a JAX outside [MIN_VERSION, tested major.minor], features that need internals
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 MIN_VERSION = (0, 5, 1)  # setting the dir after a first compile works for later compiles
@@ -107,12 +108,17 @@ def set_cache_dir(path: str) -> None:
     jax.config.update("jax_compilation_cache_dir", path)
 
 
+_BACKENDS: dict[str, object] = {}  # realpath of a cache dir -> the backend JAX must use there
+
+
 def install_backend(path: str, backend) -> None:
     """Make `backend` (an object with get(key) / put(key, bytes)) JAX's persistent cache for
     `path`, now, before any compile can create JAX's own.
 
     JAX builds its cache object by calling the module-level factory `get_file_cache(path)` at
-    initialization (0.10.2). We replace the factory, point the config at `path`, initialize,
+    initialization (0.10.2). We replace the factory once, by one that returns the registered
+    backend for a registered directory (so a later reset_cache() and re-initialization stay
+    sealed) and JAX's own cache for any other; then point the config at `path`, initialize,
     and check that JAX really holds our backend. If it does not, the process is left with no
     persistent cache at all and JaxInternalsChanged is raised: a sealed cache must never fall
     back to an unsealed one.
@@ -122,7 +128,16 @@ def install_backend(path: str, backend) -> None:
     cc = _cc()
     if cc._cache is not None:
         raise JaxInternalsChanged("JAX's cache object already exists; reset it first")
-    cc.get_file_cache = lambda _path: (backend, _path)
+    if not getattr(cc.get_file_cache, "_jaxcache", False):
+        original = cc.get_file_cache
+
+        def get_file_cache(where, _original=original):
+            chosen = _BACKENDS.get(os.path.realpath(str(where)))
+            return (chosen, where) if chosen is not None else _original(where)
+
+        get_file_cache._jaxcache = True
+        cc.get_file_cache = get_file_cache
+    _BACKENDS[os.path.realpath(path)] = backend
     jax.config.update("jax_compilation_cache_dir", path)
     try:
         cc._initialize_cache()

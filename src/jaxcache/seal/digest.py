@@ -1,48 +1,24 @@
-"""The content digest a signature covers: SHA-256 over 1 MiB chunks, then over their digests.
+"""The content digest a signature covers: BLAKE3-256 of the exact bytes.
 
-Why a tree and not one SHA-256: verification sits on the load path of every warm start, and
-chunk digests are independent, so they are computed on all cores (hashlib releases the GIL):
-on 2 cores a 100 MB entry hashes in about half the time of one SHA-256 pass. (Hashing while
-reading was tried and was slower here: both are memory-bound.) The root binds the chunk size
-and the total length, so no two inputs share a root unless SHA-256 breaks.
+Why BLAKE3 and not SHA-256: verification sits on the load path of every warm start, so the
+hash must cost little next to JAX's own read, decompression and deserialization. Measured on
+this project's 2-core machine (AVX-512, SHA extensions): 100 MB in 22 ms with BLAKE3 against
+58 ms with hashlib's SHA-256 (a SHA-256 tree over chunks on both cores was tried too; memory
+bandwidth kept it near 45 ms). BLAKE3 is a 256-bit cryptographic hash (128-bit collision
+resistance), which is what a signature over a digest needs.
 """
 
 from __future__ import annotations
 
-import hashlib
-import os
-import threading
-from concurrent.futures import ThreadPoolExecutor
-
-CHUNK = 1 << 20
-_PARALLEL_FROM = 4 * CHUNK  # below this one thread is faster than handing work out
-_pool: ThreadPoolExecutor | None = None
-_pool_lock = threading.Lock()
-
-
-def _executor() -> ThreadPoolExecutor:
-    global _pool
-    with _pool_lock:
-        if _pool is None:
-            _pool = ThreadPoolExecutor(max(2, min(8, os.cpu_count() or 2)),
-                                       thread_name_prefix="jaxcache-digest")
-        return _pool
-
-
-def _chunk(view: memoryview) -> bytes:
-    return hashlib.sha256(view).digest()
-
-
-def root(chunk_digests: list[bytes], size: int) -> bytes:
-    head = b"jaxcache-tree/1 %d %d\n" % (CHUNK, size)
-    return hashlib.sha256(head + b"".join(chunk_digests)).digest()
+NAME = "blake3"
+_THREADED_FROM = 8 << 20  # below this, starting BLAKE3's worker threads costs more than it saves
 
 
 def of(data: bytes | bytearray | memoryview) -> bytes:
     """The digest of bytes in memory: what is signed, and what is checked before JAX gets
     the very same object."""
-    view = memoryview(data).cast("B")
-    pieces = [view[i:i + CHUNK] for i in range(0, len(view), CHUNK)] or [view]
-    if len(view) < _PARALLEL_FROM:
-        return root([_chunk(p) for p in pieces], len(view))
-    return root(list(_executor().map(_chunk, pieces)), len(view))
+    import blake3
+
+    if len(data) >= _THREADED_FROM:
+        return blake3.blake3(data, max_threads=blake3.blake3.AUTO).digest()
+    return blake3.blake3(data).digest()

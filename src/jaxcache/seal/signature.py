@@ -1,6 +1,6 @@
 """The signature that travels beside an entry, and the one rule for accepting an entry.
 
-Signed message: FORMAT, the cache KEY and the digest (seal/digest.py: a SHA-256 tree) and
+Signed message: FORMAT, the cache KEY and the digest (seal/digest.py: BLAKE3-256) and
 length of the exact bytes. The
 verifier rebuilds the message from the key JAX asked for and the bytes it is about to hand
 to JAX, so an entry moved to another key, changed, or truncated cannot verify, whatever the
