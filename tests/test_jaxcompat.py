@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+from pathlib import Path
 
 import pytest
 
@@ -78,3 +79,74 @@ def test_version_gate(version, ok):
     else:
         with pytest.raises(jaxcompat.JaxInternalsChanged):
             jaxcompat.check_supported(version)
+
+
+class _Recorder:
+    """A minimal CacheInterface: records what JAX asks for, stores in memory."""
+
+    def __init__(self, path: str = "") -> None:
+        self._path = path  # JAX's reset_cache() logs it
+        self.gets: list[str] = []
+        self.puts: dict[str, bytes] = {}
+
+    def get(self, key):
+        self.gets.append(key)
+        return self.puts.get(key)
+
+    def put(self, key, value):
+        self.puts[key] = value
+
+
+def _subprocess_check(code: str) -> None:
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env={**__import__("os").environ, "JAX_PLATFORMS": "cpu"}, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+
+
+def test_installed_backend_sees_every_get_and_put_with_the_full_key(tmp_path):
+    """The sealed cache rests on this: JAX's factory is what creates its cache object, and
+    every lookup and write goes through the object with the whole key."""
+    here = str(Path(__file__).parent)
+    _subprocess_check(f"""
+import sys
+sys.path.insert(0, {here!r})
+import jax, jax.numpy as jnp
+from jaxcache import jaxcompat
+import test_jaxcompat as t
+jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
+rec = t._Recorder()
+jaxcompat.install_backend({str(tmp_path)!r}, rec)
+assert jaxcompat.uses_backend(rec)
+jax.jit(lambda x: x * 3)(jnp.ones(3))
+assert rec.gets and set(rec.puts) <= set(rec.gets), (rec.gets, list(rec.puts))
+(key,) = [k for k in rec.puts if k.startswith("jit__lambda-")]
+assert len(key.split("-")[-1]) == 64, key
+jaxcompat.reset_cache()                       # a reset re-initializes through the factory
+jax.clear_caches()
+jax.jit(lambda x: x * 3)(jnp.ones(3))
+assert jaxcompat.uses_backend(rec), "after reset_cache JAX did not come back to the backend"
+""")
+
+
+def test_install_fails_closed_when_jax_ignores_the_factory(tmp_path):
+    """If JAX stops building its cache through get_file_cache, enabling must leave no cache."""
+    _subprocess_check(f"""
+import jax
+from jax._src import compilation_cache as cc
+from jaxcache import jaxcompat
+cc._initialize_cache = lambda: None           # a JAX whose initialization changed
+try:
+    class Backend:
+        _path = ""
+        def get(self, key): return None
+        def put(self, key, value): pass
+    jaxcompat.install_backend({str(tmp_path)!r}, Backend())
+except jaxcompat.JaxInternalsChanged as exc:
+    assert "OFF for this process" in str(exc)
+else:
+    raise SystemExit("installed without checking")
+assert jax.config.jax_compilation_cache_dir is None and cc._cache is None
+""")

@@ -112,8 +112,9 @@ _BACKENDS: dict[str, object] = {}  # realpath of a cache dir -> the backend JAX 
 
 
 def install_backend(path: str, backend) -> None:
-    """Make `backend` (an object with get(key) / put(key, bytes)) JAX's persistent cache for
-    `path`, now, before any compile can create JAX's own.
+    """Make `backend` (an object with get(key) / put(key, bytes) and the `_path` attribute
+    that JAX's reset_cache() logs) JAX's persistent cache for `path`, now, before any compile
+    can create JAX's own.
 
     JAX builds its cache object by calling the module-level factory `get_file_cache(path)` at
     initialization (0.10.2). We replace the factory once, by one that returns the registered
@@ -128,6 +129,8 @@ def install_backend(path: str, backend) -> None:
     cc = _cc()
     if cc._cache is not None:
         raise JaxInternalsChanged("JAX's cache object already exists; reset it first")
+    if not all(hasattr(backend, name) for name in ("get", "put", "_path")):
+        raise TypeError("a cache backend needs get(key), put(key, value) and _path")
     if not getattr(cc.get_file_cache, "_jaxcache", False):
         original = cc.get_file_cache
 
