@@ -15,9 +15,10 @@ from dataclasses import dataclass
 
 from jaxcache.seal import digest as digestmod
 from jaxcache.seal.keys import PublicKey, SigningKey, parse_public
+from jaxcache.trust.entries import SIGNATURE_SUFFIX
 
 FORMAT = "jaxcache.seal/1"
-SUFFIX = ".sig"  # <module>-<hex>-cache.sig beside <module>-<hex>-cache
+SUFFIX = SIGNATURE_SUFFIX  # <module>-<hex>-cache.sig beside <module>-<hex>-cache
 MAX_BYTES = 4096
 
 VALID, UNSIGNED, BAD, UNKNOWN_KEY = "valid", "unsigned", "bad-signature", "unknown-key"

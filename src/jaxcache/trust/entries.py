@@ -1,7 +1,8 @@
 """Inventory of a cache directory: what JAX would read, who owns it, and what looks wrong.
 
 JAX names entries `<module>-<64 hex>-cache`, keeps `<key>-atime` and `.lockfile` when a size limit
-is set, and on GPU writes `xla_gpu_per_fusion_autotune_cache_dir/`. Anything else is unexpected.
+is set, and on GPU writes `xla_gpu_per_fusion_autotune_cache_dir/`; a sealed cache adds
+`<entry>.sig`. Anything else is unexpected.
 """
 
 from __future__ import annotations
@@ -19,12 +20,13 @@ from jaxcache.trust.principals import Accounts, Grant
 XLA_SUBCACHE = "xla_gpu_per_fusion_autotune_cache_dir"
 _HEX = frozenset("0123456789abcdef")
 _SUFFIXES = {"-cache": "cache", "-atime": "atime"}
+SIGNATURE_SUFFIX = ".sig"  # jaxcache's sealed cache (seal/signature.py)
 
 
 @dataclass(frozen=True)
 class Entry:
     name: str  # relative to the cache directory
-    kind: str  # cache | atime | lockfile | xla-subcache | unexpected
+    kind: str  # cache | atime | signature | lockfile | xla-subcache | unexpected
     module: str | None
     key: str | None
     type: str  # file | dir | symlink | other
@@ -57,6 +59,9 @@ def classify(name: str) -> tuple[str, str | None, str | None]:
         return "lockfile", None, None
     if name == XLA_SUBCACHE:
         return "xla-subcache", None, None
+    if name.endswith(SIGNATURE_SUFFIX):  # a sealed cache's <module>-<64 hex>-cache.sig
+        kind, module, key = classify(name[:-len(SIGNATURE_SUFFIX)])
+        return ("signature", module, key) if kind == "cache" else ("unexpected", None, None)
     # <module>-<64 hex>-cache|atime, by slicing: this runs once per entry of big caches
     kind = _SUFFIXES.get(name[-6:])
     key = name[-70:-6]
