@@ -19,7 +19,7 @@ def runtime(base):
     """jaxcache and its dependencies copied where any user can read them (root's venv is not)."""
     lib = base / "pylib"
     lib.mkdir()
-    for name in ("jaxcache", "click", "platformdirs"):
+    for name in ("jaxcache", "platformdirs"):
         src = Path(importlib.import_module(name).__file__).parent
         shutil.copytree(src, lib / name, ignore=shutil.ignore_patterns("__pycache__"))
     subprocess.run(["chmod", "-R", "a+rX", str(lib)], check=True)

@@ -108,10 +108,10 @@ def test_relative_path_is_relative_to_cwd(base):
 
 @pytest.mark.parametrize("args,fragment", [
     (["audit", ""], "empty"),
-    (["audit", "/x", "--format", "xml"], "Invalid value"),
+    (["audit", "/x", "--format", "xml"], "invalid choice: 'xml'"),
     (["audit", "/x", "--user", "no-such-user-jx"], "no such user"),
     (["ls", "/nonexistent-jx/dir"], "no such directory"),
-    (["nosuchcommand"], "No such command"),
+    (["nosuchcommand"], "invalid choice: 'nosuchcommand'"),
 ])
 def test_usage_errors(args, fragment):
     proc = jaxcache(*args)

@@ -162,7 +162,7 @@ def test_killed_program_still_gets_a_record(tmp_path):
     (["no-such-command-jx"], 127, "command not found"),
     (["/nonexistent/prog"], 127, "command not found"),
     (["{tmp}/data.txt"], 126, "not executable"),
-    ([], 2, "Missing argument"),
+    ([], 2, "no command to run"),
 ])
 def test_bad_commands(tmp_path, cmd, code, fragment):
     (tmp_path / "data.txt").write_text("not a program")

@@ -1,29 +1,48 @@
 """The `jaxcache` command: parse, call, format, exit. No logic lives here.
 
 Exit codes everywhere: 0 fine, 1 a finding you must act on, 2 usage or input error.
+
+argparse, not click: `jaxcache run -- CMD` must add as little as possible to the start-up of
+the user's job, and argparse costs a fraction of click's import time. Each command imports
+what it needs when it runs.
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
-
-import click
 
 from jaxcache import __version__
 from jaxcache.errors import JaxcacheError
 
-FORMATS = click.Choice(["text", "json", "sarif"])
+FORMATS = ("text", "json", "sarif")
+TEXT_JSON = ("text", "json")
+
+OVERVIEW = """\
+Use JAX's persistent compilation cache safely, and know what it buys you.
+
+Every cache entry is a compiled executable that JAX loads unchecked: whoever can write the
+cache directory, or replace it through any parent, decides what your process runs.
+Start with the trust boundary:
+
+  jaxcache init                 make a private cache directory and print how to use it
+  jaxcache audit PATH           who can change what JAX loads from PATH, and why
+  jaxcache ls PATH              inventory of the entries in a cache directory
+  jaxcache run -- CMD...        run a job with the cache on and record what JAX did
+  jaxcache bench -- CMD...      cold vs warm in separate processes: what the cache buys
+  jaxcache explain REC...       why modules were or were not cached, and cross-run misses
+  jaxcache net [--pid P]        JAX's network services: a trust boundary of their own
+  jaxcache decide PATH ...      share the cache? writers, compatibility, saving
+
+Exit codes: 0 fine, 1 a finding you must act on, 2 usage or input error.
+"""
 
 
 def _fail(message: str, code: int = 2) -> None:
-    click.echo(f"jaxcache: {message}", err=True)
+    sys.stderr.write(f"jaxcache: {message}\n")
+    sys.stderr.flush()
     sys.exit(code)
-
-
-def _after_dashdash() -> list[str] | None:
-    """What followed `--` on our command line (click drops the `--` itself), or None."""
-    return sys.argv[sys.argv.index("--") + 1:] if "--" in sys.argv[1:] else None
 
 
 def _emit(text: str) -> None:
@@ -31,38 +50,20 @@ def _emit(text: str) -> None:
     sys.stdout.flush()
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
-@click.version_option(__version__, prog_name="jaxcache")
-def cli() -> None:
-    """Use JAX's persistent compilation cache safely, and know what it buys you.
-
-    Every cache entry is a compiled executable that JAX loads unchecked: whoever can write the
-    cache directory, or replace it through any parent, decides what your process runs.
-    Start with the trust boundary:
-
-    \b
-      jaxcache init                 make a private cache directory and print how to use it
-      jaxcache audit PATH           who can change what JAX loads from PATH, and why
-      jaxcache ls PATH              inventory of the entries in a cache directory
-      jaxcache run -- CMD...        run a job with the cache on and record what JAX did
-      jaxcache bench -- CMD...      cold vs warm in separate processes: what the cache buys
-      jaxcache explain REC...       why modules were or were not cached, and cross-run misses
-      jaxcache net [--pid P]        JAX's network services: a trust boundary of their own
-      jaxcache decide PATH ...      share the cache? writers, compatibility, saving
-
-    Exit codes: 0 fine, 1 a finding you must act on, 2 usage or input error.
-    """
+def _usage(args: argparse.Namespace, message: str) -> None:
+    """A usage error in the command's own terms: its usage line, the message, exit 2."""
+    args.parser.error(message)
 
 
-@cli.command()
-@click.argument("path", required=False)
-@click.option("--name", default="jax", show_default=True,
-              help="Sub-directory under your cache dir, when PATH is not given.")
-@click.option("--policy", "policy_path", metavar="FILE",
-              help="Trust policy (TOML); default: your config dir's jaxcache/policy.toml.")
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
-              show_default=True)
-def init(path: str | None, name: str, policy_path: str | None, fmt: str) -> None:
+def _user_command(before: list[str], after: list[str] | None) -> list[str]:
+    """The user's command: words given without `--` (they start at the first one that is not
+    our option), then what followed `--`, verbatim (a later `--` is theirs)."""
+    if after is None:
+        return list(before)
+    return [*before, "--", *after] if before else list(after)
+
+
+def init(args: argparse.Namespace, tail: None) -> None:
     """Create a private cache directory (mode 0700), or accept one that already is private.
 
     Without PATH it uses ~/.cache/jaxcache/NAME (your platform's cache dir). Every missing
@@ -77,9 +78,9 @@ def init(path: str | None, name: str, policy_path: str | None, fmt: str) -> None
     from jaxcache.trust import create, policy
     from jaxcache.trust.principals import Accounts
 
-    target = path if path is not None else create.default_dir(name)
-    result = create.init(target, policy=policy.load(policy_path, Accounts()))
-    if fmt == "json":
+    target = args.path if args.path is not None else create.default_dir(args.name)
+    result = create.init(target, policy=policy.load(args.policy_path, Accounts()))
+    if args.fmt == "json":
         doc = {"schema": "jaxcache.init/1", "path": result.path, "ok": result.ok,
                "created": list(result.created), "refused": result.refused,
                "audit": jsonfmt.audit_dict(result.report)}
@@ -97,25 +98,13 @@ def init(path: str | None, name: str, policy_path: str | None, fmt: str) -> None
           f"  jax.config.update(\"jax_compilation_cache_dir\", {json.dumps(result.path)})\n")
 
 
-@cli.command()
-@click.argument("path")
-@click.option("--policy", "policy_path", metavar="FILE",
-              help="Trust policy (TOML); default: your config dir's jaxcache/policy.toml. "
-                   "Never read from inside the audited tree.")
-@click.option("--format", "fmt", type=FORMATS, default="text", show_default=True)
-@click.option("--user", "as_user", metavar="NAME",
-              help="Judge for this user (who besides NAME and root can write). Default: you.")
-@click.option("--no-processes", is_flag=True, help="Skip the scan for other processes using it.")
-@click.option("-v", "--verbose", is_flag=True, help="Also list trusted writers and notes.")
-def audit(path: str, policy_path: str | None, fmt: str, as_user: str | None,
-          no_processes: bool, verbose: bool) -> None:
+def audit(args: argparse.Namespace, tail: None) -> None:
     """Who can change what JAX loads from PATH, through which path, on which filesystem.
 
     PATH is read as JAX reads it: '~' is not expanded, a relative path is relative to the
     current directory, a path that does not exist yet is judged by its nearest existing
     ancestor, and URLs (gs://...) are UNVERIFIABLE.
 
-    \b
     Verdicts:
       PRIVATE           only you and root can create, replace or rename entries or any parent
       SHARED-BY-POLICY  extra writers exist and your policy declares every one trusted
@@ -125,25 +114,21 @@ def audit(path: str, policy_path: str | None, fmt: str, as_user: str | None,
     """
     from jaxcache import api
 
-    report = api.audit(path, policy=policy_path, as_user=as_user,
-                       scan_processes=not no_processes)
-    if fmt == "json":
+    report = api.audit(args.path, policy=args.policy_path, as_user=args.as_user,
+                       scan_processes=not args.no_processes)
+    if args.fmt == "json":
         from jaxcache.report import json as out
         _emit(out.render_audit(report))
-    elif fmt == "sarif":
+    elif args.fmt == "sarif":
         from jaxcache.report import sarif
         _emit(sarif.render_audit(report))
     else:
         from jaxcache.report import text
-        _emit(text.render_audit(report, verbose=verbose))
+        _emit(text.render_audit(report, verbose=args.verbose))
     sys.exit(0 if report.verdict.ok else 1)
 
 
-@cli.command(name="ls")
-@click.argument("path")
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
-              show_default=True)
-def ls_command(path: str, fmt: str) -> None:
+def ls_command(args: argparse.Namespace, tail: None) -> None:
     """Inventory of a cache directory: module, size, owner, mode, age, links and flags.
 
     Flags mark what JAX would not have made: entries owned by other users, group- or
@@ -152,8 +137,8 @@ def ls_command(path: str, fmt: str) -> None:
     """
     from jaxcache.trust import listing
 
-    inv, resolved = listing.list_dir(path)
-    if fmt == "json":
+    inv, resolved = listing.list_dir(args.path)
+    if args.fmt == "json":
         from jaxcache.report import json as out
         _emit(out.render_ls(resolved, inv))
     else:
@@ -162,24 +147,9 @@ def ls_command(path: str, fmt: str) -> None:
     sys.exit(1 if listing.needs_attention(inv) else 0)
 
 
-@cli.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
-@click.option("--cache-dir", metavar="DIR",
-              help="Cache directory (default: $JAX_COMPILATION_CACHE_DIR, else the one "
-                   "`jaxcache init` makes). Audited first; created private if missing.")
-@click.option("--record", "record_path", metavar="FILE",
-              help="Where to write the run record (JSON). Default: a new file under your "
-                   "state dir (~/.local/state/jaxcache/runs/).")
-@click.option("--policy", "policy_path", metavar="FILE", help="Trust policy (TOML).")
-@click.option("--allow-untrusted", is_flag=True,
-              help="Run even if the audit says UNSAFE or UNVERIFIABLE. Anyone who can write "
-                   "the cache can then choose the code your job runs.")
-@click.option("-q", "--quiet", is_flag=True, help="No summary; only the record is written.")
-@click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True)
-def run(cache_dir: str | None, record_path: str | None, policy_path: str | None,
-        allow_untrusted: bool, quiet: bool, command: tuple[str, ...]) -> None:
+def run(args: argparse.Namespace, tail: list[str] | None) -> None:
     """Run a JAX job unmodified, with the cache enabled and a probe that records what JAX did.
 
-    \b
       jaxcache run -- python train.py --epochs 1
       jaxcache run --cache-dir /srv/jax-cache --record run.json -- ./job.sh
 
@@ -191,68 +161,22 @@ def run(cache_dir: str | None, record_path: str | None, policy_path: str | None,
     Exit code: the program's own (128+N if killed by signal N); 127 command not found, 126
     not executable; 1 cache refused; 2 usage or input error.
     """
+    argv = _user_command(args.command, tail)
+    if not argv:
+        _usage(args, "no command to run: jaxcache run [OPTIONS] -- CMD [ARGS...]")
     from jaxcache import run as runmod
     from jaxcache.report import run_text
 
-    argv = list(command)
-    if argv and argv[0] == "--":
-        argv = argv[1:]
-    result = runmod.run_job(argv, cache_dir=cache_dir, record_path=record_path,
-                            policy=policy_path, allow_untrusted=allow_untrusted)
-    if not quiet:
+    result = runmod.run_job(argv, cache_dir=args.cache_dir, record_path=args.record_path,
+                            policy=args.policy_path, allow_untrusted=args.allow_untrusted)
+    if not args.quiet:
         sys.stderr.write(run_text.render(result.record, result.record_path))
     sys.exit(result.outcome.status)
 
 
-@cli.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
-@click.option("-t", "--trials", type=click.IntRange(1, 1000), default=6, show_default=True,
-              help="Trials: each a fresh private cache, one cold process, then the warm ones. "
-                   "The trial is the unit of the statistics: 6 is the fewest for a 95% "
-                   "interval.")
-@click.option("-k", "--warm", type=click.IntRange(1, 100), default=2, show_default=True,
-              help="Warm processes per trial (their median is compared with the cold run).")
-@click.option("--no-prime", is_flag=True,
-              help="Skip the discarded first run that warms the OS file cache.")
-@click.option("--timeout", type=click.FloatRange(min=0.1), metavar="SECONDS",
-              help="Kill a run that takes longer (and stop the bench).")
-@click.option("--confidence", type=click.FloatRange(0.5, 0.999), default=0.95,
-              show_default=True)
-@click.option("--noise", "noise_s", type=click.FloatRange(min=0), default=0.1,
-              show_default=True, metavar="SECONDS",
-              help="A saving whose interval reaches below this is 'no significant difference'.")
-@click.option("--max-trials", type=click.IntRange(1, 1000), metavar="N",
-              help="Adaptive: after --trials, keep adding trials up to N until --until-width "
-                   "or --time-budget is reached.")
-@click.option("--until-width", "target_width", type=click.FloatRange(min=0), metavar="SECONDS",
-              help="Adaptive: stop when the saving's interval is at most this wide.")
-@click.option("--time-budget", type=click.FloatRange(min=1), metavar="SECONDS",
-              help="Adaptive: stop adding trials after this much time.")
-@click.option("--min-compile-time", type=click.FloatRange(min=0), metavar="SECONDS",
-              help="Set jax_persistent_cache_min_compile_time_secs for every run (JAX's "
-                   "default 1.0). Reported, and marked when below the default.")
-@click.option("--min-entry-size", type=click.IntRange(min=-1), metavar="BYTES",
-              help="Set jax_persistent_cache_min_entry_size_bytes for every run.")
-@click.option("--workdir", metavar="DIR",
-              help="Keep caches, records and job output here (a private dir you own; "
-                   "audited). Default: a private temporary dir, removed afterwards.")
-@click.option("--out", "out_dir", metavar="DIR",
-              help="Write report.md, bench.json and chart.png into DIR (created private).")
-@click.option("--report", "report_path", metavar="FILE.md", help="Markdown report.")
-@click.option("--json", "json_path", metavar="FILE", help="Raw samples and results (JSON).")
-@click.option("--plot", "plot_path", metavar="FILE.png",
-              help="Chart of the phases, cold vs warm (needs matplotlib).")
-@click.option("--compare", nargs=2, metavar="A.json B.json",
-              help="Compare two earlier `--json` results instead of running anything.")
-@click.argument("command", nargs=-1, type=click.UNPROCESSED)
-def bench(command: tuple[str, ...], trials: int, warm: int, no_prime: bool,
-          timeout: float | None, confidence: float, noise_s: float, max_trials: int | None,
-          target_width: float | None, time_budget: float | None,
-          min_compile_time: float | None, min_entry_size: int | None, workdir: str | None,
-          out_dir: str | None, report_path: str | None, json_path: str | None,
-          plot_path: str | None, compare: tuple[str, str] | None) -> None:
+def bench(args: argparse.Namespace, tail: list[str] | None) -> None:
     """Measure what the cache buys: cold versus warm, each in its own process.
 
-    \b
       jaxcache bench -- python train.py
       jaxcache bench -t 3 -k 2 --out bench-out -- python examples/mlp.py
       jaxcache bench --compare before.json after.json
@@ -269,36 +193,32 @@ def bench(command: tuple[str, ...], trials: int, warm: int, no_prime: bool,
     significant difference); 2 usage error or a run that failed or timed out; 130 interrupted
     (the runs that finished are still reported).
     """
+    argv = _user_command(args.command, tail)
+    if args.compare:
+        if argv:
+            _usage(args, "--compare takes two JSON files and no command")
+        from jaxcache.bench import command as benchcmd
+
+        _emit(benchcmd.compare(*args.compare))
+        sys.exit(0)
+    if not argv:
+        _usage(args, "no command to bench: jaxcache bench [OPTIONS] -- CMD [ARGS...]")
     from jaxcache.bench import command as benchcmd
 
-    if compare:
-        if command:
-            raise click.UsageError("--compare takes two JSON files and no command")
-        _emit(benchcmd.compare(*compare))
-        sys.exit(0)
-    argv = list(command)
-    if argv and argv[0] == "--":
-        argv = argv[1:]
-    if not argv:
-        raise click.UsageError("no command to bench: jaxcache bench [OPTIONS] -- CMD [ARGS...]")
     code = benchcmd.run(
-        argv, trials=trials, warm=warm, prime=not no_prime, timeout=timeout,
-        confidence=confidence, noise_s=noise_s, max_trials=max_trials,
-        target_width=target_width, time_budget=time_budget,
-        min_compile_time=min_compile_time, min_entry_size=min_entry_size, workdir=workdir,
-        out_dir=out_dir, report_path=report_path, json_path=json_path, plot_path=plot_path,
+        argv, trials=args.trials, warm=args.warm, prime=not args.no_prime,
+        timeout=args.timeout, confidence=args.confidence, noise_s=args.noise_s,
+        max_trials=args.max_trials, target_width=args.target_width,
+        time_budget=args.time_budget, min_compile_time=args.min_compile_time,
+        min_entry_size=args.min_entry_size, workdir=args.workdir, out_dir=args.out_dir,
+        report_path=args.report_path, json_path=args.json_path, plot_path=args.plot_path,
         echo=_emit)
     sys.exit(code)
 
 
-@cli.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
-              show_default=True)
-@click.argument("inputs", nargs=-1, type=click.UNPROCESSED)
-def explain(fmt: str, inputs: tuple[str, ...]) -> None:
+def explain(args: argparse.Namespace, tail: list[str] | None) -> None:
     """Why modules were or were not cached, and why a later process missed.
 
-    \b
       jaxcache explain cold.json warm.json     run records from `jaxcache run --record`
       jaxcache explain -- python train.py      run the job twice (fresh private cache) and explain
 
@@ -311,23 +231,22 @@ def explain(fmt: str, inputs: tuple[str, ...]) -> None:
     Exit code: 0 everything that could be cached was; 1 something expensive was not cached;
     2 bad input (missing, malformed or newer-schema records).
     """
+    if tail is not None and args.records:
+        _usage(args, "give either record files or -- CMD, not both")
+    if tail is not None and not tail:
+        _usage(args, "no command after --")
+    if tail is None and not args.records:
+        _usage(args, "give run records (from jaxcache run --record) or -- CMD")
     from jaxcache import explain as explainmod
-    from jaxcache import record as recordmod
 
-    args = list(inputs)
-    tail = _after_dashdash()
-    if tail is not None and tail == args:
-        if not args:
-            raise click.UsageError("no command after --")
-        records = explainmod.run_twice(args)
-    elif tail is not None:
-        raise click.UsageError("give either record files or -- CMD, not both")
+    if tail is not None:
+        records = explainmod.run_twice(tail)
     else:
-        if not args:
-            raise click.UsageError("give run records (from jaxcache run --record) or -- CMD")
-        records = [(path, recordmod.load(path)) for path in args]
+        from jaxcache import record as recordmod
+
+        records = [(path, recordmod.load(path)) for path in args.records]
     result = explainmod.explain_records(records)
-    if fmt == "json":
+    if args.fmt == "json":
         from jaxcache.report import explain_json
         _emit(explain_json.render(result))
     else:
@@ -336,33 +255,12 @@ def explain(fmt: str, inputs: tuple[str, ...]) -> None:
     sys.exit(result.exit_code)
 
 
-@cli.command()
-@click.option("--audit", "audit_path", metavar="A.json", help="An earlier `audit --format json`.")
-@click.option("--bench", "bench_paths", multiple=True, metavar="B.json",
-              help="An earlier `bench --json` (repeatable: one per job that would share).")
-@click.option("--policy", "policy_path", metavar="FILE", help="Trust policy (TOML).")
-@click.option("--user", "as_user", metavar="NAME",
-              help="Decide for this user (whose processes would trust the cache).")
-@click.option("--min-saving", type=click.FloatRange(min=0), default=1.0, show_default=True,
-              metavar="SECONDS", help="A saving is noticeable from this many seconds...")
-@click.option("--min-fraction", type=click.FloatRange(0, 1), default=0.05, show_default=True,
-              help="...and this share of start-up (the lower bound of its interval counts).")
-@click.option("-t", "--trials", type=click.IntRange(1, 100), default=6, show_default=True,
-              help="Trials when benching CMD.")
-@click.option("-k", "--warm", type=click.IntRange(1, 20), default=1, show_default=True)
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
-              show_default=True)
-@click.argument("inputs", nargs=-1, type=click.UNPROCESSED)
-def decide(audit_path: str | None, bench_paths: tuple[str, ...], policy_path: str | None,
-           as_user: str | None, min_saving: float, min_fraction: float, trials: int, warm: int,
-           fmt: str, inputs: tuple[str, ...]) -> None:
+def decide(args: argparse.Namespace, tail: list[str] | None) -> None:
     """Should this cache be shared? Three tests, each shown with its evidence.
 
-    \b
       jaxcache decide /srv/jax-cache --bench bench.json
       jaxcache decide /srv/jax-cache --user alice -- python train.py
 
-    \b
       1. writers understood: audit PRIVATE, or SHARED-BY-POLICY with every writer declared
       2. compatible jobs: same key inputs (jaxlib, platform, devices, XLA flags, path) and
          warm runs that really hit
@@ -374,46 +272,42 @@ def decide(audit_path: str | None, bench_paths: tuple[str, ...], policy_path: st
     import json as jsonlib
 
     from jaxcache import decide as decidemod
-    from jaxcache.errors import JaxcacheError
 
-    args = list(inputs)
-    tail = _after_dashdash() or []
-    if tail and args[-len(tail):] != tail:
-        tail = []
-    command = args[len(args) - len(tail):] if tail else []
-    rest = args[:len(args) - len(tail)] if tail else args
+    command = tail or []
+    rest = args.paths
     if len(rest) > 1:
-        raise click.UsageError("give at most one PATH (then -- CMD to bench)")
-    if audit_path and rest:
-        raise click.UsageError("give PATH or --audit, not both")
-    if audit_path:
+        _usage(args, "give at most one PATH (then -- CMD to bench)")
+    if args.audit_path and rest:
+        _usage(args, "give PATH or --audit, not both")
+    if args.audit_path:
         try:
-            with open(audit_path, encoding="utf-8") as f:
+            with open(args.audit_path, encoding="utf-8") as f:
                 audit = jsonlib.load(f)
         except (OSError, ValueError) as exc:
-            raise JaxcacheError(f"cannot read audit {audit_path}: {exc}") from None
+            raise JaxcacheError(f"cannot read audit {args.audit_path}: {exc}") from None
         if not isinstance(audit, dict) or audit.get("schema") != "jaxcache.audit/1":
-            raise JaxcacheError(f"{audit_path} is not a jaxcache audit (jaxcache.audit/1)")
+            raise JaxcacheError(f"{args.audit_path} is not a jaxcache audit (jaxcache.audit/1)")
     elif rest:
         from jaxcache import api
         from jaxcache.report import json as auditjson
 
-        audit = auditjson.audit_dict(api.audit(rest[0], policy=policy_path, as_user=as_user))
+        audit = auditjson.audit_dict(api.audit(rest[0], policy=args.policy_path,
+                                               as_user=args.as_user))
     else:
-        raise click.UsageError("give the cache PATH (or --audit A.json)")
+        _usage(args, "give the cache PATH (or --audit A.json)")
     from jaxcache.bench import command as benchcmd
 
-    benches = [benchcmd.load_result(p) for p in bench_paths]
+    benches = [benchcmd.load_result(p) for p in args.bench_paths or ()]
     writers_ok = audit["verdict"] in ("PRIVATE", "SHARED-BY-POLICY")
     if writers_ok and command:
-        benches.append(benchcmd.measure(command, trials=trials, warm=warm,
+        benches.append(benchcmd.measure(command, trials=args.trials, warm=args.warm,
                                         echo=sys.stderr.write))
     if writers_ok and not benches:
-        raise click.UsageError("the writers are understood; to judge the saving give --bench "
-                               "B.json or -- CMD")
-    result = decidemod.decide(audit, benches, min_saving_s=min_saving,
-                              min_fraction=min_fraction)
-    if fmt == "json":
+        _usage(args, "the writers are understood; to judge the saving give --bench B.json "
+                     "or -- CMD")
+    result = decidemod.decide(audit, benches, min_saving_s=args.min_saving,
+                              min_fraction=args.min_fraction)
+    if args.fmt == "json":
         from jaxcache.report import decide_json
         _emit(decide_json.render(result))
     else:
@@ -422,18 +316,9 @@ def decide(audit_path: str | None, bench_paths: tuple[str, ...], policy_path: st
     sys.exit(result.exit_code)
 
 
-@cli.command()
-@click.option("--env", "static", is_flag=True,
-              help="Judge what a job started from this environment would expose (default "
-                   "when no --pid/--live is given).")
-@click.option("--pid", "pids", type=int, multiple=True, metavar="PID",
-              help="Inspect the listening sockets of this process (repeatable).")
-@click.option("--live", is_flag=True, help="Inspect every JAX process you can see.")
-@click.option("--format", "fmt", type=FORMATS, default="text", show_default=True)
-def net(static: bool, pids: tuple[int, ...], live: bool, fmt: str) -> None:
+def net(args: argparse.Namespace, tail: None) -> None:
     """JAX's network services: who can reach them. Cache permissions do not cover this.
 
-    \b
       jaxcache net                      what jax.distributed would expose from this environment
       jaxcache net --pid 4242           listening sockets of a running JAX process
       jaxcache net --live               every JAX process you can see
@@ -448,23 +333,22 @@ def net(static: bool, pids: tuple[int, ...], live: bool, fmt: str) -> None:
     authentication; 0 when everything is loopback-only or protected by mTLS; 2 bad input
     (no such PID, not permitted to inspect it).
     """
-    import os
-
     from jaxcache import jaxcompat
     from jaxcache.net import assess, config, sockets
 
+    pids = args.pids or []
     version = jaxcompat.installed_version("jax")
     env = dict(os.environ)
-    plan = config.plan(env, version) if (static or not (pids or live)) else None
+    plan = config.plan(env, version) if (args.static or not (pids or args.live)) else None
     scan = None
-    if pids or live:
+    if pids or args.live:
         supported = config.plan(env, version).mtls_supported
         scan = sockets.scan(list(pids) if pids else None, jax_version_ok_for_mtls=supported)
     report = assess.assess(plan, scan, env)
-    if fmt == "json":
+    if args.fmt == "json":
         from jaxcache.report import net_json
         _emit(net_json.render(report))
-    elif fmt == "sarif":
+    elif args.fmt == "sarif":
         from jaxcache.report import sarif
         _emit(sarif.render_findings(report.findings, {"exposed": report.exposed},
                                     files=False))
@@ -474,12 +358,7 @@ def net(static: bool, pids: tuple[int, ...], live: bool, fmt: str) -> None:
     sys.exit(report.exit_code)
 
 
-@cli.command()
-@click.option("--out", "out_dir", default="demo-output", show_default=True, metavar="DIR",
-              help="Private output folder (created): report.md, chart.png, bench.json, runs/.")
-@click.option("-t", "--trials", type=click.IntRange(1, 100), default=8, show_default=True)
-@click.option("-k", "--warm", type=click.IntRange(1, 20), default=1, show_default=True)
-def demo(out_dir: str, trials: int, warm: int) -> None:
+def demo(args: argparse.Namespace, tail: None) -> None:
     """The whole story on the bundled example: trust first, then what the cache buys.
 
     Makes a private directory (init), audits it and a deliberately unsafe one, then benches
@@ -488,17 +367,270 @@ def demo(out_dir: str, trials: int, warm: int) -> None:
     """
     from jaxcache import demo as demomod
 
-    sys.exit(demomod.run(out_dir=out_dir, trials=trials, warm=warm, echo=_emit))
+    sys.exit(demomod.run(out_dir=args.out_dir, trials=args.trials, warm=args.warm, echo=_emit))
 
 
-def main() -> None:
+# --- the parser ------------------------------------------------------------------------------
+
+class _Range:
+    """A number within bounds; out of range is a usage error naming the bounds (exit 2)."""
+
+    def __init__(self, kind: type, lo: float | None = None, hi: float | None = None) -> None:
+        self.kind, self.lo, self.hi = kind, lo, hi
+
+    def __str__(self) -> str:
+        if self.hi is None:
+            return f"x>={self.lo}"
+        return f"{self.lo}<=x<={self.hi}" if self.lo is not None else f"x<={self.hi}"
+
+    def __call__(self, text: str) -> float:
+        try:
+            value = self.kind(text)
+        except ValueError:
+            value = None
+        if value is None or value != value:  # not a number, or NaN
+            noun = "an integer" if self.kind is int else "a number"
+            raise argparse.ArgumentTypeError(f"{text!r} is not {noun}")
+        if (self.lo is not None and value < self.lo) or (self.hi is not None and value > self.hi):
+            raise argparse.ArgumentTypeError(f"{text} is not in the range {self}")
+        return value
+
+
+class _Help(argparse.RawDescriptionHelpFormatter):
+    """Descriptions as written, so their example blocks keep their layout; option help is
+    wrapped to the terminal, at most 100 columns."""
+
+    def __init__(self, prog: str) -> None:
+        import shutil
+
+        width = max(min(shutil.get_terminal_size().columns, 100) - 2, 50)
+        super().__init__(prog, max_help_position=30, width=width)
+
+
+def _option(parser: argparse.ArgumentParser, *names: str, help: str = "",
+            show_default: bool = False, **kwargs) -> None:
+    """add_argument, with the default and any range shown after the help (`[default: 6;
+    1<=x<=1000]`); `%` in help must be written `%%`."""
+    notes = ["default: %(default)s"] if show_default else []
+    if isinstance(kwargs.get("type"), _Range):
+        notes.append(str(kwargs["type"]))
+    if notes:
+        help = f"{help}  [{'; '.join(notes)}]" if help else f"[{'; '.join(notes)}]"
+    parser.add_argument(*names, help=help or None, **kwargs)
+
+
+def _command(commands, handler, name: str, usage: str) -> argparse.ArgumentParser:
+    doc = handler.__doc__ or ""
+    first, _, rest = doc.partition("\n")
+    lines = rest.splitlines()
+    indent = min((len(line) - len(line.lstrip()) for line in lines if line.strip()), default=0)
+    description = "\n".join([first, *(line[indent:] for line in lines)]).strip()
+    parser = commands.add_parser(name, prog=f"jaxcache {name}", usage=f"%(prog)s {usage}",
+                                 help=first.strip(), description=description,
+                                 formatter_class=_Help, add_help=False, allow_abbrev=False)
+    parser.add_argument("-h", "--help", action="help", help="Show this message and exit.")
+    parser.set_defaults(handler=handler, parser=parser)
+    return parser
+
+
+
+def _init_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("path", nargs="?", metavar="PATH")
+    _option(p, "--name", default="jax", show_default=True, metavar="NAME",
+            help="Sub-directory under your cache dir, when PATH is not given.")
+    _option(p, "--policy", dest="policy_path", metavar="FILE",
+            help="Trust policy (TOML); default: your config dir's jaxcache/policy.toml.")
+    _option(p, "--format", dest="fmt", choices=TEXT_JSON, default="text", show_default=True)
+
+
+def _audit_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("path", metavar="PATH")
+    _option(p, "--policy", dest="policy_path", metavar="FILE",
+            help="Trust policy (TOML); default: your config dir's jaxcache/policy.toml. "
+                 "Never read from inside the audited tree.")
+    _option(p, "--format", dest="fmt", choices=FORMATS, default="text", show_default=True)
+    _option(p, "--user", dest="as_user", metavar="NAME",
+            help="Judge for this user (who besides NAME and root can write). Default: you.")
+    _option(p, "--no-processes", action="store_true",
+            help="Skip the scan for other processes using it.")
+    _option(p, "-v", "--verbose", action="store_true",
+            help="Also list trusted writers and notes.")
+
+
+def _ls_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("path", metavar="PATH")
+    _option(p, "--format", dest="fmt", choices=TEXT_JSON, default="text", show_default=True)
+
+
+def _run_options(p: argparse.ArgumentParser) -> None:
+    # REMAINDER: the command starts at the first word that is not our option; from there on
+    # nothing is ours (`jaxcache run python x.py --help` passes --help to x.py).
+    p.add_argument("command", nargs=argparse.REMAINDER, metavar="CMD",
+                   help="The program and its arguments, passed on verbatim.")
+    _option(p, "--cache-dir", metavar="DIR",
+            help="Cache directory (default: $JAX_COMPILATION_CACHE_DIR, else the one "
+                 "`jaxcache init` makes). Audited first; created private if missing.")
+    _option(p, "--record", dest="record_path", metavar="FILE",
+            help="Where to write the run record (JSON). Default: a new file under your "
+                 "state dir (~/.local/state/jaxcache/runs/).")
+    _option(p, "--policy", dest="policy_path", metavar="FILE", help="Trust policy (TOML).")
+    _option(p, "--allow-untrusted", action="store_true",
+            help="Run even if the audit says UNSAFE or UNVERIFIABLE. Anyone who can write "
+                 "the cache can then choose the code your job runs.")
+    _option(p, "-q", "--quiet", action="store_true",
+            help="No summary; only the record is written.")
+
+
+def _bench_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("command", nargs=argparse.REMAINDER, metavar="CMD",
+                   help="The program and its arguments, passed on verbatim.")
+    _option(p, "-t", "--trials", type=_Range(int, 1, 1000), default=6, show_default=True,
+            metavar="N",
+            help="Trials: each a fresh private cache, one cold process, then the warm ones. "
+                 "The trial is the unit of the statistics: 6 is the fewest for a 95%% "
+                 "interval.")
+    _option(p, "-k", "--warm", type=_Range(int, 1, 100), default=2, show_default=True,
+            metavar="N",
+            help="Warm processes per trial (their median is compared with the cold run).")
+    _option(p, "--no-prime", action="store_true",
+            help="Skip the discarded first run that warms the OS file cache.")
+    _option(p, "--timeout", type=_Range(float, 0.1), metavar="SECONDS",
+            help="Kill a run that takes longer (and stop the bench).")
+    _option(p, "--confidence", type=_Range(float, 0.5, 0.999), default=0.95,
+            show_default=True, metavar="LEVEL")
+    _option(p, "--noise", dest="noise_s", type=_Range(float, 0), default=0.1,
+            show_default=True, metavar="SECONDS",
+            help="A saving whose interval reaches below this is 'no significant difference'.")
+    _option(p, "--max-trials", type=_Range(int, 1, 1000), metavar="N",
+            help="Adaptive: after --trials, keep adding trials up to N until --until-width "
+                 "or --time-budget is reached.")
+    _option(p, "--until-width", dest="target_width", type=_Range(float, 0), metavar="SECONDS",
+            help="Adaptive: stop when the saving's interval is at most this wide.")
+    _option(p, "--time-budget", type=_Range(float, 1), metavar="SECONDS",
+            help="Adaptive: stop adding trials after this much time.")
+    _option(p, "--min-compile-time", type=_Range(float, 0), metavar="SECONDS",
+            help="Set jax_persistent_cache_min_compile_time_secs for every run (JAX's "
+                 "default 1.0). Reported, and marked when below the default.")
+    _option(p, "--min-entry-size", type=_Range(int, -1), metavar="BYTES",
+            help="Set jax_persistent_cache_min_entry_size_bytes for every run.")
+    _option(p, "--workdir", metavar="DIR",
+            help="Keep caches, records and job output here (a private dir you own; "
+                 "audited). Default: a private temporary dir, removed afterwards.")
+    _option(p, "--out", dest="out_dir", metavar="DIR",
+            help="Write report.md, bench.json and chart.png into DIR (created private).")
+    _option(p, "--report", dest="report_path", metavar="FILE.md", help="Markdown report.")
+    _option(p, "--json", dest="json_path", metavar="FILE",
+            help="Raw samples and results (JSON).")
+    _option(p, "--plot", dest="plot_path", metavar="FILE.png",
+            help="Chart of the phases, cold vs warm (needs matplotlib).")
+    _option(p, "--compare", nargs=2, metavar=("A.json", "B.json"),
+            help="Compare two earlier `--json` results instead of running anything.")
+
+
+def _explain_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("records", nargs="*", metavar="RECORD",
+                   help="Run records (from jaxcache run --record).")
+    _option(p, "--format", dest="fmt", choices=TEXT_JSON, default="text", show_default=True)
+
+
+def _net_options(p: argparse.ArgumentParser) -> None:
+    _option(p, "--env", dest="static", action="store_true",
+            help="Judge what a job started from this environment would expose (default "
+                 "when no --pid/--live is given).")
+    _option(p, "--pid", dest="pids", type=int, action="append", metavar="PID",
+            help="Inspect the listening sockets of this process (repeatable).")
+    _option(p, "--live", action="store_true", help="Inspect every JAX process you can see.")
+    _option(p, "--format", dest="fmt", choices=FORMATS, default="text", show_default=True)
+
+
+def _decide_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("paths", nargs="*", metavar="PATH",
+                   help="The cache directory (audited now).")
+    _option(p, "--audit", dest="audit_path", metavar="A.json",
+            help="An earlier `audit --format json`.")
+    _option(p, "--bench", dest="bench_paths", action="append", metavar="B.json",
+            help="An earlier `bench --json` (repeatable: one per job that would share).")
+    _option(p, "--policy", dest="policy_path", metavar="FILE", help="Trust policy (TOML).")
+    _option(p, "--user", dest="as_user", metavar="NAME",
+            help="Decide for this user (whose processes would trust the cache).")
+    _option(p, "--min-saving", type=_Range(float, 0), default=1.0, show_default=True,
+            metavar="SECONDS", help="A saving is noticeable from this many seconds...")
+    _option(p, "--min-fraction", type=_Range(float, 0, 1), default=0.05, show_default=True,
+            metavar="FRACTION",
+            help="...and this share of start-up (the lower bound of its interval counts).")
+    _option(p, "-t", "--trials", type=_Range(int, 1, 100), default=6, show_default=True,
+            metavar="N", help="Trials when benching CMD.")
+    _option(p, "-k", "--warm", type=_Range(int, 1, 20), default=1, show_default=True,
+            metavar="N")
+    _option(p, "--format", dest="fmt", choices=TEXT_JSON, default="text", show_default=True)
+
+
+def _demo_options(p: argparse.ArgumentParser) -> None:
+    _option(p, "--out", dest="out_dir", default="demo-output", show_default=True, metavar="DIR",
+            help="Private output folder (created): report.md, chart.png, bench.json, runs/.")
+    _option(p, "-t", "--trials", type=_Range(int, 1, 100), default=8, show_default=True,
+            metavar="N")
+    _option(p, "-k", "--warm", type=_Range(int, 1, 20), default=1, show_default=True,
+            metavar="N")
+
+
+# name, handler, usage (after `jaxcache NAME `), options; in the order the overview tells them
+COMMANDS = (
+    ("init", init, "[OPTIONS] [PATH]", _init_options),
+    ("audit", audit, "[OPTIONS] PATH", _audit_options),
+    ("ls", ls_command, "[OPTIONS] PATH", _ls_options),
+    ("run", run, "[OPTIONS] [--] CMD [ARGS...]", _run_options),
+    ("bench", bench, "[OPTIONS] [--] CMD [ARGS...]\n"
+                     "       jaxcache bench --compare A.json B.json", _bench_options),
+    ("explain", explain, "[OPTIONS] RECORD...\n"
+                         "       jaxcache explain [OPTIONS] -- CMD [ARGS...]", _explain_options),
+    ("net", net, "[OPTIONS]", _net_options),
+    ("decide", decide, "[OPTIONS] (PATH | --audit A.json) [-- CMD [ARGS...]]", _decide_options),
+    ("demo", demo, "[OPTIONS]", _demo_options),
+)
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The parser; with `only` (a command's name), that command alone: less to build before
+    the user's job starts. Help and errors for the whole command line need all of them."""
+    top = argparse.ArgumentParser(prog="jaxcache", description=OVERVIEW, formatter_class=_Help,
+                                  add_help=False, allow_abbrev=False)
+    top.add_argument("--version", action="version", version=f"jaxcache {__version__}",
+                     help="Show the version and exit.")
+    top.add_argument("-h", "--help", action="help", help="Show this message and exit.")
+    commands = top.add_subparsers(title="commands", metavar="COMMAND", dest="name",
+                                   required=True)
+    for name, handler, usage, options in COMMANDS:
+        if only in (None, name):
+            options(_command(commands, handler, name, usage))
+    return top
+
+
+RUNS_A_COMMAND = ("run", "bench", "explain", "decide")
+
+
+def split_command(argv: list[str]) -> tuple[list[str], list[str] | None]:
+    """Our arguments, and what followed the first `--` (None without one) for the commands
+    that run a command: that part is the user's, verbatim, never parsed as ours. Elsewhere
+    `--` keeps argparse's meaning (what follows is positional)."""
+    if argv and argv[0] in RUNS_A_COMMAND and "--" in argv:
+        cut = argv.index("--")
+        return argv[:cut], argv[cut + 1:]
+    return argv, None
+
+
+def main(argv: list[str] | None = None) -> None:
     try:
-        cli.main(standalone_mode=False, prog_name="jaxcache")
-    except click.exceptions.Abort:
-        _fail("aborted", 130)
-    except click.ClickException as exc:
-        exc.show()
-        sys.exit(exc.exit_code)
+        ours, tail = split_command(sys.argv[1:] if argv is None else list(argv))
+        names = [name for name, *_ in COMMANDS]
+        parser = build_parser(only=ours[0] if ours and ours[0] in names else None)
+        if not ours:
+            parser.print_help(sys.stderr)
+            sys.exit(2)
+        args, extra = parser.parse_known_args(ours)
+        if extra:  # named by the command's parser, not the top level's (argparse's default)
+            getattr(args, "parser", parser).error(f"unrecognized arguments: {' '.join(extra)}")
+        args.handler(args, tail)
     except JaxcacheError as exc:
         _fail(str(exc), exc.exit_code)
     except BrokenPipeError:
