@@ -35,6 +35,13 @@ Start with the trust boundary:
   jaxcache net [--pid P]        JAX's network services: a trust boundary of their own
   jaxcache decide PATH ...      share the cache? writers, compatibility, saving
 
+A sealed cache (docs/sealed-cache.md): entries signed, loaded only if a trusted key signed them:
+
+  jaxcache keygen KEYFILE       an Ed25519 signing key; prints the public key to trust
+  jaxcache seal DIR --key K     sign the entries of a directory you trust
+  jaxcache verify DIR           valid / unsigned / bad signature / unknown key, per entry
+  jaxcache run --sealed ...     run a job that loads only signed entries (and signs with a key)
+
 Exit codes: 0 fine, 1 a finding you must act on, 2 usage or input error.
 """
 
@@ -168,7 +175,8 @@ def run(args: argparse.Namespace, tail: list[str] | None) -> None:
     from jaxcache.report import run_text
 
     result = runmod.run_job(argv, cache_dir=args.cache_dir, record_path=args.record_path,
-                            policy=args.policy_path, allow_untrusted=args.allow_untrusted)
+                            policy=args.policy_path, allow_untrusted=args.allow_untrusted,
+                            seal=_seal_options_of(args))
     if not args.quiet:
         sys.stderr.write(run_text.render(result.record, result.record_path))
     sys.exit(result.outcome.status)
@@ -370,6 +378,81 @@ def demo(args: argparse.Namespace, tail: None) -> None:
     sys.exit(demomod.run(out_dir=args.out_dir, trials=args.trials, warm=args.warm, echo=_emit))
 
 
+def keygen(args: argparse.Namespace, tail: None) -> None:
+    """Create an Ed25519 signing key for a sealed cache, and print its public key.
+
+      jaxcache keygen /etc/jaxcache/ci.key
+
+    The private key is written 0600 (never over an existing file, never inside a cache
+    directory), the public key beside it as KEYFILE.pub. Readers trust the public key in their
+    policy: trusted_keys = [{ holder = "ci-publisher", key = "ed25519:..." }] for the cache's
+    path. See docs/sealed-cache.md.
+    """
+    from jaxcache.seal import keys
+
+    key = keys.generate()
+    path = keys.save(key, args.keyfile)
+    _emit(f"wrote {path} (private, mode 0600) and {path}.pub\n"
+          f"public key: {key.public.text}\n"
+          f"key id:     {key.public.id}\n")
+
+
+def _scan_output(result, action: str, fmt: str) -> None:
+    if fmt == "json":
+        from jaxcache.report import seal_json
+        _emit(seal_json.render(result, action))
+    else:
+        from jaxcache.report import seal_text
+        _emit(seal_text.render(result, action))
+    sys.exit(0 if result.all_valid else 1)
+
+
+def verify(args: argparse.Namespace, tail: None) -> None:
+    """Check every entry of a sealed cache: valid, unsigned, bad signature, unknown key.
+
+      jaxcache verify /shared/jax-cache
+      jaxcache verify /shared/jax-cache --trusted-key ci.key.pub --format json
+
+    Entries are read exactly as a sealed reader reads them (directory fd, no symlinks, one
+    read), so "valid" means a sealed reader trusting these keys loads it. Trusted keys: every
+    --trusted-key, plus the policy's trusted_keys for DIR. Nothing is changed.
+
+    Exit code: 0 every entry is valid; 1 any is not; 2 bad input.
+    """
+    from jaxcache import sealing
+
+    _scan_output(sealing.verify_dir(args.dir, tuple(args.trusted_keys or ()),
+                                    args.policy_path), "verify", args.fmt)
+
+
+def seal(args: argparse.Namespace, tail: None) -> None:
+    """Sign the unsigned entries of a cache directory you trust (e.g. one CI just filled).
+
+      jaxcache seal ci-cache/ --key /etc/jaxcache/ci.key
+
+    Refused unless DIR's audit is PRIVATE or SHARED-BY-POLICY: sealing vouches for whatever
+    any writer put there. Entries whose signature does not verify are reported, never
+    replaced (that would delete a file).
+
+    Exit code: 0 every entry is now valid; 1 some are not; 2 bad input.
+    """
+    from jaxcache import sealing
+
+    _scan_output(sealing.seal_dir(args.dir, args.key, tuple(args.trusted_keys or ()),
+                                  args.policy_path), "seal", args.fmt)
+
+
+def _seal_options_of(args: argparse.Namespace):
+    """--sealed and friends as sealing.SealOptions, or None for an ordinary cache."""
+    if not args.sealed:
+        if args.signing_key or args.trusted_keys or args.local:
+            _usage(args, "--signing-key, --trusted-key and --local need --sealed")
+        return None
+    from jaxcache.sealing import SealOptions
+
+    return SealOptions(args.signing_key, tuple(args.trusted_keys or ()), args.local)
+
+
 # --- the parser ------------------------------------------------------------------------------
 
 class _Range:
@@ -479,6 +562,40 @@ def _run_options(p: argparse.ArgumentParser) -> None:
                  "the cache can then choose the code your job runs.")
     _option(p, "-q", "--quiet", action="store_true",
             help="No summary; only the record is written.")
+    _sealed_options(p)
+
+
+def _sealed_options(p: argparse.ArgumentParser) -> None:
+    _option(p, "--sealed", action="store_true",
+            help="Load only entries signed by a trusted key (docs/sealed-cache.md); others "
+                 "may then write the directory. The job must be able to import jaxcache.")
+    _option(p, "--signing-key", metavar="KEYFILE",
+            help="With --sealed: sign what the job writes (from `jaxcache keygen`). Without "
+                 "it the job writes nothing to the sealed directory.")
+    _option(p, "--trusted-key", dest="trusted_keys", action="append", metavar="KEY",
+            help="With --sealed: trust this public key (ed25519:... or a .pub file; "
+                 "repeatable), besides the policy's trusted_keys for the directory.")
+    _option(p, "--local", metavar="DIR",
+            help="With --sealed: a private directory read first and written instead (tiers).")
+
+
+def _keygen_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("keyfile", metavar="KEYFILE", help="Where to write the private key.")
+
+
+def _scan_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("dir", metavar="DIR")
+    _option(p, "--trusted-key", dest="trusted_keys", action="append", metavar="KEY",
+            help="A trusted public key (ed25519:... or a .pub file; repeatable).")
+    _option(p, "--policy", dest="policy_path", metavar="FILE",
+            help="Trust policy (TOML) whose trusted_keys for DIR count too.")
+    _option(p, "--format", dest="fmt", choices=TEXT_JSON, default="text", show_default=True)
+
+
+def _seal_options(p: argparse.ArgumentParser) -> None:
+    _scan_options(p)
+    _option(p, "--key", required=True, metavar="KEYFILE",
+            help="The signing key (from `jaxcache keygen`).")
 
 
 def _bench_options(p: argparse.ArgumentParser) -> None:
@@ -587,6 +704,9 @@ COMMANDS = (
     ("net", net, "[OPTIONS]", _net_options),
     ("decide", decide, "[OPTIONS] (PATH | --audit A.json) [-- CMD [ARGS...]]", _decide_options),
     ("demo", demo, "[OPTIONS]", _demo_options),
+    ("keygen", keygen, "KEYFILE", _keygen_options),
+    ("seal", seal, "--key KEYFILE [OPTIONS] DIR", _seal_options),
+    ("verify", verify, "[OPTIONS] DIR", _scan_options),
 )
 
 

@@ -1,0 +1,129 @@
+"""The audit of a sealed cache, and `jaxcache run --sealed` on a directory others can write."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import audit_json, codes, jaxcache, mkdir, needs_root
+
+pytest.importorskip("cryptography")
+
+
+def keygen(path: Path) -> str:
+    proc = jaxcache("keygen", str(path))
+    assert proc.returncode == 0, proc.stderr
+    assert oct(path.stat().st_mode & 0o777) == "0o600"
+    return (path.parent / (path.name + ".pub")).read_text().strip()
+
+
+def policy(tmp_path: Path, cache: Path, pub: str, holder: str, users: list[str]) -> Path:
+    p = tmp_path / "policy.toml"
+    p.write_text(f'[[cache]]\npath = "{cache}"\ntrusted_users = {json.dumps(users)}\n'
+                 f'trusted_keys = [{{ holder = "{holder}", key = "{pub}" }}]\n')
+    p.chmod(0o600)
+    return p
+
+
+@needs_root
+def test_world_writable_dir_is_sealed_when_the_key_holder_is_declared(base, tmp_path, accounts):
+    cache = mkdir(base / "shared", 0o777)
+    pub = keygen(tmp_path / "keys" / "ci.key")
+    rc, plain = audit_json(cache)
+    assert rc == 1 and plain["verdict"] == "UNSAFE"
+    rc, doc = audit_json(cache, "--policy", str(policy(tmp_path, cache, pub, "root", [])))
+    assert rc == 0 and doc["verdict"] == "SEALED", doc["findings"]
+    assert "seal.keys" in codes(doc)
+    untrusted = [f for f in doc["findings"] if f["code"] == "writer.untrusted"]
+    assert untrusted and all(f["effect"] == "warning" and "sealed" in f["message"]
+                             for f in untrusted)
+    # a key held by someone who is not a declared writer keeps it UNSAFE
+    rc, doc = audit_json(cache, "--policy", str(policy(tmp_path, cache, pub, accounts.c, [])))
+    assert rc == 1 and doc["verdict"] == "UNSAFE" and "seal.holder-undeclared" in codes(doc)
+    rc, doc = audit_json(cache, "--policy",
+                         str(policy(tmp_path, cache, pub, accounts.c, [accounts.c])))
+    assert rc == 0 and doc["verdict"] == "SEALED"
+
+
+def test_policy_rejects_malformed_keys(base, tmp_path):
+    cache = mkdir(base / "c", 0o700)
+    bad = policy(tmp_path, cache, "ed25519:AAAA", "root", [])
+    proc = jaxcache("audit", "--policy", str(bad), str(cache))
+    assert proc.returncode == 2 and "32 bytes" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_keygen_refuses_to_overwrite_or_to_live_in_a_cache(tmp_path):
+    key = tmp_path / "k" / "ci.key"
+    keygen(key)
+    again = jaxcache("keygen", str(key))
+    assert again.returncode == 2 and "already exists" in again.stderr
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    (cache / ("jit_f-" + "ab" * 32 + "-cache")).write_bytes(b"x")
+    inside = jaxcache("keygen", str(cache / "ci.key"))
+    assert inside.returncode == 2 and "compilation cache" in inside.stderr
+    assert not (cache / "ci.key").exists()
+
+
+PROGRAM = """
+import jax, jax.numpy as jnp
+jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
+f = jax.jit(lambda x: jnp.tanh(x @ x.T).sum())
+print(float(f(jnp.ones((8, 8)))))
+"""
+
+
+@needs_root
+def test_run_sealed_on_a_dir_others_can_write(base, tmp_path):
+    pytest.importorskip("jax")
+    cache = mkdir(base / "shared", 0o777)
+    key = tmp_path / "keys" / "ci.key"
+    pub = keygen(key)
+    job = tmp_path / "job.py"
+    job.write_text(PROGRAM)
+    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+    refused = jaxcache("run", "--cache-dir", str(cache), "--", sys.executable, str(job), env=env)
+    assert refused.returncode == 1 and "UNSAFE" in refused.stderr
+    rec = tmp_path / "publish.json"
+    proc = jaxcache("run", "--sealed", "--signing-key", str(key), "--cache-dir", str(cache),
+                    "--record", str(rec), "--", sys.executable, str(job), env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "64.0"
+    doc = json.loads(rec.read_text())
+    assert doc["seal"]["signing_key"] and doc["seal"]["rejections"] == []
+    signed = [p for p in cache.iterdir() if p.name.endswith("-cache.sig")]
+    assert signed
+    # an attacker (anyone: the dir is 0777) replaces the main entry with another one
+    (entry,) = [p for p in cache.iterdir() if p.name.startswith("jit__lambda-")
+                and p.name.endswith("-cache")]
+    other = next(p for p in cache.iterdir() if p.name.endswith("-cache") and p != entry)
+    entry.write_bytes(other.read_bytes())
+    rec2 = tmp_path / "consume.json"
+    proc = jaxcache("run", "--sealed", "--trusted-key", pub, "--cache-dir", str(cache),
+                    "--record", str(rec2), "--", sys.executable, str(job), env=env)
+    assert proc.returncode == 0 and proc.stdout.strip() == "64.0", proc.stderr
+    seal = json.loads(rec2.read_text())["seal"]
+    assert seal["signing_key"] is None
+    assert [r["status"] for r in seal["rejections"]] == ["bad-signature"]
+    assert "rejected" in proc.stderr and "sealed: read-only" in proc.stderr
+    assert entry.exists()  # left in place
+
+
+def test_run_sealed_stops_a_job_whose_probe_cannot_seal(tmp_path):
+    """A job under --sealed whose interpreter lacks jaxcache's dependencies must not run
+    with a cache: the probe stops it, and JAX never had the cache dir."""
+    pytest.importorskip("jax")
+    cache = tmp_path / "cache"
+    cache.mkdir(mode=0o700)
+    key = tmp_path / "keys" / "ci.key"
+    keygen(key)
+    job = tmp_path / "job.py"
+    job.write_text("import sys; sys.modules['cryptography'] = None\n" + PROGRAM)
+    proc = jaxcache("run", "--sealed", "--signing-key", str(key), "--cache-dir", str(cache),
+                    "--", sys.executable, str(job), env={**os.environ, "JAX_PLATFORMS": "cpu"})
+    assert proc.returncode == 1 and "stopping the job" in proc.stderr, proc.stderr
+    assert "64.0" not in proc.stdout
+    assert list(cache.iterdir()) == []
