@@ -115,9 +115,12 @@ def audit(args: argparse.Namespace, tail: None) -> None:
     Verdicts:
       PRIVATE           only you and root can create, replace or rename entries or any parent
       SHARED-BY-POLICY  extra writers exist and your policy declares every one trusted
+      SEALED            others may write, but the policy makes readers load only entries
+                        signed by trusted keys whose holders are declared writers
       UNSAFE            undeclared writers; each shown with its chain of reasons
       UNVERIFIABLE      network filesystem, URL, unreadable parent... fails closed
-    Exit code 0 for PRIVATE / SHARED-BY-POLICY, 1 for UNSAFE / UNVERIFIABLE, 2 for bad input.
+    Exit code 0 for PRIVATE / SHARED-BY-POLICY / SEALED, 1 for UNSAFE / UNVERIFIABLE, 2 for bad
+    input.
     """
     from jaxcache import api
 
@@ -269,7 +272,8 @@ def decide(args: argparse.Namespace, tail: list[str] | None) -> None:
       jaxcache decide /srv/jax-cache --bench bench.json
       jaxcache decide /srv/jax-cache --user alice -- python train.py
 
-      1. writers understood: audit PRIVATE, or SHARED-BY-POLICY with every writer declared
+      1. writers understood: audit PRIVATE, SHARED-BY-POLICY with every writer declared, or
+         SEALED (only entries signed by declared key holders are loaded)
       2. compatible jobs: same key inputs (jaxlib, platform, devices, XLA flags, path) and
          warm runs that really hit
       3. noticeable saving: the interval's lower bound >= --min-saving and --min-fraction

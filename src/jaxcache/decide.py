@@ -52,7 +52,9 @@ def _writers(audit: dict) -> Test:
     for f in audit.get("findings") or []:
         if f.get("effect") == "unverifiable":
             ev.append(f"unverifiable: {f['message']}")
-    return Test("writers", verdict in ("PRIVATE", "SHARED-BY-POLICY"), tuple(ev))
+        if f.get("code") == "seal.keys":
+            ev.append(f["message"])
+    return Test("writers", verdict in ("PRIVATE", "SHARED-BY-POLICY", "SEALED"), tuple(ev))
 
 
 def _compatible(benches: list[dict]) -> Test:
@@ -150,6 +152,12 @@ def decide(audit: dict, benches: list[dict], *, min_saving_s: float = 1.0,
                         ("the cache does not speed up the steps of a model that is already "
                          "running; look at the start-up phases above for where time goes",),
                         path)
+    if audit["verdict"] == "SEALED" and compatible.passed:
+        return Decision("SHARE", "a shared sealed cache is justified: readers load only entries "
+                        "signed by trusted keys whose holders are declared writers, the jobs are "
+                        "compatible, and the saving is noticeable", tests,
+                        ("every reader must run with --sealed (or enable(sealed=True)); keep the "
+                         "signing keys secret and the policy's key list current",), path)
     if audit["verdict"] == "SHARED-BY-POLICY" and compatible.passed:
         return Decision("SHARE", "a shared cache is justified: every writer is declared "
                         "trusted, the jobs are compatible, and the saving is noticeable", tests,

@@ -14,6 +14,8 @@ _HEADLINE = {
     Verdict.PRIVATE: "only you and root can change what JAX loads from here",
     Verdict.SHARED_BY_POLICY: "extra writers exist, and every one is declared trusted in your "
                               "policy",
+    Verdict.SEALED: "others may write here, but readers load only entries that a trusted key "
+                    "signed (writers can cost you recompiles, not choose your code)",
     Verdict.UNSAFE: "someone besides you and root can change what JAX loads from here",
     Verdict.UNVERIFIABLE: "jaxcache cannot establish who can write here, so it fails closed",
 }
@@ -42,7 +44,9 @@ def render_audit(r: AuditReport, *, verbose: bool = False) -> str:
             state = "not inspected: no permission to look" if blocked else "does not exist yet"
             lines.append(f"  .../{safe(name)}  ({state})")
     if r.writers:
-        lines += ["", "who can change what JAX loads:"]
+        lines += ["", "who can write here (sealed: without a trusted key they can only cause "
+                  "recompiles):" if r.verdict is Verdict.SEALED else
+                  "who can change what JAX loads:"]
         trusted = sorted({f"{w.principal} ({w.trust})" for w in r.writers
                           if w.trust != "untrusted"})
         groups: dict[str, list] = {}
