@@ -174,3 +174,24 @@ def test_warm_runs_that_missed_are_no_saving(train_bench):
              "untrusted_writers": [], "findings": [], "resolved": "/x"}
     result = decide_fn(audit, [bench])
     assert result.verdict == "NOT-WORTH-IT" and result.tests[2].passed is False
+
+
+@needs_root
+def test_sealed_shared_directory_can_be_shared(base, accounts, tmp_path, train_bench):
+    """Others can write it, but readers load only what a declared key holder signed: SHARE.
+    The same directory with a key held by someone undeclared: BLOCKED."""
+    pytest.importorskip("cryptography")
+    shared = mkdir(base / "sealed", 0o777)
+    key = tmp_path / "keys" / "ci.key"
+    assert jaxcache("keygen", str(key)).returncode == 0
+    pub = (tmp_path / "keys" / "ci.key.pub").read_text().strip()
+    policy = tmp_path / "policy.toml"
+    for holder, expected in (("root", (0, "SHARE")), (accounts.c, (1, "BLOCKED"))):
+        policy.write_text(f'[[cache]]\npath = "{shared}"\n'
+                          f'trusted_keys = [{{ holder = "{holder}", key = "{pub}" }}]\n')
+        policy.chmod(0o600)
+        rc, doc = decide(shared, "--policy", policy, "--bench", train_bench)
+        assert (rc, doc["verdict"]) == expected, json.dumps(doc["tests"], indent=1)
+    text = jaxcache("audit", "--policy", str(policy), str(shared))
+    assert text.returncode == 1 and "seal.holder-undeclared" not in text.stdout  # text says it
+    assert "is held by" in text.stdout and "not a declared writer" in text.stdout

@@ -36,6 +36,8 @@ def test_world_writable_dir_is_sealed_when_the_key_holder_is_declared(base, tmp_
     assert rc == 1 and plain["verdict"] == "UNSAFE"
     rc, doc = audit_json(cache, "--policy", str(policy(tmp_path, cache, pub, "root", [])))
     assert rc == 0 and doc["verdict"] == "SEALED", doc["findings"]
+    text = jaxcache("audit", "--policy", str(tmp_path / "policy.toml"), str(cache))
+    assert text.returncode == 0 and "verdict: SEALED" in text.stdout
     assert "seal.keys" in codes(doc)
     untrusted = [f for f in doc["findings"] if f["code"] == "writer.untrusted"]
     assert untrusted and all(f["effect"] == "warning" and "sealed" in f["message"]
