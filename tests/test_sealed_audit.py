@@ -129,3 +129,24 @@ def test_run_sealed_stops_a_job_whose_probe_cannot_seal(tmp_path):
     assert proc.returncode == 1 and "stopping the job" in proc.stderr, proc.stderr
     assert "64.0" not in proc.stdout
     assert list(cache.iterdir()) == []
+
+
+def test_bench_sealed_signs_every_trial_and_warm_runs_hit(tmp_path):
+    pytest.importorskip("jax")
+    work = tmp_path / "work"
+    work.mkdir(mode=0o700)
+    out = tmp_path / "bench.json"
+    train = Path(__file__).resolve().parent.parent / "examples" / "train.py"
+    proc = jaxcache("bench", "-t", "1", "-k", "1", "--no-prime", "--sealed", "--workdir",
+                    str(work), "--json", str(out), "--", sys.executable, str(train),
+                    "--steps", "40", env={**os.environ, "JAX_PLATFORMS": "cpu",
+                                          "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0"})
+    assert proc.returncode in (0, 1), proc.stderr
+    doc = json.loads(out.read_text())
+    assert doc["config"]["sealed"] is True
+    cache = work / "trial-1" / "cache"
+    entries = [p for p in cache.iterdir() if p.name.endswith("-cache")]
+    assert entries and all((cache / (p.name + ".sig")).exists() for p in entries)
+    warm = json.loads((work / "trial-1" / "warm-1.json").read_text())
+    assert warm["seal"]["rejections"] == [] and warm["counts"]["hits"] >= len(entries) - 1
+    assert (work / "keys" / "bench.key").stat().st_mode & 0o777 == 0o600

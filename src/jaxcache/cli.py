@@ -223,7 +223,7 @@ def bench(args: argparse.Namespace, tail: list[str] | None) -> None:
         time_budget=args.time_budget, min_compile_time=args.min_compile_time,
         min_entry_size=args.min_entry_size, workdir=args.workdir, out_dir=args.out_dir,
         report_path=args.report_path, json_path=args.json_path, plot_path=args.plot_path,
-        echo=_emit)
+        echo=_emit, sealed=args.sealed)
     sys.exit(code)
 
 
@@ -646,6 +646,9 @@ def _bench_options(p: argparse.ArgumentParser) -> None:
             help="Chart of the phases, cold vs warm (needs matplotlib).")
     _option(p, "--compare", nargs=2, metavar=("A.json", "B.json"),
             help="Compare two earlier `--json` results instead of running anything.")
+    _option(p, "--sealed", action="store_true",
+            help="Seal each trial's cache (a throwaway signing key): warm runs pay for "
+                 "verification, as a sealed consumer would (docs/sealed-cache.md).")
 
 
 def _explain_options(p: argparse.ArgumentParser) -> None:

@@ -38,7 +38,8 @@ def run(argv: list[str], *, trials: int, warm: int, prime: bool, timeout: float 
         confidence: float, noise_s: float, max_trials: int | None, target_width: float | None,
         time_budget: float | None, min_compile_time: float | None, min_entry_size: int | None,
         workdir: str | None, out_dir: str | None, report_path: str | None,
-        json_path: str | None, plot_path: str | None, echo: Callable[[str], None]) -> int:
+        json_path: str | None, plot_path: str | None, echo: Callable[[str], None],
+        sealed: bool = False) -> int:
     from jaxcache.bench.progress import BenchProgress
     from jaxcache.bench.trials import BenchCommandError, BenchConfig, run_bench
     from jaxcache.probe.runner import _resolve
@@ -86,7 +87,7 @@ def run(argv: list[str], *, trials: int, warm: int, prime: bool, timeout: float 
     if min_entry_size is not None:
         thresholds["JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES"] = str(min_entry_size)
     cfg = BenchConfig(tuple(argv), trials, warm, prime, timeout, confidence, noise_s,
-                      max_trials, target_width, time_budget, thresholds)
+                      max_trials, target_width, time_budget, thresholds, sealed)
     progress = BenchProgress(warm)
     try:
         try:

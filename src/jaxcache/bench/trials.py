@@ -37,6 +37,7 @@ class BenchConfig:
     target_width_s: float | None = None  # ...until the saving's interval is this narrow
     time_budget_s: float | None = None  # ...or this much time was spent
     thresholds: dict[str, str] = field(default_factory=dict)  # env var -> value, if set
+    sealed: bool = False  # each trial's cache sealed with a throwaway key: verification counted
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,13 @@ class BenchResult:
 Progress = Callable[[dict], None]
 
 
+def _throwaway_key(work: str) -> str:
+    """A signing key for this bench only, in its private work dir, outside every cache."""
+    from jaxcache.seal import keys
+
+    return keys.save(keys.generate(), os.path.join(work, "keys", "bench.key"))
+
+
 def _tail(path: str, lines: int = 15) -> str:
     try:
         with open(path, encoding="utf-8", errors="replace") as f:
@@ -64,8 +72,14 @@ def _tail(path: str, lines: int = 15) -> str:
 
 
 def _one(cfg: BenchConfig, env: dict[str, str], cache: str, out_dir: str, name: str,
-         trial: int, kind: str, index: int) -> ProcessSample:
-    child_env = dict(env, JAX_COMPILATION_CACHE_DIR=cache)
+         trial: int, kind: str, index: int, signing_key: str | None = None) -> ProcessSample:
+    if signing_key is not None:  # the probe enables the sealed cache; no plain cache dir
+        from jaxcache.sealing import SealOptions
+
+        child_env = dict(env)
+        child_env.update(SealOptions(signing_key=signing_key).job_env(cache, None))
+    else:
+        child_env = dict(env, JAX_COMPILATION_CACHE_DIR=cache)
     stdout_path = os.path.join(out_dir, f"{name}.stdout")
     stderr_path = os.path.join(out_dir, f"{name}.stderr")
     with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
@@ -93,6 +107,7 @@ def run_bench(cfg: BenchConfig, *, workdir: str | None = None,
     env = dict(os.environ)
     env.update(cfg.thresholds)
     env.pop("JAX_COMPILATION_CACHE_DIR", None)
+    key = _throwaway_key(work) if cfg.sealed else None
     started = time.monotonic()
     samples: list[ProcessSample] = []
     stop, detail = None, None
@@ -103,7 +118,8 @@ def run_bench(cfg: BenchConfig, *, workdir: str | None = None,
             prime_dir = os.path.join(work, "prime")
             os.mkdir(prime_dir, 0o700)
             os.mkdir(os.path.join(prime_dir, "cache"), 0o700)
-            _one(cfg, env, os.path.join(prime_dir, "cache"), prime_dir, "prime", 0, "prime", 0)
+            _one(cfg, env, os.path.join(prime_dir, "cache"), prime_dir, "prime", 0, "prime", 0,
+                 key)
             shutil.rmtree(os.path.join(prime_dir, "cache"))  # only the OS file cache stays warm
         trial = 0
         while True:
@@ -115,12 +131,12 @@ def run_bench(cfg: BenchConfig, *, workdir: str | None = None,
             if recordmod.DirSnapshot.at(cache, missing_ok=False).entries:
                 raise JaxcacheError(f"internal: fresh cache {safe(cache)} is not empty")
             progress({"phase": "cold", "trial": trial, "trials": planned})
-            cold = _one(cfg, env, cache, tdir, "cold", trial, "cold", 0)
+            cold = _one(cfg, env, cache, tdir, "cold", trial, "cold", 0, key)
             samples.append(cold)
             for k in range(1, cfg.warm + 1):
                 progress({"phase": "warm", "trial": trial, "trials": planned, "warm": k,
                           "warms": cfg.warm})
-                samples.append(_one(cfg, env, cache, tdir, f"warm-{k}", trial, "warm", k))
+                samples.append(_one(cfg, env, cache, tdir, f"warm-{k}", trial, "warm", k, key))
             warm = [s for s in samples if s.trial == trial and s.kind == "warm"]
             if cold.entries_after == 0:
                 stop = "nothing-cached"
