@@ -27,6 +27,9 @@ import time
 from pathlib import Path
 
 EXAMPLE = str(Path(__file__).resolve().parent.parent / "examples" / "train.py")
+# the command users run: the installed entry point beside this interpreter (else -m jaxcache)
+_SCRIPT = Path(sys.executable).with_name("jaxcache")
+JAXCACHE = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "jaxcache"]
 
 
 def timed(argv: list[str], env: dict[str, str]) -> float:
@@ -59,7 +62,7 @@ def main() -> None:
         arms = {
             "bare": (job, env),
             "probe": (job, probe_env),
-            "run": ([sys.executable, "-m", "jaxcache", "run", "--quiet", "--cache-dir", cache,
+            "run": ([*JAXCACHE, "run", "--quiet", "--cache-dir", cache,
                      "--record", record, "--", *job], env),
         }
         for argv, arm_env in arms.values():  # fills the cache, warms the OS file cache

@@ -8,7 +8,6 @@ stored in whole seconds, so it is kept under its own name and never shown as the
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
@@ -182,6 +181,8 @@ def capture(argv: list[str], env: dict[str, str], cache_dir: str, *, verdict: st
 
 def write(doc: dict, path: str) -> None:
     """Write atomically, never following a symlink at the destination."""
+    import json
+
     directory = os.path.dirname(os.path.abspath(path)) or "."
     tmp = os.path.join(directory, f".{os.path.basename(path)}.{os.getpid()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)

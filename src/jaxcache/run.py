@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from dataclasses import dataclass
@@ -53,6 +52,8 @@ def _check_record_path(path: str, explicit: bool) -> str:
     if os.path.lexists(path):
         if os.path.islink(path) or not os.path.isfile(path):
             raise JaxcacheError(f"refusing to replace {safe(path)}: not a regular file")
+        import json
+
         try:
             with open(path, encoding="utf-8") as f:
                 text = f.read(1 << 20)

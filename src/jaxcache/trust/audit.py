@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import stat
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from jaxcache.display import safe
 from jaxcache.trust import acl as aclmod
@@ -34,7 +33,7 @@ from jaxcache.trust.findings import (
 from jaxcache.trust.policy import EMPTY, Policy, Rule
 from jaxcache.trust.walk import Node, Walk, walk, walk_open
 
-if TYPE_CHECKING:
+if False:  # for type checkers only: importing typing costs `jaxcache run` start-up time
     from jaxcache.trust.procs import ProcessScan
 
 SCHEMA = "jaxcache.audit/1"
