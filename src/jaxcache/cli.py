@@ -182,7 +182,15 @@ def run(args: argparse.Namespace, tail: list[str] | None) -> None:
                             seal=_seal_options_of(args))
     if not args.quiet:
         sys.stderr.write(run_text.render(result.record, result.record_path))
-    sys.exit(result.outcome.status)
+    _exit_now(result.outcome.status)
+
+
+def _exit_now(status: int) -> None:
+    """Exit without tearing down the interpreter (~7 ms here, after the user's job has ended):
+    the record is written and closed; only our own output needs flushing."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)
 
 
 def bench(args: argparse.Namespace, tail: list[str] | None) -> None:
