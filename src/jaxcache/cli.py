@@ -175,12 +175,13 @@ def run(args: argparse.Namespace, tail: list[str] | None) -> None:
     if not argv:
         _usage(args, "no command to run: jaxcache run [OPTIONS] -- CMD [ARGS...]")
     from jaxcache import run as runmod
-    from jaxcache.report import run_text
 
     result = runmod.run_job(argv, cache_dir=args.cache_dir, record_path=args.record_path,
                             policy=args.policy_path, allow_untrusted=args.allow_untrusted,
                             seal=_seal_options_of(args))
     if not args.quiet:
+        from jaxcache.report import run_text
+
         sys.stderr.write(run_text.render(result.record, result.record_path))
     _exit_now(result.outcome.status)
 

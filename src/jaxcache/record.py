@@ -173,10 +173,23 @@ def capture(argv: list[str], env: dict[str, str], cache_dir: str, *, verdict: st
     if before is None:
         before = DirSnapshot.at(cache_dir, missing_ok=missing_ok)
     outcome = runner.run(argv, env, **run_options)
+    return finish(outcome, cache_dir, verdict=verdict, before=before, env=env,
+                  missing_ok=missing_ok), outcome
+
+
+def finish(outcome: Outcome, cache_dir: str, *, verdict: str, before: DirSnapshot,
+           env: dict[str, str], missing_ok: bool = True) -> dict:
+    """The record of a run that has ended: the directory after, and everything else."""
     after = DirSnapshot.at(cache_dir, missing_ok=missing_ok)
-    doc = build(outcome, cache_dir=cache_dir, verdict=verdict, before=before, after=after,
-                env=env, cwd=os.getcwd())
-    return doc, outcome
+    return build(outcome, cache_dir=cache_dir, verdict=verdict, before=before, after=after,
+                 env=env, cwd=os.getcwd())
+
+
+@dataclass(frozen=True)
+class RunResult:
+    record: dict
+    record_path: str
+    outcome: Outcome
 
 
 def write(doc: dict, path: str) -> None:

@@ -1,25 +1,18 @@
-"""`jaxcache run`: audit the cache, run the job with the probe, write the run record."""
+"""`jaxcache run`: audit the cache, run the job with the probe, write the run record.
+
+The job waits for whatever happens before it starts, so this module imports little at the
+top. When early_start.py allows it, the job starts first and the audit runs beside it; the
+probe holds JAX at `import jax` until the audit has passed (the gate in probe/launch.py).
+Otherwise the audit comes first, as the order of the steps below reads.
+"""
 
 from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass
 
-from jaxcache import record as recordmod
 from jaxcache.display import safe
 from jaxcache.errors import JaxcacheError, UntrustedCacheError
-from jaxcache.probe import runner
-from jaxcache.trust import policy as policymod
-from jaxcache.trust.audit import audit
-from jaxcache.trust.principals import Accounts
-
-
-@dataclass(frozen=True)
-class RunResult:
-    record: dict
-    record_path: str
-    outcome: runner.Outcome
 
 
 def default_record_path() -> str:
@@ -69,10 +62,52 @@ def _check_record_path(path: str, explicit: bool) -> str:
 
 def run_job(argv: list[str], *, cache_dir: str | None = None, record_path: str | None = None,
             policy: str | None = None, allow_untrusted: bool = False,
-            env: dict[str, str] | None = None, seal=None) -> RunResult:
-    """seal: a sealing.SealOptions, for a sealed cache (its probe enables it in the job)."""
+            env: dict[str, str] | None = None, seal=None):
+    """Returns a record.RunResult. seal: a sealing.SealOptions, for a sealed cache (its probe
+    enables it in the job)."""
+    from jaxcache import early_start
+    from jaxcache.probe import launch
+    from jaxcache.userdirs import policy_file
+
     env = dict(os.environ if env is None else env)
     chosen = choose_cache_dir(cache_dir, env)
+    out = _check_record_path(record_path or default_record_path(), record_path is not None)
+    if not argv:
+        raise JaxcacheError("no command given: jaxcache run [OPTIONS] -- CMD [ARGS...]")
+    exe = launch.resolve(argv)
+    admitted: dict = {}
+
+    def admit() -> dict[str, str]:
+        admitted.update(_admit(chosen, policy, allow_untrusted, seal))
+        return admitted["env"]
+
+    if early_start.allowed(argv, exe, chosen, sealed=seal is not None,
+                           policy_in_use=policy is not None or os.path.exists(policy_file())):
+        ran = launch.launch(argv, env, admit=admit)
+    else:
+        granted = admit()
+        if seal is not None:
+            env.pop("JAX_COMPILATION_CACHE_DIR", None)
+        env.update(granted)
+        ran = launch.launch(argv, env)
+    from jaxcache import record as recordmod
+    from jaxcache.probe import runner
+
+    outcome = runner.outcome(argv, ran)
+    doc = recordmod.finish(outcome, admitted["path"], verdict=admitted["verdict"],
+                           before=admitted["before"], env={**env, **admitted["env"]})
+    recordmod.write(doc, out)
+    return recordmod.RunResult(doc, out, outcome)
+
+
+def _admit(chosen: str, policy: str | None, allow_untrusted: bool, seal) -> dict:
+    """The audit (creating a missing directory private first): refuses, or says which path
+    the job gets, through which variables, and what the directory held before."""
+    from jaxcache import record as recordmod
+    from jaxcache.trust import policy as policymod
+    from jaxcache.trust.audit import audit
+    from jaxcache.trust.principals import Accounts
+
     accounts = Accounts()
     pol = policymod.load(policy, accounts)
     keys = seal.public_keys() if seal is not None else ()
@@ -80,7 +115,6 @@ def run_job(argv: list[str], *, cache_dir: str | None = None, record_path: str |
                    sealed_keys=keys)
     if report.path is None:
         raise JaxcacheError(f"jaxcache run needs a local cache directory, not {safe(chosen)}")
-    out = _check_record_path(record_path or default_record_path(), record_path is not None)
     if not report.exists and report.missing:
         from jaxcache.trust import create
 
@@ -99,11 +133,9 @@ def run_job(argv: list[str], *, cache_dir: str | None = None, record_path: str |
         if report.verdict.value != "SEALED":
             raise JaxcacheError("--sealed needs trusted keys (--trusted-key, --signing-key, or "
                                 "trusted_keys for this path in the policy)")
-        env.pop("JAX_COMPILATION_CACHE_DIR", None)  # no probe, no cache: fails closed
-        env.update(seal.job_env(path, policy))
+        # no JAX_COMPILATION_CACHE_DIR: without the probe there is no cache (fails closed)
+        granted = seal.job_env(path, policy)
     else:
-        env["JAX_COMPILATION_CACHE_DIR"] = path
-    doc, outcome = recordmod.capture(argv, env, path, verdict=report.verdict.value,
-                                     before=recordmod.DirSnapshot.of(path, report.inventory))
-    recordmod.write(doc, out)
-    return RunResult(doc, out, outcome)
+        granted = {"JAX_COMPILATION_CACHE_DIR": path}
+    return {"path": path, "verdict": report.verdict.value, "env": granted,
+            "before": recordmod.DirSnapshot.of(path, report.inventory)}

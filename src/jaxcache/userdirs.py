@@ -25,3 +25,8 @@ def user_dir(kind: str) -> str:
     if not os.path.isabs(base):
         base = os.path.join(os.path.expanduser("~"), fallback)
     return os.path.join(base, "jaxcache")
+
+
+def policy_file() -> str:
+    """The user's trust policy, read when no --policy is given (trust/policy.py)."""
+    return os.path.join(user_dir("config"), "policy.toml")

@@ -42,9 +42,9 @@ def run(argv: list[str], *, trials: int, warm: int, prime: bool, timeout: float 
         sealed: bool = False) -> int:
     from jaxcache.bench.progress import BenchProgress
     from jaxcache.bench.trials import BenchCommandError, BenchConfig, run_bench
-    from jaxcache.probe.runner import _resolve
+    from jaxcache.probe.launch import resolve
 
-    _resolve(argv)  # command not found / not executable: before any work
+    resolve(argv)  # command not found / not executable: before any work
     if max_trials is not None and max_trials < trials:
         raise JaxcacheError(f"--max-trials {max_trials} is below --trials {trials}")
     adaptive = target_width is not None or time_budget is not None

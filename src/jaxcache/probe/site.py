@@ -363,12 +363,51 @@ def _guarded(fn):
     return listener
 
 
+def _wait_gate(jax_module):
+    """`jaxcache run` started the job while it audits the cache: hold JAX here until the
+    gate file says which cache to use, or stop the process if the audit refused it."""
+    gate = os.environ.get("JAXCACHE_GATE")
+    if not gate:
+        return
+    import json
+
+    parent = int(os.environ.get("JAXCACHE_GATE_PID") or 0)
+    while True:
+        try:
+            with open(gate, "rb") as f:
+                doc = json.loads(f.read())
+            break
+        except FileNotFoundError:
+            pass
+        except (OSError, ValueError):
+            doc = {}
+            break
+        try:
+            if parent:
+                os.kill(parent, 0)
+        except ProcessLookupError:  # jaxcache is gone: no verdict will come
+            doc = {}
+            break
+        except OSError:
+            pass
+        time.sleep(0.001)
+    if not doc.get("ok"):
+        os._exit(1)  # refused: jaxcache run reports why; JAX never had the directory
+    for name in ("JAXCACHE_GATE", "JAXCACHE_GATE_PID"):
+        os.environ.pop(name, None)
+    env = doc.get("env") or {}
+    os.environ.update(env)
+    if env.get("JAX_COMPILATION_CACHE_DIR"):  # JAX read its environment before the gate
+        jax_module.config.update("jax_compilation_cache_dir", env["JAX_COMPILATION_CACHE_DIR"])
+
+
 def _on_jax_imported(module, started):
     import atexit
 
     S.import_jax_s = time.perf_counter() - started
     S.jax_imported_s = time.time()
     S.import_jax_started = S.jax_imported_s - S.import_jax_s
+    _wait_gate(module)
     S.lock.arm()
     try:
         from jax import monitoring

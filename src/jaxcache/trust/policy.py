@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from jaxcache.display import safe
 from jaxcache.errors import PolicyError
 from jaxcache.trust.principals import Accounts
-from jaxcache.userdirs import user_dir
+from jaxcache.userdirs import policy_file
 
 _RULE_KEYS = {"trusted_users", "trusted_groups", "accepted_filesystems"}
 
@@ -64,7 +64,7 @@ EMPTY = Policy()
 
 
 def default_path() -> str:
-    return os.path.join(user_dir("config"), "policy.toml")
+    return policy_file()
 
 
 def load(path: str | None, accounts: Accounts) -> Policy:

@@ -1,0 +1,93 @@
+"""May `jaxcache run` start the job while the full audit is still running?
+
+The audit's own imports cost more start-up than `jaxcache run` may add to a job, so when it
+is safe the job starts at once and the audit runs beside it. Safe means both of:
+
+1. the job's first process certainly loads the probe: a Python interpreter started without
+   -S, -I or -E (which would skip sitecustomize or PYTHONPATH);
+2. the directory already looks private by a few system calls: it exists, and it and every
+   ancestor are real directories (no symlinks) owned by you or root, not writable by group or
+   others (ancestors may be sticky, like /tmp), without ACLs; no policy file and no sealed cache.
+
+Either way JAX never sees the directory before the full audit passed: the job starts without
+it, and the probe holds JAX at `import jax` until jaxcache says which cache to use (the
+gate, probe/launch.py). Anything else (a shell script, a shared or new directory, a policy)
+is audited first and only then started, as before. If the full audit refuses a directory
+that looked private, the job is stopped, at the latest when it imports jax.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+import stat
+
+_PYTHON = re.compile(r"python(\d+(\.\d+)*)?")
+
+
+def loads_probe(exe: str, args: list[str]) -> bool:
+    """Is this a Python interpreter that will import our sitecustomize before the program?"""
+    names = {os.path.basename(exe), os.path.basename(os.path.realpath(exe))}
+    if not any(_PYTHON.fullmatch(n) for n in names):
+        return False
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg in ("-", "--") or not arg.startswith("-"):
+            return True  # the script (or stdin): interpreter options end here
+        if arg.startswith("--"):
+            i += 2 if arg == "--check-hash-based-pycs" else 1
+            continue
+        for j, letter in enumerate(arg[1:]):
+            if letter in "SIE":
+                return False
+            if letter in "cm":
+                return True  # -c CMD / -m MOD: the rest is the program's
+            if letter in "WX":
+                i += 1 if j == len(arg) - 2 else 0  # its value is the next argument
+                break
+        i += 1
+    return True
+
+
+def _has_acl(path: str, names: tuple[str, ...]) -> bool:
+    for name in names:
+        try:
+            os.getxattr(path, name, follow_symlinks=False)
+            return True
+        except OSError as exc:
+            if exc.errno not in (errno.ENODATA, errno.ENOTSUP, errno.EOPNOTSUPP):
+                return True  # cannot tell: not "looks private"
+    return False
+
+
+def looks_private(path: str) -> bool:
+    """A cheap, conservative guess that the full audit will say PRIVATE (never the verdict)."""
+    path = os.path.abspath(path)
+    me = os.geteuid()
+    prefix = "/"
+    parts = [p for p in path.split("/") if p]
+    for depth in range(len(parts) + 1):
+        if depth:
+            prefix = os.path.join(prefix, parts[depth - 1])
+        try:
+            st = os.lstat(prefix)
+        except OSError:
+            return False
+        last = depth == len(parts)
+        if not stat.S_ISDIR(st.st_mode) or st.st_uid not in (0, me):
+            return False
+        if st.st_mode & 0o022 and (last or not st.st_mode & stat.S_ISVTX):
+            return False
+        acls = ("system.posix_acl_access", "system.posix_acl_default") if last else \
+            ("system.posix_acl_access",)
+        if _has_acl(prefix, acls):
+            return False
+    return True
+
+
+def allowed(argv: list[str], exe: str, cache_dir: str, *, policy_in_use: bool,
+            sealed: bool) -> bool:
+    return (not policy_in_use and not sealed and loads_probe(exe, argv[1:])
+            and looks_private(cache_dir))

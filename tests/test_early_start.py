@@ -1,0 +1,113 @@
+"""The job may start while the audit runs only when that is safe, and JAX waits for it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+from conftest import jaxcache, mkdir, needs_setfacl
+
+from jaxcache.early_start import allowed, loads_probe, looks_private
+
+PY = sys.executable
+
+
+@pytest.mark.parametrize("argv,expected", [
+    ([PY, "train.py", "-S"], True),  # -S after the script is the script's
+    ([PY, "-u", "-X", "dev", "train.py"], True),
+    ([PY, "-Xdev", "-W", "ignore", "-c", "pass"], True),
+    ([PY, "-m", "pkg", "-E"], True),
+    ([PY, "-S", "train.py"], False),
+    ([PY, "-I", "train.py"], False),
+    ([PY, "-uE", "train.py"], False),
+    ([PY, "-X", "S", "-E", "train.py"], False),  # -X's value is not a flag, -E is
+    (["/bin/sh", "job.sh"], False),
+    (["/usr/bin/env", "python3", "x.py"], False),
+])
+def test_only_pythons_that_load_the_probe(argv, expected):
+    assert loads_probe(argv[0], argv[1:]) is expected
+
+
+def test_looks_private(tmp_path):
+    private = tmp_path / "private"
+    private.mkdir(mode=0o700)
+    assert looks_private(str(private))
+    assert not looks_private(str(tmp_path / "missing"))
+    shared = tmp_path / "shared"
+    shared.mkdir(mode=0o777)
+    shared.chmod(0o777)
+    (shared / "cache").mkdir(mode=0o700)
+    assert not looks_private(str(shared / "cache"))  # a parent others can rename it in
+    sticky = tmp_path / "sticky"
+    sticky.mkdir()
+    sticky.chmod(0o1777)
+    (sticky / "cache").mkdir(mode=0o700)
+    assert looks_private(str(sticky / "cache"))  # like /tmp: ours cannot be renamed
+    (tmp_path / "link").symlink_to(private)
+    assert not looks_private(str(tmp_path / "link"))
+    group = tmp_path / "group"
+    group.mkdir(mode=0o770)
+    group.chmod(0o770)
+    assert not looks_private(str(group))
+
+
+@needs_setfacl
+def test_an_acl_is_not_private_looking(tmp_path):
+    acl = tmp_path / "acl"
+    acl.mkdir(mode=0o700)
+    subprocess.run(["setfacl", "-m", "u:nobody:rwx", str(acl)], check=True)
+    assert not looks_private(str(acl))
+
+
+JOB = """
+import os, sys
+print("before import:", os.environ.get("JAX_COMPILATION_CACHE_DIR"), flush=True)
+import jax
+print("after import:", jax.config.jax_compilation_cache_dir, flush=True)
+print("env after:", os.environ.get("JAX_COMPILATION_CACHE_DIR"), flush=True)
+"""
+
+
+def test_jax_gets_the_directory_only_through_the_gate(tmp_path):
+    pytest.importorskip("jax")
+    cache = mkdir(tmp_path / "cache", 0o700)
+    env = {**os.environ, "JAX_PLATFORMS": "cpu", "JAX_COMPILATION_CACHE_DIR": "/nonexistent"}
+    proc = jaxcache("run", "--quiet", "--cache-dir", str(cache), "--record",
+                    str(tmp_path / "r.json"), "--", PY, "-c", JOB, env=env)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines == ["before import: None", f"after import: {cache}", f"env after: {cache}"]
+
+
+def test_refused_after_an_early_start_stops_the_job_before_jax(tmp_path):
+    """The quick check cannot see entries; the full audit can: a symlinked entry in a private
+    directory makes it UNSAFE after the job started. The job must not get past import jax."""
+    pytest.importorskip("jax")
+    cache = mkdir(tmp_path / "cache", 0o700)
+    (cache / ("jit_f-" + "ab" * 32 + "-cache")).symlink_to(tmp_path / "elsewhere")
+    assert allowed([PY, "-c", JOB], PY, str(cache), policy_in_use=False, sealed=False)
+    proc = jaxcache("run", "--quiet", "--cache-dir", str(cache), "--record",
+                    str(tmp_path / "r.json"), "--", PY, "-c", JOB,
+                    env={**os.environ, "JAX_PLATFORMS": "cpu"})
+    assert proc.returncode == 1 and "refusing cache" in proc.stderr, proc.stderr
+    assert "after import" not in proc.stdout
+    assert sorted(p.name for p in cache.iterdir()) == ["jit_f-" + "ab" * 32 + "-cache"]
+    assert not (tmp_path / "r.json").exists()
+
+
+def test_workers_spawned_before_the_gate_wait_for_it_too(tmp_path):
+    """A job that starts a Python worker before importing jax: the worker inherits the gate
+    and gets the directory from it, like its parent."""
+    pytest.importorskip("jax")
+    cache = mkdir(tmp_path / "cache", 0o700)
+    worker = tmp_path / "worker.py"
+    worker.write_text("import jax\nprint('worker:', jax.config.jax_compilation_cache_dir)\n")
+    job = (f"import subprocess, sys\np = subprocess.Popen([sys.executable, {str(worker)!r}])\n"
+           "import jax\np.wait()\nprint('main:', jax.config.jax_compilation_cache_dir)\n")
+    proc = jaxcache("run", "--quiet", "--cache-dir", str(cache), "--record",
+                    str(tmp_path / "r.json"), "--", PY, "-c", job,
+                    env={**os.environ, "JAX_PLATFORMS": "cpu"})
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(proc.stdout.splitlines()) == [f"main: {cache}", f"worker: {cache}"]
