@@ -73,7 +73,8 @@ def main() -> None:
                         if e.endswith("-cache"))
             samples: dict[str, list[float]] = {name: [] for name in arms}
             order = list(arms)
-            for i in range(args.rounds + 1):
+            rounds = max(args.rounds, min(200, int(2e8 / entry)))  # small loads: more rounds
+            for i in range(rounds + 1):
                 for name in (order if i % 2 else order[::-1]):
                     arms[name]()
                     jax.clear_caches()
@@ -87,18 +88,20 @@ def main() -> None:
                     if i:  # round 0 warms the OS file cache
                         samples[name].append(took)
             med = {k: statistics.median(v) for k, v in samples.items()}
-            extra = med["sealed"] - med["unsealed"]
+            # paired by round: the two loads of one round ran back to back
+            extra = statistics.median(b - a for a, b in zip(samples["unsealed"],
+                                                            samples["sealed"], strict=True))
             pct = 100 * extra / med["unsealed"]
             met = pct <= 5 or (entry < 1 << 20 and extra <= 0.001)
-            rows.append({"size_mb": mb, "entry_bytes": entry, "median_s": med,
+            rows.append({"size_mb": mb, "entry_bytes": entry, "rounds": rounds, "median_s": med,
                          "extra_ms": extra * 1000, "extra_pct": pct, "met": met,
                          "samples_s": samples})
             print(f"entry {entry / 1e6:8.2f} MB: unsealed {med['unsealed'] * 1000:8.2f} ms, "
                   f"sealed {med['sealed'] * 1000:8.2f} ms, extra {extra * 1000:+7.2f} ms "
-                  f"({pct:+5.1f}%)  {'met' if met else 'MISSED'}", flush=True)
+                  f"({pct:+5.1f}%, {rounds} rounds)  {'met' if met else 'MISSED'}", flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    print(f"jax {jax.__version__}, {os.cpu_count()} cpus, {args.rounds} rounds; target: <= 5% "
+    print(f"jax {jax.__version__}, {os.cpu_count()} cpus, >= {args.rounds} rounds; target: <= 5% "
           "extra load time, or <= 1 ms for entries under 1 MB")
     if args.json:
         with open(args.json, "w") as fh:
