@@ -98,12 +98,15 @@ def all_modules(doc: dict) -> list[tuple[str, dict]]:
 
 def _modules(probe: dict, before: DirSnapshot, after: DirSnapshot) -> list[dict]:
     out = []
+    sealed_writes = {w["key"]: w["directory"] for w in (probe.get("seal") or {}).get("writes", [])}
     for m in probe.get("modules", []):
         m = dict(m)
         key = m.get("cache_key")
         if m.get("outcome") == "miss":  # JAX said miss, then neither wrote nor said why not
             m["outcome"], m["reason"] = "skipped", "not-written-unexplained"
-        if m.get("outcome") == "written" and key and f"{key}-cache" in before.entries:
+        if key in sealed_writes:  # the sealed backend wrote it, maybe to the local tier
+            m["outcome"], m["written_to"] = "written", sealed_writes[key]
+        elif m.get("outcome") == "written" and key and f"{key}-cache" in before.entries:
             # JAX said it wrote, but LRUCache.put returns silently when the file exists
             m["outcome"], m["reason"] = "skipped", "file-exists-at-key"
         if key and f"{key}-cache" in after.entries:

@@ -157,6 +157,7 @@ def summary(backend) -> dict:
             "signing_key": backend.signer.public.id if backend.signer else None,
             "rejections": [{"key": r.key, "directory": r.directory, "status": r.status,
                             "reason": r.reason, "owner": r.owner} for r in backend.rejections],
+            "writes": [{"key": k, "directory": d} for k, d in backend.writes],
             "write_errors": list(backend.write_errors)}
 
 

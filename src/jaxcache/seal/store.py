@@ -73,6 +73,7 @@ class SealedCache:
         self._shared_fd = _open_dir(shared)
         self._local_fd = _open_dir(local) if local else None
         self.rejections: list[Rejection] = []
+        self.writes: list[tuple[str, str]] = []  # (key, directory) of entries this process added
         self.write_errors: list[str] = []
         self._reported: set[tuple[str, str]] = set()
         self._lock = threading.Lock()
@@ -117,12 +118,13 @@ class SealedCache:
         else:
             return  # a read-only consumer of the sealed directory
         try:
-            publish(fd, name, value, sig)
+            if publish(fd, name, value, sig):
+                self.writes.append((key, where))
         except OSError as exc:
             text = (f"jaxcache: could not write cache entry {safe(key)} to {safe(where)}: "
                     f"{exc.strerror or exc}; the job goes on without caching it")
             self.write_errors.append(text)
-            logger.warning(text)
+            logger.debug(text)
             warnings.warn(text, SealWarning, stacklevel=2)
 
     # --- reporting ------------------------------------------------------------------------
@@ -133,7 +135,7 @@ class SealedCache:
             self._reported.add((directory, key))
         rejection = Rejection(key, directory, exc.status, exc.reason, _owner(exc.uid))
         self.rejections.append(rejection)
-        logger.warning(rejection.describe())
+        logger.debug(rejection.describe())  # the warning below is what people see
         warnings.warn(rejection.describe(), SealWarning, stacklevel=3)
         if self._on_reject is not None:
             self._on_reject(rejection)
