@@ -107,8 +107,11 @@ def test_run_sealed_on_a_dir_others_can_write(base, tmp_path):
     proc = jaxcache("run", "--sealed", "--trusted-key", pub, "--cache-dir", str(cache),
                     "--record", str(rec2), "--", sys.executable, str(job), env=env)
     assert proc.returncode == 0 and proc.stdout.strip() == "64.0", proc.stderr
-    seal = json.loads(rec2.read_text())["seal"]
-    assert seal["signing_key"] is None
+    consumed = json.loads(rec2.read_text())
+    seal = consumed["seal"]
+    assert seal["signing_key"] is None and seal["writes"] == []
+    (main,) = [m for m in consumed["modules"] if m["cache_key"] == entry.name[:-len("-cache")]]
+    assert (main["outcome"], main["reason"]) == ("skipped", "sealed-rejected")
     assert [r["status"] for r in seal["rejections"]] == ["bad-signature"]
     assert "rejected" in proc.stderr and "sealed: read-only" in proc.stderr
     assert entry.exists()  # left in place

@@ -5,7 +5,9 @@
 2. measure: bench examples/mlp.py, cold versus warm in separate processes, into the private
    directory, writing report.md, chart.png and bench.json there;
 3. explain: what was and was not cached in the first trial's cold and warm runs, and why;
-4. decide: should this cache be shared? writers, compatibility, noticeable saving.
+4. decide: should this cache be shared? writers, compatibility, noticeable saving;
+5. beyond permission bits: a sealed cache in a directory anyone can write, published with a
+   signing key, tampered with, verified, and used by a reader that rejects the planted entry.
 """
 
 from __future__ import annotations
@@ -77,14 +79,16 @@ def run(*, out_dir: str = "demo-output", trials: int = 8, warm: int = 1,
         report_path=None, json_path=None, plot_path=None, echo=echo)
     explained = _explain(run_dir, echo)
     decided = _decide(out, echo)
+    sealed = _sealed(out, echo)
     # The trust verdicts are deterministic and must hold; the measured ones (bench, explain,
     # decide) are findings: on a busy machine a saving can fall below the bar, and then the
     # demo shows exactly that rather than failing.
     ok = made.report.verdict is Verdict.PRIVATE and unsafe is Verdict.UNSAFE \
-        and code in (0, 1) and explained in (0, 1) and decided is not None
+        and code in (0, 1) and explained in (0, 1) and decided is not None and sealed
     echo(f"\ndemo {'done' if ok else 'FAILED'}: private cache {made.report.verdict.value}, "
          f"shared one {unsafe.value}, bench exit {code}, explain exit {explained}, "
-         f"decision {decided}. Output: {out}\n")
+         f"decision {decided}, sealed cache {'rejected the planted entry' if sealed else 'FAILED'}"
+         f". Output: {out}\n")
     return 0 if ok else 1
 
 
@@ -115,3 +119,46 @@ def _explain(run_dir: str, echo: Callable[[str], None]) -> int:
     result = explain.explain_records([(p, record.load(p)) for p in paths])
     echo(explain_text.render(result))
     return result.exit_code
+
+
+def _sealed(out: str, echo: Callable[[str], None]) -> bool:
+    """Publish signed, tamper, verify, consume: the planted entry must be rejected."""
+    from jaxcache import run as runmod
+    from jaxcache.report import run_text, seal_text
+    from jaxcache.seal import keys, scan
+    from jaxcache.sealing import SealOptions
+
+    workspace = tempfile.mkdtemp(prefix="jaxcache-demo-sealed-")
+    try:
+        shared = os.path.join(workspace, "shared")
+        os.mkdir(shared)
+        os.chmod(shared, 0o777)  # noqa: S103 - anyone may write it: the signatures protect
+        key = keys.save(keys.generate(), os.path.join(workspace, "keys", "ci.key"))
+        public = keys.load_signing(key).public
+        job = [sys.executable, str(EXAMPLES / "train.py")]
+        echo(f"\n== 6. a sealed cache: {shared} is 0777, yet readers load only signed entries\n"
+             f"   jaxcache keygen {key}  -> {public.text}\n"
+             f"   jaxcache run --sealed --signing-key {key} --cache-dir {shared} -- "
+             "python train.py\n\n")
+        first = runmod.run_job(job, cache_dir=shared, seal=SealOptions(signing_key=key),
+                               record_path=os.path.join(out, "sealed-publish.json"))
+        echo(run_text.render(first.record, first.record_path))
+        entries = sorted(n for n in os.listdir(shared) if n.startswith("jit_train_step-")
+                         and n.endswith("-cache"))
+        if not entries:
+            echo("no signed entry was published\n")
+            return False
+        with open(os.path.join(shared, entries[0]), "ab") as f:  # the attacker's edit
+            f.write(b"planted")
+        echo(f"\n   someone appends to {entries[0][:40]}...; jaxcache verify {shared}\n\n")
+        echo(seal_text.render(scan.verify(shared, [public]), "verify"))
+        echo(f"\n   jaxcache run --sealed --trusted-key {public.text} --cache-dir {shared} -- "
+             "python train.py\n\n")
+        second = runmod.run_job(job, cache_dir=shared,
+                                seal=SealOptions(trusted_keys=(public.text,)),
+                                record_path=os.path.join(out, "sealed-consume.json"))
+        echo(run_text.render(second.record, second.record_path))
+        rejected = (second.record.get("seal") or {}).get("rejections") or []
+        return first.outcome.status == 0 and second.outcome.status == 0 and len(rejected) == 1
+    finally:
+        shutil.rmtree(workspace)

@@ -144,6 +144,13 @@ def _why(m: dict, record: dict, later_dirs: bool) -> tuple[str, str]:
                 "the compile. Check who wrote it (jaxcache ls), then remove it yourself")
         return reason, ("a file already existed at this key and was not loaded; JAX never "
                         "replaces it (first writer wins)")
+    if reason == "sealed-rejected":
+        return reason, ("the sealed cache rejected the entry at this key (see the record's "
+                        "seal.rejections: unsigned, bad signature or unknown key); compiled "
+                        "instead")
+    if reason == "sealed-read-only":
+        return reason, ("a read-only consumer of a sealed cache writes nothing (no signing "
+                        "key and no local directory)")
     kind = _error_kind(m)
     if kind == "filelock-missing" or (reason == "cache-disabled-or-uninitialized" and
                                       opts.get("jax_compilation_cache_max_size", -1) != -1):

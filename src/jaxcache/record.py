@@ -98,7 +98,9 @@ def all_modules(doc: dict) -> list[tuple[str, dict]]:
 
 def _modules(probe: dict, before: DirSnapshot, after: DirSnapshot) -> list[dict]:
     out = []
-    sealed_writes = {w["key"]: w["directory"] for w in (probe.get("seal") or {}).get("writes", [])}
+    seal = probe.get("seal") or {}
+    sealed_writes = {w["key"]: w["directory"] for w in seal.get("writes", [])}
+    rejected = {r["key"] for r in seal.get("rejections", [])}
     for m in probe.get("modules", []):
         m = dict(m)
         key = m.get("cache_key")
@@ -106,6 +108,9 @@ def _modules(probe: dict, before: DirSnapshot, after: DirSnapshot) -> list[dict]
             m["outcome"], m["reason"] = "skipped", "not-written-unexplained"
         if key in sealed_writes:  # the sealed backend wrote it, maybe to the local tier
             m["outcome"], m["written_to"] = "written", sealed_writes[key]
+        elif seal and m.get("outcome") == "written":  # JAX tried; the sealed backend did not
+            m["outcome"] = "skipped"
+            m["reason"] = "sealed-rejected" if key in rejected else "sealed-read-only"
         elif m.get("outcome") == "written" and key and f"{key}-cache" in before.entries:
             # JAX said it wrote, but LRUCache.put returns silently when the file exists
             m["outcome"], m["reason"] = "skipped", "file-exists-at-key"

@@ -18,6 +18,10 @@ _REASONS = {
                           "wins); if it could not be read, it blocks this key: jaxcache explain",
     "max-size": "larger than jax_compilation_cache_max_size",
     "write-error": "error writing the entry",
+    "sealed-read-only": "not written: a read-only consumer of a sealed cache (no signing key, "
+                        "no --local directory)",
+    "sealed-rejected": "the entry at this key was rejected (see above) and compiled again; "
+                       "a read-only consumer keeps it nowhere",
 }
 
 
