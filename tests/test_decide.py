@@ -190,8 +190,8 @@ def test_sealed_shared_directory_can_be_shared(base, accounts, tmp_path, train_b
         policy.write_text(f'[[cache]]\npath = "{shared}"\n'
                           f'trusted_keys = [{{ holder = "{holder}", key = "{pub}" }}]\n')
         policy.chmod(0o600)
-        rc, doc = decide(shared, "--policy", policy, "--bench", train_bench)
+        rc, doc = decide(shared, "--sealed", "--policy", policy, "--bench", train_bench)
         assert (rc, doc["verdict"]) == expected, json.dumps(doc["tests"], indent=1)
-    text = jaxcache("audit", "--policy", str(policy), str(shared))
+    text = jaxcache("audit", "--sealed", "--policy", str(policy), str(shared))
     assert text.returncode == 1 and "seal.holder-undeclared" not in text.stdout  # text says it
     assert "is held by" in text.stdout and "not a declared writer" in text.stdout

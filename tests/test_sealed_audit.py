@@ -34,18 +34,26 @@ def test_world_writable_dir_is_sealed_when_the_key_holder_is_declared(base, tmp_
     pub = keygen(tmp_path / "keys" / "ci.key")
     rc, plain = audit_json(cache)
     assert rc == 1 and plain["verdict"] == "UNSAFE"
-    rc, doc = audit_json(cache, "--policy", str(policy(tmp_path, cache, pub, "root", [])))
+    pol = str(policy(tmp_path, cache, pub, "root", []))
+    rc, doc = audit_json(cache, "--sealed", "--policy", pol)
     assert rc == 0 and doc["verdict"] == "SEALED", doc["findings"]
-    text = jaxcache("audit", "--policy", str(tmp_path / "policy.toml"), str(cache))
+    text = jaxcache("audit", "--sealed", "--policy", pol, str(cache))
     assert text.returncode == 0 and "verdict: SEALED" in text.stdout
     assert "seal.keys" in codes(doc)
     untrusted = [f for f in doc["findings"] if f["code"] == "writer.untrusted"]
     assert untrusted and all(f["effect"] == "warning" and "sealed" in f["message"]
                              for f in untrusted)
+    # keys in the policy protect only readers that check them: a plain reader is UNSAFE
+    rc, doc = audit_json(cache, "--policy", pol)
+    assert rc == 1 and doc["verdict"] == "UNSAFE" and "seal.keys" not in codes(doc)
+    plain = jaxcache("run", "--policy", pol, "--cache-dir", str(cache), "--", sys.executable,
+                     "-c", "print('ran')")
+    assert plain.returncode == 1 and "refusing cache" in plain.stderr and "ran" not in plain.stdout
     # a key held by someone who is not a declared writer keeps it UNSAFE
-    rc, doc = audit_json(cache, "--policy", str(policy(tmp_path, cache, pub, accounts.c, [])))
+    rc, doc = audit_json(cache, "--sealed", "--policy",
+                         str(policy(tmp_path, cache, pub, accounts.c, [])))
     assert rc == 1 and doc["verdict"] == "UNSAFE" and "seal.holder-undeclared" in codes(doc)
-    rc, doc = audit_json(cache, "--policy",
+    rc, doc = audit_json(cache, "--sealed", "--policy",
                          str(policy(tmp_path, cache, pub, accounts.c, [accounts.c])))
     assert rc == 0 and doc["verdict"] == "SEALED"
 

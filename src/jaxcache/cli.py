@@ -115,7 +115,7 @@ def audit(args: argparse.Namespace, tail: None) -> None:
     Verdicts:
       PRIVATE           only you and root can create, replace or rename entries or any parent
       SHARED-BY-POLICY  extra writers exist and your policy declares every one trusted
-      SEALED            others may write, but the policy makes readers load only entries
+      SEALED            (with --sealed) others may write, but the reader loads only entries
                         signed by trusted keys whose holders are declared writers
       UNSAFE            undeclared writers; each shown with its chain of reasons
       UNVERIFIABLE      network filesystem, URL, unreadable parent... fails closed
@@ -125,7 +125,8 @@ def audit(args: argparse.Namespace, tail: None) -> None:
     from jaxcache import api
 
     report = api.audit(args.path, policy=args.policy_path, as_user=args.as_user,
-                       scan_processes=not args.no_processes)
+                       scan_processes=not args.no_processes, sealed=args.sealed,
+                       sealed_keys=_public_keys(args))
     if args.fmt == "json":
         from jaxcache.report import json as out
         _emit(out.render_audit(report))
@@ -313,7 +314,8 @@ def decide(args: argparse.Namespace, tail: list[str] | None) -> None:
         from jaxcache.report import json as auditjson
 
         audit = auditjson.audit_dict(api.audit(rest[0], policy=args.policy_path,
-                                               as_user=args.as_user))
+                                               as_user=args.as_user, sealed=args.sealed,
+                                               sealed_keys=_public_keys(args)))
     else:
         _usage(args, "give the cache PATH (or --audit A.json)")
     from jaxcache.bench import command as benchcmd
@@ -455,6 +457,17 @@ def seal(args: argparse.Namespace, tail: None) -> None:
                                   args.policy_path), "seal", args.fmt)
 
 
+def _public_keys(args: argparse.Namespace) -> tuple:
+    """--trusted-key values (with --sealed) as public keys."""
+    if args.trusted_keys and not args.sealed:
+        _usage(args, "--trusted-key needs --sealed")
+    if not args.trusted_keys:
+        return ()
+    from jaxcache.seal.keys import load_public
+
+    return tuple(load_public(k) for k in args.trusted_keys)
+
+
 def _seal_options_of(args: argparse.Namespace):
     """--sealed and friends as sealing.SealOptions, or None for an ordinary cache."""
     if not args.sealed:
@@ -551,6 +564,17 @@ def _audit_options(p: argparse.ArgumentParser) -> None:
             help="Skip the scan for other processes using it.")
     _option(p, "-v", "--verbose", action="store_true",
             help="Also list trusted writers and notes.")
+    _sealed_reader_options(p)
+
+
+def _sealed_reader_options(p: argparse.ArgumentParser) -> None:
+    _option(p, "--sealed", action="store_true",
+            help="Judge for a sealed reader (run --sealed, enable(sealed=True)): one that loads "
+                 "only entries signed by the policy's trusted_keys for this path or "
+                 "--trusted-key. Only then can the verdict be SEALED.")
+    _option(p, "--trusted-key", dest="trusted_keys", action="append", metavar="KEY",
+            help="With --sealed: a public key the reader trusts (ed25519:... or a .pub file; "
+                 "repeatable).")
 
 
 def _ls_options(p: argparse.ArgumentParser) -> None:
@@ -696,6 +720,7 @@ def _decide_options(p: argparse.ArgumentParser) -> None:
     _option(p, "-k", "--warm", type=_Range(int, 1, 20), default=1, show_default=True,
             metavar="N")
     _option(p, "--format", dest="fmt", choices=TEXT_JSON, default="text", show_default=True)
+    _sealed_reader_options(p)
 
 
 def _demo_options(p: argparse.ArgumentParser) -> None:

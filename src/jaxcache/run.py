@@ -112,7 +112,7 @@ def _admit(chosen: str, policy: str | None, allow_untrusted: bool, seal) -> dict
     pol = policymod.load(policy, accounts)
     keys = seal.public_keys() if seal is not None else ()
     report = audit(chosen, policy=pol, scan_processes=False, accounts=accounts,
-                   sealed_keys=keys)
+                   sealed=seal is not None, sealed_keys=keys)
     if report.path is None:
         raise JaxcacheError(f"jaxcache run needs a local cache directory, not {safe(chosen)}")
     if not report.exists and report.missing:
@@ -125,7 +125,7 @@ def _admit(chosen: str, policy: str | None, allow_untrusted: bool, seal) -> dict
             raise UntrustedCacheError(report)
         if keys:
             report = audit(report.path, policy=pol, scan_processes=False, accounts=accounts,
-                           sealed_keys=keys)
+                           sealed=seal is not None, sealed_keys=keys)
     if not report.verdict.ok and not allow_untrusted:
         raise UntrustedCacheError(report)
     path = report.resolved or report.path

@@ -67,7 +67,7 @@ def enable_sealed(path: str, *, policy: str | None, reset: bool, signing_key, tr
     pol = policymod.load(policy, accounts)
     shared = _local_path(target.resolve(path), path)
     report = audit(shared, policy=pol, scan_processes=False, accounts=accounts,
-                   sealed_keys=extra)
+                   sealed=True, sealed_keys=extra)
     if not report.exists:
         if signer is None:
             raise JaxcacheError(f"sealed cache {safe(shared)} does not exist; a reader without "
@@ -76,7 +76,7 @@ def enable_sealed(path: str, *, policy: str | None, reset: bool, signing_key, tr
         if not made.ok:
             raise UntrustedCacheError(made.report)
         report = audit(shared, policy=pol, scan_processes=False, accounts=accounts,
-                       sealed_keys=extra)
+                       sealed=True, sealed_keys=extra)
     if not any(f.code == "seal.keys" for f in report.findings):
         raise JaxcacheError("sealed=True needs trusted public keys: trusted_keys=[...], a "
                             "signing key, or trusted_keys for this path in the policy file")

@@ -86,8 +86,11 @@ class _Trust:
 
 def audit(given: str, *, policy: Policy = EMPTY, as_user: int | None = None,
           scan_processes: bool = True, cwd: str | None = None,
-          accounts: pr.Accounts | None = None, sealed_keys: tuple = ()) -> AuditReport:
-    """sealed_keys: public keys the caller's readers require (besides the policy's)."""
+          accounts: pr.Accounts | None = None, sealed: bool = False,
+          sealed_keys: tuple = ()) -> AuditReport:
+    """sealed: judge for a sealed reader, one that loads only entries signed by the policy's
+    trusted_keys for this path or `sealed_keys` (and only then can the verdict be SEALED).
+    A plain reader is judged by who can write, whatever keys the policy lists."""
     accounts = accounts or pr.Accounts()
     uid = os.geteuid() if as_user is None else as_user
     me = accounts.user(uid)
@@ -132,7 +135,7 @@ def audit(given: str, *, policy: Policy = EMPTY, as_user: int | None = None,
                                 "the path changed while it was being audited", resolved,
                                 "run the audit again; if it keeps changing, someone is "
                                 "modifying the path"))
-    keys = rule.trusted_keys + tuple(sealed_keys)
+    keys = rule.trusted_keys + tuple(sealed_keys) if sealed else ()
     holders = {k.holder: trust(accounts.user(accounts.uid_of(k.holder)))
                for k in rule.trusted_keys}
     findings, is_sealed = sealedmod.account(findings, writers, keys, holders)
