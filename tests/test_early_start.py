@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from conftest import jaxcache, mkdir, needs_setfacl
@@ -111,3 +112,46 @@ def test_workers_spawned_before_the_gate_wait_for_it_too(tmp_path):
                     env={**os.environ, "JAX_PLATFORMS": "cpu"})
     assert proc.returncode == 0, proc.stderr
     assert sorted(proc.stdout.splitlines()) == [f"main: {cache}", f"worker: {cache}"]
+
+
+def test_probe_directory_never_lives_where_others_could_swap_it(tmp_path):
+    """TMPDIR writable by others (not sticky): whoever can rename the probe directory would
+    choose the job's sitecustomize and forge the gate. jaxcache uses /tmp instead."""
+    from jaxcache.probe import launch
+
+    open_dir = mkdir(tmp_path / "open", 0o777)
+    private = mkdir(tmp_path / "mine", 0o700)
+    saved = os.environ.get("TMPDIR")
+    try:
+        os.environ["TMPDIR"] = str(open_dir)
+        assert launch._tmp_root() != str(open_dir)
+        os.environ["TMPDIR"] = str(private)
+        assert launch._tmp_root() in (str(private), os.environ.get("XDG_RUNTIME_DIR"))
+    finally:
+        if saved is None:
+            os.environ.pop("TMPDIR", None)
+        else:
+            os.environ["TMPDIR"] = saved
+    seen = tmp_path / "seen"
+    job = f"import os; open({str(seen)!r}, 'w').write(os.environ['JAXCACHE_PROBE_DIR'])"
+    proc = jaxcache("run", "--quiet", "--cache-dir", str(private), "--record",
+                    str(tmp_path / "r.json"), "--", PY, "-c", job,
+                    env={**os.environ, "TMPDIR": str(open_dir)})
+    assert proc.returncode == 0, proc.stderr
+    assert not seen.read_text().startswith(str(open_dir)) and list(open_dir.iterdir()) == []
+
+
+def test_a_forged_gate_is_refused(tmp_path):
+    """A gate file in a directory that is not jaxcache's private one stops the job."""
+    pytest.importorskip("jax")
+    fake = mkdir(tmp_path / "fake", 0o755)
+    (fake / "gate.json").write_text('{"ok": true, "env": {"JAX_COMPILATION_CACHE_DIR": "/x"}}')
+    probe_dir = mkdir(tmp_path / "probe", 0o700)
+    site = Path(__file__).resolve().parent.parent / "src" / "jaxcache" / "probe" / "site.py"
+    (probe_dir / "sitecustomize.py").write_bytes(site.read_bytes())
+    env = {**os.environ, "PYTHONPATH": str(probe_dir), "JAXCACHE_PROBE_DIR": str(probe_dir),
+           "JAXCACHE_GATE": str(fake / "gate.json"), "JAXCACHE_GATE_PID": str(os.getpid()),
+           "JAX_PLATFORMS": "cpu"}
+    proc = subprocess.run([PY, "-c", "import jax; print(jax.config.jax_compilation_cache_dir)"],
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1 and "/x" not in proc.stdout

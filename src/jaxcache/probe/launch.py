@@ -52,11 +52,30 @@ def resolve(argv: list[str]) -> str:
     raise CommandError(f"command not found: {safe(exe)}", 127)
 
 
+def _safe_root(path: str) -> bool:
+    """A place for the probe directory that nobody else can rename it out of: ours or root's,
+    and either not writable by others or sticky (like /tmp). The probe directory holds the
+    sitecustomize the job runs and the gate that hands over the cache: whoever could swap it
+    would choose both."""
+    import stat
+
+    try:
+        st = os.stat(path)
+    except OSError:
+        return False
+    return (stat.S_ISDIR(st.st_mode) and st.st_uid in (0, os.geteuid())
+            and (not st.st_mode & 0o022 or bool(st.st_mode & stat.S_ISVTX))
+            and os.access(path, os.W_OK | os.X_OK))
+
+
 def _tmp_root() -> str:
-    for candidate in (os.environ.get("TMPDIR"), "/tmp", "/var/tmp"):
-        if candidate and os.path.isdir(candidate) and os.access(candidate, os.W_OK | os.X_OK):
+    candidates = (os.environ.get("XDG_RUNTIME_DIR"), os.environ.get("TMPDIR"), "/tmp",
+                  "/var/tmp")
+    for candidate in candidates:
+        if candidate and _safe_root(candidate):
             return candidate
-    raise JaxcacheError("no writable temporary directory (set TMPDIR)")
+    raise JaxcacheError("no safe temporary directory: TMPDIR and /tmp must be yours or root's "
+                        "and either private or sticky (others could swap the probe directory)")
 
 
 def _mkdtemp(prefix: str) -> str:

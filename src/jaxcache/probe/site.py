@@ -7,6 +7,7 @@ JSON file per process into $JAXCACHE_PROBE_DIR, after each compile and at exit, 
 """
 
 import os
+import stat
 import sys
 import time
 
@@ -372,13 +373,23 @@ def _wait_gate(jax_module):
     import json
 
     parent = int(os.environ.get("JAXCACHE_GATE_PID") or 0)
+    me = os.geteuid()
     while True:
         try:
-            with open(gate, "rb") as f:
-                doc = json.loads(f.read())
+            where = os.lstat(os.path.dirname(gate))  # the private probe directory jaxcache made
+            if not stat.S_ISDIR(where.st_mode) or where.st_uid != me or where.st_mode & 0o077:
+                raise ValueError("the gate's directory is not jaxcache's private one")
+            fd = os.open(gate, os.O_RDONLY | os.O_NOFOLLOW)
+            with os.fdopen(fd, "rb") as f:
+                st = os.fstat(f.fileno())
+                if not stat.S_ISREG(st.st_mode) or st.st_uid != me:
+                    raise ValueError("the gate is not a file of ours")
+                doc = json.loads(f.read(1 << 16))
             break
         except FileNotFoundError:
-            pass
+            if not os.path.isdir(os.path.dirname(gate)):
+                doc = {}  # the directory is gone: jaxcache has ended, no verdict will come
+                break
         except (OSError, ValueError):
             doc = {}
             break
