@@ -90,6 +90,7 @@ def read(world, cache: Path, n_rejected: int, status: str | None = None) -> dict
 def test_valid_entries_hit_with_unsealed_results(world, tmp_path):
     cache = copy(world, tmp_path)
     out = read(world, cache, 0)
+    assert out["xla_caches"] == "none"  # XLA's own sub-caches would be read unsigned
     entries = [p for p in cache.iterdir() if p.name.endswith("-cache")]
     assert out["hits"] == len(entries) >= 2
 
@@ -264,3 +265,13 @@ def test_full_disk_job_finishes_uncached_with_a_warning(world, tmp_path):
         assert not [p for p in mnt.iterdir() if p.name.endswith(".tmp")]
     finally:
         subprocess.run(["umount", str(mnt)], check=True)
+
+
+def test_xla_subcache_flags_are_refused(world, tmp_path):
+    """XLA reads its autotune and kernel caches unsigned: a sealed cache will not run beside
+    them."""
+    cache = copy(world, tmp_path)
+    env = {**ENV, "XLA_FLAGS": f"--xla_gpu_per_fusion_autotune_cache_dir={cache}/autotune"}
+    proc = subprocess.run([sys.executable, JOB, str(cache), world["pub"]], env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode != 0 and "refuses to run beside them" in proc.stderr

@@ -156,6 +156,31 @@ def install_backend(path: str, backend) -> None:
             "persistent cache is now OFF for this process rather than unsealed")
 
 
+XLA_SUBCACHE_FLAGS = ("xla_gpu_per_fusion_autotune_cache_dir", "xla_gpu_kernel_cache_file",
+                      "xla_gpu_experimental_autotune_cache")
+
+
+def disable_xla_subcaches() -> None:
+    """Keep XLA's own caches (GPU autotune results, compiled kernels) out of the cache dir.
+
+    JAX points them inside jax_compilation_cache_dir by default, and XLA reads them without
+    any signature: in a sealed directory they would let its writers choose GPU kernels. Raises
+    JaxInternalsChanged when the option is missing, or when XLA_FLAGS sets them itself."""
+    import jax
+
+    flags = os.environ.get("XLA_FLAGS", "")
+    named = [f for f in XLA_SUBCACHE_FLAGS if f in flags]
+    if named:
+        raise JaxInternalsChanged(
+            f"XLA_FLAGS sets {', '.join(named)}: XLA would read those files unsigned; a sealed "
+            "cache refuses to run beside them")
+    try:
+        jax.config.update("jax_persistent_cache_enable_xla_caches", "none")
+    except (AttributeError, ValueError) as exc:
+        raise JaxInternalsChanged(f"cannot turn off XLA's sub-caches on JAX {jax.__version__}: "
+                                  f"{exc}") from None
+
+
 def disable_cache() -> None:
     """No persistent cache for the rest of this process (fail closed)."""
     import jax

@@ -105,6 +105,7 @@ def enable_sealed(path: str, *, policy: str | None, reset: bool, signing_key, tr
     if needs_reset:
         jaxcompat.reset_cache()
     backend = SealedCache(chosen, trusted=keys, signer=signer, local=local_dir)
+    jaxcompat.disable_xla_subcaches()  # XLA would read them from the sealed dir unsigned
     jaxcompat.install_backend(chosen, backend)
     kept = tuple(t for t in traps if not t.fatal)
     return EnableResult(chosen, report, kept, needs_reset, backend)

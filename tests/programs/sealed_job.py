@@ -25,9 +25,8 @@ hits = []
 jax.monitoring.register_event_listener(
     lambda event, **kw: hits.append(1) if event == "/jax/compilation_cache/cache_hits" else None)
 jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
-# on JAX <= 0.10.2 the cache path is part of the key unless XLA's sub-caches are off; the tests
-# copy one published directory to many places
-jax.config.update("jax_persistent_cache_enable_xla_caches", "none")
+if args.unsealed:  # enable(sealed=True) turns XLA's sub-caches off itself (tests check it)
+    jax.config.update("jax_persistent_cache_enable_xla_caches", "none")
 with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
     if args.unsealed:
@@ -58,4 +57,5 @@ print(json.dumps({
         for r in backend.rejections],
     "write_errors": [] if backend is None else backend.write_errors,
     "warnings": [str(w.message) for w in caught],
+    "xla_caches": jax.config.jax_persistent_cache_enable_xla_caches,
 }))
