@@ -275,3 +275,11 @@ def test_xla_subcache_flags_are_refused(world, tmp_path):
     proc = subprocess.run([sys.executable, JOB, str(cache), world["pub"]], env=env,
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode != 0 and "refuses to run beside them" in proc.stderr
+
+
+def test_a_planted_huge_file_costs_a_recompile_not_the_jobs_memory(world, tmp_path):
+    cache = copy(world, tmp_path)
+    f = entry(cache, "f")
+    os.truncate(f, 64 << 30)  # 64 GiB, sparse: read whole, it would exhaust the machine
+    out = read(world, cache, 1, "bad-signature")
+    assert "truncated or changed" in out["rejections"][0]["reason"]

@@ -47,17 +47,19 @@ def _names(fd: int) -> tuple[list[str], list[str]]:
     return entries, leftovers
 
 
-def _status(fd: int, name: str, trusted: dict[bytes, PublicKey]) -> EntryStatus:
+def _status(fd: int, name: str, trusted: dict[bytes, PublicKey]
+            ) -> tuple[EntryStatus, bytes | None]:
+    """The entry's status, and the bytes it was judged on (what `seal` signs: no second read)."""
     key = name[:-len(ENTRY_SUFFIX)]
     try:
         data = _read(fd, name)
         if data is None:
-            return EntryStatus(name, "not-a-file", "vanished while scanning", 0)
+            return EntryStatus(name, "not-a-file", "vanished while scanning", 0), None
         sig = _read(fd, name + signature.SUFFIX, limit=signature.MAX_BYTES + 1)
     except _Rejected as exc:
-        return EntryStatus(name, exc.status, exc.reason, 0)
+        return EntryStatus(name, exc.status, exc.reason, 0), None
     check = signature.check(key, data, sig, trusted)
-    return EntryStatus(name, check.status, check.reason, len(data))
+    return EntryStatus(name, check.status, check.reason, len(data)), data
 
 
 def verify(directory: str, trusted: list[PublicKey]) -> ScanResult:
@@ -65,7 +67,7 @@ def verify(directory: str, trusted: list[PublicKey]) -> ScanResult:
     try:
         entries, leftovers = _names(fd)
         table = {k.raw: k for k in trusted}
-        return ScanResult(directory, tuple(_status(fd, n, table) for n in entries),
+        return ScanResult(directory, tuple(_status(fd, n, table)[0] for n in entries),
                           tuple(leftovers))
     finally:
         os.close(fd)
@@ -80,9 +82,8 @@ def seal(directory: str, signer: SigningKey, trusted: list[PublicKey]) -> ScanRe
         table = {k.raw: k for k in [*trusted, signer.public]}
         out = []
         for name in entries:
-            st = _status(fd, name, table)
-            if st.status == signature.UNSIGNED:
-                data = _read(fd, name) or b""
+            st, data = _status(fd, name, table)
+            if st.status == signature.UNSIGNED and data is not None:
                 sig = signature.sign(name[:-len(ENTRY_SUFFIX)], data, signer)
                 if _link_new(fd, name + signature.SUFFIX, sig):
                     st = EntryStatus(name, "signed-now", f"signed by {signer.public.id}",

@@ -35,6 +35,17 @@ class Check:
         return self.status == VALID
 
 
+def claimed_size(sig: bytes | None) -> int | None:
+    """The entry size a signature file states, unverified: only a bound for how much to read."""
+    if sig is None or len(sig) > MAX_BYTES:
+        return None
+    try:
+        size = json.loads(sig).get("size")
+    except (ValueError, AttributeError):
+        return None
+    return size if isinstance(size, int) and size >= 0 else None
+
+
 def message(key: str, digest: bytes, size: int) -> bytes:
     return b"\n".join((FORMAT.encode(), key.encode(), digest.hex().encode(), str(size).encode()))
 

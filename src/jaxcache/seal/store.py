@@ -93,10 +93,13 @@ class SealedCache:
             if data is not None:
                 return data
         try:
-            data = _read(self._shared_fd, name)
+            # the signature first: it bounds what we read, so a planted huge file costs a
+            # recompile, not the job's memory
+            sig = _read(self._shared_fd, name + signature.SUFFIX, limit=signature.MAX_BYTES + 1)
+            claimed = signature.claimed_size(sig)
+            data = _read(self._shared_fd, name, limit=1 if claimed is None else claimed + 1)
             if data is None:
                 return None
-            sig = _read(self._shared_fd, name + signature.SUFFIX, limit=signature.MAX_BYTES + 1)
             check = signature.check(key, data, sig, self.trusted)
             if not check.ok:
                 uid = os.stat(name, dir_fd=self._shared_fd, follow_symlinks=False).st_uid
@@ -210,17 +213,10 @@ def _link_new(dir_fd: int, name: str, data: bytes) -> bool:
             os.fsync(fd)
         finally:
             os.close(fd)
-        try:
+        try:  # link() never replaces: first writer wins, and a rival's entry stays whole
             os.link(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd, follow_symlinks=False)
         except FileExistsError:
             return False
-        except OSError as exc:
-            if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP):
-                raise
-            if _exists(dir_fd, name):  # no hard links here: rename, after a last check
-                return False
-            os.rename(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
-            return True
         os.fsync(dir_fd)
         return True
     finally:
