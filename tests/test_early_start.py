@@ -52,6 +52,15 @@ def test_looks_private(tmp_path):
     group.mkdir(mode=0o770)
     group.chmod(0o770)
     assert not looks_private(str(group))
+    # entries the quick check can see: a symlink, a hard link, one writable by others
+    for make in (lambda p: p.symlink_to("/etc/passwd"),
+                 lambda p: (p.write_text("x"), os.link(p, tmp_path / "other-name")),
+                 lambda p: (p.write_text("x"), p.chmod(0o666))):
+        cache = tmp_path / f"cache{len(list(tmp_path.iterdir()))}"
+        cache.mkdir(mode=0o700)
+        make(cache / ("jit_f-" + "ab" * 32 + "-cache"))
+        assert not looks_private(str(cache))
+    assert not looks_private("/sys")  # root's and 0755, but sysfs: not a local filesystem
 
 
 @needs_setfacl
@@ -82,20 +91,25 @@ def test_jax_gets_the_directory_only_through_the_gate(tmp_path):
     assert lines == ["before import: None", f"after import: {cache}", f"env after: {cache}"]
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="chattr +i needs root")
 def test_refused_after_an_early_start_stops_the_job_before_jax(tmp_path):
-    """The quick check cannot see entries; the full audit can: a symlinked entry in a private
-    directory makes it UNSAFE after the job started. The job must not get past import jax."""
+    """The quick check trusts permission bits; the full audit also asks the kernel. An
+    immutable directory (chattr +i) looks private but the kernel disagrees with the model:
+    UNVERIFIABLE, found after the job started. The job must not get past import jax."""
     pytest.importorskip("jax")
     cache = mkdir(tmp_path / "cache", 0o700)
-    (cache / ("jit_f-" + "ab" * 32 + "-cache")).symlink_to(tmp_path / "elsewhere")
-    assert allowed([PY, "-c", JOB], PY, str(cache), policy_in_use=False, sealed=False)
-    proc = jaxcache("run", "--quiet", "--cache-dir", str(cache), "--record",
-                    str(tmp_path / "r.json"), "--", PY, "-c", JOB,
-                    env={**os.environ, "JAX_PLATFORMS": "cpu"})
+    if subprocess.run(["chattr", "+i", str(cache)], capture_output=True).returncode != 0:
+        pytest.skip("this filesystem has no immutable flag")
+    try:
+        assert allowed([PY, "-c", JOB], PY, str(cache), policy_in_use=False, sealed=False)
+        proc = jaxcache("run", "--quiet", "--cache-dir", str(cache), "--record",
+                        str(tmp_path / "r.json"), "--", PY, "-c", JOB,
+                        env={**os.environ, "JAX_PLATFORMS": "cpu"})
+    finally:
+        subprocess.run(["chattr", "-i", str(cache)], check=True)
     assert proc.returncode == 1 and "refusing cache" in proc.stderr, proc.stderr
-    assert "after import" not in proc.stdout
-    assert sorted(p.name for p in cache.iterdir()) == ["jit_f-" + "ab" * 32 + "-cache"]
-    assert not (tmp_path / "r.json").exists()
+    assert "UNVERIFIABLE" in proc.stderr and "after import" not in proc.stdout
+    assert list(cache.iterdir()) == [] and not (tmp_path / "r.json").exists()
 
 
 def test_workers_spawned_before_the_gate_wait_for_it_too(tmp_path):

@@ -5,9 +5,11 @@ is safe the job starts at once and the audit runs beside it. Safe means both of:
 
 1. the job's first process certainly loads the probe: a Python interpreter started without
    -S, -I or -E (which would skip sitecustomize or PYTHONPATH);
-2. the directory already looks private by a few system calls: it exists, and it and every
-   ancestor are real directories (no symlinks) owned by you or root, not writable by group or
-   others (ancestors may be sticky, like /tmp), without ACLs; no policy file and no sealed cache.
+2. the directory already looks private by a few system calls: it exists on a local filesystem,
+   it and every ancestor are real directories (no symlinks) owned by you or root, not writable
+   by group or others (ancestors may be sticky, like /tmp), without ACLs; its entries (at most
+   512 of them, or it is not a quick check) are yours or root's, not writable by others, not
+   symlinks or hard links; no policy file and no sealed cache.
 
 Either way JAX never sees the directory before the full audit passed: the job starts without
 it, and the probe holds JAX at `import jax` until jaxcache says which cache to use (the
@@ -24,6 +26,9 @@ import re
 import stat
 
 _PYTHON = re.compile(r"python(\d+(\.\d+)*)?")
+_LOCAL_FS = frozenset({"ext2", "ext3", "ext4", "xfs", "btrfs", "zfs", "f2fs", "bcachefs",
+                       "jfs", "tmpfs", "overlay"})
+_MAX_ENTRIES = 512
 
 
 def loads_probe(exe: str, args: list[str]) -> bool:
@@ -84,6 +89,37 @@ def looks_private(path: str) -> bool:
             ("system.posix_acl_access",)
         if _has_acl(prefix, acls):
             return False
+    return _local_fs(st.st_dev) and _entries_look_private(path, me)
+
+
+def _local_fs(dev: int) -> bool:
+    """Is the filesystem holding `dev` one whose permission bits bound its writers?"""
+    want = f"{os.major(dev)}:{os.minor(dev)}"
+    try:
+        with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                fields = line.split()
+                if len(fields) > 2 and fields[2] == want and "-" in fields:
+                    at = fields.index("-")
+                    return len(fields) > at + 1 and fields[at + 1] in _LOCAL_FS
+    except OSError:
+        pass
+    return False
+
+
+def _entries_look_private(path: str, me: int) -> bool:
+    try:
+        with os.scandir(path) as entries:
+            for count, e in enumerate(entries):
+                if count >= _MAX_ENTRIES:
+                    return False  # a big cache: the full audit judges it before the job starts
+                st = e.stat(follow_symlinks=False)
+                if (stat.S_ISLNK(st.st_mode) or st.st_uid not in (0, me)
+                        or st.st_mode & 0o022
+                        or (stat.S_ISREG(st.st_mode) and st.st_nlink > 1)):
+                    return False
+    except OSError:
+        return False
     return True
 
 
