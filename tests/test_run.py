@@ -211,3 +211,23 @@ def test_defaults_cache_from_env_then_user_dirs(tmp_path):
     proc = jaxcache("run", "--quiet", "--", sys.executable, "-c", "import os; "
                     "print(os.environ['JAX_COMPILATION_CACHE_DIR'])", env=env)
     assert proc.stdout.strip() == str(tmp_path / "from-env") and proc.stderr == ""
+
+
+def test_cache_dir_spelled_wrong_and_record_that_cannot_be_written(tmp_path):
+    marker = tmp_path / "ran"
+    job = [sys.executable, "-c", f"open({str(marker)!r}, 'w')"]
+    for bad, fragment in (("~/jax-cache", "starts with '~'"), ("", "--cache-dir is empty")):
+        proc = run(bad, tmp_path / "r.json", *job)
+        assert proc.returncode == 2 and fragment in proc.stderr, proc.stderr
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=16k", "tmpfs", str(ro)],
+                   check=False, capture_output=True)
+    try:
+        if not os.path.ismount(ro):
+            pytest.skip("cannot mount a read-only tmpfs here (needs root)")
+        proc = run(tmp_path / "c", ro / "r.json", *job)
+        assert proc.returncode == 2 and "cannot write the record" in proc.stderr, proc.stderr
+    finally:
+        subprocess.run(["umount", str(ro)], capture_output=True)
+    assert not marker.exists()  # checked before the job, which never started

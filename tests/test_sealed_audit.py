@@ -123,6 +123,14 @@ def test_run_sealed_on_a_dir_others_can_write(base, tmp_path):
     assert [r["status"] for r in seal["rejections"]] == ["bad-signature"]
     assert "rejected" in proc.stderr and "sealed: read-only" in proc.stderr
     assert entry.exists()  # left in place
+    # the publisher again: the planted file holds the name, and it says so
+    rec3 = tmp_path / "republish.json"
+    proc = jaxcache("run", "--sealed", "--signing-key", str(key), "--cache-dir", str(cache),
+                    "--record", str(rec3), "--", sys.executable, str(job), env=env)
+    assert proc.returncode == 0 and "cannot publish" in proc.stderr, proc.stderr
+    (main,) = [m for m in json.loads(rec3.read_text())["modules"]
+               if m["cache_key"] == entry.name[:-len("-cache")]]
+    assert main["reason"] == "sealed-blocked"
 
 
 def test_run_sealed_stops_a_job_whose_probe_cannot_seal(tmp_path):
@@ -161,3 +169,32 @@ def test_bench_sealed_signs_every_trial_and_warm_runs_hit(tmp_path):
     warm = json.loads((work / "trial-1" / "warm-1.json").read_text())
     assert warm["seal"]["rejections"] == [] and warm["counts"]["hits"] >= len(entries) - 1
     assert (work / "keys" / "bench.key").stat().st_mode & 0o777 == 0o600
+
+
+@needs_root
+def test_sealed_run_refusals_come_before_the_job(base, tmp_path):
+    shared = mkdir(base / "shared", 0o777)
+    marker = tmp_path / "ran"
+    job = [sys.executable, "-c", f"open({str(marker)!r}, 'w')"]
+    nokeys = jaxcache("run", "--sealed", "--cache-dir", str(shared), "--", *job)
+    assert nokeys.returncode == 2 and "needs trusted keys" in nokeys.stderr
+    key = tmp_path / "keys" / "ci.key"
+    pub = keygen(key)
+    open_local = mkdir(base / "open", 0o777) / "local"
+    local = jaxcache("run", "--sealed", "--trusted-key", pub, "--local", str(open_local),
+                     "--cache-dir", str(shared), "--", *job)
+    assert local.returncode == 1 and "refusing cache" in local.stderr, local.stderr
+    assert not marker.exists()  # neither job started
+
+
+def test_key_files_are_checked(base, tmp_path):
+    open_dir = mkdir(base / "open", 0o777)
+    proc = jaxcache("keygen", str(open_dir / "ci.key"))
+    assert proc.returncode == 2 and "anyone can write there" in proc.stderr
+    assert list(open_dir.iterdir()) == []
+    key = tmp_path / "k" / "ci.key"
+    keygen(key)
+    cache = mkdir(base / "cache", 0o700)
+    proc = jaxcache("run", "--sealed", "--signing-key", str(key) + ".pub", "--cache-dir",
+                    str(cache), "--", sys.executable, "-c", "pass")
+    assert proc.returncode == 2 and "is a public key" in proc.stderr

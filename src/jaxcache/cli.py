@@ -170,7 +170,8 @@ def run(args: argparse.Namespace, tail: list[str] | None) -> None:
     compiled, hits, written, skipped and why, seconds compiling vs loading.
 
     Exit code: the program's own (128+N if killed by signal N); 127 command not found, 126
-    not executable; 1 cache refused; 2 usage or input error.
+    not executable; 1 cache refused; 2 usage or input error, or a record that could not be
+    written after a program that succeeded.
     """
     argv = _user_command(args.command, tail)
     if not argv:
@@ -183,7 +184,12 @@ def run(args: argparse.Namespace, tail: list[str] | None) -> None:
     if not args.quiet:
         from jaxcache.report import run_text
 
-        sys.stderr.write(run_text.render(result.record, result.record_path))
+        sys.stderr.write(run_text.render(result.record, result.record_error and
+                                         f"NOT WRITTEN ({result.record_error})"
+                                         or result.record_path))
+    if result.record_error:  # the job's own status if it failed, else 2: never silent
+        sys.stderr.write(f"jaxcache: {result.record_error}\n")
+        _exit_now(result.outcome.status or 2)
     _exit_now(result.outcome.status)
 
 

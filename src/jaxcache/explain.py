@@ -148,6 +148,10 @@ def _why(m: dict, record: dict, later_dirs: bool) -> tuple[str, str]:
         return reason, ("the sealed cache rejected the entry at this key (see the record's "
                         "seal.rejections: unsigned, bad signature or unknown key); compiled "
                         "instead")
+    if reason == "sealed-blocked":
+        return reason, ("this publisher could not write its signed entry: a rejected file "
+                        "occupies the key and is never replaced (jaxcache deletes nothing); "
+                        "check it with `jaxcache verify`, then remove it")
     if reason == "sealed-read-only":
         return reason, ("a read-only consumer of a sealed cache writes nothing (no signing "
                         "key and no local directory)")

@@ -110,7 +110,10 @@ def _modules(probe: dict, before: DirSnapshot, after: DirSnapshot) -> list[dict]
             m["outcome"], m["written_to"] = "written", sealed_writes[key]
         elif seal and m.get("outcome") == "written":  # JAX tried; the sealed backend did not
             m["outcome"] = "skipped"
-            m["reason"] = "sealed-rejected" if key in rejected else "sealed-read-only"
+            if seal.get("signing_key"):  # a publisher: something already holds the name
+                m["reason"] = "sealed-blocked" if key in rejected else "file-exists-at-key"
+            else:
+                m["reason"] = "sealed-rejected" if key in rejected else "sealed-read-only"
         elif m.get("outcome") == "written" and key and f"{key}-cache" in before.entries:
             # JAX said it wrote, but LRUCache.put returns silently when the file exists
             m["outcome"], m["reason"] = "skipped", "file-exists-at-key"
@@ -198,6 +201,7 @@ class RunResult:
     record: dict
     record_path: str
     outcome: Outcome
+    record_error: str | None = None  # the job ran, but its record could not be written
 
 
 def write(doc: dict, path: str) -> None:

@@ -25,8 +25,15 @@ def default_record_path() -> str:
 
 
 def choose_cache_dir(explicit: str | None, env: dict[str, str]) -> str:
-    if explicit or env.get("JAX_COMPILATION_CACHE_DIR"):
-        return explicit or env["JAX_COMPILATION_CACHE_DIR"]
+    if explicit is not None and not explicit:
+        raise JaxcacheError("--cache-dir is empty")
+    chosen = explicit or env.get("JAX_COMPILATION_CACHE_DIR")
+    if chosen and chosen.startswith("~"):
+        raise JaxcacheError(f"cache directory {safe(chosen)!r} starts with '~', which JAX does "
+                            "not expand (it would use a directory literally named '~' here); "
+                            "use $HOME/...")
+    if chosen:
+        return chosen
     from jaxcache.trust import create
 
     return create.default_dir()
@@ -40,8 +47,13 @@ def _check_record_path(path: str, explicit: bool) -> str:
     if not os.path.isdir(parent):
         what = "does not exist" if not os.path.lexists(parent) else "is not a directory"
         raise JaxcacheError(f"cannot write the record: {safe(parent)} {what}")
-    if not os.access(parent, os.W_OK | os.X_OK):
-        raise JaxcacheError(f"cannot write the record: no write permission in {safe(parent)}")
+    probe = os.path.join(parent, f".jaxcache-record-check-{os.getpid()}")
+    try:  # access() says yes to root even on /sys: create a file to know
+        os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600))
+        os.unlink(probe)
+    except OSError as exc:
+        raise JaxcacheError(f"cannot write the record in {safe(parent)}: "
+                            f"{exc.strerror}") from None
     if os.path.lexists(path):
         if os.path.islink(path) or not os.path.isfile(path):
             raise JaxcacheError(f"refusing to replace {safe(path)}: not a regular file")
@@ -96,7 +108,11 @@ def run_job(argv: list[str], *, cache_dir: str | None = None, record_path: str |
     outcome = runner.outcome(argv, ran)
     doc = recordmod.finish(outcome, admitted["path"], verdict=admitted["verdict"],
                            before=admitted["before"], env={**env, **admitted["env"]})
-    recordmod.write(doc, out)
+    try:
+        recordmod.write(doc, out)
+    except OSError as exc:  # checked before the job, yet lost since: say so, keep the outcome
+        return recordmod.RunResult(doc, out, outcome,
+                                   f"cannot write the record {safe(out)}: {exc.strerror}")
     return recordmod.RunResult(doc, out, outcome)
 
 
@@ -111,6 +127,13 @@ def _admit(chosen: str, policy: str | None, allow_untrusted: bool, seal) -> dict
     accounts = Accounts()
     pol = policymod.load(policy, accounts)
     keys = seal.public_keys() if seal is not None else ()
+    if seal is not None and not keys and not pol.rule_for(os.path.abspath(chosen)).trusted_keys:
+        raise JaxcacheError("--sealed needs trusted keys: --trusted-key, --signing-key, or "
+                            "trusted_keys for this path in the policy")
+    if seal is not None and seal.local is not None:
+        from jaxcache.sealing import private_tier
+
+        private_tier(seal.local, pol, accounts)  # refused here, before the job starts
     report = audit(chosen, policy=pol, scan_processes=False, accounts=accounts,
                    sealed=seal is not None, sealed_keys=keys)
     if report.path is None:

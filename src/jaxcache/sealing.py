@@ -59,6 +59,8 @@ def enable_sealed(path: str, *, policy: str | None, reset: bool, signing_key, tr
     from jaxcache.trust.findings import Verdict
     from jaxcache.trust.principals import Accounts
 
+    if isinstance(trusted_keys, (str, keymod.PublicKey)):
+        trusted_keys = (trusted_keys,)  # one key given without a list
     signer = keymod.load_signing(signing_key) if isinstance(signing_key, str) else signing_key
     extra = tuple(keymod.load_public(k) if isinstance(k, str) else k for k in trusted_keys)
     if signer is not None:
@@ -86,7 +88,7 @@ def enable_sealed(path: str, *, policy: str | None, reset: bool, signing_key, tr
     keys = pol.rule_for(chosen).trusted_keys + extra
     local_dir = None
     if local is not None:
-        local_dir = _private_tier(local, pol, accounts)
+        local_dir = private_tier(local, pol, accounts)
     traps = lifecycle_traps(chosen)
     state = jaxcompat.cache_state()
     blocking = [t for t in traps if t.fatal and t.code not in ("other-dir-in-use",
@@ -119,7 +121,7 @@ def _local_path(tgt, given: str) -> str:
     return tgt.path
 
 
-def _private_tier(local: str, pol, accounts) -> str:
+def private_tier(local: str, pol, accounts) -> str:
     """The local tier is trusted by ownership: it must pass the ordinary audit."""
     from jaxcache.trust import create, target
     from jaxcache.trust.audit import audit

@@ -22,6 +22,8 @@ _REASONS = {
                         "no --local directory)",
     "sealed-rejected": "the entry at this key was rejected (see above) and compiled again; "
                        "a read-only consumer keeps it nowhere",
+    "sealed-blocked": "cannot publish: a rejected file occupies this key and is never "
+                      "replaced; check it with `jaxcache verify`, then remove it yourself",
 }
 
 
@@ -58,7 +60,9 @@ def render(doc: dict, record_path: str) -> str:
                      + (f", {len(seal['write_errors'])} writes failed" if seal["write_errors"]
                         else ""))
         for r in seal["rejections"][:6]:
-            lines.append(f"  rejected {safe(r['key'])[:60]}: {safe(r['reason'])} "
+            key = safe(r["key"])
+            lines.append(f"  rejected {key[:60] + ('…' if len(key) > 60 else '')}: "
+                         f"{safe(r['reason'])} "
                          f"(owner {safe(r['owner'])})")
     if not doc["probe"]["loaded"]:
         lines.append(f"probe: {doc['probe']['note']}")

@@ -22,7 +22,11 @@ def render(result: ScanResult, action: str) -> str:
     counts = ", ".join(f"{result.count(s)} {s}" for s in STATUSES if result.count(s))
     lines.append(f"  {counts or 'no entries'}")
     if result.all_valid:
-        lines.append("every entry verifies: a sealed reader trusting these keys loads them all")
+        lines.append("every entry verifies for a reader trusting these keys")
+        if action == "seal":
+            lines.append("note: sealed readers run with XLA's sub-caches off, which is part of "
+                         "the cache key: entries made by plain runs hit only if those ran with "
+                         "JAX_PERSISTENT_CACHE_ENABLE_XLA_CACHES=none")
     else:
         lines.append("entries that do not verify are misses for sealed readers (they recompile) "
                      "and are left in place: jaxcache deletes nothing it did not create")

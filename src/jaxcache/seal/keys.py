@@ -104,7 +104,14 @@ def save(key: SigningKey, path: str) -> str:
     parent = os.path.dirname(path)
     if looks_like_cache_dir(parent):
         raise KeyFileError(f"refusing to keep a signing key in {safe(parent)}: it is (or is "
-                        "inside) a compilation cache, whose writers could read or replace it")
+                           "inside) a compilation cache, whose writers could read or replace it")
+    try:
+        st = os.stat(parent)
+    except FileNotFoundError:
+        st = None
+    if st is not None and st.st_mode & 0o002 and not st.st_mode & stat.S_ISVTX:
+        raise KeyFileError(f"refusing to keep a signing key in {safe(parent)}: anyone can "
+                           "write there and swap the key for theirs")
     os.makedirs(parent, mode=0o700, exist_ok=True)
     pem = key.private.private_bytes(serialization.Encoding.PEM,
                                     serialization.PrivateFormat.PKCS8,
@@ -116,7 +123,7 @@ def save(key: SigningKey, path: str) -> str:
                          os.O_CLOEXEC, mode)
         except FileExistsError:
             raise KeyFileError(f"{safe(target)} already exists; jaxcache never overwrites a "
-                            "key") from None
+                               "key") from None
         with os.fdopen(fd, "wb") as f:
             os.fchmod(f.fileno(), mode)  # whatever the umask
             f.write(data)
@@ -138,9 +145,13 @@ def load_signing(path: str) -> SigningKey:
         st = os.fstat(f.fileno())
         if not stat.S_ISREG(st.st_mode):
             raise KeyFileError(f"signing key {safe(path)} is not a regular file")
+        if f.read(len(PREFIX)) == PREFIX.encode():
+            raise KeyFileError(f"{safe(path)} is a public key; sign with the private key "
+                               "`jaxcache keygen` wrote beside it (without .pub)")
+        f.seek(0)
         if st.st_uid != os.geteuid() or stat.S_IMODE(st.st_mode) & 0o077:
             raise KeyFileError(f"signing key {safe(path)} must be yours and mode 0600 (it is "
-                            f"uid {st.st_uid}, mode {stat.S_IMODE(st.st_mode):04o})")
+                               f"uid {st.st_uid}, mode {stat.S_IMODE(st.st_mode):04o})")
         data = f.read(1 << 16)
     try:
         private = serialization.load_pem_private_key(data, password=None)

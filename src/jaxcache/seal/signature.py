@@ -90,9 +90,11 @@ def check(key: str, data: bytes, sig: bytes | None,
 def _why_not(doc: dict, key: str, digest: bytes, size: int) -> str:
     if doc.get("key") != key:
         return f"the signature is for another entry ({str(doc.get('key'))[:90]}): moved or swapped"
-    if doc.get("size") != size:
-        return f"the entry has {size} bytes, its signature says {doc.get('size')}: truncated " \
-               "or changed"
+    signed = doc.get("size")
+    if isinstance(signed, int) and size > signed:
+        return f"the entry is longer than the {signed} bytes signed: changed"
+    if signed != size:
+        return f"the entry has {size} bytes, its signature says {signed}: truncated or changed"
     if doc.get("digest") != digest.hex():
         return "the entry's bytes differ from what was signed"
     return "the signature does not verify"

@@ -16,8 +16,12 @@ from jaxcache.trust.findings import UNSAFE, UNVERIFIABLE, WARNING, Finding, Writ
 # findings about who can write, or about a filesystem whose writers cannot be known
 COVERED = ("writer.", "dir.", "entry.", "entries.unreadable", "fs.network", "kernel.disagrees",
            "users.process")
-NOTE_SUFFIX = (" — sealed: such a writer can delete entries or plant ones that readers reject "
-               "(jobs recompile), but cannot choose the code your process runs")
+NOTE_SUFFIX = (" — that holds for a plain reader; a sealed reader loads only signed entries, so "
+               "such a writer can delete entries or plant ones that are rejected (jobs "
+               "recompile) but cannot choose the code your process runs")
+REMEDY = ("keep every reader sealed (jaxcache run --sealed, jaxcache.enable(sealed=True)); to "
+          "spare the recompiles such writers can cause, restrict who can write, checking first "
+          "who relies on that access")
 
 
 def account(findings: list[Finding], writers: list[Writer], keys: tuple,
@@ -32,7 +36,8 @@ def account(findings: list[Finding], writers: list[Writer], keys: tuple,
     out = []
     for f in findings:
         if f.effect in (UNSAFE, UNVERIFIABLE) and f.code.startswith(COVERED):
-            out.append(replace(f, effect=WARNING, message=f.message + NOTE_SUFFIX))
+            out.append(replace(f, effect=WARNING, message=f.message + NOTE_SUFFIX,
+                               remedy=REMEDY))
         else:
             out.append(f)
     for key in keys:
