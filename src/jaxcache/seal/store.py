@@ -23,7 +23,7 @@ import secrets
 import stat
 import threading
 import warnings
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from jaxcache.display import safe
@@ -61,8 +61,7 @@ class SealedCache:
     """A JAX CacheInterface over a sealed directory, optionally behind a private one."""
 
     def __init__(self, shared: str, *, trusted: Iterable[PublicKey],
-                 signer: SigningKey | None = None, local: str | None = None,
-                 on_reject: Callable[[Rejection], None] | None = None) -> None:
+                 signer: SigningKey | None = None, local: str | None = None) -> None:
         self._path = shared  # what JAX and jaxcompat.cache_state() read back
         self.shared, self.local, self.signer = shared, local, signer
         self.trusted = {k.raw: k for k in trusted}
@@ -77,7 +76,6 @@ class SealedCache:
         self.write_errors: list[str] = []
         self._reported: set[tuple[str, str]] = set()
         self._lock = threading.Lock()
-        self._on_reject = on_reject
 
     # --- JAX's CacheInterface -------------------------------------------------------------
     def get(self, key: str) -> bytes | None:
@@ -140,13 +138,6 @@ class SealedCache:
         self.rejections.append(rejection)
         logger.debug(rejection.describe())  # the warning below is what people see
         warnings.warn(rejection.describe(), SealWarning, stacklevel=3)
-        if self._on_reject is not None:
-            self._on_reject(rejection)
-
-    def close(self) -> None:
-        for fd in (self._shared_fd, self._local_fd):
-            if fd is not None:
-                os.close(fd)
 
 
 def _open_dir(path: str) -> int:

@@ -63,14 +63,10 @@ class Policy:
 EMPTY = Policy()
 
 
-def default_path() -> str:
-    return policy_file()
-
-
 def load(path: str | None, accounts: Accounts) -> Policy:
     """Load --policy PATH, or the user's config file if it exists, or the empty policy."""
     explicit = path is not None
-    path = path if explicit else default_path()
+    path = path if explicit else policy_file()
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except FileNotFoundError:
