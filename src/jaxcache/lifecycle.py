@@ -129,7 +129,7 @@ def enable(path: str, *, policy: str | None = None, allow_untrusted: bool = Fals
     tgt = target.resolve(path)
     if tgt.path is None:
         raise JaxcacheError(f"jaxcache.enable takes a local directory, not {safe(path)}")
-    if any("'~'" in n for n in tgt.notes):
+    if tgt.tilde:
         raise CacheLifecycleError(
             f"{safe(path)!r} starts with '~', which JAX does not expand (it would use a "
             "directory literally named '~' under the current directory); pass "

@@ -116,7 +116,7 @@ def enable_sealed(path: str, *, policy: str | None, reset: bool, signing_key, tr
 def _local_path(tgt, given: str) -> str:
     if tgt.path is None:
         raise JaxcacheError(f"a sealed cache must be a local path (mounted), not {safe(given)}")
-    if any("'~'" in n for n in tgt.notes):
+    if tgt.tilde:
         raise JaxcacheError(f"{safe(given)!r} starts with '~', which is not expanded")
     return tgt.path
 

@@ -95,8 +95,7 @@ def audit(given: str, *, policy: Policy = EMPTY, as_user: int | None = None,
     uid = os.geteuid() if as_user is None else as_user
     me = accounts.user(uid)
     tgt = targetmod.resolve(given, cwd)
-    notes = [Finding("path.tilde" if "~" in n.split(":")[0] else "path.relative", NOTE, n)
-             for n in tgt.notes]
+    notes = [Finding(code, NOTE, text) for code, text in tgt.notes]
     if tgt.path is None:
         return _url_report(tgt, me, notes, policy)
     w, fd = walk_open(tgt.path)

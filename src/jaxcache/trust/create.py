@@ -60,7 +60,7 @@ def init(given: str, *, policy: Policy = EMPTY) -> InitResult:
     tgt = targetmod.resolve(given)
     if tgt.path is None:
         raise JaxcacheError(f"init makes local directories; {safe(given)} is a URL")
-    if any("'~'" in n for n in tgt.notes):
+    if tgt.tilde:
         raise JaxcacheError(f"refusing {safe(given)!r}: JAX does not expand '~', so this would "
                             "create a directory literally named '~'; pass an absolute path")
     w, fd = walk_open(tgt.path)

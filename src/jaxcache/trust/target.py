@@ -21,7 +21,12 @@ class Target:
     given: str
     path: str | None  # absolute path JAX would use; None for a URL
     url: str | None
-    notes: tuple[str, ...]
+    notes: tuple[tuple[str, str], ...]  # (finding code, text): path.tilde, path.relative
+
+    @property
+    def tilde(self) -> bool:
+        """JAX would take a leading '~' literally: callers that create or enable refuse it."""
+        return any(code == "path.tilde" for code, _ in self.notes)
 
 
 def resolve(given: str, cwd: str | None = None) -> Target:
@@ -33,15 +38,16 @@ def resolve(given: str, cwd: str | None = None) -> Target:
         return Target(given, None, given, ())
     notes = []
     if given == "~" or given.startswith("~/") or re.match(r"^~[^/]*(/|$)", given):
-        notes.append(
+        notes.append((
+            "path.tilde",
             f"JAX does not expand '~': {safe(given)!r} means a directory literally named "
             f"{safe(given.split('/', 1)[0])!r} under the current directory. Pass an absolute "
-            "path (your shell expands ~ only when it is unquoted at the start of a word)."
-        )
+            "path (your shell expands ~ only when it is unquoted at the start of a word)."))
     if not given.startswith("/"):
         base = cwd if cwd is not None else os.getcwd()
-        notes.append(f"relative path: JAX resolves it against the current directory "
-                     f"{safe(base)}, so it differs between jobs started elsewhere")
+        notes.append(("path.relative",
+                      f"relative path: JAX resolves it against the current directory "
+                      f"{safe(base)}, so it differs between jobs started elsewhere"))
         path = base.rstrip("/") + "/" + given
     else:
         path = given
