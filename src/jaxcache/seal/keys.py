@@ -100,6 +100,8 @@ def save(key: SigningKey, path: str) -> str:
     """Write the private key 0600 at a new path; the public key goes beside it as PATH.pub."""
     from cryptography.hazmat.primitives import serialization
 
+    if not path or path.endswith("/"):
+        raise KeyFileError(f"give a file name for the key, not {safe(path)!r}")
     path = os.path.abspath(path)
     parent = os.path.dirname(path)
     if looks_like_cache_dir(parent):
