@@ -125,7 +125,8 @@ def audit(args: argparse.Namespace, tail: None) -> None:
     from jaxcache import api
 
     report = api.audit(args.path, policy=args.policy_path, as_user=args.as_user,
-                       scan_processes=not args.no_processes, sealed=args.sealed,
+                       scan_processes=not args.no_processes,
+                       scan_handles=not args.no_processes, sealed=args.sealed,
                        sealed_keys=_public_keys(args))
     if args.fmt == "json":
         from jaxcache.report import json as out
@@ -567,7 +568,8 @@ def _audit_options(p: argparse.ArgumentParser) -> None:
     _option(p, "--user", dest="as_user", metavar="NAME",
             help="Judge for this user (who besides NAME and root can write). Default: you.")
     _option(p, "--no-processes", action="store_true",
-            help="Skip the scan for other processes using it.")
+            help="Skip the scan for other processes using it (and for write handles "
+                 "other users' processes hold on it).")
     _option(p, "-v", "--verbose", action="store_true",
             help="Also list trusted writers and notes.")
     _sealed_reader_options(p)

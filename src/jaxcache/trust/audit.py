@@ -34,6 +34,7 @@ from jaxcache.trust.policy import EMPTY, Policy, Rule
 from jaxcache.trust.walk import Node, Walk, walk, walk_open
 
 if False:  # for type checkers only: importing typing costs `jaxcache run` start-up time
+    from jaxcache.trust.handles import HandleScan
     from jaxcache.trust.procs import ProcessScan
 
 SCHEMA = "jaxcache.audit/1"
@@ -54,6 +55,7 @@ class AuditReport:
     processes: ProcessScan | None
     findings: tuple[Finding, ...]
     policy: str | None
+    handles: HandleScan | None = None  # None: not looked for
 
     @property
     def untrusted(self) -> tuple[Writer, ...]:
@@ -87,10 +89,13 @@ class _Trust:
 def audit(given: str, *, policy: Policy = EMPTY, as_user: int | None = None,
           scan_processes: bool = True, cwd: str | None = None,
           accounts: pr.Accounts | None = None, sealed: bool = False,
-          sealed_keys: tuple = ()) -> AuditReport:
+          sealed_keys: tuple = (), scan_handles: bool = True) -> AuditReport:
     """sealed: judge for a sealed reader, one that loads only entries signed by the policy's
     trusted_keys for this path or `sealed_keys` (and only then can the verdict be SEALED).
-    A plain reader is judged by who can write, whatever keys the policy lists."""
+    A plain reader is judged by who can write, whatever keys the policy lists.
+    scan_processes: list every process using the cache (cwd, descriptors, environment);
+    scan_handles: look for other users' processes holding a write handle (trust/handles.py),
+    which `run` and `enable()` keep on."""
     accounts = accounts or pr.Accounts()
     uid = os.geteuid() if as_user is None else as_user
     me = accounts.user(uid)
@@ -99,11 +104,16 @@ def audit(given: str, *, policy: Policy = EMPTY, as_user: int | None = None,
     if tgt.path is None:
         return _url_report(tgt, me, notes, policy)
     w, fd = walk_open(tgt.path)
+    ids = None
     try:
         inventory = None
         if w.exists:
             inventory = entriesmod.inventory_at(fd, w.anchor_node.path,
                                                    frozenset({0, uid}), accounts)
+            if scan_handles:
+                from jaxcache.trust import handles as handlesmod
+
+                ids = handlesmod.identities(fd, w.resolved)
     finally:
         os.close(fd)
     resolved = w.resolved
@@ -129,6 +139,16 @@ def audit(given: str, *, policy: Policy = EMPTY, as_user: int | None = None,
 
         processes = procsmod.scan(resolved, accounts.user_name)
         findings += _process_findings(processes, uid)
+    held = None
+    if ids is not None:
+        held = handlesmod.scan(ids, lambda u: trust(accounts.user(u)), accounts.user_name)
+        writers += _handle_writers(held, accounts)
+        findings += _handle_findings(held)
+    elif w.exists:
+        findings.append(Finding("handle.unchecked", NOTE,
+                                "other users' processes were not checked for write handles "
+                                "opened before the permissions were tightened", None,
+                                "audit without --no-processes"))
     if _identities(walk(tgt.path)) != _identities(w):
         findings.append(Finding("path.changed", UNVERIFIABLE,
                                 "the path changed while it was being audited", resolved,
@@ -143,7 +163,7 @@ def audit(given: str, *, policy: Policy = EMPTY, as_user: int | None = None,
         verdict = Verdict.SEALED
     return AuditReport(given, tgt.path, resolved, w.exists, verdict, me,
                        tuple(writers), components, w.missing, inventory, processes,
-                       tuple(findings), policy.source)
+                       tuple(findings), policy.source, held)
 
 
 def _identities(w: Walk) -> tuple[tuple[int, int], ...]:
@@ -484,6 +504,44 @@ def _process_findings(scan: ProcessScan, uid: int) -> list[Finding]:
         out.append(Finding("users.uninspected", NOTE,
                            f"{scan.uninspected} processes of other users could not be inspected "
                            "(run as root to see every user of the cache)", None))
+    return out
+
+
+def _handle_writers(held: HandleScan, accounts: pr.Accounts) -> list[Writer]:
+    return [Writer(accounts.user(h.uid), "hold-handle", h.path,
+                   (f"process {h.pid} ({safe(h.command)}) holds {safe(h.path)} open for "
+                    f"writing ({h.detail}), opened when the permissions allowed it",
+                    "-> can change the compiled code JAX loads, whatever the permissions say "
+                    "now"), h.trust)
+            for h in held.handles]
+
+
+def _handle_findings(held: HandleScan) -> list[Finding]:
+    out = []
+    for h in held.handles:
+        how = ("a descriptor open for writing" if h.kind == "write"
+               else "a shared mapping that can write")
+        if h.trust != "untrusted":
+            out.append(Finding(f"handle.{h.kind}", NOTE,
+                               f"process {h.pid} ({safe(h.command)}, user {h.user}, trusted by "
+                               f"the policy) holds {how} on {safe(h.path)} ({h.detail})", h.path))
+            continue
+        out.append(Finding(
+            f"handle.{h.kind}", UNSAFE,
+            f"process {h.pid} ({safe(h.command)}, user {h.user}) holds {how} on "
+            f"{safe(h.path)} ({h.detail}): permissions are checked only when a file is opened, "
+            "so it can rewrite what JAX loads whatever they say now", h.path,
+            f"stop process {h.pid} (ask {h.user}, or as root), then audit again; if "
+            f"{h.user} is meant to share this cache, declare them in a policy"))
+    if held.uninspected:
+        users = ", ".join(f"{u} ({n})" for u, n in held.uninspected)
+        out.append(Finding(
+            "handle.uninspected", WARNING,
+            f"{held.uninspected_count} processes of other users could not be inspected "
+            f"({users}): a write handle one of them opened while the cache was writable to "
+            "them cannot be ruled out", None,
+            "audit as root (sudo jaxcache audit DIR) to check every process; a cache that was "
+            "never shared cannot have such a handle"))
     return out
 
 

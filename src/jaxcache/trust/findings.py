@@ -39,6 +39,7 @@ class Writer:
 
     principal: Principal
     action: str  # write-entries | create-entries | replace | create-dir | rewrite-entry | inherit
+    # | hold-handle (a process holding a write descriptor or mapping: trust/handles.py)
     target: str
     chain: tuple[str, ...]
     trust: str  # you | root | policy | untrusted

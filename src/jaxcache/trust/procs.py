@@ -32,28 +32,60 @@ def _inside(target: str, path: str) -> bool:
     return target == path or target.startswith(path.rstrip("/") + "/")
 
 
-def scan(path: str, user_name, *, skip_pid: int | None = None) -> ProcessScan:
-    """Look through /proc for processes touching `path` (an absolute, resolved path)."""
-    uses: list[ProcessUse] = []
-    uninspected = 0
+@dataclass(frozen=True)
+class Process:
+    """One process as /proc/PID/status names it: its uids are the kernel's, not the owner of
+    /proc/PID, which is root for a process that made itself non-dumpable."""
+
+    pid: int
+    base: str  # /proc/PID
+    uids: tuple[int, ...]  # real, effective, saved, filesystem
+    command: str
+
+    @property
+    def uid(self) -> int:
+        """The uid to judge it by: the first that is not root (else root)."""
+        return next((u for u in self.uids if u != 0), 0)
+
+
+def processes(*, skip_pid: int | None = None):
+    """Every process we can see but ourselves (an iterator: /proc changes as we read it)."""
     skip = os.getpid() if skip_pid is None else skip_pid
     try:
         pids = [int(p) for p in os.listdir("/proc") if p.isdigit()]
     except OSError:
-        return ProcessScan((), 0)
+        return
     for pid in pids:
         if pid == skip:
             continue
         base = f"/proc/{pid}"
         try:
-            uid = os.stat(base).st_uid
-            with open(f"{base}/comm", encoding="utf-8", errors="replace") as f:
-                command = f.read().strip()
+            with open(f"{base}/status", "rb") as f:
+                status = f.read(4096)
         except OSError:
             continue  # the process ended
-        found, denied = _probe(base, path)
+        name, uids = "", ()
+        for line in status.split(b"\n"):
+            if line.startswith(b"Name:"):
+                name = line[5:].strip().decode("utf-8", "replace")
+            elif line.startswith(b"Uid:"):
+                try:
+                    uids = tuple(int(u) for u in line[4:].split())
+                except ValueError:
+                    uids = ()
+                break  # Uid follows Name
+        yield Process(pid, base, uids or (-1,), name)
+
+
+def scan(path: str, user_name, *, skip_pid: int | None = None) -> ProcessScan:
+    """Look through /proc for processes touching `path` (an absolute, resolved path)."""
+    uses: list[ProcessUse] = []
+    uninspected = 0
+    for proc in processes(skip_pid=skip_pid):
+        found, denied = _probe(proc.base, path)
         uninspected += denied
-        uses.extend(ProcessUse(pid, uid, user_name(uid), command, how) for how in found)
+        uses.extend(ProcessUse(proc.pid, proc.uid, user_name(proc.uid), proc.command, how)
+                    for how in found)
     return ProcessScan(tuple(uses), uninspected)
 
 

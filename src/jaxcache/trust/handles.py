@@ -1,0 +1,233 @@
+"""Writers that already hold a handle: other users' processes that can write into the cache
+whatever its permissions say now.
+
+Permissions are checked when a file is opened or mapped, never again: a process that opened an
+entry for writing (or mapped it shared and writable) while the directory was shared keeps that
+power after the owner tightened the bits. So the audit looks at every process of an untrusted
+user (not you, not root, not trusted by the policy) for
+- a descriptor open for writing (`/proc/PID/task/TID/fdinfo/N` flags O_WRONLY or O_RDWR; O_PATH
+  descriptors cannot write, and reopening one checks the permissions again), and
+- a shared mapping that can write (`/proc/PID/maps` `rw?s`, or `r??s` whose VmFlags in smaps
+  say `mw`: mprotect can make it writable again),
+on the cache directory's own inodes, matched by (device, inode) so a hard link or bind-mount
+alias is the same file, with the path as a fallback for files made after the listing.
+Each task's descriptor table is read: a thread can have its own.
+
+What it cannot see: processes of other users when we are not root (counted per user, never
+guessed), processes in other PID namespaces, descriptors in flight in a Unix socket message, and
+anything root or the kernel does.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from jaxcache.trust import procs
+
+O_ACCMODE = 0o3
+O_PATH = 0o10000000
+DELETED = " (deleted)"  # the kernel's mark on a file no longer in any directory
+_MAX_DEPTH = 8  # subdirectories of a cache (XLA's sub-cache) are one level deep
+
+
+@dataclass(frozen=True)
+class Identities:
+    """The inodes a writer could change what JAX loads through: the directory, its
+    subdirectories and every entry in them."""
+
+    path: str
+    inodes: frozenset[tuple[int, int]]
+    devices: frozenset[int]
+
+    def holds(self, dev: int, ino: int) -> bool:
+        return (dev, ino) in self.inodes
+
+    def under(self, target: str) -> bool:
+        return target == self.path or target.startswith(self.path.rstrip("/") + "/")
+
+
+@dataclass(frozen=True)
+class Handle:
+    pid: int
+    uid: int
+    user: str
+    command: str
+    trust: str  # policy | untrusted (you and root are not looked at)
+    kind: str  # write (a descriptor) | shared-map (a writable shared mapping)
+    path: str  # the file, as the kernel names it
+    detail: str  # "fd 3" | "mapping 7f..-7f.. rw-s"
+
+
+@dataclass(frozen=True)
+class HandleScan:
+    handles: tuple[Handle, ...]
+    uninspected: tuple[tuple[str, int], ...]  # (user, processes) we were not allowed to read
+
+    @property
+    def uninspected_count(self) -> int:
+        return sum(n for _, n in self.uninspected)
+
+
+def identities(dir_fd: int, path: str) -> Identities:
+    """The inodes under the directory behind `dir_fd` (an O_PATH descriptor is fine)."""
+    inodes: set[tuple[int, int]] = set()
+    devices: set[int] = set()
+    try:
+        rd = os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=dir_fd)
+    except OSError:
+        st = os.fstat(dir_fd)
+        return Identities(path, frozenset({(st.st_dev, st.st_ino)}), frozenset({st.st_dev}))
+    try:
+        _collect(rd, inodes, devices, 0)
+    finally:
+        os.close(rd)
+    return Identities(path, frozenset(inodes), frozenset(devices))
+
+
+def _collect(fd: int, inodes: set, devices: set, depth: int) -> None:
+    st = os.fstat(fd)
+    inodes.add((st.st_dev, st.st_ino))
+    devices.add(st.st_dev)
+    try:
+        entries = list(os.scandir(fd))
+    except OSError:
+        return
+    for e in entries:
+        if e.is_dir(follow_symlinks=False) and depth < _MAX_DEPTH:
+            try:
+                sub = os.open(e.name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC,
+                              dir_fd=fd)
+            except OSError:
+                continue
+            try:
+                _collect(sub, inodes, devices, depth + 1)  # fstat: a mount point's real root
+            finally:
+                os.close(sub)
+        else:
+            inodes.add((st.st_dev, e.inode()))  # from getdents: no stat per entry
+
+
+def scan(ids: Identities, trust: Callable[[int], str], user_name: Callable[[int], str],
+         *, skip_pid: int | None = None) -> HandleScan:
+    """Every process not all of whose uids are you or root holding a write handle on one of
+    `ids`. trust(uid): "you", "root", "policy" or "untrusted"."""
+    found: list[Handle] = []
+    denied: dict[int, int] = {}
+    classes: dict[int, str] = {}
+    for proc in procs.processes(skip_pid=skip_pid):
+        kinds = [_cached(classes, u, trust) for u in proc.uids]
+        if all(k in ("you", "root") for k in kinds):
+            continue  # trusted whatever it holds: no descriptor walk needed
+        cls = "untrusted" if "untrusted" in kinds else "policy"
+        uid = proc.uids[kinds.index(cls)]
+        try:
+            hits = _descriptors(proc.base, ids) + _mappings(proc.base, ids)
+        except PermissionError:
+            if cls == "untrusted":
+                denied[uid] = denied.get(uid, 0) + 1
+            continue
+        except OSError:
+            continue  # it ended while we looked
+        found.extend(Handle(proc.pid, uid, user_name(uid), proc.command, cls, kind, path, detail)
+                     for kind, path, detail in hits)
+    return HandleScan(tuple(found),
+                      tuple(sorted((user_name(u), n) for u, n in denied.items())))
+
+
+def _cached(classes: dict[int, str], uid: int, trust: Callable[[int], str]) -> str:
+    if uid not in classes:
+        classes[uid] = trust(uid) if uid >= 0 else "untrusted"
+    return classes[uid]
+
+
+def _descriptors(base: str, ids: Identities) -> list[tuple[str, str, str]]:
+    out: dict[tuple[str, str], tuple[str, str, str]] = {}
+    for tid in os.listdir(f"{base}/task"):
+        task = f"{base}/task/{tid}"
+        try:
+            fds = os.listdir(f"{task}/fd")
+        except FileNotFoundError:
+            continue  # the thread ended
+        for n in fds:
+            link = f"{task}/fd/{n}"
+            try:
+                st = os.stat(link)
+            except OSError:
+                continue
+            if st.st_dev not in ids.devices or stat.S_ISDIR(st.st_mode):
+                continue  # elsewhere, or a directory (no descriptor can write one)
+            target = None
+            if not ids.holds(st.st_dev, st.st_ino):
+                try:
+                    target = os.readlink(link)
+                except OSError:
+                    continue
+                if not ids.under(target) or target.endswith(DELETED):
+                    continue  # made after the listing and inside the cache: still a writer
+            if not _writable(f"{task}/fdinfo/{n}"):
+                continue
+            if target is None:
+                try:
+                    target = os.readlink(link)
+                except OSError:
+                    target = "?"
+            out.setdefault((n, target), ("write", target, f"fd {n}"))
+    return list(out.values())
+
+
+def _writable(fdinfo: str) -> bool:
+    try:
+        with open(fdinfo, "rb") as f:
+            for line in f.read(4096).split(b"\n"):
+                if line.startswith(b"flags:"):
+                    flags = int(line[6:].strip(), 8)
+                    return not flags & O_PATH and flags & O_ACCMODE in (os.O_WRONLY, os.O_RDWR)
+    except (OSError, ValueError):
+        return True  # cannot tell: the descriptor is on a cache inode, assume it writes
+    return True
+
+
+def _mappings(base: str, ids: Identities) -> list[tuple[str, str, str]]:
+    out = []
+    maybe = []  # shared mappings of cache files that are not writable right now
+    with open(f"{base}/maps", "rb") as f:
+        text = f.read()
+    for line in text.split(b"\n"):
+        fields = line.split(None, 5)
+        if len(fields) < 6 or fields[1][3:4] != b"s":
+            continue
+        path = os.fsdecode(fields[5].strip())
+        try:
+            major, minor = (int(x, 16) for x in fields[3].split(b":"))
+            dev, ino = os.makedev(major, minor), int(fields[4])
+        except ValueError:
+            continue
+        if not (ids.holds(dev, ino) or (ids.under(path) and not path.endswith(DELETED))):
+            continue
+        where = f"mapping {fields[0].decode()} {fields[1].decode()}"
+        if fields[1][1:2] == b"w":
+            out.append(("shared-map", path, where))
+        else:
+            maybe.append((fields[0], path, where))
+    if maybe:
+        may_write = _may_write(base)
+        out += [("shared-map", path, where + " (may write)") for span, path, where in maybe
+                if may_write.get(span, True)]
+    return out
+
+
+def _may_write(base: str) -> dict[bytes, bool]:
+    """Per mapping, whether mprotect could make it writable (VmFlags `mw`)."""
+    out: dict[bytes, bool] = {}
+    span = None
+    with open(f"{base}/smaps", "rb") as f:
+        for line in f.read().split(b"\n"):
+            head = line.split(None, 1)
+            if head and b"-" in head[0] and not head[0].endswith(b":"):
+                span = head[0]
+            elif line.startswith(b"VmFlags:") and span is not None:
+                out[span] = b"mw" in line[8:].split()
+    return out

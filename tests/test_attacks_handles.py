@@ -1,0 +1,274 @@
+"""Class 2 of issue 12: writers that already hold a handle.
+
+A second real user opens a cache file while the directory is shared; the owner then tightens
+the permissions (0700 directory, 0644 entries), and the attacker's process keeps its handle.
+Permissions are checked only at open, so that process can still rewrite what JAX loads: the
+audit must say UNSAFE naming it, and `jaxcache run` / `jaxcache.enable()` must refuse. A
+read-only or O_PATH handle is not a writer (the check must not always fail).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import as_user_argv, audit_json, codes, jaxcache, untrusted
+
+PROGRAMS = Path(__file__).parent / "programs"
+HOLDER = str(PROGRAMS / "holder.py")
+JOB = str(PROGRAMS / "two_jits.py")
+ENTRY = "jit_f-" + "ab" * 32 + "-cache"
+ENV = {**os.environ, "JAX_PLATFORMS": "cpu"}
+ENV.pop("JAX_COMPILATION_CACHE_DIR", None)
+
+
+class Holder:
+    """The attacker's process, started as another user; it says "ready" once it holds."""
+
+    def __init__(self, user: str, mode: str, path: Path, source: Path | None = None) -> None:
+        argv = [*as_user_argv(user), sys.executable, HOLDER, mode, str(path)]
+        if source is not None:
+            argv.append(str(source))
+        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True)
+        self.expect("ready")
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def expect(self, word: str) -> None:
+        line = self.proc.stdout.readline().strip()  # blocks until the holder has done it
+        if line != word:
+            self.proc.kill()
+            raise AssertionError(f"holder said {line!r}: {self.proc.stderr.read()[-2000:]}")
+
+    def write(self) -> None:
+        self.proc.stdin.write("write\n")
+        self.proc.stdin.flush()
+        self.expect("done")
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.stdin.close()
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+@pytest.fixture
+def holders():
+    made: list[Holder] = []
+
+    def start(*args, **kw) -> Holder:
+        h = Holder(*args, **kw)
+        made.append(h)
+        return h
+
+    yield start
+    for h in made:
+        h.close()
+
+
+def shared_cache(base: Path) -> tuple[Path, Path]:
+    """A cache as a team shares it: directory 0777, entry 0666, both the owner's (root)."""
+    cache = base / "cache"
+    cache.mkdir()
+    cache.chmod(0o777)
+    entry = cache / ENTRY
+    entry.write_bytes(b"\x00" * 4096)
+    entry.chmod(0o666)
+    return cache, entry
+
+
+def tighten(cache: Path) -> None:
+    """What an owner does on learning the cache was shared: 0700 directory, 0644 entries."""
+    cache.chmod(0o700)
+    for p in cache.iterdir():
+        p.chmod(0o644)
+
+
+def handle_findings(doc: dict, code: str) -> list[dict]:
+    return [f for f in doc["findings"] if f["code"] == code]
+
+
+def test_open_write_descriptor_is_an_untrusted_writer(accounts, base, holders):
+    cache, entry = shared_cache(base)
+    holder = holders(accounts.c, "write", entry)
+    tighten(cache)
+    rc, doc = audit_json(cache)
+    assert rc == 1 and doc["verdict"] == "UNSAFE", doc["findings"]
+    assert untrusted(doc) == {accounts.c}
+    (found,) = handle_findings(doc, "handle.write")
+    assert found["effect"] == "unsafe"
+    assert f"process {holder.pid} " in found["message"] and accounts.c in found["message"]
+    (w,) = [w for w in doc["writers"] if w["action"] == "hold-handle"]
+    assert w["principal"] == accounts.c and w["target"] == str(entry)
+    # the finding goes with the process: closing the handle makes the cache private again
+    holder.close()
+    rc, doc = audit_json(cache)
+    assert rc == 0 and doc["verdict"] == "PRIVATE", doc["findings"]
+
+
+def test_hard_link_to_an_entry_is_the_same_inode(accounts, base, holders):
+    """The attacker holds the entry through a name outside the cache: matched by inode."""
+    cache, entry = shared_cache(base)
+    elsewhere = base / "public"
+    elsewhere.mkdir()
+    alias = elsewhere / "innocent.bin"
+    os.link(entry, alias)
+    holder = holders(accounts.c, "write", alias)
+    os.unlink(alias)  # gone from every directory but the cache: nothing says "cache" in its name
+    tighten(cache)
+    rc, doc = audit_json(cache)
+    assert rc == 1 and doc["verdict"] == "UNSAFE", doc["findings"]
+    (found,) = handle_findings(doc, "handle.write")
+    assert f"process {holder.pid} " in found["message"]
+
+
+def test_writable_shared_mapping_without_a_descriptor(accounts, base, holders):
+    cache, entry = shared_cache(base)
+    holder = holders(accounts.c, "map", entry)
+    tighten(cache)
+    rc, doc = audit_json(cache)
+    assert rc == 1 and doc["verdict"] == "UNSAFE", doc["findings"]
+    assert codes(doc) >= {"handle.shared-map"} and "handle.write" not in codes(doc)
+    (found,) = handle_findings(doc, "handle.shared-map")
+    assert f"process {holder.pid} " in found["message"] and "rw-s" in found["message"]
+    assert untrusted(doc) == {accounts.c}
+
+
+@pytest.mark.parametrize("mode", ["read", "path"])
+def test_read_only_and_o_path_handles_are_not_writers(accounts, base, holders, mode):
+    cache, entry = shared_cache(base)
+    holder = holders(accounts.c, mode, entry)
+    tighten(cache)
+    rc, doc = audit_json(cache)
+    assert rc == 0 and doc["verdict"] == "PRIVATE", doc["findings"]
+    assert not {c for c in codes(doc) if c.startswith("handle.")}
+    assert untrusted(doc) == set()
+    uses = [u for u in doc["processes"]["uses"] if u["pid"] == holder.pid]
+    assert uses and uses[0]["user"] == accounts.c  # still listed, as a use (a warning)
+    assert "users.process" in codes(doc)
+
+
+def test_user_declared_in_the_policy_is_trusted_with_its_handle(accounts, base, holders):
+    cache, entry = shared_cache(base)
+    holders(accounts.c, "write", entry)
+    tighten(cache)
+    conf = base / "conf"  # not beside the cache: c's handle is in base's tree
+    conf.mkdir(mode=0o755)
+    policy = conf / "policy.toml"
+    policy.write_text(f'[[cache]]\npath = "{cache}"\ntrusted_users = ["{accounts.c}"]\n')
+    policy.chmod(0o644)
+    rc, doc = audit_json(cache, "--policy", str(policy))
+    assert doc["verdict"] == "SHARED-BY-POLICY" and rc == 0, doc["findings"]
+    (found,) = handle_findings(doc, "handle.write")
+    assert found["effect"] == "note"
+    assert [w["trust"] for w in doc["writers"] if w["action"] == "hold-handle"] == ["policy"]
+
+
+def test_a_user_who_cannot_inspect_the_holder_is_told_so(accounts, base, holders):
+    """a owns the cache and audits it; c's process is invisible to a: never PRIVATE unsaid."""
+    cache, entry = shared_cache(base)
+    os.chown(cache, *_ids(accounts.a))
+    os.chown(entry, *_ids(accounts.a))
+    holder = holders(accounts.c, "write", entry)
+    tighten(cache)
+    home = {**os.environ, "HOME": "/nonexistent", "XDG_CONFIG_HOME": "/nonexistent",
+            "XDG_STATE_HOME": "/nonexistent"}
+    rc, doc = audit_json(cache, user=accounts.a, env=home, cwd="/")
+    assert rc == 0 and doc["verdict"] == "PRIVATE"  # a warning: see docs/audit.md
+    (found,) = handle_findings(doc, "handle.uninspected")
+    assert found["effect"] == "warning" and accounts.c in found["message"]
+    assert "root" in found["remedy"]
+    assert str(holder.pid) not in json.dumps(doc["findings"])  # not guessed either
+    # root sees the holder and judges it for a
+    rc, doc = audit_json(cache, "--user", accounts.a)
+    assert rc == 1 and doc["verdict"] == "UNSAFE"
+    assert handle_findings(doc, "handle.write")
+
+
+def test_no_processes_says_the_handles_were_not_checked(accounts, base, holders):
+    cache, entry = shared_cache(base)
+    holders(accounts.c, "write", entry)
+    tighten(cache)
+    rc, doc = audit_json(cache, "--no-processes")
+    assert "handle.unchecked" in codes(doc)
+
+
+def _ids(user: str) -> tuple[int, int]:
+    import pwd
+
+    pw = pwd.getpwnam(user)
+    return pw.pw_uid, pw.pw_gid
+
+
+# -- end to end, real JAX: the attacker swaps g's compiled code for f's through the held fd
+
+def _job(cache: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, JOB, *args], capture_output=True, text=True,
+                          env={**ENV, "JAX_COMPILATION_CACHE_DIR": str(cache)}, timeout=300)
+
+
+def _result(proc: subprocess.CompletedProcess) -> dict:
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def _entry(cache: Path, fun: str) -> Path:
+    (found,) = [p for p in cache.iterdir()
+                if p.name.startswith(f"jit_{fun}-") and p.name.endswith("-cache")]
+    return found
+
+
+@pytest.fixture
+def planted(accounts, base, holders):
+    """A cache whose g entry holds f's code, written by c through a handle kept after
+    the owner tightened the directory; returns the cache, f's and g's true results."""
+    pytest.importorskip("jax")
+    cache = base / "cache"
+    cache.mkdir()
+    cache.chmod(0o777)
+    golden = _result(_job(cache))["results"]
+    assert golden["f"] != golden["g"]
+    for p in cache.iterdir():
+        p.chmod(0o666)
+    holder = holders(accounts.c, "write", _entry(cache, "g"), source=_entry(cache, "f"))
+    tighten(cache)
+    holder.write()  # after the tightening: permissions no longer allow c to open it
+    return cache, golden
+
+
+def test_without_jaxcache_jax_runs_the_planted_code(planted):
+    cache, golden = planted
+    out = _result(_job(cache))
+    assert out["hits"] >= 2  # f, g (and the small ops building x)
+    assert out["results"]["g"] == golden["f"]  # asked for g, ran f
+
+
+def test_jaxcache_run_refuses_and_the_job_never_gets_the_cache(planted, accounts, base):
+    cache, _ = planted
+    marker = base / "marker"
+    proc = jaxcache("run", "--cache-dir", str(cache), "--record", str(base / "rec.json"),
+                    "--", sys.executable, JOB, "--marker", str(marker), env=ENV)
+    assert proc.returncode == 1, proc.stderr
+    assert "UNSAFE" in proc.stderr and accounts.c in proc.stderr
+    assert "open for writing" in proc.stderr or "descriptor" in proc.stderr
+    assert not marker.exists()  # stopped before JAX was imported (early start's gate)
+    assert '"results"' not in proc.stdout
+
+
+def test_enable_raises_untrusted_cache_error(planted, accounts):
+    cache, _ = planted
+    proc = subprocess.run([sys.executable, JOB, "--enable", str(cache)], capture_output=True,
+                          text=True, env=ENV, timeout=300)
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    refused = json.loads(proc.stdout.strip().splitlines()[-1])["refused"]
+    assert "UNSAFE" in refused and accounts.c in refused
