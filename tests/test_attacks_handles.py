@@ -110,6 +110,8 @@ def test_open_write_descriptor_is_an_untrusted_writer(accounts, base, holders):
     assert f"process {holder.pid} " in found["message"] and accounts.c in found["message"]
     (w,) = [w for w in doc["writers"] if w["action"] == "hold-handle"]
     assert w["principal"] == accounts.c and w["target"] == str(entry)
+    (held,) = doc["handles"]["held"]
+    assert (held["pid"], held["user"], held["kind"]) == (holder.pid, accounts.c, "write")
     # the finding goes with the process: closing the handle makes the cache private again
     holder.close()
     rc, doc = audit_json(cache)
@@ -189,6 +191,7 @@ def test_a_user_who_cannot_inspect_the_holder_is_told_so(accounts, base, holders
     assert found["effect"] == "warning" and accounts.c in found["message"]
     assert "root" in found["remedy"]
     assert str(holder.pid) not in json.dumps(doc["findings"])  # not guessed either
+    assert {"user": accounts.c, "processes": 1} in doc["handles"]["uninspected"]
     # root sees the holder and judges it for a
     rc, doc = audit_json(cache, "--user", accounts.a)
     assert rc == 1 and doc["verdict"] == "UNSAFE"

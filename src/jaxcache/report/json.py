@@ -69,6 +69,11 @@ def audit_dict(r: AuditReport) -> dict:
             "uninspected": r.processes.uninspected,
             "uses": [{"pid": u.pid, "uid": u.uid, "user": u.user, "command": safe(u.command),
                       "how": u.how} for u in r.processes.uses]},
+        "handles": None if r.handles is None else {
+            "held": [{"pid": h.pid, "uid": h.uid, "user": h.user, "command": safe(h.command),
+                      "trust": h.trust, "kind": h.kind, "path": _path(h.path),
+                      "detail": h.detail} for h in r.handles.handles],
+            "uninspected": [{"user": u, "processes": n} for u, n in r.handles.uninspected]},
         "findings": [{"code": f.code, "effect": f.effect, "message": f.message,
                       "path": _path(f.path), "remedy": f.remedy} for f in r.findings],
     }
