@@ -141,7 +141,8 @@ def audit(given: str, *, policy: Policy = EMPTY, as_user: int | None = None,
         findings += _process_findings(processes, uid)
     held = None
     if ids is not None:
-        held = handlesmod.scan(ids, lambda u: trust(accounts.user(u)), accounts.user_name)
+        held = handlesmod.scan(ids, lambda u: trust(accounts.user(u)), accounts.user_name,
+                               you=uid)
         writers += _handle_writers(held, accounts)
         findings += _handle_findings(held)
     elif w.exists:

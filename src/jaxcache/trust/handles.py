@@ -111,13 +111,13 @@ def _collect(fd: int, inodes: set, devices: set, depth: int) -> None:
 
 
 def scan(ids: Identities, trust: Callable[[int], str], user_name: Callable[[int], str],
-         *, skip_pid: int | None = None) -> HandleScan:
+         *, you: int, skip_pid: int | None = None) -> HandleScan:
     """Every process not all of whose uids are you or root holding a write handle on one of
     `ids`. trust(uid): "you", "root", "policy" or "untrusted"."""
     found: list[Handle] = []
     denied: dict[int, int] = {}
     classes: dict[int, str] = {}
-    for proc in procs.processes(skip_pid=skip_pid):
+    for proc in procs.processes(skip_pid=skip_pid, skip_uids=frozenset({0, you})):
         kinds = [_cached(classes, u, trust) for u in proc.uids]
         if all(k in ("you", "root") for k in kinds):
             continue  # trusted whatever it holds: no descriptor walk needed
@@ -180,11 +180,10 @@ def _descriptors(base: str, ids: Identities) -> list[tuple[str, str, str]]:
 
 def _writable(fdinfo: str) -> bool:
     try:
-        with open(fdinfo, "rb") as f:
-            for line in f.read(4096).split(b"\n"):
-                if line.startswith(b"flags:"):
-                    flags = int(line[6:].strip(), 8)
-                    return not flags & O_PATH and flags & O_ACCMODE in (os.O_WRONLY, os.O_RDWR)
+        for line in procs.read(fdinfo, 4096).split(b"\n"):
+            if line.startswith(b"flags:"):
+                flags = int(line[6:].strip(), 8)
+                return not flags & O_PATH and flags & O_ACCMODE in (os.O_WRONLY, os.O_RDWR)
     except (OSError, ValueError):
         return True  # cannot tell: the descriptor is on a cache inode, assume it writes
     return True
@@ -193,9 +192,7 @@ def _writable(fdinfo: str) -> bool:
 def _mappings(base: str, ids: Identities) -> list[tuple[str, str, str]]:
     out = []
     maybe = []  # shared mappings of cache files that are not writable right now
-    with open(f"{base}/maps", "rb") as f:
-        text = f.read()
-    for line in text.split(b"\n"):
+    for line in procs.read(f"{base}/maps").split(b"\n"):
         fields = line.split(None, 5)
         if len(fields) < 6 or fields[1][3:4] != b"s":
             continue
@@ -223,11 +220,10 @@ def _may_write(base: str) -> dict[bytes, bool]:
     """Per mapping, whether mprotect could make it writable (VmFlags `mw`)."""
     out: dict[bytes, bool] = {}
     span = None
-    with open(f"{base}/smaps", "rb") as f:
-        for line in f.read().split(b"\n"):
-            head = line.split(None, 1)
-            if head and b"-" in head[0] and not head[0].endswith(b":"):
-                span = head[0]
-            elif line.startswith(b"VmFlags:") and span is not None:
-                out[span] = b"mw" in line[8:].split()
+    for line in procs.read(f"{base}/smaps").split(b"\n"):
+        head = line.split(None, 1)
+        if head and b"-" in head[0] and not head[0].endswith(b":"):
+            span = head[0]
+        elif line.startswith(b"VmFlags:") and span is not None:
+            out[span] = b"mw" in line[8:].split()
     return out

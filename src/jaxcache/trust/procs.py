@@ -48,8 +48,28 @@ class Process:
         return next((u for u in self.uids if u != 0), 0)
 
 
-def processes(*, skip_pid: int | None = None):
-    """Every process we can see but ourselves (an iterator: /proc changes as we read it)."""
+def read(path: str, limit: int = 1 << 26) -> bytes:
+    """A /proc file, whole (up to `limit`), by os.read: a buffered file object costs 7x more."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        if limit <= 4096:
+            return os.read(fd, limit)  # one page: a status or fdinfo file, in one read
+        chunks = []
+        size = 0
+        while size < limit:
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def processes(*, skip_pid: int | None = None, skip_uids: frozenset[int] = frozenset()):
+    """Every process we can see but ourselves and those all of whose uids are in skip_uids
+    (an iterator: /proc changes as we read it)."""
     skip = os.getpid() if skip_pid is None else skip_pid
     try:
         pids = [int(p) for p in os.listdir("/proc") if p.isdigit()]
@@ -60,21 +80,20 @@ def processes(*, skip_pid: int | None = None):
             continue
         base = f"/proc/{pid}"
         try:
-            with open(f"{base}/status", "rb") as f:
-                status = f.read(4096)
+            status = read(f"{base}/status", 4096)
         except OSError:
             continue  # the process ended
-        name, uids = "", ()
-        for line in status.split(b"\n"):
-            if line.startswith(b"Name:"):
-                name = line[5:].strip().decode("utf-8", "replace")
-            elif line.startswith(b"Uid:"):
-                try:
-                    uids = tuple(int(u) for u in line[4:].split())
-                except ValueError:
-                    uids = ()
-                break  # Uid follows Name
-        yield Process(pid, base, uids or (-1,), name)
+        at = status.find(b"\nUid:")
+        try:
+            uids = tuple(int(u) for u in status[at + 5:status.find(b"\n", at + 1)].split())
+        except ValueError:
+            uids = ()
+        if at < 0 or len(uids) != 4:
+            uids = (-1,)  # unreadable: judged as nobody we trust
+        elif skip_uids.issuperset(uids):
+            continue
+        name = status[5:status.find(b"\n")].strip().decode("utf-8", "replace")  # "Name:" first
+        yield Process(pid, base, uids, name)
 
 
 def scan(path: str, user_name, *, skip_pid: int | None = None) -> ProcessScan:
