@@ -146,7 +146,34 @@ def test_writable_shared_mapping_without_a_descriptor(accounts, base, holders):
     assert untrusted(doc) == {accounts.c}
 
 
-@pytest.mark.parametrize("mode", ["read", "path"])
+def test_read_only_shared_mapping_that_may_write_again(accounts, base, holders):
+    """Mapped r--s from a descriptor opened O_RDWR: mprotect makes it writable without any
+    permission check, so it counts (smaps VmFlags `mw`)."""
+    cache, entry = shared_cache(base)
+    holder = holders(accounts.c, "map-ro", entry)
+    tighten(cache)
+    rc, doc = audit_json(cache)
+    assert rc == 1 and doc["verdict"] == "UNSAFE", doc["findings"]
+    (found,) = handle_findings(doc, "handle.shared-map")
+    assert f"process {holder.pid} " in found["message"] and "may write" in found["message"]
+
+
+def test_descriptor_in_a_threads_own_table(accounts, base, holders):
+    """A thread that unshared its descriptor table holds the fd: /proc/PID/fd does not list
+    it, /proc/PID/task/TID/fd does."""
+    cache, entry = shared_cache(base)
+    holder = holders(accounts.c, "thread", entry)
+    listed = {os.readlink(f"/proc/{holder.pid}/fd/{n}")
+              for n in os.listdir(f"/proc/{holder.pid}/fd")}
+    assert str(entry) not in listed  # the layout this test is about
+    tighten(cache)
+    rc, doc = audit_json(cache)
+    assert rc == 1 and doc["verdict"] == "UNSAFE", doc["findings"]
+    (found,) = handle_findings(doc, "handle.write")
+    assert f"process {holder.pid} " in found["message"]
+
+
+@pytest.mark.parametrize("mode", ["read", "path", "map-rdonly"])
 def test_read_only_and_o_path_handles_are_not_writers(accounts, base, holders, mode):
     cache, entry = shared_cache(base)
     holder = holders(accounts.c, mode, entry)
@@ -155,9 +182,12 @@ def test_read_only_and_o_path_handles_are_not_writers(accounts, base, holders, m
     assert rc == 0 and doc["verdict"] == "PRIVATE", doc["findings"]
     assert not {c for c in codes(doc) if c.startswith("handle.")}
     assert untrusted(doc) == set()
-    uses = [u for u in doc["processes"]["uses"] if u["pid"] == holder.pid]
-    assert uses and uses[0]["user"] == accounts.c  # still listed, as a use (a warning)
-    assert "users.process" in codes(doc)
+    if mode != "map-rdonly":  # a mapping alone is not a use procs.py lists
+        uses = [u for u in doc["processes"]["uses"] if u["pid"] == holder.pid]
+        assert uses and uses[0]["user"] == accounts.c  # still listed, as a use (a warning)
+        assert "users.process" in codes(doc)
+    else:
+        assert holder.proc.poll() is None
 
 
 def test_user_declared_in_the_policy_is_trusted_with_its_handle(accounts, base, holders):
@@ -196,6 +226,24 @@ def test_a_user_who_cannot_inspect_the_holder_is_told_so(accounts, base, holders
     rc, doc = audit_json(cache, "--user", accounts.a)
     assert rc == 1 and doc["verdict"] == "UNSAFE"
     assert handle_findings(doc, "handle.write")
+
+
+def test_sealed_reader_is_told_but_not_refused(accounts, base, holders):
+    """A sealed reader loads only signed entries: the holder can make jobs recompile, not choose
+    their code, so the finding stays, as a warning, and the verdict is SEALED."""
+    pytest.importorskip("cryptography")
+    cache, entry = shared_cache(base)
+    holders(accounts.c, "write", entry)
+    tighten(cache)
+    keys = base / "keys"
+    keys.mkdir(mode=0o700)
+    made = jaxcache("keygen", str(keys / "ci.key"))
+    assert made.returncode == 0, made.stderr
+    rc, doc = audit_json(cache, "--sealed", "--trusted-key", str(keys / "ci.key.pub"))
+    assert rc == 0 and doc["verdict"] == "SEALED", doc["findings"]
+    (found,) = handle_findings(doc, "handle.write")
+    assert found["effect"] == "warning"
+    assert untrusted(doc) == {accounts.c}
 
 
 def test_no_processes_says_the_handles_were_not_checked(accounts, base, holders):
