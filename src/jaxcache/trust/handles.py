@@ -25,7 +25,7 @@ import stat
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from jaxcache.trust import procs
+from jaxcache.trust import proctable
 
 O_ACCMODE = 0o3
 O_PATH = 0o10000000
@@ -33,14 +33,16 @@ DELETED = " (deleted)"  # the kernel's mark on a file no longer in any directory
 _MAX_DEPTH = 8  # subdirectories of a cache (XLA's sub-cache) are one level deep
 
 
-@dataclass(frozen=True)
 class Identities:
     """The inodes a writer could change what JAX loads through: the directory, its
-    subdirectories and every entry in them."""
+    subdirectories and every entry in them. (Internal, so a plain class: a dataclass costs
+    `jaxcache run` start-up.)"""
 
-    path: str
-    inodes: frozenset[tuple[int, int]]
-    devices: frozenset[int]
+    __slots__ = ("path", "inodes", "devices")
+
+    def __init__(self, path: str, inodes: frozenset[tuple[int, int]],
+                 devices: frozenset[int]) -> None:
+        self.path, self.inodes, self.devices = path, inodes, devices
 
     def holds(self, dev: int, ino: int) -> bool:
         return (dev, ino) in self.inodes
@@ -117,7 +119,7 @@ def scan(ids: Identities, trust: Callable[[int], str], user_name: Callable[[int]
     found: list[Handle] = []
     denied: dict[int, int] = {}
     classes: dict[int, str] = {}
-    for proc in procs.processes(skip_pid=skip_pid, skip_uids=frozenset({0, you})):
+    for proc in proctable.processes(skip_pid=skip_pid, skip_uids=frozenset({0, you})):
         kinds = [_cached(classes, u, trust) for u in proc.uids]
         if all(k in ("you", "root") for k in kinds):
             continue  # trusted whatever it holds: no descriptor walk needed
@@ -180,7 +182,7 @@ def _descriptors(base: str, ids: Identities) -> list[tuple[str, str, str]]:
 
 def _writable(fdinfo: str) -> bool:
     try:
-        for line in procs.read(fdinfo, 4096).split(b"\n"):
+        for line in proctable.read(fdinfo, 4096).split(b"\n"):
             if line.startswith(b"flags:"):
                 flags = int(line[6:].strip(), 8)
                 return not flags & O_PATH and flags & O_ACCMODE in (os.O_WRONLY, os.O_RDWR)
@@ -192,7 +194,7 @@ def _writable(fdinfo: str) -> bool:
 def _mappings(base: str, ids: Identities) -> list[tuple[str, str, str]]:
     out = []
     maybe = []  # shared mappings of cache files that are not writable right now
-    for line in procs.read(f"{base}/maps").split(b"\n"):
+    for line in proctable.read(f"{base}/maps").split(b"\n"):
         fields = line.split(None, 5)
         if len(fields) < 6 or fields[1][3:4] != b"s":
             continue
@@ -220,7 +222,7 @@ def _may_write(base: str) -> dict[bytes, bool]:
     """Per mapping, whether mprotect could make it writable (VmFlags `mw`)."""
     out: dict[bytes, bool] = {}
     span = None
-    for line in procs.read(f"{base}/smaps").split(b"\n"):
+    for line in proctable.read(f"{base}/smaps").split(b"\n"):
         head = line.split(None, 1)
         if head and b"-" in head[0] and not head[0].endswith(b":"):
             span = head[0]
