@@ -316,6 +316,18 @@ def test_jaxcache_run_refuses_and_the_job_never_gets_the_cache(planted, accounts
     assert '"results"' not in proc.stdout
 
 
+def test_jaxcache_run_refuses_before_a_non_python_job_starts(accounts, base, holders):
+    """Not a Python job, so no early start: the audit, handles included, comes first."""
+    cache, entry = shared_cache(base)
+    holders(accounts.c, "write", entry)
+    tighten(cache)
+    marker = base / "marker"
+    proc = jaxcache("run", "--cache-dir", str(cache), "--record", str(base / "rec.json"),
+                    "--", "/bin/sh", "-c", f"echo ran > {marker}", env=ENV)
+    assert proc.returncode == 1 and accounts.c in proc.stderr, proc.stderr
+    assert not marker.exists()
+
+
 def test_enable_raises_untrusted_cache_error(planted, accounts):
     cache, _ = planted
     proc = subprocess.run([sys.executable, JOB, "--enable", str(cache)], capture_output=True,

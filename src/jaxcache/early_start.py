@@ -15,7 +15,9 @@ Either way JAX never sees the directory before the full audit passed: the job st
 it, and the probe holds JAX at `import jax` until jaxcache says which cache to use (the
 gate, probe/launch.py). Anything else (a shell script, a shared or new directory, a policy)
 is audited first and only then started, as before. If the full audit refuses a directory
-that looked private, the job is stopped, at the latest when it imports jax.
+that looked private (it also looks for other users' processes holding a write handle on the
+cache, trust/handles.py, which no quick check could), the job is stopped, at the latest when
+it imports jax.
 """
 
 from __future__ import annotations
