@@ -118,6 +118,19 @@ def test_open_write_descriptor_is_an_untrusted_writer(accounts, base, holders):
     assert rc == 0 and doc["verdict"] == "PRIVATE", doc["findings"]
 
 
+def test_non_dumpable_holder_is_judged_by_its_uids_not_by_proc_ownership(accounts, base,
+                                                                          holders):
+    """A non-dumpable process's /proc/PID files belong to root: not a reason to trust it."""
+    cache, entry = shared_cache(base)
+    holder = holders(accounts.c, "hidden", entry)
+    assert os.stat(f"/proc/{holder.pid}/fd").st_uid == 0  # the disguise this test is about
+    tighten(cache)
+    rc, doc = audit_json(cache)
+    assert rc == 1 and doc["verdict"] == "UNSAFE", doc["findings"]
+    (found,) = handle_findings(doc, "handle.write")
+    assert f"process {holder.pid} " in found["message"] and accounts.c in found["message"]
+
+
 def test_hard_link_to_an_entry_is_the_same_inode(accounts, base, holders):
     """The attacker holds the entry through a name outside the cache: matched by inode."""
     cache, entry = shared_cache(base)

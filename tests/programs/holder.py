@@ -5,7 +5,8 @@ MODE: write (O_WRONLY), read (O_RDONLY), path (O_PATH); map (O_RDWR, mapped shar
 writable, then the descriptor closed: only the mapping is left); map-ro (the same mapped
 read-only: mprotect can make it writable again); map-rdonly (opened O_RDONLY, mapped shared
 read-only: can never write); thread (O_WRONLY, opened by a thread that
-first gave itself its own descriptor table, so /proc/PID/fd does not show it).
+first gave itself its own descriptor table, so /proc/PID/fd does not show it); hidden
+(O_WRONLY, then non-dumpable: /proc/PID and its files then belong to root).
 SOURCE is read at start, while the directory is still shared. Prints "ready"; on the line
 "write" from stdin, replaces the file's bytes with SOURCE's through the held descriptor and
 prints "done"; exits at end of input.
@@ -49,7 +50,11 @@ elif mode in ("map", "map-ro", "map-rdonly"):
         raise OSError(ctypes.get_errno(), "mmap failed")
     os.close(fd)
 else:
-    fd = os.open(path, {"write": os.O_WRONLY, "read": os.O_RDONLY, "path": os.O_PATH}[mode])
+    flags = {"write": os.O_WRONLY, "hidden": os.O_WRONLY, "read": os.O_RDONLY,
+             "path": os.O_PATH}[mode]
+    fd = os.open(path, flags)
+    if mode == "hidden" and libc.prctl(4, 0, 0, 0, 0) != 0:  # PR_SET_DUMPABLE, 0
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE)")
 print("ready", flush=True)
 for line in sys.stdin:
     if line.strip() == "write":
