@@ -11,8 +11,8 @@ import os
 
 class Process:
     """One process as /proc/PID/status names it: its uids are the kernel's, not the owner of
-    the files under /proc/PID, which is root for a process that made itself non-dumpable. (A plain class, not
-    a dataclass: building a dataclass costs ~1.5 ms of `jaxcache run` start-up.)"""
+    the files under /proc/PID, which is root for a process that made itself non-dumpable.
+    (A plain class, not a dataclass: building one costs ~1.5 ms of `jaxcache run` start-up.)"""
 
     __slots__ = ("pid", "base", "uids", "command")
 
