@@ -38,11 +38,11 @@ class Identities:
     subdirectories and every entry in them. (Internal, so a plain class: a dataclass costs
     `jaxcache run` start-up.)"""
 
-    __slots__ = ("path", "inodes", "devices")
+    __slots__ = ("path", "inodes", "numbers")
 
-    def __init__(self, path: str, inodes: frozenset[tuple[int, int]],
-                 devices: frozenset[int]) -> None:
-        self.path, self.inodes, self.devices = path, inodes, devices
+    def __init__(self, path: str, inodes: frozenset[tuple[int, int]]) -> None:
+        self.path, self.inodes = path, inodes
+        self.numbers = frozenset(ino for _, ino in inodes)  # what fdinfo's `ino:` can match
 
     def holds(self, dev: int, ino: int) -> bool:
         return (dev, ino) in self.inodes
@@ -76,23 +76,21 @@ class HandleScan:
 def identities(dir_fd: int, path: str) -> Identities:
     """The inodes under the directory behind `dir_fd` (an O_PATH descriptor is fine)."""
     inodes: set[tuple[int, int]] = set()
-    devices: set[int] = set()
     try:
         rd = os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=dir_fd)
     except OSError:
         st = os.fstat(dir_fd)
-        return Identities(path, frozenset({(st.st_dev, st.st_ino)}), frozenset({st.st_dev}))
+        return Identities(path, frozenset({(st.st_dev, st.st_ino)}))
     try:
-        _collect(rd, inodes, devices, 0)
+        _collect(rd, inodes, 0)
     finally:
         os.close(rd)
-    return Identities(path, frozenset(inodes), frozenset(devices))
+    return Identities(path, frozenset(inodes))
 
 
-def _collect(fd: int, inodes: set, devices: set, depth: int) -> None:
+def _collect(fd: int, inodes: set, depth: int) -> None:
     st = os.fstat(fd)
     inodes.add((st.st_dev, st.st_ino))
-    devices.add(st.st_dev)
     try:
         entries = list(os.scandir(fd))
     except OSError:
@@ -105,7 +103,7 @@ def _collect(fd: int, inodes: set, devices: set, depth: int) -> None:
             except OSError:
                 continue
             try:
-                _collect(sub, inodes, devices, depth + 1)  # fstat: a mount point's real root
+                _collect(sub, inodes, depth + 1)  # fstat: a mount point's real root
             finally:
                 os.close(sub)
         else:
@@ -127,12 +125,12 @@ def scan(ids: Identities, trust: Callable[[int], str], user_name: Callable[[int]
         uid = proc.uids[kinds.index(cls)]
         try:
             hits = _descriptors(proc.base, ids) + _mappings(proc.base, ids)
-        except PermissionError:
+        except (FileNotFoundError, ProcessLookupError):
+            continue  # it ended while we looked
+        except OSError:  # not allowed (not root), or unreadable: counted, never guessed
             if cls == "untrusted":
                 denied[uid] = denied.get(uid, 0) + 1
             continue
-        except OSError:
-            continue  # it ended while we looked
         found.extend(Handle(proc.pid, uid, user_name(uid), proc.command, cls, kind, path, detail)
                      for kind, path, detail in hits)
     return HandleScan(tuple(found),
@@ -146,6 +144,9 @@ def _cached(classes: dict[int, str], uid: int, trust: Callable[[int], str]) -> s
 
 
 def _descriptors(base: str, ids: Identities) -> list[tuple[str, str, str]]:
+    """Write-capable descriptors on the cache. fdinfo first (flags and inode number, read from
+    memory): stat() follows the descriptor to its file, which on a dead network mount can
+    hang, so only a descriptor whose inode number matches is stat'ed to confirm the device."""
     out: dict[tuple[str, str], tuple[str, str, str]] = {}
     for tid in os.listdir(f"{base}/task"):
         task = f"{base}/task/{tid}"
@@ -154,41 +155,43 @@ def _descriptors(base: str, ids: Identities) -> list[tuple[str, str, str]]:
         except FileNotFoundError:
             continue  # the thread ended
         for n in fds:
+            try:
+                flags, ino = _fdinfo(f"{task}/fdinfo/{n}")
+            except FileNotFoundError:
+                continue  # closed meanwhile
+            if flags & O_PATH or flags & O_ACCMODE not in (os.O_WRONLY, os.O_RDWR):
+                continue
             link = f"{task}/fd/{n}"
             try:
-                st = os.stat(link)
-            except OSError:
-                continue
-            if st.st_dev not in ids.devices or stat.S_ISDIR(st.st_mode):
-                continue  # elsewhere, or a directory (no descriptor can write one)
-            target = None
-            if not ids.holds(st.st_dev, st.st_ino):
-                try:
+                if ino is None or ino in ids.numbers:
+                    st = os.stat(link)
+                    if stat.S_ISDIR(st.st_mode):
+                        continue
+                    found = ids.holds(st.st_dev, st.st_ino)
                     target = os.readlink(link)
-                except OSError:
-                    continue
-                if not ids.under(target) or target.endswith(DELETED):
-                    continue  # made after the listing and inside the cache: still a writer
-            if not _writable(f"{task}/fdinfo/{n}"):
+                else:
+                    found, target = False, os.readlink(link)
+            except FileNotFoundError:
                 continue
-            if target is None:
-                try:
-                    target = os.readlink(link)
-                except OSError:
-                    target = "?"
+            if not found and (not ids.under(target) or target.endswith(DELETED)):
+                continue  # elsewhere; inside the cache but made after the listing still counts
             out.setdefault((n, target), ("write", target, f"fd {n}"))
     return list(out.values())
 
 
-def _writable(fdinfo: str) -> bool:
-    try:
-        for line in proctable.read(fdinfo, 4096).split(b"\n"):
+def _fdinfo(path: str) -> tuple[int, int | None]:
+    """flags and inode number (None on kernels whose fdinfo has no `ino:`); flags that cannot
+    be read count as read-write."""
+    flags, ino = O_ACCMODE & os.O_RDWR, None
+    for line in proctable.read(path, 4096).split(b"\n"):
+        try:
             if line.startswith(b"flags:"):
                 flags = int(line[6:].strip(), 8)
-                return not flags & O_PATH and flags & O_ACCMODE in (os.O_WRONLY, os.O_RDWR)
-    except (OSError, ValueError):
-        return True  # cannot tell: the descriptor is on a cache inode, assume it writes
-    return True
+            elif line.startswith(b"ino:"):
+                ino = int(line[4:].strip())
+        except ValueError:
+            continue
+    return flags, ino
 
 
 def _mappings(base: str, ids: Identities) -> list[tuple[str, str, str]]:
