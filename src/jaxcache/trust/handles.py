@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 import stat
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -30,6 +31,8 @@ from jaxcache.trust import proctable
 O_ACCMODE = 0o3
 O_PATH = 0o10000000
 DELETED = " (deleted)"  # the kernel's mark on a file no longer in any directory
+_KCMP = {"x86_64": 312, "aarch64": 272}  # kcmp(2) syscall numbers; elsewhere: walk every task
+KCMP_FILES = 2
 _MAX_DEPTH = 8  # subdirectories of a cache (XLA's sub-cache) are one level deep
 
 
@@ -148,7 +151,10 @@ def _descriptors(base: str, ids: Identities) -> list[tuple[str, str, str]]:
     memory): stat() follows the descriptor to its file, which on a dead network mount can
     hang, so only a descriptor whose inode number matches is stat'ed to confirm the device."""
     out: dict[tuple[str, str], tuple[str, str, str]] = {}
+    pid = int(base.rsplit("/", 1)[1])
     for tid in os.listdir(f"{base}/task"):
+        if int(tid) != pid and _same_table(pid, int(tid)):
+            continue  # a thread sharing the leader's table: walked once, as the leader
         task = f"{base}/task/{tid}"
         try:
             fds = os.listdir(f"{task}/fd")
@@ -179,6 +185,25 @@ def _descriptors(base: str, ids: Identities) -> list[tuple[str, str, str]]:
     return list(out.values())
 
 
+_kcmp = None
+
+
+def _same_table(pid: int, tid: int) -> bool:
+    """Does thread `tid` share process `pid`'s descriptor table? (kcmp(2); when it cannot
+    say, no: the thread's own table is walked.) Saves walking every thread of a big job."""
+    global _kcmp
+    if _kcmp is None:
+        number = _KCMP.get(os.uname().machine) if sys.platform == "linux" else None
+        if number is None:
+            _kcmp = False
+        else:
+            import ctypes
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            _kcmp = lambda a, b: libc.syscall(number, a, b, KCMP_FILES, 0, 0)  # noqa: E731
+    return bool(_kcmp) and _kcmp(pid, tid) == 0
+
+
 def _fdinfo(path: str) -> tuple[int, int | None]:
     """flags and inode number (None on kernels whose fdinfo has no `ino:`); flags that cannot
     be read count as read-write."""
@@ -197,10 +222,7 @@ def _fdinfo(path: str) -> tuple[int, int | None]:
 def _mappings(base: str, ids: Identities) -> list[tuple[str, str, str]]:
     out = []
     maybe = []  # shared mappings of cache files that are not writable right now
-    for line in proctable.read(f"{base}/maps").split(b"\n"):
-        fields = line.split(None, 5)
-        if len(fields) < 6 or fields[1][3:4] != b"s":
-            continue
+    for fields in _shared_lines(proctable.read(f"{base}/maps")):
         path = os.fsdecode(fields[5].strip())
         try:
             major, minor = (int(x, 16) for x in fields[3].split(b":"))
@@ -219,6 +241,20 @@ def _mappings(base: str, ids: Identities) -> list[tuple[str, str, str]]:
         out += [("shared-map", path, where + " (may write)") for span, path, where in maybe
                 if may_write.get(span, True)]
     return out
+
+
+def _shared_lines(text: bytes):
+    """The fields of each shared, file-backed line of a maps file. Shared mappings are rare:
+    find the perms' `s ` in C rather than splitting every line of a big process's maps."""
+    at = text.find(b"s ")
+    while at != -1:
+        start = text.rfind(b"\n", 0, at) + 1
+        end = text.find(b"\n", at)
+        end = len(text) if end == -1 else end
+        fields = text[start:end].split(None, 5)
+        if len(fields) == 6 and len(fields[1]) == 4 and fields[1][3:4] == b"s":
+            yield fields
+        at = text.find(b"s ", end)
 
 
 def _may_write(base: str) -> dict[bytes, bool]:
