@@ -28,6 +28,13 @@ def mlp_bench(tmp_path_factory):
     return proc, out, json.loads((out / "bench.json").read_text())
 
 
+def outcomes(record_path: str, outcome: str) -> set[str]:
+    from jaxcache.record import all_modules
+
+    record = json.loads(Path(record_path).read_text())
+    return {m["name"] for _, m in all_modules(record) if m.get("outcome") == outcome}
+
+
 def test_cold_writes_warm_hits_and_saving_has_an_interval(mlp_bench):
     proc, out, doc = mlp_bench
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -36,7 +43,12 @@ def test_cold_writes_warm_hits_and_saving_has_an_interval(mlp_bench):
     assert len(cold) == 6 and len(warm) == 6
     assert all(s["entries_before"] == 0 and s["entries_after"] >= 1 and s["written"] >= 1
                for s in cold)
-    assert all(s["hits"] >= 1 and s["written"] == 0 for s in warm)
+    # every warm run loads what its trial's cold run wrote; a cheap helper may still be written
+    # by a warm run when, on a loaded machine, its compile crosses the 1 s threshold
+    written_cold = {s["trial"]: outcomes(s["record"], "written") for s in cold}
+    assert all(written_cold.values())
+    assert all(s["hits"] >= 1 and written_cold[s["trial"]] <= outcomes(s["record"], "hit")
+               for s in warm)
     saving = doc["summary"]["compile_saving_s"]
     assert saving["estimate"] > 0 and 0 < saving["low"] <= saving["estimate"] <= saving["high"]
     assert doc["summary"]["saving_s"]["low"] is not None and doc["summary"]["significant"]
