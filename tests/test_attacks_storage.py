@@ -271,6 +271,58 @@ def test_device_group_without_members_is_a_note(base, tmp_path, loop_nodes):
     assert "no member" in note["message"]
 
 
+def _partitioned_image(base: Path, owner: str) -> Path:
+    """An image with an MBR and one Linux partition from sector 2048 (no sfdisk needed)."""
+    img = base / "disk.img"
+    sectors = (24 << 20) // 512
+    mbr = bytearray(512)
+    mbr[446:462] = bytes([0, 0, 0, 0, 0x83, 0, 0, 0]) + (2048).to_bytes(4, "little") + (
+        sectors - 2048).to_bytes(4, "little")
+    mbr[510:512] = b"\x55\xaa"
+    with open(img, "wb") as f:
+        f.write(mbr)
+        f.truncate(sectors * 512)
+    shutil.chown(img, owner)
+    img.chmod(0o600)
+    return img
+
+
+@needs_ns
+@needs_mkfs
+def test_partition_of_a_loop_image(base, accounts, tmp_path, loop_nodes):
+    """A partition leads to its whole disk, and that disk to its image file."""
+    img = _partitioned_image(base, accounts.c)
+    point = mkdir(base / "mnt", 0o755)
+    probe = in_namespace([{"losetup": str(img)}, {"run": ["test", "-b", "{loop}p1"]}], tmp_path)
+    if probe[1]["rc"]:
+        pytest.skip("this kernel makes no partition device for a partitioned loop image "
+                    "(no MBR partition support?)")
+    res = in_namespace([
+        {"losetup": str(img)},
+        {"run": ["mkfs.ext4", "-q", "-F", "{loop}p1"]},
+        {"mount": ["mount", "{loop}p1", str(point)]},
+        {"run": ["mkdir", "-m", "0700", str(point / "cache")]},
+        audit_step(point / "cache"),
+    ], tmp_path)
+    assert res[1]["rc"] == 0, res[1]["stderr"]
+    doc = audit_doc(res[4])
+    assert doc["verdict"] == "UNSAFE" and untrusted(doc) == {accounts.c}
+    (finding,) = [f for f in doc["findings"] if f["code"] == "storage.loop-backing"]
+    assert str(img) in finding["message"]
+
+
+@needs_ns
+@needs_mkfs
+def test_deleted_loop_image_is_unverifiable(base, tmp_path, loop_nodes):
+    img = _image(base)
+    res = in_namespace([*_loop_steps(base, img), {"run": ["rm", str(img)]},
+                        audit_step(base / "mnt" / "cache")], tmp_path)
+    doc = audit_doc(res[3])
+    assert doc["verdict"] == "UNVERIFIABLE"
+    (finding,) = [f for f in doc["findings"] if f["code"] == "storage.unknown"]
+    assert "deleted" in finding["message"]
+
+
 # ---- bind mounts -----------------------------------------------------------------------------
 @needs_ns
 @pytest.mark.parametrize("parent_mode", [0o777, 0o755])
