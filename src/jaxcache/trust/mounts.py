@@ -67,6 +67,8 @@ class Mount:
 
 def _unescape(field: str) -> str:
     """mountinfo escapes space, tab, newline and backslash as octal."""
+    if "\\" not in field:
+        return field
     out, i = [], 0
     while i < len(field):
         if field[i] == "\\" and i + 4 <= len(field) and field[i + 1:i + 4].isdigit():

@@ -48,7 +48,7 @@ DISK = frozenset({
 _LOCAL_DISK = re.compile(r"(vd|sd|hd|xvd)[a-z]+|nvme\d+n\d+|mmcblk\d+|zram\d+|ram\d+|pmem\d+")
 _STACKED = re.compile(r"dm-\d+|md\d+")
 _LOOP = re.compile(r"loop\d+")
-_REMOTE = re.compile(r"nbd\d+|rbd\d+|drbd\d+|nbd[a-z]*|skd\d+|rnbd\w*|ublkb\d+")
+_REMOTE = re.compile(r"nbd\d+|rbd\d+|drbd\d+|rnbd\w+|ublkb\d+")
 _REMOTE_PATH = ("/session", "nvme-fabrics", "/iscsi")  # an sd/nvme disk that is iSCSI/NVMe-oF
 
 
@@ -187,6 +187,9 @@ class _Judge:
             root = walk(layer)
         except WalkError as exc:
             self.unknown(f"{where} cannot be judged: {exc}", m.point, m.point)
+            return
+        if root.blocked:
+            self.unknown(f"{where} cannot be judged: {root.blocked}", m.point, m.point)
             return
         if not root.exists:
             self.unknown(f"{where} is not visible in this mount namespace (a container's "
@@ -462,7 +465,9 @@ def judge(w: Walk, mounts: tuple[Mount, ...], accounts: pr.Accounts, trust, rule
     """Findings and writers for the storage below every mount on the walked path."""
     j = _Judge(mounts, accounts, trust, rule, uid)
     j.walk_mounts(w, 0, w.missing)
-    return j.s.findings, j.s.writers
+    # a mount met on several walks (the path, a layer, an image's directory) is judged once per
+    # relative path, so the same conclusion can come twice
+    return list(dict.fromkeys(j.s.findings)), list(dict.fromkeys(j.s.writers))
 
 
 # ---- overlay options ---------------------------------------------------------------------------
@@ -571,8 +576,9 @@ def _partitions(real: str) -> list[tuple[int, str]]:
     except OSError:
         return []
     out = []
-    for n in names:
-        if os.path.exists(f"{real}/{n}/partition"):
+    disk = os.path.basename(real)
+    for n in names:  # partitions are named after their disk: vda1, nvme0n1p1, loop0p1
+        if n.startswith(disk) and os.path.exists(f"{real}/{n}/partition"):
             rdev = _read_dev(f"{real}/{n}/dev")
             if rdev is not None:
                 out.append((rdev, n))
