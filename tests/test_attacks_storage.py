@@ -341,6 +341,16 @@ def test_bind_source_parent(parent_mode, base, tmp_path):
     assert str(src) in finding["message"]
 
 
+@needs_ns
+def test_bind_of_a_directory_onto_itself_is_private(base, tmp_path):
+    """`mount --bind X X` (making X a mount point) is no storage of its own."""
+    x = mkdir(base / "x", 0o755)
+    mkdir(x / "cache", 0o700)
+    res = in_namespace([{"mount": ["mount", "--bind", str(x), str(x)]},
+                        audit_step(x / "cache")], tmp_path)
+    private_state(audit_doc(res[1]))
+
+
 def _hidden_bind(base: Path) -> list[dict]:
     """A bind mount whose source is then covered by another mount: not reachable here."""
     tdir = mkdir(base / "t", 0o755)

@@ -94,8 +94,9 @@ class _Judge:
                 remedy))
 
     # ---- mounts ------------------------------------------------------------------------------
-    def walk_mounts(self, w: Walk, depth: int, extra_rel: tuple[str, ...] = ()) -> None:
-        """Judge the storage of every mount a directory of this walk sits on."""
+    def walk_mounts(self, w: Walk, depth: int, extra_rel: tuple[str, ...] = (),
+                    skip: int | None = None) -> None:
+        """Judge the storage of every mount a directory of this walk sits on (but `skip`)."""
         rels: dict[int, tuple[Mount, set[str]]] = {}
         for n in w.nodes:
             if n.kind != "dir":
@@ -104,6 +105,8 @@ class _Judge:
             if m is None:
                 self.unknown(f"{safe(n.path)} is on no mount listed in /proc/self/mountinfo",
                              n.path, None)
+                continue
+            if m.mount_id == skip:
                 continue
             rel = _relative(n.path, m.point)
             if n is w.anchor_node and extra_rel:
@@ -242,48 +245,49 @@ class _Judge:
 
     # ---- bind mounts -------------------------------------------------------------------------
     def bind(self, m: Mount, depth: int) -> None:
-        source = self._bind_source(m)
-        if source is None:
+        sources = self._bind_sources(m)
+        if not sources:
             self.unknown(f"{safe(m.point)} is a bind mount of {safe(m.root)} on {safe(m.source)}, "
                          "which is not reachable in this mount namespace: whoever can rename "
                          "that directory or its parents decides what is mounted here at the next "
                          "boot, and jaxcache cannot see them", m.point, m.point)
             return
-        w, path = source
         from jaxcache.trust import audit as auditmod
 
-        tail = (f"; {path} is the source of the bind mount at {m.point}, which takes whatever "
-                "is there when it is set up again (at the next boot)")
-        self.add("storage.bind-source",
-                 [(a.grant, a.action, a.target, a.consequence + tail)
-                  for a in auditmod.replace_access(w, self.accounts)],
-                 f"the source {safe(path)} of the bind mount at {safe(m.point)}",
-                 "bind-mount a directory whose parents only you and root can write, or use a "
-                 "private cache (jaxcache init)", path)
-        self.walk_mounts(w, depth + 1)
+        for w, path in sources:  # which one a remount uses is up to its config: judge each
+            tail = (f"; {path} is the source of the bind mount at {m.point}, which takes "
+                    "whatever is there when it is set up again (at the next boot)")
+            self.add("storage.bind-source",
+                     [(a.grant, a.action, a.target, a.consequence + tail)
+                      for a in auditmod.replace_access(w, self.accounts)],
+                     f"the source {safe(path)} of the bind mount at {safe(m.point)}",
+                     "bind-mount a directory whose parents only you and root can write, or use "
+                     "a private cache (jaxcache init)", path)
+            self.walk_mounts(w, depth + 1, skip=m.mount_id)  # a bind of a dir onto itself
 
-    def _bind_source(self, m: Mount) -> tuple[Walk, str] | None:
-        """Where the bound directory is reachable: another mount of the same filesystem whose
+    def _bind_sources(self, m: Mount) -> list[tuple[Walk, str]]:
+        """Where the bound directory is reachable: other mounts of the same filesystem whose
         root contains it, checked by device and inode against the mount's own root."""
         try:
             here = os.lstat(m.point)
         except OSError:
-            return None
+            return []
         if here.st_dev != m.dev:
-            return None  # covered by another mount: the identity cannot be checked
-        candidates = sorted((c for c in self.mounts if c.dev == m.dev
-                             and c.mount_id != m.mount_id and _contains(c.root, m.root)),
-                            key=lambda c: -len(c.root))
-        for c in candidates:
-            path = c.point.rstrip("/") + "/" + _relative(m.root, c.root)
-            path = path.rstrip("/") or "/"
+            return []  # covered by another mount: the identity cannot be checked
+        found: dict[str, Walk] = {}
+        for c in self.mounts:
+            if c.dev != m.dev or c.mount_id == m.mount_id or not _contains(c.root, m.root):
+                continue
+            path = (c.point.rstrip("/") + "/" + _relative(m.root, c.root)).rstrip("/") or "/"
+            if path in found:
+                continue
             try:
                 w = walk(path)
             except WalkError:
                 continue
             if w.exists and w.anchor_node.identity == (here.st_dev, here.st_ino):
-                return w, path
-        return None
+                found[path] = w
+        return [(w, path) for path, w in found.items()]
 
     # ---- block devices -----------------------------------------------------------------------
     def device(self, rdev: int, depth: int, m: Mount, *, whole: bool) -> None:
