@@ -56,9 +56,13 @@ def test_policy_accepted_storage():
     assert pol.rule_for("/c").accepted_storage == {"/mnt/vol", "/"}
     assert pol.rule_for("/other").accepted_storage == frozenset()  # per cache path
     with pytest.raises(PolicyError, match="absolute"):
-        policymod._build("/p.toml", {"accepted_storage": ["vol"]}, Accounts())
+        policymod._build("/p.toml", {"cache": [{"path": "/c", "accepted_storage": ["v"]}]},
+                         Accounts())
     with pytest.raises(PolicyError, match="list of strings"):
-        policymod._build("/p.toml", {"accepted_storage": "/mnt/vol"}, Accounts())
+        policymod._build("/p.toml", {"cache": [{"path": "/c", "accepted_storage": "/mnt/v"}]},
+                         Accounts())
+    with pytest.raises(PolicyError, match=r"\[\[cache\]\] table"):  # never for every path
+        policymod._build("/p.toml", {"accepted_storage": ["/mnt/vol"]}, Accounts())
 
 
 def test_dev_scan_finds_the_root_filesystem_device():

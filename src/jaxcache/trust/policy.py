@@ -144,6 +144,9 @@ def _rule(data: dict, where: str, accounts: Accounts) -> Rule:
         if gid is None:
             raise PolicyError(f"policy: trusted group {safe(name)!r} at {where} does not exist")
         gids.add(gid)
+    if lists["accepted_storage"] and where == "top level":
+        raise PolicyError("policy: accepted_storage vouches for what one cache path is stored on: "
+                          "put it in that path's [[cache]] table, not at the top level")
     for point in lists["accepted_storage"]:
         if not os.path.isabs(point):
             raise PolicyError(f"policy: accepted_storage {safe(point)!r} at {where} must be an "
