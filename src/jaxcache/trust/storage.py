@@ -95,9 +95,13 @@ class _Judge:
 
     # ---- mounts ------------------------------------------------------------------------------
     def walk_mounts(self, w: Walk, depth: int, extra_rel: tuple[str, ...] = (),
-                    skip: int | None = None) -> None:
-        """Judge the storage of every mount a directory of this walk sits on (but `skip`)."""
+                    skip: int | None = None, holds_cache: bool = False) -> None:
+        """Judge the storage of every mount a directory of this walk sits on (but `skip`).
+
+        holds_cache: the walk's anchor (plus `extra_rel`) is the cache directory, or what a
+        layer holds of it: its entries are judged in each layer too."""
         rels: dict[int, tuple[Mount, set[str]]] = {}
+        cache_at: tuple[int, str] | None = None
         for n in w.nodes:
             if n.kind != "dir":
                 continue
@@ -109,21 +113,24 @@ class _Judge:
             if m.mount_id == skip:
                 continue
             rel = _relative(n.path, m.point)
-            if n is w.anchor_node and extra_rel:
+            if n is w.anchor_node:
                 rel = "/".join(p for p in (rel, *extra_rel) if p)
+                if holds_cache:
+                    cache_at = (m.mount_id, rel)
             rels.setdefault(m.mount_id, (m, set()))[1].add(rel)
         for m, found in rels.values():
             leaves = {r for r in found
                       if not any(o != r and o.startswith(r + "/") or (r == "" and o)
                                  for o in found)}
-            self.mount(m, leaves, depth)
+            cache_rel = cache_at[1] if cache_at and cache_at[0] == m.mount_id else None
+            self.mount(m, leaves, depth, cache_rel)
 
-    def mount(self, m: Mount, rels: set[str], depth: int) -> None:
+    def mount(self, m: Mount, rels: set[str], depth: int, cache_rel: str | None = None) -> None:
         if m.mount_id in self.s.active:
             self.unknown(f"the storage of {safe(m.point)} leads back to itself (a loop image "
                          "stored on the filesystem it holds?)", m.point, m.point)
             return
-        key = ("mount", m.mount_id, frozenset(rels))
+        key = ("mount", m.mount_id, frozenset(rels), cache_rel)
         if key in self.s.done:
             return
         self.s.done.add(key)
@@ -139,11 +146,11 @@ class _Judge:
             return
         self.s.active.append(m.mount_id)
         try:
-            self._mount(m, rels, depth)
+            self._mount(m, rels, depth, cache_rel)
         finally:
             self.s.active.pop()
 
-    def _mount(self, m: Mount, rels: set[str], depth: int) -> None:
+    def _mount(self, m: Mount, rels: set[str], depth: int, cache_rel: str | None) -> None:
         if m.category == "network":
             if depth and m.fstype not in self.rule.accepted_filesystems:
                 self.unknown(f"{safe(m.point)} is {m.fstype}, a network or FUSE filesystem, and "
@@ -153,7 +160,7 @@ class _Judge:
         if m.is_bind and not (m.fstype == "btrfs" and m.option("subvol") == m.root):
             self.bind(m, depth)
         if m.fstype == "overlay":
-            self.overlay(m, rels, depth)
+            self.overlay(m, rels, depth, cache_rel)
         elif m.fstype in VIRTUAL:
             return
         elif os.major(m.dev) != 0:
@@ -172,15 +179,16 @@ class _Judge:
                          "what stores it cannot be judged", m.point, m.point)
 
     # ---- overlay -----------------------------------------------------------------------------
-    def overlay(self, m: Mount, rels: set[str], depth: int) -> None:
+    def overlay(self, m: Mount, rels: set[str], depth: int, cache_rel: str | None) -> None:
         layers, problem = overlay_layers(m)
         if problem:
             self.unknown(f"the overlay at {safe(m.point)}: {problem}", m.point, m.point)
             return
         for role, layer in layers:
-            self.layer(m, role, layer, rels, depth)
+            self.layer(m, role, layer, rels, depth, cache_rel)
 
-    def layer(self, m: Mount, role: str, layer: str, rels: set[str], depth: int) -> None:
+    def layer(self, m: Mount, role: str, layer: str, rels: set[str], depth: int,
+              cache_rel: str | None) -> None:
         where = f"{role} {safe(layer)} of the overlay at {safe(m.point)}"
         if not layer.startswith("/"):
             self.unknown(f"{where} is a relative path: the directory it named at mount time "
@@ -207,8 +215,9 @@ class _Judge:
             except WalkError as exc:
                 self.unknown(f"{where}: {safe(path)} cannot be judged: {exc}", m.point, m.point)
                 continue
+            holds_cache = rel == cache_rel and role != "workdir"
             try:
-                entry_grants = self._layer_entries(lw, fd)
+                entry_grants = self._layer_entries(lw, fd) if holds_cache else []
             finally:
                 os.close(fd)
             if lw.blocked:
@@ -223,7 +232,7 @@ class _Judge:
                      f"the {where}, which holds what JAX reads from {safe(m.point)}",
                      "build the overlay from layer directories only you and root can write, or "
                      "use a private cache on a plain local filesystem (jaxcache init)", path)
-            self.walk_mounts(lw, depth + 1)
+            self.walk_mounts(lw, depth + 1, holds_cache=holds_cache)
 
     def _layer_entries(self, lw: Walk, fd: int) -> list[tuple[str, pr.Grant]]:
         if not lw.exists:
@@ -468,7 +477,7 @@ def judge(w: Walk, mounts: tuple[Mount, ...], accounts: pr.Accounts, trust, rule
           uid: int) -> tuple[list[Finding], list[Writer]]:
     """Findings and writers for the storage below every mount on the walked path."""
     j = _Judge(mounts, accounts, trust, rule, uid)
-    j.walk_mounts(w, 0, w.missing)
+    j.walk_mounts(w, 0, w.missing, holds_cache=True)
     # a mount met on several walks (the path, a layer, an image's directory) is judged once per
     # relative path, so the same conclusion can come twice
     return list(dict.fromkeys(j.s.findings)), list(dict.fromkeys(j.s.writers))
