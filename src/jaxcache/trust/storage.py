@@ -432,7 +432,8 @@ class _Judge:
                     ffd = os.open(base, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
                     try:
                         acl = aclmod.read(f"/proc/self/fd/{ffd}", aclmod.ACCESS, follow=True)
-                        if os.fstat(ffd).st_ino != st.st_ino:
+                        now = os.fstat(ffd)
+                        if (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino):
                             raise OSError(0, "it changed while it was being audited")
                     finally:
                         os.close(ffd)
