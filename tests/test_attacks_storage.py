@@ -400,7 +400,9 @@ def test_bind_source_not_visible_is_unverifiable_unless_accepted(base, tmp_path)
                       f'accepted_storage = ["{base / "bound"}"]\n')
     policy.chmod(0o644)
     res = in_namespace([*_hidden_bind(base), audit_step(base / "bound" / "cache"),
-                        audit_step(base / "bound" / "cache", "--policy", str(policy))], tmp_path)
+                        audit_step(base / "bound" / "cache", "--policy", str(policy)),
+                        {"run": [*JAXCACHE, "audit", "--no-processes", "--policy", str(policy),
+                                 str(base / "bound" / "cache")]}], tmp_path)
     doc = audit_doc(res[4])
     assert doc["verdict"] == "UNVERIFIABLE"
     (finding,) = [f for f in doc["findings"] if f["code"] == "storage.unknown"]
@@ -408,6 +410,7 @@ def test_bind_source_not_visible_is_unverifiable_unless_accepted(base, tmp_path)
     accepted = audit_doc(res[5])
     assert accepted["verdict"] == "PRIVATE", accepted["findings"]
     assert "storage.accepted" in codes(accepted)
+    assert res[6]["rc"] == 0 and "vouched for by the policy" in res[6]["stdout"]  # shown
 
 
 # ---- end to end: real JAX loads what the layer's writer planted; jaxcache run refuses -------
