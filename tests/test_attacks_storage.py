@@ -345,6 +345,27 @@ def test_partition_of_a_loop_image(base, accounts, tmp_path, loop_nodes):
 
 @needs_ns
 @needs_mkfs
+def test_image_path_covered_by_another_file(base, tmp_path, loop_nodes):
+    """The image's path now leads to another file (a mount covers its directory): the file
+    judged must be the one attached, checked by device and inode, else UNVERIFIABLE."""
+    imgdir = mkdir(base / "imgdir", 0o755)
+    img = _image(imgdir)
+    decoy = mkdir(base / "decoy", 0o755)
+    (decoy / img.name).write_bytes(b"")  # a private file of the same name, elsewhere
+    (decoy / img.name).chmod(0o600)
+    res = in_namespace([*_loop_steps(base, img),
+                        audit_step(base / "mnt" / "cache"),
+                        {"mount": ["mount", "--bind", str(decoy), str(imgdir)]},
+                        audit_step(base / "mnt" / "cache")], tmp_path)
+    private_state(audit_doc(res[2]))
+    doc = audit_doc(res[4])
+    assert doc["verdict"] == "UNVERIFIABLE"
+    (finding,) = [f for f in doc["findings"] if f["code"] == "storage.unknown"]
+    assert "another file" in finding["message"]
+
+
+@needs_ns
+@needs_mkfs
 def test_deleted_loop_image_is_unverifiable(base, tmp_path, loop_nodes):
     img = _image(base)
     res = in_namespace([*_loop_steps(base, img), {"run": ["rm", str(img)]},

@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import re
 import stat
+import sys
 from dataclasses import dataclass, field
 
 from jaxcache.display import safe
@@ -32,6 +33,8 @@ MAX_DEPTH = 8  # mounts and block devices stacked on each other; deeper is UNVER
 _MAX_DEV_ENTRIES = 20000
 _SYS_BLOCK = "/sys/dev/block"
 _OVERLAY_PARAMS = "/sys/module/overlay/parameters"
+_LOOP_GET_STATUS64 = 0x4C05  # linux/loop.h; struct loop_info64 starts with lo_device, lo_inode
+_LOOP_INFO64_SIZE = 232
 
 # No backing store: contents live in memory or are made up by the kernel.
 VIRTUAL = frozenset({
@@ -407,9 +410,30 @@ class _Judge:
             self.unknown(f"the image behind {name} ({safe(backing)}) was deleted: who can still "
                          "write it cannot be judged", m.point, m.point)
             return
-        self.backing_file(backing, name, depth, m)
+        self.backing_file(backing, name, depth, m, rdev)
 
-    def backing_file(self, path: str, name: str, depth: int, m: Mount) -> None:
+    def _attached(self, rdev: int) -> tuple[int, int] | None:
+        """(device, inode) of the file the loop device really uses (LOOP_GET_STATUS64), or None
+        when no node of it can be opened (not root, not in its group): then the path alone."""
+        import fcntl
+
+        for path, _ in self._dev_index().get(rdev, []):
+            try:
+                fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOFOLLOW)
+            except OSError:
+                continue
+            try:
+                info = bytearray(_LOOP_INFO64_SIZE)
+                fcntl.ioctl(fd, _LOOP_GET_STATUS64, info, True)
+            except OSError:
+                return None
+            finally:
+                os.close(fd)
+            return (int.from_bytes(info[0:8], sys.byteorder),
+                    int.from_bytes(info[8:16], sys.byteorder))
+        return None
+
+    def backing_file(self, path: str, name: str, depth: int, m: Mount, rdev: int) -> None:
         where = f"the image {safe(path)} behind {name}, which stores {safe(m.point)}"
         parent, base = os.path.split(path)
         if not path.startswith("/") or not base:
@@ -443,6 +467,12 @@ class _Judge:
                 return
         finally:
             os.close(fd)
+        attached = self._attached(rdev)
+        if attached is not None and attached != (st.st_dev, st.st_ino):
+            self.unknown(f"{where}: that path now names another file than the one attached to "
+                         f"{name} (renamed, covered by a mount, or another mount namespace's "
+                         "path)", m.point, m.point)
+            return
         if stat.S_ISBLK(st.st_mode):
             self.device(st.st_rdev, depth + 1, m, whole=True)
             return
