@@ -178,15 +178,23 @@ def test_early_start_not_taken_on_overlay(base, tmp_path):
     upper = mkdir(base / "upper", 0o755)
     mkdir(upper / "cache", 0o700)
     plain = mkdir(base / "plain", 0o700)
-    check = ("import sys; from jaxcache.early_start import looks_private; "
-             "print(looks_private(sys.argv[1]))")
+    bound = mkdir(base / "bound", 0o755)
     res = in_namespace([
         overlay(base, lower, upper),
-        {"run": [sys.executable, "-c", check, str(base / "merged" / "cache")]},
-        {"run": [sys.executable, "-c", check, str(plain)]},
+        {"mount": ["mount", "--bind", str(plain), str(bound)]},
+        quick_check(base / "merged" / "cache"),
+        quick_check(bound),
+        quick_check(plain),
     ], tmp_path)
-    assert res[1]["stdout"].strip() == "False", res[1]
-    assert res[2]["stdout"].strip() == "True", res[2]  # same checks, plain directory: quick
+    assert res[2]["stdout"].strip() == "False", res[2]
+    assert res[3]["stdout"].strip() == "False", res[3]  # a bind mount of the same directory
+    assert res[4]["stdout"].strip() == "True", res[4]  # same checks, plain directory: quick
+
+
+def quick_check(path: Path) -> dict:
+    code = ("import sys; from jaxcache.early_start import looks_private; "
+            "print(looks_private(sys.argv[1]))")
+    return {"run": [sys.executable, "-c", code, str(path)]}
 
 
 # ---- loop images and device nodes ------------------------------------------------------------
@@ -256,8 +264,10 @@ def test_loop_image_replaceable_through_its_directory(base, accounts, tmp_path, 
 @needs_mkfs
 def test_loop_private_image_is_private(base, tmp_path, loop_nodes):
     img = _image(base)
-    res = in_namespace([*_loop_steps(base, img), audit_step(base / "mnt" / "cache")], tmp_path)
+    res = in_namespace([*_loop_steps(base, img), audit_step(base / "mnt" / "cache"),
+                        quick_check(base / "mnt" / "cache")], tmp_path)
     private_state(audit_doc(res[2]))
+    assert res[3]["stdout"].strip() == "False"  # loop-backed: never a quick pass
 
 
 @needs_ns
