@@ -491,15 +491,15 @@ def _writer_findings(writers: list[Writer], w: Walk) -> list[Finding]:
             f"{p} can change what JAX loads: {first.chain[0]} {first.chain[1]}"
             + (f" (and {len(ws) - 1} more way(s))" if len(ws) > 1 else ""),
             first.target, remedy))
-    first = w.anchor_node.path.rstrip("/") + "/" + w.missing[0] if w.missing else None
+    precreated = w.anchor_node.path.rstrip("/") + "/" + w.missing[0] if w.missing else None
     # (writers of the storage below, trust/storage.py, have targets of their own)
-    if first and any(wr.action == "create-dir" and wr.target == first
-                     for wr in writers if wr.trust == "untrusted"):
+    if precreated and any(wr.action == "create-dir" and wr.target == precreated
+                          for wr in writers if wr.trust == "untrusted"):
         out.append(Finding(
             "dir.precreate", UNSAFE,
-            f"{safe(first)} does not exist and others can create it in "
+            f"{safe(precreated)} does not exist and others can create it in "
             f"{safe(w.anchor_node.path)} before JAX does (JAX uses a directory it finds, "
-            "whoever made it)", first,
+            "whoever made it)", precreated,
             "create the cache yourself in a directory only you can write: jaxcache init"))
     if any(wr.action == "create-entries" and wr.target == w.anchor_node.path
            for wr in writers if wr.trust == "untrusted"):
