@@ -437,7 +437,8 @@ def test_bind_source_not_visible_is_unverifiable_unless_accepted(base, tmp_path)
     doc = audit_doc(res[4])
     assert doc["verdict"] == "UNVERIFIABLE"
     (finding,) = [f for f in doc["findings"] if f["code"] == "storage.unknown"]
-    assert "not reachable" in finding["message"] and "accepted_storage" in finding["remedy"]
+    assert "not reachable as a directory" in finding["message"]
+    assert "accepted_storage" in finding["remedy"]
     accepted = audit_doc(res[5])
     assert accepted["verdict"] == "PRIVATE", accepted["findings"]
     assert "storage.accepted" in codes(accepted)

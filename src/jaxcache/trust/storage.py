@@ -260,8 +260,8 @@ class _Judge:
         sources = self._bind_sources(m)
         if not sources:
             self.unknown(f"{safe(m.point)} is a bind mount of {safe(m.root)} on {safe(m.source)}, "
-                         "which is not reachable in this mount namespace: whoever can rename "
-                         "that directory or its parents decides what is mounted here at the next "
+                         "which is not reachable as a directory in this mount namespace: whoever "
+                         "can rename it or its parents decides what is mounted here at the next "
                          "boot, and jaxcache cannot see them", m.point, m.point)
             return
         from jaxcache.trust import audit as auditmod
@@ -496,11 +496,9 @@ class _Judge:
                  "keep the image writable only by you and root, in a directory whose every "
                  "parent only you and root can write, or use a private cache (jaxcache init)",
                  path)
-        fm = mountsmod.mount_of(parent, st.st_dev, self.mounts)
-        if fm is None:
-            self.unknown(f"{where} is on no mount listed in /proc/self/mountinfo", m.point,
-                         m.point)
-            return
+        fm = mountsmod.mount_of(path, st.st_dev, self.mounts)
+        if fm is not None and fm.point == path:  # the image itself is mounted there (a bind)
+            self.mount(fm, {""}, depth + 1)
         self.walk_mounts(w, depth + 1)
 
 
