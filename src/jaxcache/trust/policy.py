@@ -11,6 +11,7 @@ and only from a file that no one but its owner (us or root) can modify.
     trusted_users = ["alice"]
     trusted_groups = ["ml-team"]              # every member of the group
     accepted_filesystems = ["nfs4"]           # network filesystems you vouch for
+    accepted_storage = ["/mnt/cache-volume"]  # mount points whose backing store you vouch for
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from jaxcache.errors import PolicyError
 from jaxcache.trust.principals import Accounts
 from jaxcache.userdirs import policy_file
 
-_RULE_KEYS = {"trusted_users", "trusted_groups", "accepted_filesystems"}
+_RULE_KEYS = {"trusted_users", "trusted_groups", "accepted_filesystems", "accepted_storage"}
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,7 @@ class Rule:
     accepted_filesystems: frozenset[str] = frozenset()
     names: tuple[str, ...] = ()  # how the user wrote them, for reports
     trusted_keys: tuple = ()  # PublicKey with holder: readers accept entries they signed
+    accepted_storage: frozenset[str] = frozenset()  # mount points: their storage is vouched for
 
 
 @dataclass(frozen=True)
@@ -57,6 +59,7 @@ class Policy:
             frozenset().union(*(r.accepted_filesystems for r in rules)),
             tuple(n for r in rules for n in r.names),
             tuple(k for r in rules for k in r.trusted_keys),
+            frozenset().union(*(r.accepted_storage for r in rules)),
         )
 
 
@@ -141,9 +144,17 @@ def _rule(data: dict, where: str, accounts: Accounts) -> Rule:
         if gid is None:
             raise PolicyError(f"policy: trusted group {safe(name)!r} at {where} does not exist")
         gids.add(gid)
+    if lists["accepted_storage"] and where == "top level":
+        raise PolicyError("policy: accepted_storage vouches for what one cache path is stored on: "
+                          "put it in that path's [[cache]] table, not at the top level")
+    for point in lists["accepted_storage"]:
+        if not os.path.isabs(point):
+            raise PolicyError(f"policy: accepted_storage {safe(point)!r} at {where} must be an "
+                              "absolute mount point")
     names = tuple(lists["trusted_users"]) + tuple(f"group {g}" for g in lists["trusted_groups"])
     return Rule(frozenset(uids), frozenset(gids), frozenset(lists["accepted_filesystems"]), names,
-                _trusted_keys(data.get("trusted_keys", []), where, accounts))
+                _trusted_keys(data.get("trusted_keys", []), where, accounts),
+                frozenset(os.path.normpath(p) for p in lists["accepted_storage"]))
 
 
 def _trusted_keys(items: object, where: str, accounts: Accounts) -> tuple:
