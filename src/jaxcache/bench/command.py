@@ -159,12 +159,9 @@ def measure(command: list[str], *, trials: int, warm: int,
 
 def load_result(path: str) -> dict:
     """An earlier `bench --json` result; bad input is one clear line."""
-    from jaxcache.documents import load_json
+    from jaxcache.documents import load_bench
 
-    doc = load_json(path, "bench result")
-    if doc.get("schema") != "jaxcache.bench/1":
-        raise JaxcacheError(f"{safe(path)} is not a jaxcache bench result (jaxcache.bench/1)")
-    return doc
+    return load_bench(path)
 
 
 def compare(a_path: str, b_path: str) -> str:
