@@ -85,7 +85,7 @@ def read(path: str, kind: Kind, *, missing_ok: bool = False,
                 raise InputError(f"cannot read {what}: {w.blocked}")
             if missing_ok:
                 return None
-            raise InputError(f"no such {kind.name}: {safe(path)}")
+            raise InputError(_missing(kind, path))
         fd = _open(dfd, name, path, kind, missing_ok)
         if fd is None:
             return None
@@ -110,7 +110,7 @@ def _open(dfd: int, name: str, path: str, kind: Kind, missing_ok: bool) -> int |
     except FileNotFoundError:
         if missing_ok:
             return None
-        raise InputError(f"no such {kind.name}: {safe(path)}") from None
+        raise InputError(_missing(kind, path)) from None
     except OSError as exc:
         raise InputError(f"cannot read {what}: {exc.strerror}") from None
     if stat.S_ISLNK(before.st_mode):
@@ -130,6 +130,10 @@ def _open(dfd: int, name: str, path: str, kind: Kind, missing_ok: bool) -> int |
         os.close(fd)
         raise InputError(f"{what} changed while it was being opened")
     return fd
+
+
+def _missing(kind: Kind, path: str) -> str:
+    return f"no such {kind.name}: {safe(path)} (file not found)"
 
 
 def describe(mode: int) -> str:
