@@ -240,3 +240,17 @@ def test_signing_key_readable_by_others_is_refused(keys):
         assert "must be yours and mode 0600" in line
     finally:
         key.chmod(0o600)
+
+
+def test_decide_on_a_sealed_audit_document_asks_for_the_saving(tmp_path):
+    """A SEALED audit passes the writers test: decide needs a bench, it does not crash."""
+    audit = tmp_path / "sealed.json"
+    audit.write_text(json.dumps({**AUDIT, "verdict": "SEALED"}))
+    proc = jaxcache("decide", "--audit", str(audit))
+    assert proc.returncode == 2 and "--bench" in proc.stderr
+    assert "internal error" not in proc.stderr and "Traceback" not in proc.stderr
+    bench = tmp_path / "bench.json"
+    bench.write_text(json.dumps(BENCH))
+    proc = jaxcache("decide", "--format", "json", "--audit", str(audit), "--bench", str(bench))
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["verdict"] == "SHARE"

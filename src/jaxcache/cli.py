@@ -322,7 +322,7 @@ def decide(args: argparse.Namespace, tail: list[str] | None) -> None:
     from jaxcache.bench import command as benchcmd
 
     benches = [benchcmd.load_result(p) for p in args.bench_paths or ()]
-    writers_ok = audit["verdict"] in ("PRIVATE", "SHARED-BY-POLICY")
+    writers_ok = audit["verdict"] in ("PRIVATE", "SHARED-BY-POLICY", "SEALED")
     if writers_ok and command:
         benches.append(benchcmd.measure(command, trials=args.trials, warm=args.warm,
                                         echo=sys.stderr.write))
