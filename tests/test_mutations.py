@@ -32,7 +32,7 @@ pytest.importorskip("jax")
 
 SEED = 20261201
 VARIANTS = 1000  # per document type
-SUBPROCESS_SAMPLE = 4  # per document type, through a real `python -m jaxcache`
+SUBPROCESS_SAMPLE = 3  # per document type, through a real `python -m jaxcache`
 
 JOB = """
 import jax, jax.numpy as jnp

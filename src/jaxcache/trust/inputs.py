@@ -118,7 +118,7 @@ def _open(dfd: int, name: str, path: str, kind: Kind, missing_ok: bool) -> int |
         raise InputError(f"{what} is a symbolic link (to {safe(target)}); give the file "
                          "itself: whoever can change a link decides what it names")
     if not stat.S_ISREG(before.st_mode):
-        raise InputError(f"{what} is {describe(before.st_mode)}, not a regular file")
+        raise InputError(f"{what} is {_describe(before.st_mode)}, not a regular file")
     try:
         fd = os.open(name, _OPEN, dir_fd=dfd)
     except OSError as exc:
@@ -136,7 +136,7 @@ def _missing(kind: Kind, path: str) -> str:
     return f"no such {kind.name}: {safe(path)} (file not found)"
 
 
-def describe(mode: int) -> str:
+def _describe(mode: int) -> str:
     """What a file type is, in words."""
     for test, word in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
                        (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
