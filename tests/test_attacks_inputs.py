@@ -120,6 +120,40 @@ def test_sealed_run_with_a_swapped_key_is_refused_before_the_job(shared, keys, b
 
 
 @needs_root
+def test_sealed_reader_never_loads_entries_signed_by_a_swapped_key(shared, keys, base,
+                                                                   accounts, tmp_path):
+    """The attack end to end with real JAX: she plants entries signed with her own key in a
+    shared sealed cache and swaps the reader's .pub for hers. The reader (jaxcache.enable,
+    sealed) refuses the key file; her entries, which a reader trusting her key does load,
+    are never loaded."""
+    pytest.importorskip("jax")
+    job = str(Path(__file__).parent / "programs" / "sealed_job.py")
+    template = base / "hers"
+    proc = subprocess.run([sys.executable, job, str(template), keys["hers"], "--key",
+                           str(tmp_path / "mallory" / "mallory.key")], env=ENV,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    subprocess.run(["chmod", "-R", "a+rX", str(template)], check=True)
+    cache = shared / "cache"
+    as_attacker(accounts.c, "cp", "-r", str(template), str(cache))
+    planted = {p.name: p.read_bytes() for p in cache.iterdir()}
+    assert any(name.endswith("-cache") for name in planted)
+    pub = shared / "ci.pub"
+    pub.write_text(keys["mine"] + "\n")
+    swap(accounts.c, pub, keys["hers"] + "\n")
+    reader = subprocess.run([sys.executable, job, str(cache), str(pub)], env=ENV,
+                            capture_output=True, text=True, timeout=300)
+    assert reader.returncode != 0 and '"hits"' not in reader.stdout
+    assert f"public key {pub}" in reader.stderr and accounts.c in reader.stderr
+    assert {p.name: p.read_bytes() for p in cache.iterdir()} == planted
+    # what the reader would have done with the key she put there: load her entries
+    fooled = subprocess.run([sys.executable, job, str(cache), keys["hers"]], env=ENV,
+                            capture_output=True, text=True, timeout=300)
+    assert fooled.returncode == 0, fooled.stderr[-2000:]
+    assert json.loads(fooled.stdout.strip().splitlines()[-1])["hits"] >= 2
+
+
+@needs_root
 def test_policy_record_bench_and_audit_swapped_in_a_shared_directory(shared, base,
                                                                      accounts, tmp_path):
     cache = mkdir(base / "cache", 0o700)
