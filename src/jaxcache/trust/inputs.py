@@ -66,9 +66,10 @@ def read(path: str, kind: Kind, *, missing_ok: bool = False,
 
     With `missing_ok`, a file (or directory above it) that does not exist gives None.
     """
-    what = f"{kind.name} {safe(path)}"
     if not isinstance(path, str) or not path:
         raise InputError(f"give a file name for the {kind.name}")
+    what = f"{kind.name} {safe(path)}"
+    accounts = accounts or Accounts()
     if "\0" in path:
         raise InputError(f"{kind.name} path {safe(path)!r} contains a NUL byte")
     full = path if path.startswith("/") else os.getcwd().rstrip("/") + "/" + path
@@ -95,8 +96,8 @@ def read(path: str, kind: Kind, *, missing_ok: bool = False,
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):  # replaced between lstat and open
             raise InputError(f"{what} changed while it was being opened")
-        _check_file(fd, st, what, kind, accounts or Accounts())
-        _check_parents(parent, what, kind, accounts or Accounts())
+        _check_file(fd, st, what, kind, accounts)
+        _check_parents(parent, what, kind, accounts)
         data = _read_all(fd, what, kind)
     finally:
         os.close(fd)
