@@ -59,7 +59,7 @@ def nullable(check: Check) -> Check:
         try:
             check(value, where)
         except Invalid as exc:
-            if exc.where == where:  # the value itself, not a field inside it
+            if exc.where == where and exc.want == _want(check):  # the value's own type
                 raise Invalid(where, want) from None
             raise
     checked.want = want  # type: ignore[attr-defined]
