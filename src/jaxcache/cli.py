@@ -297,7 +297,6 @@ def decide(args: argparse.Namespace, tail: list[str] | None) -> None:
     (uncontrolled or unverifiable writers: no saving justifies it). Exit code 0 for SHARE or
     PRIVATE, 1 for NOT-WORTH-IT or BLOCKED, 2 for bad input.
     """
-    import json as jsonlib
 
     from jaxcache import decide as decidemod
 
@@ -308,13 +307,9 @@ def decide(args: argparse.Namespace, tail: list[str] | None) -> None:
     if args.audit_path and rest:
         _usage(args, "give PATH or --audit, not both")
     if args.audit_path:
-        try:
-            with open(args.audit_path, encoding="utf-8") as f:
-                audit = jsonlib.load(f)
-        except (OSError, ValueError) as exc:
-            raise JaxcacheError(f"cannot read audit {args.audit_path}: {exc}") from None
-        if not isinstance(audit, dict) or audit.get("schema") != "jaxcache.audit/1":
-            raise JaxcacheError(f"{args.audit_path} is not a jaxcache audit (jaxcache.audit/1)")
+        from jaxcache.documents import load_audit
+
+        audit = load_audit(args.audit_path)
     elif rest:
         from jaxcache import api
         from jaxcache.report import json as auditjson
@@ -327,7 +322,7 @@ def decide(args: argparse.Namespace, tail: list[str] | None) -> None:
     from jaxcache.bench import command as benchcmd
 
     benches = [benchcmd.load_result(p) for p in args.bench_paths or ()]
-    writers_ok = audit["verdict"] in ("PRIVATE", "SHARED-BY-POLICY")
+    writers_ok = audit["verdict"] in ("PRIVATE", "SHARED-BY-POLICY", "SEALED")
     if writers_ok and command:
         benches.append(benchcmd.measure(command, trials=args.trials, warm=args.warm,
                                         echo=sys.stderr.write))

@@ -174,7 +174,7 @@ def _why(m: dict, record: dict, later_dirs: bool) -> tuple[str, str]:
         return "uncached", "JAX did not consult the cache for this compile"
     if reason == "cache-disabled-or-uninitialized":
         return reason, "the cache was disabled or not initialized when JAX tried to write"
-    return reason or outcome or "unknown", f"{outcome}: {reason}"
+    return reason or outcome or "unknown", safe(f"{outcome}: {reason}")
 
 
 def _disabled_first(record: dict) -> bool:

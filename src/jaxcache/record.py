@@ -19,7 +19,6 @@ from jaxcache.probe.runner import Outcome
 from jaxcache.trust.entries import Inventory
 
 SCHEMA = "jaxcache.run/1"
-SUPPORTED = ("jaxcache.run/1",)
 
 
 @dataclass(frozen=True)
@@ -222,33 +221,8 @@ def write(doc: dict, path: str) -> None:
 
 
 def load(path: str) -> dict:
-    """Read a record, refusing what this version cannot understand."""
-    from jaxcache.documents import load_json
-    from jaxcache.errors import JaxcacheError
+    """Read a record (through the trusted-input loader), refusing what this version cannot
+    understand or what explain could not use."""
+    from jaxcache.documents import load_record
 
-    doc = load_json(path, "record")
-    if not str(doc.get("schema", "")).startswith("jaxcache.run/"):
-        raise JaxcacheError(f"{safe(path)} is not a jaxcache run record")
-    if doc["schema"] not in SUPPORTED:
-        raise JaxcacheError(f"{safe(path)} has schema {doc['schema']}, newer than this jaxcache "
-                            f"understands ({', '.join(SUPPORTED)}): upgrade jaxcache")
-    problems = _shape_problems(doc)
-    if problems:
-        raise JaxcacheError(f"{safe(path)} is not a valid run record: {problems}")
-    return doc
-
-
-def _shape_problems(doc: dict) -> str | None:
-    """The fields readers rely on, with the types they expect."""
-    for key, kind in (("modules", list), ("process", dict), ("cache_dir", dict),
-                      ("probe", dict), ("subprocesses", list)):
-        if not isinstance(doc.get(key), kind):
-            return f"'{key}' missing or not a {kind.__name__}"
-    for m in doc["modules"] + [m for s in doc["subprocesses"] if isinstance(s, dict)
-                               for m in (s.get("modules") or [])]:
-        if not isinstance(m, dict) or not isinstance(m.get("name"), str):
-            return "a module entry is not an object with a name"
-    for s in doc["subprocesses"]:
-        if not isinstance(s, dict):
-            return "a subprocess entry is not an object"
-    return None
+    return load_record(path)

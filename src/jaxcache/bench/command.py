@@ -159,12 +159,9 @@ def measure(command: list[str], *, trials: int, warm: int,
 
 def load_result(path: str) -> dict:
     """An earlier `bench --json` result; bad input is one clear line."""
-    from jaxcache.documents import load_json
+    from jaxcache.documents import load_bench
 
-    doc = load_json(path, "bench result")
-    if doc.get("schema") != "jaxcache.bench/1":
-        raise JaxcacheError(f"{safe(path)} is not a jaxcache bench result (jaxcache.bench/1)")
-    return doc
+    return load_bench(path)
 
 
 def compare(a_path: str, b_path: str) -> str:
@@ -174,7 +171,7 @@ def compare(a_path: str, b_path: str) -> str:
     lines.append(f"A: {safe(ca)}" if ca == cb else f"A: {safe(ca)}\nB: {safe(cb)} (a "
                  "different command)")
     fa, fb = a.get("fingerprint") or {}, b.get("fingerprint") or {}
-    diffs = [f"  {k}: {fa.get(k)!r} vs {fb.get(k)!r}" for k in sorted(set(fa) | set(fb))
+    diffs = [f"  {safe(k)}: {fa.get(k)!r} vs {fb.get(k)!r}" for k in sorted(set(fa) | set(fb))
              if fa.get(k) != fb.get(k)]
     lines.append("fingerprints: identical" if not diffs else
                  "fingerprints differ (timings are not directly comparable):")
@@ -189,7 +186,7 @@ def compare(a_path: str, b_path: str) -> str:
         for arm in ("cold", "warm"):
             va = a["summary"]["phases"][phase][arm]["median"]
             vb = ((b["summary"].get("phases") or {}).get(phase) or {}).get(arm, {}).get("median")
-            rows.append((f"{arm} {phase} (s)", _f(va), _f(vb)))
+            rows.append((f"{arm} {safe(phase)} (s)", _f(va), _f(vb)))
     for key in ("saving_s", "compile_saving_s"):
         sa, sb = a["summary"].get(key), b["summary"].get(key)
         rows.append((key.replace("_", " "), _ci(sa), _ci(sb)))

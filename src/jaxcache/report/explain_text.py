@@ -18,15 +18,15 @@ def render(e: Explanation) -> str:
             entry = size(m.entry_bytes) if m.entry_bytes else "-"
             mark = "!" if m.missed_chance else " "
             proc = "" if m.process == "main" else f" [{m.process}]"
-            lines.append(f" {mark} {safe(m.name).ljust(width)}  {m.outcome:9s} compile {secs:>8s}"
-                         f"  entry {entry:>9s}  {m.reason}: {m.text}{proc}")
+            lines.append(f" {mark} {safe(m.name).ljust(width)}  {safe(m.outcome):9s} compile "
+                         f"{secs:>8s}  entry {entry:>9s}  {safe(m.reason)}: {m.text}{proc}")
             if m.missed_chance and m.input_shapes:
                 lines.append(f"     input shapes {safe(m.input_shapes)}")
     if e.diffs:
         lines += ["", "why a later process missed what an earlier one cached:"]
         for d in e.diffs:
             lines.append(f"  {safe(d.module)}: {safe(d.earlier)} -> {safe(d.later)}: key "
-                         f"components changed: {', '.join(d.components)}")
+                         f"components changed: {safe(', '.join(d.components))}")
             for cause in d.causes:
                 lines.append(f"    - {cause}")
     lines += ["", "thresholds:"]
