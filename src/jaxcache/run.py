@@ -100,6 +100,7 @@ def run_job(argv: list[str], *, cache_dir: str | None = None, record_path: str |
         granted = admit()
         if seal is not None:
             env.pop("JAX_COMPILATION_CACHE_DIR", None)
+        env.pop("JAXCACHE_AUDITED", None)  # only what this run audited, never an outer run's
         env.update(granted)
         ran = launch.launch(argv, env)
     from jaxcache import record as recordmod
@@ -108,6 +109,9 @@ def run_job(argv: list[str], *, cache_dir: str | None = None, record_path: str |
     outcome = runner.outcome(argv, ran)
     doc = recordmod.finish(outcome, admitted["path"], verdict=admitted["verdict"],
                            before=admitted["before"], env={**env, **admitted["env"]})
+    from jaxcache import used_dirs
+
+    used_dirs.judge(doc["jax_cache_dirs"], policy)  # each other directory's own verdict, now
     try:
         recordmod.write(doc, out)
     except OSError as exc:  # checked before the job, yet lost since: say so, keep the outcome
@@ -159,6 +163,10 @@ def _admit(chosen: str, policy: str | None, allow_untrusted: bool, seal) -> dict
         # no JAX_COMPILATION_CACHE_DIR: without the probe there is no cache (fails closed)
         granted = seal.job_env(path, policy)
     else:
-        granted = {"JAX_COMPILATION_CACHE_DIR": path}
+        import jaxcache
+
+        # JAXCACHE_AUDITED: the probe lets JAX open its cache there and nowhere else
+        granted = {"JAX_COMPILATION_CACHE_DIR": path, "JAXCACHE_AUDITED": path,
+                   "JAXCACHE_LIB": os.path.dirname(jaxcache.__file__)}
     return {"path": path, "verdict": report.verdict.value, "env": granted,
             "before": recordmod.DirSnapshot.of(path, report.inventory)}
