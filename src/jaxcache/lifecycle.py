@@ -108,6 +108,13 @@ def enable(path: str, *, policy: str | None = None, allow_untrusted: bool = Fals
     Raises UntrustedCacheError unless the verdict is PRIVATE or SHARED-BY-POLICY (or SEALED);
     `allow_untrusted=True` is the loud expert opt-out. Raises CacheLifecycleError when the
     setting would be ignored; `reset=True` uses JAX's reset_cache() where that fixes it.
+    A missing directory is created private and judged under `policy`.
+
+    Children: JAX_COMPILATION_CACHE_DIR is set to the audited directory, so processes this
+    one starts use it too (sealed: removed, so they never read the shared one unsigned);
+    XLA_FLAGS naming XLA caches elsewhere is refused. From then on JAX opens its cache only in
+    the audited directory, or in one the job points it at that passes the same audit now;
+    any other gets a cache that never hits and never writes (jaxcompat.guard_cache_dirs).
 
     sealed=True: JAX loads from `path` only entries signed by a trusted key (the policy's
     trusted_keys for this path, plus `trusted_keys`: ed25519:... strings, .pub files or
