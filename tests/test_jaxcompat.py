@@ -208,3 +208,28 @@ except jaxcompat.JaxInternalsChanged as exc:
 else:
     raise SystemExit("guard installed on a JAX that would not use it")
 """)
+
+
+def test_redirecting_jax_turns_xla_subcaches_off(tmp_path):
+    """JAX points XLA's GPU autotune cache inside jax_compilation_cache_dir at every compile,
+    whatever cache object it holds: setting a directory the guard refuses (globally or in a
+    context manager) must leave XLA no path into it."""
+    ok, other = tmp_path / "ok", tmp_path / "other"
+    _subprocess_check(f"""
+import jax
+from jax._src import compiler
+from jaxcache import jaxcompat
+
+def autotune_dir():
+    o = compiler.get_compile_options(num_replicas=1, num_partitions=1)
+    return o.executable_build_options.debug_options.xla_gpu_per_fusion_autotune_cache_dir
+
+jax.config.update("jax_compilation_cache_dir", {str(ok)!r})
+jaxcompat.guard_cache_dirs([{str(ok)!r}])
+assert autotune_dir() == {str(ok / "xla_gpu_per_fusion_autotune_cache_dir")!r}, autotune_dir()
+from jax._src import config as jax_config
+with jax_config.compilation_cache_dir({str(other)!r}):  # the thread-local setting
+    assert autotune_dir() == "", autotune_dir()
+jax.config.update("jax_compilation_cache_dir", {str(other)!r})
+assert autotune_dir() == "" and jax.config.jax_persistent_cache_enable_xla_caches == "none"
+""")

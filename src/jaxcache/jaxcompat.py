@@ -111,6 +111,7 @@ def set_cache_dir(path: str) -> None:
 _BACKENDS: dict[str, object] = {}  # realpath of a cache dir -> the backend JAX must use there
 # The directory guard (guard_cache_dirs): which directories JAX may open its own cache in.
 _ADMITTED: dict[str, str] = {}  # absolute path -> how it was admitted ("audited", ...)
+_REFUSED: dict[str, str] = {}  # absolute path -> why the guard refused it
 _GUARD: dict = {"on": False, "auditor": None}
 _SEEN: list[dict] = []  # every directory JAX initialized a cache for in this process, in order
 _BY_OBJECT: dict[int, dict] = {}  # id(cache object JAX got) -> its entry in _SEEN
@@ -145,6 +146,33 @@ def _note(where, status: str, how: str, reason: str | None, made) -> None:
     _BY_OBJECT[id(made)] = dict(entry, _object=made)  # kept alive: ids stay unique
 
 
+def _key(where) -> str:
+    return str(where) if "://" in str(where) else _norm(where)
+
+
+def _judge(where) -> tuple[str | None, str | None]:
+    """How the guard admits `where` (None: refused) and why not. Asks the auditor at most
+    once per directory (when the job points JAX there, or at the factory)."""
+    if _BACKENDS.get(os.path.realpath(str(where))) is not None:
+        return "sealed", None
+    key = _key(where)
+    if key in _ADMITTED:
+        return _ADMITTED[key], None
+    if key in _REFUSED:
+        return None, _REFUSED[key]
+    reason = "not the directory jaxcache audited"
+    if "://" not in key and _GUARD["auditor"] is not None:
+        try:
+            ok, reason = _GUARD["auditor"](str(where))
+        except Exception as exc:  # noqa: BLE001 - cannot judge it: refuse (fail closed)
+            ok, reason = False, f"could not audit it ({type(exc).__name__}: {exc})"
+        if ok:
+            _ADMITTED[key] = "audited-in-process"
+            return "audited-in-process", None
+    _REFUSED[key] = reason
+    return None, reason
+
+
 def _factory(where, _original):
     """JAX's get_file_cache, guarded: sealed backends first, then admitted directories."""
     chosen = _BACKENDS.get(os.path.realpath(str(where)))
@@ -156,23 +184,51 @@ def _factory(where, _original):
         if made is not None:
             _note(where, "served", "unguarded", None, made[0])
         return made
-    how = _ADMITTED.get(_norm(where)) if "://" not in str(where) else None
-    reason = "not the directory jaxcache audited"
-    if how is None and _GUARD["auditor"] is not None:
-        try:
-            ok, reason = _GUARD["auditor"](str(where))
-        except Exception as exc:  # noqa: BLE001 - cannot judge it: refuse (fail closed)
-            ok, reason = False, f"could not audit it ({type(exc).__name__}: {exc})"
-        if ok:
-            how = _ADMITTED[_norm(where)] = "audited-in-process"
+    how, reason = _judge(where)
     if how is None:
-        refused = RefusedCache(str(where), reason)
+        refused = RefusedCache(str(where), reason or "refused")
         _note(where, "refused", "guard", reason, refused)
         return refused, where
     made = _original(where)
     if made is not None:
         _note(where, "served", how, None, made[0])
     return made
+
+
+def _on_dir_setting(value) -> None:
+    """The job set jax_compilation_cache_dir (globally or in a context manager). JAX points
+    XLA's own sub-caches (GPU autotune results) inside that setting at every compile, whatever
+    cache object it holds: for a directory the guard does not admit, turn them off."""
+    if not _GUARD["on"] or not value:
+        return
+    how, _ = _judge(value)
+    if how is None:
+        import jax
+
+        jax.config.update("jax_persistent_cache_enable_xla_caches", "none")
+
+
+def _install_setting_hooks() -> None:
+    """Chain our hook after JAX's own on the jax_compilation_cache_dir option (once)."""
+    from jax._src import config as jax_config
+
+    state = getattr(jax_config, "compilation_cache_dir", None)
+    if state is None or not all(hasattr(state, n) for n in (
+            "_update_global_hook", "_update_thread_local_hook", "value")):
+        raise JaxInternalsChanged("jax._src.config.compilation_cache_dir has no update hooks: "
+                                  "jaxcache cannot see the job redirect JAX's cache")
+    if getattr(state._update_global_hook, "_jaxcache", False):
+        return
+    for name in ("_update_global_hook", "_update_thread_local_hook"):
+        before = getattr(state, name)
+
+        def hook(value, _before=before):
+            if _before is not None:
+                _before(value)
+            _on_dir_setting(value)
+
+        hook._jaxcache = True
+        setattr(state, name, hook)
 
 
 def _install_factory(cc) -> None:
@@ -197,16 +253,22 @@ def guard_cache_dirs(admit=(), *, how: str = "audited", auditor=None) -> None:
     """From now on JAX opens its own cache only in admitted directories (exact absolute
     path, as audited: a symlinked alias is another path). Any other directory JAX is pointed
     at, by the job's own config.update() or an environment variable, gets a RefusedCache,
-    unless `auditor(path) -> (ok, reason)` accepts it on the spot. Sealed backends
+    unless `auditor(path) -> (ok, reason)` accepts it on the spot; and setting such a
+    directory turns XLA's sub-caches off (they would be read from inside it). Sealed backends
     (install_backend) are served as before. Raises JaxInternalsChanged when the factory
     cannot be replaced; the caller then turns the cache off (fail closed)."""
+    import jax
+
     cc = _cc()
     _install_factory(cc)
+    _install_setting_hooks()
     for path in admit:
-        _ADMITTED[_norm(path)] = how
+        _ADMITTED[_key(path)] = how
+        _REFUSED.pop(_key(path), None)
     if auditor is not None:
         _GUARD["auditor"] = auditor
     _GUARD["on"] = True
+    _on_dir_setting(jax.config.jax_compilation_cache_dir)  # set before the guard (env, gate)
 
 
 def guard_log() -> list[dict]:

@@ -173,15 +173,18 @@ def enable(path: str, *, policy: str | None = None, allow_untrusted: bool = Fals
                    "this process run code of their choosing")
         print(message, file=sys.stderr)
         warnings.warn(message, CacheLifecycleWarning, stacklevel=2)
-    # from here on JAX opens its own cache only in `chosen`, or in a directory that passes
-    # the same audit when the job points JAX there itself
-    jaxcompat.guard_cache_dirs([chosen], how="enable", auditor=_auditor(pol, accounts))
     did_reset = False
     if fatal:
         jaxcompat.reset_cache()
         did_reset = True
         traps = [t for t in traps if not t.fatal]
     jaxcompat.set_cache_dir(chosen)
+    try:  # from here on JAX opens its own cache only in `chosen`, or in a directory that
+        # passes the same audit when the job points JAX there itself
+        jaxcompat.guard_cache_dirs([chosen], how="enable", auditor=_auditor(pol, accounts))
+    except jaxcompat.JaxInternalsChanged:
+        jaxcompat.disable_cache()  # unguarded, the job could point JAX anywhere: no cache
+        raise
     before = inherit.point_children_at(chosen)
     if before is not None and before != chosen:
         traps = [*traps, Trap(
