@@ -120,6 +120,16 @@ def run_job(argv: list[str], *, cache_dir: str | None = None, record_path: str |
     return recordmod.RunResult(doc, out, outcome)
 
 
+def audited_env(path: str) -> dict[str, str]:
+    """The job's cache variables for an audited directory. JAXCACHE_AUDITED: the probe lets
+    JAX open its cache there and nowhere else (JAXCACHE_LIB: where the probe finds jaxcache's
+    guard, whatever Python the job runs)."""
+    import jaxcache
+
+    return {"JAX_COMPILATION_CACHE_DIR": path, "JAXCACHE_AUDITED": path,
+            "JAXCACHE_LIB": os.path.dirname(jaxcache.__file__)}
+
+
 def _admit(chosen: str, policy: str | None, allow_untrusted: bool, seal) -> dict:
     """The audit (creating a missing directory private first): refuses, or says which path
     the job gets, through which variables, and what the directory held before."""
@@ -163,10 +173,6 @@ def _admit(chosen: str, policy: str | None, allow_untrusted: bool, seal) -> dict
         # no JAX_COMPILATION_CACHE_DIR: without the probe there is no cache (fails closed)
         granted = seal.job_env(path, policy)
     else:
-        import jaxcache
-
-        # JAXCACHE_AUDITED: the probe lets JAX open its cache there and nowhere else
-        granted = {"JAX_COMPILATION_CACHE_DIR": path, "JAXCACHE_AUDITED": path,
-                   "JAXCACHE_LIB": os.path.dirname(jaxcache.__file__)}
+        granted = audited_env(path)
     return {"path": path, "verdict": report.verdict.value, "env": granted,
             "before": recordmod.DirSnapshot.of(path, report.inventory)}
