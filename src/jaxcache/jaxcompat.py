@@ -135,7 +135,7 @@ class RefusedCache:
 
 
 def _norm(path) -> str:
-    return os.path.normpath(os.path.abspath(os.fspath(path)))
+    return os.path.normpath(os.path.abspath(str(path)))  # JAX also takes path-like objects
 
 
 def _note(where, status: str, how: str, reason: str | None, made) -> None:
@@ -199,9 +199,12 @@ def _on_dir_setting(value) -> None:
     """The job set jax_compilation_cache_dir (globally or in a context manager). JAX points
     XLA's own sub-caches (GPU autotune results) inside that setting at every compile, whatever
     cache object it holds: for a directory the guard does not admit, turn them off."""
-    if not _GUARD["on"] or not value:
+    if not _GUARD["on"] or value is None or str(value) == "":
         return
-    how, _ = _judge(value)
+    try:
+        how, _ = _judge(value)
+    except Exception:  # noqa: BLE001 - cannot judge it: as refused
+        how = None
     if how is None:
         import jax
 
