@@ -202,3 +202,23 @@ def test_enable_then_redirect_without_jaxcache_run(planted, tmp_path):
     assert f"JAX was pointed at {planted['shared']}, which jaxcache refuses: verdict UNSAFE" \
         in proc.stderr
     untouched(planted)
+
+
+def test_run_job_whose_child_is_pointed_at_the_planted_dir(planted, tmp_path):
+    """Under `jaxcache run`, a launcher starts a Python worker with
+    JAX_COMPILATION_CACHE_DIR=<planted>: the worker's probe guards it too."""
+    private = tmp_path / "private"
+    record = tmp_path / "run.json"
+    proc = run_job(private, record, "--child-env", str(planted["shared"]))
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["child"]["f"] == planted["f"], "the worker loaded the planted entry"
+    assert out["child"]["hits"] == 0 and out["child"]["dir"] == str(planted["shared"])
+    assert proc.returncode == 1, proc.stderr
+    doc = json.loads(record.read_text())
+    (other,) = [d for d in doc["jax_cache_dirs"] if not d["audited_dir"]]
+    assert other["status"] == "refused" and other["verdict"] == "UNSAFE"
+    (worker,) = doc["subprocesses"]
+    assert other["pids"] == [worker["pid"]]
+    assert {m["cache_dir_status"] for m in worker["modules"]} == {"refused"}
+    assert f"WARNING: JAX was pointed at {planted['shared']} (UNSAFE" in proc.stderr
+    untouched(planted)

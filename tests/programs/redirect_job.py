@@ -1,11 +1,12 @@
 """A job for the enable / redirect attack tests; prints one JSON line.
 
-    redirect_job.py [--enable DIR] [--redirect DIR] [--both] [--child]
+    redirect_job.py [--enable DIR] [--redirect DIR] [--both] [--child] [--child-env DIR]
 
 Computes f (and with --both also g: same shapes, a different program, so an entry of one
 planted under the other's key shows in the numbers). --enable calls jaxcache.enable(DIR),
 --redirect then points JAX at another directory itself, --child starts this program again
-(no options) in a subprocess and reports what it computed.
+(no options) in a subprocess and reports what it computed; --child-env DIR starts it with
+JAX_COMPILATION_CACHE_DIR=DIR in its environment (a launcher choosing its workers' cache).
 """
 
 import argparse
@@ -22,6 +23,7 @@ ap.add_argument("--enable")
 ap.add_argument("--redirect")
 ap.add_argument("--both", action="store_true")
 ap.add_argument("--child", action="store_true")
+ap.add_argument("--child-env")
 args = ap.parse_args()
 
 hits = []
@@ -54,9 +56,12 @@ x = jnp.arange(16.0).reshape(4, 4) / 16
 out = {"f": float(f(x).sum())}
 if args.both:
     out["g"] = float(g(x).sum())
-if args.child:
+if args.child or args.child_env:
+    env = dict(os.environ)
+    if args.child_env:
+        env["JAX_COMPILATION_CACHE_DIR"] = args.child_env
     child = subprocess.run([sys.executable, os.path.abspath(__file__)], capture_output=True,
-                           text=True, check=True)
+                           text=True, check=True, env=env)
     out["child"] = json.loads(child.stdout.strip().splitlines()[-1])
 out.update(hits=len(hits), dir=jax.config.jax_compilation_cache_dir,
            env=os.environ.get("JAX_COMPILATION_CACHE_DIR"))
