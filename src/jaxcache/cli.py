@@ -170,8 +170,9 @@ def run(args: argparse.Namespace, tail: list[str] | None) -> None:
     compiled, hits, written, skipped and why, seconds compiling vs loading.
 
     Exit code: the program's own (128+N if killed by signal N); 127 command not found, 126
-    not executable; 1 cache refused; 2 usage or input error, or a record that could not be
-    written after a program that succeeded.
+    not executable; 1 cache refused, or a program that exited 0 after pointing JAX at another
+    directory (refused by jaxcache, or not PRIVATE/SHARED-BY-POLICY by its own audit); 2 usage
+    or input error, or a record that could not be written after a program that succeeded.
     """
     argv = _user_command(args.command, tail)
     if not argv:
@@ -190,7 +191,10 @@ def run(args: argparse.Namespace, tail: list[str] | None) -> None:
     if result.record_error:  # the job's own status if it failed, else 2: never silent
         sys.stderr.write(f"jaxcache: {result.record_error}\n")
         _exit_now(result.outcome.status or 2)
-    _exit_now(result.outcome.status)
+    if result.exit_code != result.outcome.status:
+        sys.stderr.write("jaxcache: exit 1: JAX was pointed at a cache directory jaxcache did "
+                         "not audit (see the record's jax_cache_dirs)\n")
+    _exit_now(result.exit_code)
 
 
 def _exit_now(status: int) -> None:

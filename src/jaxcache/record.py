@@ -13,7 +13,7 @@ import sys
 import time
 from dataclasses import dataclass
 
-from jaxcache import __version__
+from jaxcache import __version__, used_dirs
 from jaxcache.display import safe
 from jaxcache.probe.runner import Outcome
 from jaxcache.trust.entries import Inventory
@@ -105,6 +105,11 @@ def _modules(probe: dict, before: DirSnapshot, after: DirSnapshot) -> list[dict]
         key = m.get("cache_key")
         if m.get("outcome") == "miss":  # JAX said miss, then neither wrote nor said why not
             m["outcome"], m["reason"] = "skipped", "not-written-unexplained"
+        if m.get("cache_dir_status") == "refused":  # the guard's cache: no read, no write
+            m["outcome"], m["reason"] = "skipped", "dir-refused"
+            m["reason_detail"] = {"cache_dir": m.get("cache_dir")}
+            out.append(m)
+            continue
         if key in sealed_writes:  # the sealed backend wrote it, maybe to the local tier
             m["outcome"], m["written_to"] = "written", sealed_writes[key]
         elif seal and m.get("outcome") == "written":  # JAX tried; the sealed backend did not
@@ -163,6 +168,10 @@ def build(outcome: Outcome, *, cache_dir: str, verdict: str, before: DirSnapshot
                     "sys_s": round(outcome.sys_s, 6), "peak_rss_bytes": outcome.peak_rss_bytes},
         "subprocesses": [_subprocess(p, before, after) for p in outcome.probes[1:]],
         "seal": outcome.probes[0].get("seal") if outcome.probes else None,
+        "jax_cache_dirs": used_dirs.collect(outcome.probes, cache_dir),
+        "cache_guard_errors": [{"pid": p.get("pid"), "error": (p.get("cache_guard") or {}).get(
+            "error")} for p in outcome.probes if (p.get("cache_guard") or {}).get(
+                "installed") is False],
     }
     return doc
 
@@ -201,6 +210,15 @@ class RunResult:
     record_path: str
     outcome: Outcome
     record_error: str | None = None  # the job ran, but its record could not be written
+
+    @property
+    def exit_code(self) -> int:
+        """`jaxcache run`'s status: the job's own, except that a job which exited 0 after
+        JAX was pointed at a directory jaxcache refused or does not trust exits 1."""
+        status = self.outcome.status
+        if status == 0 and used_dirs.failing(self.record):
+            return 1
+        return status
 
 
 def write(doc: dict, path: str) -> None:

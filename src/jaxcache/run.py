@@ -100,6 +100,7 @@ def run_job(argv: list[str], *, cache_dir: str | None = None, record_path: str |
         granted = admit()
         if seal is not None:
             env.pop("JAX_COMPILATION_CACHE_DIR", None)
+        env.pop("JAXCACHE_AUDITED", None)  # only what this run audited, never an outer run's
         env.update(granted)
         ran = launch.launch(argv, env)
     from jaxcache import record as recordmod
@@ -108,12 +109,25 @@ def run_job(argv: list[str], *, cache_dir: str | None = None, record_path: str |
     outcome = runner.outcome(argv, ran)
     doc = recordmod.finish(outcome, admitted["path"], verdict=admitted["verdict"],
                            before=admitted["before"], env={**env, **admitted["env"]})
+    from jaxcache import used_dirs
+
+    used_dirs.judge(doc["jax_cache_dirs"], policy)  # each other directory's own verdict, now
     try:
         recordmod.write(doc, out)
     except OSError as exc:  # checked before the job, yet lost since: say so, keep the outcome
         return recordmod.RunResult(doc, out, outcome,
                                    f"cannot write the record {safe(out)}: {exc.strerror}")
     return recordmod.RunResult(doc, out, outcome)
+
+
+def audited_env(path: str) -> dict[str, str]:
+    """The job's cache variables for an audited directory. JAXCACHE_AUDITED: the probe lets
+    JAX open its cache there and nowhere else (JAXCACHE_LIB: where the probe finds jaxcache's
+    guard, whatever Python the job runs)."""
+    import jaxcache
+
+    return {"JAX_COMPILATION_CACHE_DIR": path, "JAXCACHE_AUDITED": path,
+            "JAXCACHE_LIB": os.path.dirname(jaxcache.__file__)}
 
 
 def _admit(chosen: str, policy: str | None, allow_untrusted: bool, seal) -> dict:
@@ -159,6 +173,6 @@ def _admit(chosen: str, policy: str | None, allow_untrusted: bool, seal) -> dict
         # no JAX_COMPILATION_CACHE_DIR: without the probe there is no cache (fails closed)
         granted = seal.job_env(path, policy)
     else:
-        granted = {"JAX_COMPILATION_CACHE_DIR": path}
+        granted = audited_env(path)
     return {"path": path, "verdict": report.verdict.value, "env": granted,
             "before": recordmod.DirSnapshot.of(path, report.inventory)}

@@ -7,7 +7,8 @@ from jaxcache.explain import Explanation
 
 
 def render(e: Explanation) -> str:
-    lines = [f"jaxcache explain: {len(e.records)} record(s)"]
+    lines = [f"WARNING: {d}" for d in e.unaudited_dirs]
+    lines.append(f"jaxcache explain: {len(e.records)} record(s)")
     for record in e.records:
         rows = [m for m in e.modules if m.record == record]
         lines.append("")
@@ -47,5 +48,10 @@ def render(e: Explanation) -> str:
             parts.append(f"{len(e.diffs)} cross-process miss(es)")
         if any(a.material for a in e.advice):
             parts.append("thresholds leave a material share of start-up uncached")
-        lines.append("something expensive was not cached: " + "; ".join(parts))
+        if parts:
+            lines.append("something expensive was not cached: " + "; ".join(parts))
+    if e.unaudited_dirs:
+        lines.append(f"JAX was pointed at {len(e.unaudited_dirs)} cache director"
+                     f"{'y' if len(e.unaudited_dirs) == 1 else 'ies'} jaxcache did not audit "
+                     "(see the first lines)")
     return "\n".join(lines) + "\n"
