@@ -208,3 +208,15 @@ def test_demo_writes_only_into_a_new_folder_of_its_own(tmp_path):
                                        "runs"]
     assert made.stat().st_mode & 0o777 == 0o700
     assert (made / "bench.json").is_file() and (made / "runs" / "trial-1").is_dir()
+
+
+def test_one_file_named_twice_is_refused_and_an_empty_leftover_is_reused(tmp_path):
+    marker = tmp_path / "ran"
+    same = str(tmp_path / "x.json")
+    proc = bench("--json", same, "--report", same, marker=marker)
+    assert proc.returncode == 2 and "must name different files" in proc.stderr
+    assert os.listdir(tmp_path) == []
+    (tmp_path / "x.json").touch()  # what a killed bench leaves: its empty placeholder
+    proc = bench("--json", same, marker=marker)
+    assert proc.returncode in (0, 1), proc.stderr
+    assert json.loads((tmp_path / "x.json").read_text())["schema"] == "jaxcache.bench/1"

@@ -61,6 +61,10 @@ def run(argv: list[str], *, trials: int, warm: int, prime: bool, timeout: float 
             if importlib.util.find_spec("matplotlib") is None:
                 raise JaxcacheError("--plot (and --out) need matplotlib: pip install "
                                     "'jaxcache[plot]'")
+        named = [os.path.abspath(p) for p in (report_path, json_path, plot_path) if p]
+        if len(set(named)) < len(named):
+            raise JaxcacheError("--json, --report and --plot (and --out's files) must name "
+                                "different files")
         targets = {}
         for key, path, what, recognize in (
                 ("report", report_path, "report", outputs.starts_with(MARKDOWN_HEAD)),
