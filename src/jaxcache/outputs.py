@@ -57,7 +57,9 @@ def png_from_jaxcache(data: bytes) -> bool:
 
 
 class Output:
-    """A claimed target: `write` it once, or `release` it (both idempotent after the first)."""
+    """A claimed target: `write` it once, or `release` it (both idempotent after the first).
+    It holds its directory open, so writing and releasing act in the directory that was
+    checked, whatever its path names by then."""
 
     def __init__(self, path: str, what: str, dir_fd: int, name: str, ident: tuple[int, int],
                  placeholder: bool) -> None:
@@ -75,7 +77,7 @@ class Output:
             data = data.encode("utf-8")
         dfd = self._dir_fd
         try:
-            if self._current() != self._ident:
+            if self._current() not in (self._ident, None):  # gone: the name is free again
                 raise JaxcacheError(f"not writing the {self.what} {safe(self.path)}: it was "
                                     "replaced by someone else since jaxcache claimed it")
             tmp = f".{self.name}.{secrets.token_hex(4)}.tmp"
