@@ -408,7 +408,8 @@ def demo(args: argparse.Namespace, tail: None) -> None:
     Makes a new private directory DIR/jaxcache-demo-N (--out DIR; N is the first number
     free, the folder is made with mkdir so it never existed), audits it and a deliberately
     unsafe one, then benches examples/mlp.py cold vs warm into it, explains it and decides. It
-    writes nowhere else and deletes nothing it did not make. About a minute on 2 cores.
+    writes nowhere else (besides temporary folders of its own) and deletes nothing it did not
+    make. About a minute on 2 cores.
     """
     from jaxcache import demo as demomod
 
