@@ -37,7 +37,10 @@ def test_cold_writes_warm_hits_and_saving_has_an_interval(mlp_bench):
     assert len(cold) == 6 and len(warm) == 6
     assert all(s["entries_before"] == 0 and s["entries_after"] >= 1 and s["written"] >= 1
                for s in cold)
-    assert all(s["hits"] >= 1 and s["written"] == 0 for s in warm)
+    # the warm run loads every entry the cold run of its trial wrote; it may write more, since
+    # on a loaded machine a module's compile can cross JAX's 1 s threshold in that process only
+    written = {s["trial"]: s["written"] for s in cold}
+    assert all(s["hits"] >= written[s["trial"]] for s in warm)
     saving = doc["summary"]["compile_saving_s"]
     assert saving["estimate"] > 0 and 0 < saving["low"] <= saving["estimate"] <= saving["high"]
     assert doc["summary"]["saving_s"]["low"] is not None and doc["summary"]["significant"]
