@@ -6,6 +6,7 @@ import json
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -137,10 +138,28 @@ def test_ctrl_c_keeps_partial_results(tmp_path):
     bench = subprocess.Popen([sys.executable, "-m", "jaxcache", "bench", "-t", "5", "-k", "2",
                               "--no-prime", "--json", str(out), "--", sys.executable, TRAIN],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    time.sleep(7)  # the first cold run (about 3 s) has finished
-    bench.send_signal(signal.SIGINT)
-    stdout, stderr = bench.communicate(timeout=60)
-    assert bench.returncode == 130, stderr
+    lines: list[str] = []
+    warm_started = threading.Event()
+
+    def read_stderr() -> None:  # progress lines; the first warm run means one cold run is done
+        for line in bench.stderr:
+            lines.append(line)
+            if "warm run 1 of 2" in line:
+                warm_started.set()
+
+    reader = threading.Thread(target=read_stderr, daemon=True)
+    reader.start()
+    try:
+        assert warm_started.wait(timeout=300), "".join(lines)
+        bench.send_signal(signal.SIGINT)
+        bench.wait(timeout=120)  # its summary (a few kB) fits the pipe meanwhile
+        stdout = bench.stdout.read()
+    finally:
+        if bench.poll() is None:
+            bench.kill()
+            bench.wait()
+    reader.join(timeout=30)
+    assert bench.returncode == 130, "".join(lines)
     doc = json.loads(out.read_text())
     assert doc["summary"]["stop_reason"] == "interrupted"
     assert 1 <= len(doc["samples"]) < 15 and "interrupted" in stdout

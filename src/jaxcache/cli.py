@@ -220,9 +220,14 @@ def bench(args: argparse.Namespace, tail: list[str] | None) -> None:
     trials are the fewest for 95%). JAX's thresholds are never
     lowered unless you ask, and always reported.
 
+    Outputs (--json, --report, --plot, --out): each target is created before the first trial,
+    so an unwritable one, or a file that is not a jaxcache document of yours, fails at once
+    (exit 2); a bench that fails removes the empty files it created, an interrupted one writes
+    what finished. A jaxcache document of the same kind that you own is replaced atomically.
+
     Exit code: 0 a significant saving; 1 none (nothing cached, warm runs missed, or no
-    significant difference); 2 usage error or a run that failed or timed out; 130 interrupted
-    (the runs that finished are still reported).
+    significant difference); 2 usage error, a target that cannot be written, or a run that
+    failed or timed out; 130 interrupted (the runs that finished are still reported).
     """
     argv = _user_command(args.command, tail)
     if args.compare:
@@ -326,10 +331,11 @@ def decide(args: argparse.Namespace, tail: list[str] | None) -> None:
     from jaxcache.bench import command as benchcmd
 
     benches = [benchcmd.load_result(p) for p in args.bench_paths or ()]
-    writers_ok = audit["verdict"] in ("PRIVATE", "SHARED-BY-POLICY", "SEALED")
-    if writers_ok and command:
+    writers_ok = audit.get("verdict") in ("PRIVATE", "SHARED-BY-POLICY", "SEALED")
+    if writers_ok and command:  # a sealed reader pays for verification: bench it sealed
         benches.append(benchcmd.measure(command, trials=args.trials, warm=args.warm,
-                                        echo=sys.stderr.write))
+                                        echo=sys.stderr.write,
+                                        sealed=audit.get("verdict") == "SEALED"))
     if writers_ok and not benches:
         _usage(args, "the writers are understood; to judge the saving give --bench B.json "
                      "or -- CMD")
@@ -357,9 +363,15 @@ def net(args: argparse.Namespace, tail: None) -> None:
     own auto-detection (JAX_COORDINATOR_ADDRESS, Slurm, Open MPI, Kubernetes, Cloud TPU,
     JAX_COORDINATOR_PORT).
 
+    --pid P must be a JAX process (one that loaded jaxlib). --live looks at every process;
+    one it cannot inspect (another user's, when you are not root) might be a JAX service, so
+    the answer is UNVERIFIABLE (exit 1, naming how many processes of which users) unless you
+    pass --partial, which accepts an answer about the processes you can see and says so.
+
     Exit code: 1 when a JAX service is (or will be) reachable beyond loopback without
-    authentication; 0 when everything is loopback-only or protected by mTLS; 2 bad input
-    (no such PID, not permitted to inspect it).
+    authentication, or --live could not inspect every process (without --partial); 0 when
+    everything is loopback-only or protected by mTLS; 2 bad input (no such PID, not a JAX
+    process, not permitted to inspect it).
     """
     from jaxcache import jaxcompat
     from jaxcache.net import assess, config, sockets
@@ -371,7 +383,10 @@ def net(args: argparse.Namespace, tail: None) -> None:
     scan = None
     if pids or args.live:
         supported = config.plan(env, version).mtls_supported
-        scan = sockets.scan(list(pids) if pids else None, jax_version_ok_for_mtls=supported)
+        scan = sockets.scan(list(pids) if pids else None, jax_version_ok_for_mtls=supported,
+                            partial=args.partial)
+    elif args.partial:
+        _usage(args, "--partial goes with --live")
     report = assess.assess(plan, scan, env)
     if args.fmt == "json":
         from jaxcache.report import net_json
@@ -389,9 +404,11 @@ def net(args: argparse.Namespace, tail: None) -> None:
 def demo(args: argparse.Namespace, tail: None) -> None:
     """The whole story on the bundled example: trust first, then what the cache buys.
 
-    Makes a private directory (init), audits it and a deliberately unsafe one, then benches
-    examples/mlp.py cold vs warm into the private directory, explains it and decides. About a
-    minute on 2 cores.
+    Makes a new private directory DIR/jaxcache-demo-N (--out DIR; N is the first number
+    free, the folder is made with mkdir so it never existed), audits it and a deliberately
+    unsafe one, then benches examples/mlp.py cold vs warm into it, explains it and decides. It
+    writes nowhere else (besides temporary folders of its own) and deletes nothing it did not
+    make. About a minute on 2 cores.
     """
     from jaxcache import demo as demomod
 
@@ -676,8 +693,12 @@ def _bench_options(p: argparse.ArgumentParser) -> None:
             help="Keep caches, records and job output here (a private dir you own; "
                  "audited). Default: a private temporary dir, removed afterwards.")
     _option(p, "--out", dest="out_dir", metavar="DIR",
-            help="Write report.md, bench.json and chart.png into DIR (created private).")
-    _option(p, "--report", dest="report_path", metavar="FILE.md", help="Markdown report.")
+            help="Write report.md, bench.json and chart.png into DIR (created private; an "
+                 "existing DIR must be private) and keep runs in DIR/runs.")
+    _option(p, "--report", dest="report_path", metavar="FILE.md",
+            help="Markdown report. Like every output: created (empty) before the first trial, "
+                 "so an unwritable or taken path fails at once; never written over a file "
+                 "unless that is a jaxcache document of the same kind of yours (or empty).")
     _option(p, "--json", dest="json_path", metavar="FILE",
             help="Raw samples and results (JSON).")
     _option(p, "--plot", dest="plot_path", metavar="FILE.png",
@@ -701,7 +722,12 @@ def _net_options(p: argparse.ArgumentParser) -> None:
                  "when no --pid/--live is given).")
     _option(p, "--pid", dest="pids", type=int, action="append", metavar="PID",
             help="Inspect the listening sockets of this process (repeatable).")
-    _option(p, "--live", action="store_true", help="Inspect every JAX process you can see.")
+    _option(p, "--live", action="store_true",
+            help="Inspect every JAX process. Fails closed (exit 1) when some process could "
+                 "not be inspected (other users', unless you are root), naming whose.")
+    _option(p, "--partial", action="store_true",
+            help="With --live: accept an answer about the processes you can inspect; the "
+                 "report says it is partial and whose processes it leaves out.")
     _option(p, "--format", dest="fmt", choices=FORMATS, default="text", show_default=True)
 
 
@@ -730,7 +756,9 @@ def _decide_options(p: argparse.ArgumentParser) -> None:
 
 def _demo_options(p: argparse.ArgumentParser) -> None:
     _option(p, "--out", dest="out_dir", default="demo-output", show_default=True, metavar="DIR",
-            help="Private output folder (created): report.md, chart.png, bench.json, runs/.")
+            help="Where the demo makes its own new folder DIR/jaxcache-demo-N (mkdir, 0700; "
+                 "DIR is made if missing): report.md, chart.png, bench.json, runs/. Nothing "
+                 "that exists is reused, replaced or deleted.")
     _option(p, "-t", "--trials", type=_Range(int, 1, 100), default=8, show_default=True,
             metavar="N")
     _option(p, "-k", "--warm", type=_Range(int, 1, 20), default=1, show_default=True,

@@ -221,21 +221,12 @@ class RunResult:
         return status
 
 
-def write(doc: dict, path: str) -> None:
-    """Write atomically, never following a symlink at the destination."""
+def write(doc: dict, out) -> None:
+    """Write the record into its claimed target (an outputs.Output): whole, atomically, never
+    over a file that is not ours."""
     import json
 
-    directory = os.path.dirname(os.path.abspath(path)) or "."
-    tmp = os.path.join(directory, f".{os.path.basename(path)}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(doc, f, indent=2)
-            f.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+    out.write(json.dumps(doc, indent=2) + "\n")
 
 
 def load(path: str) -> dict:

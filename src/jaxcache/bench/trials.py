@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from jaxcache import outputs
 from jaxcache import record as recordmod
 from jaxcache.bench import analysis as analysismod
 from jaxcache.bench.sample import ProcessSample, from_record
@@ -89,7 +90,7 @@ def _one(cfg: BenchConfig, env: dict[str, str], cache: str, out_dir: str, name: 
                                          missing_ok=False, stdout=out, stderr=err,
                                          timeout=cfg.timeout_s, interactive=False)
     path = os.path.join(out_dir, f"{name}.json")
-    recordmod.write(doc, path)
+    recordmod.write(doc, outputs.claim(path, "record"))  # a new name in our own workdir
     if outcome.timed_out:
         raise BenchCommandError(f"the {kind} run of trial {trial} did not finish within "
                                 f"{cfg.timeout_s:g} s and was killed")
