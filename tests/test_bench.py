@@ -6,6 +6,7 @@ import json
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -28,6 +29,13 @@ def mlp_bench(tmp_path_factory):
     return proc, out, json.loads((out / "bench.json").read_text())
 
 
+def outcomes(record_path: str, outcome: str) -> set[str]:
+    from jaxcache.record import all_modules
+
+    record = json.loads(Path(record_path).read_text())
+    return {m["name"] for _, m in all_modules(record) if m.get("outcome") == outcome}
+
+
 def test_cold_writes_warm_hits_and_saving_has_an_interval(mlp_bench):
     proc, out, doc = mlp_bench
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -36,7 +44,12 @@ def test_cold_writes_warm_hits_and_saving_has_an_interval(mlp_bench):
     assert len(cold) == 6 and len(warm) == 6
     assert all(s["entries_before"] == 0 and s["entries_after"] >= 1 and s["written"] >= 1
                for s in cold)
-    assert all(s["hits"] >= 1 and s["written"] == 0 for s in warm)
+    # every warm run loads what its trial's cold run wrote; a cheap helper may still be written
+    # by a warm run when, on a loaded machine, its compile crosses the 1 s threshold
+    written_cold = {s["trial"]: outcomes(s["record"], "written") for s in cold}
+    assert all(written_cold.values())
+    assert all(s["hits"] >= 1 and written_cold[s["trial"]] <= outcomes(s["record"], "hit")
+               for s in warm)
     saving = doc["summary"]["compile_saving_s"]
     assert saving["estimate"] > 0 and 0 < saving["low"] <= saving["estimate"] <= saving["high"]
     assert doc["summary"]["saving_s"]["low"] is not None and doc["summary"]["significant"]
@@ -125,10 +138,28 @@ def test_ctrl_c_keeps_partial_results(tmp_path):
     bench = subprocess.Popen([sys.executable, "-m", "jaxcache", "bench", "-t", "5", "-k", "2",
                               "--no-prime", "--json", str(out), "--", sys.executable, TRAIN],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    time.sleep(7)  # the first cold run (about 3 s) has finished
-    bench.send_signal(signal.SIGINT)
-    stdout, stderr = bench.communicate(timeout=60)
-    assert bench.returncode == 130, stderr
+    lines: list[str] = []
+    warm_started = threading.Event()
+
+    def read_stderr() -> None:  # progress lines; the first warm run means one cold run is done
+        for line in bench.stderr:
+            lines.append(line)
+            if "warm run 1 of 2" in line:
+                warm_started.set()
+
+    reader = threading.Thread(target=read_stderr, daemon=True)
+    reader.start()
+    try:
+        assert warm_started.wait(timeout=300), "".join(lines)
+        bench.send_signal(signal.SIGINT)
+        bench.wait(timeout=120)  # its summary (a few kB) fits the pipe meanwhile
+        stdout = bench.stdout.read()
+    finally:
+        if bench.poll() is None:
+            bench.kill()
+            bench.wait()
+    reader.join(timeout=30)
+    assert bench.returncode == 130, "".join(lines)
     doc = json.loads(out.read_text())
     assert doc["summary"]["stop_reason"] == "interrupted"
     assert 1 <= len(doc["samples"]) < 15 and "interrupted" in stdout

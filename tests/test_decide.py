@@ -161,7 +161,7 @@ def test_bad_input():
     proc = jaxcache("decide", "/tmp", "--audit", "/nonexistent.json")
     assert proc.returncode == 2
     proc = jaxcache("decide", "--audit", "/nonexistent.json")
-    assert proc.returncode == 2 and "cannot read audit" in proc.stderr
+    assert proc.returncode == 2 and "no such audit" in proc.stderr
 
 
 def test_warm_runs_that_missed_are_no_saving(train_bench):

@@ -99,9 +99,12 @@ def test_env_var_set_after_import(tmp_path):
         print(jax.config.jax_compilation_cache_dir)
         r = jaxcache.enable({str(tmp_path / 'c')!r})
         print([t.code for t in r.traps])
+        print(os.environ["JAX_COMPILATION_CACHE_DIR"])
     """)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.splitlines() == ["None", "['env-after-import']"]
+    # and the children this process starts now inherit the audited directory, not 'late'
+    assert proc.stdout.splitlines() == ["None", "['env-after-import', 'env-replaced']",
+                                        str(tmp_path / "c")]
 
 
 def test_tilde_and_untrusted_and_max_size(tmp_path):

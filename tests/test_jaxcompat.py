@@ -150,3 +150,86 @@ else:
     raise SystemExit("installed without checking")
 assert jax.config.jax_compilation_cache_dir is None and cc._cache is None
 """)
+
+
+def test_guard_serves_admitted_directories_and_refuses_any_other(tmp_path):
+    """The guard under enable() and `jaxcache run`: JAX's own factory is replaced, so a
+    directory the job points JAX at itself gets a cache that never hits and never writes;
+    an alias through a symlink is another path; an auditor may admit one on the spot."""
+    ok, other, judged = tmp_path / "ok", tmp_path / "other", tmp_path / "judged"
+    for d in (ok, other, judged):
+        d.mkdir(mode=0o700)
+    (tmp_path / "alias").symlink_to(ok)
+    _subprocess_check(f"""
+import os, jax, jax.numpy as jnp
+from jax._src import compilation_cache as cc
+from jaxcache import jaxcompat
+jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
+jaxcompat.guard_cache_dirs([{str(ok)!r}])
+
+def compile_in(path, n):
+    jaxcompat.reset_cache()
+    jax.clear_caches()
+    jax.config.update("jax_compilation_cache_dir", path)
+    jax.jit(lambda x: x * n)(jnp.ones(3)).block_until_ready()
+    return jaxcompat.current_cache()
+
+for path in ({str(other)!r}, {str(tmp_path / 'alias')!r}):
+    now = compile_in(path, 3)
+    assert isinstance(cc._cache, jaxcompat.RefusedCache) and now["status"] == "refused", now
+assert os.listdir({str(other)!r}) == [] and os.listdir({str(ok)!r}) == []
+now = compile_in({str(ok)!r}, 3)
+assert now["status"] == "served" and now["how"] == "audited", now
+assert any(n.endswith("-cache") for n in os.listdir({str(ok)!r}))
+asked = []
+jaxcompat.guard_cache_dirs(auditor=lambda p: (asked.append(p) or True, "fine"))
+now = compile_in({str(judged)!r}, 4)
+assert asked == [{str(judged)!r}] and now["how"] == "audited-in-process", now
+assert [(e["path"], e["status"]) for e in jaxcompat.guard_log()] == [
+    ({str(other)!r}, "refused"), ({str(tmp_path / 'alias')!r}, "refused"),
+    ({str(ok)!r}, "served"), ({str(judged)!r}, "served")], jaxcompat.guard_log()
+""")
+
+
+def test_guard_fails_closed_when_jax_stops_calling_the_factory():
+    """If _initialize_cache no longer builds its cache through get_file_cache, the guard
+    would guard nothing: it refuses to install, and the caller turns the cache off."""
+    from jax._src import compilation_cache as cc
+
+    assert "get_file_cache" in cc._initialize_cache.__code__.co_names
+    _subprocess_check("""
+from jax._src import compilation_cache as cc
+from jaxcache import jaxcompat
+cc._initialize_cache = lambda: None
+try:
+    jaxcompat.guard_cache_dirs(["/nonexistent"])
+except jaxcompat.JaxInternalsChanged as exc:
+    assert "no longer calls get_file_cache" in str(exc)
+else:
+    raise SystemExit("guard installed on a JAX that would not use it")
+""")
+
+
+def test_redirecting_jax_turns_xla_subcaches_off(tmp_path):
+    """JAX points XLA's GPU autotune cache inside jax_compilation_cache_dir at every compile,
+    whatever cache object it holds: setting a directory the guard refuses (globally or in a
+    context manager) must leave XLA no path into it."""
+    ok, other = tmp_path / "ok", tmp_path / "other"
+    _subprocess_check(f"""
+import jax
+from jax._src import compiler
+from jaxcache import jaxcompat
+
+def autotune_dir():
+    o = compiler.get_compile_options(num_replicas=1, num_partitions=1)
+    return o.executable_build_options.debug_options.xla_gpu_per_fusion_autotune_cache_dir
+
+jax.config.update("jax_compilation_cache_dir", {str(ok)!r})
+jaxcompat.guard_cache_dirs([{str(ok)!r}])
+assert autotune_dir() == {str(ok / "xla_gpu_per_fusion_autotune_cache_dir")!r}, autotune_dir()
+from jax._src import config as jax_config
+with jax_config.compilation_cache_dir({str(other)!r}):  # the thread-local setting
+    assert autotune_dir() == "", autotune_dir()
+jax.config.update("jax_compilation_cache_dir", {str(other)!r})
+assert autotune_dir() == "" and jax.config.jax_persistent_cache_enable_xla_caches == "none"
+""")

@@ -171,8 +171,9 @@ def run(args: argparse.Namespace, tail: list[str] | None) -> None:
     compiled, hits, written, skipped and why, seconds compiling vs loading.
 
     Exit code: the program's own (128+N if killed by signal N); 127 command not found, 126
-    not executable; 1 cache refused; 2 usage or input error, or a record that could not be
-    written after a program that succeeded.
+    not executable; 1 cache refused, or a program that exited 0 after pointing JAX at another
+    directory (refused by jaxcache, or not PRIVATE/SHARED-BY-POLICY by its own audit); 2 usage
+    or input error, or a record that could not be written after a program that succeeded.
     """
     argv = _user_command(args.command, tail)
     if not argv:
@@ -191,7 +192,10 @@ def run(args: argparse.Namespace, tail: list[str] | None) -> None:
     if result.record_error:  # the job's own status if it failed, else 2: never silent
         sys.stderr.write(f"jaxcache: {result.record_error}\n")
         _exit_now(result.outcome.status or 2)
-    _exit_now(result.outcome.status)
+    if result.exit_code != result.outcome.status:
+        sys.stderr.write("jaxcache: exit 1: JAX was pointed at a cache directory jaxcache did "
+                         "not audit (see the record's jax_cache_dirs)\n")
+    _exit_now(result.exit_code)
 
 
 def _exit_now(status: int) -> None:
@@ -217,9 +221,14 @@ def bench(args: argparse.Namespace, tail: list[str] | None) -> None:
     trials are the fewest for 95%). JAX's thresholds are never
     lowered unless you ask, and always reported.
 
+    Outputs (--json, --report, --plot, --out): each target is created before the first trial,
+    so an unwritable one, or a file that is not a jaxcache document of yours, fails at once
+    (exit 2); a bench that fails removes the empty files it created, an interrupted one writes
+    what finished. A jaxcache document of the same kind that you own is replaced atomically.
+
     Exit code: 0 a significant saving; 1 none (nothing cached, warm runs missed, or no
-    significant difference); 2 usage error or a run that failed or timed out; 130 interrupted
-    (the runs that finished are still reported).
+    significant difference); 2 usage error, a target that cannot be written, or a run that
+    failed or timed out; 130 interrupted (the runs that finished are still reported).
     """
     argv = _user_command(args.command, tail)
     if args.compare:
@@ -298,7 +307,6 @@ def decide(args: argparse.Namespace, tail: list[str] | None) -> None:
     (uncontrolled or unverifiable writers: no saving justifies it). Exit code 0 for SHARE or
     PRIVATE, 1 for NOT-WORTH-IT or BLOCKED, 2 for bad input.
     """
-    import json as jsonlib
 
     from jaxcache import decide as decidemod
 
@@ -309,13 +317,9 @@ def decide(args: argparse.Namespace, tail: list[str] | None) -> None:
     if args.audit_path and rest:
         _usage(args, "give PATH or --audit, not both")
     if args.audit_path:
-        try:
-            with open(args.audit_path, encoding="utf-8") as f:
-                audit = jsonlib.load(f)
-        except (OSError, ValueError) as exc:
-            raise JaxcacheError(f"cannot read audit {args.audit_path}: {exc}") from None
-        if not isinstance(audit, dict) or audit.get("schema") != "jaxcache.audit/1":
-            raise JaxcacheError(f"{args.audit_path} is not a jaxcache audit (jaxcache.audit/1)")
+        from jaxcache.documents import load_audit
+
+        audit = load_audit(args.audit_path)
     elif rest:
         from jaxcache import api
         from jaxcache.report import json as auditjson
@@ -328,10 +332,11 @@ def decide(args: argparse.Namespace, tail: list[str] | None) -> None:
     from jaxcache.bench import command as benchcmd
 
     benches = [benchcmd.load_result(p) for p in args.bench_paths or ()]
-    writers_ok = audit["verdict"] in ("PRIVATE", "SHARED-BY-POLICY")
-    if writers_ok and command:
+    writers_ok = audit.get("verdict") in ("PRIVATE", "SHARED-BY-POLICY", "SEALED")
+    if writers_ok and command:  # a sealed reader pays for verification: bench it sealed
         benches.append(benchcmd.measure(command, trials=args.trials, warm=args.warm,
-                                        echo=sys.stderr.write))
+                                        echo=sys.stderr.write,
+                                        sealed=audit.get("verdict") == "SEALED"))
     if writers_ok and not benches:
         _usage(args, "the writers are understood; to judge the saving give --bench B.json "
                      "or -- CMD")
@@ -359,9 +364,15 @@ def net(args: argparse.Namespace, tail: None) -> None:
     own auto-detection (JAX_COORDINATOR_ADDRESS, Slurm, Open MPI, Kubernetes, Cloud TPU,
     JAX_COORDINATOR_PORT).
 
+    --pid P must be a JAX process (one that loaded jaxlib). --live looks at every process;
+    one it cannot inspect (another user's, when you are not root) might be a JAX service, so
+    the answer is UNVERIFIABLE (exit 1, naming how many processes of which users) unless you
+    pass --partial, which accepts an answer about the processes you can see and says so.
+
     Exit code: 1 when a JAX service is (or will be) reachable beyond loopback without
-    authentication; 0 when everything is loopback-only or protected by mTLS; 2 bad input
-    (no such PID, not permitted to inspect it).
+    authentication, or --live could not inspect every process (without --partial); 0 when
+    everything is loopback-only or protected by mTLS; 2 bad input (no such PID, not a JAX
+    process, not permitted to inspect it).
     """
     from jaxcache import jaxcompat
     from jaxcache.net import assess, config, sockets
@@ -373,7 +384,10 @@ def net(args: argparse.Namespace, tail: None) -> None:
     scan = None
     if pids or args.live:
         supported = config.plan(env, version).mtls_supported
-        scan = sockets.scan(list(pids) if pids else None, jax_version_ok_for_mtls=supported)
+        scan = sockets.scan(list(pids) if pids else None, jax_version_ok_for_mtls=supported,
+                            partial=args.partial)
+    elif args.partial:
+        _usage(args, "--partial goes with --live")
     report = assess.assess(plan, scan, env)
     if args.fmt == "json":
         from jaxcache.report import net_json
@@ -391,9 +405,11 @@ def net(args: argparse.Namespace, tail: None) -> None:
 def demo(args: argparse.Namespace, tail: None) -> None:
     """The whole story on the bundled example: trust first, then what the cache buys.
 
-    Makes a private directory (init), audits it and a deliberately unsafe one, then benches
-    examples/mlp.py cold vs warm into the private directory, explains it and decides. About a
-    minute on 2 cores.
+    Makes a new private directory DIR/jaxcache-demo-N (--out DIR; N is the first number
+    free, the folder is made with mkdir so it never existed), audits it and a deliberately
+    unsafe one, then benches examples/mlp.py cold vs warm into it, explains it and decides. It
+    writes nowhere else (besides temporary folders of its own) and deletes nothing it did not
+    make. About a minute on 2 cores.
     """
     from jaxcache import demo as demomod
 
@@ -679,8 +695,12 @@ def _bench_options(p: argparse.ArgumentParser) -> None:
             help="Keep caches, records and job output here (a private dir you own; "
                  "audited). Default: a private temporary dir, removed afterwards.")
     _option(p, "--out", dest="out_dir", metavar="DIR",
-            help="Write report.md, bench.json and chart.png into DIR (created private).")
-    _option(p, "--report", dest="report_path", metavar="FILE.md", help="Markdown report.")
+            help="Write report.md, bench.json and chart.png into DIR (created private; an "
+                 "existing DIR must be private) and keep runs in DIR/runs.")
+    _option(p, "--report", dest="report_path", metavar="FILE.md",
+            help="Markdown report. Like every output: created (empty) before the first trial, "
+                 "so an unwritable or taken path fails at once; never written over a file "
+                 "unless that is a jaxcache document of the same kind of yours (or empty).")
     _option(p, "--json", dest="json_path", metavar="FILE",
             help="Raw samples and results (JSON).")
     _option(p, "--plot", dest="plot_path", metavar="FILE.png",
@@ -704,7 +724,12 @@ def _net_options(p: argparse.ArgumentParser) -> None:
                  "when no --pid/--live is given).")
     _option(p, "--pid", dest="pids", type=int, action="append", metavar="PID",
             help="Inspect the listening sockets of this process (repeatable).")
-    _option(p, "--live", action="store_true", help="Inspect every JAX process you can see.")
+    _option(p, "--live", action="store_true",
+            help="Inspect every JAX process. Fails closed (exit 1) when some process could "
+                 "not be inspected (other users', unless you are root), naming whose.")
+    _option(p, "--partial", action="store_true",
+            help="With --live: accept an answer about the processes you can inspect; the "
+                 "report says it is partial and whose processes it leaves out.")
     _option(p, "--format", dest="fmt", choices=FORMATS, default="text", show_default=True)
 
 
@@ -733,7 +758,9 @@ def _decide_options(p: argparse.ArgumentParser) -> None:
 
 def _demo_options(p: argparse.ArgumentParser) -> None:
     _option(p, "--out", dest="out_dir", default="demo-output", show_default=True, metavar="DIR",
-            help="Private output folder (created): report.md, chart.png, bench.json, runs/.")
+            help="Where the demo makes its own new folder DIR/jaxcache-demo-N (mkdir, 0700; "
+                 "DIR is made if missing): report.md, chart.png, bench.json, runs/. Nothing "
+                 "that exists is reused, replaced or deleted.")
     _option(p, "-t", "--trials", type=_Range(int, 1, 100), default=8, show_default=True,
             metavar="N")
     _option(p, "-k", "--warm", type=_Range(int, 1, 20), default=1, show_default=True,

@@ -106,9 +106,13 @@ def _noticeable(benches: list[dict], min_s: float, min_fraction: float) -> Test:
                       f"{min_fraction:.0%} of start-up)")
         phases = s.get("phases") or {}
         if phases:
-            spent = ", ".join(f"{k} {v['cold']['median']:.2f} s" for k, v in phases.items())
+            spent = ", ".join(f"{k} {_seconds(v['cold']['median'])}" for k, v in phases.items())
             ev.append(f"  cold start-up spent on: {spent}")
     return Test("noticeable", ok, tuple(ev))
+
+
+def _seconds(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f} s"
 
 
 def _users(audit: dict) -> list[str]:

@@ -48,8 +48,12 @@ def _unsafe_audit(echo: Callable[[str], None]) -> Verdict:
 
 def run(*, out_dir: str = "demo-output", trials: int = 8, warm: int = 1,
         echo: Callable[[str], None] = print) -> int:
-    out = os.path.abspath(out_dir)
-    echo(f"== 1. jaxcache init {out}\n")
+    """Everything goes into a new folder OUT_DIR/jaxcache-demo-N made now (mkdir): nothing that
+    existed is reused, replaced or deleted."""
+    from jaxcache import outputs
+
+    out = outputs.new_dir(out_dir, "jaxcache-demo")
+    echo(f"demo output: {out} (a new folder)\n\n== 1. jaxcache init {out}\n")
     made = create.init(out)
     echo(text.render_audit(made.report))
     if not made.ok:
@@ -66,8 +70,6 @@ def run(*, out_dir: str = "demo-output", trials: int = 8, warm: int = 1,
              "(pip install 'jaxcache[jax,plot]', as `make demo` does)\n")
         return 2
     run_dir = os.path.join(out, "runs")
-    if os.path.exists(run_dir):
-        shutil.rmtree(run_dir)  # ours: made by an earlier demo inside the dir we created
     echo(f"\n== 3. jaxcache bench -t {trials} -k {warm} --out {out} -- python {example}\n"
          "   each trial: a fresh private cache, one cold process, then warm processes\n\n")
     from jaxcache.bench import command

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-
 
 def safe(text: str) -> str:
     """Escape so one name stays one visible, unambiguous line.
@@ -14,12 +12,14 @@ def safe(text: str) -> str:
     if text.isprintable() and "\\" not in text:  # the common case; surrogates are not printable
         return text
     out: list[str] = []
-    for ch in os.fsencode(text).decode("utf-8", "surrogateescape"):
+    for ch in text:
         code = ord(ch)
         if ch == "\\":
             out.append("\\\\")
         elif 0xDC80 <= code <= 0xDCFF:  # an undecodable byte
             out.append(f"\\x{code - 0xDC00:02x}")
+        elif 0xD800 <= code <= 0xDFFF:  # a lone surrogate from JSON text: not a character
+            out.append(f"\\u{code:04x}")
         elif code < 0x20 or code == 0x7F or 0x80 <= code < 0xA0:
             out.append(f"\\x{code:02x}")
         else:

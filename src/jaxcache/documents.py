@@ -1,22 +1,162 @@
-"""Reading jaxcache's own JSON documents back: one clear line for anything that is not one."""
+"""Reading jaxcache's own JSON documents back: run records, bench results, audits.
+
+Each is read through the trusted-input loader (trust/inputs.py: whoever can change the file
+decides what jaxcache concludes) and checked against what its readers use (validate.py), so a
+malformed document is one line naming the field, never a traceback.
+"""
 
 from __future__ import annotations
 
 import json
 
+from jaxcache import validate as v
 from jaxcache.display import safe
 from jaxcache.errors import JaxcacheError
+from jaxcache.trust import inputs
 
 
-def load_json(path: str, what: str) -> dict:
-    """A JSON object from `path`; `what` names it in errors ("record", "bench result")."""
+class DocumentError(JaxcacheError):
+    """A document that is not what its reader needs."""
+
+
+def load_json(path: str, kind: inputs.Kind) -> dict:
+    """A JSON object from a trusted file; `kind` names it in errors ("record", "audit")."""
+    found = inputs.read(path, kind)
+    assert found is not None
+    what = f"{kind.name} {safe(path)}"
     try:
-        with open(path, encoding="utf-8") as f:
-            doc = json.load(f)
-    except FileNotFoundError:
-        raise JaxcacheError(f"no such {what}: {safe(path)}") from None
-    except (OSError, ValueError) as exc:
-        raise JaxcacheError(f"cannot read {what} {safe(path)}: {exc}") from None
+        doc = json.loads(found.data.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise DocumentError(f"cannot read {what}: not UTF-8 text") from None
+    except RecursionError:
+        raise DocumentError(f"cannot read {what}: nested too deeply to be a jaxcache "
+                            f"{kind.name}") from None
+    except ValueError as exc:
+        raise DocumentError(f"cannot read {what}: {safe(str(exc))}") from None
     if not isinstance(doc, dict):
-        raise JaxcacheError(f"{safe(path)} is not a jaxcache {what}")
+        raise DocumentError(f"{safe(path)} is not a jaxcache {kind.name} (not a JSON object)")
     return doc
+
+
+def _check(doc: dict, spec: v.Check, path: str, what: str) -> dict:
+    try:
+        spec(doc, "")
+    except v.Invalid as exc:
+        raise DocumentError(f"{safe(path)} is not a valid {what}: {exc}") from None
+    return doc
+
+
+# --- run records (docs/run-record.md): what explain reads -----------------------------------
+
+RECORD_SCHEMAS = ("jaxcache.run/1",)
+_OPT_NUM, _OPT_TEXT = v.nullable(v.NUMBER), v.nullable(v.TEXT)
+
+MODULE = v.obj({"name": v.TEXT}, {
+    "outcome": _OPT_TEXT, "reason": _OPT_TEXT,
+    "reason_detail": v.nullable(v.obj(optional={
+        "compile_s": v.NUMBER, "threshold_s": v.NUMBER, "entry_bytes": v.ANY,
+        "threshold_bytes": v.ANY, "message": v.ANY})),
+    "input_shapes": _OPT_TEXT, "compile_or_load_s": _OPT_NUM, "compile_s_logged": _OPT_NUM,
+    "min_compile_time_at_compile": _OPT_NUM, "entry_bytes": _OPT_NUM,
+    "cache_dir_at_compile": _OPT_TEXT, "cache_dir": _OPT_TEXT,
+    "errors": v.nullable(v.list_of(v.obj(optional={"message": v.TEXT}))),
+    "key_components": v.nullable(v.map_of(v.ANY)),
+})
+# Read from the record and, for a subprocess, from its own entry over the record's.
+_PROCESS_FIELDS = {
+    "modules": v.list_of(MODULE),
+    "cache_options_at_first_compile": v.nullable(v.obj(optional={
+        "jax_persistent_cache_min_compile_time_secs": _OPT_NUM,
+        "jax_compilation_cache_dir": _OPT_TEXT,
+        "jax_compilation_cache_max_size": _OPT_NUM})),
+    "env_cache_dir_at_first_compile": _OPT_TEXT,
+    "platform": v.nullable(v.obj()),
+    "counts": v.nullable(v.obj(optional={"task_disabled_cache": v.NUMBER})),
+    "env": v.nullable(v.obj()), "versions": v.nullable(v.obj()),
+    "cache_dir": v.obj(optional={"path": _OPT_TEXT}),
+    "probe": v.obj(optional={"loaded": v.BOOLEAN, "note": _OPT_TEXT}),
+    "process": v.obj(optional={"wall_s": _OPT_NUM}),
+}
+RECORD = v.obj(
+    {"modules": _PROCESS_FIELDS["modules"], "process": _PROCESS_FIELDS["process"],
+     "cache_dir": _PROCESS_FIELDS["cache_dir"], "probe": _PROCESS_FIELDS["probe"],
+     "subprocesses": v.list_of(v.obj({"modules": _PROCESS_FIELDS["modules"]},
+                                     _PROCESS_FIELDS))},
+    _PROCESS_FIELDS)
+
+
+def load_record(path: str) -> dict:
+    """A run record, refusing what this version cannot understand."""
+    doc = load_json(path, inputs.RECORD)
+    schema = doc.get("schema")
+    if not isinstance(schema, str) or not schema.startswith("jaxcache.run/"):
+        raise DocumentError(f"{safe(path)} is not a jaxcache run record")
+    if schema not in RECORD_SCHEMAS:
+        raise DocumentError(f"{safe(path)} has schema {safe(schema)}, newer than this jaxcache "
+                            f"understands ({', '.join(RECORD_SCHEMAS)}): upgrade jaxcache")
+    return _check(doc, RECORD, path, "run record")
+
+
+# --- bench results (docs/bench.schema.json): what decide and bench --compare read ----------
+
+BENCH_SCHEMA = "jaxcache.bench/1"
+BENCH_VERDICTS = ("saves", "no-significant-difference", "nothing-cached", "warm-missed",
+                  "no-data")
+_SPREAD = v.obj({"median": _OPT_NUM})
+_ARMS = v.obj({"cold": _SPREAD, "warm": _SPREAD})
+
+
+def _interval(value: object, where: str) -> None:
+    if isinstance(value, dict) and value.get("low") is not None and (
+            value.get("estimate") is None or value.get("high") is None):
+        raise v.Invalid(where, "an interval with estimate and high wherever low is given")
+
+
+_SHIFT = v.nullable(v.both(v.obj({"estimate": _OPT_NUM, "low": _OPT_NUM, "high": _OPT_NUM}),
+                           _interval))
+BENCH = v.obj({
+    "summary": v.obj({"verdict": v.one_of(*BENCH_VERDICTS), "phases": v.map_of(_ARMS),
+                      "saving_s": _SHIFT},
+                     {"message": v.ANY, "wall": v.nullable(_ARMS), "compile_saving_s": _SHIFT}),
+}, {
+    "command": v.nullable(v.list_of(v.TEXT)),
+    "fingerprint": v.nullable(v.map_of(v.ANY)),
+    "samples": v.nullable(v.list_of(v.obj())),
+})
+
+
+def load_bench(path: str) -> dict:
+    """An earlier `bench --json` result."""
+    doc = load_json(path, inputs.BENCH)
+    if doc.get("schema") != BENCH_SCHEMA:
+        raise DocumentError(f"{safe(path)} is not a jaxcache bench result ({BENCH_SCHEMA})")
+    return _check(doc, BENCH, path, "bench result")
+
+
+# --- audits (docs/audit.md, `audit --format json`): what decide reads ------------------------
+
+AUDIT_SCHEMA = "jaxcache.audit/1"
+VERDICTS = ("PRIVATE", "SHARED-BY-POLICY", "SEALED", "UNSAFE", "UNVERIFIABLE")
+AUDIT = v.obj({
+    "verdict": v.one_of(*VERDICTS),
+    "judged_for": v.obj({"user": v.ANY}),
+}, {
+    "requested": _OPT_TEXT, "path": _OPT_TEXT, "resolved": _OPT_TEXT,
+    "untrusted_writers": v.list_of(v.TEXT),
+    "writers": v.list_of(v.obj({"principal": v.TEXT, "chain": v.list_of(v.TEXT)},
+                               {"trust": v.ANY})),
+    "findings": v.list_of(v.obj({"message": v.TEXT}, {"effect": v.ANY, "code": v.ANY})),
+    "processes": v.nullable(v.obj(optional={
+        "uses": v.nullable(v.list_of(v.obj({"user": v.ANY, "pid": v.ANY, "how": v.ANY})))})),
+    "entries": v.nullable(v.obj(optional={
+        "entries": v.nullable(v.list_of(v.obj({"owner": v.ANY},
+                                              {"flags": v.list_of(v.ANY)})))})),
+})
+
+
+def load_audit(path: str) -> dict:
+    """An earlier `audit --format json`."""
+    doc = load_json(path, inputs.AUDIT)
+    if doc.get("schema") != AUDIT_SCHEMA:
+        raise DocumentError(f"{safe(path)} is not a jaxcache audit ({AUDIT_SCHEMA})")
+    return _check(doc, AUDIT, path, "audit")

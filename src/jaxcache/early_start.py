@@ -5,11 +5,13 @@ is safe the job starts at once and the audit runs beside it. Safe means both of:
 
 1. the job's first process certainly loads the probe: a Python interpreter started without
    -S, -I or -E (which would skip sitecustomize or PYTHONPATH);
-2. the directory already looks private by a few system calls: it exists on a local filesystem,
-   it and every ancestor are real directories (no symlinks) owned by you or root, not writable
-   by group or others (ancestors may be sticky, like /tmp), without ACLs; its entries (at most
-   512 of them, or it is not a quick check) are yours or root's, not writable by others, not
-   symlinks or hard links; no policy file and no sealed cache.
+2. the directory already looks private by a few system calls: it exists on a local filesystem
+   mounted straight from a local disk or memory (not an overlay, a bind mount, a loop image or a
+   stacked device: what backs those is judged by the full audit first), it and every ancestor
+   are real directories (no symlinks) owned by you or root, not writable by group or others
+   (ancestors may be sticky, like /tmp), without ACLs; its entries (at most 512 of them, or it
+   is not a quick check) are yours or root's, not writable by others, not symlinks or hard
+   links; no policy file and no sealed cache.
 
 Either way JAX never sees the directory before the full audit passed: the job starts without
 it, and the probe holds JAX at `import jax` until jaxcache says which cache to use (the
@@ -29,7 +31,8 @@ import stat
 
 _PYTHON = re.compile(r"python(\d+(\.\d+)*)?")
 _LOCAL_FS = frozenset({"ext2", "ext3", "ext4", "xfs", "btrfs", "zfs", "f2fs", "bcachefs",
-                       "jfs", "tmpfs", "overlay"})
+                       "jfs", "tmpfs"})
+_LOCAL_DISK = re.compile(r"(vd|sd|hd|xvd)[a-z]+\d*|nvme\d+n\d+(p\d+)?|mmcblk\d+(p\d+)?")
 _MAX_ENTRIES = 512
 
 
@@ -91,22 +94,50 @@ def looks_private(path: str) -> bool:
             ("system.posix_acl_access",)
         if _has_acl(prefix, acls):
             return False
-    return _local_fs(st.st_dev) and _entries_look_private(path, me)
+    return _local_fs(st.st_dev, path) and _entries_look_private(path, me)
 
 
-def _local_fs(dev: int) -> bool:
-    """Is the filesystem holding `dev` one whose permission bits bound its writers?"""
+def _local_fs(dev: int, path: str = "/") -> bool:
+    """Is the mount holding `path` (on `dev`) a filesystem whose permission bits bound its
+    writers, mounted from its own root (not a bind), on memory or straight on a local disk
+    (not a loop image or stacked device)?"""
     want = f"{os.major(dev)}:{os.minor(dev)}"
+    best: list[str] | None = None
     try:
         with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as f:
             for line in f:
                 fields = line.split()
-                if len(fields) > 2 and fields[2] == want and "-" in fields:
-                    at = fields.index("-")
-                    return len(fields) > at + 1 and fields[at + 1] in _LOCAL_FS
+                if len(fields) > 4 and fields[2] == want and "-" in fields and _under(
+                        path, fields[4]) and (best is None or len(fields[4]) >= len(best[4])):
+                    best = fields
     except OSError:
-        pass
-    return False
+        return False
+    if best is None:
+        return False
+    at = best.index("-")
+    tail = best[at + 1:]
+    return bool(tail) and tail[0] in _LOCAL_FS and _own_root(best[3], tail) and _plain_disk(dev)
+
+
+def _under(path: str, point: str) -> bool:
+    return point == "/" or path == point or path.startswith(point + "/")
+
+
+def _own_root(root: str, tail: list[str]) -> bool:
+    """Mounted from the filesystem's root (a btrfs subvolume counts), not a bind mount."""
+    return root == "/" or (tail[0] == "btrfs" and len(tail) > 2
+                           and f"subvol={root}" in tail[2].split(","))
+
+
+def _plain_disk(dev: int) -> bool:
+    """Memory or anonymous devices (tmpfs, btrfs), or a local disk or its partition by name."""
+    if os.major(dev) == 0:
+        return True
+    try:
+        name = os.path.basename(os.readlink(f"/sys/dev/block/{os.major(dev)}:{os.minor(dev)}"))
+    except OSError:
+        return False
+    return bool(_LOCAL_DISK.fullmatch(name))
 
 
 def _entries_look_private(path: str, me: int) -> bool:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from jaxcache import used_dirs
 from jaxcache.display import safe, size
 
 # Lowering a threshold is worth suggesting only above both of these (fraction, seconds).
@@ -55,13 +56,16 @@ class Explanation:
     diffs: tuple[KeyDiff, ...]
     advice: tuple[ThresholdAdvice, ...]
     notes: tuple[str, ...]
+    # JAX was pointed at a directory other than the audited one (refused, or untrusted)
+    unaudited_dirs: tuple[str, ...] = ()
 
     @property
     def exit_code(self) -> int:
         """1 when something expensive was not cached: a missed chance, a cross-process miss,
-        or thresholds that leave a material share of start-up uncached."""
+        or thresholds that leave a material share of start-up uncached; and when JAX was
+        pointed at a cache directory other than the one jaxcache audited."""
         bad = any(m.missed_chance for m in self.modules) or self.diffs or \
-            any(a.material for a in self.advice)
+            any(a.material for a in self.advice) or self.unaudited_dirs
         return 1 if bad else 0
 
 
@@ -144,6 +148,10 @@ def _why(m: dict, record: dict, later_dirs: bool) -> tuple[str, str]:
                 "the compile. Check who wrote it (jaxcache ls), then remove it yourself")
         return reason, ("a file already existed at this key and was not loaded; JAX never "
                         "replaces it (first writer wins)")
+    if reason == "dir-refused":
+        return reason, (f"JAX was pointed at {safe(str(detail.get('cache_dir')))}, a directory "
+                        "jaxcache did not audit: refused, so nothing was loaded from or written "
+                        "there (see the record's jax_cache_dirs)")
     if reason == "sealed-rejected":
         return reason, ("the sealed cache rejected the entry at this key (see the record's "
                         "seal.rejections: unsigned, bad signature or unknown key); compiled "
@@ -174,7 +182,7 @@ def _why(m: dict, record: dict, later_dirs: bool) -> tuple[str, str]:
         return "uncached", "JAX did not consult the cache for this compile"
     if reason == "cache-disabled-or-uninitialized":
         return reason, "the cache was disabled or not initialized when JAX tried to write"
-    return reason or outcome or "unknown", f"{outcome}: {reason}"
+    return reason or outcome or "unknown", safe(f"{outcome}: {reason}")
 
 
 def _disabled_first(record: dict) -> bool:
@@ -186,6 +194,7 @@ def explain_records(records: list[tuple[str, dict]]) -> Explanation:
     modules: list[ModuleWhy] = []
     advice: list[ThresholdAdvice] = []
     notes: list[str] = []
+    unaudited: list[str] = []
     for path, record in records:
         threshold = _threshold(record)
         procs = [("main", record)] + [(f"pid {p.get('pid')}", dict(record, **p))
@@ -208,10 +217,13 @@ def explain_records(records: list[tuple[str, dict]]) -> Explanation:
                                          m.get("entry_bytes"), m.get("outcome") or "?", code,
                                          text, expensive, missed))
         advice.append(_advice(path, record))
+        unaudited += [f"{safe(path)}: {used_dirs.describe(e)}"
+                      for e in used_dirs.failing(record)]
         if not (record.get("probe") or {}).get("loaded", True):
             notes.append(f"{safe(path)}: {record['probe'].get('note')}")
     return Explanation(tuple(p for p, _ in records), tuple(modules),
-                       tuple(_key_diffs(records)), tuple(advice), tuple(notes))
+                       tuple(_key_diffs(records)), tuple(advice), tuple(notes),
+                       tuple(unaudited))
 
 
 def _advice(path: str, record: dict) -> ThresholdAdvice:

@@ -108,6 +108,13 @@ def enable(path: str, *, policy: str | None = None, allow_untrusted: bool = Fals
     Raises UntrustedCacheError unless the verdict is PRIVATE or SHARED-BY-POLICY (or SEALED);
     `allow_untrusted=True` is the loud expert opt-out. Raises CacheLifecycleError when the
     setting would be ignored; `reset=True` uses JAX's reset_cache() where that fixes it.
+    A missing directory is created private and judged under `policy`.
+
+    Children: JAX_COMPILATION_CACHE_DIR is set to the audited directory, so processes this
+    one starts use it too (sealed: removed, so they never read the shared one unsigned);
+    XLA_FLAGS naming XLA caches elsewhere is refused. From then on JAX opens its cache only in
+    the audited directory, or in one the job points it at that passes the same audit now;
+    any other gets a cache that never hits and never writes (jaxcompat.guard_cache_dirs).
 
     sealed=True: JAX loads from `path` only entries signed by a trusted key (the policy's
     trusted_keys for this path, plus `trusted_keys`: ed25519:... strings, .pub files or
@@ -123,8 +130,11 @@ def enable(path: str, *, policy: str | None = None, allow_untrusted: bool = Fals
                                      local=local)
     if signing_key is not None or trusted_keys or local is not None:
         raise JaxcacheError("signing_key, trusted_keys and local need sealed=True")
-    from jaxcache import api
+    from jaxcache import inherit
     from jaxcache.trust import create, target
+    from jaxcache.trust import policy as policymod
+    from jaxcache.trust.audit import audit
+    from jaxcache.trust.principals import Accounts
 
     tgt = target.resolve(path)
     if tgt.path is None:
@@ -134,8 +144,13 @@ def enable(path: str, *, policy: str | None = None, allow_untrusted: bool = Fals
             f"{safe(path)!r} starts with '~', which JAX does not expand (it would use a "
             "directory literally named '~' under the current directory); pass "
             "os.path.expanduser(path)")
-    report = api.audit(tgt.path, policy=policy, scan_processes=False)
+    accounts = Accounts()
+    pol = policymod.load(policy, accounts)
+    report = audit(tgt.path, policy=pol, scan_processes=False, accounts=accounts)
     chosen = report.resolved or tgt.path
+    conflicts = inherit.conflicts(os.environ, chosen)
+    if conflicts:
+        raise CacheLifecycleError(conflicts[0])
     traps = lifecycle_traps(chosen)  # before anything is created or changed
     fatal = [t for t in traps if t.fatal]
     fixable = {"other-dir-in-use", "first-compile-disabled"}
@@ -143,8 +158,9 @@ def enable(path: str, *, policy: str | None = None, allow_untrusted: bool = Fals
         trap = next(t for t in fatal if not reset or t.code not in fixable)
         raise CacheLifecycleError(f"{trap.message}. What to do: {trap.remedy}")
     if not report.exists and report.missing:
-        # creating it ourselves (mkdir 0700, then verify) removes the pre-creation risk
-        made = create.init(tgt.path)
+        # creating it ourselves (mkdir 0700, then verify, under the caller's policy) removes
+        # the pre-creation risk
+        made = create.init(tgt.path, policy=pol)
         if not made.ok and not allow_untrusted:
             raise UntrustedCacheError(made.report)
         report = made.report if made.ok else report
@@ -163,7 +179,52 @@ def enable(path: str, *, policy: str | None = None, allow_untrusted: bool = Fals
         did_reset = True
         traps = [t for t in traps if not t.fatal]
     jaxcompat.set_cache_dir(chosen)
+    try:  # from here on JAX opens its own cache only in `chosen`, or in a directory that
+        # passes the same audit when the job points JAX there itself
+        jaxcompat.guard_cache_dirs([chosen], how="enable", auditor=_auditor(pol, accounts))
+    except jaxcompat.JaxInternalsChanged:
+        jaxcompat.disable_cache()  # unguarded, the job could point JAX anywhere: no cache
+        raise
+    before = inherit.point_children_at(chosen)
+    if before is not None and before != chosen:
+        traps = [*traps, Trap(
+            "env-replaced", f"{inherit.VARIABLE} was {safe(before)}; the processes this one "
+            f"starts now inherit {safe(chosen)}, the directory jaxcache audited",
+            "nothing to do; set it before the job starts to choose the cache", False)]
     for trap in traps:
         warnings.warn(f"{trap.message}. What to do: {trap.remedy}", CacheLifecycleWarning,
                       stacklevel=2)
     return EnableResult(chosen, report, tuple(traps), did_reset)
+
+
+def _auditor(pol, accounts):
+    """The guard's judge for a directory the job points JAX at after enable(): the same audit
+    as enable()'s, on the spot; anything not PRIVATE or SHARED-BY-POLICY is refused, loudly."""
+    from jaxcache.trust import target
+    from jaxcache.trust.audit import audit
+
+    def judge(where: str) -> tuple[bool, str]:
+        tgt = target.resolve(where)
+        if tgt.path is None or tgt.tilde:
+            ok, why = False, "not a local directory path jaxcache can audit"
+        else:
+            report = audit(tgt.path, policy=pol, scan_processes=False, accounts=accounts)
+            resolved = report.resolved or tgt.path
+            if not report.exists:
+                ok, why = False, ("it does not exist, and JAX would create it unaudited "
+                                  "(jaxcache.enable() creates it private)")
+            elif not report.verdict.ok:
+                writers = ", ".join(sorted(report.writer_names("untrusted"))) or "unknown"
+                ok, why = False, f"verdict {report.verdict.value} (writers: {writers})"
+            elif os.path.normpath(resolved) != os.path.normpath(tgt.path):
+                ok, why = False, f"it leads elsewhere ({safe(resolved)}) through a symlink"
+            else:
+                ok, why = True, f"verdict {report.verdict.value}"
+        if not ok:
+            message = (f"jaxcache: JAX was pointed at {safe(where)}, which jaxcache refuses: "
+                       f"{why}. Nothing is loaded from or written there in this process")
+            print(message, file=sys.stderr)
+            warnings.warn(message, CacheLifecycleWarning, stacklevel=2)
+        return ok, why
+
+    return judge

@@ -13,13 +13,12 @@ import sys
 import time
 from dataclasses import dataclass
 
-from jaxcache import __version__
+from jaxcache import __version__, used_dirs
 from jaxcache.display import safe
 from jaxcache.probe.runner import Outcome
 from jaxcache.trust.entries import Inventory
 
 SCHEMA = "jaxcache.run/1"
-SUPPORTED = ("jaxcache.run/1",)
 
 
 @dataclass(frozen=True)
@@ -106,6 +105,11 @@ def _modules(probe: dict, before: DirSnapshot, after: DirSnapshot) -> list[dict]
         key = m.get("cache_key")
         if m.get("outcome") == "miss":  # JAX said miss, then neither wrote nor said why not
             m["outcome"], m["reason"] = "skipped", "not-written-unexplained"
+        if m.get("cache_dir_status") == "refused":  # the guard's cache: no read, no write
+            m["outcome"], m["reason"] = "skipped", "dir-refused"
+            m["reason_detail"] = {"cache_dir": m.get("cache_dir")}
+            out.append(m)
+            continue
         if key in sealed_writes:  # the sealed backend wrote it, maybe to the local tier
             m["outcome"], m["written_to"] = "written", sealed_writes[key]
         elif seal and m.get("outcome") == "written":  # JAX tried; the sealed backend did not
@@ -164,6 +168,10 @@ def build(outcome: Outcome, *, cache_dir: str, verdict: str, before: DirSnapshot
                     "sys_s": round(outcome.sys_s, 6), "peak_rss_bytes": outcome.peak_rss_bytes},
         "subprocesses": [_subprocess(p, before, after) for p in outcome.probes[1:]],
         "seal": outcome.probes[0].get("seal") if outcome.probes else None,
+        "jax_cache_dirs": used_dirs.collect(outcome.probes, cache_dir),
+        "cache_guard_errors": [{"pid": p.get("pid"), "error": (p.get("cache_guard") or {}).get(
+            "error")} for p in outcome.probes if (p.get("cache_guard") or {}).get(
+                "installed") is False],
     }
     return doc
 
@@ -203,52 +211,27 @@ class RunResult:
     outcome: Outcome
     record_error: str | None = None  # the job ran, but its record could not be written
 
+    @property
+    def exit_code(self) -> int:
+        """`jaxcache run`'s status: the job's own, except that a job which exited 0 after
+        JAX was pointed at a directory jaxcache refused or does not trust exits 1."""
+        status = self.outcome.status
+        if status == 0 and used_dirs.failing(self.record):
+            return 1
+        return status
 
-def write(doc: dict, path: str) -> None:
-    """Write atomically, never following a symlink at the destination."""
+
+def write(doc: dict, out) -> None:
+    """Write the record into its claimed target (an outputs.Output): whole, atomically, never
+    over a file that is not ours."""
     import json
 
-    directory = os.path.dirname(os.path.abspath(path)) or "."
-    tmp = os.path.join(directory, f".{os.path.basename(path)}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(doc, f, indent=2)
-            f.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+    out.write(json.dumps(doc, indent=2) + "\n")
 
 
 def load(path: str) -> dict:
-    """Read a record, refusing what this version cannot understand."""
-    from jaxcache.documents import load_json
-    from jaxcache.errors import JaxcacheError
+    """Read a record (through the trusted-input loader), refusing what this version cannot
+    understand or what explain could not use."""
+    from jaxcache.documents import load_record
 
-    doc = load_json(path, "record")
-    if not str(doc.get("schema", "")).startswith("jaxcache.run/"):
-        raise JaxcacheError(f"{safe(path)} is not a jaxcache run record")
-    if doc["schema"] not in SUPPORTED:
-        raise JaxcacheError(f"{safe(path)} has schema {doc['schema']}, newer than this jaxcache "
-                            f"understands ({', '.join(SUPPORTED)}): upgrade jaxcache")
-    problems = _shape_problems(doc)
-    if problems:
-        raise JaxcacheError(f"{safe(path)} is not a valid run record: {problems}")
-    return doc
-
-
-def _shape_problems(doc: dict) -> str | None:
-    """The fields readers rely on, with the types they expect."""
-    for key, kind in (("modules", list), ("process", dict), ("cache_dir", dict),
-                      ("probe", dict), ("subprocesses", list)):
-        if not isinstance(doc.get(key), kind):
-            return f"'{key}' missing or not a {kind.__name__}"
-    for m in doc["modules"] + [m for s in doc["subprocesses"] if isinstance(s, dict)
-                               for m in (s.get("modules") or [])]:
-        if not isinstance(m, dict) or not isinstance(m.get("name"), str):
-            return "a module entry is not an object with a name"
-    for s in doc["subprocesses"]:
-        if not isinstance(s, dict):
-            return "a subprocess entry is not an object"
-    return None
+    return load_record(path)

@@ -39,37 +39,15 @@ def choose_cache_dir(explicit: str | None, env: dict[str, str]) -> str:
     return create.default_dir()
 
 
-def _check_record_path(path: str, explicit: bool) -> str:
-    path = os.path.abspath(path)
-    parent = os.path.dirname(path)
-    if not explicit:
-        os.makedirs(parent, mode=0o700, exist_ok=True)
-    if not os.path.isdir(parent):
-        what = "does not exist" if not os.path.lexists(parent) else "is not a directory"
-        raise JaxcacheError(f"cannot write the record: {safe(parent)} {what}")
-    probe = os.path.join(parent, f".jaxcache-record-check-{os.getpid()}")
-    try:  # access() says yes to root even on /sys: create a file to know
-        os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600))
-        os.unlink(probe)
-    except OSError as exc:
-        raise JaxcacheError(f"cannot write the record in {safe(parent)}: "
-                            f"{exc.strerror}") from None
-    if os.path.lexists(path):
-        if os.path.islink(path) or not os.path.isfile(path):
-            raise JaxcacheError(f"refusing to replace {safe(path)}: not a regular file")
-        import json
+def _claim_record(path: str, explicit: bool):
+    """The record's target, claimed before the job (outputs.py): created empty now, so a path
+    that cannot be written fails before the job runs; an existing file is replaced only if it is
+    a jaxcache run record of yours."""
+    from jaxcache import outputs
 
-        try:
-            with open(path, encoding="utf-8") as f:
-                text = f.read(1 << 20)
-            ok = not text.strip() or str(json.loads(text).get("schema", "")).startswith(
-                "jaxcache.run/")
-        except (OSError, ValueError, AttributeError):
-            ok = False
-        if not ok:
-            raise JaxcacheError(f"refusing to overwrite {safe(path)}: it is not a jaxcache run "
-                                "record")
-    return path
+    if not explicit:
+        os.makedirs(os.path.dirname(os.path.abspath(path)), mode=0o700, exist_ok=True)
+    return outputs.claim(path, "record", recognize=outputs.json_schema("jaxcache.run/"))
 
 
 def run_job(argv: list[str], *, cache_dir: str | None = None, record_path: str | None = None,
@@ -83,37 +61,54 @@ def run_job(argv: list[str], *, cache_dir: str | None = None, record_path: str |
 
     env = dict(os.environ if env is None else env)
     chosen = choose_cache_dir(cache_dir, env)
-    out = _check_record_path(record_path or default_record_path(), record_path is not None)
-    if not argv:
-        raise JaxcacheError("no command given: jaxcache run [OPTIONS] -- CMD [ARGS...]")
-    exe = launch.resolve(argv)
-    admitted: dict = {}
-
-    def admit() -> dict[str, str]:
-        admitted.update(_admit(chosen, policy, allow_untrusted, seal))
-        return admitted["env"]
-
-    if early_start.allowed(argv, exe, chosen, sealed=seal is not None,
-                           policy_in_use=policy is not None or os.path.exists(policy_file())):
-        ran = launch.launch(argv, env, admit=admit)
-    else:
-        granted = admit()
-        if seal is not None:
-            env.pop("JAX_COMPILATION_CACHE_DIR", None)
-        env.update(granted)
-        ran = launch.launch(argv, env)
-    from jaxcache import record as recordmod
-    from jaxcache.probe import runner
-
-    outcome = runner.outcome(argv, ran)
-    doc = recordmod.finish(outcome, admitted["path"], verdict=admitted["verdict"],
-                           before=admitted["before"], env={**env, **admitted["env"]})
+    out = _claim_record(record_path or default_record_path(), record_path is not None)
     try:
-        recordmod.write(doc, out)
-    except OSError as exc:  # checked before the job, yet lost since: say so, keep the outcome
-        return recordmod.RunResult(doc, out, outcome,
-                                   f"cannot write the record {safe(out)}: {exc.strerror}")
-    return recordmod.RunResult(doc, out, outcome)
+        if not argv:
+            raise JaxcacheError("no command given: jaxcache run [OPTIONS] -- CMD [ARGS...]")
+        exe = launch.resolve(argv)
+        admitted: dict = {}
+
+        def admit() -> dict[str, str]:
+            admitted.update(_admit(chosen, policy, allow_untrusted, seal))
+            return admitted["env"]
+
+        if early_start.allowed(argv, exe, chosen, sealed=seal is not None,
+                               policy_in_use=policy is not None or os.path.exists(policy_file())):
+            ran = launch.launch(argv, env, admit=admit)
+        else:
+            granted = admit()
+            if seal is not None:
+                env.pop("JAX_COMPILATION_CACHE_DIR", None)
+            env.pop("JAXCACHE_AUDITED", None)  # only what this run audited, never an outer run's
+            env.update(granted)
+            ran = launch.launch(argv, env)
+        from jaxcache import record as recordmod
+        from jaxcache import used_dirs
+        from jaxcache.probe import runner
+
+        outcome = runner.outcome(argv, ran)
+        doc = recordmod.finish(outcome, admitted["path"], verdict=admitted["verdict"],
+                               before=admitted["before"], env={**env, **admitted["env"]})
+        used_dirs.judge(doc["jax_cache_dirs"], policy)  # each other directory's own verdict
+        try:
+            recordmod.write(doc, out)
+        except (OSError, JaxcacheError) as exc:  # claimed before the job, yet lost since
+            why = exc.strerror if isinstance(exc, OSError) else str(exc)
+            return recordmod.RunResult(doc, out.path, outcome,
+                                       f"cannot write the record {safe(out.path)}: {why}")
+        return recordmod.RunResult(doc, out.path, outcome)
+    finally:
+        out.release()  # no-op once written
+
+
+def audited_env(path: str) -> dict[str, str]:
+    """The job's cache variables for an audited directory. JAXCACHE_AUDITED: the probe lets
+    JAX open its cache there and nowhere else (JAXCACHE_LIB: where the probe finds jaxcache's
+    guard, whatever Python the job runs)."""
+    import jaxcache
+
+    return {"JAX_COMPILATION_CACHE_DIR": path, "JAXCACHE_AUDITED": path,
+            "JAXCACHE_LIB": os.path.dirname(jaxcache.__file__)}
 
 
 def _admit(chosen: str, policy: str | None, allow_untrusted: bool, seal) -> dict:
@@ -159,6 +154,6 @@ def _admit(chosen: str, policy: str | None, allow_untrusted: bool, seal) -> dict
         # no JAX_COMPILATION_CACHE_DIR: without the probe there is no cache (fails closed)
         granted = seal.job_env(path, policy)
     else:
-        granted = {"JAX_COMPILATION_CACHE_DIR": path}
+        granted = audited_env(path)
     return {"path": path, "verdict": report.verdict.value, "env": granted,
             "before": recordmod.DirSnapshot.of(path, report.inventory)}

@@ -49,7 +49,7 @@ class SealOptions:
 
 def enable_sealed(path: str, *, policy: str | None, reset: bool, signing_key, trusted_keys,
                   local: str | None):
-    from jaxcache import jaxcompat
+    from jaxcache import inherit, jaxcompat
     from jaxcache.lifecycle import CacheLifecycleError, EnableResult, lifecycle_traps
     from jaxcache.seal import keys as keymod
     from jaxcache.seal.store import SealedCache
@@ -109,6 +109,10 @@ def enable_sealed(path: str, *, policy: str | None, reset: bool, signing_key, tr
     backend = SealedCache(chosen, trusted=keys, signer=signer, local=local_dir)
     jaxcompat.disable_xla_subcaches()  # XLA would read them from the sealed dir unsigned
     jaxcompat.install_backend(chosen, backend)
+    jaxcompat.guard_cache_dirs()  # any other directory the job points JAX at is refused
+    # children: no plain path to the shared directory (they would read it unsigned); under
+    # `jaxcache run --sealed` they inherit JAXCACHE_SEAL and their probe seals them too
+    inherit.point_children_at(None)
     kept = tuple(t for t in traps if not t.fatal)
     return EnableResult(chosen, report, kept, needs_reset, backend)
 

@@ -6,19 +6,11 @@ import os
 import shutil
 from collections.abc import Callable
 
+from jaxcache import outputs
 from jaxcache.display import safe
 from jaxcache.errors import JaxcacheError, UntrustedCacheError
 
-
-def _writable(path: str | None) -> None:
-    if path is None:
-        return
-    parent = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(parent) or not os.access(parent, os.W_OK | os.X_OK):
-        raise JaxcacheError(f"cannot write {safe(path)}: {safe(parent)} is not a writable "
-                            "directory")
-    if os.path.isdir(path):
-        raise JaxcacheError(f"cannot write {safe(path)}: it is a directory")
+MARKDOWN_HEAD = b"# jaxcache bench\n"  # report/bench_markdown.py's first line
 
 
 def _private_dir(path: str, flag: str) -> str:
@@ -55,57 +47,72 @@ def run(argv: list[str], *, trials: int, warm: int, prime: bool, timeout: float 
     if plot_path is not None and not plot_path.lower().endswith(".png"):
         raise JaxcacheError(f"--plot writes PNG: give a file name ending in .png, not "
                             f"{safe(plot_path)}")
-    if out_dir is not None:
-        out_dir = _private_dir(out_dir, "--out")
-        report_path = report_path or os.path.join(out_dir, "report.md")
-        json_path = json_path or os.path.join(out_dir, "bench.json")
-        plot_path = plot_path or os.path.join(out_dir, "chart.png")
-        workdir = workdir or os.path.join(out_dir, "runs")
-    for path in (report_path, json_path, plot_path):
-        _writable(path)
-    if plot_path is not None:
-        import importlib.util
+    claimed: list[outputs.Output] = []
+    try:  # every output claimed before the first trial; given up again if no result comes
+        if out_dir is not None:
+            out_dir = _private_dir(out_dir, "--out")
+            report_path = report_path or os.path.join(out_dir, "report.md")
+            json_path = json_path or os.path.join(out_dir, "bench.json")
+            plot_path = plot_path or os.path.join(out_dir, "chart.png")
+            workdir = workdir or os.path.join(out_dir, "runs")
+        if plot_path is not None:
+            import importlib.util
 
-        if importlib.util.find_spec("matplotlib") is None:
-            raise JaxcacheError("--plot needs matplotlib: pip install 'jaxcache[plot]'")
-    keep = workdir is not None
-    if workdir is not None:
-        flag = "--out" if out_dir is not None and workdir == os.path.join(out_dir, "runs") \
-            else "--workdir"
-        workdir = _private_dir(workdir, flag)
-        if os.listdir(workdir):
-            raise JaxcacheError(f"{flag}: {safe(workdir)} is not empty (an earlier bench?): give "
-                                "a new or empty directory (jaxcache never deletes what it did "
-                                "not create)")
-    else:
-        import tempfile
+            if importlib.util.find_spec("matplotlib") is None:
+                raise JaxcacheError("--plot (and --out) need matplotlib: pip install "
+                                    "'jaxcache[plot]'")
+        named = [os.path.abspath(p) for p in (report_path, json_path, plot_path) if p]
+        if len(set(named)) < len(named):
+            raise JaxcacheError("--json, --report and --plot (and --out's files) must name "
+                                "different files")
+        targets = {}
+        for key, path, what, recognize in (
+                ("report", report_path, "report", outputs.starts_with(MARKDOWN_HEAD)),
+                ("json", json_path, "bench result", outputs.json_schema("jaxcache.bench/")),
+                ("plot", plot_path, "chart", outputs.png_from_jaxcache)):
+            if path is not None:
+                targets[key] = outputs.claim(path, what, recognize=recognize)
+                claimed.append(targets[key])
+        keep = workdir is not None
+        if workdir is not None:
+            flag = "--out" if out_dir is not None and workdir == os.path.join(out_dir, "runs") \
+                else "--workdir"
+            workdir = _private_dir(workdir, flag)
+            if os.listdir(workdir):
+                raise JaxcacheError(f"{flag}: {safe(workdir)} is not empty (an earlier bench?): "
+                                    "give a new or empty directory (jaxcache never deletes what "
+                                    "it did not create)")
+        else:
+            import tempfile
 
-        workdir = tempfile.mkdtemp(prefix="jaxcache-bench-")
-    thresholds = {}
-    if min_compile_time is not None:
-        thresholds["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = repr(min_compile_time)
-    if min_entry_size is not None:
-        thresholds["JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES"] = str(min_entry_size)
-    cfg = BenchConfig(tuple(argv), trials, warm, prime, timeout, confidence, noise_s,
-                      max_trials, target_width, time_budget, thresholds, sealed)
-    progress = BenchProgress(warm)
-    try:
+            workdir = tempfile.mkdtemp(prefix="jaxcache-bench-")
+        thresholds = {}
+        if min_compile_time is not None:
+            thresholds["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = repr(min_compile_time)
+        if min_entry_size is not None:
+            thresholds["JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES"] = str(min_entry_size)
+        cfg = BenchConfig(tuple(argv), trials, warm, prime, timeout, confidence, noise_s,
+                          max_trials, target_width, time_budget, thresholds, sealed)
+        progress = BenchProgress(warm)
         try:
-            result = run_bench(cfg, workdir=workdir, progress=progress)
+            try:
+                result = run_bench(cfg, workdir=workdir, progress=progress)
+            finally:
+                progress.close()
+            return _report(result, targets, echo, keep)
+        except BenchCommandError as exc:
+            if keep:
+                raise
+            raise BenchCommandError(f"{exc}\n(rerun with --workdir DIR to keep every run's "
+                                    "record, stdout and stderr)") from None
         finally:
-            progress.close()
-        return _report(result, report_path, json_path, plot_path, echo, keep)
-    except BenchCommandError as exc:
-        if keep:
-            raise
-        raise BenchCommandError(f"{exc}\n(rerun with --workdir DIR to keep every run's "
-                                "record, stdout and stderr)") from None
+            if not keep:
+                shutil.rmtree(workdir, ignore_errors=True)
     finally:
-        if not keep:
-            shutil.rmtree(workdir, ignore_errors=True)
+        outputs.release_all(claimed)  # no-op for those written
 
 
-def _report(result, report_path, json_path, plot_path, echo, kept: bool) -> int:
+def _report(result, targets: dict[str, outputs.Output], echo, kept: bool) -> int:
     from jaxcache.report import bench_json, bench_markdown, bench_text
 
     text = bench_text.render(result)
@@ -114,25 +121,24 @@ def _report(result, report_path, json_path, plot_path, echo, kept: bool) -> int:
                  "--workdir DIR to keep them for jaxcache explain)\n")
     echo(text)
     written = []
-    if plot_path and result.analysis.phases:
+    plot, report, doc = targets.get("plot"), targets.get("report"), targets.get("json")
+    if plot and result.analysis.phases:
         from jaxcache.report import bench_plot
 
-        bench_plot.render(result, plot_path)
-        written.append(plot_path)
-    elif plot_path:
-        echo(f"no chart written to {plot_path}: no completed cold and warm runs\n")
-    if report_path:
+        plot.write(bench_plot.render(result))
+        written.append(plot.path)
+    elif plot:
+        plot.release()
+        echo(f"no chart written to {plot.path}: no completed cold and warm runs\n")
+    if report:
         chart = None
-        if plot_path and os.path.dirname(os.path.abspath(plot_path)) == \
-                os.path.dirname(os.path.abspath(report_path)):
-            chart = os.path.basename(plot_path)
-        with open(report_path, "w", encoding="utf-8") as f:
-            f.write(bench_markdown.render(result, chart))
-        written.append(report_path)
-    if json_path:
-        with open(json_path, "w", encoding="utf-8") as f:
-            f.write(bench_json.render(result))
-        written.append(json_path)
+        if plot and plot.written and os.path.dirname(plot.path) == os.path.dirname(report.path):
+            chart = os.path.basename(plot.path)
+        report.write(bench_markdown.render(result, chart))
+        written.append(report.path)
+    if doc:
+        doc.write(bench_json.render(result))
+        written.append(doc.path)
     if written:
         echo("wrote " + ", ".join(written) + "\n")
     if result.stop_reason == "interrupted":
@@ -141,7 +147,7 @@ def _report(result, report_path, json_path, plot_path, echo, kept: bool) -> int:
 
 
 def measure(command: list[str], *, trials: int, warm: int,
-            echo: Callable[[str], None]) -> dict:
+            echo: Callable[[str], None], sealed: bool = False) -> dict:
     """Bench a command with defaults and return its `--json` document (for decide)."""
     import tempfile
 
@@ -151,7 +157,7 @@ def measure(command: list[str], *, trials: int, warm: int,
         run(command, trials=trials, warm=warm, prime=True, timeout=None, confidence=0.95,
             noise_s=0.1, max_trials=None, target_width=None, time_budget=None,
             min_compile_time=None, min_entry_size=None, workdir=None, out_dir=None,
-            report_path=None, json_path=path, plot_path=None, echo=echo)
+            report_path=None, json_path=path, plot_path=None, echo=echo, sealed=sealed)
         return load_result(path)
     finally:
         shutil.rmtree(out, ignore_errors=True)
@@ -159,12 +165,9 @@ def measure(command: list[str], *, trials: int, warm: int,
 
 def load_result(path: str) -> dict:
     """An earlier `bench --json` result; bad input is one clear line."""
-    from jaxcache.documents import load_json
+    from jaxcache.documents import load_bench
 
-    doc = load_json(path, "bench result")
-    if doc.get("schema") != "jaxcache.bench/1":
-        raise JaxcacheError(f"{safe(path)} is not a jaxcache bench result (jaxcache.bench/1)")
-    return doc
+    return load_bench(path)
 
 
 def compare(a_path: str, b_path: str) -> str:
@@ -174,7 +177,7 @@ def compare(a_path: str, b_path: str) -> str:
     lines.append(f"A: {safe(ca)}" if ca == cb else f"A: {safe(ca)}\nB: {safe(cb)} (a "
                  "different command)")
     fa, fb = a.get("fingerprint") or {}, b.get("fingerprint") or {}
-    diffs = [f"  {k}: {fa.get(k)!r} vs {fb.get(k)!r}" for k in sorted(set(fa) | set(fb))
+    diffs = [f"  {safe(k)}: {fa.get(k)!r} vs {fb.get(k)!r}" for k in sorted(set(fa) | set(fb))
              if fa.get(k) != fb.get(k)]
     lines.append("fingerprints: identical" if not diffs else
                  "fingerprints differ (timings are not directly comparable):")
@@ -189,7 +192,7 @@ def compare(a_path: str, b_path: str) -> str:
         for arm in ("cold", "warm"):
             va = a["summary"]["phases"][phase][arm]["median"]
             vb = ((b["summary"].get("phases") or {}).get(phase) or {}).get(arm, {}).get("median")
-            rows.append((f"{arm} {phase} (s)", _f(va), _f(vb)))
+            rows.append((f"{arm} {safe(phase)} (s)", _f(va), _f(vb)))
     for key in ("saving_s", "compile_saving_s"):
         sa, sb = a["summary"].get(key), b["summary"].get(key)
         rows.append((key.replace("_", " "), _ci(sa), _ci(sb)))

@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from jaxcache import outputs
 from jaxcache import record as recordmod
 from jaxcache.bench import analysis as analysismod
 from jaxcache.bench.sample import ProcessSample, from_record
@@ -79,7 +80,9 @@ def _one(cfg: BenchConfig, env: dict[str, str], cache: str, out_dir: str, name: 
         child_env = dict(env)
         child_env.update(SealOptions(signing_key=signing_key).job_env(cache, None))
     else:
-        child_env = dict(env, JAX_COMPILATION_CACHE_DIR=cache)
+        from jaxcache.run import audited_env
+
+        child_env = dict(env, **audited_env(cache))  # the guard refuses any other directory
     stdout_path = os.path.join(out_dir, f"{name}.stdout")
     stderr_path = os.path.join(out_dir, f"{name}.stderr")
     with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
@@ -87,7 +90,7 @@ def _one(cfg: BenchConfig, env: dict[str, str], cache: str, out_dir: str, name: 
                                          missing_ok=False, stdout=out, stderr=err,
                                          timeout=cfg.timeout_s, interactive=False)
     path = os.path.join(out_dir, f"{name}.json")
-    recordmod.write(doc, path)
+    recordmod.write(doc, outputs.claim(path, "record"))  # a new name in our own workdir
     if outcome.timed_out:
         raise BenchCommandError(f"the {kind} run of trial {trial} did not finish within "
                                 f"{cfg.timeout_s:g} s and was killed")
@@ -107,6 +110,7 @@ def run_bench(cfg: BenchConfig, *, workdir: str | None = None,
     env = dict(os.environ)
     env.update(cfg.thresholds)
     env.pop("JAX_COMPILATION_CACHE_DIR", None)
+    env.pop("JAXCACHE_AUDITED", None)
     key = _throwaway_key(work) if cfg.sealed else None
     started = time.monotonic()
     samples: list[ProcessSample] = []

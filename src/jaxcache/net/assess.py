@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from jaxcache.display import safe
 from jaxcache.net.config import Plan
 from jaxcache.net.sockets import Scan
-from jaxcache.trust.findings import NOTE, UNSAFE, WARNING, Finding
+from jaxcache.trust.findings import NOTE, UNSAFE, UNVERIFIABLE, WARNING, Finding
 
 SCHEMA = "jaxcache.net/1"
 NOT_COVERED = ("cache permissions do not cover this: the network services are a trust "
@@ -29,8 +29,14 @@ class NetReport:
         return any(f.effect == UNSAFE for f in self.findings)
 
     @property
+    def unverifiable(self) -> bool:
+        """Some process that may be a JAX service could not be inspected, and the user did
+        not accept a partial answer: fail closed, as the audit does."""
+        return any(f.effect == UNVERIFIABLE for f in self.findings)
+
+    @property
     def exit_code(self) -> int:
-        return 1 if self.exposed else 0
+        return 1 if self.exposed or self.unverifiable else 0
 
 
 def _plan_findings(p: Plan) -> list[Finding]:
@@ -78,10 +84,22 @@ def _scan_findings(s: Scan) -> list[Finding]:
                 if li.kind == "loopback" else "; protected by mTLS"), where))
     if not s.processes:
         out.append(Finding("net.no-jax-process", NOTE, "no JAX process found to inspect"))
+    who = ", ".join(f"{n} of {safe(user)}" for user, n in s.uninspected_by_user)
+    blind = []
     if s.uninspected:
-        out.append(Finding("net.uninspected", NOTE,
-                           f"{s.uninspected} processes of other users could not be inspected "
-                           "(run as root to see every JAX process)"))
+        blind.append(f"{s.uninspected} process(es) could not be inspected ({who})")
+    if s.hidden:
+        blind.append(s.hidden)
+    if blind and s.partial:
+        out.append(Finding("net.partial", WARNING,
+                           "partial answer (--partial): " + "; ".join(blind) + ": whatever JAX "
+                           "services they run are not in this report"))
+    elif blind:
+        out.append(Finding("net.uninspected", UNVERIFIABLE,
+                           "; ".join(blind) + ": any of them may be a JAX service listening "
+                           "beyond loopback, so nothing can be said to be unreachable",
+                           None, "run as root (or as those users) to see every process, or "
+                           "pass --partial to accept an answer about the processes you can see"))
     return out
 
 

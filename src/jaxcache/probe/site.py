@@ -95,6 +95,8 @@ class _State:
         self.jax = {}
         self.last_write = 0.0
         self.seal = getattr(self, "seal", None)  # a forked child shares JAX's sealed backend
+        self.compat = getattr(self, "compat", None)  # jaxcache.jaxcompat, when it guards JAX
+        self.guard = getattr(self, "guard", None)  # {"installed": bool, ...} under jaxcache run
 
 
 S = _State()
@@ -126,6 +128,7 @@ def _module(name, sym=False):
          "reason_detail": None, "cache_key": None, "key_components": None,
          "compile_s_logged": None, "retrieval_s": None, "jax_compile_time_saved_s": None,
          "entry_bytes": None, "errors": [], "cache_dir_at_compile": None,
+         "cache_dir": None, "cache_dir_status": None,
          "cache_enabled_at_compile": None, "min_compile_time_at_compile": None,
          "thread": tid}
     fun = key[4:] if key.startswith("jit_") else key
@@ -194,6 +197,9 @@ def _on_duration(event, secs, **kw):
             m["compile_or_load_s"] = secs
             (m["cache_dir_at_compile"], m["cache_enabled_at_compile"],
              m["min_compile_time_at_compile"]) = _cache_setting()
+            used = _cache_in_use()
+            if used is not None:
+                m["cache_dir"], m["cache_dir_status"] = used.get("path"), used.get("status")
             if m["outcome"] is None:
                 m["outcome"] = "uncached"
                 m["reason"] = "no-cache-key"  # JAX did not consult a cache for this compile
@@ -209,6 +215,17 @@ def _on_duration(event, secs, **kw):
                 m["jax_compile_time_saved_s"] = secs
     if flush and time.monotonic() - S.last_write > _WRITE_EVERY_S:
         _write()  # so a job that is killed still leaves what it compiled so far
+
+
+def _cache_in_use():
+    """The directory of the cache object JAX holds now (not the setting, which JAX ignores
+    once its cache exists), and whether jaxcache served or refused it."""
+    if S.compat is None:
+        return None
+    try:
+        return S.compat.current_cache()
+    except Exception:
+        return None
 
 
 def _set(m, outcome, reason=None, detail=None):
@@ -338,6 +355,10 @@ def _write(final=False):
                    "warnings": list(S.warnings)}
         if S.seal is not None:
             doc["seal"] = S.seal[0].summary(S.seal[1])
+        if S.guard is not None:
+            doc["cache_guard"] = dict(S.guard)
+        if S.compat is not None:
+            doc["cache_dirs"] = S.compat.guard_log()
         if final:
             doc["platform"] = _platform()
             doc["jax"] = dict(S.jax, plugins=_plugins())
@@ -430,11 +451,52 @@ def _on_jax_imported(module, started):
         S.jax = {"jax": getattr(module, "__version__", None), "jaxlib": _dist("jaxlib")}
     except Exception as exc:
         S.jax = {"error": repr(exc)}
+    _install_guard(module)
     if os.environ.get("JAXCACHE_SEAL"):
         _install_seal(os.environ["JAXCACHE_SEAL"])
     atexit.register(_write, True)
     _write()
     S.last_write = 0.0  # the first compile is always written at once
+
+
+def _load_jaxcache():
+    """jaxcache itself, from where `jaxcache run` says it lives (the job's Python may not
+    have it installed): loaded only once the job imports jax."""
+    if "jaxcache" not in sys.modules and os.environ.get("JAXCACHE_LIB"):
+        import importlib.util
+
+        lib = os.environ["JAXCACHE_LIB"]
+        spec = importlib.util.spec_from_file_location(
+            "jaxcache", os.path.join(lib, "__init__.py"), submodule_search_locations=[lib])
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["jaxcache"] = module
+        spec.loader.exec_module(module)
+
+
+def _install_guard(jax_module):
+    """`jaxcache run`: JAX may open its cache only in the directory jaxcache audited
+    (JAXCACHE_AUDITED; none for a sealed run, whose backend is served by itself). A job that
+    points JAX elsewhere (jax.config.update, set_cache_dir) gets a cache that never hits and
+    never writes, and the record says so. If the guard cannot be installed the persistent
+    cache is turned off for this process: fail closed, the job still runs."""
+    audited = os.environ.get("JAXCACHE_AUDITED")
+    if not audited and not os.environ.get("JAXCACHE_SEAL"):
+        return  # not a cache `jaxcache run` audited (bench makes its own): nothing to guard
+    try:
+        _load_jaxcache()
+        from jaxcache import jaxcompat
+
+        jaxcompat.guard_cache_dirs([audited] if audited else [])
+        S.compat = jaxcompat
+        S.guard = {"installed": True, "audited": audited}
+    except BaseException as exc:
+        S.guard = {"installed": False, "audited": audited,
+                   "error": "%s: %s" % (type(exc).__name__, exc)}
+        try:
+            jax_module.config.update("jax_compilation_cache_dir", None)
+            jax_module.config.update("jax_enable_compilation_cache", False)
+        except Exception:
+            pass
 
 
 def _install_seal(value):
@@ -444,15 +506,7 @@ def _install_seal(value):
     persistent cache at all; we still stop the job, loudly: it asked for a sealed cache.
     """
     try:
-        if "jaxcache" not in sys.modules and os.environ.get("JAXCACHE_LIB"):
-            import importlib.util
-
-            lib = os.environ["JAXCACHE_LIB"]
-            spec = importlib.util.spec_from_file_location(
-                "jaxcache", os.path.join(lib, "__init__.py"), submodule_search_locations=[lib])
-            module = importlib.util.module_from_spec(spec)
-            sys.modules["jaxcache"] = module
-            spec.loader.exec_module(module)
+        _load_jaxcache()
         from jaxcache import sealing
 
         S.seal = (sealing, sealing.enable_from_env(value).backend)

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import io
+
 from jaxcache.bench.sample import PHASE_LABELS
 from jaxcache.bench.trials import BenchResult
 from jaxcache.errors import JaxcacheError
 
 
-def render(result: BenchResult, path: str) -> None:
+def render(result: BenchResult) -> bytes:
+    """The chart as PNG bytes, marked as jaxcache's (outputs.png_from_jaxcache recognizes it)."""
     try:
         import matplotlib
 
@@ -32,5 +35,7 @@ def render(result: BenchResult, path: str) -> None:
     ax.set_title(title, fontsize=9)
     ax.legend(fontsize=7, ncol=3, loc="upper center", bbox_to_anchor=(0.5, -0.35))
     fig.tight_layout()
-    fig.savefig(path, format="png")
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", metadata={"Software": "jaxcache bench"})
     plt.close(fig)
+    return buf.getvalue()

@@ -15,5 +15,6 @@ def render(e: Explanation) -> str:
     doc = {"schema": SCHEMA, "tool": {"name": "jaxcache", "version": __version__},
            "records": list(e.records), "modules": [asdict(m) for m in e.modules],
            "key_diffs": [asdict(d) for d in e.diffs], "thresholds": [asdict(a) for a in e.advice],
-           "notes": list(e.notes), "exit_code": e.exit_code}
+           "notes": list(e.notes), "unaudited_dirs": list(e.unaudited_dirs),
+           "exit_code": e.exit_code}
     return json.dumps(doc, indent=2) + "\n"

@@ -7,7 +7,8 @@ from jaxcache.explain import Explanation
 
 
 def render(e: Explanation) -> str:
-    lines = [f"jaxcache explain: {len(e.records)} record(s)"]
+    lines = [f"WARNING: {d}" for d in e.unaudited_dirs]
+    lines.append(f"jaxcache explain: {len(e.records)} record(s)")
     for record in e.records:
         rows = [m for m in e.modules if m.record == record]
         lines.append("")
@@ -18,15 +19,15 @@ def render(e: Explanation) -> str:
             entry = size(m.entry_bytes) if m.entry_bytes else "-"
             mark = "!" if m.missed_chance else " "
             proc = "" if m.process == "main" else f" [{m.process}]"
-            lines.append(f" {mark} {safe(m.name).ljust(width)}  {m.outcome:9s} compile {secs:>8s}"
-                         f"  entry {entry:>9s}  {m.reason}: {m.text}{proc}")
+            lines.append(f" {mark} {safe(m.name).ljust(width)}  {safe(m.outcome):9s} compile "
+                         f"{secs:>8s}  entry {entry:>9s}  {safe(m.reason)}: {m.text}{proc}")
             if m.missed_chance and m.input_shapes:
                 lines.append(f"     input shapes {safe(m.input_shapes)}")
     if e.diffs:
         lines += ["", "why a later process missed what an earlier one cached:"]
         for d in e.diffs:
             lines.append(f"  {safe(d.module)}: {safe(d.earlier)} -> {safe(d.later)}: key "
-                         f"components changed: {', '.join(d.components)}")
+                         f"components changed: {safe(', '.join(d.components))}")
             for cause in d.causes:
                 lines.append(f"    - {cause}")
     lines += ["", "thresholds:"]
@@ -47,5 +48,10 @@ def render(e: Explanation) -> str:
             parts.append(f"{len(e.diffs)} cross-process miss(es)")
         if any(a.material for a in e.advice):
             parts.append("thresholds leave a material share of start-up uncached")
-        lines.append("something expensive was not cached: " + "; ".join(parts))
+        if parts:
+            lines.append("something expensive was not cached: " + "; ".join(parts))
+    if e.unaudited_dirs:
+        lines.append(f"JAX was pointed at {len(e.unaudited_dirs)} cache director"
+                     f"{'y' if len(e.unaudited_dirs) == 1 else 'ies'} jaxcache did not audit "
+                     "(see the first lines)")
     return "\n".join(lines) + "\n"

@@ -3,15 +3,22 @@
 from __future__ import annotations
 
 from jaxcache.net.assess import NetReport
-from jaxcache.trust.findings import NOTE, UNSAFE, WARNING
+from jaxcache.trust.findings import NOTE, UNSAFE, UNVERIFIABLE, WARNING
 
-_MARK = {UNSAFE: "EXPOSED", WARNING: "warning", NOTE: "note"}
+_MARK = {UNSAFE: "EXPOSED", UNVERIFIABLE: "UNVERIFIABLE", WARNING: "warning", NOTE: "note"}
 
 
 def render(r: NetReport) -> str:
-    lines = ["jaxcache net: " + ("a JAX network service is (or will be) reachable beyond "
-                                 "loopback without authentication" if r.exposed else
-                                 "no JAX service reachable beyond loopback without protection")]
+    if r.exposed:
+        head = "a JAX network service is (or will be) reachable beyond loopback without " \
+               "authentication"
+    elif r.unverifiable:
+        head = "UNVERIFIABLE: some processes could not be inspected (see below)"
+    else:
+        head = "no JAX service reachable beyond loopback without protection"
+        if r.scan is not None and r.scan.partial and not r.scan.complete:
+            head += " among the processes inspected (a partial answer)"
+    lines = ["jaxcache net: " + head]
     if r.plan is not None and r.plan.source is not None:
         p = r.plan
         lines.append(f"environment: coordinator {p.coordinator} ({p.source}), bind {p.bind} "

@@ -22,6 +22,8 @@ _REASONS = {
                         "no --local directory)",
     "sealed-rejected": "the entry at this key was rejected (see above) and compiled again; "
                        "a read-only consumer keeps it nowhere",
+    "dir-refused": "JAX was pointed at {cache_dir}, which jaxcache refused: nothing loaded "
+                   "or written there",
     "sealed-blocked": "cannot publish: a rejected file occupies this key and is never "
                       "replaced; check it with `jaxcache verify`, then remove it yourself",
 }
@@ -42,10 +44,24 @@ def _secs(v) -> str:
     return "-" if v is None else f"{v:.2f} s"
 
 
+def _other_dirs(doc: dict) -> list[str]:
+    """What must be read first: JAX used (or was refused) a directory nobody audited, or the
+    guard that keeps it from doing so could not be installed."""
+    from jaxcache import used_dirs
+
+    lines = [f"WARNING: {used_dirs.describe(e)}" for e in used_dirs.unaudited(doc)]
+    for g in doc.get("cache_guard_errors") or []:
+        lines.append(f"WARNING: process {g.get('pid')}: jaxcache could not guard which "
+                     f"directory JAX loads from ({safe(str(g.get('error')))}); its persistent "
+                     "cache was turned off")
+    return lines
+
+
 def render(doc: dict, record_path: str) -> str:
     p = doc["process"]
     status = f"exit {p['exit_code']}" if p["signal"] is None else f"killed by signal {p['signal']}"
-    lines = [f"jaxcache run: {safe(' '.join(doc['argv']))} -> {status} in {p['wall_s']:.2f} s "
+    lines = _other_dirs(doc)
+    lines += [f"jaxcache run: {safe(' '.join(doc['argv']))} -> {status} in {p['wall_s']:.2f} s "
              f"(user {p['user_s']:.2f} s, sys {p['sys_s']:.2f} s, "
              f"peak RSS {size(p['peak_rss_bytes'])})"]
     c = doc["cache_dir"]

@@ -71,8 +71,8 @@ def render_audit(r: AuditReport, *, verbose: bool = False) -> str:
                          f"{', '.join(e.flags)}")
         if len(flagged) > 20:
             lines.append(f"  ... {len(flagged) - 20} more (jaxcache ls shows all)")
-    shown = [f for f in r.findings if verbose or f.effect != NOTE or f.code.startswith("path.")
-             or f.code.startswith("fs.")]
+    shown = [f for f in r.findings if verbose or f.effect != NOTE
+             or f.code.startswith(("path.", "fs.", "storage."))]
     if shown:
         lines += ["", "findings:"]
         for f in shown:

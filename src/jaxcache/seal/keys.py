@@ -135,41 +135,46 @@ def save(key: SigningKey, path: str) -> str:
 
 
 def load_signing(path: str) -> SigningKey:
-    """Load a private key, refusing one that others can read or that is not a regular file."""
+    """Load a private key through the trusted-input loader (trust/inputs.py), refusing one
+    that is not yours alone: others able to read it could sign entries you would load."""
+    from cryptography.exceptions import UnsupportedAlgorithm
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+    from jaxcache.trust import inputs
+
+    found = inputs.read(path, inputs.SIGNING_KEY)
+    assert found is not None
+    if found.data.startswith(PREFIX.encode()):
+        raise KeyFileError(f"{safe(path)} is a public key; sign with the private key "
+                           "`jaxcache keygen` wrote beside it (without .pub)")
+    if found.uid != os.geteuid() or stat.S_IMODE(found.mode) & 0o077:
+        raise KeyFileError(f"signing key {safe(path)} must be yours and mode 0600 (it is "
+                           f"uid {found.uid}, mode {stat.S_IMODE(found.mode):04o})")
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
-    except OSError as exc:
-        raise KeyFileError(f"cannot open signing key {safe(path)}: {exc.strerror}") from None
-    with os.fdopen(fd, "rb") as f:
-        st = os.fstat(f.fileno())
-        if not stat.S_ISREG(st.st_mode):
-            raise KeyFileError(f"signing key {safe(path)} is not a regular file")
-        if f.read(len(PREFIX)) == PREFIX.encode():
-            raise KeyFileError(f"{safe(path)} is a public key; sign with the private key "
-                               "`jaxcache keygen` wrote beside it (without .pub)")
-        f.seek(0)
-        if st.st_uid != os.geteuid() or stat.S_IMODE(st.st_mode) & 0o077:
-            raise KeyFileError(f"signing key {safe(path)} must be yours and mode 0600 (it is "
-                               f"uid {st.st_uid}, mode {stat.S_IMODE(st.st_mode):04o})")
-        data = f.read(1 << 16)
-    try:
-        private = serialization.load_pem_private_key(data, password=None)
+        private = serialization.load_pem_private_key(found.data, password=None)
     except (ValueError, TypeError) as exc:
-        raise KeyFileError(f"{safe(path)} is not an unencrypted PEM private key: {exc}") from None
+        raise KeyFileError(f"{safe(path)} is not an unencrypted PEM private key: "
+                           f"{safe(str(exc))}") from None
+    except UnsupportedAlgorithm as exc:
+        raise KeyFileError(f"{safe(path)} is not a usable private key: "
+                           f"{safe(str(exc))}") from None
     if not isinstance(private, Ed25519PrivateKey):
         raise KeyFileError(f"{safe(path)} is not an Ed25519 key")
     return SigningKey(private, _public_of(private), os.path.abspath(path))
 
 
 def load_public(text_or_path: str) -> PublicKey:
-    """A public key given inline (ed25519:...) or as a .pub file."""
+    """A public key given inline (ed25519:...) or as a .pub file, read through the
+    trusted-input loader: whoever can change the file chooses which entries you load."""
+    from jaxcache.trust import inputs
+
     if text_or_path.startswith(PREFIX):
         return parse_public(text_or_path)
+    found = inputs.read(text_or_path, inputs.PUBLIC_KEY)
+    assert found is not None
     try:
-        with open(text_or_path, encoding="ascii") as f:
-            return parse_public(f.read(200))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise KeyFileError(f"cannot read public key {safe(text_or_path)}: {exc}") from None
+        text = found.data.decode("ascii")
+    except UnicodeDecodeError:
+        raise KeyFileError(f"public key {safe(text_or_path)} is not ASCII text") from None
+    return parse_public(text)

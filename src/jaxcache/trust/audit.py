@@ -19,6 +19,7 @@ from jaxcache.trust import mounts as mountsmod
 from jaxcache.trust import policy as policymod
 from jaxcache.trust import principals as pr
 from jaxcache.trust import sealed as sealedmod
+from jaxcache.trust import storage as storagemod
 from jaxcache.trust import target as targetmod
 from jaxcache.trust.findings import (
     NOTE,
@@ -129,6 +130,9 @@ def audit(given: str, *, policy: Policy = EMPTY, as_user: int | None = None,
     findings = notes + _path_findings(w, tgt.path)
     findings += _fs_findings(components, rule)
     findings += _kernel_findings(w, uid, accounts, components)
+    below, storage_writers = storagemod.judge(w, mounts, accounts, trust, rule, uid)
+    findings += below
+    writers += storage_writers
     if inventory is not None:
         writers += _entry_writers(inventory, trust)
         findings += _entry_findings(inventory, w.anchor_node.path)
@@ -223,25 +227,39 @@ def _new_file_gid(d: Node, uid: int, accounts: pr.Accounts) -> int:
     return d.gid if primary is None else primary
 
 
+@dataclass(frozen=True)
+class Access:
+    """One way one principal can change what a walked path holds (a Writer before trust)."""
+
+    grant: pr.Grant
+    action: str
+    target: str
+    consequence: str
+
+
 def _writers(w: Walk, accounts: pr.Accounts, trust: _Trust, uid: int) -> list[Writer]:
-    out: list[Writer] = []
+    return [Writer(a.grant.principal, a.action, a.target, (a.grant.reason, a.consequence),
+                   trust(a.grant.principal)) for a in access(w, accounts, uid)]
+
+
+def access(w: Walk, accounts: pr.Accounts, uid: int, *, umask: bool = True) -> list[Access]:
+    """Who can change what JAX would read under a walked path: replace the directory or an
+    ancestor, create it first, write its entries, or inherit write on new ones.
+
+    Used for the cache directory itself and for what stores it (trust/storage.py: overlay
+    layers, bind sources). `umask`: count the job's umask (only for the directory JAX writes).
+    """
+    out: list[Access] = []
     seen: set[tuple] = set()
 
     def add(grant: pr.Grant, action: str, target: str, consequence: str) -> None:
         key = (grant.principal, action, target, grant.reason)
         if key not in seen:
             seen.add(key)
-            out.append(Writer(grant.principal, action, target, (grant.reason, consequence),
-                              trust(grant.principal)))
+            out.append(Access(grant, action, target, consequence))
 
-    for n in w.nodes[1:]:
-        parent = w.nodes[n.parent] if n.parent is not None else None
-        if parent is None:
-            continue
-        what = "the symlink " if n.kind == "symlink" else ""
-        consequence = (f"-> can rename or replace {what}{n.path} and put their own in its place")
-        for grant in _replacers(parent, n, accounts):
-            add(grant, "replace", n.path, consequence)
+    out += replace_access(w, accounts)
+    seen.update((a.grant.principal, a.action, a.target, a.grant.reason) for a in out)
     anchor = w.anchor_node
     if w.missing:
         target = anchor.path.rstrip("/") + "/" + w.missing[0]
@@ -269,9 +287,27 @@ def _writers(w: Walk, accounts: pr.Accounts, trust: _Trust, uid: int) -> list[Wr
         inherited = pr.default_acl_writers(anchor.path, _new_file_gid(anchor, uid, accounts),
                                            anchor.default_acl, accounts)
     else:
-        inherited = tuple(_umask_grants(w, uid, accounts))
+        inherited = tuple(_umask_grants(w, uid, accounts)) if umask else ()
     for grant in inherited:
         add(grant, "inherit", target, later)
+    return out
+
+
+def replace_access(w: Walk, accounts: pr.Accounts) -> list[Access]:
+    """Who can rename or replace a directory (or symlink) of the walk inside its parent."""
+    out: list[Access] = []
+    seen: set[tuple] = set()
+    for n in w.nodes[1:]:
+        parent = w.nodes[n.parent] if n.parent is not None else None
+        if parent is None:
+            continue
+        what = "the symlink " if n.kind == "symlink" else ""
+        consequence = (f"-> can rename or replace {what}{n.path} and put their own in its place")
+        for grant in replacers(parent, n, accounts):
+            key = (grant.principal, n.path, grant.reason)
+            if key not in seen:
+                seen.add(key)
+                out.append(Access(grant, "replace", n.path, consequence))
     return out
 
 
@@ -316,7 +352,7 @@ def _umask_grants(w: Walk, uid: int, accounts: pr.Accounts) -> list[pr.Grant]:
     return grants
 
 
-def _replacers(parent: Node, child: Node, accounts: pr.Accounts) -> tuple[pr.Grant, ...]:
+def replacers(parent: Node, child: Node, accounts: pr.Accounts) -> tuple[pr.Grant, ...]:
     """Who can rename or replace `child` inside `parent`; a sticky bit limits it to owners."""
     grants = _dir_grants(parent, accounts)
     if not parent.mode & stat.S_ISVTX:
@@ -476,15 +512,18 @@ def _writer_findings(writers: list[Writer], w: Walk) -> list[Finding]:
             f"{p} can change what JAX loads: {first.chain[0]} {first.chain[1]}"
             + (f" (and {len(ws) - 1} more way(s))" if len(ws) > 1 else ""),
             first.target, remedy))
-    if any(wr.action == "create-dir" for wr in writers if wr.trust == "untrusted"):
-        first = w.anchor_node.path.rstrip("/") + "/" + w.missing[0]
+    precreated = w.anchor_node.path.rstrip("/") + "/" + w.missing[0] if w.missing else None
+    # (writers of the storage below, trust/storage.py, have targets of their own)
+    if precreated and any(wr.action == "create-dir" and wr.target == precreated
+                          for wr in writers if wr.trust == "untrusted"):
         out.append(Finding(
             "dir.precreate", UNSAFE,
-            f"{safe(first)} does not exist and others can create it in "
+            f"{safe(precreated)} does not exist and others can create it in "
             f"{safe(w.anchor_node.path)} before JAX does (JAX uses a directory it finds, "
-            "whoever made it)", first,
+            "whoever made it)", precreated,
             "create the cache yourself in a directory only you can write: jaxcache init"))
-    if any(wr.action == "create-entries" for wr in writers if wr.trust == "untrusted"):
+    if any(wr.action == "create-entries" and wr.target == w.anchor_node.path
+           for wr in writers if wr.trust == "untrusted"):
         out.append(Finding(
             "dir.sticky-preseed", UNSAFE,
             f"{safe(w.anchor_node.path)} has the sticky bit: others cannot replace your entries "

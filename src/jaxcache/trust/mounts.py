@@ -25,6 +25,7 @@ class Mount:
     options: frozenset[str]
     fstype: str
     source: str
+    super_options: tuple[str, ...] = ()  # the filesystem's own options (overlay layers...)
 
     @property
     def category(self) -> str:
@@ -42,6 +43,15 @@ class Mount:
     def is_bind(self) -> bool:
         return self.root != "/"
 
+    def option(self, name: str) -> str | None:
+        """The value of the filesystem option `name=` (the last one given), or None."""
+        found = None
+        for opt in self.super_options:
+            key, sep, value = opt.partition("=")
+            if sep and key == name:
+                found = value
+        return found
+
     @property
     def read_only(self) -> bool:
         return "ro" in self.options
@@ -57,6 +67,8 @@ class Mount:
 
 def _unescape(field: str) -> str:
     """mountinfo escapes space, tab, newline and backslash as octal."""
+    if "\\" not in field:
+        return field
     out, i = [], 0
     while i < len(field):
         if field[i] == "\\" and i + 4 <= len(field) and field[i + 1:i + 4].isdigit():
@@ -82,6 +94,8 @@ def parse_mountinfo(text: str) -> tuple[Mount, ...]:
             mount_id=int(fields[0]), dev=os.makedev(major, minor), root=_unescape(fields[3]),
             point=_unescape(fields[4]), options=frozenset(fields[5].split(",")),
             fstype=tail[0], source=_unescape(tail[1]),
+            super_options=tuple(_unescape(o) for o in tail[2].split(",")) if len(tail) > 2
+            else (),
         ))
     return tuple(mounts)
 

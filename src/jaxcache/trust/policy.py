@@ -11,12 +11,12 @@ and only from a file that no one but its owner (us or root) can modify.
     trusted_users = ["alice"]
     trusted_groups = ["ml-team"]              # every member of the group
     accepted_filesystems = ["nfs4"]           # network filesystems you vouch for
+    accepted_storage = ["/mnt/cache-volume"]  # mount points whose backing store you vouch for
 """
 
 from __future__ import annotations
 
 import os
-import stat
 import sys
 from dataclasses import dataclass, field
 
@@ -25,7 +25,7 @@ from jaxcache.errors import PolicyError
 from jaxcache.trust.principals import Accounts
 from jaxcache.userdirs import policy_file
 
-_RULE_KEYS = {"trusted_users", "trusted_groups", "accepted_filesystems"}
+_RULE_KEYS = {"trusted_users", "trusted_groups", "accepted_filesystems", "accepted_storage"}
 
 
 @dataclass(frozen=True)
@@ -35,6 +35,7 @@ class Rule:
     accepted_filesystems: frozenset[str] = frozenset()
     names: tuple[str, ...] = ()  # how the user wrote them, for reports
     trusted_keys: tuple = ()  # PublicKey with holder: readers accept entries they signed
+    accepted_storage: frozenset[str] = frozenset()  # mount points: their storage is vouched for
 
 
 @dataclass(frozen=True)
@@ -57,6 +58,7 @@ class Policy:
             frozenset().union(*(r.accepted_filesystems for r in rules)),
             tuple(n for r in rules for n in r.names),
             tuple(k for r in rules for k in r.trusted_keys),
+            frozenset().union(*(r.accepted_storage for r in rules)),
         )
 
 
@@ -64,71 +66,50 @@ EMPTY = Policy()
 
 
 def load(path: str | None, accounts: Accounts) -> Policy:
-    """Load --policy PATH, or the user's config file if it exists, or the empty policy."""
+    """Load --policy PATH, or the user's config file if it exists, or the empty policy.
+
+    Read through the one loader for trusted inputs (trust/inputs.py): a regular file owned by
+    you or root that no one else can modify or replace, all the way up.
+    """
+    from jaxcache.trust import inputs
+
     explicit = path is not None
     path = path if explicit else policy_file()
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except FileNotFoundError:
-        if explicit:
-            raise PolicyError(f"policy file not found: {safe(path)}") from None
+        found = inputs.read(path, inputs.POLICY, missing_ok=not explicit, accounts=accounts)
+    except inputs.InputError as exc:
+        raise PolicyError(str(exc)) from None
+    if found is None:
         return EMPTY
-    except OSError as exc:
-        raise PolicyError(f"cannot open policy file {safe(path)}: {exc.strerror}") from None
-    with os.fdopen(fd, "rb") as f:
-        st = os.fstat(f.fileno())
-        _check_protected(path, st)
-        _check_parents(path, accounts)
-        if sys.version_info >= (3, 11):
-            import tomllib
-        else:  # pragma: no cover - exercised on 3.10 only
-            import tomli as tomllib
-        try:
-            data = tomllib.load(f)
-        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-            raise PolicyError(f"policy file {safe(path)} is not valid TOML: {exc}") from None
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - exercised on 3.10 only
+        import tomli as tomllib
+    try:
+        data = tomllib.loads(found.data.decode("utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise PolicyError(f"policy file {safe(path)} is not valid TOML: "
+                          f"{safe(str(exc))}") from None
     return _build(os.path.abspath(path), data, accounts)
 
 
-def _check_protected(path: str, st: os.stat_result) -> None:
-    if not stat.S_ISREG(st.st_mode):
-        raise PolicyError(f"policy {safe(path)} is not a regular file")
-    if st.st_uid not in (0, os.geteuid()):
-        raise PolicyError(f"policy {safe(path)} is owned by uid {st.st_uid}, not by you or root: "
-                          "whoever owns it decides whom you trust")
-    if st.st_mode & 0o022:
-        raise PolicyError(f"policy {safe(path)} is writable by group or others "
-                          f"(mode {stat.S_IMODE(st.st_mode):04o}): anyone who can edit it decides "
-                          "whom you trust")
-
-
-def _check_parents(path: str, accounts: Accounts) -> None:
-    """The directories above the policy must be as private as the file: whoever can rename
-    them can swap in a policy of their own."""
-    from jaxcache.trust.audit import audit
-
-    parent = os.path.dirname(os.path.abspath(path))
-    report = audit(parent, policy=EMPTY, scan_processes=False, accounts=accounts)
-    bad = [w for w in report.untrusted if w.action != "rewrite-entry"]
-    blind = [f for f in report.findings if f.effect == "unverifiable"
-             and f.code.startswith(("path.", "fs.", "kernel."))]
-    if bad or blind:
-        who = ", ".join(sorted({str(w.principal) for w in bad})) or report.verdict.value
-        raise PolicyError(f"policy {safe(path)} sits in {safe(parent)}, which others can "
-                          f"modify or replace ({who}): whoever can swap it decides whom you "
-                          "trust")
+def _is_name(value: object) -> bool:
+    """A string the system calls can take: user, group and path names hold no NUL."""
+    return isinstance(value, str) and "\0" not in value
 
 
 def _rule(data: dict, where: str, accounts: Accounts) -> Rule:
     unknown = set(data) - _RULE_KEYS - {"trusted_keys"} - (
         {"path"} if where != "top level" else {"cache"})
     if unknown:
-        raise PolicyError(f"policy: unknown key(s) {', '.join(sorted(unknown))} at {where}")
+        raise PolicyError(f"policy: unknown key(s) {safe(', '.join(sorted(unknown)))} at "
+                          f"{where}")
     lists = {}
     for key in _RULE_KEYS:
         value = data.get(key, [])
-        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            raise PolicyError(f"policy: {key} at {where} must be a list of strings")
+        if not isinstance(value, list) or not all(_is_name(v) for v in value):
+            raise PolicyError(f"policy: {key} at {where} must be a list of strings "
+                              "(without NUL bytes)")
         lists[key] = value
     uids, gids = set(), set()
     for name in lists["trusted_users"]:
@@ -141,9 +122,17 @@ def _rule(data: dict, where: str, accounts: Accounts) -> Rule:
         if gid is None:
             raise PolicyError(f"policy: trusted group {safe(name)!r} at {where} does not exist")
         gids.add(gid)
+    if lists["accepted_storage"] and where == "top level":
+        raise PolicyError("policy: accepted_storage vouches for what one cache path is stored on: "
+                          "put it in that path's [[cache]] table, not at the top level")
+    for point in lists["accepted_storage"]:
+        if not os.path.isabs(point):
+            raise PolicyError(f"policy: accepted_storage {safe(point)!r} at {where} must be an "
+                              "absolute mount point")
     names = tuple(lists["trusted_users"]) + tuple(f"group {g}" for g in lists["trusted_groups"])
     return Rule(frozenset(uids), frozenset(gids), frozenset(lists["accepted_filesystems"]), names,
-                _trusted_keys(data.get("trusted_keys", []), where, accounts))
+                _trusted_keys(data.get("trusted_keys", []), where, accounts),
+                frozenset(os.path.normpath(p) for p in lists["accepted_storage"]))
 
 
 def _trusted_keys(items: object, where: str, accounts: Accounts) -> tuple:
@@ -152,7 +141,7 @@ def _trusted_keys(items: object, where: str, accounts: Accounts) -> tuple:
 
     if not isinstance(items, list) or not all(
             isinstance(i, dict) and set(i) == {"holder", "key"} and
-            all(isinstance(v, str) for v in i.values()) for i in items):
+            all(_is_name(v) for v in i.values()) for i in items):
         raise PolicyError(f"policy: trusted_keys at {where} must be a list of "
                           "{ holder = \"USER\", key = \"ed25519:...\" } tables")
     out = []
@@ -174,12 +163,12 @@ def _build(source: str, data: dict, accounts: Accounts) -> Policy:
     if not isinstance(caches, list):
         raise PolicyError("policy: [[cache]] must be an array of tables")
     for i, item in enumerate(caches):
-        if not isinstance(item, dict) or not isinstance(item.get("path"), str):
+        if not isinstance(item, dict) or not _is_name(item.get("path")):
             raise PolicyError(f"policy: [[cache]] number {i + 1} needs a string 'path'")
         if not os.path.isabs(item["path"]):
             raise PolicyError(f"policy: [[cache]] path {safe(item['path'])!r} must be absolute")
         per_path.append((os.path.normpath(item["path"]),
-                         _rule(item, f"[[cache]] {item['path']}", accounts)))
+                         _rule(item, f"[[cache]] {safe(item['path'])}", accounts)))
     return Policy(source, default, tuple(per_path))
 
 

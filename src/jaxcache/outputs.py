@@ -1,0 +1,248 @@
+"""An output file jaxcache owns: claimed before any work, written whole, never someone else's.
+
+Every document jaxcache writes (bench --json/--report/--plot and those --out puts in its
+directory, run --record, the demo's files) is claimed before the work that produces it: the
+target is created empty and exclusively (O_CREAT|O_EXCL|O_NOFOLLOW, mode 0666 less the user's
+umask). Creating it is the only proof it can be written: root's access() says yes on a
+read-only mount. So a target that cannot be created fails at once, before the first trial or the
+job, with one line; and a file that exists is never overwritten, with one exception: a regular
+file owned by you that is recognizably jaxcache's own document of that kind (its `recognize`
+test, e.g. the JSON schema), or an empty one (a placeholder a killed run left). That one is
+replaced atomically (a temporary file in the same directory, then rename) when the document is
+ready, and untouched until then.
+
+A command that fails or is interrupted before writing releases its claims: only the empty
+placeholders the claim itself created are removed, and only while they are still that file.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import secrets
+import stat
+from collections.abc import Callable
+
+from jaxcache.display import safe
+from jaxcache.errors import JaxcacheError
+
+RECOGNIZE_LIMIT = 64 << 20  # a document larger than this is not one of ours to replace
+
+Recognizer = Callable[[bytes], bool]
+
+
+def json_schema(prefix: str) -> Recognizer:
+    """A JSON object whose "schema" starts with `prefix` (e.g. "jaxcache.run/")."""
+
+    def recognize(data: bytes) -> bool:
+        try:
+            doc = json.loads(data)
+        except ValueError:
+            return False
+        return isinstance(doc, dict) and str(doc.get("schema", "")).startswith(prefix)
+
+    return recognize
+
+
+def starts_with(head: bytes) -> Recognizer:
+    return lambda data: data.startswith(head)
+
+
+PNG_MARK = b"jaxcache"  # the PNG's Software text chunk (see report/bench_plot.py)
+
+
+def png_from_jaxcache(data: bytes) -> bool:
+    return data.startswith(b"\x89PNG\r\n\x1a\n") and b"tEXtSoftware\x00" + PNG_MARK in data
+
+
+class Output:
+    """A claimed target: `write` it once, or `release` it (both idempotent after the first).
+    It holds its directory open, so writing and releasing act in the directory that was
+    checked, whatever its path names by then."""
+
+    def __init__(self, path: str, what: str, dir_fd: int, name: str, ident: tuple[int, int],
+                 placeholder: bool) -> None:
+        self.path, self.what, self.name = path, what, name
+        self.placeholder = placeholder  # an empty file this claim created
+        self._dir_fd: int | None = dir_fd
+        self._ident = ident  # (st_dev, st_ino) of the file claimed
+        self.written = False
+
+    def write(self, data: bytes | str) -> None:
+        """The whole document, through a temporary file and rename in the same directory."""
+        if self._dir_fd is None:
+            raise JaxcacheError(f"{safe(self.path)} was already written or released")
+        if isinstance(data, str):
+            data = data.encode("utf-8")
+        dfd = self._dir_fd
+        try:
+            if self._current() not in (self._ident, None):  # gone: the name is free again
+                raise JaxcacheError(f"not writing the {self.what} {safe(self.path)}: it was "
+                                    "replaced by someone else since jaxcache claimed it")
+            tmp = f".{self.name}.{secrets.token_hex(4)}.tmp"
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o666,
+                         dir_fd=dfd)
+            try:
+                with os.fdopen(fd, "wb") as f:
+                    f.write(data)
+                os.replace(tmp, self.name, src_dir_fd=dfd, dst_dir_fd=dfd)
+            except BaseException:
+                os.unlink(tmp, dir_fd=dfd)
+                raise
+            self.written = True
+        finally:
+            self._close()
+
+    def release(self) -> None:
+        """Give the claim up: remove the placeholder if it is still the empty file we made."""
+        if self._dir_fd is None:
+            return
+        try:
+            if self.placeholder:
+                st = os.stat(self.name, dir_fd=self._dir_fd, follow_symlinks=False)
+                if (st.st_dev, st.st_ino) == self._ident and st.st_size == 0:
+                    os.unlink(self.name, dir_fd=self._dir_fd)
+        except OSError:
+            pass  # gone or changed: not ours to touch any more
+        finally:
+            self._close()
+
+    def _current(self) -> tuple[int, int] | None:
+        try:
+            st = os.stat(self.name, dir_fd=self._dir_fd, follow_symlinks=False)
+        except FileNotFoundError:
+            return None
+        return st.st_dev, st.st_ino
+
+    def _close(self) -> None:
+        if self._dir_fd is not None:
+            os.close(self._dir_fd)
+            self._dir_fd = None
+
+
+def claim(path: str, what: str, *, recognize: Recognizer | None = None) -> Output:
+    """Claim `path` for a document named `what` in messages ("record", "bench result")."""
+    if not path:
+        raise JaxcacheError(f"the {what} path is empty")
+    full = os.path.abspath(path)
+    parent, name = os.path.split(full)
+    if not name or path.endswith(os.sep):
+        raise JaxcacheError(f"cannot write the {what} {safe(path)}: it names a directory")
+    try:
+        dfd = os.open(parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError as exc:
+        why = "does not exist" if isinstance(exc, FileNotFoundError) else (
+            "is not a directory" if isinstance(exc, NotADirectoryError) else exc.strerror)
+        raise JaxcacheError(f"cannot write the {what} {safe(path)}: {safe(parent)} "
+                            f"{why}") from None
+    try:
+        return _claim_in(dfd, full, name, what, recognize)
+    except BaseException:
+        os.close(dfd)
+        raise
+
+
+def _claim_in(dfd: int, full: str, name: str, what: str, recognize: Recognizer | None
+              ) -> Output:
+    try:
+        fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                     0o666, dir_fd=dfd)
+    except FileExistsError:
+        ident = _replaceable(dfd, full, name, what, recognize)
+        _prove_writable(dfd, full, what)
+        return Output(full, what, dfd, name, ident, placeholder=False)
+    except OSError as exc:
+        raise JaxcacheError(f"cannot write the {what} {safe(full)}: {exc.strerror}") from None
+    try:
+        st = os.fstat(fd)
+    finally:
+        os.close(fd)
+    return Output(full, what, dfd, name, (st.st_dev, st.st_ino), placeholder=True)
+
+
+def _replaceable(dfd: int, full: str, name: str, what: str,
+                 recognize: Recognizer | None) -> tuple[int, int]:
+    """The existing target's identity, if it is ours to replace; else a refusal."""
+
+    def refuse(why: str) -> JaxcacheError:
+        return JaxcacheError(f"refusing to overwrite {safe(full)}: it exists and {why} "
+                             "(jaxcache never overwrites a file it did not create: give a new "
+                             "path)")
+
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
+                     dir_fd=dfd)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise refuse("is a symbolic link") from None
+        if exc.errno == errno.EACCES:
+            raise refuse("you cannot read it") from None
+        raise JaxcacheError(f"cannot write the {what} {safe(full)}: {exc.strerror}") from None
+    try:
+        st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode):
+            raise refuse("is a directory")
+        if not stat.S_ISREG(st.st_mode):
+            raise refuse("is not a regular file")
+        if st.st_uid != os.geteuid():
+            raise refuse("is not yours")
+        if st.st_size and (st.st_size > RECOGNIZE_LIMIT or recognize is None
+                           or not recognize(_read_all(fd, st.st_size))):
+            raise refuse(f"is not a jaxcache {what}")
+        return st.st_dev, st.st_ino
+    finally:
+        os.close(fd)
+
+
+def _read_all(fd: int, size: int) -> bytes:
+    chunks, left = [], size
+    while left > 0:
+        chunk = os.read(fd, min(left, 1 << 20))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
+
+
+def _prove_writable(dfd: int, full: str, what: str) -> None:
+    """An existing target is replaced by rename: the directory itself must take a new file."""
+    probe = f".jaxcache-write-check-{os.getpid()}-{secrets.token_hex(4)}"
+    try:
+        os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600,
+                         dir_fd=dfd))
+        os.unlink(probe, dir_fd=dfd)
+    except OSError as exc:
+        raise JaxcacheError(f"cannot write the {what} {safe(full)}: {exc.strerror}") from None
+
+
+def release_all(outputs) -> None:
+    for out in outputs:
+        if out is not None:
+            out.release()
+
+
+def new_dir(parent: str, stem: str) -> str:
+    """A new directory PARENT/STEM-N (mode 0700, N from 1): made by mkdir, so never one that
+    existed; PARENT is made (0700) if missing, its own parent must exist."""
+    parent = os.path.abspath(parent)
+    try:
+        os.mkdir(parent, 0o700)
+    except FileExistsError:
+        pass
+    except OSError as exc:
+        raise JaxcacheError(f"cannot create {safe(parent)}: {exc.strerror}") from None
+    if not os.path.isdir(parent):
+        raise JaxcacheError(f"cannot create a folder in {safe(parent)}: not a directory")
+    for n in range(1, 10_000):
+        path = os.path.join(parent, f"{stem}-{n}")
+        try:
+            os.mkdir(path, 0o700)
+        except FileExistsError:
+            continue
+        except OSError as exc:
+            raise JaxcacheError(f"cannot create a folder in {safe(parent)}: "
+                                f"{exc.strerror}") from None
+        return path
+    raise JaxcacheError(f"{safe(parent)} already holds {stem}-1 to {stem}-9999")

@@ -1,0 +1,214 @@
+"""The one loader for every file jaxcache trusts: policy, keys, run records, bench and audit JSON.
+
+Whoever can change such a file decides what jaxcache concludes (a policy decides whom you
+trust, a public key which entries a sealed reader loads), so each is held to the policy's rule:
+a regular file, owned by you or root, writable by no one else (mode bits and ACL), in a
+directory no one else can modify or replace, all the way up from `/`.
+
+The file is found with the fd walk (trust/walk.py), looked at with lstat before it is opened
+(a device is never opened, a FIFO never blocks: O_NONBLOCK), opened O_NOFOLLOW relative to the
+directory the walk reached, checked again with fstat, and read through that one descriptor up
+to a size limit. Anything else is one line and exit code 2 (InputError).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from dataclasses import dataclass
+
+from jaxcache.display import safe
+from jaxcache.errors import JaxcacheError
+from jaxcache.trust import acl as aclmod
+from jaxcache.trust.principals import Accounts
+
+_OPEN = os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NOCTTY
+_READ_CHUNK = 1 << 20
+# Writers of the directory above a trusted file that cannot replace the file itself: entries
+# in it (judged by the file check), future files (umask, default ACL), and new names next to
+# it in a sticky directory (the sticky bit keeps them from renaming ours).
+_HARMLESS = ("rewrite-entry", "inherit", "create-entries")
+
+
+class InputError(JaxcacheError):
+    """A trusted input that is missing, not a regular file, unprotected or too large."""
+
+
+@dataclass(frozen=True)
+class Kind:
+    """What a trusted file is, for messages and limits."""
+
+    name: str  # "policy", "public key", ...
+    limit: int  # bytes
+    stake: str  # what whoever can change it decides, for the message
+
+
+POLICY = Kind("policy", 1 << 20, "decides whom you trust")
+PUBLIC_KEY = Kind("public key", 4 << 10, "decides which cache entries you load")
+SIGNING_KEY = Kind("signing key", 64 << 10, "decides what you sign")
+RECORD = Kind("record", 256 << 20, "decides what jaxcache concludes from it")
+BENCH = Kind("bench result", 256 << 20, "decides what jaxcache concludes from it")
+AUDIT = Kind("audit", 256 << 20, "decides what jaxcache concludes from it")
+
+
+@dataclass(frozen=True)
+class TrustedFile:
+    path: str  # as given
+    data: bytes
+    uid: int
+    mode: int
+
+
+def read(path: str, kind: Kind, *, missing_ok: bool = False,
+         accounts: Accounts | None = None) -> TrustedFile | None:
+    """Read a trusted file, or raise InputError saying what is wrong with it.
+
+    With `missing_ok`, a file (or directory above it) that does not exist gives None.
+    """
+    if not isinstance(path, str) or not path:
+        raise InputError(f"give a file name for the {kind.name}")
+    what = f"{kind.name} {safe(path)}"
+    accounts = accounts or Accounts()
+    if "\0" in path:
+        raise InputError(f"{kind.name} path {safe(path)!r} contains a NUL byte")
+    full = path if path.startswith("/") else os.getcwd().rstrip("/") + "/" + path
+    parent, name = full.rsplit("/", 1)
+    parent = parent or "/"
+    if name in ("", ".", ".."):
+        raise InputError(f"{what} names a directory, not a file")
+    if missing_ok:  # the common case for the default policy: no walk needed to say so
+        try:
+            os.lstat(full)
+        except FileNotFoundError:
+            return None
+        except OSError:
+            pass  # judged below, with the reason
+    from jaxcache.trust.walk import walk_open
+
+    w, dfd = walk_open(parent)
+    try:
+        if w.missing or w.blocked:
+            if w.blocked:
+                raise InputError(f"cannot read {what}: {w.blocked}")
+            if missing_ok:
+                return None
+            raise InputError(_missing(kind, path))
+        fd = _open(dfd, name, path, kind, missing_ok)
+        if fd is None:
+            return None
+    finally:
+        os.close(dfd)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):  # replaced between lstat and open
+            raise InputError(f"{what} changed while it was being opened")
+        _check_file(fd, st, what, kind, accounts)
+        _check_parents(parent, what, kind, accounts)
+        data = _read_all(fd, what, kind)
+    finally:
+        os.close(fd)
+    return TrustedFile(path, data, st.st_uid, st.st_mode)
+
+
+def _open(dfd: int, name: str, path: str, kind: Kind, missing_ok: bool) -> int | None:
+    what = f"{kind.name} {safe(path)}"
+    try:
+        before = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+    except FileNotFoundError:
+        if missing_ok:
+            return None
+        raise InputError(_missing(kind, path)) from None
+    except OSError as exc:
+        raise InputError(f"cannot read {what}: {exc.strerror}") from None
+    if stat.S_ISLNK(before.st_mode):
+        target = os.readlink(name, dir_fd=dfd)
+        raise InputError(f"{what} is a symbolic link (to {safe(target)}); give the file "
+                         "itself: whoever can change a link decides what it names")
+    if not stat.S_ISREG(before.st_mode):
+        raise InputError(f"{what} is {_describe(before.st_mode)}, not a regular file")
+    try:
+        fd = os.open(name, _OPEN, dir_fd=dfd)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENOENT, errno.ENXIO):
+            raise InputError(f"{what} changed while it was being opened") from None
+        raise InputError(f"cannot read {what}: {exc.strerror}") from None
+    st = os.fstat(fd)
+    if (st.st_dev, st.st_ino) != (before.st_dev, before.st_ino):
+        os.close(fd)
+        raise InputError(f"{what} changed while it was being opened")
+    return fd
+
+
+def _missing(kind: Kind, path: str) -> str:
+    return f"no such {kind.name}: {safe(path)} (file not found)"
+
+
+def _describe(mode: int) -> str:
+    """What a file type is, in words."""
+    for test, word in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                       (stat.S_ISSOCK, "a socket"), (stat.S_ISLNK, "a symbolic link"),
+                       (stat.S_ISREG, "a regular file")):
+        if test(mode):
+            return word
+    return "not a regular file"
+
+
+def _check_file(fd: int, st: os.stat_result, what: str, kind: Kind,
+                accounts: Accounts) -> None:
+    me = os.geteuid()
+    if st.st_uid not in (0, me):
+        raise InputError(f"{what} is owned by {accounts.user_name(st.st_uid)}, not by you or "
+                         f"root: whoever owns it {kind.stake}")
+    try:
+        acl = aclmod.read(f"/proc/self/fd/{fd}", aclmod.ACCESS, follow=True)
+    except (aclmod.AclFormatError, OSError) as exc:
+        raise InputError(f"cannot judge who may write {what}: its ACL cannot be read "
+                         f"({exc})") from None
+    if acl is not None and acl.is_extended:
+        from jaxcache.trust import principals
+
+        others = [g for g in principals.writers(safe(what), st.st_uid, st.st_gid, st.st_mode,
+                                                acl, accounts, want=aclmod.WRITE)
+                  if not (g.principal.kind == "user" and g.principal.id in (0, me))]
+        if others:
+            who = ", ".join(sorted({str(g.principal) for g in others}))
+            raise InputError(f"{what} is writable by {who} through its ACL: anyone who can "
+                             f"edit it {kind.stake}")
+    if st.st_mode & 0o022:
+        raise InputError(f"{what} is writable by group or others (mode "
+                         f"{stat.S_IMODE(st.st_mode):04o}): anyone who can edit it {kind.stake}")
+
+
+def _check_parents(parent: str, what: str, kind: Kind, accounts: Accounts) -> None:
+    """The directories above the file must be as private as the file: whoever can rename
+    one of them, or replace names in the last, can swap in a file of their own."""
+    from jaxcache.trust.audit import audit
+    from jaxcache.trust.policy import EMPTY
+
+    report = audit(parent, policy=EMPTY, scan_processes=False, scan_handles=False,
+                   accounts=accounts)
+    bad = [w for w in report.untrusted if w.action not in _HARMLESS]
+    blind = [f for f in report.findings if f.effect == "unverifiable"
+             and f.code.startswith(("path.", "fs.", "kernel."))]
+    if bad or blind:
+        who = ", ".join(sorted({str(w.principal) for w in bad})) or report.verdict.value
+        raise InputError(f"{what} sits in {safe(parent)}, which others can modify or replace "
+                         f"({who}): whoever can swap it {kind.stake}")
+
+
+def _read_all(fd: int, what: str, kind: Kind) -> bytes:
+    chunks, total = [], 0
+    while True:
+        try:
+            chunk = os.read(fd, min(_READ_CHUNK, kind.limit + 1 - total))
+        except OSError as exc:
+            raise InputError(f"cannot read {what}: {exc.strerror}") from None
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
+        total += len(chunk)
+        if total > kind.limit:
+            raise InputError(f"{what} is larger than the {kind.limit} bytes a {kind.name} "
+                             "may have")

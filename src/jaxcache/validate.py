@@ -1,0 +1,132 @@
+"""Typed checks of the JSON documents jaxcache reads back, one line naming the field.
+
+jsonschema is only a test extra, and a reader needs less than a schema: the fields a command
+uses, with the types it uses them as. Extra fields are accepted (a newer writer may add some);
+a field a command relies on that is missing or of the wrong type is named with its path, e.g.
+`modules[3].compile_s_logged must be a number or null`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+
+from jaxcache.display import safe
+
+# Beyond this a number is nonsense for seconds, bytes or counts, and formatting it as a float
+# could overflow; JSON allows any size, Python reads any size.
+MAX_NUMBER = 1e18
+
+
+class Invalid(ValueError):
+    """The document at `where` is not what its reader relies on."""
+
+    def __init__(self, where: str, want: str) -> None:
+        self.where, self.want = where, want
+        super().__init__(f"{where or 'the document'} must be {want}")
+
+
+Check = Callable[[object, str], None]
+
+
+def _type(want: str, ok: Callable[[object], bool]) -> Check:
+    def check(value: object, where: str) -> None:
+        if not ok(value):
+            raise Invalid(where, want)
+    check.want = want  # type: ignore[attr-defined]
+    return check
+
+
+def _is_number(v: object) -> bool:
+    return (isinstance(v, (int, float)) and not isinstance(v, bool)
+            and math.isfinite(v) and abs(v) <= MAX_NUMBER)
+
+
+NUMBER = _type("a number", _is_number)
+INTEGER = _type("an integer", lambda v: isinstance(v, int) and not isinstance(v, bool)
+                and abs(v) <= MAX_NUMBER)
+TEXT = _type("a string", lambda v: isinstance(v, str))
+BOOLEAN = _type("true or false", lambda v: isinstance(v, bool))
+ANY = _type("anything", lambda v: True)
+
+
+def nullable(check: Check) -> Check:
+    want = f"{_want(check)} or null"
+
+    def checked(value: object, where: str) -> None:
+        if value is None:
+            return
+        try:
+            check(value, where)
+        except Invalid as exc:
+            if exc.where == where and exc.want == _want(check):  # the value's own type
+                raise Invalid(where, want) from None
+            raise
+    checked.want = want  # type: ignore[attr-defined]
+    return checked
+
+
+def one_of(*values: str) -> Check:
+    return _type("one of " + ", ".join(values), lambda v: isinstance(v, str) and v in values)
+
+
+def list_of(item: Check) -> Check:
+    def check(value: object, where: str) -> None:
+        if not isinstance(value, list):
+            raise Invalid(where, f"a list of {_plural(item)}")
+        for i, v in enumerate(value):
+            item(v, f"{where}[{i}]")
+    check.want = f"a list of {_plural(item)}"  # type: ignore[attr-defined]
+    return check
+
+
+def map_of(value_check: Check) -> Check:
+    """An object whose keys are free (names chosen by the writer) and whose values are typed."""
+    def check(value: object, where: str) -> None:
+        if not isinstance(value, dict):
+            raise Invalid(where, "an object")
+        for k, v in value.items():
+            value_check(v, f"{where}.{safe(k)}" if where else safe(k))
+    check.want = "an object"  # type: ignore[attr-defined]
+    return check
+
+
+def obj(required: Mapping[str, Check] | None = None,
+        optional: Mapping[str, Check] | None = None) -> Check:
+    """An object with these fields; others are accepted and left alone."""
+    required, optional = dict(required or {}), dict(optional or {})
+
+    def check(value: object, where: str) -> None:
+        if not isinstance(value, dict):
+            raise Invalid(where, "an object")
+        for key, field in required.items():
+            here = f"{where}.{key}" if where else key
+            if key not in value:
+                raise Invalid(here, f"present ({_want(field)})")
+            field(value[key], here)
+        for key, field in optional.items():
+            if key in value:
+                field(value[key], f"{where}.{key}" if where else key)
+    check.want = "an object"  # type: ignore[attr-defined]
+    return check
+
+
+def both(first: Check, then: Callable[[object, str], None]) -> Check:
+    """`first`, and then a rule across fields (`then` raises Invalid)."""
+    def check(value: object, where: str) -> None:
+        first(value, where)
+        then(value, where)
+    check.want = _want(first)  # type: ignore[attr-defined]
+    return check
+
+
+def _want(check: Check) -> str:
+    return getattr(check, "want", "valid")
+
+
+def _plural(check: Check) -> str:
+    want = _want(check)
+    for article in ("an ", "a "):
+        if want.startswith(article):
+            return want[len(article):] + "s"
+    return want

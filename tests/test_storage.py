@@ -1,0 +1,77 @@
+"""How the storage model reads what the kernel reports: overlay options, policy keys, /dev.
+
+The attacks themselves, on real mounts, are in test_attacks_storage.py.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from jaxcache.errors import PolicyError
+from jaxcache.trust import policy as policymod
+from jaxcache.trust import storage
+from jaxcache.trust.mounts import parse_mountinfo
+from jaxcache.trust.principals import Accounts
+
+
+def overlay_mount(options: str):
+    line = f"68 46 0:40 / /m rw,relatime - overlay overlay {options}"
+    (m,) = parse_mountinfo(line)
+    return m
+
+
+def test_lowerdir_escapes_and_order():
+    # mountinfo shows a backslash as \134 and a comma as \054; `\:` escapes a colon
+    m = overlay_mount(r"rw,lowerdir=/l/a\134:b:/l/c,upperdir=/u\054x,workdir=/w")
+    layers, problem = storage.overlay_layers(m)
+    assert problem is None
+    assert layers == [("lower layer", "/l/a:b"), ("lower layer", "/l/c"),
+                      ("upper layer", "/u,x"), ("workdir", "/w")]
+
+
+def test_new_lowerdir_plus_form():
+    m = overlay_mount("rw,lowerdir+=/l1,lowerdir+=/l2,upperdir=/u,workdir=/w")
+    layers, problem = storage.overlay_layers(m)
+    assert problem is None
+    assert [d for r, d in layers if r == "lower layer"] == ["/l1", "/l2"]
+
+
+@pytest.mark.parametrize("options", [
+    "rw,lowerdir=/l1::/data",                       # data-only layers
+    "rw,lowerdir+=/l1,datadir+=/data",
+    "rw,lowerdir=/l1:/l2,redirect_dir=on",           # files served from other paths
+    "rw,lowerdir=/l1:/l2,metacopy=on",
+    "rw,upperdir=/u,workdir=/w",                     # no lower layer listed
+])
+def test_layers_that_cannot_be_judged(options):
+    layers, problem = storage.overlay_layers(overlay_mount(options))
+    assert layers == [] and problem
+
+
+def test_policy_accepted_storage():
+    pol = policymod._build("/p.toml", {"cache": [
+        {"path": "/c", "accepted_storage": ["/mnt/vol/", "/"]}]}, Accounts())
+    assert pol.rule_for("/c").accepted_storage == {"/mnt/vol", "/"}
+    assert pol.rule_for("/other").accepted_storage == frozenset()  # per cache path
+    with pytest.raises(PolicyError, match="absolute"):
+        policymod._build("/p.toml", {"cache": [{"path": "/c", "accepted_storage": ["v"]}]},
+                         Accounts())
+    with pytest.raises(PolicyError, match="list of strings"):
+        policymod._build("/p.toml", {"cache": [{"path": "/c", "accepted_storage": "/mnt/v"}]},
+                         Accounts())
+    with pytest.raises(PolicyError, match=r"\[\[cache\]\] table"):  # never for every path
+        policymod._build("/p.toml", {"accepted_storage": ["/mnt/vol"]}, Accounts())
+
+
+def test_dev_scan_finds_the_root_filesystem_device():
+    """The node behind / (when it is a block device here) is found without following links."""
+    index: dict = {}
+    unreadable: list = []
+    storage._scan_dev("/dev", index, unreadable, [0])
+    dev = os.stat("/").st_dev
+    if os.major(dev) == 0 or not os.path.isdir(f"/sys/dev/block/{os.major(dev)}:{os.minor(dev)}"):
+        pytest.skip("/ is not on a block device here")
+    assert dev in index, sorted(index)
+    assert all(not os.path.islink(p) for nodes in index.values() for p, _ in nodes)
