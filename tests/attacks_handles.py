@@ -293,7 +293,7 @@ def _entry(cache: Path, fun: str) -> Path:
 
 
 @pytest.fixture
-def planted(accounts, base, holders):
+def held_plant(accounts, base, holders):
     """A cache whose g entry holds f's code, written by c through a handle kept after
     the owner tightened the directory; returns the cache, f's and g's true results."""
     pytest.importorskip("jax")
@@ -310,15 +310,15 @@ def planted(accounts, base, holders):
     return cache, golden
 
 
-def test_without_jaxcache_jax_runs_the_planted_code(planted):
-    cache, golden = planted
+def test_without_jaxcache_jax_runs_the_planted_code(held_plant):
+    cache, golden = held_plant
     out = _result(_job(cache))
     assert out["hits"] >= 2  # f, g (and the small ops building x)
     assert out["results"]["g"] == golden["f"]  # asked for g, ran f
 
 
-def test_jaxcache_run_refuses_and_the_job_never_gets_the_cache(planted, accounts, base):
-    cache, _ = planted
+def test_jaxcache_run_refuses_and_the_job_never_gets_the_cache(held_plant, accounts, base):
+    cache, _ = held_plant
     marker = base / "marker"
     proc = jaxcache("run", "--cache-dir", str(cache), "--record", str(base / "rec.json"),
                     "--", sys.executable, JOB, "--marker", str(marker), env=ENV)
@@ -341,8 +341,8 @@ def test_jaxcache_run_refuses_before_a_non_python_job_starts(accounts, base, hol
     assert not marker.exists()
 
 
-def test_enable_raises_untrusted_cache_error(planted, accounts):
-    cache, _ = planted
+def test_enable_raises_untrusted_cache_error(held_plant, accounts):
+    cache, _ = held_plant
     proc = subprocess.run([sys.executable, JOB, "--enable", str(cache)], capture_output=True,
                           text=True, env=ENV, timeout=300)
     assert proc.returncode == 1, proc.stderr[-3000:]

@@ -45,7 +45,7 @@ def entry(directory: Path, fun: str) -> Path:
 
 
 @pytest.fixture(scope="module")
-def planted(accounts):
+def planted_dir(accounts):
     """A 0777 cache filled by an honest job, then f's entry replaced by the attacker (user c)
     with a copy of g's, through a rename she may do in a directory everyone can write."""
     base = Path(tempfile.mkdtemp(prefix="jaxcache-attack-"))  # others can reach inside
@@ -76,38 +76,38 @@ def _plant(accounts, base: Path) -> dict:
            "attacker": accounts.c, "snapshot": snapshot}
 
 
-def untouched(planted) -> None:
+def untouched(planted_dir) -> None:
     """Nothing was added to or changed in the shared directory."""
-    now = {p.name: p.read_bytes() for p in planted["shared"].iterdir()}
-    assert now == planted["snapshot"]
+    now = {p.name: p.read_bytes() for p in planted_dir["shared"].iterdir()}
+    assert now == planted_dir["snapshot"]
 
 
-def test_control_without_jaxcache_the_planted_entry_runs(planted):
-    out, _ = job(env=clean_env(JAX_COMPILATION_CACHE_DIR=str(planted["shared"])))
-    assert out["f"] == planted["g"] != planted["f"]  # f ran g's code, silently
+def test_control_without_jaxcache_the_planted_entry_runs(planted_dir):
+    out, _ = job(env=clean_env(JAX_COMPILATION_CACHE_DIR=str(planted_dir["shared"])))
+    assert out["f"] == planted_dir["g"] != planted_dir["f"]  # f ran g's code, silently
     assert out["hits"] >= 1
 
 
-def test_enable_points_the_children_at_the_audited_directory(planted, tmp_path):
-    """JAX_COMPILATION_CACHE_DIR=<planted> before `import jax`, then enable(private): a Python
+def test_enable_points_the_children_at_the_audited_directory(planted_dir, tmp_path):
+    """JAX_COMPILATION_CACHE_DIR=<planted_dir> before `import jax`, then enable(private): a Python
     child of the job imports jax afresh and must use the private directory."""
     private = tmp_path / "private"
     out, proc = job("--enable", str(private), "--child",
-                    env=clean_env(JAX_COMPILATION_CACHE_DIR=str(planted["shared"])))
-    assert out["f"] == planted["f"] and out["dir"] == str(private)
+                    env=clean_env(JAX_COMPILATION_CACHE_DIR=str(planted_dir["shared"])))
+    assert out["f"] == planted_dir["f"] and out["dir"] == str(private)
     child = out["child"]
-    assert child["f"] == planted["f"], "the child loaded the planted entry"
+    assert child["f"] == planted_dir["f"], "the child loaded the planted entry"
     assert child["env"] == child["dir"] == str(private)
     assert "the processes this one starts now inherit" in proc.stderr
     assert any(p.name.startswith("jit_f-") for p in private.iterdir())
-    untouched(planted)
+    untouched(planted_dir)
 
 
-def test_enable_creates_a_missing_directory_under_the_given_policy(accounts, planted,
+def test_enable_creates_a_missing_directory_under_the_given_policy(accounts, planted_dir,
                                                                     tmp_path):
     """enable(missing, policy=P): P trusts the group that may write the parent, so the new
     directory is SHARED-BY-POLICY and accepted; without P it is refused and not created."""
-    team = planted["base"] / "team"
+    team = planted_dir["base"] / "team"
     team.mkdir()
     os.chown(team, 0, __import__("grp").getgrnam(accounts.group).gr_gid)
     team.chmod(0o775)
@@ -139,18 +139,18 @@ def run_job(cache: Path, record: Path, *args: str) -> subprocess.CompletedProces
                     sys.executable, JOB, *args, env=clean_env())
 
 
-def check_refused_run(planted, proc, record: Path, private: Path) -> dict:
-    shared = str(planted["shared"])
+def check_refused_run(planted_dir, proc, record: Path, private: Path) -> dict:
+    shared = str(planted_dir["shared"])
     assert proc.returncode == 1, proc.stderr  # the job itself exited 0
     lines = proc.stderr.splitlines()  # the job's own stderr, then the summary
     (start,) = [i for i, line in enumerate(lines) if line.startswith("jaxcache run: ")]
     first = lines[start - 1]  # the summary's first line, before its usual opening
     assert first.startswith(f"WARNING: JAX was pointed at {shared} (UNSAFE"), proc.stderr
-    assert planted["attacker"] in first and "refused" in first
+    assert planted_dir["attacker"] in first and "refused" in first
     doc = json.loads(record.read_text())
     (other,) = [d for d in doc["jax_cache_dirs"] if not d["audited_dir"]]
     assert other["path"] == shared and other["status"] == "refused"
-    assert other["verdict"] == "UNSAFE" and planted["attacker"] in other["verdict_detail"]
+    assert other["verdict"] == "UNSAFE" and planted_dir["attacker"] in other["verdict_detail"]
     assert doc["cache_dir"]["path"] == str(private)
     f = [m for m in doc["modules"] if m["name"] == "jit_f"]
     assert f and all(m["cache_dir"] == shared and m["cache_dir_status"] == "refused"
@@ -159,60 +159,60 @@ def check_refused_run(planted, proc, record: Path, private: Path) -> dict:
     assert explain.returncode == 1, explain.stdout + explain.stderr
     assert explain.stdout.splitlines()[0].startswith("WARNING:")
     assert f"JAX was pointed at {shared} (UNSAFE" in explain.stdout.splitlines()[0]
-    untouched(planted)
+    untouched(planted_dir)
     return doc
 
 
 @pytest.mark.parametrize("existing", [True, False], ids=["early-start", "audit-first"])
-def test_run_job_that_redirects_jax_never_loads_the_planted_entry(planted, tmp_path, existing):
+def test_run_job_that_redirects_jax_never_loads_the_planted_entry(planted_dir, tmp_path, existing):
     """`jaxcache run --cache-dir PRIVATE` and a job that calls
-    jax.config.update('jax_compilation_cache_dir', <planted>) itself, before its first compile:
+    jax.config.update('jax_compilation_cache_dir', <planted_dir>) itself, before its first compile:
     refused (a cache that never hits and never writes), named first, exit 1."""
     private = tmp_path / "private"
     if existing:  # a private directory that exists takes the early-start path (the gate)
         private.mkdir(mode=0o700)
     record = tmp_path / "run.json"
-    proc = run_job(private, record, "--redirect", str(planted["shared"]))
+    proc = run_job(private, record, "--redirect", str(planted_dir["shared"]))
     out = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert out["f"] == planted["f"], "the job loaded the planted entry"
+    assert out["f"] == planted_dir["f"], "the job loaded the planted entry"
     assert out["hits"] == 0
-    check_refused_run(planted, proc, record, private)
+    check_refused_run(planted_dir, proc, record, private)
 
 
-def test_run_job_that_enables_then_redirects(planted, tmp_path):
-    """The job calls jaxcache.enable(PRIVATE) itself, then points JAX at the planted
+def test_run_job_that_enables_then_redirects(planted_dir, tmp_path):
+    """The job calls jaxcache.enable(PRIVATE) itself, then points JAX at the planted_dir
     directory: enable()'s guard audits it on the spot, refuses it, and the run says so."""
     private = tmp_path / "private"
     record = tmp_path / "run.json"
     proc = run_job(private, record, "--enable", str(private), "--redirect",
-                   str(planted["shared"]))
+                   str(planted_dir["shared"]))
     out = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert out["f"] == planted["f"] and out["hits"] == 0
-    doc = check_refused_run(planted, proc, record, private)
+    assert out["f"] == planted_dir["f"] and out["hits"] == 0
+    doc = check_refused_run(planted_dir, proc, record, private)
     (other,) = [d for d in doc["jax_cache_dirs"] if not d["audited_dir"]]
     assert other["reason"].startswith("verdict UNSAFE")  # judged in the job, by enable()
 
 
-def test_enable_then_redirect_without_jaxcache_run(planted, tmp_path):
-    """A library caller, no probe: enable(private), then config.update(<planted>)."""
+def test_enable_then_redirect_without_jaxcache_run(planted_dir, tmp_path):
+    """A library caller, no probe: enable(private), then config.update(<planted_dir>)."""
     private = tmp_path / "private"
-    out, proc = job("--enable", str(private), "--redirect", str(planted["shared"]))
-    assert out["f"] == planted["f"] and out["hits"] == 0
-    assert out["dir"] == str(planted["shared"])  # the setting says so; the guard did not serve it
-    assert f"JAX was pointed at {planted['shared']}, which jaxcache refuses: verdict UNSAFE" \
+    out, proc = job("--enable", str(private), "--redirect", str(planted_dir["shared"]))
+    assert out["f"] == planted_dir["f"] and out["hits"] == 0
+    assert out["dir"] == str(planted_dir["shared"])  # the setting, not served
+    assert f"JAX was pointed at {planted_dir['shared']}, which jaxcache refuses: verdict UNSAFE" \
         in proc.stderr
-    untouched(planted)
+    untouched(planted_dir)
 
 
-def test_run_job_whose_child_is_pointed_at_the_planted_dir(planted, tmp_path):
+def test_run_job_whose_child_is_pointed_at_the_planted_dir(planted_dir, tmp_path):
     """Under `jaxcache run`, a launcher starts a Python worker with
-    JAX_COMPILATION_CACHE_DIR=<planted>: the worker's probe guards it too."""
+    JAX_COMPILATION_CACHE_DIR=<planted_dir>: the worker's probe guards it too."""
     private = tmp_path / "private"
     record = tmp_path / "run.json"
-    proc = run_job(private, record, "--child-env", str(planted["shared"]))
+    proc = run_job(private, record, "--child-env", str(planted_dir["shared"]))
     out = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert out["child"]["f"] == planted["f"], "the worker loaded the planted entry"
-    assert out["child"]["hits"] == 0 and out["child"]["dir"] == str(planted["shared"])
+    assert out["child"]["f"] == planted_dir["f"], "the worker loaded the planted entry"
+    assert out["child"]["hits"] == 0 and out["child"]["dir"] == str(planted_dir["shared"])
     assert proc.returncode == 1, proc.stderr
     doc = json.loads(record.read_text())
     (other,) = [d for d in doc["jax_cache_dirs"] if not d["audited_dir"]]
@@ -220,5 +220,5 @@ def test_run_job_whose_child_is_pointed_at_the_planted_dir(planted, tmp_path):
     (worker,) = doc["subprocesses"]
     assert other["pids"] == [worker["pid"]]
     assert {m["cache_dir_status"] for m in worker["modules"]} == {"refused"}
-    assert f"WARNING: JAX was pointed at {planted['shared']} (UNSAFE" in proc.stderr
-    untouched(planted)
+    assert f"WARNING: JAX was pointed at {planted_dir['shared']} (UNSAFE" in proc.stderr
+    untouched(planted_dir)
