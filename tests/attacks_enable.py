@@ -222,3 +222,46 @@ def test_run_job_whose_child_is_pointed_at_the_planted_dir(planted_dir, tmp_path
     assert {m["cache_dir_status"] for m in worker["modules"]} == {"refused"}
     assert f"WARNING: JAX was pointed at {planted_dir['shared']} (UNSAFE" in proc.stderr
     untouched(planted_dir)
+
+
+
+def test_enable_then_relative_redirect_and_chdir(accounts, tmp_path):
+    """The job points JAX at a relative name of the audited directory, then changes its
+    working directory: JAX's cache object keeps the name as given, so it would read the same
+    name under the new directory, the attacker's. The guard must hand JAX the audited
+    absolute path. (Keys hold the cache dir setting on JAX <= 0.10.2: the honest run that
+    fills the shared directory uses the same relative name, as the attacker can.)"""
+    base = Path(tempfile.mkdtemp(prefix="jaxcache-attack-"))
+    base.chmod(0o755)
+    try:
+        shared = base / "c"
+        shared.mkdir()
+        shared.chmod(0o777)
+        filled = subprocess.run([sys.executable, JOB, "--both"], capture_output=True, text=True,
+                                env=clean_env(JAX_COMPILATION_CACHE_DIR="c"), timeout=300,
+                                cwd=base)
+        assert filled.returncode == 0, filled.stderr[-3000:]
+        honest = json.loads(filled.stdout.strip().splitlines()[-1])
+        f, g = entry(shared, "f"), entry(shared, "g")
+        plant = 'cp "$1" "$2" && mv -f "$2" "$3"'
+        swap = subprocess.run([*as_user_argv(accounts.c), "sh", "-c", plant, "sh", str(g),
+                               str(shared / ".planted"), str(f)], capture_output=True, text=True)
+        assert swap.returncode == 0, swap.stderr
+        control = subprocess.run([sys.executable, JOB], capture_output=True, text=True,
+                                 env=clean_env(JAX_COMPILATION_CACHE_DIR="c"), timeout=300,
+                                 cwd=base)
+        assert json.loads(control.stdout.strip().splitlines()[-1])["f"] == honest["g"]
+        snapshot = sorted(p.name for p in shared.iterdir())
+        work = tmp_path / "work"
+        work.mkdir()
+        private = work / "c"
+        proc = subprocess.run([sys.executable, JOB, "--enable", str(private), "--redirect", "c",
+                               "--chdir", str(base)], capture_output=True, text=True,
+                              env=clean_env(), timeout=300, cwd=work)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        out = json.loads(proc.stdout.strip().splitlines()[-1])
+        assert out["f"] == honest["f"] != honest["g"], "the job loaded the planted entry"
+        assert sorted(p.name for p in shared.iterdir()) == snapshot  # nothing written there
+        assert any(p.name.startswith("jit_f-") for p in private.iterdir())
+    finally:
+        shutil.rmtree(base, ignore_errors=True)

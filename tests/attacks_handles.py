@@ -348,3 +348,59 @@ def test_enable_raises_untrusted_cache_error(held_plant, accounts):
     assert proc.returncode == 1, proc.stderr[-3000:]
     refused = json.loads(proc.stdout.strip().splitlines()[-1])["refused"]
     assert "UNSAFE" in refused and accounts.c in refused
+
+
+# -- handles on what stores the cache: an overlay's upper layer file, a loop image
+
+def _namespace_audit(steps: list[dict], tmp: Path) -> dict:
+    from attacks_storage import _unshare_works, audit_doc, in_namespace
+
+    if not _unshare_works():
+        pytest.skip("unshare -m is refused here")
+    res = in_namespace(steps, tmp)
+    return audit_doc(res[-1])
+
+
+def test_write_descriptor_on_an_overlay_upper_layer_file(accounts, base, holders, tmp_path):
+    """c opened the entry in the upper layer (the same inode number as the merged file, on
+    another device) while the layer was shared; the layer is private now. Writing through
+    that descriptor changes what the merged cache directory shows."""
+    from conftest import mkdir
+
+    lower, upper = mkdir(base / "lower", 0o755), mkdir(base / "upper", 0o755)
+    cache, entry = shared_cache(upper)
+    holder = holders(accounts.c, "write", entry)
+    tighten(cache)
+    merged = mkdir(base / "merged", 0o755)
+    opts = f"lowerdir={lower},upperdir={upper},workdir={mkdir(base / 'work', 0o755)}"
+    doc = _namespace_audit([
+        {"mount": ["mount", "-t", "overlay", "overlay", "-o", opts, str(merged)]},
+        {"run": [sys.executable, "-m", "jaxcache", "audit", "--format", "json",
+                 str(merged / "cache")]},
+    ], tmp_path)
+    assert doc["verdict"] == "UNSAFE", doc["findings"]
+    assert accounts.c in untrusted(doc)
+    (found,) = handle_findings(doc, "handle.write")
+    assert f"process {holder.pid} " in found["message"] and str(entry) in found["message"]
+
+
+def test_write_descriptor_on_a_loop_image(accounts, base, holders, tmp_path):
+    """c opened the filesystem image while it was writable to her; it is root's 0600 now and
+    loop-mounted as the cache's filesystem: her descriptor writes its blocks."""
+    import shutil
+
+    from attacks_storage import _image, _loop_steps
+
+    if not Path("/dev/loop-control").exists() or shutil.which("mkfs.ext4") is None:
+        pytest.skip("no loop devices or mkfs.ext4 here")
+    img = _image(base, mode=0o666)
+    holder = holders(accounts.c, "write", img)
+    img.chmod(0o600)
+    steps = _loop_steps(base, img)
+    doc = _namespace_audit([*steps, {"run": [sys.executable, "-m", "jaxcache", "audit",
+                                             "--format", "json", str(base / "mnt" / "cache")]}],
+                           tmp_path)
+    assert doc["verdict"] == "UNSAFE", doc["findings"]
+    assert accounts.c in untrusted(doc)
+    (found,) = handle_findings(doc, "handle.write")
+    assert f"process {holder.pid} " in found["message"] and str(img) in found["message"]

@@ -288,3 +288,25 @@ def test_decide_on_a_sealed_audit_document_asks_for_the_saving(tmp_path):
     proc = jaxcache("decide", "--format", "json", "--audit", str(audit), "--bench", str(bench))
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["verdict"] == "SHARE"
+
+
+@needs_root
+def test_key_held_open_for_writing_by_another_user_is_refused(base, keys, accounts):
+    """The .pub was writable while c opened it; the owner then made it 0644 in a 0700
+    directory. c's descriptor still rewrites it: the key decides what a sealed reader loads."""
+    from attacks_handles import Holder
+
+    private = mkdir(base / "keys", 0o755)
+    pub = private / "ci.pub"
+    pub.write_text(keys["mine"] + "\n")
+    pub.chmod(0o666)
+    holder = Holder(accounts.c, "write", pub)
+    try:
+        pub.chmod(0o644)
+        private.chmod(0o700)
+        cache = mkdir(base / "cache", 0o700)
+        line = one_line(jaxcache("verify", str(cache), "--trusted-key", str(pub)))
+        assert accounts.c in line and f"process {holder.pid}" in line
+    finally:
+        holder.close()
+    assert jaxcache("verify", str(cache), "--trusted-key", str(pub)).returncode == 0

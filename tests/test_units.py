@@ -99,3 +99,29 @@ def test_entry_name_classification_matches_jaxs_naming():
             assert (kind, module, key) == expected, name
         else:
             assert kind in ("unexpected", "lockfile", "xla-subcache"), name
+
+
+def test_entry_removed_while_the_cache_is_listed(tmp_path, monkeypatch):
+    """JAX's LRU eviction (jax_compilation_cache_max_size) or a cleanup removes entries while
+    the audit lists them: one gone between the listing and its stat is no longer there to be
+    loaded, and must not end the audit ("No such file or directory", exit 2)."""
+    from jaxcache.trust import entries
+    from jaxcache.trust.principals import Accounts
+
+    cache = mkdir(tmp_path / "cache", 0o700)
+    for name in ("a", "b"):
+        (cache / f"jit_{name}-{'ab' * 32}-cache").write_bytes(b"x")
+    real = os.scandir
+
+    def scandir(fd):
+        found = list(real(fd))
+        os.unlink(found[0].name, dir_fd=fd)  # evicted right after the listing
+        return iter(found)
+
+    monkeypatch.setattr(entries.os, "scandir", scandir)
+    fd = os.open(cache, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        inv = entries.inventory(fd, str(cache), frozenset({0, os.geteuid()}), Accounts())
+    finally:
+        os.close(fd)
+    assert [e.name for e in inv.entries] == [p.name for p in cache.iterdir()]

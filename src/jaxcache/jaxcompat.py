@@ -189,7 +189,9 @@ def _factory(where, _original):
         refused = RefusedCache(str(where), reason or "refused")
         _note(where, "refused", "guard", reason, refused)
         return refused, where
-    made = _original(where)
+    # JAX keeps the name as given: a relative one would be read under whatever the working
+    # directory is at each load, not in the directory that was judged
+    made = _original(where if "://" in str(where) else _norm(where))
     if made is not None:
         _note(where, "served", how, None, made[0])
     return made

@@ -1,12 +1,14 @@
 """A job for the enable / redirect attack tests; prints one JSON line.
 
     redirect_job.py [--enable DIR] [--redirect DIR] [--both] [--child] [--child-env DIR]
+                    [--chdir DIR]
 
 Computes f (and with --both also g: same shapes, a different program, so an entry of one
 planted under the other's key shows in the numbers). --enable calls jaxcache.enable(DIR),
 --redirect then points JAX at another directory itself, --child starts this program again
 (no options) in a subprocess and reports what it computed; --child-env DIR starts it with
 JAX_COMPILATION_CACHE_DIR=DIR in its environment (a launcher choosing its workers' cache).
+--chdir DIR: after a first compile (JAX's cache object exists), change the working directory.
 """
 
 import argparse
@@ -24,6 +26,7 @@ ap.add_argument("--redirect")
 ap.add_argument("--both", action="store_true")
 ap.add_argument("--child", action="store_true")
 ap.add_argument("--child-env")
+ap.add_argument("--chdir")
 args = ap.parse_args()
 
 hits = []
@@ -53,6 +56,9 @@ def g(x):
 
 
 x = jnp.arange(16.0).reshape(4, 4) / 16
+if args.chdir:
+    jax.jit(lambda y: jnp.sin(y) * 3)(x).block_until_ready()  # JAX's cache object is made
+    os.chdir(args.chdir)
 out = {"f": float(f(x).sum())}
 if args.both:
     out["g"] = float(g(x).sum())

@@ -130,7 +130,10 @@ def audit(given: str, *, policy: Policy = EMPTY, as_user: int | None = None,
     findings = notes + _path_findings(w, tgt.path)
     findings += _fs_findings(components, rule)
     findings += _kernel_findings(w, uid, accounts, components)
-    below, storage_writers = storagemod.judge(w, mounts, accounts, trust, rule, uid)
+    stores: list = []
+    below, storage_writers = storagemod.judge(w, mounts, accounts, trust, rule, uid, stores)
+    if ids is not None and stores:  # a handle on a layer file, an image or a device writes too
+        ids = ids.plus(*stores)
     findings += below
     writers += storage_writers
     if inventory is not None:

@@ -95,7 +95,10 @@ def inventory(dir_fd: int, path: str, me: frozenset[int], accounts: Accounts,
     by_path = path.rstrip("/") + "/" + prefix
     base = by_path if len(by_path) < 3000 else f"/proc/self/fd/{dir_fd}/"
     for item in scan:
-        st = item.stat(follow_symlinks=False)
+        try:
+            st = item.stat(follow_symlinks=False)
+        except FileNotFoundError:
+            continue  # removed since the listing (JAX's eviction, a cleanup): nothing to load
         name = prefix + item.name
         kind, module, key = classify(item.name) if not prefix else ("xla-subcache", None, None)
         ftype = _type(st.st_mode)
@@ -104,6 +107,8 @@ def inventory(dir_fd: int, path: str, me: frozenset[int], accounts: Accounts,
         if ftype != "symlink":
             try:
                 acl = aclmod.read(base + item.name, aclmod.ACCESS)
+            except FileNotFoundError:
+                continue  # removed meanwhile, as above
             except (AclFormatError, OSError):
                 flags.append("acl-unreadable")
         has_acl = acl is not None and acl.is_extended

@@ -41,17 +41,24 @@ class Identities:
     subdirectories and every entry in them. (Internal, so a plain class: a dataclass costs
     `jaxcache run` start-up.)"""
 
-    __slots__ = ("path", "inodes", "numbers")
+    __slots__ = ("path", "inodes", "numbers", "also")
 
-    def __init__(self, path: str, inodes: frozenset[tuple[int, int]]) -> None:
-        self.path, self.inodes = path, inodes
+    def __init__(self, path: str, inodes: frozenset[tuple[int, int]],
+                 also: tuple[str, ...] = ()) -> None:
+        self.path, self.inodes, self.also = path, inodes, also
         self.numbers = frozenset(ino for _, ino in inodes)  # what fdinfo's `ino:` can match
 
     def holds(self, dev: int, ino: int) -> bool:
         return (dev, ino) in self.inodes
 
     def under(self, target: str) -> bool:
-        return target == self.path or target.startswith(self.path.rstrip("/") + "/")
+        return any(target == p or target.startswith(p.rstrip("/") + "/")
+                   for p in (self.path, *self.also))
+
+    def plus(self, inodes: frozenset[tuple[int, int]], paths: tuple[str, ...]) -> Identities:
+        """These identities and what stores them (overlay layer directories, loop images,
+        device nodes: trust/storage.py)."""
+        return Identities(self.path, self.inodes | inodes, self.also + paths)
 
 
 @dataclass(frozen=True)

@@ -105,6 +105,8 @@ def read(path: str, kind: Kind, *, missing_ok: bool = False,
             raise InputError(f"{what} changed while it was being opened")
         _check_file(fd, st, what, kind, accounts)
         _check_parents(parent, what, kind, accounts)
+        if kind in (POLICY, PUBLIC_KEY, SIGNING_KEY):
+            _check_handles(full, st, what, kind, accounts)
         data = _read_all(fd, what, kind)
     finally:
         os.close(fd)
@@ -196,6 +198,24 @@ def _check_parents(parent: str, what: str, kind: Kind, accounts: Accounts) -> No
         who = ", ".join(sorted({str(w.principal) for w in bad})) or report.verdict.value
         raise InputError(f"{what} sits in {safe(parent)}, which others can modify or replace "
                          f"({who}): whoever can swap it {kind.stake}")
+
+
+def _check_handles(full: str, st: os.stat_result, what: str, kind: Kind,
+                   accounts: Accounts) -> None:
+    """A process of another user that opened the file for writing while the bits allowed it
+    keeps that power (trust/handles.py). Checked for what decides whom you trust (policy,
+    keys); processes we may not inspect (not root) cannot be judged and are not guessed."""
+    from jaxcache.trust import handles
+
+    me = os.geteuid()
+    ids = handles.Identities(full, frozenset({(st.st_dev, st.st_ino)}))
+    held = handles.scan(ids, lambda u: "you" if u == me else "root" if u == 0 else "untrusted",
+                        accounts.user_name, you=me)
+    if held.handles:
+        h = held.handles[0]
+        raise InputError(f"{what} is held open for writing by process {h.pid} "
+                         f"({safe(h.command)}, user {h.user}, {h.detail}), opened when the "
+                         f"permissions allowed it: whoever can edit it {kind.stake}")
 
 
 def _read_all(fd: int, what: str, kind: Kind) -> bytes:

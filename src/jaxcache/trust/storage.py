@@ -63,6 +63,10 @@ class _State:
     active: list[int] = field(default_factory=list)  # mount ids being judged (cycles)
     dev_nodes: dict[int, list[tuple[str, os.stat_result]]] | None = None
     dev_unreadable: list[str] = field(default_factory=list)
+    # what stores the cache's bytes (layer files, images, device nodes): a handle on one
+    # writes what JAX loads as surely as one on an entry (trust/handles.py looks for them)
+    held: set[tuple[int, int]] = field(default_factory=set)
+    held_paths: set[str] = field(default_factory=set)
 
 
 class _Judge:
@@ -221,6 +225,11 @@ class _Judge:
             holds_cache = rel == cache_rel and role != "workdir"
             try:
                 entry_grants = self._layer_entries(lw, fd) if holds_cache else []
+                if holds_cache and lw.exists:
+                    from jaxcache.trust import handles as handlesmod
+
+                    self.s.held |= handlesmod.identities(fd, path).inodes
+                    self.s.held_paths.add(path)
             finally:
                 os.close(fd)
             if lw.blocked:
@@ -367,6 +376,7 @@ class _Judge:
                 self.unknown(f"the ACL of device node {safe(path)} cannot be read: {exc}",
                              path, m.point)
                 continue
+            self.s.held.add((st.st_dev, st.st_ino))
             grants = []
             for g in pr.writers(path, st.st_uid, st.st_gid, st.st_mode, acl, self.accounts,
                                 aclmod.WRITE):
@@ -481,6 +491,7 @@ class _Judge:
             return
         from jaxcache.trust import audit as auditmod
 
+        self.s.held.add((st.st_dev, st.st_ino))
         node = Node(path, "file", st.st_uid, st.st_gid, st.st_mode, st.st_dev, st.st_ino,
                     w.anchor, acl)
         items = [(g, "write-storage", path, f"-> can rewrite the filesystem image behind {name}, "
@@ -503,10 +514,14 @@ class _Judge:
 
 
 def judge(w: Walk, mounts: tuple[Mount, ...], accounts: pr.Accounts, trust, rule,
-          uid: int) -> tuple[list[Finding], list[Writer]]:
-    """Findings and writers for the storage below every mount on the walked path."""
+          uid: int, held: list | None = None) -> tuple[list[Finding], list[Writer]]:
+    """Findings and writers for the storage below every mount on the walked path. `held`, if
+    given, receives what stores the cache's bytes: (inodes, directory paths) of the overlay
+    layers' cache directories, loop images and block device nodes, for the handle scan."""
     j = _Judge(mounts, accounts, trust, rule, uid)
     j.walk_mounts(w, 0, w.missing, holds_cache=True)
+    if held is not None:
+        held[:] = [frozenset(j.s.held), tuple(sorted(j.s.held_paths))]
     # a mount met on several walks (the path, a layer, an image's directory) is judged once per
     # relative path, so the same conclusion can come twice
     return list(dict.fromkeys(j.s.findings)), list(dict.fromkeys(j.s.writers))
