@@ -18,24 +18,27 @@ placeholders the claim itself created are removed, and only while they are still
 from __future__ import annotations
 
 import errno
-import json
 import os
-import secrets
 import stat
-from collections.abc import Callable
 
 from jaxcache.display import safe
 from jaxcache.errors import JaxcacheError
 
 RECOGNIZE_LIMIT = 64 << 20  # a document larger than this is not one of ours to replace
 
-Recognizer = Callable[[bytes], bool]
+if False:  # for type checkers only: the record is claimed on `jaxcache run`'s path before the
+    # job starts, where json, secrets and typing imports cost ~30 ms here
+    from collections.abc import Callable
+
+    Recognizer = Callable[[bytes], bool]
 
 
 def json_schema(prefix: str) -> Recognizer:
     """A JSON object whose "schema" starts with `prefix` (e.g. "jaxcache.run/")."""
 
     def recognize(data: bytes) -> bool:
+        import json
+
         try:
             doc = json.loads(data)
         except ValueError:
@@ -80,7 +83,7 @@ class Output:
             if self._current() not in (self._ident, None):  # gone: the name is free again
                 raise JaxcacheError(f"not writing the {self.what} {safe(self.path)}: it was "
                                     "replaced by someone else since jaxcache claimed it")
-            tmp = f".{self.name}.{secrets.token_hex(4)}.tmp"
+            tmp = f".{self.name}.{os.urandom(4).hex()}.tmp"
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o666,
                          dir_fd=dfd)
             try:
@@ -208,7 +211,7 @@ def _read_all(fd: int, size: int) -> bytes:
 
 def _prove_writable(dfd: int, full: str, what: str) -> None:
     """An existing target is replaced by rename: the directory itself must take a new file."""
-    probe = f".jaxcache-write-check-{os.getpid()}-{secrets.token_hex(4)}"
+    probe = f".jaxcache-write-check-{os.getpid()}-{os.urandom(4).hex()}"
     try:
         os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600,
                          dir_fd=dfd))
