@@ -71,10 +71,15 @@ def load(path: str | None, accounts: Accounts) -> Policy:
     Read through the one loader for trusted inputs (trust/inputs.py): a regular file owned by
     you or root that no one else can modify or replace, all the way up.
     """
-    from jaxcache.trust import inputs
-
     explicit = path is not None
     path = path if explicit else policy_file()
+    if not explicit:
+        try:
+            os.lstat(path)
+        except FileNotFoundError:  # the usual case, on `jaxcache run`'s path: no loader import
+            return EMPTY
+    from jaxcache.trust import inputs
+
     try:
         found = inputs.read(path, inputs.POLICY, missing_ok=not explicit, accounts=accounts)
     except inputs.InputError as exc:

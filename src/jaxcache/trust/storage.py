@@ -19,7 +19,6 @@ import os
 import re
 import stat
 import sys
-from dataclasses import dataclass, field
 
 from jaxcache.display import safe
 from jaxcache.trust import acl as aclmod
@@ -55,18 +54,21 @@ _REMOTE = re.compile(r"nbd\d+|rbd\d+|drbd\d+|rnbd\w+|ublkb\d+")
 _REMOTE_PATH = ("/session", "nvme-fabrics", "/iscsi")  # an sd/nvme disk that is iSCSI/NVMe-oF
 
 
-@dataclass
 class _State:
-    findings: list[Finding] = field(default_factory=list)
-    writers: list[Writer] = field(default_factory=list)
-    done: set = field(default_factory=set)
-    active: list[int] = field(default_factory=list)  # mount ids being judged (cycles)
-    dev_nodes: dict[int, list[tuple[str, os.stat_result]]] | None = None
-    dev_unreadable: list[str] = field(default_factory=list)
-    # what stores the cache's bytes (layer files, images, device nodes): a handle on one
-    # writes what JAX loads as surely as one on an entry (trust/handles.py looks for them)
-    held: set[tuple[int, int]] = field(default_factory=set)
-    held_paths: set[str] = field(default_factory=set)
+    """What one judgement collects (a plain class: a dataclass costs import time on `jaxcache
+    run`'s path before the job may import jax)."""
+
+    def __init__(self) -> None:
+        self.findings: list[Finding] = []
+        self.writers: list[Writer] = []
+        self.done: set = set()
+        self.active: list[int] = []  # mount ids being judged (cycles)
+        self.dev_nodes: dict[int, list[tuple[str, os.stat_result]]] | None = None
+        self.dev_unreadable: list[str] = []
+        # what stores the cache's bytes (layer files, images, device nodes): a handle on one
+        # writes what JAX loads as surely as one on an entry (trust/handles.py looks for them)
+        self.held: set[tuple[int, int]] = set()
+        self.held_paths: set[str] = set()
 
 
 class _Judge:
