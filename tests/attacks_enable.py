@@ -18,17 +18,11 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from conftest import as_user_argv, jaxcache
+from conftest import as_user_argv, clean_env, jaxcache
 
 pytest.importorskip("jax")
 
 JOB = str(Path(__file__).parent / "programs" / "redirect_job.py")
-
-
-def clean_env(**extra: str) -> dict:
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("JAX_", "JAXCACHE_", "XLA_"))}
-    return {**env, "JAX_PLATFORMS": "cpu", **extra}
 
 
 def job(*args: str, env: dict | None = None) -> tuple[dict, subprocess.CompletedProcess]:

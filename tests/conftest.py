@@ -81,6 +81,14 @@ def jaxcache(*args: str, user: str | None = None, env: dict | None = None,
                           errors="surrogateescape")
 
 
+def clean_env(**extra: str) -> dict:
+    """This environment without JAX, jaxcache or XLA variables (an outer run's must not leak
+    into a job under test), on the CPU, plus `extra`."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("JAX_", "JAXCACHE_", "XLA_"))}
+    return {**env, "JAX_PLATFORMS": "cpu", **extra}
+
+
 def as_user_argv(user: str) -> list[str]:
     """setpriv prefix that becomes `user` with its primary and supplementary groups."""
     import pwd

@@ -10,17 +10,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import jaxcache
+from conftest import clean_env, jaxcache
 
 pytest.importorskip("jax")
 
 JOB = str(Path(__file__).parent / "programs" / "redirect_job.py")
-
-
-def clean_env(**extra: str) -> dict:
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("JAX_", "JAXCACHE_", "XLA_"))}
-    return {**env, "JAX_PLATFORMS": "cpu", **extra}
 
 
 def py(code: str, **env: str) -> subprocess.CompletedProcess:
