@@ -16,10 +16,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import as_user_argv, audit_json, codes, jaxcache, untrusted
+from conftest import as_user_argv, audit_json, codes, jaxcache, untrusted, user_runtime
 
 PROGRAMS = Path(__file__).parent / "programs"
-HOLDER = str(PROGRAMS / "holder.py")
 JOB = str(PROGRAMS / "two_jits.py")
 ENTRY = "jit_f-" + "ab" * 32 + "-cache"
 ENV = {**os.environ, "JAX_PLATFORMS": "cpu"}
@@ -30,7 +29,9 @@ class Holder:
     """The attacker's process, started as another user; it says "ready" once it holds."""
 
     def __init__(self, user: str, mode: str, path: Path, source: Path | None = None) -> None:
-        argv = [*as_user_argv(user), sys.executable, HOLDER, mode, str(path)]
+        runtime = user_runtime()  # the checkout may be out of that user's reach
+        argv = [*as_user_argv(user), runtime.python, runtime.program("holder.py"), mode,
+                str(path)]
         if source is not None:
             argv.append(str(source))
         self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,

@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from conftest import as_user_argv, codes, mkdir, needs_root, untrusted
+from conftest import as_user_argv, codes, mkdir, needs_root, untrusted, user_runtime
 
 pytestmark = needs_root
 
@@ -100,32 +100,17 @@ def test_overlay_layer_writable_by_another_user(layer, base, accounts, tmp_path)
     assert all(c["mode"] == "0700" for c in doc["components"] if c["path"] == str(cache))
 
 
-@pytest.fixture
-def user_runtime(base):
-    """jaxcache copied where any user can read it (root's venv is not), and a system python."""
-    import importlib
-
-    lib = mkdir(base / "pylib", 0o755)
-    for name in ("jaxcache", "platformdirs"):
-        src = Path(importlib.import_module(name).__file__).parent
-        shutil.copytree(src, lib / name, ignore=shutil.ignore_patterns("__pycache__"))
-    subprocess.run(["chmod", "-R", "a+rX", str(lib)], check=True)
-    if not os.access("/usr/bin/python3", os.X_OK):
-        pytest.skip("no system python3 that an unprivileged user can execute")
-    return {"PYTHONPATH": str(lib), "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8",
-            "HOME": "/nonexistent", "XDG_CONFIG_HOME": "/nonexistent/.config"}
-
-
 @needs_ns
-def test_overlay_audited_by_an_unprivileged_user(base, accounts, tmp_path, user_runtime):
+def test_overlay_audited_by_an_unprivileged_user(base, accounts, tmp_path):
     """Layers, /dev and sysfs read as the user who runs the audit, not as root."""
+    runtime = user_runtime()
     lower = mkdir(base / "lower", 0o755, accounts.c)
     upper = mkdir(base / "upper", 0o755, accounts.a)
     mkdir(upper / "cache", 0o700, accounts.a)
     res = in_namespace([overlay(base, lower, upper), {
-        "run": [*as_user_argv(accounts.a), "/usr/bin/python3", "-m", "jaxcache", "audit",
+        "run": [*as_user_argv(accounts.a), runtime.python, "-m", "jaxcache", "audit",
                 "--format", "json", "--no-processes", str(base / "merged" / "cache")],
-        "env": user_runtime}], tmp_path)
+        "env": runtime.env()}], tmp_path)
     doc = audit_doc(res[1])
     assert doc["judged_for"]["user"] == accounts.a
     assert doc["verdict"] == "UNSAFE" and untrusted(doc) == {accounts.c}

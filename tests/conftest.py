@@ -74,6 +74,11 @@ def mkdir(path: Path, mode: int, owner: str | None = None, group: str | None = N
 
 def jaxcache(*args: str, user: str | None = None, env: dict | None = None,
              python: str | None = None, cwd: str | None = None) -> subprocess.CompletedProcess:
+    """jaxcache in a subprocess; as `user`, from the runtime that user can reach."""
+    if user is not None and python is None:
+        runtime = user_runtime()
+        python = runtime.python
+        env = {**(env if env is not None else os.environ), **runtime.env()}
     argv = [python or sys.executable, "-m", "jaxcache", *args]
     if user is not None:
         argv = [*as_user_argv(user), *argv]
@@ -87,6 +92,70 @@ def clean_env(**extra: str) -> dict:
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("JAX_", "JAXCACHE_", "XLA_"))}
     return {**env, "JAX_PLATFORMS": "cpu", **extra}
+
+
+@dataclass(frozen=True)
+class UserRuntime:
+    """What another user can execute of ours. The checkout may sit where only root can enter
+    (a clone in a 0700 `mktemp -d`), so jaxcache, its pure-Python dependency and the test
+    programs are copied under a 0755 directory and run by the system interpreter."""
+
+    python: str
+    lib: Path
+    programs: Path
+
+    def program(self, name: str) -> str:
+        return str(self.programs / name)
+
+    def env(self, **extra: str) -> dict[str, str]:
+        return {"PYTHONPATH": str(self.lib), "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8",
+                "HOME": "/nonexistent", "XDG_CONFIG_HOME": "/nonexistent/.config",
+                "XDG_STATE_HOME": "/nonexistent/.state", "JAX_PLATFORMS": "cpu", **extra}
+
+
+_runtime: list[UserRuntime] = []
+# jaxcache and what it imports (not JAX: tests that need JAX as another user bring it)
+_RUNTIME_MODULES = ("jaxcache", "platformdirs", "psutil", "rich", "markdown_it", "mdurl",
+                    "pygments", "cryptography", "cffi", "_cffi_backend", "pycparser", "blake3")
+
+
+def _system_python() -> str | None:
+    """An interpreter any user can reach: every directory above it searchable by others."""
+    for candidate in ("/usr/bin/python3", os.path.realpath(sys.executable)):
+        path = Path(os.path.realpath(candidate))
+        if path.is_file() and all(p.stat().st_mode & 0o001 for p in [path, *path.parents]):
+            return str(path)
+    return None
+
+
+def user_runtime() -> UserRuntime:
+    """The runtime, made once per test session and removed at exit."""
+    if _runtime:
+        return _runtime[0]
+    import atexit
+    import importlib.util
+
+    python = _system_python()
+    if python is None:
+        pytest.skip("no Python interpreter that other users can reach on this machine")
+    top = Path(tempfile.mkdtemp(prefix="jaxcache-runtime-"))
+    atexit.register(shutil.rmtree, top, True)
+    lib, programs = top / "lib", top / "programs"
+    lib.mkdir(parents=True)
+    for name in _RUNTIME_MODULES:
+        spec = importlib.util.find_spec(name)
+        if spec is None or spec.origin is None:
+            continue  # an optional dependency not installed here
+        if spec.submodule_search_locations:
+            shutil.copytree(Path(spec.origin).parent, lib / name,
+                            ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy2(spec.origin, lib)
+    shutil.copytree(Path(__file__).parent / "programs", programs,
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    subprocess.run(["chmod", "-R", "u=rwX,go=rX", str(top)], check=True)
+    _runtime.append(UserRuntime(python, lib, programs))
+    return _runtime[0]
 
 
 def as_user_argv(user: str) -> list[str]:

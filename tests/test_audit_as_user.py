@@ -2,36 +2,21 @@
 
 from __future__ import annotations
 
-import importlib
-import os
-import shutil
 import subprocess
-from pathlib import Path
 
 import pytest
-from conftest import audit_json, codes, mkdir, needs_root, untrusted, writers
+from conftest import audit_json, codes, mkdir, needs_root, untrusted, user_runtime, writers
 
 pytestmark = needs_root
 
 
 @pytest.fixture
-def runtime(base):
-    """jaxcache and its dependencies copied where any user can read them (root's venv is not)."""
-    lib = base / "pylib"
-    lib.mkdir()
-    for name in ("jaxcache", "platformdirs"):
-        src = Path(importlib.import_module(name).__file__).parent
-        shutil.copytree(src, lib / name, ignore=shutil.ignore_patterns("__pycache__"))
-    subprocess.run(["chmod", "-R", "a+rX", str(lib)], check=True)
-    python = "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else None
-    if python is None:
-        pytest.skip("no system python3 that an unprivileged user can execute")
-    return python, {"PYTHONPATH": str(lib), "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
+def runtime():
+    return user_runtime()
 
 
 def as_user(path, user, runtime):
-    python, env = runtime
-    return audit_json(path, user=user, python=python, env=env, cwd="/")
+    return audit_json(path, user=user, python=runtime.python, env=runtime.env(), cwd="/")
 
 
 LAYOUTS = {
