@@ -7,7 +7,8 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-__all__ = ["__version__", "audit", "enable", "UntrustedCacheError", "CacheLifecycleError"]
+__all__ = ["__version__", "audit", "enable", "enabled", "disable", "UntrustedCacheError",
+           "CacheLifecycleError"]
 
 
 def __getattr__(name: str):
@@ -16,7 +17,7 @@ def __getattr__(name: str):
         from jaxcache.api import audit
 
         return audit
-    if name in ("enable", "UntrustedCacheError", "CacheLifecycleError"):
+    if name in ("enable", "enabled", "disable", "UntrustedCacheError", "CacheLifecycleError"):
         from jaxcache import lifecycle as module
 
         return getattr(module, name)

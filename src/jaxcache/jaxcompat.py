@@ -78,6 +78,7 @@ class CacheState:
     used: bool  # ... and the answer was yes
     initialized: bool  # the cache object was created
     path: str | None  # the directory the cache object was created with
+    present: bool = False  # a cache object is there (JAX's, or one someone else put there)
 
 
 def cache_state() -> CacheState:
@@ -88,7 +89,7 @@ def cache_state() -> CacheState:
         raw = getattr(cache, "_path", None)
         path = None if raw is None else str(raw)
     return CacheState(bool(cc._cache_checked), bool(cc._cache_used),
-                      bool(cc._cache_initialized), path)
+                      bool(cc._cache_initialized), path, cache is not None)
 
 
 def reset_cache() -> None:
@@ -296,32 +297,106 @@ def current_cache() -> dict | None:
             "how": "unguarded", "reason": None, "pid": os.getpid()}
 
 
-def install_backend(path: str, backend) -> None:
-    """Make `backend` (an object with get(key) / put(key, bytes) and the `_path` attribute
-    that JAX's reset_cache() logs) JAX's persistent cache for `path`, now, before any compile
-    can create JAX's own.
+def _cache_interface():
+    """JAX's CacheInterface (jax._src.compilation_cache_interface on 0.5 to 0.10)."""
+    from jax._src import compilation_cache_interface as ci
+
+    base = getattr(ci, "CacheInterface", None)
+    if base is None:
+        raise JaxInternalsChanged("jax._src.compilation_cache_interface has no CacheInterface")
+    return base
+
+
+_CLASSES: dict[str, type] = {}
+
+
+def _backend_class() -> type:
+    """The CacheInterface subclass JAX holds for a sealed store (built once, at first use,
+    so that importing this module never imports JAX)."""
+    made = _CLASSES.get("backend")
+    if made is not None:
+        return made
+
+    class JaxcacheBackend(_cache_interface()):
+        """JAX's cache object in front of a jaxcache store (seal/store.py, JAX-free).
+
+        jax_compilation_cache_check_contents is honoured as JAX does it, with JAX's own
+        VerificationCache around the store; read at every call, so it counts whenever it
+        is set (JAX reads it once, when it creates its cache object)."""
+
+        def __init__(self, store, path: str) -> None:
+            self.store = store
+            self._path = path  # what JAX's reset_cache() logs and cache_state() reads
+            self._verifier = None
+
+        def _target(self):
+            if not check_contents():
+                return self.store
+            if self._verifier is None:
+                verification = getattr(_cc(), "VerificationCache", None)
+                if verification is None:
+                    raise JaxInternalsChanged(
+                        "jax_compilation_cache_check_contents is set but this JAX has no "
+                        "VerificationCache: jaxcache cannot honour it")
+                self._verifier = verification(self.store)
+            return self._verifier
+
+        def get(self, key: str) -> bytes | None:
+            return self._target().get(key)
+
+        def put(self, key: str, value: bytes) -> None:
+            self._target().put(key, value)
+
+    _CLASSES["backend"] = JaxcacheBackend
+    return JaxcacheBackend
+
+
+def check_contents() -> bool:
+    """jax_compilation_cache_check_contents as JAX sees it now (the option is 0.9.1+)."""
+    from jax._src import config as jax_config
+
+    state = getattr(jax_config, "compilation_cache_check_contents", None)
+    return bool(state is not None and state.value)
+
+
+def max_size() -> int:
+    """jax_compilation_cache_max_size as JAX sees it now: a sealed store reads it at every
+    write, so a limit set before or after enabling counts."""
+    from jax._src import config as jax_config
+
+    return int(jax_config.compilation_cache_max_size.value)
+
+
+def install_backend(path: str, store) -> None:
+    """Make `store` (an object with get(key) / put(key, bytes)) JAX's persistent cache for
+    `path`, now, before any compile can create JAX's own, wrapped in a CacheInterface
+    subclass made here.
 
     JAX builds its cache object by calling the module-level factory `get_file_cache(path)` at
-    initialization (0.10.2). We replace the factory once (_install_factory), by one that
+    initialization (0.5 to 0.10). We replace the factory once (_install_factory), by one that
     returns the registered backend for a registered directory (so a later reset_cache() and
     re-initialization stay sealed) and JAX's own cache for any other the guard admits; then
     point the config at `path`, initialize, and check that JAX really holds our backend. If it
     does not, the process is left with no persistent cache at all and JaxInternalsChanged is
-    raised: a sealed cache must never fall back to an unsealed one.
+    raised: a sealed cache must never fall back to an unsealed one. On success, the backends
+    installed before are let go (their directory descriptors closed): one per process.
     """
     import jax
 
     cc = _cc()
     if cc._cache is not None:
         raise JaxInternalsChanged("JAX's cache object already exists; reset it first")
-    if not all(hasattr(backend, name) for name in ("get", "put", "_path")):
-        raise TypeError("a cache backend needs get(key), put(key, value) and _path")
+    if not all(callable(getattr(store, name, None)) for name in ("get", "put")):
+        raise TypeError("a cache store needs get(key) and put(key, value)")
     try:
         _install_factory(cc)
+        backend = _backend_class()(store, path)
     except JaxInternalsChanged as exc:
         disable_cache()
         raise JaxInternalsChanged(f"{exc}; the persistent cache is now OFF for this process "
                                   "rather than unsealed") from None
+    before = dict(_BACKENDS)
+    _BACKENDS.clear()
     _BACKENDS[os.path.realpath(path)] = backend
     jax.config.update("jax_compilation_cache_dir", path)
     try:
@@ -332,10 +407,20 @@ def install_backend(path: str, backend) -> None:
     else:
         why = f"JAX holds {type(cc._cache).__name__}, not the sealed backend"
     if not ok:
+        _BACKENDS.clear()
+        _BACKENDS.update(before)
         disable_cache()
         raise JaxInternalsChanged(
             f"could not install the sealed cache into JAX {jax.__version__} ({why}); the "
             "persistent cache is now OFF for this process rather than unsealed")
+    for old in before.values():
+        _close(old)
+
+
+def _close(backend) -> None:
+    close = getattr(getattr(backend, "store", None), "close", None)
+    if close is not None:
+        close()
 
 
 XLA_SUBCACHE_FLAGS = ("xla_gpu_per_fusion_autotune_cache_dir", "xla_gpu_kernel_cache_file",
@@ -371,6 +456,106 @@ def disable_cache() -> None:
     _cc().reset_cache()
 
 
-def uses_backend(backend) -> bool:
-    """Is `backend` the cache object JAX is using now?"""
-    return _cc()._cache is backend
+def uses_backend(store) -> bool:
+    """Is `store` (installed with install_backend) what JAX's cache object serves now?"""
+    return getattr(_cc()._cache, "store", None) is store
+
+
+# --- undo: what enable() changes in JAX, captured and put back -----------------------------
+_OPTIONS = ("jax_compilation_cache_dir", "jax_persistent_cache_enable_xla_caches",
+            "jax_persistent_cache_min_entry_size_bytes")
+
+
+@dataclass(frozen=True)
+class JaxState:
+    """JAX's cache settings (global values) and cache object, and jaxcache's guard, at
+    one moment: what enable() may change and disable() puts back."""
+
+    options: tuple[tuple[str, object], ...]
+    cache: object
+    initialized: bool
+    checked: bool
+    used: bool
+    backends: tuple[tuple[str, object], ...]
+    guard: tuple[tuple[str, object], ...]
+    admitted: tuple[tuple[str, str], ...]
+    refused: tuple[tuple[str, str], ...]
+
+
+def _state(name: str):
+    from jax._src import config as jax_config
+
+    found = getattr(jax_config, "config_states", {}).get(name)
+    if found is None or not hasattr(found, "get_global"):
+        raise JaxInternalsChanged(f"jax._src.config has no state object for {name}")
+    return found
+
+
+def snapshot() -> JaxState:
+    cc = _cc()
+    options = tuple((n, _state(n).get_global()) for n in _OPTIONS)
+    return JaxState(options, cc._cache, bool(cc._cache_initialized), bool(cc._cache_checked),
+                    bool(cc._cache_used), tuple(_BACKENDS.items()), tuple(_GUARD.items()),
+                    tuple(_ADMITTED.items()), tuple(_REFUSED.items()))
+
+
+def restore(state: JaxState) -> None:
+    """Put JAX and the guard back as `state` found them; a sealed backend installed since
+    is let go. The guard first: restoring the directory setting runs its hook."""
+    import jax
+
+    cc = _cc()
+    kept = {id(b) for _, b in state.backends}
+    for backend in _BACKENDS.values():
+        if id(backend) not in kept:
+            _close(backend)
+    _BACKENDS.clear()
+    _BACKENDS.update(state.backends)
+    _GUARD.clear()
+    _GUARD.update(state.guard)
+    _ADMITTED.clear()
+    _ADMITTED.update(state.admitted)
+    _REFUSED.clear()
+    _REFUSED.update(state.refused)
+    for name, value in state.options:
+        jax.config.update(name, value)
+    with cc._cache_initialized_mutex:
+        cc._cache = state.cache
+        cc._cache_initialized = state.initialized
+        cc._cache_checked = state.checked
+        cc._cache_used = state.used
+
+
+def hidden_settings() -> list[str]:
+    """Options whose value in this thread differs from the global one (a config context
+    manager such as `with jax.config...compilation_cache_dir(...)` is active): a value
+    enable() sets globally would not be the one JAX uses here."""
+    out = []
+    for name in ("jax_compilation_cache_dir", "jax_enable_compilation_cache"):
+        state = _state(name)
+        if state.value != state.get_global():
+            out.append(f"{name} is {state.value!r} in this thread (a config context), "
+                       f"{state.get_global()!r} globally")
+    return out
+
+
+def effective(name: str):
+    """The value JAX uses in this thread (a thread-local context first)."""
+    return _state(name).value
+
+
+def holds(path: str) -> bool:
+    """Does JAX's cache object (if any) serve `path`?"""
+    cache = _cc()._cache
+    if cache is None:
+        return True
+    raw = getattr(cache, "_path", None)
+    return raw is not None and os.path.normpath(str(raw)) == os.path.normpath(path)
+
+
+def uses_sealed(path: str) -> bool:
+    """Is a sealed backend what JAX serves for `path` (held now, or registered for its next
+    initialization)?"""
+    backend = _BACKENDS.get(os.path.realpath(path))
+    cache = _cc()._cache
+    return backend is not None and (cache is None or cache is backend)

@@ -7,19 +7,21 @@ late or repeated setting silently do nothing. enable() checks them all before it
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import sys
 import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass
 
-from jaxcache import jaxcompat
+from jaxcache import jaxcompat, undo
 from jaxcache.display import safe
 from jaxcache.errors import JaxcacheError, UntrustedCacheError
 from jaxcache.trust.audit import AuditReport
 
 __all__ = ["CacheLifecycleError", "CacheLifecycleWarning", "EnableResult", "Trap",
-           "UntrustedCacheError", "enable", "lifecycle_traps"]
+           "UntrustedCacheError", "disable", "enable", "enabled", "lifecycle_traps"]
 
 
 class CacheLifecycleError(JaxcacheError):
@@ -75,12 +77,12 @@ def lifecycle_traps(path: str) -> list[Trap]:
             f"jax_compilation_cache_max_size={max_size} needs the 'filelock' package, which is "
             "not installed (pip install jax does not bring it): cache writes will fail",
             "pip install filelock, or leave jax_compilation_cache_max_size at -1", True))
-    if state.initialized and state.path is not None and \
-            os.path.normpath(state.path) != os.path.normpath(path):
+    if state.present and (state.path is None or
+                          os.path.normpath(state.path) != os.path.normpath(path)):
         traps.append(Trap(
             "other-dir-in-use",
-            f"JAX's cache object already exists for {safe(state.path)}: a new directory would "
-            "be silently ignored for the rest of this process",
+            f"JAX's cache object already exists for {safe(str(state.path))}: a new directory "
+            "would be silently ignored for the rest of this process",
             "pass reset=True (uses JAX's reset_cache()) or enable the cache before the first "
             "compile", True))
     if state.compiled and not state.used:
@@ -157,6 +159,7 @@ def enable(path: str, *, policy: str | None = None, allow_untrusted: bool = Fals
     if fatal and (not reset or any(t.code not in fixable for t in fatal)):
         trap = next(t for t in fatal if not reset or t.code not in fixable)
         raise CacheLifecycleError(f"{trap.message}. What to do: {trap.remedy}")
+    refuse_hidden_settings()
     if not report.exists and report.missing:
         # creating it ourselves (mkdir 0700, then verify, under the caller's policy) removes
         # the pre-creation risk
@@ -173,19 +176,17 @@ def enable(path: str, *, policy: str | None = None, allow_untrusted: bool = Fals
                    "this process run code of their choosing")
         print(message, file=sys.stderr)
         warnings.warn(message, CacheLifecycleWarning, stacklevel=2)
-    did_reset = False
-    if fatal:
-        jaxcompat.reset_cache()
-        did_reset = True
-        traps = [t for t in traps if not t.fatal]
-    jaxcompat.set_cache_dir(chosen)
-    try:  # from here on JAX opens its own cache only in `chosen`, or in a directory that
+    did_reset = bool(fatal)
+    with undo.all_or_nothing():
+        if fatal:
+            jaxcompat.reset_cache()
+            traps = [t for t in traps if not t.fatal]
+        jaxcompat.set_cache_dir(chosen)
+        # from here on JAX opens its own cache only in `chosen`, or in a directory that
         # passes the same audit when the job points JAX there itself
         jaxcompat.guard_cache_dirs([chosen], how="enable", auditor=_auditor(pol, accounts))
-    except jaxcompat.JaxInternalsChanged:
-        jaxcompat.disable_cache()  # unguarded, the job could point JAX anywhere: no cache
-        raise
-    before = inherit.point_children_at(chosen)
+        before = inherit.point_children_at(chosen)
+        check_jax_uses(chosen)
     if before is not None and before != chosen:
         traps = [*traps, Trap(
             "env-replaced", f"{inherit.VARIABLE} was {safe(before)}; the processes this one "
@@ -195,6 +196,51 @@ def enable(path: str, *, policy: str | None = None, allow_untrusted: bool = Fals
         warnings.warn(f"{trap.message}. What to do: {trap.remedy}", CacheLifecycleWarning,
                       stacklevel=2)
     return EnableResult(chosen, report, tuple(traps), did_reset)
+
+
+def refuse_hidden_settings() -> None:
+    """A config context in this thread would hide what enable() sets: refuse, unchanged."""
+    hidden = jaxcompat.hidden_settings()
+    if hidden:
+        raise CacheLifecycleError(
+            f"{hidden[0]}: JAX would not use what enable() sets. What to do: call "
+            "jaxcache.enable() outside the `with` block")
+
+
+def check_jax_uses(path: str) -> None:
+    """After enabling: the directory JAX really uses here, and its cache object, are
+    `path`; otherwise raise (the caller undoes everything)."""
+    used = jaxcompat.effective("jax_compilation_cache_dir")
+    if used is None or os.path.normpath(str(used)) != os.path.normpath(path):
+        raise CacheLifecycleError(f"after enabling, JAX uses {safe(str(used))}, not "
+                                  f"{safe(path)}; nothing was changed")
+    if not jaxcompat.effective("jax_enable_compilation_cache"):
+        raise CacheLifecycleError("after enabling, jax_enable_compilation_cache is False in "
+                                  "this thread; nothing was changed")
+    if not jaxcompat.holds(path):
+        raise CacheLifecycleError(f"after enabling, JAX's cache object serves "
+                                  f"{safe(str(jaxcompat.cache_state().path))}, not "
+                                  f"{safe(path)}; nothing was changed")
+
+
+def disable() -> bool:
+    """Undo every jaxcache.enable() of this process still in effect: JAX's cache settings,
+    its cache object, jaxcache's directory guard and JAX_COMPILATION_CACHE_DIR are as they
+    were before the first one. Programs already compiled stay compiled. False if there was
+    nothing to undo."""
+    return undo.disable()
+
+
+@contextlib.contextmanager
+def enabled(path: str, **options) -> Iterator[EnableResult]:
+    """`with jaxcache.enabled(path, ...) as result:` enable() for the block only; on exit
+    everything is as it was before (also when the block raises)."""
+    mark = undo.depth()
+    result = enable(path, **options)
+    try:
+        yield result
+    finally:
+        undo.disable(mark)
 
 
 def _auditor(pol, accounts):

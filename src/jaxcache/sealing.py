@@ -49,8 +49,14 @@ class SealOptions:
 
 def enable_sealed(path: str, *, policy: str | None, reset: bool, signing_key, trusted_keys,
                   local: str | None):
-    from jaxcache import inherit, jaxcompat
-    from jaxcache.lifecycle import CacheLifecycleError, EnableResult, lifecycle_traps
+    from jaxcache import inherit, jaxcompat, undo
+    from jaxcache.lifecycle import (
+        CacheLifecycleError,
+        EnableResult,
+        check_jax_uses,
+        lifecycle_traps,
+        refuse_hidden_settings,
+    )
     from jaxcache.seal import keys as keymod
     from jaxcache.seal.store import SealedCache
     from jaxcache.trust import create, target
@@ -91,28 +97,39 @@ def enable_sealed(path: str, *, policy: str | None, reset: bool, signing_key, tr
         local_dir = private_tier(local, pol, accounts)
     traps = lifecycle_traps(chosen)
     state = jaxcompat.cache_state()
-    blocking = [t for t in traps if t.fatal and t.code not in ("other-dir-in-use",
-                                                                "first-compile-disabled")]
+    # the sealed store needs no filelock for a size limit (it locks on its own)
+    blocking = [t for t in traps if t.fatal and t.code not in (
+        "other-dir-in-use", "first-compile-disabled", "max-size-without-filelock")]
     if blocking:
         raise CacheLifecycleError(f"{blocking[0].message}. What to do: {blocking[0].remedy}")
-    if jaxcompat.config_value("jax_compilation_cache_max_size") != -1:
-        raise CacheLifecycleError("a sealed cache does not evict: leave "
-                                  "jax_compilation_cache_max_size at -1")
-    needs_reset = state.initialized or any(t.code == "first-compile-disabled" for t in traps)
+    needs_reset = state.initialized or state.present or any(
+        t.code == "first-compile-disabled" for t in traps)
     if needs_reset and not reset:
         raise CacheLifecycleError(
             "JAX already made its cache decision in this process (a cache object exists or "
             "the first compile ran without one); pass reset=True, or enable before the first "
             "compile")
-    if needs_reset:
-        jaxcompat.reset_cache()
-    backend = SealedCache(chosen, trusted=keys, signer=signer, local=local_dir)
-    jaxcompat.disable_xla_subcaches()  # XLA would read them from the sealed dir unsigned
-    jaxcompat.install_backend(chosen, backend)
-    jaxcompat.guard_cache_dirs()  # any other directory the job points JAX at is refused
-    # children: no plain path to the shared directory (they would read it unsigned); under
-    # `jaxcache run --sealed` they inherit JAXCACHE_SEAL and their probe seals them too
-    inherit.point_children_at(None)
+    refuse_hidden_settings()
+    with undo.all_or_nothing(sealed_dir=chosen):
+        if needs_reset:
+            jaxcompat.reset_cache()
+        backend = SealedCache(chosen, trusted=keys, signer=signer, local=local_dir,
+                              max_size=jaxcompat.max_size)
+        try:
+            jaxcompat.disable_xla_subcaches()  # XLA would read them from the sealed dir
+            jaxcompat.install_backend(chosen, backend)
+        except BaseException:
+            backend.close()
+            raise
+        jaxcompat.guard_cache_dirs()  # any other directory the job points JAX at is refused
+        # children: no plain path to the shared directory (they would read it unsigned);
+        # under `jaxcache run --sealed` they inherit JAXCACHE_SEAL and their probe seals
+        # them too
+        inherit.point_children_at(None)
+        check_jax_uses(chosen)
+        if not jaxcompat.uses_backend(backend):
+            raise CacheLifecycleError("after enabling, JAX does not hold the sealed backend; "
+                                      "nothing was changed")
     kept = tuple(t for t in traps if not t.fatal)
     return EnableResult(chosen, report, kept, needs_reset, backend)
 

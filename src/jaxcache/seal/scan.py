@@ -9,9 +9,9 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from jaxcache.seal import signature
+from jaxcache.seal import names, signature
 from jaxcache.seal.keys import PublicKey, SigningKey
-from jaxcache.seal.store import ENTRY_SUFFIX, _link_new, _open_dir, _read, _Rejected
+from jaxcache.seal.store import _link_new, _open_dir, _read, _Rejected
 from jaxcache.trust.entries import classify
 
 
@@ -38,24 +38,26 @@ class ScanResult:
 
 
 def _names(fd: int) -> tuple[list[str], list[str]]:
-    names = sorted(os.listdir(fd))
-    entries = [n for n in names if classify(n)[0] == "cache"]
-    present = set(names)
-    leftovers = [n for n in names if n.endswith(".tmp") and n.startswith(".")]
-    leftovers += [n for n in names if n.endswith(signature.SUFFIX)
-                  and n[:-len(signature.SUFFIX)] not in present]
+    names_ = sorted(os.listdir(fd))
+    entries = [n for n in names_ if classify(n)[0] == "cache"]
+    present = set(names_)
+    leftovers = [n for n in names_ if names.is_temporary(n)]
+    for suffix in (names.SIGNATURE, names.USED):  # sidecars whose entry is gone
+        leftovers += [n for n in names_ if (e := names.entry_of_sidecar(n, suffix)) is not None
+                      and classify(e)[0] == "cache" and e not in present]
     return entries, leftovers
 
 
 def _status(fd: int, name: str, trusted: dict[bytes, PublicKey]
             ) -> tuple[EntryStatus, bytes | None]:
     """The entry's status, and the bytes it was judged on (what `seal` signs: no second read)."""
-    key = name[:-len(ENTRY_SUFFIX)]
+    key = names.key_of(name)
     try:
         data = _read(fd, name)
         if data is None:
             return EntryStatus(name, "not-a-file", "vanished while scanning", 0), None
-        sig = _read(fd, name + signature.SUFFIX, limit=signature.MAX_BYTES + 1)
+        sig = _read(fd, names.sidecar(name, names.SIGNATURE, names.name_max(fd)),
+                    limit=signature.MAX_BYTES + 1)
     except _Rejected as exc:
         return EntryStatus(name, exc.status, exc.reason, 0), None
     check = signature.check(key, data, sig, trusted)
@@ -84,8 +86,8 @@ def seal(directory: str, signer: SigningKey, trusted: list[PublicKey]) -> ScanRe
         for name in entries:
             st, data = _status(fd, name, table)
             if st.status == signature.UNSIGNED and data is not None:
-                sig = signature.sign(name[:-len(ENTRY_SUFFIX)], data, signer)
-                if _link_new(fd, name + signature.SUFFIX, sig):
+                sig = signature.sign(names.key_of(name), data, signer)
+                if _link_new(fd, names.sidecar(name, names.SIGNATURE, names.name_max(fd)), sig):
                     st = EntryStatus(name, "signed-now", f"signed by {signer.public.id}",
                                      len(data))
             out.append(st)

@@ -9,8 +9,11 @@ Writes: with a signing key, to the shared directory, signed; without one, to the
 directory only (a read-only consumer writes nothing shared). Every write goes to a private
 temporary name (O_EXCL|O_NOFOLLOW), is fsynced, then hard-linked into place, which fails
 rather than replaces when the name exists: first writer wins, as in JAX, and a killed writer
-leaves at most a temporary file that no reader opens. The signature is published after its
-entry, so a reader never pairs a new signature with a stale entry.
+leaves at most a temporary file that no reader opens. The signature is published before its
+entry, so no reader ever finds an entry without its signature (names.py: both always fit).
+Size limit: `max_size()` (jax_compilation_cache_max_size, read at every write as JAX's
+LRUCache would if it were created then) evicts least recently used entries that jaxcache
+wrote in the tier it writes (lru.py).
 """
 
 from __future__ import annotations
@@ -19,18 +22,17 @@ import contextlib
 import errno
 import logging
 import os
-import secrets
 import stat
 import threading
 import warnings
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from jaxcache.display import safe
-from jaxcache.seal import signature
+from jaxcache.seal import lru, names, signature
 from jaxcache.seal.keys import PublicKey, SigningKey
 
-ENTRY_SUFFIX = "-cache"  # as JAX names entries: <module>-<64 hex>-cache
+ENTRY_SUFFIX = names.ENTRY_SUFFIX
 logger = logging.getLogger("jaxcache.seal")
 
 
@@ -58,10 +60,13 @@ class _Rejected(Exception):
 
 
 class SealedCache:
-    """A JAX CacheInterface over a sealed directory, optionally behind a private one."""
+    """A JAX CacheInterface over a sealed directory, optionally behind a private one.
+
+    jaxcompat wraps it in JAX's own CacheInterface class; this module stays JAX-free."""
 
     def __init__(self, shared: str, *, trusted: Iterable[PublicKey],
-                 signer: SigningKey | None = None, local: str | None = None) -> None:
+                 signer: SigningKey | None = None, local: str | None = None,
+                 max_size: Callable[[], int] | None = None) -> None:
         self._path = shared  # what JAX and jaxcompat.cache_state() read back
         self.shared, self.local, self.signer = shared, local, signer
         self.trusted = {k.raw: k for k in trusted}
@@ -69,57 +74,102 @@ class SealedCache:
             raise ValueError("a sealed cache needs at least one trusted public key")
         if signer is not None and signer.public.raw not in self.trusted:
             self.trusted[signer.public.raw] = signer.public  # we trust what we sign
-        self._shared_fd = _open_dir(shared)
-        self._local_fd = _open_dir(local) if local else None
+        self.max_size = max_size or (lambda: -1)
+        self._shared_fd: int | None = _open_dir(shared)
+        try:
+            self._local_fd: int | None = _open_dir(local) if local else None
+        except OSError:
+            os.close(self._shared_fd)
+            raise
+        self._shared_max = names.name_max(self._shared_fd)
+        self._local_max = names.name_max(self._local_fd) if self._local_fd is not None \
+            else names.DEFAULT_NAME_MAX
         self.rejections: list[Rejection] = []
         self.writes: list[tuple[str, str]] = []  # (key, directory) of entries this process added
+        self.evictions: list[tuple[str, str]] = []  # (entry, directory) this process evicted
         self.write_errors: list[str] = []
         self._reported: set[tuple[str, str]] = set()
         self._lock = threading.Lock()
+
+    def close(self) -> None:
+        """Let go of the directories (a replaced or disabled cache); later calls miss."""
+        with self._lock:
+            fds = (self._shared_fd, self._local_fd)
+            self._shared_fd = self._local_fd = None
+        for fd in fds:
+            if fd is not None:
+                os.close(fd)
+
+    @property
+    def closed(self) -> bool:
+        return self._shared_fd is None
 
     # --- JAX's CacheInterface -------------------------------------------------------------
     def get(self, key: str) -> bytes | None:
         if not key:
             raise ValueError("key cannot be empty")
-        name = key + ENTRY_SUFFIX
-        if self._local_fd is not None:
+        name = names.entry(key)
+        shared_fd, local_fd = self._shared_fd, self._local_fd
+        if shared_fd is None:
+            return None
+        if local_fd is not None:
             try:
-                data = _read(self._local_fd, name)
+                data = _read(local_fd, name)
             except _Rejected as exc:
                 self._reject(key, self.local or "", exc)
                 data = None
             if data is not None:
+                lru.touch(local_fd, name, self._local_max)
                 return data
         try:
             # the signature first: it bounds what we read, so a planted huge file costs a
             # recompile, not the job's memory
-            sig = _read(self._shared_fd, name + signature.SUFFIX, limit=signature.MAX_BYTES + 1)
+            sig = _read(shared_fd, names.sidecar(name, names.SIGNATURE, self._shared_max),
+                        limit=signature.MAX_BYTES + 1)
             claimed = signature.claimed_size(sig)
-            data = _read(self._shared_fd, name, limit=1 if claimed is None else claimed + 1)
+            data = _read(shared_fd, name, limit=1 if claimed is None else claimed + 1)
             if data is None:
                 return None
             check = signature.check(key, data, sig, self.trusted)
             if not check.ok:
-                uid = os.stat(name, dir_fd=self._shared_fd, follow_symlinks=False).st_uid
+                uid = os.stat(name, dir_fd=shared_fd, follow_symlinks=False).st_uid
                 raise _Rejected(check.status, check.reason, uid)
         except _Rejected as exc:
             self._reject(key, self.shared, exc)
             return None
+        if self.signer is not None:  # only the publisher keeps the shared tier's recency
+            lru.touch(shared_fd, name, self._shared_max)
         return data
 
     def put(self, key: str, value: bytes) -> None:
         if not key:
             raise ValueError("key cannot be empty")
-        name = key + ENTRY_SUFFIX
+        name = names.entry(key)
         if self.signer is not None:
-            where, fd = self.shared, self._shared_fd
+            where, fd, limit = self.shared, self._shared_fd, self._shared_max
             sig = signature.sign(key, value, self.signer)
         elif self._local_fd is not None:
-            where, fd, sig = self.local or "", self._local_fd, None
+            where, fd, limit, sig = self.local or "", self._local_fd, self._local_max, None
         else:
             return  # a read-only consumer of the sealed directory
+        if fd is None:
+            return  # closed
+        max_size = self.max_size()
+        if max_size != -1 and len(value) > max_size:
+            warnings.warn(f"Cache value for key {safe(key)!r} of size {len(value)} bytes "
+                          f"exceeds the maximum cache size of {max_size} bytes", stacklevel=2)
+            return
         try:
-            if publish(fd, name, value, sig):
+            if max_size == -1:
+                added = publish(fd, name, value, sig, limit)
+            else:
+                with lru.locked(fd):
+                    added = False
+                    if not _exists(fd, name):
+                        for gone in lru.evict(fd, max_size, len(value), limit):
+                            self.evictions.append((gone, where))
+                        added = publish(fd, name, value, sig, limit)
+            if added:
                 self.writes.append((key, where))
         except OSError as exc:
             text = (f"jaxcache: could not write cache entry {safe(key)} to {safe(where)}: "
@@ -173,14 +223,24 @@ def _read(dir_fd: int, name: str, limit: int | None = None) -> bytes | None:
     return data
 
 
-def publish(dir_fd: int, name: str, data: bytes, sig: bytes | None) -> bool:
-    """Atomically add `name` (then its signature); False if it already existed."""
+def publish(dir_fd: int, name: str, data: bytes, sig: bytes | None,
+            name_max: int = names.DEFAULT_NAME_MAX) -> bool:
+    """Atomically add `name`, its signature first; False if either already existed (first
+    writer wins). A published entry also gets jaxcache's `.used` marker (lru.py)."""
     if _exists(dir_fd, name):
         return False
-    if not _link_new(dir_fd, name, data):
-        return False
-    if sig is not None:
-        _link_new(dir_fd, name + signature.SUFFIX, sig)
+    tmp = _write_temp(dir_fd, data)
+    try:
+        if sig is not None and not _link_new(dir_fd, names.sidecar(name, names.SIGNATURE,
+                                                                   name_max), sig):
+            return False  # a rival's signature: its entry follows
+        if not _link(dir_fd, tmp, name):
+            return False
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp, dir_fd=dir_fd)
+    with contextlib.suppress(OSError):  # without it the entry is never evicted, not unsafe
+        lru.mark(dir_fd, name, name_max)
     return True
 
 
@@ -192,8 +252,9 @@ def _exists(dir_fd: int, name: str) -> bool:
     return True
 
 
-def _link_new(dir_fd: int, name: str, data: bytes) -> bool:
-    tmp = f".{name}.{os.getpid()}.{secrets.token_hex(6)}.tmp"
+def _write_temp(dir_fd: int, data: bytes) -> str:
+    """`data` in a new private temporary file, fsynced; its name."""
+    tmp = names.temporary()
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
                  0o644, dir_fd=dir_fd)
     try:
@@ -204,12 +265,27 @@ def _link_new(dir_fd: int, name: str, data: bytes) -> bool:
             os.fsync(fd)
         finally:
             os.close(fd)
-        try:  # link() never replaces: first writer wins, and a rival's entry stays whole
-            os.link(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd, follow_symlinks=False)
-        except FileExistsError:
-            return False
-        os.fsync(dir_fd)
-        return True
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp, dir_fd=dir_fd)
+        raise
+    return tmp
+
+
+def _link(dir_fd: int, tmp: str, name: str) -> bool:
+    try:  # link() never replaces: first writer wins, and a rival's entry stays whole
+        os.link(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd, follow_symlinks=False)
+    except FileExistsError:
+        return False
+    os.fsync(dir_fd)
+    return True
+
+
+def _link_new(dir_fd: int, name: str, data: bytes) -> bool:
+    """Publish `data` as `name` unless it exists (temporary file, fsync, link)."""
+    tmp = _write_temp(dir_fd, data)
+    try:
+        return _link(dir_fd, tmp, name)
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp, dir_fd=dir_fd)

@@ -2,7 +2,8 @@
 
 JAX names entries `<module>-<64 hex>-cache`, keeps `<key>-atime` and `.lockfile` when a size limit
 is set, and on GPU writes `xla_gpu_per_fusion_autotune_cache_dir/`; a sealed cache adds
-`<entry>.sig`. Anything else is unexpected.
+`<entry>.sig` (or `<key>.sig` where that would not fit), a `.used` marker beside each entry
+jaxcache wrote (the same two forms) and its lock file. Anything else is unexpected.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ XLA_SUBCACHE = "xla_gpu_per_fusion_autotune_cache_dir"
 _HEX = frozenset("0123456789abcdef")
 _SUFFIXES = {"-cache": "cache", "-atime": "atime"}
 SIGNATURE_SUFFIX = ".sig"  # jaxcache's sealed cache (seal/signature.py)
+_SIDECARS = {SIGNATURE_SUFFIX: "signature", ".used": "used"}  # seal/names.py
+_LOCKS = (".lockfile", ".jaxcache-lock")  # JAX's (max_size) and the sealed cache's
 
 
 @dataclass(frozen=True)
@@ -55,13 +58,15 @@ class Inventory:
 
 
 def classify(name: str) -> tuple[str, str | None, str | None]:
-    if name == ".lockfile":
+    if name in _LOCKS:
         return "lockfile", None, None
     if name == XLA_SUBCACHE:
         return "xla-subcache", None, None
-    if name.endswith(SIGNATURE_SUFFIX):  # a sealed cache's <module>-<64 hex>-cache.sig
-        kind, module, key = classify(name[:-len(SIGNATURE_SUFFIX)])
-        return ("signature", module, key) if kind == "cache" else ("unexpected", None, None)
+    for suffix, sidecar in _SIDECARS.items():  # <entry><suffix>, or <key><suffix>
+        if name.endswith(suffix):
+            stem = name[:-len(suffix)]
+            kind, module, key = classify(stem if stem.endswith("-cache") else stem + "-cache")
+            return (sidecar, module, key) if kind == "cache" else ("unexpected", None, None)
     # <module>-<64 hex>-cache|atime, by slicing: this runs once per entry of big caches
     kind = _SUFFIXES.get(name[-6:])
     key = name[-70:-6]

@@ -1,0 +1,62 @@
+"""The file names of a sealed tier: JAX's entry name, and sidecars that always fit beside it.
+
+JAX stores `<module>-<64 hex>-cache` whenever the filesystem accepts that name (NAME_MAX,
+255 bytes almost everywhere: module names up to 184 characters). A sidecar is the entry's
+name plus a suffix (`<entry>.sig`) when that fits, else the key plus the suffix
+(`<module>-<64 hex>.sig`), which is never longer than the entry's own name: so jaxcache
+stores exactly the names JAX stores, and never an entry without room for its signature.
+Temporary files have short names of their own for the same reason.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+
+ENTRY_SUFFIX = "-cache"  # as JAX names entries: <module>-<64 hex>-cache
+SIGNATURE = ".sig"
+USED = ".used"  # jaxcache wrote this entry; its mtime is when it was last used (LRU)
+TEMP_PREFIX, TEMP_SUFFIX = ".jaxcache-", ".tmp"
+DEFAULT_NAME_MAX = 255
+
+
+def entry(key: str) -> str:
+    return key + ENTRY_SUFFIX
+
+
+def key_of(entry_name: str) -> str:
+    return entry_name[:-len(ENTRY_SUFFIX)]
+
+
+def sidecar(entry_name: str, suffix: str, name_max: int = DEFAULT_NAME_MAX) -> str:
+    """`<entry><suffix>` when it fits in name_max bytes, else `<key><suffix>` (it fits
+    whenever the entry does: suffixes are no longer than ENTRY_SUFFIX)."""
+    assert len(suffix) <= len(ENTRY_SUFFIX)
+    full = entry_name + suffix
+    if len(os.fsencode(full)) <= name_max:
+        return full
+    return key_of(entry_name) + suffix
+
+
+def entry_of_sidecar(name: str, suffix: str) -> str | None:
+    """The entry a sidecar name belongs to (either form), or None."""
+    if not name.endswith(suffix):
+        return None
+    stem = name[:-len(suffix)]
+    return stem if stem.endswith(ENTRY_SUFFIX) else entry(stem)
+
+
+def name_max(dir_fd: int) -> int:
+    """NAME_MAX of the filesystem holding `dir_fd`."""
+    try:
+        return int(os.fpathconf(dir_fd, "PC_NAME_MAX"))
+    except (OSError, ValueError):
+        return DEFAULT_NAME_MAX
+
+
+def temporary() -> str:
+    return f"{TEMP_PREFIX}{os.getpid()}-{secrets.token_hex(8)}{TEMP_SUFFIX}"
+
+
+def is_temporary(name: str) -> bool:
+    return name.startswith(".") and name.endswith(TEMP_SUFFIX)
