@@ -178,6 +178,7 @@ def _factory(where, _original):
     """JAX's get_file_cache, guarded: sealed backends first, then admitted directories."""
     chosen = _BACKENDS.get(os.path.realpath(str(where)))
     if chosen is not None:
+        chosen._verifier = None  # JAX would make a new VerificationCache: forget its keys
         _note(where, "served", "sealed", None, chosen)
         return chosen, where
     if not _GUARD["on"]:

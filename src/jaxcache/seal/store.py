@@ -172,11 +172,13 @@ class SealedCache:
             if added:
                 self.writes.append((key, where))
         except OSError as exc:
+            # as JAX's own cache does: the error goes to JAX, which warns (or raises, with
+            # jax_raise_persistent_cache_errors) and goes on uncached
             text = (f"jaxcache: could not write cache entry {safe(key)} to {safe(where)}: "
                     f"{exc.strerror or exc}; the job goes on without caching it")
             self.write_errors.append(text)
             logger.debug(text)
-            warnings.warn(text, SealWarning, stacklevel=2)
+            raise OSError(exc.errno, text) from None
 
     # --- reporting ------------------------------------------------------------------------
     def _reject(self, key: str, directory: str, exc: _Rejected) -> None:
