@@ -37,7 +37,8 @@ logger = logging.getLogger("jaxcache.seal")
 
 
 class SealWarning(UserWarning):
-    """An entry was rejected, or a write failed; the job goes on without it."""
+    """An entry was rejected; the job compiles instead. (A failed write goes to JAX, which
+    warns as it does for its own cache.)"""
 
 
 @dataclass(frozen=True)

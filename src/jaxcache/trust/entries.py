@@ -29,7 +29,7 @@ _LOCKS = (".lockfile", ".jaxcache-lock")  # JAX's (max_size) and the sealed cach
 @dataclass(frozen=True)
 class Entry:
     name: str  # relative to the cache directory
-    kind: str  # cache | atime | signature | lockfile | xla-subcache | unexpected
+    kind: str  # cache | atime | signature | used | lockfile | xla-subcache | unexpected
     module: str | None
     key: str | None
     type: str  # file | dir | symlink | other
