@@ -4,13 +4,11 @@ differ (docs/sealed-cache.md, "Differences from JAX's cache").
 Every scenario of tests/programs/parity_job.py runs once on JAX's cache and once on the
 sealed backend, in real processes with real JAX on the CPU; the test compares what a user
 can observe, and also checks the expected values, so both sides being wrong fails too.
-JAX's cache needs the `filelock` package for a size limit; where it is not installed, a
-small flock-based stand-in is put on that process's path (JAX's eviction code is real).
+JAX's cache needs the `filelock` package for a size limit: the test extras install it.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -33,9 +31,6 @@ IN_PROCESS = ("cross_write", "thresholds", "max_size_before", "max_size_after",
 def _env() -> dict[str, str]:
     env = {**os.environ, "JAX_PLATFORMS": "cpu"}
     env.pop("JAX_COMPILATION_CACHE_DIR", None)
-    if importlib.util.find_spec("filelock") is None:
-        env["PYTHONPATH"] = os.pathsep.join(
-            [str(HERE / "programs" / "shim"), *filter(None, [env.get("PYTHONPATH")])])
     return env
 
 
