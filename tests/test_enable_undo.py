@@ -88,6 +88,7 @@ except Exception as exc:
 else:
     raise SystemExit("enabled beside XLA_FLAGS")
 assert state() == before, (state(), before)
+assert not os.path.exists(SEALED)  # it made the directory, and took it back
 del os.environ["XLA_FLAGS"]
 other = os.path.join(BASE, "other")
 for kwargs in ({"sealed": True, "signing_key": KEY, "reset": True}, {"reset": True}):

@@ -132,6 +132,14 @@ def enable(path: str, *, policy: str | None = None, allow_untrusted: bool = Fals
                                      local=local)
     if signing_key is not None or trusted_keys or local is not None:
         raise JaxcacheError("signing_key, trusted_keys and local need sealed=True")
+    from jaxcache.trust import create
+
+    with create.taken_back_on_error() as made:  # all-or-nothing: the directory too
+        return _enable(path, policy, allow_untrusted, reset, made)
+
+
+def _enable(path: str, policy: str | None, allow_untrusted: bool, reset: bool,
+            made_dirs: list) -> EnableResult:
     from jaxcache import inherit
     from jaxcache.trust import create, target
     from jaxcache.trust import policy as policymod
@@ -164,6 +172,7 @@ def enable(path: str, *, policy: str | None = None, allow_untrusted: bool = Fals
         # creating it ourselves (mkdir 0700, then verify, under the caller's policy) removes
         # the pre-creation risk
         made = create.init(tgt.path, policy=pol)
+        made_dirs.append(made)
         if not made.ok and not allow_untrusted:
             raise UntrustedCacheError(made.report)
         report = made.report if made.ok else report

@@ -49,6 +49,14 @@ class SealOptions:
 
 def enable_sealed(path: str, *, policy: str | None, reset: bool, signing_key, trusted_keys,
                   local: str | None):
+    from jaxcache.trust import create
+
+    with create.taken_back_on_error() as made:  # all-or-nothing: the directories too
+        return _enable_sealed(path, policy, reset, signing_key, trusted_keys, local, made)
+
+
+def _enable_sealed(path: str, policy: str | None, reset: bool, signing_key, trusted_keys,
+                   local: str | None, made_dirs: list):
     from jaxcache import inherit, jaxcompat, undo
     from jaxcache.lifecycle import (
         CacheLifecycleError,
@@ -81,6 +89,7 @@ def enable_sealed(path: str, *, policy: str | None, reset: bool, signing_key, tr
             raise JaxcacheError(f"sealed cache {safe(shared)} does not exist; a reader without "
                                 "a signing key creates nothing there")
         made = create.init(shared, policy=pol)
+        made_dirs.append(made)
         if not made.ok:
             raise UntrustedCacheError(made.report)
         report = audit(shared, policy=pol, scan_processes=False, accounts=accounts,
@@ -94,7 +103,7 @@ def enable_sealed(path: str, *, policy: str | None, reset: bool, signing_key, tr
     keys = pol.rule_for(chosen).trusted_keys + extra
     local_dir = None
     if local is not None:
-        local_dir = private_tier(local, pol, accounts)
+        local_dir = private_tier(local, pol, accounts, made_dirs)
     traps = lifecycle_traps(chosen)
     state = jaxcompat.cache_state()
     # the sealed store needs no filelock for a size limit (it locks on its own)
@@ -142,7 +151,7 @@ def _local_path(tgt, given: str) -> str:
     return tgt.path
 
 
-def private_tier(local: str, pol, accounts) -> str:
+def private_tier(local: str, pol, accounts, made_dirs: list | None = None) -> str:
     """The local tier is trusted by ownership: it must pass the ordinary audit."""
     from jaxcache.trust import create, target
     from jaxcache.trust.audit import audit
@@ -151,6 +160,8 @@ def private_tier(local: str, pol, accounts) -> str:
     report = audit(path, policy=pol, scan_processes=False, accounts=accounts)
     if not report.exists:
         made = create.init(path, policy=pol)
+        if made_dirs is not None:
+            made_dirs.append(made)
         if not made.ok:
             raise UntrustedCacheError(made.report)
         report = made.report

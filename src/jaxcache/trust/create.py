@@ -8,8 +8,10 @@ what this call created is ever removed.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from jaxcache.display import safe
@@ -120,3 +122,39 @@ def _undo(created: list[tuple[int, str, str]]) -> None:
             pass  # not empty or already gone: leave it, never force
         finally:
             os.close(parent_fd)
+
+
+def remove_created(result: InitResult) -> None:
+    """Take back what a successful init() made, when the caller fails later (enable() is
+    all-or-nothing): deepest first, each only if it is still an empty directory of ours,
+    reached by the same no-symlink walk."""
+    for path in reversed(result.created):
+        parent, name = os.path.split(path)
+        try:
+            w, fd = walk_open(parent)
+        except OSError:
+            continue
+        try:
+            st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+            if not (w.blocked or w.missing) and st.st_uid == os.geteuid() \
+                    and stat.S_ISDIR(st.st_mode):
+                os.rmdir(name, dir_fd=fd)
+        except OSError:
+            pass  # gone, replaced or not empty: leave it, never force
+        finally:
+            os.close(fd)
+
+
+@contextlib.contextmanager
+def taken_back_on_error() -> Iterator[list[InitResult]]:
+    """`with taken_back_on_error() as made:` append each init() result to `made`; if the
+    block raises, what they created is removed (remove_created), so a failed call leaves no
+    directory behind."""
+    made: list[InitResult] = []
+    try:
+        yield made
+    except BaseException:
+        for result in reversed(made):
+            if result.ok:
+                remove_created(result)
+        raise
