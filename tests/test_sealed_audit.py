@@ -201,3 +201,46 @@ def test_key_files_are_checked(base, tmp_path):
     proc = jaxcache("run", "--sealed", "--signing-key", str(key) + ".pub", "--cache-dir",
                     str(cache), "--", sys.executable, "-c", "pass")
     assert proc.returncode == 2 and "is a public key" in proc.stderr
+
+
+THREE = """
+import jax, jax.numpy as jnp
+jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
+x = jnp.arange(8.0)
+print(float(jax.jit(lambda v: v * 2)(x).sum() + jax.jit(lambda v: v + 3)(x).sum()
+            + jax.jit(lambda v: v ** 2)(x).sum()))
+"""
+
+
+def test_run_record_lists_the_entries_evicted_under_max_size(tmp_path):
+    """Room for one entry: each new write evicts the one before, and the record says which;
+    what is left is still signed (never an entry without its signature)."""
+    key = tmp_path / "keys" / "ci.key"
+    keygen(key)
+    job = tmp_path / "three.py"
+    job.write_text(THREE)
+    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+    env.pop("JAX_COMPILATION_CACHE_MAX_SIZE", None)
+
+    def run(cache: Path, **extra: str) -> dict:
+        rec = tmp_path / f"{cache.name}.json"
+        proc = jaxcache("run", "--sealed", "--signing-key", str(key), "--cache-dir", str(cache),
+                        "--record", str(rec), "--", sys.executable, str(job),
+                        env={**env, **extra})
+        assert proc.returncode == 0, proc.stderr
+        return json.loads(rec.read_text())["seal"]
+
+    free = run(tmp_path / "free")
+    assert len(free["writes"]) >= 3 and free["evictions"] == []
+    sizes = [p.stat().st_size for p in (tmp_path / "free").iterdir()
+             if p.name.endswith("-cache")]
+    tight = tmp_path / "tight"
+    limit = max(sizes) + 1
+    seal = run(tight, JAX_COMPILATION_CACHE_MAX_SIZE=str(limit))
+    assert len(seal["writes"]) == len(free["writes"]) and seal["evictions"]
+    left = {p.name for p in tight.iterdir() if p.name.endswith("-cache")}
+    assert sum((tight / n).stat().st_size for n in left) <= limit
+    assert all((tight / (n + ".sig")).exists() for n in left)
+    evicted = {e["entry"] for e in seal["evictions"]}
+    assert evicted.isdisjoint(left)
+    assert evicted <= {w["key"] + "-cache" for w in seal["writes"]}

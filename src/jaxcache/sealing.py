@@ -193,6 +193,7 @@ def summary(backend) -> dict:
             "rejections": [{"key": r.key, "directory": r.directory, "status": r.status,
                             "reason": r.reason, "owner": r.owner} for r in backend.rejections],
             "writes": [{"key": k, "directory": d} for k, d in backend.writes],
+            "evictions": [{"entry": e, "directory": d} for e, d in backend.evictions],
             "write_errors": list(backend.write_errors)}
 
 

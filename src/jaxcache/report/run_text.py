@@ -74,7 +74,9 @@ def render(doc: dict, record_path: str) -> str:
             "read-only (no signing key)"
         lines.append(f"sealed: {signer}; {len(seal['rejections'])} entries rejected"
                      + (f", {len(seal['write_errors'])} writes failed" if seal["write_errors"]
-                        else ""))
+                        else "")
+                     + (f", {len(seal['evictions'])} entries evicted (max size)"
+                        if seal.get("evictions") else ""))
         for r in seal["rejections"][:6]:
             key = safe(r["key"])
             lines.append(f"  rejected {key[:60] + ('…' if len(key) > 60 else '')}: "
