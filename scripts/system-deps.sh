@@ -1,10 +1,15 @@
 #!/bin/sh
 # Debian packages the test suite drives for real: setfacl/getfacl (acl), useradd (passwd),
-# unshare/setpriv (util-linux). Installed only when running as root and missing.
+# unshare/setpriv (util-linux), a single-node Slurm cluster (slurmctld, slurmd, slurm-client,
+# munge). Installed only when running as root and missing.
 missing=""
 command -v setfacl >/dev/null 2>&1 || missing="$missing acl"
 command -v useradd >/dev/null 2>&1 || missing="$missing passwd"
 command -v unshare >/dev/null 2>&1 || missing="$missing util-linux"
+command -v slurmctld >/dev/null 2>&1 || missing="$missing slurmctld"
+command -v slurmd >/dev/null 2>&1 || missing="$missing slurmd"
+command -v srun >/dev/null 2>&1 || missing="$missing slurm-client"
+command -v munged >/dev/null 2>&1 || missing="$missing munge"
 [ -z "$missing" ] && exit 0
 if [ "$(id -u)" != 0 ]; then
     echo "system-deps: missing$missing (not root: tests needing them will skip, saying why)"
@@ -12,6 +17,6 @@ if [ "$(id -u)" != 0 ]; then
 fi
 echo "system-deps: installing$missing"
 export DEBIAN_FRONTEND=noninteractive
-apt-get install -y -q $missing >/dev/null 2>&1 || {
-    apt-get update -q >/dev/null 2>&1 && apt-get install -y -q $missing >/dev/null
+apt-get install -y -q --no-install-recommends $missing >/dev/null 2>&1 || {
+    apt-get update -q >/dev/null 2>&1 && apt-get install -y -q --no-install-recommends $missing >/dev/null
 } || echo "system-deps: could not install$missing; tests needing them will skip"

@@ -182,3 +182,20 @@ def writers(doc: dict) -> set[str]:
 
 def codes(doc: dict) -> set[str]:
     return {f["code"] for f in doc["findings"]}
+
+
+@pytest.fixture(scope="session")
+def slurm():
+    """A real single-node Slurm cluster (tests/slurm_cluster.py), up for the whole session."""
+    if not ROOT:
+        pytest.skip("needs root to run slurmctld, slurmd and munged")
+    from slurm_cluster import SlurmCluster, missing
+
+    if missing():
+        pytest.skip(f"not installed: {', '.join(missing())} (make test installs them as root)")
+    cluster = SlurmCluster()
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.stop()
