@@ -8,6 +8,7 @@ the SLURM_CONF this object's `env()` returns.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -142,7 +143,29 @@ class SlurmCluster:
             time.sleep(0.2)
         return left
 
+    def leftovers(self) -> list[int]:
+        """Processes of this cluster outside our daemons: job step daemons (slurmstepd
+        outlives slurmd) and their tasks, known by the SLURM_CONF in their environment."""
+        mark = f"SLURM_CONF={self.conf}".encode()
+        found = []
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit() or int(entry) == os.getpid():
+                continue
+            try:
+                with open(f"/proc/{entry}/environ", "rb") as f:
+                    if mark in f.read().split(b"\0"):
+                        found.append(int(entry))
+            except OSError:
+                continue
+        return found
+
     def stop(self) -> None:
+        """Cancel every job, stop the daemons, then kill whatever of the cluster is left."""
+        if "slurmctld" in self.procs:
+            for line in self.jobs():
+                subprocess.run(["scancel", line.split()[0]], env=self.env(),
+                               capture_output=True, timeout=10)
+            self.drained(10)
         for name in ("slurmd", "slurmctld", "munged"):
             proc = self.procs.pop(name, None)
             if proc is None or proc.poll() is not None:
@@ -153,4 +176,7 @@ class SlurmCluster:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+        for pid in self.leftovers():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
         shutil.rmtree(self.top, ignore_errors=True)

@@ -133,6 +133,35 @@ def test_hanging_command_times_out(tmp_path):
     assert time.monotonic() - start < 30
 
 
+TERM_AWARE = """
+import signal, sys, time
+def bye(*_):
+    open(sys.argv[1], "w").write("terminated")
+    sys.exit(143)
+signal.signal(signal.SIGTERM, bye)
+time.sleep(60)
+"""
+
+
+def test_timeout_asks_the_job_to_stop_before_killing_it(tmp_path):
+    """SIGTERM first (a launcher such as srun cancels its ranks then), SIGKILL only after."""
+    marker = tmp_path / "got-term"
+    job = tmp_path / "job.py"
+    job.write_text(TERM_AWARE)
+    proc = jaxcache("bench", "-t", "1", "-k", "1", "--no-prime", "--timeout", "2", "--",
+                    sys.executable, str(job), str(marker))
+    assert proc.returncode == 2 and "did not finish within 2 s" in proc.stderr
+    assert marker.read_text() == "terminated"
+
+
+def test_timeout_under_slurm_leaves_no_job_running(slurm, tmp_path):
+    """srun killed with SIGKILL leaves its step RUNNING, holding the CPUs; SIGTERM cancels it."""
+    proc = jaxcache("bench", "-t", "1", "-k", "1", "--no-prime", "--timeout", "3", "--",
+                    "srun", "-n", "2", "--overcommit", "sleep", "300", env=slurm.env())
+    assert proc.returncode == 2 and "did not finish within 3 s" in proc.stderr
+    assert slurm.drained() == []
+
+
 def test_ctrl_c_keeps_partial_results(tmp_path):
     out = tmp_path / "b.json"
     bench = subprocess.Popen([sys.executable, "-m", "jaxcache", "bench", "-t", "5", "-k", "2",

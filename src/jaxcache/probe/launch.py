@@ -172,27 +172,36 @@ def launch(argv: list[str], env: dict[str, str], *, stdout=None, stderr=None,
         status, usage, timed_out = _wait(pid, timeout, interactive, handlers)
         wall = time.perf_counter() - start
         if not interactive:
-            _kill_group(pid)  # leftovers of the job (daemons it started) go with it
+            _end_group(pid)  # leftovers of the job (daemons it started) go with it
         return {"pid": pid, "status": status, "usage": usage, "wall_s": wall,
                 "timed_out": timed_out, "probes": _collect(probe, pid)}
     finally:
         _remove_tree(probe)
 
 
+GRACE_S = 10.0  # after SIGTERM, before SIGKILL: time for a launcher to cancel its ranks
+
+
 def _wait(pid: int, timeout: float | None, interactive: bool, handlers: dict):
-    timer = expired = None
+    expired = None
+    timers: list = []
     if timeout is not None:
         import threading
 
         expired = threading.Event()
 
+        def after(seconds: float, action) -> None:
+            t = threading.Timer(seconds, action)
+            t.daemon = True
+            timers.append(t)
+            t.start()
+
         def expire() -> None:
             expired.set()
-            _kill_group(pid)
+            _kill_group(pid, signal.SIGTERM)  # srun cancels its step on SIGTERM
+            after(GRACE_S, lambda: _kill_group(pid))
 
-        timer = threading.Timer(timeout, expire)
-        timer.daemon = True
-        timer.start()
+        after(timeout, expire)
     if interactive:  # Ctrl-C reaches the child through the terminal; we stay for the record
         for s in handlers:
             signal.signal(s, lambda *_: None)
@@ -205,12 +214,19 @@ def _wait(pid: int, timeout: float | None, interactive: bool, handlers: dict):
             except InterruptedError:
                 continue
             except KeyboardInterrupt:
-                _kill_group(pid)
-                os.wait4(pid, 0)
+                _kill_group(pid, signal.SIGTERM)
+                deadline = time.monotonic() + GRACE_S
+                while os.wait4(pid, os.WNOHANG)[0] == 0:
+                    if time.monotonic() > deadline:
+                        _kill_group(pid)
+                        os.wait4(pid, 0)
+                        break
+                    time.sleep(0.05)
+                _end_group(pid)
                 raise
     finally:
-        if timer is not None:
-            timer.cancel()
+        for t in timers:
+            t.cancel()
         if interactive:
             for s, h in handlers.items():
                 signal.signal(s, h)
@@ -221,6 +237,21 @@ def _wait(pid: int, timeout: float | None, interactive: bool, handlers: dict):
 def _kill_group(pid: int, sig: int = signal.SIGKILL) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, sig)
+
+
+def _end_group(pid: int, grace: float = GRACE_S) -> None:
+    """What is left of the job's process group after its leader was reaped: SIGTERM, up to
+    `grace` seconds to go, then SIGKILL. SIGKILL first would leave a launcher such as srun
+    no chance to cancel its job step, which then keeps its nodes allocated."""
+    _kill_group(pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(pid, 0)
+        except (ProcessLookupError, PermissionError):
+            return
+        time.sleep(0.05)
+    _kill_group(pid)
 
 
 def _collect(directory: str, main_pid: int) -> tuple[dict, ...]:
