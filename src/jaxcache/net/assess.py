@@ -18,6 +18,26 @@ REMEDY = ("bind to a private interface (JAX_COORDINATOR_BIND_ADDRESS=<cluster-ne
           "(JAX_MTLS_CERT_FILE, JAX_MTLS_KEY_FILE, JAX_MTLS_CA_FILE)")
 
 
+# where to set the bind address, for the launcher the coordinator came from
+BIND_HOW = {
+    "slurm": ("under Slurm, in the batch script before srun: export "
+              "JAX_COORDINATOR_BIND_ADDRESS=<first node's cluster-network IP>:{port} "
+              "(only process 0, on the first node of the step, binds it)"),
+    "ompi": ("under Open MPI: mpirun -x JAX_COORDINATOR_BIND_ADDRESS=<rank 0 host's "
+             "cluster-network IP>:{port}"),
+    "k8s": ("on Kubernetes: a NetworkPolicy that admits port {port} only from the job's pods, "
+            "or JAX_COORDINATOR_BIND_ADDRESS=<pod IP>:{port} in process 0's pod spec"),
+    "tpu": ("on Cloud TPU: a VPC firewall rule that admits port {port} only from the slice's "
+            "workers"),
+}
+
+
+def remedy(p: Plan | None) -> str:
+    """The general remedy, led by how to do it for the launcher JAX took the address from."""
+    how = BIND_HOW.get(p.source or "") if p is not None else None
+    return (how.format(port=p.port) + "; in general: " + REMEDY) if how else REMEDY
+
+
 @dataclass(frozen=True)
 class NetReport:
     plan: Plan | None
@@ -60,7 +80,7 @@ def _plan_findings(p: Plan) -> list[Finding]:
                  "write its key-value store (topology, collective bootstrap data")
         text += (", and with jax_share_binary_between_hosts the compiled executables the other "
                  "processes load)" if p.share_binary else ")")
-        out.append(Finding("net.coordinator-exposed", UNSAFE, text, p.bind, REMEDY))
+        out.append(Finding("net.coordinator-exposed", UNSAFE, text, p.bind, remedy(p)))
     else:
         out.append(Finding("net.coordinator", NOTE, text + (
             "; other local users can still reach a loopback port"

@@ -127,6 +127,11 @@ def _service(port: int, env: dict[str, str]) -> str:
             return f"coordination service (port of {var})"
     if env.get("JAX_COORDINATOR_PORT") == str(port):
         return "coordination service (JAX_COORDINATOR_PORT)"
+    from jaxcache.net.config import detect
+
+    source, _, derived = detect(env)  # the port JAX works out from the launcher's variables
+    if source is not None and derived == port:
+        return f"coordination service (port JAX derives from the {source} environment)"
     return "listener of a JAX process (coordination service, profiler server or the program's)"
 
 
