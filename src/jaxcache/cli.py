@@ -616,7 +616,9 @@ def _run_options(p: argparse.ArgumentParser) -> None:
                  "`jaxcache init` makes). Audited first; created private if missing.")
     _option(p, "--record", dest="record_path", metavar="FILE",
             help="Where to write the run record (JSON). Default: a new file under your "
-                 "state dir (~/.local/state/jaxcache/runs/).")
+                 "state dir (~/.local/state/jaxcache/runs/). Fields {rank}, {host}, {pid} are "
+                 "filled in; under a launcher that started several ranks (srun, mpirun) "
+                 "each rank writes FILE.rank<N>.json unless {rank} or {pid} is given.")
     _option(p, "--policy", dest="policy_path", metavar="FILE", help="Trust policy (TOML).")
     _option(p, "--allow-untrusted", action="store_true",
             help="Run even if the audit says UNSAFE or UNVERIFIABLE. Anyone who can write "

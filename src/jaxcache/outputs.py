@@ -18,6 +18,7 @@ placeholders the claim itself created are removed, and only while they are still
 from __future__ import annotations
 
 import errno
+import fcntl
 import os
 import stat
 
@@ -65,10 +66,11 @@ class Output:
     checked, whatever its path names by then."""
 
     def __init__(self, path: str, what: str, dir_fd: int, name: str, ident: tuple[int, int],
-                 placeholder: bool) -> None:
+                 placeholder: bool, lock_fd: int | None = None) -> None:
         self.path, self.what, self.name = path, what, name
         self.placeholder = placeholder  # an empty file this claim created
         self._dir_fd: int | None = dir_fd
+        self._lock_fd = lock_fd  # the placeholder, flocked while the claim stands
         self._ident = ident  # (st_dev, st_ino) of the file claimed
         self.written = False
 
@@ -122,6 +124,9 @@ class Output:
         if self._dir_fd is not None:
             os.close(self._dir_fd)
             self._dir_fd = None
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)  # releases the flock
+            self._lock_fd = None
 
 
 def claim(path: str, what: str, *, recognize: Recognizer | None = None) -> Output:
@@ -159,9 +164,11 @@ def _claim_in(dfd: int, full: str, name: str, what: str, recognize: Recognizer |
         raise JaxcacheError(f"cannot write the {what} {safe(full)}: {exc.strerror}") from None
     try:
         st = os.fstat(fd)
-    finally:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # "being written": see _replaceable
+    except BaseException:
         os.close(fd)
-    return Output(full, what, dfd, name, (st.st_dev, st.st_ino), placeholder=True)
+        raise
+    return Output(full, what, dfd, name, (st.st_dev, st.st_ino), placeholder=True, lock_fd=fd)
 
 
 def _replaceable(dfd: int, full: str, name: str, what: str,
@@ -190,12 +197,27 @@ def _replaceable(dfd: int, full: str, name: str, what: str,
             raise refuse("is not a regular file")
         if st.st_uid != os.geteuid():
             raise refuse("is not yours")
+        if not st.st_size and not _unclaimed(fd):
+            raise JaxcacheError(
+                f"refusing to write the {what} {safe(full)}: another jaxcache process is "
+                "writing it right now (several ranks given one path? put {rank} or {pid} in "
+                "it)")
         if st.st_size and (st.st_size > RECOGNIZE_LIMIT or recognize is None
                            or not recognize(_read_all(fd, st.st_size))):
             raise refuse(f"is not a jaxcache {what}")
         return st.st_dev, st.st_ino
     finally:
         os.close(fd)
+
+
+def _unclaimed(fd: int) -> bool:
+    """An empty file nobody holds the claim lock on (a placeholder whose writer died)."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    fcntl.flock(fd, fcntl.LOCK_UN)
+    return True
 
 
 def _read_all(fd: int, size: int) -> bytes:

@@ -61,6 +61,10 @@ def run_job(argv: list[str], *, cache_dir: str | None = None, record_path: str |
 
     env = dict(os.environ if env is None else env)
     chosen = choose_cache_dir(cache_dir, env)
+    if record_path is not None:
+        from jaxcache import ranks
+
+        record_path = ranks.record_path(record_path, env)  # one file per rank, never shared
     out = _claim_record(record_path or default_record_path(), record_path is not None)
     try:
         if not argv:

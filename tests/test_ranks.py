@@ -1,0 +1,76 @@
+"""One record per rank: templates, per-rank default names, never two writers on one file."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+from conftest import jaxcache
+
+from jaxcache import ranks
+
+SLURM = {"SLURM_PROCID": "1", "SLURM_NTASKS": "2"}
+
+
+@pytest.mark.parametrize("given,env,expected", [
+    ("r.json", {}, "r.json"),
+    ("r.json", SLURM, "r.rank1.json"),
+    ("out/r", SLURM, "out/r.rank1"),
+    ("r-{rank}.json", SLURM, "r-1.json"),
+    ("r-{pid}.json", SLURM, "r-4242.json"),
+    ("r-{rank}.json", {}, "r-0.json"),
+    ("r.json", {"OMPI_COMM_WORLD_RANK": "3", "OMPI_COMM_WORLD_SIZE": "4"}, "r.rank3.json"),
+    ("r.json", {"SLURM_PROCID": "0", "SLURM_NTASKS": "1"}, "r.json"),  # one task: as given
+])
+def test_record_names(given, env, expected):
+    assert ranks.record_path(given, env, pid=4242) == expected
+
+
+def test_host_field_is_a_safe_file_name():
+    name = ranks.record_path("r-{host}.json", {})
+    assert "/" not in name[2:] and name.startswith("r-") and name.endswith(".json")
+
+
+def test_unknown_field_is_one_line_and_exit_2(tmp_path):
+    proc = jaxcache("run", "--cache-dir", str(tmp_path / "c"), "--record",
+                    str(tmp_path / "r-{node}.json"), "--", sys.executable, "-c", "1")
+    assert proc.returncode == 2 and "unknown field {node}" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and os.listdir(tmp_path) == []
+
+
+def test_a_second_writer_on_one_record_is_refused_while_the_first_runs(tmp_path):
+    rec = tmp_path / "r.json"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "OMPI_"))}
+    first = subprocess.Popen([sys.executable, "-m", "jaxcache", "run", "--quiet", "--cache-dir",
+                              str(tmp_path / "c"), "--record", str(rec), "--", sys.executable,
+                              "-c", "import time; print('up', flush=True); time.sleep(4)"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    assert first.stdout.readline().strip() == "up"
+    second = jaxcache("run", "--cache-dir", str(tmp_path / "c"), "--record", str(rec), "--",
+                      sys.executable, "-c", "1", env=env)
+    assert second.returncode == 2 and "another jaxcache process is writing" in second.stderr
+    first.communicate(timeout=120)
+    assert first.returncode == 0
+    assert json.loads(rec.read_text())["schema"].startswith("jaxcache.run/")
+
+
+def test_srun_two_ranks_write_two_records(slurm, tmp_path):
+    pytest.importorskip("jax")
+    job = tmp_path / "job.py"
+    job.write_text("import jax, jax.numpy as jnp\nprint(float(jnp.ones(2).sum()))\n")
+    rec = tmp_path / "r.json"
+    env = slurm.env({**os.environ, "JAX_PLATFORMS": "cpu"})
+    proc = subprocess.run(["srun", "-n", "2", "--overcommit", sys.executable, "-m", "jaxcache",
+                           "run", "--quiet", "--cache-dir", str(tmp_path / "c"), "--record",
+                           str(rec), "--", sys.executable, str(job)], env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(p.name for p in tmp_path.glob("r*.json")) == ["r.rank0.json", "r.rank1.json"]
+    for n in (0, 1):
+        assert json.loads((tmp_path / f"r.rank{n}.json").read_text())["process"]["exit_code"] == 0
+    start = time.monotonic()
+    assert slurm.drained() == [] and time.monotonic() - start < 30
