@@ -74,3 +74,25 @@ def test_srun_two_ranks_write_two_records(slurm, tmp_path):
         assert json.loads((tmp_path / f"r.rank{n}.json").read_text())["process"]["exit_code"] == 0
     start = time.monotonic()
     assert slurm.drained() == [] and time.monotonic() - start < 30
+
+
+def test_explain_takes_a_directory_of_per_rank_records(tmp_path):
+    pytest.importorskip("jax")
+    runs = tmp_path / "runs"
+    runs.mkdir(mode=0o700)
+    env = {**os.environ, "JAX_PLATFORMS": "cpu", "SLURM_NTASKS": "2"}
+    for rank in (0, 1):
+        proc = jaxcache("run", "--quiet", "--cache-dir", str(tmp_path / "c"), "--record",
+                        str(runs / "r.json"), "--", sys.executable, "-c",
+                        "import jax.numpy as jnp; jnp.ones(2).sum()",
+                        env={**env, "SLURM_PROCID": str(rank)})
+        assert proc.returncode == 0, proc.stderr
+    out = jaxcache("explain", "--format", "json", str(runs))
+    assert out.returncode in (0, 1), out.stderr
+    doc = json.loads(out.stdout)
+    assert [os.path.basename(r) for r in doc["records"]] == ["r.rank0.json",
+                                                             "r.rank1.json"]
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    bad = jaxcache("explain", str(empty))
+    assert bad.returncode == 2 and "no .json run records" in bad.stderr

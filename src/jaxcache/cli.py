@@ -257,6 +257,7 @@ def explain(args: argparse.Namespace, tail: list[str] | None) -> None:
     """Why modules were or were not cached, and why a later process missed.
 
       jaxcache explain cold.json warm.json     run records from `jaxcache run --record`
+      jaxcache explain runs/                   a directory: every record in it (one per rank)
       jaxcache explain -- python train.py      run the job twice (fresh private cache) and explain
 
     For each compiled module: input shapes, compile seconds, entry size, outcome and the rule
@@ -281,7 +282,7 @@ def explain(args: argparse.Namespace, tail: list[str] | None) -> None:
     else:
         from jaxcache import record as recordmod
 
-        records = [(path, recordmod.load(path)) for path in args.records]
+        records = recordmod.load_all(args.records)
     result = explainmod.explain_records(records)
     if args.fmt == "json":
         from jaxcache.report import explain_json
@@ -716,7 +717,7 @@ def _bench_options(p: argparse.ArgumentParser) -> None:
 
 def _explain_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("records", nargs="*", metavar="RECORD",
-                   help="Run records (from jaxcache run --record).")
+                   help="Run records (from jaxcache run --record), or directories of them.")
     _option(p, "--format", dest="fmt", choices=TEXT_JSON, default="text", show_default=True)
 
 

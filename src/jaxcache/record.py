@@ -235,3 +235,22 @@ def load(path: str) -> dict:
     from jaxcache.documents import load_record
 
     return load_record(path)
+
+
+def load_all(paths: list[str]) -> list[tuple[str, dict]]:
+    """Records named on the command line; a directory stands for the records in it (the
+    per-rank records of one job: `r.rank0.json`, `r.rank1.json`...), in name order."""
+    import os
+
+    from jaxcache.errors import JaxcacheError
+
+    out = []
+    for path in paths:
+        if os.path.isdir(path):
+            names = sorted(n for n in os.listdir(path) if n.endswith(".json"))
+            if not names:
+                raise JaxcacheError(f"{path}: a directory with no .json run records in it")
+            out += [(os.path.join(path, n), load(os.path.join(path, n))) for n in names]
+        else:
+            out.append((path, load(path)))
+    return out
