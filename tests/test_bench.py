@@ -24,7 +24,7 @@ TRAIN = str(ROOT / "examples" / "train.py")
 @pytest.fixture(scope="module")
 def mlp_bench(tmp_path_factory):
     out = tmp_path_factory.mktemp("bench") / "out"
-    proc = jaxcache("bench", "-t", "6", "-k", "1", "--no-prime", "--timeout", "300",
+    proc = jaxcache("bench", "-t", "4", "-k", "1", "--no-prime", "--timeout", "300",
                     "--out", str(out), "--", sys.executable, MLP)
     return proc, out, json.loads((out / "bench.json").read_text())
 
@@ -41,7 +41,7 @@ def test_cold_writes_warm_hits_and_saving_has_an_interval(mlp_bench):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     cold = [s for s in doc["samples"] if s["kind"] == "cold"]
     warm = [s for s in doc["samples"] if s["kind"] == "warm"]
-    assert len(cold) == 6 and len(warm) == 6
+    assert len(cold) == 4 and len(warm) == 4  # 8 processes are enough for a verdict
     assert all(s["entries_before"] == 0 and s["entries_after"] >= 1 and s["written"] >= 1
                for s in cold)
     # every warm run loads what its trial's cold run wrote; a cheap helper may still be written

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import math
 import random
+import statistics
 
 import pytest
 
@@ -52,3 +54,37 @@ def test_paired_needs_six_trials_for_95():
     s = stats.paired_shift([1.0, 1.1, 0.9, 1.2, 1.05, 0.95], 0.95)
     assert s.resolved and s.min_p == pytest.approx(2 / 64)
     assert s.confidence == pytest.approx(1 - 2 / 64)
+
+
+def test_rank_sum_counts_are_the_mann_whitney_null():
+    assert stats.rank_sum_counts(2, 2) == [1, 1, 2, 1, 1]
+    counts = stats.rank_sum_counts(4, 5)
+    assert sum(counts) == math.comb(9, 4) and counts == counts[::-1]
+
+
+def test_exact_p_values_agree_with_scipy():
+
+    rng = random.Random(7)
+    for n, m in ((4, 4), (3, 5), (5, 5)):
+        for _ in range(20):
+            x = [rng.random() for _ in range(n)]
+            y = [rng.random() + 0.3 for _ in range(m)]
+            u = sum(a > b for a in x for b in y)
+            counts = stats.rank_sum_counts(n, m)
+            total = sum(counts)
+            p = min(1.0, 2 * min(sum(counts[:u + 1]), sum(counts[u:])) / total)
+            expected = scipy_stats.mannwhitneyu(x, y, method="exact").pvalue
+            assert p == pytest.approx(expected)
+
+
+def test_four_trials_resolve_a_clear_saving_three_cannot():
+    cold, warm = [10.1, 10.4, 9.8, 10.2], [7.9, 8.2, 8.0, 8.4]
+    s = stats.two_sample_shift(cold, warm, 0.95)
+    assert s.resolved and s.min_p == pytest.approx(2 / 70)
+    assert s.low == pytest.approx(min(cold) - max(warm)) and s.high == pytest.approx(
+        max(cold) - min(warm))
+    assert s.estimate == pytest.approx(statistics.median(a - b for a in cold for b in warm))
+    assert not stats.two_sample_shift(cold[:3], warm[:3], 0.95).resolved
+    assert stats.fewest_trials(0.95) == 4 and stats.fewest_trials(0.99) == 5
+    r = stats.two_sample_ratio(cold, warm)
+    assert 0.7 < r.low <= r.estimate <= r.high < 0.9

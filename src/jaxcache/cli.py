@@ -217,8 +217,8 @@ def bench(args: argparse.Namespace, tail: list[str] | None) -> None:
     it, and checks the cache really filled and was hit. Per process it reports import jax,
     trace, lower, compile-or-load and the rest from inside (the probe of `jaxcache run`), and
     wall, CPU and memory from outside. The saving per start comes with an exact
-    distribution-free interval, paired by trial (Hodges-Lehmann / Wilcoxon signed-rank; 6
-    trials are the fewest for 95%). JAX's thresholds are never
+    distribution-free interval over trials, the independent unit (two-sample Hodges-Lehmann /
+    exact Mann-Whitney; 4 trials, 8 processes, are the fewest for 95%). JAX's thresholds are never
     lowered unless you ask, and always reported.
 
     Outputs (--json, --report, --plot, --out): each target is created before the first trial,
@@ -665,12 +665,12 @@ def _seal_options(p: argparse.ArgumentParser) -> None:
 def _bench_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("command", nargs=argparse.REMAINDER, metavar="CMD",
                    help="The program and its arguments, passed on verbatim.")
-    _option(p, "-t", "--trials", type=_Range(int, 1, 1000), default=6, show_default=True,
+    _option(p, "-t", "--trials", type=_Range(int, 1, 1000), default=5, show_default=True,
             metavar="N",
             help="Trials: each a fresh private cache, one cold process, then the warm ones. "
-                 "The trial is the unit of the statistics: 6 is the fewest for a 95%% "
+                 "The trial is the unit of the statistics: 4 is the fewest for a 95%% "
                  "interval.")
-    _option(p, "-k", "--warm", type=_Range(int, 1, 100), default=2, show_default=True,
+    _option(p, "-k", "--warm", type=_Range(int, 1, 100), default=1, show_default=True,
             metavar="N",
             help="Warm processes per trial (their median is compared with the cold run).")
     _option(p, "--no-prime", action="store_true",

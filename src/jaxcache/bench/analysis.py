@@ -59,11 +59,14 @@ def analyse(cold: list[ProcessSample], warm: list[ProcessSample], *, confidence:
         return Analysis(tuple(cold), tuple(warm), phases, walls, None, None, None, noise_s,
                         False, "no-data", "no trial has both a cold and a warm run", 0.0, 0,
                         None)
-    saving = stats.paired_shift([c.wall_s - w_wall for c, w_wall, _ in pairs], confidence)
-    compile_saving = stats.paired_shift(
-        [c.phases["compile_or_load"] - w_compile for c, _, w_compile in pairs], confidence)
-    ratio = stats.paired_ratio([c.wall_s for c, _, _ in pairs], [w for _, w, _ in pairs],
-                               confidence)
+    # one cold and one warm value per trial (the independent unit), compared as two samples
+    cold_wall = [c.wall_s for c, _, _ in pairs]
+    warm_wall = [w for _, w, _ in pairs]
+    saving = stats.two_sample_shift(cold_wall, warm_wall, confidence)
+    compile_saving = stats.two_sample_shift(
+        [c.phases["compile_or_load"] for c, _, _ in pairs], [w for _, _, w in pairs],
+        confidence)
+    ratio = stats.two_sample_ratio(cold_wall, warm_wall, confidence)
     paid = stats.spread([s.write_overhead_s for s in cold]).median
     written = int(stats.spread([s.bytes_after for s in cold]).median)
     significant = saving.resolved and saving.low > noise_s
@@ -78,7 +81,8 @@ def analyse(cold: list[ProcessSample], warm: list[ProcessSample], *, confidence:
     elif not saving.resolved:
         verdict = "no-significant-difference"
         message = (f"{saving.n} trials cannot support a {confidence:.0%} interval (smallest "
-                   f"reachable p = {saving.min_p:.3f}; 6 trials are the fewest for 95%): "
+                   f"reachable p = {saving.min_p:.3f}; {stats.fewest_trials(confidence)} "
+                   f"trials are the fewest for {confidence:.0%}): "
                    "run more trials")
     elif significant:
         verdict = "saves"

@@ -2,10 +2,13 @@
 
 A bench has a handful of trials; timings are skewed and sometimes bimodal (OS file cache, GC),
 so no normal approximation. The trial is the independent unit (its warm runs share its cache
-and its moment on the machine), so the saving is a paired shift: per trial, cold minus the
-median of its warm runs, estimated by the median of Walsh averages with the exact Wilcoxon
-signed-rank interval; the smallest two-sided p-value the design can reach (2 / 2^T) is stated
-instead of one that looks more decisive than the data.
+and its moment on the machine): each trial gives one cold value and one warm value (the median
+of its warm runs). The saving is the two-sample shift between the T cold and the T warm values:
+the Hodges-Lehmann estimate (median of all cold - warm differences) with the exact
+Mann-Whitney interval. Its smallest two-sided p-value is 2 / C(2T, T): 0.029 with 4 trials
+(8 processes), where the paired signed-rank design needs 6 trials and 18 processes (2 / 2^T).
+The smallest p-value the design can reach is stated instead of one that looks more decisive
+than the data.
 """
 
 from __future__ import annotations
@@ -105,3 +108,46 @@ def paired_ratio(cold: list[float], warm: list[float], confidence: float = 0.95)
         raise ValueError("ratios need positive values")
     return _inverted_exp(paired_shift(
         [math.log(c) - math.log(w) for c, w in zip(cold, warm, strict=True)], confidence))
+
+
+def rank_sum_counts(n: int, m: int) -> list[int]:
+    """Number of orderings giving each Mann-Whitney U = 0..n*m for samples of n and m
+    (no ties): c(n, m, u) = c(n - 1, m, u - m) + c(n, m - 1, u)."""
+    table = {(0, j): [1] for j in range(m + 1)}
+    for i in range(1, n + 1):
+        table[(i, 0)] = [1]
+        for j in range(1, m + 1):
+            a, b = table[(i - 1, j)], table[(i, j - 1)]
+            out = [0] * (i * j + 1)
+            for u, c in enumerate(a):
+                out[u + j] += c
+            for u, c in enumerate(b):
+                out[u] += c
+            table[(i, j)] = out
+    return table[(n, m)]
+
+
+def two_sample_shift(x: list[float], y: list[float], confidence: float = 0.95) -> Shift:
+    """How much larger x is than y: the two-sample Hodges-Lehmann estimate (median of all
+    x_i - y_j) with the exact Mann-Whitney interval; x and y independent samples."""
+    n, m = len(x), len(y)
+    if n == 0 or m == 0:
+        raise ValueError("need at least one value on each side")
+    diffs = sorted(a - b for a in x for b in y)
+    return _interval(diffs, rank_sum_counts(n, m), confidence, n, m)
+
+
+def two_sample_ratio(cold: list[float], warm: list[float], confidence: float = 0.95) -> Shift:
+    """warm / cold, as a two-sample shift of logs, exponentiated and inverted."""
+    if min(cold + warm) <= 0:
+        raise ValueError("ratios need positive values")
+    return _inverted_exp(two_sample_shift([math.log(c) for c in cold],
+                                          [math.log(w) for w in warm], confidence))
+
+
+def fewest_trials(confidence: float) -> int:
+    """The fewest trials whose smallest reachable p-value supports `confidence`."""
+    t = 1
+    while 2 / math.comb(2 * t, t) > 1 - confidence:
+        t += 1
+    return t

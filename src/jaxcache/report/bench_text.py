@@ -43,8 +43,9 @@ def conclusions(result: BenchResult) -> list[str]:
     if a.saving is not None:
         lines.append(f"seconds saved per start: {interval(a.saving)}; compile-or-load saved: "
                      f"{interval(a.compile_saving)}; warm/cold wall: {interval(a.ratio, '')}")
-        lines.append(f"paired by trial (the independent unit): {a.saving.n} trials, exact "
-                     f"Wilcoxon signed-rank interval; smallest reachable p-value "
+        lines.append(f"over trials (the independent unit): {a.saving.n} cold and {a.saving.m} "
+                     "warm values, two-sample Hodges-Lehmann with the exact Mann-Whitney "
+                     "interval; smallest reachable p-value "
                      f"{a.saving.min_p:.4f}; noise band {a.noise_s:.2f} s")
     if a.significant:
         pays = a.pays_off_after
