@@ -238,7 +238,8 @@ def trusted_keys_for(directory: str, given: tuple[str, ...], policy: str | None)
 
     keys = [keymod.load_public(k) for k in given]
     pol = policymod.load(policy, Accounts())
-    keys += list(pol.rule_for(os.path.abspath(directory)).trusted_keys)
+    where = directory if "://" in directory else os.path.abspath(directory)
+    keys += list(pol.rule_for(where).trusted_keys)
     if not keys:
         raise JaxcacheError("no trusted keys: give --trusted-key ed25519:... (or a .pub file), "
                             "or list trusted_keys for this directory in your policy")
@@ -248,7 +249,30 @@ def trusted_keys_for(directory: str, given: tuple[str, ...], policy: str | None)
 def verify_dir(directory: str, given: tuple[str, ...], policy: str | None):
     from jaxcache.seal import scan
 
+    if "://" in directory:
+        from jaxcache.seal import bucket_scan, objects
+
+        url = objects.parse(directory)
+        return bucket_scan.verify(objects.open_store(url),
+                                  trusted_keys_for(url.text, given, policy))
     return scan.verify(_existing_dir(directory), trusted_keys_for(directory, given, policy))
+
+
+def seal_bucket(url: str, key_path: str, given: tuple[str, ...], trust_writers: bool):
+    """Sign what is under a bucket prefix. jaxcache cannot see who wrote those objects (the
+    bucket's IAM), so sealing them is refused unless the caller vouches for every writer."""
+    from jaxcache.seal import bucket_scan, objects
+    from jaxcache.seal import keys as keymod
+
+    where = objects.parse(url)
+    if not trust_writers:
+        raise JaxcacheError(
+            f"refusing to seal {where.text}: jaxcache cannot check who can write that bucket "
+            "(its IAM), and sealing vouches for whatever any writer put there; check by hand "
+            "that only your publisher can write it, then pass --trust-bucket-writers")
+    signer = keymod.load_signing(key_path)
+    return bucket_scan.seal(objects.open_store(where), signer,
+                            [keymod.load_public(k) for k in given])
 
 
 def seal_dir(directory: str, key_path: str, given: tuple[str, ...], policy: str | None):
