@@ -201,8 +201,8 @@ class BucketSealedCache(Reports):
                                   "published yet")
         if m and m["module"] in self._listing:
             return KEY_MISMATCH, (f"the bucket holds {m['module']} under another key "
-                                  f"({self._listing[m['module']][-64:][:12]}…): publisher and "
-                                  "reader differ in a key component (jaxlib version, platform, "
-                                  "XLA flags, compile options); compare them with jaxcache "
-                                  "explain on both records")
+                                  f"({self._listing[m['module']][-64:][:12]}…): other input "
+                                  "shapes, or publisher and reader differ in a key component "
+                                  "(jaxlib version, platform, XLA flags, compile options); "
+                                  "compare them with jaxcache explain on both records")
         return None, None
