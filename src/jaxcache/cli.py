@@ -147,6 +147,8 @@ def ls_command(args: argparse.Namespace, tail: None) -> None:
     other-writable entries, hard links, symlinks, non-regular files, ACLs, unexpected names.
     Exit code 1 when any entry is flagged beyond an unexpected name.
     """
+    if "://" in args.path:
+        _ls_bucket(args)
     from jaxcache.trust import listing
 
     inv, resolved = listing.list_dir(args.path)
@@ -157,6 +159,20 @@ def ls_command(args: argparse.Namespace, tail: None) -> None:
         from jaxcache.report import text
         _emit(text.render_ls(resolved, inv))
     sys.exit(1 if listing.needs_attention(inv) else 0)
+
+
+def _ls_bucket(args: argparse.Namespace) -> None:
+    """`ls gs://bucket/prefix`: its entries and whether a signature object sits beside each
+    (`verify` checks them). Exit 1 when an entry has none."""
+    from jaxcache.seal import bucket_scan, objects
+
+    found = bucket_scan.listing(objects.open_store(objects.parse(args.path)))
+    if args.fmt == "json":
+        from jaxcache.report import bucket_ls_json as out
+    else:
+        from jaxcache.report import bucket_ls_text as out
+    _emit(out.render(found))
+    sys.exit(1 if bucket_scan.unsigned(found) else 0)
 
 
 def run(args: argparse.Namespace, tail: list[str] | None) -> None:
@@ -477,6 +493,11 @@ def seal(args: argparse.Namespace, tail: None) -> None:
     """
     from jaxcache import sealing
 
+    if "://" in args.dir:
+        _scan_output(sealing.seal_bucket(args.dir, args.key, tuple(args.trusted_keys or ()),
+                                         args.trust_bucket_writers), "seal", args.fmt)
+    if args.trust_bucket_writers:
+        _usage(args, "--trust-bucket-writers is for gs:// prefixes only")
     _scan_output(sealing.seal_dir(args.dir, args.key, tuple(args.trusted_keys or ()),
                                   args.policy_path), "seal", args.fmt)
 
@@ -660,6 +681,9 @@ def _seal_options(p: argparse.ArgumentParser) -> None:
     _scan_options(p)
     _option(p, "--key", required=True, metavar="KEYFILE",
             help="The signing key (from `jaxcache keygen`).")
+    _option(p, "--trust-bucket-writers", action="store_true",
+            help="For gs://: you checked by hand that only your publisher can write there "
+                 "(jaxcache cannot read a bucket's IAM); sealing vouches for every entry.")
 
 
 def _bench_options(p: argparse.ArgumentParser) -> None:

@@ -221,6 +221,9 @@ def explain_records(records: list[tuple[str, dict]]) -> Explanation:
                       for e in used_dirs.failing(record)]
         if not (record.get("probe") or {}).get("loaded", True):
             notes.append(f"{safe(path)}: {record['probe'].get('note')}")
+        from jaxcache import bucket_misses
+
+        notes += [f"{safe(path)}: {line}" for line in bucket_misses.lines(record.get("seal"))]
     return Explanation(tuple(p for p, _ in records), tuple(modules),
                        tuple(_key_diffs(records)), tuple(advice), tuple(notes),
                        tuple(unaudited))

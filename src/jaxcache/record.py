@@ -39,6 +39,8 @@ class DirSnapshot:
         from jaxcache.errors import JaxcacheError
         from jaxcache.trust import listing
 
+        if "://" in path:  # a sealed bucket prefix: its objects (none if it cannot be listed)
+            return cls(path, _bucket_objects(path))
         try:
             inv, resolved = listing.list_dir(path)
         except JaxcacheError:
@@ -50,6 +52,16 @@ class DirSnapshot:
     def summary(self) -> dict:
         return {"entries": sum(1 for n in self.entries if n.endswith("-cache")),
                 "files": len(self.entries), "bytes": sum(self.entries.values())}
+
+
+def _bucket_objects(url: str) -> dict[str, int]:
+    from jaxcache.errors import JaxcacheError
+    from jaxcache.seal import objects
+
+    try:
+        return {o.name: o.size for o in objects.open_store(objects.parse(url)).list()}
+    except (JaxcacheError, objects.StoreError):
+        return {}
 
 
 def env_snapshot(env: dict[str, str]) -> dict[str, str]:

@@ -115,6 +115,30 @@ def audited_env(path: str) -> dict[str, str]:
             "JAXCACHE_LIB": os.path.dirname(jaxcache.__file__)}
 
 
+def _admit_bucket(chosen: str, pol, accounts, keys: tuple, seal, policy: str | None) -> dict:
+    """`run --sealed --cache-dir gs://bucket/prefix`: judged for a sealed reader (SEALED or
+    refused), the client checked before the job starts; the job's probe opens the store."""
+    from jaxcache import record as recordmod
+    from jaxcache.seal import objects
+    from jaxcache.trust.audit import audit
+
+    url = objects.parse(chosen).text
+    report = audit(url, policy=pol, scan_processes=False, accounts=accounts, sealed=True,
+                   sealed_keys=keys)
+    if not any(f.code == "seal.keys" for f in report.findings):
+        raise JaxcacheError("--sealed needs trusted keys: --trusted-key, --signing-key, or "
+                            "trusted_keys for this bucket in the policy")
+    if report.verdict.value != "SEALED":
+        raise UntrustedCacheError(report)
+    objects.open_store(objects.parse(url))  # the client is installed (else: one clear line)
+    if seal.local is not None:
+        from jaxcache.sealing import private_tier
+
+        private_tier(seal.local, pol, accounts)
+    return {"path": url, "verdict": report.verdict.value, "env": seal.job_env(url, policy),
+            "before": recordmod.DirSnapshot.at(url)}
+
+
 def _admit(chosen: str, policy: str | None, allow_untrusted: bool, seal) -> dict:
     """The audit (creating a missing directory private first): refuses, or says which path
     the job gets, through which variables, and what the directory held before."""
@@ -126,6 +150,8 @@ def _admit(chosen: str, policy: str | None, allow_untrusted: bool, seal) -> dict
     accounts = Accounts()
     pol = policymod.load(policy, accounts)
     keys = seal.public_keys() if seal is not None else ()
+    if seal is not None and "://" in chosen:
+        return _admit_bucket(chosen, pol, accounts, keys, seal, policy)
     if seal is not None and not keys and not pol.rule_for(os.path.abspath(chosen)).trusted_keys:
         raise JaxcacheError("--sealed needs trusted keys: --trusted-key, --signing-key, or "
                             "trusted_keys for this path in the policy")

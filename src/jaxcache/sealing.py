@@ -67,9 +67,8 @@ def _enable_sealed(path: str, policy: str | None, reset: bool, signing_key, trus
     )
     from jaxcache.seal import keys as keymod
     from jaxcache.seal.store import SealedCache
-    from jaxcache.trust import create, target
     from jaxcache.trust import policy as policymod
-    from jaxcache.trust.audit import audit
+    from jaxcache.trust import target
     from jaxcache.trust.findings import Verdict
     from jaxcache.trust.principals import Accounts
 
@@ -81,25 +80,16 @@ def _enable_sealed(path: str, policy: str | None, reset: bool, signing_key, trus
         extra += (signer.public,)
     accounts = Accounts()
     pol = policymod.load(policy, accounts)
-    shared = _local_path(target.resolve(path), path)
-    report = audit(shared, policy=pol, scan_processes=False, accounts=accounts,
-                   sealed=True, sealed_keys=extra)
-    if not report.exists:
-        if signer is None:
-            raise JaxcacheError(f"sealed cache {safe(shared)} does not exist; a reader without "
-                                "a signing key creates nothing there")
-        made = create.init(shared, policy=pol)
-        made_dirs.append(made)
-        if not made.ok:
-            raise UntrustedCacheError(made.report)
-        report = audit(shared, policy=pol, scan_processes=False, accounts=accounts,
-                       sealed=True, sealed_keys=extra)
+    if target.resolve(path).url is not None:
+        chosen, report, store = _bucket_tier(path, pol, accounts, extra)
+    else:
+        (chosen, report), store = _directory_tier(path, pol, accounts, extra, signer,
+                                                  made_dirs), None
     if not any(f.code == "seal.keys" for f in report.findings):
         raise JaxcacheError("sealed=True needs trusted public keys: trusted_keys=[...], a "
                             "signing key, or trusted_keys for this path in the policy file")
     if report.verdict is not Verdict.SEALED:
         raise UntrustedCacheError(report)
-    chosen = report.resolved or shared
     keys = pol.rule_for(chosen).trusted_keys + extra
     local_dir = None
     if local is not None:
@@ -122,8 +112,14 @@ def _enable_sealed(path: str, policy: str | None, reset: bool, signing_key, trus
     with undo.all_or_nothing(sealed_dir=chosen):
         if needs_reset:
             jaxcompat.reset_cache()
-        backend = SealedCache(chosen, trusted=keys, signer=signer, local=local_dir,
-                              max_size=jaxcompat.max_size)
+        if store is None:
+            backend = SealedCache(chosen, trusted=keys, signer=signer, local=local_dir,
+                                  max_size=jaxcompat.max_size)
+        else:
+            from jaxcache.seal.bucket import BucketSealedCache
+
+            backend = BucketSealedCache(store, trusted=keys, signer=signer, local=local_dir,
+                                        max_size=jaxcompat.max_size)
         try:
             jaxcompat.disable_xla_subcaches()  # XLA would read them from the sealed dir
             jaxcompat.install_backend(chosen, backend)
@@ -141,6 +137,39 @@ def _enable_sealed(path: str, policy: str | None, reset: bool, signing_key, trus
                                       "nothing was changed")
     kept = tuple(t for t in traps if not t.fatal)
     return EnableResult(chosen, report, kept, needs_reset, backend)
+
+
+def _directory_tier(path: str, pol, accounts, extra: tuple, signer, made_dirs: list):
+    """A mounted shared directory: audited for a sealed reader, created by a publisher."""
+    from jaxcache.trust import create, target
+    from jaxcache.trust.audit import audit
+
+    shared = _local_path(target.resolve(path), path)
+    report = audit(shared, policy=pol, scan_processes=False, accounts=accounts,
+                   sealed=True, sealed_keys=extra)
+    if not report.exists:
+        if signer is None:
+            raise JaxcacheError(f"sealed cache {safe(shared)} does not exist; a reader without "
+                                "a signing key creates nothing there")
+        made = create.init(shared, policy=pol)
+        made_dirs.append(made)
+        if not made.ok:
+            raise UntrustedCacheError(made.report)
+        report = audit(shared, policy=pol, scan_processes=False, accounts=accounts,
+                       sealed=True, sealed_keys=extra)
+    return report.resolved or shared, report
+
+
+def _bucket_tier(path: str, pol, accounts, extra: tuple):
+    """gs://bucket/prefix: judged for a sealed reader (no request is made here, so a network
+    failure is a miss at load time, never a failed start), and its store."""
+    from jaxcache.seal import objects
+    from jaxcache.trust.audit import audit
+
+    url = objects.parse(path).text
+    report = audit(url, policy=pol, scan_processes=False, accounts=accounts, sealed=True,
+                   sealed_keys=extra)
+    return url, report, objects.open_store(objects.parse(url))
 
 
 def _local_path(tgt, given: str) -> str:
@@ -194,7 +223,9 @@ def summary(backend) -> dict:
                             "reason": r.reason, "owner": r.owner} for r in backend.rejections],
             "writes": [{"key": k, "directory": d} for k, d in backend.writes],
             "evictions": [{"entry": e, "directory": d} for e, d in backend.evictions],
-            "write_errors": list(backend.write_errors)}
+            "write_errors": list(backend.write_errors),
+            "bucket_misses": [{"key": m.key, "kind": m.kind, "reason": m.reason,
+                               "hint": m.hint} for m in getattr(backend, "misses", ())]}
 
 
 def trusted_keys_for(directory: str, given: tuple[str, ...], policy: str | None) -> list:
@@ -207,7 +238,8 @@ def trusted_keys_for(directory: str, given: tuple[str, ...], policy: str | None)
 
     keys = [keymod.load_public(k) for k in given]
     pol = policymod.load(policy, Accounts())
-    keys += list(pol.rule_for(os.path.abspath(directory)).trusted_keys)
+    where = directory if "://" in directory else os.path.abspath(directory)
+    keys += list(pol.rule_for(where).trusted_keys)
     if not keys:
         raise JaxcacheError("no trusted keys: give --trusted-key ed25519:... (or a .pub file), "
                             "or list trusted_keys for this directory in your policy")
@@ -217,7 +249,30 @@ def trusted_keys_for(directory: str, given: tuple[str, ...], policy: str | None)
 def verify_dir(directory: str, given: tuple[str, ...], policy: str | None):
     from jaxcache.seal import scan
 
+    if "://" in directory:
+        from jaxcache.seal import bucket_scan, objects
+
+        url = objects.parse(directory)
+        return bucket_scan.verify(objects.open_store(url),
+                                  trusted_keys_for(url.text, given, policy))
     return scan.verify(_existing_dir(directory), trusted_keys_for(directory, given, policy))
+
+
+def seal_bucket(url: str, key_path: str, given: tuple[str, ...], trust_writers: bool):
+    """Sign what is under a bucket prefix. jaxcache cannot see who wrote those objects (the
+    bucket's IAM), so sealing them is refused unless the caller vouches for every writer."""
+    from jaxcache.seal import bucket_scan, objects
+    from jaxcache.seal import keys as keymod
+
+    where = objects.parse(url)
+    if not trust_writers:
+        raise JaxcacheError(
+            f"refusing to seal {where.text}: jaxcache cannot check who can write that bucket "
+            "(its IAM), and sealing vouches for whatever any writer put there; check by hand "
+            "that only your publisher can write it, then pass --trust-bucket-writers")
+    signer = keymod.load_signing(key_path)
+    return bucket_scan.seal(objects.open_store(where), signer,
+                            [keymod.load_public(k) for k in given])
 
 
 def seal_dir(directory: str, key_path: str, given: tuple[str, ...], policy: str | None):

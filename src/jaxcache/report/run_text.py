@@ -77,6 +77,9 @@ def render(doc: dict, record_path: str) -> str:
                         else "")
                      + (f", {len(seal['evictions'])} entries evicted (max size)"
                         if seal.get("evictions") else ""))
+        from jaxcache import bucket_misses
+
+        lines += [f"  {line}" for line in bucket_misses.lines(seal)]
         for r in seal["rejections"][:6]:
             key = safe(r["key"])
             lines.append(f"  rejected {key[:60] + ('…' if len(key) > 60 else '')}: "

@@ -60,7 +60,64 @@ class _Rejected(Exception):
         self.status, self.reason, self.uid = status, reason, uid
 
 
-class SealedCache:
+class Reports:
+    """What a sealed backend tells the run record: rejections (each key reported once, with a
+    SealWarning), entries written and evicted, writes that failed."""
+
+    def __init__(self) -> None:
+        self.rejections: list[Rejection] = []
+        self.writes: list[tuple[str, str]] = []  # (key, directory) of entries this process added
+        self.evictions: list[tuple[str, str]] = []  # (entry, directory) this process evicted
+        self.write_errors: list[str] = []
+        self._reported: set[tuple[str, str]] = set()
+        self._lock = threading.Lock()
+
+    def _reject(self, key: str, directory: str, exc: _Rejected) -> None:
+        self._report(Rejection(key, directory, exc.status, exc.reason, _owner(exc.uid)))
+
+    def _report(self, rejection: Rejection) -> None:
+        with self._lock:
+            if (rejection.directory, rejection.key) in self._reported:
+                return
+            self._reported.add((rejection.directory, rejection.key))
+        self.rejections.append(rejection)
+        logger.debug(rejection.describe())  # the warning below is what people see
+        warnings.warn(rejection.describe(), SealWarning, stacklevel=4)
+
+    def _write_failed(self, key: str, where: str, exc: OSError) -> OSError:
+        """As JAX's own cache does: the error goes to JAX, which warns (or raises, with
+        jax_raise_persistent_cache_errors) and goes on uncached."""
+        text = (f"jaxcache: could not write cache entry {safe(key)} to {safe(where)}: "
+                f"{exc.strerror or exc}; the job goes on without caching it")
+        self.write_errors.append(text)
+        logger.debug(text)
+        return OSError(exc.errno, text)
+
+
+def fits(key: str, value: bytes, max_size: int) -> bool:
+    """JAX's rule: an entry larger than jax_compilation_cache_max_size is not stored."""
+    if max_size != -1 and len(value) > max_size:
+        warnings.warn(f"Cache value for key {safe(key)!r} of size {len(value)} bytes "
+                      f"exceeds the maximum cache size of {max_size} bytes", stacklevel=3)
+        return False
+    return True
+
+
+def write_tier(fd: int, name: str, value: bytes, sig: bytes | None, limit: int,
+               max_size: int, evictions: list[tuple[str, str]], where: str) -> bool:
+    """Publish into a directory tier, evicting least recently used entries of ours first
+    when there is a limit; False if the name was taken (first writer wins)."""
+    if max_size == -1:
+        return publish(fd, name, value, sig, limit)
+    with lru.locked(fd):
+        if _exists(fd, name):
+            return False
+        for gone in lru.evict(fd, max_size, len(value), limit):
+            evictions.append((gone, where))
+        return publish(fd, name, value, sig, limit)
+
+
+class SealedCache(Reports):
     """A JAX CacheInterface over a sealed directory, optionally behind a private one.
 
     jaxcompat wraps it in JAX's own CacheInterface class; this module stays JAX-free."""
@@ -85,12 +142,7 @@ class SealedCache:
         self._shared_max = names.name_max(self._shared_fd)
         self._local_max = names.name_max(self._local_fd) if self._local_fd is not None \
             else names.DEFAULT_NAME_MAX
-        self.rejections: list[Rejection] = []
-        self.writes: list[tuple[str, str]] = []  # (key, directory) of entries this process added
-        self.evictions: list[tuple[str, str]] = []  # (entry, directory) this process evicted
-        self.write_errors: list[str] = []
-        self._reported: set[tuple[str, str]] = set()
-        self._lock = threading.Lock()
+        super().__init__()
 
     def close(self) -> None:
         """Let go of the directories (a replaced or disabled cache); later calls miss."""
@@ -156,41 +208,13 @@ class SealedCache:
         if fd is None:
             return  # closed
         max_size = self.max_size()
-        if max_size != -1 and len(value) > max_size:
-            warnings.warn(f"Cache value for key {safe(key)!r} of size {len(value)} bytes "
-                          f"exceeds the maximum cache size of {max_size} bytes", stacklevel=2)
+        if not fits(key, value, max_size):
             return
         try:
-            if max_size == -1:
-                added = publish(fd, name, value, sig, limit)
-            else:
-                with lru.locked(fd):
-                    added = False
-                    if not _exists(fd, name):
-                        for gone in lru.evict(fd, max_size, len(value), limit):
-                            self.evictions.append((gone, where))
-                        added = publish(fd, name, value, sig, limit)
-            if added:
+            if write_tier(fd, name, value, sig, limit, max_size, self.evictions, where):
                 self.writes.append((key, where))
         except OSError as exc:
-            # as JAX's own cache does: the error goes to JAX, which warns (or raises, with
-            # jax_raise_persistent_cache_errors) and goes on uncached
-            text = (f"jaxcache: could not write cache entry {safe(key)} to {safe(where)}: "
-                    f"{exc.strerror or exc}; the job goes on without caching it")
-            self.write_errors.append(text)
-            logger.debug(text)
-            raise OSError(exc.errno, text) from None
-
-    # --- reporting ------------------------------------------------------------------------
-    def _reject(self, key: str, directory: str, exc: _Rejected) -> None:
-        with self._lock:
-            if (directory, key) in self._reported:
-                return
-            self._reported.add((directory, key))
-        rejection = Rejection(key, directory, exc.status, exc.reason, _owner(exc.uid))
-        self.rejections.append(rejection)
-        logger.debug(rejection.describe())  # the warning below is what people see
-        warnings.warn(rejection.describe(), SealWarning, stacklevel=3)
+            raise self._write_failed(key, where, exc) from None
 
 
 def _open_dir(path: str) -> int:

@@ -103,7 +103,7 @@ def audit(given: str, *, policy: Policy = EMPTY, as_user: int | None = None,
     tgt = targetmod.resolve(given, cwd)
     notes = [Finding(code, NOTE, text) for code, text in tgt.notes]
     if tgt.path is None:
-        return _url_report(tgt, me, notes, policy)
+        return _url_report(tgt, me, notes, policy, sealed, sealed_keys)
     w, fd = walk_open(tgt.path)
     ids = None
     try:
@@ -179,7 +179,7 @@ def _identities(w: Walk) -> tuple[tuple[int, int], ...]:
 
 
 def _url_report(tgt: targetmod.Target, me: pr.Principal, notes: list[Finding],
-                policy: Policy) -> AuditReport:
+                policy: Policy, sealed: bool = False, sealed_keys: tuple = ()) -> AuditReport:
     scheme = (tgt.url or "").split("://", 1)[0]
     finding = Finding(
         "path.url", UNVERIFIABLE,
@@ -190,8 +190,14 @@ def _url_report(tgt: targetmod.Target, me: pr.Principal, notes: list[Finding],
         "bucket and prefix, including service accounts and CI), turn off public or uniform "
         "write grants, and prefer signed entries or a private local cache (jaxcache init)",
     )
-    return AuditReport(tgt.given, None, None, False, Verdict.UNVERIFIABLE, me, (), (), (), None,
-                       None, (*notes, finding), policy.source)
+    findings = [*notes, finding]
+    verdict = Verdict.UNVERIFIABLE
+    if sealed:
+        from jaxcache.trust import bucket as bucketmod
+
+        findings, verdict = bucketmod.judge_sealed(tgt.given, findings, policy, sealed_keys)
+    return AuditReport(tgt.given, None, None, False, verdict, me, (), (), (), None,
+                       None, tuple(findings), policy.source)
 
 
 def _acl_text(acl: aclmod.Acl | None, accounts: pr.Accounts, gid: int) -> tuple[str, ...]:

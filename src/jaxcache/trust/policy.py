@@ -12,6 +12,10 @@ and only from a file that no one but its owner (us or root) can modify.
     trusted_groups = ["ml-team"]              # every member of the group
     accepted_filesystems = ["nfs4"]           # network filesystems you vouch for
     accepted_storage = ["/mnt/cache-volume"]  # mount points whose backing store you vouch for
+    [[cache]]
+    path = "gs://jaxbar/cache"                # a bucket prefix: only trusted_keys apply, and a
+    trusted_keys = [{ holder = "ci-publisher", key = "ed25519:..." }]  # holder names a
+                                              # principal of the storage service (no local user)
 """
 
 from __future__ import annotations
@@ -50,8 +54,13 @@ class Policy:
         Compared after resolving symlinks and '..' the way the kernel does (realpath), never
         by text: `/a/link/../b` is wherever the kernel goes, not `/a/b`.
         """
-        target = os.path.realpath(resolved)
-        rules = [self.default] + [r for p, r in self.per_path if os.path.realpath(p) == target]
+        if _url(resolved):  # a bucket prefix: compared as its one normal spelling
+            target = _url_text(resolved)
+            rules = [self.default] + [r for p, r in self.per_path if p == target]
+        else:
+            target = os.path.realpath(resolved)
+            rules = [self.default] + [r for p, r in self.per_path
+                                      if not _url(p) and os.path.realpath(p) == target]
         return Rule(
             frozenset().union(*(r.trusted_uids for r in rules)),
             frozenset().union(*(r.trusted_gids for r in rules)),
@@ -103,12 +112,31 @@ def _is_name(value: object) -> bool:
     return isinstance(value, str) and "\0" not in value
 
 
-def _rule(data: dict, where: str, accounts: Accounts) -> Rule:
+def _url(path: str) -> bool:
+    from jaxcache.seal.objects import is_url
+
+    return is_url(path)
+
+
+def _url_text(path: str) -> str | None:
+    from jaxcache.errors import JaxcacheError
+    from jaxcache.seal.objects import normalize
+
+    try:
+        return normalize(path)
+    except JaxcacheError:
+        return None
+
+
+def _rule(data: dict, where: str, accounts: Accounts, url: bool = False) -> Rule:
     unknown = set(data) - _RULE_KEYS - {"trusted_keys"} - (
         {"path"} if where != "top level" else {"cache"})
     if unknown:
         raise PolicyError(f"policy: unknown key(s) {safe(', '.join(sorted(unknown)))} at "
                           f"{where}")
+    if url and set(data) & _RULE_KEYS:
+        raise PolicyError(f"policy: {where} is a bucket: only trusted_keys applies there (its "
+                          "writers are decided by the storage service's access control)")
     lists = {}
     for key in _RULE_KEYS:
         value = data.get(key, [])
@@ -136,12 +164,13 @@ def _rule(data: dict, where: str, accounts: Accounts) -> Rule:
                               "absolute mount point")
     names = tuple(lists["trusted_users"]) + tuple(f"group {g}" for g in lists["trusted_groups"])
     return Rule(frozenset(uids), frozenset(gids), frozenset(lists["accepted_filesystems"]), names,
-                _trusted_keys(data.get("trusted_keys", []), where, accounts),
+                _trusted_keys(data.get("trusted_keys", []), where, accounts, url),
                 frozenset(os.path.normpath(p) for p in lists["accepted_storage"]))
 
 
-def _trusted_keys(items: object, where: str, accounts: Accounts) -> tuple:
-    """trusted_keys = [{ holder = "ci-publisher", key = "ed25519:..." }]: a sealed cache."""
+def _trusted_keys(items: object, where: str, accounts: Accounts, url: bool = False) -> tuple:
+    """trusted_keys = [{ holder = "ci-publisher", key = "ed25519:..." }]: a sealed cache. For
+    a bucket the holder names a principal of the storage service, not a local user."""
     from jaxcache.seal.keys import KeyFileError, parse_public
 
     if not isinstance(items, list) or not all(
@@ -151,7 +180,7 @@ def _trusted_keys(items: object, where: str, accounts: Accounts) -> tuple:
                           "{ holder = \"USER\", key = \"ed25519:...\" } tables")
     out = []
     for item in items:
-        if accounts.uid_of(item["holder"]) is None:
+        if not url and accounts.uid_of(item["holder"]) is None:
             raise PolicyError(f"policy: key holder {safe(item['holder'])!r} at {where} does "
                               "not exist")
         try:
@@ -170,10 +199,18 @@ def _build(source: str, data: dict, accounts: Accounts) -> Policy:
     for i, item in enumerate(caches):
         if not isinstance(item, dict) or not _is_name(item.get("path")):
             raise PolicyError(f"policy: [[cache]] number {i + 1} needs a string 'path'")
+        where = f"[[cache]] {safe(item['path'])}"
+        if _url(item["path"]):
+            text = _url_text(item["path"])
+            if text is None:
+                raise PolicyError(f"policy: [[cache]] path {safe(item['path'])!r} is not a "
+                                  "gs://bucket/prefix URL")
+            per_path.append((text, _rule(item, where, accounts, url=True)))
+            continue
         if not os.path.isabs(item["path"]):
-            raise PolicyError(f"policy: [[cache]] path {safe(item['path'])!r} must be absolute")
-        per_path.append((os.path.normpath(item["path"]),
-                         _rule(item, f"[[cache]] {safe(item['path'])}", accounts)))
+            raise PolicyError(f"policy: [[cache]] path {safe(item['path'])!r} must be absolute "
+                              "(or a gs://bucket/prefix URL)")
+        per_path.append((os.path.normpath(item["path"]), _rule(item, where, accounts)))
     return Policy(source, default, tuple(per_path))
 
 

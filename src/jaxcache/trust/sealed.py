@@ -15,7 +15,7 @@ from jaxcache.trust.findings import UNSAFE, UNVERIFIABLE, WARNING, Finding, Writ
 
 # findings about who can write, or about a filesystem whose writers cannot be known
 COVERED = ("writer.", "dir.", "entry.", "entries.unreadable", "fs.network", "kernel.disagrees",
-           "users.process", "handle.", "storage.")
+           "users.process", "handle.", "storage.", "path.url")
 NOTE_SUFFIX = (" — that holds for a plain reader; a sealed reader loads only signed entries, so "
                "such a writer can delete entries or plant ones that are rejected (jobs "
                "recompile) but cannot choose the code your process runs")

@@ -1,0 +1,43 @@
+"""Why a sealed reader found nothing (or nothing it could load) in its bucket, for `explain`
+and `run`'s summary: lookups grouped by what the store answered.
+
+Kinds (seal/bucket.py): not-found (hint prefix-empty: nothing under the prefix, so publisher
+and reader use different prefixes or nothing was published; hint key-mismatch: the module is
+there under another key, so a key component differs), permission-denied, network, error.
+Rejected signatures are the record's seal.rejections.
+"""
+
+from __future__ import annotations
+
+from jaxcache.display import safe
+
+_WHAT = {
+    "prefix-empty": "not found, and the prefix holds no entries",
+    "key-mismatch": "not found under this key, but the module is there under another key",
+    "not-found": "not found",
+    "permission-denied": "permission denied (the reader's principal lacks "
+                         "storage.objects.get on the bucket: roles/storage.objectViewer)",
+    "network": "bucket unreachable (network)",
+    "error": "the storage service answered with an error",
+}
+
+
+def lines(seal: dict | None) -> list[str]:
+    """One line per kind of miss, with the first reason given, and rejections by status."""
+    if not seal:
+        return []
+    out = []
+    groups: dict[str, list[dict]] = {}
+    for m in seal.get("bucket_misses") or []:
+        groups.setdefault(m.get("hint") or m.get("kind") or "error", []).append(m)
+    for kind, misses in groups.items():
+        out.append(f"bucket {safe(str(seal.get('path')))}: {len(misses)} lookup(s) "
+                   f"{_WHAT.get(kind, safe(kind))}: {safe(str(misses[0].get('reason')))[:400]}")
+    statuses: dict[str, int] = {}
+    for r in seal.get("rejections") or []:
+        statuses[r.get("status", "?")] = statuses.get(r.get("status", "?"), 0) + 1
+    if statuses and "://" in str(seal.get("path")):
+        out.append(f"bucket {safe(str(seal.get('path')))}: rejected signatures: "
+                   + ", ".join(f"{n} {safe(s)}" for s, n in sorted(statuses.items()))
+                   + " (`jaxcache verify` on the prefix lists them)")
+    return out

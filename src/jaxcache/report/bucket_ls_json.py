@@ -1,0 +1,15 @@
+"""`jaxcache ls gs://... --format json` (schema jaxcache.ls-bucket/1)."""
+
+from __future__ import annotations
+
+import json
+
+
+def render(found) -> str:
+    from jaxcache.seal import bucket_scan
+
+    return json.dumps({
+        "schema": "jaxcache.ls-bucket/1", "url": found.url,
+        "entries": [{"name": o.name, "size": o.size, "generation": o.generation,
+                     "updated": o.updated, "signature_object": o.name in found.signed}
+                    for o in bucket_scan.entries(found)]}, indent=2) + "\n"

