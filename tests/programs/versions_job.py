@@ -1,18 +1,27 @@
 """A job for the JAX version matrix: one jit worth caching, a cheap named one and a lambda.
 
-    versions_job.py [--steps N]
+    versions_job.py [--steps N] [--jax-log FILE]
 Leaves the cache to what JAX_COMPILATION_CACHE_DIR and JAX_PERSISTENT_CACHE_* say (as under
-`jaxcache run`); prints one checksum line.
+`jaxcache run`); prints one checksum line. --jax-log: JAX's own cache debug log, written by
+a handler set up before `import jax` (what the record is compared with).
 """
 
 import argparse
-
-import jax
-import jax.numpy as jnp
+import logging
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--steps", type=int, default=25)
+ap.add_argument("--jax-log")
 args = ap.parse_args()
+if args.jax_log:
+    handler = logging.FileHandler(args.jax_log)
+    handler.setFormatter(logging.Formatter("%(name)s %(message)s"))
+    for name in ("jax._src.compiler", "jax._src.compilation_cache"):
+        logging.getLogger(name).setLevel(logging.DEBUG)
+        logging.getLogger(name).addHandler(handler)
+
+import jax  # noqa: E402 - after the log handler, so JAX's debug lines reach it
+import jax.numpy as jnp  # noqa: E402
 
 
 def train_step(x):
