@@ -71,12 +71,16 @@ def test_every_row_is_a_module_jax_compiled_with_its_outcome(runs, phase):
 
 
 def test_cold_writes_and_warm_hits_what_was_written(runs):
+    """Compile times near the threshold may differ between the two processes: the warm one
+    hits what the cold one wrote, and may write what the cold one skipped, nothing else."""
     _, out = runs
     cold, warm = out["cold"][0], out["warm"][0]
     written = {m["name"] for m in cold["modules"] if m["outcome"] == "written"}
     assert "jit_train_step" in written
     assert {m["name"] for m in warm["modules"] if m["outcome"] == "hit"} == written
-    assert sum(1 for f in out["warm"][2] if f.endswith("-cache")) == len(written)
+    late = {m["name"] for m in warm["modules"] if m["outcome"] == "written"}
+    assert not late & written
+    assert sum(1 for f in out["warm"][2] if f.endswith("-cache")) == len(written | late)
 
 
 def test_explain_gives_only_reasons_jax_had(runs):
