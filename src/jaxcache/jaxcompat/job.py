@@ -1,0 +1,37 @@
+"""Which JAX a job will import, found before it starts, without importing JAX or running it.
+
+`jaxcache run` sits on the job's start-up path: a second interpreter asked over a pipe would
+cost tens of milliseconds, so we only read metadata on disk. The job's interpreter is a
+virtual environment's whose site-packages holds a `jax-<version>.dist-info`. Anything else
+(a shell script, a system or conda python, a launcher) is None: the version is then checked
+after the job, from what the probe recorded.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+
+from jaxcache.jaxcompat.versions import why_unverified
+
+
+def jax_version_for(exe: str) -> str | None:
+    """The JAX version the interpreter `exe` would import, when cheap to tell; else None."""
+    try:
+        base = os.path.dirname(os.path.dirname(os.path.abspath(exe)))  # symlinks kept: venvs
+        if not os.path.isfile(os.path.join(base, "pyvenv.cfg")):
+            return None  # not a venv: where it looks for packages is its own business
+        found = glob.glob(os.path.join(glob.escape(base), "lib", "python3*", "site-packages",
+                                       "jax-*.dist-info"))
+    except OSError:
+        return None
+    if len(found) != 1:
+        return None
+    return os.path.basename(found[0])[len("jax-"):-len(".dist-info")]
+
+
+def refusal(exe: str) -> str | None:
+    """One line saying why `jaxcache run` should not vouch for a record of this job (None:
+    the job's JAX is supported, or cannot be told before it runs)."""
+    version = jax_version_for(exe)
+    return None if version is None else why_unverified(version)
