@@ -75,3 +75,10 @@ def test_explain_refuses_an_unverified_record_unless_asked(tmp_path):
     assert json.loads(proc.stdout)["unverified"] == [f"{record}: {doc['unverified']}"]
     proc = jaxcache("explain", "--unverified-jax", str(record))
     assert proc.stdout.startswith("UNVERIFIED: ")
+
+
+def test_bench_refuses_an_old_jax_before_any_trial(tmp_path):
+    python = _venv_with_jax(tmp_path / "venv", "0.4.38")
+    proc = jaxcache("bench", "-t", "1", "-k", "1", "--", str(python), "-c", "1")
+    assert proc.returncode == 2 and "0.4.38" in proc.stderr, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
