@@ -300,18 +300,39 @@ def test_knowledge_matches_this_jax(said):
     assert entries and all(f.endswith(know["entry_suffix"]) for f in entries), said["files"]
 
 
+def _joined_source(*modules) -> str:
+    """The modules' source with adjacent string literals joined: JAX splits long messages
+    over lines ("... host "\n "callbacks"), and the probe matches the whole text."""
+    source = "".join(inspect.getsource(m) for m in modules)
+    return re.sub(r"[\"']\s*\n\s*f?[\"']", "", source)
+
+
 def test_every_kind_of_message_the_probe_reads_is_in_jax_source():
     from jax._src import cache_key, compilation_cache, compiler
     from jax._src.interpreters import pxla
 
     from jaxcache.jaxcompat import versions
 
-    sources = "".join(inspect.getsource(m) for m in (compiler, compilation_cache, cache_key,
-                                                     pxla))
+    sources = _joined_source(compiler, compilation_cache, cache_key, pxla)
     for kind, prefix, fragments in versions.MESSAGES:
         for text in ((prefix,) if prefix else ()) + fragments:
             longest = max(re.split(r"%[.\d]*[a-z]", text), key=len)
             assert longest in sources, f"JAX no longer logs {text!r} ({kind}): update versions.py"
+
+
+def test_every_kind_of_warning_the_probe_reads_is_in_jax_source():
+    from jax._src import compilation_cache, compiler, lru_cache
+
+    from jaxcache.jaxcompat import versions
+
+    joined = _joined_source(compiler, compilation_cache, lru_cache)
+    for kind, prefix, fragments in versions.WARNINGS:
+        for text in ((prefix,) if prefix else ()) + fragments:
+            assert text in joined, f"JAX no longer warns {text!r} ({kind}): update versions.py"
+    know = versions.knowledge(jax.__version__)
+    assert versions.classify_warning(know, "Cache value for key 'k' of size 9 bytes exceeds "
+                                     "the maximum cache size of 1 bytes") == "max-size"
+    assert versions.classify_warning(know, "unrelated") is None
 
 
 def test_knowledge_table_spans_exactly_the_supported_lines():

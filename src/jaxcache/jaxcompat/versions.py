@@ -28,6 +28,16 @@ MESSAGES = (
     ("writing", "Writing %s to persistent compilation cache", ()),
 )
 
+# JAX's warnings (warnings.warn) about its cache the probe reads, same shape as MESSAGES but
+# matched against the formatted text. Same on every supported line.
+WARNINGS = (
+    ("read-error", "Error reading persistent compilation cache entry for", ()),
+    ("write-error", "Error writing persistent compilation cache entry for", ()),
+    ("max-size", "Cache value for key", ("exceeds the maximum cache size",)),
+)
+# Any other warning naming this is kept as 'other' (the record shows it, nothing is inferred).
+WARNING_TOPIC = "persistent compilation cache"
+
 # The loggers those lines come from.
 LOGGERS = ("jax._src.compiler", "jax._src.compilation_cache", "jax._src.cache_key",
            "jax._src.interpreters.pxla", "jax._src.lru_cache")
@@ -113,16 +123,30 @@ def knowledge(version):
         "lambda_module": "jit__lambda_" if line <= (0, 6) else "jit__lambda",
         "entry_suffix": "-cache",
         "messages": MESSAGES,
+        "warnings": WARNINGS,
         "loggers": LOGGERS,
         "events": dict(EVENTS),
     }
 
 
-def classify(knowledge, msg):
-    """The kind of one of JAX's log format strings, or None when the probe ignores it."""
-    for kind, prefix, fragments in knowledge["messages"]:
-        if prefix is not None and not msg.startswith(prefix):
+def _match(table, text):
+    for kind, prefix, fragments in table:
+        if prefix is not None and not text.startswith(prefix):
             continue
-        if all(f in msg for f in fragments):
+        if all(f in text for f in fragments):
             return kind
     return None
+
+
+def classify(knowledge, msg):
+    """The kind of one of JAX's log format strings, or None when the probe ignores it."""
+    return _match(knowledge["messages"], msg)
+
+
+def classify_warning(knowledge, text):
+    """The kind of a warning JAX gave about its cache ('other' when it is about the cache but
+    of no known kind), or None when it is not about the cache."""
+    kind = _match(knowledge["warnings"], text)
+    if kind is None and WARNING_TOPIC in text:
+        return "other"
+    return kind

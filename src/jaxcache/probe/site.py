@@ -325,14 +325,12 @@ def _install_warnings():
 
     def showwarning(message, category, filename, lineno, file=None, line=None):
         text = str(message)
-        if "persistent compilation cache" in text or "exceeds the maximum cache size" in text:
+        kind = S.versions.classify_warning(S.know, text)
+        if kind is not None:
             with S.lock:
                 S.warnings.append(text[:2000])
                 m = _module(None)
                 if m is not None:
-                    kind = ("read-error" if text.startswith("Error reading") else
-                            "write-error" if text.startswith("Error writing") else
-                            "max-size" if "exceeds the maximum cache size" in text else "other")
                     m["errors"].append({"kind": kind, "message": text[:500]})
                     if kind in ("write-error", "max-size"):
                         _set(m, "skipped" if kind == "max-size" else "error", kind,
