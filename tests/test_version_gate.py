@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 from conftest import jaxcache
 
-from jaxcache.jaxcompat import job, versions
+from jaxcache import jaxgate
+from jaxcache.jaxcompat import versions
 
 
 def _venv_with_jax(root: Path, version: str) -> Path:
@@ -28,7 +29,7 @@ def _venv_with_jax(root: Path, version: str) -> Path:
 
 def test_an_old_jax_is_refused_before_the_job_starts(tmp_path):
     python = _venv_with_jax(tmp_path / "venv", "0.4.30")
-    assert job.jax_version_for(str(python)) == "0.4.30"
+    assert jaxgate.jax_version_for(str(python)) == "0.4.30"
     marker = tmp_path / "ran"
     proc = jaxcache("run", "--cache-dir", str(tmp_path / "c"), "--record",
                     str(tmp_path / "r.json"), "--", str(python), "-c",

@@ -73,9 +73,9 @@ def run_job(argv: list[str], *, cache_dir: str | None = None, record_path: str |
             raise JaxcacheError("no command given: jaxcache run [OPTIONS] -- CMD [ARGS...]")
         exe = launch.resolve(argv)
         if not unverified_jax or seal is not None:
-            from jaxcache.jaxcompat import job
+            from jaxcache import jaxgate
 
-            why = job.refusal(exe)
+            why = jaxgate.refusal(exe)
             if why is not None:
                 raise JaxcacheError(f"{why}. {UNVERIFIED_REMEDY if seal is None else SEALED_NO}")
         admitted: dict = {}

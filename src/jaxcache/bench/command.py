@@ -37,9 +37,9 @@ def run(argv: list[str], *, trials: int, warm: int, prime: bool, timeout: float 
     from jaxcache.probe.launch import resolve
 
     exe = resolve(argv)  # command not found / not executable: before any work
-    from jaxcache.jaxcompat import job
+    from jaxcache import jaxgate
 
-    why = job.refusal(exe)  # a JAX outside the supported lines: its records would be wrong
+    why = jaxgate.refusal(exe)  # a JAX outside the supported lines: its records would be wrong
     if why is not None:
         raise JaxcacheError(f"{why}. Use a supported JAX to bench")
     if max_trials is not None and max_trials < trials:

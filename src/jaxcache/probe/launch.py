@@ -112,11 +112,12 @@ def _write_new(path: str, data: bytes) -> None:
 
 
 def _probe_dir() -> str:
+    from jaxcache import jaxgate
+
     path = _mkdtemp("jaxcache-probe-")  # 0700, ours
     here = os.path.dirname(__file__)
     for source, name in ((os.path.join(here, "site.py"), "sitecustomize.py"),
-                         (os.path.join(here, os.pardir, "jaxcompat", "versions.py"),
-                          "_jaxcache_versions.py")):  # what JAX says per version: site.py asks
+                         (jaxgate.VERSIONS_PY, "_jaxcache_versions.py")):  # site.py asks it
         with open(source, "rb") as f:
             _write_new(os.path.join(path, name), f.read())
     return path
