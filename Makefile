@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 PIP    := $(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt
 
-.PHONY: demo test lint system-deps clean
+.PHONY: demo test lint system-deps clean matrix
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -34,5 +34,17 @@ lint: $(VENV)/.test
 test: system-deps $(VENV)/.test lint
 	$(BIN)/python -m pytest
 
+# The JAX-touching tests (marker `matrix`, and tests/test_jaxcompat.py) on the newest patch of
+# every supported JAX line, each in its own .venv-jax/<version> (reused while its stamp matches
+# the version and the constraints: scripts/jax-venv.sh). docs/jax-versions.md has its timings.
+MATRIX ?= 0.5.3 0.6.2 0.7.2 0.8.3 0.9.2 0.10.2
+matrix:
+	@for v in $(MATRIX); do \
+	  echo "== JAX $$v"; \
+	  PYTHON=$(PYTHON) sh scripts/jax-venv.sh $$v || exit 1; \
+	  .venv-jax/$$v/bin/python -m pytest -q -p no:cacheprovider -m matrix \
+	    tests/test_versions_matrix.py tests/test_jaxcompat.py || exit 1; \
+	done
+
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache
+	rm -rf $(VENV) .venv-jax .pytest_cache .ruff_cache

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import re
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,7 @@ import pytest
 from jaxcache import jaxcompat
 
 jax = pytest.importorskip("jax")
+pytestmark = pytest.mark.matrix  # `make matrix` runs this file on every supported JAX line
 
 
 def test_pinned_version_is_a_tested_one():
@@ -122,7 +124,8 @@ jaxcompat.install_backend({str(tmp_path)!r}, rec)
 assert jaxcompat.uses_backend(rec)
 jax.jit(lambda x: x * 3)(jnp.ones(3))
 assert rec.gets and set(rec.puts) <= set(rec.gets), (rec.gets, list(rec.puts))
-(key,) = [k for k in rec.puts if k.startswith("jit__lambda-")]
+lam = jaxcompat.versions.knowledge(jax.__version__)["lambda_module"]  # jit__lambda_ <= 0.6
+(key,) = [k for k in rec.puts if k.startswith(lam + "-")]
 assert len(key.split("-")[-1]) == 64, key
 jaxcompat.reset_cache()                       # a reset re-initializes through the factory
 jax.clear_caches()
@@ -233,3 +236,111 @@ with jax_config.compilation_cache_dir({str(other)!r}):  # the thread-local setti
 jax.config.update("jax_compilation_cache_dir", {str(other)!r})
 assert autotune_dir() == "" and jax.config.jax_persistent_cache_enable_xla_caches == "none"
 """)
+
+
+def _what_jax_says() -> dict:
+    """Compile a named jit and a lambda in a fresh process with a cache, and report the
+    duration events' kwargs, the 'Compiling' and cache lines JAX logs, and the entry files."""
+    import json
+    import os
+    import subprocess
+    import sys
+    import tempfile
+
+    code = """
+import json, logging, os, sys
+lines = []
+class H(logging.Handler):
+    def emit(self, r):
+        lines.append([r.msg, [str(a) for a in r.args] if isinstance(r.args, tuple) else []])
+for n in ("jax._src.interpreters.pxla", "jax._src.compiler", "jax._src.compilation_cache"):
+    logging.getLogger(n).setLevel(logging.DEBUG); logging.getLogger(n).addHandler(H())
+import jax
+from jax import monitoring
+events = []
+monitoring.register_event_duration_secs_listener(lambda e, s, **kw: events.append([e, kw]))
+jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
+def train_step(x):
+    return x * 2.0
+jax.jit(train_step)(1.0)
+jax.jit(lambda y: y + 1.0)(1.0)
+print(json.dumps({"events": events, "lines": lines, "files": sorted(os.listdir(sys.argv[1]))}))
+"""
+    with tempfile.TemporaryDirectory() as cache:
+        env = dict(os.environ, JAX_COMPILATION_CACHE_DIR=cache)
+        env.pop("PYTHONPATH", None)
+        proc = subprocess.run([sys.executable, "-c", code, cache], capture_output=True,
+                              text=True, timeout=300, env=env)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout.splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def said():
+    return _what_jax_says()
+
+
+def test_knowledge_matches_this_jax(said):
+    """Each per-version fact in jaxcompat/versions.py, checked on the JAX installed."""
+    from jaxcache.jaxcompat import versions
+
+    know = versions.knowledge(jax.__version__)
+    compiles = [kw for e, kw in said["events"] if e == versions.EVENTS["compile"]]
+    assert compiles, "no backend_compile_duration event: the probe sees no compile"
+    named = all("fun_name" in kw for kw in compiles)
+    assert named == know["events_name_module"], (
+        f"JAX {jax.__version__}: duration events {'carry' if named else 'lack'} fun_name")
+    compiling = [args[0] for msg, args in said["lines"]
+                 if versions.classify(know, msg) == "compiling"]
+    want = "train_step" if know["compiling_name"] == "bare" else "jit(train_step)"
+    assert want in compiling, f"'Compiling %s' names {compiling}, expected {want!r}"
+    modules = {args[0] for msg, args in said["lines"] if versions.classify(know, msg) == "miss"}
+    assert {"jit_train_step", know["lambda_module"]} <= modules, modules
+    entries = [f for f in said["files"] if f.startswith("jit_train_step-")]
+    assert entries and all(f.endswith(know["entry_suffix"]) for f in entries), said["files"]
+
+
+def _joined_source(*modules) -> str:
+    """The modules' source with adjacent string literals joined: JAX splits long messages
+    over lines ("... host "\n "callbacks"), and the probe matches the whole text."""
+    source = "".join(inspect.getsource(m) for m in modules)
+    return re.sub(r"[\"']\s*\n\s*f?[\"']", "", source)
+
+
+def test_every_kind_of_message_the_probe_reads_is_in_jax_source():
+    from jax._src import cache_key, compilation_cache, compiler
+    from jax._src.interpreters import pxla
+
+    from jaxcache.jaxcompat import versions
+
+    sources = _joined_source(compiler, compilation_cache, cache_key, pxla)
+    for kind, prefix, fragments in versions.MESSAGES:
+        for text in ((prefix,) if prefix else ()) + fragments:
+            longest = max(re.split(r"%[.\d]*[a-z]", text), key=len)
+            assert longest in sources, f"JAX no longer logs {text!r} ({kind}): update versions.py"
+
+
+def test_every_kind_of_warning_the_probe_reads_is_in_jax_source():
+    from jax._src import compilation_cache, compiler, lru_cache
+
+    from jaxcache.jaxcompat import versions
+
+    joined = _joined_source(compiler, compilation_cache, lru_cache)
+    for kind, prefix, fragments in versions.WARNINGS:
+        for text in ((prefix,) if prefix else ()) + fragments:
+            assert text in joined, f"JAX no longer warns {text!r} ({kind}): update versions.py"
+    know = versions.knowledge(jax.__version__)
+    assert versions.classify_warning(know, "Cache value for key 'k' of size 9 bytes exceeds "
+                                     "the maximum cache size of 1 bytes") == "max-size"
+    assert versions.classify_warning(know, "unrelated") is None
+
+
+def test_knowledge_table_spans_exactly_the_supported_lines():
+    from jaxcache.jaxcompat import versions
+
+    lines = sorted({versions.parse(v)[:2] for v in versions.TESTED})
+    assert lines[0] == versions.OLDEST_LINE and lines[-1] == versions.NEWEST_LINE
+    assert [b[1] - a[1] for a, b in zip(lines, lines[1:], strict=False)] == [1] * (len(lines) - 1)
+    assert versions.support("0.4.38") == "older" and versions.support("0.11.0") == "newer"
+    assert versions.support("0.7.0") == "supported" and versions.why_unverified("0.7.0") is None
+    assert "0.4.30" in versions.why_unverified("0.4.30")

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import jaxcache
+from conftest import fork_after_jax, jaxcache
 
 pytest.importorskip("jax")
 
@@ -131,6 +131,7 @@ def test_probe_does_not_import_jax_early(tmp_path):
     assert probed.stdout.strip() == "False"
 
 
+@fork_after_jax
 def test_fork_and_spawn_each_record_themselves(tmp_path):
     probed = run(tmp_path / "c", tmp_path / "r.json", sys.executable,
                  str(PROGRAMS / "forks_and_spawns.py"), extra=["--quiet"])

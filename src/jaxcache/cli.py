@@ -198,7 +198,7 @@ def run(args: argparse.Namespace, tail: list[str] | None) -> None:
 
     result = runmod.run_job(argv, cache_dir=args.cache_dir, record_path=args.record_path,
                             policy=args.policy_path, allow_untrusted=args.allow_untrusted,
-                            seal=_seal_options_of(args))
+                            seal=_seal_options_of(args), unverified_jax=args.unverified_jax)
     if not args.quiet:
         from jaxcache.report import run_text
 
@@ -208,7 +208,10 @@ def run(args: argparse.Namespace, tail: list[str] | None) -> None:
     if result.record_error:  # the job's own status if it failed, else 2: never silent
         sys.stderr.write(f"jaxcache: {result.record_error}\n")
         _exit_now(result.outcome.status or 2)
-    if result.exit_code != result.outcome.status:
+    unverified = result.record.get("unverified")
+    if unverified and not args.unverified_jax:
+        sys.stderr.write(f"jaxcache: {unverified}. {runmod.UNVERIFIED_REMEDY}\n")
+    elif result.exit_code != result.outcome.status:
         sys.stderr.write("jaxcache: exit 1: JAX was pointed at a cache directory jaxcache did "
                          "not audit (see the record's jax_cache_dirs)\n")
     _exit_now(result.exit_code)
@@ -299,6 +302,12 @@ def explain(args: argparse.Namespace, tail: list[str] | None) -> None:
         from jaxcache import record as recordmod
 
         records = recordmod.load_all(args.records)
+    for path, doc in records:
+        if doc.get("unverified") and not args.unverified_jax:
+            from jaxcache.display import safe
+
+            raise JaxcacheError(f"{safe(path)}: {doc['unverified']}. Pass --unverified-jax to "
+                                "explain it anyway, marked unverified")
     result = explainmod.explain_records(records)
     if args.fmt == "json":
         from jaxcache.report import explain_json
@@ -647,7 +656,15 @@ def _run_options(p: argparse.ArgumentParser) -> None:
                  "the cache can then choose the code your job runs.")
     _option(p, "-q", "--quiet", action="store_true",
             help="No summary; only the record is written.")
+    _unverified_option(p)
     _sealed_options(p)
+
+
+def _unverified_option(p: argparse.ArgumentParser) -> None:
+    _option(p, "--unverified-jax", action="store_true",
+            help="Record a job whose JAX is outside the supported lines (0.5 to 0.10) "
+                 "instead of refusing it (exit 2); the record and every report say "
+                 "'unverified'. Never with --sealed.")
 
 
 def _sealed_options(p: argparse.ArgumentParser) -> None:
@@ -743,6 +760,7 @@ def _explain_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("records", nargs="*", metavar="RECORD",
                    help="Run records (from jaxcache run --record), or directories of them.")
     _option(p, "--format", dest="fmt", choices=TEXT_JSON, default="text", show_default=True)
+    _unverified_option(p)
 
 
 def _net_options(p: argparse.ArgumentParser) -> None:

@@ -73,6 +73,7 @@ _PROCESS_FIELDS = {
     "platform": v.nullable(v.obj()),
     "counts": v.nullable(v.obj(optional={"task_disabled_cache": v.NUMBER})),
     "env": v.nullable(v.obj()), "versions": v.nullable(v.obj()),
+    "unverified": _OPT_TEXT, "unverified_allowed": v.nullable(v.BOOLEAN),
     "cache_dir": v.obj(optional={"path": _OPT_TEXT}),
     "probe": v.obj(optional={"loaded": v.BOOLEAN, "note": _OPT_TEXT}),
     "process": v.obj(optional={"wall_s": _OPT_NUM}),

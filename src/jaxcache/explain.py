@@ -58,6 +58,8 @@ class Explanation:
     notes: tuple[str, ...]
     # JAX was pointed at a directory other than the audited one (refused, or untrusted)
     unaudited_dirs: tuple[str, ...] = ()
+    # "<record>: <why>" for records of a JAX outside the supported lines (--unverified-jax)
+    unverified: tuple[str, ...] = ()
 
     @property
     def exit_code(self) -> int:
@@ -226,7 +228,8 @@ def explain_records(records: list[tuple[str, dict]]) -> Explanation:
         notes += [f"{safe(path)}: {line}" for line in bucket_misses.lines(record.get("seal"))]
     return Explanation(tuple(p for p, _ in records), tuple(modules),
                        tuple(_key_diffs(records)), tuple(advice), tuple(notes),
-                       tuple(unaudited))
+                       tuple(unaudited), tuple(f"{path}: {doc['unverified']}"
+                                               for path, doc in records if doc.get("unverified")))
 
 
 def _advice(path: str, record: dict) -> ThresholdAdvice:

@@ -188,6 +188,19 @@ def build(outcome: Outcome, *, cache_dir: str, verdict: str, before: DirSnapshot
     return doc
 
 
+def mark_unverified(doc: dict, *, allowed: bool) -> None:
+    """`unverified`: why jaxcache cannot vouch for this record (the job's JAX is outside the
+    supported lines), or None; `unverified_allowed`: the user asked for it (--unverified-jax).
+    """
+    from jaxcache.jaxcompat.versions import why_unverified
+
+    versions = [doc.get("versions") or {}] + [s.get("versions") or {} for s in
+                                               doc.get("subprocesses") or []]
+    reasons = [why_unverified(v.get("jax")) for v in versions]
+    doc["unverified"] = next((r for r in reasons if r), None)
+    doc["unverified_allowed"] = bool(allowed)
+
+
 def _subprocess(p: dict, before: DirSnapshot, after: DirSnapshot) -> dict:
     modules = _modules(p, before, after)
     return {"pid": p.get("pid"), "argv": p.get("argv"), "counts": _counts(p, modules),
@@ -226,8 +239,11 @@ class RunResult:
     @property
     def exit_code(self) -> int:
         """`jaxcache run`'s status: the job's own, except that a job which exited 0 after
-        JAX was pointed at a directory jaxcache refused or does not trust exits 1."""
+        JAX was pointed at a directory jaxcache refused or does not trust exits 1, and one
+        whose JAX turned out unsupported (without --unverified-jax) exits 2."""
         status = self.outcome.status
+        if self.record.get("unverified") and not self.record.get("unverified_allowed"):
+            return status or 2
         if status == 0 and used_dirs.failing(self.record):
             return 1
         return status

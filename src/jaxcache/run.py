@@ -14,6 +14,10 @@ import time
 from jaxcache.display import safe
 from jaxcache.errors import JaxcacheError, UntrustedCacheError
 
+UNVERIFIED_REMEDY = ("Use a supported JAX, or pass --unverified-jax to record it anyway, marked "
+                     "unverified")
+SEALED_NO = "A sealed cache needs a supported JAX; --unverified-jax does not apply"
+
 
 def default_record_path() -> str:
     from jaxcache.userdirs import user_dir
@@ -52,9 +56,11 @@ def _claim_record(path: str, explicit: bool):
 
 def run_job(argv: list[str], *, cache_dir: str | None = None, record_path: str | None = None,
             policy: str | None = None, allow_untrusted: bool = False,
-            env: dict[str, str] | None = None, seal=None):
+            env: dict[str, str] | None = None, seal=None, unverified_jax: bool = False):
     """Returns a record.RunResult. seal: a sealing.SealOptions, for a sealed cache (its probe
-    enables it in the job)."""
+    enables it in the job). unverified_jax: run a job whose JAX is outside the supported
+    lines anyway; its record says `unverified` (otherwise refused before the job when its
+    version can be told then, after it when not)."""
     from jaxcache import early_start
     from jaxcache.probe import launch
     from jaxcache.userdirs import policy_file
@@ -70,6 +76,12 @@ def run_job(argv: list[str], *, cache_dir: str | None = None, record_path: str |
         if not argv:
             raise JaxcacheError("no command given: jaxcache run [OPTIONS] -- CMD [ARGS...]")
         exe = launch.resolve(argv)
+        if not unverified_jax or seal is not None:
+            from jaxcache import jaxgate
+
+            why = jaxgate.refusal(exe)
+            if why is not None:
+                raise JaxcacheError(f"{why}. {UNVERIFIED_REMEDY if seal is None else SEALED_NO}")
         admitted: dict = {}
 
         def admit() -> dict[str, str]:
@@ -94,6 +106,7 @@ def run_job(argv: list[str], *, cache_dir: str | None = None, record_path: str |
         doc = recordmod.finish(outcome, admitted["path"], verdict=admitted["verdict"],
                                before=admitted["before"], env={**env, **admitted["env"]})
         used_dirs.judge(doc["jax_cache_dirs"], policy)  # each other directory's own verdict
+        recordmod.mark_unverified(doc, allowed=unverified_jax)
         try:
             recordmod.write(doc, out)
         except (OSError, JaxcacheError) as exc:  # claimed before the job, yet lost since

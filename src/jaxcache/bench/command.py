@@ -36,7 +36,12 @@ def run(argv: list[str], *, trials: int, warm: int, prime: bool, timeout: float 
     from jaxcache.bench.trials import BenchCommandError, BenchConfig, run_bench
     from jaxcache.probe.launch import resolve
 
-    resolve(argv)  # command not found / not executable: before any work
+    exe = resolve(argv)  # command not found / not executable: before any work
+    from jaxcache import jaxgate
+
+    why = jaxgate.refusal(exe)  # a JAX outside the supported lines: its records would be wrong
+    if why is not None:
+        raise JaxcacheError(f"{why}. Use a supported JAX to bench")
     if max_trials is not None and max_trials < trials:
         raise JaxcacheError(f"--max-trials {max_trials} is below --trials {trials}")
     adaptive = target_width is not None or time_budget is not None

@@ -112,9 +112,14 @@ def _write_new(path: str, data: bytes) -> None:
 
 
 def _probe_dir() -> str:
+    from jaxcache import jaxgate
+
     path = _mkdtemp("jaxcache-probe-")  # 0700, ours
-    with open(os.path.join(os.path.dirname(__file__), "site.py"), "rb") as f:
-        _write_new(os.path.join(path, "sitecustomize.py"), f.read())
+    here = os.path.dirname(__file__)
+    for source, name in ((os.path.join(here, "site.py"), "sitecustomize.py"),
+                         (jaxgate.VERSIONS_PY, "_jaxcache_versions.py")):  # site.py asks it
+        with open(source, "rb") as f:
+            _write_new(os.path.join(path, name), f.read())
     return path
 
 

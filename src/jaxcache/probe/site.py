@@ -18,8 +18,9 @@ import time
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _OUT = os.environ.get("JAXCACHE_PROBE_DIR")
 SCHEMA = "jaxcache.probe/1"
-_LOGGERS = ("jax._src.compiler", "jax._src.compilation_cache", "jax._src.cache_key",
-            "jax._src.interpreters.pxla", "jax._src.lru_cache")
+# What JAX logs and emits on each version lives in jaxcache/jaxcompat/versions.py (stdlib only):
+# launch.py copies it here under this name; from a source tree it is found beside the package.
+_KNOWLEDGE_COPY = "_jaxcache_versions.py"
 _WRITE_EVERY_S = 1.0
 _PLUGINS = ("jax-cuda12-plugin", "jax-cuda13-plugin", "jax-cuda12-pjrt", "jax-cuda13-pjrt",
             "jax-rocm60-plugin", "jax-rocm7-plugin", "libtpu", "libtpu-nightly", "jax-metal")
@@ -87,6 +88,7 @@ class _State:
         self.current = {}  # thread id -> module dict being compiled
         self.pending_components = {}  # thread id -> {component: hash}
         self.trace = {}  # fun_name -> seconds of the latest trace
+        self.trace_here = {}  # thread id -> seconds of its latest trace (events without names)
         self.counts = {"compile_requests": 0, "hits": 0, "writes": 0, "tasks_using_cache": 0,
                        "task_disabled_cache": 0}
         self.options = None
@@ -97,6 +99,8 @@ class _State:
         self.seal = getattr(self, "seal", None)  # a forked child shares JAX's sealed backend
         self.compat = getattr(self, "compat", None)  # jaxcache.jaxcompat, when it guards JAX
         self.guard = getattr(self, "guard", None)  # {"installed": bool, ...} under jaxcache run
+        self.know = getattr(self, "know", None)  # versions.knowledge() for this JAX
+        self.versions = getattr(self, "versions", None)  # the versions module itself
 
 
 S = _State()
@@ -135,6 +139,8 @@ def _module(name, sym=False):
     if fun in S.trace:
         m["fun_name"] = fun
         m["trace_s"] = S.trace.pop(fun)
+    elif tid in S.trace_here:  # this JAX names no function in its events: the thread's latest
+        m["trace_s"] = S.trace_here.pop(tid)
     S.modules.append(m)
     S.current[tid] = m
     return m
@@ -170,30 +176,42 @@ def _first_compile():
 
 def _on_event(event, **kw):
     with S.lock:
-        if event == "/jax/compilation_cache/compile_requests_use_cache":
-            S.counts["compile_requests"] += 1
+        kind = S.know["event_kinds"].get(event)
+        if kind in S.counts:
+            S.counts[kind] += 1
+        if kind == "compile_requests":
             _first_compile()
-        elif event == "/jax/compilation_cache/cache_hits":
-            S.counts["hits"] += 1
-        elif event == "/jax/compilation_cache/cache_misses":
-            S.counts["writes"] += 1  # JAX fires it right before a write, not on every miss
-        elif event == "/jax/compilation_cache/tasks_using_cache":
-            S.counts["tasks_using_cache"] += 1
-        elif event == "/jax/compilation_cache/task_disabled_cache":
-            S.counts["task_disabled_cache"] += 1
+
+
+def _named(fun):
+    """The module a duration event is about: by its name where this JAX gives one, else the
+    one this thread's log lines named last (JAX <= 0.5 events carry no fun_name)."""
+    if fun is not None or S.know["events_name_module"]:
+        return _module(str(fun))
+    return _module(None)
 
 
 def _on_duration(event, secs, **kw):
     flush = False
     with S.lock:
         fun = kw.get("fun_name")
-        if event == "/jax/core/compile/jaxpr_trace_duration":
-            S.trace[_key(str(fun))] = secs
-        elif event == "/jax/core/compile/jaxpr_to_mlir_module_duration":
-            _module(str(fun))["lower_s"] = secs
-        elif event == "/jax/core/compile/backend_compile_duration":
+        kind = S.know["event_kinds"].get(event)
+        if kind == "trace":
+            if fun is None:
+                S.trace_here[_tid()] = secs
+            else:
+                S.trace[_key(str(fun))] = secs
+        elif kind == "lower":
+            m = _named(fun)
+            if m is not None:
+                m["lower_s"] = secs
+        elif kind == "compile":
             _first_compile()
-            m = _module(str(fun))
+            m = _named(fun)
+            if m is None:
+                S.warnings.append("a compile of %.3f s named no module (JAX %s)"
+                                  % (secs, S.know["version"]))
+                return
             m["compile_or_load_s"] = secs
             (m["cache_dir_at_compile"], m["cache_enabled_at_compile"],
              m["min_compile_time_at_compile"]) = _cache_setting()
@@ -205,11 +223,11 @@ def _on_duration(event, secs, **kw):
                 m["reason"] = "no-cache-key"  # JAX did not consult a cache for this compile
             S.current.pop(_tid(), None)
             flush = True
-        elif event == "/jax/compilation_cache/cache_retrieval_time_sec":
+        elif kind == "retrieval":
             m = _module(None)
             if m is not None:
                 m["retrieval_s"] = secs
-        elif event == "/jax/compilation_cache/compile_time_saved_sec":
+        elif kind == "saved":
             m = _module(None)
             if m is not None:
                 m["jax_compile_time_saved_s"] = secs
@@ -236,43 +254,44 @@ def _set(m, outcome, reason=None, detail=None):
 
 def _on_log(record):
     msg, args = record.msg, record.args if isinstance(record.args, tuple) else ()
+    if not isinstance(msg, str):
+        return
+    kind = S.versions.classify(S.know, msg)
+    if kind is None:
+        return
     with S.lock:
         tid = _tid()
-        if not isinstance(msg, str):
-            return
-        if msg.startswith("Compiling %s with global shapes"):
-            m = _module(str(args[0])) if args else None  # "jit(f)": not the module's own name
+        if kind == "compiling":
+            name = str(args[0]) if args else None
+            if name is not None and S.know["compiling_name"] == "bare":
+                name = "jit_" + name  # JAX <= 0.6 logs `f` for the module jit_f
+            m = _module(name) if name else None
             if m is not None and len(args) > 1:
                 m["input_shapes"] = str(args[1])
-        elif msg.startswith("get_cache_key hash of serialized"):
+        elif kind == "key-component":
             S.pending_components.setdefault(tid, {})[str(args[0])] = str(args[1])
-        elif msg.startswith("Persistent compilation cache hit for"):
+        elif kind in ("hit", "miss"):
             m = _module(str(args[0]), sym=True)
-            m["cache_key"] = str(args[1])
+            m["cache_key"] = str(args[1]) if len(args) > 1 else None
             m["key_components"] = S.pending_components.pop(tid, None)
-            _set(m, "hit")
-        elif msg.startswith("PERSISTENT COMPILATION CACHE MISS for"):
-            m = _module(str(args[0]), sym=True)
-            m["cache_key"] = str(args[1])
-            m["key_components"] = S.pending_components.pop(tid, None)
-            _set(m, "miss")
-        elif msg.startswith("Not writing persistent cache entry since process_id"):
+            _set(m, kind)
+        elif kind == "not-process-0":
             _set(_module(None), "skipped", "not-process-0")
-        elif "because it uses host callbacks" in msg:
+        elif kind == "host-callbacks":
             _set(_module(str(args[0])), "skipped", "host-callbacks")
-        elif msg.startswith("Not writing persistent cache entry for '%s' because it took"):
+        elif kind == "below-compile-time":
             m = _module(str(args[0]))
             _set(m, "skipped", "compile-time-below-threshold",
                  {"threshold_s": args[1], "compile_s": args[2]})
             m["compile_s_logged"] = args[2]
-        elif msg.startswith("'%s' took at least"):
+        elif kind == "compile-time":
             _module(str(args[0]))["compile_s_logged"] = args[2]
-        elif "since its size" in msg and "less than threshold" in msg:
+        elif kind == "below-entry-size":
             _set(_module(None), "skipped", "entry-size-below-threshold",
                  {"entry_bytes": args[1], "threshold_bytes": args[2]})
-        elif "since cache is disabled/not initialized" in msg:
+        elif kind == "cache-disabled":
             _set(_module(None), "skipped", "cache-disabled-or-uninitialized")
-        elif msg.startswith("Writing %s to persistent compilation cache"):
+        elif kind == "writing":
             _set(_module(str(args[0])), "written")
 
 
@@ -292,7 +311,7 @@ def _install_logging():
                 original_call(record)
         return call_handlers
 
-    for name in _LOGGERS:
+    for name in S.know["loggers"]:
         logger = logging.getLogger(name)
         original_level = logger.level
         logger.callHandlers = make(logger, original_level, logger.callHandlers)
@@ -306,14 +325,12 @@ def _install_warnings():
 
     def showwarning(message, category, filename, lineno, file=None, line=None):
         text = str(message)
-        if "persistent compilation cache" in text or "exceeds the maximum cache size" in text:
+        kind = S.versions.classify_warning(S.know, text)
+        if kind is not None:
             with S.lock:
                 S.warnings.append(text[:2000])
                 m = _module(None)
                 if m is not None:
-                    kind = ("read-error" if text.startswith("Error reading") else
-                            "write-error" if text.startswith("Error writing") else
-                            "max-size" if "exceeds the maximum cache size" in text else "other")
                     m["errors"].append({"kind": kind, "message": text[:500]})
                     if kind in ("write-error", "max-size"):
                         _set(m, "skipped" if kind == "max-size" else "error", kind,
@@ -442,13 +459,17 @@ def _on_jax_imported(module, started):
     _wait_gate(module)
     S.lock.arm()
     try:
+        version = getattr(module, "__version__", None)
+        S.versions = _load_versions()
+        S.know = S.versions.knowledge(version)
+        S.know["event_kinds"] = {v: k for k, v in S.know["events"].items()}
         from jax import monitoring
 
         monitoring.register_event_listener(_guarded(_on_event))
         monitoring.register_event_duration_secs_listener(_guarded(_on_duration))
         _install_logging()
         _install_warnings()
-        S.jax = {"jax": getattr(module, "__version__", None), "jaxlib": _dist("jaxlib")}
+        S.jax = {"jax": version, "jaxlib": _dist("jaxlib"), "support": S.know["support"]}
     except Exception as exc:
         S.jax = {"error": repr(exc)}
     _install_guard(module)
@@ -457,6 +478,25 @@ def _on_jax_imported(module, started):
     atexit.register(_write, True)
     _write()
     S.last_write = 0.0  # the first compile is always written at once
+
+
+def _load_versions():
+    """jaxcache's knowledge of JAX's messages and events (jaxcompat/versions.py): the copy
+    beside this file (launch.py), or the source tree's, or JAXCACHE_LIB's. Loaded by path, not
+    imported: the job's Python may not have jaxcache."""
+    import importlib.util
+
+    places = [os.path.join(_HERE, _KNOWLEDGE_COPY),
+              os.path.join(os.path.dirname(_HERE), "jaxcompat", "versions.py")]
+    if os.environ.get("JAXCACHE_LIB"):
+        places.append(os.path.join(os.environ["JAXCACHE_LIB"], "jaxcompat", "versions.py"))
+    for path in places:
+        if os.path.isfile(path):
+            spec = importlib.util.spec_from_file_location("_jaxcache_versions", path)
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+            return module
+    raise ImportError("jaxcache's jaxcompat/versions.py is not beside the probe")
 
 
 def _load_jaxcache():

@@ -16,5 +16,6 @@ def render(e: Explanation) -> str:
            "records": list(e.records), "modules": [asdict(m) for m in e.modules],
            "key_diffs": [asdict(d) for d in e.diffs], "thresholds": [asdict(a) for a in e.advice],
            "notes": list(e.notes), "unaudited_dirs": list(e.unaudited_dirs),
+           "unverified": list(e.unverified),
            "exit_code": e.exit_code}
     return json.dumps(doc, indent=2) + "\n"

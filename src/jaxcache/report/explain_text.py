@@ -7,7 +7,8 @@ from jaxcache.explain import Explanation
 
 
 def render(e: Explanation) -> str:
-    lines = [f"WARNING: {d}" for d in e.unaudited_dirs]
+    lines = [f"UNVERIFIED: {safe(u)}" for u in e.unverified]
+    lines += [f"WARNING: {d}" for d in e.unaudited_dirs]
     lines.append(f"jaxcache explain: {len(e.records)} record(s)")
     for record in e.records:
         rows = [m for m in e.modules if m.record == record]

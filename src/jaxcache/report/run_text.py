@@ -60,7 +60,8 @@ def _other_dirs(doc: dict) -> list[str]:
 def render(doc: dict, record_path: str) -> str:
     p = doc["process"]
     status = f"exit {p['exit_code']}" if p["signal"] is None else f"killed by signal {p['signal']}"
-    lines = _other_dirs(doc)
+    lines = [f"UNVERIFIED: {safe(doc['unverified'])}"] if doc.get("unverified") else []
+    lines += _other_dirs(doc)
     lines += [f"jaxcache run: {safe(' '.join(doc['argv']))} -> {status} in {p['wall_s']:.2f} s "
              f"(user {p['user_s']:.2f} s, sys {p['sys_s']:.2f} s, "
              f"peak RSS {size(p['peak_rss_bytes'])})"]

@@ -3,7 +3,8 @@
 jaxcache reads JAX's private lifecycle state (jax._src.compilation_cache) to detect the traps
 that make a cache setting silently ineffective. Those names are not API: they were verified on
 the versions in TESTED, and `tests/test_jaxcompat.py` fails loudly when the pinned JAX moves.
-On a JAX outside [MIN_VERSION, tested major.minor], features that need internals fail closed.
+On a JAX outside the supported minor lines, features that need internals fail closed. What JAX
+logs and emits per version (which the probe reads) is in versions.py.
 """
 
 from __future__ import annotations
@@ -11,8 +12,16 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-MIN_VERSION = (0, 5, 1)  # setting the dir after a first compile works for later compiles
-TESTED = ("0.10.2",)
+from jaxcache.jaxcompat.versions import (
+    NEWEST_LINE,
+    OLDEST_LINE,
+    TESTED,
+    support,
+    why_unverified,
+)
+
+__all__ = ["TESTED", "OLDEST_LINE", "NEWEST_LINE", "support", "why_unverified"]
+
 _STATE = ("_cache", "_cache_checked", "_cache_used", "_cache_initialized", "reset_cache",
           "get_file_cache", "_initialize_cache")
 
@@ -22,14 +31,6 @@ DEFAULT_MIN_ENTRY_SIZE_BYTES = 0
 
 class JaxInternalsChanged(RuntimeError):
     """The installed JAX does not have the internals this version of jaxcache relies on."""
-
-
-def _parse(version: str) -> tuple[int, ...]:
-    parts = []
-    for piece in version.split(".")[:3]:
-        digits = "".join(c for c in piece if c.isdigit())
-        parts.append(int(digits) if digits else 0)
-    return tuple(parts)
 
 
 def installed_version(dist: str = "jax") -> str | None:
@@ -43,17 +44,11 @@ def installed_version(dist: str = "jax") -> str | None:
 
 
 def check_supported(version: str) -> None:
-    v = _parse(version)
-    if v < MIN_VERSION:
-        raise JaxInternalsChanged(
-            f"JAX {version} is older than {'.'.join(map(str, MIN_VERSION))}, the oldest "
-            "jaxcache supports (earlier versions ignore a cache dir set after a compile)")
-    newest = max(_parse(t)[:2] for t in TESTED)
-    if v[:2] > newest:
-        raise JaxInternalsChanged(
-            f"JAX {version} is newer than the versions jaxcache was verified on "
-            f"({', '.join(TESTED)}); its private cache state may have changed. Refusing to "
-            "guess: upgrade jaxcache, or pin JAX to a tested version")
+    """Fail closed outside the supported minor lines (0.4.x ignores a dir set after a
+    compile; a newer JAX may have moved its private cache state)."""
+    why = why_unverified(version)
+    if why is not None:
+        raise JaxInternalsChanged(f"{why}. Refusing to guess: pin JAX to a tested version")
 
 
 def _cc():
