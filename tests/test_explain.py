@@ -212,7 +212,10 @@ def test_warm_miss_names_the_changed_key_component(tmp_path):
 def test_explain_by_running_the_command(tmp_path):
     env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state")}
     proc = jaxcache("explain", "--", sys.executable, TRAIN, "--steps", "10", env=env)
-    assert proc.returncode == 0, proc.stderr
+    # 1 is honest too: on a loaded machine a helper's compile can land just under JAX's 1 s
+    # threshold while being a material share of start-up
+    assert proc.returncode in (0, 1) and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.returncode == 0 or "thresholds leave" in proc.stdout
     assert proc.stdout.count("jit_train_step") == 2 and "2 record(s)" in proc.stdout
 
 
