@@ -8,9 +8,6 @@ template (`{rank}`, `{host}`, `{pid}`) or, without one, `R.rank<N>.json`.
 from __future__ import annotations
 
 import os
-import re
-import socket
-from dataclasses import dataclass
 
 from jaxcache.errors import JaxcacheError
 
@@ -20,19 +17,39 @@ LAUNCHERS = (("slurm", "SLURM_PROCID", "SLURM_NTASKS"),
              ("pmi", "PMI_RANK", "PMI_SIZE"),
              ("jax", "JAX_PROCESS_ID", "JAX_NUM_PROCESSES"))
 FIELDS = ("rank", "host", "pid")
-_FIELD = re.compile(r"\{([^{}]*)\}")
 
 
-@dataclass(frozen=True)
 class Rank:
-    launcher: str | None  # slurm | ompi | pmi | jax; None outside a multi-process launch
-    rank: int | None
-    size: int | None
-    host: str
+    """Who this process is in its launch. A plain class, not a dataclass: it is made on
+    `jaxcache run`'s path before the job starts, where every import counts."""
+
+    __slots__ = ("launcher", "rank", "size", "host")
+
+    def __init__(self, launcher: str | None, rank: int | None, size: int | None,
+                 host: str) -> None:
+        self.launcher = launcher  # slurm | ompi | pmi | jax; None outside a multi-rank launch
+        self.rank, self.size, self.host = rank, size, host
 
     @property
     def multi(self) -> bool:
         return self.size is not None and self.size > 1
+
+
+def _fields(template: str) -> list[str]:
+    """The {name} fields of a template, in order."""
+    out, rest = [], template
+    while "{" in rest:
+        rest = rest[rest.index("{") + 1:]
+        if "}" not in rest:
+            break
+        name, rest = rest.split("}", 1)
+        out.append(name)
+    return out
+
+
+def _safe_host(host: str) -> str:
+    return "".join(c if c.isascii() and (c.isalnum() or c in "._-") else "_"
+                   for c in host) or "host"
 
 
 def _int(value: str | None) -> int | None:
@@ -40,7 +57,7 @@ def _int(value: str | None) -> int | None:
 
 
 def detect(env: dict[str, str]) -> Rank:
-    host = socket.gethostname()
+    host = os.uname().nodename
     for launcher, rank_var, size_var in LAUNCHERS:
         rank = _int(env.get(rank_var))
         if rank is not None:
@@ -52,15 +69,17 @@ def record_path(path: str, env: dict[str, str], pid: int | None = None) -> str:
     """`path` with its fields filled in; under a multi-rank launch without `{rank}` or
     `{pid}`, `.rank<N>` is added before the extension so no two ranks share a file."""
     me = detect(env)
-    fields = _FIELD.findall(path)
+    fields = _fields(path)
     unknown = sorted(set(fields) - set(FIELDS))
     if unknown:
         raise JaxcacheError(f"--record {path!r}: unknown field {{{unknown[0]}}} (use "
                             f"{', '.join('{' + f + '}' for f in FIELDS)})")
     values = {"rank": str(me.rank) if me.rank is not None else "0",
-              "host": re.sub(r"[^A-Za-z0-9._-]", "_", me.host) or "host",
+              "host": _safe_host(me.host),
               "pid": str(pid if pid is not None else os.getpid())}
-    filled = _FIELD.sub(lambda m: values[m.group(1)], path)
+    filled = path
+    for name, value in values.items():
+        filled = filled.replace("{" + name + "}", value)
     if me.multi and not ({"rank", "pid"} & set(fields)):
         head, dot, ext = filled.rpartition(".")
         if dot and "/" not in ext:
