@@ -105,7 +105,7 @@ def _missing_ranks_advice(benches: list[dict]) -> tuple[str, ...]:
     if not ranks:
         return ()
     named = ", ".join("?" if r is None else str(r) for r in ranks)
-    return (f"rank{'s' if len(ranks) > 1 else ''} {named} compiled again on every warm start, "
+    return (f"rank{'s' if len(ranks) > 1 else ''} {named} compiled again what the cold run wrote, "
             "and the job waits for its slowest rank: `jaxcache explain` on the cold and warm "
             "records (bench --workdir keeps them) shows which key components differ from the "
             "entries process 0 wrote",)
