@@ -122,7 +122,10 @@ BENCH = v.obj({
 }, {
     "command": v.nullable(v.list_of(v.TEXT)),
     "fingerprint": v.nullable(v.map_of(v.ANY)),
-    "samples": v.nullable(v.list_of(v.obj())),
+    "samples": v.nullable(v.list_of(v.obj({}, {
+        # per rank (bench/per_rank.py): what decide names when a rank compiled again
+        "missed_ranks": v.nullable(v.list_of(v.obj({}, {"rank": v.nullable(v.INTEGER)}))),
+    }))),
 })
 
 
