@@ -212,8 +212,13 @@ def run(args: argparse.Namespace, tail: list[str] | None) -> None:
     if unverified and not args.unverified_jax:
         sys.stderr.write(f"jaxcache: {unverified}. {runmod.UNVERIFIED_REMEDY}\n")
     elif result.exit_code != result.outcome.status:
-        sys.stderr.write("jaxcache: exit 1: JAX was pointed at a cache directory jaxcache did "
-                         "not audit (see the record's jax_cache_dirs)\n")
+        from jaxcache import used_dirs
+
+        why = ("JAX was pointed at a cache directory jaxcache did not audit (see the record's "
+               "jax_cache_dirs)" if used_dirs.failing(result.record) else
+               "a rank of the job saw another cache directory, or none (see the record's "
+               "ranks)")
+        sys.stderr.write(f"jaxcache: exit 1: {why}\n")
     _exit_now(result.exit_code)
 
 

@@ -12,13 +12,9 @@ import re
 import socket
 from dataclasses import dataclass
 
+from jaxcache import launchers
 from jaxcache.errors import JaxcacheError
 
-# (launcher, rank variable, size variable), in the order JAX's cluster detection tries them
-LAUNCHERS = (("slurm", "SLURM_PROCID", "SLURM_NTASKS"),
-             ("ompi", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"),
-             ("pmi", "PMI_RANK", "PMI_SIZE"),
-             ("jax", "JAX_PROCESS_ID", "JAX_NUM_PROCESSES"))
 FIELDS = ("rank", "host", "pid")
 _FIELD = re.compile(r"\{([^{}]*)\}")
 
@@ -35,17 +31,9 @@ class Rank:
         return self.size is not None and self.size > 1
 
 
-def _int(value: str | None) -> int | None:
-    return int(value) if value is not None and value.strip().isdigit() else None
-
-
 def detect(env: dict[str, str]) -> Rank:
-    host = socket.gethostname()
-    for launcher, rank_var, size_var in LAUNCHERS:
-        rank = _int(env.get(rank_var))
-        if rank is not None:
-            return Rank(launcher, rank, _int(env.get(size_var)), host)
-    return Rank(None, None, None, host)
+    found = launchers.identify(env)
+    return Rank(found["kind"], found["rank"], found["size"], socket.gethostname())
 
 
 def record_path(path: str, env: dict[str, str], pid: int | None = None) -> str:
