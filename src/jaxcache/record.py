@@ -164,9 +164,19 @@ def _modules(probe: dict, before: DirSnapshot, after: DirSnapshot) -> list[dict]
     return out
 
 
+def _by_rank(outcome: Outcome) -> list[dict]:
+    """The probes, the job's own process first; without one (a launcher such as srun, which
+    is not Python), the lowest rank first, so that `identity` at the top is rank 0's."""
+    probes = list(outcome.probes)
+    if probes and probes[0].get("pid") != outcome.pid:
+        probes.sort(key=lambda p: (rank_of(p) is None, rank_of(p) or 0))
+    return probes
+
+
 def build(outcome: Outcome, *, cache_dir: str, verdict: str, before: DirSnapshot,
           after: DirSnapshot, env: dict[str, str], cwd: str) -> dict:
-    main = outcome.probes[0] if outcome.probes else None
+    probes = _by_rank(outcome)
+    main = probes[0] if probes else None
     main_modules = _modules(main, before, after) if main else []
     new_files = sorted(set(after.entries) - set(before.entries))
     doc: dict = {
@@ -205,8 +215,8 @@ def build(outcome: Outcome, *, cache_dir: str, verdict: str, before: DirSnapshot
         "process": {"pid": outcome.pid, "exit_code": outcome.exit_code, "signal": outcome.signal,
                     "wall_s": round(outcome.wall_s, 6), "user_s": round(outcome.user_s, 6),
                     "sys_s": round(outcome.sys_s, 6), "peak_rss_bytes": outcome.peak_rss_bytes},
-        "subprocesses": [_subprocess(p, before, after) for p in outcome.probes[1:]],
-        "seal": outcome.probes[0].get("seal") if outcome.probes else None,
+        "subprocesses": [_subprocess(p, before, after) for p in probes[1:]],
+        "seal": main.get("seal") if main else None,
         "jax_cache_dirs": used_dirs.collect(outcome.probes, cache_dir),
         "cache_guard_errors": [{"pid": p.get("pid"), "error": (p.get("cache_guard") or {}).get(
             "error")} for p in outcome.probes if (p.get("cache_guard") or {}).get(
