@@ -4,6 +4,7 @@ record, explain naming rank 1's miss and its cause, and a hung rank naming its m
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -49,7 +50,7 @@ def test_ranks_on_localhost_each_named_and_rank_1_miss_explained(tmp_path, n):
     assert {i["process_count"] for i in ids} == {n} and doc["identity"]["process_index"] == 0
     assert {i["host"] for i in ids} == {os.uname().nodename}
     assert doc["ranks"] == {"expected": n, "seen": list(range(n)), "absent": [],
-                            "problems": [], "remedy": None}
+                            "per_rank": False, "problems": [], "remedy": None}
     for r in range(n):  # grouped by rank, the rank on every module line
         assert f"  rank {r} (pid " in proc.stderr and f"    r{r} jit__lambda " in proc.stderr
     rc, ex, text = _explain(rec)
@@ -80,6 +81,7 @@ def test_srun_per_rank_records_and_explain_names_rank_1(slurm, tmp_path):
         assert launcher["kind"] == "slurm" and launcher["rank"] == rank
         assert launcher["size"] == 2 and launcher["job_id"] and launcher["step_id"] == "0"
         assert doc["ranks"]["problems"] == []  # each rank audits and records itself
+        assert doc["ranks"]["per_rank"] and doc["ranks"]["absent"] == []
     rc, ex, text = _explain(runs)
     assert rc == 1 and ex["key_diffs"] == []  # no "device topology (cpu x2 vs cpu x2)"
     assert {d["rank"] for d in ex["rank_diffs"]} == {1}
@@ -163,10 +165,8 @@ def test_a_rank_hung_in_share_binary_names_the_module_it_waits_for(slurm, tmp_pa
         run.send_signal(signal.SIGTERM)  # forwarded to srun, which cancels the step
         _, err = run.communicate(timeout=120)
     finally:
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(run.pid, signal.SIGKILL)  # whatever is left of the job
-        except ProcessLookupError:
-            pass
         run.wait(timeout=30)
     assert "done 1" not in seen
     doc = json.loads(rec.read_text())

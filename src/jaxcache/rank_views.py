@@ -37,8 +37,9 @@ def _label(proc: dict, rank: int | None) -> str:
 
 
 def check(doc: dict, env: dict[str, str]) -> dict:
-    """{"expected", "seen", "absent", "problems": [{"rank", "pid", "what", "text"}],
-    "remedy"}: what the record's probes say about the ranks of the job."""
+    """{"expected", "seen", "absent", "per_rank", "problems": [{"rank", "pid", "what",
+    "text"}], "remedy"}: what the record's probes say about the ranks of the job. per_rank:
+    jaxcache runs as one rank of the launch, and each rank records itself."""
     from jaxcache import ranks
     from jaxcache.record import processes, rank_of
 
@@ -50,7 +51,8 @@ def check(doc: dict, env: dict[str, str]) -> dict:
     seen = sorted({r for r in (rank_of(p) for p in procs) if r is not None})
     runner = ranks.detect(env)
     absent: list[int] = []
-    if expected and expected > 1 and not (runner.multi and set(seen) <= {runner.rank}):
+    per_rank = runner.multi and set(seen) <= {runner.rank}  # `srun jaxcache run ...`
+    if expected and expected > 1 and not per_rank:
         absent = [r for r in range(expected) if r not in seen]  # else: each rank records itself
     problems = [{"rank": r, "pid": None, "what": "absent",
                  "text": f"rank {r}: JAX counts {expected} processes, but no probe reported "
@@ -65,8 +67,8 @@ def check(doc: dict, env: dict[str, str]) -> dict:
     reference = viewed[0][1]["cache_view"] if viewed else {}
     for rank, p in viewed:
         problems += _differences(rank, p, reference, audited_path, audited, here)
-    return {"expected": expected, "seen": seen, "absent": absent, "problems": problems,
-            "remedy": REMEDY if problems else None}
+    return {"expected": expected, "seen": seen, "absent": absent, "per_rank": per_rank,
+            "problems": problems, "remedy": REMEDY if problems else None}
 
 
 def _differences(rank: int | None, p: dict, reference: dict, audited_path: str | None,

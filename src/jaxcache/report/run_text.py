@@ -150,7 +150,10 @@ def render(doc: dict, record_path: str) -> str:
         o = t["outcomes"]
         procs = f" in {t['processes']} processes" if t["processes"] > 1 else ""
         ranks = doc.get("ranks") or {}
-        if ranks.get("expected") and ranks["expected"] > 1:
+        if ranks.get("expected") and ranks["expected"] > 1 and ranks.get("per_rank"):
+            procs += (f" (rank {', '.join(map(str, ranks.get('seen') or []))} of "
+                      f"{ranks['expected']}; each rank records itself)")
+        elif ranks.get("expected") and ranks["expected"] > 1:
             procs += (f" (ranks {', '.join(map(str, ranks.get('seen') or [])) or 'none'} of "
                       f"{ranks['expected']} seen)")
         lines.append(f"modules compiled: {t['modules']}{procs} - hits {o.get('hit', 0)}, "
