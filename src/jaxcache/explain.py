@@ -108,6 +108,13 @@ def _why(m: dict, record: dict, later_dirs: bool) -> tuple[str, str]:
             f"jax_compilation_cache_dir was {safe(now_dir)} by then: JAX creates its cache "
             "once and silently ignores a later change (reset_cache(), or "
             "jaxcache.enable(reset=True))")
+    if outcome == "in-progress":  # the process ended inside this compile (killed, hung)
+        if reason == "waiting-for-process":
+            return reason, (f"the process ended while waiting for process "
+                            f"{detail.get('process_index')} to publish its executable "
+                            "(jax_share_binary_between_hosts); on CPU that key is never "
+                            "published and the job hangs")
+        return "compile-unfinished", "the process ended while this module was compiling"
     if outcome == "hit":
         return "hit", f"loaded from the cache in {m.get('compile_or_load_s') or 0:.2f} s"
     if outcome == "written":
