@@ -89,7 +89,8 @@ def _module_lines(doc: dict) -> list[str]:
 
     procs = [(rank_of(p), p) for p in processes(doc) if p.get("modules")]
     procs.sort(key=lambda rp: (rp[0] is None, rp[0] or 0))
-    ranked = any(r is not None for r, _ in procs)
+    multi = ((doc.get("ranks") or {}).get("expected") or 1) > 1  # a single process: no tag
+    ranked = any(r is not None for r, _ in procs) and (multi or len({r for r, _ in procs}) > 1)
     grouped = len({r for r, _ in procs}) > 1 and ranked
     width = max((len(m["name"]) for _, p in procs for m in p["modules"]), default=10)
     lines: list[str] = []
