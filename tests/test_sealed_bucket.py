@@ -237,3 +237,17 @@ def test_bad_bucket_urls_are_one_line_exit_2(world, url):
                     "--", sys.executable, "-c", "pass", env=world["env"])
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert proc.stderr.strip().count("\n") == 0, proc.stderr
+
+
+def test_backend_survives_a_cwd_change_and_reset_cache(world, tmp_path):
+    """JAX asks for gs://... again after reset_cache(); the sealed backend must be found by
+    the URL, not by a path made relative to whatever the working directory is then."""
+    url = copy(world, "cwd")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    out = job(world, url, "--reset-in", str(elsewhere))
+    assert out["results"] == world["golden"] and out["hits"] >= 2
+    again = out["again"]
+    assert again["results"] == world["golden"]
+    assert again["served_by"] is True and again["hits"] >= 2  # still the sealed bucket
+    assert not (elsewhere / "gs:").exists()
