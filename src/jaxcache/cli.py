@@ -294,7 +294,7 @@ def bench(args: argparse.Namespace, tail: list[str] | None) -> None:
         time_budget=args.time_budget, min_compile_time=args.min_compile_time,
         min_entry_size=args.min_entry_size, workdir=args.workdir, out_dir=args.out_dir,
         report_path=args.report_path, json_path=args.json_path, plot_path=args.plot_path,
-        echo=_emit, sealed=args.sealed)
+        echo=_emit, sealed=args.sealed, bucket=args.bucket)
     sys.exit(code)
 
 
@@ -780,6 +780,10 @@ def _bench_options(p: argparse.ArgumentParser) -> None:
     _option(p, "--sealed", action="store_true",
             help="Seal each trial's cache (a throwaway signing key): warm runs pay for "
                  "verification, as a sealed consumer would (docs/sealed-cache.md).")
+    _option(p, "--bucket", metavar="gs://BUCKET/PREFIX",
+            help="With --sealed: each trial's cache is a new, empty prefix "
+                 "PREFIX/jaxcache-bench-RANDOM/trial-N in this bucket (nothing else there is "
+                 "touched; jaxcache deletes nothing: remove that prefix when done).")
 
 
 def _explain_options(p: argparse.ArgumentParser) -> None:

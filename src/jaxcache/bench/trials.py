@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from jaxcache import outputs
 from jaxcache import record as recordmod
 from jaxcache.bench import analysis as analysismod
-from jaxcache.bench import per_rank
+from jaxcache.bench import bench_prefixes, per_rank
 from jaxcache.bench.sample import ProcessSample, from_record
 from jaxcache.display import safe
 from jaxcache.errors import JaxcacheError
@@ -40,6 +40,7 @@ class BenchConfig:
     time_budget_s: float | None = None  # ...or this much time was spent
     thresholds: dict[str, str] = field(default_factory=dict)  # env var -> value, if set
     sealed: bool = False  # each trial's cache sealed with a throwaway key: verification counted
+    bucket: str | None = None  # sealed trials in fresh prefixes under this gs:// URL
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,7 @@ class BenchResult:
     workdir: str
     elapsed_s: float
     env: dict[str, str]
+    bucket_prefix: str | None = None  # --bucket: where this bench's objects are
 
 
 Progress = Callable[[dict], None]
@@ -88,7 +90,8 @@ def _one(cfg: BenchConfig, env: dict[str, str], cache: str, out_dir: str, name: 
     stderr_path = os.path.join(out_dir, f"{name}.stderr")
     launched_at = time.time()  # where each rank's start is placed (probes use this clock)
     with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
-        doc, outcome = recordmod.capture(list(cfg.argv), child_env, cache, verdict="PRIVATE",
+        verdict = "SEALED" if cfg.bucket else "PRIVATE"
+        doc, outcome = recordmod.capture(list(cfg.argv), child_env, cache, verdict=verdict,
                                          missing_ok=False, stdout=out, stderr=err,
                                          timeout=cfg.timeout_s, interactive=False)
     path = os.path.join(out_dir, f"{name}.json")
@@ -115,6 +118,7 @@ def run_bench(cfg: BenchConfig, *, workdir: str | None = None,
     env.pop("JAX_COMPILATION_CACHE_DIR", None)
     env.pop("JAXCACHE_AUDITED", None)
     key = _throwaway_key(work) if cfg.sealed else None
+    fresh = bench_prefixes.Fresh(cfg.bucket) if cfg.bucket else None
     started = time.monotonic()
     samples: list[ProcessSample] = []
     stop, detail = None, None
@@ -124,18 +128,21 @@ def run_bench(cfg: BenchConfig, *, workdir: str | None = None,
             progress({"phase": "prime", "trial": 0, "trials": planned})
             prime_dir = os.path.join(work, "prime")
             os.mkdir(prime_dir, 0o700)
-            os.mkdir(os.path.join(prime_dir, "cache"), 0o700)
-            _one(cfg, env, os.path.join(prime_dir, "cache"), prime_dir, "prime", 0, "prime", 0,
-                 key)
-            shutil.rmtree(os.path.join(prime_dir, "cache"))  # only the OS file cache stays warm
+            if fresh is None:
+                os.mkdir(os.path.join(prime_dir, "cache"), 0o700)
+            _one(cfg, env, fresh.take("prime") if fresh else os.path.join(prime_dir, "cache"),
+                 prime_dir, "prime", 0, "prime", 0, key)
+            if fresh is None:  # only the OS file cache stays warm
+                shutil.rmtree(os.path.join(prime_dir, "cache"))
         trial = 0
         while True:
             trial += 1
             tdir = os.path.join(work, f"trial-{trial}")
-            cache = os.path.join(tdir, "cache")
+            cache = fresh.take(f"trial-{trial}") if fresh else os.path.join(tdir, "cache")
             os.mkdir(tdir, 0o700)
-            os.mkdir(cache, 0o700)
-            if recordmod.DirSnapshot.at(cache, missing_ok=False).entries:
+            if fresh is None:
+                os.mkdir(cache, 0o700)
+            if fresh is None and recordmod.DirSnapshot.at(cache, missing_ok=False).entries:
                 raise JaxcacheError(f"internal: fresh cache {safe(cache)} is not empty")
             progress({"phase": "cold", "trial": trial, "trials": planned})
             cold = _one(cfg, env, cache, tdir, "cold", trial, "cold", 0, key)
@@ -181,7 +188,8 @@ def run_bench(cfg: BenchConfig, *, workdir: str | None = None,
                   if done else "interrupted before any run completed: nothing to report")
     return BenchResult(cfg, tuple(samples), _excluded(samples),
                        _analyse(samples, cfg, stop), stop, detail, work,
-                       time.monotonic() - started, {k: v for k, v in cfg.thresholds.items()})
+                       time.monotonic() - started, {k: v for k, v in cfg.thresholds.items()},
+                       fresh.base if fresh else None)
 
 
 def _excluded(samples: list[ProcessSample]):

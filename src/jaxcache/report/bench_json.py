@@ -111,6 +111,7 @@ def bench_dict(result: BenchResult) -> dict:
         },
         "elapsed_s": result.elapsed_s,
         "workdir": result.workdir,
+        "bucket_prefix": result.bucket_prefix,
     }
 
 

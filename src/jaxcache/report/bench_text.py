@@ -63,6 +63,9 @@ def conclusions(result: BenchResult) -> list[str]:
     mark = "  (BELOW JAX's default 1.0 s)" if t["min_compile_time_below_default"] else ""
     lines.append(f"thresholds in effect: min compile time {t['min_compile_time_secs']:g} s"
                  f"{mark}, min entry size {t['min_entry_size_bytes']} B")
+    if result.bucket_prefix:
+        lines.append(f"sealed trials in fresh prefixes under {safe(result.bucket_prefix)}/ "
+                     "(left there: jaxcache deletes nothing in a bucket)")
     if result.excluded:
         lines.append(f"excluded {len(result.excluded)} processes whose fingerprint differs:")
         for s, diffs in result.excluded:
