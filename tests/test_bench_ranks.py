@@ -137,11 +137,14 @@ def test_a_module_the_cold_run_skipped_for_its_own_reasons_is_no_miss():
 
 
 def test_rank_of_prefers_jax_then_the_launcher():
+    """JAX's own process index (identity, else the platform read at the first compile), and
+    only then the launcher's rank: a launcher may number processes differently."""
     assert per_rank.rank_of({"identity": {"process_index": 2, "launcher": {"rank": 5}},
                              "platform": {"process_index": 7}}) == 2
     assert per_rank.rank_of({"identity": {"process_index": None, "launcher": {"rank": 5}},
-                             "platform": {"process_index": 7}}) == 5
-    assert per_rank.rank_of({"platform": {"process_index": 7}}) == 7
+                             "platform": {"process_index": 7}}) == 7
+    assert per_rank.rank_of({"identity": {"process_index": None, "launcher": {"rank": 5}},
+                             "platform": {}}) == 5
     assert per_rank.rank_of({"platform": {"error": "x"}}) is None
 
 

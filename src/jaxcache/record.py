@@ -164,13 +164,18 @@ def _modules(probe: dict, before: DirSnapshot, after: DirSnapshot) -> list[dict]
     return out
 
 
-def _by_rank(outcome: Outcome) -> list[dict]:
-    """The probes, the job's own process first; without one (a launcher such as srun, which
-    is not Python), the lowest rank first, so that `identity` at the top is rank 0's."""
-    probes = list(outcome.probes)
-    if probes and probes[0].get("pid") != outcome.pid:
+def in_record_order(probes, main_pid: int) -> list[dict]:
+    """The probes in the order the record holds them: the job's own process first; without
+    one (a launcher such as srun, which is not Python), the lowest rank first, so that
+    `identity` at the top is rank 0's."""
+    probes = list(probes)
+    if probes and probes[0].get("pid") != main_pid:
         probes.sort(key=lambda p: (rank_of(p) is None, rank_of(p) or 0))
     return probes
+
+
+def _by_rank(outcome: Outcome) -> list[dict]:
+    return in_record_order(outcome.probes, outcome.pid)
 
 
 def build(outcome: Outcome, *, cache_dir: str, verdict: str, before: DirSnapshot,

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from jaxcache.record import in_record_order, rank_of
+
 RANK_PHASES = ("startup", "import_jax", "trace", "lower", "compile_or_load")
 NOT_PROCESS_0 = "not-process-0"  # the cold rank skipped only because it is not process 0
 
@@ -20,20 +22,6 @@ ModuleId = tuple[str, str]  # (module name, input shapes): the same program on e
 
 def _int(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def rank_of(process_doc: dict) -> int | None:
-    """The rank of one process (a probe document or a process entry of a record): JAX's
-    process index, else the launcher's rank, else what the probe read from JAX at the first
-    compile; None when nothing says."""
-    identity = process_doc.get("identity") or {}
-    launcher = identity.get("launcher") or {}
-    platform = process_doc.get("platform") or {}
-    for value in (identity.get("process_index"), launcher.get("rank"),
-                  platform.get("process_index")):
-        if _int(value) is not None:
-            return value
-    return None
 
 
 def _host(process_doc: dict) -> str | None:
@@ -107,7 +95,8 @@ def ranks_of(record: dict, probes: tuple[dict, ...] | None = None,
     built from them) add each process's start-up times; `launched_at` (time.time() when the
     job was started) places each rank's start."""
     parts = [record] + list(record.get("subprocesses") or [])
-    aligned: list[dict | None] = list(probes or ())
+    main_pid = (record.get("process") or {}).get("pid")
+    aligned: list[dict | None] = list(in_record_order(probes or (), main_pid))
     aligned += [None] * (len(parts) - len(aligned))
     groups: dict[int | None, list[tuple[dict, dict | None]]] = {}
     for i, part in enumerate(parts):
