@@ -60,7 +60,13 @@ def test_compile_time_below_threshold_is_not_a_fault(tmp_path):
     [m] = [m for m in doc["modules"] if m["name"] == "jit_train_step"]
     assert f"{m['compile_s']:.2f} s < jax_persistent_cache_min_compile_time_secs = 1 s" == \
         m["text"]
-    assert rc == 0 and "not material" in doc["thresholds"][0]["text"]
+    # material = >= 1 s and >= 10% of start-up left uncached; on a quiet machine these compiles
+    # sum to far less, but a machine loaded enough can push them past 1 s: the rule decides
+    uncached = sum(m["compile_s"] for m in doc["modules"])
+    if uncached < 1.0:
+        assert rc == 0 and "not material" in doc["thresholds"][0]["text"]
+    else:
+        assert rc == 1 and "not material" not in doc["thresholds"][0]["text"]
 
 
 def test_entry_size_below_threshold(tmp_path):
