@@ -22,15 +22,13 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from jaxcache.seal import lru, names, signature
+from jaxcache.seal import names, signature
 from jaxcache.seal.keys import PublicKey, SigningKey
 from jaxcache.seal.objects import NETWORK, NOT_FOUND, ObjectStore, StoreError
 from jaxcache.seal.store import (
     Rejection,
     Reports,
     _open_dir,
-    _read,
-    _Rejected,
     fits,
     write_tier,
 )
@@ -96,13 +94,8 @@ class BucketSealedCache(Reports):
         name = names.entry(key)
         local_fd = self._local_fd
         if local_fd is not None:
-            try:
-                data = _read(local_fd, name)
-            except _Rejected as exc:
-                self._reject(key, self.local or "", exc)
-                data = None
+            data = self._from_local(local_fd, self.local or "", key, name, self._local_max)
             if data is not None:
-                lru.touch(local_fd, name, self._local_max)
                 return data
         try:
             return self._from_bucket(key, name)

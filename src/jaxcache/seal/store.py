@@ -72,17 +72,33 @@ class Reports:
         self._reported: set[tuple[str, str]] = set()
         self._lock = threading.Lock()
 
-    def _reject(self, key: str, directory: str, exc: _Rejected) -> None:
-        self._report(Rejection(key, directory, exc.status, exc.reason, _owner(exc.uid)))
+    def _reject(self, key: str, directory: str, exc: _Rejected, depth: int = 0) -> None:
+        self._report(Rejection(key, directory, exc.status, exc.reason, _owner(exc.uid)),
+                     depth)
 
-    def _report(self, rejection: Rejection) -> None:
+    def _report(self, rejection: Rejection, depth: int = 0) -> None:
+        """depth: calls between JAX's get() and this one beyond the usual two, so the
+        warning points at JAX's caller wherever it is raised from."""
         with self._lock:
             if (rejection.directory, rejection.key) in self._reported:
                 return
             self._reported.add((rejection.directory, rejection.key))
         self.rejections.append(rejection)
         logger.debug(rejection.describe())  # the warning below is what people see
-        warnings.warn(rejection.describe(), SealWarning, stacklevel=4)
+        warnings.warn(rejection.describe(), SealWarning, stacklevel=4 + depth)
+
+    def _from_local(self, fd: int, where: str, key: str, name: str, limit: int
+                    ) -> bytes | None:
+        """An entry of the private tier (trusted by ownership, read first): a rejected one is
+        reported and is a miss; a hit becomes the most recently used."""
+        try:
+            data = _read(fd, name)
+        except _Rejected as exc:
+            self._reject(key, where, exc, depth=1)
+            return None
+        if data is not None:
+            lru.touch(fd, name, limit)
+        return data
 
     def _write_failed(self, key: str, where: str, exc: OSError) -> OSError:
         """As JAX's own cache does: the error goes to JAX, which warns (or raises, with
@@ -166,13 +182,8 @@ class SealedCache(Reports):
         if shared_fd is None:
             return None
         if local_fd is not None:
-            try:
-                data = _read(local_fd, name)
-            except _Rejected as exc:
-                self._reject(key, self.local or "", exc)
-                data = None
+            data = self._from_local(local_fd, self.local or "", key, name, self._local_max)
             if data is not None:
-                lru.touch(local_fd, name, self._local_max)
                 return data
         try:
             # the signature first: it bounds what we read, so a planted huge file costs a
