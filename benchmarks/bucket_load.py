@@ -26,12 +26,12 @@ import os
 import statistics
 import sys
 import tempfile
-import time
 import warnings
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 import gcs_emulator  # noqa: E402
+from warm_loads import timed_loads  # noqa: E402
 
 BUCKET = "jaxbar"
 
@@ -117,22 +117,8 @@ def _measure(args) -> list[dict]:
         arms = {"jax-gs": lambda p=plain: jax_own(p),
                 "sealed": lambda s=seal: sealed(s, trusted_keys=[signer.public])}
         entry = _entry_size(seal)
-        samples: dict[str, list[float]] = {name: [] for name in arms}
-        order = list(arms)
         rounds = max(args.rounds, min(100, int(1e8 / entry)))  # small loads: more rounds
-        for i in range(rounds + 1):
-            for name in (order if i % 2 else order[::-1]):
-                arms[name]()
-                jax.clear_caches()
-                lowered = f.lower(x)
-                before = len(hits)
-                start = time.perf_counter()
-                lowered.compile()
-                took = time.perf_counter() - start
-                if len(hits) != before + 1:
-                    sys.exit(f"{name} load of the {mb} MB entry was not a cache hit")
-                if i:  # round 0 warms connections and the emulator
-                    samples[name].append(took)
+        samples = timed_loads(arms, f, x, hits, rounds, mb)
         jaxcache.disable()
         med = {k: statistics.median(v) for k, v in samples.items()}
         ratio = med["sealed"] / med["jax-gs"]

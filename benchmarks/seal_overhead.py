@@ -21,8 +21,9 @@ import shutil
 import statistics
 import sys
 import tempfile
-import time
 import warnings
+
+from warm_loads import timed_loads
 
 
 def main() -> None:
@@ -71,22 +72,8 @@ def main() -> None:
                 f.lower(x).compile()
             entry = max(os.path.getsize(os.path.join(sealed, e)) for e in os.listdir(sealed)
                         if e.endswith("-cache"))
-            samples: dict[str, list[float]] = {name: [] for name in arms}
-            order = list(arms)
             rounds = max(args.rounds, min(200, int(2e8 / entry)))  # small loads: more rounds
-            for i in range(rounds + 1):
-                for name in (order if i % 2 else order[::-1]):
-                    arms[name]()
-                    jax.clear_caches()
-                    lowered = f.lower(x)
-                    before = len(hits)
-                    start = time.perf_counter()
-                    lowered.compile()
-                    took = time.perf_counter() - start
-                    if len(hits) != before + 1:
-                        sys.exit(f"{name} load of the {mb} MB entry was not a cache hit")
-                    if i:  # round 0 warms the OS file cache
-                        samples[name].append(took)
+            samples = timed_loads(arms, f, x, hits, rounds, mb)
             med = {k: statistics.median(v) for k, v in samples.items()}
             # paired by round: the two loads of one round ran back to back
             extra = statistics.median(b - a for a, b in zip(samples["unsealed"],
