@@ -47,6 +47,9 @@ def main() -> None:
         lambda event, **_: hits.append(1) if event == "/jax/compilation_cache/cache_hits"
         else None)
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
+    # a sealed enable turns XLA's sub-caches off, and the setting is part of JAX's key: both
+    # arms run with them off, or the unsealed arm would look up another key than it wrote
+    jax.config.update("jax_persistent_cache_enable_xla_caches", "none")
     work = tempfile.mkdtemp(prefix="jaxcache-seal-bench-")
     signer = keys.generate()
     rows = []
