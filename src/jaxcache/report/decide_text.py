@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from jaxcache.decide import Decision
 from jaxcache.display import safe
+from jaxcache.report import style
 
 _NAMES = {"writers": "1. writers understood", "compatible": "2. compatible jobs",
           "noticeable": "3. noticeable saving"}
 
 
 def render(d: Decision) -> str:
-    lines = [f"jaxcache decide {safe(d.path or '')}", f"decision: {d.verdict} - {d.summary}", ""]
+    lines = [f"decision: {style.verdict(d.verdict)} - {d.summary}",
+             f"for {safe(d.path or '')}", ""]
     for t in d.tests:
         state = {True: "pass", False: "FAIL", None: "not evaluated"}[t.passed]
         lines.append(f"{_NAMES[t.name]}: {state}")
