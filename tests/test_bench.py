@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 from conftest import jaxcache, mkdir
 
+from jaxcache import schemas
+
 pytest.importorskip("jax")
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -73,7 +75,7 @@ def test_fingerprints_matched_and_are_recorded(mlp_bench):
 def test_json_validates_against_the_documented_schema(mlp_bench):
     jsonschema = pytest.importorskip("jsonschema")
     _, _, doc = mlp_bench
-    schema = json.loads((ROOT / "docs" / "bench.schema.json").read_text())
+    schema = schemas.load("bench")
     jsonschema.validate(doc, schema)
 
 
