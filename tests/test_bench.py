@@ -56,7 +56,11 @@ def test_cold_writes_warm_hits_and_saving_has_an_interval(mlp_bench):
     assert saving["estimate"] > 0 and 0 < saving["low"] <= saving["estimate"] <= saving["high"]
     assert doc["summary"]["saving_s"]["low"] is not None and doc["summary"]["significant"]
     assert doc["summary"]["verdict"] == "saves"
-    assert "verdict: saves" in proc.stdout and "amortization:" in proc.stdout
+    assert "verdict: saves: " in proc.stdout and "amortization:" in proc.stdout
+    conclusion = proc.stdout[proc.stdout.index("verdict: "):]
+    assert "% CI) per start" in conclusion.splitlines()[0]  # a labelled level, not "(96.1%)"
+    amortization = next(line for line in conclusion.splitlines() if "amortization" in line)
+    assert "per start" not in amortization  # the verdict's numbers are not repeated
 
 
 def test_fingerprints_matched_and_are_recorded(mlp_bench):

@@ -16,6 +16,6 @@ def render(d: Decision) -> str:
     for t in d.tests:
         state = {True: "pass", False: "FAIL", None: "not evaluated"}[t.passed]
         lines.append(f"{_NAMES[t.name]}: {state}")
-        lines += [f"   {safe(e)}" for e in t.evidence]
-    lines += ["", "what to do:"] + [f" - {a}" for a in d.advice]
+        lines += [w for e in t.evidence for w in style.wrap(safe(e), "   ")]
+    lines += ["", "what to do:"] + [w for a in d.advice for w in style.wrap(a, " - ")]
     return "\n".join(lines) + "\n"

@@ -20,8 +20,8 @@ def _rank_lines(e: Explanation) -> list[str]:
         lines.append(f"  rank {rank}: {style.plural(len(diffs), 'module')} ({names}{more}): key "
                      "components "
                      f"differ from rank 0's: {', '.join(components)}")
-        lines += [f"    - {cause}" for cause in diffs[0].causes]
-        lines.append(f"    what you can do: {diffs[0].remedy}")
+        lines += [w for cause in diffs[0].causes for w in style.wrap(cause, "    - ")]
+        lines += style.wrap(f"what you can do: {diffs[0].remedy}", "    ")
     return lines
 
 
@@ -35,8 +35,9 @@ def _row(m: ModuleWhy, width: int, ranks: bool) -> list[str]:
     mark = "!" if m.missed_chance else " "
     proc = f" [rank {m.rank}]" if m.rank is not None and ranks else (
         "" if m.process == "main" or m.rank is not None else f" [{m.process}]")
-    out = [f" {mark} {safe(m.name).ljust(width)}  {safe(m.outcome):9s} compile {secs:>8s}  "
-           f"entry {entry:>9s}  {safe(m.reason)}: {m.text}{proc}"]
+    out = style.wrap(f" {mark} {safe(m.name).ljust(width)}  {safe(m.outcome):9s} compile "
+                     f"{secs:>8s}  entry {entry:>9s}  {safe(m.reason)}: {m.text}{proc}",
+                     hang="    ", limit=max(style.width(), 160))
     if m.missed_chance and m.input_shapes:
         out.append(f"     inputs: {style.shapes(m.input_shapes)}")
     return out
@@ -113,12 +114,12 @@ def render(e: Explanation) -> str:
             lines.append(f"  {safe(d.module)}: {safe(d.earlier)} -> {safe(d.later)}: key "
                          f"components changed: {safe(', '.join(d.components))}")
             for cause in d.causes:
-                lines.append(f"    - {cause}")
+                lines += style.wrap(cause, "    - ")
     lines += _rank_lines(e)
     lines += ["", "thresholds:"]
-    lines += [f"  {a.text}" for a in e.advice]
+    lines += [w for a in e.advice for w in style.wrap(a.text, "  ")]
     for note in e.notes:
-        lines.append(f"note: {note}")
+        lines += style.wrap(note, "note: ")
     if e.unaudited_dirs:
         lines.append(f"JAX was pointed at {style.plural(len(e.unaudited_dirs), 'cache directory')}"
                      " jaxcache did not audit (see the first lines)")

@@ -115,3 +115,13 @@ def shapes(text: str | None, leading: int = 3) -> str:
     tail = f" (digest {digest(text)})" if len(arrays) > leading else ""
     amount = size(total) if known else f">= {size(total)}"
     return safe(f"{plural(len(arrays), 'input')}, {amount}: {shown}{more}{tail}")
+
+
+def wrap(text: str, indent: str = "", hang: str = "  ", limit: int | None = None) -> list[str]:
+    """A sentence as lines that fit: the first after `indent`, the rest after indent + hang.
+    Words are never split, so a long path stays whole (and copyable) on a line of its own."""
+    import textwrap
+
+    return textwrap.wrap(text, width=limit or width(), initial_indent=indent,
+                         subsequent_indent=indent + hang, break_long_words=False,
+                         break_on_hyphens=False) or [indent]

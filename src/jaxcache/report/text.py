@@ -79,9 +79,9 @@ def render_audit(r: AuditReport, *, verbose: bool = False) -> str:
     if shown:
         lines += ["", "findings:"]
         for f in shown:
-            lines.append(f"  [{_MARK[f.effect]}] {f.message}")
+            lines += style.wrap(f"[{_MARK[f.effect]}] {f.message}", "  ", "    ")
             if f.remedy:
-                lines.append(f"      what to do: {f.remedy}")
+                lines += style.wrap(f"what to do: {f.remedy}", "      ")
     lines.append("")
     return "\n".join(lines)
 
