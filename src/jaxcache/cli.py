@@ -43,6 +43,7 @@ A sealed cache (docs/sealed-cache.md): entries signed, loaded only if a trusted 
   jaxcache run --sealed ...     run a job that loads only signed entries (and signs with a key)
 
 Exit codes: 0 fine, 1 a finding you must act on, 2 usage or input error.
+Verdicts are in colour on a terminal: NO_COLOR=1 or --color never turns it off.
 """
 
 
