@@ -153,3 +153,11 @@ def test_explain_json_of_a_command_is_only_the_document(world):
     doc = json.loads(proc.stdout)  # the job printed a line: it went to stderr
     pytest.importorskip("jsonschema").validate(doc, schemas.load("explain"))
     assert "11520.0" in proc.stderr and "11520.0" not in proc.stdout
+
+
+def test_wrapped_prose_keeps_numbers_with_their_units():
+    text = "the thresholds left 7.30 s of compile uncached (28% of the 26.15 s start-up) " * 3
+    lines = style.wrap(text, "  ", limit=60)
+    assert all(len(line) <= 60 for line in lines) and len(lines) > 3
+    assert not any(line.rstrip().endswith(("7.30", "26.15")) for line in lines)
+    assert " ".join(line.strip() for line in lines) == text.strip()

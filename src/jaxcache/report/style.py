@@ -122,6 +122,11 @@ def wrap(text: str, indent: str = "", hang: str = "  ", limit: int | None = None
     Words are never split, so a long path stays whole (and copyable) on a line of its own."""
     import textwrap
 
-    return textwrap.wrap(text, width=limit or width(), initial_indent=indent,
-                         subsequent_indent=indent + hang, break_long_words=False,
-                         break_on_hyphens=False) or [indent]
+    glued = _UNIT.sub("\\1\x00\\2", text)  # "26.15 s" stays whole (safe() escapes NUL)
+    lines = textwrap.wrap(glued, width=limit or width(), initial_indent=indent,
+                          subsequent_indent=indent + hang, break_long_words=False,
+                          break_on_hyphens=False) or [indent]
+    return [line.replace("\x00", " ") for line in lines]
+
+
+_UNIT = re.compile(r"(\d) (s|B|KB|MB|GB)\b")
