@@ -93,9 +93,9 @@ def _missing(r: AuditReport) -> list[str]:
     target = r.resolved or r.path or r.requested
     return [f"{style.verdict('NOT FOUND')}: {safe(target)} does not exist; judged by its "
             f"nearest existing ancestor {safe(anchor)}",
-            f"it would be created by `jaxcache init {safe(target)}` (or jaxcache run, "
-            f"jaxcache.enable()): {style.plural(len(r.missing), 'directory')} made with mode "
-            "0700; --must-exist makes a missing path exit 1"]
+            *style.wrap(f"it would be created by `jaxcache init {safe(target)}` (or jaxcache "
+                        f"run, jaxcache.enable()): {style.plural(len(r.missing), 'directory')} "
+                        "made with mode 0700; --must-exist makes a missing path exit 1")]
 
 
 def render_ls(path: str, inv: Inventory, now: float | None = None) -> str:
