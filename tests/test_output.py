@@ -55,7 +55,8 @@ def test_missing_path_is_said_first_and_must_exist_fails(tmp_path):
     proc = jaxcache("audit", path, "--no-processes")
     first, *how = proc.stdout.split("\nverdict if created: PRIVATE")[0].splitlines()
     assert proc.returncode == 0 and first.startswith(f"NOT FOUND: {path} does not exist")
-    assert f"jaxcache init {path}" in " ".join(how) and "3 directories" in " ".join(how)
+    said = " ".join(line.strip() for line in how)  # wrapped: a long path on its own line
+    assert f"jaxcache init {path}" in said and "3 directories" in said
     strict = jaxcache("audit", path, "--no-processes", "--must-exist")
     assert strict.returncode == 1 and "does not exist (--must-exist)" in strict.stderr
     doc = json.loads(jaxcache("audit", path, "--no-processes", "--format", "json").stdout)
