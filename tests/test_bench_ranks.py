@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from conftest import clean_env, jaxcache
 
+from jaxcache import schemas
 from jaxcache.bench import per_rank
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -77,7 +78,7 @@ def test_localhost_two_ranks_per_rank_truth(localhost):
     report = (out / "report.md").read_text()
     assert "| rank 1 |" in report and "| rank 0 |" in report
     jsonschema = pytest.importorskip("jsonschema")
-    jsonschema.validate(doc, json.loads((ROOT / "docs" / "bench.schema.json").read_text()))
+    jsonschema.validate(doc, schemas.load("bench"))
 
 
 def test_decide_names_the_rank_that_missed(localhost, tmp_path):

@@ -222,7 +222,7 @@ def test_explain_by_running_the_command(tmp_path):
     # threshold while being a material share of start-up
     assert proc.returncode in (0, 1) and "Traceback" not in proc.stderr, proc.stderr
     assert proc.returncode == 0 or "thresholds leave" in proc.stdout
-    assert proc.stdout.count("jit_train_step") == 2 and "2 record(s)" in proc.stdout
+    assert proc.stdout.count("jit_train_step") == 2 and "from 2 records" in proc.stdout
 
 
 @pytest.mark.parametrize("content,fragment", [

@@ -43,6 +43,7 @@ A sealed cache (docs/sealed-cache.md): entries signed, loaded only if a trusted 
   jaxcache run --sealed ...     run a job that loads only signed entries (and signs with a key)
 
 Exit codes: 0 fine, 1 a finding you must act on, 2 usage or input error.
+Verdicts are in colour on a terminal: NO_COLOR=1 or --color never turns it off.
 """
 
 
@@ -119,8 +120,8 @@ def audit(args: argparse.Namespace, tail: None) -> None:
                         signed by trusted keys whose holders are declared writers
       UNSAFE            undeclared writers; each shown with its chain of reasons
       UNVERIFIABLE      network filesystem, URL, unreadable parent... fails closed
-    Exit code 0 for PRIVATE / SHARED-BY-POLICY / SEALED, 1 for UNSAFE / UNVERIFIABLE, 2 for bad
-    input.
+    Exit code 0 for PRIVATE / SHARED-BY-POLICY / SEALED, 1 for UNSAFE / UNVERIFIABLE (and, with
+    --must-exist, for a path that does not exist), 2 for bad input.
     """
     from jaxcache import api
 
@@ -137,6 +138,10 @@ def audit(args: argparse.Namespace, tail: None) -> None:
     else:
         from jaxcache.report import text
         _emit(text.render_audit(report, verbose=args.verbose))
+    missing = bool(report.missing) and not any(f.code == "path.unreadable"
+                                               for f in report.findings)
+    if missing and args.must_exist:
+        _fail(f"{report.resolved or report.requested} does not exist (--must-exist)", 1)
     sys.exit(0 if report.verdict.ok else 1)
 
 
@@ -618,6 +623,9 @@ def _command(commands, handler, name: str, usage: str) -> argparse.ArgumentParse
                                  help=first.strip(), description=description,
                                  formatter_class=_Help, add_help=False, allow_abbrev=False)
     parser.add_argument("-h", "--help", action="help", help="Show this message and exit.")
+    _option(parser, "--color", choices=("auto", "always", "never"), default="auto",
+            show_default=True, help="Verdicts in colour: auto is on a terminal unless NO_COLOR "
+            "is set.")
     parser.set_defaults(handler=handler, parser=parser)
     return parser
 
@@ -645,6 +653,9 @@ def _audit_options(p: argparse.ArgumentParser) -> None:
                  "other users' processes hold on it).")
     _option(p, "-v", "--verbose", action="store_true",
             help="Also list trusted writers and notes.")
+    _option(p, "--must-exist", action="store_true",
+            help="Exit 1 when PATH does not exist (a typo in a CI gate), whatever the verdict "
+                 "its nearest existing ancestor gets.")
     _sealed_reader_options(p)
 
 
@@ -901,6 +912,10 @@ def main(argv: list[str] | None = None) -> None:
         args, extra = parser.parse_known_args(ours)
         if extra:  # named by the command's parser, not the top level's (argparse's default)
             getattr(args, "parser", parser).error(f"unrecognized arguments: {' '.join(extra)}")
+        if getattr(args, "color", "auto") != "auto":  # auto costs `run` no import
+            from jaxcache.report import style
+
+            style.set_color(args.color)
         args.handler(args, tail)
     except JaxcacheError as exc:
         _fail(str(exc), exc.exit_code)

@@ -112,7 +112,7 @@ def load_record(path: str) -> dict:
     return _check(doc, RECORD, path, "run record")
 
 
-# --- bench results (docs/bench.schema.json): what decide and bench --compare read ----------
+# --- bench results (schema: src/jaxcache/schemas/bench.schema.json), read by decide, --compare
 
 BENCH_SCHEMA = "jaxcache.bench/1"
 BENCH_VERDICTS = ("saves", "no-significant-difference", "nothing-cached", "warm-missed",

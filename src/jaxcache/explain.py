@@ -341,8 +341,11 @@ def _evidence(component: str, a: dict, b: dict) -> str:
 
 def run_twice(argv: list[str]) -> list[tuple[str, dict]]:
     """`explain -- CMD`: run the job twice against a fresh private cache (what it writes, and
-    whether a second process hits it); the records stay in the user's state dir."""
+    whether a second process hits it); the records stay in the user's state dir. The job's
+    stdout goes to our stderr: our stdout is the explanation (a JSON document with --format
+    json), and the job's lines must not land in it."""
     import shutil
+    import sys
     import tempfile
 
     from jaxcache import run as runmod
@@ -352,7 +355,8 @@ def run_twice(argv: list[str]) -> list[tuple[str, dict]]:
     try:
         out = []
         for label in ("first", "second"):
-            result = runmod.run_job(argv, cache_dir=f"{work}/cache")
+            sys.stdout.flush()
+            result = runmod.run_job(argv, cache_dir=f"{work}/cache", stdout=sys.stderr)
             if result.outcome.status != 0:
                 raise JaxcacheError(f"the {label} run of the job exited with status "
                                     f"{result.outcome.status}; its record: "

@@ -56,11 +56,13 @@ def _claim_record(path: str, explicit: bool):
 
 def run_job(argv: list[str], *, cache_dir: str | None = None, record_path: str | None = None,
             policy: str | None = None, allow_untrusted: bool = False,
-            env: dict[str, str] | None = None, seal=None, unverified_jax: bool = False):
+            env: dict[str, str] | None = None, seal=None, unverified_jax: bool = False,
+            stdout=None):
     """Returns a record.RunResult. seal: a sealing.SealOptions, for a sealed cache (its probe
     enables it in the job). unverified_jax: run a job whose JAX is outside the supported
     lines anyway; its record says `unverified` (otherwise refused before the job when its
-    version can be told then, after it when not)."""
+    version can be told then, after it when not). stdout: where the job's stdout goes (a file
+    or descriptor) when ours carries a document, as in `explain -- CMD`."""
     from jaxcache import early_start
     from jaxcache.probe import launch
     from jaxcache.userdirs import policy_file
@@ -90,14 +92,14 @@ def run_job(argv: list[str], *, cache_dir: str | None = None, record_path: str |
 
         if early_start.allowed(argv, exe, chosen, sealed=seal is not None,
                                policy_in_use=policy is not None or os.path.exists(policy_file())):
-            ran = launch.launch(argv, env, admit=admit)
+            ran = launch.launch(argv, env, admit=admit, stdout=stdout)
         else:
             granted = admit()
             if seal is not None:
                 env.pop("JAX_COMPILATION_CACHE_DIR", None)
             env.pop("JAXCACHE_AUDITED", None)  # only what this run audited, never an outer run's
             env.update(granted)
-            ran = launch.launch(argv, env)
+            ran = launch.launch(argv, env, stdout=stdout)
         from jaxcache import record as recordmod
         from jaxcache import used_dirs
         from jaxcache.probe import runner

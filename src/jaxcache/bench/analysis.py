@@ -139,9 +139,9 @@ def analyse(cold: list[ProcessSample], warm: list[ProcessSample], *, confidence:
                    "run more trials")
     elif significant:
         verdict = "saves"
-        message = (f"saves {saving.estimate:.2f} s [{saving.low:.2f} - {saving.high:.2f}] per "
-                   f"start ({saving.estimate / walls[0].median:.0%} of the cold process's wall "
-                   "time)")
+        message = (f"{saving.estimate:.2f} s [{saving.low:.2f} - {saving.high:.2f}] "
+                   f"({saving.confidence:.1%} CI) per start, "
+                   f"{saving.estimate / walls[0].median:.0%} of the cold process's wall time")
     else:
         verdict = "no-significant-difference"
         message = (f"no significant difference: the {saving.confidence:.0%} interval "

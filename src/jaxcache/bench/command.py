@@ -190,8 +190,8 @@ def compare(a_path: str, b_path: str) -> str:
     lines.append(f"A: {safe(ca)}" if ca == cb else f"A: {safe(ca)}\nB: {safe(cb)} (a "
                  "different command)")
     fa, fb = a.get("fingerprint") or {}, b.get("fingerprint") or {}
-    diffs = [f"  {safe(k)}: {fa.get(k)!r} vs {fb.get(k)!r}" for k in sorted(set(fa) | set(fb))
-             if fa.get(k) != fb.get(k)]
+    diffs = [line for k in sorted(set(fa) | set(fb)) if fa.get(k) != fb.get(k)
+             for line in _differ(k, fa.get(k), fb.get(k))]
     lines.append("fingerprints: identical" if not diffs else
                  "fingerprints differ (timings are not directly comparable):")
     lines += diffs
@@ -217,6 +217,29 @@ def compare(a_path: str, b_path: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _differ(key: str, a, b) -> list[str]:
+    """One fingerprint field that differs, short: the modules whose inputs changed (summaries
+    and digests, not 2,000-character reprs), a digest for any other long value."""
+    from jaxcache.report import style
+
+    if key == "shapes" and isinstance(a, list) and isinstance(b, list):
+        def by_module(v: list) -> dict[str, str]:
+            return {str(d.get("module")): str(d.get("input_shapes")) for d in v
+                    if isinstance(d, dict)}
+        ma, mb = by_module(a), by_module(b)
+        names = sorted(n for n in set(ma) | set(mb) if ma.get(n) != mb.get(n))
+        out = [f"  shapes: {style.plural(len(names), 'module')} differ"]
+        out += [style.clip(f"    {safe(n)}: {style.shapes(ma.get(n)) if n in ma else 'absent'} "
+                           f"vs {style.shapes(mb.get(n)) if n in mb else 'absent'}",
+                           style.width()) for n in names[:5]]
+        return out + ([f"    ... and {len(names) - 5} more"] if len(names) > 5 else [])
+
+    def brief(v) -> str:
+        text = safe(repr(v))
+        return text if len(text) <= 60 else f"{text[:40]}... (digest {style.digest(text)})"
+    return [f"  {safe(key)}: {brief(a)} vs {brief(b)}"]
+
+
 def _f(v) -> str:
     return "-" if v is None else f"{v:.2f}"
 
@@ -226,4 +249,6 @@ def _ci(s: dict | None) -> str:
         return "-"
     if s.get("low") is None:
         return f"{s['estimate']:.2f} [no interval]"
-    return f"{s['estimate']:.2f} [{s['low']:.2f} - {s['high']:.2f}]"
+    level = s.get("confidence")
+    label = f" ({level:.1%} CI)" if isinstance(level, float) else ""
+    return f"{s['estimate']:.2f} [{s['low']:.2f} - {s['high']:.2f}]{label}"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from jaxcache.bench.trials import BenchResult
 from jaxcache.display import safe
 from jaxcache.report import bench_ranks
-from jaxcache.report.bench_text import conclusions, table
+from jaxcache.report.bench_text import cached, conclusions, table
 
 
 def render(result: BenchResult, chart: str | None = None) -> str:
@@ -21,11 +21,10 @@ def render(result: BenchResult, chart: str | None = None) -> str:
                 f"| XLA_FLAGS | {f'`{fp.xla_flags}`' if fp.xla_flags else '(none)'} |",
                 f"| trials | {cfg.trials} (cold + {cfg.warm} warm each), priming run: "
                 f"{'yes' if cfg.prime else 'no'} |", ""]
-        cached = {m for s in result.samples for m in s.cached}
-        shapes = [(m, s) for m, s in fp.shapes if m in cached]
-        if shapes:
-            out += ["Cached modules and their input shapes: "
-                    + "; ".join(f"`{m}` {s}" for m, s in shapes), ""]
+        modules = cached(result)
+        if modules:
+            out += ["Cached modules and their inputs (every shape is in the JSON result):", ""]
+            out += [f"- {line}" for line in modules] + [""]
     for rows, note in ((table(result), None), (bench_ranks.rows(result), bench_ranks.NOTE)):
         if len(rows) > 1:
             if note:

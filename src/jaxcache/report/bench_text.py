@@ -6,7 +6,7 @@ from jaxcache.bench.sample import PHASE_LABELS
 from jaxcache.bench.stats import Shift
 from jaxcache.bench.trials import BenchResult
 from jaxcache.display import safe, size
-from jaxcache.report import bench_ranks
+from jaxcache.report import bench_ranks, style
 from jaxcache.report.bench_json import thresholds
 
 
@@ -19,7 +19,7 @@ def interval(s: Shift | None, unit: str = " s") -> str:
         return "-"
     if not s.resolved:
         return f"{s.estimate:.2f}{unit} [no {s.asked:.0%} interval with this N]"
-    return f"{s.estimate:.2f}{unit} [{s.low:.2f} - {s.high:.2f}] ({s.confidence:.1%})"
+    return f"{s.estimate:.2f}{unit} [{s.low:.2f} - {s.high:.2f}] ({s.confidence:.1%} CI)"
 
 
 def table(result: BenchResult) -> list[list[str]]:
@@ -42,7 +42,7 @@ def table(result: BenchResult) -> list[list[str]]:
 def conclusions(result: BenchResult) -> list[str]:
     a = result.analysis
     t = thresholds(result)
-    lines = [f"verdict: {a.verdict} - {a.message}"]
+    lines = [f"verdict: {style.verdict(a.verdict)}: {a.message}"]
     if result.detail:
         lines.append(f"why: {result.detail}")
     if a.saving is not None:
@@ -54,12 +54,8 @@ def conclusions(result: BenchResult) -> list[str]:
                      f"{a.saving.min_p:.4f}; noise band {a.noise_s:.2f} s")
     if a.significant:
         pays = a.pays_off_after
-        lines.append(f"amortization: saves {a.saving.estimate:.2f} s [{a.saving.low:.2f} - "
-                     f"{a.saving.high:.2f}] per start "
-                     f"({a.saving.estimate / a.wall[0].median:.0%} of the cold process's wall "
-                     "time); the cold run "
-                     f"paid {a.paid_s:.2f} s to write {size(a.written_bytes)}; pays off after "
-                     f"{pays} reuse{'s' if pays != 1 else ''}")
+        lines.append(f"amortization: the cold run paid {a.paid_s:.2f} s to write "
+                     f"{size(a.written_bytes)}; it pays off after {style.plural(pays, 'reuse')}")
     mark = "  (BELOW JAX's default 1.0 s)" if t["min_compile_time_below_default"] else ""
     lines.append(f"thresholds in effect: min compile time {t['min_compile_time_secs']:g} s"
                  f"{mark}, min entry size {t['min_entry_size_bytes']} B")
@@ -67,10 +63,20 @@ def conclusions(result: BenchResult) -> list[str]:
         lines.append(f"sealed trials in fresh prefixes under {safe(result.bucket_prefix)}/ "
                      "(left there: jaxcache deletes nothing in a bucket)")
     if result.excluded:
-        lines.append(f"excluded {len(result.excluded)} processes whose fingerprint differs:")
+        lines.append(f"excluded {style.plural(len(result.excluded), 'process')} whose "
+                     "fingerprint differs:")
         for s, diffs in result.excluded:
             lines.append(f"  trial {s.trial} {s.kind} {s.index}: {'; '.join(diffs)}")
     return lines
+
+
+def cached(result: BenchResult) -> list[str]:
+    """'module: 240 inputs, 46.1 KB: float32[8,4], ... (digest ...)', per cached module; the
+    JSON result keeps every shape."""
+    fp = result.samples[0].fingerprint if result.samples else None
+    done = {m for s in result.samples for m in s.cached}
+    return [f"{safe(module)}: {style.shapes(shapes)}" for module, shapes in
+            (fp.shapes if fp is not None else ()) if module in done]
 
 
 def _runs(result: BenchResult) -> str:
@@ -98,10 +104,7 @@ def render(result: BenchResult) -> str:
                      f"{sum(1 for s in result.samples if s.kind == 'cold')} cold and "
                      f"{sum(1 for s in result.samples if s.kind == 'warm')} warm "
                      f"{_runs(result)} in {result.elapsed_s:.0f} s")
-        cached = {m for s in result.samples for m in s.cached}
-        for module, shapes in fp.shapes:
-            if module in cached:
-                lines.append(f"  cached {module}: {shapes}")
+        lines += [style.clip(f"  cached {line}", style.width()) for line in cached(result)]
     rows = table(result)
     if len(rows) > 1:
         lines += [""] + _layout(rows)

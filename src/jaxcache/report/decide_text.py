@@ -4,16 +4,18 @@ from __future__ import annotations
 
 from jaxcache.decide import Decision
 from jaxcache.display import safe
+from jaxcache.report import style
 
 _NAMES = {"writers": "1. writers understood", "compatible": "2. compatible jobs",
           "noticeable": "3. noticeable saving"}
 
 
 def render(d: Decision) -> str:
-    lines = [f"jaxcache decide {safe(d.path or '')}", f"decision: {d.verdict} - {d.summary}", ""]
+    lines = [f"decision: {style.verdict(d.verdict)} - {d.summary}",
+             f"for {safe(d.path or '')}", ""]
     for t in d.tests:
         state = {True: "pass", False: "FAIL", None: "not evaluated"}[t.passed]
         lines.append(f"{_NAMES[t.name]}: {state}")
-        lines += [f"   {safe(e)}" for e in t.evidence]
-    lines += ["", "what to do:"] + [f" - {a}" for a in d.advice]
+        lines += [w for e in t.evidence for w in style.wrap(safe(e), "   ")]
+    lines += ["", "what to do:"] + [w for a in d.advice for w in style.wrap(a, " - ")]
     return "\n".join(lines) + "\n"

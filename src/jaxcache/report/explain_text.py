@@ -1,9 +1,11 @@
-"""`jaxcache explain` for people: one row per module, then key differences and advice."""
+"""`jaxcache explain` for people: the answer, the modules that matter (the rest grouped by
+outcome and reason), then key differences and advice."""
 
 from __future__ import annotations
 
 from jaxcache.display import safe, size
-from jaxcache.explain import Explanation
+from jaxcache.explain import Explanation, ModuleWhy
+from jaxcache.report import style
 
 
 def _rank_lines(e: Explanation) -> list[str]:
@@ -15,66 +17,110 @@ def _rank_lines(e: Explanation) -> list[str]:
     for (rank, components), diffs in groups.items():
         names = ", ".join(safe(d.module) for d in diffs[:6])
         more = f" and {len(diffs) - 6} more" if len(diffs) > 6 else ""
-        lines.append(f"  rank {rank}: {len(diffs)} module(s) ({names}{more}): key components "
+        lines.append(f"  rank {rank}: {style.plural(len(diffs), 'module')} ({names}{more}): key "
+                     "components "
                      f"differ from rank 0's: {', '.join(components)}")
-        lines += [f"    - {cause}" for cause in diffs[0].causes]
-        lines.append(f"    what you can do: {diffs[0].remedy}")
+        lines += [w for cause in diffs[0].causes for w in style.wrap(cause, "    - ")]
+        lines += style.wrap(f"what you can do: {diffs[0].remedy}", "    ")
     return lines
 
 
+GROUP_FROM = 5  # this many modules sharing an outcome and a reason: the top few, then one line
+SHOWN = 2  # of such a group, the modules shown one by one (the slowest, else the largest)
+
+
+def _row(m: ModuleWhy, width: int, ranks: bool) -> list[str]:
+    secs = "-" if m.compile_s is None else f"{m.compile_s:.2f} s"
+    entry = size(m.entry_bytes) if m.entry_bytes else "-"
+    mark = "!" if m.missed_chance else " "
+    proc = f" [rank {m.rank}]" if m.rank is not None and ranks else (
+        "" if m.process == "main" or m.rank is not None else f" [{m.process}]")
+    out = style.wrap(f" {mark} {safe(m.name).ljust(width)}  {safe(m.outcome):9s} compile "
+                     f"{secs:>8s}  entry {entry:>9s}  {safe(m.reason)}: {m.text}{proc}",
+                     hang="    ", limit=max(style.width(), 160))
+    if m.missed_chance and m.input_shapes:
+        out.append(f"     inputs: {style.shapes(m.input_shapes)}")
+    return out
+
+
+def _rest(rows: list[ModuleWhy]) -> str:
+    """The rest of a group in one line: how many, their compile time and entry size."""
+    total_s = sum(m.compile_s or 0.0 for m in rows)
+    total_b = sum(m.entry_bytes or 0 for m in rows)
+    names = sorted({safe(m.name) for m in rows})
+    shown = ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
+    return (f"   ... and {style.plural(len(rows), 'more module')} {safe(rows[0].outcome)} "
+            f"({safe(rows[0].reason)}): compile {total_s:.2f} s, entries {size(total_b)} "
+            f"in all ({shown})")
+
+
+def _modules(e: Explanation, record: str, ranks: bool) -> list[str]:
+    """The rows that matter one by one: every expensive module not cached, and the slowest
+    of each outcome and reason; the rest of a large group in one line."""
+    rows = [m for m in e.modules if m.record == record]
+    kinds: dict[tuple[str, str], list[ModuleWhy]] = {}
+    for m in rows:
+        if not m.missed_chance:
+            kinds.setdefault((m.outcome, m.reason), []).append(m)
+    rest: list[list[ModuleWhy]] = []
+    hidden: set[int] = set()
+    for ms in kinds.values():
+        if len(ms) >= GROUP_FROM:
+            tail = sorted(ms, key=lambda m: (-(m.compile_s or 0.0), -(m.entry_bytes or 0)))
+            rest.append(tail[SHOWN:])
+            hidden |= {id(m) for m in tail[SHOWN:]}
+    single = [m for m in rows if id(m) not in hidden]
+    width = max((len(safe(m.name)) for m in single), default=8)
+    lines = ["", f"{safe(record)}: {style.plural(len(rows), 'module')}"]
+    for m in sorted(single, key=lambda m: not m.missed_chance):
+        lines += _row(m, width, ranks)
+    return lines + [_rest(ms) for ms in rest]
+
+
+def _answer(e: Explanation) -> str:
+    """The first line: cached or not, and why not in one breath."""
+    if not e.modules:
+        return "NOTHING TO EXPLAIN: no JAX compile was recorded"
+    if e.exit_code == 0:
+        return f"{style.verdict('CACHED')}: everything that could be cached was cached"
+    parts = []
+    missed = sum(1 for m in e.modules if m.missed_chance)
+    if missed:
+        parts.append(f"{style.plural(missed, 'expensive module')} not cached (marked !)")
+    if e.diffs:
+        parts.append(f"{style.plural(len(e.diffs), 'cross-process miss', 'cross-process misses')}")
+    if e.rank_diffs:
+        ranks = sorted({d.rank for d in e.rank_diffs})
+        parts.append(f"{style.plural(len(ranks), 'rank')} ({', '.join(map(str, ranks))}) never "
+                     f"hit: {style.plural(len(e.rank_diffs), 'module')} keyed differently "
+                     "from rank 0")
+    if any(a.material for a in e.advice):
+        parts.append("thresholds leave a material share of start-up uncached")
+    return (f"{style.verdict('UNCACHED')}: something expensive was not cached"
+            + (": " + "; ".join(parts) if parts else ""))
+
+
 def render(e: Explanation) -> str:
-    lines = [f"UNVERIFIED: {safe(u)}" for u in e.unverified]
+    lines = [_answer(e)]
+    lines += [f"UNVERIFIED: {safe(u)}" for u in e.unverified]
     lines += [f"WARNING: {d}" for d in e.unaudited_dirs]
-    lines.append(f"jaxcache explain: {len(e.records)} record(s)")
+    lines.append(f"from {style.plural(len(e.records), 'record')}")
+    ranks = len({m.rank for m in e.modules}) > 1
     for record in e.records:
-        rows = [m for m in e.modules if m.record == record]
-        lines.append("")
-        lines.append(f"{safe(record)}: {len(rows)} modules")
-        width = max((len(m.name) for m in rows), default=8)
-        for m in rows:
-            secs = "-" if m.compile_s is None else f"{m.compile_s:.2f} s"
-            entry = size(m.entry_bytes) if m.entry_bytes else "-"
-            mark = "!" if m.missed_chance else " "
-            proc = f" [rank {m.rank}]" if m.rank is not None else (
-                "" if m.process == "main" else f" [{m.process}]")
-            lines.append(f" {mark} {safe(m.name).ljust(width)}  {safe(m.outcome):9s} compile "
-                         f"{secs:>8s}  entry {entry:>9s}  {safe(m.reason)}: {m.text}{proc}")
-            if m.missed_chance and m.input_shapes:
-                lines.append(f"     input shapes {safe(m.input_shapes)}")
+        lines += _modules(e, record, ranks)
     if e.diffs:
         lines += ["", "why a later process missed what an earlier one cached:"]
         for d in e.diffs:
             lines.append(f"  {safe(d.module)}: {safe(d.earlier)} -> {safe(d.later)}: key "
                          f"components changed: {safe(', '.join(d.components))}")
             for cause in d.causes:
-                lines.append(f"    - {cause}")
+                lines += style.wrap(cause, "    - ")
     lines += _rank_lines(e)
     lines += ["", "thresholds:"]
-    lines += [f"  {a.text}" for a in e.advice]
+    lines += [w for a in e.advice for w in style.wrap(a.text, "  ")]
     for note in e.notes:
-        lines.append(f"note: {note}")
-    missed = sum(1 for m in e.modules if m.missed_chance)
-    lines.append("")
-    if not e.modules:
-        lines.append("no JAX compile was recorded, so there is nothing to explain")
-    elif e.exit_code == 0:
-        lines.append("everything that could be cached was cached")
-    else:
-        parts = []
-        if missed:
-            parts.append(f"{missed} expensive module(s) not cached (marked !)")
-        if e.diffs:
-            parts.append(f"{len(e.diffs)} cross-process miss(es)")
-        if e.rank_diffs:
-            ranks = sorted({d.rank for d in e.rank_diffs})
-            parts.append(f"rank(s) {', '.join(map(str, ranks))} never hit: "
-                         f"{len(e.rank_diffs)} module(s) keyed differently from rank 0")
-        if any(a.material for a in e.advice):
-            parts.append("thresholds leave a material share of start-up uncached")
-        if parts:
-            lines.append("something expensive was not cached: " + "; ".join(parts))
+        lines += style.wrap(note, "note: ")
     if e.unaudited_dirs:
-        lines.append(f"JAX was pointed at {len(e.unaudited_dirs)} cache director"
-                     f"{'y' if len(e.unaudited_dirs) == 1 else 'ies'} jaxcache did not audit "
-                     "(see the first lines)")
+        lines.append(f"JAX was pointed at {style.plural(len(e.unaudited_dirs), 'cache directory')}"
+                     " jaxcache did not audit (see the first lines)")
     return "\n".join(lines) + "\n"

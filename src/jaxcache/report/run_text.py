@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from jaxcache.display import safe, size
+from jaxcache.report.style import plural
 
 _REASONS = {
     "compile-time-below-threshold": "not written: below the {threshold_s:.2f} s compile-time "
@@ -128,10 +129,10 @@ def render(doc: dict, record_path: str) -> str:
     if seal:
         signer = f"signing as key {seal['signing_key']}" if seal["signing_key"] else \
             "read-only (no signing key)"
-        lines.append(f"sealed: {signer}; {len(seal['rejections'])} entries rejected"
-                     + (f", {len(seal['write_errors'])} writes failed" if seal["write_errors"]
-                        else "")
-                     + (f", {len(seal['evictions'])} entries evicted (max size)"
+        lines.append(f"sealed: {signer}; {plural(len(seal['rejections']), 'entry')} rejected"
+                     + (f", {plural(len(seal['write_errors']), 'write')} failed"
+                        if seal["write_errors"] else "")
+                     + (f", {plural(len(seal['evictions']), 'entry')} evicted (max size)"
                         if seal.get("evictions") else ""))
         from jaxcache import bucket_misses
 

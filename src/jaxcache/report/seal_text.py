@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from jaxcache.display import safe, size
+from jaxcache.report import style
 from jaxcache.report.seal_json import STATUSES
 from jaxcache.seal.scan import ScanResult
 
@@ -11,7 +12,15 @@ _WHAT = {"unsigned": "UNSIGNED", "bad-signature": "BAD SIGNATURE",
 
 
 def render(result: ScanResult, action: str) -> str:
-    lines = [f"{action} {safe(result.directory)}: {len(result.entries)} entries"]
+    total = style.plural(len(result.entries), "entry")
+    if action == "verify":  # the answer first: does a sealed reader load all of it?
+        bad = len(result.entries) - result.count("valid")
+        lines = [f"{style.verdict('VALID')}: every entry verifies ({total}) in "
+                 f"{safe(result.directory)}" if result.all_valid else
+                 f"{style.verdict('INVALID')}: {bad} of {total} do not verify, "
+                 f"{style.plural(len(result.leftovers), 'leftover')}, in {safe(result.directory)}"]
+    else:
+        lines = [f"{action} {safe(result.directory)}: {total}"]
     for e in result.entries:
         if e.status in _WHAT:
             lines.append(f"  {_WHAT[e.status]:13s} {safe(e.name)} ({size(e.size)}): "

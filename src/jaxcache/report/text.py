@@ -6,6 +6,7 @@ import stat
 import time
 
 from jaxcache.display import age, safe, size
+from jaxcache.report import style
 from jaxcache.trust.audit import AuditReport
 from jaxcache.trust.entries import Inventory
 from jaxcache.trust.findings import NOTE, UNSAFE, UNVERIFIABLE, WARNING, Verdict
@@ -23,10 +24,13 @@ _MARK = {UNSAFE: "UNSAFE", UNVERIFIABLE: "UNVERIFIABLE", WARNING: "warning", NOT
 
 
 def render_audit(r: AuditReport, *, verbose: bool = False) -> str:
-    lines = [f"jaxcache audit {safe(r.requested)}"]
+    blocked = any(f.code == "path.unreadable" for f in r.findings)
+    lines = _missing(r) if r.missing and not blocked else []
+    lines.append(f"verdict{' if created' if lines else ''}: {style.verdict(r.verdict.value)} - "
+                 f"{_HEADLINE[r.verdict]}")
+    lines.append(f"audited {safe(r.requested)}")
     if r.path and r.resolved and r.resolved != r.path:
         lines.append(f"  resolves to {safe(r.resolved)}")
-    lines.append(f"verdict: {r.verdict.value} - {_HEADLINE[r.verdict]}")
     lines.append(f"judged for user {r.judged_for.name}"
                  + (f", policy {safe(r.policy)}" if r.policy else ", no policy file"))
     if r.components:
@@ -39,7 +43,6 @@ def render_audit(r: AuditReport, *, verbose: bool = False) -> str:
             fs = f"  {c.fs_type} {c.fs_category}" if c.kind == "dir" and c.fs_type else ""
             lines.append(f"  {safe(c.path)}{extra}  {c.owner}:{c.group} "
                          f"{stat.S_IMODE(c.mode):04o}{sticky}{acl}{dacl}{fs}")
-        blocked = any(f.code == "path.unreadable" for f in r.findings)
         for name in r.missing:
             state = "not inspected: no permission to look" if blocked else "does not exist yet"
             lines.append(f"  .../{safe(name)}  ({state})")
@@ -76,11 +79,23 @@ def render_audit(r: AuditReport, *, verbose: bool = False) -> str:
     if shown:
         lines += ["", "findings:"]
         for f in shown:
-            lines.append(f"  [{_MARK[f.effect]}] {f.message}")
+            lines += style.wrap(f"[{_MARK[f.effect]}] {f.message}", "  ", "    ")
             if f.remedy:
-                lines.append(f"      what to do: {f.remedy}")
+                lines += style.wrap(f"what to do: {f.remedy}", "      ")
     lines.append("")
     return "\n".join(lines)
+
+
+def _missing(r: AuditReport) -> list[str]:
+    """A path that does not exist: said first, with what would create it and what judged it
+    (its nearest existing ancestor), so a typo does not read as a plain PRIVATE."""
+    anchor = r.components[-1].path if r.components else "/"
+    target = r.resolved or r.path or r.requested
+    return [f"{style.verdict('NOT FOUND')}: {safe(target)} does not exist; judged by its "
+            f"nearest existing ancestor {safe(anchor)}",
+            *style.wrap(f"it would be created by `jaxcache init {safe(target)}` (or jaxcache "
+                        f"run, jaxcache.enable()): {style.plural(len(r.missing), 'directory')} "
+                        "made with mode 0700; --must-exist makes a missing path exit 1")]
 
 
 def render_ls(path: str, inv: Inventory, now: float | None = None) -> str:
@@ -96,6 +111,6 @@ def render_ls(path: str, inv: Inventory, now: float | None = None) -> str:
     out = ["  ".join(c.ljust(w) for c, w in zip(r[:-1], widths, strict=True)) + "  " + r[-1]
            for r in rows]
     count = len(inv.entries)
-    out.append(f"{count} {'entry' if count == 1 else 'entries'}, {size(inv.total_bytes)} in "
+    out.append(f"{style.plural(count, 'entry')}, {size(inv.total_bytes)} in "
                f"{safe(path)}")
     return "\n".join(out) + "\n"

@@ -1,0 +1,16 @@
+"""The JSON Schemas of every `--format json` document (and `bench --json`), shipped with the
+package: one source of truth that the tests validate against and the docs link to."""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+
+NAMES = ("audit", "init", "ls", "ls-bucket", "explain", "net", "decide", "seal-scan", "bench")
+
+
+def load(name: str) -> dict:
+    """The schema for a document kind (`jaxcache.NAME/1`): e.g. load("audit")."""
+    if name not in NAMES:
+        raise KeyError(name)
+    return json.loads(resources.files(__name__).joinpath(f"{name}.schema.json").read_text())
