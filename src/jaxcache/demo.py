@@ -27,7 +27,6 @@ from jaxcache.trust.audit import audit
 from jaxcache.trust.findings import Verdict
 
 
-
 def example(name: str) -> Path:
     """A bundled example program (package data, so a wheel install has them too)."""
     return Path(str(resources.files("jaxcache") / "examples" / name))
