@@ -18,17 +18,20 @@ cd "$tmp/clone"
 "$tmp/v/bin/python" -c "from setuptools import build_meta as b; b.build_sdist('dist')" >/dev/null
 wheel=$(ls dist/jaxcache-*.whl)
 sdist=$(ls dist/jaxcache-*.tar.gz)
+listing=$("$tmp/v/bin/python" -m zipfile -l "$wheel")
 for member in jaxcache/py.typed jaxcache/examples/mlp.py jaxcache/examples/train.py \
               jaxcache-0.1.0.dist-info/licenses/LICENSE; do
-  "$tmp/v/bin/python" -m zipfile -l "$wheel" | grep -q " *$member " \
+  printf '%s\n' "$listing" | grep -q "^$member " \
     || { echo "check-package: $member missing from $wheel"; exit 1; }
 done
 echo "check-package: built $wheel and $sdist"
 
 $pip "$wheel[jax]"
 mkdir "$tmp/user" && cd "$tmp/user"
+start=$(date +%s)
 HOME="$tmp/user" "$tmp/v/bin/jaxcache" demo > demo.log 2>&1 \
   || { tail -40 demo.log; echo "check-package: jaxcache demo failed"; exit 1; }
+echo "check-package: jaxcache demo took $(( $(date +%s) - start )) s"
 tail -1 demo.log; grep -q "^demo done" demo.log
 
 mkdir "$tmp/sd" && tar xzf "$sdist" -C "$tmp/sd"
