@@ -16,8 +16,8 @@ $pip setuptools
 cd "$tmp/clone"
 "$tmp/v/bin/python" -m pip wheel --quiet --disable-pip-version-check --no-deps . -w dist
 "$tmp/v/bin/python" -c "from setuptools import build_meta as b; b.build_sdist('dist')" >/dev/null
-wheel=$(ls dist/jaxcache-*.whl)
-sdist=$(ls dist/jaxcache-*.tar.gz)
+wheel=$(ls "$PWD"/dist/jaxcache-*.whl)
+sdist=$(ls "$PWD"/dist/jaxcache-*.tar.gz)
 listing=$("$tmp/v/bin/python" -m zipfile -l "$wheel")
 for member in jaxcache/py.typed jaxcache/examples/mlp.py jaxcache/examples/train.py \
               jaxcache-0.1.0.dist-info/licenses/LICENSE; do

@@ -150,7 +150,7 @@ def _sealed(out: str, echo: Callable[[str], None]) -> bool:
         echo(f"\n== 6. a sealed cache: {shared} is 0777, yet readers load only signed entries\n"
              f"   jaxcache keygen {key}  -> {public.text}\n"
              f"   jaxcache run --sealed --signing-key {key} --cache-dir {shared} -- "
-             "python train.py\n\n")
+             f"python {job[1]}\n\n")
         first = runmod.run_job(job, cache_dir=shared, seal=SealOptions(signing_key=key),
                                record_path=os.path.join(out, "sealed-publish.json"))
         echo(run_text.render(first.record, first.record_path))
@@ -164,7 +164,7 @@ def _sealed(out: str, echo: Callable[[str], None]) -> bool:
         echo(f"\n   someone appends to {entries[0][:40]}...; jaxcache verify {shared}\n\n")
         echo(seal_text.render(scan.verify(shared, [public]), "verify"))
         echo(f"\n   jaxcache run --sealed --trusted-key {public.text} --cache-dir {shared} -- "
-             "python train.py\n\n")
+             f"python {job[1]}\n\n")
         second = runmod.run_job(job, cache_dir=shared,
                                 seal=SealOptions(trusted_keys=(public.text,)),
                                 record_path=os.path.join(out, "sealed-consume.json"))
