@@ -1,7 +1,8 @@
 #!/bin/sh
 # The package as a user gets it (issue 16): from a clean clone of HEAD, build the wheel and the
 # sdist; install the wheel with its `jax` extra in a fresh venv and run `jaxcache demo` outside
-# any checkout; install the sdist with its test extras and collect its tests.
+# any checkout; install the sdist with its test extras, collect its tests and type-check a
+# user's script against the installed package.
 # Usage: sh scripts/check-package.sh [PYTHON]   (CI: .ci/run; ~3-5 min, mostly installing JAX)
 set -eu
 PYTHON=${1:-python3}
@@ -40,4 +41,6 @@ $pip ".[test]"
 "$tmp/v/bin/python" -m pytest --collect-only -q -p no:cacheprovider > collect.log 2>&1 \
   || { tail -40 collect.log; echo "check-package: the sdist's tests do not collect"; exit 1; }
 tail -1 collect.log
+# the installed package (not a source tree) as a user's mypy sees it: py.typed at work
+"$tmp/v/bin/python" -m pytest -q -p no:cacheprovider tests/test_typing.py
 echo "check-package: ok"
