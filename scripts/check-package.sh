@@ -16,7 +16,8 @@ git clone --quiet "$repo" "$tmp/clone"
 $pip setuptools
 cd "$tmp/clone"
 "$tmp/v/bin/python" -m pip wheel --quiet --disable-pip-version-check --no-deps . -w dist
-"$tmp/v/bin/python" -c "from setuptools import build_meta as b; b.build_sdist('dist')" >/dev/null
+"$tmp/v/bin/python" -c "from setuptools import build_meta as b; b.build_sdist('dist')" \
+  > "$tmp/sdist.log" 2>&1 || { tail -20 "$tmp/sdist.log"; exit 1; }
 wheel=$(ls "$PWD"/dist/jaxcache-*.whl)
 sdist=$(ls "$PWD"/dist/jaxcache-*.tar.gz)
 listing=$("$tmp/v/bin/python" -m zipfile -l "$wheel")
