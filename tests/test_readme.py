@@ -49,6 +49,9 @@ def session(text: str) -> list[tuple[str, list[str]]]:
     steps: list[tuple[str, list[str]]] = []
     for line in text.splitlines():
         if line.startswith("$ "):
+            # /tmp/readme is how the output shows the directory: a command using it would
+            # share state between runs (use $PWD or a relative path)
+            assert SHOWN_DIR not in line and SHOWN_HOME not in line, line
             steps.append((line[2:], []))
         elif steps:
             steps[-1][1].append(line)
