@@ -8,8 +8,12 @@ import json
 import pytest
 from conftest import jaxcache
 
+IDENTITY = {"process_index": 1, "process_count": 2, "host": "n1",
+            "launcher": {"kind": "slurm", "rank": 1, "size": 2, "job_id": "7", "step_id": "0",
+                         "local_rank": 1}}
 RECORD = {"schema": "jaxcache.run/1", "process": {"wall_s": 2.0}, "cache_dir": {"path": "/c"},
-          "probe": {"loaded": True}, "subprocesses": [],
+          "probe": {"loaded": True}, "identity": IDENTITY,
+          "subprocesses": [{"pid": 2, "identity": IDENTITY, "modules": []}],
           "modules": [{"name": "jit_f", "outcome": "written", "compile_s_logged": 1.5,
                        "entry_bytes": 1000}]}
 BENCH = {"schema": "jaxcache.bench/1", "command": ["python", "job.py"],
@@ -45,6 +49,13 @@ def _with(doc: dict, path: tuple, value) -> dict:
     ("explain", RECORD, ("cache_options_at_first_compile",), {
         "jax_persistent_cache_min_compile_time_secs": "1.0"},
      "cache_options_at_first_compile.jax_persistent_cache_min_compile_time_secs must be"),
+    ("explain", RECORD, ("subprocesses", 0, "identity", "process_index"), "1",
+     "subprocesses[0].identity.process_index must be an integer or null"),
+    ("explain", RECORD, ("identity", "launcher", "kind"), "lsf",
+     "identity.launcher.kind must be one of slurm, ompi, pmi, jax or null"),
+    ("explain", RECORD, ("identity", "host"), KeyError, "identity.host must be present"),
+    ("explain", RECORD, ("identity", "launcher", "job_id"), 7,
+     "identity.launcher.job_id must be a string or null"),
     ("bench", BENCH, ("summary", "phases", "trace", "cold"), [],
      "summary.phases.trace.cold must be an object"),
     ("bench", BENCH, ("summary", "saving_s", "high"), None,

@@ -56,6 +56,7 @@ def test_messages_the_probe_parses_are_still_emitted():
         "Writing %s to persistent compilation cache with key %r",
         "get_cache_key hash of serialized %s: %s",
         "Compiling %s with global shapes and types %s. ",
+        "Waiting for module: %s from process %d",
     ):
         assert fragment in sources, f"JAX no longer logs {fragment!r}: update the probe"
 

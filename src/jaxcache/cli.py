@@ -14,7 +14,7 @@ import os
 import sys
 
 from jaxcache import __version__
-from jaxcache.errors import JaxcacheError
+from jaxcache.errors import JaxcacheError, UntrustedCacheError
 
 FORMATS = ("text", "json", "sarif")
 TEXT_JSON = ("text", "json")
@@ -196,9 +196,12 @@ def run(args: argparse.Namespace, tail: list[str] | None) -> None:
         _usage(args, "no command to run: jaxcache run [OPTIONS] -- CMD [ARGS...]")
     from jaxcache import run as runmod
 
-    result = runmod.run_job(argv, cache_dir=args.cache_dir, record_path=args.record_path,
-                            policy=args.policy_path, allow_untrusted=args.allow_untrusted,
-                            seal=_seal_options_of(args), unverified_jax=args.unverified_jax)
+    try:
+        result = runmod.run_job(argv, cache_dir=args.cache_dir, record_path=args.record_path,
+                                policy=args.policy_path, allow_untrusted=args.allow_untrusted,
+                                seal=_seal_options_of(args), unverified_jax=args.unverified_jax)
+    except UntrustedCacheError as exc:
+        _refused_rank(exc)
     if not args.quiet:
         from jaxcache.report import run_text
 
@@ -212,9 +215,32 @@ def run(args: argparse.Namespace, tail: list[str] | None) -> None:
     if unverified and not args.unverified_jax:
         sys.stderr.write(f"jaxcache: {unverified}. {runmod.UNVERIFIED_REMEDY}\n")
     elif result.exit_code != result.outcome.status:
-        sys.stderr.write("jaxcache: exit 1: JAX was pointed at a cache directory jaxcache did "
-                         "not audit (see the record's jax_cache_dirs)\n")
+        from jaxcache import used_dirs
+
+        why = ("JAX was pointed at a cache directory jaxcache did not audit (see the record's "
+               "jax_cache_dirs)" if used_dirs.failing(result.record) else
+               "a rank of the job saw another cache directory, or none (see the record's "
+               "ranks)")
+        sys.stderr.write(f"jaxcache: exit 1: {why}\n")
     _exit_now(result.exit_code)
+
+
+def _refused_rank(exc: UntrustedCacheError) -> None:
+    """One rank of a multi-rank launch refused its cache: the others may wait for it in
+    jax.distributed until they time out, unless the launcher stops the step."""
+    from jaxcache import ranks
+
+    me = ranks.detect(dict(os.environ))
+    if not me.multi:
+        raise exc
+    hint = ("run the step with `srun --kill-on-bad-exit=1` so that one refused rank stops "
+            "them all" if me.launcher == "slurm" else "stop the job when one rank fails "
+            "(e.g. mpirun's default abort on a non-zero exit)")
+    sys.stderr.write(f"jaxcache: {exc}\njaxcache: rank {me.rank} of {me.size} ({me.launcher}) "
+                     "was refused before JAX saw the directory; the other ranks may wait for "
+                     f"it until they time out: {hint}\n")
+    sys.stderr.flush()
+    sys.exit(exc.exit_code)
 
 
 def _exit_now(status: int) -> None:
@@ -268,7 +294,7 @@ def bench(args: argparse.Namespace, tail: list[str] | None) -> None:
         time_budget=args.time_budget, min_compile_time=args.min_compile_time,
         min_entry_size=args.min_entry_size, workdir=args.workdir, out_dir=args.out_dir,
         report_path=args.report_path, json_path=args.json_path, plot_path=args.plot_path,
-        echo=_emit, sealed=args.sealed)
+        echo=_emit, sealed=args.sealed, bucket=args.bucket)
     sys.exit(code)
 
 
@@ -754,6 +780,10 @@ def _bench_options(p: argparse.ArgumentParser) -> None:
     _option(p, "--sealed", action="store_true",
             help="Seal each trial's cache (a throwaway signing key): warm runs pay for "
                  "verification, as a sealed consumer would (docs/sealed-cache.md).")
+    _option(p, "--bucket", metavar="gs://BUCKET/PREFIX",
+            help="With --sealed: each trial's cache is a new, empty prefix "
+                 "PREFIX/jaxcache-bench-RANDOM/trial-N in this bucket (nothing else there is "
+                 "touched; jaxcache deletes nothing: remove that prefix when done).")
 
 
 def _explain_options(p: argparse.ArgumentParser) -> None:

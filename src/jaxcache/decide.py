@@ -72,15 +72,43 @@ def _compatible(benches: list[dict]) -> Test:
     ev.append("key inputs: " + ", ".join(f"{k}={ref.get(k)!r}" for k in KEY_FIELDS))
     for b in benches:
         warm = [s for s in b.get("samples") or [] if s.get("kind") == "warm"]
-        hit = sum(1 for s in warm if s.get("hits"))
+        hit = sum(1 for s in warm if s.get("hits") and not s.get("missed_ranks"))
         ratio = hit / len(warm) if warm else 0.0
         ev.append(f"warm runs that hit: {hit} of {len(warm)} ({ratio:.0%}) for "
-                  f"{' '.join(b.get('command') or [])}")
+                  f"{' '.join(b.get('command') or [])}" + _ranks_missed(warm))
         if not warm or hit < len(warm):
             ok = False
     ev.append("on JAX <= 0.10.2 every job must use the very same path string (no symlinks, "
               "no other mount point): the path enters the cache key")
     return Test("compatible", ok, tuple(ev))
+
+
+def _ranks_missed(warm: list[dict]) -> str:
+    """'; rank 1 missed in 3 of 3' for the ranks that compiled again what the cold run wrote
+    (a warm run counts as a hit only if every rank hit: the job waits for the slowest)."""
+    per: dict = {}
+    for s in warm:
+        for m in s.get("missed_ranks") or []:
+            per.setdefault(m.get("rank"), set()).add(id(s))
+    if not per:
+        return ""
+    ranks = sorted(per, key=lambda r: (r is None, r if isinstance(r, int) else 0))
+    named = [f"{'rank ?' if r is None else f'rank {r}'} missed in {len(per[r])} of {len(warm)}"
+             for r in ranks]
+    return "; " + "; ".join(named) + " (a run hits only if every rank hit)"
+
+
+def _missing_ranks_advice(benches: list[dict]) -> tuple[str, ...]:
+    ranks = sorted({m.get("rank") for b in benches for s in b.get("samples") or []
+                    for m in s.get("missed_ranks") or []},
+                   key=lambda r: (r is None, r if isinstance(r, int) else 0))
+    if not ranks:
+        return ()
+    named = ", ".join("?" if r is None else str(r) for r in ranks)
+    return (f"rank{'s' if len(ranks) > 1 else ''} {named} compiled again what the cold run wrote, "
+            "and the job waits for its slowest rank: `jaxcache explain` on the cold and warm "
+            "records (bench --workdir keeps them) shows which key components differ from the "
+            "entries process 0 wrote",)
 
 
 def _noticeable(benches: list[dict], min_s: float, min_fraction: float) -> Test:
@@ -153,6 +181,7 @@ def decide(audit: dict, benches: list[dict], *, min_saving_s: float = 1.0,
     if not noticeable.passed:
         return Decision("NOT-WORTH-IT", "the saved compile is not noticeable at start-up: "
                         "keep things simple (no shared cache needed)", tests,
+                        _missing_ranks_advice(benches) +
                         ("the cache does not speed up the steps of a model that is already "
                          "running; look at the start-up phases above for where time goes",),
                         path)

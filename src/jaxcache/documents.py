@@ -61,9 +61,21 @@ MODULE = v.obj({"name": v.TEXT}, {
     "cache_dir_at_compile": _OPT_TEXT, "cache_dir": _OPT_TEXT,
     "errors": v.nullable(v.list_of(v.obj(optional={"message": v.TEXT}))),
     "key_components": v.nullable(v.map_of(v.ANY)),
+    "in_progress": v.nullable(v.BOOLEAN),
 })
+_OPT_INT = v.nullable(v.INTEGER)
+# Which process of the job an entry is (docs/run-record.md, "Ranks"): null without a probe.
+IDENTITY = v.nullable(v.obj({
+    "process_index": _OPT_INT, "process_count": _OPT_INT, "host": v.TEXT,
+    "launcher": v.nullable(v.obj({
+        "kind": v.nullable(v.one_of("slurm", "ompi", "pmi", "jax")), "rank": _OPT_INT,
+        "size": _OPT_INT, "job_id": _OPT_TEXT, "step_id": _OPT_TEXT, "local_rank": _OPT_INT}))}))
+CACHE_VIEW = v.nullable(v.obj(optional={
+    "path": _OPT_TEXT, "device": _OPT_TEXT, "inode": _OPT_INT, "fs_type": _OPT_TEXT,
+    "jaxlib": _OPT_TEXT, "xla_flags": _OPT_TEXT}))
 # Read from the record and, for a subprocess, from its own entry over the record's.
 _PROCESS_FIELDS = {
+    "identity": IDENTITY, "cache_view": CACHE_VIEW,
     "modules": v.list_of(MODULE),
     "cache_options_at_first_compile": v.nullable(v.obj(optional={
         "jax_persistent_cache_min_compile_time_secs": _OPT_NUM,
@@ -83,7 +95,9 @@ RECORD = v.obj(
      "cache_dir": _PROCESS_FIELDS["cache_dir"], "probe": _PROCESS_FIELDS["probe"],
      "subprocesses": v.list_of(v.obj({"modules": _PROCESS_FIELDS["modules"]},
                                      _PROCESS_FIELDS))},
-    _PROCESS_FIELDS)
+    {**_PROCESS_FIELDS, "ranks": v.nullable(v.obj(optional={
+        "expected": _OPT_INT, "seen": v.list_of(v.INTEGER), "absent": v.list_of(v.INTEGER),
+        "problems": v.list_of(v.obj({"text": v.TEXT}, {"rank": _OPT_INT, "what": v.TEXT}))}))})
 
 
 def load_record(path: str) -> dict:
@@ -122,7 +136,10 @@ BENCH = v.obj({
 }, {
     "command": v.nullable(v.list_of(v.TEXT)),
     "fingerprint": v.nullable(v.map_of(v.ANY)),
-    "samples": v.nullable(v.list_of(v.obj())),
+    "samples": v.nullable(v.list_of(v.obj({}, {
+        # per rank (bench/per_rank.py): what decide names when a rank compiled again
+        "missed_ranks": v.nullable(v.list_of(v.obj({}, {"rank": v.nullable(v.INTEGER)}))),
+    }))),
 })
 
 

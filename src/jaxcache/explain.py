@@ -10,6 +10,8 @@ from dataclasses import dataclass
 
 from jaxcache import used_dirs
 from jaxcache.display import safe, size
+from jaxcache.explain_ranks import RankDiff, rank_diffs
+from jaxcache.record import rank_of
 
 # Lowering a threshold is worth suggesting only above both of these (fraction, seconds).
 MATERIAL_FRACTION, MATERIAL_SECONDS = 0.10, 1.0
@@ -29,6 +31,7 @@ class ModuleWhy:
     text: str
     expensive: bool  # compiled for at least the compile-time threshold
     missed_chance: bool  # expensive, and not cached for a reason other than the thresholds
+    rank: int | None = None  # JAX's process index (else the launcher's rank) of the process
 
 
 @dataclass(frozen=True)
@@ -60,6 +63,8 @@ class Explanation:
     unaudited_dirs: tuple[str, ...] = ()
     # "<record>: <why>" for records of a JAX outside the supported lines (--unverified-jax)
     unverified: tuple[str, ...] = ()
+    # a rank other than 0 missed because its key differs from rank 0's (explain_ranks.py)
+    rank_diffs: tuple[RankDiff, ...] = ()
 
     @property
     def exit_code(self) -> int:
@@ -67,7 +72,7 @@ class Explanation:
         or thresholds that leave a material share of start-up uncached; and when JAX was
         pointed at a cache directory other than the one jaxcache audited."""
         bad = any(m.missed_chance for m in self.modules) or self.diffs or \
-            any(a.material for a in self.advice) or self.unaudited_dirs
+            any(a.material for a in self.advice) or self.unaudited_dirs or self.rank_diffs
         return 1 if bad else 0
 
 
@@ -103,6 +108,13 @@ def _why(m: dict, record: dict, later_dirs: bool) -> tuple[str, str]:
             f"jax_compilation_cache_dir was {safe(now_dir)} by then: JAX creates its cache "
             "once and silently ignores a later change (reset_cache(), or "
             "jaxcache.enable(reset=True))")
+    if outcome == "in-progress":  # the process ended inside this compile (killed, hung)
+        if reason == "waiting-for-process":
+            return reason, (f"the process ended while waiting for process "
+                            f"{detail.get('process_index')} to publish its executable "
+                            "(jax_share_binary_between_hosts); on CPU that key is never "
+                            "published and the job hangs")
+        return "compile-unfinished", "the process ended while this module was compiling"
     if outcome == "hit":
         return "hit", f"loaded from the cache in {m.get('compile_or_load_s') or 0:.2f} s"
     if outcome == "written":
@@ -131,7 +143,7 @@ def _why(m: dict, record: dict, later_dirs: bool) -> tuple[str, str]:
                         f"jax_persistent_cache_min_entry_size_bytes = "
                         f"{detail.get('threshold_bytes')} B")
     if reason == "not-process-0":
-        index = (record.get("platform") or {}).get("process_index")
+        index = rank_of(record)
         return reason, (f"only process 0 writes; this was process {index}" if index is not None
                         else "only process 0 writes, and this was not it")
     if reason == "host-callbacks":
@@ -201,6 +213,7 @@ def explain_records(records: list[tuple[str, dict]]) -> Explanation:
         threshold = _threshold(record)
         procs = [("main", record)] + [(f"pid {p.get('pid')}", dict(record, **p))
                                        for p in record.get("subprocesses") or []]
+        procs.sort(key=lambda lp: (rank_of(lp[1]) is None, rank_of(lp[1]) or 0))
         for label, rec in procs:
             mods = rec.get("modules") or []
             for i, m in enumerate(mods):
@@ -217,7 +230,7 @@ def explain_records(records: list[tuple[str, dict]]) -> Explanation:
                 modules.append(ModuleWhy(path, label, m.get("name") or "?",
                                          m.get("input_shapes"), compile_s,
                                          m.get("entry_bytes"), m.get("outcome") or "?", code,
-                                         text, expensive, missed))
+                                         text, expensive, missed, rank_of(rec)))
         advice.append(_advice(path, record))
         unaudited += [f"{safe(path)}: {used_dirs.describe(e)}"
                       for e in used_dirs.failing(record)]
@@ -229,7 +242,8 @@ def explain_records(records: list[tuple[str, dict]]) -> Explanation:
     return Explanation(tuple(p for p, _ in records), tuple(modules),
                        tuple(_key_diffs(records)), tuple(advice), tuple(notes),
                        tuple(unaudited), tuple(f"{path}: {doc['unverified']}"
-                                               for path, doc in records if doc.get("unverified")))
+                                               for path, doc in records if doc.get("unverified")),
+                       tuple(rank_diffs(records)))
 
 
 def _advice(path: str, record: dict) -> ThresholdAdvice:
@@ -283,10 +297,11 @@ def _compile_options_cause(a: dict, b: dict, changed: set[str]) -> str:
 
 def _key_diffs(records: list[tuple[str, dict]]) -> list[KeyDiff]:
     out = []
-    seen: dict[tuple[str, str | None], tuple[str, dict, dict]] = {}
+    seen: dict[tuple[int | None, str, str | None], tuple[str, dict, dict]] = {}
     for path, record in records:
+        rank = rank_of(record)  # another rank's miss is explain_ranks.py's, not a later run's
         for m in record.get("modules") or []:
-            ident = (m.get("name"), m.get("input_shapes"))
+            ident = (rank, m.get("name"), m.get("input_shapes"))
             comps = m.get("key_components")
             if not comps:
                 continue

@@ -9,13 +9,9 @@ from __future__ import annotations
 
 import os
 
+from jaxcache import launchers
 from jaxcache.errors import JaxcacheError
 
-# (launcher, rank variable, size variable), in the order JAX's cluster detection tries them
-LAUNCHERS = (("slurm", "SLURM_PROCID", "SLURM_NTASKS"),
-             ("ompi", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"),
-             ("pmi", "PMI_RANK", "PMI_SIZE"),
-             ("jax", "JAX_PROCESS_ID", "JAX_NUM_PROCESSES"))
 FIELDS = ("rank", "host", "pid")
 
 
@@ -52,17 +48,9 @@ def _safe_host(host: str) -> str:
                    for c in host) or "host"
 
 
-def _int(value: str | None) -> int | None:
-    return int(value) if value is not None and value.strip().isdigit() else None
-
-
 def detect(env: dict[str, str]) -> Rank:
-    host = os.uname().nodename
-    for launcher, rank_var, size_var in LAUNCHERS:
-        rank = _int(env.get(rank_var))
-        if rank is not None:
-            return Rank(launcher, rank, _int(env.get(size_var)), host)
-    return Rank(None, None, None, host)
+    found = launchers.identify(env)
+    return Rank(found["kind"], found["rank"], found["size"], os.uname().nodename)
 
 
 def record_path(path: str, env: dict[str, str], pid: int | None = None) -> str:

@@ -99,6 +99,23 @@ def totals(doc: dict) -> dict:
     return out
 
 
+def processes(doc: dict) -> list[dict]:
+    """The main probed process and every probed subprocess, each as its own record entry."""
+    return [doc] + list(doc.get("subprocesses") or [])
+
+
+def rank_of(proc: dict) -> int | None:
+    """JAX's process index of a record entry, else its launcher's rank, else None."""
+    ident = proc.get("identity") or {}
+    if isinstance(ident.get("process_index"), int):
+        return ident["process_index"]
+    index = (proc.get("platform") or {}).get("process_index")
+    if isinstance(index, int):
+        return index
+    launcher = ident.get("launcher") or {}
+    return launcher.get("rank") if isinstance(launcher.get("rank"), int) else None
+
+
 def all_modules(doc: dict) -> list[tuple[str, dict]]:
     """(process label, module) for the main probed process and every probed subprocess."""
     out = [("main", m) for m in doc.get("modules") or []]
@@ -115,6 +132,14 @@ def _modules(probe: dict, before: DirSnapshot, after: DirSnapshot) -> list[dict]
     for m in probe.get("modules", []):
         m = dict(m)
         key = m.get("cache_key")
+        if m.get("in_progress"):  # the process ended (killed, hung) inside this compile
+            waiting = m.get("waiting_for") or {}
+            m["outcome"] = "in-progress"
+            m["reason"] = "waiting-for-process" if waiting else "compile-unfinished"
+            m["reason_detail"] = {"process_index": waiting.get("process_index")} \
+                if waiting else None
+            out.append(m)
+            continue
         if m.get("outcome") == "miss":  # JAX said miss, then neither wrote nor said why not
             m["outcome"], m["reason"] = "skipped", "not-written-unexplained"
         if m.get("cache_dir_status") == "refused":  # the guard's cache: no read, no write
@@ -139,12 +164,27 @@ def _modules(probe: dict, before: DirSnapshot, after: DirSnapshot) -> list[dict]
     return out
 
 
+def in_record_order(probes, main_pid: int) -> list[dict]:
+    """The probes in the order the record holds them: the job's own process first; without
+    one (a launcher such as srun, which is not Python), the lowest rank first, so that
+    `identity` at the top is rank 0's."""
+    probes = list(probes)
+    if probes and probes[0].get("pid") != main_pid:
+        probes.sort(key=lambda p: (rank_of(p) is None, rank_of(p) or 0))
+    return probes
+
+
+def _by_rank(outcome: Outcome) -> list[dict]:
+    return in_record_order(outcome.probes, outcome.pid)
+
+
 def build(outcome: Outcome, *, cache_dir: str, verdict: str, before: DirSnapshot,
           after: DirSnapshot, env: dict[str, str], cwd: str) -> dict:
-    main = outcome.probes[0] if outcome.probes else None
+    probes = _by_rank(outcome)
+    main = probes[0] if probes else None
     main_modules = _modules(main, before, after) if main else []
     new_files = sorted(set(after.entries) - set(before.entries))
-    doc = {
+    doc: dict = {
         "schema": SCHEMA,
         "tool": {"name": "jaxcache", "version": __version__},
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -159,6 +199,8 @@ def build(outcome: Outcome, *, cache_dir: str, verdict: str, before: DirSnapshot
                   "no probe data: the program never imported jax, is not Python, ran Python "
                   "with -S/-I, or was killed before its first compile"},
         "versions": main.get("jax", {}) if main else {},
+        "identity": (main or {}).get("identity"),
+        "cache_view": (main or {}).get("cache_view"),
         "platform": (main or {}).get("platform", {}),
         "cache_options_at_first_compile": (main or {}).get("cache_options_at_first_compile"),
         "env_cache_dir_at_first_compile": (main or {}).get("env_cache_dir_at_first_compile"),
@@ -178,13 +220,16 @@ def build(outcome: Outcome, *, cache_dir: str, verdict: str, before: DirSnapshot
         "process": {"pid": outcome.pid, "exit_code": outcome.exit_code, "signal": outcome.signal,
                     "wall_s": round(outcome.wall_s, 6), "user_s": round(outcome.user_s, 6),
                     "sys_s": round(outcome.sys_s, 6), "peak_rss_bytes": outcome.peak_rss_bytes},
-        "subprocesses": [_subprocess(p, before, after) for p in outcome.probes[1:]],
-        "seal": outcome.probes[0].get("seal") if outcome.probes else None,
+        "subprocesses": [_subprocess(p, before, after) for p in probes[1:]],
+        "seal": main.get("seal") if main else None,
         "jax_cache_dirs": used_dirs.collect(outcome.probes, cache_dir),
         "cache_guard_errors": [{"pid": p.get("pid"), "error": (p.get("cache_guard") or {}).get(
             "error")} for p in outcome.probes if (p.get("cache_guard") or {}).get(
                 "installed") is False],
     }
+    from jaxcache import rank_views
+
+    doc["ranks"] = rank_views.check(doc, env)
     return doc
 
 
@@ -203,8 +248,10 @@ def mark_unverified(doc: dict, *, allowed: bool) -> None:
 
 def _subprocess(p: dict, before: DirSnapshot, after: DirSnapshot) -> dict:
     modules = _modules(p, before, after)
-    return {"pid": p.get("pid"), "argv": p.get("argv"), "counts": _counts(p, modules),
-            "platform": p.get("platform", {}), "modules": modules}
+    return {"pid": p.get("pid"), "argv": p.get("argv"), "identity": p.get("identity"),
+            "cache_view": p.get("cache_view"), "versions": p.get("jax", {}),
+            "counts": _counts(p, modules), "platform": p.get("platform", {}),
+            "modules": modules}
 
 
 def capture(argv: list[str], env: dict[str, str], cache_dir: str, *, verdict: str,
@@ -240,11 +287,13 @@ class RunResult:
     def exit_code(self) -> int:
         """`jaxcache run`'s status: the job's own, except that a job which exited 0 after
         JAX was pointed at a directory jaxcache refused or does not trust exits 1, and one
-        whose JAX turned out unsupported (without --unverified-jax) exits 2."""
+        whose JAX turned out unsupported (without --unverified-jax) exits 2. So does (1) one
+        where a rank's view of the cache differs or a rank went unseen (rank_views)."""
         status = self.outcome.status
         if self.record.get("unverified") and not self.record.get("unverified_allowed"):
             return status or 2
-        if status == 0 and used_dirs.failing(self.record):
+        if status == 0 and (used_dirs.failing(self.record) or
+                            (self.record.get("ranks") or {}).get("problems")):
             return 1
         return status
 

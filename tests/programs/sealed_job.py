@@ -1,11 +1,14 @@
 """A JAX job on a sealed cache; prints one JSON line: results, hits, rejections, warnings.
 
-    sealed_job.py DIR PUBKEY [--key KEYFILE] [--local DIR] [--unsealed]
+    sealed_job.py DIR PUBKEY [--key KEYFILE] [--local DIR] [--unsealed] [--reset-in DIR]
 Two jitted functions with distinct results, so a swapped entry would show in the numbers.
+--reset-in: then change the working directory to DIR, reset JAX's cache object and its
+in-memory caches, and compute again (`again`: results, hits of that second pass).
 """
 
 import argparse
 import json
+import os
 import warnings
 
 import jax
@@ -19,6 +22,7 @@ ap.add_argument("pub")
 ap.add_argument("--key")
 ap.add_argument("--local")
 ap.add_argument("--unsealed", action="store_true")
+ap.add_argument("--reset-in")
 args = ap.parse_args()
 
 hits = []
@@ -50,8 +54,21 @@ with warnings.catch_warnings(record=True) as caught:
 
     x = jnp.arange(16.0).reshape(4, 4) / 16
     out = {"f": float(f(x).sum()), "g": float(g(x).sum())}
+    again = None
+    if args.reset_in:
+        from jax._src import compilation_cache
+
+        from jaxcache import jaxcompat
+
+        first = len(hits)
+        os.chdir(args.reset_in)
+        compilation_cache.reset_cache()
+        jax.clear_caches()
+        again = {"results": {"f": float(f(x).sum()), "g": float(g(x).sum())},
+                 "hits": len(hits) - first,
+                 "served_by": None if backend is None else jaxcompat.uses_backend(backend)}
 print(json.dumps({
-    "results": out, "hits": len(hits),
+    "results": out, "hits": len(hits), "again": again,
     "rejections": [] if backend is None else [
         {"key": r.key, "status": r.status, "reason": r.reason, "owner": r.owner}
         for r in backend.rejections],

@@ -5,8 +5,20 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from jaxcache.bench import stats
+from jaxcache.bench import per_rank, stats
 from jaxcache.bench.sample import PHASES, ProcessSample
+
+
+@dataclass(frozen=True)
+class RankSummary:
+    """One rank over the runs: its time to first step and compile-or-load, and its hits."""
+
+    rank: int | None
+    first_step: tuple[stats.Spread | None, stats.Spread | None]  # (cold, warm)
+    compile_or_load: tuple[stats.Spread | None, stats.Spread | None]
+    warm_runs: int  # warm runs this rank took part in
+    warm_missed: int  # of those, the ones where it compiled again what the cold run wrote
+    missed: tuple[str, ...]  # the modules it compiled again
 
 
 @dataclass(frozen=True)
@@ -25,6 +37,44 @@ class Analysis:
     paid_s: float  # what writing the entries cost the cold runs (median)
     written_bytes: int  # median bytes in the cache after a cold run
     pays_off_after: int | None  # warm starts needed to repay it
+    first_step: tuple[stats.Spread, stats.Spread] | None = None  # slowest rank, cold / warm
+    ranks: tuple[RankSummary, ...] = ()  # per rank, when the job has more than one
+
+
+def _maybe(values: list[float]) -> stats.Spread | None:
+    return stats.spread(values) if values else None
+
+
+def rank_summaries(cold: list[ProcessSample], warm: list[ProcessSample]
+                   ) -> tuple[RankSummary, ...]:
+    """Per rank, over the runs it appears in; empty for a job of one rank."""
+    seen = sorted({r.rank for s in cold + warm for r in s.ranks},
+                  key=lambda r: (r is None, r or 0))
+    if len(seen) < 2:
+        return ()
+    out = []
+    for rank in seen:
+        mine = [(s.kind, r) for s in cold + warm for r in s.ranks if r.rank == rank]
+        misses = [m for s in warm for m in s.missed if m.rank == rank]
+        out.append(RankSummary(
+            rank,
+            (_maybe([r.first_step_s for k, r in mine if k == "cold"]),
+             _maybe([r.first_step_s for k, r in mine if k == "warm"])),
+            (_maybe([r.phases["compile_or_load"] for k, r in mine if k == "cold"]),
+             _maybe([r.phases["compile_or_load"] for k, r in mine if k == "warm"])),
+            sum(1 for k, _ in mine if k == "warm"), len(misses),
+            tuple(sorted({n for m in misses for n in m.modules}))))
+    return tuple(out)
+
+
+def missed_message(warm: list[ProcessSample]) -> str:
+    """'warm runs did not hit ...', naming the ranks that missed when some did."""
+    ranks = sorted({m.rank for s in warm for m in s.missed}, key=lambda r: (r is None, r or 0))
+    if not ranks:
+        return "warm runs did not hit the entries the cold run wrote"
+    runs = sum(1 for s in warm if s.missed)
+    return (f"{per_rank.names(ranks)} missed the entries the cold run wrote in {runs} of "
+            f"{len(warm)} warm runs: a warm run counts as a hit only if every rank hit")
 
 
 def _phase_spreads(cold, warm) -> dict:
@@ -53,12 +103,15 @@ def analyse(cold: list[ProcessSample], warm: list[ProcessSample], *, confidence:
         return Analysis(tuple(cold), tuple(warm), {}, None, None, None, None, noise_s, False,
                         "no-data", "not enough completed runs to compare", 0.0, 0, None)
     phases = _phase_spreads(cold, warm)
+    first = (stats.spread([s.first_step_s for s in cold]),
+             stats.spread([s.first_step_s for s in warm]))
+    ranks = rank_summaries(cold, warm)
     walls = (stats.spread([s.wall_s for s in cold]), stats.spread([s.wall_s for s in warm]))
     pairs = _pairs(cold, warm)
     if not pairs:
         return Analysis(tuple(cold), tuple(warm), phases, walls, None, None, None, noise_s,
                         False, "no-data", "no trial has both a cold and a warm run", 0.0, 0,
-                        None)
+                        None, first, ranks)
     # one cold and one warm value per trial (the independent unit), compared as two samples
     cold_wall = [c.wall_s for c, _, _ in pairs]
     warm_wall = [w for _, w, _ in pairs]
@@ -77,7 +130,7 @@ def analyse(cold: list[ProcessSample], warm: list[ProcessSample], *, confidence:
         verdict = "nothing-cached"
         message = "the cold run wrote no entry, so the cache saved nothing"
     elif stop_reason == "warm-missed":
-        verdict, message = "warm-missed", "warm runs did not hit the entries the cold run wrote"
+        verdict, message = "warm-missed", missed_message(warm)
     elif not saving.resolved:
         verdict = "no-significant-difference"
         message = (f"{saving.n} trials cannot support a {confidence:.0%} interval (smallest "
@@ -95,4 +148,4 @@ def analyse(cold: list[ProcessSample], warm: list[ProcessSample], *, confidence:
                    f"[{saving.low:.2f} - {saving.high:.2f}] s reaches the {noise_s:.2f} s "
                    "noise band")
     return Analysis(tuple(cold), tuple(warm), phases, walls, saving, compile_saving, ratio,
-                    noise_s, significant, verdict, message, paid, written, pays)
+                    noise_s, significant, verdict, message, paid, written, pays, first, ranks)

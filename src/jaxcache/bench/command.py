@@ -31,7 +31,7 @@ def run(argv: list[str], *, trials: int, warm: int, prime: bool, timeout: float 
         time_budget: float | None, min_compile_time: float | None, min_entry_size: int | None,
         workdir: str | None, out_dir: str | None, report_path: str | None,
         json_path: str | None, plot_path: str | None, echo: Callable[[str], None],
-        sealed: bool = False) -> int:
+        sealed: bool = False, bucket: str | None = None) -> int:
     from jaxcache.bench.progress import BenchProgress
     from jaxcache.bench.trials import BenchCommandError, BenchConfig, run_bench
     from jaxcache.probe.launch import resolve
@@ -42,6 +42,14 @@ def run(argv: list[str], *, trials: int, warm: int, prime: bool, timeout: float 
     why = jaxgate.refusal(exe)  # a JAX outside the supported lines: its records would be wrong
     if why is not None:
         raise JaxcacheError(f"{why}. Use a supported JAX to bench")
+    if bucket is not None:
+        if not sealed:
+            raise JaxcacheError("--bucket needs --sealed: a plain bucket is UNVERIFIABLE and "
+                                "refused (docs/sealed-cache.md)")
+        from jaxcache.seal import objects
+
+        bucket = objects.parse(bucket).text
+        objects.open_store(objects.parse(bucket))  # the client is installed: before any work
     if max_trials is not None and max_trials < trials:
         raise JaxcacheError(f"--max-trials {max_trials} is below --trials {trials}")
     adaptive = target_width is not None or time_budget is not None
@@ -97,7 +105,7 @@ def run(argv: list[str], *, trials: int, warm: int, prime: bool, timeout: float 
         if min_entry_size is not None:
             thresholds["JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES"] = str(min_entry_size)
         cfg = BenchConfig(tuple(argv), trials, warm, prime, timeout, confidence, noise_s,
-                          max_trials, target_width, time_budget, thresholds, sealed)
+                          max_trials, target_width, time_budget, thresholds, sealed, bucket)
         progress = BenchProgress(warm)
         try:
             try:

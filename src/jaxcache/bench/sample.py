@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from jaxcache.bench import per_rank
 from jaxcache.bench.fingerprint import Fingerprint
 
 PHASES = ("startup", "import_jax", "trace", "lower", "compile_or_load", "rest")
@@ -41,34 +42,27 @@ class ProcessSample:
     cached: tuple[str, ...]  # modules written (cold) or hit (warm)
     fingerprint: Fingerprint
     record_path: str
+    ranks: tuple[per_rank.RankSample, ...] = ()  # the job's JAX processes, per rank
+    first_step_s: float = 0.0  # from launch until the slowest rank's last compile ended
+    missed: tuple[per_rank.RankMiss, ...] = ()  # warm: ranks that missed the cold run's entries
 
     @property
     def ok(self) -> bool:
         return self.exit_code == 0 and not self.timed_out
 
 
-def _sum(modules: list[dict], key: str) -> float:
-    return sum(m.get(key) or 0.0 for m in modules)
-
-
 def from_record(record: dict, *, trial: int, kind: str, index: int, path: str,
-                timed_out: bool = False) -> ProcessSample:
-    """Counts and compile phases over every probed process of the job (a launcher may leave
-    the JAX work to a child); start-up and import come from the main probed process."""
+                timed_out: bool = False, probes: tuple[dict, ...] | None = None,
+                launched_at: float | None = None) -> ProcessSample:
+    """Counts over every probed process of the job (a launcher may leave the JAX work to a
+    child); phases per rank, the job's the maximum over ranks running in parallel
+    (bench/per_rank.py). `probes` and `launched_at` add every rank's start-up times."""
     from jaxcache.record import all_modules
 
     p = record["process"]
     modules = [m for _, m in all_modules(record)]
-    times = record.get("probe_times") or {}
-    phases = {
-        "startup": max(0.0, (times.get("import_jax_started") or 0) - (times.get("started") or 0))
-        if times.get("import_jax_started") else 0.0,
-        "import_jax": record.get("import_jax_s") or 0.0,
-        "trace": _sum(modules, "trace_s"),
-        "lower": _sum(modules, "lower_s"),
-        "compile_or_load": _sum(modules, "compile_or_load_s"),
-    }
-    phases["rest"] = max(0.0, p["wall_s"] - sum(phases.values()))
+    ranks = per_rank.ranks_of(record, probes, launched_at)
+    phases, first_step = per_rank.job_phases(ranks, p["wall_s"])
     written = [m for m in modules if m.get("outcome") == "written"]
     overhead = sum(max(0.0, (m.get("compile_or_load_s") or 0) - (m.get("compile_s_logged") or 0))
                    for m in written if m.get("compile_s_logged") is not None)
@@ -85,4 +79,4 @@ def from_record(record: dict, *, trial: int, kind: str, index: int, path: str,
         overhead, skipped,
         tuple(sorted({m.get("name") or "?" for m in modules
                       if m.get("outcome") in ("written", "hit")})),
-        Fingerprint.of(record), path)
+        Fingerprint.of(record), path, ranks, first_step)

@@ -11,11 +11,12 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from jaxcache import outputs
 from jaxcache import record as recordmod
 from jaxcache.bench import analysis as analysismod
+from jaxcache.bench import bench_prefixes, per_rank
 from jaxcache.bench.sample import ProcessSample, from_record
 from jaxcache.display import safe
 from jaxcache.errors import JaxcacheError
@@ -39,6 +40,7 @@ class BenchConfig:
     time_budget_s: float | None = None  # ...or this much time was spent
     thresholds: dict[str, str] = field(default_factory=dict)  # env var -> value, if set
     sealed: bool = False  # each trial's cache sealed with a throwaway key: verification counted
+    bucket: str | None = None  # sealed trials in fresh prefixes under this gs:// URL
 
 
 @dataclass(frozen=True)
@@ -52,6 +54,7 @@ class BenchResult:
     workdir: str
     elapsed_s: float
     env: dict[str, str]
+    bucket_prefix: str | None = None  # --bucket: where this bench's objects are
 
 
 Progress = Callable[[dict], None]
@@ -85,8 +88,10 @@ def _one(cfg: BenchConfig, env: dict[str, str], cache: str, out_dir: str, name: 
         child_env = dict(env, **audited_env(cache))  # the guard refuses any other directory
     stdout_path = os.path.join(out_dir, f"{name}.stdout")
     stderr_path = os.path.join(out_dir, f"{name}.stderr")
+    launched_at = time.time()  # where each rank's start is placed (probes use this clock)
     with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
-        doc, outcome = recordmod.capture(list(cfg.argv), child_env, cache, verdict="PRIVATE",
+        verdict = "SEALED" if cfg.bucket else "PRIVATE"
+        doc, outcome = recordmod.capture(list(cfg.argv), child_env, cache, verdict=verdict,
                                          missing_ok=False, stdout=out, stderr=err,
                                          timeout=cfg.timeout_s, interactive=False)
     path = os.path.join(out_dir, f"{name}.json")
@@ -99,7 +104,8 @@ def _one(cfg: BenchConfig, env: dict[str, str], cache: str, out_dir: str, name: 
         raise BenchCommandError(
             f"the {kind} run of trial {trial} failed with exit status {outcome.status}"
             + (f"; the end of its stderr:\n{tail}" if tail else ""))
-    return from_record(doc, trial=trial, kind=kind, index=index, path=path)
+    return from_record(doc, trial=trial, kind=kind, index=index, path=path,
+                       probes=outcome.probes, launched_at=launched_at)
 
 
 def run_bench(cfg: BenchConfig, *, workdir: str | None = None,
@@ -112,6 +118,7 @@ def run_bench(cfg: BenchConfig, *, workdir: str | None = None,
     env.pop("JAX_COMPILATION_CACHE_DIR", None)
     env.pop("JAXCACHE_AUDITED", None)
     key = _throwaway_key(work) if cfg.sealed else None
+    fresh = bench_prefixes.Fresh(cfg.bucket) if cfg.bucket else None
     started = time.monotonic()
     samples: list[ProcessSample] = []
     stop, detail = None, None
@@ -121,18 +128,21 @@ def run_bench(cfg: BenchConfig, *, workdir: str | None = None,
             progress({"phase": "prime", "trial": 0, "trials": planned})
             prime_dir = os.path.join(work, "prime")
             os.mkdir(prime_dir, 0o700)
-            os.mkdir(os.path.join(prime_dir, "cache"), 0o700)
-            _one(cfg, env, os.path.join(prime_dir, "cache"), prime_dir, "prime", 0, "prime", 0,
-                 key)
-            shutil.rmtree(os.path.join(prime_dir, "cache"))  # only the OS file cache stays warm
+            if fresh is None:
+                os.mkdir(os.path.join(prime_dir, "cache"), 0o700)
+            _one(cfg, env, fresh.take("prime") if fresh else os.path.join(prime_dir, "cache"),
+                 prime_dir, "prime", 0, "prime", 0, key)
+            if fresh is None:  # only the OS file cache stays warm
+                shutil.rmtree(os.path.join(prime_dir, "cache"))
         trial = 0
         while True:
             trial += 1
             tdir = os.path.join(work, f"trial-{trial}")
-            cache = os.path.join(tdir, "cache")
+            cache = fresh.take(f"trial-{trial}") if fresh else os.path.join(tdir, "cache")
             os.mkdir(tdir, 0o700)
-            os.mkdir(cache, 0o700)
-            if recordmod.DirSnapshot.at(cache, missing_ok=False).entries:
+            if fresh is None:
+                os.mkdir(cache, 0o700)
+            if fresh is None and recordmod.DirSnapshot.at(cache, missing_ok=False).entries:
                 raise JaxcacheError(f"internal: fresh cache {safe(cache)} is not empty")
             progress({"phase": "cold", "trial": trial, "trials": planned})
             cold = _one(cfg, env, cache, tdir, "cold", trial, "cold", 0, key)
@@ -140,7 +150,8 @@ def run_bench(cfg: BenchConfig, *, workdir: str | None = None,
             for k in range(1, cfg.warm + 1):
                 progress({"phase": "warm", "trial": trial, "trials": planned, "warm": k,
                           "warms": cfg.warm})
-                samples.append(_one(cfg, env, cache, tdir, f"warm-{k}", trial, "warm", k, key))
+                run = _one(cfg, env, cache, tdir, f"warm-{k}", trial, "warm", k, key)
+                samples.append(replace(run, missed=per_rank.misses(cold.ranks, run.ranks)))
             warm = [s for s in samples if s.trial == trial and s.kind == "warm"]
             if cold.entries_after == 0:
                 stop = "nothing-cached"
@@ -151,6 +162,9 @@ def run_bench(cfg: BenchConfig, *, workdir: str | None = None,
                 detail = (f"the cold run wrote {cold.entries_after} entries but no warm run hit "
                           "any: the cache keys differ between processes (run `jaxcache explain` "
                           f"on {cold.record_path} and {warm[0].record_path})")
+                break
+            if any(s.missed for s in warm):
+                stop, detail = "warm-missed", _why_ranks_missed(cold, warm)
                 break
             if trial >= planned:
                 break
@@ -174,7 +188,8 @@ def run_bench(cfg: BenchConfig, *, workdir: str | None = None,
                   if done else "interrupted before any run completed: nothing to report")
     return BenchResult(cfg, tuple(samples), _excluded(samples),
                        _analyse(samples, cfg, stop), stop, detail, work,
-                       time.monotonic() - started, {k: v for k, v in cfg.thresholds.items()})
+                       time.monotonic() - started, {k: v for k, v in cfg.thresholds.items()},
+                       fresh.base if fresh else None)
 
 
 def _excluded(samples: list[ProcessSample]):
@@ -209,3 +224,32 @@ def _why_nothing(cold: ProcessSample, cfg: BenchConfig) -> str:
     return (f"the cold run wrote no entry: all {len(cold.skipped)} compiled modules were skipped "
             f"({listed}); together they compiled in {total:.2f} s, each below the "
             f"{threshold} s compile-time threshold, so there is nothing for the cache to save")
+
+
+def _why_ranks_missed(cold: ProcessSample, warm: list[ProcessSample]) -> str:
+    """Which ranks missed, in how many warm runs, and what the records say about why."""
+    by_rank: dict[int | None, list[per_rank.RankMiss]] = {}
+    for s in warm:
+        for miss in s.missed:
+            by_rank.setdefault(miss.rank, []).append(miss)
+    missed = sorted(by_rank, key=lambda r: (r is None, r or 0))
+    parts = []
+    for rank in missed:
+        found = by_rank[rank]
+        mods = sorted({m for miss in found for m in miss.modules})
+        shown = ", ".join(mods[:3]) + (f" and {len(mods) - 3} more" if len(mods) > 3 else "")
+        why = []
+        if any(m.keys_differ for m in found):
+            why.append("its cache keys differ from the entries written")
+        if any(m.not_process_0 for m in found):
+            why.append("in the cold run it wrote nothing because JAX writes only from "
+                       "process 0")
+        parts.append(f"{per_rank.label(rank)} missed in {len(found)} of {len(warm)} warm runs "
+                     f"of trial {cold.trial}, compiling again {shown}"
+                     + (f" ({'; '.join(why)})" if why else ""))
+    hit = sorted({r.rank for s in warm for r in s.ranks if r.rank not in by_rank and r.hits},
+                 key=lambda r: (r is None, r or 0))
+    tail = f"; {per_rank.names(list(hit))} hit" if hit else ""
+    return ("; ".join(parts) + tail + ": the job waits for its slowest rank, and that rank "
+            f"compiles again on every start (run `jaxcache explain` on {cold.record_path} and "
+            f"{warm[0].record_path})")

@@ -104,7 +104,7 @@ def set_cache_dir(path: str) -> None:
     jax.config.update("jax_compilation_cache_dir", path)
 
 
-_BACKENDS: dict[str, object] = {}  # realpath of a cache dir -> the backend JAX must use there
+_BACKENDS: dict[str, object] = {}  # _real(cache dir) -> the backend JAX must use there
 # The directory guard (guard_cache_dirs): which directories JAX may open its own cache in.
 _ADMITTED: dict[str, str] = {}  # absolute path -> how it was admitted ("audited", ...)
 _REFUSED: dict[str, str] = {}  # absolute path -> why the guard refused it
@@ -146,10 +146,16 @@ def _key(where) -> str:
     return str(where) if "://" in str(where) else _norm(where)
 
 
+def _real(where) -> str:
+    """A backend's key: a URL as given (realpath would make gs://b/p cwd-relative), else the
+    directory with its symlinks resolved."""
+    return _key(where) if "://" in str(where) else os.path.realpath(str(where))
+
+
 def _judge(where) -> tuple[str | None, str | None]:
     """How the guard admits `where` (None: refused) and why not. Asks the auditor at most
     once per directory (when the job points JAX there, or at the factory)."""
-    if _BACKENDS.get(os.path.realpath(str(where))) is not None:
+    if _BACKENDS.get(_real(where)) is not None:
         return "sealed", None
     key = _key(where)
     if key in _ADMITTED:
@@ -171,7 +177,7 @@ def _judge(where) -> tuple[str | None, str | None]:
 
 def _factory(where, _original):
     """JAX's get_file_cache, guarded: sealed backends first, then admitted directories."""
-    chosen = _BACKENDS.get(os.path.realpath(str(where)))
+    chosen = _BACKENDS.get(_real(where))
     if chosen is not None:
         chosen._verifier = None  # JAX would make a new VerificationCache: forget its keys
         _note(where, "served", "sealed", None, chosen)
@@ -393,7 +399,7 @@ def install_backend(path: str, store) -> None:
                                   "rather than unsealed") from None
     before = dict(_BACKENDS)
     _BACKENDS.clear()
-    _BACKENDS[os.path.realpath(path)] = backend
+    _BACKENDS[_real(path)] = backend
     jax.config.update("jax_compilation_cache_dir", path)
     try:
         cc._initialize_cache()
@@ -552,6 +558,6 @@ def holds(path: str) -> bool:
 def uses_sealed(path: str) -> bool:
     """Is a sealed backend what JAX serves for `path` (held now, or registered for its next
     initialization)?"""
-    backend = _BACKENDS.get(os.path.realpath(path))
+    backend = _BACKENDS.get(_real(path))
     cache = _cc()._cache
     return backend is not None and (cache is None or cache is backend)

@@ -26,6 +26,9 @@ MESSAGES = (
     ("below-entry-size", None, ("since its size", "less than threshold")),
     ("cache-disabled", None, ("since cache is disabled/not initialized",)),
     ("writing", "Writing %s to persistent compilation cache", ()),
+    # jax_share_binary_between_hosts: a process other than the module's first waits in the
+    # distributed key-value store for the executable that process compiles and publishes
+    ("share-wait", "Waiting for module: %s from process", ()),
 )
 
 # JAX's warnings (warnings.warn) about its cache the probe reads, same shape as MESSAGES but

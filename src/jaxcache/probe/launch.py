@@ -117,7 +117,9 @@ def _probe_dir() -> str:
     path = _mkdtemp("jaxcache-probe-")  # 0700, ours
     here = os.path.dirname(__file__)
     for source, name in ((os.path.join(here, "site.py"), "sitecustomize.py"),
-                         (jaxgate.VERSIONS_PY, "_jaxcache_versions.py")):  # site.py asks it
+                         (jaxgate.VERSIONS_PY, "_jaxcache_versions.py"),  # site.py asks them
+                         (os.path.join(os.path.dirname(here), "launchers.py"),
+                          "_jaxcache_launchers.py")):
         with open(source, "rb") as f:
             _write_new(os.path.join(path, name), f.read())
     return path

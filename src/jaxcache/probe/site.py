@@ -3,7 +3,11 @@
 Rules it keeps: standard library only (the job may run another Python than jaxcache's); never
 imports jax itself, only reacts once the program imports it; never writes to stdout or stderr;
 chains the sitecustomize it shadows; survives fork (each process records itself). It writes one
-JSON file per process into $JAXCACHE_PROBE_DIR, after each compile and at exit, atomically.
+JSON file per process into $JAXCACHE_PROBE_DIR, after each compile and at exit, atomically;
+while a compile is under way (or waits for another rank) a watcher thread writes it every
+_WRITE_EVERY_S too, so a process killed in a hung compile leaves the module it was on.
+Every document says which process wrote it (`identity`: JAX's process index and count, the
+host, the launcher's ids) and how this process sees the cache directory (`cache_view`).
 """
 
 import os
@@ -21,6 +25,7 @@ SCHEMA = "jaxcache.probe/1"
 # What JAX logs and emits on each version lives in jaxcache/jaxcompat/versions.py (stdlib only):
 # launch.py copies it here under this name; from a source tree it is found beside the package.
 _KNOWLEDGE_COPY = "_jaxcache_versions.py"
+_LAUNCHERS_COPY = "_jaxcache_launchers.py"  # jaxcache/launchers.py: the launcher's rank ids
 _WRITE_EVERY_S = 1.0
 _PLUGINS = ("jax-cuda12-plugin", "jax-cuda13-plugin", "jax-cuda12-pjrt", "jax-cuda13-pjrt",
             "jax-rocm60-plugin", "jax-rocm7-plugin", "libtpu", "libtpu-nightly", "jax-metal")
@@ -96,6 +101,11 @@ class _State:
         self.warnings = []
         self.jax = {}
         self.last_write = 0.0
+        self.unsaved = False  # a compile ended since the last write (the write was throttled)
+        self.final_done = False  # the exit write happened: nothing may replace it
+        self.watcher = None  # the thread that writes while a compile is under way
+        self.proc_ids = None  # (jax.process_index(), jax.process_count()) once JAX knows them
+        self.cache_view = None
         self.seal = getattr(self, "seal", None)  # a forked child shares JAX's sealed backend
         self.compat = getattr(self, "compat", None)  # jaxcache.jaxcompat, when it guards JAX
         self.guard = getattr(self, "guard", None)  # {"installed": bool, ...} under jaxcache run
@@ -143,7 +153,27 @@ def _module(name, sym=False):
         m["trace_s"] = S.trace_here.pop(tid)
     S.modules.append(m)
     S.current[tid] = m
+    _start_watcher()
     return m
+
+
+def _start_watcher():
+    """A daemon thread that writes the document while a compile is under way or a finished
+    one is unsaved: a rank hung in a compile (or waiting for another rank's executable) and
+    then killed still names its module. Started at the first compile of each process."""
+    if S.watcher is not None:
+        return
+    import threading
+
+    def watch():
+        me = os.getpid()
+        while os.getpid() == me and not S.final_done:
+            time.sleep(_WRITE_EVERY_S)
+            if (S.current or S.unsaved) and time.monotonic() - S.last_write >= _WRITE_EVERY_S:
+                _write()
+
+    S.watcher = threading.Thread(target=watch, name="jaxcache-probe-writer", daemon=True)
+    S.watcher.start()
 
 
 def _cache_setting():
@@ -159,6 +189,7 @@ def _cache_setting():
 def _first_compile():
     if S.options is None:
         S.env_cache_dir = os.environ.get("JAX_COMPILATION_CACHE_DIR")
+        S.cache_view = _cache_view()
         try:
             import jax
 
@@ -231,8 +262,11 @@ def _on_duration(event, secs, **kw):
             m = _module(None)
             if m is not None:
                 m["jax_compile_time_saved_s"] = secs
-    if flush and time.monotonic() - S.last_write > _WRITE_EVERY_S:
-        _write()  # so a job that is killed still leaves what it compiled so far
+    if flush:
+        if time.monotonic() - S.last_write > _WRITE_EVERY_S:
+            _write()  # so a job that is killed still leaves what it compiled so far
+        else:
+            S.unsaved = True  # the watcher writes it within _WRITE_EVERY_S
 
 
 def _cache_in_use():
@@ -293,6 +327,10 @@ def _on_log(record):
             _set(_module(None), "skipped", "cache-disabled-or-uninitialized")
         elif kind == "writing":
             _set(_module(str(args[0])), "written")
+        elif kind == "share-wait":  # jax_share_binary_between_hosts: blocked on another rank
+            m = _module(str(args[0]), sym=True)
+            m["waiting_for"] = {"what": "shared-executable",
+                                "process_index": args[1] if len(args) > 1 else None}
 
 
 def _install_logging():
@@ -354,38 +392,105 @@ def _platform():
         return {"error": repr(exc)}
 
 
+def _identity():
+    """Which process of the job this is: JAX's process index and count (asked only once
+    something compiled: before that, asking would create the backend and break a later
+    jax.distributed.initialize), the host, and the launcher's ids from the environment."""
+    if S.proc_ids is None and S.modules:
+        try:
+            import jax
+
+            S.proc_ids = (jax.process_index(), jax.process_count())
+        except Exception:
+            pass
+    index, count = S.proc_ids or (None, None)
+    try:
+        launcher = _load_beside(_LAUNCHERS_COPY, "launchers.py").identify()
+    except Exception:
+        launcher = None
+    return {"process_index": index, "process_count": count, "host": os.uname().nodename,
+            "launcher": launcher}
+
+
+def _cache_view():
+    """How this process sees the directory jaxcache audited (or JAX's own setting): its
+    path, the filesystem and inode it resolves to here, jaxlib and XLA_FLAGS. A rank on
+    another host or in another mount namespace can see another directory at the same path."""
+    audited = os.environ.get("JAXCACHE_AUDITED")
+    path = audited or (S.options or {}).get("jax_compilation_cache_dir")
+    view = {"path": path if isinstance(path, str) else None,
+            "source": "audited" if audited else "jax", "device": None, "inode": None,
+            "mode": None, "uid": None, "fs_type": None, "mnt_ns": None,
+            "jaxlib": (S.jax or {}).get("jaxlib"), "xla_flags": os.environ.get("XLA_FLAGS")}
+    try:
+        view["mnt_ns"] = os.readlink("/proc/self/ns/mnt")
+    except OSError:
+        pass
+    if view["path"] is None or "://" in view["path"]:
+        return view
+    try:
+        st = os.stat(view["path"])
+    except OSError as exc:
+        view["error"] = exc.strerror
+        return view
+    dev = "%d:%d" % (os.major(st.st_dev), os.minor(st.st_dev))
+    view.update(device=dev, inode=st.st_ino, mode="%04o" % (st.st_mode & 0o7777),
+                uid=st.st_uid)
+    try:
+        with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                left, _, right = line.partition(" - ")
+                if left.split()[2:3] == [dev]:
+                    view["fs_type"] = right.split()[0]
+                    break
+    except (OSError, IndexError):
+        pass
+    return view
+
+
+def _module_doc(m):
+    doc = {k: v for k, v in m.items() if k not in ("thread", "key")}
+    doc["in_progress"] = m["compile_or_load_s"] is None and any(
+        c is m for c in S.current.values())
+    return doc
+
+
 def _write(final=False):
     if not _OUT or os.getpid() != S.pid:
         return
     try:
         import json
 
-        with S.lock:
+        with S.lock:  # the watcher thread and the exit write never interleave
+            if S.final_done:
+                return
             doc = {"schema": SCHEMA, "pid": S.pid, "ppid": os.getppid(), "final": final,
                    "argv": list(sys.argv), "started": S.started, "now": time.time(),
                    "import_jax_started": S.import_jax_started,
                    "import_jax_s": S.import_jax_s, "jax": S.jax,
+                   "identity": _identity(), "cache_view": S.cache_view,
                    "cache_options_at_first_compile": S.options, "counts": dict(S.counts),
                    "env_cache_dir_at_first_compile": S.env_cache_dir,
-                   "modules": [{k: v for k, v in m.items() if k not in ("thread", "key")}
-                               for m in S.modules],
+                   "modules": [_module_doc(m) for m in S.modules],
                    "warnings": list(S.warnings)}
-        if S.seal is not None:
-            doc["seal"] = S.seal[0].summary(S.seal[1])
-        if S.guard is not None:
-            doc["cache_guard"] = dict(S.guard)
-        if S.compat is not None:
-            doc["cache_dirs"] = S.compat.guard_log()
-        if final:
-            doc["platform"] = _platform()
-            doc["jax"] = dict(S.jax, plugins=_plugins())
-        S.last_write = time.monotonic()
-        path = os.path.join(_OUT, "probe-%d.json" % S.pid)
-        tmp = path + ".tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-        with os.fdopen(fd, "w") as f:
-            json.dump(doc, f, default=str)
-        os.replace(tmp, path)
+            if S.seal is not None:
+                doc["seal"] = S.seal[0].summary(S.seal[1])
+            if S.guard is not None:
+                doc["cache_guard"] = dict(S.guard)
+            if S.compat is not None:
+                doc["cache_dirs"] = S.compat.guard_log()
+            if final:
+                doc["platform"] = _platform()
+                doc["jax"] = dict(S.jax, plugins=_plugins())
+            S.last_write = time.monotonic()
+            S.unsaved = False
+            path = os.path.join(_OUT, "probe-%d.json" % S.pid)
+            tmp = path + ".tmp"
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+            with os.fdopen(fd, "w") as f:
+                json.dump(doc, f, default=str)
+            os.replace(tmp, path)
+            S.final_done = final
     except Exception:
         pass  # the probe must never change what the program does
 
@@ -480,23 +585,33 @@ def _on_jax_imported(module, started):
     S.last_write = 0.0  # the first compile is always written at once
 
 
+_LOADED = {}
+
+
 def _load_versions():
-    """jaxcache's knowledge of JAX's messages and events (jaxcompat/versions.py): the copy
-    beside this file (launch.py), or the source tree's, or JAXCACHE_LIB's. Loaded by path, not
-    imported: the job's Python may not have jaxcache."""
+    """jaxcache's knowledge of JAX's messages and events (jaxcompat/versions.py)."""
+    return _load_beside(_KNOWLEDGE_COPY, os.path.join("jaxcompat", "versions.py"))
+
+
+def _load_beside(copy, relpath):
+    """A stdlib-only file of jaxcache: the copy beside this file (launch.py), or the source
+    tree's, or JAXCACHE_LIB's. Loaded by path, once, not imported: the job's Python may not
+    have jaxcache."""
+    if copy in _LOADED:
+        return _LOADED[copy]
     import importlib.util
 
-    places = [os.path.join(_HERE, _KNOWLEDGE_COPY),
-              os.path.join(os.path.dirname(_HERE), "jaxcompat", "versions.py")]
+    places = [os.path.join(_HERE, copy), os.path.join(os.path.dirname(_HERE), relpath)]
     if os.environ.get("JAXCACHE_LIB"):
-        places.append(os.path.join(os.environ["JAXCACHE_LIB"], "jaxcompat", "versions.py"))
+        places.append(os.path.join(os.environ["JAXCACHE_LIB"], relpath))
     for path in places:
         if os.path.isfile(path):
-            spec = importlib.util.spec_from_file_location("_jaxcache_versions", path)
+            spec = importlib.util.spec_from_file_location(copy[:-3], path)
             module = importlib.util.module_from_spec(spec)
             spec.loader.exec_module(module)
+            _LOADED[copy] = module
             return module
-    raise ImportError("jaxcache's jaxcompat/versions.py is not beside the probe")
+    raise ImportError("jaxcache's %s is not beside the probe" % relpath)
 
 
 def _load_jaxcache():

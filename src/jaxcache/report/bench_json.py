@@ -7,6 +7,8 @@ import math
 from dataclasses import asdict
 
 from jaxcache import __version__
+from jaxcache.bench.analysis import RankSummary
+from jaxcache.bench.per_rank import RankMiss, RankSample
 from jaxcache.bench.stats import Shift, Spread
 from jaxcache.bench.trials import BenchResult
 from jaxcache.jaxcompat import DEFAULT_MIN_COMPILE_TIME_SECS, DEFAULT_MIN_ENTRY_SIZE_BYTES
@@ -26,8 +28,27 @@ def _shift(s: Shift | None) -> dict | None:
             "n": s.n, "m": s.m}
 
 
-def _spread(s: Spread) -> dict:
-    return {"median": s.median, "min": s.low, "max": s.high, "n": s.n}
+def _spread(s: Spread | None) -> dict | None:
+    return None if s is None else {"median": s.median, "min": s.low, "max": s.high, "n": s.n}
+
+
+def _rank(r: RankSample) -> dict:
+    return {"rank": r.rank, "pids": list(r.pids), "host": r.host, "started_s": r.started_s,
+            "phases": r.phases, "first_step_s": r.first_step_s, "modules": len(r.modules),
+            "hits": r.hits, "written": r.written}
+
+
+def _miss(m: RankMiss) -> dict:
+    return {"rank": m.rank, "modules": list(m.modules), "keys_differ": m.keys_differ,
+            "not_process_0": m.not_process_0}
+
+
+def _rank_summary(r: RankSummary) -> dict:
+    return {"rank": r.rank,
+            "first_step_s": {"cold": _spread(r.first_step[0]), "warm": _spread(r.first_step[1])},
+            "compile_or_load_s": {"cold": _spread(r.compile_or_load[0]),
+                                  "warm": _spread(r.compile_or_load[1])},
+            "warm_runs": r.warm_runs, "warm_missed": r.warm_missed, "missed": list(r.missed)}
 
 
 def thresholds(result: BenchResult) -> dict:
@@ -62,7 +83,9 @@ def bench_dict(result: BenchResult) -> dict:
              "modules": s.modules, "hits": s.hits, "written": s.written,
              "entries_before": s.entries_before, "entries_after": s.entries_after,
              "bytes_after": s.bytes_after, "write_overhead_s": s.write_overhead_s,
-             "record": s.record_path, "comparable": all(s is not x for x, _ in result.excluded)}
+             "first_step_s": s.first_step_s, "ranks": [_rank(r) for r in s.ranks],
+             "missed_ranks": [_miss(m) for m in s.missed], "record": s.record_path,
+             "comparable": all(s is not x for x, _ in result.excluded)}
             for s in result.samples],
         "excluded": [{"trial": s.trial, "kind": s.kind, "index": s.index,
                       "differences": list(d)} for s, d in result.excluded],
@@ -75,6 +98,9 @@ def bench_dict(result: BenchResult) -> dict:
                        for name, (c, w) in a.phases.items()},
             "wall": None if a.wall is None else {"cold": _spread(a.wall[0]),
                                                  "warm": _spread(a.wall[1])},
+            "first_step": None if a.first_step is None else {
+                "cold": _spread(a.first_step[0]), "warm": _spread(a.first_step[1])},
+            "ranks": [_rank_summary(r) for r in a.ranks],
             "saving_s": _shift(a.saving),
             "compile_saving_s": _shift(a.compile_saving),
             "warm_over_cold": _shift(a.ratio),
@@ -85,6 +111,7 @@ def bench_dict(result: BenchResult) -> dict:
         },
         "elapsed_s": result.elapsed_s,
         "workdir": result.workdir,
+        "bucket_prefix": result.bucket_prefix,
     }
 
 

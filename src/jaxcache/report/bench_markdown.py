@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from jaxcache.bench.trials import BenchResult
 from jaxcache.display import safe
+from jaxcache.report import bench_ranks
 from jaxcache.report.bench_text import conclusions, table
 
 
@@ -25,12 +26,14 @@ def render(result: BenchResult, chart: str | None = None) -> str:
         if shapes:
             out += ["Cached modules and their input shapes: "
                     + "; ".join(f"`{m}` {s}" for m, s in shapes), ""]
-    rows = table(result)
-    if len(rows) > 1:
-        out.append("| " + " | ".join(rows[0]) + " |")
-        out.append("|" + "---|" * len(rows[0]))
-        out += ["| " + " | ".join(r) + " |" for r in rows[1:]]
-        out.append("")
+    for rows, note in ((table(result), None), (bench_ranks.rows(result), bench_ranks.NOTE)):
+        if len(rows) > 1:
+            if note:
+                out += [f"Per rank ({note}):", ""]
+            out.append("| " + " | ".join(rows[0]) + " |")
+            out.append("|" + "---|" * len(rows[0]))
+            out += ["| " + " | ".join(r) + " |" for r in rows[1:]]
+            out.append("")
     out += [f"- {line}" if not line.startswith("  ") else f"  - {line.strip()}"
             for line in conclusions(result)]
     if chart:

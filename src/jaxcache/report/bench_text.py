@@ -6,6 +6,7 @@ from jaxcache.bench.sample import PHASE_LABELS
 from jaxcache.bench.stats import Shift
 from jaxcache.bench.trials import BenchResult
 from jaxcache.display import safe, size
+from jaxcache.report import bench_ranks
 from jaxcache.report.bench_json import thresholds
 
 
@@ -27,6 +28,10 @@ def table(result: BenchResult) -> list[list[str]]:
     for name, (c, w) in a.phases.items():
         rows.append([PHASE_LABELS[name], f"{_secs(c.median)} [{_secs(c.low)} - {_secs(c.high)}]",
                      f"{_secs(w.median)} [{_secs(w.low)} - {_secs(w.high)}]"])
+    if a.first_step:
+        c, w = a.first_step
+        rows.append(["time to first step", f"{_secs(c.median)} [{_secs(c.low)} - "
+                     f"{_secs(c.high)}]", f"{_secs(w.median)} [{_secs(w.low)} - {_secs(w.high)}]"])
     if a.wall:
         c, w = a.wall
         rows.append(["whole process (wall)", f"{_secs(c.median)} [{_secs(c.low)} - "
@@ -58,11 +63,29 @@ def conclusions(result: BenchResult) -> list[str]:
     mark = "  (BELOW JAX's default 1.0 s)" if t["min_compile_time_below_default"] else ""
     lines.append(f"thresholds in effect: min compile time {t['min_compile_time_secs']:g} s"
                  f"{mark}, min entry size {t['min_entry_size_bytes']} B")
+    if result.bucket_prefix:
+        lines.append(f"sealed trials in fresh prefixes under {safe(result.bucket_prefix)}/ "
+                     "(left there: jaxcache deletes nothing in a bucket)")
     if result.excluded:
         lines.append(f"excluded {len(result.excluded)} processes whose fingerprint differs:")
         for s, diffs in result.excluded:
             lines.append(f"  trial {s.trial} {s.kind} {s.index}: {'; '.join(diffs)}")
     return lines
+
+
+def _runs(result: BenchResult) -> str:
+    most = max((len(s.ranks) for s in result.samples), default=1)
+    return "processes" if most < 2 else f"runs ({most} ranks each)"
+
+
+def _layout(rows: list[list[str]]) -> list[str]:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    out = []
+    for i, r in enumerate(rows):
+        out.append("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
+        if i == 0:
+            out.append("  ".join("-" * w for w in widths))
+    return out
 
 
 def render(result: BenchResult) -> str:
@@ -73,20 +96,18 @@ def render(result: BenchResult) -> str:
         lines.append(f"jax {fp.jax}, jaxlib {fp.jaxlib}, python {fp.python}, {fp.backend} "
                      f"({fp.device_kind} x{fp.device_count}); "
                      f"{sum(1 for s in result.samples if s.kind == 'cold')} cold and "
-                     f"{sum(1 for s in result.samples if s.kind == 'warm')} warm processes "
-                     f"in {result.elapsed_s:.0f} s")
+                     f"{sum(1 for s in result.samples if s.kind == 'warm')} warm "
+                     f"{_runs(result)} in {result.elapsed_s:.0f} s")
         cached = {m for s in result.samples for m in s.cached}
         for module, shapes in fp.shapes:
             if module in cached:
                 lines.append(f"  cached {module}: {shapes}")
     rows = table(result)
     if len(rows) > 1:
-        widths = [max(len(r[i]) for r in rows) for i in range(3)]
-        lines.append("")
-        for i, r in enumerate(rows):
-            lines.append("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
-            if i == 0:
-                lines.append("  ".join("-" * w for w in widths))
+        lines += [""] + _layout(rows)
+    per = bench_ranks.rows(result)
+    if len(per) > 1:
+        lines += ["", f"per rank ({bench_ranks.NOTE}):"] + _layout(per)
     lines.append("")
     lines += conclusions(result)
     return "\n".join(lines) + "\n"

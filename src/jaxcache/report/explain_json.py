@@ -14,7 +14,9 @@ SCHEMA = "jaxcache.explain/1"
 def render(e: Explanation) -> str:
     doc = {"schema": SCHEMA, "tool": {"name": "jaxcache", "version": __version__},
            "records": list(e.records), "modules": [asdict(m) for m in e.modules],
-           "key_diffs": [asdict(d) for d in e.diffs], "thresholds": [asdict(a) for a in e.advice],
+           "key_diffs": [asdict(d) for d in e.diffs],
+           "rank_diffs": [asdict(d) for d in e.rank_diffs],
+           "thresholds": [asdict(a) for a in e.advice],
            "notes": list(e.notes), "unaudited_dirs": list(e.unaudited_dirs),
            "unverified": list(e.unverified),
            "exit_code": e.exit_code}

@@ -6,6 +6,22 @@ from jaxcache.display import safe, size
 from jaxcache.explain import Explanation
 
 
+def _rank_lines(e: Explanation) -> list[str]:
+    """The ranks' misses, grouped by rank and changed components: one cause list each."""
+    groups: dict[tuple, list] = {}
+    for d in e.rank_diffs:
+        groups.setdefault((d.rank, d.components), []).append(d)
+    lines = ["", "why a rank other than 0 missed:"] if groups else []
+    for (rank, components), diffs in groups.items():
+        names = ", ".join(safe(d.module) for d in diffs[:6])
+        more = f" and {len(diffs) - 6} more" if len(diffs) > 6 else ""
+        lines.append(f"  rank {rank}: {len(diffs)} module(s) ({names}{more}): key components "
+                     f"differ from rank 0's: {', '.join(components)}")
+        lines += [f"    - {cause}" for cause in diffs[0].causes]
+        lines.append(f"    what you can do: {diffs[0].remedy}")
+    return lines
+
+
 def render(e: Explanation) -> str:
     lines = [f"UNVERIFIED: {safe(u)}" for u in e.unverified]
     lines += [f"WARNING: {d}" for d in e.unaudited_dirs]
@@ -19,7 +35,8 @@ def render(e: Explanation) -> str:
             secs = "-" if m.compile_s is None else f"{m.compile_s:.2f} s"
             entry = size(m.entry_bytes) if m.entry_bytes else "-"
             mark = "!" if m.missed_chance else " "
-            proc = "" if m.process == "main" else f" [{m.process}]"
+            proc = f" [rank {m.rank}]" if m.rank is not None else (
+                "" if m.process == "main" else f" [{m.process}]")
             lines.append(f" {mark} {safe(m.name).ljust(width)}  {safe(m.outcome):9s} compile "
                          f"{secs:>8s}  entry {entry:>9s}  {safe(m.reason)}: {m.text}{proc}")
             if m.missed_chance and m.input_shapes:
@@ -31,6 +48,7 @@ def render(e: Explanation) -> str:
                          f"components changed: {safe(', '.join(d.components))}")
             for cause in d.causes:
                 lines.append(f"    - {cause}")
+    lines += _rank_lines(e)
     lines += ["", "thresholds:"]
     lines += [f"  {a.text}" for a in e.advice]
     for note in e.notes:
@@ -47,6 +65,10 @@ def render(e: Explanation) -> str:
             parts.append(f"{missed} expensive module(s) not cached (marked !)")
         if e.diffs:
             parts.append(f"{len(e.diffs)} cross-process miss(es)")
+        if e.rank_diffs:
+            ranks = sorted({d.rank for d in e.rank_diffs})
+            parts.append(f"rank(s) {', '.join(map(str, ranks))} never hit: "
+                         f"{len(e.rank_diffs)} module(s) keyed differently from rank 0")
         if any(a.material for a in e.advice):
             parts.append("thresholds leave a material share of start-up uncached")
         if parts:

@@ -24,6 +24,9 @@ _REASONS = {
                        "a read-only consumer keeps it nowhere",
     "dir-refused": "JAX was pointed at {cache_dir}, which jaxcache refused: nothing loaded "
                    "or written there",
+    "compile-unfinished": "still compiling when the process ended",
+    "waiting-for-process": "waiting for process {process_index} to publish its executable "
+                           "(jax_share_binary_between_hosts) when the process ended",
     "sealed-blocked": "cannot publish: a rejected file occupies this key and is never "
                       "replaced; check it with `jaxcache verify`, then remove it yourself",
 }
@@ -57,11 +60,63 @@ def _other_dirs(doc: dict) -> list[str]:
     return lines
 
 
+def _rank_warnings(doc: dict) -> list[str]:
+    """A rank whose view of the cache differs, or that no probe saw (rank_views.py)."""
+    ranks = doc.get("ranks") or {}
+    lines = [f"WARNING: {safe(p['text'])}" for p in ranks.get("problems") or []]
+    if lines:
+        lines.append(f"  what to do: {ranks.get('remedy')}")
+    return lines
+
+
+def _who(proc: dict, rank: int | None) -> str:
+    ident = proc.get("identity") or {}
+    launcher = ident.get("launcher") or {}
+    where = f"pid {proc.get('pid') or (proc.get('process') or {}).get('pid')}, host " \
+            f"{safe(str(ident.get('host')))}"
+    if launcher.get("kind") == "slurm":
+        where += f", slurm job {safe(str(launcher.get('job_id')))} step " \
+                 f"{safe(str(launcher.get('step_id')))}"
+    elif launcher.get("kind"):
+        where += f", {launcher['kind']} rank {launcher.get('rank')}"
+    return f"rank {rank if rank is not None else '?'} ({where})"
+
+
+def _module_lines(doc: dict) -> list[str]:
+    """One line per module, each with its rank; grouped by rank when there is more than one.
+    """
+    from jaxcache.record import processes, rank_of
+
+    procs = [(rank_of(p), p) for p in processes(doc) if p.get("modules")]
+    procs.sort(key=lambda rp: (rp[0] is None, rp[0] or 0))
+    multi = ((doc.get("ranks") or {}).get("expected") or 1) > 1  # a single process: no tag
+    ranked = any(r is not None for r, _ in procs) and (multi or len({r for r, _ in procs}) > 1)
+    grouped = len({r for r, _ in procs}) > 1 and ranked
+    width = max((len(m["name"]) for _, p in procs for m in p["modules"]), default=10)
+    lines: list[str] = []
+    limit = 12 if not grouped else max(4, 12 // len(procs))
+    for rank, p in procs:
+        if grouped:
+            lines.append(f"  {_who(p, rank)}: {len(p['modules'])} modules")
+        for m in p["modules"][:limit]:
+            entry = f"  {size(m['entry_bytes'])}" if m.get("entry_bytes") else ""
+            what = "load" if m["outcome"] == "hit" else "compile"
+            tag = f"r{rank} " if ranked else ""
+            lines.append(f"  {'  ' if grouped else ''}{tag}{safe(m['name']).ljust(width)}  "
+                         f"{(m['outcome'] or '?'):8s} {what} {_secs(m['compile_or_load_s'])}"
+                         f"{entry}  {reason_text(m)}".rstrip())
+        if len(p["modules"]) > limit:
+            lines.append(f"  {'  ' if grouped else ''}... {len(p['modules']) - limit} more "
+                         "in the record")
+    return lines
+
+
 def render(doc: dict, record_path: str) -> str:
     p = doc["process"]
     status = f"exit {p['exit_code']}" if p["signal"] is None else f"killed by signal {p['signal']}"
     lines = [f"UNVERIFIED: {safe(doc['unverified'])}"] if doc.get("unverified") else []
     lines += _other_dirs(doc)
+    lines += _rank_warnings(doc)
     lines += [f"jaxcache run: {safe(' '.join(doc['argv']))} -> {status} in {p['wall_s']:.2f} s "
              f"(user {p['user_s']:.2f} s, sys {p['sys_s']:.2f} s, "
              f"peak RSS {size(p['peak_rss_bytes'])})"]
@@ -95,21 +150,20 @@ def render(doc: dict, record_path: str) -> str:
         t = totals(doc)
         o = t["outcomes"]
         procs = f" in {t['processes']} processes" if t["processes"] > 1 else ""
+        ranks = doc.get("ranks") or {}
+        if ranks.get("expected") and ranks["expected"] > 1 and ranks.get("per_rank"):
+            procs += (f" (rank {', '.join(map(str, ranks.get('seen') or []))} of "
+                      f"{ranks['expected']}; each rank records itself)")
+        elif ranks.get("expected") and ranks["expected"] > 1:
+            procs += (f" (ranks {', '.join(map(str, ranks.get('seen') or [])) or 'none'} of "
+                      f"{ranks['expected']} seen)")
         lines.append(f"modules compiled: {t['modules']}{procs} - hits {o.get('hit', 0)}, "
                      f"written {o.get('written', 0)}, skipped {o.get('skipped', 0)}, "
                      f"uncached {o.get('uncached', 0)}, errors {o.get('error', 0)}; "
                      f"compile requests {t['compile_requests']}, misses {t['misses']}"
                      + (f"; cache entries that could not be read: {t['read_errors']}"
                         if t["read_errors"] else ""))
-        width = max((len(m["name"]) for m in modules), default=10)
-        for m in modules[:12]:
-            entry = f"  {size(m['entry_bytes'])}" if m.get("entry_bytes") else ""
-            what = "load" if m["outcome"] == "hit" else "compile"
-            lines.append(f"  {safe(m['name']).ljust(width)}  {(m['outcome'] or '?'):8s} "
-                         f"{what} {_secs(m['compile_or_load_s'])}{entry}  {reason_text(m)}"
-                         .rstrip())
-        if len(modules) > 12:
-            lines.append(f"  ... {len(modules) - 12} more in the record")
+        lines += _module_lines(doc)
         compiling = sum(m["compile_or_load_s"] or 0 for m in modules if m["outcome"] != "hit")
         loading = sum(m["compile_or_load_s"] or 0 for m in modules if m["outcome"] == "hit")
         lines.append(f"time: {compiling:.2f} s compiling, {loading:.2f} s loading from the cache")

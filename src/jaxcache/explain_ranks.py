@@ -1,0 +1,113 @@
+"""Why a rank other than 0 missed: its cache key against rank 0's, per module.
+
+Two facts of JAX make a multi-process job's cache rank 0's alone on most platforms: only
+process 0 writes ("Not writing persistent cache entry since process_id != 0",
+jax/_src/compiler.py), and the device assignment is stripped from the key only when
+`backend.platform == "gpu"` (jax/_src/cache_key.py). So where the key of rank r differs from
+rank 0's, nobody ever writes rank r's key: it never hits and compiles on every start. The
+ranks are compared within one record (`jaxcache run -- srun ...`) and across the per-rank
+records of one job (`srun jaxcache run ...`, `explain runs/`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from jaxcache.display import safe
+
+
+@dataclass(frozen=True)
+class RankDiff:
+    module: str
+    input_shapes: str | None
+    rank: int  # the rank that missed
+    record: str
+    reference_record: str  # where rank 0's module is
+    platform: str | None
+    components: tuple[str, ...]
+    causes: tuple[str, ...]
+    remedy: str
+
+
+def _platform(proc: dict) -> str | None:
+    return (proc.get("platform") or {}).get("backend")
+
+
+def _component_cause(name: str, platform: str | None, rank: int) -> str:
+    where = platform or "this platform"
+    if name == "compile_options" and platform == "gpu":
+        return ("compile_options: another compile option differs between the ranks (on GPU "
+                "JAX strips the device assignment): XLA flags, debug options, or the cache "
+                "path on JAX <= 0.10.2")
+    if name == "compile_options":
+        return (f"compile_options: the device assignment (rank {rank}'s own devices) is part "
+                "of the compile options; JAX strips it from the key only when "
+                f"backend.platform == 'gpu' (jax/_src/cache_key.py), and this ran on {where}")
+    if name == "accelerator_config":
+        return ("accelerator_config: the topology fingerprint of the module's devices differs "
+                "between the ranks (on CPU it does even for a computation over the global "
+                "mesh, measured on JAX 0.10.2)")
+    from jaxcache.explain import _CAUSES
+
+    return f"{name}: {_CAUSES.get(name, 'changed')}"
+
+
+def _remedy(platform: str | None) -> str:
+    if platform == "cpu":
+        return ("on CPU nothing in the cache removes this: only rank 0 gains, the other ranks "
+                "compile on every start (measure per rank with `jaxcache bench`). One process "
+                "with several CPU devices (XLA_FLAGS=--xla_force_host_platform_device_count=N) "
+                "caches everything; jax_share_binary_between_hosts does not help (on CPU the "
+                "other ranks wait for an executable under their own key, which process 0 "
+                "never publishes: the job hangs)")
+    if platform == "gpu":
+        return ("on GPU the ranks agree on the key unless another component differs: give "
+                "every rank the same jaxlib, XLA flags and cache path, and one directory they "
+                "all read (process 0 writes it)")
+    where = platform or "this platform"
+    return (f"on {where} the device assignment stays in the key: only a computation over the "
+            "global mesh (the same jit and mesh on every process) can have one key on every "
+            "rank; a per-process computation (jit on local arrays) never will. "
+            "jax_share_binary_between_hosts=True makes process 0 compile such a global "
+            "computation once per run and send it to the others through the coordination "
+            "service (unauthenticated: see `jaxcache net`)")
+
+
+def rank_diffs(records: list[tuple[str, dict]]) -> list[RankDiff]:
+    """For each module a rank other than 0 did not hit, where rank 0 compiled the same module
+    (name and input shapes): the key components that differ, and why."""
+    from jaxcache.record import processes, rank_of
+
+    seen: dict[tuple, dict[int, tuple[str, dict, dict]]] = {}
+    order: list[tuple[tuple, int]] = []
+    for path, record in records:
+        for proc in processes(record):
+            rank = rank_of(proc)
+            if rank is None:
+                continue
+            for m in proc.get("modules") or []:
+                ident = (m.get("name"), m.get("input_shapes"))
+                if not m.get("key_components") or rank in seen.setdefault(ident, {}):
+                    continue
+                seen[ident][rank] = (path, proc, m)
+                order.append((ident, rank))
+    out = []
+    for ident, rank in order:
+        ref = seen[ident].get(0)
+        path, proc, m = seen[ident][rank]
+        if rank == 0 or ref is None or m.get("outcome") == "hit":
+            continue
+        ref_path, ref_proc, ref_m = ref
+        a, b = ref_m["key_components"], m["key_components"]
+        changed = tuple(sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k)))
+        if not changed:
+            continue  # the same key: rank 0's entry serves it from the next start on
+        platform = _platform(proc) or _platform(ref_proc)
+        causes = [f"only process 0 writes (\"Not writing persistent cache entry since "
+                  f"process_id != 0\"), and rank {rank}'s key differs from rank 0's, so no "
+                  f"process ever writes it: rank {rank} never hits and compiles this module "
+                  "on every start"]
+        causes += [_component_cause(k, platform, rank) for k in changed]
+        out.append(RankDiff(safe(str(m.get("name"))), m.get("input_shapes"), rank, path,
+                            ref_path, platform, changed, tuple(causes), _remedy(platform)))
+    return out
