@@ -131,8 +131,8 @@ class UserRuntime:
 
 _runtime: list[UserRuntime] = []
 # jaxcache and what it imports (not JAX: tests that need JAX as another user bring it)
-_RUNTIME_MODULES = ("jaxcache", "platformdirs", "psutil", "rich", "markdown_it", "mdurl",
-                    "pygments", "cryptography", "cffi", "_cffi_backend", "pycparser", "blake3")
+_RUNTIME_MODULES = ("jaxcache", "psutil", "cryptography", "cffi", "_cffi_backend", "pycparser",
+                    "blake3")
 
 
 def _system_python() -> str | None:

@@ -1,24 +1,78 @@
 """jaxcache: use JAX's persistent compilation cache safely, and know what it buys you.
 
-The audit side imports no JAX; anything that needs JAX imports it lazily.
+The audit side imports no JAX, and `import jaxcache` sits on every job's start-up path under
+`jaxcache run`: the public names below are imported on first use (`__getattr__`), while type
+checkers and `dir()` see them all (the TYPE_CHECKING block, `__all__`, `__dir__`).
 """
 
 from __future__ import annotations
 
+# Not `from typing import TYPE_CHECKING`: importing typing costs ~5 ms (more on a busy
+# machine) on every job's start-up; type checkers treat this name as true all the same.
+TYPE_CHECKING = False
+
 __version__ = "0.1.0"
 
-__all__ = ["__version__", "audit", "enable", "enabled", "disable", "UntrustedCacheError",
-           "CacheLifecycleError"]
+# public name -> the module that defines it
+_LAZY = {
+    "audit": "jaxcache.api",
+    "enable": "jaxcache.lifecycle",
+    "enabled": "jaxcache.lifecycle",
+    "disable": "jaxcache.lifecycle",
+    "EnableResult": "jaxcache.lifecycle",
+    "Trap": "jaxcache.lifecycle",
+    "CacheLifecycleError": "jaxcache.lifecycle",
+    "CacheLifecycleWarning": "jaxcache.lifecycle",
+    "JaxcacheError": "jaxcache.errors",
+    "PolicyError": "jaxcache.errors",
+    "UntrustedCacheError": "jaxcache.errors",
+    "AuditReport": "jaxcache.trust.audit",
+    "Finding": "jaxcache.trust.findings",
+    "Verdict": "jaxcache.trust.findings",
+    "Writer": "jaxcache.trust.findings",
+    "PublicKey": "jaxcache.seal.keys",
+    "SigningKey": "jaxcache.seal.keys",
+}
+
+__all__ = [  # spelled out: type checkers and linters read it without running this module
+    "AuditReport", "CacheLifecycleError", "CacheLifecycleWarning", "EnableResult", "Finding",
+    "JaxcacheError", "PolicyError", "PublicKey", "SigningKey", "Trap", "UntrustedCacheError",
+    "Verdict", "Writer", "__version__", "audit", "disable", "enable", "enabled",
+]
+
+if TYPE_CHECKING:
+    from typing import Any
+
+    from jaxcache.api import audit
+    from jaxcache.errors import JaxcacheError, PolicyError, UntrustedCacheError
+    from jaxcache.lifecycle import (
+        CacheLifecycleError,
+        CacheLifecycleWarning,
+        EnableResult,
+        Trap,
+        disable,
+        enable,
+        enabled,
+    )
+    from jaxcache.seal.keys import PublicKey, SigningKey
+    from jaxcache.trust.audit import AuditReport
+    from jaxcache.trust.findings import Finding, Verdict, Writer
 
 
-def __getattr__(name: str):
-    """Lazy re-exports, so `import jaxcache` stays light and JAX-free."""
-    if name == "audit":
-        from jaxcache.api import audit
+if not TYPE_CHECKING:  # hidden from type checkers, so a misspelt name is an error there
 
-        return audit
-    if name in ("enable", "enabled", "disable", "UntrustedCacheError", "CacheLifecycleError"):
-        from jaxcache import lifecycle as module
+    def __getattr__(name: str) -> Any:
+        """Import a public name on first use and keep it, so later lookups cost nothing."""
+        import importlib
 
-        return getattr(module, name)
-    raise AttributeError(f"module 'jaxcache' has no attribute {name!r}")
+        where = _LAZY.get(name)
+        if where is None:
+            raise AttributeError(f"module 'jaxcache' has no attribute {name!r}")
+        value = getattr(importlib.import_module(where), name)
+        globals()[name] = value
+        return value
+
+
+def __dir__() -> list[str]:
+    """The public API (loaded or not) and the module's dunders, not its helpers."""
+    return sorted({*__all__, *(name for name in globals() if name.startswith("__"))})

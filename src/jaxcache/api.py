@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
 from jaxcache.trust import policy as policymod
 from jaxcache.trust.audit import AuditReport
 from jaxcache.trust.audit import audit as _audit
 from jaxcache.trust.principals import Accounts
 
+if TYPE_CHECKING:
+    from jaxcache.seal.keys import PublicKey
+
 
 def audit(path: str, *, policy: str | None = None, as_user: str | None = None,
           scan_processes: bool = True, sealed: bool = False,
-          sealed_keys: tuple = (), scan_handles: bool = True) -> AuditReport:
+          sealed_keys: Sequence[PublicKey] = (), scan_handles: bool = True) -> AuditReport:
     """Who can change what JAX loads from `path`; raises JaxcacheError on bad input."""
     from jaxcache.errors import JaxcacheError
 
@@ -22,5 +28,5 @@ def audit(path: str, *, policy: str | None = None, as_user: str | None = None,
             raise JaxcacheError(f"no such user: {as_user}")
     pol = policymod.load(policy, accounts)
     return _audit(path, policy=pol, as_user=uid, scan_processes=scan_processes,
-                  accounts=accounts, sealed=sealed, sealed_keys=sealed_keys,
+                  accounts=accounts, sealed=sealed, sealed_keys=tuple(sealed_keys),
                   scan_handles=scan_handles)

@@ -18,6 +18,7 @@ import shutil
 import sys
 import tempfile
 from collections.abc import Callable
+from importlib import resources
 from pathlib import Path
 
 from jaxcache.report import text
@@ -25,7 +26,10 @@ from jaxcache.trust import create
 from jaxcache.trust.audit import audit
 from jaxcache.trust.findings import Verdict
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+def example(name: str) -> Path:
+    """A bundled example program (package data, so a wheel install has them too)."""
+    return Path(str(resources.files("jaxcache") / "examples" / name))
 
 
 def _unsafe_audit(echo: Callable[[str], None]) -> Verdict:
@@ -60,25 +64,30 @@ def run(*, out_dir: str = "demo-output", trials: int = 8, warm: int = 1,
         echo(f"demo stopped: {made.refused}\n")
         return 1
     unsafe = _unsafe_audit(echo)
-    example = EXAMPLES / "mlp.py"
-    if not example.is_file():
-        echo(f"demo stopped: the bundled example {example} is missing (run from a checkout)\n")
+    mlp = example("mlp.py")
+    if not mlp.is_file():
+        echo(f"demo stopped: the bundled example {mlp} is missing from this installation\n")
         return 2
-    missing = [m for m in ("jax", "matplotlib") if importlib.util.find_spec(m) is None]
-    if missing:
-        echo(f"demo stopped before the bench: {', '.join(missing)} not installed "
-             "(pip install 'jaxcache[jax,plot]', as `make demo` does)\n")
+    if importlib.util.find_spec("jax") is None:
+        echo("demo stopped before the bench: jax is not installed "
+             "(pip install 'jaxcache[jax]')\n")
         return 2
+    chart = None  # the chart is the only part that needs matplotlib (the `plot` extra)
+    if importlib.util.find_spec("matplotlib") is not None:
+        chart = os.path.join(out, "chart.png")
+    else:
+        echo("(no chart: matplotlib is not installed; pip install 'jaxcache[plot]' adds it)\n")
     run_dir = os.path.join(out, "runs")
-    echo(f"\n== 3. jaxcache bench -t {trials} -k {warm} --out {out} -- python {example}\n"
+    echo(f"\n== 3. jaxcache bench -t {trials} -k {warm} --out {out} -- python {mlp}\n"
          "   each trial: a fresh private cache, one cold process, then warm processes\n\n")
     from jaxcache.bench import command
 
     code = command.run(
-        [sys.executable, str(example)], trials=trials, warm=warm, prime=True, timeout=600,
+        [sys.executable, str(mlp)], trials=trials, warm=warm, prime=True, timeout=600,
         confidence=0.95, noise_s=0.1, max_trials=None, target_width=None, time_budget=None,
-        min_compile_time=None, min_entry_size=None, workdir=None, out_dir=out,
-        report_path=None, json_path=None, plot_path=None, echo=echo)
+        min_compile_time=None, min_entry_size=None, workdir=run_dir, out_dir=None,
+        report_path=os.path.join(out, "report.md"), json_path=os.path.join(out, "bench.json"),
+        plot_path=chart, echo=echo)
     explained = _explain(run_dir, echo)
     decided = _decide(out, echo)
     sealed = _sealed(out, echo)
@@ -137,11 +146,11 @@ def _sealed(out: str, echo: Callable[[str], None]) -> bool:
         os.chmod(shared, 0o777)  # noqa: S103 - anyone may write it: the signatures protect
         key = keys.save(keys.generate(), os.path.join(workspace, "keys", "ci.key"))
         public = keys.load_signing(key).public
-        job = [sys.executable, str(EXAMPLES / "train.py")]
+        job = [sys.executable, str(example("train.py"))]
         echo(f"\n== 6. a sealed cache: {shared} is 0777, yet readers load only signed entries\n"
              f"   jaxcache keygen {key}  -> {public.text}\n"
              f"   jaxcache run --sealed --signing-key {key} --cache-dir {shared} -- "
-             "python train.py\n\n")
+             f"python {job[1]}\n\n")
         first = runmod.run_job(job, cache_dir=shared, seal=SealOptions(signing_key=key),
                                record_path=os.path.join(out, "sealed-publish.json"))
         echo(run_text.render(first.record, first.record_path))
@@ -155,7 +164,7 @@ def _sealed(out: str, echo: Callable[[str], None]) -> bool:
         echo(f"\n   someone appends to {entries[0][:40]}...; jaxcache verify {shared}\n\n")
         echo(seal_text.render(scan.verify(shared, [public]), "verify"))
         echo(f"\n   jaxcache run --sealed --trusted-key {public.text} --cache-dir {shared} -- "
-             "python train.py\n\n")
+             f"python {job[1]}\n\n")
         second = runmod.run_job(job, cache_dir=shared,
                                 seal=SealOptions(trusted_keys=(public.text,)),
                                 record_path=os.path.join(out, "sealed-consume.json"))

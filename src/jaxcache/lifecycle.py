@@ -12,13 +12,17 @@ import importlib.util
 import os
 import sys
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from jaxcache import jaxcompat, undo
 from jaxcache.display import safe
 from jaxcache.errors import JaxcacheError, UntrustedCacheError
 from jaxcache.trust.audit import AuditReport
+
+if TYPE_CHECKING:  # the key classes import cryptography: only a sealed enable() needs it
+    from jaxcache.seal.keys import PublicKey, SigningKey
 
 __all__ = ["CacheLifecycleError", "CacheLifecycleWarning", "EnableResult", "Trap",
            "UntrustedCacheError", "disable", "enable", "enabled", "lifecycle_traps"]
@@ -103,8 +107,10 @@ def lifecycle_traps(path: str) -> list[Trap]:
 
 
 def enable(path: str, *, policy: str | None = None, allow_untrusted: bool = False,
-           reset: bool = False, sealed: bool = False, signing_key=None,
-           trusted_keys: tuple = (), local: str | None = None) -> EnableResult:
+           reset: bool = False, sealed: bool = False,
+           signing_key: str | SigningKey | None = None,
+           trusted_keys: str | PublicKey | Sequence[str | PublicKey] = (),
+           local: str | None = None) -> EnableResult:
     """Audit `path`, then make it JAX's compilation cache for this process.
 
     Raises UntrustedCacheError unless the verdict is PRIVATE or SHARED-BY-POLICY (or SEALED);
@@ -241,11 +247,17 @@ def disable() -> bool:
 
 
 @contextlib.contextmanager
-def enabled(path: str, **options) -> Iterator[EnableResult]:
+def enabled(path: str, *, policy: str | None = None, allow_untrusted: bool = False,
+            reset: bool = False, sealed: bool = False,
+            signing_key: str | SigningKey | None = None,
+            trusted_keys: str | PublicKey | Sequence[str | PublicKey] = (),
+            local: str | None = None) -> Iterator[EnableResult]:
     """`with jaxcache.enabled(path, ...) as result:` enable() for the block only; on exit
     everything is as it was before (also when the block raises)."""
     mark = undo.depth()
-    result = enable(path, **options)
+    result = enable(path, policy=policy, allow_untrusted=allow_untrusted, reset=reset,
+                    sealed=sealed, signing_key=signing_key, trusted_keys=trusted_keys,
+                    local=local)
     try:
         yield result
     finally:

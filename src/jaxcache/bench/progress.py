@@ -1,66 +1,115 @@
-"""Live progress for a bench on stderr: trial i of T, current phase, elapsed and ETA."""
+"""Live progress for a bench on stderr: trial i of T, current phase, elapsed and ETA.
+
+Standard library only: a terminal gets one line redrawn every second by a daemon thread (so
+elapsed time and the ETA keep moving while a run is in progress); anything else (a log, CI,
+TERM=dumb, which cannot redraw a line) gets one plain line per run. The ETA appears once a
+cold and a warm run have been measured: guessing warm from cold doubled the first estimate.
+"""
 
 from __future__ import annotations
 
+import os
 import sys
+import threading
 import time
+from typing import IO
+
+TICK_S = 1.0
+
+
+def live_capable(stream: IO[str]) -> bool:
+    """Can `stream` redraw a line in place? A terminal that is not TERM=dumb."""
+    try:
+        tty = stream.isatty()
+    except (AttributeError, ValueError):
+        return False
+    return tty and os.environ.get("TERM", "") not in ("dumb", "")
 
 
 class BenchProgress:
-    """rich's live line on a terminal; one plain line per run otherwise (logs, CI)."""
+    """Called with each run's event; close() when the bench ends (also on errors)."""
 
-    def __init__(self, warm: int, *, stream=None) -> None:
+    def __init__(self, warm: int, *, stream: IO[str] | None = None,
+                 live: bool | None = None) -> None:
         self.warm = warm
         self.stream = stream or sys.stderr
         self.start = time.monotonic()
         self.durations: dict[str, list[float]] = {"prime": [], "cold": [], "warm": []}
         self.current: tuple[str, float] | None = None
-        self.live = None
-        if self.stream.isatty():
-            from rich.console import Console
-            from rich.live import Live
+        self.what = ""
+        self.eta_at: tuple[float, float] | None = None  # (ETA in s, when it was computed)
+        self.lock = threading.Lock()
+        self.stop = threading.Event()
+        self.live = live_capable(self.stream) if live is None else live
+        self.thread: threading.Thread | None = None
+        if self.live:
+            self.thread = threading.Thread(target=self._tick, name="jaxcache-progress",
+                                           daemon=True)
+            self.thread.start()
 
-            self.live = Live(console=Console(file=self.stream), refresh_per_second=4,
-                             transient=True)
-            self.live.start()
+    def _mean(self, kind: str) -> float | None:
+        runs = self.durations[kind]
+        return sum(runs) / len(runs) if runs else None
 
-    def _eta(self, event: dict) -> float | None:
-        cold = self.durations["cold"] or self.durations["prime"]
-        warm = self.durations["warm"] or cold
-        if not cold:
+    def eta(self, event: dict) -> float | None:
+        """Seconds left after this event's run starts, from the runs measured so far."""
+        cold = self._mean("cold") or self._mean("prime")  # the priming run is a cold run
+        warm = self._mean("warm") if self.warm else 0.0
+        if cold is None or warm is None:
             return None
         done_trials = event["trial"] - 1 if event["phase"] != "prime" else 0
-        left_trials = event["trials"] - done_trials
-        per_trial = sum(cold) / len(cold) + self.warm * sum(warm) / len(warm)
-        spent_in_trial = 0.0
+        left = (event["trials"] - done_trials) * (cold + self.warm * warm)
         if event["phase"] == "warm":
-            spent_in_trial = sum(cold) / len(cold) + (event["warm"] - 1) * sum(warm) / len(warm)
-        return max(0.0, left_trials * per_trial - spent_in_trial)
+            left -= cold + (event["warm"] - 1) * warm
+        return max(0.0, left)
+
+    def line(self, now: float) -> str:
+        """The progress text at `now`: the ETA counts down between events."""
+        text = f"{self.what} | elapsed {now - self.start:.0f} s"
+        if self.eta_at is not None:
+            eta, at = self.eta_at
+            text += f" | ETA {max(0.0, eta - (now - at)):.0f} s"
+        return text
 
     def __call__(self, event: dict) -> None:
         now = time.monotonic()
-        if self.current is not None:
-            kind, began = self.current
-            self.durations[kind].append(now - began)
-        self.current = (event["phase"], now)
-        if event["phase"] == "prime":
-            what = "priming run (warms the OS file cache; discarded)"
-        elif event["phase"] == "cold":
-            what = f"trial {event['trial']} of {event['trials']}: cold run"
-        else:
-            what = (f"trial {event['trial']} of {event['trials']}: warm run "
-                    f"{event['warm']} of {event['warms']}")
-        eta = self._eta(event)
-        line = f"{what} | elapsed {now - self.start:.0f} s" + (
-            f" | ETA {eta:.0f} s" if eta is not None else "")
-        if self.live is not None:
-            from rich.text import Text
+        with self.lock:
+            if self.current is not None:
+                kind, began = self.current
+                self.durations[kind].append(now - began)
+            self.current = (event["phase"], now)
+            self.what = _describe(event)
+            eta = self.eta(event)
+            self.eta_at = None if eta is None else (eta, now)
+            if self.live:
+                self._draw(now)
+            else:
+                self.stream.write(f"jaxcache bench: {self.line(now)}\n")
+                self.stream.flush()
 
-            self.live.update(Text(line))
-        else:
-            self.stream.write(f"jaxcache bench: {line}\n")
-            self.stream.flush()
+    def _draw(self, now: float) -> None:
+        self.stream.write(f"\r\x1b[2Kjaxcache bench: {self.line(now)}")
+        self.stream.flush()
+
+    def _tick(self) -> None:
+        while not self.stop.wait(TICK_S):
+            with self.lock:
+                if self.what:
+                    self._draw(time.monotonic())
 
     def close(self) -> None:
-        if self.live is not None:
-            self.live.stop()
+        """Stop ticking and erase the live line, so the report starts on a clean line."""
+        self.stop.set()
+        if self.thread is not None:
+            self.thread.join()
+            self.stream.write("\r\x1b[2K")
+            self.stream.flush()
+
+
+def _describe(event: dict) -> str:
+    if event["phase"] == "prime":
+        return "priming run (warms the OS file cache; discarded)"
+    if event["phase"] == "cold":
+        return f"trial {event['trial']} of {event['trials']}: cold run"
+    return (f"trial {event['trial']} of {event['trials']}: warm run "
+            f"{event['warm']} of {event['warms']}")

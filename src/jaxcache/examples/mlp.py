@@ -14,7 +14,7 @@ import jax.numpy as jnp
 
 def init(key, sizes):
     params = []
-    for fan_in, fan_out in zip(sizes[:-1], sizes[1:]):
+    for fan_in, fan_out in zip(sizes[:-1], sizes[1:], strict=True):
         key, sub = jax.random.split(key)
         params.append((jax.random.normal(sub, (fan_in, fan_out)) / jnp.sqrt(fan_in),
                        jnp.zeros(fan_out)))
@@ -38,7 +38,8 @@ def make_train_step(micro_steps, lr=1e-2):
             xs = jnp.roll(x, i, axis=0)
             ys = jnp.roll(y, i, axis=0)
             value, grads = jax.value_and_grad(loss)(params, xs, ys)
-            params = [(w - lr * gw, b - lr * gb) for (w, b), (gw, gb) in zip(params, grads)]
+            params = [(w - lr * gw, b - lr * gb)
+                      for (w, b), (gw, gb) in zip(params, grads, strict=True)]
         return params, value
 
     return train_step

@@ -1,0 +1,134 @@
+"""README.md's shell examples, run: the README cannot drift from what jaxcache does.
+
+Convention (README.md, "Use"): a ```console block is a shell session. `$ CMD` lines are run
+by bash, in order, in a fresh directory holding a link to the bundled examples/, with this
+checkout's venv first on PATH and HOME inside it; the lines up to the next `$ ` are the
+output expected (stdout and stderr together). A line `...` stands for any lines, `...` inside a
+line for any text. Numbers, long hex digests and ed25519 keys match any value (timings, sizes,
+keys differ per run), runs of spaces match any run (column widths follow the values), and
+the directory and HOME print as /tmp/readme and /home/alice. A block right after
+`<!-- readme-test: skip: REASON -->` is skipped with that reason.
+"""
+
+from __future__ import annotations
+
+import grp
+import os
+import pwd
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+SKIP = re.compile(r"<!-- readme-test: skip: (.+?) -->\s*$")
+SHOWN_DIR, SHOWN_HOME = "/tmp/readme", "/home/alice"
+
+
+def blocks() -> list[tuple[int, str, str | None]]:
+    """(line number, block text, skip reason) of every ```console block."""
+    found, lines = [], README.read_text().splitlines()
+    i = 0
+    while i < len(lines):
+        if lines[i].strip() == "```console":
+            end = lines.index("```", i + 1)
+            before = lines[i - 1] if i else ""
+            skip = SKIP.match(before)
+            found.append((i + 1, "\n".join(lines[i + 1:end]), skip and skip.group(1)))
+            i = end
+        i += 1
+    return found
+
+
+def session(text: str) -> list[tuple[str, list[str]]]:
+    """The block as (command, expected output lines) pairs."""
+    steps: list[tuple[str, list[str]]] = []
+    for line in text.splitlines():
+        if line.startswith("$ "):
+            # /tmp/readme is how the output shows the directory: a command using it would
+            # share state between runs (use $PWD or a relative path)
+            assert SHOWN_DIR not in line and SHOWN_HOME not in line, line
+            steps.append((line[2:], []))
+        elif steps:
+            steps[-1][1].append(line)
+        elif line.strip():
+            raise AssertionError(f"output before the first `$ ` command: {line!r}")
+    return steps
+
+
+def normalize(line: str) -> str:
+    line = re.sub(r"ed25519:[A-Za-z0-9+/=]+", "ed25519:KEY", line)
+    line = re.sub(r"[0-9a-f]{8,}", "HEX", line)
+    line = re.sub(r"\d+(\.\d+)?", "0", line)
+    return re.sub(r"\s+", " ", line).strip()
+
+
+def pattern(expected: list[str]) -> re.Pattern[str]:
+    parts = []
+    for line in expected:
+        if line.strip() == "...":
+            parts.append(r"(?:[^\n]*\n)*?")
+        else:
+            body = ".*".join(re.escape(p) for p in normalize(line).split("..."))
+            parts.append(body + r"\n")
+    return re.compile("".join(parts), re.DOTALL)
+
+
+def run_session(steps: list[tuple[str, list[str]]], work: Path) -> list[str]:
+    """Run the commands in one bash, each output cut out by a marker line."""
+    marker = "@@readme-step@@"
+    script = ["exec 2>&1"]
+    for command, _ in steps:
+        script.append(f"__s=$?; echo {marker}; (exit $__s)")
+        script.append(command)
+    home = work / "home" / "alice"
+    home.mkdir(parents=True)
+    env = {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "HOME": str(home),
+           "LANG": "C.UTF-8", "JAX_PLATFORMS": "cpu", "TERM": "dumb", "NO_COLOR": "1",
+           "COLUMNS": "200"}
+    done = subprocess.run(["bash", "-c", "\n".join(script)], cwd=work, env=env,
+                          capture_output=True, text=True, timeout=600)
+    me, group = pwd.getpwuid(os.getuid()).pw_name, grp.getgrgid(os.getgid()).gr_name
+    out = done.stdout.replace(str(home), SHOWN_HOME).replace(str(work), SHOWN_DIR)
+    if me != "root":  # the README shows root's view (CI runs as root)
+        out = re.sub(rf"\b{re.escape(me)}\b", "root", out)
+        out = re.sub(rf"\b{re.escape(group)}\b", "root", out)
+    return out.split(f"{marker}\n")[1:]
+
+
+@pytest.mark.parametrize("line, text, skip",
+                         [pytest.param(*b, id=f"README.md:{b[0]}") for b in blocks()])
+def test_readme_console_block(line: int, text: str, skip: str | None):
+    if skip:
+        pytest.skip(f"README.md line {line}: {skip}")
+    steps = session(text)
+    work = Path(tempfile.mkdtemp(dir="/tmp"))
+    try:
+        os.chmod(work, 0o755)  # as `mkdir` makes it, which the shown audits list
+        (work / "examples").symlink_to(ROOT / "examples")
+        outputs = run_session(steps, work)
+    finally:
+        subprocess.run(["rm", "-rf", str(work)], check=False)
+    assert len(outputs) == len(steps), outputs
+    for (command, expected), actual in zip(steps, outputs, strict=True):
+        got = "".join(normalize(a) + "\n" for a in actual.splitlines())
+        assert pattern(expected).fullmatch(got), (
+            f"README.md line {line}: `$ {command}` printed:\n{actual}\n"
+            f"expected (numbers, hex and spacing aside):\n" + "\n".join(expected))
+
+
+def test_every_shell_block_is_run_or_says_why_not():
+    """A ``` block with `$ ` commands must be a console block (run), else it drifts unseen."""
+    lines = README.read_text().splitlines()
+    fence = [i for i, text in enumerate(lines) if text.startswith("```")]
+    for start, end in zip(fence[::2], fence[1::2], strict=True):
+        kind = lines[start][3:].strip()
+        if any(text.startswith("$ ") for text in lines[start + 1:end]):
+            assert kind == "console", f"README.md line {start + 1}: `$ ` commands in ```{kind}"
+        assert kind in ("console", "python", "text"), (
+            f"README.md line {start + 1}: say what the block is (```console, python or text)")
+    assert len([b for b in blocks() if not b[2]]) >= 6  # most examples really run
