@@ -58,8 +58,8 @@ def test_compile_time_below_threshold_is_not_a_fault(tmp_path):
     rc, doc = explain(rec)
     assert set(reasons(doc).values()) == {"compile-time-below-threshold"}
     [m] = [m for m in doc["modules"] if m["name"] == "jit_train_step"]
-    assert f"{m['compile_s']:.2f} s < jax_persistent_cache_min_compile_time_secs = 1 s" == \
-        m["text"]
+    assert m["text"] == ("below the 1 s compile-time threshold "
+                         "(jax_persistent_cache_min_compile_time_secs)")
     # material = >= 1 s and >= 10% of start-up left uncached; on a quiet machine these compiles
     # sum to far less, but a machine loaded enough can push them past 1 s: the rule decides
     uncached = sum(m["compile_s"] for m in doc["modules"])

@@ -135,13 +135,12 @@ def _why(m: dict, record: dict, later_dirs: bool) -> tuple[str, str]:
                     "reads it only once: JAX had no cache dir")
             return "dir-unset", "no cache directory was set when it compiled"
     if reason == "compile-time-below-threshold":
-        return reason, (f"{detail.get('compile_s', 0):.2f} s < "
-                        f"jax_persistent_cache_min_compile_time_secs = "
-                        f"{detail.get('threshold_s', 0):g} s")
+        return reason, (f"below the {detail.get('threshold_s', 0):g} s compile-time threshold "
+                        "(jax_persistent_cache_min_compile_time_secs)")
     if reason == "entry-size-below-threshold":
-        return reason, (f"entry of {detail.get('entry_bytes')} B is below "
-                        f"jax_persistent_cache_min_entry_size_bytes = "
-                        f"{detail.get('threshold_bytes')} B")
+        return reason, (f"entry of {detail.get('entry_bytes')} B, below the "
+                        f"{detail.get('threshold_bytes')} B size threshold "
+                        "(jax_persistent_cache_min_entry_size_bytes)")
     if reason == "not-process-0":
         index = rank_of(record)
         return reason, (f"only process 0 writes; this was process {index}" if index is not None

@@ -36,7 +36,7 @@ def _row(m: ModuleWhy, width: int, ranks: bool) -> list[str]:
     proc = f" [rank {m.rank}]" if m.rank is not None and ranks else (
         "" if m.process == "main" or m.rank is not None else f" [{m.process}]")
     out = style.wrap(f" {mark} {safe(m.name).ljust(width)}  {safe(m.outcome):9s} compile "
-                     f"{secs:>8s}  entry {entry:>9s}  {safe(m.reason)}: {m.text}{proc}",
+                     f"{secs:>8s}  entry {entry:>9s}  {m.text}{proc}",
                      hang="    ", limit=max(style.width(), 160))
     if m.missed_chance and m.input_shapes:
         out.append(f"     inputs: {style.shapes(m.input_shapes)}")

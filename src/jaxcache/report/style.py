@@ -118,13 +118,14 @@ def shapes(text: str | None, leading: int = 3) -> str:
 
 
 def wrap(text: str, indent: str = "", hang: str = "  ", limit: int | None = None) -> list[str]:
-    """A sentence as lines that fit: the first after `indent`, the rest after indent + hang.
+    """A sentence as lines that fit: the first after `indent` (which may be a bullet), the
+    rest under it, after as many spaces plus `hang`.
     Words are never split, so a long path stays whole (and copyable) on a line of its own."""
     import textwrap
 
     glued = _UNIT.sub("\\1\x00\\2", text)  # "26.15 s" stays whole (safe() escapes NUL)
     lines = textwrap.wrap(glued, width=limit or width(), initial_indent=indent,
-                          subsequent_indent=indent + hang, break_long_words=False,
+                          subsequent_indent=" " * len(indent) + hang, break_long_words=False,
                           break_on_hyphens=False) or [indent]
     return [line.replace("\x00", " ") for line in lines]
 
