@@ -110,7 +110,7 @@ def test_enable_creates_a_missing_directory_under_the_given_policy(accounts, pla
     policy.chmod(0o600)
     code = f"""
 import jax, jaxcache
-from jaxcache.lifecycle import UntrustedCacheError
+from jaxcache.lifecycle.enabling import UntrustedCacheError
 try:
     jaxcache.enable({str(team / 'refused')!r})
 except UntrustedCacheError as e:

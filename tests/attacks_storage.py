@@ -177,7 +177,7 @@ def test_early_start_not_taken_on_overlay(base, tmp_path):
 
 
 def quick_check(path: Path) -> dict:
-    code = ("import sys; from jaxcache.early_start import looks_private; "
+    code = ("import sys; from jaxcache.run.early_start import looks_private; "
             "print(looks_private(sys.argv[1]))")
     return {"run": [sys.executable, "-c", code, str(path)]}
 

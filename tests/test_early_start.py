@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from conftest import jaxcache, mkdir, needs_setfacl
 
-from jaxcache.early_start import allowed, loads_probe, looks_private
+from jaxcache.run.early_start import allowed, loads_probe, looks_private
 
 PY = sys.executable
 

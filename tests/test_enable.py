@@ -15,7 +15,7 @@ PRELUDE = """
 import os, sys, json, warnings
 warnings.simplefilter("always")
 import jaxcache
-from jaxcache.lifecycle import CacheLifecycleError, UntrustedCacheError
+from jaxcache.lifecycle.enabling import CacheLifecycleError, UntrustedCacheError
 """
 
 

@@ -11,7 +11,7 @@ import time
 import pytest
 from conftest import jaxcache
 
-from jaxcache import ranks
+from jaxcache.run import ranks
 
 SLURM = {"SLURM_PROCID": "1", "SLURM_NTASKS": "2"}
 

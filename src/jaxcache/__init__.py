@@ -16,13 +16,13 @@ __version__ = "0.1.0"
 # public name -> the module that defines it
 _LAZY = {
     "audit": "jaxcache.api",
-    "enable": "jaxcache.lifecycle",
-    "enabled": "jaxcache.lifecycle",
-    "disable": "jaxcache.lifecycle",
-    "EnableResult": "jaxcache.lifecycle",
-    "Trap": "jaxcache.lifecycle",
-    "CacheLifecycleError": "jaxcache.lifecycle",
-    "CacheLifecycleWarning": "jaxcache.lifecycle",
+    "enable": "jaxcache.lifecycle.enabling",
+    "enabled": "jaxcache.lifecycle.enabling",
+    "disable": "jaxcache.lifecycle.enabling",
+    "EnableResult": "jaxcache.lifecycle.traps",
+    "Trap": "jaxcache.lifecycle.traps",
+    "CacheLifecycleError": "jaxcache.lifecycle.traps",
+    "CacheLifecycleWarning": "jaxcache.lifecycle.traps",
     "JaxcacheError": "jaxcache.errors",
     "PolicyError": "jaxcache.errors",
     "UntrustedCacheError": "jaxcache.errors",
@@ -45,14 +45,12 @@ if TYPE_CHECKING:
 
     from jaxcache.api import audit
     from jaxcache.errors import JaxcacheError, PolicyError, UntrustedCacheError
-    from jaxcache.lifecycle import (
+    from jaxcache.lifecycle.enabling import disable, enable, enabled
+    from jaxcache.lifecycle.traps import (
         CacheLifecycleError,
         CacheLifecycleWarning,
         EnableResult,
         Trap,
-        disable,
-        enable,
-        enabled,
     )
     from jaxcache.seal.keys import PublicKey, SigningKey
     from jaxcache.trust.audit import AuditReport

@@ -199,7 +199,7 @@ def run(args: argparse.Namespace, tail: list[str] | None) -> None:
     argv = _user_command(args.command, tail)
     if not argv:
         _usage(args, "no command to run: jaxcache run [OPTIONS] -- CMD [ARGS...]")
-    from jaxcache import run as runmod
+    from jaxcache.run import command as runmod
 
     try:
         result = runmod.run_job(argv, cache_dir=args.cache_dir, record_path=args.record_path,
@@ -220,7 +220,7 @@ def run(args: argparse.Namespace, tail: list[str] | None) -> None:
     if unverified and not args.unverified_jax:
         sys.stderr.write(f"jaxcache: {unverified}. {runmod.UNVERIFIED_REMEDY}\n")
     elif result.exit_code != result.outcome.status:
-        from jaxcache import used_dirs
+        from jaxcache.run import used_dirs
 
         why = ("JAX was pointed at a cache directory jaxcache did not audit (see the record's "
                "jax_cache_dirs)" if used_dirs.failing(result.record) else
@@ -233,7 +233,7 @@ def run(args: argparse.Namespace, tail: list[str] | None) -> None:
 def _refused_rank(exc: UntrustedCacheError) -> None:
     """One rank of a multi-rank launch refused its cache: the others may wait for it in
     jax.distributed until they time out, unless the launcher stops the step."""
-    from jaxcache import ranks
+    from jaxcache.run import ranks
 
     me = ranks.detect(dict(os.environ))
     if not me.multi:
@@ -325,12 +325,12 @@ def explain(args: argparse.Namespace, tail: list[str] | None) -> None:
         _usage(args, "no command after --")
     if tail is None and not args.records:
         _usage(args, "give run records (from jaxcache run --record) or -- CMD")
-    from jaxcache import explain as explainmod
+    from jaxcache.explain import reasons as explainmod
 
     if tail is not None:
         records = explainmod.run_twice(tail)
     else:
-        from jaxcache import record as recordmod
+        from jaxcache.record import run_record as recordmod
 
         records = recordmod.load_all(args.records)
     for path, doc in records:
@@ -514,7 +514,7 @@ def verify(args: argparse.Namespace, tail: None) -> None:
 
     Exit code: 0 every entry is valid; 1 any is not; 2 bad input.
     """
-    from jaxcache import sealing
+    from jaxcache.lifecycle import sealing
 
     _scan_output(sealing.verify_dir(args.dir, tuple(args.trusted_keys or ()),
                                     args.policy_path), "verify", args.fmt)
@@ -531,7 +531,7 @@ def seal(args: argparse.Namespace, tail: None) -> None:
 
     Exit code: 0 every entry is now valid; 1 some are not; 2 bad input.
     """
-    from jaxcache import sealing
+    from jaxcache.lifecycle import sealing
 
     if "://" in args.dir:
         _scan_output(sealing.seal_bucket(args.dir, args.key, tuple(args.trusted_keys or ()),
@@ -559,7 +559,7 @@ def _seal_options_of(args: argparse.Namespace):
         if args.signing_key or args.trusted_keys or args.local:
             _usage(args, "--signing-key, --trusted-key and --local need --sealed")
         return None
-    from jaxcache.sealing import SealOptions
+    from jaxcache.lifecycle.sealing import SealOptions
 
     return SealOptions(args.signing_key, tuple(args.trusted_keys or ()), args.local)
 

@@ -119,7 +119,8 @@ def _decide(out: str, echo: Callable[[str], None]) -> str | None:
 
 
 def _explain(run_dir: str, echo: Callable[[str], None]) -> int:
-    from jaxcache import explain, record
+    from jaxcache.explain import reasons as explain
+    from jaxcache.record import run_record as record
     from jaxcache.report import explain_text
 
     paths = [os.path.join(run_dir, "trial-1", name) for name in ("cold.json", "warm-1.json")]
@@ -134,10 +135,10 @@ def _explain(run_dir: str, echo: Callable[[str], None]) -> int:
 
 def _sealed(out: str, echo: Callable[[str], None]) -> bool:
     """Publish signed, tamper, verify, consume: the planted entry must be rejected."""
-    from jaxcache import run as runmod
+    from jaxcache.lifecycle.sealing import SealOptions
     from jaxcache.report import run_text, seal_text
+    from jaxcache.run import command as runmod
     from jaxcache.seal import keys, scan
-    from jaxcache.sealing import SealOptions
 
     workspace = tempfile.mkdtemp(prefix="jaxcache-demo-sealed-")
     try:

@@ -37,7 +37,7 @@ def run(argv: list[str], *, trials: int, warm: int, prime: bool, timeout: float 
     from jaxcache.probe.launch import resolve
 
     exe = resolve(argv)  # command not found / not executable: before any work
-    from jaxcache import jaxgate
+    from jaxcache.run import jaxgate
 
     why = jaxgate.refusal(exe)  # a JAX outside the supported lines: its records would be wrong
     if why is not None:

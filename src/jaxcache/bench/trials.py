@@ -14,12 +14,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from jaxcache import outputs
-from jaxcache import record as recordmod
 from jaxcache.bench import analysis as analysismod
 from jaxcache.bench import bench_prefixes, per_rank
 from jaxcache.bench.sample import ProcessSample, from_record
 from jaxcache.display import safe
 from jaxcache.errors import JaxcacheError
+from jaxcache.record import run_record as recordmod
 
 
 class BenchCommandError(JaxcacheError):
@@ -78,12 +78,12 @@ def _tail(path: str, lines: int = 15) -> str:
 def _one(cfg: BenchConfig, env: dict[str, str], cache: str, out_dir: str, name: str,
          trial: int, kind: str, index: int, signing_key: str | None = None) -> ProcessSample:
     if signing_key is not None:  # the probe enables the sealed cache; no plain cache dir
-        from jaxcache.sealing import SealOptions
+        from jaxcache.lifecycle.sealing import SealOptions
 
         child_env = dict(env)
         child_env.update(SealOptions(signing_key=signing_key).job_env(cache, None))
     else:
-        from jaxcache.run import audited_env
+        from jaxcache.run.command import audited_env
 
         child_env = dict(env, **audited_env(cache))  # the guard refuses any other directory
     stdout_path = os.path.join(out_dir, f"{name}.stdout")

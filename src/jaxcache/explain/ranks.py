@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from jaxcache.display import safe
+from jaxcache.explain.key_causes import CAUSES
 
 
 @dataclass(frozen=True)
@@ -47,9 +48,7 @@ def _component_cause(name: str, platform: str | None, rank: int) -> str:
         return ("accelerator_config: the topology fingerprint of the module's devices differs "
                 "between the ranks (on CPU it does even for a computation over the global "
                 "mesh, measured on JAX 0.10.2)")
-    from jaxcache.explain import _CAUSES
-
-    return f"{name}: {_CAUSES.get(name, 'changed')}"
+    return f"{name}: {CAUSES.get(name, 'changed')}"
 
 
 def _remedy(platform: str | None) -> str:
@@ -76,7 +75,7 @@ def _remedy(platform: str | None) -> str:
 def rank_diffs(records: list[tuple[str, dict]]) -> list[RankDiff]:
     """For each module a rank other than 0 did not hit, where rank 0 compiled the same module
     (name and input shapes): the key components that differ, and why."""
-    from jaxcache.record import processes, rank_of
+    from jaxcache.record.reading import processes, rank_of
 
     seen: dict[tuple, dict[int, tuple[str, dict, dict]]] = {}
     order: list[tuple[tuple, int]] = []

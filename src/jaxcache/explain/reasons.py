@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from jaxcache import used_dirs
 from jaxcache.display import safe, size
-from jaxcache.explain_ranks import RankDiff, rank_diffs
-from jaxcache.record import rank_of
+from jaxcache.explain.key_causes import CAUSES
+from jaxcache.explain.ranks import RankDiff, rank_diffs
+from jaxcache.record.reading import rank_of
+from jaxcache.run import used_dirs
 
 # Lowering a threshold is worth suggesting only above both of these (fraction, seconds).
 MATERIAL_FRACTION, MATERIAL_SECONDS = 0.10, 1.0
@@ -235,7 +236,7 @@ def explain_records(records: list[tuple[str, dict]]) -> Explanation:
                       for e in used_dirs.failing(record)]
         if not (record.get("probe") or {}).get("loaded", True):
             notes.append(f"{safe(path)}: {record['probe'].get('note')}")
-        from jaxcache import bucket_misses
+        from jaxcache.explain import bucket_misses
 
         notes += [f"{safe(path)}: {line}" for line in bucket_misses.lines(record.get("seal"))]
     return Explanation(tuple(p for p, _ in records), tuple(modules),
@@ -266,19 +267,6 @@ def _advice(path: str, record: dict) -> ThresholdAdvice:
                 f"({share} of the {startup:.2f} s start-up): not material, the cache is doing "
                 "what it should; do not lower the thresholds for this")
     return ThresholdAdvice(left, startup, len(mods), material, f"{safe(path)}: {text}")
-
-
-_CAUSES = {
-    "computation": "the program lowered to different StableHLO: changed code, input shapes or "
-                   "dtypes, or a non-deterministic lowering (custom_partitioning, HLO names)",
-    "jax_lib version": "a different jaxlib version",
-    "backend version": "a different backend (plugin or driver) version",
-    "XLA flags": "different XLA flags (XLA_FLAGS, LIBTPU_INIT_ARGS or --xla* arguments)",
-    "accelerator_config": "a different device topology or CPU/accelerator configuration",
-    "compression": "zstandard installed in one environment and not the other (it changes the "
-                   "compression name, hence every key)",
-    "custom_hook": "a custom cache-key hook returned different values",
-}
 
 
 def _compile_options_cause(a: dict, b: dict, changed: set[str]) -> str:
@@ -315,7 +303,7 @@ def _key_diffs(records: list[tuple[str, dict]]) -> list[KeyDiff]:
                             causes.append(f"compile_options: "
                                           f"{_compile_options_cause(earlier_rec, record, changed)}")
                         else:
-                            causes.append(f"{k}: {_CAUSES.get(k, 'changed')}"
+                            causes.append(f"{k}: {CAUSES.get(k, 'changed')}"
                                           + _evidence(k, earlier_rec, record))
                     out.append(KeyDiff(m.get("name") or "?", earlier_path, path,
                                        tuple(sorted(changed)), tuple(causes)))
@@ -347,8 +335,8 @@ def run_twice(argv: list[str]) -> list[tuple[str, dict]]:
     import sys
     import tempfile
 
-    from jaxcache import run as runmod
     from jaxcache.errors import JaxcacheError
+    from jaxcache.run import command as runmod
 
     work = tempfile.mkdtemp(prefix="jaxcache-explain-")
     try:

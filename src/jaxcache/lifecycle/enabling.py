@@ -1,109 +1,38 @@
 """`jaxcache.enable()`: audit first, then switch JAX's cache on, catching the lifecycle traps.
 
-JAX reads JAX_COMPILATION_CACHE_DIR once, at import; creates its cache object once, at the first
-compile that uses it; and remembers whether that first compile used a cache. Each of those makes a
-late or repeated setting silently do nothing. enable() checks them all before it changes anything.
+enable() checks every lifecycle trap (traps.py) before it changes anything; a sealed enable()
+is sealing.py's, imported only then (it needs `cryptography`), and depends on traps.py, not on
+this module.
 """
 
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import os
 import sys
 import warnings
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from jaxcache import jaxcompat, undo
+from jaxcache import jaxcompat
 from jaxcache.display import safe
 from jaxcache.errors import JaxcacheError, UntrustedCacheError
-from jaxcache.trust.audit import AuditReport
+from jaxcache.lifecycle import undo
+from jaxcache.lifecycle.traps import (
+    CacheLifecycleError,
+    CacheLifecycleWarning,
+    EnableResult,
+    Trap,
+    check_jax_uses,
+    lifecycle_traps,
+    refuse_hidden_settings,
+)
 
 if TYPE_CHECKING:  # the key classes import cryptography: only a sealed enable() needs it
     from jaxcache.seal.keys import PublicKey, SigningKey
 
 __all__ = ["CacheLifecycleError", "CacheLifecycleWarning", "EnableResult", "Trap",
            "UntrustedCacheError", "disable", "enable", "enabled", "lifecycle_traps"]
-
-
-class CacheLifecycleError(JaxcacheError):
-    """Enabling now would be silently ignored by JAX (or is impossible as configured)."""
-
-    exit_code = 1
-
-
-class CacheLifecycleWarning(UserWarning):
-    """Enabling works, but not for everything (e.g. programs compiled before)."""
-
-
-@dataclass(frozen=True)
-class Trap:
-    code: str
-    message: str
-    remedy: str
-    fatal: bool
-
-
-@dataclass(frozen=True)
-class EnableResult:
-    path: str
-    report: AuditReport
-    traps: tuple[Trap, ...]
-    reset: bool  # JAX's cache was reset to make the new directory take effect
-    backend: object | None = None  # the SealedCache JAX now calls, when sealed
-
-
-def lifecycle_traps(path: str) -> list[Trap]:
-    """What would make `jax_compilation_cache_dir = path` ineffective in this process now."""
-    state = jaxcompat.cache_state()
-    traps: list[Trap] = []
-    env = os.environ.get("JAX_COMPILATION_CACHE_DIR")
-    configured = jaxcompat.config_value("jax_compilation_cache_dir")
-    if env is not None and env != configured:
-        traps.append(Trap(
-            "env-after-import",
-            f"JAX_COMPILATION_CACHE_DIR={safe(env)} is set but JAX's setting is "
-            f"{configured!r}: JAX reads the variable only once, at `import jax`, so setting it "
-            "later does nothing",
-            "set the variable before the process starts, or use jaxcache.enable() / "
-            "jax.config.update() after import (as this call does)", False))
-    if not jaxcompat.config_value("jax_enable_compilation_cache"):
-        traps.append(Trap(
-            "disabled", "jax_enable_compilation_cache is False: JAX will not use any cache dir",
-            "remove JAX_ENABLE_COMPILATION_CACHE=false or "
-            "jax.config.update('jax_enable_compilation_cache', True) first", True))
-    max_size = jaxcompat.config_value("jax_compilation_cache_max_size")
-    if max_size != -1 and importlib.util.find_spec("filelock") is None:
-        traps.append(Trap(
-            "max-size-without-filelock",
-            f"jax_compilation_cache_max_size={max_size} needs the 'filelock' package, which is "
-            "not installed (pip install jax does not bring it): cache writes will fail",
-            "pip install filelock, or leave jax_compilation_cache_max_size at -1", True))
-    if state.present and (state.path is None or
-                          os.path.normpath(state.path) != os.path.normpath(path)):
-        traps.append(Trap(
-            "other-dir-in-use",
-            f"JAX's cache object already exists for {safe(str(state.path))}: a new directory "
-            "would be silently ignored for the rest of this process",
-            "pass reset=True (uses JAX's reset_cache()) or enable the cache before the first "
-            "compile", True))
-    if state.compiled and not state.used:
-        traps.append(Trap(
-            "first-compile-disabled",
-            "the first compile of this process ran with the cache disabled, and JAX remembers "
-            "that: no later compile would use the cache",
-            "pass reset=True (uses JAX's reset_cache()) or enable before the first compile",
-            True))
-    elif state.compiled:
-        traps.append(Trap(
-            "compiled-before",
-            "JAX already compiled programs in this process: those will not be written to the "
-            "cache (only programs compiled from now on are)",
-            "call jaxcache.enable() right after `import jax`, before anything runs; or "
-            "jax.clear_caches() so they compile again", False))
-    return traps
 
 
 def enable(path: str, *, policy: str | None = None, allow_untrusted: bool = False,
@@ -131,7 +60,7 @@ def enable(path: str, *, policy: str | None = None, allow_untrusted: bool = Fals
     read first and written instead of `path` (tiers). See docs/sealed-cache.md.
     """
     if sealed:
-        from jaxcache import sealing
+        from jaxcache.lifecycle import sealing
 
         return sealing.enable_sealed(path, policy=policy, reset=reset,
                                      signing_key=signing_key, trusted_keys=trusted_keys,
@@ -146,7 +75,7 @@ def enable(path: str, *, policy: str | None = None, allow_untrusted: bool = Fals
 
 def _enable(path: str, policy: str | None, allow_untrusted: bool, reset: bool,
             made_dirs: list) -> EnableResult:
-    from jaxcache import inherit
+    from jaxcache.lifecycle import inherit
     from jaxcache.trust import create, target
     from jaxcache.trust import policy as policymod
     from jaxcache.trust.audit import audit
@@ -211,31 +140,6 @@ def _enable(path: str, policy: str | None, allow_untrusted: bool, reset: bool,
         warnings.warn(f"{trap.message}. What to do: {trap.remedy}", CacheLifecycleWarning,
                       stacklevel=2)
     return EnableResult(chosen, report, tuple(traps), did_reset)
-
-
-def refuse_hidden_settings() -> None:
-    """A config context in this thread would hide what enable() sets: refuse, unchanged."""
-    hidden = jaxcompat.hidden_settings()
-    if hidden:
-        raise CacheLifecycleError(
-            f"{hidden[0]}: JAX would not use what enable() sets. What to do: call "
-            "jaxcache.enable() outside the `with` block")
-
-
-def check_jax_uses(path: str) -> None:
-    """After enabling: the directory JAX really uses here, and its cache object, are
-    `path`; otherwise raise (the caller undoes everything)."""
-    used = jaxcompat.effective("jax_compilation_cache_dir")
-    if used is None or os.path.normpath(str(used)) != os.path.normpath(path):
-        raise CacheLifecycleError(f"after enabling, JAX uses {safe(str(used))}, not "
-                                  f"{safe(path)}; nothing was changed")
-    if not jaxcompat.effective("jax_enable_compilation_cache"):
-        raise CacheLifecycleError("after enabling, jax_enable_compilation_cache is False in "
-                                  "this thread; nothing was changed")
-    if not jaxcompat.holds(path):
-        raise CacheLifecycleError(f"after enabling, JAX's cache object serves "
-                                  f"{safe(str(jaxcompat.cache_state().path))}, not "
-                                  f"{safe(path)}; nothing was changed")
 
 
 def disable() -> bool:

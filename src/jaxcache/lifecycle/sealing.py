@@ -1,6 +1,6 @@
 """`jaxcache.enable(path, sealed=True, ...)`: audit both tiers, then hand JAX the sealed backend.
 
-Kept apart from lifecycle.py because it needs `cryptography` and the seal package, which the
+Kept apart from enabling.py because it needs `cryptography` and the seal package, which the
 plain path does not. The child side of `jaxcache run --sealed` comes through here too
 (`enable_from_env`), so a job and a library caller get the same checks.
 """
@@ -57,8 +57,9 @@ def enable_sealed(path: str, *, policy: str | None, reset: bool, signing_key, tr
 
 def _enable_sealed(path: str, policy: str | None, reset: bool, signing_key, trusted_keys,
                    local: str | None, made_dirs: list):
-    from jaxcache import inherit, jaxcompat, undo
-    from jaxcache.lifecycle import (
+    from jaxcache import jaxcompat
+    from jaxcache.lifecycle import inherit, undo
+    from jaxcache.lifecycle.traps import (
         CacheLifecycleError,
         EnableResult,
         check_jax_uses,

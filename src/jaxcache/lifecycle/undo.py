@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from jaxcache import jaxcompat
-from jaxcache.inherit import VARIABLE
+from jaxcache.lifecycle.inherit import VARIABLE
 
 _STACK: list[Saved] = []  # one per enable() in effect, oldest first
 

@@ -112,13 +112,13 @@ def _write_new(path: str, data: bytes) -> None:
 
 
 def _probe_dir() -> str:
-    from jaxcache import jaxgate
+    from jaxcache.run import jaxgate
 
     path = _mkdtemp("jaxcache-probe-")  # 0700, ours
     here = os.path.dirname(__file__)
     for source, name in ((os.path.join(here, "site.py"), "sitecustomize.py"),
                          (jaxgate.VERSIONS_PY, "_jaxcache_versions.py"),  # site.py asks them
-                         (os.path.join(os.path.dirname(here), "launchers.py"),
+                         (os.path.join(os.path.dirname(here), "run", "launchers.py"),
                           "_jaxcache_launchers.py")):
         with open(source, "rb") as f:
             _write_new(os.path.join(path, name), f.read())

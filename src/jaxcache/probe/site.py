@@ -25,7 +25,7 @@ SCHEMA = "jaxcache.probe/1"
 # What JAX logs and emits on each version lives in jaxcache/jaxcompat/versions.py (stdlib only):
 # launch.py copies it here under this name; from a source tree it is found beside the package.
 _KNOWLEDGE_COPY = "_jaxcache_versions.py"
-_LAUNCHERS_COPY = "_jaxcache_launchers.py"  # jaxcache/launchers.py: the launcher's rank ids
+_LAUNCHERS_COPY = "_jaxcache_launchers.py"  # jaxcache/run/launchers.py: the launcher's rank ids
 _WRITE_EVERY_S = 1.0
 _PLUGINS = ("jax-cuda12-plugin", "jax-cuda13-plugin", "jax-cuda12-pjrt", "jax-cuda13-pjrt",
             "jax-rocm60-plugin", "jax-rocm7-plugin", "libtpu", "libtpu-nightly", "jax-metal")
@@ -407,7 +407,7 @@ def _identity():
             pass
     index, count = S.proc_ids or (None, None)
     try:
-        launcher = _load_beside(_LAUNCHERS_COPY, "launchers.py").identify()
+        launcher = _load_beside(_LAUNCHERS_COPY, os.path.join("run", "launchers.py")).identify()
     except Exception:
         launcher = None
     return {"process_index": index, "process_count": count, "host": os.uname().nodename,
@@ -664,7 +664,7 @@ def _install_seal(value):
     """
     try:
         _load_jaxcache()
-        from jaxcache import sealing
+        from jaxcache.lifecycle import sealing
 
         S.seal = (sealing, sealing.enable_from_env(value).backend)
     except BaseException as exc:

@@ -13,6 +13,8 @@ from __future__ import annotations
 import os
 
 from jaxcache.display import safe
+from jaxcache.record.reading import processes, rank_of
+from jaxcache.run import ranks
 
 REMEDY = ("run jaxcache inside the launcher (`srun jaxcache run ...`, `mpirun jaxcache run "
           "...`) so that each rank audits its own view before JAX sees the directory; with "
@@ -40,8 +42,6 @@ def check(doc: dict, env: dict[str, str]) -> dict:
     """{"expected", "seen", "absent", "per_rank", "problems": [{"rank", "pid", "what",
     "text"}], "remedy"}: what the record's probes say about the ranks of the job. per_rank:
     jaxcache runs as one rank of the launch, and each rank records itself."""
-    from jaxcache import ranks
-    from jaxcache.record import processes, rank_of
 
     procs = [p for p in processes(doc) if p.get("identity")]
     if not doc.get("identity"):

@@ -13,9 +13,12 @@ import sys
 import time
 from dataclasses import dataclass
 
-from jaxcache import __version__, used_dirs
+from jaxcache import __version__
 from jaxcache.display import safe
 from jaxcache.probe.runner import Outcome
+from jaxcache.record import rank_views
+from jaxcache.record.reading import in_record_order
+from jaxcache.run import used_dirs
 from jaxcache.trust.entries import Inventory
 
 SCHEMA = "jaxcache.run/1"
@@ -86,44 +89,6 @@ def _counts(probe: dict, modules: list[dict]) -> dict:
             "read_errors": read_errors, "outcomes": outcomes}
 
 
-def totals(doc: dict) -> dict:
-    """The counts of the main probed process and every probed subprocess, added up."""
-    parts = [doc.get("counts") or {}] + [sp.get("counts") or {}
-                                          for sp in doc.get("subprocesses") or []]
-    out: dict = {"processes": len(parts), "outcomes": {}}
-    for c in parts:
-        for key in ("modules", "compile_requests", "hits", "misses", "read_errors"):
-            out[key] = out.get(key, 0) + c.get(key, 0)
-        for outcome, n in (c.get("outcomes") or {}).items():
-            out["outcomes"][outcome] = out["outcomes"].get(outcome, 0) + n
-    return out
-
-
-def processes(doc: dict) -> list[dict]:
-    """The main probed process and every probed subprocess, each as its own record entry."""
-    return [doc] + list(doc.get("subprocesses") or [])
-
-
-def rank_of(proc: dict) -> int | None:
-    """JAX's process index of a record entry, else its launcher's rank, else None."""
-    ident = proc.get("identity") or {}
-    if isinstance(ident.get("process_index"), int):
-        return ident["process_index"]
-    index = (proc.get("platform") or {}).get("process_index")
-    if isinstance(index, int):
-        return index
-    launcher = ident.get("launcher") or {}
-    return launcher.get("rank") if isinstance(launcher.get("rank"), int) else None
-
-
-def all_modules(doc: dict) -> list[tuple[str, dict]]:
-    """(process label, module) for the main probed process and every probed subprocess."""
-    out = [("main", m) for m in doc.get("modules") or []]
-    for sub in doc.get("subprocesses") or []:
-        out += [(f"pid {sub.get('pid')}", m) for m in sub.get("modules") or []]
-    return out
-
-
 def _modules(probe: dict, before: DirSnapshot, after: DirSnapshot) -> list[dict]:
     out = []
     seal = probe.get("seal") or {}
@@ -162,16 +127,6 @@ def _modules(probe: dict, before: DirSnapshot, after: DirSnapshot) -> list[dict]
             m["entry_bytes"] = after.entries[f"{key}-cache"]
         out.append(m)
     return out
-
-
-def in_record_order(probes, main_pid: int) -> list[dict]:
-    """The probes in the order the record holds them: the job's own process first; without
-    one (a launcher such as srun, which is not Python), the lowest rank first, so that
-    `identity` at the top is rank 0's."""
-    probes = list(probes)
-    if probes and probes[0].get("pid") != main_pid:
-        probes.sort(key=lambda p: (rank_of(p) is None, rank_of(p) or 0))
-    return probes
 
 
 def _by_rank(outcome: Outcome) -> list[dict]:
@@ -227,8 +182,6 @@ def build(outcome: Outcome, *, cache_dir: str, verdict: str, before: DirSnapshot
             "error")} for p in outcome.probes if (p.get("cache_guard") or {}).get(
                 "installed") is False],
     }
-    from jaxcache import rank_views
-
     doc["ranks"] = rank_views.check(doc, env)
     return doc
 

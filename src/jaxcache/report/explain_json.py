@@ -6,7 +6,7 @@ import json
 from dataclasses import asdict
 
 from jaxcache import __version__
-from jaxcache.explain import Explanation
+from jaxcache.explain.reasons import Explanation
 
 SCHEMA = "jaxcache.explain/1"
 

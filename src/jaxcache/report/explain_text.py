@@ -4,7 +4,7 @@ outcome and reason), then key differences and advice."""
 from __future__ import annotations
 
 from jaxcache.display import safe, size
-from jaxcache.explain import Explanation, ModuleWhy
+from jaxcache.explain.reasons import Explanation, ModuleWhy
 from jaxcache.report import style
 
 

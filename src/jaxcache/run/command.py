@@ -63,14 +63,14 @@ def run_job(argv: list[str], *, cache_dir: str | None = None, record_path: str |
     lines anyway; its record says `unverified` (otherwise refused before the job when its
     version can be told then, after it when not). stdout: where the job's stdout goes (a file
     or descriptor) when ours carries a document, as in `explain -- CMD`."""
-    from jaxcache import early_start
     from jaxcache.probe import launch
+    from jaxcache.run import early_start
     from jaxcache.userdirs import policy_file
 
     env = dict(os.environ if env is None else env)
     chosen = choose_cache_dir(cache_dir, env)
     if record_path is not None:
-        from jaxcache import ranks
+        from jaxcache.run import ranks
 
         record_path = ranks.record_path(record_path, env)  # one file per rank, never shared
     out = _claim_record(record_path or default_record_path(), record_path is not None)
@@ -79,7 +79,7 @@ def run_job(argv: list[str], *, cache_dir: str | None = None, record_path: str |
             raise JaxcacheError("no command given: jaxcache run [OPTIONS] -- CMD [ARGS...]")
         exe = launch.resolve(argv)
         if not unverified_jax or seal is not None:
-            from jaxcache import jaxgate
+            from jaxcache.run import jaxgate
 
             why = jaxgate.refusal(exe)
             if why is not None:
@@ -100,9 +100,9 @@ def run_job(argv: list[str], *, cache_dir: str | None = None, record_path: str |
             env.pop("JAXCACHE_AUDITED", None)  # only what this run audited, never an outer run's
             env.update(granted)
             ran = launch.launch(argv, env, stdout=stdout)
-        from jaxcache import record as recordmod
-        from jaxcache import used_dirs
         from jaxcache.probe import runner
+        from jaxcache.record import run_record as recordmod
+        from jaxcache.run import used_dirs
 
         outcome = runner.outcome(argv, ran)
         doc = recordmod.finish(outcome, admitted["path"], verdict=admitted["verdict"],
@@ -133,7 +133,7 @@ def audited_env(path: str) -> dict[str, str]:
 def _admit_bucket(chosen: str, pol, accounts, keys: tuple, seal, policy: str | None) -> dict:
     """`run --sealed --cache-dir gs://bucket/prefix`: judged for a sealed reader (SEALED or
     refused), the client checked before the job starts; the job's probe opens the store."""
-    from jaxcache import record as recordmod
+    from jaxcache.record import run_record as recordmod
     from jaxcache.seal import objects
     from jaxcache.trust.audit import audit
 
@@ -147,7 +147,7 @@ def _admit_bucket(chosen: str, pol, accounts, keys: tuple, seal, policy: str | N
         raise UntrustedCacheError(report)
     objects.open_store(objects.parse(url))  # the client is installed (else: one clear line)
     if seal.local is not None:
-        from jaxcache.sealing import private_tier
+        from jaxcache.lifecycle.sealing import private_tier
 
         private_tier(seal.local, pol, accounts)
     return {"path": url, "verdict": report.verdict.value, "env": seal.job_env(url, policy),
@@ -157,7 +157,7 @@ def _admit_bucket(chosen: str, pol, accounts, keys: tuple, seal, policy: str | N
 def _admit(chosen: str, policy: str | None, allow_untrusted: bool, seal) -> dict:
     """The audit (creating a missing directory private first): refuses, or says which path
     the job gets, through which variables, and what the directory held before."""
-    from jaxcache import record as recordmod
+    from jaxcache.record import run_record as recordmod
     from jaxcache.trust import policy as policymod
     from jaxcache.trust.audit import audit
     from jaxcache.trust.principals import Accounts
@@ -171,7 +171,7 @@ def _admit(chosen: str, policy: str | None, allow_untrusted: bool, seal) -> dict
         raise JaxcacheError("--sealed needs trusted keys: --trusted-key, --signing-key, or "
                             "trusted_keys for this path in the policy")
     if seal is not None and seal.local is not None:
-        from jaxcache.sealing import private_tier
+        from jaxcache.lifecycle.sealing import private_tier
 
         private_tier(seal.local, pol, accounts)  # refused here, before the job starts
     report = audit(chosen, policy=pol, scan_processes=False, accounts=accounts,

@@ -16,8 +16,8 @@ import glob
 import os
 import sys
 
-VERSIONS_PY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "jaxcompat",
-                           "versions.py")
+VERSIONS_PY = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                           "jaxcompat", "versions.py")
 
 
 def jax_version_for(exe: str) -> str | None:

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import os
 
-from jaxcache import launchers
 from jaxcache.errors import JaxcacheError
+from jaxcache.run import launchers
 
 FIELDS = ("rank", "host", "pid")
 

@@ -1,4 +1,4 @@
-"""The Cloud Storage store (seal/objects.py) through the maintained client, google-cloud-storage.
+"""The Cloud Storage store (the interface: seal/object_types.py), through google-cloud-storage.
 
 Honours STORAGE_EMULATOR_HOST (the client then talks to an emulator without credentials).
 Credentials come from the environment as for any Google client (ADC); with none, the client is
@@ -22,7 +22,14 @@ from typing import TypeVar
 
 from jaxcache.display import safe
 from jaxcache.errors import JaxcacheError
-from jaxcache.seal.objects import ERROR, NETWORK, PERMISSION, BucketUrl, ObjectInfo, StoreError
+from jaxcache.seal.object_types import (
+    ERROR,
+    NETWORK,
+    PERMISSION,
+    BucketUrl,
+    ObjectInfo,
+    StoreError,
+)
 
 TIMEOUT = (10.0, 120.0)  # connect, read (seconds)
 MISSING = "pip install 'jaxcache[gcs]'"

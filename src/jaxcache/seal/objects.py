@@ -1,71 +1,29 @@
-"""The object-store interface a sealed cache in a bucket needs: get, put-if-absent, list, stat.
+"""Bucket URLs (gs://bucket/prefix) and the store that serves one.
 
-Kept this small so that another object store (S3 is the likely next) is one more module.
-Failures the store cannot judge (network, permission, a server error) are `StoreError`s with a
-kind the record names; a missing object is `None`, not an error.
+The interface every store implements is object_types.py's (re-exported here, where callers have
+always found it); a store module such as gcs.py imports that, not this module, so the factory
+below can import the store without a cycle.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
-from dataclasses import dataclass
-from typing import Protocol
 
 from jaxcache.display import safe
 from jaxcache.errors import JaxcacheError
+from jaxcache.seal.object_types import (
+    ERROR,
+    NETWORK,
+    NOT_FOUND,
+    PERMISSION,
+    BucketUrl,
+    ObjectInfo,
+    ObjectStore,
+    StoreError,
+)
 
-NOT_FOUND, PERMISSION, NETWORK, ERROR = "not-found", "permission-denied", "network", "error"
-
-
-@dataclass(frozen=True)
-class ObjectInfo:
-    """One object, as a listing or a stat shows it (the name is relative to the prefix)."""
-
-    name: str
-    size: int
-    generation: str  # the store's version of the object (GCS: its generation number)
-    updated: float | None  # seconds since the epoch, when the store says
-
-
-class StoreError(Exception):
-    """The store could not answer: the caller treats it as a miss and says why."""
-
-    def __init__(self, kind: str, message: str) -> None:
-        super().__init__(message)
-        self.kind, self.message = kind, message
-
-
-class ObjectStore(Protocol):
-    url: str  # scheme://bucket/prefix, as the user gave it (normalized)
-
-    def get(self, name: str, limit: int | None = None) -> bytes | None:
-        """The object's bytes (at most `limit`), one download; None if it does not exist."""
-
-    def put_if_absent(self, name: str, data: bytes) -> bool:
-        """Create the object only if no object has that name (first writer wins); False if
-        one exists. Must be atomic on the server (GCS: ifGenerationMatch=0)."""
-
-    def stat(self, name: str) -> ObjectInfo | None:
-        """The object's size and generation; None if it does not exist."""
-
-    def list(self) -> Iterator[ObjectInfo]:
-        """Every object under the prefix."""
-
-
-@dataclass(frozen=True)
-class BucketUrl:
-    scheme: str
-    bucket: str
-    prefix: str  # no leading or trailing slash; may be empty
-
-    @property
-    def text(self) -> str:
-        return f"{self.scheme}://{self.bucket}" + (f"/{self.prefix}" if self.prefix else "")
-
-    def object(self, name: str) -> str:
-        return f"{self.prefix}/{name}" if self.prefix else name
-
+__all__ = ["ERROR", "NETWORK", "NOT_FOUND", "PERMISSION", "SCHEMES", "BucketUrl", "ObjectInfo",
+           "ObjectStore", "StoreError", "is_url", "normalize", "open_store", "parse"]
 
 _BUCKET = re.compile(r"^[a-z0-9][a-z0-9._-]{1,220}[a-z0-9]$")  # GCS bucket names
 SCHEMES = ("gs",)

@@ -1,0 +1,56 @@
+"""Reading a run record's processes: which entries it holds, each one's rank, its modules.
+
+Pure functions over the document, apart from run_record.py (which builds it and imports the
+probe's and the audit's types), so that explain, bench, the per-rank views and the reports read
+records without importing the builder.
+"""
+
+from __future__ import annotations
+
+
+def totals(doc: dict) -> dict:
+    """The counts of the main probed process and every probed subprocess, added up."""
+    parts = [doc.get("counts") or {}] + [sp.get("counts") or {}
+                                          for sp in doc.get("subprocesses") or []]
+    out: dict = {"processes": len(parts), "outcomes": {}}
+    for c in parts:
+        for key in ("modules", "compile_requests", "hits", "misses", "read_errors"):
+            out[key] = out.get(key, 0) + c.get(key, 0)
+        for outcome, n in (c.get("outcomes") or {}).items():
+            out["outcomes"][outcome] = out["outcomes"].get(outcome, 0) + n
+    return out
+
+
+def processes(doc: dict) -> list[dict]:
+    """The main probed process and every probed subprocess, each as its own record entry."""
+    return [doc] + list(doc.get("subprocesses") or [])
+
+
+def rank_of(proc: dict) -> int | None:
+    """JAX's process index of a record entry, else its launcher's rank, else None."""
+    ident = proc.get("identity") or {}
+    if isinstance(ident.get("process_index"), int):
+        return ident["process_index"]
+    index = (proc.get("platform") or {}).get("process_index")
+    if isinstance(index, int):
+        return index
+    launcher = ident.get("launcher") or {}
+    return launcher.get("rank") if isinstance(launcher.get("rank"), int) else None
+
+
+def all_modules(doc: dict) -> list[tuple[str, dict]]:
+    """(process label, module) for the main probed process and every probed subprocess."""
+    out = [("main", m) for m in doc.get("modules") or []]
+    for sub in doc.get("subprocesses") or []:
+        out += [(f"pid {sub.get('pid')}", m) for m in sub.get("modules") or []]
+    return out
+
+
+def in_record_order(probes, main_pid: int) -> list[dict]:
+    """The probes in the order the record holds them: the job's own process first; without
+    one (a launcher such as srun, which is not Python), the lowest rank first, so that
+    `identity` at the top is rank 0's."""
+    probes = list(probes)
+    if probes and probes[0].get("pid") != main_pid:
+        probes.sort(key=lambda p: (rank_of(p) is None, rank_of(p) or 0))
+    return probes
