@@ -68,7 +68,7 @@ def _component(fstype, category):
 
 
 def test_network_filesystem_is_unverifiable_unless_accepted():
-    from jaxcache.trust.audit import _fs_findings
+    from jaxcache.trust.verdict import fs_findings as _fs_findings
 
     [f] = _fs_findings((_component("nfs4", "network"),), Rule())
     assert (f.code, f.effect) == ("fs.network", "unverifiable")

@@ -13,7 +13,7 @@ from __future__ import annotations
 from jaxcache.display import safe
 from jaxcache.trust import sealed as sealedmod
 from jaxcache.trust.findings import UNSAFE, UNVERIFIABLE, WARNING, Finding, Verdict
-from jaxcache.trust.policy import Policy
+from jaxcache.trust.rules import Policy
 
 
 def judge_sealed(given: str, findings: list[Finding], policy: Policy,

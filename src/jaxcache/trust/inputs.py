@@ -187,7 +187,7 @@ def _check_parents(parent: str, what: str, kind: Kind, accounts: Accounts) -> No
     """The directories above the file must be as private as the file: whoever can rename
     one of them, or replace names in the last, can swap in a file of their own."""
     from jaxcache.trust.audit import audit
-    from jaxcache.trust.policy import EMPTY
+    from jaxcache.trust.rules import EMPTY
 
     report = audit(parent, policy=EMPTY, scan_processes=False, scan_handles=False,
                    accounts=accounts)

@@ -22,56 +22,17 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass, field
 
 from jaxcache.display import safe
 from jaxcache.errors import PolicyError
 from jaxcache.trust.principals import Accounts
+from jaxcache.trust.rules import EMPTY, Policy, Rule, inside, is_url, url_text
 from jaxcache.userdirs import policy_file
 
+# the model lives in rules.py (below the audit and the loader); callers find it here too
+__all__ = ["EMPTY", "Policy", "PolicyError", "Rule", "inside", "load"]
+
 _RULE_KEYS = {"trusted_users", "trusted_groups", "accepted_filesystems", "accepted_storage"}
-
-
-@dataclass(frozen=True)
-class Rule:
-    trusted_uids: frozenset[int] = frozenset()
-    trusted_gids: frozenset[int] = frozenset()
-    accepted_filesystems: frozenset[str] = frozenset()
-    names: tuple[str, ...] = ()  # how the user wrote them, for reports
-    trusted_keys: tuple = ()  # PublicKey with holder: readers accept entries they signed
-    accepted_storage: frozenset[str] = frozenset()  # mount points: their storage is vouched for
-
-
-@dataclass(frozen=True)
-class Policy:
-    source: str | None = None
-    default: Rule = field(default_factory=Rule)
-    per_path: tuple[tuple[str, Rule], ...] = ()
-
-    def rule_for(self, resolved: str) -> Rule:
-        """The global rule merged with the rules whose path resolves to this directory.
-
-        Compared after resolving symlinks and '..' the way the kernel does (realpath), never
-        by text: `/a/link/../b` is wherever the kernel goes, not `/a/b`.
-        """
-        if _url(resolved):  # a bucket prefix: compared as its one normal spelling
-            target = _url_text(resolved)
-            rules = [self.default] + [r for p, r in self.per_path if p == target]
-        else:
-            target = os.path.realpath(resolved)
-            rules = [self.default] + [r for p, r in self.per_path
-                                      if not _url(p) and os.path.realpath(p) == target]
-        return Rule(
-            frozenset().union(*(r.trusted_uids for r in rules)),
-            frozenset().union(*(r.trusted_gids for r in rules)),
-            frozenset().union(*(r.accepted_filesystems for r in rules)),
-            tuple(n for r in rules for n in r.names),
-            tuple(k for r in rules for k in r.trusted_keys),
-            frozenset().union(*(r.accepted_storage for r in rules)),
-        )
-
-
-EMPTY = Policy()
 
 
 def load(path: str | None, accounts: Accounts) -> Policy:
@@ -110,22 +71,6 @@ def load(path: str | None, accounts: Accounts) -> Policy:
 def _is_name(value: object) -> bool:
     """A string the system calls can take: user, group and path names hold no NUL."""
     return isinstance(value, str) and "\0" not in value
-
-
-def _url(path: str) -> bool:
-    from jaxcache.seal.objects import is_url
-
-    return is_url(path)
-
-
-def _url_text(path: str) -> str | None:
-    from jaxcache.errors import JaxcacheError
-    from jaxcache.seal.objects import normalize
-
-    try:
-        return normalize(path)
-    except JaxcacheError:
-        return None
 
 
 def _rule(data: dict, where: str, accounts: Accounts, url: bool = False) -> Rule:
@@ -200,8 +145,8 @@ def _build(source: str, data: dict, accounts: Accounts) -> Policy:
         if not isinstance(item, dict) or not _is_name(item.get("path")):
             raise PolicyError(f"policy: [[cache]] number {i + 1} needs a string 'path'")
         where = f"[[cache]] {safe(item['path'])}"
-        if _url(item["path"]):
-            text = _url_text(item["path"])
+        if is_url(item["path"]):
+            text = url_text(item["path"])
             if text is None:
                 raise PolicyError(f"policy: [[cache]] path {safe(item['path'])!r} is not a "
                                   "gs://bucket/prefix URL")
@@ -212,9 +157,3 @@ def _build(source: str, data: dict, accounts: Accounts) -> Policy:
                               "(or a gs://bucket/prefix URL)")
         per_path.append((os.path.normpath(item["path"]), _rule(item, where, accounts)))
     return Policy(source, default, tuple(per_path))
-
-
-def inside(policy_path: str, tree: str) -> bool:
-    """Is the policy file inside the audited tree (where the tree's writers could edit it)?"""
-    real = os.path.realpath(policy_path)
-    return real == tree or real.startswith(tree.rstrip("/") + "/")

@@ -1,0 +1,75 @@
+"""The trust policy as the audit applies it: which extra writers, filesystems, storage and
+signing keys a user accepts, per cache path. Loading and checking the file is policy.py's.
+
+Kept below the loader: the audit, the trusted-input loader (which audits a file's parents) and
+the bucket judge use the model; the loader uses them.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Rule:
+    trusted_uids: frozenset[int] = frozenset()
+    trusted_gids: frozenset[int] = frozenset()
+    accepted_filesystems: frozenset[str] = frozenset()
+    names: tuple[str, ...] = ()  # how the user wrote them, for reports
+    trusted_keys: tuple = ()  # PublicKey with holder: readers accept entries they signed
+    accepted_storage: frozenset[str] = frozenset()  # mount points: their storage is vouched for
+
+
+@dataclass(frozen=True)
+class Policy:
+    source: str | None = None
+    default: Rule = field(default_factory=Rule)
+    per_path: tuple[tuple[str, Rule], ...] = ()
+
+    def rule_for(self, resolved: str) -> Rule:
+        """The global rule merged with the rules whose path resolves to this directory.
+
+        Compared after resolving symlinks and '..' the way the kernel does (realpath), never
+        by text: `/a/link/../b` is wherever the kernel goes, not `/a/b`.
+        """
+        if is_url(resolved):  # a bucket prefix: compared as its one normal spelling
+            target = url_text(resolved)
+            rules = [self.default] + [r for p, r in self.per_path if p == target]
+        else:
+            target = os.path.realpath(resolved)
+            rules = [self.default] + [r for p, r in self.per_path
+                                      if not is_url(p) and os.path.realpath(p) == target]
+        return Rule(
+            frozenset().union(*(r.trusted_uids for r in rules)),
+            frozenset().union(*(r.trusted_gids for r in rules)),
+            frozenset().union(*(r.accepted_filesystems for r in rules)),
+            tuple(n for r in rules for n in r.names),
+            tuple(k for r in rules for k in r.trusted_keys),
+            frozenset().union(*(r.accepted_storage for r in rules)),
+        )
+
+
+EMPTY = Policy()
+
+
+def is_url(path: str) -> bool:
+    from jaxcache.seal.objects import is_url as _is_url
+
+    return _is_url(path)
+
+
+def url_text(path: str) -> str | None:
+    from jaxcache.errors import JaxcacheError
+    from jaxcache.seal.objects import normalize
+
+    try:
+        return normalize(path)
+    except JaxcacheError:
+        return None
+
+
+def inside(policy_path: str, tree: str) -> bool:
+    """Is the policy file inside the audited tree (where the tree's writers could edit it)?"""
+    real = os.path.realpath(policy_path)
+    return real == tree or real.startswith(tree.rstrip("/") + "/")
