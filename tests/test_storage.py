@@ -10,8 +10,8 @@ import os
 import pytest
 
 from jaxcache.errors import PolicyError
+from jaxcache.trust import overlay, sysfs
 from jaxcache.trust import policy as policymod
-from jaxcache.trust import storage
 from jaxcache.trust.mounts import parse_mountinfo
 from jaxcache.trust.principals import Accounts
 
@@ -25,7 +25,7 @@ def overlay_mount(options: str):
 def test_lowerdir_escapes_and_order():
     # mountinfo shows a backslash as \134 and a comma as \054; `\:` escapes a colon
     m = overlay_mount(r"rw,lowerdir=/l/a\134:b:/l/c,upperdir=/u\054x,workdir=/w")
-    layers, problem = storage.overlay_layers(m)
+    layers, problem = overlay.overlay_layers(m)
     assert problem is None
     assert layers == [("lower layer", "/l/a:b"), ("lower layer", "/l/c"),
                       ("upper layer", "/u,x"), ("workdir", "/w")]
@@ -33,7 +33,7 @@ def test_lowerdir_escapes_and_order():
 
 def test_new_lowerdir_plus_form():
     m = overlay_mount("rw,lowerdir+=/l1,lowerdir+=/l2,upperdir=/u,workdir=/w")
-    layers, problem = storage.overlay_layers(m)
+    layers, problem = overlay.overlay_layers(m)
     assert problem is None
     assert [d for r, d in layers if r == "lower layer"] == ["/l1", "/l2"]
 
@@ -46,7 +46,7 @@ def test_new_lowerdir_plus_form():
     "rw,upperdir=/u,workdir=/w",                     # no lower layer listed
 ])
 def test_layers_that_cannot_be_judged(options):
-    layers, problem = storage.overlay_layers(overlay_mount(options))
+    layers, problem = overlay.overlay_layers(overlay_mount(options))
     assert layers == [] and problem
 
 
@@ -69,7 +69,7 @@ def test_dev_scan_finds_the_root_filesystem_device():
     """The node behind / (when it is a block device here) is found without following links."""
     index: dict = {}
     unreadable: list = []
-    storage._scan_dev("/dev", index, unreadable, [0])
+    sysfs.scan_dev("/dev", index, unreadable, [0])
     dev = os.stat("/").st_dev
     if os.major(dev) == 0 or not os.path.isdir(f"/sys/dev/block/{os.major(dev)}:{os.minor(dev)}"):
         pytest.skip("/ is not on a block device here")

@@ -1,0 +1,166 @@
+"""The sealed backend: a CacheInterface subclass JAX holds in front of a jaxcache store,
+installed through the guard's factory, with XLA's unsigned sub-caches turned off.
+"""
+
+from __future__ import annotations
+
+import os
+
+from jaxcache.jaxcompat.guard import _BACKENDS, _install_factory, _real
+from jaxcache.jaxcompat.internals import JaxInternalsChanged, _cc, disable_cache
+
+
+def _cache_interface():
+    """JAX's CacheInterface (jax._src.compilation_cache_interface on 0.5 to 0.10)."""
+    from jax._src import compilation_cache_interface as ci
+
+    base = getattr(ci, "CacheInterface", None)
+    if base is None:
+        raise JaxInternalsChanged("jax._src.compilation_cache_interface has no CacheInterface")
+    return base
+
+
+_CLASSES: dict[str, type] = {}
+
+
+def _backend_class() -> type:
+    """The CacheInterface subclass JAX holds for a sealed store (built once, at first use,
+    so that importing this module never imports JAX)."""
+    made = _CLASSES.get("backend")
+    if made is not None:
+        return made
+
+    class JaxcacheBackend(_cache_interface()):
+        """JAX's cache object in front of a jaxcache store (seal/store.py, JAX-free).
+
+        jax_compilation_cache_check_contents is honoured as JAX does it, with JAX's own
+        VerificationCache around the store; read at every call, so it counts whenever it
+        is set (JAX reads it once, when it creates its cache object)."""
+
+        def __init__(self, store, path: str) -> None:
+            self.store = store
+            self._path = path  # what JAX's reset_cache() logs and cache_state() reads
+            self._verifier = None
+
+        def _target(self):
+            if not check_contents():
+                return self.store
+            if self._verifier is None:
+                verification = getattr(_cc(), "VerificationCache", None)
+                if verification is None:
+                    raise JaxInternalsChanged(
+                        "jax_compilation_cache_check_contents is set but this JAX has no "
+                        "VerificationCache: jaxcache cannot honour it")
+                self._verifier = verification(self.store)
+            return self._verifier
+
+        def get(self, key: str) -> bytes | None:
+            return self._target().get(key)
+
+        def put(self, key: str, value: bytes) -> None:
+            self._target().put(key, value)
+
+    _CLASSES["backend"] = JaxcacheBackend
+    return JaxcacheBackend
+
+
+def check_contents() -> bool:
+    """jax_compilation_cache_check_contents as JAX sees it now (the option is 0.9.1+)."""
+    from jax._src import config as jax_config
+
+    state = getattr(jax_config, "compilation_cache_check_contents", None)
+    return bool(state is not None and state.value)
+
+
+def max_size() -> int:
+    """jax_compilation_cache_max_size as JAX sees it now: a sealed store reads it at every
+    write, so a limit set before or after enabling counts."""
+    from jax._src import config as jax_config
+
+    return int(jax_config.compilation_cache_max_size.value)
+
+
+def install_backend(path: str, store) -> None:
+    """Make `store` (an object with get(key) / put(key, bytes)) JAX's persistent cache for
+    `path`, now, before any compile can create JAX's own, wrapped in a CacheInterface
+    subclass made here.
+
+    JAX builds its cache object by calling the module-level factory `get_file_cache(path)` at
+    initialization (0.5 to 0.10). We replace the factory once (_install_factory), by one that
+    returns the registered backend for a registered directory (so a later reset_cache() and
+    re-initialization stay sealed) and JAX's own cache for any other the guard admits; then
+    point the config at `path`, initialize, and check that JAX really holds our backend. If it
+    does not, the process is left with no persistent cache at all and JaxInternalsChanged is
+    raised: a sealed cache must never fall back to an unsealed one. On success, the backends
+    installed before are let go (their directory descriptors closed): one per process.
+    """
+    import jax
+
+    cc = _cc()
+    if cc._cache is not None:
+        raise JaxInternalsChanged("JAX's cache object already exists; reset it first")
+    if not all(callable(getattr(store, name, None)) for name in ("get", "put")):
+        raise TypeError("a cache store needs get(key) and put(key, value)")
+    try:
+        _install_factory(cc)
+        backend = _backend_class()(store, path)
+    except JaxInternalsChanged as exc:
+        disable_cache()
+        raise JaxInternalsChanged(f"{exc}; the persistent cache is now OFF for this process "
+                                  "rather than unsealed") from None
+    before = dict(_BACKENDS)
+    _BACKENDS.clear()
+    _BACKENDS[_real(path)] = backend
+    jax.config.update("jax_compilation_cache_dir", path)
+    try:
+        cc._initialize_cache()
+        ok = cc._cache is backend
+    except Exception as exc:  # noqa: BLE001 - any failure here means: not sealed
+        ok, why = False, f"{type(exc).__name__}: {exc}"
+    else:
+        why = f"JAX holds {type(cc._cache).__name__}, not the sealed backend"
+    if not ok:
+        _BACKENDS.clear()
+        _BACKENDS.update(before)
+        disable_cache()
+        raise JaxInternalsChanged(
+            f"could not install the sealed cache into JAX {jax.__version__} ({why}); the "
+            "persistent cache is now OFF for this process rather than unsealed")
+    for old in before.values():
+        _close(old)
+
+
+def _close(backend) -> None:
+    close = getattr(getattr(backend, "store", None), "close", None)
+    if close is not None:
+        close()
+
+
+XLA_SUBCACHE_FLAGS = ("xla_gpu_per_fusion_autotune_cache_dir", "xla_gpu_kernel_cache_file",
+                      "xla_gpu_experimental_autotune_cache")
+
+
+def disable_xla_subcaches() -> None:
+    """Keep XLA's own caches (GPU autotune results, compiled kernels) out of the cache dir.
+
+    JAX points them inside jax_compilation_cache_dir by default, and XLA reads them without
+    any signature: in a sealed directory they would let its writers choose GPU kernels. Raises
+    JaxInternalsChanged when the option is missing, or when XLA_FLAGS sets them itself."""
+    import jax
+
+    flags = os.environ.get("XLA_FLAGS", "")
+    named = [f for f in XLA_SUBCACHE_FLAGS if f in flags]
+    if named:
+        raise JaxInternalsChanged(
+            f"XLA_FLAGS sets {', '.join(named)}: XLA would read those files unsigned; a sealed "
+            "cache refuses to run beside them")
+    try:
+        jax.config.update("jax_persistent_cache_enable_xla_caches", "none")
+    except (AttributeError, ValueError) as exc:
+        raise JaxInternalsChanged(f"cannot turn off XLA's sub-caches on JAX {jax.__version__}: "
+                                  f"{exc}") from None
+
+
+def uses_backend(store) -> bool:
+    """Is `store` (installed with install_backend) what JAX's cache object serves now?"""
+    return getattr(_cc()._cache, "store", None) is store

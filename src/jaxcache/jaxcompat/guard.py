@@ -1,0 +1,226 @@
+"""The directory guard: which directories JAX may open its own cache in.
+
+JAX's cache factory (get_file_cache) is replaced once, so that a directory nobody audited gets a
+RefusedCache (every get misses, every put is dropped) and the sealed backends registered here are
+served for theirs; a hook on the jax_compilation_cache_dir option turns XLA's sub-caches off for
+a refused directory. The registries below are this process's, shared with backend.py and
+snapshot.py (which puts them back on disable()).
+"""
+
+from __future__ import annotations
+
+import os
+
+from jaxcache.jaxcompat.internals import JaxInternalsChanged, _cc
+
+_BACKENDS: dict[str, object] = {}  # _real(cache dir) -> the backend JAX must use there
+
+
+# The directory guard (guard_cache_dirs): which directories JAX may open its own cache in.
+_ADMITTED: dict[str, str] = {}  # absolute path -> how it was admitted ("audited", ...)
+
+
+_REFUSED: dict[str, str] = {}  # absolute path -> why the guard refused it
+
+
+_GUARD: dict = {"on": False, "auditor": None}
+
+
+_SEEN: list[dict] = []  # every directory JAX initialized a cache for in this process, in order
+
+
+_BY_OBJECT: dict[int, dict] = {}  # id(cache object JAX got) -> its entry in _SEEN
+
+
+class RefusedCache:
+    """What JAX gets for a directory nobody audited: every get misses, every put is dropped.
+
+    JAX then compiles everything itself and leaves nothing there; `_path` is what its
+    reset_cache() logs."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        self._path = path
+        self.reason = reason
+
+    def get(self, key: str) -> None:
+        return None
+
+    def put(self, key: str, value: bytes) -> None:
+        return None
+
+
+def _norm(path) -> str:
+    return os.path.normpath(os.path.abspath(str(path)))  # JAX also takes path-like objects
+
+
+def _note(where, status: str, how: str, reason: str | None, made) -> None:
+    path = str(where) if "://" in str(where) else _norm(where)
+    entry = {"path": path, "given": str(where), "status": status, "how": how,
+             "reason": reason, "pid": os.getpid()}
+    _SEEN.append(entry)
+    _BY_OBJECT[id(made)] = dict(entry, _object=made)  # kept alive: ids stay unique
+
+
+def _key(where) -> str:
+    return str(where) if "://" in str(where) else _norm(where)
+
+
+def _real(where) -> str:
+    """A backend's key: a URL as given (realpath would make gs://b/p cwd-relative), else the
+    directory with its symlinks resolved."""
+    return _key(where) if "://" in str(where) else os.path.realpath(str(where))
+
+
+def _judge(where) -> tuple[str | None, str | None]:
+    """How the guard admits `where` (None: refused) and why not. Asks the auditor at most
+    once per directory (when the job points JAX there, or at the factory)."""
+    if _BACKENDS.get(_real(where)) is not None:
+        return "sealed", None
+    key = _key(where)
+    if key in _ADMITTED:
+        return _ADMITTED[key], None
+    if key in _REFUSED:
+        return None, _REFUSED[key]
+    reason = "not the directory jaxcache audited"
+    if "://" not in key and _GUARD["auditor"] is not None:
+        try:
+            ok, reason = _GUARD["auditor"](str(where))
+        except Exception as exc:  # noqa: BLE001 - cannot judge it: refuse (fail closed)
+            ok, reason = False, f"could not audit it ({type(exc).__name__}: {exc})"
+        if ok:
+            _ADMITTED[key] = "audited-in-process"
+            return "audited-in-process", None
+    _REFUSED[key] = reason
+    return None, reason
+
+
+def _factory(where, _original):
+    """JAX's get_file_cache, guarded: sealed backends first, then admitted directories."""
+    chosen = _BACKENDS.get(_real(where))
+    if chosen is not None:
+        chosen._verifier = None  # JAX would make a new VerificationCache: forget its keys
+        _note(where, "served", "sealed", None, chosen)
+        return chosen, where
+    if not _GUARD["on"]:
+        made = _original(where)
+        if made is not None:
+            _note(where, "served", "unguarded", None, made[0])
+        return made
+    how, reason = _judge(where)
+    if how is None:
+        refused = RefusedCache(str(where), reason or "refused")
+        _note(where, "refused", "guard", reason, refused)
+        return refused, where
+    # JAX keeps the name as given: a relative one would be read under whatever the working
+    # directory is at each load, not in the directory that was judged
+    made = _original(where if "://" in str(where) else _norm(where))
+    if made is not None:
+        _note(where, "served", how, None, made[0])
+    return made
+
+
+def _on_dir_setting(value) -> None:
+    """The job set jax_compilation_cache_dir (globally or in a context manager). JAX points
+    XLA's own sub-caches (GPU autotune results) inside that setting at every compile, whatever
+    cache object it holds: for a directory the guard does not admit, turn them off."""
+    if not _GUARD["on"] or value is None or str(value) == "":
+        return
+    try:
+        how, _ = _judge(value)
+    except Exception:  # noqa: BLE001 - cannot judge it: as refused
+        how = None
+    if how is None:
+        import jax
+
+        jax.config.update("jax_persistent_cache_enable_xla_caches", "none")
+
+
+def _install_setting_hooks() -> None:
+    """Chain our hook after JAX's own on the jax_compilation_cache_dir option (once)."""
+    from jax._src import config as jax_config
+
+    state = getattr(jax_config, "compilation_cache_dir", None)
+    if state is None or not all(hasattr(state, n) for n in (
+            "_update_global_hook", "_update_thread_local_hook", "value")):
+        raise JaxInternalsChanged("jax._src.config.compilation_cache_dir has no update hooks: "
+                                  "jaxcache cannot see the job redirect JAX's cache")
+    if getattr(state._update_global_hook, "_jaxcache", False):
+        return
+    for name in ("_update_global_hook", "_update_thread_local_hook"):
+        before = getattr(state, name)
+
+        def hook(value, _before=before):
+            if _before is not None:
+                _before(value)
+            _on_dir_setting(value)
+
+        hook._jaxcache = True
+        setattr(state, name, hook)
+
+
+def _install_factory(cc) -> None:
+    """Replace JAX's cache factory once (module-level `get_file_cache`, which
+    `_initialize_cache` calls by name on the tested versions)."""
+    if getattr(cc.get_file_cache, "_jaxcache", False):
+        return
+    if "get_file_cache" not in cc._initialize_cache.__code__.co_names:
+        raise JaxInternalsChanged(
+            "jax._src.compilation_cache._initialize_cache no longer calls get_file_cache: "
+            "jaxcache cannot control which directory JAX loads from")
+    original = cc.get_file_cache
+
+    def get_file_cache(where, _original=original):
+        return _factory(where, _original)
+
+    get_file_cache._jaxcache = True
+    cc.get_file_cache = get_file_cache
+
+
+def guard_cache_dirs(admit=(), *, how: str = "audited", auditor=None) -> None:
+    """From now on JAX opens its own cache only in admitted directories (exact absolute
+    path, as audited: a symlinked alias is another path). Any other directory JAX is pointed
+    at, by the job's own config.update() or an environment variable, gets a RefusedCache,
+    unless `auditor(path) -> (ok, reason)` accepts it on the spot; and setting such a
+    directory turns XLA's sub-caches off (they would be read from inside it). Sealed backends
+    (install_backend) are served as before. Raises JaxInternalsChanged when the factory
+    cannot be replaced; the caller then turns the cache off (fail closed)."""
+    import jax
+
+    cc = _cc()
+    _install_factory(cc)
+    _install_setting_hooks()
+    for path in admit:
+        _ADMITTED[_key(path)] = how
+        _REFUSED.pop(_key(path), None)
+    if auditor is not None:
+        _GUARD["auditor"] = auditor
+    _GUARD["on"] = True
+    _on_dir_setting(jax.config.jax_compilation_cache_dir)  # set before the guard (env, gate)
+
+
+def guard_log() -> list[dict]:
+    """Every directory JAX initialized a cache for in this process: path, status (served |
+    refused), how (audited, audited-in-process, sealed, unguarded, guard), reason."""
+    return [dict(e) for e in _SEEN]
+
+
+def current_cache() -> dict | None:
+    """The directory of the cache object JAX holds now, with the guard's word on it
+    (status 'unguarded' when it came from JAX's own factory before any guard)."""
+    cache = _cc()._cache
+    if cache is None:
+        return None
+    entry = _BY_OBJECT.get(id(cache))
+    if entry is not None and entry["_object"] is cache:
+        return {k: v for k, v in entry.items() if k != "_object"}
+    raw = getattr(cache, "_path", None)
+    return {"path": None if raw is None else str(raw), "given": None, "status": "unguarded",
+            "how": "unguarded", "reason": None, "pid": os.getpid()}
+
+
+def uses_sealed(path: str) -> bool:
+    """Is a sealed backend what JAX serves for `path` (held now, or registered for its next
+    initialization)?"""
+    backend = _BACKENDS.get(_real(path))
+    cache = _cc()._cache
+    return backend is not None and (cache is None or cache is backend)

@@ -1,0 +1,142 @@
+"""The version gate and JAX's private cache lifecycle state (jax._src.compilation_cache,
+jax._src.config): what the traps, the guard and the sealed backend read and reset.
+
+Those names are not API: they were verified on the versions in versions.TESTED, and
+tests/test_jaxcompat.py fails loudly when the pinned JAX moves. Outside the supported minor
+lines every reader fails closed (JaxInternalsChanged). JAX is imported only when called.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from jaxcache.jaxcompat.versions import why_unverified
+
+_STATE = ("_cache", "_cache_checked", "_cache_used", "_cache_initialized", "reset_cache",
+          "get_file_cache", "_initialize_cache")
+
+
+DEFAULT_MIN_COMPILE_TIME_SECS = 1.0
+
+
+DEFAULT_MIN_ENTRY_SIZE_BYTES = 0
+
+
+class JaxInternalsChanged(RuntimeError):
+    """The installed JAX does not have the internals this version of jaxcache relies on."""
+
+
+def installed_version(dist: str = "jax") -> str | None:
+    """A distribution's version without importing it (the audit must not import JAX)."""
+    import importlib.metadata
+
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def check_supported(version: str) -> None:
+    """Fail closed outside the supported minor lines (0.4.x ignores a dir set after a
+    compile; a newer JAX may have moved its private cache state)."""
+    why = why_unverified(version)
+    if why is not None:
+        raise JaxInternalsChanged(f"{why}. Refusing to guess: pin JAX to a tested version")
+
+
+def _cc():
+    import jax
+
+    check_supported(jax.__version__)
+    from jax._src import compilation_cache as cc
+
+    missing = [name for name in _STATE if not hasattr(cc, name)]
+    if missing:
+        raise JaxInternalsChanged(
+            f"jax._src.compilation_cache on JAX {jax.__version__} lacks {', '.join(missing)}; "
+            "jaxcache cannot check the cache's lifecycle and fails closed")
+    return cc
+
+
+@dataclass(frozen=True)
+class CacheState:
+    """JAX's process-wide cache lifecycle, as jaxcache needs to know it."""
+
+    compiled: bool  # a compile already asked whether to use the cache
+    used: bool  # ... and the answer was yes
+    initialized: bool  # the cache object was created
+    path: str | None  # the directory the cache object was created with
+    present: bool = False  # a cache object is there (JAX's, or one someone else put there)
+
+
+def cache_state() -> CacheState:
+    cc = _cc()
+    cache = cc._cache
+    path = None
+    if cache is not None:
+        raw = getattr(cache, "_path", None)
+        path = None if raw is None else str(raw)
+    return CacheState(bool(cc._cache_checked), bool(cc._cache_used),
+                      bool(cc._cache_initialized), path, cache is not None)
+
+
+def reset_cache() -> None:
+    """JAX's own reset: forget the cache object and the first-compile decision."""
+    _cc().reset_cache()
+
+
+def config_value(name: str):
+    import jax
+
+    return getattr(jax.config, name)
+
+
+def set_cache_dir(path: str) -> None:
+    import jax
+
+    jax.config.update("jax_compilation_cache_dir", path)
+
+
+def disable_cache() -> None:
+    """No persistent cache for the rest of this process (fail closed)."""
+    import jax
+
+    jax.config.update("jax_compilation_cache_dir", None)
+    _cc().reset_cache()
+
+
+def _state(name: str):
+    from jax._src import config as jax_config
+
+    found = getattr(jax_config, "config_states", {}).get(name)
+    if found is None or not hasattr(found, "get_global"):
+        raise JaxInternalsChanged(f"jax._src.config has no state object for {name}")
+    return found
+
+
+def hidden_settings() -> list[str]:
+    """Options whose value in this thread differs from the global one (a config context
+    manager such as `with jax.config...compilation_cache_dir(...)` is active): a value
+    enable() sets globally would not be the one JAX uses here."""
+    out = []
+    for name in ("jax_compilation_cache_dir", "jax_enable_compilation_cache"):
+        state = _state(name)
+        if state.value != state.get_global():
+            out.append(f"{name} is {state.value!r} in this thread (a config context), "
+                       f"{state.get_global()!r} globally")
+    return out
+
+
+def effective(name: str):
+    """The value JAX uses in this thread (a thread-local context first)."""
+    return _state(name).value
+
+
+def holds(path: str) -> bool:
+    """Does JAX's cache object (if any) serve `path`?"""
+    cache = _cc()._cache
+    if cache is None:
+        return True
+    raw = getattr(cache, "_path", None)
+    return raw is not None and os.path.normpath(str(raw)) == os.path.normpath(path)

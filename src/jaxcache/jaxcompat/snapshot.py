@@ -1,0 +1,65 @@
+"""What enable() changes in JAX (its cache options and cache object) and in the guard,
+captured and put back: enable() is all-or-nothing, and disable() undoes it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from jaxcache.jaxcompat.backend import _close
+from jaxcache.jaxcompat.guard import _ADMITTED, _BACKENDS, _GUARD, _REFUSED
+from jaxcache.jaxcompat.internals import _cc, _state
+
+_OPTIONS = ("jax_compilation_cache_dir", "jax_persistent_cache_enable_xla_caches",
+            "jax_persistent_cache_min_entry_size_bytes")
+
+
+@dataclass(frozen=True)
+class JaxState:
+    """JAX's cache settings (global values) and cache object, and jaxcache's guard, at
+    one moment: what enable() may change and disable() puts back."""
+
+    options: tuple[tuple[str, object], ...]
+    cache: object
+    initialized: bool
+    checked: bool
+    used: bool
+    backends: tuple[tuple[str, object], ...]
+    guard: tuple[tuple[str, object], ...]
+    admitted: tuple[tuple[str, str], ...]
+    refused: tuple[tuple[str, str], ...]
+
+
+def snapshot() -> JaxState:
+    cc = _cc()
+    options = tuple((n, _state(n).get_global()) for n in _OPTIONS)
+    return JaxState(options, cc._cache, bool(cc._cache_initialized), bool(cc._cache_checked),
+                    bool(cc._cache_used), tuple(_BACKENDS.items()), tuple(_GUARD.items()),
+                    tuple(_ADMITTED.items()), tuple(_REFUSED.items()))
+
+
+def restore(state: JaxState) -> None:
+    """Put JAX and the guard back as `state` found them; a sealed backend installed since
+    is let go. The guard first: restoring the directory setting runs its hook."""
+    import jax
+
+    cc = _cc()
+    kept = {id(b) for _, b in state.backends}
+    for backend in _BACKENDS.values():
+        if id(backend) not in kept:
+            _close(backend)
+    _BACKENDS.clear()
+    _BACKENDS.update(state.backends)
+    _GUARD.clear()
+    _GUARD.update(state.guard)
+    _ADMITTED.clear()
+    _ADMITTED.update(state.admitted)
+    _REFUSED.clear()
+    _REFUSED.update(state.refused)
+    for name, value in state.options:
+        jax.config.update(name, value)
+    with cc._cache_initialized_mutex:
+        cc._cache = state.cache
+        cc._cache_initialized = state.initialized
+        cc._cache_checked = state.checked
+        cc._cache_used = state.used
