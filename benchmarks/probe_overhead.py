@@ -29,6 +29,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from jaxcache.probe.launch import probe_files
+
 EXAMPLE = str(Path(__file__).resolve().parent.parent / "examples" / "train.py")
 # the command users run: the installed entry point beside this interpreter (else -m jaxcache)
 _SCRIPT = Path(sys.executable).with_name("jaxcache")
@@ -59,8 +61,8 @@ def main() -> None:
         record = os.path.join(work, "record.json")
         probe_dir = os.path.join(work, "probe")
         os.mkdir(probe_dir, 0o700)
-        shutil.copy(Path(__file__).resolve().parent.parent / "src" / "jaxcache" / "probe" /
-                    "site.py", os.path.join(probe_dir, "sitecustomize.py"))
+        for source, name in probe_files():  # the files `jaxcache run` puts beside the probe
+            shutil.copy(source, os.path.join(probe_dir, name))
         probe_env = {**env, "JAXCACHE_PROBE_DIR": probe_dir, "PYTHONPATH": probe_dir}
         arms = {
             "bare": (job, env),

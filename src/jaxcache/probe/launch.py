@@ -111,15 +111,24 @@ def _write_new(path: str, data: bytes) -> None:
         f.write(data)
 
 
-def _probe_dir() -> str:
+def probe_files() -> list[tuple[str, str]]:
+    """(source, name in the probe directory) of every file the probe needs in the job's
+    Python: site.py as sitecustomize.py, and the stdlib-only files it loads by path once the
+    job imports jax, under the names site.py, recorder.py and document.py ask for."""
     from jaxcache.run import jaxgate
 
+    here = os.path.dirname(os.path.abspath(__file__))
+    return [(os.path.join(here, "site.py"), "sitecustomize.py"),
+            (os.path.join(here, "recorder.py"), "_jaxcache_probe_recorder.py"),
+            (os.path.join(here, "document.py"), "_jaxcache_probe_document.py"),
+            (jaxgate.VERSIONS_PY, "_jaxcache_versions.py"),
+            (os.path.join(os.path.dirname(here), "run", "launchers.py"),
+             "_jaxcache_launchers.py")]
+
+
+def _probe_dir() -> str:
     path = _mkdtemp("jaxcache-probe-")  # 0700, ours
-    here = os.path.dirname(__file__)
-    for source, name in ((os.path.join(here, "site.py"), "sitecustomize.py"),
-                         (jaxgate.VERSIONS_PY, "_jaxcache_versions.py"),  # site.py asks them
-                         (os.path.join(os.path.dirname(here), "run", "launchers.py"),
-                          "_jaxcache_launchers.py")):
+    for source, name in probe_files():
         with open(source, "rb") as f:
             _write_new(os.path.join(path, name), f.read())
     return path

@@ -1,0 +1,387 @@
+"""The probe's recorder: JAX's events, log lines and warnings, turned into one record per
+compiled module, written by document.py after each compile and at exit.
+
+Loaded by path by probe/site.py once the job imports jax (standard library only, no jaxcache
+imports: the job's Python may not have jaxcache), so a Python process that never imports jax
+pays nothing for it. While a compile is under way (or waits for another rank) a watcher thread
+writes the document every _WRITE_EVERY_S too, so a process killed in a hung compile leaves the
+module it was on.
+"""
+
+import os
+import time
+
+# What JAX logs and emits on each version lives in jaxcache/jaxcompat/versions.py (stdlib only):
+# launch.py copies it beside the probe under this name; from a source tree it is found there.
+_KNOWLEDGE_COPY = "_jaxcache_versions.py"
+_DOCUMENT_COPY = "_jaxcache_probe_document.py"
+_WRITE_EVERY_S = 1.0
+_DOC = None  # document.py, loaded by begin()
+_LOAD = None  # site.py's loader of the files beside the probe
+_OUT = None  # $JAXCACHE_PROBE_DIR, as it was when the process started
+
+
+_UNSAFE_CHARS = None
+
+
+def _key(name):
+    """One key for JAX's two spellings of a module: 'jit(f)' (events) and 'jit_f' (logs)."""
+    global _UNSAFE_CHARS
+    if _UNSAFE_CHARS is None:
+        import re
+
+        _UNSAFE_CHARS = re.compile(r"[^\w.-]")
+    return _UNSAFE_CHARS.sub("_", name).rstrip("_")
+
+
+class _Lock:
+    """A real lock once threading is imported (with JAX); a no-op before, when nothing runs."""
+
+    def __init__(self):
+        self._lock = None
+
+    def arm(self):
+        import threading
+
+        self._lock = threading.RLock()
+
+    def __enter__(self):
+        if self._lock is not None:
+            self._lock.acquire()
+
+    def __exit__(self, *exc):
+        if self._lock is not None:
+            self._lock.release()
+
+
+def _tid():
+    import threading
+
+    return threading.get_ident()
+
+
+class _State:
+    def __init__(self):
+        self.reset()
+
+    def reset(self):
+        self.pid = os.getpid()
+        self.lock = _Lock()
+        self.started = time.time()
+        self.jax_imported_s = None
+        self.import_jax_s = None
+        self.import_jax_started = None
+        self.modules = []
+        self.current = {}  # thread id -> module dict being compiled
+        self.pending_components = {}  # thread id -> {component: hash}
+        self.trace = {}  # fun_name -> seconds of the latest trace
+        self.trace_here = {}  # thread id -> seconds of its latest trace (events without names)
+        self.counts = {"compile_requests": 0, "hits": 0, "writes": 0, "tasks_using_cache": 0,
+                       "task_disabled_cache": 0}
+        self.options = None
+        self.env_cache_dir = None
+        self.warnings = []
+        self.jax = {}
+        self.last_write = 0.0
+        self.unsaved = False  # a compile ended since the last write (the write was throttled)
+        self.final_done = False  # the exit write happened: nothing may replace it
+        self.watcher = None  # the thread that writes while a compile is under way
+        self.proc_ids = None  # (jax.process_index(), jax.process_count()) once JAX knows them
+        self.cache_view = None
+        self.seal = getattr(self, "seal", None)  # a forked child shares JAX's sealed backend
+        self.compat = getattr(self, "compat", None)  # jaxcache.jaxcompat, when it guards JAX
+        self.guard = getattr(self, "guard", None)  # {"installed": bool, ...} under jaxcache run
+        self.know = getattr(self, "know", None)  # versions.knowledge() for this JAX
+        self.versions = getattr(self, "versions", None)  # the versions module itself
+
+
+S = _State()
+
+
+def _module(name, sym=False):
+    """The record of the module being compiled on this thread (by name, newest first).
+
+    `sym`: the name is the module's own (from JAX's logs), better than the event's spelling.
+    """
+    tid = _tid()
+    cur = S.current.get(tid)
+    key = None if name is None else _key(name)
+    if cur is not None and (key is None or cur["key"] == key):
+        if sym:
+            cur["name"] = name
+        return cur
+    if name is None:
+        return None
+    for m in reversed(S.modules):
+        if m["key"] == key and m["compile_or_load_s"] is None:
+            S.current[tid] = m
+            if sym:
+                m["name"] = name
+            return m
+    m = {"name": name if sym else key, "key": key, "fun_name": None, "input_shapes": None,
+         "trace_s": None,
+         "lower_s": None, "compile_or_load_s": None, "outcome": None, "reason": None,
+         "reason_detail": None, "cache_key": None, "key_components": None,
+         "compile_s_logged": None, "retrieval_s": None, "jax_compile_time_saved_s": None,
+         "entry_bytes": None, "errors": [], "cache_dir_at_compile": None,
+         "cache_dir": None, "cache_dir_status": None,
+         "cache_enabled_at_compile": None, "min_compile_time_at_compile": None,
+         "thread": tid}
+    fun = key[4:] if key.startswith("jit_") else key
+    if fun in S.trace:
+        m["fun_name"] = fun
+        m["trace_s"] = S.trace.pop(fun)
+    elif tid in S.trace_here:  # this JAX names no function in its events: the thread's latest
+        m["trace_s"] = S.trace_here.pop(tid)
+    S.modules.append(m)
+    S.current[tid] = m
+    _start_watcher()
+    return m
+
+
+def _start_watcher():
+    """A daemon thread that writes the document while a compile is under way or a finished
+    one is unsaved: a rank hung in a compile (or waiting for another rank's executable) and
+    then killed still names its module. Started at the first compile of each process."""
+    if S.watcher is not None:
+        return
+    import threading
+
+    def watch():
+        me = os.getpid()
+        while os.getpid() == me and not S.final_done:
+            time.sleep(_WRITE_EVERY_S)
+            if (S.current or S.unsaved) and time.monotonic() - S.last_write >= _WRITE_EVERY_S:
+                _write()
+
+    S.watcher = threading.Thread(target=watch, name="jaxcache-probe-writer", daemon=True)
+    S.watcher.start()
+
+
+def _on_event(event, **kw):
+    with S.lock:
+        kind = S.know["event_kinds"].get(event)
+        if kind in S.counts:
+            S.counts[kind] += 1
+        if kind == "compile_requests":
+            _DOC.first_compile(S)
+
+
+def _named(fun):
+    """The module a duration event is about: by its name where this JAX gives one, else the
+    one this thread's log lines named last (JAX <= 0.5 events carry no fun_name)."""
+    if fun is not None or S.know["events_name_module"]:
+        return _module(str(fun))
+    return _module(None)
+
+
+def _on_duration(event, secs, **kw):
+    flush = False
+    with S.lock:
+        fun = kw.get("fun_name")
+        kind = S.know["event_kinds"].get(event)
+        if kind == "trace":
+            if fun is None:
+                S.trace_here[_tid()] = secs
+            else:
+                S.trace[_key(str(fun))] = secs
+        elif kind == "lower":
+            m = _named(fun)
+            if m is not None:
+                m["lower_s"] = secs
+        elif kind == "compile":
+            _DOC.first_compile(S)
+            m = _named(fun)
+            if m is None:
+                S.warnings.append("a compile of %.3f s named no module (JAX %s)"
+                                  % (secs, S.know["version"]))
+                return
+            m["compile_or_load_s"] = secs
+            (m["cache_dir_at_compile"], m["cache_enabled_at_compile"],
+             m["min_compile_time_at_compile"]) = _DOC.cache_setting()
+            used = _DOC.cache_in_use(S)
+            if used is not None:
+                m["cache_dir"], m["cache_dir_status"] = used.get("path"), used.get("status")
+            if m["outcome"] is None:
+                m["outcome"] = "uncached"
+                m["reason"] = "no-cache-key"  # JAX did not consult a cache for this compile
+            S.current.pop(_tid(), None)
+            flush = True
+        elif kind == "retrieval":
+            m = _module(None)
+            if m is not None:
+                m["retrieval_s"] = secs
+        elif kind == "saved":
+            m = _module(None)
+            if m is not None:
+                m["jax_compile_time_saved_s"] = secs
+    if flush:
+        if time.monotonic() - S.last_write > _WRITE_EVERY_S:
+            _write()  # so a job that is killed still leaves what it compiled so far
+        else:
+            S.unsaved = True  # the watcher writes it within _WRITE_EVERY_S
+
+
+def _set(m, outcome, reason=None, detail=None):
+    if m is None:
+        return
+    m["outcome"], m["reason"], m["reason_detail"] = outcome, reason, detail
+
+
+def _on_log(record):
+    msg, args = record.msg, record.args if isinstance(record.args, tuple) else ()
+    if not isinstance(msg, str):
+        return
+    kind = S.versions.classify(S.know, msg)
+    if kind is None:
+        return
+    with S.lock:
+        tid = _tid()
+        if kind == "compiling":
+            name = str(args[0]) if args else None
+            if name is not None and S.know["compiling_name"] == "bare":
+                name = "jit_" + name  # JAX <= 0.6 logs `f` for the module jit_f
+            m = _module(name) if name else None
+            if m is not None and len(args) > 1:
+                m["input_shapes"] = str(args[1])
+        elif kind == "key-component":
+            S.pending_components.setdefault(tid, {})[str(args[0])] = str(args[1])
+        elif kind in ("hit", "miss"):
+            m = _module(str(args[0]), sym=True)
+            m["cache_key"] = str(args[1]) if len(args) > 1 else None
+            m["key_components"] = S.pending_components.pop(tid, None)
+            _set(m, kind)
+        elif kind == "not-process-0":
+            _set(_module(None), "skipped", "not-process-0")
+        elif kind == "host-callbacks":
+            _set(_module(str(args[0])), "skipped", "host-callbacks")
+        elif kind == "below-compile-time":
+            m = _module(str(args[0]))
+            _set(m, "skipped", "compile-time-below-threshold",
+                 {"threshold_s": args[1], "compile_s": args[2]})
+            m["compile_s_logged"] = args[2]
+        elif kind == "compile-time":
+            _module(str(args[0]))["compile_s_logged"] = args[2]
+        elif kind == "below-entry-size":
+            _set(_module(None), "skipped", "entry-size-below-threshold",
+                 {"entry_bytes": args[1], "threshold_bytes": args[2]})
+        elif kind == "cache-disabled":
+            _set(_module(None), "skipped", "cache-disabled-or-uninitialized")
+        elif kind == "writing":
+            _set(_module(str(args[0])), "written")
+        elif kind == "share-wait":  # jax_share_binary_between_hosts: blocked on another rank
+            m = _module(str(args[0]), sym=True)
+            m["waiting_for"] = {"what": "shared-executable",
+                                "process_index": args[1] if len(args) > 1 else None}
+
+
+def _install_logging():
+    import logging
+
+    def make(logger, original_level, original_call):
+        def call_handlers(record):
+            try:
+                _on_log(record)
+            except Exception:  # never break the program
+                pass
+            # only records the program would have seen reach its handlers
+            level = original_level if original_level else (
+                logger.parent.getEffectiveLevel() if logger.parent else logging.WARNING)
+            if record.levelno >= level:
+                original_call(record)
+        return call_handlers
+
+    for name in S.know["loggers"]:
+        logger = logging.getLogger(name)
+        original_level = logger.level
+        logger.callHandlers = make(logger, original_level, logger.callHandlers)
+        logger.setLevel(logging.DEBUG)
+
+
+def _install_warnings():
+    import warnings
+
+    original = warnings.showwarning
+
+    def showwarning(message, category, filename, lineno, file=None, line=None):
+        if getattr(category, "__module__", "") == "jaxcache.seal.store":
+            return  # a sealed rejection: the run summary names it, without JAX's source line
+        text = str(message)
+        kind = S.versions.classify_warning(S.know, text)
+        if kind is not None:
+            with S.lock:
+                S.warnings.append(text[:2000])
+                m = _module(None)
+                if m is not None:
+                    m["errors"].append({"kind": kind, "message": text[:500]})
+                    if kind in ("write-error", "max-size"):
+                        _set(m, "skipped" if kind == "max-size" else "error", kind,
+                             {"message": text[:500]})
+        return original(message, category, filename, lineno, file, line)
+
+    warnings.showwarning = showwarning
+
+
+def _guarded(fn):
+    """A listener that can never raise into JAX: the probe must not break the program."""
+
+    def listener(*args, **kwargs):
+        try:
+            fn(*args, **kwargs)
+        except Exception:
+            pass
+
+    return listener
+
+
+def _write(final=False):
+    if _DOC is not None:
+        _DOC.write(S, final, _LOAD, _OUT)
+
+
+def begin(module, import_s, imported_at, process_started, out, load_beside):
+    """JAX was just imported (and the gate, if any, opened): start recording this process
+    into the directory `out`. Raises if a file it needs is missing; site.py then runs the job
+    unrecorded."""
+    global _DOC, _LOAD, _OUT
+    _LOAD, _OUT = load_beside, out
+    _DOC = load_beside(_DOCUMENT_COPY, os.path.join("probe", "document.py"))
+    S.started = process_started
+    S.import_jax_s = import_s
+    S.jax_imported_s = imported_at
+    S.import_jax_started = imported_at - import_s
+    S.lock.arm()
+    try:
+        version = getattr(module, "__version__", None)
+        S.versions = load_beside(_KNOWLEDGE_COPY, os.path.join("jaxcompat", "versions.py"))
+        S.know = S.versions.knowledge(version)
+        S.know["event_kinds"] = {v: k for k, v in S.know["events"].items()}
+        from jax import monitoring
+
+        monitoring.register_event_listener(_guarded(_on_event))
+        monitoring.register_event_duration_secs_listener(_guarded(_on_duration))
+        _install_logging()
+        _install_warnings()
+        S.jax = {"jax": version, "jaxlib": _DOC.dist("jaxlib"), "support": S.know["support"]}
+    except Exception as exc:
+        S.jax = {"error": repr(exc)}
+
+
+def ready(compat, guard, seal):
+    """After site.py installed the guard (jaxcache.jaxcompat, {"installed": ...}) and the
+    sealed backend ((jaxcache.lifecycle.sealing, backend)), if any: first write, and the
+    last at exit."""
+    import atexit
+
+    S.compat, S.guard, S.seal = compat, guard, seal
+    atexit.register(_write, True)
+    _write()
+    S.last_write = 0.0  # the first compile is always written at once
+
+
+def after_fork():
+    """In a forked child: record it as its own process (JAX and the guard come along)."""
+    armed = S.lock._lock is not None
+    S.reset()
+    if armed:
+        S.lock.arm()
