@@ -1,0 +1,105 @@
+"""No import cycle among jaxcache's modules, counting imports inside functions too.
+
+A function-level import that only breaks a cycle hides a dependency pointing the wrong way
+(the two modules are one concern, or a shared piece belongs below both); the data flows one
+way: trust -> lifecycle/run/probe -> record -> bench/explain -> decide. Imports a type checker
+alone sees (`if TYPE_CHECKING:`, `if False:`) do not run and are not counted. Parsed with ast:
+nothing is imported.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+SRC = Path(__file__).resolve().parent.parent / "src"
+
+
+def _modules() -> dict[str, Path]:
+    """jaxcache's modules by dotted name (a package by its __init__.py)."""
+    out = {}
+    for path in sorted((SRC / "jaxcache").rglob("*.py")):
+        parts = list(path.relative_to(SRC).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        out[".".join(parts)] = path
+    return out
+
+
+def _type_checking_only(test: ast.expr) -> bool:
+    if isinstance(test, ast.Constant):
+        return test.value is False
+    name = test.attr if isinstance(test, ast.Attribute) else getattr(test, "id", None)
+    return name == "TYPE_CHECKING"
+
+
+def _imports(name: str, path: Path, known: dict[str, Path]) -> set[str]:
+    """The jaxcache modules `name` imports when it runs, at module level or in a function."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found: set[str] = set()
+
+    def visit(node: ast.AST) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and _type_checking_only(child.test):
+                for stmt in child.orelse:
+                    visit(stmt)
+                continue
+            if isinstance(child, ast.Import):
+                found.update(alias.name for alias in child.names)
+            elif isinstance(child, ast.ImportFrom):
+                if child.level:
+                    base = package.split(".")[: len(package.split(".")) - child.level + 1]
+                    module = ".".join(base + ([child.module] if child.module else []))
+                else:
+                    module = child.module or ""
+                found.add(module)
+                found.update(f"{module}.{alias.name}" for alias in child.names)  # submodules
+            visit(child)
+
+    visit(ast.parse(path.read_text(encoding="utf-8"), str(path)))
+    return {m for m in found if m in known and m != name}
+
+
+def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One cycle (its modules, the first repeated at the end), or None."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def dfs(node: str) -> list[str] | None:
+        state[node] = 1
+        path.append(node)
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == 1:
+                return path[path.index(nxt):] + [nxt]
+            if nxt not in state:
+                found = dfs(nxt)
+                if found:
+                    return found
+        path.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(graph):
+        if node not in state:
+            found = dfs(node)
+            if found:
+                return found
+    return None
+
+
+def test_the_graph_sees_function_level_imports():
+    """The checker itself: a lazy import inside a function is an edge, a TYPE_CHECKING one
+    is not, and a cycle through them is found."""
+    known = _modules()
+    graph = {name: _imports(name, path, known) for name, path in known.items()}
+    assert "jaxcache.lifecycle.sealing" in graph["jaxcache.lifecycle.enabling"]  # in enable()
+    assert graph["jaxcache"] == set()  # its imports are TYPE_CHECKING-only or by name
+    assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert _cycle({"a": {"b"}, "b": set()}) is None
+
+
+def test_no_import_cycle_among_jaxcache_modules():
+    known = _modules()
+    graph = {name: _imports(name, path, known) for name, path in known.items()}
+    cycle = _cycle(graph)
+    assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
