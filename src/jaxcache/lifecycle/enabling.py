@@ -1,8 +1,8 @@
 """`jaxcache.enable()`: audit first, then switch JAX's cache on, catching the lifecycle traps.
 
 enable() checks every lifecycle trap (traps.py) before it changes anything; a sealed enable()
-is sealing.py's, imported only then (it needs `cryptography`), and depends on traps.py, not on
-this module.
+is sealing.py's (which imports the seal package and `cryptography` only when called), and
+sealing.py depends on traps.py, not on this module: the imports point one way.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from jaxcache import jaxcompat
 from jaxcache.display import safe
 from jaxcache.errors import JaxcacheError, UntrustedCacheError
-from jaxcache.lifecycle import undo
+from jaxcache.lifecycle import sealing, undo
 from jaxcache.lifecycle.traps import (
     CacheLifecycleError,
     CacheLifecycleWarning,
@@ -60,8 +60,6 @@ def enable(path: str, *, policy: str | None = None, allow_untrusted: bool = Fals
     read first and written instead of `path` (tiers). See docs/sealed-cache.md.
     """
     if sealed:
-        from jaxcache.lifecycle import sealing
-
         return sealing.enable_sealed(path, policy=policy, reset=reset,
                                      signing_key=signing_key, trusted_keys=trusted_keys,
                                      local=local)
