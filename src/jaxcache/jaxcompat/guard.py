@@ -18,17 +18,9 @@ _BACKENDS: dict[str, object] = {}  # _real(cache dir) -> the backend JAX must us
 
 # The directory guard (guard_cache_dirs): which directories JAX may open its own cache in.
 _ADMITTED: dict[str, str] = {}  # absolute path -> how it was admitted ("audited", ...)
-
-
 _REFUSED: dict[str, str] = {}  # absolute path -> why the guard refused it
-
-
 _GUARD: dict = {"on": False, "auditor": None}
-
-
 _SEEN: list[dict] = []  # every directory JAX initialized a cache for in this process, in order
-
-
 _BY_OBJECT: dict[int, dict] = {}  # id(cache object JAX got) -> its entry in _SEEN
 
 

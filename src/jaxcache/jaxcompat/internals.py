@@ -18,8 +18,6 @@ _STATE = ("_cache", "_cache_checked", "_cache_used", "_cache_initialized", "rese
 
 
 DEFAULT_MIN_COMPILE_TIME_SECS = 1.0
-
-
 DEFAULT_MIN_ENTRY_SIZE_BYTES = 0
 
 

@@ -19,8 +19,6 @@ _WRITE_EVERY_S = 1.0
 _DOC = None  # document.py, loaded by begin()
 _LOAD = None  # site.py's loader of the files beside the probe
 _OUT = None  # $JAXCACHE_PROBE_DIR, as it was when the process started
-
-
 _UNSAFE_CHARS = None
 
 
