@@ -75,7 +75,7 @@ def test_help_keeps_the_examples_as_written():
         assert f"\n    {name} " in top.stdout  # every command listed
     bench = jaxcache("bench", "--help").stdout
     assert "\n  jaxcache bench --compare before.json after.json\n" in bench
-    assert "[default: 5; 1<=x<=1000]" in bench and "\\b" not in bench
+    assert "[default: 6; 1<=x<=1000]" in bench and "\\b" not in bench
 
 
 def test_no_arguments_shows_help_and_fails():

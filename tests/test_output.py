@@ -104,7 +104,7 @@ def world(tmp_path_factory):
     both("init", "init", str(tmp / "fresh"), schema="init")
     key = str(tmp / "k.key")
     assert jaxcache("keygen", key, env=env).returncode == 0
-    both("seal", "seal", str(tmp / "c-wide"), "--key", key, schema="seal-scan")
+    both("seal", "seal", str(tmp / "c-wide"), "--signing-key", key, schema="seal-scan")
     both("verify", "verify", str(tmp / "c-wide"), "--trusted-key", key + ".pub",
          schema="seal-scan")
     both("net", "net", schema="net")
