@@ -60,7 +60,7 @@ def user_command(before: list[str], after: list[str] | None) -> list[str]:
 def cache_path(args: argparse.Namespace, given: str | None) -> str:
     """PATH, else $JAX_COMPILATION_CACHE_DIR (the directory JAX itself would use), as `run`
     does; with neither there is nothing to look at: one line, exit 2."""
-    if given:
+    if given is not None:  # an empty PATH given is the library's to refuse, by name
         return given
     env = os.environ.get("JAX_COMPILATION_CACHE_DIR")
     if env:
