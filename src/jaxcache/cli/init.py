@@ -28,8 +28,8 @@ def handle(args: argparse.Namespace, tail: None) -> None:
     from jaxcache.trust import create, policy
     from jaxcache.trust.principals import Accounts
 
-    default = create.default_dir(args.name)
-    target = args.path if args.path is not None else default
+    default = create.default_dir()  # what `jaxcache init` and `jaxcache run` use by default
+    target = args.path if args.path is not None else create.default_dir(args.name)
     result = create.init(target, policy=policy.load(args.policy_path, Accounts()))
     code = 0 if result.ok else 1
     if args.fmt == "json":
