@@ -138,8 +138,13 @@ def first_line(text: str) -> str:
 
 def lines_starting(*prefixes: str) -> Callable[[str], str]:
     """--quiet's answer for a report that does not say it first: the lines that hold it."""
+    import re
+
+    colour = re.compile(r"\x1b\[[0-9;]*m")  # a verdict word in colour still starts its line
+
     def pick(text: str) -> str:
-        return "".join(line + "\n" for line in text.splitlines() if line.startswith(prefixes))
+        return "".join(line + "\n" for line in text.splitlines()
+                       if colour.sub("", line).startswith(prefixes))
     return pick
 
 

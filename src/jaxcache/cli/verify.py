@@ -24,8 +24,11 @@ def scan_output(args: argparse.Namespace, result: Any, action: str) -> NoReturn:
         shown = seal_json.render(result, action)
     else:
         from jaxcache.report import seal_text
-        shown = seal_text.render(result, action)
-    common.finish(args, shown, 0 if result.all_valid else 1)
+        shown = seal_text.render(result, action, verbose=args.verbose)
+    # --quiet: verify says its answer first; seal's is its last line (all valid or not)
+    common.finish(args, shown, 0 if result.all_valid else 1,
+                  common.first_line if action == "verify" else
+                  common.lines_starting("seal ", "every entry", "entries that do not"))
 
 
 def options(p: argparse.ArgumentParser) -> None:
