@@ -31,7 +31,10 @@ def run(argv: list[str], *, trials: int, warm: int, prime: bool, timeout: float 
         time_budget: float | None, min_compile_time: float | None, min_entry_size: int | None,
         workdir: str | None, out_dir: str | None, report_path: str | None,
         json_path: str | None, plot_path: str | None, echo: Callable[[str], None],
-        sealed: bool = False, bucket: str | None = None) -> int:
+        sealed: bool = False, bucket: str | None = None, fmt: str = "text",
+        note: Callable[[str], None] | None = None, quiet: bool = False) -> int:
+    """Bench `argv`; `echo` gets the report (text, or with fmt="json" the JSON document),
+    `note` what was written (default: echo); `quiet` drops the progress on stderr."""
     from jaxcache.bench.progress import BenchProgress
     from jaxcache.bench.trials import BenchCommandError, BenchConfig, run_bench
     from jaxcache.probe.launch import resolve
@@ -106,13 +109,18 @@ def run(argv: list[str], *, trials: int, warm: int, prime: bool, timeout: float 
             thresholds["JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES"] = str(min_entry_size)
         cfg = BenchConfig(tuple(argv), trials, warm, prime, timeout, confidence, noise_s,
                           max_trials, target_width, time_budget, thresholds, sealed, bucket)
-        progress = BenchProgress(warm)
+        if quiet:
+            import io
+
+            progress = BenchProgress(warm, stream=io.StringIO(), live=False)
+        else:
+            progress = BenchProgress(warm)
         try:
             try:
                 result = run_bench(cfg, workdir=workdir, progress=progress)
             finally:
                 progress.close()
-            return _report(result, targets, echo, keep)
+            return _report(result, targets, echo, keep, fmt, note or echo)
         except BenchCommandError as exc:
             if keep:
                 raise
@@ -125,14 +133,19 @@ def run(argv: list[str], *, trials: int, warm: int, prime: bool, timeout: float 
         outputs.release_all(claimed)  # no-op for those written
 
 
-def _report(result, targets: dict[str, outputs.Output], echo, kept: bool) -> int:
+def _report(result, targets: dict[str, outputs.Output], echo, kept: bool, fmt: str = "text",
+            note=None) -> int:
     from jaxcache.report import bench_json, bench_markdown, bench_text
 
-    text = bench_text.render(result)
-    if not kept and result.stop_reason == "warm-missed":
-        text += ("(the runs' records were in a temporary folder, now removed: rerun with "
-                 "--workdir DIR to keep them for jaxcache explain)\n")
-    echo(text)
+    note = note or echo
+    if fmt == "json":
+        echo(bench_json.render(result))
+    else:
+        text = bench_text.render(result)
+        if not kept and result.stop_reason == "warm-missed":
+            text += ("(the runs' records were in a temporary folder, now removed: rerun with "
+                     "--workdir DIR to keep them for jaxcache explain)\n")
+        echo(text)
     written = []
     plot, report, doc = targets.get("plot"), targets.get("report"), targets.get("json")
     if plot and result.analysis.phases:
@@ -142,7 +155,7 @@ def _report(result, targets: dict[str, outputs.Output], echo, kept: bool) -> int
         written.append(plot.path)
     elif plot:
         plot.release()
-        echo(f"no chart written to {plot.path}: no completed cold and warm runs\n")
+        note(f"no chart written to {plot.path}: no completed cold and warm runs\n")
     if report:
         chart = None
         if plot and plot.written and os.path.dirname(plot.path) == os.path.dirname(report.path):
@@ -153,14 +166,14 @@ def _report(result, targets: dict[str, outputs.Output], echo, kept: bool) -> int
         doc.write(bench_json.render(result))
         written.append(doc.path)
     if written:
-        echo("wrote " + ", ".join(written) + "\n")
+        note("wrote " + ", ".join(written) + "\n")
     if result.stop_reason == "interrupted":
         return 130
     return 0 if result.analysis.verdict == "saves" else 1
 
 
 def measure(command: list[str], *, trials: int, warm: int,
-            echo: Callable[[str], None], sealed: bool = False) -> dict:
+            echo: Callable[[str], None], sealed: bool = False, quiet: bool = False) -> dict:
     """Bench a command with defaults and return its `--json` document (for decide)."""
     import tempfile
 
@@ -170,7 +183,8 @@ def measure(command: list[str], *, trials: int, warm: int,
         run(command, trials=trials, warm=warm, prime=True, timeout=None, confidence=0.95,
             noise_s=0.1, max_trials=None, target_width=None, time_budget=None,
             min_compile_time=None, min_entry_size=None, workdir=None, out_dir=None,
-            report_path=None, json_path=path, plot_path=None, echo=echo, sealed=sealed)
+            report_path=None, json_path=path, plot_path=None, echo=echo, sealed=sealed,
+            quiet=quiet)
         return load_result(path)
     finally:
         shutil.rmtree(out, ignore_errors=True)

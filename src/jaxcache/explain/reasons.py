@@ -64,7 +64,7 @@ class Explanation:
     unaudited_dirs: tuple[str, ...] = ()
     # "<record>: <why>" for records of a JAX outside the supported lines (--unverified-jax)
     unverified: tuple[str, ...] = ()
-    # a rank other than 0 missed because its key differs from rank 0's (explain_ranks.py)
+    # a rank other than 0 missed because its key differs from rank 0's (ranks.py)
     rank_diffs: tuple[RankDiff, ...] = ()
 
     @property
@@ -286,7 +286,7 @@ def _key_diffs(records: list[tuple[str, dict]]) -> list[KeyDiff]:
     out = []
     seen: dict[tuple[int | None, str, str | None], tuple[str, dict, dict]] = {}
     for path, record in records:
-        rank = rank_of(record)  # another rank's miss is explain_ranks.py's, not a later run's
+        rank = rank_of(record)  # another rank's miss is ranks.py's, not a later run's
         for m in record.get("modules") or []:
             ident = (rank, m.get("name"), m.get("input_shapes"))
             comps = m.get("key_components")

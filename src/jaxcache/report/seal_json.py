@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict
 
 from jaxcache import __version__
+from jaxcache.report import jsonout
 from jaxcache.seal.scan import ScanResult
 
 STATUSES = ("valid", "signed-now", "unsigned", "bad-signature", "unknown-key", "not-a-file")
@@ -17,4 +17,4 @@ def render(result: ScanResult, action: str) -> str:
            "counts": {s: result.count(s) for s in STATUSES},
            "entries": [asdict(e) for e in result.entries],
            "leftovers": list(result.leftovers), "all_valid": result.all_valid}
-    return json.dumps(doc, indent=2) + "\n"
+    return jsonout.document(doc)

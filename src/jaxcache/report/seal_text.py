@@ -9,9 +9,11 @@ from jaxcache.seal.scan import ScanResult
 
 _WHAT = {"unsigned": "UNSIGNED", "bad-signature": "BAD SIGNATURE",
          "unknown-key": "UNKNOWN KEY", "not-a-file": "NOT A FILE"}
+_FINE = {"valid": "VALID", "signed-now": "SIGNED NOW"}  # listed with --verbose only
 
 
-def render(result: ScanResult, action: str) -> str:
+def render(result: ScanResult, action: str, *, verbose: bool = False) -> str:
+    """Problems first (every entry with `verbose`), then the counts and what they mean."""
     total = style.plural(len(result.entries), "entry")
     if action == "verify":  # the answer first: does a sealed reader load all of it?
         bad = len(result.entries) - result.count("valid")
@@ -25,6 +27,9 @@ def render(result: ScanResult, action: str) -> str:
         if e.status in _WHAT:
             lines.append(f"  {_WHAT[e.status]:13s} {safe(e.name)} ({size(e.size)}): "
                          f"{safe(e.reason)}")
+        elif verbose:
+            lines.append(f"  {_FINE.get(e.status, e.status):13s} {safe(e.name)} "
+                         f"({size(e.size)})")
     for name in result.leftovers:
         lines.append(f"  LEFTOVER      {safe(name)} (an interrupted write or a signature "
                      "without its entry; never loaded)")
