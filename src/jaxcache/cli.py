@@ -276,9 +276,14 @@ def bench(args: argparse.Namespace, tail: list[str] | None) -> None:
     (exit 2); a bench that fails removes the empty files it created, an interrupted one writes
     what finished. A jaxcache document of the same kind that you own is replaced atomically.
 
-    Exit code: 0 a significant saving; 1 none (nothing cached, warm runs missed, or no
-    significant difference); 2 usage error, a target that cannot be written, or a run that
-    failed or timed out; 130 interrupted (the runs that finished are still reported).
+    Verdicts, on the saving's interval (the rule decide applies too): saves (noticeable: the
+    lower bound >= the larger of --min-saving and --min-fraction of the cold start-up),
+    too-small (the whole interval is below that), inconclusive (the interval straddles it, or
+    too few trials for an interval: run more, -t N), nothing-cached, warm-missed.
+
+    Exit code: 0 saves; 1 too-small, inconclusive, nothing-cached or warm-missed; 2 usage
+    error, a target that cannot be written, or a run that failed or timed out; 130
+    interrupted (the runs that finished are still reported).
     """
     argv = _user_command(args.command, tail)
     if args.compare:
@@ -299,7 +304,8 @@ def bench(args: argparse.Namespace, tail: list[str] | None) -> None:
         time_budget=args.time_budget, min_compile_time=args.min_compile_time,
         min_entry_size=args.min_entry_size, workdir=args.workdir, out_dir=args.out_dir,
         report_path=args.report_path, json_path=args.json_path, plot_path=args.plot_path,
-        echo=_emit, sealed=args.sealed, bucket=args.bucket)
+        echo=_emit, sealed=args.sealed, bucket=args.bucket, min_saving=args.min_saving,
+        min_fraction=args.min_fraction)
     sys.exit(code)
 
 
@@ -359,10 +365,13 @@ def decide(args: argparse.Namespace, tail: list[str] | None) -> None:
          SEALED (only entries signed by declared key holders are loaded)
       2. compatible jobs: same key inputs (jaxlib, platform, devices, XLA flags, path) and
          warm runs that really hit
-      3. noticeable saving: the interval's lower bound >= --min-saving and --min-fraction
-    Decisions: SHARE, PRIVATE (separate directories per user or team), NOT-WORTH-IT, BLOCKED
-    (uncontrolled or unverifiable writers: no saving justifies it). Exit code 0 for SHARE or
-    PRIVATE, 1 for NOT-WORTH-IT or BLOCKED, 2 for bad input.
+      3. noticeable saving: the interval's lower bound >= the larger of --min-saving and
+         --min-fraction of the cold start-up (the same rule as bench's verdict)
+    Decisions: SHARE, PRIVATE (separate directories per user or team), NOT-WORTH-IT (too small,
+    or nothing measured), INCONCLUSIVE (the interval straddles the bar or the trials are too
+    few: bench again with more trials), BLOCKED (uncontrolled or unverifiable writers: no
+    saving justifies it). Exit code 0 for SHARE or PRIVATE, 1 for NOT-WORTH-IT, INCONCLUSIVE
+    or BLOCKED (a CI gate never passes on an undecided saving), 2 for bad input.
     """
 
     from jaxcache import decide as decidemod
@@ -393,7 +402,9 @@ def decide(args: argparse.Namespace, tail: list[str] | None) -> None:
     if writers_ok and command:  # a sealed reader pays for verification: bench it sealed
         benches.append(benchcmd.measure(command, trials=args.trials, warm=args.warm,
                                         echo=sys.stderr.write,
-                                        sealed=audit.get("verdict") == "SEALED"))
+                                        sealed=audit.get("verdict") == "SEALED",
+                                        min_saving=args.min_saving,
+                                        min_fraction=args.min_fraction))
     if writers_ok and not benches:
         _usage(args, "the writers are understood; to judge the saving give --bench B.json "
                      "or -- CMD")
@@ -759,7 +770,9 @@ def _bench_options(p: argparse.ArgumentParser) -> None:
             show_default=True, metavar="LEVEL")
     _option(p, "--noise", dest="noise_s", type=_Range(float, 0), default=0.1,
             show_default=True, metavar="SECONDS",
-            help="A saving whose interval reaches below this is 'no significant difference'.")
+            help="A saving whose interval clears this is 'significant' (then the amortization "
+                 "is shown); the verdict is the noticeable test (--min-saving, --min-fraction).")
+    _noticeable_options(p)
     _option(p, "--max-trials", type=_Range(int, 1, 1000), metavar="N",
             help="Adaptive: after --trials, keep adding trials up to N until --until-width "
                  "or --time-budget is reached.")
@@ -819,6 +832,19 @@ def _net_options(p: argparse.ArgumentParser) -> None:
     _option(p, "--format", dest="fmt", choices=FORMATS, default="text", show_default=True)
 
 
+def _noticeable_options(p: argparse.ArgumentParser, default_note: str = "Default: ") -> None:
+    """--min-saving / --min-fraction: the one noticeable bar (bench/noticeable.py) of bench and
+    decide."""
+    from jaxcache.bench import noticeable
+
+    _option(p, "--min-saving", type=_Range(float, 0), default=None, metavar="SECONDS",
+            help="A saving is noticeable when its interval's lower bound reaches this many "
+                 f"seconds... {default_note}{noticeable.MIN_SAVING_S:g}.")
+    _option(p, "--min-fraction", type=_Range(float, 0, 1), default=None, metavar="FRACTION",
+            help="...and this share of the cold start-up (wall time). "
+                 f"{default_note}{noticeable.MIN_FRACTION:g}.")
+
+
 def _decide_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("paths", nargs="*", metavar="PATH",
                    help="The cache directory (audited now).")
@@ -829,11 +855,7 @@ def _decide_options(p: argparse.ArgumentParser) -> None:
     _option(p, "--policy", dest="policy_path", metavar="FILE", help="Trust policy (TOML).")
     _option(p, "--user", dest="as_user", metavar="NAME",
             help="Decide for this user (whose processes would trust the cache).")
-    _option(p, "--min-saving", type=_Range(float, 0), default=1.0, show_default=True,
-            metavar="SECONDS", help="A saving is noticeable from this many seconds...")
-    _option(p, "--min-fraction", type=_Range(float, 0, 1), default=0.05, show_default=True,
-            metavar="FRACTION",
-            help="...and this share of start-up (the lower bound of its interval counts).")
+    _noticeable_options(p, "Default: the bar the bench used (its --json), else ")
     _option(p, "-t", "--trials", type=_Range(int, 1, 100), default=6, show_default=True,
             metavar="N", help="Trials when benching CMD.")
     _option(p, "-k", "--warm", type=_Range(int, 1, 20), default=1, show_default=True,
