@@ -510,7 +510,7 @@ def _scan_output(result, action: str, fmt: str) -> None:
     else:
         from jaxcache.report import seal_text
         _emit(seal_text.render(result, action))
-    sys.exit(0 if result.all_valid else 1)
+    sys.exit(0 if result.ok else 1)
 
 
 def verify(args: argparse.Namespace, tail: None) -> None:
@@ -522,6 +522,9 @@ def verify(args: argparse.Namespace, tail: None) -> None:
     Entries are read exactly as a sealed reader reads them (directory fd, no symlinks, one
     read), so "valid" means a sealed reader trusting these keys loads it. Trusted keys: every
     --trusted-key, plus the policy's trusted_keys for DIR. Nothing is changed.
+
+    Entries a sealed reader would never hit (made with XLA's sub-caches on: another cache key)
+    are named with why; they do not change the exit code.
 
     Exit code: 0 every entry is valid; 1 any is not; 2 bad input.
     """
@@ -538,19 +541,23 @@ def seal(args: argparse.Namespace, tail: None) -> None:
 
     Refused unless DIR's audit is PRIVATE or SHARED-BY-POLICY: sealing vouches for whatever
     any writer put there. Entries whose signature does not verify are reported, never
-    replaced (that would delete a file).
+    replaced (that would delete a file). Entries a sealed reader would never hit (made with
+    XLA's sub-caches on, which sealed readers turn off: another cache key) are left unsigned
+    and reported, each with why, unless --allow-unhittable.
 
-    Exit code: 0 every entry is now valid; 1 some are not; 2 bad input.
+    Exit code: 0 every entry is now valid; 1 some are not, or some would never be hit
+    (without --allow-unhittable); 2 bad input.
     """
     from jaxcache import sealing
 
     if "://" in args.dir:
         _scan_output(sealing.seal_bucket(args.dir, args.key, tuple(args.trusted_keys or ()),
-                                         args.trust_bucket_writers), "seal", args.fmt)
+                                         args.trust_bucket_writers, args.allow_unhittable),
+                     "seal", args.fmt)
     if args.trust_bucket_writers:
         _usage(args, "--trust-bucket-writers is for gs:// prefixes only")
     _scan_output(sealing.seal_dir(args.dir, args.key, tuple(args.trusted_keys or ()),
-                                  args.policy_path), "seal", args.fmt)
+                                  args.policy_path, args.allow_unhittable), "seal", args.fmt)
 
 
 def _public_keys(args: argparse.Namespace) -> tuple:
@@ -749,6 +756,9 @@ def _seal_options(p: argparse.ArgumentParser) -> None:
     _option(p, "--trust-bucket-writers", action="store_true",
             help="For gs://: you checked by hand that only your publisher can write there "
                  "(jaxcache cannot read a bucket's IAM); sealing vouches for every entry.")
+    _option(p, "--allow-unhittable", action="store_true",
+            help="Sign entries a sealed reader would never hit (made with XLA's sub-caches on) "
+                 "instead of leaving them unsigned and exiting 1; each is still reported.")
 
 
 def _bench_options(p: argparse.ArgumentParser) -> None:
