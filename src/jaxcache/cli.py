@@ -34,6 +34,7 @@ Start with the trust boundary:
   jaxcache explain REC...       why modules were or were not cached, and cross-run misses
   jaxcache net [--pid P]        JAX's network services: a trust boundary of their own
   jaxcache decide PATH ...      share the cache? writers, compatibility, saving
+  jaxcache records [ACTION]     the run records kept: list, prune, stats
 
 A sealed cache (docs/sealed-cache.md): entries signed, loaded only if a trusted key signed them:
 
@@ -560,6 +561,50 @@ def seal(args: argparse.Namespace, tail: None) -> None:
                                   args.policy_path, args.allow_unhittable), "seal", args.fmt)
 
 
+def records(args: argparse.Namespace, tail: None) -> None:
+    """The run records in your state dir: list them, prune them, add them up.
+
+      jaxcache records                          list, newest first (same as `records list`)
+      jaxcache records prune --older-than 30    delete records made more than 30 days ago
+      jaxcache records prune --keep 100 --dry-run
+      jaxcache records stats                    cumulative, like `ccache -s`
+
+    `jaxcache run` writes one record per run (and `explain -- CMD` two) into
+    ~/.local/state/jaxcache/runs/. Only files named as jaxcache names them that also parse as
+    run records are listed, counted or deleted; anything else there is left alone and named.
+    Nothing follows a symlink: files are opened and deleted relative to the directory's
+    descriptor. With --older-than and --keep together, prune deletes only records that are
+    both old and beyond the newest N. stats' saving is an estimate: per hit, the compile time
+    another record measured for the same cache key, minus the hit's load time.
+
+    Exit code: 0 done (also when there is nothing to list or delete); 2 bad input (nothing is
+    changed).
+    """
+    from jaxcache.records import store
+
+    action = args.action or "list"
+    pruning = args.older_than is not None or args.keep is not None or args.dry_run
+    if action != "prune" and pruning:
+        _usage(args, "--older-than, --keep and --dry-run go with `records prune`")
+    if action == "prune" and args.older_than is None and args.keep is None:
+        _usage(args, "records prune needs --older-than DAYS and/or --keep N")
+    directory = args.records_dir if args.records_dir is not None else store.runs_dir()
+    from jaxcache.report import records_json, records_text
+
+    fmt = records_json if args.fmt == "json" else records_text
+    if action == "prune":
+        from jaxcache.records import prune
+
+        _emit(fmt.render_prune(prune.prune(directory, older_than_days=args.older_than,
+                                           keep=args.keep, dry_run=args.dry_run)))
+    elif action == "stats":
+        from jaxcache.records import stats
+
+        _emit(fmt.render_stats(stats.compute(store.scan(directory))))
+    else:
+        _emit(fmt.render_list(store.scan(directory)))
+
+
 def _public_keys(args: argparse.Namespace) -> tuple:
     """--trusted-key values (with --sealed) as public keys."""
     if args.trusted_keys and not args.sealed:
@@ -874,6 +919,21 @@ def _decide_options(p: argparse.ArgumentParser) -> None:
     _sealed_reader_options(p)
 
 
+def _records_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("action", nargs="?", choices=("list", "prune", "stats"), metavar="ACTION",
+                   help="list (default), prune or stats.")
+    _option(p, "--dir", dest="records_dir", metavar="DIR",
+            help="The records directory (default: your state dir's jaxcache/runs).")
+    _option(p, "--older-than", type=_Range(float, 0), metavar="DAYS",
+            help="prune: records made more than DAYS days ago.")
+    _option(p, "--keep", type=_Range(int, 0), metavar="N",
+            help="prune: all but the newest N records (with --older-than: only old ones "
+                 "beyond the newest N).")
+    _option(p, "--dry-run", action="store_true",
+            help="prune: say what would be deleted, delete nothing.")
+    _option(p, "--format", dest="fmt", choices=TEXT_JSON, default="text", show_default=True)
+
+
 def _demo_options(p: argparse.ArgumentParser) -> None:
     _option(p, "--out", dest="out_dir", default="demo-output", show_default=True, metavar="DIR",
             help="Where the demo makes its own new folder DIR/jaxcache-demo-N (mkdir, 0700; "
@@ -901,6 +961,7 @@ COMMANDS = (
     ("keygen", keygen, "KEYFILE", _keygen_options),
     ("seal", seal, "--key KEYFILE [OPTIONS] DIR", _seal_options),
     ("verify", verify, "[OPTIONS] DIR", _scan_options),
+    ("records", records, "[list | prune | stats] [OPTIONS]", _records_options),
 )
 
 

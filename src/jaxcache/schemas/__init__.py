@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 from importlib import resources
 
-NAMES = ("audit", "init", "ls", "ls-bucket", "explain", "net", "decide", "seal-scan", "bench")
+NAMES = ("audit", "init", "ls", "ls-bucket", "explain", "net", "decide", "seal-scan", "bench",
+         "records-list", "records-prune", "records-stats")
 
 
 def load(name: str) -> dict:
