@@ -87,6 +87,8 @@ def open_dir(directory: str) -> int | None:
     except FileNotFoundError:
         return None
     except OSError as exc:
+        if exc.errno == errno.ENOTDIR and os.path.islink(directory):
+            exc.errno = errno.ELOOP  # O_DIRECTORY|O_NOFOLLOW on a link says ENOTDIR
         if exc.errno == errno.ELOOP:
             raise JaxcacheError(f"{safe(directory)} is a symbolic link: give the directory it "
                                 "points to (records are never read through a link)") from None
