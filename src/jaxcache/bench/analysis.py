@@ -149,11 +149,16 @@ def analyse(cold: list[ProcessSample], warm: list[ProcessSample], *, confidence:
         verdict = "too-small"
         message = (f"a saving too small to notice: {saving.estimate:.2f} s [{saving.low:.2f} - "
                    f"{saving.high:.2f}] per start, all of it below {judged.need_s:.2f} s")
+    elif not saving.resolved:
+        verdict = "inconclusive"
+        message = (f"the trials cannot decide: {noticeable.stats_trials(saving.n)} cannot "
+                   f"support a {saving.asked:.0%} interval "
+                   f"({stats.fewest_trials(saving.asked)} are the fewest)")
     else:
         verdict = "inconclusive"
-        why = judged.why if judged is not None else ""
-        message = (f"the trials cannot decide: {why.partition(': ')[2]}"
-                   if saving.resolved else f"the trials cannot decide: {why}")
+        need = judged.need_s if judged is not None else 0.0
+        message = (f"the trials cannot decide: {saving.estimate:.2f} s [{saving.low:.2f} - "
+                   f"{saving.high:.2f}] per start straddles the {need:.2f} s bar")
     return Analysis(tuple(cold), tuple(warm), phases, walls, saving, compile_saving, ratio,
                     noise_s, significant, verdict, message, paid, written, pays, first, ranks,
                     judged, bar)

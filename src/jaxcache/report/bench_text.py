@@ -54,13 +54,14 @@ def conclusions(result: BenchResult) -> list[str]:
                      "interval; smallest reachable p-value "
                      f"{a.saving.min_p:.4f}; noise band {a.noise_s:.2f} s")
     if a.judgement is not None:
-        lines.append(f"noticeable: {a.judgement.why}")
+        lines += style.wrap(f"noticeable: {a.judgement.why}", "")
         if not a.judgement.met:
-            lines.append(f"what to do: {noticeable.advice(a.judgement)}")
+            lines += style.wrap(f"what to do: {noticeable.advice(a.judgement)}", "")
     elif a.verdict == "warm-missed":
-        lines.append("what to do: make the warm runs hit first (the saving cannot be judged "
-                     "while they compile again): `jaxcache explain` on a cold and a warm record "
-                     "(--workdir keeps them) names the key component that differs")
+        lines += style.wrap("what to do: make the warm runs hit first (the saving cannot be "
+                            "judged while they compile again): `jaxcache explain` on a cold and "
+                            "a warm record (--workdir keeps them) names the key component that "
+                            "differs", "")
     if a.significant:
         pays = a.pays_off_after
         lines.append(f"amortization: the cold run paid {a.paid_s:.2f} s to write "
