@@ -111,6 +111,10 @@ def world(tmp_path_factory):
     both("verify", "verify", str(tmp / "c-wide"), "--trusted-key", key + ".pub",
          schema="seal-scan")
     both("net", "net", schema="net")
+    both("records", "records", schema="records-list")  # the runs above, in XDG_STATE_HOME
+    both("records stats", "records", "stats", schema="records-stats")
+    both("records prune", "records", "prune", "--keep", "1", "--dry-run",
+         schema="records-prune")
     return {"texts": texts, "docs": docs, "env": env}
 
 
@@ -148,6 +152,7 @@ def test_every_json_document_validates_against_its_shipped_schema(world):
     for name, (schema, doc) in world["docs"].items():
         jsonschema.validate(doc, schemas.load(schema)), name
         assert doc["schema"] == f"jaxcache.{schema}/1", name
+    assert world["docs"]["records"][1]["records"]  # the records list is not vacuous
 
 
 def test_explain_json_of_a_command_is_only_the_document(world):
