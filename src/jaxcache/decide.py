@@ -207,20 +207,20 @@ def decide(audit: dict, benches: list[dict], *, min_saving_s: float | None = Non
                         tuple(advice), path)
     if not benches:
         raise ValueError("a bench result is needed beyond the writers test")
-    saving, advice = _noticeable(benches, min_saving_s, min_fraction)
+    saving, saving_advice = _noticeable(benches, min_saving_s, min_fraction)
     compatible = _compatible(benches)
     tests = (writers, compatible, saving)
     if saving.outcome == noticeable.INCONCLUSIVE:
         return Decision("INCONCLUSIVE", "the trials cannot tell whether the saving is "
                         "noticeable at start-up: measure again before deciding", tests,
-                        _missing_ranks_advice(benches) + advice, path)
+                        _missing_ranks_advice(benches) + saving_advice, path)
     if not saving.passed:
         summary = ("the saved compile is not noticeable at start-up: keep things simple (no "
                    "shared cache needed)" if saving.outcome == noticeable.TOO_SMALL else
                    "the bench measured no saving (nothing cached or warm runs that missed): "
                    "no shared cache until that is fixed")
         return Decision("NOT-WORTH-IT", summary, tests,
-                        _missing_ranks_advice(benches) + advice, path)
+                        _missing_ranks_advice(benches) + saving_advice, path)
     if audit["verdict"] == "SEALED" and compatible.passed:
         return Decision("SHARE", "a shared sealed cache is justified: readers load only entries "
                         "signed by trusted keys whose holders are declared writers, the jobs are "

@@ -89,31 +89,28 @@ def judge(saving: stats.Shift, cold_wall_s: float | None, bar: Bar = DEFAULT_BAR
     """The saving (cold - warm wall, per start) against the bar, on its interval."""
     need = bar.need(cold_wall_s)
     rule = bar.words(cold_wall_s)
-    common = dict(need_s=need, min_s=bar.min_s, min_fraction=bar.min_fraction,
-                  cold_wall_s=cold_wall_s, estimate=saving.estimate, trials=saving.n)
+
+    def made(outcome: str, why: str, suggest: int | None = None) -> Judgement:
+        resolved = saving.resolved
+        return Judgement(outcome, need, bar.min_s, bar.min_fraction, cold_wall_s,
+                         saving.estimate, saving.low if resolved else None,
+                         saving.high if resolved else None,
+                         saving.confidence if resolved else 0.0, saving.n, suggest, why)
+
     if not saving.resolved:
         fewest = stats.fewest_trials(saving.asked)
-        return Judgement(INCONCLUSIVE, low=None, high=None, confidence=0.0,
-                         suggest_trials=max(fewest, saving.n + 1),
-                         why=(f"{stats_trials(saving.n)} cannot support a {saving.asked:.0%} "
-                              f"interval (smallest reachable p = {saving.min_p:.3f}; "
-                              f"{fewest} trials are the fewest): {rule} cannot be tested"),
-                         **common)
+        return made(INCONCLUSIVE, f"{stats_trials(saving.n)} cannot support a "
+                    f"{saving.asked:.0%} interval (smallest reachable p = {saving.min_p:.3f}; "
+                    f"{fewest} trials are the fewest): {rule} cannot be tested",
+                    max(fewest, saving.n + 1))
     span = (f"{saving.estimate:.2f} s [{saving.low:.2f} - {saving.high:.2f}] "
             f"({saving.confidence:.1%} CI)")
     if saving.low >= need:
-        return Judgement(NOTICEABLE, low=saving.low, high=saving.high,
-                         confidence=saving.confidence, suggest_trials=None,
-                         why=f"met: saves {span}; {rule}", **common)
+        return made(NOTICEABLE, f"met: saves {span}; {rule}")
     if saving.high < need:
-        return Judgement(TOO_SMALL, low=saving.low, high=saving.high,
-                         confidence=saving.confidence, suggest_trials=None,
-                         why=f"not met: saves {span}, all of it below {need:.2f} s; {rule}",
-                         **common)
-    return Judgement(INCONCLUSIVE, low=saving.low, high=saving.high,
-                     confidence=saving.confidence, suggest_trials=_more_trials(saving, need),
-                     why=(f"undecided: saves {span}, an interval that straddles {need:.2f} s; "
-                          f"{rule}"), **common)
+        return made(TOO_SMALL, f"not met: saves {span}, all of it below {need:.2f} s; {rule}")
+    return made(INCONCLUSIVE, f"undecided: saves {span}, an interval that straddles "
+                f"{need:.2f} s; {rule}", _more_trials(saving, need))
 
 
 def stats_trials(n: int) -> str:
@@ -147,8 +144,10 @@ def shift_from_json(doc: dict, confidence: float = 0.95) -> stats.Shift | None:
     est = doc.get("estimate")
     if est is None:
         return None
-    low, high = doc.get("low"), doc.get("high")
-    return stats.Shift(est, -math.inf if low is None else low, math.inf if high is None else high,
-                       doc.get("confidence") or 0.0, doc.get("asked_confidence") or confidence,
-                       doc.get("min_p") if doc.get("min_p") is not None else 1.0,
+    low, high, min_p = doc.get("low"), doc.get("high"), doc.get("min_p")
+    return stats.Shift(float(est), -math.inf if low is None else float(low),
+                       math.inf if high is None else float(high),
+                       float(doc.get("confidence") or 0.0),
+                       float(doc.get("asked_confidence") or confidence),
+                       1.0 if min_p is None else float(min_p),
                        int(doc.get("n") or 0), int(doc.get("m") or 0))
