@@ -111,7 +111,11 @@ def world(tmp_path_factory):
     both("verify", "verify", str(tmp / "c-wide"), "--trusted-key", key + ".pub",
          schema="seal-scan")
     both("net", "net", schema="net")
-    both("records", "records", schema="records-list")  # the runs above, in XDG_STATE_HOME
+    # a run without --record: its record goes to XDG_STATE_HOME, where `records` looks
+    proc = jaxcache("run", "--cache-dir", str(tmp / "c-wide"), "--", sys.executable, WIDE,
+                    env=env)
+    assert proc.returncode == 0, proc.stderr
+    both("records", "records", schema="records-list")
     both("records stats", "records", "stats", schema="records-stats")
     both("records prune", "records", "prune", "--keep", "1", "--dry-run",
          schema="records-prune")
