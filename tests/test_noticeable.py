@@ -148,3 +148,12 @@ def test_older_bench_results_are_still_judged():
     doc["summary"]["verdict"] = "no-significant-difference"  # before issue 16
     del doc["summary"]["noticeable_bar"]
     assert decide(AUDIT, [doc]).verdict == "PRIVATE"
+
+
+def test_suggested_trials_are_bounded_and_a_saving_on_the_bar_is_called_marginal():
+    near = noticeable.judge(shift(2.8, 1.9, 3.7), 40.8)  # needs a narrower interval: -t 9
+    assert (near.outcome, near.suggest_trials, near.borderline) == ("inconclusive", 9, False)
+    assert "marginal" not in noticeable.advice(near)
+    on_bar = noticeable.judge(shift(2.0, 0.9, 3.1), 40.8)  # 2.00 s against 2.04 s
+    assert on_bar.suggest_trials == 4 * 6 and on_bar.borderline
+    assert "-t 24" in noticeable.advice(on_bar) and "marginal" in noticeable.advice(on_bar)

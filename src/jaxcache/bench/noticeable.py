@@ -25,6 +25,7 @@ MIN_FRACTION = 0.05  # ...and at least this share of the cold start-up
 
 NOTICEABLE, TOO_SMALL, INCONCLUSIVE = "noticeable", "too-small", "inconclusive"
 MAX_SUGGESTED_TRIALS = 1000  # bench's own bound on -t
+GROWTH = 4  # suggest at most this many times the trials run: beyond, the estimate sits on the bar
 
 
 @dataclass(frozen=True)
@@ -68,21 +69,26 @@ class Judgement:
     trials: int
     suggest_trials: int | None  # for inconclusive: a -t that can decide it
     why: str  # the test in words, with its numbers
+    borderline: bool = False  # inconclusive, and the estimate so near the bar that even
+    #                           GROWTH times the trials would likely not decide it
 
     @property
     def met(self) -> bool:
         return self.outcome == NOTICEABLE
 
 
-def _more_trials(saving: stats.Shift, need: float) -> int:
-    """Trials that would likely shrink the interval enough to clear the bar, or fall below
-    it: the interval narrows roughly with the square root of the trials."""
+def _more_trials(saving: stats.Shift, need: float) -> tuple[int, bool]:
+    """Trials that would likely shrink the interval enough to clear the bar or fall below it
+    (the interval narrows roughly with the square root of the trials), at most GROWTH times
+    those run; and whether that is too few (the estimate sits on the bar)."""
     n = saving.n
     half = (saving.high - saving.low) / 2
     room = abs(saving.estimate - need)
+    most = min(MAX_SUGGESTED_TRIALS, GROWTH * n)
     if room <= 0 or half <= 0:
-        return min(MAX_SUGGESTED_TRIALS, 2 * n)
-    return min(MAX_SUGGESTED_TRIALS, max(n + 1, math.ceil(n * (half / room) ** 2)))
+        return most, True
+    wanted = max(n + 1, math.ceil(n * (half / room) ** 2))
+    return min(wanted, most), wanted > most
 
 
 def judge(saving: stats.Shift, cold_wall_s: float | None, bar: Bar = DEFAULT_BAR) -> Judgement:
@@ -90,12 +96,14 @@ def judge(saving: stats.Shift, cold_wall_s: float | None, bar: Bar = DEFAULT_BAR
     need = bar.need(cold_wall_s)
     rule = bar.words(cold_wall_s)
 
-    def made(outcome: str, why: str, suggest: int | None = None) -> Judgement:
+    def made(outcome: str, why: str, suggest: int | None = None,
+             borderline: bool = False) -> Judgement:
         resolved = saving.resolved
         return Judgement(outcome, need, bar.min_s, bar.min_fraction, cold_wall_s,
                          saving.estimate, saving.low if resolved else None,
                          saving.high if resolved else None,
-                         saving.confidence if resolved else 0.0, saving.n, suggest, why)
+                         saving.confidence if resolved else 0.0, saving.n, suggest, why,
+                         borderline)
 
     if not saving.resolved:
         fewest = stats.fewest_trials(saving.asked)
@@ -110,7 +118,7 @@ def judge(saving: stats.Shift, cold_wall_s: float | None, bar: Bar = DEFAULT_BAR
     if saving.high < need:
         return made(TOO_SMALL, f"not met: saves {span}, all of it below {need:.2f} s; {rule}")
     return made(INCONCLUSIVE, f"undecided: saves {span}, an interval that straddles "
-                f"{need:.2f} s; {rule}", _more_trials(saving, need))
+                f"{need:.2f} s; {rule}", *_more_trials(saving, need))
 
 
 def stats_trials(n: int) -> str:
@@ -120,9 +128,13 @@ def stats_trials(n: int) -> str:
 def advice(j: Judgement) -> str:
     """What to do, matching the test that failed."""
     if j.outcome == INCONCLUSIVE:
-        return (f"the trials cannot decide whether the saving is noticeable: run more trials, "
+        text = (f"the trials cannot decide whether the saving is noticeable: run more trials, "
                 f"e.g. `jaxcache bench -t {j.suggest_trials}` (or --max-trials with "
                 "--until-width), on a quiet machine")
+        if j.borderline:
+            text += (f"; the estimate ({j.estimate:.2f} s) sits close to the bar "
+                     f"({j.need_s:.2f} s), so it may stay undecided: at best a marginal saving")
+        return text
     if j.outcome == TOO_SMALL:
         return (f"the saving is below {j.need_s:.2f} s even at the top of its interval: the "
                 "cache only skips compiles at start-up and does not speed up the steps of a "
@@ -136,7 +148,7 @@ def as_dict(j: Judgement) -> dict:
             "min_fraction": j.min_fraction, "cold_wall_s": j.cold_wall_s,
             "estimate_s": j.estimate, "low_s": j.low, "high_s": j.high,
             "confidence": j.confidence, "trials": j.trials,
-            "suggest_trials": j.suggest_trials, "why": j.why}
+            "suggest_trials": j.suggest_trials, "borderline": j.borderline, "why": j.why}
 
 
 def shift_from_json(doc: dict, confidence: float = 0.95) -> stats.Shift | None:
