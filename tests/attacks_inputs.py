@@ -227,7 +227,7 @@ def _fifo_cases(tmp_path: Path, cache: Path, fifo: Path, audit: Path) -> dict[st
     return {
         "policy": ["audit", "--policy", str(fifo), str(cache)],
         "public key": ["verify", str(cache), "--trusted-key", str(fifo)],
-        "signing key": ["seal", str(cache), "--key", str(fifo)],
+        "signing key": ["seal", str(cache), "--signing-key", str(fifo)],
         "record": ["explain", str(fifo)],
         "bench result": ["decide", "--audit", str(audit), "--bench", str(fifo)],
         "audit": ["decide", "--audit", str(fifo)],
@@ -270,7 +270,7 @@ def test_signing_key_readable_by_others_is_refused(keys):
     key = keys["key"]
     key.chmod(0o644)
     try:
-        line = one_line(jaxcache("seal", str(key.parent), "--key", str(key)))
+        line = one_line(jaxcache("seal", str(key.parent), "--signing-key", str(key)))
         assert "must be yours and mode 0600" in line
     finally:
         key.chmod(0o600)

@@ -78,7 +78,7 @@ def test_help_keeps_the_examples_as_written():
         assert f"\n    {name} " in top.stdout  # every command listed
     bench = jaxcache("bench", "--help").stdout
     assert "\n  jaxcache bench --compare before.json after.json\n" in bench
-    assert "[default: 5; 1<=x<=1000]" in bench and "\\b" not in bench
+    assert "[default: 6; 1<=x<=1000]" in bench and "\\b" not in bench
 
 
 def test_no_arguments_shows_help_and_fails():
@@ -93,3 +93,14 @@ def test_importing_the_cli_stays_light():
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=True)
     assert proc.stdout == "[]\n"
+
+
+def test_a_command_imports_only_its_own_module():
+    """`jaxcache run` builds run's parser alone: no other command's module, nothing heavy."""
+    code = ("import sys, jaxcache.cli as cli; before = sorted(m for m in sys.modules "
+            "if m.startswith('jaxcache.cli.')); cli.build_parser(only='run'); "
+            "print(before, sorted(m for m in sys.modules if m.startswith('jaxcache.cli.')), "
+            "[m for m in ('jax', 'jaxcache.trust', 'jaxcache.bench') if m in sys.modules])")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True)
+    assert proc.stdout == "['jaxcache.cli.common'] ['jaxcache.cli.common', 'jaxcache.cli.run'] []\n"

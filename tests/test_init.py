@@ -24,8 +24,10 @@ def test_creates_missing_components_0700_whatever_the_umask(base):
     for p in (base / "a", base / "a" / "b", target):
         st = os.lstat(p)
         assert stat.S_IMODE(st.st_mode) == 0o700 and st.st_uid == os.geteuid()
-    assert f"export JAX_COMPILATION_CACHE_DIR={target}" in proc.stdout
-    assert f'jax.config.update("jax_compilation_cache_dir", "{target}")' in proc.stdout
+    # the ways that audit it again before JAX loads from it, not a bare JAX setting
+    assert f"jaxcache run --cache-dir {target} -- python train.py" in proc.stdout
+    assert f'jaxcache.enable("{target}")' in proc.stdout
+    assert "jax.config.update" not in proc.stdout
 
 
 def test_default_location_is_the_user_cache_dir(base):
@@ -75,12 +77,26 @@ def test_inherited_default_acl_is_refused_and_undone(base):
     assert os.listdir(parent) == []
 
 
-def test_text_output_refusal_is_one_line_on_stderr(base):
-    cache = mkdir(base / "cache", 0o777)
+def test_text_refusal_says_so_first_and_sends_the_user_elsewhere(base):
+    world = mkdir(base / "world", 0o777)
+    target = world / "cache"
+    proc = jaxcache("init", str(target))
+    assert proc.returncode == 1 and proc.stderr == ""
+    first, advice = proc.stdout.split("\n\n", 1)[0].split("\n", 1)
+    assert first == f"REFUSED: {target}: the audit says UNSAFE; nothing was changed"
+    # not "run init" to someone who just did: a location under a private parent instead
+    assert "`jaxcache init` without PATH makes" in " ".join(advice.split())
+    assert "(jaxcache init)" not in proc.stdout and "verdict: UNSAFE" in proc.stdout
+    assert not proc.stdout.startswith("jaxcache audit") and os.listdir(world) == []
+    quiet = jaxcache("init", "-q", str(target))
+    assert (quiet.returncode, quiet.stdout) == (1, first + "\n")
+
+
+def test_existing_non_private_dir_refused_in_words(base):
+    cache = mkdir(base / "cache", 0o755)
     proc = jaxcache("init", str(cache))
     assert proc.returncode == 1
-    assert proc.stderr.count("\n") == 1 and "nothing was changed" in proc.stderr
-    assert "verdict: UNSAFE" in proc.stdout
+    assert proc.stdout.startswith(f"REFUSED: {cache}: {cache} has mode 0755, not 0700")
 
 
 def test_refuses_literal_tilde(base):

@@ -106,7 +106,7 @@ def world(tmp_path_factory):
     assert jaxcache("keygen", key, env=env).returncode == 0
     # a plain run's entries (XLA sub-caches on) are never hit by a sealed reader: seal them
     # anyway, as asked, so that verify below has a sealed directory to check
-    both("seal", "seal", str(tmp / "c-wide"), "--key", key, "--allow-unhittable",
+    both("seal", "seal", str(tmp / "c-wide"), "--signing-key", key, "--allow-unhittable",
          schema="seal-scan")
     both("verify", "verify", str(tmp / "c-wide"), "--trusted-key", key + ".pub",
          schema="seal-scan")
@@ -119,7 +119,7 @@ def world(tmp_path_factory):
     both("records stats", "records", "stats", schema="records-stats")
     both("records prune", "records", "prune", "--keep", "1", "--dry-run",
          schema="records-prune")
-    return {"texts": texts, "docs": docs, "env": env}
+    return {"texts": texts, "docs": docs, "env": env, "tmp": tmp, "key": key}
 
 
 def test_no_line_over_200_characters(world):
@@ -173,3 +173,19 @@ def test_wrapped_prose_keeps_numbers_with_their_units():
     assert all(len(line) <= 60 for line in lines) and len(lines) > 3
     assert not any(line.rstrip().endswith(("7.30", "26.15")) for line in lines)
     assert " ".join(line.strip() for line in lines) == text.strip()
+
+
+def test_verbose_lists_every_entry_and_quiet_only_the_answer(world):
+    cache, pub = str(world["tmp"] / "c-wide"), world["key"] + ".pub"
+    verbose = jaxcache("-v", "verify", cache, "--trusted-key", pub, env=world["env"])
+    assert verbose.returncode == 0, verbose.stderr
+    assert any(line.startswith("  VALID ") and "-cache" in line
+               for line in verbose.stdout.splitlines())
+    # without -v only the entries that need a word: here the ones a sealed reader never hits
+    assert all("never hit" in line for line in world["texts"]["verify"].splitlines()
+               if line.startswith("  VALID "))
+    quiet = jaxcache("verify", cache, "--trusted-key", pub, "--quiet", "--color", "always",
+                     env=world["env"])
+    assert quiet.stdout.count("\n") == 1 and "VALID" in quiet.stdout  # colour kept, one line
+    audit = jaxcache("audit", cache, "-q", "--no-processes", env=world["env"])
+    assert audit.stdout == world["texts"]["audit wide"].splitlines()[0] + "\n"

@@ -50,14 +50,14 @@ def key(tmp_path_factory) -> Path:
 
 
 def seal(cache: Path, key: Path, *extra: str) -> tuple[int, dict, str]:
-    js = jaxcache("seal", str(cache), "--key", str(key), "--format", "json", *extra)
+    js = jaxcache("seal", str(cache), "--signing-key", str(key), "--format", "json", *extra)
     return js.returncode, json.loads(js.stdout or "{}"), js.stderr
 
 
 def test_entries_made_with_subcaches_on_are_reported_not_signed(tmp_path, key):
     cache = tmp_path / "plain"
     names = fill(cache, tmp_path, "all")
-    text = jaxcache("seal", str(cache), "--key", str(key))
+    text = jaxcache("seal", str(cache), "--signing-key", str(key))
     assert text.returncode == 1, text.stderr
     first = text.stdout.splitlines()[0]
     assert first.startswith("NOT SEALED: ") and f"{len(names)} of {len(names)}" in first
@@ -83,7 +83,7 @@ def test_allow_unhittable_signs_them_and_verify_still_names_them(tmp_path, key):
     assert doc["ok"] and doc["counts"]["signed-now"] == len(names)
     assert all(e["never_hit"] for e in doc["entries"]) and doc["unhittable_allowed"] is True
     _validate(doc)
-    again = jaxcache("seal", str(cache), "--key", str(key), "--allow-unhittable")
+    again = jaxcache("seal", str(cache), "--signing-key", str(key), "--allow-unhittable")
     assert again.returncode == 0 and "ALREADY SIGNED" in again.stdout
     verify = jaxcache("verify", str(cache), "--trusted-key", f"{key}.pub")
     assert verify.returncode == 0, verify.stderr
@@ -94,7 +94,7 @@ def test_allow_unhittable_signs_them_and_verify_still_names_them(tmp_path, key):
 def test_entries_made_with_subcaches_off_are_signed_per_entry(tmp_path, key):
     cache = tmp_path / "off"
     names = fill(cache, tmp_path, "none")
-    text = jaxcache("seal", str(cache), "--key", str(key))
+    text = jaxcache("seal", str(cache), "--signing-key", str(key))
     assert text.returncode == 0, text.stdout + text.stderr
     assert text.stdout.startswith(f"SEALED: {len(names)} of {len(names)}")
     signed = [x for x in text.stdout.splitlines() if x.lstrip().startswith("SIGNED")]

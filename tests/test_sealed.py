@@ -137,7 +137,7 @@ def test_entry_signed_by_an_untrusted_key(world, tmp_path):
     cache = copy(world, tmp_path)
     f = entry(cache, "f")
     sig(f).unlink()
-    proc = jaxcache("seal", str(cache), "--key", str(world["mallory"]),
+    proc = jaxcache("seal", str(cache), "--signing-key", str(world["mallory"]),
                     "--trusted-key", world["pub"], "--format", "json")
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["counts"]["signed-now"] == 1

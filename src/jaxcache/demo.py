@@ -50,10 +50,10 @@ def _unsafe_audit(echo: Callable[[str], None]) -> Verdict:
         shutil.rmtree(workspace)
 
 
-def run(*, out_dir: str = "demo-output", trials: int = 8, warm: int = 1,
-        echo: Callable[[str], None] = print) -> int:
+def run(*, out_dir: str = "demo-output", trials: int = 6, warm: int = 1,
+        echo: Callable[[str], None] = print, quiet: bool = False) -> int:
     """Everything goes into a new folder OUT_DIR/jaxcache-demo-N made now (mkdir): nothing that
-    existed is reused, replaced or deleted."""
+    existed is reused, replaced or deleted. `quiet`: no bench progress on stderr."""
     from jaxcache import outputs
 
     out = outputs.new_dir(out_dir, "jaxcache-demo")
@@ -87,7 +87,7 @@ def run(*, out_dir: str = "demo-output", trials: int = 8, warm: int = 1,
         confidence=0.95, noise_s=0.1, max_trials=None, target_width=None, time_budget=None,
         min_compile_time=None, min_entry_size=None, workdir=run_dir, out_dir=None,
         report_path=os.path.join(out, "report.md"), json_path=os.path.join(out, "bench.json"),
-        plot_path=chart, echo=echo)
+        plot_path=chart, echo=echo, quiet=quiet)
     explained = _explain(run_dir, echo)
     decided = _decide(out, echo)
     sealed = _sealed(out, echo)

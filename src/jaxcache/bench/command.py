@@ -31,8 +31,12 @@ def run(argv: list[str], *, trials: int, warm: int, prime: bool, timeout: float 
         time_budget: float | None, min_compile_time: float | None, min_entry_size: int | None,
         workdir: str | None, out_dir: str | None, report_path: str | None,
         json_path: str | None, plot_path: str | None, echo: Callable[[str], None],
-        sealed: bool = False, bucket: str | None = None,
+        sealed: bool = False, bucket: str | None = None, fmt: str = "text",
+        note: Callable[[str], None] | None = None, quiet: bool = False,
         min_saving: float | None = None, min_fraction: float | None = None) -> int:
+    """Bench `argv`; `echo` gets the report (text, or with fmt="json" the JSON document),
+    `note` what was written (default: echo); `quiet` drops the progress on stderr;
+    `min_saving` / `min_fraction`: the noticeable bar (bench/noticeable.py's defaults)."""
     from jaxcache.bench import noticeable
     from jaxcache.bench.progress import BenchProgress
     from jaxcache.bench.trials import BenchCommandError, BenchConfig, run_bench
@@ -110,13 +114,18 @@ def run(argv: list[str], *, trials: int, warm: int, prime: bool, timeout: float 
                           max_trials, target_width, time_budget, thresholds, sealed, bucket,
                           noticeable.MIN_SAVING_S if min_saving is None else min_saving,
                           noticeable.MIN_FRACTION if min_fraction is None else min_fraction)
-        progress = BenchProgress(warm)
+        if quiet:
+            import io
+
+            progress = BenchProgress(warm, stream=io.StringIO(), live=False)
+        else:
+            progress = BenchProgress(warm)
         try:
             try:
                 result = run_bench(cfg, workdir=workdir, progress=progress)
             finally:
                 progress.close()
-            return _report(result, targets, echo, keep)
+            return _report(result, targets, echo, keep, fmt, note or echo)
         except BenchCommandError as exc:
             if keep:
                 raise
@@ -129,14 +138,19 @@ def run(argv: list[str], *, trials: int, warm: int, prime: bool, timeout: float 
         outputs.release_all(claimed)  # no-op for those written
 
 
-def _report(result, targets: dict[str, outputs.Output], echo, kept: bool) -> int:
+def _report(result, targets: dict[str, outputs.Output], echo, kept: bool, fmt: str = "text",
+            note=None) -> int:
     from jaxcache.report import bench_json, bench_markdown, bench_text
 
-    text = bench_text.render(result)
-    if not kept and result.stop_reason == "warm-missed":
-        text += ("(the runs' records were in a temporary folder, now removed: rerun with "
-                 "--workdir DIR to keep them for jaxcache explain)\n")
-    echo(text)
+    note = note or echo
+    if fmt == "json":
+        echo(bench_json.render(result))
+    else:
+        text = bench_text.render(result)
+        if not kept and result.stop_reason == "warm-missed":
+            text += ("(the runs' records were in a temporary folder, now removed: rerun with "
+                     "--workdir DIR to keep them for jaxcache explain)\n")
+        echo(text)
     written = []
     plot, report, doc = targets.get("plot"), targets.get("report"), targets.get("json")
     if plot and result.analysis.phases:
@@ -146,7 +160,7 @@ def _report(result, targets: dict[str, outputs.Output], echo, kept: bool) -> int
         written.append(plot.path)
     elif plot:
         plot.release()
-        echo(f"no chart written to {plot.path}: no completed cold and warm runs\n")
+        note(f"no chart written to {plot.path}: no completed cold and warm runs\n")
     if report:
         chart = None
         if plot and plot.written and os.path.dirname(plot.path) == os.path.dirname(report.path):
@@ -157,14 +171,14 @@ def _report(result, targets: dict[str, outputs.Output], echo, kept: bool) -> int
         doc.write(bench_json.render(result))
         written.append(doc.path)
     if written:
-        echo("wrote " + ", ".join(written) + "\n")
+        note("wrote " + ", ".join(written) + "\n")
     if result.stop_reason == "interrupted":
         return 130
     return 0 if result.analysis.verdict == "saves" else 1
 
 
 def measure(command: list[str], *, trials: int, warm: int,
-            echo: Callable[[str], None], sealed: bool = False,
+            echo: Callable[[str], None], sealed: bool = False, quiet: bool = False,
             min_saving: float | None = None, min_fraction: float | None = None) -> dict:
     """Bench a command with defaults and return its `--json` document (for decide, whose
     noticeable bar it is given so both judge alike)."""
@@ -177,7 +191,7 @@ def measure(command: list[str], *, trials: int, warm: int,
             noise_s=0.1, max_trials=None, target_width=None, time_budget=None,
             min_compile_time=None, min_entry_size=None, workdir=None, out_dir=None,
             report_path=None, json_path=path, plot_path=None, echo=echo, sealed=sealed,
-            min_saving=min_saving, min_fraction=min_fraction)
+            quiet=quiet, min_saving=min_saving, min_fraction=min_fraction)
         return load_result(path)
     finally:
         shutil.rmtree(out, ignore_errors=True)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import asdict
 
@@ -13,6 +12,7 @@ from jaxcache.bench.per_rank import RankMiss, RankSample
 from jaxcache.bench.stats import Shift, Spread
 from jaxcache.bench.trials import BenchResult
 from jaxcache.jaxcompat import DEFAULT_MIN_COMPILE_TIME_SECS, DEFAULT_MIN_ENTRY_SIZE_BYTES
+from jaxcache.report import jsonout
 
 SCHEMA = "jaxcache.bench/1"
 
@@ -119,4 +119,4 @@ def bench_dict(result: BenchResult) -> dict:
 
 
 def render(result: BenchResult) -> str:
-    return json.dumps(bench_dict(result), indent=2) + "\n"
+    return jsonout.document(bench_dict(result))

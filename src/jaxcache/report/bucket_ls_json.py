@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import json
+from jaxcache.report import jsonout
 
 
 def render(found) -> str:
     from jaxcache.seal import bucket_scan
 
-    return json.dumps({
+    return jsonout.document({
         "schema": "jaxcache.ls-bucket/1", "url": found.url,
         "entries": [{"name": o.name, "size": o.size, "generation": o.generation,
                      "updated": o.updated, "signature_object": o.name in found.signed}
-                    for o in bucket_scan.entries(found)]}, indent=2) + "\n"
+                    for o in bucket_scan.entries(found)]})

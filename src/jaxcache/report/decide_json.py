@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict
 
 from jaxcache import __version__
 from jaxcache.decide import Decision
+from jaxcache.report import jsonout
 
 
 def render(d: Decision) -> str:
     doc = {"schema": "jaxcache.decide/1", "tool": {"name": "jaxcache", "version": __version__},
            **asdict(d), "exit_code": d.exit_code}
-    return json.dumps(doc, indent=2) + "\n"
+    return jsonout.document(doc)

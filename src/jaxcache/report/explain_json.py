@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict
 
 from jaxcache import __version__
 from jaxcache.explain import Explanation
+from jaxcache.report import jsonout
 
 SCHEMA = "jaxcache.explain/1"
 
@@ -20,4 +20,4 @@ def render(e: Explanation) -> str:
            "notes": list(e.notes), "unaudited_dirs": list(e.unaudited_dirs),
            "unverified": list(e.unverified),
            "exit_code": e.exit_code}
-    return json.dumps(doc, indent=2) + "\n"
+    return jsonout.document(doc)

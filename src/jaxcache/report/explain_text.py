@@ -101,9 +101,10 @@ def _answer(e: Explanation) -> str:
 
 
 def render(e: Explanation) -> str:
-    lines = [_answer(e)]
+    # a directory JAX was pointed at without an audit outranks any caching answer: first
+    lines = [f"WARNING: {d}" for d in e.unaudited_dirs]
+    lines += [_answer(e)]
     lines += [f"UNVERIFIED: {safe(u)}" for u in e.unverified]
-    lines += [f"WARNING: {d}" for d in e.unaudited_dirs]
     lines.append(f"from {style.plural(len(e.records), 'record')}")
     ranks = len({m.rank for m in e.modules}) > 1
     for record in e.records:

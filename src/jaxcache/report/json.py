@@ -1,13 +1,13 @@
-"""JSON output with a versioned schema (docs/audit.md): stable keys, paths as text, compact
-(one line: pipe through `jq` or `python -m json.tool` to read it)."""
+"""JSON output with a versioned schema (docs/audit.md): stable keys, paths as text, written by
+the one JSON writer (report/jsonout.py) like every other document."""
 
 from __future__ import annotations
 
-import json
 import stat
 
 from jaxcache import __version__
 from jaxcache.display import safe
+from jaxcache.report import jsonout
 from jaxcache.trust.audit import SCHEMA, AuditReport
 from jaxcache.trust.entries import Entry, Inventory
 
@@ -80,10 +80,17 @@ def audit_dict(r: AuditReport) -> dict:
 
 
 def render_audit(r: AuditReport) -> str:
-    return json.dumps(audit_dict(r), ensure_ascii=False) + "\n"
+    return jsonout.document(audit_dict(r))
 
 
 def render_ls(path: str, inv: Inventory) -> str:
     doc = {"schema": LS_SCHEMA, "tool": {"name": "jaxcache", "version": __version__},
            "path": _path(path), **(_inventory(inv) or {})}
-    return json.dumps(doc, ensure_ascii=False) + "\n"
+    return jsonout.document(doc)
+
+
+def render_init(result) -> str:
+    """`jaxcache init --format json` (schema jaxcache.init/1): the audit it based itself on."""
+    return jsonout.document({"schema": "jaxcache.init/1", "path": result.path, "ok": result.ok,
+                             "created": list(result.created), "refused": result.refused,
+                             "audit": audit_dict(result.report)})

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict
 
 from jaxcache import __version__
 from jaxcache.net.assess import SCHEMA, NetReport
+from jaxcache.report import jsonout
 
 
 def net_dict(r: NetReport) -> dict:
@@ -22,4 +22,4 @@ def net_dict(r: NetReport) -> dict:
 
 
 def render(r: NetReport) -> str:
-    return json.dumps(net_dict(r), indent=2) + "\n"
+    return jsonout.document(net_dict(r))

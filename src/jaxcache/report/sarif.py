@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from pathlib import PurePosixPath
 from urllib.parse import quote
 
 from jaxcache import __version__
 from jaxcache.display import safe
+from jaxcache.report import jsonout
 from jaxcache.trust.audit import AuditReport
 from jaxcache.trust.findings import NOTE, UNSAFE, UNVERIFIABLE, WARNING, Finding
 
@@ -54,7 +54,7 @@ def render_findings(findings: Iterable[Finding], properties: dict, *,
             "properties": properties,
         }],
     }
-    return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
+    return jsonout.document(doc)
 
 
 def render_audit(r: AuditReport) -> str:

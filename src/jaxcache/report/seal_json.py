@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict
 
 from jaxcache import __version__
+from jaxcache.report import jsonout
 from jaxcache.seal.scan import ScanResult
 
 STATUSES = ("valid", "signed-now", "unsigned", "bad-signature", "unknown-key", "not-a-file",
@@ -21,4 +21,4 @@ def render(result: ScanResult, action: str) -> str:
            "never_hit": result.unhittable,
            "unhittable_allowed": None if action == "verify" else not result.refuse_unhittable,
            "ok": result.ok}
-    return json.dumps(doc, indent=2) + "\n"
+    return jsonout.document(doc)

@@ -38,24 +38,28 @@ def _first(result: ScanResult, action: str) -> str:
     return f"{style.verdict('INVALID')}: {bad} of {total} do not verify, in {where}"
 
 
-def _line(e: EntryStatus, action: str) -> str | None:
-    """One entry that needs a word: a problem, or (seal) what was done, marked when a sealed
-    reader never hits it; the why is said once below (it is the same for each)."""
+def _line(e: EntryStatus, action: str, verbose: bool) -> str | None:
+    """One entry that needs a word: a problem, one that seal signed now, one a sealed reader
+    never hits (the why is said once below: it is the same for each), and with --verbose
+    every other one too (already signed, valid)."""
     never = "; never hit: made with XLA's sub-caches on" if e.never_hit else ""
     if e.status == "never-hit":
         return (f"  {'NEVER HIT':14s} {safe(e.name)} ({size(e.size)}): not signed, made with "
                 "XLA's sub-caches on")
     if e.status in _WHAT:
         return f"  {_WHAT[e.status]:14s} {safe(e.name)} ({size(e.size)}): {safe(e.reason)}"
-    if action == "seal" or e.never_hit:
+    if e.status == "signed-now" or e.never_hit or verbose:
         word = _SEALED[e.status] if action == "seal" else e.status.upper()
         return f"  {word:14s} {safe(e.name)} ({size(e.size)}){never}"
     return None
 
 
-def render(result: ScanResult, action: str) -> str:
+def render(result: ScanResult, action: str, *, verbose: bool = False) -> str:
+    """The answer first, then the entries that need a word (every entry with `verbose`),
+    then the counts and what they mean."""
     lines = [_first(result, action)]
-    lines += [line for e in result.entries if (line := _line(e, action)) is not None]
+    lines += [line for e in result.entries
+              if (line := _line(e, action, verbose)) is not None]
     for name in result.leftovers:
         lines.append(f"  LEFTOVER       {safe(name)} (an interrupted write or a signature "
                      "without its entry; never loaded)")

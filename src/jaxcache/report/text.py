@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import json
+import re
+import shlex
 import stat
 import time
+from collections.abc import Callable
 
 from jaxcache.display import age, safe, size
 from jaxcache.report import style
 from jaxcache.trust.audit import AuditReport
+from jaxcache.trust.create import InitResult
 from jaxcache.trust.entries import Inventory
 from jaxcache.trust.findings import NOTE, UNSAFE, UNVERIFIABLE, WARNING, Verdict
 
@@ -23,7 +28,10 @@ _HEADLINE = {
 _MARK = {UNSAFE: "UNSAFE", UNVERIFIABLE: "UNVERIFIABLE", WARNING: "warning", NOTE: "note"}
 
 
-def render_audit(r: AuditReport, *, verbose: bool = False) -> str:
+def render_audit(r: AuditReport, *, verbose: bool = False,
+                 remedy: Callable[[str], str] | None = None) -> str:
+    """The audit for people; `remedy` rewrites each finding's advice for the caller's context
+    (init must not tell someone who just ran init to run init)."""
     blocked = any(f.code == "path.unreadable" for f in r.findings)
     lines = _missing(r) if r.missing and not blocked else []
     lines.append(f"verdict{' if created' if lines else ''}: {style.verdict(r.verdict.value)} - "
@@ -81,9 +89,45 @@ def render_audit(r: AuditReport, *, verbose: bool = False) -> str:
         for f in shown:
             lines += style.wrap(f"[{_MARK[f.effect]}] {f.message}", "  ", "    ")
             if f.remedy:
-                lines += style.wrap(f"what to do: {f.remedy}", "      ")
+                advice = remedy(f.remedy) if remedy else f.remedy
+                lines += style.wrap(f"what to do: {advice}", "      ")
     lines.append("")
     return "\n".join(lines)
+
+
+def render_init(result: InitResult, *, default_dir: str) -> str:
+    """init succeeded: the path, and the ways to use it that audit it again before JAX loads
+    anything (a bare JAX setting would trust whatever happens to the directory later)."""
+    path = safe(result.path)
+    what = "created" if result.created else "already private:"
+    run = "jaxcache run" if result.path == default_dir else \
+        f"jaxcache run --cache-dir {shlex.quote(path)}"
+    return (f"{what} {path} (mode 0700, verdict {result.report.verdict.value})\n\n"
+            "Use it; each way audits it again before JAX loads anything from it:\n"
+            f"  {run} -- python train.py\n"
+            "or in Python, right after `import jax`:\n"
+            f"  jaxcache.enable({json.dumps(path)})\n")
+
+
+_INIT_HINT = re.compile(r"\s*\(jaxcache init\)|: jaxcache init$|`jaxcache init PATH`")
+
+
+def render_init_refused(result: InitResult, *, default_dir: str, detail: bool = True) -> str:
+    """init refused PATH: the answer first, where to go instead, then the audit behind it."""
+    path = safe(result.path)
+    if result.path == default_dir:
+        where = ("give a PATH under a directory only you and root can write (e.g. one in your "
+                 "home directory with mode 0700): `jaxcache init PATH`")
+    else:
+        where = ("choose another location, under a parent only you and root can write: "
+                 f"`jaxcache init` without PATH makes {safe(default_dir)}")
+    lines = [f"{style.verdict('REFUSED')}: {path}: {safe(result.refused or '')}; nothing was "
+             "changed", *style.wrap(f"what to do: {where}")]
+    text = "\n".join(lines) + "\n"
+    if detail:
+        text += "\n" + render_audit(result.report, remedy=lambda r: _INIT_HINT.sub(
+            " (another location: see above)", r))
+    return text
 
 
 def _missing(r: AuditReport) -> list[str]:

@@ -1,0 +1,297 @@
+"""What every command shares: failing with one line, the common flags, where the answer goes.
+
+Standard library only at import: `jaxcache run -- CMD` loads this module before the user's
+job starts, so each helper imports what it needs when it is called.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable
+from typing import Any, NoReturn
+
+FORMATS = ("text", "json", "sarif")
+TEXT_JSON = ("text", "json")
+
+# bench, decide -- CMD and demo measure with the same defaults, defined here once
+TRIALS = 6
+WARM = 1
+MAX_TRIALS = 1000
+MAX_WARM = 100
+
+_CLAIMED: list[Any] = []  # -o targets claimed before the work; released unless written
+
+
+def fail(message: str, code: int = 2) -> NoReturn:
+    """One line on stderr and the exit code: the only way a command reports an error."""
+    sys.stderr.write(f"jaxcache: {message}\n")
+    sys.stderr.flush()
+    sys.exit(code)
+
+
+def emit(text: str) -> None:
+    sys.stdout.write(text)
+    sys.stdout.flush()
+
+
+def note(args: argparse.Namespace, text: str) -> None:
+    """A line about the work, not the answer (progress, what was written): stderr, and
+    nothing with --quiet."""
+    if not args.quiet:
+        sys.stderr.write(text)
+        sys.stderr.flush()
+
+
+def usage(args: argparse.Namespace, message: str) -> NoReturn:
+    """A usage error in the command's own terms: its usage line, the message, exit 2."""
+    args.parser.error(message)
+
+
+def user_command(before: list[str], after: list[str] | None) -> list[str]:
+    """The user's command: words given without `--` (they start at the first one that is not
+    our option), then what followed `--`, verbatim (a later `--` is theirs)."""
+    if after is None:
+        return list(before)
+    return [*before, "--", *after] if before else list(after)
+
+
+def cache_path(args: argparse.Namespace, given: str | None) -> str:
+    """PATH, else $JAX_COMPILATION_CACHE_DIR (the directory JAX itself would use), as `run`
+    does; with neither there is nothing to look at: one line, exit 2."""
+    if given is not None:  # an empty PATH given is the library's to refuse, by name
+        return given
+    env = os.environ.get("JAX_COMPILATION_CACHE_DIR")
+    if env:
+        return env
+    fail(f"{args.name}: no PATH given and JAX_COMPILATION_CACHE_DIR is not set: give the cache "
+         "directory")
+
+
+# --- where the answer goes: stdout, or -o FILE --------------------------------------------
+
+def claim_output(args: argparse.Namespace, kind: str) -> None:
+    """Claim -o FILE before any work (jaxcache.outputs: created new with O_EXCL|O_NOFOLLOW, or
+    an existing jaxcache document of this kind of yours, replaced by rename when written), so
+    a target that cannot be written fails first and nothing is left if the command fails."""
+    args.sink = None
+    args.buffer = []
+    path = getattr(args, "output", None)
+    if path is None or path == "-":
+        return
+    from jaxcache import outputs
+
+    fmt = getattr(args, "fmt", "text")
+    recognize = (outputs.json_schema(f"jaxcache.{kind}/") if fmt == "json" else
+                 _sarif if fmt == "sarif" else None)
+    args.sink = outputs.claim(path, f"{kind} output", recognize=recognize)
+    _CLAIMED.append(args.sink)
+
+
+def _sarif(data: bytes) -> bool:
+    """A SARIF log that jaxcache wrote."""
+    import json
+
+    try:
+        doc = json.loads(data)
+        return doc["runs"][0]["tool"]["driver"]["name"] == "jaxcache"
+    except (ValueError, KeyError, IndexError, TypeError):
+        return False
+
+
+def out(args: argparse.Namespace, text: str) -> None:
+    """Part of the answer: to stdout at once, or kept for -o FILE (written whole at the end)."""
+    if getattr(args, "sink", None) is None:
+        emit(text)
+    else:
+        args.buffer.append(text)
+
+
+def finish(args: argparse.Namespace, text: str, code: int,
+           answer: Callable[[str], str] | None = None) -> NoReturn:
+    """Write the answer and exit. With --quiet, text output keeps only `answer(text)` (by
+    default its first line: every report says its answer first)."""
+    if args.quiet and getattr(args, "fmt", "text") == "text":
+        text = (answer or first_line)(text)
+    out(args, text)
+    flush_output(args)
+    sys.exit(code)
+
+
+def flush_output(args: argparse.Namespace) -> None:
+    sink = getattr(args, "sink", None)
+    if sink is not None:
+        sink.write("".join(args.buffer))
+        args.buffer = []
+
+
+def release_outputs() -> None:
+    """Give up every -o target not written (a failed command leaves nothing behind)."""
+    while _CLAIMED:
+        _CLAIMED.pop().release()
+
+
+def first_line(text: str) -> str:
+    return text.split("\n", 1)[0] + "\n" if text else text
+
+
+def lines_starting(*prefixes: str) -> Callable[[str], str]:
+    """--quiet's answer for a report that does not say it first: the lines that hold it."""
+    import re
+
+    colour = re.compile(r"\x1b\[[0-9;]*m")  # a verdict word in colour still starts its line
+
+    def pick(text: str) -> str:
+        return "".join(line + "\n" for line in text.splitlines()
+                       if colour.sub("", line).startswith(prefixes))
+    return pick
+
+
+# --- parsing --------------------------------------------------------------------------------
+
+class Range:
+    """A number within bounds; out of range is a usage error naming the bounds (exit 2)."""
+
+    def __init__(self, kind: type, lo: float | None = None, hi: float | None = None) -> None:
+        self.kind, self.lo, self.hi = kind, lo, hi
+
+    def __str__(self) -> str:
+        if self.hi is None:
+            return f"x>={self.lo}"
+        return f"{self.lo}<=x<={self.hi}" if self.lo is not None else f"x<={self.hi}"
+
+    def __call__(self, text: str) -> Any:
+        try:
+            value = self.kind(text)
+        except ValueError:
+            value = None
+        if value is None or value != value:  # not a number, or NaN
+            noun = "an integer" if self.kind is int else "a number"
+            raise argparse.ArgumentTypeError(f"{text!r} is not {noun}")
+        if (self.lo is not None and value < self.lo) or (self.hi is not None and value > self.hi):
+            raise argparse.ArgumentTypeError(f"{text} is not in the range {self}")
+        return value
+
+
+class Help(argparse.RawDescriptionHelpFormatter):
+    """Descriptions as written, so their example blocks keep their layout; option help is
+    wrapped to the terminal, at most 100 columns."""
+
+    def __init__(self, prog: str) -> None:
+        import shutil
+
+        width = max(min(shutil.get_terminal_size().columns, 100) - 2, 50)
+        super().__init__(prog, max_help_position=30, width=width)
+
+
+def option(parser: argparse.ArgumentParser, *names: str, help: str = "",
+           show_default: bool = False, **kwargs: Any) -> None:
+    """add_argument, with the default and any range shown after the help (`[default: 6;
+    1<=x<=1000]`); `%` in help must be written `%%`."""
+    notes = ["default: %(default)s"] if show_default else []
+    if isinstance(kwargs.get("type"), Range):
+        notes.append(str(kwargs["type"]))
+    if notes:
+        help = f"{help}  [{'; '.join(notes)}]" if help else f"[{'; '.join(notes)}]"
+    parser.add_argument(*names, help=help or None, **kwargs)
+
+
+def global_flags(parser: argparse.ArgumentParser) -> None:
+    """-q/-v, taken before the command name and after it alike (SUPPRESS: a command's parser
+    then does not overwrite what the top level read)."""
+    parser.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS,
+                        help="Only the answer (the verdict line) and errors: no progress, no "
+                             "detail.")
+    parser.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
+                        help="More detail where there is any (trusted writers and notes, the "
+                             "audit behind a verdict).")
+
+
+def format_flag(parser: argparse.ArgumentParser, choices: tuple[str, ...] = TEXT_JSON) -> None:
+    option(parser, "--format", dest="fmt", choices=choices, default="text", show_default=True,
+           help="text for people; json (a versioned document whose JSON Schema ships in the "
+                "package)" + ("; sarif for code-scanning tools" if "sarif" in choices else "")
+                + ".")
+
+
+def output_flag(parser: argparse.ArgumentParser) -> None:
+    option(parser, "-o", "--output", metavar="FILE",
+           help="Write the output to FILE ('-': stdout, the default). A new file is created "
+                "(never through a symlink); an existing one is replaced only if it is yours and "
+                "a jaxcache document of the same kind (or empty). Errors still go to stderr.")
+
+
+def trials_flags(parser: argparse.ArgumentParser, what: str) -> None:
+    """-t/-k for every command that benches: the same names, defaults and bounds."""
+    option(parser, "-t", "--trials", type=Range(int, 1, MAX_TRIALS), default=TRIALS,
+           show_default=True, metavar="N",
+           help=f"Trials{what}: each a fresh private cache, one cold process, then the warm "
+                "ones. The trial is the unit of the statistics: 4 is the fewest for a 95%% "
+                "interval.")
+    option(parser, "-k", "--warm", type=Range(int, 1, MAX_WARM), default=WARM,
+           show_default=True, metavar="N",
+           help="Warm processes per trial (their median is compared with the cold run).")
+
+
+def noticeable_flags(parser: argparse.ArgumentParser, default_note: str = "Default: ") -> None:
+    """--min-saving / --min-fraction: the one noticeable bar (bench/noticeable.py) of bench
+    and decide, with its defaults from there."""
+    from jaxcache.bench import noticeable
+
+    option(parser, "--min-saving", type=Range(float, 0), default=None, metavar="SECONDS",
+           help="A saving is noticeable when its interval's lower bound reaches this many "
+                f"seconds... {default_note}{noticeable.MIN_SAVING_S:g}.")
+    option(parser, "--min-fraction", type=Range(float, 0, 1), default=None, metavar="FRACTION",
+           help="...and this share of the cold start-up (wall time). "
+                f"{default_note}{noticeable.MIN_FRACTION:g}.")
+
+
+def command_parser(commands: Any, name: str, usage_line: str,
+                   handler: Callable[..., None]) -> argparse.ArgumentParser:
+    """A command's parser: its handler's docstring is its help (first line) and description."""
+    doc = handler.__doc__ or ""
+    first, _, rest = doc.partition("\n")
+    lines = rest.splitlines()
+    indent = min((len(line) - len(line.lstrip()) for line in lines if line.strip()), default=0)
+    description = "\n".join([first, *(line[indent:] for line in lines)]).strip()
+    parser = commands.add_parser(name, prog=f"jaxcache {name}", usage=f"%(prog)s {usage_line}",
+                                 help=first.strip(), description=description,
+                                 formatter_class=Help, add_help=False, allow_abbrev=False)
+    parser.add_argument("-h", "--help", action="help", help="Show this message and exit.")
+    global_flags(parser)
+    option(parser, "--color", choices=("auto", "always", "never"), default="auto",
+           show_default=True, help="Verdicts in colour: auto is on a terminal unless NO_COLOR "
+           "is set.")
+    parser.set_defaults(handler=handler, parser=parser)
+    return parser
+
+
+# --- sealed-cache options, shared by audit, decide, run ------------------------------------
+
+def sealed_reader_flags(p: argparse.ArgumentParser) -> None:
+    option(p, "--sealed", action="store_true",
+           help="Judge for a sealed reader (run --sealed, enable(sealed=True)): one that loads "
+                "only entries signed by the policy's trusted_keys for this path or "
+                "--trusted-key. Only then can the verdict be SEALED.")
+    option(p, "--trusted-key", dest="trusted_keys", action="append", metavar="KEY",
+           help="With --sealed: a public key the reader trusts (ed25519:... or a .pub file; "
+                "repeatable).")
+
+
+def public_keys(args: argparse.Namespace) -> tuple[Any, ...]:
+    """--trusted-key values (with --sealed) as public keys."""
+    if args.trusted_keys and not args.sealed:
+        usage(args, "--trusted-key needs --sealed")
+    if not args.trusted_keys:
+        return ()
+    from jaxcache.seal.keys import load_public
+
+    return tuple(load_public(k) for k in args.trusted_keys)
+
+
+def unverified_flag(p: argparse.ArgumentParser) -> None:
+    option(p, "--unverified-jax", action="store_true",
+           help="Record a job whose JAX is outside the supported lines (0.5 to 0.10) "
+                "instead of refusing it (exit 2); the record and every report say "
+                "'unverified'. Never with --sealed.")

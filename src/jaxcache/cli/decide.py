@@ -1,0 +1,89 @@
+"""`jaxcache decide`: share the cache or not, with the evidence for each test."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from jaxcache.cli import common
+
+
+def options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("paths", nargs="*", metavar="PATH",
+                   help="The cache directory (audited now).")
+    opt = common.option
+    opt(p, "--audit", dest="audit_path", metavar="A.json",
+        help="An earlier `audit --format json`.")
+    opt(p, "--bench", dest="bench_paths", action="append", metavar="B.json",
+        help="An earlier `bench --json` (repeatable: one per job that would share).")
+    opt(p, "--policy", dest="policy_path", metavar="FILE", help="Trust policy (TOML).")
+    opt(p, "--user", dest="as_user", metavar="NAME",
+        help="Decide for this user (whose processes would trust the cache).")
+    common.noticeable_flags(p, "Default: the bar the bench used (its --json), else ")
+    common.trials_flags(p, " when benching CMD")
+    common.format_flag(p)
+    common.sealed_reader_flags(p)
+
+
+def handle(args: argparse.Namespace, tail: list[str] | None) -> None:
+    """Should this cache be shared? Three tests, each shown with its evidence.
+
+      jaxcache decide /srv/jax-cache --bench bench.json
+      jaxcache decide /srv/jax-cache --user alice -- python train.py
+
+      1. writers understood: audit PRIVATE, SHARED-BY-POLICY with every writer declared, or
+         SEALED (only entries signed by declared key holders are loaded)
+      2. compatible jobs: same key inputs (jaxlib, platform, devices, XLA flags, path) and
+         warm runs that really hit
+      3. noticeable saving: the interval's lower bound >= the larger of --min-saving and
+         --min-fraction of the cold start-up (the same rule as bench's verdict)
+    Decisions: SHARE, PRIVATE (separate directories per user or team), NOT-WORTH-IT (too small,
+    or nothing measured), INCONCLUSIVE (the interval straddles the bar or the trials are too
+    few: bench again with more trials), BLOCKED (uncontrolled or unverifiable writers: no
+    saving justifies it). Exit code 0 for SHARE or PRIVATE, 1 for NOT-WORTH-IT, INCONCLUSIVE
+    or BLOCKED (a CI gate never passes on an undecided saving), 2 for bad input.
+    """
+    from jaxcache import decide as decidemod
+
+    command = tail or []
+    rest = args.paths
+    if len(rest) > 1:
+        common.usage(args, "give at most one PATH (then -- CMD to bench)")
+    if args.audit_path and rest:
+        common.usage(args, "give PATH or --audit, not both")
+    if args.audit_path:
+        from jaxcache.documents import load_audit
+
+        audit = load_audit(args.audit_path)
+    elif rest:
+        from jaxcache import api
+        from jaxcache.report import json as auditjson
+
+        audit = auditjson.audit_dict(api.audit(rest[0], policy=args.policy_path,
+                                               as_user=args.as_user, sealed=args.sealed,
+                                               sealed_keys=common.public_keys(args)))
+    else:
+        common.usage(args, "give the cache PATH (or --audit A.json)")
+    from jaxcache.bench import command as benchcmd
+
+    benches = [benchcmd.load_result(p) for p in args.bench_paths or ()]
+    writers_ok = audit.get("verdict") in ("PRIVATE", "SHARED-BY-POLICY", "SEALED")
+    if writers_ok and command:  # a sealed reader pays for verification: bench it sealed
+        benches.append(benchcmd.measure(command, trials=args.trials, warm=args.warm,
+                                        echo=lambda text: common.note(args, text),
+                                        sealed=audit.get("verdict") == "SEALED",
+                                        quiet=args.quiet, min_saving=args.min_saving,
+                                        min_fraction=args.min_fraction))
+    if writers_ok and not benches:
+        common.usage(args, "the writers are understood; to judge the saving give --bench "
+                           "B.json or -- CMD")
+    result = decidemod.decide(audit, benches, min_saving_s=args.min_saving,
+                              min_fraction=args.min_fraction)
+    if args.fmt == "json":
+        from jaxcache.report import decide_json
+        shown = decide_json.render(result)
+    else:
+        from jaxcache.report import decide_text
+        shown = decide_text.render(result)
+    sys.stdout.flush()
+    common.finish(args, shown, result.exit_code)

@@ -1,0 +1,61 @@
+"""`jaxcache explain`: why modules were or were not cached, and why a later process missed."""
+
+from __future__ import annotations
+
+import argparse
+
+from jaxcache.cli import common
+from jaxcache.errors import JaxcacheError
+
+
+def options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("records", nargs="*", metavar="RECORD",
+                   help="Run records (from jaxcache run --record), or directories of them.")
+    common.format_flag(p)
+    common.unverified_flag(p)
+
+
+def handle(args: argparse.Namespace, tail: list[str] | None) -> None:
+    """Why modules were or were not cached, and why a later process missed.
+
+      jaxcache explain cold.json warm.json     run records from `jaxcache run --record`
+      jaxcache explain runs/                   a directory: every record in it (one per rank)
+      jaxcache explain -- python train.py      run the job twice (fresh private cache) and explain
+
+    For each compiled module: input shapes, compile seconds, entry size, outcome and the rule
+    that applied (thresholds with both numbers, not process 0, host callbacks, cache disabled
+    or set too late, a corrupt entry blocking its key...). Across records it names the cache-key
+    component that changed and its likely cause. It suggests lowering a threshold only when
+    what it leaves out is material (>= 10% of start-up and >= 1 s).
+
+    Exit code: 0 everything that could be cached was; 1 something expensive was not cached;
+    2 bad input (missing, malformed or newer-schema records).
+    """
+    if tail is not None and args.records:
+        common.usage(args, "give either record files or -- CMD, not both")
+    if tail is not None and not tail:
+        common.usage(args, "no command after --")
+    if tail is None and not args.records:
+        common.usage(args, "give run records (from jaxcache run --record) or -- CMD")
+    from jaxcache import explain as explainmod
+
+    if tail is not None:
+        records = explainmod.run_twice(tail)
+    else:
+        from jaxcache import record as recordmod
+
+        records = recordmod.load_all(args.records)
+    for path, doc in records:
+        if doc.get("unverified") and not args.unverified_jax:
+            from jaxcache.display import safe
+
+            raise JaxcacheError(f"{safe(path)}: {doc['unverified']}. Pass --unverified-jax to "
+                                "explain it anyway, marked unverified")
+    result = explainmod.explain_records(records)
+    if args.fmt == "json":
+        from jaxcache.report import explain_json
+        shown = explain_json.render(result)
+    else:
+        from jaxcache.report import explain_text
+        shown = explain_text.render(result)
+    common.finish(args, shown, result.exit_code)

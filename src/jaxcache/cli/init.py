@@ -1,0 +1,45 @@
+"""`jaxcache init`: make a private cache directory, or accept one that already is."""
+
+from __future__ import annotations
+
+import argparse
+
+from jaxcache.cli import common
+
+
+def options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("path", nargs="?", metavar="PATH")
+    common.option(p, "--name", default="jax", show_default=True, metavar="NAME",
+                  help="Sub-directory under your cache dir, when PATH is not given.")
+    common.option(p, "--policy", dest="policy_path", metavar="FILE",
+                  help="Trust policy (TOML); default: your config dir's jaxcache/policy.toml.")
+    common.format_flag(p)
+
+
+def handle(args: argparse.Namespace, tail: None) -> None:
+    """Create a private cache directory (mode 0700), or accept one that already is private.
+
+    Without PATH it uses ~/.cache/jaxcache/NAME (your platform's cache dir). Every missing
+    component is created 0700 without races; every parent is audited. An existing directory is
+    never modified: if it is not private you get the findings, and nothing changes.
+    --verbose adds the audit of the directory it accepted.
+    """
+    from jaxcache.report import text
+    from jaxcache.trust import create, policy
+    from jaxcache.trust.principals import Accounts
+
+    default = create.default_dir()  # what `jaxcache init` and `jaxcache run` use by default
+    target = args.path if args.path is not None else create.default_dir(args.name)
+    result = create.init(target, policy=policy.load(args.policy_path, Accounts()))
+    code = 0 if result.ok else 1
+    if args.fmt == "json":
+        from jaxcache.report import json as jsonfmt
+
+        common.finish(args, jsonfmt.render_init(result), code)
+    if result.ok:
+        shown = text.render_init(result, default_dir=default)
+        if args.verbose:
+            shown += "\n" + text.render_audit(result.report, verbose=True)
+    else:
+        shown = text.render_init_refused(result, default_dir=default, detail=not args.quiet)
+    common.finish(args, shown, code)

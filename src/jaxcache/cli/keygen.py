@@ -1,0 +1,36 @@
+"""`jaxcache keygen`: an Ed25519 signing key for a sealed cache."""
+
+from __future__ import annotations
+
+import argparse
+
+from jaxcache.cli import common
+
+
+def options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("keyfile", metavar="KEYFILE", help="Where to write the private key.")
+    common.format_flag(p)
+
+
+def handle(args: argparse.Namespace, tail: None) -> None:
+    """Create an Ed25519 signing key for a sealed cache, and print its public key.
+
+      jaxcache keygen /etc/jaxcache/ci.key
+
+    The private key is written 0600 (never over an existing file, never inside a cache
+    directory), the public key beside it as KEYFILE.pub. Readers trust the public key in their
+    policy: trusted_keys = [{ holder = "ci-publisher", key = "ed25519:..." }] for the cache's
+    path. See docs/sealed-cache.md. --quiet prints only the public key line.
+    """
+    from jaxcache.seal import keys
+
+    key = keys.generate()
+    path = keys.save(key, args.keyfile)
+    if args.fmt == "json":
+        from jaxcache.report import keygen_json
+
+        common.finish(args, keygen_json.render(path, key.public), 0)
+    common.finish(args, f"wrote {path} (private, mode 0600) and {path}.pub\n"
+                        f"public key: {key.public.text}\n"
+                        f"key id:     {key.public.id}\n", 0,
+                  common.lines_starting("public key:"))

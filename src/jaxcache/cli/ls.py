@@ -1,0 +1,56 @@
+"""`jaxcache ls`: the entries of a cache directory, or of a gs:// prefix."""
+
+from __future__ import annotations
+
+import argparse
+
+from jaxcache.cli import common
+
+
+def options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("path", nargs="?", metavar="PATH",
+                   help="The cache directory or gs://BUCKET/PREFIX (default: "
+                        "$JAX_COMPILATION_CACHE_DIR).")
+    common.format_flag(p)
+
+
+def _summary(text: str) -> str:
+    """--quiet: the count line, which ends the listing."""
+    lines = text.splitlines()
+    return lines[-1] + "\n" if lines else ""
+
+
+def handle(args: argparse.Namespace, tail: None) -> None:
+    """Inventory of a cache directory: module, size, owner, mode, age, links and flags.
+
+    Flags mark what JAX would not have made: entries owned by other users, group- or
+    other-writable entries, hard links, symlinks, non-regular files, ACLs, unexpected names.
+    Without PATH: $JAX_COMPILATION_CACHE_DIR. Exit code 1 when any entry is flagged beyond an
+    unexpected name (for gs://, when an entry has no signature object beside it).
+    """
+    path = common.cache_path(args, args.path)
+    if "://" in path:
+        _bucket(args, path)
+    from jaxcache.trust import listing
+
+    inv, resolved = listing.list_dir(path)
+    if args.fmt == "json":
+        from jaxcache.report import json as out
+        shown = out.render_ls(resolved, inv)
+    else:
+        from jaxcache.report import text
+        shown = text.render_ls(resolved, inv)
+    common.finish(args, shown, 1 if listing.needs_attention(inv) else 0, _summary)
+
+
+def _bucket(args: argparse.Namespace, url: str) -> None:
+    """`ls gs://bucket/prefix`: its entries and whether a signature object sits beside each
+    (`verify` checks them). Exit 1 when an entry has none."""
+    from jaxcache.seal import bucket_scan, objects
+
+    found = bucket_scan.listing(objects.open_store(objects.parse(url)))
+    if args.fmt == "json":
+        from jaxcache.report import bucket_ls_json as out
+    else:
+        from jaxcache.report import bucket_ls_text as out
+    common.finish(args, out.render(found), 1 if bucket_scan.unsigned(found) else 0, _summary)

@@ -1,0 +1,141 @@
+"""`jaxcache run`: a job with the cache on, and the record of what JAX did.
+
+On the path of every job's start-up: nothing heavy is imported before the job starts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Any, NoReturn
+
+from jaxcache.cli import common
+from jaxcache.errors import UntrustedCacheError
+
+
+def options(p: argparse.ArgumentParser) -> None:
+    # REMAINDER: the command starts at the first word that is not our option; from there on
+    # nothing is ours (`jaxcache run python x.py --help` passes --help to x.py).
+    p.add_argument("command", nargs=argparse.REMAINDER, metavar="CMD",
+                   help="The program and its arguments, passed on verbatim.")
+    common.option(p, "--cache-dir", metavar="DIR",
+                  help="Cache directory (default: $JAX_COMPILATION_CACHE_DIR, else the one "
+                       "`jaxcache init` makes). Audited first; created private if missing.")
+    common.option(p, "--record", dest="record_path", metavar="FILE",
+                  help="Where to write the run record (JSON). Default: a new file under your "
+                       "state dir (~/.local/state/jaxcache/runs/). Fields {rank}, {host}, "
+                       "{pid} are filled in; under a launcher that started several ranks "
+                       "(srun, mpirun) each rank writes FILE.rank<N>.json unless {rank} or "
+                       "{pid} is given.")
+    common.option(p, "--policy", dest="policy_path", metavar="FILE",
+                  help="Trust policy (TOML).")
+    common.option(p, "--allow-untrusted", action="store_true",
+                  help="Run even if the audit says UNSAFE or UNVERIFIABLE. Anyone who can "
+                       "write the cache can then choose the code your job runs.")
+    common.unverified_flag(p)
+    sealed_flags(p)
+
+
+def sealed_flags(p: argparse.ArgumentParser) -> None:
+    common.option(p, "--sealed", action="store_true",
+                  help="Load only entries signed by a trusted key (docs/sealed-cache.md); "
+                       "others may then write the directory. The job must be able to import "
+                       "jaxcache.")
+    common.option(p, "--signing-key", metavar="KEYFILE",
+                  help="With --sealed: sign what the job writes (from `jaxcache keygen`). "
+                       "Without it the job writes nothing to the sealed directory.")
+    common.option(p, "--trusted-key", dest="trusted_keys", action="append", metavar="KEY",
+                  help="With --sealed: trust this public key (ed25519:... or a .pub file; "
+                       "repeatable), besides the policy's trusted_keys for the directory.")
+    common.option(p, "--local", metavar="DIR",
+                  help="With --sealed: a private directory read first and written instead "
+                       "(tiers).")
+
+
+def handle(args: argparse.Namespace, tail: list[str] | None) -> None:
+    """Run a JAX job unmodified, with the cache enabled and a probe that records what JAX did.
+
+      jaxcache run -- python train.py --epochs 1
+      jaxcache run --cache-dir /srv/jax-cache --record run.json -- ./job.sh
+
+    The cache directory is audited first and refused unless PRIVATE or SHARED-BY-POLICY. The
+    probe (a sitecustomize that chains yours) does not import jax before your program does and
+    does not touch its output. After the program ends a summary goes to stderr: modules
+    compiled, hits, written, skipped and why, seconds compiling vs loading (--quiet: none; the
+    job's stdout is its own, the record is the machine output).
+
+    Exit code: the program's own (128+N if killed by signal N); 127 command not found, 126
+    not executable; 1 cache refused, or a program that exited 0 after pointing JAX at another
+    directory (refused by jaxcache, or not PRIVATE/SHARED-BY-POLICY by its own audit); 2 usage
+    or input error, or a record that could not be written after a program that succeeded.
+    """
+    argv = common.user_command(args.command, tail)
+    if not argv:
+        common.usage(args, "no command to run: jaxcache run [OPTIONS] -- CMD [ARGS...]")
+    from jaxcache import run as runmod
+
+    try:
+        result = runmod.run_job(argv, cache_dir=args.cache_dir, record_path=args.record_path,
+                                policy=args.policy_path, allow_untrusted=args.allow_untrusted,
+                                seal=seal_options_of(args), unverified_jax=args.unverified_jax)
+    except UntrustedCacheError as exc:
+        _refused_rank(exc)
+    if not args.quiet:
+        from jaxcache.report import run_text
+
+        sys.stderr.write(run_text.render(result.record, result.record_error and
+                                         f"NOT WRITTEN ({result.record_error})"
+                                         or result.record_path))
+    if result.record_error:  # the job's own status if it failed, else 2: never silent
+        sys.stderr.write(f"jaxcache: {result.record_error}\n")
+        _exit_now(result.outcome.status or 2)
+    unverified = result.record.get("unverified")
+    if unverified and not args.unverified_jax:
+        sys.stderr.write(f"jaxcache: {unverified}. {runmod.UNVERIFIED_REMEDY}\n")
+    elif result.exit_code != result.outcome.status:
+        from jaxcache import used_dirs
+
+        why = ("JAX was pointed at a cache directory jaxcache did not audit (see the record's "
+               "jax_cache_dirs)" if used_dirs.failing(result.record) else
+               "a rank of the job saw another cache directory, or none (see the record's "
+               "ranks)")
+        sys.stderr.write(f"jaxcache: exit 1: {why}\n")
+    _exit_now(result.exit_code)
+
+
+def seal_options_of(args: argparse.Namespace) -> Any:
+    """--sealed and friends as sealing.SealOptions, or None for an ordinary cache."""
+    if not args.sealed:
+        if args.signing_key or args.trusted_keys or args.local:
+            common.usage(args, "--signing-key, --trusted-key and --local need --sealed")
+        return None
+    from jaxcache.sealing import SealOptions
+
+    return SealOptions(args.signing_key, tuple(args.trusted_keys or ()), args.local)
+
+
+def _refused_rank(exc: UntrustedCacheError) -> NoReturn:
+    """One rank of a multi-rank launch refused its cache: the others may wait for it in
+    jax.distributed until they time out, unless the launcher stops the step."""
+    from jaxcache import ranks
+
+    me = ranks.detect(dict(os.environ))
+    if not me.multi:
+        raise exc
+    hint = ("run the step with `srun --kill-on-bad-exit=1` so that one refused rank stops "
+            "them all" if me.launcher == "slurm" else "stop the job when one rank fails "
+            "(e.g. mpirun's default abort on a non-zero exit)")
+    sys.stderr.write(f"jaxcache: {exc}\njaxcache: rank {me.rank} of {me.size} ({me.launcher}) "
+                     "was refused before JAX saw the directory; the other ranks may wait for "
+                     f"it until they time out: {hint}\n")
+    sys.stderr.flush()
+    sys.exit(exc.exit_code)
+
+
+def _exit_now(status: int) -> NoReturn:
+    """Exit without tearing down the interpreter (~7 ms here, after the user's job has ended):
+    the record is written and closed; only our own output needs flushing."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)

@@ -1,0 +1,67 @@
+"""`jaxcache seal`: sign the unsigned entries of a cache directory you trust."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from jaxcache.cli import common
+from jaxcache.cli.verify import scan_flags, scan_output
+
+
+class _DeprecatedKey(argparse.Action):
+    """`--key`, the old name of --signing-key: still accepted, hidden from the help."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: object, option_string: str | None = None) -> None:
+        sys.stderr.write("jaxcache: seal --key is deprecated: use --signing-key (the name "
+                         "run --sealed uses)\n")
+        namespace.signing_key = values
+
+
+def options(p: argparse.ArgumentParser) -> None:
+    scan_flags(p, "The directory (or gs://BUCKET/PREFIX) whose entries to sign.")
+    common.option(p, "--signing-key", metavar="KEYFILE",
+                  help="The signing key (from `jaxcache keygen`).")
+    p.add_argument("--key", dest="signing_key", action=_DeprecatedKey, metavar="KEYFILE",
+                   help=argparse.SUPPRESS)
+    common.option(p, "--trust-bucket-writers", action="store_true",
+                  help="For gs://: you checked by hand that only your publisher can write "
+                       "there (jaxcache cannot read a bucket's IAM); sealing vouches for every "
+                       "entry.")
+    common.option(p, "--allow-unhittable", action="store_true",
+                  help="Sign entries a sealed reader would never hit (made with XLA's "
+                       "sub-caches on) instead of leaving them unsigned and exiting 1; each is "
+                       "still reported.")
+
+
+def handle(args: argparse.Namespace, tail: None) -> None:
+    """Sign the unsigned entries of a cache directory you trust (e.g. one CI just filled).
+
+      jaxcache seal ci-cache/ --signing-key /etc/jaxcache/ci.key
+
+    Refused unless DIR's audit is PRIVATE or SHARED-BY-POLICY: sealing vouches for whatever
+    any writer put there. Entries whose signature does not verify are reported, never
+    replaced (that would delete a file). Entries a sealed reader would never hit (made with
+    XLA's sub-caches on, which sealed readers turn off: another cache key) are left unsigned
+    and reported, each with why, unless --allow-unhittable. Per entry: what was signed now,
+    what a sealed reader never hits, and problems (-v: the already signed ones too).
+
+    Exit code: 0 every entry is now valid; 1 some are not, or some would never be hit
+    (without --allow-unhittable); 2 bad input.
+    """
+    from jaxcache import sealing
+
+    if not args.dir:
+        common.usage(args, "give the directory to seal")
+    if not args.signing_key:
+        common.usage(args, "the following arguments are required: --signing-key")
+    keys = tuple(args.trusted_keys or ())
+    if "://" in args.dir:
+        scan_output(args, sealing.seal_bucket(args.dir, args.signing_key, keys,
+                                              args.trust_bucket_writers,
+                                              args.allow_unhittable), "seal")
+    if args.trust_bucket_writers:
+        common.usage(args, "--trust-bucket-writers is for gs:// prefixes only")
+    scan_output(args, sealing.seal_dir(args.dir, args.signing_key, keys, args.policy_path,
+                                       args.allow_unhittable), "seal")

@@ -1,0 +1,56 @@
+"""`jaxcache verify`: every entry of a sealed cache checked as a sealed reader would."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any, NoReturn
+
+from jaxcache.cli import common
+
+
+def scan_flags(p: argparse.ArgumentParser, dir_help: str) -> None:
+    """What seal and verify share: DIR, the keys to trust, the format."""
+    p.add_argument("dir", nargs="?", metavar="DIR", help=dir_help)
+    common.option(p, "--trusted-key", dest="trusted_keys", action="append", metavar="KEY",
+                  help="A trusted public key (ed25519:... or a .pub file; repeatable).")
+    common.option(p, "--policy", dest="policy_path", metavar="FILE",
+                  help="Trust policy (TOML) whose trusted_keys for DIR count too.")
+    common.format_flag(p)
+
+
+def scan_output(args: argparse.Namespace, result: Any, action: str) -> NoReturn:
+    if args.fmt == "json":
+        from jaxcache.report import seal_json
+        shown = seal_json.render(result, action)
+    else:
+        from jaxcache.report import seal_text
+        shown = seal_text.render(result, action, verbose=args.verbose)
+    # --quiet: both say their answer first; exit 1 also for entries seal would not sign
+    # because a sealed reader never hits them (unless --allow-unhittable)
+    common.finish(args, shown, 0 if result.ok else 1)
+
+
+def options(p: argparse.ArgumentParser) -> None:
+    scan_flags(p, "The sealed cache: a directory or gs://BUCKET/PREFIX (default: "
+                  "$JAX_COMPILATION_CACHE_DIR).")
+
+
+def handle(args: argparse.Namespace, tail: None) -> None:
+    """Check every entry of a sealed cache: valid, unsigned, bad signature, unknown key.
+
+      jaxcache verify /shared/jax-cache
+      jaxcache verify /shared/jax-cache --trusted-key ci.key.pub --format json
+
+    Entries are read exactly as a sealed reader reads them (directory fd, no symlinks, one
+    read), so "valid" means a sealed reader trusting these keys loads it. Trusted keys: every
+    --trusted-key, plus the policy's trusted_keys for DIR. Nothing is changed. Without DIR:
+    $JAX_COMPILATION_CACHE_DIR. Entries a sealed reader would never hit (made with XLA's
+    sub-caches on: another cache key) are named with why; they do not change the exit code.
+
+    Exit code: 0 every entry is valid; 1 any is not; 2 bad input.
+    """
+    from jaxcache import sealing
+
+    path = common.cache_path(args, args.dir)
+    scan_output(args, sealing.verify_dir(path, tuple(args.trusted_keys or ()),
+                                         args.policy_path), "verify")

@@ -1,0 +1,16 @@
+"""`jaxcache keygen --format json` (schema jaxcache.keygen/1): where the key went, what to trust."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from jaxcache import __version__
+from jaxcache.display import safe
+from jaxcache.report import jsonout
+
+
+def render(path: str, public: Any) -> str:
+    return jsonout.document({
+        "schema": "jaxcache.keygen/1", "tool": {"name": "jaxcache", "version": __version__},
+        "private_key": safe(path), "public_key_file": safe(path + ".pub"),
+        "public_key": public.text, "key_id": public.id})
