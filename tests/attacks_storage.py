@@ -427,7 +427,8 @@ def test_bind_source_not_visible_is_unverifiable_unless_accepted(base, tmp_path)
     accepted = audit_doc(res[5])
     assert accepted["verdict"] == "PRIVATE", accepted["findings"]
     assert "storage.accepted" in codes(accepted)
-    assert res[6]["rc"] == 0 and "vouched for by the policy" in res[6]["stdout"]  # shown
+    shown = " ".join(res[6]["stdout"].split())  # prose wraps to the width
+    assert res[6]["rc"] == 0 and "vouched for by the policy" in shown
 
 
 # ---- end to end: real JAX loads what the layer's writer planted; jaxcache run refuses -------

@@ -61,7 +61,8 @@ def test_ranks_on_localhost_each_named_and_rank_1_miss_explained(tmp_path, n):
     assert lam[0]["platform"] == "cpu" and "only process 0 writes" in lam[0]["causes"][0]
     assert "strips it from the key only when backend.platform == 'gpu'" in text
     ones = sum(1 for d in ex["rank_diffs"] if d["rank"] == 1)
-    assert f"rank 1: {ones} module(s)" in text and "on CPU nothing in the cache" in text
+    assert f"rank 1: {ones} module{'s' if ones != 1 else ''}" in text
+    assert "on CPU nothing in the cache" in text
 
 
 def test_srun_per_rank_records_and_explain_names_rank_1(slurm, tmp_path):

@@ -101,10 +101,11 @@ def _answer(e: Explanation) -> str:
 
 
 def render(e: Explanation) -> str:
-    # a directory JAX was pointed at without an audit outranks any caching answer: first
+    # a directory JAX was pointed at without an audit, or a record from a JAX jaxcache has
+    # not verified, outranks any caching answer: first
     lines = [f"WARNING: {d}" for d in e.unaudited_dirs]
-    lines += [_answer(e)]
     lines += [f"UNVERIFIED: {safe(u)}" for u in e.unverified]
+    lines += [_answer(e)]
     lines.append(f"from {style.plural(len(e.records), 'record')}")
     ranks = len({m.rank for m in e.modules}) > 1
     for record in e.records:
