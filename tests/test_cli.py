@@ -59,6 +59,8 @@ def test_usage_error_is_one_clear_message(args, message):
     ("init", "--name NAME"), ("audit", "--no-processes"), ("ls", "--format {text,json}"),
     ("run", "--cache-dir DIR"), ("bench", "--trials N"), ("explain", "--format {text,json}"),
     ("decide", "--min-saving SECONDS"), ("net", "--pid PID"), ("demo", "--out DIR"),
+    ("bench", "--min-fraction FRACTION"), ("seal", "--allow-unhittable"),
+    ("records", "--older-than DAYS"),
 ])
 def test_subcommand_help(command, option):
     proc = jaxcache(command, "-h")
@@ -71,7 +73,8 @@ def test_help_keeps_the_examples_as_written():
     assert top.returncode == 0
     row = "  jaxcache run -- CMD...        run a job with the cache on and record what JAX did"
     assert f"\n{row}\n" in top.stdout
-    for name in ("init", "audit", "ls", "run", "bench", "explain", "net", "decide", "demo"):
+    for name in ("init", "audit", "ls", "run", "bench", "explain", "net", "decide", "demo",
+                 "records"):
         assert f"\n    {name} " in top.stdout  # every command listed
     bench = jaxcache("bench", "--help").stdout
     assert "\n  jaxcache bench --compare before.json after.json\n" in bench

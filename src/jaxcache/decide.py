@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from jaxcache.bench import noticeable
 from jaxcache.display import safe
 
 KEY_FIELDS = ("jaxlib", "backend", "device_kind", "device_count", "xla_flags")
@@ -19,11 +20,12 @@ class Test:
     name: str  # writers | compatible | noticeable
     passed: bool | None  # None: not evaluated (an earlier test already decided)
     evidence: tuple[str, ...]
+    outcome: str | None = None  # noticeable: noticeable | too-small | inconclusive | missed
 
 
 @dataclass(frozen=True)
 class Decision:
-    verdict: str  # SHARE | PRIVATE | NOT-WORTH-IT | BLOCKED
+    verdict: str  # SHARE | PRIVATE | NOT-WORTH-IT | INCONCLUSIVE | BLOCKED
     summary: str
     tests: tuple[Test, ...]
     advice: tuple[str, ...]
@@ -111,32 +113,59 @@ def _missing_ranks_advice(benches: list[dict]) -> tuple[str, ...]:
             "entries process 0 wrote",)
 
 
-def _noticeable(benches: list[dict], min_s: float, min_fraction: float) -> Test:
-    ok = True
-    ev = []
+def _bar_of(bench: dict, min_s: float | None, min_fraction: float | None) -> noticeable.Bar:
+    """The bar to judge a bench by: decide's own where given, else the one the bench used
+    (so that decide, given a bench's --json, answers as that bench did), else the defaults."""
+    used = (bench.get("summary") or {}).get("noticeable_bar") or {}
+    return noticeable.Bar(
+        min_s if min_s is not None else used.get("min_saving_s", noticeable.MIN_SAVING_S),
+        min_fraction if min_fraction is not None else used.get("min_fraction",
+                                                               noticeable.MIN_FRACTION))
+
+
+def _noticeable(benches: list[dict], min_s: float | None, min_fraction: float | None
+                ) -> tuple[Test, tuple[str, ...]]:
+    """The noticeable test (bench/noticeable.py, the rule bench applies), per bench; the
+    outcome is the worst of them (too-small or missed, then inconclusive), with its advice."""
+    outcomes, ev, advice = [], [], []
     for b in benches:
         s = b["summary"]
-        saving = s.get("saving_s") or {}
         wall = ((s.get("wall") or {}).get("cold") or {}).get("median")
-        low = saving.get("low")
-        need = max(min_s, min_fraction * wall) if wall else min_s
         cmd = " ".join(b.get("command") or [])
-        if s.get("verdict") in ("nothing-cached", "warm-missed", "no-data") or low is None \
-                or wall is None:
-            ok = False
-            ev.append(f"{cmd}: no measurable saving ({s.get('verdict')}: {s.get('message')})")
+        shift = noticeable.shift_from_json(s.get("saving_s") or {})
+        if s.get("verdict") in ("nothing-cached", "warm-missed", "no-data") or shift is None:
+            outcomes.append(MISSED)
+            ev.append(f"{cmd}: no saving to judge ({s.get('verdict')}: {s.get('message')})")
+            advice.append(_missed_advice(s.get("verdict")))
         else:
-            passed = low >= need
-            ok = ok and passed
-            ev.append(f"{cmd}: saves {saving['estimate']:.2f} s [{low:.2f} - "
-                      f"{saving['high']:.2f}] per start of {wall:.2f} s; lower bound "
-                      f"{'>=' if passed else '<'} {need:.2f} s (max of {min_s:g} s and "
-                      f"{min_fraction:.0%} of start-up)")
+            j = noticeable.judge(shift, wall, _bar_of(b, min_s, min_fraction))
+            outcomes.append(j.outcome)
+            ev.append(f"{cmd}: {j.why}")
+            if not j.met:
+                advice.append(noticeable.advice(j))
         phases = s.get("phases") or {}
         if phases:
             spent = ", ".join(f"{k} {_seconds(v['cold']['median'])}" for k, v in phases.items())
             ev.append(f"  cold start-up spent on: {spent}")
-    return Test("noticeable", ok, tuple(ev))
+    worst = next((o for o in (noticeable.TOO_SMALL, MISSED, noticeable.INCONCLUSIVE)
+                  if o in outcomes), noticeable.NOTICEABLE)
+    passed = worst == noticeable.NOTICEABLE
+    return (Test("noticeable", passed, tuple(ev), worst),
+            tuple(dict.fromkeys(advice)))  # each piece of advice once
+
+
+MISSED = "missed"  # no saving to judge: nothing cached, warm runs missed, no data
+
+
+def _missed_advice(verdict: str | None) -> str:
+    if verdict == "warm-missed":
+        return ("the warm runs compiled again instead of loading the cold run's entries, so "
+                "the saving could not be measured: `jaxcache explain` on a cold and a warm "
+                "record (bench --workdir keeps them) names the key component that differs")
+    if verdict == "nothing-cached":
+        return ("the cold run wrote no entry (JAX's thresholds: compile time >= 1 s, entry "
+                "size): `jaxcache explain -- CMD` says which rule left each module out")
+    return "no trial has both a cold and a warm run: rerun the bench"
 
 
 def _seconds(value: float | None) -> str:
@@ -153,8 +182,11 @@ def _users(audit: dict) -> list[str]:
     return sorted(who)
 
 
-def decide(audit: dict, benches: list[dict], *, min_saving_s: float = 1.0,
-           min_fraction: float = 0.05) -> Decision:
+def decide(audit: dict, benches: list[dict], *, min_saving_s: float | None = None,
+           min_fraction: float | None = None) -> Decision:
+    """The three tests in order. The noticeable bar defaults to the one each bench used
+    (bench/noticeable.py's defaults for older results); INCONCLUSIVE when the trials cannot
+    tell, which exits 1 like NOT-WORTH-IT: a gate must not pass on an undecided saving."""
     path = audit.get("resolved") or audit.get("path")
     writers = _writers(audit)
     others = _users(audit)
@@ -175,16 +207,20 @@ def decide(audit: dict, benches: list[dict], *, min_saving_s: float = 1.0,
                         tuple(advice), path)
     if not benches:
         raise ValueError("a bench result is needed beyond the writers test")
-    noticeable = _noticeable(benches, min_saving_s, min_fraction)
+    saving, saving_advice = _noticeable(benches, min_saving_s, min_fraction)
     compatible = _compatible(benches)
-    tests = (writers, compatible, noticeable)
-    if not noticeable.passed:
-        return Decision("NOT-WORTH-IT", "the saved compile is not noticeable at start-up: "
-                        "keep things simple (no shared cache needed)", tests,
-                        _missing_ranks_advice(benches) +
-                        ("the cache does not speed up the steps of a model that is already "
-                         "running; look at the start-up phases above for where time goes",),
-                        path)
+    tests = (writers, compatible, saving)
+    if saving.outcome == noticeable.INCONCLUSIVE:
+        return Decision("INCONCLUSIVE", "the trials cannot tell whether the saving is "
+                        "noticeable at start-up: measure again before deciding", tests,
+                        _missing_ranks_advice(benches) + saving_advice, path)
+    if not saving.passed:
+        summary = ("the saved compile is not noticeable at start-up: keep things simple (no "
+                   "shared cache needed)" if saving.outcome == noticeable.TOO_SMALL else
+                   "the bench measured no saving (nothing cached or warm runs that missed): "
+                   "no shared cache until that is fixed")
+        return Decision("NOT-WORTH-IT", summary, tests,
+                        _missing_ranks_advice(benches) + saving_advice, path)
     if audit["verdict"] == "SEALED" and compatible.passed:
         return Decision("SHARE", "a shared sealed cache is justified: readers load only entries "
                         "signed by trusted keys whose holders are declared writers, the jobs are "

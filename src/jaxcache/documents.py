@@ -115,8 +115,9 @@ def load_record(path: str) -> dict:
 # --- bench results (schema: src/jaxcache/schemas/bench.schema.json), read by decide, --compare
 
 BENCH_SCHEMA = "jaxcache.bench/1"
-BENCH_VERDICTS = ("saves", "no-significant-difference", "nothing-cached", "warm-missed",
-                  "no-data")
+# no-significant-difference: results of jaxcache before one noticeable rule (still read)
+BENCH_VERDICTS = ("saves", "too-small", "inconclusive", "no-significant-difference",
+                  "nothing-cached", "warm-missed", "no-data")
 _SPREAD = v.obj({"median": _OPT_NUM})
 _ARMS = v.obj({"cold": _SPREAD, "warm": _SPREAD})
 

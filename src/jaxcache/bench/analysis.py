@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from jaxcache.bench import per_rank, stats
+from jaxcache.bench import noticeable, per_rank, stats
 from jaxcache.bench.sample import PHASES, ProcessSample
 
 
@@ -32,13 +32,15 @@ class Analysis:
     ratio: stats.Shift | None  # warm / cold wall
     noise_s: float
     significant: bool
-    verdict: str  # saves | no-significant-difference | nothing-cached | warm-missed | no-data
+    verdict: str  # saves | too-small | inconclusive | nothing-cached | warm-missed | no-data
     message: str
     paid_s: float  # what writing the entries cost the cold runs (median)
     written_bytes: int  # median bytes in the cache after a cold run
     pays_off_after: int | None  # warm starts needed to repay it
     first_step: tuple[stats.Spread, stats.Spread] | None = None  # slowest rank, cold / warm
     ranks: tuple[RankSummary, ...] = ()  # per rank, when the job has more than one
+    judgement: noticeable.Judgement | None = None  # the saving against the one bar
+    bar: noticeable.Bar = noticeable.DEFAULT_BAR
 
 
 def _maybe(values: list[float]) -> stats.Spread | None:
@@ -98,10 +100,14 @@ def _pairs(cold, warm) -> list[tuple[ProcessSample, float, float]]:
 
 
 def analyse(cold: list[ProcessSample], warm: list[ProcessSample], *, confidence: float,
-            noise_s: float, stop_reason: str | None = None) -> Analysis:
+            noise_s: float, stop_reason: str | None = None,
+            bar: noticeable.Bar = noticeable.DEFAULT_BAR) -> Analysis:
+    """The verdict is the noticeable test (bench/noticeable.py), the one decide applies;
+    `significant` (the interval clears the noise band) only gates the amortization line."""
     if not cold or not warm:
         return Analysis(tuple(cold), tuple(warm), {}, None, None, None, None, noise_s, False,
-                        "no-data", "not enough completed runs to compare", 0.0, 0, None)
+                        "no-data", "not enough completed runs to compare", 0.0, 0, None,
+                        bar=bar)
     phases = _phase_spreads(cold, warm)
     first = (stats.spread([s.first_step_s for s in cold]),
              stats.spread([s.first_step_s for s in warm]))
@@ -111,7 +117,7 @@ def analyse(cold: list[ProcessSample], warm: list[ProcessSample], *, confidence:
     if not pairs:
         return Analysis(tuple(cold), tuple(warm), phases, walls, None, None, None, noise_s,
                         False, "no-data", "no trial has both a cold and a warm run", 0.0, 0,
-                        None, first, ranks)
+                        None, first, ranks, bar=bar)
     # one cold and one warm value per trial (the independent unit), compared as two samples
     cold_wall = [c.wall_s for c, _, _ in pairs]
     warm_wall = [w for _, w, _ in pairs]
@@ -126,26 +132,33 @@ def analyse(cold: list[ProcessSample], warm: list[ProcessSample], *, confidence:
     pays = None
     if significant and saving.estimate > 0:
         pays = max(1, math.ceil(paid / saving.estimate)) if paid > 0 else 1
+    judged = (None if stop_reason in ("nothing-cached", "warm-missed") else
+              noticeable.judge(saving, walls[0].median, bar))
     if stop_reason == "nothing-cached":
         verdict = "nothing-cached"
         message = "the cold run wrote no entry, so the cache saved nothing"
     elif stop_reason == "warm-missed":
         verdict, message = "warm-missed", missed_message(warm)
-    elif not saving.resolved:
-        verdict = "no-significant-difference"
-        message = (f"{saving.n} trials cannot support a {confidence:.0%} interval (smallest "
-                   f"reachable p = {saving.min_p:.3f}; {stats.fewest_trials(confidence)} "
-                   f"trials are the fewest for {confidence:.0%}): "
-                   "run more trials")
-    elif significant:
+    elif judged is not None and judged.outcome == noticeable.NOTICEABLE:
         verdict = "saves"
         message = (f"{saving.estimate:.2f} s [{saving.low:.2f} - {saving.high:.2f}] "
                    f"({saving.confidence:.1%} CI) per start, "
-                   f"{saving.estimate / walls[0].median:.0%} of the cold process's wall time")
+                   f"{saving.estimate / walls[0].median:.0%} of the cold process's wall time: "
+                   "a noticeable saving")
+    elif judged is not None and judged.outcome == noticeable.TOO_SMALL:
+        verdict = "too-small"
+        message = (f"a saving too small to notice: {saving.estimate:.2f} s [{saving.low:.2f} - "
+                   f"{saving.high:.2f}] per start, all of it below {judged.need_s:.2f} s")
+    elif not saving.resolved:
+        verdict = "inconclusive"
+        message = (f"the trials cannot decide: {noticeable.stats_trials(saving.n)} cannot "
+                   f"support a {saving.asked:.0%} interval "
+                   f"({stats.fewest_trials(saving.asked)} are the fewest)")
     else:
-        verdict = "no-significant-difference"
-        message = (f"no significant difference: the {saving.confidence:.0%} interval "
-                   f"[{saving.low:.2f} - {saving.high:.2f}] s reaches the {noise_s:.2f} s "
-                   "noise band")
+        verdict = "inconclusive"
+        need = judged.need_s if judged is not None else 0.0
+        message = (f"the trials cannot decide: {saving.estimate:.2f} s [{saving.low:.2f} - "
+                   f"{saving.high:.2f}] per start straddles the {need:.2f} s bar")
     return Analysis(tuple(cold), tuple(warm), phases, walls, saving, compile_saving, ratio,
-                    noise_s, significant, verdict, message, paid, written, pays, first, ranks)
+                    noise_s, significant, verdict, message, paid, written, pays, first, ranks,
+                    judged, bar)

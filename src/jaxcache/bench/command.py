@@ -32,9 +32,12 @@ def run(argv: list[str], *, trials: int, warm: int, prime: bool, timeout: float 
         workdir: str | None, out_dir: str | None, report_path: str | None,
         json_path: str | None, plot_path: str | None, echo: Callable[[str], None],
         sealed: bool = False, bucket: str | None = None, fmt: str = "text",
-        note: Callable[[str], None] | None = None, quiet: bool = False) -> int:
+        note: Callable[[str], None] | None = None, quiet: bool = False,
+        min_saving: float | None = None, min_fraction: float | None = None) -> int:
     """Bench `argv`; `echo` gets the report (text, or with fmt="json" the JSON document),
-    `note` what was written (default: echo); `quiet` drops the progress on stderr."""
+    `note` what was written (default: echo); `quiet` drops the progress on stderr;
+    `min_saving` / `min_fraction`: the noticeable bar (bench/noticeable.py's defaults)."""
+    from jaxcache.bench import noticeable
     from jaxcache.bench.progress import BenchProgress
     from jaxcache.bench.trials import BenchCommandError, BenchConfig, run_bench
     from jaxcache.probe.launch import resolve
@@ -108,7 +111,9 @@ def run(argv: list[str], *, trials: int, warm: int, prime: bool, timeout: float 
         if min_entry_size is not None:
             thresholds["JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES"] = str(min_entry_size)
         cfg = BenchConfig(tuple(argv), trials, warm, prime, timeout, confidence, noise_s,
-                          max_trials, target_width, time_budget, thresholds, sealed, bucket)
+                          max_trials, target_width, time_budget, thresholds, sealed, bucket,
+                          noticeable.MIN_SAVING_S if min_saving is None else min_saving,
+                          noticeable.MIN_FRACTION if min_fraction is None else min_fraction)
         if quiet:
             import io
 
@@ -173,8 +178,10 @@ def _report(result, targets: dict[str, outputs.Output], echo, kept: bool, fmt: s
 
 
 def measure(command: list[str], *, trials: int, warm: int,
-            echo: Callable[[str], None], sealed: bool = False, quiet: bool = False) -> dict:
-    """Bench a command with defaults and return its `--json` document (for decide)."""
+            echo: Callable[[str], None], sealed: bool = False, quiet: bool = False,
+            min_saving: float | None = None, min_fraction: float | None = None) -> dict:
+    """Bench a command with defaults and return its `--json` document (for decide, whose
+    noticeable bar it is given so both judge alike)."""
     import tempfile
 
     out = tempfile.mkdtemp(prefix="jaxcache-decide-")
@@ -184,7 +191,7 @@ def measure(command: list[str], *, trials: int, warm: int,
             noise_s=0.1, max_trials=None, target_width=None, time_budget=None,
             min_compile_time=None, min_entry_size=None, workdir=None, out_dir=None,
             report_path=None, json_path=path, plot_path=None, echo=echo, sealed=sealed,
-            quiet=quiet)
+            quiet=quiet, min_saving=min_saving, min_fraction=min_fraction)
         return load_result(path)
     finally:
         shutil.rmtree(out, ignore_errors=True)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 
 from jaxcache import outputs
 from jaxcache.bench import analysis as analysismod
-from jaxcache.bench import bench_prefixes, per_rank
+from jaxcache.bench import bench_prefixes, noticeable, per_rank
 from jaxcache.bench.sample import ProcessSample, from_record
 from jaxcache.display import safe
 from jaxcache.errors import JaxcacheError
@@ -41,6 +41,8 @@ class BenchConfig:
     thresholds: dict[str, str] = field(default_factory=dict)  # env var -> value, if set
     sealed: bool = False  # each trial's cache sealed with a throwaway key: verification counted
     bucket: str | None = None  # sealed trials in fresh prefixes under this gs:// URL
+    min_saving_s: float = noticeable.MIN_SAVING_S  # the noticeable bar (bench/noticeable.py)
+    min_fraction: float = noticeable.MIN_FRACTION
 
 
 @dataclass(frozen=True)
@@ -207,6 +209,7 @@ def _analyse(samples, cfg: BenchConfig, stop):
     cold = [s for s in comparable if s.kind == "cold"]
     warm = [s for s in comparable if s.kind == "warm"]
     return analysismod.analyse(cold, warm, confidence=cfg.confidence, noise_s=cfg.noise_s,
+                               bar=noticeable.Bar(cfg.min_saving_s, cfg.min_fraction),
                                stop_reason=stop if stop in ("nothing-cached", "warm-missed")
                                else None)
 

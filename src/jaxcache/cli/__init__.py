@@ -35,6 +35,7 @@ Start with the trust boundary:
   jaxcache explain REC...       why modules were or were not cached, and cross-run misses
   jaxcache net [--pid P]        JAX's network services: a trust boundary of their own
   jaxcache decide PATH ...      share the cache? writers, compatibility, saving
+  jaxcache records [ACTION]     the run records kept: list, prune, stats
 
 A sealed cache (docs/sealed-cache.md): entries signed, loaded only if a trusted key signed them:
 
@@ -67,6 +68,7 @@ COMMANDS: tuple[tuple[str, str, str | None], ...] = (
     ("keygen", "[OPTIONS] KEYFILE", "keygen"),
     ("seal", "--signing-key KEYFILE [OPTIONS] DIR", "seal-scan"),
     ("verify", "[OPTIONS] [DIR]", "seal-scan"),
+    ("records", "[list | prune | stats] [OPTIONS]", None),
 )
 NAMES = tuple(name for name, _, _ in COMMANDS)
 RUNS_A_COMMAND = ("run", "bench", "explain", "decide")

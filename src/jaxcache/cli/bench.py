@@ -20,7 +20,9 @@ def options(p: argparse.ArgumentParser) -> None:
         show_default=True, metavar="LEVEL")
     opt(p, "--noise", dest="noise_s", type=common.Range(float, 0), default=0.1,
         show_default=True, metavar="SECONDS",
-        help="A saving whose interval reaches below this is 'no significant difference'.")
+        help="A saving whose interval clears this is 'significant' (then the amortization "
+             "is shown); the verdict is the noticeable test (--min-saving, --min-fraction).")
+    common.noticeable_flags(p)
     opt(p, "--max-trials", type=common.Range(int, 1, common.MAX_TRIALS), metavar="N",
         help="Adaptive: after --trials, keep adding trials up to N until --until-width "
              "or --time-budget is reached.")
@@ -82,9 +84,14 @@ def handle(args: argparse.Namespace, tail: list[str] | None) -> None:
     atomically. --format json prints the --json document on stdout; progress goes to stderr
     (none with --quiet, which prints only the verdict line).
 
-    Exit code: 0 a significant saving; 1 none (nothing cached, warm runs missed, or no
-    significant difference); 2 usage error, a target that cannot be written, or a run that
-    failed or timed out; 130 interrupted (the runs that finished are still reported).
+    Verdicts, on the saving's interval (the rule decide applies too): saves (noticeable: the
+    lower bound >= the larger of --min-saving and --min-fraction of the cold start-up),
+    too-small (the whole interval is below that), inconclusive (the interval straddles it, or
+    too few trials for an interval: run more, -t N), nothing-cached, warm-missed.
+
+    Exit code: 0 saves; 1 too-small, inconclusive, nothing-cached or warm-missed; 2 usage
+    error, a target that cannot be written, or a run that failed or timed out; 130
+    interrupted (the runs that finished are still reported).
     """
     argv = common.user_command(args.command, tail)
     if args.compare:
@@ -113,6 +120,7 @@ def handle(args: argparse.Namespace, tail: list[str] | None) -> None:
         report_path=args.report_path, json_path=args.json_path, plot_path=args.plot_path,
         echo=echo, sealed=args.sealed, bucket=args.bucket, fmt=args.fmt,
         note=echo if args.fmt == "text" and args.sink is None else
-        (lambda text: common.note(args, text)), quiet=args.quiet)
+        (lambda text: common.note(args, text)), quiet=args.quiet,
+        min_saving=args.min_saving, min_fraction=args.min_fraction)
     common.flush_output(args)
     raise SystemExit(code)

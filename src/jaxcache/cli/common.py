@@ -234,6 +234,19 @@ def trials_flags(parser: argparse.ArgumentParser, what: str) -> None:
            help="Warm processes per trial (their median is compared with the cold run).")
 
 
+def noticeable_flags(parser: argparse.ArgumentParser, default_note: str = "Default: ") -> None:
+    """--min-saving / --min-fraction: the one noticeable bar (bench/noticeable.py) of bench
+    and decide, with its defaults from there."""
+    from jaxcache.bench import noticeable
+
+    option(parser, "--min-saving", type=Range(float, 0), default=None, metavar="SECONDS",
+           help="A saving is noticeable when its interval's lower bound reaches this many "
+                f"seconds... {default_note}{noticeable.MIN_SAVING_S:g}.")
+    option(parser, "--min-fraction", type=Range(float, 0, 1), default=None, metavar="FRACTION",
+           help="...and this share of the cold start-up (wall time). "
+                f"{default_note}{noticeable.MIN_FRACTION:g}.")
+
+
 def command_parser(commands: Any, name: str, usage_line: str,
                    handler: Callable[..., None]) -> argparse.ArgumentParser:
     """A command's parser: its handler's docstring is its help (first line) and description."""

@@ -19,11 +19,7 @@ def options(p: argparse.ArgumentParser) -> None:
     opt(p, "--policy", dest="policy_path", metavar="FILE", help="Trust policy (TOML).")
     opt(p, "--user", dest="as_user", metavar="NAME",
         help="Decide for this user (whose processes would trust the cache).")
-    opt(p, "--min-saving", type=common.Range(float, 0), default=1.0, show_default=True,
-        metavar="SECONDS", help="A saving is noticeable from this many seconds...")
-    opt(p, "--min-fraction", type=common.Range(float, 0, 1), default=0.05, show_default=True,
-        metavar="FRACTION",
-        help="...and this share of start-up (the lower bound of its interval counts).")
+    common.noticeable_flags(p, "Default: the bar the bench used (its --json), else ")
     common.trials_flags(p, " when benching CMD")
     common.format_flag(p)
     common.sealed_reader_flags(p)
@@ -39,10 +35,13 @@ def handle(args: argparse.Namespace, tail: list[str] | None) -> None:
          SEALED (only entries signed by declared key holders are loaded)
       2. compatible jobs: same key inputs (jaxlib, platform, devices, XLA flags, path) and
          warm runs that really hit
-      3. noticeable saving: the interval's lower bound >= --min-saving and --min-fraction
-    Decisions: SHARE, PRIVATE (separate directories per user or team), NOT-WORTH-IT, BLOCKED
-    (uncontrolled or unverifiable writers: no saving justifies it). Exit code 0 for SHARE or
-    PRIVATE, 1 for NOT-WORTH-IT or BLOCKED, 2 for bad input.
+      3. noticeable saving: the interval's lower bound >= the larger of --min-saving and
+         --min-fraction of the cold start-up (the same rule as bench's verdict)
+    Decisions: SHARE, PRIVATE (separate directories per user or team), NOT-WORTH-IT (too small,
+    or nothing measured), INCONCLUSIVE (the interval straddles the bar or the trials are too
+    few: bench again with more trials), BLOCKED (uncontrolled or unverifiable writers: no
+    saving justifies it). Exit code 0 for SHARE or PRIVATE, 1 for NOT-WORTH-IT, INCONCLUSIVE
+    or BLOCKED (a CI gate never passes on an undecided saving), 2 for bad input.
     """
     from jaxcache import decide as decidemod
 
@@ -73,7 +72,8 @@ def handle(args: argparse.Namespace, tail: list[str] | None) -> None:
         benches.append(benchcmd.measure(command, trials=args.trials, warm=args.warm,
                                         echo=lambda text: common.note(args, text),
                                         sealed=audit.get("verdict") == "SEALED",
-                                        quiet=args.quiet))
+                                        quiet=args.quiet, min_saving=args.min_saving,
+                                        min_fraction=args.min_fraction))
     if writers_ok and not benches:
         common.usage(args, "the writers are understood; to judge the saving give --bench "
                            "B.json or -- CMD")

@@ -29,6 +29,10 @@ def options(p: argparse.ArgumentParser) -> None:
                   help="For gs://: you checked by hand that only your publisher can write "
                        "there (jaxcache cannot read a bucket's IAM); sealing vouches for every "
                        "entry.")
+    common.option(p, "--allow-unhittable", action="store_true",
+                  help="Sign entries a sealed reader would never hit (made with XLA's "
+                       "sub-caches on) instead of leaving them unsigned and exiting 1; each is "
+                       "still reported.")
 
 
 def handle(args: argparse.Namespace, tail: None) -> None:
@@ -38,9 +42,13 @@ def handle(args: argparse.Namespace, tail: None) -> None:
 
     Refused unless DIR's audit is PRIVATE or SHARED-BY-POLICY: sealing vouches for whatever
     any writer put there. Entries whose signature does not verify are reported, never
-    replaced (that would delete a file).
+    replaced (that would delete a file). Entries a sealed reader would never hit (made with
+    XLA's sub-caches on, which sealed readers turn off: another cache key) are left unsigned
+    and reported, each with why, unless --allow-unhittable. Per entry: what was signed now,
+    what a sealed reader never hits, and problems (-v: the already signed ones too).
 
-    Exit code: 0 every entry is now valid; 1 some are not; 2 bad input.
+    Exit code: 0 every entry is now valid; 1 some are not, or some would never be hit
+    (without --allow-unhittable); 2 bad input.
     """
     from jaxcache.lifecycle import sealing
 
@@ -51,8 +59,9 @@ def handle(args: argparse.Namespace, tail: None) -> None:
     keys = tuple(args.trusted_keys or ())
     if "://" in args.dir:
         scan_output(args, sealing.seal_bucket(args.dir, args.signing_key, keys,
-                                              args.trust_bucket_writers), "seal")
+                                              args.trust_bucket_writers,
+                                              args.allow_unhittable), "seal")
     if args.trust_bucket_writers:
         common.usage(args, "--trust-bucket-writers is for gs:// prefixes only")
-    scan_output(args, sealing.seal_dir(args.dir, args.signing_key, keys, args.policy_path),
-                "seal")
+    scan_output(args, sealing.seal_dir(args.dir, args.signing_key, keys, args.policy_path,
+                                       args.allow_unhittable), "seal")

@@ -259,7 +259,8 @@ def verify_dir(directory: str, given: tuple[str, ...], policy: str | None):
     return scan.verify(_existing_dir(directory), trusted_keys_for(directory, given, policy))
 
 
-def seal_bucket(url: str, key_path: str, given: tuple[str, ...], trust_writers: bool):
+def seal_bucket(url: str, key_path: str, given: tuple[str, ...], trust_writers: bool,
+                allow_unhittable: bool = False):
     """Sign what is under a bucket prefix. jaxcache cannot see who wrote those objects (the
     bucket's IAM), so sealing them is refused unless the caller vouches for every writer."""
     from jaxcache.seal import bucket_scan, objects
@@ -273,12 +274,15 @@ def seal_bucket(url: str, key_path: str, given: tuple[str, ...], trust_writers: 
             "that only your publisher can write it, then pass --trust-bucket-writers")
     signer = keymod.load_signing(key_path)
     return bucket_scan.seal(objects.open_store(where), signer,
-                            [keymod.load_public(k) for k in given])
+                            [keymod.load_public(k) for k in given],
+                            allow_unhittable=allow_unhittable)
 
 
-def seal_dir(directory: str, key_path: str, given: tuple[str, ...], policy: str | None):
+def seal_dir(directory: str, key_path: str, given: tuple[str, ...], policy: str | None,
+             allow_unhittable: bool = False):
     """Sign what is in a directory the caller trusts: its audit must be PRIVATE or
-    SHARED-BY-POLICY, because sealing vouches for whatever any writer put there."""
+    SHARED-BY-POLICY, because sealing vouches for whatever any writer put there. Entries a
+    sealed reader never hits are left unsigned and fail it unless `allow_unhittable`."""
     from jaxcache import api
     from jaxcache.seal import keys as keymod
     from jaxcache.seal import scan
@@ -289,7 +293,8 @@ def seal_dir(directory: str, key_path: str, given: tuple[str, ...], policy: str 
     if report.verdict.value not in ("PRIVATE", "SHARED-BY-POLICY"):
         raise UntrustedCacheError(report)
     trusted = [keymod.load_public(k) for k in given]
-    return scan.seal(report.resolved or directory, signer, trusted)
+    return scan.seal(report.resolved or directory, signer, trusted,
+                     allow_unhittable=allow_unhittable)
 
 
 def _existing_dir(directory: str) -> str:

@@ -6,6 +6,7 @@ import math
 from dataclasses import asdict
 
 from jaxcache import __version__
+from jaxcache.bench import noticeable
 from jaxcache.bench.analysis import RankSummary
 from jaxcache.bench.per_rank import RankMiss, RankSample
 from jaxcache.bench.stats import Shift, Spread
@@ -106,6 +107,8 @@ def bench_dict(result: BenchResult) -> dict:
             "warm_over_cold": _shift(a.ratio),
             "noise_band_s": a.noise_s,
             "significant": a.significant,
+            "noticeable_bar": {"min_saving_s": a.bar.min_s, "min_fraction": a.bar.min_fraction},
+            "noticeable": None if a.judgement is None else noticeable.as_dict(a.judgement),
             "amortization": {"paid_s": a.paid_s, "written_bytes": a.written_bytes,
                              "pays_off_after": a.pays_off_after},
         },

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from jaxcache.bench import noticeable
 from jaxcache.bench.sample import PHASE_LABELS
 from jaxcache.bench.stats import Shift
 from jaxcache.bench.trials import BenchResult
 from jaxcache.display import safe, size
 from jaxcache.report import bench_ranks, style
 from jaxcache.report.bench_json import thresholds
+
+_PROSE = ("noticeable: ", "what to do: ")
 
 
 def _secs(v: float) -> str:
@@ -52,6 +55,14 @@ def conclusions(result: BenchResult) -> list[str]:
                      "warm values, two-sample Hodges-Lehmann with the exact Mann-Whitney "
                      "interval; smallest reachable p-value "
                      f"{a.saving.min_p:.4f}; noise band {a.noise_s:.2f} s")
+    if a.judgement is not None:
+        lines.append(f"noticeable: {a.judgement.why}")
+        if not a.judgement.met:
+            lines.append(f"what to do: {noticeable.advice(a.judgement)}")
+    elif a.verdict == "warm-missed":
+        lines.append("what to do: make the warm runs hit first (the saving cannot be judged "
+                     "while they compile again): `jaxcache explain` on a cold and a warm record "
+                     "(--workdir keeps them) names the key component that differs")
     if a.significant:
         pays = a.pays_off_after
         lines.append(f"amortization: the cold run paid {a.paid_s:.2f} s to write "
@@ -112,5 +123,6 @@ def render(result: BenchResult) -> str:
     if len(per) > 1:
         lines += ["", f"per rank ({bench_ranks.NOTE}):"] + _layout(per)
     lines.append("")
-    lines += conclusions(result)
+    for line in conclusions(result):  # the prose ones wrapped; the Markdown report keeps them
+        lines += style.wrap(line, "") if line.startswith(_PROSE) else [line]
     return "\n".join(lines) + "\n"

@@ -14,7 +14,8 @@ def render(d: Decision) -> str:
     lines = [f"decision: {style.verdict(d.verdict)} - {d.summary}",
              f"for {safe(d.path or '')}", ""]
     for t in d.tests:
-        state = {True: "pass", False: "FAIL", None: "not evaluated"}[t.passed]
+        state = ("INCONCLUSIVE" if t.outcome == "inconclusive" else
+                 {True: "pass", False: "FAIL", None: "not evaluated"}[t.passed])
         lines.append(f"{_NAMES[t.name]}: {state}")
         lines += [w for e in t.evidence for w in style.wrap(safe(e), "   ")]
     lines += ["", "what to do:"] + [w for a in d.advice for w in style.wrap(a, " - ")]

@@ -8,7 +8,8 @@ from jaxcache import __version__
 from jaxcache.report import jsonout
 from jaxcache.seal.scan import ScanResult
 
-STATUSES = ("valid", "signed-now", "unsigned", "bad-signature", "unknown-key", "not-a-file")
+STATUSES = ("valid", "signed-now", "unsigned", "bad-signature", "unknown-key", "not-a-file",
+            "never-hit")
 
 
 def render(result: ScanResult, action: str) -> str:
@@ -16,5 +17,8 @@ def render(result: ScanResult, action: str) -> str:
            "action": action, "directory": result.directory,
            "counts": {s: result.count(s) for s in STATUSES},
            "entries": [asdict(e) for e in result.entries],
-           "leftovers": list(result.leftovers), "all_valid": result.all_valid}
+           "leftovers": list(result.leftovers), "all_valid": result.all_valid,
+           "never_hit": result.unhittable,
+           "unhittable_allowed": None if action == "verify" else not result.refuse_unhittable,
+           "ok": result.ok}
     return jsonout.document(doc)

@@ -1,47 +1,83 @@
-"""`jaxcache verify|seal` for people: problems first, then the counts."""
+"""`jaxcache verify|seal` for people: the answer first, then every entry that needs a word,
+then the counts. Per entry: signed now, already signed, or never hit by a sealed reader (why).
+"""
 
 from __future__ import annotations
 
 from jaxcache.display import safe, size
 from jaxcache.report import style
 from jaxcache.report.seal_json import STATUSES
-from jaxcache.seal.scan import ScanResult
+from jaxcache.seal.scan import EntryStatus, ScanResult
 
 _WHAT = {"unsigned": "UNSIGNED", "bad-signature": "BAD SIGNATURE",
-         "unknown-key": "UNKNOWN KEY", "not-a-file": "NOT A FILE"}
-_FINE = {"valid": "VALID", "signed-now": "SIGNED NOW"}  # listed with --verbose only
+         "unknown-key": "UNKNOWN KEY", "not-a-file": "NOT A FILE", "never-hit": "NEVER HIT"}
+_SEALED = {"signed-now": "SIGNED", "valid": "ALREADY SIGNED"}
+_REFILL = ("refill it from jobs run with JAX_PERSISTENT_CACHE_ENABLE_XLA_CACHES=none (as sealed "
+           "readers run)")
+
+
+def _first(result: ScanResult, action: str) -> str:
+    total = style.plural(len(result.entries), "entry")
+    where = safe(result.directory)
+    never = result.unhittable
+    if action == "verify":  # does a sealed reader load all of it?
+        if not result.all_valid:
+            bad = len(result.entries) - result.count("valid")
+            return (f"{style.verdict('INVALID')}: {bad} of {total} do not verify, "
+                    f"{style.plural(len(result.leftovers), 'leftover')}, in {where}")
+        line = f"{style.verdict('VALID')}: every entry verifies ({total}) in {where}"
+        return line + (f"; {never} of them a sealed reader never hits" if never else "")
+    signed = result.count("signed-now")
+    if result.ok:
+        head = f"{style.verdict('SEALED')}: {signed} of {total} signed now in {where}"
+        return head + (f" ({never} a sealed reader never hits, signed as asked)" if never else "")
+    if never and result.refuse_unhittable:
+        return (f"{style.verdict('NOT SEALED')}: {never} of {total} a sealed reader would never "
+                f"hit (left unsigned), {signed} signed now, in {where}")
+    bad = len(result.entries) - result.count("valid") - signed
+    return f"{style.verdict('INVALID')}: {bad} of {total} do not verify, in {where}"
+
+
+def _line(e: EntryStatus, action: str, verbose: bool) -> str | None:
+    """One entry that needs a word: a problem, one that seal signed now, one a sealed reader
+    never hits (the why is said once below: it is the same for each), and with --verbose
+    every other one too (already signed, valid)."""
+    never = "; never hit: made with XLA's sub-caches on" if e.never_hit else ""
+    if e.status == "never-hit":
+        return (f"  {'NEVER HIT':14s} {safe(e.name)} ({size(e.size)}): not signed, made with "
+                "XLA's sub-caches on")
+    if e.status in _WHAT:
+        return f"  {_WHAT[e.status]:14s} {safe(e.name)} ({size(e.size)}): {safe(e.reason)}"
+    if e.status == "signed-now" or e.never_hit or verbose:
+        word = _SEALED[e.status] if action == "seal" else e.status.upper()
+        return f"  {word:14s} {safe(e.name)} ({size(e.size)}){never}"
+    return None
 
 
 def render(result: ScanResult, action: str, *, verbose: bool = False) -> str:
-    """Problems first (every entry with `verbose`), then the counts and what they mean."""
-    total = style.plural(len(result.entries), "entry")
-    if action == "verify":  # the answer first: does a sealed reader load all of it?
-        bad = len(result.entries) - result.count("valid")
-        lines = [f"{style.verdict('VALID')}: every entry verifies ({total}) in "
-                 f"{safe(result.directory)}" if result.all_valid else
-                 f"{style.verdict('INVALID')}: {bad} of {total} do not verify, "
-                 f"{style.plural(len(result.leftovers), 'leftover')}, in {safe(result.directory)}"]
-    else:
-        lines = [f"{action} {safe(result.directory)}: {total}"]
-    for e in result.entries:
-        if e.status in _WHAT:
-            lines.append(f"  {_WHAT[e.status]:13s} {safe(e.name)} ({size(e.size)}): "
-                         f"{safe(e.reason)}")
-        elif verbose:
-            lines.append(f"  {_FINE.get(e.status, e.status):13s} {safe(e.name)} "
-                         f"({size(e.size)})")
+    """The answer first, then the entries that need a word (every entry with `verbose`),
+    then the counts and what they mean."""
+    lines = [_first(result, action)]
+    lines += [line for e in result.entries
+              if (line := _line(e, action, verbose)) is not None]
     for name in result.leftovers:
-        lines.append(f"  LEFTOVER      {safe(name)} (an interrupted write or a signature "
+        lines.append(f"  LEFTOVER       {safe(name)} (an interrupted write or a signature "
                      "without its entry; never loaded)")
     counts = ", ".join(f"{result.count(s)} {s}" for s in STATUSES if result.count(s))
+    if result.unhittable and not result.count("never-hit"):
+        counts += f"; {result.unhittable} never hit by a sealed reader"
     lines.append(f"  {counts or 'no entries'}")
-    if result.all_valid:
-        lines.append("every entry verifies for a reader trusting these keys")
-        if action == "seal":
-            lines.append("note: sealed readers run with XLA's sub-caches off, which is part of "
-                         "the cache key: entries made by plain runs hit only if those ran with "
-                         "JAX_PERSISTENT_CACHE_ENABLE_XLA_CACHES=none")
-    else:
+    why = next((e.never_hit for e in result.entries if e.never_hit), None)
+    if why:
+        lines += style.wrap(safe(f"never hit: {why}"), "")
+        if action == "seal" and result.refuse_unhittable:
+            lines += style.wrap("what to do: " + _REFILL + ", then seal again; or pass "
+                                "--allow-unhittable to sign them anyway (they stay unused)", "")
+        else:
+            lines += style.wrap("what to do: they are dead weight for sealed readers; "
+                                + _REFILL, "")
+    bad = sum(1 for e in result.entries if e.status in _WHAT and e.status != "never-hit")
+    if bad:
         lines.append("entries that do not verify are misses for sealed readers (they recompile) "
                      "and are left in place: jaxcache deletes nothing it did not create")
     return "\n".join(lines) + "\n"

@@ -48,7 +48,7 @@ def color_on(stream: TextIO | None = None) -> bool:
 
 
 _GOOD = {"PRIVATE", "SHARED-BY-POLICY", "SEALED", "SHARE", "saves", "VALID", "OK", "CACHED"}
-_BAD = {"UNSAFE", "BLOCKED", "NOT-WORTH-IT", "UNCACHED", "NOT FOUND", "INVALID"}
+_BAD = {"UNSAFE", "BLOCKED", "NOT-WORTH-IT", "UNCACHED", "NOT FOUND", "INVALID", "NOT SEALED"}
 _CODES = {"good": "32", "bad": "31", "unsure": "33"}
 
 

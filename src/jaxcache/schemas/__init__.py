@@ -7,7 +7,7 @@ import json
 from importlib import resources
 
 NAMES = ("audit", "init", "ls", "ls-bucket", "explain", "net", "decide", "seal-scan", "bench",
-         "keygen")
+         "keygen", "records-list", "records-prune", "records-stats")
 
 
 def load(name: str) -> dict:

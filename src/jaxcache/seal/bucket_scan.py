@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from jaxcache.errors import JaxcacheError
-from jaxcache.seal import names, signature
+from jaxcache.seal import hittable, names, signature
 from jaxcache.seal.bucket import OBJECT_NAME_MAX
 from jaxcache.seal.keys import PublicKey, SigningKey
 from jaxcache.seal.objects import ObjectInfo, ObjectStore, StoreError
@@ -65,7 +65,8 @@ def _status(store: ObjectStore, name: str, table: dict[bytes, PublicKey]
     except StoreError as exc:
         raise JaxcacheError(f"cannot read {store.url}/{name}: {exc.message}") from None
     check = signature.check(names.key_of(name), data, sig, table)
-    return EntryStatus(name, check.status, check.reason, len(data)), data
+    return EntryStatus(name, check.status, check.reason, len(data),
+                       hittable.why_never_hit(data)), data
 
 
 def verify(store: ObjectStore, trusted: list[PublicKey]) -> ScanResult:
@@ -75,20 +76,27 @@ def verify(store: ObjectStore, trusted: list[PublicKey]) -> ScanResult:
                       tuple(leftovers))
 
 
-def seal(store: ObjectStore, signer: SigningKey, trusted: list[PublicKey]) -> ScanResult:
-    """Sign every unsigned entry (create-only: a signature that appeared meanwhile stays)."""
+def seal(store: ObjectStore, signer: SigningKey, trusted: list[PublicKey], *,
+         allow_unhittable: bool = False) -> ScanResult:
+    """Sign every unsigned entry (create-only: a signature that appeared meanwhile stays);
+    one a sealed reader would never hit only with `allow_unhittable` (as scan.seal)."""
     entries, leftovers = _entries(listing(store))
     table = {k.raw: k for k in [*trusted, signer.public]}
     out = []
     for name in entries:
         st, data = _status(store, name, table)
-        if st.status == signature.UNSIGNED and data is not None:
+        if st.status == signature.UNSIGNED and data is not None and st.never_hit and \
+                not allow_unhittable:
+            st = EntryStatus(name, "never-hit", f"not signed: {st.never_hit}", len(data),
+                             st.never_hit)
+        elif st.status == signature.UNSIGNED and data is not None:
             sig = signature.sign(names.key_of(name), data, signer)
             try:
                 if store.put_if_absent(_sig(name), sig):
                     st = EntryStatus(name, "signed-now", f"signed by {signer.public.id}",
-                                     len(data))
+                                     len(data), st.never_hit)
             except StoreError as exc:
                 raise JaxcacheError(f"cannot sign {store.url}/{name}: {exc.message}") from None
         out.append(st)
-    return ScanResult(store.url, tuple(out), tuple(leftovers))
+    return ScanResult(store.url, tuple(out), tuple(leftovers),
+                      refuse_unhittable=not allow_unhittable)

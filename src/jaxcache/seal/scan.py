@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from jaxcache.seal import names, signature
+from jaxcache.seal import hittable, names, signature
 from jaxcache.seal.keys import PublicKey, SigningKey
 from jaxcache.seal.store import _link_new, _open_dir, _read, _Rejected
 from jaxcache.trust.entries import classify
@@ -19,8 +19,10 @@ from jaxcache.trust.entries import classify
 class EntryStatus:
     name: str
     status: str  # valid | unsigned | bad-signature | unknown-key | not-a-file | signed-now
+    #              | never-hit (seal: not signed, a sealed reader would never load it)
     reason: str
     size: int
+    never_hit: str | None = None  # why a sealed reader never hits it (seal/hittable.py)
 
 
 @dataclass(frozen=True)
@@ -28,13 +30,25 @@ class ScanResult:
     directory: str
     entries: tuple[EntryStatus, ...]
     leftovers: tuple[str, ...]  # temporary files of interrupted writers, orphan signatures
+    refuse_unhittable: bool = False  # seal without --allow-unhittable: such entries fail it
 
     def count(self, status: str) -> int:
         return sum(1 for e in self.entries if e.status == status)
 
     @property
+    def unhittable(self) -> int:
+        """Entries a sealed reader never hits (made with XLA's sub-caches on)."""
+        return sum(1 for e in self.entries if e.never_hit)
+
+    @property
     def all_valid(self) -> bool:
         return all(e.status in (signature.VALID, "signed-now") for e in self.entries)
+
+    @property
+    def ok(self) -> bool:
+        """The exit status's answer: every entry verifies, and (for seal, unless allowed)
+        none is one that a sealed reader would never hit."""
+        return self.all_valid and not (self.refuse_unhittable and self.unhittable)
 
 
 def _names(fd: int) -> tuple[list[str], list[str]]:
@@ -61,7 +75,8 @@ def _status(fd: int, name: str, trusted: dict[bytes, PublicKey]
     except _Rejected as exc:
         return EntryStatus(name, exc.status, exc.reason, 0), None
     check = signature.check(key, data, sig, trusted)
-    return EntryStatus(name, check.status, check.reason, len(data)), data
+    return EntryStatus(name, check.status, check.reason, len(data),
+                       hittable.why_never_hit(data)), data
 
 
 def verify(directory: str, trusted: list[PublicKey]) -> ScanResult:
@@ -75,9 +90,12 @@ def verify(directory: str, trusted: list[PublicKey]) -> ScanResult:
         os.close(fd)
 
 
-def seal(directory: str, signer: SigningKey, trusted: list[PublicKey]) -> ScanResult:
+def seal(directory: str, signer: SigningKey, trusted: list[PublicKey], *,
+         allow_unhittable: bool = False) -> ScanResult:
     """Sign every unsigned entry. A bad or foreign signature is reported, never replaced:
-    replacing it would delete a file, and sealing launders whatever is there now."""
+    replacing it would delete a file, and sealing launders whatever is there now. An entry a
+    sealed reader would never hit is left unsigned (status never-hit) and fails the seal,
+    unless `allow_unhittable`: then it is signed and still reported."""
     fd = _open_dir(directory)
     try:
         entries, leftovers = _names(fd)
@@ -86,11 +104,17 @@ def seal(directory: str, signer: SigningKey, trusted: list[PublicKey]) -> ScanRe
         for name in entries:
             st, data = _status(fd, name, table)
             if st.status == signature.UNSIGNED and data is not None:
-                sig = signature.sign(names.key_of(name), data, signer)
-                if _link_new(fd, names.sidecar(name, names.SIGNATURE, names.name_max(fd)), sig):
-                    st = EntryStatus(name, "signed-now", f"signed by {signer.public.id}",
-                                     len(data))
+                if st.never_hit and not allow_unhittable:
+                    st = EntryStatus(name, "never-hit", f"not signed: {st.never_hit}",
+                                     len(data), st.never_hit)
+                else:
+                    sig = signature.sign(names.key_of(name), data, signer)
+                    if _link_new(fd, names.sidecar(name, names.SIGNATURE, names.name_max(fd)),
+                                 sig):
+                        st = EntryStatus(name, "signed-now", f"signed by {signer.public.id}",
+                                         len(data), st.never_hit)
             out.append(st)
-        return ScanResult(directory, tuple(out), tuple(leftovers))
+        return ScanResult(directory, tuple(out), tuple(leftovers),
+                          refuse_unhittable=not allow_unhittable)
     finally:
         os.close(fd)

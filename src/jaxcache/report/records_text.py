@@ -1,0 +1,114 @@
+"""`jaxcache records list|prune|stats` for people: the answer first, one line per record, no
+line over 200 characters (commands are clipped; the directory is said once, then file names)."""
+
+from __future__ import annotations
+
+import os
+import shlex
+
+from jaxcache.display import safe, size
+from jaxcache.records.prune import PruneResult
+from jaxcache.records.stats import Stats
+from jaxcache.records.store import Scan, Skipped
+from jaxcache.records.summary import RunSummary, summarize
+from jaxcache.report import style
+
+LONGEST = 200
+_COMMAND = 60
+_HEAD = ("TIME", "EXIT", "HITS", "MISSES", "WRITTEN", "COMPILE", "LOAD", "COMMAND", "FILE")
+
+
+def _exit(r: RunSummary) -> str:
+    if r.exit_code is not None:
+        return str(r.exit_code)
+    return f"sig{r.signal}" if r.signal is not None else "?"
+
+
+def _command(r: RunSummary) -> str:
+    """The command, its program without its directory (the record keeps the whole argv)."""
+    if not r.argv:
+        return "-"
+    return style.clip(safe(shlex.join([os.path.basename(r.argv[0]), *r.argv[1:]])), _COMMAND)
+
+
+def _row(r: RunSummary) -> tuple[str, ...]:
+    return (r.when, _exit(r), str(r.hits), str(r.misses), str(r.written),
+            f"{r.compile_s:.2f} s", f"{r.load_s:.2f} s", _command(r), safe(r.name))
+
+
+def _table(runs: list[RunSummary]) -> list[str]:
+    rows = [_HEAD, *(_row(r) for r in runs)]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(_HEAD))]
+    return [style.clip("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip(),
+                       LONGEST) for row in rows]
+
+
+def _skipped(skipped: tuple[Skipped, ...]) -> list[str]:
+    if not skipped:
+        return []
+    lines = [f"left alone: {style.plural(len(skipped), 'file')} named like a run record that "
+             "is not one of jaxcache's:"]
+    lines += [style.clip(f"  {safe(s.name)}: {safe(s.why)}", LONGEST) for s in skipped]
+    return lines
+
+
+def render_list(scan: Scan) -> str:
+    where = safe(scan.directory)
+    if not scan.exists:
+        return f"no run records: {where} does not exist (jaxcache run creates it)\n"
+    runs = [summarize(f) for f in scan.records]
+    total = sum(r.size for r in runs)
+    lines = [f"{style.plural(len(runs), 'run record')} in {where}, newest first"
+             + (f" ({size(total)} in all)" if runs else "")]
+    if runs:
+        lines += _table(runs)
+    lines += _skipped(scan.skipped)
+    return "\n".join(lines) + "\n"
+
+
+def render_prune(p: PruneResult) -> str:
+    where = safe(p.directory)
+    verb = "would delete" if p.dry_run else "deleted"
+    rules = [f"older than {p.older_than_days:g} days"] if p.older_than_days is not None else []
+    if p.keep is not None:
+        rules.append(f"beyond the newest {p.keep}")
+    lines = [f"{verb} {style.plural(len(p.deleted), 'run record')} ({size(p.freed_bytes)}) "
+             f"{' and '.join(rules)} in {where}; {p.kept} kept"
+             + (" (dry run: nothing was deleted)" if p.dry_run else "")]
+    if p.deleted:
+        lines += _table(list(p.deleted))
+    if p.changed:
+        lines.append(f"left alone: {style.plural(len(p.changed), 'record')} replaced while "
+                     "pruning: " + ", ".join(safe(n) for n in p.changed))
+    lines += _skipped(p.skipped)
+    return "\n".join(lines) + "\n"
+
+
+def _pct(part: int, whole: int) -> str:
+    return f" ({part / whole:.0%})" if whole else ""
+
+
+def render_stats(s: Stats) -> str:
+    span = f" from {s.first} to {s.last}" if s.records else ""
+    rows = [
+        ("runs", str(s.records)),
+        ("compile requests", str(s.compile_requests)),
+        ("  hits", f"{s.hits}{_pct(s.hits, s.compile_requests)}"),
+        ("  misses", f"{s.misses}{_pct(s.misses, s.compile_requests)}"),
+        ("entries written", str(s.written)),
+        ("modules skipped (not cached)", str(s.skipped)),
+        ("seconds compiling", f"{s.compile_s:.2f} s"),
+        ("seconds loading from cache", f"{s.load_s:.2f} s"),
+        ("estimated seconds saved",
+         f"{s.saved_s:.2f} s over {style.plural(s.hits_estimated, 'hit')}"),
+    ]
+    width = max(len(k) for k, _ in rows)
+    lines = [f"{style.plural(s.records, 'run record')} in {safe(s.directory)}{span}"]
+    lines += [f"{k.ljust(width)}  {v}" for k, v in rows]
+    lines += style.wrap(f"saved is estimated: {s.how_saved}"
+                        + (f"; {style.plural(s.hits_unknown, 'hit')} of keys no other record "
+                           "compiled are not counted" if s.hits_unknown else ""), "")
+    if s.skipped_files:
+        lines.append(f"left out: {style.plural(s.skipped_files, 'file')} named like a run "
+                     "record that is not one (jaxcache records list names them)")
+    return "\n".join(lines) + "\n"
