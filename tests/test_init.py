@@ -63,9 +63,31 @@ def test_existing_dir_of_another_user_is_refused(base, accounts):
 
 def test_refuses_under_a_world_writable_parent_and_creates_nothing(base):
     world = mkdir(base / "world", 0o777)
+    before = os.stat(world).st_mtime_ns
     rc, doc = init_json(str(world / "x" / "cache"))
     assert rc == 1 and doc["audit"]["verdict"] == "UNSAFE"
-    assert os.listdir(world) == []  # what it made is undone
+    assert "could be changed by everyone" in doc["refused"]
+    # judged before any mkdir: not made and taken back (another user could have swapped the
+    # name in between, and init would have removed theirs)
+    assert os.listdir(world) == [] and os.stat(world).st_mtime_ns == before
+
+
+def test_a_sticky_parent_is_fine_to_create_in_and_audit_says_init_would(base):
+    """In a sticky 1777 directory (/tmp) others can make the name first, but not rename ours
+    away: init creates it PRIVATE, and audit of the missing path says init would; under a
+    plain 0777 parent audit says init would refuse, and init does."""
+    sticky, world = mkdir(base / "sticky", 0o1777), mkdir(base / "world", 0o777)
+    for parent, would in ((sticky, "would create it"), (world, "would refuse to create it")):
+        proc = jaxcache("audit", str(parent / "cache"), "--no-processes")
+        said = " ".join(proc.stdout.split())
+        assert proc.stdout.startswith("NOT FOUND:") and f"`jaxcache init` {would}" in said \
+            or f"jaxcache init {parent / 'cache'}` (or jaxcache run, jaxcache.enable()) " \
+            f"{would}" in said, proc.stdout
+        assert "verdict as it stands: UNSAFE" in proc.stdout
+    rc, doc = init_json(str(sticky / "cache"))
+    assert rc == 0 and doc["audit"]["verdict"] == "PRIVATE"
+    rc, doc = init_json(str(world / "cache"))
+    assert rc == 1 and os.listdir(world) == []
 
 
 @needs_setfacl
@@ -83,10 +105,12 @@ def test_text_refusal_says_so_first_and_sends_the_user_elsewhere(base):
     proc = jaxcache("init", str(target))
     assert proc.returncode == 1 and proc.stderr == ""
     first, advice = proc.stdout.split("\n\n", 1)[0].split("\n", 1)
-    assert first == f"REFUSED: {target}: the audit says UNSAFE; nothing was changed"
+    assert first == (f"REFUSED: {target}: the audit says UNSAFE (the new directory could be "
+                     "changed by everyone); nothing was changed")
     # not "run init" to someone who just did: a location under a private parent instead
     assert "`jaxcache init` without PATH makes" in " ".join(advice.split())
-    assert "(jaxcache init)" not in proc.stdout and "verdict: UNSAFE" in proc.stdout
+    assert "(jaxcache init)" not in proc.stdout
+    assert "verdict as it stands: UNSAFE" in proc.stdout
     assert not proc.stdout.startswith("jaxcache audit") and os.listdir(world) == []
     quiet = jaxcache("init", "-q", str(target))
     assert (quiet.returncode, quiet.stdout) == (1, first + "\n")

@@ -53,7 +53,7 @@ def test_colour_only_where_asked(tmp_path):
 def test_missing_path_is_said_first_and_must_exist_fails(tmp_path):
     path = str(tmp_path / "typo" / "deep" / "cache")
     proc = jaxcache("audit", path, "--no-processes")
-    first, *how = proc.stdout.split("\nverdict if created: PRIVATE")[0].splitlines()
+    first, *how = proc.stdout.split("\nverdict as it stands: PRIVATE")[0].splitlines()
     assert proc.returncode == 0 and first.startswith(f"NOT FOUND: {path} does not exist")
     said = " ".join(line.strip() for line in how)  # wrapped: a long path on its own line
     assert f"jaxcache init {path}" in said and "3 directories" in said

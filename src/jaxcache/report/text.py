@@ -29,12 +29,12 @@ _MARK = {UNSAFE: "UNSAFE", UNVERIFIABLE: "UNVERIFIABLE", WARNING: "warning", NOT
 
 
 def render_audit(r: AuditReport, *, verbose: bool = False,
-                 remedy: Callable[[str], str] | None = None) -> str:
-    """The audit for people; `remedy` rewrites each finding's advice for the caller's context
-    (init must not tell someone who just ran init to run init)."""
+                 remedy: Callable[[str], str | None] | None = None) -> str:
+    """The audit for people; `remedy` rewrites each finding's advice for the caller's context,
+    or drops it by returning None (init must not tell someone who just ran init to run init)."""
     blocked = any(f.code == "path.unreadable" for f in r.findings)
     lines = _missing(r) if r.missing and not blocked else []
-    lines.append(f"verdict{' if created' if lines else ''}: {style.verdict(r.verdict.value)} - "
+    lines.append(f"verdict{' as it stands' if lines else ''}: {style.verdict(r.verdict.value)} - "
                  f"{_HEADLINE[r.verdict]}")
     lines.append(f"audited {safe(r.requested)}")
     if r.path and r.resolved and r.resolved != r.path:
@@ -88,8 +88,8 @@ def render_audit(r: AuditReport, *, verbose: bool = False,
         lines += ["", "findings:"]
         for f in shown:
             lines += style.wrap(f"[{_MARK[f.effect]}] {f.message}", "  ", "    ")
-            if f.remedy:
-                advice = remedy(f.remedy) if remedy else f.remedy
+            advice = remedy(f.remedy) if remedy and f.remedy else f.remedy
+            if advice:
                 lines += style.wrap(f"what to do: {advice}", "      ")
     lines.append("")
     return "\n".join(lines)
@@ -109,7 +109,7 @@ def render_init(result: InitResult, *, default_dir: str) -> str:
             f"  jaxcache.enable({json.dumps(path)})\n")
 
 
-_INIT_HINT = re.compile(r"\s*\(jaxcache init\)|: jaxcache init$|`jaxcache init PATH`")
+_INIT_HINT = re.compile(r"jaxcache init")  # advice to run init, to one who just did: dropped
 
 
 def render_init_refused(result: InitResult, *, default_dir: str, detail: bool = True) -> str:
@@ -125,21 +125,30 @@ def render_init_refused(result: InitResult, *, default_dir: str, detail: bool = 
              "changed", *style.wrap(f"what to do: {where}")]
     text = "\n".join(lines) + "\n"
     if detail:
-        text += "\n" + render_audit(result.report, remedy=lambda r: _INIT_HINT.sub(
-            " (another location: see above)", r))
+        text += "\n" + render_audit(result.report, remedy=lambda r: None if _INIT_HINT.search(r)
+                                     else r)
     return text
 
 
 def _missing(r: AuditReport) -> list[str]:
     """A path that does not exist: said first, with what would create it and what judged it
     (its nearest existing ancestor), so a typo does not read as a plain PRIVATE."""
+    from jaxcache.trust.create import creation_blockers
+
     anchor = r.components[-1].path if r.components else "/"
     target = r.resolved or r.path or r.requested
+    blockers = creation_blockers(r)
+    if blockers == ():
+        how = (f"`jaxcache init {safe(target)}` (or jaxcache run, jaxcache.enable()) would "
+               f"create it: {style.plural(len(r.missing), 'directory')} with mode 0700, "
+               "private once made; until then others may create the name first")
+    else:
+        who = "its storage cannot be judged" if blockers is None else \
+            f"{', '.join(sorted({str(b.principal) for b in blockers}))} could still change it"
+        how = f"`jaxcache init` would refuse to create it here: {who}"
     return [f"{style.verdict('NOT FOUND')}: {safe(target)} does not exist; judged by its "
             f"nearest existing ancestor {safe(anchor)}",
-            *style.wrap(f"it would be created by `jaxcache init {safe(target)}` (or jaxcache "
-                        f"run, jaxcache.enable()): {style.plural(len(r.missing), 'directory')} "
-                        "made with mode 0700; --must-exist makes a missing path exit 1")]
+            *style.wrap(f"{how}; --must-exist makes a missing path exit 1")]
 
 
 def render_ls(path: str, inv: Inventory, now: float | None = None) -> str:

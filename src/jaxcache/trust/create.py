@@ -19,6 +19,7 @@ from jaxcache.errors import JaxcacheError
 from jaxcache.trust import acl as aclmod
 from jaxcache.trust import target as targetmod
 from jaxcache.trust.audit import AuditReport, audit
+from jaxcache.trust.findings import UNVERIFIABLE, Writer
 from jaxcache.trust.policy import EMPTY, Policy
 from jaxcache.trust.walk import walk_open
 
@@ -58,6 +59,20 @@ def _private_problem(fd: int, path: str) -> str | None:
     return None
 
 
+def creation_blockers(r: AuditReport) -> tuple[Writer, ...] | None:
+    """For a path that does not exist yet: the untrusted writers who could still change it
+    after init made it 0700 and ours (None: its storage cannot be judged). Creating the name
+    first is no threat to init, which makes it itself and refuses a name someone else made;
+    renaming ours away is, unless the parent is sticky; what JAX's umask would let others do
+    is not (init sets 0700 and refuses an inherited ACL on the descriptor)."""
+    if any(f.effect == UNVERIFIABLE for f in r.findings):
+        return None
+    anchor = r.components[-1] if r.components else None
+    sticky = anchor is not None and bool(anchor.mode & stat.S_ISVTX)
+    return tuple(w for w in r.untrusted
+                 if not (w.action == "inherit" or (w.action == "create-dir" and sticky)))
+
+
 def init(given: str, *, policy: Policy = EMPTY) -> InitResult:
     tgt = targetmod.resolve(given)
     if tgt.path is None:
@@ -70,6 +85,15 @@ def init(given: str, *, policy: Policy = EMPTY) -> InitResult:
         os.close(fd)
         report = audit(tgt.path, policy=policy)
         return InitResult(tgt.path, (), w.blocked, report)
+    if w.missing:  # judged before anything is made: a refusal changes nothing on disk
+        before = audit(tgt.path, policy=policy)
+        blockers = creation_blockers(before)
+        if blockers is None or blockers:
+            os.close(fd)
+            why = "cannot be judged" if blockers is None else \
+                f"could be changed by {', '.join(sorted({str(b.principal) for b in blockers}))}"
+            return InitResult(tgt.path, (), f"the audit says {before.verdict.value} (the new "
+                              f"directory {why})", before)
     created: list[tuple[int, str, str]] = []  # (parent fd, name, path) of what we made
     refused = None
     cur = fd
