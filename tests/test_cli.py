@@ -52,7 +52,8 @@ def test_usage_error_is_one_clear_message(args, message):
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     errors = [line for line in proc.stderr.splitlines() if "error:" in line]
     assert len(errors) == 1 and message in errors[0], proc.stderr
-    assert proc.stderr.startswith("usage: jaxcache")
+    assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("jaxcache")  # one line
+    assert proc.stderr.rstrip().endswith("--help)")  # and where to read more
 
 
 @pytest.mark.parametrize("command,option", [
@@ -79,6 +80,19 @@ def test_help_keeps_the_examples_as_written():
     bench = jaxcache("bench", "--help").stdout
     assert "\n  jaxcache bench --compare before.json after.json\n" in bench
     assert "[default: 6; 1<=x<=1000]" in bench and "\\b" not in bench
+
+
+def test_color_is_global_like_quiet_and_verbose(tmp_path):
+    """--color before the command name (with its value) as after it; a bad value is one line."""
+    cache = tmp_path / "c"
+    cache.mkdir(mode=0o700)
+    for argv in (["--color", "always", "audit", "--no-processes", str(cache)],
+                 ["--color=always", "audit", "--no-processes", str(cache)],
+                 ["audit", "--color", "always", "--no-processes", str(cache)]):
+        proc = jaxcache(*argv)
+        assert proc.returncode == 0 and proc.stdout.startswith("verdict: \x1b["), argv
+    bad = jaxcache("--color", "sometimes", "audit", str(cache))
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "sometimes" in bad.stderr
 
 
 def test_no_arguments_shows_help_and_fails():

@@ -81,7 +81,7 @@ def _module(name: str) -> ModuleType:
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The parser; with `only` (a command's name), that command alone: less to import and build
     before the user's job starts. Help and errors for the whole command line need all."""
-    top = argparse.ArgumentParser(prog="jaxcache", description=OVERVIEW,
+    top = common.Parser(prog="jaxcache", description=OVERVIEW,
                                   formatter_class=common.Help, add_help=False,
                                   allow_abbrev=False)
     top.add_argument("-V", "--version", action="version", version=f"jaxcache {__version__}",
@@ -102,12 +102,18 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
 
 def _name_at(argv: list[str]) -> int | None:
-    """Where the command's name is: after the global flags (none of which takes a value)."""
+    """Where the command's name is: after the global flags (of which only --color takes a
+    value)."""
+    skip = False
     for i, word in enumerate(argv):
-        if not word.startswith("-"):
+        if skip:
+            skip = False
+        elif not word.startswith("-"):
             return i
-        if word == "--":
+        elif word == "--":
             return None
+        else:
+            skip = word == common.COLOR
     return None
 
 

@@ -44,8 +44,17 @@ def note(args: argparse.Namespace, text: str) -> None:
         sys.stderr.flush()
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse with a usage error on one line (where to read more included), exit 2."""
+
+    def error(self, message: str) -> NoReturn:
+        sys.stderr.write(f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+        sys.stderr.flush()
+        sys.exit(2)
+
+
 def usage(args: argparse.Namespace, message: str) -> NoReturn:
-    """A usage error in the command's own terms: its usage line, the message, exit 2."""
+    """A usage error in the command's own terms: one line naming the command, exit 2."""
     args.parser.error(message)
 
 
@@ -197,15 +206,21 @@ def option(parser: argparse.ArgumentParser, *names: str, help: str = "",
     parser.add_argument(*names, help=help or None, **kwargs)
 
 
+COLOR = "--color"  # the one global flag that takes a value (cli/__init__.py's _name_at)
+
+
 def global_flags(parser: argparse.ArgumentParser) -> None:
-    """-q/-v, taken before the command name and after it alike (SUPPRESS: a command's parser
-    then does not overwrite what the top level read)."""
+    """-q/-v/--color, taken before the command name and after it alike (SUPPRESS: a
+    command's parser then does not overwrite what the top level read)."""
     parser.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS,
                         help="Only the answer (the verdict line) and errors: no progress, no "
                              "detail.")
     parser.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
                         help="More detail where there is any (trusted writers and notes, the "
                              "audit behind a verdict).")
+    parser.add_argument(COLOR, choices=("auto", "always", "never"), default=argparse.SUPPRESS,
+                        help="Verdicts in colour: auto (the default) is on a terminal unless "
+                             "NO_COLOR is set.")
 
 
 def format_flag(parser: argparse.ArgumentParser, choices: tuple[str, ...] = TEXT_JSON) -> None:
@@ -260,9 +275,6 @@ def command_parser(commands: Any, name: str, usage_line: str,
                                  formatter_class=Help, add_help=False, allow_abbrev=False)
     parser.add_argument("-h", "--help", action="help", help="Show this message and exit.")
     global_flags(parser)
-    option(parser, "--color", choices=("auto", "always", "never"), default="auto",
-           show_default=True, help="Verdicts in colour: auto is on a terminal unless NO_COLOR "
-           "is set.")
     parser.set_defaults(handler=handler, parser=parser)
     return parser
 
