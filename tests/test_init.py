@@ -133,3 +133,18 @@ def jaxcache_argv(*args):
     import sys
 
     return [sys.executable, "-m", "jaxcache", *args]
+
+
+def test_without_path_init_makes_the_directory_run_would_use(base):
+    """$JAX_COMPILATION_CACHE_DIR set: init without PATH makes that one (what `jaxcache run`
+    and JAX would use), and its hint needs no --cache-dir; --name still picks the cache dir."""
+    target = base / "ci-cache"
+    env = {**os.environ, "JAX_COMPILATION_CACHE_DIR": str(target),
+           "XDG_CACHE_HOME": str(base / "xdg")}
+    proc = jaxcache("init", env=env)
+    assert proc.returncode == 0 and stat.S_IMODE(os.stat(target).st_mode) == 0o700
+    assert "  jaxcache run -- python train.py" in proc.stdout
+    other = jaxcache("init", str(base / "other"), env=env)
+    assert f"jaxcache run --cache-dir {base / 'other'} -- python train.py" in other.stdout
+    rc, doc = init_json("--name", "team", env=env)
+    assert rc == 0 and doc["path"] == f"{base}/xdg/jaxcache/team"

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import os
 
 from jaxcache.cli import common
 
 
 def options(p: argparse.ArgumentParser) -> None:
     p.add_argument("path", nargs="?", metavar="PATH")
-    common.option(p, "--name", default="jax", show_default=True, metavar="NAME",
-                  help="Sub-directory under your cache dir, when PATH is not given.")
+    common.option(p, "--name", metavar="NAME",
+                  help="Sub-directory under your cache dir, when PATH is not given (default: "
+                       "$JAX_COMPILATION_CACHE_DIR if set, as for run, else 'jax').")
     common.option(p, "--policy", dest="policy_path", metavar="FILE",
                   help="Trust policy (TOML); default: your config dir's jaxcache/policy.toml.")
     common.format_flag(p)
@@ -19,7 +21,8 @@ def options(p: argparse.ArgumentParser) -> None:
 def handle(args: argparse.Namespace, tail: None) -> None:
     """Create a private cache directory (mode 0700), or accept one that already is private.
 
-    Without PATH it uses ~/.cache/jaxcache/NAME (your platform's cache dir). Every missing
+    Without PATH it uses $JAX_COMPILATION_CACHE_DIR (the directory `jaxcache run` and JAX would
+    use), else ~/.cache/jaxcache/NAME (your platform's cache dir; NAME: jax). Every missing
     component is created 0700 without races; every parent is audited. An existing directory is
     never modified: if it is not private you get the findings, and nothing changes.
     --verbose adds the audit of the directory it accepted.
@@ -28,8 +31,10 @@ def handle(args: argparse.Namespace, tail: None) -> None:
     from jaxcache.trust import create, policy
     from jaxcache.trust.principals import Accounts
 
-    default = create.default_dir()  # what `jaxcache init` and `jaxcache run` use by default
-    target = args.path if args.path is not None else create.default_dir(args.name)
+    env = os.environ.get("JAX_COMPILATION_CACHE_DIR")
+    default = env or create.default_dir()  # what a plain `jaxcache run` would use
+    target = args.path if args.path is not None else (
+        create.default_dir(args.name) if args.name is not None else default)
     result = create.init(target, policy=policy.load(args.policy_path, Accounts()))
     code = 0 if result.ok else 1
     if args.fmt == "json":
