@@ -195,3 +195,16 @@ def test_sealed_shared_directory_can_be_shared(base, accounts, tmp_path, train_b
     text = jaxcache("audit", "--sealed", "--policy", str(policy), str(shared))
     assert text.returncode == 1 and "seal.holder-undeclared" not in text.stdout  # text says it
     assert "is held by" in text.stdout and "not a declared writer" in text.stdout
+
+
+def test_private_directory_without_a_bench_is_inconclusive(base):
+    """The writers pass but nothing measured the saving: INCONCLUSIVE, exit 1 (a gate must
+    not pass), with how to measure it; not a usage error."""
+    cache = mkdir(base / "cache", 0o700)
+    proc = jaxcache("decide", str(cache))
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stdout.startswith("decision: INCONCLUSIVE - the writers are understood")
+    assert "1. writers understood: pass" in proc.stdout
+    assert "3. noticeable saving: not evaluated" in proc.stdout and "--bench" in proc.stdout
+    doc = json.loads(jaxcache("decide", str(cache), "--format", "json").stdout)
+    assert doc["verdict"] == "INCONCLUSIVE"

@@ -205,8 +205,13 @@ def decide(audit: dict, benches: list[dict], *, min_saving_s: float | None = Non
                         "trusting them to choose the code your process runs",
                         (writers, Test("compatible", None, ()), Test("noticeable", None, ())),
                         tuple(advice), path)
-    if not benches:
-        raise ValueError("a bench result is needed beyond the writers test")
+    if not benches:  # the writers pass; the saving is not measured: a gate must not pass
+        return Decision("INCONCLUSIVE", "the writers are understood, but no bench measured the "
+                        "saving: bench before deciding", (writers, Test("compatible", None, ()),
+                                                          Test("noticeable", None, ())),
+                        ("give an earlier `jaxcache bench --json B.json` result with --bench "
+                         "B.json, or the job after -- (jaxcache decide PATH -- python train.py) "
+                         "to bench it now",), path)
     saving, saving_advice = _noticeable(benches, min_saving_s, min_fraction)
     compatible = _compatible(benches)
     tests = (writers, compatible, saving)

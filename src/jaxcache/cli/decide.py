@@ -74,9 +74,6 @@ def handle(args: argparse.Namespace, tail: list[str] | None) -> None:
                                         sealed=audit.get("verdict") == "SEALED",
                                         quiet=args.quiet, min_saving=args.min_saving,
                                         min_fraction=args.min_fraction))
-    if writers_ok and not benches:
-        common.usage(args, "the writers are understood; to judge the saving give --bench "
-                           "B.json or -- CMD")
     result = decidemod.decide(audit, benches, min_saving_s=args.min_saving,
                               min_fraction=args.min_fraction)
     if args.fmt == "json":
