@@ -55,6 +55,10 @@ def conclusions(result: BenchResult) -> list[str]:
                      "warm values, two-sample Hodges-Lehmann with the exact Mann-Whitney "
                      "interval; smallest reachable p-value "
                      f"{a.saving.min_p:.4f}; noise band {a.noise_s:.2f} s")
+        if a.saving.resolved and a.saving.confidence > a.saving.asked + 5e-4:
+            lines.append(f"the intervals are {a.saving.confidence:.1%}: with these trials the "
+                         f"exact levels jump, and this is the nearest at or above the "
+                         f"{a.saving.asked:.0%} asked (--confidence)")
     if a.judgement is not None:
         lines.append(f"noticeable: {a.judgement.why}")
         if not a.judgement.met:
