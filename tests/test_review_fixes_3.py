@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 
 from conftest import jaxcache
@@ -30,3 +31,15 @@ def test_audit_as_is_says_what_the_uninspected_note_means(tmp_path):
     for line in notes:  # none when every process was readable
         assert "processes of other users" not in line
         assert ("run as root" in line) == (os.geteuid() != 0), line
+
+
+def test_audit_warns_of_a_leading_tilde_jax_takes_literally(tmp_path):
+    env = {**os.environ, "JAX_COMPILATION_CACHE_DIR": "~/x"}
+    proc = jaxcache("audit", "--format", "json", env=env, cwd=str(tmp_path))
+    doc = json.loads(proc.stdout)
+    tilde = [f for f in doc["findings"] if f["code"] == "path.tilde"]
+    assert [f["effect"] for f in tilde] == ["warning"], doc["findings"]
+    assert "absolute path" in tilde[0]["remedy"]
+    assert not (tmp_path / "~").exists()  # an audit creates nothing
+    text = jaxcache("audit", env=env, cwd=str(tmp_path)).stdout
+    assert "[warning] JAX does not expand '~'" in text
