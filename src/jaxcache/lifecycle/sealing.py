@@ -299,9 +299,18 @@ def seal_dir(directory: str, key_path: str, given: tuple[str, ...], policy: str 
 
 def _existing_dir(directory: str) -> str:
     import os
+    import stat
 
-    if not os.path.isdir(directory):
-        raise JaxcacheError(f"no such directory: {safe(directory)}")
+    from jaxcache.trust.walk import not_a_directory
+
+    try:
+        mode = os.stat(directory).st_mode
+    except FileNotFoundError:
+        raise JaxcacheError(f"no such directory: {safe(directory)}") from None
+    except OSError as exc:
+        raise JaxcacheError(f"cannot reach {safe(directory)}: {exc.strerror}") from None
+    if not stat.S_ISDIR(mode):
+        raise JaxcacheError(not_a_directory(directory, mode))
     return directory
 
 
