@@ -43,3 +43,48 @@ def test_audit_warns_of_a_leading_tilde_jax_takes_literally(tmp_path):
     assert not (tmp_path / "~").exists()  # an audit creates nothing
     text = jaxcache("audit", env=env, cwd=str(tmp_path)).stdout
     assert "[warning] JAX does not expand '~'" in text
+
+
+def test_verify_and_seal_name_a_regular_file_as_ls_does(tmp_path):
+    (tmp_path / "f").write_text("x")
+    key = tmp_path / "keys" / "k.key"
+    assert jaxcache("keygen", str(key)).returncode == 0
+    for argv in (["ls"], ["verify"], ["seal", "--signing-key", str(key)]):
+        proc = jaxcache(*argv, str(tmp_path / "f"))
+        assert proc.returncode == 2, (argv, proc.stderr)
+        assert proc.stderr.strip().endswith("f is not a directory (a regular file)"), proc.stderr
+        assert "no such directory" not in proc.stderr
+
+
+def test_an_empty_or_wrong_public_key_file_is_named(tmp_path):
+    (tmp_path / "c").mkdir()
+    empty = tmp_path / "empty.pub"
+    empty.write_text("")
+    proc = jaxcache("verify", "--trusted-key", str(empty), str(tmp_path / "c"))
+    assert proc.returncode == 2
+    assert f"{empty} is empty: not a jaxcache public key" in proc.stderr, proc.stderr
+    wrong = tmp_path / "wrong.pub"
+    wrong.write_text("hello\n")
+    proc = jaxcache("verify", "--trusted-key", str(wrong), str(tmp_path / "c"))
+    assert proc.returncode == 2 and f"{wrong} is not a jaxcache public key" in proc.stderr
+
+
+def test_keygen_says_an_existing_directory_is_one(tmp_path):
+    proc = jaxcache("keygen", str(tmp_path))
+    assert proc.returncode == 2
+    assert "already exists (a directory)" in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_keygen_names_each_folder_it_creates(tmp_path):
+    # README: `jaxcache keygen keys/ci.key` makes keys/; so keygen keeps doing it, saying so
+    key = tmp_path / "a" / "b" / "k.key"
+    proc = jaxcache("keygen", str(key))
+    assert proc.returncode == 0, proc.stderr
+    assert f"created folder {tmp_path / 'a'} (mode 0700)" in proc.stdout
+    assert f"created folder {tmp_path / 'a' / 'b'} (mode 0700)" in proc.stdout
+    assert (tmp_path / "a").stat().st_mode & 0o777 == 0o700
+    again = jaxcache("keygen", "--format", "json", str(tmp_path / "a" / "b" / "k2.key"))
+    assert json.loads(again.stdout)["created_folders"] == []
+    made = jaxcache("keygen", "--format", "json", str(tmp_path / "n" / "k.key"))
+    assert json.loads(made.stdout)["created_folders"] == [str(tmp_path / "n")]
