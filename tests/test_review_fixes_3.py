@@ -88,3 +88,16 @@ def test_keygen_names_each_folder_it_creates(tmp_path):
     assert json.loads(again.stdout)["created_folders"] == []
     made = jaxcache("keygen", "--format", "json", str(tmp_path / "n" / "k.key"))
     assert json.loads(made.stdout)["created_folders"] == [str(tmp_path / "n")]
+
+
+def test_a_file_that_is_not_json_is_named_with_where_and_what_was_expected(tmp_path):
+    bad = tmp_path / "notjson.txt"
+    bad.write_text("hello\n")
+    proc = jaxcache("explain", str(bad))
+    assert proc.returncode == 2
+    assert proc.stderr == (f"jaxcache: {bad} is not JSON (line 1, column 1): expected a "
+                           "jaxcache run record\n"), proc.stderr
+    proc = jaxcache("decide", "--audit", str(bad))
+    assert proc.returncode == 2
+    assert f"{bad} is not JSON (line 1, column 1): expected an audit document" in proc.stderr
+    assert "Expecting value" not in proc.stderr
