@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import json
 import os
+import sys
+import textwrap
 
-from conftest import jaxcache
+import pytest
+from conftest import clean_env, jaxcache
 
 from jaxcache.trust.procs import ProcessScan
 from jaxcache.trust.verdict import uninspected_text
@@ -101,3 +104,28 @@ def test_a_file_that_is_not_json_is_named_with_where_and_what_was_expected(tmp_p
     assert proc.returncode == 2
     assert f"{bad} is not JSON (line 1, column 1): expected an audit document" in proc.stderr
     assert "Expecting value" not in proc.stderr
+
+
+def test_run_says_a_redirected_cache_was_audited_and_refused(tmp_path):
+    pytest.importorskip("jax")
+    other = tmp_path / "other"
+    job = tmp_path / "job.py"
+    job.write_text(textwrap.dedent(f"""
+        import jax, jax.numpy as jnp
+        jax.config.update("jax_compilation_cache_dir", {str(other)!r})
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
+        print(jax.jit(lambda x: x * 2 + 1)(jnp.arange(4.0)).sum())
+        """))
+    record = tmp_path / "r.json"
+    proc = jaxcache("run", "--cache-dir", str(tmp_path / "c"), "--record", str(record), "--",
+                    sys.executable, str(job), env=clean_env())
+    assert proc.returncode == 1, proc.stderr
+    doc = json.loads(record.read_text())
+    assert [d["status"] for d in doc["jax_cache_dirs"] if not d["audited_dir"]] == ["refused"]
+    last = proc.stderr.splitlines()[-1]
+    assert last.startswith("jaxcache: exit 1: JAX was pointed at another cache directory, which "
+                           "jaxcache audited and refused"), proc.stderr
+    assert "did not audit" not in proc.stderr
+    explain = jaxcache("explain", str(record))
+    assert "did not audit" not in explain.stdout
+    assert "other than the audited cache" in explain.stdout, explain.stdout

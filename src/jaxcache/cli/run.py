@@ -96,10 +96,17 @@ def handle(args: argparse.Namespace, tail: list[str] | None) -> None:
     elif result.exit_code != result.outcome.status:
         from jaxcache.run import used_dirs
 
-        why = ("JAX was pointed at a cache directory jaxcache did not audit (see the record's "
-               "jax_cache_dirs)" if used_dirs.failing(result.record) else
-               "a rank of the job saw another cache directory, or none (see the record's "
-               "ranks)")
+        failing = used_dirs.failing(result.record)
+        if any(e.get("status") == "refused" for e in failing):
+            why = ("JAX was pointed at another cache directory, which jaxcache audited and "
+                   "refused: nothing was loaded from or written there (see the record's "
+                   "jax_cache_dirs)")
+        elif failing:
+            why = ("JAX used another cache directory, which its own audit does not trust (see "
+                   "the record's jax_cache_dirs)")
+        else:
+            why = ("a rank of the job saw another cache directory, or none (see the record's "
+                   "ranks)")
         sys.stderr.write(f"jaxcache: exit 1: {why}\n")
     _exit_now(result.exit_code)
 
