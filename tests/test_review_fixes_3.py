@@ -129,3 +129,17 @@ def test_run_says_a_redirected_cache_was_audited_and_refused(tmp_path):
     explain = jaxcache("explain", str(record))
     assert "did not audit" not in explain.stdout
     assert "other than the audited cache" in explain.stdout, explain.stdout
+
+
+def test_a_symlinked_signature_is_not_said_to_be_read_by_jax(tmp_path):
+    cache = tmp_path / "c"
+    cache.mkdir(mode=0o700)
+    (cache / f"jit_f-{'a' * 64}-cache.sig").symlink_to("/etc/hostname")
+    key = tmp_path / "keys" / "k.key"
+    assert jaxcache("keygen", str(key)).returncode == 0
+    proc = jaxcache("seal", str(cache), "--signing-key", str(key))
+    assert proc.returncode == 1  # refused: not trusted
+    assert "JAX never reads it" in proc.stderr and "JAX follows" not in proc.stderr, proc.stderr
+    doc = json.loads(jaxcache("audit", "--format", "json", str(cache)).stdout)
+    (link,) = [f for f in doc["findings"] if f["code"] == "entry.symlink"]
+    assert link["effect"] == "unsafe" and "sealed-cache reader refuses symlinks" in link["message"]

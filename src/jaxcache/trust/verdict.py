@@ -131,10 +131,14 @@ def entry_findings(inv: entriesmod.Inventory, path: str) -> list[Finding]:
         "unexpected-name": (NOTE, "is not a name JAX writes"),
         "acl-unreadable": (UNVERIFIABLE, "has an ACL that cannot be read"),
     }
+    sidecar_link = ("is a symlink: JAX never reads it, and jaxcache's sealed-cache reader "
+                    "refuses symlinks, so no tool of ours made it: someone placed it there")
     for e in inv.entries:
         for flag in e.flags:
             if flag in explain:
                 effect, text = explain[flag]
+                if flag == "symlink" and e.kind in ("signature", "used"):
+                    text = sidecar_link  # .sig/.used: jaxcache's own files, not JAX's
                 out.append(Finding(f"entry.{flag}", effect, f"entry {safe(e.name)} {text}",
                                    e.name, None if effect == NOTE else
                                    "find out who put it there before any job loads it; "
