@@ -143,3 +143,36 @@ def test_a_symlinked_signature_is_not_said_to_be_read_by_jax(tmp_path):
     doc = json.loads(jaxcache("audit", "--format", "json", str(cache)).stdout)
     (link,) = [f for f in doc["findings"] if f["code"] == "entry.symlink"]
     assert link["effect"] == "unsafe" and "sealed-cache reader refuses symlinks" in link["message"]
+
+
+def _long_lines(text: str) -> list[str]:
+    return [line for line in text.splitlines() if len(line) > 200]
+
+
+def test_refusals_keep_every_stderr_line_within_200_characters(tmp_path):
+    deep = tmp_path / ("d" * 20) / ("e" * 20)  # paths as long as real ones
+    deep.mkdir(parents=True)
+    open_dir = deep / "open"
+    open_dir.mkdir()
+    open_dir.chmod(0o777)
+    cache = open_dir / "c"
+    cache.mkdir(mode=0o700)
+    key = tmp_path / "keys" / "k.key"
+    assert jaxcache("keygen", str(key)).returncode == 0
+    seal = jaxcache("seal", str(cache), "--signing-key", str(key))
+    assert seal.returncode == 1
+    first = seal.stderr.splitlines()[0]
+    assert first == f"jaxcache: refusing to seal {cache}: verdict UNSAFE (everyone)", seal.stderr
+    assert "can rename or replace" in seal.stderr  # the why, on the lines below
+    run = jaxcache("run", "--cache-dir", str(open_dir), "--", "true")
+    assert run.returncode == 1
+    assert run.stderr.splitlines()[0].startswith(f"jaxcache: refusing cache {open_dir}: verdict")
+    real = deep / ("r" * 30 + ".json")
+    real.write_text("{}")
+    link = deep / ("l" * 30 + ".json")
+    link.symlink_to(real)
+    explain = jaxcache("explain", str(link))
+    assert explain.returncode == 2 and "is a symbolic link" in explain.stderr
+    assert len(explain.stderr.strip().splitlines()) == 1  # bad input: one line
+    for proc in (seal, run, explain):
+        assert not _long_lines(proc.stderr), proc.stderr

@@ -134,8 +134,8 @@ def _refused_rank(exc: UntrustedCacheError) -> NoReturn:
             "them all" if me.launcher == "slurm" else "stop the job when one rank fails "
             "(e.g. mpirun's default abort on a non-zero exit)")
     sys.stderr.write(f"jaxcache: {exc}\njaxcache: rank {me.rank} of {me.size} ({me.launcher}) "
-                     "was refused before JAX saw the directory; the other ranks may wait for "
-                     f"it until they time out: {hint}\n")
+                     "was refused before JAX saw the directory\n  the other ranks may wait "
+                     f"for it until they time out: {hint}\n")
     sys.stderr.flush()
     sys.exit(exc.exit_code)
 

@@ -291,7 +291,7 @@ def seal_dir(directory: str, key_path: str, given: tuple[str, ...], policy: str 
     signer = keymod.load_signing(key_path)
     report = api.audit(directory, policy=policy, scan_processes=False)
     if report.verdict.value not in ("PRIVATE", "SHARED-BY-POLICY"):
-        raise UntrustedCacheError(report)
+        raise UntrustedCacheError(report, "to seal")
     trusted = [keymod.load_public(k) for k in given]
     return scan.seal(report.resolved or directory, signer, trusted,
                      allow_unhittable=allow_unhittable)
