@@ -176,3 +176,21 @@ def test_refusals_keep_every_stderr_line_within_200_characters(tmp_path):
     assert len(explain.stderr.strip().splitlines()) == 1  # bad input: one line
     for proc in (seal, run, explain):
         assert not _long_lines(proc.stderr), proc.stderr
+
+
+@pytest.mark.parametrize("local", ["same", "inside", "above"])
+def test_run_refuses_a_local_tier_that_is_not_apart_from_the_sealed_cache(tmp_path, local):
+    shared = tmp_path / "shared"
+    shared.mkdir(mode=0o700)
+    key = tmp_path / "keys" / "k.key"
+    assert jaxcache("keygen", str(key)).returncode == 0
+    given = {"same": shared, "inside": shared / "sub", "above": tmp_path}[local]
+    marker = tmp_path / "ran"
+    proc = jaxcache("run", "--sealed", "--signing-key", str(key), "--cache-dir", str(shared),
+                    "--local", str(given), "--", sys.executable, "-c",
+                    f"open({str(marker)!r}, 'w')")
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"jaxcache: the local tier {given} "), lines
+    assert not marker.exists() and not (shared / "sub").exists()
+    assert os.listdir(shared) == []
