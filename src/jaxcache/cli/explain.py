@@ -50,12 +50,13 @@ def handle(args: argparse.Namespace, tail: list[str] | None) -> None:
         skipped: list[tuple[str, str]] = []
         records = recordmod.load_all(args.records, skipped)
         if skipped:
+            import os
             import sys
 
             from jaxcache.display import safe
 
             for path, why in skipped:  # named, so nothing is left out silently
-                sys.stderr.write(f"jaxcache: skipped {safe(path)}: {why}\n")
+                sys.stderr.write(f"jaxcache: skipped {safe(os.path.basename(path))}: {why}\n")
     for path, doc in records:
         if doc.get("unverified") and not args.unverified_jax:
             from jaxcache.display import safe
