@@ -194,3 +194,9 @@ def test_run_refuses_a_local_tier_that_is_not_apart_from_the_sealed_cache(tmp_pa
     assert len(lines) == 1 and lines[0].startswith(f"jaxcache: the local tier {given} "), lines
     assert not marker.exists() and not (shared / "sub").exists()
     assert os.listdir(shared) == []
+
+
+def test_many_uninspected_processes_of_one_user_name_the_user_once():
+    scan = ProcessScan((), 4, tuple((p, "root") for p in range(1, 5)))
+    assert uninspected_text(scan, root=True) == (
+        "4 processes could not be inspected (user root: permission denied even as root)")

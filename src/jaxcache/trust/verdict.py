@@ -214,7 +214,8 @@ def uninspected_text(scan: ProcessScan, *, root: bool | None = None) -> str:
         who = ", ".join(f"pid {pid}, user {user}" for pid, user in scan.denied)
     else:
         users = sorted({user for _, user in scan.denied})
-        who = f"users {', '.join(users[:_NAMED])}{', ...' if len(users) > _NAMED else ''}" \
+        noun = "user" if len(users) == 1 else "users"
+        who = f"{noun} {', '.join(users[:_NAMED])}{', ...' if len(users) > _NAMED else ''}" \
             if users else ""
     if root:
         why = "permission denied even as root"
