@@ -141,6 +141,8 @@ def check_refused_run(planted_dir, proc, record: Path, private: Path) -> dict:
     first = lines[start - 1]  # the summary's first line, before its usual opening
     assert first.startswith(f"WARNING: JAX was pointed at {shared} (UNSAFE"), proc.stderr
     assert planted_dir["attacker"] in first and "refused" in first
+    assert lines[-1].startswith("jaxcache: exit 1: JAX was pointed at another cache directory, "
+                                "which jaxcache audited and refused"), lines[-1]
     doc = json.loads(record.read_text())
     (other,) = [d for d in doc["jax_cache_dirs"] if not d["audited_dir"]]
     assert other["path"] == shared and other["status"] == "refused"

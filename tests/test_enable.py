@@ -119,7 +119,7 @@ def test_tilde_and_untrusted_and_max_size(tmp_path):
             try:
                 jaxcache.enable(path, **kw)
             except (CacheLifecycleError, UntrustedCacheError) as e:
-                print(type(e).__name__, "|", str(e)[:160])
+                print(type(e).__name__, "|", str(e).splitlines()[0][:160])
         jax.config.update("jax_compilation_cache_max_size", 10_000_000)
         try:
             jaxcache.enable({str(tmp_path / 'ok')!r})

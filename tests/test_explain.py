@@ -227,7 +227,7 @@ def test_explain_by_running_the_command(tmp_path):
 
 @pytest.mark.parametrize("content,fragment", [
     (None, "no such record"),
-    ("{not json", "cannot read record"),
+    ("{not json", "is not JSON (line 1, column 2): expected a jaxcache run record"),
     ('{"schema": "jaxcache.audit/1"}', "not a jaxcache run record"),
     ('{"schema": "jaxcache.run/9"}', "newer than this jaxcache understands"),
 ])

@@ -172,3 +172,18 @@ def test_works_without_jax(world):
                               capture_output=True, text=True, env=world["env"], timeout=60)
         assert proc.returncode == 0, proc.stderr
         assert json.loads(proc.stdout)["schema"] == f"jaxcache.records-{action}/1"
+
+
+def test_explain_of_the_records_dir_skips_and_names_what_it_refuses(world):
+    runs = world["runs"]
+    proc = jaxcache("explain", str(runs), env=world["env"])
+    assert proc.returncode in (0, 1), proc.stderr
+    skipped = sorted(line for line in proc.stderr.splitlines() if " skipped " in line)
+    assert [line.split(": ", 2)[1] for line in skipped] == [
+        f"skipped {n}" for n in ("20190101T000000.000000000Z-1.json",
+                                        "20190101T000000.000000000Z-2.json",
+                                        "20190101T000000.000000000Z-3.json", "notes-2019.json")]
+    assert "symbolic link" in skipped[0] and "is not JSON" in skipped[1]
+    assert "from 3 records" in proc.stdout, proc.stdout  # the readable ones, explained
+    alone = jaxcache("explain", str(runs / "20190101T000000.000000000Z-1.json"), env=world["env"])
+    assert alone.returncode == 2  # named on the command line: refused, not skipped

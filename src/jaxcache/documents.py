@@ -19,6 +19,10 @@ class DocumentError(JaxcacheError):
     """A document that is not what its reader needs."""
 
 
+_EXPECTED = {"record": "a jaxcache run record", "audit": "an audit document "
+              "(jaxcache audit --format json)", "bench result": "a jaxcache bench result"}
+
+
 def load_json(path: str, kind: inputs.Kind) -> dict:
     """A JSON object from a trusted file; `kind` names it in errors ("record", "audit")."""
     found = inputs.read(path, kind)
@@ -31,6 +35,10 @@ def load_json(path: str, kind: inputs.Kind) -> dict:
     except RecursionError:
         raise DocumentError(f"cannot read {what}: nested too deeply to be a jaxcache "
                             f"{kind.name}") from None
+    except json.JSONDecodeError as exc:
+        where = "empty" if not found.data.strip() else f"line {exc.lineno}, column {exc.colno}"
+        raise DocumentError(f"{safe(path)} is not JSON ({where}): expected "
+                            f"{_EXPECTED.get(kind.name, 'a jaxcache ' + kind.name)}") from None
     except ValueError as exc:
         raise DocumentError(f"cannot read {what}: {safe(str(exc))}") from None
     if not isinstance(doc, dict):

@@ -18,12 +18,26 @@ class UntrustedCacheError(JaxcacheError):
 
     exit_code = 1
 
-    def __init__(self, report) -> None:  # an AuditReport; untyped to keep this module light
+    def __init__(self, report, action: str = "cache") -> None:  # an AuditReport: untyped,
+        # to keep this module light. action: "cache" (refusing cache DIR) or "to seal".
         from jaxcache.display import safe
+        from jaxcache.report.style import wrap
 
         self.report = report
-        untrusted = ", ".join(sorted(report.writer_names("untrusted"))) or "unknown writers"
-        reasons = "; ".join(f.message for f in report.findings
-                            if f.effect in ("unsafe", "unverifiable"))[:600]
-        super().__init__(f"refusing cache {safe(report.requested)}: verdict "
-                         f"{report.verdict.value} ({untrusted}): {reasons}")
+        names = sorted(report.writer_names("untrusted"))
+        shown = ", ".join(names[:_NAMED]) + (f" and {len(names) - _NAMED} more"
+                                             if len(names) > _NAMED else "")
+        who = f" ({shown})" if names else ""
+        reasons = [f.message for f in report.findings if f.effect in ("unsafe", "unverifiable")]
+        # the first line answers alone; why, one wrapped bullet per reason, under it
+        lines = [f"refusing {action} {safe(report.requested)}: verdict "
+                 f"{report.verdict.value}{who}"]
+        for text in reasons[:_REASONS]:
+            lines += wrap(text, "  - ", limit=_WIDTH)
+        if len(reasons) > _REASONS:
+            lines.append(f"  - and {len(reasons) - _REASONS} more: jaxcache audit "
+                         f"{safe(report.requested)}")
+        super().__init__("\n".join(lines))
+
+
+_NAMED, _REASONS, _WIDTH = 3, 4, 100  # writers named, reasons listed, columns of those

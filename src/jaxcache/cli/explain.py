@@ -28,8 +28,11 @@ def handle(args: argparse.Namespace, tail: list[str] | None) -> None:
     component that changed and its likely cause. It suggests lowering a threshold only when
     what it leaves out is material (>= 10% of start-up and >= 1 s).
 
+    In a directory, a .json file that is not a readable run record (a symlink, malformed,
+    newer schema) is skipped and named on stderr; a record named on the command line is not.
+
     Exit code: 0 everything that could be cached was; 1 something expensive was not cached;
-    2 bad input (missing, malformed or newer-schema records).
+    2 bad input (missing, malformed or newer-schema records; a directory with none readable).
     """
     if tail is not None and args.records:
         common.usage(args, "give either record files or -- CMD, not both")
@@ -44,7 +47,16 @@ def handle(args: argparse.Namespace, tail: list[str] | None) -> None:
     else:
         from jaxcache.record import run_record as recordmod
 
-        records = recordmod.load_all(args.records)
+        skipped: list[tuple[str, str]] = []
+        records = recordmod.load_all(args.records, skipped)
+        if skipped:
+            import os
+            import sys
+
+            from jaxcache.display import safe
+
+            for path, why in skipped:  # named, so nothing is left out silently
+                sys.stderr.write(f"jaxcache: skipped {safe(os.path.basename(path))}: {why}\n")
     for path, doc in records:
         if doc.get("unverified") and not args.unverified_jax:
             from jaxcache.display import safe

@@ -18,19 +18,23 @@ def handle(args: argparse.Namespace, tail: None) -> None:
       jaxcache keygen /etc/jaxcache/ci.key
 
     The private key is written 0600 (never over an existing file, never inside a cache
-    directory), the public key beside it as KEYFILE.pub. Readers trust the public key in their
+    directory), the public key beside it as KEYFILE.pub. Missing folders above KEYFILE are
+    created 0700, each one named. Readers trust the public key in their
     policy: trusted_keys = [{ holder = "ci-publisher", key = "ed25519:..." }] for the cache's
     path. See docs/sealed-cache.md. --quiet prints only the public key line.
     """
+    from jaxcache.display import safe
     from jaxcache.seal import keys
 
     key = keys.generate()
-    path = keys.save(key, args.keyfile)
+    created: list[str] = []
+    path = keys.save(key, args.keyfile, created)
     if args.fmt == "json":
         from jaxcache.report import keygen_json
 
-        common.finish(args, keygen_json.render(path, key.public), 0)
-    common.finish(args, f"wrote {path} (private, mode 0600) and {path}.pub\n"
+        common.finish(args, keygen_json.render(path, key.public, created), 0)
+    made = "".join(f"created folder {safe(d)} (mode 0700)\n" for d in created)
+    common.finish(args, f"{made}wrote {safe(path)} (private, mode 0600) and {safe(path)}.pub\n"
                         f"public key: {key.public.text}\n"
                         f"key id:     {key.public.id}\n", 0,
                   common.lines_starting("public key:"))

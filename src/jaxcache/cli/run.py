@@ -96,10 +96,17 @@ def handle(args: argparse.Namespace, tail: list[str] | None) -> None:
     elif result.exit_code != result.outcome.status:
         from jaxcache.run import used_dirs
 
-        why = ("JAX was pointed at a cache directory jaxcache did not audit (see the record's "
-               "jax_cache_dirs)" if used_dirs.failing(result.record) else
-               "a rank of the job saw another cache directory, or none (see the record's "
-               "ranks)")
+        failing = used_dirs.failing(result.record)
+        if any(e.get("status") == "refused" for e in failing):
+            why = ("JAX was pointed at another cache directory, which jaxcache audited and "
+                   "refused: nothing was loaded from or written there (see the record's "
+                   "jax_cache_dirs)")
+        elif failing:
+            why = ("JAX used another cache directory, which its own audit does not trust (see "
+                   "the record's jax_cache_dirs)")
+        else:
+            why = ("a rank of the job saw another cache directory, or none (see the record's "
+                   "ranks)")
         sys.stderr.write(f"jaxcache: exit 1: {why}\n")
     _exit_now(result.exit_code)
 
@@ -127,8 +134,8 @@ def _refused_rank(exc: UntrustedCacheError) -> NoReturn:
             "them all" if me.launcher == "slurm" else "stop the job when one rank fails "
             "(e.g. mpirun's default abort on a non-zero exit)")
     sys.stderr.write(f"jaxcache: {exc}\njaxcache: rank {me.rank} of {me.size} ({me.launcher}) "
-                     "was refused before JAX saw the directory; the other ranks may wait for "
-                     f"it until they time out: {hint}\n")
+                     "was refused before JAX saw the directory\n  the other ranks may wait "
+                     f"for it until they time out: {hint}\n")
     sys.stderr.flush()
     sys.exit(exc.exit_code)
 

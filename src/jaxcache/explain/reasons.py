@@ -163,9 +163,9 @@ def _why(m: dict, record: dict, later_dirs: bool) -> tuple[str, str]:
         return reason, ("a file already existed at this key and was not loaded; JAX never "
                         "replaces it (first writer wins)")
     if reason == "dir-refused":
-        return reason, (f"JAX was pointed at {safe(str(detail.get('cache_dir')))}, a directory "
-                        "jaxcache did not audit: refused, so nothing was loaded from or written "
-                        "there (see the record's jax_cache_dirs)")
+        return reason, (f"JAX was pointed at {safe(str(detail.get('cache_dir')))}, not the "
+                        "audited cache: jaxcache refused it, so nothing was loaded from or "
+                        "written there (see the record's jax_cache_dirs)")
     if reason == "sealed-rejected":
         return reason, ("the sealed cache rejected the entry at this key (see the record's "
                         "seal.rejections: unsigned, bad signature or unknown key); compiled "

@@ -94,7 +94,8 @@ def _enable_sealed(path: str, policy: str | None, reset: bool, signing_key, trus
     keys = pol.rule_for(chosen).trusted_keys + extra
     local_dir = None
     if local is not None:
-        local_dir = private_tier(local, pol, accounts, made_dirs)
+        local_dir = private_tier(local, pol, accounts, made_dirs,
+                                 shared=None if store is not None else chosen)
     traps = lifecycle_traps(chosen)
     state = jaxcompat.cache_state()
     # the sealed store needs no filelock for a size limit (it locks on its own)
@@ -173,6 +174,25 @@ def _bucket_tier(path: str, pol, accounts, extra: tuple):
     return url, report, objects.open_store(objects.parse(url))
 
 
+def apart(local: str, shared: str) -> None:
+    """Refuse a local tier that is the sealed directory, inside it or above it: its entries
+    would be loaded unsigned from where others write, or it would hold the sealed cache.
+    Both absolute; symlinks in what exists are resolved before comparing."""
+    import os
+
+    a, b = os.path.realpath(local), os.path.realpath(shared)
+    if a == b:
+        where = "is the sealed cache directory itself"
+    elif a.startswith(b.rstrip("/") + "/"):
+        where = f"is inside the sealed cache {safe(b)}"
+    elif b.startswith(a.rstrip("/") + "/"):
+        where = f"contains the sealed cache {safe(b)}"
+    else:
+        return
+    raise JaxcacheError(f"the local tier {safe(os.path.normpath(local))} {where}: give a "
+                        "private directory apart from it")
+
+
 def _local_path(tgt, given: str) -> str:
     if tgt.path is None:
         raise JaxcacheError(f"a sealed cache must be a local path (mounted), not {safe(given)}")
@@ -181,12 +201,16 @@ def _local_path(tgt, given: str) -> str:
     return tgt.path
 
 
-def private_tier(local: str, pol, accounts, made_dirs: list | None = None) -> str:
-    """The local tier is trusted by ownership: it must pass the ordinary audit."""
+def private_tier(local: str, pol, accounts, made_dirs: list | None = None,
+                 shared: str | None = None) -> str:
+    """The local tier is trusted by ownership: it must pass the ordinary audit. It must also
+    stand apart from the `shared` (sealed) directory: checked before anything is made."""
     from jaxcache.trust import create, target
     from jaxcache.trust.audit import audit
 
     path = _local_path(target.resolve(local), local)
+    if shared is not None:
+        apart(path, shared)
     report = audit(path, policy=pol, scan_processes=False, accounts=accounts)
     if not report.exists:
         made = create.init(path, policy=pol)
@@ -291,7 +315,7 @@ def seal_dir(directory: str, key_path: str, given: tuple[str, ...], policy: str 
     signer = keymod.load_signing(key_path)
     report = api.audit(directory, policy=policy, scan_processes=False)
     if report.verdict.value not in ("PRIVATE", "SHARED-BY-POLICY"):
-        raise UntrustedCacheError(report)
+        raise UntrustedCacheError(report, "to seal")
     trusted = [keymod.load_public(k) for k in given]
     return scan.seal(report.resolved or directory, signer, trusted,
                      allow_unhittable=allow_unhittable)
@@ -299,9 +323,18 @@ def seal_dir(directory: str, key_path: str, given: tuple[str, ...], policy: str 
 
 def _existing_dir(directory: str) -> str:
     import os
+    import stat
 
-    if not os.path.isdir(directory):
-        raise JaxcacheError(f"no such directory: {safe(directory)}")
+    from jaxcache.trust.walk import not_a_directory
+
+    try:
+        mode = os.stat(directory).st_mode
+    except FileNotFoundError:
+        raise JaxcacheError(f"no such directory: {safe(directory)}") from None
+    except OSError as exc:
+        raise JaxcacheError(f"cannot reach {safe(directory)}: {exc.strerror}") from None
+    if not stat.S_ISDIR(mode):
+        raise JaxcacheError(not_a_directory(directory, mode))
     return directory
 
 

@@ -267,11 +267,15 @@ def load(path: str) -> dict:
     return load_record(path)
 
 
-def load_all(paths: list[str]) -> list[tuple[str, dict]]:
+def load_all(paths: list[str],
+             skipped: list[tuple[str, str]] | None = None) -> list[tuple[str, dict]]:
     """Records named on the command line; a directory stands for the records in it (the
-    per-rank records of one job: `r.rank0.json`, `r.rank1.json`...), in name order."""
+    per-rank records of one job: `r.rank0.json`, `r.rank1.json`...), in name order.
+    A file named on the command line that cannot be read ends it (exit 2); one found in a
+    directory is skipped, (path, why) appended to `skipped`, unless none there can be read."""
     import os
 
+    from jaxcache.display import safe
     from jaxcache.errors import JaxcacheError
 
     out = []
@@ -279,8 +283,20 @@ def load_all(paths: list[str]) -> list[tuple[str, dict]]:
         if os.path.isdir(path):
             names = sorted(n for n in os.listdir(path) if n.endswith(".json"))
             if not names:
-                raise JaxcacheError(f"{path}: a directory with no .json run records in it")
-            out += [(os.path.join(path, n), load(os.path.join(path, n))) for n in names]
+                raise JaxcacheError(f"{safe(path)}: a directory with no .json run records in it")
+            here, refused = [], []
+            for n in names:
+                full = os.path.join(path, n)
+                try:
+                    here.append((full, load(full)))
+                except JaxcacheError as exc:
+                    refused.append((full, str(exc).splitlines()[0]))
+            if not here:
+                raise JaxcacheError(f"{safe(path)}: none of its {len(names)} .json files is a "
+                                    f"run record jaxcache can read (first: {refused[0][1]})")
+            out += here
+            if skipped is not None:
+                skipped += refused
         else:
             out.append((path, load(path)))
     return out

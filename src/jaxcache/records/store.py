@@ -2,8 +2,9 @@
 
 A file counts as a record only if its name is one `jaxcache run` gives (run.py's
 default_record_path, with `.rank<N>` for a rank) and it parses as a run record of a schema this
-jaxcache understands; anything else in the directory is left alone, and listed as skipped with
-why. Nothing follows a symlink: the directory is opened O_NOFOLLOW|O_DIRECTORY, each file
+jaxcache understands; a file with such a name that is not one is left alone, and listed as
+skipped with why; files with other names are not read at all.
+Nothing follows a symlink: the directory is opened O_NOFOLLOW|O_DIRECTORY, each file
 openat(O_NOFOLLOW|O_NONBLOCK) relative to it, checked with fstat (a regular file owned by you or
 root) and read through that descriptor; prune.py unlinks relative to the same descriptor.
 """

@@ -124,5 +124,5 @@ def render(e: Explanation) -> str:
         lines += style.wrap(note, "note: ")
     if e.unaudited_dirs:
         lines.append(f"JAX was pointed at {style.plural(len(e.unaudited_dirs), 'cache directory')}"
-                     " jaxcache did not audit (see the first lines)")
+                     " other than the audited cache (see the first lines)")
     return "\n".join(lines) + "\n"

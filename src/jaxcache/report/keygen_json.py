@@ -9,8 +9,9 @@ from jaxcache.display import safe
 from jaxcache.report import jsonout
 
 
-def render(path: str, public: Any) -> str:
+def render(path: str, public: Any, created: list[str] | tuple[str, ...] = ()) -> str:
     return jsonout.document({
         "schema": "jaxcache.keygen/1", "tool": {"name": "jaxcache", "version": __version__},
         "private_key": safe(path), "public_key_file": safe(path + ".pub"),
-        "public_key": public.text, "key_id": public.id})
+        "public_key": public.text, "key_id": public.id,
+        "created_folders": [safe(d) for d in created]})

@@ -172,8 +172,10 @@ def _admit(chosen: str, policy: str | None, allow_untrusted: bool, seal) -> dict
                             "trusted_keys for this path in the policy")
     if seal is not None and seal.local is not None:
         from jaxcache.lifecycle.sealing import private_tier
+        from jaxcache.trust import target
 
-        private_tier(seal.local, pol, accounts)  # refused here, before the job starts
+        # refused here, before the job starts (and before anything is made)
+        private_tier(seal.local, pol, accounts, shared=target.resolve(chosen).path)
     report = audit(chosen, policy=pol, scan_processes=False, accounts=accounts,
                    sealed=seal is not None, sealed_keys=keys)
     if report.path is None:

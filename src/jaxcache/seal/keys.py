@@ -43,10 +43,16 @@ class PublicKey:
         return Ed25519PublicKey.from_public_bytes(self.raw)
 
 
-def parse_public(text: str, holder: str | None = None) -> PublicKey:
+def parse_public(text: str, holder: str | None = None, *, source: str | None = None) -> PublicKey:
+    """`source`: the file the text came from, named when it is not a key."""
     text = text.strip()
     if not text.startswith(PREFIX):
-        raise KeyFileError(f"not a jaxcache public key (want {PREFIX}<base64>): {safe(text[:60])}")
+        where = f"{safe(source)} is not" if source is not None else "not"
+        if not text:
+            empty = f"{safe(source)} is empty" if source is not None else "the key is empty"
+            raise KeyFileError(f"{empty}: not a jaxcache public key (want {PREFIX}<base64>)")
+        raise KeyFileError(f"{where} a jaxcache public key (want {PREFIX}<base64>): "
+                           f"{safe(text[:60])}")
     try:
         raw = base64.b64decode(text[len(PREFIX):], validate=True)
     except ValueError:
@@ -96,8 +102,10 @@ def looks_like_cache_dir(directory: str) -> bool:
     return any(classify(n)[0] in ("cache", "atime", "lockfile") for n in names)
 
 
-def save(key: SigningKey, path: str) -> str:
-    """Write the private key 0600 at a new path; the public key goes beside it as PATH.pub."""
+def save(key: SigningKey, path: str, created: list[str] | None = None) -> str:
+    """Write the private key 0600 at a new path; the public key goes beside it as PATH.pub.
+    Missing parent folders are made 0700 (documented: `jaxcache keygen keys/ci.key`); each
+    one made is appended to `created`, so the caller can say so."""
     from cryptography.hazmat.primitives import serialization
 
     if not path or path.endswith("/"):
@@ -114,7 +122,9 @@ def save(key: SigningKey, path: str) -> str:
     if st is not None and st.st_mode & 0o002 and not st.st_mode & stat.S_ISVTX:
         raise KeyFileError(f"refusing to keep a signing key in {safe(parent)}: anyone can "
                            "write there and swap the key for theirs")
-    os.makedirs(parent, mode=0o700, exist_ok=True)
+    made = _make_parents(parent)
+    if created is not None:
+        created.extend(made)
     pem = key.private.private_bytes(serialization.Encoding.PEM,
                                     serialization.PrivateFormat.PKCS8,
                                     serialization.NoEncryption())
@@ -124,14 +134,38 @@ def save(key: SigningKey, path: str) -> str:
             fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW |
                          os.O_CLOEXEC, mode)
         except FileExistsError:
-            raise KeyFileError(f"{safe(target)} already exists; jaxcache never overwrites a "
-                               "key") from None
+            what = "a directory" if os.path.isdir(target) and not os.path.islink(target) \
+                else "a symbolic link" if os.path.islink(target) else "a file"
+            raise KeyFileError(f"{safe(target)} already exists ({what}); jaxcache never "
+                               "overwrites a key, give a new file name") from None
         with os.fdopen(fd, "wb") as f:
             os.fchmod(f.fileno(), mode)  # whatever the umask
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
     return path
+
+
+def _make_parents(parent: str) -> list[str]:
+    """Make each missing folder of `parent` (absolute) 0700, outermost first; the ones made."""
+    missing = []
+    cur = parent
+    while not os.path.lexists(cur):
+        missing.append(cur)
+        up = os.path.dirname(cur)
+        if up == cur:
+            break
+        cur = up
+    made = []
+    for folder in reversed(missing):
+        try:
+            os.mkdir(folder, 0o700)
+        except FileExistsError:
+            continue  # made meanwhile by someone else: not ours to report
+        except OSError as exc:
+            raise KeyFileError(f"cannot create {safe(folder)}: {exc.strerror}") from None
+        made.append(folder)
+    return made
 
 
 def load_signing(path: str) -> SigningKey:
@@ -177,4 +211,4 @@ def load_public(text_or_path: str) -> PublicKey:
         text = found.data.decode("ascii")
     except UnicodeDecodeError:
         raise KeyFileError(f"public key {safe(text_or_path)} is not ASCII text") from None
-    return parse_public(text)
+    return parse_public(text, source=text_or_path)

@@ -26,6 +26,7 @@ from jaxcache.trust.access import access
 from jaxcache.trust.findings import (
     NOTE,
     UNVERIFIABLE,
+    WARNING,
     Component,
     Finding,
     Verdict,
@@ -101,7 +102,8 @@ def audit(given: str, *, policy: Policy = EMPTY, as_user: int | None = None,
     uid = os.geteuid() if as_user is None else as_user
     me = accounts.user(uid)
     tgt = targetmod.resolve(given, cwd)
-    notes = [Finding(code, NOTE, text) for code, text in tgt.notes]
+    notes = [_tilde(tgt, text) if code == "path.tilde" else Finding(code, NOTE, text)
+             for code, text in tgt.notes]
     if tgt.path is None:
         return _url_report(tgt, me, notes, policy, sealed, sealed_keys)
     w, fd = walk_open(tgt.path)
@@ -176,6 +178,15 @@ def audit(given: str, *, policy: Policy = EMPTY, as_user: int | None = None,
 
 def _identities(w: Walk) -> tuple[tuple[int, int], ...]:
     return tuple(n.identity for n in w.nodes)
+
+
+def _tilde(tgt: targetmod.Target, text: str) -> Finding:
+    """A leading '~' is a warning: JAX takes it literally, init/run/enable refuse it, and an
+    audit of the literal folder says nothing about the one the user meant."""
+    meant = os.path.expanduser(tgt.given)
+    hint = f" ({safe(meant)}?)" if meant != tgt.given else ""
+    return Finding("path.tilde", WARNING, text, tgt.path,
+                   f"pass an absolute path{hint}; init, run and enable refuse a leading '~'")
 
 
 def _url_report(tgt: targetmod.Target, me: pr.Principal, notes: list[Finding],

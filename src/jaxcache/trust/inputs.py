@@ -125,8 +125,12 @@ def _open(dfd: int, name: str, path: str, kind: Kind, missing_ok: bool) -> int |
         raise InputError(f"cannot read {what}: {exc.strerror}") from None
     if stat.S_ISLNK(before.st_mode):
         target = os.readlink(name, dir_fd=dfd)
-        raise InputError(f"{what} is a symbolic link (to {safe(target)}); give the file "
-                         "itself: whoever can change a link decides what it names")
+        if os.path.isabs(target) and \
+                os.path.dirname(target) == os.path.dirname(os.path.abspath(path)):
+            target = os.path.basename(target)  # beside the link: the same file, said shorter
+        why = "whoever can change a link decides what it names"
+        raise InputError(_fit(f"{what} is a symbolic link (to {safe(target)}); give the file "
+                              "itself", why, f"{what} is a symbolic link; give the file itself"))
     if not stat.S_ISREG(before.st_mode):
         raise InputError(f"{what} is {_describe(before.st_mode)}, not a regular file")
     try:
@@ -140,6 +144,18 @@ def _open(dfd: int, name: str, path: str, kind: Kind, missing_ok: bool) -> int |
         os.close(fd)
         raise InputError(f"{what} changed while it was being opened")
     return fd
+
+
+_LINE = 190  # "jaxcache: " and the message stay within 200 characters when they can
+
+
+def _fit(head: str, why: str, shorter: str | None = None) -> str:
+    """One line: the refusal and why, or the refusal alone when long paths leave no room for
+    the why (the refusal must stay whole), or `shorter` (fewer details) if even that is long."""
+    line = f"{head}: {why}"
+    if len(line) <= _LINE or shorter is None:
+        return line if len(line) <= _LINE else head
+    return head if len(head) <= _LINE else shorter
 
 
 def _missing(kind: Kind, path: str) -> str:
@@ -161,8 +177,8 @@ def _check_file(fd: int, st: os.stat_result, what: str, kind: Kind,
                 accounts: Accounts) -> None:
     me = os.geteuid()
     if st.st_uid not in (0, me):
-        raise InputError(f"{what} is owned by {accounts.user_name(st.st_uid)}, not by you or "
-                         f"root: whoever owns it {kind.stake}")
+        raise InputError(_fit(f"{what} is owned by {accounts.user_name(st.st_uid)}, not by "
+                              "you or root", f"whoever owns it {kind.stake}"))
     try:
         acl = aclmod.read(f"/proc/self/fd/{fd}", aclmod.ACCESS, follow=True)
     except (aclmod.AclFormatError, OSError) as exc:
@@ -176,11 +192,12 @@ def _check_file(fd: int, st: os.stat_result, what: str, kind: Kind,
                   if not (g.principal.kind == "user" and g.principal.id in (0, me))]
         if others:
             who = ", ".join(sorted({str(g.principal) for g in others}))
-            raise InputError(f"{what} is writable by {who} through its ACL: anyone who can "
-                             f"edit it {kind.stake}")
+            raise InputError(_fit(f"{what} is writable by {who} through its ACL",
+                                  f"anyone who can edit it {kind.stake}"))
     if st.st_mode & 0o022:
-        raise InputError(f"{what} is writable by group or others (mode "
-                         f"{stat.S_IMODE(st.st_mode):04o}): anyone who can edit it {kind.stake}")
+        raise InputError(_fit(f"{what} is writable by group or others (mode "
+                              f"{stat.S_IMODE(st.st_mode):04o})",
+                              f"anyone who can edit it {kind.stake}"))
 
 
 def _check_parents(parent: str, what: str, kind: Kind, accounts: Accounts) -> None:
@@ -196,8 +213,8 @@ def _check_parents(parent: str, what: str, kind: Kind, accounts: Accounts) -> No
              and f.code.startswith(("path.", "fs.", "kernel."))]
     if bad or blind:
         who = ", ".join(sorted({str(w.principal) for w in bad})) or report.verdict.value
-        raise InputError(f"{what} sits in {safe(parent)}, which others can modify or replace "
-                         f"({who}): whoever can swap it {kind.stake}")
+        raise InputError(_fit(f"{what} sits in {safe(parent)}, which others can modify or "
+                              f"replace ({who})", f"whoever can swap it {kind.stake}"))
 
 
 def _check_handles(full: str, st: os.stat_result, what: str, kind: Kind,
@@ -213,9 +230,10 @@ def _check_handles(full: str, st: os.stat_result, what: str, kind: Kind,
                         accounts.user_name, you=me)
     if held.handles:
         h = held.handles[0]
-        raise InputError(f"{what} is held open for writing by process {h.pid} "
-                         f"({safe(h.command)}, user {h.user}, {h.detail}), opened when the "
-                         f"permissions allowed it: whoever can edit it {kind.stake}")
+        raise InputError(_fit(f"{what} is held open for writing by process {h.pid} "
+                              f"({safe(h.command)}, user {h.user}, {h.detail})",
+                              f"opened when the permissions allowed it, whoever can edit it "
+                              f"{kind.stake}"))
 
 
 def _read_all(fd: int, what: str, kind: Kind) -> bytes:

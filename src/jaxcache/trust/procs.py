@@ -28,6 +28,7 @@ class ProcessUse:
 class ProcessScan:
     uses: tuple[ProcessUse, ...]
     uninspected: int  # processes whose cwd, fds or environment we were not allowed to read
+    denied: tuple[tuple[int, str], ...] = ()  # (pid, user) of each of those
 
 
 def _inside(target: str, path: str) -> bool:
@@ -38,12 +39,15 @@ def scan(path: str, user_name, *, skip_pid: int | None = None) -> ProcessScan:
     """Look through /proc for processes touching `path` (an absolute, resolved path)."""
     uses: list[ProcessUse] = []
     uninspected = 0
+    refused: list[tuple[int, str]] = []
     for proc in processes(skip_pid=skip_pid):
         found, denied = _probe(proc.base, path)
         uninspected += denied
+        if denied:
+            refused.append((proc.pid, user_name(proc.uid)))
         uses.extend(ProcessUse(proc.pid, proc.uid, user_name(proc.uid), proc.command, how)
                     for how in found)
-    return ProcessScan(tuple(uses), uninspected)
+    return ProcessScan(tuple(uses), uninspected, tuple(refused))
 
 
 def _probe(base: str, path: str) -> tuple[list[str], int]:

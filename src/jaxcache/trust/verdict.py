@@ -131,10 +131,14 @@ def entry_findings(inv: entriesmod.Inventory, path: str) -> list[Finding]:
         "unexpected-name": (NOTE, "is not a name JAX writes"),
         "acl-unreadable": (UNVERIFIABLE, "has an ACL that cannot be read"),
     }
+    sidecar_link = ("is a symlink: JAX never reads it, and jaxcache's sealed-cache reader "
+                    "refuses symlinks, so no tool of ours made it: someone placed it there")
     for e in inv.entries:
         for flag in e.flags:
             if flag in explain:
                 effect, text = explain[flag]
+                if flag == "symlink" and e.kind in ("signature", "used"):
+                    text = sidecar_link  # .sig/.used: jaxcache's own files, not JAX's
                 out.append(Finding(f"entry.{flag}", effect, f"entry {safe(e.name)} {text}",
                                    e.name, None if effect == NOTE else
                                    "find out who put it there before any job loads it; "
@@ -193,10 +197,31 @@ def process_findings(scan: ProcessScan, uid: int) -> list[Finding]:
                            f"process {use.pid} ({safe(use.command)}, user {use.user}) uses this "
                            f"cache ({use.how})", None))
     if scan.uninspected:
-        out.append(Finding("users.uninspected", NOTE,
-                           f"{scan.uninspected} processes of other users could not be inspected "
-                           "(run as root to see every user of the cache)", None))
+        out.append(Finding("users.uninspected", NOTE, uninspected_text(scan), None))
     return out
+
+
+_NAMED = 3  # up to this many uninspected processes are named, pid and user
+
+
+def uninspected_text(scan: ProcessScan, *, root: bool | None = None) -> str:
+    """'1 process could not be inspected (pid 1, user root: ...)': the pids and users when
+    few; run as root advised only to one who is not root (root is refused some too)."""
+    root = os.geteuid() == 0 if root is None else root
+    n = scan.uninspected
+    head = f"{n} process{'' if n == 1 else 'es'} could not be inspected"
+    if scan.denied and len(scan.denied) <= _NAMED:
+        who = ", ".join(f"pid {pid}, user {user}" for pid, user in scan.denied)
+    else:
+        users = sorted({user for _, user in scan.denied})
+        noun = "user" if len(users) == 1 else "users"
+        who = f"{noun} {', '.join(users[:_NAMED])}{', ...' if len(users) > _NAMED else ''}" \
+            if users else ""
+    if root:
+        why = "permission denied even as root"
+        return f"{head} ({who}: {why})" if who else f"{head} ({why})"
+    advice = "run as root to see every user of the cache"
+    return f"{head} ({who}; {advice})" if who else f"{head} ({advice})"
 
 
 def handle_writers(held: HandleScan, accounts: pr.Accounts) -> list[Writer]:
@@ -227,13 +252,16 @@ def handle_findings(held: HandleScan) -> list[Finding]:
             f"{h.user} is meant to share this cache, declare them in a policy"))
     if held.uninspected:
         users = ", ".join(f"{u} ({n})" for u, n in held.uninspected)
+        n = held.uninspected_count
+        advice = ("even root was refused: a cache that was never shared cannot have such a handle"
+                  if os.geteuid() == 0 else
+                  "audit as root (sudo jaxcache audit DIR) to check every process; a cache that "
+                  "was never shared cannot have such a handle")
         out.append(Finding(
             "handle.uninspected", WARNING,
-            f"{held.uninspected_count} processes of other users could not be inspected "
+            f"{n} process{'' if n == 1 else 'es'} of other users could not be inspected "
             f"({users}): a write handle one of them opened while the cache was writable to "
-            "them cannot be ruled out", None,
-            "audit as root (sudo jaxcache audit DIR) to check every process; a cache that was "
-            "never shared cannot have such a handle"))
+            "them cannot be ruled out", None, advice))
     return out
 
 

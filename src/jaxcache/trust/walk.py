@@ -158,7 +158,7 @@ def walk_open(path: str) -> tuple[Walk, int]:
                 todo.extendleft(reversed(_components(target)))
                 continue
             if not stat.S_ISDIR(st.st_mode):
-                raise WalkError(f"{safe(full)} is not a directory ({_kind(st.st_mode)})")
+                raise WalkError(not_a_directory(full, st.st_mode))
             try:
                 fd = os.open(name, _DIR_FLAGS, dir_fd=cur)
             except OSError as exc:
@@ -190,6 +190,11 @@ def _step_up(cur: int, stack: list[int], nodes: list[Node]) -> int:
         os.close(fd)
         raise WalkError(f"{safe(nodes[stack[-1]].path)} changed while it was being audited")
     return fd
+
+
+def not_a_directory(path: str, mode: int) -> str:
+    """'PATH is not a directory (a regular file)': ls, audit, seal and verify say it alike."""
+    return f"{safe(path)} is not a directory ({_kind(mode)})"
 
 
 def _kind(mode: int) -> str:
