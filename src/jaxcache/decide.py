@@ -117,10 +117,15 @@ def _bar_of(bench: dict, min_s: float | None, min_fraction: float | None) -> not
     """The bar to judge a bench by: decide's own where given, else the one the bench used
     (so that decide, given a bench's --json, answers as that bench did), else the defaults."""
     used = (bench.get("summary") or {}).get("noticeable_bar") or {}
-    return noticeable.Bar(
-        min_s if min_s is not None else used.get("min_saving_s", noticeable.MIN_SAVING_S),
-        min_fraction if min_fraction is not None else used.get("min_fraction",
-                                                               noticeable.MIN_FRACTION))
+
+    def pick(given: float | None, key: str, default: float) -> float:
+        if given is not None:
+            return given
+        value = used.get(key)
+        return default if value is None else value
+
+    return noticeable.Bar(pick(min_s, "min_saving_s", noticeable.MIN_SAVING_S),
+                          pick(min_fraction, "min_fraction", noticeable.MIN_FRACTION))
 
 
 def _noticeable(benches: list[dict], min_s: float | None, min_fraction: float | None

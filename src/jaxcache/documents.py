@@ -136,12 +136,19 @@ def _interval(value: object, where: str) -> None:
         raise v.Invalid(where, "an interval with estimate and high wherever low is given")
 
 
-_SHIFT = v.nullable(v.both(v.obj({"estimate": _OPT_NUM, "low": _OPT_NUM, "high": _OPT_NUM}),
+# decide re-judges a bench's saving from these (bench/noticeable.py shift_from_json)
+_SHIFT = v.nullable(v.both(v.obj({"estimate": _OPT_NUM, "low": _OPT_NUM, "high": _OPT_NUM},
+                                 {"confidence": _OPT_NUM, "asked_confidence": _OPT_NUM,
+                                  "min_p": _OPT_NUM, "n": v.nullable(v.INTEGER),
+                                  "m": v.nullable(v.INTEGER)}),
                            _interval))
 BENCH = v.obj({
     "summary": v.obj({"verdict": v.one_of(*BENCH_VERDICTS), "phases": v.map_of(_ARMS),
                       "saving_s": _SHIFT},
-                     {"message": v.ANY, "wall": v.nullable(_ARMS), "compile_saving_s": _SHIFT}),
+                     {"message": v.ANY, "wall": v.nullable(_ARMS), "compile_saving_s": _SHIFT,
+                      # the bar the bench judged by, which decide applies by default
+                      "noticeable_bar": v.nullable(v.obj({}, {"min_saving_s": _OPT_NUM,
+                                                             "min_fraction": _OPT_NUM}))}),
 }, {
     "command": v.nullable(v.list_of(v.TEXT)),
     "fingerprint": v.nullable(v.map_of(v.ANY)),
