@@ -148,3 +148,18 @@ def test_without_path_init_makes_the_directory_run_would_use(base):
     assert f"jaxcache run --cache-dir {base / 'other'} -- python train.py" in other.stdout
     rc, doc = init_json("--name", "team", env=env)
     assert rc == 0 and doc["path"] == f"{base}/xdg/jaxcache/team"
+
+
+def test_concurrent_inits_of_one_missing_path_all_succeed(base):
+    """Ranks of one job each init the same missing directory at once: the pre-creation audit
+    of one can see another's mkdir ("changed while it was being audited"); it must look again
+    and accept the directory, not refuse the rank (a Slurm step lost a rank this way)."""
+    for round_ in range(3):
+        target = base / f"r{round_}" / "cache"
+        procs = [subprocess.Popen(jaxcache_argv("init", "--format", "json", str(target)),
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                 for _ in range(6)]
+        outs = [p.communicate(timeout=120) for p in procs]
+        assert [p.returncode for p in procs] == [0] * 6, [e for _, e in outs]
+        made = [json.loads(o)["created"] for o, _ in outs]
+        assert sum(1 for m in made if str(target) in m) == 1  # exactly one made it

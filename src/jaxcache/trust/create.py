@@ -21,7 +21,7 @@ from jaxcache.trust import target as targetmod
 from jaxcache.trust.audit import AuditReport, audit
 from jaxcache.trust.findings import UNVERIFIABLE, Writer
 from jaxcache.trust.policy import EMPTY, Policy
-from jaxcache.trust.walk import walk_open
+from jaxcache.trust.walk import WalkError, walk, walk_open
 
 _OPEN = os.O_RDONLY | os.O_NOFOLLOW | os.O_DIRECTORY | os.O_CLOEXEC
 
@@ -73,6 +73,13 @@ def creation_blockers(r: AuditReport) -> tuple[Writer, ...] | None:
                  if not (w.action == "inherit" or (w.action == "create-dir" and sticky)))
 
 
+def _changed(path: str, missing: tuple[str, ...]) -> bool:
+    try:
+        return walk(path).missing != missing
+    except WalkError:
+        return True  # still changing: look again
+
+
 def init(given: str, *, policy: Policy = EMPTY) -> InitResult:
     tgt = targetmod.resolve(given)
     if tgt.path is None:
@@ -80,20 +87,26 @@ def init(given: str, *, policy: Policy = EMPTY) -> InitResult:
     if tgt.tilde:
         raise JaxcacheError(f"refusing {safe(given)!r}: JAX does not expand '~', so this would "
                             "create a directory literally named '~'; pass an absolute path")
-    w, fd = walk_open(tgt.path)
-    if w.blocked:
-        os.close(fd)
-        report = audit(tgt.path, policy=policy)
-        return InitResult(tgt.path, (), w.blocked, report)
-    if w.missing:  # judged before anything is made: a refusal changes nothing on disk
+    for attempt in range(3):
+        w, fd = walk_open(tgt.path)
+        if w.blocked:
+            os.close(fd)
+            report = audit(tgt.path, policy=policy)
+            return InitResult(tgt.path, (), w.blocked, report)
+        if not w.missing:
+            break
+        # judged before anything is made: a refusal changes nothing on disk
         before = audit(tgt.path, policy=policy)
         blockers = creation_blockers(before)
-        if blockers is None or blockers:
-            os.close(fd)
-            why = "cannot be judged" if blockers is None else \
-                f"could be changed by {', '.join(sorted({str(b.principal) for b in blockers}))}"
-            return InitResult(tgt.path, (), f"the audit says {before.verdict.value} (the new "
-                              f"directory {why})", before)
+        if blockers == ():
+            break
+        os.close(fd)
+        if attempt < 2 and _changed(tgt.path, w.missing):
+            continue  # made meanwhile (another rank's init, say): judge what is there now
+        why = "cannot be judged" if blockers is None else \
+            f"could be changed by {', '.join(sorted({str(b.principal) for b in blockers}))}"
+        return InitResult(tgt.path, (), f"the audit says {before.verdict.value} (the new "
+                          f"directory {why})", before)
     created: list[tuple[int, str, str]] = []  # (parent fd, name, path) of what we made
     refused = None
     cur = fd
