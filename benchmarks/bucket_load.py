@@ -31,7 +31,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 import gcs_emulator  # noqa: E402
-from warm_loads import timed_loads  # noqa: E402
+from warm_loads import program, timed_loads  # noqa: E402
 
 BUCKET = "jaxbar"
 
@@ -69,8 +69,6 @@ def main() -> None:
 def _measure(args) -> list[dict]:
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
     import jax
-    import jax.numpy as jnp
-    import numpy as np
     from jax._src import compilation_cache as cc
 
     import jaxcache
@@ -100,14 +98,7 @@ def _measure(args) -> list[dict]:
 
     rows = []
     for mb in args.sizes_mb:
-        n = max(1, int(mb * (1 << 20) / 4))
-        const = np.random.default_rng(int(mb * 10)).standard_normal(n).astype(np.float32)
-
-        def fun(x, const=const):
-            return x + jnp.asarray(const)
-
-        f = jax.jit(fun)
-        x = jnp.zeros(n, jnp.float32)
+        f, x = program(mb)
         plain, seal = f"gs://{BUCKET}/plain-{mb:g}", f"gs://{BUCKET}/sealed-{mb:g}"
         for publish in (lambda p=plain: jax_own(p),
                         lambda s=seal: sealed(s, signing_key=signer)):

@@ -23,7 +23,7 @@ import sys
 import tempfile
 import warnings
 
-from warm_loads import timed_loads
+from warm_loads import program, timed_loads
 
 
 def main() -> None:
@@ -35,8 +35,6 @@ def main() -> None:
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
     import jax
-    import jax.numpy as jnp
-    import numpy as np
 
     import jaxcache
     from jaxcache.seal import keys
@@ -55,14 +53,7 @@ def main() -> None:
     rows = []
     try:
         for mb in args.sizes_mb:
-            n = max(1, int(mb * (1 << 20) / 4))
-            const = np.random.default_rng(int(mb * 10)).standard_normal(n).astype(np.float32)
-
-            def fun(x, const=const):
-                return x + jnp.asarray(const)
-
-            f = jax.jit(fun)
-            x = jnp.zeros(n, jnp.float32)
+            f, x = program(mb)
             plain, sealed = (os.path.join(work, f"{name}-{mb}") for name in ("plain", "sealed"))
             arms = {
                 "unsealed": lambda d=plain: jaxcache.enable(d, reset=True),

@@ -13,6 +13,22 @@ import time
 from collections.abc import Callable
 
 
+def program(mb: float):
+    """The program whose one entry the benchmarks load: a jitted x + const whose constant,
+    folded into the executable, makes the entry about `mb` MB. Returns (jitted f, its input)."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    n = max(1, int(mb * (1 << 20) / 4))
+    const = np.random.default_rng(int(mb * 10)).standard_normal(n).astype(np.float32)
+
+    def fun(x, const=const):
+        return x + jnp.asarray(const)
+
+    return jax.jit(fun), jnp.zeros(n, jnp.float32)
+
+
 def timed_loads(arms: dict[str, Callable[[], object]], f, x, hits: list, rounds: int,
                 mb: float) -> dict[str, list[float]]:
     """Seconds per warm load, per arm; `hits` grows by one per cache hit (a JAX event
