@@ -110,6 +110,8 @@ def test_text_refusal_says_so_first_and_sends_the_user_elsewhere(base):
     # not "run init" to someone who just did: a location under a private parent instead
     assert "`jaxcache init` without PATH makes" in " ".join(advice.split())
     assert "(jaxcache init)" not in proc.stdout
+    # advice that is more than "run init" stays: who else may rely on this access
+    assert "check who uses it before changing any permission" in " ".join(proc.stdout.split())
     assert "verdict as it stands: UNSAFE" in proc.stdout
     assert not proc.stdout.startswith("jaxcache audit") and os.listdir(world) == []
     quiet = jaxcache("init", "-q", str(target))

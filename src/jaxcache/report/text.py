@@ -109,7 +109,16 @@ def render_init(result: InitResult, *, default_dir: str) -> str:
             f"  jaxcache.enable({json.dumps(path)})\n")
 
 
-_INIT_HINT = re.compile(r"jaxcache init")  # advice to run init, to one who just did: dropped
+_INIT_HINT = re.compile(r"\s*\(jaxcache init\)|: jaxcache init$")
+
+
+def _for_init(remedy: str) -> str | None:
+    """A finding's advice as said to someone whose init was just refused: advice that is only
+    "run init" is dropped, a pointer to init inside other advice (which may matter: who else
+    relies on this access) points to the location advised above instead."""
+    if "`jaxcache init PATH`" in remedy:
+        return None
+    return _INIT_HINT.sub(" (another location: see above)", remedy)
 
 
 def render_init_refused(result: InitResult, *, default_dir: str, detail: bool = True) -> str:
@@ -125,8 +134,7 @@ def render_init_refused(result: InitResult, *, default_dir: str, detail: bool = 
              "changed", *style.wrap(f"what to do: {where}")]
     text = "\n".join(lines) + "\n"
     if detail:
-        text += "\n" + render_audit(result.report, remedy=lambda r: None if _INIT_HINT.search(r)
-                                     else r)
+        text += "\n" + render_audit(result.report, remedy=_for_init)
     return text
 
 
