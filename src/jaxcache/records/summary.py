@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+from jaxcache.record.reading import all_modules
 from jaxcache.records.store import Found
 
 
@@ -28,10 +29,7 @@ class RunSummary:
 
 def modules(doc: dict) -> list[dict]:
     """Every probed process's modules: the main one's and its subprocesses' (other ranks)."""
-    out = list(doc.get("modules") or [])
-    for sp in doc.get("subprocesses") or []:
-        out += list(sp.get("modules") or [])
-    return out
+    return [m for _, m in all_modules(doc)]
 
 
 def _counts(doc: dict) -> tuple[int, int]:
