@@ -43,13 +43,18 @@ def test_messages_the_probe_parses_are_still_emitted():
     from jax._src import cache_key, compilation_cache, compiler
     from jax._src.interpreters import pxla
 
+    from jaxcache.jaxcompat import versions
+
     sources = "".join(inspect.getsource(m) for m in (compiler, compilation_cache, cache_key,
                                                      pxla))
+    host_callbacks = "because it uses host "
+    assert (host_callbacks in sources) == (not versions.caches_host_callbacks(jax.__version__)), (
+        f"JAX {jax.__version__}: the host-callbacks message is "
+        f"{'still' if host_callbacks in sources else 'no longer'} logged: update versions.UNTIL")
     for fragment in (
         "Persistent compilation cache hit for '%s' with key %r",
         "PERSISTENT COMPILATION CACHE MISS for '%s' with key %r",
         "Not writing persistent cache entry since process_id != 0",
-        "because it uses host ",
         "Not writing persistent cache entry for '%s' because it took < %.2f ",
         "'%s' took at least %.2f seconds to compile (%.2fs)",
         "since its size",
@@ -75,7 +80,8 @@ def test_monitoring_event_names_still_exist():
 
 
 @pytest.mark.parametrize("version,ok", [("0.10.2", True), ("0.5.1", True), ("0.4.30", False),
-                                        ("0.11.0", False), ("1.0.0", False)])
+                                        ("0.11.0", True), ("0.12.0.1", True), ("0.12.1", True),
+                                        ("0.13.0", False), ("1.0.0", False)])
 def test_version_gate(version, ok):
     if ok:
         jaxcompat.check_supported(version)
@@ -315,7 +321,7 @@ def test_every_kind_of_message_the_probe_reads_is_in_jax_source():
     from jaxcache.jaxcompat import versions
 
     sources = _joined_source(compiler, compilation_cache, cache_key, pxla)
-    for kind, prefix, fragments in versions.MESSAGES:
+    for kind, prefix, fragments in versions.knowledge(jax.__version__)["messages"]:
         for text in ((prefix,) if prefix else ()) + fragments:
             longest = max(re.split(r"%[.\d]*[a-z]", text), key=len)
             assert longest in sources, f"JAX no longer logs {text!r} ({kind}): update versions.py"
@@ -342,6 +348,7 @@ def test_knowledge_table_spans_exactly_the_supported_lines():
     lines = sorted({versions.parse(v)[:2] for v in versions.TESTED})
     assert lines[0] == versions.OLDEST_LINE and lines[-1] == versions.NEWEST_LINE
     assert [b[1] - a[1] for a, b in zip(lines, lines[1:], strict=False)] == [1] * (len(lines) - 1)
-    assert versions.support("0.4.38") == "older" and versions.support("0.11.0") == "newer"
+    assert versions.support("0.4.38") == "older" and versions.support("0.13.0") == "newer"
+    assert versions.support("0.11.0") == "supported" and versions.support("0.12.0.1") == "tested"
     assert versions.support("0.7.0") == "supported" and versions.why_unverified("0.7.0") is None
     assert "0.4.30" in versions.why_unverified("0.4.30")

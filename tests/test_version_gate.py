@@ -40,8 +40,28 @@ def test_an_old_jax_is_refused_before_the_job_starts(tmp_path):
     assert not marker.exists(), "the job ran although its JAX was refused"
 
 
+@pytest.mark.parametrize("version", ["0.13.0", "1.0.0"])
+def test_a_jax_newer_than_the_newest_line_is_refused_before_the_job_starts(tmp_path, version):
+    python = _venv_with_jax(tmp_path / "venv", version)
+    marker = tmp_path / "ran"
+    proc = jaxcache("run", "--cache-dir", str(tmp_path / "c"), "--", str(python), "-c",
+                    f"open({str(marker)!r}, 'w')")
+    assert proc.returncode == 2, proc.stderr
+    [line] = proc.stderr.strip().splitlines()
+    assert f"JAX {version} is newer" in line and "0.5 to 0.12" in line, line
+    assert not marker.exists(), "the job ran although its JAX was refused"
+
+
+@pytest.mark.parametrize("version", ["0.11.2", "0.12.0.1", "0.12.1"])
+def test_the_new_lines_are_admitted_before_the_job_starts(tmp_path, version):
+    python = _venv_with_jax(tmp_path / "venv", version)
+    proc = jaxcache("run", "-q", "--cache-dir", str(tmp_path / "c"), "--", str(python), "-c",
+                    "print('ok')")
+    assert proc.returncode == 0 and proc.stdout == "ok\n", proc.stderr
+
+
 def test_unverified_flag_runs_it_and_never_applies_to_sealed(tmp_path):
-    python = _venv_with_jax(tmp_path / "venv", "0.11.0")
+    python = _venv_with_jax(tmp_path / "venv", "0.13.0")
     proc = jaxcache("run", "--unverified-jax", "--cache-dir", str(tmp_path / "c"), "--record",
                     str(tmp_path / "r.json"), "--", str(python), "-c", "print('ok')")
     assert proc.returncode == 0 and proc.stdout == "ok\n", proc.stderr
@@ -52,8 +72,9 @@ def test_unverified_flag_runs_it_and_never_applies_to_sealed(tmp_path):
     assert proc.returncode == 2 and "sealed" in proc.stderr and not proc.stdout
 
 
-@pytest.mark.parametrize("version,kind", [("0.4.38", "older"), ("0.11.0", "newer"),
-                                          ("0.7.0", "supported"), ("0.10.2", "tested")])
+@pytest.mark.parametrize("version,kind", [("0.4.38", "older"), ("0.13.0", "newer"),
+                                          ("0.7.0", "supported"), ("0.10.2", "tested"),
+                                          ("0.11.0", "supported"), ("0.12.0.1", "tested")])
 def test_support_levels(version, kind):
     assert versions.support(version) == kind
     assert (versions.why_unverified(version) is None) == (kind in ("tested", "supported"))

@@ -1,4 +1,5 @@
-"""A job for the JAX version matrix: one jit worth caching, a cheap named one and a lambda.
+"""A job for the JAX version matrix: one bigger jit, a cheap named one, a lambda and one with a
+host callback (jax.debug.print: never written up to JAX 0.10, cached from 0.11).
 
     versions_job.py [--steps N] [--jax-log FILE]
 Leaves the cache to what JAX_COMPILATION_CACHE_DIR and JAX_PERSISTENT_CACHE_* say (as under
@@ -34,7 +35,13 @@ def normalize(x):
     return x / (jnp.abs(x).max() + 1.0)
 
 
+def report(x):
+    jax.debug.print("report {s:.6f}", s=x.sum())
+    return x
+
+
 x = jnp.ones((32, 32), jnp.float32)
 x = jax.jit(normalize)(jax.jit(train_step)(x))
 x = jax.jit(lambda y: y * 2.0)(x)
+x = jax.jit(report)(x)
 print(f"checksum {float(x.sum()):.6f}")

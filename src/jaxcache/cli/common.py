@@ -304,6 +304,6 @@ def public_keys(args: argparse.Namespace) -> tuple[Any, ...]:
 
 def unverified_flag(p: argparse.ArgumentParser) -> None:
     option(p, "--unverified-jax", action="store_true",
-           help="Record a job whose JAX is outside the supported lines (0.5 to 0.10) "
+           help="Record a job whose JAX is outside the supported lines (0.5 to 0.12) "
                 "instead of refusing it (exit 2); the record and every report say "
                 "'unverified'. Never with --sealed.")

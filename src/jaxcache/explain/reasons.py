@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from jaxcache.display import safe, size
 from jaxcache.explain.key_causes import CAUSES
 from jaxcache.explain.ranks import RankDiff, rank_diffs
+from jaxcache.jaxcompat import versions
 from jaxcache.record.reading import rank_of
 from jaxcache.run import used_dirs
 
@@ -148,7 +149,7 @@ def _why(m: dict, record: dict, later_dirs: bool) -> tuple[str, str]:
                         else "only process 0 writes, and this was not it")
     if reason == "host-callbacks":
         return reason, ("uses host callbacks (jax.debug.print, breakpoint, io_callback): "
-                        "JAX <= 0.10 never writes such modules")
+                        "JAX <= 0.10 never writes such modules (0.11 and later cache them)")
     if reason == "max-size":
         limit = opts.get("jax_compilation_cache_max_size")
         return reason, (f"jax_compilation_cache_max_size = {limit}: " +
@@ -269,17 +270,28 @@ def _advice(path: str, record: dict) -> ThresholdAdvice:
     return ThresholdAdvice(left, startup, len(mods), material, f"{safe(path)}: {text}")
 
 
+def _path_in_key(*records: dict) -> bool | None:
+    """Whether the cache path entered these records' keys (jaxlib <= 0.10): True if it did for
+    any of them, False if for none, None when a jaxlib version is missing."""
+    said = [versions.path_in_key((r.get("versions") or {}).get("jaxlib")) for r in records]
+    return True if True in said else None if None in said else False
+
+
 def _compile_options_cause(a: dict, b: dict, changed: set[str]) -> str:
     pa, pb = (a.get("cache_dir") or {}).get("path"), (b.get("cache_dir") or {}).get("path")
-    if pa and pb and pa != pb:
-        return (f"the cache directory path differs ({safe(pa)} vs {safe(pb)}): on JAX <= 0.10.2 "
+    in_key = _path_in_key(a, b)
+    if pa and pb and pa != pb and in_key is not False:
+        return (f"the cache directory path differs ({safe(pa)} vs {safe(pb)}): on JAX <= 0.10 "
                 "it enters the compile options (the GPU autotune sub-cache path), so every key "
                 "changes. Use one canonical path, never reached through a symlink, or set "
-                "jax_persistent_cache_enable_xla_caches='none'")
+                "jax_persistent_cache_enable_xla_caches='none'"
+                + ("" if in_key else " (these records do not say which jaxlib compiled)"))
     if "XLA flags" in changed:
         return "follows from the XLA flags change (flags are part of the compile options)"
     return ("different compile options (device assignment, replicas or partitions, "
-            "a debug option) with the same cache path")
+            "a debug option)" + (" with the same cache path" if in_key is not False else
+                                 "; not the cache path, which jaxlib >= 0.11 leaves out of "
+                                 "the key"))
 
 
 def _key_diffs(records: list[tuple[str, dict]]) -> list[KeyDiff]:

@@ -11,7 +11,7 @@ from jaxcache.jaxcompat.internals import JaxInternalsChanged, _cc, disable_cache
 
 
 def _cache_interface():
-    """JAX's CacheInterface (jax._src.compilation_cache_interface on 0.5 to 0.10)."""
+    """JAX's CacheInterface (jax._src.compilation_cache_interface on 0.5 to 0.12)."""
     from jax._src import compilation_cache_interface as ci
 
     base = getattr(ci, "CacheInterface", None)
@@ -86,7 +86,7 @@ def install_backend(path: str, store) -> None:
     subclass made here.
 
     JAX builds its cache object by calling the module-level factory `get_file_cache(path)` at
-    initialization (0.5 to 0.10). We replace the factory once (_install_factory), by one that
+    initialization (0.5 to 0.12). We replace the factory once (_install_factory), by one that
     returns the registered backend for a registered directory (so a later reset_cache() and
     re-initialization stay sealed) and JAX's own cache for any other the guard admits; then
     point the config at `path`, initialize, and check that JAX really holds our backend. If it

@@ -8,12 +8,19 @@ matrix`, fail when one moves).
 """
 
 # The newest patch of each minor line CI runs (`make matrix`); exactly these are tested.
-TESTED = ("0.5.3", "0.6.2", "0.7.2", "0.8.3", "0.9.2", "0.10.2")
+# 0.11.2 and 0.12.0.1 need Python >= 3.12: the matrix runs them in a Debian 13 root.
+TESTED = ("0.5.3", "0.6.2", "0.7.2", "0.8.3", "0.9.2", "0.10.2", "0.11.2", "0.12.0.1")
 OLDEST_LINE = (0, 5)  # 0.4.x: a dir set after a compile is ignored, hits log no key
-NEWEST_LINE = (0, 10)
+NEWEST_LINE = (0, 12)
+# The last line that never writes modules with host callbacks (jax.debug.print, breakpoint,
+# io_callback) and logs "because it uses host callbacks"; 0.11 caches them like any module.
+LAST_HOST_CALLBACKS_UNCACHED = (0, 10)
+# The last jaxlib whose cache key holds the cache directory's path (the GPU autotune
+# sub-cache option in the compile options, on every platform); 0.11 leaves it out of the key.
+LAST_PATH_IN_KEY = (0, 10)
 
 # JAX's debug log lines the probe reads: (kind, prefix of the format string or None,
-# fragments it must contain). Same on every supported line.
+# fragments it must contain). Same on every supported line, but for the kinds in UNTIL.
 MESSAGES = (
     ("compiling", "Compiling %s with global shapes", ()),
     ("key-component", "get_cache_key hash of serialized", ()),
@@ -30,6 +37,8 @@ MESSAGES = (
     # distributed key-value store for the executable that process compiles and publishes
     ("share-wait", "Waiting for module: %s from process", ()),
 )
+# Kinds JAX logs only up to a line (inclusive); knowledge() leaves them out after it.
+UNTIL = {"host-callbacks": LAST_HOST_CALLBACKS_UNCACHED}
 
 # JAX's warnings (warnings.warn) about its cache the probe reads, same shape as MESSAGES but
 # matched against the formatted text. Same on every supported line.
@@ -105,6 +114,25 @@ def why_unverified(version):
             f"{tested}): its messages and events may have changed, so the record may be wrong")
 
 
+def _line(version):
+    return parse(version)[:2]
+
+
+def path_in_key(jaxlib_version):
+    """Does this jaxlib's cache key hold the cache directory's path? True up to 0.10, False
+    from 0.11, None when the version is unknown (a record without it: say both)."""
+    if not jaxlib_version:
+        return None
+    return _line(jaxlib_version) <= LAST_PATH_IN_KEY
+
+
+def caches_host_callbacks(version):
+    """Does this JAX write modules with host callbacks? None when the version is unknown."""
+    if not version:
+        return None
+    return _line(version) > LAST_HOST_CALLBACKS_UNCACHED
+
+
 def knowledge(version):
     """How this JAX names what it compiles, for the probe. Outside the supported lines, the
     nearest supported line's (and the record says it is unverified).
@@ -115,8 +143,9 @@ def knowledge(version):
       or 'jit(f)' ('jit', from 0.7); the module is jit_<f> either way.
     lambda_module: the module name of a jitted lambda.
     entry_suffix: how an entry file's name ends (<module>-<key hash><suffix>).
+    messages: the MESSAGES this line logs (host callbacks: up to 0.10).
     """
-    line = parse(version)[:2]
+    line = _line(version)
     line = max(OLDEST_LINE, min(NEWEST_LINE, line))
     return {
         "version": version,
@@ -125,7 +154,7 @@ def knowledge(version):
         "compiling_name": "bare" if line <= (0, 6) else "jit",
         "lambda_module": "jit__lambda_" if line <= (0, 6) else "jit__lambda",
         "entry_suffix": "-cache",
-        "messages": MESSAGES,
+        "messages": tuple(m for m in MESSAGES if line <= UNTIL.get(m[0], line)),
         "warnings": WARNINGS,
         "loggers": LOGGERS,
         "events": dict(EVENTS),

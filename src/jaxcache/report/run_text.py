@@ -10,7 +10,7 @@ _REASONS = {
                                     "threshold",
     "entry-size-below-threshold": "entry {entry_bytes} B < {threshold_bytes} B threshold",
     "not-process-0": "only process 0 writes",
-    "host-callbacks": "uses host callbacks (never written on JAX <= 0.10)",
+    "host-callbacks": "uses host callbacks (never written on JAX <= 0.10; 0.11 caches them)",
     "cache-disabled-or-uninitialized": "cache disabled or not initialized",
     "no-cache-key": "JAX did not consult the cache (dir unset or cache disabled)",
     "not-written-unexplained": "missed and not written; JAX logged no reason",

@@ -1,18 +1,27 @@
-"""Would a sealed reader ever hit this entry? Not if it was made with XLA's sub-caches on.
+"""Would a sealed reader ever hit this entry? Not if jaxlib <= 0.10 made it with XLA's
+sub-caches on.
 
 A sealed reader runs with `jax_persistent_cache_enable_xla_caches = none` (XLA would read its
-sub-caches unsigned from inside the directory). On JAX <= 0.10.2 that setting is part of the
+sub-caches unsigned from inside the directory). On jaxlib <= 0.10 that setting is part of the
 cache key: with the sub-caches on, the compile options carry the option
 `xla_gpu_per_fusion_autotune_cache_dir` = <cache dir>/xla_gpu_per_fusion_autotune_cache_dir
 (on CPU too), so such an entry's key is one a sealed reader never computes. The serialized
 executable embeds its compile options, so the entry's decompressed bytes name that directory:
 that is the test (FACTS.md sections 4 and 5; checked on jax 0.10.2, CPU, zlib). Signing such
 an entry vouches for something nobody will load.
+
+jaxlib 0.11 and later leave that option out of the key (seen on 0.12.0.1: the same key with
+the sub-caches on and off, the bytes still naming the directory), so there the entry is hit.
+An entry does not say which jaxlib made it: we take the jaxlib installed beside jaxcache (the
+usual `pip install jaxcache[jax]`), and without one keep the older, stricter reading.
 """
 
 from __future__ import annotations
 
+import functools
 import zlib
+
+from jaxcache.jaxcompat import versions
 
 MARKER = b"xla_gpu_per_fusion_autotune_cache_dir"
 _CHUNK = 1 << 20
@@ -60,8 +69,23 @@ def _subcache_path(window: bytes, at: int) -> str:
     return run.decode("ascii", "replace")
 
 
-def why_never_hit(data: bytes) -> str | None:
-    """Why a sealed reader never hits the entry whose file holds `data`; None if it can."""
+@functools.cache
+def local_jaxlib() -> str | None:
+    """The jaxlib installed where jaxcache runs (package metadata: JAX is not imported)."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("jaxlib")
+    except (metadata.PackageNotFoundError, ValueError):
+        return None
+
+
+def why_never_hit(data: bytes, jaxlib: str | None = None) -> str | None:
+    """Why a sealed reader never hits the entry whose file holds `data`; None if it can.
+    `jaxlib`: the one that made it (default: local_jaxlib()); from 0.11 it always can."""
+    jaxlib = jaxlib or local_jaxlib()
+    if versions.path_in_key(jaxlib) is False:
+        return None
     if data.startswith(_ZSTD_MAGIC):
         chunks = _zstd_chunks(data)
         if chunks is None:
@@ -76,7 +100,10 @@ def why_never_hit(data: bytes) -> str | None:
             if at >= 0:
                 return (f"made with XLA's sub-caches on (its compile options name "
                         f"{_subcache_path(window, at)}); sealed readers run with them off, "
-                        "so they compute another key and never load it")
+                        "so on jaxlib <= 0.10 they compute another key and never load it"
+                        + (f" (jaxlib {jaxlib} here)" if jaxlib else
+                           " (no jaxlib here to tell: if it came from jaxlib 0.11 or later, it "
+                           "is hit; sign it with --allow-unhittable)"))
             tail = window[-(len(MARKER) + 4096):]
     except (zlib.error, ValueError, OSError):
         return None  # not an entry JAX could read either: its signature status says so
