@@ -2,7 +2,8 @@
 # One line of `make matrix`: `sh scripts/matrix-line.sh VERSION` makes (or reuses) a venv with
 # that JAX (scripts/jax-venv.sh) and runs the JAX-touching tests in it: the matrix-marked ones
 # of tests/test_versions_matrix.py and tests/test_jaxcompat.py, and on the lines in $FULL_LINES
-# the sealed backend's parity, sealed, explain, seal-unhittable and version-gate suites whole.
+# the suites of `make test` that touch JAX most: the sealed backend's parity and sealed ones,
+# explain, seal-unhittable, the version gate, enable() and disable().
 # JAX 0.11+ needs Python >= 3.12: when $PYTHON is older, the line runs inside a Debian 13 root
 # (scripts/in-debian-root.sh, Python 3.13), in .venv-jax/debian13-VERSION; otherwise here.
 set -eu
@@ -31,5 +32,6 @@ case " $FULL_LINES " in
     *" $version "*)
         "$venv/bin/python" -m pytest -q -p no:cacheprovider \
             tests/test_parity.py tests/test_sealed.py tests/test_explain.py \
-            tests/test_seal_unhittable.py tests/test_version_gate.py ;;
+            tests/test_seal_unhittable.py tests/test_version_gate.py \
+            tests/test_enable.py tests/test_enable_undo.py ;;
 esac

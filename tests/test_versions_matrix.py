@@ -123,3 +123,29 @@ def test_explain_gives_only_reasons_jax_had(runs):
     text = " ".join(jaxcache("explain", str(base / "cold.json"),
                              str(base / "warm.json")).stdout.split())  # unwrapped
     assert ("never writes" in text) == (not CALLBACKS_CACHED), text
+
+
+def test_sealed_publisher_then_consumer_hits_every_module(tmp_path):
+    """`run --sealed`: the publisher signs what it writes, a reader holding only the public
+    key hits every module the publisher wrote, and the job's output is the same."""
+    key = tmp_path / "keys" / "ci.key"
+    assert jaxcache("keygen", str(key)).returncode == 0
+    pub = (tmp_path / "keys" / "ci.key.pub").read_text().strip()
+    cache = tmp_path / "sealed"
+    env = {"JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0", "PATH": "/usr/bin:/bin",
+           "HOME": str(tmp_path)}
+    docs, outputs = [], []
+    for name, who in (("publish", ("--signing-key", str(key))),
+                      ("consume", ("--trusted-key", pub))):
+        record = tmp_path / f"{name}.json"
+        proc = jaxcache("run", "--sealed", *who, "--cache-dir", str(cache), "--record",
+                        str(record), "--", sys.executable, JOB, env=env)
+        assert proc.returncode == 0, proc.stderr
+        docs.append(json.loads(record.read_text()))
+        outputs.append([line for line in proc.stdout.splitlines() if line.startswith("checksum")])
+    publish, consume = docs
+    written = {m["name"] for m in publish["modules"] if m["outcome"] == "written"}
+    assert "jit_train_step" in written and ("jit_report" in written) == CALLBACKS_CACHED
+    assert {m["name"] for m in consume["modules"] if m["outcome"] == "hit"} == written
+    assert consume["seal"]["rejections"] == [] and consume["seal"]["writes"] == []
+    assert outputs[0] == outputs[1] and outputs[0]
