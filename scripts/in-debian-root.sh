@@ -6,8 +6,8 @@
 # when the command ends, however it ends (an error, Ctrl-C, SIGKILL): nothing is left mounted
 # on this machine and nothing needs unmounting by hand. Mounted: the root on itself (so the
 # audit inside sees a mount at /), proc, /dev, sysfs, this machine's / read-only at /host
-# (a real mount table below it), the checkout read-write at /src, and /etc/hosts and
-# /etc/resolv.conf read-only.
+# (a real mount table below it), the checkout read-write at /src, a tmpfs at /tmp, and
+# /etc/hosts and /etc/resolv.conf read-only.
 set -eu
 [ $# -gt 0 ] || { echo "usage: sh scripts/in-debian-root.sh CMD [ARG...]" >&2; exit 2; }
 here=$(cd "$(dirname "$0")/.." && pwd -P)
@@ -27,6 +27,9 @@ mkdir -p "$root/host" "$root/src"
 mount --bind / "$root/host"
 mount -o remount,bind,ro "$root/host"
 mount --bind "$src" "$root/src"
+# a /tmp of its own, as on a machine: nothing left in the cached root, and a plain local mount
+# (the root itself is a bind mount, which the quick private check of jaxcache rightly distrusts)
+mount -t tmpfs -o mode=1777 tmpfs "$root/tmp"
 # this machine'"'"'s names and resolver, as they are now (gloo, JAX'"'"'s CPU collectives, resolves the
 # host name; pip resolves the package index)
 for f in /etc/hosts /etc/resolv.conf; do

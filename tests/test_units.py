@@ -124,4 +124,5 @@ def test_entry_removed_while_the_cache_is_listed(tmp_path, monkeypatch):
         inv = entries.inventory(fd, str(cache), frozenset({0, os.geteuid()}), Accounts())
     finally:
         os.close(fd)
+    monkeypatch.undo()  # os.scandir is the module's: Path.iterdir (3.13) calls it too
     assert [e.name for e in inv.entries] == [p.name for p in cache.iterdir()]
