@@ -21,6 +21,7 @@ from __future__ import annotations
 import functools
 import zlib
 
+from jaxcache import jaxcompat
 from jaxcache.jaxcompat import versions
 
 MARKER = b"xla_gpu_per_fusion_autotune_cache_dir"
@@ -72,12 +73,7 @@ def _subcache_path(window: bytes, at: int) -> str:
 @functools.cache
 def local_jaxlib() -> str | None:
     """The jaxlib installed where jaxcache runs (package metadata: JAX is not imported)."""
-    from importlib import metadata
-
-    try:
-        return metadata.version("jaxlib")
-    except (metadata.PackageNotFoundError, ValueError):
-        return None
+    return jaxcompat.installed_version("jaxlib")
 
 
 def why_never_hit(data: bytes, jaxlib: str | None = None) -> str | None:
