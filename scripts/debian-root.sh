@@ -33,7 +33,7 @@ private() {
 if [ -e "$parent" ] || [ -L "$parent" ]; then
     private "$parent" || die "$parent is not a root-owned directory only root can write; refusing to keep a root there"
 else
-    mkdir -p -m 0700 "$parent"
+    mkdir -p -m 0755 "$parent"  # searchable: an audit inside, as any user, judges this path
 fi
 if [ -f "$root/.jaxcache-stamp" ] && [ "$(cat "$root/.jaxcache-stamp")" = "$stamp" ]; then
     private "$root" || die "$root is not a root-owned directory only root can write; refusing to use it"
@@ -93,6 +93,7 @@ if [ -e "$root" ]; then
 fi
 mv "$new" "$root"
 trap - EXIT INT TERM
-if unmounted "$old"; then rm -rf "$old"; else say "left $old: something is mounted inside it"; fi
+# a run still inside the old root holds a shared lock on it (scripts/in-debian-root.sh): wait
+if unmounted "$old"; then flock -x "$old" rm -rf "$old"; else say "left $old: something is mounted inside it"; fi
 say "built in $(( $(date +%s) - start )) s"
 echo "$root"

@@ -5,7 +5,7 @@
 # Everything is mounted in a private mount namespace (unshare -m), so every mount goes away
 # when the command ends, however it ends (an error, Ctrl-C, SIGKILL): nothing is left mounted
 # on this machine and nothing needs unmounting by hand. Mounted: the root on itself (so the
-# audit inside sees a mount at /), proc, /dev, sysfs, this machine's / read-only at /host
+# audit inside sees a mount at /), proc, /dev, /sys (with its cgroup mount), this machine's / read-only at /host
 # (a real mount table below it), the checkout read-write at /src, a tmpfs at /tmp, and
 # /etc/hosts and /etc/resolv.conf read-only.
 set -eu
@@ -22,7 +22,7 @@ mount --make-rprivate /
 mount --bind "$root" "$root"
 mount -t proc proc "$root/proc"
 mount --rbind /dev "$root/dev"
-mount -t sysfs sysfs "$root/sys"
+mount --rbind /sys "$root/sys"  # with /sys/fs/cgroup: slurmd needs it
 mkdir -p "$root/host" "$root/src"
 mount --bind / "$root/host"
 mount -o remount,bind,ro "$root/host"
@@ -38,4 +38,6 @@ done
 exec chroot "$root" /usr/bin/env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
     HOME=/root LANG=C.UTF-8 TERM=dumb ${CI:+CI=$CI} /bin/sh -c "cd /src && exec \"\$@\"" sh "$@"
 '
-exec unshare -m --propagation private /bin/sh -c "$inner" sh "$root" "$here" "$@"
+# a shared lock on the root while it is in use: a rebuild (another checkout's script) waits
+# for it before deleting the old root
+exec flock -s "$root" unshare -m --propagation private /bin/sh -c "$inner" sh "$root" "$here" "$@"

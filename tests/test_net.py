@@ -88,11 +88,19 @@ def test_static_check(env, exit_code, code):
     assert "net.not-covered" in {f["code"] for f in doc["findings"]}
 
 
-def test_mtls_variables_are_ignored_on_this_jax():
+def test_mtls_variables_are_ignored_only_by_a_jax_without_mtls():
+    """JAX <= 0.10 has no mTLS for the coordination service: the variables are ignored and
+    net says so; from 0.11 (the pinned JAX on Python 3.12+) they are honoured."""
+    from jaxcache import jaxcompat
+
     env = {**os.environ, "JAX_COORDINATOR_ADDRESS": "10.1.2.3:9000",
            "JAX_MTLS_CERT_FILE": "c", "JAX_MTLS_KEY_FILE": "k", "JAX_MTLS_CA_FILE": "a"}
     doc = json.loads(jaxcache("net", "--format", "json", env=env).stdout)
-    assert "net.mtls-ignored" in {f["code"] for f in doc["findings"]} and doc["exposed"]
+    installed = jaxcompat.installed_version("jax")
+    has_mtls = installed is not None and config.plan({}, installed).mtls_supported
+    assert ("net.mtls-ignored" in {f["code"] for f in doc["findings"]}) == (not has_mtls)
+    # 10.1.2.3 is no loopback address: exposed, unless mTLS authenticates who joins
+    assert doc["exposed"] == (not has_mtls)
     plan = config.plan({"JAX_COORDINATOR_ADDRESS": "10.1.2.3:9000", "JAX_MTLS_CERT_FILE": "c",
                         "JAX_MTLS_KEY_FILE": "k", "JAX_MTLS_CA_FILE": "a"}, "0.11.0")
     assert plan.mtls_configured  # a JAX with mTLS honours them

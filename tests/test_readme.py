@@ -7,7 +7,9 @@ output expected (stdout and stderr together). A line `...` stands for any lines,
 line for any text. Numbers, long hex digests and ed25519 keys match any value (timings, sizes,
 keys differ per run), runs of spaces match any run (column widths follow the values), and
 the directory and HOME print as /tmp/readme and /home/alice. A block right after
-`<!-- readme-test: skip: REASON -->` is skipped with that reason.
+`<!-- readme-test: skip: REASON -->` is skipped with that reason; one right after
+`<!-- readme-test: jaxlib <= X.Y: REASON -->` is run only where the installed jaxlib is of line
+X.Y or older (what it shows changed after), and skipped with that reason elsewhere.
 """
 
 from __future__ import annotations
@@ -26,6 +28,25 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
 SKIP = re.compile(r"<!-- readme-test: skip: (.+?) -->\s*$")
+UP_TO = re.compile(r"<!-- readme-test: jaxlib <= (\d+)\.(\d+): (.+?) -->\s*$")
+
+
+def _skip_reason(before: str) -> str | None:
+    """Why the block after this line is not run here, or None."""
+    skip = SKIP.match(before)
+    if skip:
+        return skip.group(1)
+    up_to = UP_TO.match(before)
+    if up_to is None:
+        return None
+    from jaxcache import jaxcompat
+    from jaxcache.jaxcompat import versions
+
+    jaxlib = jaxcompat.installed_version("jaxlib")
+    line = (int(up_to.group(1)), int(up_to.group(2)))
+    if jaxlib is not None and versions.parse(jaxlib)[:2] <= line:
+        return None
+    return f"shows jaxlib <= {line[0]}.{line[1]} (jaxlib {jaxlib} here): {up_to.group(3)}"
 SHOWN_DIR, SHOWN_HOME = "/tmp/readme", "/home/alice"
 
 
@@ -37,8 +58,7 @@ def blocks() -> list[tuple[int, str, str | None]]:
         if lines[i].strip() == "```console":
             end = lines.index("```", i + 1)
             before = lines[i - 1] if i else ""
-            skip = SKIP.match(before)
-            found.append((i + 1, "\n".join(lines[i + 1:end]), skip and skip.group(1)))
+            found.append((i + 1, "\n".join(lines[i + 1:end]), _skip_reason(before)))
             i = end
         i += 1
     return found
