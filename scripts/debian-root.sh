@@ -3,39 +3,75 @@
 # (JAX 0.11+ needs Python >= 3.12; Debian 13 ships 3.13), and print its path.
 #
 # The root is cached between runs on this machine at $JAXCACHE_DEBIAN_ROOT
-# (default /var/cache/jaxcache/debian13), reused while its stamp matches this script, and
-# rebuilt from nothing when missing. A root is code this machine runs as root, so it is reused
-# only when it and its parent belong to root and nobody else can write them; otherwise this
-# script refuses and names what is wrong (it never chmods or deletes a place it did not make).
-# debootstrap runs in a private mount namespace, so whatever it mounts goes away with it, also
-# on failure; the root is built beside its final path and renamed into place only when whole.
-# The mirror is the one this machine's apt already uses (its sources), never a fixed address.
+# (default /var/cache/jaxcache/debian13), reused while its stamp matches this script and is
+# under 30 days old, and rebuilt from nothing otherwise. A root is code this machine runs as
+# root, so it is used only where nobody but root could have changed it: the root, its parent
+# and every ancestor must be real directories owned by root that nobody else can write, else
+# this script refuses and names what is wrong (it never chmods or deletes a place it did not
+# make). The root has no directory others can write (made so at build time) and
+# scripts/in-debian-root.sh mounts it read-only. debootstrap checks the archive's signatures
+# and runs in a private mount namespace (whatever it mounts goes away with it, also on
+# failure); the root is built beside its final path and renamed into place only when whole,
+# under an exclusive lock on PARENT/.lock (users of the root hold it shared). The mirror is
+# the one this machine's apt already uses (its sources), never a fixed address.
 set -eu
 root=${JAXCACHE_DEBIAN_ROOT:-/var/cache/jaxcache/debian13}
 suite=trixie  # Debian 13: Python 3.13
 packages=python3,python3-venv,python3-pip,ca-certificates,e2fsprogs  # e2fsprogs: chattr
+max_age_days=30  # then rebuilt: the root gets no security updates in between
 stamp="$suite $packages $(sha256sum "$0" | cut -c1-16)"
 
 say() { echo "debian-root: $*" >&2; }
 die() { say "$*"; exit 2; }
 
 [ "$(id -u)" = 0 ] || die "needs root (debootstrap, chroot and mounts); run as root or skip the JAX 0.11+ lines"
-case $root in /*) ;; *) die "JAXCACHE_DEBIAN_ROOT must be an absolute path, not '$root'" ;; esac
+while [ "${root%/}" != "$root" ] && [ "$root" != / ]; do root=${root%/}; done
+case $root in
+    /) die "JAXCACHE_DEBIAN_ROOT cannot be /" ;;
+    /*) ;;
+    *) die "JAXCACHE_DEBIAN_ROOT must be an absolute path, not '$root'" ;;
+esac
+case $root in
+    *[!A-Za-z0-9._/-]*) die "JAXCACHE_DEBIAN_ROOT may hold only letters, digits and . _ - /: '$root'" ;;
+    *//*|*/./*|*/../*|*/.|*/..) die "JAXCACHE_DEBIAN_ROOT must be a plain path (no //, . or ..): '$root'" ;;
+esac
 parent=$(dirname "$root")
 
-# owned by root and writable by nobody else, and not a symlink: else someone else chose its code
+# a real directory (no symlink) owned by root, writable by nobody else: else someone else
+# chose what is in it
 private() {
     [ -d "$1" ] && [ ! -L "$1" ] || return 1
     [ "$(stat -c '%u' "$1")" = 0 ] || return 1
     [ $(( 0$(stat -c '%a' "$1") & 022 )) = 0 ]
 }
+# every directory from / down to $1
+private_path() {
+    p=$1
+    while :; do
+        private "$p" || { echo "$p"; return 1; }
+        [ "$p" = / ] && return 0
+        p=$(dirname "$p")
+    done
+}
+# never rm -rf across a mount point (a bind of something else into an old root); the path
+# holds no character that mountinfo escapes (checked above)
+unmounted() {
+    ! awk -v p="$1" '$5 == p || index($5, p "/") == 1 {found=1} END {exit !found}' /proc/self/mountinfo
+}
 
-if [ -e "$parent" ] || [ -L "$parent" ]; then
-    private "$parent" || die "$parent is not a root-owned directory only root can write; refusing to keep a root there"
-else
-    mkdir -p -m 0755 "$parent"  # searchable: an audit inside, as any user, judges this path
-fi
-if [ -f "$root/.jaxcache-stamp" ] && [ "$(cat "$root/.jaxcache-stamp")" = "$stamp" ]; then
+anchor=$parent  # the nearest existing directory on the way: what is made below it is ours
+while [ ! -e "$anchor" ] && [ ! -L "$anchor" ]; do anchor=$(dirname "$anchor"); done
+bad=$(private_path "$anchor") \
+    || die "$bad is not a root-owned directory only root can write; refusing to keep a root under it"
+# searchable (0755): an audit inside, as any user, judges this path
+(umask 022 && mkdir -p "$parent")
+exec 8>>"$parent/.lock"
+flock -w 1800 -x 8 || die "another build or use of $root held $parent/.lock for 30 minutes"
+fresh() {
+    [ -f "$root/.jaxcache-stamp" ] && [ "$(cat "$root/.jaxcache-stamp")" = "$stamp" ] \
+        && [ -z "$(find "$root/.jaxcache-stamp" -mtime +$max_age_days)" ]
+}
+if fresh; then
     private "$root" || die "$root is not a root-owned directory only root can write; refusing to use it"
     echo "$root"
     exit 0
@@ -63,37 +99,40 @@ if ! command -v debootstrap >/dev/null 2>&1; then
              && apt-get install -y -q --no-install-recommends debootstrap >/dev/null; }; } \
         || die "could not install debootstrap"
 fi
-
-# never rm -rf across a mount point (a bind of something else into an old root)
-unmounted() {
-    ! awk -v p="$1" '$5 == p || index($5, p "/") == 1 {found=1} END {exit !found}' /proc/self/mountinfo
-}
+keyring=/usr/share/keyrings/debian-archive-keyring.gpg
+[ -f "$keyring" ] || die "no $keyring: install debian-archive-keyring (debootstrap must check the archive's signatures)"
 
 new="$root.new.$$"
 old="$root.old.$$"
-trap 'unmounted "$new" && rm -rf "$new"' EXIT INT TERM
+cleanup() { unmounted "$new" && rm -rf "$new"; }
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
 say "building Debian 13 ($suite) at $root (about a minute, ~300 MB)"
 start=$(date +%s)
 # its own mount namespace: the proc and sys that debootstrap mounts inside vanish with it
 unshare -m --propagation private \
-    debootstrap --variant=minbase --include="$packages" "$suite" "$new" "$mirror" \
+    debootstrap --variant=minbase --force-check-gpg --keyring="$keyring" \
+    --include="$packages" "$suite" "$new" "$mirror" \
     > "$parent/debootstrap.log" 2>&1 \
     || { tail -n 20 "$parent/debootstrap.log" >&2; die "debootstrap failed (log: $parent/debootstrap.log)"; }
-# pip inside must reach the package index as this machine does: its resolver and the CAs it
-# trusts beyond Debian's (a proxy's)
-cp /etc/resolv.conf "$new/etc/resolv.conf"
+# pip inside must trust the CAs this machine trusts beyond Debian's (a proxy's)
 if ls /usr/local/share/ca-certificates/*.crt >/dev/null 2>&1; then
     cp /usr/local/share/ca-certificates/*.crt "$new/usr/local/share/ca-certificates/"
 fi
 chroot "$new" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin update-ca-certificates >/dev/null
+# mount points for scripts/in-debian-root.sh, made now: it mounts the root read-only
+mkdir -p "$new/host" "$new/src"
+# nothing in the root that others can write (/tmp, /var/tmp, /run/lock are tmpfs when in use)
+find "$new" -xdev -perm -0002 \( -type d -o -type f \) -exec chmod o-w {} +
 chmod 0755 "$new"
 echo "$stamp" > "$new/.jaxcache-stamp"
 if [ -e "$root" ]; then
-    mv "$root" "$old"
+    mv -T "$root" "$old"
 fi
-mv "$new" "$root"
-trap - EXIT INT TERM
-# a run still inside the old root holds a shared lock on it (scripts/in-debian-root.sh): wait
-if unmounted "$old"; then flock -x "$old" rm -rf "$old"; else say "left $old: something is mounted inside it"; fi
+mv -T "$new" "$root"
+if [ -e "$old" ]; then
+    if unmounted "$old"; then rm -rf "$old"; else say "left $old: something is mounted inside it"; fi
+fi
 say "built in $(( $(date +%s) - start )) s"
 echo "$root"

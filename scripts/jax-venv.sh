@@ -1,9 +1,10 @@
 #!/bin/sh
 # Make (or reuse) a venv (.venv-jax/<version>, or the path given second): jaxcache, pytest,
-# filelock (JAX's size-limited cache) and jax/jaxlib <version>, nothing else (the matrix tests
-# need no plotting or linting: scipy and matplotlib would double the build). Reused when its stamp names the same version,
-# interpreter, constraints and this script (sha256). pip's own
-# download cache is left on, so a rebuild after a pin change unpacks, it does not download.
+# filelock (JAX's size-limited cache), jsonschema (documents checked against their schemas)
+# and jax/jaxlib <version>, nothing else (the matrix tests need no plotting or linting: scipy
+# and matplotlib would double the build). Reused when its stamp names the same version,
+# interpreter, constraints and this script (sha256). pip's own download cache is left on, so
+# a rebuild after a pin change unpacks, it does not download.
 set -eu
 version=$1
 python=${PYTHON:-python3}
@@ -18,6 +19,6 @@ rm -rf "$venv"
 sed -e "s/^jax==.*/jax==$version/" -e "s/^jaxlib==.*/jaxlib==$version/" constraints.txt \
     > "$venv/constraints.txt"
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
-    -c "$venv/constraints.txt" -e . pytest filelock "jax==$version" "jaxlib==$version"
+    -c "$venv/constraints.txt" -e . pytest filelock jsonschema "jax==$version" "jaxlib==$version"
 "$venv/bin/python" -m compileall -q src >/dev/null
 echo "$stamp" > "$venv/.stamp"

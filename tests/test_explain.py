@@ -216,26 +216,27 @@ def test_not_process_0_in_a_real_two_process_job(tmp_path):
 
 
 def test_warm_miss_names_the_changed_key_component(tmp_path):
-    """The same job over a copy of the cache in another directory misses on jaxlib <= 0.10
+    """The same job over a copy of the cache in another directory misses on JAX <= 0.10
     (the path enters the compile options) and explain blames the path; from 0.11 it hits and
     explain blames nothing. Other XLA flags miss on every line."""
 
     from jaxcache.jaxcompat import versions
 
+    every = {"JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0"}  # written however fast
     a = tmp_path / "a"
-    cold = record_of(tmp_path, "cold", sys.executable, TRAIN, cache=a)
+    cold = record_of(tmp_path, "cold", sys.executable, TRAIN, cache=a, env=every)
     b = tmp_path / "b"
     b.mkdir(mode=0o700)
     for p in a.iterdir():
         (b / p.name).write_bytes(p.read_bytes())
-    moved = record_of(tmp_path, "moved", sys.executable, TRAIN, cache=b)
+    moved = record_of(tmp_path, "moved", sys.executable, TRAIN, cache=b, env=every)
     flags = record_of(tmp_path, "flags", sys.executable, TRAIN, cache=a,
-                      env={"XLA_FLAGS": "--xla_cpu_enable_fast_math=true"})
+                      env={**every, "XLA_FLAGS": "--xla_cpu_enable_fast_math=true"})
     rc, doc = explain(cold, moved, flags)
     assert rc == 1
     by_later = {Path(d["later"]).name: d for d in doc["key_diffs"]}
     moved_doc = json.loads(moved.read_text())
-    if versions.path_in_key(moved_doc["versions"]["jaxlib"]):
+    if versions.path_in_key(moved_doc["versions"]["jax"]):
         assert by_later["moved.json"]["components"] == ["compile_options"]
         assert "cache directory path differs" in by_later["moved.json"]["causes"][0]
     else:
@@ -269,3 +270,21 @@ def test_bad_records(tmp_path, content, fragment):
         path.write_text(content)
     proc = jaxcache("explain", str(path))
     assert proc.returncode == 2 and fragment in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_a_version_change_is_named_before_the_path():
+    """Records from two JAX versions: the changed compile options follow from the version,
+    whatever the paths; the path is blamed only where both records' JAX keeps it in the key."""
+    from jaxcache.explain import reasons as why
+
+    def rec(jax, path):
+        return {"versions": {"jax": jax, "jaxlib": jax}, "cache_dir": {"path": path}}
+
+    mixed = why._compile_options_cause(rec("0.10.2", "/a"), rec("0.12.0.1", "/b"),
+                                       {"compile_options"})
+    assert "version change (jax 0.10.2 vs 0.12.0.1)" in mixed and "path differs" not in mixed
+    old = why._compile_options_cause(rec("0.10.2", "/a"), rec("0.10.2", "/b"), {"compile_options"})
+    assert "cache directory path differs" in old
+    new = why._compile_options_cause(rec("0.12.0.1", "/a"), rec("0.12.0.1", "/b"),
+                                     {"compile_options"})
+    assert "path differs" not in new and "not the cache path" in new

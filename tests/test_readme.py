@@ -8,8 +8,10 @@ line for any text. Numbers, long hex digests and ed25519 keys match any value (t
 keys differ per run), runs of spaces match any run (column widths follow the values), and
 the directory and HOME print as /tmp/readme and /home/alice. A block right after
 `<!-- readme-test: skip: REASON -->` is skipped with that reason; one right after
-`<!-- readme-test: jaxlib <= X.Y: REASON -->` is run only where the installed jaxlib is of line
-X.Y or older (what it shows changed after), and skipped with that reason elsewhere.
+`<!-- readme-test: jax <= X.Y: REASON -->` is run only where the installed JAX is of line
+X.Y or older (what it shows changed after), and skipped with that reason elsewhere; one right
+after `<!-- readme-test: tmp on /: REASON -->` only where /tmp is no mount of its own (the
+filesystem rows it shows are those of /, not of a tmpfs /tmp, as on Debian 13).
 """
 
 from __future__ import annotations
@@ -28,7 +30,8 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
 SKIP = re.compile(r"<!-- readme-test: skip: (.+?) -->\s*$")
-UP_TO = re.compile(r"<!-- readme-test: jaxlib <= (\d+)\.(\d+): (.+?) -->\s*$")
+UP_TO = re.compile(r"<!-- readme-test: jax <= (\d+)\.(\d+): (.+?) -->\s*$")
+TMP_ON_ROOT = re.compile(r"<!-- readme-test: tmp on /: (.+?) -->\s*$")
 
 
 def _skip_reason(before: str) -> str | None:
@@ -36,17 +39,21 @@ def _skip_reason(before: str) -> str | None:
     skip = SKIP.match(before)
     if skip:
         return skip.group(1)
+    tmp_on_root = TMP_ON_ROOT.match(before)
+    if tmp_on_root:
+        return f"/tmp is a mount of its own here: {tmp_on_root.group(1)}" if os.path.ismount(
+            "/tmp") else None
     up_to = UP_TO.match(before)
     if up_to is None:
         return None
     from jaxcache import jaxcompat
     from jaxcache.jaxcompat import versions
 
-    jaxlib = jaxcompat.installed_version("jaxlib")
+    jax = jaxcompat.installed_version("jax")
     line = (int(up_to.group(1)), int(up_to.group(2)))
-    if jaxlib is not None and versions.parse(jaxlib)[:2] <= line:
+    if jax is not None and versions.parse(jax)[:2] <= line:
         return None
-    return f"shows jaxlib <= {line[0]}.{line[1]} (jaxlib {jaxlib} here): {up_to.group(3)}"
+    return f"shows JAX <= {line[0]}.{line[1]} (JAX {jax} here): {up_to.group(3)}"
 SHOWN_DIR, SHOWN_HOME = "/tmp/readme", "/home/alice"
 
 

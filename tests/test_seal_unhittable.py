@@ -18,10 +18,10 @@ from jaxcache.seal import hittable
 
 pytest.importorskip("cryptography")
 pytest.importorskip("jax")
-# jaxlib 0.11+ leaves the sub-cache path out of the key: there such entries are hit
-OLD_KEYS = versions.path_in_key(hittable.local_jaxlib())
-old_keys_only = pytest.mark.skipif(not OLD_KEYS, reason="jaxlib >= 0.11: the path is not in "
-                                   "the key (test_new_jaxlib_signs_entries_made_with_subcaches_on)")
+# 'all' turns on the kernel cache file too, whose path is in the key on every line; the
+# default turns on only the autotune directory, which JAX 0.11+ leaves out of the key
+ALL, DEFAULT = "all", "xla_gpu_per_fusion_autotune_cache_dir"
+OLD_KEYS = versions.path_in_key(hittable.local_jax())
 
 PROGRAM = """\
 import sys
@@ -61,7 +61,6 @@ def seal(cache: Path, key: Path, *extra: str) -> tuple[int, dict, str]:
     return js.returncode, json.loads(js.stdout or "{}"), js.stderr
 
 
-@old_keys_only
 def test_entries_made_with_subcaches_on_are_reported_not_signed(tmp_path, key):
     cache = tmp_path / "plain"
     names = fill(cache, tmp_path, "all")
@@ -73,7 +72,9 @@ def test_entries_made_with_subcaches_on_are_reported_not_signed(tmp_path, key):
     for name in names:  # per entry, with why
         line = next(x for x in text.stdout.splitlines() if name in x)
         assert line.lstrip().startswith("NEVER HIT") and "sub-caches on" in line
-    assert f"{cache}/xla_gpu_per_fusion_autotune_cache_dir" in text.stdout  # why, once
+    named = ("xla_gpu_per_fusion_autotune_cache_dir" if OLD_KEYS  # the first in the key
+             else "xla_gpu_kernel_cache_file")
+    assert f"{cache}/{named}" in text.stdout  # why, once
     assert "--allow-unhittable" in text.stdout
     assert not [p for p in cache.iterdir() if ".sig" in p.name]  # nothing signed
     rc, doc, _ = seal(cache, key)  # still nothing signed: JSON says the same
@@ -83,7 +84,6 @@ def test_entries_made_with_subcaches_on_are_reported_not_signed(tmp_path, key):
     _validate(doc)
 
 
-@old_keys_only
 def test_allow_unhittable_signs_them_and_verify_still_names_them(tmp_path, key):
     cache = tmp_path / "plain"
     names = fill(cache, tmp_path, "all")
@@ -100,27 +100,46 @@ def test_allow_unhittable_signs_them_and_verify_still_names_them(tmp_path, key):
     assert f"; {len(names)} of them a sealed reader never hits" in verify.stdout.splitlines()[0]
 
 
-@pytest.mark.skipif(OLD_KEYS, reason="jaxlib <= 0.10: such entries are never hit")
-def test_new_jaxlib_signs_entries_made_with_subcaches_on(tmp_path, key):
-    """The same entry bytes name the sub-cache directory, but its key is the one a sealed
-    reader computes: seal signs every entry, names none, exits 0."""
+@pytest.mark.skipif(OLD_KEYS, reason="JAX <= 0.10: the autotune directory is in the key")
+def test_new_jax_signs_entries_made_with_the_default_subcache_and_a_sealed_reader_hits_them(
+        tmp_path, key):
+    """JAX's default turns the autotune sub-cache on: the entry bytes name its directory, but
+    from 0.11 the key is the one a sealed reader computes. Seal signs every entry, names
+    none, exits 0, and `run --sealed` with only the public key hits the job's module."""
     cache = tmp_path / "plain"
-    names = fill(cache, tmp_path, "all")
+    names = fill(cache, tmp_path, DEFAULT)
     rc, doc, err = seal(cache, key)
     assert rc == 0, (doc, err)
     assert doc["never_hit"] == 0
     assert all((cache / (n + ".sig")).exists() for n in names)
+    pub = Path(str(key) + ".pub").read_text().strip()
+    record = tmp_path / "reader.json"
+    job = ("import jax, jax.numpy as jnp\n"
+           "jax.config.update('jax_persistent_cache_min_compile_time_secs', 0)\n"
+           "jax.config.update('jax_persistent_cache_min_entry_size_bytes', -1)\n"
+           "print(jax.jit(lambda x: x * 2 + 1)(jnp.ones(3)))\n")
+    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+    env.pop("JAX_COMPILATION_CACHE_DIR", None)
+    proc = jaxcache("run", "--sealed", "--trusted-key", pub, "--cache-dir", str(cache),
+                    "--record", str(record), "--", sys.executable, "-c", job, env=env)
+    assert proc.returncode == 0, proc.stderr
+    read = json.loads(record.read_text())
+    outcomes = {m["name"]: m["outcome"] for m in read["modules"]}
+    assert outcomes.get("jit__lambda") == "hit", outcomes
+    assert read["seal"]["rejections"] == []
 
 
-def test_the_jaxlib_that_made_an_entry_decides(tmp_path):
-    """One entry made with the sub-caches on: never hit on jaxlib 0.10, hit on 0.11 and 0.12;
-    with no jaxlib to tell, the stricter reading and how to override it."""
-    cache = tmp_path / "plain"
-    [name, *_] = fill(cache, tmp_path, "all")
-    data = (cache / name).read_bytes()
-    assert "jaxlib <= 0.10" in (hittable.why_never_hit(data, "0.10.2") or "")
+def test_the_jax_that_made_an_entry_decides(tmp_path):
+    """An entry made with the default sub-cache: never hit on JAX 0.10, hit on 0.11 and 0.12.
+    One made with 'all' (the kernel cache file too): never hit on any line."""
+    default, every = tmp_path / "default", tmp_path / "all"
+    data = (default / fill(default, tmp_path, DEFAULT)[-1]).read_bytes()
+    data_all = (every / fill(every, tmp_path, ALL)[-1]).read_bytes()
+    assert "xla_gpu_per_fusion_autotune_cache_dir" in (hittable.why_never_hit(data, "0.10.2")
+                                                        or "")
     for newer in ("0.11.2", "0.12.0.1"):
         assert hittable.why_never_hit(data, newer) is None
+        assert "xla_gpu_kernel_cache_file" in (hittable.why_never_hit(data_all, newer) or "")
     assert hittable.why_never_hit(b"not an entry", "0.10.2") is None
 
 

@@ -104,3 +104,12 @@ def test_bench_refuses_an_old_jax_before_any_trial(tmp_path):
     proc = jaxcache("bench", "-t", "1", "-k", "1", "--", str(python), "-c", "1")
     assert proc.returncode == 2 and "0.4.38" in proc.stderr, proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("version,in_key,callbacks", [
+    ("0.5.3", True, False), ("0.10.2", True, False), ("0.11.0", False, True),
+    ("0.12.0.1", False, True), ("0.12.0.dev20261101", False, True),
+    (None, None, None), ("", None, None), ("garbage", None, None), ("v0.12", None, None)])
+def test_what_each_line_does_with_paths_and_callbacks(version, in_key, callbacks):
+    assert versions.path_in_key(version) is in_key
+    assert versions.caches_host_callbacks(version) is callbacks

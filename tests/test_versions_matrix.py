@@ -114,7 +114,8 @@ def test_explain_gives_only_reasons_jax_had(runs):
     base, _ = runs
     proc = jaxcache("explain", "--format", "json", str(base / "cold.json"),
                     str(base / "warm.json"))
-    assert proc.returncode in (0, 1), proc.stdout + proc.stderr
+    # everything cached from 0.11; before, the host-callback module is the one left out
+    assert proc.returncode in ((0,) if CALLBACKS_CACHED else (0, 1)), proc.stdout + proc.stderr
     doc = json.loads(proc.stdout)
     reasons = {m["reason"] for m in doc["modules"]}
     allowed = {"written", "hit"} | (set() if CALLBACKS_CACHED else {"host-callbacks"})

@@ -81,8 +81,8 @@ def _compatible(benches: list[dict]) -> Test:
                   f"{' '.join(b.get('command') or [])}" + _ranks_missed(warm))
         if not warm or hit < len(warm):
             ok = False
-    in_key = [versions.path_in_key(fp.get("jaxlib")) for _, fp in fps]
-    if any(k is not False for k in in_key):  # jaxlib <= 0.10, or not recorded
+    in_key = [versions.path_in_key(fp.get("jax")) for _, fp in fps]
+    if any(k is not False for k in in_key):  # JAX <= 0.10, or not recorded
         ev.append("on JAX <= 0.10 every job must use the very same path string (no symlinks, "
                   "no other mount point): the path enters the cache key")
     return Test("compatible", ok, tuple(ev))

@@ -31,8 +31,9 @@ def handle(args: argparse.Namespace, tail: None) -> None:
       jaxcache net --pid 4242           listening sockets of a running JAX process
       jaxcache net --live               every JAX process you can see
 
-    On JAX <= 0.10.2 process 0 binds the coordination service to [::]:<port> (every interface)
-    unless JAX_COORDINATOR_BIND_ADDRESS says otherwise, with no authentication or encryption;
+    On every JAX line jaxcache supports (0.5 to 0.12) process 0 binds the coordination service
+    to [::]:<port> (every interface) unless JAX_COORDINATOR_BIND_ADDRESS says otherwise; up to
+    0.10 with no authentication or encryption (0.11 adds mTLS: JAX_MTLS_* variables);
     jax.profiler.start_server listens on every interface too. The static check follows JAX's
     own auto-detection (JAX_COORDINATOR_ADDRESS, Slurm, Open MPI, Kubernetes, Cloud TPU,
     JAX_COORDINATOR_PORT).

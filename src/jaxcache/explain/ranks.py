@@ -39,7 +39,7 @@ def _component_cause(name: str, platform: str | None, rank: int) -> str:
     if name == "compile_options" and platform == "gpu":
         return ("compile_options: another compile option differs between the ranks (on GPU "
                 "JAX strips the device assignment): XLA flags, debug options, or the cache "
-                "path on JAX <= 0.10.2")
+                "path on JAX <= 0.10")
     if name == "compile_options":
         return (f"compile_options: the device assignment (rank {rank}'s own devices) is part "
                 "of the compile options; JAX strips it from the key only when "

@@ -15,8 +15,8 @@ NEWEST_LINE = (0, 12)
 # The last line that never writes modules with host callbacks (jax.debug.print, breakpoint,
 # io_callback) and logs "because it uses host callbacks"; 0.11 caches them like any module.
 LAST_HOST_CALLBACKS_UNCACHED = (0, 10)
-# The last jaxlib whose cache key holds the cache directory's path (the GPU autotune
-# sub-cache option in the compile options, on every platform); 0.11 leaves it out of the key.
+# The last JAX whose cache key holds the cache directory's path (the GPU autotune sub-cache
+# option in the compile options, on every platform); 0.11's jax/_src/cache_key.py blanks it.
 LAST_PATH_IN_KEY = (0, 10)
 
 # JAX's debug log lines the probe reads: (kind, prefix of the format string or None,
@@ -37,7 +37,9 @@ MESSAGES = (
     # distributed key-value store for the executable that process compiles and publishes
     ("share-wait", "Waiting for module: %s from process", ()),
 )
-# Kinds JAX logs only up to a line (inclusive); knowledge() leaves them out after it.
+# Kinds JAX logs only up to a line (inclusive), as seen on the TESTED patches: the probe still
+# reads them on any line (a patch that logs one is read right), tests/test_jaxcompat.py checks
+# each is in JAX's source exactly up to its line.
 UNTIL = {"host-callbacks": LAST_HOST_CALLBACKS_UNCACHED}
 
 # JAX's warnings (warnings.warn) about its cache the probe reads, same shape as MESSAGES but
@@ -118,17 +120,36 @@ def _line(version):
     return parse(version)[:2]
 
 
-def path_in_key(jaxlib_version):
-    """Does this jaxlib's cache key hold the cache directory's path? True up to 0.10, False
-    from 0.11, None when the version is unknown (a record without it: say both)."""
-    if not jaxlib_version:
+def _known(version):
+    return isinstance(version, str) and version[:1].isdigit()
+
+
+def path_in_key(jax_version):
+    """Does this JAX's cache key hold the cache directory's path? True up to 0.10, False from
+    0.11 (jax, not jaxlib, builds the key), None when the version is missing or no version."""
+    if not _known(jax_version):
         return None
-    return _line(jaxlib_version) <= LAST_PATH_IN_KEY
+    return _line(jax_version) <= LAST_PATH_IN_KEY
+
+
+# XLA's sub-caches that jax_persistent_cache_enable_xla_caches points inside the cache dir
+# ('all', or a list of these; the default is the autotune one alone): each sets a compile
+# option to a path in the cache dir, which the serialized executable keeps.
+SUBCACHE_OPTIONS = ("xla_gpu_per_fusion_autotune_cache_dir", "xla_gpu_kernel_cache_file")
+
+
+def subcache_options_in_key(jax_version):
+    """The SUBCACHE_OPTIONS whose path enters this JAX's cache key: both up to 0.10 (and when
+    the version is unknown); from 0.11 only the kernel cache file (cache_key.py blanks the
+    autotune directory, seen on 0.11.2 and 0.12.0.1)."""
+    if path_in_key(jax_version) is False:
+        return SUBCACHE_OPTIONS[1:]
+    return SUBCACHE_OPTIONS
 
 
 def caches_host_callbacks(version):
     """Does this JAX write modules with host callbacks? None when the version is unknown."""
-    if not version:
+    if not _known(version):
         return None
     return _line(version) > LAST_HOST_CALLBACKS_UNCACHED
 
@@ -143,7 +164,7 @@ def knowledge(version):
       or 'jit(f)' ('jit', from 0.7); the module is jit_<f> either way.
     lambda_module: the module name of a jitted lambda.
     entry_suffix: how an entry file's name ends (<module>-<key hash><suffix>).
-    messages: the MESSAGES this line logs (host callbacks: up to 0.10).
+    messages: the MESSAGES the probe reads (all of them on every line: see UNTIL).
     """
     line = _line(version)
     line = max(OLDEST_LINE, min(NEWEST_LINE, line))
@@ -154,7 +175,7 @@ def knowledge(version):
         "compiling_name": "bare" if line <= (0, 6) else "jit",
         "lambda_module": "jit__lambda_" if line <= (0, 6) else "jit__lambda",
         "entry_suffix": "-cache",
-        "messages": tuple(m for m in MESSAGES if line <= UNTIL.get(m[0], line)),
+        "messages": MESSAGES,
         "warnings": WARNINGS,
         "loggers": LOGGERS,
         "events": dict(EVENTS),

@@ -1,6 +1,8 @@
 """What a job started from this environment would expose, before it runs.
 
-Mirrors jax.distributed.initialize and jax._src.clusters on JAX 0.10.2: the coordinator address
+Mirrors jax.distributed.initialize and jax._src.clusters on JAX 0.10.2 (the same default bind
+and ports on 0.12.0.1; mTLS from 0.11, FIRST_MTLS_VERSION; 0.12's Cloud TPU detection also
+reads TPU_PROCESS_ADDRESSES_PATH, which this does not): the coordinator address
 comes from JAX_COORDINATOR_ADDRESS or cluster auto-detection (Slurm, Open MPI, Kubernetes, Cloud
 TPU, with JAX_COORDINATOR_PORT overriding their ports), and process 0 binds the coordination
 service to JAX_COORDINATOR_BIND_ADDRESS or, by default, to [::]:<port>: every interface.

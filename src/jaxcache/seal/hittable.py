@@ -1,19 +1,20 @@
-"""Would a sealed reader ever hit this entry? Not if jaxlib <= 0.10 made it with XLA's
-sub-caches on.
+"""Would a sealed reader ever hit this entry? Not if it was made with an XLA sub-cache on
+whose path enters the key.
 
 A sealed reader runs with `jax_persistent_cache_enable_xla_caches = none` (XLA would read its
-sub-caches unsigned from inside the directory). On jaxlib <= 0.10 that setting is part of the
-cache key: with the sub-caches on, the compile options carry the option
-`xla_gpu_per_fusion_autotune_cache_dir` = <cache dir>/xla_gpu_per_fusion_autotune_cache_dir
-(on CPU too), so such an entry's key is one a sealed reader never computes. The serialized
-executable embeds its compile options, so the entry's decompressed bytes name that directory:
-that is the test (FACTS.md sections 4 and 5; checked on jax 0.10.2, CPU, zlib). Signing such
-an entry vouches for something nobody will load.
-
-jaxlib 0.11 and later leave that option out of the key (seen on 0.12.0.1: the same key with
-the sub-caches on and off, the bytes still naming the directory), so there the entry is hit.
-An entry does not say which jaxlib made it: we take the jaxlib installed beside jaxcache (the
-usual `pip install jaxcache[jax]`), and without one keep the older, stricter reading.
+sub-caches unsigned from inside the directory). A job run with them on sets compile options to
+paths inside the cache dir (`xla_gpu_per_fusion_autotune_cache_dir` by default,
+`xla_gpu_kernel_cache_file` too with 'all'; on CPU too), and the serialized executable embeds
+its compile options, so the entry's decompressed bytes name them: that is the test (FACTS.md
+sections 4 and 5). Where such an option is part of the key, the entry's key is one a sealed
+reader never computes, and signing it vouches for something nobody will load:
+- up to JAX 0.10 both options enter the key (checked on 0.10.2, CPU, zlib);
+- from 0.11, jax/_src/cache_key.py blanks the autotune directory before hashing, so an entry
+  made with the default setting is hit; the kernel cache file still enters the key (seen on
+  0.12.0.1: same key with the default and with 'none', another with 'all').
+An entry does not say which JAX made it: we take the JAX installed beside jaxcache (the usual
+`pip install jaxcache[jax]`), and without one keep the stricter, older reading
+(versions.subcache_options_in_key).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import zlib
 from jaxcache import jaxcompat
 from jaxcache.jaxcompat import versions
 
-MARKER = b"xla_gpu_per_fusion_autotune_cache_dir"
+_LONGEST = max(len(o) for o in versions.SUBCACHE_OPTIONS)
 _CHUNK = 1 << 20
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 
@@ -59,29 +60,28 @@ def _zlib_chunks(data: bytes):
         yield rest
 
 
-def _subcache_path(window: bytes, at: int) -> str:
-    """The sub-cache directory named around `at`: the printable run that ends with MARKER."""
+def _subcache_path(window: bytes, at: int, marker: bytes) -> str:
+    """The sub-cache path named around `at`: the printable run that ends with `marker`."""
     start = at
     while start > 0 and 0x20 < window[start - 1] < 0x7f:
         start -= 1
-    run = window[start:at + len(MARKER)]
+    run = window[start:at + len(marker)]
     if len(run) > 1 and run[0] == len(run) - 1:  # the protobuf length byte, when printable
         run = run[1:]
     return run.decode("ascii", "replace")
 
 
 @functools.cache
-def local_jaxlib() -> str | None:
-    """The jaxlib installed where jaxcache runs (package metadata: JAX is not imported)."""
-    return jaxcompat.installed_version("jaxlib")
+def local_jax() -> str | None:
+    """The JAX installed where jaxcache runs (package metadata: JAX is not imported)."""
+    return jaxcompat.installed_version("jax")
 
 
-def why_never_hit(data: bytes, jaxlib: str | None = None) -> str | None:
+def why_never_hit(data: bytes, jax: str | None = None) -> str | None:
     """Why a sealed reader never hits the entry whose file holds `data`; None if it can.
-    `jaxlib`: the one that made it (default: local_jaxlib()); from 0.11 it always can."""
-    jaxlib = jaxlib or local_jaxlib()
-    if versions.path_in_key(jaxlib) is False:
-        return None
+    `jax`: the JAX that made it (default: local_jax())."""
+    jax = jax or local_jax()
+    markers = tuple(o.encode() for o in versions.subcache_options_in_key(jax))
     if data.startswith(_ZSTD_MAGIC):
         chunks = _zstd_chunks(data)
         if chunks is None:
@@ -92,15 +92,15 @@ def why_never_hit(data: bytes, jaxlib: str | None = None) -> str | None:
     try:
         for chunk in chunks:
             window = tail + chunk
-            at = window.find(MARKER)
-            if at >= 0:
-                return (f"made with XLA's sub-caches on (its compile options name "
-                        f"{_subcache_path(window, at)}); sealed readers run with them off, "
-                        "so on jaxlib <= 0.10 they compute another key and never load it"
-                        + (f" (jaxlib {jaxlib} here)" if jaxlib else
-                           " (no jaxlib here to tell: if it came from jaxlib 0.11 or later, it "
-                           "is hit; sign it with --allow-unhittable)"))
-            tail = window[-(len(MARKER) + 4096):]
+            for marker in markers:
+                at = window.find(marker)
+                if at >= 0:
+                    return (f"made with XLA's sub-caches on (its compile options name "
+                            f"{_subcache_path(window, at, marker)}, which is part of the key "
+                            + (f"on JAX {jax}" if jax else "up to JAX 0.10; no JAX here to "
+                               "tell which made it") + "); sealed readers run with them off, "
+                            "so they compute another key and never load it")
+            tail = window[-(_LONGEST + 4096):]
     except (zlib.error, ValueError, OSError):
         return None  # not an entry JAX could read either: its signature status says so
     except Exception as exc:  # zstandard.ZstdError is no subclass of the above
