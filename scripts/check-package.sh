@@ -9,6 +9,8 @@ PYTHON=${1:-python3}
 repo=$(cd "$(dirname "$0")/.." && pwd)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+trap 'exit 143' TERM  # so that the EXIT trap runs when .ci/run stops us
+trap 'exit 130' INT
 pip="$tmp/v/bin/python -m pip install --quiet --disable-pip-version-check -c $repo/constraints.txt"
 
 git clone --quiet "$repo" "$tmp/clone"
