@@ -26,10 +26,12 @@ TRAIN = str(ROOT / "examples" / "train.py")
 @pytest.fixture(scope="module")
 def mlp_bench(tmp_path_factory):
     out = tmp_path_factory.mktemp("bench") / "out"
-    # a bar below mlp.py's ~1.5 s saving: this test is about intervals and hits; the bar
-    # itself (bench/noticeable.py) is tested in test_noticeable.py
+    # every module written however fast this machine compiles, and a bar of any saving the
+    # interval proves: this test is about intervals and hits; the bar itself
+    # (bench/noticeable.py) is tested in test_noticeable.py
     proc = jaxcache("bench", "-t", "4", "-k", "1", "--no-prime", "--timeout", "300",
-                    "--min-saving", "0.3", "--out", str(out), "--", sys.executable, MLP)
+                    "--min-compile-time", "0", "--noise", "0", "--min-saving", "0",
+                    "--min-fraction", "0", "--out", str(out), "--", sys.executable, MLP)
     return proc, out, json.loads((out / "bench.json").read_text())
 
 
@@ -48,20 +50,18 @@ def test_cold_writes_warm_hits_and_saving_has_an_interval(mlp_bench):
     assert len(cold) == 4 and len(warm) == 4  # 8 processes are enough for a verdict
     assert all(s["entries_before"] == 0 and s["entries_after"] >= 1 and s["written"] >= 1
                for s in cold)
-    # every warm run loads what its trial's cold run wrote; a cheap helper may still be written
-    # by a warm run when, on a loaded machine, its compile crosses the 1 s threshold
+    # every warm run loads what its trial's cold run wrote, and writes nothing
     written_cold = {s["trial"]: outcomes(s["record"], "written") for s in cold}
     assert all(written_cold.values())
-    assert all(s["hits"] >= 1 and written_cold[s["trial"]] <= outcomes(s["record"], "hit")
-               for s in warm)
+    assert all(s["hits"] >= 1 and written_cold[s["trial"]] == outcomes(s["record"], "hit")
+               and not outcomes(s["record"], "written") for s in warm)
     saving = doc["summary"]["compile_saving_s"]
     assert saving["estimate"] > 0 and 0 < saving["low"] <= saving["estimate"] <= saving["high"]
     assert doc["summary"]["saving_s"]["low"] is not None and doc["summary"]["significant"]
     assert doc["summary"]["verdict"] == "saves"
     noticeable = doc["summary"]["noticeable"]
-    assert noticeable["outcome"] == "noticeable" and noticeable["min_saving_s"] == 0.3
-    assert noticeable["low_s"] >= noticeable["need_s"] == max(
-        0.3, 0.05 * doc["summary"]["wall"]["cold"]["median"])
+    assert noticeable["outcome"] == "noticeable" and noticeable["min_saving_s"] == 0
+    assert noticeable["low_s"] >= noticeable["need_s"] == 0
     assert "verdict: saves: " in proc.stdout and "amortization:" in proc.stdout
     assert "noticeable: met: " in proc.stdout
     conclusion = proc.stdout[proc.stdout.index("verdict: "):]
@@ -79,8 +79,8 @@ def test_fingerprints_matched_and_are_recorded(mlp_bench):
     assert fp["jax"] == jax.__version__ and fp["backend"] == "cpu" and fp["device_count"] >= 1
     assert any(s["module"] == "jit_train_step" and "float32[32,128]" in s["input_shapes"]
                for s in fp["shapes"])
-    assert doc["thresholds"]["min_compile_time_secs"] == 1.0
-    assert doc["thresholds"]["min_compile_time_below_default"] is False
+    assert doc["thresholds"]["min_compile_time_secs"] == 0.0
+    assert doc["thresholds"]["min_compile_time_below_default"] is True
 
 
 def test_json_validates_against_the_documented_schema(mlp_bench):
@@ -111,13 +111,17 @@ def test_compare(mlp_bench, tmp_path):
 
 
 def test_many_small_functions_save_nothing_and_say_why(tmp_path):
-    proc = jaxcache("bench", "-t", "1", "-k", "1", "--no-prime", "--json",
-                    str(tmp_path / "b.json"), "--", sys.executable, MANY, "--functions", "12")
+    """A threshold no compile reaches (however slow the machine): nothing written, and why."""
+    proc = jaxcache("bench", "-t", "1", "-k", "1", "--no-prime", "--min-compile-time", "1000",
+                    "--json", str(tmp_path / "b.json"), "--", sys.executable, MANY,
+                    "--functions", "12")
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "verdict: nothing-cached" in proc.stdout
-    assert "below the 1.0 (default) s compile-time threshold" in proc.stdout
+    assert "below the 1000" in proc.stdout and "s compile-time threshold" in proc.stdout
     doc = json.loads((tmp_path / "b.json").read_text())
     assert doc["summary"]["verdict"] == "nothing-cached" and doc["summary"]["significant"] is False
+    assert doc["thresholds"]["min_compile_time_secs"] == 1000.0
+    assert doc["thresholds"]["min_compile_time_below_default"] is False
 
 
 def test_lowered_threshold_is_reported_as_such(tmp_path):
