@@ -44,14 +44,18 @@ def test_unknown_field_is_one_line_and_exit_2(tmp_path):
 
 def test_a_second_writer_on_one_record_is_refused_while_the_first_runs(tmp_path):
     rec = tmp_path / "r.json"
+    go = tmp_path / "go"  # the first job runs until the test has seen the second refused
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "OMPI_"))}
+    job = ("import os, sys, time; print('up', flush=True); end = time.monotonic() + 600\n"
+           "while not os.path.exists(sys.argv[1]) and time.monotonic() < end: time.sleep(0.05)")
     first = subprocess.Popen([sys.executable, "-m", "jaxcache", "run", "--quiet", "--cache-dir",
                               str(tmp_path / "c"), "--record", str(rec), "--", sys.executable,
-                              "-c", "import time; print('up', flush=True); time.sleep(4)"],
+                              "-c", job, str(go)],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     assert first.stdout.readline().strip() == "up"
     second = jaxcache("run", "--cache-dir", str(tmp_path / "c"), "--record", str(rec), "--",
                       sys.executable, "-c", "1", env=env)
+    go.touch()
     assert second.returncode == 2 and "another jaxcache process is writing" in second.stderr
     first.communicate(timeout=120)
     assert first.returncode == 0
