@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -122,6 +123,17 @@ def test_many_small_functions_save_nothing_and_say_why(tmp_path):
     assert doc["summary"]["verdict"] == "nothing-cached" and doc["summary"]["significant"] is False
     assert doc["thresholds"]["min_compile_time_secs"] == 1000.0
     assert doc["thresholds"]["min_compile_time_below_default"] is False
+
+
+def test_a_threshold_from_the_environment_is_named_as_such(tmp_path):
+    """The job inherits bench's environment: a threshold set there, not by a flag, is the one
+    JAX used, and the reason says where it came from (not "1.0 (default)")."""
+    env = {**os.environ, "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "1000"}
+    proc = jaxcache("bench", "-t", "1", "-k", "1", "--no-prime", "--", sys.executable, MANY,
+                    "--functions", "3", env=env)
+    assert proc.returncode == 1 and "verdict: nothing-cached" in proc.stdout, proc.stderr
+    assert "below the 1000 (from the environment) s compile-time threshold" in proc.stdout
+    assert "(default)" not in proc.stdout
 
 
 def test_lowered_threshold_is_reported_as_such(tmp_path):
