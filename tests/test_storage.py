@@ -75,3 +75,38 @@ def test_dev_scan_finds_the_root_filesystem_device():
         pytest.skip("/ is not on a block device here")
     assert dev in index, sorted(index)
     assert all(not os.path.islink(p) for nodes in index.values() for p, _ in nodes)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to create users")
+def test_what_another_user_puts_in_dev_shm_does_not_decide_an_audit(base, accounts):
+    """Issue 22: one 0700 folder another user makes under /dev/shm, or 20,000 files there (a
+    data loader's shared memory), made every audit by every other user UNVERIFIABLE, for any
+    path. /dev/shm is another filesystem than /dev's, where no user can put a block device
+    node: it is not searched, and b's private cache is PRIVATE for b."""
+    import pwd
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    from conftest import audit_json, mkdir
+
+    if not os.path.ismount("/dev/shm"):
+        pytest.skip("/dev/shm is no mount of its own here")
+    cache = mkdir(base / "cache", 0o700, accounts.b)
+    shm = Path(tempfile.mkdtemp(prefix="jaxcache-test-", dir="/dev/shm"))
+    try:
+        a = pwd.getpwnam(accounts.a)
+        hidden = shm / "hidden"
+        hidden.mkdir(mode=0o700)
+        os.chown(hidden, a.pw_uid, a.pw_gid)  # a's, unreadable for b
+        many = shm / "many"
+        many.mkdir()
+        for i in range(20_001):
+            (many / str(i)).touch()
+        shm.chmod(0o755)
+        rc, doc = audit_json(cache, "--no-processes", user=accounts.b)
+        assert (rc, doc["verdict"]) == (0, "PRIVATE"), doc["findings"]
+        assert not any("/dev" in f["message"] and "could not be read" in f["message"]
+                       for f in doc["findings"])
+    finally:
+        shutil.rmtree(shm, ignore_errors=True)

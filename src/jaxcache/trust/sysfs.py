@@ -118,24 +118,35 @@ def block_rdev(source: str) -> int | None:
     return st.st_rdev if stat.S_ISBLK(st.st_mode) else None
 
 
-def scan_dev(path: str, index: dict, unreadable: list[str], count: list[int]) -> None:
-    """Every block device node under /dev, by rdev, without following symlinks."""
+def scan_dev(path: str, index: dict, unreadable: list[str], count: list[int],
+             dev: int | None = None) -> None:
+    """Every block device node under /dev, by rdev, without following symlinks.
+
+    Only /dev's own filesystem (devtmpfs, or a container's tmpfs), which only root can write:
+    other filesystems mounted below it (/dev/shm, /dev/pts, /dev/mqueue, hugepages) are left
+    out. Users write /dev/shm; an unreadable folder or 20,000 files there must not make every
+    other user's audit UNVERIFIABLE, and no user can put a block device node there (mknod needs
+    CAP_MKNOD in the initial namespace, and a hard link cannot cross into another filesystem)."""
     try:
+        if dev is None:
+            dev = os.stat(path, follow_symlinks=False).st_dev
         it = os.scandir(path)
     except OSError:
         unreadable.append(path)
         return
     with it:
         for e in it:
-            count[0] += 1
-            if count[0] > _MAX_DEV_ENTRIES:
-                unreadable.append(f"{path} (more than {_MAX_DEV_ENTRIES} entries)")
-                return
             try:
                 st = e.stat(follow_symlinks=False)
             except OSError:
                 continue
+            if st.st_dev != dev:
+                continue  # the root of another filesystem mounted here: not searched
+            count[0] += 1
+            if count[0] > _MAX_DEV_ENTRIES:
+                unreadable.append(f"{path} (more than {_MAX_DEV_ENTRIES} entries)")
+                return
             if stat.S_ISBLK(st.st_mode):
                 index.setdefault(st.st_rdev, []).append((e.path, st))
             elif stat.S_ISDIR(st.st_mode):
-                scan_dev(e.path, index, unreadable, count)
+                scan_dev(e.path, index, unreadable, count, dev)
