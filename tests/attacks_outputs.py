@@ -221,3 +221,34 @@ def test_one_file_named_twice_is_refused_and_an_empty_leftover_is_reused(tmp_pat
     proc = bench("--json", same, marker=marker)
     assert proc.returncode in (0, 1), proc.stderr
     assert json.loads((tmp_path / "x.json").read_text())["schema"] == "jaxcache.bench/1"
+
+
+@needs_root
+def test_an_output_never_follows_another_users_link(base, accounts):
+    """Issue 22: a symlinked parent folder of an output was followed. A link another user
+    made on the way (here a's, in a folder a can write) is refused with one line, for a run
+    record, a bench report and a key; nothing lands where it points. A link root (you) made
+    is followed, as the user asked for it."""
+    import pwd
+
+    elsewhere = mkdir(base / "elsewhere", 0o755)
+    shared = mkdir(base / "shared", 0o777)
+    a = pwd.getpwnam(accounts.a)
+    os.symlink(elsewhere, shared / "out")
+    os.lchown(shared / "out", a.pw_uid, a.pw_gid)  # as if a had made it
+    marker = base / "ran"
+    proc = jaxcache("run", "-q", "--cache-dir", str(base / "c"), "--record",
+                    str(shared / "out" / "r.json"), "--", "/bin/sh", "-c", JOB, str(marker))
+    assert proc.returncode == 2 and not marker.exists(), proc.stderr
+    [line] = proc.stderr.strip().splitlines()
+    assert f"{shared / 'out'} is a symbolic link owned by uid {a.pw_uid}" in line, line
+    proc = bench("--report", str(shared / "out" / "r.md"), marker=marker)
+    assert proc.returncode == 2 and "symbolic link owned by uid" in proc.stderr
+    proc = jaxcache("keygen", str(shared / "out" / "k" / "ci.key"))
+    assert proc.returncode == 2 and "symbolic link owned by uid" in proc.stderr, proc.stderr
+    assert list(elsewhere.iterdir()) == [] and not marker.exists()
+    mine = base / "mine"
+    os.symlink(elsewhere, mine)  # root's own link: followed
+    proc = jaxcache("run", "-q", "--cache-dir", str(base / "c"), "--record",
+                    str(mine / "r.json"), "--", "/bin/sh", "-c", JOB, str(marker))
+    assert proc.returncode == 0 and (elsewhere / "r.json").is_file(), proc.stderr

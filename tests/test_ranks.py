@@ -100,3 +100,24 @@ def test_explain_takes_a_directory_of_per_rank_records(tmp_path):
     empty.mkdir()
     bad = jaxcache("explain", str(empty))
     assert bad.returncode == 2 and "no .json run records" in bad.stderr
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root for a UTS namespace")
+@pytest.mark.parametrize("host", ["..", ".", "../..", ".hidden"])
+def test_a_host_name_never_makes_a_dot_component(tmp_path, host):
+    """Issue 22: --record DIR/{host}/r.json on a host named '..' wrote outside DIR. The name
+    is filled in as a piece of a file name that never starts with a dot."""
+    records = tmp_path / "records"
+    records.mkdir()
+    wanted = "_" + "".join(c if c.isalnum() or c in "._-" else "_" for c in host)[1:]
+    (records / wanted).mkdir()
+    argv = [sys.executable, "-m", "jaxcache", "run", "-q", "--cache-dir", str(tmp_path / "c"),
+            "--record", str(records / "{host}" / "r.json"), "--", sys.executable, "-c", "1"]
+    # the kernel takes any name (the hostname tool would refuse these)
+    rename = ("import os, socket, sys; socket.sethostname(sys.argv[1]); "
+              "os.execv(sys.argv[2], sys.argv[2:])")
+    proc = subprocess.run(["unshare", "--uts", sys.executable, "-c", rename, host, *argv],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert (records / wanted / "r.json").is_file()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c", "records"]  # nothing outside

@@ -13,6 +13,11 @@ ready, and untouched until then.
 
 A command that fails or is interrupted before writing releases its claims: only the empty
 placeholders the claim itself created are removed, and only while they are still that file.
+
+The folder is reached from `/` one component at a time with O_NOFOLLOW (open_parent): a
+symbolic link on the way is followed only when you or root own it (its text is then yours),
+never one another user made, whatever folder it sits in; so what another user plants cannot
+send an output elsewhere.
 """
 
 from __future__ import annotations
@@ -129,6 +134,61 @@ class Output:
             self._lock_fd = None
 
 
+_MAX_LINKS = 40  # the kernel's own limit (ELOOP)
+_PATH_DIR = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def open_parent(folder: str, what: str) -> int:
+    """An O_PATH descriptor of the absolute `folder`, reached from / without letting the kernel
+    follow a link: each link on the way must be yours or root's (then followed by hand), else
+    JaxcacheError naming it. Missing or not-a-folder components say so as before."""
+    me = os.geteuid()
+    todo = [p for p in folder.split("/") if p][::-1]  # a stack: next component last
+    cur, at, links = os.open("/", _PATH_DIR), ["/"], 0
+    try:
+        while todo:
+            name = todo.pop()
+            if name in (".", ".."):  # only from a link's text: abspath removed the others
+                if name == ".." and len(at) > 1:
+                    nxt = os.open("..", _PATH_DIR, dir_fd=cur)
+                    os.close(cur)
+                    cur = nxt
+                    at.pop()
+                continue
+            here = os.path.join(*at, name)
+            try:
+                st = os.stat(name, dir_fd=cur, follow_symlinks=False)
+            except FileNotFoundError:
+                raise JaxcacheError(f"{safe(here)} does not exist") from None
+            except OSError as exc:
+                raise JaxcacheError(f"cannot reach {safe(here)}: {exc.strerror}") from None
+            if stat.S_ISLNK(st.st_mode):
+                links += 1
+                if st.st_uid not in (0, me) or links > _MAX_LINKS:
+                    raise JaxcacheError(
+                        f"{safe(here)} is a symbolic link " + (
+                            f"owned by uid {st.st_uid}, not by you or root: jaxcache does not "
+                            f"write a {what} where another user's link points; give the real "
+                            "path" if st.st_uid not in (0, me) else "loop (too many links)"))
+                target = os.readlink(name, dir_fd=cur)
+                if target.startswith("/"):
+                    os.close(cur)
+                    cur, at = os.open("/", _PATH_DIR), ["/"]
+                todo.extend(p for p in reversed(target.split("/")) if p)
+                continue
+            if not stat.S_ISDIR(st.st_mode):
+                raise JaxcacheError(f"{safe(here)} is not a directory")
+            nxt = os.open(name, _PATH_DIR, dir_fd=cur)
+            os.close(cur)
+            cur = nxt
+            at.append(name)
+        cur, out = -1, cur
+        return out
+    finally:
+        if cur >= 0:
+            os.close(cur)
+
+
 def claim(path: str, what: str, *, recognize: Recognizer | None = None) -> Output:
     """Claim `path` for a document named `what` in messages ("record", "bench result")."""
     if not path:
@@ -138,12 +198,9 @@ def claim(path: str, what: str, *, recognize: Recognizer | None = None) -> Outpu
     if not name or path.endswith(os.sep):
         raise JaxcacheError(f"cannot write the {what} {safe(path)}: it names a directory")
     try:
-        dfd = os.open(parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    except OSError as exc:
-        why = "does not exist" if isinstance(exc, FileNotFoundError) else (
-            "is not a directory" if isinstance(exc, NotADirectoryError) else exc.strerror)
-        raise JaxcacheError(f"cannot write the {what} {safe(path)}: {safe(parent)} "
-                            f"{why}") from None
+        dfd = open_parent(parent, what)
+    except JaxcacheError as exc:
+        raise JaxcacheError(f"cannot write the {what} {safe(path)}: {exc}") from None
     try:
         return _claim_in(dfd, full, name, what, recognize)
     except BaseException:

@@ -44,8 +44,11 @@ def _fields(template: str) -> list[str]:
 
 
 def _safe_host(host: str) -> str:
-    return "".join(c if c.isascii() and (c.isalnum() or c in "._-") else "_"
-                   for c in host) or "host"
+    """The host name as a piece of a file name: ASCII letters, digits and . _ - only, never
+    starting with a dot, so no host name (even '.' or '..') can make a '.' or '..' component
+    or leave the folder the template names."""
+    clean = "".join(c if c.isascii() and (c.isalnum() or c in "._-") else "_" for c in host)
+    return ("_" + clean[1:] if clean.startswith(".") else clean) or "host"
 
 
 def detect(env: dict[str, str]) -> Rank:

@@ -106,8 +106,6 @@ def save(key: SigningKey, path: str, created: list[str] | None = None) -> str:
     """Write the private key 0600 at a new path; the public key goes beside it as PATH.pub.
     Missing parent folders are made 0700 (documented: `jaxcache keygen keys/ci.key`); each
     one made is appended to `created`, so the caller can say so."""
-    from cryptography.hazmat.primitives import serialization
-
     if not path or path.endswith("/"):
         raise KeyFileError(f"give a file name for the key, not {safe(path)!r}")
     path = os.path.abspath(path)
@@ -122,20 +120,33 @@ def save(key: SigningKey, path: str, created: list[str] | None = None) -> str:
     if st is not None and st.st_mode & 0o002 and not st.st_mode & stat.S_ISVTX:
         raise KeyFileError(f"refusing to keep a signing key in {safe(parent)}: anyone can "
                            "write there and swap the key for theirs")
-    made = _make_parents(parent)
+    made, dfd = _make_parents(parent)
     if created is not None:
         created.extend(made)
+    try:
+        _write_pair(key, path, dfd)
+    finally:
+        os.close(dfd)
+    return path
+
+
+def _write_pair(key: SigningKey, path: str, dfd: int) -> None:
+    """The private key (0600) and PATH.pub (0644), each created new in the folder `dfd`."""
+    from cryptography.hazmat.primitives import serialization
+
     pem = key.private.private_bytes(serialization.Encoding.PEM,
                                     serialization.PrivateFormat.PKCS8,
                                     serialization.NoEncryption())
     for target, data, mode in ((path, pem, 0o600),
                                (path + ".pub", (key.public.text + "\n").encode(), 0o644)):
+        name = os.path.basename(target)
         try:
-            fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW |
-                         os.O_CLOEXEC, mode)
+            fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW |
+                         os.O_CLOEXEC, mode, dir_fd=dfd)
         except FileExistsError:
-            what = "a directory" if os.path.isdir(target) and not os.path.islink(target) \
-                else "a symbolic link" if os.path.islink(target) else "a file"
+            st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+            what = "a directory" if stat.S_ISDIR(st.st_mode) else \
+                "a symbolic link" if stat.S_ISLNK(st.st_mode) else "a file"
             raise KeyFileError(f"{safe(target)} already exists ({what}); jaxcache never "
                                "overwrites a key, give a new file name") from None
         with os.fdopen(fd, "wb") as f:
@@ -143,29 +154,48 @@ def save(key: SigningKey, path: str, created: list[str] | None = None) -> str:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
-    return path
 
 
-def _make_parents(parent: str) -> list[str]:
-    """Make each missing folder of `parent` (absolute) 0700, outermost first; the ones made."""
+def _make_parents(parent: str) -> tuple[list[str], int]:
+    """Make each missing folder of `parent` (absolute) 0700, outermost first, each inside the
+    descriptor of the one above it (reached as outputs.open_parent does: no link but yours or
+    root's is followed); the ones made, and a descriptor of `parent` (the caller closes it)."""
+    from jaxcache import outputs
+
     missing = []
     cur = parent
     while not os.path.lexists(cur):
-        missing.append(cur)
+        missing.append(os.path.basename(cur))
         up = os.path.dirname(cur)
         if up == cur:
             break
         cur = up
+    try:
+        dfd = outputs.open_parent(cur, "key")
+    except JaxcacheError as exc:
+        raise KeyFileError(f"cannot keep a key in {safe(parent)}: {exc}") from None
     made = []
-    for folder in reversed(missing):
-        try:
-            os.mkdir(folder, 0o700)
-        except FileExistsError:
-            continue  # made meanwhile by someone else: not ours to report
-        except OSError as exc:
-            raise KeyFileError(f"cannot create {safe(folder)}: {exc.strerror}") from None
-        made.append(folder)
-    return made
+    try:
+        for name in reversed(missing):
+            folder = os.path.join(cur, name)
+            try:
+                os.mkdir(name, 0o700, dir_fd=dfd)
+                made.append(folder)
+            except FileExistsError:
+                pass  # made meanwhile by someone else: not ours to report
+            except OSError as exc:
+                raise KeyFileError(f"cannot create {safe(folder)}: {exc.strerror}") from None
+            try:
+                nxt = os.open(name, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC,
+                              dir_fd=dfd)
+            except OSError as exc:
+                raise KeyFileError(f"cannot open {safe(folder)}: {exc.strerror}") from None
+            os.close(dfd)
+            dfd, cur = nxt, folder
+    except BaseException:
+        os.close(dfd)
+        raise
+    return made, dfd
 
 
 def load_signing(path: str) -> SigningKey:
