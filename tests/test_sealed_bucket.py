@@ -284,3 +284,16 @@ def test_bench_bucket_without_sealed_is_one_line_exit_2(world):
                     env=world["env"])
     assert proc.returncode == 2 and proc.stderr.strip().count("\n") == 0, proc.stderr
     assert "--bucket needs --sealed" in proc.stderr
+
+
+def test_ls_escapes_what_a_bucket_writer_names(world):
+    """Issue 22: `ls gs://` printed the MODULE column raw, so a writer could put escape
+    sequences on the reader's terminal (clear the line, hide UNSIGNED). Every column that
+    shows an object's name shows it escaped."""
+    prefix = "ls-spoof"
+    evil = f"{prefix}/jit_\x1b[2K\x1b[1Gsigned\x07x-{'ab' * 32}-cache"
+    world["emu"].upload(BUCKET, evil, b"not an entry")
+    proc = jaxcache("ls", f"gs://{BUCKET}/{prefix}", env=world["env"])
+    assert proc.returncode in (0, 1), proc.stderr
+    assert "\x1b" not in proc.stdout and "\x07" not in proc.stdout, repr(proc.stdout)
+    assert "UNSIGNED" in proc.stdout

@@ -20,11 +20,13 @@ def _age(updated: float | None) -> str:
 def render(found) -> str:
     from jaxcache.seal import bucket_scan
 
+    # every name is a bucket writer's: escaped, in each column it reaches (a raw escape
+    # sequence in MODULE could repaint the line and hide UNSIGNED)
     rows = [(size(o.size), _age(o.updated), "signed" if o.name in found.signed else "UNSIGNED",
-             o.name.rsplit("-", 2)[0], o.name) for o in bucket_scan.entries(found)]
+             safe(o.name.rsplit("-", 2)[0]), safe(o.name)) for o in bucket_scan.entries(found)]
     head = ("SIZE", "AGE", "SIGNATURE", "MODULE", "NAME")
     widths = [max(len(r[i]) for r in [head, *rows]) for i in range(4)]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(r[:4], widths, strict=True)) + "  " + safe(r[4])
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r[:4], widths, strict=True)) + "  " + r[4]
              for r in [head, *rows]]
     total = sum(o.size for o in bucket_scan.entries(found))
     lines.append(f"{len(rows)} entr{'y' if len(rows) == 1 else 'ies'}, {size(total)} in "
