@@ -187,3 +187,27 @@ def test_explain_of_the_records_dir_skips_and_names_what_it_refuses(world):
     assert "from 3 records" in proc.stdout, proc.stdout  # the readable ones, explained
     alone = jaxcache("explain", str(runs / "20190101T000000.000000000Z-1.json"), env=world["env"])
     assert alone.returncode == 2  # named on the command line: refused, not skipped
+
+
+def test_prune_refuses_a_folder_others_could_swap(made, tmp_path):
+    """Issue 22: prune trusted the records folder by its last component. Under a parent others
+    can write, another user could swap it, between runs, for a folder of yours (here: one
+    holding your other records) whose files prune would then delete. The folder is judged as
+    a cache directory is, and refused with one line; nothing is deleted."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)  # anyone can rename what is inside
+    runs = shared / "runs"
+    runs.mkdir(mode=0o700)
+    for name in made["names"]:
+        shutil.copy(made["runs"] / name, runs / name)
+    shutil.copy(made["runs"] / made["names"][0], runs / OLD)
+    before = sorted(p.name for p in runs.iterdir())
+    proc = jaxcache("records", "prune", "--keep", "0", "--dir", str(runs), env=made["env"])
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    [line] = proc.stderr.strip().splitlines()
+    assert f"refusing to prune {runs}" in line and "everyone" in line, line
+    assert sorted(p.name for p in runs.iterdir()) == before
+    shared.chmod(0o755)  # now only root (you) could: pruned
+    proc = jaxcache("records", "prune", "--keep", "0", "--dir", str(runs), env=made["env"])
+    assert proc.returncode == 0 and list(runs.iterdir()) == [], proc.stderr

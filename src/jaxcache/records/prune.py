@@ -5,6 +5,11 @@ newest N; with both, only records that both select (old AND beyond the newest N)
 a floor that --older-than never goes below. Deletion is unlinkat relative to the directory fd
 the records were read through, after checking that the name still is the very file that was
 read (same device and inode, not a symlink): a file swapped in meanwhile is left alone.
+
+The folder is judged as a cache directory is before anything is deleted (the audit: every
+ancestor, ACLs, mounts): only one nobody but you and root could replace is pruned. A folder
+under a parent others can write could be swapped for another folder of yours between runs,
+and its files deleted; such a folder is refused with one line.
 """
 
 from __future__ import annotations
@@ -14,6 +19,8 @@ import stat
 import time
 from dataclasses import dataclass
 
+from jaxcache.display import safe
+from jaxcache.errors import JaxcacheError
 from jaxcache.records import store
 from jaxcache.records.summary import RunSummary, summarize
 
@@ -55,6 +62,30 @@ def _still_same(dir_fd: int, found: store.Found) -> bool:
     return stat.S_ISREG(st.st_mode) and (st.st_dev, st.st_ino) == (found.dev, found.ino)
 
 
+def _refuse_unless_private(directory: str, fd: int) -> None:
+    """Raise unless only you and root can replace the folder, any folder above it, or write in
+    it (the audit's judgement of a cache directory's path; what is inside is store.py's, which
+    never reads a link or another user's file), and it is the one `fd` holds."""
+    from jaxcache import api
+    from jaxcache.trust.findings import UNSAFE, UNVERIFIABLE
+
+    report = api.audit(os.path.abspath(directory), scan_processes=False, scan_handles=False)
+    others = sorted({str(w.principal) for w in report.writers if w.trust not in ("root", "you")})
+    if others:
+        w = next(w for w in report.writers if w.trust not in ("root", "you"))
+        raise JaxcacheError(f"refusing to prune {safe(directory)}: {w.principal} "
+                            f"{' '.join(w.chain)}" + (f" (and {len(others) - 1} more)"
+                                                      if len(others) > 1 else ""))
+    unknown = [f for f in report.findings if f.effect in (UNSAFE, UNVERIFIABLE)
+               and not f.code.startswith("entry.")]
+    if unknown:
+        raise JaxcacheError(f"refusing to prune {safe(directory)}: {unknown[0].message}")
+    st, now = os.fstat(fd), os.stat(report.resolved or directory, follow_symlinks=False)
+    if (st.st_dev, st.st_ino) != (now.st_dev, now.st_ino):
+        raise JaxcacheError(f"refusing to prune {safe(directory)}: it changed while it was "
+                            "being audited")
+
+
 def prune(directory: str, *, older_than_days: float | None, keep: int | None,
           dry_run: bool, now_ns: int | None = None) -> PruneResult:
     now_ns = time.time_ns() if now_ns is None else now_ns
@@ -62,6 +93,7 @@ def prune(directory: str, *, older_than_days: float | None, keep: int | None,
     if fd is None:
         return PruneResult(directory, dry_run, older_than_days, keep, (), 0, 0, (), ())
     try:
+        _refuse_unless_private(directory, fd)
         scan = store.scan_fd(fd, directory)
         chosen = select(scan.records, older_than_days=older_than_days, keep=keep,
                         now_ns=now_ns)
