@@ -283,3 +283,62 @@ def test_a_planted_huge_file_costs_a_recompile_not_the_jobs_memory(world, tmp_pa
     os.truncate(f, 64 << 30)  # 64 GiB, sparse: read whole, it would exhaust the machine
     out = read(world, cache, 1, "bad-signature")
     assert "longer than the" in out["rejections"][0]["reason"]
+
+
+PLANTED_READ = """
+import json, resource, sys
+from jaxcache.seal.keys import load_public
+from jaxcache.seal.store import SealedCache
+cache = SealedCache(sys.argv[1], trusted=[load_public(sys.argv[2])])
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+got = cache.get(sys.argv[3])
+after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print(json.dumps({"got": got is not None, "grew_kb": after - before,
+                  "rejections": [r.status for r in cache.rejections]}))
+"""
+
+
+@pytest.mark.parametrize("forged", ["foreign-key", "trusted-key-bad-signature", "none"])
+def test_a_planted_huge_entry_costs_the_reader_no_memory(world, tmp_path, forged):
+    """Issue 22: a planted signature's claimed size decided how much a sealed reader read.
+    A 1.5 GB (sparse) entry beside a signature claiming exactly that: the reader judges the
+    signature first and reads at most a byte of the entry; its peak memory grows < 50 MB."""
+    cache = tmp_path / "planted"
+    cache.mkdir(mode=0o700)
+    key = "jit_big-" + "cd" * 32
+    size = 1_500_000_000
+    with open(cache / f"{key}-cache", "wb") as fh:
+        fh.truncate(size)  # sparse: no disk used
+    doc = {"format": "jaxcache.seal/1", "key": key, "digest": "00" * 32, "size": size,
+           "public_key": world["other"] if forged == "foreign-key" else world["pub"],
+           "signature": "A" * 86 + "=="}
+    if forged != "none":
+        (cache / f"{key}-cache.sig").write_text(json.dumps(doc))
+    proc = subprocess.run([sys.executable, "-c", PLANTED_READ, str(cache), world["pub"], key],
+                          capture_output=True, text=True, timeout=300, env=ENV)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["got"] is False and out["rejections"], out
+    assert out["grew_kb"] < 50_000, out
+
+
+def test_verify_of_a_planted_huge_entry_stays_small(world, tmp_path):
+    """verify read every entry whole before its signature: a multi-GB sparse file ended it
+    with MemoryError. Now the signature is judged first and the entry is not read."""
+    cache = tmp_path / "planted"
+    cache.mkdir(mode=0o700)
+    key = "jit_big-" + "ef" * 32
+    with open(cache / f"{key}-cache", "wb") as fh:
+        fh.truncate(3_000_000_000)
+    # verify's own peak memory, measured by a parent that runs nothing else
+    peak = ("import json, resource, subprocess, sys; p = subprocess.run(sys.argv[1:], "
+            "capture_output=True, text=True); print(json.dumps([p.returncode, p.stdout, "
+            "resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss]))")
+    proc = subprocess.run([sys.executable, "-c", peak, sys.executable, "-m", "jaxcache",
+                           "verify", str(cache), "--trusted-key", world["pub"], "--format",
+                           "json"], capture_output=True, text=True, timeout=300)
+    rc, out, peak_kb = json.loads(proc.stdout)
+    assert rc == 1, proc.stderr
+    [entry] = json.loads(out)["entries"]
+    assert entry["status"] == "unsigned" and entry["size"] == 3_000_000_000, entry
+    assert peak_kb < 150_000, peak_kb  # KB: tens of MB, not the file's 3 GB

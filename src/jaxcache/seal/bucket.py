@@ -115,8 +115,15 @@ class BucketSealedCache(Reports):
                 return None
             self._rejected(key, signature.UNSIGNED, "no signature object")
             return None
-        claimed = signature.claimed_size(sig)
-        data = self.store.get(name, limit=1 if claimed is None else claimed + 1)
+        vouched, size = signature.vouched_size(key, sig, self.trusted)
+        if size is None:  # rejected before a byte of the entry is downloaded
+            if self.store.stat(name) is None:
+                self._not_found(key, "a signature without its entry (a publisher still "
+                                     "uploading, or the entry was deleted)")
+                return None
+            self._rejected(key, vouched.status, vouched.reason)
+            return None
+        data = self.store.get(name, limit=size + 1)
         if data is None:
             self._not_found(key, "a signature without its entry (a publisher still "
                                  "uploading, or the entry was deleted)")

@@ -55,13 +55,22 @@ def _entries(found: BucketListing) -> tuple[list[str], list[str]]:
     return entries, sorted(orphans)
 
 
-def _status(store: ObjectStore, name: str, table: dict[bytes, PublicKey]
-            ) -> tuple[EntryStatus, bytes | None]:
+def _status(store: ObjectStore, name: str, table: dict[bytes, PublicKey], *,
+            read_unsigned: bool = False) -> tuple[EntryStatus, bytes | None]:
+    """As scan._status: the signature first; the entry downloaded only as far as a trusted
+    key vouched for its size (or whole when unsigned and `read_unsigned`: seal signs it)."""
     try:
-        data = store.get(name)
+        sig = store.get(_sig(name), limit=signature.MAX_BYTES + 1)
+        vouched, size = signature.vouched_size(names.key_of(name), sig, table)
+        whole = size is None and read_unsigned and vouched.status == signature.UNSIGNED
+        if size is None and not whole:  # judged without downloading a byte of it
+            info = store.stat(name)
+            if info is None:
+                return EntryStatus(name, "not-a-file", "vanished while scanning", 0), None
+            return EntryStatus(name, vouched.status, vouched.reason, info.size), None
+        data = store.get(name, limit=None if whole else size + 1)
         if data is None:
             return EntryStatus(name, "not-a-file", "vanished while scanning", 0), None
-        sig = store.get(_sig(name), limit=signature.MAX_BYTES + 1)
     except StoreError as exc:
         raise JaxcacheError(f"cannot read {store.url}/{name}: {exc.message}") from None
     check = signature.check(names.key_of(name), data, sig, table)
@@ -84,7 +93,7 @@ def seal(store: ObjectStore, signer: SigningKey, trusted: list[PublicKey], *,
     table = {k.raw: k for k in [*trusted, signer.public]}
     out = []
     for name in entries:
-        st, data = _status(store, name, table)
+        st, data = _status(store, name, table, read_unsigned=True)
         if st.status == signature.UNSIGNED and data is not None and st.never_hit and \
                 not allow_unhittable:
             st = EntryStatus(name, "never-hit", f"not signed: {st.never_hit}", len(data),

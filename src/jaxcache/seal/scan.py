@@ -62,18 +62,28 @@ def _names(fd: int) -> tuple[list[str], list[str]]:
     return entries, leftovers
 
 
-def _status(fd: int, name: str, trusted: dict[bytes, PublicKey]
+def _status(fd: int, name: str, trusted: dict[bytes, PublicKey], *, read_unsigned: bool = False
             ) -> tuple[EntryStatus, bytes | None]:
-    """The entry's status, and the bytes it was judged on (what `seal` signs: no second read)."""
+    """The entry's status, and the bytes it was judged on (what `seal` signs: no second read).
+
+    The signature is judged first: an entry is read only as far as a trusted key vouched for
+    its size, so a planted multi-GB file costs a stat, not the reader's memory. Unsigned
+    entries are read whole only with `read_unsigned` (seal, in a directory you trust, signs
+    them); a bad or foreign signature's entry is never read."""
     key = names.key_of(name)
     try:
-        data = _read(fd, name)
-        if data is None:
-            return EntryStatus(name, "not-a-file", "vanished while scanning", 0), None
         sig = _read(fd, names.sidecar(name, names.SIGNATURE, names.name_max(fd)),
                     limit=signature.MAX_BYTES + 1)
+        vouched, size = signature.vouched_size(key, sig, trusted)
+        whole = size is None and read_unsigned and vouched.status == signature.UNSIGNED
+        data = _read(fd, name, limit=size + 1 if size is not None else None if whole else 1)
+        if data is None:
+            return EntryStatus(name, "not-a-file", "vanished while scanning", 0), None
     except _Rejected as exc:
         return EntryStatus(name, exc.status, exc.reason, 0), None
+    if size is None and not whole:  # judged unread: its size from the file, not its bytes
+        on_disk = os.stat(name, dir_fd=fd, follow_symlinks=False).st_size
+        return EntryStatus(name, vouched.status, vouched.reason, on_disk), None
     check = signature.check(key, data, sig, trusted)
     return EntryStatus(name, check.status, check.reason, len(data),
                        hittable.why_never_hit(data)), data
@@ -102,7 +112,7 @@ def seal(directory: str, signer: SigningKey, trusted: list[PublicKey], *,
         table = {k.raw: k for k in [*trusted, signer.public]}
         out = []
         for name in entries:
-            st, data = _status(fd, name, table)
+            st, data = _status(fd, name, table, read_unsigned=True)
             if st.status == signature.UNSIGNED and data is not None:
                 if st.never_hit and not allow_unhittable:
                     st = EntryStatus(name, "never-hit", f"not signed: {st.never_hit}",

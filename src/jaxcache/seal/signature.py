@@ -35,17 +35,6 @@ class Check:
         return self.status == VALID
 
 
-def claimed_size(sig: bytes | None) -> int | None:
-    """The entry size a signature file states, unverified: only a bound for how much to read."""
-    if sig is None or len(sig) > MAX_BYTES:
-        return None
-    try:
-        size = json.loads(sig).get("size")
-    except (ValueError, AttributeError):
-        return None
-    return size if isinstance(size, int) and size >= 0 else None
-
-
 def message(key: str, digest: bytes, size: int) -> bytes:
     return b"\n".join((FORMAT.encode(), key.encode(), digest.hex().encode(), str(size).encode()))
 
@@ -57,6 +46,43 @@ def sign(key: str, data: bytes, signer: SigningKey) -> bytes:
            "public_key": signer.public.text,
            "signature": base64.b64encode(signer.sign(message(key, digest, len(data)))).decode()}
     return (json.dumps(doc, sort_keys=True) + "\n").encode()
+
+
+def vouched_size(key: str, sig: bytes | None, trusted: dict[bytes, PublicKey]
+                 ) -> tuple[Check, int | None]:
+    """Before any byte of the entry is read: does a trusted key sign this key with the digest
+    and size the signature file states? Then that size (a trusted signer's word) bounds the
+    read; else the Check that rejects the entry unread. A planted signature's size is never
+    taken on its own word: a writer cannot make a reader read more than a trusted key vouched
+    for (check() still verifies the bytes read against the same message)."""
+    if sig is None:
+        return Check(UNSIGNED, "no signature file"), None
+    try:
+        if len(sig) > MAX_BYTES:
+            raise ValueError("too large")
+        doc = json.loads(sig)
+        if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+            raise ValueError(f"not {FORMAT}")
+        public = parse_public(str(doc["public_key"]))
+        raw = base64.b64decode(str(doc["signature"]), validate=True)
+        digest, size = bytes.fromhex(str(doc["digest"])), doc["size"]
+        if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+            raise ValueError("no size")
+    except (ValueError, KeyError, TypeError, RecursionError) as exc:
+        return Check(BAD, f"unreadable signature file ({exc})"), None
+    known = trusted.get(public.raw)
+    if known is None:
+        return Check(UNKNOWN_KEY, f"signed by key {public.id}, which is not trusted",
+                     public.id), None
+    from cryptography.exceptions import InvalidSignature
+
+    try:
+        known.verifier().verify(raw, message(key, digest, size))
+    except InvalidSignature:
+        why = (f"the signature is for another entry ({str(doc.get('key'))[:90]}): moved or "
+               "swapped" if doc.get("key") != key else "the signature does not verify")
+        return Check(BAD, why, public.id), None
+    return Check(VALID, f"signed by {known.holder or 'key'} {public.id}", public.id), size
 
 
 def check(key: str, data: bytes, sig: bytes | None,

@@ -190,8 +190,13 @@ class SealedCache(Reports):
             # recompile, not the job's memory
             sig = _read(shared_fd, names.sidecar(name, names.SIGNATURE, self._shared_max),
                         limit=signature.MAX_BYTES + 1)
-            claimed = signature.claimed_size(sig)
-            data = _read(shared_fd, name, limit=1 if claimed is None else claimed + 1)
+            vouched, size = signature.vouched_size(key, sig, self.trusted)
+            if size is None:  # rejected, at most one byte read: a link or no file says so
+                if _read(shared_fd, name, limit=1) is None:
+                    return None
+                uid = os.stat(name, dir_fd=shared_fd, follow_symlinks=False).st_uid
+                raise _Rejected(vouched.status, vouched.reason, uid)
+            data = _read(shared_fd, name, limit=size + 1)
             if data is None:
                 return None
             check = signature.check(key, data, sig, self.trusted)
