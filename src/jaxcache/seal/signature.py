@@ -48,46 +48,11 @@ def sign(key: str, data: bytes, signer: SigningKey) -> bytes:
     return (json.dumps(doc, sort_keys=True) + "\n").encode()
 
 
-def vouched_size(key: str, sig: bytes | None, trusted: dict[bytes, PublicKey]
-                 ) -> tuple[Check, int | None]:
-    """Before any byte of the entry is read: does a trusted key sign this key with the digest
-    and size the signature file states? Then that size (a trusted signer's word) bounds the
-    read; else the Check that rejects the entry unread. A planted signature's size is never
-    taken on its own word: a writer cannot make a reader read more than a trusted key vouched
-    for (check() still verifies the bytes read against the same message)."""
-    if sig is None:
-        return Check(UNSIGNED, "no signature file"), None
-    try:
-        if len(sig) > MAX_BYTES:
-            raise ValueError("too large")
-        doc = json.loads(sig)
-        if not isinstance(doc, dict) or doc.get("format") != FORMAT:
-            raise ValueError(f"not {FORMAT}")
-        public = parse_public(str(doc["public_key"]))
-        raw = base64.b64decode(str(doc["signature"]), validate=True)
-        digest, size = bytes.fromhex(str(doc["digest"])), doc["size"]
-        if not isinstance(size, int) or isinstance(size, bool) or size < 0:
-            raise ValueError("no size")
-    except (ValueError, KeyError, TypeError, RecursionError) as exc:
-        return Check(BAD, f"unreadable signature file ({exc})"), None
-    known = trusted.get(public.raw)
-    if known is None:
-        return Check(UNKNOWN_KEY, f"signed by key {public.id}, which is not trusted",
-                     public.id), None
-    from cryptography.exceptions import InvalidSignature
-
-    try:
-        known.verifier().verify(raw, message(key, digest, size))
-    except InvalidSignature:
-        why = (f"the signature is for another entry ({str(doc.get('key'))[:90]}): moved or "
-               "swapped" if doc.get("key") != key else "the signature does not verify")
-        return Check(BAD, why, public.id), None
-    return Check(VALID, f"signed by {known.holder or 'key'} {public.id}", public.id), size
-
-
-def check(key: str, data: bytes, sig: bytes | None,
-          trusted: dict[bytes, PublicKey]) -> Check:
-    """Accept `data` for `key` only if a trusted key signed exactly this key and these bytes."""
+def _signed(sig: bytes | None, trusted: dict[bytes, PublicKey]
+            ) -> tuple[dict, PublicKey, PublicKey, bytes] | Check:
+    """The signature file's fields, the key it names, the trusted key that is, and the raw
+    signature; or the Check that rejects it before any verification (missing, unreadable,
+    signed by a key nobody trusts)."""
     if sig is None:
         return Check(UNSIGNED, "no signature file")
     try:
@@ -97,18 +62,58 @@ def check(key: str, data: bytes, sig: bytes | None,
         if not isinstance(doc, dict) or doc.get("format") != FORMAT:
             raise ValueError(f"not {FORMAT}")
         public = parse_public(str(doc["public_key"]))
-        signature = base64.b64decode(str(doc["signature"]), validate=True)
-    except (ValueError, KeyError, TypeError) as exc:
+        raw = base64.b64decode(str(doc["signature"]), validate=True)
+    except (ValueError, KeyError, TypeError, RecursionError) as exc:
         return Check(BAD, f"unreadable signature file ({exc})")
     known = trusted.get(public.raw)
     if known is None:
         return Check(UNKNOWN_KEY, f"signed by key {public.id}, which is not trusted", public.id)
-    digest = digestmod.of(data)
+    return doc, public, known, raw
+
+
+def _verifies(known: PublicKey, raw: bytes, signed: bytes) -> bool:
     from cryptography.exceptions import InvalidSignature
 
     try:
-        known.verifier().verify(signature, message(key, digest, len(data)))
+        known.verifier().verify(raw, signed)
     except InvalidSignature:
+        return False
+    return True
+
+
+def vouched_size(key: str, sig: bytes | None, trusted: dict[bytes, PublicKey]
+                 ) -> tuple[Check, int | None]:
+    """Before any byte of the entry is read: does a trusted key sign this key with the digest
+    and size the signature file states? Then that size (a trusted signer's word) bounds the
+    read; else the Check that rejects the entry unread. A planted signature's size is never
+    taken on its own word: a writer cannot make a reader read more than a trusted key vouched
+    for (check() still verifies the bytes read against the same message)."""
+    parsed = _signed(sig, trusted)
+    if isinstance(parsed, Check):
+        return parsed, None
+    doc, public, known, raw = parsed
+    try:
+        digest, size = bytes.fromhex(str(doc.get("digest"))), doc.get("size")
+    except ValueError as exc:
+        return Check(BAD, f"unreadable signature file ({exc})", public.id), None
+    if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+        return Check(BAD, "unreadable signature file (no size)", public.id), None
+    if not _verifies(known, raw, message(key, digest, size)):
+        why = (f"the signature is for another entry ({str(doc.get('key'))[:90]}): moved or "
+               "swapped" if doc.get("key") != key else "the signature does not verify")
+        return Check(BAD, why, public.id), None
+    return Check(VALID, f"signed by {known.holder or 'key'} {public.id}", public.id), size
+
+
+def check(key: str, data: bytes, sig: bytes | None,
+          trusted: dict[bytes, PublicKey]) -> Check:
+    """Accept `data` for `key` only if a trusted key signed exactly this key and these bytes."""
+    parsed = _signed(sig, trusted)
+    if isinstance(parsed, Check):
+        return parsed
+    doc, public, known, raw = parsed
+    digest = digestmod.of(data)
+    if not _verifies(known, raw, message(key, digest, len(data))):
         return Check(BAD, _why_not(doc, key, digest, len(data)), public.id)
     return Check(VALID, f"signed by {known.holder or 'key'} {public.id}", public.id)
 
