@@ -276,16 +276,14 @@ def test_bad_records(tmp_path, content, fragment):
 def test_a_version_change_is_named_before_the_path():
     """Records from two JAX versions: the changed compile options follow from the version,
     whatever the paths; the path is blamed only where both records' JAX keeps it in the key."""
-    from jaxcache.explain import reasons as why
+    from jaxcache.explain.key_causes import compile_options_cause as cause
 
     def rec(jax, path):
         return {"versions": {"jax": jax, "jaxlib": jax}, "cache_dir": {"path": path}}
 
-    mixed = why._compile_options_cause(rec("0.10.2", "/a"), rec("0.12.0.1", "/b"),
-                                       {"compile_options"})
+    mixed = cause(rec("0.10.2", "/a"), rec("0.12.0.1", "/b"), {"compile_options"})
     assert "version change (jax 0.10.2 vs 0.12.0.1)" in mixed and "path differs" not in mixed
-    old = why._compile_options_cause(rec("0.10.2", "/a"), rec("0.10.2", "/b"), {"compile_options"})
+    old = cause(rec("0.10.2", "/a"), rec("0.10.2", "/b"), {"compile_options"})
     assert "cache directory path differs" in old
-    new = why._compile_options_cause(rec("0.12.0.1", "/a"), rec("0.12.0.1", "/b"),
-                                     {"compile_options"})
+    new = cause(rec("0.12.0.1", "/a"), rec("0.12.0.1", "/b"), {"compile_options"})
     assert "path differs" not in new and "not the cache path" in new

@@ -3,6 +3,9 @@ cross-process explanation (reasons.py) and the per-rank one (ranks.py)."""
 
 from __future__ import annotations
 
+from jaxcache.display import safe
+from jaxcache.jaxcompat import versions
+
 CAUSES = {
     "computation": "the program lowered to different StableHLO: changed code, input shapes or "
                    "dtypes, or a non-deterministic lowering (custom_partitioning, HLO names)",
@@ -14,3 +17,42 @@ CAUSES = {
                    "compression name, hence every key)",
     "custom_hook": "a custom cache-key hook returned different values",
 }
+
+
+def _path_in_key(*records: dict) -> bool | None:
+    """Whether the cache path entered these records' keys (JAX <= 0.10): True if it did for
+    any of them, False if for none, None when a JAX version is missing."""
+    said = [versions.path_in_key((r.get("versions") or {}).get("jax")) for r in records]
+    return True if True in said else None if None in said else False
+
+
+def _version_change(a: dict, b: dict) -> str | None:
+    """'jax 0.10.2 vs 0.12.0.1' when the records' JAX or jaxlib differ, else None."""
+    va, vb = a.get("versions") or {}, b.get("versions") or {}
+    for name in ("jax", "jaxlib"):
+        if va.get(name) and vb.get(name) and va.get(name) != vb.get(name):
+            return f"{name} {safe(str(va.get(name)))} vs {safe(str(vb.get(name)))}"
+    return None
+
+
+def compile_options_cause(a: dict, b: dict, changed: set[str]) -> str:
+    """Why the compile options of two records' keys differ: a JAX version change first, the
+    cache path where it enters the key (JAX <= 0.10), the XLA flags, else the options."""
+    pa, pb = (a.get("cache_dir") or {}).get("path"), (b.get("cache_dir") or {}).get("path")
+    in_key = _path_in_key(a, b)
+    moved = _version_change(a, b)
+    if moved:
+        return (f"follows from the version change ({moved}): another JAX builds other compile "
+                "options")
+    if pa and pb and pa != pb and in_key is not False:
+        return (f"the cache directory path differs ({safe(pa)} vs {safe(pb)}): on JAX <= 0.10 "
+                "it enters the compile options (the GPU autotune sub-cache path), so every key "
+                "changes. Use one canonical path, never reached through a symlink, or set "
+                "jax_persistent_cache_enable_xla_caches='none'"
+                + ("" if in_key else " (these records do not say which JAX compiled)"))
+    if "XLA flags" in changed:
+        return "follows from the XLA flags change (flags are part of the compile options)"
+    return ("different compile options (device assignment, replicas or partitions, "
+            "a debug option)" + (" with the same cache path" if in_key is not False else
+                                 "; not the cache path, which JAX >= 0.11 leaves out of "
+                                 "the key"))
