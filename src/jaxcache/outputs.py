@@ -170,7 +170,11 @@ def open_parent(folder: str, what: str) -> int:
                             f"owned by uid {st.st_uid}, not by you or root: jaxcache does not "
                             f"write a {what} where another user's link points; give the real "
                             "path" if st.st_uid not in (0, me) else "loop (too many links)"))
-                target = os.readlink(name, dir_fd=cur)
+                try:
+                    target = os.readlink(name, dir_fd=cur)
+                except OSError as exc:
+                    raise JaxcacheError(f"{safe(here)} changed while it was looked at: "
+                                        f"{exc.strerror}") from None
                 if target.startswith("/"):
                     os.close(cur)
                     cur, at = os.open("/", _PATH_DIR), ["/"]
@@ -178,7 +182,14 @@ def open_parent(folder: str, what: str) -> int:
                 continue
             if not stat.S_ISDIR(st.st_mode):
                 raise JaxcacheError(f"{safe(here)} is not a directory")
-            nxt = os.open(name, _PATH_DIR, dir_fd=cur)
+            try:  # the folder just judged, not one swapped in since (then a link: ELOOP)
+                nxt = os.open(name, _PATH_DIR, dir_fd=cur)
+            except OSError as exc:
+                raise JaxcacheError(f"{safe(here)} changed while it was looked at: "
+                                    f"{exc.strerror}") from None
+            if (os.fstat(nxt).st_dev, os.fstat(nxt).st_ino) != (st.st_dev, st.st_ino):
+                os.close(nxt)
+                raise JaxcacheError(f"{safe(here)} changed while it was looked at")
             os.close(cur)
             cur = nxt
             at.append(name)
