@@ -252,3 +252,23 @@ def test_an_output_never_follows_another_users_link(base, accounts):
     proc = jaxcache("run", "-q", "--cache-dir", str(base / "c"), "--record",
                     str(mine / "r.json"), "--", "/bin/sh", "-c", JOB, str(marker))
     assert proc.returncode == 0 and (elsewhere / "r.json").is_file(), proc.stderr
+
+
+@needs_root
+def test_a_key_is_never_kept_in_another_users_folder(base, accounts):
+    """The key folder was checked only for 'anyone can write and not sticky': a folder
+    another user owns (mode 0755) passed, and its owner could then replace ci.key.pub. Now a
+    key's folder, existing or made, must be yours or root's and writable by nobody else."""
+    import pwd
+
+    a = pwd.getpwnam(accounts.a)
+    theirs = mkdir(base / "theirs", 0o755, accounts.a)
+    proc = jaxcache("keygen", str(theirs / "ci.key"))
+    assert proc.returncode == 2 and not list(theirs.iterdir()), proc.stderr
+    [line] = proc.stderr.strip().splitlines()
+    assert f"owner uid {a.pw_uid}" in line and "ci.key" not in os.listdir(theirs), line
+    proc = jaxcache("keygen", str(theirs / "sub" / "ci.key"))  # not even a folder inside it
+    assert proc.returncode == 2 and not list(theirs.iterdir()), proc.stderr
+    mine = mkdir(base / "mine", 0o700)
+    assert jaxcache("keygen", str(mine / "k" / "ci.key")).returncode == 0
+    assert (mine / "k" / "ci.key.pub").is_file()

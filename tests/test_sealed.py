@@ -342,3 +342,20 @@ def test_verify_of_a_planted_huge_entry_stays_small(world, tmp_path):
     [entry] = json.loads(out)["entries"]
     assert entry["status"] == "unsigned" and entry["size"] == 3_000_000_000, entry
     assert peak_kb < 150_000, peak_kb  # KB: tens of MB, not the file's 3 GB
+
+
+def test_a_signature_naming_no_key_is_one_bad_entry_not_the_end(world, tmp_path):
+    """A planted .sig whose public_key is no key text aborted verify (and seal) of the whole
+    directory with the key parser's error. It is that entry's bad signature; the others are
+    judged, and a sealed reader rejects it as a miss."""
+    cache = copy(world, tmp_path)
+    victim = next(p for p in sorted(cache.iterdir()) if p.name.endswith("-cache"))
+    doc = json.loads(sig(victim).read_text())
+    doc["public_key"] = "nope"
+    sig(victim).write_text(json.dumps(doc))
+    proc = jaxcache("verify", str(cache), "--trusted-key", world["pub"], "--format", "json")
+    assert proc.returncode == 1, proc.stderr
+    statuses = {e["name"]: e["status"] for e in json.loads(proc.stdout)["entries"]}
+    assert statuses[victim.name] == "bad-signature"
+    assert [s for n, s in statuses.items() if n != victim.name] and all(
+        s == "valid" for n, s in statuses.items() if n != victim.name), statuses

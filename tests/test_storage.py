@@ -110,3 +110,38 @@ def test_what_another_user_puts_in_dev_shm_does_not_decide_an_audit(base, accoun
                        for f in doc["findings"])
     finally:
         shutil.rmtree(shm, ignore_errors=True)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root for a mount namespace in /dev")
+def test_a_block_device_node_bound_into_dev_is_still_found(tmp_path):
+    """Containers (LXC, Proxmox) pass disks as device nodes bind-mounted into /dev from
+    another filesystem: the scan skips other filesystems' folders below /dev, never a block
+    node, wherever it lives. Here the node is made on a tmpfs and bound into /dev."""
+    import stat
+    import subprocess
+    import sys
+
+    dev = os.stat("/").st_dev
+    source = next((e.path for e in os.scandir("/dev") if stat.S_ISBLK(
+        e.stat(follow_symlinks=False).st_mode) and e.stat(follow_symlinks=False).st_rdev == dev),
+        None)
+    if os.major(dev) == 0 or source is None:
+        pytest.skip("/ is not on a block device node directly in /dev here")
+    node = f"/dev/jaxcache-test-{os.getpid()}"
+    open(node, "w").close()  # a mount point on /dev's own filesystem, removed below
+    try:
+        code = ("import json, os, sys; from jaxcache.trust import sysfs; index, bad = {}, []; "
+                "sysfs.scan_dev('/dev', index, bad, [0]); "
+                "print(json.dumps([p for nodes in index.values() for p, _ in nodes]))")
+        other = tmp_path / "other-fs"
+        other.mkdir()
+        script = (f"mount -t tmpfs tmpfs {other} && mknod {other}/n b {os.major(dev)} "
+                  f"{os.minor(dev)} && mount --bind {other}/n {node} && "
+                  f"exec {sys.executable} -c \"{code}\"")
+        proc = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", script],
+                              capture_output=True, text=True, timeout=60)
+        if proc.returncode != 0:
+            pytest.skip(f"the kernel refused the bind mount here: {proc.stderr.strip()}")
+        assert node in proc.stdout, proc.stdout
+    finally:
+        os.unlink(node)

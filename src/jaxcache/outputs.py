@@ -135,7 +135,10 @@ class Output:
 
 
 _MAX_LINKS = 40  # the kernel's own limit (ELOOP)
-_PATH_DIR = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+# O_PATH without O_DIRECTORY: one open per component, a link included, judged through that
+# descriptor (fstat, readlink on it): nothing is looked up twice by name, so a link swapped
+# between the look and the use is not followed. getattr: O_PATH is Linux's.
+_PATH = getattr(os, "O_PATH", 0) | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 def open_parent(folder: str, what: str) -> int:
@@ -144,54 +147,48 @@ def open_parent(folder: str, what: str) -> int:
     JaxcacheError naming it. Missing or not-a-folder components say so as before."""
     me = os.geteuid()
     todo = [p for p in folder.split("/") if p][::-1]  # a stack: next component last
-    cur, at, links = os.open("/", _PATH_DIR), ["/"], 0
+    cur, at, links = os.open("/", _PATH | os.O_DIRECTORY), ["/"], 0
     try:
         while todo:
             name = todo.pop()
             if name in (".", ".."):  # only from a link's text: abspath removed the others
                 if name == ".." and len(at) > 1:
-                    nxt = os.open("..", _PATH_DIR, dir_fd=cur)
+                    nxt = os.open("..", _PATH | os.O_DIRECTORY, dir_fd=cur)
                     os.close(cur)
                     cur = nxt
                     at.pop()
                 continue
             here = os.path.join(*at, name)
             try:
-                st = os.stat(name, dir_fd=cur, follow_symlinks=False)
+                fd = os.open(name, _PATH, dir_fd=cur)
             except FileNotFoundError:
                 raise JaxcacheError(f"{safe(here)} does not exist") from None
             except OSError as exc:
                 raise JaxcacheError(f"cannot reach {safe(here)}: {exc.strerror}") from None
+            st = os.fstat(fd)
             if stat.S_ISLNK(st.st_mode):
-                links += 1
-                if st.st_uid not in (0, me) or links > _MAX_LINKS:
-                    raise JaxcacheError(
-                        f"{safe(here)} is a symbolic link " + (
-                            f"owned by uid {st.st_uid}, not by you or root: jaxcache does not "
-                            f"write a {what} where another user's link points; give the real "
-                            "path" if st.st_uid not in (0, me) else "loop (too many links)"))
                 try:
-                    target = os.readlink(name, dir_fd=cur)
-                except OSError as exc:
-                    raise JaxcacheError(f"{safe(here)} changed while it was looked at: "
-                                        f"{exc.strerror}") from None
+                    links += 1
+                    if st.st_uid not in (0, me) or links > _MAX_LINKS:
+                        raise JaxcacheError(
+                            f"{safe(here)} is a symbolic link " + (
+                                f"owned by uid {st.st_uid}, not by you or root: jaxcache does "
+                                f"not write a {what} where another user's link points; give "
+                                "the real path" if st.st_uid not in (0, me) else
+                                "loop (too many links)"))
+                    target = os.readlink("", dir_fd=fd)  # this very link's text
+                finally:
+                    os.close(fd)
                 if target.startswith("/"):
                     os.close(cur)
-                    cur, at = os.open("/", _PATH_DIR), ["/"]
+                    cur, at = os.open("/", _PATH | os.O_DIRECTORY), ["/"]
                 todo.extend(p for p in reversed(target.split("/")) if p)
                 continue
             if not stat.S_ISDIR(st.st_mode):
+                os.close(fd)
                 raise JaxcacheError(f"{safe(here)} is not a directory")
-            try:  # the folder just judged, not one swapped in since (then a link: ELOOP)
-                nxt = os.open(name, _PATH_DIR, dir_fd=cur)
-            except OSError as exc:
-                raise JaxcacheError(f"{safe(here)} changed while it was looked at: "
-                                    f"{exc.strerror}") from None
-            if (os.fstat(nxt).st_dev, os.fstat(nxt).st_ino) != (st.st_dev, st.st_ino):
-                os.close(nxt)
-                raise JaxcacheError(f"{safe(here)} changed while it was looked at")
             os.close(cur)
-            cur = nxt
+            cur = fd
             at.append(name)
         cur, out = -1, cur
         return out

@@ -77,7 +77,7 @@ def _refuse_unless_private(directory: str, fd: int) -> None:
                             f"{' '.join(w.chain)}" + (f" (and {len(others) - 1} more)"
                                                       if len(others) > 1 else ""))
     unknown = [f for f in report.findings if f.effect in (UNSAFE, UNVERIFIABLE)
-               and not f.code.startswith("entry.")]
+               and not f.code.startswith(("entry.", "entries."))]
     if unknown:
         raise JaxcacheError(f"refusing to prune {safe(directory)}: {unknown[0].message}")
     st, now = os.fstat(fd), os.stat(report.resolved or directory, follow_symlinks=False)

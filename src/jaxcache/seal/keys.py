@@ -156,6 +156,17 @@ def _write_pair(key: SigningKey, path: str, dfd: int) -> None:
             os.fsync(f.fileno())
 
 
+def _ours(dfd: int, folder: str) -> None:
+    """A key's folder must be yours or root's, and writable by nobody else (sticky excepted:
+    there nobody can replace your files): else its owner could swap the key or its .pub."""
+    st = os.fstat(dfd)
+    if st.st_uid not in (0, os.geteuid()) or (
+            st.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not st.st_mode & stat.S_ISVTX):
+        raise KeyFileError(f"refusing to keep a signing key in {safe(folder)} (owner uid "
+                           f"{st.st_uid}, mode {stat.S_IMODE(st.st_mode):04o}): someone else "
+                           "could replace the key or its .pub there")
+
+
 def _make_parents(parent: str) -> tuple[list[str], int]:
     """Make each missing folder of `parent` (absolute) 0700, outermost first, each inside the
     descriptor of the one above it (reached as outputs.open_parent does: no link but yours or
@@ -176,6 +187,7 @@ def _make_parents(parent: str) -> tuple[list[str], int]:
         raise KeyFileError(f"cannot keep a key in {safe(parent)}: {exc}") from None
     made = []
     try:
+        _ours(dfd, cur)
         for name in reversed(missing):
             folder = os.path.join(cur, name)
             try:
@@ -192,6 +204,7 @@ def _make_parents(parent: str) -> tuple[list[str], int]:
                 raise KeyFileError(f"cannot open {safe(folder)}: {exc.strerror}") from None
             os.close(dfd)
             dfd, cur = nxt, folder
+            _ours(dfd, cur)  # also one someone else made meanwhile
     except BaseException:
         os.close(dfd)
         raise

@@ -82,7 +82,10 @@ def _status(fd: int, name: str, trusted: dict[bytes, PublicKey], *, read_unsigne
     except _Rejected as exc:
         return EntryStatus(name, exc.status, exc.reason, 0), None
     if size is None and not whole:  # judged unread: its size from the file, not its bytes
-        on_disk = os.stat(name, dir_fd=fd, follow_symlinks=False).st_size
+        try:
+            on_disk = os.stat(name, dir_fd=fd, follow_symlinks=False).st_size
+        except FileNotFoundError:
+            return EntryStatus(name, "not-a-file", "vanished while scanning", 0), None
         return EntryStatus(name, vouched.status, vouched.reason, on_disk), None
     check = signature.check(key, data, sig, trusted)
     return EntryStatus(name, check.status, check.reason, len(data),

@@ -14,7 +14,7 @@ import json
 from dataclasses import dataclass
 
 from jaxcache.seal import digest as digestmod
-from jaxcache.seal.keys import PublicKey, SigningKey, parse_public
+from jaxcache.seal.keys import KeyFileError, PublicKey, SigningKey, parse_public
 from jaxcache.trust.entries import SIGNATURE_SUFFIX
 
 FORMAT = "jaxcache.seal/1"
@@ -63,7 +63,8 @@ def _signed(sig: bytes | None, trusted: dict[bytes, PublicKey]
             raise ValueError(f"not {FORMAT}")
         public = parse_public(str(doc["public_key"]))
         raw = base64.b64decode(str(doc["signature"]), validate=True)
-    except (ValueError, KeyError, TypeError, RecursionError) as exc:
+    except (ValueError, KeyError, TypeError, RecursionError, KeyFileError) as exc:
+        # KeyFileError: a public key text that is no key (a planted file's, never the user's)
         return Check(BAD, f"unreadable signature file ({exc})")
     known = trusted.get(public.raw)
     if known is None:

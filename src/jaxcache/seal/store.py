@@ -194,14 +194,20 @@ class SealedCache(Reports):
             if size is None:  # rejected, at most one byte read: a link or no file says so
                 if _read(shared_fd, name, limit=1) is None:
                     return None
-                uid = os.stat(name, dir_fd=shared_fd, follow_symlinks=False).st_uid
+                try:
+                    uid = os.stat(name, dir_fd=shared_fd, follow_symlinks=False).st_uid
+                except FileNotFoundError:
+                    return None  # removed meanwhile (JAX's own LRU eviction, a cleanup)
                 raise _Rejected(vouched.status, vouched.reason, uid)
             data = _read(shared_fd, name, limit=size + 1)
             if data is None:
                 return None
             check = signature.check(key, data, sig, self.trusted)
             if not check.ok:
-                uid = os.stat(name, dir_fd=shared_fd, follow_symlinks=False).st_uid
+                try:
+                    uid = os.stat(name, dir_fd=shared_fd, follow_symlinks=False).st_uid
+                except FileNotFoundError:
+                    uid = -1  # removed since it was read: still a rejection, owner unknown
                 raise _Rejected(check.status, check.reason, uid)
         except _Rejected as exc:
             self._reject(key, self.shared, exc)

@@ -140,13 +140,13 @@ def scan_dev(path: str, index: dict, unreadable: list[str], count: list[int],
                 st = e.stat(follow_symlinks=False)
             except OSError:
                 continue
-            if st.st_dev != dev:
+            if stat.S_ISBLK(st.st_mode):  # wherever it lives: a bind-mounted node counts too
+                index.setdefault(st.st_rdev, []).append((e.path, st))
+            if stat.S_ISDIR(st.st_mode) and st.st_dev != dev:
                 continue  # the root of another filesystem mounted here: not searched
             count[0] += 1
             if count[0] > _MAX_DEV_ENTRIES:
                 unreadable.append(f"{path} (more than {_MAX_DEV_ENTRIES} entries)")
                 return
-            if stat.S_ISBLK(st.st_mode):
-                index.setdefault(st.st_rdev, []).append((e.path, st))
-            elif stat.S_ISDIR(st.st_mode):
+            if stat.S_ISDIR(st.st_mode):
                 scan_dev(e.path, index, unreadable, count, dev)
