@@ -138,7 +138,7 @@ _MAX_LINKS = 40  # the kernel's own limit (ELOOP)
 # O_PATH without O_DIRECTORY: one open per component, a link included, judged through that
 # descriptor (fstat, readlink on it): nothing is looked up twice by name, so a link swapped
 # between the look and the use is not followed. getattr: O_PATH is Linux's.
-_PATH = getattr(os, "O_PATH", 0) | os.O_NOFOLLOW | os.O_CLOEXEC
+PATH_FLAGS = getattr(os, "O_PATH", 0) | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 def open_parent(folder: str, what: str) -> int:
@@ -147,20 +147,20 @@ def open_parent(folder: str, what: str) -> int:
     JaxcacheError naming it. Missing or not-a-folder components say so as before."""
     me = os.geteuid()
     todo = [p for p in folder.split("/") if p][::-1]  # a stack: next component last
-    cur, at, links = os.open("/", _PATH | os.O_DIRECTORY), ["/"], 0
+    cur, at, links = os.open("/", PATH_FLAGS | os.O_DIRECTORY), ["/"], 0
     try:
         while todo:
             name = todo.pop()
             if name in (".", ".."):  # only from a link's text: abspath removed the others
                 if name == ".." and len(at) > 1:
-                    nxt = os.open("..", _PATH | os.O_DIRECTORY, dir_fd=cur)
+                    nxt = os.open("..", PATH_FLAGS | os.O_DIRECTORY, dir_fd=cur)
                     os.close(cur)
                     cur = nxt
                     at.pop()
                 continue
             here = os.path.join(*at, name)
             try:
-                fd = os.open(name, _PATH, dir_fd=cur)
+                fd = os.open(name, PATH_FLAGS, dir_fd=cur)
             except FileNotFoundError:
                 raise JaxcacheError(f"{safe(here)} does not exist") from None
             except OSError as exc:
@@ -181,7 +181,7 @@ def open_parent(folder: str, what: str) -> int:
                     os.close(fd)
                 if target.startswith("/"):
                     os.close(cur)
-                    cur, at = os.open("/", _PATH | os.O_DIRECTORY), ["/"]
+                    cur, at = os.open("/", PATH_FLAGS | os.O_DIRECTORY), ["/"]
                 todo.extend(p for p in reversed(target.split("/")) if p)
                 continue
             if not stat.S_ISDIR(st.st_mode):

@@ -198,8 +198,7 @@ def _make_parents(parent: str) -> tuple[list[str], int]:
             except OSError as exc:
                 raise KeyFileError(f"cannot create {safe(folder)}: {exc.strerror}") from None
             try:
-                nxt = os.open(name, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC,
-                              dir_fd=dfd)
+                nxt = os.open(name, outputs.PATH_FLAGS | os.O_DIRECTORY, dir_fd=dfd)
             except OSError as exc:
                 raise KeyFileError(f"cannot open {safe(folder)}: {exc.strerror}") from None
             os.close(dfd)
