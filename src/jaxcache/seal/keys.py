@@ -113,13 +113,6 @@ def save(key: SigningKey, path: str, created: list[str] | None = None) -> str:
     if looks_like_cache_dir(parent):
         raise KeyFileError(f"refusing to keep a signing key in {safe(parent)}: it is (or is "
                            "inside) a compilation cache, whose writers could read or replace it")
-    try:
-        st = os.stat(parent)
-    except FileNotFoundError:
-        st = None
-    if st is not None and st.st_mode & 0o002 and not st.st_mode & stat.S_ISVTX:
-        raise KeyFileError(f"refusing to keep a signing key in {safe(parent)}: anyone can "
-                           "write there and swap the key for theirs")
     made, dfd = _make_parents(parent)
     if created is not None:
         created.extend(made)
@@ -160,8 +153,11 @@ def _ours(dfd: int, folder: str) -> None:
     """A key's folder must be yours or root's, and writable by nobody else (sticky excepted:
     there nobody can replace your files): else its owner could swap the key or its .pub."""
     st = os.fstat(dfd)
-    if st.st_uid not in (0, os.geteuid()) or (
-            st.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not st.st_mode & stat.S_ISVTX):
+    shared = st.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not st.st_mode & stat.S_ISVTX
+    if shared and st.st_mode & stat.S_IWOTH:
+        raise KeyFileError(f"refusing to keep a signing key in {safe(folder)}: anyone can "
+                           "write there and swap the key for theirs")
+    if st.st_uid not in (0, os.geteuid()) or shared:
         raise KeyFileError(f"refusing to keep a signing key in {safe(folder)} (owner uid "
                            f"{st.st_uid}, mode {stat.S_IMODE(st.st_mode):04o}): someone else "
                            "could replace the key or its .pub there")
