@@ -70,12 +70,11 @@ def _refuse_unless_private(directory: str, fd: int) -> None:
     from jaxcache.trust.findings import UNSAFE, UNVERIFIABLE
 
     report = api.audit(os.path.abspath(directory), scan_processes=False, scan_handles=False)
-    others = sorted({str(w.principal) for w in report.writers if w.trust not in ("root", "you")})
+    others = [w for w in report.writers if w.trust not in ("root", "you")]
     if others:
-        w = next(w for w in report.writers if w.trust not in ("root", "you"))
+        w, more = others[0], len({str(o.principal) for o in others}) - 1
         raise JaxcacheError(f"refusing to prune {safe(directory)}: {w.principal} "
-                            f"{' '.join(w.chain)}" + (f" (and {len(others) - 1} more)"
-                                                      if len(others) > 1 else ""))
+                            f"{' '.join(w.chain)}" + (f" (and {more} more)" if more else ""))
     unknown = [f for f in report.findings if f.effect in (UNSAFE, UNVERIFIABLE)
                and not f.code.startswith(("entry.", "entries."))]
     if unknown:

@@ -76,7 +76,11 @@ def _status(fd: int, name: str, trusted: dict[bytes, PublicKey], *, read_unsigne
                     limit=signature.MAX_BYTES + 1)
         vouched, size = signature.vouched_size(key, sig, trusted)
         whole = size is None and read_unsigned and vouched.status == signature.UNSIGNED
-        data = _read(fd, name, limit=size + 1 if size is not None else None if whole else 1)
+        if size is not None:
+            limit: int | None = size + 1  # what a trusted key vouched for, and one byte more
+        else:
+            limit = None if whole else 1  # 1: only to tell a link or special file
+        data = _read(fd, name, limit=limit)
         if data is None:
             return EntryStatus(name, "not-a-file", "vanished while scanning", 0), None
     except _Rejected as exc:
