@@ -79,7 +79,7 @@ def test_list_newest_first_with_what_the_cache_did(world):
     assert warm["exit_code"] == 0 and warm["argv"][-1] == TWO_JITS
     skipped = {s["name"]: s["why"] for s in doc["skipped"]}  # named like records, are not
     assert skipped == {"20190101T000000.000000000Z-1.json": "a symbolic link",
-                       "20190101T000000.000000000Z-2.json": "not JSON",
+                       "20190101T000000.000000000Z-2.json": "not JSON (line 1, column 1)",
                        "20190101T000000.000000000Z-3.json":
                            "schema jaxcache.bench/1, not a run record this jaxcache reads"}
     text = records(world)  # `list` is the default

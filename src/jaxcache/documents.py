@@ -7,8 +7,6 @@ malformed document is one line naming the field, never a traceback.
 
 from __future__ import annotations
 
-import json
-
 from jaxcache import validate as v
 from jaxcache.display import safe
 from jaxcache.errors import JaxcacheError
@@ -27,22 +25,20 @@ def load_json(path: str, kind: inputs.Kind) -> dict:
     """A JSON object from a trusted file; `kind` names it in errors ("record", "audit")."""
     found = inputs.read(path, kind)
     assert found is not None
-    what = f"{kind.name} {safe(path)}"
+    return object_from(found.data, path, kind.name)
+
+
+def object_from(data: bytes, path: str, kind: str) -> dict:
+    """The JSON object in `data` (the bytes of `path`), or one line saying why it is none."""
     try:
-        doc = json.loads(found.data.decode("utf-8"))
-    except UnicodeDecodeError:
-        raise DocumentError(f"cannot read {what}: not UTF-8 text") from None
-    except RecursionError:
-        raise DocumentError(f"cannot read {what}: nested too deeply to be a jaxcache "
-                            f"{kind.name}") from None
-    except json.JSONDecodeError as exc:
-        where = "empty" if not found.data.strip() else f"line {exc.lineno}, column {exc.colno}"
-        raise DocumentError(f"{safe(path)} is not JSON ({where}): expected "
-                            f"{_EXPECTED.get(kind.name, 'a jaxcache ' + kind.name)}") from None
-    except ValueError as exc:
-        raise DocumentError(f"cannot read {what}: {safe(str(exc))}") from None
+        doc = v.parse_json(data)
+    except v.Unreadable as exc:
+        if str(exc).startswith("not JSON"):
+            raise DocumentError(f"{safe(path)} is {exc}: expected "
+                                f"{_EXPECTED.get(kind, 'a jaxcache ' + kind)}") from None
+        raise DocumentError(f"cannot read {kind} {safe(path)}: {exc}") from None
     if not isinstance(doc, dict):
-        raise DocumentError(f"{safe(path)} is not a jaxcache {kind.name} (not a JSON object)")
+        raise DocumentError(f"{safe(path)} is not a jaxcache {kind} (not a JSON object)")
     return doc
 
 
@@ -70,6 +66,7 @@ MODULE = v.obj({"name": v.TEXT}, {
     "errors": v.nullable(v.list_of(v.obj(optional={"message": v.TEXT}))),
     "key_components": v.nullable(v.map_of(v.ANY)),
     "in_progress": v.nullable(v.BOOLEAN),
+    "cache_key": _OPT_TEXT, "cache_enabled_at_compile": v.nullable(v.BOOLEAN),
 })
 _OPT_INT = v.nullable(v.INTEGER)
 # Which process of the job an entry is (docs/run-record.md, "Ranks"): null without a probe.
@@ -91,12 +88,25 @@ _PROCESS_FIELDS = {
         "jax_compilation_cache_max_size": _OPT_NUM})),
     "env_cache_dir_at_first_compile": _OPT_TEXT,
     "platform": v.nullable(v.obj()),
-    "counts": v.nullable(v.obj(optional={"task_disabled_cache": v.NUMBER})),
+    # added up by records list/stats and explain (record/reading.py totals)
+    "counts": v.nullable(v.obj(optional={
+        "task_disabled_cache": v.NUMBER, "modules": v.INTEGER, "compile_requests": v.INTEGER,
+        "hits": v.INTEGER, "misses": v.INTEGER, "read_errors": v.INTEGER,
+        "outcomes": v.nullable(v.map_of(v.INTEGER))})),
     "env": v.nullable(v.obj()), "versions": v.nullable(v.obj()),
     "unverified": _OPT_TEXT, "unverified_allowed": v.nullable(v.BOOLEAN),
     "cache_dir": v.obj(optional={"path": _OPT_TEXT}),
     "probe": v.obj(optional={"loaded": v.BOOLEAN, "note": _OPT_TEXT}),
-    "process": v.obj(optional={"wall_s": _OPT_NUM}),
+    "process": v.obj(optional={"wall_s": _OPT_NUM, "exit_code": _OPT_INT, "signal": _OPT_INT}),
+    "argv": v.nullable(v.list_of(v.TEXT)), "pid": _OPT_INT,
+    # a sealed run's reader and publisher (lifecycle/sealing.py summary), read by explain
+    "seal": v.nullable(v.obj(optional={
+        "path": _OPT_TEXT, "local": _OPT_TEXT, "signing_key": _OPT_TEXT,
+        "rejections": v.nullable(v.list_of(v.obj(optional={
+            "key": _OPT_TEXT, "directory": _OPT_TEXT, "status": _OPT_TEXT, "reason": _OPT_TEXT,
+            "owner": v.ANY}))),
+        "bucket_misses": v.nullable(v.list_of(v.obj(optional={
+            "kind": _OPT_TEXT, "hint": _OPT_TEXT, "reason": v.ANY, "path": _OPT_TEXT})))})),
 }
 RECORD = v.obj(
     {"modules": _PROCESS_FIELDS["modules"], "process": _PROCESS_FIELDS["process"],
@@ -110,7 +120,11 @@ RECORD = v.obj(
 
 def load_record(path: str) -> dict:
     """A run record, refusing what this version cannot understand."""
-    doc = load_json(path, inputs.RECORD)
+    return record_from(load_json(path, inputs.RECORD), path)
+
+
+def record_from(doc: dict, path: str) -> dict:
+    """The checks of load_record, on a document already read."""
     schema = doc.get("schema")
     if not isinstance(schema, str) or not schema.startswith("jaxcache.run/"):
         raise DocumentError(f"{safe(path)} is not a jaxcache run record")
@@ -161,7 +175,11 @@ BENCH = v.obj({
 
 def load_bench(path: str) -> dict:
     """An earlier `bench --json` result."""
-    doc = load_json(path, inputs.BENCH)
+    return bench_from(load_json(path, inputs.BENCH), path)
+
+
+def bench_from(doc: dict, path: str) -> dict:
+    """The checks of load_bench, on a document already read."""
     if doc.get("schema") != BENCH_SCHEMA:
         raise DocumentError(f"{safe(path)} is not a jaxcache bench result ({BENCH_SCHEMA})")
     return _check(doc, BENCH, path, "bench result")
@@ -190,7 +208,11 @@ AUDIT = v.obj({
 
 def load_audit(path: str) -> dict:
     """An earlier `audit --format json`."""
-    doc = load_json(path, inputs.AUDIT)
+    return audit_from(load_json(path, inputs.AUDIT), path)
+
+
+def audit_from(doc: dict, path: str) -> dict:
+    """The checks of load_audit, on a document already read."""
     if doc.get("schema") != AUDIT_SCHEMA:
         raise DocumentError(f"{safe(path)} is not a jaxcache audit ({AUDIT_SCHEMA})")
     return _check(doc, AUDIT, path, "audit")

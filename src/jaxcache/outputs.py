@@ -43,11 +43,11 @@ def json_schema(prefix: str) -> Recognizer:
     """A JSON object whose "schema" starts with `prefix` (e.g. "jaxcache.run/")."""
 
     def recognize(data: bytes) -> bool:
-        import json
+        from jaxcache import validate
 
         try:
-            doc = json.loads(data)
-        except ValueError:
+            doc = validate.parse_json(data)
+        except validate.Unreadable:
             return False
         return isinstance(doc, dict) and str(doc.get("schema", "")).startswith(prefix)
 

@@ -13,6 +13,11 @@ from collections.abc import Callable, Mapping
 
 from jaxcache.display import safe
 
+# Deeper than any document jaxcache writes (a run record nests 6 levels; a policy 4): a
+# writer's deeper nesting is refused before any reader walks it, so no reader can recurse
+# into the interpreter's limit (RecursionError) on a planted document.
+MAX_DEPTH = 32
+
 # Beyond this a number is nonsense for seconds, bytes or counts, and formatting it as a float
 # could overflow; JSON allows any size, Python reads any size.
 MAX_NUMBER = 1e18
@@ -27,6 +32,72 @@ class Invalid(ValueError):
 
 
 Check = Callable[[object, str], None]
+
+
+class Unreadable(ValueError):
+    """Bytes that are not a document at all (not UTF-8, not JSON or TOML, too deep); the
+    message is the reason, one line, safe to print."""
+
+
+def depth_ok(doc: object, limit: int = MAX_DEPTH) -> bool:
+    """No list or object nested deeper than `limit`, walked without recursion."""
+    stack = [(doc, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, dict):
+            node = node.values()
+        elif not isinstance(node, list):
+            continue
+        if depth >= limit:
+            return False
+        stack.extend((child, depth + 1) for child in node)
+    return True
+
+
+def parse_json(data: bytes) -> object:
+    """A JSON value from bytes a writer controls: UTF-8, nested at most MAX_DEPTH deep, or
+    Unreadable with the reason. The one JSON parse of every document jaxcache reads back."""
+    import json
+
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise Unreadable("not UTF-8 text") from None
+    try:
+        doc = json.loads(text)
+    except RecursionError:
+        raise Unreadable(f"nested more than {MAX_DEPTH} deep") from None
+    except json.JSONDecodeError as exc:
+        where = "empty" if not text.strip() else f"line {exc.lineno}, column {exc.colno}"
+        raise Unreadable(f"not JSON ({where})") from None
+    except ValueError as exc:  # e.g. an integer longer than Python converts
+        raise Unreadable(f"not JSON ({safe(str(exc))})") from None
+    if not depth_ok(doc):
+        raise Unreadable(f"nested more than {MAX_DEPTH} deep")
+    return doc
+
+
+def parse_toml(data: bytes) -> dict:
+    """A TOML document from bytes, under the same rules as parse_json."""
+    import sys
+
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - exercised on 3.10 only
+        import tomli as tomllib
+    try:
+        doc = tomllib.loads(data.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise Unreadable("not UTF-8 text") from None
+    except RecursionError:
+        raise Unreadable(f"nested more than {MAX_DEPTH} deep") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise Unreadable(f"not valid TOML: {safe(str(exc))}") from None
+    except ValueError as exc:  # tomllib's int() on a huge number, and the like
+        raise Unreadable(f"not valid TOML: {safe(str(exc))}") from None
+    if not depth_ok(doc):
+        raise Unreadable(f"nested more than {MAX_DEPTH} deep")
+    return doc
 
 
 def _type(want: str, ok: Callable[[object], bool]) -> Check:

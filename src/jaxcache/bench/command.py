@@ -205,7 +205,11 @@ def load_result(path: str) -> dict:
 
 
 def compare(a_path: str, b_path: str) -> str:
-    a, b = load_result(a_path), load_result(b_path)
+    return compare_results(load_result(a_path), load_result(b_path), a_path, b_path)
+
+
+def compare_results(a: dict, b: dict, a_path: str, b_path: str) -> str:
+    """Two bench results side by side, each already read and checked (documents.BENCH)."""
     lines = [f"jaxcache bench --compare {safe(a_path)} {safe(b_path)}"]
     ca, cb = " ".join(a.get("command") or []), " ".join(b.get("command") or [])
     lines.append(f"A: {safe(ca)}" if ca == cb else f"A: {safe(ca)}\nB: {safe(cb)} (a "

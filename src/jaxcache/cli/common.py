@@ -100,12 +100,12 @@ def claim_output(args: argparse.Namespace, kind: str) -> None:
 
 def _sarif(data: bytes) -> bool:
     """A SARIF log that jaxcache wrote."""
-    import json
+    from jaxcache import validate
 
     try:
-        doc = json.loads(data)
-        return doc["runs"][0]["tool"]["driver"]["name"] == "jaxcache"
-    except (ValueError, KeyError, IndexError, TypeError):
+        doc = validate.parse_json(data)
+        return doc["runs"][0]["tool"]["driver"]["name"] == "jaxcache"  # type: ignore[index]
+    except (validate.Unreadable, KeyError, IndexError, TypeError):
         return False
 
 

@@ -271,16 +271,20 @@ def _end_group(pid: int, grace: float = GRACE_S) -> None:
 
 
 def _collect(directory: str, main_pid: int) -> tuple[dict, ...]:
-    import json
+    """The probe documents the job's processes left (a process killed mid-write leaves a
+    torn one: skipped)."""
+    from jaxcache import validate
 
     docs = []
     for name in sorted(os.listdir(directory)):
         if not (name.startswith("probe-") and name.endswith(".json")):
             continue
         try:
-            with open(os.path.join(directory, name), encoding="utf-8") as f:
-                docs.append(json.load(f))
-        except (OSError, ValueError):
+            with open(os.path.join(directory, name), "rb") as f:
+                doc = validate.parse_json(f.read())
+        except (OSError, validate.Unreadable):
             continue
+        if isinstance(doc, dict):
+            docs.append(doc)
     docs.sort(key=lambda d: (d.get("pid") != main_pid, d.get("started", 0)))
     return tuple(docs)

@@ -12,7 +12,6 @@ root) and read through that descriptor; prune.py unlinks relative to the same de
 from __future__ import annotations
 
 import errno
-import json
 import os
 import re
 import stat
@@ -136,9 +135,9 @@ def parse(data: bytes) -> dict | str:
     from jaxcache import validate as v
 
     try:
-        doc = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError, RecursionError):
-        return "not JSON"
+        doc = v.parse_json(data)
+    except v.Unreadable as exc:
+        return str(exc)
     if not isinstance(doc, dict):
         return "not a JSON object"
     schema = doc.get("schema")

@@ -209,10 +209,6 @@ def _make_parents(parent: str) -> tuple[list[str], int]:
 def load_signing(path: str) -> SigningKey:
     """Load a private key through the trusted-input loader (trust/inputs.py), refusing one
     that is not yours alone: others able to read it could sign entries you would load."""
-    from cryptography.exceptions import UnsupportedAlgorithm
-    from cryptography.hazmat.primitives import serialization
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-
     from jaxcache.trust import inputs
 
     found = inputs.read(path, inputs.SIGNING_KEY)
@@ -223,8 +219,17 @@ def load_signing(path: str) -> SigningKey:
     if found.uid != os.geteuid() or stat.S_IMODE(found.mode) & 0o077:
         raise KeyFileError(f"signing key {safe(path)} must be yours and mode 0600 (it is "
                            f"uid {found.uid}, mode {stat.S_IMODE(found.mode):04o})")
+    return signing_from(found.data, path)
+
+
+def signing_from(data: bytes, path: str) -> SigningKey:
+    """The Ed25519 private key in `data` (the bytes of `path`), or one line saying why not."""
+    from cryptography.exceptions import UnsupportedAlgorithm
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
     try:
-        private = serialization.load_pem_private_key(found.data, password=None)
+        private = serialization.load_pem_private_key(data, password=None)
     except (ValueError, TypeError) as exc:
         raise KeyFileError(f"{safe(path)} is not an unencrypted PEM private key: "
                            f"{safe(str(exc))}") from None

@@ -13,6 +13,7 @@ import base64
 import json
 from dataclasses import dataclass
 
+from jaxcache import validate as v
 from jaxcache.seal import digest as digestmod
 from jaxcache.seal.keys import KeyFileError, PublicKey, SigningKey, parse_public
 from jaxcache.trust.entries import SIGNATURE_SUFFIX
@@ -22,6 +23,11 @@ SUFFIX = SIGNATURE_SUFFIX  # <module>-<hex>-cache.sig beside <module>-<hex>-cach
 MAX_BYTES = 4096
 
 VALID, UNSIGNED, BAD, UNKNOWN_KEY = "valid", "unsigned", "bad-signature", "unknown-key"
+
+# What a signature file must hold before any of it is used (the same validator as every
+# document jaxcache reads back); a size is at most what an entry can be.
+DOCUMENT = v.obj({"format": v.one_of(FORMAT), "key": v.TEXT, "digest": v.TEXT,
+                  "size": v.INTEGER, "public_key": v.TEXT, "signature": v.TEXT})
 
 
 @dataclass(frozen=True)
@@ -58,12 +64,12 @@ def _signed(sig: bytes | None, trusted: dict[bytes, PublicKey]
     try:
         if len(sig) > MAX_BYTES:
             raise ValueError("too large")
-        doc = json.loads(sig)
-        if not isinstance(doc, dict) or doc.get("format") != FORMAT:
-            raise ValueError(f"not {FORMAT}")
-        public = parse_public(str(doc["public_key"]))
-        raw = base64.b64decode(str(doc["signature"]), validate=True)
-    except (ValueError, KeyError, TypeError, RecursionError, KeyFileError) as exc:
+        doc = v.parse_json(sig)
+        DOCUMENT(doc, "")
+        assert isinstance(doc, dict)
+        public = parse_public(doc["public_key"])
+        raw = base64.b64decode(doc["signature"], validate=True)
+    except (ValueError, KeyFileError) as exc:  # Unreadable and Invalid are ValueErrors
         # KeyFileError: a public key text that is no key (a planted file's, never the user's)
         return Check(BAD, f"unreadable signature file ({exc})")
     known = trusted.get(public.raw)

@@ -21,7 +21,6 @@ and only from a file that no one but its owner (us or root) can modify.
 from __future__ import annotations
 
 import os
-import sys
 
 from jaxcache.display import safe
 from jaxcache.errors import PolicyError
@@ -56,16 +55,18 @@ def load(path: str | None, accounts: Accounts) -> Policy:
         raise PolicyError(str(exc)) from None
     if found is None:
         return EMPTY
-    if sys.version_info >= (3, 11):
-        import tomllib
-    else:  # pragma: no cover - exercised on 3.10 only
-        import tomli as tomllib
+    return parse(found.data, os.path.abspath(path), accounts)
+
+
+def parse(data: bytes, source: str, accounts: Accounts) -> Policy:
+    """The policy in `data`, read from `source`; PolicyError (one line) if it is none."""
+    from jaxcache import validate as v
+
     try:
-        data = tomllib.loads(found.data.decode("utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise PolicyError(f"policy file {safe(path)} is not valid TOML: "
-                          f"{safe(str(exc))}") from None
-    return _build(os.path.abspath(path), data, accounts)
+        doc = v.parse_toml(data)
+    except v.Unreadable as exc:
+        raise PolicyError(f"policy file {safe(source)} is {exc}") from None
+    return _build(source, doc, accounts)
 
 
 def _is_name(value: object) -> bool:

@@ -1,0 +1,1 @@
+{"digest": "2a6bbce79e7b05d488a29c5c358a8241957ccbc2017e841ab495a91ce9ffc305", "format": "jaxcache.seal/1", "key": "jit__lambda-bae747f4af2ca863d6a5176f8c5837e6181d9c2e150a6e520c53bac66c71821b", "public_key": "ed25519:AAAAAAAAAA", "signature": "dt/1hXZM4MgZoiTkX5UhV/yHYm7BV70W91qUdtR09XPW2fqQOg4drtL6DhwN5VpUiE6dboV0xH2mlgk+IkIVCg==", "size": 4592}
