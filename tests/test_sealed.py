@@ -359,3 +359,50 @@ def test_a_signature_naming_no_key_is_one_bad_entry_not_the_end(world, tmp_path)
     assert statuses[victim.name] == "bad-signature"
     assert [s for n, s in statuses.items() if n != victim.name] and all(
         s == "valid" for n, s in statuses.items() if n != victim.name), statuses
+
+
+@pytest.mark.parametrize("left", ["garbage", "aged"])
+def test_a_publisher_killed_between_signature_and_entry_blocks_nothing(world, tmp_path, left):
+    """A signature with no entry (its publisher killed between the two links): the next
+    publisher replaces it, at once when it is no signature at all, or once it is older than
+    an upload can take; the reader after it hits every module and rejects nothing."""
+    cache = copy(world, tmp_path)
+    gone = entry(cache, "f")
+    gone.unlink()  # what the killed publisher never linked
+    if left == "garbage":
+        sig(gone).write_bytes(b"\x00 half a signature")
+    else:  # its own genuine signature, two hours old (perhaps of other bytes: not trusted)
+        old = time.time() - 7200
+        os.utime(sig(gone), (old, old))
+    published = job(cache, world["pub"], "--key", str(world["key"]))
+    assert published["write_errors"] == [] and gone.exists(), published
+    out = read(world, cache, 0)
+    assert out["hits"] == published["hits"] + 1, (out, published)  # f hits now too
+
+
+def test_a_fresh_rival_signature_is_left_for_its_entry_and_a_stale_one_is_swapped(tmp_path):
+    """In-process, on real files: the rule of seal/orphans.py for the sealed directory."""
+    from jaxcache.seal import signature as sigmod
+    from jaxcache.seal.keys import generate
+    from jaxcache.seal.store import SealedCache
+
+    a, b = generate(), generate()
+    shared = tmp_path / "shared"
+    shared.mkdir(mode=0o700)
+    key = "jit_x-" + "ab" * 32
+    rival = sigmod.sign(key, b"rival bytes", b)
+    (shared / f"{key}-cache.sig").write_bytes(rival)
+    publisher = SealedCache(str(shared), trusted=[a.public, b.public], signer=a)
+    publisher.put(key, b"our bytes")
+    assert publisher.writes == [] and not (shared / f"{key}-cache").exists()
+    assert (shared / f"{key}-cache.sig").read_bytes() == rival  # fresh: its entry may follow
+    old = time.time() - 7200
+    os.utime(shared / f"{key}-cache.sig", (old, old))
+    publisher.put(key, b"our bytes")
+    assert publisher.writes == [(key, str(shared))]
+    reader = SealedCache(str(shared), trusted=[a.public])
+    assert reader.get(key) == b"our bytes" and reader.rejections == []
+    assert sorted(p.name for p in shared.iterdir()) == [f"{key}-cache", f"{key}-cache.sig",
+                                                         f"{key}-cache.used"]
+    publisher.close()
+    reader.close()

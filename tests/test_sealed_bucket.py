@@ -173,6 +173,51 @@ def test_store_first_writer_wins_when_both_found_the_key_absent(world):
         del os.environ["STORAGE_EMULATOR_HOST"]
 
 
+@pytest.mark.parametrize("planted", ["own-same-bytes", "garbage", "moved", "old-rival"])
+def test_a_signature_left_without_its_entry_does_not_block_publishing(world, planted,
+                                                                      monkeypatch):
+    """A publisher killed between its two uploads leaves a signature and no entry. The next
+    trusted publisher completes it (same bytes), replaces it at once (no signature at all, or
+    one for another key), or once it is older than an upload can take (a rival's other
+    bytes); a reader then hits. A fresh rival's signature is left alone (the test above)."""
+    from jaxcache.seal import objects, orphans, signature
+    from jaxcache.seal.bucket import BucketSealedCache
+    from jaxcache.seal.keys import load_public, load_signing
+
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", world["emu"].host)
+    store = objects.open_store(objects.parse(f"gs://{BUCKET}/orphan-{planted}"))
+    a, b = load_signing(str(world["key"])), load_signing(str(world["mallory"]))
+    key = "jit_orphan-" + "cd" * 32
+    value = b"entry bytes " * 50
+    left = {"own-same-bytes": signature.sign(key, value, a), "garbage": b"{not json",
+            "moved": signature.sign("jit_other-" + "ef" * 32, value, a),
+            "old-rival": signature.sign(key, b"other bytes", b)}[planted]
+    assert store.put_if_absent(f"{key}-cache.sig", left)
+    if planted == "old-rival":  # its publisher is gone: make "an hour ago" now
+        monkeypatch.setattr(orphans, "ORPHAN_AFTER_S", -1.0)
+    publisher = BucketSealedCache(store, trusted=[a.public, b.public], signer=a)
+    publisher.put(key, value)
+    assert publisher.writes == [(key, store.url)] and publisher.write_errors == []
+    reader = BucketSealedCache(store, trusted=[load_public(world["pub"])])
+    assert reader.get(key) == value and reader.rejections == []
+    later = BucketSealedCache(store, trusted=[b.public], signer=b)  # complete: first wins
+    later.put(key, b"B" * 10)
+    assert later.writes == [] and reader.get(key) == value
+
+
+def test_replace_if_is_a_compare_and_swap_on_the_server(world, monkeypatch):
+    from jaxcache.seal import objects
+
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", world["emu"].host)
+    store = objects.open_store(objects.parse(f"gs://{BUCKET}/cas"))
+    assert store.put_if_absent("x.sig", b"first")
+    judged = store.stat("x.sig")
+    assert judged is not None
+    assert store.replace_if("x.sig", b"second", judged.generation)
+    assert not store.replace_if("x.sig", b"third", judged.generation)  # changed since judged
+    assert store.get("x.sig") == b"second"
+
+
 def test_run_record_names_a_dead_bucket_and_the_job_goes_on(world, tmp_path):
     dead = gcs_emulator.free_port()
     env = {**world["env"], "STORAGE_EMULATOR_HOST": f"http://127.0.0.1:{dead}"}
@@ -185,6 +230,11 @@ def test_run_record_names_a_dead_bucket_and_the_job_goes_on(world, tmp_path):
     misses = doc["seal"]["bucket_misses"]
     assert misses and {m["kind"] for m in misses} == {"network"}
     assert "bucket unreachable" in proc.stderr or "network" in proc.stderr
+    # the listings failed: the counts are unknown, never "0 before, 0 after"
+    for when in ("before", "after"):
+        counted = doc["cache_dir"][when]
+        assert counted["entries"] is None and "could not be listed" in counted["unknown"]
+    assert "entries unknown before, unknown after" in proc.stderr + proc.stdout
 
 
 def test_run_record_explains_an_empty_prefix(world, tmp_path):

@@ -34,9 +34,9 @@ class ProcessSample:
     modules: int
     hits: int
     written: int
-    entries_before: int
-    entries_after: int
-    bytes_after: int
+    entries_before: int | None  # None: the directory or bucket could not be listed
+    entries_after: int | None
+    bytes_after: int | None
     write_overhead_s: float  # serializing and writing entries, inside compile_or_load
     skipped: tuple[tuple[str, str, float], ...]  # (module, reason, compile seconds)
     cached: tuple[str, ...]  # modules written (cold) or hit (warm)

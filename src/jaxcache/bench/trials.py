@@ -161,7 +161,9 @@ def run_bench(cfg: BenchConfig, *, workdir: str | None = None,
                 break
             if not any(s.hits for s in warm):
                 stop = "warm-missed"
-                detail = (f"the cold run wrote {cold.entries_after} entries but no warm run hit "
+                wrote = "wrote" if cold.entries_after is None else \
+                    f"left {cold.entries_after}"
+                detail = (f"the cold run {wrote} entries but no warm run hit "
                           "any: the cache keys differ between processes (run `jaxcache explain` "
                           f"on {cold.record_path} and {warm[0].record_path})")
                 break

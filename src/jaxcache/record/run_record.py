@@ -27,7 +27,8 @@ SCHEMA = "jaxcache.run/1"
 @dataclass(frozen=True)
 class DirSnapshot:
     path: str
-    entries: dict[str, int]  # name -> size
+    entries: dict[str, int]  # name -> size (empty when unknown)
+    unknown: str | None = None  # why the listing failed: its counts are unknown, never 0
 
     @classmethod
     def of(cls, path: str, inv: Inventory | None) -> DirSnapshot:
@@ -42,8 +43,9 @@ class DirSnapshot:
         from jaxcache.errors import JaxcacheError
         from jaxcache.trust import listing
 
-        if "://" in path:  # a sealed bucket prefix: its objects (none if it cannot be listed)
-            return cls(path, _bucket_objects(path))
+        if "://" in path:  # a sealed bucket prefix: its objects, or why they are unknown
+            objects, why = _bucket_objects(path)
+            return cls(path, objects, why)
         try:
             inv, resolved = listing.list_dir(path)
         except JaxcacheError:
@@ -53,18 +55,21 @@ class DirSnapshot:
         return cls.of(resolved, inv)
 
     def summary(self) -> dict:
+        if self.unknown is not None:
+            return {"entries": None, "files": None, "bytes": None, "unknown": self.unknown}
         return {"entries": sum(1 for n in self.entries if n.endswith("-cache")),
                 "files": len(self.entries), "bytes": sum(self.entries.values())}
 
 
-def _bucket_objects(url: str) -> dict[str, int]:
+def _bucket_objects(url: str) -> tuple[dict[str, int], str | None]:
+    from jaxcache.display import safe
     from jaxcache.errors import JaxcacheError
     from jaxcache.seal import objects
 
     try:
-        return {o.name: o.size for o in objects.open_store(objects.parse(url)).list()}
-    except (JaxcacheError, objects.StoreError):
-        return {}
+        return {o.name: o.size for o in objects.open_store(objects.parse(url)).list()}, None
+    except (JaxcacheError, objects.StoreError) as exc:
+        return {}, f"the bucket could not be listed: {safe(str(exc))[:300]}"
 
 
 def env_snapshot(env: dict[str, str]) -> dict[str, str]:
@@ -138,7 +143,8 @@ def build(outcome: Outcome, *, cache_dir: str, verdict: str, before: DirSnapshot
     probes = _by_rank(outcome)
     main = probes[0] if probes else None
     main_modules = _modules(main, before, after) if main else []
-    new_files = sorted(set(after.entries) - set(before.entries))
+    new_files = [] if before.unknown or after.unknown else \
+        sorted(set(after.entries) - set(before.entries))
     doc: dict = {
         "schema": SCHEMA,
         "tool": {"name": "jaxcache", "version": __version__},

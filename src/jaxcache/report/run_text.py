@@ -122,9 +122,15 @@ def render(doc: dict, record_path: str) -> str:
              f"(user {p['user_s']:.2f} s, sys {p['sys_s']:.2f} s, "
              f"peak RSS {size(p['peak_rss_bytes'])})"]
     c = doc["cache_dir"]
-    grew = c["after"]["entries"] - c["before"]["entries"]
-    lines.append(f"cache {c['path']} ({c['verdict']}): entries {c['before']['entries']} before, "
-                 f"{c['after']['entries']} after ({grew:+d}, {size(c['after']['bytes'])})")
+    before, after = c["before"]["entries"], c["after"]["entries"]
+    if before is None or after is None:  # a listing failed: unknown, never 0
+        why = c["after"].get("unknown") or c["before"].get("unknown") or "not listed"
+        counted = f"{after} after" if after is not None else "unknown after"
+        lines.append(f"cache {c['path']} ({c['verdict']}): entries "
+                     f"{'unknown' if before is None else before} before, {counted} ({safe(why)})")
+    else:
+        lines.append(f"cache {c['path']} ({c['verdict']}): entries {before} before, {after} "
+                     f"after ({after - before:+d}, {size(c['after']['bytes'])})")
     seal = doc.get("seal")
     if seal:
         signer = f"signing as key {seal['signing_key']}" if seal["signing_key"] else \

@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from jaxcache.seal import names, signature
+from jaxcache.seal import names, orphans, signature
 from jaxcache.seal.keys import PublicKey, SigningKey
 from jaxcache.seal.objects import NETWORK, NOT_FOUND, ObjectStore, StoreError
 from jaxcache.seal.store import (
@@ -155,16 +155,35 @@ class BucketSealedCache(Reports):
                 raise self._write_failed(key, where, exc) from None
             return
         sig = signature.sign(key, value, self.signer)
+        signame = names.sidecar(name, names.SIGNATURE, OBJECT_NAME_MAX)
         try:
             if self.store.stat(name) is not None:
                 return  # first writer wins (checked first: real GCS also refuses below)
-            if not self.store.put_if_absent(
-                    names.sidecar(name, names.SIGNATURE, OBJECT_NAME_MAX), sig):
+            if not self.store.put_if_absent(signame, sig) and not self._settle(
+                    key, value, signame, sig):
                 return  # a rival publisher's signature: its entry follows
             if self.store.put_if_absent(name, value):
                 self.writes.append((key, self.store.url))
         except StoreError as exc:
             raise self._write_failed(key, self.store.url, OSError(0, exc.message)) from None
+
+    def _settle(self, key: str, value: bytes, signame: str, sig: bytes) -> bool:
+        """A signature object and no entry: True when ours may follow it (orphans.py). The
+        generation is read before the bytes, so a replace of anything newer than what was
+        judged fails on the server."""
+        info = self.store.stat(signame)
+        existing = None if info is None else self.store.get(signame,
+                                                             limit=signature.MAX_BYTES + 1)
+        age = None if info is None or info.updated is None else \
+            max(0.0, time.time() - info.updated)
+        verdict = orphans.judge(key, value, existing, self.trusted, age)
+        if verdict == orphans.COMPLETE:
+            return True
+        if verdict != orphans.REPLACE:
+            return False
+        if info is None or existing is None:  # gone meanwhile: create-only again
+            return self.store.put_if_absent(signame, sig)
+        return self.store.replace_if(signame, sig, info.generation)
 
     # --- reporting ------------------------------------------------------------------------
     def _rejected(self, key: str, status: str, reason: str) -> None:

@@ -101,15 +101,22 @@ class GcsStore:
         return self._call("download", name, download)
 
     def put_if_absent(self, name: str, data: bytes) -> bool:
+        return self._put(name, data, 0)
+
+    def replace_if(self, name: str, data: bytes, generation: str) -> bool:
+        return self._put(name, data, int(generation))
+
+    def _put(self, name: str, data: bytes, generation: int) -> bool:
+        """Upload only while the object's generation is `generation` (0: absent)."""
         from google.api_core import exceptions as gexc
 
         def upload(bucket) -> bool:
             try:
                 bucket.blob(self.where.object(name)).upload_from_string(
-                    data, content_type="application/octet-stream", if_generation_match=0,
-                    retry=None, timeout=TIMEOUT)
+                    data, content_type="application/octet-stream",
+                    if_generation_match=generation, retry=None, timeout=TIMEOUT)
             except gexc.PreconditionFailed:
-                return False  # first writer wins
+                return False  # first writer wins; or another changed it since it was judged
             return True
 
         return self._call("upload", name, upload)

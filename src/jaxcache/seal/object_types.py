@@ -1,4 +1,5 @@
-"""The object-store interface a sealed cache in a bucket needs: get, put-if-absent, list, stat.
+"""The object-store interface a sealed cache in a bucket needs: get, put-if-absent,
+replace-if (a compare and swap, for orphaned signatures), list, stat.
 
 Kept this small so that another object store (S3 is the likely next) is one more module.
 Failures the store cannot judge (network, permission, a server error) are `StoreError`s with a
@@ -41,6 +42,10 @@ class ObjectStore(Protocol):
     def put_if_absent(self, name: str, data: bytes) -> bool:
         """Create the object only if no object has that name (first writer wins); False if
         one exists. Must be atomic on the server (GCS: ifGenerationMatch=0)."""
+
+    def replace_if(self, name: str, data: bytes, generation: str) -> bool:
+        """Replace the object only if it is still at `generation` (a compare and swap, atomic
+        on the server: GCS ifGenerationMatch); False if it changed or is gone."""
 
     def stat(self, name: str) -> ObjectInfo | None:
         """The object's size and generation; None if it does not exist."""

@@ -112,6 +112,22 @@ def vouched_size(key: str, sig: bytes | None, trusted: dict[bytes, PublicKey]
     return Check(VALID, f"signed by {known.holder or 'key'} {public.id}", public.id), size
 
 
+def genuine(key: str, sig: bytes) -> bool:
+    """Whether `sig` is somebody's real signature for `key`: it verifies under the key it
+    names, over the key, digest and size it states. Says nothing of trust, only that a
+    publisher made it (orphans.py: a rival's pending upload, not garbage)."""
+    try:
+        doc = v.parse_json(sig) if len(sig) <= MAX_BYTES else None
+        DOCUMENT(doc, "")
+        assert isinstance(doc, dict)
+        public = parse_public(doc["public_key"])
+        raw = base64.b64decode(doc["signature"], validate=True)
+        digest, size = bytes.fromhex(doc["digest"]), doc["size"]
+    except (ValueError, KeyFileError):
+        return False
+    return size >= 0 and _verifies(public, raw, message(key, digest, size))
+
+
 def check(key: str, data: bytes, sig: bytes | None,
           trusted: dict[bytes, PublicKey]) -> Check:
     """Accept `data` for `key` only if a trusted key signed exactly this key and these bytes."""

@@ -24,12 +24,13 @@ import logging
 import os
 import stat
 import threading
+import time
 import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from jaxcache.display import safe
-from jaxcache.seal import lru, names, signature
+from jaxcache.seal import lru, names, orphans, signature
 from jaxcache.seal.keys import PublicKey, SigningKey
 
 ENTRY_SUFFIX = names.ENTRY_SUFFIX
@@ -120,17 +121,18 @@ def fits(key: str, value: bytes, max_size: int) -> bool:
 
 
 def write_tier(fd: int, name: str, value: bytes, sig: bytes | None, limit: int,
-               max_size: int, evictions: list[tuple[str, str]], where: str) -> bool:
+               max_size: int, evictions: list[tuple[str, str]], where: str,
+               orphan: Orphan | None = None) -> bool:
     """Publish into a directory tier, evicting least recently used entries of ours first
     when there is a limit; False if the name was taken (first writer wins)."""
     if max_size == -1:
-        return publish(fd, name, value, sig, limit)
+        return publish(fd, name, value, sig, limit, orphan)
     with lru.locked(fd):
         if _exists(fd, name):
             return False
         for gone in lru.evict(fd, max_size, len(value), limit):
             evictions.append((gone, where))
-        return publish(fd, name, value, sig, limit)
+        return publish(fd, name, value, sig, limit, orphan)
 
 
 class SealedCache(Reports):
@@ -232,8 +234,13 @@ class SealedCache(Reports):
         max_size = self.max_size()
         if not fits(key, value, max_size):
             return
+        trusted = self.trusted
+
+        def orphan(existing: bytes | None, age: float | None) -> str:
+            return orphans.judge(key, value, existing, trusted, age)
         try:
-            if write_tier(fd, name, value, sig, limit, max_size, self.evictions, where):
+            if write_tier(fd, name, value, sig, limit, max_size, self.evictions, where,
+                          orphan if sig is not None else None):
                 self.writes.append((key, where))
         except OSError as exc:
             raise self._write_failed(key, where, exc) from None
@@ -272,16 +279,22 @@ def _read(dir_fd: int, name: str, limit: int | None = None) -> bytes | None:
     return data
 
 
+Orphan = Callable[[bytes | None, float | None], str]  # orphans.judge for one key and value
+
+
 def publish(dir_fd: int, name: str, data: bytes, sig: bytes | None,
-            name_max: int = names.DEFAULT_NAME_MAX) -> bool:
-    """Atomically add `name`, its signature first; False if either already existed (first
-    writer wins). A published entry also gets jaxcache's `.used` marker (lru.py)."""
+            name_max: int = names.DEFAULT_NAME_MAX, orphan: Orphan | None = None) -> bool:
+    """Atomically add `name`, its signature first; False if the entry already existed or a
+    rival's signature may still get its entry (first writer wins). A signature with no entry
+    is judged by `orphan` (orphans.py): completed, replaced or left. A published entry also
+    gets jaxcache's `.used` marker (lru.py)."""
     if _exists(dir_fd, name):
         return False
     tmp = _write_temp(dir_fd, data)
     try:
-        if sig is not None and not _link_new(dir_fd, names.sidecar(name, names.SIGNATURE,
-                                                                   name_max), sig):
+        signame = names.sidecar(name, names.SIGNATURE, name_max)
+        if sig is not None and not _link_new(dir_fd, signame, sig) and (
+                orphan is None or not _settle(dir_fd, signame, sig, orphan)):
             return False  # a rival's signature: its entry follows
         if not _link(dir_fd, tmp, name):
             return False
@@ -291,6 +304,61 @@ def publish(dir_fd: int, name: str, data: bytes, sig: bytes | None,
     with contextlib.suppress(OSError):  # without it the entry is never evicted, not unsafe
         lru.mark(dir_fd, name, name_max)
     return True
+
+
+def _settle(dir_fd: int, signame: str, sig: bytes, orphan: Orphan) -> bool:
+    """A signature exists and the entry does not: True when ours may follow it (orphans.py),
+    after replacing it if that is the judgement, only if it is still the file judged."""
+    existing, identity, age = _look(dir_fd, signame)
+    verdict = orphan(existing, age)
+    if verdict == orphans.COMPLETE:
+        return True
+    if verdict != orphans.REPLACE:
+        return False
+    if identity is None:  # gone meanwhile: create-only again
+        return _link_new(dir_fd, signame, sig)
+    moved = names.temporary()
+    try:  # compare and swap: move it aside, then check it is the one judged
+        os.rename(signame, moved, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+    except FileNotFoundError:
+        return _link_new(dir_fd, signame, sig)
+    try:
+        st = os.stat(moved, dir_fd=dir_fd, follow_symlinks=False)
+        if (st.st_dev, st.st_ino) != identity:  # a rival's newer one: put it back, write none
+            with contextlib.suppress(FileExistsError):
+                os.link(moved, signame, src_dir_fd=dir_fd, dst_dir_fd=dir_fd,
+                        follow_symlinks=False)
+            return False
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(moved, dir_fd=dir_fd)
+    return _link_new(dir_fd, signame, sig)
+
+
+def _look(dir_fd: int, name: str) -> tuple[bytes | None, tuple[int, int] | None, float | None]:
+    """A signature file's bytes (bounded), identity and age, without following a link; a
+    link or a non-file is b"" (no signature), a missing file (None, None, None)."""
+    try:
+        st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return None, None, None
+    identity, age = (st.st_dev, st.st_ino), max(0.0, time.time() - st.st_mtime)
+    if not stat.S_ISREG(st.st_mode):
+        return b"", identity, age
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK,
+                     dir_fd=dir_fd)
+    except FileNotFoundError:
+        return None, None, None
+    except OSError:
+        return b"", identity, age
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return b"", (st.st_dev, st.st_ino), age
+        return os.read(fd, signature.MAX_BYTES + 1), (st.st_dev, st.st_ino), age
+    finally:
+        os.close(fd)
 
 
 def _exists(dir_fd: int, name: str) -> bool:
