@@ -154,6 +154,53 @@ assert jaxcompat.uses_backend(rec), "after reset_cache JAX did not come back to 
 """)
 
 
+def test_the_factory_hands_jax_what_its_own_get_file_cache_would(tmp_path):
+    """JAX's own test_get_file_cache, on the sealed backend and the guard: with
+    jax_compilation_cache_check_contents on, get_file_cache(path) is (JAX's VerificationCache
+    around the store, path), and JAX's own class then verifies; a refused directory's
+    object is a CacheInterface too, that never hits and never writes."""
+    here = str(Path(__file__).parent)
+    sealed, refused = tmp_path / "sealed", tmp_path / "refused"
+    sealed.mkdir(mode=0o700)
+    refused.mkdir(mode=0o700)
+    _subprocess_check(f"""
+import sys
+sys.path.insert(0, {here!r})
+import jax, jax.numpy as jnp
+from jax._src import compilation_cache as cc
+from jax._src.compilation_cache_interface import CacheInterface
+from jaxcache import jaxcompat
+import test_jaxcompat as t
+jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
+rec = t._Recorder()
+jaxcompat.install_backend({str(sealed)!r}, rec)
+has_check = hasattr(cc, "VerificationCache") and hasattr(jax.config,
+                                                          "jax_compilation_cache_check_contents")
+if has_check:
+    jax.config.update("jax_compilation_cache_check_contents", True)
+    cache, path = cc.get_file_cache({str(sealed)!r})
+    assert isinstance(cache, cc.VerificationCache) and path == {str(sealed)!r}, (cache, path)
+    assert cache._path == {str(sealed)!r}
+    jaxcompat.reset_cache()
+    jax.clear_caches()
+    jax.jit(lambda x: x * 5)(jnp.ones(3)).block_until_ready()
+    assert isinstance(cc._cache, cc.VerificationCache) and jaxcompat.uses_backend(rec)
+    assert rec.puts and not cc._cache._base_cache._verifier  # JAX's class verifies, once
+    assert jaxcompat.uses_sealed({str(sealed)!r})
+    jax.config.update("jax_compilation_cache_check_contents", False)
+cache, path = cc.get_file_cache({str(sealed)!r})
+assert isinstance(cache, CacheInterface) and path == {str(sealed)!r}
+assert not isinstance(cache, getattr(cc, "VerificationCache", ()))
+jaxcompat.guard_cache_dirs([])
+cache, path = cc.get_file_cache({str(refused)!r})
+assert isinstance(cache, CacheInterface) and isinstance(cache, jaxcompat.RefusedCache)
+assert path == {str(refused)!r} and cache._path == {str(refused)!r}
+cache.put("k", b"v")
+assert cache.get("k") is None
+print("checked" if has_check else "no check_contents on this JAX")
+""")
+
+
 def test_install_fails_closed_when_jax_ignores_the_factory(tmp_path):
     """If JAX stops building its cache through get_file_cache, enabling must leave no cache."""
     _subprocess_check(f"""

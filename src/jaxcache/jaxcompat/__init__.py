@@ -16,15 +16,14 @@ from __future__ import annotations
 
 from jaxcache.jaxcompat.backend import (
     XLA_SUBCACHE_FLAGS,
-    check_contents,
     disable_xla_subcaches,
+    held_backend,
     install_backend,
     max_size,
     uses_backend,
 )
 from jaxcache.jaxcompat.guard import (
     _GUARD,
-    RefusedCache,
     current_cache,
     guard_cache_dirs,
     guard_log,
@@ -37,6 +36,7 @@ from jaxcache.jaxcompat.internals import (
     CacheState,
     JaxInternalsChanged,
     cache_state,
+    check_contents,
     check_supported,
     config_value,
     disable_cache,
@@ -61,7 +61,17 @@ __all__ = [
     "TESTED", "XLA_SUBCACHE_FLAGS", "_GUARD", "_STATE", "CacheState", "JaxInternalsChanged",
     "JaxState", "RefusedCache", "cache_state", "check_contents", "check_supported",
     "config_value", "current_cache", "disable_cache", "disable_xla_subcaches", "effective",
-    "guard_cache_dirs", "guard_log", "hidden_settings", "holds", "install_backend",
+    "guard_cache_dirs", "guard_log", "held_backend", "hidden_settings", "holds", "install_backend",
     "installed_version", "max_size", "reset_cache", "restore", "set_cache_dir", "snapshot",
     "support", "uses_backend", "uses_sealed", "why_unverified",
 ]
+
+
+def __getattr__(name: str):
+    """RefusedCache is a subclass of JAX's CacheInterface, made when first asked for (after
+    JAX is imported), as guard.py makes it."""
+    if name == "RefusedCache":
+        from jaxcache.jaxcompat import guard
+
+        return guard._refused_class()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

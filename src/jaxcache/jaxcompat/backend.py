@@ -7,18 +7,14 @@ from __future__ import annotations
 import os
 
 from jaxcache.jaxcompat.guard import _BACKENDS, _install_factory, _real
-from jaxcache.jaxcompat.internals import JaxInternalsChanged, _cc, disable_cache
-
-
-def _cache_interface():
-    """JAX's CacheInterface (jax._src.compilation_cache_interface on 0.5 to 0.12)."""
-    from jax._src import compilation_cache_interface as ci
-
-    base = getattr(ci, "CacheInterface", None)
-    if base is None:
-        raise JaxInternalsChanged("jax._src.compilation_cache_interface has no CacheInterface")
-    return base
-
+from jaxcache.jaxcompat.internals import (
+    JaxInternalsChanged,
+    _cc,
+    cache_interface,
+    check_contents,
+    disable_cache,
+    verification_cache,
+)
 
 _CLASSES: dict[str, type] = {}
 
@@ -30,28 +26,25 @@ def _backend_class() -> type:
     if made is not None:
         return made
 
-    class JaxcacheBackend(_cache_interface()):
+    class JaxcacheBackend(cache_interface()):
         """JAX's cache object in front of a jaxcache store (seal/store.py, JAX-free).
 
-        jax_compilation_cache_check_contents is honoured as JAX does it, with JAX's own
-        VerificationCache around the store; read at every call, so it counts whenever it
-        is set (JAX reads it once, when it creates its cache object)."""
+        jax_compilation_cache_check_contents is honoured as JAX does it: set when the cache
+        object is made, the factory (guard.py) hands JAX its own VerificationCache around
+        this one (`wrapped`), exactly as JAX's get_file_cache does. Set later, this object
+        wraps the store in one itself, so the option counts whenever it is set."""
 
         def __init__(self, store, path: str) -> None:
             self.store = store
             self._path = path  # what JAX's reset_cache() logs and cache_state() reads
             self._verifier = None
+            self.wrapped = False  # JAX holds a VerificationCache around this object
 
         def _target(self):
-            if not check_contents():
+            if self.wrapped or not check_contents():
                 return self.store
             if self._verifier is None:
-                verification = getattr(_cc(), "VerificationCache", None)
-                if verification is None:
-                    raise JaxInternalsChanged(
-                        "jax_compilation_cache_check_contents is set but this JAX has no "
-                        "VerificationCache: jaxcache cannot honour it")
-                self._verifier = verification(self.store)
+                self._verifier = verification_cache()(self.store)
             return self._verifier
 
         def get(self, key: str) -> bytes | None:
@@ -62,14 +55,6 @@ def _backend_class() -> type:
 
     _CLASSES["backend"] = JaxcacheBackend
     return JaxcacheBackend
-
-
-def check_contents() -> bool:
-    """jax_compilation_cache_check_contents as JAX sees it now (the option is 0.9.1+)."""
-    from jax._src import config as jax_config
-
-    state = getattr(jax_config, "compilation_cache_check_contents", None)
-    return bool(state is not None and state.value)
 
 
 def max_size() -> int:
@@ -114,7 +99,7 @@ def install_backend(path: str, store) -> None:
     jax.config.update("jax_compilation_cache_dir", path)
     try:
         cc._initialize_cache()
-        ok = cc._cache is backend
+        ok = getattr(cc._cache, "_base_cache", cc._cache) is backend  # maybe verified
     except Exception as exc:  # noqa: BLE001 - any failure here means: not sealed
         ok, why = False, f"{type(exc).__name__}: {exc}"
     else:
@@ -163,4 +148,10 @@ def disable_xla_subcaches() -> None:
 
 def uses_backend(store) -> bool:
     """Is `store` (installed with install_backend) what JAX's cache object serves now?"""
-    return getattr(_cc()._cache, "store", None) is store
+    return getattr(held_backend(), "store", None) is store
+
+
+def held_backend():
+    """The cache object JAX holds, seen through JAX's VerificationCache around it."""
+    cache = _cc()._cache
+    return getattr(cache, "_base_cache", cache)

@@ -24,21 +24,38 @@ _SEEN: list[dict] = []  # every directory JAX initialized a cache for in this pr
 _BY_OBJECT: dict[int, dict] = {}  # id(cache object JAX got) -> its entry in _SEEN
 
 
-class RefusedCache:
-    """What JAX gets for a directory nobody audited: every get misses, every put is dropped.
+_REFUSED_CLASS: list[type] = []
 
-    JAX then compiles everything itself and leaves nothing there; `_path` is what its
-    reset_cache() logs."""
 
-    def __init__(self, path: str, reason: str) -> None:
-        self._path = path
-        self.reason = reason
+def _refused_class() -> type:
+    """RefusedCache: what JAX gets for a directory nobody audited, every get a miss, every
+    put dropped; a CacheInterface like JAX's own (built at first use: importing jaxcompat
+    never imports JAX). JAX then compiles everything itself and leaves nothing there;
+    `_path` is what its reset_cache() logs."""
+    if not _REFUSED_CLASS:
+        from jaxcache.jaxcompat.internals import cache_interface
 
-    def get(self, key: str) -> None:
-        return None
+        class RefusedCache(cache_interface()):
+            __doc__ = _refused_class.__doc__
 
-    def put(self, key: str, value: bytes) -> None:
-        return None
+            def __init__(self, path: str, reason: str) -> None:
+                self._path = path
+                self.reason = reason
+
+            def get(self, key: str) -> None:
+                return None
+
+            def put(self, key: str, value: bytes) -> None:
+                return None
+
+        _REFUSED_CLASS.append(RefusedCache)
+    return _REFUSED_CLASS[0]
+
+
+def __getattr__(name: str):  # jaxcompat.RefusedCache, once JAX is imported
+    if name == "RefusedCache":
+        return _refused_class()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _norm(path) -> str:
@@ -90,9 +107,14 @@ def _factory(where, _original):
     """JAX's get_file_cache, guarded: sealed backends first, then admitted directories."""
     chosen = _BACKENDS.get(_real(where))
     if chosen is not None:
+        from jaxcache.jaxcompat.internals import check_contents, verification_cache
+
         chosen._verifier = None  # JAX would make a new VerificationCache: forget its keys
-        _note(where, "served", "sealed", None, chosen)
-        return chosen, where
+        chosen.wrapped = check_contents()
+        # as JAX's get_file_cache: its own VerificationCache around the store when asked
+        made = verification_cache()(chosen) if chosen.wrapped else chosen
+        _note(where, "served", "sealed", None, made)
+        return made, where
     if not _GUARD["on"]:
         made = _original(where)
         if made is not None:
@@ -100,7 +122,7 @@ def _factory(where, _original):
         return made
     how, reason = _judge(where)
     if how is None:
-        refused = RefusedCache(str(where), reason or "refused")
+        refused = _refused_class()(str(where), reason or "refused")
         _note(where, "refused", "guard", reason, refused)
         return refused, where
     # JAX keeps the name as given: a relative one would be read under whatever the working
@@ -215,4 +237,5 @@ def uses_sealed(path: str) -> bool:
     initialization)?"""
     backend = _BACKENDS.get(_real(path))
     cache = _cc()._cache
-    return backend is not None and (cache is None or cache is backend)
+    return backend is not None and (cache is None or getattr(cache, "_base_cache", cache)
+                                    is backend)

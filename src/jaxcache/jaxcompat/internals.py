@@ -57,6 +57,35 @@ def _cc():
     return cc
 
 
+def cache_interface() -> type:
+    """JAX's CacheInterface (jax._src.compilation_cache_interface on 0.5 to 0.12): every
+    cache object jaxcache hands JAX is one, as JAX's own are."""
+    from jax._src import compilation_cache_interface as ci
+
+    base = getattr(ci, "CacheInterface", None)
+    if base is None:
+        raise JaxInternalsChanged("jax._src.compilation_cache_interface has no CacheInterface")
+    return base
+
+
+def check_contents() -> bool:
+    """jax_compilation_cache_check_contents as JAX sees it now (the option is 0.9.1+)."""
+    from jax._src import config as jax_config
+
+    state = getattr(jax_config, "compilation_cache_check_contents", None)
+    return bool(state is not None and state.value)
+
+
+def verification_cache() -> type:
+    """JAX's VerificationCache, which its get_file_cache wraps around the store when
+    check_contents is set (0.9.1+)."""
+    found = getattr(_cc(), "VerificationCache", None)
+    if found is None:
+        raise JaxInternalsChanged("jax_compilation_cache_check_contents is set but this JAX "
+                                  "has no VerificationCache: jaxcache cannot honour it")
+    return found
+
+
 @dataclass(frozen=True)
 class CacheState:
     """JAX's process-wide cache lifecycle, as jaxcache needs to know it."""
