@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -21,6 +22,19 @@ from jaxcache.errors import JaxcacheError
 
 CORPUS = Path(__file__).parent / "fuzz_corpus"
 Target = Callable[[bytes], None]
+
+
+# What a terminal acts on: C0 controls but newline, DEL, C1 controls, and the bidirectional
+# overrides that reorder what a reader sees. A report shows them escaped (display.safe).
+_CONTROL = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def shown(text: str) -> str:
+    """A report's text, as it reaches a terminal: nothing in it may steer the terminal."""
+    found = _CONTROL.search(text)
+    where = "" if found is None else text[max(0, found.start() - 80):found.end() + 20]
+    assert found is None, f"raw {found.group()!r} in a report: ...{where!r}"
+    return text
 
 
 def seed(target: str, name: str) -> bytes:
@@ -39,21 +53,22 @@ def record(data: bytes) -> None:
 
     doc = store.parse(data)
     if isinstance(doc, str):  # skipped, with why: the reason is printed
-        records_text.render_list(store.Scan("/r", True, (), (store.Skipped("x.json", doc),)))
+        shown(records_text.render_list(store.Scan("/r", True, (),
+                                                  (store.Skipped("x.json", doc),))))
         return
     documents.record_from(doc, "x.json")
     found = store.Found("20261201T000000.000000000Z-1.json", "/r/x.json", 1, len(data), 1, 2,
                         doc)
     scan = store.Scan("/r", True, (found,), ())
     for fmt in (records_text, records_json):
-        fmt.render_list(scan)
-        fmt.render_stats(stats.compute(scan))
+        shown(fmt.render_list(scan))
+        shown(fmt.render_stats(stats.compute(scan)))
     other = _seed_doc("record", "cold.json")
     for pair in ([("x.json", doc)], [("cold.json", other), ("x.json", doc)],
                  [("x.json", doc), ("cold.json", other)]):
         result = reasons.explain_records(pair)
-        explain_text.render(result)
-        explain_json.render(result)
+        shown(explain_text.render(result))
+        shown(explain_json.render(result))
 
 
 def bench(data: bytes) -> None:
@@ -64,12 +79,12 @@ def bench(data: bytes) -> None:
 
     doc = documents.bench_from(documents.object_from(data, "b.json", "bench result"), "b.json")
     other = _seed_doc("bench", "bench.json")
-    command.compare_results(doc, other, "b.json", "a.json")
-    command.compare_results(other, doc, "a.json", "b.json")
+    shown(command.compare_results(doc, other, "b.json", "a.json"))
+    shown(command.compare_results(other, doc, "a.json", "b.json"))
     for audit in (_seed_doc("audit", "private.json"), _seed_doc("audit", "sealed.json")):
         result = decide.decide(audit, [doc, other])
-        decide_text.render(result)
-        decide_json.render(result)
+        shown(decide_text.render(result))
+        shown(decide_json.render(result))
 
 
 def audit(data: bytes) -> None:
@@ -80,8 +95,8 @@ def audit(data: bytes) -> None:
     doc = documents.audit_from(documents.object_from(data, "a.json", "audit"), "a.json")
     for benches in ([], [_seed_doc("bench", "bench.json")]):
         result = decide.decide(doc, benches)
-        decide_text.render(result)
-        decide_json.render(result)
+        shown(decide_text.render(result))
+        shown(decide_json.render(result))
 
 
 def signature(data: bytes) -> None:

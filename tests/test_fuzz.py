@@ -180,3 +180,69 @@ def test_every_target_rejects_what_it_cannot_read_with_its_own_error():
         for data in (b"", b"\x00\xff", b"[" * 5000, b"{" * 5000, b'{"schema": 1}'):
             fuzz_targets.one(target, data)
     assert os.path.isdir(fuzz_targets.CORPUS)
+
+
+def _poisoned(node, text: str):
+    """Every string in a document, keys of free-form maps included, made `text` + itself."""
+    if isinstance(node, dict):
+        return {(k if k in ("schema",) else k): (v if k == "schema" else _poisoned(v, text))
+                for k, v in node.items()} | {text + "k": text}
+    if isinstance(node, list):
+        return [_poisoned(v, text) for v in node]
+    return text + node if isinstance(node, str) else node
+
+
+ESCAPES = "\x1b[2J\x1b[32mVALID\x1b[0m\r\x08\u202e\x9b"
+
+
+@pytest.mark.parametrize("target,name", [("record", "cold.json"), ("record", "warm.json"),
+                                         ("record", "sealed.json"), ("bench", "bench.json"),
+                                         ("audit", "private.json"), ("audit", "unsafe.json"),
+                                         ("audit", "sealed.json")])
+def test_control_characters_in_every_field_reach_no_report_raw(target, name):
+    """Each string field of a real document carries terminal escapes, a carriage return,
+    a backspace, a right-to-left override and a C1 CSI; every report that shows the document
+    (text and JSON) shows them escaped (fuzz_targets.shown), or refuses the document."""
+    doc = json.loads(_corpus_doc(target, name))
+    poisoned = json.dumps(_poisoned(doc, ESCAPES)).encode()
+    fuzz_targets.one(fuzz_targets.TARGETS[target], poisoned)
+    # and one field at a time, so that a refusal of the whole cannot hide a raw one
+    for key in [k for k, v in doc.items() if isinstance(v, (str, dict, list)) and k != "schema"]:
+        one = dict(doc, **{key: _poisoned(doc[key], ESCAPES)})
+        fuzz_targets.one(fuzz_targets.TARGETS[target], json.dumps(one).encode())
+
+
+def test_names_a_writer_chooses_reach_no_terminal_raw(base, tmp_path):
+    """A cache directory's writer names files and fills signatures; a records folder's
+    writer fills records. What audit, ls, verify, seal, records and explain print of them is
+    escaped, in text and with -v."""
+    cache = mkdir(base / "cache", 0o700)
+    meta = json.loads(_corpus_doc("signature", "entry.sig"))
+    (cache / f"{meta['key']}-cache").write_bytes(_corpus_doc("signature", "entry"))
+    planted = json.dumps(dict(meta, key=ESCAPES)).encode()  # its reason quotes the key
+    (cache / f"{meta['key']}-cache.sig").write_bytes(planted)
+    for i, odd in enumerate(("\x1b[2K\x1b[1G", "\u202egnp.", "\r\x9b31m", "\u2028")):
+        name = f"jit_{odd}{i}-{i:064x}-cache"
+        (cache / name).write_bytes(b"planted")
+        (cache / f"{name}.sig").write_bytes(planted)
+    (cache / "notes\x1b[8m.txt").write_text("x")
+    pub = tmp_path / "k.pub"
+    pub.write_bytes(_corpus_doc("public_key", "k.pub"))
+    key = tmp_path / "k.key"
+    key.write_bytes(_corpus_doc("signing_key", "k.key"))
+    key.chmod(0o600)
+    runs = mkdir(base / "runs", 0o700)
+    (runs / "20261201T000000.000000000Z-1.json").write_text(json.dumps(
+        _poisoned(json.loads(_corpus_doc("record", "sealed.json")), ESCAPES)))
+    (runs / "20261201T000001.000000000Z-2\x1b[2J.json").write_text("{")
+    commands = [["audit", str(cache)], ["audit", str(cache), "-v"], ["ls", str(cache)],
+                ["verify", str(cache), "--trusted-key", str(pub)],
+                ["verify", str(cache), "--trusted-key", str(pub), "-v"],
+                ["seal", str(cache), "--signing-key", str(key), "--allow-unhittable"],
+                ["records", "list", "--dir", str(runs)], ["records", "stats", "--dir", str(runs)],
+                ["explain", str(runs)]]
+    for args in commands:
+        proc = jaxcache(*args)
+        assert "Traceback" not in proc.stderr and "internal error" not in proc.stderr, (
+            args, proc.stderr)
+        fuzz_targets.shown(proc.stdout + proc.stderr)

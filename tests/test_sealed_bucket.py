@@ -15,6 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import fuzz_targets
 import pytest
 from conftest import clean_env, jaxcache
 
@@ -343,7 +344,18 @@ def test_ls_escapes_what_a_bucket_writer_names(world):
     prefix = "ls-spoof"
     evil = f"{prefix}/jit_\x1b[2K\x1b[1Gsigned\x07x-{'ab' * 32}-cache"
     world["emu"].upload(BUCKET, evil, b"not an entry")
+    rlo = f"{prefix}/jit_\u202egnp.exe-{'cd' * 32}-cache"  # reorders what follows it
+    world["emu"].upload(BUCKET, rlo, b"not an entry either")
+    world["emu"].upload(BUCKET, rlo + ".sig", b'{"key": "\x1b[2J\u202e"}')
     proc = jaxcache("ls", f"gs://{BUCKET}/{prefix}", env=world["env"])
     assert proc.returncode in (0, 1), proc.stderr
-    assert "\x1b" not in proc.stdout and "\x07" not in proc.stdout, repr(proc.stdout)
     assert "UNSIGNED" in proc.stdout
+    shown = [proc.stdout + proc.stderr]
+    for args in (["verify", f"gs://{BUCKET}/{prefix}", "--trusted-key", world["pub"]],
+                 ["verify", f"gs://{BUCKET}/{prefix}", "--trusted-key", world["pub"], "-v"],
+                 ["audit", f"gs://{BUCKET}/{prefix}"]):
+        proc = jaxcache(*args, env=world["env"])
+        assert proc.returncode in (0, 1), proc.stderr
+        shown.append(proc.stdout + proc.stderr)
+    for text in shown:
+        fuzz_targets.shown(text)

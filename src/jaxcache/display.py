@@ -6,8 +6,10 @@ from __future__ import annotations
 def safe(text: str) -> str:
     """Escape so one name stays one visible, unambiguous line.
 
-    Control characters and bytes that are not UTF-8 become \\xNN, and a literal backslash
-    becomes \\\\, so two different names never print the same.
+    Control characters and bytes that are not UTF-8 become \\xNN, other characters a
+    terminal does not print as themselves (bidirectional overrides, zero-width and separator
+    characters) \\uNNNN, and a literal backslash becomes \\\\, so two different names never
+    print the same and none reorders or hides what follows it.
     """
     if text.isprintable() and "\\" not in text:  # the common case; surrogates are not printable
         return text
@@ -22,6 +24,9 @@ def safe(text: str) -> str:
             out.append(f"\\u{code:04x}")
         elif code < 0x20 or code == 0x7F or 0x80 <= code < 0xA0:
             out.append(f"\\x{code:02x}")
+        elif not ch.isprintable():  # format and separator characters: bidirectional
+            # overrides that reorder what the reader sees (U+202E), zero-width ones, U+2028
+            out.append(f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}")
         else:
             out.append(ch)
     return "".join(out)
