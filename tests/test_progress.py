@@ -35,9 +35,11 @@ def test_live_line_ticks_every_second_on_a_terminal(monkeypatch):
         assert live_capable(tty)
         progress = BenchProgress(1, stream=tty)
         progress(next(_events(2, 1)))
-        time.sleep(2.6)  # a run in progress: no event, yet the line must move
+        out, deadline = "", time.monotonic() + 120  # a hang guard: ticks come each second
+        while len(re.findall(r"elapsed (\d+) s", out)) < 3 and time.monotonic() < deadline:
+            out += _drain(master)  # a run in progress: no event, yet the line must move
         progress.close()
-        out = _drain(master)
+        out += _drain(master)
     os.close(master)
     elapsed = re.findall(r"elapsed (\d+) s", out)
     assert len(elapsed) >= 3, out  # the first draw and at least two ticks
@@ -62,18 +64,20 @@ def test_term_dumb_and_pipes_get_plain_lines(monkeypatch):
 
 
 def test_eta_waits_for_a_measured_warm_run_then_is_close():
+    """On a clock the test moves (runs of fixed length, whatever this machine's speed)."""
+    now = [1000.0]
     log = io.StringIO()
-    progress = BenchProgress(1, stream=log, live=False)
+    progress = BenchProgress(1, stream=log, live=False, clock=lambda: now[0])
     durations = {"prime": 0.3, "cold": 0.3, "warm": 0.1}
-    started = time.monotonic()
+    started = now[0]
     etas = []
     for event in _events(3, 1):
         progress(event)
-        etas.append((time.monotonic() - started, progress.eta_at))
-        time.sleep(durations[event["phase"]])
+        etas.append((now[0] - started, progress.eta_at))
+        now[0] += durations[event["phase"]]
     progress.close()
-    real_total = time.monotonic() - started
+    real_total = now[0] - started
     assert etas[0][1] is None and etas[1][1] is None  # no warm run measured yet
     assert etas[2][1] is None  # the first warm run is starting: still none measured
     at, (eta, _) = etas[3]  # trial 2's cold run: prime, cold and warm all measured
-    assert abs((real_total - at) - eta) < 0.25, (real_total - at, eta)
+    assert abs((real_total - at) - eta) < 1e-9, (real_total - at, eta)  # exact: fixed runs

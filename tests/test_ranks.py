@@ -6,7 +6,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 
 import pytest
 from conftest import jaxcache
@@ -76,8 +75,7 @@ def test_srun_two_ranks_write_two_records(slurm, tmp_path):
     assert sorted(p.name for p in tmp_path.glob("r*.json")) == ["r.rank0.json", "r.rank1.json"]
     for n in (0, 1):
         assert json.loads((tmp_path / f"r.rank{n}.json").read_text())["process"]["exit_code"] == 0
-    start = time.monotonic()
-    assert slurm.drained() == [] and time.monotonic() - start < 30
+    assert slurm.drained(timeout=120) == []  # a finished job leaves the queue
 
 
 def test_explain_takes_a_directory_of_per_rank_records(tmp_path):
