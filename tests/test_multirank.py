@@ -146,12 +146,24 @@ def test_srun_jaxcache_inside_refuses_the_rank_whose_view_differs(slurm, tmp_pat
     assert slurm.drained() == []
 
 
+def _waiting(runtime: Path) -> bool:
+    """Has a rank's probe written that it waits for another process (probe/recorder.py)?"""
+    for doc in runtime.glob("jaxcache-probe-*/probe-*.json"):
+        with contextlib.suppress(OSError):
+            if '"waiting_for": {' in doc.read_text(errors="replace"):
+                return True
+    return False
+
+
 def test_a_rank_hung_in_share_binary_names_the_module_it_waits_for(slurm, tmp_path):
     rec = tmp_path / "r.json"
+    runtime = tmp_path / "runtime"  # where jaxcache makes its probe directory: watched
+    runtime.mkdir(mode=0o700)
     run = subprocess.Popen([sys.executable, "-m", "jaxcache", "run", "--cache-dir",
                             str(tmp_path / "c"), "--record", str(rec), "--", "srun", "-n", "2",
                             "--overcommit", sys.executable, JOB, "--share"],
-                           env=slurm.env(_env()), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           env=slurm.env(_env(XDG_RUNTIME_DIR=str(runtime))),
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                            text=True, start_new_session=True)
     try:
         seen: set[str] = set()
@@ -162,7 +174,9 @@ def test_a_rank_hung_in_share_binary_names_the_module_it_waits_for(slurm, tmp_pa
                 break
             seen.add(line.strip())
         assert {"compiling 1", "done 0"} <= seen, seen
-        time.sleep(3)  # rank 1 is stuck; its probe writes every second while it waits
+        while not _waiting(runtime) and time.monotonic() < deadline:
+            time.sleep(0.1)  # rank 1 is stuck; its probe writes every second while it waits
+        assert _waiting(runtime), "rank 1's probe never said it waits"
         run.send_signal(signal.SIGTERM)  # forwarded to srun, which cancels the step
         _, err = run.communicate(timeout=120)
     finally:
