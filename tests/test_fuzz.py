@@ -13,6 +13,7 @@ commands a user runs.
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import subprocess
@@ -196,6 +197,7 @@ ESCAPES = "\x1b[2J\x1b[32mVALID\x1b[0m\r\x08\u202e\x9b"
 
 
 @pytest.mark.parametrize("target,name", [("record", "cold.json"), ("record", "warm.json"),
+                                         ("record", "conditions.json"),
                                          ("record", "sealed.json"), ("bench", "bench.json"),
                                          ("audit", "private.json"), ("audit", "unsafe.json"),
                                          ("audit", "sealed.json")])
@@ -206,10 +208,25 @@ def test_control_characters_in_every_field_reach_no_report_raw(target, name):
     doc = json.loads(_corpus_doc(target, name))
     poisoned = json.dumps(_poisoned(doc, ESCAPES)).encode()
     fuzz_targets.one(fuzz_targets.TARGETS[target], poisoned)
-    # and one field at a time, so that a refusal of the whole cannot hide a raw one
-    for key in [k for k, v in doc.items() if isinstance(v, (str, dict, list)) and k != "schema"]:
-        one = dict(doc, **{key: _poisoned(doc[key], ESCAPES)})
+    # and one string at a time, so that a refusal of the whole cannot hide a raw one
+    for path in _strings(doc):
+        one = copy.deepcopy(doc)
+        parent = one
+        for step in path[:-1]:
+            parent = parent[step]
+        parent[path[-1]] = ESCAPES + parent[path[-1]]
         fuzz_targets.one(fuzz_targets.TARGETS[target], json.dumps(one).encode())
+
+
+def _strings(node, path=()):
+    """The path of every string value in a document but its schema."""
+    items = node.items() if isinstance(node, dict) else enumerate(node) \
+        if isinstance(node, list) else ()
+    for key, value in items:
+        if isinstance(value, str) and key != "schema":
+            yield (*path, key)
+        else:
+            yield from _strings(value, (*path, key))
 
 
 def test_names_a_writer_chooses_reach_no_terminal_raw(base, tmp_path):

@@ -405,7 +405,9 @@ def test_a_fresh_rival_signature_is_left_for_its_entry_and_a_stale_one_is_swappe
     assert publisher.writes == [(key, str(shared))]
     reader = SealedCache(str(shared), trusted=[a.public])
     assert reader.get(key) == b"our bytes" and reader.rejections == []
-    assert sorted(p.name for p in shared.iterdir()) == [f"{key}-cache", f"{key}-cache.sig",
-                                                         f"{key}-cache.used"]
+    from jaxcache.seal.lru import LOCK_NAME  # the tier's lock, taken to settle a signature
+
+    assert sorted(p.name for p in shared.iterdir()) == [LOCK_NAME, f"{key}-cache",
+                                                         f"{key}-cache.sig", f"{key}-cache.used"]
     publisher.close()
     reader.close()

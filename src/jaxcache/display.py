@@ -22,8 +22,10 @@ def safe(text: str) -> str:
             out.append(f"\\x{code - 0xDC00:02x}")
         elif 0xD800 <= code <= 0xDFFF:  # a lone surrogate from JSON text: not a character
             out.append(f"\\u{code:04x}")
-        elif code < 0x20 or code == 0x7F or 0x80 <= code < 0xA0:
+        elif code < 0x20 or code == 0x7F:
             out.append(f"\\x{code:02x}")
+        elif 0x80 <= code < 0xA0:  # C1 controls: \u, so none prints as an undecodable byte
+            out.append(f"\\u{code:04x}")
         elif not ch.isprintable():  # format and separator characters: bidirectional
             # overrides that reorder what the reader sees (U+202E), zero-width ones, U+2028
             out.append(f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}")

@@ -35,7 +35,7 @@ class Analysis:
     verdict: str  # saves | too-small | inconclusive | nothing-cached | warm-missed | no-data
     message: str
     paid_s: float  # what writing the entries cost the cold runs (median)
-    written_bytes: int  # median bytes in the cache after a cold run
+    written_bytes: int | None  # median bytes in the cache after a cold run; None: not listed
     pays_off_after: int | None  # warm starts needed to repay it
     first_step: tuple[stats.Spread, stats.Spread] | None = None  # slowest rank, cold / warm
     ranks: tuple[RankSummary, ...] = ()  # per rank, when the job has more than one
@@ -127,7 +127,8 @@ def analyse(cold: list[ProcessSample], warm: list[ProcessSample], *, confidence:
         confidence)
     ratio = stats.two_sample_ratio(cold_wall, warm_wall, confidence)
     paid = stats.spread([s.write_overhead_s for s in cold]).median
-    written = int(stats.spread([s.bytes_after for s in cold]).median)
+    listed = [s.bytes_after for s in cold if s.bytes_after is not None]  # None: not listed
+    written = int(stats.spread(listed).median) if listed else None
     significant = saving.resolved and saving.low > noise_s
     pays = None
     if significant and saving.estimate > 0:

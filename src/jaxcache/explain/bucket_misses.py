@@ -35,7 +35,8 @@ def lines(seal: dict | None) -> list[str]:
                    f"{_WHAT.get(kind, safe(kind))}: {safe(str(misses[0].get('reason')))[:400]}")
     statuses: dict[str, int] = {}
     for r in seal.get("rejections") or []:
-        statuses[r.get("status", "?")] = statuses.get(r.get("status", "?"), 0) + 1
+        status = str(r.get("status") or "?")
+        statuses[status] = statuses.get(status, 0) + 1
     if statuses and "://" in str(seal.get("path")):
         out.append(f"bucket {safe(str(seal.get('path')))}: rejected signatures: "
                    + ", ".join(f"{n} {safe(s)}" for s, n in sorted(statuses.items()))

@@ -235,7 +235,7 @@ def explain_records(records: list[tuple[str, dict]]) -> Explanation:
         unaudited += [f"{safe(path)}: {used_dirs.describe(e)}"
                       for e in used_dirs.failing(record)]
         if not (record.get("probe") or {}).get("loaded", True):
-            notes.append(f"{safe(path)}: {record['probe'].get('note')}")
+            notes.append(f"{safe(path)}: {safe(str(record['probe'].get('note')))}")
         from jaxcache.explain import bucket_misses
 
         notes += [f"{safe(path)}: {line}" for line in bucket_misses.lines(record.get("seal"))]

@@ -70,7 +70,8 @@ def conclusions(result: BenchResult) -> list[str]:
     if a.significant:
         pays = a.pays_off_after
         lines.append(f"amortization: the cold run paid {a.paid_s:.2f} s to write "
-                     f"{size(a.written_bytes)}; it pays off after {style.plural(pays, 'reuse')}")
+                     f"{'its entries' if a.written_bytes is None else size(a.written_bytes)}"
+                     f"; it pays off after {style.plural(pays, 'reuse')}")
     mark = "  (BELOW JAX's default 1.0 s)" if t["min_compile_time_below_default"] else ""
     lines.append(f"thresholds in effect: min compile time {t['min_compile_time_secs']:g} s"
                  f"{mark}, min entry size {t['min_entry_size_bytes']} B")

@@ -81,10 +81,10 @@ def failing(doc: dict) -> list[dict]:
 
 def describe(e: dict) -> str:
     """One sentence for the summary and explain."""
-    verdict = e.get("verdict") or "not audited"
-    detail = f": {e['verdict_detail']}" if e.get("verdict_detail") else ""
+    verdict = safe(str(e.get("verdict") or "not audited"))
+    detail = f": {safe(str(e['verdict_detail']))}" if e.get("verdict_detail") else ""
     what = {"refused": "jaxcache refused it (nothing was loaded from or written there)",
-            "served": f"JAX used it ({e.get('how')})"}.get(str(e.get("status")),
-                                                           str(e.get("status")))
+            "served": f"JAX used it ({safe(str(e.get('how')))})"}.get(
+                str(e.get("status")), safe(str(e.get("status"))))
     return (f"JAX was pointed at {safe(str(e.get('path')))} ({verdict}{detail}), not the "
             f"audited cache: {what}")

@@ -14,6 +14,7 @@ import json
 from dataclasses import dataclass
 
 from jaxcache import validate as v
+from jaxcache.display import safe
 from jaxcache.seal import digest as digestmod
 from jaxcache.seal.keys import KeyFileError, PublicKey, SigningKey, parse_public
 from jaxcache.trust.entries import SIGNATURE_SUFFIX
@@ -106,7 +107,7 @@ def vouched_size(key: str, sig: bytes | None, trusted: dict[bytes, PublicKey]
     if not isinstance(size, int) or isinstance(size, bool) or size < 0:
         return Check(BAD, "unreadable signature file (no size)", public.id), None
     if not _verifies(known, raw, message(key, digest, size)):
-        why = (f"the signature is for another entry ({str(doc.get('key'))[:90]}): moved or "
+        why = (f"the signature is for another entry ({safe(str(doc.get('key'))[:90])}): moved or "
                "swapped" if doc.get("key") != key else "the signature does not verify")
         return Check(BAD, why, public.id), None
     return Check(VALID, f"signed by {known.holder or 'key'} {public.id}", public.id), size
@@ -143,7 +144,8 @@ def check(key: str, data: bytes, sig: bytes | None,
 
 def _why_not(doc: dict, key: str, digest: bytes, size: int) -> str:
     if doc.get("key") != key:
-        return f"the signature is for another entry ({str(doc.get('key'))[:90]}): moved or swapped"
+        return (f"the signature is for another entry ({safe(str(doc.get('key'))[:90])}): moved "
+                "or swapped")
     signed = doc.get("size")
     if isinstance(signed, int) and size > signed:
         return f"the entry is longer than the {signed} bytes signed: changed"

@@ -52,7 +52,7 @@ class Rejection:
 
     def describe(self) -> str:
         return (f"jaxcache: rejected cache entry {safe(self.key)} in {safe(self.directory)}: "
-                f"{self.reason} (file owner {self.owner}); compiling instead")
+                f"{safe(self.reason)} (file owner {safe(self.owner)}); compiling instead")
 
 
 class _Rejected(Exception):
@@ -126,13 +126,13 @@ def write_tier(fd: int, name: str, value: bytes, sig: bytes | None, limit: int,
     """Publish into a directory tier, evicting least recently used entries of ours first
     when there is a limit; False if the name was taken (first writer wins)."""
     if max_size == -1:
-        return publish(fd, name, value, sig, limit, orphan)
+        return publish(fd, name, value, sig, limit, orphan)  # takes the lock if it must
     with lru.locked(fd):
         if _exists(fd, name):
             return False
         for gone in lru.evict(fd, max_size, len(value), limit):
             evictions.append((gone, where))
-        return publish(fd, name, value, sig, limit, orphan)
+        return publish(fd, name, value, sig, limit, orphan, locked=True)
 
 
 class SealedCache(Reports):
@@ -283,21 +283,29 @@ Orphan = Callable[[bytes | None, float | None], str]  # orphans.judge for one ke
 
 
 def publish(dir_fd: int, name: str, data: bytes, sig: bytes | None,
-            name_max: int = names.DEFAULT_NAME_MAX, orphan: Orphan | None = None) -> bool:
+            name_max: int = names.DEFAULT_NAME_MAX, orphan: Orphan | None = None,
+            locked: bool = False) -> bool:
     """Atomically add `name`, its signature first; False if the entry already existed or a
     rival's signature may still get its entry (first writer wins). A signature with no entry
-    is judged by `orphan` (orphans.py): completed, replaced or left. A published entry also
-    gets jaxcache's `.used` marker (lru.py)."""
+    is judged by `orphan` (orphans.py) under the tier's lock (`locked`: the caller holds it),
+    so no two publishers settle one signature at once: completed, replaced or left. A
+    published entry also gets jaxcache's `.used` marker (lru.py)."""
     if _exists(dir_fd, name):
         return False
     tmp = _write_temp(dir_fd, data)
     try:
         signame = names.sidecar(name, names.SIGNATURE, name_max)
-        if sig is not None and not _link_new(dir_fd, signame, sig) and (
-                orphan is None or not _settle(dir_fd, signame, sig, orphan)):
+        if sig is None or _link_new(dir_fd, signame, sig):
+            if not _link(dir_fd, tmp, name):
+                return False
+        elif orphan is None:
             return False  # a rival's signature: its entry follows
-        if not _link(dir_fd, tmp, name):
-            return False
+        else:
+            with contextlib.nullcontext() if locked else lru.locked(dir_fd):
+                if _exists(dir_fd, name) or not _settle(dir_fd, signame, sig, orphan):
+                    return False
+                if not _link(dir_fd, tmp, name):
+                    return False
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp, dir_fd=dir_fd)
@@ -307,8 +315,9 @@ def publish(dir_fd: int, name: str, data: bytes, sig: bytes | None,
 
 
 def _settle(dir_fd: int, signame: str, sig: bytes, orphan: Orphan) -> bool:
-    """A signature exists and the entry does not: True when ours may follow it (orphans.py),
-    after replacing it if that is the judgement, only if it is still the file judged."""
+    """A signature exists and the entry does not (the tier's lock held): True when ours may
+    follow it (orphans.py), after replacing it in one rename, the name never empty, only if
+    it is still the very file judged (same inode, size and mtime)."""
     existing, identity, age = _look(dir_fd, signame)
     verdict = orphan(existing, age)
     if verdict == orphans.COMPLETE:
@@ -317,32 +326,38 @@ def _settle(dir_fd: int, signame: str, sig: bytes, orphan: Orphan) -> bool:
         return False
     if identity is None:  # gone meanwhile: create-only again
         return _link_new(dir_fd, signame, sig)
-    moved = names.temporary()
-    try:  # compare and swap: move it aside, then check it is the one judged
-        os.rename(signame, moved, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
-    except FileNotFoundError:
-        return _link_new(dir_fd, signame, sig)
+    ours = _write_temp(dir_fd, sig)
     try:
-        st = os.stat(moved, dir_fd=dir_fd, follow_symlinks=False)
-        if (st.st_dev, st.st_ino) != identity:  # a rival's newer one: put it back, write none
-            with contextlib.suppress(FileExistsError):
-                os.link(moved, signame, src_dir_fd=dir_fd, dst_dir_fd=dir_fd,
-                        follow_symlinks=False)
-            return False
+        if _identity(dir_fd, signame) != identity:
+            return False  # changed since it was judged: judged again at the next write
+        os.rename(ours, signame, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+        os.fsync(dir_fd)
     finally:
         with contextlib.suppress(FileNotFoundError):
-            os.unlink(moved, dir_fd=dir_fd)
-    return _link_new(dir_fd, signame, sig)
+            os.unlink(ours, dir_fd=dir_fd)
+    return True
 
 
-def _look(dir_fd: int, name: str) -> tuple[bytes | None, tuple[int, int] | None, float | None]:
+Identity = tuple[int, int, int, int]  # device, inode, size, mtime in ns
+
+
+def _identity(dir_fd: int, name: str) -> Identity | None:
+    try:
+        st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return None
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
+
+
+def _look(dir_fd: int, name: str) -> tuple[bytes | None, Identity | None, float | None]:
     """A signature file's bytes (bounded), identity and age, without following a link; a
     link or a non-file is b"" (no signature), a missing file (None, None, None)."""
     try:
         st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
     except FileNotFoundError:
         return None, None, None
-    identity, age = (st.st_dev, st.st_ino), max(0.0, time.time() - st.st_mtime)
+    identity = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+    age = max(0.0, time.time() - st.st_mtime)
     if not stat.S_ISREG(st.st_mode):
         return b"", identity, age
     try:
@@ -354,9 +369,9 @@ def _look(dir_fd: int, name: str) -> tuple[bytes | None, tuple[int, int] | None,
         return b"", identity, age
     try:
         st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            return b"", (st.st_dev, st.st_ino), age
-        return os.read(fd, signature.MAX_BYTES + 1), (st.st_dev, st.st_ino), age
+        if not stat.S_ISREG(st.st_mode) or (st.st_dev, st.st_ino) != identity[:2]:
+            return b"", identity, age  # swapped between the look and the open: no signature
+        return os.read(fd, signature.MAX_BYTES + 1), identity, age
     finally:
         os.close(fd)
 
