@@ -198,9 +198,12 @@ def test_timeout_under_slurm_leaves_no_job_running(slurm, tmp_path):
 
 def test_ctrl_c_keeps_partial_results(tmp_path):
     out = tmp_path / "b.json"
+    # Ctrl-C as a terminal delivers it, also where this suite was started in the background
+    # (a shell then starts it with SIGINT ignored, and Python keeps ignoring it)
     bench = subprocess.Popen([sys.executable, "-m", "jaxcache", "bench", "-t", "5", "-k", "2",
                               "--no-prime", "--json", str(out), "--", sys.executable, TRAIN],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     lines: list[str] = []
     warm_started = threading.Event()
 

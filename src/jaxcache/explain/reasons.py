@@ -300,16 +300,17 @@ def _key_diffs(records: list[tuple[str, dict]]) -> list[KeyDiff]:
 
 
 def _evidence(component: str, a: dict, b: dict) -> str:
+    """What the two records say of the component that changed (their words, escaped)."""
     if component == "XLA flags":
         fa, fb = (a.get("env") or {}).get("XLA_FLAGS"), (b.get("env") or {}).get("XLA_FLAGS")
-        return f" (XLA_FLAGS {fa!r} vs {fb!r})"
+        return f" (XLA_FLAGS {safe(repr(fa))} vs {safe(repr(fb))})"
     if component == "jax_lib version":
         va, vb = (a.get("versions") or {}).get("jaxlib"), (b.get("versions") or {}).get("jaxlib")
-        return f" ({va} vs {vb})"
+        return f" ({safe(str(va))} vs {safe(str(vb))})"
     if component == "accelerator_config":
         pa, pb = a.get("platform") or {}, b.get("platform") or {}
-        return (f" ({pa.get('device_kind')} x{pa.get('device_count')} vs "
-                f"{pb.get('device_kind')} x{pb.get('device_count')})")
+        return (f" ({safe(str(pa.get('device_kind')))} x{safe(str(pa.get('device_count')))} "
+                f"vs {safe(str(pb.get('device_kind')))} x{safe(str(pb.get('device_count')))})")
     return ""
 
 
