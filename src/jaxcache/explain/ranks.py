@@ -31,7 +31,9 @@ class RankDiff:
 
 
 def _platform(proc: dict) -> str | None:
-    return (proc.get("platform") or {}).get("backend")
+    """The record's word for the backend, escaped: it is shown in causes and remedies."""
+    backend = (proc.get("platform") or {}).get("backend")
+    return None if backend is None else safe(str(backend))
 
 
 def _component_cause(name: str, platform: str | None, rank: int) -> str:
@@ -48,7 +50,7 @@ def _component_cause(name: str, platform: str | None, rank: int) -> str:
         return ("accelerator_config: the topology fingerprint of the module's devices differs "
                 "between the ranks (on CPU it does even for a computation over the global "
                 "mesh, measured on JAX 0.10.2)")
-    return f"{name}: {CAUSES.get(name, 'changed')}"
+    return f"{safe(name)}: {CAUSES.get(name, 'changed')}"
 
 
 def _remedy(platform: str | None) -> str:
