@@ -84,7 +84,7 @@ def mutate_tree(doc, rng: random.Random):
                 parent[last] = _deep(rng.choice((20, 33, 40, 200)))
             elif roll < 0.3 and isinstance(parent.get(last) if isinstance(parent, dict)
                                            else parent[last], list):
-                parent[last] = parent[last] * rng.randint(2, 50)
+                parent[last] = parent[last] * rng.randint(2, 10)
             else:
                 parent[last] = rng.choice(VALUES)
         except (KeyError, IndexError, TypeError):

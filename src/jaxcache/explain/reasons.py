@@ -290,10 +290,10 @@ def _key_diffs(records: list[tuple[str, dict]]) -> list[KeyDiff]:
                             causes.append(f"compile_options: "
                                           f"{compile_options_cause(earlier_rec, record, changed)}")
                         else:
-                            causes.append(f"{k}: {CAUSES.get(k, 'changed')}"
+                            causes.append(f"{safe(k)}: {CAUSES.get(k, 'changed')}"
                                           + _evidence(k, earlier_rec, record))
                     out.append(KeyDiff(m.get("name") or "?", earlier_path, path,
-                                       tuple(sorted(changed)), tuple(causes)))
+                                       tuple(sorted(safe(k) for k in changed)), tuple(causes)))
             if m.get("outcome") in ("written", "hit") and ident not in seen:
                 seen[ident] = (path, record, m)
     return out
