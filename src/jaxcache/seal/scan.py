@@ -11,7 +11,8 @@ from dataclasses import dataclass
 
 from jaxcache.seal import hittable, names, signature
 from jaxcache.seal.keys import PublicKey, SigningKey
-from jaxcache.seal.store import _link_new, _open_dir, _read, _Rejected
+from jaxcache.seal.publish import _link_new
+from jaxcache.seal.store import _open_dir, _read, _Rejected
 from jaxcache.trust.entries import classify
 
 

@@ -63,13 +63,7 @@ def _signed(sig: bytes | None, trusted: dict[bytes, PublicKey]
     if sig is None:
         return Check(UNSIGNED, "no signature file")
     try:
-        if len(sig) > MAX_BYTES:
-            raise ValueError("too large")
-        doc = v.parse_json(sig)
-        DOCUMENT(doc, "")
-        assert isinstance(doc, dict)
-        public = parse_public(doc["public_key"])
-        raw = base64.b64decode(doc["signature"], validate=True)
+        doc, public, raw = _fields(sig)
     except (ValueError, KeyFileError) as exc:  # Unreadable and Invalid are ValueErrors
         # KeyFileError: a public key text that is no key (a planted file's, never the user's)
         return Check(BAD, f"unreadable signature file ({exc})")
@@ -77,6 +71,19 @@ def _signed(sig: bytes | None, trusted: dict[bytes, PublicKey]
     if known is None:
         return Check(UNKNOWN_KEY, f"signed by key {public.id}, which is not trusted", public.id)
     return doc, public, known, raw
+
+
+def _fields(sig: bytes) -> tuple[dict, PublicKey, bytes]:
+    """The checked document of a signature file, the key it names and the raw signature;
+    ValueError or KeyFileError if it is none (too large, not JSON, a field missing or of
+    the wrong type, no key)."""
+    if len(sig) > MAX_BYTES:
+        raise ValueError("too large")
+    doc = v.parse_json(sig)
+    DOCUMENT(doc, "")
+    assert isinstance(doc, dict)
+    return doc, parse_public(doc["public_key"]), base64.b64decode(doc["signature"],
+                                                                  validate=True)
 
 
 def _verifies(known: PublicKey, raw: bytes, signed: bytes) -> bool:
@@ -101,11 +108,11 @@ def vouched_size(key: str, sig: bytes | None, trusted: dict[bytes, PublicKey]
         return parsed, None
     doc, public, known, raw = parsed
     try:
-        digest, size = bytes.fromhex(str(doc.get("digest"))), doc.get("size")
+        digest, size = bytes.fromhex(doc["digest"]), doc["size"]  # typed by DOCUMENT
     except ValueError as exc:
         return Check(BAD, f"unreadable signature file ({exc})", public.id), None
-    if not isinstance(size, int) or isinstance(size, bool) or size < 0:
-        return Check(BAD, "unreadable signature file (no size)", public.id), None
+    if size < 0:
+        return Check(BAD, "unreadable signature file (a negative size)", public.id), None
     if not _verifies(known, raw, message(key, digest, size)):
         why = (f"the signature is for another entry ({safe(str(doc.get('key'))[:90])}): moved or "
                "swapped" if doc.get("key") != key else "the signature does not verify")
@@ -118,11 +125,7 @@ def genuine(key: str, sig: bytes) -> bool:
     names, over the key, digest and size it states. Says nothing of trust, only that a
     publisher made it (orphans.py: a rival's pending upload, not garbage)."""
     try:
-        doc = v.parse_json(sig) if len(sig) <= MAX_BYTES else None
-        DOCUMENT(doc, "")
-        assert isinstance(doc, dict)
-        public = parse_public(doc["public_key"])
-        raw = base64.b64decode(doc["signature"], validate=True)
+        doc, public, raw = _fields(sig)
         digest, size = bytes.fromhex(doc["digest"]), doc["size"]
     except (ValueError, KeyFileError):
         return False

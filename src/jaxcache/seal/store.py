@@ -6,11 +6,11 @@ bytes returned; the file is read once, through a directory fd, never following a
 A rejected entry is a miss, reported once per key, and left where it is.
 
 Writes: with a signing key, to the shared directory, signed; without one, to the local
-directory only (a read-only consumer writes nothing shared). Every write goes to a private
-temporary name (O_EXCL|O_NOFOLLOW), is fsynced, then hard-linked into place, which fails
-rather than replaces when the name exists: first writer wins, as in JAX, and a killed writer
-leaves at most a temporary file that no reader opens. The signature is published before its
-entry, so no reader ever finds an entry without its signature (names.py: both always fit).
+directory only (a read-only consumer writes nothing shared). Every write is create-only
+(publish.py: a temporary file hard-linked into place): first writer wins, as in JAX, and a
+killed writer leaves at most a temporary file that no reader opens. The signature is
+published before its entry, so no reader ever finds an entry without its signature (names.py:
+both always fit).
 Size limit: `max_size()` (jax_compilation_cache_max_size, read at every write as JAX's
 LRUCache would if it were created then) evicts least recently used entries that jaxcache
 wrote in the tier it writes (lru.py).
@@ -18,13 +18,11 @@ wrote in the tier it writes (lru.py).
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import logging
 import os
 import stat
 import threading
-import time
 import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -32,6 +30,7 @@ from dataclasses import dataclass
 from jaxcache.display import safe
 from jaxcache.seal import lru, names, orphans, signature
 from jaxcache.seal.keys import PublicKey, SigningKey
+from jaxcache.seal.publish import Orphan, _exists, publish
 
 ENTRY_SUFFIX = names.ENTRY_SUFFIX
 logger = logging.getLogger("jaxcache.seal")
@@ -277,147 +276,3 @@ def _read(dir_fd: int, name: str, limit: int | None = None) -> bytes | None:
             raise _Rejected("not-a-file", f"{name} is not a regular file", st.st_uid)
         data = f.read(limit) if limit is not None else f.readall()
     return data
-
-
-Orphan = Callable[[bytes | None, float | None], str]  # orphans.judge for one key and value
-
-
-def publish(dir_fd: int, name: str, data: bytes, sig: bytes | None,
-            name_max: int = names.DEFAULT_NAME_MAX, orphan: Orphan | None = None,
-            locked: bool = False) -> bool:
-    """Atomically add `name`, its signature first; False if the entry already existed or a
-    rival's signature may still get its entry (first writer wins). A signature with no entry
-    is judged by `orphan` (orphans.py) under the tier's lock (`locked`: the caller holds it),
-    so no two publishers settle one signature at once: completed, replaced or left. A
-    published entry also gets jaxcache's `.used` marker (lru.py)."""
-    if _exists(dir_fd, name):
-        return False
-    tmp = _write_temp(dir_fd, data)
-    try:
-        signame = names.sidecar(name, names.SIGNATURE, name_max)
-        if sig is None or _link_new(dir_fd, signame, sig):
-            if not _link(dir_fd, tmp, name):
-                return False
-        elif orphan is None:
-            return False  # a rival's signature: its entry follows
-        else:
-            with contextlib.nullcontext() if locked else lru.locked(dir_fd):
-                if _exists(dir_fd, name) or not _settle(dir_fd, signame, sig, orphan):
-                    return False
-                if not _link(dir_fd, tmp, name):
-                    return False
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp, dir_fd=dir_fd)
-    with contextlib.suppress(OSError):  # without it the entry is never evicted, not unsafe
-        lru.mark(dir_fd, name, name_max)
-    return True
-
-
-def _settle(dir_fd: int, signame: str, sig: bytes, orphan: Orphan) -> bool:
-    """A signature exists and the entry does not (the tier's lock held): True when ours may
-    follow it (orphans.py), after replacing it in one rename, the name never empty, only if
-    it is still the very file judged (same inode, size and mtime)."""
-    existing, identity, age = _look(dir_fd, signame)
-    verdict = orphan(existing, age)
-    if verdict == orphans.COMPLETE:
-        return True
-    if verdict != orphans.REPLACE:
-        return False
-    if identity is None:  # gone meanwhile: create-only again
-        return _link_new(dir_fd, signame, sig)
-    ours = _write_temp(dir_fd, sig)
-    try:
-        if _identity(dir_fd, signame) != identity:
-            return False  # changed since it was judged: judged again at the next write
-        os.rename(ours, signame, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
-        os.fsync(dir_fd)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(ours, dir_fd=dir_fd)
-    return True
-
-
-Identity = tuple[int, int, int, int]  # device, inode, size, mtime in ns
-
-
-def _identity(dir_fd: int, name: str) -> Identity | None:
-    try:
-        st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
-    except FileNotFoundError:
-        return None
-    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
-
-
-def _look(dir_fd: int, name: str) -> tuple[bytes | None, Identity | None, float | None]:
-    """A signature file's bytes (bounded), identity and age, without following a link; a
-    link or a non-file is b"" (no signature), a missing file (None, None, None)."""
-    try:
-        st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
-    except FileNotFoundError:
-        return None, None, None
-    identity = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
-    age = max(0.0, time.time() - st.st_mtime)
-    if not stat.S_ISREG(st.st_mode):
-        return b"", identity, age
-    try:
-        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK,
-                     dir_fd=dir_fd)
-    except FileNotFoundError:
-        return None, None, None
-    except OSError:
-        return b"", identity, age
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or (st.st_dev, st.st_ino) != identity[:2]:
-            return b"", identity, age  # swapped between the look and the open: no signature
-        return os.read(fd, signature.MAX_BYTES + 1), identity, age
-    finally:
-        os.close(fd)
-
-
-def _exists(dir_fd: int, name: str) -> bool:
-    try:
-        os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
-    except FileNotFoundError:
-        return False
-    return True
-
-
-def _write_temp(dir_fd: int, data: bytes) -> str:
-    """`data` in a new private temporary file, fsynced; its name."""
-    tmp = names.temporary()
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                 0o644, dir_fd=dir_fd)
-    try:
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp, dir_fd=dir_fd)
-        raise
-    return tmp
-
-
-def _link(dir_fd: int, tmp: str, name: str) -> bool:
-    try:  # link() never replaces: first writer wins, and a rival's entry stays whole
-        os.link(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd, follow_symlinks=False)
-    except FileExistsError:
-        return False
-    os.fsync(dir_fd)
-    return True
-
-
-def _link_new(dir_fd: int, name: str, data: bytes) -> bool:
-    """Publish `data` as `name` unless it exists (temporary file, fsync, link)."""
-    tmp = _write_temp(dir_fd, data)
-    try:
-        return _link(dir_fd, tmp, name)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp, dir_fd=dir_fd)
