@@ -1,7 +1,8 @@
 #!/bin/sh
 # Debian packages the test suite drives for real: setfacl/getfacl (acl), useradd (passwd),
 # unshare/setpriv (util-linux), a single-node Slurm cluster (slurmctld, slurmd, slurm-client,
-# munge), a FUSE mount (bindfs, which brings fusermount). Installed only when running as
+# munge), a FUSE mount (bindfs, which brings fusermount), rsync (a cache arriving as CI
+# restores it). Installed only when running as
 # root and missing.
 missing=""
 command -v setfacl >/dev/null 2>&1 || missing="$missing acl"
@@ -12,6 +13,7 @@ command -v slurmd >/dev/null 2>&1 || missing="$missing slurmd"
 command -v srun >/dev/null 2>&1 || missing="$missing slurm-client"
 command -v munged >/dev/null 2>&1 || missing="$missing munge"
 command -v bindfs >/dev/null 2>&1 || missing="$missing bindfs"
+command -v rsync >/dev/null 2>&1 || missing="$missing rsync"
 [ -z "$missing" ] && exit 0
 if [ "$(id -u)" != 0 ]; then
     echo "system-deps: missing$missing (not root: tests needing them will skip, saying why)"

@@ -14,6 +14,13 @@ from pathlib import Path
 
 import pytest
 
+# Under CI jaxcache refuses caches of unknown origin (trust/ci.py); the suite may itself run
+# under CI, and its tests say when they want a CI environment: none is inherited.
+CI_VARIABLES = ("GITHUB_ACTIONS", "GITLAB_CI", "BUILDKITE", "CIRCLECI", "JENKINS_URL", "TF_BUILD",
+                "CI")
+for _variable in CI_VARIABLES:
+    os.environ.pop(_variable, None)
+
 ROOT = os.geteuid() == 0
 needs_root = pytest.mark.skipif(not ROOT, reason="needs root to create users, groups and mounts")
 

@@ -261,6 +261,39 @@ assert [(e["path"], e["status"]) for e in jaxcompat.guard_log()] == [
 """)
 
 
+def test_the_witness_sees_each_entry_jax_writes_with_its_exact_bytes(tmp_path):
+    """The origin ledger rests on this: after a put JAX makes in an admitted directory, the
+    witness gets (directory, key, value), and <dir>/<key>-cache holds exactly `value`
+    (guard.ENTRY_SUFFIX); a put onto an existing file (LRUCache never replaces one) is not
+    reported."""
+    ok = tmp_path / "ok"
+    ok.mkdir(mode=0o700)
+    _subprocess_check(f"""
+import os, jax, jax.numpy as jnp
+from jaxcache import jaxcompat
+from jaxcache.jaxcompat.guard import ENTRY_SUFFIX
+jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
+jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+seen = []
+jaxcompat.guard_cache_dirs([{str(ok)!r}])
+jaxcompat.witness_puts(lambda d, k, v: seen.append((d, k, bytes(v))))
+jax.config.update("jax_compilation_cache_dir", {str(ok)!r})
+jax.jit(lambda x: x * 7)(jnp.ones(3)).block_until_ready()
+files = sorted(n for n in os.listdir({str(ok)!r}) if n.endswith(ENTRY_SUFFIX))
+assert files and sorted(k + ENTRY_SUFFIX for _, k, _ in seen) == files, (files, seen)
+for d, k, v in seen:
+    assert d == {str(ok)!r}
+    with open(os.path.join(d, k + ENTRY_SUFFIX), "rb") as f:
+        assert f.read() == v
+cache = jaxcompat.current_cache()
+assert cache["status"] == "served", cache
+from jax._src import compilation_cache as cc
+before = len(seen)
+cc._cache.put(seen[0][1], b"other bytes")  # the file exists: JAX keeps it, no new origin
+assert len(seen) == before
+""")
+
+
 def test_guard_fails_closed_when_jax_stops_calling_the_factory():
     """If _initialize_cache no longer builds its cache through get_file_cache, the guard
     would guard nothing: it refuses to install, and the caller turns the cache off."""

@@ -37,6 +37,10 @@ class UntrustedCacheError(JaxcacheError):
         if len(reasons) > _REASONS:
             lines.append(f"  - and {len(reasons) - _REASONS} more: jaxcache audit "
                          f"{safe(report.requested)}")
+        origin = [f for f in report.findings if f.code.startswith("origin.")
+                  and f.effect == "unsafe" and f.remedy]
+        if origin:  # no writer to remove: the remedy is the way out, so it is said here
+            lines += wrap(f"what to do: {origin[0].remedy}", "  ", limit=_WIDTH)
         super().__init__("\n".join(lines))
 
 

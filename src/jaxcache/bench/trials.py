@@ -87,7 +87,9 @@ def _one(cfg: BenchConfig, env: dict[str, str], cache: str, out_dir: str, name: 
     else:
         from jaxcache.run.command import audited_env
 
-        child_env = dict(env, **audited_env(cache))  # the guard refuses any other directory
+        # the guard refuses any other directory; bench's own caches go with its workdir, so
+        # no origin ledger line is written for them
+        child_env = dict(env, **audited_env(cache, witness=False))
     stdout_path = os.path.join(out_dir, f"{name}.stdout")
     stderr_path = os.path.join(out_dir, f"{name}.stderr")
     launched_at = time.time()  # where each rank's start is placed (probes use this clock)
@@ -119,6 +121,7 @@ def run_bench(cfg: BenchConfig, *, workdir: str | None = None,
     env.update(cfg.thresholds)
     env.pop("JAX_COMPILATION_CACHE_DIR", None)
     env.pop("JAXCACHE_AUDITED", None)
+    env.pop("JAXCACHE_WITNESS", None)
     key = _throwaway_key(work) if cfg.sealed else None
     fresh = bench_prefixes.Fresh(cfg.bucket) if cfg.bucket else None
     started = time.monotonic()

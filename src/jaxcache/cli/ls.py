@@ -25,22 +25,26 @@ def handle(args: argparse.Namespace, tail: None) -> None:
 
     Flags mark what JAX would not have made: entries owned by other users, group- or
     other-writable entries, hard links, symlinks, non-regular files, ACLs, unexpected names.
+    ORIGIN tells who wrote each compiled entry, by your origin ledger: yours (a job jaxcache
+    watched wrote exactly these bytes), unknown (no watched job wrote it: restored, copied,
+    baked into an image, or written by JAX without jaxcache), changed (rewritten since).
     Without PATH: $JAX_COMPILATION_CACHE_DIR. Exit code 1 when any entry is flagged beyond an
-    unexpected name (for gs://, when an entry has no signature object beside it).
+    unexpected name or changed since written (for gs://, when an entry has no signature
+    object beside it).
     """
     path = common.cache_path(args, args.path)
     if "://" in path:
         _bucket(args, path)
     from jaxcache.trust import listing
 
-    inv, resolved = listing.list_dir(path)
+    inv, resolved, origins = listing.list_with_origin(path)
     if args.fmt == "json":
         from jaxcache.report import json as out
-        shown = out.render_ls(resolved, inv)
+        shown = out.render_ls(resolved, inv, origins)
     else:
         from jaxcache.report import text
-        shown = text.render_ls(resolved, inv)
-    common.finish(args, shown, 1 if listing.needs_attention(inv) else 0, _summary)
+        shown = text.render_ls(resolved, inv, origins=origins)
+    common.finish(args, shown, 1 if listing.needs_attention(inv, origins) else 0, _summary)
 
 
 def _bucket(args: argparse.Namespace, url: str) -> None:

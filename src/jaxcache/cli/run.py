@@ -33,6 +33,11 @@ def options(p: argparse.ArgumentParser) -> None:
     common.option(p, "--allow-untrusted", action="store_true",
                   help="Run even if the audit says UNSAFE or UNVERIFIABLE. Anyone who can "
                        "write the cache can then choose the code your job runs.")
+    common.option(p, "--require-origin", action="store_true",
+                  help="Refuse a plain cache holding entries no job jaxcache watched wrote "
+                       "(restored from a CI cache, copied, baked into an image), as under CI "
+                       "it always does, unless the policy names their source (restored_from). "
+                       "Without it, outside CI, such entries are a warning.")
     common.unverified_flag(p)
     sealed_flags(p)
 
@@ -78,7 +83,8 @@ def handle(args: argparse.Namespace, tail: list[str] | None) -> None:
     try:
         result = runmod.run_job(argv, cache_dir=args.cache_dir, record_path=args.record_path,
                                 policy=args.policy_path, allow_untrusted=args.allow_untrusted,
-                                seal=seal_options_of(args), unverified_jax=args.unverified_jax)
+                                seal=seal_options_of(args), unverified_jax=args.unverified_jax,
+                                require_origin=args.require_origin)
     except UntrustedCacheError as exc:
         _refused_rank(exc)
     if not args.quiet:

@@ -28,6 +28,7 @@ from jaxcache.jaxcompat.guard import (
     guard_cache_dirs,
     guard_log,
     uses_sealed,
+    witness_puts,
 )
 from jaxcache.jaxcompat.internals import (
     _STATE,
@@ -63,7 +64,7 @@ __all__ = [
     "config_value", "current_cache", "disable_cache", "disable_xla_subcaches", "effective",
     "guard_cache_dirs", "guard_log", "held_backend", "hidden_settings", "holds", "install_backend",
     "installed_version", "max_size", "reset_cache", "restore", "set_cache_dir", "snapshot",
-    "support", "uses_backend", "uses_sealed", "why_unverified",
+    "support", "uses_backend", "uses_sealed", "why_unverified", "witness_puts",
 ]
 
 

@@ -9,6 +9,7 @@ snapshot.py (which puts them back on disable()).
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 from jaxcache.jaxcompat.internals import JaxInternalsChanged, _cc
@@ -19,7 +20,8 @@ _BACKENDS: dict[str, object] = {}  # _real(cache dir) -> the backend JAX must us
 # The directory guard (guard_cache_dirs): which directories JAX may open its own cache in.
 _ADMITTED: dict[str, str] = {}  # absolute path -> how it was admitted ("audited", ...)
 _REFUSED: dict[str, str] = {}  # absolute path -> why the guard refused it
-_GUARD: dict = {"on": False, "auditor": None}
+_GUARD: dict = {"on": False, "auditor": None, "witness": None}
+ENTRY_SUFFIX = "-cache"  # LRUCache's file for key K is <dir>/K-cache (0.5 to 0.12)
 _SEEN: list[dict] = []  # every directory JAX initialized a cache for in this process, in order
 _BY_OBJECT: dict[int, dict] = {}  # id(cache object JAX got) -> its entry in _SEEN
 
@@ -130,7 +132,41 @@ def _factory(where, _original):
     made = _original(where if "://" in str(where) else _norm(where))
     if made is not None:
         _note(where, "served", how, None, made[0])
+        if _GUARD["witness"] is not None and "://" not in str(where):
+            _watch_puts(made[0], _norm(where))
     return made
+
+
+def _watch_puts(cache, directory: str) -> None:
+    """After each put JAX makes into `directory` that creates the entry (LRUCache.put never
+    replaces a file: one that existed before is not this put's), tell the witness
+    (directory, key, value). Its failure never reaches the job."""
+    if getattr(cache, "_jaxcache_witnessed", False):
+        return
+    original = cache.put
+
+    def put(key, value, _original=original):
+        existed = os.path.lexists(os.path.join(directory, f"{key}{ENTRY_SUFFIX}"))
+        result = _original(key, value)
+        witness = _GUARD["witness"]
+        if not existed and witness is not None:
+            # the record of origin is not the job's concern: its failure stays here
+            with contextlib.suppress(Exception):
+                witness(directory, key, value)
+        return result
+
+    try:
+        cache.put = put
+        cache._jaxcache_witnessed = True
+    except AttributeError:  # a cache class that takes no attributes: nothing is witnessed
+        pass
+
+
+def witness_puts(callback) -> None:
+    """From the next cache JAX opens in an admitted directory on, call
+    `callback(directory, key, value)` after each entry its put creates there (trust/origin.py:
+    the origin ledger); None stops it."""
+    _GUARD["witness"] = callback
 
 
 def _on_dir_setting(value) -> None:

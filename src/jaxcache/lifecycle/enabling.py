@@ -39,7 +39,7 @@ def enable(path: str, *, policy: str | None = None, allow_untrusted: bool = Fals
            reset: bool = False, sealed: bool = False,
            signing_key: str | SigningKey | None = None,
            trusted_keys: str | PublicKey | Sequence[str | PublicKey] = (),
-           local: str | None = None) -> EnableResult:
+           local: str | None = None, require_origin: bool = False) -> EnableResult:
     """Audit `path`, then make it JAX's compilation cache for this process.
 
     Raises UntrustedCacheError unless the verdict is PRIVATE or SHARED-BY-POLICY (or SEALED);
@@ -58,6 +58,11 @@ def enable(path: str, *, policy: str | None = None, allow_untrusted: bool = Fals
     PublicKey objects). `signing_key` (a key file from `jaxcache keygen`) signs what this
     process writes; without it nothing is written to `path`. `local`: a private directory
     read first and written instead of `path` (tiers). See docs/sealed-cache.md.
+
+    Origin (trust/origin.py): each entry this process writes is recorded in your origin
+    ledger; entries no job jaxcache watched wrote (restored, copied, baked into an image)
+    are refused under CI, or anywhere with `require_origin=True`, unless the policy names
+    their source (restored_from); otherwise the report carries a warning.
     """
     if sealed:
         return sealing.enable_sealed(path, policy=policy, reset=reset,
@@ -68,11 +73,11 @@ def enable(path: str, *, policy: str | None = None, allow_untrusted: bool = Fals
     from jaxcache.trust import create
 
     with create.taken_back_on_error() as made:  # all-or-nothing: the directory too
-        return _enable(path, policy, allow_untrusted, reset, made)
+        return _enable(path, policy, allow_untrusted, reset, made, require_origin)
 
 
 def _enable(path: str, policy: str | None, allow_untrusted: bool, reset: bool,
-            made_dirs: list) -> EnableResult:
+            made_dirs: list, require_origin: bool = False) -> EnableResult:
     from jaxcache.lifecycle import inherit
     from jaxcache.trust import create, target
     from jaxcache.trust import policy as policymod
@@ -89,7 +94,8 @@ def _enable(path: str, policy: str | None, allow_untrusted: bool, reset: bool,
             "os.path.expanduser(path)")
     accounts = Accounts()
     pol = policymod.load(policy, accounts)
-    report = audit(tgt.path, policy=pol, scan_processes=False, accounts=accounts)
+    report = audit(tgt.path, policy=pol, scan_processes=False, accounts=accounts,
+                   require_origin=require_origin)
     chosen = report.resolved or tgt.path
     conflicts = inherit.conflicts(os.environ, chosen)
     if conflicts:
@@ -126,7 +132,11 @@ def _enable(path: str, policy: str | None, allow_untrusted: bool, reset: bool,
         jaxcompat.set_cache_dir(chosen)
         # from here on JAX opens its own cache only in `chosen`, or in a directory that
         # passes the same audit when the job points JAX there itself
-        jaxcompat.guard_cache_dirs([chosen], how="enable", auditor=_auditor(pol, accounts))
+        jaxcompat.guard_cache_dirs([chosen], how="enable",
+                                   auditor=_auditor(pol, accounts, require_origin))
+        from jaxcache.lifecycle import witness
+
+        jaxcompat.witness_puts(witness.recorder())  # the origin of what this process writes
         before = inherit.point_children_at(chosen)
         check_jax_uses(chosen)
     if before is not None and before != chosen:
@@ -153,20 +163,21 @@ def enabled(path: str, *, policy: str | None = None, allow_untrusted: bool = Fal
             reset: bool = False, sealed: bool = False,
             signing_key: str | SigningKey | None = None,
             trusted_keys: str | PublicKey | Sequence[str | PublicKey] = (),
-            local: str | None = None) -> Iterator[EnableResult]:
+            local: str | None = None, require_origin: bool = False
+            ) -> Iterator[EnableResult]:
     """`with jaxcache.enabled(path, ...) as result:` enable() for the block only; on exit
     everything is as it was before (also when the block raises)."""
     mark = undo.depth()
     result = enable(path, policy=policy, allow_untrusted=allow_untrusted, reset=reset,
                     sealed=sealed, signing_key=signing_key, trusted_keys=trusted_keys,
-                    local=local)
+                    local=local, require_origin=require_origin)
     try:
         yield result
     finally:
         undo.disable(mark)
 
 
-def _auditor(pol, accounts):
+def _auditor(pol, accounts, require_origin: bool = False):
     """The guard's judge for a directory the job points JAX at after enable(): the same audit
     as enable()'s, on the spot; anything not PRIVATE or SHARED-BY-POLICY is refused, loudly."""
     from jaxcache.trust import target
@@ -177,7 +188,8 @@ def _auditor(pol, accounts):
         if tgt.path is None or tgt.tilde:
             ok, why = False, "not a local directory path jaxcache can audit"
         else:
-            report = audit(tgt.path, policy=pol, scan_processes=False, accounts=accounts)
+            report = audit(tgt.path, policy=pol, scan_processes=False, accounts=accounts,
+                           require_origin=require_origin)
             resolved = report.resolved or tgt.path
             if not report.exists:
                 ok, why = False, ("it does not exist, and JAX would create it unaudited "

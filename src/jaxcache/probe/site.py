@@ -150,6 +150,8 @@ def _install_guard(jax_module):
         from jaxcache import jaxcompat
 
         jaxcompat.guard_cache_dirs([audited] if audited else [])
+        if audited and os.environ.get("JAXCACHE_WITNESS"):
+            _install_witness(jaxcompat, os.environ["JAXCACHE_WITNESS"])
         return jaxcompat, {"installed": True, "audited": audited}
     except BaseException as exc:
         guard = {"installed": False, "audited": audited,
@@ -160,6 +162,18 @@ def _install_guard(jax_module):
         except Exception:
             pass
         return None, guard
+
+
+def _install_witness(jaxcompat, ledger):
+    """Each entry the job makes JAX write in the audited directory goes into the user's origin
+    ledger (lifecycle/witness.py). If that cannot be set up the job still runs: its entries
+    are then of unknown origin, which fails closed."""
+    try:
+        from jaxcache.lifecycle import witness
+
+        jaxcompat.witness_puts(witness.recorder(ledger))
+    except Exception:
+        pass
 
 
 def _install_seal(value):

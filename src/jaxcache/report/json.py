@@ -10,6 +10,7 @@ from jaxcache.display import safe
 from jaxcache.report import jsonout
 from jaxcache.trust.audit import SCHEMA, AuditReport
 from jaxcache.trust.entries import Entry, Inventory
+from jaxcache.trust.origin import Origins
 
 LS_SCHEMA = "jaxcache.ls/1"
 
@@ -19,20 +20,31 @@ def _path(p: str | None) -> str | None:
     return None if p is None else safe(p)
 
 
-def _entry(e: Entry) -> dict:
+def _entry(e: Entry, origin: str | None = None) -> dict:
     return {
         "name": _path(e.name), "kind": e.kind, "module": e.module, "key": e.key, "type": e.type,
         "size": e.size, "owner": e.owner, "uid": e.uid, "mode": f"{stat.S_IMODE(e.mode):04o}",
         "age_s": round(e.age_s, 3), "nlink": e.nlink, "acl": e.has_acl, "flags": list(e.flags),
         "writers": sorted({str(g.principal) for g in e.writers}) if e.writers else [],
+        "origin": origin,  # yours | unknown | changed; null: not compiled code, or not judged
     }
 
 
-def _inventory(inv: Inventory | None) -> dict | None:
+def _inventory(inv: Inventory | None, origins: Origins | None = None) -> dict | None:
     if inv is None:
         return None
+    by_name = {o.name: o.origin for o in origins.entries} if origins else {}
     return {"unreadable": inv.unreadable, "count": len(inv.entries),
-            "bytes": inv.total_bytes, "entries": [_entry(e) for e in inv.entries]}
+            "bytes": inv.total_bytes,
+            "entries": [_entry(e, by_name.get(e.name)) for e in inv.entries]}
+
+
+def _origins(origins: Origins | None) -> dict | None:
+    if origins is None:
+        return None
+    return {"ledger": _path(origins.ledger), "ledger_problem": origins.ledger_problem,
+            "ledger_lines_skipped": origins.ledger_skipped,
+            **{o: origins.count(o) for o in ("yours", "unknown", "changed")}}
 
 
 def audit_dict(r: AuditReport) -> dict:
@@ -64,7 +76,8 @@ def audit_dict(r: AuditReport) -> dict:
                             "read_only": c.read_only}}
             for c in r.components
         ],
-        "entries": _inventory(r.inventory),
+        "entries": _inventory(r.inventory, r.origins),
+        "origins": _origins(r.origins),
         "processes": None if r.processes is None else {
             "uninspected": r.processes.uninspected,
             "uses": [{"pid": u.pid, "uid": u.uid, "user": u.user, "command": safe(u.command),
@@ -83,9 +96,10 @@ def render_audit(r: AuditReport) -> str:
     return jsonout.document(audit_dict(r))
 
 
-def render_ls(path: str, inv: Inventory) -> str:
+def render_ls(path: str, inv: Inventory, origins: Origins | None = None) -> str:
     doc = {"schema": LS_SCHEMA, "tool": {"name": "jaxcache", "version": __version__},
-           "path": _path(path), **(_inventory(inv) or {})}
+           "path": _path(path), **(_inventory(inv, origins) or {}),
+           "origins": _origins(origins)}
     return jsonout.document(doc)
 
 

@@ -131,6 +131,7 @@ def render(doc: dict, record_path: str) -> str:
     else:
         lines.append(f"cache {c['path']} ({c['verdict']}): entries {before} before, {after} "
                      f"after ({after - before:+d}, {size(c['after']['bytes'])})")
+    lines += _origin_lines(c.get("origin"))
     seal = doc.get("seal")
     if seal:
         signer = f"signing as key {seal['signing_key']}" if seal["signing_key"] else \
@@ -176,3 +177,19 @@ def render(doc: dict, record_path: str) -> str:
         lines.append(f"time: {compiling:.2f} s compiling, {loading:.2f} s loading from the cache")
     lines.append(f"record: {record_path}")
     return "\n".join(lines) + "\n"
+
+
+def _origin_lines(origin: dict | None) -> list[str]:
+    """Where the entries before the job came from (trust/origin.py), when not all yours."""
+    if not origin or not (origin.get("unknown") or origin.get("changed")
+                          or origin.get("ledger_problem")):
+        return []
+    counts = ", ".join(f"{origin[k]} {k}" for k in ("yours", "unknown", "changed")
+                       if origin.get(k))
+    out = [f"origin of the entries before the job: {counts}"]
+    for f in origin.get("findings") or []:
+        if f.get("effect") in ("warning", "unsafe"):
+            out.append(f"  warning: {safe(f['message'])}")
+            if f.get("remedy"):
+                out.append(f"  what to do: {safe(f['remedy'])}")
+    return out

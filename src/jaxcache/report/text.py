@@ -15,6 +15,7 @@ from jaxcache.trust.audit import AuditReport
 from jaxcache.trust.create import InitResult
 from jaxcache.trust.entries import Inventory
 from jaxcache.trust.findings import NOTE, UNSAFE, UNVERIFIABLE, WARNING, Verdict
+from jaxcache.trust.origin import Origins
 
 _HEADLINE = {
     Verdict.PRIVATE: "only you and root can change what JAX loads from here",
@@ -159,19 +160,28 @@ def _missing(r: AuditReport) -> list[str]:
             *style.wrap(f"{how}; --must-exist makes a missing path exit 1")]
 
 
-def render_ls(path: str, inv: Inventory, now: float | None = None) -> str:
+def render_ls(path: str, inv: Inventory, now: float | None = None,
+              origins: Origins | None = None) -> str:
     now = time.time() if now is None else now
     if inv.unreadable:
         return f"{safe(path)}: {inv.unreadable}\n"
-    rows = [("SIZE", "OWNER", "MODE", "AGE", "LINKS", "KIND", "MODULE", "FLAGS", "NAME")]
+    by_name = {o.name: o.origin for o in origins.entries} if origins else {}
+    rows = [("SIZE", "OWNER", "MODE", "AGE", "LINKS", "KIND", "ORIGIN", "MODULE", "FLAGS",
+             "NAME")]
     for e in inv.entries:
         rows.append((size(e.size), e.owner, f"{stat.S_IMODE(e.mode):04o}", age(e.age_s),
-                     str(e.nlink), e.kind, safe(e.module or "-"), ",".join(e.flags) or "-",
-                     safe(e.name)))
+                     str(e.nlink), e.kind, by_name.get(e.name, "-"), safe(e.module or "-"),
+                     ",".join(e.flags) or "-", safe(e.name)))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
     out = ["  ".join(c.ljust(w) for c, w in zip(r[:-1], widths, strict=True)) + "  " + r[-1]
            for r in rows]
     count = len(inv.entries)
+    tail = ""
+    if origins is not None and origins.entries:
+        tail = "; origin: " + ", ".join(f"{origins.count(o)} {o}" for o in
+                                        ("yours", "unknown", "changed") if origins.count(o))
+        if origins.ledger_problem:
+            tail += " (the origin ledger cannot be trusted: nothing counts as yours)"
     out.append(f"{style.plural(count, 'entry')}, {size(inv.total_bytes)} in "
-               f"{safe(path)}")
+               f"{safe(path)}{tail}")
     return "\n".join(out) + "\n"

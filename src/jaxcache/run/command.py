@@ -57,12 +57,13 @@ def _claim_record(path: str, explicit: bool):
 def run_job(argv: list[str], *, cache_dir: str | None = None, record_path: str | None = None,
             policy: str | None = None, allow_untrusted: bool = False,
             env: dict[str, str] | None = None, seal=None, unverified_jax: bool = False,
-            stdout=None):
+            stdout=None, require_origin: bool = False):
     """Returns a record.RunResult. seal: a sealing.SealOptions, for a sealed cache (its probe
     enables it in the job). unverified_jax: run a job whose JAX is outside the supported
     lines anyway; its record says `unverified` (otherwise refused before the job when its
     version can be told then, after it when not). stdout: where the job's stdout goes (a file
-    or descriptor) when ours carries a document, as in `explain -- CMD`."""
+    or descriptor) when ours carries a document, as in `explain -- CMD`. require_origin: refuse
+    a plain cache holding entries no watched job of yours wrote (as under CI, trust/ci.py)."""
     from jaxcache.probe import launch
     from jaxcache.run import early_start
     from jaxcache.userdirs import policy_file
@@ -87,7 +88,7 @@ def run_job(argv: list[str], *, cache_dir: str | None = None, record_path: str |
         admitted: dict = {}
 
         def admit() -> dict[str, str]:
-            admitted.update(_admit(chosen, policy, allow_untrusted, seal))
+            admitted.update(_admit(chosen, policy, allow_untrusted, seal, require_origin, env))
             return admitted["env"]
 
         if early_start.allowed(argv, exe, chosen, sealed=seal is not None,
@@ -97,7 +98,8 @@ def run_job(argv: list[str], *, cache_dir: str | None = None, record_path: str |
             granted = admit()
             if seal is not None:
                 env.pop("JAX_COMPILATION_CACHE_DIR", None)
-            env.pop("JAXCACHE_AUDITED", None)  # only what this run audited, never an outer run's
+            for name in ("JAXCACHE_AUDITED", "JAXCACHE_WITNESS"):
+                env.pop(name, None)  # only what this run audited, never an outer run's
             env.update(granted)
             ran = launch.launch(argv, env, stdout=stdout)
         from jaxcache.probe import runner
@@ -108,6 +110,7 @@ def run_job(argv: list[str], *, cache_dir: str | None = None, record_path: str |
         doc = recordmod.finish(outcome, admitted["path"], verdict=admitted["verdict"],
                                before=admitted["before"], env={**env, **admitted["env"]})
         used_dirs.judge(doc["jax_cache_dirs"], policy)  # each other directory's own verdict
+        doc["cache_dir"]["origin"] = admitted.get("origin")
         recordmod.mark_unverified(doc, allowed=unverified_jax)
         try:
             recordmod.write(doc, out)
@@ -120,14 +123,19 @@ def run_job(argv: list[str], *, cache_dir: str | None = None, record_path: str |
         out.release()  # no-op once written
 
 
-def audited_env(path: str) -> dict[str, str]:
+def audited_env(path: str, witness: bool = True) -> dict[str, str]:
     """The job's cache variables for an audited directory. JAXCACHE_AUDITED: the probe lets
     JAX open its cache there and nowhere else (JAXCACHE_LIB: where the probe finds jaxcache's
-    guard, whatever Python the job runs)."""
+    guard, whatever Python the job runs); JAXCACHE_WITNESS: the origin ledger each entry the
+    job writes goes into (trust/origin.py), unless `witness` is False (bench's own caches)."""
     import jaxcache
+    from jaxcache.trust.origin import ledger_path
 
-    return {"JAX_COMPILATION_CACHE_DIR": path, "JAXCACHE_AUDITED": path,
-            "JAXCACHE_LIB": os.path.dirname(jaxcache.__file__)}
+    env = {"JAX_COMPILATION_CACHE_DIR": path, "JAXCACHE_AUDITED": path,
+           "JAXCACHE_LIB": os.path.dirname(jaxcache.__file__)}
+    if witness:
+        env["JAXCACHE_WITNESS"] = ledger_path()
+    return env
 
 
 def _admit_bucket(chosen: str, pol, accounts, keys: tuple, seal, policy: str | None) -> dict:
@@ -154,7 +162,8 @@ def _admit_bucket(chosen: str, pol, accounts, keys: tuple, seal, policy: str | N
             "before": recordmod.DirSnapshot.at(url)}
 
 
-def _admit(chosen: str, policy: str | None, allow_untrusted: bool, seal) -> dict:
+def _admit(chosen: str, policy: str | None, allow_untrusted: bool, seal,
+           require_origin: bool = False, env: dict[str, str] | None = None) -> dict:
     """The audit (creating a missing directory private first): refuses, or says which path
     the job gets, through which variables, and what the directory held before."""
     from jaxcache.record import run_record as recordmod
@@ -177,7 +186,8 @@ def _admit(chosen: str, policy: str | None, allow_untrusted: bool, seal) -> dict
         # refused here, before the job starts (and before anything is made)
         private_tier(seal.local, pol, accounts, shared=target.resolve(chosen).path)
     report = audit(chosen, policy=pol, scan_processes=False, accounts=accounts,
-                   sealed=seal is not None, sealed_keys=keys)
+                   sealed=seal is not None, sealed_keys=keys, require_origin=require_origin,
+                   env=env)
     if report.path is None:
         raise JaxcacheError(f"jaxcache run needs a local cache directory, not {safe(chosen)}")
     if not report.exists and report.missing:
@@ -203,4 +213,18 @@ def _admit(chosen: str, policy: str | None, allow_untrusted: bool, seal) -> dict
     else:
         granted = audited_env(path)
     return {"path": path, "verdict": report.verdict.value, "env": granted,
-            "before": recordmod.DirSnapshot.of(path, report.inventory)}
+            "before": recordmod.DirSnapshot.of(path, report.inventory),
+            "origin": _origin_summary(report)}
+
+
+def _origin_summary(report) -> dict | None:
+    """The record's word on where the entries before the job came from (trust/origin.py)."""
+    o = report.origins
+    if o is None:
+        return None
+    said = [f for f in report.findings if f.code in ("origin.unknown", "origin.changed",
+                                                      "origin.declared", "origin.ledger")]
+    return {"yours": o.count("yours"), "unknown": o.count("unknown"),
+            "changed": o.count("changed"), "ledger_problem": o.ledger_problem,
+            "findings": [{"code": f.code, "effect": f.effect, "message": f.message,
+                          "remedy": f.remedy} for f in said]}

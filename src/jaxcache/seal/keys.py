@@ -149,61 +149,15 @@ def _write_pair(key: SigningKey, path: str, dfd: int) -> None:
             os.fsync(f.fileno())
 
 
-def _ours(dfd: int, folder: str) -> None:
-    """A key's folder must be yours or root's, and writable by nobody else (sticky excepted:
-    there nobody can replace your files): else its owner could swap the key or its .pub."""
-    st = os.fstat(dfd)
-    shared = st.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not st.st_mode & stat.S_ISVTX
-    if shared and st.st_mode & stat.S_IWOTH:
-        raise KeyFileError(f"refusing to keep a signing key in {safe(folder)}: anyone can "
-                           "write there and swap the key for theirs")
-    if st.st_uid not in (0, os.geteuid()) or shared:
-        raise KeyFileError(f"refusing to keep a signing key in {safe(folder)} (owner uid "
-                           f"{st.st_uid}, mode {stat.S_IMODE(st.st_mode):04o}): someone else "
-                           "could replace the key or its .pub there")
-
-
 def _make_parents(parent: str) -> tuple[list[str], int]:
-    """Make each missing folder of `parent` (absolute) 0700, outermost first, each inside the
-    descriptor of the one above it (reached as outputs.open_parent does: no link but yours or
-    root's is followed); the ones made, and a descriptor of `parent` (the caller closes it)."""
+    """Each missing folder of `parent` made 0700 (outputs.private_folders): a key's folder must
+    be yours or root's and writable by nobody else, else its owner could swap the key or .pub."""
     from jaxcache import outputs
 
-    missing = []
-    cur = parent
-    while not os.path.lexists(cur):
-        missing.append(os.path.basename(cur))
-        up = os.path.dirname(cur)
-        if up == cur:
-            break
-        cur = up
     try:
-        dfd = outputs.open_parent(cur, "key")
+        return outputs.private_folders(parent, "signing key")
     except JaxcacheError as exc:
-        raise KeyFileError(f"cannot keep a key in {safe(parent)}: {exc}") from None
-    made = []
-    try:
-        _ours(dfd, cur)
-        for name in reversed(missing):
-            folder = os.path.join(cur, name)
-            try:
-                os.mkdir(name, 0o700, dir_fd=dfd)
-                made.append(folder)
-            except FileExistsError:
-                pass  # made meanwhile by someone else: not ours to report
-            except OSError as exc:
-                raise KeyFileError(f"cannot create {safe(folder)}: {exc.strerror}") from None
-            try:
-                nxt = os.open(name, outputs.PATH_FLAGS | os.O_DIRECTORY, dir_fd=dfd)
-            except OSError as exc:
-                raise KeyFileError(f"cannot open {safe(folder)}: {exc.strerror}") from None
-            os.close(dfd)
-            dfd, cur = nxt, folder
-            _ours(dfd, cur)  # also one someone else made meanwhile
-    except BaseException:
-        os.close(dfd)
-        raise
-    return made, dfd
+        raise KeyFileError(str(exc)) from None
 
 
 def load_signing(path: str) -> SigningKey:

@@ -16,6 +16,7 @@ from jaxcache.errors import PolicyError
 from jaxcache.trust import acl as aclmod
 from jaxcache.trust import entries as entriesmod
 from jaxcache.trust import mounts as mountsmod
+from jaxcache.trust import origin as originmod
 from jaxcache.trust import principals as pr
 from jaxcache.trust import rules as rulesmod
 from jaxcache.trust import sealed as sealedmod
@@ -58,6 +59,7 @@ class AuditReport:
     findings: tuple[Finding, ...]
     policy: str | None
     handles: HandleScan | None = None  # None: not looked for
+    origins: originmod.Origins | None = None  # a plain reader's local directory: who wrote what
 
     @property
     def untrusted(self) -> tuple[Writer, ...]:
@@ -91,13 +93,17 @@ class _Trust:
 def audit(given: str, *, policy: Policy = EMPTY, as_user: int | None = None,
           scan_processes: bool = True, cwd: str | None = None,
           accounts: pr.Accounts | None = None, sealed: bool = False,
-          sealed_keys: tuple = (), scan_handles: bool = True) -> AuditReport:
+          sealed_keys: tuple = (), scan_handles: bool = True, require_origin: bool = False,
+          env: dict[str, str] | None = None) -> AuditReport:
     """sealed: judge for a sealed reader, one that loads only entries signed by the policy's
     trusted_keys for this path or `sealed_keys` (and only then can the verdict be SEALED).
     A plain reader is judged by who can write, whatever keys the policy lists.
     scan_processes: list every process using the cache (cwd, descriptors, environment);
     scan_handles: look for other users' processes holding a write handle (trust/handles.py),
-    which `run` and `enable()` keep on."""
+    which `run` and `enable()` keep on. A plain reader's entries are also judged by origin
+    (trust/origin.py): under CI (trust/ci.py, read from `env`, default os.environ) or with
+    `require_origin`, entries no watched job of yours wrote make the directory UNSAFE unless
+    the policy names their source."""
     accounts = accounts or pr.Accounts()
     uid = os.geteuid() if as_user is None else as_user
     me = accounts.user(uid)
@@ -108,11 +114,14 @@ def audit(given: str, *, policy: Policy = EMPTY, as_user: int | None = None,
         return _url_report(tgt, me, notes, policy, sealed, sealed_keys)
     w, fd = walk_open(tgt.path)
     ids = None
+    origins = None
     try:
         inventory = None
         if w.exists:
             inventory = entriesmod.inventory_at(fd, w.anchor_node.path,
                                                    frozenset({0, uid}), accounts)
+            if not sealed and uid == os.geteuid() and inventory.count("cache"):
+                origins = originmod.judge(inventory, fd, originmod.load(accounts=accounts))
             if scan_handles:
                 from jaxcache.trust import handles as handlesmod
 
@@ -142,6 +151,12 @@ def audit(given: str, *, policy: Policy = EMPTY, as_user: int | None = None,
         writers += _entry_writers(inventory, trust)
         findings += verdictmod.entry_findings(inventory, w.anchor_node.path)
     findings += verdictmod.writer_findings(writers, w)
+    if origins is not None:
+        from jaxcache.trust import ci as cimod
+
+        findings += originmod.findings(origins, resolved, ci=cimod.detect(env),
+                                       required=require_origin,
+                                       restored_from=rule.restored_from)
     processes = None
     if scan_processes and w.exists:
         from jaxcache.trust import procs as procsmod
@@ -173,7 +188,7 @@ def audit(given: str, *, policy: Policy = EMPTY, as_user: int | None = None,
         verdict = Verdict.SEALED
     return AuditReport(given, tgt.path, resolved, w.exists, verdict, me,
                        tuple(writers), components, w.missing, inventory, processes,
-                       tuple(findings), policy.source, held)
+                       tuple(findings), policy.source, held, origins)
 
 
 def _identities(w: Walk) -> tuple[tuple[int, int], ...]:

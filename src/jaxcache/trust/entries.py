@@ -42,6 +42,7 @@ class Entry:
     has_acl: bool
     flags: tuple[str, ...]
     writers: tuple[Grant, ...]  # who can rewrite it; computed only when something is off
+    identity: tuple[int, int, int, int] = (0, 0, 0, 0)  # dev, ino, mtime_ns, ctime_ns (origin.py)
 
 
 @dataclass(frozen=True)
@@ -144,7 +145,7 @@ def inventory(dir_fd: int, path: str, me: frozenset[int], accounts: Accounts,
         out.append(Entry(name, kind, module, key, ftype, st.st_size, st.st_uid,
                          accounts.user_name(st.st_uid), st.st_mode,
                          max(0.0, now - st.st_mtime), st.st_nlink, has_acl, tuple(flags),
-                         grants))
+                         grants, (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns)))
         if ftype == "dir" and not prefix and kind == "xla-subcache":
             out.extend(_subcache(dir_fd, path, item.name, me, accounts, now))
     out.sort(key=lambda e: e.name)

@@ -50,6 +50,7 @@ SIGNING_KEY = Kind("signing key", 64 << 10, "decides what you sign")
 RECORD = Kind("record", 256 << 20, "decides what jaxcache concludes from it")
 BENCH = Kind("bench result", 256 << 20, "decides what jaxcache concludes from it")
 AUDIT = Kind("audit", 256 << 20, "decides what jaxcache concludes from it")
+ORIGIN_LEDGER = Kind("origin ledger", 64 << 20, "decides which entries count as your jobs' own")
 
 
 @dataclass(frozen=True)

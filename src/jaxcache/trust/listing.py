@@ -10,12 +10,23 @@ from jaxcache.trust import entries, target
 from jaxcache.trust.principals import Accounts
 from jaxcache.trust.walk import walk_open
 
+if False:  # for type checkers only
+    from jaxcache.trust.origin import Origins
+
 ATTENTION = frozenset({"foreign-owner", "group-writable", "other-writable",
                        "group+other-writable", "acl", "hard-link", "symlink", "not-regular",
                        "unexpected-dir", "acl-unreadable"})
 
 
 def list_dir(given: str) -> tuple[entries.Inventory, str]:
+    inv, resolved, _ = list_with_origin(given, origin=False)
+    return inv, resolved
+
+
+def list_with_origin(given: str, origin: bool = True
+                     ) -> tuple[entries.Inventory, str, Origins | None]:
+    """The inventory, and (`origin`) each compiled entry's origin by your ledger
+    (trust/origin.py), judged through the same directory descriptor."""
     tgt = target.resolve(given)
     if tgt.path is None:
         raise JaxcacheError(f"ls lists local directories; {safe(given)} is a URL")
@@ -25,13 +36,21 @@ def list_dir(given: str) -> tuple[entries.Inventory, str]:
             raise JaxcacheError(w.blocked)
         if w.missing:
             raise JaxcacheError(f"no such directory: {safe(w.resolved)}")
-        inv = entries.inventory_at(fd, w.resolved, frozenset({0, os.geteuid()}), Accounts())
+        accounts = Accounts()
+        inv = entries.inventory_at(fd, w.resolved, frozenset({0, os.geteuid()}), accounts)
+        origins = None
+        if origin and not inv.unreadable:
+            from jaxcache.trust import origin as originmod
+
+            origins = originmod.judge(inv, fd, originmod.load(accounts=accounts))
     finally:
         os.close(fd)
     if inv.unreadable:
         raise JaxcacheError(f"{inv.unreadable}: {safe(w.resolved)}")
-    return inv, w.resolved
+    return inv, w.resolved, origins
 
 
-def needs_attention(inv: entries.Inventory) -> bool:
-    return any(set(e.flags) & ATTENTION for e in inv.entries)
+def needs_attention(inv: entries.Inventory, origins: Origins | None = None) -> bool:
+    """A flag JAX would not have made, or an entry changed since a watched job wrote it."""
+    return any(set(e.flags) & ATTENTION for e in inv.entries) or bool(
+        origins and origins.count("changed"))

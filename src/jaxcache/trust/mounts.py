@@ -54,7 +54,9 @@ class Mount:
 
     @property
     def read_only(self) -> bool:
-        return "ro" in self.options
+        """Read-only as a mount, or as a filesystem (an overlay with no upper layer: its mount
+        options say rw, its superblock ro)."""
+        return "ro" in self.options or "ro" in self.super_options
 
     def describe(self) -> str:
         text = f"{self.fstype} mounted at {self.point}"

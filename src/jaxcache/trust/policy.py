@@ -12,6 +12,8 @@ and only from a file that no one but its owner (us or root) can modify.
     trusted_groups = ["ml-team"]              # every member of the group
     accepted_filesystems = ["nfs4"]           # network filesystems you vouch for
     accepted_storage = ["/mnt/cache-volume"]  # mount points whose backing store you vouch for
+    restored_from = "actions/cache, written only by the default branch"  # entries jaxcache did
+                                              # not see written: their source, trusted by name
     [[cache]]
     path = "gs://jaxbar/cache"                # a bucket prefix: only trusted_keys apply, and a
     trusted_keys = [{ holder = "ci-publisher", key = "ed25519:..." }]  # holder names a
@@ -75,7 +77,7 @@ def _is_name(value: object) -> bool:
 
 
 def _rule(data: dict, where: str, accounts: Accounts, url: bool = False) -> Rule:
-    unknown = set(data) - _RULE_KEYS - {"trusted_keys"} - (
+    unknown = set(data) - _RULE_KEYS - {"trusted_keys", "restored_from"} - (
         {"path"} if where != "top level" else {"cache"})
     if unknown:
         raise PolicyError(f"policy: unknown key(s) {safe(', '.join(sorted(unknown)))} at "
@@ -108,10 +110,22 @@ def _rule(data: dict, where: str, accounts: Accounts, url: bool = False) -> Rule
         if not os.path.isabs(point):
             raise PolicyError(f"policy: accepted_storage {safe(point)!r} at {where} must be an "
                               "absolute mount point")
+    restored = data.get("restored_from")
+    if restored is not None and where == "top level":
+        raise PolicyError("policy: restored_from names the source of one cache path's entries: "
+                          "put it in that path's [[cache]] table, not at the top level")
+    if restored is not None and (not _is_name(restored) or not restored.strip()):
+        raise PolicyError(f"policy: restored_from at {where} must be a non-empty string naming "
+                          "the source you trust (e.g. \"actions/cache, written only by the "
+                          "default branch\")")
+    if restored is not None and url:
+        raise PolicyError(f"policy: {where} is a bucket: restored_from applies to a local "
+                          "directory (a bucket's entries are judged by their signatures)")
     names = tuple(lists["trusted_users"]) + tuple(f"group {g}" for g in lists["trusted_groups"])
     return Rule(frozenset(uids), frozenset(gids), frozenset(lists["accepted_filesystems"]), names,
                 _trusted_keys(data.get("trusted_keys", []), where, accounts, url),
-                frozenset(os.path.normpath(p) for p in lists["accepted_storage"]))
+                frozenset(os.path.normpath(p) for p in lists["accepted_storage"]),
+                (restored.strip(),) if restored is not None else ())
 
 
 def _trusted_keys(items: object, where: str, accounts: Accounts, url: bool = False) -> tuple:

@@ -19,6 +19,9 @@ class Rule:
     names: tuple[str, ...] = ()  # how the user wrote them, for reports
     trusted_keys: tuple = ()  # PublicKey with holder: readers accept entries they signed
     accepted_storage: frozenset[str] = frozenset()  # mount points: their storage is vouched for
+    # where the entries come from, declared trusted by name (trust/origin.py): e.g. "actions/cache,
+    # written only by the default branch"; entries of unknown origin are then accepted
+    restored_from: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -47,6 +50,7 @@ class Policy:
             tuple(n for r in rules for n in r.names),
             tuple(k for r in rules for k in r.trusted_keys),
             frozenset().union(*(r.accepted_storage for r in rules)),
+            tuple(s for r in rules for s in r.restored_from),
         )
 
 

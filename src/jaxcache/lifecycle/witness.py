@@ -1,0 +1,106 @@
+"""The witness: each entry a watched job makes JAX write, appended to the origin ledger.
+
+Installed in the job by `jaxcache run`'s probe (JAXCACHE_WITNESS names the ledger) and by
+`enable()`, through the guard's hook on the cache JAX opens (jaxcompat.witness_puts). It runs
+only when JAX writes an entry (a compile that passed both thresholds), never on a load, so a
+warm start pays nothing. The line says what the file holds right after the write: the bytes
+are read back and compared with what JAX passed to put, and only a file that holds exactly
+them is recorded (one another writer got to first is not ours). The format and the reader are
+trust/origin.py's.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+import time
+
+from jaxcache.trust import origin
+
+_READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
+_APPEND = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+
+
+def recorder(ledger: str | None = None):
+    """The guard's witness callback, appending to `ledger` (default: the user's)."""
+    path = os.path.abspath(ledger or origin.ledger_path())
+
+    def record(directory: str, key: str, value) -> None:
+        name = f"{key}-cache"
+        if not origin.recordable(name):
+            return
+        st = _holds(directory, name, value)
+        if st is None:
+            return
+        append(path, origin.Written(
+            name, hashlib.sha256(value).hexdigest(), st.st_size,
+            (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns), time.time(), directory))
+
+    return record
+
+
+def _holds(directory: str, name: str, value) -> os.stat_result | None:
+    """The entry file's status if it holds exactly `value` (read back once), else None."""
+    size = len(value)
+    try:
+        dfd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        fd = os.open(name, _READ, dir_fd=dfd)
+    except OSError:
+        return None
+    finally:
+        os.close(dfd)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size != size:
+            return None
+        chunks, total = [], 0
+        while total <= size:
+            chunk = os.read(fd, size + 1 - total)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+        if b"".join(chunks) != bytes(value):
+            return None
+        after = os.fstat(fd)
+        if (after.st_mtime_ns, after.st_ctime_ns) != (st.st_mtime_ns, st.st_ctime_ns):
+            return None  # written again while being read
+        return st
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def append(ledger: str, written: origin.Written) -> bool:
+    """Append one line to the ledger (its folders made 0700, yours alone; the file 0600, a
+    regular file of yours with one link, never through a symlink). False when it cannot be
+    trusted or written: the entry then stays of unknown origin, which fails closed."""
+    from jaxcache import outputs
+    from jaxcache.errors import JaxcacheError
+
+    try:
+        _, dfd = outputs.private_folders(os.path.dirname(ledger), "origin ledger")
+    except JaxcacheError:
+        return False
+    try:
+        fd = os.open(os.path.basename(ledger), _APPEND, 0o600, dir_fd=dfd)
+    except OSError:
+        return False
+    finally:
+        os.close(dfd)
+    try:
+        st = os.fstat(fd)
+        if (not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid() or st.st_nlink != 1
+                or st.st_mode & 0o022):
+            return False
+        data = origin.line(written)
+        return os.write(fd, data) == len(data)  # one write: O_APPEND keeps lines whole
+    except OSError:
+        return False
+    finally:
+        os.close(fd)

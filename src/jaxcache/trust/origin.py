@@ -1,0 +1,270 @@
+"""Where a plain cache's entries came from: written by a job jaxcache watched, or not.
+
+Who can write a directory now says nothing about who wrote what is in it: a cache restored by
+CI (actions/cache, GitLab's `cache:`), copied (`cp -r`, `rsync -a`), extracted from a tarball or
+baked into an image belongs to the runner's user, 0700, PRIVATE, while its entries are as
+trustworthy as whoever could write the source. So each time a job jaxcache watches (`run`,
+`enable()`) makes JAX write an entry, the job appends one line to the origin ledger in the
+user's state directory (lifecycle/witness.py): the entry's name, the SHA-256 of the bytes JAX
+wrote and the file's identity right after (device, inode, size, mtime and ctime in ns). The
+ledger is a trusted input (trust/inputs.py: yours, writable by no one else, all the way up) and
+holds no secret; nothing is kept inside the cache directory.
+
+Judging an entry, fastest first: same identity as a ledger line -> yours (no byte read: ctime
+cannot be set by a user, so an unchanged identity is an unchanged file); else a ledger line
+for that name with the same size -> the file is read (bounded by that size) and hashed:
+the digest of a line -> yours (the very bytes, e.g. copied back), else changed; a name the
+ledger knows with another size -> changed; a name it does not know -> origin unknown. What
+this cannot know: an entry written by JAX without jaxcache has no line (unknown is the honest
+answer), and a ledger is one machine's: on a fresh CI runner every restored entry is unknown.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+
+from jaxcache.display import safe
+from jaxcache.trust.findings import NOTE, UNSAFE, WARNING, Finding
+
+VERSION = "1"
+LEDGER_NAME = "origin.ledger"
+MAX_LINE = 8192
+YOURS, UNKNOWN, CHANGED = "yours", "unknown", "changed"
+_HASH_CHUNK = 1 << 20
+_READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
+
+
+def ledger_path() -> str:
+    """The user's origin ledger (beside the run records, in the state directory)."""
+    from jaxcache.userdirs import user_dir
+
+    return os.path.join(user_dir("state"), LEDGER_NAME)
+
+
+@dataclass(frozen=True)
+class Written:
+    """One ledger line: an entry a watched job made JAX write."""
+
+    name: str
+    sha256: str
+    size: int
+    identity: tuple[int, int, int, int]  # dev, ino, mtime_ns, ctime_ns right after the write
+    at: float  # unix seconds
+    directory: str
+
+
+def line(w: Written) -> bytes:
+    """The ledger line for `w` (tab-separated; the directory last, as a JSON string)."""
+    dev, ino, mtime, ctime = w.identity
+    fields = (VERSION, w.name, w.sha256, str(w.size), str(dev), str(ino), str(mtime),
+              str(ctime), f"{w.at:.3f}", json.dumps(w.directory))
+    return ("\t".join(fields) + "\n").encode()
+
+
+def recordable(name: str) -> bool:
+    """A name a ledger line can hold (what JAX names entries always is)."""
+    return 0 < len(name) <= 255 and not any(c in name for c in "\t\n\r\0/")
+
+
+def _parse(text: str) -> Written | None:
+    parts = text.split("\t")
+    if len(parts) != 10 or parts[0] != VERSION or not recordable(parts[1]):
+        return None
+    digest = parts[2]
+    if len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest):
+        return None
+    try:
+        nums = [int(p) for p in parts[3:8]]
+        at = float(parts[8])
+        directory = json.loads(parts[9])
+    except ValueError:
+        return None
+    if any(n < 0 for n in nums) or not isinstance(directory, str):
+        return None
+    return Written(parts[1], digest, nums[0], (nums[1], nums[2], nums[3], nums[4]), at,
+                   directory)
+
+
+@dataclass(frozen=True)
+class Ledger:
+    """What the ledger says, by entry name; `problem` when it could not be read (then nothing
+    counts as yours: fail closed)."""
+
+    path: str
+    by_name: dict[str, tuple[Written, ...]]
+    lines: int = 0
+    skipped: int = 0  # lines that are not ledger lines (a torn write, an edit): named, skipped
+    problem: str | None = None
+
+
+def parse(data: bytes, path: str) -> Ledger:
+    by_name: dict[str, list[Written]] = {}
+    lines = skipped = 0
+    for raw in data.split(b"\n"):
+        if not raw:
+            continue
+        lines += 1
+        w = None
+        if len(raw) <= MAX_LINE:
+            try:
+                w = _parse(raw.decode("utf-8"))
+            except UnicodeDecodeError:
+                w = None
+        if w is None:
+            skipped += 1
+            continue
+        by_name.setdefault(w.name, []).append(w)
+    return Ledger(path, {k: tuple(v) for k, v in by_name.items()}, lines, skipped)
+
+
+def load(path: str | None = None, accounts=None) -> Ledger:
+    """The ledger, read as a trusted input; a missing one is empty, an unprotected or unreadable
+    one is a Ledger with its problem (nothing is then yours)."""
+    from jaxcache.trust import inputs
+
+    path = path or ledger_path()
+    try:
+        found = inputs.read(path, inputs.ORIGIN_LEDGER, missing_ok=True, accounts=accounts)
+    except inputs.InputError as exc:
+        return Ledger(path, {}, problem=str(exc))
+    if found is None:
+        return Ledger(path, {})
+    return parse(found.data, path)
+
+
+@dataclass(frozen=True)
+class EntryOrigin:
+    name: str
+    origin: str  # yours | unknown | changed
+    written_at: float | None = None  # when a watched job wrote it (yours, changed)
+
+
+@dataclass(frozen=True)
+class Origins:
+    """The origin of every entry JAX would load from one directory."""
+
+    entries: tuple[EntryOrigin, ...]
+    ledger: str
+    ledger_problem: str | None = None
+    ledger_skipped: int = 0
+
+    def count(self, origin: str) -> int:
+        return sum(1 for e in self.entries if e.origin == origin)
+
+    def of(self, name: str) -> str | None:
+        for e in self.entries:
+            if e.name == name:
+                return e.origin
+        return None
+
+
+def _digest(dir_fd: int, name: str, size: int) -> str | None:
+    """SHA-256 of the entry, read through the directory's descriptor without following a link,
+    at most `size` + 1 bytes (a file that grew is not the one the ledger knows: None)."""
+    try:
+        fd = os.open(name, _READ, dir_fd=dir_fd)
+    except OSError:
+        return None
+    h, total = hashlib.sha256(), 0
+    try:
+        while total <= size:
+            chunk = os.read(fd, min(_HASH_CHUNK, size + 1 - total))
+            if not chunk:
+                break
+            h.update(chunk)
+            total += len(chunk)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return h.hexdigest() if total == size else None
+
+
+def judge(inventory, dir_fd: int, ledger: Ledger) -> Origins:
+    """The origin of each compiled-code entry of `inventory` (trust/entries.py), the directory
+    open as `dir_fd`."""
+    out = []
+    for e in inventory.entries:
+        if e.kind != "cache" or e.type != "file":
+            continue
+        known = ledger.by_name.get(e.name, ())
+        if not known:
+            out.append(EntryOrigin(e.name, UNKNOWN))
+            continue
+        same = [w for w in known if w.identity == e.identity and w.size == e.size]
+        if same:
+            out.append(EntryOrigin(e.name, YOURS, same[-1].at))
+            continue
+        sized = [w for w in known if w.size == e.size]
+        digest = _digest(dir_fd, e.name, e.size) if sized else None
+        match = [w for w in sized if w.sha256 == digest]
+        if match:
+            out.append(EntryOrigin(e.name, YOURS, match[-1].at))
+        else:
+            out.append(EntryOrigin(e.name, CHANGED, known[-1].at))
+    return Origins(tuple(out), ledger.path, ledger.problem, ledger.skipped)
+
+
+UNKNOWN_WHY = ("not written by any job jaxcache watched: if this directory was restored from a "
+               "CI cache, copied or baked into an image, its entries are as trustworthy as "
+               "whoever could write that source")
+CHANGED_WHY = ("changed since a job jaxcache watched wrote it: whoever rewrote it chose the "
+               "code it holds")
+REMEDY = ("seal the cache where it is produced and read it with `jaxcache run --sealed` "
+          "(docs/ci.md), or, if you trust that source, name it in the policy: [[cache]] "
+          "path = {path} restored_from = \"<the source, and who can write it>\"")
+
+
+def findings(origins: Origins, path: str, *, ci: str | None, required: bool,
+             restored_from: tuple[str, ...]) -> list[Finding]:
+    """What the origins mean for a plain reader. Under CI (`ci`: its name) or when `required`
+    (--require-origin), entries of unknown origin or changed since written make the directory
+    UNSAFE unless the policy names their source (`restored_from`); elsewhere they are a
+    warning. Either way the reason is said in words, with the remedy."""
+    unknown, changed = origins.count(UNKNOWN), origins.count(CHANGED)
+    out = []
+    if origins.ledger_problem:
+        out.append(Finding("origin.ledger", WARNING,
+                           f"the origin ledger cannot be trusted, so no entry counts as "
+                           f"written by your jobs: {origins.ledger_problem}", origins.ledger,
+                           "make the state directory yours alone (chmod go-w) or remove the "
+                           "ledger; jobs you run with jaxcache write a new one"))
+    if origins.ledger_skipped:
+        out.append(Finding("origin.ledger-lines", NOTE,
+                           f"{origins.ledger_skipped} line(s) of the origin ledger are not "
+                           "ledger lines (a torn write or an edit) and were skipped",
+                           origins.ledger))
+    if not unknown and not changed:
+        return out
+    if restored_from:
+        named = "; ".join(safe(s) for s in restored_from)
+        out.append(Finding("origin.declared", NOTE,
+                           f"{_counted(unknown, changed)}: accepted because the policy names "
+                           f"their source trusted ({named})", path))
+        return out
+    effect = UNSAFE if ci or required else WARNING
+    why = "running under " + ci if ci else "as --require-origin asks" if required else None
+    remedy = REMEDY.format(path=json.dumps(safe(path)))
+    for origin, code, count, text in ((UNKNOWN, "origin.unknown", unknown, UNKNOWN_WHY),
+                                      (CHANGED, "origin.changed", changed, CHANGED_WHY)):
+        if not count:
+            continue
+        names = [e.name for e in origins.entries if e.origin == origin]
+        shown = ", ".join(safe(n) for n in names[:3]) + (
+            f" and {len(names) - 3} more" if len(names) > 3 else "")
+        out.append(Finding(code, effect,
+                           f"{count} entr{'y' if count == 1 else 'ies'} {text} ({shown})"
+                           + (f"; refused {why}" if why else ""), path, remedy))
+    return out
+
+
+def _counted(unknown: int, changed: int) -> str:
+    parts = []
+    if unknown:
+        parts.append(f"{unknown} entr{'y' if unknown == 1 else 'ies'} of unknown origin")
+    if changed:
+        parts.append(f"{changed} changed since written")
+    return " and ".join(parts)

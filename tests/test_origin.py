@@ -1,0 +1,352 @@
+"""Ownership is not provenance (issue 23): entries that arrive in a private directory by a CI
+restore (a tarball extracted by the runner's user, as actions/cache does), `cp -r`, `rsync -a`
+or an image's read-only overlay layer are told from those a watched job wrote.
+
+One source cache, as a default-branch job and "another workflow" leave it: a watched
+`jaxcache run` of job A writes jit_f and jit_h (the ledger knows them) and a publisher seals
+them; then a job run with plain JAX (no jaxcache) writes jit_g into the same source, and
+overwrites jit_f's file with jit_g's program (the known poisoning: JAX would run g when A asks
+for f). Each way of arriving must then show: jit_h yours, jit_g of unknown origin, jit_f
+changed; `run` under CI refuses the directory; `run --sealed` rejects the poisoned entry and
+A's output is what A computes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+from conftest import JOB_TIMEOUT_S, clean_env, mkdir, needs_root
+
+from jaxcache.trust import ci, origin
+from jaxcache.trust.entries import Inventory
+
+JAXCACHE = [sys.executable, "-m", "jaxcache"]
+JOB_A = """
+import numpy as np, jax
+def f(x): return x * 2 + 1
+def h(x): return x - 3
+x = np.arange(4, dtype=np.float32)
+print("A", jax.jit(f)(x).tolist(), jax.jit(h)(x).tolist())
+"""
+JOB_B = """
+import numpy as np, jax
+def g(x): return x * 100
+print("B", jax.jit(g)(np.arange(4, dtype=np.float32)).tolist())
+"""
+# every compile is written (the tests are about origin, not thresholds), with XLA's sub-caches
+# off as a sealed reader has them, so the sealed entries are the ones A's sealed run asks for
+THRESHOLDS = {"JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
+              "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "0",
+              "JAX_PERSISTENT_CACHE_ENABLE_XLA_CACHES": "none"}
+
+
+def _env(state: Path, **extra: str) -> dict:
+    env = clean_env(XDG_STATE_HOME=str(state), NO_COLOR="1", **THRESHOLDS)
+    for name in ci.VARIABLES:
+        env.pop(name, None)
+    return {**env, **extra}
+
+
+def _jc(*args: str, env: dict) -> subprocess.CompletedProcess:
+    return subprocess.run([*JAXCACHE, *args], capture_output=True, text=True, env=env,
+                          timeout=JOB_TIMEOUT_S)
+
+
+def _entry(cache: Path, fun: str) -> str:
+    (name,) = [n for n in os.listdir(cache) if n.startswith(f"jit_{fun}-")
+               and n.endswith("-cache")]
+    return name
+
+
+@pytest.fixture(scope="module")
+def source(tmp_path_factory):
+    """The cache source: A's entries (watched, sealed), B's (plain JAX), jit_f poisoned."""
+    top = tmp_path_factory.mktemp("origin")
+    state = mkdir(top / "state", 0o700)
+    env = _env(state)
+    (top / "a.py").write_text(JOB_A)
+    (top / "b.py").write_text(JOB_B)
+    expected = subprocess.run([sys.executable, str(top / "a.py")], capture_output=True,
+                              text=True, env=clean_env(), timeout=JOB_TIMEOUT_S).stdout
+    assert expected.startswith("A [1.0, 3.0, 5.0, 7.0]"), expected
+    key = top / "keys" / "ci.key"
+    made = _jc("keygen", "-q", str(key), env=env)
+    assert made.returncode == 0, made.stderr
+    src = top / "src"
+    ran = _jc("run", "-q", "--cache-dir", str(src), "--", sys.executable, str(top / "a.py"),
+              env=env)
+    assert ran.returncode == 0 and ran.stdout == expected, ran.stderr
+    # before anything else touches it: every entry is the watched job's own
+    doc = json.loads(_jc("audit", "--format", "json", "--no-processes", str(src), env=env).stdout)
+    assert doc["origins"]["yours"] == 2 and doc["origins"]["unknown"] == 0, doc["origins"]
+    assert not [f for f in doc["findings"] if f["code"].startswith("origin.")]
+    sealed = _jc("seal", "--signing-key", str(key), str(src), env=env)
+    assert sealed.returncode == 0, sealed.stdout + sealed.stderr
+    other = subprocess.run([sys.executable, str(top / "b.py")], capture_output=True, text=True,
+                           env=clean_env(JAX_COMPILATION_CACHE_DIR=str(src), **THRESHOLDS),
+                           timeout=JOB_TIMEOUT_S)
+    assert other.returncode == 0 and other.stdout.startswith("B"), other.stderr
+    f_name, g_name = _entry(src, "f"), _entry(src, "g")
+    (src / f_name).write_bytes((src / g_name).read_bytes())  # rewritten in place, as JAX writes
+    return {"top": top, "src": src, "state": state, "pub": f"{key}.pub", "expected": expected,
+            "f": f_name, "g": g_name, "h": _entry(src, "h")}
+
+
+def _arrive(how: str, source: dict, dest: Path) -> None:
+    src = source["src"]
+    if how == "tarball":  # actions/cache: a tar made on one runner, extracted by the next
+        archive = dest.parent / f"{dest.name}.tar"
+        with tarfile.open(archive, "w") as t:
+            t.add(src, arcname=".")
+        mkdir(dest, 0o700)
+        subprocess.run(["tar", "-C", str(dest), "-xf", str(archive)], check=True)
+    elif how == "cp":
+        subprocess.run(["cp", "-r", str(src), str(dest)], check=True)
+    elif how == "rsync":
+        if shutil.which("rsync") is None:
+            pytest.skip("rsync is not installed (make test installs it as root)")
+        subprocess.run(["rsync", "-a", f"{src}/", f"{dest}/"], check=True)
+    os.chmod(dest, 0o700)
+
+
+def _origins(doc: dict) -> dict[str, str]:
+    return {e["name"]: e["origin"] for e in doc["entries"]["entries"] if e["origin"]}
+
+
+def _check_judged(doc: dict, source: dict) -> None:
+    assert doc["verdict"] == "PRIVATE", doc["findings"]  # outside CI: a warning, not a refusal
+    assert _origins(doc) == {source["h"]: "yours", source["g"]: "unknown",
+                             source["f"]: "changed"}
+    found = {f["code"]: f for f in doc["findings"]}
+    assert found["origin.unknown"]["effect"] == "warning"
+    assert source["g"] in found["origin.unknown"]["message"]
+    assert "restored from a CI cache" in found["origin.unknown"]["message"]
+    assert "--sealed" in found["origin.unknown"]["remedy"]
+    assert source["f"] in found["origin.changed"]["message"]
+
+
+def _check_refused(proc: subprocess.CompletedProcess) -> None:
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "A [" not in proc.stdout  # the job never computed with that cache
+    said = " ".join(proc.stderr.split())  # wrapped for the terminal
+    assert "not written by any job jaxcache watched" in said
+    assert "running under GitHub Actions" in said
+    assert "restored_from" in said  # the way out is said
+
+
+def _check_sealed(proc: subprocess.CompletedProcess, record: Path, source: dict) -> None:
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == source["expected"]  # the poisoned program was never run
+    doc = json.loads(record.read_text())
+    rejected = {r["key"] for r in doc["seal"]["rejections"]}
+    assert source["f"].removesuffix("-cache") in rejected, doc["seal"]
+    outcomes = {m["name"]: m["outcome"] for m in doc["modules"]}
+    assert outcomes.get("jit_h") == "hit", outcomes
+
+
+@pytest.mark.parametrize("how", ["tarball", "cp", "rsync"])
+def test_restored_copies(how, source, tmp_path):
+    dest = tmp_path / "restored"
+    _arrive(how, source, dest)
+    env = _env(source["state"])
+    doc = json.loads(_jc("audit", "--format", "json", "--no-processes", str(dest),
+                         env=env).stdout)
+    _check_judged(doc, source)
+    listed = _jc("ls", str(dest), env=env)
+    assert listed.returncode == 1  # a changed entry needs attention
+    assert "1 yours, 1 unknown, 1 changed" in listed.stdout
+    _check_refused(_jc("run", "--cache-dir", str(dest), "--", sys.executable,
+                       str(source["top"] / "a.py"), env=_env(source["state"],
+                                                             GITHUB_ACTIONS="true")))
+    record = tmp_path / "sealed.json"
+    _check_sealed(_jc("run", "-q", "--sealed", "--trusted-key", source["pub"], "--record",
+                      str(record), "--cache-dir", str(dest), "--", sys.executable,
+                      str(source["top"] / "a.py"), env=_env(source["state"],
+                                                            GITHUB_ACTIONS="true")),
+                  record, source)
+
+
+@needs_root
+def test_baked_into_a_read_only_image_layer(source, tmp_path):
+    """A cache sealed at image build time, read at start-up from the image's read-only
+    overlay lower layer."""
+    from attacks_storage import in_namespace, needs_ns, overlay
+
+    if needs_ns.args[0]:
+        pytest.skip(needs_ns.kwargs["reason"])
+    base = mkdir(tmp_path / "image", 0o755)
+    lower = mkdir(base / "lower", 0o755)
+    subprocess.run(["cp", "-a", str(source["src"]), str(lower / "cache")], check=True)
+    cache = base / "merged" / "cache"
+    record = tmp_path / "sealed.json"
+    a = str(source["top"] / "a.py")
+    plain, in_ci = _env(source["state"]), _env(source["state"], GITHUB_ACTIONS="true")
+    mount = overlay(base, lower)
+    # as a container runtime can mount an image: no redirects followed (with them on, the
+    # audit cannot tell which lower path a file is served from: UNVERIFIABLE, fails closed)
+    mount["mount"][5] += ",redirect_dir=nofollow"
+    res = in_namespace([
+        mount,
+        {"run": [*JAXCACHE, "audit", "--format", "json", "--no-processes", str(cache)],
+         "env": plain},
+        {"run": [*JAXCACHE, "run", "--cache-dir", str(cache), "--", sys.executable, a],
+         "env": in_ci},
+        {"run": [*JAXCACHE, "run", "-q", "--sealed", "--trusted-key", source["pub"], "--record",
+                 str(record), "--cache-dir", str(cache), "--", sys.executable, a],
+         "env": in_ci},
+    ], tmp_path)
+    doc = json.loads(res[1]["stdout"])
+    assert doc["verdict"] == "PRIVATE", [(f["code"], f["effect"], f["message"])
+                                         for f in doc["findings"]]
+    assert any(c["filesystem"]["type"] == "overlay" for c in doc["components"])
+    _check_judged(doc, source)
+
+    def completed(r: dict) -> subprocess.CompletedProcess:
+        return subprocess.CompletedProcess([], r["rc"], r["stdout"], r["stderr"])
+
+    _check_refused(completed(res[2]))
+    _check_sealed(completed(res[3]), record, source)
+
+
+def test_declared_source_is_accepted_under_ci(source, tmp_path):
+    dest = tmp_path / "restored"
+    _arrive("cp", source, dest)
+    policy = mkdir(tmp_path / "conf", 0o755) / "policy.toml"
+    policy.write_text(f'[[cache]]\npath = "{dest}"\n'
+                      'restored_from = "actions/cache, written only by the default branch"\n')
+    env = _env(source["state"], GITLAB_CI="true")
+    doc = json.loads(_jc("audit", "--format", "json", "--no-processes", "--policy", str(policy),
+                         str(dest), env=env).stdout)
+    assert doc["verdict"] == "PRIVATE"
+    (note,) = [f for f in doc["findings"] if f["code"] == "origin.declared"]
+    assert note["effect"] == "note" and "written only by the default branch" in note["message"]
+    refused = json.loads(_jc("audit", "--format", "json", "--no-processes", str(dest),
+                             env=env).stdout)
+    assert refused["verdict"] == "UNSAFE"
+    assert "running under GitLab CI" in " ".join(f["message"] for f in refused["findings"])
+
+
+def test_require_origin_outside_ci(source, tmp_path):
+    dest = tmp_path / "restored"
+    _arrive("cp", source, dest)
+    env = _env(source["state"])
+    proc = _jc("run", "--require-origin", "--cache-dir", str(dest), "--", sys.executable,
+               str(source["top"] / "a.py"), env=env)
+    assert proc.returncode == 1, proc.stderr
+    assert "as --require-origin asks" in " ".join(proc.stderr.split())
+    warned = _jc("run", "--cache-dir", str(dest), "--", sys.executable,
+                 str(source["top"] / "a.py"), env=env)
+    assert warned.returncode == 0, warned.stderr
+    assert "origin of the entries before the job: 1 yours, 1 unknown, 1 changed" in warned.stderr
+
+
+def test_enable_refuses_under_ci_and_records_what_it_writes(source, tmp_path):
+    dest = tmp_path / "restored"
+    _arrive("cp", source, dest)
+    fresh = tmp_path / "fresh"
+    program = tmp_path / "enable_job.py"
+    program.write_text(
+        "import sys, jaxcache\n"
+        "try:\n"
+        "    jaxcache.enable(sys.argv[1])\n"
+        "except jaxcache.UntrustedCacheError as exc:\n"
+        "    print('refused:', exc); sys.exit(1)\n" + JOB_A)
+    state = mkdir(tmp_path / "state", 0o700)
+    refused = subprocess.run([sys.executable, str(program), str(dest)], capture_output=True,
+                             text=True, env=_env(state, BUILDKITE="true"), timeout=JOB_TIMEOUT_S)
+    assert refused.returncode == 1 and "running under Buildkite" in " ".join(
+        refused.stdout.split()), refused.stdout
+    ran = subprocess.run([sys.executable, str(program), str(fresh)], capture_output=True,
+                         text=True, env=_env(state, BUILDKITE="true"), timeout=JOB_TIMEOUT_S)
+    assert ran.returncode == 0 and ran.stdout == source["expected"], ran.stderr
+    doc = json.loads(_jc("audit", "--format", "json", "--no-processes", str(fresh),
+                         env=_env(state, BUILDKITE="true")).stdout)
+    assert doc["verdict"] == "PRIVATE", doc["findings"]
+    assert doc["origins"]["yours"] == 2 and doc["origins"]["unknown"] == 0
+
+
+# ---- the ledger itself -----------------------------------------------------------------------
+def _written(name: str = "jit_f-" + "a" * 64 + "-cache") -> origin.Written:
+    return origin.Written(name, "b" * 64, 10, (1, 2, 3, 4), 1.5, "/c\t\n")
+
+
+def test_ledger_lines_round_trip_and_bad_lines_are_skipped():
+    good = origin.line(_written())
+    data = good + b"1\tjit_x\tnot-hex\n" + b"garbage\xff\n" + good[:20] + b"\n" + good
+    ledger = origin.parse(data, "/l")
+    assert ledger.lines == 5 and ledger.skipped == 3
+    (w, again) = ledger.by_name[_written().name]
+    assert w == again == _written()  # the directory's tab and newline survive
+
+
+def test_an_unprotected_ledger_counts_for_nothing(tmp_path):
+    state = mkdir(tmp_path / "state", 0o755)
+    cache = mkdir(tmp_path / "cache", 0o700)
+    body = b"compiled"
+    (cache / _written().name).write_bytes(body)
+    st = os.stat(cache / _written().name)
+    import hashlib
+
+    w = origin.Written(_written().name, hashlib.sha256(body).hexdigest(), len(body),
+                       (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns), 1.0, str(cache))
+    ledger = state / "origin.ledger"
+    ledger.write_bytes(origin.line(w))
+    ledger.chmod(0o600)
+    from jaxcache.trust import entries
+
+    def judged() -> origin.Origins:
+        fd = os.open(cache, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            inv = entries.inventory(fd, str(cache), frozenset({0, os.geteuid()}),
+                                    entries.Accounts())
+            return origin.judge(inv, fd, origin.load(str(ledger)))
+        finally:
+            os.close(fd)
+
+    assert judged().count("yours") == 1
+    ledger.chmod(0o622)  # anyone may append: a planted line would vouch for a planted entry
+    o = judged()
+    assert o.count("yours") == 0 and o.count("unknown") == 1 and o.ledger_problem
+    ledger.chmod(0o600)
+    (cache / _written().name).write_bytes(b"compiler")  # same size, other bytes
+    assert judged().count("changed") == 1
+    (cache / _written().name).write_bytes(body)  # the very bytes again (a copy back): yours
+    assert judged().count("yours") == 1
+
+
+def test_ci_detection():
+    from conftest import CI_VARIABLES
+
+    assert set(CI_VARIABLES) == set(ci.VARIABLES)  # the suite strips every one it reads
+    assert ci.detect({}) is None
+    assert ci.detect({"GITHUB_ACTIONS": "true"}) == "GitHub Actions"
+    assert ci.detect({"TF_BUILD": "True"}) == "Azure Pipelines"
+    assert ci.detect({"JENKINS_URL": "http://j/"}) == "Jenkins"
+    assert ci.detect({"CI": "false"}) is None
+    assert ci.detect({"CI": "1"}) == "a CI system (CI=true)"
+    assert ci.detect({"GITLAB_CI": ""}) is None
+
+
+@pytest.mark.parametrize("text,why", [
+    ('restored_from = "x"\n', "top level"),
+    ('[[cache]]\npath = "/x"\nrestored_from = ""\n', "non-empty"),
+    ('[[cache]]\npath = "/x"\nrestored_from = ["a"]\n', "non-empty string"),
+    ('[[cache]]\npath = "gs://b/p"\nrestored_from = "x"\n', "bucket"),
+])
+def test_bad_restored_from_is_one_line(text, why, tmp_path):
+    policy = tmp_path / "policy.toml"
+    policy.write_text(text)
+    proc = _jc("audit", "--policy", str(policy), str(tmp_path), env=_env(tmp_path))
+    assert proc.returncode == 2 and why in proc.stderr, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
+
+
+def test_inventory_type_is_unchanged_for_callers():
+    assert Inventory((),).count("cache") == 0
