@@ -13,7 +13,14 @@ issue's ratio of medians), and, because one arm varies by +-100 ms between round
 differences with its exact 95% interval (jaxcache.bench.stats, the statistics of `bench`).
 Target (issue 3): overhead <= 2% of the bare wall time or <= 50 ms, whichever is larger.
 
-    .venv/bin/python benchmarks/probe_overhead.py [--rounds 11] [--json FILE] [-- JOB ARGS]
+The cache is filled by `jaxcache run` itself, so every entry is in the origin ledger (issue 23:
+a temporary state directory): the warm `run` then judges each entry's origin as it does for a
+user's own cache. `--against SRC` adds the arm `base`: the same `jaxcache run` from another
+source tree (e.g. a checkout of the previous main), and the paired estimate of run - base,
+which issue 23 wants to include 0 (what the origin ledger costs a warm start).
+
+    .venv/bin/python benchmarks/probe_overhead.py [--rounds 11] [--json FILE] [--against SRC]
+        [-- JOB ARGS]
 """
 
 from __future__ import annotations
@@ -50,6 +57,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=11)
     ap.add_argument("--json", help="write samples and medians here")
+    ap.add_argument("--against", metavar="SRC",
+                    help="another jaxcache source tree (its src/ folder) to compare run with")
     ap.add_argument("job", nargs="*", help="job argv (default: python examples/train.py)")
     args = ap.parse_args()
     job = args.job or [sys.executable, EXAMPLE]
@@ -57,19 +66,25 @@ def main() -> None:
     try:
         cache = os.path.join(work, "cache")
         os.mkdir(cache, 0o700)
-        env = {**os.environ, "JAX_PLATFORMS": "cpu", "JAX_COMPILATION_CACHE_DIR": cache}
+        state = os.path.join(work, "state")
+        os.mkdir(state, 0o700)
+        env = {**os.environ, "JAX_PLATFORMS": "cpu", "JAX_COMPILATION_CACHE_DIR": cache,
+               "XDG_STATE_HOME": state}
         record = os.path.join(work, "record.json")
         probe_dir = os.path.join(work, "probe")
         os.mkdir(probe_dir, 0o700)
         for source, name in probe_files():  # the files `jaxcache run` puts beside the probe
             shutil.copy(source, os.path.join(probe_dir, name))
         probe_env = {**env, "JAXCACHE_PROBE_DIR": probe_dir, "PYTHONPATH": probe_dir}
+        run_argv = ["run", "--quiet", "--cache-dir", cache, "--record", record, "--", *job]
         arms = {
+            "run": ([*JAXCACHE, *run_argv], env),  # first: it fills the cache and the ledger
             "bare": (job, env),
             "probe": (job, probe_env),
-            "run": ([*JAXCACHE, "run", "--quiet", "--cache-dir", cache,
-                     "--record", record, "--", *job], env),
         }
+        if args.against:
+            base_env = {**env, "PYTHONPATH": os.path.abspath(args.against)}
+            arms["base"] = ([sys.executable, "-m", "jaxcache", *run_argv], base_env)
         for argv, arm_env in arms.values():  # fills the cache, warms the OS file cache
             timed(argv, arm_env)
         samples: dict[str, list[float]] = {name: [] for name in arms}
@@ -84,13 +99,20 @@ def main() -> None:
 
         paired = {name: paired_shift([a - b for a, b in zip(samples[name], samples["bare"],
                                                             strict=True)])
-                  for name in ("probe", "run")}
+                  for name in names if name != "bare"}
         for name, v in samples.items():
             extra = "" if name == "bare" else (
                 f"  overhead {(med[name] - med['bare']) * 1000:+6.1f} ms, ratio "
                 f"{med[name] / med['bare']:.3f}; paired {paired[name].estimate * 1000:+6.1f} ms "
                 f"[{paired[name].low * 1000:+.1f}, {paired[name].high * 1000:+.1f}]")
             print(f"  {name:6s} median {med[name]:.3f} s  [{min(v):.3f} - {max(v):.3f}]{extra}")
+        if args.against:
+            vs = paired_shift([a - b for a, b in zip(samples["run"], samples["base"],
+                                                     strict=True)])
+            paired["run-base"] = vs
+            print(f"  run - base (this tree vs {args.against}): paired "
+                  f"{vs.estimate * 1000:+6.1f} ms [{vs.low * 1000:+.1f}, {vs.high * 1000:+.1f}]"
+                  f"; the interval {'includes' if vs.low <= 0 <= vs.high else 'excludes'} 0")
         result = {name: med[name] - med["bare"] <= allowed for name in ("probe", "run")}
         print(f"target: overhead <= {allowed * 1000:.0f} ms (max of 2% of bare, 50 ms): "
               f"probe {'met' if result['probe'] else 'MISSED'}, "

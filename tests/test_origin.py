@@ -25,6 +25,7 @@ import pytest
 from conftest import JOB_TIMEOUT_S, clean_env, mkdir, needs_root
 
 from jaxcache.trust import ci, origin
+from jaxcache.trust import ledger as ledger_mod
 from jaxcache.trust.entries import Inventory
 
 JAXCACHE = [sys.executable, "-m", "jaxcache"]
@@ -306,7 +307,7 @@ def test_an_unprotected_ledger_counts_for_nothing(tmp_path):
         try:
             inv = entries.inventory(fd, str(cache), frozenset({0, os.geteuid()}),
                                     entries.Accounts())
-            return origin.judge(inv, fd, origin.load(str(ledger)))
+            return origin.judge(inv, fd, ledger_mod.load(str(ledger)))
         finally:
             os.close(fd)
 
@@ -350,3 +351,34 @@ def test_bad_restored_from_is_one_line(text, why, tmp_path):
 
 def test_inventory_type_is_unchanged_for_callers():
     assert Inventory((),).count("cache") == 0
+
+
+def test_verify_strict_is_the_gate_after_a_restore(source, tmp_path):
+    dest = tmp_path / "restored"
+    _arrive("cp", source, dest)
+    env = _env(source["state"])
+
+    def verify(*extra: str) -> int:
+        return _jc("verify", *extra, "--trusted-key", source["pub"], str(dest), env=env).returncode
+
+    assert verify() == 1 and verify("--strict") == 1  # jit_g unsigned, jit_f's bad signature
+    sig = [n for n in os.listdir(dest) if n.startswith(source["f"]) and n != source["f"]]
+    assert sig, os.listdir(dest)
+    (dest / source["g"]).unlink()
+    (dest / source["f"]).unlink()  # its signature stays behind: an orphan
+    assert verify() == 0 and verify("--strict") == 1
+    for n in sig:
+        (dest / n).unlink()
+    assert verify() == 0 and verify("--strict") == 0
+
+
+def test_a_ledger_beside_entry_names_is_read_without_recursion(tmp_path):
+    """The ledger's folder is audited as a trusted input's parent, never judged by origin
+    (which would read the ledger again)."""
+    state = mkdir(tmp_path / "state", 0o700)
+    (state / _written().name).write_bytes(b"x")  # looks like an entry
+    ledger = state / "origin.ledger"
+    ledger.write_bytes(origin.line(_written()))
+    ledger.chmod(0o600)
+    loaded = ledger_mod.load(str(ledger))
+    assert loaded.problem is None and _written().name in loaded.by_name

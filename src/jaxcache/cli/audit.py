@@ -23,6 +23,11 @@ def options(p: argparse.ArgumentParser) -> None:
     common.option(p, "--must-exist", action="store_true",
                   help="Exit 1 when PATH does not exist (a typo in a CI gate), whatever the "
                        "verdict its nearest existing ancestor gets.")
+    common.option(p, "--require-origin", action="store_true",
+                  help="Judge entries no job jaxcache watched wrote (restored, copied, baked "
+                       "into an image) as `run --require-origin` does, and as under CI it "
+                       "always does: UNSAFE unless the policy names their source "
+                       "(restored_from). Without it, outside CI: a warning.")
     common.sealed_reader_flags(p)
 
 
@@ -40,6 +45,9 @@ def handle(args: argparse.Namespace, tail: None) -> None:
                         signed by trusted keys whose holders are declared writers
       UNSAFE            undeclared writers; each shown with its chain of reasons
       UNVERIFIABLE      network filesystem, URL, unreadable parent... fails closed
+    Each compiled entry's origin is told too (yours / unknown / changed, by your origin
+    ledger): entries no job jaxcache watched wrote are a warning, and UNSAFE under CI or with
+    --require-origin unless the policy's restored_from names their source (docs/ci.md).
     Exit code 0 for PRIVATE / SHARED-BY-POLICY / SEALED, 1 for UNSAFE / UNVERIFIABLE (and, with
     --must-exist, for a path that does not exist), 2 for bad input. --verbose also lists
     trusted writers and notes; --quiet only the verdict line.
@@ -50,7 +58,8 @@ def handle(args: argparse.Namespace, tail: None) -> None:
     report = api.audit(path, policy=args.policy_path, as_user=args.as_user,
                        scan_processes=not args.no_processes,
                        scan_handles=not args.no_processes, sealed=args.sealed,
-                       sealed_keys=common.public_keys(args))
+                       sealed_keys=common.public_keys(args),
+                       require_origin=args.require_origin)
     if args.fmt == "json":
         from jaxcache.report import json as out
         shown = out.render_audit(report)

@@ -18,7 +18,8 @@ def scan_flags(p: argparse.ArgumentParser, dir_help: str) -> None:
     common.format_flag(p)
 
 
-def scan_output(args: argparse.Namespace, result: Any, action: str) -> NoReturn:
+def scan_output(args: argparse.Namespace, result: Any, action: str,
+                ok: bool | None = None) -> NoReturn:
     if args.fmt == "json":
         from jaxcache.report import seal_json
         shown = seal_json.render(result, action)
@@ -27,12 +28,17 @@ def scan_output(args: argparse.Namespace, result: Any, action: str) -> NoReturn:
         shown = seal_text.render(result, action, verbose=args.verbose)
     # --quiet: both say their answer first; exit 1 also for entries seal would not sign
     # because a sealed reader never hits them (unless --allow-unhittable)
-    common.finish(args, shown, 0 if result.ok else 1)
+    common.finish(args, shown, 0 if (result.ok if ok is None else ok) else 1)
 
 
 def options(p: argparse.ArgumentParser) -> None:
     scan_flags(p, "The sealed cache: a directory or gs://BUCKET/PREFIX (default: "
                   "$JAX_COMPILATION_CACHE_DIR).")
+    common.option(p, "--strict", action="store_true",
+                  help="The gate after a CI restore (docs/ci.md): exit 1 also for entries a "
+                       "sealed reader would never hit and for leftovers (orphan signatures, "
+                       "interrupted writes), so the step passes only when everything that "
+                       "came in with the cache was signed by a trusted key.")
 
 
 def handle(args: argparse.Namespace, tail: None) -> None:
@@ -47,10 +53,11 @@ def handle(args: argparse.Namespace, tail: None) -> None:
     $JAX_COMPILATION_CACHE_DIR. Entries a sealed reader would never hit (made with XLA's
     sub-caches on: another cache key) are named with why; they do not change the exit code.
 
-    Exit code: 0 every entry is valid; 1 any is not; 2 bad input.
+    Exit code: 0 every entry is valid; 1 any is not (--strict: or any would never be hit, or
+    anything else was left beside them); 2 bad input.
     """
     from jaxcache.lifecycle import sealing
 
     path = common.cache_path(args, args.dir)
-    scan_output(args, sealing.verify_dir(path, tuple(args.trusted_keys or ()),
-                                         args.policy_path), "verify")
+    result = sealing.verify_dir(path, tuple(args.trusted_keys or ()), args.policy_path)
+    scan_output(args, result, "verify", result.strict_ok if args.strict else None)

@@ -94,8 +94,10 @@ def _enable(path: str, policy: str | None, allow_untrusted: bool, reset: bool,
             "os.path.expanduser(path)")
     accounts = Accounts()
     pol = policymod.load(policy, accounts)
+    from jaxcache.trust import ledger
+
     report = audit(tgt.path, policy=pol, scan_processes=False, accounts=accounts,
-                   require_origin=require_origin)
+                   require_origin=require_origin, ledger=ledger.load(accounts=accounts))
     chosen = report.resolved or tgt.path
     conflicts = inherit.conflicts(os.environ, chosen)
     if conflicts:
@@ -188,8 +190,10 @@ def _auditor(pol, accounts, require_origin: bool = False):
         if tgt.path is None or tgt.tilde:
             ok, why = False, "not a local directory path jaxcache can audit"
         else:
+            from jaxcache.trust import ledger
+
             report = audit(tgt.path, policy=pol, scan_processes=False, accounts=accounts,
-                           require_origin=require_origin)
+                           require_origin=require_origin, ledger=ledger.load(accounts=accounts))
             resolved = report.resolved or tgt.path
             if not report.exists:
                 ok, why = False, ("it does not exist, and JAX would create it unaudited "

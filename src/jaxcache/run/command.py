@@ -167,6 +167,7 @@ def _admit(chosen: str, policy: str | None, allow_untrusted: bool, seal,
     """The audit (creating a missing directory private first): refuses, or says which path
     the job gets, through which variables, and what the directory held before."""
     from jaxcache.record import run_record as recordmod
+    from jaxcache.trust import ledger
     from jaxcache.trust import policy as policymod
     from jaxcache.trust.audit import audit
     from jaxcache.trust.principals import Accounts
@@ -187,7 +188,7 @@ def _admit(chosen: str, policy: str | None, allow_untrusted: bool, seal,
         private_tier(seal.local, pol, accounts, shared=target.resolve(chosen).path)
     report = audit(chosen, policy=pol, scan_processes=False, accounts=accounts,
                    sealed=seal is not None, sealed_keys=keys, require_origin=require_origin,
-                   env=env)
+                   env=env, ledger=None if seal is not None else ledger.load(accounts=accounts))
     if report.path is None:
         raise JaxcacheError(f"jaxcache run needs a local cache directory, not {safe(chosen)}")
     if not report.exists and report.missing:

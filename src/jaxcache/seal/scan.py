@@ -51,6 +51,13 @@ class ScanResult:
         none is one that a sealed reader would never hit."""
         return self.all_valid and not (self.refuse_unhittable and self.unhittable)
 
+    @property
+    def strict_ok(self) -> bool:
+        """`verify --strict`, a CI gate after a restore: every entry verifies, none is one a
+        sealed reader never hits, and nothing else was left there (orphan signatures,
+        interrupted writes): whatever came in with the cache was signed by a trusted key."""
+        return self.all_valid and not self.unhittable and not self.leftovers
+
 
 def _names(fd: int) -> tuple[list[str], list[str]]:
     names_ = sorted(os.listdir(fd))

@@ -94,7 +94,8 @@ def audit(given: str, *, policy: Policy = EMPTY, as_user: int | None = None,
           scan_processes: bool = True, cwd: str | None = None,
           accounts: pr.Accounts | None = None, sealed: bool = False,
           sealed_keys: tuple = (), scan_handles: bool = True, require_origin: bool = False,
-          env: dict[str, str] | None = None) -> AuditReport:
+          env: dict[str, str] | None = None,
+          ledger: originmod.Ledger | None = None) -> AuditReport:
     """sealed: judge for a sealed reader, one that loads only entries signed by the policy's
     trusted_keys for this path or `sealed_keys` (and only then can the verdict be SEALED).
     A plain reader is judged by who can write, whatever keys the policy lists.
@@ -103,7 +104,9 @@ def audit(given: str, *, policy: Policy = EMPTY, as_user: int | None = None,
     which `run` and `enable()` keep on. A plain reader's entries are also judged by origin
     (trust/origin.py): under CI (trust/ci.py, read from `env`, default os.environ) or with
     `require_origin`, entries no watched job of yours wrote make the directory UNSAFE unless
-    the policy names their source."""
+    the policy names their source. Judged only with a `ledger` (trust/ledger.py's load()):
+    `audit`, `ls`, `run`, `enable()` and api.audit pass one; the folders above a trusted
+    input (the ledger's own among them) are audited without."""
     accounts = accounts or pr.Accounts()
     uid = os.geteuid() if as_user is None else as_user
     me = accounts.user(uid)
@@ -120,8 +123,9 @@ def audit(given: str, *, policy: Policy = EMPTY, as_user: int | None = None,
         if w.exists:
             inventory = entriesmod.inventory_at(fd, w.anchor_node.path,
                                                    frozenset({0, uid}), accounts)
-            if not sealed and uid == os.geteuid() and inventory.count("cache"):
-                origins = originmod.judge(inventory, fd, originmod.load(accounts=accounts))
+            if ledger is not None and not sealed and uid == os.geteuid() and \
+                    inventory.count("cache"):
+                origins = originmod.judge(inventory, fd, ledger)
             if scan_handles:
                 from jaxcache.trust import handles as handlesmod
 

@@ -40,9 +40,10 @@ def list_with_origin(given: str, origin: bool = True
         inv = entries.inventory_at(fd, w.resolved, frozenset({0, os.geteuid()}), accounts)
         origins = None
         if origin and not inv.unreadable:
+            from jaxcache.trust import ledger
             from jaxcache.trust import origin as originmod
 
-            origins = originmod.judge(inv, fd, originmod.load(accounts=accounts))
+            origins = originmod.judge(inv, fd, ledger.load(accounts=accounts))
     finally:
         os.close(fd)
     if inv.unreadable:

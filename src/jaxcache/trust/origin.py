@@ -8,7 +8,9 @@ trustworthy as whoever could write the source. So each time a job jaxcache watch
 user's state directory (lifecycle/witness.py): the entry's name, the SHA-256 of the bytes JAX
 wrote and the file's identity right after (device, inode, size, mtime and ctime in ns). The
 ledger is a trusted input (trust/inputs.py: yours, writable by no one else, all the way up) and
-holds no secret; nothing is kept inside the cache directory.
+holds no secret; nothing is kept inside the cache directory. (Reading it as a trusted input is
+trust/ledger.py's: that loader audits the ledger's folders, and this module is part of the
+audit.)
 
 Judging an entry, fastest first: same identity as a ledger line -> yours (no byte read: ctime
 cannot be set by a user, so an unchanged identity is an unchanged file); else a ledger line
@@ -118,21 +120,6 @@ def parse(data: bytes, path: str) -> Ledger:
             continue
         by_name.setdefault(w.name, []).append(w)
     return Ledger(path, {k: tuple(v) for k, v in by_name.items()}, lines, skipped)
-
-
-def load(path: str | None = None, accounts=None) -> Ledger:
-    """The ledger, read as a trusted input; a missing one is empty, an unprotected or unreadable
-    one is a Ledger with its problem (nothing is then yours)."""
-    from jaxcache.trust import inputs
-
-    path = path or ledger_path()
-    try:
-        found = inputs.read(path, inputs.ORIGIN_LEDGER, missing_ok=True, accounts=accounts)
-    except inputs.InputError as exc:
-        return Ledger(path, {}, problem=str(exc))
-    if found is None:
-        return Ledger(path, {})
-    return parse(found.data, path)
 
 
 @dataclass(frozen=True)
