@@ -16,7 +16,8 @@ Target (issue 3): overhead <= 2% of the bare wall time or <= 50 ms, whichever is
 The cache is filled by `jaxcache run` itself, so every entry is in the origin ledger (issue 23:
 a temporary state directory): the warm `run` then judges each entry's origin as it does for a
 user's own cache. `--against SRC` adds the arm `base`: the same `jaxcache run` from another
-source tree (e.g. a checkout of the previous main), and the paired estimate of run - base,
+source tree (its src/, compiled: python -m compileall; e.g. a checkout of the previous main)
+through the same entry point (PYTHONPATH first), and the paired estimate of run - base,
 which issue 23 wants to include 0 (what the origin ledger costs a warm start).
 
     .venv/bin/python benchmarks/probe_overhead.py [--rounds 11] [--json FILE] [--against SRC]
@@ -84,7 +85,7 @@ def main() -> None:
         }
         if args.against:
             base_env = {**env, "PYTHONPATH": os.path.abspath(args.against)}
-            arms["base"] = ([sys.executable, "-m", "jaxcache", *run_argv], base_env)
+            arms["base"] = ([*JAXCACHE, *run_argv], base_env)  # the same entry point
         for argv, arm_env in arms.values():  # fills the cache, warms the OS file cache
             timed(argv, arm_env)
         samples: dict[str, list[float]] = {name: [] for name in arms}

@@ -264,6 +264,21 @@ def test_enable_refuses_under_ci_and_records_what_it_writes(source, tmp_path):
                              text=True, env=_env(state, BUILDKITE="true"), timeout=JOB_TIMEOUT_S)
     assert refused.returncode == 1 and "running under Buildkite" in " ".join(
         refused.stdout.split()), refused.stdout
+    warned = subprocess.run(
+        [sys.executable, "-c", "import sys, warnings, jaxcache\n"
+         "with warnings.catch_warnings(record=True) as w:\n"
+         "    warnings.simplefilter('always')\n"
+         "    jaxcache.enable(sys.argv[1])\n"
+         "print([str(x.message) for x in w if 'origin' in str(x.message) or 'watched' in "
+         "str(x.message)])", str(dest)],
+        capture_output=True, text=True, env=_env(state), timeout=JOB_TIMEOUT_S)
+    assert warned.returncode == 0, warned.stderr
+    assert "3 entries not written by any job jaxcache watched" in warned.stdout  # not refused
+    required = subprocess.run(
+        [sys.executable, "-c", "import sys, jaxcache\n"
+         "jaxcache.enable(sys.argv[1], require_origin=True)", str(dest)],
+        capture_output=True, text=True, env=_env(state), timeout=JOB_TIMEOUT_S)
+    assert required.returncode == 1 and "UntrustedCacheError" in required.stderr
     ran = subprocess.run([sys.executable, str(program), str(fresh)], capture_output=True,
                          text=True, env=_env(state, BUILDKITE="true"), timeout=JOB_TIMEOUT_S)
     assert ran.returncode == 0 and ran.stdout == source["expected"], ran.stderr

@@ -126,6 +126,10 @@ def _enable(path: str, policy: str | None, allow_untrusted: bool, reset: bool,
                    "this process run code of their choosing")
         print(message, file=sys.stderr)
         warnings.warn(message, CacheLifecycleWarning, stacklevel=2)
+    for f in report.findings:  # entries of unknown origin, outside CI: said, not refused
+        if f.code.startswith("origin.") and f.effect == "warning":
+            warnings.warn(f"jaxcache: {f.message}. What to do: {f.remedy}",
+                          CacheLifecycleWarning, stacklevel=2)
     did_reset = bool(fatal)
     with undo.all_or_nothing():
         if fatal:
