@@ -77,11 +77,12 @@ def run_tool(*argv, **kw) -> subprocess.CompletedProcess:
 def test_zizmor_offline_finds_nothing():
     # default persona and configuration; --strict-collection: a file zizmor cannot parse is an
     # error, not a warning and a silent "no findings"
+    names = ("action.yml", "ci/github/jax-cache.yml")  # relative to the repository: cwd
     done = run_tool(BIN / "zizmor", "--offline", "--strict-collection", "--format", "json",
-                    ACTION, WORKFLOW)
+                    *names)
     assert done.returncode == 0, done.stdout + done.stderr
     assert json.loads(done.stdout) == [], done.stdout
-    for name in ("action.yml", "ci/github/jax-cache.yml"):
+    for name in names:
         assert f"completed {name}" in done.stderr, done.stderr
 
 
@@ -226,27 +227,20 @@ def gitlab_jobs() -> dict[str, dict]:
 
     def resolve(value):
         if isinstance(value, Reference):
-            target = raw[value[0]]
+            target = jobs[value[0]]
             for key in value[1:]:
                 target = target[key]
             return resolve(target)
-        if isinstance(value, list):
+        if isinstance(value, list):  # a referenced list is spliced in, as GitLab flattens it
             out = []
             for item in value:
-                item = resolve(item)
-                out.extend(item if isinstance(item, list) and isinstance(
-                    value, list) and not isinstance(item, dict) and _is_script(item) else [item])
+                (out.extend if isinstance(item, Reference) else out.append)(resolve(item))
             return out
         if isinstance(value, dict):
             return {k: resolve(v) for k, v in value.items()}
         return value
 
-    raw = {name: extended(name) for name in jobs}
-    return {name: resolve(job) for name, job in raw.items()}
-
-
-def _is_script(item: list) -> bool:
-    return all(isinstance(line, str) for line in item)
+    return {name: resolve(extended(name)) for name in jobs}
 
 
 def script_of(job: dict) -> str:
@@ -272,7 +266,7 @@ def test_gitlab_only_the_default_branch_pushes_the_cache():
                 assert "$CI_COMMIT_BRANCH == $CI_DEFAULT_BRANCH" in rule["if"], (name, rule)
                 assert rule.get("when", "on_success") != "never"
             assert job["environment"]["name"] == "jax-cache", name
-            assert job["variables"]["JAXCACHE_ROLE"] == "publish"
+            assert job["variables"]["JAXCACHE_CI_ROLE"] == "publish"
         else:
             assert policies == {"pull"}, name
             pullers.append(name)
@@ -281,10 +275,10 @@ def test_gitlab_only_the_default_branch_pushes_the_cache():
     for name in pullers:
         text = json.dumps(jobs[name])
         assert "--signing-key" not in text and "JAXCACHE_SIGNING_KEY" not in text, name
-        assert jobs[name].get("variables", {}).get("JAXCACHE_ROLE", "consume") == "consume"
+        assert jobs[name].get("variables", {}).get("JAXCACHE_CI_ROLE", "consume") == "consume"
         assert "environment" not in jobs[name], name
     publish = script_of(jobs["jax-publish"])
-    assert publish.index("jaxcache run ") > publish.index("export JAXCACHE_KEY_FILE")
+    assert publish.index("jaxcache run ") > publish.index("export JAXCACHE_CI_KEY_FILE")
     assert publish.index("jaxcache seal ") > publish.index("jaxcache run ")
     assert "jaxcache verify --strict" in script_of(jobs["jax-test"])
 
@@ -292,7 +286,7 @@ def test_gitlab_only_the_default_branch_pushes_the_cache():
 # -- the commands and flags the files call -------------------------------------------------
 
 COMMAND = re.compile(
-    r"""(?:^|;|&&|\|\||\bthen|\bif|\belif|\bdo|!|\()\s*(?:jaxcache|"\$JAXCACHE(?:_BIN)?"|"\$jaxcache_bin")
+    r"""(?:^|;|&&|\|\||\bthen|\bif|\belif|\bdo|!|\()\s*(?:jaxcache|"\$JAXCACHE(?:_CLI|_CI_BIN)?"|"\$jaxcache_bin")
         ((?:\s+-[-\w]+)*)\s+([a-z][a-z-]*)\b([^\n]*)""", re.X)
 FLAG = re.compile(r"(?<![\w-])--?[a-zA-Z][-\w]*")
 
@@ -385,8 +379,12 @@ class Runner:
 
     def __init__(self, root: Path, store: Path, workspace: Path, event: str, ref: str):
         self.root, self.store, self.workspace = root, store, workspace
-        self.temp = root / "runner-temp"
+        # one path for every job, as on hosted runners (/home/runner/work/_temp), emptied at
+        # the start of each: the cache directory is then at the same path for all of them
+        self.temp = root.parent / "runner-temp"
+        shutil.rmtree(self.temp, ignore_errors=True)
         self.temp.mkdir(mode=0o755)
+        root.mkdir()
         (root / "event.json").write_text(json.dumps({"repository": {"default_branch": "main"}}))
         self.env = {
             **{k: v for k, v in os.environ.items()
@@ -559,7 +557,7 @@ def test_the_action_publishes_and_consumes_a_sealed_cache(tmp_path, keys):
 
 # -- the GitLab template, run as the runner runs it ----------------------------------------
 
-def gitlab_job(name: str, project: Path, tmp: Path, **variables: str) -> tuple[int, str]:
+def gitlab_job(name: str, project: Path, tmp: Path, **variables: str) -> tuple[int, str, str]:
     """The job's script as GitLab runs it: one POSIX shell, `set -e`, the job's variables and
     CI's, the project's own install and job commands replaced by `two_jits.py`."""
     job = gitlab_jobs()[name]
@@ -575,7 +573,7 @@ def gitlab_job(name: str, project: Path, tmp: Path, **variables: str) -> tuple[i
         "CI_PROJECT_DIR": str(project), "CI_JOB_ID": "42", "CI_DEFAULT_BRANCH": "main",
         "CI_JOB_IMAGE": "python:3.12", "CI_RUNNER_EXECUTABLE_ARCH": "linux/amd64",
         **{k: str(v) for k, v in job.get("variables", {}).items()},
-        "JAXCACHE_PYTHON": sys.executable, **variables}
+        "JAXCACHE_CI_PYTHON": sys.executable, **variables}
     script = "\n".join(lines)
     done = subprocess.run(["sh", "-e", "-c", script], env=env, cwd=project, text=True,
                           capture_output=True, timeout=TIMEOUT_S)
@@ -583,7 +581,7 @@ def gitlab_job(name: str, project: Path, tmp: Path, **variables: str) -> tuple[i
                            cwd=project, capture_output=True, timeout=TIMEOUT_S)
     assert after.returncode == 0
     assert not (tmp / "jaxcache-42").exists()  # after_script removed the private folder
-    return done.returncode, done.stdout + done.stderr
+    return done.returncode, done.stdout, done.stdout + done.stderr
 
 
 def test_the_gitlab_template_publishes_and_consumes_a_sealed_cache(tmp_path, keys):
@@ -595,8 +593,8 @@ def test_the_gitlab_template_publishes_and_consumes_a_sealed_cache(tmp_path, key
     variable.write_text(base64.b64encode(key_file.read_bytes()).decode())
     main = {"CI_COMMIT_BRANCH": "main", "CI_COMMIT_REF_PROTECTED": "true"}
 
-    rc, log = gitlab_job("jax-publish", project, tmp_path / "t",
-                         JAXCACHE_SIGNING_KEY=str(variable), **main)
+    rc, _, log = gitlab_job("jax-publish", project, tmp_path / "t",
+                            JAXCACHE_SIGNING_KEY=str(variable), **main)
     assert rc == 0, log
     assert not variable.exists()  # the runner's copy of the key is removed before the job runs
     (fingerprint,) = (project / ".jax-ci-cache").iterdir()
@@ -604,26 +602,27 @@ def test_the_gitlab_template_publishes_and_consumes_a_sealed_cache(tmp_path, key
     assert entries and all((fingerprint / f"{e}.sig").exists() for e in entries)
 
     mr = {"CI_COMMIT_REF_PROTECTED": "false"}
-    rc, log = gitlab_job("jax-test", project, tmp_path / "t", **mr)
+    rc, out, log = gitlab_job("jax-test", project, tmp_path / "t", **mr)
     assert rc == 0, log
-    assert json.loads(log.split("jaxcache run:")[0].strip().splitlines()[-1])["hits"] >= 2
+    assert json.loads(out.strip().splitlines()[-1])["hits"] >= 2
 
     # not on a branch build of the default branch: no publishing
-    rc, log = gitlab_job("jax-publish", project, tmp_path / "t",
-                         JAXCACHE_SIGNING_KEY=str(variable), CI_COMMIT_BRANCH="feature",
-                         CI_COMMIT_REF_PROTECTED="false")
-    assert rc == 1 and "only on the protected default branch" in log
+    variable.write_text(key_file.read_text())  # the PEM text itself works too
+    rc, _, log = gitlab_job("jax-publish", project, tmp_path / "t",
+                            JAXCACHE_SIGNING_KEY=str(variable), CI_COMMIT_BRANCH="feature",
+                            CI_COMMIT_REF_PROTECTED="false")
+    assert rc == 1 and "only on the protected default branch" in log, log
 
     # a branch pipeline pushed an unsigned entry: consumers' gate fails, the publisher resets
     plant(fingerprint)
-    rc, log = gitlab_job("jax-test", project, tmp_path / "t", **mr)
-    assert rc == 1 and "gate failed" in log
-    rc, log = gitlab_job("jax-test", project, tmp_path / "t", JAXCACHE_GATE="report", **mr)
+    rc, _, log = gitlab_job("jax-test", project, tmp_path / "t", **mr)
+    assert rc == 1 and "gate failed" in log, log
+    rc, out, log = gitlab_job("jax-test", project, tmp_path / "t", JAXCACHE_CI_GATE="report", **mr)
     assert rc == 0 and "WARNING" in log, log
-    variable.write_text(key_file.read_text())  # the PEM text itself works too
-    rc, log = gitlab_job("jax-publish", project, tmp_path / "t",
-                         JAXCACHE_SIGNING_KEY=str(variable), **main)
+    assert json.loads(out.strip().splitlines()[-1])["hits"] >= 2  # the planted one is a miss
+    rc, _, log = gitlab_job("jax-publish", project, tmp_path / "t",
+                            JAXCACHE_SIGNING_KEY=str(variable), **main)
     assert rc == 0 and "the publisher starts this directory empty" in log, log
     assert not (fingerprint / f"jit_f-{'ab' * 32}-cache").exists()
-    rc, log = gitlab_job("jax-test", project, tmp_path / "t", **mr)
+    rc, _, log = gitlab_job("jax-test", project, tmp_path / "t", **mr)
     assert rc == 0, log

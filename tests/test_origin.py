@@ -193,8 +193,13 @@ def test_baked_into_a_read_only_image_layer(source, tmp_path):
     # as a container runtime can mount an image: no redirects followed (with them on, the
     # audit cannot tell which lower path a file is served from: UNVERIFIABLE, fails closed)
     mount["mount"][5] += ",redirect_dir=nofollow"
+    # and as this kernel mounts a lower-only overlay by default (redirect_dir=on): a plain
+    # audit cannot judge it, a sealed reader judges every entry by its signature
+    again = {"mount": ["mount", "-t", "overlay", "overlay", "-o",
+                       f"lowerdir={lower}:{base / 'lower2'}", str(mkdir(base / "m2", 0o755))]}
+    record2 = tmp_path / "sealed2.json"
     res = in_namespace([
-        mount,
+        mount, again,
         {"run": [*JAXCACHE, "audit", "--format", "json", "--no-processes", str(cache)],
          "env": plain},
         {"run": [*JAXCACHE, "run", "--cache-dir", str(cache), "--", sys.executable, a],
@@ -202,8 +207,11 @@ def test_baked_into_a_read_only_image_layer(source, tmp_path):
         {"run": [*JAXCACHE, "run", "-q", "--sealed", "--trusted-key", source["pub"], "--record",
                  str(record), "--cache-dir", str(cache), "--", sys.executable, a],
          "env": in_ci},
+        {"run": [*JAXCACHE, "run", "-q", "--sealed", "--trusted-key", source["pub"], "--record",
+                 str(record2), "--cache-dir", str(base / "m2" / "cache"), "--",
+                 sys.executable, a], "env": in_ci},
     ], tmp_path)
-    doc = json.loads(res[1]["stdout"])
+    doc = json.loads(res[2]["stdout"])
     assert doc["verdict"] == "PRIVATE", [(f["code"], f["effect"], f["message"])
                                          for f in doc["findings"]]
     assert any(c["filesystem"]["type"] == "overlay" for c in doc["components"])
@@ -212,8 +220,9 @@ def test_baked_into_a_read_only_image_layer(source, tmp_path):
     def completed(r: dict) -> subprocess.CompletedProcess:
         return subprocess.CompletedProcess([], r["rc"], r["stdout"], r["stderr"])
 
-    _check_refused(completed(res[2]))
-    _check_sealed(completed(res[3]), record, source)
+    _check_refused(completed(res[3]))
+    _check_sealed(completed(res[4]), record, source)
+    _check_sealed(completed(res[5]), record2, source)
 
 
 def test_declared_source_is_accepted_under_ci(source, tmp_path):
@@ -397,3 +406,22 @@ def test_a_ledger_beside_entry_names_is_read_without_recursion(tmp_path):
     ledger.chmod(0o600)
     loaded = ledger_mod.load(str(ledger))
     assert loaded.problem is None and _written().name in loaded.by_name
+
+
+def test_seal_under_ci_vouches_for_no_entry_of_unknown_origin(source, tmp_path):
+    """A sealed publisher's own entries carry their signature already: `seal` under CI goes
+    on; an unsigned entry nobody watched being written is refused, never signed."""
+    key = str(source["pub"])[:-4]
+    pub = tmp_path / "sealed"
+    env = _env(source["state"], GITHUB_ACTIONS="true")
+    ran = _jc("run", "-q", "--sealed", "--signing-key", key, "--cache-dir", str(pub), "--",
+              sys.executable, str(source["top"] / "a.py"), env=env)
+    assert ran.returncode == 0 and ran.stdout == source["expected"], ran.stderr
+    again = _jc("seal", "--signing-key", key, str(pub), env=env)
+    assert again.returncode == 0, again.stdout + again.stderr
+    planted = pub / source["g"]
+    planted.write_bytes((source["src"] / source["g"]).read_bytes())
+    refused = _jc("seal", "--signing-key", key, str(pub), env=env)
+    assert refused.returncode == 1, refused.stdout + refused.stderr
+    assert "to seal" in refused.stderr and source["g"] in " ".join(refused.stderr.split())
+    assert not [n for n in os.listdir(pub) if n.startswith(source["g"]) and n != source["g"]]

@@ -252,3 +252,17 @@ def test_cache_dir_spelled_wrong_and_record_that_cannot_be_written(tmp_path):
     finally:
         subprocess.run(["umount", str(ro)], capture_output=True)
     assert not marker.exists()  # checked before the job, which never started
+
+
+def test_an_inherited_gate_variable_is_not_this_runs_gate(tmp_path):
+    """JAXCACHE_GATE belongs to the run-to-probe protocol: one left in the environment (a CI
+    variable of that name, an outer run) must not make the job wait on a gate nobody opens."""
+    cache = tmp_path / "cache"
+    env = {**os.environ, "JAXCACHE_GATE": str(tmp_path / "nowhere" / "gate"),
+           "JAXCACHE_GATE_PID": "1", "XDG_STATE_HOME": str(tmp_path / "state"),
+           "JAX_PLATFORMS": "cpu"}
+    proc = subprocess.run([sys.executable, "-m", "jaxcache", "run", "-q", "--cache-dir",
+                           str(cache), "--", sys.executable, "-c",
+                           "import jax; print('ran', jax.numpy.ones(2).sum())"],
+                          capture_output=True, text=True, env=env, timeout=600)
+    assert proc.returncode == 0 and "ran 2.0" in proc.stdout, proc.stderr

@@ -162,6 +162,8 @@ def launch(argv: list[str], env: dict[str, str], *, stdout=None, stderr=None,
         child_env["JAXCACHE_PROBE_DIR"] = probe
         old = child_env.get("PYTHONPATH")
         child_env["PYTHONPATH"] = probe + (os.pathsep + old if old else "")
+        for name in ("JAXCACHE_GATE", "JAXCACHE_GATE_PID"):  # only this run's gate, never an
+            child_env.pop(name, None)  # inherited one (the probe would wait on it)
         if admit is not None:
             child_env.pop("JAX_COMPILATION_CACHE_DIR", None)  # only through the gate
             child_env.pop("JAXCACHE_AUDITED", None)
