@@ -227,5 +227,7 @@ def _origin_summary(report) -> dict | None:
                                                       "origin.declared", "origin.ledger")]
     return {"yours": o.count("yours"), "unknown": o.count("unknown"),
             "changed": o.count("changed"), "ledger_problem": o.ledger_problem,
+            "not_yours": [{"name": safe(e.name), "origin": e.origin} for e in o.entries
+                          if e.origin != "yours"],
             "findings": [{"code": f.code, "effect": f.effect, "message": f.message,
                           "remedy": f.remedy} for f in said]}

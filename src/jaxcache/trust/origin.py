@@ -141,12 +141,6 @@ class Origins:
     def count(self, origin: str) -> int:
         return sum(1 for e in self.entries if e.origin == origin)
 
-    def of(self, name: str) -> str | None:
-        for e in self.entries:
-            if e.name == name:
-                return e.origin
-        return None
-
 
 def _digest(dir_fd: int, name: str, size: int) -> str | None:
     """SHA-256 of the entry, read through the directory's descriptor without following a link,
