@@ -301,6 +301,40 @@ def test_enable_refuses_under_ci_and_records_what_it_writes(source, tmp_path):
 
 
 # ---- the ledger itself -----------------------------------------------------------------------
+def _write_ledger(path: Path, body: bytes) -> None:
+    """A ledger as the witness makes it: its header names the file itself."""
+    path.write_bytes(b"")
+    path.chmod(0o600)
+    st = path.stat()
+    path.write_bytes(origin.header(st.st_dev, st.st_ino) + body)  # same inode
+
+
+def test_a_copied_ledger_vouches_for_nothing(tmp_path):
+    """A ledger that travels with the cache (a restored $HOME, an image FROM another) is
+    another file: its lines count for nothing, whoever owns it."""
+    first = mkdir(tmp_path / "a", 0o700) / "origin.ledger"
+    _write_ledger(first, origin.line(_written()))
+    assert _written().name in ledger_mod.load(str(first)).by_name
+    copy = mkdir(tmp_path / "b", 0o700) / "origin.ledger"
+    shutil.copy2(first, copy)
+    copy.chmod(0o600)
+    copied = ledger_mod.load(str(copy))
+    assert not copied.by_name and "copied, restored or baked" in (copied.problem or "")
+    headless = mkdir(tmp_path / "c", 0o700) / "origin.ledger"
+    headless.write_bytes(origin.line(_written()))
+    headless.chmod(0o600)
+    assert ledger_mod.load(str(headless)).problem
+
+
+def test_the_witness_makes_the_ledger_with_its_header(tmp_path):
+    from jaxcache.lifecycle import witness
+
+    ledger = tmp_path / "state" / "jaxcache" / "origin.ledger"
+    assert witness.append(str(ledger), _written()) and witness.append(str(ledger), _written())
+    loaded = ledger_mod.load(str(ledger))
+    assert loaded.problem is None and len(loaded.by_name[_written().name]) == 2
+    assert oct(ledger.stat().st_mode & 0o777) == "0o600" and ledger.stat().st_nlink == 1
+    assert sorted(os.listdir(ledger.parent)) == ["origin.ledger"]  # no temporary file left
 def _written(name: str = "jit_f-" + "a" * 64 + "-cache") -> origin.Written:
     return origin.Written(name, "b" * 64, 10, (1, 2, 3, 4), 1.5, "/c\t\n")
 
@@ -325,8 +359,7 @@ def test_an_unprotected_ledger_counts_for_nothing(tmp_path):
     w = origin.Written(_written().name, hashlib.sha256(body).hexdigest(), len(body),
                        (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns), 1.0, str(cache))
     ledger = state / "origin.ledger"
-    ledger.write_bytes(origin.line(w))
-    ledger.chmod(0o600)
+    _write_ledger(ledger, origin.line(w))
     from jaxcache.trust import entries
 
     def judged() -> origin.Origins:
@@ -401,8 +434,7 @@ def test_a_ledger_beside_entry_names_is_read_without_recursion(tmp_path):
     state = mkdir(tmp_path / "state", 0o700)
     (state / _written().name).write_bytes(b"x")  # looks like an entry
     ledger = state / "origin.ledger"
-    ledger.write_bytes(origin.line(_written()))
-    ledger.chmod(0o600)
+    _write_ledger(ledger, origin.line(_written()))
     loaded = ledger_mod.load(str(ledger))
     assert loaded.problem is None and _written().name in loaded.by_name
 
@@ -424,3 +456,38 @@ def test_seal_under_ci_vouches_for_no_entry_of_unknown_origin(source, tmp_path):
     assert refused.returncode == 1, refused.stdout + refused.stderr
     assert "to seal" in refused.stderr and source["g"] in " ".join(refused.stderr.split())
     assert not [n for n in os.listdir(pub) if n.startswith(source["g"]) and n != source["g"]]
+
+
+def test_entries_arriving_after_the_audit_are_judged_when_loaded(source, tmp_path):
+    """Under CI the bytes JAX is about to load are judged, not only the listing the audit saw:
+    entries copied in after the audit (a restore still running, a parallel job) that no
+    watched job wrote are misses; the job's output is A's own."""
+    cache = mkdir(tmp_path / "cache", 0o700)
+    ready, go = tmp_path / "ready", tmp_path / "go"
+    job = tmp_path / "late.py"
+    job.write_text(
+        "import os, time, jax\n"  # past the gate: the audit has passed
+        f"open({str(ready)!r}, 'w').close()\n"
+        f"while not os.path.exists({str(go)!r}):\n    time.sleep(0.01)\n" + JOB_A)
+    env = _env(source["state"], GITHUB_ACTIONS="true")
+    record = tmp_path / "late.json"
+    proc = subprocess.Popen([*JAXCACHE, "run", "-q", "--record", str(record), "--cache-dir",
+                             str(cache), "--", sys.executable, str(job)], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        while not ready.exists():
+            assert proc.poll() is None, proc.communicate()
+            import time
+
+            time.sleep(0.01)
+        for name in (source["f"], source["h"]):  # f: another program's bytes; h: A's own
+            shutil.copy(source["src"] / name, cache / name)
+        go.touch()
+        out, err = proc.communicate(timeout=JOB_TIMEOUT_S)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err
+    assert out == source["expected"]  # the poisoned jit_f was never loaded
+    outcomes = {m["name"]: m["outcome"] for m in json.loads(record.read_text())["modules"]}
+    assert outcomes["jit_h"] == "hit" and outcomes["jit_f"] != "hit", outcomes

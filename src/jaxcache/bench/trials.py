@@ -122,6 +122,7 @@ def run_bench(cfg: BenchConfig, *, workdir: str | None = None,
     env.pop("JAX_COMPILATION_CACHE_DIR", None)
     env.pop("JAXCACHE_AUDITED", None)
     env.pop("JAXCACHE_WITNESS", None)
+    env.pop("JAXCACHE_ORIGIN_GATE", None)
     key = _throwaway_key(work) if cfg.sealed else None
     fresh = bench_prefixes.Fresh(cfg.bucket) if cfg.bucket else None
     started = time.monotonic()

@@ -25,6 +25,7 @@ from jaxcache.jaxcompat.backend import (
 from jaxcache.jaxcompat.guard import (
     _GUARD,
     current_cache,
+    gate_gets,
     guard_cache_dirs,
     guard_log,
     uses_sealed,
@@ -62,6 +63,7 @@ __all__ = [
     "TESTED", "XLA_SUBCACHE_FLAGS", "_GUARD", "_STATE", "CacheState", "JaxInternalsChanged",
     "JaxState", "RefusedCache", "cache_state", "check_contents", "check_supported",
     "config_value", "current_cache", "disable_cache", "disable_xla_subcaches", "effective",
+    "gate_gets",
     "guard_cache_dirs", "guard_log", "held_backend", "hidden_settings", "holds", "install_backend",
     "installed_version", "max_size", "reset_cache", "restore", "set_cache_dir", "snapshot",
     "support", "uses_backend", "uses_sealed", "why_unverified", "witness_puts",

@@ -20,7 +20,7 @@ _BACKENDS: dict[str, object] = {}  # _real(cache dir) -> the backend JAX must us
 # The directory guard (guard_cache_dirs): which directories JAX may open its own cache in.
 _ADMITTED: dict[str, str] = {}  # absolute path -> how it was admitted ("audited", ...)
 _REFUSED: dict[str, str] = {}  # absolute path -> why the guard refused it
-_GUARD: dict = {"on": False, "auditor": None, "witness": None}
+_GUARD: dict = {"on": False, "auditor": None, "witness": None, "gatekeeper": None}
 ENTRY_SUFFIX = "-cache"  # LRUCache's file for key K is <dir>/K-cache (0.5 to 0.12)
 _SEEN: list[dict] = []  # every directory JAX initialized a cache for in this process, in order
 _BY_OBJECT: dict[int, dict] = {}  # id(cache object JAX got) -> its entry in _SEEN
@@ -132,7 +132,8 @@ def _factory(where, _original):
     made = _original(where if "://" in str(where) else _norm(where))
     if made is not None:
         _note(where, "served", how, None, made[0])
-        if _GUARD["witness"] is not None and "://" not in str(where):
+        if (_GUARD["witness"] is not None or _GUARD["gatekeeper"] is not None) and \
+                "://" not in str(where):
             _watch_puts(made[0], _norm(where))
     return made
 
@@ -143,7 +144,19 @@ def _watch_puts(cache, directory: str) -> None:
     (directory, key, value). Its failure never reaches the job."""
     if getattr(cache, "_jaxcache_witnessed", False):
         return
-    original = cache.put
+    original, original_get = cache.put, cache.get
+
+    def get(key, _original=original_get):
+        value = _original(key)
+        keeper = _GUARD["gatekeeper"]
+        if value is not None and keeper is not None:
+            try:
+                ok = keeper(directory, key, value)
+            except Exception:  # noqa: BLE001 - cannot judge the bytes: a miss (fail closed)
+                ok = False
+            if not ok:
+                return None  # JAX compiles it itself
+        return value
 
     def put(key, value, _original=original):
         existed = os.path.lexists(os.path.join(directory, f"{key}{ENTRY_SUFFIX}"))
@@ -157,9 +170,18 @@ def _watch_puts(cache, directory: str) -> None:
 
     try:
         cache.put = put
+        cache.get = get
         cache._jaxcache_witnessed = True
     except AttributeError:  # a cache class that takes no attributes: nothing is witnessed
         pass
+
+
+def gate_gets(callback) -> None:
+    """From the next cache JAX opens in an admitted directory on, every entry a get returns is
+    first shown to `callback(directory, key, value) -> bool`; False (or an exception) makes it
+    a miss: the bytes JAX would load are judged, not a listing taken before (trust/origin.py,
+    under CI). None stops it."""
+    _GUARD["gatekeeper"] = callback
 
 
 def witness_puts(callback) -> None:

@@ -143,6 +143,10 @@ def _enable(path: str, policy: str | None, allow_untrusted: bool, reset: bool,
         from jaxcache.lifecycle import witness
 
         jaxcompat.witness_puts(witness.recorder())  # the origin of what this process writes
+        from jaxcache.trust import ci
+
+        if (require_origin or ci.detect()) and not pol.rule_for(chosen).restored_from:
+            jaxcompat.gate_gets(witness.gatekeeper())  # each load judged by its bytes
         before = inherit.point_children_at(chosen)
         check_jax_uses(chosen)
     if before is not None and before != chosen:

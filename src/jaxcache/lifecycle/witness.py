@@ -16,6 +16,7 @@ import os
 import stat
 import time
 
+from jaxcache.jaxcompat.guard import ENTRY_SUFFIX
 from jaxcache.trust import origin
 
 _READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
@@ -27,7 +28,7 @@ def recorder(ledger: str | None = None):
     path = os.path.abspath(ledger or origin.ledger_path())
 
     def record(directory: str, key: str, value) -> None:
-        name = f"{key}-cache"
+        name = f"{key}{ENTRY_SUFFIX}"
         if not origin.recordable(name):
             return
         st = _holds(directory, name, value)
@@ -76,6 +77,30 @@ def _holds(directory: str, name: str, value) -> os.stat_result | None:
         os.close(fd)
 
 
+def _create(dfd: int, name: str) -> None:
+    """A missing ledger is made whole with its header, the file's own device and inode (a
+    temporary file, then link(): never seen without it, never over one that exists)."""
+    try:
+        os.stat(name, dir_fd=dfd, follow_symlinks=False)
+        return
+    except FileNotFoundError:
+        pass
+    temp = f".{name}.{os.getpid()}.{time.time_ns()}"
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                 0o600, dir_fd=dfd)
+    try:
+        st = os.fstat(fd)
+        os.write(fd, origin.header(st.st_dev, st.st_ino))
+    finally:
+        os.close(fd)
+    try:
+        os.link(temp, name, src_dir_fd=dfd, dst_dir_fd=dfd, follow_symlinks=False)
+    except FileExistsError:
+        pass  # another process of the job made it meanwhile: append to that one
+    finally:
+        os.unlink(temp, dir_fd=dfd)
+
+
 def append(ledger: str, written: origin.Written) -> bool:
     """Append one line to the ledger (its folders made 0700, yours alone; the file 0600, a
     regular file of yours with one link, never through a symlink). False when it cannot be
@@ -87,8 +112,10 @@ def append(ledger: str, written: origin.Written) -> bool:
         _, dfd = outputs.private_folders(os.path.dirname(ledger), "origin ledger")
     except JaxcacheError:
         return False
+    name = os.path.basename(ledger)
     try:
-        fd = os.open(os.path.basename(ledger), _APPEND, 0o600, dir_fd=dfd)
+        _create(dfd, name)
+        fd = os.open(name, _APPEND & ~os.O_CREAT, dir_fd=dfd)
     except OSError:
         return False
     finally:
@@ -99,8 +126,29 @@ def append(ledger: str, written: origin.Written) -> bool:
                 or st.st_mode & 0o022):
             return False
         data = origin.line(written)
+        if st.st_size + len(data) > origin.MAX_BYTES:
+            return False  # a ledger the reader would refuse whole: this entry stays unknown
         return os.write(fd, data) == len(data)  # one write: O_APPEND keeps lines whole
     except OSError:
         return False
     finally:
         os.close(fd)
+
+
+def gatekeeper(ledger: str | None = None):
+    """The guard's judge of each entry JAX is about to load (jaxcompat.gate_gets), where
+    entries of unknown origin are refused (under CI, --require-origin): the very bytes must
+    hash to a ledger line for that name, else the load is a miss and JAX compiles. The ledger
+    is read once, at the first load, as a trusted input."""
+    path = os.path.abspath(ledger or origin.ledger_path())
+    known: list = []
+
+    def judge(directory: str, key: str, value) -> bool:
+        if not known:
+            from jaxcache.trust import ledger as ledgermod
+
+            known.append(ledgermod.load(path))
+        digests = {w.sha256 for w in known[0].by_name.get(f"{key}{ENTRY_SUFFIX}", ())}
+        return bool(digests) and hashlib.sha256(value).hexdigest() in digests
+
+    return judge

@@ -168,6 +168,7 @@ def launch(argv: list[str], env: dict[str, str], *, stdout=None, stderr=None,
             child_env.pop("JAX_COMPILATION_CACHE_DIR", None)  # only through the gate
             child_env.pop("JAXCACHE_AUDITED", None)
             child_env.pop("JAXCACHE_WITNESS", None)
+            child_env.pop("JAXCACHE_ORIGIN_GATE", None)
             child_env["JAXCACHE_GATE"] = os.path.join(probe, GATE_FILE)
             child_env["JAXCACHE_GATE_PID"] = str(os.getpid())
         handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGQUIT)}

@@ -152,6 +152,12 @@ def _install_guard(jax_module):
         jaxcompat.guard_cache_dirs([audited] if audited else [])
         if audited and os.environ.get("JAXCACHE_WITNESS"):
             _install_witness(jaxcompat, os.environ["JAXCACHE_WITNESS"])
+        if audited and os.environ.get("JAXCACHE_ORIGIN_GATE"):
+            # entries of unknown origin are refused: each load is judged by its bytes (an
+            # entry that arrived after jaxcache's audit too); failing that, no cache at all
+            from jaxcache.lifecycle import witness
+
+            jaxcompat.gate_gets(witness.gatekeeper(os.environ["JAXCACHE_ORIGIN_GATE"]))
         return jaxcompat, {"installed": True, "audited": audited}
     except BaseException as exc:
         guard = {"installed": False, "audited": audited,

@@ -98,8 +98,8 @@ def run_job(argv: list[str], *, cache_dir: str | None = None, record_path: str |
             granted = admit()
             if seal is not None:
                 env.pop("JAX_COMPILATION_CACHE_DIR", None)
-            for name in ("JAXCACHE_AUDITED", "JAXCACHE_WITNESS"):
-                env.pop(name, None)  # only what this run audited, never an outer run's
+            for name in ("JAXCACHE_AUDITED", "JAXCACHE_WITNESS", "JAXCACHE_ORIGIN_GATE"):
+                env.pop(name, None)  # only this run's, never an outer run's
             env.update(granted)
             ran = launch.launch(argv, env, stdout=stdout)
         from jaxcache.probe import runner
@@ -213,9 +213,22 @@ def _admit(chosen: str, policy: str | None, allow_untrusted: bool, seal,
         granted = seal.job_env(path, policy)
     else:
         granted = audited_env(path)
+        if _origin_required(report, pol, path, require_origin, env):
+            from jaxcache.trust.origin import ledger_path
+
+            granted["JAXCACHE_ORIGIN_GATE"] = ledger_path()
     return {"path": path, "verdict": report.verdict.value, "env": granted,
             "before": recordmod.DirSnapshot.of(path, report.inventory),
             "origin": _origin_summary(report)}
+
+
+def _origin_required(report, pol, path: str, require_origin: bool,
+                     env: dict[str, str] | None) -> bool:
+    """Are entries of unknown origin refused here (under CI or --require-origin, and no
+    restored_from for the path)? Then the job judges each load too, not only this audit."""
+    from jaxcache.trust import ci
+
+    return bool(require_origin or ci.detect(env)) and not pol.rule_for(path).restored_from
 
 
 def _origin_summary(report) -> dict | None:

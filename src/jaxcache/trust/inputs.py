@@ -50,7 +50,7 @@ SIGNING_KEY = Kind("signing key", 64 << 10, "decides what you sign")
 RECORD = Kind("record", 256 << 20, "decides what jaxcache concludes from it")
 BENCH = Kind("bench result", 256 << 20, "decides what jaxcache concludes from it")
 AUDIT = Kind("audit", 256 << 20, "decides what jaxcache concludes from it")
-ORIGIN_LEDGER = Kind("origin ledger", 64 << 20, "decides which entries count as your jobs' own")
+ORIGIN_LEDGER = Kind("ledger", 64 << 20, "decides which entries count as your jobs' own")
 
 
 @dataclass(frozen=True)
@@ -59,6 +59,8 @@ class TrustedFile:
     data: bytes
     uid: int
     mode: int
+    dev: int = 0  # the file read: a reader may bind its contents to the file itself
+    ino: int = 0
 
 
 def read(path: str, kind: Kind, *, missing_ok: bool = False,
@@ -111,7 +113,7 @@ def read(path: str, kind: Kind, *, missing_ok: bool = False,
         data = _read_all(fd, what, kind)
     finally:
         os.close(fd)
-    return TrustedFile(path, data, st.st_uid, st.st_mode)
+    return TrustedFile(path, data, st.st_uid, st.st_mode, st.st_dev, st.st_ino)
 
 
 def _open(dfd: int, name: str, path: str, kind: Kind, missing_ok: bool) -> int | None:

@@ -20,4 +20,4 @@ def load(path: str | None = None, accounts=None) -> Ledger:
         return Ledger(path, {}, problem=str(exc))
     if found is None:
         return Ledger(path, {})
-    return parse(found.data, path)
+    return parse(found.data, path, (found.dev, found.ino))

@@ -8,7 +8,9 @@ trustworthy as whoever could write the source. So each time a job jaxcache watch
 user's state directory (lifecycle/witness.py): the entry's name, the SHA-256 of the bytes JAX
 wrote and the file's identity right after (device, inode, size, mtime and ctime in ns). The
 ledger is a trusted input (trust/inputs.py: yours, writable by no one else, all the way up) and
-holds no secret; nothing is kept inside the cache directory. (Reading it as a trusted input is
+holds no secret; nothing is kept inside the cache directory. Its first line names the file's
+own device and inode, so a ledger that travels with a cache (a restored $HOME, an image built
+FROM another) is another file and vouches for nothing. (Reading it as a trusted input is
 trust/ledger.py's: that loader audits the ledger's folders, and this module is part of the
 audit.)
 
@@ -34,6 +36,8 @@ from jaxcache.trust.findings import NOTE, UNSAFE, WARNING, Finding
 VERSION = "1"
 LEDGER_NAME = "origin.ledger"
 MAX_LINE = 8192
+MAX_BYTES = 64 << 20  # trust/inputs.py's limit; the witness stops appending before it
+HEADER = "0\tledger"  # the first line: "0<TAB>ledger<TAB>DEV<TAB>INO", the file's own identity
 YOURS, UNKNOWN, CHANGED = "yours", "unknown", "changed"
 _HASH_CHUNK = 1 << 20
 _READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
@@ -102,7 +106,23 @@ class Ledger:
     problem: str | None = None
 
 
-def parse(data: bytes, path: str) -> Ledger:
+def header(dev: int, ino: int) -> bytes:
+    return f"{HEADER}\t{dev}\t{ino}\n".encode()
+
+
+def parse(data: bytes, path: str, identity: tuple[int, int] | None = None) -> Ledger:
+    """The ledger in `data`. With `identity` (the device and inode of the file it was read
+    from), the header must name that very file: a ledger copied, restored or baked into an
+    image together with a cache (a tarball of $HOME, a FROM image) is another file, and
+    counts for nothing."""
+    first, _, rest = data.partition(b"\n")
+    if identity is not None and first != header(*identity).rstrip(b"\n"):
+        return Ledger(path, {}, problem=(
+            "its first line does not name this very file: it was copied, restored or baked "
+            "into an image with the cache (or made by another tool), so its lines vouch for "
+            "nothing here"))
+    if first.startswith(HEADER.encode() + b"\t"):
+        data = rest
     by_name: dict[str, list[Written]] = {}
     lines = skipped = 0
     for raw in data.split(b"\n"):
@@ -211,8 +231,9 @@ def findings(origins: Origins, path: str, *, ci: str | None, required: bool,
         out.append(Finding("origin.ledger", WARNING,
                            f"the origin ledger cannot be trusted, so no entry counts as "
                            f"written by your jobs: {origins.ledger_problem}", origins.ledger,
-                           "make the state directory yours alone (chmod go-w) or remove the "
-                           "ledger; jobs you run with jaxcache write a new one"))
+                           "fix what this says (e.g. make the state directory yours alone), "
+                           "or move the ledger away: jobs you run with jaxcache start a new "
+                           "one"))
     if origins.ledger_skipped:
         out.append(Finding("origin.ledger-lines", NOTE,
                            f"{origins.ledger_skipped} line(s) of the origin ledger are not "
