@@ -426,6 +426,12 @@ def test_verify_strict_is_the_gate_after_a_restore(source, tmp_path):
     for n in sig:
         (dest / n).unlink()
     assert verify() == 0 and verify("--strict") == 0
+    for planted in ("README", "xla_gpu_kernel_cache_file"):  # nothing signed these
+        (dest / planted).write_text("x")
+        assert verify() == 0 and verify("--strict") == 1
+        (dest / planted).unlink()
+    mkdir(dest / "xla_gpu_per_fusion_autotune_cache_dir", 0o700)
+    assert verify() == 0 and verify("--strict") == 1
 
 
 def test_a_ledger_beside_entry_names_is_read_without_recursion(tmp_path):
@@ -491,3 +497,20 @@ def test_entries_arriving_after_the_audit_are_judged_when_loaded(source, tmp_pat
     assert out == source["expected"]  # the poisoned jit_f was never loaded
     outcomes = {m["name"]: m["outcome"] for m in json.loads(record.read_text())["modules"]}
     assert outcomes["jit_h"] == "hit" and outcomes["jit_f"] != "hit", outcomes
+
+
+def test_xla_subcache_files_are_of_unknown_origin(tmp_path):
+    """XLA writes its sub-caches itself (no witness sees it) and a plain reader on GPU loads
+    them: under CI they are refused like any entry of unknown origin."""
+    cache = mkdir(tmp_path / "cache", 0o700)
+    mkdir(cache / "xla_gpu_per_fusion_autotune_cache_dir", 0o700)
+    (cache / "xla_gpu_per_fusion_autotune_cache_dir" / "abc.textproto").write_text("x")
+    (cache / "xla_gpu_kernel_cache_file").write_text("x")
+    state = mkdir(tmp_path / "state", 0o700)
+    doc = json.loads(_jc("audit", "--format", "json", "--no-processes", str(cache),
+                         env=_env(state, GITHUB_ACTIONS="true")).stdout)
+    assert doc["verdict"] == "UNSAFE" and doc["origins"]["unknown"] == 2, doc["origins"]
+    plain = json.loads(_jc("audit", "--format", "json", "--no-processes", str(cache),
+                           env=_env(state)).stdout)
+    assert plain["verdict"] == "PRIVATE" and "origin.unknown" in {
+        f["code"] for f in plain["findings"]}

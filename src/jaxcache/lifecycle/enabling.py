@@ -147,6 +147,7 @@ def _enable(path: str, policy: str | None, allow_untrusted: bool, reset: bool,
 
         if (require_origin or ci.detect()) and not pol.rule_for(chosen).restored_from:
             jaxcompat.gate_gets(witness.gatekeeper())  # each load judged by its bytes
+            jaxcompat.disable_xla_subcaches()  # XLA's own loads could not be judged
         before = inherit.point_children_at(chosen)
         check_jax_uses(chosen)
     if before is not None and before != chosen:

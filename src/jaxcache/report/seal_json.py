@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict
 
 from jaxcache import __version__
+from jaxcache.display import safe
 from jaxcache.report import jsonout
 from jaxcache.seal.scan import ScanResult
 
@@ -17,7 +18,8 @@ def render(result: ScanResult, action: str) -> str:
            "action": action, "directory": result.directory,
            "counts": {s: result.count(s) for s in STATUSES},
            "entries": [asdict(e) for e in result.entries],
-           "leftovers": list(result.leftovers), "all_valid": result.all_valid,
+           "leftovers": list(result.leftovers), "others": [safe(n) for n in result.others],
+           "all_valid": result.all_valid, "strict_ok": result.strict_ok,
            "never_hit": result.unhittable,
            "unhittable_allowed": None if action == "verify" else not result.refuse_unhittable,
            "ok": result.ok}

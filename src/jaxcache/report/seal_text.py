@@ -63,6 +63,9 @@ def render(result: ScanResult, action: str, *, verbose: bool = False) -> str:
     for name in result.leftovers:
         lines.append(f"  LEFTOVER       {safe(name)} (an interrupted write or a signature "
                      "without its entry; never loaded)")
+    for name in result.others:
+        lines.append(f"  OTHER          {safe(name)} (not an entry nor a sidecar: nothing "
+                     "signed it; verify --strict fails on it)")
     counts = ", ".join(f"{result.count(s)} {s}" for s in STATUSES if result.count(s))
     if result.unhittable and not result.count("never-hit"):
         counts += f"; {result.unhittable} never hit by a sealed reader"

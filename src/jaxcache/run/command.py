@@ -217,6 +217,8 @@ def _admit(chosen: str, policy: str | None, allow_untrusted: bool, seal,
             from jaxcache.trust.origin import ledger_path
 
             granted["JAXCACHE_ORIGIN_GATE"] = ledger_path()
+            # XLA reads and writes its sub-caches itself: nothing could judge those loads
+            granted["JAX_PERSISTENT_CACHE_ENABLE_XLA_CACHES"] = "none"
     return {"path": path, "verdict": report.verdict.value, "env": granted,
             "before": recordmod.DirSnapshot.of(path, report.inventory),
             "origin": _origin_summary(report)}

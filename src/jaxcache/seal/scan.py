@@ -7,6 +7,7 @@ so what verify calls valid is what a sealed reader would load.
 from __future__ import annotations
 
 import os
+import stat
 from dataclasses import dataclass
 
 from jaxcache.seal import hittable, names, signature
@@ -32,6 +33,7 @@ class ScanResult:
     entries: tuple[EntryStatus, ...]
     leftovers: tuple[str, ...]  # temporary files of interrupted writers, orphan signatures
     refuse_unhittable: bool = False  # seal without --allow-unhittable: such entries fail it
+    others: tuple[str, ...] = ()  # names that are no entry, sidecar, lock or leftover (dirs too)
 
     def count(self, status: str) -> int:
         return sum(1 for e in self.entries if e.status == status)
@@ -56,7 +58,28 @@ class ScanResult:
         """`verify --strict`, a CI gate after a restore: every entry verifies, none is one a
         sealed reader never hits, and nothing else was left there (orphan signatures,
         interrupted writes): whatever came in with the cache was signed by a trusted key."""
-        return self.all_valid and not self.unhittable and not self.leftovers
+        return self.all_valid and not self.unhittable and not self.leftovers and not self.others
+
+
+def _others(fd: int) -> tuple[str, ...]:
+    """What `verify --strict` fails on besides entries: every name that is not an entry, a
+    sidecar or JAX's -atime file of one present, a lock or a leftover; every directory
+    (XLA's sub-caches included: nothing signs them)."""
+    entries, leftovers = _names(fd)
+    known = set(entries) | set(leftovers)
+    out = []
+    for n in sorted(os.listdir(fd)):
+        kind = classify(n)[0]
+        if n in known or kind == "lockfile":
+            continue
+        if kind in ("signature", "used", "atime"):
+            try:
+                if stat.S_ISREG(os.stat(n, dir_fd=fd, follow_symlinks=False).st_mode):
+                    continue
+            except OSError:
+                pass
+        out.append(n)
+    return tuple(out)
 
 
 def _names(fd: int) -> tuple[list[str], list[str]]:
@@ -110,7 +133,7 @@ def verify(directory: str, trusted: list[PublicKey]) -> ScanResult:
         entries, leftovers = _names(fd)
         table = {k.raw: k for k in trusted}
         return ScanResult(directory, tuple(_status(fd, n, table)[0] for n in entries),
-                          tuple(leftovers))
+                          tuple(leftovers), others=_others(fd))
     finally:
         os.close(fd)
 

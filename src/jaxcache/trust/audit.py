@@ -124,7 +124,7 @@ def audit(given: str, *, policy: Policy = EMPTY, as_user: int | None = None,
             inventory = entriesmod.inventory_at(fd, w.anchor_node.path,
                                                    frozenset({0, uid}), accounts)
             if ledger is not None and not sealed and uid == os.geteuid() and \
-                    inventory.count("cache"):
+                    inventory.entries:
                 origins = originmod.judge(inventory, fd, ledger)
             if scan_handles:
                 from jaxcache.trust import handles as handlesmod

@@ -18,7 +18,9 @@ Judging an entry, fastest first: same identity as a ledger line -> yours (no byt
 cannot be set by a user, so an unchanged identity is an unchanged file); else a ledger line
 for that name with the same size -> the file is read (bounded by that size) and hashed:
 the digest of a line -> yours (the very bytes, e.g. copied back), else changed; a name the
-ledger knows with another size -> changed; a name it does not know -> origin unknown. What
+ledger knows with another size -> changed; a name it does not know -> origin unknown. Files of
+XLA's own sub-caches (GPU autotune results, the kernel cache) are written by XLA, which no
+witness sees: always unknown; where origin is required the job runs with them off. What
 this cannot know: an entry written by JAX without jaxcache has no line (unknown is the honest
 answer), and a ledger is one machine's: on a fresh CI runner every restored entry is unknown.
 """
@@ -189,6 +191,9 @@ def judge(inventory, dir_fd: int, ledger: Ledger) -> Origins:
     open as `dir_fd`."""
     out = []
     for e in inventory.entries:
+        if e.type == "file" and (e.kind == "xla-subcache" or e.name.startswith("xla_gpu_")):
+            out.append(EntryOrigin(e.name, UNKNOWN))  # XLA writes these itself, unwitnessed
+            continue
         if e.kind != "cache" or e.type != "file":
             continue
         known = ledger.by_name.get(e.name, ())
