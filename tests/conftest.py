@@ -17,7 +17,7 @@ import pytest
 # Under CI jaxcache refuses caches of unknown origin (trust/ci.py); the suite may itself run
 # under CI, and its tests say when they want a CI environment: none is inherited.
 CI_VARIABLES = ("GITHUB_ACTIONS", "GITLAB_CI", "BUILDKITE", "CIRCLECI", "JENKINS_URL", "TF_BUILD",
-                "CI")
+                "CODEBUILD_BUILD_ID", "TEAMCITY_VERSION", "BITBUCKET_BUILD_NUMBER", "CI")
 for _variable in CI_VARIABLES:
     os.environ.pop(_variable, None)
 

@@ -391,7 +391,9 @@ def test_ci_detection():
     assert ci.detect({"TF_BUILD": "True"}) == "Azure Pipelines"
     assert ci.detect({"JENKINS_URL": "http://j/"}) == "Jenkins"
     assert ci.detect({"CI": "false"}) is None
-    assert ci.detect({"CI": "1"}) == "a CI system (CI=true)"
+    assert ci.detect({"CI": "1"}) == ci.detect({"CI": "woodpecker"}) == "a CI system (CI is set)"
+    assert ci.detect({"CI": "0"}) is None and ci.detect({"CI": "off"}) is None
+    assert ci.detect({"CODEBUILD_BUILD_ID": "b:1"}) == "AWS CodeBuild"
     assert ci.detect({"GITLAB_CI": ""}) is None
 
 
@@ -514,3 +516,21 @@ def test_xla_subcache_files_are_of_unknown_origin(tmp_path):
                            env=_env(state)).stdout)
     assert plain["verdict"] == "PRIVATE" and "origin.unknown" in {
         f["code"] for f in plain["findings"]}
+
+
+def test_seal_outside_ci_names_what_it_vouches_for(source, tmp_path):
+    dest = tmp_path / "restored"
+    _arrive("cp", source, dest)
+    (dest / source["f"]).unlink()  # the poisoned one: its signature would be bad anyway
+    for n in os.listdir(dest):
+        if n.startswith(source["f"]):
+            (dest / n).unlink()
+    key = str(source["pub"])[:-4]
+    env = _env(source["state"])
+    refused = _jc("seal", "--require-origin", "--signing-key", key, str(dest), env=env)
+    assert refused.returncode == 1 and "to seal" in refused.stderr, refused.stderr
+    assert not [n for n in os.listdir(dest) if n.startswith(source["g"]) and n != source["g"]]
+    warned = _jc("seal", "--signing-key", key, str(dest), env=env)
+    assert warned.returncode == 0, warned.stdout + warned.stderr
+    said = " ".join(warned.stderr.split())
+    assert "warning" in said and source["g"] in said and "sealing vouches for them" in said

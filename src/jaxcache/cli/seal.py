@@ -33,6 +33,11 @@ def options(p: argparse.ArgumentParser) -> None:
                   help="Sign entries a sealed reader would never hit (made with XLA's "
                        "sub-caches on) instead of leaving them unsigned and exiting 1; each is "
                        "still reported.")
+    common.option(p, "--require-origin", action="store_true",
+                  help="Refuse to sign entries no job jaxcache watched wrote (restored, "
+                       "copied, from a base image), as under CI it always does, unless the "
+                       "policy names their source (restored_from). Without it, outside CI, "
+                       "each one is named on stderr as it is vouched for.")
 
 
 def handle(args: argparse.Namespace, tail: None) -> None:
@@ -41,11 +46,13 @@ def handle(args: argparse.Namespace, tail: None) -> None:
       jaxcache seal ci-cache/ --signing-key /etc/jaxcache/ci.key
 
     Refused unless DIR's audit is PRIVATE or SHARED-BY-POLICY: sealing vouches for whatever
-    any writer put there. Entries whose signature does not verify are reported, never
-    replaced (that would delete a file). Entries a sealed reader would never hit (made with
-    XLA's sub-caches on, which sealed readers turn off: another cache key) are left unsigned
-    and reported, each with why, unless --allow-unhittable. Per entry: what was signed now,
-    what a sealed reader never hits, and problems (-v: the already signed ones too).
+    any writer put there, and, under CI or with --require-origin, for entries of unknown
+    origin (docs/ci.md) unless they are signed already. Entries whose signature does not
+    verify are reported, never replaced (that would delete a file). Entries a sealed reader
+    would never hit (made with XLA's sub-caches on, which sealed readers turn off: another
+    cache key) are left unsigned and reported, each with why, unless --allow-unhittable. Per
+    entry: what was signed now, what a sealed reader never hits, and problems (-v: the
+    already signed ones too).
 
     Exit code: 0 every entry is now valid; 1 some are not, or some would never be hit
     (without --allow-unhittable); 2 bad input.
@@ -63,5 +70,9 @@ def handle(args: argparse.Namespace, tail: None) -> None:
                                               args.allow_unhittable), "seal")
     if args.trust_bucket_writers:
         common.usage(args, "--trust-bucket-writers is for gs:// prefixes only")
+    def warn(text: str) -> None:
+        sys.stderr.write(f"jaxcache: warning: {text}\n")
+
     scan_output(args, sealing.seal_dir(args.dir, args.signing_key, keys, args.policy_path,
-                                       args.allow_unhittable), "seal")
+                                       args.allow_unhittable, require_origin=args.require_origin,
+                                       warn=warn), "seal")

@@ -303,21 +303,28 @@ def seal_bucket(url: str, key_path: str, given: tuple[str, ...], trust_writers: 
 
 
 def seal_dir(directory: str, key_path: str, given: tuple[str, ...], policy: str | None,
-             allow_unhittable: bool = False):
+             allow_unhittable: bool = False, *, require_origin: bool = False, warn=None):
     """Sign what is in a directory the caller trusts: its audit must be PRIVATE or
     SHARED-BY-POLICY, because sealing vouches for whatever any writer put there. Entries a
-    sealed reader never hits are left unsigned and fail it unless `allow_unhittable`."""
+    sealed reader never hits are left unsigned and fail it unless `allow_unhittable`.
+    Entries of unknown origin are refused under CI or with `require_origin` (unless signed
+    already); otherwise `warn(text)` hears of them before they are vouched for."""
     from jaxcache import api
     from jaxcache.seal import keys as keymod
     from jaxcache.seal import scan
 
     directory = _existing_dir(directory)
     signer = keymod.load_signing(key_path)
-    report = api.audit(directory, policy=policy, scan_processes=False)
+    report = api.audit(directory, policy=policy, scan_processes=False,
+                       require_origin=require_origin)
     trusted = [keymod.load_public(k) for k in given]
     if report.verdict.value not in ("PRIVATE", "SHARED-BY-POLICY") and not _only_signed_unknown(
             report, [signer.public, *trusted]):
         raise UntrustedCacheError(report, "to seal")
+    for f in report.findings:
+        if warn is not None and f.code in ("origin.unknown", "origin.changed") and \
+                f.effect == "warning":
+            warn(f"{f.message}; sealing vouches for them (--require-origin refuses)")
     return scan.seal(report.resolved or directory, signer, trusted,
                      allow_unhittable=allow_unhittable)
 

@@ -19,7 +19,6 @@ import time
 from jaxcache.jaxcompat.guard import ENTRY_SUFFIX
 from jaxcache.trust import origin
 
-_READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
 _APPEND = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 
@@ -49,7 +48,7 @@ def _holds(directory: str, name: str, value) -> os.stat_result | None:
     except OSError:
         return None
     try:
-        fd = os.open(name, _READ, dir_fd=dfd)
+        fd = os.open(name, origin.READ_FLAGS, dir_fd=dfd)
     except OSError:
         return None
     finally:

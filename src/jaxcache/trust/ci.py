@@ -13,7 +13,9 @@ import os
 from collections.abc import Mapping
 
 # (variable, the values that mean "yes" (None: any non-empty value), the system's name), in
-# the order they are tried: the specific systems first, the generic CI=true last.
+# the order they are tried: the specific systems first, the generic CI last (any value but
+# false/0/no/off: Woodpecker sets CI=woodpecker). A heuristic that fails open where the
+# environment is stripped (docker build, sudo's env_reset): CI scripts pass --require-origin.
 _SYSTEMS = (
     ("GITHUB_ACTIONS", ("true",), "GitHub Actions"),
     ("GITLAB_CI", ("true",), "GitLab CI"),
@@ -21,8 +23,12 @@ _SYSTEMS = (
     ("CIRCLECI", ("true",), "CircleCI"),
     ("JENKINS_URL", None, "Jenkins"),
     ("TF_BUILD", ("true",), "Azure Pipelines"),
-    ("CI", ("true", "1", "yes"), "a CI system (CI=true)"),
+    ("CODEBUILD_BUILD_ID", None, "AWS CodeBuild"),
+    ("TEAMCITY_VERSION", None, "TeamCity"),
+    ("BITBUCKET_BUILD_NUMBER", None, "Bitbucket Pipelines"),
+    ("CI", None, "a CI system (CI is set)"),
 )
+_NO = ("false", "0", "no", "off")
 VARIABLES = tuple(v for v, _, _ in _SYSTEMS)
 
 
@@ -31,6 +37,6 @@ def detect(env: Mapping[str, str] | None = None) -> str | None:
     env = os.environ if env is None else env
     for variable, yes, name in _SYSTEMS:
         value = env.get(variable, "").strip()
-        if value and (yes is None or value.lower() in yes):
+        if value and (value.lower() in yes if yes is not None else value.lower() not in _NO):
             return name
     return None

@@ -42,7 +42,7 @@ MAX_BYTES = 64 << 20  # trust/inputs.py's limit; the witness stops appending bef
 HEADER = "0\tledger"  # the first line: "0<TAB>ledger<TAB>DEV<TAB>INO", the file's own identity
 YOURS, UNKNOWN, CHANGED = "yours", "unknown", "changed"
 _HASH_CHUNK = 1 << 20
-_READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
+READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
 
 
 def ledger_path() -> str:
@@ -168,7 +168,7 @@ def _digest(dir_fd: int, name: str, size: int) -> str | None:
     """SHA-256 of the entry, read through the directory's descriptor without following a link,
     at most `size` + 1 bytes (a file that grew is not the one the ledger knows: None)."""
     try:
-        fd = os.open(name, _READ, dir_fd=dir_fd)
+        fd = os.open(name, READ_FLAGS, dir_fd=dir_fd)
     except OSError:
         return None
     h, total = hashlib.sha256(), 0
