@@ -213,7 +213,7 @@ def _admit(chosen: str, policy: str | None, allow_untrusted: bool, seal,
         granted = seal.job_env(path, policy)
     else:
         granted = audited_env(path)
-        if _origin_required(report, pol, path, require_origin, env):
+        if not allow_untrusted and _origin_required(pol, path, require_origin, env):
             from jaxcache.trust.origin import ledger_path
 
             granted["JAXCACHE_ORIGIN_GATE"] = ledger_path()
@@ -224,10 +224,10 @@ def _admit(chosen: str, policy: str | None, allow_untrusted: bool, seal,
             "origin": _origin_summary(report)}
 
 
-def _origin_required(report, pol, path: str, require_origin: bool,
-                     env: dict[str, str] | None) -> bool:
+def _origin_required(pol, path: str, require_origin: bool, env: dict[str, str] | None) -> bool:
     """Are entries of unknown origin refused here (under CI or --require-origin, and no
-    restored_from for the path)? Then the job judges each load too, not only this audit."""
+    restored_from for the path)? Then the job judges each load too, not only this audit
+    (--allow-untrusted: the user takes whatever is there, as for any other finding)."""
     from jaxcache.trust import ci
 
     return bool(require_origin or ci.detect(env)) and not pol.rule_for(path).restored_from
