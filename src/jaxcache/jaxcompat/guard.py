@@ -134,14 +134,16 @@ def _factory(where, _original):
         _note(where, "served", how, None, made[0])
         if (_GUARD["witness"] is not None or _GUARD["gatekeeper"] is not None) and \
                 "://" not in str(where):
-            _watch_puts(made[0], _norm(where))
+            _watch(made[0], _norm(where))
     return made
 
 
-def _watch_puts(cache, directory: str) -> None:
-    """After each put JAX makes into `directory` that creates the entry (LRUCache.put never
-    replaces a file: one that existed before is not this put's), tell the witness
-    (directory, key, value). Its failure never reaches the job."""
+def _watch(cache, directory: str) -> None:
+    """The cache object JAX got for `directory`, watched in both directions: each get's bytes
+    go to the gatekeeper first (gate_gets: False or an exception makes the load a miss), and
+    after each put that creates the entry (LRUCache.put never replaces a file: one that existed
+    before is not this put's) the witness hears (directory, key, value); the witness's
+    failure never reaches the job."""
     if getattr(cache, "_jaxcache_witnessed", False):
         return
     original, original_get = cache.put, cache.get

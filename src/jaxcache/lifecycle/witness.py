@@ -30,50 +30,29 @@ def recorder(ledger: str | None = None):
         name = f"{key}{ENTRY_SUFFIX}"
         if not origin.recordable(name):
             return
-        st = _holds(directory, name, value)
+        digest = hashlib.sha256(value).hexdigest()
+        st = _holds(directory, name, digest, len(value))
         if st is None:
             return
         append(path, origin.Written(
-            name, hashlib.sha256(value).hexdigest(), st.st_size,
+            name, digest, st.st_size,
             (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns), time.time(), directory))
 
     return record
 
 
-def _holds(directory: str, name: str, value) -> os.stat_result | None:
-    """The entry file's status if it holds exactly `value` (read back once), else None."""
-    size = len(value)
+def _holds(directory: str, name: str, digest: str, size: int) -> os.stat_result | None:
+    """The entry file's status if it holds exactly the bytes JAX put (read back once: their
+    `digest` and `size`), else None."""
     try:
         dfd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except OSError:
         return None
     try:
-        fd = os.open(name, origin.READ_FLAGS, dir_fd=dfd)
-    except OSError:
-        return None
+        read = origin.digest_at(dfd, name, size)
     finally:
         os.close(dfd)
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_size != size:
-            return None
-        chunks, total = [], 0
-        while total <= size:
-            chunk = os.read(fd, size + 1 - total)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            total += len(chunk)
-        if b"".join(chunks) != bytes(value):
-            return None
-        after = os.fstat(fd)
-        if (after.st_mtime_ns, after.st_ctime_ns) != (st.st_mtime_ns, st.st_ctime_ns):
-            return None  # written again while being read
-        return st
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
+    return read[1] if read is not None and read[0] == digest else None
 
 
 def _create(dfd: int, name: str) -> None:

@@ -33,7 +33,7 @@ def _entry(e: Entry, origin: str | None = None) -> dict:
 def _inventory(inv: Inventory | None, origins: Origins | None = None) -> dict | None:
     if inv is None:
         return None
-    by_name = {o.name: o.origin for o in origins.entries} if origins else {}
+    by_name = origins.by_name() if origins else {}
     return {"unreadable": inv.unreadable, "count": len(inv.entries),
             "bytes": inv.total_bytes,
             "entries": [_entry(e, by_name.get(e.name)) for e in inv.entries]}
@@ -44,7 +44,7 @@ def _origins(origins: Origins | None) -> dict | None:
         return None
     return {"ledger": _path(origins.ledger), "ledger_problem": origins.ledger_problem,
             "ledger_lines_skipped": origins.ledger_skipped,
-            **{o: origins.count(o) for o in ("yours", "unknown", "changed")}}
+            **origins.counts()}
 
 
 def audit_dict(r: AuditReport) -> dict:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from jaxcache.display import safe, size
-from jaxcache.report.style import plural
+from jaxcache.report.style import origin_counts, plural
 
 _REASONS = {
     "compile-time-below-threshold": "not written: below the {threshold_s:.2f} s compile-time "
@@ -184,9 +184,7 @@ def _origin_lines(origin: dict | None) -> list[str]:
     if not origin or not (origin.get("unknown") or origin.get("changed")
                           or origin.get("ledger_problem")):
         return []
-    counts = ", ".join(f"{origin[k]} {k}" for k in ("yours", "unknown", "changed")
-                       if origin.get(k))
-    out = [f"origin of the entries before the job: {counts}"]
+    out = [f"origin of the entries before the job: {origin_counts(origin)}"]
     for f in origin.get("findings") or []:
         if f.get("effect") in ("warning", "unsafe"):
             out.append(f"  warning: {safe(f['message'])}")

@@ -131,3 +131,11 @@ def wrap(text: str, indent: str = "", hang: str = "  ", limit: int | None = None
 
 
 _UNIT = re.compile(r"(\d) (s|B|KB|MB|GB)\b")
+
+
+def origin_counts(counts: dict) -> str:
+    """'1 yours, 2 unknown': the non-zero origin counts (trust/origin.py's ORDER), as `ls` and
+    `run` say them."""
+    from jaxcache.trust.origin import ORDER
+
+    return ", ".join(f"{counts[o]} {o}" for o in ORDER if counts.get(o))

@@ -165,7 +165,7 @@ def render_ls(path: str, inv: Inventory, now: float | None = None,
     now = time.time() if now is None else now
     if inv.unreadable:
         return f"{safe(path)}: {inv.unreadable}\n"
-    by_name = {o.name: o.origin for o in origins.entries} if origins else {}
+    by_name = origins.by_name() if origins else {}
     rows = [("SIZE", "OWNER", "MODE", "AGE", "LINKS", "KIND", "ORIGIN", "MODULE", "FLAGS",
              "NAME")]
     for e in inv.entries:
@@ -178,8 +178,7 @@ def render_ls(path: str, inv: Inventory, now: float | None = None,
     count = len(inv.entries)
     tail = ""
     if origins is not None and origins.entries:
-        tail = "; origin: " + ", ".join(f"{origins.count(o)} {o}" for o in
-                                        ("yours", "unknown", "changed") if origins.count(o))
+        tail = "; origin: " + style.origin_counts(origins.counts())
         if origins.ledger_problem:
             tail += " (the origin ledger cannot be trusted: nothing counts as yours)"
     out.append(f"{style.plural(count, 'entry')}, {size(inv.total_bytes)} in "

@@ -225,12 +225,13 @@ def _admit(chosen: str, policy: str | None, allow_untrusted: bool, seal,
 
 
 def _origin_required(pol, path: str, require_origin: bool, env: dict[str, str] | None) -> bool:
-    """Are entries of unknown origin refused here (under CI or --require-origin, and no
-    restored_from for the path)? Then the job judges each load too, not only this audit
-    (--allow-untrusted: the user takes whatever is there, as for any other finding)."""
-    from jaxcache.trust import ci
+    """Are entries of unknown origin refused here (trust/origin.py's refusal)? Then the job
+    judges each load too, not only this audit (--allow-untrusted: the user takes whatever is
+    there, as for any other finding)."""
+    from jaxcache.trust import ci, origin
 
-    return bool(require_origin or ci.detect(env)) and not pol.rule_for(path).restored_from
+    return origin.refusal(ci.detect(env), require_origin,
+                          pol.rule_for(path).restored_from) is not None
 
 
 def _origin_summary(report) -> dict | None:
@@ -240,8 +241,7 @@ def _origin_summary(report) -> dict | None:
         return None
     said = [f for f in report.findings if f.code in ("origin.unknown", "origin.changed",
                                                       "origin.declared", "origin.ledger")]
-    return {"yours": o.count("yours"), "unknown": o.count("unknown"),
-            "changed": o.count("changed"), "ledger_problem": o.ledger_problem,
+    return {**o.counts(), "ledger_problem": o.ledger_problem,
             "not_yours": [{"name": safe(e.name), "origin": e.origin} for e in o.entries
                           if e.origin != "yours"],
             "findings": [{"code": f.code, "effect": f.effect, "message": f.message,

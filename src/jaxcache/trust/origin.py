@@ -30,6 +30,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import stat
 from dataclasses import dataclass
 
 from jaxcache.display import safe
@@ -41,6 +42,7 @@ MAX_LINE = 8192
 MAX_BYTES = 64 << 20  # trust/inputs.py's limit; the witness stops appending before it
 HEADER = "0\tledger"  # the first line: "0<TAB>ledger<TAB>DEV<TAB>INO", the file's own identity
 YOURS, UNKNOWN, CHANGED = "yours", "unknown", "changed"
+ORDER = (YOURS, UNKNOWN, CHANGED)  # as reports list them
 _HASH_CHUNK = 1 << 20
 READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
 
@@ -163,27 +165,42 @@ class Origins:
     def count(self, origin: str) -> int:
         return sum(1 for e in self.entries if e.origin == origin)
 
+    def counts(self) -> dict[str, int]:
+        return {o: self.count(o) for o in ORDER}
 
-def _digest(dir_fd: int, name: str, size: int) -> str | None:
-    """SHA-256 of the entry, read through the directory's descriptor without following a link,
-    at most `size` + 1 bytes (a file that grew is not the one the ledger knows: None)."""
+    def by_name(self) -> dict[str, str]:
+        return {e.name: e.origin for e in self.entries}
+
+
+def digest_at(dir_fd: int, name: str, size: int) -> tuple[str, os.stat_result] | None:
+    """SHA-256 of the regular file `name` and its status, read through the directory's
+    descriptor without following a link, at most `size` + 1 bytes; None if it is not exactly
+    `size` bytes, or was written while being read. The audit judges an entry with it, the
+    witness checks with it that the file holds what JAX put."""
     try:
         fd = os.open(name, READ_FLAGS, dir_fd=dir_fd)
     except OSError:
         return None
     h, total = hashlib.sha256(), 0
     try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size != size:
+            return None
         while total <= size:
             chunk = os.read(fd, min(_HASH_CHUNK, size + 1 - total))
             if not chunk:
                 break
             h.update(chunk)
             total += len(chunk)
+        after = os.fstat(fd)
     except OSError:
         return None
     finally:
         os.close(fd)
-    return h.hexdigest() if total == size else None
+    if total != size or (after.st_mtime_ns, after.st_ctime_ns) != (st.st_mtime_ns,
+                                                                    st.st_ctime_ns):
+        return None
+    return h.hexdigest(), st
 
 
 def judge(inventory, dir_fd: int, ledger: Ledger) -> Origins:
@@ -205,8 +222,8 @@ def judge(inventory, dir_fd: int, ledger: Ledger) -> Origins:
             out.append(EntryOrigin(e.name, YOURS, same[-1].at))
             continue
         sized = [w for w in known if w.size == e.size]
-        digest = _digest(dir_fd, e.name, e.size) if sized else None
-        match = [w for w in sized if w.sha256 == digest]
+        read = digest_at(dir_fd, e.name, e.size) if sized else None
+        match = [w for w in sized if read is not None and w.sha256 == read[0]]
         if match:
             out.append(EntryOrigin(e.name, YOURS, match[-1].at))
         else:
@@ -224,12 +241,22 @@ REMEDY = ("seal the cache where it is produced and read it with `jaxcache run --
           "path = {path} restored_from = \"<the source, and who can write it>\"")
 
 
+def refusal(ci: str | None, required: bool, restored_from: tuple[str, ...]) -> str | None:
+    """Why entries of unknown origin are refused here, or None (a warning, or accepted): under
+    CI (`ci`: its name) or when `required` (--require-origin), unless the policy names their
+    source (`restored_from`). The audit, `run` and `enable()` (which then also judge each
+    load: jaxcompat.gate_gets) decide by this one rule."""
+    if restored_from:
+        return None
+    if ci:
+        return "running under " + ci
+    return "as --require-origin asks" if required else None
+
+
 def findings(origins: Origins, path: str, *, ci: str | None, required: bool,
              restored_from: tuple[str, ...]) -> list[Finding]:
-    """What the origins mean for a plain reader. Under CI (`ci`: its name) or when `required`
-    (--require-origin), entries of unknown origin or changed since written make the directory
-    UNSAFE unless the policy names their source (`restored_from`); elsewhere they are a
-    warning. Either way the reason is said in words, with the remedy."""
+    """What the origins mean for a plain reader (refusal() decides UNSAFE or a warning); the
+    reason is said in words, with the remedy."""
     unknown, changed = origins.count(UNKNOWN), origins.count(CHANGED)
     out = []
     if origins.ledger_problem:
@@ -252,8 +279,8 @@ def findings(origins: Origins, path: str, *, ci: str | None, required: bool,
                            f"{_counted(unknown, changed)}: accepted because the policy names "
                            f"their source trusted ({named})", path))
         return out
-    effect = UNSAFE if ci or required else WARNING
-    why = "running under " + ci if ci else "as --require-origin asks" if required else None
+    why = refusal(ci, required, restored_from)
+    effect = UNSAFE if why else WARNING
     remedy = REMEDY.format(path=json.dumps(safe(path)))
     for origin, code, count, text in ((UNKNOWN, "origin.unknown", unknown, UNKNOWN_WHY),
                                       (CHANGED, "origin.changed", changed, CHANGED_WHY)):
