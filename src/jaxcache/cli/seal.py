@@ -57,7 +57,7 @@ def handle(args: argparse.Namespace, tail: None) -> None:
     Exit code: 0 every entry is now valid; 1 some are not, or some would never be hit
     (without --allow-unhittable); 2 bad input.
     """
-    from jaxcache.lifecycle import sealing
+    from jaxcache.seal import actions
 
     if not args.dir:
         common.usage(args, "give the directory to seal")
@@ -65,7 +65,7 @@ def handle(args: argparse.Namespace, tail: None) -> None:
         common.usage(args, "the following arguments are required: --signing-key")
     keys = tuple(args.trusted_keys or ())
     if "://" in args.dir:
-        scan_output(args, sealing.seal_bucket(args.dir, args.signing_key, keys,
+        scan_output(args, actions.seal_bucket(args.dir, args.signing_key, keys,
                                               args.trust_bucket_writers,
                                               args.allow_unhittable), "seal")
     if args.trust_bucket_writers:
@@ -73,6 +73,6 @@ def handle(args: argparse.Namespace, tail: None) -> None:
     def warn(text: str) -> None:
         sys.stderr.write(f"jaxcache: warning: {text}\n")
 
-    scan_output(args, sealing.seal_dir(args.dir, args.signing_key, keys, args.policy_path,
+    scan_output(args, actions.seal_dir(args.dir, args.signing_key, keys, args.policy_path,
                                        args.allow_unhittable, require_origin=args.require_origin,
                                        warn=warn), "seal")

@@ -56,8 +56,8 @@ def handle(args: argparse.Namespace, tail: None) -> None:
     Exit code: 0 every entry is valid; 1 any is not (--strict: or any would never be hit, or
     anything else was left beside them); 2 bad input.
     """
-    from jaxcache.lifecycle import sealing
+    from jaxcache.seal import actions
 
     path = common.cache_path(args, args.dir)
-    result = sealing.verify_dir(path, tuple(args.trusted_keys or ()), args.policy_path)
+    result = actions.verify_dir(path, tuple(args.trusted_keys or ()), args.policy_path)
     scan_output(args, result, "verify", result.strict_ok if args.strict else None)

@@ -83,11 +83,11 @@ def append(ledger: str, written: origin.Written) -> bool:
     """Append one line to the ledger (its folders made 0700, yours alone; the file 0600, a
     regular file of yours with one link, never through a symlink). False when it cannot be
     trusted or written: the entry then stays of unknown origin, which fails closed."""
-    from jaxcache import outputs
+    from jaxcache import folders
     from jaxcache.errors import JaxcacheError
 
     try:
-        _, dfd = outputs.private_folders(os.path.dirname(ledger), "origin ledger")
+        _, dfd = folders.private_folders(os.path.dirname(ledger), "origin ledger")
     except JaxcacheError:
         return False
     name = os.path.basename(ledger)

@@ -150,12 +150,12 @@ def _write_pair(key: SigningKey, path: str, dfd: int) -> None:
 
 
 def _make_parents(parent: str) -> tuple[list[str], int]:
-    """Each missing folder of `parent` made 0700 (outputs.private_folders): a key's folder must
+    """Each missing folder of `parent` made 0700 (folders.private_folders): a key's folder must
     be yours or root's and writable by nobody else, else its owner could swap the key or .pub."""
-    from jaxcache import outputs
+    from jaxcache import folders
 
     try:
-        return outputs.private_folders(parent, "signing key")
+        return folders.private_folders(parent, "signing key")
     except JaxcacheError as exc:
         raise KeyFileError(str(exc)) from None
 

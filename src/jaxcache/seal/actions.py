@@ -1,0 +1,120 @@
+"""`jaxcache seal` and `jaxcache verify`: sign or check what a directory or bucket prefix holds.
+
+The commands' work, apart from lifecycle/sealing.py (which hands JAX a sealed backend): each
+reads the keys to trust, refuses a place whose writers it cannot vouch for, and returns the
+scan (seal/scan.py for a directory, seal/bucket_scan.py for a prefix).
+"""
+
+from __future__ import annotations
+
+from jaxcache.display import safe
+from jaxcache.errors import JaxcacheError, UntrustedCacheError
+
+
+def trusted_keys_for(directory: str, given: tuple[str, ...], policy: str | None) -> list:
+    """--trusted-key values plus the policy's trusted_keys for this directory."""
+    import os
+
+    from jaxcache.seal import keys as keymod
+    from jaxcache.trust import policy as policymod
+    from jaxcache.trust.principals import Accounts
+
+    keys = [keymod.load_public(k) for k in given]
+    pol = policymod.load(policy, Accounts())
+    where = directory if "://" in directory else os.path.abspath(directory)
+    keys += list(pol.rule_for(where).trusted_keys)
+    if not keys:
+        raise JaxcacheError("no trusted keys: give --trusted-key ed25519:... (or a .pub file), "
+                            "or list trusted_keys for this directory in your policy")
+    return keys
+
+
+def verify_dir(directory: str, given: tuple[str, ...], policy: str | None):
+    from jaxcache.seal import scan
+
+    if "://" in directory:
+        from jaxcache.seal import bucket_scan, objects
+
+        url = objects.parse(directory)
+        return bucket_scan.verify(objects.open_store(url),
+                                  trusted_keys_for(url.text, given, policy))
+    return scan.verify(_existing_dir(directory), trusted_keys_for(directory, given, policy))
+
+
+def seal_bucket(url: str, key_path: str, given: tuple[str, ...], trust_writers: bool,
+                allow_unhittable: bool = False):
+    """Sign what is under a bucket prefix. jaxcache cannot see who wrote those objects (the
+    bucket's IAM), so sealing them is refused unless the caller vouches for every writer."""
+    from jaxcache.seal import bucket_scan, objects
+    from jaxcache.seal import keys as keymod
+
+    where = objects.parse(url)
+    if not trust_writers:
+        raise JaxcacheError(
+            f"refusing to seal {where.text}: jaxcache cannot check who can write that bucket "
+            "(its IAM), and sealing vouches for whatever any writer put there; check by hand "
+            "that only your publisher can write it, then pass --trust-bucket-writers")
+    signer = keymod.load_signing(key_path)
+    return bucket_scan.seal(objects.open_store(where), signer,
+                            [keymod.load_public(k) for k in given],
+                            allow_unhittable=allow_unhittable)
+
+
+def seal_dir(directory: str, key_path: str, given: tuple[str, ...], policy: str | None,
+             allow_unhittable: bool = False, *, require_origin: bool = False, warn=None):
+    """Sign what is in a directory the caller trusts: its audit must be PRIVATE or
+    SHARED-BY-POLICY, because sealing vouches for whatever any writer put there. Entries a
+    sealed reader never hits are left unsigned and fail it unless `allow_unhittable`.
+    Entries of unknown origin are refused under CI or with `require_origin` (unless signed
+    already); otherwise `warn(text)` hears of them before they are vouched for."""
+    from jaxcache import api
+    from jaxcache.seal import keys as keymod
+    from jaxcache.seal import scan
+
+    directory = _existing_dir(directory)
+    signer = keymod.load_signing(key_path)
+    report = api.audit(directory, policy=policy, scan_processes=False,
+                       require_origin=require_origin)
+    trusted = [keymod.load_public(k) for k in given]
+    if report.verdict.value not in ("PRIVATE", "SHARED-BY-POLICY") and not _only_signed_unknown(
+            report, [signer.public, *trusted]):
+        raise UntrustedCacheError(report, "to seal")
+    for f in report.findings:
+        if warn is not None and f.code in ("origin.unknown", "origin.changed") and \
+                f.effect == "warning":
+            warn(f"{f.message}; sealing vouches for them (--require-origin refuses)")
+    return scan.seal(report.resolved or directory, signer, trusted,
+                     allow_unhittable=allow_unhittable)
+
+
+def _only_signed_unknown(report, keys: list) -> bool:
+    """Refused only for origin (under CI: entries no watched job wrote), while each such entry
+    already carries a valid signature of these keys (a sealed publisher wrote it): sealing
+    vouches for none of them again, so the refusal does not apply."""
+    from jaxcache.seal import scan
+
+    blocking = [f for f in report.findings if f.effect in ("unsafe", "unverifiable")]
+    if not blocking or any(not f.code.startswith("origin.") for f in blocking):
+        return False
+    if report.untrusted or report.origins is None:
+        return False
+    doubtful = {e.name for e in report.origins.entries if e.origin != "yours"}
+    valid = {e.name for e in scan.verify(report.resolved, keys).entries if e.status == "valid"}
+    return doubtful <= valid
+
+
+def _existing_dir(directory: str) -> str:
+    import os
+    import stat
+
+    from jaxcache.trust.walk import not_a_directory
+
+    try:
+        mode = os.stat(directory).st_mode
+    except FileNotFoundError:
+        raise JaxcacheError(f"no such directory: {safe(directory)}") from None
+    except OSError as exc:
+        raise JaxcacheError(f"cannot reach {safe(directory)}: {exc.strerror}") from None
+    if not stat.S_ISDIR(mode):
+        raise JaxcacheError(not_a_directory(directory, mode))
+    return directory
