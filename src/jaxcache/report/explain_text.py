@@ -19,7 +19,7 @@ def _rank_lines(e: Explanation) -> list[str]:
         more = f" and {len(diffs) - 6} more" if len(diffs) > 6 else ""
         lines.append(f"  rank {rank}: {style.plural(len(diffs), 'module')} ({names}{more}): key "
                      "components "
-                     f"differ from rank 0's: {', '.join(components)}")
+                     f"differ from rank 0's: {', '.join(safe(c) for c in components)}")
         lines += [w for cause in diffs[0].causes for w in style.wrap(cause, "    - ")]
         lines += style.wrap(f"what you can do: {diffs[0].remedy}", "    ")
     return lines
