@@ -33,6 +33,12 @@ def options(p: argparse.ArgumentParser) -> None:
                   help="Sign entries a sealed reader would never hit (made with XLA's "
                        "sub-caches on) instead of leaving them unsigned and exiting 1; each is "
                        "still reported.")
+    common.option(p, "--add-signature", action="store_true",
+                  help="Co-sign: add this key's signature beside every entry another trusted "
+                       "key already signed (<entry>.<key id>.sig, created only if absent), for "
+                       "a second signature (signatures_needed) or a key rotation without a "
+                       "cold cache. Entries no usable trusted key signed are reported and "
+                       "left. The key must itself be trusted (policy or --trusted-key).")
     common.option(p, "--require-origin", action="store_true",
                   help="Refuse to sign entries no job jaxcache watched wrote (restored, "
                        "copied, from a base image), as under CI it always does, unless the "
@@ -54,8 +60,13 @@ def handle(args: argparse.Namespace, tail: None) -> None:
     entry: what was signed now, what a sealed reader never hits, and problems (-v: the
     already signed ones too).
 
-    Exit code: 0 every entry is now valid; 1 some are not, or some would never be hit
-    (without --allow-unhittable); 2 bad input.
+    With --add-signature, co-sign instead (key rotation, thresholds: docs/sealed-cache.md):
+
+      jaxcache seal /shared/jax-cache --signing-key ci-2027-01.key --add-signature
+
+    Exit code: 0 every entry is now valid (with --add-signature: carries this key's
+    signature); 1 some are not, or some would never be hit (without --allow-unhittable);
+    2 bad input.
     """
     from jaxcache.seal import actions
 
@@ -64,6 +75,13 @@ def handle(args: argparse.Namespace, tail: None) -> None:
     if not args.signing_key:
         common.usage(args, "the following arguments are required: --signing-key")
     keys = tuple(args.trusted_keys or ())
+    if args.add_signature:
+        if args.allow_unhittable or args.trust_bucket_writers or args.require_origin:
+            common.usage(args, "--add-signature co-signs only what trusted keys signed: "
+                               "--allow-unhittable, --trust-bucket-writers and --require-origin "
+                               "do not apply")
+        scan_output(args, actions.cosign(args.dir, args.signing_key, keys, args.policy_path),
+                    "cosign")
     if "://" in args.dir:
         scan_output(args, actions.seal_bucket(args.dir, args.signing_key, keys,
                                               args.trust_bucket_writers,

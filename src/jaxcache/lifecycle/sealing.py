@@ -91,7 +91,11 @@ def _enable_sealed(path: str, policy: str | None, reset: bool, signing_key, trus
                             "signing key, or trusted_keys for this path in the policy file")
     if report.verdict is not Verdict.SEALED:
         raise UntrustedCacheError(report)
-    keys = pol.rule_for(chosen).trusted_keys + extra
+    from jaxcache.seal import keyring
+
+    keys = keyring.for_rule(pol.rule_for(chosen), extra)  # KeyRingError: one line
+    if signer is not None:
+        keys = keys.with_key(signer.public)  # refused when the policy revokes it
     local_dir = None
     if local is not None:
         local_dir = private_tier(local, pol, accounts, made_dirs,
@@ -240,10 +244,22 @@ def enable_from_env(value: str):
                          local=spec.get("local"))
 
 
+def _name_of(backend, public) -> str | None:
+    known = backend.trusted.get(public.raw)
+    return (known.name if known is not None else None) or public.name
+
+
 def summary(backend) -> dict:
-    """For the run record: what the sealed backend rejected or could not write."""
+    """For the run record: what the sealed backend rejected or could not write, and the
+    keys it judged with (by name and id, each with its state then)."""
     return {"path": backend.shared, "local": backend.local,
             "signing_key": backend.signer.public.id if backend.signer else None,
+            "signing_key_name": _name_of(backend, backend.signer.public) if backend.signer
+            else None,
+            "trusted_keys": [{"id": k.id, "name": k.name, "holder": k.holder,
+                              "state": backend.trusted.state(k)}
+                             for k in backend.trusted.keys.values()],
+            "signatures_needed": backend.trusted.needed,
             "rejections": [{"key": r.key, "directory": r.directory, "status": r.status,
                             "reason": r.reason, "owner": r.owner} for r in backend.rejections],
             "writes": [{"key": k, "directory": d} for k, d in backend.writes],

@@ -13,5 +13,6 @@ def render(path: str, public: Any, created: list[str] | tuple[str, ...] = ()) ->
     return jsonout.document({
         "schema": "jaxcache.keygen/1", "tool": {"name": "jaxcache", "version": __version__},
         "private_key": safe(path), "public_key_file": safe(path + ".pub"),
-        "public_key": public.text, "key_id": public.id,
+        "public_key": public.text, "key_id": public.id, "key_name": public.name,
+        "named_public_key": public.named_text,
         "created_folders": [safe(d) for d in created]})

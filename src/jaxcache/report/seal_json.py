@@ -9,8 +9,9 @@ from jaxcache.display import safe
 from jaxcache.report import jsonout
 from jaxcache.seal.scan import ScanResult
 
-STATUSES = ("valid", "signed-now", "unsigned", "bad-signature", "unknown-key", "not-a-file",
-            "never-hit")
+STATUSES = ("valid", "signed-now", "co-signed", "unsigned", "bad-signature", "unknown-key",
+            "revoked-key", "expired-key", "not-yet-valid-key", "too-few-signatures",
+            "not-co-signed", "not-a-file", "never-hit")
 
 
 def render(result: ScanResult, action: str) -> str:
@@ -22,5 +23,6 @@ def render(result: ScanResult, action: str) -> str:
            "all_valid": result.all_valid, "strict_ok": result.strict_ok,
            "never_hit": result.unhittable,
            "unhittable_allowed": None if action == "verify" else not result.refuse_unhittable,
-           "ok": result.ok}
+           "keys": [asdict(k) for k in result.keys], "signatures_needed": result.needed,
+           "signing_key": result.signer, "ok": result.ok}
     return jsonout.document(doc)

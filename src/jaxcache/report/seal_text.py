@@ -10,8 +10,10 @@ from jaxcache.report.seal_json import STATUSES
 from jaxcache.seal.scan import EntryStatus, ScanResult
 
 _WHAT = {"unsigned": "UNSIGNED", "bad-signature": "BAD SIGNATURE",
-         "unknown-key": "UNKNOWN KEY", "not-a-file": "NOT A FILE", "never-hit": "NEVER HIT"}
-_SEALED = {"signed-now": "SIGNED", "valid": "ALREADY SIGNED"}
+         "unknown-key": "UNKNOWN KEY", "revoked-key": "REVOKED KEY", "expired-key": "EXPIRED KEY",
+         "not-yet-valid-key": "KEY NOT VALID", "too-few-signatures": "TOO FEW SIGS",
+         "not-co-signed": "NOT CO-SIGNED", "not-a-file": "NOT A FILE", "never-hit": "NEVER HIT"}
+_SEALED = {"signed-now": "SIGNED", "valid": "ALREADY SIGNED", "co-signed": "CO-SIGNED"}
 _REFILL = ("refill it from jobs run with JAX_PERSISTENT_CACHE_ENABLE_XLA_CACHES=none (as sealed "
            "readers run)")
 
@@ -27,6 +29,14 @@ def _first(result: ScanResult, action: str) -> str:
                     f"{style.plural(len(result.leftovers), 'leftover')}, in {where}")
         line = f"{style.verdict('VALID')}: every entry verifies ({total}) in {where}"
         return line + (f"; {never} of them a sealed reader never hits" if never else "")
+    if action == "cosign":
+        added = result.count("co-signed")
+        if result.ok:
+            return (f"{style.verdict('CO-SIGNED')}: {added} of {total} co-signed now by "
+                    f"{safe(result.signer or '')} in {where}")
+        bad = len(result.entries) - result.count("valid") - added
+        return (f"{style.verdict('NOT CO-SIGNED')}: {bad} of {total} no usable trusted key "
+                f"signed (left), {added} co-signed now, in {where}")
     signed = result.count("signed-now")
     if result.ok:
         head = f"{style.verdict('SEALED')}: {signed} of {total} signed now in {where}"
@@ -48,8 +58,8 @@ def _line(e: EntryStatus, action: str, verbose: bool) -> str | None:
                 "XLA's sub-caches on")
     if e.status in _WHAT:
         return f"  {_WHAT[e.status]:14s} {safe(e.name)} ({size(e.size)}): {safe(e.reason)}"
-    if e.status == "signed-now" or e.never_hit or verbose:
-        word = _SEALED[e.status] if action == "seal" else e.status.upper()
+    if e.status in ("signed-now", "co-signed") or e.never_hit or verbose:
+        word = _SEALED[e.status] if action != "verify" else e.status.upper()
         return f"  {word:14s} {safe(e.name)} ({size(e.size)}){never}"
     return None
 
@@ -58,6 +68,10 @@ def render(result: ScanResult, action: str, *, verbose: bool = False) -> str:
     """The answer first, then the entries that need a word (every entry with `verbose`),
     then the counts and what they mean."""
     lines = [_first(result, action)]
+    if result.keys:
+        needed = f"; each entry needs {result.needed} distinct keys" if result.needed > 1 else ""
+        lines += style.wrap("keys: " + ", ".join(f"{safe(k.label)} {k.state}"
+                                                  for k in result.keys) + needed, "  ")
     lines += [line for e in result.entries
               if (line := _line(e, action, verbose)) is not None]
     for name in result.leftovers:

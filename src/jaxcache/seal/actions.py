@@ -11,10 +11,13 @@ from jaxcache.display import safe
 from jaxcache.errors import JaxcacheError, UntrustedCacheError
 
 
-def trusted_keys_for(directory: str, given: tuple[str, ...], policy: str | None) -> list:
-    """--trusted-key values plus the policy's trusted_keys for this directory."""
+def trusted_keys_for(directory: str, given: tuple[str, ...], policy: str | None, *,
+                     required: bool = True):
+    """The key ring for this directory: --trusted-key values plus the policy's trusted_keys,
+    with its revoked_keys and signatures_needed (seal/keyring.py)."""
     import os
 
+    from jaxcache.seal import keyring
     from jaxcache.seal import keys as keymod
     from jaxcache.trust import policy as policymod
     from jaxcache.trust.principals import Accounts
@@ -22,11 +25,11 @@ def trusted_keys_for(directory: str, given: tuple[str, ...], policy: str | None)
     keys = [keymod.load_public(k) for k in given]
     pol = policymod.load(policy, Accounts())
     where = directory if "://" in directory else os.path.abspath(directory)
-    keys += list(pol.rule_for(where).trusted_keys)
-    if not keys:
+    ring = keyring.for_rule(pol.rule_for(where), keys)
+    if not ring and required:
         raise JaxcacheError("no trusted keys: give --trusted-key ed25519:... (or a .pub file), "
                             "or list trusted_keys for this directory in your policy")
-    return keys
+    return ring
 
 
 def verify_dir(directory: str, given: tuple[str, ...], policy: str | None):
@@ -39,6 +42,24 @@ def verify_dir(directory: str, given: tuple[str, ...], policy: str | None):
         return bucket_scan.verify(objects.open_store(url),
                                   trusted_keys_for(url.text, given, policy))
     return scan.verify(_existing_dir(directory), trusted_keys_for(directory, given, policy))
+
+
+def cosign(directory: str, key_path: str, given: tuple[str, ...], policy: str | None):
+    """`seal --add-signature`: co-sign, with the key at `key_path`, what the other trusted keys
+    already signed (a directory or a bucket prefix). No audit of the writers is needed: a
+    co-signer vouches only for entries a key it trusts signed."""
+    from jaxcache.seal import keys as keymod
+    from jaxcache.seal import scan
+
+    if "://" in directory:
+        from jaxcache.seal import bucket_scan, objects
+
+        url = objects.parse(directory)
+        ring = trusted_keys_for(url.text, given, policy)
+        return bucket_scan.cosign(objects.open_store(url), keymod.load_signing(key_path), ring)
+    directory = _existing_dir(directory)
+    ring = trusted_keys_for(directory, given, policy)
+    return scan.cosign(directory, keymod.load_signing(key_path), ring)
 
 
 def seal_bucket(url: str, key_path: str, given: tuple[str, ...], trust_writers: bool,
@@ -56,7 +77,7 @@ def seal_bucket(url: str, key_path: str, given: tuple[str, ...], trust_writers: 
             "that only your publisher can write it, then pass --trust-bucket-writers")
     signer = keymod.load_signing(key_path)
     return bucket_scan.seal(objects.open_store(where), signer,
-                            [keymod.load_public(k) for k in given],
+                            trusted_keys_for(where.text, given, None, required=False),
                             allow_unhittable=allow_unhittable)
 
 
@@ -75,9 +96,9 @@ def seal_dir(directory: str, key_path: str, given: tuple[str, ...], policy: str 
     signer = keymod.load_signing(key_path)
     report = api.audit(directory, policy=policy, scan_processes=False,
                        require_origin=require_origin)
-    trusted = [keymod.load_public(k) for k in given]
+    trusted = trusted_keys_for(directory, given, policy, required=False)
     if report.verdict.value not in ("PRIVATE", "SHARED-BY-POLICY") and not _only_signed_unknown(
-            report, [signer.public, *trusted]):
+            report, trusted.with_key(signer.public)):
         raise UntrustedCacheError(report, "to seal")
     for f in report.findings:
         if warn is not None and f.code in ("origin.unknown", "origin.changed") and \
@@ -87,7 +108,7 @@ def seal_dir(directory: str, key_path: str, given: tuple[str, ...], policy: str 
                      allow_unhittable=allow_unhittable)
 
 
-def _only_signed_unknown(report, keys: list) -> bool:
+def _only_signed_unknown(report, keys) -> bool:
     """Refused only for origin (under CI: entries no watched job wrote), while each such entry
     already carries a valid signature of these keys (a sealed publisher wrote it): sealing
     vouches for none of them again, so the refusal does not apply."""

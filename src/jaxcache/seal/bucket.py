@@ -22,7 +22,8 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from jaxcache.seal import names, orphans, signature
+from jaxcache.seal import keyring, names, orphans, signature
+from jaxcache.seal.keyring import KeyRing
 from jaxcache.seal.keys import PublicKey, SigningKey
 from jaxcache.seal.objects import NETWORK, NOT_FOUND, ObjectStore, StoreError
 from jaxcache.seal.store import (
@@ -40,6 +41,14 @@ _KEY = re.compile(r"^(?P<module>.+)-(?P<hash>[0-9a-f]{64})$")
 KEY_MISMATCH, PREFIX_EMPTY = "key-mismatch", "prefix-empty"
 
 
+def cosignatures(store: ObjectStore, name: str) -> signature.Fetch:
+    """The co-signature object of `name` by a key id (bounded as a signature is)."""
+    def fetch(key_id: str) -> bytes | None:
+        where = names.cosignature(name, key_id, OBJECT_NAME_MAX)
+        return None if where is None else store.get(where, limit=signature.MAX_BYTES + 1)
+    return fetch
+
+
 @dataclass(frozen=True)
 class BucketMiss:
     """A lookup the bucket could not serve: kind not-found (with a hint key-mismatch or
@@ -54,18 +63,18 @@ class BucketMiss:
 class BucketSealedCache(Reports):
     """A JAX CacheInterface (through jaxcompat) over a sealed bucket prefix."""
 
-    def __init__(self, store: ObjectStore, *, trusted: Iterable[PublicKey],
+    def __init__(self, store: ObjectStore, *, trusted: KeyRing | Iterable[PublicKey],
                  signer: SigningKey | None = None, local: str | None = None,
                  max_size: Callable[[], int] | None = None) -> None:
         super().__init__()
         self.store = store
         self._path = self.shared = store.url
         self.local, self.signer = local, signer
-        self.trusted = {k.raw: k for k in trusted}
+        self.trusted = keyring.of(trusted)
         if not self.trusted:
             raise ValueError("a sealed cache needs at least one trusted public key")
         if signer is not None:
-            self.trusted.setdefault(signer.public.raw, signer.public)
+            self.trusted = self.trusted.with_key(signer.public)
         self.max_size = max_size or (lambda: -1)
         self._local_fd: int | None = _open_dir(local) if local else None
         self._local_max = names.name_max(self._local_fd) if self._local_fd is not None \
@@ -115,7 +124,8 @@ class BucketSealedCache(Reports):
                 return None
             self._rejected(key, signature.UNSIGNED, "no signature object")
             return None
-        vouched, size = signature.vouched_size(key, sig, self.trusted)
+        found = signature.vouch(key, sig, self.trusted, cosignatures(self.store, name))
+        vouched, size = found.check, found.size
         if size is None:  # rejected before a byte of the entry is downloaded
             if self.store.stat(name) is None:
                 self._not_found(key, "a signature without its entry (a publisher still "
@@ -128,7 +138,7 @@ class BucketSealedCache(Reports):
             self._not_found(key, "a signature without its entry (a publisher still "
                                  "uploading, or the entry was deleted)")
             return None
-        check = signature.check(key, data, sig, self.trusted)
+        check = signature.confirm(key, data, found, self.trusted)
         if not check.ok:
             self._rejected(key, check.status, check.reason)
             return None
@@ -176,7 +186,7 @@ class BucketSealedCache(Reports):
                                                              limit=signature.MAX_BYTES + 1)
         age = None if info is None or info.updated is None else \
             max(0.0, time.time() - info.updated)
-        verdict = orphans.judge(key, value, existing, self.trusted, age)
+        verdict = orphans.judge(key, value, existing, self.trusted.single(), age)
         if verdict == orphans.COMPLETE:
             return True
         if verdict != orphans.REPLACE:

@@ -10,8 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from jaxcache.errors import JaxcacheError
-from jaxcache.seal import hittable, names, signature
-from jaxcache.seal.bucket import OBJECT_NAME_MAX
+from jaxcache.seal import hittable, keyring, names, scan, signature
+from jaxcache.seal.bucket import OBJECT_NAME_MAX, cosignatures
+from jaxcache.seal.keyring import KeyRing
 from jaxcache.seal.keys import PublicKey, SigningKey
 from jaxcache.seal.objects import ObjectInfo, ObjectStore, StoreError
 from jaxcache.seal.scan import EntryStatus, ScanResult
@@ -52,16 +53,19 @@ def _entries(found: BucketListing) -> tuple[list[str], list[str]]:
     entries = [o.name for o in found.objects if classify(o.name)[0] == "cache"]
     orphans = [n for n in present if (e := names.entry_of_sidecar(n, names.SIGNATURE))
                is not None and classify(e)[0] == "cache" and e not in present]
+    orphans += [n for n in present if (c := names.entry_of_cosignature(n)) is not None
+                and classify(c[0])[0] == "cache" and c[0] not in present]
     return entries, sorted(orphans)
 
 
-def _status(store: ObjectStore, name: str, table: dict[bytes, PublicKey], *,
+def _status(store: ObjectStore, name: str, table: KeyRing, *,
             read_unsigned: bool = False) -> tuple[EntryStatus, bytes | None]:
     """As scan._status: the signature first; the entry downloaded only as far as a trusted
     key vouched for its size (or whole when unsigned and `read_unsigned`: seal signs it)."""
     try:
         sig = store.get(_sig(name), limit=signature.MAX_BYTES + 1)
-        vouched, size = signature.vouched_size(names.key_of(name), sig, table)
+        found = signature.vouch(names.key_of(name), sig, table, cosignatures(store, name))
+        vouched, size = found.check, found.size
         whole = size is None and read_unsigned and vouched.status == signature.UNSIGNED
         if size is None and not whole:  # judged without downloading a byte of it
             info = store.stat(name)
@@ -73,24 +77,25 @@ def _status(store: ObjectStore, name: str, table: dict[bytes, PublicKey], *,
             return EntryStatus(name, "not-a-file", "vanished while scanning", 0), None
     except StoreError as exc:
         raise JaxcacheError(f"cannot read {store.url}/{name}: {exc.message}") from None
-    check = signature.check(names.key_of(name), data, sig, table)
+    check = signature.check(names.key_of(name), data, sig, table) if whole else \
+        signature.confirm(names.key_of(name), data, found, table)
     return EntryStatus(name, check.status, check.reason, len(data),
                        hittable.why_never_hit(data)), data
 
 
-def verify(store: ObjectStore, trusted: list[PublicKey]) -> ScanResult:
+def verify(store: ObjectStore, trusted: KeyRing | list[PublicKey]) -> ScanResult:
     entries, leftovers = _entries(listing(store))
-    table = {k.raw: k for k in trusted}
+    table = keyring.of(trusted)
     return ScanResult(store.url, tuple(_status(store, n, table)[0] for n in entries),
-                      tuple(leftovers))
+                      tuple(leftovers), keys=table.states(), needed=table.needed)
 
 
-def seal(store: ObjectStore, signer: SigningKey, trusted: list[PublicKey], *,
+def seal(store: ObjectStore, signer: SigningKey, trusted: KeyRing | list[PublicKey], *,
          allow_unhittable: bool = False) -> ScanResult:
     """Sign every unsigned entry (create-only: a signature that appeared meanwhile stays);
     one a sealed reader would never hit only with `allow_unhittable` (as scan.seal)."""
     entries, leftovers = _entries(listing(store))
-    table = {k.raw: k for k in [*trusted, signer.public]}
+    table = keyring.of(trusted).with_key(signer.public)
     out = []
     for name in entries:
         st, data = _status(store, name, table, read_unsigned=True)
@@ -102,10 +107,35 @@ def seal(store: ObjectStore, signer: SigningKey, trusted: list[PublicKey], *,
             sig = signature.sign(names.key_of(name), data, signer)
             try:
                 if store.put_if_absent(_sig(name), sig):
-                    st = EntryStatus(name, "signed-now", f"signed by {signer.public.id}",
-                                     len(data), st.never_hit)
+                    st = EntryStatus(name, "signed-now",
+                                     f"signed by {scan.label_of(table, signer)}", len(data),
+                                     st.never_hit)
             except StoreError as exc:
                 raise JaxcacheError(f"cannot sign {store.url}/{name}: {exc.message}") from None
         out.append(st)
     return ScanResult(store.url, tuple(out), tuple(leftovers),
-                      refuse_unhittable=not allow_unhittable)
+                      refuse_unhittable=not allow_unhittable, keys=table.states(),
+                      needed=table.needed, signer=scan.label_of(table, signer))
+
+
+def cosign(store: ObjectStore, signer: SigningKey, trusted: KeyRing | list[PublicKey]
+           ) -> ScanResult:
+    """`seal gs://... --add-signature`: as scan.cosign, each co-signature object created only
+    if absent."""
+    full = keyring.of(trusted)
+    ring = scan.cosigning_ring(full, signer)
+    entries, leftovers = _entries(listing(store))
+
+    def add(name: str, sig: bytes) -> str | None:
+        where = names.cosignature(name, signer.public.id, OBJECT_NAME_MAX)
+        if where is None:
+            return "no room for a co-signature name"
+        try:
+            return None if store.put_if_absent(where, sig) else \
+                "a co-signature object appeared meanwhile"
+        except StoreError as exc:
+            raise JaxcacheError(f"cannot co-sign {store.url}/{name}: {exc.message}") from None
+    return ScanResult(store.url, tuple(
+        scan.cosign_entry(name, signer, ring, lambda n, r: _status(store, n, r), add)
+        for name in entries), tuple(leftovers), keys=full.states(), needed=full.needed,
+        signer=scan.label_of(ring, signer))

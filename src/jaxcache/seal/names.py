@@ -6,6 +6,10 @@ name plus a suffix (`<entry>.sig`) when that fits, else the key plus the suffix
 (`<module>-<64 hex>.sig`), which is never longer than the entry's own name: so jaxcache
 stores exactly the names JAX stores, and never an entry without room for its signature.
 Temporary files have short names of their own for the same reason.
+
+A co-signature (a second key's signature of the same entry, `seal --add-signature`) is
+`<entry>.<key id>.sig`, else `<key>.<key id>.sig`: 21 bytes more than the key, so an entry
+whose module name is longer than 169 characters has room for its first signature only.
 """
 
 from __future__ import annotations
@@ -36,6 +40,29 @@ def sidecar(entry_name: str, suffix: str, name_max: int = DEFAULT_NAME_MAX) -> s
     if len(os.fsencode(full)) <= name_max:
         return full
     return key_of(entry_name) + suffix
+
+
+def cosignature(entry_name: str, key_id: str, name_max: int = DEFAULT_NAME_MAX) -> str | None:
+    """Where key `key_id`'s co-signature of the entry goes, or None where no name fits."""
+    for stem in (entry_name, key_of(entry_name)):
+        name = f"{stem}.{key_id}{SIGNATURE}"
+        if len(os.fsencode(name)) <= name_max:
+            return name
+    return None
+
+
+def entry_of_cosignature(name: str) -> tuple[str, str] | None:
+    """(entry, key id) of a co-signature name (either form), or None."""
+    if not name.endswith(SIGNATURE) or len(name) < 22 or name[-21] != ".":
+        return None
+    key_id = name[-20:-4]
+    if not _HEX.issuperset(key_id):
+        return None
+    stem = name[:-21]
+    return (stem if stem.endswith(ENTRY_SUFFIX) else entry(stem)), key_id
+
+
+_HEX = frozenset("0123456789abcdef")
 
 
 def entry_of_sidecar(name: str, suffix: str) -> str | None:

@@ -21,21 +21,23 @@ A complete entry (entry and signature both there) is never touched: first writer
 
 from __future__ import annotations
 
-from jaxcache.seal import signature
+from jaxcache.seal import keyring, signature
+from jaxcache.seal.keyring import KeyRing
 from jaxcache.seal.keys import PublicKey
 
 COMPLETE, REPLACE, WAIT = "complete", "replace", "wait"
 ORPHAN_AFTER_S = 3600.0
 
 
-def judge(key: str, value: bytes, existing: bytes | None, trusted: dict[bytes, PublicKey],
-          age_s: float | None) -> str:
+def judge(key: str, value: bytes, existing: bytes | None,
+          trusted: KeyRing | dict[bytes, PublicKey], age_s: float | None) -> str:
     """What to do about the signature `existing` (None: gone meanwhile) found for `key` with
     no entry beside it, when this publisher holds `value`; `age_s` is how long ago it was
     written (None: unknown, never taken as old)."""
     if existing is None:
         return REPLACE  # nothing left to judge: the create-only upload decides again
-    if signature.check(key, value, existing, trusted).ok:
+    ring = keyring.of(trusted.values() if isinstance(trusted, dict) else trusted).single()
+    if signature.check(key, value, existing, ring).ok:
         return COMPLETE
     if not signature.genuine(key, existing):
         return REPLACE

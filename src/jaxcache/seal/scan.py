@@ -8,20 +8,25 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from jaxcache.seal import hittable, names, signature
+from jaxcache.seal import hittable, keyring, names, signature
+from jaxcache.seal.keyring import KeyRing
 from jaxcache.seal.keys import PublicKey, SigningKey
 from jaxcache.seal.publish import _link_new
-from jaxcache.seal.store import _open_dir, _read, _Rejected
+from jaxcache.seal.store import _open_dir, _read, _Rejected, cosignatures
 from jaxcache.trust.entries import classify
 
 
 @dataclass(frozen=True)
 class EntryStatus:
     name: str
-    status: str  # valid | unsigned | bad-signature | unknown-key | not-a-file | signed-now
+    status: str  # valid | unsigned | bad-signature | unknown-key | revoked-key | expired-key
+    #              | not-yet-valid-key | too-few-signatures | not-a-file | signed-now
     #              | never-hit (seal: not signed, a sealed reader would never load it)
+    #              | co-signed, not-co-signed (seal --add-signature: this key's signature
+    #                added now, or it could not be)
     reason: str
     size: int
     never_hit: str | None = None  # why a sealed reader never hits it (seal/hittable.py)
@@ -34,6 +39,9 @@ class ScanResult:
     leftovers: tuple[str, ...]  # temporary files of interrupted writers, orphan signatures
     refuse_unhittable: bool = False  # seal without --allow-unhittable: such entries fail it
     others: tuple[str, ...] = ()  # names that are no entry, sidecar, lock or leftover (dirs too)
+    keys: tuple[keyring.KeyState, ...] = ()  # the trusted keys judged with, each's state
+    needed: int = 1  # distinct keys each entry needs (policy signatures_needed)
+    signer: str | None = None  # seal: the signing key's label
 
     def count(self, status: str) -> int:
         return sum(1 for e in self.entries if e.status == status)
@@ -45,7 +53,8 @@ class ScanResult:
 
     @property
     def all_valid(self) -> bool:
-        return all(e.status in (signature.VALID, "signed-now") for e in self.entries)
+        return all(e.status in (signature.VALID, "signed-now", "co-signed")
+                   for e in self.entries)
 
     @property
     def ok(self) -> bool:
@@ -90,10 +99,12 @@ def _names(fd: int) -> tuple[list[str], list[str]]:
     for suffix in (names.SIGNATURE, names.USED):  # sidecars whose entry is gone
         leftovers += [n for n in names_ if (e := names.entry_of_sidecar(n, suffix)) is not None
                       and classify(e)[0] == "cache" and e not in present]
-    return entries, leftovers
+    leftovers += [n for n in names_ if (c := names.entry_of_cosignature(n)) is not None
+                  and classify(c[0])[0] == "cache" and c[0] not in present]
+    return entries, sorted(leftovers)
 
 
-def _status(fd: int, name: str, trusted: dict[bytes, PublicKey], *, read_unsigned: bool = False
+def _status(fd: int, name: str, trusted: KeyRing, *, read_unsigned: bool = False
             ) -> tuple[EntryStatus, bytes | None]:
     """The entry's status, and the bytes it was judged on (what `seal` signs: no second read).
 
@@ -105,7 +116,8 @@ def _status(fd: int, name: str, trusted: dict[bytes, PublicKey], *, read_unsigne
     try:
         sig = _read(fd, names.sidecar(name, names.SIGNATURE, names.name_max(fd)),
                     limit=signature.MAX_BYTES + 1)
-        vouched, size = signature.vouched_size(key, sig, trusted)
+        found = signature.vouch(key, sig, trusted, cosignatures(fd, name, names.name_max(fd)))
+        vouched, size = found.check, found.size
         whole = size is None and read_unsigned and vouched.status == signature.UNSIGNED
         if size is not None:
             limit: int | None = size + 1  # what a trusted key vouched for, and one byte more
@@ -122,23 +134,25 @@ def _status(fd: int, name: str, trusted: dict[bytes, PublicKey], *, read_unsigne
         except FileNotFoundError:
             return EntryStatus(name, "not-a-file", "vanished while scanning", 0), None
         return EntryStatus(name, vouched.status, vouched.reason, on_disk), None
-    check = signature.check(key, data, sig, trusted)
+    check = signature.check(key, data, sig, trusted) if whole else \
+        signature.confirm(key, data, found, trusted)
     return EntryStatus(name, check.status, check.reason, len(data),
                        hittable.why_never_hit(data)), data
 
 
-def verify(directory: str, trusted: list[PublicKey]) -> ScanResult:
+def verify(directory: str, trusted: KeyRing | list[PublicKey]) -> ScanResult:
     fd = _open_dir(directory)
     try:
         entries, leftovers = _names(fd)
-        table = {k.raw: k for k in trusted}
-        return ScanResult(directory, tuple(_status(fd, n, table)[0] for n in entries),
-                          tuple(leftovers), others=_others(fd))
+        ring = keyring.of(trusted)
+        return ScanResult(directory, tuple(_status(fd, n, ring)[0] for n in entries),
+                          tuple(leftovers), others=_others(fd), keys=ring.states(),
+                          needed=ring.needed)
     finally:
         os.close(fd)
 
 
-def seal(directory: str, signer: SigningKey, trusted: list[PublicKey], *,
+def seal(directory: str, signer: SigningKey, trusted: KeyRing | list[PublicKey], *,
          allow_unhittable: bool = False) -> ScanResult:
     """Sign every unsigned entry. A bad or foreign signature is reported, never replaced:
     replacing it would delete a file, and sealing launders whatever is there now. An entry a
@@ -147,10 +161,10 @@ def seal(directory: str, signer: SigningKey, trusted: list[PublicKey], *,
     fd = _open_dir(directory)
     try:
         entries, leftovers = _names(fd)
-        table = {k.raw: k for k in [*trusted, signer.public]}
+        ring = keyring.of(trusted).with_key(signer.public)
         out = []
         for name in entries:
-            st, data = _status(fd, name, table, read_unsigned=True)
+            st, data = _status(fd, name, ring, read_unsigned=True)
             if st.status == signature.UNSIGNED and data is not None:
                 if st.never_hit and not allow_unhittable:
                     st = EntryStatus(name, "never-hit", f"not signed: {st.never_hit}",
@@ -159,10 +173,86 @@ def seal(directory: str, signer: SigningKey, trusted: list[PublicKey], *,
                     sig = signature.sign(names.key_of(name), data, signer)
                     if _link_new(fd, names.sidecar(name, names.SIGNATURE, names.name_max(fd)),
                                  sig):
-                        st = EntryStatus(name, "signed-now", f"signed by {signer.public.id}",
-                                         len(data), st.never_hit)
+                        st = EntryStatus(name, "signed-now",
+                                         f"signed by {label_of(ring, signer)}", len(data),
+                                         st.never_hit)
             out.append(st)
         return ScanResult(directory, tuple(out), tuple(leftovers),
-                          refuse_unhittable=not allow_unhittable)
+                          refuse_unhittable=not allow_unhittable, keys=ring.states(),
+                          needed=ring.needed, signer=label_of(ring, signer))
     finally:
         os.close(fd)
+
+
+
+def cosign(directory: str, signer: SigningKey, trusted: KeyRing | list[PublicKey]) -> ScanResult:
+    """`seal --add-signature`: add `signer`'s signature beside every entry that another
+    trusted, usable key already signed (its co-signature file, created only if absent). What
+    no such key vouches for is reported and left: a co-signer vouches only for what a key it
+    trusts signed, never for what a writer of the directory put there."""
+    full = keyring.of(trusted)
+    ring = cosigning_ring(full, signer)
+    fd = _open_dir(directory)
+    try:
+        entries, leftovers = _names(fd)
+
+        def add(name: str, sig: bytes) -> str | None:
+            where = names.cosignature(name, signer.public.id, names.name_max(fd))
+            if where is None:
+                return "no room for a co-signature name (a module name over 169 characters)"
+            return None if _link_new(fd, where, sig) else "a co-signature file appeared meanwhile"
+        return ScanResult(directory, tuple(
+            cosign_entry(name, signer, ring, lambda n, r: _status(fd, n, r), add)
+            for name in entries), tuple(leftovers), keys=full.states(), needed=full.needed,
+            signer=label_of(ring, signer))
+    finally:
+        os.close(fd)
+
+
+def label_of(ring: KeyRing, signer: SigningKey) -> str:
+    """The signing key as the policy names it (a private key file carries no name)."""
+    return (ring.get(signer.public.raw) or signer.public).label
+
+
+def cosigning_ring(ring: KeyRing, signer: SigningKey) -> KeyRing:
+    """The ring a co-signer judges with: `signer` must be trusted and usable there (readers
+    would not count its signature otherwise: trust the new key first), one signature enough."""
+    own = ring.get(signer.public.raw)
+    if own is None:
+        raise keyring.KeyRingError(
+            f"the signing key {signer.public.label} is not among the trusted keys: readers "
+            "would not count its signatures; trust it first (policy trusted_keys, or "
+            "--trusted-key its .pub), then co-sign")
+    state = ring.unusable(own)
+    if state is not None:
+        raise keyring.KeyRingError(f"cannot co-sign: {state[1]}")
+    return ring.single()
+
+
+Judge = Callable[[str, KeyRing], tuple[EntryStatus, "bytes | None"]]
+
+
+def cosign_entry(name: str, signer: SigningKey, ring: KeyRing, judge: Judge,
+                 add: Callable[[str, bytes], str | None]) -> EntryStatus:
+    """One entry of a co-signing, for a directory or a bucket: already signed by `signer`
+    (valid, left alone), else signed by another usable trusted key (`signer` signs the bytes
+    that key vouched for; `add` creates the co-signature and says why not), else reported."""
+    mine = KeyRing({signer.public.raw: ring.get(signer.public.raw) or signer.public},
+                   ring.revoked, ring.revoked_ids, 1, ring.clock)
+    st, _ = judge(name, mine)
+    if st.status == signature.VALID:
+        return EntryStatus(name, signature.VALID, f"already {st.reason}", st.size, st.never_hit)
+    others = KeyRing({r: k for r, k in ring.keys.items() if r != signer.public.raw},
+                     ring.revoked, ring.revoked_ids, 1, ring.clock)
+    st, data = judge(name, others)
+    if st.status != signature.VALID or data is None:
+        return st
+    why = add(name, signature.sign(names.key_of(name), data, signer))
+    if why is None:
+        return EntryStatus(name, "co-signed", f"{st.reason}; co-signed by "
+                           f"{label_of(ring, signer)}", len(data), st.never_hit)
+    return EntryStatus(name, TOO_FEW_HERE, f"{st.reason}; not co-signed: {why}", len(data),
+                       st.never_hit)
+
+
+TOO_FEW_HERE = "not-co-signed"  # seal --add-signature could not add this key's signature

@@ -1,39 +1,65 @@
-"""The signature that travels beside an entry, and the one rule for accepting an entry.
+"""The signatures that travel beside an entry, and the one rule for accepting an entry.
 
 Signed message: FORMAT, the cache KEY and the digest (seal/digest.py: BLAKE3-256) and
-length of the exact bytes. The
-verifier rebuilds the message from the key JAX asked for and the bytes it is about to hand
-to JAX, so an entry moved to another key, changed, or truncated cannot verify, whatever the
-signature file claims. The file's own fields serve only to say why a check failed.
+length of the exact bytes. The verifier rebuilds the message from the key JAX asked for and
+the bytes it is about to hand to JAX, so an entry moved to another key, changed, or truncated
+cannot verify, whatever a signature file claims. The files' own fields serve only to say why a
+check failed.
+
+An entry has its first signature in `<entry>.sig` and may have co-signatures by other keys in
+`<entry>.<key id>.sig` (names.py), each the same document, each created only if absent. It is
+valid when `needed` distinct trusted keys that may count now (keyring.py: not revoked, inside
+their validity) signed exactly its key, digest and length: one key's several signatures count
+once. A reader looks for co-signatures only where the first signature is not enough, and only
+under the names of keys it trusts.
+
+A signature may also claim when it was made (`signed_at`, under a second signature of its
+own, `time_signature`): readers before it ignore both fields, so the format stays
+jaxcache.seal/1. The claim is used only for keys marked trust_signing_time (keyring.py).
 """
 
 from __future__ import annotations
 
 import base64
 import json
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime, timezone
 
 from jaxcache import validate as v
 from jaxcache.display import safe
 from jaxcache.seal import digest as digestmod
+from jaxcache.seal import keyring as ringmod
+from jaxcache.seal.keyring import EXPIRED, NOT_YET_VALID, REVOKED, KeyRing
 from jaxcache.seal.keys import KeyFileError, PublicKey, SigningKey, parse_public
 from jaxcache.trust.entries import SIGNATURE_SUFFIX
 
 FORMAT = "jaxcache.seal/1"
+TIME_FORMAT = "jaxcache.seal-time/1"
 SUFFIX = SIGNATURE_SUFFIX  # <module>-<hex>-cache.sig beside <module>-<hex>-cache
 MAX_BYTES = 4096
 
 VALID, UNSIGNED, BAD, UNKNOWN_KEY = "valid", "unsigned", "bad-signature", "unknown-key"
+TOO_FEW = "too-few-signatures"
+__all__ = ["BAD", "EXPIRED", "NOT_YET_VALID", "REVOKED", "TOO_FEW", "UNKNOWN_KEY", "UNSIGNED",
+           "VALID"]
+# which reason a rejected entry is reported with, when its signatures fail differently
+_WORST = (REVOKED, EXPIRED, NOT_YET_VALID, BAD, UNKNOWN_KEY)
 
 # What a signature file must hold before any of it is used (the same validator as every
 # document jaxcache reads back); a size is at most what an entry can be.
 DOCUMENT = v.obj({"format": v.one_of(FORMAT), "key": v.TEXT, "digest": v.TEXT,
-                  "size": v.INTEGER, "public_key": v.TEXT, "signature": v.TEXT})
+                  "size": v.INTEGER, "public_key": v.TEXT, "signature": v.TEXT},
+                 {"signed_at": v.TEXT, "time_signature": v.TEXT})
+
+Fetch = Callable[[str], "bytes | None"]  # a trusted key's id -> its co-signature, if any
 
 
 @dataclass(frozen=True)
 class Check:
-    status: str  # valid | unsigned | bad-signature | unknown-key
+    status: str  # valid | unsigned | bad-signature | unknown-key | revoked-key | expired-key
+    #              | not-yet-valid-key | too-few-signatures
     reason: str
     key_id: str | None = None  # the key that signed it, when one is named
 
@@ -42,35 +68,50 @@ class Check:
         return self.status == VALID
 
 
+@dataclass(frozen=True)
+class _Judged:
+    """One signature file, judged before the entry is read: VALID when it verifies over the
+    key, digest and size it states and its key may count now; else why not."""
+
+    status: str
+    reason: str
+    public: PublicKey | None = None  # the trusted key (with its name), else the one it names
+    digest: bytes | None = None
+    size: int | None = None
+    raw: bytes | None = None
+    doc: dict | None = None
+
+
+@dataclass(frozen=True)
+class Vouch:
+    """What the signatures say before the entry is read: `size` is what `needed` distinct
+    usable keys vouched for (None: rejected unread, `check` says why)."""
+
+    check: Check
+    size: int | None
+    judged: tuple[_Judged, ...] = ()
+
+
 def message(key: str, digest: bytes, size: int) -> bytes:
     return b"\n".join((FORMAT.encode(), key.encode(), digest.hex().encode(), str(size).encode()))
 
 
-def sign(key: str, data: bytes, signer: SigningKey) -> bytes:
+def _time_message(key: str, digest: bytes, size: int, signed_at: str) -> bytes:
+    return b"\n".join((TIME_FORMAT.encode(), key.encode(), digest.hex().encode(),
+                       str(size).encode(), signed_at.encode()))
+
+
+def sign(key: str, data: bytes, signer: SigningKey, now: float | None = None) -> bytes:
     """The signature file's content for `data` stored under cache key `key`."""
     digest = digestmod.of(data)
+    at = ringmod.when(time.time() if now is None else now)
     doc = {"format": FORMAT, "key": key, "digest": digest.hex(), "size": len(data),
            "public_key": signer.public.text,
-           "signature": base64.b64encode(signer.sign(message(key, digest, len(data)))).decode()}
+           "signature": base64.b64encode(signer.sign(message(key, digest, len(data)))).decode(),
+           "signed_at": at,
+           "time_signature": base64.b64encode(signer.sign(
+               _time_message(key, digest, len(data), at))).decode()}
     return (json.dumps(doc, sort_keys=True) + "\n").encode()
-
-
-def _signed(sig: bytes | None, trusted: dict[bytes, PublicKey]
-            ) -> tuple[dict, PublicKey, PublicKey, bytes] | Check:
-    """The signature file's fields, the key it names, the trusted key that is, and the raw
-    signature; or the Check that rejects it before any verification (missing, unreadable,
-    signed by a key nobody trusts)."""
-    if sig is None:
-        return Check(UNSIGNED, "no signature file")
-    try:
-        doc, public, raw = _fields(sig)
-    except (ValueError, KeyFileError) as exc:  # Unreadable and Invalid are ValueErrors
-        # KeyFileError: a public key text that is no key (a planted file's, never the user's)
-        return Check(BAD, f"unreadable signature file ({exc})")
-    known = trusted.get(public.raw)
-    if known is None:
-        return Check(UNKNOWN_KEY, f"signed by key {public.id}, which is not trusted", public.id)
-    return doc, public, known, raw
 
 
 def _fields(sig: bytes) -> tuple[dict, PublicKey, bytes]:
@@ -96,28 +137,166 @@ def _verifies(known: PublicKey, raw: bytes, signed: bytes) -> bool:
     return True
 
 
-def vouched_size(key: str, sig: bytes | None, trusted: dict[bytes, PublicKey]
-                 ) -> tuple[Check, int | None]:
-    """Before any byte of the entry is read: does a trusted key sign this key with the digest
-    and size the signature file states? Then that size (a trusted signer's word) bounds the
-    read; else the Check that rejects the entry unread. A planted signature's size is never
-    taken on its own word: a writer cannot make a reader read more than a trusted key vouched
-    for (check() still verifies the bytes read against the same message)."""
-    parsed = _signed(sig, trusted)
-    if isinstance(parsed, Check):
-        return parsed, None
-    doc, public, known, raw = parsed
+def _signed_time(doc: dict, known: PublicKey, key: str, digest: bytes, size: int
+                 ) -> float | None:
+    """The time the signature claims, if its own signature verifies (else None: no claim)."""
+    at, tsig = doc.get("signed_at"), doc.get("time_signature")
+    if not isinstance(at, str) or not isinstance(tsig, str):
+        return None
+    try:
+        moment = datetime.strptime(at, "%Y-%m-%dT%H:%M:%SZ").replace(
+            tzinfo=timezone.utc).timestamp()
+        raw = base64.b64decode(tsig, validate=True)
+    except ValueError:
+        return None
+    return moment if _verifies(known, raw, _time_message(key, digest, size, at)) else None
+
+
+def _judge(key: str, sig: bytes, ring: KeyRing, named: str | None = None) -> _Judged:
+    """One signature file (`named`: the key id a co-signature's file name gives)."""
+    try:
+        doc, public, raw = _fields(sig)
+    except (ValueError, KeyFileError) as exc:  # Unreadable and Invalid are ValueErrors
+        # KeyFileError: a public key text that is no key (a planted file's, never the user's)
+        return _Judged(BAD, f"unreadable signature file ({exc})")
+    if named is not None and public.id != named:
+        return _Judged(BAD, f"the co-signature file of key {named} holds a signature by key "
+                            f"{public.id}", public)
+    if ring.is_revoked(public.raw):
+        return _Judged(REVOKED, f"signed by key {public.id}, which the policy revokes", public)
+    known = ring.get(public.raw)
+    if known is None:
+        return _Judged(UNKNOWN_KEY, f"signed by key {public.id}, which is not trusted", public)
     try:
         digest, size = bytes.fromhex(doc["digest"]), doc["size"]  # typed by DOCUMENT
     except ValueError as exc:
-        return Check(BAD, f"unreadable signature file ({exc})", public.id), None
+        return _Judged(BAD, f"unreadable signature file ({exc})", known)
     if size < 0:
-        return Check(BAD, "unreadable signature file (a negative size)", public.id), None
+        return _Judged(BAD, "unreadable signature file (a negative size)", known)
     if not _verifies(known, raw, message(key, digest, size)):
         why = (f"the signature is for another entry ({safe(str(doc.get('key'))[:90])}): moved or "
                "swapped" if doc.get("key") != key else "the signature does not verify")
-        return Check(BAD, why, public.id), None
-    return Check(VALID, f"signed by {known.holder or 'key'} {public.id}", public.id), size
+        return _Judged(BAD, why, known)
+    state = ring.unusable(known, _signed_time(doc, known, key, digest, size)
+                          if known.signing_time else None)
+    if state is not None:
+        return _Judged(state[0], f"signed by {state[1]}", known)
+    return _Judged(VALID, f"signed by {known.holder or 'key'} {known.label}", known, digest,
+                   size, raw, doc)
+
+
+def _enough(judged: list[_Judged], needed: int) -> bool:
+    return len({j.public.raw for j in judged if j.status == VALID and j.public}) >= needed
+
+
+def _gather(key: str, sig: bytes, ring: KeyRing, more: Fetch | None) -> tuple[_Judged, ...]:
+    """The first signature judged and, where it is not enough, the co-signatures of each
+    other trusted key (fetched by that key's id: a reader looks only for keys it trusts)."""
+    judged = [_judge(key, sig, ring)]
+    if more is None or _enough(judged, ring.needed):
+        return tuple(judged)
+    seen = {j.public.raw for j in judged if j.public is not None}
+    for k in ring.keys.values():
+        if k.raw in seen:
+            continue
+        extra = more(k.id)
+        if extra is not None:
+            judged.append(_judge(key, extra, ring, named=k.id))
+    return tuple(judged)
+
+
+def _rejected(judged: tuple[_Judged, ...], ring: KeyRing, good: set[bytes]) -> Check:
+    """The Check of an entry that too few usable keys vouch for."""
+    first = judged[0].public.id if judged and judged[0].public else None
+    if good:
+        labels = ", ".join(sorted(j.public.label for j in judged
+                                  if j.public and j.public.raw in good and j.status == VALID))
+        return Check(TOO_FEW, f"signed by {len(good)} distinct usable key(s) ({labels}); the "
+                              f"policy needs {ring.needed}", first)
+    for status in _WORST:
+        for j in judged:
+            if j.status == status:
+                return Check(status, j.reason, j.public.id if j.public else first)
+    return Check(UNSIGNED, "no signature file")
+
+
+def vouch(key: str, sig: bytes | None, trusted: KeyRing | list[PublicKey] | dict,
+          more: Fetch | None = None) -> Vouch:
+    """Before any byte of the entry is read: do enough distinct usable keys sign this key
+    with one digest and size? Then that size (trusted signers' word) bounds the read; else
+    the Check that rejects the entry unread. A planted signature's size is never taken on its
+    own word: a writer cannot make a reader read more than trusted keys vouched for (confirm
+    still verifies the bytes read against the same messages)."""
+    ring = _ring(trusted)
+    if sig is None:
+        return Vouch(Check(UNSIGNED, "no signature file"), None)
+    judged = _gather(key, sig, ring, more)
+    groups: dict[tuple[bytes, int], set[bytes]] = {}
+    for j in judged:
+        if j.status == VALID and j.public and j.digest is not None and j.size is not None:
+            groups.setdefault((j.digest, j.size), set()).add(j.public.raw)
+    if groups:
+        (digest, size), signers = max(groups.items(), key=lambda kv: len(kv[1]))
+        if len(signers) >= ring.needed:
+            lead = next(j for j in judged if j.status == VALID and j.public and
+                        j.public.raw in signers and j.size == size)
+            return Vouch(Check(VALID, _signed_by(judged, signers), lead.public.id
+                               if lead.public else None), size, judged)
+        return Vouch(_rejected(judged, ring, signers), None, judged)
+    return Vouch(_rejected(judged, ring, set()), None, judged)
+
+
+def vouched_size(key: str, sig: bytes | None, trusted: KeyRing | list[PublicKey] | dict,
+                 more: Fetch | None = None) -> tuple[Check, int | None]:
+    found = vouch(key, sig, trusted, more)
+    return found.check, found.size
+
+
+def confirm(key: str, data: bytes, found: Vouch, trusted: KeyRing | list[PublicKey] | dict
+            ) -> Check:
+    """After the read: accept `data` only if enough distinct usable keys signed exactly this
+    key and these bytes (the signatures judged by `vouch`, verified again over the digest of
+    the bytes just read)."""
+    ring = _ring(trusted)
+    if found.size is None:
+        return found.check
+    digest = digestmod.of(data)
+    good = {j.public.raw for j in found.judged
+            if j.status == VALID and j.public and j.raw is not None and
+            _verifies(j.public, j.raw, message(key, digest, len(data)))}
+    if len(good) >= ring.needed:
+        return Check(VALID, _signed_by(found.judged, good), found.check.key_id)
+    if good:
+        return _rejected(found.judged, ring, good)
+    lead = next((j for j in found.judged if j.status == VALID and j.doc), None)
+    reason = _why_not(lead.doc, key, digest, len(data)) if lead and lead.doc else \
+        "the signature does not verify"
+    return Check(BAD, reason, found.check.key_id)
+
+
+def check(key: str, data: bytes, sig: bytes | None,
+          trusted: KeyRing | list[PublicKey] | dict, more: Fetch | None = None) -> Check:
+    """Accept `data` for `key` only if enough usable keys signed exactly this key and these
+    bytes (vouch, then confirm: the same rule, for a caller that already holds the bytes)."""
+    ring = _ring(trusted)
+    found = vouch(key, sig, ring, more)
+    return found.check if found.size is None else confirm(key, data, found, ring)
+
+
+def _signed_by(judged: tuple[_Judged, ...], signers: set[bytes]) -> str:
+    seen: list[str] = []
+    for j in judged:
+        if j.status == VALID and j.public and j.public.raw in signers:
+            text = f"{j.public.holder or 'key'} {j.public.label}"
+            if text not in seen:
+                seen.append(text)
+    return "signed by " + " and ".join(seen)
+
+
+def _ring(trusted: KeyRing | list[PublicKey] | dict) -> KeyRing:
+    if isinstance(trusted, dict):
+        return ringmod.of(trusted.values())
+    return ringmod.of(trusted)
 
 
 def genuine(key: str, sig: bytes) -> bool:
@@ -130,19 +309,6 @@ def genuine(key: str, sig: bytes) -> bool:
     except (ValueError, KeyFileError):
         return False
     return size >= 0 and _verifies(public, raw, message(key, digest, size))
-
-
-def check(key: str, data: bytes, sig: bytes | None,
-          trusted: dict[bytes, PublicKey]) -> Check:
-    """Accept `data` for `key` only if a trusted key signed exactly this key and these bytes."""
-    parsed = _signed(sig, trusted)
-    if isinstance(parsed, Check):
-        return parsed
-    doc, public, known, raw = parsed
-    digest = digestmod.of(data)
-    if not _verifies(known, raw, message(key, digest, len(data))):
-        return Check(BAD, _why_not(doc, key, digest, len(data)), public.id)
-    return Check(VALID, f"signed by {known.holder or 'key'} {public.id}", public.id)
 
 
 def _why_not(doc: dict, key: str, digest: bytes, size: int) -> str:

@@ -28,7 +28,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from jaxcache.display import safe
-from jaxcache.seal import lru, names, orphans, signature
+from jaxcache.seal import keyring, lru, names, orphans, signature
+from jaxcache.seal.keyring import KeyRing
 from jaxcache.seal.keys import PublicKey, SigningKey
 from jaxcache.seal.publish import Orphan, _exists, publish
 
@@ -139,16 +140,16 @@ class SealedCache(Reports):
 
     jaxcompat wraps it in JAX's own CacheInterface class; this module stays JAX-free."""
 
-    def __init__(self, shared: str, *, trusted: Iterable[PublicKey],
+    def __init__(self, shared: str, *, trusted: KeyRing | Iterable[PublicKey],
                  signer: SigningKey | None = None, local: str | None = None,
                  max_size: Callable[[], int] | None = None) -> None:
         self._path = shared  # what JAX and jaxcompat.cache_state() read back
         self.shared, self.local, self.signer = shared, local, signer
-        self.trusted = {k.raw: k for k in trusted}
+        self.trusted = keyring.of(trusted)
         if not self.trusted:
             raise ValueError("a sealed cache needs at least one trusted public key")
-        if signer is not None and signer.public.raw not in self.trusted:
-            self.trusted[signer.public.raw] = signer.public  # we trust what we sign
+        if signer is not None:
+            self.trusted = self.trusted.with_key(signer.public)  # we trust what we sign
         self.max_size = max_size or (lambda: -1)
         self._shared_fd: int | None = _open_dir(shared)
         try:
@@ -191,7 +192,9 @@ class SealedCache(Reports):
             # recompile, not the job's memory
             sig = _read(shared_fd, names.sidecar(name, names.SIGNATURE, self._shared_max),
                         limit=signature.MAX_BYTES + 1)
-            vouched, size = signature.vouched_size(key, sig, self.trusted)
+            found = signature.vouch(key, sig, self.trusted,
+                                    cosignatures(shared_fd, name, self._shared_max))
+            vouched, size = found.check, found.size
             if size is None:  # rejected, at most one byte read: a link or no file says so
                 if _read(shared_fd, name, limit=1) is None:
                     return None
@@ -203,7 +206,7 @@ class SealedCache(Reports):
             data = _read(shared_fd, name, limit=size + 1)
             if data is None:
                 return None
-            check = signature.check(key, data, sig, self.trusted)
+            check = signature.confirm(key, data, found, self.trusted)
             if not check.ok:
                 try:
                     uid = os.stat(name, dir_fd=shared_fd, follow_symlinks=False).st_uid
@@ -233,7 +236,7 @@ class SealedCache(Reports):
         max_size = self.max_size()
         if not fits(key, value, max_size):
             return
-        trusted = self.trusted
+        trusted = self.trusted.single()  # our own signature of these bytes completes it
 
         def orphan(existing: bytes | None, age: float | None) -> str:
             return orphans.judge(key, value, existing, trusted, age)
@@ -243,6 +246,20 @@ class SealedCache(Reports):
                 self.writes.append((key, where))
         except OSError as exc:
             raise self._write_failed(key, where, exc) from None
+
+
+def cosignatures(dir_fd: int, name: str, name_max: int) -> signature.Fetch:
+    """The co-signature of `name` by a key id, read as a signature is (bounded, O_NOFOLLOW);
+    a link or special file there counts as none."""
+    def fetch(key_id: str) -> bytes | None:
+        where = names.cosignature(name, key_id, name_max)
+        if where is None:
+            return None
+        try:
+            return _read(dir_fd, where, limit=signature.MAX_BYTES + 1)
+        except _Rejected:
+            return None
+    return fetch
 
 
 def _open_dir(path: str) -> int:

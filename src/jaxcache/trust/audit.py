@@ -183,10 +183,12 @@ def audit(given: str, *, policy: Policy = EMPTY, as_user: int | None = None,
                                 "the path changed while it was being audited", resolved,
                                 "run the audit again; if it keeps changing, someone is "
                                 "modifying the path"))
-    keys = rule.trusted_keys + tuple(sealed_keys) if sealed else ()
+    from jaxcache.seal import keyring
+
+    ring = keyring.for_rule(rule, sealed_keys) if sealed else keyring.KeyRing({})
     holders = {k.holder: trust(accounts.user(accounts.uid_of(k.holder)))
                for k in rule.trusted_keys}
-    findings, is_sealed = sealedmod.account(findings, writers, keys, holders)
+    findings, is_sealed = sealedmod.account(findings, writers, ring, holders)
     verdict = verdictmod.verdict(findings, writers)
     if is_sealed and verdict.ok:
         verdict = Verdict.SEALED

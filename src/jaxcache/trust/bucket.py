@@ -26,9 +26,11 @@ def judge_sealed(given: str, findings: list[Finding], policy: Policy,
     except JaxcacheError as exc:
         return [*findings, Finding("path.url-unsupported", UNVERIFIABLE, str(exc), given)], \
             Verdict.UNVERIFIABLE
-    keys = policy.rule_for(url.text).trusted_keys + tuple(sealed_keys)
-    holders = {k.holder: "policy" for k in keys if k.holder is not None}
-    out, is_sealed = sealedmod.account(findings, [], keys, holders)
+    from jaxcache.seal import keyring
+
+    ring = keyring.for_rule(policy.rule_for(url.text), sealed_keys)
+    holders = {k.holder: "policy" for k in ring.keys.values() if k.holder is not None}
+    out, is_sealed = sealedmod.account(findings, [], ring, holders)
     if not is_sealed:
         return out, Verdict.UNVERIFIABLE
     publishers = sorted(holders) or ["the principal that runs your publishing CI"]

@@ -2,8 +2,9 @@
 
 JAX names entries `<module>-<64 hex>-cache`, keeps `<key>-atime` and `.lockfile` when a size limit
 is set, and on GPU writes `xla_gpu_per_fusion_autotune_cache_dir/`; a sealed cache adds
-`<entry>.sig` (or `<key>.sig` where that would not fit), a `.used` marker beside each entry
-jaxcache wrote (the same two forms) and its lock file. Anything else is unexpected.
+`<entry>.sig` (or `<key>.sig` where that would not fit), co-signatures `<entry>.<key id>.sig`
+by further keys, a `.used` marker beside each entry jaxcache wrote (the same two forms) and
+its lock file. Anything else is unexpected.
 """
 
 from __future__ import annotations
@@ -66,6 +67,9 @@ def classify(name: str) -> tuple[str, str | None, str | None]:
     for suffix, sidecar in _SIDECARS.items():  # <entry><suffix>, or <key><suffix>
         if name.endswith(suffix):
             stem = name[:-len(suffix)]
+            if sidecar == "signature" and len(stem) > 17 and stem[-17] == "." and \
+                    _HEX.issuperset(stem[-16:]):
+                stem = stem[:-17]  # a co-signature: <entry>.<16 hex key id>.sig
             kind, module, key = classify(stem if stem.endswith("-cache") else stem + "-cache")
             return (sidecar, module, key) if kind == "cache" else ("unexpected", None, None)
     # <module>-<64 hex>-cache|atime, by slicing: this runs once per entry of big caches

@@ -51,6 +51,10 @@ RECORD = Kind("record", 256 << 20, "decides what jaxcache concludes from it")
 BENCH = Kind("bench result", 256 << 20, "decides what jaxcache concludes from it")
 AUDIT = Kind("audit", 256 << 20, "decides what jaxcache concludes from it")
 ORIGIN_LEDGER = Kind("ledger", 64 << 20, "decides which entries count as your jobs' own")
+# a token's PIN (seal/pkcs11.py): whoever reads it can sign with the key in the token
+PIN_FILE = Kind("PIN file", 1 << 10, "decides how jaxcache logs in to the token")
+# a PKCS#11 library: code loaded into the process, judged by opened() (never read: no limit)
+LIBRARY = Kind("PKCS#11 library", 0, "decides what code runs in this process")
 
 
 @dataclass(frozen=True)
@@ -69,6 +73,36 @@ def read(path: str, kind: Kind, *, missing_ok: bool = False,
 
     With `missing_ok`, a file (or directory above it) that does not exist gives None.
     """
+    got = _opened(path, kind, missing_ok, accounts)
+    if got is None:
+        return None
+    fd, st = got
+    try:
+        data = _read_all(fd, f"{kind.name} {safe(path)}", kind)
+    finally:
+        os.close(fd)
+    return TrustedFile(path, data, st.st_uid, st.st_mode, st.st_dev, st.st_ino)
+
+
+def opened(path: str, kind: Kind, *, follow: bool = False,
+           accounts: Accounts | None = None) -> tuple[int, os.stat_result]:
+    """A trusted file judged as read() judges it, left open and unread: the caller uses that
+    descriptor (a library is loaded through /proc/self/fd, so the file judged is the file
+    loaded) and closes it. For what is too large to read, as a shared library.
+
+    `follow`: a symbolic link as the last name is followed (libfoo.so -> libfoo.so.1, as
+    libraries are installed), provided the link is yours or root's and its directory passes
+    the same check as the file's: whoever can change the link decides what it names.
+    """
+    if follow:
+        path = _through_links(path, kind, accounts or Accounts())
+    got = _opened(path, kind, False, accounts)
+    assert got is not None
+    return got
+
+
+def _opened(path: str, kind: Kind, missing_ok: bool,
+            accounts: Accounts | None) -> tuple[int, os.stat_result] | None:
     if not isinstance(path, str) or not path:
         raise InputError(f"give a file name for the {kind.name}")
     what = f"{kind.name} {safe(path)}"
@@ -108,12 +142,41 @@ def read(path: str, kind: Kind, *, missing_ok: bool = False,
             raise InputError(f"{what} changed while it was being opened")
         _check_file(fd, st, what, kind, accounts)
         _check_parents(parent, what, kind, accounts)
-        if kind in (POLICY, PUBLIC_KEY, SIGNING_KEY):
+        if kind in (POLICY, PUBLIC_KEY, SIGNING_KEY, PIN_FILE, LIBRARY):
             _check_handles(full, st, what, kind, accounts)
-        data = _read_all(fd, what, kind)
-    finally:
+    except BaseException:
         os.close(fd)
-    return TrustedFile(path, data, st.st_uid, st.st_mode, st.st_dev, st.st_ino)
+        raise
+    return fd, st
+
+
+def _through_links(path: str, kind: Kind, accounts: Accounts) -> str:
+    """Where a chain of symbolic links as the last name ends, each link judged by its owner and
+    its directory. A name that is no link (or is missing) ends the chain: _opened judges it."""
+    from jaxcache.trust.walk import MAX_SYMLINKS
+
+    full = os.path.abspath(path)
+    for _ in range(MAX_SYMLINKS):
+        try:
+            st = os.lstat(full)
+        except (OSError, ValueError):
+            return full
+        if not stat.S_ISLNK(st.st_mode):
+            return full
+        parent = os.path.dirname(full) or "/"
+        what = f"{kind.name} {safe(path)} (the link {safe(full)})"
+        if st.st_uid not in (0, os.geteuid()):
+            raise InputError(_fit(f"{what} is owned by {accounts.user_name(st.st_uid)}, not by "
+                                  "you or root", f"whoever owns it {kind.stake}"))
+        _check_parents(parent, what, kind, accounts)
+        try:
+            target = os.readlink(full)
+        except OSError as exc:
+            raise InputError(f"cannot read {what}: {exc.strerror}") from None
+        # the directory's own links were judged above: ".." in the target counts from where
+        # the directory really is, as the kernel counts it
+        full = os.path.normpath(os.path.join(os.path.realpath(parent), target))
+    raise InputError(f"{kind.name} {safe(path)}: more than {MAX_SYMLINKS} symbolic links")
 
 
 def _open(dfd: int, name: str, path: str, kind: Kind, missing_ok: bool) -> int | None:

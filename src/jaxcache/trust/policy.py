@@ -15,9 +15,17 @@ and only from a file that no one but its owner (us or root) can modify.
     restored_from = "actions/cache, written only by the default branch"  # entries jaxcache did
                                               # not see written: their source, trusted by name
     [[cache]]
-    path = "gs://jaxbar/cache"                # a bucket prefix: only trusted_keys apply, and a
+    path = "gs://jaxbar/cache"                # a bucket prefix: only the key settings apply,
     trusted_keys = [{ holder = "ci-publisher", key = "ed25519:..." }]  # holder names a
                                               # principal of the storage service (no local user)
+
+    # the key lifecycle (docs/sealed-cache.md): a key may carry a name and a validity window
+    # (RFC 3339, judged by the reader's clock), keys can be revoked (by key text or id) for
+    # every path, and a path may need several distinct keys per entry
+    trusted_keys = [{ holder = "ci", key = "ci-2026-12:ed25519:...",
+                      not_before = 2026-12-01T00:00:00Z, not_after = 2027-06-01T00:00:00Z }]
+    revoked_keys = ["ci-2026-06:ed25519:...", "1a2b3c4d5e6f7a8b"]
+    signatures_needed = 2
 """
 
 from __future__ import annotations
@@ -34,6 +42,9 @@ from jaxcache.userdirs import policy_file
 __all__ = ["EMPTY", "Policy", "PolicyError", "Rule", "inside", "load"]
 
 _RULE_KEYS = {"trusted_users", "trusted_groups", "accepted_filesystems", "accepted_storage"}
+_KEY_SETTINGS = {"trusted_keys", "revoked_keys", "signatures_needed"}
+_KEY_FIELDS = {"holder", "key", "name", "not_before", "not_after", "trust_signing_time"}
+_ID = frozenset("0123456789abcdef")
 
 
 def load(path: str | None, accounts: Accounts) -> Policy:
@@ -77,13 +88,14 @@ def _is_name(value: object) -> bool:
 
 
 def _rule(data: dict, where: str, accounts: Accounts, url: bool = False) -> Rule:
-    unknown = set(data) - _RULE_KEYS - {"trusted_keys", "restored_from"} - (
+    unknown = set(data) - _RULE_KEYS - _KEY_SETTINGS - {"restored_from"} - (
         {"path"} if where != "top level" else {"cache"})
     if unknown:
         raise PolicyError(f"policy: unknown key(s) {safe(', '.join(sorted(unknown)))} at "
                           f"{where}")
     if url and set(data) & _RULE_KEYS:
-        raise PolicyError(f"policy: {where} is a bucket: only trusted_keys applies there (its "
+        raise PolicyError(f"policy: {where} is a bucket: only the key settings (trusted_keys, "
+                          "revoked_keys, signatures_needed) apply there (its "
                           "writers are decided by the storage service's access control)")
     lists = {}
     for key in _RULE_KEYS:
@@ -125,29 +137,107 @@ def _rule(data: dict, where: str, accounts: Accounts, url: bool = False) -> Rule
     return Rule(frozenset(uids), frozenset(gids), frozenset(lists["accepted_filesystems"]), names,
                 _trusted_keys(data.get("trusted_keys", []), where, accounts, url),
                 frozenset(os.path.normpath(p) for p in lists["accepted_storage"]),
-                (restored.strip(),) if restored is not None else ())
+                (restored.strip(),) if restored is not None else (),
+                _revoked_keys(data.get("revoked_keys", []), where),
+                _signatures_needed(data.get("signatures_needed"), where))
 
 
 def _trusted_keys(items: object, where: str, accounts: Accounts, url: bool = False) -> tuple:
     """trusted_keys = [{ holder = "ci-publisher", key = "ed25519:..." }]: a sealed cache. For
-    a bucket the holder names a principal of the storage service, not a local user."""
+    a bucket the holder names a principal of the storage service, not a local user. A key
+    may also carry `name`, `not_before` / `not_after` (RFC 3339 with an offset) and
+    `trust_signing_time` (keyring.py: the softer reading of not_after)."""
+    from dataclasses import replace
+
     from jaxcache.seal.keys import KeyFileError, parse_public
 
+    shape = ("a list of { holder = \"USER\", key = \"ed25519:...\" } tables (optional: name, "
+             "not_before, not_after, trust_signing_time)")
     if not isinstance(items, list) or not all(
-            isinstance(i, dict) and set(i) == {"holder", "key"} and
-            all(_is_name(v) for v in i.values()) for i in items):
-        raise PolicyError(f"policy: trusted_keys at {where} must be a list of "
-                          "{ holder = \"USER\", key = \"ed25519:...\" } tables")
+            isinstance(i, dict) and {"holder", "key"} <= set(i) <= _KEY_FIELDS and
+            _is_name(i["holder"]) and _is_name(i["key"]) for i in items):
+        raise PolicyError(f"policy: trusted_keys at {where} must be {shape}")
     out = []
     for item in items:
         if not url and accounts.uid_of(item["holder"]) is None:
             raise PolicyError(f"policy: key holder {safe(item['holder'])!r} at {where} does "
                               "not exist")
+        name = item.get("name")
+        if name is not None and not _is_name(name):
+            raise PolicyError(f"policy: a key name at {where} must be a string")
         try:
-            out.append(parse_public(item["key"], item["holder"]))
+            key = parse_public(item["key"], item["holder"], name=name)
         except KeyFileError as exc:
             raise PolicyError(f"policy: trusted_keys at {where}: {exc}") from None
+        soft = item.get("trust_signing_time", False)
+        if not isinstance(soft, bool):
+            raise PolicyError(f"policy: trust_signing_time of key {key.label} at {where} must "
+                              "be true or false")
+        start = _moment(item.get("not_before"), "not_before", key.label, where)
+        end = _moment(item.get("not_after"), "not_after", key.label, where)
+        if start is not None and end is not None and start >= end:
+            raise PolicyError(f"policy: key {key.label} at {where}: not_before must come "
+                              "before not_after")
+        if soft and end is None:
+            raise PolicyError(f"policy: key {key.label} at {where}: trust_signing_time only "
+                              "changes how not_after is read; give not_after")
+        out.append(replace(key, not_before=start, not_after=end, signing_time=soft))
     return tuple(out)
+
+
+def _moment(value: object, field: str, label: str, where: str) -> float | None:
+    """An RFC 3339 moment with an offset (a TOML offset date-time or a string), as POSIX
+    seconds. A date or a local time is refused: its moment depends on where it is read."""
+    import datetime as dt
+
+    if value is None:
+        return None
+    if isinstance(value, str):
+        try:
+            value = dt.datetime.fromisoformat(value)
+        except ValueError:
+            raise PolicyError(f"policy: {field} of key {safe(label)} at {where} is not an RFC "
+                              f"3339 time: {safe(str(value)[:60])!r} (want e.g. "
+                              "2027-01-01T00:00:00Z)") from None
+    if not isinstance(value, dt.datetime):
+        raise PolicyError(f"policy: {field} of key {safe(label)} at {where} must be a time "
+                          "with its offset, e.g. 2027-01-01T00:00:00Z (a date alone is "
+                          "ambiguous)")
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise PolicyError(f"policy: {field} of key {safe(label)} at {where} has no offset "
+                          "(add Z for UTC, or +01:00): a local time means another moment on "
+                          "each machine")
+    return value.timestamp()
+
+
+def _revoked_keys(items: object, where: str) -> tuple[bytes | str, ...]:
+    """revoked_keys = ["ed25519:...", "name:ed25519:...", "<16 hex key id>"]."""
+    from jaxcache.seal.keys import KeyFileError, parse_public
+
+    if not isinstance(items, list) or not all(_is_name(i) for i in items):
+        raise PolicyError(f"policy: revoked_keys at {where} must be a list of key texts "
+                          "(ed25519:...) or key ids")
+    out: list[bytes | str] = []
+    for item in items:
+        text = item.strip()
+        if len(text) == 16 and _ID.issuperset(text):
+            out.append(text)
+            continue
+        try:
+            out.append(parse_public(text).raw)
+        except KeyFileError as exc:
+            raise PolicyError(f"policy: revoked_keys at {where}: {exc} (or give a 16-hex key "
+                              "id)") from None
+    return tuple(out)
+
+
+def _signatures_needed(value: object, where: str) -> int:
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 16:
+        raise PolicyError(f"policy: signatures_needed at {where} must be a whole number from "
+                          f"1 to 16, not {safe(str(value)[:40])}")
+    return value
 
 
 def _build(source: str, data: dict, accounts: Accounts) -> Policy:
@@ -171,4 +261,19 @@ def _build(source: str, data: dict, accounts: Accounts) -> Policy:
             raise PolicyError(f"policy: [[cache]] path {safe(item['path'])!r} must be absolute "
                               "(or a gs://bucket/prefix URL)")
         per_path.append((os.path.normpath(item["path"]), _rule(item, where, accounts)))
-    return Policy(source, default, tuple(per_path))
+    policy = Policy(source, default, tuple(per_path))
+    _coherent_keys(policy)
+    return policy
+
+
+def _coherent_keys(policy: Policy) -> None:
+    """Each path's keys as a reader merges them (the top level with the path's table): no key
+    both trusted and revoked, no threshold the trusted keys cannot meet."""
+    from jaxcache.seal import keyring
+
+    for where, rule in [("top level", policy.default)] + [
+            (f"[[cache]] {safe(p)}", policy.rule_for(p)) for p, _ in policy.per_path]:
+        try:
+            keyring.for_rule(rule)
+        except keyring.KeyRingError as exc:
+            raise PolicyError(f"policy: {where}: {exc}") from None

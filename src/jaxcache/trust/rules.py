@@ -22,6 +22,9 @@ class Rule:
     # where the entries come from, declared trusted by name (trust/origin.py): e.g. "actions/cache,
     # written only by the default branch"; entries of unknown origin are then accepted
     restored_from: tuple[str, ...] = ()
+    # keys no reader may count, whatever else trusts them: raw public keys (bytes) or ids (str)
+    revoked_keys: tuple[bytes | str, ...] = ()
+    signatures_needed: int = 0  # distinct trusted keys per entry (0: not set, i.e. 1)
 
 
 @dataclass(frozen=True)
@@ -51,6 +54,8 @@ class Policy:
             tuple(k for r in rules for k in r.trusted_keys),
             frozenset().union(*(r.accepted_storage for r in rules)),
             tuple(s for r in rules for s in r.restored_from),
+            tuple(k for r in rules for k in r.revoked_keys),
+            max(r.signatures_needed for r in rules),
         )
 
 

@@ -24,15 +24,17 @@ REMEDY = ("keep every reader sealed (jaxcache run --sealed, jaxcache.enable(seal
           "who relies on that access")
 
 
-def account(findings: list[Finding], writers: list[Writer], keys: tuple,
+def account(findings: list[Finding], writers: list[Writer], ring,
             holder_trust: dict[str, str]) -> tuple[list[Finding], bool]:
     """The findings as a sealed reader sees them, and whether sealing applies at all.
 
-    keys: PublicKey objects; holder_trust: each policy-declared holder's trust class
-    ("you", "root", "policy" or "untrusted"), keys passed in code have no holder.
+    ring: seal/keyring.py KeyRing (the trusted keys, what is revoked, how many are needed);
+    holder_trust: each policy-declared holder's trust class ("you", "root", "policy" or
+    "untrusted"), keys passed in code have no holder.
     """
-    if not keys:
+    if not ring:
         return findings, False
+    keys = tuple(ring.keys.values())
     out = []
     for f in findings:
         if f.effect in (UNSAFE, UNVERIFIABLE) and f.code.startswith(COVERED):
@@ -47,9 +49,71 @@ def account(findings: list[Finding], writers: list[Writer], keys: tuple,
                 f"trusted key {key.id} is held by {key.holder}, who is not a declared writer of "
                 "this cache: whoever holds a trusted key can make every reader run their code",
                 None, f"declare {key.holder} in trusted_users for this cache, or remove the key"))
+    out += key_state(ring)
+    needed = f"; each entry needs {ring.needed} distinct keys" if ring.needed > 1 else ""
     out.append(Finding(
         "seal.keys", "note",
         f"sealed: readers load only entries signed by {len(keys)} trusted key(s): "
-        + ", ".join(f"{k.id} ({k.holder or 'given by the caller'})" for k in keys)
-        + "; `jaxcache verify DIR` checks every entry", None))
+        + ", ".join(f"{k.label} ({k.holder or 'given by the caller'}, {ring.state(k)})"
+                    for k in keys)
+        + needed + "; `jaxcache verify DIR` checks every entry", None))
     return out, True
+
+
+ROTATE = ("make a new key (jaxcache keygen --name ...), trust it beside this one, co-sign the "
+          "entries (jaxcache seal DIR --signing-key NEW --add-signature), switch the publisher, "
+          "then remove this key (docs/sealed-cache.md, \"Rotating a key\")")
+
+
+def key_state(ring) -> list[Finding]:
+    """What the policy's key lifecycle means now: keys expired, not yet valid or expiring
+    within 30 days, keys revoked, and whether any key is left that may count (none: every
+    entry is rejected, so the verdict cannot be SEALED)."""
+    from jaxcache.seal.keyring import when
+
+    out = []
+    usable = 0
+    for k in ring.keys.values():
+        state = ring.state(k)
+        if state in ("trusted", "expiring") or (state == "expired" and k.signing_time):
+            usable += 1
+        if state == "expiring":
+            days = max(0.0, (k.not_after - ring.clock()) / 86400)
+            out.append(Finding("seal.key-expiring", WARNING,
+                               f"trusted key {k.label} expires in {days:.0f} day(s), at "
+                               f"{when(k.not_after)}: from then on readers reject what only it "
+                               "signed", None, ROTATE))
+        elif state == "expired":
+            soft = (" (trust_signing_time: signatures claiming an earlier time still count, as "
+                    "good as the key's holder)") if k.signing_time else \
+                ": readers reject what only it signed (recompiled)"
+            out.append(Finding("seal.key-expired", WARNING,
+                               f"trusted key {k.label} expired at {when(k.not_after)}{soft}",
+                               None, "remove it from trusted_keys once its entries are co-signed "
+                               "by a current key; " + ROTATE))
+        elif state == "not-yet-valid":
+            out.append(Finding("seal.key-not-yet-valid", WARNING,
+                               f"trusted key {k.label} is trusted only from "
+                               f"{when(k.not_before)}: until then readers reject what only it "
+                               "signed", None, None))
+    revoked = len(ring.revoked) + len(ring.revoked_ids)
+    if revoked:
+        ids = sorted({*ring.revoked_ids, *(_id(r) for r in ring.revoked)})
+        out.append(Finding("seal.key-revoked", "note",
+                           f"{revoked} key(s) revoked by the policy ({', '.join(ids)}): readers "
+                           "reject every signature by them, whatever the signature claims",
+                           None))
+    if usable < ring.needed:
+        out.append(Finding(
+            "seal.no-usable-key", UNVERIFIABLE,
+            f"no entry can verify: {usable} trusted key(s) may count now and each entry needs "
+            f"{ring.needed}; a sealed reader would reject every entry", None,
+            "trust a current key (jaxcache keygen --name ...; policy trusted_keys), or fix its "
+            "not_before / not_after"))
+    return out
+
+
+def _id(raw: bytes) -> str:
+    import hashlib
+
+    return hashlib.sha256(raw).hexdigest()[:16]

@@ -1,0 +1,159 @@
+"""The keys a sealed reader trusts, as the policy states them at this moment.
+
+A key alone is not enough to judge a signature: the policy may revoke it (`revoked_keys`),
+bound when it is trusted (`not_before` / `not_after`) and ask for several distinct keys per
+entry (`signatures_needed`, as Nix's `--sigs-needed` and TUF's thresholds). The ring holds
+all of that, and says of one key whether it may count now.
+
+Time is the reader's clock: `not_after` rejects from that moment on, whatever a signature
+claims, because a thief holding the key can sign any time claim. Only a key marked
+`trust_signing_time` accepts, after its `not_after`, signatures whose signed time claim falls
+inside its window: that is exactly as good as the key's holder, and says nothing after a leak.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+
+from jaxcache.display import safe
+from jaxcache.errors import JaxcacheError
+from jaxcache.seal.keys import PublicKey
+
+REVOKED, EXPIRED, NOT_YET_VALID = "revoked-key", "expired-key", "not-yet-valid-key"
+EXPIRING_S = 30 * 86400.0  # audit --sealed warns of keys that expire within 30 days
+
+
+class KeyRingError(JaxcacheError):
+    """Trusted keys that contradict themselves (a revoked key also trusted, a threshold no
+    set of the keys can meet)."""
+
+
+def when(seconds: float) -> str:
+    """RFC 3339 in UTC, to the second: how reports and signatures write a moment."""
+    return datetime.fromtimestamp(seconds, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass(frozen=True)
+class KeyState:
+    """One trusted key as reports show it: by name and id, with its state now."""
+
+    id: str
+    name: str | None
+    holder: str | None
+    state: str  # trusted | expiring | expired | not-yet-valid
+    not_before: str | None = None  # RFC 3339, UTC
+    not_after: str | None = None
+
+    @property
+    def label(self) -> str:
+        return f"{self.name} ({self.id})" if self.name else self.id
+
+
+@dataclass(frozen=True)
+class KeyRing:
+    keys: Mapping[bytes, PublicKey]  # trusted, by raw public key
+    revoked: frozenset[bytes] = frozenset()  # raw public keys the policy revokes
+    revoked_ids: frozenset[str] = frozenset()  # or their ids, where only the id was given
+    needed: int = 1  # distinct usable keys that must sign an entry
+    clock: Callable[[], float] = field(default=time.time, compare=False)
+
+    def __post_init__(self) -> None:
+        both = [k for k in self.keys.values() if self.is_revoked(k.raw)]
+        if both:
+            raise KeyRingError(f"key {safe(both[0].label)} is both trusted and revoked: remove "
+                               "it from trusted_keys (revocation wins, but say which you mean)")
+        if self.needed < 1:
+            raise KeyRingError(f"signatures_needed must be 1 or more, not {self.needed}")
+        if self.keys and self.needed > len(self.keys):
+            raise KeyRingError(
+                f"signatures_needed = {self.needed}, but only {len(self.keys)} key(s) are "
+                "trusted: no entry could ever verify")
+
+    def __bool__(self) -> bool:
+        return bool(self.keys)
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def get(self, raw: bytes) -> PublicKey | None:
+        return self.keys.get(raw)
+
+    def is_revoked(self, raw: bytes) -> bool:
+        return raw in self.revoked or (bool(self.revoked_ids) and
+                                       hashlib.sha256(raw).hexdigest()[:16] in self.revoked_ids)
+
+    def unusable(self, key: PublicKey, signed_at: float | None = None
+                 ) -> tuple[str, str] | None:
+        """Why a trusted key may not count now (status, reason), or None. `signed_at`: the
+        time the signature claims, under its own signature; used only by a key marked
+        trust_signing_time, after its not_after."""
+        now = self.clock()
+        if key.not_before is not None and now < key.not_before:
+            return NOT_YET_VALID, (f"key {key.label} is trusted only from "
+                                   f"{when(key.not_before)}")
+        if key.not_after is not None and now >= key.not_after:
+            if key.signing_time and signed_at is not None and signed_at < key.not_after and (
+                    key.not_before is None or signed_at >= key.not_before):
+                return None
+            return EXPIRED, f"key {key.label} expired at {when(key.not_after)}"
+        return None
+
+    def state(self, key: PublicKey) -> str:
+        """trusted | expiring (within 30 days) | expired | not-yet-valid | revoked: what
+        audit --sealed, verify and the run record say of each key."""
+        if self.is_revoked(key.raw):
+            return "revoked"
+        why = self.unusable(key)
+        if why is not None:
+            return "expired" if why[0] == EXPIRED else "not-yet-valid"
+        if key.not_after is not None and key.not_after - self.clock() < EXPIRING_S:
+            return "expiring"
+        return "trusted"
+
+    def states(self) -> tuple[KeyState, ...]:
+        return tuple(KeyState(k.id, k.name, k.holder, self.state(k),
+                              when(k.not_before) if k.not_before is not None else None,
+                              when(k.not_after) if k.not_after is not None else None)
+                     for k in self.keys.values())
+
+    def usable(self) -> list[PublicKey]:
+        return [k for k in self.keys.values() if self.unusable(k) is None]
+
+    def single(self) -> KeyRing:
+        """The same keys, one signature enough (a publisher's own check of what it wrote)."""
+        return KeyRing(self.keys, self.revoked, self.revoked_ids, 1, self.clock)
+
+    def with_key(self, key: PublicKey) -> KeyRing:
+        """Also trusting `key` (a publisher trusts what it signs), unless the policy revokes
+        it: then one line, since publishing with it would only make readers recompile."""
+        if self.is_revoked(key.raw):
+            raise KeyRingError(f"the signing key {safe(key.label)} is revoked by the policy: "
+                               "sign with a new key (jaxcache keygen --name ...)")
+        if key.raw in self.keys:
+            return self
+        return KeyRing({**self.keys, key.raw: key}, self.revoked, self.revoked_ids,
+                       self.needed, self.clock)
+
+
+def of(trusted: KeyRing | Iterable[PublicKey]) -> KeyRing:
+    """A ring from a ring or from plain keys (a caller that knows no policy state)."""
+    if isinstance(trusted, KeyRing):
+        return trusted
+    return KeyRing({k.raw: k for k in trusted})
+
+
+def for_rule(rule: object, extra: Iterable[PublicKey] = ()) -> KeyRing:
+    """The ring of a policy rule (trust/rules.py Rule: trusted_keys, revoked_keys,
+    signatures_needed) plus keys the caller gives (--trusted-key): a given key the policy
+    revokes is refused (KeyRingError), not silently dropped."""
+    keys: dict[bytes, PublicKey] = {}
+    for k in (*getattr(rule, "trusted_keys", ()), *extra):
+        keys.setdefault(k.raw, k)
+    revoked = getattr(rule, "revoked_keys", ())
+    raws = frozenset(r for r in revoked if isinstance(r, bytes))
+    ids = frozenset(r for r in revoked if isinstance(r, str))
+    return KeyRing(keys, raws, ids, getattr(rule, "signatures_needed", 1) or 1)
