@@ -39,11 +39,13 @@ def policy(path: Path, cache: str, keys: list[tuple[str, dict]], *, revoked: tup
     """A policy trusting `keys` (text, extra fields) for `cache`."""
     def value(v: object) -> str:
         return v if isinstance(v, str) and v[:4].isdigit() else json.dumps(v)
-    items = ", ".join("{ holder = \"root\", key = \"%s\"%s }" % (k, "".join(
-        f", {f} = {value(v)}" for f, v in extra.items())) for k, extra in keys)
+    def item(k: str, extra: dict) -> str:
+        fields = "".join(f", {f} = {value(v)}" for f, v in extra.items())
+        return '{ holder = "root", key = "' + k + '"' + fields + " }"
+    items = ", ".join(item(k, extra) for k, extra in keys)
     lines = [top]
     if revoked:
-        lines.append("revoked_keys = [%s]" % ", ".join(json.dumps(r) for r in revoked))
+        lines.append(f"revoked_keys = [{', '.join(json.dumps(r) for r in revoked)}]")
     lines += ["[[cache]]", f"path = {json.dumps(cache)}", f"trusted_keys = [{items}]"]
     if needed is not None:
         lines.append(f"signatures_needed = {needed}")
@@ -344,6 +346,17 @@ def test_keys_are_named_in_verify_and_the_record(world, tmp_path):
     assert doc["keys"] == [{"id": key_id(world, "ci-1"), "name": "ci-1", "holder": "root",
                             "state": "trusted", "not_before": None, "not_after": None}]
     assert all("ci-1" in e["reason"] for e in doc["entries"])
+    # ls: the key each signature file claims, by the policy's name where it trusts it
+    config = tmp_path / "config"
+    (config / "jaxcache").mkdir(parents=True, mode=0o700)
+    shutil.copy(pol, config / "jaxcache" / "policy.toml")
+    proc = jaxcache("ls", str(cache), "--format", "json",
+                    env={**clean_env(), "XDG_CONFIG_HOME": str(config)})
+    signers = json.loads(proc.stdout)["signers"]
+    assert set(signers.values()) == {f"ci-1 ({key_id(world, 'ci-1')})"}
+    assert len(signers) == len(world["entries"])
+    text = jaxcache("ls", str(cache), env=clean_env()).stdout  # no policy: the id alone
+    assert "KEY" in text and key_id(world, "ci-1") in text and "ci-1 (" not in text
 
 
 def test_old_signatures_without_a_time_claim_still_verify(world, tmp_path):

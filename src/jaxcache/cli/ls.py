@@ -28,22 +28,25 @@ def handle(args: argparse.Namespace, tail: None) -> None:
     ORIGIN tells who wrote each compiled entry, by your origin ledger: yours (a job jaxcache
     watched wrote exactly these bytes), unknown (no watched job wrote it: restored, copied,
     baked into an image, or written by JAX without jaxcache), changed (rewritten since).
-    Without PATH: $JAX_COMPILATION_CACHE_DIR. Exit code 1 when any entry is flagged beyond an
-    unexpected name or changed since written (for gs://, when an entry has no signature
-    object beside it).
+    KEY names the key each signature file claims (by your policy's name for it where it
+    trusts it): a claim, which `jaxcache verify` checks. Without PATH:
+    $JAX_COMPILATION_CACHE_DIR. Exit code 1 when any entry is flagged beyond an unexpected
+    name or changed since written (for gs://, when an entry has no signature object beside
+    it).
     """
     path = common.cache_path(args, args.path)
     if "://" in path:
         _bucket(args, path)
     from jaxcache.trust import listing
 
-    inv, resolved, origins = listing.list_with_origin(path)
+    signers: dict[str, str] = {}
+    inv, resolved, origins = listing.list_with_origin(path, signers=signers)
     if args.fmt == "json":
         from jaxcache.report import json as out
-        shown = out.render_ls(resolved, inv, origins)
+        shown = out.render_ls(resolved, inv, origins, signers)
     else:
         from jaxcache.report import text
-        shown = text.render_ls(resolved, inv, origins=origins)
+        shown = text.render_ls(resolved, inv, origins=origins, signers=signers)
     common.finish(args, shown, 1 if listing.needs_attention(inv, origins) else 0, _summary)
 
 

@@ -96,10 +96,12 @@ def render_audit(r: AuditReport) -> str:
     return jsonout.document(audit_dict(r))
 
 
-def render_ls(path: str, inv: Inventory, origins: Origins | None = None) -> str:
+def render_ls(path: str, inv: Inventory, origins: Origins | None = None,
+              signers: dict[str, str] | None = None) -> str:
     doc = {"schema": LS_SCHEMA, "tool": {"name": "jaxcache", "version": __version__},
            "path": _path(path), **(_inventory(inv, origins) or {}),
-           "origins": _origins(origins)}
+           "origins": _origins(origins),
+           "signers": {safe(n): safe(label) for n, label in (signers or {}).items()}}
     return jsonout.document(doc)
 
 

@@ -161,17 +161,20 @@ def _missing(r: AuditReport) -> list[str]:
 
 
 def render_ls(path: str, inv: Inventory, now: float | None = None,
-              origins: Origins | None = None) -> str:
+              origins: Origins | None = None, signers: dict[str, str] | None = None) -> str:
     now = time.time() if now is None else now
     if inv.unreadable:
         return f"{safe(path)}: {inv.unreadable}\n"
     by_name = origins.by_name() if origins else {}
-    rows = [("SIZE", "OWNER", "MODE", "AGE", "LINKS", "KIND", "ORIGIN", "MODULE", "FLAGS",
-             "NAME")]
+    signers = signers or {}
+    key = ("KEY",) if signers else ()
+    rows = [("SIZE", "OWNER", "MODE", "AGE", "LINKS", "KIND", "ORIGIN", *key, "MODULE",
+             "FLAGS", "NAME")]
     for e in inv.entries:
+        claim = (safe(signers.get(e.name, "-")),) if signers else ()
         rows.append((size(e.size), e.owner, f"{stat.S_IMODE(e.mode):04o}", age(e.age_s),
-                     str(e.nlink), e.kind, by_name.get(e.name, "-"), safe(e.module or "-"),
-                     ",".join(e.flags) or "-", safe(e.name)))
+                     str(e.nlink), e.kind, by_name.get(e.name, "-"), *claim,
+                     safe(e.module or "-"), ",".join(e.flags) or "-", safe(e.name)))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
     out = ["  ".join(c.ljust(w) for c, w in zip(r[:-1], widths, strict=True)) + "  " + r[-1]
            for r in rows]

@@ -299,6 +299,14 @@ def _ring(trusted: KeyRing | list[PublicKey] | dict) -> KeyRing:
     return ringmod.of(trusted)
 
 
+def claimed_signer(sig: bytes) -> PublicKey | None:
+    """The key a signature file names (unverified: `ls` shows it; verify checks it)."""
+    try:
+        return _fields(sig)[1]
+    except (ValueError, KeyFileError):
+        return None
+
+
 def genuine(key: str, sig: bytes) -> bool:
     """Whether `sig` is somebody's real signature for `key`: it verifies under the key it
     names, over the key, digest and size it states. Says nothing of trust, only that a
