@@ -193,6 +193,12 @@ def test_two_signatures_needed_counts_distinct_keys(world, tmp_path):
             (cache / names.cosignature(name, key_id(world, other))).write_bytes(first)
     out, rec = run(str(cache), pol, tmp_path)
     assert out["results"] == world["golden"] and set(rejected(rec)) == {"too-few-signatures"}
+    # the junk under ci-2's co-signature name does not block ci-2 from co-signing: replaced
+    proc = jaxcache("seal", str(cache), "--signing-key", key(world, "ci-2"), "--add-signature",
+                    "--policy", str(pol), "--format", "json")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert json.loads(proc.stdout)["counts"]["co-signed"] == len(world["entries"])
+    assert jaxcache("verify", str(cache), "--policy", str(pol)).returncode == 0
     # two distinct keys: accepted
     cache = copy(world, tmp_path / "two")
     pol = policy(tmp_path / "q.toml", str(cache), [(pubs["ci-1"], {}), (pubs["ci-2"], {})],
@@ -253,6 +259,23 @@ def test_rotation_playbook_keeps_every_warm_hit(world, tmp_path):
     doc = json.loads(proc.stdout)
     assert proc.returncode == 0 and doc["counts"]["co-signed"] == 0
     assert all(e["reason"].startswith("already signed by") for e in doc["entries"])
+    assert snapshot(cache) == before
+
+
+def test_a_publisher_refuses_a_signing_key_readers_would_reject(world, tmp_path):
+    cache = copy(world, tmp_path)
+    pubs = world["pubs"]
+    before = snapshot(cache)
+    for pol in (policy(tmp_path / "p.toml", str(cache), [(pubs["ci-2"], {})],
+                       revoked=(pubs["ci-1"],)),
+                policy(tmp_path / "q.toml", str(cache),
+                       [(pubs["ci-1"], {"not_after": PAST}), (pubs["ci-2"], {})])):
+        proc = jaxcache("run", "--sealed", "--signing-key", key(world, "ci-1"), "--cache-dir",
+                        str(cache), "--policy", str(pol), "--", sys.executable, JOB,
+                        env=clean_env())
+        assert proc.returncode == 2, proc.stderr
+        assert "revoked" in proc.stderr or "expired" in proc.stderr
+        assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert snapshot(cache) == before
 
 

@@ -175,6 +175,13 @@ def _admit(chosen: str, policy: str | None, allow_untrusted: bool, seal,
     accounts = Accounts()
     pol = policymod.load(policy, accounts)
     keys = seal.public_keys() if seal is not None else ()
+    if seal is not None and seal.signing_key is not None:
+        from jaxcache.seal import keyring
+
+        # a signing key the policy revokes or no longer trusts: refused before the job starts
+        # (public_keys() puts the signer's key last)
+        where = chosen if "://" in chosen else os.path.abspath(chosen)
+        keyring.for_rule(pol.rule_for(where), keys).with_key(keys[-1])
     if seal is not None and "://" in chosen:
         return _admit_bucket(chosen, pol, accounts, keys, seal, policy)
     if seal is not None and not keys and not pol.rule_for(os.path.abspath(chosen)).trusted_keys:

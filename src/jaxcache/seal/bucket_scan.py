@@ -126,13 +126,22 @@ def cosign(store: ObjectStore, signer: SigningKey, trusted: KeyRing | list[Publi
     ring = scan.cosigning_ring(full, signer)
     entries, leftovers = _entries(listing(store))
 
-    def add(name: str, sig: bytes) -> str | None:
+    def add(name: str, sig: bytes, stale) -> str | None:
         where = names.cosignature(name, signer.public.id, OBJECT_NAME_MAX)
         if where is None:
             return "no room for a co-signature name"
         try:
-            return None if store.put_if_absent(where, sig) else \
-                "a co-signature object appeared meanwhile"
+            if store.put_if_absent(where, sig):
+                return None
+            info = store.stat(where)  # the generation first, then the bytes judged
+            existing = None if info is None else store.get(where,
+                                                           limit=signature.MAX_BYTES + 1)
+            if info is None:
+                return None if store.put_if_absent(where, sig) else \
+                    "a co-signature object appeared meanwhile"
+            if not stale(existing) or not store.replace_if(where, sig, info.generation):
+                return "a valid co-signature object appeared meanwhile"
+            return None
         except StoreError as exc:
             raise JaxcacheError(f"cannot co-sign {store.url}/{name}: {exc.message}") from None
     return ScanResult(store.url, tuple(

@@ -133,7 +133,12 @@ class KeyRing:
         if self.is_revoked(key.raw):
             raise KeyRingError(f"the signing key {safe(key.label)} is revoked by the policy: "
                                "sign with a new key (jaxcache keygen --name ...)")
-        if key.raw in self.keys:
+        known = self.keys.get(key.raw)
+        if known is not None:
+            state = self.unusable(known)
+            if state is not None:
+                raise KeyRingError(f"cannot sign with {safe(known.label)}: {state[1]}; readers "
+                                   "would reject its signatures (sign with a current key)")
             return self
         return KeyRing({**self.keys, key.raw: key}, self.revoked, self.revoked_ids,
                        self.needed, self.clock)

@@ -63,16 +63,39 @@ def _settle(dir_fd: int, signame: str, sig: bytes, orphan: Orphan) -> bool:
         return False
     if identity is None:  # gone meanwhile: create-only again
         return _link_new(dir_fd, signame, sig)
-    ours = _write_temp(dir_fd, sig)
+    return _swap(dir_fd, signame, sig, identity)
+
+
+def _swap(dir_fd: int, name: str, data: bytes, identity: Identity) -> bool:
+    """Replace `name` by `data` in one rename (the name never empty), only if it is still
+    the very file judged (same inode, size and mtime): a rival's newer file is never lost."""
+    ours = _write_temp(dir_fd, data)
     try:
-        if _identity(dir_fd, signame) != identity:
+        if _identity(dir_fd, name) != identity:
             return False  # changed since it was judged: judged again at the next write
-        os.rename(ours, signame, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+        os.rename(ours, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
         os.fsync(dir_fd)
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(ours, dir_fd=dir_fd)
     return True
+
+
+def put_cosignature(dir_fd: int, name: str, sig: bytes,
+                    stale: Callable[[bytes | None], bool]) -> bool:
+    """Create a co-signature file; where one is there already and `stale` says it is not
+    this key's valid signature of the entry (junk, or one of bytes since evicted and
+    republished), replace it under the tier's lock, compare-and-swap, so no stale file holds
+    the key's name forever. False when a valid one is there (or appeared meanwhile)."""
+    if _link_new(dir_fd, name, sig):
+        return True
+    with lru.locked(dir_fd):
+        existing, identity, _ = _look(dir_fd, name)
+        if identity is None:
+            return _link_new(dir_fd, name, sig)
+        if not stale(existing):
+            return False
+        return _swap(dir_fd, name, sig, identity)
 
 
 Identity = tuple[int, int, int, int]  # device, inode, size, mtime in ns

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from jaxcache.seal import hittable, keyring, names, signature
 from jaxcache.seal.keyring import KeyRing
 from jaxcache.seal.keys import PublicKey, SigningKey
-from jaxcache.seal.publish import _link_new
+from jaxcache.seal.publish import _link_new, put_cosignature
 from jaxcache.seal.store import _open_dir, _read, _Rejected, cosignatures
 from jaxcache.trust.entries import classify
 
@@ -196,11 +196,12 @@ def cosign(directory: str, signer: SigningKey, trusted: KeyRing | list[PublicKey
     try:
         entries, leftovers = _names(fd)
 
-        def add(name: str, sig: bytes) -> str | None:
+        def add(name: str, sig: bytes, stale: Callable[[bytes | None], bool]) -> str | None:
             where = names.cosignature(name, signer.public.id, names.name_max(fd))
             if where is None:
                 return "no room for a co-signature name (a module name over 169 characters)"
-            return None if _link_new(fd, where, sig) else "a co-signature file appeared meanwhile"
+            return None if put_cosignature(fd, where, sig, stale) else \
+                "a valid co-signature file appeared meanwhile"
         return ScanResult(directory, tuple(
             cosign_entry(name, signer, ring, lambda n, r: _status(fd, n, r), add)
             for name in entries), tuple(leftovers), keys=full.states(), needed=full.needed,
@@ -232,11 +233,16 @@ def cosigning_ring(ring: KeyRing, signer: SigningKey) -> KeyRing:
 Judge = Callable[[str, KeyRing], tuple[EntryStatus, "bytes | None"]]
 
 
+Add = Callable[[str, bytes, Callable[["bytes | None"], bool]], "str | None"]
+
+
 def cosign_entry(name: str, signer: SigningKey, ring: KeyRing, judge: Judge,
-                 add: Callable[[str, bytes], str | None]) -> EntryStatus:
+                 add: Add) -> EntryStatus:
     """One entry of a co-signing, for a directory or a bucket: already signed by `signer`
     (valid, left alone), else signed by another usable trusted key (`signer` signs the bytes
-    that key vouched for; `add` creates the co-signature and says why not), else reported."""
+    that key vouched for; `add(name, sig, stale)` creates the co-signature, replacing a file
+    under its name that `stale` finds no valid signature of `signer`, and says why not),
+    else reported."""
     mine = KeyRing({signer.public.raw: ring.get(signer.public.raw) or signer.public},
                    ring.revoked, ring.revoked_ids, 1, ring.clock)
     st, _ = judge(name, mine)
@@ -247,7 +253,11 @@ def cosign_entry(name: str, signer: SigningKey, ring: KeyRing, judge: Judge,
     st, data = judge(name, others)
     if st.status != signature.VALID or data is None:
         return st
-    why = add(name, signature.sign(names.key_of(name), data, signer))
+    key = names.key_of(name)
+
+    def stale(existing: bytes | None) -> bool:
+        return existing is None or not signature.check(key, data, existing, mine).ok
+    why = add(name, signature.sign(key, data, signer), stale)
     if why is None:
         return EntryStatus(name, "co-signed", f"{st.reason}; co-signed by "
                            f"{label_of(ring, signer)}", len(data), st.never_hit)
