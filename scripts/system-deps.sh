@@ -2,8 +2,8 @@
 # Debian packages the test suite drives for real: setfacl/getfacl (acl), useradd (passwd),
 # unshare/setpriv (util-linux), a single-node Slurm cluster (slurmctld, slurmd, slurm-client,
 # munge), a FUSE mount (bindfs, which brings fusermount), rsync (a cache arriving as CI
-# restores it). Installed only when running as
-# root and missing.
+# restores it), a PKCS#11 token (softhsm2: signing keys in an HSM). Installed only when running
+# as root and missing.
 missing=""
 command -v setfacl >/dev/null 2>&1 || missing="$missing acl"
 command -v useradd >/dev/null 2>&1 || missing="$missing passwd"
@@ -14,6 +14,7 @@ command -v srun >/dev/null 2>&1 || missing="$missing slurm-client"
 command -v munged >/dev/null 2>&1 || missing="$missing munge"
 command -v bindfs >/dev/null 2>&1 || missing="$missing bindfs"
 command -v rsync >/dev/null 2>&1 || missing="$missing rsync"
+command -v softhsm2-util >/dev/null 2>&1 || missing="$missing softhsm2"
 [ -z "$missing" ] && exit 0
 if [ "$(id -u)" != 0 ]; then
     echo "system-deps: missing$missing (not root: tests needing them will skip, saying why)"

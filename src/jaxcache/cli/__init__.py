@@ -65,7 +65,8 @@ COMMANDS: tuple[tuple[str, str, str | None], ...] = (
     ("net", "[OPTIONS]", "net"),
     ("decide", "[OPTIONS] (PATH | --audit A.json) [-- CMD [ARGS...]]", "decide"),
     ("demo", "[OPTIONS]", "demo"),
-    ("keygen", "[OPTIONS] KEYFILE", "keygen"),
+    ("keygen", "[OPTIONS] KEYFILE\n"
+               "       jaxcache keygen --public-of (pkcs11:URI | KEYFILE)", "keygen"),
     ("seal", "--signing-key KEYFILE [OPTIONS] DIR", "seal-scan"),
     ("verify", "[OPTIONS] [DIR]", "seal-scan"),
     ("records", "[list | prune | stats] [OPTIONS]", None),

@@ -67,7 +67,7 @@ def public_of(args: argparse.Namespace) -> None:
     if args.fmt != "text":
         common.usage(args, "--public-of prints text only (the one ed25519:... line)")
     if pkcs11.is_uri(args.public_of):
-        public = pkcs11.public_of(args.public_of)
+        public = keys.PublicKey(pkcs11.public_of(args.public_of))
     else:
         public = keys.load_signing(args.public_of).public
     common.finish(args, f"{public.text}\n", 0)

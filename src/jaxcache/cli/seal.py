@@ -22,7 +22,8 @@ class _DeprecatedKey(argparse.Action):
 def options(p: argparse.ArgumentParser) -> None:
     scan_flags(p, "The directory (or gs://BUCKET/PREFIX) whose entries to sign.")
     common.option(p, "--signing-key", metavar="KEYFILE",
-                  help="The signing key (from `jaxcache keygen`).")
+                  help="The signing key (from `jaxcache keygen`, or a pkcs11: URI naming a "
+                       "key in an HSM: docs/hsm.md).")
     p.add_argument("--key", dest="signing_key", action=_DeprecatedKey, metavar="KEYFILE",
                    help=argparse.SUPPRESS)
     common.option(p, "--trust-bucket-writers", action="store_true",

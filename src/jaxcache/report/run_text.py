@@ -134,9 +134,17 @@ def render(doc: dict, record_path: str) -> str:
     lines += _origin_lines(c.get("origin"))
     seal = doc.get("seal")
     if seal:
-        signer = f"signing as key {seal['signing_key']}" if seal["signing_key"] else \
+        name = seal.get("signing_key_name")
+        signer = (f"signing as key {safe(name)} ({seal['signing_key']})" if name else
+                  f"signing as key {seal['signing_key']}") if seal["signing_key"] else \
             "read-only (no signing key)"
+        states = [k for k in seal.get("trusted_keys") or [] if k.get("state") != "trusted"]
+        shown = "; keys " + ", ".join(
+            f"{safe(k['name'] or k['id'])} {safe(k['state'])}" for k in states) if states else ""
+        needed = seal.get("signatures_needed") or 1
+        shown += f"; {needed} signatures needed per entry" if needed > 1 else ""
         lines.append(f"sealed: {signer}; {plural(len(seal['rejections']), 'entry')} rejected"
+                     + shown
                      + (f", {plural(len(seal['write_errors']), 'write')} failed"
                         if seal["write_errors"] else "")
                      + (f", {plural(len(seal['evictions']), 'entry')} evicted (max size)"

@@ -21,7 +21,9 @@ from datetime import datetime, timezone
 
 from jaxcache.display import safe
 from jaxcache.errors import JaxcacheError
-from jaxcache.seal.keys import PublicKey
+
+if False:  # for type checkers only: the audit imports this module, and keys.py the audit
+    from jaxcache.seal.keys import PublicKey
 
 REVOKED, EXPIRED, NOT_YET_VALID = "revoked-key", "expired-key", "not-yet-valid-key"
 EXPIRING_S = 30 * 86400.0  # audit --sealed warns of keys that expire within 30 days

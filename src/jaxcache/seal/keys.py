@@ -208,8 +208,12 @@ def load_signing(path: str) -> SigningKey:
     A `pkcs11:` URI names a key in a token instead (seal/pkcs11.py, docs/hsm.md)."""
     from jaxcache.seal import pkcs11
 
-    if pkcs11.is_uri(path):
-        return pkcs11.load(path)
+    if pkcs11.is_uri(path):  # the token signs; pkcs11.py sits below this module
+        try:
+            signer = pkcs11.load(path)
+        except pkcs11.TokenError as exc:
+            raise KeyFileError(str(exc)) from None
+        return SigningKey(signer, PublicKey(signer.public), path)
     from jaxcache.trust import inputs
 
     found = inputs.read(path, inputs.SIGNING_KEY)

@@ -26,7 +26,7 @@ from typing import Any
 from urllib.parse import unquote_to_bytes
 
 from jaxcache.display import safe
-from jaxcache.seal.keys import KeyFileError, PublicKey, SigningKey
+from jaxcache.errors import JaxcacheError
 
 SCHEME = "pkcs11:"
 PATH_ATTRIBUTES = ("token", "object", "id", "type")
@@ -40,8 +40,8 @@ _TYPES = ("private", "public", "cert", "secret-key", "data")
 # RFC 7512's characters allowed as they are in a path or query value; others are %XX
 _PCHAR = re.compile(r"(?:[A-Za-z0-9\-._~:\[\]@!$'()*+,=&]|%[0-9A-Fa-f]{2})*")
 _QCHAR = re.compile(r"(?:[A-Za-z0-9\-._~:\[\]@!$'()*+,=/?|]|%[0-9A-Fa-f]{2})*")
-_ED25519_PARAMS = (bytes.fromhex("06032b6570"),  # OID 1.3.101.112
-                   b"\x13\x0cedwards25519")  # PrintableString, as SoftHSM2 keeps it
+# CKA_EC_PARAMS of Ed448 (OID 1.3.101.113, or a PrintableString as SoftHSM2 keeps it), named
+# when refused; any other curve fails the self-test signature
 _ED448_PARAMS = (bytes.fromhex("06032b6571"), b"\x13\x0aedwards448")
 _SELF_TEST = b"jaxcache.pkcs11/1 self-test\n"
 
@@ -51,6 +51,11 @@ _LOCK = threading.RLock()
 _LIBRARIES: dict[str, Any] = {}  # judged path -> the loaded library, once per process
 _SESSIONS: dict[tuple[str, int], tuple[Any, bytes]] = {}  # logged in, with the PIN's digest
 _STALE: set[str] = set()  # libraries the parent initialized: the child initializes again
+
+
+class TokenError(JaxcacheError):
+    """A token, key, PIN file or library that cannot be used (keys.load_signing makes it a
+    KeyFileError: this module sits below keys.py, which builds the SigningKey)."""
 
 
 def _after_fork() -> None:
@@ -92,26 +97,26 @@ def is_uri(text: object) -> bool:
 def parse(text: str) -> Uri:
     """The URI's attributes, or one line saying what to change."""
     if not is_uri(text):
-        raise KeyFileError(f"not a pkcs11: URI: {safe(text[:60])}")
+        raise TokenError(f"not a pkcs11: URI: {safe(text[:60])}")
     body = text[len(SCHEME):]
     path, _, query = body.partition("?")
     pairs = [(n, v, "path") for n, v in _split(path, ";")] + \
             [(n, v, "query") for n, v in _split(query, "&")]
     if any(n == "pin-value" for n, _, _ in pairs):
-        raise KeyFileError("pkcs11 URI: pin-value is refused (a PIN on a command line shows in "
-                           "/proc and shell history): put the PIN in a file only you can read "
-                           "(mode 0600) and give pin-source=file:/path/to/pin")
+        raise TokenError("pkcs11 URI: pin-value is refused (a PIN on a command line shows in "
+                         "/proc and shell history): put the PIN in a file only you can read "
+                         "(mode 0600) and give pin-source=file:/path/to/pin")
     if "#" in body:
-        raise KeyFileError("pkcs11 URI: '#' must be written %23 (a URI fragment names nothing "
-                           "in a token)")
+        raise TokenError("pkcs11 URI: '#' must be written %23 (a URI fragment names nothing "
+                         "in a token)")
     seen: dict[str, bytes] = {}
     for name, value, part in pairs:
         _check_name(name, part)
         if name in seen:
-            raise KeyFileError(f"pkcs11 URI: {name}= is given twice: give it once")
+            raise TokenError(f"pkcs11 URI: {name}= is given twice: give it once")
         if not (_PCHAR if part == "path" else _QCHAR).fullmatch(value):
-            raise KeyFileError(f"pkcs11 URI: the value of {name}= holds a character RFC 7512 "
-                               f"wants percent-encoded (%XX): {safe(value[:60])}")
+            raise TokenError(f"pkcs11 URI: the value of {name}= holds a character RFC 7512 "
+                             f"wants percent-encoded (%XX): {safe(value[:60])}")
         seen[name] = unquote_to_bytes(value)
     return _uri(text, seen)
 
@@ -123,7 +128,7 @@ def _split(part: str, sep: str) -> list[tuple[str, str]]:
             continue  # `a=1;;b=2`, a trailing `;`: nothing said
         name, eq, value = item.partition("=")
         if not eq:
-            raise KeyFileError(f"pkcs11 URI: {safe(item[:60])!r} is not name=value")
+            raise TokenError(f"pkcs11 URI: {safe(item[:60])!r} is not name=value")
         pairs.append((name.lower(), value))
     return pairs
 
@@ -135,15 +140,15 @@ def _check_name(name: str, part: str) -> None:
         return
     if name in there:
         where = "after '?'" if part == "path" else "before '?' (the path, ';'-separated)"
-        raise KeyFileError(f"pkcs11 URI: {name}= belongs {where}")
+        raise TokenError(f"pkcs11 URI: {name}= belongs {where}")
     if name == "module-name":
-        raise KeyFileError("pkcs11 URI: module-name is not supported: give module-path=/"
-                           "absolute/path/lib.so (a library found by name is not judged)")
+        raise TokenError("pkcs11 URI: module-name is not supported: give module-path=/"
+                         "absolute/path/lib.so (a library found by name is not judged)")
     if name in _NOT_SUPPORTED:
-        raise KeyFileError(f"pkcs11 URI: jaxcache does not select by {name}=; name the token "
-                           "by token=LABEL and the key by object=LABEL or id=")
-    raise KeyFileError(f"pkcs11 URI: unknown attribute {safe(name[:40])}= (jaxcache reads "
-                       f"{', '.join(PATH_ATTRIBUTES)}; then ?{'&'.join(QUERY_ATTRIBUTES)})")
+        raise TokenError(f"pkcs11 URI: jaxcache does not select by {name}=; name the token "
+                         "by token=LABEL and the key by object=LABEL or id=")
+    raise TokenError(f"pkcs11 URI: unknown attribute {safe(name[:40])}= (jaxcache reads "
+                     f"{', '.join(PATH_ATTRIBUTES)}; then ?{'&'.join(QUERY_ATTRIBUTES)})")
 
 
 def _text(seen: dict[str, bytes], name: str) -> str | None:
@@ -153,30 +158,30 @@ def _text(seen: dict[str, bytes], name: str) -> str | None:
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError:
-        raise KeyFileError(f"pkcs11 URI: {name}= is not UTF-8 once decoded") from None
+        raise TokenError(f"pkcs11 URI: {name}= is not UTF-8 once decoded") from None
 
 
 def _uri(text: str, seen: dict[str, bytes]) -> Uri:
     token, kind = _text(seen, "token"), _text(seen, "type")
     if not token:
-        raise KeyFileError("pkcs11 URI: no token: add token=LABEL (softhsm2-util --show-slots "
-                           "or pkcs11-tool -L lists the labels)")
+        raise TokenError("pkcs11 URI: no token: add token=LABEL (softhsm2-util --show-slots "
+                         "or pkcs11-tool -L lists the labels)")
     if "object" not in seen and "id" not in seen:
-        raise KeyFileError("pkcs11 URI: which key? add object=LABEL (its CKA_LABEL) or id=%01 "
-                           "(its CKA_ID)")
+        raise TokenError("pkcs11 URI: which key? add object=LABEL (its CKA_LABEL) or id=%01 "
+                         "(its CKA_ID)")
     if kind is not None and kind not in _TYPES:
-        raise KeyFileError(f"pkcs11 URI: type={safe(kind[:30])} is not an object type "
-                           f"({', '.join(_TYPES)})")
+        raise TokenError(f"pkcs11 URI: type={safe(kind[:30])} is not an object type "
+                         f"({', '.join(_TYPES)})")
     if kind not in (None, "private", "public"):
-        raise KeyFileError(f"pkcs11 URI: type={kind} names no key pair: give type=private, or "
-                           "leave type out")
+        raise TokenError(f"pkcs11 URI: type={kind} names no key pair: give type=private, or "
+                         "leave type out")
     module = os.fsdecode(seen["module-path"]) if "module-path" in seen else None
     if not module:
-        raise KeyFileError("pkcs11 URI: no library: add ?module-path=/path/to/pkcs11-lib.so "
-                           "(SoftHSM2's: /usr/lib/softhsm/libsofthsm2.so)")
+        raise TokenError("pkcs11 URI: no library: add ?module-path=/path/to/pkcs11-lib.so "
+                         "(SoftHSM2's: /usr/lib/softhsm/libsofthsm2.so)")
     if not module.startswith("/") or "\0" in module:
-        raise KeyFileError(f"pkcs11 URI: module-path must be an absolute path, not "
-                           f"{safe(module[:80])!r}")
+        raise TokenError(f"pkcs11 URI: module-path must be an absolute path, not "
+                         f"{safe(module[:80])!r}")
     pin = _pin_source(os.fsdecode(seen["pin-source"])) if "pin-source" in seen else None
     return Uri(text, token, module, _text(seen, "object"), seen.get("id"), kind, pin)
 
@@ -187,23 +192,24 @@ def _pin_source(value: str) -> str:
     if path.startswith("//"):  # file://AUTHORITY/path: only the empty authority is this host
         path = path[2:] if path.startswith("///") else ""
     if not path.startswith("/") or "\0" in path:
-        raise KeyFileError(f"pkcs11 URI: pin-source must be file:/ABSOLUTE/PATH (a file only "
-                           f"you can read), not {safe(value[:80])!r}")
+        raise TokenError(f"pkcs11 URI: pin-source must be file:/ABSOLUTE/PATH (a file only "
+                         f"you can read), not {safe(value[:80])!r}")
     return path
 
 
 # --- the token ----------------------------------------------------------------------------
 
 
-def load(text: str) -> SigningKey:
-    """The signing key a URI names: the private half stays in the token, which signs."""
+def load(text: str) -> TokenSigner:
+    """The signer of the key a URI names, holding its public key's 32 bytes (`public`); the
+    private half stays in the token, which signs. keys.load_signing makes it a SigningKey."""
     uri = parse(text)
     if uri.type == "public":
-        raise KeyFileError("pkcs11 URI: type=public names the public key; sign with "
-                           "type=private (or leave type out)")
+        raise TokenError("pkcs11 URI: type=public names the public key; sign with "
+                         "type=private (or leave type out)")
     if uri.pin_file is None:
-        raise KeyFileError("pkcs11 URI: no PIN: add pin-source=file:/path/to/pin (a file only "
-                           "you can read, mode 0600) after '?'")
+        raise TokenError("pkcs11 URI: no PIN: add pin-source=file:/path/to/pin (a file only "
+                         "you can read, mode 0600) after '?'")
     pin = _pin(uri.pin_file)
     p11 = _binding()
     lib = _library(uri, p11)
@@ -214,15 +220,15 @@ def load(text: str) -> SigningKey:
             _ed25519(private, uri, p11)
             raw = _public_raw(session, uri, p11)
         except p11.PKCS11Error as exc:
-            raise KeyFileError(f"token {safe(uri.token)!r}: {_why(exc)}") from None
-    signer = TokenSigner(private, f"key {uri.key_name} on token {safe(uri.token)!r}")
-    public = PublicKey(raw)
-    _self_test(signer, public, uri)
-    return SigningKey(signer, public, uri.text)
+            raise TokenError(f"token {safe(uri.token)!r}: {_why(exc)}") from None
+    signer = TokenSigner(private, raw, f"key {uri.key_name} on token {safe(uri.token)!r}")
+    _self_test(signer, uri)
+    return signer
 
 
-def public_of(text: str) -> PublicKey:
-    """The public key of the pair a URI names (no PIN needed unless the token hides it)."""
+def public_of(text: str) -> bytes:
+    """The 32 bytes of the public key of the pair a URI names (no PIN needed unless the
+    token hides its public objects)."""
     uri = parse(text)
     pin = _pin(uri.pin_file) if uri.pin_file is not None else None
     p11 = _binding()
@@ -231,34 +237,35 @@ def public_of(text: str) -> PublicKey:
         try:
             token = _token(lib, uri, p11)
             if pin is not None:
-                return PublicKey(_public_raw(_logged_in(lib, token, uri, pin, p11), uri, p11))
+                return _public_raw(_logged_in(lib, token, uri, pin, p11), uri, p11)
             session = token.open()
             try:
-                return PublicKey(_public_raw(session, uri, p11))
+                return _public_raw(session, uri, p11)
             finally:
                 session.close()
         except p11.PKCS11Error as exc:
-            raise KeyFileError(f"token {safe(uri.token)!r}: {_why(exc)}") from None
+            raise TokenError(f"token {safe(uri.token)!r}: {_why(exc)}") from None
 
 
 class TokenSigner:
-    """The private half as SigningKey holds it: `sign` asks the token. Never copied or
+    """The private half, as SigningKey holds it: `sign` asks the token. Never copied or
     pickled (what would be copied is a session handle, good in this process only)."""
 
-    def __init__(self, key: Any, where: str) -> None:
+    def __init__(self, key: Any, public: bytes, where: str) -> None:
         self._key, self._where, self._pid = key, where, os.getpid()
+        self.public = public  # the raw Ed25519 public key, read from the token
 
     def sign(self, message: bytes) -> bytes:
         p11 = _binding()
         if os.getpid() != self._pid:
-            raise KeyFileError(f"the token session of {self._where} belongs to process "
-                               f"{self._pid}; PKCS#11 lets no forked child use it (start "
-                               "children with spawn: each opens its own)")
+            raise TokenError(f"the token session of {self._where} belongs to process "
+                             f"{self._pid}; PKCS#11 lets no forked child use it (start "
+                             "children with spawn: each opens its own)")
         with _LOCK:
             try:
                 return bytes(self._key.sign(message, mechanism=p11.Mechanism.EDDSA))
             except p11.PKCS11Error as exc:
-                raise KeyFileError(f"signing with {self._where} failed: {_why(exc)}") from None
+                raise TokenError(f"signing with {self._where} failed: {_why(exc)}") from None
 
     def __reduce_ex__(self, protocol: Any) -> Any:
         raise TypeError("a key in a token cannot be copied or pickled")
@@ -271,8 +278,8 @@ def _binding() -> Any:
     try:
         import pkcs11
     except ImportError:
-        raise KeyFileError("a pkcs11: signing key needs python-pkcs11: pip install "
-                           "'jaxcache[pkcs11]'") from None
+        raise TokenError("a pkcs11: signing key needs python-pkcs11: pip install "
+                         "'jaxcache[pkcs11]'") from None
     return pkcs11
 
 
@@ -284,20 +291,20 @@ def _pin(path: str) -> str:
     try:
         found = inputs.read(path, inputs.PIN_FILE)
     except inputs.InputError as exc:
-        raise KeyFileError(str(exc)) from None
+        raise TokenError(str(exc)) from None
     assert found is not None
     if found.uid != os.geteuid() or stat.S_IMODE(found.mode) & 0o077:
-        raise KeyFileError(f"PIN file {safe(path)} must be yours and mode 0600 (it is uid "
-                           f"{found.uid}, mode {stat.S_IMODE(found.mode):04o}): whoever can "
-                           "read it can sign with the token's key")
+        raise TokenError(f"PIN file {safe(path)} must be yours and mode 0600 (it is uid "
+                         f"{found.uid}, mode {stat.S_IMODE(found.mode):04o}): whoever can "
+                         "read it can sign with the token's key")
     data = found.data[:-1] if found.data.endswith(b"\n") else found.data
     data = data[:-1] if data.endswith(b"\r") else data
     if not data:
-        raise KeyFileError(f"PIN file {safe(path)} is empty")
+        raise TokenError(f"PIN file {safe(path)} is empty")
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError:
-        raise KeyFileError(f"PIN file {safe(path)} is not UTF-8 text") from None
+        raise TokenError(f"PIN file {safe(path)} is not UTF-8 text") from None
 
 
 def _library(uri: Uri, p11: Any) -> Any:
@@ -307,7 +314,7 @@ def _library(uri: Uri, p11: Any) -> Any:
     try:
         fd, st = inputs.opened(uri.module, inputs.LIBRARY, follow=True)
     except inputs.InputError as exc:
-        raise KeyFileError(str(exc)) from None
+        raise TokenError(str(exc)) from None
     try:
         path = os.readlink(f"/proc/self/fd/{fd}")  # the judged file, links followed
         with _LOCK:
@@ -321,12 +328,12 @@ def _library(uri: Uri, p11: Any) -> Any:
                 _STALE.discard(path)
             except p11.PKCS11Error as exc:
                 why = str(exc).rsplit(": ", 1)[-1] if str(exc) else _why(exc)
-                raise KeyFileError(f"cannot load PKCS#11 library {safe(uri.module)}: "
-                                   f"{safe(why)}") from None
+                raise TokenError(f"cannot load PKCS#11 library {safe(uri.module)}: "
+                                 f"{safe(why)}") from None
             now = os.stat(path)
             if (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino):
-                raise KeyFileError(f"PKCS#11 library {safe(uri.module)} changed while it "
-                                   "was being loaded")
+                raise TokenError(f"PKCS#11 library {safe(uri.module)} changed while it "
+                                 "was being loaded")
     finally:
         os.close(fd)
     return lib
@@ -338,11 +345,11 @@ def _token(lib: Any, uri: Uri, p11: Any) -> Any:
     except p11.NoSuchToken:
         labels = sorted({t.label for t in lib.get_tokens() if t.label})
         there = ", ".join(repr(safe(x)) for x in labels[:5]) or "none"
-        raise KeyFileError(f"no token labelled {safe(uri.token)!r} in {safe(uri.module)} "
-                           f"(tokens there: {there})") from None
+        raise TokenError(f"no token labelled {safe(uri.token)!r} in {safe(uri.module)} "
+                         f"(tokens there: {there})") from None
     except p11.MultipleTokensReturned:
-        raise KeyFileError(f"more than one token is labelled {safe(uri.token)!r} in "
-                           f"{safe(uri.module)}: relabel one") from None
+        raise TokenError(f"more than one token is labelled {safe(uri.token)!r} in "
+                         f"{safe(uri.module)}: relabel one") from None
 
 
 def _logged_in(lib: Any, token: Any, uri: Uri, pin: str, p11: Any) -> Any:
@@ -353,14 +360,14 @@ def _logged_in(lib: Any, token: Any, uri: Uri, pin: str, p11: Any) -> Any:
     held = _SESSIONS.get(where)
     if held is not None:
         if not hmac.compare_digest(held[1], digest):
-            raise KeyFileError(f"token {safe(uri.token)!r} is already open in this process "
-                               f"with another PIN than {safe(uri.pin_file or '')}'s")
+            raise TokenError(f"token {safe(uri.token)!r} is already open in this process "
+                             f"with another PIN than {safe(uri.pin_file or '')}'s")
         return held[0]
     try:
         session = token.open(user_pin=pin)
     except p11.PinIncorrect:
-        raise KeyFileError(f"the PIN in {safe(uri.pin_file or '')} is wrong for token "
-                           f"{safe(uri.token)!r} (CKR_PIN_INCORRECT)") from None
+        raise TokenError(f"the PIN in {safe(uri.pin_file or '')} is wrong for token "
+                         f"{safe(uri.token)!r} (CKR_PIN_INCORRECT)") from None
     except p11.UserAlreadyLoggedIn:  # logged in by someone else in this process
         session = token.open()
     _SESSIONS[where] = (session, digest)
@@ -375,10 +382,10 @@ def _one(session: Any, uri: Uri, cls: Any, what: str, p11: Any) -> Any:
         attrs[p11.Attribute.ID] = uri.id
     found = list(session.get_objects(attrs))
     if not found:
-        raise KeyFileError(f"no {what} {uri.key_name} on token {safe(uri.token)!r}")
+        raise TokenError(f"no {what} {uri.key_name} on token {safe(uri.token)!r}")
     if len(found) > 1:
-        raise KeyFileError(f"{len(found)} {what}s match {uri.key_name} on token "
-                           f"{safe(uri.token)!r}: add id= (or object=) to choose one")
+        raise TokenError(f"{len(found)} {what}s match {uri.key_name} on token "
+                         f"{safe(uri.token)!r}: add id= (or object=) to choose one")
     return found[0]
 
 
@@ -387,15 +394,15 @@ def _ed25519(key: Any, uri: Uri, p11: Any) -> None:
     kind = key[p11.Attribute.KEY_TYPE]
     if kind != p11.KeyType.EC_EDWARDS:
         name = getattr(kind, "name", str(kind))
-        raise KeyFileError(f"key {uri.key_name} on token {safe(uri.token)!r} has key type "
-                           f"{name}, not Ed25519 (jaxcache signs with Ed25519 only)")
+        raise TokenError(f"key {uri.key_name} on token {safe(uri.token)!r} has key type "
+                         f"{name}, not Ed25519 (jaxcache signs with Ed25519 only)")
     try:
         params = bytes(key[p11.Attribute.EC_PARAMS])
     except p11.PKCS11Error:
         return  # the self-test signature decides
     if params in _ED448_PARAMS:
-        raise KeyFileError(f"key {uri.key_name} on token {safe(uri.token)!r} is an Ed448 key, "
-                           "not Ed25519 (jaxcache signs with Ed25519 only)")
+        raise TokenError(f"key {uri.key_name} on token {safe(uri.token)!r} is an Ed448 key, "
+                         "not Ed25519 (jaxcache signs with Ed25519 only)")
 
 
 def _public_raw(session: Any, uri: Uri, p11: Any) -> bytes:
@@ -408,23 +415,24 @@ def _public_raw(session: Any, uri: Uri, p11: Any) -> bytes:
     if len(point) == 34 and point[:2] == b"\x04\x20":
         point = point[2:]
     if len(point) != 32:
-        raise KeyFileError(f"the public key {uri.key_name} on token {safe(uri.token)!r} is "
-                           f"not an Ed25519 point ({len(point)} bytes, want 32)")
+        raise TokenError(f"the public key {uri.key_name} on token {safe(uri.token)!r} is "
+                         f"not an Ed25519 point ({len(point)} bytes, want 32)")
     return point
 
 
-def _self_test(signer: TokenSigner, public: PublicKey, uri: Uri) -> None:
+def _self_test(signer: TokenSigner, uri: Uri) -> None:
     """One signature checked before any is published: a public key object that is not the
     private key's (another pair's label) would make readers reject every entry signed."""
     from cryptography.exceptions import InvalidSignature
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
     message = _SELF_TEST + os.urandom(16)
     signature = signer.sign(message)
     try:
-        public.verifier().verify(signature, message)
+        Ed25519PublicKey.from_public_bytes(signer.public).verify(signature, message)
     except InvalidSignature:
-        raise KeyFileError(f"the public key {uri.key_name} on token {safe(uri.token)!r} does "
-                           "not verify the private key's signature: not one pair") from None
+        raise TokenError(f"the public key {uri.key_name} on token {safe(uri.token)!r} does "
+                         "not verify the private key's signature: not one pair") from None
 
 
 def _why(exc: BaseException) -> str:
@@ -437,4 +445,4 @@ def _why(exc: BaseException) -> str:
     return f"{code} ({safe(detail)})" if detail else code
 
 
-__all__ = ["Uri", "is_uri", "load", "parse", "public_of"]
+__all__ = ["TokenError", "TokenSigner", "Uri", "is_uri", "load", "parse", "public_of"]
