@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 from conftest import clean_env, jaxcache
 
-from jaxcache.seal import pkcs11
+from jaxcache.seal import pkcs11, pkcs11_uri
 
 LIBRARIES = ("/usr/lib/softhsm/libsofthsm2.so", "/usr/lib/x86_64-linux-gnu/softhsm/libsofthsm2.so",
              "/usr/lib64/pkcs11/libsofthsm2.so", "/usr/lib64/softhsm/libsofthsm2.so",
@@ -87,10 +87,10 @@ class Token:
     def uri(self, **changes: str) -> str:
         parts = {"token": "T", "object": "ci", "module-path": LIBRARY,
                  "pin-source": f"file:{self.pin_file}", **changes}
-        path = ";".join(f"{k}={v}" for k, v in parts.items() if k in pkcs11.PATH_ATTRIBUTES
+        path = ";".join(f"{k}={v}" for k, v in parts.items() if k in pkcs11_uri.PATH_ATTRIBUTES
                         and v is not None)
         query = "&".join(f"{k}={v}" for k, v in parts.items()
-                         if k not in pkcs11.PATH_ATTRIBUTES and v is not None)
+                         if k not in pkcs11_uri.PATH_ATTRIBUTES and v is not None)
         return f"pkcs11:{path}?{query}"
 
     @property
