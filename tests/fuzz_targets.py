@@ -104,11 +104,25 @@ def signature(data: bytes) -> None:
     entry = seed("signature", "entry")
     meta = json.loads(seed("signature", "entry.sig"))
     trusted = keys.parse_public(meta["public_key"], "root")
+    from dataclasses import replace
+
+    from jaxcache.seal import keyring
+
+    other = keys.generate("other").public
+    expired = replace(trusted, not_after=0.0, signing_time=True)
+    rings = [keyring.KeyRing({trusted.raw: trusted, other.raw: other}, needed=2),
+             keyring.KeyRing({other.raw: other}, revoked=frozenset({trusted.raw})),
+             keyring.KeyRing({expired.raw: expired})]
     checks = [sig.vouched_size(meta["key"], data, {trusted.raw: trusted})[0],
               sig.check(meta["key"], entry, data, {trusted.raw: trusted}),
               sig.check(meta["key"], entry, data, {})]
+    for ring in rings:  # the planted file as the first signature and as every co-signature
+        checks.append(sig.check(meta["key"], entry, data, ring, lambda _id: data))
+        checks.append(sig.check(meta["key"], entry, seed("signature", "entry.sig"), ring,
+                                lambda _id: data))
     for c in checks:
-        assert c.status in (sig.VALID, sig.UNSIGNED, sig.BAD, sig.UNKNOWN_KEY), c
+        assert c.status in (sig.VALID, sig.UNSIGNED, sig.BAD, sig.UNKNOWN_KEY, sig.REVOKED,
+                            sig.EXPIRED, sig.NOT_YET_VALID, sig.TOO_FEW), c
         assert isinstance(c.reason, str)
 
 
@@ -117,9 +131,12 @@ def policy(data: bytes) -> None:
     from jaxcache.trust import policy as policymod
     from jaxcache.trust.principals import Accounts
 
+    from jaxcache.seal import keyring
+
     result = policymod.parse(data, "/p/policy.toml", _accounts(Accounts))
     for path in ("/srv/jax-cache", "/srv/jax-cache/sub", "/tmp/x", "gs://bucket/prefix"):
-        result.rule_for(path)
+        ring = keyring.for_rule(result.rule_for(path))  # parse() refused what contradicts
+        ring.states()
 
 
 _ACCOUNTS: list = []
