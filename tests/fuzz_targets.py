@@ -128,10 +128,9 @@ def signature(data: bytes) -> None:
 
 def policy(data: bytes) -> None:
     """A policy file (--policy or the config file): the whole model built from it."""
+    from jaxcache.seal import keyring
     from jaxcache.trust import policy as policymod
     from jaxcache.trust.principals import Accounts
-
-    from jaxcache.seal import keyring
 
     result = policymod.parse(data, "/p/policy.toml", _accounts(Accounts))
     for path in ("/srv/jax-cache", "/srv/jax-cache/sub", "/tmp/x", "gs://bucket/prefix"):

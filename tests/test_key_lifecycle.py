@@ -176,7 +176,8 @@ def test_trust_signing_time_is_the_explicit_softer_reading(world, tmp_path):
 
 
 def test_two_signatures_needed_counts_distinct_keys(world, tmp_path):
-    from jaxcache.seal import names
+    from jaxcache.seal import keys as keymod
+    from jaxcache.seal import names, signature
 
     cache = copy(world, tmp_path)
     pubs = world["pubs"]
@@ -193,19 +194,23 @@ def test_two_signatures_needed_counts_distinct_keys(world, tmp_path):
             (cache / names.cosignature(name, key_id(world, other))).write_bytes(first)
     out, rec = run(str(cache), pol, tmp_path)
     assert out["results"] == world["golden"] and set(rejected(rec)) == {"too-few-signatures"}
-    # the junk under ci-2's co-signature name does not block ci-2 from co-signing: replaced
+    # ci-2 will not co-sign on ci-1's word alone when two keys are needed: that would make
+    # one key holder enough; nothing is written
+    before = snapshot(cache)
     proc = jaxcache("seal", str(cache), "--signing-key", key(world, "ci-2"), "--add-signature",
                     "--policy", str(pol), "--format", "json")
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert json.loads(proc.stdout)["counts"]["co-signed"] == len(world["entries"])
-    assert jaxcache("verify", str(cache), "--policy", str(pol)).returncode == 0
-    # two distinct keys: accepted
+    doc = json.loads(proc.stdout)
+    assert proc.returncode == 1 and doc["counts"]["too-few-signatures"] == len(world["entries"])
+    assert all("--from" in e["reason"] for e in doc["entries"]) and snapshot(cache) == before
+    # two distinct keys, each signing independently: accepted
     cache = copy(world, tmp_path / "two")
+    signer = keymod.signing_from((world["keys"] / "ci-2.key").read_bytes(), key(world, "ci-2"))
+    for name in world["entries"]:
+        sig = signature.sign(names.key_of(name), (cache / name).read_bytes(), signer,
+                             relies_on=())
+        (cache / names.cosignature(name, key_id(world, "ci-2"))).write_bytes(sig)
     pol = policy(tmp_path / "q.toml", str(cache), [(pubs["ci-1"], {}), (pubs["ci-2"], {})],
                  needed=2)
-    proc = jaxcache("seal", str(cache), "--signing-key", key(world, "ci-2"), "--add-signature",
-                    "--policy", str(pol))
-    assert proc.returncode == 0 and "CO-SIGNED" in proc.stdout, proc.stdout + proc.stderr
     out, rec = run(str(cache), pol, tmp_path)
     assert out["hits"] >= 2 and rec["seal"]["rejections"] == []
     assert out["results"] == world["golden"]
@@ -214,6 +219,38 @@ def test_two_signatures_needed_counts_distinct_keys(world, tmp_path):
                  needed=2, revoked=(pubs["ci-1"],))
     out, rec = run(str(cache), pol, tmp_path)
     assert out["hits"] == 0 and set(rejected(rec)) == {"too-few-signatures"}
+
+
+def test_co_signing_from_your_own_build_vouches_only_for_identical_bytes(world, tmp_path):
+    """`--add-signature --from DIR`: the second key signs only what its own compile of the
+    same job produced byte for byte (the junk left under its co-signature names replaced);
+    JAX's compiles are not always reproducible, and what differs stays one signature short."""
+    from jaxcache.seal import names
+
+    cache = copy(world, tmp_path)
+    pubs = world["pubs"]
+    for name in world["entries"]:  # junk where ci-2's co-signatures go
+        (cache / names.cosignature(name, key_id(world, "ci-2"))).write_bytes(b"junk")
+    own = tmp_path / "own"
+    proc = jaxcache("run", "-q", "--cache-dir", str(own), "--", sys.executable, JOB,
+                    env=clean_env(JAX_PERSISTENT_CACHE_ENABLE_XLA_CACHES="none"))
+    assert proc.returncode == 0, proc.stderr
+    same = {n for n in world["entries"]
+            if (own / n).is_file() and (own / n).read_bytes() == (cache / n).read_bytes()}
+    pol = policy(tmp_path / "p.toml", str(cache), [(pubs["ci-1"], {}), (pubs["ci-2"], {})],
+                 needed=2)
+    proc = jaxcache("seal", str(cache), "--signing-key", key(world, "ci-2"), "--add-signature",
+                    "--from", str(own), "--policy", str(pol), "--format", "json")
+    doc = json.loads(proc.stdout)
+    status = {e["name"]: e["status"] for e in doc["entries"]}
+    assert {n for n, st in status.items() if st == "co-signed"} == same
+    assert all(st == "not-co-signed" for n, st in status.items() if n not in same)
+    assert proc.returncode == (0 if same == set(world["entries"]) else 1)
+    out, rec = run(str(cache), pol, tmp_path)
+    assert out["results"] == world["golden"]
+    assert {r["key"] + "-cache" for r in rec["seal"]["rejections"]} == \
+        set(world["entries"]) - same
+    assert set(rejected(rec)) <= {"too-few-signatures"}
 
 
 def test_rotation_playbook_keeps_every_warm_hit(world, tmp_path):
@@ -247,10 +284,8 @@ def test_rotation_playbook_keeps_every_warm_hit(world, tmp_path):
     _, pub = run(str(cache), p, tmp_path, "--signing-key", key(world, "ci-2"))
     assert pub["seal"]["signing_key_name"] == "ci-2" and pub["seal"]["rejections"] == []
     reader()
-    # 5. remove the old key, or revoke it
+    # 5. remove the old key
     policy(p, str(cache), [(new, {})])
-    reader()
-    policy(p, str(cache), [(new, {})], revoked=(old,))
     rec = reader()
     assert [k["name"] for k in rec["seal"]["trusted_keys"]] == ["ci-2"]
     before = snapshot(cache)
@@ -260,6 +295,16 @@ def test_rotation_playbook_keeps_every_warm_hit(world, tmp_path):
     assert proc.returncode == 0 and doc["counts"]["co-signed"] == 0
     assert all(e["reason"].startswith("already signed by") for e in doc["entries"])
     assert snapshot(cache) == before
+    # the leaked-key drill: revoking the old key (not the routine removal above) also revokes
+    # what the new key co-signed on its word: a thief could have signed it
+    policy(p, str(cache), [(new, {})], revoked=(old,))
+    out, rec = run(str(cache), p, tmp_path)
+    assert out["results"] == world["golden"] and out["hits"] == 0
+    assert rejected(rec) and set(rejected(rec)) == {"revoked-key"}
+    proc = jaxcache("verify", str(cache), "--policy", str(p), "--format", "json")
+    listed = [e["name"] for e in json.loads(proc.stdout)["entries"]
+              if e["status"] == "revoked-key"]
+    assert sorted(listed) == world["entries"]
 
 
 def test_a_publisher_refuses_a_signing_key_readers_would_reject(world, tmp_path):
@@ -451,22 +496,36 @@ def test_bucket_revoked_expired_and_threshold(world, bucket, tmp_path):
     out, rec = run(url, pol, tmp_path, env=env)
     assert out["results"] == world["golden"] and set(rejected(rec)) == {"expired-key"}
     assert bucket["emu"].names("jaxkeys", "revoked") == before
-    # two needed: one signature is too few; co-signed in the bucket, both count
+    # two needed: one signature is too few; ci-2 co-signs from its own build, in the bucket
+    # (create-only objects), and what it co-signed is accepted
     two = policy(tmp_path / "r.toml", url, [(pubs["ci-1"], {}), (pubs["ci-2"], {})], needed=2)
     out, rec = run(url, two, tmp_path, env=env)
     assert out["hits"] == 0 and set(rejected(rec)) == {"too-few-signatures"}
     proc = jaxcache("seal", url, "--signing-key", key(world, "ci-2"), "--add-signature",
-                    "--policy", str(two), env=env)
-    assert proc.returncode == 0 and "CO-SIGNED" in proc.stdout, proc.stdout + proc.stderr
-    added = set(bucket["emu"].names("jaxkeys", "revoked")) - set(before)
-    assert added and all(n.endswith(f".{key_id(world, 'ci-2')}.sig") for n in added)
-    out, rec = run(url, two, tmp_path, env=env)
-    assert out["hits"] >= 2 and rec["seal"]["rejections"] == []
-    # co-signing again creates nothing (create-only, already signed)
-    names_now = bucket["emu"].names("jaxkeys", "revoked")
+                    "--policy", str(two), env=env)  # on ci-1's word alone: refused
+    assert proc.returncode == 1 and bucket["emu"].names("jaxkeys", "revoked") == before
+    own = tmp_path / "own"
+    proc = jaxcache("run", "-q", "--cache-dir", str(own), "--", sys.executable, JOB,
+                    env=clean_env(JAX_PERSISTENT_CACHE_ENABLE_XLA_CACHES="none"))
+    assert proc.returncode == 0, proc.stderr
+    emu = bucket["emu"]
+    entries = [n for n in before if n.endswith("-cache")]
+    same = {n for n in entries if (own / n).is_file() and
+            (own / n).read_bytes() == emu.download("jaxkeys", f"revoked/{n}")}
+    assert same, "no entry of the job compiled to the same bytes twice"
     proc = jaxcache("seal", url, "--signing-key", key(world, "ci-2"), "--add-signature",
-                    "--policy", str(two), env=env)
-    assert proc.returncode == 0 and bucket["emu"].names("jaxkeys", "revoked") == names_now
+                    "--from", str(own), "--policy", str(two), env=env)
+    assert proc.returncode == (0 if same == set(entries) else 1), proc.stdout + proc.stderr
+    added = set(emu.names("jaxkeys", "revoked")) - set(before)
+    assert added == {f"{n}.{key_id(world, 'ci-2')}.sig" for n in same}
+    out, rec = run(url, two, tmp_path, env=env)
+    assert out["results"] == world["golden"]
+    assert {r["key"] + "-cache" for r in rec["seal"]["rejections"]} == set(entries) - same
+    # co-signing again creates nothing (create-only, already signed)
+    names_now = emu.names("jaxkeys", "revoked")
+    jaxcache("seal", url, "--signing-key", key(world, "ci-2"), "--add-signature", "--from",
+             str(own), "--policy", str(two), env=env)
+    assert emu.names("jaxkeys", "revoked") == names_now
 
 
 def test_bucket_rotation_keeps_every_warm_hit(world, bucket, tmp_path):
@@ -479,7 +538,7 @@ def test_bucket_rotation_keeps_every_warm_hit(world, bucket, tmp_path):
     steps = [lambda: policy(p, url, [(pubs["ci-1"], {}), (pubs["ci-2"], {})]),
              lambda: jaxcache("seal", url, "--signing-key", key(world, "ci-2"),
                               "--add-signature", "--policy", str(p), env=env),
-             lambda: policy(p, url, [(pubs["ci-2"], {})], revoked=(pubs["ci-1"],))]
+             lambda: policy(p, url, [(pubs["ci-2"], {})])]
     for step in steps:
         done = step()
         if isinstance(done, subprocess.CompletedProcess):
@@ -487,6 +546,10 @@ def test_bucket_rotation_keeps_every_warm_hit(world, bucket, tmp_path):
         out, rec = run(url, p, tmp_path, env=env)
         assert out["results"] == world["golden"]
         assert rec["seal"]["rejections"] == [] and rec["counts"]["hits"] == hits
+    # revoking the old key (a leak) revokes what was co-signed on its word
+    policy(p, url, [(pubs["ci-2"], {})], revoked=(pubs["ci-1"],))
+    out, rec = run(url, p, tmp_path, env=env)
+    assert out["results"] == world["golden"] and set(rejected(rec)) == {"revoked-key"}
 
 
 def test_names_in_key_text_are_checked(tmp_path):
@@ -502,3 +565,119 @@ def test_names_in_key_text_are_checked(tmp_path):
     proc = jaxcache("keygen", "--name", "bad name", str(tmp_path / "k.key"))
     assert proc.returncode == 2 and not (tmp_path / "k.key").exists()
     assert os.listdir(tmp_path) == []
+
+
+# --- what a writer of the directory plants, on hand-made entries (no JAX needed) -------------
+
+def _fake(tmp_path: Path, n: int = 2) -> tuple[Path, object, list[str]]:
+    """A sealed directory of `n` made-up entries signed by a new key."""
+    from jaxcache.seal import keys as keymod
+    from jaxcache.seal import names, signature
+
+    d = tmp_path / "fake"
+    d.mkdir(mode=0o700)
+    signer = keymod.generate("ci-1")
+    made = []
+    for i in range(n):
+        name = f"jit_f{i}-{i:064x}-cache"
+        (d / name).write_bytes(b"entry %d" % i)
+        (d / names.sidecar(name, names.SIGNATURE)).write_bytes(
+            signature.sign(names.key_of(name), b"entry %d" % i, signer))
+        made.append(name)
+    return d, signer, made
+
+
+def test_a_directory_or_fifo_at_a_signature_name_is_one_bad_entry(tmp_path):
+    from jaxcache.seal import names
+    from jaxcache.seal.store import SealedCache
+
+    d, signer, made = _fake(tmp_path, 3)
+    other = pytest.importorskip("jaxcache.seal.keys").generate("ci-2")
+    (d / names.cosignature(made[0], other.public.id)).mkdir()
+    os.mkfifo(d / names.cosignature(made[1], other.public.id))
+    (d / names.sidecar(made[2], names.SIGNATURE)).unlink()
+    (d / names.sidecar(made[2], names.SIGNATURE)).mkdir()
+    pol = policy(tmp_path / "p.toml", str(d), [(signer.public.named_text, {}),
+                                              (other.public.named_text, {})], needed=2)
+    proc = jaxcache("verify", str(d), "--policy", str(pol), "--format", "json")
+    assert proc.returncode == 1, proc.stderr
+    status = {e["name"]: e["status"] for e in json.loads(proc.stdout)["entries"]}
+    assert status[made[0]] == status[made[1]] == "too-few-signatures"
+    assert status[made[2]] == "not-a-file"
+    from jaxcache.seal.keyring import KeyRing
+
+    cache = SealedCache(str(d), trusted=KeyRing({signer.public.raw: signer.public,
+                                                other.public.raw: other.public}, needed=2))
+    before = len(os.listdir("/proc/self/fd"))
+    for _ in range(20):
+        for name in made:
+            assert cache.get(names.key_of(name)) is None  # a miss, never an exception
+    assert len(os.listdir("/proc/self/fd")) == before  # no descriptor left open
+    cache.close()
+
+
+def test_an_undecodable_entry_name_is_judged_not_a_crash(tmp_path):
+    from jaxcache.seal import keys as keymod
+    from jaxcache.seal import names, signature
+
+    d, signer, made = _fake(tmp_path, 1)
+    bad = os.fsdecode(b"jit_\xff\xfe-" + b"a" * 64 + b"-cache")
+    (d / bad).write_bytes(b"planted")
+    doc = json.loads((d / names.sidecar(made[0], names.SIGNATURE)).read_text())
+    (d / names.sidecar(bad, names.SIGNATURE)).write_text(json.dumps(doc))
+    pol = policy(tmp_path / "p.toml", str(d), [(signer.public.named_text, {})])
+    proc = jaxcache("verify", str(d), "--policy", str(pol))
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr and "internal" not in \
+        proc.stderr, proc.stderr
+    assert "BAD SIGNATURE" in proc.stdout
+    helper = keymod.generate("ci-2")
+    pol = policy(tmp_path / "q.toml", str(d), [(signer.public.named_text, {}),
+                                              (helper.public.named_text, {})])
+    (tmp_path / "k").mkdir(mode=0o700)
+    keymod.save(helper, str(tmp_path / "k" / "ci-2.key"))
+    proc = jaxcache("seal", str(d), "--signing-key", str(tmp_path / "k" / "ci-2.key"),
+                    "--add-signature", "--policy", str(pol))
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert signature.check(names.key_of(bad), b"planted", doc and json.dumps(doc).encode(),
+                           [signer.public]).status == "bad-signature"
+
+
+def test_a_key_listed_twice_keeps_the_stricter_window(tmp_path):
+    d, signer, made = _fake(tmp_path, 1)
+    pub = signer.public.named_text
+    text = (f'trusted_keys = [{{ holder = "root", key = "{pub}" }}]\n'
+            f'[[cache]]\npath = "{d}"\n'
+            f'trusted_keys = [{{ holder = "root", key = "{pub}", not_after = {PAST} }}]\n')
+    p = tmp_path / "p.toml"
+    p.write_text(text)
+    p.chmod(0o600)
+    proc = jaxcache("verify", str(d), "--policy", str(p), "--format", "json")
+    doc = json.loads(proc.stdout)
+    assert proc.returncode == 1 and doc["counts"]["expired-key"] == 1
+    assert [k["state"] for k in doc["keys"]] == ["expired"]
+
+
+@pytest.mark.parametrize("moment", ["0001-01-01T00:00:00+01:00", "9999-12-31T23:59:59-23:59"])
+def test_a_time_out_of_range_is_a_policy_error(tmp_path, moment):
+    d, signer, made = _fake(tmp_path, 1)
+    p = policy(tmp_path / "p.toml", str(d), [(signer.public.named_text, {"not_after": moment})])
+    proc = jaxcache("verify", str(d), "--policy", str(p))
+    assert proc.returncode == 2 and "policy" in proc.stderr and "internal" not in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+
+
+def test_a_name_in_a_signature_is_not_shown_as_the_keys_name(tmp_path):
+    from jaxcache.seal import keys as keymod
+    from jaxcache.seal import names
+
+    d, signer, made = _fake(tmp_path, 1)
+    mallory = keymod.generate()
+    sig = d / names.sidecar(made[0], names.SIGNATURE)
+    doc = json.loads(sig.read_text())
+    doc["public_key"] = f"ci-1:{mallory.public.text}"  # claims the trusted key's name
+    sig.write_text(json.dumps(doc))
+    proc = jaxcache("ls", str(d), "--format", "json", env=clean_env())
+    assert list(json.loads(proc.stdout)["signers"].values()) == [mallory.public.id]
+    pol = policy(tmp_path / "p.toml", str(d), [(signer.public.named_text, {})])
+    out = jaxcache("verify", str(d), "--policy", str(pol)).stdout
+    assert "UNKNOWN KEY" in out and f"ci-1 ({mallory.public.id})" not in out

@@ -40,6 +40,11 @@ def options(p: argparse.ArgumentParser) -> None:
                        "a second signature (signatures_needed) or a key rotation without a "
                        "cold cache. Entries no usable trusted key signed are reported and "
                        "left. The key must itself be trusted (policy or --trusted-key).")
+    common.option(p, "--from", dest="own_dir", metavar="DIR",
+                  help="With --add-signature: co-sign only entries whose bytes are those in "
+                       "DIR, your own build of the same jobs (a private cache): an "
+                       "independent second signature for signatures_needed > 1. Without it, "
+                       "co-signing vouches on the other keys' word (a key rotation).")
     common.option(p, "--require-origin", action="store_true",
                   help="Refuse to sign entries no job jaxcache watched wrote (restored, "
                        "copied, from a base image), as under CI it always does, unless the "
@@ -81,12 +86,14 @@ def handle(args: argparse.Namespace, tail: None) -> None:
             common.usage(args, "--add-signature co-signs only what trusted keys signed: "
                                "--allow-unhittable, --trust-bucket-writers and --require-origin "
                                "do not apply")
-        scan_output(args, actions.cosign(args.dir, args.signing_key, keys, args.policy_path),
-                    "cosign")
+        scan_output(args, actions.cosign(args.dir, args.signing_key, keys, args.policy_path,
+                                         args.own_dir), "cosign")
+    if args.own_dir:
+        common.usage(args, "--from goes with --add-signature (co-signing from your own build)")
     if "://" in args.dir:
         scan_output(args, actions.seal_bucket(args.dir, args.signing_key, keys,
                                               args.trust_bucket_writers,
-                                              args.allow_unhittable), "seal")
+                                              args.allow_unhittable, args.policy_path), "seal")
     if args.trust_bucket_writers:
         common.usage(args, "--trust-bucket-writers is for gs:// prefixes only")
     def warn(text: str) -> None:

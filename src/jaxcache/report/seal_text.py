@@ -35,8 +35,8 @@ def _first(result: ScanResult, action: str) -> str:
             return (f"{style.verdict('CO-SIGNED')}: {added} of {total} co-signed now by "
                     f"{safe(result.signer or '')} in {where}")
         bad = len(result.entries) - result.count("valid") - added
-        return (f"{style.verdict('NOT CO-SIGNED')}: {bad} of {total} no usable trusted key "
-                f"signed (left), {added} co-signed now, in {where}")
+        return (f"{style.verdict('NOT CO-SIGNED')}: {bad} of {total} left without this key's "
+                f"signature (each says why), {added} co-signed now, in {where}")
     signed = result.count("signed-now")
     if result.ok:
         head = f"{style.verdict('SEALED')}: {signed} of {total} signed now in {where}"

@@ -44,26 +44,57 @@ def verify_dir(directory: str, given: tuple[str, ...], policy: str | None):
     return scan.verify(_existing_dir(directory), trusted_keys_for(directory, given, policy))
 
 
-def cosign(directory: str, key_path: str, given: tuple[str, ...], policy: str | None):
-    """`seal --add-signature`: co-sign, with the key at `key_path`, what the other trusted keys
-    already signed (a directory or a bucket prefix). No audit of the writers is needed: a
-    co-signer vouches only for entries a key it trusts signed."""
+def cosign(directory: str, key_path: str, given: tuple[str, ...], policy: str | None,
+           own_dir: str | None = None):
+    """`seal --add-signature`: co-sign, with the key at `key_path`, what the other trusted
+    keys already vouch for (a directory or a bucket prefix), or with `own_dir` (`--from`)
+    what matches the co-signer's own build. No audit of the shared place's writers is
+    needed: a co-signer adds its word only to what trusted keys, or its own build, say; its
+    own build must be private (PRIVATE or SHARED-BY-POLICY): it is the evidence."""
+    import contextlib
+
     from jaxcache.seal import keys as keymod
     from jaxcache.seal import scan
 
-    if "://" in directory:
-        from jaxcache.seal import bucket_scan, objects
+    with contextlib.ExitStack() as stack:
+        own = _own_build(own_dir, policy, stack) if own_dir is not None else None
+        if "://" in directory:
+            from jaxcache.seal import bucket_scan, objects
 
-        url = objects.parse(directory)
-        ring = trusted_keys_for(url.text, given, policy)
-        return bucket_scan.cosign(objects.open_store(url), keymod.load_signing(key_path), ring)
-    directory = _existing_dir(directory)
-    ring = trusted_keys_for(directory, given, policy)
-    return scan.cosign(directory, keymod.load_signing(key_path), ring)
+            url = objects.parse(directory)
+            ring = trusted_keys_for(url.text, given, policy)
+            return bucket_scan.cosign(objects.open_store(url), keymod.load_signing(key_path),
+                                      ring, own)
+        directory = _existing_dir(directory)
+        ring = trusted_keys_for(directory, given, policy)
+        return scan.cosign(directory, keymod.load_signing(key_path), ring, own)
+
+
+def _own_build(own_dir: str, policy: str | None, stack):
+    """The co-signer's own cache (`--from DIR`), audited as any plain cache it would load:
+    what it holds is what the co-signer vouches for."""
+    import os
+
+    from jaxcache import api
+    from jaxcache.seal.store import _open_dir, _read, _Rejected
+
+    own_dir = _existing_dir(own_dir)
+    report = api.audit(own_dir, policy=policy, scan_processes=False)
+    if not report.verdict.ok:
+        raise UntrustedCacheError(report, "to co-sign from")
+    fd = _open_dir(report.resolved or own_dir)
+    stack.callback(os.close, fd)
+
+    def own(name: str) -> bytes | None:
+        try:
+            return _read(fd, name)
+        except _Rejected:
+            return None
+    return own
 
 
 def seal_bucket(url: str, key_path: str, given: tuple[str, ...], trust_writers: bool,
-                allow_unhittable: bool = False):
+                allow_unhittable: bool = False, policy: str | None = None):
     """Sign what is under a bucket prefix. jaxcache cannot see who wrote those objects (the
     bucket's IAM), so sealing them is refused unless the caller vouches for every writer."""
     from jaxcache.seal import bucket_scan, objects
@@ -77,7 +108,7 @@ def seal_bucket(url: str, key_path: str, given: tuple[str, ...], trust_writers: 
             "that only your publisher can write it, then pass --trust-bucket-writers")
     signer = keymod.load_signing(key_path)
     return bucket_scan.seal(objects.open_store(where), signer,
-                            trusted_keys_for(where.text, given, None, required=False),
+                            trusted_keys_for(where.text, given, policy, required=False),
                             allow_unhittable=allow_unhittable)
 
 

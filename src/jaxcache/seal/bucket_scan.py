@@ -80,7 +80,7 @@ def _status(store: ObjectStore, name: str, table: KeyRing, *,
     check = signature.check(names.key_of(name), data, sig, table) if whole else \
         signature.confirm(names.key_of(name), data, found, table)
     return EntryStatus(name, check.status, check.reason, len(data),
-                       hittable.why_never_hit(data)), data
+                       hittable.why_never_hit(data), check.signers), data
 
 
 def verify(store: ObjectStore, trusted: KeyRing | list[PublicKey]) -> ScanResult:
@@ -118,8 +118,8 @@ def seal(store: ObjectStore, signer: SigningKey, trusted: KeyRing | list[PublicK
                       needed=table.needed, signer=scan.label_of(table, signer))
 
 
-def cosign(store: ObjectStore, signer: SigningKey, trusted: KeyRing | list[PublicKey]
-           ) -> ScanResult:
+def cosign(store: ObjectStore, signer: SigningKey, trusted: KeyRing | list[PublicKey],
+           own: scan.Own | None = None) -> ScanResult:
     """`seal gs://... --add-signature`: as scan.cosign, each co-signature object created only
     if absent."""
     full = keyring.of(trusted)
@@ -144,7 +144,13 @@ def cosign(store: ObjectStore, signer: SigningKey, trusted: KeyRing | list[Publi
             return None
         except StoreError as exc:
             raise JaxcacheError(f"cannot co-sign {store.url}/{name}: {exc.message}") from None
+    def shared(name: str, limit: int) -> bytes | None:
+        try:
+            return store.get(name, limit=limit)
+        except StoreError as exc:
+            raise JaxcacheError(f"cannot read {store.url}/{name}: {exc.message}") from None
     return ScanResult(store.url, tuple(
-        scan.cosign_entry(name, signer, ring, lambda n, r: _status(store, n, r), add)
+        scan.cosign_entry(name, signer, ring, lambda n, r: _status(store, n, r), add, own,
+                          shared)
         for name in entries), tuple(leftovers), keys=full.states(), needed=full.needed,
         signer=scan.label_of(ring, signer))

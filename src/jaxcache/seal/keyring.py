@@ -88,6 +88,11 @@ class KeyRing:
         return raw in self.revoked or (bool(self.revoked_ids) and
                                        hashlib.sha256(raw).hexdigest()[:16] in self.revoked_ids)
 
+    def revoked_id(self, key_id: str) -> bool:
+        """Whether the key with this id is revoked (a co-signature names keys by id)."""
+        return key_id in self.revoked_ids or any(
+            hashlib.sha256(r).hexdigest()[:16] == key_id for r in self.revoked)
+
     def unusable(self, key: PublicKey, signed_at: float | None = None
                  ) -> tuple[str, str] | None:
         """Why a trusted key may not count now (status, reason), or None. `signed_at`: the
@@ -157,10 +162,31 @@ def for_rule(rule: object, extra: Iterable[PublicKey] = ()) -> KeyRing:
     """The ring of a policy rule (trust/rules.py Rule: trusted_keys, revoked_keys,
     signatures_needed) plus keys the caller gives (--trusted-key): a given key the policy
     revokes is refused (KeyRingError), not silently dropped."""
-    keys: dict[bytes, PublicKey] = {}
-    for k in (*getattr(rule, "trusted_keys", ()), *extra):
-        keys.setdefault(k.raw, k)
+    from dataclasses import replace
+
     revoked = getattr(rule, "revoked_keys", ())
     raws = frozenset(r for r in revoked if isinstance(r, bytes))
     ids = frozenset(r for r in revoked if isinstance(r, str))
+    probe = KeyRing({}, raws, ids)
+    keys: dict[bytes, PublicKey] = {}
+    for k in getattr(rule, "trusted_keys", ()):
+        seen = keys.get(k.raw)
+        # listed twice (the top level and a path, or one list): the stricter of both
+        keys[k.raw] = k if seen is None else replace(
+            seen, not_before=_latest(seen.not_before, k.not_before),
+            not_after=_earliest(seen.not_after, k.not_after),
+            signing_time=seen.signing_time and k.signing_time, name=seen.name or k.name)
+    for k in extra:  # given by the caller: the policy's word on the same key wins
+        if probe.is_revoked(k.raw):
+            raise KeyRingError(f"key {safe(k.label)} (given as --trusted-key, trusted_keys=, "
+                               "or as the signing key) is revoked by the policy")
+        keys.setdefault(k.raw, k)
     return KeyRing(keys, raws, ids, getattr(rule, "signatures_needed", 1) or 1)
+
+
+def _latest(a: float | None, b: float | None) -> float | None:
+    return b if a is None else a if b is None else max(a, b)
+
+
+def _earliest(a: float | None, b: float | None) -> float | None:
+    return b if a is None else a if b is None else min(a, b)

@@ -85,17 +85,18 @@ def put_cosignature(dir_fd: int, name: str, sig: bytes,
                     stale: Callable[[bytes | None], bool]) -> bool:
     """Create a co-signature file; where one is there already and `stale` says it is not
     this key's valid signature of the entry (junk, or one of bytes since evicted and
-    republished), replace it under the tier's lock, compare-and-swap, so no stale file holds
+    republished), replace it, compare-and-swap, so no stale file holds
     the key's name forever. False when a valid one is there (or appeared meanwhile)."""
     if _link_new(dir_fd, name, sig):
         return True
-    with lru.locked(dir_fd):
-        existing, identity, _ = _look(dir_fd, name)
-        if identity is None:
-            return _link_new(dir_fd, name, sig)
-        if not stale(existing):
-            return False
-        return _swap(dir_fd, name, sig, identity)
+    # no lock (the directory's lock file is anyone's to block): the swap checks the file is
+    # still the one judged; racing a co-signer of the same key, either valid file stays
+    existing, identity, _ = _look(dir_fd, name)
+    if identity is None:
+        return _link_new(dir_fd, name, sig)
+    if not stale(existing):
+        return False
+    return _swap(dir_fd, name, sig, identity)
 
 
 Identity = tuple[int, int, int, int]  # device, inode, size, mtime in ns

@@ -30,6 +30,7 @@ class EntryStatus:
     reason: str
     size: int
     never_hit: str | None = None  # why a sealed reader never hits it (seal/hittable.py)
+    signers: tuple[str, ...] = ()  # valid: the ids of the keys that vouched for it
 
 
 @dataclass(frozen=True)
@@ -137,7 +138,7 @@ def _status(fd: int, name: str, trusted: KeyRing, *, read_unsigned: bool = False
     check = signature.check(key, data, sig, trusted) if whole else \
         signature.confirm(key, data, found, trusted)
     return EntryStatus(name, check.status, check.reason, len(data),
-                       hittable.why_never_hit(data)), data
+                       hittable.why_never_hit(data), check.signers), data
 
 
 def verify(directory: str, trusted: KeyRing | list[PublicKey]) -> ScanResult:
@@ -185,11 +186,14 @@ def seal(directory: str, signer: SigningKey, trusted: KeyRing | list[PublicKey],
 
 
 
-def cosign(directory: str, signer: SigningKey, trusted: KeyRing | list[PublicKey]) -> ScanResult:
-    """`seal --add-signature`: add `signer`'s signature beside every entry that another
-    trusted, usable key already signed (its co-signature file, created only if absent). What
-    no such key vouches for is reported and left: a co-signer vouches only for what a key it
-    trusts signed, never for what a writer of the directory put there."""
+def cosign(directory: str, signer: SigningKey, trusted: KeyRing | list[PublicKey],
+           own: Own | None = None) -> ScanResult:
+    """`seal --add-signature`: add `signer`'s signature beside every entry that the other
+    trusted, usable keys already vouch for (as many as the policy needs: a rotation), or,
+    with `own` (`--from DIR`), every entry whose bytes are those of the co-signer's own build
+    (a second, independent word). Each co-signature file is created only if absent. What has
+    neither is reported and left: a co-signer never vouches for what a writer of the
+    directory, or a single key holder, put there alone."""
     full = keyring.of(trusted)
     ring = cosigning_ring(full, signer)
     fd = _open_dir(directory)
@@ -202,8 +206,14 @@ def cosign(directory: str, signer: SigningKey, trusted: KeyRing | list[PublicKey
                 return "no room for a co-signature name (a module name over 169 characters)"
             return None if put_cosignature(fd, where, sig, stale) else \
                 "a valid co-signature file appeared meanwhile"
+
+        def shared(name: str, limit: int) -> bytes | None:
+            try:
+                return _read(fd, name, limit=limit)
+            except _Rejected:
+                return None
         return ScanResult(directory, tuple(
-            cosign_entry(name, signer, ring, lambda n, r: _status(fd, n, r), add)
+            cosign_entry(name, signer, ring, lambda n, r: _status(fd, n, r), add, own, shared)
             for name in entries), tuple(leftovers), keys=full.states(), needed=full.needed,
             signer=label_of(ring, signer))
     finally:
@@ -217,7 +227,7 @@ def label_of(ring: KeyRing, signer: SigningKey) -> str:
 
 def cosigning_ring(ring: KeyRing, signer: SigningKey) -> KeyRing:
     """The ring a co-signer judges with: `signer` must be trusted and usable there (readers
-    would not count its signature otherwise: trust the new key first), one signature enough."""
+    would not count its signature otherwise: trust the new key first)."""
     own = ring.get(signer.public.raw)
     if own is None:
         raise keyring.KeyRingError(
@@ -227,42 +237,72 @@ def cosigning_ring(ring: KeyRing, signer: SigningKey) -> KeyRing:
     state = ring.unusable(own)
     if state is not None:
         raise keyring.KeyRingError(f"cannot co-sign: {state[1]}")
-    return ring.single()
+    return ring
 
 
 Judge = Callable[[str, KeyRing], tuple[EntryStatus, "bytes | None"]]
-
-
 Add = Callable[[str, bytes, Callable[["bytes | None"], bool]], "str | None"]
+Own = Callable[[str], "bytes | None"]  # the co-signer's own build of an entry, if it has one
+Shared = Callable[[str, int], "bytes | None"]  # the entry's bytes, at most that many
 
 
-def cosign_entry(name: str, signer: SigningKey, ring: KeyRing, judge: Judge,
-                 add: Add) -> EntryStatus:
+def cosign_entry(name: str, signer: SigningKey, ring: KeyRing, judge: Judge, add: Add,
+                 own: Own | None = None, shared: Shared | None = None) -> EntryStatus:
     """One entry of a co-signing, for a directory or a bucket: already signed by `signer`
-    (valid, left alone), else signed by another usable trusted key (`signer` signs the bytes
-    that key vouched for; `add(name, sig, stale)` creates the co-signature, replacing a file
-    under its name that `stale` finds no valid signature of `signer`, and says why not),
-    else reported."""
+    (left alone); else, with `own`, co-signed when its bytes are the co-signer's own build
+    (relying on nobody); else co-signed when the other keys vouch for it as the policy needs
+    (relying on them: revoking one revokes this co-signature); else reported. `add(name,
+    sig, stale)` creates the co-signature, replacing a file under its name that `stale` finds
+    no valid signature of `signer`, and says why not."""
     mine = KeyRing({signer.public.raw: ring.get(signer.public.raw) or signer.public},
                    ring.revoked, ring.revoked_ids, 1, ring.clock)
     st, _ = judge(name, mine)
     if st.status == signature.VALID:
         return EntryStatus(name, signature.VALID, f"already {st.reason}", st.size, st.never_hit)
-    others = KeyRing({r: k for r, k in ring.keys.items() if r != signer.public.raw},
-                     ring.revoked, ring.revoked_ids, 1, ring.clock)
-    st, data = judge(name, others)
-    if st.status != signature.VALID or data is None:
-        return st
     key = names.key_of(name)
+    if own is not None:
+        data, relies, st = _own_build(name, own, shared, st)
+        if data is None:
+            return st
+        why_signed = "the same bytes as your own build"
+    else:
+        others = {r: k for r, k in ring.keys.items() if r != signer.public.raw}
+        enough = len(others) >= ring.needed  # can the others alone meet the threshold?
+        st, data = judge(name, KeyRing(others, ring.revoked, ring.revoked_ids,
+                                       ring.needed if enough else 1, ring.clock))
+        if st.status == signature.VALID and not enough:
+            st = EntryStatus(name, signature.TOO_FEW, f"{st.reason}, but the policy needs "
+                             f"{ring.needed} keys and would count this one's word twice",
+                             st.size, st.never_hit)
+        if st.status != signature.VALID or data is None:
+            hint = "; co-sign from your own build (--from DIR)" if \
+                st.status == signature.TOO_FEW else ""
+            return EntryStatus(name, st.status, st.reason + hint, st.size, st.never_hit)
+        relies, why_signed = st.signers, st.reason
 
     def stale(existing: bytes | None) -> bool:
         return existing is None or not signature.check(key, data, existing, mine).ok
-    why = add(name, signature.sign(key, data, signer), stale)
+    why = add(name, signature.sign(key, data, signer, relies_on=relies), stale)
     if why is None:
-        return EntryStatus(name, "co-signed", f"{st.reason}; co-signed by "
+        return EntryStatus(name, "co-signed", f"{why_signed}; co-signed by "
                            f"{label_of(ring, signer)}", len(data), st.never_hit)
-    return EntryStatus(name, TOO_FEW_HERE, f"{st.reason}; not co-signed: {why}", len(data),
+    return EntryStatus(name, TOO_FEW_HERE, f"{why_signed}; not co-signed: {why}", len(data),
                        st.never_hit)
+
+
+def _own_build(name: str, own: Own, shared: Shared | None, st: EntryStatus
+               ) -> tuple[bytes | None, tuple[str, ...], EntryStatus]:
+    """The bytes to co-sign from the co-signer's own build: only when the shared entry holds
+    exactly them (read at most one byte past their length)."""
+    mine = own(name)
+    if mine is None:
+        return None, (), EntryStatus(name, TOO_FEW_HERE, "not in your own build (--from): "
+                                     "not co-signed", st.size)
+    there = shared(name, len(mine) + 1) if shared is not None else None
+    if there != mine:
+        return None, (), EntryStatus(name, TOO_FEW_HERE, "differs from your own build "
+                                     "(--from): not co-signed", st.size)
+    return mine, (), st
 
 
 TOO_FEW_HERE = "not-co-signed"  # seal --add-signature could not add this key's signature

@@ -13,6 +13,11 @@ their validity) signed exactly its key, digest and length: one key's several sig
 once. A reader looks for co-signatures only where the first signature is not enough, and only
 under the names of keys it trusts.
 
+A co-signature made on the word of other keys (a rotation: `seal --add-signature`) names
+them, `relies_on`, inside what it signs: revoking one of them revokes that co-signature too,
+since a thief holding the revoked key could have signed what the co-signer then vouched for.
+One made from the co-signer's own build (`--from DIR`) relies on nobody.
+
 A signature may also claim when it was made (`signed_at`, under a second signature of its
 own, `time_signature`): readers before it ignore both fields, so the format stays
 jaxcache.seal/1. The claim is used only for keys marked trust_signing_time (keyring.py).
@@ -24,7 +29,7 @@ import base64
 import json
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 
 from jaxcache import validate as v
@@ -51,7 +56,9 @@ _WORST = (REVOKED, EXPIRED, NOT_YET_VALID, BAD, UNKNOWN_KEY)
 # document jaxcache reads back); a size is at most what an entry can be.
 DOCUMENT = v.obj({"format": v.one_of(FORMAT), "key": v.TEXT, "digest": v.TEXT,
                   "size": v.INTEGER, "public_key": v.TEXT, "signature": v.TEXT},
-                 {"signed_at": v.TEXT, "time_signature": v.TEXT})
+                 {"signed_at": v.TEXT, "time_signature": v.TEXT,
+                  "relies_on": v.list_of(v.TEXT)})
+_ID = frozenset("0123456789abcdef")
 
 Fetch = Callable[[str], "bytes | None"]  # a trusted key's id -> its co-signature, if any
 
@@ -62,6 +69,7 @@ class Check:
     #              | not-yet-valid-key | too-few-signatures
     reason: str
     key_id: str | None = None  # the key that signed it, when one is named
+    signers: tuple[str, ...] = ()  # valid: the ids of the distinct keys counted
 
     @property
     def ok(self) -> bool:
@@ -92,25 +100,42 @@ class Vouch:
     judged: tuple[_Judged, ...] = ()
 
 
-def message(key: str, digest: bytes, size: int) -> bytes:
-    return b"\n".join((FORMAT.encode(), key.encode(), digest.hex().encode(), str(size).encode()))
+def _key_bytes(key: str) -> bytes:
+    """The cache key as signed: JAX's keys are text; a name that is not (a planted entry's
+    undecodable bytes) is signed as its raw bytes, so it can never crash a check."""
+    return key.encode("utf-8", "surrogateescape")
+
+
+def message(key: str, digest: bytes, size: int, relies_on: tuple[str, ...] | None = None
+            ) -> bytes:
+    signed = b"\n".join((FORMAT.encode(), _key_bytes(key), digest.hex().encode(),
+                         str(size).encode()))
+    if relies_on is not None:  # a co-signature on the word of these keys
+        signed += b"\nrelies-on " + ",".join(relies_on).encode()
+    return signed
 
 
 def _time_message(key: str, digest: bytes, size: int, signed_at: str) -> bytes:
-    return b"\n".join((TIME_FORMAT.encode(), key.encode(), digest.hex().encode(),
+    return b"\n".join((TIME_FORMAT.encode(), _key_bytes(key), digest.hex().encode(),
                        str(size).encode(), signed_at.encode()))
 
 
-def sign(key: str, data: bytes, signer: SigningKey, now: float | None = None) -> bytes:
-    """The signature file's content for `data` stored under cache key `key`."""
+def sign(key: str, data: bytes, signer: SigningKey, now: float | None = None,
+         relies_on: tuple[str, ...] | None = None) -> bytes:
+    """The signature file's content for `data` stored under cache key `key`; `relies_on`:
+    a co-signature's keys whose signatures it vouches on (sorted ids; () for none)."""
     digest = digestmod.of(data)
     at = ringmod.when(time.time() if now is None else now)
+    ids = tuple(sorted(relies_on)) if relies_on is not None else None
     doc = {"format": FORMAT, "key": key, "digest": digest.hex(), "size": len(data),
            "public_key": signer.public.text,
-           "signature": base64.b64encode(signer.sign(message(key, digest, len(data)))).decode(),
+           "signature": base64.b64encode(signer.sign(message(key, digest, len(data),
+                                                             ids))).decode(),
            "signed_at": at,
            "time_signature": base64.b64encode(signer.sign(
                _time_message(key, digest, len(data), at))).decode()}
+    if ids is not None:
+        doc["relies_on"] = list(ids)
     return (json.dumps(doc, sort_keys=True) + "\n").encode()
 
 
@@ -123,8 +148,17 @@ def _fields(sig: bytes) -> tuple[dict, PublicKey, bytes]:
     doc = v.parse_json(sig)
     DOCUMENT(doc, "")
     assert isinstance(doc, dict)
-    return doc, parse_public(doc["public_key"]), base64.b64decode(doc["signature"],
-                                                                  validate=True)
+    relies = doc.get("relies_on")
+    if relies is not None and not all(len(i) == 16 and _ID.issuperset(i) for i in relies):
+        raise ValueError("relies_on holds something that is not a key id")
+    # a name in a signature is the writer's word: keys are named only by the reader's policy
+    public = replace(parse_public(doc["public_key"]), name=None)
+    return doc, public, base64.b64decode(doc["signature"], validate=True)
+
+
+def _relies_on(doc: dict) -> tuple[str, ...] | None:
+    relies = doc.get("relies_on")
+    return tuple(relies) if isinstance(relies, list) else None
 
 
 def _verifies(known: PublicKey, raw: bytes, signed: bytes) -> bool:
@@ -173,16 +207,25 @@ def _judge(key: str, sig: bytes, ring: KeyRing, named: str | None = None) -> _Ju
         return _Judged(BAD, f"unreadable signature file ({exc})", known)
     if size < 0:
         return _Judged(BAD, "unreadable signature file (a negative size)", known)
-    if not _verifies(known, raw, message(key, digest, size)):
+    relies = _relies_on(doc)
+    if not _verifies(known, raw, message(key, digest, size, relies)):
         why = (f"the signature is for another entry ({safe(str(doc.get('key'))[:90])}): moved or "
                "swapped" if doc.get("key") != key else "the signature does not verify")
         return _Judged(BAD, why, known)
+    gone = [i for i in relies or () if ring.revoked_id(i)]
+    if gone:
+        return _Judged(REVOKED, f"co-signed by {known.label} on the word of key {gone[0]}, "
+                                "which the policy revokes", known)
     state = ring.unusable(known, _signed_time(doc, known, key, digest, size)
                           if known.signing_time else None)
     if state is not None:
         return _Judged(state[0], f"signed by {state[1]}", known)
     return _Judged(VALID, f"signed by {known.holder or 'key'} {known.label}", known, digest,
                    size, raw, doc)
+
+
+def relied_on(judged: _Judged) -> tuple[str, ...] | None:
+    return _relies_on(judged.doc) if judged.doc else None
 
 
 def _enough(judged: list[_Judged], needed: int) -> bool:
@@ -241,7 +284,7 @@ def vouch(key: str, sig: bytes | None, trusted: KeyRing | list[PublicKey] | dict
             lead = next(j for j in judged if j.status == VALID and j.public and
                         j.public.raw in signers and j.size == size)
             return Vouch(Check(VALID, _signed_by(judged, signers), lead.public.id
-                               if lead.public else None), size, judged)
+                               if lead.public else None, _ids(judged, signers)), size, judged)
         return Vouch(_rejected(judged, ring, signers), None, judged)
     return Vouch(_rejected(judged, ring, set()), None, judged)
 
@@ -263,9 +306,10 @@ def confirm(key: str, data: bytes, found: Vouch, trusted: KeyRing | list[PublicK
     digest = digestmod.of(data)
     good = {j.public.raw for j in found.judged
             if j.status == VALID and j.public and j.raw is not None and
-            _verifies(j.public, j.raw, message(key, digest, len(data)))}
+            _verifies(j.public, j.raw, message(key, digest, len(data), relied_on(j)))}
     if len(good) >= ring.needed:
-        return Check(VALID, _signed_by(found.judged, good), found.check.key_id)
+        return Check(VALID, _signed_by(found.judged, good), found.check.key_id,
+                     _ids(found.judged, good))
     if good:
         return _rejected(found.judged, ring, good)
     lead = next((j for j in found.judged if j.status == VALID and j.doc), None)
@@ -293,6 +337,10 @@ def _signed_by(judged: tuple[_Judged, ...], signers: set[bytes]) -> str:
     return "signed by " + " and ".join(seen)
 
 
+def _ids(judged: tuple[_Judged, ...], signers: set[bytes]) -> tuple[str, ...]:
+    return tuple(sorted({j.public.id for j in judged if j.public and j.public.raw in signers}))
+
+
 def _ring(trusted: KeyRing | list[PublicKey] | dict) -> KeyRing:
     if isinstance(trusted, dict):
         return ringmod.of(trusted.values())
@@ -316,7 +364,7 @@ def genuine(key: str, sig: bytes) -> bool:
         digest, size = bytes.fromhex(doc["digest"]), doc["size"]
     except (ValueError, KeyFileError):
         return False
-    return size >= 0 and _verifies(public, raw, message(key, digest, size))
+    return size >= 0 and _verifies(public, raw, message(key, digest, size, _relies_on(doc)))
 
 
 def _why_not(doc: dict, key: str, digest: bytes, size: int) -> str:

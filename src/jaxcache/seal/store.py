@@ -287,9 +287,13 @@ def _read(dir_fd: int, name: str, limit: int | None = None) -> bytes | None:
             uid = os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_uid
             raise _Rejected("not-a-file", f"{name} is a symbolic link", uid) from None
         raise _Rejected("not-a-file", f"cannot open {name}: {exc.strerror}", -1) from None
-    with os.fdopen(fd, "rb", buffering=0) as f:
+    try:
         st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
+        if not stat.S_ISREG(st.st_mode):  # a directory, FIFO or device: judged, never read
             raise _Rejected("not-a-file", f"{name} is not a regular file", st.st_uid)
+    except BaseException:
+        os.close(fd)
+        raise
+    with os.fdopen(fd, "rb", buffering=0) as f:
         data = f.read(limit) if limit is not None else f.readall()
     return data

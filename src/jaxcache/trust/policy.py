@@ -207,7 +207,15 @@ def _moment(value: object, field: str, label: str, where: str) -> float | None:
         raise PolicyError(f"policy: {field} of key {safe(label)} at {where} has no offset "
                           "(add Z for UTC, or +01:00): a local time means another moment on "
                           "each machine")
-    return value.timestamp()
+    try:
+        from jaxcache.seal.keyring import when
+
+        moment = value.timestamp()
+        when(moment)  # reports write it back in UTC: a moment they cannot write is refused
+        return moment
+    except (ValueError, OverflowError, OSError):
+        raise PolicyError(f"policy: {field} of key {safe(label)} at {where} is out of range: "
+                          f"{safe(str(value)[:40])}") from None
 
 
 def _revoked_keys(items: object, where: str) -> tuple[bytes | str, ...]:
