@@ -31,6 +31,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
+from typing import Any, TypeAlias
 
 from jaxcache import validate as v
 from jaxcache.display import safe
@@ -61,6 +62,7 @@ DOCUMENT = v.obj({"format": v.one_of(FORMAT), "key": v.TEXT, "digest": v.TEXT,
 _ID = frozenset("0123456789abcdef")
 
 Fetch = Callable[[str], "bytes | None"]  # a trusted key's id -> its co-signature, if any
+Trusted: TypeAlias = "KeyRing | list[PublicKey] | dict[bytes, PublicKey]"  # or plain keys
 
 
 @dataclass(frozen=True)
@@ -87,7 +89,7 @@ class _Judged:
     digest: bytes | None = None
     size: int | None = None
     raw: bytes | None = None
-    doc: dict | None = None
+    doc: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -139,7 +141,7 @@ def sign(key: str, data: bytes, signer: SigningKey, now: float | None = None,
     return (json.dumps(doc, sort_keys=True) + "\n").encode()
 
 
-def _fields(sig: bytes) -> tuple[dict, PublicKey, bytes]:
+def _fields(sig: bytes) -> tuple[dict[str, Any], PublicKey, bytes]:
     """The checked document of a signature file, the key it names and the raw signature;
     ValueError or KeyFileError if it is none (too large, not JSON, a field missing or of
     the wrong type, no key)."""
@@ -156,7 +158,7 @@ def _fields(sig: bytes) -> tuple[dict, PublicKey, bytes]:
     return doc, public, base64.b64decode(doc["signature"], validate=True)
 
 
-def _relies_on(doc: dict) -> tuple[str, ...] | None:
+def _relies_on(doc: dict[str, Any]) -> tuple[str, ...] | None:
     relies = doc.get("relies_on")
     return tuple(relies) if isinstance(relies, list) else None
 
@@ -165,13 +167,13 @@ def _verifies(known: PublicKey, raw: bytes, signed: bytes) -> bool:
     from cryptography.exceptions import InvalidSignature
 
     try:
-        known.verifier().verify(raw, signed)
+        known.verifier().verify(raw, signed)  # type: ignore[no-untyped-call]
     except InvalidSignature:
         return False
     return True
 
 
-def _signed_time(doc: dict, known: PublicKey, key: str, digest: bytes, size: int
+def _signed_time(doc: dict[str, Any], known: PublicKey, key: str, digest: bytes, size: int
                  ) -> float | None:
     """The time the signature claims, if its own signature verifies (else None: no claim)."""
     at, tsig = doc.get("signed_at"), doc.get("time_signature")
@@ -263,7 +265,7 @@ def _rejected(judged: tuple[_Judged, ...], ring: KeyRing, good: set[bytes]) -> C
     return Check(UNSIGNED, "no signature file")
 
 
-def vouch(key: str, sig: bytes | None, trusted: KeyRing | list[PublicKey] | dict,
+def vouch(key: str, sig: bytes | None, trusted: Trusted,
           more: Fetch | None = None) -> Vouch:
     """Before any byte of the entry is read: do enough distinct usable keys sign this key
     with one digest and size? Then that size (trusted signers' word) bounds the read; else
@@ -289,13 +291,13 @@ def vouch(key: str, sig: bytes | None, trusted: KeyRing | list[PublicKey] | dict
     return Vouch(_rejected(judged, ring, set()), None, judged)
 
 
-def vouched_size(key: str, sig: bytes | None, trusted: KeyRing | list[PublicKey] | dict,
+def vouched_size(key: str, sig: bytes | None, trusted: Trusted,
                  more: Fetch | None = None) -> tuple[Check, int | None]:
     found = vouch(key, sig, trusted, more)
     return found.check, found.size
 
 
-def confirm(key: str, data: bytes, found: Vouch, trusted: KeyRing | list[PublicKey] | dict
+def confirm(key: str, data: bytes, found: Vouch, trusted: Trusted
             ) -> Check:
     """After the read: accept `data` only if enough distinct usable keys signed exactly this
     key and these bytes (the signatures judged by `vouch`, verified again over the digest of
@@ -319,7 +321,7 @@ def confirm(key: str, data: bytes, found: Vouch, trusted: KeyRing | list[PublicK
 
 
 def check(key: str, data: bytes, sig: bytes | None,
-          trusted: KeyRing | list[PublicKey] | dict, more: Fetch | None = None) -> Check:
+          trusted: Trusted, more: Fetch | None = None) -> Check:
     """Accept `data` for `key` only if enough usable keys signed exactly this key and these
     bytes (vouch, then confirm: the same rule, for a caller that already holds the bytes)."""
     ring = _ring(trusted)
@@ -341,7 +343,7 @@ def _ids(judged: tuple[_Judged, ...], signers: set[bytes]) -> tuple[str, ...]:
     return tuple(sorted({j.public.id for j in judged if j.public and j.public.raw in signers}))
 
 
-def _ring(trusted: KeyRing | list[PublicKey] | dict) -> KeyRing:
+def _ring(trusted: Trusted) -> KeyRing:
     if isinstance(trusted, dict):
         return ringmod.of(trusted.values())
     return ringmod.of(trusted)
@@ -367,7 +369,7 @@ def genuine(key: str, sig: bytes) -> bool:
     return size >= 0 and _verifies(public, raw, message(key, digest, size, _relies_on(doc)))
 
 
-def _why_not(doc: dict, key: str, digest: bytes, size: int) -> str:
+def _why_not(doc: dict[str, Any], key: str, digest: bytes, size: int) -> str:
     if doc.get("key") != key:
         return (f"the signature is for another entry ({safe(str(doc.get('key'))[:90])}): moved "
                 "or swapped")
