@@ -575,7 +575,7 @@ def _fake(tmp_path: Path, n: int = 2) -> tuple[Path, object, list[str]]:
     from jaxcache.seal import names, signature
 
     d = tmp_path / "fake"
-    d.mkdir(mode=0o700)
+    d.mkdir(mode=0o700, parents=True)
     signer = keymod.generate("ci-1")
     made = []
     for i in range(n):
@@ -684,3 +684,118 @@ def test_a_name_in_a_signature_is_not_shown_as_the_keys_name(tmp_path):
     pol = policy(tmp_path / "p.toml", str(d), [(signer.public.named_text, {})])
     out = jaxcache("verify", str(d), "--policy", str(pol)).stdout
     assert "UNKNOWN KEY" in out and f"ci-1 ({mallory.public.id})" not in out
+
+
+def _keyfile(tmp_path: Path, name: str):
+    """A named key saved 0600 in a private folder: (SigningKey, its path)."""
+    from jaxcache.seal import keys as keymod
+
+    folder = tmp_path / "k"
+    folder.mkdir(mode=0o700, exist_ok=True)
+    signer = keymod.generate(name)
+    return signer, keymod.save(signer, str(folder / f"{name}.key"))
+
+
+def _statuses(d: Path, pol: Path) -> dict[str, str]:
+    proc = jaxcache("verify", str(d), "--policy", str(pol), "--format", "json")
+    return {e["name"]: e["status"] for e in json.loads(proc.stdout)["entries"]}
+
+
+def _cosign(d: Path, keyfile: str, pol: Path, *extra: str) -> subprocess.CompletedProcess:
+    return jaxcache("seal", str(d), "--signing-key", keyfile, "--add-signature", "--policy",
+                    str(pol), *extra)
+
+
+def test_revocation_follows_a_chain_of_rotations(tmp_path):
+    """A's entry co-signed by B (rotation 1), A retired, then by C on B's word (rotation 2):
+    revoking A revokes it all the same, since C's co-signature carries B's chain."""
+    d, a, made = _fake(tmp_path, 1)
+    b, bfile = _keyfile(tmp_path, "ci-b")
+    c, cfile = _keyfile(tmp_path, "ci-c")
+    ta, tb, tc = (k.public.named_text for k in (a, b, c))
+    p = tmp_path / "p.toml"
+    assert _cosign(d, bfile, policy(p, str(d), [(ta, {}), (tb, {})])).returncode == 0
+    assert _cosign(d, cfile, policy(p, str(d), [(tb, {}), (tc, {})])).returncode == 0
+    assert set(_statuses(d, policy(p, str(d), [(tc, {})])).values()) == {"valid"}
+    assert set(_statuses(d, policy(p, str(d), [(tc, {})], revoked=(a.public.id,))).values()) \
+        == {"revoked-key"}
+
+
+def test_a_co_signature_on_the_others_word_adds_no_second_approval(tmp_path):
+    """B co-signed on A's word (a routine rotation under one signature): a reader that needs
+    two counts A and B once."""
+    d, a, made = _fake(tmp_path, 1)
+    b, bfile = _keyfile(tmp_path, "ci-b")
+    ta, tb = a.public.named_text, b.public.named_text
+    p = tmp_path / "p.toml"
+    assert _cosign(d, bfile, policy(p, str(d), [(ta, {}), (tb, {})])).returncode == 0
+    two = policy(tmp_path / "two.toml", str(d), [(ta, {}), (tb, {})], needed=2)
+    assert set(_statuses(d, two).values()) == {"too-few-signatures"}
+
+
+def test_rotation_under_two_signatures_with_succeeds(tmp_path):
+    from jaxcache.seal import names, signature
+
+    d, a, made = _fake(tmp_path, 2)
+    b, bfile = _keyfile(tmp_path, "ci-b")
+    c, cfile = _keyfile(tmp_path, "ci-c")
+    for name in made:  # B approved each entry on its own (e.g. from its own build)
+        data = (d / name).read_bytes()
+        (d / names.cosignature(name, b.public.id)).write_bytes(
+            signature.sign(names.key_of(name), data, b, relies_on=()))
+    ta, tb, tc = (k.public.named_text for k in (a, b, c))
+    p = tmp_path / "p.toml"
+    assert set(_statuses(d, policy(p, str(d), [(ta, {}), (tb, {})], needed=2)).values()) == \
+        {"valid"}
+    policy(p, str(d), [(ta, {}), (tb, {}), (tc, {})], needed=2)
+    proc = _cosign(d, cfile, p, "--succeeds", a.public.id)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    after = policy(tmp_path / "after.toml", str(d), [(tb, {}), (tc, {})], needed=2)
+    assert set(_statuses(d, after).values()) == {"valid"}  # A retired: B and C still count
+    # without --succeeds, C's word would lean on B's as well and count for nothing beside it
+    d2, a2, made2 = _fake(tmp_path / "two", 1)
+    for name in made2:
+        data = (d2 / name).read_bytes()
+        (d2 / names.cosignature(name, b.public.id)).write_bytes(
+            signature.sign(names.key_of(name), data, b, relies_on=()))
+    t2 = a2.public.named_text
+    q = policy(tmp_path / "q.toml", str(d2), [(t2, {}), (tb, {}), (tc, {})], needed=2)
+    assert _cosign(d2, cfile, q).returncode == 0
+    after = policy(tmp_path / "after2.toml", str(d2), [(tb, {}), (tc, {})], needed=2)
+    assert set(_statuses(d2, after).values()) == {"too-few-signatures"}
+
+
+def test_co_signing_goes_on_past_a_planted_directory_and_refuses_its_own_source(tmp_path):
+    from jaxcache.seal import names
+
+    d, a, made = _fake(tmp_path, 2)
+    b, bfile = _keyfile(tmp_path, "ci-b")
+    (d / names.cosignature(made[0], b.public.id)).mkdir()
+    (d / names.cosignature(made[0], b.public.id) / "x").write_text("x")  # not empty
+    p = policy(tmp_path / "p.toml", str(d), [(a.public.named_text, {}),
+                                            (b.public.named_text, {})])
+    proc = _cosign(d, bfile, p, "--format", "json")
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    status = {e["name"]: e["status"] for e in json.loads(proc.stdout)["entries"]}
+    assert status == {made[0]: "not-co-signed", made[1]: "co-signed"}
+    assert not [n for n in os.listdir(d) if n.endswith(".tmp")]
+    # --from the shared directory itself is no second approval
+    two = policy(tmp_path / "two.toml", str(d), [(a.public.named_text, {}),
+                                                (b.public.named_text, {})], needed=2)
+    before = snapshot(d)
+    proc = _cosign(d, bfile, two, "--from", str(d))
+    assert proc.returncode == 2 and "--from" in proc.stderr and snapshot(d) == before
+
+
+def test_a_co_signature_copied_over_the_first_signature_is_no_first_signature(tmp_path):
+    from jaxcache.seal import names, orphans, signature
+
+    d, a, made = _fake(tmp_path, 1)
+    b, _ = _keyfile(tmp_path, "ci-b")
+    data = (d / made[0]).read_bytes()
+    co = signature.sign(names.key_of(made[0]), data, b, relies_on=(a.public.id,))
+    assert signature.is_cosignature(co)
+    ring = [a.public, b.public]
+    assert signature.check(names.key_of(made[0]), data, co, ring).ok
+    assert orphans.judge(names.key_of(made[0]), data, co, {k.raw: k for k in ring}, 1.0) == \
+        orphans.REPLACE

@@ -45,6 +45,11 @@ def options(p: argparse.ArgumentParser) -> None:
                        "DIR, your own build of the same jobs (a private cache): an "
                        "independent second signature for signatures_needed > 1. Without it, "
                        "co-signing vouches on the other keys' word (a key rotation).")
+    common.option(p, "--succeeds", metavar="KEY",
+                  help="With --add-signature, in a rotation under signatures_needed > 1: the "
+                       "old key (id, ed25519:... or .pub) this one takes over from; its "
+                       "co-signatures then rely on that key alone and keep counting beside "
+                       "the other keys once it is retired.")
     common.option(p, "--require-origin", action="store_true",
                   help="Refuse to sign entries no job jaxcache watched wrote (restored, "
                        "copied, from a base image), as under CI it always does, unless the "
@@ -86,10 +91,12 @@ def handle(args: argparse.Namespace, tail: None) -> None:
             common.usage(args, "--add-signature co-signs only what trusted keys signed: "
                                "--allow-unhittable, --trust-bucket-writers and --require-origin "
                                "do not apply")
+        if args.own_dir and args.succeeds:
+            common.usage(args, "--from and --succeeds are two reasons to co-sign: give one")
         scan_output(args, actions.cosign(args.dir, args.signing_key, keys, args.policy_path,
-                                         args.own_dir), "cosign")
-    if args.own_dir:
-        common.usage(args, "--from goes with --add-signature (co-signing from your own build)")
+                                         args.own_dir, args.succeeds), "cosign")
+    if args.own_dir or args.succeeds:
+        common.usage(args, "--from and --succeeds go with --add-signature")
     if "://" in args.dir:
         scan_output(args, actions.seal_bucket(args.dir, args.signing_key, keys,
                                               args.trust_bucket_writers,

@@ -45,7 +45,7 @@ def verify_dir(directory: str, given: tuple[str, ...], policy: str | None):
 
 
 def cosign(directory: str, key_path: str, given: tuple[str, ...], policy: str | None,
-           own_dir: str | None = None):
+           own_dir: str | None = None, succeeds: str | None = None):
     """`seal --add-signature`: co-sign, with the key at `key_path`, what the other trusted
     keys already vouch for (a directory or a bucket prefix), or with `own_dir` (`--from`)
     what matches the co-signer's own build. No audit of the shared place's writers is
@@ -56,31 +56,52 @@ def cosign(directory: str, key_path: str, given: tuple[str, ...], policy: str | 
     from jaxcache.seal import keys as keymod
     from jaxcache.seal import scan
 
+    old = _key_id(succeeds) if succeeds is not None else None
     with contextlib.ExitStack() as stack:
-        own = _own_build(own_dir, policy, stack) if own_dir is not None else None
         if "://" in directory:
             from jaxcache.seal import bucket_scan, objects
 
             url = objects.parse(directory)
             ring = trusted_keys_for(url.text, given, policy)
+            own = _own_build(own_dir, policy, stack, None) if own_dir is not None else None
             return bucket_scan.cosign(objects.open_store(url), keymod.load_signing(key_path),
-                                      ring, own)
+                                      ring, own, old)
         directory = _existing_dir(directory)
         ring = trusted_keys_for(directory, given, policy)
-        return scan.cosign(directory, keymod.load_signing(key_path), ring, own)
+        own = _own_build(own_dir, policy, stack, directory) if own_dir is not None else None
+        return scan.cosign(directory, keymod.load_signing(key_path), ring, own, old)
 
 
-def _own_build(own_dir: str, policy: str | None, stack):
-    """The co-signer's own cache (`--from DIR`), audited as any plain cache it would load:
-    what it holds is what the co-signer vouches for."""
+def _key_id(text: str) -> str:
+    """--succeeds: a key id, a key text or a .pub file."""
+    from jaxcache.seal import keys as keymod
+
+    if len(text) == 16 and set(text) <= set("0123456789abcdef"):
+        return text
+    return keymod.load_public(text).id
+
+
+def _own_build(own_dir: str, policy: str | None, stack, shared: str | None):
+    """The co-signer's own cache (`--from DIR`): the evidence of a second, independent
+    approval, so it must be PRIVATE (writable by the co-signer alone: a policy's trusted
+    writers, the publisher among them, would make it the first signer's word again) and
+    stand apart from the shared directory."""
     import os
 
     from jaxcache import api
     from jaxcache.seal.store import _open_dir, _read, _Rejected
 
     own_dir = _existing_dir(own_dir)
+    if shared is not None:
+        from jaxcache.lifecycle.sealing import apart
+
+        try:
+            apart(own_dir, shared)
+        except JaxcacheError as exc:
+            raise JaxcacheError(f"--from: {exc} (your own build, not the one you co-sign)") \
+                from None
     report = api.audit(own_dir, policy=policy, scan_processes=False)
-    if not report.verdict.ok:
+    if report.verdict.value != "PRIVATE":
         raise UntrustedCacheError(report, "to co-sign from")
     fd = _open_dir(report.resolved or own_dir)
     stack.callback(os.close, fd)

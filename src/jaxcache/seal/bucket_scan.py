@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from jaxcache.display import safe
 from jaxcache.errors import JaxcacheError
 from jaxcache.seal import hittable, keyring, names, scan, signature
 from jaxcache.seal.bucket import OBJECT_NAME_MAX, cosignatures
@@ -80,7 +81,7 @@ def _status(store: ObjectStore, name: str, table: KeyRing, *,
     check = signature.check(names.key_of(name), data, sig, table) if whole else \
         signature.confirm(names.key_of(name), data, found, table)
     return EntryStatus(name, check.status, check.reason, len(data),
-                       hittable.why_never_hit(data), check.signers), data
+                       hittable.why_never_hit(data), check.signers, check.lineage), data
 
 
 def verify(store: ObjectStore, trusted: KeyRing | list[PublicKey]) -> ScanResult:
@@ -119,7 +120,7 @@ def seal(store: ObjectStore, signer: SigningKey, trusted: KeyRing | list[PublicK
 
 
 def cosign(store: ObjectStore, signer: SigningKey, trusted: KeyRing | list[PublicKey],
-           own: scan.Own | None = None) -> ScanResult:
+           own: scan.Own | None = None, succeeds: str | None = None) -> ScanResult:
     """`seal gs://... --add-signature`: as scan.cosign, each co-signature object created only
     if absent."""
     full = keyring.of(trusted)
@@ -142,8 +143,8 @@ def cosign(store: ObjectStore, signer: SigningKey, trusted: KeyRing | list[Publi
             if not stale(existing) or not store.replace_if(where, sig, info.generation):
                 return "a valid co-signature object appeared meanwhile"
             return None
-        except StoreError as exc:
-            raise JaxcacheError(f"cannot co-sign {store.url}/{name}: {exc.message}") from None
+        except StoreError as exc:  # this entry stays one signature short; the others go on
+            return f"cannot write {safe(where)}: {safe(exc.message)}"
     def shared(name: str, limit: int) -> bytes | None:
         try:
             return store.get(name, limit=limit)
@@ -151,6 +152,6 @@ def cosign(store: ObjectStore, signer: SigningKey, trusted: KeyRing | list[Publi
             raise JaxcacheError(f"cannot read {store.url}/{name}: {exc.message}") from None
     return ScanResult(store.url, tuple(
         scan.cosign_entry(name, signer, ring, lambda n, r: _status(store, n, r), add, own,
-                          shared)
+                          shared, succeeds)
         for name in entries), tuple(leftovers), keys=full.states(), needed=full.needed,
         signer=scan.label_of(ring, signer))

@@ -37,6 +37,8 @@ def judge(key: str, value: bytes, existing: bytes | None,
     if existing is None:
         return REPLACE  # nothing left to judge: the create-only upload decides again
     ring = keyring.of(trusted.values() if isinstance(trusted, dict) else trusted).single()
+    if signature.is_cosignature(existing):
+        return REPLACE  # a co-signature copied over the first signature's name: not one
     if signature.check(key, value, existing, ring).ok:
         return COMPLETE
     if not signature.genuine(key, existing):

@@ -11,6 +11,7 @@ import stat
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from jaxcache.display import safe
 from jaxcache.seal import hittable, keyring, names, signature
 from jaxcache.seal.keyring import KeyRing
 from jaxcache.seal.keys import PublicKey, SigningKey
@@ -31,6 +32,7 @@ class EntryStatus:
     size: int
     never_hit: str | None = None  # why a sealed reader never hits it (seal/hittable.py)
     signers: tuple[str, ...] = ()  # valid: the ids of the keys that vouched for it
+    lineage: tuple[tuple[str, tuple[str, ...]], ...] = ()  # valid: each signer's chain
 
 
 @dataclass(frozen=True)
@@ -138,7 +140,7 @@ def _status(fd: int, name: str, trusted: KeyRing, *, read_unsigned: bool = False
     check = signature.check(key, data, sig, trusted) if whole else \
         signature.confirm(key, data, found, trusted)
     return EntryStatus(name, check.status, check.reason, len(data),
-                       hittable.why_never_hit(data), check.signers), data
+                       hittable.why_never_hit(data), check.signers, check.lineage), data
 
 
 def verify(directory: str, trusted: KeyRing | list[PublicKey]) -> ScanResult:
@@ -187,7 +189,7 @@ def seal(directory: str, signer: SigningKey, trusted: KeyRing | list[PublicKey],
 
 
 def cosign(directory: str, signer: SigningKey, trusted: KeyRing | list[PublicKey],
-           own: Own | None = None) -> ScanResult:
+           own: Own | None = None, succeeds: str | None = None) -> ScanResult:
     """`seal --add-signature`: add `signer`'s signature beside every entry that the other
     trusted, usable keys already vouch for (as many as the policy needs: a rotation), or,
     with `own` (`--from DIR`), every entry whose bytes are those of the co-signer's own build
@@ -204,8 +206,11 @@ def cosign(directory: str, signer: SigningKey, trusted: KeyRing | list[PublicKey
             where = names.cosignature(name, signer.public.id, names.name_max(fd))
             if where is None:
                 return "no room for a co-signature name (a module name over 169 characters)"
-            return None if put_cosignature(fd, where, sig, stale) else \
-                "a valid co-signature file appeared meanwhile"
+            try:
+                return None if put_cosignature(fd, where, sig, stale) else \
+                    "a valid co-signature file appeared meanwhile"
+            except OSError as exc:  # e.g. a directory planted there, another's file (sticky)
+                return f"cannot write {safe(where)}: {exc.strerror or exc}"
 
         def shared(name: str, limit: int) -> bytes | None:
             try:
@@ -213,7 +218,8 @@ def cosign(directory: str, signer: SigningKey, trusted: KeyRing | list[PublicKey
             except _Rejected:
                 return None
         return ScanResult(directory, tuple(
-            cosign_entry(name, signer, ring, lambda n, r: _status(fd, n, r), add, own, shared)
+            cosign_entry(name, signer, ring, lambda n, r: _status(fd, n, r), add, own, shared,
+                         succeeds)
             for name in entries), tuple(leftovers), keys=full.states(), needed=full.needed,
             signer=label_of(ring, signer))
     finally:
@@ -247,11 +253,14 @@ Shared = Callable[[str, int], "bytes | None"]  # the entry's bytes, at most that
 
 
 def cosign_entry(name: str, signer: SigningKey, ring: KeyRing, judge: Judge, add: Add,
-                 own: Own | None = None, shared: Shared | None = None) -> EntryStatus:
+                 own: Own | None = None, shared: Shared | None = None,
+                 succeeds: str | None = None) -> EntryStatus:
     """One entry of a co-signing, for a directory or a bucket: already signed by `signer`
     (left alone); else, with `own`, co-signed when its bytes are the co-signer's own build
-    (relying on nobody); else co-signed when the other keys vouch for it as the policy needs
-    (relying on them: revoking one revokes this co-signature); else reported. `add(name,
+    (relying on nobody); else co-signed when the other keys vouch for it as the policy needs,
+    relying on them and on what they relied on (revoking any revokes this co-signature;
+    with `succeeds`, the id of the key this one takes over from, on that key's chain alone,
+    so that it still counts beside the others once that key is retired); else reported. `add(name,
     sig, stale)` creates the co-signature, replacing a file under its name that `stale` finds
     no valid signature of `signer`, and says why not."""
     mine = KeyRing({signer.public.raw: ring.get(signer.public.raw) or signer.public},
@@ -278,7 +287,16 @@ def cosign_entry(name: str, signer: SigningKey, ring: KeyRing, judge: Judge, add
             hint = "; co-sign from your own build (--from DIR)" if \
                 st.status == signature.TOO_FEW else ""
             return EntryStatus(name, st.status, st.reason + hint, st.size, st.never_hit)
-        relies, why_signed = st.signers, st.reason
+        chains = dict(st.lineage)
+        if succeeds is not None:
+            if succeeds not in chains:
+                return EntryStatus(name, TOO_FEW_HERE, f"{st.reason}; not signed by key "
+                                   f"{succeeds}, which this key succeeds: not co-signed",
+                                   st.size, st.never_hit)
+            relies = (succeeds, *chains[succeeds])
+        else:
+            relies = tuple(i for k, chain in chains.items() for i in (k, *chain))
+        relies, why_signed = tuple(sorted(set(relies))), st.reason
 
     def stale(existing: bytes | None) -> bool:
         return existing is None or not signature.check(key, data, existing, mine).ok

@@ -72,6 +72,9 @@ class Check:
     reason: str
     key_id: str | None = None  # the key that signed it, when one is named
     signers: tuple[str, ...] = ()  # valid: the ids of the distinct keys counted
+    # valid: each key that signed these bytes, with the keys its signature relies on (its
+    # chain); a co-signer names them in what it signs
+    lineage: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -90,6 +93,7 @@ class _Judged:
     size: int | None = None
     raw: bytes | None = None
     doc: dict[str, Any] | None = None
+    relies: frozenset[str] = frozenset()  # a co-signature's chain: the keys it vouched on
 
 
 @dataclass(frozen=True)
@@ -223,15 +227,24 @@ def _judge(key: str, sig: bytes, ring: KeyRing, named: str | None = None) -> _Ju
     if state is not None:
         return _Judged(state[0], f"signed by {state[1]}", known)
     return _Judged(VALID, f"signed by {known.holder or 'key'} {known.label}", known, digest,
-                   size, raw, doc)
+                   size, raw, doc, frozenset(relies or ()))
 
 
 def relied_on(judged: _Judged) -> tuple[str, ...] | None:
     return _relies_on(judged.doc) if judged.doc else None
 
 
+def _counted(valid: list[_Judged]) -> set[bytes]:
+    """The keys that count among these valid signatures of one digest and size: each key
+    once, and a co-signature not at all when a key it vouched on signed too (its word is
+    that key's word again: one holder cannot make two)."""
+    present = {j.public.id for j in valid if j.public}
+    return {j.public.raw for j in valid
+            if j.public and not (j.relies & (present - {j.public.id}))}
+
+
 def _enough(judged: list[_Judged], needed: int) -> bool:
-    return len({j.public.raw for j in judged if j.status == VALID and j.public}) >= needed
+    return len(_counted([j for j in judged if j.status == VALID])) >= needed
 
 
 def _gather(key: str, sig: bytes, ring: KeyRing, more: Fetch | None) -> tuple[_Judged, ...]:
@@ -276,19 +289,25 @@ def vouch(key: str, sig: bytes | None, trusted: Trusted,
     if sig is None:
         return Vouch(Check(UNSIGNED, "no signature file"), None)
     judged = _gather(key, sig, ring, more)
-    groups: dict[tuple[bytes, int], set[bytes]] = {}
+    groups: dict[tuple[bytes, int], list[_Judged]] = {}
     for j in judged:
         if j.status == VALID and j.public and j.digest is not None and j.size is not None:
-            groups.setdefault((j.digest, j.size), set()).add(j.public.raw)
+            groups.setdefault((j.digest, j.size), []).append(j)
     if groups:
-        (digest, size), signers = max(groups.items(), key=lambda kv: len(kv[1]))
+        (digest, size), valid = max(groups.items(), key=lambda kv: len(_counted(kv[1])))
+        signers = _counted(valid)
         if len(signers) >= ring.needed:
-            lead = next(j for j in judged if j.status == VALID and j.public and
-                        j.public.raw in signers and j.size == size)
+            lead = next(j for j in valid if j.public and j.public.raw in signers)
             return Vouch(Check(VALID, _signed_by(judged, signers), lead.public.id
-                               if lead.public else None, _ids(judged, signers)), size, judged)
+                               if lead.public else None, _ids(judged, signers),
+                               _lineage(valid)), size, tuple(valid))
         return Vouch(_rejected(judged, ring, signers), None, judged)
     return Vouch(_rejected(judged, ring, set()), None, judged)
+
+
+def _lineage(valid: list[_Judged] | tuple[_Judged, ...]
+             ) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    return tuple(sorted({(j.public.id, tuple(sorted(j.relies))) for j in valid if j.public}))
 
 
 def vouched_size(key: str, sig: bytes | None, trusted: Trusted,
@@ -306,12 +325,13 @@ def confirm(key: str, data: bytes, found: Vouch, trusted: Trusted
     if found.size is None:
         return found.check
     digest = digestmod.of(data)
-    good = {j.public.raw for j in found.judged
-            if j.status == VALID and j.public and j.raw is not None and
-            _verifies(j.public, j.raw, message(key, digest, len(data), relied_on(j)))}
+    valid = [j for j in found.judged
+             if j.status == VALID and j.public and j.raw is not None and
+             _verifies(j.public, j.raw, message(key, digest, len(data), relied_on(j)))]
+    good = _counted(valid)
     if len(good) >= ring.needed:
         return Check(VALID, _signed_by(found.judged, good), found.check.key_id,
-                     _ids(found.judged, good))
+                     _ids(found.judged, good), _lineage(valid))
     if good:
         return _rejected(found.judged, ring, good)
     lead = next((j for j in found.judged if j.status == VALID and j.doc), None)
@@ -347,6 +367,15 @@ def _ring(trusted: Trusted) -> KeyRing:
     if isinstance(trusted, dict):
         return ringmod.of(trusted.values())
     return ringmod.of(trusted)
+
+
+def is_cosignature(sig: bytes) -> bool:
+    """A signature made on other keys' word (relies_on): never a first signature (orphans.py:
+    one copied over `<entry>.sig` would leave an entry older readers never verify)."""
+    try:
+        return _relies_on(_fields(sig)[0]) is not None
+    except (ValueError, KeyFileError):
+        return False
 
 
 def claimed_signer(sig: bytes) -> PublicKey | None:

@@ -284,7 +284,10 @@ def _read(dir_fd: int, name: str, limit: int | None = None) -> bytes | None:
         return None
     except OSError as exc:
         if exc.errno == errno.ELOOP:
-            uid = os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_uid
+            try:
+                uid = os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_uid
+            except FileNotFoundError:
+                return None  # the link went away meanwhile: nothing there now
             raise _Rejected("not-a-file", f"{name} is a symbolic link", uid) from None
         raise _Rejected("not-a-file", f"cannot open {name}: {exc.strerror}", -1) from None
     try:
