@@ -86,5 +86,8 @@ def test_four_trials_resolve_a_clear_saving_three_cannot():
     assert s.estimate == pytest.approx(statistics.median(a - b for a in cold for b in warm))
     assert not stats.two_sample_shift(cold[:3], warm[:3], 0.95).resolved
     assert stats.fewest_trials(0.95) == 4 and stats.fewest_trials(0.99) == 5
+    # a confidence of 1 (or read from a document a writer chose) asks for no end of trials:
+    # bounded, never a hang (the bench fuzzer found one)
+    assert stats.fewest_trials(1.0) == stats.fewest_trials(2.0) == stats.MAX_TRIALS
     r = stats.two_sample_ratio(cold, warm)
     assert 0.7 < r.low <= r.estimate <= r.high < 0.9

@@ -145,9 +145,13 @@ def two_sample_ratio(cold: list[float], warm: list[float], confidence: float = 0
                                           [math.log(w) for w in warm], confidence))
 
 
+MAX_TRIALS = 100  # 2 / C(200, 100) ~ 2e-59: no confidence a document can state needs more
+
+
 def fewest_trials(confidence: float) -> int:
-    """The fewest trials whose smallest reachable p-value supports `confidence`."""
+    """The fewest trials whose smallest reachable p-value supports `confidence` (bounded: a
+    confidence of 1, or one read from a document a writer chose, asks for no end of them)."""
     t = 1
-    while 2 / math.comb(2 * t, t) > 1 - confidence:
+    while t < MAX_TRIALS and 2 / math.comb(2 * t, t) > 1 - confidence:
         t += 1
     return t
