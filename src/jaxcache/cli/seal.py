@@ -35,11 +35,12 @@ def options(p: argparse.ArgumentParser) -> None:
                        "sub-caches on) instead of leaving them unsigned and exiting 1; each is "
                        "still reported.")
     common.option(p, "--add-signature", action="store_true",
-                  help="Co-sign: add this key's signature beside every entry another trusted "
-                       "key already signed (<entry>.<key id>.sig, created only if absent), for "
-                       "a second signature (signatures_needed) or a key rotation without a "
-                       "cold cache. Entries no usable trusted key signed are reported and "
-                       "left. The key must itself be trusted (policy or --trusted-key).")
+                  help="Co-sign: add this key's signature (<entry>.<key id>.sig, created only "
+                       "if absent) beside every entry the other trusted keys already vouch for "
+                       "as the policy needs (a key rotation without a cold cache; the "
+                       "co-signature names them, and is revoked with any of them), or with "
+                       "--from, that your own build reproduces. Other entries are reported "
+                       "and left. The key must itself be trusted (policy or --trusted-key).")
     common.option(p, "--from", dest="own_dir", metavar="DIR",
                   help="With --add-signature: co-sign only entries whose bytes are those in "
                        "DIR, your own build of the same jobs (a private cache): an "
