@@ -504,6 +504,19 @@ def test_bucket_revoked_expired_and_threshold(world, bucket, tmp_path):
     proc = jaxcache("seal", url, "--signing-key", key(world, "ci-2"), "--add-signature",
                     "--policy", str(two), env=env)  # on ci-1's word alone: refused
     assert proc.returncode == 1 and bucket["emu"].names("jaxkeys", "revoked") == before
+    # ci-1's signature again under both co-signature names counts once
+    twice = bucket_copy(bucket, "twice")
+    from jaxcache.seal import names as namesmod
+
+    for n in [n for n in bucket["emu"].names("jaxkeys", "twice") if n.endswith("-cache")]:
+        first = bucket["emu"].download("jaxkeys", f"twice/{namesmod.sidecar(n, '.sig')}")
+        for other in ("ci-1", "ci-2"):
+            where = namesmod.cosignature(n, key_id(world, other))
+            bucket["emu"].upload("jaxkeys", f"twice/{where}", first)
+    pol2 = policy(tmp_path / "t.toml", twice, [(pubs["ci-1"], {}), (pubs["ci-2"], {})], needed=2)
+    out, rec = run(twice, pol2, tmp_path, env=env)
+    assert out["results"] == world["golden"] and out["hits"] == 0
+    assert set(rejected(rec)) == {"too-few-signatures"}
     own = tmp_path / "own"
     proc = jaxcache("run", "-q", "--cache-dir", str(own), "--", sys.executable, JOB,
                     env=clean_env(JAX_PERSISTENT_CACHE_ENABLE_XLA_CACHES="none"))
