@@ -70,9 +70,9 @@ def test_keygen_refuses_to_overwrite_or_to_live_in_a_cache(tmp_path):
     keygen(key)
     again = jaxcache("keygen", str(key))
     assert again.returncode == 2 and "already exists" in again.stderr
-    for bad in ("", str(tmp_path) + "/"):
+    for bad, said in (("", "give KEYFILE"), (str(tmp_path) + "/", "give a file name")):
         proc = jaxcache("keygen", bad)
-        assert proc.returncode == 2 and "give a file name" in proc.stderr
+        assert proc.returncode == 2 and said in proc.stderr, proc.stderr
     cache = tmp_path / "cache"
     cache.mkdir()
     (cache / ("jit_f-" + "ab" * 32 + "-cache")).write_bytes(b"x")
