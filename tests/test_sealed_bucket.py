@@ -346,7 +346,7 @@ def test_ls_escapes_what_a_bucket_writer_names(world):
     world["emu"].upload(BUCKET, evil, b"not an entry")
     rlo = f"{prefix}/jit_\u202egnp.exe-{'cd' * 32}-cache"  # reorders what follows it
     world["emu"].upload(BUCKET, rlo, b"not an entry either")
-    world["emu"].upload(BUCKET, rlo + ".sig", b'{"key": "\x1b[2J\u202e"}')
+    world["emu"].upload(BUCKET, rlo + ".sig", b'{"key": "\x1b[2J\\u202e"}')
     proc = jaxcache("ls", f"gs://{BUCKET}/{prefix}", env=world["env"])
     assert proc.returncode in (0, 1), proc.stderr
     assert "UNSIGNED" in proc.stdout
