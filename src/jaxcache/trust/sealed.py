@@ -89,8 +89,10 @@ def key_state(ring) -> list[Finding]:
                 ": readers reject what only it signed (recompiled)"
             out.append(Finding("seal.key-expired", WARNING,
                                f"trusted key {k.label} expired at {when(k.not_after)}{soft}",
-                               None, "remove it from trusted_keys once its entries are co-signed "
-                               "by a current key; " + ROTATE))
+                               None, "publish with a current key (what only the expired one "
+                               "signed is rebuilt as readers miss it), remove it from "
+                               "trusted_keys, and next time rotate before not_after "
+                               "(docs/sealed-cache.md, \"Rotating a key\")"))
         elif state == "not-yet-valid":
             out.append(Finding("seal.key-not-yet-valid", WARNING,
                                f"trusted key {k.label} is trusted only from "
