@@ -34,6 +34,11 @@ class KeyRingError(JaxcacheError):
     set of the keys can meet)."""
 
 
+def key_id(raw: bytes) -> str:
+    """A public key's id (keys.PublicKey.id) from its raw bytes: revocations name keys by it."""
+    return hashlib.sha256(raw).hexdigest()[:16]
+
+
 def when(seconds: float) -> str:
     """RFC 3339 in UTC, to the second: how reports and signatures write a moment."""
     return datetime.fromtimestamp(seconds, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -86,12 +91,11 @@ class KeyRing:
 
     def is_revoked(self, raw: bytes) -> bool:
         return raw in self.revoked or (bool(self.revoked_ids) and
-                                       hashlib.sha256(raw).hexdigest()[:16] in self.revoked_ids)
+                                       key_id(raw) in self.revoked_ids)
 
-    def revoked_id(self, key_id: str) -> bool:
+    def revoked_id(self, wanted: str) -> bool:
         """Whether the key with this id is revoked (a co-signature names keys by id)."""
-        return key_id in self.revoked_ids or any(
-            hashlib.sha256(r).hexdigest()[:16] == key_id for r in self.revoked)
+        return wanted in self.revoked_ids or any(key_id(r) == wanted for r in self.revoked)
 
     def unusable(self, key: PublicKey, signed_at: float | None = None
                  ) -> tuple[str, str] | None:
@@ -132,7 +136,11 @@ class KeyRing:
 
     def single(self) -> KeyRing:
         """The same keys, one signature enough (a publisher's own check of what it wrote)."""
-        return KeyRing(self.keys, self.revoked, self.revoked_ids, 1, self.clock)
+        return self.restricted(self.keys, 1)
+
+    def restricted(self, keys: Mapping[bytes, PublicKey], needed: int) -> KeyRing:
+        """These revocations and clock over `keys`, `needed` of them (a co-signer's view)."""
+        return KeyRing(keys, self.revoked, self.revoked_ids, needed, self.clock)
 
     def with_key(self, key: PublicKey) -> KeyRing:
         """Also trusting `key` (a publisher trusts what it signs), unless the policy revokes
@@ -147,8 +155,7 @@ class KeyRing:
                 raise KeyRingError(f"cannot sign with {safe(known.label)}: {state[1]}; readers "
                                    "would reject its signatures (sign with a current key)")
             return self
-        return KeyRing({**self.keys, key.raw: key}, self.revoked, self.revoked_ids,
-                       self.needed, self.clock)
+        return self.restricted({**self.keys, key.raw: key}, self.needed)
 
 
 def of(trusted: KeyRing | Iterable[PublicKey]) -> KeyRing:

@@ -263,8 +263,7 @@ def cosign_entry(name: str, signer: SigningKey, ring: KeyRing, judge: Judge, add
     so that it still counts beside the others once that key is retired); else reported. `add(name,
     sig, stale)` creates the co-signature, replacing a file under its name that `stale` finds
     no valid signature of `signer`, and says why not."""
-    mine = KeyRing({signer.public.raw: ring.get(signer.public.raw) or signer.public},
-                   ring.revoked, ring.revoked_ids, 1, ring.clock)
+    mine = ring.restricted({signer.public.raw: ring.get(signer.public.raw) or signer.public}, 1)
     st, _ = judge(name, mine)
     if st.status == signature.VALID:
         return EntryStatus(name, signature.VALID, f"already {st.reason}", st.size, st.never_hit)
@@ -277,8 +276,7 @@ def cosign_entry(name: str, signer: SigningKey, ring: KeyRing, judge: Judge, add
     else:
         others = {r: k for r, k in ring.keys.items() if r != signer.public.raw}
         enough = len(others) >= ring.needed  # can the others alone meet the threshold?
-        st, data = judge(name, KeyRing(others, ring.revoked, ring.revoked_ids,
-                                       ring.needed if enough else 1, ring.clock))
+        st, data = judge(name, ring.restricted(others, ring.needed if enough else 1))
         if st.status == signature.VALID and not enough:
             st = EntryStatus(name, signature.TOO_FEW, f"{st.reason}, but the policy needs "
                              f"{ring.needed} keys and would count this one's word twice",
@@ -290,7 +288,7 @@ def cosign_entry(name: str, signer: SigningKey, ring: KeyRing, judge: Judge, add
         chains = dict(st.lineage)
         if succeeds is not None:
             if succeeds not in chains:
-                return EntryStatus(name, TOO_FEW_HERE, f"{st.reason}; not signed by key "
+                return EntryStatus(name, NOT_COSIGNED, f"{st.reason}; not signed by key "
                                    f"{succeeds}, which this key succeeds: not co-signed",
                                    st.size, st.never_hit)
             relies = (succeeds, *chains[succeeds])
@@ -304,7 +302,7 @@ def cosign_entry(name: str, signer: SigningKey, ring: KeyRing, judge: Judge, add
     if why is None:
         return EntryStatus(name, "co-signed", f"{why_signed}; co-signed by "
                            f"{label_of(ring, signer)}", len(data), st.never_hit)
-    return EntryStatus(name, TOO_FEW_HERE, f"{why_signed}; not co-signed: {why}", len(data),
+    return EntryStatus(name, NOT_COSIGNED, f"{why_signed}; not co-signed: {why}", len(data),
                        st.never_hit)
 
 
@@ -314,13 +312,13 @@ def _own_build(name: str, own: Own, shared: Shared | None, st: EntryStatus
     exactly them (read at most one byte past their length)."""
     mine = own(name)
     if mine is None:
-        return None, (), EntryStatus(name, TOO_FEW_HERE, "not in your own build (--from): "
+        return None, (), EntryStatus(name, NOT_COSIGNED, "not in your own build (--from): "
                                      "not co-signed", st.size)
     there = shared(name, len(mine) + 1) if shared is not None else None
     if there != mine:
-        return None, (), EntryStatus(name, TOO_FEW_HERE, "differs from your own build "
+        return None, (), EntryStatus(name, NOT_COSIGNED, "differs from your own build "
                                      "(--from): not co-signed", st.size)
     return mine, (), st
 
 
-TOO_FEW_HERE = "not-co-signed"  # seal --add-signature could not add this key's signature
+NOT_COSIGNED = "not-co-signed"  # seal --add-signature could not add this key's signature

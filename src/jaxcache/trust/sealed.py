@@ -100,7 +100,9 @@ def key_state(ring) -> list[Finding]:
                                "signed", None, None))
     revoked = len(ring.revoked) + len(ring.revoked_ids)
     if revoked:
-        ids = sorted({*ring.revoked_ids, *(_id(r) for r in ring.revoked)})
+        from jaxcache.seal.keyring import key_id
+
+        ids = sorted({*ring.revoked_ids, *(key_id(r) for r in ring.revoked)})
         out.append(Finding("seal.key-revoked", "note",
                            f"{revoked} key(s) revoked by the policy ({', '.join(ids)}): readers "
                            "reject every signature by them, whatever the signature claims",
@@ -114,8 +116,3 @@ def key_state(ring) -> list[Finding]:
             "not_before / not_after"))
     return out
 
-
-def _id(raw: bytes) -> str:
-    import hashlib
-
-    return hashlib.sha256(raw).hexdigest()[:16]
