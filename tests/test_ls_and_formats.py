@@ -144,10 +144,11 @@ def test_other_users_processes_are_listed(base, accounts):
 
 
 @pytest.mark.parametrize("given,why", [("gs://b/p", "'b' is not a valid bucket name"),
-                                       ("s3://b/p", "supports gs:// only")])
+                                       ("s3://b/p", "'b' is not a valid bucket name"),
+                                       ("az://b/p", "supports gs://, s3:// only")])
 def test_ls_refuses_urls_it_cannot_list(given, why):
-    """ls lists gs:// buckets (test_sealed_bucket.py); a malformed bucket or another scheme
-    is one line and exit 2, before any network access."""
+    """ls lists gs:// and s3:// buckets (test_sealed_bucket.py, test_sealed_s3.py); a
+    malformed bucket or another scheme is one line and exit 2, before any network access."""
     proc = jaxcache("ls", given)
     assert proc.returncode == 2 and why in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1

@@ -283,7 +283,7 @@ def test_audit_needs_neither_jax_nor_the_gcs_client(world, tmp_path):
     assert "pip install 'jaxcache[gcs]'" in ls.stderr
 
 
-@pytest.mark.parametrize("url", ["s3://bucket/x", "gs://Bad_Bucket/x", "gs://jaxbar/a/../b"])
+@pytest.mark.parametrize("url", ["az://bucket/x", "gs://Bad_Bucket/x", "gs://jaxbar/a/../b"])
 def test_bad_bucket_urls_are_one_line_exit_2(world, url):
     proc = jaxcache("run", "--sealed", "--cache-dir", url, "--trusted-key", world["pub"],
                     "--", sys.executable, "-c", "pass", env=world["env"])

@@ -1,4 +1,4 @@
-"""`bench --sealed --bucket gs://B/P`: each run set gets a fresh prefix of its own.
+"""`bench --sealed --bucket gs://B/P` (or s3://B/P): each run set gets a fresh prefix of its own.
 
 A bench must start every trial from an empty cache and must not touch anything else in a
 shared bucket: all its objects go under `P/jaxcache-bench-<random>/<trial>`, a prefix checked

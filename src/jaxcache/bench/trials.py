@@ -40,7 +40,7 @@ class BenchConfig:
     time_budget_s: float | None = None  # ...or this much time was spent
     thresholds: dict[str, str] = field(default_factory=dict)  # env var -> value, if set
     sealed: bool = False  # each trial's cache sealed with a throwaway key: verification counted
-    bucket: str | None = None  # sealed trials in fresh prefixes under this gs:// URL
+    bucket: str | None = None  # sealed trials in fresh prefixes under this gs:// or s3:// URL
     min_saving_s: float = noticeable.MIN_SAVING_S  # the noticeable bar (bench/noticeable.py)
     min_fraction: float = noticeable.MIN_FRACTION
 

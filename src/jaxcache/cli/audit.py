@@ -36,7 +36,8 @@ def handle(args: argparse.Namespace, tail: None) -> None:
 
     PATH is read as JAX reads it: '~' is not expanded, a relative path is relative to the
     current directory, a path that does not exist yet is judged by its nearest existing
-    ancestor, and URLs (gs://...) are UNVERIFIABLE. Without PATH: $JAX_COMPILATION_CACHE_DIR.
+    ancestor, and URLs (gs://..., s3://...) are UNVERIFIABLE. Without PATH:
+    $JAX_COMPILATION_CACHE_DIR.
 
     Verdicts:
       PRIVATE           only you and root can create, replace or rename entries or any parent

@@ -55,8 +55,9 @@ def options(p: argparse.ArgumentParser) -> None:
     opt(p, "--sealed", action="store_true",
         help="Seal each trial's cache (a throwaway signing key): warm runs pay for "
              "verification, as a sealed consumer would (docs/sealed-cache.md).")
-    opt(p, "--bucket", metavar="gs://BUCKET/PREFIX",
-        help="With --sealed: each trial's cache is a new, empty prefix "
+    opt(p, "--bucket", metavar="URL",
+        help="With --sealed, a gs:// or s3://BUCKET/PREFIX: each trial's cache is a new, "
+             "empty prefix "
              "PREFIX/jaxcache-bench-RANDOM/trial-N in this bucket (nothing else there is "
              "touched; jaxcache deletes nothing: remove that prefix when done).")
     common.format_flag(p)

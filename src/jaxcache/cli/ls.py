@@ -1,4 +1,4 @@
-"""`jaxcache ls`: the entries of a cache directory, or of a gs:// prefix."""
+"""`jaxcache ls`: the entries of a cache directory, or of a gs:// or s3:// prefix."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from jaxcache.cli import common
 
 def options(p: argparse.ArgumentParser) -> None:
     p.add_argument("path", nargs="?", metavar="PATH",
-                   help="The cache directory or gs://BUCKET/PREFIX (default: "
+                   help="The cache directory, gs:// or s3://BUCKET/PREFIX (default: "
                         "$JAX_COMPILATION_CACHE_DIR).")
     common.format_flag(p)
 
@@ -31,7 +31,7 @@ def handle(args: argparse.Namespace, tail: None) -> None:
     KEY names the key each signature file claims (by your policy's name for it where it
     trusts it): a claim, which `jaxcache verify` checks. Without PATH:
     $JAX_COMPILATION_CACHE_DIR. Exit code 1 when any entry is flagged beyond an unexpected
-    name or changed since written (for gs://, when an entry has no signature object beside
+    name or changed since written (for a bucket, when an entry has no signature object beside
     it).
     """
     path = common.cache_path(args, args.path)
@@ -51,8 +51,8 @@ def handle(args: argparse.Namespace, tail: None) -> None:
 
 
 def _bucket(args: argparse.Namespace, url: str) -> None:
-    """`ls gs://bucket/prefix`: its entries and whether a signature object sits beside each
-    (`verify` checks them). Exit 1 when an entry has none."""
+    """`ls gs://bucket/prefix` (or s3://): its entries and whether a signature object sits
+    beside each (`verify` checks them). Exit 1 when an entry has none."""
     from jaxcache.seal import bucket_scan, objects
 
     found = bucket_scan.listing(objects.open_store(objects.parse(url)))

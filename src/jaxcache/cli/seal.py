@@ -20,16 +20,16 @@ class _DeprecatedKey(argparse.Action):
 
 
 def options(p: argparse.ArgumentParser) -> None:
-    scan_flags(p, "The directory (or gs://BUCKET/PREFIX) whose entries to sign.")
+    scan_flags(p, "The directory (or gs:// or s3://BUCKET/PREFIX) whose entries to sign.")
     common.option(p, "--signing-key", metavar="KEYFILE",
                   help="The signing key (from `jaxcache keygen`, or a pkcs11: URI naming a "
                        "key in an HSM: docs/hsm.md).")
     p.add_argument("--key", dest="signing_key", action=_DeprecatedKey, metavar="KEYFILE",
                    help=argparse.SUPPRESS)
     common.option(p, "--trust-bucket-writers", action="store_true",
-                  help="For gs://: you checked by hand that only your publisher can write "
-                       "there (jaxcache cannot read a bucket's IAM); sealing vouches for every "
-                       "entry.")
+                  help="For gs:// and s3://: you checked by hand that only your publisher can "
+                       "write there (jaxcache cannot read a bucket's IAM or policy); sealing "
+                       "vouches for every entry.")
     common.option(p, "--allow-unhittable", action="store_true",
                   help="Sign entries a sealed reader would never hit (made with XLA's "
                        "sub-caches on) instead of leaving them unsigned and exiting 1; each is "
@@ -103,7 +103,7 @@ def handle(args: argparse.Namespace, tail: None) -> None:
                                               args.trust_bucket_writers,
                                               args.allow_unhittable, args.policy_path), "seal")
     if args.trust_bucket_writers:
-        common.usage(args, "--trust-bucket-writers is for gs:// prefixes only")
+        common.usage(args, "--trust-bucket-writers is for bucket prefixes (gs://, s3://) only")
     def warn(text: str) -> None:
         sys.stderr.write(f"jaxcache: warning: {text}\n")
 

@@ -32,7 +32,7 @@ def scan_output(args: argparse.Namespace, result: Any, action: str,
 
 
 def options(p: argparse.ArgumentParser) -> None:
-    scan_flags(p, "The sealed cache: a directory or gs://BUCKET/PREFIX (default: "
+    scan_flags(p, "The sealed cache: a directory, gs:// or s3://BUCKET/PREFIX (default: "
                   "$JAX_COMPILATION_CACHE_DIR).")
     common.option(p, "--strict", action="store_true",
                   help="The gate after a CI restore (docs/ci.md): exit 1 also for entries a "

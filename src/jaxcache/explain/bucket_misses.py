@@ -15,8 +15,7 @@ _WHAT = {
     "prefix-empty": "not found, and the prefix holds no entries",
     "key-mismatch": "not found under this key, but the module is there under another key",
     "not-found": "not found",
-    "permission-denied": "permission denied (the reader's principal lacks "
-                         "storage.objects.get on the bucket: roles/storage.objectViewer)",
+    "permission-denied": "permission denied ({grant})",
     "network": "bucket unreachable (network)",
     "error": "the storage service answered with an error",
 }
@@ -31,8 +30,9 @@ def lines(seal: dict | None) -> list[str]:
     for m in seal.get("bucket_misses") or []:
         groups.setdefault(m.get("hint") or m.get("kind") or "error", []).append(m)
     for kind, misses in groups.items():
+        what = _WHAT.get(kind, safe(kind)).replace("{grant}", _read_grant(seal.get("path")))
         out.append(f"bucket {safe(str(seal.get('path')))}: {len(misses)} lookup(s) "
-                   f"{_WHAT.get(kind, safe(kind))}: {safe(str(misses[0].get('reason')))[:400]}")
+                   f"{what}: {safe(str(misses[0].get('reason')))[:400]}")
     statuses: dict[str, int] = {}
     for r in seal.get("rejections") or []:
         status = str(r.get("status") or "?")
@@ -42,3 +42,10 @@ def lines(seal: dict | None) -> list[str]:
                    + ", ".join(f"{n} {safe(s)}" for s, n in sorted(statuses.items()))
                    + " (`jaxcache verify` on the prefix lists them)")
     return out
+
+
+def _read_grant(path: object) -> str:
+    """What the reader lacks, in the terms of the service that denied it (its store module's)."""
+    from jaxcache.seal import objects
+
+    return objects.service(str(path).partition("://")[0]).READ_GRANT

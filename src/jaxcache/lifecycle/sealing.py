@@ -170,8 +170,8 @@ def _directory_tier(path: str, pol, accounts, extra: tuple, signer, made_dirs: l
 
 
 def _bucket_tier(path: str, pol, accounts, extra: tuple):
-    """gs://bucket/prefix: judged for a sealed reader (no request is made here, so a network
-    failure is a miss at load time, never a failed start), and its store."""
+    """gs:// or s3://bucket/prefix: judged for a sealed reader (no request is made here, so a
+    network failure is a miss at load time, never a failed start), and its store."""
     from jaxcache.seal import objects
     from jaxcache.trust.audit import audit
 

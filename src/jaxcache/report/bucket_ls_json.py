@@ -1,4 +1,4 @@
-"""`jaxcache ls gs://... --format json` (schema jaxcache.ls-bucket/1)."""
+"""`jaxcache ls gs://... --format json` (or s3://) (schema jaxcache.ls-bucket/1)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""`jaxcache ls gs://...` as a table: size, age, signature object present, module, name."""
+"""`jaxcache ls gs://...` (or s3://) as a table: size, age, signature object present, module,
+name."""
 
 from __future__ import annotations
 

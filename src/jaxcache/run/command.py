@@ -139,8 +139,9 @@ def audited_env(path: str, witness: bool = True) -> dict[str, str]:
 
 
 def _admit_bucket(chosen: str, pol, accounts, keys: tuple, seal, policy: str | None) -> dict:
-    """`run --sealed --cache-dir gs://bucket/prefix`: judged for a sealed reader (SEALED or
-    refused), the client checked before the job starts; the job's probe opens the store."""
+    """`run --sealed --cache-dir gs://bucket/prefix` (or s3://): judged for a sealed reader
+    (SEALED or refused), the client checked before the job starts; the job's probe opens the
+    store."""
     from jaxcache.record import run_record as recordmod
     from jaxcache.seal import objects
     from jaxcache.trust.audit import audit

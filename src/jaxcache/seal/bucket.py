@@ -1,4 +1,5 @@
-"""The sealed backend JAX calls for `gs://bucket/prefix`: a private local tier, then the bucket.
+"""The sealed backend JAX calls for `gs://` or `s3://bucket/prefix`: a private local tier, then
+the bucket.
 
 Same guarantees as the sealed directory (store.py): the local tier (trusted by ownership) is
 read first and keeps this process's misses; a bucket entry is returned only if its signature
@@ -6,10 +7,11 @@ verifies over the very bytes returned, downloaded once (the signature first: it 
 download); a rejected entry is a miss, reported once, and left where it is.
 
 Writes: a publisher (signing key) checks that the entry is absent, then creates the signature
-and then the entry, each create-only (`put_if_absent`: GCS ifGenerationMatch=0), so no reader
-ever finds a published entry without its signature and the first publisher wins. A consumer
-writes nothing to the bucket. Every store failure (network, permission, a server error) is a
-miss that `misses` names for the run record, never an exception for JAX: the job compiles.
+and then the entry, each create-only (`put_if_absent`: GCS ifGenerationMatch=0, S3
+If-None-Match: *), so no reader ever finds a published entry without its signature and the
+first publisher wins. A consumer writes nothing to the bucket. Every store failure (network,
+permission, a server error) is a miss that `misses` names for the run record, never an
+exception for JAX: the job compiles.
 After a network failure the bucket is skipped for a while, so a dead link costs one timeout,
 not one per compile.
 """
@@ -34,7 +36,7 @@ from jaxcache.seal.store import (
     write_tier,
 )
 
-OBJECT_NAME_MAX = 1024  # GCS object names: the signature is always <entry>.sig
+OBJECT_NAME_MAX = 1024  # GCS and S3 object names: the signature is always <entry>.sig
 BACKOFF_S = 30.0
 OWNER = "unknown: a bucket object (its writer is in the bucket's audit logs)"
 _KEY = re.compile(r"^(?P<module>.+)-(?P<hash>[0-9a-f]{64})$")
@@ -168,7 +170,7 @@ class BucketSealedCache(Reports):
         signame = names.sidecar(name, names.SIGNATURE, OBJECT_NAME_MAX)
         try:
             if self.store.stat(name) is not None:
-                return  # first writer wins (checked first: real GCS also refuses below)
+                return  # first writer wins (checked first: the store also refuses below)
             if not self.store.put_if_absent(signame, sig) and not self._settle(
                     key, value, signame, sig):
                 return  # a rival publisher's signature: its entry follows

@@ -1,4 +1,5 @@
-"""`jaxcache verify gs://...`, `seal gs://...` and `ls gs://...`: every entry under a prefix.
+"""`jaxcache verify gs://...`, `seal gs://...` and `ls gs://...` (or s3://): every entry under
+a prefix.
 
 Entries are read as the bucket tier reads them (bucket.py): the signature, then the entry, one
 download each, checked over exactly the bytes downloaded. Statuses are scan.py's, so `verify`

@@ -1,7 +1,7 @@
 """The object-store interface a sealed cache in a bucket needs: get, put-if-absent,
 replace-if (a compare and swap, for orphaned signatures), list, stat.
 
-Kept this small so that another object store (S3 is the likely next) is one more module.
+Kept this small so that another object store is one more module (gcs.py, s3.py).
 Failures the store cannot judge (network, permission, a server error) are `StoreError`s with a
 kind the record names; a missing object is `None`, not an error.
 """
@@ -21,7 +21,7 @@ class ObjectInfo:
 
     name: str
     size: int
-    generation: str  # the store's version of the object (GCS: its generation number)
+    generation: str  # the store's version of the object (GCS: its generation number; S3: ETag)
     updated: float | None  # seconds since the epoch, when the store says
 
 
@@ -41,11 +41,12 @@ class ObjectStore(Protocol):
 
     def put_if_absent(self, name: str, data: bytes) -> bool:
         """Create the object only if no object has that name (first writer wins); False if
-        one exists. Must be atomic on the server (GCS: ifGenerationMatch=0)."""
+        one exists. Must be atomic on the server (GCS: ifGenerationMatch=0; S3:
+        If-None-Match: *)."""
 
     def replace_if(self, name: str, data: bytes, generation: str) -> bool:
         """Replace the object only if it is still at `generation` (a compare and swap, atomic
-        on the server: GCS ifGenerationMatch); False if it changed or is gone."""
+        on the server: GCS ifGenerationMatch, S3 If-Match); False if it changed or is gone."""
 
     def stat(self, name: str) -> ObjectInfo | None:
         """The object's size and generation; None if it does not exist."""

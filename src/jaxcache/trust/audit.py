@@ -212,13 +212,15 @@ def _tilde(tgt: targetmod.Target, text: str) -> Finding:
 
 def _url_report(tgt: targetmod.Target, me: pr.Principal, notes: list[Finding],
                 policy: Policy, sealed: bool = False, sealed_keys: tuple = ()) -> AuditReport:
+    from jaxcache.seal import objects
+
     scheme = (tgt.url or "").split("://", 1)[0]
     finding = Finding(
         "path.url", UNVERIFIABLE,
-        f"{safe(tgt.given)} is a {scheme}:// URL: its writers are decided by the storage "
-        "service's access control, which jaxcache cannot read",
+        f"{safe(tgt.given)} is {_article(scheme)} {scheme}:// URL: its writers are decided by "
+        "the storage service's access control, which jaxcache cannot read",
         tgt.given,
-        "check who holds write (e.g. storage.objects.create / roles/storage.objectAdmin on the "
+        f"check who holds write (e.g. {objects.write_grants(scheme)} on the "
         "bucket and prefix, including service accounts and CI), turn off public or uniform "
         "write grants, and prefer signed entries or a private local cache (jaxcache init)",
     )
@@ -230,6 +232,11 @@ def _url_report(tgt: targetmod.Target, me: pr.Principal, notes: list[Finding],
         findings, verdict = bucketmod.judge_sealed(tgt.given, findings, policy, sealed_keys)
     return AuditReport(tgt.given, None, None, False, verdict, me, (), (), (), None,
                        None, tuple(findings), policy.source)
+
+
+def _article(scheme: str) -> str:
+    """As the scheme is said: "an s3:// URL", "a gs:// URL"."""
+    return "an" if scheme[:1].lower() in "aefhilmnorsx" else "a"
 
 
 def _acl_text(acl: aclmod.Acl | None, accounts: pr.Accounts, gid: int) -> tuple[str, ...]:

@@ -262,12 +262,12 @@ def _build(source: str, data: dict, accounts: Accounts) -> Policy:
             text = url_text(item["path"])
             if text is None:
                 raise PolicyError(f"policy: [[cache]] path {safe(item['path'])!r} is not a "
-                                  "gs://bucket/prefix URL")
+                                  "gs:// or s3://bucket/prefix URL")
             per_path.append((text, _rule(item, where, accounts, url=True)))
             continue
         if not os.path.isabs(item["path"]):
             raise PolicyError(f"policy: [[cache]] path {safe(item['path'])!r} must be absolute "
-                              "(or a gs://bucket/prefix URL)")
+                              "(or a gs:// or s3://bucket/prefix URL)")
         per_path.append((os.path.normpath(item["path"]), _rule(item, where, accounts)))
     policy = Policy(source, default, tuple(per_path))
     _coherent_keys(policy)
