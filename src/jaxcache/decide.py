@@ -140,7 +140,7 @@ def _noticeable(benches: list[dict], min_s: float | None, min_fraction: float | 
         s = b["summary"]
         wall = ((s.get("wall") or {}).get("cold") or {}).get("median")
         cmd = " ".join(b.get("command") or [])
-        shift = noticeable.shift_from_json(s.get("saving_s") or {})
+        shift = noticeable.judged_from_json(s)  # the saving the bench's verdict judged
         if s.get("verdict") in ("nothing-cached", "warm-missed", "no-data") or shift is None:
             outcomes.append(MISSED)
             ev.append(f"{cmd}: no saving to judge ({s.get('verdict')}: {s.get('message')})")

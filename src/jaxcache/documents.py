@@ -160,6 +160,9 @@ BENCH = v.obj({
     "summary": v.obj({"verdict": v.one_of(*BENCH_VERDICTS), "phases": v.map_of(_ARMS),
                       "saving_s": _SHIFT},
                      {"message": v.ANY, "wall": v.nullable(_ARMS), "compile_saving_s": _SHIFT,
+                      # issue 26: the covariate-adjusted saving, judged when judged_on says so
+                      "adjusted_saving_s": _SHIFT,
+                      "judged_on": v.nullable(v.one_of("adjusted", "unadjusted")),
                       # the bar the bench judged by, which decide applies by default
                       "noticeable_bar": v.nullable(v.obj({}, {"min_saving_s": _OPT_NUM,
                                                              "min_fraction": _OPT_NUM}))}),

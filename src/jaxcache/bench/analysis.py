@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from jaxcache.bench import noticeable, per_rank, stats
+from jaxcache.bench import adjust, noticeable, per_rank, stats
 from jaxcache.bench.sample import PHASES, ProcessSample
 
 
@@ -27,7 +27,7 @@ class Analysis:
     warm: tuple[ProcessSample, ...]
     phases: dict[str, tuple[stats.Spread, stats.Spread]]  # phase -> (cold, warm)
     wall: tuple[stats.Spread, stats.Spread] | None
-    saving: stats.Shift | None  # cold wall - warm wall, seconds saved per start
+    saving: stats.Shift | None  # cold wall - warm wall, seconds saved per start (unadjusted)
     compile_saving: stats.Shift | None  # cold - warm compile-or-load seconds
     ratio: stats.Shift | None  # warm / cold wall
     noise_s: float
@@ -41,6 +41,14 @@ class Analysis:
     ranks: tuple[RankSummary, ...] = ()  # per rank, when the job has more than one
     judgement: noticeable.Judgement | None = None  # the saving against the one bar
     bar: noticeable.Bar = noticeable.DEFAULT_BAR
+    adjusted: adjust.Adjusted | None = None  # the saving adjusted by the uncached compiles
+
+    @property
+    def judged(self) -> stats.Shift | None:
+        """The saving the verdict is judged on: adjusted when every check passed."""
+        if self.adjusted is not None and self.adjusted.used and self.adjusted.shift is not None:
+            return self.adjusted.shift
+        return self.saving
 
 
 def _maybe(values: list[float]) -> stats.Spread | None:
@@ -79,7 +87,8 @@ def missed_message(warm: list[ProcessSample]) -> str:
             f"{len(warm)} warm runs: a warm run counts as a hit only if every rank hit")
 
 
-def _phase_spreads(cold, warm) -> dict:
+def _phase_spreads(cold: list[ProcessSample], warm: list[ProcessSample]
+                   ) -> dict[str, tuple[stats.Spread, stats.Spread]]:
     out = {}
     for phase in PHASES:
         c = [s.phases[phase] for s in cold]
@@ -88,7 +97,8 @@ def _phase_spreads(cold, warm) -> dict:
     return out
 
 
-def _pairs(cold, warm) -> list[tuple[ProcessSample, float, float]]:
+def _pairs(cold: list[ProcessSample], warm: list[ProcessSample]
+           ) -> list[tuple[ProcessSample, float, float]]:
     """Per trial: its cold run, and the median wall and compile-or-load of its warm runs."""
     out = []
     for c in cold:
@@ -126,40 +136,60 @@ def analyse(cold: list[ProcessSample], warm: list[ProcessSample], *, confidence:
         [c.phases["compile_or_load"] for c, _, _ in pairs], [w for _, _, w in pairs],
         confidence)
     ratio = stats.two_sample_ratio(cold_wall, warm_wall, confidence)
+    adjusted = adjust.adjust(*_units(pairs, warm), saving, confidence)
+    judged = adjusted.shift if adjusted.used and adjusted.shift is not None else saving
     paid = stats.spread([s.write_overhead_s for s in cold]).median
     listed = [s.bytes_after for s in cold if s.bytes_after is not None]  # None: not listed
-    written = int(stats.spread(listed).median) if listed else None
-    significant = saving.resolved and saving.low > noise_s
+    written = int(stats.spread([float(b) for b in listed]).median) if listed else None
+    significant = judged.resolved and judged.low > noise_s
     pays = None
-    if significant and saving.estimate > 0:
-        pays = max(1, math.ceil(paid / saving.estimate)) if paid > 0 else 1
-    judged = (None if stop_reason in ("nothing-cached", "warm-missed") else
-              noticeable.judge(saving, walls[0].median, bar))
+    if significant and judged.estimate > 0:
+        pays = max(1, math.ceil(paid / judged.estimate)) if paid > 0 else 1
+    judgement = (None if stop_reason in ("nothing-cached", "warm-missed") else
+                 noticeable.judge(judged, walls[0].median, bar))
+    how = " adjusted for the uncached modules' compile time" if judged is not saving else ""
     if stop_reason == "nothing-cached":
         verdict = "nothing-cached"
         message = "the cold run wrote no entry, so the cache saved nothing"
     elif stop_reason == "warm-missed":
         verdict, message = "warm-missed", missed_message(warm)
-    elif judged is not None and judged.outcome == noticeable.NOTICEABLE:
+    elif judgement is not None and judgement.outcome == noticeable.NOTICEABLE:
         verdict = "saves"
-        message = (f"{saving.estimate:.2f} s [{saving.low:.2f} - {saving.high:.2f}] "
-                   f"({saving.confidence:.1%} CI) per start, "
-                   f"{saving.estimate / walls[0].median:.0%} of the cold process's wall time: "
+        message = (f"{judged.estimate:.2f} s [{judged.low:.2f} - {judged.high:.2f}] "
+                   f"({judged.confidence:.1%} CI{how}) per start, "
+                   f"{judged.estimate / walls[0].median:.0%} of the cold process's wall time: "
                    "a noticeable saving")
-    elif judged is not None and judged.outcome == noticeable.TOO_SMALL:
+    elif judgement is not None and judgement.outcome == noticeable.TOO_SMALL:
         verdict = "too-small"
-        message = (f"a saving too small to notice: {saving.estimate:.2f} s [{saving.low:.2f} - "
-                   f"{saving.high:.2f}] per start, all of it below {judged.need_s:.2f} s")
-    elif not saving.resolved:
+        message = (f"a saving too small to notice: {judged.estimate:.2f} s [{judged.low:.2f} - "
+                   f"{judged.high:.2f}]{how} per start, all of it below "
+                   f"{judgement.need_s:.2f} s")
+    elif not judged.resolved:
         verdict = "inconclusive"
-        message = (f"the trials cannot decide: {noticeable.stats_trials(saving.n)} cannot "
-                   f"support a {saving.asked:.0%} interval "
-                   f"({stats.fewest_trials(saving.asked)} are the fewest)")
+        message = (f"the trials cannot decide: {noticeable.stats_trials(judged.n)} cannot "
+                   f"support a {judged.asked:.0%} interval "
+                   f"({stats.fewest_trials(judged.asked)} are the fewest)")
     else:
         verdict = "inconclusive"
-        need = judged.need_s if judged is not None else 0.0
-        message = (f"the trials cannot decide: {saving.estimate:.2f} s [{saving.low:.2f} - "
-                   f"{saving.high:.2f}] per start straddles the {need:.2f} s bar")
+        need = judgement.need_s if judgement is not None else 0.0
+        message = (f"the trials cannot decide: {judged.estimate:.2f} s [{judged.low:.2f} - "
+                   f"{judged.high:.2f}]{how} per start straddles the {need:.2f} s bar")
     return Analysis(tuple(cold), tuple(warm), phases, walls, saving, compile_saving, ratio,
                     noise_s, significant, verdict, message, paid, written, pays, first, ranks,
-                    judged, bar)
+                    judgement, bar, adjusted)
+
+
+def _units(pairs: list[tuple[ProcessSample, float, float]], warm: list[ProcessSample]
+           ) -> tuple[list[adjust.Unit], list[adjust.Unit]]:
+    """Per trial, (wall, covariate) of its cold run and the mean of its warm runs (means, not
+    medians: the model is linear, and a mean of K warm runs keeps it so)."""
+    cold_units, warm_units = [], []
+    for c, _, _ in pairs:
+        mine = [w for w in warm if w.trial == c.trial]
+        kinds = {w.uncached for w in mine}
+        cold_units.append(adjust.Unit(c.wall_s, c.uncached_s, c.uncached))
+        warm_units.append(adjust.Unit(
+            math.fsum(w.wall_s for w in mine) / len(mine),
+            math.fsum(w.uncached_s for w in mine) / len(mine),
+            mine[0].uncached if len(kinds) == 1 else ("(differ between warm runs)",)))
+    return cold_units, warm_units

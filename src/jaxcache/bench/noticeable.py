@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 from jaxcache.bench import stats
 
@@ -151,7 +152,14 @@ def as_dict(j: Judgement) -> dict:
             "suggest_trials": j.suggest_trials, "borderline": j.borderline, "why": j.why}
 
 
-def shift_from_json(doc: dict, confidence: float = 0.95) -> stats.Shift | None:
+def judged_from_json(summary: dict[str, Any], confidence: float = 0.95) -> stats.Shift | None:
+    """The saving a bench JSON's verdict was judged on: `adjusted_saving_s` when its
+    `judged_on` says so (issue 26), else `saving_s` (every result before it)."""
+    key = "adjusted_saving_s" if summary.get("judged_on") == "adjusted" else "saving_s"
+    return shift_from_json(summary.get(key) or {}, confidence)
+
+
+def shift_from_json(doc: dict[str, Any], confidence: float = 0.95) -> stats.Shift | None:
     """A bench JSON's summary.saving_s back into a Shift (decide re-judges it)."""
     est = doc.get("estimate")
     if est is None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from jaxcache.bench import per_rank
 from jaxcache.bench.fingerprint import Fingerprint
@@ -45,14 +46,18 @@ class ProcessSample:
     ranks: tuple[per_rank.RankSample, ...] = ()  # the job's JAX processes, per rank
     first_step_s: float = 0.0  # from launch until the slowest rank's last compile ended
     missed: tuple[per_rank.RankMiss, ...] = ()  # warm: ranks that missed the cold run's entries
+    # the covariate (bench/adjust.py): modules compiled without the cache, the same work in
+    # every run, and their compile-or-load seconds
+    uncached: tuple[str, ...] = ()  # 'name input_shapes', sorted
+    uncached_s: float = 0.0
 
     @property
     def ok(self) -> bool:
         return self.exit_code == 0 and not self.timed_out
 
 
-def from_record(record: dict, *, trial: int, kind: str, index: int, path: str,
-                timed_out: bool = False, probes: tuple[dict, ...] | None = None,
+def from_record(record: dict[str, Any], *, trial: int, kind: str, index: int, path: str,
+                timed_out: bool = False, probes: tuple[dict[str, Any], ...] | None = None,
                 launched_at: float | None = None) -> ProcessSample:
     """Counts over every probed process of the job (a launcher may leave the JAX work to a
     child); phases per rank, the job's the maximum over ranks running in parallel
@@ -70,6 +75,7 @@ def from_record(record: dict, *, trial: int, kind: str, index: int, path: str,
                      float((m.get("reason_detail") or {}).get("compile_s")
                            or m.get("compile_or_load_s") or 0.0))
                     for m in modules if m.get("outcome") in ("skipped", "uncached"))
+    uncached = [m for m in modules if m.get("outcome") in ("skipped", "uncached")]
     cache = record["cache_dir"]
     return ProcessSample(
         trial, kind, index, p["wall_s"], p["user_s"], p["sys_s"], p["peak_rss_bytes"],
@@ -79,4 +85,7 @@ def from_record(record: dict, *, trial: int, kind: str, index: int, path: str,
         overhead, skipped,
         tuple(sorted({m.get("name") or "?" for m in modules
                       if m.get("outcome") in ("written", "hit")})),
-        Fingerprint.of(record), path, ranks, first_step)
+        Fingerprint.of(record), path, ranks, first_step,
+        uncached=tuple(sorted(f"{m.get('name') or '?'} {m.get('input_shapes') or ''}"
+                              for m in uncached)),
+        uncached_s=sum(float(m.get("compile_or_load_s") or 0.0) for m in uncached))

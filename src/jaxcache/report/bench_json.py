@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict
+from typing import Any
 
 from jaxcache import __version__
 from jaxcache.bench import noticeable
+from jaxcache.bench.adjust import COVARIATE, METHOD, Adjusted
 from jaxcache.bench.analysis import RankSummary
 from jaxcache.bench.per_rank import RankMiss, RankSample
 from jaxcache.bench.stats import Shift, Spread
@@ -21,7 +23,7 @@ def _num(v: float) -> float | None:
     return v if math.isfinite(v) else None
 
 
-def _shift(s: Shift | None) -> dict | None:
+def _shift(s: Shift | None) -> dict[str, Any] | None:
     if s is None:
         return None
     return {"estimate": _num(s.estimate), "low": _num(s.low), "high": _num(s.high),
@@ -29,22 +31,32 @@ def _shift(s: Shift | None) -> dict | None:
             "n": s.n, "m": s.m}
 
 
-def _spread(s: Spread | None) -> dict | None:
+def _adjustment(a: Adjusted | None) -> dict[str, Any] | None:
+    """How the adjusted saving was made and checked, and whether the verdict used it."""
+    if a is None:
+        return None
+    return {"method": METHOD, "covariate": COVARIATE, "used": a.used, "why": a.why,
+            "slope": a.slope, "df": a.df, "se": a.se, "cold_covariate_s": a.cold_x,
+            "warm_covariate_s": a.warm_x, "balance_p": a.balance_p,
+            "uncached_modules": a.modules, "correlation": a.correlation}
+
+
+def _spread(s: Spread | None) -> dict[str, Any] | None:
     return None if s is None else {"median": s.median, "min": s.low, "max": s.high, "n": s.n}
 
 
-def _rank(r: RankSample) -> dict:
+def _rank(r: RankSample) -> dict[str, Any]:
     return {"rank": r.rank, "pids": list(r.pids), "host": r.host, "started_s": r.started_s,
             "phases": r.phases, "first_step_s": r.first_step_s, "modules": len(r.modules),
             "hits": r.hits, "written": r.written}
 
 
-def _miss(m: RankMiss) -> dict:
+def _miss(m: RankMiss) -> dict[str, Any]:
     return {"rank": m.rank, "modules": list(m.modules), "keys_differ": m.keys_differ,
             "not_process_0": m.not_process_0}
 
 
-def _rank_summary(r: RankSummary) -> dict:
+def _rank_summary(r: RankSummary) -> dict[str, Any]:
     return {"rank": r.rank,
             "first_step_s": {"cold": _spread(r.first_step[0]), "warm": _spread(r.first_step[1])},
             "compile_or_load_s": {"cold": _spread(r.compile_or_load[0]),
@@ -52,7 +64,7 @@ def _rank_summary(r: RankSummary) -> dict:
             "warm_runs": r.warm_runs, "warm_missed": r.warm_missed, "missed": list(r.missed)}
 
 
-def thresholds(result: BenchResult) -> dict:
+def thresholds(result: BenchResult) -> dict[str, Any]:
     """The thresholds in effect (from the cold run's record), marked when below JAX's defaults."""
     opts = {}
     sample = next(iter(result.samples), None)
@@ -68,7 +80,7 @@ def thresholds(result: BenchResult) -> dict:
             "set_by_bench": dict(result.env)}
 
 
-def bench_dict(result: BenchResult) -> dict:
+def bench_dict(result: BenchResult) -> dict[str, Any]:
     a = result.analysis
     return {
         "schema": SCHEMA,
@@ -86,6 +98,7 @@ def bench_dict(result: BenchResult) -> dict:
              "bytes_after": s.bytes_after, "write_overhead_s": s.write_overhead_s,
              "first_step_s": s.first_step_s, "ranks": [_rank(r) for r in s.ranks],
              "missed_ranks": [_miss(m) for m in s.missed], "record": s.record_path,
+             "uncached_s": s.uncached_s, "uncached_modules": len(s.uncached),
              "comparable": all(s is not x for x, _ in result.excluded)}
             for s in result.samples],
         "excluded": [{"trial": s.trial, "kind": s.kind, "index": s.index,
@@ -103,6 +116,9 @@ def bench_dict(result: BenchResult) -> dict:
                 "cold": _spread(a.first_step[0]), "warm": _spread(a.first_step[1])},
             "ranks": [_rank_summary(r) for r in a.ranks],
             "saving_s": _shift(a.saving),
+            "adjusted_saving_s": _shift(a.adjusted.shift if a.adjusted else None),
+            "adjustment": _adjustment(a.adjusted),
+            "judged_on": "adjusted" if a.judged is not a.saving else "unadjusted",
             "compile_saving_s": _shift(a.compile_saving),
             "warm_over_cold": _shift(a.ratio),
             "noise_band_s": a.noise_s,

@@ -10,7 +10,7 @@ from jaxcache.display import safe, size
 from jaxcache.report import bench_ranks, style
 from jaxcache.report.bench_json import thresholds
 
-_PROSE = ("noticeable: ", "what to do: ")
+_PROSE = ("noticeable: ", "what to do: ", "adjusted saving")
 
 
 def _secs(v: float) -> str:
@@ -42,6 +42,23 @@ def table(result: BenchResult) -> list[list[str]]:
     return rows
 
 
+def adjusted(result: BenchResult) -> list[str]:
+    """The covariate-adjusted saving beside the unadjusted one, and whether the verdict
+    judged it (nothing for a job whose every module was cached: there is no covariate)."""
+    adj = result.analysis.adjusted
+    if adj is None or adj.modules == 0:
+        return []
+    if adj.shift is None:
+        return [f"adjusted saving: not computed: {adj.why}"]
+    judged = "the verdict judges this one" if adj.used else \
+        f"not used, the verdict judges the unadjusted one: {adj.why}"
+    return [f"adjusted saving (ANCOVA by the {adj.modules} uncached modules' compile time, "
+            f"{adj.cold_x or 0:.2f} s cold / {adj.warm_x or 0:.2f} s warm; slope "
+            f"{adj.slope or 0:.2f}, r = {adj.correlation or 0:.2f}): {interval(adj.shift)}, "
+            f"Student t on {adj.df} df; unadjusted {interval(result.analysis.saving)}; "
+            f"{judged}"]
+
+
 def conclusions(result: BenchResult) -> list[str]:
     a = result.analysis
     t = thresholds(result)
@@ -55,6 +72,7 @@ def conclusions(result: BenchResult) -> list[str]:
                      "warm values, two-sample Hodges-Lehmann with the exact Mann-Whitney "
                      "interval; smallest reachable p-value "
                      f"{a.saving.min_p:.4f}; noise band {a.noise_s:.2f} s")
+        lines += adjusted(result)
         if a.saving.resolved and a.saving.confidence > a.saving.asked + 5e-4:
             lines.append(f"the intervals are {a.saving.confidence:.1%}: with these trials the "
                          f"exact levels jump, and this is the nearest at or above the "
@@ -67,8 +85,8 @@ def conclusions(result: BenchResult) -> list[str]:
         lines.append("what to do: make the warm runs hit first (the saving cannot be judged "
                      "while they compile again): `jaxcache explain` on a cold and a warm record "
                      "(--workdir keeps them) names the key component that differs")
-    if a.significant:
-        pays = a.pays_off_after
+    pays = a.pays_off_after
+    if a.significant and pays is not None:
         lines.append(f"amortization: the cold run paid {a.paid_s:.2f} s to write "
                      f"{'its entries' if a.written_bytes is None else size(a.written_bytes)}"
                      f"; it pays off after {style.plural(pays, 'reuse')}")
