@@ -348,6 +348,24 @@ def test_ledger_lines_round_trip_and_bad_lines_are_skipped():
     assert w == again == _written()  # the directory's tab and newline survive
 
 
+@pytest.mark.parametrize("bad", [
+    b'"/c', b'"/c\\q"', b'"/c"x', b'/c',  # the directory: not one JSON string
+])
+def test_a_line_whose_any_field_is_malformed_is_skipped_not_half_read(bad):
+    fields = origin.line(_written()).rstrip(b"\n").split(b"\t")
+    variants = [fields[:9] + [bad],
+                fields[:3] + [b"+10"] + fields[4:],  # a sign int() would take
+                fields[:4] + [b"-1"] + fields[5:],
+                fields[:8] + [b"nan"] + fields[9:],
+                fields[:1] + [b"jit/f-cache"] + fields[2:],  # not a name JAX writes
+                fields + [b"extra"]]
+    data = b"".join(b"\t".join(v) + b"\n" for v in variants) + origin.line(_written())
+    ledger = origin.parse(data, "/l")
+    assert (ledger.lines, ledger.skipped) == (len(variants) + 1, len(variants))
+    assert list(ledger.by_name) == [_written().name]
+    assert ledger.by_name[_written().name] == (_written(),)
+
+
 def test_an_unprotected_ledger_counts_for_nothing(tmp_path):
     state = mkdir(tmp_path / "state", 0o755)
     cache = mkdir(tmp_path / "cache", 0o700)

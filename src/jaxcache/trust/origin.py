@@ -30,11 +30,17 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import stat
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from jaxcache.display import safe
 from jaxcache.trust.findings import NOTE, UNSAFE, WARNING, Finding
+
+if TYPE_CHECKING:
+    from jaxcache.trust.entries import Inventory
 
 VERSION = "1"
 LEDGER_NAME = "origin.ledger"
@@ -79,23 +85,39 @@ def recordable(name: str) -> bool:
     return 0 < len(name) <= 255 and not any(c in name for c in "\t\n\r\0/")
 
 
-def _parse(text: str) -> Written | None:
-    parts = text.split("\t")
-    if len(parts) != 10 or parts[0] != VERSION or not recordable(parts[1]):
-        return None
-    digest = parts[2]
-    if len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest):
-        return None
-    try:
-        nums = [int(p) for p in parts[3:8]]
-        at = float(parts[8])
-        directory = json.loads(parts[9])
-    except ValueError:
-        return None
-    if any(n < 0 for n in nums) or not isinstance(directory, str):
-        return None
-    return Written(parts[1], digest, nums[0], (nums[1], nums[2], nums[3], nums[4]), at,
-                   directory)
+# One ledger line, checked whole by one regular expression (the name as recordable() allows,
+# the digest, five decimal numbers, the time, the directory as a JSON string), so that loading
+# checks every line (the skipped count is exact) while only looked-up lines are converted:
+# every `run` loads the ledger before its job starts, and it grows by a line per entry written.
+_LINE = re.compile(
+    r'1\t([^\t\n\r\x00/]{1,255})\t([0-9a-f]{64})\t([0-9]+)\t([0-9]+)\t([0-9]+)\t([0-9]+)'
+    r'\t([0-9]+)\t([0-9]+(?:\.[0-9]+)?)\t("(?:[^"\\\x00-\x1f]+|\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4}))*")')
+
+
+def _written(m: re.Match[str]) -> Written:
+    nums = [int(m.group(i)) for i in range(3, 8)]
+    return Written(m.group(1), m.group(2), nums[0], (nums[1], nums[2], nums[3], nums[4]),
+                   float(m.group(8)), json.loads(m.group(9)))
+
+
+class _ByName(Mapping[str, tuple[Written, ...]]):
+    """Ledger lines by entry name, each converted to a Written the first time it is asked for."""
+
+    def __init__(self, lines: dict[str, list[re.Match[str]]]) -> None:
+        self._lines = lines
+        self._done: dict[str, tuple[Written, ...]] = {}
+
+    def __getitem__(self, name: str) -> tuple[Written, ...]:
+        got = self._done.get(name)
+        if got is None:
+            got = self._done[name] = tuple(_written(m) for m in self._lines[name])
+        return got
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._lines)
+
+    def __len__(self) -> int:
+        return len(self._lines)
 
 
 @dataclass(frozen=True)
@@ -104,7 +126,7 @@ class Ledger:
     counts as yours: fail closed)."""
 
     path: str
-    by_name: dict[str, tuple[Written, ...]]
+    by_name: Mapping[str, tuple[Written, ...]]
     lines: int = 0
     skipped: int = 0  # lines that are not ledger lines (a torn write, an edit): named, skipped
     problem: str | None = None
@@ -127,23 +149,23 @@ def parse(data: bytes, path: str, identity: tuple[int, int] | None = None) -> Le
             "nothing here"))
     if first.startswith(HEADER.encode() + b"\t"):
         data = rest
-    by_name: dict[str, list[Written]] = {}
+    by_name: dict[str, list[re.Match[str]]] = {}
     lines = skipped = 0
     for raw in data.split(b"\n"):
         if not raw:
             continue
         lines += 1
-        w = None
+        m = None
         if len(raw) <= MAX_LINE:
             try:
-                w = _parse(raw.decode("utf-8"))
+                m = _LINE.fullmatch(raw.decode("utf-8"))
             except UnicodeDecodeError:
-                w = None
-        if w is None:
+                m = None
+        if m is None:
             skipped += 1
             continue
-        by_name.setdefault(w.name, []).append(w)
-    return Ledger(path, {k: tuple(v) for k, v in by_name.items()}, lines, skipped)
+        by_name.setdefault(m.group(1), []).append(m)
+    return Ledger(path, _ByName(by_name), lines, skipped)
 
 
 @dataclass(frozen=True)
@@ -203,7 +225,7 @@ def digest_at(dir_fd: int, name: str, size: int) -> tuple[str, os.stat_result] |
     return h.hexdigest(), st
 
 
-def judge(inventory, dir_fd: int, ledger: Ledger) -> Origins:
+def judge(inventory: Inventory, dir_fd: int, ledger: Ledger) -> Origins:
     """The origin of each compiled-code entry of `inventory` (trust/entries.py), the directory
     open as `dir_fd`."""
     out = []
