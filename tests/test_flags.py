@@ -43,10 +43,35 @@ def pub(tmp_path) -> str:
 
 
 def as_written(text: str) -> dict:
-    """The document, checked to be laid out by the one JSON writer (report/jsonout.py)."""
+    """The document, checked to be laid out by the one JSON writer (report/jsonout.py):
+    indented by two, and an inventory's entries one compact entry per line."""
+    from jaxcache.report import jsonout
+
     doc = json.loads(text)
-    assert text == json.dumps(doc, indent=2, ensure_ascii=True) + "\n"
+    laid = json.loads(text)
+    inventory = laid.get("entries") if isinstance(laid, dict) else None
+    if isinstance(inventory, dict) and isinstance(inventory.get("entries"), list):
+        inventory["entries"] = jsonout.Rows(inventory["entries"])
+    assert text == jsonout.document(laid)
     return doc
+
+
+def test_the_writer_puts_rows_one_per_line_and_reads_back_the_same():
+    from jaxcache.report import jsonout
+
+    rows = [{"name": "a\u202e\"b", "flags": ["x", "y"], "n": i} for i in range(3)]
+    doc = {"k": [1, {"deep": {"rows": jsonout.Rows(rows), "after": "t"}}],
+           "none": jsonout.Rows()}
+    text = jsonout.document(doc)
+    assert json.loads(text) == {"k": [1, {"deep": {"rows": rows, "after": "t"}}], "none": []}
+    lines = text.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.endswith('"rows": ['))
+    indent = len(lines[at]) - len(lines[at].lstrip())
+    for i in range(3):  # each row on its own line, two deeper than its key, ASCII only
+        assert lines[at + 1 + i].startswith(" " * (indent + 2) + '{"name": ')
+        assert json.loads(lines[at + 1 + i].strip().rstrip(",")) == rows[i]
+    assert lines[at + 4] == " " * indent + "],"
+    assert text.isascii() and '"none": []' in text and text.endswith("}\n")
 
 
 def valid(kind: str, text: str) -> dict:

@@ -14,6 +14,27 @@ jax = pytest.importorskip("jax")
 pytestmark = pytest.mark.matrix  # `make matrix` runs this file on every supported JAX line
 
 
+def test_every_name_resolves_lazily_to_its_module():
+    """The package's names are imported when first asked for (jaxcompat/__init__.py): each
+    must come from the module the table names, and importing versions.py alone (what `run`
+    needs before a job starts) must not import the modules that touch JAX's internals."""
+    import importlib
+    import subprocess
+    import sys
+
+    for name in jaxcompat.__all__:
+        if name == "RefusedCache":
+            continue
+        module = importlib.import_module(f"jaxcache.jaxcompat.{jaxcompat._HOME[name]}")
+        assert getattr(jaxcompat, name) is getattr(module, name), name
+    with pytest.raises(AttributeError):
+        _ = jaxcompat.no_such_name
+    out = subprocess.run([sys.executable, "-c", "import sys, jaxcache.jaxcompat.versions; "
+                          "print(sorted(m for m in sys.modules if 'jaxcompat' in m))"],
+                         capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "['jaxcache.jaxcompat', 'jaxcache.jaxcompat.versions']"
+
+
 def test_pinned_version_is_a_tested_one():
     assert jax.__version__ in jaxcompat.TESTED, (
         f"JAX {jax.__version__} is not in jaxcompat.TESTED: re-verify every private name in "

@@ -10,7 +10,10 @@ import argparse
 import os
 import sys
 from collections.abc import Callable
-from typing import Any, NoReturn
+
+TYPE_CHECKING = False  # typing itself costs `jaxcache run` ~2 ms: names for the type checker only
+if TYPE_CHECKING:
+    from typing import Any, NoReturn
 
 FORMATS = ("text", "json", "sarif")
 TEXT_JSON = ("text", "json")
@@ -188,10 +191,24 @@ class Help(argparse.RawDescriptionHelpFormatter):
     wrapped to the terminal, at most 100 columns."""
 
     def __init__(self, prog: str) -> None:
-        import shutil
+        super().__init__(prog, max_help_position=30, width=max(min(_columns(), 100) - 2, 50))
 
-        width = max(min(shutil.get_terminal_size().columns, 100) - 2, 50)
-        super().__init__(prog, max_help_position=30, width=width)
+
+def _columns() -> int:
+    """shutil.get_terminal_size's answer ($COLUMNS, else the terminal on stdout, else 80),
+    without importing shutil (and its compressors): argparse builds a formatter for every
+    option it adds, on the path of every `jaxcache run`."""
+    try:
+        columns = int(os.environ.get("COLUMNS", "0"))
+    except ValueError:
+        columns = 0
+    if columns <= 0:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns \
+                if sys.__stdout__ is not None else 0
+        except (AttributeError, ValueError, OSError):
+            columns = 0
+    return columns if columns > 0 else 80
 
 
 def option(parser: argparse.ArgumentParser, *names: str, help: str = "",

@@ -8,10 +8,13 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import Any, NoReturn
 
 from jaxcache.cli import common
 from jaxcache.errors import UntrustedCacheError
+
+TYPE_CHECKING = False  # typing itself costs `jaxcache run` ~2 ms: names for the type checker only
+if TYPE_CHECKING:
+    from typing import Any, NoReturn
 
 
 def options(p: argparse.ArgumentParser) -> None:

@@ -6,57 +6,82 @@ the versions in TESTED, and `tests/test_jaxcompat.py` fails loudly when the pinn
 On a JAX outside the supported minor lines, features that need internals fail closed. What JAX
 logs and emits per version (which the probe reads) is in versions.py.
 
-One module a concern, all imported here (none imports JAX until called), so callers keep
-writing `jaxcompat.<name>`: internals.py (the gate and JAX's lifecycle state), guard.py (which
-directories JAX may open a cache in), backend.py (the sealed backend JAX holds), snapshot.py
-(what enable() changed, put back).
+One module a concern, each imported when one of its names is first used (none imports JAX
+until called), so callers keep writing `jaxcompat.<name>`: internals.py (the gate and JAX's
+lifecycle state), guard.py (which directories JAX may open a cache in), backend.py (the sealed
+backend JAX holds), jaxstate.py (what enable() changed, put back). A module's name is never
+one of the names: importing the module would rebind the package's attribute to it.
 """
 
 from __future__ import annotations
 
-from jaxcache.jaxcompat.backend import (
-    XLA_SUBCACHE_FLAGS,
-    disable_xla_subcaches,
-    held_backend,
-    install_backend,
-    max_size,
-    uses_backend,
-)
-from jaxcache.jaxcompat.guard import (
-    _GUARD,
-    current_cache,
-    gate_gets,
-    guard_cache_dirs,
-    guard_log,
-    uses_sealed,
-    witness_puts,
-)
-from jaxcache.jaxcompat.internals import (
-    _STATE,
-    DEFAULT_MIN_COMPILE_TIME_SECS,
-    DEFAULT_MIN_ENTRY_SIZE_BYTES,
-    CacheState,
-    JaxInternalsChanged,
-    cache_state,
-    check_contents,
-    check_supported,
-    config_value,
-    disable_cache,
-    effective,
-    hidden_settings,
-    holds,
-    installed_version,
-    reset_cache,
-    set_cache_dir,
-)
-from jaxcache.jaxcompat.snapshot import JaxState, restore, snapshot
-from jaxcache.jaxcompat.versions import (
-    NEWEST_LINE,
-    OLDEST_LINE,
-    TESTED,
-    support,
-    why_unverified,
-)
+import importlib
+
+TYPE_CHECKING = False  # typing itself costs `jaxcache run` ~2 ms: names for the type checker only
+if TYPE_CHECKING:
+    from typing import Any
+
+if TYPE_CHECKING:  # the names, for the type checker; at run time each is imported when first
+    # asked for (PEP 562), so `jaxcompat.versions` alone costs `jaxcache run` no more than itself
+    from jaxcache.jaxcompat.backend import (
+        XLA_SUBCACHE_FLAGS,
+        disable_xla_subcaches,
+        held_backend,
+        install_backend,
+        max_size,
+        uses_backend,
+    )
+    from jaxcache.jaxcompat.guard import (
+        _GUARD,
+        current_cache,
+        gate_gets,
+        guard_cache_dirs,
+        guard_log,
+        uses_sealed,
+        witness_puts,
+    )
+    from jaxcache.jaxcompat.internals import (
+        _STATE,
+        DEFAULT_MIN_COMPILE_TIME_SECS,
+        DEFAULT_MIN_ENTRY_SIZE_BYTES,
+        CacheState,
+        JaxInternalsChanged,
+        cache_state,
+        check_contents,
+        check_supported,
+        config_value,
+        disable_cache,
+        effective,
+        hidden_settings,
+        holds,
+        installed_version,
+        reset_cache,
+        set_cache_dir,
+    )
+    from jaxcache.jaxcompat.jaxstate import JaxState, restore, snapshot
+    from jaxcache.jaxcompat.versions import (
+        NEWEST_LINE,
+        OLDEST_LINE,
+        TESTED,
+        support,
+        why_unverified,
+    )
+
+_HOME = {  # name -> the module of this package that holds it
+    "XLA_SUBCACHE_FLAGS": "backend", "disable_xla_subcaches": "backend", "held_backend": "backend",
+    "install_backend": "backend", "max_size": "backend", "uses_backend": "backend",
+    "_GUARD": "guard", "current_cache": "guard", "gate_gets": "guard", "guard_cache_dirs": "guard",
+    "guard_log": "guard", "uses_sealed": "guard", "witness_puts": "guard",
+    "_STATE": "internals", "DEFAULT_MIN_COMPILE_TIME_SECS": "internals",
+    "DEFAULT_MIN_ENTRY_SIZE_BYTES": "internals", "CacheState": "internals",
+    "JaxInternalsChanged": "internals", "cache_state": "internals", "check_contents": "internals",
+    "check_supported": "internals", "config_value": "internals", "disable_cache": "internals",
+    "effective": "internals", "hidden_settings": "internals", "holds": "internals",
+    "installed_version": "internals", "reset_cache": "internals", "set_cache_dir": "internals",
+    "JaxState": "jaxstate", "restore": "jaxstate", "snapshot": "jaxstate",
+    "NEWEST_LINE": "versions", "OLDEST_LINE": "versions", "TESTED": "versions",
+    "support": "versions", "why_unverified": "versions",
+}
 
 __all__ = [
     "DEFAULT_MIN_COMPILE_TIME_SECS", "DEFAULT_MIN_ENTRY_SIZE_BYTES", "NEWEST_LINE", "OLDEST_LINE",
@@ -70,11 +95,15 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str):
-    """RefusedCache is a subclass of JAX's CacheInterface, made when first asked for (after
-    JAX is imported), as guard.py makes it."""
+def __getattr__(name: str) -> Any:
+    """Each name from its module, imported when first asked for. RefusedCache is a subclass of
+    JAX's CacheInterface, made when first asked for (after JAX is imported), as guard.py makes
+    it."""
     if name == "RefusedCache":
         from jaxcache.jaxcompat import guard
 
         return guard._refused_class()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    home = _HOME.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{home}"), name)

@@ -4,7 +4,7 @@ JAX's cache factory (get_file_cache) is replaced once, so that a directory nobod
 RefusedCache (every get misses, every put is dropped) and the sealed backends registered here are
 served for theirs; a hook on the jax_compilation_cache_dir option turns XLA's sub-caches off for
 a refused directory. The registries below are this process's, shared with backend.py and
-snapshot.py (which puts them back on disable()).
+jaxstate.py (which puts them back on disable()).
 """
 
 from __future__ import annotations

@@ -36,7 +36,7 @@ def _inventory(inv: Inventory | None, origins: Origins | None = None) -> dict | 
     by_name = origins.by_name() if origins else {}
     return {"unreadable": inv.unreadable, "count": len(inv.entries),
             "bytes": inv.total_bytes,
-            "entries": [_entry(e, by_name.get(e.name)) for e in inv.entries]}
+            "entries": jsonout.Rows(_entry(e, by_name.get(e.name)) for e in inv.entries)}
 
 
 def _origins(origins: Origins | None) -> dict | None:

@@ -24,6 +24,7 @@ from jaxcache.seal.object_types import (
     ObjectStore,
     StoreError,
 )
+from jaxcache.trust.target import is_url
 
 __all__ = ["ERROR", "NETWORK", "NOT_FOUND", "PERMISSION", "SCHEMES", "BucketUrl", "ObjectInfo",
            "ObjectStore", "StoreError", "is_url", "normalize", "open_store", "parse", "service",
@@ -34,10 +35,6 @@ _BUCKETS = {
     "s3": re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$"),  # S3: 3-63, no '_' or capitals
 }
 SCHEMES = ("gs", "s3")
-
-
-def is_url(text: str) -> bool:
-    return re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", text) is not None
 
 
 def parse(text: str) -> BucketUrl:

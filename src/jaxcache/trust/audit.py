@@ -183,9 +183,11 @@ def audit(given: str, *, policy: Policy = EMPTY, as_user: int | None = None,
                                 "the path changed while it was being audited", resolved,
                                 "run the audit again; if it keeps changing, someone is "
                                 "modifying the path"))
-    from jaxcache.seal import keyring
+    ring = None  # not sealed: no key ring (nor its import, on the path of every `run`)
+    if sealed:
+        from jaxcache.seal import keyring
 
-    ring = keyring.for_rule(rule, sealed_keys) if sealed else keyring.KeyRing({})
+        ring = keyring.for_rule(rule, sealed_keys)
     holders = {k.holder: trust(accounts.user(accounts.uid_of(k.holder)))
                for k in rule.trusted_keys}
     findings, is_sealed = sealedmod.account(findings, writers, ring, holders)

@@ -63,7 +63,7 @@ EMPTY = Policy()
 
 
 def is_url(path: str) -> bool:
-    from jaxcache.seal.objects import is_url as _is_url
+    from jaxcache.trust.target import is_url as _is_url
 
     return _is_url(path)
 

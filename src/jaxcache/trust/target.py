@@ -16,6 +16,11 @@ from jaxcache.errors import JaxcacheError
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 
 
+def is_url(text: str) -> bool:
+    """A URL (scheme://...), which JAX hands to etils/epath, not a local path."""
+    return _URL.match(text) is not None
+
+
 @dataclass(frozen=True)
 class Target:
     given: str

@@ -1,0 +1,127 @@
+"""What does `jaxcache run` add to a job that does nothing? Its fixed cost, wall and CPU.
+
+Two arms, interleaved round by round (the order alternates) so machine drift hits both alike:
+  bare  `python noop.py` (a program that only starts and exits: one interpreter start);
+  run   `jaxcache run -q -- python noop.py` with a private cache directory holding a few
+        entries and an origin ledger of --ledger-lines lines (a user who has run jobs for a
+        while: every `run` reads the ledger), in a temporary state directory, so the user's
+        own state is neither read nor grown.
+Per arm: the median wall time and the median CPU time (user + system of the process and its
+children, from RUSAGE_CHILDREN), and run - bare for both, with the paired Hodges-Lehmann
+estimate of the per-round wall difference and its exact 95 % interval (bench/stats.py).
+Targets (issue 26): run - bare <= +25 ms wall and <= +30 ms CPU.
+
+    .venv/bin/python benchmarks/wrapper_cost.py [--rounds 41] [--ledger-lines 1000] [--json F]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from jaxcache.bench.stats import paired_shift
+from jaxcache.trust import origin
+
+_SCRIPT = Path(sys.executable).with_name("jaxcache")
+JAXCACHE = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "jaxcache"]
+WALL_TARGET_MS, CPU_TARGET_MS = 25.0, 30.0
+
+
+def timed(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
+    """(wall, cpu) seconds of one run of argv, its children included."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    proc = subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if proc.returncode != 0:
+        sys.exit(f"failed: {' '.join(argv)}\n{proc.stderr.decode(errors='replace')[-2000:]}")
+    return wall, (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+
+
+def make_ledger(cache: str, lines: int) -> None:
+    """An origin ledger of `lines` lines in the state directory, as the witness writes it."""
+    path = origin.ledger_path()
+    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        st = os.fstat(f.fileno())
+        f.write(origin.header(st.st_dev, st.st_ino))
+        for i in range(lines):
+            f.write(origin.line(origin.Written(
+                f"jit_f{i}-{i:064x}-cache", f"{i:064x}", 1000 + i, (1, i, i, i),
+                time.time(), cache)))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=41)
+    ap.add_argument("--ledger-lines", type=int, default=1000)
+    ap.add_argument("--json", help="write the samples and figures here")
+    args = ap.parse_args()
+    work = tempfile.mkdtemp(prefix="jaxcache-wrapper-")
+    try:
+        cache, state = os.path.join(work, "cache"), os.path.join(work, "state")
+        os.mkdir(cache, 0o700)
+        os.mkdir(state, 0o700)
+        for i in range(8):  # a few entries the audit looks at
+            Path(cache, f"jit_g{i}-{i:064x}-cache").write_bytes(b"x" * 1000)
+            os.chmod(os.path.join(cache, f"jit_g{i}-{i:064x}-cache"), 0o600)
+        noop = os.path.join(work, "noop.py")
+        Path(noop).write_text("pass\n")
+        env = {**os.environ, "XDG_STATE_HOME": state, "JAX_COMPILATION_CACHE_DIR": cache}
+        env.pop("PYTHONPATH", None)
+        os.environ["XDG_STATE_HOME"] = state  # origin.ledger_path() here
+        make_ledger(cache, args.ledger_lines)
+        record = os.path.join(work, "record.json")
+        arms = {"bare": [sys.executable, noop],
+                "run": [*JAXCACHE, "run", "-q", "--cache-dir", cache, "--record", record,
+                        "--", sys.executable, noop]}
+        for argv in arms.values():  # warm the OS file cache and the .pyc files
+            timed(argv, env)
+            timed(argv, env)
+        wall: dict[str, list[float]] = {k: [] for k in arms}
+        cpu: dict[str, list[float]] = {k: [] for k in arms}
+        names = list(arms)
+        for i in range(args.rounds):
+            for name in (names if i % 2 == 0 else names[::-1]):
+                w, c = timed(arms[name], env)
+                wall[name].append(w)
+                cpu[name].append(c)
+        med = {k: (statistics.median(wall[k]) * 1e3, statistics.median(cpu[k]) * 1e3)
+               for k in arms}
+        paired = paired_shift([a - b for a, b in zip(wall["run"], wall["bare"], strict=True)])
+        extra_wall, extra_cpu = med["run"][0] - med["bare"][0], med["run"][1] - med["bare"][1]
+        print(f"rounds: {args.rounds}; ledger lines: {args.ledger_lines}; "
+              f"cpus: {os.cpu_count()}; python {sys.version.split()[0]}")
+        for k in arms:
+            print(f"  {k:5s} wall {med[k][0]:6.1f} ms [{min(wall[k]) * 1e3:.1f} - "
+                  f"{max(wall[k]) * 1e3:.1f}]  cpu {med[k][1]:6.1f} ms")
+        ratio = med["run"][0] / med["bare"][0]
+        print(f"  run - bare: wall {extra_wall:+.1f} ms (ratio {ratio:.2f};"
+              f" paired {paired.estimate * 1e3:+.1f} ms [{paired.low * 1e3:+.1f}, "
+              f"{paired.high * 1e3:+.1f}]), cpu {extra_cpu:+.1f} ms")
+        print(f"target: <= +{WALL_TARGET_MS:g} ms wall: "
+              f"{'met' if extra_wall <= WALL_TARGET_MS else 'MISSED'}; <= +{CPU_TARGET_MS:g} ms "
+              f"cpu: {'met' if extra_cpu <= CPU_TARGET_MS else 'MISSED'}")
+        if args.json:
+            Path(args.json).write_text(json.dumps(
+                {"rounds": args.rounds, "ledger_lines": args.ledger_lines, "wall_s": wall,
+                 "cpu_s": cpu, "extra_wall_ms": extra_wall, "extra_cpu_ms": extra_cpu,
+                 "paired_wall_ms": [paired.estimate * 1e3, paired.low * 1e3,
+                                    paired.high * 1e3]}, indent=1))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
