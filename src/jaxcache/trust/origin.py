@@ -39,6 +39,8 @@ from jaxcache.trust.findings import NOTE, UNSAFE, WARNING, Finding
 
 TYPE_CHECKING = False  # typing itself costs `jaxcache run` ~2 ms: names for the type checker only
 if TYPE_CHECKING:
+    from typing import Any
+
     from jaxcache.trust.entries import Inventory
 
 VERSION = "1"
@@ -111,6 +113,9 @@ class _ByName(Mapping[str, tuple[Written, ...]]):
         if got is None:
             got = self._done[name] = tuple(_written(m) for m in self._lines[name])
         return got
+
+    def get(self, name: str, default: Any = None) -> Any:  # Mapping.get, ~10x faster
+        return self[name] if name in self._lines else default
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._lines)
