@@ -75,7 +75,7 @@ def _sample(kind: str, trial: int, wall: float):
         values[f.name] = {"kind": kind, "trial": trial, "index": 0, "wall_s": wall,
                           "phases": {p: wall / len(PHASES) for p in PHASES},
                           "first_step_s": wall, "write_overhead_s": 0.0, "bytes_after": 100,
-                          "ranks": (), "missed": ()}.get(f.name)
+                          "ranks": (), "missed": (), "uncached": (), "uncached_s": 0.0}.get(f.name)
     return ProcessSample(**values)
 
 

@@ -150,7 +150,9 @@ def _long_lines(text: str) -> list[str]:
 
 
 def test_refusals_keep_every_stderr_line_within_200_characters(tmp_path):
-    deep = tmp_path / ("d" * 20) / ("e" * 20)  # paths as long as real ones
+    pad = max(2, 98 - len(str(tmp_path)))  # a 100-character folder, as long as real ones,
+    deep = tmp_path / ("d" * (pad // 2)) / ("e" * (pad - pad // 2))  # however deep tmp_path is
+    assert len(str(deep)) == max(100, len(str(tmp_path)) + 4)
     deep.mkdir(parents=True)
     open_dir = deep / "open"
     open_dir.mkdir()
