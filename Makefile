@@ -31,8 +31,14 @@ system-deps:
 lint: $(VENV)/.test
 	$(BIN)/ruff check src tests benchmarks
 
+# The suite in TEST_WORKERS processes (pytest-xdist; at most 4, as many as there are CPUs), one
+# test file per worker at a time (--dist loadfile), so that a file's module fixtures (the real
+# benches most tests of a file judge) run once; session fixtures (the users, the Slurm cluster,
+# the object-store servers) start per worker, each on its own free ports and private folders.
+# TEST_WORKERS=0: in this process, one test after another.
+TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); [ "$$n" -gt 4 ] && n=4; echo $$n)
 test: system-deps $(VENV)/.test lint
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile
 
 # The JAX-touching tests (marker `matrix`, and tests/test_jaxcompat.py) on the newest patch of
 # every supported JAX line, each in its own venv (reused while its stamp matches the version,

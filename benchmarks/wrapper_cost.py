@@ -12,6 +12,7 @@ estimate of the per-round wall difference and its exact 95 % interval (bench/sta
 Targets (issue 26): run - bare <= +25 ms wall and <= +30 ms CPU.
 
     .venv/bin/python benchmarks/wrapper_cost.py [--rounds 41] [--ledger-lines 1000] [--json F]
+        [--against OTHER_CHECKOUT/src]
 """
 
 from __future__ import annotations
@@ -67,6 +68,9 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=41)
     ap.add_argument("--ledger-lines", type=int, default=1000)
     ap.add_argument("--json", help="write the samples and figures here")
+    ap.add_argument("--against", metavar="SRC",
+                    help="also time `run` from another source tree (its src/, compiled), "
+                         "through the same entry point: the paired difference to this one")
     args = ap.parse_args()
     work = tempfile.mkdtemp(prefix="jaxcache-wrapper-")
     try:
@@ -86,15 +90,19 @@ def main() -> None:
         arms = {"bare": [sys.executable, noop],
                 "run": [*JAXCACHE, "run", "-q", "--cache-dir", cache, "--record", record,
                         "--", sys.executable, noop]}
-        for argv in arms.values():  # warm the OS file cache and the .pyc files
-            timed(argv, env)
-            timed(argv, env)
+        envs = {name: env for name in arms}
+        if args.against:
+            arms["base"] = arms["run"]
+            envs["base"] = {**env, "PYTHONPATH": os.path.abspath(args.against)}
+        for name, argv in arms.items():  # warm the OS file cache and the .pyc files
+            timed(argv, envs[name])
+            timed(argv, envs[name])
         wall: dict[str, list[float]] = {k: [] for k in arms}
         cpu: dict[str, list[float]] = {k: [] for k in arms}
         names = list(arms)
         for i in range(args.rounds):
             for name in (names if i % 2 == 0 else names[::-1]):
-                w, c = timed(arms[name], env)
+                w, c = timed(arms[name], envs[name])
                 wall[name].append(w)
                 cpu[name].append(c)
         med = {k: (statistics.median(wall[k]) * 1e3, statistics.median(cpu[k]) * 1e3)
@@ -110,6 +118,11 @@ def main() -> None:
         print(f"  run - bare: wall {extra_wall:+.1f} ms (ratio {ratio:.2f};"
               f" paired {paired.estimate * 1e3:+.1f} ms [{paired.low * 1e3:+.1f}, "
               f"{paired.high * 1e3:+.1f}]), cpu {extra_cpu:+.1f} ms")
+        if args.against:
+            vs = paired_shift([a - b for a, b in zip(wall["run"], wall["base"], strict=True)])
+            print(f"  run - base ({args.against}): wall {med['run'][0] - med['base'][0]:+.1f} ms "
+                  f"(paired {vs.estimate * 1e3:+.1f} ms [{vs.low * 1e3:+.1f}, "
+                  f"{vs.high * 1e3:+.1f}]), cpu {med['run'][1] - med['base'][1]:+.1f} ms")
         print(f"target: <= +{WALL_TARGET_MS:g} ms wall: "
               f"{'met' if extra_wall <= WALL_TARGET_MS else 'MISSED'}; <= +{CPU_TARGET_MS:g} ms "
               f"cpu: {'met' if extra_cpu <= CPU_TARGET_MS else 'MISSED'}")
