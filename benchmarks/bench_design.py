@@ -137,7 +137,7 @@ def both(cold: Sequence[adjust.Unit], warm: Sequence[adjust.Unit], need: float,
     """The unadjusted and adjusted savings, and whether each decides (low >= need)."""
     plain = stats.two_sample_shift([u.y for u in cold], [u.y for u in warm], confidence)
     adj = adjust.adjust(cold, warm, plain, confidence)
-    judged = adj.shift if adj.used and adj.shift is not None else plain
+    judged = adjust.judged(adj, plain)
     return plain, adj, plain.resolved and plain.low >= need, judged.resolved and \
         judged.low >= need
 
@@ -182,9 +182,9 @@ def placebo(pool: list[adjust.Unit], per: int, delta: float, shift: float, draws
         w = [adjust.Unit(u.y + shift, u.x + shift, u.modules) for u in picked[per:]]
         plain, adj, _, _ = both(c, w, 0.0, confidence)
         fit = adjust.ancova([(u.y, u.x) for u in c], [(u.y, u.x) for u in w], confidence)
-        judged = adj.shift if adj.used and adj.shift is not None else plain
+        judged = adjust.judged(adj, plain)
         hits[0] += plain.low <= truth <= plain.high
-        hits[1] += fit is not None and fit[0].low <= truth <= fit[0].high
+        hits[1] += fit is not None and fit.shift.low <= truth <= fit.shift.high
         hits[2] += judged.low <= truth <= judged.high
         fell += not adj.used
     return hits[0] / draws, hits[1] / draws, hits[2] / draws, fell / draws

@@ -38,7 +38,7 @@ def test_ancova_agrees_with_an_independent_least_squares_fit():
     warm = [(7 + 2 * x + rng.gauss(0, 0.3), x) for x in (rng.uniform(1, 5) for _ in range(5))]
     fit = adjust.ancova(cold, warm)
     assert fit is not None
-    shift, slope, se, df = fit
+    shift, slope, se, df = fit.shift, fit.slope, fit.se, fit.df
     # y = a + tau * cold + b * x: ordinary least squares, its covariance from (X'X)^-1
     design = np.array([[1.0, 1.0, x] for _, x in cold] + [[1.0, 0.0, x] for _, x in warm])
     y = np.array([v for v, _ in cold] + [v for v, _ in warm])

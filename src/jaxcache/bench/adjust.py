@@ -120,15 +120,26 @@ def t_quantile(p: float, df: int) -> float:
 
 # --- the estimator ------------------------------------------------------------------------
 
+@dataclass(frozen=True)
+class Fit:
+    """The analysis of covariance of one bench: the saving at equal covariate and its parts."""
+
+    shift: stats.Shift  # tau with its t interval
+    slope: float  # b: wall seconds per covariate second
+    se: float
+    df: int
+    correlation: float | None  # within-arm correlation of wall time and covariate
+
+
 def _centered(values: Sequence[float]) -> list[float]:
     mean = statistics.fmean(values)
     return [v - mean for v in values]
 
 
 def ancova(cold: Sequence[tuple[float, float]], warm: Sequence[tuple[float, float]],
-           confidence: float = 0.95) -> tuple[stats.Shift, float, float, int] | None:
-    """(saving, slope, se, df) from (y, x) per trial and arm; None when x does not vary within
-    the arms or there are too few trials for a residual degree of freedom."""
+           confidence: float = 0.95) -> Fit | None:
+    """The fit from (y, x) per trial and arm; None when x does not vary within the arms or
+    there are too few trials for a residual degree of freedom."""
     n1, n2 = len(cold), len(warm)
     df = n1 + n2 - 3
     if n1 < 2 or n2 < 2 or df < 1:
@@ -147,8 +158,9 @@ def ancova(cold: Sequence[tuple[float, float]], warm: Sequence[tuple[float, floa
     s2 = max(0.0, syy - sxy * sxy / sxx) / df
     se = math.sqrt(s2 * (1 / n1 + 1 / n2 + dx * dx / sxx))
     half = t_quantile(1 - (1 - confidence) / 2, df) * se
-    return (stats.Shift(tau, tau - half, tau + half, confidence, confidence, 0.0, n1, n2),
-            slope, se, df)
+    r = max(-1.0, min(1.0, sxy / math.sqrt(sxx * syy))) if syy > 0 else None
+    return Fit(stats.Shift(tau, tau - half, tau + half, confidence, confidence, 0.0, n1, n2),
+               slope, se, df, r)
 
 
 def balance(cold: Sequence[float], warm: Sequence[float]) -> float | None:
@@ -164,57 +176,53 @@ def balance(cold: Sequence[float], warm: Sequence[float]) -> float | None:
     return t_sf2(diff / math.sqrt(s2 * (1 / n1 + 1 / n2)), n1 + n2 - 2)
 
 
-def _correlation(cold: Sequence[Unit], warm: Sequence[Unit]) -> float | None:
-    yc, xc = _centered([u.y for u in cold]), _centered([u.x for u in cold])
-    yw, xw = _centered([u.y for u in warm]), _centered([u.x for u in warm])
-    sxx, syy = sum(v * v for v in xc + xw), sum(v * v for v in yc + yw)
-    if sxx <= 0 or syy <= 0:
-        return None
-    r = sum(a * b for a, b in zip(xc + xw, yc + yw, strict=True)) / math.sqrt(sxx * syy)
-    return max(-1.0, min(1.0, r))
-
-
 def adjust(cold: Sequence[Unit], warm: Sequence[Unit], unadjusted: stats.Shift,
            confidence: float = 0.95) -> Adjusted:
     """The adjusted saving and whether the verdict may use it (every check passed)."""
     modules = len(cold[0].modules) if cold else 0
+    cold_x = statistics.fmean(u.x for u in cold) if cold else None
+    warm_x = statistics.fmean(u.x for u in warm) if warm else None
 
-    def no(why: str, fit: tuple[stats.Shift, float, float, int] | None = None,
-           p: float | None = None) -> Adjusted:
-        return Adjusted(False, why, fit[0] if fit else None, fit[1] if fit else None,
-                        fit[3] if fit else len(cold) + len(warm) - 3, fit[2] if fit else None,
-                        statistics.fmean(u.x for u in cold) if cold else None,
-                        statistics.fmean(u.x for u in warm) if warm else None, p, modules,
-                        _correlation(cold, warm) if fit else None)
+    def made(used: bool, why: str, fit: Fit | None = None, p: float | None = None) -> Adjusted:
+        return Adjusted(used, why, fit.shift if fit else None, fit.slope if fit else None,
+                        fit.df if fit else len(cold) + len(warm) - 3, fit.se if fit else None,
+                        cold_x, warm_x, p, modules, fit.correlation if fit else None)
 
     if not cold or not warm or modules == 0:
-        return no("no module compiled without the cache in these runs: nothing to adjust by")
+        return made(False, "no module compiled without the cache in these runs: nothing to "
+                    "adjust by")
     first = cold[0].modules
     if any(u.modules != first for u in list(cold) + list(warm)):
-        return no("the modules compiled without the cache differ between runs (names or "
-                  "input shapes), so they are not the same work in both arms")
+        return made(False, "the modules compiled without the cache differ between runs (names "
+                    "or input shapes), so they are not the same work in both arms")
     fewest = stats.fewest_trials(confidence)
     if len(cold) < fewest or len(warm) < fewest:
-        return no(f"{min(len(cold), len(warm))} trials: the adjustment needs at least the "
-                  f"{fewest} the exact interval needs (its checks and its t interval rest on "
-                  "them)")
+        return made(False, f"{min(len(cold), len(warm))} trials: the adjustment needs at least "
+                    f"the {fewest} the exact interval needs (its checks and its t interval rest "
+                    "on them)")
     fit = ancova([(u.y, u.x) for u in cold], [(u.y, u.x) for u in warm], confidence)
     if fit is None:
-        return no("the covariate does not vary within the arms: it cannot explain any noise")
-    shift = fit[0]
+        return made(False, "the covariate does not vary within the arms: it cannot explain any "
+                    "noise")
     p = balance([u.x for u in cold], [u.x for u in warm])
     if p is not None and p < BALANCE_ALPHA:
-        return no(f"the uncached modules compiled in {statistics.fmean(u.x for u in cold):.2f} s"
-                  f" cold against {statistics.fmean(u.x for u in warm):.2f} s warm (p = {p:.3f}"
-                  f" < {BALANCE_ALPHA:g}): the cache seems to change that work, so adjusting "
-                  "by it would remove part of the saving or of its cost", fit, p)
-    if unadjusted.resolved and not unadjusted.low <= shift.estimate <= unadjusted.high:
-        return no(f"the adjusted estimate ({shift.estimate:.2f} s) lies outside the wall-clock "
-                  f"interval [{unadjusted.low:.2f} - {unadjusted.high:.2f}]: the two disagree",
-                  fit, p)
+        return made(False, f"the uncached modules compiled in {cold_x:.2f} s cold against "
+                    f"{warm_x:.2f} s warm (p = {p:.3f} < {BALANCE_ALPHA:g}): the cache seems to "
+                    "change that work, so adjusting by it would remove part of the saving or "
+                    "of its cost", fit, p)
+    estimate = fit.shift.estimate
+    if unadjusted.resolved and not unadjusted.low <= estimate <= unadjusted.high:
+        return made(False, f"the adjusted estimate ({estimate:.2f} s) lies outside the "
+                    f"wall-clock interval [{unadjusted.low:.2f} - {unadjusted.high:.2f}]: the "
+                    "two disagree", fit, p)
     balanced = "" if p is None else f" (p = {p:.2f})"
-    return Adjusted(True, f"the same {modules} uncached modules in every run, balanced between "
-                    f"the arms{balanced}, estimate inside the wall-clock interval",
-                    shift, fit[1], fit[3], fit[2],
-                    statistics.fmean(u.x for u in cold), statistics.fmean(u.x for u in warm),
-                    p, modules, _correlation(cold, warm))
+    return made(True, f"the same {modules} uncached modules in every run, balanced between the "
+                f"arms{balanced}, estimate inside the wall-clock interval", fit, p)
+
+
+def judged(adjusted: Adjusted | None, unadjusted: stats.Shift) -> stats.Shift:
+    """The saving a verdict judges: the adjusted one when every check passed, else the
+    unadjusted one (the one rule for bench's verdict, its report and the design study)."""
+    if adjusted is not None and adjusted.used and adjusted.shift is not None:
+        return adjusted.shift
+    return unadjusted

@@ -46,9 +46,7 @@ class Analysis:
     @property
     def judged(self) -> stats.Shift | None:
         """The saving the verdict is judged on: adjusted when every check passed."""
-        if self.adjusted is not None and self.adjusted.used and self.adjusted.shift is not None:
-            return self.adjusted.shift
-        return self.saving
+        return None if self.saving is None else adjust.judged(self.adjusted, self.saving)
 
 
 def _maybe(values: list[float]) -> stats.Spread | None:
@@ -137,7 +135,7 @@ def analyse(cold: list[ProcessSample], warm: list[ProcessSample], *, confidence:
         confidence)
     ratio = stats.two_sample_ratio(cold_wall, warm_wall, confidence)
     adjusted = adjust.adjust(*_units(pairs, warm), saving, confidence)
-    judged = adjusted.shift if adjusted.used and adjusted.shift is not None else saving
+    judged = adjust.judged(adjusted, saving)
     paid = stats.spread([s.write_overhead_s for s in cold]).median
     listed = [s.bytes_after for s in cold if s.bytes_after is not None]  # None: not listed
     written = int(stats.spread([float(b) for b in listed]).median) if listed else None

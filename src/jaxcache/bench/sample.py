@@ -71,11 +71,11 @@ def from_record(record: dict[str, Any], *, trial: int, kind: str, index: int, pa
     written = [m for m in modules if m.get("outcome") == "written"]
     overhead = sum(max(0.0, (m.get("compile_or_load_s") or 0) - (m.get("compile_s_logged") or 0))
                    for m in written if m.get("compile_s_logged") is not None)
+    uncached = [m for m in modules if m.get("outcome") in ("skipped", "uncached")]
     skipped = tuple((m.get("name") or "?", m.get("reason") or "?",
                      float((m.get("reason_detail") or {}).get("compile_s")
                            or m.get("compile_or_load_s") or 0.0))
-                    for m in modules if m.get("outcome") in ("skipped", "uncached"))
-    uncached = [m for m in modules if m.get("outcome") in ("skipped", "uncached")]
+                    for m in uncached)
     cache = record["cache_dir"]
     return ProcessSample(
         trial, kind, index, p["wall_s"], p["user_s"], p["sys_s"], p["peak_rss_bytes"],

@@ -81,9 +81,12 @@ def line(w: Written) -> bytes:
     return ("\t".join(fields) + "\n").encode()
 
 
+_NOT_IN_NAME = "\t\n\r\0/"  # what a ledger line's name field cannot hold
+
+
 def recordable(name: str) -> bool:
     """A name a ledger line can hold (what JAX names entries always is)."""
-    return 0 < len(name) <= 255 and not any(c in name for c in "\t\n\r\0/")
+    return 0 < len(name) <= 255 and not any(c in name for c in _NOT_IN_NAME)
 
 
 # One ledger line, checked whole by one regular expression (the name as recordable() allows,
@@ -91,8 +94,9 @@ def recordable(name: str) -> bool:
 # checks every line (the skipped count is exact) while only looked-up lines are converted:
 # every `run` loads the ledger before its job starts, and it grows by a line per entry written.
 _LINE = re.compile(
-    r'1\t([^\t\n\r\x00/]{1,255})\t([0-9a-f]{64})\t([0-9]+)\t([0-9]+)\t([0-9]+)\t([0-9]+)'
-    r'\t([0-9]+)\t([0-9]+(?:\.[0-9]+)?)\t("(?:[^"\\\x00-\x1f]+|\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4}))*")')
+    re.escape(VERSION) + r"\t([^" + re.escape(_NOT_IN_NAME) + r"]{1,255})\t([0-9a-f]{64})"
+    r"\t([0-9]+)\t([0-9]+)\t([0-9]+)\t([0-9]+)\t([0-9]+)\t([0-9]+(?:\.[0-9]+)?)"
+    r'\t("(?:[^"\\\x00-\x1f]+|\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4}))*")')
 
 
 def _written(m: re.Match[str]) -> Written:

@@ -10,6 +10,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
+from jaxcache.trust.target import is_url  # also imported from here (trust/policy.py)
+
 
 @dataclass(frozen=True)
 class Rule:
@@ -60,12 +62,6 @@ class Policy:
 
 
 EMPTY = Policy()
-
-
-def is_url(path: str) -> bool:
-    from jaxcache.trust.target import is_url as _is_url
-
-    return _is_url(path)
 
 
 def url_text(path: str) -> str | None:
