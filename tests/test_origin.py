@@ -366,6 +366,23 @@ def test_a_line_whose_any_field_is_malformed_is_skipped_not_half_read(bad):
     assert ledger.by_name[_written().name] == (_written(),)
 
 
+def test_a_torn_line_is_skipped_without_backtracking():
+    """A write cut inside the directory's JSON string (a crash, a full disk) leaves a line
+    with no closing quote: it must be one skipped line, not a regular expression that tries
+    2^n ways to match it before every job starts. In a child, so a regression hangs nothing
+    but that child (the bound is ~10^1000 times what the linear match needs)."""
+    code = (
+        "from jaxcache.trust import origin\n"
+        "w = origin.Written('jit_f-' + 'a' * 64 + '-cache', 'b' * 64, 1, (1, 2, 3, 4), 1.5, '/x')\n"
+        "head = origin.line(w).rsplit(b'\\t', 1)[0]\n"
+        "torn = [head + b'\\t\"' + b'a' * n for n in (30, 4000, origin.MAX_LINE - len(head) - 2)]\n"
+        "led = origin.parse(b'\\n'.join(torn) + b'\\n' + origin.line(w), '/l')\n"
+        "print(led.lines, led.skipped, list(led.by_name) == [w.name])\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120)
+    assert out.stdout.split() == ["4", "3", "True"], out.stderr
+
+
 def test_an_unprotected_ledger_counts_for_nothing(tmp_path):
     state = mkdir(tmp_path / "state", 0o755)
     cache = mkdir(tmp_path / "cache", 0o700)

@@ -96,7 +96,9 @@ def recordable(name: str) -> bool:
 _LINE = re.compile(
     re.escape(VERSION) + r"\t([^" + re.escape(_NOT_IN_NAME) + r"]{1,255})\t([0-9a-f]{64})"
     r"\t([0-9]+)\t([0-9]+)\t([0-9]+)\t([0-9]+)\t([0-9]+)\t([0-9]+(?:\.[0-9]+)?)"
-    r'\t("(?:[^"\\\x00-\x1f]+|\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4}))*")')
+    # the JSON string as an unrolled loop (plain run, then escape + plain run, ...): no two ways
+    # to match the same text, so a torn line without its closing quote fails in linear time
+    r'\t("[^"\\\x00-\x1f]*(?:\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4})[^"\\\x00-\x1f]*)*")')
 
 
 def _written(m: re.Match[str]) -> Written:
