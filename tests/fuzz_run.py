@@ -28,10 +28,10 @@ with atheris.instrument_imports(include=["jaxcache"]):
         documents,
         validate,
     )
-    from jaxcache.bench import command  # noqa: F401
     from jaxcache.explain import reasons  # noqa: F401
     from jaxcache.records import stats, store, summary  # noqa: F401
     from jaxcache.report import (  # noqa: F401
+        bench_compare,
         decide_json,
         decide_text,
         explain_json,

@@ -71,13 +71,12 @@ def record(data: bytes) -> None:
 def bench(data: bytes) -> None:
     """An earlier `bench --json` result: decide --bench and bench --compare."""
     from jaxcache import decide
-    from jaxcache.bench import command
-    from jaxcache.report import decide_json, decide_text
+    from jaxcache.report import bench_compare, decide_json, decide_text
 
     doc = documents.bench_from(documents.object_from(data, "b.json", "bench result"), "b.json")
     other = _seed_doc("bench", "bench.json")
-    shown(command.compare_results(doc, other, "b.json", "a.json"))
-    shown(command.compare_results(other, doc, "a.json", "b.json"))
+    shown(bench_compare.render(doc, other, "b.json", "a.json"))
+    shown(bench_compare.render(other, doc, "a.json", "b.json"))
     for audit in (_seed_doc("audit", "private.json"),):  # the audit target varies audits
         result = decide.decide(audit, [doc, other])
         shown(decide_text.render(result))

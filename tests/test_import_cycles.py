@@ -33,8 +33,10 @@ def _type_checking_only(test: ast.expr) -> bool:
     return name == "TYPE_CHECKING"
 
 
-def _imports(name: str, path: Path, known: dict[str, Path]) -> set[str]:
-    """The jaxcache modules `name` imports when it runs, at module level or in a function."""
+def _imports(name: str, path: Path, known: dict[str, Path], parents: bool = True) -> set[str]:
+    """The jaxcache modules `name` imports when it runs, at module level or in a function.
+    parents=False: `from pkg import submodule` counts the submodule only, not `pkg` (whose
+    __init__ runs too, but names nothing the importer uses)."""
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found: set[str] = set()
 
@@ -52,8 +54,10 @@ def _imports(name: str, path: Path, known: dict[str, Path]) -> set[str]:
                     module = ".".join(base + ([child.module] if child.module else []))
                 else:
                     module = child.module or ""
-                found.add(module)
-                found.update(f"{module}.{alias.name}" for alias in child.names)  # submodules
+                subs = {f"{module}.{alias.name}" for alias in child.names}
+                found.update(subs)  # submodules
+                if parents or not subs <= set(known):
+                    found.add(module)
             visit(child)
 
     visit(ast.parse(path.read_text(encoding="utf-8"), str(path)))
@@ -93,7 +97,8 @@ def test_the_graph_sees_function_level_imports():
     known = _modules()
     graph = {name: _imports(name, path, known) for name, path in known.items()}
     assert "jaxcache.trust.create" in graph["jaxcache.lifecycle.enabling"]  # inside enable()
-    assert graph["jaxcache"] == set()  # its imports are TYPE_CHECKING-only or by name
+    # its imports are TYPE_CHECKING-only or by name, but for its version
+    assert graph["jaxcache"] == {"jaxcache._package"}
     assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert _cycle({"a": {"b"}, "b": set()}) is None
 

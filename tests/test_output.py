@@ -17,6 +17,7 @@ from conftest import jaxcache
 
 from jaxcache import schemas
 from jaxcache.report import style
+from jaxcache.text import plural, wrap
 
 ROOT = Path(__file__).resolve().parent.parent
 WIDE = str(ROOT / "tests" / "programs" / "wide_pytree.py")
@@ -27,8 +28,8 @@ LONGEST = 200
 
 
 def test_plural_agrees_with_its_count():
-    assert [style.plural(n, "entry") for n in (0, 1, 2)] == ["0 entries", "1 entry", "2 entries"]
-    assert style.plural(1, "trial") == "1 trial" and style.plural(3, "process") == "3 processes"
+    assert [plural(n, "entry") for n in (0, 1, 2)] == ["0 entries", "1 entry", "2 entries"]
+    assert plural(1, "trial") == "1 trial" and plural(3, "process") == "3 processes"
 
 
 def test_shapes_summarized_with_count_bytes_and_digest():
@@ -172,7 +173,7 @@ def test_explain_json_of_a_command_is_only_the_document(world):
 
 def test_wrapped_prose_keeps_numbers_with_their_units():
     text = "the thresholds left 7.30 s of compile uncached (28% of the 26.15 s start-up) " * 3
-    lines = style.wrap(text, "  ", limit=60)
+    lines = wrap(text, "  ", limit=60)
     assert all(len(line) <= 60 for line in lines) and len(lines) > 3
     assert not any(line.rstrip().endswith(("7.30", "26.15")) for line in lines)
     assert " ".join(line.strip() for line in lines) == text.strip()

@@ -10,7 +10,7 @@ import sys
 import pytest
 from conftest import jaxcache
 
-from jaxcache.run import ranks
+from jaxcache.probe import ranks
 
 SLURM = {"SLURM_PROCID": "1", "SLURM_NTASKS": "2"}
 

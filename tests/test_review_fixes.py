@@ -12,7 +12,7 @@ import sys
 import pytest
 from conftest import audit_json, jaxcache, mkdir, needs_root, needs_setfacl, untrusted
 
-from jaxcache.display import safe
+from jaxcache.text import safe
 
 
 def test_dotdot_after_a_missing_component_is_refused(base):

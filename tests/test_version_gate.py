@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from conftest import jaxcache
 
+from jaxcache.jaxcompat import gate as jaxgate
 from jaxcache.jaxcompat import versions
-from jaxcache.run import jaxgate
 
 
 def _venv_with_jax(root: Path, version: str) -> Path:

@@ -7,11 +7,11 @@ checkers and `dir()` see them all (the TYPE_CHECKING block, `__all__`, `__dir__`
 
 from __future__ import annotations
 
+from jaxcache._package import __version__
+
 # Not `from typing import TYPE_CHECKING`: importing typing costs ~5 ms (more on a busy
 # machine) on every job's start-up; type checkers treat this name as true all the same.
 TYPE_CHECKING = False
-
-__version__ = "0.1.0"
 
 # public name -> the module that defines it
 _LAZY = {

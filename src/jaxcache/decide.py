@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from jaxcache.bench import noticeable
-from jaxcache.display import safe
 from jaxcache.jaxcompat import versions
+from jaxcache.text import safe
 
 KEY_FIELDS = ("jaxlib", "backend", "device_kind", "device_count", "xla_flags")
 

@@ -80,9 +80,9 @@ def run(*, out_dir: str = "demo-output", trials: int = 6, warm: int = 1,
     run_dir = os.path.join(out, "runs")
     echo(f"\n== 3. jaxcache bench -t {trials} -k {warm} --out {out} -- python {mlp}\n"
          "   each trial: a fresh private cache, one cold process, then warm processes\n\n")
-    from jaxcache.bench import command
+    from jaxcache.cli import bench as benchcli
 
-    code = command.run(
+    code = benchcli.run(
         [sys.executable, str(mlp)], trials=trials, warm=warm, prime=True, timeout=600,
         confidence=0.95, noise_s=0.1, max_trials=None, target_width=None, time_budget=None,
         min_compile_time=None, min_entry_size=None, workdir=run_dir, out_dir=None,
@@ -104,8 +104,8 @@ def run(*, out_dir: str = "demo-output", trials: int = 6, warm: int = 1,
 
 
 def _decide(out: str, echo: Callable[[str], None]) -> str | None:
-    from jaxcache.bench.command import load_result
     from jaxcache.decide import decide
+    from jaxcache.documents import load_bench
     from jaxcache.report import decide_text
     from jaxcache.report import json as auditjson
 
@@ -113,7 +113,7 @@ def _decide(out: str, echo: Callable[[str], None]) -> str | None:
     if not os.path.exists(f"{out}/bench.json"):
         echo("no bench result to decide on\n")
         return None
-    decision = decide(auditjson.audit_dict(audit(out)), [load_result(f"{out}/bench.json")])
+    decision = decide(auditjson.audit_dict(audit(out)), [load_bench(f"{out}/bench.json")])
     echo(decide_text.render(decision))
     return decision.verdict
 

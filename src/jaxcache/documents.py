@@ -8,8 +8,8 @@ malformed document is one line naming the field, never a traceback.
 from __future__ import annotations
 
 from jaxcache import validate as v
-from jaxcache.display import safe
 from jaxcache.errors import JaxcacheError
+from jaxcache.text import safe
 from jaxcache.trust import inputs
 
 

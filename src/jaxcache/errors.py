@@ -20,8 +20,7 @@ class UntrustedCacheError(JaxcacheError):
 
     def __init__(self, report, action: str = "cache") -> None:  # an AuditReport: untyped,
         # to keep this module light. action: "cache" (refusing cache DIR) or "to seal".
-        from jaxcache.display import safe
-        from jaxcache.report.style import wrap
+        from jaxcache.text import safe, wrap
 
         self.report = report
         names = sorted(report.writer_names("untrusted"))

@@ -11,9 +11,9 @@ from __future__ import annotations
 import os
 import stat
 
-from jaxcache.display import safe
 from jaxcache.errors import JaxcacheError
 from jaxcache.outputs import PATH_FLAGS, open_parent
+from jaxcache.text import safe
 
 
 def _ours(dfd: int, folder: str, what: str) -> None:

@@ -27,8 +27,8 @@ import fcntl
 import os
 import stat
 
-from jaxcache.display import safe
 from jaxcache.errors import JaxcacheError
+from jaxcache.text import safe
 
 RECOGNIZE_LIMIT = 64 << 20  # a document larger than this is not one of ours to replace
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 
-from jaxcache.display import safe
+from jaxcache.text import safe
 
 # Deeper than any document jaxcache writes (a run record nests 6 levels; a policy 4): a
 # writer's deeper nesting is refused before any reader walks it, so no reader can recurse

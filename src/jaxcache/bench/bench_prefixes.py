@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import secrets
 
-from jaxcache.display import safe
 from jaxcache.errors import JaxcacheError
+from jaxcache.text import safe
 
 
 class Fresh:

@@ -17,9 +17,9 @@ from jaxcache import outputs
 from jaxcache.bench import analysis as analysismod
 from jaxcache.bench import bench_prefixes, noticeable, per_rank
 from jaxcache.bench.sample import ProcessSample, from_record
-from jaxcache.display import safe
 from jaxcache.errors import JaxcacheError
 from jaxcache.record import run_record as recordmod
+from jaxcache.text import safe
 
 
 class BenchCommandError(JaxcacheError):

@@ -17,7 +17,7 @@ import os
 import sys
 from types import ModuleType
 
-from jaxcache import __version__
+from jaxcache._package import __version__
 from jaxcache.cli import common
 from jaxcache.errors import JaxcacheError
 
@@ -152,9 +152,9 @@ def main(argv: list[str] | None = None) -> None:
         if args.quiet and args.verbose:
             common.usage(args, "-q/--quiet and -v/--verbose contradict each other")
         if getattr(args, "color", "auto") != "auto":  # auto costs `run` no import
-            from jaxcache.report import style
+            from jaxcache.text import set_color
 
-            style.set_color(args.color)
+            set_color(args.color)
         if args.kind is not None:
             common.claim_output(args, args.kind)
         args.handler(args, tail)

@@ -1,10 +1,20 @@
-"""`jaxcache bench`: cold versus warm, each in its own process; or --compare two results."""
+"""`jaxcache bench`: cold versus warm, each in its own process; or --compare two results.
+
+The flags, then the command's wiring: every output claimed before the first trial, the
+measuring handed to bench/trials.py, the result to report/'s formats.
+"""
 
 from __future__ import annotations
 
 import argparse
+import os
+import shutil
+from collections.abc import Callable
 
+from jaxcache import outputs
 from jaxcache.cli import common
+from jaxcache.errors import JaxcacheError, UntrustedCacheError
+from jaxcache.text import safe
 
 
 def options(p: argparse.ArgumentParser) -> None:
@@ -100,19 +110,19 @@ def handle(args: argparse.Namespace, tail: list[str] | None) -> None:
             common.usage(args, "--compare takes two JSON files and no command")
         if args.fmt != "text":
             common.usage(args, "--compare prints text only (its inputs are the JSON)")
-        from jaxcache.bench import command as benchcmd
+        from jaxcache.documents import load_bench
+        from jaxcache.report import bench_compare
 
-        common.finish(args, benchcmd.compare(*args.compare), 0)
+        a, b = args.compare
+        common.finish(args, bench_compare.render(load_bench(a), load_bench(b), a, b), 0)
     if not argv:
         common.usage(args, "no command to bench: jaxcache bench [OPTIONS] -- CMD [ARGS...]")
-    from jaxcache.bench import command as benchcmd
-
     verdict = common.lines_starting("verdict:")
 
     def echo(text: str) -> None:
         common.out(args, verdict(text) if args.quiet and args.fmt == "text" else text)
 
-    code = benchcmd.run(
+    code = run(
         argv, trials=args.trials, warm=args.warm, prime=not args.no_prime,
         timeout=args.timeout, confidence=args.confidence, noise_s=args.noise_s,
         max_trials=args.max_trials, target_width=args.target_width,
@@ -125,3 +135,192 @@ def handle(args: argparse.Namespace, tail: list[str] | None) -> None:
         min_saving=args.min_saving, min_fraction=args.min_fraction)
     common.flush_output(args)
     raise SystemExit(code)
+
+
+MARKDOWN_HEAD = b"# jaxcache bench\n"  # report/bench_markdown.py's first line
+
+
+def _private_dir(path: str, flag: str) -> str:
+    """A directory we may write into: created private if missing, audited if it exists."""
+    from jaxcache.trust import create
+
+    result = create.init(path)
+    if result.ok:
+        return result.path
+    if not result.report.verdict.ok:
+        raise UntrustedCacheError(result.report)
+    raise JaxcacheError(f"{flag} {safe(path)}: {result.refused} (give a new path, or a "
+                        "directory of yours with mode 0700)")
+
+
+def run(argv: list[str], *, trials: int, warm: int, prime: bool, timeout: float | None,
+        confidence: float, noise_s: float, max_trials: int | None, target_width: float | None,
+        time_budget: float | None, min_compile_time: float | None, min_entry_size: int | None,
+        workdir: str | None, out_dir: str | None, report_path: str | None,
+        json_path: str | None, plot_path: str | None, echo: Callable[[str], None],
+        sealed: bool = False, bucket: str | None = None, fmt: str = "text",
+        note: Callable[[str], None] | None = None, quiet: bool = False,
+        min_saving: float | None = None, min_fraction: float | None = None) -> int:
+    """Bench `argv`; `echo` gets the report (text, or with fmt="json" the JSON document),
+    `note` what was written (default: echo); `quiet` drops the progress on stderr;
+    `min_saving` / `min_fraction`: the noticeable bar (bench/noticeable.py's defaults)."""
+    from jaxcache.bench import noticeable
+    from jaxcache.bench.progress import BenchProgress
+    from jaxcache.bench.trials import BenchCommandError, BenchConfig, run_bench
+    from jaxcache.probe.launch import resolve
+
+    exe = resolve(argv)  # command not found / not executable: before any work
+    from jaxcache.jaxcompat import gate as jaxgate
+
+    why = jaxgate.refusal(exe)  # a JAX outside the supported lines: its records would be wrong
+    if why is not None:
+        raise JaxcacheError(f"{why}. Use a supported JAX to bench")
+    if bucket is not None:
+        if not sealed:
+            raise JaxcacheError("--bucket needs --sealed: a plain bucket is UNVERIFIABLE and "
+                                "refused (docs/sealed-cache.md)")
+        from jaxcache.seal import objects
+
+        bucket = objects.parse(bucket).text
+        objects.open_store(objects.parse(bucket))  # the client is installed: before any work
+    if max_trials is not None and max_trials < trials:
+        raise JaxcacheError(f"--max-trials {max_trials} is below --trials {trials}")
+    adaptive = target_width is not None or time_budget is not None
+    if max_trials is not None and not adaptive:
+        raise JaxcacheError("--max-trials needs --until-width or --time-budget (when to stop)")
+    if adaptive and max_trials is None:
+        max_trials = max(trials, 30)
+    if plot_path is not None and not plot_path.lower().endswith(".png"):
+        raise JaxcacheError(f"--plot writes PNG: give a file name ending in .png, not "
+                            f"{safe(plot_path)}")
+    claimed: list[outputs.Output] = []
+    try:  # every output claimed before the first trial; given up again if no result comes
+        if out_dir is not None:
+            out_dir = _private_dir(out_dir, "--out")
+            report_path = report_path or os.path.join(out_dir, "report.md")
+            json_path = json_path or os.path.join(out_dir, "bench.json")
+            plot_path = plot_path or os.path.join(out_dir, "chart.png")
+            workdir = workdir or os.path.join(out_dir, "runs")
+        if plot_path is not None:
+            import importlib.util
+
+            if importlib.util.find_spec("matplotlib") is None:
+                raise JaxcacheError("--plot (and --out) need matplotlib: pip install "
+                                    "'jaxcache[plot]'")
+        named = [os.path.abspath(p) for p in (report_path, json_path, plot_path) if p]
+        if len(set(named)) < len(named):
+            raise JaxcacheError("--json, --report and --plot (and --out's files) must name "
+                                "different files")
+        targets = {}
+        for key, path, what, recognize in (
+                ("report", report_path, "report", outputs.starts_with(MARKDOWN_HEAD)),
+                ("json", json_path, "bench result", outputs.json_schema("jaxcache.bench/")),
+                ("plot", plot_path, "chart", outputs.png_from_jaxcache)):
+            if path is not None:
+                targets[key] = outputs.claim(path, what, recognize=recognize)
+                claimed.append(targets[key])
+        keep = workdir is not None
+        if workdir is not None:
+            flag = "--out" if out_dir is not None and workdir == os.path.join(out_dir, "runs") \
+                else "--workdir"
+            workdir = _private_dir(workdir, flag)
+            if os.listdir(workdir):
+                raise JaxcacheError(f"{flag}: {safe(workdir)} is not empty (an earlier bench?): "
+                                    "give a new or empty directory (jaxcache never deletes what "
+                                    "it did not create)")
+        else:
+            import tempfile
+
+            workdir = tempfile.mkdtemp(prefix="jaxcache-bench-")
+        thresholds = {}
+        if min_compile_time is not None:
+            thresholds["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = repr(min_compile_time)
+        if min_entry_size is not None:
+            thresholds["JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES"] = str(min_entry_size)
+        cfg = BenchConfig(tuple(argv), trials, warm, prime, timeout, confidence, noise_s,
+                          max_trials, target_width, time_budget, thresholds, sealed, bucket,
+                          noticeable.MIN_SAVING_S if min_saving is None else min_saving,
+                          noticeable.MIN_FRACTION if min_fraction is None else min_fraction)
+        if quiet:
+            import io
+
+            progress = BenchProgress(warm, stream=io.StringIO(), live=False)
+        else:
+            progress = BenchProgress(warm)
+        try:
+            try:
+                result = run_bench(cfg, workdir=workdir, progress=progress)
+            finally:
+                progress.close()
+            return _report(result, targets, echo, keep, fmt, note or echo)
+        except BenchCommandError as exc:
+            if keep:
+                raise
+            raise BenchCommandError(f"{exc}\n(rerun with --workdir DIR to keep every run's "
+                                    "record, stdout and stderr)") from None
+        finally:
+            if not keep:
+                shutil.rmtree(workdir, ignore_errors=True)
+    finally:
+        outputs.release_all(claimed)  # no-op for those written
+
+
+def _report(result, targets: dict[str, outputs.Output], echo, kept: bool, fmt: str = "text",
+            note=None) -> int:
+    from jaxcache.report import bench_json, bench_markdown, bench_text
+
+    note = note or echo
+    if fmt == "json":
+        echo(bench_json.render(result))
+    else:
+        text = bench_text.render(result)
+        if not kept and result.stop_reason == "warm-missed":
+            text += ("(the runs' records were in a temporary folder, now removed: rerun with "
+                     "--workdir DIR to keep them for jaxcache explain)\n")
+        echo(text)
+    written = []
+    plot, report, doc = targets.get("plot"), targets.get("report"), targets.get("json")
+    if plot and result.analysis.phases:
+        from jaxcache.report import bench_plot
+
+        plot.write(bench_plot.render(result))
+        written.append(plot.path)
+    elif plot:
+        plot.release()
+        note(f"no chart written to {plot.path}: no completed cold and warm runs\n")
+    if report:
+        chart = None
+        if plot and plot.written and os.path.dirname(plot.path) == os.path.dirname(report.path):
+            chart = os.path.basename(plot.path)
+        report.write(bench_markdown.render(result, chart))
+        written.append(report.path)
+    if doc:
+        doc.write(bench_json.render(result))
+        written.append(doc.path)
+    if written:
+        note("wrote " + ", ".join(written) + "\n")
+    if result.stop_reason == "interrupted":
+        return 130
+    return 0 if result.analysis.verdict == "saves" else 1
+
+
+def measure(command: list[str], *, trials: int, warm: int,
+            echo: Callable[[str], None], sealed: bool = False, quiet: bool = False,
+            min_saving: float | None = None, min_fraction: float | None = None) -> dict:
+    """Bench a command with defaults and return its `--json` document (for decide, whose
+    noticeable bar it is given so both judge alike)."""
+    import tempfile
+
+    out = tempfile.mkdtemp(prefix="jaxcache-decide-")
+    try:
+        path = os.path.join(out, "bench.json")
+        run(command, trials=trials, warm=warm, prime=True, timeout=None, confidence=0.95,
+            noise_s=0.1, max_trials=None, target_width=None, time_budget=None,
+            min_compile_time=None, min_entry_size=None, workdir=None, out_dir=None,
+            report_path=None, json_path=path, plot_path=None, echo=echo, sealed=sealed,
+            quiet=quiet, min_saving=min_saving, min_fraction=min_fraction)
+        from jaxcache.documents import load_bench
+
+        return load_bench(path)
+    finally:
+        shutil.rmtree(out, ignore_errors=True)

@@ -64,9 +64,10 @@ def handle(args: argparse.Namespace, tail: list[str] | None) -> None:
                                                sealed_keys=common.public_keys(args)))
     else:
         common.usage(args, "give the cache PATH (or --audit A.json)")
-    from jaxcache.bench import command as benchcmd
+    from jaxcache.cli import bench as benchcmd
+    from jaxcache.documents import load_bench
 
-    benches = [benchcmd.load_result(p) for p in args.bench_paths or ()]
+    benches = [load_bench(p) for p in args.bench_paths or ()]
     writers_ok = audit.get("verdict") in ("PRIVATE", "SHARED-BY-POLICY", "SEALED")
     if writers_ok and command:  # a sealed reader pays for verification: bench it sealed
         benches.append(benchcmd.measure(command, trials=args.trials, warm=args.warm,

@@ -53,13 +53,13 @@ def handle(args: argparse.Namespace, tail: list[str] | None) -> None:
             import os
             import sys
 
-            from jaxcache.display import safe
+            from jaxcache.text import safe
 
             for path, why in skipped:  # named, so nothing is left out silently
                 sys.stderr.write(f"jaxcache: skipped {safe(os.path.basename(path))}: {why}\n")
     for path, doc in records:
         if doc.get("unverified") and not args.unverified_jax:
-            from jaxcache.display import safe
+            from jaxcache.text import safe
 
             raise JaxcacheError(f"{safe(path)}: {doc['unverified']}. Pass --unverified-jax to "
                                 "explain it anyway, marked unverified")

@@ -36,8 +36,8 @@ def handle(args: argparse.Namespace, tail: None) -> None:
     prints the public key of a key kept in a token (an HSM, SoftHSM2: docs/hsm.md), or of a
     private key file, and makes nothing.
     """
-    from jaxcache.display import safe
     from jaxcache.seal import keys
+    from jaxcache.text import safe
 
     if args.public_of is not None:
         public_of(args)

@@ -104,7 +104,7 @@ def handle(args: argparse.Namespace, tail: list[str] | None) -> None:
     if unverified and not args.unverified_jax:
         sys.stderr.write(f"jaxcache: {unverified}. {runmod.UNVERIFIED_REMEDY}\n")
     elif result.exit_code != result.outcome.status:
-        from jaxcache.run import used_dirs
+        from jaxcache.record import used_dirs
 
         failing = used_dirs.failing(result.record)
         if any(e.get("status") == "refused" for e in failing):
@@ -135,7 +135,7 @@ def seal_options_of(args: argparse.Namespace) -> Any:
 def _refused_rank(exc: UntrustedCacheError) -> NoReturn:
     """One rank of a multi-rank launch refused its cache: the others may wait for it in
     jax.distributed until they time out, unless the launcher stops the step."""
-    from jaxcache.run import ranks
+    from jaxcache.probe import ranks
 
     me = ranks.detect(dict(os.environ))
     if not me.multi:

@@ -9,7 +9,7 @@ Rejected signatures are the record's seal.rejections.
 
 from __future__ import annotations
 
-from jaxcache.display import safe
+from jaxcache.text import safe
 
 _WHAT = {
     "prefix-empty": "not found, and the prefix holds no entries",

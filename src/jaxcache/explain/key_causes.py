@@ -3,8 +3,8 @@ cross-process explanation (reasons.py) and the per-rank one (ranks.py)."""
 
 from __future__ import annotations
 
-from jaxcache.display import safe
 from jaxcache.jaxcompat import versions
+from jaxcache.text import safe
 
 CAUSES = {
     "computation": "the program lowered to different StableHLO: changed code, input shapes or "

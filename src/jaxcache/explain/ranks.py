@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from jaxcache.display import safe
 from jaxcache.explain.key_causes import CAUSES
+from jaxcache.text import safe
 
 
 @dataclass(frozen=True)

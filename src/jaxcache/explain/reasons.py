@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from jaxcache.display import safe, size
 from jaxcache.explain.key_causes import CAUSES, compile_options_cause
 from jaxcache.explain.ranks import RankDiff, rank_diffs
+from jaxcache.record import used_dirs
 from jaxcache.record.reading import rank_of
-from jaxcache.run import used_dirs
+from jaxcache.text import safe, size
 
 # Lowering a threshold is worth suggesting only above both of these (fraction, seconds).
 MATERIAL_FRACTION, MATERIAL_SECONDS = 0.10, 1.0

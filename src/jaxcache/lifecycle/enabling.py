@@ -15,7 +15,6 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from jaxcache import jaxcompat
-from jaxcache.display import safe
 from jaxcache.errors import JaxcacheError, UntrustedCacheError
 from jaxcache.lifecycle import sealing, undo
 from jaxcache.lifecycle.traps import (
@@ -27,6 +26,7 @@ from jaxcache.lifecycle.traps import (
     lifecycle_traps,
     refuse_hidden_settings,
 )
+from jaxcache.text import safe
 
 if TYPE_CHECKING:  # the key classes import cryptography: only a sealed enable() needs it
     from jaxcache.seal.keys import PublicKey, SigningKey

@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import re
 
-from jaxcache.display import safe
+from jaxcache.text import safe
 
 VARIABLE = "JAX_COMPILATION_CACHE_DIR"
 # XLA options that name a file or directory XLA reads cached results from

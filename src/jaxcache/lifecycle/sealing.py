@@ -10,8 +10,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from jaxcache.display import safe
 from jaxcache.errors import JaxcacheError, UntrustedCacheError
+from jaxcache.text import safe
 
 ENV = "JAXCACHE_SEAL"  # JSON: path, signing_key, trusted_keys, local, policy
 
@@ -36,7 +36,7 @@ class SealOptions:
         """Environment for the job: its probe enables the sealed cache after `import jax`."""
         import os
 
-        import jaxcache
+        from jaxcache import _package
         from jaxcache.seal import pkcs11
 
         absolute = [k if k.startswith("ed25519:") else os.path.abspath(k)
@@ -47,7 +47,7 @@ class SealOptions:
         value = env_value(path, signing_key=signing, trusted_keys=tuple(absolute),
             local=self.local and os.path.abspath(self.local),
             policy=policy and os.path.abspath(policy))
-        return {ENV: value, "JAXCACHE_LIB": os.path.dirname(jaxcache.__file__)}
+        return {ENV: value, "JAXCACHE_LIB": _package.HOME}
 
 
 def enable_sealed(path: str, *, policy: str | None, reset: bool, signing_key, trusted_keys,
@@ -181,25 +181,6 @@ def _bucket_tier(path: str, pol, accounts, extra: tuple):
     return url, report, objects.open_store(objects.parse(url))
 
 
-def apart(local: str, shared: str) -> None:
-    """Refuse a local tier that is the sealed directory, inside it or above it: its entries
-    would be loaded unsigned from where others write, or it would hold the sealed cache.
-    Both absolute; symlinks in what exists are resolved before comparing."""
-    import os
-
-    a, b = os.path.realpath(local), os.path.realpath(shared)
-    if a == b:
-        where = "is the sealed cache directory itself"
-    elif a.startswith(b.rstrip("/") + "/"):
-        where = f"is inside the sealed cache {safe(b)}"
-    elif b.startswith(a.rstrip("/") + "/"):
-        where = f"contains the sealed cache {safe(b)}"
-    else:
-        return
-    raise JaxcacheError(f"the local tier {safe(os.path.normpath(local))} {where}: give a "
-                        "private directory apart from it")
-
-
 def _local_path(tgt, given: str) -> str:
     if tgt.path is None:
         raise JaxcacheError(f"a sealed cache must be a local path (mounted), not {safe(given)}")
@@ -212,6 +193,7 @@ def private_tier(local: str, pol, accounts, made_dirs: list | None = None,
                  shared: str | None = None) -> str:
     """The local tier is trusted by ownership: it must pass the ordinary audit. It must also
     stand apart from the `shared` (sealed) directory: checked before anything is made."""
+    from jaxcache.seal.store import apart
     from jaxcache.trust import create, target
     from jaxcache.trust.audit import audit
 

@@ -13,8 +13,8 @@ import os
 from dataclasses import dataclass
 
 from jaxcache import jaxcompat
-from jaxcache.display import safe
 from jaxcache.errors import JaxcacheError
+from jaxcache.text import safe
 from jaxcache.trust.audit import AuditReport
 
 __all__ = ["CacheLifecycleError", "CacheLifecycleWarning", "EnableResult", "Trap",

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from jaxcache.display import safe
 from jaxcache.net.config import Plan
 from jaxcache.net.sockets import Scan
+from jaxcache.text import safe
 from jaxcache.trust.findings import NOTE, UNSAFE, UNVERIFIABLE, WARNING, Finding
 
 SCHEMA = "jaxcache.net/1"

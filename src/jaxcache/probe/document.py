@@ -11,7 +11,7 @@ import sys
 import time
 
 SCHEMA = "jaxcache.probe/1"
-_LAUNCHERS_COPY = "_jaxcache_launchers.py"  # jaxcache/run/launchers.py: the launcher's rank ids
+_LAUNCHERS_COPY = "_jaxcache_launchers.py"  # jaxcache/probe/launchers.py: the launcher's rank ids
 
 _PLUGINS = ("jax-cuda12-plugin", "jax-cuda13-plugin", "jax-cuda12-pjrt", "jax-cuda13-pjrt",
             "jax-rocm60-plugin", "jax-rocm7-plugin", "libtpu", "libtpu-nightly", "jax-metal")
@@ -92,7 +92,7 @@ def identity(S, load_beside):
             pass
     index, count = S.proc_ids or (None, None)
     try:
-        launcher = load_beside(_LAUNCHERS_COPY, os.path.join("run", "launchers.py")).identify()
+        launcher = load_beside(_LAUNCHERS_COPY, os.path.join("probe", "launchers.py")).identify()
     except Exception:
         launcher = None
     return {"process_index": index, "process_count": count, "host": os.uname().nodename,

@@ -22,8 +22,8 @@ import signal
 import time
 from collections.abc import Callable
 
-from jaxcache.display import safe
 from jaxcache.errors import JaxcacheError
+from jaxcache.text import safe
 
 GATE_FILE = "gate.json"  # in the probe directory; the probe's env: JAXCACHE_GATE, _GATE_PID
 
@@ -115,14 +115,14 @@ def probe_files() -> list[tuple[str, str]]:
     """(source, name in the probe directory) of every file the probe needs in the job's
     Python: site.py as sitecustomize.py, and the stdlib-only files it loads by path once the
     job imports jax, under the names site.py, recorder.py and document.py ask for."""
-    from jaxcache.run import jaxgate
+    from jaxcache.jaxcompat import gate as jaxgate
 
     here = os.path.dirname(os.path.abspath(__file__))
     return [(os.path.join(here, "site.py"), "sitecustomize.py"),
             (os.path.join(here, "recorder.py"), "_jaxcache_probe_recorder.py"),
             (os.path.join(here, "document.py"), "_jaxcache_probe_document.py"),
             (jaxgate.VERSIONS_PY, "_jaxcache_versions.py"),
-            (os.path.join(os.path.dirname(here), "run", "launchers.py"),
+            (os.path.join(here, "launchers.py"),
              "_jaxcache_launchers.py")]
 
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import os
 
-from jaxcache.display import safe
+from jaxcache.probe import ranks
 from jaxcache.record.reading import processes, rank_of
-from jaxcache.run import ranks
+from jaxcache.text import safe
 
 REMEDY = ("run jaxcache inside the launcher (`srun jaxcache run ...`, `mpirun jaxcache run "
           "...`) so that each rank audits its own view before JAX sees the directory; with "

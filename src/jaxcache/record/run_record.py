@@ -13,12 +13,11 @@ import sys
 import time
 from dataclasses import dataclass
 
-from jaxcache import __version__
-from jaxcache.display import safe
+from jaxcache._package import __version__
 from jaxcache.probe.runner import Outcome
-from jaxcache.record import rank_views
+from jaxcache.record import rank_views, used_dirs
 from jaxcache.record.reading import in_record_order
-from jaxcache.run import used_dirs
+from jaxcache.text import safe
 from jaxcache.trust.entries import Inventory
 
 SCHEMA = "jaxcache.run/1"
@@ -280,8 +279,8 @@ def load_all(paths: list[str],
     directory is skipped, (path, why) appended to `skipped`, unless none there can be read."""
     import os
 
-    from jaxcache.display import safe
     from jaxcache.errors import JaxcacheError
+    from jaxcache.text import safe
 
     out = []
     for path in paths:

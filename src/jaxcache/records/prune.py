@@ -19,10 +19,10 @@ import stat
 import time
 from dataclasses import dataclass
 
-from jaxcache.display import safe
 from jaxcache.errors import JaxcacheError
 from jaxcache.records import store
 from jaxcache.records.summary import RunSummary, summarize
+from jaxcache.text import safe
 
 DAY_NS = 86_400 * 1_000_000_000
 

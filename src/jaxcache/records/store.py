@@ -18,8 +18,8 @@ import stat
 import time
 from dataclasses import dataclass
 
-from jaxcache.display import safe
 from jaxcache.errors import JaxcacheError
+from jaxcache.text import safe
 
 # 20261201T155636.123456789Z-4242.json, or ...-4242.rank1.json for one rank of a job
 NAME = re.compile(r"^(\d{8}T\d{6})\.(\d{9})Z-\d+(?:\.rank\d+)?\.json$")

@@ -6,7 +6,7 @@ import math
 from dataclasses import asdict
 from typing import Any
 
-from jaxcache import __version__
+from jaxcache._package import __version__
 from jaxcache.bench import noticeable
 from jaxcache.bench.adjust import COVARIATE, METHOD, Adjusted
 from jaxcache.bench.analysis import RankSummary

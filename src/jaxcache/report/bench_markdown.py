@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from jaxcache.bench.trials import BenchResult
-from jaxcache.display import safe
 from jaxcache.report import bench_ranks
 from jaxcache.report.bench_text import cached, conclusions, table
+from jaxcache.text import safe
 
 
 def render(result: BenchResult, chart: str | None = None) -> str:

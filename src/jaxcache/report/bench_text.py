@@ -6,9 +6,9 @@ from jaxcache.bench import noticeable
 from jaxcache.bench.sample import PHASE_LABELS
 from jaxcache.bench.stats import Shift
 from jaxcache.bench.trials import BenchResult
-from jaxcache.display import safe, size
 from jaxcache.report import bench_ranks, style
 from jaxcache.report.bench_json import thresholds
+from jaxcache.text import clip, plural, safe, size, width, wrap
 
 _PROSE = ("noticeable: ", "what to do: ", "adjusted saving")
 
@@ -89,7 +89,7 @@ def conclusions(result: BenchResult) -> list[str]:
     if a.significant and pays is not None:
         lines.append(f"amortization: the cold run paid {a.paid_s:.2f} s to write "
                      f"{'its entries' if a.written_bytes is None else size(a.written_bytes)}"
-                     f"; it pays off after {style.plural(pays, 'reuse')}")
+                     f"; it pays off after {plural(pays, 'reuse')}")
     mark = "  (BELOW JAX's default 1.0 s)" if t["min_compile_time_below_default"] else ""
     lines.append(f"thresholds in effect: min compile time {t['min_compile_time_secs']:g} s"
                  f"{mark}, min entry size {t['min_entry_size_bytes']} B")
@@ -97,7 +97,7 @@ def conclusions(result: BenchResult) -> list[str]:
         lines.append(f"sealed trials in fresh prefixes under {safe(result.bucket_prefix)}/ "
                      "(left there: jaxcache deletes nothing in a bucket)")
     if result.excluded:
-        lines.append(f"excluded {style.plural(len(result.excluded), 'process')} whose "
+        lines.append(f"excluded {plural(len(result.excluded), 'process')} whose "
                      "fingerprint differs:")
         for s, diffs in result.excluded:
             lines.append(f"  trial {s.trial} {s.kind} {s.index}: {'; '.join(diffs)}")
@@ -138,7 +138,7 @@ def render(result: BenchResult) -> str:
                      f"{sum(1 for s in result.samples if s.kind == 'cold')} cold and "
                      f"{sum(1 for s in result.samples if s.kind == 'warm')} warm "
                      f"{_runs(result)} in {result.elapsed_s:.0f} s")
-        lines += [style.clip(f"  cached {line}", style.width()) for line in cached(result)]
+        lines += [clip(f"  cached {line}", width()) for line in cached(result)]
     rows = table(result)
     if len(rows) > 1:
         lines += [""] + _layout(rows)
@@ -147,5 +147,5 @@ def render(result: BenchResult) -> str:
         lines += ["", f"per rank ({bench_ranks.NOTE}):"] + _layout(per)
     lines.append("")
     for line in conclusions(result):  # the prose ones wrapped; the Markdown report keeps them
-        lines += style.wrap(line, "") if line.startswith(_PROSE) else [line]
+        lines += wrap(line, "") if line.startswith(_PROSE) else [line]
     return "\n".join(lines) + "\n"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 
-from jaxcache.display import safe, size
+from jaxcache.text import safe, size
 
 
 def _age(updated: float | None) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import asdict
 
-from jaxcache import __version__
+from jaxcache._package import __version__
 from jaxcache.explain.reasons import Explanation
 from jaxcache.report import jsonout
 

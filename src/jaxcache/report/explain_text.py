@@ -3,9 +3,9 @@ outcome and reason), then key differences and advice."""
 
 from __future__ import annotations
 
-from jaxcache.display import safe, size
 from jaxcache.explain.reasons import Explanation, ModuleWhy
 from jaxcache.report import style
+from jaxcache.text import plural, safe, size, width, wrap
 
 
 def _rank_lines(e: Explanation) -> list[str]:
@@ -17,11 +17,11 @@ def _rank_lines(e: Explanation) -> list[str]:
     for (rank, components), diffs in groups.items():
         names = ", ".join(safe(d.module) for d in diffs[:6])
         more = f" and {len(diffs) - 6} more" if len(diffs) > 6 else ""
-        lines.append(f"  rank {rank}: {style.plural(len(diffs), 'module')} ({names}{more}): key "
+        lines.append(f"  rank {rank}: {plural(len(diffs), 'module')} ({names}{more}): key "
                      "components "
                      f"differ from rank 0's: {', '.join(safe(c) for c in components)}")
-        lines += [w for cause in diffs[0].causes for w in style.wrap(cause, "    - ")]
-        lines += style.wrap(f"what you can do: {diffs[0].remedy}", "    ")
+        lines += [w for cause in diffs[0].causes for w in wrap(cause, "    - ")]
+        lines += wrap(f"what you can do: {diffs[0].remedy}", "    ")
     return lines
 
 
@@ -29,15 +29,15 @@ GROUP_FROM = 5  # this many modules sharing an outcome and a reason: the top few
 SHOWN = 2  # of such a group, the modules shown one by one (the slowest, else the largest)
 
 
-def _row(m: ModuleWhy, width: int, ranks: bool) -> list[str]:
+def _row(m: ModuleWhy, name_width: int, ranks: bool) -> list[str]:
     secs = "-" if m.compile_s is None else f"{m.compile_s:.2f} s"
     entry = size(m.entry_bytes) if m.entry_bytes else "-"
     mark = "!" if m.missed_chance else " "
     proc = f" [rank {m.rank}]" if m.rank is not None and ranks else (
         "" if m.process == "main" or m.rank is not None else f" [{m.process}]")
-    out = style.wrap(f" {mark} {safe(m.name).ljust(width)}  {safe(m.outcome):9s} compile "
+    out = wrap(f" {mark} {safe(m.name).ljust(name_width)}  {safe(m.outcome):9s} compile "
                      f"{secs:>8s}  entry {entry:>9s}  {m.text}{proc}",
-                     hang="    ", limit=max(style.width(), 160))
+                     hang="    ", limit=max(width(), 160))
     if m.missed_chance and m.input_shapes:
         out.append(f"     inputs: {style.shapes(m.input_shapes)}")
     return out
@@ -49,7 +49,7 @@ def _rest(rows: list[ModuleWhy]) -> str:
     total_b = sum(m.entry_bytes or 0 for m in rows)
     names = sorted({safe(m.name) for m in rows})
     shown = ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
-    return (f"   ... and {style.plural(len(rows), 'more module')} {safe(rows[0].outcome)} "
+    return (f"   ... and {plural(len(rows), 'more module')} {safe(rows[0].outcome)} "
             f"({safe(rows[0].reason)}): compile {total_s:.2f} s, entries {size(total_b)} "
             f"in all ({shown})")
 
@@ -70,10 +70,10 @@ def _modules(e: Explanation, record: str, ranks: bool) -> list[str]:
             rest.append(tail[SHOWN:])
             hidden |= {id(m) for m in tail[SHOWN:]}
     single = [m for m in rows if id(m) not in hidden]
-    width = max((len(safe(m.name)) for m in single), default=8)
-    lines = ["", f"{safe(record)}: {style.plural(len(rows), 'module')}"]
+    name_width = max((len(safe(m.name)) for m in single), default=8)
+    lines = ["", f"{safe(record)}: {plural(len(rows), 'module')}"]
     for m in sorted(single, key=lambda m: not m.missed_chance):
-        lines += _row(m, width, ranks)
+        lines += _row(m, name_width, ranks)
     return lines + [_rest(ms) for ms in rest]
 
 
@@ -86,13 +86,13 @@ def _answer(e: Explanation) -> str:
     parts = []
     missed = sum(1 for m in e.modules if m.missed_chance)
     if missed:
-        parts.append(f"{style.plural(missed, 'expensive module')} not cached (marked !)")
+        parts.append(f"{plural(missed, 'expensive module')} not cached (marked !)")
     if e.diffs:
-        parts.append(f"{style.plural(len(e.diffs), 'cross-process miss', 'cross-process misses')}")
+        parts.append(f"{plural(len(e.diffs), 'cross-process miss', 'cross-process misses')}")
     if e.rank_diffs:
         ranks = sorted({d.rank for d in e.rank_diffs})
-        parts.append(f"{style.plural(len(ranks), 'rank')} ({', '.join(map(str, ranks))}) never "
-                     f"hit: {style.plural(len(e.rank_diffs), 'module')} keyed differently "
+        parts.append(f"{plural(len(ranks), 'rank')} ({', '.join(map(str, ranks))}) never "
+                     f"hit: {plural(len(e.rank_diffs), 'module')} keyed differently "
                      "from rank 0")
     if any(a.material for a in e.advice):
         parts.append("thresholds leave a material share of start-up uncached")
@@ -106,7 +106,7 @@ def render(e: Explanation) -> str:
     lines = [f"WARNING: {d}" for d in e.unaudited_dirs]
     lines += [f"UNVERIFIED: {safe(u)}" for u in e.unverified]
     lines += [_answer(e)]
-    lines.append(f"from {style.plural(len(e.records), 'record')}")
+    lines.append(f"from {plural(len(e.records), 'record')}")
     ranks = len({m.rank for m in e.modules}) > 1
     for record in e.records:
         lines += _modules(e, record, ranks)
@@ -116,13 +116,13 @@ def render(e: Explanation) -> str:
             lines.append(f"  {safe(d.module)}: {safe(d.earlier)} -> {safe(d.later)}: key "
                          f"components changed: {safe(', '.join(d.components))}")
             for cause in d.causes:
-                lines += style.wrap(cause, "    - ")
+                lines += wrap(cause, "    - ")
     lines += _rank_lines(e)
     lines += ["", "thresholds:"]
-    lines += [w for a in e.advice for w in style.wrap(a.text, "  ")]
+    lines += [w for a in e.advice for w in wrap(a.text, "  ")]
     for note in e.notes:
-        lines += style.wrap(note, "note: ")
+        lines += wrap(note, "note: ")
     if e.unaudited_dirs:
-        lines.append(f"JAX was pointed at {style.plural(len(e.unaudited_dirs), 'cache directory')}"
+        lines.append(f"JAX was pointed at {plural(len(e.unaudited_dirs), 'cache directory')}"
                      " other than the audited cache (see the first lines)")
     return "\n".join(lines) + "\n"

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import stat
 
-from jaxcache import __version__
-from jaxcache.display import safe
+from jaxcache._package import __version__
 from jaxcache.report import jsonout
+from jaxcache.text import safe
 from jaxcache.trust.audit import SCHEMA, AuditReport
 from jaxcache.trust.entries import Entry, Inventory
 from jaxcache.trust.origin import Origins

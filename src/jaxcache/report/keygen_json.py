@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from jaxcache import __version__
-from jaxcache.display import safe
+from jaxcache._package import __version__
 from jaxcache.report import jsonout
+from jaxcache.text import safe
 
 
 def render(path: str, public: Any, created: list[str] | tuple[str, ...] = ()) -> str:

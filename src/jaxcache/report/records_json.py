@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict
 
-from jaxcache import __version__
+from jaxcache._package import __version__
 from jaxcache.records.prune import PruneResult
 from jaxcache.records.stats import Stats
 from jaxcache.records.store import Scan, Skipped

@@ -6,12 +6,11 @@ from __future__ import annotations
 import os
 import shlex
 
-from jaxcache.display import safe, size
 from jaxcache.records.prune import PruneResult
 from jaxcache.records.stats import Stats
 from jaxcache.records.store import Scan, Skipped
 from jaxcache.records.summary import RunSummary, summarize
-from jaxcache.report import style
+from jaxcache.text import clip, plural, safe, size, wrap
 
 LONGEST = 200
 _COMMAND = 60
@@ -28,7 +27,7 @@ def _command(r: RunSummary) -> str:
     """The command, its program without its directory (the record keeps the whole argv)."""
     if not r.argv:
         return "-"
-    return style.clip(safe(shlex.join([os.path.basename(r.argv[0]), *r.argv[1:]])), _COMMAND)
+    return clip(safe(shlex.join([os.path.basename(r.argv[0]), *r.argv[1:]])), _COMMAND)
 
 
 def _row(r: RunSummary) -> tuple[str, ...]:
@@ -39,16 +38,16 @@ def _row(r: RunSummary) -> tuple[str, ...]:
 def _table(runs: list[RunSummary]) -> list[str]:
     rows = [_HEAD, *(_row(r) for r in runs)]
     widths = [max(len(row[i]) for row in rows) for i in range(len(_HEAD))]
-    return [style.clip("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip(),
+    return [clip("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip(),
                        LONGEST) for row in rows]
 
 
 def _skipped(skipped: tuple[Skipped, ...]) -> list[str]:
     if not skipped:
         return []
-    lines = [f"left alone: {style.plural(len(skipped), 'file')} named like a run record that "
+    lines = [f"left alone: {plural(len(skipped), 'file')} named like a run record that "
              "is not one of jaxcache's:"]
-    lines += [style.clip(f"  {safe(s.name)}: {safe(s.why)}", LONGEST) for s in skipped]
+    lines += [clip(f"  {safe(s.name)}: {safe(s.why)}", LONGEST) for s in skipped]
     return lines
 
 
@@ -58,7 +57,7 @@ def render_list(scan: Scan) -> str:
         return f"no run records: {where} does not exist (jaxcache run creates it)\n"
     runs = [summarize(f) for f in scan.records]
     total = sum(r.size for r in runs)
-    lines = [f"{style.plural(len(runs), 'run record')} in {where}, newest first"
+    lines = [f"{plural(len(runs), 'run record')} in {where}, newest first"
              + (f" ({size(total)} in all)" if runs else "")]
     if runs:
         lines += _table(runs)
@@ -72,13 +71,13 @@ def render_prune(p: PruneResult) -> str:
     rules = [f"older than {p.older_than_days:g} days"] if p.older_than_days is not None else []
     if p.keep is not None:
         rules.append(f"beyond the newest {p.keep}")
-    lines = [f"{verb} {style.plural(len(p.deleted), 'run record')} ({size(p.freed_bytes)}) "
+    lines = [f"{verb} {plural(len(p.deleted), 'run record')} ({size(p.freed_bytes)}) "
              f"{' and '.join(rules)} in {where}; {p.kept} kept"
              + (" (dry run: nothing was deleted)" if p.dry_run else "")]
     if p.deleted:
         lines += _table(list(p.deleted))
     if p.changed:
-        lines.append(f"left alone: {style.plural(len(p.changed), 'record')} replaced while "
+        lines.append(f"left alone: {plural(len(p.changed), 'record')} replaced while "
                      "pruning: " + ", ".join(safe(n) for n in p.changed))
     lines += _skipped(p.skipped)
     return "\n".join(lines) + "\n"
@@ -100,15 +99,15 @@ def render_stats(s: Stats) -> str:
         ("seconds compiling", f"{s.compile_s:.2f} s"),
         ("seconds loading from cache", f"{s.load_s:.2f} s"),
         ("estimated seconds saved",
-         f"{s.saved_s:.2f} s over {style.plural(s.hits_estimated, 'hit')}"),
+         f"{s.saved_s:.2f} s over {plural(s.hits_estimated, 'hit')}"),
     ]
     width = max(len(k) for k, _ in rows)
-    lines = [f"{style.plural(s.records, 'run record')} in {safe(s.directory)}{span}"]
+    lines = [f"{plural(s.records, 'run record')} in {safe(s.directory)}{span}"]
     lines += [f"{k.ljust(width)}  {v}" for k, v in rows]
-    lines += style.wrap(f"saved is estimated: {s.how_saved}"
-                        + (f"; {style.plural(s.hits_unknown, 'hit')} of keys no other record "
+    lines += wrap(f"saved is estimated: {s.how_saved}"
+                        + (f"; {plural(s.hits_unknown, 'hit')} of keys no other record "
                            "compiled are not counted" if s.hits_unknown else ""), "")
     if s.skipped_files:
-        lines.append(f"left out: {style.plural(s.skipped_files, 'file')} named like a run "
+        lines.append(f"left out: {plural(s.skipped_files, 'file')} named like a run "
                      "record that is not one (jaxcache records list names them)")
     return "\n".join(lines) + "\n"

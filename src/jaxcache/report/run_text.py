@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from jaxcache.display import safe, size
 from jaxcache.report.style import origin_counts, plural
+from jaxcache.text import safe, size
 
 _REASONS = {
     "compile-time-below-threshold": "not written: below the {threshold_s:.2f} s compile-time "
@@ -51,7 +51,7 @@ def _secs(v) -> str:
 def _other_dirs(doc: dict) -> list[str]:
     """What must be read first: JAX used (or was refused) a directory nobody audited, or the
     guard that keeps it from doing so could not be installed."""
-    from jaxcache.run import used_dirs
+    from jaxcache.record import used_dirs
 
     lines = [f"WARNING: {used_dirs.describe(e)}" for e in used_dirs.unaudited(doc)]
     for g in doc.get("cache_guard_errors") or []:

@@ -6,9 +6,9 @@ from collections.abc import Iterable
 from pathlib import PurePosixPath
 from urllib.parse import quote
 
-from jaxcache import __version__
-from jaxcache.display import safe
+from jaxcache._package import __version__
 from jaxcache.report import jsonout
+from jaxcache.text import safe
 from jaxcache.trust.audit import AuditReport
 from jaxcache.trust.findings import NOTE, UNSAFE, UNVERIFIABLE, WARNING, Finding
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from dataclasses import asdict
 
-from jaxcache import __version__
-from jaxcache.display import safe
+from jaxcache._package import __version__
 from jaxcache.report import jsonout
 from jaxcache.seal.scan import ScanResult
+from jaxcache.text import safe
 
 STATUSES = ("valid", "signed-now", "co-signed", "unsigned", "bad-signature", "unknown-key",
             "revoked-key", "expired-key", "not-yet-valid-key", "too-few-signatures",

@@ -4,10 +4,10 @@ then the counts. Per entry: signed now, already signed, or never hit by a sealed
 
 from __future__ import annotations
 
-from jaxcache.display import safe, size
 from jaxcache.report import style
 from jaxcache.report.seal_json import STATUSES
 from jaxcache.seal.scan import EntryStatus, ScanResult
+from jaxcache.text import plural, safe, size, wrap
 
 _WHAT = {"unsigned": "UNSIGNED", "bad-signature": "BAD SIGNATURE",
          "unknown-key": "UNKNOWN KEY", "revoked-key": "REVOKED KEY", "expired-key": "EXPIRED KEY",
@@ -19,14 +19,14 @@ _REFILL = ("refill it from jobs run with JAX_PERSISTENT_CACHE_ENABLE_XLA_CACHES=
 
 
 def _first(result: ScanResult, action: str) -> str:
-    total = style.plural(len(result.entries), "entry")
+    total = plural(len(result.entries), "entry")
     where = safe(result.directory)
     never = result.unhittable
     if action == "verify":  # does a sealed reader load all of it?
         if not result.all_valid:
             bad = len(result.entries) - result.count("valid")
             return (f"{style.verdict('INVALID')}: {bad} of {total} do not verify, "
-                    f"{style.plural(len(result.leftovers), 'leftover')}, in {where}")
+                    f"{plural(len(result.leftovers), 'leftover')}, in {where}")
         line = f"{style.verdict('VALID')}: every entry verifies ({total}) in {where}"
         return line + (f"; {never} of them a sealed reader never hits" if never else "")
     if action == "cosign":
@@ -70,7 +70,7 @@ def render(result: ScanResult, action: str, *, verbose: bool = False) -> str:
     lines = [_first(result, action)]
     if result.keys:
         needed = f"; each entry needs {result.needed} distinct keys" if result.needed > 1 else ""
-        lines += style.wrap("keys: " + ", ".join(f"{safe(k.label)} {k.state}"
+        lines += wrap("keys: " + ", ".join(f"{safe(k.label)} {k.state}"
                                                   for k in result.keys) + needed, "  ")
     lines += [line for e in result.entries
               if (line := _line(e, action, verbose)) is not None]
@@ -86,12 +86,12 @@ def render(result: ScanResult, action: str, *, verbose: bool = False) -> str:
     lines.append(f"  {counts or 'no entries'}")
     why = next((e.never_hit for e in result.entries if e.never_hit), None)
     if why:
-        lines += style.wrap(safe(f"never hit: {why}"), "")
+        lines += wrap(safe(f"never hit: {why}"), "")
         if action == "seal" and result.refuse_unhittable:
-            lines += style.wrap("what to do: " + _REFILL + ", then seal again; or pass "
+            lines += wrap("what to do: " + _REFILL + ", then seal again; or pass "
                                 "--allow-unhittable to sign them anyway (they stay unused)", "")
         else:
-            lines += style.wrap("what to do: they are dead weight for sealed readers; "
+            lines += wrap("what to do: they are dead weight for sealed readers; "
                                 + _REFILL, "")
     bad = sum(1 for e in result.entries if e.status in _WHAT and e.status != "never-hit")
     if bad:

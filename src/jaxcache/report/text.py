@@ -9,8 +9,8 @@ import stat
 import time
 from collections.abc import Callable
 
-from jaxcache.display import age, safe, size
 from jaxcache.report import style
+from jaxcache.text import age, plural, safe, size, wrap
 from jaxcache.trust.audit import AuditReport
 from jaxcache.trust.create import InitResult
 from jaxcache.trust.entries import Inventory
@@ -88,10 +88,10 @@ def render_audit(r: AuditReport, *, verbose: bool = False,
     if shown:
         lines += ["", "findings:"]
         for f in shown:
-            lines += style.wrap(f"[{_MARK[f.effect]}] {f.message}", "  ", "    ")
+            lines += wrap(f"[{_MARK[f.effect]}] {f.message}", "  ", "    ")
             advice = remedy(f.remedy) if remedy and f.remedy else f.remedy
             if advice:
-                lines += style.wrap(f"what to do: {advice}", "      ")
+                lines += wrap(f"what to do: {advice}", "      ")
     lines.append("")
     return "\n".join(lines)
 
@@ -132,7 +132,7 @@ def render_init_refused(result: InitResult, *, default_dir: str, detail: bool = 
         where = ("choose another location, under a parent only you and root can write: "
                  f"`jaxcache init` without PATH makes {safe(default_dir)}")
     lines = [f"{style.verdict('REFUSED')}: {path}: {safe(result.refused or '')}; nothing was "
-             "changed", *style.wrap(f"what to do: {where}")]
+             "changed", *wrap(f"what to do: {where}")]
     text = "\n".join(lines) + "\n"
     if detail:
         text += "\n" + render_audit(result.report, remedy=_for_init)
@@ -149,7 +149,7 @@ def _missing(r: AuditReport) -> list[str]:
     blockers = creation_blockers(r)
     if blockers == ():
         how = (f"`jaxcache init {safe(target)}` (or jaxcache run, jaxcache.enable()) would "
-               f"create it: {style.plural(len(r.missing), 'directory')} with mode 0700, "
+               f"create it: {plural(len(r.missing), 'directory')} with mode 0700, "
                "private once made; until then others may create the name first")
     else:
         who = "its storage cannot be judged" if blockers is None else \
@@ -157,7 +157,7 @@ def _missing(r: AuditReport) -> list[str]:
         how = f"`jaxcache init` would refuse to create it here: {who}"
     return [f"{style.verdict('NOT FOUND')}: {safe(target)} does not exist; judged by its "
             f"nearest existing ancestor {safe(anchor)}",
-            *style.wrap(f"{how}; --must-exist makes a missing path exit 1")]
+            *wrap(f"{how}; --must-exist makes a missing path exit 1")]
 
 
 def render_ls(path: str, inv: Inventory, now: float | None = None,
@@ -184,6 +184,6 @@ def render_ls(path: str, inv: Inventory, now: float | None = None,
         tail = "; origin: " + style.origin_counts(origins.counts())
         if origins.ledger_problem:
             tail += " (the origin ledger cannot be trusted: nothing counts as yours)"
-    out.append(f"{style.plural(count, 'entry')}, {size(inv.total_bytes)} in "
+    out.append(f"{plural(count, 'entry')}, {size(inv.total_bytes)} in "
                f"{safe(path)}{tail}")
     return "\n".join(out) + "\n"

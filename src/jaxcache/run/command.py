@@ -11,8 +11,8 @@ from __future__ import annotations
 import os
 import time
 
-from jaxcache.display import safe
 from jaxcache.errors import JaxcacheError, UntrustedCacheError
+from jaxcache.text import safe
 
 UNVERIFIED_REMEDY = ("Use a supported JAX, or pass --unverified-jax to record it anyway, marked "
                      "unverified")
@@ -71,7 +71,7 @@ def run_job(argv: list[str], *, cache_dir: str | None = None, record_path: str |
     env = dict(os.environ if env is None else env)
     chosen = choose_cache_dir(cache_dir, env)
     if record_path is not None:
-        from jaxcache.run import ranks
+        from jaxcache.probe import ranks
 
         record_path = ranks.record_path(record_path, env)  # one file per rank, never shared
     out = _claim_record(record_path or default_record_path(), record_path is not None)
@@ -80,7 +80,7 @@ def run_job(argv: list[str], *, cache_dir: str | None = None, record_path: str |
             raise JaxcacheError("no command given: jaxcache run [OPTIONS] -- CMD [ARGS...]")
         exe = launch.resolve(argv)
         if not unverified_jax or seal is not None:
-            from jaxcache.run import jaxgate
+            from jaxcache.jaxcompat import gate as jaxgate
 
             why = jaxgate.refusal(exe)
             if why is not None:
@@ -104,7 +104,7 @@ def run_job(argv: list[str], *, cache_dir: str | None = None, record_path: str |
             ran = launch.launch(argv, env, stdout=stdout)
         from jaxcache.probe import runner
         from jaxcache.record import run_record as recordmod
-        from jaxcache.run import used_dirs
+        from jaxcache.record import used_dirs
 
         outcome = runner.outcome(argv, ran)
         doc = recordmod.finish(outcome, admitted["path"], verdict=admitted["verdict"],
@@ -128,11 +128,11 @@ def audited_env(path: str, witness: bool = True) -> dict[str, str]:
     JAX open its cache there and nowhere else (JAXCACHE_LIB: where the probe finds jaxcache's
     guard, whatever Python the job runs); JAXCACHE_WITNESS: the origin ledger each entry the
     job writes goes into (trust/origin.py), unless `witness` is False (bench's own caches)."""
-    import jaxcache
+    from jaxcache import _package
     from jaxcache.trust.origin import ledger_path
 
     env = {"JAX_COMPILATION_CACHE_DIR": path, "JAXCACHE_AUDITED": path,
-           "JAXCACHE_LIB": os.path.dirname(jaxcache.__file__)}
+           "JAXCACHE_LIB": _package.HOME}
     if witness:
         env["JAXCACHE_WITNESS"] = ledger_path()
     return env

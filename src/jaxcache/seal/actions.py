@@ -7,8 +7,8 @@ scan (seal/scan.py for a directory, seal/bucket_scan.py for a prefix).
 
 from __future__ import annotations
 
-from jaxcache.display import safe
 from jaxcache.errors import JaxcacheError, UntrustedCacheError
+from jaxcache.text import safe
 
 
 def trusted_keys_for(directory: str, given: tuple[str, ...], policy: str | None, *,
@@ -89,12 +89,10 @@ def _own_build(own_dir: str, policy: str | None, stack, shared: str | None):
     import os
 
     from jaxcache import api
-    from jaxcache.seal.store import _open_dir, _read, _Rejected
+    from jaxcache.seal.store import _open_dir, _read, _Rejected, apart
 
     own_dir = _existing_dir(own_dir)
     if shared is not None:
-        from jaxcache.lifecycle.sealing import apart
-
         try:
             apart(own_dir, shared)
         except JaxcacheError as exc:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from jaxcache.display import safe
 from jaxcache.errors import JaxcacheError
 from jaxcache.seal import hittable, keyring, names, scan, signature
 from jaxcache.seal.bucket import OBJECT_NAME_MAX, cosignatures
@@ -18,6 +17,7 @@ from jaxcache.seal.keyring import KeyRing
 from jaxcache.seal.keys import PublicKey, SigningKey
 from jaxcache.seal.objects import ObjectInfo, ObjectStore, StoreError
 from jaxcache.seal.scan import EntryStatus, ScanResult
+from jaxcache.text import safe
 from jaxcache.trust.entries import classify
 
 

@@ -20,7 +20,6 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import TypeVar
 
-from jaxcache.display import safe
 from jaxcache.errors import JaxcacheError
 from jaxcache.seal.object_types import (
     ERROR,
@@ -30,6 +29,7 @@ from jaxcache.seal.object_types import (
     ObjectInfo,
     StoreError,
 )
+from jaxcache.text import safe
 
 TIMEOUT = (10.0, 120.0)  # connect, read (seconds)
 MISSING = "pip install 'jaxcache[gcs]'"

@@ -19,8 +19,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
-from jaxcache.display import safe
 from jaxcache.errors import JaxcacheError
+from jaxcache.text import safe
 
 if False:  # for type checkers only: the audit imports this module, and keys.py the audit
     from jaxcache.seal.keys import PublicKey

@@ -18,8 +18,8 @@ import re
 import stat
 from dataclasses import dataclass
 
-from jaxcache.display import safe
 from jaxcache.errors import JaxcacheError
+from jaxcache.text import safe
 
 PREFIX = "ed25519:"
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")  # ci-2026-12, cache.example.org-1

@@ -12,7 +12,6 @@ from __future__ import annotations
 import re
 from types import ModuleType
 
-from jaxcache.display import safe
 from jaxcache.errors import JaxcacheError
 from jaxcache.seal.object_types import (
     ERROR,
@@ -24,6 +23,7 @@ from jaxcache.seal.object_types import (
     ObjectStore,
     StoreError,
 )
+from jaxcache.text import safe
 from jaxcache.trust.target import is_url
 
 __all__ = ["ERROR", "NETWORK", "NOT_FOUND", "PERMISSION", "SCHEMES", "BucketUrl", "ObjectInfo",

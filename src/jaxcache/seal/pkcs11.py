@@ -23,8 +23,8 @@ import stat
 import threading
 from typing import Any
 
-from jaxcache.display import safe
 from jaxcache.seal.pkcs11_uri import SCHEME, TokenError, Uri, is_uri, parse
+from jaxcache.text import safe
 
 __all__ = ["SCHEME", "TokenError", "TokenSigner", "Uri", "is_uri", "load", "parse", "public_of"]
 

@@ -16,8 +16,8 @@ import re
 from dataclasses import dataclass
 from urllib.parse import unquote_to_bytes
 
-from jaxcache.display import safe
 from jaxcache.errors import JaxcacheError
+from jaxcache.text import safe
 
 SCHEME = "pkcs11:"
 PATH_ATTRIBUTES = ("token", "object", "id", "type")

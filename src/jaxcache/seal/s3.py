@@ -21,7 +21,6 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import TypeVar
 
-from jaxcache.display import safe
 from jaxcache.errors import JaxcacheError
 from jaxcache.seal.object_types import (
     ERROR,
@@ -32,6 +31,7 @@ from jaxcache.seal.object_types import (
     ObjectInfo,
     StoreError,
 )
+from jaxcache.text import safe
 
 CONNECT_S, READ_S = 5.0, 10.0  # per connection attempt, per socket read (not per download)
 RETRIES = {"max_attempts": 2, "mode": "standard"}  # the first try and one retry

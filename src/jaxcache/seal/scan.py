@@ -11,12 +11,12 @@ import stat
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from jaxcache.display import safe
 from jaxcache.seal import hittable, keyring, names, signature
 from jaxcache.seal.keyring import KeyRing
 from jaxcache.seal.keys import PublicKey, SigningKey
 from jaxcache.seal.publish import _link_new, put_cosignature
 from jaxcache.seal.store import _open_dir, _read, _Rejected, cosignatures
+from jaxcache.text import safe
 from jaxcache.trust.entries import classify
 
 

@@ -34,11 +34,11 @@ from datetime import datetime, timezone
 from typing import Any, TypeAlias
 
 from jaxcache import validate as v
-from jaxcache.display import safe
 from jaxcache.seal import digest as digestmod
 from jaxcache.seal import keyring as ringmod
 from jaxcache.seal.keyring import EXPIRED, NOT_YET_VALID, REVOKED, KeyRing
 from jaxcache.seal.keys import KeyFileError, PublicKey, SigningKey, parse_public
+from jaxcache.text import safe
 from jaxcache.trust.entries import SIGNATURE_SUFFIX
 
 FORMAT = "jaxcache.seal/1"

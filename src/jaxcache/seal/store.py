@@ -27,11 +27,12 @@ import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from jaxcache.display import safe
+from jaxcache.errors import JaxcacheError
 from jaxcache.seal import keyring, lru, names, orphans, signature
 from jaxcache.seal.keyring import KeyRing
 from jaxcache.seal.keys import PublicKey, SigningKey
 from jaxcache.seal.publish import Orphan, _exists, publish
+from jaxcache.text import safe
 
 ENTRY_SUFFIX = names.ENTRY_SUFFIX
 logger = logging.getLogger("jaxcache.seal")
@@ -246,6 +247,23 @@ class SealedCache(Reports):
                 self.writes.append((key, where))
         except OSError as exc:
             raise self._write_failed(key, where, exc) from None
+
+
+def apart(local: str, shared: str) -> None:
+    """Refuse a local tier that is the sealed directory, inside it or above it: its entries
+    would be loaded unsigned from where others write, or it would hold the sealed cache.
+    Both absolute; symlinks in what exists are resolved before comparing."""
+    a, b = os.path.realpath(local), os.path.realpath(shared)
+    if a == b:
+        where = "is the sealed cache directory itself"
+    elif a.startswith(b.rstrip("/") + "/"):
+        where = f"is inside the sealed cache {safe(b)}"
+    elif b.startswith(a.rstrip("/") + "/"):
+        where = f"contains the sealed cache {safe(b)}"
+    else:
+        return
+    raise JaxcacheError(f"the local tier {safe(os.path.normpath(local))} {where}: give a "
+                        "private directory apart from it")
 
 
 def cosignatures(dir_fd: int, name: str, name_max: int) -> signature.Fetch:

@@ -11,8 +11,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from jaxcache.display import safe
 from jaxcache.errors import PolicyError
+from jaxcache.text import safe
 from jaxcache.trust import acl as aclmod
 from jaxcache.trust import entries as entriesmod
 from jaxcache.trust import mounts as mountsmod

@@ -14,8 +14,8 @@ import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from jaxcache.display import safe
 from jaxcache.errors import JaxcacheError
+from jaxcache.text import safe
 from jaxcache.trust import acl as aclmod
 from jaxcache.trust import target as targetmod
 from jaxcache.trust.audit import AuditReport, audit

@@ -18,8 +18,8 @@ import os
 import stat
 from dataclasses import dataclass
 
-from jaxcache.display import safe
 from jaxcache.errors import JaxcacheError
+from jaxcache.text import safe
 from jaxcache.trust import acl as aclmod
 from jaxcache.trust.principals import Accounts
 

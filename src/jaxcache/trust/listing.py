@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import os
 
-from jaxcache.display import safe
 from jaxcache.errors import JaxcacheError
+from jaxcache.text import safe
 from jaxcache.trust import entries, target
 from jaxcache.trust.principals import Accounts
 from jaxcache.trust.walk import walk_open

@@ -34,7 +34,7 @@ import stat
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
-from jaxcache.display import safe
+from jaxcache.text import safe
 from jaxcache.trust.findings import NOTE, UNSAFE, WARNING, Finding
 
 TYPE_CHECKING = False  # typing itself costs `jaxcache run` ~2 ms: names for the type checker only

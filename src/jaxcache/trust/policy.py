@@ -32,8 +32,8 @@ from __future__ import annotations
 
 import os
 
-from jaxcache.display import safe
 from jaxcache.errors import PolicyError
+from jaxcache.text import safe
 from jaxcache.trust.principals import Accounts
 from jaxcache.trust.rules import EMPTY, Policy, Rule, inside, is_url, url_text
 from jaxcache.userdirs import policy_file

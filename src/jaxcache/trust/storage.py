@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import os
 
-from jaxcache.display import safe
+from jaxcache.text import safe
 from jaxcache.trust import access as accessmod
 from jaxcache.trust import mounts as mountsmod
 from jaxcache.trust import overlay, sysfs

@@ -12,7 +12,7 @@ import os
 import stat
 import sys
 
-from jaxcache.display import safe
+from jaxcache.text import safe
 from jaxcache.trust import access as accessmod
 from jaxcache.trust import acl as aclmod
 from jaxcache.trust import mounts as mountsmod

@@ -10,8 +10,8 @@ import os
 import re
 from dataclasses import dataclass
 
-from jaxcache.display import safe
 from jaxcache.errors import JaxcacheError
+from jaxcache.text import safe
 
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 
-from jaxcache.display import safe
+from jaxcache.text import safe
 from jaxcache.trust import entries as entriesmod
 from jaxcache.trust import principals as pr
 from jaxcache.trust.findings import (

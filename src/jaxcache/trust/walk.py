@@ -13,8 +13,8 @@ import stat
 from collections import deque
 from dataclasses import dataclass
 
-from jaxcache.display import safe
 from jaxcache.errors import JaxcacheError
+from jaxcache.text import safe
 from jaxcache.trust import acl as aclmod
 from jaxcache.trust.acl import Acl, AclFormatError
 

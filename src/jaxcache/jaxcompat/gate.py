@@ -6,18 +6,17 @@ virtual environment's whose site-packages holds a `jax-<version>.dist-info`. Any
 (a shell script, a system or conda python, a launcher) is None: the version is then checked
 after the job, from what the probe recorded.
 
-Outside the jaxcompat package on purpose: importing anything in it imports the package
-(dataclasses, inspect), ~35 ms on this project's machine, before the job could start.
+Imports only versions.py (stdlib only) of jaxcompat: the package's other modules load when
+their names are first used, so nothing heavy runs before the job starts.
 """
 
 from __future__ import annotations
 
 import glob
 import os
-import sys
 
-VERSIONS_PY = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                           "jaxcompat", "versions.py")
+# the probe copies it into the job (probe/launch.py): the job's Python may not see jaxcache
+VERSIONS_PY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "versions.py")
 
 
 def jax_version_for(exe: str) -> str | None:
@@ -35,21 +34,10 @@ def jax_version_for(exe: str) -> str | None:
     return os.path.basename(found[0])[len("jax-"):-len(".dist-info")]
 
 
-def _versions():
-    """jaxcompat/versions.py (stdlib only), by its path unless already imported."""
-    loaded = sys.modules.get("jaxcache.jaxcompat.versions")
-    if loaded is not None:
-        return loaded
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("_jaxcache_gate_versions", VERSIONS_PY)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def refusal(exe: str) -> str | None:
     """One line saying why `jaxcache run` should not vouch for a record of this job (None:
     the job's JAX is supported, or cannot be told before it runs)."""
+    from jaxcache.jaxcompat.versions import why_unverified
+
     version = jax_version_for(exe)
-    return None if version is None else _versions().why_unverified(version)
+    return None if version is None else why_unverified(version)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 
 from jaxcache.errors import JaxcacheError
-from jaxcache.run import launchers
+from jaxcache.probe import launchers
 
 FIELDS = ("rank", "host", "pid")
 

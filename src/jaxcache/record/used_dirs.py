@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 
-from jaxcache.display import safe
+from jaxcache.text import safe
 
 OK_VERDICTS = ("PRIVATE", "SHARED-BY-POLICY", "SEALED")
 

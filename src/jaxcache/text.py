@@ -1,0 +1,128 @@
+"""Text for people, shared by every layer: escaping (a file name may hold newlines, escapes or
+invalid UTF-8), sizes, ages, plurals, the terminal's width, wrapping and clipping, colour on or off.
+
+At the bottom of the house (nothing of jaxcache imported) and on `jaxcache run`'s start-up path:
+it imports only os and sys at the top.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+TYPE_CHECKING = False  # typing costs the job's start-up; names for the type checker only
+if TYPE_CHECKING:
+    from typing import TextIO
+
+COLOR_MODES = ("auto", "always", "never")
+NOT_A_TTY_WIDTH = 100  # columns when stdout is a file or a pipe (CI logs, `| less`)
+
+_IRREGULAR = {"entry": "entries", "directory": "directories", "process": "processes",
+              "miss": "misses", "reuse": "reuses", "rank": "ranks", "index": "indices"}
+_state = {"color": "auto"}
+
+
+def safe(text: str) -> str:
+    """Escape so one name stays one visible, unambiguous line.
+
+    Control characters and bytes that are not UTF-8 become \\xNN, other characters a
+    terminal does not print as themselves (bidirectional overrides, zero-width and separator
+    characters) \\uNNNN, and a literal backslash becomes \\\\, so two different names never
+    print the same and none reorders or hides what follows it.
+    """
+    if text.isprintable() and "\\" not in text:  # the common case; surrogates are not printable
+        return text
+    out: list[str] = []
+    for ch in text:
+        code = ord(ch)
+        if ch == "\\":
+            out.append("\\\\")
+        elif 0xDC80 <= code <= 0xDCFF:  # an undecodable byte
+            out.append(f"\\x{code - 0xDC00:02x}")
+        elif 0xD800 <= code <= 0xDFFF:  # a lone surrogate from JSON text: not a character
+            out.append(f"\\u{code:04x}")
+        elif code < 0x20 or code == 0x7F:
+            out.append(f"\\x{code:02x}")
+        elif 0x80 <= code < 0xA0:  # C1 controls: \u, so none prints as an undecodable byte
+            out.append(f"\\u{code:04x}")
+        elif not ch.isprintable():  # format and separator characters: bidirectional
+            # overrides that reorder what the reader sees (U+202E), zero-width ones, U+2028
+            out.append(f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}")
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def size(n: float) -> str:
+    """Bytes for people: 0 B, 39.6 KB, 1.2 GB (powers of 1000, as ls -h --si)."""
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1000 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+    return f"{n} B"
+
+
+def age(seconds: float) -> str:
+    for unit, span in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= span:
+            return f"{seconds / span:.0f}{unit}"
+    return f"{seconds:.0f}s"
+
+
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """'1 entry', '2 entries', '0 trials': the count and its noun, in agreement."""
+    if n == 1:
+        return f"{n} {word}"
+    return f"{n} {many or _IRREGULAR.get(word) or word + 's'}"
+
+
+def set_color(mode: str) -> None:
+    """--color auto|always|never, for this process (the CLI sets it once)."""
+    if mode not in COLOR_MODES:
+        raise ValueError(mode)
+    _state["color"] = mode
+
+
+def color_on(stream: TextIO | None = None) -> bool:
+    """always/never as asked; auto: a terminal that is not `dumb`, unless NO_COLOR is set."""
+    mode = _state["color"]
+    if mode != "auto":
+        return mode == "always"
+    stream = sys.stdout if stream is None else stream
+    if os.environ.get("NO_COLOR") or os.environ.get("TERM") == "dumb":
+        return False
+    isatty = getattr(stream, "isatty", None)
+    return bool(isatty and isatty())
+
+
+def width(stream: TextIO | None = None) -> int:
+    """Columns to fit: the terminal's, or 100 when the output is not a terminal."""
+    stream = sys.stdout if stream is None else stream
+    isatty = getattr(stream, "isatty", None)
+    if not (isatty and isatty()):
+        return NOT_A_TTY_WIDTH
+    import shutil
+
+    return max(40, shutil.get_terminal_size((NOT_A_TTY_WIDTH, 24)).columns)
+
+
+def clip(line: str, limit: int) -> str:
+    """One line cut to `limit` characters, marked '...' where it was cut."""
+    return line if len(line) <= limit else line[:max(0, limit - 3)] + "..."
+
+
+def wrap(text: str, indent: str = "", hang: str = "  ", limit: int | None = None) -> list[str]:
+    """A sentence as lines that fit: the first after `indent` (which may be a bullet), the
+    rest under it, after as many spaces plus `hang`.
+    Words are never split, so a long path stays whole (and copyable) on a line of its own."""
+    import re
+    import textwrap
+
+    glued = re.sub(_UNIT, "\\1\x00\\2", text)  # "26.15 s" stays whole (safe() escapes NUL)
+    lines = textwrap.wrap(glued, width=limit or width(), initial_indent=indent,
+                          subsequent_indent=" " * len(indent) + hang, break_long_words=False,
+                          break_on_hyphens=False) or [indent]
+    return [line.replace("\x00", " ") for line in lines]
+
+
+_UNIT = r"(\d) (s|B|KB|MB|GB)\b"

@@ -1,0 +1,91 @@
+"""Imports point down the house's layers: a package imports only its own row or lower rows.
+
+The order is written here once (the README's "The house" and shared/DESIGN.md show it). A
+row's packages may import each other; nothing imports a row above its own, at module level
+or inside a function (an import inside a function is still the dependency; only what a type
+checker alone sees, under `if TYPE_CHECKING:`, is not counted). Parsed with ast (the import
+graph of test_import_cycles.py): nothing is imported.
+
+`BACK_ARROWS` lists the arrows that still run up, each waiting for its move (issue 27). It is
+a ratchet: a new arrow up fails, and so does an arrow listed here that no longer exists, so the
+list shrinks as the moves land and never hides a new one.
+"""
+
+from __future__ import annotations
+
+from test_import_cycles import _imports, _modules
+
+# lowest first; `jaxcache` is the package's own __init__ (the public facade)
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("_package", "text", "validate", "userdirs", "jaxcompat"),
+    ("errors",),
+    ("trust",),
+    ("documents", "outputs", "folders", "schemas", "api", "net"),
+    ("seal",),
+    ("lifecycle",),
+    ("probe",),
+    ("record", "records"),
+    ("run",),
+    ("bench", "explain"),
+    ("decide",),
+    ("report",),
+    ("cli", "demo", "examples", "jaxcache", "__main__"),
+)
+
+# (importing package, imported package): arrows up that wait for a move, none new
+BACK_ARROWS: frozenset[tuple[str, str]] = frozenset({
+    ("trust", "seal"),  # URL targets and trusted public keys belong to trust/
+})
+
+
+def _package(module: str) -> str:
+    """The house's unit a module belongs to: jaxcache.trust.audit -> trust."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else parts[0]
+
+
+def _rows() -> dict[str, int]:
+    return {name: i for i, row in enumerate(LAYERS) for name in row}
+
+
+def _arrows_up() -> dict[tuple[str, str], list[str]]:
+    """Each arrow that runs up a row, with the module imports that make it."""
+    known = _modules()
+    rows = _rows()
+    found: dict[tuple[str, str], list[str]] = {}
+    for name, path in known.items():
+        here = _package(name)
+        for dep in _imports(name, path, known, parents=False):
+            there = _package(dep)
+            if rows[there] > rows[here]:
+                found.setdefault((here, there), []).append(f"{name} -> {dep}")
+    return found
+
+
+def test_every_package_has_a_row():
+    rows = _rows()
+    missing = sorted({_package(m) for m in _modules()} - set(rows))
+    assert not missing, f"packages in no row of LAYERS: {missing}"
+    named = [name for row in LAYERS for name in row]
+    assert len(named) == len(set(named)), "a package in two rows"
+
+
+def test_the_checker_sees_an_arrow_up():
+    """The checker itself: a function-level import up a row is an arrow (the run record
+    finishing a job imports the probe's outcome: down, allowed; the CLI's wiring: the top)."""
+    known = _modules()
+    rows = _rows()
+    deps = _imports("jaxcache.run.command", known["jaxcache.run.command"], known,
+                    parents=False)
+    assert "jaxcache.probe.runner" in deps  # imported inside run_job()
+    assert rows[_package("jaxcache.probe.runner")] < rows["run"]
+    assert _package("jaxcache") == "jaxcache" and rows["jaxcache"] == len(LAYERS) - 1
+
+
+def test_no_import_runs_up_the_layers():
+    found = _arrows_up()
+    new = {k: v for k, v in found.items() if k not in BACK_ARROWS}
+    assert not new, "imports up the layers (move the concept to its layer):\n" + "\n".join(
+        f"  {a} -> {b}: " + "; ".join(sorted(v)) for (a, b), v in sorted(new.items()))
+    gone = sorted(BACK_ARROWS - set(found))
+    assert not gone, f"no longer imported up, remove from BACK_ARROWS: {gone}"
