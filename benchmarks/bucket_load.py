@@ -143,8 +143,9 @@ def _measure(args) -> list[dict]:
 
 def _entry_size(url: str) -> int:
     from jaxcache.seal import objects
+    from jaxcache.trust import target
 
-    store = objects.open_store(objects.parse(url))
+    store = objects.open_store(target.parse_bucket(url))
     return max(o.size for o in store.list() if o.name.endswith("-cache"))
 
 

@@ -47,8 +47,8 @@ def main() -> None:
     ap.add_argument("--per-size", type=int, default=5)
     args = ap.parse_args()
 
-    from jaxcache.seal.keyring import KeyRing
     from jaxcache.seal.store import SealedCache
+    from jaxcache.trust.keyring import KeyRing
 
     with tempfile.TemporaryDirectory() as root:
         os.chmod(root, 0o700)

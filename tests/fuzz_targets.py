@@ -105,7 +105,7 @@ def signature(data: bytes) -> None:
     trusted = keys.parse_public(meta["public_key"], "root")
     from dataclasses import replace
 
-    from jaxcache.seal import keyring
+    from jaxcache.trust import keyring
 
     other = keys.generate("other").public
     expired = replace(trusted, not_after=0.0, signing_time=True)
@@ -127,7 +127,7 @@ def signature(data: bytes) -> None:
 
 def policy(data: bytes) -> None:
     """A policy file (--policy or the config file): the whole model built from it."""
-    from jaxcache.seal import keyring
+    from jaxcache.trust import keyring
     from jaxcache.trust import policy as policymod
     from jaxcache.trust.principals import Accounts
 

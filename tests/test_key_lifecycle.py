@@ -617,7 +617,7 @@ def test_a_directory_or_fifo_at_a_signature_name_is_one_bad_entry(tmp_path):
     status = {e["name"]: e["status"] for e in json.loads(proc.stdout)["entries"]}
     assert status[made[0]] == status[made[1]] == "too-few-signatures"
     assert status[made[2]] == "not-a-file"
-    from jaxcache.seal.keyring import KeyRing
+    from jaxcache.trust.keyring import KeyRing
 
     cache = SealedCache(str(d), trusted=KeyRing({signer.public.raw: signer.public,
                                                 other.public.raw: other.public}, needed=2))

@@ -156,10 +156,11 @@ def test_store_first_writer_wins_when_both_found_the_key_absent(world):
     from jaxcache.seal import objects, signature
     from jaxcache.seal.bucket import BucketSealedCache
     from jaxcache.seal.keys import load_public, load_signing
+    from jaxcache.trust import target
 
     os.environ["STORAGE_EMULATOR_HOST"] = world["emu"].host
     try:
-        store = objects.open_store(objects.parse(f"gs://{BUCKET}/interleave"))
+        store = objects.open_store(target.parse_bucket(f"gs://{BUCKET}/interleave"))
         a, b = load_signing(str(world["key"])), load_signing(str(world["mallory"]))
         key = "jit_x-" + "ab" * 32
         assert store.put_if_absent(f"{key}-cache.sig", signature.sign(key, b"A" * 10, a))
@@ -184,9 +185,10 @@ def test_a_signature_left_without_its_entry_does_not_block_publishing(world, pla
     from jaxcache.seal import objects, orphans, signature
     from jaxcache.seal.bucket import BucketSealedCache
     from jaxcache.seal.keys import load_public, load_signing
+    from jaxcache.trust import target
 
     monkeypatch.setenv("STORAGE_EMULATOR_HOST", world["emu"].host)
-    store = objects.open_store(objects.parse(f"gs://{BUCKET}/orphan-{planted}"))
+    store = objects.open_store(target.parse_bucket(f"gs://{BUCKET}/orphan-{planted}"))
     a, b = load_signing(str(world["key"])), load_signing(str(world["mallory"]))
     key = "jit_orphan-" + "cd" * 32
     value = b"entry bytes " * 50
@@ -208,9 +210,10 @@ def test_a_signature_left_without_its_entry_does_not_block_publishing(world, pla
 
 def test_replace_if_is_a_compare_and_swap_on_the_server(world, monkeypatch):
     from jaxcache.seal import objects
+    from jaxcache.trust import target
 
     monkeypatch.setenv("STORAGE_EMULATOR_HOST", world["emu"].host)
-    store = objects.open_store(objects.parse(f"gs://{BUCKET}/cas"))
+    store = objects.open_store(target.parse_bucket(f"gs://{BUCKET}/cas"))
     assert store.put_if_absent("x.sig", b"first")
     judged = store.stat("x.sig")
     assert judged is not None

@@ -342,6 +342,7 @@ def gcs(tmp_path_factory):
 def store_at(request, world, monkeypatch):
     """prefix -> an ObjectStore there, on the service of this parameter."""
     from jaxcache.seal import objects
+    from jaxcache.trust import target
 
     if request.param == "gs":
         monkeypatch.setenv("STORAGE_EMULATOR_HOST", request.getfixturevalue("gcs").host)
@@ -349,7 +350,7 @@ def store_at(request, world, monkeypatch):
         for k, v in world["srv"].env().items():
             monkeypatch.setenv(k, v)
     return lambda prefix: objects.open_store(
-        objects.parse(f"{request.param}://{BUCKET}/{prefix}"))
+        target.parse_bucket(f"{request.param}://{BUCKET}/{prefix}"))
 
 
 def test_store_creates_only_once_swaps_only_what_was_judged_and_reads_bounded(store_at):
@@ -433,6 +434,7 @@ def test_store_a_signature_left_without_its_entry_is_replaced(world, store_at, p
 
 def test_store_errors_are_kinds_the_record_names(world, monkeypatch):
     from jaxcache.seal import objects
+    from jaxcache.trust import target
 
     srv = world["srv"]
     cases = [(srv.env(seaweedfs.NOBODY_KEY, seaweedfs.NOBODY_SECRET), objects.PERMISSION),
@@ -442,7 +444,7 @@ def test_store_errors_are_kinds_the_record_names(world, monkeypatch):
     for env, kind in cases:
         for k, v in env.items():
             monkeypatch.setenv(k, v)
-        store = objects.open_store(objects.parse(f"s3://{BUCKET}/pub"))
+        store = objects.open_store(target.parse_bucket(f"s3://{BUCKET}/pub"))
         for call in (lambda s: s.get("x"), lambda s: s.stat("x"), lambda s: list(s.list()),
                      lambda s: s.put_if_absent("x", b"x")):
             with pytest.raises(objects.StoreError) as raised:
@@ -454,7 +456,8 @@ def test_store_errors_are_kinds_the_record_names(world, monkeypatch):
 def test_missing_boto3_is_one_clear_line(monkeypatch):
     from jaxcache.errors import JaxcacheError
     from jaxcache.seal import objects
+    from jaxcache.trust import target
 
     monkeypatch.setitem(sys.modules, "boto3", None)
     with pytest.raises(JaxcacheError, match=r"pip install 'jaxcache\[s3\]'"):
-        objects.open_store(objects.parse("s3://jaxs3/x"))
+        objects.open_store(target.parse_bucket("s3://jaxs3/x"))

@@ -18,14 +18,15 @@ class Fresh:
 
     def __init__(self, url: str) -> None:
         from jaxcache.seal import objects
+        from jaxcache.trust import target
 
-        self._objects = objects
-        self.base = f"{objects.parse(url).text}/jaxcache-bench-{secrets.token_hex(6)}"
+        self._objects, self._target = objects, target
+        self.base = f"{target.parse_bucket(url).text}/jaxcache-bench-{secrets.token_hex(6)}"
 
     def take(self, name: str) -> str:
         """`base/name`, after checking that the bucket holds nothing under it."""
         url = f"{self.base}/{name}"
-        store = self._objects.open_store(self._objects.parse(url))
+        store = self._objects.open_store(self._target.parse_bucket(url))
         try:
             found = next(iter(store.list()), None)
         except self._objects.StoreError as exc:

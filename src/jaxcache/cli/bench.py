@@ -180,9 +180,10 @@ def run(argv: list[str], *, trials: int, warm: int, prime: bool, timeout: float 
             raise JaxcacheError("--bucket needs --sealed: a plain bucket is UNVERIFIABLE and "
                                 "refused (docs/sealed-cache.md)")
         from jaxcache.seal import objects
+        from jaxcache.trust import target
 
-        bucket = objects.parse(bucket).text
-        objects.open_store(objects.parse(bucket))  # the client is installed: before any work
+        bucket = target.parse_bucket(bucket).text
+        objects.open_store(target.parse_bucket(bucket))  # the client is installed: before any work
     if max_trials is not None and max_trials < trials:
         raise JaxcacheError(f"--max-trials {max_trials} is below --trials {trials}")
     adaptive = target_width is not None or time_budget is not None

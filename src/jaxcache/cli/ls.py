@@ -37,10 +37,13 @@ def handle(args: argparse.Namespace, tail: None) -> None:
     path = common.cache_path(args, args.path)
     if "://" in path:
         _bucket(args, path)
+    from jaxcache.seal import scan
     from jaxcache.trust import listing
 
     signers: dict[str, str] = {}
-    inv, resolved, origins = listing.list_with_origin(path, signers=signers)
+    inv, resolved, origins = listing.list_with_origin(
+        path, also=lambda inv, fd, where, accounts: signers.update(
+            scan.signed_by(inv, fd, where, accounts)))
     if args.fmt == "json":
         from jaxcache.report import json as out
         shown = out.render_ls(resolved, inv, origins, signers)
@@ -54,8 +57,9 @@ def _bucket(args: argparse.Namespace, url: str) -> None:
     """`ls gs://bucket/prefix` (or s3://): its entries and whether a signature object sits
     beside each (`verify` checks them). Exit 1 when an entry has none."""
     from jaxcache.seal import bucket_scan, objects
+    from jaxcache.trust import target
 
-    found = bucket_scan.listing(objects.open_store(objects.parse(url)))
+    found = bucket_scan.listing(objects.open_store(target.parse_bucket(url)))
     if args.fmt == "json":
         from jaxcache.report import bucket_ls_json as out
     else:

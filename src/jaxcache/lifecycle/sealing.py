@@ -94,7 +94,7 @@ def _enable_sealed(path: str, policy: str | None, reset: bool, signing_key, trus
                             "signing key, or trusted_keys for this path in the policy file")
     if report.verdict is not Verdict.SEALED:
         raise UntrustedCacheError(report)
-    from jaxcache.seal import keyring
+    from jaxcache.trust import keyring
 
     keys = keyring.for_rule(pol.rule_for(chosen), extra)  # KeyRingError: one line
     if signer is not None:
@@ -173,12 +173,13 @@ def _bucket_tier(path: str, pol, accounts, extra: tuple):
     """gs:// or s3://bucket/prefix: judged for a sealed reader (no request is made here, so a
     network failure is a miss at load time, never a failed start), and its store."""
     from jaxcache.seal import objects
+    from jaxcache.trust import target
     from jaxcache.trust.audit import audit
 
-    url = objects.parse(path).text
+    url = target.parse_bucket(path).text
     report = audit(url, policy=pol, scan_processes=False, accounts=accounts, sealed=True,
                    sealed_keys=extra)
-    return url, report, objects.open_store(objects.parse(url))
+    return url, report, objects.open_store(target.parse_bucket(url))
 
 
 def _local_path(tgt, given: str) -> str:

@@ -63,9 +63,10 @@ class DirSnapshot:
 def _bucket_objects(url: str) -> tuple[dict[str, int], str | None]:
     from jaxcache.errors import JaxcacheError
     from jaxcache.seal import objects
+    from jaxcache.trust import target
 
     try:
-        return {o.name: o.size for o in objects.open_store(objects.parse(url)).list()}, None
+        return {o.name: o.size for o in objects.open_store(target.parse_bucket(url)).list()}, None
     except (JaxcacheError, objects.StoreError) as exc:
         return {}, f"the bucket could not be listed: {str(exc)[:300]}"  # shown escaped
 

@@ -144,9 +144,10 @@ def _admit_bucket(chosen: str, pol, accounts, keys: tuple, seal, policy: str | N
     store."""
     from jaxcache.record import run_record as recordmod
     from jaxcache.seal import objects
+    from jaxcache.trust import target
     from jaxcache.trust.audit import audit
 
-    url = objects.parse(chosen).text
+    url = target.parse_bucket(chosen).text
     report = audit(url, policy=pol, scan_processes=False, accounts=accounts, sealed=True,
                    sealed_keys=keys)
     if not any(f.code == "seal.keys" for f in report.findings):
@@ -154,7 +155,7 @@ def _admit_bucket(chosen: str, pol, accounts, keys: tuple, seal, policy: str | N
                             "trusted_keys for this bucket in the policy")
     if report.verdict.value != "SEALED":
         raise UntrustedCacheError(report)
-    objects.open_store(objects.parse(url))  # the client is installed (else: one clear line)
+    objects.open_store(target.parse_bucket(url))  # the client is installed (else: one clear line)
     if seal.local is not None:
         from jaxcache.lifecycle.sealing import private_tier
 
@@ -177,7 +178,7 @@ def _admit(chosen: str, policy: str | None, allow_untrusted: bool, seal,
     pol = policymod.load(policy, accounts)
     keys = seal.public_keys() if seal is not None else ()
     if seal is not None and seal.signing_key is not None:
-        from jaxcache.seal import keyring
+        from jaxcache.trust import keyring
 
         # a signing key the policy revokes or no longer trusts: refused before the job starts
         # (public_keys() puts the signer's key last)

@@ -14,11 +14,11 @@ from jaxcache.text import safe
 def trusted_keys_for(directory: str, given: tuple[str, ...], policy: str | None, *,
                      required: bool = True):
     """The key ring for this directory: --trusted-key values plus the policy's trusted_keys,
-    with its revoked_keys and signatures_needed (seal/keyring.py)."""
+    with its revoked_keys and signatures_needed (trust/keyring.py)."""
     import os
 
-    from jaxcache.seal import keyring
     from jaxcache.seal import keys as keymod
+    from jaxcache.trust import keyring
     from jaxcache.trust import policy as policymod
     from jaxcache.trust.principals import Accounts
 
@@ -37,8 +37,9 @@ def verify_dir(directory: str, given: tuple[str, ...], policy: str | None):
 
     if "://" in directory:
         from jaxcache.seal import bucket_scan, objects
+        from jaxcache.trust import target
 
-        url = objects.parse(directory)
+        url = target.parse_bucket(directory)
         return bucket_scan.verify(objects.open_store(url),
                                   trusted_keys_for(url.text, given, policy))
     return scan.verify(_existing_dir(directory), trusted_keys_for(directory, given, policy))
@@ -60,8 +61,9 @@ def cosign(directory: str, key_path: str, given: tuple[str, ...], policy: str | 
     with contextlib.ExitStack() as stack:
         if "://" in directory:
             from jaxcache.seal import bucket_scan, objects
+            from jaxcache.trust import target
 
-            url = objects.parse(directory)
+            url = target.parse_bucket(directory)
             ring = trusted_keys_for(url.text, given, policy)
             own = _own_build(own_dir, policy, stack, None) if own_dir is not None else None
             return bucket_scan.cosign(objects.open_store(url), keymod.load_signing(key_path),
@@ -118,8 +120,9 @@ def seal_bucket(url: str, key_path: str, given: tuple[str, ...], trust_writers: 
     bucket's IAM), so sealing them is refused unless the caller vouches for every writer."""
     from jaxcache.seal import bucket_scan, objects
     from jaxcache.seal import keys as keymod
+    from jaxcache.trust import target
 
-    where = objects.parse(url)
+    where = target.parse_bucket(url)
     if not trust_writers:
         raise JaxcacheError(
             f"refusing to seal {where.text}: jaxcache cannot check who can write that bucket "

@@ -24,8 +24,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from jaxcache.seal import keyring, names, orphans, signature
-from jaxcache.seal.keyring import KeyRing
+from jaxcache.seal import names, orphans, signature
 from jaxcache.seal.keys import PublicKey, SigningKey
 from jaxcache.seal.objects import NETWORK, NOT_FOUND, ObjectStore, StoreError
 from jaxcache.seal.store import (
@@ -35,6 +34,8 @@ from jaxcache.seal.store import (
     fits,
     write_tier,
 )
+from jaxcache.trust import keyring
+from jaxcache.trust.keyring import KeyRing
 
 OBJECT_NAME_MAX = 1024  # GCS and S3 object names: the signature is always <entry>.sig
 BACKOFF_S = 30.0

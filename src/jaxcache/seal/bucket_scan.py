@@ -11,14 +11,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from jaxcache.errors import JaxcacheError
-from jaxcache.seal import hittable, keyring, names, scan, signature
+from jaxcache.seal import hittable, names, scan, signature
 from jaxcache.seal.bucket import OBJECT_NAME_MAX, cosignatures
-from jaxcache.seal.keyring import KeyRing
 from jaxcache.seal.keys import PublicKey, SigningKey
 from jaxcache.seal.objects import ObjectInfo, ObjectStore, StoreError
 from jaxcache.seal.scan import EntryStatus, ScanResult
 from jaxcache.text import safe
+from jaxcache.trust import keyring
 from jaxcache.trust.entries import classify
+from jaxcache.trust.keyring import KeyRing
 
 
 @dataclass(frozen=True)

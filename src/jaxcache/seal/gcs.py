@@ -25,11 +25,11 @@ from jaxcache.seal.object_types import (
     ERROR,
     NETWORK,
     PERMISSION,
-    BucketUrl,
     ObjectInfo,
     StoreError,
 )
 from jaxcache.text import safe
+from jaxcache.trust.target import BucketUrl
 
 TIMEOUT = (10.0, 120.0)  # connect, read (seconds)
 MISSING = "pip install 'jaxcache[gcs]'"

@@ -53,17 +53,3 @@ class ObjectStore(Protocol):
 
     def list(self) -> Iterator[ObjectInfo]:
         """Every object under the prefix."""
-
-
-@dataclass(frozen=True)
-class BucketUrl:
-    scheme: str
-    bucket: str
-    prefix: str  # no leading or trailing slash; may be empty
-
-    @property
-    def text(self) -> str:
-        return f"{self.scheme}://{self.bucket}" + (f"/{self.prefix}" if self.prefix else "")
-
-    def object(self, name: str) -> str:
-        return f"{self.prefix}/{name}" if self.prefix else name

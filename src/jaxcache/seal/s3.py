@@ -27,11 +27,11 @@ from jaxcache.seal.object_types import (
     NETWORK,
     NOT_FOUND,
     PERMISSION,
-    BucketUrl,
     ObjectInfo,
     StoreError,
 )
 from jaxcache.text import safe
+from jaxcache.trust.target import BucketUrl
 
 CONNECT_S, READ_S = 5.0, 10.0  # per connection attempt, per socket read (not per download)
 RETRIES = {"max_attempts": 2, "mode": "standard"}  # the first try and one retry

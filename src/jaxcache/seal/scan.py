@@ -11,13 +11,15 @@ import stat
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from jaxcache.seal import hittable, keyring, names, signature
-from jaxcache.seal.keyring import KeyRing
+from jaxcache.seal import hittable, names, signature
 from jaxcache.seal.keys import PublicKey, SigningKey
 from jaxcache.seal.publish import _link_new, put_cosignature
 from jaxcache.seal.store import _open_dir, _read, _Rejected, cosignatures
 from jaxcache.text import safe
-from jaxcache.trust.entries import classify
+from jaxcache.trust import keyring
+from jaxcache.trust.entries import Inventory, classify
+from jaxcache.trust.keyring import KeyRing
+from jaxcache.trust.principals import Accounts
 
 
 @dataclass(frozen=True)
@@ -322,3 +324,27 @@ def _own_build(name: str, own: Own, shared: Shared | None, st: EntryStatus
 
 
 NOT_COSIGNED = "not-co-signed"  # seal --add-signature could not add this key's signature
+
+
+def signed_by(inv: Inventory, fd: int, resolved: str, accounts: Accounts) -> dict[str, str]:
+    """Each signature file's claimed signer (read bounded, never following a link), by the
+    name your policy gives that key where it trusts it: a claim, which `verify` checks."""
+    from jaxcache.errors import JaxcacheError as _Error
+    from jaxcache.trust import policy as policymod
+
+    try:
+        known = {k.raw: k for k in policymod.load(None, accounts).rule_for(resolved).trusted_keys}
+    except _Error:
+        known = {}  # names are labels: a policy that does not load only leaves them out
+    out = {}
+    for e in inv.entries:
+        if e.kind != "signature" or e.type != "file":
+            continue
+        try:
+            data = _read(fd, e.name, limit=signature.MAX_BYTES + 1)
+        except _Rejected:
+            continue
+        public = signature.claimed_signer(data) if data is not None else None
+        if public is not None:
+            out[e.name] = (known.get(public.raw) or public).label
+    return out

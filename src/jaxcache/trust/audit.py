@@ -185,7 +185,7 @@ def audit(given: str, *, policy: Policy = EMPTY, as_user: int | None = None,
                                 "modifying the path"))
     ring = None  # not sealed: no key ring (nor its import, on the path of every `run`)
     if sealed:
-        from jaxcache.seal import keyring
+        from jaxcache.trust import keyring
 
         ring = keyring.for_rule(rule, sealed_keys)
     holders = {k.holder: trust(accounts.user(accounts.uid_of(k.holder)))

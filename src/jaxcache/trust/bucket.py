@@ -19,13 +19,14 @@ def judge_sealed(given: str, findings: list[Finding], policy: Policy,
                  sealed_keys: tuple) -> tuple[list[Finding], Verdict]:
     from jaxcache.errors import JaxcacheError
     from jaxcache.seal import objects
+    from jaxcache.trust import target
 
     try:
-        url = objects.parse(given)
+        url = target.parse_bucket(given)
     except JaxcacheError as exc:
         return [*findings, Finding("path.url-unsupported", UNVERIFIABLE, str(exc), given)], \
             Verdict.UNVERIFIABLE
-    from jaxcache.seal import keyring
+    from jaxcache.trust import keyring
 
     ring = keyring.for_rule(policy.rule_for(url.text), sealed_keys)
     holders = {k.holder: "policy" for k in ring.keys.values() if k.holder is not None}

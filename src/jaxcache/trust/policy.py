@@ -208,7 +208,7 @@ def _moment(value: object, field: str, label: str, where: str) -> float | None:
                           "(add Z for UTC, or +01:00): a local time means another moment on "
                           "each machine")
     try:
-        from jaxcache.seal.keyring import when
+        from jaxcache.trust.keyring import when
 
         moment = value.timestamp()
         when(moment)  # reports write it back in UTC: a moment they cannot write is refused
@@ -277,7 +277,7 @@ def _build(source: str, data: dict, accounts: Accounts) -> Policy:
 def _coherent_keys(policy: Policy) -> None:
     """Each path's keys as a reader merges them (the top level with the path's table): no key
     both trusted and revoked, no threshold the trusted keys cannot meet."""
-    from jaxcache.seal import keyring
+    from jaxcache.trust import keyring
 
     for where, rule in [("top level", policy.default)] + [
             (f"[[cache]] {safe(p)}", policy.rule_for(p)) for p, _ in policy.per_path]:

@@ -66,7 +66,7 @@ EMPTY = Policy()
 
 def url_text(path: str) -> str | None:
     from jaxcache.errors import JaxcacheError
-    from jaxcache.seal.objects import normalize
+    from jaxcache.trust.target import normalize_bucket as normalize
 
     try:
         return normalize(path)

@@ -28,7 +28,7 @@ def account(findings: list[Finding], writers: list[Writer], ring,
             holder_trust: dict[str, str]) -> tuple[list[Finding], bool]:
     """The findings as a sealed reader sees them, and whether sealing applies at all.
 
-    ring: seal/keyring.py KeyRing (the trusted keys, what is revoked, how many are needed);
+    ring: trust/keyring.py KeyRing (the trusted keys, what is revoked, how many are needed);
     holder_trust: each policy-declared holder's trust class ("you", "root", "policy" or
     "untrusted"), keys passed in code have no holder.
     """
@@ -69,7 +69,7 @@ def key_state(ring) -> list[Finding]:
     """What the policy's key lifecycle means now: keys expired, not yet valid or expiring
     within 30 days, keys revoked, and whether any key is left that may count (none: every
     entry is rejected, so the verdict cannot be SEALED)."""
-    from jaxcache.seal.keyring import when
+    from jaxcache.trust.keyring import when
 
     out = []
     usable = 0
@@ -100,7 +100,7 @@ def key_state(ring) -> list[Finding]:
                                "signed", None, None))
     revoked = len(ring.revoked) + len(ring.revoked_ids)
     if revoked:
-        from jaxcache.seal.keyring import key_id
+        from jaxcache.trust.keyring import key_id
 
         ids = sorted({*ring.revoked_ids, *(key_id(r) for r in ring.revoked)})
         out.append(Finding("seal.key-revoked", "note",

@@ -1,4 +1,5 @@
-"""Turn what the user typed into the path JAX would use, with JAX's own semantics.
+"""Turn what the user typed into the path JAX would use, with JAX's own semantics, or into a
+bucket URL (gs://, s3://) a sealed cache can live in.
 
 JAX does not expand `~` (it creates a directory literally named `~` under the cwd), treats a
 relative path as relative to the current directory, and hands URLs to etils/epath.
@@ -57,3 +58,56 @@ def resolve(given: str, cwd: str | None = None) -> Target:
     else:
         path = given
     return Target(given, path, None, tuple(notes))
+
+
+@dataclass(frozen=True)
+class BucketUrl:
+    scheme: str
+    bucket: str
+    prefix: str  # no leading or trailing slash; may be empty
+
+    @property
+    def text(self) -> str:
+        return f"{self.scheme}://{self.bucket}" + (f"/{self.prefix}" if self.prefix else "")
+
+    def object(self, name: str) -> str:
+        return f"{self.prefix}/{name}" if self.prefix else name
+
+
+_BUCKETS = {
+    "gs": re.compile(r"^[a-z0-9][a-z0-9._-]{1,220}[a-z0-9]$"),  # GCS bucket names
+    "s3": re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$"),  # S3: 3-63, no '_' or capitals
+}
+SCHEMES = ("gs", "s3")
+
+
+def parse_bucket(text: str) -> BucketUrl:
+    """gs://bucket[/prefix] or s3://... -> BucketUrl; anything else is one clear
+    JaxcacheError."""
+    scheme, _, rest = text.partition("://")
+    if scheme not in SCHEMES:
+        raise JaxcacheError(f"{safe(text)}: a sealed cache in object storage supports "
+                            f"{', '.join(s + '://' for s in SCHEMES)} only")
+    bucket, _, prefix = rest.partition("/")
+    if not _valid_bucket(scheme, bucket):
+        raise JaxcacheError(f"{safe(text)}: {safe(bucket)!r} is not a valid bucket name")
+    prefix = prefix.strip("/")
+    if any(part in ("", ".", "..") for part in prefix.split("/")) and prefix:
+        raise JaxcacheError(f"{safe(text)}: the prefix has an empty, '.' or '..' component")
+    if "\0" in prefix or "\n" in prefix:
+        raise JaxcacheError(f"{safe(text)}: the prefix holds a control character")
+    return BucketUrl(scheme, bucket, prefix)
+
+
+def _valid_bucket(scheme: str, bucket: str) -> bool:
+    if not _BUCKETS[scheme].match(bucket):
+        return False
+    if scheme == "s3":  # no '..', no '.-' or '-.', not an IP address
+        return not re.search(r"\.\.|\.-|-\.", bucket) and \
+            not re.match(r"^\d+\.\d+\.\d+\.\d+$", bucket)
+    return True
+
+
+def normalize_bucket(text: str) -> str:
+    """The one spelling of a bucket URL that policies and records compare."""
+    return parse_bucket(text).text
