@@ -99,10 +99,11 @@ def signature(data: bytes) -> None:
     """A planted .sig beside an entry: the sealed reader's and verify's checks."""
     from jaxcache.seal import keys
     from jaxcache.seal import signature as sig
+    from jaxcache.trust import keys as trustkeys
 
     entry = seed("signature", "entry")
     meta = json.loads(seed("signature", "entry.sig"))
-    trusted = keys.parse_public(meta["public_key"], "root")
+    trusted = trustkeys.parse_public(meta["public_key"], "root")
     from dataclasses import replace
 
     from jaxcache.trust import keyring
@@ -148,13 +149,13 @@ def _accounts(cls):
 
 def public_key(data: bytes) -> None:
     """A .pub file or a key text given as --trusted-key, or held in a signature."""
-    from jaxcache.seal import keys
+    from jaxcache.trust import keys as trustkeys
 
     try:
         text = data.decode("ascii")
     except UnicodeDecodeError:
         return  # load_public says so in one line before parsing
-    keys.parse_public(text, source="k.pub")
+    trustkeys.parse_public(text, source="k.pub")
 
 
 def signing_key(data: bytes) -> None:

@@ -100,7 +100,7 @@ def key(world, name: str) -> str:
 
 
 def key_id(world, name: str) -> str:
-    from jaxcache.seal.keys import parse_public
+    from jaxcache.trust.keys import parse_public
 
     return parse_public(world["pubs"][name]).id
 
@@ -430,8 +430,8 @@ def test_keys_are_named_in_verify_and_the_record(world, tmp_path):
 def test_old_signatures_without_a_time_claim_still_verify(world, tmp_path):
     """Signatures written before the key lifecycle (no signed_at) verify as before, and
     today's signatures are still jaxcache.seal/1 documents an older reader can parse."""
-    from jaxcache.seal import keys as keymod
     from jaxcache.seal import names, signature
+    from jaxcache.trust import keys as trustkeys
 
     cache = copy(world, tmp_path)
     for name in world["entries"]:
@@ -444,7 +444,7 @@ def test_old_signatures_without_a_time_claim_still_verify(world, tmp_path):
         sig.write_text(json.dumps(old))
     pol = policy(tmp_path / "p.toml", str(cache), [(world["pubs"]["ci-1"], {})])
     assert jaxcache("verify", str(cache), "--policy", str(pol)).returncode == 0
-    public = keymod.parse_public(world["pubs"]["ci-1"])
+    public = trustkeys.parse_public(world["pubs"]["ci-1"])
     # what an older reader did: the one message over key, digest and size
     name = world["entries"][0]
     doc = json.loads((world["template"] / names.sidecar(name, names.SIGNATURE)).read_text())
@@ -566,7 +566,7 @@ def test_bucket_rotation_keeps_every_warm_hit(world, bucket, tmp_path):
 
 
 def test_names_in_key_text_are_checked(tmp_path):
-    from jaxcache.seal.keys import KeyFileError, load_public, parse_public
+    from jaxcache.trust.keys import KeyFileError, load_public, parse_public
 
     raw = "ed25519:" + "A" * 43 + "="
     assert parse_public(f"ci-2026-12:{raw}").name == "ci-2026-12"

@@ -219,7 +219,8 @@ def test_eight_processes_at_once(world, tmp_path):
 
 KILLED_WRITER = """
 import os, sys, time
-from jaxcache.seal.keys import load_signing, load_public
+from jaxcache.seal.keys import load_signing
+from jaxcache.trust.keys import load_public
 from jaxcache.seal.store import SealedCache
 key = load_signing(sys.argv[2])
 cache = SealedCache(sys.argv[1], trusted=[key.public], signer=key)
@@ -290,7 +291,7 @@ def test_a_planted_huge_file_costs_a_recompile_not_the_jobs_memory(world, tmp_pa
 
 PLANTED_READ = """
 import json, resource, sys
-from jaxcache.seal.keys import load_public
+from jaxcache.trust.keys import load_public
 from jaxcache.seal.store import SealedCache
 cache = SealedCache(sys.argv[1], trusted=[load_public(sys.argv[2])])
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss

@@ -155,8 +155,9 @@ def test_store_first_writer_wins_when_both_found_the_key_absent(world):
     but before A's entry; B's create-only signature fails, so B writes nothing."""
     from jaxcache.seal import objects, signature
     from jaxcache.seal.bucket import BucketSealedCache
-    from jaxcache.seal.keys import load_public, load_signing
+    from jaxcache.seal.keys import load_signing
     from jaxcache.trust import target
+    from jaxcache.trust.keys import load_public
 
     os.environ["STORAGE_EMULATOR_HOST"] = world["emu"].host
     try:
@@ -184,8 +185,9 @@ def test_a_signature_left_without_its_entry_does_not_block_publishing(world, pla
     bytes); a reader then hits. A fresh rival's signature is left alone (the test above)."""
     from jaxcache.seal import objects, orphans, signature
     from jaxcache.seal.bucket import BucketSealedCache
-    from jaxcache.seal.keys import load_public, load_signing
+    from jaxcache.seal.keys import load_signing
     from jaxcache.trust import target
+    from jaxcache.trust.keys import load_public
 
     monkeypatch.setenv("STORAGE_EMULATOR_HOST", world["emu"].host)
     store = objects.open_store(target.parse_bucket(f"gs://{BUCKET}/orphan-{planted}"))

@@ -394,7 +394,8 @@ def test_store_first_writer_wins_when_both_found_the_key_absent(world, store_at)
     signature fails, so B writes nothing."""
     from jaxcache.seal import signature
     from jaxcache.seal.bucket import BucketSealedCache
-    from jaxcache.seal.keys import load_public, load_signing
+    from jaxcache.seal.keys import load_signing
+    from jaxcache.trust.keys import load_public
 
     store = store_at("interleave")
     a, b = load_signing(str(world["key"])), load_signing(str(world["mallory"]))
@@ -415,7 +416,8 @@ def test_store_a_signature_left_without_its_entry_is_replaced(world, store_at, p
     compare and swap (GCS generation, S3 ETag), and a reader then hits."""
     from jaxcache.seal import orphans, signature
     from jaxcache.seal.bucket import BucketSealedCache
-    from jaxcache.seal.keys import load_public, load_signing
+    from jaxcache.seal.keys import load_signing
+    from jaxcache.trust.keys import load_public
 
     store = store_at(f"orphan-{planted}")
     a, b = load_signing(str(world["key"])), load_signing(str(world["mallory"]))

@@ -30,7 +30,7 @@ _LAZY = {
     "Finding": "jaxcache.trust.findings",
     "Verdict": "jaxcache.trust.findings",
     "Writer": "jaxcache.trust.findings",
-    "PublicKey": "jaxcache.seal.keys",
+    "PublicKey": "jaxcache.trust.keys",
     "SigningKey": "jaxcache.seal.keys",
 }
 
@@ -52,9 +52,10 @@ if TYPE_CHECKING:
         EnableResult,
         Trap,
     )
-    from jaxcache.seal.keys import PublicKey, SigningKey
+    from jaxcache.seal.keys import SigningKey
     from jaxcache.trust.audit import AuditReport
     from jaxcache.trust.findings import Finding, Verdict, Writer
+    from jaxcache.trust.keys import PublicKey
 
 
 if not TYPE_CHECKING:  # hidden from type checkers, so a misspelt name is an error there

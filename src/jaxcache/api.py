@@ -11,7 +11,7 @@ from jaxcache.trust.audit import audit as _audit
 from jaxcache.trust.principals import Accounts
 
 if TYPE_CHECKING:
-    from jaxcache.seal.keys import PublicKey
+    from jaxcache.trust.keys import PublicKey
 
 
 def audit(path: str, *, policy: str | None = None, as_user: str | None = None,

@@ -61,13 +61,14 @@ def handle(args: argparse.Namespace, tail: None) -> None:
 def public_of(args: argparse.Namespace) -> None:
     """--public-of KEY: its public key line, as a reader pastes it into the policy."""
     from jaxcache.seal import keys, pkcs11
+    from jaxcache.trust import keys as trustkeys
 
     if args.keyfile or args.name:
         common.usage(args, "--public-of makes no key: give KEY alone, without KEYFILE or --name")
     if args.fmt != "text":
         common.usage(args, "--public-of prints text only (the one ed25519:... line)")
     if pkcs11.is_uri(args.public_of):
-        public = keys.PublicKey(pkcs11.public_of(args.public_of))
+        public = trustkeys.PublicKey(pkcs11.public_of(args.public_of))
     else:
         public = keys.load_signing(args.public_of).public
     common.finish(args, f"{public.text}\n", 0)

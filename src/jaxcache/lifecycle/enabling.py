@@ -29,7 +29,8 @@ from jaxcache.lifecycle.traps import (
 from jaxcache.text import safe
 
 if TYPE_CHECKING:  # the key classes import cryptography: only a sealed enable() needs it
-    from jaxcache.seal.keys import PublicKey, SigningKey
+    from jaxcache.seal.keys import SigningKey
+    from jaxcache.trust.keys import PublicKey
 
 __all__ = ["CacheLifecycleError", "CacheLifecycleWarning", "EnableResult", "Trap",
            "UntrustedCacheError", "disable", "enable", "enabled", "lifecycle_traps"]

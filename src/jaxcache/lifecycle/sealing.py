@@ -26,8 +26,9 @@ class SealOptions:
 
     def public_keys(self) -> tuple:
         from jaxcache.seal import keys as keymod
+        from jaxcache.trust import keys as trustkeys
 
-        found = tuple(keymod.load_public(k) for k in self.trusted_keys)
+        found = tuple(trustkeys.load_public(k) for k in self.trusted_keys)
         if self.signing_key is not None:
             found += (keymod.load_signing(self.signing_key).public,)
         return found
@@ -71,15 +72,16 @@ def _enable_sealed(path: str, policy: str | None, reset: bool, signing_key, trus
     )
     from jaxcache.seal import keys as keymod
     from jaxcache.seal.store import SealedCache
+    from jaxcache.trust import keys as trustkeys
     from jaxcache.trust import policy as policymod
     from jaxcache.trust import target
     from jaxcache.trust.findings import Verdict
     from jaxcache.trust.principals import Accounts
 
-    if isinstance(trusted_keys, (str, keymod.PublicKey)):
+    if isinstance(trusted_keys, (str, trustkeys.PublicKey)):
         trusted_keys = (trusted_keys,)  # one key given without a list
     signer = keymod.load_signing(signing_key) if isinstance(signing_key, str) else signing_key
-    extra = tuple(keymod.load_public(k) if isinstance(k, str) else k for k in trusted_keys)
+    extra = tuple(trustkeys.load_public(k) if isinstance(k, str) else k for k in trusted_keys)
     if signer is not None:
         extra += (signer.public,)
     accounts = Accounts()

@@ -17,12 +17,12 @@ def trusted_keys_for(directory: str, given: tuple[str, ...], policy: str | None,
     with its revoked_keys and signatures_needed (trust/keyring.py)."""
     import os
 
-    from jaxcache.seal import keys as keymod
     from jaxcache.trust import keyring
+    from jaxcache.trust import keys as trustkeys
     from jaxcache.trust import policy as policymod
     from jaxcache.trust.principals import Accounts
 
-    keys = [keymod.load_public(k) for k in given]
+    keys = [trustkeys.load_public(k) for k in given]
     pol = policymod.load(policy, Accounts())
     where = directory if "://" in directory else os.path.abspath(directory)
     ring = keyring.for_rule(pol.rule_for(where), keys)
@@ -76,11 +76,11 @@ def cosign(directory: str, key_path: str, given: tuple[str, ...], policy: str | 
 
 def _key_id(text: str) -> str:
     """--succeeds: a key id, a key text or a .pub file."""
-    from jaxcache.seal import keys as keymod
+    from jaxcache.trust import keys as trustkeys
 
     if len(text) == 16 and set(text) <= set("0123456789abcdef"):
         return text
-    return keymod.load_public(text).id
+    return trustkeys.load_public(text).id
 
 
 def _own_build(own_dir: str, policy: str | None, stack, shared: str | None):

@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from jaxcache.seal import names, orphans, signature
-from jaxcache.seal.keys import PublicKey, SigningKey
+from jaxcache.seal.keys import SigningKey
 from jaxcache.seal.objects import NETWORK, NOT_FOUND, ObjectStore, StoreError
 from jaxcache.seal.store import (
     Rejection,
@@ -36,6 +36,7 @@ from jaxcache.seal.store import (
 )
 from jaxcache.trust import keyring
 from jaxcache.trust.keyring import KeyRing
+from jaxcache.trust.keys import PublicKey
 
 OBJECT_NAME_MAX = 1024  # GCS and S3 object names: the signature is always <entry>.sig
 BACKOFF_S = 30.0

@@ -13,13 +13,14 @@ from dataclasses import dataclass
 from jaxcache.errors import JaxcacheError
 from jaxcache.seal import hittable, names, scan, signature
 from jaxcache.seal.bucket import OBJECT_NAME_MAX, cosignatures
-from jaxcache.seal.keys import PublicKey, SigningKey
+from jaxcache.seal.keys import SigningKey
 from jaxcache.seal.objects import ObjectInfo, ObjectStore, StoreError
 from jaxcache.seal.scan import EntryStatus, ScanResult
 from jaxcache.text import safe
 from jaxcache.trust import keyring
 from jaxcache.trust.entries import classify
 from jaxcache.trust.keyring import KeyRing
+from jaxcache.trust.keys import PublicKey
 
 
 @dataclass(frozen=True)

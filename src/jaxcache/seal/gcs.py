@@ -33,7 +33,6 @@ from jaxcache.trust.target import BucketUrl
 
 TIMEOUT = (10.0, 120.0)  # connect, read (seconds)
 MISSING = "pip install 'jaxcache[gcs]'"
-WRITE_GRANTS = "storage.objects.create / roles/storage.objectAdmin"  # for the audit's advice
 READ_GRANT = ("the reader's principal lacks storage.objects.get on the bucket: "
               "roles/storage.objectViewer")  # for a permission-denied miss (explain)
 T = TypeVar("T")
@@ -147,19 +146,6 @@ class GcsStore:
 
 
 Store = GcsStore  # what objects.open_store makes for this scheme
-
-
-def unchecked(url: BucketUrl, publishers: list[str]) -> tuple[str, str]:
-    """What an audit of `url` cannot see, and how to check it by hand (trust/bucket.py)."""
-    b = safe(url.bucket)
-    return (f"gs://{b}" + (f" under {safe(url.prefix)}/" if url.prefix else "")
-            + " (the bucket's IAM policy, ACLs and managed folders are not visible to jaxcache)",
-            f"check by hand: `gcloud storage buckets get-iam-policy gs://{b}` (and `gcloud "
-            f"storage managed-folders list gs://{b}` if used): only "
-            f"{', '.join(safe(p) for p in publishers)} should hold object create/delete "
-            "(roles/storage.objectCreator, objectAdmin or broader); readers need only "
-            "roles/storage.objectViewer; no allUsers or allAuthenticatedUsers grant; and the "
-            "private key stays in that publisher's secret store")
 
 
 def _info(name: str, blob) -> ObjectInfo:

@@ -23,8 +23,7 @@ from jaxcache.seal.object_types import (
 from jaxcache.trust.target import BucketUrl, is_url
 
 __all__ = ["ERROR", "NETWORK", "NOT_FOUND", "PERMISSION", "BucketUrl", "ObjectInfo",
-           "ObjectStore", "StoreError", "is_url", "open_store", "service", "unchecked",
-           "write_grants"]
+           "ObjectStore", "StoreError", "is_url", "open_store", "service"]
 
 def service(scheme: str) -> ModuleType:
     """The store module of a scheme (importing it imports no client: that waits for a call)."""
@@ -40,14 +39,3 @@ def service(scheme: str) -> ModuleType:
 def open_store(url: BucketUrl) -> ObjectStore:
     """The store for `url` (the client is imported only here: the audit never needs it)."""
     return service(url.scheme).Store(url)
-
-
-def unchecked(url: BucketUrl, publishers: list[str]) -> tuple[str, str]:
-    """What an audit cannot see of who may write `url`, and how to check it by hand."""
-    return service(url.scheme).unchecked(url, publishers)
-
-
-def write_grants(scheme: str) -> str:
-    """The service's names for write access, for a plain reader's finding (a scheme jaxcache
-    does not serve gets Cloud Storage's, as an example)."""
-    return service(scheme).WRITE_GRANTS

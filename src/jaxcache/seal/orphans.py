@@ -22,9 +22,9 @@ A complete entry (entry and signature both there) is never touched: first writer
 from __future__ import annotations
 
 from jaxcache.seal import signature
-from jaxcache.seal.keys import PublicKey
 from jaxcache.trust import keyring
 from jaxcache.trust.keyring import KeyRing
+from jaxcache.trust.keys import PublicKey
 
 COMPLETE, REPLACE, WAIT = "complete", "replace", "wait"
 ORPHAN_AFTER_S = 3600.0

@@ -36,7 +36,6 @@ from jaxcache.trust.target import BucketUrl
 CONNECT_S, READ_S = 5.0, 10.0  # per connection attempt, per socket read (not per download)
 RETRIES = {"max_attempts": 2, "mode": "standard"}  # the first try and one retry
 MISSING = "pip install 'jaxcache[s3]'"
-WRITE_GRANTS = "s3:PutObject / s3:DeleteObject in the bucket policy or an IAM policy"
 READ_GRANT = ("the reader's credentials are wrong, or its principal lacks s3:GetObject on the "
               "prefix and s3:ListBucket on the bucket")  # for a permission-denied miss
 _DENIED = {"AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken",
@@ -189,25 +188,6 @@ class S3Store:
 
 
 Store = S3Store  # what objects.open_store makes for this scheme
-
-
-def unchecked(url: BucketUrl, publishers: list[str]) -> tuple[str, str]:
-    """What an audit of `url` cannot see, and how to check it by hand (trust/bucket.py)."""
-    b = safe(url.bucket)
-    under = f"/{safe(url.prefix)}/*" if url.prefix else "/*"
-    return (f"s3://{b}" + (f" under {safe(url.prefix)}/" if url.prefix else "")
-            + " (the bucket policy, IAM policies, ACLs and access points are not visible to "
-            "jaxcache)",
-            f"check by hand: `aws s3api get-bucket-policy --bucket {b}`, `aws s3api "
-            f"get-bucket-acl --bucket {b}` and `aws s3api get-public-access-block --bucket {b}` "
-            "(with --endpoint-url for a service other than AWS), and the IAM policies of the "
-            f"account's roles and users: only {', '.join(safe(p) for p in publishers)} should "
-            f"be allowed s3:PutObject or s3:DeleteObject on arn:aws:s3:::{b}{under}; readers "
-            "need only s3:GetObject and s3:ListBucket; no public grant (Principal \"*\", "
-            "AllUsers, AuthenticatedUsers); make every writer create-only by denying "
-            "s3:PutObject in the bucket policy unless the request carries the "
-            "s3:if-none-match condition key (a signature left without its entry is then "
-            "removed by hand); and the private key stays in that publisher's secret store")
 
 
 def _code(exc) -> tuple[str, int]:

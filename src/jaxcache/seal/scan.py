@@ -12,13 +12,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from jaxcache.seal import hittable, names, signature
-from jaxcache.seal.keys import PublicKey, SigningKey
+from jaxcache.seal.keys import SigningKey
 from jaxcache.seal.publish import _link_new, put_cosignature
 from jaxcache.seal.store import _open_dir, _read, _Rejected, cosignatures
 from jaxcache.text import safe
 from jaxcache.trust import keyring
 from jaxcache.trust.entries import Inventory, classify
 from jaxcache.trust.keyring import KeyRing
+from jaxcache.trust.keys import PublicKey
 from jaxcache.trust.principals import Accounts
 
 

@@ -35,11 +35,12 @@ from typing import Any, TypeAlias
 
 from jaxcache import validate as v
 from jaxcache.seal import digest as digestmod
-from jaxcache.seal.keys import KeyFileError, PublicKey, SigningKey, parse_public
+from jaxcache.seal.keys import SigningKey
 from jaxcache.text import safe
 from jaxcache.trust import keyring as ringmod
 from jaxcache.trust.entries import SIGNATURE_SUFFIX
 from jaxcache.trust.keyring import EXPIRED, NOT_YET_VALID, REVOKED, KeyRing
+from jaxcache.trust.keys import KeyFileError, PublicKey, parse_public
 
 FORMAT = "jaxcache.seal/1"
 TIME_FORMAT = "jaxcache.seal-time/1"

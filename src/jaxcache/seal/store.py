@@ -29,11 +29,12 @@ from dataclasses import dataclass
 
 from jaxcache.errors import JaxcacheError
 from jaxcache.seal import lru, names, orphans, signature
-from jaxcache.seal.keys import PublicKey, SigningKey
+from jaxcache.seal.keys import SigningKey
 from jaxcache.seal.publish import Orphan, _exists, publish
 from jaxcache.text import safe
 from jaxcache.trust import keyring
 from jaxcache.trust.keyring import KeyRing
+from jaxcache.trust.keys import PublicKey
 
 ENTRY_SUFFIX = names.ENTRY_SUFFIX
 logger = logging.getLogger("jaxcache.seal")

@@ -214,7 +214,7 @@ def _tilde(tgt: targetmod.Target, text: str) -> Finding:
 
 def _url_report(tgt: targetmod.Target, me: pr.Principal, notes: list[Finding],
                 policy: Policy, sealed: bool = False, sealed_keys: tuple = ()) -> AuditReport:
-    from jaxcache.seal import objects
+    from jaxcache.trust import services
 
     scheme = (tgt.url or "").split("://", 1)[0]
     finding = Finding(
@@ -222,7 +222,7 @@ def _url_report(tgt: targetmod.Target, me: pr.Principal, notes: list[Finding],
         f"{safe(tgt.given)} is {_article(scheme)} {scheme}:// URL: its writers are decided by "
         "the storage service's access control, which jaxcache cannot read",
         tgt.given,
-        f"check who holds write (e.g. {objects.write_grants(scheme)} on the "
+        f"check who holds write (e.g. {services.write_grants(scheme)} on the "
         "bucket and prefix, including service accounts and CI), turn off public or uniform "
         "write grants, and prefer signed entries or a private local cache (jaxcache init)",
     )

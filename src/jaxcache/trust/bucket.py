@@ -18,7 +18,6 @@ from jaxcache.trust.rules import Policy
 def judge_sealed(given: str, findings: list[Finding], policy: Policy,
                  sealed_keys: tuple) -> tuple[list[Finding], Verdict]:
     from jaxcache.errors import JaxcacheError
-    from jaxcache.seal import objects
     from jaxcache.trust import target
 
     try:
@@ -26,7 +25,7 @@ def judge_sealed(given: str, findings: list[Finding], policy: Policy,
     except JaxcacheError as exc:
         return [*findings, Finding("path.url-unsupported", UNVERIFIABLE, str(exc), given)], \
             Verdict.UNVERIFIABLE
-    from jaxcache.trust import keyring
+    from jaxcache.trust import keyring, services
 
     ring = keyring.for_rule(policy.rule_for(url.text), sealed_keys)
     holders = {k.holder: "policy" for k in ring.keys.values() if k.holder is not None}
@@ -34,7 +33,7 @@ def judge_sealed(given: str, findings: list[Finding], policy: Policy,
     if not is_sealed:
         return out, Verdict.UNVERIFIABLE
     publishers = sorted(holders) or ["the principal that runs your publishing CI"]
-    where, check = objects.unchecked(url, publishers)
+    where, check = services.unchecked(url, publishers)
     out.append(Finding(
         "bucket.iam-unchecked", WARNING,
         f"not checked: who can create, overwrite or delete objects in {where}; the trusted "

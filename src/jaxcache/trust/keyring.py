@@ -23,7 +23,7 @@ from jaxcache.errors import JaxcacheError
 from jaxcache.text import safe
 
 if False:  # for type checkers only: the audit imports this module, and keys.py the audit
-    from jaxcache.seal.keys import PublicKey
+    from jaxcache.trust.keys import PublicKey
 
 REVOKED, EXPIRED, NOT_YET_VALID = "revoked-key", "expired-key", "not-yet-valid-key"
 EXPIRING_S = 30 * 86400.0  # audit --sealed warns of keys that expire within 30 days

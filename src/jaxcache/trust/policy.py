@@ -149,7 +149,7 @@ def _trusted_keys(items: object, where: str, accounts: Accounts, url: bool = Fal
     `trust_signing_time` (keyring.py: the softer reading of not_after)."""
     from dataclasses import replace
 
-    from jaxcache.seal.keys import KeyFileError, parse_public
+    from jaxcache.trust.keys import KeyFileError, parse_public
 
     shape = ("a list of { holder = \"USER\", key = \"ed25519:...\" } tables (optional: name, "
              "not_before, not_after, trust_signing_time)")
@@ -220,7 +220,7 @@ def _moment(value: object, field: str, label: str, where: str) -> float | None:
 
 def _revoked_keys(items: object, where: str) -> tuple[bytes | str, ...]:
     """revoked_keys = ["ed25519:...", "name:ed25519:...", "<16 hex key id>"]."""
-    from jaxcache.seal.keys import KeyFileError, parse_public
+    from jaxcache.trust.keys import KeyFileError, parse_public
 
     if not isinstance(items, list) or not all(_is_name(i) for i in items):
         raise PolicyError(f"policy: revoked_keys at {where} must be a list of key texts "
