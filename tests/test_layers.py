@@ -24,12 +24,12 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("seal",),
     ("lifecycle",),
     ("probe",),
-    ("record", "records"),
+    ("records",),
     ("run",),
     ("bench", "explain"),
     ("decide",),
     ("report",),
-    ("cli", "demo", "examples", "jaxcache", "__main__"),
+    ("cli", "examples", "jaxcache", "__main__"),
 )
 
 # (importing module, imported module): imports up that wait for a move, none new. Empty since

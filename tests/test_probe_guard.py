@@ -17,7 +17,7 @@ JOB = str(Path(__file__).parent / "programs" / "redirect_job.py")
 
 def test_a_guard_that_cannot_be_installed_turns_the_cache_off(tmp_path):
     from jaxcache.probe import runner
-    from jaxcache.record import run_record as recordmod
+    from jaxcache.records import run_record as recordmod
     from jaxcache.report import run_text
 
     fake = tmp_path / "lib" / "jaxcache"  # a jaxcache whose guard meets a changed JAX

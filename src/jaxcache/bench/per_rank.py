@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from jaxcache.record.reading import in_record_order, rank_of
+from jaxcache.records.reading import in_record_order, rank_of
 
 RANK_PHASES = ("startup", "import_jax", "trace", "lower", "compile_or_load")
 NOT_PROCESS_0 = "not-process-0"  # the cold rank skipped only because it is not process 0

@@ -18,7 +18,7 @@ from jaxcache.bench import analysis as analysismod
 from jaxcache.bench import bench_prefixes, noticeable, per_rank
 from jaxcache.bench.sample import ProcessSample, from_record
 from jaxcache.errors import JaxcacheError
-from jaxcache.record import run_record as recordmod
+from jaxcache.records import run_record as recordmod
 from jaxcache.text import safe
 
 
@@ -28,9 +28,12 @@ class BenchCommandError(JaxcacheError):
 
 @dataclass(frozen=True)
 class BenchConfig:
+    """One bench's settings; its field defaults are bench's defaults everywhere (the CLI's
+    flags, decide's bench, the demo read them here)."""
+
     argv: tuple[str, ...]
-    trials: int = 5
-    warm: int = 3
+    trials: int = 6
+    warm: int = 1
     prime: bool = True
     timeout_s: float | None = None
     confidence: float = 0.95

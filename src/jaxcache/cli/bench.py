@@ -12,6 +12,7 @@ import shutil
 from collections.abc import Callable
 
 from jaxcache import outputs
+from jaxcache.bench.trials import BenchConfig
 from jaxcache.cli import common
 from jaxcache.errors import JaxcacheError, UntrustedCacheError
 from jaxcache.text import safe
@@ -26,9 +27,9 @@ def options(p: argparse.ArgumentParser) -> None:
         help="Skip the discarded first run that warms the OS file cache.")
     opt(p, "--timeout", type=common.Range(float, 0.1), metavar="SECONDS",
         help="Kill a run that takes longer (and stop the bench).")
-    opt(p, "--confidence", type=common.Range(float, 0.5, 0.999), default=0.95,
+    opt(p, "--confidence", type=common.Range(float, 0.5, 0.999), default=BenchConfig.confidence,
         show_default=True, metavar="LEVEL")
-    opt(p, "--noise", dest="noise_s", type=common.Range(float, 0), default=0.1,
+    opt(p, "--noise", dest="noise_s", type=common.Range(float, 0), default=BenchConfig.noise_s,
         show_default=True, metavar="SECONDS",
         help="A saving whose interval clears this is 'significant' (then the amortization "
              "is shown); the verdict is the noticeable test (--min-saving, --min-fraction).")
@@ -166,7 +167,7 @@ def run(argv: list[str], *, trials: int, warm: int, prime: bool, timeout: float 
     `min_saving` / `min_fraction`: the noticeable bar (bench/noticeable.py's defaults)."""
     from jaxcache.bench import noticeable
     from jaxcache.bench.progress import BenchProgress
-    from jaxcache.bench.trials import BenchCommandError, BenchConfig, run_bench
+    from jaxcache.bench.trials import BenchCommandError, run_bench
     from jaxcache.probe.launch import resolve
 
     exe = resolve(argv)  # command not found / not executable: before any work
@@ -315,8 +316,9 @@ def measure(command: list[str], *, trials: int, warm: int,
     out = tempfile.mkdtemp(prefix="jaxcache-decide-")
     try:
         path = os.path.join(out, "bench.json")
-        run(command, trials=trials, warm=warm, prime=True, timeout=None, confidence=0.95,
-            noise_s=0.1, max_trials=None, target_width=None, time_budget=None,
+        run(command, trials=trials, warm=warm, prime=True, timeout=None,
+            confidence=BenchConfig.confidence, noise_s=BenchConfig.noise_s, max_trials=None,
+            target_width=None, time_budget=None,
             min_compile_time=None, min_entry_size=None, workdir=None, out_dir=None,
             report_path=None, json_path=path, plot_path=None, echo=echo, sealed=sealed,
             quiet=quiet, min_saving=min_saving, min_fraction=min_fraction)

@@ -19,8 +19,6 @@ FORMATS = ("text", "json", "sarif")
 TEXT_JSON = ("text", "json")
 
 # bench, decide -- CMD and demo measure with the same defaults, defined here once
-TRIALS = 6
-WARM = 1
 MAX_TRIALS = 1000
 MAX_WARM = 100
 
@@ -256,12 +254,14 @@ def output_flag(parser: argparse.ArgumentParser) -> None:
 
 def trials_flags(parser: argparse.ArgumentParser, what: str) -> None:
     """-t/-k for every command that benches: the same names, defaults and bounds."""
-    option(parser, "-t", "--trials", type=Range(int, 1, MAX_TRIALS), default=TRIALS,
+    from jaxcache.bench.trials import BenchConfig
+
+    option(parser, "-t", "--trials", type=Range(int, 1, MAX_TRIALS), default=BenchConfig.trials,
            show_default=True, metavar="N",
            help=f"Trials{what}: each a fresh private cache, one cold process, then the warm "
                 "ones. The trial is the unit of the statistics: 4 is the fewest for a 95%% "
                 "interval.")
-    option(parser, "-k", "--warm", type=Range(int, 1, MAX_WARM), default=WARM,
+    option(parser, "-k", "--warm", type=Range(int, 1, MAX_WARM), default=BenchConfig.warm,
            show_default=True, metavar="N",
            help="Warm processes per trial (their median is compared with the cold run).")
 

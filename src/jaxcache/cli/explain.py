@@ -45,7 +45,7 @@ def handle(args: argparse.Namespace, tail: list[str] | None) -> None:
     if tail is not None:
         records = explainmod.run_twice(tail)
     else:
-        from jaxcache.record import run_record as recordmod
+        from jaxcache.records import run_record as recordmod
 
         skipped: list[tuple[str, str]] = []
         records = recordmod.load_all(args.records, skipped)

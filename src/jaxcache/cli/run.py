@@ -104,7 +104,7 @@ def handle(args: argparse.Namespace, tail: list[str] | None) -> None:
     if unverified and not args.unverified_jax:
         sys.stderr.write(f"jaxcache: {unverified}. {runmod.UNVERIFIED_REMEDY}\n")
     elif result.exit_code != result.outcome.status:
-        from jaxcache.record import used_dirs
+        from jaxcache.records import used_dirs
 
         failing = used_dirs.failing(result.record)
         if any(e.get("status") == "refused" for e in failing):

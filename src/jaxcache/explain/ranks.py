@@ -77,7 +77,7 @@ def _remedy(platform: str | None) -> str:
 def rank_diffs(records: list[tuple[str, dict]]) -> list[RankDiff]:
     """For each module a rank other than 0 did not hit, where rank 0 compiled the same module
     (name and input shapes): the key components that differ, and why."""
-    from jaxcache.record.reading import processes, rank_of
+    from jaxcache.records.reading import processes, rank_of
 
     seen: dict[tuple, dict[int, tuple[str, dict, dict]]] = {}
     order: list[tuple[tuple, int]] = []

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 
 from jaxcache.explain.key_causes import CAUSES, compile_options_cause
 from jaxcache.explain.ranks import RankDiff, rank_diffs
-from jaxcache.record import used_dirs
-from jaxcache.record.reading import rank_of
+from jaxcache.records import used_dirs
+from jaxcache.records.reading import rank_of
 from jaxcache.text import safe, size
 
 # Lowering a threshold is worth suggesting only above both of these (fraction, seconds).

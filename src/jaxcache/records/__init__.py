@@ -1,7 +1,10 @@
-"""`jaxcache records`: the run records that pile up in the state dir, listed, pruned, summed.
+"""Run records: one per `jaxcache run`, and the pile of them in the state dir.
 
-`jaxcache run` (and `explain -- CMD`, twice) writes one JSON record per run into
-~/.local/state/jaxcache/runs/. store.py finds them without following symlinks and accepts
-only files that are jaxcache run records by name and by content; prune.py deletes only those;
-stats.py adds them up like `ccache -s`. None of it needs JAX.
+run_record.py builds the record (`jaxcache.run/1`: what the probes saw), reading.py reads its
+processes, ranks and modules, rank_views.py what each rank saw of the audited cache,
+used_dirs.py the directories JAX really used. `jaxcache records` works on the pile that
+`jaxcache run` (and `explain -- CMD`, twice) leaves in ~/.local/state/jaxcache/runs/: store.py
+finds them without following symlinks and accepts only files that are jaxcache run records by
+name and by content; prune.py deletes only those; stats.py adds them up like `ccache -s`. None
+of it needs JAX.
 """

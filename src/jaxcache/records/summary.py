@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from jaxcache.record.reading import all_modules
+from jaxcache.records.reading import all_modules
 from jaxcache.records.store import Found
 
 

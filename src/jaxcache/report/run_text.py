@@ -51,7 +51,7 @@ def _secs(v) -> str:
 def _other_dirs(doc: dict) -> list[str]:
     """What must be read first: JAX used (or was refused) a directory nobody audited, or the
     guard that keeps it from doing so could not be installed."""
-    from jaxcache.record import used_dirs
+    from jaxcache.records import used_dirs
 
     lines = [f"WARNING: {used_dirs.describe(e)}" for e in used_dirs.unaudited(doc)]
     for g in doc.get("cache_guard_errors") or []:
@@ -86,7 +86,7 @@ def _who(proc: dict, rank: int | None) -> str:
 def _module_lines(doc: dict) -> list[str]:
     """One line per module, each with its rank; grouped by rank when there is more than one.
     """
-    from jaxcache.record.reading import processes, rank_of
+    from jaxcache.records.reading import processes, rank_of
 
     procs = [(rank_of(p), p) for p in processes(doc) if p.get("modules")]
     procs.sort(key=lambda rp: (rp[0] is None, rp[0] or 0))
@@ -160,7 +160,7 @@ def render(doc: dict, record_path: str) -> str:
     if not doc["probe"]["loaded"]:
         lines.append(f"probe: {doc['probe']['note']}")
     else:
-        from jaxcache.record.reading import all_modules, totals
+        from jaxcache.records.reading import all_modules, totals
 
         modules = [m for _, m in all_modules(doc)]
         t = totals(doc)

@@ -103,8 +103,8 @@ def run_job(argv: list[str], *, cache_dir: str | None = None, record_path: str |
             env.update(granted)
             ran = launch.launch(argv, env, stdout=stdout)
         from jaxcache.probe import runner
-        from jaxcache.record import run_record as recordmod
-        from jaxcache.record import used_dirs
+        from jaxcache.records import run_record as recordmod
+        from jaxcache.records import used_dirs
 
         outcome = runner.outcome(argv, ran)
         doc = recordmod.finish(outcome, admitted["path"], verdict=admitted["verdict"],
@@ -142,7 +142,7 @@ def _admit_bucket(chosen: str, pol, accounts, keys: tuple, seal, policy: str | N
     """`run --sealed --cache-dir gs://bucket/prefix` (or s3://): judged for a sealed reader
     (SEALED or refused), the client checked before the job starts; the job's probe opens the
     store."""
-    from jaxcache.record import run_record as recordmod
+    from jaxcache.records import run_record as recordmod
     from jaxcache.seal import objects
     from jaxcache.trust import target
     from jaxcache.trust.audit import audit
@@ -168,7 +168,7 @@ def _admit(chosen: str, policy: str | None, allow_untrusted: bool, seal,
            require_origin: bool = False, env: dict[str, str] | None = None) -> dict:
     """The audit (creating a missing directory private first): refuses, or says which path
     the job gets, through which variables, and what the directory held before."""
-    from jaxcache.record import run_record as recordmod
+    from jaxcache.records import run_record as recordmod
     from jaxcache.trust import ledger
     from jaxcache.trust import policy as policymod
     from jaxcache.trust.audit import audit

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 
 from jaxcache.probe import ranks
-from jaxcache.record.reading import processes, rank_of
+from jaxcache.records.reading import processes, rank_of
 from jaxcache.text import safe
 
 REMEDY = ("run jaxcache inside the launcher (`srun jaxcache run ...`, `mpirun jaxcache run "

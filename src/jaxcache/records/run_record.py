@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 from jaxcache._package import __version__
 from jaxcache.probe.runner import Outcome
-from jaxcache.record import rank_views, used_dirs
-from jaxcache.record.reading import in_record_order
+from jaxcache.records import rank_views, used_dirs
+from jaxcache.records.reading import in_record_order
 from jaxcache.text import safe
 from jaxcache.trust.entries import Inventory
 
