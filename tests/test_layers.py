@@ -17,7 +17,7 @@ from test_import_cycles import _imports, _modules
 
 # lowest first; `jaxcache` is the package's own __init__ (the public facade)
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("_package", "text", "validate", "userdirs", "jaxcompat"),
+    ("_package", "text", "validate", "userdirs", "jobenv", "jaxcompat"),
     ("errors",),
     ("trust",),
     ("documents", "outputs", "folders", "schemas", "api", "net"),

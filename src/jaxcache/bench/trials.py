@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from jaxcache import outputs
+from jaxcache import jobenv, outputs
 from jaxcache.bench import analysis as analysismod
 from jaxcache.bench import bench_prefixes, noticeable, per_rank
 from jaxcache.bench.sample import ProcessSample, from_record
@@ -123,9 +123,8 @@ def run_bench(cfg: BenchConfig, *, workdir: str | None = None,
     env = dict(os.environ)
     env.update(cfg.thresholds)
     env.pop("JAX_COMPILATION_CACHE_DIR", None)
-    env.pop("JAXCACHE_AUDITED", None)
-    env.pop("JAXCACHE_WITNESS", None)
-    env.pop("JAXCACHE_ORIGIN_GATE", None)
+    for name in jobenv.PER_RUN:  # bench's trials get their own caches, never an outer run's
+        env.pop(name, None)
     key = _throwaway_key(work) if cfg.sealed else None
     fresh = bench_prefixes.Fresh(cfg.bucket) if cfg.bucket else None
     started = time.monotonic()

@@ -10,10 +10,11 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from jaxcache import jobenv
 from jaxcache.errors import JaxcacheError, UntrustedCacheError
 from jaxcache.text import safe
 
-ENV = "JAXCACHE_SEAL"  # JSON: path, signing_key, trusted_keys, local, policy
+ENV = jobenv.SEAL  # JSON: path, signing_key, trusted_keys, local, policy
 
 
 @dataclass(frozen=True)
@@ -48,7 +49,7 @@ class SealOptions:
         value = env_value(path, signing_key=signing, trusted_keys=tuple(absolute),
             local=self.local and os.path.abspath(self.local),
             policy=policy and os.path.abspath(policy))
-        return {ENV: value, "JAXCACHE_LIB": _package.HOME}
+        return {ENV: value, jobenv.LIB: _package.HOME}
 
 
 def enable_sealed(path: str, *, policy: str | None, reset: bool, signing_key, trusted_keys,

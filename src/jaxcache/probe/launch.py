@@ -22,6 +22,7 @@ import signal
 import time
 from collections.abc import Callable
 
+from jaxcache import jobenv
 from jaxcache.errors import JaxcacheError
 from jaxcache.text import safe
 
@@ -159,18 +160,17 @@ def launch(argv: list[str], env: dict[str, str], *, stdout=None, stderr=None,
     probe = _probe_dir()
     try:
         child_env = dict(env)
-        child_env["JAXCACHE_PROBE_DIR"] = probe
+        child_env[jobenv.PROBE_DIR] = probe
         old = child_env.get("PYTHONPATH")
         child_env["PYTHONPATH"] = probe + (os.pathsep + old if old else "")
-        for name in ("JAXCACHE_GATE", "JAXCACHE_GATE_PID"):  # only this run's gate, never an
-            child_env.pop(name, None)  # inherited one (the probe would wait on it)
+        for name in jobenv.GATES:  # only this run's gate, never an inherited one (the
+            child_env.pop(name, None)  # probe would wait on it)
         if admit is not None:
             child_env.pop("JAX_COMPILATION_CACHE_DIR", None)  # only through the gate
-            child_env.pop("JAXCACHE_AUDITED", None)
-            child_env.pop("JAXCACHE_WITNESS", None)
-            child_env.pop("JAXCACHE_ORIGIN_GATE", None)
-            child_env["JAXCACHE_GATE"] = os.path.join(probe, GATE_FILE)
-            child_env["JAXCACHE_GATE_PID"] = str(os.getpid())
+            for name in jobenv.PER_RUN:
+                child_env.pop(name, None)
+            child_env[jobenv.GATE] = os.path.join(probe, GATE_FILE)
+            child_env[jobenv.GATE_PID] = str(os.getpid())
         handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGQUIT)}
         actions = [(os.POSIX_SPAWN_DUP2, f if isinstance(f, int) else f.fileno(), target)
                    for f, target in ((stdout, 1), (stderr, 2)) if f is not None]

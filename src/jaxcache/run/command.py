@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import time
 
+from jaxcache import jobenv
 from jaxcache.errors import JaxcacheError, UntrustedCacheError
 from jaxcache.text import safe
 
@@ -98,7 +99,7 @@ def run_job(argv: list[str], *, cache_dir: str | None = None, record_path: str |
             granted = admit()
             if seal is not None:
                 env.pop("JAX_COMPILATION_CACHE_DIR", None)
-            for name in ("JAXCACHE_AUDITED", "JAXCACHE_WITNESS", "JAXCACHE_ORIGIN_GATE"):
+            for name in jobenv.PER_RUN:
                 env.pop(name, None)  # only this run's, never an outer run's
             env.update(granted)
             ran = launch.launch(argv, env, stdout=stdout)
@@ -131,10 +132,9 @@ def audited_env(path: str, witness: bool = True) -> dict[str, str]:
     from jaxcache import _package
     from jaxcache.trust.origin import ledger_path
 
-    env = {"JAX_COMPILATION_CACHE_DIR": path, "JAXCACHE_AUDITED": path,
-           "JAXCACHE_LIB": _package.HOME}
+    env = {"JAX_COMPILATION_CACHE_DIR": path, jobenv.AUDITED: path, jobenv.LIB: _package.HOME}
     if witness:
-        env["JAXCACHE_WITNESS"] = ledger_path()
+        env[jobenv.WITNESS] = ledger_path()
     return env
 
 
@@ -225,7 +225,7 @@ def _admit(chosen: str, policy: str | None, allow_untrusted: bool, seal,
         if not allow_untrusted and _origin_required(pol, path, require_origin, env):
             from jaxcache.trust.origin import ledger_path
 
-            granted["JAXCACHE_ORIGIN_GATE"] = ledger_path()
+            granted[jobenv.ORIGIN_GATE] = ledger_path()
             # XLA reads and writes its sub-caches itself: nothing could judge those loads
             granted["JAX_PERSISTENT_CACHE_ENABLE_XLA_CACHES"] = "none"
     return {"path": path, "verdict": report.verdict.value, "env": granted,

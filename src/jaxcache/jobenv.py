@@ -1,0 +1,25 @@
+"""The environment protocol between jaxcache and the probe in a job: every variable's name, once.
+
+`jaxcache run` (and bench, explain -- CMD, enable(sealed=True)) hands the job's processes
+these variables; the probe (probe/site.py, the sitecustomize injected into the job, and
+probe/document.py) reads them. The probe is loaded by path in the job's own Python, which may
+not be able to import jaxcache, so it spells the names itself: tests/test_jobenv.py checks
+that every JAXCACHE_ name it spells is one of these. Standard library only, at the bottom of
+the house.
+"""
+
+from __future__ import annotations
+
+PROBE_DIR = "JAXCACHE_PROBE_DIR"  # where each process writes its probe document
+GATE = "JAXCACHE_GATE"  # the gate file: the probe holds `import jax` until jaxcache says
+GATE_PID = "JAXCACHE_GATE_PID"  # the jaxcache process whose word the gate waits for
+LIB = "JAXCACHE_LIB"  # the jaxcache package's directory, for a Python that cannot import it
+AUDITED = "JAXCACHE_AUDITED"  # the one directory JAX may open a cache in (plain caches)
+WITNESS = "JAXCACHE_WITNESS"  # the origin ledger each entry the job writes goes into
+ORIGIN_GATE = "JAXCACHE_ORIGIN_GATE"  # the ledger each load is judged against (under CI)
+SEAL = "JAXCACHE_SEAL"  # JSON: a sealed cache's path, keys, local tier and policy
+
+# granted by one audit for one run: never inherited from an outer run
+PER_RUN = (AUDITED, WITNESS, ORIGIN_GATE)
+GATES = (GATE, GATE_PID)  # one run's gate, never an outer run's
+ALL = frozenset({PROBE_DIR, GATE, GATE_PID, LIB, AUDITED, WITNESS, ORIGIN_GATE, SEAL})
