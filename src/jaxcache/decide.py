@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from jaxcache.bench import noticeable
 from jaxcache.jaxcompat import versions
 from jaxcache.text import safe
+from jaxcache.trust.findings import trusted as trusted_verdict
 
 KEY_FIELDS = ("jaxlib", "backend", "device_kind", "device_count", "xla_flags")
 
@@ -57,7 +58,7 @@ def _writers(audit: dict) -> Test:
             ev.append(f"unverifiable: {f['message']}")
         if f.get("code") == "seal.keys":
             ev.append(f["message"])
-    return Test("writers", verdict in ("PRIVATE", "SHARED-BY-POLICY", "SEALED"), tuple(ev))
+    return Test("writers", trusted_verdict(verdict), tuple(ev))
 
 
 def _compatible(benches: list[dict]) -> Test:

@@ -68,7 +68,9 @@ def handle(args: argparse.Namespace, tail: list[str] | None) -> None:
     from jaxcache.documents import load_bench
 
     benches = [load_bench(p) for p in args.bench_paths or ()]
-    writers_ok = audit.get("verdict") in ("PRIVATE", "SHARED-BY-POLICY", "SEALED")
+    from jaxcache.trust.findings import trusted
+
+    writers_ok = trusted(audit.get("verdict"))
     if writers_ok and command:  # a sealed reader pays for verification: bench it sealed
         benches.append(benchcmd.measure(command, trials=args.trials, warm=args.warm,
                                         echo=lambda text: common.note(args, text),

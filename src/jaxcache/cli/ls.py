@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from jaxcache.cli import common
+from jaxcache.trust.target import is_url
 
 
 def options(p: argparse.ArgumentParser) -> None:
@@ -35,7 +36,7 @@ def handle(args: argparse.Namespace, tail: None) -> None:
     it).
     """
     path = common.cache_path(args, args.path)
-    if "://" in path:
+    if is_url(path):
         _bucket(args, path)
     from jaxcache.seal import scan
     from jaxcache.trust import listing

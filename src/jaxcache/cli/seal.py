@@ -7,6 +7,7 @@ import sys
 
 from jaxcache.cli import common
 from jaxcache.cli.verify import scan_flags, scan_output
+from jaxcache.trust.target import is_url
 
 
 class _DeprecatedKey(argparse.Action):
@@ -98,7 +99,7 @@ def handle(args: argparse.Namespace, tail: None) -> None:
                                          args.own_dir, args.succeeds), "cosign")
     if args.own_dir or args.succeeds:
         common.usage(args, "--from and --succeeds go with --add-signature")
-    if "://" in args.dir:
+    if is_url(args.dir):
         scan_output(args, actions.seal_bucket(args.dir, args.signing_key, keys,
                                               args.trust_bucket_writers,
                                               args.allow_unhittable, args.policy_path), "seal")

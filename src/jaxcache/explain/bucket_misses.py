@@ -10,6 +10,7 @@ Rejected signatures are the record's seal.rejections.
 from __future__ import annotations
 
 from jaxcache.text import safe
+from jaxcache.trust.target import is_url
 
 _WHAT = {
     "prefix-empty": "not found, and the prefix holds no entries",
@@ -37,7 +38,7 @@ def lines(seal: dict | None) -> list[str]:
     for r in seal.get("rejections") or []:
         status = str(r.get("status") or "?")
         statuses[status] = statuses.get(status, 0) + 1
-    if statuses and "://" in str(seal.get("path")):
+    if statuses and is_url(str(seal.get("path"))):
         out.append(f"bucket {safe(str(seal.get('path')))}: rejected signatures: "
                    + ", ".join(f"{n} {safe(s)}" for s, n in sorted(statuses.items()))
                    + " (`jaxcache verify` on the prefix lists them)")

@@ -15,6 +15,7 @@ import os
 from jaxcache.probe import ranks
 from jaxcache.records.reading import processes, rank_of
 from jaxcache.text import safe
+from jaxcache.trust.target import is_url
 
 REMEDY = ("run jaxcache inside the launcher (`srun jaxcache run ...`, `mpirun jaxcache run "
           "...`) so that each rank audits its own view before JAX sees the directory; with "
@@ -23,7 +24,7 @@ REMEDY = ("run jaxcache inside the launcher (`srun jaxcache run ...`, `mpirun ja
 
 def _audited(path: str | None) -> tuple[str, int] | None:
     """(device, inode) of the audited directory, seen from here."""
-    if not path or "://" in path:
+    if not path or is_url(path):
         return None
     try:
         st = os.stat(path)

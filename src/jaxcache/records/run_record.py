@@ -19,6 +19,7 @@ from jaxcache.records import rank_views, used_dirs
 from jaxcache.records.reading import in_record_order
 from jaxcache.text import safe
 from jaxcache.trust.entries import Inventory
+from jaxcache.trust.target import is_url
 
 SCHEMA = "jaxcache.run/1"
 
@@ -42,7 +43,7 @@ class DirSnapshot:
         from jaxcache.errors import JaxcacheError
         from jaxcache.trust import listing
 
-        if "://" in path:  # a sealed bucket prefix: its objects, or why they are unknown
+        if is_url(path):  # a sealed bucket prefix: its objects, or why they are unknown
             objects, why = _bucket_objects(path)
             return cls(path, objects, why)
         try:

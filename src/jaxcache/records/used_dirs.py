@@ -13,12 +13,13 @@ from __future__ import annotations
 import os
 
 from jaxcache.text import safe
+from jaxcache.trust.target import is_url
 
 OK_VERDICTS = ("PRIVATE", "SHARED-BY-POLICY", "SEALED")
 
 
 def _norm(path: str | None) -> str | None:
-    if path is None or "://" in path:
+    if path is None or is_url(path):
         return path
     return os.path.normpath(os.path.abspath(path))
 

@@ -173,6 +173,7 @@ def _admit(chosen: str, policy: str | None, allow_untrusted: bool, seal,
     from jaxcache.trust import policy as policymod
     from jaxcache.trust.audit import audit
     from jaxcache.trust.principals import Accounts
+    from jaxcache.trust.target import is_url
 
     accounts = Accounts()
     pol = policymod.load(policy, accounts)
@@ -182,9 +183,9 @@ def _admit(chosen: str, policy: str | None, allow_untrusted: bool, seal,
 
         # a signing key the policy revokes or no longer trusts: refused before the job starts
         # (public_keys() puts the signer's key last)
-        where = chosen if "://" in chosen else os.path.abspath(chosen)
+        where = chosen if is_url(chosen) else os.path.abspath(chosen)
         keyring.for_rule(pol.rule_for(where), keys).with_key(keys[-1])
-    if seal is not None and "://" in chosen:
+    if seal is not None and is_url(chosen):
         return _admit_bucket(chosen, pol, accounts, keys, seal, policy)
     if seal is not None and not keys and not pol.rule_for(os.path.abspath(chosen)).trusted_keys:
         raise JaxcacheError("--sealed needs trusted keys: --trusted-key, --signing-key, or "

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from jaxcache.errors import JaxcacheError, UntrustedCacheError
 from jaxcache.text import safe
+from jaxcache.trust.target import is_url
 
 
 def trusted_keys_for(directory: str, given: tuple[str, ...], policy: str | None, *,
@@ -24,7 +25,7 @@ def trusted_keys_for(directory: str, given: tuple[str, ...], policy: str | None,
 
     keys = [trustkeys.load_public(k) for k in given]
     pol = policymod.load(policy, Accounts())
-    where = directory if "://" in directory else os.path.abspath(directory)
+    where = directory if is_url(directory) else os.path.abspath(directory)
     ring = keyring.for_rule(pol.rule_for(where), keys)
     if not ring and required:
         raise JaxcacheError("no trusted keys: give --trusted-key ed25519:... (or a .pub file), "
@@ -35,7 +36,7 @@ def trusted_keys_for(directory: str, given: tuple[str, ...], policy: str | None,
 def verify_dir(directory: str, given: tuple[str, ...], policy: str | None):
     from jaxcache.seal import scan
 
-    if "://" in directory:
+    if is_url(directory):
         from jaxcache.seal import bucket_scan, objects
         from jaxcache.trust import target
 
@@ -59,7 +60,7 @@ def cosign(directory: str, key_path: str, given: tuple[str, ...], policy: str | 
 
     old = _key_id(succeeds) if succeeds is not None else None
     with contextlib.ExitStack() as stack:
-        if "://" in directory:
+        if is_url(directory):
             from jaxcache.seal import bucket_scan, objects
             from jaxcache.trust import target
 

@@ -20,6 +20,15 @@ class Verdict(str, Enum):
         return self in (Verdict.PRIVATE, Verdict.SHARED_BY_POLICY, Verdict.SEALED)
 
 
+def trusted(value: object) -> bool:
+    """A verdict as a document carries it (its text): one `Verdict.ok` accepts. Anything else,
+    an unknown word included, is not trusted."""
+    try:
+        return isinstance(value, str) and Verdict(value).ok
+    except ValueError:
+        return False
+
+
 # What a finding does to the verdict.
 UNSAFE, UNVERIFIABLE, WARNING, NOTE = "unsafe", "unverifiable", "warning", "note"
 
