@@ -25,9 +25,9 @@ with atheris.instrument_imports(include=["jaxcache"]):
 
     from jaxcache import (  # noqa: F401  (the modules the targets reach, instrumented)
         decide,
-        documents,
         validate,
     )
+    from jaxcache.documents import read  # noqa: F401
     from jaxcache.explain import reasons  # noqa: F401
     from jaxcache.records import stats, store, summary  # noqa: F401
     from jaxcache.report import (  # noqa: F401

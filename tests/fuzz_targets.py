@@ -16,7 +16,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from jaxcache import documents
+from jaxcache.documents import read as documents
 from jaxcache.errors import JaxcacheError
 
 CORPUS = Path(__file__).parent / "fuzz_corpus"
@@ -167,8 +167,8 @@ def signing_key(data: bytes) -> None:
 
 def recognizers(data: bytes) -> None:
     """What an existing output file is taken for before jaxcache replaces it (-o FILE)."""
-    from jaxcache import outputs
     from jaxcache.cli import common
+    from jaxcache.documents import claim as outputs
 
     for recognize in (outputs.json_schema("jaxcache.run/"), outputs.png_from_jaxcache,
                       common._sarif):

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from conftest import jaxcache, mkdir
 
-from jaxcache import schemas
+from jaxcache.documents import schemas
 
 pytest.importorskip("jax")
 

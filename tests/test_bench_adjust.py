@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from conftest import jaxcache
 
-from jaxcache import schemas
 from jaxcache.bench import adjust, stats
+from jaxcache.documents import schemas
 
 ROOT = Path(__file__).resolve().parent.parent
 COVARIATE_JOB = str(ROOT / "benchmarks" / "covariate_job.py")

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from conftest import clean_env, jaxcache
 
-from jaxcache import schemas
 from jaxcache.bench import per_rank
+from jaxcache.documents import schemas
 
 ROOT = Path(__file__).resolve().parent.parent
 PROGRAMS = ROOT / "tests" / "programs"

@@ -15,7 +15,8 @@ import sys
 import pytest
 from conftest import jaxcache, mkdir
 
-from jaxcache import __version__, schemas
+from jaxcache import __version__
+from jaxcache.documents import schemas
 
 NO_JAX_ENV = {k: v for k, v in os.environ.items() if not k.startswith(("JAX_", "JAXCACHE_"))}
 

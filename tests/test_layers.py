@@ -20,7 +20,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("_package", "text", "validate", "userdirs", "jobenv", "jaxcompat"),
     ("errors",),
     ("trust",),
-    ("documents", "outputs", "folders", "schemas", "api", "net"),
+    ("documents", "folders", "api", "net"),
     ("seal",),
     ("lifecycle",),
     ("probe",),

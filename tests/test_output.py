@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from conftest import jaxcache
 
-from jaxcache import schemas
+from jaxcache.documents import schemas
 from jaxcache.report import style
 from jaxcache.text import plural, wrap
 

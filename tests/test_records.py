@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from conftest import jaxcache
 
-from jaxcache import schemas
+from jaxcache.documents import schemas
 
 TWO_JITS = str(Path(__file__).parent / "programs" / "two_jits.py")
 OLD = "20200102T030405.000000001Z-77.json"  # a record's name, six years old

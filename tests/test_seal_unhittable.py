@@ -157,6 +157,6 @@ def test_entries_made_with_subcaches_off_are_signed_per_entry(tmp_path, key):
 
 def _validate(doc: dict) -> None:
     jsonschema = pytest.importorskip("jsonschema")
-    from jaxcache import schemas
+    from jaxcache.documents import schemas
 
     jsonschema.validate(doc, schemas.load("seal-scan"))

@@ -11,8 +11,8 @@ from __future__ import annotations
 import os
 import stat
 
+from jaxcache.documents.claim import PATH_FLAGS, open_parent
 from jaxcache.errors import JaxcacheError
-from jaxcache.outputs import PATH_FLAGS, open_parent
 from jaxcache.text import safe
 
 

@@ -13,10 +13,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from jaxcache import jobenv, outputs
+from jaxcache import jobenv
 from jaxcache.bench import analysis as analysismod
 from jaxcache.bench import bench_prefixes, noticeable, per_rank
 from jaxcache.bench.sample import ProcessSample, from_record
+from jaxcache.documents import claim as outputs
 from jaxcache.errors import JaxcacheError
 from jaxcache.records import run_record as recordmod
 from jaxcache.text import safe

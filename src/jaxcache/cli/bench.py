@@ -11,9 +11,10 @@ import os
 import shutil
 from collections.abc import Callable
 
-from jaxcache import outputs
 from jaxcache.bench.trials import BenchConfig
 from jaxcache.cli import common
+from jaxcache.documents import claim as outputs
+from jaxcache.documents import kinds
 from jaxcache.errors import JaxcacheError, UntrustedCacheError
 from jaxcache.text import safe
 
@@ -111,7 +112,7 @@ def handle(args: argparse.Namespace, tail: list[str] | None) -> None:
             common.usage(args, "--compare takes two JSON files and no command")
         if args.fmt != "text":
             common.usage(args, "--compare prints text only (its inputs are the JSON)")
-        from jaxcache.documents import load_bench
+        from jaxcache.documents.read import load_bench
         from jaxcache.report import bench_compare
 
         a, b = args.compare
@@ -216,7 +217,7 @@ def run(argv: list[str], *, trials: int, warm: int, prime: bool, timeout: float 
         targets = {}
         for key, path, what, recognize in (
                 ("report", report_path, "report", outputs.starts_with(MARKDOWN_HEAD)),
-                ("json", json_path, "bench result", outputs.json_schema("jaxcache.bench/")),
+                ("json", json_path, "bench result", outputs.json_schema(kinds.prefix("bench"))),
                 ("plot", plot_path, "chart", outputs.png_from_jaxcache)):
             if path is not None:
                 targets[key] = outputs.claim(path, what, recognize=recognize)
@@ -322,7 +323,7 @@ def measure(command: list[str], *, trials: int, warm: int,
             min_compile_time=None, min_entry_size=None, workdir=None, out_dir=None,
             report_path=None, json_path=path, plot_path=None, echo=echo, sealed=sealed,
             quiet=quiet, min_saving=min_saving, min_fraction=min_fraction)
-        from jaxcache.documents import load_bench
+        from jaxcache.documents.read import load_bench
 
         return load_bench(path)
     finally:

@@ -82,18 +82,19 @@ def cache_path(args: argparse.Namespace, given: str | None) -> str:
 # --- where the answer goes: stdout, or -o FILE --------------------------------------------
 
 def claim_output(args: argparse.Namespace, kind: str) -> None:
-    """Claim -o FILE before any work (jaxcache.outputs: created new with O_EXCL|O_NOFOLLOW, or
-    an existing jaxcache document of this kind of yours, replaced by rename when written), so
-    a target that cannot be written fails first and nothing is left if the command fails."""
+    """Claim -o FILE before any work (documents/claim.py: created new with O_EXCL|O_NOFOLLOW,
+    or an existing jaxcache document of this kind of yours, replaced by rename when written),
+    so a target that cannot be written fails first and nothing is left if the command fails."""
     args.sink = None
     args.buffer = []
     path = getattr(args, "output", None)
     if path is None or path == "-":
         return
-    from jaxcache import outputs
+    from jaxcache.documents import claim as outputs
+    from jaxcache.documents import kinds
 
     fmt = getattr(args, "fmt", "text")
-    recognize = (outputs.json_schema(f"jaxcache.{kind}/") if fmt == "json" else
+    recognize = (outputs.json_schema(kinds.prefix(kind)) if fmt == "json" else
                  _sarif if fmt == "sarif" else None)
     args.sink = outputs.claim(path, f"{kind} output", recognize=recognize)
     _CLAIMED.append(args.sink)

@@ -52,7 +52,7 @@ def handle(args: argparse.Namespace, tail: list[str] | None) -> None:
     if args.audit_path and rest:
         common.usage(args, "give PATH or --audit, not both")
     if args.audit_path:
-        from jaxcache.documents import load_audit
+        from jaxcache.documents.read import load_audit
 
         audit = load_audit(args.audit_path)
     elif rest:
@@ -65,7 +65,7 @@ def handle(args: argparse.Namespace, tail: list[str] | None) -> None:
     else:
         common.usage(args, "give the cache PATH (or --audit A.json)")
     from jaxcache.cli import bench as benchcmd
-    from jaxcache.documents import load_bench
+    from jaxcache.documents.read import load_bench
 
     benches = [load_bench(p) for p in args.bench_paths or ()]
     from jaxcache.trust.findings import trusted

@@ -93,7 +93,7 @@ def run(*, out_dir: str = "demo-output", trials: int = BenchConfig.trials,
         echo: Callable[[str], None] = print, quiet: bool = False) -> int:
     """Everything goes into a new folder OUT_DIR/jaxcache-demo-N made now (mkdir): nothing that
     existed is reused, replaced or deleted. `quiet`: no bench progress on stderr."""
-    from jaxcache import outputs
+    from jaxcache.documents import claim as outputs
     from jaxcache.report import text
     from jaxcache.trust import create
     from jaxcache.trust.findings import Verdict
@@ -148,7 +148,7 @@ def run(*, out_dir: str = "demo-output", trials: int = BenchConfig.trials,
 
 def _decide(out: str, echo: Callable[[str], None]) -> str | None:
     from jaxcache.decide import decide
-    from jaxcache.documents import load_bench
+    from jaxcache.documents.read import load_bench
     from jaxcache.report import decide_text
     from jaxcache.report import json as auditjson
     from jaxcache.trust.audit import audit

@@ -9,7 +9,6 @@ from jaxcache.net.sockets import Scan
 from jaxcache.text import safe
 from jaxcache.trust.findings import NOTE, UNSAFE, UNVERIFIABLE, WARNING, Finding
 
-SCHEMA = "jaxcache.net/1"
 NOT_COVERED = ("cache permissions do not cover this: the network services are a trust "
                "boundary of their own, bounded only by network control and authentication")
 REMEDY = ("bind to a private interface (JAX_COORDINATOR_BIND_ADDRESS=<cluster-network IP>:<port>"

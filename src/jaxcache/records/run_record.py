@@ -13,15 +13,13 @@ import sys
 import time
 from dataclasses import dataclass
 
-from jaxcache._package import __version__
+from jaxcache.documents.kinds import envelope
 from jaxcache.probe.runner import Outcome
 from jaxcache.records import rank_views, used_dirs
 from jaxcache.records.reading import in_record_order
 from jaxcache.text import safe
 from jaxcache.trust.entries import Inventory
 from jaxcache.trust.target import is_url
-
-SCHEMA = "jaxcache.run/1"
 
 
 @dataclass(frozen=True)
@@ -146,8 +144,7 @@ def build(outcome: Outcome, *, cache_dir: str, verdict: str, before: DirSnapshot
     new_files = [] if before.unknown or after.unknown else \
         sorted(set(after.entries) - set(before.entries))
     doc: dict = {
-        "schema": SCHEMA,
-        "tool": {"name": "jaxcache", "version": __version__},
+        **envelope("run"),
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "argv": list(outcome.argv),
         "cwd": safe(cwd),
@@ -268,7 +265,7 @@ def write(doc: dict, out) -> None:
 def load(path: str) -> dict:
     """Read a record (through the trusted-input loader), refusing what this version cannot
     understand or what explain could not use."""
-    from jaxcache.documents import load_record
+    from jaxcache.documents.read import load_record
 
     return load_record(path)
 

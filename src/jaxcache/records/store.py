@@ -131,8 +131,8 @@ def _read(dir_fd: int, name: str) -> tuple[os.stat_result, bytes] | str:
 
 def parse(data: bytes) -> dict | str:
     """The record, or why these bytes are not a run record of a schema this jaxcache reads."""
-    from jaxcache import documents
     from jaxcache import validate as v
+    from jaxcache.documents import read as documents
 
     try:
         doc = v.parse_json(data)

@@ -6,17 +6,15 @@ import math
 from dataclasses import asdict
 from typing import Any
 
-from jaxcache._package import __version__
 from jaxcache.bench import noticeable
 from jaxcache.bench.adjust import COVARIATE, METHOD, Adjusted
 from jaxcache.bench.analysis import RankSummary
 from jaxcache.bench.per_rank import RankMiss, RankSample
 from jaxcache.bench.stats import Shift, Spread
 from jaxcache.bench.trials import BenchResult
+from jaxcache.documents.kinds import envelope
 from jaxcache.jaxcompat import DEFAULT_MIN_COMPILE_TIME_SECS, DEFAULT_MIN_ENTRY_SIZE_BYTES
 from jaxcache.report import jsonout
-
-SCHEMA = "jaxcache.bench/1"
 
 
 def _num(v: float) -> float | None:
@@ -83,8 +81,7 @@ def thresholds(result: BenchResult) -> dict[str, Any]:
 def bench_dict(result: BenchResult) -> dict[str, Any]:
     a = result.analysis
     return {
-        "schema": SCHEMA,
-        "tool": {"name": "jaxcache", "version": __version__},
+        **envelope("bench"),
         "command": list(result.config.argv),
         "config": {k: v for k, v in asdict(result.config).items() if k != "argv"},
         "thresholds": thresholds(result),

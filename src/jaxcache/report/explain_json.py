@@ -4,15 +4,13 @@ from __future__ import annotations
 
 from dataclasses import asdict
 
-from jaxcache._package import __version__
+from jaxcache.documents.kinds import envelope
 from jaxcache.explain.reasons import Explanation
 from jaxcache.report import jsonout
 
-SCHEMA = "jaxcache.explain/1"
-
 
 def render(e: Explanation) -> str:
-    doc = {"schema": SCHEMA, "tool": {"name": "jaxcache", "version": __version__},
+    doc = {**envelope("explain"),
            "records": list(e.records), "modules": [asdict(m) for m in e.modules],
            "key_diffs": [asdict(d) for d in e.diffs],
            "rank_diffs": [asdict(d) for d in e.rank_diffs],

@@ -5,14 +5,12 @@ from __future__ import annotations
 
 import stat
 
-from jaxcache._package import __version__
+from jaxcache.documents.kinds import envelope
 from jaxcache.report import jsonout
 from jaxcache.text import safe
-from jaxcache.trust.audit import SCHEMA, AuditReport
+from jaxcache.trust.audit import AuditReport
 from jaxcache.trust.entries import Entry, Inventory
 from jaxcache.trust.origin import Origins
-
-LS_SCHEMA = "jaxcache.ls/1"
 
 
 def _path(p: str | None) -> str | None:
@@ -49,8 +47,7 @@ def _origins(origins: Origins | None) -> dict | None:
 
 def audit_dict(r: AuditReport) -> dict:
     return {
-        "schema": SCHEMA,
-        "tool": {"name": "jaxcache", "version": __version__},
+        **envelope("audit"),
         "requested": _path(r.requested),
         "path": _path(r.path),
         "resolved": _path(r.resolved),
@@ -98,7 +95,7 @@ def render_audit(r: AuditReport) -> str:
 
 def render_ls(path: str, inv: Inventory, origins: Origins | None = None,
               signers: dict[str, str] | None = None) -> str:
-    doc = {"schema": LS_SCHEMA, "tool": {"name": "jaxcache", "version": __version__},
+    doc = {**envelope("ls"),
            "path": _path(path), **(_inventory(inv, origins) or {}),
            "origins": _origins(origins),
            "signers": {safe(n): safe(label) for n, label in (signers or {}).items()}}
@@ -107,6 +104,6 @@ def render_ls(path: str, inv: Inventory, origins: Origins | None = None,
 
 def render_init(result) -> str:
     """`jaxcache init --format json` (schema jaxcache.init/1): the audit it based itself on."""
-    return jsonout.document({"schema": "jaxcache.init/1", "path": result.path, "ok": result.ok,
+    return jsonout.document({**envelope("init"), "path": result.path, "ok": result.ok,
                              "created": list(result.created), "refused": result.refused,
                              "audit": audit_dict(result.report)})

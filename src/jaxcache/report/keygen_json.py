@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from jaxcache._package import __version__
+from jaxcache.documents.kinds import envelope
 from jaxcache.report import jsonout
 from jaxcache.text import safe
 
 
 def render(path: str, public: Any, created: list[str] | tuple[str, ...] = ()) -> str:
     return jsonout.document({
-        "schema": "jaxcache.keygen/1", "tool": {"name": "jaxcache", "version": __version__},
+        **envelope("keygen"),
         "private_key": safe(path), "public_key_file": safe(path + ".pub"),
         "public_key": public.text, "key_id": public.id, "key_name": public.name,
         "named_public_key": public.named_text,

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from dataclasses import asdict
 
-from jaxcache._package import __version__
-from jaxcache.net.assess import SCHEMA, NetReport
+from jaxcache.documents.kinds import envelope
+from jaxcache.net.assess import NetReport
 from jaxcache.report import jsonout
 
 
 def net_dict(r: NetReport) -> dict:
-    return {"schema": SCHEMA, "tool": {"name": "jaxcache", "version": __version__},
+    return {**envelope("net"),
             "exposed": r.exposed, "unverifiable": r.unverifiable,
             "plan": asdict(r.plan) if r.plan else None,
             "live": None if r.scan is None else {

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict
 
-from jaxcache._package import __version__
+from jaxcache.documents.kinds import envelope
 from jaxcache.records.prune import PruneResult
 from jaxcache.records.stats import Stats
 from jaxcache.records.store import Scan, Skipped
@@ -14,8 +14,7 @@ from jaxcache.records.summary import RunSummary, summarize
 
 
 def _head(kind: str) -> dict:
-    return {"schema": f"jaxcache.records-{kind}/1",
-            "tool": {"name": "jaxcache", "version": __version__}}
+    return envelope(f"records-{kind}")
 
 
 def _run(r: RunSummary) -> dict:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import asdict
 
-from jaxcache._package import __version__
+from jaxcache.documents.kinds import envelope
 from jaxcache.report import jsonout
 from jaxcache.seal.scan import ScanResult
 from jaxcache.text import safe
@@ -15,7 +15,7 @@ STATUSES = ("valid", "signed-now", "co-signed", "unsigned", "bad-signature", "un
 
 
 def render(result: ScanResult, action: str) -> str:
-    doc = {"schema": "jaxcache.seal-scan/1", "tool": {"name": "jaxcache", "version": __version__},
+    doc = {**envelope("seal-scan"),
            "action": action, "directory": result.directory,
            "counts": {s: result.count(s) for s in STATUSES},
            "entries": [asdict(e) for e in result.entries],

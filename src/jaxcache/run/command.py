@@ -48,11 +48,12 @@ def _claim_record(path: str, explicit: bool):
     """The record's target, claimed before the job (outputs.py): created empty now, so a path
     that cannot be written fails before the job runs; an existing file is replaced only if it is
     a jaxcache run record of yours."""
-    from jaxcache import outputs
+    from jaxcache.documents import claim as outputs
+    from jaxcache.documents import kinds
 
     if not explicit:
         os.makedirs(os.path.dirname(os.path.abspath(path)), mode=0o700, exist_ok=True)
-    return outputs.claim(path, "record", recognize=outputs.json_schema("jaxcache.run/"))
+    return outputs.claim(path, "record", recognize=outputs.json_schema(kinds.prefix("run")))
 
 
 def run_job(argv: list[str], *, cache_dir: str | None = None, record_path: str | None = None,

@@ -40,7 +40,6 @@ if False:  # for type checkers only: importing typing costs `jaxcache run` start
     from jaxcache.trust.handles import HandleScan
     from jaxcache.trust.procs import ProcessScan
 
-SCHEMA = "jaxcache.audit/1"
 
 
 @dataclass(frozen=True)

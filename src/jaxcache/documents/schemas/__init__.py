@@ -6,8 +6,9 @@ from __future__ import annotations
 import json
 from importlib import resources
 
-NAMES = ("audit", "init", "ls", "ls-bucket", "explain", "net", "decide", "seal-scan", "bench",
-         "keygen", "records-list", "records-prune", "records-stats")
+from jaxcache.documents.kinds import KINDS, WITHOUT_SCHEMA_FILE
+
+NAMES = tuple(k for k in KINDS if k not in WITHOUT_SCHEMA_FILE)
 
 
 def load(name: str) -> dict:

@@ -8,6 +8,7 @@ malformed document is one line naming the field, never a traceback.
 from __future__ import annotations
 
 from jaxcache import validate as v
+from jaxcache.documents import kinds
 from jaxcache.errors import JaxcacheError
 from jaxcache.text import safe
 from jaxcache.trust import inputs
@@ -52,7 +53,7 @@ def _check(doc: dict, spec: v.Check, path: str, what: str) -> dict:
 
 # --- run records (docs/run-record.md): what explain reads -----------------------------------
 
-RECORD_SCHEMAS = ("jaxcache.run/1",)
+RECORD_SCHEMAS = (kinds.schema("run"),)  # the versions a reader understands
 _OPT_NUM, _OPT_TEXT = v.nullable(v.NUMBER), v.nullable(v.TEXT)
 
 MODULE = v.obj({"name": v.TEXT}, {
@@ -136,7 +137,7 @@ def record_from(doc: dict, path: str) -> dict:
 
 # --- bench results (schema: src/jaxcache/schemas/bench.schema.json), read by decide, --compare
 
-BENCH_SCHEMA = "jaxcache.bench/1"
+BENCH_SCHEMA = kinds.schema("bench")
 # no-significant-difference: results of jaxcache before one noticeable rule (still read)
 BENCH_VERDICTS = ("saves", "too-small", "inconclusive", "no-significant-difference",
                   "nothing-cached", "warm-missed", "no-data")
@@ -190,7 +191,7 @@ def bench_from(doc: dict, path: str) -> dict:
 
 # --- audits (docs/audit.md, `audit --format json`): what decide reads ------------------------
 
-AUDIT_SCHEMA = "jaxcache.audit/1"
+AUDIT_SCHEMA = kinds.schema("audit")
 VERDICTS = ("PRIVATE", "SHARED-BY-POLICY", "SEALED", "UNSAFE", "UNVERIFIABLE")
 AUDIT = v.obj({
     "verdict": v.one_of(*VERDICTS),
