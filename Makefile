@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 PIP    := $(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt
 
-.PHONY: demo test lint system-deps clean matrix
+.PHONY: demo test lint typecheck system-deps clean matrix
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -31,13 +31,17 @@ system-deps:
 lint: $(VENV)/.test
 	$(BIN)/ruff check src tests benchmarks
 
+# mypy over src/ as pyproject.toml's [tool.mypy] says: strict, but for the modules it lists
+typecheck: $(VENV)/.test
+	$(BIN)/mypy
+
 # The suite in TEST_WORKERS processes (pytest-xdist; at most 4, as many as there are CPUs), one
 # test file per worker at a time (--dist loadfile), so that a file's module fixtures (the real
 # benches most tests of a file judge) run once; session fixtures (the users, the Slurm cluster,
 # the object-store servers) start per worker, each on its own free ports and private folders.
 # TEST_WORKERS=0: in this process, one test after another.
 TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); [ "$$n" -gt 4 ] && n=4; echo $$n)
-test: system-deps $(VENV)/.test lint
+test: system-deps $(VENV)/.test lint typecheck
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile
 
 # The JAX-touching tests (marker `matrix`, and tests/test_jaxcompat.py) on the newest patch of
@@ -57,4 +61,4 @@ matrix:
 	done
 
 clean:
-	rm -rf $(VENV) .venv-jax .pytest_cache .ruff_cache
+	rm -rf $(VENV) .venv-jax .pytest_cache .ruff_cache .mypy_cache

@@ -115,12 +115,26 @@ def test_quiet_and_verbose_together_is_a_usage_error(tmp_path):
     assert "contradict" in line
 
 
+@pytest.mark.parametrize("argv", [["-v", "ls", "DIR", "--format", "json", "-o", "OUT"],
+                                  ["ls", "DIR", "--verbose"], ["-v", "net", "-o", "OUT"],
+                                  ["records", "list", "-v"]])
+def test_verbose_where_it_adds_nothing_is_a_usage_error(tmp_path, argv):
+    """-v is never accepted and then ignored: outside audit, init, seal and verify it is one
+    line naming where it does something, before any work (nothing listed, nothing written)."""
+    out = tmp_path / "out.json"
+    proc = run(*[{"DIR": str(tmp_path), "OUT": str(out)}.get(a, a) for a in argv])
+    line = one_line_error(proc)
+    assert "adds nothing to `jaxcache" in line and "audit, init, seal, verify" in line
+    assert proc.stdout == "" and not out.exists()
+
+
 def test_quiet_drops_bench_progress(tmp_path):
     args = ["bench", "-t", "1", "-k", "1", "--no-prime", "--", sys.executable, "-c", "pass"]
     loud, quiet = run(*args), run("-q", *args)
     assert loud.returncode == quiet.returncode == 1  # nothing cached: a finding
     assert "trial 1 of 1" in loud.stderr and quiet.stderr == ""
     assert quiet.stdout.startswith("verdict: nothing-cached") and quiet.stdout.count("\n") == 1
+    assert loud.stdout.splitlines()[0] == quiet.stdout.strip()  # the answer first, as elsewhere
 
 
 def test_output_file_and_dash(tmp_path):
@@ -247,3 +261,14 @@ def test_every_command_with_output_takes_o_and_the_global_flags(command):
     assert re.search(r"-o( FILE)?, --output FILE", text), (command, "-o")
     for flag in ("-q, --quiet", "-v, --verbose"):
         assert flag in text, (command, flag)
+
+
+@pytest.mark.parametrize("command", ["init", "audit", "ls", "run", "bench", "explain", "net",
+                                     "decide", "demo", "keygen", "seal", "verify", "records"])
+def test_every_help_names_its_exit_codes(command):
+    """--help says what each exit code means; a command that runs a program also says 126
+    (not executable) and 127 (not found), as a shell would."""
+    text = " ".join(run(command, "--help").stdout.split())
+    assert re.search(r"[Ee]xit code", text), command
+    if command in ("run", "bench", "explain", "decide"):
+        assert "126" in text and "127" in text, command

@@ -46,8 +46,8 @@ A sealed cache (docs/sealed-cache.md): entries signed, loaded only if a trusted 
   jaxcache run --sealed ...     run a job that loads only signed entries (and signs with a key)
 
 The same flags everywhere: --format text|json (and sarif for audit and net), -o/--output FILE,
--q/--quiet, -v/--verbose and --color (these three before or after the command); PATH of
-audit, ls and verify defaults to $JAX_COMPILATION_CACHE_DIR.
+-q/--quiet, -v/--verbose (audit, init, seal, verify) and --color (these three before or after
+the command); PATH of audit, ls and verify defaults to $JAX_COMPILATION_CACHE_DIR.
 Exit codes: 0 fine, 1 a finding you must act on, 2 usage or input error.
 Verdicts are in colour on a terminal: NO_COLOR=1 or --color never turns it off.
 """
@@ -151,6 +151,9 @@ def main(argv: list[str] | None = None) -> None:
         args.verbose = getattr(args, "verbose", False)
         if args.quiet and args.verbose:
             common.usage(args, "-q/--quiet and -v/--verbose contradict each other")
+        if args.verbose and args.command_name not in common.VERBOSE:  # never ignored
+            common.usage(args, f"-v/--verbose adds nothing to `jaxcache {args.command_name}`; "
+                               f"it adds detail to {', '.join(common.VERBOSE)}")
         if getattr(args, "color", "auto") != "auto":  # auto costs `run` no import
             from jaxcache.text import set_color
 

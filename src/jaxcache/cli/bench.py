@@ -103,8 +103,9 @@ def handle(args: argparse.Namespace, tail: list[str] | None) -> None:
     too few trials for an interval: run more, -t N), nothing-cached, warm-missed.
 
     Exit code: 0 saves; 1 too-small, inconclusive, nothing-cached or warm-missed; 2 usage
-    error, a target that cannot be written, or a run that failed or timed out; 130
-    interrupted (the runs that finished are still reported).
+    error, a target that cannot be written, or a run that failed or timed out; 126 the
+    program is not executable, 127 not found (before any run); 130 interrupted (the runs that
+    finished are still reported).
     """
     argv = common.user_command(args.command, tail)
     if args.compare:

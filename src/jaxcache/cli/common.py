@@ -57,6 +57,7 @@ class Parser(argparse.ArgumentParser):
 def usage(args: argparse.Namespace, message: str) -> NoReturn:
     """A usage error in the command's own terms: one line naming the command, exit 2."""
     args.parser.error(message)
+    raise AssertionError("unreachable: the parser's error() exits")  # for the type checker
 
 
 def user_command(before: list[str], after: list[str] | None) -> list[str]:
@@ -225,6 +226,9 @@ def option(parser: argparse.ArgumentParser, *names: str, help: str = "",
 COLOR = "--color"  # the one global flag that takes a value (cli/__init__.py's _name_at)
 
 
+VERBOSE = ("audit", "init", "seal", "verify")  # the commands -v/--verbose adds detail to
+
+
 def global_flags(parser: argparse.ArgumentParser) -> None:
     """-q/-v/--color, taken before the command name and after it alike (SUPPRESS: a
     command's parser then does not overwrite what the top level read)."""
@@ -232,8 +236,9 @@ def global_flags(parser: argparse.ArgumentParser) -> None:
                         help="Only the answer (the verdict line) and errors: no progress, no "
                              "detail.")
     parser.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
-                        help="More detail where there is any (trusted writers and notes, the "
-                             "audit behind a verdict).")
+                        help="More detail: every writer and note of an audit, the audit "
+                             "behind init's answer, every entry seal and verify judged "
+                             f"({', '.join(VERBOSE)} only; elsewhere a usage error).")
     parser.add_argument(COLOR, choices=("auto", "always", "never"), default=argparse.SUPPRESS,
                         help="Verdicts in colour: auto (the default) is on a terminal unless "
                              "NO_COLOR is set.")
@@ -293,7 +298,7 @@ def command_parser(commands: Any, name: str, usage_line: str,
                                  formatter_class=Help, add_help=False, allow_abbrev=False)
     parser.add_argument("-h", "--help", action="help", help="Show this message and exit.")
     global_flags(parser)
-    parser.set_defaults(handler=handler, parser=parser)
+    parser.set_defaults(handler=handler, parser=parser, command_name=name)
     return parser
 
 

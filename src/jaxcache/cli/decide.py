@@ -41,7 +41,8 @@ def handle(args: argparse.Namespace, tail: list[str] | None) -> None:
     or nothing measured), INCONCLUSIVE (the interval straddles the bar or the trials are too
     few: bench again with more trials), BLOCKED (uncontrolled or unverifiable writers: no
     saving justifies it). Exit code 0 for SHARE or PRIVATE, 1 for NOT-WORTH-IT, INCONCLUSIVE
-    or BLOCKED (a CI gate never passes on an undecided saving), 2 for bad input.
+    or BLOCKED (a CI gate never passes on an undecided saving), 2 for bad input; with -- CMD,
+    126 the program is not executable, 127 not found.
     """
     from jaxcache import decide as decidemod
 

@@ -48,6 +48,10 @@ def handle(args: argparse.Namespace, tail: None) -> None:
     unsafe one, then benches examples/mlp.py cold vs warm into it, explains it and decides. It
     writes nowhere else (besides temporary folders of its own) and deletes nothing it did not
     make. A few minutes on 2 cores. --quiet prints only its last line (done or FAILED).
+
+    Exit code: 0 done (a measured verdict may still be inconclusive: the demo shows it); 1 a
+    trust verdict or a step failed (FAILED); 2 usage error or an --out it cannot write into;
+    130 interrupted.
     """
     last = common.lines_starting("demo done", "demo FAILED", "demo stopped")
 

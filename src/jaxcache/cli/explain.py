@@ -32,7 +32,8 @@ def handle(args: argparse.Namespace, tail: list[str] | None) -> None:
     newer schema) is skipped and named on stderr; a record named on the command line is not.
 
     Exit code: 0 everything that could be cached was; 1 something expensive was not cached;
-    2 bad input (missing, malformed or newer-schema records; a directory with none readable).
+    2 bad input (missing, malformed or newer-schema records; a directory with none readable);
+    with -- CMD, 126 the program is not executable, 127 not found.
     """
     if tail is not None and args.records:
         common.usage(args, "give either record files or -- CMD, not both")

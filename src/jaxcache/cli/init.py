@@ -26,6 +26,9 @@ def handle(args: argparse.Namespace, tail: None) -> None:
     component is created 0700 without races; every parent is audited. An existing directory is
     never modified: if it is not private you get the findings, and nothing changes.
     --verbose adds the audit of the directory it accepted.
+
+    Exit code: 0 made, or accepted as private; 1 refused (the findings say why; nothing was
+    changed); 2 usage or input error (a bad policy file, a path that cannot be made).
     """
     from jaxcache.report import text
     from jaxcache.trust import create, policy

@@ -35,6 +35,9 @@ def handle(args: argparse.Namespace, tail: None) -> None:
 
     prints the public key of a key kept in a token (an HSM, SoftHSM2: docs/hsm.md), or of a
     private key file, and makes nothing.
+
+    Exit code: 0 written (or printed); 2 usage or input error (KEYFILE exists: it is never
+    replaced; a folder that cannot be made private; a key that cannot be read).
     """
     from jaxcache.seal import keys
     from jaxcache.text import safe

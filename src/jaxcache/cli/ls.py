@@ -62,7 +62,11 @@ def _bucket(args: argparse.Namespace, url: str) -> None:
 
     found = bucket_scan.listing(objects.open_store(target.parse_bucket(url)))
     if args.fmt == "json":
-        from jaxcache.report import bucket_ls_json as out
+        from jaxcache.report import bucket_ls_json
+
+        shown = bucket_ls_json.render(found)
     else:
-        from jaxcache.report import bucket_ls_text as out
-    common.finish(args, out.render(found), 1 if bucket_scan.unsigned(found) else 0, _summary)
+        from jaxcache.report import bucket_ls_text
+
+        shown = bucket_ls_text.render(found)
+    common.finish(args, shown, 1 if bucket_scan.unsigned(found) else 0, _summary)

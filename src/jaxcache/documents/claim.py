@@ -269,7 +269,7 @@ def _replaceable(dfd: int, full: str, name: str, what: str,
                 "it)")
         if st.st_size and recognize is None:  # text carries no mark of who wrote it
             raise refuse(f"a {what} in text cannot be told from a file jaxcache did not write")
-        if st.st_size and (st.st_size > RECOGNIZE_LIMIT
+        if st.st_size and (recognize is None or st.st_size > RECOGNIZE_LIMIT
                            or not recognize(_read_all(fd, st.st_size))):
             raise refuse(f"is not a jaxcache {what} in the format asked for")
         return st.st_dev, st.st_ino

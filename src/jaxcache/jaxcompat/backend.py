@@ -26,7 +26,7 @@ def _backend_class() -> type:
     if made is not None:
         return made
 
-    class JaxcacheBackend(cache_interface()):
+    class JaxcacheBackend(cache_interface()):  # type: ignore[misc]  # JAX's class, found at run time
         """JAX's cache object in front of a jaxcache store (seal/store.py, JAX-free).
 
         jax_compilation_cache_check_contents is honoured as JAX does it: set when the cache

@@ -37,7 +37,7 @@ def _refused_class() -> type:
     if not _REFUSED_CLASS:
         from jaxcache.jaxcompat.internals import cache_interface
 
-        class RefusedCache(cache_interface()):
+        class RefusedCache(cache_interface()):  # type: ignore[misc]  # JAX's, at run time
             __doc__ = _refused_class.__doc__
 
             def __init__(self, path: str, reason: str) -> None:
@@ -228,7 +228,7 @@ def _install_setting_hooks() -> None:
                 _before(value)
             _on_dir_setting(value)
 
-        hook._jaxcache = True
+        hook._jaxcache = True  # type: ignore[attr-defined]  # our mark on JAX's hook
         setattr(state, name, hook)
 
 
@@ -246,7 +246,7 @@ def _install_factory(cc) -> None:
     def get_file_cache(where, _original=original):
         return _factory(where, _original)
 
-    get_file_cache._jaxcache = True
+    get_file_cache._jaxcache = True  # type: ignore[attr-defined]  # our mark
     cc.get_file_cache = get_file_cache
 
 
@@ -269,7 +269,8 @@ def guard_cache_dirs(admit=(), *, how: str = "audited", auditor=None) -> None:
     if auditor is not None:
         _GUARD["auditor"] = auditor
     _GUARD["on"] = True
-    _on_dir_setting(jax.config.jax_compilation_cache_dir)  # set before the guard (env, gate)
+    # set before the guard (env, gate); JAX defines its config options at run time
+    _on_dir_setting(jax.config.jax_compilation_cache_dir)  # type: ignore[attr-defined]
 
 
 def guard_log() -> list[dict]:

@@ -14,6 +14,10 @@ from jaxcache import jobenv
 from jaxcache.errors import JaxcacheError, UntrustedCacheError
 from jaxcache.text import safe
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from jaxcache.seal.bucket import BucketSealedCache
+
 ENV = jobenv.SEAL  # JSON: path, signing_key, trusted_keys, local, policy
 
 
@@ -124,6 +128,7 @@ def _enable_sealed(path: str, policy: str | None, reset: bool, signing_key, trus
     with undo.all_or_nothing(sealed_dir=chosen):
         if needs_reset:
             jaxcompat.reset_cache()
+        backend: SealedCache | BucketSealedCache
         if store is None:
             backend = SealedCache(chosen, trusted=keys, signer=signer, local=local_dir,
                                   max_size=jaxcompat.max_size)

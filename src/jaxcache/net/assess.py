@@ -34,7 +34,7 @@ BIND_HOW = {
 def remedy(p: Plan | None) -> str:
     """The general remedy, led by how to do it for the launcher JAX took the address from."""
     how = BIND_HOW.get(p.source or "") if p is not None else None
-    return (how.format(port=p.port) + "; in general: " + REMEDY) if how else REMEDY
+    return (how.format(port=p.port) + "; in general: " + REMEDY) if how and p else REMEDY
 
 
 @dataclass(frozen=True)

@@ -182,7 +182,7 @@ def scan(pids: list[int] | None, *, jax_version_ok_for_mtls: bool, partial: bool
     denied: Counter[str] = Counter()
     hidden = None
     live = pids is None
-    if live:
+    if pids is None:
         pids = []
         hidden = proc_hides_processes()
         for entry in os.listdir("/proc"):

@@ -25,7 +25,7 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 _OUT = os.environ.get("JAXCACHE_PROBE_DIR")  # read at start-up: the job may change it
 _RECORDER_COPY = "_jaxcache_probe_recorder.py"  # probe/recorder.py, copied here by launch.py
 _STARTED = [time.time()]  # when this process started (a forked child: when it forked)
-_RECORDER = []  # the recorder module, once loaded
+_RECORDER: list = []  # the recorder module, once loaded
 
 
 def _wait_gate(jax_module):
@@ -97,7 +97,7 @@ def _on_jax_imported(module, started):
             pass
 
 
-_LOADED = {}
+_LOADED: dict = {}
 
 
 def _load_beside(copy, relpath):

@@ -46,7 +46,7 @@ def all_modules(doc: dict) -> list[tuple[str, dict]]:
     return out
 
 
-def in_record_order(probes, main_pid: int) -> list[dict]:
+def in_record_order(probes, main_pid: int | None) -> list[dict]:
     """The probes in the order the record holds them: the job's own process first; without
     one (a launcher such as srun, which is not Python), the lowest rank first, so that
     `identity` at the top is rank 0's."""

@@ -131,7 +131,8 @@ def _layout(rows: list[list[str]]) -> list[str]:
 def render(result: BenchResult) -> str:
     cfg = result.config
     fp = result.samples[0].fingerprint if result.samples else None
-    lines = [f"jaxcache bench: {safe(' '.join(cfg.argv))}"]
+    verdict, *rest = conclusions(result)  # the answer first, as every command says it
+    lines = [verdict, f"jaxcache bench: {safe(' '.join(cfg.argv))}"]
     if fp is not None:
         lines.append(f"jax {fp.jax}, jaxlib {fp.jaxlib}, python {fp.python}, {fp.backend} "
                      f"({fp.device_kind} x{fp.device_count}); "
@@ -146,6 +147,6 @@ def render(result: BenchResult) -> str:
     if len(per) > 1:
         lines += ["", f"per rank ({bench_ranks.NOTE}):"] + _layout(per)
     lines.append("")
-    for line in conclusions(result):  # the prose ones wrapped; the Markdown report keeps them
+    for line in rest:  # the prose ones wrapped; the Markdown report keeps them
         lines += wrap(line, "") if line.startswith(_PROSE) else [line]
     return "\n".join(lines) + "\n"

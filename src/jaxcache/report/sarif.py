@@ -33,7 +33,7 @@ def render_findings(findings: Iterable[Finding], properties: dict, *,
             "shortDescription": {"text": f.code.replace(".", ": ").replace("-", " ")},
             "defaultConfiguration": {"level": _LEVEL[f.effect]},
         })
-        result = {
+        result: dict[str, object] = {
             "ruleId": f.code,
             "level": _LEVEL[f.effect],
             "message": {"text": f.message + (f" What to do: {f.remedy}" if f.remedy else "")},

@@ -178,7 +178,7 @@ def _admit(chosen: str, policy: str | None, allow_untrusted: bool, seal,
 
     accounts = Accounts()
     pol = policymod.load(policy, accounts)
-    keys = seal.public_keys() if seal is not None else ()
+    keys: tuple = seal.public_keys() if seal is not None else ()
     if seal is not None and seal.signing_key is not None:
         from jaxcache.trust import keyring
 
@@ -202,20 +202,21 @@ def _admit(chosen: str, policy: str | None, allow_untrusted: bool, seal,
                    env=env, ledger=None if seal is not None else ledger.load(accounts=accounts))
     if report.path is None:
         raise JaxcacheError(f"jaxcache run needs a local cache directory, not {safe(chosen)}")
+    local = report.path
     if not report.exists and report.missing:
         from jaxcache.trust import create
 
         # creating it ourselves (mkdir 0700, then verify) removes the pre-creation risk
-        made = create.init(report.path, policy=pol)
+        made = create.init(local, policy=pol)
         report = made.report
         if not made.ok:
             raise UntrustedCacheError(report)
         if keys:
-            report = audit(report.path, policy=pol, scan_processes=False, accounts=accounts,
+            report = audit(local, policy=pol, scan_processes=False, accounts=accounts,
                            sealed=seal is not None, sealed_keys=keys)
     if not report.verdict.ok and not allow_untrusted:
         raise UntrustedCacheError(report)
-    path = report.resolved or report.path
+    path = report.resolved or report.path or local
     if seal is not None:
         if report.verdict.value != "SEALED":
             raise JaxcacheError("--sealed needs trusted keys (--trusted-key, --signing-key, or "

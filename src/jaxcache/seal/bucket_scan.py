@@ -76,7 +76,7 @@ def _status(store: ObjectStore, name: str, table: KeyRing, *,
             if info is None:
                 return EntryStatus(name, "not-a-file", "vanished while scanning", 0), None
             return EntryStatus(name, vouched.status, vouched.reason, info.size), None
-        data = store.get(name, limit=None if whole else size + 1)
+        data = store.get(name, limit=None if whole or size is None else size + 1)
         if data is None:
             return EntryStatus(name, "not-a-file", "vanished while scanning", 0), None
     except StoreError as exc:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import stat
 from dataclasses import dataclass
+from typing import Any
 
 from jaxcache.errors import JaxcacheError
 from jaxcache.text import safe
@@ -19,7 +20,7 @@ from jaxcache.trust.keys import NAME, PREFIX, KeyFileError, PublicKey
 
 @dataclass(frozen=True)
 class SigningKey:
-    private: object  # cryptography's Ed25519PrivateKey
+    private: Any  # cryptography's Ed25519PrivateKey, or a PKCS#11 key (seal/pkcs11.py)
     public: PublicKey
     path: str | None = None
 

@@ -187,8 +187,11 @@ def audit(given: str, *, policy: Policy = EMPTY, as_user: int | None = None,
         from jaxcache.trust import keyring
 
         ring = keyring.for_rule(rule, sealed_keys)
-    holders = {k.holder: trust(accounts.user(accounts.uid_of(k.holder)))
-               for k in rule.trusted_keys}
+    holders = {}  # a local path's policy names local users only (policy.py refuses others)
+    for k in rule.trusted_keys:
+        holder_uid = accounts.uid_of(k.holder) if k.holder else None
+        if holder_uid is not None:
+            holders[k.holder] = trust(accounts.user(holder_uid))
     findings, is_sealed = sealedmod.account(findings, writers, ring, holders)
     verdict = verdictmod.verdict(findings, writers)
     if is_sealed and verdict.ok:

@@ -73,10 +73,10 @@ def classify(name: str) -> tuple[str, str | None, str | None]:
             kind, module, key = classify(stem if stem.endswith("-cache") else stem + "-cache")
             return (sidecar, module, key) if kind == "cache" else ("unexpected", None, None)
     # <module>-<64 hex>-cache|atime, by slicing: this runs once per entry of big caches
-    kind = _SUFFIXES.get(name[-6:])
-    key = name[-70:-6]
-    if kind and len(name) > 71 and name[-71] == "-" and _HEX.issuperset(key):
-        return kind, name[:-71], key
+    suffix_kind = _SUFFIXES.get(name[-6:])
+    hexkey = name[-70:-6]
+    if suffix_kind and len(name) > 71 and name[-71] == "-" and _HEX.issuperset(hexkey):
+        return suffix_kind, name[:-71], hexkey
     return "unexpected", None, None
 
 

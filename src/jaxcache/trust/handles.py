@@ -192,7 +192,7 @@ def _descriptors(base: str, ids: Identities) -> list[tuple[str, str, str]]:
     return list(out.values())
 
 
-_kcmp = None
+_kcmp: Callable[[int, int], int] | bool | None = None  # kcmp(2), False where none
 
 
 def _same_table(pid: int, tid: int) -> bool:
@@ -208,7 +208,8 @@ def _same_table(pid: int, tid: int) -> bool:
 
             libc = ctypes.CDLL(None, use_errno=True)
             _kcmp = lambda a, b: libc.syscall(number, a, b, KCMP_FILES, 0, 0)  # noqa: E731
-    return bool(_kcmp) and _kcmp(pid, tid) == 0
+    kcmp = _kcmp
+    return callable(kcmp) and kcmp(pid, tid) == 0
 
 
 def _fdinfo(path: str) -> tuple[int, int | None]:

@@ -303,7 +303,8 @@ def _check_handles(full: str, st: os.stat_result, what: str, kind: Kind,
 
 
 def _read_all(fd: int, what: str, kind: Kind) -> bytes:
-    chunks, total = [], 0
+    chunks: list[bytes] = []
+    total = 0
     while True:
         try:
             chunk = os.read(fd, min(_READ_CHUNK, kind.limit + 1 - total))

@@ -54,7 +54,7 @@ def load(path: str | None, accounts: Accounts) -> Policy:
     you or root that no one else can modify or replace, all the way up.
     """
     explicit = path is not None
-    path = path if explicit else policy_file()
+    path = path if path is not None else policy_file()
     if not explicit:
         try:
             os.lstat(path)

@@ -23,6 +23,10 @@ from jaxcache.trust.mounts import Mount
 from jaxcache.trust.sysfs import MAX_DEPTH
 from jaxcache.trust.walk import Node, WalkError, walk_open
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
 _LOOP_GET_STATUS64 = 0x4C05  # linux/loop.h; struct loop_info64 starts with lo_device, lo_inode
 _LOOP_INFO64_SIZE = 232
 
@@ -45,11 +49,23 @@ class _State:
 
 
 class DeviceJudge:
-    """device(), loop() and backing_file() of storage._Judge."""
+    """device(), loop() and backing_file() of storage._Judge, which provides what is declared
+    here without a body (the results it records, and the walk of the mounts)."""
 
     mounts: tuple[Mount, ...]
     accounts: pr.Accounts
     s: _State
+
+    if TYPE_CHECKING:
+        def unknown(self, message: str, where: str, point: str | None) -> None: ...
+
+        def add(self, code: str, items: Any, what: str, remedy: str, where: str) -> None: ...
+
+        def mount(self, m: Mount, rels: set[str], depth: int,
+                  cache_rel: str | None = None) -> None: ...
+
+        def walk_mounts(self, w: Any, depth: int, extra_rel: tuple[str, ...] = (),
+                        skip: int | None = None, holds_cache: bool = False) -> None: ...
 
     def device(self, rdev: int, depth: int, m: Mount, *, whole: bool) -> None:
         key = ("dev", rdev)
@@ -212,7 +228,8 @@ class DeviceJudge:
                     finally:
                         os.close(ffd)
             except (OSError, aclmod.AclFormatError) as exc:
-                self.unknown(f"{where} cannot be judged: {exc.strerror or exc}", m.point,
+                why = exc.strerror if isinstance(exc, OSError) else None
+                self.unknown(f"{where} cannot be judged: {why or exc}", m.point,
                              m.point)
                 return
         finally:

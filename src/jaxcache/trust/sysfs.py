@@ -82,7 +82,7 @@ def partitions(real: str) -> list[tuple[int, str]]:
 
 def loops_on(backing: str, rdev: int) -> list[tuple[int, str]]:
     """Other loop devices on the same image: writing them writes it."""
-    out = []
+    out: list[tuple[int, str]] = []
     try:
         names = sorted(n for n in os.listdir("/sys/block") if LOOP.fullmatch(n))
     except OSError:
