@@ -30,15 +30,13 @@ with atheris.instrument_imports(include=["jaxcache"]):
     from jaxcache.documents import read  # noqa: F401
     from jaxcache.explain import reasons  # noqa: F401
     from jaxcache.records import stats, store, summary  # noqa: F401
+    from jaxcache.report import decide as decide_report  # noqa: F401
     from jaxcache.report import (  # noqa: F401
-        bench_compare,
-        decide_json,
-        decide_text,
-        explain_json,
-        explain_text,
+        explain,
         records_json,
         records_text,
     )
+    from jaxcache.report.bench import compare  # noqa: F401
     from jaxcache.seal import keys, signature  # noqa: F401
     from jaxcache.trust import policy  # noqa: F401
 

@@ -46,7 +46,8 @@ def record(data: bytes) -> None:
     """A run record in a records folder or named to explain: records list, stats, explain."""
     from jaxcache.explain import reasons
     from jaxcache.records import stats, store
-    from jaxcache.report import explain_json, explain_text, records_json, records_text
+    from jaxcache.report import explain as explain_report
+    from jaxcache.report import records_json, records_text
 
     doc = store.parse(data)
     if isinstance(doc, str):  # skipped, with why: the reason is printed
@@ -64,14 +65,15 @@ def record(data: bytes) -> None:
     for pair in ([("x.json", doc)], [("cold.json", other), ("x.json", doc)],
                  [("x.json", doc), ("cold.json", other)]):
         result = reasons.explain_records(pair)
-        shown(explain_text.render(result))
-        shown(explain_json.render(result))
+        shown(explain_report.render_text(result))
+        shown(explain_report.render_json(result))
 
 
 def bench(data: bytes) -> None:
     """An earlier `bench --json` result: decide --bench and bench --compare."""
     from jaxcache import decide
-    from jaxcache.report import bench_compare, decide_json, decide_text
+    from jaxcache.report import decide as decide_report
+    from jaxcache.report.bench import compare as bench_compare
 
     doc = documents.bench_from(documents.object_from(data, "b.json", "bench result"), "b.json")
     other = _seed_doc("bench", "bench.json")
@@ -79,20 +81,20 @@ def bench(data: bytes) -> None:
     shown(bench_compare.render(other, doc, "a.json", "b.json"))
     for audit in (_seed_doc("audit", "private.json"),):  # the audit target varies audits
         result = decide.decide(audit, [doc, other])
-        shown(decide_text.render(result))
-        shown(decide_json.render(result))
+        shown(decide_report.render_text(result))
+        shown(decide_report.render_json(result))
 
 
 def audit(data: bytes) -> None:
     """An earlier `audit --format json`: decide --audit."""
     from jaxcache import decide
-    from jaxcache.report import decide_json, decide_text
+    from jaxcache.report import decide as decide_report
 
     doc = documents.audit_from(documents.object_from(data, "a.json", "audit"), "a.json")
     for benches in ([], [_seed_doc("bench", "bench.json")]):
         result = decide.decide(doc, benches)
-        shown(decide_text.render(result))
-        shown(decide_json.render(result))
+        shown(decide_report.render_text(result))
+        shown(decide_report.render_json(result))
 
 
 def signature(data: bytes) -> None:

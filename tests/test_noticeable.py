@@ -87,7 +87,7 @@ def _analyse(cold: list[float], warm: list[float]):
 
 def _bench_doc(a) -> dict:
     """What decide reads from a bench --json: the summary bench_json writes."""
-    from jaxcache.report.bench_json import _shift, _spread
+    from jaxcache.report.bench.json import _shift, _spread
 
     return {"command": ["job"], "fingerprint": {}, "samples": [
         {"kind": "warm", "hits": 1, "missed_ranks": []}],

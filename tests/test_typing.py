@@ -75,3 +75,20 @@ def test_mypy_catches_wrong_calls_and_accepts_the_documented_ones(tmp_path: Path
     lines = {int(line.split(":")[1]) for line in caught.stdout.splitlines()
              if line.startswith(str(bad)) and ": error:" in line}
     assert lines == {4, 5, 6, 7, 8}, caught.stdout
+
+
+def test_the_not_yet_strict_list_names_only_modules_that_exist():
+    """pyproject.toml's override of modules that pass mypy's default checks only: a module
+    moved or removed must leave the list too, or the list would hide what it no longer names."""
+    import tomllib
+
+    config = tomllib.loads((Path(__file__).resolve().parent.parent / "pyproject.toml")
+                           .read_text(encoding="utf-8"))["tool"]["mypy"]
+    assert config["strict"] is True
+    relaxed = [o for o in config["overrides"] if o.get("disallow_untyped_defs") is False]
+    assert len(relaxed) == 1
+    src = Path(__file__).resolve().parent.parent / "src"
+    missing = [m for m in relaxed[0]["module"]
+               if not (src / (m.replace(".", "/") + ".py")).exists()
+               and not (src / m.replace(".", "/") / "__init__.py").exists()]
+    assert not missing, f"not-yet-strict modules that no longer exist: {missing}"

@@ -114,7 +114,7 @@ def handle(args: argparse.Namespace, tail: list[str] | None) -> None:
         if args.fmt != "text":
             common.usage(args, "--compare prints text only (its inputs are the JSON)")
         from jaxcache.documents.read import load_bench
-        from jaxcache.report import bench_compare
+        from jaxcache.report.bench import compare as bench_compare
 
         a, b = args.compare
         common.finish(args, bench_compare.render(load_bench(a), load_bench(b), a, b), 0)
@@ -140,7 +140,7 @@ def handle(args: argparse.Namespace, tail: list[str] | None) -> None:
     raise SystemExit(code)
 
 
-MARKDOWN_HEAD = b"# jaxcache bench\n"  # report/bench_markdown.py's first line
+MARKDOWN_HEAD = b"# jaxcache bench\n"  # report/bench/markdown.py's first line
 
 
 def _private_dir(path: str, flag: str) -> str:
@@ -271,7 +271,9 @@ def run(argv: list[str], *, trials: int, warm: int, prime: bool, timeout: float 
 
 def _report(result, targets: dict[str, outputs.Output], echo, kept: bool, fmt: str = "text",
             note=None) -> int:
-    from jaxcache.report import bench_json, bench_markdown, bench_text
+    from jaxcache.report.bench import json as bench_json
+    from jaxcache.report.bench import markdown as bench_markdown
+    from jaxcache.report.bench import text as bench_text
 
     note = note or echo
     if fmt == "json":
@@ -285,7 +287,7 @@ def _report(result, targets: dict[str, outputs.Output], echo, kept: bool, fmt: s
     written = []
     plot, report, doc = targets.get("plot"), targets.get("report"), targets.get("json")
     if plot and result.analysis.phases:
-        from jaxcache.report import bench_plot
+        from jaxcache.report.bench import plot as bench_plot
 
         plot.write(bench_plot.render(result))
         written.append(plot.path)

@@ -80,11 +80,8 @@ def handle(args: argparse.Namespace, tail: list[str] | None) -> None:
                                         min_fraction=args.min_fraction))
     result = decidemod.decide(audit, benches, min_saving_s=args.min_saving,
                               min_fraction=args.min_fraction)
-    if args.fmt == "json":
-        from jaxcache.report import decide_json
-        shown = decide_json.render(result)
-    else:
-        from jaxcache.report import decide_text
-        shown = decide_text.render(result)
+    from jaxcache.report import decide as formats
+
+    shown = formats.FORMATS[args.fmt](result)
     sys.stdout.flush()
     common.finish(args, shown, result.exit_code)

@@ -153,7 +153,7 @@ def run(*, out_dir: str = "demo-output", trials: int = BenchConfig.trials,
 def _decide(out: str, echo: Callable[[str], None]) -> str | None:
     from jaxcache.decide import decide
     from jaxcache.documents.read import load_bench
-    from jaxcache.report import decide_text
+    from jaxcache.report import decide as decide_report
     from jaxcache.report import json as auditjson
     from jaxcache.trust.audit import audit
 
@@ -162,14 +162,14 @@ def _decide(out: str, echo: Callable[[str], None]) -> str | None:
         echo("no bench result to decide on\n")
         return None
     decision = decide(auditjson.audit_dict(audit(out)), [load_bench(f"{out}/bench.json")])
-    echo(decide_text.render(decision))
+    echo(decide_report.render_text(decision))
     return decision.verdict
 
 
 def _explain(run_dir: str, echo: Callable[[str], None]) -> int:
     from jaxcache.explain import reasons as explain
     from jaxcache.records import run_record as record
-    from jaxcache.report import explain_text
+    from jaxcache.report import explain as explain_report
 
     paths = [os.path.join(run_dir, "trial-1", name) for name in ("cold.json", "warm-1.json")]
     if not all(os.path.exists(p) for p in paths):
@@ -177,14 +177,15 @@ def _explain(run_dir: str, echo: Callable[[str], None]) -> int:
         return 2
     echo(f"\n== 4. jaxcache explain {' '.join(paths)}\n\n")
     result = explain.explain_records([(p, record.load(p)) for p in paths])
-    echo(explain_text.render(result))
+    echo(explain_report.render_text(result))
     return result.exit_code
 
 
 def _sealed(out: str, echo: Callable[[str], None]) -> bool:
     """Publish signed, tamper, verify, consume: the planted entry must be rejected."""
     from jaxcache.lifecycle.sealing import SealOptions
-    from jaxcache.report import run_text, seal_text
+    from jaxcache.report import run_text
+    from jaxcache.report import seal as seal_report
     from jaxcache.run import command as runmod
     from jaxcache.seal import keys, scan
 
@@ -211,7 +212,7 @@ def _sealed(out: str, echo: Callable[[str], None]) -> bool:
         with open(os.path.join(shared, entries[0]), "ab") as f:  # the attacker's edit
             f.write(b"planted")
         echo(f"\n   someone appends to {entries[0][:40]}...; jaxcache verify {shared}\n\n")
-        echo(seal_text.render(scan.verify(shared, [public]), "verify"))
+        echo(seal_report.render_text(scan.verify(shared, [public]), "verify"))
         echo(f"\n   jaxcache run --sealed --trusted-key {public.text} --cache-dir {shared} -- "
              f"python {job[1]}\n\n")
         second = runmod.run_job(job, cache_dir=shared,

@@ -65,10 +65,6 @@ def handle(args: argparse.Namespace, tail: list[str] | None) -> None:
             raise JaxcacheError(f"{safe(path)}: {doc['unverified']}. Pass --unverified-jax to "
                                 "explain it anyway, marked unverified")
     result = explainmod.explain_records(records)
-    if args.fmt == "json":
-        from jaxcache.report import explain_json
-        shown = explain_json.render(result)
-    else:
-        from jaxcache.report import explain_text
-        shown = explain_text.render(result)
-    common.finish(args, shown, result.exit_code)
+    from jaxcache.report import explain as formats
+
+    common.finish(args, formats.FORMATS[args.fmt](result), result.exit_code)

@@ -51,9 +51,9 @@ def handle(args: argparse.Namespace, tail: None) -> None:
     created: list[str] = []
     path = keys.save(key, args.keyfile, created)
     if args.fmt == "json":
-        from jaxcache.report import keygen_json
+        from jaxcache.report import keygen as keygen_json
 
-        common.finish(args, keygen_json.render(path, key.public, created), 0)
+        common.finish(args, keygen_json.render_json(path, key.public, created), 0)
     made = "".join(f"created folder {safe(d)} (mode 0700)\n" for d in created)
     common.finish(args, f"{made}wrote {safe(path)} (private, mode 0600) and {safe(path)}.pub\n"
                         f"public key: {key.public.named_text}\n"

@@ -61,12 +61,7 @@ def _bucket(args: argparse.Namespace, url: str) -> None:
     from jaxcache.trust import target
 
     found = bucket_scan.listing(objects.open_store(target.parse_bucket(url)))
-    if args.fmt == "json":
-        from jaxcache.report import bucket_ls_json
+    from jaxcache.report import bucket_ls
 
-        shown = bucket_ls_json.render(found)
-    else:
-        from jaxcache.report import bucket_ls_text
-
-        shown = bucket_ls_text.render(found)
+    shown = bucket_ls.FORMATS[args.fmt](found)
     common.finish(args, shown, 1 if bucket_scan.unsigned(found) else 0, _summary)

@@ -63,13 +63,6 @@ def handle(args: argparse.Namespace, tail: None) -> None:
         scan = sockets.scan(list(pids) if pids else None, jax_version_ok_for_mtls=supported,
                             partial=args.partial)
     report = assess.assess(plan, scan, env)
-    if args.fmt == "json":
-        from jaxcache.report import net_json
-        shown = net_json.render(report)
-    elif args.fmt == "sarif":
-        from jaxcache.report import sarif
-        shown = sarif.render_findings(report.findings, {"exposed": report.exposed}, files=False)
-    else:
-        from jaxcache.report import net_text
-        shown = net_text.render(report)
-    common.finish(args, shown, report.exit_code)
+    from jaxcache.report import net as formats
+
+    common.finish(args, formats.FORMATS[args.fmt](report), report.exit_code)

@@ -20,12 +20,10 @@ def scan_flags(p: argparse.ArgumentParser, dir_help: str) -> None:
 
 def scan_output(args: argparse.Namespace, result: Any, action: str,
                 ok: bool | None = None) -> NoReturn:
-    if args.fmt == "json":
-        from jaxcache.report import seal_json
-        shown = seal_json.render(result, action)
-    else:
-        from jaxcache.report import seal_text
-        shown = seal_text.render(result, action, verbose=args.verbose)
+    from jaxcache.report import seal as formats
+
+    shown = (formats.render_json(result, action) if args.fmt == "json" else
+             formats.render_text(result, action, verbose=args.verbose))
     # --quiet: both say their answer first; exit 1 also for entries seal would not sign
     # because a sealed reader never hits them (unless --allow-unhittable)
     common.finish(args, shown, 0 if (result.ok if ok is None else ok) else 1)

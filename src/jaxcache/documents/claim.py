@@ -58,7 +58,7 @@ def starts_with(head: bytes) -> Recognizer:
     return lambda data: data.startswith(head)
 
 
-PNG_MARK = b"jaxcache"  # the PNG's Software text chunk (see report/bench_plot.py)
+PNG_MARK = b"jaxcache"  # the PNG's Software text chunk (see report/bench/plot.py)
 
 
 def png_from_jaxcache(data: bytes) -> bool:

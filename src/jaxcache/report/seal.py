@@ -1,13 +1,36 @@
 """`jaxcache verify|seal` for people: the answer first, then every entry that needs a word,
 then the counts. Per entry: signed now, already signed, or never hit by a sealed reader (why).
+
+FORMATS maps each --format to its renderer: text for people, json (jaxcache.seal-scan/1).
 """
 
 from __future__ import annotations
 
-from jaxcache.report import style
-from jaxcache.report.seal_json import STATUSES
+from dataclasses import asdict
+
+from jaxcache.documents.kinds import envelope
+from jaxcache.report import jsonout, style
 from jaxcache.seal.scan import EntryStatus, ScanResult
 from jaxcache.text import plural, safe, size, wrap
+
+STATUSES = ("valid", "signed-now", "co-signed", "unsigned", "bad-signature", "unknown-key",
+            "revoked-key", "expired-key", "not-yet-valid-key", "too-few-signatures",
+            "not-co-signed", "not-a-file", "never-hit")
+
+
+def render_json(result: ScanResult, action: str) -> str:
+    doc = {**envelope("seal-scan"),
+           "action": action, "directory": result.directory,
+           "counts": {s: result.count(s) for s in STATUSES},
+           "entries": [asdict(e) for e in result.entries],
+           "leftovers": list(result.leftovers), "others": [safe(n) for n in result.others],
+           "all_valid": result.all_valid, "strict_ok": result.strict_ok,
+           "never_hit": result.unhittable,
+           "unhittable_allowed": None if action == "verify" else not result.refuse_unhittable,
+           "keys": [asdict(k) for k in result.keys], "signatures_needed": result.needed,
+           "signing_key": result.signer, "ok": result.ok}
+    return jsonout.document(doc)
+
 
 _WHAT = {"unsigned": "UNSIGNED", "bad-signature": "BAD SIGNATURE",
          "unknown-key": "UNKNOWN KEY", "revoked-key": "REVOKED KEY", "expired-key": "EXPIRED KEY",
@@ -64,7 +87,7 @@ def _line(e: EntryStatus, action: str, verbose: bool) -> str | None:
     return None
 
 
-def render(result: ScanResult, action: str, *, verbose: bool = False) -> str:
+def render_text(result: ScanResult, action: str, *, verbose: bool = False) -> str:
     """The answer first, then the entries that need a word (every entry with `verbose`),
     then the counts and what they mean."""
     lines = [_first(result, action)]
@@ -98,3 +121,6 @@ def render(result: ScanResult, action: str, *, verbose: bool = False) -> str:
         lines.append("entries that do not verify are misses for sealed readers (they recompile) "
                      "and are left in place: jaxcache deletes nothing it did not create")
     return "\n".join(lines) + "\n"
+
+
+FORMATS = {"text": render_text, "json": render_json}

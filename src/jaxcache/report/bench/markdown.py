@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from jaxcache.bench.trials import BenchResult
-from jaxcache.report import bench_ranks
-from jaxcache.report.bench_text import cached, conclusions, table
+from jaxcache.report.bench import ranks as bench_ranks
+from jaxcache.report.bench.text import cached, conclusions, table
 from jaxcache.text import safe
 
 

@@ -1,11 +1,26 @@
 """`jaxcache ls gs://...` (or s3://) as a table: size, age, signature object present, module,
-name."""
+name.
+
+FORMATS maps each --format to its renderer: text for people, json (jaxcache.ls-bucket/1).
+"""
 
 from __future__ import annotations
 
 import time
 
+from jaxcache.documents.kinds import envelope
+from jaxcache.report import jsonout
 from jaxcache.text import safe, size
+
+
+def render_json(found) -> str:
+    from jaxcache.seal import bucket_scan
+
+    return jsonout.document({
+        **envelope("ls-bucket"), "url": found.url,
+        "entries": [{"name": o.name, "size": o.size, "generation": o.generation,
+                     "updated": o.updated, "signature_object": o.name in found.signed}
+                    for o in bucket_scan.entries(found)]})
 
 
 def _age(updated: float | None) -> str:
@@ -18,7 +33,7 @@ def _age(updated: float | None) -> str:
     return f"{int(secs)}s"
 
 
-def render(found) -> str:
+def render_text(found) -> str:
     from jaxcache.seal import bucket_scan
 
     # every name is a bucket writer's: escaped, in each column it reaches (a raw escape
@@ -34,3 +49,6 @@ def render(found) -> str:
                  f"{safe(found.url)}; a signature object is not a valid signature: "
                  "`jaxcache verify` checks them")
     return "\n".join(lines) + "\n"
+
+
+FORMATS = {"text": render_text, "json": render_json}

@@ -1,14 +1,38 @@
-"""`jaxcache net` for people."""
+"""`jaxcache net` for people.
+
+FORMATS maps each --format to its renderer: text for people, json (jaxcache.net/1), sarif.
+"""
 
 from __future__ import annotations
 
+from dataclasses import asdict
+
+from jaxcache.documents.kinds import envelope
 from jaxcache.net.assess import NetReport
+from jaxcache.report import jsonout
 from jaxcache.trust.findings import NOTE, UNSAFE, UNVERIFIABLE, WARNING
+
+
+def net_dict(r: NetReport) -> dict:
+    return {**envelope("net"),
+            "exposed": r.exposed, "unverifiable": r.unverifiable,
+            "plan": asdict(r.plan) if r.plan else None,
+            "live": None if r.scan is None else {
+                "processes": list(r.scan.processes), "uninspected": r.scan.uninspected,
+                "uninspected_by_user": dict(r.scan.uninspected_by_user),
+                "hidden": r.scan.hidden, "partial": r.scan.partial,
+                "listeners": [asdict(li) for li in r.scan.listeners]},
+            "findings": [asdict(f) for f in r.findings]}
+
+
+def render_json(r: NetReport) -> str:
+    return jsonout.document(net_dict(r))
+
 
 _MARK = {UNSAFE: "EXPOSED", UNVERIFIABLE: "UNVERIFIABLE", WARNING: "warning", NOTE: "note"}
 
 
-def render(r: NetReport) -> str:
+def render_text(r: NetReport) -> str:
     if r.exposed:
         head = "a JAX network service is (or will be) reachable beyond loopback without " \
                "authentication"
@@ -34,3 +58,13 @@ def render(r: NetReport) -> str:
         if f.remedy:
             lines.append(f"    what to do: {f.remedy}")
     return "\n".join(lines) + "\n"
+
+
+def render_sarif(r: NetReport) -> str:
+    """The findings for code-scanning tools (no file locations: they are about the network)."""
+    from jaxcache.report import sarif
+
+    return sarif.render_findings(r.findings, {"exposed": r.exposed}, files=False)
+
+
+FORMATS = {"text": render_text, "json": render_json, "sarif": render_sarif}

@@ -1,11 +1,29 @@
 """`jaxcache explain` for people: the answer, the modules that matter (the rest grouped by
-outcome and reason), then key differences and advice."""
+outcome and reason), then key differences and advice.
+
+FORMATS maps each --format to its renderer: text for people, json (jaxcache.explain/1).
+"""
 
 from __future__ import annotations
 
+from dataclasses import asdict
+
+from jaxcache.documents.kinds import envelope
 from jaxcache.explain.reasons import Explanation, ModuleWhy
-from jaxcache.report import style
+from jaxcache.report import jsonout, style
 from jaxcache.text import plural, safe, size, width, wrap
+
+
+def render_json(e: Explanation) -> str:
+    doc = {**envelope("explain"),
+           "records": list(e.records), "modules": [asdict(m) for m in e.modules],
+           "key_diffs": [asdict(d) for d in e.diffs],
+           "rank_diffs": [asdict(d) for d in e.rank_diffs],
+           "thresholds": [asdict(a) for a in e.advice],
+           "notes": list(e.notes), "unaudited_dirs": list(e.unaudited_dirs),
+           "unverified": list(e.unverified),
+           "exit_code": e.exit_code}
+    return jsonout.document(doc)
 
 
 def _rank_lines(e: Explanation) -> list[str]:
@@ -100,7 +118,7 @@ def _answer(e: Explanation) -> str:
             + (": " + "; ".join(parts) if parts else ""))
 
 
-def render(e: Explanation) -> str:
+def render_text(e: Explanation) -> str:
     # a directory JAX was pointed at without an audit, or a record from a JAX jaxcache has
     # not verified, outranks any caching answer: first
     lines = [f"WARNING: {d}" for d in e.unaudited_dirs]
@@ -126,3 +144,6 @@ def render(e: Explanation) -> str:
         lines.append(f"JAX was pointed at {plural(len(e.unaudited_dirs), 'cache directory')}"
                      " other than the audited cache (see the first lines)")
     return "\n".join(lines) + "\n"
+
+
+FORMATS = {"text": render_text, "json": render_json}

@@ -6,8 +6,9 @@ from jaxcache.bench import noticeable
 from jaxcache.bench.sample import PHASE_LABELS
 from jaxcache.bench.stats import Shift
 from jaxcache.bench.trials import BenchResult
-from jaxcache.report import bench_ranks, style
-from jaxcache.report.bench_json import thresholds
+from jaxcache.report import style
+from jaxcache.report.bench import ranks as bench_ranks
+from jaxcache.report.bench.json import thresholds
 from jaxcache.text import clip, plural, safe, size, width, wrap
 
 _PROSE = ("noticeable: ", "what to do: ", "adjusted saving")

@@ -9,7 +9,7 @@ from jaxcache.report import jsonout
 from jaxcache.text import safe
 
 
-def render(path: str, public: Any, created: list[str] | tuple[str, ...] = ()) -> str:
+def render_json(path: str, public: Any, created: list[str] | tuple[str, ...] = ()) -> str:
     return jsonout.document({
         **envelope("keygen"),
         "private_key": safe(path), "public_key_file": safe(path + ".pub"),
