@@ -12,6 +12,7 @@ from jaxcache.documents import kinds
 from jaxcache.errors import JaxcacheError
 from jaxcache.text import safe
 from jaxcache.trust import inputs
+from jaxcache.trust.findings import Verdict
 
 
 class DocumentError(JaxcacheError):
@@ -41,6 +42,13 @@ def object_from(data: bytes, path: str, kind: str) -> dict:
     if not isinstance(doc, dict):
         raise DocumentError(f"{safe(path)} is not a jaxcache {kind} (not a JSON object)")
     return doc
+
+
+def _of_kind(doc: dict, schema: str, spec: v.Check, path: str, what: str) -> dict:
+    """A document of one kind (its schema id exactly), checked against what its readers use."""
+    if doc.get("schema") != schema:
+        raise DocumentError(f"{safe(path)} is not a jaxcache {what} ({schema})")
+    return _check(doc, spec, path, what)
 
 
 def _check(doc: dict, spec: v.Check, path: str, what: str) -> dict:
@@ -184,15 +192,13 @@ def load_bench(path: str) -> dict:
 
 def bench_from(doc: dict, path: str) -> dict:
     """The checks of load_bench, on a document already read."""
-    if doc.get("schema") != BENCH_SCHEMA:
-        raise DocumentError(f"{safe(path)} is not a jaxcache bench result ({BENCH_SCHEMA})")
-    return _check(doc, BENCH, path, "bench result")
+    return _of_kind(doc, BENCH_SCHEMA, BENCH, path, "bench result")
 
 
 # --- audits (docs/audit.md, `audit --format json`): what decide reads ------------------------
 
 AUDIT_SCHEMA = kinds.schema("audit")
-VERDICTS = ("PRIVATE", "SHARED-BY-POLICY", "SEALED", "UNSAFE", "UNVERIFIABLE")
+VERDICTS = tuple(verdict.value for verdict in Verdict)
 AUDIT = v.obj({
     "verdict": v.one_of(*VERDICTS),
     "judged_for": v.obj({"user": v.ANY}),
@@ -217,6 +223,4 @@ def load_audit(path: str) -> dict:
 
 def audit_from(doc: dict, path: str) -> dict:
     """The checks of load_audit, on a document already read."""
-    if doc.get("schema") != AUDIT_SCHEMA:
-        raise DocumentError(f"{safe(path)} is not a jaxcache audit ({AUDIT_SCHEMA})")
-    return _check(doc, AUDIT, path, "audit")
+    return _of_kind(doc, AUDIT_SCHEMA, AUDIT, path, "audit")
