@@ -21,7 +21,7 @@ import time
 
 
 def _fill(root: str, sizes_kb: list[int], per_size: int):
-    from jaxcache.seal import keys, names, signature
+    from jaxcache.seal import keys, names, sigfile
 
     a, b = keys.generate("ci-a"), keys.generate("ci-b")
     made = []
@@ -33,9 +33,9 @@ def _fill(root: str, sizes_kb: list[int], per_size: int):
             with open(os.path.join(root, name), "wb") as f:
                 f.write(data)
             with open(os.path.join(root, names.sidecar(name, names.SIGNATURE)), "wb") as f:
-                f.write(signature.sign(key, data, a))
+                f.write(sigfile.sign(key, data, a))
             with open(os.path.join(root, names.cosignature(name, b.public.id)), "wb") as f:
-                f.write(signature.sign(key, data, b, relies_on=()))
+                f.write(sigfile.sign(key, data, b, relies_on=()))
             made.append((kb, key))
     return a.public, b.public, made
 

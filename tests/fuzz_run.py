@@ -37,7 +37,7 @@ with atheris.instrument_imports(include=["jaxcache"]):
         records_text,
     )
     from jaxcache.report.bench import compare  # noqa: F401
-    from jaxcache.seal import keys, signature  # noqa: F401
+    from jaxcache.seal import keys, sigfile, signature  # noqa: F401
     from jaxcache.trust import policy  # noqa: F401
 
 ODD = ["", "\x1b[2J\x1b[31mSEALED\x1b[0m", "\r\n\t\x00\x7f", "..", "/", "\u202e", "\ud800",

@@ -150,7 +150,7 @@ def test_trust_signing_time_is_the_explicit_softer_reading(world, tmp_path):
     """A signature claiming a time before not_after counts only under trust_signing_time;
     entries signed now (after the key's not_after) never do."""
     from jaxcache.seal import keys as keymod
-    from jaxcache.seal import names, signature
+    from jaxcache.seal import names, sigfile
 
     cache = copy(world, tmp_path)
     signer = keymod.signing_from((world["keys"] / "ci-1.key").read_bytes(), key(world, "ci-1"))
@@ -158,7 +158,7 @@ def test_trust_signing_time_is_the_explicit_softer_reading(world, tmp_path):
         data = (cache / name).read_bytes()
         sig = cache / names.sidecar(name, names.SIGNATURE)
         sig.unlink()
-        sig.write_bytes(signature.sign(names.key_of(name), data, signer, now=1577836800.0))
+        sig.write_bytes(sigfile.sign(names.key_of(name), data, signer, now=1577836800.0))
     window = {"not_after": "2021-01-01T00:00:00Z"}
     strict = policy(tmp_path / "p.toml", str(cache), [(world["pubs"]["ci-1"], window)])
     soft = policy(tmp_path / "q.toml", str(cache),
@@ -177,7 +177,7 @@ def test_trust_signing_time_is_the_explicit_softer_reading(world, tmp_path):
 
 def test_two_signatures_needed_counts_distinct_keys(world, tmp_path):
     from jaxcache.seal import keys as keymod
-    from jaxcache.seal import names, signature
+    from jaxcache.seal import names, sigfile
 
     cache = copy(world, tmp_path)
     pubs = world["pubs"]
@@ -206,7 +206,7 @@ def test_two_signatures_needed_counts_distinct_keys(world, tmp_path):
     cache = copy(world, tmp_path / "two")
     signer = keymod.signing_from((world["keys"] / "ci-2.key").read_bytes(), key(world, "ci-2"))
     for name in world["entries"]:
-        sig = signature.sign(names.key_of(name), (cache / name).read_bytes(), signer,
+        sig = sigfile.sign(names.key_of(name), (cache / name).read_bytes(), signer,
                              relies_on=())
         (cache / names.cosignature(name, key_id(world, "ci-2"))).write_bytes(sig)
     pol = policy(tmp_path / "q.toml", str(cache), [(pubs["ci-1"], {}), (pubs["ci-2"], {})],
@@ -430,7 +430,7 @@ def test_keys_are_named_in_verify_and_the_record(world, tmp_path):
 def test_old_signatures_without_a_time_claim_still_verify(world, tmp_path):
     """Signatures written before the key lifecycle (no signed_at) verify as before, and
     today's signatures are still jaxcache.seal/1 documents an older reader can parse."""
-    from jaxcache.seal import names, signature
+    from jaxcache.seal import names, sigfile
     from jaxcache.trust import keys as trustkeys
 
     cache = copy(world, tmp_path)
@@ -450,7 +450,7 @@ def test_old_signatures_without_a_time_claim_still_verify(world, tmp_path):
     doc = json.loads((world["template"] / names.sidecar(name, names.SIGNATURE)).read_text())
     import base64
 
-    public.verifier().verify(base64.b64decode(doc["signature"]), signature.message(
+    public.verifier().verify(base64.b64decode(doc["signature"]), sigfile.message(
         doc["key"], bytes.fromhex(doc["digest"]), doc["size"]))
 
 
@@ -585,7 +585,7 @@ def test_names_in_key_text_are_checked(tmp_path):
 def _fake(tmp_path: Path, n: int = 2) -> tuple[Path, object, list[str]]:
     """A sealed directory of `n` made-up entries signed by a new key."""
     from jaxcache.seal import keys as keymod
-    from jaxcache.seal import names, signature
+    from jaxcache.seal import names, sigfile
 
     d = tmp_path / "fake"
     d.mkdir(mode=0o700, parents=True)
@@ -595,7 +595,7 @@ def _fake(tmp_path: Path, n: int = 2) -> tuple[Path, object, list[str]]:
         name = f"jit_f{i}-{i:064x}-cache"
         (d / name).write_bytes(b"entry %d" % i)
         (d / names.sidecar(name, names.SIGNATURE)).write_bytes(
-            signature.sign(names.key_of(name), b"entry %d" % i, signer))
+            sigfile.sign(names.key_of(name), b"entry %d" % i, signer))
         made.append(name)
     return d, signer, made
 
@@ -747,7 +747,7 @@ def test_a_co_signature_on_the_others_word_adds_no_second_approval(tmp_path):
 
 
 def test_rotation_under_two_signatures_with_succeeds(tmp_path):
-    from jaxcache.seal import names, signature
+    from jaxcache.seal import names, sigfile
 
     d, a, made = _fake(tmp_path, 2)
     b, bfile = _keyfile(tmp_path, "ci-b")
@@ -755,7 +755,7 @@ def test_rotation_under_two_signatures_with_succeeds(tmp_path):
     for name in made:  # B approved each entry on its own (e.g. from its own build)
         data = (d / name).read_bytes()
         (d / names.cosignature(name, b.public.id)).write_bytes(
-            signature.sign(names.key_of(name), data, b, relies_on=()))
+            sigfile.sign(names.key_of(name), data, b, relies_on=()))
     ta, tb, tc = (k.public.named_text for k in (a, b, c))
     p = tmp_path / "p.toml"
     assert set(_statuses(d, policy(p, str(d), [(ta, {}), (tb, {})], needed=2)).values()) == \
@@ -770,7 +770,7 @@ def test_rotation_under_two_signatures_with_succeeds(tmp_path):
     for name in made2:
         data = (d2 / name).read_bytes()
         (d2 / names.cosignature(name, b.public.id)).write_bytes(
-            signature.sign(names.key_of(name), data, b, relies_on=()))
+            sigfile.sign(names.key_of(name), data, b, relies_on=()))
     t2 = a2.public.named_text
     q = policy(tmp_path / "q.toml", str(d2), [(t2, {}), (tb, {}), (tc, {})], needed=2)
     assert _cosign(d2, cfile, q).returncode == 0
@@ -801,13 +801,13 @@ def test_co_signing_goes_on_past_a_planted_directory_and_refuses_its_own_source(
 
 
 def test_a_co_signature_copied_over_the_first_signature_is_no_first_signature(tmp_path):
-    from jaxcache.seal import names, orphans, signature
+    from jaxcache.seal import names, orphans, sigfile, signature
 
     d, a, made = _fake(tmp_path, 1)
     b, _ = _keyfile(tmp_path, "ci-b")
     data = (d / made[0]).read_bytes()
-    co = signature.sign(names.key_of(made[0]), data, b, relies_on=(a.public.id,))
-    assert signature.is_cosignature(co)
+    co = sigfile.sign(names.key_of(made[0]), data, b, relies_on=(a.public.id,))
+    assert sigfile.is_cosignature(co)
     ring = [a.public, b.public]
     assert signature.check(names.key_of(made[0]), data, co, ring).ok
     assert orphans.judge(names.key_of(made[0]), data, co, {k.raw: k for k in ring}, 1.0) == \

@@ -386,7 +386,7 @@ def test_a_publisher_killed_between_signature_and_entry_blocks_nothing(world, tm
 
 def test_a_fresh_rival_signature_is_left_for_its_entry_and_a_stale_one_is_swapped(tmp_path):
     """In-process, on real files: the rule of seal/orphans.py for the sealed directory."""
-    from jaxcache.seal import signature as sigmod
+    from jaxcache.seal import sigfile as sigmod
     from jaxcache.seal.keys import generate
     from jaxcache.seal.store import SealedCache
 

@@ -153,7 +153,7 @@ def test_two_publishers_racing_on_one_key_leave_one_valid_entry(world, tmp_path)
 def test_store_first_writer_wins_when_both_found_the_key_absent(world):
     """The interleaving a check alone cannot stop: B checks after A created its signature
     but before A's entry; B's create-only signature fails, so B writes nothing."""
-    from jaxcache.seal import objects, signature
+    from jaxcache.seal import objects, sigfile
     from jaxcache.seal.bucket import BucketSealedCache
     from jaxcache.seal.keys import load_signing
     from jaxcache.trust import target
@@ -164,7 +164,7 @@ def test_store_first_writer_wins_when_both_found_the_key_absent(world):
         store = objects.open_store(target.parse_bucket(f"gs://{BUCKET}/interleave"))
         a, b = load_signing(str(world["key"])), load_signing(str(world["mallory"]))
         key = "jit_x-" + "ab" * 32
-        assert store.put_if_absent(f"{key}-cache.sig", signature.sign(key, b"A" * 10, a))
+        assert store.put_if_absent(f"{key}-cache.sig", sigfile.sign(key, b"A" * 10, a))
         rival = BucketSealedCache(store, trusted=[b.public], signer=b)
         rival.put(key, b"B" * 10)
         assert rival.writes == [] and rival.write_errors == []
@@ -183,7 +183,7 @@ def test_a_signature_left_without_its_entry_does_not_block_publishing(world, pla
     trusted publisher completes it (same bytes), replaces it at once (no signature at all, or
     one for another key), or once it is older than an upload can take (a rival's other
     bytes); a reader then hits. A fresh rival's signature is left alone (the test above)."""
-    from jaxcache.seal import objects, orphans, signature
+    from jaxcache.seal import objects, orphans, sigfile
     from jaxcache.seal.bucket import BucketSealedCache
     from jaxcache.seal.keys import load_signing
     from jaxcache.trust import target
@@ -194,9 +194,9 @@ def test_a_signature_left_without_its_entry_does_not_block_publishing(world, pla
     a, b = load_signing(str(world["key"])), load_signing(str(world["mallory"]))
     key = "jit_orphan-" + "cd" * 32
     value = b"entry bytes " * 50
-    left = {"own-same-bytes": signature.sign(key, value, a), "garbage": b"{not json",
-            "moved": signature.sign("jit_other-" + "ef" * 32, value, a),
-            "old-rival": signature.sign(key, b"other bytes", b)}[planted]
+    left = {"own-same-bytes": sigfile.sign(key, value, a), "garbage": b"{not json",
+            "moved": sigfile.sign("jit_other-" + "ef" * 32, value, a),
+            "old-rival": sigfile.sign(key, b"other bytes", b)}[planted]
     assert store.put_if_absent(f"{key}-cache.sig", left)
     if planted == "old-rival":  # its publisher is gone: make "an hour ago" now
         monkeypatch.setattr(orphans, "ORPHAN_AFTER_S", -1.0)

@@ -392,7 +392,7 @@ def test_store_eight_racing_creators_one_wins(store_at):
 def test_store_first_writer_wins_when_both_found_the_key_absent(world, store_at):
     """B checks after A created its signature but before A's entry: B's create-only
     signature fails, so B writes nothing."""
-    from jaxcache.seal import signature
+    from jaxcache.seal import sigfile
     from jaxcache.seal.bucket import BucketSealedCache
     from jaxcache.seal.keys import load_signing
     from jaxcache.trust.keys import load_public
@@ -400,7 +400,7 @@ def test_store_first_writer_wins_when_both_found_the_key_absent(world, store_at)
     store = store_at("interleave")
     a, b = load_signing(str(world["key"])), load_signing(str(world["mallory"]))
     key = "jit_x-" + "ab" * 32
-    assert store.put_if_absent(f"{key}-cache.sig", signature.sign(key, b"A" * 10, a))
+    assert store.put_if_absent(f"{key}-cache.sig", sigfile.sign(key, b"A" * 10, a))
     rival = BucketSealedCache(store, trusted=[b.public], signer=b)
     rival.put(key, b"B" * 10)
     assert rival.writes == [] and rival.write_errors == []
@@ -414,7 +414,7 @@ def test_store_a_signature_left_without_its_entry_is_replaced(world, store_at, p
                                                               monkeypatch):
     """A publisher killed between its two uploads: the next one replaces the signature by
     compare and swap (GCS generation, S3 ETag), and a reader then hits."""
-    from jaxcache.seal import orphans, signature
+    from jaxcache.seal import orphans, sigfile
     from jaxcache.seal.bucket import BucketSealedCache
     from jaxcache.seal.keys import load_signing
     from jaxcache.trust.keys import load_public
@@ -423,7 +423,7 @@ def test_store_a_signature_left_without_its_entry_is_replaced(world, store_at, p
     a, b = load_signing(str(world["key"])), load_signing(str(world["mallory"]))
     key = "jit_orphan-" + "cd" * 32
     value = b"entry bytes " * 50
-    left = b"{not json" if planted == "garbage" else signature.sign(key, b"other", b)
+    left = b"{not json" if planted == "garbage" else sigfile.sign(key, b"other", b)
     assert store.put_if_absent(f"{key}-cache.sig", left)
     if planted == "old-rival":
         monkeypatch.setattr(orphans, "ORPHAN_AFTER_S", -1.0)

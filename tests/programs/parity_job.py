@@ -211,11 +211,11 @@ def _tamper(d, victim, donor):
     with open(os.path.join(d, v), "wb") as f:
         f.write(data)
     if MODE == "sealed":
-        from jaxcache.seal import keys, signature
+        from jaxcache.seal import keys, sigfile
         sig = os.path.join(d, v + ".sig")
         os.unlink(sig)
         with open(sig, "wb") as f:
-            f.write(signature.sign(v[:-6], data, keys.load_signing(KEY)))
+            f.write(sigfile.sign(v[:-6], data, keys.load_signing(KEY)))
 
 
 def check_contents():

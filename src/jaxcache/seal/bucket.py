@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from jaxcache.seal import names, orphans, signature
+from jaxcache.seal import names, orphans, sigfile, signature
 from jaxcache.seal.keys import SigningKey
 from jaxcache.seal.objects import NETWORK, NOT_FOUND, ObjectStore, StoreError
 from jaxcache.seal.store import (
@@ -49,7 +49,7 @@ def cosignatures(store: ObjectStore, name: str) -> signature.Fetch:
     """The co-signature object of `name` by a key id (bounded as a signature is)."""
     def fetch(key_id: str) -> bytes | None:
         where = names.cosignature(name, key_id, OBJECT_NAME_MAX)
-        return None if where is None else store.get(where, limit=signature.MAX_BYTES + 1)
+        return None if where is None else store.get(where, limit=sigfile.MAX_BYTES + 1)
     return fetch
 
 
@@ -121,7 +121,7 @@ class BucketSealedCache(Reports):
             raise StoreError(NETWORK, f"{self.store.url} skipped: unreachable less than "
                                       f"{BACKOFF_S:.0f} s ago")
         sig = self.store.get(names.sidecar(name, names.SIGNATURE, OBJECT_NAME_MAX),
-                             limit=signature.MAX_BYTES + 1)
+                             limit=sigfile.MAX_BYTES + 1)
         if sig is None:
             if self.store.stat(name) is None:
                 self._not_found(key, "no entry and no signature in the bucket")
@@ -168,7 +168,7 @@ class BucketSealedCache(Reports):
             except OSError as exc:
                 raise self._write_failed(key, where, exc) from None
             return
-        sig = signature.sign(key, value, self.signer)
+        sig = sigfile.sign(key, value, self.signer)
         signame = names.sidecar(name, names.SIGNATURE, OBJECT_NAME_MAX)
         try:
             if self.store.stat(name) is not None:
@@ -187,7 +187,7 @@ class BucketSealedCache(Reports):
         judged fails on the server."""
         info = self.store.stat(signame)
         existing = None if info is None else self.store.get(signame,
-                                                             limit=signature.MAX_BYTES + 1)
+                                                             limit=sigfile.MAX_BYTES + 1)
         age = None if info is None or info.updated is None else \
             max(0.0, time.time() - info.updated)
         verdict = orphans.judge(key, value, existing, self.trusted.single(), age)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from jaxcache.errors import JaxcacheError
-from jaxcache.seal import hittable, names, scan, signature
+from jaxcache.seal import hittable, names, scan, sigfile, signature
 from jaxcache.seal.bucket import OBJECT_NAME_MAX, cosignatures
 from jaxcache.seal.keys import SigningKey
 from jaxcache.seal.objects import ObjectInfo, ObjectStore, StoreError
@@ -67,7 +67,7 @@ def _status(store: ObjectStore, name: str, table: KeyRing, *,
     """As scan._status: the signature first; the entry downloaded only as far as a trusted
     key vouched for its size (or whole when unsigned and `read_unsigned`: seal signs it)."""
     try:
-        sig = store.get(_sig(name), limit=signature.MAX_BYTES + 1)
+        sig = store.get(_sig(name), limit=sigfile.MAX_BYTES + 1)
         found = signature.vouch(names.key_of(name), sig, table, cosignatures(store, name))
         vouched, size = found.check, found.size
         whole = size is None and read_unsigned and vouched.status == signature.UNSIGNED
@@ -108,7 +108,7 @@ def seal(store: ObjectStore, signer: SigningKey, trusted: KeyRing | list[PublicK
             st = EntryStatus(name, "never-hit", f"not signed: {st.never_hit}", len(data),
                              st.never_hit)
         elif st.status == signature.UNSIGNED and data is not None:
-            sig = signature.sign(names.key_of(name), data, signer)
+            sig = sigfile.sign(names.key_of(name), data, signer)
             try:
                 if store.put_if_absent(_sig(name), sig):
                     st = EntryStatus(name, "signed-now",
@@ -139,7 +139,7 @@ def cosign(store: ObjectStore, signer: SigningKey, trusted: KeyRing | list[Publi
                 return None
             info = store.stat(where)  # the generation first, then the bytes judged
             existing = None if info is None else store.get(where,
-                                                           limit=signature.MAX_BYTES + 1)
+                                                           limit=sigfile.MAX_BYTES + 1)
             if info is None:
                 return None if store.put_if_absent(where, sig) else \
                     "a co-signature object appeared meanwhile"

@@ -21,7 +21,7 @@ A complete entry (entry and signature both there) is never touched: first writer
 
 from __future__ import annotations
 
-from jaxcache.seal import signature
+from jaxcache.seal import sigfile, signature
 from jaxcache.trust import keyring
 from jaxcache.trust.keyring import KeyRing
 from jaxcache.trust.keys import PublicKey
@@ -38,11 +38,11 @@ def judge(key: str, value: bytes, existing: bytes | None,
     if existing is None:
         return REPLACE  # nothing left to judge: the create-only upload decides again
     ring = keyring.of(trusted.values() if isinstance(trusted, dict) else trusted).single()
-    if signature.is_cosignature(existing):
+    if sigfile.is_cosignature(existing):
         return REPLACE  # a co-signature copied over the first signature's name: not one
     if signature.check(key, value, existing, ring).ok:
         return COMPLETE
-    if not signature.genuine(key, existing):
+    if not sigfile.genuine(key, existing):
         return REPLACE
     if age_s is not None and age_s > ORPHAN_AFTER_S:
         return REPLACE

@@ -14,7 +14,7 @@ import stat
 import time
 from collections.abc import Callable
 
-from jaxcache.seal import lru, names, orphans, signature
+from jaxcache.seal import lru, names, orphans, sigfile
 
 Orphan = Callable[[bytes | None, float | None], str]  # orphans.judge for one key and value
 
@@ -135,7 +135,7 @@ def _look(dir_fd: int, name: str) -> tuple[bytes | None, Identity | None, float 
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode) or (st.st_dev, st.st_ino) != identity[:2]:
             return b"", identity, age  # swapped between the look and the open: no signature
-        return os.read(fd, signature.MAX_BYTES + 1), identity, age
+        return os.read(fd, sigfile.MAX_BYTES + 1), identity, age
     finally:
         os.close(fd)
 

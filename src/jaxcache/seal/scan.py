@@ -11,7 +11,7 @@ import stat
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from jaxcache.seal import hittable, names, signature
+from jaxcache.seal import hittable, names, sigfile, signature
 from jaxcache.seal.keys import SigningKey
 from jaxcache.seal.publish import _link_new, put_cosignature
 from jaxcache.seal.store import _open_dir, _read, _Rejected, cosignatures
@@ -121,7 +121,7 @@ def _status(fd: int, name: str, trusted: KeyRing, *, read_unsigned: bool = False
     key = names.key_of(name)
     try:
         sig = _read(fd, names.sidecar(name, names.SIGNATURE, names.name_max(fd)),
-                    limit=signature.MAX_BYTES + 1)
+                    limit=sigfile.MAX_BYTES + 1)
         found = signature.vouch(key, sig, trusted, cosignatures(fd, name, names.name_max(fd)))
         vouched, size = found.check, found.size
         whole = size is None and read_unsigned and vouched.status == signature.UNSIGNED
@@ -176,7 +176,7 @@ def seal(directory: str, signer: SigningKey, trusted: KeyRing | list[PublicKey],
                     st = EntryStatus(name, "never-hit", f"not signed: {st.never_hit}",
                                      len(data), st.never_hit)
                 else:
-                    sig = signature.sign(names.key_of(name), data, signer)
+                    sig = sigfile.sign(names.key_of(name), data, signer)
                     if _link_new(fd, names.sidecar(name, names.SIGNATURE, names.name_max(fd)),
                                  sig):
                         st = EntryStatus(name, "signed-now",
@@ -301,7 +301,7 @@ def cosign_entry(name: str, signer: SigningKey, ring: KeyRing, judge: Judge, add
 
     def stale(existing: bytes | None) -> bool:
         return existing is None or not signature.check(key, data, existing, mine).ok
-    why = add(name, signature.sign(key, data, signer, relies_on=relies), stale)
+    why = add(name, sigfile.sign(key, data, signer, relies_on=relies), stale)
     if why is None:
         return EntryStatus(name, "co-signed", f"{why_signed}; co-signed by "
                            f"{label_of(ring, signer)}", len(data), st.never_hit)
@@ -342,10 +342,10 @@ def signed_by(inv: Inventory, fd: int, resolved: str, accounts: Accounts) -> dic
         if e.kind != "signature" or e.type != "file":
             continue
         try:
-            data = _read(fd, e.name, limit=signature.MAX_BYTES + 1)
+            data = _read(fd, e.name, limit=sigfile.MAX_BYTES + 1)
         except _Rejected:
             continue
-        public = signature.claimed_signer(data) if data is not None else None
+        public = sigfile.claimed_signer(data) if data is not None else None
         if public is not None:
             out[e.name] = (known.get(public.raw) or public).label
     return out

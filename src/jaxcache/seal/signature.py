@@ -1,4 +1,5 @@
-"""The signatures that travel beside an entry, and the one rule for accepting an entry.
+"""The one rule for accepting an entry, from the signatures that travel beside it (their
+file format: sigfile.py).
 
 Signed message: FORMAT, the cache KEY and the digest (seal/digest.py: BLAKE3-256) and
 length of the exact bytes. The verifier rebuilds the message from the key JAX asked for and
@@ -26,26 +27,17 @@ jaxcache.seal/1. The claim is used only for keys marked trust_signing_time (keyr
 from __future__ import annotations
 
 import base64
-import json
-import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, TypeAlias
 
-from jaxcache import validate as v
 from jaxcache.seal import digest as digestmod
-from jaxcache.seal.keys import SigningKey
+from jaxcache.seal.sigfile import fields, message, relies_on_of, time_message, verifies
 from jaxcache.text import safe
 from jaxcache.trust import keyring as ringmod
-from jaxcache.trust.entries import SIGNATURE_SUFFIX
 from jaxcache.trust.keyring import EXPIRED, NOT_YET_VALID, REVOKED, KeyRing
-from jaxcache.trust.keys import KeyFileError, PublicKey, parse_public
-
-FORMAT = "jaxcache.seal/1"
-TIME_FORMAT = "jaxcache.seal-time/1"
-SUFFIX = SIGNATURE_SUFFIX  # <module>-<hex>-cache.sig beside <module>-<hex>-cache
-MAX_BYTES = 4096
+from jaxcache.trust.keys import KeyFileError, PublicKey
 
 VALID, UNSIGNED, BAD, UNKNOWN_KEY = "valid", "unsigned", "bad-signature", "unknown-key"
 TOO_FEW = "too-few-signatures"
@@ -53,14 +45,6 @@ __all__ = ["BAD", "EXPIRED", "NOT_YET_VALID", "REVOKED", "TOO_FEW", "UNKNOWN_KEY
            "VALID"]
 # which reason a rejected entry is reported with, when its signatures fail differently
 _WORST = (REVOKED, EXPIRED, NOT_YET_VALID, BAD, UNKNOWN_KEY)
-
-# What a signature file must hold before any of it is used (the same validator as every
-# document jaxcache reads back); a size is at most what an entry can be.
-DOCUMENT = v.obj({"format": v.one_of(FORMAT), "key": v.TEXT, "digest": v.TEXT,
-                  "size": v.INTEGER, "public_key": v.TEXT, "signature": v.TEXT},
-                 {"signed_at": v.TEXT, "time_signature": v.TEXT,
-                  "relies_on": v.list_of(v.TEXT)})
-_ID = frozenset("0123456789abcdef")
 
 Fetch = Callable[[str], "bytes | None"]  # a trusted key's id -> its co-signature, if any
 Trusted: TypeAlias = "KeyRing | list[PublicKey] | dict[bytes, PublicKey]"  # or plain keys
@@ -107,77 +91,6 @@ class Vouch:
     judged: tuple[_Judged, ...] = ()
 
 
-def _key_bytes(key: str) -> bytes:
-    """The cache key as signed: JAX's keys are text; a name that is not (a planted entry's
-    undecodable bytes) is signed as its raw bytes, so it can never crash a check."""
-    return key.encode("utf-8", "surrogateescape")
-
-
-def message(key: str, digest: bytes, size: int, relies_on: tuple[str, ...] | None = None
-            ) -> bytes:
-    signed = b"\n".join((FORMAT.encode(), _key_bytes(key), digest.hex().encode(),
-                         str(size).encode()))
-    if relies_on is not None:  # a co-signature on the word of these keys
-        signed += b"\nrelies-on " + ",".join(relies_on).encode()
-    return signed
-
-
-def _time_message(key: str, digest: bytes, size: int, signed_at: str) -> bytes:
-    return b"\n".join((TIME_FORMAT.encode(), _key_bytes(key), digest.hex().encode(),
-                       str(size).encode(), signed_at.encode()))
-
-
-def sign(key: str, data: bytes, signer: SigningKey, now: float | None = None,
-         relies_on: tuple[str, ...] | None = None) -> bytes:
-    """The signature file's content for `data` stored under cache key `key`; `relies_on`:
-    a co-signature's keys whose signatures it vouches on (sorted ids; () for none)."""
-    digest = digestmod.of(data)
-    at = ringmod.when(time.time() if now is None else now)
-    ids = tuple(sorted(relies_on)) if relies_on is not None else None
-    doc = {"format": FORMAT, "key": key, "digest": digest.hex(), "size": len(data),
-           "public_key": signer.public.text,
-           "signature": base64.b64encode(signer.sign(message(key, digest, len(data),
-                                                             ids))).decode(),
-           "signed_at": at,
-           "time_signature": base64.b64encode(signer.sign(
-               _time_message(key, digest, len(data), at))).decode()}
-    if ids is not None:
-        doc["relies_on"] = list(ids)
-    return (json.dumps(doc, sort_keys=True) + "\n").encode()
-
-
-def _fields(sig: bytes) -> tuple[dict[str, Any], PublicKey, bytes]:
-    """The checked document of a signature file, the key it names and the raw signature;
-    ValueError or KeyFileError if it is none (too large, not JSON, a field missing or of
-    the wrong type, no key)."""
-    if len(sig) > MAX_BYTES:
-        raise ValueError("too large")
-    doc = v.parse_json(sig)
-    DOCUMENT(doc, "")
-    assert isinstance(doc, dict)
-    relies = doc.get("relies_on")
-    if relies is not None and not all(len(i) == 16 and _ID.issuperset(i) for i in relies):
-        raise ValueError("relies_on holds something that is not a key id")
-    # a name in a signature is the writer's word: keys are named only by the reader's policy
-    public = replace(parse_public(doc["public_key"]), name=None)
-    return doc, public, base64.b64decode(doc["signature"], validate=True)
-
-
-def _relies_on(doc: dict[str, Any]) -> tuple[str, ...] | None:
-    relies = doc.get("relies_on")
-    return tuple(relies) if isinstance(relies, list) else None
-
-
-def _verifies(known: PublicKey, raw: bytes, signed: bytes) -> bool:
-    from cryptography.exceptions import InvalidSignature
-
-    try:
-        known.verifier().verify(raw, signed)  # type: ignore[no-untyped-call]
-    except InvalidSignature:
-        return False
-    return True
-
-
 def _signed_time(doc: dict[str, Any], known: PublicKey, key: str, digest: bytes, size: int
                  ) -> float | None:
     """The time the signature claims, if its own signature verifies (else None: no claim)."""
@@ -190,13 +103,13 @@ def _signed_time(doc: dict[str, Any], known: PublicKey, key: str, digest: bytes,
         raw = base64.b64decode(tsig, validate=True)
     except ValueError:
         return None
-    return moment if _verifies(known, raw, _time_message(key, digest, size, at)) else None
+    return moment if verifies(known, raw, time_message(key, digest, size, at)) else None
 
 
 def _judge(key: str, sig: bytes, ring: KeyRing, named: str | None = None) -> _Judged:
     """One signature file (`named`: the key id a co-signature's file name gives)."""
     try:
-        doc, public, raw = _fields(sig)
+        doc, public, raw = fields(sig)
     except (ValueError, KeyFileError) as exc:  # Unreadable and Invalid are ValueErrors
         # KeyFileError: a public key text that is no key (a planted file's, never the user's)
         return _Judged(BAD, f"unreadable signature file ({exc})")
@@ -214,8 +127,8 @@ def _judge(key: str, sig: bytes, ring: KeyRing, named: str | None = None) -> _Ju
         return _Judged(BAD, f"unreadable signature file ({exc})", known)
     if size < 0:
         return _Judged(BAD, "unreadable signature file (a negative size)", known)
-    relies = _relies_on(doc)
-    if not _verifies(known, raw, message(key, digest, size, relies)):
+    relies = relies_on_of(doc)
+    if not verifies(known, raw, message(key, digest, size, relies)):
         why = (f"the signature is for another entry ({safe(str(doc.get('key'))[:90])}): moved or "
                "swapped" if doc.get("key") != key else "the signature does not verify")
         return _Judged(BAD, why, known)
@@ -365,35 +278,6 @@ def _ring(trusted: Trusted) -> KeyRing:
     if isinstance(trusted, dict):
         return ringmod.of(trusted.values())
     return ringmod.of(trusted)
-
-
-def is_cosignature(sig: bytes) -> bool:
-    """A signature made on other keys' word (relies_on): never a first signature (orphans.py:
-    one copied over `<entry>.sig` would leave an entry older readers never verify)."""
-    try:
-        return _relies_on(_fields(sig)[0]) is not None
-    except (ValueError, KeyFileError):
-        return False
-
-
-def claimed_signer(sig: bytes) -> PublicKey | None:
-    """The key a signature file names (unverified: `ls` shows it; verify checks it)."""
-    try:
-        return _fields(sig)[1]
-    except (ValueError, KeyFileError):
-        return None
-
-
-def genuine(key: str, sig: bytes) -> bool:
-    """Whether `sig` is somebody's real signature for `key`: it verifies under the key it
-    names, over the key, digest and size it states. Says nothing of trust, only that a
-    publisher made it (orphans.py: a rival's pending upload, not garbage)."""
-    try:
-        doc, public, raw = _fields(sig)
-        digest, size = bytes.fromhex(doc["digest"]), doc["size"]
-    except (ValueError, KeyFileError):
-        return False
-    return size >= 0 and _verifies(public, raw, message(key, digest, size, _relies_on(doc)))
 
 
 def _why_not(doc: dict[str, Any], key: str, digest: bytes, size: int) -> str:

@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from jaxcache.errors import JaxcacheError
-from jaxcache.seal import lru, names, orphans, signature
+from jaxcache.seal import lru, names, orphans, sigfile, signature
 from jaxcache.seal.keys import SigningKey
 from jaxcache.seal.publish import Orphan, _exists, publish
 from jaxcache.text import safe
@@ -194,7 +194,7 @@ class SealedCache(Reports):
             # the signature first: it bounds what we read, so a planted huge file costs a
             # recompile, not the job's memory
             sig = _read(shared_fd, names.sidecar(name, names.SIGNATURE, self._shared_max),
-                        limit=signature.MAX_BYTES + 1)
+                        limit=sigfile.MAX_BYTES + 1)
             found = signature.vouch(key, sig, self.trusted,
                                     cosignatures(shared_fd, name, self._shared_max))
             vouched, size = found.check, found.size
@@ -229,7 +229,7 @@ class SealedCache(Reports):
         name = names.entry(key)
         if self.signer is not None:
             where, fd, limit = self.shared, self._shared_fd, self._shared_max
-            sig = signature.sign(key, value, self.signer)
+            sig = sigfile.sign(key, value, self.signer)
         elif self._local_fd is not None:
             where, fd, limit, sig = self.local or "", self._local_fd, self._local_max, None
         else:
@@ -276,7 +276,7 @@ def cosignatures(dir_fd: int, name: str, name_max: int) -> signature.Fetch:
         if where is None:
             return None
         try:
-            return _read(dir_fd, where, limit=signature.MAX_BYTES + 1)
+            return _read(dir_fd, where, limit=sigfile.MAX_BYTES + 1)
         except _Rejected:
             return None
     return fetch

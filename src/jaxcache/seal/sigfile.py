@@ -1,0 +1,137 @@
+"""A signature file, the document beside an entry: its format, how it is written, how it is read.
+
+`<entry>.sig` (and a co-signature `<entry>.<key id>.sig`) holds one JSON document: FORMAT, the
+cache key, the BLAKE3-256 digest (seal/digest.py) and size of the exact bytes, the signer's
+public key and its Ed25519 signature over `message(...)`; optionally when it was made (under a
+second signature, TIME_FORMAT) and, for a co-signature made on other keys' word, `relies_on`.
+Nothing here decides whether an entry is accepted: that is signature.py's one rule. What a
+file claims (`claimed_signer`, `genuine`) is a claim until that rule has judged it.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+from dataclasses import replace
+from typing import Any
+
+from jaxcache import validate as v
+from jaxcache.seal import digest as digestmod
+from jaxcache.seal.keys import SigningKey
+from jaxcache.trust import keyring as ringmod
+from jaxcache.trust.entries import SIGNATURE_SUFFIX
+from jaxcache.trust.keys import KeyFileError, PublicKey, parse_public
+
+FORMAT = "jaxcache.seal/1"
+TIME_FORMAT = "jaxcache.seal-time/1"
+SUFFIX = SIGNATURE_SUFFIX  # <module>-<hex>-cache.sig beside <module>-<hex>-cache
+MAX_BYTES = 4096
+
+# What a signature file must hold before any of it is used (the same validator as every
+# document jaxcache reads back); a size is at most what an entry can be.
+DOCUMENT = v.obj({"format": v.one_of(FORMAT), "key": v.TEXT, "digest": v.TEXT,
+                  "size": v.INTEGER, "public_key": v.TEXT, "signature": v.TEXT},
+                 {"signed_at": v.TEXT, "time_signature": v.TEXT,
+                  "relies_on": v.list_of(v.TEXT)})
+_ID = frozenset("0123456789abcdef")
+
+
+def _key_bytes(key: str) -> bytes:
+    """The cache key as signed: JAX's keys are text; a name that is not (a planted entry's
+    undecodable bytes) is signed as its raw bytes, so it can never crash a check."""
+    return key.encode("utf-8", "surrogateescape")
+
+
+def message(key: str, digest: bytes, size: int, relies_on: tuple[str, ...] | None = None
+            ) -> bytes:
+    signed = b"\n".join((FORMAT.encode(), _key_bytes(key), digest.hex().encode(),
+                         str(size).encode()))
+    if relies_on is not None:  # a co-signature on the word of these keys
+        signed += b"\nrelies-on " + ",".join(relies_on).encode()
+    return signed
+
+
+def time_message(key: str, digest: bytes, size: int, signed_at: str) -> bytes:
+    return b"\n".join((TIME_FORMAT.encode(), _key_bytes(key), digest.hex().encode(),
+                       str(size).encode(), signed_at.encode()))
+
+
+def sign(key: str, data: bytes, signer: SigningKey, now: float | None = None,
+         relies_on: tuple[str, ...] | None = None) -> bytes:
+    """The signature file's content for `data` stored under cache key `key`; `relies_on`:
+    a co-signature's keys whose signatures it vouches on (sorted ids; () for none)."""
+    digest = digestmod.of(data)
+    at = ringmod.when(time.time() if now is None else now)
+    ids = tuple(sorted(relies_on)) if relies_on is not None else None
+    doc = {"format": FORMAT, "key": key, "digest": digest.hex(), "size": len(data),
+           "public_key": signer.public.text,
+           "signature": base64.b64encode(signer.sign(message(key, digest, len(data),
+                                                             ids))).decode(),
+           "signed_at": at,
+           "time_signature": base64.b64encode(signer.sign(
+               time_message(key, digest, len(data), at))).decode()}
+    if ids is not None:
+        doc["relies_on"] = list(ids)
+    return (json.dumps(doc, sort_keys=True) + "\n").encode()
+
+
+def fields(sig: bytes) -> tuple[dict[str, Any], PublicKey, bytes]:
+    """The checked document of a signature file, the key it names and the raw signature;
+    ValueError or KeyFileError if it is none (too large, not JSON, a field missing or of
+    the wrong type, no key)."""
+    if len(sig) > MAX_BYTES:
+        raise ValueError("too large")
+    doc = v.parse_json(sig)
+    DOCUMENT(doc, "")
+    assert isinstance(doc, dict)
+    relies = doc.get("relies_on")
+    if relies is not None and not all(len(i) == 16 and _ID.issuperset(i) for i in relies):
+        raise ValueError("relies_on holds something that is not a key id")
+    # a name in a signature is the writer's word: keys are named only by the reader's policy
+    public = replace(parse_public(doc["public_key"]), name=None)
+    return doc, public, base64.b64decode(doc["signature"], validate=True)
+
+
+def relies_on_of(doc: dict[str, Any]) -> tuple[str, ...] | None:
+    relies = doc.get("relies_on")
+    return tuple(relies) if isinstance(relies, list) else None
+
+
+def verifies(known: PublicKey, raw: bytes, signed: bytes) -> bool:
+    from cryptography.exceptions import InvalidSignature
+
+    try:
+        known.verifier().verify(raw, signed)  # type: ignore[no-untyped-call]
+    except InvalidSignature:
+        return False
+    return True
+
+
+def is_cosignature(sig: bytes) -> bool:
+    """A signature made on other keys' word (relies_on): never a first signature (orphans.py:
+    one copied over `<entry>.sig` would leave an entry older readers never verify)."""
+    try:
+        return relies_on_of(fields(sig)[0]) is not None
+    except (ValueError, KeyFileError):
+        return False
+
+
+def claimed_signer(sig: bytes) -> PublicKey | None:
+    """The key a signature file names (unverified: `ls` shows it; verify checks it)."""
+    try:
+        return fields(sig)[1]
+    except (ValueError, KeyFileError):
+        return None
+
+
+def genuine(key: str, sig: bytes) -> bool:
+    """Whether `sig` is somebody's real signature for `key`: it verifies under the key it
+    names, over the key, digest and size it states. Says nothing of trust, only that a
+    publisher made it (orphans.py: a rival's pending upload, not garbage)."""
+    try:
+        doc, public, raw = fields(sig)
+        digest, size = bytes.fromhex(doc["digest"]), doc["size"]
+    except (ValueError, KeyFileError):
+        return False
+    return size >= 0 and verifies(public, raw, message(key, digest, size, relies_on_of(doc)))
