@@ -143,7 +143,7 @@ def record_from(doc: dict, path: str) -> dict:
     return _check(doc, RECORD, path, "run record")
 
 
-# --- bench results (schema: src/jaxcache/schemas/bench.schema.json), read by decide, --compare
+# --- bench results (schema: documents/schemas/bench.schema.json), read by decide, --compare
 
 BENCH_SCHEMA = kinds.schema("bench")
 # no-significant-difference: results of jaxcache before one noticeable rule (still read)
