@@ -1,5 +1,5 @@
-"""`jaxcache ls gs://...` (or s3://) as a table: size, age, signature object present, module,
-name.
+"""`jaxcache ls gs://...` (or s3://)'s formats; its text, a table: size, age, signature
+object present, module, name.
 
 FORMATS maps each --format to its renderer: text for people, json (jaxcache.ls-bucket/1).
 """

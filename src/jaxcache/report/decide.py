@@ -1,4 +1,4 @@
-"""`jaxcache decide` for people: the verdict, then each test with its evidence.
+"""`jaxcache decide`'s formats; its text: the verdict, then each test with its evidence.
 
 FORMATS maps each --format to its renderer: text for people, json (jaxcache.decide/1).
 """

@@ -1,5 +1,5 @@
-"""`jaxcache explain` for people: the answer, the modules that matter (the rest grouped by
-outcome and reason), then key differences and advice.
+"""`jaxcache explain`'s formats; its text: the answer, the modules that matter (the rest
+grouped by outcome and reason), then key differences and advice.
 
 FORMATS maps each --format to its renderer: text for people, json (jaxcache.explain/1).
 """

@@ -1,4 +1,4 @@
-"""`jaxcache net` for people.
+"""`jaxcache net`'s formats (text, json, sarif).
 
 FORMATS maps each --format to its renderer: text for people, json (jaxcache.net/1), sarif.
 """

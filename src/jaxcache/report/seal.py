@@ -1,5 +1,5 @@
-"""`jaxcache verify|seal` for people: the answer first, then every entry that needs a word,
-then the counts. Per entry: signed now, already signed, or never hit by a sealed reader (why).
+"""`jaxcache verify|seal`'s formats; its text: the answer first, then every entry that needs a
+word, then the counts. Per entry: signed now, already signed, or never hit by a sealed reader (why).
 
 FORMATS maps each --format to its renderer: text for people, json (jaxcache.seal-scan/1).
 """
