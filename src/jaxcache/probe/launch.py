@@ -122,6 +122,7 @@ def probe_files() -> list[tuple[str, str]]:
     return [(os.path.join(here, "site.py"), "sitecustomize.py"),
             (os.path.join(here, "recorder.py"), "_jaxcache_probe_recorder.py"),
             (os.path.join(here, "document.py"), "_jaxcache_probe_document.py"),
+            (os.path.join(here, "logtap.py"), "_jaxcache_probe_logtap.py"),
             (jaxgate.VERSIONS_PY, "_jaxcache_versions.py"),
             (os.path.join(here, "launchers.py"),
              "_jaxcache_launchers.py")]

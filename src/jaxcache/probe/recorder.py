@@ -1,5 +1,6 @@
-"""The probe's recorder: JAX's events, log lines and warnings, turned into one record per
-compiled module, written by document.py after each compile and at exit.
+"""The probe's recorder: JAX's events (and, through logtap.py, its log lines and warnings)
+turned into one record per compiled module, written by document.py after each compile and at
+exit.
 
 Loaded by path by probe/site.py once the job imports jax (standard library only, no jaxcache
 imports: the job's Python may not have jaxcache), so a Python process that never imports jax
@@ -15,6 +16,7 @@ import time
 # launch.py copies it beside the probe under this name; from a source tree it is found there.
 _KNOWLEDGE_COPY = "_jaxcache_versions.py"
 _DOCUMENT_COPY = "_jaxcache_probe_document.py"
+_LOGTAP_COPY = "_jaxcache_probe_logtap.py"
 _WRITE_EVERY_S = 1.0
 _DOC = None  # document.py, loaded by begin()
 _LOAD = None  # site.py's loader of the files beside the probe
@@ -226,100 +228,6 @@ def _set(m, outcome, reason=None, detail=None):
     m["outcome"], m["reason"], m["reason_detail"] = outcome, reason, detail
 
 
-def _on_log(record):
-    msg, args = record.msg, record.args if isinstance(record.args, tuple) else ()
-    if not isinstance(msg, str):
-        return
-    kind = S.versions.classify(S.know, msg)
-    if kind is None:
-        return
-    with S.lock:
-        tid = _tid()
-        if kind == "compiling":
-            name = str(args[0]) if args else None
-            if name is not None and S.know["compiling_name"] == "bare":
-                name = "jit_" + name  # JAX <= 0.6 logs `f` for the module jit_f
-            m = _module(name) if name else None
-            if m is not None and len(args) > 1:
-                m["input_shapes"] = str(args[1])
-        elif kind == "key-component":
-            S.pending_components.setdefault(tid, {})[str(args[0])] = str(args[1])
-        elif kind in ("hit", "miss"):
-            m = _module(str(args[0]), sym=True)
-            m["cache_key"] = str(args[1]) if len(args) > 1 else None
-            m["key_components"] = S.pending_components.pop(tid, None)
-            _set(m, kind)
-        elif kind == "not-process-0":
-            _set(_module(None), "skipped", "not-process-0")
-        elif kind == "host-callbacks":
-            _set(_module(str(args[0])), "skipped", "host-callbacks")
-        elif kind == "below-compile-time":
-            m = _module(str(args[0]))
-            _set(m, "skipped", "compile-time-below-threshold",
-                 {"threshold_s": args[1], "compile_s": args[2]})
-            m["compile_s_logged"] = args[2]
-        elif kind == "compile-time":
-            _module(str(args[0]))["compile_s_logged"] = args[2]
-        elif kind == "below-entry-size":
-            _set(_module(None), "skipped", "entry-size-below-threshold",
-                 {"entry_bytes": args[1], "threshold_bytes": args[2]})
-        elif kind == "cache-disabled":
-            _set(_module(None), "skipped", "cache-disabled-or-uninitialized")
-        elif kind == "writing":
-            _set(_module(str(args[0])), "written")
-        elif kind == "share-wait":  # jax_share_binary_between_hosts: blocked on another rank
-            m = _module(str(args[0]), sym=True)
-            m["waiting_for"] = {"what": "shared-executable",
-                                "process_index": args[1] if len(args) > 1 else None}
-
-
-def _install_logging():
-    import logging
-
-    def make(logger, original_level, original_call):
-        def call_handlers(record):
-            try:
-                _on_log(record)
-            except Exception:  # never break the program
-                pass
-            # only records the program would have seen reach its handlers
-            level = original_level if original_level else (
-                logger.parent.getEffectiveLevel() if logger.parent else logging.WARNING)
-            if record.levelno >= level:
-                original_call(record)
-        return call_handlers
-
-    for name in S.know["loggers"]:
-        logger = logging.getLogger(name)
-        original_level = logger.level
-        logger.callHandlers = make(logger, original_level, logger.callHandlers)
-        logger.setLevel(logging.DEBUG)
-
-
-def _install_warnings():
-    import warnings
-
-    original = warnings.showwarning
-
-    def showwarning(message, category, filename, lineno, file=None, line=None):
-        if getattr(category, "__module__", "") == "jaxcache.seal.store":
-            return  # a sealed rejection: the run summary names it, without JAX's source line
-        text = str(message)
-        kind = S.versions.classify_warning(S.know, text)
-        if kind is not None:
-            with S.lock:
-                S.warnings.append(text[:2000])
-                m = _module(None)
-                if m is not None:
-                    m["errors"].append({"kind": kind, "message": text[:500]})
-                    if kind in ("write-error", "max-size"):
-                        _set(m, "skipped" if kind == "max-size" else "error", kind,
-                             {"message": text[:500]})
-        return original(message, category, filename, lineno, file, line)
-
-    warnings.showwarning = showwarning
-
-
 def _guarded(fn):
     """A listener that can never raise into JAX: the probe must not break the program."""
 
@@ -358,8 +266,8 @@ def begin(module, import_s, imported_at, process_started, out, load_beside):
 
         monitoring.register_event_listener(_guarded(_on_event))
         monitoring.register_event_duration_secs_listener(_guarded(_on_duration))
-        _install_logging()
-        _install_warnings()
+        load_beside(_LOGTAP_COPY, os.path.join("probe", "logtap.py")).install(
+            S, _module, _set, _tid)
         S.jax = {"jax": version, "jaxlib": _DOC.dist("jaxlib"), "support": S.know["support"]}
     except Exception as exc:
         S.jax = {"error": repr(exc)}
