@@ -1,9 +1,9 @@
 """A warm load from a sealed bucket vs JAX's own unsealed gs:// (or s3://) load of the same
 entries.
 
-Starts the fake-gcs-server emulator (tests/gcs_emulator.py: free loopback port, stopped by
-PID), or with `--store s3` a SeaweedFS server (tests/seaweedfs.py). For each size, one jitted
-function whose executable embeds a random constant of that size is compiled once into two
+Starts the fake-gcs-server emulator (tests/support/gcs_emulator.py: free loopback port, stopped
+by PID), or with `--store s3` a SeaweedFS server (tests/support/seaweedfs.py). For each size, one
+jitted function whose executable embeds a random constant of that size is compiled once into two
 prefixes of one bucket: gs://jaxbar/plain-S by JAX itself (`jax_compilation_cache_dir`, through
 etils.epath and gcsfs; s3fs for s3://) and gs://jaxbar/sealed-S by a sealed publisher. Then,
 round by round in this process, alternating which goes first, each arm serves the warm load:
@@ -32,8 +32,7 @@ import warnings
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-import gcs_emulator  # noqa: E402
-import seaweedfs  # noqa: E402
+from support import gcs_emulator, seaweedfs  # noqa: E402
 from warm_loads import program, timed_loads  # noqa: E402
 
 BUCKET = "jaxbar"

@@ -1,9 +1,9 @@
 #!/bin/sh
 # One line of `make matrix`: `sh scripts/matrix-line.sh VERSION` makes (or reuses) a venv with
 # that JAX (scripts/jax-venv.sh) and runs the JAX-touching tests in it: the matrix-marked ones
-# of tests/test_versions_matrix.py and tests/test_jaxcompat.py, and on the lines in $FULL_LINES
-# the suites of `make test` that touch JAX most: the sealed backend's parity and sealed ones,
-# explain, seal-unhittable, the version gate, enable() and disable().
+# of tests/jaxcompat/test_versions_matrix.py and tests/jaxcompat/test_jaxcompat.py, and on the
+# lines in $FULL_LINES the suites of `make test` that touch JAX most: the sealed backend's
+# parity and sealed ones, explain, seal-unhittable, the version gate, enable() and disable().
 # JAX 0.11+ needs Python >= 3.12: when $PYTHON is older, the line runs inside a Debian 13 root
 # (scripts/in-debian-root.sh, Python 3.13), in .venv-jax/debian13-VERSION; otherwise here.
 set -eu
@@ -11,7 +11,7 @@ version=$1
 python=${PYTHON:-python3}
 FULL_LINES=${FULL_LINES:-0.12.0.1}
 cd "$(dirname "$0")/.."
-tests="tests/test_versions_matrix.py tests/test_jaxcompat.py"
+tests="tests/jaxcompat/test_versions_matrix.py tests/jaxcompat/test_jaxcompat.py"
 
 needs_312() {  # JAX 0.11.0 and later require Python >= 3.12
     echo "$1" | awk -F. '{exit !($1 > 0 || $2 >= 11)}'
@@ -31,7 +31,7 @@ PYTHON=$python sh scripts/jax-venv.sh "$version" "$venv"
 case " $FULL_LINES " in
     *" $version "*)
         "$venv/bin/python" -m pytest -q -p no:cacheprovider \
-            tests/test_parity.py tests/test_sealed.py tests/test_explain.py \
-            tests/test_seal_unhittable.py tests/test_version_gate.py \
-            tests/test_enable.py tests/test_enable_undo.py ;;
+            tests/seal/test_parity.py tests/seal/test_sealed.py tests/explain/test_explain.py \
+            tests/seal/test_seal_unhittable.py tests/run/test_version_gate.py \
+            tests/lifecycle/test_enable.py tests/lifecycle/test_enable_undo.py ;;
 esac

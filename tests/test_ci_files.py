@@ -24,8 +24,9 @@ from pathlib import Path
 
 import pytest
 import yaml
+from support import paths
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = paths.CHECKOUT
 ACTION = REPO / "action.yml"
 WORKFLOW = REPO / "ci" / "github" / "jax-cache.yml"
 GITLAB = REPO / "ci" / "gitlab" / "jaxcache.gitlab-ci.yml"

@@ -12,7 +12,9 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-SRC = Path(__file__).resolve().parent.parent / "src"
+from support import paths
+
+SRC = paths.CHECKOUT / "src"
 
 
 def _modules() -> dict[str, Path]:

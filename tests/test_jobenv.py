@@ -12,9 +12,11 @@ import ast
 import re
 from pathlib import Path
 
+from support import paths
+
 from jaxcache import jobenv
 
-SRC = Path(__file__).resolve().parent.parent / "src" / "jaxcache"
+SRC = paths.CHECKOUT / "src" / "jaxcache"
 NAME = re.compile(r"JAXCACHE_[A-Z_]+")
 PROBE_SIDE = {"probe/site.py", "probe/document.py", "probe/recorder.py", "probe/logtap.py"}
 NOT_PROTOCOL = {"JAXCACHE_DEBUG"}  # the CLI's own switch for a traceback, set by a person

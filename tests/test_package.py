@@ -15,8 +15,9 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from support import paths
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = paths.CHECKOUT
 LEFT_OUT = ("__pycache__", ".git", ".venv", ".venv-jax", "build", "dist", "*.egg-info",
             "demo-output", ".pytest_cache", ".ruff_cache", ".mypy_cache")
 

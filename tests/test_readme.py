@@ -26,8 +26,9 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from support import paths
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = paths.CHECKOUT
 README = ROOT / "README.md"
 SKIP = re.compile(r"<!-- readme-test: skip: (.+?) -->\s*$")
 UP_TO = re.compile(r"<!-- readme-test: jax <= (\d+)\.(\d+): (.+?) -->\s*$")

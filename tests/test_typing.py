@@ -8,6 +8,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from support import paths
 
 import jaxcache
 
@@ -82,12 +83,12 @@ def test_the_not_yet_strict_list_names_only_modules_that_exist():
     moved or removed must leave the list too, or the list would hide what it no longer names."""
     import tomllib
 
-    config = tomllib.loads((Path(__file__).resolve().parent.parent / "pyproject.toml")
+    config = tomllib.loads((paths.CHECKOUT / "pyproject.toml")
                            .read_text(encoding="utf-8"))["tool"]["mypy"]
     assert config["strict"] is True
     relaxed = [o for o in config["overrides"] if o.get("disallow_untyped_defs") is False]
     assert len(relaxed) == 1
-    src = Path(__file__).resolve().parent.parent / "src"
+    src = paths.CHECKOUT / "src"
     missing = [m for m in relaxed[0]["module"]
                if not (src / (m.replace(".", "/") + ".py")).exists()
                and not (src / m.replace(".", "/") / "__init__.py").exists()]

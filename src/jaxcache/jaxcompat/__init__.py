@@ -1,10 +1,10 @@
 """Every touch of JAX internals, in one place, version-gated.
 
-jaxcache reads JAX's private lifecycle state (jax._src.compilation_cache) to detect the traps
-that make a cache setting silently ineffective. Those names are not API: they were verified on
-the versions in TESTED, and `tests/test_jaxcompat.py` fails loudly when the pinned JAX moves.
-On a JAX outside the supported minor lines, features that need internals fail closed. What JAX
-logs and emits per version (which the probe reads) is in versions.py.
+jaxcache reads JAX's private lifecycle state (jax._src.compilation_cache) to detect the traps that
+make a cache setting silently ineffective. Those names are not API: they were verified on the
+versions in TESTED, and `tests/jaxcompat/test_jaxcompat.py` fails loudly when the pinned JAX moves.
+On a JAX outside the supported minor lines, features that need internals fail closed. What JAX logs
+and emits per version (which the probe reads) is in versions.py.
 
 One module a concern, each imported when one of its names is first used (none imports JAX
 until called), so callers keep writing `jaxcompat.<name>`: internals.py (the gate and JAX's

@@ -2,8 +2,8 @@
 jax._src.config): what the traps, the guard and the sealed backend read and reset.
 
 Those names are not API: they were verified on the versions in versions.TESTED, and
-tests/test_jaxcompat.py fails loudly when the pinned JAX moves. Outside the supported minor
-lines every reader fails closed (JaxInternalsChanged). JAX is imported only when called.
+tests/jaxcompat/test_jaxcompat.py fails loudly when the pinned JAX moves. Outside the supported
+minor lines every reader fails closed (JaxInternalsChanged). JAX is imported only when called.
 """
 
 from __future__ import annotations

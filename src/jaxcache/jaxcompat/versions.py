@@ -3,7 +3,7 @@
 The probe (probe/site.py) runs in the job's own Python, which may lack jaxcache and its
 dependencies: it loads this file by path (launch.py puts a copy beside it). So: standard
 library only, no imports from jaxcache, plain data and small pure functions.
-Every difference here was seen on real JAX (tests/test_jaxcompat.py and the matrix, `make
+Every difference here was seen on real JAX (tests/jaxcompat/test_jaxcompat.py and the matrix, `make
 matrix`, fail when one moves).
 """
 
@@ -38,8 +38,8 @@ MESSAGES = (
     ("share-wait", "Waiting for module: %s from process", ()),
 )
 # Kinds JAX logs only up to a line (inclusive), as seen on the TESTED patches: the probe still
-# reads them on any line (a patch that logs one is read right), tests/test_jaxcompat.py checks
-# each is in JAX's source exactly up to its line.
+# reads them on any line (a patch that logs one is read right),
+# tests/jaxcompat/test_jaxcompat.py checks each is in JAX's source exactly up to its line.
 UNTIL = {"host-callbacks": LAST_HOST_CALLBACKS_UNCACHED}
 
 # JAX's warnings (warnings.warn) about its cache the probe reads, same shape as MESSAGES but

@@ -1,0 +1,245 @@
+"""`jaxcache bench` end to end on the bundled examples: real JAX, real separate processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from support import paths
+from support.jobs import jaxcache
+from support.users import mkdir
+
+from jaxcache.documents import schemas
+
+pytest.importorskip("jax")
+
+ROOT = paths.CHECKOUT
+MLP = str(ROOT / "examples" / "mlp.py")
+MANY = str(ROOT / "examples" / "many_small.py")
+TRAIN = str(ROOT / "examples" / "train.py")
+
+
+@pytest.fixture(scope="module")
+def mlp_bench(tmp_path_factory):
+    out = tmp_path_factory.mktemp("bench") / "out"
+    # every module written however fast this machine compiles, and a bar of any saving the
+    # interval proves: this test is about intervals and hits; the bar itself
+    # (bench/noticeable.py) is tested in test_noticeable.py
+    proc = jaxcache("bench", "-t", "4", "-k", "1", "--no-prime", "--timeout", "300",
+                    "--min-compile-time", "0", "--noise", "0", "--min-saving", "0",
+                    "--min-fraction", "0", "--out", str(out), "--", sys.executable, MLP)
+    return proc, out, json.loads((out / "bench.json").read_text())
+
+
+def outcomes(record_path: str, outcome: str) -> set[str]:
+    from jaxcache.records.reading import all_modules
+
+    record = json.loads(Path(record_path).read_text())
+    return {m["name"] for _, m in all_modules(record) if m.get("outcome") == outcome}
+
+
+def test_cold_writes_warm_hits_and_saving_has_an_interval(mlp_bench):
+    proc, out, doc = mlp_bench
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    cold = [s for s in doc["samples"] if s["kind"] == "cold"]
+    warm = [s for s in doc["samples"] if s["kind"] == "warm"]
+    assert len(cold) == 4 and len(warm) == 4  # 8 processes are enough for a verdict
+    assert all(s["entries_before"] == 0 and s["entries_after"] >= 1 and s["written"] >= 1
+               for s in cold)
+    # every warm run loads what its trial's cold run wrote, and writes nothing
+    written_cold = {s["trial"]: outcomes(s["record"], "written") for s in cold}
+    assert all(written_cold.values())
+    assert all(s["hits"] >= 1 and written_cold[s["trial"]] == outcomes(s["record"], "hit")
+               and not outcomes(s["record"], "written") for s in warm)
+    saving = doc["summary"]["compile_saving_s"]
+    assert saving["estimate"] > 0 and 0 < saving["low"] <= saving["estimate"] <= saving["high"]
+    assert doc["summary"]["saving_s"]["low"] is not None and doc["summary"]["significant"]
+    assert doc["summary"]["verdict"] == "saves"
+    noticeable = doc["summary"]["noticeable"]
+    assert noticeable["outcome"] == "noticeable" and noticeable["min_saving_s"] == 0
+    assert noticeable["low_s"] >= noticeable["need_s"] == 0
+    assert "verdict: saves: " in proc.stdout and "amortization:" in proc.stdout
+    assert "noticeable: met: " in proc.stdout
+    conclusion = proc.stdout[proc.stdout.index("verdict: "):]
+    assert "% CI) per start" in conclusion.splitlines()[0]  # a labelled level, not "(96.1%)"
+    amortization = next(line for line in conclusion.splitlines() if "amortization" in line)
+    assert "per start" not in amortization  # the verdict's numbers are not repeated
+
+
+def test_fingerprints_matched_and_are_recorded(mlp_bench):
+    _, _, doc = mlp_bench
+    assert doc["excluded"] == [] and all(s["comparable"] for s in doc["samples"])
+    fp = doc["fingerprint"]
+    import jax
+
+    assert fp["jax"] == jax.__version__ and fp["backend"] == "cpu" and fp["device_count"] >= 1
+    assert any(s["module"] == "jit_train_step" and "float32[32,128]" in s["input_shapes"]
+               for s in fp["shapes"])
+    assert doc["thresholds"]["min_compile_time_secs"] == 0.0
+    assert doc["thresholds"]["min_compile_time_below_default"] is True
+
+
+def test_json_validates_against_the_documented_schema(mlp_bench):
+    jsonschema = pytest.importorskip("jsonschema")
+    _, _, doc = mlp_bench
+    schema = schemas.load("bench")
+    jsonschema.validate(doc, schema)
+
+
+def test_chart_is_a_png_and_report_links_it(mlp_bench):
+    _, out, _ = mlp_bench
+    data = (out / "chart.png").read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR"
+    width, height = int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
+    assert width > 300 and height > 100
+    report = (out / "report.md").read_text()
+    assert "![phases, cold vs warm](chart.png)" in report and "| compile or load |" in report
+
+
+def test_compare(mlp_bench, tmp_path):
+    _, out, _ = mlp_bench
+    proc = jaxcache("bench", "--compare", str(out / "bench.json"), str(out / "bench.json"))
+    assert proc.returncode == 0 and "fingerprints: identical" in proc.stdout
+    bad = tmp_path / "bad.json"
+    bad.write_text("{}")
+    proc = jaxcache("bench", "--compare", str(out / "bench.json"), str(bad))
+    assert proc.returncode == 2 and "not a jaxcache bench result" in proc.stderr
+
+
+def test_many_small_functions_save_nothing_and_say_why(tmp_path):
+    """A threshold no compile reaches (however slow the machine): nothing written, and why."""
+    proc = jaxcache("bench", "-t", "1", "-k", "1", "--no-prime", "--min-compile-time", "1000",
+                    "--json", str(tmp_path / "b.json"), "--", sys.executable, MANY,
+                    "--functions", "12")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "verdict: nothing-cached" in proc.stdout
+    assert "below the 1000" in proc.stdout and "s compile-time threshold" in proc.stdout
+    doc = json.loads((tmp_path / "b.json").read_text())
+    assert doc["summary"]["verdict"] == "nothing-cached" and doc["summary"]["significant"] is False
+    assert doc["thresholds"]["min_compile_time_secs"] == 1000.0
+    assert doc["thresholds"]["min_compile_time_below_default"] is False
+
+
+def test_a_threshold_from_the_environment_is_named_as_such(tmp_path):
+    """The job inherits bench's environment: a threshold set there, not by a flag, is the one
+    JAX used, and the reason says where it came from (not "1.0 (default)")."""
+    env = {**os.environ, "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "1000"}
+    proc = jaxcache("bench", "-t", "1", "-k", "1", "--no-prime", "--", sys.executable, MANY,
+                    "--functions", "3", env=env)
+    assert proc.returncode == 1 and "verdict: nothing-cached" in proc.stdout, proc.stderr
+    assert "below the 1000 (from the environment) s compile-time threshold" in proc.stdout
+    assert "(default)" not in proc.stdout
+
+
+def test_lowered_threshold_is_reported_as_such(tmp_path):
+    proc = jaxcache("bench", "-t", "1", "-k", "1", "--no-prime", "--min-compile-time", "0",
+                    "--json", str(tmp_path / "b.json"), "--", sys.executable, MANY,
+                    "--functions", "3")
+    doc = json.loads((tmp_path / "b.json").read_text())
+    assert doc["thresholds"]["min_compile_time_secs"] == 0.0
+    assert doc["thresholds"]["min_compile_time_below_default"] is True
+    assert "BELOW JAX's default" in proc.stdout
+
+
+def test_failing_command_shows_its_stderr(tmp_path):
+    proc = jaxcache("bench", "-t", "1", "-k", "1", "--no-prime", "--", sys.executable, "-c",
+                    "import sys; print('boom: missing data file', file=sys.stderr); sys.exit(4)")
+    assert proc.returncode == 2
+    assert "cold run of trial 1 failed with exit status 4" in proc.stderr
+    assert "boom: missing data file" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_hanging_command_times_out(tmp_path):
+    """The job would sleep ten minutes: bench stops it (the message and the job's own marker
+    say so, whatever the machine's speed), and returns well before the job would have."""
+    marker = tmp_path / "finished"
+    start = time.monotonic()
+    proc = jaxcache("bench", "-t", "1", "-k", "1", "--no-prime", "--timeout", "1", "--",
+                    sys.executable, "-c",
+                    f"import time; time.sleep(600); open({str(marker)!r}, 'w')")
+    assert proc.returncode == 2 and "did not finish within 1 s" in proc.stderr
+    assert not marker.exists() and time.monotonic() - start < 600
+
+
+TERM_AWARE = """
+import signal, sys, time
+def bye(*_):
+    open(sys.argv[1], "w").write("terminated")
+    sys.exit(143)
+signal.signal(signal.SIGTERM, bye)
+time.sleep(600)
+"""
+
+
+def test_timeout_asks_the_job_to_stop_before_killing_it(tmp_path):
+    """SIGTERM first (a launcher such as srun cancels its ranks then), SIGKILL only after."""
+    marker = tmp_path / "got-term"
+    job = tmp_path / "job.py"
+    job.write_text(TERM_AWARE)
+    # 15 s: the job has its handler long before, even on a loaded machine
+    proc = jaxcache("bench", "-t", "1", "-k", "1", "--no-prime", "--timeout", "15", "--",
+                    sys.executable, str(job), str(marker))
+    assert proc.returncode == 2 and "did not finish within 15 s" in proc.stderr
+    assert marker.read_text() == "terminated"
+
+
+def test_timeout_under_slurm_leaves_no_job_running(slurm, tmp_path):
+    """srun killed with SIGKILL leaves its step RUNNING, holding the CPUs; SIGTERM cancels it."""
+    proc = jaxcache("bench", "-t", "1", "-k", "1", "--no-prime", "--timeout", "3", "--",
+                    "srun", "-n", "2", "--overcommit", "sleep", "300", env=slurm.env())
+    assert proc.returncode == 2 and "did not finish within 3 s" in proc.stderr
+    assert slurm.drained() == []
+
+
+def test_ctrl_c_keeps_partial_results(tmp_path):
+    out = tmp_path / "b.json"
+    # Ctrl-C as a terminal delivers it, also where this suite was started in the background
+    # (a shell then starts it with SIGINT ignored, and Python keeps ignoring it)
+    bench = subprocess.Popen([sys.executable, "-m", "jaxcache", "bench", "-t", "5", "-k", "2",
+                              "--no-prime", "--json", str(out), "--", sys.executable, TRAIN],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    lines: list[str] = []
+    warm_started = threading.Event()
+
+    def read_stderr() -> None:  # progress lines; the first warm run means one cold run is done
+        for line in bench.stderr:
+            lines.append(line)
+            if "warm run 1 of 2" in line:
+                warm_started.set()
+
+    reader = threading.Thread(target=read_stderr, daemon=True)
+    reader.start()
+    try:
+        assert warm_started.wait(timeout=300), "".join(lines)
+        bench.send_signal(signal.SIGINT)
+        bench.wait(timeout=120)  # its summary (a few kB) fits the pipe meanwhile
+        stdout = bench.stdout.read()
+    finally:
+        if bench.poll() is None:
+            bench.kill()
+            bench.wait()
+    reader.join(timeout=30)
+    assert bench.returncode == 130, "".join(lines)
+    doc = json.loads(out.read_text())
+    assert doc["summary"]["stop_reason"] == "interrupted"
+    assert 1 <= len(doc["samples"]) < 15 and "interrupted" in stdout
+
+
+def test_untrusted_workdir_is_refused(base):
+    world = mkdir(base / "world", 0o777)
+    proc = jaxcache("bench", "--workdir", str(world / "w"), "--", sys.executable, "-c", "1")
+    assert proc.returncode == 1 and "UNSAFE" in proc.stderr
+    assert not (world / "w").exists()
+
+
+def test_command_not_found():
+    proc = jaxcache("bench", "--", "no-such-command-jx")
+    assert proc.returncode == 127 and "command not found" in proc.stderr

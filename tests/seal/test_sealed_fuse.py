@@ -1,0 +1,124 @@
+"""A GCSFuse-style mount, for real: bindfs (FUSE) over a directory a publisher filled with
+sealed entries, mounted with `subtype=gcsfuse` so that /proc/mounts says `fuse.gcsfuse`, as a
+Cloud Storage FUSE mount does. A plain reader cannot know who writes behind a FUSE daemon
+(UNVERIFIABLE, refused); a sealed reader uses the mount as any local path: it hits signed
+entries and rejects one changed behind the mount.
+
+Skipped, saying why, only where bindfs is missing (`make test` installs it as root) or the
+kernel refuses FUSE (/dev/fuse missing, mount denied). The mount is taken down in the fixture
+whatever the test did.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from support import paths
+from support.jobs import clean_env, jaxcache
+
+pytest.importorskip("jax")
+
+JOB = str(paths.PROGRAMS / "two_jits.py")
+
+
+def _mounted(path: Path) -> str | None:
+    """The filesystem type /proc/mounts gives for `path`, if something is mounted there."""
+    with open("/proc/mounts", encoding="utf-8") as f:
+        for line in f:
+            fields = line.split()
+            if len(fields) > 2 and fields[1] == str(path):
+                return fields[2]
+    return None
+
+
+def _unmount(path: Path) -> None:
+    for argv in (["fusermount", "-u", str(path)], ["umount", str(path)],
+                 ["umount", "-l", str(path)]):
+        if _mounted(path) is None:
+            return
+        if shutil.which(argv[0]):
+            subprocess.run(argv, capture_output=True, timeout=30)
+    assert _mounted(path) is None, f"could not unmount {path}"
+
+
+@pytest.fixture
+def fuse(tmp_path):
+    """(backing directory, FUSE mount of it)."""
+    if shutil.which("bindfs") is None:
+        pytest.skip("bindfs is not installed (scripts/system-deps.sh installs it as root)")
+    if not os.path.exists("/dev/fuse"):
+        pytest.skip("/dev/fuse is missing: this kernel or container offers no FUSE")
+    backing, mnt = tmp_path / "bucket", tmp_path / "mnt"
+    backing.mkdir(mode=0o700)
+    mnt.mkdir(mode=0o700)
+    log = tmp_path / "bindfs.log"
+    with open(log, "wb") as err:  # bindfs daemonizes: no pipe it could hold open
+        proc = subprocess.run(["bindfs", "-o", "subtype=gcsfuse", str(backing), str(mnt)],
+                              stdin=subprocess.DEVNULL, stdout=err, stderr=err, timeout=60)
+    if proc.returncode != 0 or _mounted(mnt) is None:
+        _unmount(mnt)
+        pytest.skip(f"the FUSE mount was refused: {log.read_text(errors='replace').strip()}")
+    try:
+        yield backing, mnt
+    finally:
+        _unmount(mnt)
+
+
+def _keygen(path: Path) -> str:
+    proc = jaxcache("keygen", str(path))
+    assert proc.returncode == 0, proc.stderr
+    return (path.parent / (path.name + ".pub")).read_text().strip()
+
+
+def _run(env: dict, rec: Path, *opts: str) -> tuple[dict, dict, str]:
+    proc = jaxcache("run", "--sealed", *opts, "--record", str(rec), "--", sys.executable, JOB,
+                    env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1]), json.loads(rec.read_text()), \
+        proc.stderr
+
+
+def test_gcsfuse_style_mount_plain_unverifiable_sealed_hits_and_rejects(fuse, tmp_path):
+    backing, mnt = fuse
+    assert _mounted(mnt) == "fuse.gcsfuse"
+    env = clean_env()
+    key = tmp_path / "keys" / "ci.key"
+    pub = _keygen(key)
+    # CI publishes into what the mount serves (the bucket, for gcsfuse)
+    golden, doc, _ = _run(env, tmp_path / "ci.json", "--signing-key", str(key),
+                          "--cache-dir", str(backing))
+    assert doc["seal"]["writes"] and doc["seal"]["write_errors"] == []
+    entries = sorted(p.name for p in mnt.iterdir() if p.name.endswith("-cache"))
+    assert len(entries) >= 2 and all((mnt / f"{n}.sig").is_file() for n in entries)
+
+    plain = jaxcache("audit", str(mnt), env=env)
+    assert plain.returncode == 1, plain.stdout + plain.stderr
+    assert "verdict: UNVERIFIABLE" in plain.stdout and "fuse.gcsfuse" in plain.stdout
+    refused = jaxcache("run", "--cache-dir", str(mnt), "--", sys.executable, JOB, env=env)
+    assert refused.returncode == 1 and "UNVERIFIABLE" in refused.stderr
+
+    out, doc, _ = _run(env, tmp_path / "hit.json", "--trusted-key", pub, "--cache-dir", str(mnt))
+    assert out["results"] == golden["results"] and out["hits"] >= 2
+    assert doc["seal"]["rejections"] == [] and doc["seal"]["writes"] == []
+    assert {m["outcome"] for m in doc["modules"] if m["cache_key"] + "-cache" in entries} \
+        == {"hit"}
+
+    # someone who can write behind the mount swaps f's executable for g's (validly signed,
+    # for another key): f would silently compute g
+    f = next(n for n in entries if n.startswith("jit_f-"))
+    g = next(n for n in entries if n.startswith("jit_g-"))
+    (backing / f).write_bytes((backing / g).read_bytes())
+    assert (mnt / f).read_bytes() == (mnt / g).read_bytes()  # the mount serves the swap
+    out, doc, err = _run(env, tmp_path / "swap.json", "--trusted-key", pub,
+                         "--cache-dir", str(mnt))
+    assert out["results"] == golden["results"]
+    assert [(r["key"], r["status"]) for r in doc["seal"]["rejections"]] == \
+        [(f[:-len("-cache")], "bad-signature")]
+    assert "rejected" in err
+    assert (backing / f).read_bytes() == (backing / g).read_bytes()  # left in place
