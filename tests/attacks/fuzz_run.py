@@ -34,8 +34,7 @@ with atheris.instrument_imports(include=["jaxcache"]):
     from jaxcache.report import decide as decide_report  # noqa: F401
     from jaxcache.report import (  # noqa: F401
         explain,
-        records_json,
-        records_text,
+        records,
     )
     from jaxcache.report.bench import compare  # noqa: F401
     from jaxcache.seal import keys, sigfile, signature  # noqa: F401

@@ -47,20 +47,20 @@ def record(data: bytes) -> None:
     from jaxcache.explain import reasons
     from jaxcache.records import stats, store
     from jaxcache.report import explain as explain_report
-    from jaxcache.report import records_json, records_text
+    from jaxcache.report import records as records_report
 
     doc = store.parse(data)
     if isinstance(doc, str):  # skipped, with why: the reason is printed
-        shown(records_text.render_list(store.Scan("/r", True, (),
-                                                  (store.Skipped("x.json", doc),))))
+        shown(records_report.list_text(store.Scan("/r", True, (),
+                                               (store.Skipped("x.json", doc),))))
         return
     documents.record_from(doc, "x.json")
     found = store.Found("20261201T000000.000000000Z-1.json", "/r/x.json", 1, len(data), 1, 2,
                         doc)
     scan = store.Scan("/r", True, (found,), ())
-    for fmt in (records_text, records_json):
-        shown(fmt.render_list(scan))
-        shown(fmt.render_stats(stats.compute(scan)))
+    for fmt in records_report.FORMATS.values():
+        shown(fmt["list"](scan))
+        shown(fmt["stats"](stats.compute(scan)))
     other = _seed_doc("record", "cold.json")
     for pair in ([("x.json", doc)], [("cold.json", other), ("x.json", doc)],
                  [("x.json", doc), ("cold.json", other)]):

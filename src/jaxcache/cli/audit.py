@@ -61,15 +61,9 @@ def handle(args: argparse.Namespace, tail: None) -> None:
                        scan_handles=not args.no_processes, sealed=args.sealed,
                        sealed_keys=common.public_keys(args),
                        require_origin=args.require_origin)
-    if args.fmt == "json":
-        from jaxcache.report import json as out
-        shown = out.render_audit(report)
-    elif args.fmt == "sarif":
-        from jaxcache.report import sarif
-        shown = sarif.render_audit(report)
-    else:
-        from jaxcache.report import text
-        shown = text.render_audit(report, verbose=args.verbose)
+    from jaxcache.report import audit as formats
+
+    shown = formats.FORMATS[args.fmt](report, verbose=args.verbose)
     missing = bool(report.missing) and not any(f.code == "path.unreadable"
                                                for f in report.findings)
     if missing and args.must_exist:

@@ -58,9 +58,9 @@ def handle(args: argparse.Namespace, tail: list[str] | None) -> None:
         audit = load_audit(args.audit_path)
     elif rest:
         from jaxcache import api
-        from jaxcache.report import json as auditjson
+        from jaxcache.report import audit as audit_report
 
-        audit = auditjson.audit_dict(api.audit(rest[0], policy=args.policy_path,
+        audit = audit_report.audit_dict(api.audit(rest[0], policy=args.policy_path,
                                                as_user=args.as_user, sealed=args.sealed,
                                                sealed_keys=common.public_keys(args)))
     else:

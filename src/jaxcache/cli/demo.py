@@ -72,7 +72,7 @@ def example(name: str) -> Path:
 
 
 def _unsafe_audit(echo: Callable[[str], None]) -> Verdict:
-    from jaxcache.report import text
+    from jaxcache.report import audit as audit_report
     from jaxcache.trust.audit import audit
 
     workspace = tempfile.mkdtemp(prefix="jaxcache-demo-")
@@ -86,7 +86,7 @@ def _unsafe_audit(echo: Callable[[str], None]) -> Verdict:
         echo(f"== 2. the classic mistake: jaxcache audit {cache}\n"
              "   (the cache is 0700, but shared/ above it is 0777 without the sticky bit)\n\n")
         report = audit(cache)
-        echo(text.render_audit(report))
+        echo(audit_report.render_text(report))
         return report.verdict
     finally:
         shutil.rmtree(workspace)
@@ -98,14 +98,14 @@ def run(*, out_dir: str = "demo-output", trials: int = BenchConfig.trials,
     """Everything goes into a new folder OUT_DIR/jaxcache-demo-N made now (mkdir): nothing that
     existed is reused, replaced or deleted. `quiet`: no bench progress on stderr."""
     from jaxcache.documents import claim as outputs
-    from jaxcache.report import text
+    from jaxcache.report import audit as audit_report
     from jaxcache.trust import create
     from jaxcache.trust.findings import Verdict
 
     out = outputs.new_dir(out_dir, "jaxcache-demo")
     echo(f"demo output: {out} (a new folder)\n\n== 1. jaxcache init {out}\n")
     made = create.init(out)
-    echo(text.render_audit(made.report))
+    echo(audit_report.render_text(made.report))
     if not made.ok:
         echo(f"demo stopped: {made.refused}\n")
         return 1
@@ -153,15 +153,15 @@ def run(*, out_dir: str = "demo-output", trials: int = BenchConfig.trials,
 def _decide(out: str, echo: Callable[[str], None]) -> str | None:
     from jaxcache.decide import decide
     from jaxcache.documents.read import load_bench
+    from jaxcache.report import audit as audit_report
     from jaxcache.report import decide as decide_report
-    from jaxcache.report import json as auditjson
     from jaxcache.trust.audit import audit
 
     echo(f"\n== 5. jaxcache decide {out} --bench {out}/bench.json\n\n")
     if not os.path.exists(f"{out}/bench.json"):
         echo("no bench result to decide on\n")
         return None
-    decision = decide(auditjson.audit_dict(audit(out)), [load_bench(f"{out}/bench.json")])
+    decision = decide(audit_report.audit_dict(audit(out)), [load_bench(f"{out}/bench.json")])
     echo(decide_report.render_text(decision))
     return decision.verdict
 
@@ -184,7 +184,7 @@ def _explain(run_dir: str, echo: Callable[[str], None]) -> int:
 def _sealed(out: str, echo: Callable[[str], None]) -> bool:
     """Publish signed, tamper, verify, consume: the planted entry must be rejected."""
     from jaxcache.lifecycle.sealing import SealOptions
-    from jaxcache.report import run_text
+    from jaxcache.report import run as run_report
     from jaxcache.report import seal as seal_report
     from jaxcache.run import command as runmod
     from jaxcache.seal import keys, scan
@@ -203,7 +203,7 @@ def _sealed(out: str, echo: Callable[[str], None]) -> bool:
              f"python {job[1]}\n\n")
         first = runmod.run_job(job, cache_dir=shared, seal=SealOptions(signing_key=key),
                                record_path=os.path.join(out, "sealed-publish.json"))
-        echo(run_text.render(first.record, first.record_path))
+        echo(run_report.render_text(first.record, first.record_path))
         entries = sorted(n for n in os.listdir(shared) if n.startswith("jit_train_step-")
                          and n.endswith("-cache"))
         if not entries:
@@ -218,7 +218,7 @@ def _sealed(out: str, echo: Callable[[str], None]) -> bool:
         second = runmod.run_job(job, cache_dir=shared,
                                 seal=SealOptions(trusted_keys=(public.text,)),
                                 record_path=os.path.join(out, "sealed-consume.json"))
-        echo(run_text.render(second.record, second.record_path))
+        echo(run_report.render_text(second.record, second.record_path))
         rejected = (second.record.get("seal") or {}).get("rejections") or []
         return first.outcome.status == 0 and second.outcome.status == 0 and len(rejected) == 1
     finally:

@@ -30,7 +30,8 @@ def handle(args: argparse.Namespace, tail: None) -> None:
     Exit code: 0 made, or accepted as private; 1 refused (the findings say why; nothing was
     changed); 2 usage or input error (a bad policy file, a path that cannot be made).
     """
-    from jaxcache.report import text
+    from jaxcache.report import audit as audit_report
+    from jaxcache.report import init as formats
     from jaxcache.trust import create, policy
     from jaxcache.trust.principals import Accounts
 
@@ -41,13 +42,11 @@ def handle(args: argparse.Namespace, tail: None) -> None:
     result = create.init(target, policy=policy.load(args.policy_path, Accounts()))
     code = 0 if result.ok else 1
     if args.fmt == "json":
-        from jaxcache.report import json as jsonfmt
-
-        common.finish(args, jsonfmt.render_init(result), code)
+        common.finish(args, formats.render_json(result), code)
     if result.ok:
-        shown = text.render_init(result, default_dir=default)
+        shown = formats.render_text(result, default_dir=default)
         if args.verbose:
-            shown += "\n" + text.render_audit(result.report, verbose=True)
+            shown += "\n" + audit_report.render_text(result.report, verbose=True)
     else:
-        shown = text.render_init_refused(result, default_dir=default, detail=not args.quiet)
+        shown = formats.render_refused(result, default_dir=default, detail=not args.quiet)
     common.finish(args, shown, code)

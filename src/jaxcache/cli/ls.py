@@ -45,12 +45,9 @@ def handle(args: argparse.Namespace, tail: None) -> None:
     inv, resolved, origins = listing.list_with_origin(
         path, also=lambda inv, fd, where, accounts: signers.update(
             scan.signed_by(inv, fd, where, accounts)))
-    if args.fmt == "json":
-        from jaxcache.report import json as out
-        shown = out.render_ls(resolved, inv, origins, signers)
-    else:
-        from jaxcache.report import text
-        shown = text.render_ls(resolved, inv, origins=origins, signers=signers)
+    from jaxcache.report import ls as formats
+
+    shown = formats.FORMATS[args.fmt](resolved, inv, origins=origins, signers=signers)
     common.finish(args, shown, 1 if listing.needs_attention(inv, origins) else 0, _summary)
 
 

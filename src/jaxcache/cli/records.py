@@ -53,18 +53,18 @@ def handle(args: argparse.Namespace, tail: None) -> None:
     if action == "prune" and args.older_than is None and args.keep is None:
         common.usage(args, "records prune needs --older-than DAYS and/or --keep N")
     directory = args.records_dir if args.records_dir is not None else store.runs_dir()
-    from jaxcache.report import records_json, records_text
+    from jaxcache.report import records as formats
 
-    fmt = records_json if args.fmt == "json" else records_text
+    fmt = formats.FORMATS[args.fmt]
     if action == "prune":
         from jaxcache.records import prune
 
-        text = fmt.render_prune(prune.prune(directory, older_than_days=args.older_than,
+        text = fmt["prune"](prune.prune(directory, older_than_days=args.older_than,
                                             keep=args.keep, dry_run=args.dry_run))
     elif action == "stats":
         from jaxcache.records import stats
 
-        text = fmt.render_stats(stats.compute(store.scan(directory)))
+        text = fmt["stats"](stats.compute(store.scan(directory)))
     else:
-        text = fmt.render_list(store.scan(directory))
+        text = fmt["list"](store.scan(directory))
     common.finish(args, text, 0)

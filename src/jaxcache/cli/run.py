@@ -92,9 +92,9 @@ def handle(args: argparse.Namespace, tail: list[str] | None) -> None:
     except UntrustedCacheError as exc:
         _refused_rank(exc)
     if not args.quiet:
-        from jaxcache.report import run_text
+        from jaxcache.report import run as run_report
 
-        sys.stderr.write(run_text.render(result.record, result.record_error and
+        sys.stderr.write(run_report.render_text(result.record, result.record_error and
                                          f"NOT WRITTEN ({result.record_error})"
                                          or result.record_path))
     if result.record_error:  # the job's own status if it failed, else 2: never silent

@@ -9,7 +9,6 @@ from urllib.parse import quote
 from jaxcache._package import __version__
 from jaxcache.report import jsonout
 from jaxcache.text import safe
-from jaxcache.trust.audit import AuditReport
 from jaxcache.trust.findings import NOTE, UNSAFE, UNVERIFIABLE, WARNING, Finding
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
@@ -55,8 +54,3 @@ def render_findings(findings: Iterable[Finding], properties: dict, *,
         }],
     }
     return jsonout.document(doc)
-
-
-def render_audit(r: AuditReport) -> str:
-    return render_findings(r.findings, {"verdict": r.verdict.value, "path": safe(r.requested)},
-                           base=r.resolved or r.path)

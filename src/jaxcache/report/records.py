@@ -1,15 +1,21 @@
-"""`jaxcache records list|prune|stats` for people: the answer first, one line per record, no
-line over 200 characters (commands are clipped; the directory is said once, then file names)."""
+"""`jaxcache records list|prune|stats`'s formats. text for people: the answer first, one line
+per record, no line over 200 characters (commands are clipped; the directory is said once, then
+file names); json (schemas jaxcache.records-list/1, records-prune/1, records-stats/1).
+FORMATS maps each --format to its renderer per action."""
 
 from __future__ import annotations
 
 import os
 import shlex
+from collections.abc import Callable
+from dataclasses import asdict
 
+from jaxcache.documents.kinds import envelope
 from jaxcache.records.prune import PruneResult
 from jaxcache.records.stats import Stats
 from jaxcache.records.store import Scan, Skipped
 from jaxcache.records.summary import RunSummary, summarize
+from jaxcache.report import jsonout
 from jaxcache.text import clip, plural, safe, size, wrap
 
 LONGEST = 200
@@ -51,7 +57,7 @@ def _skipped(skipped: tuple[Skipped, ...]) -> list[str]:
     return lines
 
 
-def render_list(scan: Scan) -> str:
+def list_text(scan: Scan) -> str:
     where = safe(scan.directory)
     if not scan.exists:
         return f"no run records: {where} does not exist (jaxcache run creates it)\n"
@@ -65,7 +71,7 @@ def render_list(scan: Scan) -> str:
     return "\n".join(lines) + "\n"
 
 
-def render_prune(p: PruneResult) -> str:
+def prune_text(p: PruneResult) -> str:
     where = safe(p.directory)
     verb = "would delete" if p.dry_run else "deleted"
     rules = [f"older than {p.older_than_days:g} days"] if p.older_than_days is not None else []
@@ -87,7 +93,7 @@ def _pct(part: int, whole: int) -> str:
     return f" ({part / whole:.0%})" if whole else ""
 
 
-def render_stats(s: Stats) -> str:
+def stats_text(s: Stats) -> str:
     span = f" from {s.first} to {s.last}" if s.records else ""
     rows = [
         ("runs", str(s.records)),
@@ -111,3 +117,41 @@ def render_stats(s: Stats) -> str:
         lines.append(f"left out: {plural(s.skipped_files, 'file')} named like a run "
                      "record that is not one (jaxcache records list names them)")
     return "\n".join(lines) + "\n"
+
+
+def _head(kind: str) -> dict[str, object]:
+    return envelope(f"records-{kind}")
+
+
+def _run_json(r: RunSummary) -> dict[str, object]:
+    d = asdict(r)
+    d["argv"] = list(r.argv)
+    return d
+
+
+def _skipped_json(skipped: tuple[Skipped, ...]) -> list[dict[str, object]]:
+    return [{"name": s.name, "why": s.why} for s in skipped]
+
+
+def list_json(scan: Scan) -> str:
+    return jsonout.document({**_head("list"), "directory": scan.directory, "exists": scan.exists,
+                  "records": [_run_json(summarize(f)) for f in scan.records],
+                  "skipped": _skipped_json(scan.skipped)})
+
+
+def prune_json(p: PruneResult) -> str:
+    return jsonout.document({**_head("prune"), "directory": p.directory, "dry_run": p.dry_run,
+                  "older_than_days": p.older_than_days, "keep": p.keep,
+                  "deleted": [_run_json(r) for r in p.deleted], "kept": p.kept,
+                  "freed_bytes": p.freed_bytes, "changed": list(p.changed),
+                  "skipped": _skipped_json(p.skipped)})
+
+
+def stats_json(s: Stats) -> str:
+    return jsonout.document({**_head("stats"), **asdict(s)})
+
+
+FORMATS: dict[str, dict[str, Callable[..., str]]] = {
+    "text": {"list": list_text, "prune": prune_text, "stats": stats_text},
+    "json": {"list": list_json, "prune": prune_json, "stats": stats_json},
+}

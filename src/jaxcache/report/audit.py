@@ -1,20 +1,19 @@
-"""Human-readable reports: the verdict first, then who can write and why, then what to do."""
+"""The audit's formats. text for people: the verdict first, then who can write and why, then
+what to do; json: the document (schema jaxcache.audit/1, docs/audit.md); sarif: the findings for
+code-scanning tools. FORMATS maps each --format to its renderer; the entries' JSON is shared
+with ls (report/ls.py)."""
 
 from __future__ import annotations
 
-import json
-import re
-import shlex
 import stat
-import time
 from collections.abc import Callable
 
-from jaxcache.report import style
-from jaxcache.text import age, plural, safe, size, wrap
+from jaxcache.documents.kinds import envelope
+from jaxcache.report import jsonout, sarif, style
+from jaxcache.text import plural, safe, size, wrap
 from jaxcache.trust.audit import AuditReport
-from jaxcache.trust.create import InitResult
-from jaxcache.trust.entries import Inventory
-from jaxcache.trust.findings import NOTE, UNSAFE, UNVERIFIABLE, WARNING, Verdict
+from jaxcache.trust.entries import Entry, Inventory
+from jaxcache.trust.findings import NOTE, UNSAFE, UNVERIFIABLE, WARNING, Verdict, Writer
 from jaxcache.trust.origin import Origins
 
 _HEADLINE = {
@@ -29,7 +28,7 @@ _HEADLINE = {
 _MARK = {UNSAFE: "UNSAFE", UNVERIFIABLE: "UNVERIFIABLE", WARNING: "warning", NOTE: "note"}
 
 
-def render_audit(r: AuditReport, *, verbose: bool = False,
+def render_text(r: AuditReport, *, verbose: bool = False,
                  remedy: Callable[[str], str | None] | None = None) -> str:
     """The audit for people; `remedy` rewrites each finding's advice for the caller's context,
     or drops it by returning None (init must not tell someone who just ran init to run init)."""
@@ -61,7 +60,7 @@ def render_audit(r: AuditReport, *, verbose: bool = False,
                   "who can change what JAX loads:"]
         trusted = sorted({f"{w.principal} ({w.trust})" for w in r.writers
                           if w.trust != "untrusted"})
-        groups: dict[str, list] = {}
+        groups: dict[str, list[Writer]] = {}
         for w in r.writers:
             if w.trust == "untrusted" or verbose:
                 groups.setdefault(f"{w.principal} [{w.trust}]", []).append(w)
@@ -96,49 +95,6 @@ def render_audit(r: AuditReport, *, verbose: bool = False,
     return "\n".join(lines)
 
 
-def render_init(result: InitResult, *, default_dir: str) -> str:
-    """init succeeded: the path, and the ways to use it that audit it again before JAX loads
-    anything (a bare JAX setting would trust whatever happens to the directory later)."""
-    path = safe(result.path)
-    what = "created" if result.created else "already private:"
-    run = "jaxcache run" if result.path == default_dir else \
-        f"jaxcache run --cache-dir {shlex.quote(path)}"
-    return (f"{what} {path} (mode 0700, verdict {result.report.verdict.value})\n\n"
-            "Use it; each way audits it again before JAX loads anything from it:\n"
-            f"  {run} -- python train.py\n"
-            "or in Python, right after `import jax`:\n"
-            f"  jaxcache.enable({json.dumps(path)})\n")
-
-
-_INIT_HINT = re.compile(r"\s*\(jaxcache init\)|: jaxcache init$")
-
-
-def _for_init(remedy: str) -> str | None:
-    """A finding's advice as said to someone whose init was just refused: advice that is only
-    "run init" is dropped, a pointer to init inside other advice (which may matter: who else
-    relies on this access) points to the location advised above instead."""
-    if "`jaxcache init PATH`" in remedy:
-        return None
-    return _INIT_HINT.sub(" (another location: see above)", remedy)
-
-
-def render_init_refused(result: InitResult, *, default_dir: str, detail: bool = True) -> str:
-    """init refused PATH: the answer first, where to go instead, then the audit behind it."""
-    path = safe(result.path)
-    if result.path == default_dir:
-        where = ("give a PATH under a directory only you and root can write (e.g. one in your "
-                 "home directory with mode 0700): `jaxcache init PATH`")
-    else:
-        where = ("choose another location, under a parent only you and root can write: "
-                 f"`jaxcache init` without PATH makes {safe(default_dir)}")
-    lines = [f"{style.verdict('REFUSED')}: {path}: {safe(result.refused or '')}; nothing was "
-             "changed", *wrap(f"what to do: {where}")]
-    text = "\n".join(lines) + "\n"
-    if detail:
-        text += "\n" + render_audit(result.report, remedy=_for_init)
-    return text
-
-
 def _missing(r: AuditReport) -> list[str]:
     """A path that does not exist: said first, with what would create it and what judged it
     (its nearest existing ancestor), so a typo does not read as a plain PRIVATE."""
@@ -160,30 +116,93 @@ def _missing(r: AuditReport) -> list[str]:
             *wrap(f"{how}; --must-exist makes a missing path exit 1")]
 
 
-def render_ls(path: str, inv: Inventory, now: float | None = None,
-              origins: Origins | None = None, signers: dict[str, str] | None = None) -> str:
-    now = time.time() if now is None else now
-    if inv.unreadable:
-        return f"{safe(path)}: {inv.unreadable}\n"
+def _path(p: str | None) -> str | None:
+    """Paths may hold invalid UTF-8: undecodable bytes become \\xNN, as in the text output."""
+    return None if p is None else safe(p)
+
+
+def _entry(e: Entry, origin: str | None = None) -> dict[str, object]:
+    return {
+        "name": _path(e.name), "kind": e.kind, "module": e.module, "key": e.key, "type": e.type,
+        "size": e.size, "owner": e.owner, "uid": e.uid, "mode": f"{stat.S_IMODE(e.mode):04o}",
+        "age_s": round(e.age_s, 3), "nlink": e.nlink, "acl": e.has_acl, "flags": list(e.flags),
+        "writers": sorted({str(g.principal) for g in e.writers}) if e.writers else [],
+        "origin": origin,  # yours | unknown | changed; null: not compiled code, or not judged
+    }
+
+
+def inventory_json(inv: Inventory | None,
+                   origins: Origins | None = None) -> dict[str, object] | None:
+    if inv is None:
+        return None
     by_name = origins.by_name() if origins else {}
-    signers = signers or {}
-    key = ("KEY",) if signers else ()
-    rows = [("SIZE", "OWNER", "MODE", "AGE", "LINKS", "KIND", "ORIGIN", *key, "MODULE",
-             "FLAGS", "NAME")]
-    for e in inv.entries:
-        claim = (safe(signers.get(e.name, "-")),) if signers else ()
-        rows.append((size(e.size), e.owner, f"{stat.S_IMODE(e.mode):04o}", age(e.age_s),
-                     str(e.nlink), e.kind, by_name.get(e.name, "-"), *claim,
-                     safe(e.module or "-"), ",".join(e.flags) or "-", safe(e.name)))
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
-    out = ["  ".join(c.ljust(w) for c, w in zip(r[:-1], widths, strict=True)) + "  " + r[-1]
-           for r in rows]
-    count = len(inv.entries)
-    tail = ""
-    if origins is not None and origins.entries:
-        tail = "; origin: " + style.origin_counts(origins.counts())
-        if origins.ledger_problem:
-            tail += " (the origin ledger cannot be trusted: nothing counts as yours)"
-    out.append(f"{plural(count, 'entry')}, {size(inv.total_bytes)} in "
-               f"{safe(path)}{tail}")
-    return "\n".join(out) + "\n"
+    return {"unreadable": inv.unreadable, "count": len(inv.entries),
+            "bytes": inv.total_bytes,
+            "entries": jsonout.Rows(_entry(e, by_name.get(e.name)) for e in inv.entries)}
+
+
+def origins_json(origins: Origins | None) -> dict[str, object] | None:
+    if origins is None:
+        return None
+    return {"ledger": _path(origins.ledger), "ledger_problem": origins.ledger_problem,
+            "ledger_lines_skipped": origins.ledger_skipped,
+            **origins.counts()}
+
+
+def audit_dict(r: AuditReport) -> dict[str, object]:
+    return {
+        **envelope("audit"),
+        "requested": _path(r.requested),
+        "path": _path(r.path),
+        "resolved": _path(r.resolved),
+        "exists": r.exists,
+        "missing": [_path(m) for m in r.missing],
+        "verdict": r.verdict.value,
+        "judged_for": {"user": r.judged_for.name, "uid": r.judged_for.id},
+        "policy": r.policy,
+        "writers": [
+            {"principal": str(w.principal), "kind": w.principal.kind, "id": w.principal.id,
+             "trust": w.trust, "action": w.action, "target": _path(w.target),
+             "chain": [_path(c) for c in w.chain]}
+            for w in r.writers
+        ],
+        "untrusted_writers": sorted(r.writer_names("untrusted")),
+        "components": [
+            {"path": _path(c.path), "kind": c.kind, "owner": c.owner, "group": c.group,
+             "mode": f"{stat.S_IMODE(c.mode):04o}", "sticky": bool(c.mode & stat.S_ISVTX),
+             "acl": list(c.acl), "default_acl": list(c.default_acl),
+             "symlink_target": _path(c.target),
+             "filesystem": {"type": c.fs_type, "category": c.fs_category,
+                            "mount_point": _path(c.mount_point), "bind_of": _path(c.bind_of),
+                            "read_only": c.read_only}}
+            for c in r.components
+        ],
+        "entries": inventory_json(r.inventory, r.origins),
+        "origins": origins_json(r.origins),
+        "processes": None if r.processes is None else {
+            "uninspected": r.processes.uninspected,
+            "uses": [{"pid": u.pid, "uid": u.uid, "user": u.user, "command": safe(u.command),
+                      "how": u.how} for u in r.processes.uses]},
+        "handles": None if r.handles is None else {
+            "held": [{"pid": h.pid, "uid": h.uid, "user": h.user, "command": safe(h.command),
+                      "trust": h.trust, "kind": h.kind, "path": _path(h.path),
+                      "detail": h.detail} for h in r.handles.handles],
+            "uninspected": [{"user": u, "processes": n} for u, n in r.handles.uninspected]},
+        "findings": [{"code": f.code, "effect": f.effect, "message": f.message,
+                      "path": _path(f.path), "remedy": f.remedy} for f in r.findings],
+    }
+
+
+def render_json(r: AuditReport, *, verbose: bool = False) -> str:
+    """The whole document, whatever --verbose says."""
+    return jsonout.document(audit_dict(r))
+
+
+def render_sarif(r: AuditReport, *, verbose: bool = False) -> str:
+    return sarif.render_findings(r.findings,
+                                 {"verdict": r.verdict.value, "path": safe(r.requested)},
+                                 base=r.resolved or r.path)
+
+
+FORMATS: dict[str, Callable[..., str]] = {"text": render_text, "json": render_json,
+                                          "sarif": render_sarif}

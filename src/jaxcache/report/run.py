@@ -1,4 +1,5 @@
-"""The one-screen summary `jaxcache run` prints after the program ends (on stderr)."""
+"""`jaxcache run`'s format: the one-screen summary it prints after the program ends (on stderr;
+the record itself is the JSON, written by the run: docs/run-record.md)."""
 
 from __future__ import annotations
 
@@ -112,7 +113,7 @@ def _module_lines(doc: dict) -> list[str]:
     return lines
 
 
-def render(doc: dict, record_path: str) -> str:
+def render_text(doc: dict, record_path: str) -> str:
     p = doc["process"]
     status = f"exit {p['exit_code']}" if p["signal"] is None else f"killed by signal {p['signal']}"
     lines = [f"UNVERIFIED: {safe(doc['unverified'])}"] if doc.get("unverified") else []

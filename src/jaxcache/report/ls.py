@@ -1,0 +1,57 @@
+"""`jaxcache ls`'s formats: text, one row per entry (size, owner, mode, age, links, kind,
+origin, signing key, module, flags, name) and a count; json (schema jaxcache.ls/1): the same
+entries as the audit document holds them."""
+
+from __future__ import annotations
+
+import stat
+import time
+from collections.abc import Callable
+
+from jaxcache.documents.kinds import envelope
+from jaxcache.report import jsonout, style
+from jaxcache.report.audit import inventory_json, origins_json
+from jaxcache.text import age, plural, safe, size
+from jaxcache.trust.entries import Inventory
+from jaxcache.trust.origin import Origins
+
+
+def render_text(path: str, inv: Inventory, now: float | None = None,
+              origins: Origins | None = None, signers: dict[str, str] | None = None) -> str:
+    now = time.time() if now is None else now
+    if inv.unreadable:
+        return f"{safe(path)}: {inv.unreadable}\n"
+    by_name = origins.by_name() if origins else {}
+    signers = signers or {}
+    key = ("KEY",) if signers else ()
+    rows = [("SIZE", "OWNER", "MODE", "AGE", "LINKS", "KIND", "ORIGIN", *key, "MODULE",
+             "FLAGS", "NAME")]
+    for e in inv.entries:
+        claim = (safe(signers.get(e.name, "-")),) if signers else ()
+        rows.append((size(e.size), e.owner, f"{stat.S_IMODE(e.mode):04o}", age(e.age_s),
+                     str(e.nlink), e.kind, by_name.get(e.name, "-"), *claim,
+                     safe(e.module or "-"), ",".join(e.flags) or "-", safe(e.name)))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
+    out = ["  ".join(c.ljust(w) for c, w in zip(r[:-1], widths, strict=True)) + "  " + r[-1]
+           for r in rows]
+    count = len(inv.entries)
+    tail = ""
+    if origins is not None and origins.entries:
+        tail = "; origin: " + style.origin_counts(origins.counts())
+        if origins.ledger_problem:
+            tail += " (the origin ledger cannot be trusted: nothing counts as yours)"
+    out.append(f"{plural(count, 'entry')}, {size(inv.total_bytes)} in "
+               f"{safe(path)}{tail}")
+    return "\n".join(out) + "\n"
+
+
+def render_json(path: str, inv: Inventory, origins: Origins | None = None,
+                signers: dict[str, str] | None = None) -> str:
+    doc = {**envelope("ls"),
+           "path": safe(path), **(inventory_json(inv, origins) or {}),
+           "origins": origins_json(origins),
+           "signers": {safe(n): safe(label) for n, label in (signers or {}).items()}}
+    return jsonout.document(doc)
+
+
+FORMATS: dict[str, Callable[..., str]] = {"text": render_text, "json": render_json}
