@@ -120,12 +120,13 @@ def test_quiet_and_verbose_together_is_a_usage_error(tmp_path):
                                   ["ls", "DIR", "--verbose"], ["-v", "net", "-o", "OUT"],
                                   ["records", "list", "-v"]])
 def test_verbose_where_it_adds_nothing_is_a_usage_error(tmp_path, argv):
-    """-v is never accepted and then ignored: outside audit, init, seal and verify it is one
-    line naming where it does something, before any work (nothing listed, nothing written)."""
+    """-v is never accepted and then ignored: outside audit, init, run, seal and verify it is
+    one line naming where it does something, before any work (nothing listed, nothing
+    written)."""
     out = tmp_path / "out.json"
     proc = run(*[{"DIR": str(tmp_path), "OUT": str(out)}.get(a, a) for a in argv])
     line = one_line_error(proc)
-    assert "adds nothing to `jaxcache" in line and "audit, init, seal, verify" in line
+    assert "adds nothing to `jaxcache" in line and "audit, init, run, seal, verify" in line
     assert proc.stdout == "" and not out.exists()
 
 

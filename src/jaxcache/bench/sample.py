@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from jaxcache import thresholds
 from jaxcache.bench import per_rank
 from jaxcache.bench.fingerprint import Fingerprint
 
@@ -50,6 +51,7 @@ class ProcessSample:
     # every run, and their compile-or-load seconds
     uncached: tuple[str, ...] = ()  # 'name input_shapes', sorted
     uncached_s: float = 0.0
+    left_out: thresholds.LeftOut | None = None  # what JAX's write thresholds kept out
 
     @property
     def ok(self) -> bool:
@@ -88,4 +90,5 @@ def from_record(record: dict[str, Any], *, trial: int, kind: str, index: int, pa
         Fingerprint.of(record), path, ranks, first_step,
         uncached=tuple(sorted(f"{m.get('name') or '?'} {m.get('input_shapes') or ''}"
                               for m in uncached)),
-        uncached_s=sum(float(m.get("compile_or_load_s") or 0.0) for m in uncached))
+        uncached_s=sum(float(m.get("compile_or_load_s") or 0.0) for m in uncached),
+        left_out=thresholds.of_modules(modules, p["wall_s"]))

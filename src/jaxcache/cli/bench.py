@@ -42,11 +42,7 @@ def options(p: argparse.ArgumentParser) -> None:
         help="Adaptive: stop when the saving's interval is at most this wide.")
     opt(p, "--time-budget", type=common.Range(float, 1), metavar="SECONDS",
         help="Adaptive: stop adding trials after this much time.")
-    opt(p, "--min-compile-time", type=common.Range(float, 0), metavar="SECONDS",
-        help="Set jax_persistent_cache_min_compile_time_secs for every run (JAX's "
-             "default 1.0). Reported, and marked when below the default.")
-    opt(p, "--min-entry-size", type=common.Range(int, -1), metavar="BYTES",
-        help="Set jax_persistent_cache_min_entry_size_bytes for every run.")
+    common.threshold_flags(p, "every run (reported, and marked when below the default)")
     opt(p, "--workdir", metavar="DIR",
         help="Keep caches, records and job output here (a private dir you own; "
              "audited). Default: a private temporary dir, removed afterwards.")
@@ -129,8 +125,8 @@ def handle(args: argparse.Namespace, tail: list[str] | None) -> None:
         argv, trials=args.trials, warm=args.warm, prime=not args.no_prime,
         timeout=args.timeout, confidence=args.confidence, noise_s=args.noise_s,
         max_trials=args.max_trials, target_width=args.target_width,
-        time_budget=args.time_budget, min_compile_time=args.min_compile_time,
-        min_entry_size=args.min_entry_size, workdir=args.workdir, out_dir=args.out_dir,
+        time_budget=args.time_budget, thresholds=common.threshold_env(args),
+        workdir=args.workdir, out_dir=args.out_dir,
         report_path=args.report_path, json_path=args.json_path, plot_path=args.plot_path,
         echo=echo, sealed=args.sealed, bucket=args.bucket, fmt=args.fmt,
         note=echo if args.fmt == "text" and args.sink is None else
@@ -158,7 +154,7 @@ def _private_dir(path: str, flag: str) -> str:
 
 def run(argv: list[str], *, trials: int, warm: int, prime: bool, timeout: float | None,
         confidence: float, noise_s: float, max_trials: int | None, target_width: float | None,
-        time_budget: float | None, min_compile_time: float | None, min_entry_size: int | None,
+        time_budget: float | None, thresholds: dict[str, str] | None,
         workdir: str | None, out_dir: str | None, report_path: str | None,
         json_path: str | None, plot_path: str | None, echo: Callable[[str], None],
         sealed: bool = False, bucket: str | None = None, fmt: str = "text",
@@ -236,11 +232,7 @@ def run(argv: list[str], *, trials: int, warm: int, prime: bool, timeout: float 
             import tempfile
 
             workdir = tempfile.mkdtemp(prefix="jaxcache-bench-")
-        thresholds = {}
-        if min_compile_time is not None:
-            thresholds["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = repr(min_compile_time)
-        if min_entry_size is not None:
-            thresholds["JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES"] = str(min_entry_size)
+        thresholds = dict(thresholds or {})
         cfg = BenchConfig(tuple(argv), trials, warm, prime, timeout, confidence, noise_s,
                           max_trials, target_width, time_budget, thresholds, sealed, bucket,
                           noticeable.MIN_SAVING_S if min_saving is None else min_saving,
@@ -312,7 +304,8 @@ def _report(result, targets: dict[str, outputs.Output], echo, kept: bool, fmt: s
 
 def measure(command: list[str], *, trials: int, warm: int,
             echo: Callable[[str], None], sealed: bool = False, quiet: bool = False,
-            min_saving: float | None = None, min_fraction: float | None = None) -> dict:
+            min_saving: float | None = None, min_fraction: float | None = None,
+            thresholds: dict[str, str] | None = None) -> dict:
     """Bench a command with defaults and return its `--json` document (for decide, whose
     noticeable bar it is given so both judge alike)."""
     import tempfile
@@ -323,7 +316,7 @@ def measure(command: list[str], *, trials: int, warm: int,
         run(command, trials=trials, warm=warm, prime=True, timeout=None,
             confidence=BenchConfig.confidence, noise_s=BenchConfig.noise_s, max_trials=None,
             target_width=None, time_budget=None,
-            min_compile_time=None, min_entry_size=None, workdir=None, out_dir=None,
+            thresholds=thresholds, workdir=None, out_dir=None,
             report_path=None, json_path=path, plot_path=None, echo=echo, sealed=sealed,
             quiet=quiet, min_saving=min_saving, min_fraction=min_fraction)
         from jaxcache.documents.read import load_bench

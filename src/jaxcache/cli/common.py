@@ -226,7 +226,7 @@ def option(parser: argparse.ArgumentParser, *names: str, help: str = "",
 COLOR = "--color"  # the one global flag that takes a value (cli/__init__.py's _name_at)
 
 
-VERBOSE = ("audit", "init", "seal", "verify")  # the commands -v/--verbose adds detail to
+VERBOSE = ("audit", "init", "run", "seal", "verify")  # the commands -v/--verbose adds detail to
 
 
 def global_flags(parser: argparse.ArgumentParser) -> None:
@@ -283,6 +283,27 @@ def noticeable_flags(parser: argparse.ArgumentParser, default_note: str = "Defau
     option(parser, "--min-fraction", type=Range(float, 0, 1), default=None, metavar="FRACTION",
            help="...and this share of the cold start-up (wall time). "
                 f"{default_note}{noticeable.MIN_FRACTION:g}.")
+
+
+def threshold_flags(parser: argparse.ArgumentParser, where: str = "the job") -> None:
+    """--min-compile-time / --min-entry-size: JAX's write thresholds, set for the job's
+    processes (its environment) by run, bench and decide alike."""
+    option(parser, "--min-compile-time", type=Range(float, 0), metavar="SECONDS",
+           help=f"Set jax_persistent_cache_min_compile_time_secs for {where} (JAX's default "
+                "1.0: quicker compiles are not written). Lower it only where the run summary "
+                "or explain calls what the threshold leaves out material, and bench it.")
+    option(parser, "--min-entry-size", type=Range(int, -1), metavar="BYTES",
+           help=f"Set jax_persistent_cache_min_entry_size_bytes for {where}.")
+
+
+def threshold_env(args: argparse.Namespace) -> dict[str, str]:
+    """The job-environment variables JAX reads its thresholds from, for the flags given."""
+    env = {}
+    if getattr(args, "min_compile_time", None) is not None:
+        env["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = repr(args.min_compile_time)
+    if getattr(args, "min_entry_size", None) is not None:
+        env["JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES"] = str(args.min_entry_size)
+    return env
 
 
 def command_parser(commands: Any, name: str, usage_line: str,

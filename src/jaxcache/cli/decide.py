@@ -21,6 +21,7 @@ def options(p: argparse.ArgumentParser) -> None:
         help="Decide for this user (whose processes would trust the cache).")
     common.noticeable_flags(p, "Default: the bar the bench used (its --json), else ")
     common.trials_flags(p, " when benching CMD")
+    common.threshold_flags(p, "the bench of CMD")
     common.format_flag(p)
     common.sealed_reader_flags(p)
 
@@ -77,7 +78,8 @@ def handle(args: argparse.Namespace, tail: list[str] | None) -> None:
                                         echo=lambda text: common.note(args, text),
                                         sealed=audit.get("verdict") == "SEALED",
                                         quiet=args.quiet, min_saving=args.min_saving,
-                                        min_fraction=args.min_fraction))
+                                        min_fraction=args.min_fraction,
+                                        thresholds=common.threshold_env(args)))
     result = decidemod.decide(audit, benches, min_saving_s=args.min_saving,
                               min_fraction=args.min_fraction)
     from jaxcache.report import decide as formats

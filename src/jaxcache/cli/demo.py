@@ -132,7 +132,7 @@ def run(*, out_dir: str = "demo-output", trials: int = BenchConfig.trials,
         [sys.executable, str(mlp)], trials=trials, warm=warm, prime=True, timeout=600,
         confidence=BenchConfig.confidence, noise_s=BenchConfig.noise_s, max_trials=None,
         target_width=None, time_budget=None,
-        min_compile_time=None, min_entry_size=None, workdir=run_dir, out_dir=None,
+        thresholds=None, workdir=run_dir, out_dir=None,
         report_path=os.path.join(out, "report.md"), json_path=os.path.join(out, "bench.json"),
         plot_path=chart, echo=echo, quiet=quiet)
     explained = _explain(run_dir, echo)

@@ -42,6 +42,7 @@ def options(p: argparse.ArgumentParser) -> None:
                        "it always does, unless the policy names their source (restored_from). "
                        "Without it, outside CI, such entries are a warning.")
     common.unverified_flag(p)
+    common.threshold_flags(p)
     sealed_flags(p)
 
 
@@ -71,8 +72,10 @@ def handle(args: argparse.Namespace, tail: list[str] | None) -> None:
     The cache directory is audited first and refused unless PRIVATE or SHARED-BY-POLICY. The
     probe (a sitecustomize that chains yours) does not import jax before your program does and
     does not touch its output. After the program ends a summary goes to stderr: modules
-    compiled, hits, written, skipped and why, seconds compiling vs loading (--quiet: none; the
-    job's stdout is its own, the record is the machine output).
+    compiled, hits, written, skipped and why (the slowest first, every one with 5% of the
+    time; --verbose: all), what JAX's write thresholds left uncached and whether that is
+    material, seconds compiling vs loading (--quiet: none; the job's stdout is its own, the
+    record is the machine output).
 
     Exit code: the program's own (128+N if killed by signal N); 127 command not found, 126
     not executable; 1 cache refused, or a program that exited 0 after pointing JAX at another
@@ -88,15 +91,16 @@ def handle(args: argparse.Namespace, tail: list[str] | None) -> None:
         result = runmod.run_job(argv, cache_dir=args.cache_dir, record_path=args.record_path,
                                 policy=args.policy_path, allow_untrusted=args.allow_untrusted,
                                 seal=seal_options_of(args), unverified_jax=args.unverified_jax,
-                                require_origin=args.require_origin)
+                                require_origin=args.require_origin,
+                                env={**os.environ, **common.threshold_env(args)})
     except UntrustedCacheError as exc:
         _refused_rank(exc)
     if not args.quiet:
         from jaxcache.report import run as run_report
 
         sys.stderr.write(run_report.render_text(result.record, result.record_error and
-                                         f"NOT WRITTEN ({result.record_error})"
-                                         or result.record_path))
+                                                f"NOT WRITTEN ({result.record_error})"
+                                                or result.record_path, verbose=args.verbose))
     if result.record_error:  # the job's own status if it failed, else 2: never silent
         sys.stderr.write(f"jaxcache: {result.record_error}\n")
         _exit_now(result.outcome.status or 2)

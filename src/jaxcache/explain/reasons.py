@@ -8,15 +8,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from jaxcache import thresholds
 from jaxcache.explain.key_causes import CAUSES, compile_options_cause
 from jaxcache.explain.ranks import RankDiff, rank_diffs
 from jaxcache.records import used_dirs
 from jaxcache.records.reading import rank_of
 from jaxcache.text import safe, size
 
-# Lowering a threshold is worth suggesting only above both of these (fraction, seconds).
-MATERIAL_FRACTION, MATERIAL_SECONDS = 0.10, 1.0
-THRESHOLD_REASONS = ("compile-time-below-threshold", "entry-size-below-threshold")
+THRESHOLD_REASONS = thresholds.REASONS
 
 
 @dataclass(frozen=True)
@@ -247,26 +246,26 @@ def explain_records(records: list[tuple[str, dict]]) -> Explanation:
 
 
 def _advice(path: str, record: dict) -> ThresholdAdvice:
-    mods = [m for m in record.get("modules") or [] if m.get("reason") in THRESHOLD_REASONS]
-    left = sum((m.get("reason_detail") or {}).get("compile_s") or m.get("compile_or_load_s")
-               or 0.0 for m in mods)
-    startup = (record.get("process") or {}).get("wall_s") or 0.0
-    material = startup > 0 and left >= MATERIAL_SECONDS and left >= MATERIAL_FRACTION * startup
-    share = f"{left / startup:.0%}" if startup else "?"
-    if not mods:
-        text = "no module was left out by the thresholds"
-    elif material:
-        longest = max((m.get("reason_detail") or {}).get("compile_s") or 0 for m in mods)
-        text = (f"the thresholds left {left:.2f} s of compile uncached in {len(mods)} modules "
-                f"({share} of the {startup:.2f} s start-up). Lowering "
-                f"jax_persistent_cache_min_compile_time_secs below {longest:.2f} s could save "
-                f"up to about {left:.2f} s per start (minus loading them), at the cost of "
-                f"{len(mods)} more, smaller entries to store, trust and keep")
-    else:
-        text = (f"the thresholds left {left:.2f} s of compile uncached in {len(mods)} modules "
-                f"({share} of the {startup:.2f} s start-up): not material, the cache is doing "
-                "what it should; do not lower the thresholds for this")
-    return ThresholdAdvice(left, startup, len(mods), material, f"{safe(path)}: {text}")
+    """thresholds.py's rule and sentence (the same run's summary says), for this record."""
+    from jaxcache.records.reading import all_modules
+
+    left = thresholds.of_modules([m for _, m in all_modules(record)],
+                                 (record.get("process") or {}).get("wall_s") or 0.0)
+    command = _command(record)
+    return ThresholdAdvice(left.seconds, left.startup_s, left.modules, left.material,
+                           f"{safe(path)}: {left.sentence(command=command)}")
+
+
+def _command(record: dict) -> str:
+    """The job's command line as a shell would take it back, clipped for one line."""
+    import shlex
+
+    from jaxcache.text import clip
+
+    argv = record.get("argv")
+    if not isinstance(argv, list) or not argv:
+        return "CMD"
+    return clip(safe(shlex.join(str(a) for a in argv)), 60)
 
 
 def _key_diffs(records: list[tuple[str, dict]]) -> list[KeyDiff]:

@@ -57,6 +57,8 @@ if TYPE_CHECKING:  # the names, for the type checker; at run time each is import
         installed_version,
         reset_cache,
         set_cache_dir,
+        set_thresholds,
+        thresholds,
     )
     from jaxcache.jaxcompat.jaxstate import JaxState, restore, snapshot
     from jaxcache.jaxcompat.versions import (
@@ -78,6 +80,7 @@ _HOME = {  # name -> the module of this package that holds it
     "check_supported": "internals", "config_value": "internals", "disable_cache": "internals",
     "effective": "internals", "hidden_settings": "internals", "holds": "internals",
     "installed_version": "internals", "reset_cache": "internals", "set_cache_dir": "internals",
+    "set_thresholds": "internals", "thresholds": "internals",
     "JaxState": "jaxstate", "restore": "jaxstate", "snapshot": "jaxstate",
     "NEWEST_LINE": "versions", "OLDEST_LINE": "versions", "TESTED": "versions",
     "support": "versions", "why_unverified": "versions",
@@ -90,8 +93,9 @@ __all__ = [
     "config_value", "current_cache", "disable_cache", "disable_xla_subcaches", "effective",
     "gate_gets",
     "guard_cache_dirs", "guard_log", "held_backend", "hidden_settings", "holds", "install_backend",
-    "installed_version", "max_size", "reset_cache", "restore", "set_cache_dir", "snapshot",
-    "support", "uses_backend", "uses_sealed", "why_unverified", "witness_puts",
+    "installed_version", "max_size", "reset_cache", "restore", "set_cache_dir", "set_thresholds",
+    "snapshot", "support", "thresholds", "uses_backend", "uses_sealed", "why_unverified",
+    "witness_puts",
 ]
 
 

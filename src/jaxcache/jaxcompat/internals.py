@@ -125,6 +125,22 @@ def set_cache_dir(path: str) -> None:
     jax.config.update("jax_compilation_cache_dir", path)
 
 
+def set_thresholds(min_compile_time: float | None, min_entry_size: int | None) -> None:
+    """JAX's write thresholds for this process (public options), where given."""
+    import jax
+
+    if min_compile_time is not None:
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", float(min_compile_time))
+    if min_entry_size is not None:
+        jax.config.update("jax_persistent_cache_min_entry_size_bytes", int(min_entry_size))
+
+
+def thresholds() -> tuple[float, int]:
+    """JAX's write thresholds in effect: (min compile seconds, min entry bytes)."""
+    return (float(config_value("jax_persistent_cache_min_compile_time_secs")),
+            int(config_value("jax_persistent_cache_min_entry_size_bytes")))
+
+
 def disable_cache() -> None:
     """No persistent cache for the rest of this process (fail closed)."""
     import jax

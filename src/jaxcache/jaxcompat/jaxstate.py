@@ -11,7 +11,8 @@ from jaxcache.jaxcompat.guard import _ADMITTED, _BACKENDS, _GUARD, _REFUSED
 from jaxcache.jaxcompat.internals import _cc, _state
 
 _OPTIONS = ("jax_compilation_cache_dir", "jax_persistent_cache_enable_xla_caches",
-            "jax_persistent_cache_min_entry_size_bytes")
+            "jax_persistent_cache_min_entry_size_bytes",
+            "jax_persistent_cache_min_compile_time_secs")
 
 
 @dataclass(frozen=True)

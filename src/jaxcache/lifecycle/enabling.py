@@ -40,7 +40,9 @@ def enable(path: str, *, policy: str | None = None, allow_untrusted: bool = Fals
            reset: bool = False, sealed: bool = False,
            signing_key: str | SigningKey | None = None,
            trusted_keys: str | PublicKey | Sequence[str | PublicKey] = (),
-           local: str | None = None, require_origin: bool = False) -> EnableResult:
+           local: str | None = None, require_origin: bool = False,
+           min_compile_time: float | None = None,
+           min_entry_size: int | None = None) -> EnableResult:
     """Audit `path`, then make it JAX's compilation cache for this process.
 
     Raises UntrustedCacheError unless the verdict is PRIVATE or SHARED-BY-POLICY (or SEALED);
@@ -65,17 +67,42 @@ def enable(path: str, *, policy: str | None = None, allow_untrusted: bool = Fals
     ledger; entries no job jaxcache watched wrote (restored, copied, baked into an image)
     are refused under CI, or anywhere with `require_origin=True`, unless the policy names
     their source (restored_from); otherwise the report carries a warning.
-    """
-    if sealed:
-        return sealing.enable_sealed(path, policy=policy, reset=reset,
-                                     signing_key=signing_key, trusted_keys=trusted_keys,
-                                     local=local)
-    if signing_key is not None or trusted_keys or local is not None:
-        raise JaxcacheError("signing_key, trusted_keys and local need sealed=True")
-    from jaxcache.trust import create
 
-    with create.taken_back_on_error() as made:  # all-or-nothing: the directory too
-        return _enable(path, policy, allow_untrusted, reset, made, require_origin)
+    min_compile_time / min_entry_size: JAX's write thresholds for this process (JAX writes
+    no entry for a compile quicker than 1 s by default). Lower one only where `jaxcache run`
+    or `jaxcache explain` calls what it leaves out material, and bench it; disable() puts
+    them back. The result's `thresholds` are the ones in effect.
+    """
+    _check_thresholds(min_compile_time, min_entry_size)
+    if sealed:
+        result = sealing.enable_sealed(path, policy=policy, reset=reset,
+                                       signing_key=signing_key, trusted_keys=trusted_keys,
+                                       local=local)
+    else:
+        if signing_key is not None or trusted_keys or local is not None:
+            raise JaxcacheError("signing_key, trusted_keys and local need sealed=True")
+        from jaxcache.trust import create
+
+        with create.taken_back_on_error() as made:  # all-or-nothing: the directory too
+            result = _enable(path, policy, allow_untrusted, reset, made, require_origin)
+    from dataclasses import replace
+
+    jaxcompat.set_thresholds(min_compile_time, min_entry_size)  # undone by disable()
+    return replace(result, thresholds=jaxcompat.thresholds())
+
+
+def _check_thresholds(min_compile_time: object, min_entry_size: object) -> None:
+    """Refused before anything changes: a number JAX would take wrongly or not at all."""
+    if min_compile_time is not None and (
+            isinstance(min_compile_time, bool) or not isinstance(min_compile_time, int | float)
+            or not 0 <= min_compile_time < float("inf")):
+        raise JaxcacheError(f"min_compile_time must be a number of seconds >= 0, not "
+                            f"{safe(repr(min_compile_time))}")
+    if min_entry_size is not None and (
+            isinstance(min_entry_size, bool) or not isinstance(min_entry_size, int)
+            or min_entry_size < -1):
+        raise JaxcacheError(f"min_entry_size must be a whole number of bytes >= -1, not "
+                            f"{safe(repr(min_entry_size))}")
 
 
 def _enable(path: str, policy: str | None, allow_untrusted: bool, reset: bool,
@@ -176,14 +203,16 @@ def enabled(path: str, *, policy: str | None = None, allow_untrusted: bool = Fal
             reset: bool = False, sealed: bool = False,
             signing_key: str | SigningKey | None = None,
             trusted_keys: str | PublicKey | Sequence[str | PublicKey] = (),
-            local: str | None = None, require_origin: bool = False
+            local: str | None = None, require_origin: bool = False,
+            min_compile_time: float | None = None, min_entry_size: int | None = None
             ) -> Iterator[EnableResult]:
     """`with jaxcache.enabled(path, ...) as result:` enable() for the block only; on exit
     everything is as it was before (also when the block raises)."""
     mark = undo.depth()
     result = enable(path, policy=policy, allow_untrusted=allow_untrusted, reset=reset,
                     sealed=sealed, signing_key=signing_key, trusted_keys=trusted_keys,
-                    local=local, require_origin=require_origin)
+                    local=local, require_origin=require_origin,
+                    min_compile_time=min_compile_time, min_entry_size=min_entry_size)
     try:
         yield result
     finally:

@@ -46,6 +46,27 @@ class EnableResult:
     traps: tuple[Trap, ...]
     reset: bool  # JAX's cache was reset to make the new directory take effect
     backend: object | None = None  # the SealedCache JAX now calls, when sealed
+    # JAX's write thresholds in effect once enabled: (min compile seconds, min entry bytes)
+    thresholds: tuple[float, int] | None = None
+
+    def __str__(self) -> str:
+        """A few lines, not the whole audit (print(enable(...)) in a notebook)."""
+        lines = [f"jaxcache.enable: {safe(self.path)} ({self.report.verdict.value}"
+                 + (", sealed" if self.backend is not None else "") + ")"
+                 + (", JAX's cache was reset" if self.reset else "")]
+        if self.thresholds is not None:
+            secs, size = self.thresholds
+            lines.append(f"  JAX writes an entry only for compiles of at least {secs:g} s and "
+                         f"entries of at least {size} B (min_compile_time=, min_entry_size=); "
+                         "`jaxcache run` and `jaxcache explain` say whether what that leaves "
+                         "out matters for your job")
+        lines += [f"  {t.code}: {t.message}" for t in self.traps]
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return (f"EnableResult(path={self.path!r}, verdict={self.report.verdict.value!r}, "
+                f"traps={[t.code for t in self.traps]!r}, reset={self.reset!r}, "
+                f"sealed={self.backend is not None!r}, thresholds={self.thresholds!r})")
 
 
 def lifecycle_traps(path: str) -> list[Trap]:

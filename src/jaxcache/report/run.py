@@ -84,10 +84,17 @@ def _who(proc: dict, rank: int | None) -> str:
     return f"rank {rank if rank is not None else '?'} ({where})"
 
 
-def _module_lines(doc: dict) -> list[str]:
-    """One line per module, each with its rank; grouped by rank when there is more than one.
-    """
+SHOWN = 12  # modules listed per process, slowest first, besides those over SIGNIFICANT
+SIGNIFICANT = 0.05  # a module with this share of the process's compile and load time is shown
+
+
+def _module_lines(doc: dict, verbose: bool = False) -> list[str]:
+    """One line per module, slowest first, each with its rank; grouped by rank when there is
+    more than one. Every module with SIGNIFICANT of the time is shown, the rest up to SHOWN
+    (all with --verbose); where names repeat (five `jit__normal`) its input shapes tell them
+    apart."""
     from jaxcache.records.reading import processes, rank_of
+    from jaxcache.report import style
 
     procs = [(rank_of(p), p) for p in processes(doc) if p.get("modules")]
     procs.sort(key=lambda rp: (rp[0] is None, rp[0] or 0))
@@ -96,24 +103,37 @@ def _module_lines(doc: dict) -> list[str]:
     grouped = len({r for r, _ in procs}) > 1 and ranked
     width = max((len(m["name"]) for _, p in procs for m in p["modules"]), default=10)
     lines: list[str] = []
-    limit = 12 if not grouped else max(4, 12 // len(procs))
+    limit = SHOWN if not grouped else max(4, SHOWN // len(procs))
+    pad = "  " if grouped else ""
     for rank, p in procs:
         if grouped:
             lines.append(f"  {_who(p, rank)}: {len(p['modules'])} modules")
-        for m in p["modules"][:limit]:
+        mods = sorted(p["modules"], key=lambda m: -(m.get("compile_or_load_s") or 0.0))
+        total = sum(m.get("compile_or_load_s") or 0.0 for m in mods)
+        shown = [m for i, m in enumerate(mods) if verbose or i < limit
+                 or (total > 0 and (m.get("compile_or_load_s") or 0.0) >= SIGNIFICANT * total)]
+        names: dict[str, int] = {}
+        for m in shown:
+            names[m["name"]] = names.get(m["name"], 0) + 1
+        for m in shown:
             entry = f"  {size(m['entry_bytes'])}" if m.get("entry_bytes") else ""
             what = "load" if m["outcome"] == "hit" else "compile"
             tag = f"r{rank} " if ranked else ""
-            lines.append(f"  {'  ' if grouped else ''}{tag}{safe(m['name']).ljust(width)}  "
+            lines.append(f"  {pad}{tag}{safe(m['name']).ljust(width)}  "
                          f"{(m['outcome'] or '?'):8s} {what} {_secs(m['compile_or_load_s'])}"
                          f"{entry}  {reason_text(m)}".rstrip())
-        if len(p["modules"]) > limit:
-            lines.append(f"  {'  ' if grouped else ''}... {len(p['modules']) - limit} more "
-                         "in the record")
+            if names[m["name"]] > 1:
+                lines.append(f"  {pad}    inputs: {style.shapes(m.get('input_shapes'))}")
+        rest = mods[len(shown):]  # sorted slowest first: what is shown is a prefix
+        if rest:
+            secs = sum(m.get("compile_or_load_s") or 0.0 for m in rest)
+            lines.append(f"  {pad}... {len(rest)} more, {secs:.2f} s in all, each under "
+                         f"{SIGNIFICANT:.0%} of the time (-v lists them; the record has all)")
     return lines
 
 
-def render_text(doc: dict, record_path: str) -> str:
+def render_text(doc: dict, record_path: str, verbose: bool = False) -> str:
+    """The summary; `verbose` lists every module, not only the slowest and the significant."""
     p = doc["process"]
     status = f"exit {p['exit_code']}" if p["signal"] is None else f"killed by signal {p['signal']}"
     lines = [f"UNVERIFIED: {safe(doc['unverified'])}"] if doc.get("unverified") else []
@@ -180,12 +200,28 @@ def render_text(doc: dict, record_path: str) -> str:
                      f"compile requests {t['compile_requests']}, misses {t['misses']}"
                      + (f"; cache entries that could not be read: {t['read_errors']}"
                         if t["read_errors"] else ""))
-        lines += _module_lines(doc)
+        lines += _module_lines(doc, verbose)
+        lines += _threshold_lines(doc, modules)
         compiling = sum(m["compile_or_load_s"] or 0 for m in modules if m["outcome"] != "hit")
         loading = sum(m["compile_or_load_s"] or 0 for m in modules if m["outcome"] == "hit")
         lines.append(f"time: {compiling:.2f} s compiling, {loading:.2f} s loading from the cache")
     lines.append(f"record: {record_path}")
     return "\n".join(lines) + "\n"
+
+
+def _threshold_lines(doc: dict, modules: list[dict]) -> list[str]:
+    """What JAX's write thresholds left uncached, its share of start-up, and whether that is
+    material by explain's rule (thresholds.py): said whenever one left a compile out."""
+    import shlex
+
+    from jaxcache import thresholds
+    from jaxcache.text import clip, wrap
+
+    left = thresholds.of_modules(modules, (doc.get("process") or {}).get("wall_s") or 0.0)
+    if not left.modules:
+        return []
+    command = clip(safe(shlex.join(str(a) for a in doc.get("argv") or ["CMD"])), 60)
+    return wrap(f"thresholds: {left.sentence(command=command)}")
 
 
 def _origin_lines(origin: dict | None) -> list[str]:

@@ -15,6 +15,7 @@ from jaxcache.bench.trials import BenchResult
 from jaxcache.documents.kinds import envelope
 from jaxcache.jaxcompat import DEFAULT_MIN_COMPILE_TIME_SECS, DEFAULT_MIN_ENTRY_SIZE_BYTES
 from jaxcache.report import jsonout
+from jaxcache.thresholds import LeftOut
 
 
 def _num(v: float) -> float | None:
@@ -78,13 +79,30 @@ def thresholds(result: BenchResult) -> dict[str, Any]:
             "set_by_bench": dict(result.env)}
 
 
+def left_out(result: BenchResult) -> LeftOut | None:
+    """What JAX's write thresholds kept out of the cache in the cold runs: the median run by
+    seconds left out (the same rule and sentence as run's summary: thresholds.py)."""
+    cold = sorted((s.left_out for s in result.samples if s.kind == "cold" and s.left_out),
+                  key=lambda left: left.seconds)
+    return cold[len(cold) // 2] if cold else None
+
+
+def _left_out(result: BenchResult) -> dict[str, Any] | None:
+    left = left_out(result)
+    if left is None:
+        return None
+    return {"modules": left.modules, "seconds": left.seconds, "startup_s": left.startup_s,
+            "share": left.share, "material": left.material, "written": left.written,
+            "suggestion": left.suggestion() if left.modules else None}
+
+
 def bench_dict(result: BenchResult) -> dict[str, Any]:
     a = result.analysis
     return {
         **envelope("bench"),
         "command": list(result.config.argv),
         "config": {k: v for k, v in asdict(result.config).items() if k != "argv"},
-        "thresholds": thresholds(result),
+        "thresholds": {**thresholds(result), "left_out": _left_out(result)},
         "fingerprint": result.samples[0].fingerprint.as_dict() if result.samples else None,
         "samples": [
             {"trial": s.trial, "kind": s.kind, "index": s.index, "wall_s": s.wall_s,

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import shlex
+
 from jaxcache.bench import noticeable
 from jaxcache.bench.sample import PHASE_LABELS
 from jaxcache.bench.stats import Shift
 from jaxcache.bench.trials import BenchResult
 from jaxcache.report import style
 from jaxcache.report.bench import ranks as bench_ranks
-from jaxcache.report.bench.json import thresholds
+from jaxcache.report.bench.json import left_out, thresholds
 from jaxcache.text import clip, plural, safe, size, width, wrap
 
-_PROSE = ("noticeable: ", "what to do: ", "adjusted saving")
+_PROSE = ("noticeable: ", "what to do: ", "adjusted saving", "thresholds: ")
 
 
 def _secs(v: float) -> str:
@@ -66,8 +68,14 @@ def conclusions(result: BenchResult) -> list[str]:
     lines = [f"verdict: {style.verdict(a.verdict)}: {a.message}"]
     if result.detail:
         lines.append(f"why: {result.detail}")
+    left = left_out(result)
+    if left is not None and left.modules:
+        command = clip(safe(shlex.join(result.config.argv)), 60)
+        lines.append(f"thresholds: {left.sentence(command=command)}")
     if a.saving is not None:
-        lines.append(f"seconds saved per start: {interval(a.saving)}; compile-or-load saved: "
+        saved = ("cold minus warm (nothing was cached: a difference, not a saving)"
+                 if a.verdict == "nothing-cached" else "seconds saved per start")
+        lines.append(f"{saved}: {interval(a.saving)}; compile-or-load saved: "
                      f"{interval(a.compile_saving)}; warm/cold wall: {interval(a.ratio, '')}")
         lines.append(f"over trials (the independent unit): {a.saving.n} cold and {a.saving.m} "
                      "warm values, two-sample Hodges-Lehmann with the exact Mann-Whitney "

@@ -1,0 +1,85 @@
+"""What JAX's write thresholds left out of the cache, and whether that matters at start-up.
+
+JAX writes an entry only when its compile took at least jax_persistent_cache_min_compile_time_secs
+(1 s by default) and it is at least jax_persistent_cache_min_entry_size_bytes. A job whose
+compiles are all quick writes nothing, and that is right unless the quick compiles add up: the
+mission's rule is never to lower a threshold for a pretty number, so lowering one is suggested
+only when what they left out is material, at least MATERIAL_SECONDS and MATERIAL_FRACTION of the
+start-up. One rule and one sentence for run's summary, enable()'s result, bench and explain.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+MATERIAL_FRACTION, MATERIAL_SECONDS = 0.10, 1.0
+COMPILE_TIME = "compile-time-below-threshold"
+ENTRY_SIZE = "entry-size-below-threshold"
+REASONS = (COMPILE_TIME, ENTRY_SIZE)
+
+
+@dataclass(frozen=True)
+class LeftOut:
+    """The compiles a threshold kept out of the cache in one job (or process)."""
+
+    modules: int  # not written because of a threshold
+    seconds: float  # their compile time, added up
+    startup_s: float  # the job's wall time (0.0: not known)
+    written: int  # entries written in the same job
+    shortest_s: float  # the quickest of those compiles (what a lower threshold must go under)
+    by_size: int = 0  # of `modules`, those the entry-size threshold left out
+
+    @property
+    def material(self) -> bool:
+        return (self.startup_s > 0 and self.seconds >= MATERIAL_SECONDS
+                and self.seconds >= MATERIAL_FRACTION * self.startup_s)
+
+    @property
+    def share(self) -> float | None:
+        return self.seconds / self.startup_s if self.startup_s > 0 else None
+
+    def suggestion(self) -> str:
+        """The one setting that would cache them, as run, bench and decide take it."""
+        if self.by_size == self.modules:
+            return "--min-entry-size 0"
+        return f"--min-compile-time {math.floor(self.shortest_s * 100) / 100:g}"
+
+    def sentence(self, *, command: str = "CMD") -> str:
+        """One sentence: how much, its share of start-up, material or not, and what to do."""
+        if not self.modules:
+            return "no compile was left out by JAX's write thresholds"
+        head = "nothing written: " if not self.written else ""
+        share = f"{self.share:.0%}" if self.share is not None else "an unknown share"
+        of = f" of the {self.startup_s:.2f} s start-up" if self.startup_s > 0 else " of start-up"
+        what = (f"{head}{self.modules} compile{'s' if self.modules != 1 else ''} under JAX's "
+                f"write thresholds went uncached: {self.seconds:.2f} s of compile, {share}{of}")
+        if self.material:
+            setting = self.suggestion()
+            return (f"{what}; material (at least {MATERIAL_SECONDS:g} s and "
+                    f"{MATERIAL_FRACTION:.0%} of start-up): a lower threshold would cache them, "
+                    f"at the cost of {self.modules} more, smaller entries to store, trust and "
+                    f"keep; measure it first: jaxcache bench {setting} -- {command} (run and "
+                    "decide take the same flag, enable() min_compile_time=)")
+        return (f"{what}; not material (under {MATERIAL_SECONDS:g} s or "
+                f"{MATERIAL_FRACTION:.0%} of start-up): keep the thresholds, the cache is "
+                "doing what it should")
+
+
+def of_modules(modules: list[dict[str, object]], startup_s: float) -> LeftOut:
+    """From a run record's modules (the probe's fields: reason, reason_detail, outcome)."""
+    left = [m for m in modules if m.get("reason") in REASONS]
+    times = [_compile_s(m) for m in left]
+    written = sum(1 for m in modules if m.get("outcome") == "written")
+    return LeftOut(len(left), sum(times), startup_s, written, min(times, default=0.0),
+                   sum(1 for m in left if m.get("reason") == ENTRY_SIZE))
+
+
+def _compile_s(m: dict[str, object]) -> float:
+    """The compile time JAX logged for the module, else the one the probe timed."""
+    detail = m.get("reason_detail")
+    logged = detail.get("compile_s") if isinstance(detail, dict) else None
+    for value in (logged, m.get("compile_s_logged"), m.get("compile_or_load_s")):
+        if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
+            return float(value)
+    return 0.0

@@ -1,0 +1,177 @@
+"""What JAX's write thresholds leave out, said where the user looks (issue 28, points 1 and 2):
+run's summary, bench, enable(), and the same rule explain uses (jaxcache/thresholds.py).
+
+Real jobs whose every compile is under the threshold. Whether what they leave out is material
+depends on how fast this machine compiles, so the real runs check that the summary says what
+the rule makes of the record's own numbers; both branches are then forced without timing, by
+rendering the same real record with the job's start-up set long or short.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from support import paths
+from support.jobs import clean_env, jaxcache
+
+from jaxcache import thresholds
+from jaxcache.records.reading import all_modules
+from jaxcache.report import run as run_report
+
+pytest.importorskip("jax")
+
+JOB = str(paths.PROGRAMS / "quick_compiles.py")
+EVERY_COMPILE_QUICK = ["--min-compile-time", "1000"]  # nothing passes: none is written
+
+
+def _run(tmp_path, name, *cmd, extra=()):
+    record = tmp_path / f"{name}.json"
+    proc = jaxcache("run", "--cache-dir", str(tmp_path / "cache"), "--record", str(record),
+                    *extra, "--", sys.executable, JOB, *cmd, env=clean_env())
+    assert proc.returncode == 0, proc.stderr
+    return proc.stderr, json.loads(record.read_text())
+
+
+def _said(stderr: str) -> str:
+    """The summary's thresholds sentence, unwrapped."""
+    lines = stderr.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("thresholds: "))
+    out = [lines[start]]
+    for line in lines[start + 1:]:
+        if not line.startswith("  "):
+            break
+        out.append(line.strip())
+    return " ".join(out)
+
+
+def _rule(doc: dict) -> thresholds.LeftOut:
+    return thresholds.of_modules([m for _, m in all_modules(doc)], doc["process"]["wall_s"])
+
+
+@pytest.fixture(scope="module")
+def quick(tmp_path_factory):
+    """A job of 30 quick compiles (and one name at three shapes), every one under the
+    threshold, nothing written."""
+    return _run(tmp_path_factory.mktemp("quick"), "quick", "30", extra=EVERY_COMPILE_QUICK)
+
+
+def test_nothing_written_is_said_with_the_sum_its_share_and_the_rule(quick):
+    stderr, doc = quick
+    left = _rule(doc)
+    assert left.modules == len(doc["modules"]) >= 33 and left.written == 0
+    said = _said(stderr)
+    assert said.startswith("thresholds: nothing written: ")
+    assert f"{left.seconds:.2f} s of compile" in said
+    assert f"{left.share:.0%} of the {left.startup_s:.2f} s start-up" in said
+    if left.material:
+        assert "; material (at least 1 s and 10% of start-up)" in said
+        assert f"jaxcache bench {left.suggestion()} -- " in said
+    else:
+        assert "; not material (under 1 s or 10% of start-up): keep the thresholds" in said
+        assert "jaxcache bench --min-compile-time" not in said
+
+
+@pytest.mark.parametrize("startup_s", [1e6, None])
+def test_material_and_not_material_from_the_same_real_record(quick, startup_s):
+    """A long start-up makes the same compiles immaterial; a start-up that is nothing but them
+    (and compiles that add up to a few seconds) makes them material: the words follow."""
+    _, real = quick
+    doc = copy.deepcopy(real)
+    if startup_s is None:  # every compile 0.1 s longer: well over 1 s, all of start-up
+        for _, m in all_modules(doc):
+            m["reason_detail"]["compile_s"] += 0.1
+        startup_s = _rule(doc).seconds
+    doc["process"]["wall_s"] = startup_s
+    text = run_report.render_text(doc, "r.json")
+    said = _said(text)
+    left = _rule(doc)
+    assert left.material == (startup_s < 1e6)
+    if left.material:
+        assert "material (at least 1 s" in said and "--min-compile-time " in said
+        assert "100% of the" in said
+    else:
+        assert "not material" in said and "0% of the 1000000.00 s start-up" in said
+
+
+def test_the_run_flag_sets_the_threshold_for_the_job(tmp_path):
+    """--min-compile-time 0 on run: every module passes the time threshold and is written;
+    the summary says nothing about thresholds, and the record holds the setting."""
+    stderr, doc = _run(tmp_path, "zero", "3", extra=["--min-compile-time", "0"])
+    assert doc["cache_options_at_first_compile"][
+        "jax_persistent_cache_min_compile_time_secs"] in (0, 0.0, "0", "0.0")
+    assert {m["outcome"] for m in doc["modules"]} == {"written"}
+    assert "thresholds: " not in stderr
+
+
+def test_modules_slowest_first_repeated_names_show_their_shapes_and_v_lists_all(quick,
+                                                                               tmp_path):
+    stderr, doc = quick
+    rows = [line for line in stderr.splitlines() if line.startswith("  jit_")]
+    secs = [float(line.split(" compile ")[1].split(" s")[0]) for line in rows]
+    assert secs == sorted(secs, reverse=True), rows
+    total = sum(m["compile_or_load_s"] for m in doc["modules"])
+    significant = sum(1 for m in doc["modules"] if m["compile_or_load_s"] >= 0.05 * total)
+    assert len(rows) == max(12, significant) < len(doc["modules"])
+    assert f"... {len(doc['modules']) - len(rows)} more" in stderr
+    verbose = run_report.render_text(doc, "r.json", verbose=True)
+    listed = [line for line in verbose.splitlines() if line.startswith("  jit_")]
+    assert len(listed) == len(doc["modules"])
+    same = [i for i, line in enumerate(verbose.splitlines()) if "jit_same_name" in line]
+    assert len(same) == 3
+    shapes = {verbose.splitlines()[i + 1].strip() for i in same}
+    assert all(s.startswith("inputs: ") for s in shapes) and len(shapes) == 3, shapes
+    proc = jaxcache("-v", "run", "--cache-dir", str(tmp_path / "c"), "--record",
+                    str(tmp_path / "v.json"), *EVERY_COMPILE_QUICK, "--", sys.executable, JOB,
+                    "14", env=clean_env())
+    assert proc.returncode == 0, proc.stderr
+    modules = json.loads((tmp_path / "v.json").read_text())["modules"]
+    assert len(modules) > 12 + 1
+    assert sum(1 for line in proc.stderr.splitlines() if line.startswith("  jit_")) == \
+        len(modules)
+
+
+def test_bench_says_what_the_thresholds_left_out(tmp_path):
+    out = tmp_path / "b.json"
+    proc = jaxcache("bench", "-t", "1", "-k", "1", "--no-prime", *EVERY_COMPILE_QUICK,
+                    "--json", str(out), "--", sys.executable, JOB, "4", env=clean_env())
+    assert proc.returncode == 1, proc.stderr  # nothing cached: a finding
+    doc = json.loads(out.read_text())
+    left = doc["thresholds"]["left_out"]
+    cold = next(s for s in doc["samples"] if s["kind"] == "cold")
+    assert left["modules"] == cold["modules"] > 7 and left["written"] == 0
+    said = _said(proc.stdout)
+    assert said.startswith(f"thresholds: nothing written: {cold['modules']} compiles")
+    assert ("; material" in said) == left["material"]
+    assert "cold minus warm (nothing was cached: a difference, not a saving)" in proc.stdout
+
+
+def test_enable_takes_the_threshold_says_it_briefly_and_disable_puts_it_back(tmp_path):
+    code = f"""
+import os, jax, jax.numpy as jnp, jaxcache
+r = jaxcache.enable({str(tmp_path / 'c')!r}, min_compile_time=0)
+jax.jit(lambda x: x + 1)(jnp.ones(3))
+print(len(str(r)), r.thresholds, len(os.listdir({str(tmp_path / 'c')!r})) > 0)
+print(str(r).splitlines()[1].strip())
+jaxcache.disable()
+print(jax.config.jax_persistent_cache_min_compile_time_secs)
+try:
+    jaxcache.enable({str(tmp_path / 'c')!r}, min_compile_time=-1)
+except jaxcache.JaxcacheError as exc:
+    print(exc)
+"""
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=clean_env(), timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    size, rest = proc.stdout.splitlines()[0].split(" ", 1)
+    assert int(size) < 600 and rest == "(0.0, 0) True"
+    assert proc.stdout.splitlines()[1].startswith("JAX writes an entry only for compiles of at "
+                                                  "least 0 s")
+    assert proc.stdout.splitlines()[2] == "1.0"
+    assert proc.stdout.splitlines()[3] == "min_compile_time must be a number of seconds >= 0, " \
+                                          "not -1"
+    assert os.environ.get("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS") is None
