@@ -60,28 +60,24 @@ def render_text(r: AuditReport, *, verbose: bool = False,
                   "who can change what JAX loads:"]
         trusted = sorted({f"{w.principal} ({w.trust})" for w in r.writers
                           if w.trust != "untrusted"})
-        groups: dict[str, list[Writer]] = {}
-        for w in r.writers:
-            if w.trust == "untrusted" or verbose:
-                groups.setdefault(f"{w.principal} [{w.trust}]", []).append(w)
-        for who, ws in groups.items():
-            lines.append(f"  {who}")
-            for w in ws:
-                lines.append(f"    {safe(w.chain[0])}")
-                lines.append(f"      {safe(w.chain[1])}")
+        lines += _writer_lines(r, verbose)
         if trusted:
             lines.append(f"  trusted: {', '.join(trusted)}")
     if r.inventory is not None:
         inv = r.inventory
         flagged = [e for e in inv.entries if e.flags]
-        lines += ["", f"entries: {inv.count('cache')} cache, {inv.count('atime')} atime, "
-                      f"{len(inv.entries)} in all, {size(inv.total_bytes)}; "
+        kinds = [plural(inv.count(k), *names) for k, names in _KIND_NAMES.items()
+                 if inv.count(k) and k != "cache"]
+        lines += ["", f"entries: {plural(inv.count('cache'), *_KIND_NAMES['cache'])}"
+                      + "".join(f", {k}" for k in kinds)
+                      + f"; {plural(len(inv.entries), 'file')}, {size(inv.total_bytes)}; "
                       f"{len(flagged)} flagged"]
-        for e in flagged[:20]:
+        listed = len(flagged) if verbose else FLAGGED_SHOWN
+        for e in flagged[:listed]:
             lines.append(f"  {safe(e.name)}  {e.owner} {stat.S_IMODE(e.mode):04o}  "
                          f"{', '.join(e.flags)}")
-        if len(flagged) > 20:
-            lines.append(f"  ... {len(flagged) - 20} more (jaxcache ls shows all)")
+        if len(flagged) > listed:
+            lines.append(f"  ... {len(flagged) - listed} more (-v or jaxcache ls shows all)")
     shown = [f for f in r.findings if verbose or f.effect != NOTE
              or f.code.startswith(("path.", "fs.", "storage."))]
     if shown:
@@ -93,6 +89,50 @@ def render_text(r: AuditReport, *, verbose: bool = False,
                 lines += wrap(f"what to do: {advice}", "      ")
     lines.append("")
     return "\n".join(lines)
+
+
+FLAGGED_SHOWN = 5  # flagged entries listed without --verbose
+_KIND_NAMES = {"cache": ("compiled entry", "compiled entries"),
+               "xla-subcache": ("XLA sub-cache file", "XLA sub-cache files"),
+               "atime": ("access-time file", "access-time files"),
+               "signature": ("signature", "signatures"),
+               "used": ("last-use mark", "last-use marks"),
+               "lockfile": ("lock file", "lock files"),
+               "unexpected": ("other file", "other files")}
+
+
+def _writer_lines(r: AuditReport, verbose: bool) -> list[str]:
+    """Each principal once, then one line per kind of power: a power over one path with its
+    reason and what it gives, the files it can rewrite counted by kind (a sealed directory's
+    signatures and last-use marks are not compiled code). --verbose: every path and reason."""
+    kinds = {e.name: e.kind for e in r.inventory.entries} if r.inventory else {}
+    groups: dict[str, list[Writer]] = {}
+    for w in r.writers:
+        if w.trust == "untrusted" or verbose:
+            groups.setdefault(f"{w.principal} [{w.trust}]", []).append(w)
+    lines: list[str] = []
+    for who, ws in groups.items():
+        lines.append(f"  {who}")
+        powers: dict[str, list[Writer]] = {}
+        for w in ws:
+            powers.setdefault(w.action, []).append(w)
+        for action, same in powers.items():
+            if verbose or len(same) == 1:
+                for w in same:
+                    lines += [f"    {safe(w.chain[0])}", f"      {safe(w.chain[1])}"]
+                continue
+            counted: dict[str, int] = {}
+            for w in same:
+                kind = kinds.get(w.target, "path") if action == "rewrite-entry" else "path"
+                counted[kind] = counted.get(kind, 0) + 1
+            what = ", ".join(plural(n, *_KIND_NAMES.get(k, ("path", "paths")))
+                             for k, n in sorted(counted.items(), key=lambda kn: -kn[1]))
+            reasons = len({w.chain[0].replace(w.target, "") for w in same})
+            more = (f" (likewise the other {len(same) - 1})" if reasons == 1 else
+                    f" (the others for {plural(reasons - 1, 'other reason')})")
+            lines += [f"    {safe(same[0].chain[0])}{more}",
+                      f"      -> can change {what} (-v lists each)"]
+    return lines
 
 
 def _missing(r: AuditReport) -> list[str]:

@@ -272,12 +272,25 @@ def _writers(w: Walk, accounts: pr.Accounts, trust: _Trust, uid: int) -> list[Wr
                    trust(a.grant.principal)) for a in access(w, accounts, uid)]
 
 
+# what rewriting a file of the cache directory changes, by its kind (trust/entries.py)
+_CHANGES = {
+    "cache": "-> can change the compiled code in {}",
+    "xla-subcache": "-> can change what XLA loads from its sub-cache {}",
+    "atime": "-> can change {}, when JAX last used the entry (what an eviction removes)",
+    "signature": "-> can change the signature {} (a sealed reader loads only what a trusted key "
+                 "signed: a bad one costs a recompile, not your code)",
+    "used": "-> can change {}, jaxcache's last-use mark of a sealed entry",
+    "lockfile": "-> can change the lock file {}",
+    "unexpected": "-> can change {}, a file JAX does not name (it loads none such)",
+}
+
+
 def _entry_writers(inv: entriesmod.Inventory, trust: _Trust) -> list[Writer]:
     out = []
     for e in inv.entries:
         for grant in e.writers:
-            out.append(Writer(grant.principal, "rewrite-entry", e.name,
-                              (grant.reason, f"-> can change the compiled code in {e.name}"),
+            what = _CHANGES.get(e.kind, _CHANGES["unexpected"]).format(e.name)
+            out.append(Writer(grant.principal, "rewrite-entry", e.name, (grant.reason, what),
                               trust(grant.principal)))
     return out
 
