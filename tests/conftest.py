@@ -3,6 +3,7 @@ after. What tests call directly (jobs, users, paths, emulators) is in tests/supp
 
 from __future__ import annotations
 
+import atexit
 import os
 import secrets
 import shutil
@@ -18,6 +19,12 @@ from support.users import IS_ROOT, Accounts, run_checked
 # under CI, and its tests say when they want a CI environment: none is inherited.
 for _variable in CI_VARIABLES:
     os.environ.pop(_variable, None)
+# Run records and bench results are kept in the state directory (decide reads the last bench):
+# the suite keeps its own, never the user's, and removes it at exit.
+if "JAXCACHE_TEST_STATE" not in os.environ:
+    os.environ["JAXCACHE_TEST_STATE"] = os.environ["XDG_STATE_HOME"] = tempfile.mkdtemp(
+        prefix="jaxcache-test-state-")
+    atexit.register(shutil.rmtree, os.environ["XDG_STATE_HOME"], True)
 
 
 @pytest.fixture(scope="session")

@@ -62,6 +62,9 @@ def _writers(audit: dict) -> Test:
 
 
 def _compatible(benches: list[dict]) -> Test:
+    if all((b.get("summary") or {}).get("verdict") == "nothing-cached" for b in benches):
+        return Test("compatible", None, ("not judged: the cold runs wrote no entry, so no warm "
+                                         "run could hit (see the noticeable saving below)",))
     ev = []
     fps = [(b.get("command"), b.get("fingerprint") or {}) for b in benches]
     ref_cmd, ref = fps[0]
@@ -145,7 +148,10 @@ def _noticeable(benches: list[dict], min_s: float | None, min_fraction: float | 
         if s.get("verdict") in ("nothing-cached", "warm-missed", "no-data") or shift is None:
             outcomes.append(MISSED)
             ev.append(f"{cmd}: no saving to judge ({s.get('verdict')}: {s.get('message')})")
-            advice.append(_missed_advice(s.get("verdict")))
+            left = ((b.get("thresholds") or {}).get("left_out") or {})
+            if s.get("verdict") == "nothing-cached" and left.get("modules"):
+                ev.append(_left_out_evidence(left))
+            advice.append(_missed_advice(s.get("verdict"), left, cmd))
         else:
             j = noticeable.judge(shift, wall, _bar_of(b, min_s, min_fraction))
             outcomes.append(j.outcome)
@@ -166,7 +172,24 @@ def _noticeable(benches: list[dict], min_s: float | None, min_fraction: float | 
 MISSED = "missed"  # no saving to judge: nothing cached, warm runs missed, no data
 
 
-def _missed_advice(verdict: str | None) -> str:
+def _left_out_evidence(left: dict) -> str:
+    share = left.get("share")
+    return (f"  JAX's write thresholds left {left.get('modules')} compiles uncached: "
+            f"{float(left.get('seconds') or 0):.2f} s of compile"
+            + (f", {share:.0%} of start-up" if isinstance(share, int | float) else "")
+            + ("; material" if left.get("material") else "; not material"))
+
+
+def _missed_advice(verdict: str | None, left: dict | None = None, cmd: str = "CMD") -> str:
+    left = left or {}
+    if verdict == "nothing-cached" and left.get("modules"):
+        if left.get("material"):
+            return (f"what the thresholds leave out is material: bench a lower one before "
+                    f"keeping it (`jaxcache bench {safe(str(left.get('suggestion')))} -- "
+                    f"{safe(cmd)}`, or decide with the same flag), at the cost of more, "
+                    "smaller entries to store and trust")
+        return ("what the thresholds leave out is not material: this job gains nothing from a "
+                "persistent cache; keep the thresholds and do not share a cache for it")
     if verdict == "warm-missed":
         return ("the warm runs compiled again instead of loading the cold run's entries, so "
                 "the saving could not be measured: `jaxcache explain` on a cold and a warm "

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from support import paths
-from support.jobs import jaxcache
+from support.jobs import jaxcache, no_state
 from support.users import as_user_argv, mkdir, needs_root, needs_setfacl
 
 pytest.importorskip("cryptography")
@@ -283,7 +283,7 @@ def test_decide_on_a_sealed_audit_document_asks_for_the_saving(tmp_path):
     one, exit 1), it does not crash."""
     audit = tmp_path / "sealed.json"
     audit.write_text(json.dumps({**AUDIT, "verdict": "SEALED"}))
-    proc = jaxcache("decide", "--audit", str(audit))
+    proc = jaxcache("decide", "--audit", str(audit), env=no_state(tmp_path))
     assert proc.returncode == 1 and "INCONCLUSIVE" in proc.stdout and "--bench" in proc.stdout
     assert "internal error" not in proc.stderr and "Traceback" not in proc.stderr
     bench = tmp_path / "bench.json"

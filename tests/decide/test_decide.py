@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from support import paths
-from support.jobs import jaxcache
+from support.jobs import jaxcache, no_state
 from support.users import as_user_argv, mkdir, needs_root
 
 pytest.importorskip("jax")
@@ -204,14 +204,15 @@ def test_sealed_shared_directory_can_be_shared(base, accounts, tmp_path, train_b
     assert "is held by" in text.stdout and "not a declared writer" in text.stdout
 
 
-def test_private_directory_without_a_bench_is_inconclusive(base):
-    """The writers pass but nothing measured the saving: INCONCLUSIVE, exit 1 (a gate must
-    not pass), with how to measure it; not a usage error."""
+def test_private_directory_without_a_bench_is_inconclusive(base, tmp_path):
+    """The writers pass but nothing measured the saving (no bench given, none kept):
+    INCONCLUSIVE, exit 1 (a gate must not pass), with how to measure it; not a usage error."""
     cache = mkdir(base / "cache", 0o700)
-    proc = jaxcache("decide", str(cache))
+    env = no_state(tmp_path)
+    proc = jaxcache("decide", str(cache), env=env)
     assert proc.returncode == 1, proc.stderr
     assert proc.stdout.startswith("decision: INCONCLUSIVE - the writers are understood")
     assert "1. writers understood: pass" in proc.stdout
     assert "3. noticeable saving: not evaluated" in proc.stdout and "--bench" in proc.stdout
-    doc = json.loads(jaxcache("decide", str(cache), "--format", "json").stdout)
+    doc = json.loads(jaxcache("decide", str(cache), "--format", "json", env=env).stdout)
     assert doc["verdict"] == "INCONCLUSIVE"

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
-from support.jobs import jaxcache
+from support.jobs import jaxcache, no_state
 from support.users import mkdir, needs_root
 
 pytest.importorskip("cryptography")
@@ -38,9 +38,10 @@ def writers_test(doc: dict) -> dict:
     return test
 
 
-def test_decide_on_a_sealed_dir_asks_for_the_saving(sealed_dir):
+def test_decide_on_a_sealed_dir_asks_for_the_saving(sealed_dir, tmp_path):
     cache, policy, _ = sealed_dir
-    out = jaxcache("decide", "--sealed", "--policy", policy, str(cache))
+    out = jaxcache("decide", "--sealed", "--policy", policy, str(cache),
+                   env=no_state(tmp_path))
     assert out.returncode == 1, out.stderr  # writers pass, saving unmeasured: a gate fails
     assert out.stdout.startswith("decision: INCONCLUSIVE") and "--bench B.json" in out.stdout
     assert "internal error" not in out.stderr

@@ -48,6 +48,12 @@ def jaxcache(*args: str, user: str | None = None, env: dict | None = None,
                           errors="surrogateescape", timeout=JOB_TIMEOUT_S)
 
 
+def no_state(tmp_path) -> dict:
+    """This environment with a state directory of its own, empty: no run record or bench
+    result kept by an earlier test (decide reads the last bench kept there)."""
+    return {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state")}
+
+
 def clean_env(**extra: str) -> dict:
     """This environment without JAX, jaxcache or XLA variables (an outer run's must not leak
     into a job under test), on the CPU, plus `extra`."""

@@ -207,6 +207,10 @@ def run(argv: list[str], *, trials: int, warm: int, prime: bool, timeout: float 
             if importlib.util.find_spec("matplotlib") is None:
                 raise JaxcacheError("--plot (and --out) need matplotlib: pip install "
                                     "'jaxcache[plot]'")
+        from jaxcache.bench import kept
+
+        kept_path = None if json_path is not None and kept.is_kept(json_path) else \
+            kept.new_path()  # what decide reads when given no bench (None: cannot be kept)
         named = [os.path.abspath(p) for p in (report_path, json_path, plot_path) if p]
         if len(set(named)) < len(named):
             raise JaxcacheError("--json, --report and --plot (and --out's files) must name "
@@ -219,6 +223,14 @@ def run(argv: list[str], *, trials: int, warm: int, prime: bool, timeout: float 
             if path is not None:
                 targets[key] = outputs.claim(path, what, recognize=recognize)
                 claimed.append(targets[key])
+        if kept_path is not None:
+            try:  # a fresh name in a private directory of the user's; never fails the bench
+                targets["kept"] = outputs.claim(kept_path, "bench result",
+                                                recognize=outputs.json_schema(
+                                                    kinds.prefix("bench")))
+                claimed.append(targets["kept"])
+            except (OSError, JaxcacheError):
+                pass
         keep = workdir is not None
         if workdir is not None:
             flag = "--out" if out_dir is not None and workdir == os.path.join(out_dir, "runs") \
@@ -297,6 +309,8 @@ def _report(result, targets: dict[str, outputs.Output], echo, kept: bool, fmt: s
         written.append(doc.path)
     if written:
         note("wrote " + ", ".join(written) + "\n")
+    if targets.get("kept"):  # quietly: the one decide reads when given no --bench
+        targets["kept"].write(bench_json.render(result))
     if result.stop_reason == "interrupted":
         return 130
     return 0 if result.analysis.verdict == "saves" else 1
@@ -306,21 +320,19 @@ def measure(command: list[str], *, trials: int, warm: int,
             echo: Callable[[str], None], sealed: bool = False, quiet: bool = False,
             min_saving: float | None = None, min_fraction: float | None = None,
             thresholds: dict[str, str] | None = None) -> dict:
-    """Bench a command with defaults and return its `--json` document (for decide, whose
-    noticeable bar it is given so both judge alike)."""
-    import tempfile
+    """Bench a command with defaults and return its `--json` document, kept where decide
+    finds the last one (for decide, whose noticeable bar it is given so both judge alike)."""
+    from jaxcache.bench import kept
+    from jaxcache.documents.read import load_bench
 
-    out = tempfile.mkdtemp(prefix="jaxcache-decide-")
-    try:
-        path = os.path.join(out, "bench.json")
-        run(command, trials=trials, warm=warm, prime=True, timeout=None,
-            confidence=BenchConfig.confidence, noise_s=BenchConfig.noise_s, max_trials=None,
-            target_width=None, time_budget=None,
-            thresholds=thresholds, workdir=None, out_dir=None,
-            report_path=None, json_path=path, plot_path=None, echo=echo, sealed=sealed,
-            quiet=quiet, min_saving=min_saving, min_fraction=min_fraction)
-        from jaxcache.documents.read import load_bench
+    path = kept.new_path()
+    if path is None:
+        import tempfile
 
-        return load_bench(path)
-    finally:
-        shutil.rmtree(out, ignore_errors=True)
+        path = os.path.join(tempfile.mkdtemp(prefix="jaxcache-decide-"), "bench.json")
+    run(command, trials=trials, warm=warm, prime=True, timeout=None,
+        confidence=BenchConfig.confidence, noise_s=BenchConfig.noise_s, max_trials=None,
+        target_width=None, time_budget=None, thresholds=thresholds, workdir=None,
+        out_dir=None, report_path=None, json_path=path, plot_path=None, echo=echo,
+        sealed=sealed, quiet=quiet, min_saving=min_saving, min_fraction=min_fraction)
+    return load_bench(path)

@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from jaxcache.cli import common
+from jaxcache.text import safe
 
 
 def options(p: argparse.ArgumentParser) -> None:
@@ -73,6 +74,17 @@ def handle(args: argparse.Namespace, tail: list[str] | None) -> None:
     from jaxcache.trust.findings import trusted
 
     writers_ok = trusted(audit.get("verdict"))
+    if writers_ok and not command and not benches:  # the last bench, as records are kept
+        from jaxcache.bench import kept
+
+        last = kept.latest()
+        if last is not None:
+            path, doc = last
+            benches.append(doc)
+            argv = doc.get("command")
+            cmd = " ".join(str(a) for a in argv) if isinstance(argv, list) else "?"
+            common.note(args, f"decide: using the last bench, of `{safe(cmd)}` ({safe(path)}); "
+                              "--bench FILE or -- CMD for another\n")
     if writers_ok and command:  # a sealed reader pays for verification: bench it sealed
         benches.append(benchcmd.measure(command, trials=args.trials, warm=args.warm,
                                         echo=lambda text: common.note(args, text),

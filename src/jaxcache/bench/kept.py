@@ -1,0 +1,51 @@
+"""Where bench keeps each result (the state directory, as run keeps its records), so that
+`jaxcache decide PATH` finds the last one without a second bench or a --json file."""
+
+from __future__ import annotations
+
+import os
+import time
+
+from jaxcache.errors import JaxcacheError
+
+
+def benches_dir() -> str:
+    from jaxcache.userdirs import user_dir
+
+    return os.path.join(user_dir("state"), "benches")
+
+
+def new_path() -> str | None:
+    """A fresh name in benches_dir() (made private if missing), unique per call; None where
+    that directory cannot be made (a user without a home: the result is not kept)."""
+    directory = benches_dir()
+    try:
+        os.makedirs(directory, mode=0o700, exist_ok=True)
+    except OSError:
+        return None
+    now = time.time_ns()
+    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(now / 1e9))
+    return os.path.join(directory, f"{stamp}.{now % 1_000_000_000:09d}Z-{os.getpid()}.json")
+
+
+def is_kept(path: str) -> bool:
+    return os.path.dirname(os.path.abspath(path)) == os.path.abspath(benches_dir())
+
+
+def latest() -> tuple[str, dict[str, object]] | None:
+    """The newest kept result that reads as a bench document (names sort by time); files that
+    do not are passed over, as records list passes over what is not a record."""
+    from jaxcache.documents.read import load_bench
+
+    try:
+        names = sorted((n for n in os.listdir(benches_dir()) if n.endswith(".json")),
+                       reverse=True)
+    except OSError:
+        return None
+    for name in names:
+        path = os.path.join(benches_dir(), name)
+        try:
+            return path, load_bench(path)
+        except JaxcacheError:
+            continue
+    return None
