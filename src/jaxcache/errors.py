@@ -23,11 +23,14 @@ class UntrustedCacheError(JaxcacheError):
         from jaxcache.text import safe, wrap
 
         self.report = report
-        names = sorted(report.writer_names("untrusted"))
+        failing = [f for f in report.findings if f.effect in ("unsafe", "unverifiable")]
+        # a sealed reader is refused for its keys, not for who can write (that is covered)
+        names = [] if failing and all(f.code.startswith("seal.") for f in failing) else \
+            sorted(report.writer_names("untrusted"))
         shown = ", ".join(names[:_NAMED]) + (f" and {len(names) - _NAMED} more"
                                              if len(names) > _NAMED else "")
         who = f" ({shown})" if names else ""
-        reasons = [f.message for f in report.findings if f.effect in ("unsafe", "unverifiable")]
+        reasons = [f.message for f in failing]
         # the first line answers alone; why, one wrapped bullet per reason, under it
         lines = [f"refusing {action} {safe(report.requested)}: verdict "
                  f"{report.verdict.value}{who}"]
@@ -36,10 +39,10 @@ class UntrustedCacheError(JaxcacheError):
         if len(reasons) > _REASONS:
             lines.append(f"  - and {len(reasons) - _REASONS} more: jaxcache audit "
                          f"{safe(report.requested)}")
-        origin = [f for f in report.findings if f.code.startswith("origin.")
-                  and f.effect == "unsafe" and f.remedy]
-        if origin:  # no writer to remove: the remedy is the way out, so it is said here
-            lines += wrap(f"what to do: {origin[0].remedy}", "  ", limit=_WIDTH)
+        remedies = [f.remedy for f in failing if f.remedy]
+        origin = [f.remedy for f in failing if f.code.startswith("origin.") and f.remedy]
+        if origin or remedies:  # every refusal says its way out; an origin one first
+            lines += wrap(f"what to do: {(origin or remedies)[0]}", "  ", limit=_WIDTH)
         super().__init__("\n".join(lines))
 
 

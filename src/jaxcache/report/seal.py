@@ -28,7 +28,11 @@ def render_json(result: ScanResult, action: str) -> str:
            "never_hit": result.unhittable,
            "unhittable_allowed": None if action == "verify" else not result.refuse_unhittable,
            "keys": [asdict(k) for k in result.keys], "signatures_needed": result.needed,
-           "signing_key": result.signer, "ok": result.ok}
+           "signing_key": result.signer,
+           "reader_refused": None if result.refused is None else {
+               "verdict": result.refused[0], "why": safe(result.refused[1]),
+               "remedy": None if result.refused[2] is None else safe(result.refused[2])},
+           "ok": result.ok}
     return jsonout.document(doc)
 
 
@@ -50,6 +54,10 @@ def _first(result: ScanResult, action: str) -> str:
             bad = len(result.entries) - result.count("valid")
             return (f"{style.verdict('INVALID')}: {bad} of {total} do not verify, "
                     f"{plural(len(result.leftovers), 'leftover')}, in {where}")
+        if result.refused is not None:
+            return (f"{style.verdict('REFUSED')}: every entry verifies ({total}) in {where}, "
+                    f"but a sealed reader refuses the directory (verdict {result.refused[0]}, "
+                    "as run --sealed and audit --sealed judge it)")
         line = f"{style.verdict('VALID')}: every entry verifies ({total}) in {where}"
         return line + (f"; {never} of them a sealed reader never hits" if never else "")
     if action == "cosign":
@@ -91,6 +99,10 @@ def render_text(result: ScanResult, action: str, *, verbose: bool = False) -> st
     """The answer first, then the entries that need a word (every entry with `verbose`),
     then the counts and what they mean."""
     lines = [_first(result, action)]
+    if result.refused is not None:
+        lines += wrap(f"why: {safe(result.refused[1])}", "  ")
+        if result.refused[2]:
+            lines += wrap(f"what to do: {safe(result.refused[2])}", "  ")
     if result.keys:
         needed = f"; each entry needs {result.needed} distinct keys" if result.needed > 1 else ""
         lines += wrap("keys: " + ", ".join(f"{safe(k.label)} {k.state}"

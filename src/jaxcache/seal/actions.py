@@ -7,6 +7,8 @@ scan (seal/scan.py for a directory, seal/bucket_scan.py for a prefix).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from jaxcache.errors import JaxcacheError, UntrustedCacheError
 from jaxcache.text import safe
 from jaxcache.trust.target import is_url
@@ -43,7 +45,31 @@ def verify_dir(directory: str, given: tuple[str, ...], policy: str | None):
         url = target.parse_bucket(directory)
         return bucket_scan.verify(objects.open_store(url),
                                   trusted_keys_for(url.text, given, policy))
-    return scan.verify(_existing_dir(directory), trusted_keys_for(directory, given, policy))
+    directory = _existing_dir(directory)
+    result = scan.verify(directory, trusted_keys_for(directory, given, policy))
+    return replace(result, refused=reader_refusal(directory, given, policy))
+
+
+def reader_refusal(directory: str, given: tuple[str, ...], policy: str | None
+                   ) -> tuple[str, str, str | None] | None:
+    """Whether a sealed reader (run --sealed, enable(sealed=True)) would refuse the directory,
+    judged by the very audit they run: valid signatures are not enough when, say, a trusted
+    key's holder is no declared signer. (verdict, why, what to do), or None."""
+    from jaxcache.trust import keys as trustkeys
+    from jaxcache.trust import policy as policymod
+    from jaxcache.trust.audit import audit
+    from jaxcache.trust.principals import Accounts
+
+    accounts = Accounts()
+    report = audit(directory, policy=policymod.load(policy, accounts), sealed=True,
+                   sealed_keys=tuple(trustkeys.load_public(k) for k in given),
+                   scan_processes=False, accounts=accounts)
+    if report.verdict.ok:
+        return None
+    failing = [f for f in report.findings if f.effect in ("unsafe", "unverifiable")]
+    first = next((f for f in failing if f.remedy), failing[0] if failing else None)
+    return (report.verdict.value, first.message if first else "no finding said why",
+            first.remedy if first else None)
 
 
 def cosign(directory: str, key_path: str, given: tuple[str, ...], policy: str | None,

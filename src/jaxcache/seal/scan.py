@@ -48,6 +48,9 @@ class ScanResult:
     keys: tuple[keyring.KeyState, ...] = ()  # the trusted keys judged with, each's state
     needed: int = 1  # distinct keys each entry needs (policy signatures_needed)
     signer: str | None = None  # seal: the signing key's label
+    # verify: a sealed reader's audit of the directory refuses it (the same judgement as
+    # `run --sealed` and `audit --sealed`): (verdict, why, what to do); None: it loads
+    refused: tuple[str, str, str | None] | None = None
 
     def count(self, status: str) -> int:
         return sum(1 for e in self.entries if e.status == status)
@@ -66,14 +69,16 @@ class ScanResult:
     def ok(self) -> bool:
         """The exit status's answer: every entry verifies, and (for seal, unless allowed)
         none is one that a sealed reader would never hit."""
-        return self.all_valid and not (self.refuse_unhittable and self.unhittable)
+        return self.all_valid and not (self.refuse_unhittable and self.unhittable) \
+            and self.refused is None
 
     @property
     def strict_ok(self) -> bool:
         """`verify --strict`, a CI gate after a restore: every entry verifies, none is one a
         sealed reader never hits, and nothing else was left there (orphan signatures,
         interrupted writes): whatever came in with the cache was signed by a trusted key."""
-        return self.all_valid and not self.unhittable and not self.leftovers and not self.others
+        return self.all_valid and not self.unhittable and not self.leftovers and \
+            not self.others and self.refused is None
 
 
 def _others(fd: int) -> tuple[str, ...]:

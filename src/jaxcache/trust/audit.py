@@ -191,7 +191,8 @@ def audit(given: str, *, policy: Policy = EMPTY, as_user: int | None = None,
     for k in rule.trusted_keys:
         holder_uid = accounts.uid_of(k.holder) if k.holder else None
         if holder_uid is not None:
-            holders[k.holder] = trust(accounts.user(holder_uid))
+            holders[k.holder] = "policy" if holder_uid in rule.trusted_signers else \
+                trust(accounts.user(holder_uid))
     findings, is_sealed = sealedmod.account(findings, writers, ring, holders)
     verdict = verdictmod.verdict(findings, writers)
     if is_sealed and verdict.ok:

@@ -9,6 +9,8 @@ and only from a file that no one but its owner (us or root) can modify.
     [[cache]]
     path = "/srv/jax-cache"                   # absolute, as the audit resolves it
     trusted_users = ["alice"]
+    trusted_signers = ["publisher"]           # key holders for sealed readers only: plain
+                                              # readers still count them as writers
     trusted_groups = ["ml-team"]              # every member of the group
     accepted_filesystems = ["nfs4"]           # network filesystems you vouch for
     accepted_storage = ["/mnt/cache-volume"]  # mount points whose backing store you vouch for
@@ -41,7 +43,8 @@ from jaxcache.userdirs import policy_file
 # the model lives in rules.py (below the audit and the loader); callers find it here too
 __all__ = ["EMPTY", "Policy", "PolicyError", "Rule", "inside", "load"]
 
-_RULE_KEYS = {"trusted_users", "trusted_groups", "accepted_filesystems", "accepted_storage"}
+_RULE_KEYS = {"trusted_users", "trusted_groups", "accepted_filesystems", "accepted_storage",
+              "trusted_signers"}
 _KEY_SETTINGS = {"trusted_keys", "revoked_keys", "signatures_needed"}
 _KEY_FIELDS = {"holder", "key", "name", "not_before", "not_after", "trust_signing_time"}
 _ID = frozenset("0123456789abcdef")
@@ -110,6 +113,12 @@ def _rule(data: dict, where: str, accounts: Accounts, url: bool = False) -> Rule
         if uid is None:
             raise PolicyError(f"policy: trusted user {safe(name)!r} at {where} does not exist")
         uids.add(uid)
+    signers = set()
+    for name in lists["trusted_signers"]:
+        uid = accounts.uid_of(name)
+        if uid is None:
+            raise PolicyError(f"policy: trusted signer {safe(name)!r} at {where} does not exist")
+        signers.add(uid)
     for name in lists["trusted_groups"]:
         gid = accounts.gid_of(name)
         if gid is None:
@@ -139,7 +148,7 @@ def _rule(data: dict, where: str, accounts: Accounts, url: bool = False) -> Rule
                 frozenset(os.path.normpath(p) for p in lists["accepted_storage"]),
                 (restored.strip(),) if restored is not None else (),
                 _revoked_keys(data.get("revoked_keys", []), where),
-                _signatures_needed(data.get("signatures_needed"), where))
+                _signatures_needed(data.get("signatures_needed"), where), frozenset(signers))
 
 
 def _trusted_keys(items: object, where: str, accounts: Accounts, url: bool = False) -> tuple:

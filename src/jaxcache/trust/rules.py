@@ -27,6 +27,9 @@ class Rule:
     # keys no reader may count, whatever else trusts them: raw public keys (bytes) or ids (str)
     revoked_keys: tuple[bytes | str, ...] = ()
     signatures_needed: int = 0  # distinct trusted keys per entry (0: not set, i.e. 1)
+    # users declared as key holders only: a sealed reader trusts what their keys sign, while a
+    # plain reader still counts them as undeclared writers (unlike trusted_users)
+    trusted_signers: frozenset[int] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -58,6 +61,7 @@ class Policy:
             tuple(s for r in rules for s in r.restored_from),
             tuple(k for r in rules for k in r.revoked_keys),
             max(r.signatures_needed for r in rules),
+            frozenset().union(*(r.trusted_signers for r in rules)),
         )
 
 

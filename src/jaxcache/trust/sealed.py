@@ -47,8 +47,11 @@ def account(findings: list[Finding], writers: list[Writer], ring,
             out.append(Finding(
                 "seal.holder-undeclared", UNSAFE,
                 f"trusted key {key.id} is held by {key.holder}, who is not a declared writer of "
-                "this cache: whoever holds a trusted key can make every reader run their code",
-                None, f"declare {key.holder} in trusted_users for this cache, or remove the key"))
+                "this cache (trusted_signers or trusted_users): whoever holds a trusted key can "
+                "make every reader run their code",
+                None, f"declare {key.holder} in trusted_signers for this cache (a key holder "
+                f"for sealed readers only; trusted_users would also let plain readers load "
+                f"what {key.holder} writes unsigned), or remove the key"))
     out += key_state(ring)
     needed = f"; each entry needs {ring.needed} distinct keys" if ring.needed > 1 else ""
     out.append(Finding(
