@@ -1,8 +1,8 @@
-"""README.md's shell examples, run: the README cannot drift from what jaxcache does.
+"""The shell examples of README.md and docs/*.md, run: no page can drift from what jaxcache does.
 
-Convention (README.md, "Use"): a ```console block is a shell session. `$ CMD` lines are run
-by bash, in order, in a fresh directory holding a link to the bundled examples/, with this
-checkout's venv first on PATH and HOME inside it; the lines up to the next `$ ` are the
+Convention (README.md, "Set up"; docs/index.md): a ```console block is a shell session. `$ CMD`
+lines are run by bash, in order, in a fresh directory holding a link to the bundled examples/,
+with this checkout's venv first on PATH and HOME inside it; the lines up to the next `$ ` are the
 output expected (stdout and stderr together). A line `...` stands for any lines, `...` inside a
 line for any text. Numbers, long hex digests and ed25519 keys match any value (timings, sizes,
 keys differ per run), runs of spaces match any run (column widths follow the values), and
@@ -12,6 +12,9 @@ the directory and HOME print as /tmp/readme and /home/alice. A block right after
 X.Y or older (what it shows changed after), and skipped with that reason elsewhere; one right
 after `<!-- readme-test: tmp on /: REASON -->` only where /tmp is no mount of its own (the
 filesystem rows it shows are those of /, not of a tmpfs /tmp, as on Debian 13).
+
+Every page of docs/ is listed in docs/index.md, and every relative link of these pages (a file,
+and the heading its #anchor names) resolves.
 """
 
 from __future__ import annotations
@@ -30,6 +33,12 @@ from support import paths
 
 ROOT = paths.CHECKOUT
 README = ROOT / "README.md"
+DOCS = ROOT / "docs"
+PAGES = (README, *sorted(DOCS.glob("*.md")))
+# what a ``` block of a page may be besides a console session; docs/ also hold policies,
+# schemas and commands to copy (```sh: not run, no output shown)
+KINDS = {README: ("console", "python", "text")}
+DOC_KINDS = ("console", "python", "text", "toml", "json", "dockerfile", "sh")
 SKIP = re.compile(r"<!-- readme-test: skip: (.+?) -->\s*$")
 UP_TO = re.compile(r"<!-- readme-test: jax <= (\d+)\.(\d+): (.+?) -->\s*$")
 TMP_ON_ROOT = re.compile(r"<!-- readme-test: tmp on /: (.+?) -->\s*$")
@@ -58,9 +67,13 @@ def _skip_reason(before: str) -> str | None:
 SHOWN_DIR, SHOWN_HOME = "/tmp/readme", "/home/alice"
 
 
-def blocks() -> list[tuple[int, str, str | None]]:
-    """(line number, block text, skip reason) of every ```console block."""
-    found, lines = [], README.read_text().splitlines()
+def _name(page: Path) -> str:
+    return str(page.relative_to(ROOT))
+
+
+def blocks(page: Path = README) -> list[tuple[int, str, str | None]]:
+    """(line number, block text, skip reason) of every ```console block of the page."""
+    found, lines = [], page.read_text().splitlines()
     i = 0
     while i < len(lines):
         if lines[i].strip() == "```console":
@@ -156,11 +169,13 @@ def run_session(steps: list[tuple[str, list[str]]], work: Path) -> list[str]:
     return out.split(f"{marker}\n")[1:]
 
 
-@pytest.mark.parametrize("line, text, skip",
-                         [pytest.param(*b, id=f"README.md:{b[0]}") for b in blocks()])
-def test_readme_console_block(line: int, text: str, skip: str | None):
+@pytest.mark.parametrize("page, line, text, skip",
+                         [pytest.param(page, *b, id=f"{_name(page)}:{b[0]}")
+                          for page in PAGES for b in blocks(page)])
+def test_readme_console_block(page: Path, line: int, text: str, skip: str | None):
+    where = f"{_name(page)} line {line}"
     if skip:
-        pytest.skip(f"README.md line {line}: {skip}")
+        pytest.skip(f"{where}: {skip}")
     steps = session(text)
     work = Path(tempfile.mkdtemp(dir="/tmp"))
     try:
@@ -173,22 +188,66 @@ def test_readme_console_block(line: int, text: str, skip: str | None):
     for (command, expected), actual in zip(steps, outputs, strict=True):
         got = "".join(normalize(a) + "\n" for a in actual.splitlines())
         if not pattern(expected).fullmatch(got) and (other := _other_side(expected, actual)):
-            pytest.skip(f"README.md line {line}: this machine compiled {other} on the other "
-                        "side of JAX's compile-time threshold than the machine the README "
-                        "shows, and jaxcache said so (what follows from it differs)")
+            pytest.skip(f"{where}: this machine compiled {other} on the other side of JAX's "
+                        "compile-time threshold than the machine the page shows, and jaxcache "
+                        "said so (what follows from it differs)")
         assert pattern(expected).fullmatch(got), (
-            f"README.md line {line}: `$ {command}` printed:\n{actual}\n"
+            f"{where}: `$ {command}` printed:\n{actual}\n"
             f"expected (numbers, hex and spacing aside):\n" + "\n".join(expected))
 
 
-def test_every_shell_block_is_run_or_says_why_not():
+@pytest.mark.parametrize("page", [pytest.param(page, id=_name(page)) for page in PAGES])
+def test_every_shell_block_is_run_or_says_why_not(page: Path):
     """A ``` block with `$ ` commands must be a console block (run), else it drifts unseen."""
-    lines = README.read_text().splitlines()
+    lines, kinds = page.read_text().splitlines(), KINDS.get(page, DOC_KINDS)
     fence = [i for i, text in enumerate(lines) if text.startswith("```")]
     for start, end in zip(fence[::2], fence[1::2], strict=True):
-        kind = lines[start][3:].strip()
+        kind, where = lines[start][3:].strip(), f"{_name(page)} line {start + 1}"
         if any(text.startswith("$ ") for text in lines[start + 1:end]):
-            assert kind == "console", f"README.md line {start + 1}: `$ ` commands in ```{kind}"
-        assert kind in ("console", "python", "text"), (
-            f"README.md line {start + 1}: say what the block is (```console, python or text)")
-    assert len([b for b in blocks() if not b[2]]) >= 6  # most examples really run
+            assert kind == "console", f"{where}: `$ ` commands in ```{kind}"
+        assert kind in kinds, f"{where}: say what the block is (```{', '.join(kinds)})"
+
+
+def test_most_examples_really_run():
+    """Most examples really run: the README's quick start, and the manual's in docs/."""
+    assert len([b for b in blocks() if not b[2]]) >= 2  # the quick start
+    assert len([b for page in PAGES for b in blocks(page) if not b[2]]) >= 10
+
+
+def test_docs_index_lists_every_page():
+    """docs/index.md names every page of docs/ by a link, and links no page that is not."""
+    listed = set(re.findall(r"\]\(([\w.-]+\.md)\)", (DOCS / "index.md").read_text()))
+    pages = {page.name for page in DOCS.glob("*.md")}
+    assert pages - listed == set(), f"docs/index.md does not list {sorted(pages - listed)}"
+    assert listed - pages == set(), f"docs/index.md lists missing {sorted(listed - pages)}"
+
+
+def _anchors(page: Path) -> set[str]:
+    """The #anchors of a page's headings, as GitHub makes them."""
+    found: set[str] = set()
+    fenced = False
+    for text in page.read_text().splitlines():
+        fenced ^= text.startswith("```")
+        if fenced or not text.startswith("#"):
+            continue
+        slug = re.sub(r"[^\w\- ]", "", text.lstrip("#").strip().lower()).replace(" ", "-")
+        n, anchor = 0, slug
+        while anchor in found:  # a repeated heading gets -1, -2, ...
+            n += 1
+            anchor = f"{slug}-{n}"
+        found.add(anchor)
+    return found
+
+
+@pytest.mark.parametrize("page", [pytest.param(page, id=_name(page)) for page in PAGES])
+def test_relative_links_resolve(page: Path):
+    """A text moved between the README and docs/ keeps links that lead somewhere."""
+    text = re.sub(r"```.*?```", "", page.read_text(), flags=re.DOTALL)
+    for target in re.findall(r"\]\(([^)\s]+)\)", text):
+        if re.match(r"[a-z]+:", target):
+            continue  # https:, mailto:
+        path, _, anchor = target.partition("#")
+        linked = (page.parent / path).resolve() if path else page
+        assert linked.exists(), f"{_name(page)}: the link to {target} leads nowhere"
+        if anchor and linked.suffix == ".md":
+            assert anchor in _anchors(linked), f"{_name(page)}: no heading #{anchor} in {path}"
