@@ -13,6 +13,7 @@ import re
 import sys
 
 import pytest
+from support import paths
 from support.jobs import jaxcache
 from support.users import mkdir
 
@@ -274,3 +275,17 @@ def test_every_help_names_its_exit_codes(command):
     assert re.search(r"[Ee]xit code", text), command
     if command in ("run", "bench", "explain", "decide"):
         assert "126" in text and "127" in text, command
+
+
+@pytest.mark.parametrize("command", ["init", "audit", "ls", "run", "bench", "explain", "net",
+                                     "decide", "records", "seal", "verify", "keygen", "demo"])
+def test_every_help_ends_at_its_page_of_the_manual(command):
+    """--help closes with the command's docs/ page, one that exists and that docs/index.md
+    lists."""
+    last = run(command, "--help").stdout.rstrip().splitlines()[-1]
+    match = re.fullmatch(r"More: (docs/[a-z-]+\.md) \(the manual's index: docs/index\.md\)",
+                         last)
+    assert match, last
+    page = paths.CHECKOUT / match.group(1)
+    assert page.is_file(), page
+    assert f"]({page.name})" in (paths.CHECKOUT / "docs" / "index.md").read_text()

@@ -306,9 +306,17 @@ def threshold_env(args: argparse.Namespace) -> dict[str, str]:
     return env
 
 
+# each command's page of the manual (docs/), named at the end of its --help
+PAGES = {"audit": "audit.md", "init": "enable.md", "ls": "ls.md", "run": "run.md",
+         "bench": "bench.md", "explain": "explain.md", "decide": "decide.md",
+         "records": "records.md", "net": "net.md", "seal": "sealed-cache.md",
+         "verify": "sealed-cache.md", "keygen": "sealed-cache.md", "demo": "setup.md"}
+
+
 def command_parser(commands: Any, name: str, usage_line: str,
                    handler: Callable[..., None]) -> argparse.ArgumentParser:
-    """A command's parser: its handler's docstring is its help (first line) and description."""
+    """A command's parser: its handler's docstring is its help (first line) and description;
+    its page of the manual closes it."""
     doc = handler.__doc__ or ""
     first, _, rest = doc.partition("\n")
     lines = rest.splitlines()
@@ -316,6 +324,8 @@ def command_parser(commands: Any, name: str, usage_line: str,
     description = "\n".join([first, *(line[indent:] for line in lines)]).strip()
     parser = commands.add_parser(name, prog=f"jaxcache {name}", usage=f"%(prog)s {usage_line}",
                                  help=first.strip(), description=description,
+                                 epilog=f"More: docs/{PAGES[name]} (the manual's index: "
+                                        "docs/index.md)" if name in PAGES else None,
                                  formatter_class=Help, add_help=False, allow_abbrev=False)
     parser.add_argument("-h", "--help", action="help", help="Show this message and exit.")
     global_flags(parser)
