@@ -65,10 +65,10 @@ def test_refused_option_combinations(args, fragment):
 
 def test_existing_non_private_workdir_says_why(tmp_path):
     work = tmp_path / "w"
-    work.mkdir(mode=0o755)
-    work.chmod(0o755)
+    work.mkdir(mode=0o775)
+    work.chmod(0o775)
     proc = jaxcache("bench", "--workdir", str(work), "--", sys.executable, "-c", "1")
-    assert proc.returncode == 2 and "mode 0755, not 0700" in proc.stderr
+    assert proc.returncode == 2 and "mode 0775: others can write it" in proc.stderr
 
 
 def test_directory_change_after_the_cache_exists_is_named(tmp_path):

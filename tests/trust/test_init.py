@@ -49,10 +49,10 @@ def test_existing_private_dir_is_accepted_unchanged(base):
 
 
 def test_existing_non_private_dir_is_refused_and_left_alone(base):
-    cache = mkdir(base / "cache", 0o755)
+    cache = mkdir(base / "cache", 0o775)
     rc, doc = init_json(str(cache))
-    assert rc == 1 and not doc["ok"] and "mode 0755" in doc["refused"]
-    assert stat.S_IMODE(os.stat(cache).st_mode) == 0o755
+    assert rc == 1 and not doc["ok"] and "mode 0775" in doc["refused"]
+    assert stat.S_IMODE(os.stat(cache).st_mode) == 0o775
 
 
 @needs_root
@@ -120,10 +120,26 @@ def test_text_refusal_says_so_first_and_sends_the_user_elsewhere(base):
 
 
 def test_existing_non_private_dir_refused_in_words(base):
-    cache = mkdir(base / "cache", 0o755)
+    cache = mkdir(base / "cache", 0o775)
     proc = jaxcache("init", str(cache))
     assert proc.returncode == 1
-    assert proc.stdout.startswith(f"REFUSED: {cache}: {cache} has mode 0755, not 0700")
+    assert proc.stdout.startswith(f"REFUSED: {cache}: {cache} has mode 0775: others can "
+                                  "write it")
+
+
+def test_a_directory_its_audit_calls_private_is_accepted_as_it_is(base):
+    """Readable by others (0755) is PRIVATE to the audit: init accepts it, says that others
+    can read the compiled programs, and changes nothing (issue 28, point 6)."""
+    cache = mkdir(base / "cache", 0o755)
+    audit = jaxcache("audit", str(cache))
+    assert audit.stdout.startswith("verdict: PRIVATE")
+    proc = jaxcache("init", str(cache))
+    assert proc.returncode == 0, proc.stdout
+    assert proc.stdout.startswith(f"already private: {cache} (mode 0755, verdict PRIVATE)")
+    assert "note: others can read it (mode 0755)" in proc.stdout
+    assert stat.S_IMODE(cache.stat().st_mode) == 0o755
+    doc = json.loads(jaxcache("init", "--format", "json", str(cache)).stdout)
+    assert doc["ok"] is True and doc["note"].startswith("others can read it")
 
 
 def test_refuses_literal_tilde(base):

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 import shlex
+import stat
 
 from jaxcache.documents.kinds import envelope
 from jaxcache.report import audit, jsonout, style
@@ -21,7 +22,11 @@ def render_text(result: InitResult, *, default_dir: str) -> str:
     what = "created" if result.created else "already private:"
     run = "jaxcache run" if result.path == default_dir else \
         f"jaxcache run --cache-dir {shlex.quote(path)}"
-    return (f"{what} {path} (mode 0700, verdict {result.report.verdict.value})\n\n"
+    last = result.report.components[-1] if result.report.components else None
+    mode = f"{stat.S_IMODE(last.mode):04o}" if last is not None else "0700"
+    note = result.readable()
+    said = "".join(f"{line}\n" for line in wrap(f"note: {note}")) if note else ""
+    return (f"{what} {path} (mode {mode}, verdict {result.report.verdict.value})\n{said}\n"
             "Use it; each way audits it again before JAX loads anything from it:\n"
             f"  {run} -- python train.py\n"
             "or in Python, right after `import jax`:\n"
@@ -61,4 +66,5 @@ def render_json(result: InitResult) -> str:
     """`jaxcache init --format json` (schema jaxcache.init/1): the audit it based itself on."""
     return jsonout.document({**envelope("init"), "path": result.path, "ok": result.ok,
                              "created": list(result.created), "refused": result.refused,
+                             "note": result.readable(),
                              "audit": audit.audit_dict(result.report)})

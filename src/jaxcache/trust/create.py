@@ -37,6 +37,16 @@ class InitResult:
     def ok(self) -> bool:
         return self.refused is None
 
+    def readable(self) -> str | None:
+        """An accepted directory others can read or enter: no way to change what JAX loads,
+        but they can read your compiled programs; said, never changed (it is not ours)."""
+        last = self.report.components[-1] if self.report.components else None
+        if not self.ok or self.created or last is None or not last.mode & 0o055:
+            return None
+        return (f"others can read it (mode {stat.S_IMODE(last.mode):04o}): not who can change "
+                "what JAX loads, but they can read your compiled programs; `chmod 700` it if "
+                "that matters (jaxcache changes nothing it did not create)")
+
 
 def default_dir(name: str = "jax") -> str:
     from jaxcache.userdirs import user_dir
@@ -49,8 +59,8 @@ def _private_problem(fd: int, path: str) -> str | None:
     where = f"/proc/self/fd/{fd}"
     if st.st_uid != os.geteuid():
         return f"{safe(path)} is owned by uid {st.st_uid}, not by you"
-    if stat.S_IMODE(st.st_mode) & 0o077:
-        return f"{safe(path)} has mode {stat.S_IMODE(st.st_mode):04o}, not 0700"
+    if stat.S_IMODE(st.st_mode) & 0o022:  # others reading is no trust matter (readable())
+        return f"{safe(path)} has mode {stat.S_IMODE(st.st_mode):04o}: others can write it"
     for name, label in ((aclmod.ACCESS, "an ACL"), (aclmod.DEFAULT, "a default ACL")):
         acl = aclmod.read(where, name, follow=True)
         if acl is not None and (acl.is_extended or name == aclmod.DEFAULT):
