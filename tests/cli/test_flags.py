@@ -192,9 +192,25 @@ def test_path_defaults_to_jax_compilation_cache_dir(tmp_path, command, pub):
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
     assert str(cache) in (doc.get("path"), doc.get("directory"), doc.get("requested"))
-    line = one_line_error(run(command, *extra, cwd=str(tmp_path)))
-    assert "no PATH given and JAX_COMPILATION_CACHE_DIR is not set" in line
-    assert one_line_error(run(command, *extra, env={"JAX_COMPILATION_CACHE_DIR": ""}))
+
+
+
+@pytest.mark.parametrize("unset", [None, ""])  # empty counts as unset, as JAX takes it
+def test_without_path_every_command_uses_the_directory_init_made(tmp_path, pub, unset):
+    """One rule for the default directory (issue 28, point 6): init, audit, ls and verify
+    given no PATH, with no $JAX_COMPILATION_CACHE_DIR, all use the one `init` makes."""
+    env = {"XDG_CACHE_HOME": str(tmp_path / "xdg"), "HOME": str(tmp_path)}
+    if unset is not None:
+        env["JAX_COMPILATION_CACHE_DIR"] = unset
+    made = tmp_path / "xdg" / "jaxcache" / "jax"
+    assert run("init", env=env).returncode == 0 and made.is_dir()
+    for command, extra in (("audit", ["--no-processes"]), ("ls", []),
+                           ("verify", ["--trusted-key", pub])):
+        proc = run(command, *extra, "--format", "json", env=env)
+        assert proc.returncode == 0, (command, proc.stderr)
+        doc = json.loads(proc.stdout)
+        assert str(made) in (doc.get("path"), doc.get("directory"), doc.get("requested")), \
+            command
 
 
 def test_seal_signing_key_and_the_deprecated_key(tmp_path):

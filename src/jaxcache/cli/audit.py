@@ -9,7 +9,8 @@ from jaxcache.cli import common
 
 def options(p: argparse.ArgumentParser) -> None:
     p.add_argument("path", nargs="?", metavar="PATH",
-                   help="The cache directory (default: $JAX_COMPILATION_CACHE_DIR).")
+                   help="The cache directory (default: $JAX_COMPILATION_CACHE_DIR, else the "
+                        "directory `jaxcache init` makes).")
     common.option(p, "--policy", dest="policy_path", metavar="FILE",
                   help="Trust policy (TOML); default: your config dir's jaxcache/policy.toml. "
                        "Never read from inside the audited tree.")
@@ -37,7 +38,7 @@ def handle(args: argparse.Namespace, tail: None) -> None:
     PATH is read as JAX reads it: '~' is not expanded, a relative path is relative to the
     current directory, a path that does not exist yet is judged by its nearest existing
     ancestor, and URLs (gs://..., s3://...) are UNVERIFIABLE. Without PATH:
-    $JAX_COMPILATION_CACHE_DIR.
+    $JAX_COMPILATION_CACHE_DIR, else the directory `jaxcache init` makes (as run uses).
 
     Verdicts:
       PRIVATE           only you and root can create, replace or rename entries or any parent

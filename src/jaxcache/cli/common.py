@@ -69,15 +69,14 @@ def user_command(before: list[str], after: list[str] | None) -> list[str]:
 
 
 def cache_path(args: argparse.Namespace, given: str | None) -> str:
-    """PATH, else $JAX_COMPILATION_CACHE_DIR (the directory JAX itself would use), as `run`
-    does; with neither there is nothing to look at: one line, exit 2."""
+    """PATH, else the one default every command uses (trust/create.py default_cache_dir:
+    $JAX_COMPILATION_CACHE_DIR, else the directory `jaxcache init` makes), as `run` and
+    `init` do."""
     if given is not None:  # an empty PATH given is the library's to refuse, by name
         return given
-    env = os.environ.get("JAX_COMPILATION_CACHE_DIR")
-    if env:
-        return env
-    fail(f"{args.name}: no PATH given and JAX_COMPILATION_CACHE_DIR is not set: give the cache "
-         "directory")
+    from jaxcache.trust import create
+
+    return create.default_cache_dir()
 
 
 # --- where the answer goes: stdout, or -o FILE --------------------------------------------

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 
 from jaxcache.cli import common
 
@@ -35,8 +34,7 @@ def handle(args: argparse.Namespace, tail: None) -> None:
     from jaxcache.trust import create, policy
     from jaxcache.trust.principals import Accounts
 
-    env = os.environ.get("JAX_COMPILATION_CACHE_DIR")
-    default = env or create.default_dir()  # what a plain `jaxcache run` would use
+    default = create.default_cache_dir()  # what a plain `jaxcache run` would use
     target = args.path if args.path is not None else (
         create.default_dir(args.name) if args.name is not None else default)
     result = create.init(target, policy=policy.load(args.policy_path, Accounts()))

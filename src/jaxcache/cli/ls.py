@@ -11,7 +11,8 @@ from jaxcache.trust.target import is_url
 def options(p: argparse.ArgumentParser) -> None:
     p.add_argument("path", nargs="?", metavar="PATH",
                    help="The cache directory, gs:// or s3://BUCKET/PREFIX (default: "
-                        "$JAX_COMPILATION_CACHE_DIR).")
+                        "$JAX_COMPILATION_CACHE_DIR, else the directory `jaxcache init` "
+                        "makes).")
     common.format_flag(p)
 
 
@@ -31,9 +32,9 @@ def handle(args: argparse.Namespace, tail: None) -> None:
     baked into an image, or written by JAX without jaxcache), changed (rewritten since).
     KEY names the key each signature file claims (by your policy's name for it where it
     trusts it): a claim, which `jaxcache verify` checks. Without PATH:
-    $JAX_COMPILATION_CACHE_DIR. Exit code 1 when any entry is flagged beyond an unexpected
-    name or changed since written (for a bucket, when an entry has no signature object beside
-    it).
+    $JAX_COMPILATION_CACHE_DIR, else the directory `jaxcache init` makes. Exit code 1 when
+    any entry is flagged beyond an unexpected name or changed since written (for a bucket,
+    when an entry has no signature object beside it).
     """
     path = common.cache_path(args, args.path)
     if is_url(path):

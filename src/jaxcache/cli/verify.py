@@ -31,7 +31,7 @@ def scan_output(args: argparse.Namespace, result: Any, action: str,
 
 def options(p: argparse.ArgumentParser) -> None:
     scan_flags(p, "The sealed cache: a directory, gs:// or s3://BUCKET/PREFIX (default: "
-                  "$JAX_COMPILATION_CACHE_DIR).")
+                  "$JAX_COMPILATION_CACHE_DIR, else the directory `jaxcache init` makes).")
     common.option(p, "--strict", action="store_true",
                   help="The gate after a CI restore (docs/ci.md): exit 1 also for entries a "
                        "sealed reader would never hit and for leftovers (orphan signatures, "
@@ -48,8 +48,9 @@ def handle(args: argparse.Namespace, tail: None) -> None:
     Entries are read exactly as a sealed reader reads them (directory fd, no symlinks, one
     read), so "valid" means a sealed reader trusting these keys loads it. Trusted keys: every
     --trusted-key, plus the policy's trusted_keys for DIR. Nothing is changed. Without DIR:
-    $JAX_COMPILATION_CACHE_DIR. Entries a sealed reader would never hit (made with XLA's
-    sub-caches on: another cache key) are named with why; they do not change the exit code.
+    $JAX_COMPILATION_CACHE_DIR, else the directory `jaxcache init` makes. Entries a sealed
+    reader would never hit (made with XLA's sub-caches on: another cache key) are named with
+    why; they do not change the exit code.
 
     Exit code: 0 every entry is valid; 1 any is not (--strict: or any would never be hit, or
     anything else was left beside them); 2 bad input.

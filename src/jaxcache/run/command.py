@@ -41,7 +41,7 @@ def choose_cache_dir(explicit: str | None, env: dict[str, str]) -> str:
         return chosen
     from jaxcache.trust import create
 
-    return create.default_dir()
+    return create.default_cache_dir(env)
 
 
 def _claim_record(path: str, explicit: bool):

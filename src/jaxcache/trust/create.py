@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 from jaxcache.errors import JaxcacheError
@@ -52,6 +52,14 @@ def default_dir(name: str = "jax") -> str:
     from jaxcache.userdirs import user_dir
 
     return os.path.join(user_dir("cache"), name)
+
+
+def default_cache_dir(env: Mapping[str, str] | None = None) -> str:
+    """The one rule for every command given no directory: $JAX_COMPILATION_CACHE_DIR (what JAX
+    itself would use; empty counts as unset, as JAX takes it), else the directory a plain
+    `jaxcache init` makes (your platform's cache dir, jaxcache/jax)."""
+    env = os.environ if env is None else env
+    return env.get("JAX_COMPILATION_CACHE_DIR") or default_dir()
 
 
 def _private_problem(fd: int, path: str) -> str | None:
