@@ -27,6 +27,15 @@ def user_dir(kind: str) -> str:
     return os.path.join(base, "jaxcache")
 
 
+SYSTEM_POLICY = "/etc/jaxcache/policy.toml"  # a team's, kept by its admins
+
+
 def policy_file() -> str:
-    """The user's trust policy, read when no --policy is given (trust/policy.py)."""
-    return os.path.join(user_dir("config"), "policy.toml")
+    """The trust policy read when no --policy is given (trust/policy.py): the user's own
+    (~/.config/jaxcache/policy.toml) where there is one, else the system-wide one an admin
+    keeps in a protected location, SYSTEM_POLICY (the same checks: owned by you or root, no
+    one else can change it or a parent)."""
+    mine = os.path.join(user_dir("config"), "policy.toml")
+    if not os.path.lexists(mine) and os.path.lexists(SYSTEM_POLICY):
+        return SYSTEM_POLICY
+    return mine
