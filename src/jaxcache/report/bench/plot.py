@@ -1,4 +1,6 @@
-"""`jaxcache bench --plot F.png`: median time per phase, cold vs warm (needs matplotlib)."""
+"""`jaxcache bench --plot F.png`: median time per phase, cold vs warm, and the spread of the
+whole process over the runs (needs matplotlib). The title says what is drawn; the verdict is
+the text's and the report's."""
 
 from __future__ import annotations
 
@@ -29,10 +31,16 @@ def render(result: BenchResult) -> bytes:
             ax.barh(arm, spread.median, left=left[arm], color=color,
                     label=PHASE_LABELS[name] if arm == "cold" else None)
             left[arm] += spread.median
+    if a.wall is not None:  # the whole process over the runs: min, median, max
+        for arm, spread in zip(("cold", "warm"), a.wall, strict=True):
+            ax.errorbar(spread.median, arm, fmt="o", color="black", markersize=3, capsize=4,
+                        xerr=[[spread.median - spread.low], [spread.high - spread.median]],
+                        label="whole process: min, median, max" if arm == "cold" else None)
     ax.invert_yaxis()
-    ax.set_xlabel("seconds (median per phase)")
-    title = a.message if len(a.message) < 90 else a.verdict
-    ax.set_title(title, fontsize=9)
+    ax.set_xlabel("seconds (bars: median per phase)")
+    cold = sum(1 for s in result.samples if s.kind == "cold")
+    warm = sum(1 for s in result.samples if s.kind == "warm")
+    ax.set_title(f"time per start, cold vs warm ({cold} cold, {warm} warm runs)", fontsize=9)
     ax.legend(fontsize=7, ncol=3, loc="upper center", bbox_to_anchor=(0.5, -0.35))
     fig.tight_layout()
     buf = io.BytesIO()
