@@ -157,3 +157,16 @@ def test_suggested_trials_are_bounded_and_a_saving_on_the_bar_is_called_marginal
     on_bar = noticeable.judge(shift(2.0, 0.9, 3.1), 40.8)  # 2.00 s against 2.04 s
     assert on_bar.suggest_trials == 4 * 6 and on_bar.borderline
     assert "-t 24" in noticeable.advice(on_bar) and "marginal" in noticeable.advice(on_bar)
+
+
+def test_a_saving_measured_under_lower_thresholds_says_to_run_the_job_the_same_way():
+    """A bench run with --min-compile-time: decide's PRIVATE carries the flag to run the job
+    with (at JAX's defaults it would write less, or nothing); a bench at the defaults adds
+    nothing of the kind."""
+    a = _analyse([10.0, 10.2, 10.1, 9.9, 10.3, 10.05], [7.0, 7.1, 6.9, 7.2, 7.05, 6.95])
+    doc = json.loads(json.dumps(_bench_doc(a)))
+    assert not any("--min-compile-time" in x for x in decide(AUDIT, [doc]).advice)
+    doc["thresholds"] = {"set_by_bench": {"JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0.0"}}
+    d = decide(AUDIT, [doc])
+    assert d.verdict == "PRIVATE"
+    assert any("jaxcache run --min-compile-time 0.0 -- CMD" in x for x in d.advice), d.advice

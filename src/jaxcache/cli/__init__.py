@@ -46,8 +46,9 @@ A sealed cache (docs/sealed-cache.md): entries signed, loaded only if a trusted 
   jaxcache run --sealed ...     run a job that loads only signed entries (and signs with a key)
 
 The same flags everywhere: --format text|json (and sarif for audit and net), -o/--output FILE,
--q/--quiet, -v/--verbose (audit, init, seal, verify) and --color (these three before or after
-the command); PATH of audit, ls and verify defaults to $JAX_COMPILATION_CACHE_DIR.
+-q/--quiet, -v/--verbose (audit, init, run, seal, verify) and --color (these three before or
+after the command); without PATH, every command uses $JAX_COMPILATION_CACHE_DIR, else the
+directory `jaxcache init` makes.
 Exit codes: 0 fine, 1 a finding you must act on, 2 usage or input error.
 Verdicts are in colour on a terminal: NO_COLOR=1 or --color never turns it off.
 """

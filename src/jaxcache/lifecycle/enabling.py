@@ -154,11 +154,11 @@ def _enable(path: str, policy: str | None, allow_untrusted: bool, reset: bool,
                    f"{', '.join(sorted(report.writer_names('untrusted')))}): they can make "
                    "this process run code of their choosing")
         print(message, file=sys.stderr)
-        warnings.warn(message, CacheLifecycleWarning, stacklevel=2)
+        warnings.warn(message, CacheLifecycleWarning, stacklevel=3)
     for f in report.findings:  # entries of unknown origin, outside CI: said, not refused
         if f.code.startswith("origin.") and f.effect == "warning":
             warnings.warn(f"jaxcache: {f.message}. What to do: {f.remedy}",
-                          CacheLifecycleWarning, stacklevel=2)
+                          CacheLifecycleWarning, stacklevel=3)
     did_reset = bool(fatal)
     with undo.all_or_nothing():
         if fatal:
@@ -186,7 +186,7 @@ def _enable(path: str, policy: str | None, allow_untrusted: bool, reset: bool,
             "nothing to do; set it before the job starts to choose the cache", False)]
     for trap in traps:
         warnings.warn(f"{trap.message}. What to do: {trap.remedy}", CacheLifecycleWarning,
-                      stacklevel=2)
+                      stacklevel=3)
     return EnableResult(chosen, report, tuple(traps), did_reset)
 
 

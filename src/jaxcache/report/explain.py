@@ -90,7 +90,7 @@ def _modules(e: Explanation, record: str, ranks: bool) -> list[str]:
     single = [m for m in rows if id(m) not in hidden]
     name_width = max((len(safe(m.name)) for m in single), default=8)
     lines = ["", f"{safe(record)}: {plural(len(rows), 'module')}"]
-    for m in sorted(single, key=lambda m: not m.missed_chance):
+    for m in sorted(single, key=lambda m: (not m.missed_chance, -(m.compile_s or 0.0))):
         lines += _row(m, name_width, ranks)
     return lines + [_rest(ms) for ms in rest]
 

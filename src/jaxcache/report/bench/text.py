@@ -62,6 +62,22 @@ def adjusted(result: BenchResult) -> list[str]:
             f"{judged}"]
 
 
+def unstable(result: BenchResult) -> list[str]:
+    """Runs that cached different modules: compiles near a threshold, written in some runs
+    and not in others (a loaded machine slows them), so cold and warm are not the same work."""
+    cold = sorted({s.written for s in result.samples if s.kind == "cold" and s.ok})
+    warm = sum(1 for s in result.samples if s.kind == "warm" and s.ok and s.written)
+    if len(cold) < 2 and not warm:
+        return []
+    what = f"the cold runs wrote {cold[0]} to {cold[-1]} entries" if len(cold) > 1 else \
+        f"the cold runs wrote {cold[0] if cold else 0} entries"
+    also = f" and {plural(warm, 'warm run')} wrote new ones" if warm else ""
+    return [f"what to do: {what}{also}: compiles near JAX's threshold are cached in some runs "
+            "and not in others, so the saving mixes both; bench with --min-compile-time below "
+            "them (the thresholds line) for runs that do the same work, and run the job the "
+            "same way"]
+
+
 def conclusions(result: BenchResult) -> list[str]:
     a = result.analysis
     t = thresholds(result)
@@ -72,6 +88,7 @@ def conclusions(result: BenchResult) -> list[str]:
     if left is not None and left.modules:
         command = clip(safe(shlex.join(result.config.argv)), 60)
         lines.append(f"thresholds: {left.sentence(command=command)}")
+    lines += unstable(result)
     if a.saving is not None:
         saved = ("cold minus warm (nothing was cached: a difference, not a saving)"
                  if a.verdict == "nothing-cached" else "seconds saved per start")
