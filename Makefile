@@ -45,8 +45,8 @@ test: system-deps $(VENV)/.test lint typecheck
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile
 
 # The JAX-touching tests (marker `matrix`, and tests/jaxcompat/test_jaxcompat.py) on the newest
-# patch of every supported JAX line, each in its own venv (reused while its stamp matches the version,
-# the interpreter and the constraints: scripts/jax-venv.sh); on 0.12 also the sealed backend's
+# patch of every supported JAX line, each in its own venv (reused while its stamp matches the
+# version, the interpreter and the constraints: scripts/jax-venv.sh); on 0.12 also the sealed backend's
 # suites (scripts/matrix-line.sh). JAX 0.11+ needs Python >= 3.12: with an older $(PYTHON) those
 # lines run in a Debian 13 root that scripts/debian-root.sh builds and caches (as root; every
 # mount lives in a private namespace). docs/jax-versions.md has its timings.
