@@ -6,6 +6,7 @@ import argparse
 from typing import Any, NoReturn
 
 from jaxcache.cli import common
+from jaxcache.text import safe
 
 
 def scan_flags(p: argparse.ArgumentParser, dir_help: str) -> None:
@@ -37,6 +38,11 @@ def options(p: argparse.ArgumentParser) -> None:
                        "sealed reader would never hit and for leftovers (orphan signatures, "
                        "interrupted writes), so the step passes only when everything that "
                        "came in with the cache was signed by a trusted key.")
+    common.option(p, "--quarantine", metavar="QDIR",
+                  help="Move every entry a sealed reader rejects (with its sidecars) into QDIR, "
+                       "made private on the cache's filesystem, instead of leaving it at its "
+                       "key, where it blocks the next publish (first writer wins); nothing is "
+                       "deleted. The answer is then about what is left.")
 
 
 def handle(args: argparse.Namespace, tail: None) -> None:
@@ -52,11 +58,29 @@ def handle(args: argparse.Namespace, tail: None) -> None:
     reader would never hit (made with XLA's sub-caches on: another cache key) are named with
     why; they do not change the exit code.
 
-    Exit code: 0 every entry is valid; 1 any is not (--strict: or any would never be hit, or
-    anything else was left beside them); 2 bad input.
+    A rejected entry stays at its key otherwise (a reader only misses it) and blocks the next
+    publish of that key: --quarantine QDIR moves such entries aside, never deleting them.
+
+    Exit code: 0 every entry is valid (with --quarantine: every one left); 1 any is not
+    (--strict: or any would never be hit, or anything else was left beside them); 2 bad
+    input.
     """
     from jaxcache.seal import actions
 
     path = common.cache_path(args, args.dir)
-    result = actions.verify_dir(path, tuple(args.trusted_keys or ()), args.policy_path)
+    keys = tuple(args.trusted_keys or ())
+    result = actions.verify_dir(path, keys, args.policy_path)
+    if args.quarantine is not None:
+        from jaxcache.seal import quarantine
+        from jaxcache.trust.target import is_url
+
+        if is_url(path):
+            common.usage(args, "--quarantine moves entries of a directory, not of a bucket")
+        moved = quarantine.quarantine(path, args.quarantine, result)
+        for name, why in moved.moved:
+            common.note(args, f"quarantined {safe(name)} ({safe(why)}) to "
+                              f"{safe(moved.directory)}\n")
+        for name, why in moved.failed:
+            common.note(args, f"not moved: {safe(name)}: {safe(why)}\n")
+        result = actions.verify_dir(path, keys, args.policy_path)  # what is left
     scan_output(args, result, "verify", result.strict_ok if args.strict else None)
