@@ -148,7 +148,7 @@ def _noticeable(benches: list[dict], min_s: float | None, min_fraction: float | 
         if s.get("verdict") in ("nothing-cached", "warm-missed", "no-data") or shift is None:
             outcomes.append(MISSED)
             ev.append(f"{cmd}: no saving to judge ({s.get('verdict')}: {s.get('message')})")
-            left = ((b.get("thresholds") or {}).get("left_out") or {})
+            left = _obj(_obj(b.get("thresholds")).get("left_out"))
             if s.get("verdict") == "nothing-cached" and left.get("modules"):
                 ev.append(_left_out_evidence(left))
             advice.append(_missed_advice(s.get("verdict"), left, cmd))
@@ -173,9 +173,10 @@ MISSED = "missed"  # no saving to judge: nothing cached, warm runs missed, no da
 
 
 def _left_out_evidence(left: dict) -> str:
-    share = left.get("share")
-    return (f"  JAX's write thresholds left {left.get('modules')} compiles uncached: "
-            f"{float(left.get('seconds') or 0):.2f} s of compile"
+    share, seconds = left.get("share"), left.get("seconds")
+    seconds = float(seconds) if isinstance(seconds, int | float) else 0.0
+    return (f"  JAX's write thresholds left {safe(str(left.get('modules')))} compiles uncached: "
+            f"{seconds:.2f} s of compile"
             + (f", {share:.0%} of start-up" if isinstance(share, int | float) else "")
             + ("; material" if left.get("material") else "; not material"))
 
@@ -230,6 +231,11 @@ def decide(audit: dict, benches: list[dict], *, min_saving_s: float | None = Non
     return d
 
 
+def _obj(value: object) -> dict:
+    """A bench document's object field, or {} where a writer put anything else there."""
+    return value if isinstance(value, dict) else {}
+
+
 _FLAGS = {"JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "--min-compile-time",
           "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "--min-entry-size"}
 
@@ -238,8 +244,8 @@ def _threshold_flags(benches: list[dict]) -> str:
     """The threshold flags the benches set, as run and bench take them ('' for none)."""
     found: dict[str, str] = {}
     for b in benches:
-        set_by = (b.get("thresholds") or {}).get("set_by_bench") or {}
-        if isinstance(set_by, dict):
+        set_by = _obj(_obj(b.get("thresholds")).get("set_by_bench"))
+        if set_by:
             for name, flag in _FLAGS.items():
                 if isinstance(set_by.get(name), str):
                     found.setdefault(flag, safe(set_by[name]))

@@ -139,9 +139,12 @@ def covariate_bench(tmp_path_factory):
 
 def test_a_real_bench_reports_both_savings_and_judges_the_one_it_says(covariate_bench):
     proc, doc = covariate_bench
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    pytest.importorskip("jsonschema").validate(doc, schemas.load("bench"))
     summary = doc["summary"]
+    # the verdict is a measurement (a loaded machine can leave it undecided): what is checked
+    # is that both savings are reported and the exit code follows the verdict
+    assert summary["verdict"] in ("saves", "inconclusive", "too-small"), proc.stdout
+    assert proc.returncode == (0 if summary["verdict"] == "saves" else 1), proc.stderr
+    pytest.importorskip("jsonschema").validate(doc, schemas.load("bench"))
     adj = summary["adjustment"]
     # the small modules and JAX's own helpers stay out of the cache in every run, alike
     assert adj["uncached_modules"] >= 6

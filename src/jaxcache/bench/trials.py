@@ -47,6 +47,9 @@ class BenchConfig:
     bucket: str | None = None  # sealed trials in fresh prefixes under this gs:// or s3:// URL
     min_saving_s: float = noticeable.MIN_SAVING_S  # the noticeable bar (bench/noticeable.py)
     min_fraction: float = noticeable.MIN_FRACTION
+    # adaptive: also stop as soon as the verdict is decided (not inconclusive): a loaded
+    # machine gets the trials it needs, a quiet one no more (the demo; bench --until-decided)
+    until_decided: bool = False
 
 
 @dataclass(frozen=True)
@@ -56,6 +59,7 @@ class BenchResult:
     excluded: tuple[tuple[ProcessSample, tuple[str, ...]], ...]  # not comparable, and why
     analysis: analysismod.Analysis
     stop_reason: str | None  # nothing-cached | warm-missed | interrupted | budget | width
+    #                          | decided
     detail: str | None
     workdir: str
     elapsed_s: float
@@ -186,11 +190,15 @@ def run_bench(cfg: BenchConfig, *, workdir: str | None = None,
                         s.high - s.low <= cfg.target_width_s:
                     stop = "width"
                     break
+                if cfg.until_decided and current.verdict not in ("inconclusive", "no-data"):
+                    stop = "decided"
+                    break
                 if cfg.time_budget_s is not None and \
                         time.monotonic() - started >= cfg.time_budget_s:
                     stop = "budget"
                     break
-                if cfg.target_width_s is None and cfg.time_budget_s is None:
+                if cfg.target_width_s is None and cfg.time_budget_s is None \
+                        and not cfg.until_decided:
                     break
     except KeyboardInterrupt:
         stop = "interrupted"

@@ -42,6 +42,10 @@ def options(p: argparse.ArgumentParser) -> None:
         help="Adaptive: stop when the saving's interval is at most this wide.")
     opt(p, "--time-budget", type=common.Range(float, 1), metavar="SECONDS",
         help="Adaptive: stop adding trials after this much time.")
+    opt(p, "--until-decided", action="store_true",
+        help="Adaptive: stop adding trials as soon as the verdict is decided (not "
+             "inconclusive), up to --max-trials (default 30) or --time-budget: a loaded "
+             "machine gets the trials it needs, a quiet one no more.")
     common.threshold_flags(p, "every run (reported, and marked when below the default)")
     opt(p, "--workdir", metavar="DIR",
         help="Keep caches, records and job output here (a private dir you own; "
@@ -126,6 +130,7 @@ def handle(args: argparse.Namespace, tail: list[str] | None) -> None:
         timeout=args.timeout, confidence=args.confidence, noise_s=args.noise_s,
         max_trials=args.max_trials, target_width=args.target_width,
         time_budget=args.time_budget, thresholds=common.threshold_env(args),
+        until_decided=args.until_decided,
         workdir=args.workdir, out_dir=args.out_dir,
         report_path=args.report_path, json_path=args.json_path, plot_path=args.plot_path,
         echo=echo, sealed=args.sealed, bucket=args.bucket, fmt=args.fmt,
@@ -159,7 +164,8 @@ def run(argv: list[str], *, trials: int, warm: int, prime: bool, timeout: float 
         json_path: str | None, plot_path: str | None, echo: Callable[[str], None],
         sealed: bool = False, bucket: str | None = None, fmt: str = "text",
         note: Callable[[str], None] | None = None, quiet: bool = False,
-        min_saving: float | None = None, min_fraction: float | None = None) -> int:
+        min_saving: float | None = None, min_fraction: float | None = None,
+        until_decided: bool = False) -> int:
     """Bench `argv`; `echo` gets the report (text, or with fmt="json" the JSON document),
     `note` what was written (default: echo); `quiet` drops the progress on stderr;
     `min_saving` / `min_fraction`: the noticeable bar (bench/noticeable.py's defaults)."""
@@ -185,9 +191,10 @@ def run(argv: list[str], *, trials: int, warm: int, prime: bool, timeout: float 
         objects.open_store(target.parse_bucket(bucket))  # the client is installed: before any work
     if max_trials is not None and max_trials < trials:
         raise JaxcacheError(f"--max-trials {max_trials} is below --trials {trials}")
-    adaptive = target_width is not None or time_budget is not None
+    adaptive = target_width is not None or time_budget is not None or until_decided
     if max_trials is not None and not adaptive:
-        raise JaxcacheError("--max-trials needs --until-width or --time-budget (when to stop)")
+        raise JaxcacheError("--max-trials needs --until-width, --until-decided or "
+                            "--time-budget (when to stop)")
     if adaptive and max_trials is None:
         max_trials = max(trials, 30)
     if plot_path is not None and not plot_path.lower().endswith(".png"):
@@ -248,7 +255,8 @@ def run(argv: list[str], *, trials: int, warm: int, prime: bool, timeout: float 
         cfg = BenchConfig(tuple(argv), trials, warm, prime, timeout, confidence, noise_s,
                           max_trials, target_width, time_budget, thresholds, sealed, bucket,
                           noticeable.MIN_SAVING_S if min_saving is None else min_saving,
-                          noticeable.MIN_FRACTION if min_fraction is None else min_fraction)
+                          noticeable.MIN_FRACTION if min_fraction is None else min_fraction,
+                          until_decided)
         if quiet:
             import io
 
