@@ -56,7 +56,7 @@ def test_failed_bench_leaves_no_temporary_folder():
 
 @pytest.mark.parametrize("args,fragment", [
     (["--plot", "chart.txt"], "ending in .png"),
-    (["--max-trials", "9"], "needs --until-width or --time-budget"),
+    (["--max-trials", "9"], "needs --until-width, --until-decided or --time-budget"),
 ])
 def test_refused_option_combinations(args, fragment):
     proc = jaxcache("bench", *args, "--", sys.executable, "-c", "1")
