@@ -18,8 +18,8 @@ pytest.importorskip("jax")
 def test_stops_as_soon_as_the_verdict_is_decided(tmp_path):
     out = tmp_path / "b.json"
     proc = jaxcache("bench", "-t", "4", "-k", "1", "--no-prime", "--until-decided",
-                    "--max-trials", "7", "--json", str(out), "--", sys.executable,
-                    str(paths.EXAMPLES / "mlp.py"))
+                    "--max-trials", "5", "--min-compile-time", "0", "--json", str(out), "--",
+                    sys.executable, str(paths.PROGRAMS / "quick_compiles.py"), "2")
     doc = json.loads(out.read_text())
     summary = doc["summary"]
     trials = max(s["trial"] for s in doc["samples"])
@@ -27,7 +27,7 @@ def test_stops_as_soon_as_the_verdict_is_decided(tmp_path):
     if summary["stop_reason"] == "decided":
         assert summary["verdict"] not in ("inconclusive", "no-data") and trials == 4
     else:  # undecided after every trial it was allowed
-        assert summary["verdict"] == "inconclusive" and trials == 7, summary
+        assert summary["verdict"] == "inconclusive" and trials == 5, summary
     assert proc.returncode == (0 if summary["verdict"] == "saves" else 1)
 
 
