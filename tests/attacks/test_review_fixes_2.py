@@ -3,11 +3,9 @@ option combinations, explain's dir-change and record validation."""
 
 from __future__ import annotations
 
-import glob
 import json
 import os
 import sys
-import tempfile
 import textwrap
 
 import pytest
@@ -42,16 +40,15 @@ def test_work_done_in_a_child_process_is_counted(tmp_path):
     assert sample.phases["compile_or_load"] >= step["compile_or_load_s"] > 0
 
 
-def _bench_dirs() -> set[str]:
-    return set(glob.glob(f"{tempfile.gettempdir()}/jaxcache-bench-*"))
-
-
-def test_failed_bench_leaves_no_temporary_folder():
-    before = _bench_dirs()
+def test_failed_bench_leaves_no_temporary_folder(tmp_path):
+    """Its own temporary directory (TMPDIR), so a bench another test runs at the same time
+    cannot look like a leftover."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
     proc = jaxcache("bench", "-t", "1", "-k", "1", "--no-prime", "--", sys.executable, "-c",
-                    "import sys; sys.exit(3)")
+                    "import sys; sys.exit(3)", env={**os.environ, "TMPDIR": str(tmp)})
     assert proc.returncode == 2 and "--workdir" in proc.stderr
-    assert _bench_dirs() == before
+    assert list(tmp.iterdir()) == []
 
 
 @pytest.mark.parametrize("args,fragment", [
