@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from jaxcache import thresholds
 from jaxcache.bench import noticeable
 from jaxcache.jaxcompat import versions
 from jaxcache.text import safe
@@ -217,11 +218,11 @@ def _users(audit: dict) -> list[str]:
 
 def decide(audit: dict, benches: list[dict], *, min_saving_s: float | None = None,
            min_fraction: float | None = None) -> Decision:
-    """decided() with, where the saving was measured under thresholds the bench set, the
+    """_decide() with, where the saving was measured under thresholds the bench set, the
     advice to run the job with the same ones (at JAX's defaults it writes less, or nothing)."""
     from dataclasses import replace
 
-    d = decided(audit, benches, min_saving_s=min_saving_s, min_fraction=min_fraction)
+    d = _decide(audit, benches, min_saving_s=min_saving_s, min_fraction=min_fraction)
     flags = _threshold_flags(benches)
     if d.verdict in ("SHARE", "PRIVATE") and flags:
         d = replace(d, advice=d.advice + (
@@ -236,23 +237,19 @@ def _obj(value: object) -> dict:
     return value if isinstance(value, dict) else {}
 
 
-_FLAGS = {"JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "--min-compile-time",
-          "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "--min-entry-size"}
-
-
 def _threshold_flags(benches: list[dict]) -> str:
     """The threshold flags the benches set, as run and bench take them ('' for none)."""
     found: dict[str, str] = {}
     for b in benches:
         set_by = _obj(_obj(b.get("thresholds")).get("set_by_bench"))
         if set_by:
-            for name, flag in _FLAGS.items():
+            for flag, name in thresholds.FLAGS.items():
                 if isinstance(set_by.get(name), str):
                     found.setdefault(flag, safe(set_by[name]))
     return " ".join(f"{flag} {value}" for flag, value in found.items())
 
 
-def decided(audit: dict, benches: list[dict], *, min_saving_s: float | None = None,
+def _decide(audit: dict, benches: list[dict], *, min_saving_s: float | None = None,
             min_fraction: float | None = None) -> Decision:
     """The three tests in order. The noticeable bar defaults to the one each bench used
     (bench/noticeable.py's defaults for older results); INCONCLUSIVE when the trials cannot

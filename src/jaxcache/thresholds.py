@@ -17,6 +17,9 @@ MATERIAL_FRACTION, MATERIAL_SECONDS = 0.10, 1.0
 COMPILE_TIME = "compile-time-below-threshold"
 ENTRY_SIZE = "entry-size-below-threshold"
 REASONS = (COMPILE_TIME, ENTRY_SIZE)
+# the flags of run, bench and decide, and the job-environment variable JAX reads each from
+FLAGS = {"--min-compile-time": "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS",
+         "--min-entry-size": "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES"}
 
 
 @dataclass(frozen=True)
@@ -45,8 +48,10 @@ class LeftOut:
             return "--min-entry-size 0"
         return f"--min-compile-time {math.floor(self.shortest_s * 100) / 100:g}"
 
-    def sentence(self, *, command: str = "CMD") -> str:
-        """One sentence: how much, its share of start-up, material or not, and what to do."""
+    def sentence(self, argv: object = None) -> str:
+        """One sentence: how much, its share of start-up, material or not, and what to do
+        (`jaxcache bench FLAG -- ` the job's `argv`, clipped to one line; CMD where unknown)."""
+        command = _command(argv)
         if not self.modules:
             return "no compile was left out by JAX's write thresholds"
         head = "nothing written: " if not self.written else ""
@@ -64,6 +69,18 @@ class LeftOut:
         return (f"{what}; not material (under {MATERIAL_SECONDS:g} s or "
                 f"{MATERIAL_FRACTION:.0%} of start-up): keep the thresholds, the cache is "
                 "doing what it should")
+
+
+def _command(argv: object) -> str:
+    """The job's command line as a shell would take it back, clipped (a record's argv is a
+    writer's: anything but a list of words is CMD)."""
+    import shlex
+
+    from jaxcache.text import clip, safe
+
+    if not isinstance(argv, list | tuple) or not argv:
+        return "CMD"
+    return clip(safe(shlex.join(str(a) for a in argv)), 60)
 
 
 def of_modules(modules: list[dict[str, object]], startup_s: float) -> LeftOut:

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import os
-import time
 
 from jaxcache.errors import JaxcacheError
 
@@ -23,9 +22,9 @@ def new_path() -> str | None:
         os.makedirs(directory, mode=0o700, exist_ok=True)
     except OSError:
         return None
-    now = time.time_ns()
-    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(now / 1e9))
-    return os.path.join(directory, f"{stamp}.{now % 1_000_000_000:09d}Z-{os.getpid()}.json")
+    from jaxcache.records.store import new_name
+
+    return os.path.join(directory, new_name())
 
 
 def is_kept(path: str) -> bool:

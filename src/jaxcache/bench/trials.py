@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from jaxcache import jobenv
+from jaxcache import jobenv, thresholds
 from jaxcache.bench import analysis as analysismod
 from jaxcache.bench import bench_prefixes, noticeable, per_rank
 from jaxcache.bench.sample import ProcessSample, from_record
@@ -241,9 +241,9 @@ def _why_nothing(cold: ProcessSample, cfg: BenchConfig) -> str:
         reasons[reason] = reasons.get(reason, 0) + 1
     listed = ", ".join(f"{n} {r}" for r, n in sorted(reasons.items(), key=lambda x: -x[1]))
     why = "so there is nothing for the cache to save"
-    if set(reasons) == {"compile-time-below-threshold"}:
+    if set(reasons) == {thresholds.COMPILE_TIME}:
         # the job inherits this environment: a threshold bench did not set may come from it
-        name = "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"
+        name = thresholds.FLAGS["--min-compile-time"]
         threshold = cfg.thresholds.get(name) or (
             f"{safe(os.environ[name])} (from the environment)" if os.environ.get(name)
             else "1.0 (default)")

@@ -297,12 +297,11 @@ def threshold_flags(parser: argparse.ArgumentParser, where: str = "the job") -> 
 
 def threshold_env(args: argparse.Namespace) -> dict[str, str]:
     """The job-environment variables JAX reads its thresholds from, for the flags given."""
-    env = {}
-    if getattr(args, "min_compile_time", None) is not None:
-        env["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = repr(args.min_compile_time)
-    if getattr(args, "min_entry_size", None) is not None:
-        env["JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES"] = str(args.min_entry_size)
-    return env
+    from jaxcache.thresholds import FLAGS
+
+    given = {"--min-compile-time": getattr(args, "min_compile_time", None),
+             "--min-entry-size": getattr(args, "min_entry_size", None)}
+    return {FLAGS[flag]: repr(value) for flag, value in given.items() if value is not None}
 
 
 # each command's page of the manual (docs/), named at the end of its --help

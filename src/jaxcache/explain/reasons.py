@@ -251,21 +251,8 @@ def _advice(path: str, record: dict) -> ThresholdAdvice:
 
     left = thresholds.of_modules([m for _, m in all_modules(record)],
                                  (record.get("process") or {}).get("wall_s") or 0.0)
-    command = _command(record)
     return ThresholdAdvice(left.seconds, left.startup_s, left.modules, left.material,
-                           f"{safe(path)}: {left.sentence(command=command)}")
-
-
-def _command(record: dict) -> str:
-    """The job's command line as a shell would take it back, clipped for one line."""
-    import shlex
-
-    from jaxcache.text import clip
-
-    argv = record.get("argv")
-    if not isinstance(argv, list) or not argv:
-        return "CMD"
-    return clip(safe(shlex.join(str(a) for a in argv)), 60)
+                           f"{safe(path)}: {left.sentence(record.get('argv'))}")
 
 
 def _key_diffs(records: list[tuple[str, dict]]) -> list[KeyDiff]:

@@ -1,9 +1,9 @@
 """Find the run records in a directory: by name AND by content, through one directory fd.
 
-A file counts as a record only if its name is one `jaxcache run` gives (run.py's
-default_record_path, with `.rank<N>` for a rank) and it parses as a run record of a schema this
-jaxcache understands; a file with such a name that is not one is left alone, and listed as
-skipped with why; files with other names are not read at all.
+A file counts as a record only if its name is one `jaxcache run` gives (new_name() below, with
+`.rank<N>` for a rank) and it parses as a run record of a schema this jaxcache understands; a
+file with such a name that is not one is left alone, and listed as skipped with why; files
+with other names are not read at all.
 Nothing follows a symlink: the directory is opened O_NOFOLLOW|O_DIRECTORY, each file
 openat(O_NOFOLLOW|O_NONBLOCK) relative to it, checked with fstat (a regular file owned by you or
 root) and read through that descriptor; prune.py unlinks relative to the same descriptor.
@@ -24,6 +24,15 @@ from jaxcache.text import safe
 # 20261201T155636.123456789Z-4242.json, or ...-4242.rank1.json for one rank of a job
 NAME = re.compile(r"^(\d{8}T\d{6})\.(\d{9})Z-\d+(?:\.rank\d+)?\.json$")
 MAX_BYTES = 256 << 20  # the trusted-input limit for a record (trust/inputs.py)
+
+
+def new_name() -> str:
+    """A fresh file name of the NAME form (unique per call): run's records, bench's results."""
+    now = time.time_ns()
+    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(now / 1e9))
+    return f"{stamp}.{now % 1_000_000_000:09d}Z-{os.getpid()}.json"
+
+
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
 

@@ -212,16 +212,13 @@ def render_text(doc: dict, record_path: str, verbose: bool = False) -> str:
 def _threshold_lines(doc: dict, modules: list[dict]) -> list[str]:
     """What JAX's write thresholds left uncached, its share of start-up, and whether that is
     material by explain's rule (thresholds.py): said whenever one left a compile out."""
-    import shlex
-
     from jaxcache import thresholds
-    from jaxcache.text import clip, wrap
+    from jaxcache.text import wrap
 
     left = thresholds.of_modules(modules, (doc.get("process") or {}).get("wall_s") or 0.0)
     if not left.modules:
         return []
-    command = clip(safe(shlex.join(str(a) for a in doc.get("argv") or ["CMD"])), 60)
-    return wrap(f"thresholds: {left.sentence(command=command)}")
+    return wrap(f"thresholds: {left.sentence(doc.get('argv'))}")
 
 
 def _origin_lines(origin: dict | None) -> list[str]:

@@ -9,7 +9,6 @@ Otherwise the audit comes first, as the order of the steps below reads.
 from __future__ import annotations
 
 import os
-import time
 
 from jaxcache import jobenv
 from jaxcache.errors import JaxcacheError, UntrustedCacheError
@@ -21,12 +20,9 @@ SEALED_NO = "A sealed cache needs a supported JAX; --unverified-jax does not app
 
 
 def default_record_path() -> str:
-    from jaxcache.userdirs import user_dir
+    from jaxcache.records import store
 
-    now = time.time_ns()
-    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(now / 1e9))
-    name = f"{stamp}.{now % 1_000_000_000:09d}Z-{os.getpid()}.json"  # unique per call
-    return os.path.join(user_dir("state"), "runs", name)
+    return os.path.join(store.runs_dir(), store.new_name())
 
 
 def choose_cache_dir(explicit: str | None, env: dict[str, str]) -> str:

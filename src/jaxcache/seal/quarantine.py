@@ -33,6 +33,7 @@ class Quarantined:
 def quarantine(cache: str, qdir: str, result: ScanResult) -> Quarantined:
     """Move every entry of `result` (scan.ScanResult of `cache`) that is not valid into
     `qdir`, made private by init's rules (refused unless it is, or can be made, PRIVATE)."""
+    from jaxcache.seal.publish import _exists as _taken  # a rename would replace it: never
     from jaxcache.seal.store import _open_dir
     from jaxcache.trust import create
 
@@ -68,12 +69,3 @@ def quarantine(cache: str, qdir: str, result: ScanResult) -> Quarantined:
         os.close(src)
         os.close(dst)
     return Quarantined(made.path, tuple(moved), tuple(failed))
-
-
-def _taken(fd: int, name: str) -> bool:
-    """A rename would replace it: what an earlier quarantine moved there is never lost."""
-    try:
-        os.stat(name, dir_fd=fd, follow_symlinks=False)
-    except FileNotFoundError:
-        return False
-    return True

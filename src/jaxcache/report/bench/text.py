@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import shlex
-
 from jaxcache.bench import noticeable
 from jaxcache.bench.sample import PHASE_LABELS
 from jaxcache.bench.stats import Shift
@@ -86,8 +84,7 @@ def conclusions(result: BenchResult) -> list[str]:
         lines.append(f"why: {result.detail}")
     left = left_out(result)
     if left is not None and left.modules:
-        command = clip(safe(shlex.join(result.config.argv)), 60)
-        lines.append(f"thresholds: {left.sentence(command=command)}")
+        lines.append(f"thresholds: {left.sentence(result.config.argv)}")
     lines += unstable(result)
     if a.saving is not None:
         saved = ("cold minus warm (nothing was cached: a difference, not a saving)"
