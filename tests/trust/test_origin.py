@@ -25,7 +25,7 @@ import pytest
 from support.jobs import JOB_TIMEOUT_S, clean_env
 from support.users import mkdir, needs_root
 
-from jaxcache.trust import ci, origin
+from jaxcache.trust import birth, ci, origin
 from jaxcache.trust import ledger as ledger_mod
 
 JAXCACHE = [sys.executable, "-m", "jaxcache"]
@@ -307,7 +307,8 @@ def _write_ledger(path: Path, body: bytes) -> None:
     path.write_bytes(b"")
     path.chmod(0o600)
     st = path.stat()
-    path.write_bytes(origin.header(st.st_dev, st.st_ino) + body)  # same inode
+    path.write_bytes(origin.header(st.st_dev, st.st_ino, birth.of_path(str(path)))
+                     + body)  # same inode
 
 
 def test_a_copied_ledger_vouches_for_nothing(tmp_path):
@@ -570,3 +571,140 @@ def test_seal_outside_ci_names_what_it_vouches_for(source, tmp_path):
     assert warned.returncode == 0, warned.stdout + warned.stderr
     said = " ".join(warned.stderr.split())
     assert "warning" in said and source["g"] in said and "sealing vouches for them" in said
+
+
+# ---- a ledger forged for the file it will become (issue 39.1) -------------------------------
+PROGRAMS = Path(__file__).resolve().parent.parent / "programs"
+
+
+def _digest(path: Path) -> list:
+    import hashlib
+
+    data = path.read_bytes()
+    return [hashlib.sha256(data).hexdigest(), len(data)]
+
+
+@needs_root
+def test_a_ledger_forged_for_the_restored_file_vouches_for_nothing(source, tmp_path):
+    """The attack: a fresh tmpfs numbers devices and inodes alike every time, so one dry-run
+    extraction tells the attacker the pair the restored ledger will get; a home restored with
+    a ledger naming that pair (and even the dry run's birth time) vouched for the poisoned
+    jit_f under CI: the audit said PRIVATE and the job computed g where it asked for f. Bound
+    to the birth time of the file itself, neither forged header vouches: the audit refuses
+    the restored entries under CI, and so does the run, before the job computes anything."""
+    if shutil.which("unshare") is None or subprocess.run(
+            ["unshare", "-m", "--propagation", "private", "true"]).returncode:
+        pytest.skip("unshare -m is refused here")
+    src = source["src"]
+    env = _env(Path("{home}/state"), GITHUB_ACTIONS="true")
+    cfg = {"point": str(mkdir(tmp_path / "runner", 0o700)), "cache": str(src),
+           "src": str(Path(origin.__file__).resolve().parents[2]),
+           "vouch": {source[k]: _digest(src / source[k]) for k in ("f", "g", "h")},
+           "runs": [{"argv": [*JAXCACHE, "audit", "--format", "json", "--no-processes",
+                              "{home}/cache"], "env": env},
+                    {"argv": [*JAXCACHE, "run", "-q", "--cache-dir", "{home}/cache", "--",
+                              sys.executable, str(source["top"] / "a.py")], "env": env}]}
+    (tmp_path / "cfg.json").write_text(json.dumps(cfg))
+    proc = subprocess.run(["unshare", "-m", "--propagation", "private", "--", sys.executable,
+                           str(PROGRAMS / "restored_home.py"), str(tmp_path / "cfg.json")],
+                          capture_output=True, text=True, timeout=3 * JOB_TIMEOUT_S)
+    assert proc.returncode == 0, proc.stderr
+    results = json.loads(proc.stdout)
+    assert set(results) == {"device and inode", "device, inode and birth"}
+    # the attack's premise (five tries each, as other tests mount too): without it the ledger
+    # is forged all the same, and must vouch for nothing all the same
+    assert any(got["predicted"] for got in results.values()), results
+    for forged, got in results.items():
+        audit, run = got["runs"]
+        doc = json.loads(audit["stdout"])
+        assert doc["verdict"] == "UNSAFE", (forged, doc["verdict"], doc["findings"])
+        assert doc["origins"]["yours"] == 0, (forged, doc["origins"])
+        found = {f["code"]: f for f in doc["findings"]}
+        assert "origin.ledger" in found and "origin.unknown" in found, (forged, found)
+        assert run["rc"] == 1 and "A [" not in run["stdout"], (forged, run)
+        assert "not written by any job jaxcache watched" in " ".join(run["stderr"].split())
+
+
+def test_an_old_ledger_is_set_aside_and_a_bound_one_started(tmp_path):
+    """A ledger bound only by device and inode (as jaxcache made them before) vouches for
+    nothing, saying why; the next line a watched job writes sets it aside under a new name
+    (nothing deleted) and starts a ledger bound to its own birth time."""
+    from jaxcache.lifecycle import witness
+
+    state = mkdir(tmp_path / "state", 0o700)
+    ledger = state / "origin.ledger"
+    ledger.write_bytes(b"")
+    ledger.chmod(0o600)
+    st = ledger.stat()
+    old = f"0\tledger\t{st.st_dev}\t{st.st_ino}\n".encode() + origin.line(_written())
+    ledger.write_bytes(old)  # same inode: the old binding holds for this very file
+    loaded = ledger_mod.load(str(ledger))
+    assert not loaded.by_name and loaded.problem == origin.OLD_BINDING
+    assert witness.append(str(ledger), _written("jit_g-" + "c" * 64 + "-cache"))
+    (aside,) = [n for n in os.listdir(state) if n.startswith("origin.ledger.unbound-")]
+    assert (state / aside).read_bytes() == old  # kept whole, beside
+    fresh = ledger_mod.load(str(ledger))
+    assert fresh.problem is None and list(fresh.by_name) == ["jit_g-" + "c" * 64 + "-cache"]
+    assert fresh.identity == (ledger.stat().st_dev, ledger.stat().st_ino,
+                              birth.of_path(str(ledger)))
+
+
+@needs_root
+def test_a_ledger_where_no_birth_time_is_kept_vouches_for_nothing(tmp_path):
+    """ramfs records no birth time: there a restored ledger cannot be told from the original,
+    so none vouches (fail closed), and the finding says where to keep it instead."""
+    point = mkdir(tmp_path / "ramfs", 0o700)
+    code = (
+        "import sys; sys.path.insert(0, sys.argv[2])\n"
+        "from jaxcache.lifecycle import witness\n"
+        "from jaxcache.trust import ledger, origin\n"
+        "w = origin.Written('jit_f-' + 'a' * 64 + '-cache', 'b' * 64, 10, (1, 2, 3, 4), 1.5,"
+        " '/c')\n"
+        "path = sys.argv[1] + '/state/origin.ledger'\n"
+        "print(witness.append(path, w), repr(ledger.load(path).problem))\n")
+    proc = subprocess.run(
+        ["unshare", "-m", "--propagation", "private", "sh", "-c",
+         'mount -t ramfs none "$1" && chmod 700 "$1" && exec "$2" -c "$3" "$1" "$4"', "sh",
+         str(point), sys.executable, code, str(Path(origin.__file__).resolve().parents[2])],
+        capture_output=True, text=True, timeout=120)
+    if proc.returncode and "mount" in proc.stderr:
+        pytest.skip(f"cannot mount ramfs here: {proc.stderr.strip()}")
+    assert proc.returncode == 0, proc.stderr
+    appended, problem = proc.stdout.split(" ", 1)
+    assert appended == "True" and problem.strip() == repr(origin.NO_BIRTH)
+
+
+def test_a_copy_of_your_own_cache_is_read_once(tmp_path):
+    """An entry found yours by its bytes under a new identity (your cache copied with cp -r)
+    is hashed once: the audit appends its new identity to the very ledger it read, and the
+    next audit knows it without reading it."""
+    state = mkdir(tmp_path / "state", 0o700)
+    cache = mkdir(tmp_path / "cache", 0o700)
+    body = b"compiled"
+    (cache / _written().name).write_bytes(body)
+    import hashlib
+
+    from jaxcache.trust import entries
+
+    st = os.stat(cache / _written().name)
+    w = origin.Written(_written().name, hashlib.sha256(body).hexdigest(), len(body),
+                       (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns), 1.0, str(cache))
+    ledger = state / "origin.ledger"
+    _write_ledger(ledger, origin.line(w))
+    copy = tmp_path / "copy"
+    subprocess.run(["cp", "-r", str(cache), str(copy)], check=True)
+
+    def judged() -> origin.Origins:
+        fd = os.open(copy, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            inv = entries.inventory(fd, str(copy), frozenset({0, os.geteuid()}),
+                                    entries.Accounts())
+            return ledger_mod.judge(inv, fd, ledger_mod.load(str(ledger)), str(copy))
+        finally:
+            os.close(fd)
+
+    first = judged()
+    assert first.count("yours") == 1 and len(first.relearned) == 1
+    again = judged()
+    assert again.count("yours") == 1 and again.relearned == ()  # known by identity now
+    assert len(ledger_mod.load(str(ledger)).by_name[_written().name]) == 2

@@ -17,9 +17,10 @@ import stat
 import time
 
 from jaxcache.jaxcompat.guard import ENTRY_SUFFIX
-from jaxcache.trust import origin
+from jaxcache.trust import birth, origin
 
-_APPEND = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+# read too: its header is checked before a line is added
+_READ_APPEND = os.O_RDWR | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 
 def recorder(ledger: str | None = None):
@@ -56,8 +57,8 @@ def _holds(directory: str, name: str, digest: str, size: int) -> os.stat_result 
 
 
 def _create(dfd: int, name: str) -> None:
-    """A missing ledger is made whole with its header, the file's own device and inode (a
-    temporary file, then link(): never seen without it, never over one that exists)."""
+    """A missing ledger is made whole with its header, the file's own device, inode and birth
+    time (a temporary file, then link(): never seen without it, never over one that exists)."""
     try:
         os.stat(name, dir_fd=dfd, follow_symlinks=False)
         return
@@ -68,7 +69,7 @@ def _create(dfd: int, name: str) -> None:
                  0o600, dir_fd=dfd)
     try:
         st = os.fstat(fd)
-        os.write(fd, origin.header(st.st_dev, st.st_ino))
+        os.write(fd, origin.header(st.st_dev, st.st_ino, birth.of_fd(fd)))
     finally:
         os.close(fd)
     try:
@@ -79,10 +80,30 @@ def _create(dfd: int, name: str) -> None:
         os.unlink(temp, dir_fd=dfd)
 
 
+def _set_aside(dfd: int, name: str, fd: int, st: os.stat_result) -> bool:
+    """A ledger of yours that does not name itself (an older jaxcache's, bound by device and
+    inode only, or one restored with the cache) vouches for nothing: rename it beside, under a
+    new name (nothing is deleted), so that this job starts a bound one. True if it was moved
+    or is gone already."""
+    first = os.pread(fd, 256, 0).partition(b"\n")[0]
+    if origin.unbound(first, st.st_dev, st.st_ino, birth.of_fd(fd)) in (None, origin.NO_BIRTH):
+        return False  # bound, or on a filesystem where no ledger can be: nothing to gain
+    aside = f"{name}.unbound-{time.time_ns()}"
+    try:
+        now = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+        if (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino):
+            return True  # another process of the job set it aside meanwhile
+        os.rename(name, aside, src_dir_fd=dfd, dst_dir_fd=dfd)
+    except FileNotFoundError:
+        return True
+    return True
+
+
 def append(ledger: str, written: origin.Written) -> bool:
     """Append one line to the ledger (its folders made 0700, yours alone; the file 0600, a
-    regular file of yours with one link, never through a symlink). False when it cannot be
-    trusted or written: the entry then stays of unknown origin, which fails closed."""
+    regular file of yours with one link, never through a symlink, its header naming itself).
+    False when it cannot be trusted or written: the entry then stays of unknown origin, which
+    fails closed."""
     from jaxcache import folders
     from jaxcache.errors import JaxcacheError
 
@@ -92,25 +113,27 @@ def append(ledger: str, written: origin.Written) -> bool:
         return False
     name = os.path.basename(ledger)
     try:
-        _create(dfd, name)
-        fd = os.open(name, _APPEND & ~os.O_CREAT, dir_fd=dfd)
+        for _ in range(2):  # once more after setting an unbound ledger aside
+            _create(dfd, name)
+            fd = os.open(name, _READ_APPEND, dir_fd=dfd)
+            try:
+                st = os.fstat(fd)
+                if (not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid()
+                        or st.st_nlink != 1 or st.st_mode & 0o022):
+                    return False
+                if _set_aside(dfd, name, fd, st):
+                    continue
+                data = origin.line(written)
+                if st.st_size + len(data) > origin.MAX_BYTES:
+                    return False  # a ledger the reader would refuse whole: this entry stays unknown
+                return os.write(fd, data) == len(data)  # one write: O_APPEND keeps lines whole
+            finally:
+                os.close(fd)
+        return False
     except OSError:
         return False
     finally:
         os.close(dfd)
-    try:
-        st = os.fstat(fd)
-        if (not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid() or st.st_nlink != 1
-                or st.st_mode & 0o022):
-            return False
-        data = origin.line(written)
-        if st.st_size + len(data) > origin.MAX_BYTES:
-            return False  # a ledger the reader would refuse whole: this entry stays unknown
-        return os.write(fd, data) == len(data)  # one write: O_APPEND keeps lines whole
-    except OSError:
-        return False
-    finally:
-        os.close(fd)
 
 
 def gatekeeper(ledger: str | None = None):

@@ -15,6 +15,7 @@ from jaxcache.errors import PolicyError
 from jaxcache.text import safe
 from jaxcache.trust import acl as aclmod
 from jaxcache.trust import entries as entriesmod
+from jaxcache.trust import ledger as ledgermod
 from jaxcache.trust import mounts as mountsmod
 from jaxcache.trust import origin as originmod
 from jaxcache.trust import principals as pr
@@ -124,7 +125,7 @@ def audit(given: str, *, policy: Policy = EMPTY, as_user: int | None = None,
                                                    frozenset({0, uid}), accounts)
             if ledger is not None and not sealed and uid == os.geteuid() and \
                     inventory.entries:
-                origins = originmod.judge(inventory, fd, ledger)
+                origins = ledgermod.judge(inventory, fd, ledger, w.anchor_node.path)
             if scan_handles:
                 from jaxcache.trust import handles as handlesmod
 

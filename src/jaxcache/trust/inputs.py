@@ -16,6 +16,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from jaxcache.errors import JaxcacheError
@@ -99,6 +100,31 @@ def opened(path: str, kind: Kind, *, follow: bool = False,
     got = _opened(path, kind, False, accounts)
     assert got is not None
     return got
+
+
+def streamed(path: str, kind: Kind, *, missing_ok: bool = False,
+             accounts: Accounts | None = None) -> tuple[int, os.stat_result] | None:
+    """A trusted file judged as read() judges it, left open for a reader that reads it in
+    chunks (chunks(), bounded by the kind's limit) instead of holding it whole: the origin
+    ledger, which grows to tens of megabytes. The caller closes the descriptor."""
+    return _opened(path, kind, missing_ok, accounts)
+
+
+def chunks(fd: int, what: str, kind: Kind) -> Iterator[bytes]:
+    """The file open as `fd`, in chunks; InputError once it passes the kind's limit."""
+    total = 0
+    while True:
+        try:
+            chunk = os.read(fd, min(_READ_CHUNK, kind.limit + 1 - total))
+        except OSError as exc:
+            raise InputError(f"cannot read {what}: {exc.strerror}") from None
+        if not chunk:
+            return
+        total += len(chunk)
+        if total > kind.limit:
+            raise InputError(f"{what} is larger than the {kind.limit} bytes a {kind.name} "
+                             "may have")
+        yield chunk
 
 
 def _opened(path: str, kind: Kind, missing_ok: bool,
@@ -303,17 +329,4 @@ def _check_handles(full: str, st: os.stat_result, what: str, kind: Kind,
 
 
 def _read_all(fd: int, what: str, kind: Kind) -> bytes:
-    chunks: list[bytes] = []
-    total = 0
-    while True:
-        try:
-            chunk = os.read(fd, min(_READ_CHUNK, kind.limit + 1 - total))
-        except OSError as exc:
-            raise InputError(f"cannot read {what}: {exc.strerror}") from None
-        if not chunk:
-            return b"".join(chunks)
-        chunks.append(chunk)
-        total += len(chunk)
-        if total > kind.limit:
-            raise InputError(f"{what} is larger than the {kind.limit} bytes a {kind.name} "
-                             "may have")
+    return b"".join(chunks(fd, what, kind))
