@@ -53,6 +53,16 @@ def safe(text: str) -> str:
     return "".join(out)
 
 
+QUOTED = 80  # characters of a name quoted in a sentence (a 100 KB label is no error message)
+
+
+def quoted(text: str, limit: int = QUOTED) -> str:
+    """A name inside a sentence, as 'name': clipped to `limit` characters, escaped once by
+    safe() and a quote in it shown as \\'. Not repr(safe(...)), which doubles the backslash
+    safe() already wrote and repeats a writer's whole text."""
+    return "'" + safe(clip(text, limit)).replace("'", "\\'") + "'"
+
+
 def size(n: float) -> str:
     """Bytes for people: 0 B, 39.6 KB, 1.2 GB (powers of 1000, as ls -h --si)."""
     for unit in ("B", "KB", "MB", "GB"):

@@ -17,6 +17,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import pwd
 import subprocess
 import sys
 import time
@@ -270,3 +271,26 @@ def test_names_a_writer_chooses_reach_no_terminal_raw(base, tmp_path):
         assert "Traceback" not in proc.stderr and "internal error" not in proc.stderr, (
             args, proc.stderr)
         fuzz_targets.shown(proc.stdout + proc.stderr)
+
+
+def test_names_another_user_chose_reach_no_terminal_raw_as_writers(base, accounts):
+    """Files another user owns, in a directory of yours, make that user a writer: the audit's
+    writers section and findings (text, -v, SARIF), ls and run's refusal name each file, and
+    show it escaped."""
+    theirs = mkdir(base / "theirs", 0o700)
+    for i, odd in enumerate((ESCAPES, "\x07\x08\x08\n", "\u2028\x7f")):
+        name = f"jit_{odd}{i}-{i:064x}-cache"
+        for planted in (theirs / name, theirs / f"{name}.sig"):
+            planted.write_bytes(b"planted")
+            os.chown(planted, pwd.getpwnam(accounts.a).pw_uid, -1)
+    for args in (["audit", str(theirs)], ["audit", str(theirs), "-v"],
+                 ["audit", str(theirs), "--format", "sarif"], ["ls", str(theirs)],
+                 ["run", "--cache-dir", str(theirs), "--", sys.executable, "-c", "pass"]):
+        proc = jaxcache(*args)
+        assert proc.returncode == 1, (args, proc.stderr)
+        assert accounts.a in proc.stdout + proc.stderr, (args, proc.stdout, proc.stderr)
+        fuzz_targets.shown(proc.stdout + proc.stderr)
+        if "sarif" in args:
+            for run in json.loads(proc.stdout)["runs"]:
+                for result in run["results"]:
+                    fuzz_targets.shown(result["message"]["text"])

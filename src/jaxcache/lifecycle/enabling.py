@@ -26,7 +26,7 @@ from jaxcache.lifecycle.traps import (
     lifecycle_traps,
     refuse_hidden_settings,
 )
-from jaxcache.text import safe
+from jaxcache.text import quoted, safe
 
 if TYPE_CHECKING:  # the key classes import cryptography: only a sealed enable() needs it
     from jaxcache.seal.keys import SigningKey
@@ -118,7 +118,7 @@ def _enable(path: str, policy: str | None, allow_untrusted: bool, reset: bool,
         raise JaxcacheError(f"jaxcache.enable takes a local directory, not {safe(path)}")
     if tgt.tilde:
         raise CacheLifecycleError(
-            f"{safe(path)!r} starts with '~', which JAX does not expand (it would use a "
+            f"{quoted(path)} starts with '~', which JAX does not expand (it would use a "
             "directory literally named '~' under the current directory); pass "
             "os.path.expanduser(path)")
     accounts = Accounts()

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from jaxcache import jobenv
 from jaxcache.errors import JaxcacheError, UntrustedCacheError
-from jaxcache.text import safe
+from jaxcache.text import quoted, safe
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -194,7 +194,7 @@ def _local_path(tgt, given: str) -> str:
     if tgt.path is None:
         raise JaxcacheError(f"a sealed cache must be a local path (mounted), not {safe(given)}")
     if tgt.tilde:
-        raise JaxcacheError(f"{safe(given)!r} starts with '~', which is not expanded")
+        raise JaxcacheError(f"{quoted(given)} starts with '~', which is not expanded")
     return tgt.path
 
 

@@ -119,7 +119,7 @@ def _writer_lines(r: AuditReport, verbose: bool) -> list[str]:
         for action, same in powers.items():
             if verbose or len(same) == 1:
                 for w in same:
-                    lines += [f"    {safe(w.chain[0])}", f"      {safe(w.chain[1])}"]
+                    lines += [f"    {w.chain[0]}", f"      {w.chain[1]}"]
                 continue
             counted: dict[str, int] = {}
             for w in same:
@@ -127,10 +127,10 @@ def _writer_lines(r: AuditReport, verbose: bool) -> list[str]:
                 counted[kind] = counted.get(kind, 0) + 1
             what = ", ".join(plural(n, *_KIND_NAMES.get(k, ("path", "paths")))
                              for k, n in sorted(counted.items(), key=lambda kn: -kn[1]))
-            reasons = len({w.chain[0].replace(w.target, "") for w in same})
+            reasons = len({w.chain[0].replace(safe(w.target), "") for w in same})
             more = (f" (likewise the other {len(same) - 1})" if reasons == 1 else
                     f" (the others for {plural(reasons - 1, 'other reason')})")
-            lines += [f"    {safe(same[0].chain[0])}{more}",
+            lines += [f"    {same[0].chain[0]}{more}",
                       f"      -> can change {what} (-v lists each)"]
     return lines
 
@@ -203,7 +203,7 @@ def audit_dict(r: AuditReport) -> dict[str, object]:
         "writers": [
             {"principal": str(w.principal), "kind": w.principal.kind, "id": w.principal.id,
              "trust": w.trust, "action": w.action, "target": _path(w.target),
-             "chain": [_path(c) for c in w.chain]}
+             "chain": list(w.chain)}
             for w in r.writers
         ],
         "untrusted_writers": sorted(r.writer_names("untrusted")),

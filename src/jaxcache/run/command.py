@@ -12,7 +12,7 @@ import os
 
 from jaxcache import jobenv
 from jaxcache.errors import JaxcacheError, UntrustedCacheError
-from jaxcache.text import safe
+from jaxcache.text import quoted, safe
 
 UNVERIFIED_REMEDY = ("Use a supported JAX, or pass --unverified-jax to record it anyway, marked "
                      "unverified")
@@ -30,7 +30,7 @@ def choose_cache_dir(explicit: str | None, env: dict[str, str]) -> str:
         raise JaxcacheError("--cache-dir is empty")
     chosen = explicit or env.get("JAX_COMPILATION_CACHE_DIR")
     if chosen and chosen.startswith("~"):
-        raise JaxcacheError(f"cache directory {safe(chosen)!r} starts with '~', which JAX does "
+        raise JaxcacheError(f"cache directory {quoted(chosen)} starts with '~', which JAX does "
                             "not expand (it would use a directory literally named '~' here); "
                             "use $HOME/...")
     if chosen:

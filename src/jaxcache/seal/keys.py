@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from jaxcache.errors import JaxcacheError
-from jaxcache.text import safe
+from jaxcache.text import quoted, safe
 from jaxcache.trust.keys import NAME, PREFIX, KeyFileError, PublicKey
 
 
@@ -34,7 +34,7 @@ def generate(name: str | None = None) -> SigningKey:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
     if name is not None and not NAME.fullmatch(name):
-        raise KeyFileError(f"key name {safe(name[:70])!r} is not a key name (letters, digits, "
+        raise KeyFileError(f"key name {quoted(name, 70)} is not a key name (letters, digits, "
                            "'.', '_' and '-', at most 64, starting with a letter or digit)")
     private = Ed25519PrivateKey.generate()
     return SigningKey(private, replace(_public_of(private), name=name))
@@ -68,7 +68,7 @@ def save(key: SigningKey, path: str, created: list[str] | None = None) -> str:
     Missing parent folders are made 0700 (documented: `jaxcache keygen keys/ci.key`); each
     one made is appended to `created`, so the caller can say so."""
     if not path or path.endswith("/"):
-        raise KeyFileError(f"give a file name for the key, not {safe(path)!r}")
+        raise KeyFileError(f"give a file name for the key, not {quoted(path)}")
     path = os.path.abspath(path)
     parent = os.path.dirname(path)
     if looks_like_cache_dir(parent):

@@ -24,7 +24,7 @@ import threading
 from typing import Any
 
 from jaxcache.seal.pkcs11_uri import SCHEME, TokenError, Uri, is_uri, parse
-from jaxcache.text import safe
+from jaxcache.text import quoted, safe
 
 __all__ = ["SCHEME", "TokenError", "TokenSigner", "Uri", "is_uri", "load", "parse", "public_of"]
 
@@ -71,8 +71,8 @@ def load(text: str) -> TokenSigner:
             _ed25519(private, uri, p11)
             raw = _public_raw(session, uri, p11)
         except p11.PKCS11Error as exc:
-            raise TokenError(f"token {safe(uri.token)!r}: {_why(exc)}") from None
-    signer = TokenSigner(private, raw, f"key {uri.key_name} on token {safe(uri.token)!r}")
+            raise TokenError(f"token {quoted(uri.token)}: {_why(exc)}") from None
+    signer = TokenSigner(private, raw, f"key {uri.key_name} on token {quoted(uri.token)}")
     _self_test(signer, uri)
     return signer
 
@@ -95,7 +95,7 @@ def public_of(text: str) -> bytes:
             finally:
                 session.close()
         except p11.PKCS11Error as exc:
-            raise TokenError(f"token {safe(uri.token)!r}: {_why(exc)}") from None
+            raise TokenError(f"token {quoted(uri.token)}: {_why(exc)}") from None
 
 
 class TokenSigner:
@@ -195,11 +195,11 @@ def _token(lib: Any, uri: Uri, p11: Any) -> Any:
         return lib.get_token(token_label=uri.token)
     except p11.NoSuchToken:
         labels = sorted({t.label for t in lib.get_tokens() if t.label})
-        there = ", ".join(repr(safe(x)) for x in labels[:5]) or "none"
-        raise TokenError(f"no token labelled {safe(uri.token)!r} in {safe(uri.module)} "
+        there = ", ".join(quoted(x) for x in labels[:5]) or "none"
+        raise TokenError(f"no token labelled {quoted(uri.token)} in {safe(uri.module)} "
                          f"(tokens there: {there})") from None
     except p11.MultipleTokensReturned:
-        raise TokenError(f"more than one token is labelled {safe(uri.token)!r} in "
+        raise TokenError(f"more than one token is labelled {quoted(uri.token)} in "
                          f"{safe(uri.module)}: relabel one") from None
 
 
@@ -211,14 +211,14 @@ def _logged_in(lib: Any, token: Any, uri: Uri, pin: str, p11: Any) -> Any:
     held = _SESSIONS.get(where)
     if held is not None:
         if not hmac.compare_digest(held[1], digest):
-            raise TokenError(f"token {safe(uri.token)!r} is already open in this process "
+            raise TokenError(f"token {quoted(uri.token)} is already open in this process "
                              f"with another PIN than {safe(uri.pin_file or '')}'s")
         return held[0]
     try:
         session = token.open(user_pin=pin)
     except p11.PinIncorrect:
         raise TokenError(f"the PIN in {safe(uri.pin_file or '')} is wrong for token "
-                         f"{safe(uri.token)!r} (CKR_PIN_INCORRECT)") from None
+                         f"{quoted(uri.token)} (CKR_PIN_INCORRECT)") from None
     except p11.UserAlreadyLoggedIn:  # logged in by someone else in this process
         session = token.open()
     _SESSIONS[where] = (session, digest)
@@ -233,10 +233,10 @@ def _one(session: Any, uri: Uri, cls: Any, what: str, p11: Any) -> Any:
         attrs[p11.Attribute.ID] = uri.id
     found = list(session.get_objects(attrs))
     if not found:
-        raise TokenError(f"no {what} {uri.key_name} on token {safe(uri.token)!r}")
+        raise TokenError(f"no {what} {uri.key_name} on token {quoted(uri.token)}")
     if len(found) > 1:
         raise TokenError(f"{len(found)} {what}s match {uri.key_name} on token "
-                         f"{safe(uri.token)!r}: add id= (or object=) to choose one")
+                         f"{quoted(uri.token)}: add id= (or object=) to choose one")
     return found[0]
 
 
@@ -245,14 +245,14 @@ def _ed25519(key: Any, uri: Uri, p11: Any) -> None:
     kind = key[p11.Attribute.KEY_TYPE]
     if kind != p11.KeyType.EC_EDWARDS:
         name = getattr(kind, "name", str(kind))
-        raise TokenError(f"key {uri.key_name} on token {safe(uri.token)!r} has key type "
+        raise TokenError(f"key {uri.key_name} on token {quoted(uri.token)} has key type "
                          f"{name}, not Ed25519 (jaxcache signs with Ed25519 only)")
     try:
         params = bytes(key[p11.Attribute.EC_PARAMS])
     except p11.PKCS11Error:
         return  # the self-test signature decides
     if params in _ED448_PARAMS:
-        raise TokenError(f"key {uri.key_name} on token {safe(uri.token)!r} is an Ed448 key, "
+        raise TokenError(f"key {uri.key_name} on token {quoted(uri.token)} is an Ed448 key, "
                          "not Ed25519 (jaxcache signs with Ed25519 only)")
 
 
@@ -266,7 +266,7 @@ def _public_raw(session: Any, uri: Uri, p11: Any) -> bytes:
     if len(point) == 34 and point[:2] == b"\x04\x20":
         point = point[2:]
     if len(point) != 32:
-        raise TokenError(f"the public key {uri.key_name} on token {safe(uri.token)!r} is "
+        raise TokenError(f"the public key {uri.key_name} on token {quoted(uri.token)} is "
                          f"not an Ed25519 point ({len(point)} bytes, want 32)")
     return point
 
@@ -282,7 +282,7 @@ def _self_test(signer: TokenSigner, uri: Uri) -> None:
     try:
         Ed25519PublicKey.from_public_bytes(signer.public).verify(signature, message)
     except InvalidSignature:
-        raise TokenError(f"the public key {uri.key_name} on token {safe(uri.token)!r} does "
+        raise TokenError(f"the public key {uri.key_name} on token {quoted(uri.token)} does "
                          "not verify the private key's signature: not one pair") from None
 
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from urllib.parse import unquote_to_bytes
 
 from jaxcache.errors import JaxcacheError
-from jaxcache.text import safe
+from jaxcache.text import quoted, safe
 
 SCHEME = "pkcs11:"
 PATH_ATTRIBUTES = ("token", "object", "id", "type")
@@ -53,7 +53,7 @@ class Uri:
     @property
     def key_name(self) -> str:
         """How messages name the key: `'ci'`, `id 01` or both."""
-        parts = [repr(safe(self.object))] if self.object is not None else []
+        parts = [quoted(self.object)] if self.object is not None else []
         if self.id is not None:
             parts.append(f"id {self.id.hex() or '(empty)'}")
         return ", ".join(parts)
@@ -98,7 +98,7 @@ def _split(part: str, sep: str) -> list[tuple[str, str]]:
             continue  # `a=1;;b=2`, a trailing `;`: nothing said
         name, eq, value = item.partition("=")
         if not eq:
-            raise TokenError(f"pkcs11 URI: {safe(item[:60])!r} is not name=value")
+            raise TokenError(f"pkcs11 URI: {quoted(item, 60)} is not name=value")
         pairs.append((name.lower(), value))
     return pairs
 
@@ -151,7 +151,7 @@ def _uri(text: str, seen: dict[str, bytes]) -> Uri:
                          "(SoftHSM2's: /usr/lib/softhsm/libsofthsm2.so)")
     if not module.startswith("/") or "\0" in module:
         raise TokenError(f"pkcs11 URI: module-path must be an absolute path, not "
-                         f"{safe(module[:80])!r}")
+                         f"{quoted(module, 80)}")
     pin = _pin_source(os.fsdecode(seen["pin-source"])) if "pin-source" in seen else None
     return Uri(text, token, module, _text(seen, "object"), seen.get("id"), kind, pin)
 
@@ -163,7 +163,7 @@ def _pin_source(value: str) -> str:
         path = path[2:] if path.startswith("///") else ""
     if not path.startswith("/") or "\0" in path:
         raise TokenError(f"pkcs11 URI: pin-source must be file:/ABSOLUTE/PATH (a file only "
-                         f"you can read), not {safe(value[:80])!r}")
+                         f"you can read), not {quoted(value, 80)}")
     return path
 
 

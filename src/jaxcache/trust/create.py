@@ -15,7 +15,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 from jaxcache.errors import JaxcacheError
-from jaxcache.text import safe
+from jaxcache.text import quoted, safe
 from jaxcache.trust import acl as aclmod
 from jaxcache.trust import target as targetmod
 from jaxcache.trust.audit import AuditReport, audit
@@ -103,7 +103,7 @@ def init(given: str, *, policy: Policy = EMPTY) -> InitResult:
     if tgt.path is None:
         raise JaxcacheError(f"init makes local directories; {safe(given)} is a URL")
     if tgt.tilde:
-        raise JaxcacheError(f"refusing {safe(given)!r}: JAX does not expand '~', so this would "
+        raise JaxcacheError(f"refusing {quoted(given)}: JAX does not expand '~', so this would "
                             "create a directory literally named '~'; pass an absolute path")
     for attempt in range(3):
         w, fd = walk_open(tgt.path)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
+from jaxcache.text import safe
 from jaxcache.trust.principals import Principal
 
 
@@ -44,14 +45,21 @@ class Finding:
 
 @dataclass(frozen=True)
 class Writer:
-    """A principal able to change what JAX loads from the cache, and the chain of reasons."""
+    """A principal able to change what JAX loads from the cache, and the chain of reasons.
+
+    The chain names files a writer chose the names of: it is given raw and escaped here, once
+    (text.safe), so every finding, refusal and format that shows it shows it safe, none
+    escapes it again, and no producer has to remember. `target` stays the path, for matching."""
 
     principal: Principal
     action: str  # write-entries | create-entries | replace | create-dir | rewrite-entry | inherit
     # | hold-handle (a process holding a write descriptor or mapping: trust/handles.py)
     target: str
-    chain: tuple[str, ...]
+    chain: tuple[str, ...]  # [reason, consequence], as text for people (escaped)
     trust: str  # you | root | policy | untrusted
+
+    def __post_init__(self) -> None:  # (dataclasses.replace would escape it again)
+        object.__setattr__(self, "chain", tuple(safe(c) for c in self.chain))
 
 
 @dataclass(frozen=True)

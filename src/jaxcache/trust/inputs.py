@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from jaxcache.errors import JaxcacheError
-from jaxcache.text import safe
+from jaxcache.text import quoted, safe
 from jaxcache.trust import acl as aclmod
 from jaxcache.trust.principals import Accounts
 
@@ -134,7 +134,7 @@ def _opened(path: str, kind: Kind, missing_ok: bool,
     what = f"{kind.name} {safe(path)}"
     accounts = accounts or Accounts()
     if "\0" in path:
-        raise InputError(f"{kind.name} path {safe(path)!r} contains a NUL byte")
+        raise InputError(f"{kind.name} path {quoted(path)} contains a NUL byte")
     full = path if path.startswith("/") else os.getcwd().rstrip("/") + "/" + path
     parent, name = full.rsplit("/", 1)
     parent = parent or "/"

@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 
 from jaxcache.errors import JaxcacheError
-from jaxcache.text import safe
+from jaxcache.text import quoted, safe
 
 PREFIX = "ed25519:"
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")  # ci-2026-12, cache.example.org-1
@@ -71,10 +71,10 @@ def parse_public(text: str, holder: str | None = None, *, source: str | None = N
     head, sep, rest = text.partition(":")
     if sep and head != PREFIX[:-1] and rest.startswith(PREFIX):
         if not NAME.fullmatch(head):
-            raise KeyFileError(f"key name {safe(head[:70])!r} is not a key name (letters, digits, "
+            raise KeyFileError(f"key name {quoted(head, 70)} is not a key name (letters, digits, "
                                "'.', '_' and '-', at most 64, starting with a letter or digit)")
         if name is not None and name != head:
-            raise KeyFileError(f"the key is named {safe(head)!r} in its text and {safe(name)!r} "
+            raise KeyFileError(f"the key is named {quoted(head)} in its text and {quoted(name)} "
                                "beside it: give one name")
         name, text = head, rest
     if not text.startswith(PREFIX):
@@ -91,7 +91,7 @@ def parse_public(text: str, holder: str | None = None, *, source: str | None = N
     if len(raw) != 32:
         raise KeyFileError(f"an Ed25519 public key has 32 bytes, this one {len(raw)}")
     if name is not None and not NAME.fullmatch(name):
-        raise KeyFileError(f"key name {safe(name[:70])!r} is not a key name (letters, digits, "
+        raise KeyFileError(f"key name {quoted(name, 70)} is not a key name (letters, digits, "
                            "'.', '_' and '-', at most 64, starting with a letter or digit)")
     return PublicKey(raw, holder, name)
 

@@ -35,7 +35,7 @@ from __future__ import annotations
 import os
 
 from jaxcache.errors import PolicyError
-from jaxcache.text import safe
+from jaxcache.text import quoted, safe
 from jaxcache.trust.principals import Accounts
 from jaxcache.trust.rules import EMPTY, Policy, Rule, inside, is_url, url_text
 from jaxcache.userdirs import policy_file
@@ -111,25 +111,25 @@ def _rule(data: dict, where: str, accounts: Accounts, url: bool = False) -> Rule
     for name in lists["trusted_users"]:
         uid = accounts.uid_of(name)
         if uid is None:
-            raise PolicyError(f"policy: trusted user {safe(name)!r} at {where} does not exist")
+            raise PolicyError(f"policy: trusted user {quoted(name)} at {where} does not exist")
         uids.add(uid)
     signers = set()
     for name in lists["trusted_signers"]:
         uid = accounts.uid_of(name)
         if uid is None:
-            raise PolicyError(f"policy: trusted signer {safe(name)!r} at {where} does not exist")
+            raise PolicyError(f"policy: trusted signer {quoted(name)} at {where} does not exist")
         signers.add(uid)
     for name in lists["trusted_groups"]:
         gid = accounts.gid_of(name)
         if gid is None:
-            raise PolicyError(f"policy: trusted group {safe(name)!r} at {where} does not exist")
+            raise PolicyError(f"policy: trusted group {quoted(name)} at {where} does not exist")
         gids.add(gid)
     if lists["accepted_storage"] and where == "top level":
         raise PolicyError("policy: accepted_storage vouches for what one cache path is stored on: "
                           "put it in that path's [[cache]] table, not at the top level")
     for point in lists["accepted_storage"]:
         if not os.path.isabs(point):
-            raise PolicyError(f"policy: accepted_storage {safe(point)!r} at {where} must be an "
+            raise PolicyError(f"policy: accepted_storage {quoted(point)} at {where} must be an "
                               "absolute mount point")
     restored = data.get("restored_from")
     if restored is not None and where == "top level":
@@ -169,7 +169,7 @@ def _trusted_keys(items: object, where: str, accounts: Accounts, url: bool = Fal
     out = []
     for item in items:
         if not url and accounts.uid_of(item["holder"]) is None:
-            raise PolicyError(f"policy: key holder {safe(item['holder'])!r} at {where} does "
+            raise PolicyError(f"policy: key holder {quoted(item['holder'])} at {where} does "
                               "not exist")
         name = item.get("name")
         if name is not None and not _is_name(name):
@@ -206,7 +206,7 @@ def _moment(value: object, field: str, label: str, where: str) -> float | None:
             value = dt.datetime.fromisoformat(value)
         except ValueError:
             raise PolicyError(f"policy: {field} of key {safe(label)} at {where} is not an RFC "
-                              f"3339 time: {safe(str(value)[:60])!r} (want e.g. "
+                              f"3339 time: {quoted(str(value), 60)} (want e.g. "
                               "2027-01-01T00:00:00Z)") from None
     if not isinstance(value, dt.datetime):
         raise PolicyError(f"policy: {field} of key {safe(label)} at {where} must be a time "
@@ -270,12 +270,12 @@ def _build(source: str, data: dict, accounts: Accounts) -> Policy:
         if is_url(item["path"]):
             text = url_text(item["path"])
             if text is None:
-                raise PolicyError(f"policy: [[cache]] path {safe(item['path'])!r} is not a "
+                raise PolicyError(f"policy: [[cache]] path {quoted(item['path'])} is not a "
                                   "gs:// or s3://bucket/prefix URL")
             per_path.append((text, _rule(item, where, accounts, url=True)))
             continue
         if not os.path.isabs(item["path"]):
-            raise PolicyError(f"policy: [[cache]] path {safe(item['path'])!r} must be absolute "
+            raise PolicyError(f"policy: [[cache]] path {quoted(item['path'])} must be absolute "
                               "(or a gs:// or s3://bucket/prefix URL)")
         per_path.append((os.path.normpath(item["path"]), _rule(item, where, accounts)))
     policy = Policy(source, default, tuple(per_path))

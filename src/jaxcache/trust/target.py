@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 
 from jaxcache.errors import JaxcacheError
-from jaxcache.text import safe
+from jaxcache.text import quoted, safe
 
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 
@@ -46,8 +46,8 @@ def resolve(given: str, cwd: str | None = None) -> Target:
     if given == "~" or given.startswith("~/") or re.match(r"^~[^/]*(/|$)", given):
         notes.append((
             "path.tilde",
-            f"JAX does not expand '~': {safe(given)!r} means a directory literally named "
-            f"{safe(given.split('/', 1)[0])!r} under the current directory. Pass an absolute "
+            f"JAX does not expand '~': {quoted(given)} means a directory literally named "
+            f"{quoted(given.split('/', 1)[0])} under the current directory. Pass an absolute "
             "path (your shell expands ~ only when it is unquoted at the start of a word)."))
     if not given.startswith("/"):
         base = cwd if cwd is not None else os.getcwd()
@@ -90,7 +90,7 @@ def parse_bucket(text: str) -> BucketUrl:
                             f"{', '.join(s + '://' for s in SCHEMES)} only")
     bucket, _, prefix = rest.partition("/")
     if not _valid_bucket(scheme, bucket):
-        raise JaxcacheError(f"{safe(text)}: {safe(bucket)!r} is not a valid bucket name")
+        raise JaxcacheError(f"{safe(text)}: {quoted(bucket)} is not a valid bucket name")
     prefix = prefix.strip("/")
     if any(part in ("", ".", "..") for part in prefix.split("/")) and prefix:
         raise JaxcacheError(f"{safe(text)}: the prefix has an empty, '.' or '..' component")

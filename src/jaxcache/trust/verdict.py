@@ -226,7 +226,7 @@ def uninspected_text(scan: ProcessScan, *, root: bool | None = None) -> str:
 
 def handle_writers(held: HandleScan, accounts: pr.Accounts) -> list[Writer]:
     return [Writer(accounts.user(h.uid), "hold-handle", h.path,
-                   (f"process {h.pid} ({safe(h.command)}) holds {safe(h.path)} open for "
+                   (f"process {h.pid} ({h.command}) holds {h.path} open for "
                     f"writing ({h.detail}), opened when the permissions allowed it",
                     "-> can change the compiled code JAX loads, whatever the permissions say "
                     "now"), h.trust)

@@ -14,7 +14,7 @@ from collections import deque
 from dataclasses import dataclass
 
 from jaxcache.errors import JaxcacheError
-from jaxcache.text import safe
+from jaxcache.text import quoted, safe
 from jaxcache.trust import acl as aclmod
 from jaxcache.trust.acl import Acl, AclFormatError
 
@@ -110,7 +110,7 @@ def walk(path: str) -> Walk:
 def walk_open(path: str) -> tuple[Walk, int]:
     """Like walk(), and also return an O_PATH descriptor of the anchor (the caller closes it)."""
     if not path.startswith("/"):
-        raise WalkError(f"internal: walk needs an absolute path, got {safe(path)!r}")
+        raise WalkError(f"internal: walk needs an absolute path, got {quoted(path)}")
     if not os.path.isdir("/proc/self/fd"):
         raise WalkError("/proc is not mounted: cannot inspect descriptors, refusing to guess")
     todo = deque(_components(path))
