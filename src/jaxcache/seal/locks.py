@@ -8,8 +8,9 @@ account waits for another's lock, and no account can take the lock from the othe
 creating it first, as one shared name made 0600 by whoever came first let it. (`.jaxcache-lock`
 is the name earlier versions shared; JAX's LRUCache locks `.lockfile`.)
 
-A lock is judged, never followed: lstat first, then open O_NOFOLLOW|O_NONBLOCK (a FIFO never
-blocks the open), then fstat. It must be a regular file owned by the account its name names
+A lock is judged, never followed: a writer's own by lstat, then open O_NOFOLLOW|O_NONBLOCK (a
+FIFO never blocks the open), then fstat; verify judges every lock of the directory by lstat
+alone, opening none. It must be a regular file owned by the account its name names
 (`.jaxcache-lock-<uid>`); `.lockfile` and `.jaxcache-lock` by you, root or the directory's
 owner. Anything else there (a symbolic link, a directory, a FIFO, another account's file) was
 planted: a writer refuses it in one line naming it and its owner (its size-limited writes fail
