@@ -187,3 +187,15 @@ def test_one_accounts_lock_never_blocks_another_account(base, accounts):
                     str(shared), "--format", "json")
     doc = json.loads(proc.stdout)
     assert doc["bad_locks"] == [] and doc["others"] == [] and len(doc["entries"]) == 2, doc
+
+
+def test_lock_names_are_known_to_the_inventory_and_name_their_account():
+    from jaxcache.seal import locks
+    from jaxcache.trust.entries import classify
+
+    assert classify(locks.name(1007))[0] == "lockfile"
+    assert locks.named_owner(".jaxcache-lock-1007") == 1007
+    for other in (".jaxcache-lock-", ".jaxcache-lock-x1", ".jaxcache-lock-١٢"):  # Arabic digits
+        assert classify(other)[0] == "unexpected" and locks.named_owner(other) is None
+    assert locks.named_owner(".jaxcache-lock") is None  # the name earlier versions shared
+    assert classify(".jaxcache-lock")[0] == "lockfile"
