@@ -272,6 +272,28 @@ def test_keygen_public_of_prints_the_tokens_key_which_verifies_its_signatures(to
     no_secret_in(tmp_path, token)  # nothing written at all, or nothing with a secret
 
 
+def test_keygen_public_of_without_the_pin_says_the_pair_was_not_checked(token, tmp_path):
+    """Without a login the private key is hidden: the public object alone is printed, with a
+    warning (even with --quiet) that another pair's public object under the same name would
+    look the same; with the PIN it is checked against a signature of the private key, and a
+    public object of another pair is refused (test_a_bad_token_key_..., its last case)."""
+    env = user_env(token, tmp_path)
+    checked = jaxcache("keygen", "--public-of", token.uri(), env=env)
+    assert checked.returncode == 0 and checked.stderr == "", checked.stderr
+    for uri, printed in ((token.uri(**{"pin-source": None}), token.public_text),
+                         (token.uri(object="mixed", **{"pin-source": None}), None)):
+        bare = jaxcache("-q", "keygen", "--public-of", uri, env=env)
+        assert bare.returncode == 0, bare.stderr
+        assert bare.stdout.startswith("ed25519:") and len(bare.stdout.splitlines()) == 1
+        if printed is not None:
+            assert bare.stdout == printed + "\n"
+        else:  # the public object of another pair: printed, and said to be unchecked
+            assert bare.stdout != token.public_text + "\n"
+        [line] = bare.stderr.splitlines()
+        assert line.startswith("jaxcache: warning: the public key ") and \
+            "not checked against the private key" in line and "pin-source=" in line, line
+
+
 def test_keygen_public_of_a_key_file_prints_its_pub_line(tmp_path):
     key = tmp_path / "keys" / "ci.key"
     assert jaxcache("keygen", str(key)).returncode == 0
@@ -390,9 +412,7 @@ def test_a_bad_token_key_is_one_line_and_nothing_is_written(token, filled, tmp_p
     assert REFUSED[case] in one_line(ran), case
     # no signature, no cache dir, no record; no object added to the token
     assert (listing(tmp_path), set(listing(token.tokens))) == before
-    if case == "public key of another pair":
-        return  # --public-of reads the public object alone: it cannot know
-    shown = jaxcache("keygen", "--public-of", uri, env=env)
+    shown = jaxcache("keygen", "--public-of", uri, env=env)  # with the PIN: checked
     assert REFUSED[case] in one_line(shown), case
     assert not shown.stdout
 

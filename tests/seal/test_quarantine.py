@@ -5,11 +5,13 @@ writes that key again, and verify then passes. Real JAX jobs in separate process
 from __future__ import annotations
 
 import os
+import pwd
 import sys
 
 import pytest
 from support import paths
 from support.jobs import clean_env, jaxcache
+from support.users import mkdir, needs_root
 
 pytest.importorskip("cryptography")
 pytest.importorskip("jax")
@@ -45,12 +47,52 @@ def test_a_bad_entry_is_moved_aside_and_its_key_published_again(tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr  # what is left verifies
     assert f"quarantined {bad} (bad-signature" in proc.stderr
     assert proc.stdout.startswith("VALID: every entry verifies")
-    assert (qdir / bad).read_bytes() == planted  # moved, not deleted
-    assert any(n.startswith(bad + ".") for n in os.listdir(qdir))  # its signature came along
-    assert oct(qdir.stat().st_mode & 0o777) == "0o700"
+    [run] = qdir.iterdir()  # this run's own folder
+    assert f") to {run}\n" in proc.stderr
+    assert (run / bad).read_bytes() == planted  # moved, not deleted
+    assert any(n.startswith(bad + ".") for n in os.listdir(run))  # its signature came along
+    assert oct(qdir.stat().st_mode & 0o777) == oct(run.stat().st_mode & 0o777) == "0o700"
     assert not (cache / bad).exists()
     _publish(cache, key, tmp_path / "third.json")  # the key is free again: written anew
     assert (cache / bad).exists() and (cache / bad).read_bytes() != planted
     assert jaxcache(*verify).returncode == 0
     again = jaxcache(*verify, "--quarantine", str(qdir))  # nothing bad: nothing moved
     assert again.returncode == 0 and "quarantined" not in again.stderr
+    assert list(qdir.iterdir()) == [run]  # nor any folder made
+
+
+@needs_root
+def test_each_run_moves_into_a_fresh_folder_so_others_files_never_block_it(base, accounts):
+    """Root quarantines another user's bad entries (they keep their owner when moved): the
+    next run is not refused for what the last one moved, and each run has a folder of its
+    own, 0700 and root's, in QDIR (still judged private)."""
+    from jaxcache.seal.keys import generate
+    from jaxcache.seal.store import SealedCache
+
+    key = generate()
+    cache = mkdir(base / "shared", 0o755)
+    store = SealedCache(str(cache), trusted=[key.public], signer=key)
+    keys = ["jit_f-" + "ab" * 32, "jit_g-" + "cd" * 32]
+    for k in keys:
+        store.put(k, b"compiled " + k.encode())
+    store.close()
+    uid = pwd.getpwnam(accounts.a).pw_uid
+    qdir = base / "quarantine"
+    verify = ["verify", "--trusted-key", key.public.text, str(cache), "--quarantine", str(qdir)]
+    for k in keys:  # accounts.a swaps one entry at a time; root moves it aside each time
+        entry = cache / f"{k}-cache"
+        entry.unlink()
+        entry.write_bytes(b"planted by " + accounts.a.encode())
+        os.chown(entry, uid, -1)
+        proc = jaxcache(*verify)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert f"quarantined {k}-cache (bad-signature" in proc.stderr
+    first, second = sorted(qdir.iterdir())  # a folder per run, named by its time first
+    assert (first / f"{keys[0]}-cache").stat().st_uid == uid  # moved, owner kept
+    assert (second / f"{keys[1]}-cache").stat().st_uid == uid
+    for folder in (qdir, first, second):
+        st = folder.stat()
+        assert st.st_uid == 0 and st.st_mode & 0o777 == 0o700, folder
+    os.chmod(qdir, 0o777)  # QDIR itself is still judged: others could replace a folder
+    refused = jaxcache(*verify[:-2], "--quarantine", str(qdir))
+    assert refused.returncode == 2 and f"--quarantine {qdir}" in refused.stderr

@@ -408,9 +408,9 @@ def test_a_fresh_rival_signature_is_left_for_its_entry_and_a_stale_one_is_swappe
     assert publisher.writes == [(key, str(shared))]
     reader = SealedCache(str(shared), trusted=[a.public])
     assert reader.get(key) == b"our bytes" and reader.rejections == []
-    from jaxcache.seal.lru import LOCK_NAME  # the tier's lock, taken to settle a signature
+    from jaxcache.seal import locks  # this account's lock, taken to settle a signature
 
-    assert sorted(p.name for p in shared.iterdir()) == [LOCK_NAME, f"{key}-cache",
-                                                         f"{key}-cache.sig", f"{key}-cache.used"]
+    assert sorted(p.name for p in shared.iterdir()) == [
+        locks.name(os.geteuid()), f"{key}-cache", f"{key}-cache.sig", f"{key}-cache.used"]
     publisher.close()
     reader.close()

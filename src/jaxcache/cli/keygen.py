@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 from jaxcache.cli import common
 
@@ -34,7 +35,10 @@ def handle(args: argparse.Namespace, tail: None) -> None:
       jaxcache keygen --public-of 'pkcs11:token=ci;object=jaxcache?module-path=...'
 
     prints the public key of a key kept in a token (an HSM, SoftHSM2: docs/hsm.md), or of a
-    private key file, and makes nothing.
+    private key file, and makes nothing. With the URI's PIN (pin-source) the token's public
+    key must verify a signature of its private key (refused otherwise: another pair's public
+    object under the same name); without one it is printed with a warning that it was not
+    checked.
 
     Exit code: 0 written (or printed); 2 usage or input error (KEYFILE exists: it is never
     replaced; a folder that cannot be made private; a key that cannot be read).
@@ -71,7 +75,10 @@ def public_of(args: argparse.Namespace) -> None:
     if args.fmt != "text":
         common.usage(args, "--public-of prints text only (the one ed25519:... line)")
     if pkcs11.is_uri(args.public_of):
-        public = trustkeys.PublicKey(pkcs11.public_of(args.public_of))
+        found = pkcs11.public_of(args.public_of)
+        if found.unchecked is not None:  # said even with --quiet: it is about trusting it
+            sys.stderr.write(f"jaxcache: warning: {found.unchecked}\n")
+        public = trustkeys.PublicKey(found.raw)
     else:
         public = keys.load_signing(args.public_of).public
     common.finish(args, f"{public.text}\n", 0)

@@ -24,6 +24,7 @@ def render_json(result: ScanResult, action: str) -> str:
            "counts": {s: result.count(s) for s in STATUSES},
            "entries": [asdict(e) for e in result.entries],
            "leftovers": list(result.leftovers), "others": [safe(n) for n in result.others],
+           "bad_locks": [{"name": safe(b.name), "why": safe(b.why)} for b in result.bad_locks],
            "all_valid": result.all_valid, "strict_ok": result.strict_ok,
            "never_hit": result.unhittable,
            "unhittable_allowed": None if action == "verify" else not result.refuse_unhittable,
@@ -110,11 +111,14 @@ def render_text(result: ScanResult, action: str, *, verbose: bool = False) -> st
     lines += [line for e in result.entries
               if (line := _line(e, action, verbose)) is not None]
     for name in result.leftovers:
-        lines.append(f"  LEFTOVER       {safe(name)} (an interrupted write or a signature "
-                     "without its entry; never loaded)")
+        lines.append(f"  LEFTOVER       {safe(name)} (an interrupted write, or a signature, "
+                     "mark or -atime file without its entry; never loaded)")
     for name in result.others:
         lines.append(f"  OTHER          {safe(name)} (not an entry nor a sidecar: nothing "
                      "signed it; verify --strict fails on it)")
+    for lock in result.bad_locks:
+        lines += wrap(f"BAD LOCK       {safe(lock.name)} {safe(lock.why)} (never followed; "
+                      "verify --strict fails on it)", "  ")
     counts = ", ".join(f"{result.count(s)} {s}" for s in STATUSES if result.count(s))
     if result.unhittable and not result.count("never-hit"):
         counts += f"; {result.unhittable} never hit by a sealed reader"

@@ -6,7 +6,8 @@ entries jaxcache wrote count and are ever deleted: each has a `.used` marker tha
 created beside it (its mtime is the last use; its text binds it to the entry's inode), and
 the entry must still be that file, owned by this user. An entry goes first, then its
 signature, then its marker, so no reader ever sees an entry without its signature.
-All of it runs under an flock on a lock file of jaxcache's own, as JAX locks `.lockfile`.
+All of it runs under an flock on the writing account's own lock file (locks.py), as JAX
+locks `.lockfile`: what it guards is that account's alone.
 """
 
 from __future__ import annotations
@@ -20,9 +21,8 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from jaxcache.seal import names
+from jaxcache.seal import locks, names
 
-LOCK_NAME = ".jaxcache-lock"
 LOCK_TIMEOUT_S = 10.0  # as JAX's lock_timeout_secs
 ORPHAN_AGE_S = 60.0  # a sidecar without its entry is removed only when this old
 _MARK = "jaxcache.used/1"
@@ -75,9 +75,9 @@ def touch(dir_fd: int, entry: str, name_max: int) -> None:
 
 @contextlib.contextmanager
 def locked(dir_fd: int) -> Iterator[None]:
-    """Exclusive across processes (flock on jaxcache's own lock file, never followed)."""
-    fd = os.open(LOCK_NAME, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600,
-                 dir_fd=dir_fd)
+    """Exclusive across this account's processes (flock on its lock file, never followed:
+    locks.LockRefused when something planted stands under that name)."""
+    fd = locks.hold(dir_fd)
     try:
         deadline = time.monotonic() + LOCK_TIMEOUT_S
         while True:
@@ -86,7 +86,7 @@ def locked(dir_fd: int) -> Iterator[None]:
                 break
             except BlockingIOError:
                 if time.monotonic() > deadline:
-                    raise LockTimeout(f"{LOCK_NAME} held by another process for "
+                    raise LockTimeout(f"{locks.name(os.geteuid())} held by another process for "
                                       f"{LOCK_TIMEOUT_S:.0f} s") from None
                 time.sleep(0.01)
         yield

@@ -18,6 +18,7 @@ import os
 import secrets
 
 ENTRY_SUFFIX = "-cache"  # as JAX names entries: <module>-<64 hex>-cache
+ATIME = "-atime"  # JAX's LRUCache: <module>-<64 hex>-atime, its entry's last use
 SIGNATURE = ".sig"
 USED = ".used"  # jaxcache wrote this entry; its mtime is when it was last used (LRU)
 TEMP_PREFIX, TEMP_SUFFIX = ".jaxcache-", ".tmp"

@@ -21,12 +21,14 @@ import os
 import re
 import stat
 import threading
+from dataclasses import dataclass
 from typing import Any
 
 from jaxcache.seal.pkcs11_uri import SCHEME, TokenError, Uri, is_uri, parse
 from jaxcache.text import quoted, safe
 
-__all__ = ["SCHEME", "TokenError", "TokenSigner", "Uri", "is_uri", "load", "parse", "public_of"]
+__all__ = ["SCHEME", "TokenError", "TokenPublic", "TokenSigner", "Uri", "is_uri", "load", "parse",
+           "public_of"]
 
 # CKA_EC_PARAMS of Ed448 (OID 1.3.101.113, or a PrintableString as SoftHSM2 keeps it), named
 # when refused; any other curve fails the self-test signature
@@ -61,7 +63,50 @@ def load(text: str) -> TokenSigner:
     if uri.pin_file is None:
         raise TokenError("pkcs11 URI: no PIN: add pin-source=file:/path/to/pin (a file only "
                          "you can read, mode 0600) after '?'")
-    pin = _pin(uri.pin_file)
+    return _pair(uri, uri.pin_file)
+
+
+@dataclass(frozen=True)
+class TokenPublic:
+    """`keygen --public-of`'s answer: the public key, and whether it is the named private
+    key's own (checked only when logged in: the private key is hidden otherwise)."""
+
+    raw: bytes  # the 32 bytes of the Ed25519 public key
+    unchecked: str | None  # why it was not checked against the private key; None: it was
+
+
+def public_of(text: str) -> TokenPublic:
+    """The public key of the pair a URI names. With the URI's PIN, it is the one that
+    verifies a signature of the private key the URI names (the self-test load() makes),
+    else refused: a public object of another pair under the same label or id would have
+    readers trust a key whose holder is not this key's (an attacker's own pair among them).
+    Without a PIN only the public object is read (the token hides its private objects), and
+    the answer says it was not checked."""
+    uri = parse(text)
+    if uri.pin_file is not None:
+        return TokenPublic(_pair(uri, uri.pin_file).public, None)
+    p11 = _binding()
+    lib = _library(uri, p11)
+    with _LOCK:
+        try:
+            session = _token(lib, uri, p11).open()
+            try:
+                raw = _public_raw(session, uri, p11)
+            finally:
+                session.close()
+        except p11.PKCS11Error as exc:
+            raise TokenError(f"token {quoted(uri.token)}: {_why(exc)}") from None
+    return TokenPublic(raw, f"the public key {uri.key_name} on token {quoted(uri.token)} was "
+                            "read without logging in, so it was not checked against the "
+                            "private key: a public key object of another pair under this "
+                            "name would be printed all the same. Add pin-source=file:PIN to "
+                            "the URI to check that it verifies the private key's signature")
+
+
+def _pair(uri: Uri, pin_file: str) -> TokenSigner:
+    """The private key the URI names and its public key, logged in with the PIN file's PIN;
+    refused unless the public key verifies a signature the private key makes now."""
+    pin = _pin(pin_file)
     p11 = _binding()
     lib = _library(uri, p11)
     with _LOCK:
@@ -75,27 +120,6 @@ def load(text: str) -> TokenSigner:
     signer = TokenSigner(private, raw, f"key {uri.key_name} on token {quoted(uri.token)}")
     _self_test(signer, uri)
     return signer
-
-
-def public_of(text: str) -> bytes:
-    """The 32 bytes of the public key of the pair a URI names (no PIN needed unless the
-    token hides its public objects)."""
-    uri = parse(text)
-    pin = _pin(uri.pin_file) if uri.pin_file is not None else None
-    p11 = _binding()
-    lib = _library(uri, p11)
-    with _LOCK:
-        try:
-            token = _token(lib, uri, p11)
-            if pin is not None:
-                return _public_raw(_logged_in(lib, token, uri, pin, p11), uri, p11)
-            session = token.open()
-            try:
-                return _public_raw(session, uri, p11)
-            finally:
-                session.close()
-        except p11.PKCS11Error as exc:
-            raise TokenError(f"token {quoted(uri.token)}: {_why(exc)}") from None
 
 
 class TokenSigner:
@@ -296,4 +320,5 @@ def _why(exc: BaseException) -> str:
     return f"{code} ({safe(detail)})" if detail else code
 
 
-__all__ = ["TokenError", "TokenSigner", "Uri", "is_uri", "load", "parse", "public_of"]
+__all__ = ["TokenError", "TokenPublic", "TokenSigner", "Uri", "is_uri", "load", "parse",
+           "public_of"]

@@ -89,8 +89,9 @@ def put_cosignature(dir_fd: int, name: str, sig: bytes,
     the key's name forever. False when a valid one is there (or appeared meanwhile)."""
     if _link_new(dir_fd, name, sig):
         return True
-    # no lock (the directory's lock file is anyone's to block): the swap checks the file is
-    # still the one judged; racing a co-signer of the same key, either valid file stays
+    # no lock (each account's own, locks.py: it would not exclude a co-signer of another):
+    # the swap checks the file is still the one judged; racing a co-signer of the same key,
+    # either valid file stays
     existing, identity, _ = _look(dir_fd, name)
     if identity is None:
         return _link_new(dir_fd, name, sig)

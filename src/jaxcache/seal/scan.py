@@ -11,8 +11,9 @@ import stat
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from jaxcache.seal import hittable, names, sigfile, signature
+from jaxcache.seal import hittable, locks, names, sigfile, signature
 from jaxcache.seal.keys import SigningKey
+from jaxcache.seal.locks import LockProblem
 from jaxcache.seal.publish import _link_new, put_cosignature
 from jaxcache.seal.store import _open_dir, _read, _Rejected, cosignatures
 from jaxcache.text import safe
@@ -51,6 +52,7 @@ class ScanResult:
     # verify: a sealed reader's audit of the directory refuses it (the same judgement as
     # `run --sealed` and `audit --sealed`): (verdict, why, what to do); None: it loads
     refused: tuple[str, str, str | None] | None = None
+    bad_locks: tuple[LockProblem, ...] = ()  # verify: lock files planted there (locks.py)
 
     def count(self, status: str) -> int:
         return sum(1 for e in self.entries if e.status == status)
@@ -75,16 +77,17 @@ class ScanResult:
     @property
     def strict_ok(self) -> bool:
         """`verify --strict`, a CI gate after a restore: every entry verifies, none is one a
-        sealed reader never hits, and nothing else was left there (orphan signatures,
-        interrupted writes): whatever came in with the cache was signed by a trusted key."""
+        sealed reader never hits, and nothing else was left there (orphan signatures and
+        -atime files, interrupted writes, a lock file that is no lock of its owner's):
+        whatever came in with the cache was signed by a trusted key."""
         return self.all_valid and not self.unhittable and not self.leftovers and \
-            not self.others and self.refused is None
+            not self.others and not self.bad_locks and self.refused is None
 
 
 def _others(fd: int) -> tuple[str, ...]:
     """What `verify --strict` fails on besides entries: every name that is not an entry, a
-    sidecar or JAX's -atime file of one present, a lock or a leftover; every directory
-    (XLA's sub-caches included: nothing signs them)."""
+    sidecar or JAX's -atime file of one present, a lock (judged by locks.survey) or a
+    leftover; every directory (XLA's sub-caches included: nothing signs them)."""
     entries, leftovers = _names(fd)
     known = set(entries) | set(leftovers)
     out = []
@@ -112,6 +115,8 @@ def _names(fd: int) -> tuple[list[str], list[str]]:
                       and classify(e)[0] == "cache" and e not in present]
     leftovers += [n for n in names_ if (c := names.entry_of_cosignature(n)) is not None
                   and classify(c[0])[0] == "cache" and c[0] not in present]
+    leftovers += [n for n in names_ if classify(n)[0] == "atime"  # JAX's, its entry gone
+                  and names.entry(n[:-len(names.ATIME)]) not in present]
     return entries, sorted(leftovers)
 
 
@@ -158,7 +163,7 @@ def verify(directory: str, trusted: KeyRing | list[PublicKey]) -> ScanResult:
         ring = keyring.of(trusted)
         return ScanResult(directory, tuple(_status(fd, n, ring)[0] for n in entries),
                           tuple(leftovers), others=_others(fd), keys=ring.states(),
-                          needed=ring.needed)
+                          needed=ring.needed, bad_locks=locks.survey(fd))
     finally:
         os.close(fd)
 

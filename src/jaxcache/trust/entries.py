@@ -4,7 +4,7 @@ JAX names entries `<module>-<64 hex>-cache`, keeps `<key>-atime` and `.lockfile`
 is set, and on GPU writes `xla_gpu_per_fusion_autotune_cache_dir/`; a sealed cache adds
 `<entry>.sig` (or `<key>.sig` where that would not fit), co-signatures `<entry>.<key id>.sig`
 by further keys, a `.used` marker beside each entry jaxcache wrote (the same two forms) and
-its lock file. Anything else is unexpected.
+its lock files (`.jaxcache-lock-<uid>`). Anything else is unexpected.
 """
 
 from __future__ import annotations
@@ -24,7 +24,10 @@ _HEX = frozenset("0123456789abcdef")
 _SUFFIXES = {"-cache": "cache", "-atime": "atime"}
 SIGNATURE_SUFFIX = ".sig"  # jaxcache's sealed cache (seal/signature.py)
 _SIDECARS = {SIGNATURE_SUFFIX: "signature", ".used": "used"}  # seal/names.py
-_LOCKS = (".lockfile", ".jaxcache-lock")  # JAX's (max_size) and the sealed cache's
+# JAX's (max_size) and the sealed cache's: `.jaxcache-lock-<uid>`, one per account
+# (seal/locks.py), and `.jaxcache-lock`, the one name earlier versions shared
+_LOCKS = (".lockfile", ".jaxcache-lock")
+_ACCOUNT_LOCK = ".jaxcache-lock-"
 
 
 @dataclass(frozen=True)
@@ -60,7 +63,8 @@ class Inventory:
 
 
 def classify(name: str) -> tuple[str, str | None, str | None]:
-    if name in _LOCKS:
+    uid = name[len(_ACCOUNT_LOCK):] if name.startswith(_ACCOUNT_LOCK) else ""
+    if name in _LOCKS or (uid.isdigit() and uid.isascii()):
         return "lockfile", None, None
     if name == XLA_SUBCACHE:
         return "xla-subcache", None, None
