@@ -781,8 +781,12 @@ def test_a_lost_first_signature_leaves_co_signatures_on_its_word_one(tmp_path):
     for pol in (two, retired):
         proc = jaxcache("verify", str(d), "--policy", str(pol), "--format", "json")
         assert proc.returncode == 1, proc.stdout + proc.stderr
-        status = {e["name"]: e["status"] for e in json.loads(proc.stdout)["entries"]}
-        assert status == dict.fromkeys(made, "too-few-signatures"), status
+        entries = json.loads(proc.stdout)["entries"]
+        assert {e["name"]: e["status"] for e in entries} == \
+            dict.fromkeys(made, "too-few-signatures"), entries
+        assert all("1 distinct usable key" in e["reason"] and
+                   "only repeated a word already counted" in e["reason"]
+                   for e in entries), entries
     assert snapshot(d) == before
 
 

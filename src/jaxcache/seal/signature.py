@@ -200,14 +200,19 @@ def _gather(key: str, sig: bytes, ring: KeyRing, more: Fetch | None) -> tuple[_J
     return tuple(judged)
 
 
-def _rejected(judged: tuple[_Judged, ...], ring: KeyRing, good: set[bytes]) -> Check:
-    """The Check of an entry that too few usable keys vouch for."""
+def _rejected(judged: tuple[_Judged, ...], ring: KeyRing, good: set[bytes],
+              valid: list[_Judged] | tuple[_Judged, ...] = ()) -> Check:
+    """The Check of an entry that too few usable keys vouch for (`valid`: the signatures
+    `good` was counted from, to name those that only repeated a counted key's word)."""
     first = judged[0].public.id if judged and judged[0].public else None
     if good:
-        labels = ", ".join(sorted(j.public.label for j in judged
-                                  if j.public and j.public.raw in good and j.status == VALID))
-        return Check(TOO_FEW, f"signed by {len(good)} distinct usable key(s) ({labels}); the "
-                              f"policy needs {ring.needed}", first)
+        labels = ", ".join(sorted({j.public.label for j in judged
+                                   if j.public and j.public.raw in good and j.status == VALID}))
+        again = sorted({j.public.label for j in valid if j.public and j.public.raw not in good})
+        also = f"; {', '.join(again)} only repeated a word already counted (a key in common)" \
+            if again else ""
+        return Check(TOO_FEW, f"signed by {len(good)} distinct usable key(s) ({labels}){also}; "
+                              f"the policy needs {ring.needed}", first)
     for status in _WORST:
         for j in judged:
             if j.status == status:
@@ -238,7 +243,7 @@ def vouch(key: str, sig: bytes | None, trusted: Trusted,
             return Vouch(Check(VALID, _signed_by(judged, signers), lead.public.id
                                if lead.public else None, _ids(judged, signers),
                                _lineage(valid)), size, tuple(valid))
-        return Vouch(_rejected(judged, ring, signers), None, judged)
+        return Vouch(_rejected(judged, ring, signers, valid), None, judged)
     return Vouch(_rejected(judged, ring, set()), None, judged)
 
 
@@ -271,7 +276,7 @@ def confirm(key: str, data: bytes, found: Vouch, trusted: Trusted
         return Check(VALID, _signed_by(found.judged, good), found.check.key_id,
                      _ids(found.judged, good), _lineage(valid))
     if good:
-        return _rejected(found.judged, ring, good)
+        return _rejected(found.judged, ring, good, valid)
     lead = next((j for j in found.judged if j.status == VALID and j.doc), None)
     reason = _why_not(lead.doc, key, digest, len(data)) if lead and lead.doc else \
         "the signature does not verify"
