@@ -747,6 +747,49 @@ def test_a_co_signature_on_the_others_word_adds_no_second_approval(tmp_path):
     assert set(_statuses(d, two).values()) == {"too-few-signatures"}
 
 
+def test_a_lost_first_signature_leaves_co_signatures_on_its_word_one(tmp_path):
+    """Issue 39, class 2: B and C co-signed A's entries on A's word (rotations under one
+    signature). Under signatures_needed = 2 they count once with A's signature, and still
+    once when A's `.sig` is corrupted or A is retired: only A's holder approved these bytes,
+    so `jaxcache verify` (a sealed reader's judgement) never says valid."""
+    import base64
+
+    from jaxcache.seal import names
+
+    d, a, made = _fake(tmp_path, 2)
+    b, bfile = _keyfile(tmp_path, "ci-b")
+    c, cfile = _keyfile(tmp_path, "ci-c")
+    ta, tb, tc = (k.public.named_text for k in (a, b, c))
+    one = policy(tmp_path / "one.toml", str(d), [(ta, {}), (tb, {}), (tc, {})])
+    assert _cosign(d, bfile, one).returncode == 0
+    assert _cosign(d, cfile, one).returncode == 0
+    for name in made:  # each co-signature on A's word alone
+        for k in (b, c):
+            doc = json.loads((d / names.cosignature(name, k.public.id)).read_bytes())
+            assert doc["relies_on"] == [a.public.id]
+    two = policy(tmp_path / "two.toml", str(d), [(ta, {}), (tb, {}), (tc, {})], needed=2)
+    assert set(_statuses(d, two).values()) == {"too-few-signatures"}
+    retired = policy(tmp_path / "retired.toml", str(d), [(tb, {}), (tc, {})], needed=2)
+    assert set(_statuses(d, retired).values()) == {"too-few-signatures"}
+    # A's .sig corrupted: its signature changed in one entry, junk in the other
+    first = d / names.sidecar(made[0], names.SIGNATURE)
+    doc = json.loads(first.read_bytes())
+    doc["signature"] = base64.b64encode(b"\0" * 64).decode()
+    first.write_text(json.dumps(doc))
+    (d / names.sidecar(made[1], names.SIGNATURE)).write_bytes(b"junk")
+    before = snapshot(d)
+    for pol in (two, retired):
+        proc = jaxcache("verify", str(d), "--policy", str(pol), "--format", "json")
+        assert proc.returncode == 1, proc.stdout + proc.stderr
+        entries = json.loads(proc.stdout)["entries"]
+        assert {e["name"]: e["status"] for e in entries} == \
+            dict.fromkeys(made, "too-few-signatures"), entries
+        assert all("1 distinct usable key" in e["reason"] and
+                   "only repeated a word already counted" in e["reason"]
+                   for e in entries), entries
+    assert snapshot(d) == before
+
+
 def test_rotation_under_two_signatures_with_succeeds(tmp_path):
     from jaxcache.seal import names, sigfile
 

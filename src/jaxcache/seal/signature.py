@@ -9,15 +9,20 @@ check failed.
 
 An entry has its first signature in `<entry>.sig` and may have co-signatures by other keys in
 `<entry>.<key id>.sig` (names.py), each the same document, each created only if absent. It is
-valid when `needed` distinct trusted keys that may count now (keyring.py: not revoked, inside
-their validity) signed exactly its key, digest and length: one key's several signatures count
-once. A reader looks for co-signatures only where the first signature is not enough, and only
-under the names of keys it trusts.
+valid when `needed` signatures by trusted keys that may count now (keyring.py: not revoked,
+inside their validity) signed exactly its key, digest and length, and no two of them share a
+key in their words (below): one key's several signatures count once. A reader looks for
+co-signatures only where the first signature is not enough, and only under the names of keys
+it trusts.
 
 A co-signature made on the word of other keys (a rotation: `seal --add-signature`) names
 them, `relies_on`, inside what it signs: revoking one of them revokes that co-signature too,
 since a thief holding the revoked key could have signed what the co-signer then vouched for.
-One made from the co-signer's own build (`--from DIR`) relies on nobody.
+One made from the co-signer's own build (`--from DIR`) relies on nobody. A signature's word is
+its key and the keys it relies on, read from that signature alone: the count is the most
+valid signatures whose words are pairwise disjoint (_counted). So whatever other files say,
+are lost or damaged, and whichever keys are retired, one holder's word counts once, and
+taking any signature or key away can only lower the count (issue 39).
 
 A signature may also claim when it was made (`signed_at`, under a second signature of its
 own, `time_signature`): readers before it ignore both fields, so the format stays
@@ -145,12 +150,34 @@ def _judge(key: str, sig: bytes, ring: KeyRing, named: str | None = None) -> _Ju
 
 
 def _counted(valid: list[_Judged]) -> set[bytes]:
-    """The keys that count among these valid signatures of one digest and size: each key
-    once, and a co-signature not at all when a key it vouched on signed too (its word is
-    that key's word again: one holder cannot make two)."""
-    present = {j.public.id for j in valid if j.public}
-    return {j.public.raw for j in valid
-            if j.public and not (j.relies & (present - {j.public.id}))}
+    """The keys that count among these valid signatures of one digest and size: the most
+    signatures whose words share no key, a signature's word being its own key and the keys
+    it relies on (its chain, under its own signature). One holder's word, repeated by any
+    number of co-signers on it, is one; and since each signature's word is its own content,
+    never what other files say, losing a file or a key only takes candidates away: the count
+    can only drop (issue 39: deduplicating against the signatures present made a lost one
+    split a group into two)."""
+    words: dict[frozenset[str], bytes] = {}
+    for j in valid:
+        if j.public:
+            words.setdefault(j.relies | {j.public.id}, j.public.raw)
+    # a word that holds another adds nothing the smaller one does not: keep the smallest
+    ordered = sorted(words, key=lambda w: (len(w), sorted(w)))
+    minimal = [w for i, w in enumerate(ordered) if not any(o < w for o in ordered[:i])]
+    best: list[frozenset[str]] = []
+
+    def pack(chosen: list[frozenset[str]], rest: list[frozenset[str]]) -> None:
+        """The largest set of pairwise disjoint words: at most one per trusted key (a
+        reader fetches no more), each signed by a trusted key, so small."""
+        nonlocal best
+        if len(chosen) > len(best):
+            best = chosen
+        for i, w in enumerate(rest):
+            if len(chosen) + len(rest) - i <= len(best):
+                return
+            pack([*chosen, w], [o for o in rest[i + 1:] if not o & w])
+    pack([], minimal)
+    return {words[w] for w in best}
 
 
 def _enough(judged: list[_Judged], needed: int) -> bool:
@@ -173,14 +200,19 @@ def _gather(key: str, sig: bytes, ring: KeyRing, more: Fetch | None) -> tuple[_J
     return tuple(judged)
 
 
-def _rejected(judged: tuple[_Judged, ...], ring: KeyRing, good: set[bytes]) -> Check:
-    """The Check of an entry that too few usable keys vouch for."""
+def _rejected(judged: tuple[_Judged, ...], ring: KeyRing, good: set[bytes],
+              valid: list[_Judged] | tuple[_Judged, ...] = ()) -> Check:
+    """The Check of an entry that too few usable keys vouch for (`valid`: the signatures
+    `good` was counted from, to name those that only repeated a counted key's word)."""
     first = judged[0].public.id if judged and judged[0].public else None
     if good:
-        labels = ", ".join(sorted(j.public.label for j in judged
-                                  if j.public and j.public.raw in good and j.status == VALID))
-        return Check(TOO_FEW, f"signed by {len(good)} distinct usable key(s) ({labels}); the "
-                              f"policy needs {ring.needed}", first)
+        labels = ", ".join(sorted({j.public.label for j in judged
+                                   if j.public and j.public.raw in good and j.status == VALID}))
+        again = sorted({j.public.label for j in valid if j.public and j.public.raw not in good})
+        also = f"; {', '.join(again)} only repeated a word already counted (a key in common)" \
+            if again else ""
+        return Check(TOO_FEW, f"signed by {len(good)} distinct usable key(s) ({labels}){also}; "
+                              f"the policy needs {ring.needed}", first)
     for status in _WORST:
         for j in judged:
             if j.status == status:
@@ -211,7 +243,7 @@ def vouch(key: str, sig: bytes | None, trusted: Trusted,
             return Vouch(Check(VALID, _signed_by(judged, signers), lead.public.id
                                if lead.public else None, _ids(judged, signers),
                                _lineage(valid)), size, tuple(valid))
-        return Vouch(_rejected(judged, ring, signers), None, judged)
+        return Vouch(_rejected(judged, ring, signers, valid), None, judged)
     return Vouch(_rejected(judged, ring, set()), None, judged)
 
 
@@ -244,7 +276,7 @@ def confirm(key: str, data: bytes, found: Vouch, trusted: Trusted
         return Check(VALID, _signed_by(found.judged, good), found.check.key_id,
                      _ids(found.judged, good), _lineage(valid))
     if good:
-        return _rejected(found.judged, ring, good)
+        return _rejected(found.judged, ring, good, valid)
     lead = next((j for j in found.judged if j.status == VALID and j.doc), None)
     reason = _why_not(lead.doc, key, digest, len(data)) if lead and lead.doc else \
         "the signature does not verify"
