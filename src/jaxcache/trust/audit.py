@@ -136,7 +136,7 @@ def audit(given: str, *, policy: Policy = EMPTY, as_user: int | None = None,
         raise PolicyError(
             f"policy {safe(policy.source)} lies inside the audited tree {safe(resolved)}: "
             "whoever can write there could edit whom you trust")
-    rule = policy.rule_for(resolved)
+    rule = policy.declared(resolved)  # the walk judged here, not a second one
     trust = _Trust(uid, rule, accounts)
     mounts = mountsmod.read_mounts()
     components = tuple(_component(w, n, mounts, accounts) for n in w.nodes)
