@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from support.jobs import audit_json, jaxcache
+from support.jobs import audit_json, codes, jaxcache
 from support.users import Accounts, as_user_argv, mkdir, needs_root
 
 from jaxcache.trust import policy as policymod
@@ -114,10 +114,11 @@ def test_a_planted_link_never_carries_a_declaration(kind, base, sticky, accounts
     _, planted = audit_json(cache, *audit, "--policy", str(policy))
     assert without["verdict"] != case.applied  # the declaration would matter here
     assert _judged(planted) == _judged(without)
-    # through the link itself the planter is a writer: the declaration applies to the path as
-    # written, and the audit of that path names who can change it
+    # given the declared name, the audit follows the planter's link, names the planter, and
+    # says the declaration does not apply there (it never follows a link)
     _, via = audit_json(declared, *audit, "--policy", str(policy))
     assert via["verdict"] == "UNSAFE" and accounts.c in via["untrusted_writers"]
+    assert "policy.through-link" in codes(via)
     # the same declaration, written with the cache's own path, applies
     mine = _policy(tmp_path / "mine.toml", cache, settings)
     _, applied = audit_json(cache, *audit, "--policy", str(mine))
@@ -143,9 +144,32 @@ def test_every_kind_is_matched_by_the_one_rule(base, sticky, accounts, tmp_path)
         assert rule.accepted_filesystems == {"nfs4"} and rule.accepted_storage == {str(base)}
         assert rule.trusted_uids and rule.trusted_gids and rule.trusted_signers
         assert rule.restored_from == ("actions/cache",) and rule.revoked_keys
-    # the declared name itself is the planter's link: it names the directory the audit
-    # reaches through it, never the other way round
+    # nor does the declared name, now the planter's link, lead the declaration anywhere
     assert planted.rule_for(str(declared)) == policymod.EMPTY.rule_for(str(declared))
+
+
+def test_a_link_of_your_own_leads_to_the_declared_directory(base, accounts, tmp_path):
+    """The audit follows a link on the path it is given, and judges it (here root's, in a
+    folder only root can change): a declaration of the directory it reaches applies. A
+    declaration of the link's own path names no directory, and the audit says so."""
+    cache = mkdir(base / "team", 0o770, "root", accounts.group)
+    link = mkdir(base / "home", 0o755) / "cache"
+    link.symlink_to(cache)
+    lines = f'trusted_groups = ["{accounts.group}"]\n'
+    _, without = audit_json(link, "--no-processes")
+    _, direct = audit_json(link, "--no-processes", "--policy",
+                           str(_policy(tmp_path / "direct.toml", cache, lines)))
+    assert without["verdict"] == "UNSAFE" and direct["verdict"] == "SHARED-BY-POLICY"
+    as_link = str(_policy(tmp_path / "link.toml", link, lines))
+    _, written = audit_json(link, "--no-processes", "--policy", as_link)
+    assert written["verdict"] == "UNSAFE"
+    assert written["untrusted_writers"] == without["untrusted_writers"]
+    (note,) = [f for f in written["findings"] if f["code"] == "policy.through-link"]
+    assert note["effect"] == "note" and str(link) in note["message"]
+    assert f'path = "{cache}"' in note["remedy"]
+    shown = " ".join(jaxcache("audit", "--no-processes", "--policy", as_link, str(link))
+                     .stdout.split())  # the text report says it too, without -v
+    assert f"[[cache]] {link} does not apply" in shown
 
 
 def _namespace(steps: list[dict], tmp: Path) -> list[dict]:

@@ -142,6 +142,7 @@ def audit(given: str, *, policy: Policy = EMPTY, as_user: int | None = None,
     components = tuple(_component(w, n, mounts, accounts) for n in w.nodes)
     writers = _writers(w, accounts, trust, uid)
     findings = notes + verdictmod.path_findings(w, tgt.path)
+    findings += verdictmod.declaration_findings(policy, w, tgt.path)
     findings += verdictmod.fs_findings(components, rule)
     findings += verdictmod.kernel_findings(w, uid, accounts, components)
     stores: list = []

@@ -50,6 +50,10 @@ class Policy:
         full = path if path.startswith("/") else os.getcwd().rstrip("/") + "/" + path
         return self.declared(walk(full).resolved)
 
+    def declares(self, name: str) -> bool:
+        """Has the policy a [[cache]] table for exactly this local path, as written?"""
+        return any(p == as_written(name) for p, _ in self.per_path if not is_url(p))
+
     def declared(self, name: str) -> Rule:
         """The global rule merged with the rules declared for `name`: the directory's path as
         the audit's walk reached it (no link left in it), or a bucket's normal spelling.
