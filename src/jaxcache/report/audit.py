@@ -79,7 +79,7 @@ def render_text(r: AuditReport, *, verbose: bool = False,
         if len(flagged) > listed:
             lines.append(f"  ... {len(flagged) - listed} more (-v or jaxcache ls shows all)")
     shown = [f for f in r.findings if verbose or f.effect != NOTE
-             or f.code.startswith(("path.", "fs.", "storage."))]
+             or f.code.startswith(("path.", "fs.", "storage.", "policy."))]
     if shown:
         lines += ["", "findings:"]
         for f in shown:

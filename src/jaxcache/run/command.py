@@ -180,11 +180,10 @@ def _admit(chosen: str, policy: str | None, allow_untrusted: bool, seal,
 
         # a signing key the policy revokes or no longer trusts: refused before the job starts
         # (public_keys() puts the signer's key last)
-        where = chosen if is_url(chosen) else os.path.abspath(chosen)
-        keyring.for_rule(pol.rule_for(where), keys).with_key(keys[-1])
+        keyring.for_rule(pol.rule_for(chosen), keys).with_key(keys[-1])
     if seal is not None and is_url(chosen):
         return _admit_bucket(chosen, pol, accounts, keys, seal, policy)
-    if seal is not None and not keys and not pol.rule_for(os.path.abspath(chosen)).trusted_keys:
+    if seal is not None and not keys and not pol.rule_for(chosen).trusted_keys:
         raise JaxcacheError("--sealed needs trusted keys: --trusted-key, --signing-key, or "
                             "trusted_keys for this path in the policy")
     if seal is not None and seal.local is not None:

@@ -18,8 +18,6 @@ def trusted_keys_for(directory: str, given: tuple[str, ...], policy: str | None,
                      required: bool = True):
     """The key ring for this directory: --trusted-key values plus the policy's trusted_keys,
     with its revoked_keys and signatures_needed (trust/keyring.py)."""
-    import os
-
     from jaxcache.trust import keyring
     from jaxcache.trust import keys as trustkeys
     from jaxcache.trust import policy as policymod
@@ -27,8 +25,7 @@ def trusted_keys_for(directory: str, given: tuple[str, ...], policy: str | None,
 
     keys = [trustkeys.load_public(k) for k in given]
     pol = policymod.load(policy, Accounts())
-    where = directory if is_url(directory) else os.path.abspath(directory)
-    ring = keyring.for_rule(pol.rule_for(where), keys)
+    ring = keyring.for_rule(pol.rule_for(directory), keys)
     if not ring and required:
         raise JaxcacheError("no trusted keys: give --trusted-key ed25519:... (or a .pub file), "
                             "or list trusted_keys for this directory in your policy")

@@ -137,12 +137,13 @@ def audit(given: str, *, policy: Policy = EMPTY, as_user: int | None = None,
         raise PolicyError(
             f"policy {safe(policy.source)} lies inside the audited tree {safe(resolved)}: "
             "whoever can write there could edit whom you trust")
-    rule = policy.rule_for(resolved)
+    rule = policy.declared(resolved)  # the walk judged here, not a second one
     trust = _Trust(uid, rule, accounts)
     mounts = mountsmod.read_mounts()
     components = tuple(_component(w, n, mounts, accounts) for n in w.nodes)
     writers = _writers(w, accounts, trust, uid)
     findings = notes + verdictmod.path_findings(w, tgt.path)
+    findings += verdictmod.declaration_findings(policy, w, tgt.path)
     findings += verdictmod.fs_findings(components, rule)
     findings += verdictmod.kernel_findings(w, uid, accounts, components)
     stores: list = []

@@ -7,7 +7,8 @@ and only from a file that no one but its owner (us or root) can modify.
     # ~/.config/jaxcache/policy.toml
     trusted_users = ["ci-publisher"]          # for every cache path
     [[cache]]
-    path = "/srv/jax-cache"                   # absolute, as the audit resolves it
+    path = "/srv/jax-cache"                   # absolute, taken as written: the directory's
+                                              # own path, never followed through a link
     trusted_users = ["alice"]
     trusted_signers = ["publisher"]           # key holders for sealed readers only: plain
                                               # readers still count them as writers
@@ -37,7 +38,7 @@ import os
 from jaxcache.errors import PolicyError
 from jaxcache.text import quoted, safe
 from jaxcache.trust.principals import Accounts
-from jaxcache.trust.rules import EMPTY, Policy, Rule, inside, is_url, url_text
+from jaxcache.trust.rules import EMPTY, Policy, Rule, as_written, inside, is_url, url_text
 from jaxcache.userdirs import policy_file
 
 # the model lives in rules.py (below the audit and the loader); callers find it here too
@@ -277,7 +278,7 @@ def _build(source: str, data: dict, accounts: Accounts) -> Policy:
         if not os.path.isabs(item["path"]):
             raise PolicyError(f"policy: [[cache]] path {quoted(item['path'])} must be absolute "
                               "(or a gs:// or s3://bucket/prefix URL)")
-        per_path.append((os.path.normpath(item["path"]), _rule(item, where, accounts)))
+        per_path.append((as_written(item["path"]), _rule(item, where, accounts)))
     policy = Policy(source, default, tuple(per_path))
     _coherent_keys(policy)
     return policy
@@ -289,7 +290,7 @@ def _coherent_keys(policy: Policy) -> None:
     from jaxcache.trust import keyring
 
     for where, rule in [("top level", policy.default)] + [
-            (f"[[cache]] {safe(p)}", policy.rule_for(p)) for p, _ in policy.per_path]:
+            (f"[[cache]] {safe(p)}", policy.declared(p)) for p, _ in policy.per_path]:
         try:
             keyring.for_rule(rule)
         except keyring.KeyRingError as exc:

@@ -38,19 +38,40 @@ class Policy:
     default: Rule = field(default_factory=Rule)
     per_path: tuple[tuple[str, Rule], ...] = ()
 
-    def rule_for(self, resolved: str) -> Rule:
-        """The global rule merged with the rules whose path resolves to this directory.
-
-        Compared after resolving symlinks and '..' the way the kernel does (realpath), never
-        by text: `/a/link/../b` is wherever the kernel goes, not `/a/b`.
+    def rule_for(self, path: str) -> Rule:
+        """The rule for the directory `path` names, as the audit finds it: a local path is
+        walked as the audit walks it (trust/walk.py: each link expanded by hand, and judged by
+        the audit of that path), then matched by declared(); a bucket URL by its one spelling.
         """
-        if is_url(resolved):  # a bucket prefix: compared as its one normal spelling
-            target = url_text(resolved)
+        if is_url(path):
+            return self.declared(path)
+        from jaxcache.trust.walk import walk
+
+        full = path if path.startswith("/") else os.getcwd().rstrip("/") + "/" + path
+        return self.declared(walk(full).resolved)
+
+    def declares(self, name: str) -> bool:
+        """Has the policy a [[cache]] table for exactly this local path, as written?"""
+        return any(p == as_written(name) for p, _ in self.per_path if not is_url(p))
+
+    def declared(self, name: str) -> Rule:
+        """The global rule merged with the rules declared for `name`: the directory's path as
+        the audit's walk reached it (no link left in it), or a bucket's normal spelling.
+
+        The one place a declaration meets a cache, for every kind (trusted_*, accepted_*,
+        restored_from, the key settings). A [[cache]] path is taken as written (normalised as
+        text when the policy is read) and never resolved: a link on it, which whoever can
+        create that name could plant (a sticky /tmp), would carry the declaration onto
+        whatever directory the link points at. So a declared path that goes through a link
+        names no directory: write the directory's own path, as the audit prints it.
+        """
+        if is_url(name):
+            target = url_text(name)
             rules = [self.default] + [r for p, r in self.per_path if p == target]
         else:
-            target = os.path.realpath(resolved)
+            target = as_written(name)
             rules = [self.default] + [r for p, r in self.per_path
-                                      if not is_url(p) and os.path.realpath(p) == target]
+                                      if not is_url(p) and p == target]
         return Rule(
             frozenset().union(*(r.trusted_uids for r in rules)),
             frozenset().union(*(r.trusted_gids for r in rules)),
@@ -66,6 +87,12 @@ class Policy:
 
 
 EMPTY = Policy()
+
+
+def as_written(path: str) -> str:
+    """A local [[cache]] path, normalised as text only ('.', '..', repeated slashes), never by
+    asking the filesystem: the same spelling for the policy and for the path the walk reached."""
+    return "/" + os.path.normpath(path).lstrip("/")
 
 
 def url_text(path: str) -> str | None:

@@ -20,7 +20,7 @@ from jaxcache.trust.findings import (
     Verdict,
     Writer,
 )
-from jaxcache.trust.rules import Rule
+from jaxcache.trust.rules import Policy, Rule, as_written
 from jaxcache.trust.walk import Walk
 
 if False:  # for type checkers only: importing typing costs `jaxcache run` start-up time
@@ -50,6 +50,21 @@ def path_findings(w: Walk, path: str) -> list[Finding]:
                            "the directories on both sides of the link are part of the trust "
                            "boundary; JAX keys on <= 0.10.2 also include the path you pass"))
     return out
+
+
+def declaration_findings(policy: Policy, w: Walk, path: str) -> list[Finding]:
+    """A [[cache]] path written as the cache was given, through a link: it names no directory
+    (rules.py: a declaration never follows a link), so say why it does not apply here."""
+    links = [n for n in w.nodes if n.kind == "symlink"]
+    if not links or ".." in path.split("/") or as_written(path) == w.resolved or \
+            not policy.declares(path):
+        return []
+    return [Finding(
+        "policy.through-link", NOTE,
+        f"the policy's [[cache]] {safe(as_written(path))} does not apply: it goes through the "
+        f"symlink {safe(links[0].path)}, and a declaration is taken as written, never through "
+        "a link (whoever could change the link would choose what it applies to)",
+        path, f"declare the directory itself: path = \"{safe(w.resolved)}\"")]
 
 
 def fs_findings(components: tuple[Component, ...], rule: Rule) -> list[Finding]:
