@@ -148,10 +148,13 @@ def test_every_kind_is_matched_by_the_one_rule(base, sticky, accounts, tmp_path)
     assert planted.rule_for(str(declared)) == policymod.EMPTY.rule_for(str(declared))
 
 
-def test_a_link_of_your_own_leads_to_the_declared_directory(base, accounts, tmp_path):
-    """The audit follows a link on the path it is given, and judges it (here root's, in a
-    folder only root can change): a declaration of the directory it reaches applies. A
-    declaration of the link's own path names no directory, and the audit says so."""
+def test_a_link_of_your_own_leads_to_the_declared_directory(base, sticky, accounts,
+                                                             tmp_path):
+    """A declared path is judged like a cache path: a link on it that only you and root could
+    have made and can replace (here root's, in a folder only root can change, as a cluster's
+    /home -> /gpfs/home) leads to its directory, so declaring the link's path or the
+    directory's applies alike. The same link where another user could replace it (their own,
+    in a sticky folder) names no directory, and the audit says so."""
     cache = mkdir(base / "team", 0o770, "root", accounts.group)
     link = mkdir(base / "home", 0o755) / "cache"
     link.symlink_to(cache)
@@ -162,14 +165,28 @@ def test_a_link_of_your_own_leads_to_the_declared_directory(base, accounts, tmp_
     assert without["verdict"] == "UNSAFE" and direct["verdict"] == "SHARED-BY-POLICY"
     as_link = str(_policy(tmp_path / "link.toml", link, lines))
     _, written = audit_json(link, "--no-processes", "--policy", as_link)
-    assert written["verdict"] == "UNSAFE"
-    assert written["untrusted_writers"] == without["untrusted_writers"]
-    (note,) = [f for f in written["findings"] if f["code"] == "policy.through-link"]
-    assert note["effect"] == "note" and str(link) in note["message"]
+    assert written["verdict"] == "SHARED-BY-POLICY", written["findings"]
+    assert "policy.through-link" not in codes(written)
+    _, target = audit_json(cache, "--no-processes", "--policy", as_link)
+    assert target["verdict"] == "SHARED-BY-POLICY"  # the directory the trusted link leads to
+
+    theirs = sticky / "cache"
+    _plant(accounts, theirs, cache)
+    planted = str(_policy(tmp_path / "planted.toml", theirs, lines))
+    _, via = audit_json(theirs, "--no-processes", "--policy", planted)
+    assert via["verdict"] == "UNSAFE"
+    (note,) = [f for f in via["findings"] if f["code"] == "policy.through-link"]
+    assert note["effect"] == "note" and str(theirs) in note["message"]
     assert f'path = "{cache}"' in note["remedy"]
-    shown = " ".join(jaxcache("audit", "--no-processes", "--policy", as_link, str(link))
+    _, target = audit_json(cache, "--no-processes", "--policy", planted)
+    assert _judged(target) == _judged(without_policy(cache))
+    shown = " ".join(jaxcache("audit", "--no-processes", "--policy", planted, str(theirs))
                      .stdout.split())  # the text report says it too, without -v
-    assert f"[[cache]] {link} does not apply" in shown
+    assert f"[[cache]] {theirs} does not apply" in shown
+
+
+def without_policy(cache: Path) -> dict:
+    return audit_json(cache, "--no-processes")[1]
 
 
 def _namespace(steps: list[dict], tmp: Path) -> list[dict]:

@@ -7,8 +7,8 @@ and only from a file that no one but its owner (us or root) can modify.
     # ~/.config/jaxcache/policy.toml
     trusted_users = ["ci-publisher"]          # for every cache path
     [[cache]]
-    path = "/srv/jax-cache"                   # absolute, taken as written: the directory's
-                                              # own path, never followed through a link
+    path = "/srv/jax-cache"                   # absolute, taken as written: followed through
+                                              # a link only you or root could change
     trusted_users = ["alice"]
     trusted_signers = ["publisher"]           # key holders for sealed readers only: plain
                                               # readers still count them as writers

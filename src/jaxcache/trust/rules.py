@@ -60,18 +60,20 @@ class Policy:
 
         The one place a declaration meets a cache, for every kind (trusted_*, accepted_*,
         restored_from, the key settings). A [[cache]] path is taken as written (normalised as
-        text when the policy is read) and never resolved: a link on it, which whoever can
-        create that name could plant (a sticky /tmp), would carry the declaration onto
-        whatever directory the link points at. So a declared path that goes through a link
-        names no directory: write the directory's own path, as the audit prints it.
+        text when the policy is read) and judged like a cache path: a link on it leads to its
+        target only where no one but you and root could have made or could replace that link
+        or any directory on the way (through_trusted_links()), as a cluster's root-made
+        /home -> /gpfs/home. A link whoever can create that name could plant (a sticky /tmp)
+        would carry the declaration onto whatever directory it points at: such a declared
+        path names no directory (the audit says so: policy.through-link).
         """
         if is_url(name):
             target = url_text(name)
             rules = [self.default] + [r for p, r in self.per_path if p == target]
         else:
             target = as_written(name)
-            rules = [self.default] + [r for p, r in self.per_path
-                                      if not is_url(p) and p == target]
+            rules = [self.default] + [r for p, r in self.per_path if not is_url(p) and (
+                p == target or through_trusted_links(p) == target)]
         return Rule(
             frozenset().union(*(r.trusted_uids for r in rules)),
             frozenset().union(*(r.trusted_gids for r in rules)),
@@ -93,6 +95,32 @@ def as_written(path: str) -> str:
     """A local [[cache]] path, normalised as text only ('.', '..', repeated slashes), never by
     asking the filesystem: the same spelling for the policy and for the path the walk reached."""
     return "/" + os.path.normpath(path).lstrip("/")
+
+
+def through_trusted_links(path: str) -> str | None:
+    """Where the declared local `path` leads when it goes through links that only you and root
+    could have made, and that only you and root can replace (each link and every directory
+    on the way: trust/access.py's replacers, as the audit judges a cache path); None when it
+    goes through none, through one someone else could change, or does not lead anywhere."""
+    from jaxcache.errors import JaxcacheError
+    from jaxcache.trust import access
+    from jaxcache.trust import principals as pr
+    from jaxcache.trust.walk import walk
+
+    try:
+        w = walk(path)
+    except (JaxcacheError, OSError):
+        return None
+    if not w.exists or not any(n.kind == "symlink" for n in w.nodes):
+        return None
+    trusted = {0, os.geteuid()}
+    if any(n.kind == "symlink" and n.uid not in trusted for n in w.nodes):
+        return None
+    for a in access.replace_access(w, pr.Accounts()):
+        who = a.grant.principal
+        if not (who.kind == "user" and who.id in trusted):
+            return None
+    return w.resolved
 
 
 def url_text(path: str) -> str | None:

@@ -20,7 +20,7 @@ from jaxcache.trust.findings import (
     Verdict,
     Writer,
 )
-from jaxcache.trust.rules import Policy, Rule, as_written
+from jaxcache.trust.rules import Policy, Rule, as_written, through_trusted_links
 from jaxcache.trust.walk import Walk
 
 if False:  # for type checkers only: importing typing costs `jaxcache run` start-up time
@@ -53,17 +53,18 @@ def path_findings(w: Walk, path: str) -> list[Finding]:
 
 
 def declaration_findings(policy: Policy, w: Walk, path: str) -> list[Finding]:
-    """A [[cache]] path written as the cache was given, through a link: it names no directory
-    (rules.py: a declaration never follows a link), so say why it does not apply here."""
+    """A [[cache]] path written as the cache was given, through a link someone other than you
+    and root could change: it names no directory (rules.py's declared()), so say why it does
+    not apply here."""
     links = [n for n in w.nodes if n.kind == "symlink"]
     if not links or ".." in path.split("/") or as_written(path) == w.resolved or \
-            not policy.declares(path):
+            not policy.declares(path) or through_trusted_links(as_written(path)) == w.resolved:
         return []
     return [Finding(
         "policy.through-link", NOTE,
         f"the policy's [[cache]] {safe(as_written(path))} does not apply: it goes through the "
-        f"symlink {safe(links[0].path)}, and a declaration is taken as written, never through "
-        "a link (whoever could change the link would choose what it applies to)",
+        f"symlink {safe(links[0].path)}, which someone other than you and root could change "
+        "(they would choose what the declaration applies to)",
         path, f"declare the directory itself: path = \"{safe(w.resolved)}\"")]
 
 
