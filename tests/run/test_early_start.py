@@ -173,25 +173,33 @@ def test_a_forged_gate_is_refused(tmp_path):
     assert proc.returncode == 1 and "/x" not in proc.stdout
 
 
-@pytest.mark.parametrize("start", ["early", "audited-first"])
-@pytest.mark.parametrize("origin", ["CI=true", "--require-origin"])
-def test_jax_uses_what_jaxcache_sets_and_the_record_says_so(tmp_path, start, origin):
-    """Where entries of unknown origin are refused, jaxcache turns XLA's sub-caches off (XLA
-    loads them unjudged) and sets the cache directory and the write threshold asked for. JAX
-    read its environment at `import jax`, before an early start's gate opened: all of it must
-    be in force anyway, and the record must say what JAX used, as the job sees it."""
+@pytest.mark.parametrize("start, how", [
+    ("early", "CI=true"), ("early", "--require-origin"),
+    ("audited-first", "CI=true"), ("audited-first", "--require-origin"),
+    ("audited-first", "--sealed")])
+def test_jax_uses_what_jaxcache_sets_and_the_record_says_so(tmp_path, start, how):
+    """Where entries of unknown origin are refused, and for a sealed reader, jaxcache turns
+    XLA's sub-caches off (XLA loads them unjudged); it also sets the cache directory and the
+    write threshold asked for. JAX read its environment at
+    `import jax`, before an early start's gate opened: all of it must be in force anyway,
+    and the record must say what JAX used, as the job sees it."""
     pytest.importorskip("jax")
     cache = mkdir(tmp_path / "cache", 0o700)
     job = [PY, str(paths.PROGRAMS / "cache_options.py")]
-    if start == "audited-first":
+    if start == "audited-first" and how != "--sealed":
         job = ["/usr/bin/env", *job]  # not known to load the probe: audited, then started
-    assert allowed(job, job[0], str(cache), policy_in_use=False, sealed=False) is (
-        start == "early")
+    assert allowed(job, job[0], str(cache), policy_in_use=False,
+                   sealed=how == "--sealed") is (start == "early")
     env = clean_env(XDG_STATE_HOME=str(tmp_path / "state"),
                     XDG_CONFIG_HOME=str(tmp_path / "config"))
-    flags = ["--require-origin"] if origin == "--require-origin" else []
-    if origin == "CI=true":
+    flags = [how] if how != "CI=true" else []
+    if how == "CI=true":
         env["CI"] = "true"
+    if how == "--sealed":
+        pytest.importorskip("cryptography")
+        key = tmp_path / "keys" / "ci.key"
+        assert jaxcache("keygen", str(key), env=env).returncode == 0
+        flags += ["--trusted-key", (tmp_path / "keys" / "ci.key.pub").read_text().strip()]
     record = tmp_path / "r.json"
     proc = jaxcache("run", "--quiet", *flags, "--min-compile-time", "0", "--cache-dir",
                     str(cache), "--record", str(record), "--", *job, env=env)
