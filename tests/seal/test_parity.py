@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from support import paths
 from support.jobs import jaxcache
+from support.users import as_user_argv, mkdir, needs_root, user_runtime
 
 pytest.importorskip("cryptography")
 pytest.importorskip("jax")
@@ -149,3 +150,39 @@ def test_a_rejected_entry_stays_a_reported_miss_when_errors_raise(sides):
     assert sides["sealed"]["rejected_raising"] == {
         "hits": 0, "raised": None, "read_errors": [], "rejected": 1}
     assert sides["jax"]["rejected_raising"]["raised"] is not None
+
+
+_GET_AS_USER = """
+import sys
+from jaxcache.seal.store import SealedCache
+from jaxcache.trust.keys import load_public
+cache = SealedCache(sys.argv[1], trusted=[load_public(sys.argv[2])])
+try:
+    print(cache.get(sys.argv[3]))
+except OSError as exc:
+    print(type(exc).__name__, exc.filename)
+"""
+
+
+@needs_root
+def test_an_entry_this_user_may_not_read_is_an_os_error_to_jax(base, accounts):
+    """JAX's read_bytes() raises PermissionError on an entry it may not open, and so does
+    the sealed reader's get() (run as a user: root opens anything), whose signature is
+    valid and readable; JAX then warns or raises as for its own cache."""
+    from jaxcache.seal import keys, names, sigfile
+
+    shared = mkdir(base / "sealed", 0o755)
+    signer = keys.generate("ci")
+    key = "jit_f-" + "ab" * 32
+    name = names.entry(key)
+    (shared / name).write_bytes(b"entry")
+    (shared / name).chmod(0o600)  # root's: user a may not read it
+    signature = shared / names.sidecar(name, names.SIGNATURE)
+    signature.write_bytes(sigfile.sign(key, b"entry", signer))
+    signature.chmod(0o644)
+    runtime = user_runtime()
+    proc = subprocess.run([*as_user_argv(accounts.a), runtime.python, "-c", _GET_AS_USER,
+                           str(shared), signer.public.text, key], env=runtime.env(), cwd="/",
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["PermissionError", str(shared / name)]
