@@ -238,6 +238,96 @@ def check_contents():
     return {"hits": [first, second], "mismatch": mismatch}
 
 
+def _entry(d, module):
+    (name,) = [n for n in os.listdir(d) if n.startswith(module + "-") and n.endswith("-cache")]
+    return os.path.join(d, name)
+
+
+def _load_again(module, raise_errors, k=3.0):
+    """A new cache object and a fresh compile of `module`, under
+    jax_raise_persistent_cache_errors = raise_errors: hits, the exception's type (None), JAX's
+    read-error warnings (the error's type) and jaxcache's rejections."""
+    cc.reset_cache()
+    jax.clear_caches()
+    jax.config.update("jax_raise_persistent_cache_errors", raise_errors)
+    hits, raised = None, None
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                hits = run(module, k)
+            except Exception as exc:  # noqa: BLE001 - what JAX let through is the result
+                raised = type(exc).__name__
+    finally:
+        jax.config.update("jax_raise_persistent_cache_errors", False)
+    said = [str(w.message) for w in caught]
+    lead = "Error reading persistent compilation cache entry for"
+    return {"hits": hits, "raised": raised,
+            "read_errors": [m.split(": ")[1] for m in said if m.startswith(lead)],
+            "rejected": sum("rejected cache entry" in m for m in said)}
+
+
+def _dir_in_place(raise_errors):
+    """A directory where the entry was (JAX's read_bytes() raises IsADirectoryError)."""
+    d = directory(f"dir_in_place_{raise_errors}")
+    on(d)
+    run("dir_in_place")
+    entry = _entry(d, "jit_dir_in_place")
+    os.unlink(entry)
+    os.mkdir(entry, 0o700)
+    return _load_again("dir_in_place", raise_errors)
+
+
+def dir_in_place_warns():
+    return _dir_in_place(False)
+
+
+def dir_in_place_raises():
+    return _dir_in_place(True)
+
+
+def _socket_in_place(raise_errors):
+    """A socket where the entry was: a file nobody can open for reading (ENXIO), which JAX's
+    read_bytes() fails on as on an unreadable file."""
+    import socket
+
+    d = directory(f"socket_in_place_{raise_errors}")
+    on(d)
+    run("socket_in_place", 6.0)
+    entry = _entry(d, "jit_socket_in_place")
+    os.unlink(entry)
+    here = os.getcwd()
+    os.chdir(d)  # a socket's path must be short: bound by its name in its directory
+    try:
+        sock = socket.socket(socket.AF_UNIX)
+        sock.bind(os.path.basename(entry))
+    finally:
+        os.chdir(here)
+    try:
+        return _load_again("socket_in_place", raise_errors, 6.0)
+    finally:
+        sock.close()
+
+
+def socket_in_place_warns():
+    return _socket_in_place(False)
+
+
+def socket_in_place_raises():
+    return _socket_in_place(True)
+
+
+def rejected_raising():
+    """An entry whose bytes were changed, under jax_raise_persistent_cache_errors: JAX tries
+    to load them; the sealed reader rejects them (its signature fails), a reported miss."""
+    d = directory("rejected_raising")
+    on(d)
+    run("tampered")
+    with open(_entry(d, "jit_tampered"), "r+b") as f:
+        f.write(b"tampered")
+    return _load_again("tampered", True)
+
+
 out = {}
 for scenario in sys.argv[4:]:
     with warnings.catch_warnings():

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 
 import pytest
 from support import paths
-from support.jobs import jaxcache
+from support.jobs import clean_env, jaxcache
 from support.users import mkdir, needs_setfacl
 
 from jaxcache.run.early_start import allowed, loads_probe, looks_private
@@ -170,3 +171,67 @@ def test_a_forged_gate_is_refused(tmp_path):
     proc = subprocess.run([PY, "-c", "import jax; print(jax.config.jax_compilation_cache_dir)"],
                           env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 1 and "/x" not in proc.stdout
+
+
+@pytest.mark.parametrize("start, how", [
+    ("early", "CI=true"), ("early", "--require-origin"),
+    ("audited-first", "CI=true"), ("audited-first", "--require-origin"),
+    ("audited-first", "--sealed")])
+def test_jax_uses_what_jaxcache_sets_and_the_record_says_so(tmp_path, start, how):
+    """Where entries of unknown origin are refused, and for a sealed reader, jaxcache turns
+    XLA's sub-caches off (XLA loads them unjudged); it also sets the cache directory and the
+    write threshold asked for. JAX read its environment at
+    `import jax`, before an early start's gate opened: all of it must be in force anyway,
+    and the record must say what JAX used, as the job sees it."""
+    pytest.importorskip("jax")
+    cache = mkdir(tmp_path / "cache", 0o700)
+    job = [PY, str(paths.PROGRAMS / "cache_options.py")]
+    if start == "audited-first" and how != "--sealed":
+        job = ["/usr/bin/env", *job]  # not known to load the probe: audited, then started
+    assert allowed(job, job[0], str(cache), policy_in_use=False,
+                   sealed=how == "--sealed") is (start == "early")
+    env = clean_env(XDG_STATE_HOME=str(tmp_path / "state"),
+                    XDG_CONFIG_HOME=str(tmp_path / "config"))
+    flags = [how] if how != "CI=true" else []
+    if how == "CI=true":
+        env["CI"] = "true"
+    if how == "--sealed":
+        pytest.importorskip("cryptography")
+        key = tmp_path / "keys" / "ci.key"
+        assert jaxcache("keygen", str(key), env=env).returncode == 0
+        flags += ["--trusted-key", (tmp_path / "keys" / "ci.key.pub").read_text().strip()]
+    record = tmp_path / "r.json"
+    proc = jaxcache("run", "--quiet", *flags, "--min-compile-time", "0", "--cache-dir",
+                    str(cache), "--record", str(record), "--", *job, env=env)
+    assert proc.returncode == 0, proc.stderr
+    seen = json.loads(proc.stdout.splitlines()[0])
+    assert seen["jax_persistent_cache_enable_xla_caches"] == "none", seen
+    assert seen["jax_compilation_cache_dir"] == str(cache)
+    assert seen["jax_persistent_cache_min_compile_time_secs"] == 0
+    said = json.loads(record.read_text())["cache_options_at_first_compile"]
+    assert {name: said[name] for name in seen} == seen
+
+
+def test_a_granted_setting_jax_cannot_take_turns_the_cache_off(tmp_path):
+    """The gate hands over a variable the probe cannot put into JAX's config after import:
+    rather than a job whose JAX runs with less than jaxcache set, no persistent cache."""
+    pytest.importorskip("jax")
+    cache = mkdir(tmp_path / "cache", 0o700)
+    probe_dir = mkdir(tmp_path / "probe", 0o700)
+    site = paths.CHECKOUT / "src" / "jaxcache" / "probe" / "site.py"
+    (probe_dir / "sitecustomize.py").write_bytes(site.read_bytes())
+    lib = str(paths.SRC / "jaxcache")
+    (probe_dir / "gate.json").write_text(json.dumps({"ok": True, "env": {
+        "JAX_COMPILATION_CACHE_DIR": str(cache), "JAXCACHE_AUDITED": str(cache),
+        "JAXCACHE_LIB": lib, "JAX_NO_SUCH_CACHE_OPTION": "1"}}))
+    env = clean_env(PYTHONPATH=str(probe_dir), JAXCACHE_PROBE_DIR=str(probe_dir),
+                    JAXCACHE_GATE=str(probe_dir / "gate.json"),
+                    JAXCACHE_GATE_PID=str(os.getpid()))
+    job = ("import jax; print(jax.config.jax_compilation_cache_dir, "
+           "jax.config.jax_enable_compilation_cache)")
+    proc = subprocess.run([PY, "-c", job], env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["None", "False"]
+    (doc,) = [json.loads(p.read_text()) for p in probe_dir.glob("probe-*.json")]
+    assert "JAX_NO_SUCH_CACHE_OPTION" in doc["cache_guard"]["error"]

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from support import paths
 from support.jobs import jaxcache
+from support.users import as_user_argv, mkdir, needs_root, user_runtime
 
 pytest.importorskip("cryptography")
 pytest.importorskip("jax")
@@ -25,7 +26,9 @@ pytest.importorskip("jax")
 JOB = str(paths.PROGRAMS / "parity_job.py")
 IN_PROCESS = ("cross_write", "thresholds", "max_size_before", "max_size_after",
               "max_size_after_first_compile", "reset", "names", "values",
-              "disabled_then_enabled", "check_contents")
+              "disabled_then_enabled", "check_contents", "dir_in_place_warns",
+              "dir_in_place_raises", "socket_in_place_warns", "socket_in_place_raises",
+              "rejected_raising")
 
 
 def _env() -> dict[str, str]:
@@ -120,3 +123,66 @@ def test_check_contents(sides):
     differs (for the sealed side: signed by the trusted key) raises JAX's error."""
     assert same(sides, "check_contents") == {
         "hits": [0, 1], "mismatch": "Persistent compilation cache inconsistency"}
+
+
+def test_an_io_error_reading_an_entry_goes_to_jax(sides):
+    """A directory in an entry's place: JAX's read fails (IsADirectoryError), and so does the
+    sealed reader's (its signature is valid): JAX warns and compiles, or raises with
+    jax_raise_persistent_cache_errors."""
+    assert same(sides, "dir_in_place_warns") == {
+        "hits": 0, "raised": None, "read_errors": ["IsADirectoryError"], "rejected": 0}
+    assert same(sides, "dir_in_place_raises") == {
+        "hits": None, "raised": "IsADirectoryError", "read_errors": [], "rejected": 0}
+
+
+def test_an_entry_that_cannot_be_opened_goes_to_jax(sides):
+    """A socket in an entry's place, which nobody can open for reading, not even root (a
+    file this user may not read goes the same way): OSError to JAX, which warns or raises."""
+    assert same(sides, "socket_in_place_warns") == {
+        "hits": 0, "raised": None, "read_errors": ["OSError"], "rejected": 0}
+    assert same(sides, "socket_in_place_raises") == {
+        "hits": None, "raised": "OSError", "read_errors": [], "rejected": 0}
+
+
+def test_a_rejected_entry_stays_a_reported_miss_when_errors_raise(sides):
+    """A signature that fails is no I/O error: a miss, reported, also when JAX raises cache
+    errors (which JAX does here on the bytes it loads: a deliberate difference)."""
+    assert sides["sealed"]["rejected_raising"] == {
+        "hits": 0, "raised": None, "read_errors": [], "rejected": 1}
+    assert sides["jax"]["rejected_raising"]["raised"] is not None
+
+
+_GET_AS_USER = """
+import sys
+from jaxcache.seal.store import SealedCache
+from jaxcache.trust.keys import load_public
+cache = SealedCache(sys.argv[1], trusted=[load_public(sys.argv[2])])
+try:
+    print(cache.get(sys.argv[3]))
+except OSError as exc:
+    print(type(exc).__name__, exc.filename)
+"""
+
+
+@needs_root
+def test_an_entry_this_user_may_not_read_is_an_os_error_to_jax(base, accounts):
+    """JAX's read_bytes() raises PermissionError on an entry it may not open, and so does
+    the sealed reader's get() (run as a user: root opens anything), whose signature is
+    valid and readable; JAX then warns or raises as for its own cache."""
+    from jaxcache.seal import keys, names, sigfile
+
+    shared = mkdir(base / "sealed", 0o755)
+    signer = keys.generate("ci")
+    key = "jit_f-" + "ab" * 32
+    name = names.entry(key)
+    (shared / name).write_bytes(b"entry")
+    (shared / name).chmod(0o600)  # root's: user a may not read it
+    signature = shared / names.sidecar(name, names.SIGNATURE)
+    signature.write_bytes(sigfile.sign(key, b"entry", signer))
+    signature.chmod(0o644)
+    runtime = user_runtime()
+    proc = subprocess.run([*as_user_argv(accounts.a), runtime.python, "-c", _GET_AS_USER,
+                           str(shared), signer.public.text, key], env=runtime.env(), cwd="/",
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["PermissionError", str(shared / name)]

@@ -9,7 +9,8 @@ and emits per version (which the probe reads) is in versions.py.
 One module a concern, each imported when one of its names is first used (none imports JAX
 until called), so callers keep writing `jaxcompat.<name>`: internals.py (the gate and JAX's
 lifecycle state), guard.py (which directories JAX may open a cache in), backend.py (the sealed
-backend JAX holds), jaxstate.py (what enable() changed, put back). A module's name is never
+backend JAX holds), jaxstate.py (what enable() changed, put back), settings.py (the options
+a job's environment sets, put in force after `import jax`). A module's name is never
 one of the names: importing the module would rebind the package's attribute to it.
 """
 
@@ -61,6 +62,7 @@ if TYPE_CHECKING:  # the names, for the type checker; at run time each is import
         thresholds,
     )
     from jaxcache.jaxcompat.jaxstate import JaxState, restore, snapshot
+    from jaxcache.jaxcompat.settings import put_in_force
     from jaxcache.jaxcompat.versions import (
         NEWEST_LINE,
         OLDEST_LINE,
@@ -82,6 +84,7 @@ _HOME = {  # name -> the module of this package that holds it
     "installed_version": "internals", "reset_cache": "internals", "set_cache_dir": "internals",
     "set_thresholds": "internals", "thresholds": "internals",
     "JaxState": "jaxstate", "restore": "jaxstate", "snapshot": "jaxstate",
+    "put_in_force": "settings",
     "NEWEST_LINE": "versions", "OLDEST_LINE": "versions", "TESTED": "versions",
     "support": "versions", "why_unverified": "versions",
 }
@@ -93,7 +96,8 @@ __all__ = [
     "config_value", "current_cache", "disable_cache", "disable_xla_subcaches", "effective",
     "gate_gets",
     "guard_cache_dirs", "guard_log", "held_backend", "hidden_settings", "holds", "install_backend",
-    "installed_version", "max_size", "reset_cache", "restore", "set_cache_dir", "set_thresholds",
+    "installed_version", "max_size", "put_in_force", "reset_cache", "restore", "set_cache_dir",
+    "set_thresholds",
     "snapshot", "support", "thresholds", "uses_backend", "uses_sealed", "why_unverified",
     "witness_puts",
 ]

@@ -28,12 +28,14 @@ _STARTED = [time.time()]  # when this process started (a forked child: when it f
 _RECORDER: list = []  # the recorder module, once loaded
 
 
-def _wait_gate(jax_module):
+def _wait_gate():
     """`jaxcache run` started the job while it audits the cache: hold JAX here until the
-    gate file says which cache to use, or stop the process if the audit refused it."""
+    gate file says which cache to use, or stop the process if the audit refused it.
+    Returns the variables the gate granted (set in os.environ for the job's later
+    processes; JAX, already imported, gets them from _install_guard), {} without a gate."""
     gate = os.environ.get("JAXCACHE_GATE")
     if not gate:
-        return
+        return {}
     import json
 
     parent = int(os.environ.get("JAXCACHE_GATE_PID") or 0)
@@ -72,21 +74,20 @@ def _wait_gate(jax_module):
         os.environ.pop(name, None)
     env = doc.get("env") or {}
     os.environ.update(env)
-    if env.get("JAX_COMPILATION_CACHE_DIR"):  # JAX read its environment before the gate
-        jax_module.config.update("jax_compilation_cache_dir", env["JAX_COMPILATION_CACHE_DIR"])
+    return env
 
 
 def _on_jax_imported(module, started):
     import_s = time.perf_counter() - started
     imported_at = time.time()
-    _wait_gate(module)
+    granted = _wait_gate()
     try:
         recorder = _load_beside(_RECORDER_COPY, os.path.join("probe", "recorder.py"))
         recorder.begin(module, import_s, imported_at, _STARTED[0], _OUT, _load_beside)
         _RECORDER.append(recorder)
     except Exception:
         recorder = None  # nothing is recorded; the guard and the seal still fail closed
-    compat, guard = _install_guard(module)
+    compat, guard = _install_guard(module, granted)
     seal = None
     if os.environ.get("JAXCACHE_SEAL"):
         seal = _install_seal(os.environ["JAXCACHE_SEAL"])
@@ -135,20 +136,24 @@ def _load_jaxcache():
         spec.loader.exec_module(module)
 
 
-def _install_guard(jax_module):
+def _install_guard(jax_module, granted):
     """`jaxcache run`: JAX may open its cache only in the directory jaxcache audited
     (JAXCACHE_AUDITED; none for a sealed run, whose backend is served by itself). A job that
     points JAX elsewhere (jax.config.update, set_cache_dir) gets a cache that never hits and
-    never writes, and the record says so. If the guard cannot be installed the persistent
-    cache is turned off for this process: fail closed, the job still runs.
+    never writes, and the record says so. `granted`: what the gate handed over after JAX read
+    its environment (an early start), put into JAX's config first. If any of it cannot be
+    put in force, or the guard cannot be installed, the persistent cache is turned off for
+    this process: fail closed, the job still runs.
     Returns (jaxcache.jaxcompat or None, what the record says of the guard or None)."""
     audited = os.environ.get("JAXCACHE_AUDITED")
-    if not audited and not os.environ.get("JAXCACHE_SEAL"):
+    if not audited and not os.environ.get("JAXCACHE_SEAL") and not granted:
         return None, None  # not a cache `jaxcache run` audited (bench makes its own)
     try:
         _load_jaxcache()
         from jaxcache import jaxcompat
 
+        if granted:
+            jaxcompat.put_in_force(granted)  # as if set before `import jax`
         jaxcompat.guard_cache_dirs([audited] if audited else [])
         if audited and os.environ.get("JAXCACHE_WITNESS"):
             _install_witness(jaxcompat, os.environ["JAXCACHE_WITNESS"])
@@ -158,6 +163,7 @@ def _install_guard(jax_module):
             from jaxcache.lifecycle import witness
 
             jaxcompat.gate_gets(witness.gatekeeper(os.environ["JAXCACHE_ORIGIN_GATE"]))
+            jaxcompat.disable_xla_subcaches()  # XLA's own loads could not be judged (enable())
         return jaxcompat, {"installed": True, "audited": audited}
     except BaseException as exc:
         guard = {"installed": False, "audited": audited,

@@ -15,8 +15,10 @@ is safe the job starts at once and the audit runs beside it. Safe means both of:
 
 Either way JAX never sees the directory before the full audit passed: the job starts without
 it, and the probe holds JAX at `import jax` until jaxcache says which cache to use (the
-gate, probe/launch.py). Anything else (a shell script, a shared or new directory, a policy)
-is audited first and only then started, as before. If the full audit refuses a directory
+gate, probe/launch.py). JAX has read its environment by then: the probe puts every variable
+the gate grants into JAX's config (jaxcompat.put_in_force), or turns the cache off.
+Anything else (a shell script, a shared or new directory, a policy) is audited first and
+only then started, as before. If the full audit refuses a directory
 that looked private (it also looks for other users' processes holding a write handle on the
 cache, trust/handles.py, which no quick check could), the job is stopped, at the latest when
 it imports jax.

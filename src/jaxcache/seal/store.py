@@ -59,9 +59,24 @@ class Rejection:
 
 
 class _Rejected(Exception):
-    def __init__(self, status: str, reason: str, uid: int) -> None:
+    """An entry judged unusable. `io`: the error JAX's own cache would have met reading it
+    (a directory in its place, a file it may not open), which the sealed reader hands to JAX
+    as JAX's cache would (get_io); None for a judgement of its own (a link, a signature)."""
+
+    def __init__(self, status: str, reason: str, uid: int, io: OSError | None = None) -> None:
         super().__init__(reason)
-        self.status, self.reason, self.uid = status, reason, uid
+        self.status, self.reason, self.uid, self.io = status, reason, uid, io
+
+
+def get_io(exc: _Rejected, directory: str, name: str) -> None:
+    """The sealed reader's get() follows JAX on I/O errors reading the entry `name` itself:
+    they go to JAX, which warns and misses, or raises with jax_raise_persistent_cache_errors
+    (JAX's _cache_read), naming the file in `directory` as JAX's would. Anything else
+    returns, to be a reported miss: a signature rejection is not an I/O error, and a sidecar
+    JAX never reads (a directory at the signature's name) is jaxcache's own judgement."""
+    io = exc.io
+    if io is not None and io.filename == name:
+        raise type(io)(io.errno, io.strerror, os.path.join(directory, name)) from None
 
 
 class Reports:
@@ -98,6 +113,7 @@ class Reports:
         try:
             data = _read(fd, name)
         except _Rejected as exc:
+            get_io(exc, where, name)
             self._reject(key, where, exc, depth=1)
             return None
         if data is not None:
@@ -217,6 +233,7 @@ class SealedCache(Reports):
                     uid = -1  # removed since it was read: still a rejection, owner unknown
                 raise _Rejected(check.status, check.reason, uid)
         except _Rejected as exc:
+            get_io(exc, self.shared, name)
             self._reject(key, self.shared, exc)
             return None
         if self.signer is not None:  # only the publisher keeps the shared tier's recency
@@ -296,7 +313,9 @@ def _owner(uid: int) -> str:
 
 
 def _read(dir_fd: int, name: str, limit: int | None = None) -> bytes | None:
-    """The whole file, read once; None if absent. A symlink or non-file is rejected."""
+    """The whole file, read once; None if absent. A symlink or non-file is rejected; where
+    JAX's own read would have failed too (a directory, a file it may not open), the
+    rejection carries that error (`io`)."""
     try:
         fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK,
                      dir_fd=dir_fd)
@@ -309,11 +328,14 @@ def _read(dir_fd: int, name: str, limit: int | None = None) -> bytes | None:
             except FileNotFoundError:
                 return None  # the link went away meanwhile: nothing there now
             raise _Rejected("not-a-file", f"{name} is a symbolic link", uid) from None
-        raise _Rejected("not-a-file", f"cannot open {name}: {exc.strerror}", -1) from None
+        raise _Rejected("not-a-file", f"cannot open {name}: {exc.strerror}", -1,
+                        io=exc) from None
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):  # a directory, FIFO or device: judged, never read
-            raise _Rejected("not-a-file", f"{name} is not a regular file", st.st_uid)
+            io = IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), name) \
+                if stat.S_ISDIR(st.st_mode) else None  # what JAX's read_bytes() raises
+            raise _Rejected("not-a-file", f"{name} is not a regular file", st.st_uid, io=io)
     except BaseException:
         os.close(fd)
         raise
