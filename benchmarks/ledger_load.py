@@ -39,7 +39,7 @@ print(time.perf_counter() - t, len(got.by_name), got.lines,
 def build(top: str, megabytes: int, names: int, entries: int) -> tuple[str, str, str]:
     """The ledger (bound to its file, as the witness makes it), an empty one, the cache."""
     from jaxcache.lifecycle import witness
-    from jaxcache.trust import origin
+    from jaxcache.trust import ledger_file
 
     state, empty_state, cache = (os.path.join(top, n) for n in ("state", "empty", "cache"))
     for d in (state, empty_state, cache):
@@ -48,11 +48,12 @@ def build(top: str, megabytes: int, names: int, entries: int) -> tuple[str, str,
     for name in keys[:entries]:
         with open(os.path.join(cache, name), "wb") as f:
             f.write(b"x" * 1000)
-    path = os.path.join(state, "jaxcache", origin.LEDGER_NAME)
-    assert witness.append(path, origin.Written(keys[0], "0" * 64, 1, (0, 0, 0, 0), 0.0, cache))
+    path = os.path.join(state, "jaxcache", ledger_file.LEDGER_NAME)
+    assert witness.append(path, ledger_file.Written(keys[0], "0" * 64, 1, (0, 0, 0, 0), 0.0,
+                                                    cache))
     lines = []
     for i in range(200_000):
-        lines.append(origin.line(origin.Written(
+        lines.append(ledger_file.line(ledger_file.Written(
             keys[i % names], secrets.token_hex(32), 1000 + i, (2049, 10_000_000 + i,
             1_796_000_000_000_000_000 + i, 1_796_000_000_000_000_000 + i), 1796000000.0 + i,
             cache)))
@@ -62,8 +63,9 @@ def build(top: str, megabytes: int, names: int, entries: int) -> tuple[str, str,
             f.write(block)
         rest = (megabytes << 20) - f.tell() - 4096
         f.write(block[: block.rfind(b"\n", 0, max(rest, 0)) + 1])
-    empty = os.path.join(empty_state, "jaxcache", origin.LEDGER_NAME)
-    assert witness.append(empty, origin.Written(keys[0], "0" * 64, 1, (0, 0, 0, 0), 0.0, cache))
+    empty = os.path.join(empty_state, "jaxcache", ledger_file.LEDGER_NAME)
+    assert witness.append(empty, ledger_file.Written(keys[0], "0" * 64, 1, (0, 0, 0, 0), 0.0,
+                                                     cache))
     return path, empty, cache
 
 

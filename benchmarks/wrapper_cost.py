@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 
 from jaxcache.bench.stats import paired_shift
-from jaxcache.trust import origin
+from jaxcache.trust import birth, ledger_file
 
 _SCRIPT = Path(sys.executable).with_name("jaxcache")
 JAXCACHE = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "jaxcache"]
@@ -51,14 +51,14 @@ def timed(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
 
 def make_ledger(cache: str, lines: int) -> None:
     """An origin ledger of `lines` lines in the state directory, as the witness writes it."""
-    path = origin.ledger_path()
+    path = ledger_file.ledger_path()
     os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     with os.fdopen(fd, "wb") as f:
         st = os.fstat(f.fileno())
-        f.write(origin.header(st.st_dev, st.st_ino))
+        f.write(ledger_file.header(st.st_dev, st.st_ino, birth.of_fd(f.fileno())))
         for i in range(lines):
-            f.write(origin.line(origin.Written(
+            f.write(ledger_file.line(ledger_file.Written(
                 f"jit_f{i}-{i:064x}-cache", f"{i:064x}", 1000 + i, (1, i, i, i),
                 time.time(), cache)))
 
@@ -84,7 +84,7 @@ def main() -> None:
         Path(noop).write_text("pass\n")
         env = {**os.environ, "XDG_STATE_HOME": state, "JAX_COMPILATION_CACHE_DIR": cache}
         env.pop("PYTHONPATH", None)
-        os.environ["XDG_STATE_HOME"] = state  # origin.ledger_path() here
+        os.environ["XDG_STATE_HOME"] = state  # ledger_file.ledger_path() here
         make_ledger(cache, args.ledger_lines)
         record = os.path.join(work, "record.json")
         arms = {"bare": [sys.executable, noop],

@@ -58,15 +58,16 @@ def main() -> None:
         cfg = json.load(f)
     point = cfg["point"]
     sys.path.insert(0, cfg["src"])
-    from jaxcache.trust import origin
+    from jaxcache.trust import ledger_file
 
     try:
         from jaxcache.trust import birth as birthmod
     except ImportError:  # a jaxcache before the birth-time binding: the old attack alone
         birthmod = None
 
-    lines = b"".join(origin.line(origin.Written(name, digest, size, (0, 0, 0, 0), 1.0, "/"))
-                     for name, (digest, size) in cfg["vouch"].items())
+    lines = b"".join(
+        ledger_file.line(ledger_file.Written(name, digest, size, (0, 0, 0, 0), 1.0, "/"))
+        for name, (digest, size) in cfg["vouch"].items())
     forged = {  # each from what the dry run saw
         "device and inode": lambda st, born: f"0\tledger\t{st.st_dev}\t{st.st_ino}\n",
         "device, inode and birth":

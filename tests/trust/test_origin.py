@@ -25,7 +25,7 @@ import pytest
 from support.jobs import JOB_TIMEOUT_S, clean_env
 from support.users import mkdir, needs_root
 
-from jaxcache.trust import birth, ci, origin
+from jaxcache.trust import birth, ci, ledger_file, origin
 from jaxcache.trust import ledger as ledger_mod
 
 JAXCACHE = [sys.executable, "-m", "jaxcache"]
@@ -307,7 +307,7 @@ def _write_ledger(path: Path, body: bytes) -> None:
     path.write_bytes(b"")
     path.chmod(0o600)
     st = path.stat()
-    path.write_bytes(origin.header(st.st_dev, st.st_ino, birth.of_path(str(path)))
+    path.write_bytes(ledger_file.header(st.st_dev, st.st_ino, birth.of_path(str(path)))
                      + body)  # same inode
 
 
@@ -315,7 +315,7 @@ def test_a_copied_ledger_vouches_for_nothing(tmp_path):
     """A ledger that travels with the cache (a restored $HOME, an image FROM another) is
     another file: its lines count for nothing, whoever owns it."""
     first = mkdir(tmp_path / "a", 0o700) / "origin.ledger"
-    _write_ledger(first, origin.line(_written()))
+    _write_ledger(first, ledger_file.line(_written()))
     assert _written().name in ledger_mod.load(str(first)).by_name
     copy = mkdir(tmp_path / "b", 0o700) / "origin.ledger"
     shutil.copy2(first, copy)
@@ -323,7 +323,7 @@ def test_a_copied_ledger_vouches_for_nothing(tmp_path):
     copied = ledger_mod.load(str(copy))
     assert not copied.by_name and "copied, restored or baked" in (copied.problem or "")
     headless = mkdir(tmp_path / "c", 0o700) / "origin.ledger"
-    headless.write_bytes(origin.line(_written()))
+    headless.write_bytes(ledger_file.line(_written()))
     headless.chmod(0o600)
     assert ledger_mod.load(str(headless)).problem
 
@@ -337,14 +337,14 @@ def test_the_witness_makes_the_ledger_with_its_header(tmp_path):
     assert loaded.problem is None and len(loaded.by_name[_written().name]) == 2
     assert oct(ledger.stat().st_mode & 0o777) == "0o600" and ledger.stat().st_nlink == 1
     assert sorted(os.listdir(ledger.parent)) == ["origin.ledger"]  # no temporary file left
-def _written(name: str = "jit_f-" + "a" * 64 + "-cache") -> origin.Written:
-    return origin.Written(name, "b" * 64, 10, (1, 2, 3, 4), 1.5, "/c\t\n")
+def _written(name: str = "jit_f-" + "a" * 64 + "-cache") -> ledger_file.Written:
+    return ledger_file.Written(name, "b" * 64, 10, (1, 2, 3, 4), 1.5, "/c\t\n")
 
 
 def test_ledger_lines_round_trip_and_bad_lines_are_skipped():
-    good = origin.line(_written())
+    good = ledger_file.line(_written())
     data = good + b"1\tjit_x\tnot-hex\n" + b"garbage\xff\n" + good[:20] + b"\n" + good
-    ledger = origin.parse(data, "/l")
+    ledger = ledger_file.parse(data, "/l")
     assert ledger.lines == 5 and ledger.skipped == 3
     (w, again) = ledger.by_name[_written().name]
     assert w == again == _written()  # the directory's tab and newline survive
@@ -354,15 +354,15 @@ def test_ledger_lines_round_trip_and_bad_lines_are_skipped():
     b'"/c', b'"/c\\q"', b'"/c"x', b'/c',  # the directory: not one JSON string
 ])
 def test_a_line_whose_any_field_is_malformed_is_skipped_not_half_read(bad):
-    fields = origin.line(_written()).rstrip(b"\n").split(b"\t")
+    fields = ledger_file.line(_written()).rstrip(b"\n").split(b"\t")
     variants = [fields[:9] + [bad],
                 fields[:3] + [b"+10"] + fields[4:],  # a sign int() would take
                 fields[:4] + [b"-1"] + fields[5:],
                 fields[:8] + [b"nan"] + fields[9:],
                 fields[:1] + [b"jit/f-cache"] + fields[2:],  # not a name JAX writes
                 fields + [b"extra"]]
-    data = b"".join(b"\t".join(v) + b"\n" for v in variants) + origin.line(_written())
-    ledger = origin.parse(data, "/l")
+    data = b"".join(b"\t".join(v) + b"\n" for v in variants) + ledger_file.line(_written())
+    ledger = ledger_file.parse(data, "/l")
     assert (ledger.lines, ledger.skipped) == (len(variants) + 1, len(variants))
     assert list(ledger.by_name) == [_written().name]
     assert ledger.by_name[_written().name] == (_written(),)
@@ -374,11 +374,11 @@ def test_a_torn_line_is_skipped_without_backtracking():
     2^n ways to match it before every job starts. In a child, so a regression hangs nothing
     but that child (the bound is ~10^1000 times what the linear match needs)."""
     code = (
-        "from jaxcache.trust import origin\n"
-        "w = origin.Written('jit_f-' + 'a' * 64 + '-cache', 'b' * 64, 1, (1, 2, 3, 4), 1.5, '/x')\n"
-        "head = origin.line(w).rsplit(b'\\t', 1)[0]\n"
-        "torn = [head + b'\\t\"' + b'a' * n for n in (30, 4000, origin.MAX_LINE - len(head) - 2)]\n"
-        "led = origin.parse(b'\\n'.join(torn) + b'\\n' + origin.line(w), '/l')\n"
+        "from jaxcache.trust import ledger_file as lf\n"
+        "w = lf.Written('jit_f-' + 'a' * 64 + '-cache', 'b' * 64, 1, (1, 2, 3, 4), 1.5, '/x')\n"
+        "head = lf.line(w).rsplit(b'\\t', 1)[0]\n"
+        "torn = [head + b'\\t\"' + b'a' * n for n in (30, 4000, lf.MAX_LINE - len(head) - 2)]\n"
+        "led = lf.parse(b'\\n'.join(torn) + b'\\n' + lf.line(w), '/l')\n"
         "print(led.lines, led.skipped, list(led.by_name) == [w.name])\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=120)
@@ -393,10 +393,10 @@ def test_an_unprotected_ledger_counts_for_nothing(tmp_path):
     st = os.stat(cache / _written().name)
     import hashlib
 
-    w = origin.Written(_written().name, hashlib.sha256(body).hexdigest(), len(body),
+    w = ledger_file.Written(_written().name, hashlib.sha256(body).hexdigest(), len(body),
                        (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns), 1.0, str(cache))
     ledger = state / "origin.ledger"
-    _write_ledger(ledger, origin.line(w))
+    _write_ledger(ledger, ledger_file.line(w))
     from jaxcache.trust import entries
 
     def judged() -> origin.Origins:
@@ -479,7 +479,7 @@ def test_a_ledger_beside_entry_names_is_read_without_recursion(tmp_path):
     state = mkdir(tmp_path / "state", 0o700)
     (state / _written().name).write_bytes(b"x")  # looks like an entry
     ledger = state / "origin.ledger"
-    _write_ledger(ledger, origin.line(_written()))
+    _write_ledger(ledger, ledger_file.line(_written()))
     loaded = ledger_mod.load(str(ledger))
     assert loaded.problem is None and _written().name in loaded.by_name
 
@@ -636,10 +636,10 @@ def test_an_old_ledger_is_set_aside_and_a_bound_one_started(tmp_path):
     ledger.write_bytes(b"")
     ledger.chmod(0o600)
     st = ledger.stat()
-    old = f"0\tledger\t{st.st_dev}\t{st.st_ino}\n".encode() + origin.line(_written())
+    old = f"0\tledger\t{st.st_dev}\t{st.st_ino}\n".encode() + ledger_file.line(_written())
     ledger.write_bytes(old)  # same inode: the old binding holds for this very file
     loaded = ledger_mod.load(str(ledger))
-    assert not loaded.by_name and loaded.problem == origin.OLD_BINDING
+    assert not loaded.by_name and loaded.problem == ledger_file.OLD_BINDING
     assert witness.append(str(ledger), _written("jit_g-" + "c" * 64 + "-cache"))
     (aside,) = [n for n in os.listdir(state) if n.startswith("origin.ledger.unbound-")]
     assert (state / aside).read_bytes() == old  # kept whole, beside
@@ -657,8 +657,8 @@ def test_a_ledger_where_no_birth_time_is_kept_vouches_for_nothing(tmp_path):
     code = (
         "import sys; sys.path.insert(0, sys.argv[2])\n"
         "from jaxcache.lifecycle import witness\n"
-        "from jaxcache.trust import ledger, origin\n"
-        "w = origin.Written('jit_f-' + 'a' * 64 + '-cache', 'b' * 64, 10, (1, 2, 3, 4), 1.5,"
+        "from jaxcache.trust import ledger, ledger_file\n"
+        "w = ledger_file.Written('jit_f-' + 'a' * 64 + '-cache', 'b' * 64, 10, (1, 2, 3, 4), 1.5,"
         " '/c')\n"
         "path = sys.argv[1] + '/state/origin.ledger'\n"
         "print(witness.append(path, w), repr(ledger.load(path).problem))\n")
@@ -671,7 +671,7 @@ def test_a_ledger_where_no_birth_time_is_kept_vouches_for_nothing(tmp_path):
         pytest.skip(f"cannot mount ramfs here: {proc.stderr.strip()}")
     assert proc.returncode == 0, proc.stderr
     appended, problem = proc.stdout.split(" ", 1)
-    assert appended == "True" and problem.strip() == repr(origin.NO_BIRTH)
+    assert appended == "True" and problem.strip() == repr(ledger_file.NO_BIRTH)
 
 
 def test_a_copy_of_your_own_cache_is_read_once(tmp_path):
@@ -687,10 +687,10 @@ def test_a_copy_of_your_own_cache_is_read_once(tmp_path):
     from jaxcache.trust import entries
 
     st = os.stat(cache / _written().name)
-    w = origin.Written(_written().name, hashlib.sha256(body).hexdigest(), len(body),
+    w = ledger_file.Written(_written().name, hashlib.sha256(body).hexdigest(), len(body),
                        (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns), 1.0, str(cache))
     ledger = state / "origin.ledger"
-    _write_ledger(ledger, origin.line(w))
+    _write_ledger(ledger, ledger_file.line(w))
     copy = tmp_path / "copy"
     subprocess.run(["cp", "-r", str(cache), str(copy)], check=True)
 
@@ -699,7 +699,7 @@ def test_a_copy_of_your_own_cache_is_read_once(tmp_path):
         try:
             inv = entries.inventory(fd, str(copy), frozenset({0, os.geteuid()}),
                                     entries.Accounts())
-            return ledger_mod.judge(inv, fd, ledger_mod.load(str(ledger)), str(copy))
+            return origin.judge(inv, fd, ledger_mod.load(str(ledger)), str(copy))
         finally:
             os.close(fd)
 

@@ -6,18 +6,17 @@ only when JAX writes an entry (a compile that passed both thresholds), never on 
 warm start pays nothing. The line says what the file holds right after the write: the bytes
 are read back and compared with what JAX passed to put, and only a file that holds exactly
 them is recorded (one another writer got to first is not ours). The format and the reader are
-trust/origin.py's.
+trust/ledger_file.py's, the judgement trust/origin.py's.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
-import stat
 import time
 
 from jaxcache.jaxcompat.guard import ENTRY_SUFFIX
-from jaxcache.trust import birth, origin
+from jaxcache.trust import birth, ledger_file, origin
 
 # read too: its header is checked before a line is added
 _READ_APPEND = os.O_RDWR | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
@@ -25,17 +24,17 @@ _READ_APPEND = os.O_RDWR | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CL
 
 def recorder(ledger: str | None = None):
     """The guard's witness callback, appending to `ledger` (default: the user's)."""
-    path = os.path.abspath(ledger or origin.ledger_path())
+    path = os.path.abspath(ledger or ledger_file.ledger_path())
 
     def record(directory: str, key: str, value) -> None:
         name = f"{key}{ENTRY_SUFFIX}"
-        if not origin.recordable(name):
+        if not ledger_file.recordable(name):
             return
         digest = hashlib.sha256(value).hexdigest()
         st = _holds(directory, name, digest, len(value))
         if st is None:
             return
-        append(path, origin.Written(
+        append(path, ledger_file.Written(
             name, digest, st.st_size,
             (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns), time.time(), directory))
 
@@ -69,7 +68,7 @@ def _create(dfd: int, name: str) -> None:
                  0o600, dir_fd=dfd)
     try:
         st = os.fstat(fd)
-        os.write(fd, origin.header(st.st_dev, st.st_ino, birth.of_fd(fd)))
+        os.write(fd, ledger_file.header(st.st_dev, st.st_ino, birth.of_fd(fd)))
     finally:
         os.close(fd)
     try:
@@ -86,7 +85,8 @@ def _set_aside(dfd: int, name: str, fd: int, st: os.stat_result) -> bool:
     new name (nothing is deleted), so that this job starts a bound one. True if it was moved
     or is gone already."""
     first = os.pread(fd, 256, 0).partition(b"\n")[0]
-    if origin.unbound(first, st.st_dev, st.st_ino, birth.of_fd(fd)) in (None, origin.NO_BIRTH):
+    why = ledger_file.unbound(first, st.st_dev, st.st_ino, birth.of_fd(fd))
+    if why in (None, ledger_file.NO_BIRTH):
         return False  # bound, or on a filesystem where no ledger can be: nothing to gain
     aside = f"{name}.unbound-{time.time_ns()}"
     try:
@@ -99,7 +99,7 @@ def _set_aside(dfd: int, name: str, fd: int, st: os.stat_result) -> bool:
     return True
 
 
-def append(ledger: str, written: origin.Written) -> bool:
+def append(ledger: str, written: ledger_file.Written) -> bool:
     """Append one line to the ledger (its folders made 0700, yours alone; the file 0600, a
     regular file of yours with one link, never through a symlink, its header naming itself).
     False when it cannot be trusted or written: the entry then stays of unknown origin, which
@@ -118,15 +118,11 @@ def append(ledger: str, written: origin.Written) -> bool:
             fd = os.open(name, _READ_APPEND, dir_fd=dfd)
             try:
                 st = os.fstat(fd)
-                if (not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid()
-                        or st.st_nlink != 1 or st.st_mode & 0o022):
+                if not ledger_file.appendable(st):
                     return False
                 if _set_aside(dfd, name, fd, st):
                     continue
-                data = origin.line(written)
-                if st.st_size + len(data) > origin.MAX_BYTES:
-                    return False  # a ledger the reader would refuse whole: this entry stays unknown
-                return os.write(fd, data) == len(data)  # one write: O_APPEND keeps lines whole
+                return ledger_file.write_lines(fd, st, ledger_file.line(written))
             finally:
                 os.close(fd)
         return False
@@ -141,7 +137,7 @@ def gatekeeper(ledger: str | None = None):
     entries of unknown origin are refused (under CI, --require-origin): the very bytes must
     hash to a ledger line for that name, else the load is a miss and JAX compiles. The ledger
     is read once, at the first load, as a trusted input."""
-    path = os.path.abspath(ledger or origin.ledger_path())
+    path = os.path.abspath(ledger or ledger_file.ledger_path())
     known: list = []
 
     def judge(directory: str, key: str, value) -> bool:

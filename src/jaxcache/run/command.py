@@ -127,7 +127,7 @@ def audited_env(path: str, witness: bool = True) -> dict[str, str]:
     guard, whatever Python the job runs); JAXCACHE_WITNESS: the origin ledger each entry the
     job writes goes into (trust/origin.py), unless `witness` is False (bench's own caches)."""
     from jaxcache import _package
-    from jaxcache.trust.origin import ledger_path
+    from jaxcache.trust.ledger_file import ledger_path
 
     env = {"JAX_COMPILATION_CACHE_DIR": path, jobenv.AUDITED: path, jobenv.LIB: _package.HOME}
     if witness:
@@ -221,7 +221,7 @@ def _admit(chosen: str, policy: str | None, allow_untrusted: bool, seal,
     else:
         granted = audited_env(path)
         if not allow_untrusted and _origin_required(pol, path, require_origin, env):
-            from jaxcache.trust.origin import ledger_path
+            from jaxcache.trust.ledger_file import ledger_path
 
             granted[jobenv.ORIGIN_GATE] = ledger_path()
             # XLA reads and writes its sub-caches itself: nothing could judge those loads

@@ -15,7 +15,7 @@ from jaxcache.errors import PolicyError
 from jaxcache.text import safe
 from jaxcache.trust import acl as aclmod
 from jaxcache.trust import entries as entriesmod
-from jaxcache.trust import ledger as ledgermod
+from jaxcache.trust import ledger_file
 from jaxcache.trust import mounts as mountsmod
 from jaxcache.trust import origin as originmod
 from jaxcache.trust import principals as pr
@@ -95,7 +95,7 @@ def audit(given: str, *, policy: Policy = EMPTY, as_user: int | None = None,
           accounts: pr.Accounts | None = None, sealed: bool = False,
           sealed_keys: tuple = (), scan_handles: bool = True, require_origin: bool = False,
           env: dict[str, str] | None = None,
-          ledger: originmod.Ledger | None = None) -> AuditReport:
+          ledger: ledger_file.Ledger | None = None) -> AuditReport:
     """sealed: judge for a sealed reader, one that loads only entries signed by the policy's
     trusted_keys for this path or `sealed_keys` (and only then can the verdict be SEALED).
     A plain reader is judged by who can write, whatever keys the policy lists.
@@ -125,7 +125,7 @@ def audit(given: str, *, policy: Policy = EMPTY, as_user: int | None = None,
                                                    frozenset({0, uid}), accounts)
             if ledger is not None and not sealed and uid == os.geteuid() and \
                     inventory.entries:
-                origins = ledgermod.judge(inventory, fd, ledger, w.anchor_node.path)
+                origins = originmod.judge(inventory, fd, ledger, w.anchor_node.path)
             if scan_handles:
                 from jaxcache.trust import handles as handlesmod
 

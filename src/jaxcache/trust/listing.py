@@ -47,8 +47,9 @@ def list_with_origin(given: str, origin: bool = True, also: Also | None = None
         origins = None
         if origin and not inv.unreadable:
             from jaxcache.trust import ledger
+            from jaxcache.trust import origin as originmod
 
-            origins = ledger.judge(inv, fd, ledger.load(accounts=accounts), w.resolved)
+            origins = originmod.judge(inv, fd, ledger.load(accounts=accounts), w.resolved)
         if also is not None and not inv.unreadable:
             also(inv, fd, w.resolved, accounts)
     finally:

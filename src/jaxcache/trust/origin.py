@@ -9,14 +9,9 @@ user's state directory (lifecycle/witness.py): the entry's name, the SHA-256 of 
 wrote and the file's identity right after (device, inode, size, mtime and ctime in ns). The
 ledger is a trusted input (trust/inputs.py: yours, writable by no one else, all the way up) and
 holds no secret; nothing is kept inside the cache directory. Its first line binds it to the
-file itself: the file's device, inode and birth time to the nanosecond (trust/birth.py). Device
-and inode are predictable (a fresh tmpfs numbers them alike every time, ext4 hands a freed inode
-back), the birth time is not: the kernel sets it when the inode is made and nothing changes it,
-so a ledger that travels with a cache (a restored $HOME, a `cp -a`, an image built FROM another)
-is a new file with a new birth time, and vouches for nothing. A filesystem that records no birth
-time cannot tell a restored ledger from the original: there it vouches for nothing either
-(fail closed). (Reading it as a trusted input is trust/ledger.py's: that loader audits the
-ledger's folders, and this module is part of the audit.)
+file itself, by the file's birth time: a ledger that travels with a cache vouches for nothing
+(its format and binding: trust/ledger_file.py; reading it as a trusted input is trust/ledger.py's:
+that loader audits the ledger's folders, and this module is part of the audit).
 
 Judging an entry, fastest first: same identity as a ledger line -> yours (no byte read: ctime
 cannot be set by a user, so an unchanged identity is an unchanged file); else a ledger line
@@ -33,222 +28,21 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import stat
-from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 from jaxcache.text import safe
 from jaxcache.trust.findings import NOTE, UNSAFE, WARNING, Finding
+from jaxcache.trust.ledger_file import Ledger, Written, relearn
 
 TYPE_CHECKING = False  # typing itself costs `jaxcache run` ~2 ms: names for the type checker only
 if TYPE_CHECKING:
-    from typing import Any
-
     from jaxcache.trust.entries import Inventory
 
-VERSION = "1"
-LEDGER_NAME = "origin.ledger"
-MAX_LINE = 8192
-MAX_BYTES = 64 << 20  # trust/inputs.py's limit; the witness stops appending before it
-HEADER = "0\tledger"  # the first line: "0 ledger 2 DEV INO BIRTH" (tabs), the file's own identity
-BINDING = "2"  # the header's version: "1" named only DEV and INO, which a restore can reproduce
 YOURS, UNKNOWN, CHANGED = "yours", "unknown", "changed"
 ORDER = (YOURS, UNKNOWN, CHANGED)  # as reports list them
 _HASH_CHUNK = 1 << 20
 READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
-
-
-def ledger_path() -> str:
-    """The user's origin ledger (beside the run records, in the state directory)."""
-    from jaxcache.userdirs import user_dir
-
-    return os.path.join(user_dir("state"), LEDGER_NAME)
-
-
-@dataclass(frozen=True)
-class Written:
-    """One ledger line: an entry a watched job made JAX write."""
-
-    name: str
-    sha256: str
-    size: int
-    identity: tuple[int, int, int, int]  # dev, ino, mtime_ns, ctime_ns right after the write
-    at: float  # unix seconds
-    directory: str
-
-
-def line(w: Written) -> bytes:
-    """The ledger line for `w` (tab-separated; the directory last, as a JSON string)."""
-    dev, ino, mtime, ctime = w.identity
-    fields = (VERSION, w.name, w.sha256, str(w.size), str(dev), str(ino), str(mtime),
-              str(ctime), f"{w.at:.3f}", json.dumps(w.directory))
-    return ("\t".join(fields) + "\n").encode()
-
-
-_NOT_IN_NAME = "\t\n\r\0/"  # what a ledger line's name field cannot hold
-
-
-def recordable(name: str) -> bool:
-    """A name a ledger line can hold (what JAX names entries always is)."""
-    return 0 < len(name) <= 255 and not any(c in name for c in _NOT_IN_NAME)
-
-
-# One ledger line, checked whole by one regular expression over its bytes (the name as
-# recordable() allows, the digest, five decimal numbers, the time, the directory as the ASCII
-# JSON string line() writes), so that loading checks every line (the skipped count is exact)
-# while only looked-up lines are converted: every `run` loads the ledger before its job
-# starts, and it grows by a line per entry written.
-_LINE = re.compile(
-    re.escape(VERSION.encode()) + rb"\t([^" + re.escape(_NOT_IN_NAME.encode())
-    + rb"]{1,1020})\t([0-9a-f]{64})"
-    rb"\t([0-9]+)\t([0-9]+)\t([0-9]+)\t([0-9]+)\t([0-9]+)\t([0-9]+(?:\.[0-9]+)?)"
-    # the JSON string as an unrolled loop (plain run, then escape + plain run, ...): no two ways
-    # to match the same text, so a torn line without its closing quote fails in linear time
-    rb'\t("[^"\\\x00-\x1f\x80-\xff]*(?:\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4})'
-    rb'[^"\\\x00-\x1f\x80-\xff]*)*")')
-
-
-def _written(raw: bytes) -> Written:
-    m = _LINE.fullmatch(raw)
-    assert m is not None  # parse() kept only lines that match
-    nums = [int(m.group(i)) for i in range(3, 8)]
-    return Written(m.group(1).decode(), m.group(2).decode(), nums[0],
-                   (nums[1], nums[2], nums[3], nums[4]), float(m.group(8)),
-                   json.loads(m.group(9)))
-
-
-class _ByName(Mapping[str, tuple[Written, ...]]):
-    """Ledger lines by entry name, each converted to a Written the first time it is asked for."""
-
-    def __init__(self, lines: dict[str, list[bytes]]) -> None:
-        self._lines = lines
-        self._done: dict[str, tuple[Written, ...]] = {}
-
-    def __getitem__(self, name: str) -> tuple[Written, ...]:
-        got = self._done.get(name)
-        if got is None:
-            got = self._done[name] = tuple(_written(raw) for raw in self._lines[name])
-        return got
-
-    def get(self, name: str, default: Any = None) -> Any:  # Mapping.get, ~10x faster
-        return self[name] if name in self._lines else default
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._lines)
-
-    def __len__(self) -> int:
-        return len(self._lines)
-
-
-@dataclass(frozen=True)
-class Ledger:
-    """What the ledger says, by entry name; `problem` when it could not be read (then nothing
-    counts as yours: fail closed)."""
-
-    path: str
-    by_name: Mapping[str, tuple[Written, ...]]
-    lines: int = 0
-    skipped: int = 0  # lines that are not ledger lines (a torn write, an edit): named, skipped
-    problem: str | None = None
-    identity: tuple[int, int, int] | None = None  # dev, ino, birth of the file read, if bound
-
-
-def header(dev: int, ino: int, born: int | None) -> bytes:
-    """The first line of a ledger file with this device, inode and birth time."""
-    return f"{HEADER}\t{BINDING}\t{dev}\t{ino}\t{'-' if born is None else born}\n".encode()
-
-
-COPIED = ("its first line does not name this very file (its device, inode and birth time): it "
-          "was copied, restored or baked into an image with the cache (or made by another "
-          "tool), so its lines vouch for nothing here")
-OLD_BINDING = ("it names only its file's device and inode (an older jaxcache made it so), "
-               "which a restore can reproduce, so its lines vouch for nothing; the next job "
-               "jaxcache watches sets it aside and starts a new one")
-NO_BIRTH = ("its filesystem does not record when a file was made, so a restored or copied "
-            "ledger cannot be told from the original and its lines vouch for nothing; keep the "
-            "state directory on a local filesystem (XDG_STATE_HOME)")
-_OLD_HEADER = re.compile(re.escape(HEADER.encode()) + rb"\t[0-9]+\t[0-9]+")
-
-
-def unbound(first: bytes, dev: int, ino: int, born: int | None) -> str | None:
-    """Why a ledger whose first line is `first`, read from the file with this device, inode and
-    birth time, vouches for nothing here; None when the line names that very file."""
-    if born is None:
-        return NO_BIRTH
-    if first == header(dev, ino, born).rstrip(b"\n"):
-        return None
-    return OLD_BINDING if _OLD_HEADER.fullmatch(first) else COPIED
-
-
-def parse(data: bytes, path: str,
-          identity: tuple[int, int, int | None] | None = None) -> Ledger:
-    """The ledger in `data` (parse_chunks() of one chunk)."""
-    return parse_chunks((data,), path, identity)
-
-
-def parse_chunks(chunks: Iterable[bytes], path: str,
-                 identity: tuple[int, int, int | None] | None = None) -> Ledger:
-    """The ledger read as `chunks`, a line at a time (a ledger grows to tens of megabytes: only
-    each line's bytes are kept, by name). With `identity` (the device, inode and birth time of
-    the file it is read from), the header must name that very file (unbound()): a ledger
-    copied, restored or baked into an image together with a cache is another file, and counts
-    for nothing."""
-    by_name: dict[str, list[bytes]] = {}
-    lines = skipped = 0
-    carry = b""
-    first: bytes | None = None
-    names: dict[bytes, str | None] = {}  # each name decoded once (a name has many lines)
-    for chunk in chunks:
-        parts = (carry + chunk).split(b"\n")
-        carry = parts.pop()
-        if first is None and parts:
-            first = parts.pop(0)
-            if identity is not None:
-                problem = unbound(first, *identity)
-                if problem:
-                    return Ledger(path, {}, problem=problem)
-            if not first.startswith(HEADER.encode() + b"\t"):
-                parts.insert(0, first)
-        for raw in parts:
-            if not raw:
-                continue
-            lines += 1
-            m = _LINE.fullmatch(raw) if len(raw) <= MAX_LINE else None
-            if m is None:
-                skipped += 1
-                continue
-            key = m.group(1)
-            name = names.get(key, "")
-            if name == "":
-                name = names[key] = _name(key)
-            if name is None:
-                skipped += 1
-                continue
-            by_name.setdefault(name, []).append(raw)
-    if first is None:  # no newline at all: one line (a header, a torn line) or nothing
-        if identity is not None:
-            problem = unbound(carry, *identity)
-            if problem:
-                return Ledger(path, {}, problem=problem)
-        if carry.startswith(HEADER.encode() + b"\t"):
-            carry = b""
-    if carry:
-        lines, skipped = lines + 1, skipped + 1  # a torn last line
-    bound = None
-    if identity is not None and identity[2] is not None:
-        bound = (identity[0], identity[1], identity[2])
-    return Ledger(path, _ByName(by_name), lines, skipped, identity=bound)
-
-
-def _name(raw: bytes) -> str | None:
-    """The name a line's bytes hold, if recordable() (the expression left out the characters
-    a name cannot hold: only its encoding and length are left to check)."""
-    try:
-        name = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        return None
-    return name if len(name) <= 255 else None
 
 
 @dataclass(frozen=True)
@@ -267,7 +61,7 @@ class Origins:
     ledger_problem: str | None = None
     ledger_skipped: int = 0
     # entries found yours by their bytes under a new identity (a copy of your own cache): the
-    # lines that let the next audit know them without reading them (trust/ledger.py appends)
+    # lines judge() appended so that the next audit knows them without reading them
     relearned: tuple[Written, ...] = ()
 
     def count(self, origin: str) -> int:
@@ -315,7 +109,9 @@ def digest_at(dir_fd: int, name: str, size: int) -> tuple[str, os.stat_result] |
 
 def judge(inventory: Inventory, dir_fd: int, ledger: Ledger, directory: str = "") -> Origins:
     """The origin of each compiled-code entry of `inventory` (trust/entries.py), the directory
-    (`directory`, for the lines relearned) open as `dir_fd`."""
+    (`directory`, for the lines relearned) open as `dir_fd`. An entry found yours by its bytes
+    under a new identity (a copy of your own cache) is added to the ledger with it
+    (ledger_file.relearn()), so the next audit does not read it again."""
     out = []
     relearned = []
     for e in inventory.entries:
@@ -342,6 +138,8 @@ def judge(inventory: Inventory, dir_fd: int, ledger: Ledger, directory: str = ""
                                      st.st_mtime_ns, st.st_ctime_ns), match[-1].at, directory))
         else:
             out.append(EntryOrigin(e.name, CHANGED, known[-1].at))
+    if relearned:
+        relearn(ledger, tuple(relearned))
     return Origins(tuple(out), ledger.path, ledger.problem, ledger.skipped, tuple(relearned))
 
 

@@ -1,0 +1,281 @@
+"""The origin ledger's file: its lines, the header that binds it to the file itself, reading
+it a line at a time, and adding lines to that very file.
+
+A line says what a watched job made JAX write (trust/origin.py judges entries with them); the
+witness (lifecycle/witness.py) creates the file and appends as JAX writes, and an audit appends
+the new identity of an entry it found yours by its bytes (relearn()). The first line names the
+file's device, inode and birth time to the nanosecond (trust/birth.py): device and inode are
+predictable (a fresh tmpfs numbers them alike every time, ext4 hands a freed inode back), the
+birth time is not: the kernel sets it when the inode is made and nothing changes it, so a ledger
+that travels with a cache (a restored $HOME, a `cp -a`, an image built FROM another) is a new
+file with a new birth time, and vouches for nothing. A filesystem that records no birth time
+cannot tell a restored ledger from the original: there it vouches for nothing either (fail
+closed). Reading it as a trusted input (its folders audited) is trust/ledger.py's.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import stat
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+
+from jaxcache.trust import birth
+
+TYPE_CHECKING = False  # typing itself costs `jaxcache run` ~2 ms: names for the type checker only
+if TYPE_CHECKING:
+    from typing import Any
+
+VERSION = "1"
+LEDGER_NAME = "origin.ledger"
+MAX_LINE = 8192
+MAX_BYTES = 64 << 20  # trust/inputs.py's limit; the witness stops appending before it
+HEADER = "0\tledger"  # the first line: "0 ledger 2 DEV INO BIRTH" (tabs), the file's own identity
+BINDING = "2"  # the header's version: "1" named only DEV and INO, which a restore can reproduce
+
+
+def ledger_path() -> str:
+    """The user's origin ledger (beside the run records, in the state directory)."""
+    from jaxcache.userdirs import user_dir
+
+    return os.path.join(user_dir("state"), LEDGER_NAME)
+
+
+@dataclass(frozen=True)
+class Written:
+    """One ledger line: an entry a watched job made JAX write."""
+
+    name: str
+    sha256: str
+    size: int
+    identity: tuple[int, int, int, int]  # dev, ino, mtime_ns, ctime_ns right after the write
+    at: float  # unix seconds
+    directory: str
+
+
+def line(w: Written) -> bytes:
+    """The ledger line for `w` (tab-separated; the directory last, as a JSON string)."""
+    dev, ino, mtime, ctime = w.identity
+    fields = (VERSION, w.name, w.sha256, str(w.size), str(dev), str(ino), str(mtime),
+              str(ctime), f"{w.at:.3f}", json.dumps(w.directory))
+    return ("\t".join(fields) + "\n").encode()
+
+
+_NOT_IN_NAME = "\t\n\r\0/"  # what a ledger line's name field cannot hold
+
+
+def recordable(name: str) -> bool:
+    """A name a ledger line can hold (what JAX names entries always is)."""
+    return 0 < len(name) <= 255 and not any(c in name for c in _NOT_IN_NAME)
+
+
+# One ledger line, checked whole by one regular expression over its bytes (the name as
+# recordable() allows, the digest, five decimal numbers, the time, the directory as the ASCII
+# JSON string line() writes), so that loading checks every line (the skipped count is exact)
+# while only looked-up lines are converted: every `run` loads the ledger before its job
+# starts, and it grows by a line per entry written.
+_LINE = re.compile(
+    re.escape(VERSION.encode()) + rb"\t([^" + re.escape(_NOT_IN_NAME.encode())
+    + rb"]{1,1020})\t([0-9a-f]{64})"
+    rb"\t([0-9]+)\t([0-9]+)\t([0-9]+)\t([0-9]+)\t([0-9]+)\t([0-9]+(?:\.[0-9]+)?)"
+    # the JSON string as an unrolled loop (plain run, then escape + plain run, ...): no two ways
+    # to match the same text, so a torn line without its closing quote fails in linear time
+    rb'\t("[^"\\\x00-\x1f\x80-\xff]*(?:\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4})'
+    rb'[^"\\\x00-\x1f\x80-\xff]*)*")')
+
+
+def _written(raw: bytes) -> Written:
+    m = _LINE.fullmatch(raw)
+    assert m is not None  # parse() kept only lines that match
+    nums = [int(m.group(i)) for i in range(3, 8)]
+    return Written(m.group(1).decode(), m.group(2).decode(), nums[0],
+                   (nums[1], nums[2], nums[3], nums[4]), float(m.group(8)),
+                   json.loads(m.group(9)))
+
+
+class _ByName(Mapping[str, tuple[Written, ...]]):
+    """Ledger lines by entry name, each converted to a Written the first time it is asked for."""
+
+    def __init__(self, lines: dict[str, list[bytes]]) -> None:
+        self._lines = lines
+        self._done: dict[str, tuple[Written, ...]] = {}
+
+    def __getitem__(self, name: str) -> tuple[Written, ...]:
+        got = self._done.get(name)
+        if got is None:
+            got = self._done[name] = tuple(_written(raw) for raw in self._lines[name])
+        return got
+
+    def get(self, name: str, default: Any = None) -> Any:  # Mapping.get, ~10x faster
+        return self[name] if name in self._lines else default
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._lines)
+
+    def __len__(self) -> int:
+        return len(self._lines)
+
+
+@dataclass(frozen=True)
+class Ledger:
+    """What the ledger says, by entry name; `problem` when it could not be read (then nothing
+    counts as yours: fail closed)."""
+
+    path: str
+    by_name: Mapping[str, tuple[Written, ...]]
+    lines: int = 0
+    skipped: int = 0  # lines that are not ledger lines (a torn write, an edit): named, skipped
+    problem: str | None = None
+    identity: tuple[int, int, int] | None = None  # dev, ino, birth of the file read, if bound
+
+
+def header(dev: int, ino: int, born: int | None) -> bytes:
+    """The first line of a ledger file with this device, inode and birth time."""
+    return f"{HEADER}\t{BINDING}\t{dev}\t{ino}\t{'-' if born is None else born}\n".encode()
+
+
+COPIED = ("its first line does not name this very file (its device, inode and birth time): it "
+          "was copied, restored or baked into an image with the cache (or made by another "
+          "tool), so its lines vouch for nothing here")
+OLD_BINDING = ("it names only its file's device and inode (an older jaxcache made it so), "
+               "which a restore can reproduce, so its lines vouch for nothing; the next job "
+               "jaxcache watches sets it aside and starts a new one")
+NO_BIRTH = ("its filesystem does not record when a file was made, so a restored or copied "
+            "ledger cannot be told from the original and its lines vouch for nothing; keep the "
+            "state directory on a local filesystem (XDG_STATE_HOME)")
+_OLD_HEADER = re.compile(re.escape(HEADER.encode()) + rb"\t[0-9]+\t[0-9]+")
+
+
+def unbound(first: bytes, dev: int, ino: int, born: int | None) -> str | None:
+    """Why a ledger whose first line is `first`, read from the file with this device, inode and
+    birth time, vouches for nothing here; None when the line names that very file."""
+    if born is None:
+        return NO_BIRTH
+    if first == header(dev, ino, born).rstrip(b"\n"):
+        return None
+    return OLD_BINDING if _OLD_HEADER.fullmatch(first) else COPIED
+
+
+def parse(data: bytes, path: str,
+          identity: tuple[int, int, int | None] | None = None) -> Ledger:
+    """The ledger in `data` (parse_chunks() of one chunk)."""
+    return parse_chunks((data,), path, identity)
+
+
+def parse_chunks(chunks: Iterable[bytes], path: str,
+                 identity: tuple[int, int, int | None] | None = None) -> Ledger:
+    """The ledger read as `chunks`, a line at a time (a ledger grows to tens of megabytes: only
+    each line's bytes are kept, by name). With `identity` (the device, inode and birth time of
+    the file it is read from), the header must name that very file (unbound()): a ledger
+    copied, restored or baked into an image together with a cache is another file, and counts
+    for nothing."""
+    by_name: dict[str, list[bytes]] = {}
+    lines = skipped = 0
+    carry = b""
+    first: bytes | None = None
+    names: dict[bytes, str | None] = {}  # each name decoded once (a name has many lines)
+    for chunk in chunks:
+        parts = (carry + chunk).split(b"\n")
+        carry = parts.pop()
+        if first is None and parts:
+            first = parts.pop(0)
+            if identity is not None:
+                problem = unbound(first, *identity)
+                if problem:
+                    return Ledger(path, {}, problem=problem)
+            if not first.startswith(HEADER.encode() + b"\t"):
+                parts.insert(0, first)
+        for raw in parts:
+            if not raw:
+                continue
+            lines += 1
+            m = _LINE.fullmatch(raw) if len(raw) <= MAX_LINE else None
+            if m is None:
+                skipped += 1
+                continue
+            key = m.group(1)
+            name = names.get(key, "")
+            if name == "":
+                name = names[key] = _name(key)
+            if name is None:
+                skipped += 1
+                continue
+            by_name.setdefault(name, []).append(raw)
+    if first is None:  # no newline at all: one line (a header, a torn line) or nothing
+        if identity is not None:
+            problem = unbound(carry, *identity)
+            if problem:
+                return Ledger(path, {}, problem=problem)
+        if carry.startswith(HEADER.encode() + b"\t"):
+            carry = b""
+    if carry:
+        lines, skipped = lines + 1, skipped + 1  # a torn last line
+    bound = None
+    if identity is not None and identity[2] is not None:
+        bound = (identity[0], identity[1], identity[2])
+    return Ledger(path, _ByName(by_name), lines, skipped, identity=bound)
+
+
+def _name(raw: bytes) -> str | None:
+    """The name a line's bytes hold, if recordable() (the expression left out the characters
+    a name cannot hold: only its encoding and length are left to check)."""
+    try:
+        name = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    return name if len(name) <= 255 else None
+
+
+def appendable(st: os.stat_result) -> bool:
+    """May lines be added to the ledger file with this status: a regular file of yours with one
+    link that no one else can write (what the reader will accept as a trusted input)?"""
+    return (stat.S_ISREG(st.st_mode) and st.st_uid == os.geteuid() and st.st_nlink == 1
+            and not st.st_mode & 0o022)
+
+
+def write_lines(fd: int, st: os.stat_result, data: bytes) -> bool:
+    """Add `data` (whole lines) to the ledger open as `fd` (O_APPEND), in one write so that
+    lines stay whole; False where it would pass the size a reader accepts (then those entries
+    stay of unknown origin, failing closed)."""
+    if st.st_size + len(data) > MAX_BYTES:
+        return False
+    return os.write(fd, data) == len(data)
+
+
+_APPEND = os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+
+
+def relearn(ledger: Ledger, lines: tuple[Written, ...]) -> bool:
+    """Append `lines` to the very ledger file `ledger` was read from (same device, inode and
+    birth time, appendable()), reached by the fd walk and never through a link; False when
+    that file is not there any more or cannot be written (the entries are hashed again next
+    time)."""
+    if ledger.identity is None or ledger.problem or not lines:
+        return False
+    from jaxcache.errors import JaxcacheError
+    from jaxcache.trust.walk import walk_open
+
+    parent, name = os.path.split(os.path.abspath(ledger.path))
+    try:
+        w, dfd = walk_open(parent)
+    except (OSError, JaxcacheError):
+        return False
+    try:
+        if w.missing or w.blocked:
+            return False
+        fd = os.open(name, _APPEND, dir_fd=dfd)
+    except OSError:
+        return False
+    finally:
+        os.close(dfd)
+    try:
+        st = os.fstat(fd)
+        if (st.st_dev, st.st_ino, birth.of_fd(fd)) != ledger.identity or not appendable(st):
+            return False
+        return write_lines(fd, st, b"".join(line(w) for w in lines))
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
