@@ -475,3 +475,49 @@ def test_hostile_names_and_planted_locks_through_verify_and_ls(base, accounts, t
     # moved (root may move them even under the sticky bit) into this run's own folder
     runs = list(qdir.iterdir())
     assert len(runs) == 1 and sorted(p.name for p in runs[0].iterdir()) == sorted(HOSTILE)
+
+
+@needs_root
+@pytest.mark.xfail(strict=True, reason=(
+    "availability, not integrity: the per-account lock name is still one any writer of the "
+    "tier can create first. In a sticky shared sealed folder (where others write: what "
+    "signatures are for) another account plants .jaxcache-lock-<publisher uid>; every "
+    "size-limited publish by that account then fails (LockRefused), and it cannot remove "
+    "the file (sticky): the 'created first' takeover the fix meant to end is a refusal now "
+    "(seal/locks.py hold(): the lock lives in the shared tier, which others can write)"))
+def test_another_account_cannot_stop_your_size_limited_publish(base, accounts):
+    """The publisher is account a (not root), its tier a sticky shared folder; account c
+    creates a's lock name first. The control: the same publish without c's file succeeds."""
+    from support.users import as_user_argv, user_runtime
+
+    from jaxcache.seal import locks
+
+    runtime = user_runtime()
+    script = (
+        "import sys, warnings\n"
+        "from jaxcache.seal import keys, names\n"
+        "from jaxcache.seal.store import SealedCache\n"
+        "k = keys.generate('ci')\n"
+        "c = SealedCache(sys.argv[1], trusted=[k.public], signer=k, max_size=lambda: 1 << 30)\n"
+        "warnings.simplefilter('ignore')\n"
+        "try:\n"
+        "    c.put(names.key_of(sys.argv[2]), b'compiled f')\n"
+        "except OSError as exc:\n"
+        "    print('refused:', exc)\n"
+        "c.close()\n")
+    uid_a = int(subprocess.run(["id", "-u", accounts.a], capture_output=True, text=True,
+                               check=True).stdout)
+    results = {}
+    for planted in (False, True):
+        shared = mkdir(base / f"shared-{planted}", 0o1777)
+        if planted:
+            subprocess.run(["setpriv", f"--reuid={accounts.c}", f"--regid={accounts.c}",
+                            "--init-groups", "sh", "-c", ': > "$1"', "-",
+                            str(shared / locks.name(uid_a))], check=True)
+        proc = subprocess.run([*as_user_argv(accounts.a), runtime.python, "-c", script,
+                               str(shared), ENTRY], env=runtime.env(), capture_output=True,
+                              text=True, cwd="/")
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        results[planted] = ((shared / ENTRY).exists(), proc.stdout)
+    assert results[False][0], results  # the check can pass
+    assert results[True][0], f"a's write was refused by c's planted lock: {results[True][1]}"
