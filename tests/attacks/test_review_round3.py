@@ -576,3 +576,81 @@ def test_ci_audit_after_a_trusted_writer_rewrites_a_relearned_entry(through_mapp
         os.close(fd)
     code, origins = audit()
     assert (code, origins["yours"]) != (0, 1), "poisoned bytes passed the CI origin check"
+
+
+# ---- class 1: a block-level restore keeps the birth time -------------------------------------
+def _attach(image: Path, point: Path) -> str:
+    dev = subprocess.run(["losetup", "-f", "--show", str(image)], capture_output=True,
+                         text=True, check=True).stdout.strip()
+    try:
+        subprocess.run(["mount", dev, str(point)], check=True, capture_output=True)
+    except subprocess.CalledProcessError:
+        subprocess.run(["losetup", "-d", dev], capture_output=True)
+        raise
+    return dev
+
+
+def _detach(dev: str, point: Path) -> None:
+    subprocess.run(["umount", str(point)], capture_output=True)
+    subprocess.run(["losetup", "-d", dev], capture_output=True)
+
+
+@needs_root
+@pytest.mark.xfail(strict=True, reason=(
+    "a block-level restore (a disk image or volume snapshot restored as the CI cache: sticky "
+    "disks, persistent-disk snapshots, an image file attached as a loop device) keeps each "
+    "inode's number and birth time, and the device number is the first free loop device: a "
+    "ledger forged on the image vouches for poisoned entries under CI (trust/origin.py "
+    "unbound(): device, inode and birth time bind to a file, not to who made it; docs "
+    "claim no restore reproduces it)"))
+def test_a_ledger_restored_in_a_disk_image_vouches_for_nothing(tmp_path):
+    import json
+
+    from support.jobs import jaxcache
+
+    if shutil.which("mkfs.ext4") is None or shutil.which("losetup") is None:
+        pytest.skip("no mkfs.ext4 or losetup")
+    image = tmp_path / "volume.img"
+    with open(image, "wb") as f:
+        f.truncate(32 << 20)
+    subprocess.run(["mkfs.ext4", "-q", "-F", str(image)], check=True, capture_output=True)
+    point = mkdir(tmp_path / "runner", 0o700)
+    poison = b"compiled g, stored under f's key"
+    # the attacker's machine: the volume filled as the attacker likes, the ledger bound to
+    # the file as the attacker's own jaxcache would make it
+    try:
+        dev = _attach(image, point)
+    except subprocess.CalledProcessError as exc:
+        pytest.skip(f"cannot attach a loop device here: {exc.stderr}")
+    try:
+        home = mkdir(point / "home", 0o700)
+        state = home / "state" / "jaxcache"
+        state.mkdir(parents=True, mode=0o700)
+        (home / "state").chmod(0o700)
+        cache = mkdir(home / "cache", 0o700)
+        (cache / ENTRY).write_bytes(poison)
+        (cache / ENTRY).chmod(0o600)
+        _bound_ledger(state / "origin.ledger", origin.line(origin.Written(
+            ENTRY, hashlib.sha256(poison).hexdigest(), len(poison), (1, 2, 3, 4), 1.0,
+            "/elsewhere")))
+        made_on = os.stat(state / "origin.ledger").st_dev
+    finally:
+        _detach(dev, point)
+    # the runner: the volume restored (a byte copy), attached, its home used under CI
+    restored = tmp_path / "restored.img"
+    shutil.copyfile(image, restored)
+    image.unlink()
+    dev = _attach(restored, point)
+    try:
+        led = point / "home" / "state" / "jaxcache" / "origin.ledger"
+        if os.stat(led).st_dev != made_on:
+            pytest.skip("another loop device number this time (the premise did not hold)")
+        env = {**os.environ, "XDG_STATE_HOME": str(point / "home" / "state"),
+               "GITHUB_ACTIONS": "true", "NO_COLOR": "1"}
+        proc = jaxcache("audit", "--format", "json", "--no-processes",
+                        str(point / "home" / "cache"), env=env)
+        doc = json.loads(proc.stdout)
+    finally:
+        _detach(dev, point)
+    assert doc["origins"]["yours"] == 0, (doc["verdict"], doc["origins"])
+    assert proc.returncode == 1 and doc["verdict"] == "UNSAFE", doc["verdict"]
