@@ -104,15 +104,22 @@ def test_a_symlinked_ledger_vouches_for_nothing(tmp_path):
     assert got.problem and not got.by_name
 
 
-def test_a_hard_linked_ledger_vouches_for_nothing(tmp_path):
+def test_a_hard_linked_ledger_is_never_appended_to(tmp_path):
+    """A second name gives no one else the inode's content (its mode does), and the reader
+    takes it (load() does not look at st_nlink); the witness and relearn do refuse it."""
+    from jaxcache.lifecycle import witness
+
     state = mkdir(tmp_path / "s", 0o700)
     real = state / "real.ledger"
     _bound_ledger(real, origin.line(_written()))
     os.link(real, state / "origin.ledger")
     got = ledger_mod.load(str(state / "origin.ledger"))
-    # a second name the header cannot tell from the first: the reader must at least not
-    # trust a file someone else could have linked; a link of one's own is the user's choice
-    assert got.problem or real.stat().st_uid == os.geteuid()
+    assert got.problem is None  # as found: read like the one name
+    before = real.read_bytes()
+    assert not witness.append(str(state / "origin.ledger"), _written("jit_h-" + "e" * 64
+                                                                    + "-cache"))
+    assert not ledger_mod.relearn(got, (_written("jit_h-" + "e" * 64 + "-cache"),))
+    assert real.read_bytes() == before
 
 
 def _judge(cache: Path, led: Path) -> origin.Origins:
@@ -654,3 +661,27 @@ def test_a_ledger_restored_in_a_disk_image_vouches_for_nothing(tmp_path):
         _detach(dev, point)
     assert doc["origins"]["yours"] == 0, (doc["verdict"], doc["origins"])
     assert proc.returncode == 1 and doc["verdict"] == "UNSAFE", doc["verdict"]
+
+
+@needs_root
+@needs_setfacl
+def test_a_ledger_whose_folder_an_acl_lets_another_write_vouches_for_nothing(tmp_path,
+                                                                           accounts):
+    state = mkdir(tmp_path / "s", 0o700)
+    led = state / "origin.ledger"
+    _bound_ledger(led, origin.line(_written()))
+    assert ledger_mod.load(str(led)).problem is None  # the check can fail
+    subprocess.run(["setfacl", "-m", f"u:{accounts.c}:rwx", str(state)], check=True)
+    got = ledger_mod.load(str(led))
+    assert got.problem and not got.by_name
+
+
+@needs_root
+@needs_setfacl
+def test_a_ledger_file_an_acl_lets_another_write_vouches_for_nothing(tmp_path, accounts):
+    state = mkdir(tmp_path / "s", 0o700)
+    led = state / "origin.ledger"
+    _bound_ledger(led, origin.line(_written()))
+    subprocess.run(["setfacl", "-m", f"u:{accounts.c}:rw", str(led)], check=True)
+    got = ledger_mod.load(str(led))
+    assert got.problem and not got.by_name
