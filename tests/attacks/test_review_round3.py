@@ -685,3 +685,36 @@ def test_a_ledger_file_an_acl_lets_another_write_vouches_for_nothing(tmp_path, a
     subprocess.run(["setfacl", "-m", f"u:{accounts.c}:rw", str(led)], check=True)
     got = ledger_mod.load(str(led))
     assert got.problem and not got.by_name
+
+
+# ---- class 5: a job's own hostile function name through run, explain and ls -------------------
+def test_a_hostile_function_name_through_run_explain_and_ls(tmp_path):
+    import sys
+
+    from support.jobs import clean_env, jaxcache
+
+    pytest.importorskip("jax")
+    job = tmp_path / "job.py"
+    job.write_text(
+        "import jax, jax.numpy as jnp\n"
+        "def f(x):\n    return x * 2 + 1\n"
+        "f.__name__ = f.__qualname__ = 'evil\\x1b]0;pwned\\x07\\u202e\\nname'\n"
+        "print(jax.jit(f)(jnp.arange(3.0)))\n")
+    cache = mkdir(tmp_path / "cache", 0o700)
+    rec = tmp_path / "rec.json"
+    env = clean_env(XDG_STATE_HOME=str(tmp_path / "state"), NO_COLOR="1",
+                    JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0",
+                    JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES="0")
+    runs = [("run", "--cache-dir", str(cache), "--record", str(rec), "--", sys.executable,
+             str(job))]
+    runs += [("explain", str(rec)),
+             ("explain", "--format", "json", str(rec)), ("ls", str(cache)),
+             ("records", "list")]
+    for args in runs:
+        proc = jaxcache(*args, env=env)
+        assert proc.returncode in (0, 1), (args, proc.stderr[-2000:])
+        ours = proc.stderr if args[0] == "run" else proc.stdout + proc.stderr
+        if args[0] == "run":  # the job's own stdout is the job's; jaxcache's lines are ours
+            ours += "\n".join(line for line in proc.stdout.splitlines()
+                              if not line.startswith("["))
+        assert not _raw_controls(ours), (args, ours[-2000:])
