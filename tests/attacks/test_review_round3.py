@@ -718,3 +718,31 @@ def test_a_hostile_function_name_through_run_explain_and_ls(tmp_path):
             ours += "\n".join(line for line in proc.stdout.splitlines()
                               if not line.startswith("["))
         assert not _raw_controls(ours), (args, ours[-2000:])
+
+
+# ---- class 6: every file type at a lock's name, planted by another account --------------------
+@needs_root
+@pytest.mark.parametrize("kind", ["dir", "fifo", "socket", "symlink", "file", "dangling"])
+def test_every_planted_lock_type_is_refused_and_surveyed(kind, base, accounts):
+    from support.users import user_runtime
+
+    from jaxcache.seal import locks
+
+    shared = mkdir(base / "shared", 0o1777)
+    lock = shared / locks.name(os.geteuid())
+    as_c = ["setpriv", f"--reuid={accounts.c}", f"--regid={accounts.c}", "--init-groups"]
+    make = {"dir": ["mkdir", str(lock)], "fifo": ["mkfifo", str(lock)],
+            "socket": [user_runtime().python, "-c", "import socket,sys; "
+                       "socket.socket(socket.AF_UNIX).bind(sys.argv[1])", str(lock)],
+            "symlink": ["ln", "-s", str(shared / "x"), str(lock)],
+            "file": ["sh", "-c", ': > "$1"', "-", str(lock)],
+            "dangling": ["ln", "-s", "/nonexistent/lock", str(lock)]}[kind]
+    subprocess.run([*as_c, *make], check=True, cwd="/")
+    fd = os.open(shared, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        with pytest.raises(locks.LockRefused):
+            os.close(locks.hold(fd))
+        assert [p.name for p in locks.survey(fd)] == [lock.name]
+    finally:
+        os.close(fd)
+    assert os.lstat(lock).st_uid != os.geteuid()  # nothing of ours was made in its place
