@@ -746,3 +746,37 @@ def test_every_planted_lock_type_is_refused_and_surveyed(kind, base, accounts):
     finally:
         os.close(fd)
     assert os.lstat(lock).st_uid != os.geteuid()  # nothing of ours was made in its place
+
+
+# ---- class 4 (and the sealed reader): XLA's sub-caches named in a flags file -----------------
+@pytest.mark.parametrize("form", ["inline", pytest.param("file", marks=pytest.mark.xfail(
+    strict=True, reason="disable_xla_subcaches (jaxcompat/backend.py) looks for the flag "
+    "names in XLA_FLAGS' text only: XLA_FLAGS naming a flags file that sets them is accepted, "
+    "and XLA reads that file"))])
+def test_xla_subcache_flags_are_refused_however_xla_flags_gives_them(form, tmp_path):
+    """XLA reads XLA_FLAGS as flags when it starts with '-', else as the name of a file of
+    flags (XLA's parse_flags_from_env): the premise is shown with --xla_dump_to. The guard
+    that keeps XLA's unsigned sub-caches off (jaxcompat/backend.py disable_xla_subcaches,
+    under the origin gate and for every sealed job) must see them either way."""
+    import sys
+
+    pytest.importorskip("jax")
+    flags = f"--xla_gpu_per_fusion_autotune_cache_dir={tmp_path / 'cache' / 'xla'}"
+    dump = tmp_path / "dump"
+    if form == "file":
+        (tmp_path / "xla.flags").write_text(f"--xla_dump_to={dump}\n{flags}\n")
+        value = str(tmp_path / "xla.flags")
+    else:
+        value = f"--xla_dump_to={dump} {flags}"
+    code = ("import jax, jax.numpy as jnp\n"
+            "from jaxcache.jaxcompat import backend\n"
+            "try:\n    backend.disable_xla_subcaches()\n    print('ACCEPTED')\n"
+            "except Exception as exc:\n    print('REFUSED', type(exc).__name__)\n"
+            "jax.jit(lambda x: x + 1)(jnp.ones(2)).block_until_ready()\n")
+    from support.jobs import clean_env
+
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=clean_env(XLA_FLAGS=value), timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert dump.is_dir() and any(dump.iterdir()), "XLA did not take the flags (premise)"
+    assert "REFUSED" in proc.stdout, proc.stdout
