@@ -13,8 +13,9 @@ file itself, by the file's birth time: a ledger that travels with a cache vouche
 (its format and binding: trust/ledger_file.py; reading it as a trusted input is trust/ledger.py's:
 that loader audits the ledger's folders, and this module is part of the audit).
 
-Judging an entry, fastest first: same identity as a ledger line -> yours (no byte read: ctime
-cannot be set by a user, so an unchanged identity is an unchanged file); else a ledger line
+Judging an entry, fastest first: same identity as a ledger line, for a file only you can write
+-> yours (no byte read: ctime cannot be set by a user, so an unchanged identity is an unchanged
+file, unless someone holds it mapped writable: see _sole()); else a ledger line
 for that name with the same size -> the file is read (bounded by that size) and hashed:
 the digest of a line -> yours (the very bytes, e.g. copied back), else changed; a name the
 ledger knows with another size -> changed; a name it does not know -> origin unknown. Files of
@@ -107,6 +108,14 @@ def digest_at(dir_fd: int, name: str, size: int) -> tuple[str, os.stat_result] |
     return h.hexdigest(), st
 
 
+def _sole(uid: int, mode: int) -> bool:
+    """Is a file with this owner and mode one only you (and root) can have opened for writing?
+    Only then may its identity stand for its bytes: a writable shared mapping rewrites a file
+    without moving its ctime (tmpfs; ext4 until writeback), so a file another account can
+    write, or could have mapped, is read and hashed at every judgement, and never relearned."""
+    return uid == os.geteuid() and not mode & 0o022
+
+
 def judge(inventory: Inventory, dir_fd: int, ledger: Ledger, directory: str = "") -> Origins:
     """The origin of each compiled-code entry of `inventory` (trust/entries.py), the directory
     (`directory`, for the lines relearned) open as `dir_fd`. An entry found yours by its bytes
@@ -125,7 +134,7 @@ def judge(inventory: Inventory, dir_fd: int, ledger: Ledger, directory: str = ""
             out.append(EntryOrigin(e.name, UNKNOWN))
             continue
         same = [w for w in known if w.identity == e.identity and w.size == e.size]
-        if same:
+        if same and _sole(e.uid, e.mode) and not e.has_acl:
             out.append(EntryOrigin(e.name, YOURS, same[-1].at))
             continue
         sized = [w for w in known if w.size == e.size]
@@ -134,8 +143,10 @@ def judge(inventory: Inventory, dir_fd: int, ledger: Ledger, directory: str = ""
         if match and read is not None:
             out.append(EntryOrigin(e.name, YOURS, match[-1].at))
             st = read[1]
-            relearned.append(Written(e.name, read[0], e.size, (st.st_dev, st.st_ino,
-                                     st.st_mtime_ns, st.st_ctime_ns), match[-1].at, directory))
+            if _sole(st.st_uid, st.st_mode) and not e.has_acl:
+                relearned.append(Written(e.name, read[0], e.size, (
+                    st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns), match[-1].at,
+                    directory))
         else:
             out.append(EntryOrigin(e.name, CHANGED, known[-1].at))
     if relearned:
