@@ -738,10 +738,7 @@ def test_every_planted_lock_type_is_refused_and_surveyed(kind, base, accounts):
 
 
 # ---- class 4 (and the sealed reader): XLA's sub-caches named in a flags file -----------------
-@pytest.mark.parametrize("form", ["inline", pytest.param("file", marks=pytest.mark.xfail(
-    strict=True, reason="disable_xla_subcaches (jaxcompat/backend.py) looks for the flag "
-    "names in XLA_FLAGS' text only: XLA_FLAGS naming a flags file that sets them is accepted, "
-    "and XLA reads that file"))])
+@pytest.mark.parametrize("form", ["inline", "file"])
 def test_xla_subcache_flags_are_refused_however_xla_flags_gives_them(form, tmp_path):
     """XLA reads XLA_FLAGS as flags when it starts with '-', else as the name of a file of
     flags (XLA's parse_flags_from_env): the premise is shown with --xla_dump_to. The guard

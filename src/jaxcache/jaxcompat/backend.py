@@ -130,10 +130,17 @@ def disable_xla_subcaches() -> None:
 
     JAX points them inside jax_compilation_cache_dir by default, and XLA reads them without
     any signature: in a sealed directory they would let its writers choose GPU kernels. Raises
-    JaxInternalsChanged when the option is missing, or when XLA_FLAGS sets them itself."""
+    JaxInternalsChanged when the option is missing, when XLA_FLAGS sets them itself, or when it
+    names a file of flags (which XLA reads, and which could)."""
     import jax
 
     flags = os.environ.get("XLA_FLAGS", "")
+    if flags.strip() and not flags.lstrip().startswith("-"):
+        # XLA reads a value that does not start with '-' as the name of a file of flags
+        # (parse_flags_from_env): what it sets cannot be judged here, and may change later
+        raise JaxInternalsChanged(
+            "XLA_FLAGS names a file of flags, which XLA reads when it starts and jaxcache cannot "
+            "judge (it could set XLA's sub-caches, read unsigned); give the flags themselves")
     named = [f for f in XLA_SUBCACHE_FLAGS if f in flags]
     if named:
         raise JaxInternalsChanged(
