@@ -542,7 +542,8 @@ def test_ci_audit_after_a_trusted_writer_rewrites_a_relearned_entry(through_mapp
     shutil.chown(cache, accounts.c)
     body = b"compiled f " * 400
     _bound_ledger(state / "jaxcache" / "origin.ledger", ledger_file.line(ledger_file.Written(
-        ENTRY, hashlib.sha256(body).hexdigest(), len(body), (1, 2, 3, 4), 1.0, "/mine")))
+        ENTRY, hashlib.sha256(body).hexdigest(), len(body), (1, 2, 3, 4), 1.0, "/mine",
+        ledger_file.boot_id())))  # as your watched job wrote it, in this boot
     theirs = cache / ENTRY
     theirs.write_bytes(body)  # c's copy of an entry your watched job wrote elsewhere
     shutil.chown(theirs, accounts.c)
@@ -592,15 +593,14 @@ def _detach(dev: str, point: Path) -> None:
 
 
 @needs_root
-@pytest.mark.xfail(strict=True, reason=(
-    "a block-level restore (a disk image or volume snapshot restored as the CI cache: sticky "
-    "disks, persistent-disk snapshots, an image file attached as a loop device) keeps each "
-    "inode's number and birth time, and the device number is the first free loop device: a "
-    "ledger forged on the image vouches for poisoned entries under CI (trust/origin.py "
-    "unbound(): device, inode and birth time bind to a file, not to who made it; docs "
-    "claim no restore reproduces it)"))
 def test_a_ledger_restored_in_a_disk_image_vouches_for_nothing(tmp_path):
+    """A block-level restore (a disk image or volume snapshot restored as the CI cache: sticky
+    disks, persistent-disk snapshots) keeps each inode's number and birth time, and the device
+    number is the first free loop device: the ledger's binding holds. Under CI a line vouches
+    only if written in this boot, whose id (drawn at random at boot) no image made beforehand
+    can hold."""
     import json
+    import secrets
 
     from support.jobs import jaxcache
 
@@ -628,7 +628,7 @@ def test_a_ledger_restored_in_a_disk_image_vouches_for_nothing(tmp_path):
         (cache / ENTRY).chmod(0o600)
         _bound_ledger(state / "origin.ledger", ledger_file.line(ledger_file.Written(
             ENTRY, hashlib.sha256(poison).hexdigest(), len(poison), (1, 2, 3, 4), 1.0,
-            "/elsewhere")))
+            "/elsewhere", secrets.token_hex(16))))  # written in the attacker's own boot
         made_on = os.stat(state / "origin.ledger").st_dev
     finally:
         _detach(dev, point)

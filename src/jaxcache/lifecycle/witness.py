@@ -25,6 +25,7 @@ _READ_APPEND = os.O_RDWR | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CL
 def recorder(ledger: str | None = None):
     """The guard's witness callback, appending to `ledger` (default: the user's)."""
     path = os.path.abspath(ledger or ledger_file.ledger_path())
+    boot = ledger_file.boot_id()
 
     def record(directory: str, key: str, value) -> None:
         name = f"{key}{ENTRY_SUFFIX}"
@@ -36,7 +37,8 @@ def recorder(ledger: str | None = None):
             return
         append(path, ledger_file.Written(
             name, digest, st.st_size,
-            (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns), time.time(), directory))
+            (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns), time.time(), directory,
+            boot))
 
     return record
 

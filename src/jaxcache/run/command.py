@@ -194,7 +194,8 @@ def _admit(chosen: str, policy: str | None, allow_untrusted: bool, seal,
         private_tier(seal.local, pol, accounts, shared=target.resolve(chosen).path)
     report = audit(chosen, policy=pol, scan_processes=False, accounts=accounts,
                    sealed=seal is not None, sealed_keys=keys, require_origin=require_origin,
-                   env=env, ledger=None if seal is not None else ledger.load(accounts=accounts))
+                   env=env,
+                   ledger=None if seal is not None else ledger.load(accounts=accounts, env=env))
     if report.path is None:
         raise JaxcacheError(f"jaxcache run needs a local cache directory, not {safe(chosen)}")
     local = report.path

@@ -12,18 +12,23 @@ from __future__ import annotations
 import os
 
 from jaxcache.text import safe
-from jaxcache.trust import birth, inputs, ledger_file
+from jaxcache.trust import birth, ci, inputs, ledger_file
 from jaxcache.trust.ledger_file import Ledger, ledger_path
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from jaxcache.trust.principals import Accounts
 
 
-def load(path: str | None = None, accounts: Accounts | None = None) -> Ledger:
+def load(path: str | None = None, accounts: Accounts | None = None,
+         env: Mapping[str, str] | None = None) -> Ledger:
     """The ledger; a missing one is empty, an unprotected or unreadable one is a Ledger with
-    its problem (nothing is then yours: fail closed)."""
+    its problem (nothing is then yours: fail closed). Under CI (trust/ci.py, read from `env`,
+    default os.environ) only the lines written in this boot are kept (ledger_file.boot_id())."""
     path = path or ledger_path()
+    only_boot = ledger_file.boot_id() if ci.detect(env) else None
     try:
         found = inputs.streamed(path, inputs.ORIGIN_LEDGER, missing_ok=True, accounts=accounts)
         if found is None:
@@ -33,7 +38,7 @@ def load(path: str | None = None, accounts: Accounts | None = None) -> Ledger:
             identity = (st.st_dev, st.st_ino, birth.of_fd(fd))
             return ledger_file.parse_chunks(
                 inputs.chunks(fd, f"{inputs.ORIGIN_LEDGER.name} {safe(path)}",
-                              inputs.ORIGIN_LEDGER), path, identity)
+                              inputs.ORIGIN_LEDGER), path, identity, only_boot)
         finally:
             os.close(fd)
     except inputs.InputError as exc:

@@ -28,7 +28,7 @@ TYPE_CHECKING = False  # typing itself costs `jaxcache run` ~2 ms: names for the
 if TYPE_CHECKING:
     from typing import Any
 
-VERSION = "1"
+VERSION = "2"  # a line's: "2" adds the boot it was written in ("1": jaxcache before it)
 LEDGER_NAME = "origin.ledger"
 MAX_LINE = 8192
 MAX_BYTES = 64 << 20  # trust/inputs.py's limit; the witness stops appending before it
@@ -53,17 +53,34 @@ class Written:
     identity: tuple[int, int, int, int]  # dev, ino, mtime_ns, ctime_ns right after the write
     at: float  # unix seconds
     directory: str
+    boot: str = ""  # the machine's boot id when written (boot_id()); "" when it was not known
 
 
 def line(w: Written) -> bytes:
     """The ledger line for `w` (tab-separated; the directory last, as a JSON string)."""
     dev, ino, mtime, ctime = w.identity
     fields = (VERSION, w.name, w.sha256, str(w.size), str(dev), str(ino), str(mtime),
-              str(ctime), f"{w.at:.3f}", json.dumps(w.directory))
+              str(ctime), f"{w.at:.3f}", w.boot or "-", json.dumps(w.directory))
     return ("\t".join(fields) + "\n").encode()
 
 
 _NOT_IN_NAME = "\t\n\r\0/"  # what a ledger line's name field cannot hold
+
+
+def boot_id() -> str:
+    """This machine's boot id (32 hex digits; the kernel draws it at random at every boot), or
+    "" where /proc does not say. Under CI a line vouches only if written in this boot: a disk
+    image or volume snapshot restored as the CI cache reproduces a ledger to the byte, its
+    device, inode and birth time included, but not a boot id no one could know in advance."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id", "rb") as f:
+            raw = f.read(64).strip().replace(b"-", b"")
+    except OSError:
+        return ""
+    return raw.decode() if _BOOT.fullmatch(raw) else ""
+
+
+_BOOT = re.compile(rb"[0-9a-f]{32}")
 
 
 def recordable(name: str) -> bool:
@@ -72,14 +89,15 @@ def recordable(name: str) -> bool:
 
 
 # One ledger line, checked whole by one regular expression over its bytes (the name as
-# recordable() allows, the digest, five decimal numbers, the time, the directory as the ASCII
-# JSON string line() writes), so that loading checks every line (the skipped count is exact)
-# while only looked-up lines are converted: every `run` loads the ledger before its job
-# starts, and it grows by a line per entry written.
+# recordable() allows, the digest, five decimal numbers, the time, the boot, the directory as
+# the ASCII JSON string line() writes), so that loading checks every line (the skipped count
+# is exact) while only looked-up lines are converted: every `run` loads the ledger before its
+# job starts, and it grows by a line per entry written.
 _LINE = re.compile(
     re.escape(VERSION.encode()) + rb"\t([^" + re.escape(_NOT_IN_NAME.encode())
     + rb"]{1,1020})\t([0-9a-f]{64})"
     rb"\t([0-9]+)\t([0-9]+)\t([0-9]+)\t([0-9]+)\t([0-9]+)\t([0-9]+(?:\.[0-9]+)?)"
+    rb"\t([0-9a-f]{32}|-)"
     # the JSON string as an unrolled loop (plain run, then escape + plain run, ...): no two ways
     # to match the same text, so a torn line without its closing quote fails in linear time
     rb'\t("[^"\\\x00-\x1f\x80-\xff]*(?:\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4})'
@@ -90,9 +108,10 @@ def _written(raw: bytes) -> Written:
     m = _LINE.fullmatch(raw)
     assert m is not None  # parse() kept only lines that match
     nums = [int(m.group(i)) for i in range(3, 8)]
+    boot = m.group(9).decode()
     return Written(m.group(1).decode(), m.group(2).decode(), nums[0],
                    (nums[1], nums[2], nums[3], nums[4]), float(m.group(8)),
-                   json.loads(m.group(9)))
+                   json.loads(m.group(10)), "" if boot == "-" else boot)
 
 
 class _ByName(Mapping[str, tuple[Written, ...]]):
@@ -129,6 +148,7 @@ class Ledger:
     skipped: int = 0  # lines that are not ledger lines (a torn write, an edit): named, skipped
     problem: str | None = None
     identity: tuple[int, int, int] | None = None  # dev, ino, birth of the file read, if bound
+    other_boot: int = 0  # lines left out because written in another boot (only_boot)
 
 
 def header(dev: int, ino: int, born: int | None) -> bytes:
@@ -159,20 +179,25 @@ def unbound(first: bytes, dev: int, ino: int, born: int | None) -> str | None:
 
 
 def parse(data: bytes, path: str,
-          identity: tuple[int, int, int | None] | None = None) -> Ledger:
+          identity: tuple[int, int, int | None] | None = None,
+          only_boot: str | None = None) -> Ledger:
     """The ledger in `data` (parse_chunks() of one chunk)."""
-    return parse_chunks((data,), path, identity)
+    return parse_chunks((data,), path, identity, only_boot)
 
 
 def parse_chunks(chunks: Iterable[bytes], path: str,
-                 identity: tuple[int, int, int | None] | None = None) -> Ledger:
+                 identity: tuple[int, int, int | None] | None = None,
+                 only_boot: str | None = None) -> Ledger:
     """The ledger read as `chunks`, a line at a time (a ledger grows to tens of megabytes: only
     each line's bytes are kept, by name). With `identity` (the device, inode and birth time of
     the file it is read from), the header must name that very file (unbound()): a ledger
     copied, restored or baked into an image together with a cache is another file, and counts
-    for nothing."""
+    for nothing. With `only_boot` (under CI: this boot's id), lines written in another boot
+    (or in none known) are left out and counted as `other_boot`."""
     by_name: dict[str, list[bytes]] = {}
-    lines = skipped = 0
+    lines = skipped = other = 0
+    # an unknown boot under CI: no line can be told to be of this boot, none is kept
+    boot = (only_boot.encode() or b"unknown") if only_boot is not None else None
     carry = b""
     first: bytes | None = None
     names: dict[bytes, str | None] = {}  # each name decoded once (a name has many lines)
@@ -202,6 +227,9 @@ def parse_chunks(chunks: Iterable[bytes], path: str,
             if name is None:
                 skipped += 1
                 continue
+            if boot is not None and m.group(9) != boot:
+                other += 1
+                continue
             by_name.setdefault(name, []).append(raw)
     if first is None:  # no newline at all: one line (a header, a torn line) or nothing
         if identity is not None:
@@ -215,7 +243,7 @@ def parse_chunks(chunks: Iterable[bytes], path: str,
     bound = None
     if identity is not None and identity[2] is not None:
         bound = (identity[0], identity[1], identity[2])
-    return Ledger(path, _ByName(by_name), lines, skipped, identity=bound)
+    return Ledger(path, _ByName(by_name), lines, skipped, identity=bound, other_boot=other)
 
 
 def _name(raw: bytes) -> str | None:

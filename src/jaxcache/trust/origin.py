@@ -61,6 +61,7 @@ class Origins:
     ledger: str
     ledger_problem: str | None = None
     ledger_skipped: int = 0
+    ledger_other_boot: int = 0  # lines left out under CI: written before this machine started
     # entries found yours by their bytes under a new identity (a copy of your own cache): the
     # lines judge() appended so that the next audit knows them without reading them
     relearned: tuple[Written, ...] = ()
@@ -146,12 +147,13 @@ def judge(inventory: Inventory, dir_fd: int, ledger: Ledger, directory: str = ""
             if _sole(st.st_uid, st.st_mode) and not e.has_acl:
                 relearned.append(Written(e.name, read[0], e.size, (
                     st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns), match[-1].at,
-                    directory))
+                    directory, match[-1].boot))  # the provenance of the line it matched
         else:
             out.append(EntryOrigin(e.name, CHANGED, known[-1].at))
     if relearned:
         relearn(ledger, tuple(relearned))
-    return Origins(tuple(out), ledger.path, ledger.problem, ledger.skipped, tuple(relearned))
+    return Origins(tuple(out), ledger.path, ledger.problem, ledger.skipped,
+                   ledger.other_boot, tuple(relearned))
 
 
 UNKNOWN_WHY = ("not written by any job jaxcache watched: if this directory was restored from a "
@@ -189,6 +191,12 @@ def findings(origins: Origins, path: str, *, ci: str | None, required: bool,
                            "fix what this says (e.g. make the state directory yours alone), "
                            "or move the ledger away: jobs you run with jaxcache start a new "
                            "one"))
+    if origins.ledger_other_boot:
+        out.append(Finding("origin.other-boot", NOTE,
+                           f"{origins.ledger_other_boot} line(s) of the origin ledger were "
+                           "written before this machine last started: under CI they vouch "
+                           "for nothing (a disk image or volume snapshot restored as the CI "
+                           "cache would carry them to the byte)", origins.ledger))
     if origins.ledger_skipped:
         out.append(Finding("origin.ledger-lines", NOTE,
                            f"{origins.ledger_skipped} line(s) of the origin ledger are not "
