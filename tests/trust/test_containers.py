@@ -189,3 +189,84 @@ def test_run_and_run_sealed_in_a_chroot(base, tmp_path):
     assert sealed["rc"] == 0, sealed["stderr"][-2000:]
     assert any(n.endswith(".sig") for n in os.listdir(host["vol"])), os.listdir(host["vol"])
     assert keys.stat().st_mode & 0o777 == 0o700
+
+
+# ---- user namespaces: owners outside the map -------------------------------------------------
+def _userns_works() -> bool:
+    import shutil
+
+    if shutil.which("unshare") is None:
+        return False
+    return subprocess.run(["unshare", "-U", "-r", "-m", "--propagation", "private", "true"],
+                          capture_output=True).returncode == 0
+
+
+needs_userns = pytest.mark.skipif(not _userns_works(),
+                                  reason="this kernel refuses a user namespace (unshare -U -r)")
+
+
+def in_userns(steps: list[dict], tmp: Path) -> list[dict]:
+    """The steps in a new user namespace that maps only root (as `unshare -U -r` does: every
+    other owner of this machine shows as the overflow id) with a mount namespace of its own."""
+    plan = tmp / "userns-steps.json"
+    plan.write_text(json.dumps(steps))
+    proc = subprocess.run(["unshare", "-U", "-r", "-m", "--propagation", "private", "--",
+                           sys.executable, str(paths.PROGRAMS / "in_namespace.py"), str(plan)],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def _plain_audit(path: Path, *extra: str) -> dict:
+    return {"run": [sys.executable, "-m", "jaxcache", "audit", "--format", "json",
+                    "--no-processes", *extra, str(path)]}
+
+
+@needs_userns
+def test_an_owner_outside_the_user_namespace_is_unknown(base, accounts, tmp_path):
+    """Another user's directory above the cache: UNSAFE on the host (that user can replace the
+    cache); in a user namespace that does not map them it shows as the overflow id, which is
+    nobody known: UNVERIFIABLE, and no policy trusting the local `nobody` trusts it."""
+    theirs = mkdir(base / "theirs", 0o755, accounts.c)
+    cache = mkdir(theirs / "cache", 0o700)
+    policy = base / "policy.toml"
+    policy.write_text('trusted_users = ["nobody"]\n')
+    policy.chmod(0o644)
+    host = _doc(_audit_host(cache))
+    assert host["verdict"] == "UNSAFE" and host["untrusted_writers"] == [accounts.c]
+    inside = [_doc(r) for r in in_userns([_plain_audit(cache),
+                                          _plain_audit(cache, "--policy", str(policy))],
+                                         tmp_path)]
+    for doc in inside:
+        assert doc["verdict"] == "UNVERIFIABLE", doc["findings"]
+        assert "writer.unmapped" in _codes(doc, "unverifiable")
+        assert not _codes(doc, "unsafe"), doc["findings"]
+        # the kernel does not let the namespace's root override an unmapped owner's bits
+        assert "kernel.disagrees" not in _codes(doc)
+        (who,) = doc["untrusted_writers"]
+        assert who.startswith("someone outside this user namespace")
+        comp = next(c for c in doc["components"] if c["path"] == str(theirs))
+        assert comp["owner"] != accounts.c
+
+
+@needs_userns
+def test_a_volume_owned_outside_the_namespace_is_vouched_for_by_accepted_storage(base, accounts,
+                                                                                 tmp_path):
+    """The cache's directory is a bind mount of a directory another host user owns: unknown
+    from inside, until the policy vouches for that mount's storage; then shared by policy."""
+    vol = mkdir(mkdir(base / "host-side", 0o755) / "vol", 0o755, accounts.c)
+    mkdir(vol / "cache", 0o700)
+    point = mkdir(base / "vol", 0o755)
+    policy = base / "policy.toml"
+    policy.write_text(f'[[cache]]\npath = "{point / "cache"}"\n'
+                      f'accepted_storage = ["{point}"]\n')
+    policy.chmod(0o644)
+    res = in_userns([{"mount": ["mount", "--bind", str(vol), str(point)]},
+                     _plain_audit(point / "cache"),
+                     _plain_audit(point / "cache", "--policy", str(policy))], tmp_path)
+    plain, vouched = _doc(res[1]), _doc(res[2])
+    assert plain["verdict"] == "UNVERIFIABLE" and "writer.unmapped" in _codes(plain)
+    assert vouched["verdict"] == "SHARED-BY-POLICY", vouched["findings"]
+    assert not _codes(vouched, "unverifiable") and not _codes(vouched, "unsafe")
+    assert {w["trust"] for w in vouched["writers"]
+            if w["principal"].startswith("someone outside")} == {"policy"}

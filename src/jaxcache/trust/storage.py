@@ -279,6 +279,16 @@ class _Judge(DeviceJudge):
         trust = self.trust(grant.principal)
         if trust == "root":
             return []
+        if grant.principal.kind == "unmapped" and trust == "untrusted":
+            # someone this user namespace does not map: unknown, not known to be bad
+            # (verdict.py's writer.unmapped names it); the root's host side is trusted
+            if self.s.base:
+                self.unknown(f"{grant.principal} can write {safe(target)} ({grant.reason})",
+                             target, None, hidden=True)
+                return []
+            self.s.writers.append(Writer(grant.principal, action, target,
+                                         (grant.reason, consequence), trust))
+            return []
         self.s.writers.append(Writer(grant.principal, action, target,
                                      (grant.reason, consequence), trust))
         return [str(grant.principal)] if trust == "untrusted" else []
