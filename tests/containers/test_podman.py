@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import secrets
 import shlex
 import shutil
@@ -264,3 +265,53 @@ def test_run_and_run_sealed_in_rootless_podman(pod, accounts):
     # a sealed publisher: what the namespace hides cannot choose the code a sealed reader runs
     assert sealed["rc"] == 0, sealed["stderr"][-2000:]
     assert any(n.endswith(".sig") for n in os.listdir(vols["theirs"] / "cache"))
+
+
+def test_audit_in_a_fuse_overlayfs_root(pod, tmp_path):
+    """podman with fuse-overlayfs (its overlay when the kernel's cannot be used): the root is a
+    FUSE filesystem, which the container host's daemon serves from the image's layers. Run as
+    root here: a rootless user needs /dev/fuse, which many machines (this project's) keep 0600."""
+    if shutil.which("fuse-overlayfs") is None or not os.path.exists("/dev/fuse"):
+        pytest.skip("no fuse-overlayfs or /dev/fuse (apt-get install fuse-overlayfs)")
+    store = Path(tempfile.mkdtemp(prefix="jaxcache-fuse-store-", dir="/var/tmp"))
+    host = Path(tempfile.mkdtemp(prefix="jaxcache-volumes-", dir="/var/tmp"))
+    host.chmod(0o755)
+    mkdir(mkdir(host / "vol", 0o755) / "cache", 0o700)
+    base = ["podman", "--root", str(store / "root"), "--runroot", str(store / "run"),
+            "--storage-driver", "overlay", "--storage-opt",
+            f"overlay.mount_program={shutil.which('fuse-overlayfs')}"]
+    plan = pod.share / f"steps-{secrets.token_hex(4)}.json"
+    plan.write_text(json.dumps([_prepare("/jc"), _audit("/jc"), _audit("/vol/cache"),
+                                _audit("/vol/cache", "--policy", "/policy.toml")]))
+    plan.chmod(0o644)
+    try:
+        tar = subprocess.run(["tar", "-C", DEBIAN_ROOT, "--exclude=./proc", "--exclude=./sys",
+                              "--exclude=./dev", "-c", "."], capture_output=True, check=True)
+        made = subprocess.run([*base, "import", "-", "jaxcache-test:debian13"],
+                              input=tar.stdout, capture_output=True, timeout=300)
+        assert made.returncode == 0, made.stderr[-2000:]
+        # rootful podman raises open files and processes past this machine's hard limits
+        # (runc then fails): ask for the open-files hard limit and a modest process count
+        nofile = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+        limits = ["--ulimit=nproc=4096:4096"]
+        if nofile != resource.RLIM_INFINITY:
+            limits.append(f"--ulimit=nofile={nofile}:{nofile}")
+        proc = subprocess.run([*base, "run", "--rm", "--network=none", *pod.runtime, *limits,
+                               f"-v={pod.share}:{JC}:ro", f"-v={pod.share / 'venv'}:/opt/venv:ro",
+                               f"-v={host / 'vol'}:/vol", "-e", f"PYTHONPATH={JC}/src",
+                               "-e", "XDG_STATE_HOME=/tmp/state", "jaxcache-test:debian13",
+                               PY, f"{JC}/in_namespace.py", f"{JC}/{plan.name}"],
+                              capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        res = json.loads(proc.stdout.strip().splitlines()[-1])
+    finally:
+        subprocess.run([*base, "system", "reset", "-f"], capture_output=True, timeout=120)
+        shutil.rmtree(store, ignore_errors=True)
+        shutil.rmtree(host, ignore_errors=True)
+    image, vol, vol_ok = (_doc(r) for r in res[1:])
+    assert image["verdict"] == "PRIVATE", image["findings"]
+    roots = [f for f in image["findings"] if f["code"] == "storage.container-root"]
+    assert any("fuse.fuse-overlayfs" in f["message"] for f in roots), image["findings"]
+    assert vol["verdict"] == "UNVERIFIABLE" and any(
+        "the host side of /vol is not visible" in f["message"] for f in vol["findings"])
+    assert vol_ok["verdict"] == "PRIVATE", vol_ok["findings"]

@@ -180,7 +180,8 @@ class _Judge(DeviceJudge):
             if depth and m.fstype not in self.rule.accepted_filesystems:
                 self.unknown(f"{safe(m.point)} is {m.fstype}, a network or FUSE filesystem, and "
                              "stores a layer, image or bind source of the cache: its writers "
-                             "cannot be known", m.point, m.point)
+                             "cannot be known", m.point, m.point,
+                             hidden=m.point == "/" and m.fstype in mountsmod.CONTAINER_ROOTS)
             return  # on the path itself, fs.network already judges it
         if m.is_bind and not (m.fstype == "btrfs" and m.option("subvol") == m.root):
             self.bind(m, depth)

@@ -20,6 +20,7 @@ from jaxcache.trust.findings import (
     Verdict,
     Writer,
 )
+from jaxcache.trust.mounts import CONTAINER_ROOTS
 from jaxcache.trust.rules import Rule
 from jaxcache.trust.walk import Walk
 
@@ -57,7 +58,16 @@ def fs_findings(components: tuple[Component, ...], rule: Rule) -> list[Finding]:
     for c in components:
         if c.kind != "dir" or c.mount_point is None:
             continue
-        if c.fs_category == "network" and c.fs_type not in rule.accepted_filesystems:
+        if c.fs_category == "network" and c.mount_point == "/" and c.fs_type in CONTAINER_ROOTS:
+            if ("/", "container-root") not in seen:
+                seen.add(("/", "container-root"))
+                out.append(Finding(
+                    "storage.container-root", NOTE,
+                    f"/ is on {c.fs_type}, the root this process was started in, which a daemon "
+                    "outside this container serves from the image's layers: like the container "
+                    "host that set it up (and the programs the audit and the job run, which it "
+                    "holds), it is trusted", "/"))
+        elif c.fs_category == "network" and c.fs_type not in rule.accepted_filesystems:
             if (c.mount_point, "net") not in seen:
                 seen.add((c.mount_point, "net"))
                 out.append(Finding(
