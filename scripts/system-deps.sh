@@ -4,13 +4,14 @@
 # munge), a FUSE mount (bindfs, which brings fusermount), rsync (a cache arriving as CI
 # restores it), a PKCS#11 token (softhsm2: signing keys in an HSM). Installed only when running
 # as root and missing. `sh scripts/system-deps.sh podman`: only what scripts/podman-check.sh
-# needs instead (rootless podman: podman, uidmap's newuidmap, and runc, which takes the hybrid
-# cgroups crun refuses).
+# needs instead (rootless podman: podman, uidmap's newuidmap, runc, which takes the hybrid
+# cgroups crun refuses, and fuse-overlayfs, podman's overlay where the kernel's cannot be used).
 missing=""
 if [ "${1:-}" = podman ]; then
     command -v podman >/dev/null 2>&1 || missing="$missing podman"
     command -v newuidmap >/dev/null 2>&1 || missing="$missing uidmap"
     command -v runc >/dev/null 2>&1 || missing="$missing runc"
+    command -v fuse-overlayfs >/dev/null 2>&1 || missing="$missing fuse-overlayfs"
 else
 command -v setfacl >/dev/null 2>&1 || missing="$missing acl"
 command -v useradd >/dev/null 2>&1 || missing="$missing passwd"
