@@ -153,7 +153,8 @@ def replacers(parent: Node, child: Node, accounts: pr.Accounts) -> tuple[pr.Gran
     grants = dir_grants(parent, accounts)
     if not parent.mode & stat.S_ISVTX:
         return grants
-    kept = [g for g in grants if g.principal.kind == "user" and g.principal.id == parent.uid]
+    kept = [g for g in grants
+            if g.principal.kind in ("user", "unmapped") and g.principal.id == parent.uid]
     if child.uid != parent.uid and child.uid != 0:
         gids = accounts.groups_of(child.uid)
         if pr.can(child.uid, gids, parent.uid, parent.gid, parent.mode, parent.acl, pr.WX):

@@ -155,6 +155,7 @@ def audit(given: str, *, policy: Policy = EMPTY, as_user: int | None = None,
     if inventory is not None:
         writers += _entry_writers(inventory, trust)
         findings += verdictmod.entry_findings(inventory, w.anchor_node.path)
+    writers = _vouched_outsiders(writers, w, mounts, rule)
     findings += verdictmod.writer_findings(writers, w)
     if origins is not None:
         from jaxcache.trust import ci as cimod
@@ -202,6 +203,28 @@ def audit(given: str, *, policy: Policy = EMPTY, as_user: int | None = None,
     return AuditReport(given, tgt.path, resolved, w.exists, verdict, me,
                        tuple(writers), components, w.missing, inventory, processes,
                        tuple(findings), policy.source, held, origins)
+
+
+def _vouched_outsiders(writers: list[Writer], w: Walk, mounts, rule: Rule) -> list[Writer]:
+    """An owner this user namespace does not map is someone on the host side of the mount it
+    writes on: trusted by the policy only where it vouches for that mount's storage
+    (accepted_storage), which says the user knows who can write it there."""
+    if not rule.accepted_storage:
+        return writers
+    devs = {n.path: n.dev for n in w.nodes}
+    out = []
+    for wr in writers:
+        if wr.principal.kind == "unmapped" and wr.trust == "untrusted":
+            # entries are named relative to the cache directory, the walk's anchor
+            path = wr.target if wr.target.startswith("/") else w.anchor_node.path
+            dev = devs.get(path)
+            m = mountsmod.mount_of(path, dev, mounts) if dev is not None else None
+            if m is not None and os.path.normpath(m.point) in rule.accepted_storage:
+                wr = Writer(wr.principal, wr.action, wr.target, (
+                    *wr.chain, f"(on {m.point}, whose storage the policy vouches for: "
+                    "accepted_storage)"), "policy")
+        out.append(wr)
+    return out
 
 
 def _identities(w: Walk) -> tuple[tuple[int, int], ...]:

@@ -15,6 +15,10 @@ NETWORK = frozenset({
     "panfs", "wekafs", "vboxsf", "vmhgfs",
 })
 
+# FUSE filesystems that serve a container's root from its image's layers (podman without kernel
+# overlay): mounted at / they are the container host's, as an overlay root's hidden layers are
+CONTAINER_ROOTS = frozenset({"fuse.fuse-overlayfs"})
+
 
 @dataclass(frozen=True)
 class Mount:

@@ -14,7 +14,8 @@ and only from a file that no one but its owner (us or root) can modify.
                                               # readers still count them as writers
     trusted_groups = ["ml-team"]              # every member of the group
     accepted_filesystems = ["nfs4"]           # network filesystems you vouch for
-    accepted_storage = ["/mnt/cache-volume"]  # mount points whose backing store you vouch for
+    accepted_storage = ["/mnt/cache-volume"]  # mount points whose backing store (and its
+                                              # host-side owners, in a container) you vouch for
     restored_from = "actions/cache, written only by the default branch"  # entries jaxcache did
                                               # not see written: their source, trusted by name
     [[cache]]

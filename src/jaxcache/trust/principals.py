@@ -21,14 +21,15 @@ WX = aclmod.WRITE | aclmod.EXECUTE
 
 @dataclass(frozen=True, order=True)
 class Principal:
-    """A user, a group nobody on this machine is known to belong to, or everyone."""
+    """A user, a group nobody on this machine is known to belong to, everyone, or an owner
+    this user namespace does not map ("unmapped": shown as the overflow id, unknown)."""
 
-    kind: str  # "user" | "group" | "everyone"
+    kind: str  # "user" | "group" | "everyone" | "unmapped"
     id: int | None
     name: str
 
     def __str__(self) -> str:
-        if self.kind == "user":
+        if self.kind in ("user", "unmapped"):
             return self.name
         if self.kind == "group":
             return f"group {self.name}"
@@ -51,6 +52,19 @@ class Accounts:
 
     def __init__(self) -> None:
         self._user_names: dict[int, str] = {}
+
+    @cached_property
+    def hidden(self) -> tuple[int | None, int | None]:
+        """The (uid, gid) this user namespace shows for every owner it does not map."""
+        from jaxcache.trust.userns import hidden_ids
+
+        return hidden_ids()
+
+    def unmapped_uid(self, uid: int) -> bool:
+        return uid == self.hidden[0]
+
+    def unmapped_gid(self, gid: int) -> bool:
+        return gid == self.hidden[1]
 
     @cached_property
     def _users(self) -> list[pwd.struct_passwd]:
@@ -77,6 +91,9 @@ class Accounts:
             return f"gid {gid}"
 
     def user(self, uid: int) -> Principal:
+        if self.unmapped_uid(uid):  # host root, another host user or the local nobody: unknown
+            return Principal("unmapped", uid,
+                             f"someone outside this user namespace (shown as uid {uid})")
         return Principal("user", uid, self.user_name(uid))
 
     def uid_of(self, name: str) -> int | None:
@@ -130,9 +147,11 @@ def mode_string(mode: int) -> str:
 
 
 def can(uid: int, gids: frozenset[int], st_uid: int, st_gid: int, mode: int, acl: Acl | None,
-        want: int) -> bool:
-    """Would the kernel grant `want` (rwx bits) to this user? Root is granted everything."""
-    if uid == 0:
+        want: int, root_overrides: bool = True) -> bool:
+    """Would the kernel grant `want` (rwx bits) to this user? Root is granted everything, but
+    for an inode whose owner or group its user namespace does not map (root_overrides=False:
+    the kernel then checks root's bits like anyone's)."""
+    if uid == 0 and root_overrides:
         return True
     if uid == st_uid:
         return (mode >> 6) & want == want
@@ -180,6 +199,9 @@ def writers(path: str, st_uid: int, st_gid: int, mode: int, acl: Acl | None,
 
 
 def _group_grants(gid: int, excluded: set[int], why: str, accounts: Accounts) -> list[Grant]:
+    if accounts.unmapped_gid(gid):  # its members are not listed here, whatever /etc/group says
+        return [Grant(Principal("unmapped", gid, "members of a group outside this user "
+                                f"namespace (shown as gid {gid})"), why)]
     members = accounts.members(gid) - excluded
     if not members and not accounts.members(gid):
         group = Principal("group", gid, accounts.group_name(gid))

@@ -9,6 +9,15 @@ image file's own filesystem too), bounded in depth. What it cannot identify or j
 or unknown block driver, a layer or bind source not visible here, a deleted image) is
 UNVERIFIABLE, unless the policy vouches for that mount point (`accepted_storage`).
 
+Inside a container or a chroot the mount namespace hides the host: a volume's source and its
+parents, the image's layers, the disk's device node. What it hides about a mount on the cache's
+path is named and UNVERIFIABLE ("the host side of /cache is not visible..."). What it hides
+about the root this process was started in (the mount at `/`, or a chroot's filesystem that
+mountinfo does not list at all) is a note: that root holds /etc, the loader and the programs the
+audit and the job run, so whoever could change it owns the job whatever the cache holds; it is
+trusted like the container host that set it up (docs/audit.md). What the namespace shows of
+either is judged as everywhere.
+
 It cannot see below the kernel: root, the kernel itself, the hypervisor or container host that
 provides a virtual disk, firmware and hardware are trusted (docs/audit.md).
 """
@@ -46,13 +55,29 @@ class _Judge(DeviceJudge):
         self.mounts, self.accounts, self.trust, self.rule, self.uid = (
             mounts, accounts, trust, rule, uid)
         self.s = _State()
+        try:
+            self.root_dev: int | None = os.lstat("/").st_dev
+        except OSError:
+            self.root_dev = None
 
     # ---- results -----------------------------------------------------------------------------
-    def unknown(self, message: str, where: str, point: str | None) -> None:
-        key = ("unknown", message)
+    def unknown(self, message: str, where: str, point: str | None, hidden: bool = False) -> None:
+        """Record what cannot be judged. hidden: this mount namespace hides it (a volume's host
+        side, an image's layers, a device node outside this /dev): for the root this process
+        was started in, that is the container host's, a note; anywhere else UNVERIFIABLE."""
+        base = hidden and self.s.base > 0
+        key = ("unknown", message, base)
         if key in self.s.done:
             return
         self.s.done.add(key)
+        if base:
+            self.s.findings.append(Finding(
+                "storage.container-root", NOTE,
+                f"{message}; this is part of what stores /, the root this process was started "
+                "in (a container's or a chroot's), set up from outside this namespace: it holds "
+                "the programs the audit and the job run, so it is trusted like the container "
+                "host (what the namespace shows of it is judged)", where))
+            return
         vouch = (f"if you know what stores {safe(point)} and that only trusted users can write "
                  f"it, vouch for it for this cache path in a policy: accepted_storage = "
                  f"[\"{safe(point)}\"]; otherwise " if point else "")
@@ -85,10 +110,13 @@ class _Judge(DeviceJudge):
                 continue
             m = mountsmod.mount_of(n.path, n.dev, self.mounts)
             if m is None:
-                self.unknown(f"{safe(n.path)} is on no mount listed in /proc/self/mountinfo",
-                             n.path, None)
+                self._unlisted(n.path, n.dev)
                 continue
             if m.mount_id == skip:
+                continue
+            if m.mount_id in self.s.active and n is not w.anchor_node:
+                # a directory above a layer, image or bind source on a mount being judged
+                # already (the root, most often): its storage is that judgement's, no cycle
                 continue
             rel = _relative(n.path, m.point)
             if n is w.anchor_node:
@@ -103,12 +131,29 @@ class _Judge(DeviceJudge):
             cache_rel = cache_at[1] if cache_at and cache_at[0] == m.mount_id else None
             self.mount(m, leaves, depth, cache_rel)
 
+    def _unlisted(self, path: str, dev: int) -> None:
+        """A directory on no mount this namespace lists: a chroot's filesystem (its mount point
+        lies outside the root, so mountinfo leaves it out) or one mounted elsewhere."""
+        if dev == self.root_dev:
+            self.s.base += 1
+            try:
+                self.unknown("the filesystem of / is on no mount listed in /proc/self/"
+                             "mountinfo (a chroot: its mount point lies outside this root), so "
+                             "what stores it cannot be seen", "/", None, hidden=True)
+            finally:
+                self.s.base -= 1
+            return
+        self.unknown(f"{safe(path)} is on no mount listed in /proc/self/mountinfo (mounted "
+                     "outside this root?): what stores it cannot be seen", path, None,
+                     hidden=True)
+
     def mount(self, m: Mount, rels: set[str], depth: int, cache_rel: str | None = None) -> None:
         if m.mount_id in self.s.active:
             self.unknown(f"the storage of {safe(m.point)} leads back to itself (a loop image "
                          "stored on the filesystem it holds?)", m.point, m.point)
             return
-        key = ("mount", m.mount_id, frozenset(rels), cache_rel)
+        root = m.point == "/"  # the root this process was started in: see the docstring
+        key = ("mount", m.mount_id, frozenset(rels), cache_rel, self.s.base > 0 or root)
         if key in self.s.done:
             return
         self.s.done.add(key)
@@ -123,9 +168,11 @@ class _Judge(DeviceJudge):
                 "judged", m.point))
             return
         self.s.active.append(m.mount_id)
+        self.s.base += root
         try:
             self._mount(m, rels, depth, cache_rel)
         finally:
+            self.s.base -= root
             self.s.active.pop()
 
     def _mount(self, m: Mount, rels: set[str], depth: int, cache_rel: str | None) -> None:
@@ -133,7 +180,8 @@ class _Judge(DeviceJudge):
             if depth and m.fstype not in self.rule.accepted_filesystems:
                 self.unknown(f"{safe(m.point)} is {m.fstype}, a network or FUSE filesystem, and "
                              "stores a layer, image or bind source of the cache: its writers "
-                             "cannot be known", m.point, m.point)
+                             "cannot be known", m.point, m.point,
+                             hidden=m.point == "/" and m.fstype in mountsmod.CONTAINER_ROOTS)
             return  # on the path itself, fs.network already judges it
         if m.is_bind and not (m.fstype == "btrfs" and m.option("subvol") == m.root):
             self.bind(m, depth)
@@ -171,7 +219,8 @@ class _Judge(DeviceJudge):
         where = f"{role} {safe(layer)} of the overlay at {safe(m.point)}"
         if not layer.startswith("/"):
             self.unknown(f"{where} is a relative path: the directory it named at mount time "
-                         "cannot be found", m.point, m.point)
+                         "(from the mounting process's working directory) cannot be found",
+                         m.point, m.point, hidden=True)
             return
         try:
             root = walk(layer)
@@ -183,7 +232,8 @@ class _Judge(DeviceJudge):
             return
         if not root.exists:
             self.unknown(f"{where} is not visible in this mount namespace (a container's "
-                         "image?): who can write it cannot be judged", m.point, m.point)
+                         "image?): who can write it cannot be judged", m.point, m.point,
+                         hidden=True)
             return
         for rel in sorted(rels) if role != "workdir" else [""]:
             path = layer.rstrip("/") + ("/" + rel if rel else "")
@@ -230,6 +280,16 @@ class _Judge(DeviceJudge):
         trust = self.trust(grant.principal)
         if trust == "root":
             return []
+        if grant.principal.kind == "unmapped" and trust == "untrusted":
+            # someone this user namespace does not map: unknown, not known to be bad
+            # (verdict.py's writer.unmapped names it); the root's host side is trusted
+            if self.s.base:
+                self.unknown(f"{grant.principal} can write {safe(target)} ({grant.reason})",
+                             target, None, hidden=True)
+                return []
+            self.s.writers.append(Writer(grant.principal, action, target,
+                                         (grant.reason, consequence), trust))
+            return []
         self.s.writers.append(Writer(grant.principal, action, target,
                                      (grant.reason, consequence), trust))
         return [str(grant.principal)] if trust == "untrusted" else []
@@ -238,10 +298,12 @@ class _Judge(DeviceJudge):
     def bind(self, m: Mount, depth: int) -> None:
         sources = self._bind_sources(m)
         if not sources:
-            self.unknown(f"{safe(m.point)} is a bind mount of {safe(m.root)} on {safe(m.source)}, "
-                         "which is not reachable as a directory in this mount namespace: whoever "
-                         "can rename it or its parents decides what is mounted here at the next "
-                         "boot, and jaxcache cannot see them", m.point, m.point)
+            self.unknown(f"the host side of {safe(m.point)} is not visible from this mount "
+                         f"namespace (a container or chroot): {safe(m.point)} is a bind mount of "
+                         f"{safe(m.root)} on {safe(m.source)}, which is not reachable as a "
+                         "directory here, so whoever can write or rename it or its parents "
+                         "there (deciding what is mounted here next time) is unknown",
+                         m.point, m.point, hidden=True)
             return
         for w, path in sources:  # which one a remount uses is up to its config: judge each
             tail = (f"; {path} is the source of the bind mount at {m.point}, which takes "
@@ -265,7 +327,8 @@ class _Judge(DeviceJudge):
             return []  # covered by another mount: the identity cannot be checked
         found: dict[str, Walk] = {}
         for c in self.mounts:
-            if c.dev != m.dev or c.mount_id == m.mount_id or not _contains(c.root, m.root):
+            if c.dev != m.dev or c.mount_id == m.mount_id or not _contains(c.root, m.root) \
+                    or c.mount_id in self.s.active:  # seen through what is being judged
                 continue
             path = (c.point.rstrip("/") + "/" + _relative(m.root, c.root)).rstrip("/") or "/"
             if path in found:

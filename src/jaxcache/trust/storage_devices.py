@@ -40,6 +40,7 @@ class _State:
         self.writers: list[Writer] = []
         self.done: set = set()
         self.active: list[int] = []  # mount ids being judged (cycles)
+        self.base = 0  # > 0 while judging the storage of the root this process started in
         self.dev_nodes: dict[int, list[tuple[str, os.stat_result]]] | None = None
         self.dev_unreadable: list[str] = []
         # what stores the cache's bytes (layer files, images, device nodes): a handle on one
@@ -57,7 +58,8 @@ class DeviceJudge:
     s: _State
 
     if TYPE_CHECKING:
-        def unknown(self, message: str, where: str, point: str | None) -> None: ...
+        def unknown(self, message: str, where: str, point: str | None,
+                    hidden: bool = False) -> None: ...
 
         def add(self, code: str, items: Any, what: str, remedy: str, where: str) -> None: ...
 
@@ -81,13 +83,15 @@ class DeviceJudge:
         real = os.path.realpath(sysdir)
         if not os.path.isdir(sysdir):
             self.unknown(f"{safe(m.point)} is stored on block device {label}, which the kernel "
-                         "does not list in /sys/dev/block: it cannot be judged", m.point, m.point)
+                         "does not list in /sys/dev/block here: it cannot be judged", m.point,
+                         m.point, hidden=True)
             return
         name = os.path.basename(real)
         if not self.nodes(rdev, name, m):
             self.unknown(f"no device node for {name} ({label}), which stores {safe(m.point)}, "
-                         "was found under /dev: who can write it elsewhere cannot be judged",
-                         m.point, m.point)
+                         "was found under /dev (a container's /dev leaves the host's disks "
+                         "out): who can write it elsewhere cannot be judged", m.point, m.point,
+                         hidden=True)
         for holder, hname in sysfs.holders(real):
             self.alias(holder, hname, m, f"{hname} is built on {name} (it writes its blocks)")
         if os.path.exists(f"{real}/partition"):
@@ -213,7 +217,7 @@ class DeviceJudge:
         try:
             if not w.exists:
                 self.unknown(f"{where} is not visible in this mount namespace", m.point,
-                             m.point)
+                             m.point, hidden=True)
                 return
             try:
                 st = os.stat(base, dir_fd=fd, follow_symlinks=False)

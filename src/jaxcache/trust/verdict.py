@@ -20,6 +20,7 @@ from jaxcache.trust.findings import (
     Verdict,
     Writer,
 )
+from jaxcache.trust.mounts import CONTAINER_ROOTS
 from jaxcache.trust.rules import Policy, Rule, as_written, through_trusted_links
 from jaxcache.trust.walk import Walk
 
@@ -73,7 +74,16 @@ def fs_findings(components: tuple[Component, ...], rule: Rule) -> list[Finding]:
     for c in components:
         if c.kind != "dir" or c.mount_point is None:
             continue
-        if c.fs_category == "network" and c.fs_type not in rule.accepted_filesystems:
+        if c.fs_category == "network" and c.mount_point == "/" and c.fs_type in CONTAINER_ROOTS:
+            if ("/", "container-root") not in seen:
+                seen.add(("/", "container-root"))
+                out.append(Finding(
+                    "storage.container-root", NOTE,
+                    f"/ is on {c.fs_type}, the root this process was started in, which a daemon "
+                    "outside this container serves from the image's layers: like the container "
+                    "host that set it up (and the programs the audit and the job run, which it "
+                    "holds), it is trusted", "/"))
+        elif c.fs_category == "network" and c.fs_type not in rule.accepted_filesystems:
             if (c.mount_point, "net") not in seen:
                 seen.add((c.mount_point, "net"))
                 out.append(Finding(
@@ -121,7 +131,9 @@ def kernel_findings(w: Walk, uid: int, accounts: pr.Accounts,
     for n, c in zip(w.nodes, components, strict=True):
         if n.kind != "dir" or n.kernel_writable is None:
             continue
-        model = pr.can(uid, gids, n.uid, n.gid, n.mode, n.acl, pr.WX) and not c.read_only
+        mapped = not (accounts.unmapped_uid(n.uid) or accounts.unmapped_gid(n.gid))
+        model = pr.can(uid, gids, n.uid, n.gid, n.mode, n.acl, pr.WX,
+                       root_overrides=mapped) and not c.read_only
         if model != n.kernel_writable:
             out.append(Finding(
                 "kernel.disagrees", UNVERIFIABLE,
@@ -170,6 +182,18 @@ def writer_findings(writers: list[Writer], w: Walk) -> list[Finding]:
             by_principal.setdefault(wr.principal, []).append(wr)
     for p, ws in sorted(by_principal.items()):
         first = ws[0]
+        more = f" (and {len(ws) - 1} more way(s))" if len(ws) > 1 else ""
+        if p.kind == "unmapped":
+            out.append(Finding(
+                "writer.unmapped", UNVERIFIABLE,
+                f"{p} can change what JAX loads: {first.chain[0]} {first.chain[1]}{more}; this "
+                "user namespace shows every owner it does not map with that one id (root or "
+                "any user of the host), so who it is cannot be known from here", first.target,
+                "map the owner into the namespace (podman --userns=keep-id, or a uid map that "
+                "includes it), or, if you know who owns it on the host and trust them, vouch "
+                "for the storage of the mount it is on for this cache path in a policy "
+                "(accepted_storage); otherwise use a private cache (jaxcache init)"))
+            continue
         if p.kind == "everyone":
             remedy = ("do not point JAX at this directory: use a private one (jaxcache init); "
                       "no policy can make 'everyone' trusted. Other jobs may rely on this "
@@ -181,13 +205,12 @@ def writer_findings(writers: list[Writer], w: Walk) -> list[Finding]:
                       "permission")
         out.append(Finding(
             "writer.untrusted", UNSAFE,
-            f"{p} can change what JAX loads: {first.chain[0]} {first.chain[1]}"
-            + (f" (and {len(ws) - 1} more way(s))" if len(ws) > 1 else ""),
+            f"{p} can change what JAX loads: {first.chain[0]} {first.chain[1]}" + more,
             first.target, remedy))
     precreated = w.anchor_node.path.rstrip("/") + "/" + w.missing[0] if w.missing else None
     # (writers of the storage below, trust/storage.py, have targets of their own)
     if precreated and any(wr.action == "create-dir" and wr.target == precreated
-                          for wr in writers if wr.trust == "untrusted"):
+                          for wr in writers if _known_untrusted(wr)):
         out.append(Finding(
             "dir.precreate", UNSAFE,
             f"{safe(precreated)} does not exist and others can create it in "
@@ -195,7 +218,7 @@ def writer_findings(writers: list[Writer], w: Walk) -> list[Finding]:
             "whoever made it)", precreated,
             "create the cache yourself in a directory only you can write: jaxcache init"))
     if any(wr.action == "create-entries" and wr.target == w.anchor_node.path
-           for wr in writers if wr.trust == "untrusted"):
+           for wr in writers if _known_untrusted(wr)):
         out.append(Finding(
             "dir.sticky-preseed", UNSAFE,
             f"{safe(w.anchor_node.path)} has the sticky bit: others cannot replace your entries "
@@ -203,6 +226,11 @@ def writer_findings(writers: list[Writer], w: Walk) -> list[Finding]:
             "entry your next program will load", w.anchor_node.path,
             "use a private directory (jaxcache init)"))
     return out
+
+
+def _known_untrusted(wr: Writer) -> bool:
+    """An untrusted writer who is known: an unmapped owner is unknown (writer.unmapped)."""
+    return wr.trust == "untrusted" and wr.principal.kind != "unmapped"
 
 
 def process_findings(scan: ProcessScan, uid: int) -> list[Finding]:
