@@ -53,7 +53,7 @@ def account(findings: list[Finding], writers: list[Writer], ring,
                 f"for sealed readers only; trusted_users would also let plain readers load "
                 f"what {key.holder} writes unsigned), or remove the key"))
     out += key_state(ring)
-    needed = f"; each entry needs {ring.needed} distinct keys" if ring.needed > 1 else ""
+    needed = f"; each entry needs {ring.needed} distinct key holders" if ring.needed > 1 else ""
     out.append(Finding(
         "seal.keys", "note",
         f"sealed: readers load only entries signed by {len(keys)} trusted key(s): "
