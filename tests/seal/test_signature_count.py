@@ -134,7 +134,8 @@ def _ring(world, states: tuple[str, ...], needed: int, holders: dict[str, str]):
     return KeyRing(trusted, frozenset(revoked), needed=needed)
 
 
-def _counts(world, holders: dict[str, str]) -> dict[tuple[str, tuple[str, ...], tuple[str, ...]], int]:
+def _counts(world, holders: dict[str, str]
+            ) -> dict[tuple[str, tuple[str, ...], tuple[str, ...]], int]:
     """(entry, file states, key states) -> the highest signatures_needed under which the
     sealed reader loads the entry (0: under none)."""
     from jaxcache.seal import names

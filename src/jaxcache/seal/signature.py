@@ -12,9 +12,9 @@ An entry has its first signature in `<entry>.sig` and may have co-signatures by 
 valid when `needed` signatures by trusted keys that may count now (keyring.py: not revoked,
 inside their validity) signed exactly its key, digest and length, and no two of them share a
 holder in their words (below): one key's several signatures, and one holder's several keys
-(the rotation window trusts the old and the new key of one publisher), count once. A reader looks for
-co-signatures only where the first signature is not enough, and only under the names of keys
-it trusts.
+(the rotation window trusts the old and the new key of one publisher), count once. A reader
+looks for co-signatures only where the first signature is not enough, and only under the
+names of keys it trusts.
 
 A co-signature made on the word of other keys (a rotation: `seal --add-signature`) names
 them, `relies_on`, inside what it signs: revoking one of them revokes that co-signature too,
@@ -246,8 +246,8 @@ def _rejected(judged: tuple[_Judged, ...], ring: KeyRing, good: set[bytes],
 
 def vouch(key: str, sig: bytes | None, trusted: Trusted,
           more: Fetch | None = None) -> Vouch:
-    """Before any byte of the entry is read: do enough distinct usable keys sign this key
-    with one digest and size? Then that size (trusted signers' word) bounds the read; else
+    """Before any byte of the entry is read: do usable keys of enough distinct holders sign
+    this key with one digest and size? Then that size (trusted signers' word) bounds the read; else
     the Check that rejects the entry unread. A planted signature's size is never taken on its
     own word: a writer cannot make a reader read more than trusted keys vouched for (confirm
     still verifies the bytes read against the same messages)."""
@@ -284,8 +284,8 @@ def vouched_size(key: str, sig: bytes | None, trusted: Trusted,
 
 def confirm(key: str, data: bytes, found: Vouch, trusted: Trusted
             ) -> Check:
-    """After the read: accept `data` only if enough distinct usable keys signed exactly this
-    key and these bytes. `vouch` verified each signature over the key, the digest and the size
+    """After the read: accept `data` only if usable keys of enough distinct holders signed
+    exactly this key and these bytes. `vouch` verified each signature over the key, the digest and the size
     its file states; the bytes just read must have exactly that digest and size. (A second
     Ed25519 verification over the same message could only agree: comparing the digest is the
     same judgement without ~60 µs per signature on every warm load.)"""
