@@ -285,8 +285,8 @@ def vouched_size(key: str, sig: bytes | None, trusted: Trusted,
 def confirm(key: str, data: bytes, found: Vouch, trusted: Trusted
             ) -> Check:
     """After the read: accept `data` only if usable keys of enough distinct holders signed
-    exactly this key and these bytes. `vouch` verified each signature over the key, the digest and the size
-    its file states; the bytes just read must have exactly that digest and size. (A second
+    exactly this key and these bytes. `vouch` verified each signature over the key, the digest
+    and the size its file states; the bytes just read must have exactly that digest and size. (A second
     Ed25519 verification over the same message could only agree: comparing the digest is the
     same judgement without ~60 µs per signature on every warm load.)"""
     ring = _ring(trusted)
