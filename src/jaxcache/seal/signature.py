@@ -247,8 +247,8 @@ def _rejected(judged: tuple[_Judged, ...], ring: KeyRing, good: set[bytes],
 def vouch(key: str, sig: bytes | None, trusted: Trusted,
           more: Fetch | None = None) -> Vouch:
     """Before any byte of the entry is read: do usable keys of enough distinct holders sign
-    this key with one digest and size? Then that size (trusted signers' word) bounds the read; else
-    the Check that rejects the entry unread. A planted signature's size is never taken on its
+    this key with one digest and size? Then that size (trusted signers' word) bounds the
+    read; else the Check that rejects the entry unread. A planted signature's size is never taken on its
     own word: a writer cannot make a reader read more than trusted keys vouched for (confirm
     still verifies the bytes read against the same messages)."""
     ring = _ring(trusted)
