@@ -248,9 +248,9 @@ def vouch(key: str, sig: bytes | None, trusted: Trusted,
           more: Fetch | None = None) -> Vouch:
     """Before any byte of the entry is read: do usable keys of enough distinct holders sign
     this key with one digest and size? Then that size (trusted signers' word) bounds the
-    read; else the Check that rejects the entry unread. A planted signature's size is never taken on its
-    own word: a writer cannot make a reader read more than trusted keys vouched for (confirm
-    still verifies the bytes read against the same messages)."""
+    read; else the Check that rejects the entry unread. A planted signature's size is never
+    taken on its own word: a writer cannot make a reader read more than trusted keys vouched
+    for (confirm still verifies the bytes read against the same messages)."""
     ring = _ring(trusted)
     if sig is None:
         return Vouch(Check(UNSIGNED, "no signature file"), None)
@@ -286,9 +286,9 @@ def confirm(key: str, data: bytes, found: Vouch, trusted: Trusted
             ) -> Check:
     """After the read: accept `data` only if usable keys of enough distinct holders signed
     exactly this key and these bytes. `vouch` verified each signature over the key, the digest
-    and the size its file states; the bytes just read must have exactly that digest and size. (A second
-    Ed25519 verification over the same message could only agree: comparing the digest is the
-    same judgement without ~60 µs per signature on every warm load.)"""
+    and the size its file states; the bytes just read must have exactly that digest and size.
+    (A second Ed25519 verification over the same message could only agree: comparing the
+    digest is the same judgement without ~60 µs per signature on every warm load.)"""
     ring = _ring(trusted)
     if found.size is None:
         return found.check
