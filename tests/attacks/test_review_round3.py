@@ -266,12 +266,6 @@ def _loads(d: Path, ring) -> bytes | None:
         cache.close()
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "signatures_needed counts keys, not holders: two trusted keys declared with the same "
-    "holder (the docs' own rotation window: 'trust both keys', both the publisher's) count "
-    "as two, so that one holder alone reaches signatures_needed = 2 by co-signing with the "
-    "new key relying on nobody (seal/signature.py _counted; no check in keyring/policy that "
-    "signatures_needed distinct holders exist)"))
 def test_one_holder_with_two_keys_never_reaches_two(tmp_path):
     from dataclasses import replace
 
@@ -769,12 +763,6 @@ def test_xla_subcache_flags_are_refused_however_xla_flags_gives_them(form, tmp_p
 
 
 @needs_root
-@pytest.mark.xfail(strict=True, reason=(
-    "through the documented commands: during a rotation (docs/sealed-cache.md 'Rotating a "
-    "key' step 2 trusts the old and the new key, both the publisher's) the publisher alone "
-    "signs with the old key and co-signs with the new one `--from` a directory of its own, "
-    "and `verify` under signatures_needed = 2 calls what one holder approved valid "
-    "(seal/signature.py _counted counts keys; nothing compares holders)"))
 def test_one_publisher_reaches_two_signatures_with_the_cli_in_a_rotation(base, accounts,
                                                                          tmp_path):
     from support.jobs import jaxcache

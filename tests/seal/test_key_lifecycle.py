@@ -35,19 +35,29 @@ def keygen(path: Path, name: str) -> str:
     return text
 
 
+# the holders of a policy's keys, by position: signatures_needed counts distinct holders, so
+# each key has its own unless the test says otherwise (extra field "holder")
+HOLDERS = ("root", "daemon", "bin", "sys")
+
+
 def policy(path: Path, cache: str, keys: list[tuple[str, dict]], *, revoked: tuple = (),
            needed: int | None = None, top: str = "") -> Path:
-    """A policy trusting `keys` (text, extra fields) for `cache`."""
+    """A policy trusting `keys` (text, extra fields) for `cache`, each held by its own holder
+    (HOLDERS, declared in trusted_signers for a directory) unless its fields name one."""
     def value(v: object) -> str:
         return v if isinstance(v, str) and v[:4].isdigit() else json.dumps(v)
-    def item(k: str, extra: dict) -> str:
-        fields = "".join(f", {f} = {value(v)}" for f, v in extra.items())
-        return '{ holder = "root", key = "' + k + '"' + fields + " }"
-    items = ", ".join(item(k, extra) for k, extra in keys)
+    def item(k: str, extra: dict, holder: str) -> str:
+        fields = "".join(f", {f} = {value(v)}" for f, v in extra.items() if f != "holder")
+        return '{ holder = "' + holder + '", key = "' + k + '"' + fields + " }"
+    held = [extra.get("holder", HOLDERS[i]) for i, (_, extra) in enumerate(keys)]
+    items = ", ".join(item(k, extra, h) for (k, extra), h in zip(keys, held, strict=True))
     lines = [top]
     if revoked:
         lines.append(f"revoked_keys = [{', '.join(json.dumps(r) for r in revoked)}]")
     lines += ["[[cache]]", f"path = {json.dumps(cache)}", f"trusted_keys = [{items}]"]
+    signers = sorted(set(held) - {"root"})
+    if signers and not cache.startswith(("gs://", "s3://")):
+        lines.append(f"trusted_signers = {json.dumps(signers)}")
     if needed is not None:
         lines.append(f"signatures_needed = {needed}")
     path.write_text("\n".join(lines) + "\n")
@@ -344,7 +354,7 @@ def test_co_signing_refuses_what_no_usable_key_signed(world, tmp_path):
 
 
 @pytest.mark.parametrize("case", ["malformed-time", "local-time", "revoked-and-trusted",
-                                  "threshold", "bad-revoked", "bad-needed"])
+                                  "threshold", "one-holder", "bad-revoked", "bad-needed"])
 def test_bad_key_settings_are_one_line_exit_2_nothing_written(world, tmp_path, case):
     cache = copy(world, tmp_path)
     pubs = world["pubs"]
@@ -358,6 +368,9 @@ def test_bad_key_settings_are_one_line_exit_2_nothing_written(world, tmp_path, c
         policy(p, str(cache), one, revoked=(pubs["ci-1"],))
     elif case == "threshold":
         policy(p, str(cache), one, needed=2)
+    elif case == "one-holder":  # two keys, one holder (a rotation window): one approval
+        policy(p, str(cache), [(pubs["ci-1"], {}), (pubs["ci-2"], {"holder": "root"})],
+               needed=2)
     elif case == "bad-revoked":
         policy(p, str(cache), one, revoked=("ci-1",))
     else:
@@ -804,11 +817,18 @@ def test_rotation_under_two_signatures_with_succeeds(tmp_path):
     p = tmp_path / "p.toml"
     assert set(_statuses(d, policy(p, str(d), [(ta, {}), (tb, {})], needed=2)).values()) == \
         {"valid"}
-    policy(p, str(d), [(ta, {}), (tb, {}), (tc, {})], needed=2)
+    # C is the new key of A's holder (root): it takes over from A
+    policy(p, str(d), [(ta, {}), (tb, {}), (tc, {"holder": "root"})], needed=2)
     proc = _cosign(d, cfile, p, "--succeeds", a.public.id)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    after = policy(tmp_path / "after.toml", str(d), [(tb, {}), (tc, {})], needed=2)
-    assert set(_statuses(d, after).values()) == {"valid"}  # A retired: B and C still count
+    after = policy(tmp_path / "after.toml", str(d), [
+        (ta, {"not_after": "2026-01-01T00:00:00Z"}), (tb, {}), (tc, {"holder": "root"})],
+        needed=2)
+    assert set(_statuses(d, after).values()) == {"valid"}  # A expired: B and C still count
+    # A removed from the policy: whose word C relied on is no longer known (it could be B's
+    # holder's), so C counts beside no one
+    gone = policy(tmp_path / "gone.toml", str(d), [(tb, {}), (tc, {})], needed=2)
+    assert set(_statuses(d, gone).values()) == {"too-few-signatures"}
     # without --succeeds, C's word would lean on B's as well and count for nothing beside it
     d2, a2, made2 = _fake(tmp_path / "two", 1)
     for name in made2:

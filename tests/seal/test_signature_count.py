@@ -1,6 +1,7 @@
 """Counting signatures is monotone (issue 39, class 2): removing or damaging any signature
 file, or retiring, expiring or revoking any key, can only lower an entry's count, and one key
-holder's word, however many co-signers repeated it, never counts twice.
+holder's word, however many co-signers repeated it and however many keys it holds, never
+counts twice.
 
 The report: under `signatures_needed = 2`, B and C had co-signed key A's entry on A's word.
 With A's signature there they counted once with it; with A's `.sig` corrupted (or A retired)
@@ -10,7 +11,12 @@ A real fixture on disk: three Ed25519 keys, three entries with a first signature
 co-signatures (A's holder's own second file, B and C on A's word, C on B's, B from its own
 build), every combination of each signature file present, removed, forged or garbage, every
 combination of each key trusted, retired, expired or revoked, judged by the sealed reader
-JAX calls (SealedCache.get) at each threshold the ring allows.
+JAX calls (SealedCache.get) at each threshold the ring allows; once with keys that have no
+holder (each its own) and once with A and C held by one publisher (the rotation window trusts
+its old key A and its new key C at once).
+
+The second report: signatures_needed counted keys, so that publisher alone reached 2 with A's
+signature and C's from its own build (the "rotation" entry).
 """
 
 from __future__ import annotations
@@ -47,8 +53,12 @@ ENTRIES = {
               "C": ("C", ("A", "B"))},
     # two approvals: B from its own build, C taking over from A (--succeeds A)
     "honest": {"first": ("A", None), "B": ("B", ()), "C": ("C", ("A",))},
+    # A's holder signs again with its new key C, from "its own build", relying on nobody
+    "rotation": {"first": ("A", None), "C": ("C", ())},
 }
 ONE_HOLDER = ("fan", "chain")  # only A's holder ever approved these bytes
+# who holds each key: none declared (each key its own holder), or A and C one publisher's
+LAYOUTS = {"own": {}, "publisher": {"A": "publisher", "B": "bob", "C": "publisher"}}
 
 
 def _name(entry: str) -> str:
@@ -105,24 +115,27 @@ def world(tmp_path_factory):
     return {"dirs": dirs, "keys": keys, "data": data}
 
 
-def _ring(world, states: tuple[str, ...], needed: int):
+def _ring(world, states: tuple[str, ...], needed: int, holders: dict[str, str]):
     from jaxcache.trust.keyring import KeyRing
 
-    trusted, revoked = {}, set()
+    trusted, revoked, held = {}, set(), set()
     for n, state in zip("ABC", states, strict=True):
-        public = world["keys"][n].public
+        public = dataclasses.replace(world["keys"][n].public, holder=holders.get(n))
+        if state in (TRUSTED, EXPIRED):
+            held.add(holders.get(n, n))  # a key with no holder is its own
         if state == TRUSTED:
             trusted[public.raw] = public
         elif state == EXPIRED:
             trusted[public.raw] = dataclasses.replace(public, not_after=1.0)  # in 1970
         elif state == REVOKED:
             revoked.add(public.raw)
-    if needed > len(trusted):
+    if needed > len(held):
         return None  # a policy mistake (keyring.py): no reader runs under it
     return KeyRing(trusted, frozenset(revoked), needed=needed)
 
 
-def _counts(world) -> dict[tuple[str, tuple[str, ...], tuple[str, ...]], int]:
+def _counts(world, holders: dict[str, str]
+            ) -> dict[tuple[str, tuple[str, ...], tuple[str, ...]], int]:
     """(entry, file states, key states) -> the highest signatures_needed under which the
     sealed reader loads the entry (0: under none)."""
     from jaxcache.seal import names
@@ -136,7 +149,7 @@ def _counts(world) -> dict[tuple[str, tuple[str, ...], tuple[str, ...]], int]:
                 for entry in ENTRIES:
                     key = names.key_of(_name(entry))
                     count = 0
-                    while (ring := _ring(world, keys, count + 1)) is not None:
+                    while (ring := _ring(world, keys, count + 1, holders)) is not None:
                         cache = SealedCache(str(d), trusted=ring)
                         try:
                             if cache.get(key) != world["data"][entry]:
@@ -152,8 +165,9 @@ def _below(order: set[tuple[str, str]], low: tuple[str, ...], high: tuple[str, .
     return all(a == b or (a, b) in order for a, b in zip(low, high, strict=True))
 
 
-def test_counting_is_monotone_over_every_subset_of_files_and_keys(world):
-    counts = _counts(world)
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+def test_counting_is_monotone_over_every_subset_of_files_and_keys(world, layout):
+    counts = _counts(world, LAYOUTS[layout])
     file_below = {(s, PRESENT) for s in FILE_STATES if s != PRESENT}
     file_states, key_states = list(world["dirs"]), list(itertools.product(KEY_STATES, repeat=3))
     raised = []
@@ -170,17 +184,23 @@ def test_counting_is_monotone_over_every_subset_of_files_and_keys(world):
                     raised.append((entry, files, low, high))
     assert not raised, f"{len(raised)} losses that raised a count, e.g. {raised[:3]}"
     # one key holder never reaches two: under signatures_needed = 2 no reader loads these
-    reached = [k for k, c in counts.items() if k[0] in ONE_HOLDER and c >= 2]
+    one_holder = ONE_HOLDER + (("rotation",) if layout == "publisher" else ())
+    reached = [k for k, c in counts.items() if k[0] in one_holder and c >= 2]
     assert not reached, f"one key holder counted twice in {len(reached)} cases: {reached[:3]}"
     # and the count is not vacuous: the honest entry's two approvals count as two
     full = (PRESENT,) * len(FILES)
     everyone = (TRUSTED,) * 3
     assert counts[("honest", full, everyone)] == 2
     assert counts[("fan", full, everyone)] == counts[("chain", full, everyone)] == 1
-    # A's .sig corrupted or A retired: C took over from A, B approved on its own: still two
+    # A's .sig corrupted or A expired: C took over from A, B approved on its own: still two
     forged_first = (FORGED, PRESENT, PRESENT, PRESENT)
     assert counts[("honest", forged_first, everyone)] == 2
-    assert counts[("honest", full, (RETIRED, TRUSTED, TRUSTED))] == 2
+    assert counts[("honest", full, (EXPIRED, TRUSTED, TRUSTED))] == 2
+    # A retired (gone from the ring): whose word C relied on is no longer known, so C's
+    # counts beside nobody's (it might be B's holder's)
+    assert counts[("honest", full, (RETIRED, TRUSTED, TRUSTED))] == 1
+    # A and C: two approvals when two holders, one when they are one publisher's two keys
+    assert counts[("rotation", full, everyone)] == (2 if layout == "own" else 1)
     # revoking A revokes what C vouched on A's word: B alone is left
     assert counts[("honest", full, (REVOKED, TRUSTED, TRUSTED))] == 1
     assert counts[("honest", (PRESENT, PRESENT, REMOVED, PRESENT), everyone)] == 1

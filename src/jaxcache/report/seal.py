@@ -105,7 +105,8 @@ def render_text(result: ScanResult, action: str, *, verbose: bool = False) -> st
         if result.refused[2]:
             lines += wrap(f"what to do: {safe(result.refused[2])}", "  ")
     if result.keys:
-        needed = f"; each entry needs {result.needed} distinct keys" if result.needed > 1 else ""
+        needed = f"; each entry needs {result.needed} distinct key holders" \
+            if result.needed > 1 else ""
         lines += wrap("keys: " + ", ".join(f"{safe(k.label)} {k.state}"
                                                   for k in result.keys) + needed, "  ")
     lines += [line for e in result.entries

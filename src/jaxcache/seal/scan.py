@@ -47,7 +47,7 @@ class ScanResult:
     refuse_unhittable: bool = False  # seal without --allow-unhittable: such entries fail it
     others: tuple[str, ...] = ()  # names that are no entry, sidecar, lock or leftover (dirs too)
     keys: tuple[keyring.KeyState, ...] = ()  # the trusted keys judged with, each's state
-    needed: int = 1  # distinct keys each entry needs (policy signatures_needed)
+    needed: int = 1  # distinct key holders each entry needs (policy signatures_needed)
     signer: str | None = None  # seal: the signing key's label
     # verify: a sealed reader's audit of the directory refuses it (the same judgement as
     # `run --sealed` and `audit --sealed`): (verdict, why, what to do); None: it loads
@@ -288,11 +288,13 @@ def cosign_entry(name: str, signer: SigningKey, ring: KeyRing, judge: Judge, add
         why_signed = "the same bytes as your own build"
     else:
         others = {r: k for r, k in ring.keys.items() if r != signer.public.raw}
-        enough = len(others) >= ring.needed  # can the others alone meet the threshold?
+        # can the others alone meet the threshold (distinct holders: one holder's keys are one)?
+        enough = len({keyring.holder_of(k) for k in others.values()}) >= ring.needed
         st, data = judge(name, ring.restricted(others, ring.needed if enough else 1))
         if st.status == signature.VALID and not enough:
             st = EntryStatus(name, signature.TOO_FEW, f"{st.reason}, but the policy needs "
-                             f"{ring.needed} keys and would count this one's word twice",
+                             f"{ring.needed} key holders and would count this one's word "
+                             "twice",
                              st.size, st.never_hit)
         if st.status != signature.VALID or data is None:
             hint = "; co-sign from your own build (--from DIR)" if \

@@ -11,18 +11,21 @@ An entry has its first signature in `<entry>.sig` and may have co-signatures by 
 `<entry>.<key id>.sig` (names.py), each the same document, each created only if absent. It is
 valid when `needed` signatures by trusted keys that may count now (keyring.py: not revoked,
 inside their validity) signed exactly its key, digest and length, and no two of them share a
-key in their words (below): one key's several signatures count once. A reader looks for
-co-signatures only where the first signature is not enough, and only under the names of keys
-it trusts.
+holder in their words (below): one key's several signatures, and one holder's several keys
+(the rotation window trusts the old and the new key of one publisher), count once. A reader
+looks for co-signatures only where the first signature is not enough, and only under the
+names of keys it trusts.
 
 A co-signature made on the word of other keys (a rotation: `seal --add-signature`) names
 them, `relies_on`, inside what it signs: revoking one of them revokes that co-signature too,
 since a thief holding the revoked key could have signed what the co-signer then vouched for.
 One made from the co-signer's own build (`--from DIR`) relies on nobody. A signature's word is
-its key and the keys it relies on, read from that signature alone: the count is the most
-valid signatures whose words are pairwise disjoint (_counted). So whatever other files say,
-are lost or damaged, and whichever keys are retired, one holder's word counts once, and
-taking any signature or key away can only lower the count (issue 39).
+the holders (keyring.holder_of) of its key and of the keys it relies on, read from that
+signature alone and the ring (a relied-on key the ring does not know could be anyone's, and
+meets every word): the count is the most valid signatures no two of whose words meet
+(_counted). So whatever other files say, are lost or damaged, and whichever keys are retired,
+one holder's word counts once, and taking any signature or key away can only lower the count
+(issue 39).
 
 A signature may also claim when it was made (`signed_at`, under a second signature of its
 own, `time_signature`): readers before it ignore both fields, so the format stays
@@ -149,25 +152,45 @@ def _judge(key: str, sig: bytes, ring: KeyRing, named: str | None = None) -> _Ju
                    size, raw, doc, frozenset(relies or ()))
 
 
-def _counted(valid: list[_Judged]) -> set[bytes]:
+_ANYONE = "anyone"  # the holder of a relied-on key the ring does not know: it may be anyone's
+
+
+def _word(j: _Judged, ring: KeyRing) -> frozenset[str]:
+    """Whose word a valid signature is: the holder of its key and of each key it relies on
+    (keyring.holder_of). A relied-on key the ring does not know (retired from trusted_keys,
+    or never trusted) could be any holder's, so its word is _ANYONE's and meets every other."""
+    assert j.public is not None
+    relied = {ring.holder_by_id(i) for i in j.relies}
+    return frozenset({ringmod.holder_of(j.public), *(
+        h if h is not None else _ANYONE for h in relied)})
+
+
+def _meet(a: frozenset[str], b: frozenset[str]) -> bool:
+    return bool(a & b) or _ANYONE in a or _ANYONE in b
+
+
+def _counted(valid: list[_Judged], ring: KeyRing) -> set[bytes]:
     """The keys that count among these valid signatures of one digest and size: the most
-    signatures whose words share no key, a signature's word being its own key and the keys
-    it relies on (its chain, under its own signature). One holder's word, repeated by any
-    number of co-signers on it, is one; and since each signature's word is its own content,
-    never what other files say, losing a file or a key only takes candidates away: the count
-    can only drop (issue 39: deduplicating against the signatures present made a lost one
-    split a group into two)."""
+    signatures whose words share no holder, a signature's word being the holders of its own
+    key and of the keys it relies on (its chain, under its own signature). One holder's word,
+    whether it signed with several keys (a rotation trusts its old and new key at once) or
+    was repeated by any number of co-signers, is one. Each word is read from its own signature
+    and the ring, never from what other files say, and a key leaving the ring only widens the
+    words that relied on it (to _ANYONE): losing a file or a key only takes candidates away or
+    makes them meet more, so the count can only drop (issue 39: deduplicating against the
+    signatures present made a lost one split a group into two; counting keys let one holder's
+    two keys count twice)."""
     words: dict[frozenset[str], bytes] = {}
     for j in valid:
         if j.public:
-            words.setdefault(j.relies | {j.public.id}, j.public.raw)
-    # a word that holds another adds nothing the smaller one does not: keep the smallest
+            words.setdefault(_word(j, ring), j.public.raw)
+    # a word that holds another meets all the smaller one meets: keep the smallest
     ordered = sorted(words, key=lambda w: (len(w), sorted(w)))
     minimal = [w for i, w in enumerate(ordered) if not any(o < w for o in ordered[:i])]
     best: list[frozenset[str]] = []
 
     def pack(chosen: list[frozenset[str]], rest: list[frozenset[str]]) -> None:
-        """The largest set of pairwise disjoint words: at most one per trusted key (a
+        """The largest set of words no two of which meet: at most one per trusted key (a
         reader fetches no more), each signed by a trusted key, so small."""
         nonlocal best
         if len(chosen) > len(best):
@@ -175,20 +198,20 @@ def _counted(valid: list[_Judged]) -> set[bytes]:
         for i, w in enumerate(rest):
             if len(chosen) + len(rest) - i <= len(best):
                 return
-            pack([*chosen, w], [o for o in rest[i + 1:] if not o & w])
+            pack([*chosen, w], [o for o in rest[i + 1:] if not _meet(o, w)])
     pack([], minimal)
     return {words[w] for w in best}
 
 
-def _enough(judged: list[_Judged], needed: int) -> bool:
-    return len(_counted([j for j in judged if j.status == VALID])) >= needed
+def _enough(judged: list[_Judged], ring: KeyRing) -> bool:
+    return len(_counted([j for j in judged if j.status == VALID], ring)) >= ring.needed
 
 
 def _gather(key: str, sig: bytes, ring: KeyRing, more: Fetch | None) -> tuple[_Judged, ...]:
     """The first signature judged and, where it is not enough, the co-signatures of each
     other trusted key (fetched by that key's id: a reader looks only for keys it trusts)."""
     judged = [_judge(key, sig, ring)]
-    if more is None or _enough(judged, ring.needed):
+    if more is None or _enough(judged, ring):
         return tuple(judged)
     seen = {j.public.raw for j in judged if j.public is not None}
     for k in ring.keys.values():
@@ -209,10 +232,11 @@ def _rejected(judged: tuple[_Judged, ...], ring: KeyRing, good: set[bytes],
         labels = ", ".join(sorted({j.public.label for j in judged
                                    if j.public and j.public.raw in good and j.status == VALID}))
         again = sorted({j.public.label for j in valid if j.public and j.public.raw not in good})
-        also = f"; {', '.join(again)} only repeated a word already counted (a key in common)" \
-            if again else ""
-        return Check(TOO_FEW, f"signed by {len(good)} distinct usable key(s) ({labels}){also}; "
-                              f"the policy needs {ring.needed}", first)
+        also = f"; {', '.join(again)} only repeated a word already counted (a holder in " \
+            "common: the same holder's key, or a co-signature on its word)" if again else ""
+        return Check(TOO_FEW, f"signed by {len(good)} distinct usable key(s) of as many holders "
+                              f"({labels}){also}; the policy needs {ring.needed} holders",
+                     first)
     for status in _WORST:
         for j in judged:
             if j.status == status:
@@ -222,11 +246,11 @@ def _rejected(judged: tuple[_Judged, ...], ring: KeyRing, good: set[bytes],
 
 def vouch(key: str, sig: bytes | None, trusted: Trusted,
           more: Fetch | None = None) -> Vouch:
-    """Before any byte of the entry is read: do enough distinct usable keys sign this key
-    with one digest and size? Then that size (trusted signers' word) bounds the read; else
-    the Check that rejects the entry unread. A planted signature's size is never taken on its
-    own word: a writer cannot make a reader read more than trusted keys vouched for (confirm
-    still verifies the bytes read against the same messages)."""
+    """Before any byte of the entry is read: do usable keys of enough distinct holders sign
+    this key with one digest and size? Then that size (trusted signers' word) bounds the
+    read; else the Check that rejects the entry unread. A planted signature's size is never
+    taken on its own word: a writer cannot make a reader read more than trusted keys vouched
+    for (confirm still verifies the bytes read against the same messages)."""
     ring = _ring(trusted)
     if sig is None:
         return Vouch(Check(UNSIGNED, "no signature file"), None)
@@ -236,8 +260,8 @@ def vouch(key: str, sig: bytes | None, trusted: Trusted,
         if j.status == VALID and j.public and j.digest is not None and j.size is not None:
             groups.setdefault((j.digest, j.size), []).append(j)
     if groups:
-        (digest, size), valid = max(groups.items(), key=lambda kv: len(_counted(kv[1])))
-        signers = _counted(valid)
+        (digest, size), valid = max(groups.items(), key=lambda kv: len(_counted(kv[1], ring)))
+        signers = _counted(valid, ring)
         if len(signers) >= ring.needed:
             lead = next(j for j in valid if j.public and j.public.raw in signers)
             return Vouch(Check(VALID, _signed_by(judged, signers), lead.public.id
@@ -260,18 +284,18 @@ def vouched_size(key: str, sig: bytes | None, trusted: Trusted,
 
 def confirm(key: str, data: bytes, found: Vouch, trusted: Trusted
             ) -> Check:
-    """After the read: accept `data` only if enough distinct usable keys signed exactly this
-    key and these bytes. `vouch` verified each signature over the key, the digest and the size
-    its file states; the bytes just read must have exactly that digest and size. (A second
-    Ed25519 verification over the same message could only agree: comparing the digest is the
-    same judgement without ~60 µs per signature on every warm load.)"""
+    """After the read: accept `data` only if usable keys of enough distinct holders signed
+    exactly this key and these bytes. `vouch` verified each signature over the key, the digest
+    and the size its file states; the bytes just read must have exactly that digest and size.
+    (A second Ed25519 verification over the same message could only agree: comparing the
+    digest is the same judgement without ~60 µs per signature on every warm load.)"""
     ring = _ring(trusted)
     if found.size is None:
         return found.check
     digest = digestmod.of(data)
     valid = [j for j in found.judged
              if j.status == VALID and j.public and j.digest == digest and j.size == len(data)]
-    good = _counted(valid)
+    good = _counted(valid, ring)
     if len(good) >= ring.needed:
         return Check(VALID, _signed_by(found.judged, good), found.check.key_id,
                      _ids(found.judged, good), _lineage(valid))

@@ -1,9 +1,10 @@
 """The keys a sealed reader trusts, as the policy states them at this moment.
 
 A key alone is not enough to judge a signature: the policy may revoke it (`revoked_keys`),
-bound when it is trusted (`not_before` / `not_after`) and ask for several distinct keys per
+bound when it is trusted (`not_before` / `not_after`) and ask for several distinct holders per
 entry (`signatures_needed`, as Nix's `--sigs-needed` and TUF's thresholds). The ring holds
-all of that, and says of one key whether it may count now.
+all of that, and says of one key whether it may count now and whose word it is (holder_of):
+one holder's several keys (a rotation trusts the old and the new at once) are one approval.
 
 Time is the reader's clock: `not_after` rejects from that moment on, whatever a signature
 claims, because a thief holding the key can sign any time claim. Only a key marked
@@ -39,6 +40,12 @@ def key_id(raw: bytes) -> str:
     return hashlib.sha256(raw).hexdigest()[:16]
 
 
+def holder_of(key: PublicKey) -> str:
+    """Whose word a key's signatures are: its declared holder; a key with none (given by the
+    caller: --trusted-key, trusted_keys=) is its own holder, distinct from every other."""
+    return f"holder {key.holder}" if key.holder is not None else f"key {key.id}"
+
+
 def when(seconds: float) -> str:
     """RFC 3339 in UTC, to the second: how reports and signatures write a moment."""
     return datetime.fromtimestamp(seconds, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -65,7 +72,7 @@ class KeyRing:
     keys: Mapping[bytes, PublicKey]  # trusted, by raw public key
     revoked: frozenset[bytes] = frozenset()  # raw public keys the policy revokes
     revoked_ids: frozenset[str] = frozenset()  # or their ids, where only the id was given
-    needed: int = 1  # distinct usable keys that must sign an entry
+    needed: int = 1  # distinct holders whose usable keys must sign an entry
     clock: Callable[[], float] = field(default=time.time, compare=False)
 
     def __post_init__(self) -> None:
@@ -75,10 +82,13 @@ class KeyRing:
                                "it from trusted_keys (revocation wins, but say which you mean)")
         if self.needed < 1:
             raise KeyRingError(f"signatures_needed must be 1 or more, not {self.needed}")
-        if self.keys and self.needed > len(self.keys):
+        holders = {holder_of(k) for k in self.keys.values()}
+        if self.keys and self.needed > len(holders):
             raise KeyRingError(
-                f"signatures_needed = {self.needed}, but only {len(self.keys)} key(s) are "
-                "trusted: no entry could ever verify")
+                f"signatures_needed = {self.needed}, but the {len(self.keys)} trusted key(s) "
+                f"have {len(holders)} distinct holder(s) ({safe(', '.join(sorted(holders)))}):"
+                " one holder's keys count once, so no entry could ever verify (trust a key of "
+                "another holder, or lower signatures_needed)")
 
     def __bool__(self) -> bool:
         return bool(self.keys)
@@ -88,6 +98,12 @@ class KeyRing:
 
     def get(self, raw: bytes) -> PublicKey | None:
         return self.keys.get(raw)
+
+    def holder_by_id(self, wanted: str) -> str | None:
+        """The holder (holder_of) of the trusted key with this id (a co-signature names the
+        keys it relies on by id), or None: a key this ring does not know, whose holder could
+        be anyone's."""
+        return next((holder_of(k) for k in self.keys.values() if k.id == wanted), None)
 
     def is_revoked(self, raw: bytes) -> bool:
         return raw in self.revoked or (bool(self.revoked_ids) and

@@ -26,7 +26,7 @@ class Rule:
     restored_from: tuple[str, ...] = ()
     # keys no reader may count, whatever else trusts them: raw public keys (bytes) or ids (str)
     revoked_keys: tuple[bytes | str, ...] = ()
-    signatures_needed: int = 0  # distinct trusted keys per entry (0: not set, i.e. 1)
+    signatures_needed: int = 0  # distinct key holders per entry (0: not set, i.e. 1)
     # users declared as key holders only: a sealed reader trusts what their keys sign, while a
     # plain reader still counts them as undeclared writers (unlike trusted_users)
     trusted_signers: frozenset[int] = frozenset()

@@ -53,7 +53,7 @@ def account(findings: list[Finding], writers: list[Writer], ring,
                 f"for sealed readers only; trusted_users would also let plain readers load "
                 f"what {key.holder} writes unsigned), or remove the key"))
     out += key_state(ring)
-    needed = f"; each entry needs {ring.needed} distinct keys" if ring.needed > 1 else ""
+    needed = f"; each entry needs {ring.needed} distinct key holders" if ring.needed > 1 else ""
     out.append(Finding(
         "seal.keys", "note",
         f"sealed: readers load only entries signed by {len(keys)} trusted key(s): "
@@ -72,14 +72,14 @@ def key_state(ring) -> list[Finding]:
     """What the policy's key lifecycle means now: keys expired, not yet valid or expiring
     within 30 days, keys revoked, and whether any key is left that may count (none: every
     entry is rejected, so the verdict cannot be SEALED)."""
-    from jaxcache.trust.keyring import when
+    from jaxcache.trust.keyring import holder_of, when
 
     out = []
-    usable = 0
+    holders: set[str] = set()  # of the keys that may count now: one holder's keys count once
     for k in ring.keys.values():
         state = ring.state(k)
         if state in ("trusted", "expiring") or (state == "expired" and k.signing_time):
-            usable += 1
+            holders.add(holder_of(k))
         if state == "expiring":
             days = max(0.0, (k.not_after - ring.clock()) / 86400)
             out.append(Finding("seal.key-expiring", WARNING,
@@ -94,7 +94,11 @@ def key_state(ring) -> list[Finding]:
                                f"trusted key {k.label} expired at {when(k.not_after)}{soft}",
                                None, "publish with a current key (what only the expired one "
                                "signed is rebuilt as readers miss it), remove it from "
-                               "trusted_keys, and next time rotate before not_after "
+                               "trusted_keys" + (
+                                   " once no co-signature in use relies on it (under "
+                                   "signatures_needed > 1 its holder is how those count)"
+                                   if ring.needed > 1 else "") +
+                               ", and next time rotate before not_after "
                                "(docs/sealed-cache.md, \"Rotating a key\")"))
         elif state == "not-yet-valid":
             out.append(Finding("seal.key-not-yet-valid", WARNING,
@@ -110,11 +114,12 @@ def key_state(ring) -> list[Finding]:
                            f"{revoked} key(s) revoked by the policy ({', '.join(ids)}): readers "
                            "reject every signature by them, whatever the signature claims",
                            None))
-    if usable < ring.needed:
+    if len(holders) < ring.needed:
         out.append(Finding(
             "seal.no-usable-key", UNVERIFIABLE,
-            f"no entry can verify: {usable} trusted key(s) may count now and each entry needs "
-            f"{ring.needed}; a sealed reader would reject every entry", None,
+            f"no entry can verify: the trusted keys that may count now have {len(holders)} "
+            f"distinct holder(s) and each entry needs {ring.needed}; a sealed reader would "
+            "reject every entry", None,
             "trust a current key (jaxcache keygen --name ...; policy trusted_keys), or fix its "
             "not_before / not_after"))
     return out
