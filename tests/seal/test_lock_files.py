@@ -1,8 +1,10 @@
-"""Lock files of a sealed tier (issue 39, class 6; seal/locks.py): each account locks a file of
-its own, judged by type and owner and never followed, so a planted link, directory or FIFO, or
-another account's file, stops only the writer whose name it took, with a line saying what to
-remove and whose it is; `verify --strict` fails on such a lock and on JAX's -atime file left
-without its entry. Real files, real users, a real JAX job."""
+"""Lock files (issue 39, class 6; seal/locks.py): each account locks its size-limited writes
+to a tier with a file in its own state folder, named by the tier directory's device and inode,
+so nobody else can plant it and no two accounts wait for each other, while two processes of
+one account exclude each other. The lock names found in a tier (JAX's `.lockfile`, earlier
+versions' `.jaxcache-lock` and `.jaxcache-lock-<uid>`) stop no writer and are never followed;
+`verify --strict` fails on one that is no regular file of its owner's, and on JAX's -atime
+file left without its entry. Real files, real users, real processes, a real JAX job."""
 
 from __future__ import annotations
 
@@ -90,7 +92,7 @@ def test_verify_strict_fails_on_a_lock_that_is_no_regular_file(sealed, tmp_path,
 def test_a_lock_owned_by_another_account_than_its_own_fails_the_gate(sealed, accounts):
     shared, pub = sealed
     a, c = (pwd.getpwnam(u).pw_uid for u in (accounts.a, accounts.c))
-    mine = shared / f".jaxcache-lock-{a}"  # accounts.a's lock, made by accounts.a: fine
+    mine = shared / f".jaxcache-lock-{a}"  # accounts.a's, the previous layout's: harmless
     mine.write_bytes(b"")
     os.chown(mine, a, -1)
     jax_lock = shared / ".lockfile"  # JAX's, the directory owner's (root): fine
@@ -109,10 +111,12 @@ def test_a_lock_owned_by_another_account_than_its_own_fails_the_gate(sealed, acc
 
 
 @pytest.mark.skipif(not IS_ROOT, reason="chown of the planted link needs root")
-def test_a_planted_lock_stops_a_sized_publisher_with_a_line_naming_it(tmp_path, accounts):
-    """A real JAX job publishing under jax_compilation_cache_max_size: a link planted at its
-    lock's name (and at the name earlier versions shared) is never followed; each write
-    fails with a line naming the link and its owner; once removed, writes resume."""
+def test_locks_planted_in_the_tier_stop_no_sized_publisher_and_are_never_followed(tmp_path,
+                                                                                   accounts):
+    """A real JAX job publishing under jax_compilation_cache_max_size: links another account
+    planted at every lock name of the tier (this account's of the previous layout, the name
+    earlier versions shared, JAX's) stop nothing and are never followed: its lock is in its
+    state folder; `verify --strict` still fails on them."""
     pytest.importorskip("jax")
     key = tmp_path / "keys" / "ci.key"
     assert jaxcache("keygen", str(key)).returncode == 0
@@ -120,32 +124,165 @@ def test_a_planted_lock_stops_a_sized_publisher_with_a_line_naming_it(tmp_path, 
     shared.mkdir(mode=0o755)
     victim = tmp_path / "victim"
     victim.write_text("keep me\n")
-    for name in (f".jaxcache-lock-{os.geteuid()}", ".jaxcache-lock"):
+    planted = (f".jaxcache-lock-{os.geteuid()}", ".jaxcache-lock", ".lockfile")
+    for name in planted:
         (shared / name).symlink_to(victim)
         os.chown(shared / name, pwd.getpwnam(accounts.c).pw_uid, -1, follow_symlinks=False)
+    state = tmp_path / "state"
     env = clean_env(JAX_COMPILATION_CACHE_MAX_SIZE=str(1 << 30),
-                    JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0")
-
-    def publish(record):
-        proc = jaxcache("run", "-q", "--sealed", "--signing-key", str(key), "--trusted-key",
-                        f"{key}.pub", "--cache-dir", str(shared), "--record", str(record), "--",
-                        sys.executable, str(paths.PROGRAMS / "two_jits.py"), env=env)
-        assert proc.returncode == 0, proc.stderr
-        return json.loads(record.read_text())["seal"]
-
-    blocked = publish(tmp_path / "blocked.json")
-    assert blocked["writes"] == [] and blocked["write_errors"], blocked
-    for line in blocked["write_errors"]:
-        assert (f".jaxcache-lock-{os.geteuid()} is a symbolic link owned by {accounts.c} "
-                f"(uid {pwd.getpwnam(accounts.c).pw_uid}), not a lock file: planted there; "
-                "remove it") in line, line
+                    JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0", XDG_STATE_HOME=str(state))
+    record = tmp_path / "record.json"
+    proc = jaxcache("run", "-q", "--sealed", "--signing-key", str(key), "--trusted-key",
+                    f"{key}.pub", "--cache-dir", str(shared), "--record", str(record), "--",
+                    sys.executable, str(paths.PROGRAMS / "two_jits.py"), env=env)
+    assert proc.returncode == 0, proc.stderr
+    seal = json.loads(record.read_text())["seal"]
+    assert seal["writes"] and seal["write_errors"] == [], seal
     assert victim.read_text() == "keep me\n"
-    assert not [n for n in os.listdir(shared) if n.endswith("-cache")]
-    (shared / f".jaxcache-lock-{os.geteuid()}").unlink()
-    resumed = publish(tmp_path / "resumed.json")
-    assert resumed["writes"] and resumed["write_errors"] == [], resumed
-    assert (shared / f".jaxcache-lock-{os.geteuid()}").is_file()
-    assert not (shared / f".jaxcache-lock-{os.geteuid()}").is_symlink()
+    assert all((shared / n).is_symlink() for n in planted)
+    [lock] = (state / "jaxcache" / "locks").iterdir()
+    assert lock.is_file() and not lock.is_symlink() and lock.stat().st_mode & 0o777 == 0o600
+    assert lock.read_text() == f"jaxcache lock of size-limited writes to {shared}\n"
+    assert (state / "jaxcache" / "locks").stat().st_mode & 0o777 == 0o700
+    strict = verify(shared, f"{key}.pub", "--strict", "--format", "json")
+    assert strict.returncode == 1, strict.stdout
+    assert sorted(b["name"] for b in json.loads(strict.stdout)["bad_locks"]) == sorted(planted)
+
+
+PUT = """
+import sys
+from jaxcache.seal.keys import generate
+from jaxcache.seal.store import SealedCache
+key = generate()
+cache = SealedCache(sys.argv[1], trusted=[key.public], signer=key, max_size=lambda: 1 << 20)
+try:
+    cache.put(sys.argv[2], b"compiled")
+except OSError as exc:
+    print(exc)
+else:
+    print("written")
+"""
+
+
+def test_a_state_folder_others_can_write_fails_the_sized_write_closed(tmp_path):
+    """Where the lock's folder would be one anyone can write (who could swap the lock), the
+    size-limited write fails with one line saying so, and nothing is written."""
+    shared = tmp_path / "shared"
+    shared.mkdir(mode=0o755)
+    state = tmp_path / "open"
+    state.mkdir()
+    state.chmod(0o777)
+    proc = subprocess.run([sys.executable, "-c", PUT, str(shared), KEY], capture_output=True,
+                          text=True, env={**os.environ, "XDG_STATE_HOME": str(state)})
+    assert proc.returncode == 0, proc.stderr
+    assert f"refusing to keep a lock in {state}: anyone can write there" in proc.stdout
+    assert "XDG_STATE_HOME" in proc.stdout
+    assert os.listdir(shared) == [] and os.listdir(state) == []
+    ok = tmp_path / "mine"
+    proc = subprocess.run([sys.executable, "-c", PUT, str(shared), KEY], capture_output=True,
+                          text=True, env={**os.environ, "XDG_STATE_HOME": str(ok)})
+    assert proc.stdout == "written\n", proc.stdout + proc.stderr  # the control
+
+
+def test_a_link_at_the_lock_in_the_state_folder_is_refused_not_followed(tmp_path):
+    from jaxcache.seal import locks
+
+    shared = tmp_path / "shared"
+    shared.mkdir(mode=0o755)
+    state = tmp_path / "state"
+    victim = tmp_path / "victim"
+    victim.write_text("keep me\n")
+    fd = os.open(shared, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        lock = str(state / "jaxcache" / "locks" / locks.lock_name(os.fstat(fd)))
+    finally:
+        os.close(fd)
+    os.makedirs(os.path.dirname(lock), mode=0o700)
+    os.symlink(victim, lock)
+    proc = subprocess.run([sys.executable, "-c", PUT, str(shared), KEY], capture_output=True,
+                          text=True, env={**os.environ, "XDG_STATE_HOME": str(state)})
+    assert f"{lock} is a symbolic link owned by " in proc.stdout, proc.stdout + proc.stderr
+    assert "remove it" in proc.stdout and os.listdir(shared) == []
+    assert victim.read_text() == "keep me\n"
+
+
+HOLD = """
+import os, sys
+from jaxcache.seal import lru
+fd = os.open(sys.argv[1], os.O_RDONLY | os.O_DIRECTORY)
+with lru.locked(fd):
+    print("held", flush=True)
+    sys.stdin.readline()
+"""
+
+PROBE = """
+import fcntl, os, sys
+from jaxcache.seal import locks
+fd = os.open(sys.argv[1], os.O_RDONLY | os.O_DIRECTORY)
+lock = locks.hold(fd)
+try:
+    fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+except BlockingIOError:
+    print("blocked")
+else:
+    print("free")
+"""
+
+
+def _probe(tier, argv=(sys.executable,), env=None):
+    proc = subprocess.run([*argv, "-c", PROBE, str(tier)], capture_output=True, text=True,
+                          env=env, timeout=120, cwd="/")
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.strip()
+
+
+def _holding(tier):
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(tier)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+    return holder
+
+
+def _release(holder):
+    assert holder.stdin is not None
+    holder.stdin.write("\n")
+    holder.stdin.close()
+    assert holder.wait(timeout=120) == 0
+
+
+def test_two_processes_of_one_account_exclude_each_other_on_one_tier(tmp_path):
+    """A real process holds the tier's lock: another process of the same account finds it
+    taken (also by another path to the same directory), a lock of another tier free; once
+    released, it is free. No waiting on time: the holder keeps it until told."""
+    tier, other = tmp_path / "tier", tmp_path / "other"
+    tier.mkdir()
+    other.mkdir()
+    (tmp_path / "via").symlink_to(tier)
+    holder = _holding(tier)
+    try:
+        assert _probe(tier) == "blocked"
+        assert _probe(tmp_path / "via") == "blocked"
+        assert _probe(other) == "free"
+    finally:
+        _release(holder)
+    assert _probe(tier) == "free"
+    assert not [n for n in os.listdir(tier) if n.startswith(".")]  # nothing of ours in the tier
+
+
+@needs_root
+def test_another_account_never_waits_for_your_lock(base, accounts):
+    """While this account holds its lock of a sticky shared tier, another account's lock of
+    the same tier is free: each account's is its own (a file in its own state folder)."""
+    shared = mkdir(base / "shared", 0o1777)
+    state = mkdir(base / "state-b", 0o700, owner=accounts.b)
+    runtime = user_runtime()
+    holder = _holding(shared)
+    try:
+        assert _probe(shared, (*as_user_argv(accounts.b), runtime.python),
+                      runtime.env(XDG_STATE_HOME=str(state))) == "free"
+        assert _probe(shared) == "blocked"  # the check can fail
+    finally:
+        _release(holder)
 
 
 PUBLISH = """
@@ -170,19 +307,21 @@ def test_one_accounts_lock_never_blocks_another_account(base, accounts):
     gate passes over both accounts' locks."""
     shared = mkdir(base / "shared", 0o1777)
     runtime = user_runtime()
+    states = {u: mkdir(base / f"state-{u}", 0o700, owner=u) for u in (accounts.a, accounts.b)}
     pubs = []
     for user, key in ((accounts.a, KEY), (accounts.b, OTHER)):
         proc = subprocess.run([*as_user_argv(user), runtime.python, "-c", PUBLISH, str(shared),
-                               key], capture_output=True, text=True, env=runtime.env(),
-                              timeout=120)
+                               key], capture_output=True, text=True,
+                              env=runtime.env(XDG_STATE_HOME=str(states[user])), timeout=120)
         assert proc.returncode == 0, proc.stderr
         doc = json.loads(proc.stdout)
         assert doc.get("writes") == 1, (user, doc)
         pubs.append(doc["public"])
     uid = {u: pwd.getpwnam(u).pw_uid for u in (accounts.a, accounts.b)}
-    for user in (accounts.a, accounts.b):
-        lock = shared / f".jaxcache-lock-{uid[user]}"
+    for user in (accounts.a, accounts.b):  # each in its own state folder, none in the tier
+        [lock] = (states[user] / "jaxcache" / "locks").iterdir()
         assert lock.stat().st_uid == uid[user] and lock.stat().st_mode & 0o777 == 0o600
+    assert not [n for n in os.listdir(shared) if n.startswith(".")]
     proc = jaxcache("verify", "--strict", "--trusted-key", pubs[0], "--trusted-key", pubs[1],
                     str(shared), "--format", "json")
     doc = json.loads(proc.stdout)

@@ -410,7 +410,12 @@ def test_a_fresh_rival_signature_is_left_for_its_entry_and_a_stale_one_is_swappe
     assert reader.get(key) == b"our bytes" and reader.rejections == []
     from jaxcache.seal import locks  # this account's lock, taken to settle a signature
 
-    assert sorted(p.name for p in shared.iterdir()) == [
-        locks.name(os.geteuid()), f"{key}-cache", f"{key}-cache.sig", f"{key}-cache.used"]
+    assert sorted(p.name for p in shared.iterdir()) == [  # kept in the state folder, not here
+        f"{key}-cache", f"{key}-cache.sig", f"{key}-cache.used"]
+    fd = os.open(shared, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        assert os.path.isfile(locks.path_of(fd))
+    finally:
+        os.close(fd)
     publisher.close()
     reader.close()

@@ -1,53 +1,84 @@
-"""The lock files of a directory tier: jaxcache's own, one per account, and JAX's `.lockfile`.
+"""The lock of an account's size-limited writes to a tier, and the lock names found in a tier.
 
 jaxcache serializes its writers (eviction under max_size, settling a signature left without
-its entry: lru.py, publish.py) with an flock on `.jaxcache-lock-<uid>`, the writing account's
-own lock. Everything it guards is that account's: its entries, markers and budget (lru.py
-counts and evicts only its own), and a signature replaced only compare-and-swap. So no
-account waits for another's lock, and no account can take the lock from the others by
-creating it first, as one shared name made 0600 by whoever came first let it. (`.jaxcache-lock`
-is the name earlier versions shared; JAX's LRUCache locks `.lockfile`.)
+its entry: lru.py, publish.py) with an flock on a lock of the writing account's own. Everything
+it guards is that account's: its entries, markers and budget (lru.py counts and evicts only
+its own), and a signature replaced only compare-and-swap. So the lock needs no place in the
+tier, where every writer of a shared folder could create its name first (made 0600, or a
+link, a FIFO, a directory: the account's size-limited writes then failed, and in a sticky
+folder it could not even remove the file). It lives in the account's state folder
+(`<state>/locks`, made 0700 and checked as yours by folders.private_folders), one file per
+tier, named by a digest of the tier directory's device and inode (so every path to one
+directory, a bind mount too, takes one lock), its text naming the tier's path for a reader.
+Two processes of one account on one machine exclude each other; no two accounts ever wait
+for each other.
 
-A lock is judged, never followed: a writer's own by lstat, then open O_NOFOLLOW|O_NONBLOCK (a
-FIFO never blocks the open), then fstat; verify judges every lock of the directory by lstat
-alone, opening none. It must be a regular file owned by the account its name names
-(`.jaxcache-lock-<uid>`); `.lockfile` and `.jaxcache-lock` by you, root or the directory's
-owner. Anything else there (a symbolic link, a directory, a FIFO, another account's file) was
-planted: a writer refuses it in one line naming it and its owner (its size-limited writes fail
-until the name is removed: jaxcache deletes nothing it did not create), and `verify --strict`
-fails on it.
+The lock is judged, never followed: lstat, then open O_NOFOLLOW|O_NONBLOCK (a FIFO never
+blocks the open), then fstat: a regular file of yours, else refused in one line saying what
+to remove (only you or root can have put it there).
+
+`survey` judges the lock names in a tier for `verify --strict`, by lstat alone, opening none:
+JAX's `.lockfile` (its LRUCache's, under max_size), the name earlier versions shared,
+`.jaxcache-lock`, and the per-account `.jaxcache-lock-<uid>` of the previous layout. None of
+them is jaxcache's lock now; a regular file of the right owner is harmless and passes (its
+owner may delete it; in a sticky folder nobody else can, so failing the gate on it would fail
+it for good); anything else was planted and fails the gate.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
+import hashlib
 import os
 import stat
 from dataclasses import dataclass
 
+from jaxcache import folders
+from jaxcache.errors import JaxcacheError
 from jaxcache.text import safe
 from jaxcache.trust.entries import classify
 from jaxcache.trust.principals import Accounts
+from jaxcache.userdirs import user_dir
 
-PREFIX = ".jaxcache-lock"  # + "-<uid>": one per account (trust/entries.py knows the names)
+PREFIX = ".jaxcache-lock"  # + "-<uid>": the previous layout's in-tier names (trust/entries.py)
 _FLAGS = os.O_RDWR | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
+_TEXT = "jaxcache lock of size-limited writes to "
 
 
 class LockRefused(OSError):
-    """The name of this account's lock holds something jaxcache did not make: nothing is
-    written under it (strerror says what it is, whose, and what to remove)."""
+    """This account's lock cannot be kept or opened (its folder is not yours alone, or its
+    name holds something jaxcache did not make): nothing is written (strerror says why)."""
 
 
 @dataclass(frozen=True)
 class LockProblem:
-    """A lock file that is no lock of the account it should belong to (verify reports it)."""
+    """A lock file in a tier that is no lock of the account it should belong to (verify
+    reports it)."""
 
     name: str
     why: str  # not escaped: the report escapes what it prints
 
 
+def folder() -> str:
+    """Where this account keeps its locks: its state folder's `locks` (XDG_STATE_HOME)."""
+    return os.path.join(user_dir("state"), "locks")
+
+
+def lock_name(tier: os.stat_result) -> str:
+    """The lock file (in `folder()`) of the tier directory with this stat: a digest of its
+    device and inode, so each directory has one, whatever the path it is reached by."""
+    digest = hashlib.sha256(f"jaxcache.lock/1 {tier.st_dev} {tier.st_ino}".encode())
+    return f"tier-{digest.hexdigest()[:32]}.lock"
+
+
+def path_of(dir_fd: int) -> str:
+    """The full path of the lock of tier `dir_fd` (for messages and tests)."""
+    return os.path.join(folder(), lock_name(os.fstat(dir_fd)))
+
+
 def name(uid: int) -> str:
-    """The lock file of account `uid` in a tier."""
+    """The in-tier lock name of account `uid` in the previous layout (survey judges it)."""
     return f"{PREFIX}-{uid}"
 
 
@@ -60,32 +91,59 @@ def named_owner(lock: str) -> int | None:
 
 
 def hold(dir_fd: int) -> int:
-    """A descriptor of this account's lock file (created 0600 if missing), to flock; raises
-    LockRefused when something else stands under its name."""
-    me = os.geteuid()
-    lock = name(me)
-    st = _lstat(dir_fd, lock)
-    if st is not None:
-        why = _problem(st, frozenset({me}))
-        if why is not None:
-            raise _refused(lock, why)
+    """A descriptor of this account's lock of tier `dir_fd` (created 0600 in `folder()`, the
+    folders made 0700, if missing), to flock; raises LockRefused when the folder is not
+    yours alone or something else stands under the lock's name. Nothing in the tier is
+    opened or made."""
+    where = folder()
     try:
-        fd = os.open(lock, _FLAGS | os.O_CREAT, 0o600, dir_fd=dir_fd)
+        _, locks_fd = folders.private_folders(where, "lock")
+    except JaxcacheError as exc:
+        raise LockRefused(errno.EACCES, f"{exc}; size-limited writes need a state folder of "
+                                        "yours (XDG_STATE_HOME)") from None
+    try:
+        return _open(locks_fd, where, dir_fd)
+    finally:
+        os.close(locks_fd)
+
+
+def _open(locks_fd: int, where: str, dir_fd: int) -> int:
+    me = frozenset({os.geteuid()})
+    lock = lock_name(os.fstat(dir_fd))
+    shown = os.path.join(where, lock)
+    st = _lstat(locks_fd, lock)
+    if st is not None:
+        why = _problem(st, me)
+        if why is not None:
+            raise _refused(shown, why)
+    try:
+        fd = os.open(lock, _FLAGS | os.O_CREAT, 0o600, dir_fd=locks_fd)
     except OSError as exc:  # replaced since the look: a link (ELOOP), a directory (EISDIR)
-        now = _lstat(dir_fd, lock)
-        why = _problem(now, frozenset({me})) if now is not None else None
+        now = _lstat(locks_fd, lock)
+        why = _problem(now, me) if now is not None else None
         if exc.errno in (errno.ELOOP, errno.EISDIR, errno.ENXIO) or why is not None:
-            raise _refused(lock, why or f"cannot be opened ({exc.strerror})") from None
+            raise _refused(shown, why or f"cannot be opened ({exc.strerror})") from None
         raise
-    why = _problem(os.fstat(fd), frozenset({me}))
+    st = os.fstat(fd)
+    why = _problem(st, me)
     if why is not None:
         os.close(fd)
-        raise _refused(lock, why)
+        raise _refused(shown, why)
+    if st.st_size == 0:  # new: say whose lock it is (every writer writes the same text)
+        with contextlib.suppress(OSError):  # the text is for a reader; the lock is the flock
+            os.pwrite(fd, f"{_TEXT}{safe(_tier_path(dir_fd))}\n".encode(), 0)
     return fd
 
 
+def _tier_path(dir_fd: int) -> str:
+    try:
+        return os.readlink(f"/proc/self/fd/{dir_fd}")
+    except OSError:
+        return "(a directory whose path this system does not say)"
+
+
 def survey(dir_fd: int) -> tuple[LockProblem, ...]:
-    """Every lock file of the directory that is not what it should be, judged by lstat alone
+    """Every lock file of the tier that is not what it should be, judged by lstat alone
     (nothing is opened): a per-account lock owned by another account than its name's, a shared
     name owned by neither you, root nor the directory's owner, or anything but a regular file."""
     allowed = frozenset({os.geteuid(), 0, os.fstat(dir_fd).st_uid})

@@ -6,8 +6,8 @@ entries jaxcache wrote count and are ever deleted: each has a `.used` marker tha
 created beside it (its mtime is the last use; its text binds it to the entry's inode), and
 the entry must still be that file, owned by this user. An entry goes first, then its
 signature, then its marker, so no reader ever sees an entry without its signature.
-All of it runs under an flock on the writing account's own lock file (locks.py), as JAX
-locks `.lockfile`: what it guards is that account's alone.
+All of it runs under an flock on the writing account's own lock of the tier, kept in its
+state folder (locks.py), as JAX locks `.lockfile`: what it guards is that account's alone.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from jaxcache.seal import locks, names
+from jaxcache.text import safe
 
 LOCK_TIMEOUT_S = 10.0  # as JAX's lock_timeout_secs
 ORPHAN_AGE_S = 60.0  # a sidecar without its entry is removed only when this old
@@ -75,8 +76,8 @@ def touch(dir_fd: int, entry: str, name_max: int) -> None:
 
 @contextlib.contextmanager
 def locked(dir_fd: int) -> Iterator[None]:
-    """Exclusive across this account's processes (flock on its lock file, never followed:
-    locks.LockRefused when something planted stands under that name)."""
+    """Exclusive across this account's processes (flock on its lock of this tier, in its state
+    folder, never followed: locks.LockRefused when that folder or name is not its own)."""
     fd = locks.hold(dir_fd)
     try:
         deadline = time.monotonic() + LOCK_TIMEOUT_S
@@ -86,8 +87,8 @@ def locked(dir_fd: int) -> Iterator[None]:
                 break
             except BlockingIOError:
                 if time.monotonic() > deadline:
-                    raise LockTimeout(f"{locks.name(os.geteuid())} held by another process for "
-                                      f"{LOCK_TIMEOUT_S:.0f} s") from None
+                    raise LockTimeout(f"{safe(locks.path_of(dir_fd))} held by another process "
+                                      f"for {LOCK_TIMEOUT_S:.0f} s") from None
                 time.sleep(0.01)
         yield
     finally:

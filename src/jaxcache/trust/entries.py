@@ -3,8 +3,9 @@
 JAX names entries `<module>-<64 hex>-cache`, keeps `<key>-atime` and `.lockfile` when a size limit
 is set, and on GPU writes `xla_gpu_per_fusion_autotune_cache_dir/`; a sealed cache adds
 `<entry>.sig` (or `<key>.sig` where that would not fit), co-signatures `<entry>.<key id>.sig`
-by further keys, a `.used` marker beside each entry jaxcache wrote (the same two forms) and
-its lock files (`.jaxcache-lock-<uid>`). Anything else is unexpected.
+by further keys and a `.used` marker beside each entry jaxcache wrote (the same two forms);
+earlier versions also left lock files there (`.jaxcache-lock-<uid>`, `.jaxcache-lock`). Anything
+else is unexpected.
 """
 
 from __future__ import annotations
@@ -24,8 +25,9 @@ _HEX = frozenset("0123456789abcdef")
 _SUFFIXES = {"-cache": "cache", "-atime": "atime"}
 SIGNATURE_SUFFIX = ".sig"  # jaxcache's sealed cache (seal/signature.py)
 _SIDECARS = {SIGNATURE_SUFFIX: "signature", ".used": "used"}  # seal/names.py
-# JAX's (max_size) and the sealed cache's: `.jaxcache-lock-<uid>`, one per account
-# (seal/locks.py), and `.jaxcache-lock`, the one name earlier versions shared
+# JAX's (max_size), and the sealed cache's of earlier versions: `.jaxcache-lock-<uid>`, one per
+# account, and `.jaxcache-lock`, one shared (its locks are in each account's state folder now:
+# seal/locks.py; verify still judges these names)
 _LOCKS = (".lockfile", ".jaxcache-lock")
 _ACCOUNT_LOCK = ".jaxcache-lock-"
 
