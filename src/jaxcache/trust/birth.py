@@ -1,11 +1,12 @@
-"""When a file was made: its birth time, which no restore, copy or edit can reproduce.
+"""When a file was made: its birth time, which no file-level restore, copy or edit reproduces.
 
 Device and inode numbers are predictable (a fresh tmpfs numbers both the same way every time;
 ext4 hands a freed inode back), and a user sets a file's mtime at will; the birth time is set
 by the kernel when the inode is made and no system call changes it. So a file that names its
 own birth time, to the nanosecond, names that very file: `tar x`, `cp -a`, `rsync -a` and an
-image build all make new inodes with new birth times. The origin ledger binds itself to it
-(trust/origin.py).
+image build all make new inodes with new birth times (a block-level copy of the whole
+filesystem, a disk image or snapshot, does reproduce it: see trust/ledger_file.py's boot_id()).
+The origin ledger binds itself to it (trust/ledger_file.py).
 
 Linux gives it through statx(2) only (Python's os.stat has no st_birthtime on Linux before
 3.15), reached with ctypes; a filesystem that does not record it (some network and older

@@ -10,7 +10,10 @@ birth time is not: the kernel sets it when the inode is made and nothing changes
 that travels with a cache (a restored $HOME, a `cp -a`, an image built FROM another) is a new
 file with a new birth time, and vouches for nothing. A filesystem that records no birth time
 cannot tell a restored ledger from the original: there it vouches for nothing either (fail
-closed). Reading it as a trusted input (its folders audited) is trust/ledger.py's.
+closed). A block-level copy (a disk image or volume snapshot restored as a CI cache) reproduces
+the file to the byte, birth time included: so each line names the boot it was written in, and
+under CI only this boot's lines are kept (boot_id(), parse_chunks(only_boot=)). Reading it as a
+trusted input (its folders audited) is trust/ledger.py's.
 """
 
 from __future__ import annotations
