@@ -51,19 +51,25 @@ def _chroot(base: Path, *, bind_root: bool) -> tuple[Path, list[dict]]:
     for top in ("/bin", "/lib", "/lib64", "/sbin"):
         if os.path.islink(top):
             os.symlink(os.readlink(top), root / top.lstrip("/"))
-    for d in _bound():
-        (root / d.lstrip("/")).mkdir(parents=True, exist_ok=True)
-        steps += [{"mount": ["mount", "--bind", d, str(root / d.lstrip("/"))]},
-                  {"mount": ["mount", "-o", "remount,bind,ro", str(root / d.lstrip("/"))]}]
     for d, mode in (("proc", 0o555), ("sys", 0o555), ("dev", 0o755), ("tmp", 0o1777)):
         mkdir(root / d, mode)
+    # the container's /tmp first: a checkout under /tmp (a CI clone) is bound inside it after
+    steps.append({"mount": ["mount", "-t", "tmpfs", "-o", "mode=1777", "tmpfs",
+                            str(root / "tmp")]})
+    for d in _bound():
+        inside = root / d.lstrip("/")
+        if d == "/tmp" or d.startswith("/tmp/"):
+            steps.append({"run": ["mkdir", "-p", str(inside)]})  # on the tmpfs just mounted
+        else:
+            inside.mkdir(parents=True, exist_ok=True)
+        steps += [{"mount": ["mount", "--bind", d, str(inside)]},
+                  {"mount": ["mount", "-o", "remount,bind,ro", str(inside)]}]
     steps += [{"mount": ["mount", "-t", "proc", "proc", str(root / "proc")]},
               {"mount": ["mount", "--rbind", "/sys", str(root / "sys")]},
               {"mount": ["mount", "-t", "tmpfs", "-o", "mode=0755", "tmpfs", str(root / "dev")]},
               *({"run": ["touch", str(root / "dev" / name)]} for name in _DEV),
               *({"mount": ["mount", "--bind", f"/dev/{name}", str(root / "dev" / name)]}
-                for name in _DEV),
-              {"mount": ["mount", "-t", "tmpfs", "-o", "mode=1777", "tmpfs", str(root / "tmp")]}]
+                for name in _DEV)]
     return root, steps
 
 
