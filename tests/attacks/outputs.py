@@ -202,7 +202,7 @@ def test_demo_writes_only_into_a_new_folder_of_its_own(tmp_path):
     (out / "jaxcache-demo-1" / "report.md").write_text("keep")
     (out / "bench.json").write_text("{}")
     before = tree(out)
-    proc = jaxcache("demo", "--out", str(out), "-t", "1", "-k", "1")
+    proc = jaxcache("demo", "--out", str(out), "-t", "1", "-k", "1", "--max-trials", "1")
     assert "Traceback" not in proc.stderr + proc.stdout
     made = out / "jaxcache-demo-2"
     assert f"demo output: {made} (a new folder)" in proc.stdout, proc.stdout[-2000:]

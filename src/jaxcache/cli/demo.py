@@ -38,6 +38,10 @@ def options(p: argparse.ArgumentParser) -> None:
                        "0700; DIR is made if missing): report.md, chart.png, bench.json, "
                        "runs/. Nothing that exists is reused, replaced or deleted.")
     common.trials_flags(p, "")
+    common.option(p, "--max-trials", type=common.Range(int, 1, common.MAX_TRIALS),
+                  default=DEMO_MAX_TRIALS, show_default=True, metavar="N",
+                  help="The most trials the demo's bench runs while its verdict is undecided "
+                       "(fewer: a shorter demo, more often inconclusive).")
 
 
 def handle(args: argparse.Namespace, tail: None) -> None:
@@ -59,7 +63,7 @@ def handle(args: argparse.Namespace, tail: None) -> None:
         common.out(args, last(text) if args.quiet else text)
 
     code = run(out_dir=args.out_dir, trials=args.trials, warm=args.warm, echo=echo,
-                       quiet=args.quiet)
+               quiet=args.quiet, max_trials=args.max_trials)
     common.flush_output(args)
     raise SystemExit(code)
 
@@ -97,7 +101,8 @@ DEMO_MAX_TRIALS, DEMO_BUDGET_S = 14, 300  # the demo's bench: enough for a loade
 
 def run(*, out_dir: str = "demo-output", trials: int = BenchConfig.trials,
         warm: int = BenchConfig.warm,
-        echo: Callable[[str], None] = print, quiet: bool = False) -> int:
+        echo: Callable[[str], None] = print, quiet: bool = False,
+        max_trials: int = DEMO_MAX_TRIALS) -> int:
     """Everything goes into a new folder OUT_DIR/jaxcache-demo-N made now (mkdir): nothing that
     existed is reused, replaced or deleted. `quiet`: no bench progress on stderr."""
     from jaxcache.documents import claim as outputs
@@ -127,7 +132,7 @@ def run(*, out_dir: str = "demo-output", trials: int = BenchConfig.trials,
     else:
         echo("(no chart: matplotlib is not installed; pip install 'jaxcache[plot]' adds it)\n")
     run_dir = os.path.join(out, "runs")
-    most = max(trials, DEMO_MAX_TRIALS)
+    most = max(trials, max_trials)
     echo(f"\n== 3. jaxcache bench -t {trials} -k {warm} --until-decided --max-trials {most} "
          f"--time-budget {DEMO_BUDGET_S} --out {out} -- python {mlp}\n"
          "   each trial: a fresh private cache, one cold process, then warm processes; more "
