@@ -63,6 +63,20 @@ def quoted(text: str, limit: int = QUOTED) -> str:
     return "'" + safe(clip(text, limit)).replace("'", "\\'") + "'"
 
 
+def file_type(mode: int) -> str:
+    """What a file of this st_mode is, in words ("a directory", "a FIFO (named pipe)", ...):
+    the one spelling of every refusal that names a file of the wrong type."""
+    import stat
+
+    for test, word in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                       (stat.S_ISSOCK, "a socket"), (stat.S_ISLNK, "a symbolic link"),
+                       (stat.S_ISREG, "a regular file")):
+        if test(mode):
+            return word
+    return "a file of no known type"
+
+
 def size(n: float) -> str:
     """Bytes for people: 0 B, 39.6 KB, 1.2 GB (powers of 1000, as ls -h --si)."""
     for unit in ("B", "KB", "MB", "GB"):

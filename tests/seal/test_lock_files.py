@@ -81,7 +81,7 @@ def test_verify_strict_fails_on_a_lock_that_is_no_regular_file(sealed, tmp_path,
     strict = verify(shared, pub, "--strict", "--format", "json")
     assert strict.returncode == 1, strict.stdout
     [bad] = json.loads(strict.stdout)["bad_locks"]
-    what = {"link": "a symbolic link", "dir": "a directory", "fifo": "a FIFO"}[kind]
+    what = {"link": "a symbolic link", "dir": "a directory", "fifo": "a FIFO (named pipe)"}[kind]
     assert bad["name"] == name and bad["why"].startswith(f"is {what} owned by ")
     after = target.stat()  # never followed, never opened
     assert target.read_text() == "keep me\n" and after.st_mtime_ns == before.st_mtime_ns

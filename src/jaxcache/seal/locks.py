@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 from jaxcache import folders
 from jaxcache.errors import JaxcacheError
-from jaxcache.text import safe
+from jaxcache.text import file_type, safe
 from jaxcache.trust.entries import classify
 from jaxcache.trust.principals import Accounts
 from jaxcache.userdirs import user_dir
@@ -165,7 +165,7 @@ def _problem(st: os.stat_result, owners: frozenset[int]) -> str | None:
     """Why a lock file with this lstat is no lock of `owners` (None: it is one)."""
     who = _account(st.st_uid)
     if not stat.S_ISREG(st.st_mode):
-        return f"is {_kind(st.st_mode)} owned by {who}, not a lock file: planted there"
+        return f"is {file_type(st.st_mode)} owned by {who}, not a lock file: planted there"
     if st.st_uid not in owners:
         want = " or ".join(_account(u) for u in sorted(owners))
         return f"is a file owned by {who}, not by {want}: planted there"
@@ -175,18 +175,6 @@ def _problem(st: os.stat_result, owners: frozenset[int]) -> str | None:
 def _refused(lock: str, why: str) -> LockRefused:
     return LockRefused(errno.EPERM, f"{safe(lock)} {safe(why)}; remove it, then size-limited "
                                     "writes resume (jaxcache deletes nothing it did not create)")
-
-
-def _kind(mode: int) -> str:
-    if stat.S_ISLNK(mode):
-        return "a symbolic link"
-    if stat.S_ISDIR(mode):
-        return "a directory"
-    if stat.S_ISFIFO(mode):
-        return "a FIFO"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    return "a device file" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "no regular file"
 
 
 def _account(uid: int) -> str:

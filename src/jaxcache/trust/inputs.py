@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from jaxcache.errors import JaxcacheError
-from jaxcache.text import quoted, safe
+from jaxcache.text import file_type, quoted, safe
 from jaxcache.trust import acl as aclmod
 from jaxcache.trust.principals import Accounts
 
@@ -224,7 +224,7 @@ def _open(dfd: int, name: str, path: str, kind: Kind, missing_ok: bool) -> int |
         raise InputError(_fit(f"{what} is a symbolic link (to {safe(target)}); give the file "
                               "itself", why, f"{what} is a symbolic link; give the file itself"))
     if not stat.S_ISREG(before.st_mode):
-        raise InputError(f"{what} is {_describe(before.st_mode)}, not a regular file")
+        raise InputError(f"{what} is {file_type(before.st_mode)}, not a regular file")
     try:
         fd = os.open(name, _OPEN, dir_fd=dfd)
     except OSError as exc:
@@ -252,17 +252,6 @@ def _fit(head: str, why: str, shorter: str | None = None) -> str:
 
 def _missing(kind: Kind, path: str) -> str:
     return f"no such {kind.name}: {safe(path)} (file not found)"
-
-
-def _describe(mode: int) -> str:
-    """What a file type is, in words."""
-    for test, word in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
-                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-                       (stat.S_ISSOCK, "a socket"), (stat.S_ISLNK, "a symbolic link"),
-                       (stat.S_ISREG, "a regular file")):
-        if test(mode):
-            return word
-    return "not a regular file"
 
 
 def _check_file(fd: int, st: os.stat_result, what: str, kind: Kind,

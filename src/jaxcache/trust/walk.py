@@ -14,7 +14,7 @@ from collections import deque
 from dataclasses import dataclass
 
 from jaxcache.errors import JaxcacheError
-from jaxcache.text import quoted, safe
+from jaxcache.text import file_type, quoted, safe
 from jaxcache.trust import acl as aclmod
 from jaxcache.trust.acl import Acl, AclFormatError
 
@@ -194,13 +194,4 @@ def _step_up(cur: int, stack: list[int], nodes: list[Node]) -> int:
 
 def not_a_directory(path: str, mode: int) -> str:
     """'PATH is not a directory (a regular file)': ls, audit, seal and verify say it alike."""
-    return f"{safe(path)} is not a directory ({_kind(mode)})"
-
-
-def _kind(mode: int) -> str:
-    for test, word in ((stat.S_ISREG, "a regular file"), (stat.S_ISCHR, "a character device"),
-                       (stat.S_ISBLK, "a block device"), (stat.S_ISFIFO, "a FIFO"),
-                       (stat.S_ISSOCK, "a socket")):
-        if test(mode):
-            return word
-    return "not a directory"
+    return f"{safe(path)} is not a directory ({file_type(mode)})"
