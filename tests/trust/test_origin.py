@@ -385,28 +385,41 @@ def test_a_torn_line_is_skipped_without_backtracking():
     assert out.stdout.split() == ["4", "3", "True"], out.stderr
 
 
-def test_an_unprotected_ledger_counts_for_nothing(tmp_path):
-    state = mkdir(tmp_path / "state", 0o755)
+def _one_entry(tmp_path: Path, state_mode: int) -> tuple[Path, Path, bytes]:
+    """A cache holding one entry and a ledger (in a state folder of `state_mode`) whose line
+    was written for it, as the witness writes it."""
+    import hashlib
+
+    state = mkdir(tmp_path / "state", state_mode)
     cache = mkdir(tmp_path / "cache", 0o700)
     body = b"compiled"
     (cache / _written().name).write_bytes(body)
     st = os.stat(cache / _written().name)
-    import hashlib
-
     w = ledger_file.Written(_written().name, hashlib.sha256(body).hexdigest(), len(body),
-                       (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns), 1.0, str(cache))
+                            (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns), 1.0,
+                            str(cache))
     ledger = state / "origin.ledger"
     _write_ledger(ledger, ledger_file.line(w))
+    return cache, ledger, body
+
+
+def _judged(directory: Path, ledger: Path) -> origin.Origins:
     from jaxcache.trust import entries
 
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        inv = entries.inventory(fd, str(directory), frozenset({0, os.geteuid()}),
+                                entries.Accounts())
+        return origin.judge(inv, fd, ledger_mod.load(str(ledger)), str(directory))
+    finally:
+        os.close(fd)
+
+
+def test_an_unprotected_ledger_counts_for_nothing(tmp_path):
+    cache, ledger, body = _one_entry(tmp_path, 0o755)
+
     def judged() -> origin.Origins:
-        fd = os.open(cache, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            inv = entries.inventory(fd, str(cache), frozenset({0, os.geteuid()}),
-                                    entries.Accounts())
-            return origin.judge(inv, fd, ledger_mod.load(str(ledger)))
-        finally:
-            os.close(fd)
+        return _judged(cache, ledger)
 
     assert judged().count("yours") == 1
     ledger.chmod(0o622)  # anyone may append: a planted line would vouch for a planted entry
@@ -678,30 +691,12 @@ def test_a_copy_of_your_own_cache_is_read_once(tmp_path):
     """An entry found yours by its bytes under a new identity (your cache copied with cp -r)
     is hashed once: the audit appends its new identity to the very ledger it read, and the
     next audit knows it without reading it."""
-    state = mkdir(tmp_path / "state", 0o700)
-    cache = mkdir(tmp_path / "cache", 0o700)
-    body = b"compiled"
-    (cache / _written().name).write_bytes(body)
-    import hashlib
-
-    from jaxcache.trust import entries
-
-    st = os.stat(cache / _written().name)
-    w = ledger_file.Written(_written().name, hashlib.sha256(body).hexdigest(), len(body),
-                       (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns), 1.0, str(cache))
-    ledger = state / "origin.ledger"
-    _write_ledger(ledger, ledger_file.line(w))
+    cache, ledger, _ = _one_entry(tmp_path, 0o700)
     copy = tmp_path / "copy"
     subprocess.run(["cp", "-r", str(cache), str(copy)], check=True)
 
     def judged() -> origin.Origins:
-        fd = os.open(copy, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            inv = entries.inventory(fd, str(copy), frozenset({0, os.geteuid()}),
-                                    entries.Accounts())
-            return origin.judge(inv, fd, ledger_mod.load(str(ledger)), str(copy))
-        finally:
-            os.close(fd)
+        return _judged(copy, ledger)
 
     first = judged()
     assert first.count("yours") == 1 and len(first.relearned) == 1
