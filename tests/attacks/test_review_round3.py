@@ -15,9 +15,10 @@ import warnings
 from pathlib import Path
 
 import pytest
+from support.ledgers import bound_ledger, judged
 from support.users import mkdir, needs_root, needs_setfacl
 
-from jaxcache.trust import birth, ledger_file, origin
+from jaxcache.trust import birth, ledger_file
 from jaxcache.trust import ledger as ledger_mod
 
 ENTRY = "jit_f-" + "ab" * 32 + "-cache"
@@ -26,16 +27,6 @@ ENTRY = "jit_f-" + "ab" * 32 + "-cache"
 # ---- class 1: the origin ledger ---------------------------------------------------------------
 def _written(name: str = ENTRY, digest: str = "b" * 64, size: int = 10) -> ledger_file.Written:
     return ledger_file.Written(name, digest, size, (1, 2, 3, 4), 1.5, "/c")
-
-
-def _bound_ledger(path: Path, body: bytes, header_extra: bytes = b"") -> None:
-    """A ledger whose header names the file itself (as the witness makes it), optionally with
-    something after the birth time."""
-    path.write_bytes(b"")
-    path.chmod(0o600)
-    st = path.stat()
-    head = ledger_file.header(st.st_dev, st.st_ino, birth.of_path(str(path)))
-    path.write_bytes(head.rstrip(b"\n") + header_extra + b"\n" + body)
 
 
 def _identity(path: Path) -> tuple[int, int, int | None]:
@@ -47,7 +38,7 @@ def _identity(path: Path) -> tuple[int, int, int | None]:
 def test_a_header_with_anything_after_the_birth_time_vouches_for_nothing(extra, tmp_path):
     state = mkdir(tmp_path / "s", 0o700)
     led = state / "origin.ledger"
-    _bound_ledger(led, ledger_file.line(_written()), extra)
+    bound_ledger(led, ledger_file.line(_written()), extra)
     got = ledger_mod.load(str(led))
     assert got.problem and not got.by_name
 
@@ -91,7 +82,7 @@ def test_a_ledger_in_a_folder_others_can_write_vouches_for_nothing(tmp_path):
     top = mkdir(tmp_path / "t", 0o755)
     state = mkdir(top / "state", 0o777)
     led = state / "origin.ledger"
-    _bound_ledger(led, ledger_file.line(_written()))
+    bound_ledger(led, ledger_file.line(_written()))
     got = ledger_mod.load(str(led))
     assert got.problem and not got.by_name
 
@@ -99,7 +90,7 @@ def test_a_ledger_in_a_folder_others_can_write_vouches_for_nothing(tmp_path):
 def test_a_symlinked_ledger_vouches_for_nothing(tmp_path):
     state = mkdir(tmp_path / "s", 0o700)
     real = state / "real.ledger"
-    _bound_ledger(real, ledger_file.line(_written()))
+    bound_ledger(real, ledger_file.line(_written()))
     (state / "origin.ledger").symlink_to(real)
     got = ledger_mod.load(str(state / "origin.ledger"))
     assert got.problem and not got.by_name
@@ -112,7 +103,7 @@ def test_a_hard_linked_ledger_is_never_appended_to(tmp_path):
 
     state = mkdir(tmp_path / "s", 0o700)
     real = state / "real.ledger"
-    _bound_ledger(real, ledger_file.line(_written()))
+    bound_ledger(real, ledger_file.line(_written()))
     os.link(real, state / "origin.ledger")
     got = ledger_mod.load(str(state / "origin.ledger"))
     assert got.problem is None  # as found: read like the one name
@@ -121,18 +112,6 @@ def test_a_hard_linked_ledger_is_never_appended_to(tmp_path):
                                                                     + "-cache"))
     assert not ledger_file.relearn(got, (_written("jit_h-" + "e" * 64 + "-cache"),))
     assert real.read_bytes() == before
-
-
-def _judge(cache: Path, led: Path) -> origin.Origins:
-    from jaxcache.trust import entries
-
-    fd = os.open(cache, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        inv = entries.inventory(fd, str(cache), frozenset({0, os.geteuid()}),
-                                entries.Accounts())
-        return origin.judge(inv, fd, ledger_mod.load(str(led)), str(cache))
-    finally:
-        os.close(fd)
 
 
 @pytest.fixture
@@ -157,7 +136,7 @@ def test_relearn_never_vouches_for_a_file_another_account_can_still_write(shm, t
     (mine / ENTRY).write_bytes(body)
     st = os.stat(mine / ENTRY)
     led = state / "origin.ledger"
-    _bound_ledger(led, ledger_file.line(ledger_file.Written(
+    bound_ledger(led, ledger_file.line(ledger_file.Written(
         ENTRY, hashlib.sha256(body).hexdigest(), len(body),
         (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns), 1.0, str(mine))))
     cache = shm / "cache"
@@ -169,12 +148,12 @@ def test_relearn_never_vouches_for_a_file_another_account_can_still_write(shm, t
     try:
         m = mmap.mmap(fd, len(body))
         m[0:1] = m[0:1]  # the first write fault sets ctime once, before the audit
-        first = _judge(cache, led)
+        first = judged(cache, led)
         assert first.by_name()[ENTRY] == "yours"  # the very bytes you wrote: true now
         m[0:len(body)] = b"compiled g " * 400  # then the code of another function
         m.flush()
         assert theirs.read_bytes() != body
-        again = _judge(cache, led)
+        again = judged(cache, led)
         m.close()
     finally:
         os.close(fd)
@@ -197,7 +176,7 @@ def test_an_entry_rewritten_through_a_mapping_is_not_yours(shm, tmp_path):
         m[0:1] = m[0:1]
         st = os.stat(cache / ENTRY)  # what the witness records right after JAX's write
         led = state / "origin.ledger"
-        _bound_ledger(led, ledger_file.line(ledger_file.Written(
+        bound_ledger(led, ledger_file.line(ledger_file.Written(
             ENTRY, hashlib.sha256(body).hexdigest(), len(body),
             (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns), 1.0, str(cache))))
         m[0:len(body)] = b"compiled g " * 400
@@ -205,7 +184,7 @@ def test_an_entry_rewritten_through_a_mapping_is_not_yours(shm, tmp_path):
     finally:
         os.close(fd)
     assert (cache / ENTRY).read_bytes() != body
-    assert _judge(cache, led).by_name()[ENTRY] != "yours"
+    assert judged(cache, led).by_name()[ENTRY] != "yours"
 
 
 def test_the_gatekeeper_hashes_what_jax_loads_whatever_the_identity(tmp_path):
@@ -216,7 +195,7 @@ def test_the_gatekeeper_hashes_what_jax_loads_whatever_the_identity(tmp_path):
     state = mkdir(tmp_path / "state", 0o700)
     body = b"compiled f"
     led = state / "origin.ledger"
-    _bound_ledger(led, ledger_file.line(_written(digest=hashlib.sha256(body).hexdigest(),
+    bound_ledger(led, ledger_file.line(_written(digest=hashlib.sha256(body).hexdigest(),
                                             size=len(body))))
     judge = witness.gatekeeper(str(led))
     key = ENTRY[: -len("-cache")]
@@ -229,11 +208,11 @@ def test_relearn_does_not_append_to_a_ledger_replaced_since_it_was_read(tmp_path
     start another: the relearned lines must not land in the new one unchecked."""
     state = mkdir(tmp_path / "state", 0o700)
     led = state / "origin.ledger"
-    _bound_ledger(led, ledger_file.line(_written()))
+    bound_ledger(led, ledger_file.line(_written()))
     loaded = ledger_mod.load(str(led))
     assert loaded.identity is not None
     os.rename(led, state / "aside")
-    _bound_ledger(led, b"")
+    bound_ledger(led, b"")
     assert not ledger_file.relearn(loaded, (_written("jit_h-" + "d" * 64 + "-cache"),))
     assert led.read_bytes().count(b"\n") == 1
 
@@ -530,7 +509,7 @@ def test_ci_audit_after_a_trusted_writer_rewrites_a_relearned_entry(through_mapp
     cache.mkdir(mode=0o755)
     shutil.chown(cache, accounts.c)
     body = b"compiled f " * 400
-    _bound_ledger(state / "jaxcache" / "origin.ledger", ledger_file.line(ledger_file.Written(
+    bound_ledger(state / "jaxcache" / "origin.ledger", ledger_file.line(ledger_file.Written(
         ENTRY, hashlib.sha256(body).hexdigest(), len(body), (1, 2, 3, 4), 1.0, "/mine",
         ledger_file.boot_id())))  # as your watched job wrote it, in this boot
     theirs = cache / ENTRY
@@ -615,7 +594,7 @@ def test_a_ledger_restored_in_a_disk_image_vouches_for_nothing(tmp_path):
         cache = mkdir(home / "cache", 0o700)
         (cache / ENTRY).write_bytes(poison)
         (cache / ENTRY).chmod(0o600)
-        _bound_ledger(state / "origin.ledger", ledger_file.line(ledger_file.Written(
+        bound_ledger(state / "origin.ledger", ledger_file.line(ledger_file.Written(
             ENTRY, hashlib.sha256(poison).hexdigest(), len(poison), (1, 2, 3, 4), 1.0,
             "/elsewhere", secrets.token_hex(16))))  # written in the attacker's own boot
         made_on = os.stat(state / "origin.ledger").st_dev
@@ -647,7 +626,7 @@ def test_a_ledger_whose_folder_an_acl_lets_another_write_vouches_for_nothing(tmp
                                                                            accounts):
     state = mkdir(tmp_path / "s", 0o700)
     led = state / "origin.ledger"
-    _bound_ledger(led, ledger_file.line(_written()))
+    bound_ledger(led, ledger_file.line(_written()))
     assert ledger_mod.load(str(led)).problem is None  # the check can fail
     subprocess.run(["setfacl", "-m", f"u:{accounts.c}:rwx", str(state)], check=True)
     got = ledger_mod.load(str(led))
@@ -659,7 +638,7 @@ def test_a_ledger_whose_folder_an_acl_lets_another_write_vouches_for_nothing(tmp
 def test_a_ledger_file_an_acl_lets_another_write_vouches_for_nothing(tmp_path, accounts):
     state = mkdir(tmp_path / "s", 0o700)
     led = state / "origin.ledger"
-    _bound_ledger(led, ledger_file.line(_written()))
+    bound_ledger(led, ledger_file.line(_written()))
     subprocess.run(["setfacl", "-m", f"u:{accounts.c}:rw", str(led)], check=True)
     got = ledger_mod.load(str(led))
     assert got.problem and not got.by_name

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 from support.jobs import JOB_TIMEOUT_S, clean_env
+from support.ledgers import bound_ledger, judged
 from support.users import mkdir, needs_root
 
 from jaxcache.trust import birth, ci, ledger_file, origin
@@ -302,20 +303,11 @@ def test_enable_refuses_under_ci_and_records_what_it_writes(source, tmp_path):
 
 
 # ---- the ledger itself -----------------------------------------------------------------------
-def _write_ledger(path: Path, body: bytes) -> None:
-    """A ledger as the witness makes it: its header names the file itself."""
-    path.write_bytes(b"")
-    path.chmod(0o600)
-    st = path.stat()
-    path.write_bytes(ledger_file.header(st.st_dev, st.st_ino, birth.of_path(str(path)))
-                     + body)  # same inode
-
-
 def test_a_copied_ledger_vouches_for_nothing(tmp_path):
     """A ledger that travels with the cache (a restored $HOME, an image FROM another) is
     another file: its lines count for nothing, whoever owns it."""
     first = mkdir(tmp_path / "a", 0o700) / "origin.ledger"
-    _write_ledger(first, ledger_file.line(_written()))
+    bound_ledger(first, ledger_file.line(_written()))
     assert _written().name in ledger_mod.load(str(first)).by_name
     copy = mkdir(tmp_path / "b", 0o700) / "origin.ledger"
     shutil.copy2(first, copy)
@@ -399,37 +391,25 @@ def _one_entry(tmp_path: Path, state_mode: int) -> tuple[Path, Path, bytes]:
                             (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns), 1.0,
                             str(cache))
     ledger = state / "origin.ledger"
-    _write_ledger(ledger, ledger_file.line(w))
+    bound_ledger(ledger, ledger_file.line(w))
     return cache, ledger, body
-
-
-def _judged(directory: Path, ledger: Path) -> origin.Origins:
-    from jaxcache.trust import entries
-
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        inv = entries.inventory(fd, str(directory), frozenset({0, os.geteuid()}),
-                                entries.Accounts())
-        return origin.judge(inv, fd, ledger_mod.load(str(ledger)), str(directory))
-    finally:
-        os.close(fd)
 
 
 def test_an_unprotected_ledger_counts_for_nothing(tmp_path):
     cache, ledger, body = _one_entry(tmp_path, 0o755)
 
-    def judged() -> origin.Origins:
-        return _judged(cache, ledger)
+    def now() -> origin.Origins:
+        return judged(cache, ledger)
 
-    assert judged().count("yours") == 1
+    assert now().count("yours") == 1
     ledger.chmod(0o622)  # anyone may append: a planted line would vouch for a planted entry
-    o = judged()
+    o = now()
     assert o.count("yours") == 0 and o.count("unknown") == 1 and o.ledger_problem
     ledger.chmod(0o600)
     (cache / _written().name).write_bytes(b"compiler")  # same size, other bytes
-    assert judged().count("changed") == 1
+    assert now().count("changed") == 1
     (cache / _written().name).write_bytes(body)  # the very bytes again (a copy back): yours
-    assert judged().count("yours") == 1
+    assert now().count("yours") == 1
 
 
 def test_ci_detection():
@@ -492,7 +472,7 @@ def test_a_ledger_beside_entry_names_is_read_without_recursion(tmp_path):
     state = mkdir(tmp_path / "state", 0o700)
     (state / _written().name).write_bytes(b"x")  # looks like an entry
     ledger = state / "origin.ledger"
-    _write_ledger(ledger, ledger_file.line(_written()))
+    bound_ledger(ledger, ledger_file.line(_written()))
     loaded = ledger_mod.load(str(ledger))
     assert loaded.problem is None and _written().name in loaded.by_name
 
@@ -695,11 +675,11 @@ def test_a_copy_of_your_own_cache_is_read_once(tmp_path):
     copy = tmp_path / "copy"
     subprocess.run(["cp", "-r", str(cache), str(copy)], check=True)
 
-    def judged() -> origin.Origins:
-        return _judged(copy, ledger)
+    def now() -> origin.Origins:
+        return judged(copy, ledger)
 
-    first = judged()
+    first = now()
     assert first.count("yours") == 1 and len(first.relearned) == 1
-    again = judged()
+    again = now()
     assert again.count("yours") == 1 and again.relearned == ()  # known by identity now
     assert len(ledger_mod.load(str(ledger)).by_name[_written().name]) == 2

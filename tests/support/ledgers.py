@@ -1,0 +1,32 @@
+"""Origin ledgers as the witness makes them, and a directory judged by one (trust/origin.py)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from jaxcache.trust import birth, ledger_file, origin
+from jaxcache.trust import ledger as ledger_mod
+
+
+def bound_ledger(path: Path, body: bytes, header_extra: bytes = b"") -> None:
+    """A ledger 0600 whose header names the file itself (its device, inode and birth time, as
+    the witness writes it), optionally with `header_extra` after the birth time, then `body`."""
+    path.write_bytes(b"")
+    path.chmod(0o600)
+    st = path.stat()
+    head = ledger_file.header(st.st_dev, st.st_ino, birth.of_path(str(path)))
+    path.write_bytes(head.rstrip(b"\n") + header_extra + b"\n" + body)  # the same inode
+
+
+def judged(directory: Path, ledger: Path) -> origin.Origins:
+    """The origin of every entry of `directory` by the ledger at `ledger`, as the audit judges."""
+    from jaxcache.trust import entries
+
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        inv = entries.inventory(fd, str(directory), frozenset({0, os.geteuid()}),
+                                entries.Accounts())
+        return origin.judge(inv, fd, ledger_mod.load(str(ledger)), str(directory))
+    finally:
+        os.close(fd)
