@@ -17,7 +17,8 @@ from test_import_cycles import _imports, _modules
 
 # lowest first; `jaxcache` is the package's own __init__ (the public facade)
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("_package", "text", "validate", "userdirs", "jobenv", "thresholds", "jaxcompat"),
+    ("_package", "text", "validate", "userdirs", "jobenv", "thresholds", "jaxcompat",
+     "fingerprint"),
     ("errors",),
     ("trust",),
     ("documents", "folders", "api", "net"),

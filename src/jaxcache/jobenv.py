@@ -18,8 +18,10 @@ AUDITED = "JAXCACHE_AUDITED"  # the one directory JAX may open a cache in (plain
 WITNESS = "JAXCACHE_WITNESS"  # the origin ledger each entry the job writes goes into
 ORIGIN_GATE = "JAXCACHE_ORIGIN_GATE"  # the ledger each load is judged against (under CI)
 SEAL = "JAXCACHE_SEAL"  # JSON: a sealed cache's path, keys, local tier and policy
+FINGERPRINT = "JAXCACHE_FINGERPRINT"  # JSON: the build and CPU `jaxcache run` hashed
 
 # granted by one audit for one run: never inherited from an outer run
-PER_RUN = (AUDITED, WITNESS, ORIGIN_GATE)
+PER_RUN = (AUDITED, WITNESS, ORIGIN_GATE, FINGERPRINT)
 GATES = (GATE, GATE_PID)  # one run's gate, never an outer run's
-ALL = frozenset({PROBE_DIR, GATE, GATE_PID, LIB, AUDITED, WITNESS, ORIGIN_GATE, SEAL})
+ALL = frozenset({PROBE_DIR, GATE, GATE_PID, LIB, AUDITED, WITNESS, ORIGIN_GATE, SEAL,
+                 FINGERPRINT})

@@ -35,6 +35,7 @@ Start with the trust boundary:
   jaxcache bench -- CMD...      cold vs warm in separate processes: what the cache buys
   jaxcache explain REC...       why modules were or were not cached, and cross-run misses
   jaxcache net [--pid P]        JAX's network services: a trust boundary of their own
+  jaxcache fingerprint          this build and CPU, which JAX's cache key leaves out
   jaxcache decide PATH ...      share the cache? writers, compatibility, saving
   jaxcache records [ACTION]     the run records kept: list, prune, stats
 
@@ -65,6 +66,7 @@ COMMANDS: tuple[tuple[str, str, str | None], ...] = (
     ("explain", "[OPTIONS] RECORD...\n"
                 "       jaxcache explain [OPTIONS] -- CMD [ARGS...]", "explain"),
     ("net", "[OPTIONS]", "net"),
+    ("fingerprint", "[OPTIONS]", "fingerprint"),
     ("decide", "[OPTIONS] (PATH | --audit A.json) [-- CMD [ARGS...]]", "decide"),
     ("demo", "[OPTIONS]", "demo"),
     ("keygen", "[OPTIONS] KEYFILE\n"

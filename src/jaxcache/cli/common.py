@@ -143,6 +143,18 @@ def release_outputs() -> None:
         _CLAIMED.pop().release()
 
 
+def hashing_notice(size: int, files: int) -> None:
+    """What run, fingerprint and the sealed commands say before hashing the build's binaries
+    (fingerprint/: the first run after an install), on stderr."""
+    from jaxcache.text import plural
+    from jaxcache.text import size as size_text
+
+    sys.stderr.write(f"jaxcache: hashing {plural(files, 'shared object')} of jaxlib and its "
+                     f"plugins ({size_text(size)}) for the build's fingerprint: once per "
+                     "install\n")
+    sys.stderr.flush()
+
+
 def first_line(text: str) -> str:
     return text.split("\n", 1)[0] + "\n" if text else text
 
@@ -225,7 +237,8 @@ def option(parser: argparse.ArgumentParser, *names: str, help: str = "",
 COLOR = "--color"  # the one global flag that takes a value (cli/__init__.py's _name_at)
 
 
-VERBOSE = ("audit", "init", "run", "seal", "verify")  # the commands -v/--verbose adds detail to
+# the commands -v/--verbose adds detail to
+VERBOSE = ("audit", "init", "run", "seal", "verify", "fingerprint")
 
 
 def global_flags(parser: argparse.ArgumentParser) -> None:
@@ -308,7 +321,8 @@ def threshold_env(args: argparse.Namespace) -> dict[str, str]:
 PAGES = {"audit": "audit.md", "init": "enable.md", "ls": "ls.md", "run": "run.md",
          "bench": "bench.md", "explain": "explain.md", "decide": "decide.md",
          "records": "records.md", "net": "net.md", "seal": "sealed-cache.md",
-         "verify": "sealed-cache.md", "keygen": "sealed-cache.md", "demo": "setup.md"}
+         "verify": "sealed-cache.md", "keygen": "sealed-cache.md", "demo": "setup.md",
+         "fingerprint": "fingerprint.md"}
 
 
 def command_parser(commands: Any, name: str, usage_line: str,

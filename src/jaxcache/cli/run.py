@@ -92,7 +92,8 @@ def handle(args: argparse.Namespace, tail: list[str] | None) -> None:
                                 policy=args.policy_path, allow_untrusted=args.allow_untrusted,
                                 seal=seal_options_of(args), unverified_jax=args.unverified_jax,
                                 require_origin=args.require_origin,
-                                env={**os.environ, **common.threshold_env(args)})
+                                env={**os.environ, **common.threshold_env(args)},
+                                on_hashing=None if args.quiet else common.hashing_notice)
     except UntrustedCacheError as exc:
         _refused_rank(exc)
     if not args.quiet:

@@ -12,8 +12,8 @@ from __future__ import annotations
 from jaxcache._package import __version__
 
 # in the order `jaxcache --help` lists the commands that write them
-KINDS = ("audit", "init", "ls", "ls-bucket", "run", "bench", "explain", "net", "decide",
-         "keygen", "seal-scan", "records-list", "records-prune", "records-stats")
+KINDS = ("audit", "init", "ls", "ls-bucket", "run", "bench", "explain", "net", "fingerprint",
+         "decide", "keygen", "seal-scan", "records-list", "records-prune", "records-stats")
 WITHOUT_SCHEMA_FILE = frozenset({"run"})  # the run record: documented in docs/run-record.md
 
 

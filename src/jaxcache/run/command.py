@@ -55,13 +55,15 @@ def _claim_record(path: str, explicit: bool):
 def run_job(argv: list[str], *, cache_dir: str | None = None, record_path: str | None = None,
             policy: str | None = None, allow_untrusted: bool = False,
             env: dict[str, str] | None = None, seal=None, unverified_jax: bool = False,
-            stdout=None, require_origin: bool = False):
+            stdout=None, require_origin: bool = False, on_hashing=None):
     """Returns a record.RunResult. seal: a sealing.SealOptions, for a sealed cache (its probe
     enables it in the job). unverified_jax: run a job whose JAX is outside the supported
     lines anyway; its record says `unverified` (otherwise refused before the job when its
     version can be told then, after it when not). stdout: where the job's stdout goes (a file
     or descriptor) when ours carries a document, as in `explain -- CMD`. require_origin: refuse
-    a plain cache holding entries no watched job of yours wrote (as under CI, trust/ci.py)."""
+    a plain cache holding entries no watched job of yours wrote (as under CI, trust/ci.py).
+    on_hashing(bytes, files): told before the build's binaries are hashed (fingerprint/:
+    once per install), so a person knows why this run starts slower."""
     from jaxcache.probe import launch
     from jaxcache.run import early_start
     from jaxcache.userdirs import policy_file
@@ -86,7 +88,14 @@ def run_job(argv: list[str], *, cache_dir: str | None = None, record_path: str |
         admitted: dict = {}
 
         def admit() -> dict[str, str]:
+            from jaxcache import fingerprint
+
+            # here, not before the launch: with an early start the job's interpreter starts
+            # meanwhile, so the few stats of a warm fingerprint cost its wall time nothing
+            mine = fingerprint.current(on_hashing=on_hashing)
             admitted.update(_admit(chosen, policy, allow_untrusted, seal, require_origin, env))
+            admitted["fingerprint"] = mine
+            admitted["env"][jobenv.FINGERPRINT] = fingerprint.to_env(mine)
             return admitted["env"]
 
         if early_start.allowed(argv, exe, chosen, sealed=seal is not None,

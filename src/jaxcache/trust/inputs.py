@@ -51,6 +51,7 @@ SIGNING_KEY = Kind("signing key", 64 << 10, "decides what you sign")
 RECORD = Kind("record", 256 << 20, "decides what jaxcache concludes from it")
 BENCH = Kind("bench result", 256 << 20, "decides what jaxcache concludes from it")
 AUDIT = Kind("audit", 256 << 20, "decides what jaxcache concludes from it")
+FINGERPRINT = Kind("fingerprint", 1 << 20, "decides what jaxcache concludes from it")
 ORIGIN_LEDGER = Kind("ledger", 64 << 20, "decides which entries count as your jobs' own")
 # a token's PIN (seal/pkcs11.py): whoever reads it can sign with the key in the token
 PIN_FILE = Kind("PIN file", 1 << 10, "decides how jaxcache logs in to the token")

@@ -1,0 +1,100 @@
+"""What a compiled entry depends on that JAX's cache key leaves out: the build and the host.
+
+`current()` is this Python's and this host's fingerprint (model.py: what it holds; binaries.py:
+the build's digests, kept in the memo so a warm run pays a few dozen stats; cpu.py: the CPU);
+rule.py says whether a writer's entries may load here. Low in the house (beside jaxcompat):
+records, the origin ledger, the sealed cache, explain and decide all read it. Standard library
+and blake3 only; JAX is never imported here (jaxcompat.accelerator() adds what a job's backend
+says of itself).
+"""
+
+from __future__ import annotations
+
+from jaxcache.fingerprint.model import SHORT, Accelerator, Build, Cpu, Fingerprint
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+__all__ = ["Accelerator", "Build", "Cpu", "Fingerprint", "current"]
+
+_cached: dict[str, Fingerprint] = {}
+
+
+def current(*, on_hashing: Callable[[int, int], None] | None = None,
+            state: str | None = None, fresh: bool = False) -> Fingerprint:
+    """This host's and this Python's fingerprint (without the accelerator: that needs JAX).
+    Once per process (`fresh`: look again); `on_hashing(bytes, files)` is called before any
+    shared object is hashed, which happens once per install (memo.py)."""
+    key = state or ""
+    if not fresh and key in _cached:
+        return _cached[key]
+    from jaxcache.fingerprint import binaries, cpu, memo
+
+    kept = memo.load(state)
+    notes: list[str] = []
+    if not kept.usable:
+        notes.append(f"digests not kept ({kept.why}): every run hashes")
+
+    def hashing(size: int, files: int) -> None:
+        from jaxcache.text import plural
+        from jaxcache.text import size as size_text
+
+        notes.append(f"hashed {plural(files, 'shared object')} ({size_text(size)})")
+        if on_hashing is not None:
+            on_hashing(size, files)
+    where = binaries.roots(kept)
+    found = Fingerprint(binaries.build(where, kept, hashing), cpu.machine(), cpu.read(), None,
+                        tuple(notes))
+    found = Fingerprint(found.build, found.machine, found.cpu, None, found.notes,
+                        kept.digest_of(found.id_text())[:SHORT], tuple(where))
+    memo.save(kept)
+    _cached[key] = found
+    return found
+
+
+def to_env(found: Fingerprint) -> str:
+    """The value of JAXCACHE_FINGERPRINT (jobenv.FINGERPRINT): `jaxcache run` hashes once,
+    before the job, and hands the job its fingerprint with the package folders it hashed."""
+    import json
+
+    return json.dumps({**found.to_json(), "roots": [list(r) for r in found.roots]},
+                      separators=(",", ":"))
+
+
+def inherited(value: str | None) -> Fingerprint | None:
+    """The fingerprint `jaxcache run` handed this job (to_env), if it speaks of the jaxlib
+    this process loaded: a job that runs another Python than jaxcache's loads other folders,
+    and then None (the caller computes its own: `in_job`)."""
+    import json
+    import os
+    import sys
+
+    from jaxcache import validate
+
+    if not value:
+        return None
+    try:
+        doc = json.loads(value)
+        found = Fingerprint.from_json(doc)
+        roots = tuple((str(n), str(f)) for n, f in doc.get("roots", []))
+    except (ValueError, TypeError, AttributeError, validate.Invalid):
+        return None
+    jaxlib = sys.modules.get("jaxlib")
+    loaded = [os.path.realpath(p) for p in getattr(jaxlib, "__path__", None) or ()]
+    if not loaded or any(("jaxlib", p) not in roots for p in loaded):
+        return None
+    return Fingerprint(found.build, found.machine, found.cpu, found.accelerator, (),
+                       str(doc.get("id", ""))[:SHORT] if found.build else "", roots)
+
+
+def in_job(env: dict[str, str] | None = None) -> Fingerprint:
+    """Inside a job (the probe's witness, the sealed reader): what `jaxcache run` handed it
+    when it speaks of this process's jaxlib, else this process's own (hashed if need be:
+    nothing is printed into the job)."""
+    import os
+
+    from jaxcache import jobenv
+
+    got = inherited((env if env is not None else os.environ).get(jobenv.FINGERPRINT))
+    return got if got is not None else current()

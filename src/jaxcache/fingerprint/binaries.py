@@ -1,0 +1,222 @@
+"""The build: BLAKE3 digests of the shared objects of jaxlib and the installed plugins.
+
+Which files: every shared object (`*.so`, `*.so.N`) under the folders of the packages that
+hold XLA's code: jaxlib, the PJRT plugins (the `jax_plugins` namespace, the CUDA/ROCm plugin
+packages) and libtpu. They are found without importing them (importlib's finders; a package a
+process already imported is taken from `sys.modules`, so a job is judged by what it loaded).
+Links are followed, as the dynamic loader does. Not covered: the CUDA libraries of the `nvidia`
+wheels and the driver (the platform version in JAX's key names the CUDA and driver versions),
+and FFI libraries a job loads itself.
+
+Each digest comes from the memo (memo.py) while the file's identity is unchanged; a new or
+changed file is hashed, and `on_hashing(bytes, files)` is told first, so a person sees why the
+first run after an install takes longer.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import sys
+
+from jaxcache.fingerprint.memo import Memo, identity
+from jaxcache.fingerprint.model import Binary, Build
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+# the top-level packages whose shared objects compile or run XLA programs
+PACKAGES = ("jaxlib", "jax_plugins", "libtpu", "libtpu_nightly", "jax_cuda12_plugin",
+            "jax_cuda13_plugin", "jax_rocm60_plugin", "jax_rocm7_plugin")
+_CHUNK = 16 << 20
+_MAX_FILES = 4096  # a package folder with more shared objects than this is not a jaxlib
+
+
+def roots(memo: Memo | None = None, packages: tuple[str, ...] = PACKAGES
+          ) -> list[tuple[str, str]]:
+    """(package, folder) of each package this Python would load (or has loaded). Kept in the
+    memo under sys.path and the mtime of each of its folders (installing or removing a package
+    adds or removes a name in one of them): asking importlib's finders for eight packages costs
+    a warm run ~1 ms."""
+    key = "\0".join(sys.path)
+    stamp = _stamp()
+    loaded = [n for n in packages if n in sys.modules]
+    kept = memo.root(f"sys.path:{key}") if memo is not None else None
+    kept_roots = kept.get("roots") if kept else None
+    if kept and kept.get("stamp") == stamp and kept.get("loaded") == loaded \
+            and isinstance(kept_roots, list):
+        return [(str(n), str(f)) for n, f in kept_roots]
+    found = _find(packages)
+    if memo is not None:
+        memo.remember_root(f"sys.path:{key}", {"stamp": stamp, "loaded": loaded,
+                                               "roots": [list(r) for r in found]})
+    return found
+
+
+def _stamp() -> list[int]:
+    out = []
+    for entry in sys.path:
+        try:
+            out.append(os.stat(entry or ".").st_mtime_ns)
+        except OSError:
+            out.append(-1)
+    return out
+
+
+def _find(packages: tuple[str, ...]) -> list[tuple[str, str]]:
+    import importlib.util
+
+    found: list[tuple[str, str]] = []
+    for name in packages:
+        module = sys.modules.get(name)
+        paths = getattr(module, "__path__", None) if module is not None else None
+        if paths is None:
+            try:
+                spec = importlib.util.find_spec(name)
+            except (ImportError, ValueError):
+                spec = None
+            paths = spec.submodule_search_locations if spec is not None else None
+        for folder in list(paths or ()):
+            if isinstance(folder, str) and os.path.isdir(folder):
+                found.append((name, os.path.realpath(folder)))
+    return found
+
+
+def _is_shared_object(name: str) -> bool:
+    return name.endswith(".so") or ".so." in name
+
+
+def _listing(folder: str) -> dict[str, object]:
+    """The shared objects under `folder` (relative paths) and each folder's mtime, walked
+    without following links to folders; the version of the distribution beside it."""
+    files: list[str] = []
+    dirs: dict[str, int] = {}
+    stack = [""]
+    while stack and len(files) < _MAX_FILES:
+        rel = stack.pop()
+        here = os.path.join(folder, rel) if rel else folder
+        try:
+            dirs[rel] = os.stat(here).st_mtime_ns
+            entries = list(os.scandir(here))
+        except OSError:
+            continue
+        for e in entries:
+            sub = os.path.join(rel, e.name) if rel else e.name
+            try:
+                if e.is_dir(follow_symlinks=False):
+                    stack.append(sub)
+                elif _is_shared_object(e.name) and e.is_file():
+                    files.append(sub)
+            except OSError:
+                continue
+    return {"dirs": dirs, "files": sorted(files), "version": _version(folder)}
+
+
+def _version(folder: str) -> str:
+    """The version of the distribution installed beside a package folder, from the name of
+    its `.dist-info` folder (reading metadata costs milliseconds; this costs one listing)."""
+    parent, name = os.path.split(folder.rstrip("/"))
+    want = name.replace("_", "-").lower()
+    try:
+        for entry in os.listdir(parent):
+            if entry.endswith(".dist-info"):
+                dist, _, version = entry[:-len(".dist-info")].rpartition("-")
+                if dist.replace("_", "-").lower() == want:
+                    return version
+    except OSError:
+        pass
+    return ""
+
+
+def _fresh(listing: dict[str, object] | None, folder: str) -> bool:
+    if not listing:
+        return False
+    dirs = listing.get("dirs")
+    if not isinstance(dirs, dict) or not isinstance(listing.get("files"), list):
+        return False
+    for rel, mtime in dirs.items():
+        try:
+            if os.stat(os.path.join(folder, rel) if rel else folder).st_mtime_ns != mtime:
+                return False
+        except OSError:
+            return False
+    return True
+
+
+def hash_file(path: str) -> tuple[str, os.stat_result] | None:
+    """The BLAKE3 digest of a file's bytes and its identity when read (None: unreadable or
+    changed while it was read)."""
+    import blake3
+
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        before = os.fstat(fd)
+        if not stat.S_ISREG(before.st_mode):
+            return None
+        h = blake3.blake3(max_threads=blake3.blake3.AUTO)
+        while True:
+            chunk = os.read(fd, _CHUNK)
+            if not chunk:
+                break
+            h.update(chunk)
+        after = os.fstat(fd)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    if identity(before) != identity(after):
+        return None
+    return h.hexdigest(), after
+
+
+def build(found: list[tuple[str, str]], memo: Memo,
+          on_hashing: Callable[[int, int], None] | None = None) -> Build | None:
+    """The build of these package folders (None: no jaxlib among them)."""
+    if not any(name == "jaxlib" for name, _ in found):
+        return None
+    wanted: list[tuple[str, str, str]] = []  # (package, relative path, absolute path)
+    versions: dict[str, str] = {}
+    for name, folder in found:
+        listing = memo.root(folder)
+        if not _fresh(listing, folder):
+            listing = _listing(folder)
+            memo.remember_root(folder, listing)
+        assert listing is not None
+        if listing.get("version"):
+            versions[name] = str(listing["version"])
+        files = listing["files"]
+        assert isinstance(files, list)
+        for rel in files:
+            wanted.append((name, str(rel), os.path.join(folder, str(rel))))
+    known: dict[str, tuple[str, int]] = {}
+    todo: list[tuple[str, os.stat_result]] = []
+    for _, _, path in wanted:
+        try:
+            st = os.stat(path)
+        except OSError:
+            continue
+        digest = memo.digest(path, identity(st))
+        if digest is not None:
+            known[path] = (digest, st.st_size)
+        else:
+            todo.append((path, st))
+    if todo and on_hashing is not None:
+        on_hashing(sum(st.st_size for _, st in todo), len(todo))
+    for path, _ in todo:
+        got = hash_file(path)
+        if got is not None:
+            known[path] = (got[0], got[1].st_size)
+            memo.remember(path, identity(got[1]), got[0])
+    parts = tuple(sorted((Binary(name, rel, known[path][1], known[path][0])
+                          for name, rel, path in wanted if path in known),
+                         key=lambda b: (b.package, b.path)))
+    return Build(memo.digest_of(over(parts)), tuple(sorted(versions.items())), parts)
+
+
+def over(parts: tuple[Binary, ...]) -> str:
+    """The text the build's digest is taken over: a line per shared object."""
+    return "\n".join(f"{p.package}\t{p.path}\t{p.digest}" for p in parts)

@@ -1,0 +1,197 @@
+"""The digest memo: each shared object's BLAKE3 digest, kept by its identity in the state folder.
+
+Hashing jaxlib (350 MB on 0.10.2) costs a fraction of a second; a warm `jaxcache run` may add
+only a millisecond or two. So a digest is computed once per install and kept under the file's
+path, device, inode, size, mtime and ctime: a reinstall, an in-place rebuild or a single
+appended byte changes one of them (ctime cannot be set back by anyone but the kernel), and the
+file is hashed again. The listing of each package folder is kept too, under its folders' mtimes,
+so a warm run stats a few dozen paths and reads no directory.
+
+The memo lives in the user's state folder (`<state>/fingerprint.memo`), reached from `/` one
+component at a time with O_NOFOLLOW, every folder on the way yours or root's and writable by
+nobody else (or sticky): a memo that others could rewrite would let them name your build. Where
+that does not hold, nothing is read or kept, and every run hashes (`Memo.usable` is False and
+`Memo.why` says why). Writes go to a temporary name and are renamed into place, so a reader
+never sees half a memo; two writers at once leave one whole memo, the last.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import stat
+
+FORMAT = "jaxcache.fingerprint-memo/1"
+NAME = "fingerprint.memo"
+MAX_BYTES = 4 << 20
+_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+Identity = tuple[int, int, int, int, int]  # dev, ino, size, mtime_ns, ctime_ns
+
+
+def identity(st: os.stat_result) -> Identity:
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+class Memo:
+    """What the memo file held (empty when there was none or it was unreadable)."""
+
+    def __init__(self, folder: str | None, why: str = "") -> None:
+        self.folder = folder  # None: not usable
+        self.why = why
+        self.files: dict[str, tuple[Identity, str]] = {}
+        self.roots: dict[str, dict[str, object]] = {}
+        self.derived: dict[str, str] = {}  # text -> its BLAKE3 digest (the build's, the id's)
+        self.changed = False
+
+    @property
+    def usable(self) -> bool:
+        return self.folder is not None
+
+    def digest(self, path: str, ident: Identity) -> str | None:
+        known = self.files.get(path)
+        return known[1] if known is not None and known[0] == ident else None
+
+    def remember(self, path: str, ident: Identity, digest: str) -> None:
+        if self.files.get(path) != (ident, digest):
+            self.files[path] = (ident, digest)
+            self.changed = True
+
+    def digest_of(self, text: str) -> str:
+        """BLAKE3 of `text` (hex), kept: blake3 costs a warm run ~2 ms just to import."""
+        found = self.derived.get(text)
+        if found is None:
+            import blake3
+
+            found = blake3.blake3(text.encode("utf-8", "surrogateescape")).hexdigest()
+            if len(self.derived) > 64:  # old builds' lines: keep the memo small
+                self.derived.clear()
+            self.derived[text] = found
+            self.changed = True
+        return found
+
+    def root(self, path: str) -> dict[str, object] | None:
+        return self.roots.get(path)
+
+    def remember_root(self, path: str, listing: dict[str, object]) -> None:
+        self.roots[path] = listing
+        self.changed = True
+
+
+def folder() -> str:
+    from jaxcache.userdirs import user_dir
+
+    return user_dir("state")
+
+
+def _walk(path: str, create: bool) -> int:
+    """An O_DIRECTORY descriptor of `path` (absolute, no links in it), reached one component
+    at a time with O_NOFOLLOW, each folder yours or root's and not writable by others unless
+    sticky; missing ones made 0700 when `create`. OSError or PermissionError (why) if not."""
+    me = os.geteuid()
+    fd = os.open("/", _DIR)
+    try:
+        for part in [p for p in path.split("/") if p]:
+            try:
+                nfd = os.open(part, _DIR, dir_fd=fd)
+            except FileNotFoundError:
+                if not create:
+                    raise
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(part, 0o700, dir_fd=fd)
+                nfd = os.open(part, _DIR, dir_fd=fd)
+            os.close(fd)
+            fd = nfd
+            st = os.fstat(fd)
+            if st.st_uid not in (0, me):
+                raise PermissionError(f"{part} belongs to uid {st.st_uid}")
+            if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not st.st_mode & stat.S_ISVTX:
+                raise PermissionError(f"{part} can be written by others")
+        st = os.fstat(fd)
+        if st.st_uid != me or st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+            raise PermissionError("the state folder is not yours alone")
+        return fd
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def load(where: str | None = None) -> Memo:
+    """The memo of the state folder `where` (default: the user's), or an empty one."""
+    path = os.path.realpath(where or folder())
+    try:
+        dfd = _walk(path, create=False)
+    except FileNotFoundError:
+        return Memo(path)  # made on the first save
+    except OSError as exc:
+        return Memo(None, f"{path}: {exc.strerror or exc}")
+    memo = Memo(path)
+    try:
+        try:
+            fd = os.open(NAME, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
+                         dir_fd=dfd)
+        except FileNotFoundError:
+            return memo
+        except OSError:
+            return memo  # a link or special file: ignored, and replaced on save
+        with os.fdopen(fd, "rb") as f:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                return memo
+            data = f.read(MAX_BYTES + 1)
+    finally:
+        os.close(dfd)
+    if len(data) <= MAX_BYTES:
+        _parse(data, memo)
+    return memo
+
+
+def _parse(data: bytes, memo: Memo) -> None:
+    """Fill `memo` from the file's bytes; anything malformed is dropped (it is re-hashed)."""
+    try:
+        doc = json.loads(data)
+    except (ValueError, RecursionError):
+        return
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+        return
+    files, roots, derived = doc.get("files"), doc.get("roots"), doc.get("derived")
+    if isinstance(derived, dict):
+        memo.derived = {k: d for k, d in derived.items()
+                        if isinstance(d, str) and len(d) == 64}
+    if isinstance(files, dict):
+        for path, value in files.items():
+            if (isinstance(value, list) and len(value) == 6
+                    and all(isinstance(x, int) and not isinstance(x, bool) for x in value[:5])
+                    and isinstance(value[5], str) and len(value[5]) == 64):
+                memo.files[path] = ((value[0], value[1], value[2], value[3], value[4]), value[5])
+    if isinstance(roots, dict):
+        memo.roots = {k: r for k, r in roots.items() if isinstance(r, dict)}
+
+
+def save(memo: Memo) -> None:
+    """Keep what changed; silently nothing where the folder is not usable or not writable
+    (the next run hashes again: slower, never wrong)."""
+    if not memo.usable or not memo.changed or memo.folder is None:
+        return
+    doc = {"format": FORMAT, "roots": memo.roots, "derived": memo.derived,
+           "files": {p: [*ident, digest] for p, (ident, digest) in memo.files.items()}}
+    data = json.dumps(doc, sort_keys=True).encode()
+    if len(data) > MAX_BYTES:
+        return
+    try:
+        dfd = _walk(memo.folder, create=True)
+    except OSError:
+        return
+    tmp = f".{NAME}.{os.getpid()}.tmp"
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                     0o600, dir_fd=dfd)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.rename(tmp, NAME, src_dir_fd=dfd, dst_dir_fd=dfd)
+        memo.changed = False
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp, dir_fd=dfd)
+    finally:
+        os.close(dfd)
