@@ -10,6 +10,7 @@ from __future__ import annotations
 from jaxcache import validate as v
 from jaxcache.documents import kinds
 from jaxcache.errors import JaxcacheError
+from jaxcache.fingerprint import model as fingerprint
 from jaxcache.text import safe
 from jaxcache.trust import inputs
 from jaxcache.trust.findings import Verdict
@@ -103,6 +104,8 @@ _PROCESS_FIELDS = {
         "hits": v.INTEGER, "misses": v.INTEGER, "read_errors": v.INTEGER,
         "outcomes": v.nullable(v.map_of(v.INTEGER))})),
     "env": v.nullable(v.obj()), "versions": v.nullable(v.obj()),
+    # the build and host it ran on (docs/run-record.md): records/fingerprints.py parses it
+    "fingerprint": v.nullable(fingerprint.DOCUMENT), "fingerprint_unknown": _OPT_TEXT,
     "unverified": _OPT_TEXT, "unverified_allowed": v.nullable(v.BOOLEAN),
     "cache_dir": v.obj(optional={"path": _OPT_TEXT}),
     "probe": v.obj(optional={"loaded": v.BOOLEAN, "note": _OPT_TEXT}),
