@@ -40,6 +40,16 @@ def _sentences(writer: ProcessFacts, reader: ProcessFacts) -> list[tuple[str, st
     return out
 
 
+def named(d: rule.Difference, writer: str, reader: str) -> str:
+    """One difference between two named processes or jobs, both values with their names
+    (decide's evidence: jobs sharing a cache each write what the other reads)."""
+    if d.field is rule.Field.BUILD:
+        return f"another jaxlib build: digest {d.writer} ({writer}) vs {d.reader} ({reader})"
+    if d.field is rule.Field.CPU_FEATURES:
+        return f"the CPU of {writer} has {d.writer} that the CPU of {reader} lacks"
+    return f"another {d.field.value}: {d.writer} ({writer}) vs {d.reader} ({reader})"
+
+
 def build_diffs(records: list[tuple[str, dict]]) -> list[BuildDiff]:
     """For each process whose fingerprint differs from the reference process's."""
     known = [f for f in facts_of(records) if f.fingerprint is not None]
