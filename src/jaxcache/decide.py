@@ -19,7 +19,9 @@ from jaxcache.records.fingerprints import ProcessFacts
 from jaxcache.text import plural, safe
 from jaxcache.trust.findings import trusted as trusted_verdict
 
-KEY_FIELDS = ("jaxlib", "backend", "device_kind", "device_count", "xla_flags")
+# what two benches' jobs must agree on (the bench's `comparable`): the key's inputs, and the
+# jaxlib builds (a digest JAX's key leaves out)
+KEY_FIELDS = ("jaxlib", "builds", "backend", "device_kind", "device_count", "xla_flags")
 
 
 @dataclass(frozen=True)
@@ -71,7 +73,7 @@ def _compatible(benches: list[dict]) -> Test:
         return Test("compatible", None, ("not judged: the cold runs wrote no entry, so no warm "
                                          "run could hit (see the noticeable saving below)",))
     ev = []
-    fps = [(b.get("command"), b.get("fingerprint") or {}) for b in benches]
+    fps = [(b.get("command"), b.get("comparable") or {}) for b in benches]
     ref_cmd, ref = fps[0]
     ok = True
     for cmd, fp in fps[1:]:

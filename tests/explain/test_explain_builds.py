@@ -92,8 +92,9 @@ def test_rank_1_on_another_build_is_named_and_hashed_by_its_folders(site, tmp_pa
     assert fa["build"]["digest"] != fb["build"]["digest"]
     assert fb["build"]["parts"][0]["package"] == "jaxlib"
     proc = explain(tmp_path / "r.json", fmt="text")
-    assert " ".join(proc.stdout.split()).startswith(f"BUILD: rank 1 ({tmp_path}/r.json) runs another jaxlib "
-                                  f"build: digest {fa['build']['digest'][:16]}"), proc.stdout
+    said = " ".join(proc.stdout.split())
+    assert said.startswith(f"BUILD: rank 1 ({tmp_path}/r.json) runs another jaxlib build: "
+                           f"digest {fa['build']['digest'][:16]}"), proc.stdout
 
 
 def test_a_malformed_fingerprint_is_one_line(site, tmp_path):

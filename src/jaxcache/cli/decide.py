@@ -8,6 +8,10 @@ import sys
 from jaxcache.cli import common
 from jaxcache.text import safe
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from jaxcache.decide import Source
+
 
 def options(p: argparse.ArgumentParser) -> None:
     p.add_argument("paths", nargs="*", metavar="PATH",
@@ -78,7 +82,7 @@ def handle(args: argparse.Namespace, tail: list[str] | None) -> None:
     from jaxcache.documents.read import load_bench
 
     benches = [load_bench(p) for p in args.bench_paths or ()]
-    sources = _sources(args, args.record_paths or ())
+    sources = _sources(args, args.record_paths or [])
     from jaxcache.trust.findings import trusted
 
     writers_ok = trusted(audit.get("verdict"))
@@ -109,7 +113,7 @@ def handle(args: argparse.Namespace, tail: list[str] | None) -> None:
     common.finish(args, shown, result.exit_code)
 
 
-def _sources(args: argparse.Namespace, paths: tuple[str, ...] | list[str]) -> list:
+def _sources(args: argparse.Namespace, paths: list[str]) -> list[Source]:
     """Each --records folder or file, its records read (a bad one named on the command line
     ends it, exit 2; one in a folder is skipped and named on stderr) and their processes."""
     import os

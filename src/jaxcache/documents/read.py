@@ -180,8 +180,10 @@ BENCH = v.obj({
                                                              "min_fraction": _OPT_NUM}))}),
 }, {
     "command": v.nullable(v.list_of(v.TEXT)),
-    "fingerprint": v.nullable(v.map_of(v.ANY)),
+    "comparable": v.nullable(v.map_of(v.ANY)),
+    "fingerprints": v.nullable(v.map_of(fingerprint.DOCUMENT)),
     "samples": v.nullable(v.list_of(v.obj({}, {
+        "fingerprint": _OPT_TEXT,  # the id of one of `fingerprints`
         # per rank (bench/per_rank.py): what decide names when a rank compiled again
         "missed_ranks": v.nullable(v.list_of(v.obj({}, {"rank": v.nullable(v.INTEGER)}))),
     }))),
@@ -194,7 +196,11 @@ def load_bench(path: str) -> dict:
 
 
 def bench_from(doc: dict, path: str) -> dict:
-    """The checks of load_bench, on a document already read."""
+    """The checks of load_bench, on a document already read. A result of jaxcache before
+    issue 40 called `comparable` `fingerprint`: read as such."""
+    old = doc.get("fingerprint")
+    if "comparable" not in doc and isinstance(old, dict) and "schema" not in old:
+        doc = {**{k: val for k, val in doc.items() if k != "fingerprint"}, "comparable": old}
     return _of_kind(doc, BENCH_SCHEMA, BENCH, path, "bench result")
 
 

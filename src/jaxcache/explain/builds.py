@@ -11,6 +11,7 @@ writes), by the one rule (fingerprint/rule.py), and every difference is named wi
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from jaxcache.fingerprint import rule
 from jaxcache.records.fingerprints import ProcessFacts, facts_of
@@ -50,7 +51,7 @@ def named(d: rule.Difference, writer: str, reader: str) -> str:
     return f"another {d.field.value}: {d.writer} ({writer}) vs {d.reader} ({reader})"
 
 
-def build_diffs(records: list[tuple[str, dict]]) -> list[BuildDiff]:
+def build_diffs(records: list[tuple[str, dict[str, Any]]]) -> list[BuildDiff]:
     """For each process whose fingerprint differs from the reference process's."""
     known = [f for f in facts_of(records) if f.fingerprint is not None]
     if len(known) < 2:
