@@ -14,6 +14,7 @@ from jaxcache import thresholds
 from jaxcache.bench import noticeable
 from jaxcache.explain.builds import named
 from jaxcache.fingerprint import rule
+from jaxcache.fingerprint.model import Fingerprint
 from jaxcache.jaxcompat import versions
 from jaxcache.records.fingerprints import ProcessFacts
 from jaxcache.text import plural, safe
@@ -162,9 +163,10 @@ def _fingerprint_line(src: Source) -> str:
         fp = ps[0].fingerprint
         assert fp is not None
         build = fp.build.short if fp.build else "none"
+        every = len(ps) == len(src.processes)
         parts.append(f"fingerprint {fid} (jaxlib build {build}, {safe(fp.machine)}, "
-                     f"{plural(len(fp.cpu.features), 'CPU feature')}) in "
-                     f"{plural(len(ps), 'process', 'processes')}")
+                     f"{plural(len(fp.cpu.features), 'CPU feature')})"
+                     + ("" if every else f" in {plural(len(ps), 'process', 'processes')}"))
     return (f"{safe(src.path)}: {plural(len(src.processes), 'process', 'processes')}; "
             + ("; ".join(parts) if parts else "no fingerprint known"))
 
@@ -185,17 +187,23 @@ def across_records(sources: list[Source]) -> AcrossRecords:
     known = [p for p in procs if p.fingerprint is not None]
     fields: dict[rule.Field, set[str]] = {}
     builds = {p.fingerprint.build.digest for p in known if p.fingerprint and p.fingerprint.build}
+    firsts: dict[Fingerprint, list[ProcessFacts]] = {}  # the processes of each fingerprint
+    for p in known:
+        assert p.fingerprint is not None
+        firsts.setdefault(p.fingerprint, []).append(p)
     if known:
         ref = known[0]
         assert ref.fingerprint is not None
-        for p in known[1:]:
-            assert p.fingerprint is not None
-            diffs = rule.between(ref.fingerprint, p.fingerprint)
-            forth = rule.judge(ref.fingerprint, p.fingerprint).differences
+        for fp, same in list(firsts.items())[1:]:  # one line per other fingerprint
+            p = same[0]
+            diffs = rule.between(ref.fingerprint, fp)
+            forth = rule.judge(ref.fingerprint, fp).differences
             for d in diffs:
                 fields.setdefault(d.field, set()).add(p.who)
             if diffs:
-                ev.append(f"{p.who} against {ref.who}: " + "; ".join(
+                more = f" (and {plural(len(same) - 1, 'more process', 'more processes')} " \
+                    "like it)" if len(same) > 1 else ""
+                ev.append(f"{p.who}{more} against {ref.who}: " + "; ".join(
                     named(d, ref.who, p.who) if d in forth else named(d, p.who, ref.who)
                     for d in diffs))
     in_key = (_differs("JAX version", procs, lambda p: p.jax)
