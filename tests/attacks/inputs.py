@@ -31,7 +31,7 @@ BENCH = {"schema": "jaxcache.bench/1", "command": ["python", "job.py"],
          "summary": {"verdict": "saves", "phases": {}, "saving_s": {
              "estimate": 5.0, "low": 4.0, "high": 6.0},
              "wall": {"cold": {"median": 10.0}, "warm": {"median": 5.0}}},
-         "samples": [{"kind": "warm", "hits": 1}], "fingerprint": {}}
+         "samples": [{"kind": "warm", "hits": 1}], "comparable": {}}
 
 
 def one_line(proc: subprocess.CompletedProcess, code: int = 2) -> str:

@@ -73,11 +73,15 @@ def test_cold_writes_warm_hits_and_saving_has_an_interval(mlp_bench):
     assert "per start" not in amortization  # the verdict's numbers are not repeated
 
 
-def test_fingerprints_matched_and_are_recorded(mlp_bench):
+def test_samples_are_comparable_and_carry_their_build(mlp_bench):
     _, _, doc = mlp_bench
     assert doc["excluded"] == [] and all(s["comparable"] for s in doc["samples"])
-    fp = doc["fingerprint"]
+    fp = doc["comparable"]
     import jax
+
+    [(fid, build)] = doc["fingerprints"].items()  # one build and host in every sample
+    assert {s["fingerprint"] for s in doc["samples"]} == {fid}
+    assert fp["builds"] == [build["build"]["digest"]] and build["id"] == fid
 
     assert fp["jax"] == jax.__version__ and fp["backend"] == "cpu" and fp["device_count"] >= 1
     assert any(s["module"] == "jit_train_step" and "float32[32,128]" in s["input_shapes"]
@@ -106,7 +110,7 @@ def test_chart_is_a_png_and_report_links_it(mlp_bench):
 def test_compare(mlp_bench, tmp_path):
     _, out, _ = mlp_bench
     proc = jaxcache("bench", "--compare", str(out / "bench.json"), str(out / "bench.json"))
-    assert proc.returncode == 0 and "fingerprints: identical" in proc.stdout
+    assert proc.returncode == 0 and "comparable: the same versions, builds" in proc.stdout
     bad = tmp_path / "bad.json"
     bad.write_text("{}")
     proc = jaxcache("bench", "--compare", str(out / "bench.json"), str(bad))

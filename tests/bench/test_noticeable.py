@@ -89,7 +89,7 @@ def _bench_doc(a) -> dict:
     """What decide reads from a bench --json: the summary bench_json writes."""
     from jaxcache.report.bench.json import _shift, _spread
 
-    return {"command": ["job"], "fingerprint": {}, "samples": [
+    return {"command": ["job"], "comparable": {}, "samples": [
         {"kind": "warm", "hits": 1, "missed_ranks": []}],
         "summary": {"verdict": a.verdict, "message": a.message,
                     "wall": {"cold": _spread(a.wall[0]), "warm": _spread(a.wall[1])},

@@ -144,7 +144,7 @@ def test_wide_inputs_summarized_in_text_and_whole_in_json(world):
     bench = world["texts"]["bench"]
     cached = [line for line in bench.splitlines() if "cached jit_total" in line]
     assert cached and "240 inputs" in cached[0] and "digest" in cached[0]
-    shapes = {s["module"]: s["input_shapes"] for s in world["docs"]["bench"][1]["fingerprint"]
+    shapes = {s["module"]: s["input_shapes"] for s in world["docs"]["bench"][1]["comparable"]
               ["shapes"]}
     assert shapes["jit_total"].count("ShapedArray") == 240  # the JSON keeps every one
 

@@ -148,7 +148,7 @@ def test_an_unsaved_threshold_makes_it_not_worth_it(base, train_bench):
 
 def test_incompatible_jobs_get_separate_directories(base, accounts, tmp_path, train_bench):
     other = json.loads(train_bench.read_text())
-    other["fingerprint"]["xla_flags"] = "--xla_cpu_enable_fast_math=true"
+    other["comparable"]["xla_flags"] = "--xla_cpu_enable_fast_math=true"
     other["command"] = ["team-b-job"]
     other_path = tmp_path / "other.json"
     other_path.write_text(json.dumps(other))

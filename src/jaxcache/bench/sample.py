@@ -7,7 +7,8 @@ from typing import Any
 
 from jaxcache import thresholds
 from jaxcache.bench import per_rank
-from jaxcache.bench.fingerprint import Fingerprint
+from jaxcache.bench.comparable import Comparable
+from jaxcache.fingerprint.model import Fingerprint
 
 PHASES = ("startup", "import_jax", "trace", "lower", "compile_or_load", "rest")
 PHASE_LABELS = {
@@ -42,7 +43,7 @@ class ProcessSample:
     write_overhead_s: float  # serializing and writing entries, inside compile_or_load
     skipped: tuple[tuple[str, str, float], ...]  # (module, reason, compile seconds)
     cached: tuple[str, ...]  # modules written (cold) or hit (warm)
-    fingerprint: Fingerprint
+    comparable: Comparable
     record_path: str
     ranks: tuple[per_rank.RankSample, ...] = ()  # the job's JAX processes, per rank
     first_step_s: float = 0.0  # from launch until the slowest rank's last compile ended
@@ -52,6 +53,7 @@ class ProcessSample:
     uncached: tuple[str, ...] = ()  # 'name input_shapes', sorted
     uncached_s: float = 0.0
     left_out: thresholds.LeftOut | None = None  # what JAX's write thresholds kept out
+    fingerprint: Fingerprint | None = None  # the build and host of the job's first process
 
     @property
     def ok(self) -> bool:
@@ -64,6 +66,7 @@ def from_record(record: dict[str, Any], *, trial: int, kind: str, index: int, pa
     """Counts over every probed process of the job (a launcher may leave the JAX work to a
     child); phases per rank, the job's the maximum over ranks running in parallel
     (bench/per_rank.py). `probes` and `launched_at` add every rank's start-up times."""
+    from jaxcache.records.fingerprints import facts_of
     from jaxcache.records.reading import all_modules
 
     p = record["process"]
@@ -87,8 +90,9 @@ def from_record(record: dict[str, Any], *, trial: int, kind: str, index: int, pa
         overhead, skipped,
         tuple(sorted({m.get("name") or "?" for m in modules
                       if m.get("outcome") in ("written", "hit")})),
-        Fingerprint.of(record), path, ranks, first_step,
+        Comparable.of(record, path), path, ranks, first_step,
         uncached=tuple(sorted(f"{m.get('name') or '?'} {m.get('input_shapes') or ''}"
                               for m in uncached)),
         uncached_s=sum(float(m.get("compile_or_load_s") or 0.0) for m in uncached),
-        left_out=thresholds.of_modules(modules, p["wall_s"]))
+        left_out=thresholds.of_modules(modules, p["wall_s"]),
+        fingerprint=next((f.fingerprint for f in facts_of([(path, record)])), None))

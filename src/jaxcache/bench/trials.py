@@ -212,12 +212,13 @@ def run_bench(cfg: BenchConfig, *, workdir: str | None = None,
 
 
 def _excluded(samples: list[ProcessSample]):
-    """Processes whose fingerprint differs from the first one: never compared, and why."""
+    """Processes that differ from the first one in what makes timings comparable (versions,
+    the build, devices, flags, shapes: bench/comparable.py): never compared, and why."""
     if not samples:
         return ()
-    ref = samples[0].fingerprint
-    return tuple((s, tuple(ref.diff(s.fingerprint))) for s in samples
-                 if ref.diff(s.fingerprint))
+    ref = samples[0].comparable
+    return tuple((s, tuple(ref.diff(s.comparable))) for s in samples
+                 if ref.diff(s.comparable))
 
 
 def _analyse(samples, cfg: BenchConfig, stop):

@@ -8,6 +8,10 @@ import sys
 from jaxcache.cli import common
 from jaxcache.text import safe
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from jaxcache.decide import Source
+
 
 def options(p: argparse.ArgumentParser) -> None:
     p.add_argument("paths", nargs="*", metavar="PATH",
@@ -17,6 +21,10 @@ def options(p: argparse.ArgumentParser) -> None:
         help="An earlier `audit --format json`.")
     opt(p, "--bench", dest="bench_paths", action="append", metavar="B.json",
         help="An earlier `bench --json` (repeatable: one per job that would share).")
+    opt(p, "--records", dest="record_paths", nargs="+", action="extend", metavar="DIR",
+        help="Run records of the jobs that would share the cache, a folder or file per team "
+             "or host (repeatable): the compatible test compares their builds, hosts, "
+             "versions, devices, flags and shapes.")
     opt(p, "--policy", dest="policy_path", metavar="FILE", help="Trust policy (TOML).")
     opt(p, "--user", dest="as_user", metavar="NAME",
         help="Decide for this user (whose processes would trust the cache).")
@@ -32,11 +40,14 @@ def handle(args: argparse.Namespace, tail: list[str] | None) -> None:
 
       jaxcache decide /srv/jax-cache --bench bench.json
       jaxcache decide /srv/jax-cache --user alice -- python train.py
+      jaxcache decide /srv/jax-cache --records team-a/ team-b/ --bench bench.json
 
       1. writers understood: audit PRIVATE, SHARED-BY-POLICY with every writer declared, or
          SEALED (only entries signed by declared key holders are loaded)
       2. compatible jobs: same key inputs (jaxlib, platform, devices, XLA flags, path) and
-         warm runs that really hit
+         warm runs that really hit; with --records, the jobs of every record run one build on
+         one kind of host (a jaxlib digest and CPU features JAX's key leaves out: BLOCKED
+         where they differ or are unknown) with the same versions, devices, flags and shapes
       3. noticeable saving: the interval's lower bound >= the larger of --min-saving and
          --min-fraction of the cold start-up (the same rule as bench's verdict)
     Decisions: SHARE, PRIVATE (separate directories per user or team), NOT-WORTH-IT (too small,
@@ -71,6 +82,7 @@ def handle(args: argparse.Namespace, tail: list[str] | None) -> None:
     from jaxcache.documents.read import load_bench
 
     benches = [load_bench(p) for p in args.bench_paths or ()]
+    sources = _sources(args, args.record_paths or [])
     from jaxcache.trust.findings import trusted
 
     writers_ok = trusted(audit.get("verdict"))
@@ -93,9 +105,28 @@ def handle(args: argparse.Namespace, tail: list[str] | None) -> None:
                                         min_fraction=args.min_fraction,
                                         thresholds=common.threshold_env(args)))
     result = decidemod.decide(audit, benches, min_saving_s=args.min_saving,
-                              min_fraction=args.min_fraction)
+                              min_fraction=args.min_fraction, records=sources or None)
     from jaxcache.report import decide as formats
 
     shown = formats.FORMATS[args.fmt](result)
     sys.stdout.flush()
     common.finish(args, shown, result.exit_code)
+
+
+def _sources(args: argparse.Namespace, paths: list[str]) -> list[Source]:
+    """Each --records folder or file, its records read (a bad one named on the command line
+    ends it, exit 2; one in a folder is skipped and named on stderr) and their processes."""
+    import os
+
+    from jaxcache.decide import Source
+    from jaxcache.records import run_record
+    from jaxcache.records.fingerprints import facts_of
+
+    out = []
+    for path in paths:
+        skipped: list[tuple[str, str]] = []
+        records = run_record.load_all([path], skipped)
+        for where, why in skipped:
+            common.note(args, f"jaxcache: skipped {safe(os.path.basename(where))}: {why}\n")
+        out.append(Source(path, tuple(facts_of(records))))
+    return out

@@ -10,6 +10,7 @@ from __future__ import annotations
 from jaxcache import validate as v
 from jaxcache.documents import kinds
 from jaxcache.errors import JaxcacheError
+from jaxcache.fingerprint import model as fingerprint
 from jaxcache.text import safe
 from jaxcache.trust import inputs
 from jaxcache.trust.findings import Verdict
@@ -103,6 +104,8 @@ _PROCESS_FIELDS = {
         "hits": v.INTEGER, "misses": v.INTEGER, "read_errors": v.INTEGER,
         "outcomes": v.nullable(v.map_of(v.INTEGER))})),
     "env": v.nullable(v.obj()), "versions": v.nullable(v.obj()),
+    # the build and host it ran on (docs/run-record.md): records/fingerprints.py parses it
+    "fingerprint": v.nullable(fingerprint.DOCUMENT), "fingerprint_unknown": _OPT_TEXT,
     "unverified": _OPT_TEXT, "unverified_allowed": v.nullable(v.BOOLEAN),
     "cache_dir": v.obj(optional={"path": _OPT_TEXT}),
     "probe": v.obj(optional={"loaded": v.BOOLEAN, "note": _OPT_TEXT}),
@@ -177,8 +180,10 @@ BENCH = v.obj({
                                                              "min_fraction": _OPT_NUM}))}),
 }, {
     "command": v.nullable(v.list_of(v.TEXT)),
-    "fingerprint": v.nullable(v.map_of(v.ANY)),
+    "comparable": v.nullable(v.map_of(v.ANY)),
+    "fingerprints": v.nullable(v.map_of(fingerprint.DOCUMENT)),
     "samples": v.nullable(v.list_of(v.obj({}, {
+        "fingerprint": _OPT_TEXT,  # the id of one of `fingerprints`
         # per rank (bench/per_rank.py): what decide names when a rank compiled again
         "missed_ranks": v.nullable(v.list_of(v.obj({}, {"rank": v.nullable(v.INTEGER)}))),
     }))),
@@ -191,7 +196,11 @@ def load_bench(path: str) -> dict:
 
 
 def bench_from(doc: dict, path: str) -> dict:
-    """The checks of load_bench, on a document already read."""
+    """The checks of load_bench, on a document already read. A result of jaxcache before
+    issue 40 called `comparable` `fingerprint`: read as such."""
+    old = doc.get("fingerprint")
+    if "comparable" not in doc and isinstance(old, dict) and "schema" not in old:
+        doc = {**{k: val for k, val in doc.items() if k != "fingerprint"}, "comparable": old}
     return _of_kind(doc, BENCH_SCHEMA, BENCH, path, "bench result")
 
 

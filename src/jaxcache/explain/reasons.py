@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from jaxcache import thresholds
+from jaxcache.explain.builds import BuildDiff, build_diffs
 from jaxcache.explain.key_causes import CAUSES, compile_options_cause
 from jaxcache.explain.ranks import RankDiff, rank_diffs
 from jaxcache.records import used_dirs
@@ -65,14 +66,18 @@ class Explanation:
     unverified: tuple[str, ...] = ()
     # a rank other than 0 missed because its key differs from rank 0's (ranks.py)
     rank_diffs: tuple[RankDiff, ...] = ()
+    # a process ran another build or on another kind of host than the writer (builds.py)
+    build_diffs: tuple[BuildDiff, ...] = ()
 
     @property
     def exit_code(self) -> int:
         """1 when something expensive was not cached: a missed chance, a cross-process miss,
-        or thresholds that leave a material share of start-up uncached; and when JAX was
-        pointed at a cache directory other than the one jaxcache audited."""
+        or thresholds that leave a material share of start-up uncached; when JAX was pointed
+        at a cache directory other than the one jaxcache audited; and when the processes ran
+        different builds or hosts (their entries must not serve each other)."""
         bad = any(m.missed_chance for m in self.modules) or self.diffs or \
-            any(a.material for a in self.advice) or self.unaudited_dirs or self.rank_diffs
+            any(a.material for a in self.advice) or self.unaudited_dirs or \
+            self.rank_diffs or self.build_diffs
         return 1 if bad else 0
 
 
@@ -242,7 +247,7 @@ def explain_records(records: list[tuple[str, dict]]) -> Explanation:
                        tuple(_key_diffs(records)), tuple(advice), tuple(notes),
                        tuple(unaudited), tuple(f"{path}: {doc['unverified']}"
                                                for path, doc in records if doc.get("unverified")),
-                       tuple(rank_diffs(records)))
+                       tuple(rank_diffs(records)), tuple(build_diffs(records)))
 
 
 def _advice(path: str, record: dict) -> ThresholdAdvice:

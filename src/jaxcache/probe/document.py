@@ -169,6 +169,7 @@ def write(S, final, load_beside, out):
             if final:
                 doc["platform"] = platform(S)
                 doc["jax"] = dict(S.jax, plugins=plugins())
+                doc["fingerprint"] = fingerprint(S)
             S.last_write = time.monotonic()
             S.unsaved = False
             path = os.path.join(out, "probe-%d.json" % S.pid)
@@ -180,6 +181,69 @@ def write(S, final, load_beside, out):
             S.final_done = final
     except Exception:
         pass  # the probe must never change what the program does
+
+
+# the packages whose shared objects XLA runs: jaxcache/fingerprint/binaries.py PACKAGES
+# (spelled here too, the probe imports no jaxcache; tests/probe pins that they agree)
+_BUILD_PACKAGES = ("jaxlib", "jax_plugins", "libtpu", "libtpu_nightly", "jax_cuda12_plugin",
+                   "jax_cuda13_plugin", "jax_rocm60_plugin", "jax_rocm7_plugin")
+_FINGERPRINT_ENV = "JAXCACHE_FINGERPRINT"  # jaxcache/jobenv.py FINGERPRINT
+
+
+def loaded_roots():
+    """(package, real folder) of each build package this process imported: jaxlib's folder
+    is what the build digest must speak of."""
+    out = []
+    for name in _BUILD_PACKAGES:
+        module = sys.modules.get(name)
+        for folder in list(getattr(module, "__path__", None) or ()):
+            if isinstance(folder, str):
+                out.append([name, os.path.realpath(folder)])
+    return out
+
+
+def fingerprint(S):
+    """What the build this process ran is (fingerprint/ in jaxcache, which reads this): the
+    fingerprint `jaxcache run` handed the job when it speaks of the jaxlib loaded here (its
+    roots hold that folder), else none and the loaded folders, for jaxcache to hash on the
+    same host; and the backend's own facts. Only at the final write: nothing per compile."""
+    out = {"given": None, "roots": [], "accelerator": None}
+    try:
+        roots = loaded_roots()
+        out["roots"] = roots
+        value = os.environ.get(_FINGERPRINT_ENV)
+        if value:
+            import json
+
+            doc = json.loads(value)
+            given = {tuple(r) for r in doc.get("roots") or () if isinstance(r, list)}
+            jaxlib = [f for n, f in roots if n == "jaxlib"]
+            if jaxlib and all(("jaxlib", f) in given for f in jaxlib):
+                doc.pop("roots", None)
+                out["given"] = doc
+    except Exception:
+        pass
+    out["accelerator"] = accelerator(S)
+    return out
+
+
+def accelerator(S):
+    """The default backend's platform, version, device kind and compute capability, as
+    jaxcache/jaxcompat/hardware.py reads them; asked only if something compiled (asking
+    earlier creates the backend)."""
+    if not S.modules:
+        return None
+    try:
+        import jax
+
+        device = jax.devices()[0]
+        version = getattr(device.client, "platform_version", "") or ""
+        capability = getattr(device, "compute_capability", "") or ""
+        return {"platform": str(device.platform), "platform_version": str(version)[:8192],
+                "device_kind": str(device.device_kind)[:256],
+                "compute_capability": str(capability)[:256]}
+    except Exception:
+        return None
 
 
 def dist(name):

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from jaxcache.documents.kinds import envelope
 from jaxcache.probe.runner import Outcome
-from jaxcache.records import rank_views, used_dirs
+from jaxcache.records import fingerprints, rank_views, used_dirs
 from jaxcache.records.reading import in_record_order
 from jaxcache.text import safe
 from jaxcache.trust.entries import Inventory
@@ -157,6 +157,7 @@ def build(outcome: Outcome, *, cache_dir: str, verdict: str, before: DirSnapshot
                   "no probe data: the program never imported jax, is not Python, ran Python "
                   "with -S/-I, or was killed before its first compile"},
         "versions": main.get("jax", {}) if main else {},
+        **fingerprints.record_fields(main),
         "identity": (main or {}).get("identity"),
         "cache_view": (main or {}).get("cache_view"),
         "platform": (main or {}).get("platform", {}),
@@ -206,7 +207,8 @@ def _subprocess(p: dict, before: DirSnapshot, after: DirSnapshot) -> dict:
     modules = _modules(p, before, after)
     return {"pid": p.get("pid"), "argv": p.get("argv"), "identity": p.get("identity"),
             "cache_view": p.get("cache_view"), "versions": p.get("jax", {}),
-            "counts": _counts(p, modules), "platform": p.get("platform", {}),
+            **fingerprints.record_fields(p), "counts": _counts(p, modules),
+            "platform": p.get("platform", {}),
             "modules": modules}
 
 

@@ -16,7 +16,9 @@ from jaxcache.text import plural, safe, size, width, wrap
 
 def render_json(e: Explanation) -> str:
     doc = {**envelope("explain"),
-           "records": list(e.records), "modules": [asdict(m) for m in e.modules],
+           "records": list(e.records),
+           "build_diffs": [asdict(d) for d in e.build_diffs],
+           "modules": [asdict(m) for m in e.modules],
            "key_diffs": [asdict(d) for d in e.diffs],
            "rank_diffs": [asdict(d) for d in e.rank_diffs],
            "thresholds": [asdict(a) for a in e.advice],
@@ -99,9 +101,12 @@ def _answer(e: Explanation) -> str:
     """The first line: cached or not, and why not in one breath."""
     if not e.modules:
         return "NOTHING TO EXPLAIN: no JAX compile was recorded"
+    parts = []
+    if e.build_diffs:
+        parts.append(f"{plural(len(e.build_diffs), 'process', 'processes')} ran another build "
+                     "or host than the writer")
     if e.exit_code == 0:
         return f"{style.verdict('CACHED')}: everything that could be cached was cached"
-    parts = []
     missed = sum(1 for m in e.modules if m.missed_chance)
     if missed:
         parts.append(f"{plural(missed, 'expensive module')} not cached (marked !)")
@@ -114,14 +119,18 @@ def _answer(e: Explanation) -> str:
                      "from rank 0")
     if any(a.material for a in e.advice):
         parts.append("thresholds leave a material share of start-up uncached")
+    if e.build_diffs and len(parts) == 1:  # nothing else to act on: the builds are the news
+        return f"{style.verdict('MIXED BUILDS')}: {parts[0]} (named above)"
     return (f"{style.verdict('UNCACHED')}: something expensive was not cached"
             + (": " + "; ".join(parts) if parts else ""))
 
 
 def render_text(e: Explanation) -> str:
-    # a directory JAX was pointed at without an audit, or a record from a JAX jaxcache has
-    # not verified, outranks any caching answer: first
-    lines = [f"WARNING: {d}" for d in e.unaudited_dirs]
+    # another build or host than the writer's, a directory JAX was pointed at without an
+    # audit, or a record from a JAX jaxcache has not verified, outranks any caching answer:
+    # first, the build (its entries can crash the other)
+    lines = [w for d in e.build_diffs for w in wrap(f"BUILD: {d.text}", hang="    ")]
+    lines += [f"WARNING: {d}" for d in e.unaudited_dirs]
     lines += [f"UNVERIFIED: {safe(u)}" for u in e.unverified]
     lines += [_answer(e)]
     lines.append(f"from {plural(len(e.records), 'record')}")

@@ -11,7 +11,8 @@ from typing import TextIO
 from jaxcache.text import clip, color_on, plural, safe, size
 
 _GOOD = {"PRIVATE", "SHARED-BY-POLICY", "SEALED", "SHARE", "saves", "VALID", "OK", "CACHED"}
-_BAD = {"UNSAFE", "BLOCKED", "NOT-WORTH-IT", "UNCACHED", "NOT FOUND", "INVALID", "NOT SEALED"}
+_BAD = {"UNSAFE", "BLOCKED", "NOT-WORTH-IT", "UNCACHED", "NOT FOUND", "INVALID", "NOT SEALED",
+        "MIXED BUILDS"}
 _CODES = {"good": "32", "bad": "31", "unsure": "33"}
 
 

@@ -1,6 +1,7 @@
 """`jaxcache bench --compare A B`: two bench results side by side, as text.
 
-Fingerprints that differ are named first (their timings are then not directly comparable),
+What makes timings comparable (versions, builds, devices, flags, shapes: bench/comparable.py)
+is named first where it differs (the timings are then not directly comparable),
 then the medians, the savings with their intervals and the verdicts.
 """
 
@@ -16,11 +17,11 @@ def render(a: dict, b: dict, a_path: str, b_path: str) -> str:
     ca, cb = " ".join(a.get("command") or []), " ".join(b.get("command") or [])
     lines.append(f"A: {safe(ca)}" if ca == cb else f"A: {safe(ca)}\nB: {safe(cb)} (a "
                  "different command)")
-    fa, fb = a.get("fingerprint") or {}, b.get("fingerprint") or {}
+    fa, fb = a.get("comparable") or {}, b.get("comparable") or {}
     diffs = [line for k in sorted(set(fa) | set(fb)) if fa.get(k) != fb.get(k)
              for line in _differ(k, fa.get(k), fb.get(k))]
-    lines.append("fingerprints: identical" if not diffs else
-                 "fingerprints differ (timings are not directly comparable):")
+    lines.append("comparable: the same versions, builds, devices, flags and shapes"
+                 if not diffs else "not comparable (the timings are not directly comparable):")
     lines += diffs
     rows = [("", "A", "B")]
     for name in ("wall",):
@@ -45,7 +46,7 @@ def render(a: dict, b: dict, a_path: str, b_path: str) -> str:
 
 
 def _differ(key: str, a, b) -> list[str]:
-    """One fingerprint field that differs, short: the modules whose inputs changed (summaries
+    """One comparable field that differs, short: the modules whose inputs changed (summaries
     and digests, not 2,000-character reprs), a digest for any other long value."""
     if key == "shapes" and isinstance(a, list) and isinstance(b, list):
         def by_module(v: list) -> dict[str, str]:

@@ -1,4 +1,5 @@
-"""`jaxcache bench --json`: raw samples, fingerprints and conclusions (schema jaxcache.bench/1)."""
+"""`jaxcache bench --json`: raw samples, what makes them comparable, the fingerprints of the
+builds they ran, and conclusions (schema jaxcache.bench/1)."""
 
 from __future__ import annotations
 
@@ -68,7 +69,7 @@ def thresholds(result: BenchResult) -> dict[str, Any]:
     opts = {}
     sample = next(iter(result.samples), None)
     if sample is not None:
-        opts = dict(sample.fingerprint.cache_options)
+        opts = dict(sample.comparable.cache_options)
     time_s = float(opts.get("jax_persistent_cache_min_compile_time_secs",
                             repr(DEFAULT_MIN_COMPILE_TIME_SECS)))
     size_b = int(float(opts.get("jax_persistent_cache_min_entry_size_bytes",
@@ -109,7 +110,10 @@ def bench_dict(result: BenchResult) -> dict[str, Any]:
         "command": list(result.config.argv),
         "config": {k: v for k, v in asdict(result.config).items() if k != "argv"},
         "thresholds": {**thresholds(result), "left_out": _left_out(result)},
-        "fingerprint": result.samples[0].fingerprint.as_dict() if result.samples else None,
+        "comparable": result.samples[0].comparable.as_dict() if result.samples else None,
+        # each build and host the samples ran on, by id: each sample names its own
+        "fingerprints": {s.fingerprint.id: s.fingerprint.to_json() for s in result.samples
+                         if s.fingerprint is not None},
         "samples": [
             {"trial": s.trial, "kind": s.kind, "index": s.index, "wall_s": s.wall_s,
              "user_s": s.user_s, "sys_s": s.sys_s, "peak_rss_bytes": s.peak_rss_bytes,
@@ -119,6 +123,7 @@ def bench_dict(result: BenchResult) -> dict[str, Any]:
              "bytes_after": s.bytes_after, "write_overhead_s": s.write_overhead_s,
              "first_step_s": s.first_step_s, "ranks": [_rank(r) for r in s.ranks],
              "missed_ranks": [_miss(m) for m in s.missed], "record": s.record_path,
+             "fingerprint": s.fingerprint.id if s.fingerprint is not None else None,
              "uncached_s": s.uncached_s, "uncached_modules": len(s.uncached),
              "comparable": all(s is not x for x, _ in result.excluded)}
             for s in result.samples],

@@ -10,7 +10,7 @@ from jaxcache.text import safe
 
 def render(result: BenchResult, chart: str | None = None) -> str:
     cfg = result.config
-    fp = result.samples[0].fingerprint if result.samples else None
+    fp = result.samples[0].comparable if result.samples else None
     out = ["# jaxcache bench", "", f"Command: `{safe(' '.join(cfg.argv))}`", ""]
     if fp is not None:
         out += ["| | |", "|---|---|",

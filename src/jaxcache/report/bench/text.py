@@ -121,7 +121,7 @@ def conclusions(result: BenchResult) -> list[str]:
                      "(left there: jaxcache deletes nothing in a bucket)")
     if result.excluded:
         lines.append(f"excluded {plural(len(result.excluded), 'process')} whose "
-                     "fingerprint differs:")
+                     "build, versions, devices, flags or shapes differ:")
         for s, diffs in result.excluded:
             lines.append(f"  trial {s.trial} {s.kind} {s.index}: {'; '.join(diffs)}")
     return lines
@@ -130,7 +130,7 @@ def conclusions(result: BenchResult) -> list[str]:
 def cached(result: BenchResult) -> list[str]:
     """'module: 240 inputs, 46.1 KB: float32[8,4], ... (digest ...)', per cached module; the
     JSON result keeps every shape."""
-    fp = result.samples[0].fingerprint if result.samples else None
+    fp = result.samples[0].comparable if result.samples else None
     done = {m for s in result.samples for m in s.cached}
     return [f"{safe(module)}: {style.shapes(shapes)}" for module, shapes in
             (fp.shapes if fp is not None else ()) if module in done]
@@ -153,7 +153,7 @@ def _layout(rows: list[list[str]]) -> list[str]:
 
 def render(result: BenchResult) -> str:
     cfg = result.config
-    fp = result.samples[0].fingerprint if result.samples else None
+    fp = result.samples[0].comparable if result.samples else None
     verdict, *rest = conclusions(result)  # the answer first, as every command says it
     lines = [verdict, f"jaxcache bench: {safe(' '.join(cfg.argv))}"]
     if fp is not None:

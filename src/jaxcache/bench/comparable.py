@@ -1,20 +1,25 @@
 """What must match for two processes' timings to be comparable.
 
-Versions, Python, platform and devices, XLA flags, the cache options (the directory itself
-excluded: every trial gets its own), and the input shapes and dtypes each module compiled for.
+Versions, the build (each process's jaxlib build digest, which the version string does not
+tell: records/fingerprints.py), Python, platform and devices, XLA flags, the cache options
+(the directory itself excluded: every trial gets its own), and the input shapes and dtypes
+each module compiled for. Not the build's fingerprint itself (fingerprint/: what an entry
+depends on that JAX's key leaves out), of which this reads the build digest only.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
+from typing import Any
 
 _OPTION_SKIP = {"jax_compilation_cache_dir"}
 
 
 @dataclass(frozen=True)
-class Fingerprint:
+class Comparable:
     jax: str | None
     jaxlib: str | None
+    builds: tuple[str, ...]  # the processes' jaxlib build digests, sorted ("?" where unknown)
     plugins: tuple[tuple[str, str], ...]
     python: str | None
     system: str | None
@@ -27,15 +32,19 @@ class Fingerprint:
     shapes: tuple[tuple[str, str], ...]  # (module, input shapes) pairs, sorted
 
     @classmethod
-    def of(cls, record: dict) -> Fingerprint:
+    def of(cls, record: dict[str, Any], path: str = "") -> Comparable:
+        from jaxcache.records.fingerprints import facts_of
+
         versions = record.get("versions") or {}
         platform = record.get("platform") or {}
         host = record.get("host") or {}
         options = record.get("cache_options_at_first_compile") or {}
         shapes = sorted({(m.get("name") or "?", m.get("input_shapes") or "?")
                          for m in record.get("modules") or []})
+        builds = sorted({f.fingerprint.build.digest if f.fingerprint and f.fingerprint.build
+                         else "?" for f in facts_of([(path, record)])})
         return cls(
-            versions.get("jax"), versions.get("jaxlib"),
+            versions.get("jax"), versions.get("jaxlib"), tuple(builds),
             tuple(sorted((versions.get("plugins") or {}).items())),
             host.get("runner_python_version"), host.get("system"), host.get("machine"),
             platform.get("backend"), platform.get("device_kind"), platform.get("device_count"),
@@ -44,13 +53,13 @@ class Fingerprint:
             tuple(shapes),
         )
 
-    def diff(self, other: Fingerprint) -> list[str]:
+    def diff(self, other: Comparable) -> list[str]:
         """Human-readable differences, empty when comparable."""
         out = []
         for f in fields(self):
             a, b = getattr(self, f.name), getattr(other, f.name)
             if a != b:
-                if f.name in ("shapes", "cache_options", "plugins"):
+                if f.name in ("shapes", "cache_options", "plugins", "builds"):
                     only_a = sorted(set(a) - set(b))
                     only_b = sorted(set(b) - set(a))
                     out.append(f"{f.name}: {only_a} vs {only_b}")
@@ -58,8 +67,9 @@ class Fingerprint:
                     out.append(f"{f.name}: {a!r} vs {b!r}")
         return out
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         d = {f.name: getattr(self, f.name) for f in fields(self)}
+        d["builds"] = list(self.builds)
         d["plugins"] = dict(self.plugins)
         d["cache_options"] = {k: v for k, v in self.cache_options}
         d["shapes"] = [{"module": m, "input_shapes": s} for m, s in self.shapes]
