@@ -55,7 +55,8 @@ def _claim_record(path: str, explicit: bool):
 def run_job(argv: list[str], *, cache_dir: str | None = None, record_path: str | None = None,
             policy: str | None = None, allow_untrusted: bool = False,
             env: dict[str, str] | None = None, seal=None, unverified_jax: bool = False,
-            stdout=None, require_origin: bool = False, on_hashing=None):
+            stdout=None, require_origin: bool = False, on_hashing=None,
+            namespace: str = "none"):
     """Returns a record.RunResult. seal: a sealing.SealOptions, for a sealed cache (its probe
     enables it in the job). unverified_jax: run a job whose JAX is outside the supported
     lines anyway; its record says `unverified` (otherwise refused before the job when its
@@ -63,7 +64,9 @@ def run_job(argv: list[str], *, cache_dir: str | None = None, record_path: str |
     or descriptor) when ours carries a document, as in `explain -- CMD`. require_origin: refuse
     a plain cache holding entries no watched job of yours wrote (as under CI, trust/ci.py).
     on_hashing(bytes, files): told before the build's binaries are hashed (fingerprint/:
-    once per install), so a person knows why this run starts slower."""
+    once per install), so a person knows why this run starts slower. namespace: "fingerprint"
+    runs the job on <cache dir>/<its fingerprint's id> (trust/namespace.py), "none" on the
+    cache dir itself."""
     from jaxcache.probe import launch
     from jaxcache.run import early_start
     from jaxcache.userdirs import policy_file
@@ -86,6 +89,7 @@ def run_job(argv: list[str], *, cache_dir: str | None = None, record_path: str |
             if why is not None:
                 raise JaxcacheError(f"{why}. {UNVERIFIED_REMEDY if seal is None else SEALED_NO}")
         admitted: dict = {}
+        chosen, named = _namespaced(chosen, namespace, on_hashing)
 
         def admit() -> dict[str, str]:
             from jaxcache import fingerprint
@@ -118,6 +122,7 @@ def run_job(argv: list[str], *, cache_dir: str | None = None, record_path: str |
                                before=admitted["before"], env={**env, **admitted["env"]})
         used_dirs.judge(doc["jax_cache_dirs"], policy)  # each other directory's own verdict
         doc["cache_dir"]["origin"] = admitted.get("origin")
+        doc["cache_dir"]["namespace"] = named
         recordmod.mark_unverified(doc, allowed=unverified_jax)
         try:
             recordmod.write(doc, out)
@@ -128,6 +133,21 @@ def run_job(argv: list[str], *, cache_dir: str | None = None, record_path: str |
         return recordmod.RunResult(doc, out.path, outcome)
     finally:
         out.release()  # no-op once written
+
+
+def _namespaced(chosen: str, namespace: str, on_hashing) -> tuple[str, dict | None]:
+    """The cache the job uses, and the record's word on its namespace. With "fingerprint"
+    the fingerprint is computed here, before the launch (not overlapping an early start as
+    admit() does): whether the job may start early depends on its namespace's directory.
+    admit() then gets the same one (fingerprint.current() keeps it for the process)."""
+    from jaxcache.trust import namespace as ns
+
+    if ns.check(namespace) == ns.NONE:
+        return chosen, None
+    from jaxcache import fingerprint
+
+    ident = fingerprint.current(on_hashing=on_hashing).id
+    return ns.join(chosen, ident), {"kind": namespace, "id": ident, "parent": safe(chosen)}
 
 
 def audited_env(path: str, witness: bool = True) -> dict[str, str]:
