@@ -141,13 +141,16 @@ def _namespaced(chosen: str, namespace: str, on_hashing) -> tuple[str, dict | No
     admit() does): whether the job may start early depends on its namespace's directory.
     admit() then gets the same one (fingerprint.current() keeps it for the process)."""
     from jaxcache.trust import namespace as ns
+    from jaxcache.trust import target
 
     if ns.check(namespace) == ns.NONE:
         return chosen, None
     from jaxcache import fingerprint
 
     ident = fingerprint.current(on_hashing=on_hashing).id
-    return ns.join(chosen, ident), {"kind": namespace, "id": ident, "parent": safe(chosen)}
+    given = target.resolve(chosen)  # the parent as the job's path is read: absolute
+    return ns.join(chosen, ident), {"kind": namespace, "id": ident,
+                                    "parent": safe(given.path or given.url or chosen)}
 
 
 def audited_env(path: str, witness: bool = True) -> dict[str, str]:
