@@ -217,6 +217,36 @@ def test_a_policy_declaration_covers_its_namespaces_and_nothing_else(tmp_path):
     assert verdict(f"gs://{BUCKET}/{ident}") == "UNVERIFIABLE"  # not under the declared prefix
 
 
+def test_a_sealed_namespace_in_a_shared_directory_is_made_by_its_publisher(tmp_path):
+    """In a directory everyone can write, jaxcache makes no namespace (others could replace
+    it): the refusal says how the publisher makes it; made so, the sealed run signs into it."""
+    keys = tmp_path / "keys"
+    keys.mkdir(mode=0o700)
+    assert jaxcache("keygen", "-q", str(keys / "ci.key")).returncode == 0
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    policy = tmp_path / "policy.toml"
+    policy.write_text(f'[[cache]]\npath = "{shared}"\ntrusted_signers = ["nobody"]\n'
+                      f'trusted_keys = [{{ holder = "nobody", key = '
+                      f'"{(keys / "ci.key.pub").read_text().strip()}" }}]\n')
+    env = env_of(None)
+    ident = fingerprint_id(env)
+    argv = ("run", "--sealed", "--namespace", "fingerprint", "--cache-dir", str(shared),
+            "--signing-key", str(keys / "ci.key"), "--policy", str(policy), "--record",
+            str(tmp_path / "r.json"), "--", sys.executable, TWO_JITS)
+    refused = jaxcache(*argv, env=env)
+    assert refused.returncode == 1, refused.stderr
+    assert f"mkdir -m 755 {shared / ident}" in " ".join(refused.stderr.split())
+    assert list(shared.iterdir()) == []
+    (shared / ident).mkdir(mode=0o755)
+    done = jaxcache(*argv, env=env)
+    assert done.returncode == 0, done.stderr
+    signed = sorted(p.name for p in (shared / ident).iterdir())
+    assert any(n.endswith("-cache") for n in signed)
+    assert all(f"{n}.sig" in signed for n in signed if n.endswith("-cache"))
+
+
 # -- a sealed cache in a bucket --------------------------------------------------------------
 
 BUCKET = "jaxns"

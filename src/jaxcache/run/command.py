@@ -97,7 +97,12 @@ def run_job(argv: list[str], *, cache_dir: str | None = None, record_path: str |
             # here, not before the launch: with an early start the job's interpreter starts
             # meanwhile, so the few stats of a warm fingerprint cost its wall time nothing
             mine = fingerprint.current(on_hashing=on_hashing)
-            admitted.update(_admit(chosen, policy, allow_untrusted, seal, require_origin, env))
+            try:
+                admitted.update(_admit(chosen, policy, allow_untrusted, seal, require_origin,
+                                       env))
+            except UntrustedCacheError as exc:
+                _say_how_to_make(exc, chosen, named, seal)
+                raise
             admitted["fingerprint"] = mine
             admitted["env"][jobenv.FINGERPRINT] = fingerprint.to_env(mine)
             return admitted["env"]
@@ -151,6 +156,22 @@ def _namespaced(chosen: str, namespace: str, on_hashing) -> tuple[str, dict | No
     given = target.resolve(chosen)  # the parent as the job's path is read: absolute
     return ns.join(chosen, ident), {"kind": namespace, "id": ident,
                                     "parent": safe(given.path or given.url or chosen)}
+
+
+def _say_how_to_make(exc: UntrustedCacheError, path: str, named: dict | None, seal) -> None:
+    """A sealed namespace that init would not create (a shared parent others can write):
+    the refusal says how the share's publisher makes it, readable by the fleet's readers."""
+    import shlex
+
+    from jaxcache.text import wrap
+    from jaxcache.trust.target import is_url
+
+    if named is None or seal is None or is_url(path) or os.path.lexists(path):
+        return
+    hint = ("or, as this sealed namespace's publisher, make it yourself, readable by its "
+            "readers (jaxcache creates only directories no one else could replace): "
+            f"mkdir -m 755 {shlex.quote(safe(path))}")
+    exc.args = ("\n".join([str(exc), *wrap(hint, "  ", limit=100)]),)
 
 
 def audited_env(path: str, witness: bool = True) -> dict[str, str]:
