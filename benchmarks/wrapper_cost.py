@@ -11,8 +11,13 @@ children, from RUSAGE_CHILDREN), and run - bare for both, with the paired Hodges
 estimate of the per-round wall difference and its exact 95 % interval (bench/stats.py).
 Targets (issue 26): run - bare <= +25 ms wall and <= +30 ms CPU.
 
+`--job examples/train.py` times a real JAX job instead of noop.py, its cache warm in both arms
+(the bare arm runs JAX's own cache on the same directory): what a warm start pays. With
+`--against OTHER_CHECKOUT/src` a third arm runs `run` from that tree: run - base is what a
+change adds to a warm run (issue 40: the build's fingerprint, <= +2 ms).
+
     .venv/bin/python benchmarks/wrapper_cost.py [--rounds 41] [--ledger-lines 1000] [--json F]
-        [--against OTHER_CHECKOUT/src]
+        [--against OTHER_CHECKOUT/src] [--job PROGRAM.py]
 """
 
 from __future__ import annotations
@@ -71,6 +76,9 @@ def main() -> None:
     ap.add_argument("--against", metavar="SRC",
                     help="also time `run` from another source tree (its src/, compiled), "
                          "through the same entry point: the paired difference to this one")
+    ap.add_argument("--job", metavar="PROGRAM",
+                    help="a Python program to time instead of one that does nothing (e.g. "
+                         "examples/train.py): its cache is warmed first, in every arm")
     args = ap.parse_args()
     work = tempfile.mkdtemp(prefix="jaxcache-wrapper-")
     try:
@@ -82,6 +90,8 @@ def main() -> None:
             os.chmod(os.path.join(cache, f"jit_g{i}-{i:064x}-cache"), 0o600)
         noop = os.path.join(work, "noop.py")
         Path(noop).write_text("pass\n")
+        if args.job:
+            noop = os.path.abspath(args.job)
         env = {**os.environ, "XDG_STATE_HOME": state, "JAX_COMPILATION_CACHE_DIR": cache}
         env.pop("PYTHONPATH", None)
         os.environ["XDG_STATE_HOME"] = state  # ledger_file.ledger_path() here
@@ -109,7 +119,8 @@ def main() -> None:
                for k in arms}
         paired = paired_shift([a - b for a, b in zip(wall["run"], wall["bare"], strict=True)])
         extra_wall, extra_cpu = med["run"][0] - med["bare"][0], med["run"][1] - med["bare"][1]
-        print(f"rounds: {args.rounds}; ledger lines: {args.ledger_lines}; "
+        print(f"job: {args.job or 'a program that does nothing'}; "
+              f"rounds: {args.rounds}; ledger lines: {args.ledger_lines}; "
               f"cpus: {os.cpu_count()}; python {sys.version.split()[0]}")
         for k in arms:
             print(f"  {k:5s} wall {med[k][0]:6.1f} ms [{min(wall[k]) * 1e3:.1f} - "

@@ -25,6 +25,12 @@ if "JAXCACHE_TEST_STATE" not in os.environ:
     os.environ["JAXCACHE_TEST_STATE"] = os.environ["XDG_STATE_HOME"] = tempfile.mkdtemp(
         prefix="jaxcache-test-state-")
     atexit.register(shutil.rmtree, os.environ["XDG_STATE_HOME"], True)
+    # as someone who has run jaxcache on this install before: the build's digests are kept
+    # (fingerprint/memo.py), so no job under test starts with the one-time "hashing" line
+    # (tests/fingerprint/ say it with state folders of their own)
+    from jaxcache import fingerprint
+
+    fingerprint.current()
 
 
 @pytest.fixture(scope="session")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import os
 import re
 from pathlib import Path
 
@@ -504,3 +505,30 @@ def test_settings_a_job_is_handed_are_options_jax_reads_from_those_variables():
     finally:
         for option, value in before.items():
             jax.config.update(option, value)
+
+
+def test_the_backend_says_its_platform_and_version_for_the_fingerprint():
+    """jaxcompat.hardware reads device.client.platform_version and device_kind (and
+    compute_capability on GPU): if JAX moves them, the fingerprint loses its backend facts
+    silently, so this fails loudly instead."""
+    import jax
+    import jax.numpy as jnp
+
+    from jaxcache import fingerprint
+    from jaxcache.jaxcompat import hardware
+
+    (jnp.ones(2) + 1).block_until_ready()
+    device = jax.devices()[0]
+    assert isinstance(device.client.platform_version, str) and device.client.platform_version
+    found = hardware.accelerator()
+    assert found is not None and found.platform == device.platform == jax.default_backend()
+    assert found.platform_version == device.client.platform_version
+    assert found.device_kind == device.device_kind
+    # the build this JAX runs is the jaxlib it imported, and that folder was hashed
+    import jaxlib
+
+    mine = fingerprint.current(fresh=True)
+    assert mine.build is not None
+    assert any(("jaxlib", os.path.realpath(p)) in mine.roots for p in jaxlib.__path__)
+    assert dict(mine.build.versions)["jaxlib"] == jaxlib.__version__ or \
+        jaxlib.__version__.startswith(dict(mine.build.versions)["jaxlib"])

@@ -35,23 +35,36 @@ _MAX_FILES = 4096  # a package folder with more shared objects than this is not 
 
 def roots(memo: Memo | None = None, packages: tuple[str, ...] = PACKAGES
           ) -> list[tuple[str, str]]:
-    """(package, folder) of each package this Python would load (or has loaded). Kept in the
-    memo under sys.path and the mtime of each of its folders (installing or removing a package
-    adds or removes a name in one of them): asking importlib's finders for eight packages costs
-    a warm run ~1 ms."""
-    key = "\0".join(sys.path)
+    """(package, folder) of each package this Python has loaded (its `__path__`: a job is
+    judged by what it runs) or would load. Where it would load them from is kept in the memo
+    under sys.path and the mtime of each of its folders (installing or removing a package adds
+    or removes a name in one of them): asking importlib's finders for eight packages costs a
+    warm run ~1 ms."""
+    loaded = {n: _folders(getattr(sys.modules[n], "__path__", None))
+              for n in packages if sys.modules.get(n) is not None}
+    rest = tuple(n for n in packages if n not in loaded)
+    key = "sys.path:" + "\0".join(sys.path) + "\0\0" + ",".join(rest)
     stamp = _stamp()
-    loaded = [n for n in packages if n in sys.modules]
-    kept = memo.root(f"sys.path:{key}") if memo is not None else None
+    kept = memo.root(key) if memo is not None else None
     kept_roots = kept.get("roots") if kept else None
-    if kept and kept.get("stamp") == stamp and kept.get("loaded") == loaded \
-            and isinstance(kept_roots, list):
-        return [(str(n), str(f)) for n, f in kept_roots]
-    found = _find(packages)
-    if memo is not None:
-        memo.remember_root(f"sys.path:{key}", {"stamp": stamp, "loaded": loaded,
-                                               "roots": [list(r) for r in found]})
-    return found
+    if kept and kept.get("stamp") == stamp and isinstance(kept_roots, list):
+        found = [(str(n), str(f)) for n, f in kept_roots]
+    else:
+        found = _find(rest)
+        if memo is not None:
+            memo.remember_root(key, {"stamp": stamp, "roots": [list(r) for r in found]})
+    mine = [(n, f) for n, folders in loaded.items() for f in folders]
+    return sorted(mine + found, key=lambda r: packages.index(r[0]))
+
+
+def _folders(paths: object) -> list[str]:
+    """The existing folders of a package's search path (a list, or a namespace package's
+    _NamespacePath), resolved."""
+    from collections.abc import Iterable
+
+    if not isinstance(paths, Iterable) or isinstance(paths, (str, bytes)):
+        return []
+    return [os.path.realpath(f) for f in paths if isinstance(f, str) and os.path.isdir(f)]
 
 
 def _stamp() -> list[int]:
@@ -65,21 +78,17 @@ def _stamp() -> list[int]:
 
 
 def _find(packages: tuple[str, ...]) -> list[tuple[str, str]]:
+    """Where importlib's finders would load these packages from (none is imported)."""
     import importlib.util
 
     found: list[tuple[str, str]] = []
     for name in packages:
-        module = sys.modules.get(name)
-        paths = getattr(module, "__path__", None) if module is not None else None
-        if paths is None:
-            try:
-                spec = importlib.util.find_spec(name)
-            except (ImportError, ValueError):
-                spec = None
-            paths = spec.submodule_search_locations if spec is not None else None
-        for folder in list(paths or ()):
-            if isinstance(folder, str) and os.path.isdir(folder):
-                found.append((name, os.path.realpath(folder)))
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            spec = None
+        found.extend((name, f) for f in _folders(
+            spec.submodule_search_locations if spec is not None else None))
     return found
 
 
@@ -150,7 +159,7 @@ def hash_file(path: str) -> tuple[str, os.stat_result] | None:
     import blake3
 
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)  # a FIFO never blocks
     except OSError:
         return None
     try:
