@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from support import paths
+from support import builds, paths
 
 REPO = paths.CHECKOUT
 ACTION = REPO / "action.yml"
@@ -344,6 +344,16 @@ def test_every_jaxcache_command_and_flag_the_files_call_exists():
     assert not missing, missing
 
 
+def test_the_cache_keys_take_the_build_and_cpu_from_jaxcache_fingerprint():
+    """No script of its own reads the CPU or hashes jaxlib: `jaxcache fingerprint --short`
+    does, in the action and in the GitLab template."""
+    assert "--short" in invocations()["fingerprint"]
+    for path in (ACTION, GITLAB):
+        assert "fingerprint --short" in path.read_text(), path
+    for text in shell_texts():
+        assert "/proc/cpuinfo" not in text and 'version("jaxlib")' not in text, text[:200]
+
+
 # -- the action, run as the runner runs it -------------------------------------------------
 
 def gh_eval(expr: str, ctx: dict):
@@ -554,6 +564,29 @@ def test_the_action_publishes_and_consumes_a_sealed_cache(tmp_path, keys):
                              **{"signing-key": key_file.read_text()})
     assert rc == 1 and "::error title=jaxcache gate::" in log
     assert not (pub4.temp / "jaxcache-signing").exists()  # the key was never written
+
+
+def test_the_action_cache_key_changes_with_the_jaxlib_build(tmp_path, keys):
+    """Build B (the same jaxlib version, other bytes: tests/support/builds.py) restores from
+    another key prefix than build A, and the log names the fingerprint each computed."""
+    _, public = keys
+    workspace = tmp_path / "ws"
+    write_policy(workspace, public)
+    store = tmp_path / "caches"
+    store.mkdir()
+    site = builds.other_build(tmp_path)
+    prefixes = []
+    for name, build in (("a", None), ("b", site)):
+        runner = Runner(tmp_path / name, store, workspace, "pull_request", "refs/pull/1/merge")
+        runner.env = builds.build_env(build, runner.env)
+        rc, out, log = runner.action(mode="consume", policy=".jaxcache/policy.toml")
+        assert rc == 0, log
+        ident = subprocess.run([BIN / "jaxcache", "-q", "fingerprint", "--short"],
+                               env=runner.env, capture_output=True, text=True,
+                               timeout=TIMEOUT_S).stdout.strip()
+        assert len(ident) == 16 and f"  fingerprint={ident}\n" in log, log
+        prefixes.append(out["cache-key-prefix"])
+    assert prefixes[0] != prefixes[1]
 
 
 # -- the GitLab template, run as the runner runs it ----------------------------------------

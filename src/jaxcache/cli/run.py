@@ -11,6 +11,7 @@ import sys
 
 from jaxcache.cli import common
 from jaxcache.errors import UntrustedCacheError
+from jaxcache.trust import namespace
 
 TYPE_CHECKING = False  # typing itself costs `jaxcache run` ~2 ms: names for the type checker only
 if TYPE_CHECKING:
@@ -25,6 +26,12 @@ def options(p: argparse.ArgumentParser) -> None:
     common.option(p, "--cache-dir", metavar="DIR",
                   help="Cache directory (default: $JAX_COMPILATION_CACHE_DIR, else the one "
                        "`jaxcache init` makes). Audited first; created private if missing.")
+    common.option(p, "--namespace", choices=namespace.CHOICES, default=namespace.NONE,
+                  show_default=True,
+                  help="fingerprint: use <cache dir>/<id>, <id> being this build's and CPU's "
+                       "`jaxcache fingerprint --short` (created private if missing; a bucket: "
+                       "<prefix>/<id>), so jobs of a mixed fleet share one directory or "
+                       "bucket and each reads only what its own build wrote.")
     common.option(p, "--record", dest="record_path", metavar="FILE",
                   help="Where to write the run record (JSON). Default: a new file under your "
                        "state dir (~/.local/state/jaxcache/runs/). Fields {rank}, {host}, "
@@ -92,6 +99,7 @@ def handle(args: argparse.Namespace, tail: list[str] | None) -> None:
                                 policy=args.policy_path, allow_untrusted=args.allow_untrusted,
                                 seal=seal_options_of(args), unverified_jax=args.unverified_jax,
                                 require_origin=args.require_origin,
+                                namespace=args.namespace,
                                 env={**os.environ, **common.threshold_env(args)},
                                 on_hashing=None if args.quiet else common.hashing_notice)
     except UntrustedCacheError as exc:

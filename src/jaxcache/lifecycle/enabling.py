@@ -42,7 +42,7 @@ def enable(path: str, *, policy: str | None = None, allow_untrusted: bool = Fals
            trusted_keys: str | PublicKey | Sequence[str | PublicKey] = (),
            local: str | None = None, require_origin: bool = False,
            min_compile_time: float | None = None,
-           min_entry_size: int | None = None) -> EnableResult:
+           min_entry_size: int | None = None, namespace: str = "none") -> EnableResult:
     """Audit `path`, then make it JAX's compilation cache for this process.
 
     Raises UntrustedCacheError unless the verdict is PRIVATE or SHARED-BY-POLICY (or SEALED);
@@ -72,8 +72,14 @@ def enable(path: str, *, policy: str | None = None, allow_untrusted: bool = Fals
     no entry for a compile quicker than 1 s by default). Lower one only where `jaxcache run`
     or `jaxcache explain` calls what it leaves out material, and bench it; disable() puts
     them back. The result's `thresholds` are the ones in effect.
+
+    namespace="fingerprint": the cache is `path`/<id> (a bucket: its prefix/<id>), <id> being
+    this build's and CPU's fingerprint (`jaxcache fingerprint --short`), created private when
+    missing: processes of a mixed fleet share `path`, each reading only what its own build
+    wrote. The result's `path` is the directory used. "none" (the default): `path` itself.
     """
     _check_thresholds(min_compile_time, min_entry_size)
+    path = _namespaced(path, namespace)
     if sealed:
         result = sealing.enable_sealed(path, policy=policy, reset=reset,
                                        signing_key=signing_key, trusted_keys=trusted_keys,
@@ -89,6 +95,16 @@ def enable(path: str, *, policy: str | None = None, allow_untrusted: bool = Fals
 
     jaxcompat.set_thresholds(min_compile_time, min_entry_size)  # undone by disable()
     return replace(result, thresholds=jaxcompat.thresholds())
+
+
+def _namespaced(path: str, namespace: str) -> str:
+    from jaxcache.trust import namespace as ns
+
+    if ns.check(namespace) == ns.NONE:
+        return path
+    from jaxcache import fingerprint
+
+    return ns.join(path, fingerprint.current().id)
 
 
 def _check_thresholds(min_compile_time: object, min_entry_size: object) -> None:
@@ -204,15 +220,16 @@ def enabled(path: str, *, policy: str | None = None, allow_untrusted: bool = Fal
             signing_key: str | SigningKey | None = None,
             trusted_keys: str | PublicKey | Sequence[str | PublicKey] = (),
             local: str | None = None, require_origin: bool = False,
-            min_compile_time: float | None = None, min_entry_size: int | None = None
-            ) -> Iterator[EnableResult]:
+            min_compile_time: float | None = None, min_entry_size: int | None = None,
+            namespace: str = "none") -> Iterator[EnableResult]:
     """`with jaxcache.enabled(path, ...) as result:` enable() for the block only; on exit
     everything is as it was before (also when the block raises)."""
     mark = undo.depth()
     result = enable(path, policy=policy, allow_untrusted=allow_untrusted, reset=reset,
                     sealed=sealed, signing_key=signing_key, trusted_keys=trusted_keys,
                     local=local, require_origin=require_origin,
-                    min_compile_time=min_compile_time, min_entry_size=min_entry_size)
+                    min_compile_time=min_compile_time, min_entry_size=min_entry_size,
+                    namespace=namespace)
     try:
         yield result
     finally:

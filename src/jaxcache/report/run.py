@@ -152,6 +152,11 @@ def render_text(doc: dict, record_path: str, verbose: bool = False) -> str:
     else:
         lines.append(f"cache {c['path']} ({c['verdict']}): entries {before} before, {after} "
                      f"after ({after - before:+d}, {size(c['after']['bytes'])})")
+    named = c.get("namespace")
+    if named:  # --namespace fingerprint: the path above is <parent>/<id>
+        lines.append(f"namespace: {safe(named['kind'])} {safe(named['id'])} of "
+                     f"{safe(named['parent'])}: this job read and wrote only there (another "
+                     "build or CPU has its own)")
     lines += _origin_lines(c.get("origin"))
     seal = doc.get("seal")
     if seal:

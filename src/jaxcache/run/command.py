@@ -55,7 +55,8 @@ def _claim_record(path: str, explicit: bool):
 def run_job(argv: list[str], *, cache_dir: str | None = None, record_path: str | None = None,
             policy: str | None = None, allow_untrusted: bool = False,
             env: dict[str, str] | None = None, seal=None, unverified_jax: bool = False,
-            stdout=None, require_origin: bool = False, on_hashing=None):
+            stdout=None, require_origin: bool = False, on_hashing=None,
+            namespace: str = "none"):
     """Returns a record.RunResult. seal: a sealing.SealOptions, for a sealed cache (its probe
     enables it in the job). unverified_jax: run a job whose JAX is outside the supported
     lines anyway; its record says `unverified` (otherwise refused before the job when its
@@ -63,7 +64,9 @@ def run_job(argv: list[str], *, cache_dir: str | None = None, record_path: str |
     or descriptor) when ours carries a document, as in `explain -- CMD`. require_origin: refuse
     a plain cache holding entries no watched job of yours wrote (as under CI, trust/ci.py).
     on_hashing(bytes, files): told before the build's binaries are hashed (fingerprint/:
-    once per install), so a person knows why this run starts slower."""
+    once per install), so a person knows why this run starts slower. namespace: "fingerprint"
+    runs the job on <cache dir>/<its fingerprint's id> (trust/namespace.py), "none" on the
+    cache dir itself."""
     from jaxcache.probe import launch
     from jaxcache.run import early_start
     from jaxcache.userdirs import policy_file
@@ -86,6 +89,7 @@ def run_job(argv: list[str], *, cache_dir: str | None = None, record_path: str |
             if why is not None:
                 raise JaxcacheError(f"{why}. {UNVERIFIED_REMEDY if seal is None else SEALED_NO}")
         admitted: dict = {}
+        chosen, named = _namespaced(chosen, namespace, on_hashing)
 
         def admit() -> dict[str, str]:
             from jaxcache import fingerprint
@@ -93,7 +97,12 @@ def run_job(argv: list[str], *, cache_dir: str | None = None, record_path: str |
             # here, not before the launch: with an early start the job's interpreter starts
             # meanwhile, so the few stats of a warm fingerprint cost its wall time nothing
             mine = fingerprint.current(on_hashing=on_hashing)
-            admitted.update(_admit(chosen, policy, allow_untrusted, seal, require_origin, env))
+            try:
+                admitted.update(_admit(chosen, policy, allow_untrusted, seal, require_origin,
+                                       env))
+            except UntrustedCacheError as exc:
+                _say_how_to_make(exc, chosen, named, seal)
+                raise
             admitted["fingerprint"] = mine
             admitted["env"][jobenv.FINGERPRINT] = fingerprint.to_env(mine)
             return admitted["env"]
@@ -118,6 +127,7 @@ def run_job(argv: list[str], *, cache_dir: str | None = None, record_path: str |
                                before=admitted["before"], env={**env, **admitted["env"]})
         used_dirs.judge(doc["jax_cache_dirs"], policy)  # each other directory's own verdict
         doc["cache_dir"]["origin"] = admitted.get("origin")
+        doc["cache_dir"]["namespace"] = named
         recordmod.mark_unverified(doc, allowed=unverified_jax)
         try:
             recordmod.write(doc, out)
@@ -128,6 +138,40 @@ def run_job(argv: list[str], *, cache_dir: str | None = None, record_path: str |
         return recordmod.RunResult(doc, out.path, outcome)
     finally:
         out.release()  # no-op once written
+
+
+def _namespaced(chosen: str, namespace: str, on_hashing) -> tuple[str, dict | None]:
+    """The cache the job uses, and the record's word on its namespace. With "fingerprint"
+    the fingerprint is computed here, before the launch (not overlapping an early start as
+    admit() does): whether the job may start early depends on its namespace's directory.
+    admit() then gets the same one (fingerprint.current() keeps it for the process)."""
+    from jaxcache.trust import namespace as ns
+    from jaxcache.trust import target
+
+    if ns.check(namespace) == ns.NONE:
+        return chosen, None
+    from jaxcache import fingerprint
+
+    ident = fingerprint.current(on_hashing=on_hashing).id
+    given = target.resolve(chosen)  # the parent as the job's path is read: absolute
+    return ns.join(chosen, ident), {"kind": namespace, "id": ident,
+                                    "parent": safe(given.path or given.url or chosen)}
+
+
+def _say_how_to_make(exc: UntrustedCacheError, path: str, named: dict | None, seal) -> None:
+    """A sealed namespace that init would not create (a shared parent others can write):
+    the refusal says how the share's publisher makes it, readable by the fleet's readers."""
+    import shlex
+
+    from jaxcache.text import wrap
+    from jaxcache.trust.target import is_url
+
+    if named is None or seal is None or is_url(path) or os.path.lexists(path):
+        return
+    hint = ("or, as this sealed namespace's publisher, make it yourself, readable by its "
+            "readers (jaxcache creates only directories no one else could replace): "
+            f"mkdir -m 755 {shlex.quote(safe(path))}")
+    exc.args = ("\n".join([str(exc), *wrap(hint, "  ", limit=100)]),)
 
 
 def audited_env(path: str, witness: bool = True) -> dict[str, str]:

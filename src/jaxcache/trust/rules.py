@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
+from jaxcache.trust.namespace import covering
 from jaxcache.trust.target import is_url  # also imported from here (trust/policy.py)
 
 
@@ -66,14 +67,19 @@ class Policy:
         /home -> /gpfs/home. A link whoever can create that name could plant (a sticky /tmp)
         would carry the declaration onto whatever directory it points at: such a declared
         path names no directory (the audit says so: policy.through-link).
+
+        A namespace (`<dir>/<fingerprint id>`, trust/namespace.py) is covered by its parent's
+        declaration as well as by its own.
         """
         if is_url(name):
             target = url_text(name)
-            rules = [self.default] + [r for p, r in self.per_path if p == target]
+            targets = {target, target and covering(target)} - {None}
+            rules = [self.default] + [r for p, r in self.per_path if p in targets]
         else:
             target = as_written(name)
+            targets = {target, covering(target)} - {None}
             rules = [self.default] + [r for p, r in self.per_path if not is_url(p) and (
-                p == target or through_trusted_links(p) == target)]
+                p in targets or through_trusted_links(p) in targets)]
         return Rule(
             frozenset().union(*(r.trusted_uids for r in rules)),
             frozenset().union(*(r.trusted_gids for r in rules)),
