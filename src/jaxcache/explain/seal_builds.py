@@ -19,13 +19,12 @@ def lines(seal: dict[str, Any] | None) -> list[str]:
     if not seal:
         return []
     out = []
-    for status, what in (("other-build", "compiled by another build or host"),
-                         ("build-unknown", "of unknown build, refused (require_build)")):
+    for status in ("other-build", "build-unknown"):  # each reason says what and what to do
         found = [r for r in seal.get("rejections") or []
                  if isinstance(r, dict) and r.get("status") == status]
         if found:
-            out.append(f"sealed: {plural(len(found), 'entry')} {what}, missed and never "
-                       f"loaded: {safe(str(found[0].get('reason')))[:_SHOWN]}")
+            out.append(f"sealed: {plural(len(found), 'entry')} missed, never loaded "
+                       f"({status}): {safe(str(found[0].get('reason')))[:_SHOWN]}")
     build = seal.get("build")
     unknown = (build.get("unknown_loaded") or []) if isinstance(build, dict) else []
     if unknown:

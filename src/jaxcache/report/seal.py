@@ -74,6 +74,9 @@ def _first(result: ScanResult, action: str) -> str:
                     f"but a sealed reader refuses the directory (verdict {result.refused[0]}, "
                     "as run --sealed and audit --sealed judge it)")
         line = f"{style.verdict('VALID')}: every entry verifies ({total}) in {where}"
+        other = sum(1 for e in result.entries if e.build and e.build.state == "other-build")
+        line += f"; {other} of another build or host (misses for a sealed reader here)" \
+            if other else ""
         return line + (f"; {never} of them a sealed reader never hits" if never else "")
     if action == "cosign":
         added = result.count("co-signed")
@@ -99,10 +102,8 @@ def _line(e: EntryStatus, action: str, verbose: bool) -> str | None:
     never hits (the why is said once below: it is the same for each), and with --verbose
     every other one too (already signed, valid)."""
     never = "; never hit: made with XLA's sub-caches on" if e.never_hit else ""
-    if e.build is not None:
-        never += f"; {safe(e.build.words)}"
-        if e.build.state == "other-build":  # valid, yet a sealed reader here misses it
-            never += f" ({safe(e.build.reason)})"
+    if e.build is not None:  # another build's entry is valid, yet a sealed reader here
+        never += f"; {safe(e.build.reason if e.build.state == 'other-build' else e.build.words)}"
     if e.status == "never-hit":
         return (f"  {'NEVER HIT':14s} {safe(e.name)} ({size(e.size)}): not signed, made with "
                 "XLA's sub-caches on")
