@@ -31,7 +31,10 @@ def handle(args: argparse.Namespace, tail: None) -> None:
     watched wrote exactly these bytes), unknown (no watched job wrote it: restored, copied,
     baked into an image, or written by JAX without jaxcache), changed (rewritten since).
     KEY names the key each signature file claims (by your policy's name for it where it
-    trusts it): a claim, which `jaxcache verify` checks. Without PATH:
+    trusts it): a claim, which `jaxcache verify` checks. BUILD names the build each
+    signature claims compiled its entry, judged for this host: this build, compatible (the
+    writer's CPU features are all here), another build <digest> or another host (a sealed
+    reader here misses it), build unknown (signed before build binding). Without PATH:
     $JAX_COMPILATION_CACHE_DIR, else the directory `jaxcache init` makes. Exit code 1 when
     any entry is flagged beyond an unexpected name or changed since written (for a bucket,
     when an entry has no signature object beside it).
@@ -43,12 +46,14 @@ def handle(args: argparse.Namespace, tail: None) -> None:
     from jaxcache.trust import listing
 
     signers: dict[str, str] = {}
+    builds: dict[str, scan.BuildView] = {}
     inv, resolved, origins = listing.list_with_origin(
         path, also=lambda inv, fd, where, accounts: signers.update(
-            scan.signed_by(inv, fd, where, accounts)))
+            scan.signed_by(inv, fd, where, accounts, builds)))
     from jaxcache.report import ls as formats
 
-    shown = formats.FORMATS[args.fmt](resolved, inv, origins=origins, signers=signers)
+    shown = formats.FORMATS[args.fmt](resolved, inv, origins=origins, signers=signers,
+                                      builds=builds)
     common.finish(args, shown, 1 if listing.needs_attention(inv, origins) else 0, _summary)
 
 

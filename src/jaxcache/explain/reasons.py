@@ -170,11 +170,20 @@ def _why(m: dict, record: dict, later_dirs: bool) -> tuple[str, str]:
         return reason, (f"JAX was pointed at {safe(str(detail.get('cache_dir')))}, not the "
                         "audited cache: jaxcache refused it, so nothing was loaded from or "
                         "written there (see the record's jax_cache_dirs)")
+    rejected = _seal_rejection(m, record)
     if reason == "sealed-rejected":
+        if rejected is not None:
+            return reason, (f"the sealed cache rejected the entry at this key "
+                            f"({safe(str(rejected.get('status')))}: "
+                            f"{safe(str(rejected.get('reason'))[:400])}); compiled instead")
         return reason, ("the sealed cache rejected the entry at this key (see the record's "
                         "seal.rejections: unsigned, bad signature or unknown key); compiled "
                         "instead")
     if reason == "sealed-blocked":
+        if rejected is not None and rejected.get("status") == "other-build":
+            return reason, ("this publisher could not write its signed entry: another "
+                            "build's entry holds the key (first writer wins) "
+                            f"({safe(str(rejected.get('reason'))[:400])})")
         return reason, ("this publisher could not write its signed entry: a rejected file "
                         "occupies the key and is never replaced (jaxcache deletes nothing); "
                         "check it with `jaxcache verify`, then remove it")
@@ -201,6 +210,15 @@ def _why(m: dict, record: dict, later_dirs: bool) -> tuple[str, str]:
     if reason == "cache-disabled-or-uninitialized":
         return reason, "the cache was disabled or not initialized when JAX tried to write"
     return reason or outcome or "unknown", safe(f"{outcome}: {reason}")
+
+
+def _seal_rejection(m: dict, record: dict) -> dict | None:
+    """The sealed backend's rejection of this module's key (the record's seal.rejections)."""
+    key = m.get("cache_key")
+    for r in (record.get("seal") or {}).get("rejections") or []:
+        if key and isinstance(r, dict) and r.get("key") == key:
+            return r
+    return None
 
 
 def _disabled_first(record: dict) -> bool:
@@ -240,9 +258,10 @@ def explain_records(records: list[tuple[str, dict]]) -> Explanation:
                       for e in used_dirs.failing(record)]
         if not (record.get("probe") or {}).get("loaded", True):
             notes.append(f"{safe(path)}: {safe(str(record['probe'].get('note')))}")
-        from jaxcache.explain import bucket_misses
+        from jaxcache.explain import bucket_misses, seal_builds
 
         notes += [f"{safe(path)}: {line}" for line in bucket_misses.lines(record.get("seal"))]
+        notes += [f"{safe(path)}: {line}" for line in seal_builds.lines(record.get("seal"))]
     return Explanation(tuple(p for p, _ in records), tuple(modules),
                        tuple(_key_diffs(records)), tuple(advice), tuple(notes),
                        tuple(unaudited), tuple(f"{path}: {doc['unverified']}"

@@ -103,7 +103,8 @@ def _enable_sealed(path: str, policy: str | None, reset: bool, signing_key, trus
         raise UntrustedCacheError(report)
     from jaxcache.trust import keyring
 
-    keys = keyring.for_rule(pol.rule_for(chosen), extra)  # KeyRingError: one line
+    rule = pol.rule_for(chosen)
+    keys = keyring.for_rule(rule, extra)  # KeyRingError: one line
     if signer is not None:
         keys = keys.with_key(signer.public)  # refused when the policy revokes it
     local_dir = None
@@ -131,12 +132,14 @@ def _enable_sealed(path: str, policy: str | None, reset: bool, signing_key, trus
         backend: SealedCache | BucketSealedCache
         if store is None:
             backend = SealedCache(chosen, trusted=keys, signer=signer, local=local_dir,
-                                  max_size=jaxcompat.max_size)
+                                  max_size=jaxcompat.max_size, host=job_fingerprint,
+                                  require_build=rule.require_build)
         else:
             from jaxcache.seal.bucket import BucketSealedCache
 
             backend = BucketSealedCache(store, trusted=keys, signer=signer, local=local_dir,
-                                        max_size=jaxcompat.max_size)
+                                        max_size=jaxcompat.max_size, host=job_fingerprint,
+                                        require_build=rule.require_build)
         try:
             jaxcompat.disable_xla_subcaches()  # XLA would read them from the sealed dir
             jaxcompat.install_backend(chosen, backend)
@@ -154,6 +157,16 @@ def _enable_sealed(path: str, policy: str | None, reset: bool, signing_key, trus
                                       "nothing was changed")
     kept = tuple(t for t in traps if not t.fatal)
     return EnableResult(chosen, report, kept, needs_reset, backend)
+
+
+def job_fingerprint():
+    """The fingerprint a sealed backend signs and judges with, asked at its first load or
+    write (a compile has made JAX's backend by then): what `jaxcache run` handed the job, or
+    this process's own, with what the backend says of the accelerator."""
+    from jaxcache import fingerprint
+    from jaxcache.jaxcompat import hardware
+
+    return fingerprint.in_job().with_accelerator(hardware.accelerator())
 
 
 def _directory_tier(path: str, pol, accounts, extra: tuple, signer, made_dirs: list):
@@ -260,7 +273,19 @@ def summary(backend) -> dict:
             "evictions": [{"entry": e, "directory": d} for e, d in backend.evictions],
             "write_errors": list(backend.write_errors),
             "bucket_misses": [{"key": m.key, "kind": m.kind, "reason": m.reason,
-                               "hint": m.hint} for m in getattr(backend, "misses", ())]}
+                               "hint": m.hint} for m in getattr(backend, "misses", ())],
+            "build": _build_summary(backend)}
+
+
+def _build_summary(backend) -> dict:
+    """The build binding, for the run record: this process's build (when the backend asked
+    for it: a process that loaded or wrote nothing never did), whether a known build is
+    required, and the keys loaded though no signature said which build made them."""
+    host = backend.host_if_asked
+    return {"fingerprint": host.id if host is not None else None,
+            "digest": host.build.digest if host is not None and host.build else None,
+            "require_build": backend.require_build,
+            "unknown_loaded": list(backend.unknown_builds)}
 
 
 __all__ = ["ENV", "enable_from_env", "enable_sealed", "env_value", "summary"]

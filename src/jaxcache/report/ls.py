@@ -1,33 +1,38 @@
 """`jaxcache ls`'s formats: text, one row per entry (size, owner, mode, age, links, kind,
-origin, signing key, module, flags, name) and a count; json (schema jaxcache.ls/1): the same
-entries as the audit document holds them."""
+origin, signing key and build claimed, module, flags, name) and a count; json (schema
+jaxcache.ls/1): the same entries as the audit document holds them."""
 
 from __future__ import annotations
 
 import stat
 import time
 from collections.abc import Callable
+from dataclasses import asdict
 
 from jaxcache.documents.kinds import envelope
 from jaxcache.report import jsonout, style
 from jaxcache.report.audit import inventory_json, origins_json
+from jaxcache.seal.scan import BuildView
 from jaxcache.text import age, plural, safe, size
 from jaxcache.trust.entries import Inventory
 from jaxcache.trust.origin import Origins
 
 
 def render_text(path: str, inv: Inventory, now: float | None = None,
-              origins: Origins | None = None, signers: dict[str, str] | None = None) -> str:
+              origins: Origins | None = None, signers: dict[str, str] | None = None,
+              builds: dict[str, BuildView] | None = None) -> str:
     now = time.time() if now is None else now
     if inv.unreadable:
         return f"{safe(path)}: {inv.unreadable}\n"
     by_name = origins.by_name() if origins else {}
     signers = signers or {}
-    key = ("KEY",) if signers else ()
+    builds = builds or {}
+    key = ("KEY", "BUILD") if signers else ()
     rows = [("SIZE", "OWNER", "MODE", "AGE", "LINKS", "KIND", "ORIGIN", *key, "MODULE",
              "FLAGS", "NAME")]
     for e in inv.entries:
-        claim = (safe(signers.get(e.name, "-")),) if signers else ()
+        claim = (safe(signers.get(e.name, "-")), safe(_build_words(builds.get(e.name)))) \
+            if signers else ()
         rows.append((size(e.size), e.owner, f"{stat.S_IMODE(e.mode):04o}", age(e.age_s),
                      str(e.nlink), e.kind, by_name.get(e.name, "-"), *claim,
                      safe(e.module or "-"), ",".join(e.flags) or "-", safe(e.name)))
@@ -45,12 +50,20 @@ def render_text(path: str, inv: Inventory, now: float | None = None,
     return "\n".join(out) + "\n"
 
 
+def _build_words(view: BuildView | None) -> str:
+    return view.words if view is not None else "-"
+
+
 def render_json(path: str, inv: Inventory, origins: Origins | None = None,
-                signers: dict[str, str] | None = None) -> str:
+                signers: dict[str, str] | None = None,
+                builds: dict[str, BuildView] | None = None) -> str:
     doc = {**envelope("ls"),
            "path": safe(path), **(inventory_json(inv, origins) or {}),
            "origins": origins_json(origins),
-           "signers": {safe(n): safe(label) for n, label in (signers or {}).items()}}
+           "signers": {safe(n): safe(label) for n, label in (signers or {}).items()},
+           "builds": {safe(n): {k: safe(v) if isinstance(v, str) else v
+                                for k, v in asdict(view).items()}
+                      for n, view in (builds or {}).items()}}
     return jsonout.document(doc)
 
 

@@ -175,9 +175,10 @@ def render_text(doc: dict, record_path: str, verbose: bool = False) -> str:
                         if seal["write_errors"] else "")
                      + (f", {plural(len(seal['evictions']), 'entry')} evicted (max size)"
                         if seal.get("evictions") else ""))
-        from jaxcache.explain import bucket_misses
+        from jaxcache.explain import bucket_misses, seal_builds
 
         lines += [f"  {line}" for line in bucket_misses.lines(seal)]
+        lines += [f"  {line}" for line in seal_builds.lines(seal)]
         for r in seal["rejections"][:6]:
             key = safe(r["key"])
             lines.append(f"  rejected {key[:60] + ('…' if len(key) > 60 else '')}: "

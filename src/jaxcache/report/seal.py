@@ -13,15 +13,29 @@ from jaxcache.report import jsonout, style
 from jaxcache.seal.scan import EntryStatus, ScanResult
 from jaxcache.text import plural, safe, size, wrap
 
+BUILD_STATES = ("this-build", "compatible", "other-build", "unknown")
 STATUSES = ("valid", "signed-now", "co-signed", "unsigned", "bad-signature", "unknown-key",
             "revoked-key", "expired-key", "not-yet-valid-key", "too-few-signatures",
             "not-co-signed", "not-a-file", "never-hit")
+
+
+def build_counts(result: ScanResult) -> dict[str, int]:
+    """Valid entries by the build their signatures claim (as words), in a stable order."""
+    out: dict[str, int] = {}
+    for e in sorted((e for e in result.entries if e.build is not None),
+                    key=lambda e: e.build.words if e.build else ""):
+        if e.build is not None:
+            out[e.build.words] = out.get(e.build.words, 0) + 1
+    return out
 
 
 def render_json(result: ScanResult, action: str) -> str:
     doc = {**envelope("seal-scan"),
            "action": action, "directory": result.directory,
            "counts": {s: result.count(s) for s in STATUSES},
+           "builds": {state: sum(1 for e in result.entries
+                                 if e.build is not None and e.build.state == state)
+                      for state in BUILD_STATES},
            "entries": [asdict(e) for e in result.entries],
            "leftovers": list(result.leftovers), "others": [safe(n) for n in result.others],
            "bad_locks": [{"name": safe(b.name), "why": safe(b.why)} for b in result.bad_locks],
@@ -60,6 +74,9 @@ def _first(result: ScanResult, action: str) -> str:
                     f"but a sealed reader refuses the directory (verdict {result.refused[0]}, "
                     "as run --sealed and audit --sealed judge it)")
         line = f"{style.verdict('VALID')}: every entry verifies ({total}) in {where}"
+        other = sum(1 for e in result.entries if e.build and e.build.state == "other-build")
+        line += f"; {other} of another build or host (misses for a sealed reader here)" \
+            if other else ""
         return line + (f"; {never} of them a sealed reader never hits" if never else "")
     if action == "cosign":
         added = result.count("co-signed")
@@ -85,12 +102,15 @@ def _line(e: EntryStatus, action: str, verbose: bool) -> str | None:
     never hits (the why is said once below: it is the same for each), and with --verbose
     every other one too (already signed, valid)."""
     never = "; never hit: made with XLA's sub-caches on" if e.never_hit else ""
+    if e.build is not None:  # another build's entry is valid, yet a sealed reader here
+        never += f"; {safe(e.build.reason if e.build.state == 'other-build' else e.build.words)}"
     if e.status == "never-hit":
         return (f"  {'NEVER HIT':14s} {safe(e.name)} ({size(e.size)}): not signed, made with "
                 "XLA's sub-caches on")
     if e.status in _WHAT:
         return f"  {_WHAT[e.status]:14s} {safe(e.name)} ({size(e.size)}): {safe(e.reason)}"
-    if e.status in ("signed-now", "co-signed") or e.never_hit or verbose:
+    other = e.build is not None and e.build.state == "other-build"
+    if e.status in ("signed-now", "co-signed") or e.never_hit or other or verbose:
         word = _SEALED[e.status] if action != "verify" else e.status.upper()
         return f"  {word:14s} {safe(e.name)} ({size(e.size)}){never}"
     return None
@@ -124,6 +144,14 @@ def render_text(result: ScanResult, action: str, *, verbose: bool = False) -> st
     if result.unhittable and not result.count("never-hit"):
         counts += f"; {result.unhittable} never hit by a sealed reader"
     lines.append(f"  {counts or 'no entries'}")
+    builds = build_counts(result)
+    if builds:
+        lines += wrap("builds of the valid entries, judged for this host: " + ", ".join(
+            f"{n} {w}" for w, n in builds.items()) + (
+            "; a sealed reader here misses another build's entries (publish from this "
+            "build, or share one cache per fingerprint)" if any(
+                e.build and e.build.state == "other-build" for e in result.entries) else ""),
+            "  ")
     why = next((e.never_hit for e in result.entries if e.never_hit), None)
     if why:
         lines += wrap(safe(f"never hit: {why}"), "")

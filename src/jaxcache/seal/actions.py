@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from jaxcache import fingerprint
 from jaxcache.errors import JaxcacheError, UntrustedCacheError
 from jaxcache.text import safe
 from jaxcache.trust.target import is_url
@@ -155,12 +156,13 @@ def seal_bucket(url: str, key_path: str, given: tuple[str, ...], trust_writers: 
     signer = keymod.load_signing(key_path)
     return bucket_scan.seal(objects.open_store(where), signer,
                             trusted_keys_for(where.text, given, policy, required=False),
-                            allow_unhittable=allow_unhittable)
+                            allow_unhittable=allow_unhittable, build=fingerprint.current())
 
 
 def seal_dir(directory: str, key_path: str, given: tuple[str, ...], policy: str | None,
              allow_unhittable: bool = False, *, require_origin: bool = False, warn=None):
-    """Sign what is in a directory the caller trusts: its audit must be PRIVATE or
+    """Sign what is in a directory the caller trusts, claiming this Python's build compiled
+    it (fingerprint.current(): run seal where the entries were made). Its audit must be PRIVATE or
     SHARED-BY-POLICY, because sealing vouches for whatever any writer put there. Entries a
     sealed reader never hits are left unsigned and fail it unless `allow_unhittable`.
     Entries of unknown origin are refused under CI or with `require_origin` (unless signed
@@ -182,7 +184,7 @@ def seal_dir(directory: str, key_path: str, given: tuple[str, ...], policy: str 
                 f.effect == "warning":
             warn(f"{f.message}; sealing vouches for them (--require-origin refuses)")
     return scan.seal(report.resolved or directory, signer, trusted,
-                     allow_unhittable=allow_unhittable)
+                     allow_unhittable=allow_unhittable, build=fingerprint.current())
 
 
 def _only_signed_unknown(report, keys) -> bool:

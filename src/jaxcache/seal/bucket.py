@@ -4,7 +4,8 @@ the bucket.
 Same guarantees as the sealed directory (store.py): the local tier (trusted by ownership) is
 read first and keeps this process's misses; a bucket entry is returned only if its signature
 verifies over the very bytes returned, downloaded once (the signature first: it bounds the
-download); a rejected entry is a miss, reported once, and left where it is.
+download); a rejected entry is a miss, reported once, and left where it is; so is one whose
+signatures claim another build (store.Reports: the build binding), judged before download.
 
 Writes: a publisher (signing key) checks that the entry is absent, then creates the signature
 and then the entry, each create-only (`put_if_absent`: GCS ifGenerationMatch=0, S3
@@ -28,6 +29,7 @@ from jaxcache.seal import names, orphans, sigfile, signature
 from jaxcache.seal.keys import SigningKey
 from jaxcache.seal.objects import NETWORK, NOT_FOUND, ObjectStore, StoreError
 from jaxcache.seal.store import (
+    Host,
     Rejection,
     Reports,
     _open_dir,
@@ -69,8 +71,9 @@ class BucketSealedCache(Reports):
 
     def __init__(self, store: ObjectStore, *, trusted: KeyRing | Iterable[PublicKey],
                  signer: SigningKey | None = None, local: str | None = None,
-                 max_size: Callable[[], int] | None = None) -> None:
-        super().__init__()
+                 max_size: Callable[[], int] | None = None, host: Host | None = None,
+                 require_build: bool = False) -> None:
+        super().__init__(host, require_build)
         self.store = store
         self._path = self.shared = store.url
         self.local, self.signer = local, signer
@@ -137,6 +140,10 @@ class BucketSealedCache(Reports):
                 return None
             self._rejected(key, vouched.status, vouched.reason)
             return None
+        judged, other = self._binding(found)
+        if other is not None:  # another build's entry: never downloaded
+            self._rejected(key, other.status, other.reason)
+            return None
         data = self.store.get(name, limit=size + 1)
         if data is None:
             self._not_found(key, "a signature without its entry (a publisher still "
@@ -146,6 +153,7 @@ class BucketSealedCache(Reports):
         if not check.ok:
             self._rejected(key, check.status, check.reason)
             return None
+        self._loaded(key, judged)
         return data
 
     def put(self, key: str, value: bytes) -> None:
@@ -168,7 +176,7 @@ class BucketSealedCache(Reports):
             except OSError as exc:
                 raise self._write_failed(key, where, exc) from None
             return
-        sig = sigfile.sign(key, value, self.signer)
+        sig = sigfile.sign(key, value, self.signer, build=self.host)
         signame = names.sidecar(name, names.SIGNATURE, OBJECT_NAME_MAX)
         try:
             if self.store.stat(name) is not None:

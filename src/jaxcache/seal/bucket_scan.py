@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from jaxcache.errors import JaxcacheError
+from jaxcache.fingerprint.model import Fingerprint
 from jaxcache.seal import hittable, names, scan, sigfile, signature
 from jaxcache.seal.bucket import OBJECT_NAME_MAX, cosignatures
 from jaxcache.seal.keys import SigningKey
@@ -63,7 +64,8 @@ def _entries(found: BucketListing) -> tuple[list[str], list[str]]:
 
 
 def _status(store: ObjectStore, name: str, table: KeyRing, *,
-            read_unsigned: bool = False) -> tuple[EntryStatus, bytes | None]:
+            read_unsigned: bool = False, here: Fingerprint | None = None
+            ) -> tuple[EntryStatus, bytes | None]:
     """As scan._status: the signature first; the entry downloaded only as far as a trusted
     key vouched for its size (or whole when unsigned and `read_unsigned`: seal signs it)."""
     try:
@@ -84,20 +86,25 @@ def _status(store: ObjectStore, name: str, table: KeyRing, *,
     check = signature.check(names.key_of(name), data, sig, table) if whole else \
         signature.confirm(names.key_of(name), data, found, table)
     return EntryStatus(name, check.status, check.reason, len(data),
-                       hittable.why_never_hit(data), check.signers, check.lineage), data
+                       hittable.why_never_hit(data), check.signers, check.lineage,
+                       scan.built(found, check, here)), data
 
 
-def verify(store: ObjectStore, trusted: KeyRing | list[PublicKey]) -> ScanResult:
+def verify(store: ObjectStore, trusted: KeyRing | list[PublicKey],
+           here: Fingerprint | None = None) -> ScanResult:
     entries, leftovers = _entries(listing(store))
     table = keyring.of(trusted)
-    return ScanResult(store.url, tuple(_status(store, n, table)[0] for n in entries),
+    here = here or scan.host()
+    return ScanResult(store.url, tuple(_status(store, n, table, here=here)[0]
+                                       for n in entries),
                       tuple(leftovers), keys=table.states(), needed=table.needed)
 
 
 def seal(store: ObjectStore, signer: SigningKey, trusted: KeyRing | list[PublicKey], *,
-         allow_unhittable: bool = False) -> ScanResult:
-    """Sign every unsigned entry (create-only: a signature that appeared meanwhile stays);
-    one a sealed reader would never hit only with `allow_unhittable` (as scan.seal)."""
+         allow_unhittable: bool = False, build: Fingerprint | None = None) -> ScanResult:
+    """Sign every unsigned entry (create-only: a signature that appeared meanwhile stays),
+    claiming `build` compiled it; one a sealed reader would never hit only with
+    `allow_unhittable` (as scan.seal)."""
     entries, leftovers = _entries(listing(store))
     table = keyring.of(trusted).with_key(signer.public)
     out = []
@@ -108,7 +115,7 @@ def seal(store: ObjectStore, signer: SigningKey, trusted: KeyRing | list[PublicK
             st = EntryStatus(name, "never-hit", f"not signed: {st.never_hit}", len(data),
                              st.never_hit)
         elif st.status == signature.UNSIGNED and data is not None:
-            sig = sigfile.sign(names.key_of(name), data, signer)
+            sig = sigfile.sign(names.key_of(name), data, signer, build=build)
             try:
                 if store.put_if_absent(_sig(name), sig):
                     st = EntryStatus(name, "signed-now",

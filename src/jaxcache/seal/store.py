@@ -27,7 +27,10 @@ import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from jaxcache import fingerprint
 from jaxcache.errors import JaxcacheError
+from jaxcache.fingerprint.model import Fingerprint
+from jaxcache.fingerprint.rule import Judgement, Outcome
 from jaxcache.seal import lru, names, orphans, sigfile, signature
 from jaxcache.seal.keys import SigningKey
 from jaxcache.seal.publish import Orphan, _exists, publish
@@ -49,7 +52,8 @@ class SealWarning(UserWarning):
 class Rejection:
     key: str
     directory: str
-    status: str  # unsigned | bad-signature | unknown-key | not-a-file
+    status: str  # unsigned | bad-signature | unknown-key | not-a-file | other-build
+    #              | build-unknown (and the key statuses of signature.py)
     reason: str
     owner: str  # the file's owner, as the kernel reports it
 
@@ -79,17 +83,56 @@ def get_io(exc: _Rejected, directory: str, name: str) -> None:
         raise type(io)(io.errno, io.strerror, os.path.join(directory, name)) from None
 
 
+Host = Callable[[], Fingerprint]  # this process's fingerprint (asked once, when first needed)
+
+
 class Reports:
     """What a sealed backend tells the run record: rejections (each key reported once, with a
-    SealWarning), entries written and evicted, writes that failed."""
+    SealWarning), entries written and evicted, writes that failed, entries loaded whose build
+    is unknown. Also the build binding both backends share: the host's fingerprint (`host`,
+    asked once per backend, at the first load or write: inside a job, after its first
+    compile has made the backend) that a publisher signs and a reader judges claims by."""
 
-    def __init__(self) -> None:
+    def __init__(self, host: Host | None = None, require_build: bool = False) -> None:
+        self._host_of: Host = host or fingerprint.in_job
+        self._host: Fingerprint | None = None
+        self.require_build = require_build
+        self.unknown_builds: list[str] = []  # keys loaded though no signature claims a build
         self.rejections: list[Rejection] = []
         self.writes: list[tuple[str, str]] = []  # (key, directory) of entries this process added
         self.evictions: list[tuple[str, str]] = []  # (entry, directory) this process evicted
         self.write_errors: list[str] = []
         self._reported: set[tuple[str, str]] = set()
+        self._unknown_seen: set[str] = set()
         self._lock = threading.Lock()
+
+    @property
+    def host(self) -> Fingerprint:
+        """This process's fingerprint, computed once (fingerprint.in_job: what `jaxcache run`
+        handed the job, else hashed here once per install)."""
+        found = self._host
+        if found is None:
+            found = self._host = self._host_of()
+        return found
+
+    @property
+    def host_if_asked(self) -> Fingerprint | None:
+        """The fingerprint, if a load or a write has asked for it (reports never compute it)."""
+        return self._host
+
+    def _binding(self, found: signature.Vouch) -> tuple[Judgement, signature.Check | None]:
+        """The build binding, judged from the verified claims before the entry is read: the
+        judgement, and the Check that rejects the entry (None: it may load)."""
+        return signature.build_check(found, self.host, self.require_build)
+
+    def _loaded(self, key: str, judged: Judgement) -> None:
+        """An entry was loaded: count it if no signature said which build made it."""
+        if judged.outcome is Outcome.UNKNOWN:
+            with self._lock:
+                if key in self._unknown_seen:
+                    return
+                self._unknown_seen.add(key)
+            self.unknown_builds.append(key)
 
     def _reject(self, key: str, directory: str, exc: _Rejected, depth: int = 0) -> None:
         self._report(Rejection(key, directory, exc.status, exc.reason, _owner(exc.uid)),
@@ -161,7 +204,8 @@ class SealedCache(Reports):
 
     def __init__(self, shared: str, *, trusted: KeyRing | Iterable[PublicKey],
                  signer: SigningKey | None = None, local: str | None = None,
-                 max_size: Callable[[], int] | None = None) -> None:
+                 max_size: Callable[[], int] | None = None, host: Host | None = None,
+                 require_build: bool = False) -> None:
         self._path = shared  # what JAX and jaxcompat.cache_state() read back
         self.shared, self.local, self.signer = shared, local, signer
         self.trusted = keyring.of(trusted)
@@ -179,7 +223,7 @@ class SealedCache(Reports):
         self._shared_max = names.name_max(self._shared_fd)
         self._local_max = names.name_max(self._local_fd) if self._local_fd is not None \
             else names.DEFAULT_NAME_MAX
-        super().__init__()
+        super().__init__(host, require_build)
 
     def close(self) -> None:
         """Let go of the directories (a replaced or disabled cache); later calls miss."""
@@ -213,15 +257,19 @@ class SealedCache(Reports):
                         limit=sigfile.MAX_BYTES + 1)
             found = signature.vouch(key, sig, self.trusted,
                                     cosignatures(shared_fd, name, self._shared_max))
-            vouched, size = found.check, found.size
-            if size is None:  # rejected, at most one byte read: a link or no file says so
+            size = found.size
+            # valid signatures of another build's entry are a miss too, judged unread
+            judged, refused = self._binding(found) if size is not None else (None, found.check)
+            if size is None or refused is not None:
+                # rejected, at most one byte read: a link or no file says so
                 if _read(shared_fd, name, limit=1) is None:
                     return None
                 try:
                     uid = os.stat(name, dir_fd=shared_fd, follow_symlinks=False).st_uid
                 except FileNotFoundError:
                     return None  # removed meanwhile (JAX's own LRU eviction, a cleanup)
-                raise _Rejected(vouched.status, vouched.reason, uid)
+                assert refused is not None
+                raise _Rejected(refused.status, refused.reason, uid)
             data = _read(shared_fd, name, limit=size + 1)
             if data is None:
                 return None
@@ -236,6 +284,8 @@ class SealedCache(Reports):
             get_io(exc, self.shared, name)
             self._reject(key, self.shared, exc)
             return None
+        if judged is not None:
+            self._loaded(key, judged)
         if self.signer is not None:  # only the publisher keeps the shared tier's recency
             lru.touch(shared_fd, name, self._shared_max)
         return data
@@ -246,7 +296,7 @@ class SealedCache(Reports):
         name = names.entry(key)
         if self.signer is not None:
             where, fd, limit = self.shared, self._shared_fd, self._shared_max
-            sig = sigfile.sign(key, value, self.signer)
+            sig = sigfile.sign(key, value, self.signer, build=self.host)
         elif self._local_fd is not None:
             where, fd, limit, sig = self.local or "", self._local_fd, self._local_max, None
         else:

@@ -30,6 +30,9 @@ and only from a file that no one but its owner (us or root) can modify.
                       not_before = 2026-12-01T00:00:00Z, not_after = 2027-06-01T00:00:00Z }]
     revoked_keys = ["ci-2026-06:ed25519:...", "1a2b3c4d5e6f7a8b"]
     signatures_needed = 2
+    require_build = true                      # sealed readers miss entries whose signatures
+                                              # name no build ("build unknown") instead of
+                                              # loading them (docs/sealed-cache.md)
 """
 
 from __future__ import annotations
@@ -47,7 +50,7 @@ __all__ = ["EMPTY", "Policy", "PolicyError", "Rule", "inside", "load"]
 
 _RULE_KEYS = {"trusted_users", "trusted_groups", "accepted_filesystems", "accepted_storage",
               "trusted_signers"}
-_KEY_SETTINGS = {"trusted_keys", "revoked_keys", "signatures_needed"}
+_KEY_SETTINGS = {"trusted_keys", "revoked_keys", "signatures_needed", "require_build"}
 _KEY_FIELDS = {"holder", "key", "name", "not_before", "not_after", "trust_signing_time"}
 _ID = frozenset("0123456789abcdef")
 
@@ -100,7 +103,7 @@ def _rule(data: dict, where: str, accounts: Accounts, url: bool = False) -> Rule
                           f"{where}")
     if url and set(data) & _RULE_KEYS:
         raise PolicyError(f"policy: {where} is a bucket: only the key settings (trusted_keys, "
-                          "revoked_keys, signatures_needed) apply there (its "
+                          "revoked_keys, signatures_needed, require_build) apply there (its "
                           "writers are decided by the storage service's access control)")
     lists = {}
     for key in _RULE_KEYS:
@@ -150,7 +153,8 @@ def _rule(data: dict, where: str, accounts: Accounts, url: bool = False) -> Rule
                 frozenset(os.path.normpath(p) for p in lists["accepted_storage"]),
                 (restored.strip(),) if restored is not None else (),
                 _revoked_keys(data.get("revoked_keys", []), where),
-                _signatures_needed(data.get("signatures_needed"), where), frozenset(signers))
+                _signatures_needed(data.get("signatures_needed"), where), frozenset(signers),
+                _require_build(data.get("require_build", False), where))
 
 
 def _trusted_keys(items: object, where: str, accounts: Accounts, url: bool = False) -> tuple:
@@ -256,6 +260,13 @@ def _signatures_needed(value: object, where: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 16:
         raise PolicyError(f"policy: signatures_needed at {where} must be a whole number from "
                           f"1 to 16, not {safe(str(value)[:40])}")
+    return value
+
+
+def _require_build(value: object, where: str) -> bool:
+    if not isinstance(value, bool):
+        raise PolicyError(f"policy: require_build at {where} must be true or false, not "
+                          f"{safe(str(value)[:40])}")
     return value
 
 

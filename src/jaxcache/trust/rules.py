@@ -31,6 +31,9 @@ class Rule:
     # users declared as key holders only: a sealed reader trusts what their keys sign, while a
     # plain reader still counts them as undeclared writers (unlike trusted_users)
     trusted_signers: frozenset[int] = frozenset()
+    # a sealed reader misses entries whose signatures claim no build ("build unknown": signed
+    # before build binding, or stripped of the claim), instead of loading them
+    require_build: bool = False
 
 
 @dataclass(frozen=True)
@@ -91,6 +94,7 @@ class Policy:
             tuple(k for r in rules for k in r.revoked_keys),
             max(r.signatures_needed for r in rules),
             frozenset().union(*(r.trusted_signers for r in rules)),
+            any(r.require_build for r in rules),
         )
 
 
