@@ -24,8 +24,8 @@ def test_stops_as_soon_as_the_verdict_is_decided(tmp_path):
     summary = doc["summary"]
     trials = max(s["trial"] for s in doc["samples"])
     assert doc["config"]["until_decided"] is True
-    if summary["stop_reason"] == "decided":
-        assert summary["verdict"] not in ("inconclusive", "no-data") and trials == 4
+    if summary["stop_reason"] == "decided":  # after the 4 trials asked for, or the 5th
+        assert summary["verdict"] not in ("inconclusive", "no-data") and trials in (4, 5)
     else:  # undecided after every trial it was allowed
         assert summary["verdict"] == "inconclusive" and trials == 5, summary
     assert proc.returncode == (0 if summary["verdict"] == "saves" else 1)

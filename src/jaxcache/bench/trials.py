@@ -181,9 +181,8 @@ def run_bench(cfg: BenchConfig, *, workdir: str | None = None,
             if any(s.missed for s in warm):
                 stop, detail = "warm-missed", _why_ranks_missed(cold, warm)
                 break
-            if trial >= planned:
-                break
-            if trial >= cfg.trials:
+            if trial >= cfg.trials:  # also on the last trial allowed: its stop reason is
+                # then what decided it, not that the trials ran out
                 current = _analyse(samples, cfg, None)
                 s = current.saving
                 if cfg.target_width_s is not None and s is not None and s.resolved and \
@@ -200,6 +199,8 @@ def run_bench(cfg: BenchConfig, *, workdir: str | None = None,
                 if cfg.target_width_s is None and cfg.time_budget_s is None \
                         and not cfg.until_decided:
                     break
+            if trial >= planned:
+                break
     except KeyboardInterrupt:
         stop = "interrupted"
         done = sum(1 for s in samples)
