@@ -19,7 +19,8 @@ def audit(path: str, *, policy: str | None = None, as_user: str | None = None,
           sealed_keys: Sequence[PublicKey] = (), scan_handles: bool = True,
           require_origin: bool = False) -> AuditReport:
     """Who can change what JAX loads from `path`, and who wrote its entries (your origin
-    ledger: refused under CI or with `require_origin`); raises JaxcacheError on bad input."""
+    ledger: refused under CI or with `require_origin`), and whether the build that wrote
+    them is this Python's (fingerprint.current()); raises JaxcacheError on bad input."""
     from jaxcache.errors import JaxcacheError
 
     accounts = Accounts()
@@ -29,9 +30,11 @@ def audit(path: str, *, policy: str | None = None, as_user: str | None = None,
         if uid is None:
             raise JaxcacheError(f"no such user: {as_user}")
     pol = policymod.load(policy, accounts)
+    from jaxcache import fingerprint
     from jaxcache.trust import ledger
 
     return _audit(path, policy=pol, as_user=uid, scan_processes=scan_processes,
                   accounts=accounts, sealed=sealed, sealed_keys=tuple(sealed_keys),
                   scan_handles=scan_handles, require_origin=require_origin,
-                  ledger=ledger.load(accounts=accounts))
+                  ledger=ledger.load(accounts=accounts),
+                  fingerprint=None if sealed else fingerprint.current())

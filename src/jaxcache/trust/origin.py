@@ -23,6 +23,15 @@ XLA's own sub-caches (GPU autotune results, the kernel cache) are written by XLA
 witness sees: always unknown; where origin is required the job runs with them off. What
 this cannot know: an entry written by JAX without jaxcache has no line (unknown is the honest
 answer), and a ledger is one machine's: on a fresh CI runner every restored entry is unknown.
+
+Which build wrote an entry: each line of version 3 names the writer's fingerprint id
+(fingerprint/: the digest of jaxlib's and the plugins' shared objects, the machine, the CPU
+features) and a `fingerprint` line says what that id stands for. JAX's key holds jaxlib's
+version string, not its bytes (JAX issue 18750): after an upgrade in place or a rebuild with the
+same version, entries of the old build hit and can crash or mislead. built() judges a line for
+the fingerprint judging now, by fingerprint.rule (the same id: the same build and host; else
+the writer's fingerprint line against this one's); entries of unknown origin have no line, so
+nothing is known of their build, and the reports say so.
 """
 
 from __future__ import annotations
@@ -32,12 +41,15 @@ import os
 import stat
 from dataclasses import dataclass
 
+from jaxcache.fingerprint.rule import Judgement, Outcome
+from jaxcache.fingerprint.rule import judge as judge_build
 from jaxcache.text import safe
 from jaxcache.trust.findings import NOTE, UNSAFE, WARNING, Finding
 from jaxcache.trust.ledger_file import Ledger, Written, relearn
 
 TYPE_CHECKING = False  # typing itself costs `jaxcache run` ~2 ms: names for the type checker only
 if TYPE_CHECKING:
+    from jaxcache.fingerprint.model import Fingerprint
     from jaxcache.trust.entries import Inventory
 
 YOURS, UNKNOWN, CHANGED = "yours", "unknown", "changed"
@@ -51,6 +63,14 @@ class EntryOrigin:
     name: str
     origin: str  # yours | unknown | changed
     written_at: float | None = None  # when a watched job wrote it (yours, changed)
+    # the build that wrote it, judged for the fingerprint judging now (built()); None: not
+    # judged (no fingerprint given, or not yours: nothing is known of an unknown entry's build)
+    build: Judgement | None = None
+    writer: str = ""  # the writer's fingerprint id, where its line names one
+
+    @property
+    def other_build(self) -> bool:
+        return self.build is not None and self.build.outcome is Outcome.DIFFERENT
 
 
 @dataclass(frozen=True)
@@ -65,6 +85,8 @@ class Origins:
     # entries found yours by their bytes under a new identity (a copy of your own cache): the
     # lines judge() appended so that the next audit knows them without reading them
     relearned: tuple[Written, ...] = ()
+    # the fingerprint the builds were judged for (None: not judged)
+    reader: Fingerprint | None = None
 
     def count(self, origin: str) -> int:
         return sum(1 for e in self.entries if e.origin == origin)
@@ -74,6 +96,44 @@ class Origins:
 
     def by_name(self) -> dict[str, str]:
         return {e.name: e.origin for e in self.entries}
+
+    def builds(self) -> dict[str, EntryOrigin]:
+        """The entries whose build was judged, by name."""
+        return {e.name: e for e in self.entries if e.build is not None}
+
+    def other_build(self) -> tuple[EntryOrigin, ...]:
+        return tuple(e for e in self.entries if e.other_build)
+
+    def build_counts(self) -> dict[str, int]:
+        """How many entries of yours each judgement of their build has (rule.Outcome's
+        values), as reports list them."""
+        out = {o.value: 0 for o in Outcome}
+        for e in self.entries:
+            if e.build is not None:
+                out[e.build.outcome.value] += 1
+        return out
+
+
+NOT_RECORDED = Judgement(Outcome.UNKNOWN, why_unknown=(
+    "the ledger line does not name the build: an older jaxcache wrote it"))
+NO_JAXLIB = Judgement(Outcome.UNKNOWN, why_unknown="no jaxlib in this Python to compare")
+SAME = Judgement(Outcome.SAME)
+UNDESCRIBED = Judgement(Outcome.DIFFERENT, why_unknown=(
+    "another fingerprint id than this one's, which the ledger does not describe"))
+
+
+def built(w: Written, ledger: Ledger, reader: Fingerprint, reader_id: str) -> Judgement:
+    """The build that wrote the line `w`, judged for `reader` (whose id is `reader_id`,
+    passed so that each entry costs a string comparison): the same id is the same build and
+    host; another is judged by the writer's fingerprint line (fingerprint.rule)."""
+    if not w.build:
+        return NOT_RECORDED
+    if reader.build is None:
+        return NO_JAXLIB
+    if w.build == reader_id:
+        return SAME
+    writer = ledger.fingerprints.get(w.build)
+    return judge_build(writer, reader) if writer is not None else UNDESCRIBED
 
 
 def digest_at(dir_fd: int, name: str, size: int) -> tuple[str, os.stat_result] | None:
@@ -117,13 +177,30 @@ def _sole(uid: int, mode: int) -> bool:
     return uid == os.geteuid() and not mode & 0o022
 
 
-def judge(inventory: Inventory, dir_fd: int, ledger: Ledger, directory: str = "") -> Origins:
+def may_load(w: Written, ledger: Ledger, reader: Fingerprint | None, reader_id: str) -> bool:
+    """May the entry the line `w` vouches for load under `reader` where origin is required
+    (the in-job gate)? Not when the line names another build or host; a line that names none
+    (an older jaxcache's) or a reader that cannot compare is judged by its bytes alone."""
+    return reader is None or built(w, ledger, reader, reader_id).outcome is not Outcome.DIFFERENT
+
+
+def judge(inventory: Inventory, dir_fd: int, ledger: Ledger, directory: str = "",
+          reader: Fingerprint | None = None) -> Origins:
     """The origin of each compiled-code entry of `inventory` (trust/entries.py), the directory
     (`directory`, for the lines relearned) open as `dir_fd`. An entry found yours by its bytes
     under a new identity (a copy of your own cache) is added to the ledger with it
-    (ledger_file.relearn()), so the next audit does not read it again."""
+    (ledger_file.relearn()), so the next audit does not read it again. With `reader` (the
+    fingerprint judging now: the caller's, computed once), each entry of yours says whether
+    the build that wrote it is this one (built())."""
     out = []
     relearned = []
+    reader_id = reader.id if reader is not None and reader.build is not None else ""
+
+    def yours(name: str, w: Written) -> EntryOrigin:
+        if reader is None:
+            return EntryOrigin(name, YOURS, w.at)
+        return EntryOrigin(name, YOURS, w.at, built(w, ledger, reader, reader_id), w.build)
+
     for e in inventory.entries:
         if e.type == "file" and (e.kind == "xla-subcache" or e.name.startswith("xla_gpu_")):
             out.append(EntryOrigin(e.name, UNKNOWN))  # XLA writes these itself, unwitnessed
@@ -136,29 +213,30 @@ def judge(inventory: Inventory, dir_fd: int, ledger: Ledger, directory: str = ""
             continue
         same = [w for w in known if w.identity == e.identity and w.size == e.size]
         if same and _sole(e.uid, e.mode) and not e.has_acl:
-            out.append(EntryOrigin(e.name, YOURS, same[-1].at))
+            out.append(yours(e.name, same[-1]))
             continue
         sized = [w for w in known if w.size == e.size]
         read = digest_at(dir_fd, e.name, e.size) if sized else None
         match = [w for w in sized if read is not None and w.sha256 == read[0]]
         if match and read is not None:
-            out.append(EntryOrigin(e.name, YOURS, match[-1].at))
+            out.append(yours(e.name, match[-1]))
             st = read[1]
             if _sole(st.st_uid, st.st_mode) and not e.has_acl:
                 relearned.append(Written(e.name, read[0], e.size, (
                     st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns), match[-1].at,
-                    directory, match[-1].boot))  # the provenance of the line it matched
+                    directory, match[-1].boot, match[-1].build))  # the matched line's provenance
         else:
             out.append(EntryOrigin(e.name, CHANGED, known[-1].at))
     if relearned:
         relearn(ledger, tuple(relearned))
     return Origins(tuple(out), ledger.path, ledger.problem, ledger.skipped,
-                   ledger.other_boot, tuple(relearned))
+                   ledger.other_boot, tuple(relearned), reader)
 
 
 UNKNOWN_WHY = ("not written by any job jaxcache watched: if this directory was restored from a "
                "CI cache, copied or baked into an image, its entries are as trustworthy as "
-               "whoever could write that source")
+               "whoever could write that source, and nothing is known of the build that "
+               "compiled them")
 CHANGED_WHY = ("changed since a job jaxcache watched wrote it: whoever rewrote it chose the "
                "code it holds")
 REMEDY = ("seal the cache where it is produced and read it with `jaxcache run --sealed` "
@@ -202,6 +280,7 @@ def findings(origins: Origins, path: str, *, ci: str | None, required: bool,
                            f"{origins.ledger_skipped} line(s) of the origin ledger are not "
                            "ledger lines (a torn write or an edit) and were skipped",
                            origins.ledger))
+    out += build_findings(origins, path, ci=ci, required=required)
     if not unknown and not changed:
         return out
     if restored_from:
@@ -218,12 +297,73 @@ def findings(origins: Origins, path: str, *, ci: str | None, required: bool,
         if not count:
             continue
         names = [e.name for e in origins.entries if e.origin == origin]
-        shown = ", ".join(safe(n) for n in names[:3]) + (
-            f" and {len(names) - 3} more" if len(names) > 3 else "")
-        out.append(Finding(code, effect,
-                           f"{count} entr{'y' if count == 1 else 'ies'} {text} ({shown})"
+        out.append(Finding(code, effect, f"{_entries(count)} {text} ({_shown(names)})"
                            + (f"; refused {why}" if why else ""), path, remedy))
     return out
+
+
+OTHER_BUILD_WHY = "written by another build on this host"
+OTHER_BUILD_REMEDY = ("after an upgrade or an in-place rebuild of jaxlib, entries of the old build "
+                      "can crash or mislead (JAX's key holds jaxlib's version, not its bytes): "
+                      "clear them, or keep one cache per fingerprint (`jaxcache fingerprint "
+                      "--short` names this one)")
+
+
+def build_reason(e: EntryOrigin, reader: Fingerprint | None) -> str:
+    """Why the build that wrote `e` is or is not this one, in words (fingerprint.rule's, or
+    the ids where the ledger does not describe the writer's)."""
+    j = e.build
+    if j is None:
+        return ""
+    if j.outcome is Outcome.DIFFERENT and not j.differences:
+        here = reader.id if reader is not None else "?"
+        return (f"another fingerprint: {e.writer} (writer) vs {here} (here), which the ledger "
+                "does not describe")
+    return j.reason
+
+
+def build_findings(origins: Origins, path: str, *, ci: str | None,
+                   required: bool) -> list[Finding]:
+    """What the builds of your entries mean (judged only where the caller gave a fingerprint):
+    entries another build wrote are a warning, refused (UNSAFE) under CI or --require-origin
+    whatever the policy's restored_from says (it names who restored the entries, not which
+    build compiled them); builds that could not be compared are a note."""
+    reader = origins.reader
+    if reader is None:
+        return []
+    out = []
+    other = origins.other_build()
+    if other:
+        why = refusal(ci, required, ())
+        reasons: dict[str, list[str]] = {}
+        for e in other:
+            reasons.setdefault(build_reason(e, reader), []).append(e.name)
+        said = "; ".join(f"{safe(r)} ({_shown(names)})" for r, names in reasons.items())
+        out.append(Finding("origin.other-build", UNSAFE if why else WARNING,
+                           f"{_entries(len(other))} {OTHER_BUILD_WHY}: {said}"
+                           + (f"; refused {why}" if why else ""), path, OTHER_BUILD_REMEDY))
+    unjudged: dict[str, list[str]] = {}
+    for e in origins.entries:
+        if e.build is not None and e.build.outcome is Outcome.UNKNOWN:
+            unjudged.setdefault(e.build.why_unknown, []).append(e.name)
+    for why_unknown, names in unjudged.items():
+        no_jaxlib = why_unknown == NO_JAXLIB.why_unknown
+        out.append(Finding("origin.build-unknown", NOTE,
+                           f"the build that wrote {_entries(len(names))} of yours could not be "
+                           f"compared with this one: {why_unknown} ({_shown(names)})", path,
+                           "judge the cache from the Python that runs the jobs (its jaxlib is "
+                           "the build that loads them)" if no_jaxlib else
+                           "if jaxlib was upgraded or rebuilt since, clear them"))
+    return out
+
+
+def _entries(n: int) -> str:
+    return f"{n} entr{'y' if n == 1 else 'ies'}"
+
+
+def _shown(names: list[str]) -> str:
+    return ", ".join(safe(n) for n in names[:3]) + (
+        f" and {len(names) - 3} more" if len(names) > 3 else "")
 
 
 def _counted(unknown: int, changed: int) -> str:
