@@ -23,7 +23,7 @@ import os
 import re
 import stat
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from jaxcache.fingerprint.model import SHORT, Fingerprint
 from jaxcache.trust import birth
@@ -202,7 +202,7 @@ def _fingerprint(raw: bytes) -> Fingerprint | None:
 
     try:
         return Fingerprint.from_json(json.loads(raw), "a fingerprint line of the origin ledger")
-    except (ValueError, validate.Invalid):
+    except (ValueError, TypeError, KeyError, validate.Invalid):
         return None
 
 
@@ -219,7 +219,8 @@ class Ledger:
     identity: tuple[int, int, int] | None = None  # dev, ino, birth of the file read, if bound
     other_boot: int = 0  # lines left out because written in another boot (only_boot)
     # writer fingerprint id -> what it stands for (None: its line is not a fingerprint)
-    fingerprints: Mapping[str, Fingerprint | None] = _Fingerprints({})
+    fingerprints: Mapping[str, Fingerprint | None] = field(
+        default_factory=lambda: _Fingerprints({}))
 
 
 def header(dev: int, ino: int, born: int | None) -> bytes:
