@@ -11,16 +11,18 @@ from jaxcache.trust.audit import audit as _audit
 from jaxcache.trust.principals import Accounts
 
 if TYPE_CHECKING:
+    from jaxcache.fingerprint.model import Fingerprint
     from jaxcache.trust.keys import PublicKey
 
 
 def audit(path: str, *, policy: str | None = None, as_user: str | None = None,
           scan_processes: bool = True, sealed: bool = False,
           sealed_keys: Sequence[PublicKey] = (), scan_handles: bool = True,
-          require_origin: bool = False) -> AuditReport:
+          require_origin: bool = False, fingerprint: Fingerprint | None = None) -> AuditReport:
     """Who can change what JAX loads from `path`, and who wrote its entries (your origin
     ledger: refused under CI or with `require_origin`), and whether the build that wrote
-    them is this Python's (fingerprint.current()); raises JaxcacheError on bad input."""
+    them is this Python's (`fingerprint`, default fingerprint.current(): the build that judges
+    is the one whose entries may load); raises JaxcacheError on bad input."""
     from jaxcache.errors import JaxcacheError
 
     accounts = Accounts()
@@ -30,11 +32,15 @@ def audit(path: str, *, policy: str | None = None, as_user: str | None = None,
         if uid is None:
             raise JaxcacheError(f"no such user: {as_user}")
     pol = policymod.load(policy, accounts)
-    from jaxcache import fingerprint
     from jaxcache.trust import ledger
+
+    if fingerprint is None and not sealed:
+        from jaxcache import fingerprint as fingerprints
+
+        fingerprint = fingerprints.current()
 
     return _audit(path, policy=pol, as_user=uid, scan_processes=scan_processes,
                   accounts=accounts, sealed=sealed, sealed_keys=tuple(sealed_keys),
                   scan_handles=scan_handles, require_origin=require_origin,
                   ledger=ledger.load(accounts=accounts),
-                  fingerprint=None if sealed else fingerprint.current())
+                  fingerprint=fingerprint)
