@@ -57,16 +57,15 @@ def handle(args: argparse.Namespace, tail: None) -> None:
     --must-exist, for a path that does not exist), 2 for bad input. --verbose also lists
     trusted writers and notes; --quiet only the verdict line.
     """
-    from jaxcache import api, fingerprint
+    from jaxcache import api
 
     path = common.cache_path(args, args.path)
-    mine = None if args.sealed else fingerprint.current(
-        on_hashing=None if args.quiet else common.hashing_notice)
     report = api.audit(path, policy=args.policy_path, as_user=args.as_user,
                        scan_processes=not args.no_processes,
                        scan_handles=not args.no_processes, sealed=args.sealed,
                        sealed_keys=common.public_keys(args),
-                       require_origin=args.require_origin, fingerprint=mine)
+                       require_origin=args.require_origin,
+                       on_hashing=None if args.quiet else common.hashing_notice)
     from jaxcache.report import audit as formats
 
     shown = formats.FORMATS[args.fmt](report, verbose=args.verbose)

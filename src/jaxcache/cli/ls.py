@@ -50,8 +50,8 @@ def handle(args: argparse.Namespace, tail: None) -> None:
     inv, resolved, origins = listing.list_with_origin(
         path, also=lambda inv, fd, where, accounts: signers.update(
             scan.signed_by(inv, fd, where, accounts)),
-        fingerprint=fingerprint.current(on_hashing=None if args.quiet else
-                                        common.hashing_notice))
+        fingerprint=lambda: fingerprint.current(on_hashing=None if args.quiet else
+                                                common.hashing_notice))
     from jaxcache.report import ls as formats
 
     shown = formats.FORMATS[args.fmt](resolved, inv, origins=origins, signers=signers)

@@ -29,11 +29,13 @@ def list_dir(given: str) -> tuple[entries.Inventory, str]:
 
 
 def list_with_origin(given: str, origin: bool = True, also: Also | None = None,
-                     fingerprint: Fingerprint | None = None
+                     fingerprint: Callable[[], Fingerprint] | None = None
                      ) -> tuple[entries.Inventory, str, Origins | None]:
     """The inventory, and (`origin`) each compiled entry's origin by your ledger
     (trust/origin.py), judged through the same directory descriptor, with the build that
-    wrote each of yours judged for `fingerprint` (the caller's); `also` is called with
+    wrote each of yours judged for the caller's fingerprint (`fingerprint()`, asked for once
+    the directory is known to be there: the first run after an install hashes, and a
+    mistyped path must not wait for it nor be told of it); `also` is called with
     the inventory, that descriptor, the resolved path and the accounts while it is open (ls
     reads each signature file's claimed signer there: seal/scan.py's signed_by)."""
     tgt = target.resolve(given)
@@ -53,7 +55,7 @@ def list_with_origin(given: str, origin: bool = True, also: Also | None = None,
             from jaxcache.trust import origin as originmod
 
             origins = originmod.judge(inv, fd, ledger.load(accounts=accounts), w.resolved,
-                                      fingerprint)
+                                      fingerprint() if fingerprint is not None else None)
         if also is not None and not inv.unreadable:
             also(inv, fd, w.resolved, accounts)
     finally:
