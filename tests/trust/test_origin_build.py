@@ -175,7 +175,6 @@ def test_a_plain_run_under_another_build_works_and_names_the_hits(world, tmp_pat
     said = doc["cache_dir"]["origin"]
     assert {e["name"] for e in said["other_build"]} == set(world["names"])
     assert {e["reason"] for e in said["other_build"]} == {_other_build_sentence(world)}
-    assert said["build"]["different"] == 2
     summary = ran.stderr
     assert "origin of the entries before the job: 2 yours (2 of yours written by another " \
            "build on this host)" in summary
@@ -271,12 +270,15 @@ def test_old_lines_say_build_not_recorded(tmp_path):
     cache, ledger = _cache_with_line(tmp_path, "2")
     loaded = ledger_mod.load(str(ledger))
     assert loaded.skipped == 0 and len(loaded.by_name) == 1
-    (e,) = _judged_for(cache, ledger, fingerprint.current()).entries
-    assert e.origin == "yours" and e.build is not None and not e.other_build
-    assert "does not name the build" in e.build.reason
-    note = _findings(_judged_for(cache, ledger, fingerprint.current()))["origin.build-unknown"]
+    o = _judged_for(cache, ledger, fingerprint.current())
+    (e,) = o.entries
+    j = o.judgement(e)
+    assert e.origin == "yours" and e.writer == "" and j is not None and not e.other_build
+    assert j.outcome.value == "unknown" and "does not name the build" in j.reason
+    note = _findings(o)["origin.build-unknown"]
     assert note.effect == "note" and "could not be compared" in note.message
-    assert judged(cache, ledger).entries[0].build is None  # no fingerprint given: not judged
+    plain = judged(cache, ledger)  # no fingerprint given: not judged
+    assert plain.judgement(plain.entries[0]) is None
 
 
 def test_the_same_id_is_the_same_build_and_another_is_judged_by_its_line(tmp_path):
@@ -286,9 +288,12 @@ def test_the_same_id_is_the_same_build_and_another_is_judged_by_its_line(tmp_pat
                             (_fp(features="sse2 avx avx512f"), "different")):
         top = mkdir(tmp_path / f"{writer.id}", 0o700)
         cache, ledger = _cache_with_line(top, writer=writer)
-        (e,) = _judged_for(cache, ledger, here).entries
-        assert e.build is not None and e.build.outcome.value == outcome, (writer, e)
-        assert e.writer == writer.id
+        o = _judged_for(cache, ledger, here)
+        (e,) = o.entries
+        j = o.judgement(e)
+        assert j is not None and j.outcome.value == outcome, (writer, e)
+        assert e.writer == writer.id and e.other_build is (outcome == "different")
+        assert (e.build is None) is (outcome == "same")  # the same id: judged without the rule
     cache, ledger = _cache_with_line(mkdir(tmp_path / "undescribed", 0o700),
                                      writer=_fp("c" * 64), describe=False)
     o = _judged_for(cache, ledger, here)
@@ -301,7 +306,8 @@ def test_the_same_id_is_the_same_build_and_another_is_judged_by_its_line(tmp_pat
 def test_a_judge_without_jaxlib_says_the_build_could_not_be_compared(tmp_path):
     cache, ledger = _cache_with_line(tmp_path, writer=_fp())
     o = _judged_for(cache, ledger, Fingerprint(None, "x86_64", Cpu()))
-    assert o.entries[0].build is not None and not o.entries[0].other_build
+    j = o.judgement(o.entries[0])
+    assert j is not None and j.outcome.value == "unknown" and not o.entries[0].other_build
     note = _findings(o)["origin.build-unknown"]
     assert "no jaxlib in this Python" in note.message and "origin.other-build" not in _findings(o)
 
@@ -311,7 +317,7 @@ def test_unknown_origin_says_nothing_is_known_of_the_build(tmp_path):
     (cache / ("jit_g-" + "d" * 64 + "-cache")).write_bytes(b"planted")
     o = _judged_for(cache, ledger, _fp())
     unknown = [e for e in o.entries if e.origin == "unknown"]
-    assert len(unknown) == 1 and unknown[0].build is None
+    assert len(unknown) == 1 and o.judgement(unknown[0]) is None
     assert "nothing is known of the build" in _findings(o)["origin.unknown"].message
 
 

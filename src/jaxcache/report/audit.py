@@ -177,10 +177,11 @@ def build_json(e: EntryOrigin | None, origins: Origins) -> dict[str, object] | N
     """The build that wrote an entry of yours, judged for this one (trust/origin.py's
     built()): the outcome (fingerprint.rule: same, compatible, different, unknown), the
     writer's fingerprint id and the reason in words."""
-    if e is None or e.build is None:
+    j = origins.judgement(e) if e is not None else None
+    if e is None or j is None:
         return None
-    return {"outcome": e.build.outcome.value, "writer": e.writer or None,
-            "reason": safe(build_reason(e, origins.reader))}
+    return {"outcome": j.outcome.value, "writer": e.writer or None,
+            "reason": safe(build_reason(e, origins))}
 
 
 def inventory_json(inv: Inventory | None,
@@ -188,7 +189,7 @@ def inventory_json(inv: Inventory | None,
     if inv is None:
         return None
     by_name = origins.by_name() if origins else {}
-    builds = origins.builds() if origins else {}
+    builds = {e.name: e for e in origins.entries} if origins else {}
     return {"unreadable": inv.unreadable, "count": len(inv.entries),
             "bytes": inv.total_bytes,
             "entries": jsonout.Rows(

@@ -269,9 +269,8 @@ def _origin_summary(report) -> dict | None:
     return {**o.counts(), "ledger_problem": o.ledger_problem,
             "not_yours": [{"name": safe(e.name), "origin": e.origin} for e in o.entries
                           if e.origin != "yours"],
-            "build": o.build_counts() if o.reader is not None else None,
             "other_build": [{"name": safe(e.name), "writer": e.writer,
-                             "reason": safe(build_reason(e, o.reader))}
+                             "reason": safe(build_reason(e, o))}
                             for e in o.other_build()],
             "findings": [{"code": f.code, "effect": f.effect, "message": f.message,
                           "remedy": f.remedy} for f in said]}

@@ -31,7 +31,9 @@ version string, not its bytes (JAX issue 18750): after an upgrade in place or a 
 same version, entries of the old build hit and can crash or mislead. built() judges a line for
 the fingerprint judging now, by fingerprint.rule (the same id: the same build and host; else
 the writer's fingerprint line against this one's); entries of unknown origin have no line, so
-nothing is known of their build, and the reports say so.
+nothing is known of their build, and the reports say so. Every `run` judges its entries before
+the job: the ids are compared as strings, and fingerprint.rule (~2 ms to import) is imported
+only where they differ, or for a report.
 """
 
 from __future__ import annotations
@@ -39,10 +41,9 @@ from __future__ import annotations
 import json
 import os
 import stat
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
-from jaxcache.fingerprint.rule import Judgement, Outcome
-from jaxcache.fingerprint.rule import judge as judge_build
 from jaxcache.text import safe
 from jaxcache.trust.findings import NOTE, UNSAFE, WARNING, Finding
 from jaxcache.trust.ledger_file import Ledger, Written, relearn
@@ -50,6 +51,7 @@ from jaxcache.trust.ledger_file import Ledger, Written, relearn
 TYPE_CHECKING = False  # typing itself costs `jaxcache run` ~2 ms: names for the type checker only
 if TYPE_CHECKING:
     from jaxcache.fingerprint.model import Fingerprint
+    from jaxcache.fingerprint.rule import Judgement
     from jaxcache.trust.entries import Inventory
 
 YOURS, UNKNOWN, CHANGED = "yours", "unknown", "changed"
@@ -63,14 +65,14 @@ class EntryOrigin:
     name: str
     origin: str  # yours | unknown | changed
     written_at: float | None = None  # when a watched job wrote it (yours, changed)
-    # the build that wrote it, judged for the fingerprint judging now (built()); None: not
-    # judged (no fingerprint given, or not yours: nothing is known of an unknown entry's build)
+    # the writer's fingerprint id as the ledger line names it ("": the line names none, an
+    # older jaxcache's); None: not judged (no fingerprint given, or not yours: nothing is known
+    # of the build that wrote an entry of unknown origin)
+    writer: str | None = None
+    # where the writer's id is not the judging one's: fingerprint.rule's judgement of the
+    # writer's fingerprint line (built()), and whether it names another build or host
     build: Judgement | None = None
-    writer: str = ""  # the writer's fingerprint id, where its line names one
-
-    @property
-    def other_build(self) -> bool:
-        return self.build is not None and self.build.outcome is Outcome.DIFFERENT
+    other_build: bool = False
 
 
 @dataclass(frozen=True)
@@ -85,8 +87,10 @@ class Origins:
     # entries found yours by their bytes under a new identity (a copy of your own cache): the
     # lines judge() appended so that the next audit knows them without reading them
     relearned: tuple[Written, ...] = ()
-    # the fingerprint the builds were judged for (None: not judged)
+    # the fingerprint the builds were judged for (None: not judged), and the ledger's
+    # fingerprint lines (what each writer's id stands for)
     reader: Fingerprint | None = None
+    described: Mapping[str, Fingerprint | None] = field(default_factory=dict)
 
     def count(self, origin: str) -> int:
         return sum(1 for e in self.entries if e.origin == origin)
@@ -97,43 +101,77 @@ class Origins:
     def by_name(self) -> dict[str, str]:
         return {e.name: e.origin for e in self.entries}
 
-    def builds(self) -> dict[str, EntryOrigin]:
-        """The entries whose build was judged, by name."""
-        return {e.name: e for e in self.entries if e.build is not None}
-
     def other_build(self) -> tuple[EntryOrigin, ...]:
         return tuple(e for e in self.entries if e.other_build)
+
+    def judgement(self, e: EntryOrigin) -> Judgement | None:
+        """The build that wrote `e`, judged for the reader (fingerprint.rule: for reports,
+        which may import it); None where not judged."""
+        if e.build is not None:
+            return e.build
+        if e.writer is None or self.reader is None:
+            return None
+        return built(e.writer, self.described, self.reader, _id(self.reader))[0]
 
     def build_counts(self) -> dict[str, int]:
         """How many entries of yours each judgement of their build has (rule.Outcome's
         values), as reports list them."""
+        from jaxcache.fingerprint.rule import Outcome
+
         out = {o.value: 0 for o in Outcome}
         for e in self.entries:
-            if e.build is not None:
-                out[e.build.outcome.value] += 1
+            j = self.judgement(e)
+            if j is not None:
+                out[j.outcome.value] += 1
+        return out
+
+    def unknown_builds(self) -> dict[str, list[str]]:
+        """Entries of yours whose build could not be compared, by why (without importing
+        fingerprint.rule where nothing differs: every `run` asks)."""
+        out: dict[str, list[str]] = {}
+        no_jaxlib = self.reader is not None and self.reader.build is None
+        for e in self.entries:
+            if e.writer is None:
+                continue
+            why = NOT_RECORDED_WHY if not e.writer else NO_JAXLIB_WHY if no_jaxlib else (
+                e.build.why_unknown if e.build is not None and e.build.why_unknown
+                and not e.other_build else "")
+            if why:
+                out.setdefault(why, []).append(e.name)
         return out
 
 
-NOT_RECORDED = Judgement(Outcome.UNKNOWN, why_unknown=(
-    "the ledger line does not name the build: an older jaxcache wrote it"))
-NO_JAXLIB = Judgement(Outcome.UNKNOWN, why_unknown="no jaxlib in this Python to compare")
-SAME = Judgement(Outcome.SAME)
-UNDESCRIBED = Judgement(Outcome.DIFFERENT, why_unknown=(
-    "another fingerprint id than this one's, which the ledger does not describe"))
+NOT_RECORDED_WHY = "the ledger line does not name the build: an older jaxcache wrote it"
+NO_JAXLIB_WHY = "no jaxlib in this Python to compare"
 
 
-def built(w: Written, ledger: Ledger, reader: Fingerprint, reader_id: str) -> Judgement:
-    """The build that wrote the line `w`, judged for `reader` (whose id is `reader_id`,
-    passed so that each entry costs a string comparison): the same id is the same build and
-    host; another is judged by the writer's fingerprint line (fingerprint.rule)."""
-    if not w.build:
-        return NOT_RECORDED
+def _id(reader: Fingerprint) -> str:
+    return reader.id if reader.build is not None else ""
+
+
+def _differs(writer_id: str, reader: Fingerprint, reader_id: str) -> bool:
+    """Does a line naming `writer_id` need fingerprint.rule to judge it for `reader`? Only
+    where both name a build and the ids differ (the same id: the same build and host)."""
+    return bool(writer_id) and reader.build is not None and writer_id != reader_id
+
+
+def built(writer_id: str, described: Mapping[str, Fingerprint | None], reader: Fingerprint,
+          reader_id: str) -> tuple[Judgement, bool]:
+    """The build a ledger line naming `writer_id` stands for (by `described`, the ledger's
+    fingerprint lines), judged for `reader` (whose id is `reader_id`) by fingerprint.rule;
+    and whether that is another build or host. An id the ledger does not describe is another
+    (fail closed)."""
+    from jaxcache.fingerprint.rule import Judgement, Outcome, judge
+
+    if not writer_id:
+        return Judgement(Outcome.UNKNOWN, why_unknown=NOT_RECORDED_WHY), False
     if reader.build is None:
-        return NO_JAXLIB
-    if w.build == reader_id:
-        return SAME
-    writer = ledger.fingerprints.get(w.build)
-    return judge_build(writer, reader) if writer is not None else UNDESCRIBED
+        return Judgement(Outcome.UNKNOWN, why_unknown=NO_JAXLIB_WHY), False
+    if writer_id == reader_id:
+        return Judgement(Outcome.SAME), False
+    writer = described.get(writer_id)
+    j = judge(writer, reader) if writer is not None else Judgement(Outcome.DIFFERENT)
+    return j, j.outcome is Outcome.DIFFERENT
 
 
 def digest_at(dir_fd: int, name: str, size: int) -> tuple[str, os.stat_result] | None:
@@ -181,7 +219,9 @@ def may_load(w: Written, ledger: Ledger, reader: Fingerprint | None, reader_id: 
     """May the entry the line `w` vouches for load under `reader` where origin is required
     (the in-job gate)? Not when the line names another build or host; a line that names none
     (an older jaxcache's) or a reader that cannot compare is judged by its bytes alone."""
-    return reader is None or built(w, ledger, reader, reader_id).outcome is not Outcome.DIFFERENT
+    if reader is None or not _differs(w.build, reader, reader_id):
+        return True
+    return not built(w.build, ledger.fingerprints, reader, reader_id)[1]
 
 
 def judge(inventory: Inventory, dir_fd: int, ledger: Ledger, directory: str = "",
@@ -194,12 +234,15 @@ def judge(inventory: Inventory, dir_fd: int, ledger: Ledger, directory: str = ""
     the build that wrote it is this one (built())."""
     out = []
     relearned = []
-    reader_id = reader.id if reader is not None and reader.build is not None else ""
+    reader_id = _id(reader) if reader is not None else ""
 
     def yours(name: str, w: Written) -> EntryOrigin:
         if reader is None:
             return EntryOrigin(name, YOURS, w.at)
-        return EntryOrigin(name, YOURS, w.at, built(w, ledger, reader, reader_id), w.build)
+        if not _differs(w.build, reader, reader_id):  # a string comparison per entry
+            return EntryOrigin(name, YOURS, w.at, w.build)
+        j, other = built(w.build, ledger.fingerprints, reader, reader_id)
+        return EntryOrigin(name, YOURS, w.at, w.build, j, other)
 
     for e in inventory.entries:
         if e.type == "file" and (e.kind == "xla-subcache" or e.name.startswith("xla_gpu_")):
@@ -230,7 +273,7 @@ def judge(inventory: Inventory, dir_fd: int, ledger: Ledger, directory: str = ""
     if relearned:
         relearn(ledger, tuple(relearned))
     return Origins(tuple(out), ledger.path, ledger.problem, ledger.skipped,
-                   ledger.other_boot, tuple(relearned), reader)
+                   ledger.other_boot, tuple(relearned), reader, ledger.fingerprints)
 
 
 UNKNOWN_WHY = ("not written by any job jaxcache watched: if this directory was restored from a "
@@ -309,14 +352,14 @@ OTHER_BUILD_REMEDY = ("after an upgrade or an in-place rebuild of jaxlib, entrie
                       "--short` names this one)")
 
 
-def build_reason(e: EntryOrigin, reader: Fingerprint | None) -> str:
+def build_reason(e: EntryOrigin, origins: Origins) -> str:
     """Why the build that wrote `e` is or is not this one, in words (fingerprint.rule's, or
     the ids where the ledger does not describe the writer's)."""
-    j = e.build
+    j = origins.judgement(e)
     if j is None:
         return ""
-    if j.outcome is Outcome.DIFFERENT and not j.differences:
-        here = reader.id if reader is not None else "?"
+    if e.other_build and not j.differences:
+        here = origins.reader.id if origins.reader is not None else "?"
         return (f"another fingerprint: {e.writer} (writer) vs {here} (here), which the ledger "
                 "does not describe")
     return j.reason
@@ -337,17 +380,13 @@ def build_findings(origins: Origins, path: str, *, ci: str | None,
         why = refusal(ci, required, ())
         reasons: dict[str, list[str]] = {}
         for e in other:
-            reasons.setdefault(build_reason(e, reader), []).append(e.name)
+            reasons.setdefault(build_reason(e, origins), []).append(e.name)
         said = "; ".join(f"{safe(r)} ({_shown(names)})" for r, names in reasons.items())
         out.append(Finding("origin.other-build", UNSAFE if why else WARNING,
                            f"{_entries(len(other))} {OTHER_BUILD_WHY}: {said}"
                            + (f"; refused {why}" if why else ""), path, OTHER_BUILD_REMEDY))
-    unjudged: dict[str, list[str]] = {}
-    for e in origins.entries:
-        if e.build is not None and e.build.outcome is Outcome.UNKNOWN:
-            unjudged.setdefault(e.build.why_unknown, []).append(e.name)
-    for why_unknown, names in unjudged.items():
-        no_jaxlib = why_unknown == NO_JAXLIB.why_unknown
+    for why_unknown, names in origins.unknown_builds().items():
+        no_jaxlib = why_unknown == NO_JAXLIB_WHY
         out.append(Finding("origin.build-unknown", NOTE,
                            f"the build that wrote {_entries(len(names))} of yours could not be "
                            f"compared with this one: {why_unknown} ({_shown(names)})", path,
