@@ -121,12 +121,13 @@ def recordable(name: str) -> bool:
 # are converted: every `run` loads the ledger before its job starts, and it grows by a line
 # per entry written.
 _LINE = re.compile(
-    rb"(" + b"|".join(re.escape(v.encode()) for v in (VERSION, *OLDER))
-    + rb")\t([^" + re.escape(_NOT_IN_NAME.encode())
-    + rb"]{1,1020})\t([0-9a-f]{64})"
+    rb"(?:(" + re.escape(VERSION.encode()) + rb")|"
+    + b"|".join(re.escape(v.encode()) for v in OLDER) + rb")"
+    rb"\t([^" + re.escape(_NOT_IN_NAME.encode()) + rb"]{1,1020})\t([0-9a-f]{64})"
     rb"\t([0-9]+)\t([0-9]+)\t([0-9]+)\t([0-9]+)\t([0-9]+)\t([0-9]+(?:\.[0-9]+)?)"
     rb"\t([0-9a-f]{32}|-)"
-    rb"(?:\t([0-9a-f]{" + str(SHORT).encode() + rb"}|-))?"
+    # the writer's fingerprint id: in a line of VERSION (group 1 matched), in no older one
+    rb"(?(1)\t([0-9a-f]{" + str(SHORT).encode() + rb"}|-))"
     # the JSON string as an unrolled loop (plain run, then escape + plain run, ...): no two ways
     # to match the same text, so a torn line without its closing quote fails in linear time
     rb'\t("[^"\\\x00-\x1f\x80-\xff]*(?:\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4})'
@@ -147,11 +148,6 @@ def _written(raw: bytes) -> Written:
                    (nums[1], nums[2], nums[3], nums[4]), float(m.group(9)),
                    json.loads(m.group(12)), "" if boot == "-" else boot,
                    "" if build == "-" else build)
-
-
-def _whole(m: re.Match[bytes]) -> bool:
-    """A line names the writer's fingerprint exactly when its version says it does."""
-    return (m.group(1) == VERSION.encode()) == (m.group(11) is not None)
 
 
 class _ByName(Mapping[str, tuple[Written, ...]]):
@@ -290,7 +286,7 @@ def parse_chunks(chunks: Iterable[bytes], path: str,
                 continue
             lines += 1
             m = _LINE.fullmatch(raw) if len(raw) <= MAX_LINE else None
-            if m is None or not _whole(m):
+            if m is None:
                 f = _FINGERPRINT.fullmatch(raw) if len(raw) <= MAX_LINE else None
                 if f is None:
                     skipped += 1
