@@ -65,7 +65,7 @@ def _build_tail(origins: Origins) -> str:
             "the ledger lines do not name it"
         parts.append(f"the build of {counts['unknown']} of yours not compared ({why})")
     if origins.count("unknown"):
-        parts.append("of an entry of unknown origin the build is not known either")
+        parts.append("the build of entries of unknown origin is not known")
     return "; " + "; ".join(parts) if parts else ""
 
 
