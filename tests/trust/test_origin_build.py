@@ -143,6 +143,11 @@ def test_under_another_build_audit_and_ls_flag_them_with_both_digests(world):
     ls_doc = json.loads(_jc("ls", "--format", "json", str(world["cache"]),
                             env=world["env"]["B"]).stdout)
     assert {e["build"]["outcome"] for e in ls_doc["entries"] if e["build"]} == {"different"}
+    jsonschema = pytest.importorskip("jsonschema")
+    from jaxcache.documents import schemas
+
+    jsonschema.validate(doc, schemas.load("audit"))
+    jsonschema.validate(ls_doc, schemas.load("ls"))
 
 
 def test_run_require_origin_refuses_another_build_and_passes_the_writing_one(world, tmp_path):
