@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from jaxcache.trust import policy as policymod
@@ -11,15 +11,20 @@ from jaxcache.trust.audit import audit as _audit
 from jaxcache.trust.principals import Accounts
 
 if TYPE_CHECKING:
+    from jaxcache.fingerprint.model import Fingerprint
     from jaxcache.trust.keys import PublicKey
 
 
 def audit(path: str, *, policy: str | None = None, as_user: str | None = None,
           scan_processes: bool = True, sealed: bool = False,
           sealed_keys: Sequence[PublicKey] = (), scan_handles: bool = True,
-          require_origin: bool = False) -> AuditReport:
+          require_origin: bool = False, fingerprint: Fingerprint | None = None,
+          on_hashing: Callable[[int, int], None] | None = None) -> AuditReport:
     """Who can change what JAX loads from `path`, and who wrote its entries (your origin
-    ledger: refused under CI or with `require_origin`); raises JaxcacheError on bad input."""
+    ledger: refused under CI or with `require_origin`), and whether the build that wrote
+    them is this Python's (`fingerprint`, default fingerprint.current(), found once the
+    input is known good; `on_hashing` as there: the build that judges is the one whose
+    entries may load); raises JaxcacheError on bad input."""
     from jaxcache.errors import JaxcacheError
 
     accounts = Accounts()
@@ -30,8 +35,15 @@ def audit(path: str, *, policy: str | None = None, as_user: str | None = None,
             raise JaxcacheError(f"no such user: {as_user}")
     pol = policymod.load(policy, accounts)
     from jaxcache.trust import ledger
+    from jaxcache.trust.target import is_url
+
+    def judging() -> Fingerprint:  # asked for only where there are entries to judge
+        from jaxcache import fingerprint as fingerprints
+
+        return fingerprint or fingerprints.current(on_hashing=on_hashing)
 
     return _audit(path, policy=pol, as_user=uid, scan_processes=scan_processes,
                   accounts=accounts, sealed=sealed, sealed_keys=tuple(sealed_keys),
                   scan_handles=scan_handles, require_origin=require_origin,
-                  ledger=ledger.load(accounts=accounts))
+                  ledger=ledger.load(accounts=accounts),
+                  fingerprint=None if sealed or is_url(path) else judging)

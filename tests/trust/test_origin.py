@@ -347,7 +347,7 @@ def test_ledger_lines_round_trip_and_bad_lines_are_skipped():
 ])
 def test_a_line_whose_any_field_is_malformed_is_skipped_not_half_read(bad):
     fields = ledger_file.line(_written()).rstrip(b"\n").split(b"\t")
-    variants = [fields[:9] + [bad],
+    variants = [fields[:11] + [bad],
                 fields[:3] + [b"+10"] + fields[4:],  # a sign int() would take
                 fields[:4] + [b"-1"] + fields[5:],
                 fields[:8] + [b"nan"] + fields[9:],

@@ -49,7 +49,10 @@ def handle(args: argparse.Namespace, tail: None) -> None:
       UNVERIFIABLE      network filesystem, URL, unreadable parent... fails closed
     Each compiled entry's origin is told too (yours / unknown / changed, by your origin
     ledger): entries no job jaxcache watched wrote are a warning, and UNSAFE under CI or with
-    --require-origin unless the policy's restored_from names their source (docs/ci.md).
+    --require-origin unless the policy's restored_from names their source (docs/ci.md); so
+    are entries of yours that another build of jaxlib (or another CPU) wrote, by the
+    fingerprint the ledger names for each (an upgrade or rebuild in place: `jaxcache
+    fingerprint`).
     Exit code 0 for PRIVATE / SHARED-BY-POLICY / SEALED, 1 for UNSAFE / UNVERIFIABLE (and, with
     --must-exist, for a path that does not exist), 2 for bad input. --verbose also lists
     trusted writers and notes; --quiet only the verdict line.
@@ -61,7 +64,8 @@ def handle(args: argparse.Namespace, tail: None) -> None:
                        scan_processes=not args.no_processes,
                        scan_handles=not args.no_processes, sealed=args.sealed,
                        sealed_keys=common.public_keys(args),
-                       require_origin=args.require_origin)
+                       require_origin=args.require_origin,
+                       on_hashing=None if args.quiet else common.hashing_notice)
     from jaxcache.report import audit as formats
 
     shown = formats.FORMATS[args.fmt](report, verbose=args.verbose)

@@ -29,19 +29,23 @@ def handle(args: argparse.Namespace, tail: None) -> None:
     other-writable entries, hard links, symlinks, non-regular files, ACLs, unexpected names.
     ORIGIN tells who wrote each compiled entry, by your origin ledger: yours (a job jaxcache
     watched wrote exactly these bytes), unknown (no watched job wrote it: restored, copied,
-    baked into an image, or written by JAX without jaxcache), changed (rewritten since).
+    baked into an image, or written by JAX without jaxcache), changed (rewritten since);
+    FLAGS says other-build where the ledger says another build of jaxlib (or another CPU)
+    wrote an entry of yours (an upgrade or rebuild in place: fingerprint.rule).
     KEY names the key each signature file claims (by your policy's name for it where it
     trusts it): a claim, which `jaxcache verify` checks. BUILD names the build each
     signature claims compiled its entry, judged for this host: this build, compatible (the
     writer's CPU features are all here), another build <digest> or another host (a sealed
     reader here misses it), build unknown (signed before build binding). Without PATH:
     $JAX_COMPILATION_CACHE_DIR, else the directory `jaxcache init` makes. Exit code 1 when
-    any entry is flagged beyond an unexpected name or changed since written (for a bucket,
+    any entry is flagged beyond an unexpected name, changed since written or written by
+    another build (for a bucket,
     when an entry has no signature object beside it).
     """
     path = common.cache_path(args, args.path)
     if is_url(path):
         _bucket(args, path)
+    from jaxcache import fingerprint
     from jaxcache.seal import scan
     from jaxcache.trust import listing
 
@@ -49,7 +53,9 @@ def handle(args: argparse.Namespace, tail: None) -> None:
     builds: dict[str, scan.BuildView] = {}
     inv, resolved, origins = listing.list_with_origin(
         path, also=lambda inv, fd, where, accounts: signers.update(
-            scan.signed_by(inv, fd, where, accounts, builds)))
+            scan.signed_by(inv, fd, where, accounts, builds)),
+        fingerprint=lambda: fingerprint.current(on_hashing=None if args.quiet else
+                                                common.hashing_notice))
     from jaxcache.report import ls as formats
 
     shown = formats.FORMATS[args.fmt](resolved, inv, origins=origins, signers=signers,

@@ -139,10 +139,13 @@ def _enable(path: str, policy: str | None, allow_untrusted: bool, reset: bool,
             "os.path.expanduser(path)")
     accounts = Accounts()
     pol = policymod.load(policy, accounts)
+    from jaxcache import fingerprint
     from jaxcache.trust import ledger
 
+    # the build that will load the entries is this process's: another's are found too
     report = audit(tgt.path, policy=pol, scan_processes=False, accounts=accounts,
-                   require_origin=require_origin, ledger=ledger.load(accounts=accounts))
+                   require_origin=require_origin, ledger=ledger.load(accounts=accounts),
+                   fingerprint=fingerprint.in_job)
     chosen = report.resolved or tgt.path
     conflicts = inherit.conflicts(os.environ, chosen)
     if conflicts:

@@ -23,9 +23,12 @@ _READ_APPEND = os.O_RDWR | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CL
 
 
 def recorder(ledger: str | None = None):
-    """The guard's witness callback, appending to `ledger` (default: the user's)."""
+    """The guard's witness callback, appending to `ledger` (default: the user's). Each line
+    names the writer's fingerprint (fingerprint.in_job(): what `jaxcache run` handed the job,
+    else this process's own), found once, at the first write, never on a load."""
     path = os.path.abspath(ledger or ledger_file.ledger_path())
     boot = ledger_file.boot_id()
+    mine: list[tuple[str, bytes]] = []  # (the id, its fingerprint line), once found
 
     def record(directory: str, key: str, value) -> None:
         name = f"{key}{ENTRY_SUFFIX}"
@@ -35,12 +38,27 @@ def recorder(ledger: str | None = None):
         st = _holds(directory, name, digest, len(value))
         if st is None:
             return
+        if not mine:
+            mine.append(_writer())
+        fid, described = mine[0]
         append(path, ledger_file.Written(
             name, digest, st.st_size,
             (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns), time.time(), directory,
-            boot))
+            boot, fid), described)
 
     return record
+
+
+def _writer() -> tuple[str, bytes]:
+    """This process's fingerprint id and the ledger line that says what it stands for; ("",
+    b"") when it cannot be told (its entries then read "build not recorded")."""
+    try:
+        from jaxcache import fingerprint
+
+        found = fingerprint.in_job()
+        return found.id, ledger_file.fingerprint_line(found)
+    except Exception:
+        return "", b""
 
 
 def _holds(directory: str, name: str, digest: str, size: int) -> os.stat_result | None:
@@ -101,11 +119,16 @@ def _set_aside(dfd: int, name: str, fd: int, st: os.stat_result) -> bool:
     return True
 
 
-def append(ledger: str, written: ledger_file.Written) -> bool:
+# the ledger files (device, inode) this process described its fingerprint in already
+_described: set[tuple[int, int]] = set()
+
+
+def append(ledger: str, written: ledger_file.Written, described: bytes = b"") -> bool:
     """Append one line to the ledger (its folders made 0700, yours alone; the file 0600, a
     regular file of yours with one link, never through a symlink, its header naming itself).
-    False when it cannot be trusted or written: the entry then stays of unknown origin, which
-    fails closed."""
+    `described`: the writer's fingerprint line, written before the first line this process
+    adds to that ledger file, in the same write. False when it cannot be trusted or written:
+    the entry then stays of unknown origin, which fails closed."""
     from jaxcache import folders
     from jaxcache.errors import JaxcacheError
 
@@ -124,7 +147,11 @@ def append(ledger: str, written: ledger_file.Written) -> bool:
                     return False
                 if _set_aside(dfd, name, fd, st):
                     continue
-                return ledger_file.write_lines(fd, st, ledger_file.line(written))
+                head = described if (st.st_dev, st.st_ino) not in _described else b""
+                done = ledger_file.write_lines(fd, st, head + ledger_file.line(written))
+                if done and head:
+                    _described.add((st.st_dev, st.st_ino))
+                return done
             finally:
                 os.close(fd)
         return False
@@ -137,8 +164,10 @@ def append(ledger: str, written: ledger_file.Written) -> bool:
 def gatekeeper(ledger: str | None = None):
     """The guard's judge of each entry JAX is about to load (jaxcompat.gate_gets), where
     entries of unknown origin are refused (under CI, --require-origin): the very bytes must
-    hash to a ledger line for that name, else the load is a miss and JAX compiles. The ledger
-    is read once, at the first load, as a trusted input."""
+    hash to a ledger line for that name, written by a build that may load here (trust/origin's
+    built(): a line naming another build or host is a refusal, one that names none, an older
+    jaxcache's, is not), else the load is a miss and JAX compiles. The ledger and this
+    process's fingerprint (fingerprint.in_job()) are read once, at the first load."""
     path = os.path.abspath(ledger or ledger_file.ledger_path())
     known: list = []
 
@@ -146,8 +175,23 @@ def gatekeeper(ledger: str | None = None):
         if not known:
             from jaxcache.trust import ledger as ledgermod
 
-            known.append(ledgermod.load(path))
-        digests = {w.sha256 for w in known[0].by_name.get(f"{key}{ENTRY_SUFFIX}", ())}
-        return bool(digests) and hashlib.sha256(value).hexdigest() in digests
+            mine = _reader()
+            known.extend((ledgermod.load(path), mine,
+                          mine.id if mine is not None and mine.build is not None else ""))
+        read, mine, mine_id = known
+        digest = hashlib.sha256(value).hexdigest()
+        return any(w.sha256 == digest and origin.may_load(w, read, mine, mine_id)
+                   for w in read.by_name.get(f"{key}{ENTRY_SUFFIX}", ()))
 
     return judge
+
+
+def _reader():
+    """This process's fingerprint, or None where it cannot be found (then the build of each
+    line cannot be compared: judged by its bytes alone, as before lines named builds)."""
+    try:
+        from jaxcache import fingerprint
+
+        return fingerprint.in_job()
+    except Exception:
+        return None

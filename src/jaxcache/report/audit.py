@@ -14,7 +14,7 @@ from jaxcache.text import plural, safe, size, wrap
 from jaxcache.trust.audit import AuditReport
 from jaxcache.trust.entries import Entry, Inventory
 from jaxcache.trust.findings import NOTE, UNSAFE, UNVERIFIABLE, WARNING, Verdict, Writer
-from jaxcache.trust.origin import Origins
+from jaxcache.trust.origin import EntryOrigin, Origins, build_reason
 
 _HEADLINE = {
     Verdict.PRIVATE: "only you and root can change what JAX loads from here",
@@ -79,7 +79,7 @@ def render_text(r: AuditReport, *, verbose: bool = False,
         if len(flagged) > listed:
             lines.append(f"  ... {len(flagged) - listed} more (-v or jaxcache ls shows all)")
     shown = [f for f in r.findings if verbose or f.effect != NOTE
-             or f.code.startswith(("path.", "fs.", "storage.", "policy."))]
+             or f.code.startswith(("path.", "fs.", "storage.", "policy.", "origin.build"))]
     if shown:
         lines += ["", "findings:"]
         for f in shown:
@@ -161,14 +161,27 @@ def _path(p: str | None) -> str | None:
     return None if p is None else safe(p)
 
 
-def _entry(e: Entry, origin: str | None = None) -> dict[str, object]:
+def _entry(e: Entry, origin: str | None = None,
+           built: dict[str, object] | None = None) -> dict[str, object]:
     return {
         "name": _path(e.name), "kind": e.kind, "module": e.module, "key": e.key, "type": e.type,
         "size": e.size, "owner": e.owner, "uid": e.uid, "mode": f"{stat.S_IMODE(e.mode):04o}",
         "age_s": round(e.age_s, 3), "nlink": e.nlink, "acl": e.has_acl, "flags": list(e.flags),
         "writers": sorted({str(g.principal) for g in e.writers}) if e.writers else [],
         "origin": origin,  # yours | unknown | changed; null: not compiled code, or not judged
+        "build": built,  # the build that wrote it (yours only); null: not judged or not known
     }
+
+
+def build_json(e: EntryOrigin | None, origins: Origins) -> dict[str, object] | None:
+    """The build that wrote an entry of yours, judged for this one (trust/origin.py's
+    built()): the outcome (fingerprint.rule: same, compatible, different, unknown), the
+    writer's fingerprint id and the reason in words."""
+    j = origins.judgement(e) if e is not None else None
+    if e is None or j is None:
+        return None
+    return {"outcome": j.outcome.value, "writer": e.writer or None,
+            "reason": safe(build_reason(e, origins))}
 
 
 def inventory_json(inv: Inventory | None,
@@ -176,17 +189,27 @@ def inventory_json(inv: Inventory | None,
     if inv is None:
         return None
     by_name = origins.by_name() if origins else {}
+    builds = {e.name: e for e in origins.entries} if origins else {}
     return {"unreadable": inv.unreadable, "count": len(inv.entries),
             "bytes": inv.total_bytes,
-            "entries": jsonout.Rows(_entry(e, by_name.get(e.name)) for e in inv.entries)}
+            "entries": jsonout.Rows(
+                _entry(e, by_name.get(e.name),
+                       build_json(builds.get(e.name), origins) if origins else None)
+                for e in inv.entries)}
 
 
 def origins_json(origins: Origins | None) -> dict[str, object] | None:
     if origins is None:
         return None
+    reader = origins.reader
     return {"ledger": _path(origins.ledger), "ledger_problem": origins.ledger_problem,
             "ledger_lines_skipped": origins.ledger_skipped,
-            **origins.counts()}
+            **origins.counts(),
+            # the build the entries of yours were judged for, and how many of each outcome
+            "build": None if reader is None else {
+                "fingerprint": reader.id if reader.build else None,
+                "digest": reader.build.digest if reader.build else None,
+                **origins.build_counts()}}
 
 
 def audit_dict(r: AuditReport) -> dict[str, object]:

@@ -25,6 +25,7 @@ def render_text(path: str, inv: Inventory, now: float | None = None,
     if inv.unreadable:
         return f"{safe(path)}: {inv.unreadable}\n"
     by_name = origins.by_name() if origins else {}
+    other = {e.name for e in origins.other_build()} if origins else set()
     signers = signers or {}
     builds = builds or {}
     key = ("KEY", "BUILD") if signers else ()
@@ -35,7 +36,9 @@ def render_text(path: str, inv: Inventory, now: float | None = None,
             if signers else ()
         rows.append((size(e.size), e.owner, f"{stat.S_IMODE(e.mode):04o}", age(e.age_s),
                      str(e.nlink), e.kind, by_name.get(e.name, "-"), *claim,
-                     safe(e.module or "-"), ",".join(e.flags) or "-", safe(e.name)))
+                     safe(e.module or "-"),
+                     ",".join((*e.flags, *(("other-build",) if e.name in other else ()))) or "-",
+                     safe(e.name)))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
     out = ["  ".join(c.ljust(w) for c, w in zip(r[:-1], widths, strict=True)) + "  " + r[-1]
            for r in rows]
@@ -45,6 +48,7 @@ def render_text(path: str, inv: Inventory, now: float | None = None,
         tail = "; origin: " + style.origin_counts(origins.counts())
         if origins.ledger_problem:
             tail += " (the origin ledger cannot be trusted: nothing counts as yours)"
+        tail += _build_tail(origins)
     out.append(f"{plural(count, 'entry')}, {size(inv.total_bytes)} in "
                f"{safe(path)}{tail}")
     return "\n".join(out) + "\n"
@@ -52,6 +56,26 @@ def render_text(path: str, inv: Inventory, now: float | None = None,
 
 def _build_words(view: BuildView | None) -> str:
     return view.words if view is not None else "-"
+
+
+def _build_tail(origins: Origins) -> str:
+    """What the count line says of the builds that wrote the entries: those of another build
+    (flagged other-build), those whose build could not be compared, and that nothing is known
+    of the build of entries of unknown origin."""
+    if origins.reader is None:
+        return ""
+    counts = origins.build_counts()
+    parts = []
+    if counts["different"]:
+        parts.append(f"{counts['different']} of yours written by another build on this host "
+                     "(flag other-build)")
+    if counts["unknown"]:
+        why = "no jaxlib in this Python" if origins.reader.build is None else \
+            "the ledger lines do not name it"
+        parts.append(f"the build of {counts['unknown']} of yours not compared ({why})")
+    if origins.count("unknown"):
+        parts.append("the build of entries of unknown origin is not known")
+    return "; " + "; ".join(parts) if parts else ""
 
 
 def render_json(path: str, inv: Inventory, origins: Origins | None = None,

@@ -88,6 +88,16 @@ SHOWN = 12  # modules listed per process, slowest first, besides those over SIGN
 SIGNIFICANT = 0.05  # a module with this share of the process's compile and load time is shown
 
 
+OTHER_BUILD_HIT = "loaded an entry written by another build on this host"
+
+
+def _other_build(doc: dict) -> set[str]:
+    """The entries (names as the record writes them) of yours that another build wrote,
+    as the audit before the job found them (trust/origin.py's built())."""
+    origin = (doc.get("cache_dir") or {}).get("origin") or {}
+    return {str(e.get("name")) for e in origin.get("other_build") or []}
+
+
 def _module_lines(doc: dict, verbose: bool = False) -> list[str]:
     """One line per module, slowest first, each with its rank; grouped by rank when there is
     more than one. Every module with SIGNIFICANT of the time is shown, the rest up to SHOWN
@@ -115,13 +125,16 @@ def _module_lines(doc: dict, verbose: bool = False) -> list[str]:
         names: dict[str, int] = {}
         for m in shown:
             names[m["name"]] = names.get(m["name"], 0) + 1
+        other = _other_build(doc)
         for m in shown:
             entry = f"  {size(m['entry_bytes'])}" if m.get("entry_bytes") else ""
             what = "load" if m["outcome"] == "hit" else "compile"
             tag = f"r{rank} " if ranked else ""
+            why = OTHER_BUILD_HIT if m["outcome"] == "hit" and m.get("cache_key") and \
+                safe(f"{m['cache_key']}-cache") in other else reason_text(m)
             lines.append(f"  {pad}{tag}{safe(m['name']).ljust(width)}  "
                          f"{(m['outcome'] or '?'):8s} {what} {_secs(m['compile_or_load_s'])}"
-                         f"{entry}  {reason_text(m)}".rstrip())
+                         f"{entry}  {why}".rstrip())
             if names[m["name"]] > 1:
                 lines.append(f"  {pad}    inputs: {style.shapes(m.get('input_shapes'))}")
         rest = mods[len(shown):]  # sorted slowest first: what is shown is a prefix
@@ -228,11 +241,14 @@ def _threshold_lines(doc: dict, modules: list[dict]) -> list[str]:
 
 
 def _origin_lines(origin: dict | None) -> list[str]:
-    """Where the entries before the job came from (trust/origin.py), when not all yours."""
+    """Where the entries before the job came from (trust/origin.py), when not all yours or
+    not all of this build."""
     if not origin or not (origin.get("unknown") or origin.get("changed")
-                          or origin.get("ledger_problem")):
+                          or origin.get("ledger_problem") or origin.get("other_build")):
         return []
-    out = [f"origin of the entries before the job: {origin_counts(origin)}"]
+    other = len(origin.get("other_build") or [])
+    out = [f"origin of the entries before the job: {origin_counts(origin)}"
+           + (f" ({other} of yours written by another build on this host)" if other else "")]
     for f in origin.get("findings") or []:
         if f.get("effect") in ("warning", "unsafe"):
             out.append(f"  warning: {safe(f['message'])}")

@@ -96,15 +96,17 @@ def run_job(argv: list[str], *, cache_dir: str | None = None, record_path: str |
 
             # here, not before the launch: with an early start the job's interpreter starts
             # meanwhile, so the few stats of a warm fingerprint cost its wall time nothing
-            mine = fingerprint.current(on_hashing=on_hashing)
+            def mine() -> fingerprint.Fingerprint:
+                return fingerprint.current(on_hashing=on_hashing)  # kept for the process
+
             try:
                 admitted.update(_admit(chosen, policy, allow_untrusted, seal, require_origin,
-                                       env))
+                                       env, mine))
             except UntrustedCacheError as exc:
                 _say_how_to_make(exc, chosen, named, seal)
                 raise
-            admitted["fingerprint"] = mine
-            admitted["env"][jobenv.FINGERPRINT] = fingerprint.to_env(mine)
+            admitted["fingerprint"] = mine()
+            admitted["env"][jobenv.FINGERPRINT] = fingerprint.to_env(admitted["fingerprint"])
             return admitted["env"]
 
         if early_start.allowed(argv, exe, chosen, sealed=seal is not None,
@@ -215,9 +217,14 @@ def _admit_bucket(chosen: str, pol, accounts, keys: tuple, seal, policy: str | N
 
 
 def _admit(chosen: str, policy: str | None, allow_untrusted: bool, seal,
-           require_origin: bool = False, env: dict[str, str] | None = None) -> dict:
+           require_origin: bool = False, env: dict[str, str] | None = None,
+           fingerprint=None) -> dict:
     """The audit (creating a missing directory private first): refuses, or says which path
-    the job gets, through which variables, and what the directory held before."""
+    the job gets, through which variables, and what the directory held before. `fingerprint()`
+    (the job's build and host, fingerprint.current()): entries of yours another build wrote
+    are found too (trust/origin.py's built()). Asked for only where the audit judges origins
+    (a plain cache), after the keys and the policy are read: a bad key or policy is one line,
+    not first a notice that the build is being hashed."""
     from jaxcache.records import run_record as recordmod
     from jaxcache.trust import ledger
     from jaxcache.trust import policy as policymod
@@ -248,7 +255,8 @@ def _admit(chosen: str, policy: str | None, allow_untrusted: bool, seal,
     report = audit(chosen, policy=pol, scan_processes=False, accounts=accounts,
                    sealed=seal is not None, sealed_keys=keys, require_origin=require_origin,
                    env=env,
-                   ledger=None if seal is not None else ledger.load(accounts=accounts, env=env))
+                   ledger=None if seal is not None else ledger.load(accounts=accounts, env=env),
+                   fingerprint=None if seal is not None else fingerprint)
     if report.path is None:
         raise JaxcacheError(f"jaxcache run needs a local cache directory, not {safe(chosen)}")
     local = report.path
@@ -297,13 +305,19 @@ def _origin_required(pol, path: str, require_origin: bool, env: dict[str, str] |
 
 def _origin_summary(report) -> dict | None:
     """The record's word on where the entries before the job came from (trust/origin.py)."""
+    from jaxcache.trust.origin import build_reason
+
     o = report.origins
     if o is None:
         return None
-    said = [f for f in report.findings if f.code in ("origin.unknown", "origin.changed",
-                                                      "origin.declared", "origin.ledger")]
+    said = [f for f in report.findings if f.code in (
+        "origin.unknown", "origin.changed", "origin.declared", "origin.ledger",
+        "origin.other-build", "origin.build-unknown")]
     return {**o.counts(), "ledger_problem": o.ledger_problem,
             "not_yours": [{"name": safe(e.name), "origin": e.origin} for e in o.entries
                           if e.origin != "yours"],
+            "other_build": [{"name": safe(e.name), "writer": e.writer,
+                             "reason": safe(build_reason(e, o))}
+                            for e in o.other_build()],
             "findings": [{"code": f.code, "effect": f.effect, "message": f.message,
                           "remedy": f.remedy} for f in said]}

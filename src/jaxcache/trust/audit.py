@@ -38,6 +38,9 @@ from jaxcache.trust.rules import EMPTY, Policy, Rule
 from jaxcache.trust.walk import Node, Walk, walk, walk_open
 
 if False:  # for type checkers only: importing typing costs `jaxcache run` start-up time
+    from collections.abc import Callable
+
+    from jaxcache.fingerprint.model import Fingerprint
     from jaxcache.trust.handles import HandleScan
     from jaxcache.trust.procs import ProcessScan
 
@@ -95,7 +98,8 @@ def audit(given: str, *, policy: Policy = EMPTY, as_user: int | None = None,
           accounts: pr.Accounts | None = None, sealed: bool = False,
           sealed_keys: tuple = (), scan_handles: bool = True, require_origin: bool = False,
           env: dict[str, str] | None = None,
-          ledger: ledger_file.Ledger | None = None) -> AuditReport:
+          ledger: ledger_file.Ledger | None = None,
+          fingerprint: Callable[[], Fingerprint] | None = None) -> AuditReport:
     """sealed: judge for a sealed reader, one that loads only entries signed by the policy's
     trusted_keys for this path or `sealed_keys` (and only then can the verdict be SEALED).
     A plain reader is judged by who can write, whatever keys the policy lists.
@@ -106,7 +110,11 @@ def audit(given: str, *, policy: Policy = EMPTY, as_user: int | None = None,
     `require_origin`, entries no watched job of yours wrote make the directory UNSAFE unless
     the policy names their source. Judged only with a `ledger` (trust/ledger.py's load()):
     `audit`, `ls`, `run`, `enable()` and api.audit pass one; the folders above a trusted
-    input (the ledger's own among them) are audited without."""
+    input (the ledger's own among them) are audited without. With `fingerprint` (the build
+    and host judging now: fingerprint.current(), or what `run` admitted; called only where
+    there are entries to judge, so a bad path or an empty directory never waits for the first
+    hashing after an install), each entry of yours is judged by the build that wrote it too
+    (origin.built()): another build's entries are a warning, refused as unknown ones are."""
     accounts = accounts or pr.Accounts()
     uid = os.geteuid() if as_user is None else as_user
     me = accounts.user(uid)
@@ -125,7 +133,8 @@ def audit(given: str, *, policy: Policy = EMPTY, as_user: int | None = None,
                                                    frozenset({0, uid}), accounts)
             if ledger is not None and not sealed and uid == os.geteuid() and \
                     inventory.entries:
-                origins = originmod.judge(inventory, fd, ledger, w.anchor_node.path)
+                origins = originmod.judge(inventory, fd, ledger, w.anchor_node.path,
+                                          fingerprint() if fingerprint is not None else None)
             if scan_handles:
                 from jaxcache.trust import handles as handlesmod
 

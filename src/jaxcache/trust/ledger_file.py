@@ -23,15 +23,18 @@ import os
 import re
 import stat
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from jaxcache.fingerprint.model import SHORT, Fingerprint
 from jaxcache.trust import birth
 
 TYPE_CHECKING = False  # typing itself costs `jaxcache run` ~2 ms: names for the type checker only
 if TYPE_CHECKING:
     from typing import Any
 
-VERSION = "2"  # a line's: "2" adds the boot it was written in ("1": jaxcache before it)
+VERSION = "3"  # a line's: "3" adds the writer's fingerprint id, "2" the boot it was written in
+OLDER = ("2",)  # versions still read (a "2" line: the build that wrote it is not recorded)
+FINGERPRINT = "fingerprint"  # a line "fingerprint ID JSON": what a writer's id stands for
 LEDGER_NAME = "origin.ledger"
 MAX_LINE = 8192
 MAX_BYTES = 64 << 20  # trust/inputs.py's limit; the witness stops appending before it
@@ -57,14 +60,34 @@ class Written:
     at: float  # unix seconds
     directory: str
     boot: str = ""  # the machine's boot id when written (boot_id()); "" when it was not known
+    # the id (fingerprint.SHORT hex digits) of the writer's fingerprint: which build of jaxlib
+    # on which CPU compiled the entry ("": not recorded, a line of version "2");
+    # a `fingerprint` line of the same ledger says what it stands for (fingerprint_line())
+    build: str = ""
 
 
 def line(w: Written) -> bytes:
     """The ledger line for `w` (tab-separated; the directory last, as a JSON string)."""
     dev, ino, mtime, ctime = w.identity
     fields = (VERSION, w.name, w.sha256, str(w.size), str(dev), str(ino), str(mtime),
-              str(ctime), f"{w.at:.3f}", w.boot or "-", json.dumps(w.directory))
+              str(ctime), f"{w.at:.3f}", w.boot or "-", w.build or "-", json.dumps(w.directory))
     return ("\t".join(fields) + "\n").encode()
+
+
+def fingerprint_line(found: Fingerprint) -> bytes:
+    """The line that says what `found.id` stands for: the build's digest and versions, the
+    machine and the CPU (not the list of shared objects, nor the accelerator, which the id
+    does not cover); b"" when it would not fit in MAX_LINE (the writer's entries are then
+    judged by the id alone: another id is another build or host, fail closed)."""
+    doc = found.to_json()
+    build = doc.get("build")
+    if isinstance(build, dict):
+        doc["build"] = {"digest": build["digest"], "versions": build["versions"]}
+    doc.pop("accelerator", None)
+    doc.pop("id", None)
+    text = f"{FINGERPRINT}\t{found.id}\t{json.dumps(doc, separators=(',', ':'))}\n"
+    data = text.encode()
+    return data if len(data) <= MAX_LINE and _FINGERPRINT.fullmatch(data[:-1]) else b""
 
 
 _NOT_IN_NAME = "\t\n\r\0/"  # what a ledger line's name field cannot hold
@@ -91,30 +114,40 @@ def recordable(name: str) -> bool:
     return 0 < len(name) <= 255 and not any(c in name for c in _NOT_IN_NAME)
 
 
-# One ledger line, checked whole by one regular expression over its bytes (the name as
-# recordable() allows, the digest, five decimal numbers, the time, the boot, the directory as
-# the ASCII JSON string line() writes), so that loading checks every line (the skipped count
-# is exact) while only looked-up lines are converted: every `run` loads the ledger before its
-# job starts, and it grows by a line per entry written.
+# One ledger line, checked whole by one regular expression over its bytes (the version, the
+# name as recordable() allows, the digest, five decimal numbers, the time, the boot, from
+# version 3 the writer's fingerprint id, the directory as the ASCII JSON string line() writes),
+# so that loading checks every line (the skipped count is exact) while only looked-up lines
+# are converted: every `run` loads the ledger before its job starts, and it grows by a line
+# per entry written.
 _LINE = re.compile(
-    re.escape(VERSION.encode()) + rb"\t([^" + re.escape(_NOT_IN_NAME.encode())
-    + rb"]{1,1020})\t([0-9a-f]{64})"
+    rb"(?:(" + re.escape(VERSION.encode()) + rb")|"
+    + b"|".join(re.escape(v.encode()) for v in OLDER) + rb")"
+    rb"\t([^" + re.escape(_NOT_IN_NAME.encode()) + rb"]{1,1020})\t([0-9a-f]{64})"
     rb"\t([0-9]+)\t([0-9]+)\t([0-9]+)\t([0-9]+)\t([0-9]+)\t([0-9]+(?:\.[0-9]+)?)"
     rb"\t([0-9a-f]{32}|-)"
+    # the writer's fingerprint id: in a line of VERSION (group 1 matched), in no older one
+    rb"(?(1)\t([0-9a-f]{" + str(SHORT).encode() + rb"}|-))"
     # the JSON string as an unrolled loop (plain run, then escape + plain run, ...): no two ways
     # to match the same text, so a torn line without its closing quote fails in linear time
     rb'\t("[^"\\\x00-\x1f\x80-\xff]*(?:\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4})'
     rb'[^"\\\x00-\x1f\x80-\xff]*)*")')
+# what a fingerprint id stands for: the id, then one JSON object of printable ASCII (json.dumps
+# escapes the rest); parsed, validated and bounded (fingerprint.model) only when looked up
+_FINGERPRINT = re.compile(re.escape(FINGERPRINT.encode()) + rb"\t([0-9a-f]{"
+                          + str(SHORT).encode() + rb"})\t(\{[\x20-\x7e]*\})")
 
 
 def _written(raw: bytes) -> Written:
     m = _LINE.fullmatch(raw)
     assert m is not None  # parse() kept only lines that match
-    nums = [int(m.group(i)) for i in range(3, 8)]
-    boot = m.group(9).decode()
-    return Written(m.group(1).decode(), m.group(2).decode(), nums[0],
-                   (nums[1], nums[2], nums[3], nums[4]), float(m.group(8)),
-                   json.loads(m.group(10)), "" if boot == "-" else boot)
+    nums = [int(m.group(i)) for i in range(4, 9)]
+    boot = m.group(10).decode()
+    build = (m.group(11) or b"-").decode()
+    return Written(m.group(2).decode(), m.group(3).decode(), nums[0],
+                   (nums[1], nums[2], nums[3], nums[4]), float(m.group(9)),
+                   json.loads(m.group(12)), "" if boot == "-" else boot,
+                   "" if build == "-" else build)
 
 
 class _ByName(Mapping[str, tuple[Written, ...]]):
@@ -140,6 +173,35 @@ class _ByName(Mapping[str, tuple[Written, ...]]):
         return len(self._lines)
 
 
+class _Fingerprints(Mapping[str, "Fingerprint | None"]):
+    """What each writer's fingerprint id stands for (its `fingerprint` line), parsed and
+    validated the first time it is asked for; None where that line is not a fingerprint."""
+
+    def __init__(self, lines: dict[str, bytes]) -> None:
+        self._lines = lines
+        self._done: dict[str, Fingerprint | None] = {}
+
+    def __getitem__(self, fid: str) -> Fingerprint | None:
+        if fid not in self._done:
+            self._done[fid] = _fingerprint(self._lines[fid])
+        return self._done[fid]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._lines)
+
+    def __len__(self) -> int:
+        return len(self._lines)
+
+
+def _fingerprint(raw: bytes) -> Fingerprint | None:
+    from jaxcache import validate
+
+    try:
+        return Fingerprint.from_json(json.loads(raw), "a fingerprint line of the origin ledger")
+    except (ValueError, TypeError, KeyError, validate.Invalid):
+        return None
+
+
 @dataclass(frozen=True)
 class Ledger:
     """What the ledger says, by entry name; `problem` when it could not be read (then nothing
@@ -152,6 +214,9 @@ class Ledger:
     problem: str | None = None
     identity: tuple[int, int, int] | None = None  # dev, ino, birth of the file read, if bound
     other_boot: int = 0  # lines left out because written in another boot (only_boot)
+    # writer fingerprint id -> what it stands for (None: its line is not a fingerprint)
+    fingerprints: Mapping[str, Fingerprint | None] = field(
+        default_factory=lambda: _Fingerprints({}))
 
 
 def header(dev: int, ino: int, born: int | None) -> bytes:
@@ -198,6 +263,7 @@ def parse_chunks(chunks: Iterable[bytes], path: str,
     for nothing. With `only_boot` (under CI: this boot's id), lines written in another boot
     (or in none known) are left out and counted as `other_boot`."""
     by_name: dict[str, list[bytes]] = {}
+    described: dict[str, bytes] = {}
     lines = skipped = other = 0
     # an unknown boot under CI: no line can be told to be of this boot, none is kept
     boot = (only_boot.encode() or b"unknown") if only_boot is not None else None
@@ -221,16 +287,20 @@ def parse_chunks(chunks: Iterable[bytes], path: str,
             lines += 1
             m = _LINE.fullmatch(raw) if len(raw) <= MAX_LINE else None
             if m is None:
-                skipped += 1
+                f = _FINGERPRINT.fullmatch(raw) if len(raw) <= MAX_LINE else None
+                if f is None:
+                    skipped += 1
+                else:  # vouches for nothing by itself: kept whatever boot wrote it
+                    described[f.group(1).decode()] = f.group(2)
                 continue
-            key = m.group(1)
+            key = m.group(2)
             name = names.get(key, "")
             if name == "":
                 name = names[key] = _name(key)
             if name is None:
                 skipped += 1
                 continue
-            if boot is not None and m.group(9) != boot:
+            if boot is not None and m.group(10) != boot:
                 other += 1
                 continue
             by_name.setdefault(name, []).append(raw)
@@ -246,7 +316,8 @@ def parse_chunks(chunks: Iterable[bytes], path: str,
     bound = None
     if identity is not None and identity[2] is not None:
         bound = (identity[0], identity[1], identity[2])
-    return Ledger(path, _ByName(by_name), lines, skipped, identity=bound, other_boot=other)
+    return Ledger(path, _ByName(by_name), lines, skipped, identity=bound, other_boot=other,
+                  fingerprints=_Fingerprints(described))
 
 
 def _name(raw: bytes) -> str | None:

@@ -13,6 +13,7 @@ from jaxcache.trust.walk import walk_open
 if False:  # for type checkers only
     from collections.abc import Callable
 
+    from jaxcache.fingerprint.model import Fingerprint
     from jaxcache.trust.origin import Origins
 
     Also = Callable[[entries.Inventory, int, str, Accounts], None]
@@ -27,10 +28,14 @@ def list_dir(given: str) -> tuple[entries.Inventory, str]:
     return inv, resolved
 
 
-def list_with_origin(given: str, origin: bool = True, also: Also | None = None
+def list_with_origin(given: str, origin: bool = True, also: Also | None = None,
+                     fingerprint: Callable[[], Fingerprint] | None = None
                      ) -> tuple[entries.Inventory, str, Origins | None]:
     """The inventory, and (`origin`) each compiled entry's origin by your ledger
-    (trust/origin.py), judged through the same directory descriptor; `also` is called with
+    (trust/origin.py), judged through the same directory descriptor, with the build that
+    wrote each of yours judged for the caller's fingerprint (`fingerprint()`, asked for once
+    the directory is known to be there: the first run after an install hashes, and a
+    mistyped path must not wait for it nor be told of it); `also` is called with
     the inventory, that descriptor, the resolved path and the accounts while it is open (ls
     reads each signature file's claimed signer there: seal/scan.py's signed_by)."""
     tgt = target.resolve(given)
@@ -49,7 +54,8 @@ def list_with_origin(given: str, origin: bool = True, also: Also | None = None
             from jaxcache.trust import ledger
             from jaxcache.trust import origin as originmod
 
-            origins = originmod.judge(inv, fd, ledger.load(accounts=accounts), w.resolved)
+            origins = originmod.judge(inv, fd, ledger.load(accounts=accounts), w.resolved,
+                                      fingerprint() if fingerprint is not None else None)
         if also is not None and not inv.unreadable:
             also(inv, fd, w.resolved, accounts)
     finally:
@@ -60,6 +66,7 @@ def list_with_origin(given: str, origin: bool = True, also: Also | None = None
 
 
 def needs_attention(inv: entries.Inventory, origins: Origins | None = None) -> bool:
-    """A flag JAX would not have made, or an entry changed since a watched job wrote it."""
+    """A flag JAX would not have made, or an entry changed since a watched job wrote it, or
+    written by another build on this host."""
     return any(set(e.flags) & ATTENTION for e in inv.entries) or bool(
-        origins and origins.count("changed"))
+        origins and (origins.count("changed") or origins.other_build()))

@@ -23,6 +23,17 @@ XLA's own sub-caches (GPU autotune results, the kernel cache) are written by XLA
 witness sees: always unknown; where origin is required the job runs with them off. What
 this cannot know: an entry written by JAX without jaxcache has no line (unknown is the honest
 answer), and a ledger is one machine's: on a fresh CI runner every restored entry is unknown.
+
+Which build wrote an entry: each line of version 3 names the writer's fingerprint id
+(fingerprint/: the digest of jaxlib's and the plugins' shared objects, the machine, the CPU
+features) and a `fingerprint` line says what that id stands for. JAX's key holds jaxlib's
+version string, not its bytes (JAX issue 18750): after an upgrade in place or a rebuild with the
+same version, entries of the old build hit and can crash or mislead. built() judges a line for
+the fingerprint judging now, by fingerprint.rule (the same id: the same build and host; else
+the writer's fingerprint line against this one's); entries of unknown origin have no line, so
+nothing is known of their build, and the reports say so. Every `run` judges its entries before
+the job: the ids are compared as strings, and fingerprint.rule (~2 ms to import) is imported
+only where they differ, or for a report.
 """
 
 from __future__ import annotations
@@ -30,7 +41,8 @@ from __future__ import annotations
 import json
 import os
 import stat
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from jaxcache.text import safe
 from jaxcache.trust.findings import NOTE, UNSAFE, WARNING, Finding
@@ -38,6 +50,8 @@ from jaxcache.trust.ledger_file import Ledger, Written, relearn
 
 TYPE_CHECKING = False  # typing itself costs `jaxcache run` ~2 ms: names for the type checker only
 if TYPE_CHECKING:
+    from jaxcache.fingerprint.model import Fingerprint
+    from jaxcache.fingerprint.rule import Judgement
     from jaxcache.trust.entries import Inventory
 
 YOURS, UNKNOWN, CHANGED = "yours", "unknown", "changed"
@@ -51,6 +65,14 @@ class EntryOrigin:
     name: str
     origin: str  # yours | unknown | changed
     written_at: float | None = None  # when a watched job wrote it (yours, changed)
+    # the writer's fingerprint id as the ledger line names it ("": the line names none, an
+    # older jaxcache's); None: not judged (no fingerprint given, or not yours: nothing is known
+    # of the build that wrote an entry of unknown origin)
+    writer: str | None = None
+    # where the writer's id is not the judging one's: fingerprint.rule's judgement of the
+    # writer's fingerprint line (built()), and whether it names another build or host
+    build: Judgement | None = None
+    other_build: bool = False
 
 
 @dataclass(frozen=True)
@@ -65,6 +87,10 @@ class Origins:
     # entries found yours by their bytes under a new identity (a copy of your own cache): the
     # lines judge() appended so that the next audit knows them without reading them
     relearned: tuple[Written, ...] = ()
+    # the fingerprint the builds were judged for (None: not judged), and the ledger's
+    # fingerprint lines (what each writer's id stands for)
+    reader: Fingerprint | None = None
+    described: Mapping[str, Fingerprint | None] = field(default_factory=dict)
 
     def count(self, origin: str) -> int:
         return sum(1 for e in self.entries if e.origin == origin)
@@ -74,6 +100,78 @@ class Origins:
 
     def by_name(self) -> dict[str, str]:
         return {e.name: e.origin for e in self.entries}
+
+    def other_build(self) -> tuple[EntryOrigin, ...]:
+        return tuple(e for e in self.entries if e.other_build)
+
+    def judgement(self, e: EntryOrigin) -> Judgement | None:
+        """The build that wrote `e`, judged for the reader (fingerprint.rule: for reports,
+        which may import it); None where not judged."""
+        if e.build is not None:
+            return e.build
+        if e.writer is None or self.reader is None:
+            return None
+        return built(e.writer, self.described, self.reader, _id(self.reader))[0]
+
+    def build_counts(self) -> dict[str, int]:
+        """How many entries of yours each judgement of their build has (rule.Outcome's
+        values), as reports list them."""
+        from jaxcache.fingerprint.rule import Outcome
+
+        out = {o.value: 0 for o in Outcome}
+        for e in self.entries:
+            j = self.judgement(e)
+            if j is not None:
+                out[j.outcome.value] += 1
+        return out
+
+    def unknown_builds(self) -> dict[str, list[str]]:
+        """Entries of yours whose build could not be compared, by why (without importing
+        fingerprint.rule where nothing differs: every `run` asks)."""
+        out: dict[str, list[str]] = {}
+        no_jaxlib = self.reader is not None and self.reader.build is None
+        for e in self.entries:
+            if e.writer is None:
+                continue
+            why = NOT_RECORDED_WHY if not e.writer else NO_JAXLIB_WHY if no_jaxlib else (
+                e.build.why_unknown if e.build is not None and e.build.why_unknown
+                and not e.other_build else "")
+            if why:
+                out.setdefault(why, []).append(e.name)
+        return out
+
+
+NOT_RECORDED_WHY = "the ledger line does not name the build: an older jaxcache wrote it"
+NO_JAXLIB_WHY = "no jaxlib in this Python to compare"
+
+
+def _id(reader: Fingerprint) -> str:
+    return reader.id if reader.build is not None else ""
+
+
+def _differs(writer_id: str, reader: Fingerprint, reader_id: str) -> bool:
+    """Does a line naming `writer_id` need fingerprint.rule to judge it for `reader`? Only
+    where both name a build and the ids differ (the same id: the same build and host)."""
+    return bool(writer_id) and reader.build is not None and writer_id != reader_id
+
+
+def built(writer_id: str, described: Mapping[str, Fingerprint | None], reader: Fingerprint,
+          reader_id: str) -> tuple[Judgement, bool]:
+    """The build a ledger line naming `writer_id` stands for (by `described`, the ledger's
+    fingerprint lines), judged for `reader` (whose id is `reader_id`) by fingerprint.rule;
+    and whether that is another build or host. An id the ledger does not describe is another
+    (fail closed)."""
+    from jaxcache.fingerprint.rule import Judgement, Outcome, judge
+
+    if not writer_id:
+        return Judgement(Outcome.UNKNOWN, why_unknown=NOT_RECORDED_WHY), False
+    if reader.build is None:
+        return Judgement(Outcome.UNKNOWN, why_unknown=NO_JAXLIB_WHY), False
+    if writer_id == reader_id:
+        return Judgement(Outcome.SAME), False
+    writer = described.get(writer_id)
+    j = judge(writer, reader) if writer is not None else Judgement(Outcome.DIFFERENT)
+    return j, j.outcome is Outcome.DIFFERENT
 
 
 def digest_at(dir_fd: int, name: str, size: int) -> tuple[str, os.stat_result] | None:
@@ -117,13 +215,35 @@ def _sole(uid: int, mode: int) -> bool:
     return uid == os.geteuid() and not mode & 0o022
 
 
-def judge(inventory: Inventory, dir_fd: int, ledger: Ledger, directory: str = "") -> Origins:
+def may_load(w: Written, ledger: Ledger, reader: Fingerprint | None, reader_id: str) -> bool:
+    """May the entry the line `w` vouches for load under `reader` where origin is required
+    (the in-job gate)? Not when the line names another build or host; a line that names none
+    (an older jaxcache's) or a reader that cannot compare is judged by its bytes alone."""
+    if reader is None or not _differs(w.build, reader, reader_id):
+        return True
+    return not built(w.build, ledger.fingerprints, reader, reader_id)[1]
+
+
+def judge(inventory: Inventory, dir_fd: int, ledger: Ledger, directory: str = "",
+          reader: Fingerprint | None = None) -> Origins:
     """The origin of each compiled-code entry of `inventory` (trust/entries.py), the directory
     (`directory`, for the lines relearned) open as `dir_fd`. An entry found yours by its bytes
     under a new identity (a copy of your own cache) is added to the ledger with it
-    (ledger_file.relearn()), so the next audit does not read it again."""
+    (ledger_file.relearn()), so the next audit does not read it again. With `reader` (the
+    fingerprint judging now: the caller's, computed once), each entry of yours says whether
+    the build that wrote it is this one (built())."""
     out = []
     relearned = []
+    reader_id = _id(reader) if reader is not None else ""
+
+    def yours(name: str, w: Written) -> EntryOrigin:
+        if reader is None:
+            return EntryOrigin(name, YOURS, w.at)
+        if not _differs(w.build, reader, reader_id):  # a string comparison per entry
+            return EntryOrigin(name, YOURS, w.at, w.build)
+        j, other = built(w.build, ledger.fingerprints, reader, reader_id)
+        return EntryOrigin(name, YOURS, w.at, w.build, j, other)
+
     for e in inventory.entries:
         if e.type == "file" and (e.kind == "xla-subcache" or e.name.startswith("xla_gpu_")):
             out.append(EntryOrigin(e.name, UNKNOWN))  # XLA writes these itself, unwitnessed
@@ -136,29 +256,30 @@ def judge(inventory: Inventory, dir_fd: int, ledger: Ledger, directory: str = ""
             continue
         same = [w for w in known if w.identity == e.identity and w.size == e.size]
         if same and _sole(e.uid, e.mode) and not e.has_acl:
-            out.append(EntryOrigin(e.name, YOURS, same[-1].at))
+            out.append(yours(e.name, same[-1]))
             continue
         sized = [w for w in known if w.size == e.size]
         read = digest_at(dir_fd, e.name, e.size) if sized else None
         match = [w for w in sized if read is not None and w.sha256 == read[0]]
         if match and read is not None:
-            out.append(EntryOrigin(e.name, YOURS, match[-1].at))
+            out.append(yours(e.name, match[-1]))
             st = read[1]
             if _sole(st.st_uid, st.st_mode) and not e.has_acl:
                 relearned.append(Written(e.name, read[0], e.size, (
                     st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns), match[-1].at,
-                    directory, match[-1].boot))  # the provenance of the line it matched
+                    directory, match[-1].boot, match[-1].build))  # the matched line's provenance
         else:
             out.append(EntryOrigin(e.name, CHANGED, known[-1].at))
     if relearned:
         relearn(ledger, tuple(relearned))
     return Origins(tuple(out), ledger.path, ledger.problem, ledger.skipped,
-                   ledger.other_boot, tuple(relearned))
+                   ledger.other_boot, tuple(relearned), reader, ledger.fingerprints)
 
 
 UNKNOWN_WHY = ("not written by any job jaxcache watched: if this directory was restored from a "
                "CI cache, copied or baked into an image, its entries are as trustworthy as "
-               "whoever could write that source")
+               "whoever could write that source, and nothing is known of the build that "
+               "compiled them")
 CHANGED_WHY = ("changed since a job jaxcache watched wrote it: whoever rewrote it chose the "
                "code it holds")
 REMEDY = ("seal the cache where it is produced and read it with `jaxcache run --sealed` "
@@ -202,6 +323,7 @@ def findings(origins: Origins, path: str, *, ci: str | None, required: bool,
                            f"{origins.ledger_skipped} line(s) of the origin ledger are not "
                            "ledger lines (a torn write or an edit) and were skipped",
                            origins.ledger))
+    out += build_findings(origins, path, ci=ci, required=required)
     if not unknown and not changed:
         return out
     if restored_from:
@@ -218,12 +340,69 @@ def findings(origins: Origins, path: str, *, ci: str | None, required: bool,
         if not count:
             continue
         names = [e.name for e in origins.entries if e.origin == origin]
-        shown = ", ".join(safe(n) for n in names[:3]) + (
-            f" and {len(names) - 3} more" if len(names) > 3 else "")
-        out.append(Finding(code, effect,
-                           f"{count} entr{'y' if count == 1 else 'ies'} {text} ({shown})"
+        out.append(Finding(code, effect, f"{_entries(count)} {text} ({_shown(names)})"
                            + (f"; refused {why}" if why else ""), path, remedy))
     return out
+
+
+OTHER_BUILD_WHY = "written by another build on this host"
+OTHER_BUILD_REMEDY = ("after an upgrade or an in-place rebuild of jaxlib, entries of the old build "
+                      "can crash or mislead (JAX's key holds jaxlib's version, not its bytes): "
+                      "clear them, or keep one cache per fingerprint (`jaxcache fingerprint "
+                      "--short` names this one)")
+
+
+def build_reason(e: EntryOrigin, origins: Origins) -> str:
+    """Why the build that wrote `e` is or is not this one, in words (fingerprint.rule's, or
+    the ids where the ledger does not describe the writer's)."""
+    j = origins.judgement(e)
+    if j is None:
+        return ""
+    if e.other_build and not j.differences:
+        here = origins.reader.id if origins.reader is not None else "?"
+        return (f"another fingerprint: {e.writer} (writer) vs {here} (here), which the ledger "
+                "does not describe")
+    return j.reason
+
+
+def build_findings(origins: Origins, path: str, *, ci: str | None,
+                   required: bool) -> list[Finding]:
+    """What the builds of your entries mean (judged only where the caller gave a fingerprint):
+    entries another build wrote are a warning, refused (UNSAFE) under CI or --require-origin
+    whatever the policy's restored_from says (it names who restored the entries, not which
+    build compiled them); builds that could not be compared are a note."""
+    reader = origins.reader
+    if reader is None:
+        return []
+    out = []
+    other = origins.other_build()
+    if other:
+        why = refusal(ci, required, ())
+        reasons: dict[str, list[str]] = {}
+        for e in other:
+            reasons.setdefault(build_reason(e, origins), []).append(e.name)
+        said = "; ".join(f"{safe(r)} ({_shown(names)})" for r, names in reasons.items())
+        out.append(Finding("origin.other-build", UNSAFE if why else WARNING,
+                           f"{_entries(len(other))} {OTHER_BUILD_WHY}: {said}"
+                           + (f"; refused {why}" if why else ""), path, OTHER_BUILD_REMEDY))
+    for why_unknown, names in origins.unknown_builds().items():
+        no_jaxlib = why_unknown == NO_JAXLIB_WHY
+        out.append(Finding("origin.build-unknown", NOTE,
+                           f"the build that wrote {_entries(len(names))} of yours could not be "
+                           f"compared with this one: {why_unknown} ({_shown(names)})", path,
+                           "judge the cache from the Python that runs the jobs (its jaxlib is "
+                           "the build that loads them)" if no_jaxlib else
+                           "if jaxlib was upgraded or rebuilt since, clear them"))
+    return out
+
+
+def _entries(n: int) -> str:
+    return f"{n} entr{'y' if n == 1 else 'ies'}"
+
+
+def _shown(names: list[str]) -> str:
+    return ", ".join(safe(n) for n in names[:3]) + (
+        f" and {len(names) - 3} more" if len(names) > 3 else "")
 
 
 def _counted(unknown: int, changed: int) -> str:
