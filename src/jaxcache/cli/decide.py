@@ -10,7 +10,7 @@ from jaxcache.text import safe
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from jaxcache.decide import Source
+    from jaxcache.decide.across import Source
 
 
 def options(p: argparse.ArgumentParser) -> None:
@@ -118,7 +118,7 @@ def _sources(args: argparse.Namespace, paths: list[str]) -> list[Source]:
     ends it, exit 2; one in a folder is skipped and named on stderr) and their processes."""
     import os
 
-    from jaxcache.decide import Source
+    from jaxcache.decide.across import Source
     from jaxcache.records import run_record
     from jaxcache.records.fingerprints import facts_of
 

@@ -47,10 +47,11 @@ def handle(args: argparse.Namespace, tail: None) -> None:
         _bucket(args, path)
     from jaxcache import fingerprint
     from jaxcache.seal import scan
+    from jaxcache.seal.builds import BuildView
     from jaxcache.trust import listing
 
     signers: dict[str, str] = {}
-    builds: dict[str, scan.BuildView] = {}
+    builds: dict[str, BuildView] = {}
     inv, resolved, origins = listing.list_with_origin(
         path, also=lambda inv, fd, where, accounts: signers.update(
             scan.signed_by(inv, fd, where, accounts, builds)),

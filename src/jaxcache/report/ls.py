@@ -12,7 +12,7 @@ from dataclasses import asdict
 from jaxcache.documents.kinds import envelope
 from jaxcache.report import jsonout, style
 from jaxcache.report.audit import inventory_json, origins_json
-from jaxcache.seal.scan import BuildView
+from jaxcache.seal.builds import BuildView
 from jaxcache.text import age, plural, safe, size
 from jaxcache.trust.entries import Inventory
 from jaxcache.trust.origin import Origins

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from jaxcache.errors import JaxcacheError
 from jaxcache.fingerprint.model import Fingerprint
-from jaxcache.seal import hittable, names, scan, sigfile, signature
+from jaxcache.seal import builds, hittable, names, scan, sigfile, signature
 from jaxcache.seal.bucket import OBJECT_NAME_MAX, cosignatures
 from jaxcache.seal.keys import SigningKey
 from jaxcache.seal.objects import ObjectInfo, ObjectStore, StoreError
@@ -87,14 +87,14 @@ def _status(store: ObjectStore, name: str, table: KeyRing, *,
         signature.confirm(names.key_of(name), data, found, table)
     return EntryStatus(name, check.status, check.reason, len(data),
                        hittable.why_never_hit(data), check.signers, check.lineage,
-                       scan.built(found, check, here)), data
+                       builds.built(found, check, here)), data
 
 
 def verify(store: ObjectStore, trusted: KeyRing | list[PublicKey],
            here: Fingerprint | None = None) -> ScanResult:
     entries, leftovers = _entries(listing(store))
     table = keyring.of(trusted)
-    here = here or scan.host()
+    here = here or builds.host()
     return ScanResult(store.url, tuple(_status(store, n, table, here=here)[0]
                                        for n in entries),
                       tuple(leftovers), keys=table.states(), needed=table.needed)

@@ -11,10 +11,8 @@ import stat
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from jaxcache import fingerprint
-from jaxcache.fingerprint import rule
 from jaxcache.fingerprint.model import Fingerprint
-from jaxcache.fingerprint.rule import Field, Judgement, Outcome
+from jaxcache.seal import builds as buildmod
 from jaxcache.seal import hittable, locks, names, sigfile, signature
 from jaxcache.seal.keys import SigningKey
 from jaxcache.seal.locks import LockProblem
@@ -26,39 +24,6 @@ from jaxcache.trust.entries import Inventory, classify
 from jaxcache.trust.keyring import KeyRing
 from jaxcache.trust.keys import PublicKey
 from jaxcache.trust.principals import Accounts
-
-
-@dataclass(frozen=True)
-class BuildView:
-    """Which build a valid entry's signatures say compiled it, judged against this host
-    (fingerprint/rule.py): `state` this-build | compatible | other-build | unknown."""
-
-    state: str
-    words: str  # "this build", "compatible", "another build <short digest>", "build unknown"
-    writer: str | None  # the claimed build's short digest, if one is claimed
-    reason: str  # the rule's words (what differs, or why it is unknown)
-
-
-_STATES = {Outcome.SAME: "this-build", Outcome.COMPATIBLE: "compatible",
-           Outcome.DIFFERENT: "other-build", Outcome.UNKNOWN: "unknown"}
-
-
-def build_view(claimed: tuple[Fingerprint, ...], judged: Judgement) -> BuildView:
-    """How verify and ls name an entry's build: `judged` is the rule's answer for it here."""
-    writer = next((c.build.short for c in claimed if c.build is not None), None)
-    state = _STATES[judged.outcome]
-    words = {"this-build": "this build", "compatible": "compatible",
-             "other-build": f"another build {writer or ''}".rstrip(),
-             "unknown": "build unknown"}[state]
-    if state == "other-build" and writer is not None and not any(
-            d.field is Field.BUILD for d in judged.differences):
-        words = "another host"  # this build, made on a machine or CPU this one is not
-    return BuildView(state, words, writer, judged.reason)
-
-
-def host() -> Fingerprint:
-    """The fingerprint verify and ls judge claims by: this Python's build on this host."""
-    return fingerprint.current()
 
 
 @dataclass(frozen=True)
@@ -74,7 +39,7 @@ class EntryStatus:
     never_hit: str | None = None  # why a sealed reader never hits it (seal/hittable.py)
     signers: tuple[str, ...] = ()  # valid: the ids of the keys that vouched for it
     lineage: tuple[tuple[str, tuple[str, ...]], ...] = ()  # valid: each signer's chain
-    build: BuildView | None = None  # valid: the build its signatures claim, judged here
+    build: buildmod.BuildView | None = None  # valid: the build its signatures claim, judged here
 
 
 @dataclass(frozen=True)
@@ -192,16 +157,7 @@ def _status(fd: int, name: str, trusted: KeyRing, *, read_unsigned: bool = False
         signature.confirm(key, data, found, trusted)
     return EntryStatus(name, check.status, check.reason, len(data),
                        hittable.why_never_hit(data), check.signers, check.lineage,
-                       built(found, check, here)), data
-
-
-def built(found: signature.Vouch, check: signature.Check, here: Fingerprint | None
-          ) -> BuildView | None:
-    """A valid entry's build as verify shows it (None: not valid, or not asked)."""
-    if not check.ok or here is None:
-        return None
-    judged, _ = signature.build_check(found, here)
-    return build_view(signature.claims(found), judged)
+                       buildmod.built(found, check, here)), data
 
 
 def verify(directory: str, trusted: KeyRing | list[PublicKey],
@@ -209,7 +165,7 @@ def verify(directory: str, trusted: KeyRing | list[PublicKey],
     """Every entry's status; valid ones also with the build they claim, judged against
     `here` (default: this host's fingerprint)."""
     fd = _open_dir(directory)
-    here = here or host()
+    here = here or buildmod.host()
     try:
         entries, leftovers = _names(fd)
         ring = keyring.of(trusted)
@@ -395,7 +351,7 @@ NOT_COSIGNED = "not-co-signed"  # seal --add-signature could not add this key's 
 
 
 def signed_by(inv: Inventory, fd: int, resolved: str, accounts: Accounts,
-              builds: dict[str, BuildView] | None = None) -> dict[str, str]:
+              builds: dict[str, buildmod.BuildView] | None = None) -> dict[str, str]:
     """Each signature file's claimed signer (read bounded, never following a link), by the
     name your policy gives that key where it trusts it: a claim, which `verify` checks.
     `builds`, if given, gets each signature file's claimed build judged for this host (its
@@ -419,19 +375,5 @@ def signed_by(inv: Inventory, fd: int, resolved: str, accounts: Accounts,
         if public is not None:
             out[e.name] = (known.get(public.raw) or public).label
             if builds is not None and data is not None:
-                builds[e.name] = claimed_view(data, public)
+                builds[e.name] = buildmod.claimed_view(data, public)
     return out
-
-
-def claimed_view(sig: bytes, public: PublicKey) -> BuildView:
-    """The build one signature file claims, as `ls` shows it (a claim: not yet verified)."""
-    doc = sigfile.fields(sig)[0]
-    try:
-        digest = bytes.fromhex(doc["digest"])
-    except ValueError:
-        digest = b""
-    claim, edited = sigfile.claimed_build(doc, public, str(doc["key"]), digest, doc["size"])
-    if edited is not None:
-        return BuildView("unknown", "bad build claim", None, edited)
-    claimed = (claim,) if claim is not None else ()
-    return build_view(claimed, rule.judge(claim, host()))

@@ -34,7 +34,7 @@ jaxcache.seal/1. The claim is used only for keys marked trust_signing_time (keyr
 Likewise a signature may claim the build that compiled the entry (`build`, under
 `build_signature`: sigfile.py). A claim that does not verify makes its signature BAD (a writer
 of the cache edited it); a verified one is judged against the reader's own fingerprint before
-the entry is read (build_check: OTHER_BUILD is a miss). Stripping both fields leaves a
+the entry is read (builds.py's build_check: OTHER_BUILD is a miss). Stripping both fields leaves a
 signature older readers made too: "build unknown", loaded unless the policy says
 `require_build` (then BUILD_UNKNOWN, a miss).
 """
@@ -47,7 +47,6 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, TypeAlias
 
-from jaxcache.fingerprint import rule
 from jaxcache.fingerprint.model import Fingerprint
 from jaxcache.seal import digest as digestmod
 from jaxcache.seal.sigfile import (
@@ -65,17 +64,14 @@ from jaxcache.trust.keys import KeyFileError, PublicKey
 
 VALID, UNSIGNED, BAD, UNKNOWN_KEY = "valid", "unsigned", "bad-signature", "unknown-key"
 TOO_FEW = "too-few-signatures"
-# valid signatures, but of an entry this host must not load (build_check)
+# valid signatures, but of an entry this host must not load (builds.py's build_check)
 OTHER_BUILD, BUILD_UNKNOWN = "other-build", "build-unknown"
-WHAT_TO_DO = ("publish from this build, or share one cache per fingerprint "
-              "(--namespace fingerprint)")
+Fetch = Callable[[str], "bytes | None"]  # a trusted key's id -> its co-signature, if any
+Trusted: TypeAlias = "KeyRing | list[PublicKey] | dict[bytes, PublicKey]"  # or plain keys
 __all__ = ["BAD", "BUILD_UNKNOWN", "EXPIRED", "NOT_YET_VALID", "OTHER_BUILD", "REVOKED",
            "TOO_FEW", "UNKNOWN_KEY", "UNSIGNED", "VALID"]
 # which reason a rejected entry is reported with, when its signatures fail differently
 _WORST = (REVOKED, EXPIRED, NOT_YET_VALID, BAD, UNKNOWN_KEY)
-
-Fetch = Callable[[str], "bytes | None"]  # a trusted key's id -> its co-signature, if any
-Trusted: TypeAlias = "KeyRing | list[PublicKey] | dict[bytes, PublicKey]"  # or plain keys
 
 
 @dataclass(frozen=True)
@@ -293,34 +289,6 @@ def vouch(key: str, sig: bytes | None, trusted: Trusted,
                                _lineage(valid)), size, tuple(valid))
         return Vouch(_rejected(judged, ring, signers, valid), None, judged)
     return Vouch(_rejected(judged, ring, set()), None, judged)
-
-
-def claims(found: Vouch) -> tuple[Fingerprint, ...]:
-    """The builds the vouching signatures claim (each verified under its signer's key)."""
-    return tuple(j.build for j in found.judged if j.status == VALID and j.build is not None)
-
-
-def build_check(found: Vouch, host: Fingerprint, require_build: bool = False
-                ) -> tuple[rule.Judgement, Check | None]:
-    """Before the entry is read: may this host load what the vouching signatures say was
-    compiled by their build (fingerprint/rule.py: the build digest and machine exact, the
-    writer's CPU features a subset of the host's)? Every build claimed among them must pass:
-    signers that disagree about the build fail closed. The judgement, and the Check that
-    rejects the entry (None: it loads). "Build unknown" (no signature claims a build: made
-    before build binding, or stripped of both fields) loads unless `require_build`."""
-    judged = [rule.judge(c, host) for c in claims(found)] or [rule.judge(None, host)]
-    worst = next((j for j in judged if j.outcome is rule.Outcome.DIFFERENT), None) or next(
-        (j for j in judged if j.outcome is rule.Outcome.UNKNOWN), None) or next(
-        (j for j in judged if j.outcome is rule.Outcome.COMPATIBLE), judged[0])
-    key_id = found.check.key_id
-    if worst.outcome is rule.Outcome.DIFFERENT:
-        return worst, Check(OTHER_BUILD, f"compiled by another build or host: {worst.reason}; "
-                                         f"{WHAT_TO_DO}", key_id)
-    if worst.outcome is rule.Outcome.UNKNOWN and require_build:
-        return worst, Check(BUILD_UNKNOWN, f"{worst.reason}, and the policy requires a known "
-                                           "build (require_build): re-publish it from a "
-                                           "jaxcache that signs its build", key_id)
-    return worst, None
 
 
 def _lineage(valid: list[_Judged] | tuple[_Judged, ...]

@@ -31,7 +31,7 @@ from jaxcache import fingerprint
 from jaxcache.errors import JaxcacheError
 from jaxcache.fingerprint.model import Fingerprint
 from jaxcache.fingerprint.rule import Judgement, Outcome
-from jaxcache.seal import lru, names, orphans, sigfile, signature
+from jaxcache.seal import builds, lru, names, orphans, sigfile, signature
 from jaxcache.seal.keys import SigningKey
 from jaxcache.seal.publish import Orphan, _exists, publish
 from jaxcache.text import safe
@@ -123,7 +123,7 @@ class Reports:
     def _binding(self, found: signature.Vouch) -> tuple[Judgement, signature.Check | None]:
         """The build binding, judged from the verified claims before the entry is read: the
         judgement, and the Check that rejects the entry (None: it may load)."""
-        return signature.build_check(found, self.host, self.require_build)
+        return builds.build_check(found, self.host, self.require_build)
 
     def _loaded(self, key: str, judged: Judgement) -> None:
         """An entry was loaded: count it if no signature said which build made it."""
