@@ -79,6 +79,11 @@ def test_rule_per_field():
     assert unknown.outcome is rule.Outcome.UNKNOWN and not unknown.loads
     no_jaxlib = Fingerprint(None, "x86_64", here.cpu)
     assert rule.judge(here, no_jaxlib).outcome is rule.Outcome.UNKNOWN
+    # a writer that could not tell its CPU's features proves nothing by an empty set (a subset
+    # of every host's); a reader that cannot tell them lacks the writer's
+    blind = rule.judge(_fp(set()), here)
+    assert blind.outcome is rule.Outcome.UNKNOWN and "CPU features" in blind.reason
+    assert rule.judge(here, _fp(set())).outcome is rule.Outcome.DIFFERENT
     # both ways: explain and decide judge jobs that would share one cache
     fields = {d.field for d in rule.between(_fp({"sse2", "avx2"}), here)}
     assert fields == {rule.Field.CPU_FEATURES}
@@ -195,6 +200,49 @@ def test_a_link_or_garbage_at_the_memo_is_never_followed_nor_trusted(tmp_path):
     assert memo.load(str(linked)).usable
 
 
+def test_a_malformed_or_foreign_memo_is_ignored_never_trusted(tmp_path):
+    """Each way a memo can be wrong (an older or buggy writer, or someone else's file) is
+    dropped and hashed again: the fingerprint is the one a fresh state folder gives."""
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+    first = fingerprint.current(state=str(state), fresh=True)
+    good = json.loads((state / memo.NAME).read_bytes())
+    assert first.build is not None and first.build.parts
+
+    def spoiled(change) -> fingerprint.Fingerprint:
+        doc = json.loads(json.dumps(good))
+        change(doc)
+        (state / memo.NAME).write_text(json.dumps(doc))
+        (state / memo.NAME).chmod(0o600)
+        return fingerprint.current(state=str(state), fresh=True)
+
+    def roots_not_pairs(doc):
+        for kept in doc["roots"].values():
+            if "roots" in kept:
+                kept["roots"] = [1]
+
+    def no_folders_listed(doc):
+        for kept in doc["roots"].values():
+            if "dirs" in kept:
+                kept["dirs"] = {}
+
+    def digests_not_hex(doc):
+        doc["derived"] = {k: "z" * 64 for k in doc["derived"]}
+        for value in doc["files"].values():
+            value[5] = "Z" * 64
+
+    for change in (roots_not_pairs, no_folders_listed, digests_not_hex):
+        assert spoiled(change) == first, change.__name__
+    # a memo file others could write (its folder private): its digests are not read
+    doc = json.loads(json.dumps(good))
+    for value in doc["files"].values():
+        value[5] = "f" * 64
+    doc["derived"] = {}
+    (state / memo.NAME).write_text(json.dumps(doc))
+    (state / memo.NAME).chmod(0o666)
+    assert fingerprint.current(state=str(state), fresh=True) == first
+
+
 def test_what_run_hands_a_job_speaks_only_of_the_jaxlib_it_loaded(build_b):
     here = fingerprint.current()
     value = fingerprint.to_env(here)
@@ -208,6 +256,16 @@ def test_what_run_hands_a_job_speaks_only_of_the_jaxlib_it_loaded(build_b):
     assert json.loads(same.stdout) == here.id, same.stderr
     assert json.loads(other.stdout) is None, other.stderr  # build B's job computes its own
     assert fingerprint.inherited("{not json") is None and fingerprint.inherited(None) is None
+    assert fingerprint.inherited("[" * 100_000) is None  # nested past Python's recursion limit
+    # a rank on another node (srun, mpirun -x) or after a reboot, or a CPU that is not the one
+    # the launcher read: computed again, never taken from the variable
+    doc = json.loads(value)
+    elsewhere = json.dumps({**doc, "host": "node-7 " + doc["host"].split()[-1]})
+    fewer = json.dumps({**doc, "cpu": {**doc["cpu"], "features": ["sse2"]}})
+    for lie in (elsewhere, fewer):
+        proc = subprocess.run([sys.executable, "-c", code, lie], env=builds.build_env(None),
+                              capture_output=True, text=True, timeout=JOB_TIMEOUT_S)
+        assert json.loads(proc.stdout) is None, proc.stderr
 
 
 def test_no_jaxlib_means_no_build_not_an_error(tmp_path):

@@ -37,18 +37,19 @@ def _sentences(writer: ProcessFacts, reader: ProcessFacts) -> list[tuple[str, st
            for d in rule.judge(writer.fingerprint, reader.fingerprint).differences]
     for d in rule.judge(reader.fingerprint, writer.fingerprint).differences:
         if d.field is rule.Field.CPU_FEATURES:
-            out.append((d.field.value, f"its CPU has {d.writer} that the writer's lacks"))
+            out.append((d.field.value, f"its CPU has {safe(d.writer)} that the writer's lacks"))
     return out
 
 
 def named(d: rule.Difference, writer: str, reader: str) -> str:
     """One difference between two named processes or jobs, both values with their names
     (decide's evidence: jobs sharing a cache each write what the other reads)."""
+    w, r = safe(d.writer), safe(d.reader)
     if d.field is rule.Field.BUILD:
-        return f"another jaxlib build: digest {d.writer} ({writer}) vs {d.reader} ({reader})"
+        return f"another jaxlib build: digest {w} ({writer}) vs {r} ({reader})"
     if d.field is rule.Field.CPU_FEATURES:
-        return f"the CPU of {writer} has {d.writer} that the CPU of {reader} lacks"
-    return f"another {d.field.value}: {d.writer} ({writer}) vs {d.reader} ({reader})"
+        return f"the CPU of {writer} has {w} that the CPU of {reader} lacks"
+    return f"another {d.field.value}: {w} ({writer}) vs {r} ({reader})"
 
 
 def build_diffs(records: list[tuple[str, dict[str, Any]]]) -> list[BuildDiff]:

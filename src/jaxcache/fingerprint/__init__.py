@@ -58,27 +58,50 @@ def to_env(found: Fingerprint) -> str:
     before the job, and hands the job its fingerprint with the package folders it hashed."""
     import json
 
-    return json.dumps({**found.to_json(), "roots": [list(r) for r in found.roots]},
-                      separators=(",", ":"))
+    return json.dumps({**found.to_json(), "roots": [list(r) for r in found.roots],
+                       "host": _host()}, separators=(",", ":"))
+
+
+def _host() -> str:
+    """This boot of this host (its name and the kernel's boot id): a job's processes on another
+    node (srun, mpirun -x, a Ray worker inheriting the variable) or after a reboot compute
+    their own fingerprint instead of taking the launcher's."""
+    import os
+
+    try:
+        fd = os.open("/proc/sys/kernel/random/boot_id", os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            boot = os.read(fd, 64).decode("ascii", "replace").strip()
+        finally:
+            os.close(fd)
+    except OSError:
+        boot = ""
+    return f"{os.uname().nodename} {boot}"
 
 
 def inherited(value: str | None) -> Fingerprint | None:
     """The fingerprint `jaxcache run` handed this job (to_env), if it speaks of the jaxlib
-    this process loaded: a job that runs another Python than jaxcache's loads other folders,
-    and then None (the caller computes its own: `in_job`)."""
+    this process loaded, on this boot of this host, with this CPU: a job that runs another
+    Python than jaxcache's loads other folders, a rank on another node may run other bytes
+    under the same path; then None (the caller computes its own: `in_job`). Only the build's
+    digest is taken on trust (hashing it again is what this saves): the CPU is read again."""
     import json
     import os
     import sys
 
     from jaxcache import validate
+    from jaxcache.fingerprint import cpu
 
-    if not value:
+    if not value or len(value) > 1 << 20:
         return None
     try:
         doc = json.loads(value)
         found = Fingerprint.from_json(doc)
         roots = tuple((str(n), str(f)) for n, f in doc.get("roots", []))
-    except (ValueError, TypeError, AttributeError, validate.Invalid):
+        host = doc.get("host")
+    except (ValueError, TypeError, AttributeError, RecursionError, validate.Invalid):
+        return None
+    if host != _host() or found.machine != cpu.machine() or found.cpu != cpu.read():
         return None
     jaxlib = sys.modules.get("jaxlib")
     loaded = [os.path.realpath(p) for p in getattr(jaxlib, "__path__", None) or ()]

@@ -47,8 +47,10 @@ def roots(memo: Memo | None = None, packages: tuple[str, ...] = PACKAGES
     stamp = _stamp()
     kept = memo.root(key) if memo is not None else None
     kept_roots = kept.get("roots") if kept else None
-    if kept and kept.get("stamp") == stamp and isinstance(kept_roots, list):
-        found = [(str(n), str(f)) for n, f in kept_roots]
+    if kept and kept.get("stamp") == stamp and isinstance(kept_roots, list) and all(
+            isinstance(r, list) and len(r) == 2 and all(isinstance(x, str) for x in r)
+            for r in kept_roots):
+        found = [(n, f) for n, f in kept_roots]
     else:
         found = _find(rest)
         if memo is not None:
@@ -141,9 +143,10 @@ def _version(folder: str) -> str:
 def _fresh(listing: dict[str, object] | None, folder: str) -> bool:
     if not listing:
         return False
-    dirs = listing.get("dirs")
-    if not isinstance(dirs, dict) or not isinstance(listing.get("files"), list):
-        return False
+    dirs, files = listing.get("dirs"), listing.get("files")
+    if not isinstance(dirs, dict) or "" not in dirs or not isinstance(files, list) or \
+            not all(isinstance(f, str) for f in files):
+        return False  # the package folder itself is always among the folders listed
     for rel, mtime in dirs.items():
         try:
             if os.stat(os.path.join(folder, rel) if rel else folder).st_mtime_ns != mtime:
@@ -223,6 +226,8 @@ def build(found: list[tuple[str, str]], memo: Memo,
     parts = tuple(sorted((Binary(name, rel, known[path][1], known[path][0])
                           for name, rel, path in wanted if path in known),
                          key=lambda b: (b.package, b.path)))
+    if not parts:  # no shared object read: nothing to tell one build from another by
+        return None
     return Build(memo.digest_of(over(parts)), tuple(sorted(versions.items())), parts)
 
 

@@ -29,6 +29,8 @@ _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 Identity = tuple[int, int, int, int, int]  # dev, ino, size, mtime_ns, ctime_ns
 
+_HEX = frozenset("0123456789abcdef")
+
 
 def identity(st: os.stat_result) -> Identity:
     return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
@@ -136,7 +138,11 @@ def load(where: str | None = None) -> Memo:
         except OSError:
             return memo  # a link or special file: ignored, and replaced on save
         with os.fdopen(fd, "rb") as f:
-            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            st = os.fstat(f.fileno())
+            # only a file of ours (or root's) that no one else can write: another's digests
+            # would name the build (ignored, and replaced on save)
+            if not stat.S_ISREG(st.st_mode) or st.st_uid not in (0, os.geteuid()) or \
+                    st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
                 return memo
             data = f.read(MAX_BYTES + 1)
     finally:
@@ -157,12 +163,13 @@ def _parse(data: bytes, memo: Memo) -> None:
     files, roots, derived = doc.get("files"), doc.get("roots"), doc.get("derived")
     if isinstance(derived, dict):
         memo.derived = {k: d for k, d in derived.items()
-                        if isinstance(d, str) and len(d) == 64}
+                        if isinstance(d, str) and len(d) == 64 and _HEX.issuperset(d)}
     if isinstance(files, dict):
         for path, value in files.items():
             if (isinstance(value, list) and len(value) == 6
                     and all(isinstance(x, int) and not isinstance(x, bool) for x in value[:5])
-                    and isinstance(value[5], str) and len(value[5]) == 64):
+                    and isinstance(value[5], str) and len(value[5]) == 64
+                    and _HEX.issuperset(value[5])):
                 memo.files[path] = ((value[0], value[1], value[2], value[3], value[4]), value[5])
     if isinstance(roots, dict):
         memo.roots = {k: r for k, r in roots.items() if isinstance(r, dict)}

@@ -10,8 +10,9 @@ Per field (FIELDS, docs/fingerprint.md):
 - platform version and compute capability (known inside a job only): EXACT where both sides
   know them; JAX's key holds the platform version already, so this only confirms it.
 - the CPU model and the device kind are shown, never judged.
-A side that does not know a field (no build: an older signature, an audit without JAX) makes
-the outcome UNKNOWN, never a match: the caller decides (a sealed reader loads it only where its
+A side that does not know a field (no build: an older signature, an audit without JAX; no CPU
+features: a writer whose /proc/cpuinfo was unreadable or lists none) makes the outcome
+UNKNOWN, never a match: the caller decides (a sealed reader loads it only where its
 policy does not require a known build, and says so).
 """
 
@@ -21,6 +22,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from jaxcache.fingerprint.model import SHORT, Fingerprint
+from jaxcache.text import safe
 
 
 class Match(Enum):
@@ -69,12 +71,13 @@ class Difference:
 
     @property
     def sentence(self) -> str:
+        """In words, each value escaped (a record or a signature names them: text.safe)."""
+        w, r = safe(self.writer), safe(self.reader)
         if self.field is Field.BUILD:
-            return (f"another jaxlib build: digest {self.writer} (writer) vs {self.reader} "
-                    "(here)")
+            return f"another jaxlib build: digest {w} (writer) vs {r} (here)"
         if self.field is Field.CPU_FEATURES:
-            return f"the writer's CPU has {self.writer} that this host lacks"
-        return f"another {self.field.value}: {self.writer} (writer) vs {self.reader} (here)"
+            return f"the writer's CPU has {w} that this host lacks"
+        return f"another {self.field.value}: {w} (writer) vs {r} (here)"
 
 
 @dataclass(frozen=True)
@@ -126,6 +129,10 @@ def judge(writer: Fingerprint | None, reader: Fingerprint) -> Judgement:
                 diffs.append(Difference(f, x, y))
     if diffs:
         return Judgement(Outcome.DIFFERENT, tuple(diffs))
+    if not writer.cpu.features:  # an unreadable /proc/cpuinfo, or an architecture that lists
+        # no features: an empty set would be a subset of every host's, so it proves nothing
+        return Judgement(Outcome.UNKNOWN, why_unknown="the writer's CPU features were not "
+                                                      "recorded")
     if set(writer.cpu.features) != set(reader.cpu.features):
         return Judgement(Outcome.COMPATIBLE)
     return Judgement(Outcome.SAME)

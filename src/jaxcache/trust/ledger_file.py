@@ -183,7 +183,9 @@ class _Fingerprints(Mapping[str, "Fingerprint | None"]):
 
     def __getitem__(self, fid: str) -> Fingerprint | None:
         if fid not in self._done:
-            self._done[fid] = _fingerprint(self._lines[fid])
+            found = _fingerprint(self._lines[fid])
+            # a line that stands for another id than the one it is filed under says nothing
+            self._done[fid] = found if found is not None and found.id == fid else None
         return self._done[fid]
 
     def __iter__(self) -> Iterator[str]:
@@ -198,7 +200,7 @@ def _fingerprint(raw: bytes) -> Fingerprint | None:
 
     try:
         return Fingerprint.from_json(json.loads(raw), "a fingerprint line of the origin ledger")
-    except (ValueError, TypeError, KeyError, validate.Invalid):
+    except (ValueError, TypeError, KeyError, RecursionError, validate.Invalid):
         return None
 
 
