@@ -384,3 +384,31 @@ def test_the_witness_describes_its_fingerprint_once_per_ledger(tmp_path):
     assert described is not None and described.id == mine.id  # recomputed from the line
     assert described.build is not None and mine.build is not None
     assert described.build.digest == mine.build.digest and described.cpu == mine.cpu
+
+
+def test_seal_never_signs_another_builds_entries_as_its_own(world, tmp_path):
+    """`jaxcache seal` claims its own build compiled what it signs: under build B the unsigned
+    entries build A wrote are refused by name and nothing is signed; under A they are sealed
+    with A's build."""
+    cache = tmp_path / "cache"
+    shutil.copytree(world["cache"], cache)
+    os.chmod(cache, 0o700)
+    for name in world["names"]:  # the ledger binds each entry's bytes, not its path
+        assert (cache / name).read_bytes() == (world["cache"] / name).read_bytes()
+    key = tmp_path / "keys" / "k.key"
+    made = _jc("keygen", "-q", str(key), env=world["env"]["A"])
+    assert made.returncode == 0, made.stderr
+    before = sorted(os.listdir(cache))
+    refused = _jc("seal", str(cache), "--signing-key", str(key), env=world["env"]["B"])
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    said = _words(refused.stderr)
+    assert "refusing to seal" in said and "another build of jaxlib" in said, said
+    assert world["names"][0] in said
+    assert sorted(os.listdir(cache)) == before  # not one signature written
+    sealed = _jc("seal", str(cache), "--signing-key", str(key), env=world["env"]["A"])
+    assert sealed.returncode == 0, sealed.stdout + sealed.stderr
+    shown = _jc("verify", "--format", "json", "--trusted-key", f"{key}.pub", str(cache),
+                env=world["env"]["A"])
+    assert shown.returncode == 0, shown.stdout + shown.stderr
+    entries = json.loads(shown.stdout)["entries"]
+    assert {e["status"] for e in entries} == {"valid"} and len(entries) == 2

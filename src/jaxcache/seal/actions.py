@@ -183,8 +183,32 @@ def seal_dir(directory: str, key_path: str, given: tuple[str, ...], policy: str 
         if warn is not None and f.code in ("origin.unknown", "origin.changed") and \
                 f.effect == "warning":
             warn(f"{f.message}; sealing vouches for them (--require-origin refuses)")
+    _refuse_other_builds(report, trusted.with_key(signer.public))
     return scan.seal(report.resolved or directory, signer, trusted,
                      allow_unhittable=allow_unhittable, build=fingerprint.current())
+
+
+def _refuse_other_builds(report, keys) -> None:
+    """Sealing claims this Python's build compiled each entry it signs: an unsigned entry
+    your ledger says another build (or another CPU) wrote, as after an upgrade or an in-place
+    rebuild, would be signed as this build's and load on readers of this build (the crash
+    the build binding exists to prevent). Refused, naming them; ones already signed keep the
+    build their signatures claim."""
+    from jaxcache.seal import scan
+
+    if report.origins is None or not report.origins.other_build():
+        return
+    other = {e.name for e in report.origins.other_build()}
+    valid = {e.name for e in scan.verify(report.resolved, keys).entries if e.status == "valid"}
+    unsigned = sorted(other - valid)
+    if unsigned:
+        shown = ", ".join(safe(n) for n in unsigned[:3]) + (
+            f" and {len(unsigned) - 3} more" if len(unsigned) > 3 else "")
+        raise JaxcacheError(
+            f"refusing to seal: your origin ledger says another build of jaxlib (or another "
+            f"CPU) wrote {len(unsigned)} unsigned entries ({shown}), and sealing would claim "
+            "this build compiled them; seal from the build that wrote them, or delete them "
+            "(`jaxcache ls` flags them other-build) and seal again")
 
 
 def _only_signed_unknown(report, keys) -> bool:
