@@ -33,7 +33,7 @@ class Comparable:
 
     @classmethod
     def of(cls, record: dict[str, Any], path: str = "") -> Comparable:
-        from jaxcache.records.fingerprints import facts_of
+        from jaxcache.records.process_facts import facts_of
 
         versions = record.get("versions") or {}
         platform = record.get("platform") or {}

@@ -66,7 +66,7 @@ def from_record(record: dict[str, Any], *, trial: int, kind: str, index: int, pa
     """Counts over every probed process of the job (a launcher may leave the JAX work to a
     child); phases per rank, the job's the maximum over ranks running in parallel
     (bench/per_rank.py). `probes` and `launched_at` add every rank's start-up times."""
-    from jaxcache.records.fingerprints import facts_of
+    from jaxcache.records.process_facts import facts_of
     from jaxcache.records.reading import all_modules
 
     p = record["process"]

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from jaxcache.fingerprint import rule
-from jaxcache.records.fingerprints import ProcessFacts, facts_of
+from jaxcache.records.process_facts import ProcessFacts, facts_of
 from jaxcache.text import safe
 
 
