@@ -302,3 +302,39 @@ def test_a_sealed_bucket_keeps_each_build_under_its_own_prefix(bucket, build_b, 
     assert other["hits"] == 0 and other["results"] == out["results"]
     assert doc_b["cache_dir"]["path"] == f"gs://{BUCKET}/fleet/{id_b}"
     assert emu.names(BUCKET, "fleet") == written  # a reader without the key writes nothing
+
+
+def test_in_a_sealed_namespace_an_entry_claiming_no_build_is_a_miss(tmp_path):
+    """A namespace holds only what this version signed, every signature claiming its build:
+    an entry whose claim was stripped (copied in from another build's namespace, signed
+    before build binding) is a miss there, as require_build would make it, never a load."""
+    from jaxcache.seal import keys as keymod
+    from jaxcache.seal import sigfile
+
+    keys = tmp_path / "keys"
+    keys.mkdir(mode=0o700)
+    assert jaxcache("keygen", "-q", str(keys / "ci.key")).returncode == 0
+    shared = tmp_path / "shared"
+    env = env_of(None)
+    common = ("run", "--sealed", "--namespace", "fingerprint", "--cache-dir", str(shared))
+    wrote = jaxcache(*common, "--signing-key", str(keys / "ci.key"), "--record",
+                     str(tmp_path / "w.json"), "--", sys.executable, TWO_JITS, env=env)
+    assert wrote.returncode == 0, wrote.stderr
+    (space,) = [p for p in shared.iterdir() if p.is_dir()]
+    sigs = sorted(p for p in space.iterdir() if p.name.endswith("-cache.sig"))
+    assert len(sigs) >= 2
+    stripped = sigs[0]
+    key = sigfile.fields(stripped.read_bytes())[0]["key"]
+    entry = space / stripped.name[:-len(".sig")]
+    # the publisher's own key, through the library's signing API, claiming no build
+    stripped.write_bytes(sigfile.sign(str(key), entry.read_bytes(),
+                                      keymod.load_signing(str(keys / "ci.key"))))
+    record = tmp_path / "r.json"
+    read = jaxcache(*common, "--trusted-key", str(keys / "ci.key.pub"), "--record",
+                    str(record), "--", sys.executable, TWO_JITS, env=env)
+    assert read.returncode == 0, read.stderr
+    doc = json.loads(record.read_text())
+    rejected = {r["key"]: r["status"] for r in doc["seal"]["rejections"]}
+    assert rejected == {key: "build-unknown"}, doc["seal"]["rejections"]
+    outcomes = sorted(m["outcome"] for m in doc["modules"])
+    assert outcomes.count("hit") == len(sigs) - 1, outcomes  # every other entry still loads

@@ -111,6 +111,12 @@ def _enable_sealed(path: str, policy: str | None, reset: bool, signing_key, trus
     if local is not None:
         local_dir = private_tier(local, pol, accounts, made_dirs,
                                  shared=None if store is not None else chosen)
+    # a namespace of `--namespace fingerprint` (<dir>/<id>) is this version's: its entries'
+    # signatures all claim a build, so one that claims none had its claim stripped (copied in
+    # from another build's namespace): a miss, as the policy's require_build would make it
+    from jaxcache.trust import namespace
+
+    require_build = rule.require_build or namespace.is_id(chosen.rstrip("/").rpartition("/")[2])
     traps = lifecycle_traps(chosen)
     state = jaxcompat.cache_state()
     # the sealed store needs no filelock for a size limit (it locks on its own)
@@ -133,13 +139,13 @@ def _enable_sealed(path: str, policy: str | None, reset: bool, signing_key, trus
         if store is None:
             backend = SealedCache(chosen, trusted=keys, signer=signer, local=local_dir,
                                   max_size=jaxcompat.max_size, host=job_fingerprint,
-                                  require_build=rule.require_build)
+                                  require_build=require_build)
         else:
             from jaxcache.seal.bucket import BucketSealedCache
 
             backend = BucketSealedCache(store, trusted=keys, signer=signer, local=local_dir,
                                         max_size=jaxcompat.max_size, host=job_fingerprint,
-                                        require_build=rule.require_build)
+                                        require_build=require_build)
         try:
             jaxcompat.disable_xla_subcaches()  # XLA would read them from the sealed dir
             jaxcompat.install_backend(chosen, backend)
