@@ -18,6 +18,7 @@ import pytest
 from support.ledgers import bound_ledger, judged
 from support.users import mkdir, needs_root, needs_setfacl
 
+from jaxcache.fingerprint.boot import boot_id
 from jaxcache.trust import birth, ledger_file
 from jaxcache.trust import ledger as ledger_mod
 
@@ -511,7 +512,7 @@ def test_ci_audit_after_a_trusted_writer_rewrites_a_relearned_entry(through_mapp
     body = b"compiled f " * 400
     bound_ledger(state / "jaxcache" / "origin.ledger", ledger_file.line(ledger_file.Written(
         ENTRY, hashlib.sha256(body).hexdigest(), len(body), (1, 2, 3, 4), 1.0, "/mine",
-        ledger_file.boot_id())))  # as your watched job wrote it, in this boot
+        boot_id())))  # as your watched job wrote it, in this boot
     theirs = cache / ENTRY
     theirs.write_bytes(body)  # c's copy of an entry your watched job wrote elsewhere
     shutil.chown(theirs, accounts.c)

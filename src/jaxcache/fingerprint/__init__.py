@@ -79,15 +79,9 @@ def _host() -> str:
     their own fingerprint instead of taking the launcher's."""
     import os
 
-    try:
-        fd = os.open("/proc/sys/kernel/random/boot_id", os.O_RDONLY | os.O_CLOEXEC)
-        try:
-            boot = os.read(fd, 64).decode("ascii", "replace").strip()
-        finally:
-            os.close(fd)
-    except OSError:
-        boot = ""
-    return f"{os.uname().nodename} {boot}"
+    from jaxcache.fingerprint.boot import boot_id
+
+    return f"{os.uname().nodename} {boot_id()}"
 
 
 def inherited(value: str | None) -> Fingerprint | None:

@@ -15,6 +15,7 @@ import hashlib
 import os
 import time
 
+from jaxcache.fingerprint.boot import boot_id
 from jaxcache.jaxcompat.guard import ENTRY_SUFFIX
 from jaxcache.trust import birth, ledger_file, origin
 
@@ -27,7 +28,7 @@ def recorder(ledger: str | None = None):
     names the writer's fingerprint (fingerprint.in_job(): what `jaxcache run` handed the job,
     else this process's own), found once, at the first write, never on a load."""
     path = os.path.abspath(ledger or ledger_file.ledger_path())
-    boot = ledger_file.boot_id()
+    boot = boot_id()
     mine: list[tuple[str, bytes]] = []  # (the id, its fingerprint line), once found
 
     def record(directory: str, key: str, value) -> None:

@@ -5,7 +5,7 @@ ext4 hands a freed inode back), and a user sets a file's mtime at will; the birt
 by the kernel when the inode is made and no system call changes it. So a file that names its
 own birth time, to the nanosecond, names that very file: `tar x`, `cp -a`, `rsync -a` and an
 image build all make new inodes with new birth times (a block-level copy of the whole
-filesystem, a disk image or snapshot, does reproduce it: see trust/ledger_file.py's boot_id()).
+filesystem, a disk image or snapshot, does reproduce it: see fingerprint/boot.py).
 The origin ledger binds itself to it (trust/ledger_file.py).
 
 Linux gives it through statx(2) only (Python's os.stat has no st_birthtime on Linux before

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 
+from jaxcache.fingerprint.boot import boot_id
 from jaxcache.text import safe
 from jaxcache.trust import birth, ci, inputs, ledger_file
 from jaxcache.trust.ledger_file import Ledger, ledger_path
@@ -26,9 +27,9 @@ def load(path: str | None = None, accounts: Accounts | None = None,
          env: Mapping[str, str] | None = None) -> Ledger:
     """The ledger; a missing one is empty, an unprotected or unreadable one is a Ledger with
     its problem (nothing is then yours: fail closed). Under CI (trust/ci.py, read from `env`,
-    default os.environ) only the lines written in this boot are kept (ledger_file.boot_id())."""
+    default os.environ) only the lines written in this boot are kept (boot_id())."""
     path = path or ledger_path()
-    only_boot = ledger_file.boot_id() if ci.detect(env) else None
+    only_boot = boot_id() if ci.detect(env) else None
     try:
         found = inputs.streamed(path, inputs.ORIGIN_LEDGER, missing_ok=True, accounts=accounts)
         if found is None:

@@ -12,8 +12,8 @@ file with a new birth time, and vouches for nothing. A filesystem that records n
 cannot tell a restored ledger from the original: there it vouches for nothing either (fail
 closed). A block-level copy (a disk image or volume snapshot restored as a CI cache) reproduces
 the file to the byte, birth time included: so each line names the boot it was written in, and
-under CI only this boot's lines are kept (boot_id(), parse_chunks(only_boot=)). Reading it as a
-trusted input (its folders audited) is trust/ledger.py's.
+under CI only this boot's lines are kept (fingerprint/boot.py, parse_chunks(only_boot=)).
+Reading it as a trusted input (its folders audited) is trust/ledger.py's.
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ class Written:
     identity: tuple[int, int, int, int]  # dev, ino, mtime_ns, ctime_ns right after the write
     at: float  # unix seconds
     directory: str
-    boot: str = ""  # the machine's boot id when written (boot_id()); "" when it was not known
+    boot: str = ""  # the boot id when written (fingerprint/boot.py); "": not known
     # the id (fingerprint.SHORT hex digits) of the writer's fingerprint: which build of jaxlib
     # on which CPU compiled the entry ("": not recorded, a line of version "2");
     # a `fingerprint` line of the same ledger says what it stands for (fingerprint_line())
@@ -91,22 +91,6 @@ def fingerprint_line(found: Fingerprint) -> bytes:
 
 
 _NOT_IN_NAME = "\t\n\r\0/"  # what a ledger line's name field cannot hold
-
-
-def boot_id() -> str:
-    """This machine's boot id (32 hex digits; the kernel draws it at random at every boot), or
-    "" where /proc does not say. Under CI a line vouches only if written in this boot: a disk
-    image or volume snapshot restored as the CI cache reproduces a ledger to the byte, its
-    device, inode and birth time included, but not a boot id no one could know in advance."""
-    try:
-        with open("/proc/sys/kernel/random/boot_id", "rb") as f:
-            raw = f.read(64).strip().replace(b"-", b"")
-    except OSError:
-        return ""
-    return raw.decode() if _BOOT.fullmatch(raw) else ""
-
-
-_BOOT = re.compile(rb"[0-9a-f]{32}")
 
 
 def recordable(name: str) -> bool:
