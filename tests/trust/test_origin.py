@@ -23,30 +23,20 @@ from pathlib import Path
 
 import pytest
 from support.jobs import JOB_TIMEOUT_S, clean_env
-from support.ledgers import bound_ledger, judged
+from support.ledgers import EVERY_COMPILE, TWO_JITS_JOB, bound_ledger, judged
 from support.users import mkdir, needs_root
 
 from jaxcache.trust import birth, ci, ledger_file, origin
 from jaxcache.trust import ledger as ledger_mod
 
 JAXCACHE = [sys.executable, "-m", "jaxcache"]
-JOB_A = """
-import numpy as np, jax
-def f(x): return x * 2 + 1
-def h(x): return x - 3
-x = np.arange(4, dtype=np.float32)
-print("A", jax.jit(f)(x).tolist(), jax.jit(h)(x).tolist())
-"""
+JOB_A = TWO_JITS_JOB
 JOB_B = """
 import numpy as np, jax
 def g(x): return x * 100
 print("B", jax.jit(g)(np.arange(4, dtype=np.float32)).tolist())
 """
-# every compile is written (the tests are about origin, not thresholds), with XLA's sub-caches
-# off as a sealed reader has them, so the sealed entries are the ones A's sealed run asks for
-THRESHOLDS = {"JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
-              "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "0",
-              "JAX_PERSISTENT_CACHE_ENABLE_XLA_CACHES": "none"}
+THRESHOLDS = EVERY_COMPILE
 
 
 def _env(state: Path, **extra: str) -> dict:

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 from support import builds
 from support.jobs import JOB_TIMEOUT_S, clean_env
-from support.ledgers import bound_ledger, judged
+from support.ledgers import EVERY_COMPILE, TWO_JITS_JOB, TWO_JITS_OUTPUT, bound_ledger, judged
 from support.users import mkdir
 
 from jaxcache import fingerprint
@@ -32,17 +32,7 @@ from jaxcache.trust import ci, ledger_file, origin
 from jaxcache.trust import ledger as ledger_mod
 
 JAXCACHE = [sys.executable, "-m", "jaxcache"]
-JOB = """
-import numpy as np, jax
-def f(x): return x * 2 + 1
-def h(x): return x - 3
-x = np.arange(4, dtype=np.float32)
-print("A", jax.jit(f)(x).tolist(), jax.jit(h)(x).tolist())
-"""
-THRESHOLDS = {"JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
-              "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "0",
-              "JAX_PERSISTENT_CACHE_ENABLE_XLA_CACHES": "none"}
-EXPECTED = "A [1.0, 3.0, 5.0, 7.0] [-3.0, -2.0, -1.0, 0.0]\n"
+JOB, THRESHOLDS, EXPECTED = TWO_JITS_JOB, EVERY_COMPILE, TWO_JITS_OUTPUT
 
 
 def _jc(*args: str, env: dict) -> subprocess.CompletedProcess:
