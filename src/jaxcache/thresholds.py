@@ -11,7 +11,8 @@ start-up. One rule and one sentence for run's summary, enable()'s result, bench 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+
+from jaxcache.values import frozen
 
 MATERIAL_FRACTION, MATERIAL_SECONDS = 0.10, 1.0
 COMPILE_TIME = "compile-time-below-threshold"
@@ -22,7 +23,7 @@ FLAGS = {"--min-compile-time": "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS",
          "--min-entry-size": "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES"}
 
 
-@dataclass(frozen=True)
+@frozen
 class LeftOut:
     """The compiles a threshold kept out of the cache in one job (or process)."""
 

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 from jaxcache.bench import adjust, noticeable, per_rank, stats
 from jaxcache.bench.sample import PHASES, ProcessSample
+from jaxcache.values import frozen
 
 
-@dataclass(frozen=True)
+@frozen
 class RankSummary:
     """One rank over the runs: its time to first step and compile-or-load, and its hits."""
 
@@ -21,7 +21,7 @@ class RankSummary:
     missed: tuple[str, ...]  # the modules it compiled again
 
 
-@dataclass(frozen=True)
+@frozen
 class Analysis:
     cold: tuple[ProcessSample, ...]
     warm: tuple[ProcessSample, ...]

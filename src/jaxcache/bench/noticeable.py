@@ -16,10 +16,10 @@ for max(1 s, 5%), so the same numbers got opposite answers. The defaults live he
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Any
 
 from jaxcache.bench import stats
+from jaxcache.values import frozen
 
 MIN_SAVING_S = 1.0  # seconds saved per start, at least
 MIN_FRACTION = 0.05  # ...and at least this share of the cold start-up
@@ -29,7 +29,7 @@ MAX_SUGGESTED_TRIALS = 1000  # bench's own bound on -t
 GROWTH = 4  # suggest at most this many times the trials run: beyond, the estimate sits on the bar
 
 
-@dataclass(frozen=True)
+@frozen
 class Bar:
     """The thresholds in effect: seconds and share of start-up."""
 
@@ -54,7 +54,7 @@ class Bar:
 DEFAULT_BAR = Bar()
 
 
-@dataclass(frozen=True)
+@frozen
 class Judgement:
     """One saving judged against the bar."""
 

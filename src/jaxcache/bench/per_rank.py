@@ -10,9 +10,8 @@ on every start, whatever rank 0 does.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from jaxcache.records.reading import in_record_order, rank_of
+from jaxcache.values import frozen
 
 RANK_PHASES = ("startup", "import_jax", "trace", "lower", "compile_or_load")
 NOT_PROCESS_0 = "not-process-0"  # the cold rank skipped only because it is not process 0
@@ -29,7 +28,7 @@ def _host(process_doc: dict) -> str | None:
     return host if isinstance(host, str) else None
 
 
-@dataclass(frozen=True)
+@frozen
 class Module:
     id: ModuleId
     key: str | None
@@ -37,7 +36,7 @@ class Module:
     reason: str | None
 
 
-@dataclass(frozen=True)
+@frozen
 class RankSample:
     """One rank of one measured run: its processes' phases added, its modules' outcomes."""
 
@@ -58,7 +57,7 @@ class RankSample:
         return sum(1 for m in self.modules if m.outcome == "written")
 
 
-@dataclass(frozen=True)
+@frozen
 class RankMiss:
     """A warm rank that compiled again what its trial's cold run wrote (or, for a rank that
     is not process 0, what it would have written had it been)."""

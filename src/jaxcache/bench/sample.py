@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from jaxcache import thresholds
 from jaxcache.bench import per_rank
 from jaxcache.bench.comparable import Comparable
 from jaxcache.fingerprint.model import Fingerprint
+from jaxcache.values import frozen
 
 PHASES = ("startup", "import_jax", "trace", "lower", "compile_or_load", "rest")
 PHASE_LABELS = {
@@ -21,7 +21,7 @@ PHASE_LABELS = {
 }
 
 
-@dataclass(frozen=True)
+@frozen
 class ProcessSample:
     trial: int
     kind: str  # cold | warm

@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import dataclass
+
+from jaxcache.values import frozen
 
 
-@dataclass(frozen=True)
+@frozen
 class Spread:
     median: float
     low: float
@@ -26,7 +27,7 @@ class Spread:
     n: int
 
 
-@dataclass(frozen=True)
+@frozen
 class Shift:
     """How much larger x is than y (x - y): estimate and interval, with what N can support."""
 

@@ -7,8 +7,6 @@ number from the bench can outweigh it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from jaxcache import thresholds
 from jaxcache.bench import noticeable
 from jaxcache.decide.across import Source, across_records
@@ -16,13 +14,14 @@ from jaxcache.decide.check import Test
 from jaxcache.jaxcompat import versions
 from jaxcache.text import safe
 from jaxcache.trust.findings import trusted as trusted_verdict
+from jaxcache.values import frozen
 
 # what two benches' jobs must agree on (the bench's `comparable`): the key's inputs, and the
 # jaxlib builds (a digest JAX's key leaves out)
 KEY_FIELDS = ("jaxlib", "builds", "backend", "device_kind", "device_count", "xla_flags")
 
 
-@dataclass(frozen=True)
+@frozen
 class Decision:
     verdict: str  # SHARE | PRIVATE | NOT-WORTH-IT | INCONCLUSIVE | BLOCKED
     summary: str

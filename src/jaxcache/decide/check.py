@@ -4,10 +4,10 @@ teams (decide/across.py)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from jaxcache.values import frozen
 
 
-@dataclass(frozen=True)
+@frozen
 class Test:
     name: str  # writers | compatible | noticeable
     passed: bool | None  # None: not evaluated (an earlier test already decided)

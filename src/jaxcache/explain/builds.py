@@ -10,15 +10,15 @@ writes), by the one rule (fingerprint/rule.py), and every difference is named wi
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from jaxcache.fingerprint import rule
 from jaxcache.records.process_facts import ProcessFacts, facts_of
 from jaxcache.text import safe
+from jaxcache.values import frozen
 
 
-@dataclass(frozen=True)
+@frozen
 class BuildDiff:
     record: str
     process: str  # "rank 1", "pid 123", "main"

@@ -11,13 +11,12 @@ records of one job (`srun jaxcache run ...`, `explain runs/`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from jaxcache.explain.key_causes import CAUSES
 from jaxcache.text import safe
+from jaxcache.values import frozen
 
 
-@dataclass(frozen=True)
+@frozen
 class RankDiff:
     module: str
     input_shapes: str | None

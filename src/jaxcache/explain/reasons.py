@@ -6,8 +6,6 @@ and lowering a threshold is suggested only when what it leaves out is material a
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from jaxcache import thresholds
 from jaxcache.explain.builds import BuildDiff, build_diffs
 from jaxcache.explain.key_causes import CAUSES, compile_options_cause
@@ -15,11 +13,12 @@ from jaxcache.explain.ranks import RankDiff, rank_diffs
 from jaxcache.records import used_dirs
 from jaxcache.records.reading import rank_of
 from jaxcache.text import safe, size
+from jaxcache.values import frozen
 
 THRESHOLD_REASONS = thresholds.REASONS
 
 
-@dataclass(frozen=True)
+@frozen
 class ModuleWhy:
     record: str
     process: str  # "main" or "pid N"
@@ -35,7 +34,7 @@ class ModuleWhy:
     rank: int | None = None  # JAX's process index (else the launcher's rank) of the process
 
 
-@dataclass(frozen=True)
+@frozen
 class KeyDiff:
     module: str
     earlier: str
@@ -44,7 +43,7 @@ class KeyDiff:
     causes: tuple[str, ...]
 
 
-@dataclass(frozen=True)
+@frozen
 class ThresholdAdvice:
     left_out_s: float
     startup_s: float
@@ -53,7 +52,7 @@ class ThresholdAdvice:
     text: str
 
 
-@dataclass(frozen=True)
+@frozen
 class Explanation:
     records: tuple[str, ...]
     modules: tuple[ModuleWhy, ...]

@@ -205,9 +205,11 @@ class Fingerprint(_Value):
 _HEX = v.both(v.TEXT, lambda value, where: _hex(value, where))
 
 
+_HEX_DIGITS = frozenset("0123456789abcdef")
+
+
 def _hex(value: object, where: str) -> None:
-    if not (isinstance(value, str) and len(value) == 64
-            and all(c in "0123456789abcdef" for c in value)):
+    if not (isinstance(value, str) and len(value) == 64 and _HEX_DIGITS.issuperset(value)):
         raise v.Invalid(where, "a 64-digit lower-case hex digest")
 
 

@@ -9,9 +9,9 @@ minor lines every reader fails closed (JaxInternalsChanged). JAX is imported onl
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 
 from jaxcache.jaxcompat.versions import why_unverified
+from jaxcache.values import frozen
 
 _STATE = ("_cache", "_cache_checked", "_cache_used", "_cache_initialized", "reset_cache",
           "get_file_cache", "_initialize_cache")
@@ -86,7 +86,7 @@ def verification_cache() -> type:
     return found
 
 
-@dataclass(frozen=True)
+@frozen
 class CacheState:
     """JAX's process-wide cache lifecycle, as jaxcache needs to know it."""
 

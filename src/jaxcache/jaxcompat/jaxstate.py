@@ -4,18 +4,17 @@ captured and put back: enable() is all-or-nothing, and disable() undoes it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from jaxcache.jaxcompat.backend import _close
 from jaxcache.jaxcompat.guard import _ADMITTED, _BACKENDS, _GUARD, _REFUSED
 from jaxcache.jaxcompat.internals import _cc, _state
+from jaxcache.values import frozen
 
 _OPTIONS = ("jax_compilation_cache_dir", "jax_persistent_cache_enable_xla_caches",
             "jax_persistent_cache_min_entry_size_bytes",
             "jax_persistent_cache_min_compile_time_secs")
 
 
-@dataclass(frozen=True)
+@frozen
 class JaxState:
     """JAX's cache settings (global values) and cache object, and jaxcache's guard, at
     one moment: what enable() may change and disable() puts back."""

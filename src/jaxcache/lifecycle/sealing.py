@@ -8,11 +8,11 @@ plain path does not. The child side of `jaxcache run --sealed` comes through her
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 
 from jaxcache import jobenv
 from jaxcache.errors import JaxcacheError, UntrustedCacheError
 from jaxcache.text import quoted, safe
+from jaxcache.values import frozen
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 ENV = jobenv.SEAL  # JSON: path, signing_key, trusted_keys, local, policy
 
 
-@dataclass(frozen=True)
+@frozen
 class SealOptions:
     """`--sealed` and friends on `jaxcache run`: what the job's probe will enable."""
 

@@ -11,9 +11,9 @@ service to JAX_COORDINATOR_BIND_ADDRESS or, by default, to [::]:<port>: every in
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 from jaxcache.net.address import classify, split_host_port
+from jaxcache.values import frozen
 
 # Ports JAX picks when it auto-detects a cluster (jax/_src/clusters, 0.10.2)
 K8S_PORT, TPU_PORT = 55527, 8482
@@ -22,7 +22,7 @@ MTLS_VARS = ("JAX_MTLS_CERT_FILE", "JAX_MTLS_KEY_FILE", "JAX_MTLS_CA_FILE",
 FIRST_MTLS_VERSION = (0, 11, 0)  # mTLS for the coordination service arrived after 0.10.2
 
 
-@dataclass(frozen=True)
+@frozen
 class Plan:
     """The coordination service a job in this environment would start."""
 

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 
 from jaxcache.errors import JaxcacheError
 from jaxcache.net.address import classify, reachable_from, split_host_port
+from jaxcache.values import frozen
 
 
-@dataclass(frozen=True)
+@frozen
 class Listener:
     pid: int
     process: str
@@ -23,7 +23,7 @@ class Listener:
     mtls: bool  # the process has JAX_MTLS_* set (and a JAX that honours them)
 
 
-@dataclass(frozen=True)
+@frozen
 class Scan:
     listeners: tuple[Listener, ...]
     processes: tuple[int, ...]  # JAX processes inspected

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 
 from jaxcache.probe.launch import CommandError, launch, resolve
+from jaxcache.values import frozen
 
 __all__ = ["CommandError", "Outcome", "resolve", "run"]
 
 
-@dataclass(frozen=True)
+@frozen
 class Outcome:
     argv: tuple[str, ...]
     pid: int

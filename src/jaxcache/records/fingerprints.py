@@ -52,12 +52,15 @@ def of_probe(probe: dict[str, Any]) -> tuple[dict[str, object] | None, str | Non
     accel = _accelerator(found.get("accelerator"))
     given = found.get("given")
     if given is not None:
+        from jaxcache.fingerprint import handed, with_known_id
+
+        mine = handed(given)  # the very one this process handed the job: no parse
+        if mine is not None:
+            return mine.with_accelerator(accel).to_json(), None
         try:
             fp = Fingerprint.from_json(given, "the fingerprint handed to the job")
         except validate.Invalid as exc:
             return None, f"the fingerprint handed to the job is malformed: {exc}"
-        from jaxcache.fingerprint import with_known_id
-
         return with_known_id(fp).with_accelerator(accel).to_json(), None
     roots = _roots(found.get("roots"))
     if not any(name == "jaxlib" for name, _ in roots):

@@ -7,16 +7,16 @@ never another package's dict keys.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from jaxcache import validate
 from jaxcache.fingerprint.model import Fingerprint
 from jaxcache.records.reading import processes, rank_of
 from jaxcache.text import safe
+from jaxcache.values import frozen
 
 
-@dataclass(frozen=True)
+@frozen
 class ProcessFacts:
     """What one process of a record ran on and with: what decides whether its cache entries
     can serve another process (the build and host outside JAX's key, the rest inside it)."""

@@ -17,17 +17,17 @@ from __future__ import annotations
 import os
 import stat
 import time
-from dataclasses import dataclass
 
 from jaxcache.errors import JaxcacheError
 from jaxcache.records import store
 from jaxcache.records.summary import RunSummary, summarize
 from jaxcache.text import safe
+from jaxcache.values import frozen
 
 DAY_NS = 86_400 * 1_000_000_000
 
 
-@dataclass(frozen=True)
+@frozen
 class PruneResult:
     directory: str
     dry_run: bool

@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import sys
 import time
-from dataclasses import dataclass
 
 from jaxcache.documents.kinds import envelope
 from jaxcache.probe.runner import Outcome
@@ -20,9 +19,10 @@ from jaxcache.records.reading import in_record_order
 from jaxcache.text import safe
 from jaxcache.trust.entries import Inventory
 from jaxcache.trust.target import is_url
+from jaxcache.values import frozen
 
 
-@dataclass(frozen=True)
+@frozen
 class DirSnapshot:
     path: str
     entries: dict[str, int]  # name -> size (empty when unknown)
@@ -234,7 +234,7 @@ def finish(outcome: Outcome, cache_dir: str, *, verdict: str, before: DirSnapsho
                  env=env, cwd=os.getcwd())
 
 
-@dataclass(frozen=True)
+@frozen
 class RunResult:
     record: dict
     record_path: str

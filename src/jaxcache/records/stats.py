@@ -9,16 +9,16 @@ loading. Hits whose key no other record compiled are counted apart, not guessed.
 from __future__ import annotations
 
 import statistics
-from dataclasses import dataclass
 
 from jaxcache.records.store import Scan
 from jaxcache.records.summary import modules, seconds, summarize
+from jaxcache.values import frozen
 
 HOW_SAVED = ("for each hit, the compile time of the same cache key measured by another record "
              "that compiled it (median), minus the hit's load time")
 
 
-@dataclass(frozen=True)
+@frozen
 class Stats:
     directory: str
     records: int

@@ -16,10 +16,10 @@ import os
 import re
 import stat
 import time
-from dataclasses import dataclass
 
 from jaxcache.errors import JaxcacheError
 from jaxcache.text import safe
+from jaxcache.values import frozen
 
 # 20261201T155636.123456789Z-4242.json, or ...-4242.rank1.json for one rank of a job
 NAME = re.compile(r"^(\d{8}T\d{6})\.(\d{9})Z-\d+(?:\.rank\d+)?\.json$")
@@ -44,7 +44,7 @@ def runs_dir() -> str:
     return os.path.join(user_dir("state"), "runs")
 
 
-@dataclass(frozen=True)
+@frozen
 class Found:
     """One record file: its name in the directory, identity (for prune's re-check) and doc."""
 
@@ -57,13 +57,13 @@ class Found:
     doc: dict
 
 
-@dataclass(frozen=True)
+@frozen
 class Skipped:
     name: str
     why: str
 
 
-@dataclass(frozen=True)
+@frozen
 class Scan:
     directory: str
     exists: bool

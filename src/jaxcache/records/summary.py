@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 
 from jaxcache.records.reading import all_modules
 from jaxcache.records.store import Found
+from jaxcache.values import frozen
 
 
-@dataclass(frozen=True)
+@frozen
 class RunSummary:
     name: str
     path: str

@@ -148,11 +148,11 @@ def _namespaced(chosen: str, namespace: str, on_hashing) -> tuple[str, dict | No
     admit() does): whether the job may start early depends on its namespace's directory.
     admit() then gets the same one (fingerprint.current() keeps it for the process)."""
     from jaxcache.trust import namespace as ns
-    from jaxcache.trust import target
 
     if ns.check(namespace) == ns.NONE:
         return chosen, None
     from jaxcache import fingerprint
+    from jaxcache.trust import target  # dataclasses and re: ~1.5 ms no plain run pays
 
     ident = fingerprint.current(on_hashing=on_hashing).id
     given = target.resolve(chosen)  # the parent as the job's path is read: absolute

@@ -23,7 +23,6 @@ import os
 import re
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 
 from jaxcache.seal import names, orphans, sigfile, signature
 from jaxcache.seal.keys import SigningKey
@@ -39,6 +38,7 @@ from jaxcache.seal.store import (
 from jaxcache.trust import keyring
 from jaxcache.trust.keyring import KeyRing
 from jaxcache.trust.keys import PublicKey
+from jaxcache.values import frozen
 
 OBJECT_NAME_MAX = 1024  # GCS and S3 object names: the signature is always <entry>.sig
 BACKOFF_S = 30.0
@@ -55,7 +55,7 @@ def cosignatures(store: ObjectStore, name: str) -> signature.Fetch:
     return fetch
 
 
-@dataclass(frozen=True)
+@frozen
 class BucketMiss:
     """A lookup the bucket could not serve: kind not-found (with a hint key-mismatch or
     prefix-empty when the listing explains it), permission-denied, network or error."""

@@ -8,8 +8,6 @@ means the same for a bucket and a directory.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from jaxcache.errors import JaxcacheError
 from jaxcache.fingerprint.model import Fingerprint
 from jaxcache.seal import builds, hittable, names, scan, sigfile, signature
@@ -22,9 +20,10 @@ from jaxcache.trust import keyring
 from jaxcache.trust.entries import classify
 from jaxcache.trust.keyring import KeyRing
 from jaxcache.trust.keys import PublicKey
+from jaxcache.values import frozen
 
 
-@dataclass(frozen=True)
+@frozen
 class BucketListing:
     url: str
     objects: tuple[ObjectInfo, ...]  # entries and signatures, by name

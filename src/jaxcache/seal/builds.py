@@ -9,17 +9,16 @@ verify and ls show the same judgement per entry (BuildView).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from jaxcache import fingerprint
 from jaxcache.fingerprint import rule
 from jaxcache.fingerprint.model import Fingerprint
 from jaxcache.fingerprint.rule import Field, Judgement, Outcome
 from jaxcache.seal import sigfile, signature
 from jaxcache.trust.keys import PublicKey
+from jaxcache.values import frozen
 
 
-@dataclass(frozen=True)
+@frozen
 class BuildView:
     """Which build a valid entry's signatures say compiled it, judged against this host
     (fingerprint/rule.py): `state` this-build | compatible | other-build | unknown."""

@@ -10,15 +10,15 @@ from __future__ import annotations
 
 import os
 import stat
-from dataclasses import dataclass
 from typing import Any
 
 from jaxcache.errors import JaxcacheError
 from jaxcache.text import quoted, safe
 from jaxcache.trust.keys import NAME, PREFIX, KeyFileError, PublicKey
+from jaxcache.values import frozen
 
 
-@dataclass(frozen=True)
+@frozen
 class SigningKey:
     private: Any  # cryptography's Ed25519PrivateKey, or a PKCS#11 key (seal/pkcs11.py)
     public: PublicKey

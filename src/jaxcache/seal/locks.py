@@ -32,7 +32,6 @@ import errno
 import hashlib
 import os
 import stat
-from dataclasses import dataclass
 
 from jaxcache import folders
 from jaxcache.errors import JaxcacheError
@@ -40,6 +39,7 @@ from jaxcache.text import file_type, safe
 from jaxcache.trust.entries import classify
 from jaxcache.trust.principals import Accounts
 from jaxcache.userdirs import user_dir
+from jaxcache.values import frozen
 
 PREFIX = ".jaxcache-lock"  # + "-<uid>": the previous layout's in-tier names (trust/entries.py)
 _FLAGS = os.O_RDWR | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
@@ -51,7 +51,7 @@ class LockRefused(OSError):
     name holds something jaxcache did not make): nothing is written (strerror says why)."""
 
 
-@dataclass(frozen=True)
+@frozen
 class LockProblem:
     """A lock file in a tier that is no lock of the account it should belong to (verify
     reports it)."""

@@ -9,13 +9,14 @@ kind the record names; a missing object is `None`, not an error.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Protocol
+
+from jaxcache.values import frozen
 
 NOT_FOUND, PERMISSION, NETWORK, ERROR = "not-found", "permission-denied", "network", "error"
 
 
-@dataclass(frozen=True)
+@frozen
 class ObjectInfo:
     """One object, as a listing or a stat shows it (the name is relative to the prefix)."""
 

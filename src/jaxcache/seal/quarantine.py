@@ -21,17 +21,17 @@ import os
 import secrets
 import stat
 import time
-from dataclasses import dataclass
 
 from jaxcache.errors import JaxcacheError
 from jaxcache.seal import names
 from jaxcache.seal.scan import ScanResult
 from jaxcache.text import safe
+from jaxcache.values import frozen
 
 KEEP = ("valid", "never-hit")  # what a sealed reader loads, or would never look up
 
 
-@dataclass(frozen=True)
+@frozen
 class Quarantined:
     directory: str  # this run's own folder in QDIR
     moved: tuple[tuple[str, str], ...]  # (entry name, why it was rejected)

@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import stat
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from jaxcache.fingerprint.model import Fingerprint
 from jaxcache.seal import builds as buildmod
@@ -24,9 +23,10 @@ from jaxcache.trust.entries import Inventory, classify
 from jaxcache.trust.keyring import KeyRing
 from jaxcache.trust.keys import PublicKey
 from jaxcache.trust.principals import Accounts
+from jaxcache.values import frozen
 
 
-@dataclass(frozen=True)
+@frozen
 class EntryStatus:
     name: str
     status: str  # valid | unsigned | bad-signature | unknown-key | revoked-key | expired-key
@@ -42,7 +42,7 @@ class EntryStatus:
     build: buildmod.BuildView | None = None  # valid: the build its signatures claim, judged here
 
 
-@dataclass(frozen=True)
+@frozen
 class ScanResult:
     directory: str
     entries: tuple[EntryStatus, ...]

@@ -43,7 +43,6 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, TypeAlias
 
@@ -61,6 +60,7 @@ from jaxcache.text import safe
 from jaxcache.trust import keyring as ringmod
 from jaxcache.trust.keyring import EXPIRED, NOT_YET_VALID, REVOKED, KeyRing
 from jaxcache.trust.keys import KeyFileError, PublicKey
+from jaxcache.values import frozen
 
 VALID, UNSIGNED, BAD, UNKNOWN_KEY = "valid", "unsigned", "bad-signature", "unknown-key"
 TOO_FEW = "too-few-signatures"
@@ -74,7 +74,7 @@ __all__ = ["BAD", "BUILD_UNKNOWN", "EXPIRED", "NOT_YET_VALID", "OTHER_BUILD", "R
 _WORST = (REVOKED, EXPIRED, NOT_YET_VALID, BAD, UNKNOWN_KEY)
 
 
-@dataclass(frozen=True)
+@frozen
 class Check:
     status: str  # valid | unsigned | bad-signature | unknown-key | revoked-key | expired-key
     #              | not-yet-valid-key | too-few-signatures
@@ -90,7 +90,7 @@ class Check:
         return self.status == VALID
 
 
-@dataclass(frozen=True)
+@frozen
 class _Judged:
     """One signature file, judged before the entry is read: VALID when it verifies over the
     key, digest and size it states and its key may count now; else why not."""
@@ -106,7 +106,7 @@ class _Judged:
     build: Fingerprint | None = None  # the build it claims compiled the entry (verified)
 
 
-@dataclass(frozen=True)
+@frozen
 class Vouch:
     """What the signatures say before the entry is read: `size` is what `needed` distinct
     usable keys vouched for (None: rejected unread, `check` says why)."""

@@ -25,7 +25,6 @@ import stat
 import threading
 import warnings
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 
 from jaxcache import fingerprint
 from jaxcache.errors import JaxcacheError
@@ -38,6 +37,7 @@ from jaxcache.text import safe
 from jaxcache.trust import keyring
 from jaxcache.trust.keyring import KeyRing
 from jaxcache.trust.keys import PublicKey
+from jaxcache.values import frozen
 
 ENTRY_SUFFIX = names.ENTRY_SUFFIX
 logger = logging.getLogger("jaxcache.seal")
@@ -48,7 +48,7 @@ class SealWarning(UserWarning):
     warns as it does for its own cache.)"""
 
 
-@dataclass(frozen=True)
+@frozen
 class Rejection:
     key: str
     directory: str

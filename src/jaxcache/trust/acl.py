@@ -9,7 +9,8 @@ from __future__ import annotations
 import errno
 import os
 import struct
-from dataclasses import dataclass
+
+from jaxcache.values import frozen
 
 ACCESS = "system.posix_acl_access"
 DEFAULT = "system.posix_acl_default"
@@ -27,14 +28,14 @@ class AclFormatError(ValueError):
     """The xattr is not an ACL this parser understands: callers fail closed."""
 
 
-@dataclass(frozen=True)
+@frozen
 class AclEntry:
     tag: int
     perm: int
     id: int | None  # uid or gid for USER / GROUP entries, else None
 
 
-@dataclass(frozen=True)
+@frozen
 class Acl:
     entries: tuple[AclEntry, ...]
 

@@ -9,7 +9,6 @@ unreadable ancestor, kernel disagreeing with the model). Anything unknown fails 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 
 from jaxcache.errors import PolicyError
 from jaxcache.text import safe
@@ -36,6 +35,7 @@ from jaxcache.trust.findings import (
 )
 from jaxcache.trust.rules import EMPTY, Policy, Rule
 from jaxcache.trust.walk import Node, Walk, walk, walk_open
+from jaxcache.values import frozen
 
 if False:  # for type checkers only: importing typing costs `jaxcache run` start-up time
     from collections.abc import Callable
@@ -46,7 +46,7 @@ if False:  # for type checkers only: importing typing costs `jaxcache run` start
 
 
 
-@dataclass(frozen=True)
+@frozen
 class AuditReport:
     requested: str
     path: str | None  # absolute path JAX would use

@@ -12,7 +12,6 @@ import contextlib
 import os
 import stat
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 
 from jaxcache.errors import JaxcacheError
 from jaxcache.text import quoted, safe
@@ -22,11 +21,12 @@ from jaxcache.trust.audit import AuditReport, audit
 from jaxcache.trust.findings import UNVERIFIABLE, Writer
 from jaxcache.trust.policy import EMPTY, Policy
 from jaxcache.trust.walk import WalkError, walk, walk_open
+from jaxcache.values import frozen
 
 _OPEN = os.O_RDONLY | os.O_NOFOLLOW | os.O_DIRECTORY | os.O_CLOEXEC
 
 
-@dataclass(frozen=True)
+@frozen
 class InitResult:
     path: str
     created: tuple[str, ...]

@@ -13,12 +13,12 @@ from __future__ import annotations
 import os
 import stat
 import time
-from dataclasses import dataclass
 
 from jaxcache.trust import acl as aclmod
 from jaxcache.trust import principals
 from jaxcache.trust.acl import AclFormatError
 from jaxcache.trust.principals import Accounts, Grant
+from jaxcache.values import frozen
 
 XLA_SUBCACHE = "xla_gpu_per_fusion_autotune_cache_dir"
 _HEX = frozenset("0123456789abcdef")
@@ -32,7 +32,7 @@ _LOCKS = (".lockfile", ".jaxcache-lock")
 _ACCOUNT_LOCK = ".jaxcache-lock-"
 
 
-@dataclass(frozen=True)
+@frozen
 class Entry:
     name: str  # relative to the cache directory
     kind: str  # cache | atime | signature | used | lockfile | xla-subcache | unexpected
@@ -51,7 +51,7 @@ class Entry:
     identity: tuple[int, int, int, int] = (0, 0, 0, 0)  # dev, ino, mtime_ns, ctime_ns (origin.py)
 
 
-@dataclass(frozen=True)
+@frozen
 class Inventory:
     entries: tuple[Entry, ...]
     unreadable: str | None = None

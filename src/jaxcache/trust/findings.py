@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import Enum
 
 from jaxcache.text import safe
 from jaxcache.trust.principals import Principal
+from jaxcache.values import frozen
 
 
 class Verdict(str, Enum):
@@ -34,7 +34,7 @@ def trusted(value: object) -> bool:
 UNSAFE, UNVERIFIABLE, WARNING, NOTE = "unsafe", "unverifiable", "warning", "note"
 
 
-@dataclass(frozen=True)
+@frozen
 class Finding:
     code: str  # stable identifier, documented in docs/audit.md
     effect: str  # unsafe | unverifiable | warning | note
@@ -43,7 +43,7 @@ class Finding:
     remedy: str | None = None
 
 
-@dataclass(frozen=True)
+@frozen
 class Writer:
     """A principal able to change what JAX loads from the cache, and the chain of reasons.
 
@@ -62,7 +62,7 @@ class Writer:
         object.__setattr__(self, "chain", tuple(safe(c) for c in self.chain))
 
 
-@dataclass(frozen=True)
+@frozen
 class Component:
     """One directory or symlink on the way to the cache, with its filesystem."""
 

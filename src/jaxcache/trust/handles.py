@@ -24,9 +24,9 @@ import os
 import stat
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from jaxcache.trust import proctable
+from jaxcache.values import frozen
 
 O_ACCMODE = 0o3
 O_PATH = 0o10000000
@@ -61,7 +61,7 @@ class Identities:
         return Identities(self.path, self.inodes | inodes, self.also + paths)
 
 
-@dataclass(frozen=True)
+@frozen
 class Handle:
     pid: int
     uid: int
@@ -73,7 +73,7 @@ class Handle:
     detail: str  # "fd 3" | "mapping 7f..-7f.. rw-s"
 
 
-@dataclass(frozen=True)
+@frozen
 class HandleScan:
     handles: tuple[Handle, ...]
     uninspected: tuple[tuple[str, int], ...]  # (user, processes) we were not allowed to read

@@ -17,12 +17,12 @@ import errno
 import os
 import stat
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 from jaxcache.errors import JaxcacheError
 from jaxcache.text import file_type, quoted, safe
 from jaxcache.trust import acl as aclmod
 from jaxcache.trust.principals import Accounts
+from jaxcache.values import frozen
 
 _OPEN = os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NOCTTY
 _READ_CHUNK = 1 << 20
@@ -36,7 +36,7 @@ class InputError(JaxcacheError):
     """A trusted input that is missing, not a regular file, unprotected or too large."""
 
 
-@dataclass(frozen=True)
+@frozen
 class Kind:
     """What a trusted file is, for messages and limits."""
 
@@ -59,7 +59,7 @@ PIN_FILE = Kind("PIN file", 1 << 10, "decides how jaxcache logs in to the token"
 LIBRARY = Kind("PKCS#11 library", 0, "decides what code runs in this process")
 
 
-@dataclass(frozen=True)
+@frozen
 class TrustedFile:
     path: str  # as given
     data: bytes

@@ -13,10 +13,10 @@ from __future__ import annotations
 import base64
 import hashlib
 import re
-from dataclasses import dataclass
 
 from jaxcache.errors import JaxcacheError
 from jaxcache.text import quoted, safe
+from jaxcache.values import frozen
 
 PREFIX = "ed25519:"
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")  # ci-2026-12, cache.example.org-1
@@ -26,7 +26,7 @@ class KeyFileError(JaxcacheError):
     """A key file or public key that cannot be used."""
 
 
-@dataclass(frozen=True)
+@frozen
 class PublicKey:
     raw: bytes  # 32 bytes
     holder: str | None = None  # who holds the private key, as the policy declares it

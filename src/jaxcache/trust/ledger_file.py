@@ -23,10 +23,10 @@ import os
 import re
 import stat
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
 
 from jaxcache.fingerprint.model import SHORT, Fingerprint
 from jaxcache.trust import birth
+from jaxcache.values import field, frozen
 
 TYPE_CHECKING = False  # typing itself costs `jaxcache run` ~2 ms: names for the type checker only
 if TYPE_CHECKING:
@@ -49,7 +49,7 @@ def ledger_path() -> str:
     return os.path.join(user_dir("state"), LEDGER_NAME)
 
 
-@dataclass(frozen=True)
+@frozen
 class Written:
     """One ledger line: an entry a watched job made JAX write."""
 
@@ -188,7 +188,7 @@ def _fingerprint(raw: bytes) -> Fingerprint | None:
         return None
 
 
-@dataclass(frozen=True)
+@frozen
 class Ledger:
     """What the ledger says, by entry name; `problem` when it could not be read (then nothing
     counts as yours: fail closed)."""

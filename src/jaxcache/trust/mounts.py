@@ -7,7 +7,8 @@ CIFS invents owners from mount options, a FUSE daemon serves whatever it likes.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+
+from jaxcache.values import frozen
 
 NETWORK = frozenset({
     "nfs", "nfs4", "cifs", "smb3", "smbfs", "lustre", "gpfs", "ceph", "beegfs", "glusterfs",
@@ -20,7 +21,7 @@ NETWORK = frozenset({
 CONTAINER_ROOTS = frozenset({"fuse.fuse-overlayfs"})
 
 
-@dataclass(frozen=True)
+@frozen
 class Mount:
     mount_id: int
     dev: int

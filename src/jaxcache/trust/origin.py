@@ -42,11 +42,11 @@ import json
 import os
 import stat
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 
 from jaxcache.text import safe
 from jaxcache.trust.findings import NOTE, UNSAFE, WARNING, Finding
 from jaxcache.trust.ledger_file import Ledger, Written, relearn
+from jaxcache.values import field, frozen
 
 TYPE_CHECKING = False  # typing itself costs `jaxcache run` ~2 ms: names for the type checker only
 if TYPE_CHECKING:
@@ -60,7 +60,7 @@ _HASH_CHUNK = 1 << 20
 READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
 
 
-@dataclass(frozen=True)
+@frozen
 class EntryOrigin:
     name: str
     origin: str  # yours | unknown | changed
@@ -75,7 +75,7 @@ class EntryOrigin:
     other_build: bool = False
 
 
-@dataclass(frozen=True)
+@frozen
 class Origins:
     """The origin of every entry JAX would load from one directory."""
 

@@ -10,16 +10,16 @@ from __future__ import annotations
 import grp
 import pwd
 import stat
-from dataclasses import dataclass
 from functools import cached_property
 
 from jaxcache.trust import acl as aclmod
 from jaxcache.trust.acl import Acl
+from jaxcache.values import frozen, ordered
 
 WX = aclmod.WRITE | aclmod.EXECUTE
 
 
-@dataclass(frozen=True, order=True)
+@ordered
 class Principal:
     """A user, a group nobody on this machine is known to belong to, everyone, or an owner
     this user namespace does not map ("unmapped": shown as the overflow id, unknown)."""
@@ -39,7 +39,7 @@ class Principal:
 EVERYONE = Principal("everyone", None, "everyone")
 
 
-@dataclass(frozen=True)
+@frozen
 class Grant:
     """One principal able to modify one directory, and why."""
 

@@ -8,14 +8,14 @@ ptrace rights); the ones we could not inspect are counted, not guessed.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 
 from jaxcache.trust.proctable import processes
+from jaxcache.values import frozen
 
 ENV_NAME = b"JAX_COMPILATION_CACHE_DIR="
 
 
-@dataclass(frozen=True)
+@frozen
 class ProcessUse:
     pid: int
     uid: int
@@ -24,7 +24,7 @@ class ProcessUse:
     how: str  # cwd | open file | JAX_COMPILATION_CACHE_DIR
 
 
-@dataclass(frozen=True)
+@frozen
 class ProcessScan:
     uses: tuple[ProcessUse, ...]
     uninspected: int  # processes whose cwd, fds or environment we were not allowed to read

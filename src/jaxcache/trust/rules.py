@@ -8,13 +8,13 @@ the bucket judge use the model; the loader uses them.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
 
 from jaxcache.trust.namespace import covering
 from jaxcache.trust.target import is_url  # also imported from here (trust/policy.py)
+from jaxcache.values import field, frozen
 
 
-@dataclass(frozen=True)
+@frozen
 class Rule:
     trusted_uids: frozenset[int] = frozenset()
     trusted_gids: frozenset[int] = frozenset()
@@ -36,7 +36,7 @@ class Rule:
     require_build: bool = False
 
 
-@dataclass(frozen=True)
+@frozen
 class Policy:
     source: str | None = None
     default: Rule = field(default_factory=Rule)

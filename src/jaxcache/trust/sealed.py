@@ -9,8 +9,6 @@ key's holder is a declared writer (you, root, or trusted in the policy): signing
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from jaxcache.trust.findings import UNSAFE, UNVERIFIABLE, WARNING, Finding, Writer
 
 # findings about who can write, or about a filesystem whose writers cannot be known
@@ -38,8 +36,7 @@ def account(findings: list[Finding], writers: list[Writer], ring,
     out = []
     for f in findings:
         if f.effect in (UNSAFE, UNVERIFIABLE) and f.code.startswith(COVERED):
-            out.append(replace(f, effect=WARNING, message=f.message + NOTE_SUFFIX,
-                               remedy=REMEDY))
+            out.append(Finding(f.code, WARNING, f.message + NOTE_SUFFIX, f.path, REMEDY))
         else:
             out.append(f)
     for key in keys:

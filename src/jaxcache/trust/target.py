@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
 
 from jaxcache.errors import JaxcacheError
 from jaxcache.text import quoted, safe
+from jaxcache.values import frozen
 
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 
@@ -22,7 +22,7 @@ def is_url(text: str) -> bool:
     return _URL.match(text) is not None
 
 
-@dataclass(frozen=True)
+@frozen
 class Target:
     given: str
     path: str | None  # absolute path JAX would use; None for a URL
@@ -60,7 +60,7 @@ def resolve(given: str, cwd: str | None = None) -> Target:
     return Target(given, path, None, tuple(notes))
 
 
-@dataclass(frozen=True)
+@frozen
 class BucketUrl:
     scheme: str
     bucket: str

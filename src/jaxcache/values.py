@@ -1,0 +1,144 @@
+"""Frozen value classes at a fraction of dataclasses' start-up cost.
+
+Every millisecond before the gate opens is a millisecond on the job's start (`jaxcache run`
+audits while the job's interpreter starts, and the job waits at `import jax` for the verdict).
+On a 2-core machine importing `dataclasses` costs ~9 ms (it imports inspect, ast, dis and
+tokenize) and each `@dataclass(frozen=True)` ~0.7 ms more (it compiles six functions, one
+`exec` each); the run path defines over thirty. `@frozen` makes the same class (__init__ with
+defaults, `field(default_factory=...)` and __post_init__; __repr__, __eq__, __hash__ over the
+fields; assignment refused; `@ordered` adds the comparisons) with one `exec` (~0.25 ms), and
+the class is still a dataclass to `dataclasses.asdict`, `replace` and `fields`: its field list
+is made on first use, from a real dataclass of the same fields (only reports and a few edits
+ask, never `run`'s path). Type checkers see dataclass semantics (PEP 681).
+"""
+
+from __future__ import annotations
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any, TypeVar, dataclass_transform
+
+    T = TypeVar("T")
+
+__all__ = ["FrozenInstanceError", "field", "frozen", "ordered"]
+
+
+class FrozenInstanceError(AttributeError):
+    """An assignment to (or deletion of) a field of a frozen value."""
+
+
+class _Factory:
+    __slots__ = ("make",)
+
+    def __init__(self, make: Callable[[], object]) -> None:
+        self.make = make
+
+
+_MISSING = object()
+_OWN = ("__setattr__", "__delattr__")  # a frozen class may not bring its own (as dataclasses)
+
+
+def field(*, default_factory: Callable[[], T]) -> T:
+    """A field whose default is made anew for each value (dataclasses.field's default_factory:
+    a shared mutable default would be one object for every value)."""
+    return _Factory(default_factory)  # type: ignore[return-value]
+
+
+class _Fields:
+    """`__dataclass_fields__`, made when first asked for (dataclasses.asdict, replace, fields):
+    a real dataclass of the same fields is defined once and its field list taken."""
+
+    def __init__(self, names: tuple[str, ...], defaults: dict[str, object]) -> None:
+        self.names, self.defaults = names, defaults
+
+    def __get__(self, obj: object, owner: type) -> dict[str, Any]:
+        import dataclasses
+
+        body: dict[str, object] = {
+            "__annotations__": {n: owner.__annotations__[n] for n in self.names},
+            "__module__": owner.__module__, "__qualname__": owner.__qualname__}
+        for name, value in self.defaults.items():
+            body[name] = dataclasses.field(default_factory=value.make) \
+                if isinstance(value, _Factory) else value
+        made: Any = dataclasses.dataclass(frozen=True)(type(owner.__name__, (), body))
+        fields: dict[str, Any] = made.__dataclass_fields__
+        type.__setattr__(owner, "__dataclass_fields__", fields)  # asked once
+        return fields
+
+
+def _make(cls: type, order: bool) -> type:
+    own = cls.__dict__
+    names = tuple(n for n, t in own.get("__annotations__", {}).items()
+                  if not str(t).startswith(("ClassVar", "typing.ClassVar")))
+    for name in _OWN:
+        if name in own:
+            raise TypeError(f"frozen class {cls.__qualname__} defines {name}")
+    env: dict[str, object] = {"_set": object.__setattr__, "_Frozen": FrozenInstanceError,
+                              "_MISSING": _MISSING}
+    defaults: dict[str, object] = {}
+    params, body = [], []
+    for name in names:
+        if name in own:
+            value = defaults[name] = own[name]
+            if isinstance(value, _Factory):
+                env[f"_f_{name}"] = value.make
+                params.append(f"{name}=_MISSING")
+                body.append(f" _set(self, {name!r}, _f_{name}() if {name} is _MISSING "
+                            f"else {name})")
+                delattr(cls, name)
+                continue
+            env[f"_d_{name}"] = value
+            params.append(f"{name}=_d_{name}")
+        elif defaults:
+            raise TypeError(f"non-default field {name!r} of {cls.__qualname__} follows a "
+                            "default one")
+        else:
+            params.append(name)
+        body.append(f" _set(self, {name!r}, {name})")
+    if "__post_init__" in own:
+        body.append(" self.__post_init__()")
+    mine = "(" + "".join(f"self.{n}," for n in names) + ")"
+    theirs = mine.replace("self.", "other.")
+    shown = " + ', ' + ".join(f"'{n}=' + repr(self.{n})" for n in names) or "''"
+    src = [f"def __init__(self, {', '.join(params)}):", *(body or [" pass"]),
+           "def __repr__(self):",
+           f" return self.__class__.__qualname__ + '(' + {shown} + ')'",
+           "def __eq__(self, other):",
+           f" return {mine} == {theirs} if other.__class__ is self.__class__ "
+           "else NotImplemented",
+           "def __hash__(self):", f" return hash({mine})",
+           "def __setattr__(self, name, value):",
+           " raise _Frozen(f'cannot assign to field {name!r}')",
+           "def __delattr__(self, name):", " raise _Frozen(f'cannot delete field {name!r}')"]
+    made = ["__init__", "__repr__", "__eq__", "__hash__", "__setattr__", "__delattr__"]
+    if order:
+        for op, method in (("<", "__lt__"), ("<=", "__le__"), (">", "__gt__"), (">=", "__ge__")):
+            src += [f"def {method}(self, other):",
+                    f" return {mine} {op} {theirs} if other.__class__ is self.__class__ "
+                    "else NotImplemented"]
+            made.append(method)
+    exec("\n".join(src), env)  # noqa: S102 (our own text: field names are identifiers)
+    explicit_hash = own.get("__hash__") is not None
+    for method in made:  # what the class defines itself stays (as with dataclasses)
+        if not explicit_hash if method == "__hash__" else method not in own or method in _OWN:
+            setattr(cls, method, env[method])
+    setattr(cls, "__match_args__", names)  # noqa: B010 (a class attribute type checkers
+    setattr(cls, "__dataclass_fields__", _Fields(names, defaults))  # noqa: B010 know of)
+    return cls
+
+
+if TYPE_CHECKING:
+    @dataclass_transform(frozen_default=True, field_specifiers=(field,))
+    def frozen(cls: type[T]) -> type[T]: ...
+
+    @dataclass_transform(frozen_default=True, order_default=True, field_specifiers=(field,))
+    def ordered(cls: type[T]) -> type[T]: ...
+else:
+    def frozen(cls):
+        """@dataclass(frozen=True), made in one exec."""
+        return _make(cls, False)
+
+    def ordered(cls):
+        """@dataclass(frozen=True, order=True), made in one exec."""
+        return _make(cls, True)
