@@ -145,6 +145,30 @@ def test_entries_of_build_a_are_misses_under_build_b_and_hits_under_a(world, tmp
     assert record["seal"]["build"]["unknown_loaded"] == []
 
 
+def test_a_private_local_tier_is_one_folder_per_build(world, tmp_path):
+    """--local keeps unsigned entries, trusted by ownership, with no build claim to check: each
+    build has its own folder in it (<local>/<fingerprint id>), so build B never loads what
+    build A compiled there, and build A hits its own on the next run."""
+    empty = tmp_path / "empty-shared"
+    empty.mkdir(mode=0o700)
+    local = tmp_path / "local"
+    who = ("--trusted-key", world["pub"], "--local", str(local))
+    out, _ = _run(world, empty, tmp_path / "a1.json", *who)
+    assert out["results"] == world["golden"] and out["hits"] == 0
+    (tier_a,) = [p for p in local.iterdir()]
+    assert len(tier_a.name) == 16 and int(tier_a.name, 16) >= 0
+    assert tier_a.stat().st_mode & 0o077 == 0  # made private
+    kept = {p.name for p in tier_a.iterdir() if p.name.endswith("-cache")}
+    assert kept  # the misses stayed local, in build A's folder
+    out, record = _run(world, empty, tmp_path / "b.json", *who, site=world["site"])
+    assert out["results"] == world["golden"] and out["hits"] == 0 and not _hits(record)
+    (tier_b,) = [p for p in local.iterdir() if p != tier_a]  # build B's own folder
+    assert {p.name for p in tier_b.iterdir() if p.name.endswith("-cache")} == kept
+    assert {p.name for p in tier_a.iterdir() if p.name.endswith("-cache")} == kept
+    out, record = _run(world, empty, tmp_path / "a2.json", *who)
+    assert out["hits"] == len(kept) and out["results"] == world["golden"]
+
+
 def test_verify_and_ls_name_each_entrys_build(world, tmp_path):
     cache = _copy(world, tmp_path)
     for site, state, words in ((None, "this-build", "this build"),

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
-from support import paths
+from support import builds, paths
 from support.jobs import jaxcache
 from support.users import IS_ROOT
 
@@ -190,7 +190,7 @@ def test_reader_without_key_writes_nothing_shared_but_keeps_misses_locally(world
     out = job(shared, world["pub"], "--local", str(local))
     assert out["results"] == world["golden"] and out["hits"] == 0
     assert list(shared.iterdir()) == []  # a read-only consumer
-    kept = [p.name for p in local.iterdir() if p.name.endswith("-cache")]
+    kept = [p.name for p in builds.build_tier(local).iterdir() if p.name.endswith("-cache")]
     assert any(n.startswith("jit_f-") for n in kept)
     again = job(shared, world["pub"], "--local", str(local))
     assert again["hits"] == len(kept) and again["results"] == world["golden"]

@@ -21,8 +21,9 @@ from support.jobs import clean_env, jaxcache
 
 pytest.importorskip("jax")
 pytest.importorskip("google.cloud.storage")
-from support import (
-    gcs_emulator,  # noqa: E402
+from support import (  # noqa: E402
+    builds,
+    gcs_emulator,
     paths,
 )
 
@@ -103,7 +104,7 @@ def test_overwritten_object_is_rejected_recompiled_and_kept_locally(world, tmp_p
     assert out["results"] == world["golden"]
     (r,) = out["rejections"]
     assert r["key"] == f[:-len("-cache")] and r["status"] == "bad-signature"
-    assert (local / f).is_file()  # the recompiled entry, in the private tier
+    assert (builds.build_tier(local) / f).is_file()  # recompiled, in the private tier
     again = job(world, url, "--local", str(local))
     assert again["results"] == world["golden"] and again["rejections"] == []  # local first
     assert world["emu"].download(BUCKET, f"swap/{f}") == \

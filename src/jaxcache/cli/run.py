@@ -67,7 +67,7 @@ def sealed_flags(p: argparse.ArgumentParser) -> None:
                        "repeatable), besides the policy's trusted_keys for the directory.")
     common.option(p, "--local", metavar="DIR",
                   help="With --sealed: a private directory read first and written instead "
-                       "(tiers).")
+                       "(tiers); each build keeps its own folder in it, DIR/<fingerprint id>.")
 
 
 def handle(args: argparse.Namespace, tail: list[str] | None) -> None:

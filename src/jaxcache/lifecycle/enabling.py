@@ -60,8 +60,9 @@ def enable(path: str, *, policy: str | None = None, allow_untrusted: bool = Fals
     trusted_keys for this path, plus `trusted_keys`: ed25519:... strings, .pub files or
     PublicKey objects). `signing_key` (a key file from `jaxcache keygen`, or a `pkcs11:` URI
     naming a key in an HSM: docs/hsm.md) signs what this process writes; without it nothing
-    is written to `path`. `local`: a private directory
-    read first and written instead of `path` (tiers). See docs/sealed-cache.md.
+    is written to `path`. `local`: a private directory read first and written instead of
+    `path` (tiers), one folder in it per build (`local/<fingerprint id>`). See
+    docs/sealed-cache.md.
 
     Origin (trust/origin.py): each entry this process writes is recorded in your origin
     ledger; entries no job jaxcache watched wrote (restored, copied, baked into an image)

@@ -109,7 +109,7 @@ def _enable_sealed(path: str, policy: str | None, reset: bool, signing_key, trus
         keys = keys.with_key(signer.public)  # refused when the policy revokes it
     local_dir = None
     if local is not None:
-        local_dir = private_tier(local, pol, accounts, made_dirs,
+        local_dir = private_tier(build_tier(local), pol, accounts, made_dirs,
                                  shared=None if store is not None else chosen)
     # a namespace of `--namespace fingerprint` (<dir>/<id>) is this version's: its entries'
     # signatures all claim a build, so one that claims none had its claim stripped (copied in
@@ -215,6 +215,18 @@ def _local_path(tgt, given: str) -> str:
     if tgt.tilde:
         raise JaxcacheError(f"{quoted(given)} starts with '~', which is not expanded")
     return tgt.path
+
+
+def build_tier(local: str) -> str:
+    """Where this build keeps its private entries: `<local>/<fingerprint id>`. The local tier
+    holds unsigned entries, trusted by ownership, which carry no build claim to check; one
+    folder per build and CPU means an in-place jaxlib upgrade, a rebuilt jaxlib of the same
+    version or another CPU sharing the home directory never loads what another compiled
+    (the shared tier checks the signed claim instead)."""
+    from jaxcache import fingerprint
+    from jaxcache.trust import namespace
+
+    return namespace.join(local, fingerprint.in_job().id)
 
 
 def private_tier(local: str, pol, accounts, made_dirs: list | None = None,
