@@ -28,7 +28,7 @@ from support.users import mkdir
 
 from jaxcache import fingerprint
 from jaxcache.fingerprint.model import SHORT, Build, Cpu, Fingerprint
-from jaxcache.trust import ci, ledger_file, origin
+from jaxcache.trust import ci, ledger_file, origin, origin_findings
 from jaxcache.trust import ledger as ledger_mod
 
 JAXCACHE = [sys.executable, "-m", "jaxcache"]
@@ -256,9 +256,9 @@ def _judged_for(cache: Path, ledger: Path, reader: Fingerprint) -> origin.Origin
 
 
 def _findings(o: origin.Origins, **kw) -> dict:
-    return {f.code: f for f in origin.findings(o, "/c", ci=kw.get("ci"),
-                                               required=kw.get("required", False),
-                                               restored_from=())}
+    return {f.code: f for f in origin_findings.findings(o, "/c", ci=kw.get("ci"),
+                                                        required=kw.get("required", False),
+                                                        restored_from=())}
 
 
 def test_old_lines_say_build_not_recorded(tmp_path):

@@ -192,9 +192,9 @@ def _enable(path: str, policy: str | None, allow_untrusted: bool, reset: bool,
         from jaxcache.lifecycle import witness
 
         jaxcompat.witness_puts(witness.recorder())  # the origin of what this process writes
-        from jaxcache.trust import ci, origin
+        from jaxcache.trust import ci, origin_findings
 
-        if origin.refusal(ci.detect(), require_origin, pol.rule_for(chosen).restored_from):
+        if origin_findings.refusal(ci.detect(), require_origin, pol.rule_for(chosen).restored_from):
             jaxcompat.gate_gets(witness.gatekeeper())  # each load judged by its bytes
             jaxcompat.disable_xla_subcaches()  # XLA's own loads could not be judged
         before = inherit.point_children_at(chosen)

@@ -294,12 +294,12 @@ def _admit(chosen: str, policy: str | None, allow_untrusted: bool, seal,
 
 
 def _origin_required(pol, path: str, require_origin: bool, env: dict[str, str] | None) -> bool:
-    """Are entries of unknown origin refused here (trust/origin.py's refusal)? Then the job
+    """Are entries of unknown origin refused here (trust/origin_findings.py's refusal)? Then the job
     judges each load too, not only this audit (--allow-untrusted: the user takes whatever is
     there, as for any other finding)."""
-    from jaxcache.trust import ci, origin
+    from jaxcache.trust import ci, origin_findings
 
-    return origin.refusal(ci.detect(env), require_origin,
+    return origin_findings.refusal(ci.detect(env), require_origin,
                           pol.rule_for(path).restored_from) is not None
 
 

@@ -14,7 +14,7 @@ from jaxcache.errors import PolicyError
 from jaxcache.text import safe
 from jaxcache.trust import acl as aclmod
 from jaxcache.trust import entries as entriesmod
-from jaxcache.trust import ledger_file
+from jaxcache.trust import ledger_file, origin_findings
 from jaxcache.trust import mounts as mountsmod
 from jaxcache.trust import origin as originmod
 from jaxcache.trust import principals as pr
@@ -169,7 +169,7 @@ def audit(given: str, *, policy: Policy = EMPTY, as_user: int | None = None,
     if origins is not None:
         from jaxcache.trust import ci as cimod
 
-        findings += originmod.findings(origins, resolved, ci=cimod.detect(env),
+        findings += origin_findings.findings(origins, resolved, ci=cimod.detect(env),
                                        required=require_origin,
                                        restored_from=rule.restored_from)
     processes = None
