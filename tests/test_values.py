@@ -65,6 +65,7 @@ def test_equality_hash_and_repr_by_fields():
         hash(Point(1))  # a list among the fields: unhashable, as a dataclass's would be
     assert Point(1) != (1, "p", [])  # another class is never equal, even with equal fields
     assert repr(Point(1, "a")) == "Point(x=1, label='a', tags=[])"
+    assert Point.__init__.__qualname__ == "Point.__init__"  # tracebacks name the class
 
 
 def test_ordered():
@@ -107,6 +108,21 @@ def test_mistakes_are_refused_when_the_class_is_made():
         class Bad:
             a: int = 1
             b: int  # type: ignore[misc]
+
+    with pytest.raises(TypeError, match="mutable default"):
+        @frozen
+        class Shared:
+            xs: list[int] = []  # noqa: RUF012 (the mistake refused)
+
+    with pytest.raises(TypeError, match="the generated methods use"):
+        @frozen
+        class Clash:
+            _set: int
+
+    with pytest.raises(TypeError, match="derives from a dataclass"):
+        @frozen
+        class Sub(Point):
+            y: int = 0
 
     with pytest.raises(TypeError, match="defines __setattr__"):
         @frozen

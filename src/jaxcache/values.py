@@ -17,7 +17,9 @@ from __future__ import annotations
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
-    from typing import Any, TypeVar, dataclass_transform
+    from typing import Any, TypeVar
+
+    from typing_extensions import dataclass_transform  # typing's only from Python 3.11
 
     T = TypeVar("T")
 
@@ -68,12 +70,22 @@ class _Fields:
 
 
 def _make(cls: type, order: bool) -> type:
-    own = cls.__dict__
+    own, what = cls.__dict__, cls.__qualname__
     names = tuple(n for n, t in own.get("__annotations__", {}).items()
                   if not str(t).startswith(("ClassVar", "typing.ClassVar")))
+    # refused rather than half-made: what the generated code could not do as dataclasses do
     for name in _OWN:
         if name in own:
-            raise TypeError(f"frozen class {cls.__qualname__} defines {name}")
+            raise TypeError(f"frozen class {what} defines {name}")
+    if any("__dataclass_fields__" in vars(base) for base in cls.__mro__[1:]):
+        raise TypeError(f"frozen class {what} derives from a dataclass: its fields would be lost")
+    for name in names:
+        if name.startswith("_") or name in ("self", "other"):
+            raise TypeError(f"field {name!r} of {what}: a name the generated methods use")
+        if name in own and not isinstance(own[name], _Factory) \
+                and type(own[name]).__hash__ is None:
+            raise TypeError(f"mutable default for field {name!r} of {what}: use "
+                            "field(default_factory=...)")
     env: dict[str, object] = {"_set": object.__setattr__, "_Frozen": FrozenInstanceError,
                               "_MISSING": _MISSING}
     defaults: dict[str, object] = {}
@@ -91,8 +103,7 @@ def _make(cls: type, order: bool) -> type:
             env[f"_d_{name}"] = value
             params.append(f"{name}=_d_{name}")
         elif defaults:
-            raise TypeError(f"non-default field {name!r} of {cls.__qualname__} follows a "
-                            "default one")
+            raise TypeError(f"non-default field {name!r} of {what} follows a default one")
         else:
             params.append(name)
         body.append(f" _set(self, {name!r}, {name})")
@@ -122,7 +133,10 @@ def _make(cls: type, order: bool) -> type:
     explicit_hash = own.get("__hash__") is not None
     for method in made:  # what the class defines itself stays (as with dataclasses)
         if not explicit_hash if method == "__hash__" else method not in own or method in _OWN:
-            setattr(cls, method, env[method])
+            function = env[method]
+            function.__qualname__ = f"{what}.{method}"  # type: ignore[attr-defined]
+            function.__module__ = cls.__module__
+            setattr(cls, method, function)
     setattr(cls, "__match_args__", names)  # noqa: B010 (a class attribute type checkers
     setattr(cls, "__dataclass_fields__", _Fields(names, defaults))  # noqa: B010 know of)
     return cls

@@ -109,7 +109,7 @@ def _enable_sealed(path: str, policy: str | None, reset: bool, signing_key, trus
         keys = keys.with_key(signer.public)  # refused when the policy revokes it
     local_dir = None
     if local is not None:
-        local_dir = private_tier(build_tier(local), pol, accounts, made_dirs,
+        local_dir = private_tier(local, pol, accounts, made_dirs,
                                  shared=None if store is not None else chosen)
     # a namespace of `--namespace fingerprint` (<dir>/<id>) is this version's: its entries'
     # signatures all claim a build, so one that claims none had its claim stripped (copied in
@@ -231,8 +231,10 @@ def build_tier(local: str) -> str:
 
 def private_tier(local: str, pol, accounts, made_dirs: list | None = None,
                  shared: str | None = None) -> str:
-    """The local tier is trusted by ownership: it must pass the ordinary audit. It must also
-    stand apart from the `shared` (sealed) directory: checked before anything is made."""
+    """This build's folder of the local tier (build_tier), which is trusted by ownership: it
+    must pass the ordinary audit (its parents, `local` among them, too), and is made private
+    where missing. `local` must stand apart from the `shared` (sealed) directory: checked
+    before anything is made. `jaxcache run` checks it before the job, the job again."""
     from jaxcache.seal.store import apart
     from jaxcache.trust import create, target
     from jaxcache.trust.audit import audit
@@ -240,6 +242,7 @@ def private_tier(local: str, pol, accounts, made_dirs: list | None = None,
     path = _local_path(target.resolve(local), local)
     if shared is not None:
         apart(path, shared)
+    path = build_tier(path)
     report = audit(path, policy=pol, scan_processes=False, accounts=accounts)
     if not report.exists:
         made = create.init(path, policy=pol)
