@@ -23,7 +23,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("trust",),
     ("documents", "folders", "api", "net"),
     ("seal",),
-    ("lifecycle",),
+    ("lifecycle", "gc"),
     ("probe",),
     ("records",),
     ("run",),

@@ -37,6 +37,7 @@ Start with the trust boundary:
   jaxcache net [--pid P]        JAX's network services: a trust boundary of their own
   jaxcache fingerprint          this build and CPU, which JAX's cache key leaves out
   jaxcache decide PATH ...      share the cache? writers, compatibility, saving
+  jaxcache gc [PATH] --max-size 10G   delete least recently used entries, safely
   jaxcache records [ACTION]     the run records kept: list, prune, stats
 
 A sealed cache (docs/sealed-cache.md): entries signed, loaded only if a trusted key signed them:
@@ -73,6 +74,7 @@ COMMANDS: tuple[tuple[str, str, str | None], ...] = (
                "       jaxcache keygen --public-of (pkcs11:URI | KEYFILE)", "keygen"),
     ("seal", "--signing-key KEYFILE [OPTIONS] DIR", "seal-scan"),
     ("verify", "[OPTIONS] [DIR]", "seal-scan"),
+    ("gc", "[OPTIONS] [PATH]", "gc"),
     ("records", "[list | prune | stats] [OPTIONS]", None),
 )
 NAMES = tuple(name for name, _, _ in COMMANDS)

@@ -238,7 +238,7 @@ COLOR = "--color"  # the one global flag that takes a value (cli/__init__.py's _
 
 
 # the commands -v/--verbose adds detail to
-VERBOSE = ("audit", "init", "run", "seal", "verify", "fingerprint")
+VERBOSE = ("audit", "init", "run", "seal", "verify", "fingerprint", "gc")
 
 
 def global_flags(parser: argparse.ArgumentParser) -> None:

@@ -13,7 +13,7 @@ from jaxcache._package import __version__
 
 # in the order `jaxcache --help` lists the commands that write them
 KINDS = ("audit", "init", "ls", "ls-bucket", "run", "bench", "explain", "net", "fingerprint",
-         "decide", "keygen", "seal-scan", "records-list", "records-prune", "records-stats")
+         "decide", "keygen", "seal-scan", "gc", "records-list", "records-prune", "records-stats")
 WITHOUT_SCHEMA_FILE = frozenset({"run"})  # the run record: documented in docs/run-record.md
 
 

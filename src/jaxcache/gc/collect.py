@@ -1,0 +1,210 @@
+"""Collect a cache directory: judge it, judge each unit, delete the plan's units, report.
+
+What gc may delete (everything else is reported and left as it is):
+- only units whose entry is a regular file with one link, and of those only the files that
+  are regular, owned by you (or root, when you are root) and named as part of the unit; a
+  symlink, a folder, a FIFO, a socket, another user's file or an unexpected name is never
+  touched;
+- in a directory only you and root can write or replace (the audit finds no other writer of
+  it or of any folder above it): every such unit;
+- in one others can write too (a shared or sticky directory): only the units your origin
+  ledger says a job of yours wrote, byte for byte (trust/origin.py), so gc never judges
+  another writer's entries.
+
+Each file is deleted with unlinkat on the directory's descriptor, after checking that the name
+still is the very file judged (device, inode, size and mtime): one replaced or rewritten
+meanwhile stays, and is reported. The entry goes first, then its signatures, its marker and
+JAX's atime file, so a reader never finds an entry without its signature; a killed gc leaves at
+most sidecars without their entry, which the next gc reports and a reader ignores. A reader
+that opened an entry before it went reads it whole (an unlinked file lives while open); one
+that comes after misses and recompiles.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+import time
+
+from jaxcache.errors import JaxcacheError
+from jaxcache.gc import plan as planmod
+from jaxcache.gc.units import Unit, group
+from jaxcache.text import safe
+from jaxcache.trust.entries import Entry
+from jaxcache.values import frozen
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from jaxcache.trust.audit import AuditReport
+
+_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+@frozen
+class Left:
+    """A file gc did not delete, and why."""
+
+    name: str
+    why: str
+
+
+@frozen
+class GcResult:
+    directory: str
+    dry_run: bool
+    max_size: int | None
+    max_age_s: float | None
+    shared: bool  # others can write the directory: only your own entries were candidates
+    evicted: tuple[Unit, ...]  # deleted (or, with dry_run, would be)
+    before_bytes: int
+    after_bytes: int
+    over_by: int  # still over max_size by this much: what gc may not delete
+    kept_units: int
+    left: tuple[Left, ...]  # files gc may not judge, untouched
+    changed: tuple[str, ...]  # judged, then replaced or rewritten before deletion: left alone
+
+    @property
+    def freed_bytes(self) -> int:
+        return self.before_bytes - self.after_bytes
+
+
+def _why_not_file(e: Entry, me: frozenset[int]) -> str | None:
+    if e.type == "symlink":
+        return "a symbolic link"
+    if e.type == "dir":
+        return "a directory"
+    if e.type != "file":
+        return "not a regular file (a FIFO, a socket or a device)"
+    if e.uid not in me:
+        return f"owned by {e.owner}, not you"
+    if e.nlink > 1:
+        return "a hard link (another name holds the same file)"
+    return None
+
+
+def _judged(units: list[Unit], rest: list[Entry], me: frozenset[int],
+            yours: frozenset[str] | None) -> tuple[list[Unit], list[Left]]:
+    """The units gc may delete and the files it leaves (with why). `yours`: in a directory
+    others can write, the entries your ledger says you wrote (None: a private directory)."""
+    ok: list[Unit] = []
+    left = [Left(e.name, "not part of a cache entry gc can judge" if e.kind != "lockfile"
+                 else "a lock file") for e in rest]
+    for u in units:
+        why = _why_not_file(u.entry, me)
+        if why is None and yours is not None and u.name not in yours:
+            why = "not written by a job of yours (origin ledger), in a directory others write"
+        if why is not None:
+            left.append(Left(u.name, why))
+            continue
+        side = []
+        for s in u.sidecars:
+            also = _why_not_file(s, me)
+            if also is None:
+                side.append(s)
+            else:
+                left.append(Left(s.name, also))
+        ok.append(Unit(u.entry, tuple(side), u.last_used_ns))
+    return ok, left
+
+
+def _open(directory: str) -> int:
+    try:
+        return os.open(directory, _DIR)
+    except FileNotFoundError:
+        raise JaxcacheError(f"{safe(directory)} does not exist") from None
+    except OSError as exc:
+        raise JaxcacheError(f"cannot open {safe(directory)}: {exc.strerror} (gc never "
+                            "follows a symbolic link)") from None
+
+
+def _judge_directory(directory: str, fd: int) -> tuple[AuditReport, bool]:
+    """The audit of the directory, and whether others can write it (then only your own
+    entries are candidates); refuses what cannot be judged, or a directory swapped meanwhile."""
+    from jaxcache.trust import ledger
+    from jaxcache.trust.audit import audit
+    from jaxcache.trust.findings import UNVERIFIABLE
+    from jaxcache.trust.principals import Accounts
+
+    accounts = Accounts()
+    report = audit(directory, scan_processes=False, scan_handles=False, accounts=accounts,
+                   ledger=ledger.load(accounts=accounts))
+    blind = [f for f in report.findings if f.effect == UNVERIFIABLE
+             and not f.code.startswith(("entry.", "entries."))]
+    if blind:
+        raise JaxcacheError(f"refusing to collect {safe(directory)}: {blind[0].message}")
+    st, now = os.fstat(fd), os.stat(report.resolved or directory, follow_symlinks=False)
+    if (st.st_dev, st.st_ino) != (now.st_dev, now.st_ino):
+        raise JaxcacheError(f"refusing to collect {safe(directory)}: it changed while it was "
+                            "being judged")
+    shared = any(w.trust not in ("root", "you") for w in report.writers)
+    return report, shared
+
+
+def _still(fd: int, e: Entry) -> bool:
+    """Is `e.name` still the very file judged (not replaced, not rewritten)?"""
+    try:
+        st = os.stat(e.name, dir_fd=fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    return stat.S_ISREG(st.st_mode) and st.st_nlink == 1 and \
+        (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size) == \
+        (e.identity[0], e.identity[1], e.identity[2], e.size)
+
+
+def collect(directory: str, *, max_size: int | None = None, max_age_s: float | None = None,
+            dry_run: bool = False, now_ns: int | None = None) -> GcResult:
+    """Collect `directory` down to `max_size` bytes and/or units used within `max_age_s`."""
+    if max_size is None and max_age_s is None:
+        raise JaxcacheError("give --max-size, --max-age or both: gc deletes nothing unasked")
+    now_ns = time.time_ns() if now_ns is None else now_ns
+    directory = os.path.abspath(directory)
+    fd = _open(directory)
+    try:
+        report, shared = _judge_directory(directory, fd)
+        if report.inventory is None:
+            raise JaxcacheError(f"cannot list {safe(directory)}")
+        if report.inventory.unreadable:
+            raise JaxcacheError(f"{safe(directory)}: {report.inventory.unreadable}")
+        me = frozenset({os.geteuid()})
+        yours = None
+        if shared:
+            o = report.origins
+            yours = frozenset(e.name for e in o.entries if e.origin == "yours") \
+                if o is not None and o.ledger_problem is None else frozenset()
+        units, rest = group(report.inventory)
+        ok, left = _judged(units, rest, me, yours)
+        total = report.inventory.total_bytes
+        chosen = planmod.choose(ok, total, max_size=max_size, max_age_s=max_age_s,
+                                now_ns=now_ns)
+        evicted, changed = [], []
+        after = total
+        for u in chosen.evict:
+            if not _still(fd, u.entry):
+                changed.append(u.name)
+                continue
+            if not dry_run and not _delete(fd, u, changed):
+                continue
+            evicted.append(u)
+            after -= u.size
+    finally:
+        os.close(fd)
+    over = max(0, after - max_size) if max_size is not None else 0
+    return GcResult(directory, dry_run, max_size, max_age_s, shared, tuple(evicted), total,
+                    after, over, len(ok) - len(evicted), tuple(left), tuple(changed))
+
+
+def _delete(fd: int, u: Unit, changed: list[str]) -> bool:
+    """The unit's files, entry first, each only if still the file judged."""
+    try:
+        os.unlink(u.entry.name, dir_fd=fd)  # unlinkat: never through a path
+    except FileNotFoundError:
+        changed.append(u.name)
+        return False
+    for s in u.files[1:]:
+        if _still(fd, s):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(s.name, dir_fd=fd)
+        else:
+            changed.append(s.name)
+    return True

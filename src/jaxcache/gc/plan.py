@@ -1,0 +1,65 @@
+"""What gc deletes: the least recently used units first, until the limits hold.
+
+`--max-age`: every unit not used for longer goes. `--max-size`: then, oldest use first, units
+go until what the directory holds (every file in it, those gc may not delete too) is within
+the size. Only units gc may delete count as candidates (collect.py judges them); when those
+are not enough, the plan says how far over the limit the directory stays.
+"""
+
+from __future__ import annotations
+
+import re
+
+from jaxcache.gc.units import Unit
+from jaxcache.values import frozen
+
+_SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*([kmgtp]?)(i?b?)", re.IGNORECASE)
+_AGE = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw]?)", re.IGNORECASE)
+_AGE_S = {"s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 604_800}
+
+
+def parse_size(text: str) -> int:
+    """Bytes from `10G` or `10GB` (10^10, as jaxcache prints sizes), `2GiB` (2 * 2^30),
+    `500M`, `4096`: ValueError with what is accepted otherwise."""
+    m = _SIZE.fullmatch(text.strip())
+    if m is None:
+        raise ValueError(f"not a size: {text!r} (say 10G, 500M, 2GiB or a number of bytes)")
+    power = " kmgtp".index(m.group(2).lower() or " ")
+    binary = m.group(3).lower().startswith("i")
+    if binary and not power:
+        raise ValueError(f"not a size: {text!r} (say 10G, 500M, 2GiB or a number of bytes)")
+    return int(float(m.group(1)) * (1024 if binary else 1000) ** power)
+
+
+def parse_age(text: str) -> float:
+    """Seconds from `30d`, `12h`, `90m`, `2w`, `3600` or `3600s`: ValueError otherwise."""
+    m = _AGE.fullmatch(text.strip())
+    if m is None:
+        raise ValueError(f"not an age: {text!r} (say 30d, 12h, 90m, 2w or seconds)")
+    return float(m.group(1)) * _AGE_S[m.group(2).lower() or "s"]
+
+
+@frozen
+class Plan:
+    evict: tuple[Unit, ...]  # in the order they go: least recently used first
+    before_bytes: int  # every file the directory holds
+    after_bytes: int  # what it holds once `evict` is gone
+    over_by: int  # bytes over max_size that gc may not delete (0: within, or no size limit)
+
+
+def choose(units: list[Unit], total_bytes: int, *, max_size: int | None,
+           max_age_s: float | None, now_ns: int) -> Plan:
+    """The plan for `units` (those gc may delete) of a directory holding `total_bytes`."""
+    if max_size is None and max_age_s is None:
+        raise ValueError("give max_size or max_age_s")
+    order = sorted(units, key=lambda u: (u.last_used_ns, u.name))
+    evict: list[Unit] = []
+    held = total_bytes
+    for u in order:
+        old = max_age_s is not None and now_ns - u.last_used_ns > max_age_s * 1e9
+        big = max_size is not None and held > max_size
+        if old or big:
+            evict.append(u)
+            held -= u.size
+    over = max(0, held - max_size) if max_size is not None else 0
+    return Plan(tuple(evict), total_bytes, held, over)

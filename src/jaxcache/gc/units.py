@@ -1,0 +1,71 @@
+"""One unit of eviction: a compiled entry with everything that belongs to it, and its last use.
+
+JAX names an entry `<module>-<64 hex>-cache`; beside it may be JAX's own `<module>-<hex>-atime`
+(its LRU's record of the last use), jaxcache's `.sig` and co-signatures (`<entry>.<key id>.sig`,
+a sealed cache) and `.used` marker (the sealed tiers' LRU). They go together: a signature left
+without its entry, or an entry without its signature, is a half-deleted unit.
+
+Last use, the one rule (docs/gc.md): the latest of the entry's mtime, its `-atime` file's mtime
+and its `.used` marker's mtime. Never the filesystem's atime (relatime and noatime mounts do
+not keep it): JAX's and jaxcache's own markers are what a load updates.
+"""
+
+from __future__ import annotations
+
+from jaxcache.trust.entries import Entry, Inventory
+from jaxcache.values import frozen
+
+SIDECAR_KINDS = ("signature", "used", "atime")
+
+
+@frozen
+class Unit:
+    """An entry (kind "cache", a regular file or not) and the files that belong to it."""
+
+    entry: Entry
+    sidecars: tuple[Entry, ...]
+    last_used_ns: int
+
+    @property
+    def name(self) -> str:
+        return self.entry.name
+
+    @property
+    def size(self) -> int:
+        return self.entry.size + sum(s.size for s in self.sidecars if s.type == "file")
+
+    @property
+    def files(self) -> tuple[Entry, ...]:
+        """The entry first, then its signatures, its marker and JAX's atime file: the order
+        they are deleted in, so that no reader finds an entry without its signature."""
+        order = {k: i for i, k in enumerate(SIDECAR_KINDS)}
+        return (self.entry, *sorted(self.sidecars, key=lambda s: (order[s.kind], s.name)))
+
+
+def _mtime_ns(e: Entry) -> int:
+    return e.identity[2]
+
+
+def group(inventory: Inventory) -> tuple[list[Unit], list[Entry]]:
+    """The units of a directory listing, and what belongs to none (lock files, a sidecar
+    whose entry is gone, unexpected names, folders): never deleted by gc, only reported."""
+    entries: dict[tuple[str | None, str | None], Entry] = {
+        (e.module, e.key): e for e in inventory.entries
+               if e.kind == "cache" and e.key is not None and "/" not in e.name}
+    sidecars: dict[tuple[str | None, str | None], list[Entry]] = {k: [] for k in entries}
+    rest: list[Entry] = []
+    for e in inventory.entries:
+        ident = (e.module, e.key)
+        if e.kind == "cache" and entries.get(ident) is e:
+            continue
+        if e.kind in SIDECAR_KINDS and ident in sidecars and "/" not in e.name:
+            sidecars[ident].append(e)
+        else:
+            rest.append(e)
+    units = []
+    for ident, entry in entries.items():
+        side = tuple(sidecars[ident])
+        used = max([_mtime_ns(entry)] + [_mtime_ns(s) for s in side
+                                         if s.kind in ("atime", "used") and s.type == "file"])
+        units.append(Unit(entry, side, used))
+    return units, rest

@@ -1,0 +1,67 @@
+"""`jaxcache gc`: text for people, JSON (jaxcache.gc/1) for scripts.
+
+The answer comes first (what was freed, what is left, whether the limit holds); then each
+evicted entry with its last use, then what gc left alone and why.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from jaxcache.documents.kinds import envelope
+from jaxcache.gc.collect import GcResult
+from jaxcache.report import jsonout
+from jaxcache.text import age, plural, safe, size
+
+
+def _answer(r: GcResult) -> str:
+    verb = "would free" if r.dry_run else "freed"
+    head = (f"gc {safe(r.directory)}: {verb} {size(r.freed_bytes)} "
+            f"({plural(len(r.evicted), 'entry', 'entries')}); "
+            f"{size(r.after_bytes)} left in {plural(r.kept_units, 'entry', 'entries')} "
+            f"gc may delete and {plural(len(r.left), 'file')} it may not")
+    if r.over_by:
+        head += (f"; still {size(r.over_by)} over --max-size: the rest is not gc's to delete "
+                 "(see below)")
+    return head
+
+
+def render_text(r: GcResult, now_ns: int, verbose: bool) -> str:
+    out = [_answer(r)]
+    limits = []
+    if r.max_size is not None:
+        limits.append(f"max size {size(r.max_size)}")
+    if r.max_age_s is not None:
+        limits.append(f"max age {age(r.max_age_s)}")
+    out.append(f"  limits: {', '.join(limits)}; order: least recently used first"
+               + ("; a directory others write: only entries your jobs wrote were candidates"
+                  if r.shared else ""))
+    shown = r.evicted if verbose else r.evicted[:20]
+    for u in shown:
+        out.append(f"  {'would delete' if r.dry_run else 'deleted'}  {size(u.size):>9}  "
+                   f"last used {age(max(0.0, (now_ns - u.last_used_ns) / 1e9))} ago  "
+                   f"{safe(u.name)}" + (f" (+{len(u.sidecars)})" if u.sidecars else ""))
+    if len(r.evicted) > len(shown):
+        out.append(f"  ... and {len(r.evicted) - len(shown)} more (-v lists all)")
+    for name in r.changed:
+        out.append(f"  changed meanwhile, left alone: {safe(name)}")
+    for f in r.left:
+        out.append(f"  left: {safe(f.name)}: {safe(f.why)}")
+    return "\n".join(out) + "\n"
+
+
+def render_json(r: GcResult, now_ns: int, verbose: bool) -> str:
+    return jsonout.document({
+        **envelope("gc"), "directory": safe(r.directory), "dry_run": r.dry_run,
+        "max_size_bytes": r.max_size, "max_age_s": r.max_age_s, "order": "lru",
+        "shared": r.shared, "before_bytes": r.before_bytes, "after_bytes": r.after_bytes,
+        "freed_bytes": r.freed_bytes, "over_by_bytes": r.over_by, "kept_entries": r.kept_units,
+        "evicted": jsonout.Rows(
+            {"entry": safe(u.name), "bytes": u.size, "last_used_ns": u.last_used_ns,
+             "files": [safe(f.name) for f in u.files]} for u in r.evicted),
+        "changed": [safe(n) for n in r.changed],
+        "left": jsonout.Rows({"name": safe(f.name), "why": safe(f.why)} for f in r.left)})
+
+
+FORMATS: dict[str, Callable[[GcResult, int, bool], str]] = {"text": render_text,
+                                                           "json": render_json}

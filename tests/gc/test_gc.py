@@ -1,0 +1,165 @@
+"""`jaxcache gc` on real caches: real JAX jobs under `jaxcache run`, real files, real users.
+
+A kept entry is a hit on the next warm run and an evicted one recompiles, with the job's output
+unchanged; --dry-run changes nothing and plans the same; in a sticky shared directory only the
+entries your ledger says your jobs wrote go, and another user's entry, a symlink, a FIFO, a
+folder, a stray file and a copied-in entry of yours are reported and left as they are.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from support.jobs import clean_env, jaxcache
+from support.ledgers import EVERY_COMPILE, TWO_JITS_JOB, TWO_JITS_OUTPUT
+from support.users import IS_ROOT
+
+pytest.importorskip("jax")
+
+
+def _run(cache: Path, state: Path, record: Path, *extra: str) -> dict:
+    """The two-jit job under `jaxcache run` (every compile written): its run record."""
+    env = clean_env(XDG_STATE_HOME=str(state), **EVERY_COMPILE)
+    proc = jaxcache("run", "-q", *extra, "--cache-dir", str(cache), "--record", str(record),
+                    "--", sys.executable, "-c", TWO_JITS_JOB, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout == TWO_JITS_OUTPUT  # the job's output, whatever the cache held
+    return json.loads(record.read_text())
+
+
+def _outcomes(record: dict) -> dict[str, str]:
+    return {m["cache_key"]: m["outcome"] for m in record["modules"]}
+
+
+def _gc(cache: Path, state: Path, *args: str) -> tuple[int, dict]:
+    proc = jaxcache("gc", str(cache), *args, "--format", "json",
+                    env=clean_env(XDG_STATE_HOME=str(state)))
+    assert proc.returncode in (0, 1), proc.stderr
+    return proc.returncode, json.loads(proc.stdout)
+
+
+def _tree(root: Path) -> dict[str, str]:
+    """Every name under `root` with what it is: a digest of the bytes, the link's target, or
+    its kind (nothing is followed)."""
+    out = {}
+    for path in sorted(root.rglob("*")):
+        st = path.lstat()
+        if path.is_symlink():
+            out[str(path)] = "link " + os.readlink(path)
+        elif path.is_file():
+            out[str(path)] = hashlib.sha256(path.read_bytes()).hexdigest() + f" {st.st_mode}"
+        else:
+            out[str(path)] = f"mode {st.st_mode:o}"
+    return out
+
+
+def _entries(cache: Path) -> list[Path]:
+    return sorted(p for p in cache.iterdir() if p.name.endswith("-cache"))
+
+
+def _age(path: Path, seconds: float) -> None:
+    then = time.time() - seconds
+    os.utime(path, (then, then), follow_symlinks=False)
+
+
+def test_gc_by_size_and_by_age_and_the_next_warm_run(tmp_path):
+    cache, state = tmp_path / "cache", tmp_path / "state"
+    cold = _run(cache, state, tmp_path / "cold.json")
+    written = {k for k, o in _outcomes(cold).items() if o == "written"}
+    entries = _entries(cache)
+    assert len(written) == len(entries) >= 2
+    # one entry used long ago, the others recently (JAX's atime files, where there are
+    # any, are aged with their entries: last use is the latest of the three mtimes)
+    old = entries[0]
+    for p in cache.iterdir():
+        _age(p, 3600)
+    _age(old, 40 * 86_400)
+    for p in cache.glob(old.name[:-len("-cache")] + "*"):
+        _age(p, 40 * 86_400)
+
+    code, plan = _gc(cache, state, "--max-age", "30d", "--dry-run")
+    assert code == 0 and plan["dry_run"] and [e["entry"] for e in plan["evicted"]] == [old.name]
+    code, done = _gc(cache, state, "--max-age", "30d")
+    assert code == 0 and done["evicted"] == plan["evicted"]  # the plan is what is done
+    assert done["freed_bytes"] == plan["freed_bytes"] > 0
+    assert not old.exists() and all(p.exists() for p in entries[1:])
+
+    warm = _run(cache, state, tmp_path / "warm.json")
+    outcomes = _outcomes(warm)
+    evicted_key = old.name[:-len("-cache")]
+    assert outcomes[evicted_key] == "written"  # recompiled, and written again
+    assert all(o == "hit" for k, o in outcomes.items() if k != evicted_key)
+
+    # by size: the least recently used go first, until the directory fits
+    sizes = {p.name: p.stat().st_size for p in _entries(cache)}
+    newest = max(_entries(cache), key=lambda p: p.stat().st_mtime_ns)
+    code, done = _gc(cache, state, "--max-size", str(sizes[newest.name]))
+    assert code == 0 and done["after_bytes"] <= sizes[newest.name]
+    assert [p.name for p in _entries(cache)] == [newest.name]
+    last = _run(cache, state, tmp_path / "last.json")
+    assert _outcomes(last)[newest.name[:-len("-cache")]] == "hit"
+
+
+def test_dry_run_changes_nothing_and_nothing_unasked(tmp_path):
+    cache, state = tmp_path / "cache", tmp_path / "state"
+    _run(cache, state, tmp_path / "cold.json")
+    before = _tree(cache)
+    code, plan = _gc(cache, state, "--max-size", "1", "--dry-run")
+    assert (code == 1) == (plan["over_by_bytes"] > 0)
+    assert len(plan["evicted"]) == len(_entries(cache))
+    assert _tree(cache) == before
+    refused = jaxcache("gc", str(cache), env=clean_env(XDG_STATE_HOME=str(state)))
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1
+    assert "--max-size" in refused.stderr and _tree(cache) == before
+    for bad in (["--max-size", "ten"], ["--max-age", "-3d"], ["--max-size", "1", "--max-age", "x"]):
+        proc = jaxcache("gc", str(cache), *bad, env=clean_env(XDG_STATE_HOME=str(state)))
+        assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+        assert "Traceback" not in proc.stderr and _tree(cache) == before
+    link = tmp_path / "link"
+    link.symlink_to(cache)
+    proc = jaxcache("gc", str(link), "--max-size", "1", env=clean_env(XDG_STATE_HOME=str(state)))
+    assert proc.returncode == 2 and "symbolic link" in proc.stderr and _tree(cache) == before
+
+
+@pytest.mark.skipif(not IS_ROOT, reason="needs root to make another user's files")
+def test_shared_sticky_directory_only_your_own_entries_go(tmp_path, accounts):
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o1777)  # like /tmp: everyone writes, each deletes only their own
+    state = tmp_path / "state"
+    _run(shared, state, tmp_path / "cold.json", "--allow-untrusted")
+    mine = _entries(shared)
+    assert mine
+    key = "f" * 64
+    theirs = shared / f"jit_theirs-{key}-cache"
+    theirs.write_bytes(b"x" * 10)
+    shutil.chown(theirs, accounts.b)
+    copied = shared / f"jit_copied-{'e' * 64}-cache"  # yours, but no job of yours wrote it
+    copied.write_bytes(mine[0].read_bytes())
+    (shared / f"jit_link-{'d' * 64}-cache").symlink_to("/etc/passwd")
+    os.mkfifo(shared / f"jit_fifo-{'c' * 64}-cache")
+    (shared / f"jit_dir-{'b' * 64}-cache").mkdir()
+    (shared / "notes.txt").write_text("not an entry\n")
+    before = _tree(shared)
+
+    code, done = _gc(shared, state, "--max-size", "1")
+    assert done["shared"] is True
+    assert sorted(e["entry"] for e in done["evicted"]) == sorted(p.name for p in mine)
+    assert code == 1 and done["over_by_bytes"] > 0  # what is left is not gc's to delete
+    left = {f["name"]: f["why"] for f in done["left"]}
+    assert "not written by a job of yours" in left[copied.name]
+    assert "not you" in left[theirs.name] and "symbolic link" in left[f"jit_link-{'d' * 64}-cache"]
+    assert "FIFO" in left[f"jit_fifo-{'c' * 64}-cache"]
+    assert "directory" in left[f"jit_dir-{'b' * 64}-cache"] and "notes.txt" in left
+    after = _tree(shared)
+    gone = {k for k in before if k not in after}
+    assert gone == {str(p) for p in mine} | {k for k in before if any(
+        k.startswith(str(p)[:-len("-cache")]) for p in mine)}
+    assert {k: v for k, v in before.items() if k not in gone} == after  # the rest untouched
