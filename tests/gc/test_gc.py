@@ -163,3 +163,48 @@ def test_shared_sticky_directory_only_your_own_entries_go(tmp_path, accounts):
     assert gone == {str(p) for p in mine} | {k for k in before if any(
         k.startswith(str(p)[:-len("-cache")]) for p in mine)}
     assert {k: v for k, v in before.items() if k not in gone} == after  # the rest untouched
+
+
+def test_a_sealed_directory_loses_whole_units_and_verifies_clean(tmp_path):
+    """A publisher's sealed directory: an entry goes with its signature (never one without the
+    other); an old signature whose entry is gone (a killed gc) is removed, a fresh one (a
+    publish in progress: the signature is written first) is left; `verify` is clean after,
+    and a sealed reader hits what was kept."""
+    state, keys = tmp_path / "state", tmp_path / "keys"
+    made = jaxcache("keygen", str(keys / "ci.key"), env=clean_env(XDG_STATE_HOME=str(state)))
+    assert made.returncode == 0, made.stderr
+    pub = (keys / "ci.key.pub").read_text().strip()
+    sealed = tmp_path / "sealed"
+    sealed.mkdir(mode=0o700)
+    _run(sealed, state, tmp_path / "publish.json", "--sealed", "--signing-key",
+         str(keys / "ci.key"))
+    entries = _entries(sealed)
+    assert len(entries) >= 2 and all(Path(f"{p}.sig").exists() for p in entries)
+    for p in sealed.iterdir():
+        _age(p, 3600)
+    keep = entries[-1]
+    for p in sealed.glob(keep.name + "*"):
+        _age(p, 60)  # used a minute ago: the newest
+    stale = sealed / f"jit_gone-{'a' * 64}-cache.sig"
+    stale.write_bytes(Path(f"{entries[0]}.sig").read_bytes())
+    _age(stale, 600)
+    fresh = sealed / f"jit_coming-{'b' * 64}-cache.sig"
+    fresh.write_bytes(Path(f"{entries[0]}.sig").read_bytes())
+
+    unit = sum(p.stat().st_size for p in sealed.glob(keep.name + "*"))  # + .sig, .used
+    code, done = _gc(sealed, state, "--max-size", str(unit + fresh.stat().st_size))
+    assert code == 0, done
+    gone = {e["entry"] for e in done["evicted"]}
+    assert gone == {p.name for p in entries[:-1]}
+    for e in done["evicted"]:
+        assert e["files"][0] == e["entry"] and f"{e['entry']}.sig" in e["files"]
+    assert done["orphans_removed"] == [stale.name] and not stale.exists()
+    assert fresh.exists() and any(f["name"] == fresh.name for f in done["left"])
+    assert [p.name for p in _entries(sealed)] == [keep.name]
+    assert not any(Path(f"{p}.sig").exists() for p in entries[:-1])
+    fresh.unlink()
+    verified = jaxcache("verify", str(sealed), "--trusted-key", pub, "--format", "json",
+                        env=clean_env(XDG_STATE_HOME=str(state)))
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+    read = _run(sealed, state, tmp_path / "read.json", "--sealed", "--trusted-key", pub)
+    assert _outcomes(read)[keep.name[:-len("-cache")]] == "hit"

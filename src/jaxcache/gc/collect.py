@@ -15,7 +15,9 @@ Each file is deleted with unlinkat on the directory's descriptor, after checking
 still is the very file judged (device, inode, size and mtime): one replaced or rewritten
 meanwhile stays, and is reported. The entry goes first, then its signatures, its marker and
 JAX's atime file, so a reader never finds an entry without its signature; a killed gc leaves at
-most sidecars without their entry, which the next gc reports and a reader ignores. A reader
+most sidecars without their entry, which a reader ignores and the next gc removes (in a
+directory only you write, once older than a publish takes: a publisher writes a signature
+before its entry). A reader
 that opened an entry before it went reads it whole (an unlinked file lives while open); one
 that comes after misses and recompiles.
 """
@@ -29,7 +31,7 @@ import time
 
 from jaxcache.errors import JaxcacheError
 from jaxcache.gc import plan as planmod
-from jaxcache.gc.units import Unit, group
+from jaxcache.gc.units import SIDECAR_KINDS, Unit, group
 from jaxcache.text import safe
 from jaxcache.trust.entries import Entry
 from jaxcache.values import frozen
@@ -38,6 +40,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from jaxcache.trust.audit import AuditReport
 
+ORPHAN_AGE_S = 60.0  # as seal/lru.py: a younger sidecar may be a publish in progress
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
@@ -63,6 +66,7 @@ class GcResult:
     kept_units: int
     left: tuple[Left, ...]  # files gc may not judge, untouched
     changed: tuple[str, ...]  # judged, then replaced or rewritten before deletion: left alone
+    orphans: tuple[str, ...] = ()  # sidecars of yours whose entry was gone: removed
 
     @property
     def freed_bytes(self) -> int:
@@ -83,13 +87,22 @@ def _why_not_file(e: Entry, me: frozenset[int]) -> str | None:
     return None
 
 
+def _orphan(e: Entry, me: frozenset[int], private: bool, now_ns: int) -> bool:
+    """A sidecar of yours (signature, marker, atime file) whose entry is gone, old enough
+    not to be a publish in progress (a publisher writes the signature before its entry), in
+    a directory only you write: what a killed gc or JAX's own eviction left."""
+    return private and e.kind in SIDECAR_KINDS and _why_not_file(e, me) is None and \
+        now_ns - e.identity[2] > ORPHAN_AGE_S * 1e9
+
+
 def _judged(units: list[Unit], rest: list[Entry], me: frozenset[int],
             yours: frozenset[str] | None) -> tuple[list[Unit], list[Left]]:
     """The units gc may delete and the files it leaves (with why). `yours`: in a directory
     others can write, the entries your ledger says you wrote (None: a private directory)."""
     ok: list[Unit] = []
-    left = [Left(e.name, "not part of a cache entry gc can judge" if e.kind != "lockfile"
-                 else "a lock file") for e in rest]
+    left = [Left(e.name, "a lock file" if e.kind == "lockfile" else
+                 "a signature, marker or atime file without its entry" if e.kind in
+                 SIDECAR_KINDS else "not part of a cache entry gc can judge") for e in rest]
     for u in units:
         why = _why_not_file(u.entry, me)
         if why is None and yours is not None and u.name not in yours:
@@ -173,10 +186,13 @@ def collect(directory: str, *, max_size: int | None = None, max_age_s: float | N
             yours = frozenset(e.name for e in o.entries if e.origin == "yours") \
                 if o is not None and o.ledger_problem is None else frozenset()
         units, rest = group(report.inventory)
+        orphans = [e for e in rest if _orphan(e, me, yours is None, now_ns)]
+        rest = [e for e in rest if e not in orphans]
         ok, left = _judged(units, rest, me, yours)
         total = report.inventory.total_bytes
-        chosen = planmod.choose(ok, total, max_size=max_size, max_age_s=max_age_s,
-                                now_ns=now_ns)
+        # the orphans go anyway: the plan fits what stays without them
+        chosen = planmod.choose(ok, total - sum(e.size for e in orphans), max_size=max_size,
+                                max_age_s=max_age_s, now_ns=now_ns)
         evicted, changed = [], []
         after = total
         for u in chosen.evict:
@@ -187,11 +203,22 @@ def collect(directory: str, *, max_size: int | None = None, max_age_s: float | N
                 continue
             evicted.append(u)
             after -= u.size
+        removed = []
+        for e in orphans:
+            if not _still(fd, e):
+                changed.append(e.name)
+                continue
+            if not dry_run:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(e.name, dir_fd=fd)
+            removed.append(e.name)
+            after -= e.size
     finally:
         os.close(fd)
     over = max(0, after - max_size) if max_size is not None else 0
     return GcResult(directory, dry_run, max_size, max_age_s, shared, tuple(evicted), total,
-                    after, over, len(ok) - len(evicted), tuple(left), tuple(changed))
+                    after, over, len(ok) - len(evicted), tuple(left), tuple(changed),
+                    tuple(removed))
 
 
 def _delete(fd: int, u: Unit, changed: list[str]) -> bool:

@@ -43,6 +43,9 @@ def render_text(r: GcResult, now_ns: int, verbose: bool) -> str:
                    f"{safe(u.name)}" + (f" (+{len(u.sidecars)})" if u.sidecars else ""))
     if len(r.evicted) > len(shown):
         out.append(f"  ... and {len(r.evicted) - len(shown)} more (-v lists all)")
+    for name in r.orphans:
+        out.append(f"  {'would remove' if r.dry_run else 'removed'} (its entry was gone): "
+                   f"{safe(name)}")
     for name in r.changed:
         out.append(f"  changed meanwhile, left alone: {safe(name)}")
     for f in r.left:
@@ -60,6 +63,7 @@ def render_json(r: GcResult, now_ns: int, verbose: bool) -> str:
             {"entry": safe(u.name), "bytes": u.size, "last_used_ns": u.last_used_ns,
              "files": [safe(f.name) for f in u.files]} for u in r.evicted),
         "changed": [safe(n) for n in r.changed],
+        "orphans_removed": [safe(n) for n in r.orphans],
         "left": jsonout.Rows({"name": safe(f.name), "why": safe(f.why)} for f in r.left)})
 
 
