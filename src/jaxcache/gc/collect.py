@@ -31,9 +31,10 @@ import time
 
 from jaxcache.errors import JaxcacheError
 from jaxcache.gc import plan as planmod
-from jaxcache.gc.units import SIDECAR_KINDS, Unit, group
+from jaxcache.gc.units import SIDECAR_KINDS, Unit, group, listing
 from jaxcache.text import safe
 from jaxcache.trust.entries import Entry
+from jaxcache.trust.principals import Accounts
 from jaxcache.values import frozen
 
 TYPE_CHECKING = False
@@ -133,7 +134,9 @@ def _open(directory: str) -> int:
 
 def _judge_directory(directory: str, fd: int) -> tuple[AuditReport, bool]:
     """The audit of the directory, and whether others can write it (then only your own
-    entries are candidates); refuses what cannot be judged, or a directory swapped meanwhile."""
+    entries are candidates, judged by the origin ledger: the audit lists them); refuses what
+    cannot be judged, or a directory swapped meanwhile. A directory only you write is
+    audited without its entries: gc lists it itself (units.listing)."""
     from jaxcache.trust import ledger
     from jaxcache.trust.audit import audit
     from jaxcache.trust.findings import UNVERIFIABLE
@@ -141,7 +144,11 @@ def _judge_directory(directory: str, fd: int) -> tuple[AuditReport, bool]:
 
     accounts = Accounts()
     report = audit(directory, scan_processes=False, scan_handles=False, accounts=accounts,
-                   ledger=ledger.load(accounts=accounts))
+                   entries=False)
+    shared = any(w.trust not in ("root", "you") for w in report.writers)
+    if shared:
+        report = audit(directory, scan_processes=False, scan_handles=False,
+                       accounts=accounts, ledger=ledger.load(accounts=accounts))
     blind = [f for f in report.findings if f.effect == UNVERIFIABLE
              and not f.code.startswith(("entry.", "entries."))]
     if blind:
@@ -150,7 +157,6 @@ def _judge_directory(directory: str, fd: int) -> tuple[AuditReport, bool]:
     if (st.st_dev, st.st_ino) != (now.st_dev, now.st_ino):
         raise JaxcacheError(f"refusing to collect {safe(directory)}: it changed while it was "
                             "being judged")
-    shared = any(w.trust not in ("root", "you") for w in report.writers)
     return report, shared
 
 
@@ -175,21 +181,24 @@ def collect(directory: str, *, max_size: int | None = None, max_age_s: float | N
     fd = _open(directory)
     try:
         report, shared = _judge_directory(directory, fd)
-        if report.inventory is None:
+        if not report.exists:
+            raise JaxcacheError(f"{safe(directory)} does not exist")
+        inventory = report.inventory if shared else listing(fd, Accounts().user_name)
+        if inventory is None:
             raise JaxcacheError(f"cannot list {safe(directory)}")
-        if report.inventory.unreadable:
-            raise JaxcacheError(f"{safe(directory)}: {report.inventory.unreadable}")
+        if inventory.unreadable:
+            raise JaxcacheError(f"{safe(directory)}: {inventory.unreadable}")
         me = frozenset({os.geteuid()})
         yours = None
         if shared:
             o = report.origins
             yours = frozenset(e.name for e in o.entries if e.origin == "yours") \
                 if o is not None and o.ledger_problem is None else frozenset()
-        units, rest = group(report.inventory)
+        units, rest = group(inventory)
         orphans = [e for e in rest if _orphan(e, me, yours is None, now_ns)]
         rest = [e for e in rest if e not in orphans]
         ok, left = _judged(units, rest, me, yours)
-        total = report.inventory.total_bytes
+        total = inventory.total_bytes
         # the orphans go anyway: the plan fits what stays without them
         chosen = planmod.choose(ok, total - sum(e.size for e in orphans), max_size=max_size,
                                 max_age_s=max_age_s, now_ns=now_ns)

@@ -12,7 +12,12 @@ not keep it): JAX's and jaxcache's own markers are what a load updates.
 
 from __future__ import annotations
 
-from jaxcache.trust.entries import Entry, Inventory
+import os
+import stat
+import time
+from collections.abc import Callable
+
+from jaxcache.trust.entries import Entry, Inventory, classify
 from jaxcache.values import frozen
 
 SIDECAR_KINDS = ("signature", "used", "atime")
@@ -69,3 +74,28 @@ def group(inventory: Inventory) -> tuple[list[Unit], list[Entry]]:
                                          if s.kind in ("atime", "used") and s.type == "file"])
         units.append(Unit(entry, side, used))
     return units, rest
+
+
+def listing(dir_fd: int, owner_of: Callable[[int], str]) -> Inventory:
+    """What gc needs of each name in a directory only you write: one lstat, no ACL and no
+    writers (the audit judged the directory; gc deletes only regular files of yours, and an
+    entry's own ACL says who may rewrite it, not who may unlink it). `owner_of`: a uid's name
+    (asked once per uid)."""
+    names: dict[int, str] = {}
+    now = time.time()
+    out = []
+    for item in os.scandir(dir_fd):
+        try:
+            st = item.stat(follow_symlinks=False)
+        except FileNotFoundError:
+            continue  # removed since the listing
+        kind, module, key = classify(item.name)
+        mode = st.st_mode
+        ftype = "file" if stat.S_ISREG(mode) else "dir" if stat.S_ISDIR(mode) else \
+            "symlink" if stat.S_ISLNK(mode) else "other"
+        out.append(Entry(item.name, kind, module, key, ftype, st.st_size, st.st_uid,
+                         names.get(st.st_uid) or names.setdefault(st.st_uid,
+                                                                  owner_of(st.st_uid)), mode,
+                         max(0.0, now - st.st_mtime), st.st_nlink, False, (), (),
+                         (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns)))
+    return Inventory(tuple(out))

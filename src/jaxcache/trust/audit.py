@@ -99,7 +99,8 @@ def audit(given: str, *, policy: Policy = EMPTY, as_user: int | None = None,
           sealed_keys: tuple = (), scan_handles: bool = True, require_origin: bool = False,
           env: dict[str, str] | None = None,
           ledger: ledger_file.Ledger | None = None,
-          fingerprint: Callable[[], Fingerprint] | None = None) -> AuditReport:
+          fingerprint: Callable[[], Fingerprint] | None = None,
+          entries: bool = True) -> AuditReport:
     """sealed: judge for a sealed reader, one that loads only entries signed by the policy's
     trusted_keys for this path or `sealed_keys` (and only then can the verdict be SEALED).
     A plain reader is judged by who can write, whatever keys the policy lists.
@@ -114,7 +115,9 @@ def audit(given: str, *, policy: Policy = EMPTY, as_user: int | None = None,
     and host judging now: fingerprint.current(), or what `run` admitted; called only where
     there are entries to judge, so a bad path or an empty directory never waits for the first
     hashing after an install), each entry of yours is judged by the build that wrote it too
-    (origin.built()): another build's entries are a warning, refused as unknown ones are."""
+    (origin.built()): another build's entries are a warning, refused as unknown ones are.
+    `entries=False`: the directory and its parents alone, no inventory (gc in a directory
+    only you write lists it itself, one lstat a name)."""
     accounts = accounts or pr.Accounts()
     uid = os.geteuid() if as_user is None else as_user
     me = accounts.user(uid)
@@ -128,7 +131,7 @@ def audit(given: str, *, policy: Policy = EMPTY, as_user: int | None = None,
     origins = None
     try:
         inventory = None
-        if w.exists:
+        if w.exists and entries:
             inventory = entriesmod.inventory_at(fd, w.anchor_node.path,
                                                    frozenset({0, uid}), accounts)
             if ledger is not None and not sealed and uid == os.geteuid() and \
