@@ -208,3 +208,26 @@ def test_a_sealed_directory_loses_whole_units_and_verifies_clean(tmp_path):
     assert verified.returncode == 0, verified.stdout + verified.stderr
     read = _run(sealed, state, tmp_path / "read.json", "--sealed", "--trusted-key", pub)
     assert _outcomes(read)[keep.name[:-len("-cache")]] == "hit"
+
+
+def test_run_collects_after_the_job_and_keeps_its_exit_status(tmp_path):
+    cache, state = tmp_path / "cache", tmp_path / "state"
+    _run(cache, state, tmp_path / "cold.json")
+    entries = _entries(cache)
+    for p in cache.iterdir():
+        _age(p, 40 * 86_400)  # none of them used since: the next job uses none of them
+    env = clean_env(XDG_STATE_HOME=str(state), **EVERY_COMPILE)
+    proc = jaxcache("run", "--max-age", "30d", "--cache-dir", str(cache), "--record",
+                    str(tmp_path / "r.json"), "--", sys.executable, "-c",
+                    "import sys; sys.exit(3)", env=env)
+    assert proc.returncode == 3  # the job's status, not gc's
+    assert "jaxcache: gc: freed" in proc.stderr and not any(p.exists() for p in entries)
+    warm = _run(cache, state, tmp_path / "again.json", "--max-size", "1G")
+    assert set(_outcomes(warm).values()) == {"written"}  # recompiled, kept under 1 GB
+    assert len(_entries(cache)) == len(entries)
+    bad = jaxcache("run", "--max-size", "lots", "--cache-dir", str(cache), "--", "true",
+                   env=env)
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "not a size" in bad.stderr
+    sealed = jaxcache("run", "--sealed", "--max-age", "1d", "--cache-dir", str(cache), "--",
+                      "true", env=env)
+    assert sealed.returncode == 2 and "jaxcache gc" in sealed.stderr

@@ -48,6 +48,13 @@ def options(p: argparse.ArgumentParser) -> None:
                        "(restored from a CI cache, copied, baked into an image), as under CI "
                        "it always does, unless the policy names their source (restored_from). "
                        "Without it, outside CI, such entries are a warning.")
+    common.option(p, "--max-size", metavar="SIZE",
+                  help="After the job, collect the cache directory down to SIZE (10G, 500M, "
+                       "2GiB), least recently used first, as `jaxcache gc` does (docs/gc.md); "
+                       "a plain directory only. The job's exit status is unchanged.")
+    common.option(p, "--max-age", metavar="AGE",
+                  help="After the job, delete the entries not used for longer than AGE (30d, "
+                       "12h), as `jaxcache gc --max-age` does.")
     common.unverified_flag(p)
     common.threshold_flags(p)
     sealed_flags(p)
@@ -92,6 +99,7 @@ def handle(args: argparse.Namespace, tail: list[str] | None) -> None:
     argv = common.user_command(args.command, tail)
     if not argv:
         common.usage(args, "no command to run: jaxcache run [OPTIONS] -- CMD [ARGS...]")
+    limits = _gc_limits(args)  # bad input is refused before the job
     from jaxcache.run import command as runmod
 
     try:
@@ -110,6 +118,8 @@ def handle(args: argparse.Namespace, tail: list[str] | None) -> None:
         sys.stderr.write(run_report.render_text(result.record, result.record_error and
                                                 f"NOT WRITTEN ({result.record_error})"
                                                 or result.record_path, verbose=args.verbose))
+    if limits is not None:
+        _collect(args, limits, result.record)
     if result.record_error:  # the job's own status if it failed, else 2: never silent
         sys.stderr.write(f"jaxcache: {result.record_error}\n")
         _exit_now(result.outcome.status or 2)
@@ -132,6 +142,58 @@ def handle(args: argparse.Namespace, tail: list[str] | None) -> None:
                    "ranks)")
         sys.stderr.write(f"jaxcache: exit 1: {why}\n")
     _exit_now(result.exit_code)
+
+
+GC_DEADLINE_S = 10.0  # after the job, gc deletes for at most this long; the next run goes on
+
+
+def _gc_limits(args: argparse.Namespace) -> tuple[int | None, float | None] | None:
+    """--max-size and --max-age, parsed (None: neither given)."""
+    if args.max_size is None and args.max_age is None:
+        return None
+    if args.sealed:
+        common.usage(args, "--max-size and --max-age collect a plain cache directory; for a "
+                           "sealed one run `jaxcache gc` where it is published")
+    from jaxcache.gc import plan
+
+    try:
+        return (plan.parse_size(args.max_size) if args.max_size is not None else None,
+                plan.parse_age(args.max_age) if args.max_age is not None else None)
+    except ValueError as exc:
+        common.usage(args, str(exc))
+
+
+def _collect(args: argparse.Namespace, limits: tuple[int | None, float | None],
+             record: dict[str, Any]) -> None:
+    """gc of the job's cache directory after the job, for at most GC_DEADLINE_S: one line on
+    stderr (none with --quiet but an error), never a change to the exit status."""
+    import time
+
+    from jaxcache.errors import JaxcacheError
+    from jaxcache.gc import collect
+    from jaxcache.run.command import choose_cache_dir
+    from jaxcache.text import plural, safe, size
+    from jaxcache.trust import namespace
+
+    try:
+        path = choose_cache_dir(args.cache_dir, dict(os.environ))
+        named = (record.get("cache_dir") or {}).get("namespace")
+        if isinstance(named, dict) and namespace.is_id(str(named.get("id"))):
+            path = namespace.join(path, str(named["id"]))
+        done = collect.collect(path, max_size=limits[0], max_age_s=limits[1],
+                               until_ns=time.monotonic_ns() + int(GC_DEADLINE_S * 1e9))
+    except (JaxcacheError, OSError) as exc:
+        sys.stderr.write(f"jaxcache: gc after the job skipped: {safe(str(exc))}\n")
+        return
+    if not args.quiet:
+        sys.stderr.write(f"jaxcache: gc: freed {size(done.freed_bytes)} "
+                         f"({plural(len(done.evicted), 'entry', 'entries')}), "
+                         f"{size(done.after_bytes)} left"
+                         + (f"; stopped after {GC_DEADLINE_S:g} s, the next run goes on"
+                            if done.stopped else "")
+                         + (f"; still {size(done.over_by)} over: not gc's to delete "
+                            f"(jaxcache gc {safe(path)} --max-size ... says what)"
+                            if done.over_by else "") + "\n")
 
 
 def seal_options_of(args: argparse.Namespace) -> Any:

@@ -68,6 +68,7 @@ class GcResult:
     left: tuple[Left, ...]  # files gc may not judge, untouched
     changed: tuple[str, ...]  # judged, then replaced or rewritten before deletion: left alone
     orphans: tuple[str, ...] = ()  # sidecars of yours whose entry was gone: removed
+    stopped: bool = False  # the deadline came first: the rest goes next time
 
     @property
     def freed_bytes(self) -> int:
@@ -172,8 +173,10 @@ def _still(fd: int, e: Entry) -> bool:
 
 
 def collect(directory: str, *, max_size: int | None = None, max_age_s: float | None = None,
-            dry_run: bool = False, now_ns: int | None = None) -> GcResult:
-    """Collect `directory` down to `max_size` bytes and/or units used within `max_age_s`."""
+            dry_run: bool = False, now_ns: int | None = None,
+            until_ns: int | None = None) -> GcResult:
+    """Collect `directory` down to `max_size` bytes and/or units used within `max_age_s`;
+    deleting stops at `until_ns` (time.monotonic_ns()), the rest left for the next gc."""
     if max_size is None and max_age_s is None:
         raise JaxcacheError("give --max-size, --max-age or both: gc deletes nothing unasked")
     now_ns = time.time_ns() if now_ns is None else now_ns
@@ -204,7 +207,11 @@ def collect(directory: str, *, max_size: int | None = None, max_age_s: float | N
                                 max_age_s=max_age_s, now_ns=now_ns)
         evicted, changed = [], []
         after = total
+        stopped = False
         for u in chosen.evict:
+            if until_ns is not None and time.monotonic_ns() > until_ns:
+                stopped = True
+                break
             if not _still(fd, u.entry):
                 changed.append(u.name)
                 continue
@@ -227,7 +234,7 @@ def collect(directory: str, *, max_size: int | None = None, max_age_s: float | N
     over = max(0, after - max_size) if max_size is not None else 0
     return GcResult(directory, dry_run, max_size, max_age_s, shared, tuple(evicted), total,
                     after, over, len(ok) - len(evicted), tuple(left), tuple(changed),
-                    tuple(removed))
+                    tuple(removed), stopped)
 
 
 def _delete(fd: int, u: Unit, changed: list[str]) -> bool:
