@@ -12,6 +12,7 @@ import hashlib
 import json
 import os
 import shutil
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -231,3 +232,28 @@ def test_run_collects_after_the_job_and_keeps_its_exit_status(tmp_path):
     sealed = jaxcache("run", "--sealed", "--max-age", "1d", "--cache-dir", str(cache), "--",
                       "true", env=env)
     assert sealed.returncode == 2 and "jaxcache gc" in sealed.stderr
+
+
+def test_enable_collects_when_the_process_ends(tmp_path):
+    """enable(path, max_age=...) in the job itself: the old entries are gone once it exits,
+    what it just used stays; bad limits are one clear error before anything is enabled."""
+    cache, state = tmp_path / "cache", tmp_path / "state"
+    _run(cache, state, tmp_path / "cold.json")
+    old = _entries(cache)
+    for p in cache.iterdir():
+        _age(p, 40 * 86_400)
+    job = ("import jaxcache, jax, numpy as np, sys\n"
+           f"jaxcache.enable({str(cache)!r}, max_age='30d')\n"
+           "print(jax.jit(lambda x: x * 5)(np.arange(3.0)).tolist())\n")
+    env = clean_env(XDG_STATE_HOME=str(state), **EVERY_COMPILE)
+    proc = subprocess.run([sys.executable, "-c", job], capture_output=True, text=True, env=env,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout == "[0.0, 5.0, 10.0]\n"
+    left = _entries(cache)
+    assert not any(p in left for p in old) and len(left) == 1  # its own new entry stays
+    bad = subprocess.run([sys.executable, "-c", "import jaxcache; jaxcache.enable("
+                          f"{str(cache)!r}, max_size='huge')"], capture_output=True, text=True,
+                         env=env, timeout=300)
+    assert bad.returncode != 0 and "not a size: 'huge'" in bad.stderr
+    assert _entries(cache) == left

@@ -42,7 +42,9 @@ def enable(path: str, *, policy: str | None = None, allow_untrusted: bool = Fals
            trusted_keys: str | PublicKey | Sequence[str | PublicKey] = (),
            local: str | None = None, require_origin: bool = False,
            min_compile_time: float | None = None,
-           min_entry_size: int | None = None, namespace: str = "none") -> EnableResult:
+           min_entry_size: int | None = None, namespace: str = "none",
+           max_size: int | str | None = None,
+           max_age: float | str | None = None) -> EnableResult:
     """Audit `path`, then make it JAX's compilation cache for this process.
 
     Raises UntrustedCacheError unless the verdict is PRIVATE or SHARED-BY-POLICY (or SEALED);
@@ -78,9 +80,19 @@ def enable(path: str, *, policy: str | None = None, allow_untrusted: bool = Fals
     this build's and CPU's fingerprint (`jaxcache fingerprint --short`), created private when
     missing: processes of a mixed fleet share `path`, each reading only what its own build
     wrote. The result's `path` is the directory used. "none" (the default): `path` itself.
+
+    max_size (bytes or '10G') / max_age (seconds or '30d'): when this process exits, collect
+    the directory as `jaxcache gc` does (docs/gc.md), for at most 10 s of deleting; a plain
+    cache only.
     """
     _check_thresholds(min_compile_time, min_entry_size)
     path = _namespaced(path, namespace)
+    from jaxcache.gc import at_exit
+
+    gc_limits = at_exit.limits(max_size, max_age)  # bad limits: refused before anything
+    if sealed and gc_limits != (None, None):
+        raise JaxcacheError("max_size and max_age collect a plain cache directory; collect a "
+                            "sealed one where it is published (jaxcache gc)")
     if sealed:
         result = sealing.enable_sealed(path, policy=policy, reset=reset,
                                        signing_key=signing_key, trusted_keys=trusted_keys,
@@ -95,6 +107,7 @@ def enable(path: str, *, policy: str | None = None, allow_untrusted: bool = Fals
     from dataclasses import replace
 
     jaxcompat.set_thresholds(min_compile_time, min_entry_size)  # undone by disable()
+    at_exit.schedule(result.path, *gc_limits)  # collected when the process ends
     return replace(result, thresholds=jaxcompat.thresholds())
 
 
@@ -215,6 +228,9 @@ def disable() -> bool:
     its cache object, jaxcache's directory guard and JAX_COMPILATION_CACHE_DIR are as they
     were before the first one. Programs already compiled stay compiled. False if there was
     nothing to undo."""
+    from jaxcache.gc import at_exit
+
+    at_exit.cancel()
     return undo.disable()
 
 

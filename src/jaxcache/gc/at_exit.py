@@ -1,0 +1,66 @@
+"""`enable(path, max_size=..., max_age=...)`: collect the cache when the process ends.
+
+The job's own process is the only one there is (no wrapper after it), so gc runs from an atexit
+handler, once, for at most DEADLINE_S of deleting (the rest goes at the next exit), and never
+raises into the interpreter's shutdown: a gc that cannot run is one warning. A later enable()
+replaces the limits; disable() cancels them.
+"""
+
+from __future__ import annotations
+
+import atexit
+import time
+import warnings
+
+from jaxcache.errors import JaxcacheError
+
+DEADLINE_S = 10.0
+_pending: dict[str, tuple[str, int | None, float | None]] = {}
+
+
+def limits(max_size: int | str | None, max_age: float | str | None
+           ) -> tuple[int | None, float | None]:
+    """The limits as gc takes them: bytes and seconds, from numbers or `10G` / `30d`;
+    JaxcacheError (one line) for anything else."""
+    from jaxcache.gc import plan
+
+    try:
+        size = plan.parse_size(max_size) if isinstance(max_size, str) else max_size
+        age = plan.parse_age(max_age) if isinstance(max_age, str) else max_age
+    except ValueError as exc:
+        raise JaxcacheError(str(exc)) from None
+    if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 0):
+        raise JaxcacheError(f"max_size must be bytes (an int >= 0) or a size like '10G', not "
+                            f"{size!r}")
+    if age is not None and (isinstance(age, bool) or not isinstance(age, int | float)
+                            or age < 0):
+        raise JaxcacheError(f"max_age must be seconds (>= 0) or an age like '30d', not {age!r}")
+    return size, age
+
+
+def schedule(path: str, max_size: int | None, max_age_s: float | None) -> None:
+    """Collect `path` when this process exits (replacing what an earlier call asked)."""
+    if max_size is None and max_age_s is None:
+        _pending.clear()
+        return
+    if not _pending:
+        atexit.register(_run)
+    _pending["gc"] = (path, max_size, max_age_s)
+
+
+def cancel() -> None:
+    _pending.clear()
+
+
+def _run() -> None:
+    job = _pending.pop("gc", None)
+    if job is None:
+        return
+    path, max_size, max_age_s = job
+    try:
+        from jaxcache.gc import collect
+
+        collect.collect(path, max_size=max_size, max_age_s=max_age_s,
+                        until_ns=time.monotonic_ns() + int(DEADLINE_S * 1e9))
+    except Exception as exc:  # noqa: BLE001 (never into the interpreter's shutdown)
+        warnings.warn(f"jaxcache: gc at exit skipped: {exc}", stacklevel=1)
