@@ -123,6 +123,9 @@ def test_dry_run_changes_nothing_and_nothing_unasked(tmp_path):
         proc = jaxcache("gc", str(cache), *bad, env=clean_env(XDG_STATE_HOME=str(state)))
         assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
         assert "Traceback" not in proc.stderr and _tree(cache) == before
+    bucket = jaxcache("gc", "gs://bucket/jax", "--max-age", "1d",
+                      env=clean_env(XDG_STATE_HOME=str(state)))
+    assert bucket.returncode == 2 and "local directory" in bucket.stderr
     link = tmp_path / "link"
     link.symlink_to(cache)
     proc = jaxcache("gc", str(link), "--max-size", "1", env=clean_env(XDG_STATE_HOME=str(state)))

@@ -52,8 +52,14 @@ def handle(args: argparse.Namespace, tail: None) -> None:
         max_age = plan.parse_age(args.max_age) if args.max_age is not None else None
     except ValueError as exc:
         common.usage(args, str(exc))
+    from jaxcache.trust.target import is_url
+
+    path = common.cache_path(args, args.path)
+    if is_url(path):
+        common.usage(args, "gc collects a local directory; a gs:// or s3:// bucket is not "
+                           "collected yet: give it a lifecycle rule (docs/gc.md)")
     now = time.time_ns()
-    result = collect.collect(common.cache_path(args, args.path), max_size=max_size,
+    result = collect.collect(path, max_size=max_size,
                              max_age_s=max_age, dry_run=args.dry_run, now_ns=now)
     common.finish(args, formats.FORMATS[args.fmt](result, now, bool(args.verbose)),
                   1 if result.over_by else 0)
