@@ -37,7 +37,7 @@ Start with the trust boundary:
   jaxcache net [--pid P]        JAX's network services: a trust boundary of their own
   jaxcache fingerprint          this build and CPU, which JAX's cache key leaves out
   jaxcache decide PATH ...      share the cache? writers, compatibility, saving
-  jaxcache gc [PATH] --max-size 10G   delete least recently used entries, safely
+  jaxcache gc PATH --max-size S delete least recently used entries, only what is yours
   jaxcache records [ACTION]     the run records kept: list, prune, stats
 
 A sealed cache (docs/sealed-cache.md): entries signed, loaded only if a trusted key signed them:
