@@ -119,7 +119,8 @@ def _judged(units: list[Unit], rest: list[Entry], me: frozenset[int],
                 side.append(s)
             else:
                 left.append(Left(s.name, also))
-        ok.append(Unit(u.entry, tuple(side), u.last_used_ns))
+        ok.append(u if len(side) == len(u.sidecars) else
+                  Unit(u.entry, tuple(side), u.last_used_ns))
     return ok, left
 
 

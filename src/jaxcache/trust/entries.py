@@ -65,6 +65,12 @@ class Inventory:
 
 
 def classify(name: str) -> tuple[str, str | None, str | None]:
+    # <module>-<64 hex>-cache|atime first, by slicing: nearly every name of a big cache, and
+    # no lock file, sub-cache or sidecar name has that shape
+    suffix_kind = _SUFFIXES.get(name[-6:])
+    hexkey = name[-70:-6]
+    if suffix_kind and len(name) > 71 and name[-71] == "-" and _HEX.issuperset(hexkey):
+        return suffix_kind, name[:-71], hexkey
     uid = name[len(_ACCOUNT_LOCK):] if name.startswith(_ACCOUNT_LOCK) else ""
     if name in _LOCKS or (uid.isdigit() and uid.isascii()):
         return "lockfile", None, None
@@ -78,11 +84,6 @@ def classify(name: str) -> tuple[str, str | None, str | None]:
                 stem = stem[:-17]  # a co-signature: <entry>.<16 hex key id>.sig
             kind, module, key = classify(stem if stem.endswith("-cache") else stem + "-cache")
             return (sidecar, module, key) if kind == "cache" else ("unexpected", None, None)
-    # <module>-<64 hex>-cache|atime, by slicing: this runs once per entry of big caches
-    suffix_kind = _SUFFIXES.get(name[-6:])
-    hexkey = name[-70:-6]
-    if suffix_kind and len(name) > 71 and name[-71] == "-" and _HEX.issuperset(hexkey):
-        return suffix_kind, name[:-71], hexkey
     return "unexpected", None, None
 
 
