@@ -34,7 +34,8 @@ def handle(args: argparse.Namespace, tail: None) -> None:
     the filesystem's atime). gc deletes only regular files of yours, through the directory's
     descriptor, each checked just before to still be the file judged; in a directory others
     can write, only entries your origin ledger says your jobs wrote. Symlinks, folders,
-    FIFOs, other users' files and unknown names are reported and left alone. See
+    FIFOs, other users' files and unknown names are reported and left alone. Then the origin
+    ledger is compacted: lines of entries that are gone or changed are dropped. See
     docs/gc.md.
 
     Exit code: 0; 1 when the directory stays over --max-size (what is left is not gc's to
@@ -58,8 +59,13 @@ def handle(args: argparse.Namespace, tail: None) -> None:
     if is_url(path):
         common.usage(args, "gc collects a local directory; a gs:// or s3:// bucket is not "
                            "collected yet: give it a lifecycle rule (docs/gc.md)")
+    from dataclasses import replace
+
+    from jaxcache.gc import compaction
+
     now = time.time_ns()
     result = collect.collect(path, max_size=max_size,
                              max_age_s=max_age, dry_run=args.dry_run, now_ns=now)
+    result = replace(result, ledger=compaction.compact(dry_run=args.dry_run))
     common.finish(args, formats.FORMATS[args.fmt](result, now, bool(args.verbose)),
                   1 if result.over_by else 0)

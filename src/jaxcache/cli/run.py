@@ -120,6 +120,7 @@ def handle(args: argparse.Namespace, tail: list[str] | None) -> None:
                                                 or result.record_path, verbose=args.verbose))
     if limits is not None:
         _collect(args, limits, result.record)
+    _compact_ledger(args)
     if result.record_error:  # the job's own status if it failed, else 2: never silent
         sys.stderr.write(f"jaxcache: {result.record_error}\n")
         _exit_now(result.outcome.status or 2)
@@ -194,6 +195,22 @@ def _collect(args: argparse.Namespace, limits: tuple[int | None, float | None],
                          + (f"; still {size(done.over_by)} over: not gc's to delete "
                             f"(jaxcache gc {safe(path)} --max-size ... says what)"
                             if done.over_by else "") + "\n")
+
+
+def _compact_ledger(args: argparse.Namespace) -> None:
+    """The origin ledger compacted after the job once it has grown past half what the
+    witness writes (one stat otherwise), for at most GC_DEADLINE_S; one line on stderr."""
+    from jaxcache.gc import compaction
+
+    if not compaction.due():
+        return
+    import time
+
+    from jaxcache.report.gc import ledger_line
+
+    done = compaction.compact(until_ns=time.monotonic_ns() + int(GC_DEADLINE_S * 1e9))
+    if done.problem or not args.quiet:
+        sys.stderr.write(f"jaxcache: {ledger_line(done)}\n")
 
 
 def seal_options_of(args: argparse.Namespace) -> Any:

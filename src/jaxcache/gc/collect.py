@@ -39,6 +39,7 @@ from jaxcache.values import frozen
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from jaxcache.gc.compaction import Compaction
     from jaxcache.trust.audit import AuditReport
 
 ORPHAN_AGE_S = 60.0  # as seal/lru.py: a younger sidecar may be a publish in progress
@@ -69,6 +70,7 @@ class GcResult:
     changed: tuple[str, ...]  # judged, then replaced or rewritten before deletion: left alone
     orphans: tuple[str, ...] = ()  # sidecars of yours whose entry was gone: removed
     stopped: bool = False  # the deadline came first: the rest goes next time
+    ledger: Compaction | None = None  # the origin ledger compacted after (gc/compaction.py)
 
     @property
     def freed_bytes(self) -> int:

@@ -120,6 +120,7 @@ def _set_aside(dfd: int, name: str, fd: int, st: os.stat_result) -> bool:
     return True
 
 
+_TRIES = 20  # opens of the ledger before a line is given up (compactions are rare)
 # the ledger files (device, inode) this process described its fingerprint in already
 _described: set[tuple[int, int]] = set()
 
@@ -139,7 +140,9 @@ def append(ledger: str, written: ledger_file.Written, described: bytes = b"") ->
         return False
     name = os.path.basename(ledger)
     try:
-        for _ in range(2):  # once more after setting an unbound ledger aside
+        # again after setting an unbound ledger aside, or when gc compacted it meanwhile
+        # (each wait for the lock is bounded: ledger_file.hold())
+        for _ in range(_TRIES):
             _create(dfd, name)
             fd = os.open(name, _READ_APPEND, dir_fd=dfd)
             try:
@@ -148,6 +151,12 @@ def append(ledger: str, written: ledger_file.Written, described: bytes = b"") ->
                     return False
                 if _set_aside(dfd, name, fd, st):
                     continue
+                held = ledger_file.hold(fd, dfd, name)
+                if held is None:
+                    continue  # replaced by its compaction while we waited: the new one
+                if not held:
+                    return False
+                st = os.fstat(fd)
                 head = described if (st.st_dev, st.st_ino) not in _described else b""
                 done = ledger_file.write_lines(fd, st, head + ledger_file.line(written))
                 if done and head:

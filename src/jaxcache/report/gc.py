@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 from jaxcache.documents.kinds import envelope
 from jaxcache.gc.collect import GcResult
+from jaxcache.gc.compaction import Compaction
 from jaxcache.report import jsonout
 from jaxcache.text import age, plural, safe, size
 
@@ -50,7 +51,30 @@ def render_text(r: GcResult, now_ns: int, verbose: bool) -> str:
         out.append(f"  changed meanwhile, left alone: {safe(name)}")
     for f in r.left:
         out.append(f"  left: {safe(f.name)}: {safe(f.why)}")
+    if r.ledger is not None:
+        out.append(f"  {ledger_line(r.ledger)}")
     return "\n".join(out) + "\n"
+
+
+def ledger_line(c: Compaction) -> str:
+    """One line on the origin ledger's compaction."""
+    if c.problem:
+        return f"origin ledger {safe(c.path)} not compacted: {safe(c.problem)}"
+    verb = "would drop" if c.dry_run else "dropped"
+    return (f"origin ledger: {verb} {c.dropped} of {plural(c.lines, 'line')} ({c.gone} for "
+            f"entries gone, {c.changed} changed, {c.repeated} repeated, {c.torn} torn), "
+            f"{size(c.bytes_before)} -> {size(c.bytes_after)}"
+            + (f"; {c.unjudged} kept unjudged (their folder could not be looked into)"
+               if c.unjudged else ""))
+
+
+def _ledger_json(c: Compaction | None) -> dict[str, object] | None:
+    if c is None:
+        return None
+    return {"path": safe(c.path), "lines": c.lines, "kept": c.kept, "gone": c.gone,
+            "changed": c.changed, "repeated": c.repeated, "torn": c.torn,
+            "unjudged": c.unjudged, "bytes_before": c.bytes_before,
+            "bytes_after": c.bytes_after, "problem": c.problem and safe(c.problem)}
 
 
 def render_json(r: GcResult, now_ns: int, verbose: bool) -> str:
@@ -64,7 +88,8 @@ def render_json(r: GcResult, now_ns: int, verbose: bool) -> str:
              "files": [safe(f.name) for f in u.files]} for u in r.evicted),
         "changed": [safe(n) for n in r.changed],
         "orphans_removed": [safe(n) for n in r.orphans],
-        "left": jsonout.Rows({"name": safe(f.name), "why": safe(f.why)} for f in r.left)})
+        "left": jsonout.Rows({"name": safe(f.name), "why": safe(f.why)} for f in r.left),
+        "ledger": _ledger_json(r.ledger)})
 
 
 FORMATS: dict[str, Callable[[GcResult, int, bool], str]] = {"text": render_text,

@@ -22,6 +22,7 @@ import json
 import os
 import re
 import stat
+import time
 from collections.abc import Iterable, Iterator, Mapping
 
 from jaxcache.fingerprint.model import SHORT, Fingerprint
@@ -120,6 +121,18 @@ _LINE = re.compile(
 # escapes the rest); parsed, validated and bounded (fingerprint.model) only when looked up
 _FINGERPRINT = re.compile(re.escape(FINGERPRINT.encode()) + rb"\t([0-9a-f]{"
                           + str(SHORT).encode() + rb"})\t(\{[\x20-\x7e]*\})")
+
+
+def match_line(raw: bytes) -> re.Match[bytes] | None:
+    """`raw` (one line, no newline) as a ledger line: groups 2 name, 3 digest, 4 size, 5-8
+    device, inode, mtime and ctime, 9 time, 10 boot, 11 writer id (None before version 3),
+    12 the directory as JSON; None when it is not one."""
+    return _LINE.fullmatch(raw) if len(raw) <= MAX_LINE else None
+
+
+def match_fingerprint(raw: bytes) -> re.Match[bytes] | None:
+    """`raw` as a `fingerprint` line: group 1 the id, 2 its JSON; None when it is not one."""
+    return _FINGERPRINT.fullmatch(raw) if len(raw) <= MAX_LINE else None
 
 
 def _written(raw: bytes) -> Written:
@@ -323,6 +336,38 @@ def appendable(st: os.stat_result) -> bool:
             and not st.st_mode & 0o022)
 
 
+LOCK_WAIT_S = 30.0  # compaction holds the lock for one read and one write of the file
+
+
+def hold(fd: int, dfd: int, name: str, exclusive: bool = False,
+         wait_s: float = LOCK_WAIT_S) -> bool | None:
+    """Lock the ledger open as `fd` (shared to append, `exclusive` to compact: gc/ledger.py),
+    then check that `name` in the folder `dfd` still is that very file. Compaction replaces the
+    file by a rename, so an appender that waited on the old file must open the new one: None
+    then (open again). False when the lock was not had within `wait_s` (a line not added only
+    leaves an entry of unknown origin: fail closed). Closing `fd` releases the lock."""
+    import fcntl
+
+    op = (fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH) | fcntl.LOCK_NB
+    deadline = time.monotonic() + wait_s
+    pause = 0.002
+    while True:
+        try:
+            fcntl.flock(fd, op)
+            break
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(pause)
+            pause = min(pause * 2, 0.05)
+    try:
+        now = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+    except FileNotFoundError:
+        return None
+    st = os.fstat(fd)
+    return True if (now.st_dev, now.st_ino) == (st.st_dev, st.st_ino) else None
+
+
 def write_lines(fd: int, st: os.stat_result, data: bytes) -> bool:
     """Add `data` (whole lines) to the ledger open as `fd` (O_APPEND), in one write so that
     lines stay whole; False where it would pass the size a reader accepts (then those entries
@@ -350,20 +395,22 @@ def relearn(ledger: Ledger, lines: tuple[Written, ...]) -> bool:
         w, dfd = walk_open(parent)
     except (OSError, JaxcacheError):
         return False
+    fd = -1
     try:
         if w.missing or w.blocked:
             return False
         fd = os.open(name, _APPEND, dir_fd=dfd)
-    except OSError:
-        return False
-    finally:
-        os.close(dfd)
-    try:
         st = os.fstat(fd)
         if (st.st_dev, st.st_ino, birth.of_fd(fd)) != ledger.identity or not appendable(st):
             return False
-        return write_lines(fd, st, b"".join(line(w) for w in lines))
+        # compacted meanwhile (the file read is not the ledger any more) or being compacted:
+        # nothing is added, these entries are hashed again next time
+        if not hold(fd, dfd, name, wait_s=1.0):
+            return False
+        return write_lines(fd, os.fstat(fd), b"".join(line(w) for w in lines))
     except OSError:
         return False
     finally:
-        os.close(fd)
+        if fd >= 0:
+            os.close(fd)
+        os.close(dfd)
