@@ -22,6 +22,7 @@ from support.jobs import clean_env, jaxcache
 pytest.importorskip("jax")
 pytest.importorskip("google.cloud.storage")
 from support import (  # noqa: E402
+    bucket_gc,
     builds,
     gcs_emulator,
     paths,
@@ -368,3 +369,11 @@ def test_ls_escapes_what_a_bucket_writer_names(world):
         shown.append(proc.stdout + proc.stderr)
     for text in shown:
         fuzz_targets.shown(text)
+
+
+def test_gc_by_size_and_age_then_a_warm_run_hits_what_stayed(world):
+    bucket_gc.gc_then_warm_run(world, world["emu"], BUCKET, copy, job)
+
+
+def test_verify_after_gc_is_clean(world):
+    bucket_gc.verify_after_gc_is_clean(world, world["emu"], BUCKET, copy)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from typing import NoReturn
 
 from jaxcache.cli import common
 
@@ -17,8 +18,16 @@ def options(p: argparse.ArgumentParser) -> None:
     common.option(p, "--max-age", metavar="AGE",
                   help="Delete every entry not used for longer than AGE (30d, 12h, 90m, 2w "
                        "or seconds).")
+    common.option(p, "--order", choices=("lru", "value"), default="lru", show_default=True,
+                  help="Which entries go first to meet --max-size: lru, the least recently "
+                       "used; value, the least compile time saved per byte and per run (by "
+                       "your run records; entries no record shows compiled go first).")
     common.option(p, "--dry-run", action="store_true",
                   help="Say what would go; delete nothing.")
+    common.option(p, "--lifecycle-rule", action="store_true",
+                  help="For a gs:// or s3:// PATH with --max-age: print the bucket's own "
+                       "lifecycle rule for that age instead of collecting (and what such a "
+                       "rule cannot do).")
     common.format_flag(p)
 
 
@@ -28,23 +37,33 @@ def handle(args: argparse.Namespace, tail: None) -> None:
       jaxcache gc --max-size 10G              down to 10 GiB, least recently used first
       jaxcache gc ~/.cache/jax --max-age 30d  every entry unused for 30 days
       jaxcache gc --max-size 5G --dry-run     what would go; nothing is deleted
+      jaxcache gc gs://b/jax --max-age 30d    a sealed bucket prefix, conditional deletes
+      jaxcache gc --max-size 10G --order value  keep what saves the most compile time
+      jaxcache gc s3://b/jax --max-age 30d --lifecycle-rule   the bucket's own rule
 
     One unit goes at a time: an entry with its signatures, its .used marker and JAX's -atime
-    file. Last use is the latest mtime of the entry, its -atime file and its marker (never
-    the filesystem's atime). gc deletes only regular files of yours, through the directory's
-    descriptor, each checked just before to still be the file judged; in a directory others
-    can write, only entries your origin ledger says your jobs wrote. Symlinks, folders,
+    file. Last use is the latest of the entry's mtime, its -atime file's and its marker's,
+    and its hits in your run records (never the filesystem's atime). gc deletes only regular
+    files of yours, through the directory's descriptor, each checked just before to still be
+    the file judged; in a directory others can write, only entries your origin ledger says
+    your jobs wrote. Symlinks, folders,
     FIFOs, other users' files and unknown names are reported and left alone. Then the origin
     ledger is compacted: lines of entries that are gone or changed are dropped. See
     docs/gc.md.
+
+    In a gs:// or s3:// prefix a unit is an entry with its signature objects; entries
+    without a signature are left, and every delete names the generation judged, so an
+    object re-published meanwhile stays.
 
     Exit code: 0; 1 when the directory stays over --max-size (what is left is not gc's to
     delete); 2 bad input.
     """
     import time
+    from dataclasses import replace
 
-    from jaxcache.gc import collect, plan
+    from jaxcache.gc import collect, compaction, plan
     from jaxcache.report import gc as formats
+    from jaxcache.trust.target import is_url
 
     if args.max_size is None and args.max_age is None:
         common.usage(args, "give --max-size, --max-age or both: gc deletes nothing unasked")
@@ -53,19 +72,44 @@ def handle(args: argparse.Namespace, tail: None) -> None:
         max_age = plan.parse_age(args.max_age) if args.max_age is not None else None
     except ValueError as exc:
         common.usage(args, str(exc))
-    from jaxcache.trust.target import is_url
-
     path = common.cache_path(args, args.path)
-    if is_url(path):
-        common.usage(args, "gc collects a local directory; a gs:// or s3:// bucket is not "
-                           "collected yet: give it a lifecycle rule (docs/gc.md)")
-    from dataclasses import replace
-
-    from jaxcache.gc import compaction
-
+    if args.lifecycle_rule:
+        _lifecycle_rule(args, path, max_size, max_age)
+    order = plan.Order(args.order)
     now = time.time_ns()
-    result = collect.collect(path, max_size=max_size,
-                             max_age_s=max_age, dry_run=args.dry_run, now_ns=now)
+    from jaxcache.records import key_uses
+
+    if is_url(path):
+        from jaxcache.gc.bucket_collect import collect_bucket
+        from jaxcache.seal import objects
+        from jaxcache.trust.target import parse_bucket
+
+        url = parse_bucket(path)
+        result = collect_bucket(objects.open_store(url), max_size=max_size, max_age_s=max_age,
+                                dry_run=args.dry_run, now_ns=now, order=order,
+                                uses=key_uses.of_records(url.text))
+    else:
+        import os
+
+        result = collect.collect(path, max_size=max_size, max_age_s=max_age,
+                                 dry_run=args.dry_run, now_ns=now, order=order,
+                                 uses=key_uses.of_records(os.path.abspath(path)))
     result = replace(result, ledger=compaction.compact(dry_run=args.dry_run))
     common.finish(args, formats.FORMATS[args.fmt](result, now, bool(args.verbose)),
                   1 if result.over_by else 0)
+
+
+def _lifecycle_rule(args: argparse.Namespace, path: str, max_size: int | None,
+                    max_age: float | None) -> NoReturn:
+    from jaxcache.report import gc as formats
+    from jaxcache.trust.target import is_url, parse_bucket
+
+    if not is_url(path):
+        common.usage(args, "--lifecycle-rule is for a gs:// or s3:// bucket; a directory is "
+                           "collected by gc itself")
+    if max_age is None or max_size is not None:
+        common.usage(args, "--lifecycle-rule takes --max-age alone: a bucket rule knows ages "
+                           "in days, no size")
+    url = parse_bucket(path)
+    common.finish(args, formats.lifecycle_text(url, max_age) if args.fmt == "text" else
+                  formats.lifecycle_json(url, max_age), 0)

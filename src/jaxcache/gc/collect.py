@@ -28,10 +28,12 @@ import contextlib
 import os
 import stat
 import time
+from collections.abc import Mapping
 
 from jaxcache.errors import JaxcacheError
 from jaxcache.gc import plan as planmod
 from jaxcache.gc.units import SIDECAR_KINDS, Unit, group, listing
+from jaxcache.gc.usage import KeyUse
 from jaxcache.text import safe
 from jaxcache.trust.entries import Entry
 from jaxcache.trust.principals import Accounts
@@ -71,6 +73,11 @@ class GcResult:
     orphans: tuple[str, ...] = ()  # sidecars of yours whose entry was gone: removed
     stopped: bool = False  # the deadline came first: the rest goes next time
     ledger: Compaction | None = None  # the origin ledger compacted after (gc/compaction.py)
+    order: planmod.Order = planmod.Order.LRU
+    # what the evicted entries cost to compile, by the run records (gc/usage.py): the next
+    # start of the jobs that used them recompiles about this long
+    recompile_s: float = 0.0
+    unpriced: int = 0  # evicted entries no record shows compiled: their cost is not known
 
     @property
     def freed_bytes(self) -> int:
@@ -175,11 +182,21 @@ def _still(fd: int, e: Entry) -> bool:
         (e.identity[0], e.identity[1], e.identity[2], e.size)
 
 
+def cost(evicted: tuple[Unit, ...], uses: Mapping[str, KeyUse] | None) -> tuple[float, int]:
+    """The compile seconds the run records show for `evicted`, and how many they do not."""
+    known = uses or {}
+    secs = [known[u.name].compile_s if u.name in known else None for u in evicted]
+    return sum(s for s in secs if s is not None), sum(s is None for s in secs)
+
+
 def collect(directory: str, *, max_size: int | None = None, max_age_s: float | None = None,
             dry_run: bool = False, now_ns: int | None = None,
-            until_ns: int | None = None) -> GcResult:
+            until_ns: int | None = None, order: planmod.Order = planmod.Order.LRU,
+            uses: Mapping[str, KeyUse] | None = None) -> GcResult:
     """Collect `directory` down to `max_size` bytes and/or units used within `max_age_s`;
-    deleting stops at `until_ns` (time.monotonic_ns()), the rest left for the next gc."""
+    deleting stops at `until_ns` (time.monotonic_ns()), the rest left for the next gc.
+    `uses`: what the run records say of each key (gc/usage.py): their hits count as uses,
+    and Order.VALUE ranks by them."""
     if max_size is None and max_age_s is None:
         raise JaxcacheError("give --max-size, --max-age or both: gc deletes nothing unasked")
     now_ns = time.time_ns() if now_ns is None else now_ns
@@ -204,10 +221,12 @@ def collect(directory: str, *, max_size: int | None = None, max_age_s: float | N
         orphans = [e for e in rest if _orphan(e, me, yours is None, now_ns)]
         rest = [e for e in rest if e not in orphans]
         ok, left = _judged(units, rest, me, yours)
+        if uses:
+            ok = planmod.with_hits(ok, uses)
         total = inventory.total_bytes
         # the orphans go anyway: the plan fits what stays without them
         chosen = planmod.choose(ok, total - sum(e.size for e in orphans), max_size=max_size,
-                                max_age_s=max_age_s, now_ns=now_ns)
+                                max_age_s=max_age_s, now_ns=now_ns, order=order, uses=uses)
         evicted, changed = [], []
         after = total
         stopped = False
@@ -235,9 +254,11 @@ def collect(directory: str, *, max_size: int | None = None, max_age_s: float | N
     finally:
         os.close(fd)
     over = max(0, after - max_size) if max_size is not None else 0
+    recompile, unpriced = cost(tuple(evicted), uses)
     return GcResult(directory, dry_run, max_size, max_age_s, shared, tuple(evicted), total,
                     after, over, len(ok) - len(evicted), tuple(left), tuple(changed),
-                    tuple(removed), stopped)
+                    tuple(removed), stopped, order=order, recompile_s=recompile,
+                    unpriced=unpriced)
 
 
 def _delete(fd: int, u: Unit, changed: list[str]) -> bool:

@@ -1,17 +1,34 @@
-"""What gc deletes: the least recently used units first, until the limits hold.
+"""What gc deletes: the least recently used units first (or the least valuable), until the
+limits hold.
 
-`--max-age`: every unit not used for longer goes. `--max-size`: then, oldest use first, units
-go until what the directory holds (every file in it, those gc may not delete too) is within
-the size. Only units gc may delete count as candidates (collect.py judges them); when those
-are not enough, the plan says how far over the limit the directory stays.
+`--max-age`: every unit not used for longer goes. `--max-size`: then, oldest use first (with
+`--order value`: least compile seconds saved per byte and per run first, gc/usage.py; ties by
+oldest use), units go until what the directory holds (every file in it, those gc may not delete
+too) is within the size. Only units gc may delete count as candidates (collect.py judges them);
+when those are not enough, the plan says how far over the limit the directory stays.
 """
 
 from __future__ import annotations
 
+import enum
 import re
+from collections.abc import Mapping
 
 from jaxcache.gc.units import Unit
+from jaxcache.gc.usage import KeyUse, value
 from jaxcache.values import frozen
+
+
+class Order(enum.Enum):
+    """Which units go first when the size is over the limit."""
+
+    LRU = "lru"  # the least recently used
+    VALUE = "value"  # the least compile time saved per byte and per run (gc/usage.py)
+
+    @property
+    def words(self) -> str:
+        return {Order.LRU: "least recently used first",
+                Order.VALUE: "least compile time saved per byte and per run first"}[self]
 
 _SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*([kmgtp]?)(i?b?)", re.IGNORECASE)
 _AGE = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw]?)", re.IGNORECASE)
@@ -47,15 +64,31 @@ class Plan:
     over_by: int  # bytes over max_size that gc may not delete (0: within, or no size limit)
 
 
+def with_hits(units: list[Unit], uses: Mapping[str, KeyUse]) -> list[Unit]:
+    """`units` with each one's last use moved to its latest hit in a run record, if later."""
+    out = []
+    for u in units:
+        hit = uses[u.name].last_hit_ns if u.name in uses else 0
+        out.append(Unit(u.entry, u.sidecars, hit) if hit > u.last_used_ns else u)
+    return out
+
+
 def choose(units: list[Unit], total_bytes: int, *, max_size: int | None,
-           max_age_s: float | None, now_ns: int) -> Plan:
-    """The plan for `units` (those gc may delete) of a directory holding `total_bytes`."""
+           max_age_s: float | None, now_ns: int, order: Order = Order.LRU,
+           uses: Mapping[str, KeyUse] | None = None) -> Plan:
+    """The plan for `units` (those gc may delete) of a directory holding `total_bytes`;
+    `uses` (gc/usage.py) for Order.VALUE."""
     if max_size is None and max_age_s is None:
         raise ValueError("give max_size or max_age_s")
-    order = sorted(units, key=lambda u: (u.last_used_ns, u.name))
+    if order is Order.VALUE:
+        known = uses or {}
+        queue = sorted(units, key=lambda u: (value(known.get(u.name), u.size),
+                                             u.last_used_ns, u.name))
+    else:
+        queue = sorted(units, key=lambda u: (u.last_used_ns, u.name))
     evict: list[Unit] = []
     held = total_bytes
-    for u in order:
+    for u in queue:
         old = max_age_s is not None and now_ns - u.last_used_ns > max_age_s * 1e9
         big = max_size is not None and held > max_size
         if old or big:

@@ -6,6 +6,7 @@ evicted entry with its last use, then what gc left alone and why.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 
 from jaxcache.documents.kinds import envelope
@@ -13,6 +14,7 @@ from jaxcache.gc.collect import GcResult
 from jaxcache.gc.compaction import Compaction
 from jaxcache.report import jsonout
 from jaxcache.text import age, plural, safe, size
+from jaxcache.trust.target import BucketUrl, is_url
 
 
 def _answer(r: GcResult) -> str:
@@ -21,6 +23,10 @@ def _answer(r: GcResult) -> str:
             f"({plural(len(r.evicted), 'entry', 'entries')}); "
             f"{size(r.after_bytes)} left in {plural(r.kept_units, 'entry', 'entries')} "
             f"gc may delete and {plural(len(r.left), 'file')} it may not")
+    if r.evicted and (r.recompile_s or r.unpriced):
+        head += (f"; the next start of the jobs that used them recompiles ~{r.recompile_s:.1f} s"
+                 + (f" (and {plural(r.unpriced, 'entry', 'entries')} no run record shows "
+                    "compiled)" if r.unpriced else ""))
     if r.over_by:
         head += (f"; still {size(r.over_by)} over --max-size: the rest is not gc's to delete "
                  "(see below)")
@@ -34,9 +40,11 @@ def render_text(r: GcResult, now_ns: int, verbose: bool) -> str:
         limits.append(f"max size {size(r.max_size)}")
     if r.max_age_s is not None:
         limits.append(f"max age {age(r.max_age_s)}")
-    out.append(f"  limits: {', '.join(limits)}; order: least recently used first"
-               + ("; a directory others write: only entries your jobs wrote were candidates"
-                  if r.shared else ""))
+    where = ("; a sealed bucket: only entries with their signature were candidates"
+             if is_url(r.directory) else
+             "; a directory others write: only entries your jobs wrote were candidates"
+             if r.shared else "")
+    out.append(f"  limits: {', '.join(limits)}; order: {r.order.words}{where}")
     shown = r.evicted if verbose else r.evicted[:20]
     for u in shown:
         out.append(f"  {'would delete' if r.dry_run else 'deleted'}  {size(u.size):>9}  "
@@ -80,7 +88,8 @@ def _ledger_json(c: Compaction | None) -> dict[str, object] | None:
 def render_json(r: GcResult, now_ns: int, verbose: bool) -> str:
     return jsonout.document({
         **envelope("gc"), "directory": safe(r.directory), "dry_run": r.dry_run,
-        "max_size_bytes": r.max_size, "max_age_s": r.max_age_s, "order": "lru",
+        "max_size_bytes": r.max_size, "max_age_s": r.max_age_s, "order": r.order.value,
+        "recompile_s": round(r.recompile_s, 3), "unpriced_entries": r.unpriced,
         "shared": r.shared, "before_bytes": r.before_bytes, "after_bytes": r.after_bytes,
         "freed_bytes": r.freed_bytes, "over_by_bytes": r.over_by, "kept_entries": r.kept_units,
         "evicted": jsonout.Rows(
@@ -90,6 +99,33 @@ def render_json(r: GcResult, now_ns: int, verbose: bool) -> str:
         "orphans_removed": [safe(n) for n in r.orphans],
         "left": jsonout.Rows({"name": safe(f.name), "why": safe(f.why)} for f in r.left),
         "ledger": _ledger_json(r.ledger)})
+
+
+def lifecycle_json(url: BucketUrl, max_age_s: float) -> str:
+    """The rule alone, to save and apply as it is."""
+    from jaxcache.gc import lifecycle_rule
+
+    return json.dumps(lifecycle_rule.rule(url, max_age_s), indent=2) + "\n"
+
+
+def lifecycle_text(url: BucketUrl, max_age_s: float) -> str:
+    from jaxcache.gc import lifecycle_rule
+
+    n = lifecycle_rule.days(max_age_s)
+    file = "jaxcache-lifecycle.json"
+    return "\n".join([
+        f"# {url.text}: the bucket deletes every object under the prefix {plural(n, 'day')} "
+        "after its upload (entries and signatures alike)",
+        f"# save the JSON below as {file} (or use --format json > {file}), then:",
+        f"#   {lifecycle_rule.apply_command(url, file)}",
+        "# (this replaces the bucket's lifecycle configuration: merge any rules it has)",
+        "# what a bucket rule cannot do, which `jaxcache gc` does:",
+        "#  - it counts from the upload, not the last use: an entry every job loads goes too,",
+        "#    and is compiled and published again at the next miss;",
+        "#  - it deletes without judging: no unit, no condition, so an entry may for a while",
+        "#    be left without its signature (a reader rejects it: a miss, never a load);",
+        "#  - it knows no size limit.",
+        lifecycle_json(url, max_age_s).rstrip("\n")]) + "\n"
 
 
 FORMATS: dict[str, Callable[[GcResult, int, bool], str]] = {"text": render_text,

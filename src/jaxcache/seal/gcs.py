@@ -123,6 +123,19 @@ class GcsStore:
 
         return self._call("upload", name, upload)
 
+    def delete_if(self, name: str, generation: str) -> bool:
+        from google.api_core import exceptions as gexc
+
+        def delete(bucket) -> bool:
+            try:
+                bucket.blob(self.where.object(name)).delete(
+                    if_generation_match=int(generation), retry=None, timeout=TIMEOUT)
+            except (gexc.PreconditionFailed, gexc.NotFound):
+                return False  # re-published since it was judged, or gone already
+            return True
+
+        return self._call("delete", name, delete)
+
     def stat(self, name: str) -> ObjectInfo | None:
         def head(bucket) -> ObjectInfo | None:
             blob = bucket.get_blob(self.where.object(name), retry=None, timeout=TIMEOUT)

@@ -1,5 +1,5 @@
 """The object-store interface a sealed cache in a bucket needs: get, put-if-absent,
-replace-if (a compare and swap, for orphaned signatures), list, stat.
+replace-if (a compare and swap, for orphaned signatures), delete-if (gc), list, stat.
 
 Kept this small so that another object store is one more module (gcs.py, s3.py).
 Failures the store cannot judge (network, permission, a server error) are `StoreError`s with a
@@ -48,6 +48,11 @@ class ObjectStore(Protocol):
     def replace_if(self, name: str, data: bytes, generation: str) -> bool:
         """Replace the object only if it is still at `generation` (a compare and swap, atomic
         on the server: GCS ifGenerationMatch, S3 If-Match); False if it changed or is gone."""
+
+    def delete_if(self, name: str, generation: str) -> bool:
+        """Delete the object only if it is still at `generation` (atomic on the server: GCS
+        ifGenerationMatch, S3 If-Match on DELETE), so one re-published meanwhile stays;
+        False if it changed or is gone."""
 
     def stat(self, name: str) -> ObjectInfo | None:
         """The object's size and generation; None if it does not exist."""

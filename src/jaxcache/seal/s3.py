@@ -155,6 +155,22 @@ class S3Store:
 
         return self._call("upload", name, upload)
 
+    def delete_if(self, name: str, generation: str) -> bool:
+        from botocore import exceptions as bexc
+
+        def delete(s3) -> bool:
+            try:
+                s3.delete_object(Bucket=self.where.bucket, Key=self.where.object(name),
+                                 IfMatch=generation)
+            except bexc.ClientError as exc:
+                code, status = _code(exc)
+                if status in (404, 409, 412) and code != "NoSuchBucket":
+                    return False  # re-published since it was judged, or gone already
+                raise
+            return True
+
+        return self._call("delete", name, delete)
+
     def stat(self, name: str) -> ObjectInfo | None:
         from botocore import exceptions as bexc
 

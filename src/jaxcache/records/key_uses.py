@@ -1,0 +1,51 @@
+"""Each cache key as this machine's run records show it (gc/usage.py's KeyUse): its last hit,
+its latest compile time and how many runs asked for it, for one cache location."""
+
+from __future__ import annotations
+
+import os
+
+from jaxcache.gc.usage import KeyUse
+
+RECORDS_READ = 500  # the newest records read: a year of daily runs, each read whole
+
+
+def _same_place(recorded: object, location: str) -> bool:
+    if not isinstance(recorded, str):
+        return False
+    if "://" in location:
+        return recorded.rstrip("/") == location.rstrip("/")
+    return os.path.abspath(recorded) == location
+
+
+def of_records(location: str, directory: str | None = None,
+               limit: int = RECORDS_READ) -> dict[str, KeyUse]:
+    """Each entry name (`<key>-cache`) the newest `limit` run records in `directory` (default:
+    the user's) show for the cache at `location` (an absolute path or a bucket URL), with its
+    last hit, its latest compile time and how many runs asked for it. A record that cannot be
+    read is skipped (records.store names it elsewhere)."""
+    from jaxcache.records import store
+
+    scan = store.scan(directory or store.runs_dir())
+    out: dict[str, KeyUse] = {}
+    for found in scan.records[:limit]:  # newest first
+        doc = found.doc
+        place = doc.get("cache_dir") if isinstance(doc, dict) else None
+        if not isinstance(place, dict) or not _same_place(place.get("path"), location):
+            continue
+        seen: set[str] = set()
+        for m in doc.get("modules") or ():
+            if not isinstance(m, dict) or not isinstance(m.get("cache_key"), str):
+                continue
+            name = f"{m['cache_key']}-cache"
+            use = out.get(name, KeyUse())
+            hit = m.get("outcome") == "hit"
+            secs = m.get("compile_or_load_s")
+            compiled = None if hit or not isinstance(secs, int | float) or \
+                isinstance(secs, bool) or secs < 0 else float(secs)
+            out[name] = KeyUse(
+                max(use.last_hit_ns, found.when_ns) if hit else use.last_hit_ns,
+                use.compile_s if use.compile_s is not None else compiled,  # newest first
+                use.runs + (name not in seen))
+            seen.add(name)
+    return out
