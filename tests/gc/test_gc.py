@@ -123,9 +123,9 @@ def test_dry_run_changes_nothing_and_nothing_unasked(tmp_path):
         proc = jaxcache("gc", str(cache), *bad, env=clean_env(XDG_STATE_HOME=str(state)))
         assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
         assert "Traceback" not in proc.stderr and _tree(cache) == before
-    bucket = jaxcache("gc", "gs://bucket/jax", "--max-age", "1d",
+    bucket = jaxcache("gc", "gs://Not_A_Bucket/jax", "--max-age", "1d",
                       env=clean_env(XDG_STATE_HOME=str(state)))
-    assert bucket.returncode == 2 and "local directory" in bucket.stderr
+    assert bucket.returncode == 2 and bucket.stderr.count("\n") == 1, bucket.stderr
     link = tmp_path / "link"
     link.symlink_to(cache)
     proc = jaxcache("gc", str(link), "--max-size", "1", env=clean_env(XDG_STATE_HOME=str(state)))
@@ -260,3 +260,75 @@ def test_enable_collects_when_the_process_ends(tmp_path):
                          env=env, timeout=300)
     assert bad.returncode != 0 and "not a size: 'huge'" in bad.stderr
     assert _entries(cache) == left
+
+
+def _records_job(cache: Path, state: Path) -> dict:
+    """The two-jit job under `jaxcache run`, its record kept where gc reads records (the state
+    directory's runs/): that record."""
+    env = clean_env(XDG_STATE_HOME=str(state), **EVERY_COMPILE)
+    proc = jaxcache("run", "-q", "--cache-dir", str(cache), "--", sys.executable, "-c",
+                    TWO_JITS_JOB, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    newest = max((state / "jaxcache" / "runs").glob("*.json"), key=lambda p: p.name)
+    return json.loads(newest.read_text())
+
+
+def test_run_records_count_as_use_and_price_what_gc_frees(tmp_path):
+    """A hit in a run record is a use (entries whose own times are old stay); the report says
+    what the evicted entries took to compile, from the records; --order value evicts the
+    least compile time per byte first."""
+    cache, state = tmp_path / "cache", tmp_path / "state"
+    cold = _records_job(cache, state)
+    compiled = {m["cache_key"] + "-cache": m["compile_or_load_s"] for m in cold["modules"]
+                if m["outcome"] == "written"}
+    assert len(compiled) >= 2 and set(compiled) == {p.name for p in _entries(cache)}
+    for p in cache.iterdir():
+        _age(p, 40 * 86_400)  # every file's own time says: unused for 40 days
+    warm = _records_job(cache, state)  # ... but this run loads them all
+    assert all(m["outcome"] == "hit" for m in warm["modules"] if m["cache_key"])
+    for p in cache.iterdir():
+        _age(p, 40 * 86_400)  # JAX touched its -atime files on load: old again
+    code, kept = _gc(cache, state, "--max-age", "30d", "--dry-run")
+    assert code == 0 and kept["evicted"] == []  # the records' hits are recent
+    elsewhere = tmp_path / "other-state"  # no records: only the files' own times
+    code, plan = _gc(cache, elsewhere, "--max-age", "30d", "--dry-run")
+    assert sorted(e["entry"] for e in plan["evicted"]) == sorted(compiled)
+    assert plan["recompile_s"] == 0 and plan["unpriced_entries"] == len(compiled)
+
+    code, lru = _gc(cache, state, "--max-age", "0", "--dry-run")
+    assert lru["recompile_s"] == round(sum(compiled.values()), 3)
+    assert lru["unpriced_entries"] == 0
+    text = jaxcache("gc", str(cache), "--max-age", "0", "--dry-run",
+                    env=clean_env(XDG_STATE_HOME=str(state)))
+    assert "the next start of the jobs that used them recompiles ~" in text.stdout
+
+    sizes = {e["entry"]: e["bytes"] for e in lru["evicted"]}
+    # value: compile seconds per byte kept (one run compiled each, two asked): least first
+    by_value = sorted(compiled, key=lambda n: (compiled[n] / sizes[n], n))
+    code, value = _gc(cache, state, "--max-size", "1", "--order", "value", "--dry-run")
+    assert value["order"] == "value"
+    assert [e["entry"] for e in value["evicted"]] == by_value
+
+
+def test_audit_and_run_say_when_a_grown_cache_has_no_limit(tmp_path):
+    cache, state = tmp_path / "cache", tmp_path / "state"
+    _run(cache, state, tmp_path / "cold.json")
+    env = clean_env(XDG_STATE_HOME=str(state))
+    quiet = jaxcache("audit", str(cache), env=env)
+    assert "nothing limits its size" not in quiet.stdout  # small: no line
+    big = cache / ("jit_big-" + "7" * 64 + "-cache")
+    with big.open("wb") as f:
+        f.truncate(1_000_000_000)  # sparse: 1 GB by its size, nothing on disk
+    said = jaxcache("audit", str(cache), env=env)
+    assert "nothing limits its size" in said.stdout and "jaxcache gc" in said.stdout
+    limited = jaxcache("audit", str(cache),
+                       env={**env, "JAX_COMPILATION_CACHE_MAX_SIZE": str(2 * 10**9)})
+    assert "nothing limits its size" not in limited.stdout
+    run_env = clean_env(XDG_STATE_HOME=str(state), **EVERY_COMPILE)
+    proc = jaxcache("run", "--cache-dir", str(cache), "--", sys.executable, "-c",
+                    TWO_JITS_JOB, env=run_env)
+    assert proc.returncode == 0 and proc.stdout == TWO_JITS_OUTPUT
+    assert "nothing limits its size" in proc.stderr
+    gc_after = jaxcache("run", "--cache-dir", str(cache), "--max-age", "30d", "--",
+                        sys.executable, "-c", TWO_JITS_JOB, env=run_env)
+    assert gc_after.returncode == 0 and "nothing limits its size" not in gc_after.stderr

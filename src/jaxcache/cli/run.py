@@ -120,6 +120,8 @@ def handle(args: argparse.Namespace, tail: list[str] | None) -> None:
                                                 or result.record_path, verbose=args.verbose))
     if limits is not None:
         _collect(args, limits, result.record)
+    elif not args.quiet:
+        _grown(result.record)
     _compact_ledger(args)
     if result.record_error:  # the job's own status if it failed, else 2: never silent
         sys.stderr.write(f"jaxcache: {result.record_error}\n")
@@ -195,6 +197,21 @@ def _collect(args: argparse.Namespace, limits: tuple[int | None, float | None],
                          + (f"; still {size(done.over_by)} over: not gc's to delete "
                             f"(jaxcache gc {safe(path)} --max-size ... says what)"
                             if done.over_by else "") + "\n")
+
+
+def _grown(record: dict[str, Any]) -> None:
+    """One line when the job's cache directory has grown large with no limit set."""
+    from jaxcache.gc.growth import unlimited
+    from jaxcache.text import safe
+
+    place = record.get("cache_dir") or {}
+    after = place.get("after") or {}
+    total, entries = after.get("bytes"), after.get("entries")
+    if isinstance(total, int) and isinstance(entries, int):
+        grown = unlimited(total, entries, {**os.environ, **(record.get("env") or {})},
+                          safe(str(place.get("path") or "PATH")))
+        if grown:
+            sys.stderr.write(f"jaxcache: {grown}\n")
 
 
 def _compact_ledger(args: argparse.Namespace) -> None:

@@ -5,10 +5,12 @@ with ls (report/ls.py)."""
 
 from __future__ import annotations
 
+import os
 import stat
 from collections.abc import Callable
 
 from jaxcache.documents.kinds import envelope
+from jaxcache.gc.growth import unlimited
 from jaxcache.report import jsonout, sarif, style
 from jaxcache.text import plural, safe, size, wrap
 from jaxcache.trust.audit import AuditReport
@@ -78,6 +80,10 @@ def render_text(r: AuditReport, *, verbose: bool = False,
                          f"{', '.join(e.flags)}")
         if len(flagged) > listed:
             lines.append(f"  ... {len(flagged) - listed} more (-v or jaxcache ls shows all)")
+        grown = unlimited(inv.total_bytes, inv.count("cache"), os.environ,
+                          safe(r.resolved or r.path or "PATH"))
+        if grown:
+            lines += wrap(f"note: {grown}", "  ", "    ")
     shown = [f for f in r.findings if verbose or f.effect != NOTE
              or f.code.startswith(("path.", "fs.", "storage.", "policy.", "origin.build"))]
     if shown:

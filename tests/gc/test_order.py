@@ -1,0 +1,49 @@
+"""The order gc evicts in: least recently used, or least compile time saved per byte and run
+(gc/plan.py with gc/usage.py), with hits in run records moving an entry's last use."""
+
+from __future__ import annotations
+
+from jaxcache.gc import plan
+from jaxcache.gc.units import Unit
+from jaxcache.gc.usage import KeyUse
+from jaxcache.trust.entries import Entry
+
+DAY_NS = 86_400 * 10**9
+
+
+def _unit(name: str, size: int, used_ns: int) -> Unit:
+    e = Entry(f"{name}-{'0' * 64}-cache", "cache", name, "0" * 64, "file", size, 0, "me",
+              0o600, 0.0, 1, False, (), (), (1, 2, used_ns, used_ns))
+    return Unit(e, (), used_ns)
+
+
+def test_value_keeps_what_saves_most_per_byte_and_run_and_lru_keeps_the_recent():
+    now = 100 * DAY_NS
+    a = _unit("a", 1000, now - 1 * DAY_NS)  # recent, cheap to compile
+    b = _unit("b", 1000, now - 9 * DAY_NS)  # old, expensive, asked by many runs
+    c = _unit("c", 4000, now - 5 * DAY_NS)  # expensive but big
+    d = _unit("d", 10, now - 2 * DAY_NS)  # no record shows it compiled: worth unknown
+    uses = {a.name: KeyUse(0, 0.5, 1), b.name: KeyUse(0, 20.0, 5), c.name: KeyUse(0, 20.0, 1)}
+    units = [a, b, c, d]
+    total = sum(u.size for u in units)
+    lru = plan.choose(units, total, max_size=total - 1, max_age_s=None, now_ns=now)
+    assert [u.name for u in lru.evict] == [b.name]  # the oldest use
+    val = plan.choose(units, total, max_size=2000, max_age_s=None, now_ns=now,
+                      order=plan.Order.VALUE, uses=uses)
+    # d (unknown: 0), a (0.5 s / 1000 B), c (20 s / 4000 B); b (100 s per 1000 B) stays
+    assert [u.name for u in val.evict] == [d.name, a.name, c.name]
+    assert val.after_bytes == 1000 and val.over_by == 0
+    # an age limit still takes what is old, whatever its value
+    aged = plan.choose(units, total, max_size=None, max_age_s=8 * 86_400, now_ns=now,
+                       order=plan.Order.VALUE, uses=uses)
+    assert [u.name for u in aged.evict] == [b.name]
+
+
+def test_a_hit_in_a_record_is_a_use():
+    now = 100 * DAY_NS
+    old = _unit("a", 10, now - 40 * DAY_NS)
+    moved = plan.with_hits([old], {old.name: KeyUse(now - DAY_NS, 1.0, 2)})
+    assert moved[0].last_used_ns == now - DAY_NS
+    assert plan.with_hits([old], {old.name: KeyUse(now - 50 * DAY_NS)})[0] is old  # earlier
+    got = plan.choose(moved, 10, max_size=None, max_age_s=30 * 86_400, now_ns=now)
+    assert got.evict == ()
