@@ -266,7 +266,14 @@ def _compact(path: str, dfd: int, name: str, fd: int, dry_run: bool,
         folders.close()
     body = b"".join(described[b] + b"\n" for b in sorted(builds) if b in described) + \
         b"".join(raw + b"\n" for raw in kept)
-    after = len(first) + 1 + len(body) if dry_run else _replace(dfd, name, body)
+    dropped = counts[Fate.GONE] + counts[Fate.CHANGED] + counts[Fate.REPEATED] + \
+        counts[Fate.TORN]
+    if dry_run:
+        after = len(first) + 1 + len(body)
+    elif dropped or len(described) > len(builds):
+        after = _replace(dfd, name, body)
+    else:
+        after = len(data)  # nothing to drop: the file stays as it is
     return Compaction(path, dry_run, lines=sum(counts.values()),
                       kept=counts[Fate.KEPT] + counts[Fate.UNJUDGED], gone=counts[Fate.GONE],
                       changed=counts[Fate.CHANGED], repeated=counts[Fate.REPEATED],

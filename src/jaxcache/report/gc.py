@@ -23,10 +23,12 @@ def _answer(r: GcResult) -> str:
             f"({plural(len(r.evicted), 'entry', 'entries')}); "
             f"{size(r.after_bytes)} left in {plural(r.kept_units, 'entry', 'entries')} "
             f"gc may delete and {plural(len(r.left), 'file')} it may not")
-    if r.evicted and (r.recompile_s or r.unpriced):
+    if r.evicted and r.recompile_s:
         head += (f"; the next start of the jobs that used them recompiles ~{r.recompile_s:.1f} s"
-                 + (f" (and {plural(r.unpriced, 'entry', 'entries')} no run record shows "
+                 + (f" (and {plural(r.unpriced, 'entry', 'entries')} no run record here shows "
                     "compiled)" if r.unpriced else ""))
+    elif r.evicted:
+        head += "; no run record here shows what they took to compile"
     if r.over_by:
         head += (f"; still {size(r.over_by)} over --max-size: the rest is not gc's to delete "
                  "(see below)")
@@ -59,7 +61,7 @@ def render_text(r: GcResult, now_ns: int, verbose: bool) -> str:
         out.append(f"  changed meanwhile, left alone: {safe(name)}")
     for f in r.left:
         out.append(f"  left: {safe(f.name)}: {safe(f.why)}")
-    if r.ledger is not None:
+    if r.ledger is not None and (r.ledger.lines or r.ledger.problem):
         out.append(f"  {ledger_line(r.ledger)}")
     return "\n".join(out) + "\n"
 
