@@ -21,6 +21,7 @@ from jaxcache.trust.entries import Entry, Inventory, classify
 from jaxcache.values import frozen
 
 SIDECAR_KINDS = ("signature", "used", "atime")
+_ORDER = {k: i for i, k in enumerate(SIDECAR_KINDS)}
 
 
 @frozen
@@ -37,14 +38,17 @@ class Unit:
 
     @property
     def size(self) -> int:
+        if not self.sidecars:  # most units of a plain cache: gc asks this of every one
+            return self.entry.size
         return self.entry.size + sum(s.size for s in self.sidecars if s.type == "file")
 
     @property
     def files(self) -> tuple[Entry, ...]:
         """The entry first, then its signatures, its marker and JAX's atime file: the order
         they are deleted in, so that no reader finds an entry without its signature."""
-        order = {k: i for i, k in enumerate(SIDECAR_KINDS)}
-        return (self.entry, *sorted(self.sidecars, key=lambda s: (order[s.kind], s.name)))
+        if not self.sidecars:
+            return (self.entry,)
+        return (self.entry, *sorted(self.sidecars, key=lambda s: (_ORDER[s.kind], s.name)))
 
 
 def _mtime_ns(e: Entry) -> int:
