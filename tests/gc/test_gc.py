@@ -119,13 +119,18 @@ def test_dry_run_changes_nothing_and_nothing_unasked(tmp_path):
     refused = jaxcache("gc", str(cache), env=clean_env(XDG_STATE_HOME=str(state)))
     assert refused.returncode == 2 and refused.stderr.count("\n") == 1
     assert "--max-size" in refused.stderr and _tree(cache) == before
-    for bad in (["--max-size", "ten"], ["--max-age", "-3d"], ["--max-size", "1", "--max-age", "x"]):
+    for bad in (["--max-size", "ten"], ["--max-age", "-3d"], ["--max-size", "1", "--max-age", "x"],
+                ["--max-size", "9" * 400], ["--max-age", "9" * 30 + "d"],
+                ["--max-age", "30d", "--lifecycle-rule"]):
         proc = jaxcache("gc", str(cache), *bad, env=clean_env(XDG_STATE_HOME=str(state)))
         assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
         assert "Traceback" not in proc.stderr and _tree(cache) == before
     bucket = jaxcache("gc", "gs://Not_A_Bucket/jax", "--max-age", "1d",
                       env=clean_env(XDG_STATE_HOME=str(state)))
     assert bucket.returncode == 2 and bucket.stderr.count("\n") == 1, bucket.stderr
+    whole = jaxcache("gc", "s3://whole-bucket", "--max-age", "30d", "--lifecycle-rule",
+                     env=clean_env(XDG_STATE_HOME=str(state)))
+    assert whole.returncode == 2 and "prefix" in whole.stderr and whole.stdout == ""
     link = tmp_path / "link"
     link.symlink_to(cache)
     proc = jaxcache("gc", str(link), "--max-size", "1", env=clean_env(XDG_STATE_HOME=str(state)))

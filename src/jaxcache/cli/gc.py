@@ -111,5 +111,8 @@ def _lifecycle_rule(args: argparse.Namespace, path: str, max_size: int | None,
         common.usage(args, "--lifecycle-rule takes --max-age alone: a bucket rule knows ages "
                            "in days, no size")
     url = parse_bucket(path)
+    if not url.prefix:
+        common.usage(args, "--lifecycle-rule needs the cache's prefix (gs://BUCKET/PREFIX): a "
+                           "rule on the whole bucket would delete everything in it")
     common.finish(args, formats.lifecycle_text(url, max_age) if args.fmt == "text" else
                   formats.lifecycle_json(url, max_age), 0)

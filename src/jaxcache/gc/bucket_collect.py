@@ -8,8 +8,10 @@ what gc may judge there is the sealed layout itself:
   by jaxcache (JAX's own unsigned cache in the same prefix, a hand upload): reported, left;
 - its last use: the latest of the entry's upload time and its hits in this machine's run
   records (gc/usage.py); jobs elsewhere are not in them;
-- a signature object whose entry is gone, older than a publish takes (ORPHAN_AGE_S), goes
-  (what a killed gc left);
+- a signature object whose entry is gone, older than a publish takes (ORPHAN_AGE_S, an hour),
+  goes (what a killed gc left);
+- an object the listing gives no generation (ETag) for is left: its delete could not be
+  conditional;
 - anything else under the prefix is reported and left.
 
 Every delete names the generation judged (GCS ifGenerationMatch, S3 If-Match): an object
@@ -27,7 +29,7 @@ from collections.abc import Mapping
 
 from jaxcache.errors import JaxcacheError
 from jaxcache.gc import plan as planmod
-from jaxcache.gc.collect import ORPHAN_AGE_S, GcResult, Left, cost
+from jaxcache.gc.collect import GcResult, Left, cost
 from jaxcache.gc.units import Unit, group
 from jaxcache.gc.usage import KeyUse
 from jaxcache.seal.objects import ObjectInfo, ObjectStore, StoreError
@@ -35,6 +37,9 @@ from jaxcache.text import safe
 from jaxcache.trust.entries import Entry, Inventory, classify
 
 _BUCKET_OWNER = "a bucket object"
+# a signature without its entry younger than this may be a publish whose entry upload is still
+# under way (an upload may take minutes: seal/gcs.py TIMEOUT)
+ORPHAN_AGE_S = 3600.0
 
 
 def _as_entry(o: ObjectInfo, now: float) -> Entry:
@@ -68,6 +73,10 @@ def collect_bucket(store: ObjectStore, *, max_size: int | None = None,
     ok: list[Unit] = []
     left: list[Left] = []
     for u in units:
+        if any(not by_name[f.name].generation for f in (u.entry, *u.sidecars)):
+            left.append(Left(u.name, "the store gave no generation (ETag) for it or a "
+                                     "signature: a delete could not be conditional"))
+            continue
         if not any(s.kind == "signature" and s.name == f"{u.name}.sig" for s in u.sidecars):
             left.append(Left(u.name, "an entry without its signature: not published by "
                                      "jaxcache (JAX's own cache, a hand upload), not gc's "
@@ -78,7 +87,7 @@ def collect_bucket(store: ObjectStore, *, max_size: int | None = None,
                     for s in u.sidecars if s.kind != "signature")
         ok.append(Unit(u.entry, keep, u.last_used_ns))
     orphans = [e for e in rest if e.kind == "signature" and e.age_s > ORPHAN_AGE_S
-               and by_name[e.name].updated is not None]
+               and by_name[e.name].updated is not None and by_name[e.name].generation]
     left.extend(Left(e.name, "a signature whose entry is gone, younger than a publish takes"
                      if e.kind == "signature" else "not part of a cache entry gc can judge")
                 for e in rest if e not in orphans)
@@ -129,7 +138,7 @@ def _delete(store: ObjectStore, u: Unit, by_name: Mapping[str, ObjectInfo],
             changed.append(s.name)
     # re-put alone while its old signature still stood, then left without one?
     again = store.stat(u.name)
-    if again is not None and store.stat(f"{u.name}.sig") is None and \
+    if again is not None and again.generation and store.stat(f"{u.name}.sig") is None and \
             not store.delete_if(u.name, again.generation):
         changed.append(u.name)
     return True

@@ -9,11 +9,16 @@ folder cannot be looked into is kept (not judged), as is every line of a ledger 
 be read whole. Compaction only ever removes lines, so it can make no entry count as yours that
 did not before.
 
-Atomic and under a lock, so a witness appending meanwhile loses no line: the file is locked
-exclusively (appenders take it shared: ledger_file.hold()), read, and the kept lines are written
-to a new file in the same folder, with a header that names that new file (its device, inode and
-birth time: the binding still holds), synced and renamed over the ledger; an appender that
-waited on the old file finds the name now holds another and opens the new one. A crash leaves
+Atomic and under a lock, so a witness appending meanwhile loses no line, and held only briefly,
+so a job's witness (which waits for it) is not held up by the judging: the lines are read and
+judged without the lock, then, only if one is to go, the file is locked exclusively (appenders
+take it shared: ledger_file.hold()), checked to still begin with what was judged, and the kept
+lines plus what was appended since are written to a new file in the same folder, with a header
+that names that new file (its device, inode and birth time: the binding still holds), synced
+and renamed over the ledger; an appender that waited on the old file finds the name now holds
+another and opens the new one. A folder that no longer exists counts as its entries gone (a
+cache moved or unmounted loses its lines at the next compaction: its entries read as unknown
+until written again, failing closed). A crash leaves
 either the old ledger or the new one, and at most a temporary file beside them (named
 `.origin.ledger.compact.*`), which the next compaction removes.
 """
@@ -34,6 +39,7 @@ from jaxcache.values import frozen
 _READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _TEMP = ".{name}.compact."
 ABANDONED_S = 3600.0  # a temporary file older than this is a crashed compaction's
+_OPEN_MAX = 32  # folder descriptors held at once (lines name few folders; a job has its own)
 
 
 @frozen
@@ -78,6 +84,8 @@ class _Folders:
 
     def fd(self, directory: bytes) -> int | None:
         if directory not in self._fds:
+            if len(self._fds) >= _OPEN_MAX:  # never more than a few descriptors at once
+                self.close()
             self._fds[directory] = self._open(directory)
         return self._fds[directory]
 
@@ -213,23 +221,21 @@ def compact(path: str | None = None, *, dry_run: bool = False,
 
 def _compact(path: str, dfd: int, name: str, fd: int, dry_run: bool,
              until_ns: int | None) -> Compaction:
+    """Judge the lines without the lock (appenders go on meanwhile), then, only if a line is
+    to go, lock for as long as it takes to re-read what was appended since and write the
+    new file: a job's witness waits for that, never for the judging."""
     st = os.fstat(fd)
     if not ledger_file.appendable(st):
         raise JaxcacheError("it is not a regular file of yours with one link that only you "
                             "can write; left as it is")
-    held = ledger_file.hold(fd, dfd, name, exclusive=True)
-    if held is None:
-        raise JaxcacheError("it was replaced while being opened (compacted by another "
-                            "process?); try again")
-    if not held:
-        raise JaxcacheError(f"another process held it for {ledger_file.LOCK_WAIT_S:.0f} s; "
-                            "try again")
-    st = os.fstat(fd)
     data = _read_all(fd, st.st_size)
     first, _, rest = data.partition(b"\n")
     why = ledger_file.unbound(first, st.st_dev, st.st_ino, birth.of_fd(fd))
     if why is not None:
         raise JaxcacheError(f"left as it is: {why}")
+    if not data.endswith(b"\n"):  # an append in flight (or a torn last line): judged later
+        rest = rest[:rest.rfind(b"\n") + 1] if b"\n" in rest else b""
+        data = first + b"\n" + rest
     if not dry_run:
         _sweep(dfd, name, time.time())
     counts = dict.fromkeys(Fate, 0)
@@ -242,7 +248,7 @@ def _compact(path: str, dfd: int, name: str, fd: int, dry_run: bool,
         for n, raw in enumerate(rest.split(b"\n")):
             if not raw:
                 continue
-            if until_ns is not None and n % 512 == 0 and time.monotonic_ns() > until_ns:
+            if until_ns is not None and n % 64 == 0 and time.monotonic_ns() > until_ns:
                 raise JaxcacheError("the time allowed ran out first; nothing was changed")
             m = ledger_file.match_line(raw)
             if m is None:
@@ -271,7 +277,7 @@ def _compact(path: str, dfd: int, name: str, fd: int, dry_run: bool,
     if dry_run:
         after = len(first) + 1 + len(body)
     elif dropped or len(described) > len(builds):
-        after = _replace(dfd, name, body)
+        after = _locked_replace(dfd, name, fd, data, body, until_ns)
     else:
         after = len(data)  # nothing to drop: the file stays as it is
     return Compaction(path, dry_run, lines=sum(counts.values()),
@@ -279,6 +285,41 @@ def _compact(path: str, dfd: int, name: str, fd: int, dry_run: bool,
                       changed=counts[Fate.CHANGED], repeated=counts[Fate.REPEATED],
                       torn=counts[Fate.TORN], unjudged=counts[Fate.UNJUDGED],
                       bytes_before=len(data), bytes_after=after)
+
+
+def _locked_replace(dfd: int, name: str, fd: int, judged: bytes, body: bytes,
+                    until_ns: int | None) -> int:
+    """Under the exclusive lock: the file must still begin with what was judged (appenders
+    only add lines); what they added since goes after the kept lines as it is."""
+    wait = ledger_file.LOCK_WAIT_S
+    if until_ns is not None:
+        wait = max(0.0, min(wait, (until_ns - time.monotonic_ns()) / 1e9))
+    held = ledger_file.hold(fd, dfd, name, exclusive=True, wait_s=wait)
+    if held is None:
+        raise JaxcacheError("it was replaced meanwhile (compacted by another process?); "
+                            "nothing was changed")
+    if not held:
+        raise JaxcacheError(f"another process held it for {wait:.0f} s; nothing was changed")
+    size = os.fstat(fd).st_size
+    if size < len(judged) or os.pread(fd, len(judged), 0) != judged:
+        raise JaxcacheError("it was rewritten meanwhile (not only appended to); nothing was "
+                            "changed")
+    tail = _read_tail(fd, len(judged), size)
+    return _replace(dfd, name, body + tail)
+
+
+def _read_tail(fd: int, start: int, size: int) -> bytes:
+    limit = ledger_file.MAX_BYTES + ledger_file.MAX_LINE
+    if size - start > limit:
+        raise JaxcacheError(f"it grew by more than {limit} bytes meanwhile")
+    out = []
+    while start < size:
+        got = os.pread(fd, min(1 << 20, size - start), start)
+        if not got:
+            break
+        out.append(got)
+        start += len(got)
+    return b"".join(out)
 
 
 def _replace(dfd: int, name: str, body: bytes) -> int:

@@ -32,6 +32,8 @@ class Order(enum.Enum):
 
 _SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*([kmgtp]?)(i?b?)", re.IGNORECASE)
 _AGE = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw]?)", re.IGNORECASE)
+_LARGEST = float(2 ** 62)  # bytes: far past any disk, still an int everywhere
+_LONGEST_S = 1000 * 365 * 86_400.0
 _AGE_S = {"s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 604_800}
 
 
@@ -45,7 +47,10 @@ def parse_size(text: str) -> int:
     binary = m.group(3).lower().startswith("i")
     if binary and not power:
         raise ValueError(f"not a size: {text!r} (say 10G, 500M, 2GiB or a number of bytes)")
-    return int(float(m.group(1)) * (1024 if binary else 1000) ** power)
+    value = float(m.group(1)) * (1024 if binary else 1000) ** power
+    if not value < _LARGEST:
+        raise ValueError(f"too large a size: {text!r}")
+    return int(value)
 
 
 def parse_age(text: str) -> float:
@@ -53,7 +58,10 @@ def parse_age(text: str) -> float:
     m = _AGE.fullmatch(text.strip())
     if m is None:
         raise ValueError(f"not an age: {text!r} (say 30d, 12h, 90m, 2w or seconds)")
-    return float(m.group(1)) * _AGE_S[m.group(2).lower() or "s"]
+    value = float(m.group(1)) * _AGE_S[m.group(2).lower() or "s"]
+    if not value < _LONGEST_S:
+        raise ValueError(f"too long an age: {text!r} (at most 1000 years)")
+    return value
 
 
 @frozen

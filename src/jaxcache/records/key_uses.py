@@ -24,9 +24,16 @@ def of_records(location: str, directory: str | None = None,
     the user's) show for the cache at `location` (an absolute path or a bucket URL), with its
     last hit, its latest compile time and how many runs asked for it. A record that cannot be
     read is skipped (records.store names it elsewhere)."""
+    import time
+
+    from jaxcache.errors import JaxcacheError
     from jaxcache.records import store
 
-    scan = store.scan(directory or store.runs_dir())
+    try:
+        scan = store.scan(directory or store.runs_dir())
+    except JaxcacheError:
+        return {}  # records that cannot be read say nothing: the cache's own times decide
+    now_ns = time.time_ns()
     out: dict[str, KeyUse] = {}
     for found in scan.records[:limit]:  # newest first
         doc = found.doc
@@ -44,7 +51,8 @@ def of_records(location: str, directory: str | None = None,
             compiled = None if hit or not isinstance(secs, int | float) or \
                 isinstance(secs, bool) or secs < 0 else float(secs)
             out[name] = KeyUse(
-                max(use.last_hit_ns, found.when_ns) if hit else use.last_hit_ns,
+                # a record's time is its name's: never later than now
+                max(use.last_hit_ns, min(found.when_ns, now_ns)) if hit else use.last_hit_ns,
                 use.compile_s if use.compile_s is not None else compiled,  # newest first
                 use.runs + (name not in seen))
             seen.add(name)

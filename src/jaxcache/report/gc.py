@@ -126,6 +126,8 @@ def lifecycle_text(url: BucketUrl, max_age_s: float) -> str:
         "#    and is compiled and published again at the next miss;",
         "#  - it deletes without judging: no unit, no condition, so an entry may for a while",
         "#    be left without its signature (a reader rejects it: a miss, never a load);",
+        "#  - it deletes every object under the prefix, also those gc leaves (unsigned",
+        "#    entries, foreign objects, anything in folders below);",
         "#  - it knows no size limit.",
         lifecycle_json(url, max_age_s).rstrip("\n")]) + "\n"
 
