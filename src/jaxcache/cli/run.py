@@ -217,12 +217,13 @@ def _grown(record: dict[str, Any]) -> None:
 def _compact_ledger(args: argparse.Namespace) -> None:
     """The origin ledger compacted after the job once it has grown past half what the
     witness writes (one stat otherwise), for at most GC_DEADLINE_S; one line on stderr."""
-    from jaxcache.gc import compaction
+    from jaxcache.trust import ledger_file
 
-    if not compaction.due():
+    if not ledger_file.crowded():
         return
     import time
 
+    from jaxcache.gc import compaction
     from jaxcache.report.gc import ledger_line
 
     done = compaction.compact(until_ns=time.monotonic_ns() + int(GC_DEADLINE_S * 1e9))

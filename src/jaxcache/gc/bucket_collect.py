@@ -29,7 +29,7 @@ from collections.abc import Mapping
 
 from jaxcache.errors import JaxcacheError
 from jaxcache.gc import plan as planmod
-from jaxcache.gc.collect import GcResult, Left, cost
+from jaxcache.gc.collect import GcResult, Left, cost, evict
 from jaxcache.gc.units import Unit, group
 from jaxcache.gc.usage import KeyUse
 from jaxcache.seal.objects import ObjectInfo, ObjectStore, StoreError
@@ -96,18 +96,11 @@ def collect_bucket(store: ObjectStore, *, max_size: int | None = None,
     total = sum(o.size for o in listed)
     chosen = planmod.choose(ok, total - sum(e.size for e in orphans), max_size=max_size,
                             max_age_s=max_age_s, now_ns=now_ns, order=order, uses=uses)
-    evicted: list[Unit] = []
     changed: list[str] = []
-    after, stopped = total, False
     try:
-        for u in chosen.evict:
-            if until_ns is not None and time.monotonic_ns() > until_ns:
-                stopped = True
-                break
-            if not dry_run and not _delete(store, u, by_name, changed):
-                continue
-            evicted.append(u)
-            after -= u.size
+        evicted, stopped = evict(chosen.evict, until_ns, lambda u: dry_run or _delete(
+            store, u, by_name, changed))
+        after = total - sum(u.size for u in evicted)
         removed = []
         for e in orphans:
             if dry_run or store.delete_if(e.name, by_name[e.name].generation):
@@ -118,10 +111,9 @@ def collect_bucket(store: ObjectStore, *, max_size: int | None = None,
     except StoreError as exc:
         raise JaxcacheError(f"gc of {safe(store.url)} stopped: {exc.message} (what was "
                             f"deleted before is gone; run it again)") from None
-    over = max(0, after - max_size) if max_size is not None else 0
     recompile, unpriced = cost(tuple(evicted), uses)
     return GcResult(store.url, dry_run, max_size, max_age_s, True, tuple(evicted), total,
-                    after, over, len(ok) - len(evicted), tuple(left), tuple(changed),
+                    after, len(ok) - len(evicted), tuple(left), tuple(changed),
                     tuple(removed), stopped, order=order, recompile_s=recompile,
                     unpriced=unpriced)
 

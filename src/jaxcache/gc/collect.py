@@ -28,7 +28,7 @@ import contextlib
 import os
 import stat
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from jaxcache.errors import JaxcacheError
 from jaxcache.gc import plan as planmod
@@ -66,7 +66,6 @@ class GcResult:
     evicted: tuple[Unit, ...]  # deleted (or, with dry_run, would be)
     before_bytes: int
     after_bytes: int
-    over_by: int  # still over max_size by this much: what gc may not delete
     kept_units: int
     left: tuple[Left, ...]  # files gc may not judge, untouched
     changed: tuple[str, ...]  # judged, then replaced or rewritten before deletion: left alone
@@ -82,6 +81,11 @@ class GcResult:
     @property
     def freed_bytes(self) -> int:
         return self.before_bytes - self.after_bytes
+
+    @property
+    def over_by(self) -> int:
+        """Still over max_size by this much: what gc may not delete."""
+        return max(0, self.after_bytes - self.max_size) if self.max_size is not None else 0
 
 
 def _why_not_file(e: Entry, me: frozenset[int]) -> str | None:
@@ -182,6 +186,19 @@ def _still(fd: int, e: Entry) -> bool:
         (e.identity[0], e.identity[1], e.identity[2], e.size)
 
 
+def evict(plan: tuple[Unit, ...], until_ns: int | None,
+          gone: Callable[[Unit], bool]) -> tuple[list[Unit], bool]:
+    """The units of `plan` that `gone` removed (with a dry run: would remove), in the plan's
+    order, and whether `until_ns` (time.monotonic_ns()) came first: the rest goes next time."""
+    done: list[Unit] = []
+    for u in plan:
+        if until_ns is not None and time.monotonic_ns() > until_ns:
+            return done, True
+        if gone(u):
+            done.append(u)
+    return done, False
+
+
 def cost(evicted: tuple[Unit, ...], uses: Mapping[str, KeyUse] | None) -> tuple[float, int]:
     """The compile seconds the run records show for `evicted`, and how many they do not."""
     known = uses or {}
@@ -227,20 +244,16 @@ def collect(directory: str, *, max_size: int | None = None, max_age_s: float | N
         # the orphans go anyway: the plan fits what stays without them
         chosen = planmod.choose(ok, total - sum(e.size for e in orphans), max_size=max_size,
                                 max_age_s=max_age_s, now_ns=now_ns, order=order, uses=uses)
-        evicted, changed = [], []
-        after = total
-        stopped = False
-        for u in chosen.evict:
-            if until_ns is not None and time.monotonic_ns() > until_ns:
-                stopped = True
-                break
+        changed: list[str] = []
+
+        def gone(u: Unit) -> bool:
             if not _still(fd, u.entry):
                 changed.append(u.name)
-                continue
-            if not dry_run and not _delete(fd, u, changed):
-                continue
-            evicted.append(u)
-            after -= u.size
+                return False
+            return dry_run or _delete(fd, u, changed)
+
+        evicted, stopped = evict(chosen.evict, until_ns, gone)
+        after = total - sum(u.size for u in evicted)
         removed = []
         for e in orphans:
             if not _still(fd, e):
@@ -253,10 +266,9 @@ def collect(directory: str, *, max_size: int | None = None, max_age_s: float | N
             after -= e.size
     finally:
         os.close(fd)
-    over = max(0, after - max_size) if max_size is not None else 0
     recompile, unpriced = cost(tuple(evicted), uses)
     return GcResult(directory, dry_run, max_size, max_age_s, shared, tuple(evicted), total,
-                    after, over, len(ok) - len(evicted), tuple(left), tuple(changed),
+                    after, len(ok) - len(evicted), tuple(left), tuple(changed),
                     tuple(removed), stopped, order=order, recompile_s=recompile,
                     unpriced=unpriced)
 

@@ -31,6 +31,7 @@ import os
 import re
 import stat
 import time
+from dataclasses import replace
 
 from jaxcache.errors import JaxcacheError
 from jaxcache.trust import birth, ledger_file
@@ -139,20 +140,20 @@ def _fate(m: re.Match[bytes], folders: _Folders) -> Fate:
     return Fate.KEPT
 
 
-def _read_all(fd: int, size: int) -> bytes:
+def _read(fd: int, start: int, end: int, too_large: str) -> bytes:
+    """Bytes [start, end) of the ledger; `too_large` says why more than a witness ever
+    writes is refused."""
     limit = ledger_file.MAX_BYTES + ledger_file.MAX_LINE
-    if size > limit:
-        raise JaxcacheError(f"it is larger than {limit} bytes, which no witness writes")
-    chunks: list[bytes] = []
-    total = 0
-    while True:
-        got = os.read(fd, 1 << 20)
+    if end - start > limit:
+        raise JaxcacheError(f"{too_large} {limit} bytes, which no witness writes")
+    out = []
+    while start < end:
+        got = os.pread(fd, min(1 << 20, end - start), start)
         if not got:
-            return b"".join(chunks)
-        total += len(got)
-        if total > limit:
-            raise JaxcacheError(f"it is larger than {limit} bytes, which no witness writes")
-        chunks.append(got)
+            break
+        out.append(got)
+        start += len(got)
+    return b"".join(out)
 
 
 def _sweep(dfd: int, name: str, now: float) -> None:
@@ -167,15 +168,6 @@ def _sweep(dfd: int, name: str, now: float) -> None:
                 if stat.S_ISREG(st.st_mode) and st.st_uid == os.geteuid() and \
                         now - st.st_mtime > ABANDONED_S:
                     os.unlink(e.name, dir_fd=dfd)
-
-
-def due(path: str | None = None) -> bool:
-    """Has the ledger grown past half what the witness writes (compact it after a job)?"""
-    try:
-        st = os.stat(path or ledger_file.ledger_path(), follow_symlinks=False)
-    except OSError:
-        return False
-    return st.st_size > ledger_file.MAX_BYTES // 2
 
 
 def compact(path: str | None = None, *, dry_run: bool = False,
@@ -228,7 +220,7 @@ def _compact(path: str, dfd: int, name: str, fd: int, dry_run: bool,
     if not ledger_file.appendable(st):
         raise JaxcacheError("it is not a regular file of yours with one link that only you "
                             "can write; left as it is")
-    data = _read_all(fd, st.st_size)
+    data = _read(fd, 0, st.st_size, "it is larger than")
     first, _, rest = data.partition(b"\n")
     why = ledger_file.unbound(first, st.st_dev, st.st_ino, birth.of_fd(fd))
     if why is not None:
@@ -272,20 +264,16 @@ def _compact(path: str, dfd: int, name: str, fd: int, dry_run: bool,
         folders.close()
     body = b"".join(described[b] + b"\n" for b in sorted(builds) if b in described) + \
         b"".join(raw + b"\n" for raw in kept)
-    dropped = counts[Fate.GONE] + counts[Fate.CHANGED] + counts[Fate.REPEATED] + \
-        counts[Fate.TORN]
+    result = Compaction(path, dry_run, lines=sum(counts.values()),
+                        kept=counts[Fate.KEPT] + counts[Fate.UNJUDGED], gone=counts[Fate.GONE],
+                        changed=counts[Fate.CHANGED], repeated=counts[Fate.REPEATED],
+                        torn=counts[Fate.TORN], unjudged=counts[Fate.UNJUDGED],
+                        bytes_before=len(data), bytes_after=len(data))
     if dry_run:
-        after = len(first) + 1 + len(body)
-    elif dropped or len(described) > len(builds):
-        after = _locked_replace(dfd, name, fd, data, body, until_ns)
-    else:
-        after = len(data)  # nothing to drop: the file stays as it is
-    return Compaction(path, dry_run, lines=sum(counts.values()),
-                      kept=counts[Fate.KEPT] + counts[Fate.UNJUDGED], gone=counts[Fate.GONE],
-                      changed=counts[Fate.CHANGED], repeated=counts[Fate.REPEATED],
-                      torn=counts[Fate.TORN], unjudged=counts[Fate.UNJUDGED],
-                      bytes_before=len(data), bytes_after=after)
-
+        return replace(result, bytes_after=len(first) + 1 + len(body))
+    if result.dropped or len(described) > len(builds):
+        return replace(result, bytes_after=_locked_replace(dfd, name, fd, data, body, until_ns))
+    return result  # nothing to drop: the file stays as it is
 
 def _locked_replace(dfd: int, name: str, fd: int, judged: bytes, body: bytes,
                     until_ns: int | None) -> int:
@@ -304,22 +292,8 @@ def _locked_replace(dfd: int, name: str, fd: int, judged: bytes, body: bytes,
     if size < len(judged) or os.pread(fd, len(judged), 0) != judged:
         raise JaxcacheError("it was rewritten meanwhile (not only appended to); nothing was "
                             "changed")
-    tail = _read_tail(fd, len(judged), size)
+    tail = _read(fd, len(judged), size, "it grew meanwhile by more than")
     return _replace(dfd, name, body + tail)
-
-
-def _read_tail(fd: int, start: int, size: int) -> bytes:
-    limit = ledger_file.MAX_BYTES + ledger_file.MAX_LINE
-    if size - start > limit:
-        raise JaxcacheError(f"it grew by more than {limit} bytes meanwhile")
-    out = []
-    while start < size:
-        got = os.pread(fd, min(1 << 20, size - start), start)
-        if not got:
-            break
-        out.append(got)
-        start += len(got)
-    return b"".join(out)
 
 
 def _replace(dfd: int, name: str, body: bytes) -> int:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 
 from jaxcache.gc.usage import KeyUse
+from jaxcache.trust.target import is_url
 
 RECORDS_READ = 500  # the newest records read: a year of daily runs, each read whole
 
@@ -13,7 +14,7 @@ RECORDS_READ = 500  # the newest records read: a year of daily runs, each read w
 def _same_place(recorded: object, location: str) -> bool:
     if not isinstance(recorded, str):
         return False
-    if "://" in location:
+    if is_url(location):
         return recorded.rstrip("/") == location.rstrip("/")
     return os.path.abspath(recorded) == location
 

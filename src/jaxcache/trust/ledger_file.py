@@ -336,6 +336,16 @@ def appendable(st: os.stat_result) -> bool:
             and not st.st_mode & 0o022)
 
 
+def crowded(path: str | None = None) -> bool:
+    """Has the ledger grown past half what the witness writes (gc/compaction.py compacts it
+    after a job then)? One stat: `run` asks after every job."""
+    try:
+        st = os.stat(path or ledger_path(), follow_symlinks=False)
+    except OSError:
+        return False
+    return st.st_size > MAX_BYTES // 2
+
+
 LOCK_WAIT_S = 30.0  # compaction holds the lock for one read and one write of the file
 
 
