@@ -3,7 +3,8 @@ every delete conditional on the server.
 
 A bucket keeps no owner per object and no `-atime` file, and a reader writes nothing to it, so
 what gc may judge there is the sealed layout itself:
-- a unit is an entry object with its signature object (`<entry>.sig`) and co-signatures; only
+- a unit is an entry object with its signature object (`<entry>.sig`, or `<key>.sig` where
+  that name would pass the store's limit: seal/names.py) and co-signatures; only
   entries that have their signature are candidates. An entry without one was never published
   by jaxcache (JAX's own unsigned cache in the same prefix, a hand upload): reported, left;
 - its last use: the latest of the entry's upload time and its hits in this machine's run
@@ -32,6 +33,8 @@ from jaxcache.gc import plan as planmod
 from jaxcache.gc.collect import GcResult, Left, cost, evict
 from jaxcache.gc.units import Unit, group
 from jaxcache.gc.usage import KeyUse
+from jaxcache.seal import names
+from jaxcache.seal.bucket import OBJECT_NAME_MAX
 from jaxcache.seal.objects import ObjectInfo, ObjectStore, StoreError
 from jaxcache.text import safe
 from jaxcache.trust.entries import Entry, Inventory, classify
@@ -40,6 +43,11 @@ _BUCKET_OWNER = "a bucket object"
 # a signature without its entry younger than this may be a publish whose entry upload is still
 # under way (an upload may take minutes: seal/gcs.py TIMEOUT)
 ORPHAN_AGE_S = 3600.0
+
+
+def _signature(entry: str) -> str:
+    """The entry's signature object, named as the publisher names it (seal/bucket.py)."""
+    return names.sidecar(entry, names.SIGNATURE, OBJECT_NAME_MAX)
 
 
 def _as_entry(o: ObjectInfo, now: float) -> Entry:
@@ -77,7 +85,7 @@ def collect_bucket(store: ObjectStore, *, max_size: int | None = None,
             left.append(Left(u.name, "the store gave no generation (ETag) for it or a "
                                      "signature: a delete could not be conditional"))
             continue
-        if not any(s.kind == "signature" and s.name == f"{u.name}.sig" for s in u.sidecars):
+        if not any(s.name == _signature(u.name) for s in u.sidecars):
             left.append(Left(u.name, "an entry without its signature: not published by "
                                      "jaxcache (JAX's own cache, a hand upload), not gc's "
                                      "to judge"))
@@ -130,7 +138,7 @@ def _delete(store: ObjectStore, u: Unit, by_name: Mapping[str, ObjectInfo],
             changed.append(s.name)
     # re-put alone while its old signature still stood, then left without one?
     again = store.stat(u.name)
-    if again is not None and again.generation and store.stat(f"{u.name}.sig") is None and \
+    if again is not None and again.generation and store.stat(_signature(u.name)) is None and \
             not store.delete_if(u.name, again.generation):
         changed.append(u.name)
     return True
