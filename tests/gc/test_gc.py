@@ -334,6 +334,12 @@ def test_audit_and_run_say_when_a_grown_cache_has_no_limit(tmp_path):
                     TWO_JITS_JOB, env=run_env)
     assert proc.returncode == 0 and proc.stdout == TWO_JITS_OUTPUT
     assert "nothing limits its size" in proc.stderr
+    in_code = ("import jax\njax.config.update('jax_compilation_cache_max_size', 2 * 10**9)\n"
+               + TWO_JITS_JOB)  # the limit set by the job itself, not the environment
+    limited_run = jaxcache("run", "--cache-dir", str(cache), "--", sys.executable, "-c",
+                           in_code, env=run_env)
+    assert limited_run.returncode == 0 and limited_run.stdout == TWO_JITS_OUTPUT
+    assert "nothing limits its size" not in limited_run.stderr
     gc_after = jaxcache("run", "--cache-dir", str(cache), "--max-age", "30d", "--",
                         sys.executable, "-c", TWO_JITS_JOB, env=run_env)
     assert gc_after.returncode == 0 and "nothing limits its size" not in gc_after.stderr

@@ -201,14 +201,16 @@ def _collect(args: argparse.Namespace, limits: tuple[int | None, float | None],
 
 def _grown(record: dict[str, Any]) -> None:
     """One line when the job's cache directory has grown large with no limit set."""
-    from jaxcache.gc.growth import unlimited
+    from jaxcache.gc.growth import jax_limit, unlimited
     from jaxcache.text import safe
 
     place = record.get("cache_dir") or {}
     after = place.get("after") or {}
     total, entries = after.get("bytes"), after.get("entries")
     if isinstance(total, int) and isinstance(entries, int):
-        grown = unlimited(total, entries, {**os.environ, **(record.get("env") or {})},
+        limit = jax_limit({**os.environ, **(record.get("env") or {})},
+                          record.get("cache_options_at_first_compile"))
+        grown = unlimited(total, entries, limit,
                           safe(str(place.get("path") or "PATH")))
         if grown:
             sys.stderr.write(f"jaxcache: {grown}\n")

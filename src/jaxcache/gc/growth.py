@@ -14,10 +14,16 @@ from jaxcache.text import plural, size
 
 GROWN_BYTES = 1_000_000_000  # 1 GB: below this, no line (most caches never get there)
 JAX_LIMIT = "JAX_COMPILATION_CACHE_MAX_SIZE"
+OPTION = "jax_compilation_cache_max_size"
 
 
-def jax_limit(env: Mapping[str, str]) -> int | None:
-    """JAX's own size limit from the environment, in bytes; None when unset or no limit."""
+def jax_limit(env: Mapping[str, str], job_options: object = None) -> int | None:
+    """JAX's own size limit in bytes (None: no limit): as the job's JAX held it at its first
+    compile (`job_options`, the run record's cache_options_at_first_compile: a job may set
+    it in code), else as the environment sets it."""
+    held = job_options.get(OPTION) if isinstance(job_options, dict) else None
+    if isinstance(held, int) and not isinstance(held, bool):
+        return held if held >= 0 else None
     try:
         limit = int(env.get(JAX_LIMIT, "-1"))
     except ValueError:
@@ -25,10 +31,10 @@ def jax_limit(env: Mapping[str, str]) -> int | None:
     return limit if limit >= 0 else None
 
 
-def unlimited(total_bytes: int, entries: int, env: Mapping[str, str],
+def unlimited(total_bytes: int, entries: int, jax_max_size: int | None,
               path: str = "PATH") -> str | None:
-    """The line, or None when the cache is small or something limits it."""
-    if total_bytes < GROWN_BYTES or jax_limit(env) is not None:
+    """The line, or None when the cache is small or JAX's `jax_max_size` limits it."""
+    if total_bytes < GROWN_BYTES or jax_max_size is not None:
         return None
     return (f"the cache holds {size(total_bytes)} in {plural(entries, 'entry', 'entries')} "
             f"and nothing limits its size (JAX's max_size is unset): bound it with "

@@ -10,7 +10,7 @@ import stat
 from collections.abc import Callable
 
 from jaxcache.documents.kinds import envelope
-from jaxcache.gc.growth import unlimited
+from jaxcache.gc.growth import jax_limit, unlimited
 from jaxcache.report import jsonout, sarif, style
 from jaxcache.text import plural, safe, size, wrap
 from jaxcache.trust.audit import AuditReport
@@ -80,7 +80,7 @@ def render_text(r: AuditReport, *, verbose: bool = False,
                          f"{', '.join(e.flags)}")
         if len(flagged) > listed:
             lines.append(f"  ... {len(flagged) - listed} more (-v or jaxcache ls shows all)")
-        grown = unlimited(inv.total_bytes, inv.count("cache"), os.environ,
+        grown = unlimited(inv.total_bytes, inv.count("cache"), jax_limit(os.environ),
                           safe(r.resolved or r.path or "PATH"))
         if grown:
             lines += wrap(f"note: {grown}", "  ", "    ")
