@@ -19,7 +19,7 @@ from support.ledgers import bound_ledger, judged
 from support.users import mkdir, needs_root, needs_setfacl
 
 from jaxcache.fingerprint.boot import boot_id
-from jaxcache.trust import birth, ledger_file
+from jaxcache.trust import birth, ledger_file, ledger_writes
 from jaxcache.trust import ledger as ledger_mod
 
 ENTRY = "jit_f-" + "ab" * 32 + "-cache"
@@ -111,7 +111,7 @@ def test_a_hard_linked_ledger_is_never_appended_to(tmp_path):
     before = real.read_bytes()
     assert not witness.append(str(state / "origin.ledger"), _written("jit_h-" + "e" * 64
                                                                     + "-cache"))
-    assert not ledger_file.relearn(got, (_written("jit_h-" + "e" * 64 + "-cache"),))
+    assert not ledger_writes.relearn(got, (_written("jit_h-" + "e" * 64 + "-cache"),))
     assert real.read_bytes() == before
 
 
@@ -214,7 +214,7 @@ def test_relearn_does_not_append_to_a_ledger_replaced_since_it_was_read(tmp_path
     assert loaded.identity is not None
     os.rename(led, state / "aside")
     bound_ledger(led, b"")
-    assert not ledger_file.relearn(loaded, (_written("jit_h-" + "d" * 64 + "-cache"),))
+    assert not ledger_writes.relearn(loaded, (_written("jit_h-" + "d" * 64 + "-cache"),))
     assert led.read_bytes().count(b"\n") == 1
 
 

@@ -23,7 +23,7 @@ from support.jobs import JOB_TIMEOUT_S, clean_env, jaxcache
 
 from jaxcache.gc import compaction
 from jaxcache.lifecycle import witness
-from jaxcache.trust import birth, ledger_file
+from jaxcache.trust import birth, ledger_file, ledger_writes
 from jaxcache.trust import ledger as ledger_mod
 
 
@@ -120,11 +120,11 @@ def test_past_the_old_limit_the_ledger_works_again_once_compacted(tmp_path):
     late = _entry(cache, 99)
     assert not witness.append(str(ledger), late)  # full: the entry would read as unknown
     assert late.name not in ledger_mod.load(str(ledger)).by_name
-    assert ledger_file.crowded(str(ledger))
+    assert ledger_writes.crowded(str(ledger))
 
     done = compaction.compact(str(ledger))
     assert done.problem is None and done.kept == 3 and done.repeated > 200_000
-    assert not ledger_file.crowded(str(ledger))
+    assert not ledger_writes.crowded(str(ledger))
     assert witness.append(str(ledger), late)
     loaded = ledger_mod.load(str(ledger))
     assert loaded.problem is None

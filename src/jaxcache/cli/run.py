@@ -219,9 +219,9 @@ def _grown(record: dict[str, Any]) -> None:
 def _compact_ledger(args: argparse.Namespace) -> None:
     """The origin ledger compacted after the job once it has grown past half what the
     witness writes (one stat otherwise), for at most GC_DEADLINE_S; one line on stderr."""
-    from jaxcache.trust import ledger_file
+    from jaxcache.trust import ledger_writes
 
-    if not ledger_file.crowded():
+    if not ledger_writes.crowded():
         return
     import time
 

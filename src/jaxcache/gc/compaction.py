@@ -12,7 +12,7 @@ did not before.
 Atomic and under a lock, so a witness appending meanwhile loses no line, and held only briefly,
 so a job's witness (which waits for it) is not held up by the judging: the lines are read and
 judged without the lock, then, only if one is to go, the file is locked exclusively (appenders
-take it shared: ledger_file.hold()), checked to still begin with what was judged, and the kept
+take it shared: ledger_writes.hold()), checked to still begin with what was judged, and the kept
 lines plus what was appended since are written to a new file in the same folder, with a header
 that names that new file (its device, inode and birth time: the binding still holds), synced
 and renamed over the ledger; an appender that waited on the old file finds the name now holds
@@ -34,7 +34,7 @@ import time
 from dataclasses import replace
 
 from jaxcache.errors import JaxcacheError
-from jaxcache.trust import birth, ledger_file
+from jaxcache.trust import birth, ledger_file, ledger_writes
 from jaxcache.values import frozen
 
 _READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
@@ -217,7 +217,7 @@ def _compact(path: str, dfd: int, name: str, fd: int, dry_run: bool,
     to go, lock for as long as it takes to re-read what was appended since and write the
     new file: a job's witness waits for that, never for the judging."""
     st = os.fstat(fd)
-    if not ledger_file.appendable(st):
+    if not ledger_writes.appendable(st):
         raise JaxcacheError("it is not a regular file of yours with one link that only you "
                             "can write; left as it is")
     data = _read(fd, 0, st.st_size, "it is larger than")
@@ -279,10 +279,10 @@ def _locked_replace(dfd: int, name: str, fd: int, judged: bytes, body: bytes,
                     until_ns: int | None) -> int:
     """Under the exclusive lock: the file must still begin with what was judged (appenders
     only add lines); what they added since goes after the kept lines as it is."""
-    wait = ledger_file.LOCK_WAIT_S
+    wait = ledger_writes.LOCK_WAIT_S
     if until_ns is not None:
         wait = max(0.0, min(wait, (until_ns - time.monotonic_ns()) / 1e9))
-    held = ledger_file.hold(fd, dfd, name, exclusive=True, wait_s=wait)
+    held = ledger_writes.hold(fd, dfd, name, exclusive=True, wait_s=wait)
     if held is None:
         raise JaxcacheError("it was replaced meanwhile (compacted by another process?); "
                             "nothing was changed")

@@ -17,7 +17,7 @@ import time
 
 from jaxcache.fingerprint.boot import boot_id
 from jaxcache.jaxcompat.guard import ENTRY_SUFFIX
-from jaxcache.trust import birth, ledger_file, origin
+from jaxcache.trust import birth, ledger_file, ledger_writes, origin
 
 # read too: its header is checked before a line is added
 _READ_APPEND = os.O_RDWR | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
@@ -141,24 +141,24 @@ def append(ledger: str, written: ledger_file.Written, described: bytes = b"") ->
     name = os.path.basename(ledger)
     try:
         # again after setting an unbound ledger aside, or when gc compacted it meanwhile
-        # (each wait for the lock is bounded: ledger_file.hold())
+        # (each wait for the lock is bounded: ledger_writes.hold())
         for _ in range(_TRIES):
             _create(dfd, name)
             fd = os.open(name, _READ_APPEND, dir_fd=dfd)
             try:
                 st = os.fstat(fd)
-                if not ledger_file.appendable(st):
+                if not ledger_writes.appendable(st):
                     return False
                 if _set_aside(dfd, name, fd, st):
                     continue
-                held = ledger_file.hold(fd, dfd, name)
+                held = ledger_writes.hold(fd, dfd, name)
                 if held is None:
                     continue  # replaced by its compaction while we waited: the new one
                 if not held:
                     return False
                 st = os.fstat(fd)
                 head = described if (st.st_dev, st.st_ino) not in _described else b""
-                done = ledger_file.write_lines(fd, st, head + ledger_file.line(written))
+                done = ledger_writes.write_lines(fd, st, head + ledger_file.line(written))
                 if done and head:
                     _described.add((st.st_dev, st.st_ino))
                 return done

@@ -42,7 +42,8 @@ import os
 import stat
 from collections.abc import Mapping
 
-from jaxcache.trust.ledger_file import Ledger, Written, relearn
+from jaxcache.trust.ledger_file import Ledger, Written
+from jaxcache.trust.ledger_writes import relearn
 from jaxcache.values import field, frozen
 
 TYPE_CHECKING = False  # typing itself costs `jaxcache run` ~2 ms: names for the type checker only
@@ -226,7 +227,7 @@ def judge(inventory: Inventory, dir_fd: int, ledger: Ledger, directory: str = ""
     """The origin of each compiled-code entry of `inventory` (trust/entries.py), the directory
     (`directory`, for the lines relearned) open as `dir_fd`. An entry found yours by its bytes
     under a new identity (a copy of your own cache) is added to the ledger with it
-    (ledger_file.relearn()), so the next audit does not read it again. With `reader` (the
+    (ledger_writes.relearn()), so the next audit does not read it again. With `reader` (the
     fingerprint judging now: the caller's, computed once), each entry of yours says whether
     the build that wrote it is this one (built())."""
     out = []
