@@ -57,6 +57,24 @@ def test_frozen():
     assert p.x == 1
 
 
+def test_a_class_with_slots_is_made_without_an_instance_dict():
+    """Fields go into the instance dict where there is one (the fast path); a class whose
+    instances have none (slots) is set through object.__setattr__ and stays frozen."""
+
+    @frozen
+    class Slotted:
+        __slots__ = ("a", "b")
+        a: int
+        b: str
+
+    s = Slotted(1, "x")
+    assert (s.a, s.b) == (1, "x") and not hasattr(s, "__dict__")
+    with pytest.raises(FrozenInstanceError):
+        s.a = 2  # type: ignore[misc]
+    plain = Point(3)
+    assert vars(plain) == {"x": 3, "label": "p", "tags": []}
+
+
 def test_equality_hash_and_repr_by_fields():
     assert Point(1, "a") == Point(1, "a") and Point(1, "a") != Point(1, "b")
     assert hash(Rank("a", 1)) == hash(Rank("a", 1))

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import random
+
 from jaxcache.gc import plan
 from jaxcache.gc.units import Unit
 from jaxcache.gc.usage import KeyUse
@@ -47,3 +49,35 @@ def test_a_hit_in_a_record_is_a_use():
     assert plan.with_hits([old], {old.name: KeyUse(now - 50 * DAY_NS)})[0] is old  # earlier
     got = plan.choose(moved, 10, max_size=None, max_age_s=30 * 86_400, now_ns=now)
     assert got.evict == ()
+
+
+def _reference(units: list[Unit], total: int, max_size: int | None, max_age_s: float | None,
+               now: int) -> list[str]:
+    """The plan's rule written plainly (docs/gc.md): oldest use first (ties by name), a unit
+    goes if it is older than the age or the directory is still over the size."""
+    out, held = [], total
+    for u in sorted(units, key=lambda u: (u.last_used_ns, u.name)):
+        old = max_age_s is not None and now - u.last_used_ns > max_age_s * 1e9
+        if old or (max_size is not None and held > max_size):
+            out.append(u.name)
+            held -= u.size
+    return out
+
+
+def test_the_fast_plan_is_the_plain_rule_on_random_caches():
+    """choose() stops at the first unit that stays and filters by age before sorting (a big
+    cache has 100,000 units): the same plan as the plain rule, ties and edges included."""
+    rng = random.Random(41)
+    now = 100 * DAY_NS
+    for _ in range(300):
+        units = [_unit(f"m{i}", rng.choice((1, 10, 100, 1000)),
+                       now - rng.choice((0, 1, 2, 30, 31)) * DAY_NS - rng.choice((0, 0, 1)))
+                 for i in range(rng.randrange(0, 30))]
+        total = sum(u.size for u in units) + rng.choice((0, 50))  # files gc may not delete
+        max_size = rng.choice((None, 0, total // 2, total))
+        max_age = rng.choice((None, 30 * 86_400, 30 * 86_400 + 1e-9, 1.5 * 86_400)) \
+            if max_size is not None else rng.choice((30 * 86_400, 1.5 * 86_400, 0.0))
+        got = plan.choose(list(units), total, max_size=max_size, max_age_s=max_age,
+                          now_ns=now)
+        assert [u.name for u in got.evict] == _reference(units, total, max_size, max_age, now)
+        assert got.after_bytes == total - sum(u.size for u in got.evict)

@@ -11,6 +11,8 @@ when those are not enough, the plan says how far over the limit the directory st
 from __future__ import annotations
 
 import enum
+import math
+import operator
 import re
 from collections.abc import Mapping
 
@@ -88,19 +90,28 @@ def choose(units: list[Unit], total_bytes: int, *, max_size: int | None,
     `uses` (gc/usage.py) for Order.VALUE."""
     if max_size is None and max_age_s is None:
         raise ValueError("give max_size or max_age_s")
+    # now - last use > max_age, in whole nanoseconds (floor: exact for a fractional age)
+    old_ns = math.floor(max_age_s * 1e9) if max_age_s is not None else None
+    if old_ns is not None and max_size is None:  # only the old go: only they are ordered
+        cutoff = now_ns - old_ns
+        units = [u for u in units if u.last_used_ns < cutoff]
     if order is Order.VALUE:
         known = uses or {}
         queue = sorted(units, key=lambda u: (value(known.get(u.name), u.size),
                                              u.last_used_ns, u.name))
     else:
-        queue = sorted(units, key=lambda u: (u.last_used_ns, u.name))
+        queue = sorted(units, key=_BY_USE)  # in C: a big cache has 100,000 units
     evict: list[Unit] = []
     held = total_bytes
     for u in queue:
-        old = max_age_s is not None and now_ns - u.last_used_ns > max_age_s * 1e9
-        big = max_size is not None and held > max_size
-        if old or big:
+        if (old_ns is not None and now_ns - u.last_used_ns > old_ns) or \
+                (max_size is not None and held > max_size):
             evict.append(u)
             held -= u.size
+        elif order is Order.LRU:
+            break  # the rest is used later still, and the size holds: none of it goes
     over = max(0, held - max_size) if max_size is not None else 0
     return Plan(tuple(evict), total_bytes, held, over)
+
+
+_BY_USE = operator.attrgetter("last_used_ns", "entry.name")

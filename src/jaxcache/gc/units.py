@@ -51,33 +51,43 @@ class Unit:
         return (self.entry, *sorted(self.sidecars, key=lambda s: (_ORDER[s.kind], s.name)))
 
 
-def _mtime_ns(e: Entry) -> int:
-    return e.identity[2]
-
-
 def group(inventory: Inventory) -> tuple[list[Unit], list[Entry]]:
     """The units of a directory listing, and what belongs to none (lock files, a sidecar
     whose entry is gone, unexpected names, folders): never deleted by gc, only reported."""
-    entries: dict[tuple[str | None, str | None], Entry] = {
-        (e.module, e.key): e for e in inventory.entries
-               if e.kind == "cache" and e.key is not None and "/" not in e.name}
-    sidecars: dict[tuple[str | None, str | None], list[Entry]] = {k: [] for k in entries}
+    entries: dict[tuple[str | None, str | None], Entry] = {}
+    side: list[Entry] = []
     rest: list[Entry] = []
-    for e in inventory.entries:
+    for e in inventory.entries:  # one pass: nearly every name of a big cache is an entry
+        if e.kind == "cache" and e.key is not None and "/" not in e.name:
+            ident: tuple[str | None, str | None] = (e.module, e.key)
+            if ident in entries:
+                rest.append(e)
+            else:
+                entries[ident] = e
+        elif e.kind in SIDECAR_KINDS and "/" not in e.name:
+            side.append(e)
+        else:
+            rest.append(e)
+    sidecars: dict[tuple[str | None, str | None], list[Entry]] = {}
+    for e in side:
         ident = (e.module, e.key)
-        if e.kind == "cache" and entries.get(ident) is e:
-            continue
-        if e.kind in SIDECAR_KINDS and ident in sidecars and "/" not in e.name:
-            sidecars[ident].append(e)
+        if ident in entries:
+            sidecars.setdefault(ident, []).append(e)
         else:
             rest.append(e)
     units = []
     for ident, entry in entries.items():
-        side = tuple(sidecars[ident])
-        used = max([_mtime_ns(entry)] + [_mtime_ns(s) for s in side
-                                         if s.kind in ("atime", "used") and s.type == "file"])
-        units.append(Unit(entry, side, used))
+        mine = sidecars.get(ident)
+        if mine is None:
+            units.append(Unit(entry, (), entry.identity[2]))
+            continue
+        used = max([entry.identity[2]] + [s.identity[2] for s in mine
+                                          if s.kind in ("atime", "used") and s.type == "file"])
+        units.append(Unit(entry, tuple(mine), used))
     return units, rest
+
+
+_TYPES = {stat.S_IFREG: "file", stat.S_IFDIR: "dir", stat.S_IFLNK: "symlink"}
 
 
 def listing(dir_fd: int, owner_of: Callable[[int], str]) -> Inventory:
@@ -87,19 +97,21 @@ def listing(dir_fd: int, owner_of: Callable[[int], str]) -> Inventory:
     (asked once per uid)."""
     names: dict[int, str] = {}
     now = time.time()
-    out = []
+    out: list[Entry] = []
+    append = out.append
     for item in os.scandir(dir_fd):
         try:
             st = item.stat(follow_symlinks=False)
         except FileNotFoundError:
             continue  # removed since the listing
-        kind, module, key = classify(item.name)
-        mode = st.st_mode
-        ftype = "file" if stat.S_ISREG(mode) else "dir" if stat.S_ISDIR(mode) else \
-            "symlink" if stat.S_ISLNK(mode) else "other"
-        out.append(Entry(item.name, kind, module, key, ftype, st.st_size, st.st_uid,
-                         names.get(st.st_uid) or names.setdefault(st.st_uid,
-                                                                  owner_of(st.st_uid)), mode,
-                         max(0.0, now - st.st_mtime), st.st_nlink, False, (), (),
-                         (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns)))
+        name = item.name
+        kind, module, key = classify(name)
+        mode, uid = st.st_mode, st.st_uid
+        owner = names.get(uid)
+        if owner is None:
+            owner = names[uid] = owner_of(uid)
+        age = now - st.st_mtime
+        append(Entry(name, kind, module, key, _TYPES.get(stat.S_IFMT(mode), "other"),
+                     st.st_size, uid, owner, mode, age if age > 0.0 else 0.0, st.st_nlink,
+                     False, (), (), (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns)))
     return Inventory(tuple(out))

@@ -1,0 +1,107 @@
+"""Deleting a plan with more than one thread (gc/collect.py `evict`, DELETERS): every unit is
+handed over once, what went comes back in the plan's order, a deadline or an error stops all
+threads; and on a real directory of many units each unit goes whole (entry, `-atime` file,
+`.used` marker, signature) and nothing else does."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from jaxcache.gc import collect
+from jaxcache.gc.units import Unit
+from jaxcache.trust.entries import Entry
+
+DAY_S = 86_400
+
+
+def _units(n: int) -> tuple[Unit, ...]:
+    out = []
+    for i in range(n):
+        e = Entry(f"m{i}-{i:064x}-cache", "cache", f"m{i}", f"{i:064x}", "file", 1, 0, "me",
+                  0o600, 0.0, 1, False, (), (), (1, i, i, i))
+        out.append(Unit(e, (), i))
+    return tuple(out)
+
+
+def test_each_unit_once_and_the_result_in_the_plans_order():
+    plan = _units(500)
+    seen: list[str] = []
+    threads: set[int] = set()
+
+    def gone(u: Unit) -> bool:
+        seen.append(u.name)
+        threads.add(threading.get_ident())
+        time.sleep(0)  # let the other thread take a turn
+        return u.last_used_ns % 3 != 0  # these were changed meanwhile: left
+
+    done, stopped = collect.evict(plan, None, gone, workers=2)
+    assert sorted(seen) == sorted(u.name for u in plan)  # each once
+    assert [u.name for u in done] == [u.name for u in plan if u.last_used_ns % 3 != 0]
+    assert not stopped
+    assert collect.evict(plan, None, lambda u: True, workers=1)[0] == list(plan)
+
+
+def test_a_passed_deadline_stops_every_thread_before_any_delete():
+    seen: list[Unit] = []
+    done, stopped = collect.evict(_units(100), time.monotonic_ns() - 1, seen.append,  # type: ignore[arg-type]
+                                  workers=2)
+    assert (done, stopped, seen) == ([], True, [])
+
+
+def test_an_error_stops_the_threads_and_is_raised():
+    plan = _units(1000)
+    seen: list[str] = []
+
+    def gone(u: Unit) -> bool:
+        seen.append(u.name)
+        if u.last_used_ns == 40:
+            raise PermissionError(13, "Permission denied", u.name)
+        return True
+
+    with pytest.raises(PermissionError):
+        collect.evict(plan, None, gone, workers=2)
+    # the other thread finishes at most the batch it holds
+    assert len(seen) <= 41 + 2 * collect._BATCH
+
+
+def _write(path: Path, size: int, age_s: float) -> None:
+    path.write_bytes(b"x" * size)
+    then = time.time() - age_s
+    os.utime(path, (then, then))
+
+
+def test_a_directory_of_many_units_loses_whole_old_units_only(tmp_path):
+    cache = tmp_path / "cache"
+    cache.mkdir(mode=0o700)
+    old, new = [], []
+    for i in range(120):
+        stem = f"jit_f{i}-{i:064x}"
+        aged = i % 2 == 0
+        _write(cache / f"{stem}-cache", 100 + i, 40 * DAY_S if aged else 0)
+        if i % 3 == 0:  # JAX's atime file, as old as its entry
+            _write(cache / f"{stem}-atime", 8, 40 * DAY_S if aged else 0)
+        if i % 5 == 0:  # a sealed entry: its signature and jaxcache's marker
+            _write(cache / f"{stem}-cache.sig", 64, 40 * DAY_S if aged else 0)
+            _write(cache / f"{stem}-cache.used", 0, 40 * DAY_S if aged else 0)
+        (old if aged else new).append(stem)
+    # used two days ago by its atime file: stays, though its entry is old
+    _write(cache / f"jit_f1000-{1000:064x}-cache", 5, 40 * DAY_S)
+    _write(cache / f"jit_f1000-{1000:064x}-atime", 8, 2 * DAY_S)
+    sizes = {p.name: p.stat().st_size for p in cache.iterdir()}
+    before = set(sizes)
+    result = collect.collect(str(cache), max_age_s=30 * DAY_S)
+    after = {p.name for p in cache.iterdir()}
+    assert {u.name for u in result.evicted} == {f"{s}-cache" for s in old}
+    assert not any(n.startswith(tuple(f"{s}-" for s in old)) for n in after)
+    assert before - after == {n for n in before if n.startswith(tuple(f"{s}-" for s in old))}
+    assert {f"{s}-cache" for s in new} <= after and f"jit_f1000-{1000:064x}-cache" in after
+    used = [u.last_used_ns for u in result.evicted]
+    assert used == sorted(used)  # in the plan's order: least recently used first
+    assert result.freed_bytes == sum(sizes[n] for n in before - after) > 0
+    assert result.after_bytes == sum(sizes[n] for n in after)
+    assert result.changed == () and result.left == ()
