@@ -37,6 +37,7 @@ from jaxcache.errors import JaxcacheError
 from jaxcache.gc import plan as planmod
 from jaxcache.gc.units import SIDECAR_KINDS, Unit, group, listing
 from jaxcache.gc.usage import KeyUse
+from jaxcache.seal import names
 from jaxcache.text import safe
 from jaxcache.trust.entries import Entry
 from jaxcache.trust.principals import Accounts
@@ -48,6 +49,7 @@ if TYPE_CHECKING:
     from jaxcache.trust.audit import AuditReport
 
 ORPHAN_AGE_S = 60.0  # as seal/lru.py: a younger sidecar may be a publish in progress
+TEMP_AGE_S = 3600.0  # a publisher's temporary file: written, fsynced and linked in far less
 # threads deleting a directory's units: on ext4 two take half the time of one for 50,000
 # re-checks and unlinks (benchmarks/gc_speed.py; four took more than two on 2 cores)
 DELETERS = 2
@@ -112,9 +114,16 @@ def _why_not_file(e: Entry, me: frozenset[int]) -> str | None:
 def _orphan(e: Entry, me: frozenset[int], private: bool, now_ns: int) -> bool:
     """A sidecar of yours (signature, marker, atime file) whose entry is gone, old enough
     not to be a publish in progress (a publisher writes the signature before its entry), in
-    a directory only you write: what a killed gc or JAX's own eviction left."""
-    return private and e.kind in SIDECAR_KINDS and _why_not_file(e, me) is None and \
-        now_ns - e.identity[2] > ORPHAN_AGE_S * 1e9
+    a directory only you write: what a killed gc or JAX's own eviction left. Or a sealed
+    publisher's temporary file of yours an hour old (a publisher killed before removing it:
+    found by the fault campaign; where it was linked into place already, it is the entry's
+    second name, which kept gc off that entry for good)."""
+    if not private:
+        return False
+    if e.kind in SIDECAR_KINDS:
+        return _why_not_file(e, me) is None and now_ns - e.identity[2] > ORPHAN_AGE_S * 1e9
+    return e.name.startswith(names.TEMP_PREFIX) and e.name.endswith(names.TEMP_SUFFIX) and \
+        e.type == "file" and e.uid in me and now_ns - e.identity[2] > TEMP_AGE_S * 1e9
 
 
 def _judged(units: list[Unit], rest: list[Entry], me: frozenset[int],
@@ -183,12 +192,13 @@ def _judge_directory(directory: str, fd: int) -> tuple[AuditReport, bool]:
 
 
 def _still(fd: int, e: Entry) -> bool:
-    """Is `e.name` still the very file judged (not replaced, not rewritten)?"""
+    """Is `e.name` still the very file judged (not replaced, not rewritten, as many links:
+    one for what gc deletes, but a publisher's leftover temporary name may be the second)?"""
     try:
         st = os.stat(e.name, dir_fd=fd, follow_symlinks=False)
     except FileNotFoundError:
         return False
-    return stat.S_ISREG(st.st_mode) and st.st_nlink == 1 and \
+    return stat.S_ISREG(st.st_mode) and st.st_nlink == e.nlink and \
         (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size) == \
         (e.identity[0], e.identity[1], e.identity[2], e.size)
 

@@ -11,6 +11,7 @@ trust/ledger_file.py's, the judgement trust/origin.py's.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import time
@@ -97,7 +98,34 @@ def _create(dfd: int, name: str) -> None:
     except FileExistsError:
         pass  # another process of the job made it meanwhile: append to that one
     finally:
-        os.unlink(temp, dir_fd=dfd)
+        with contextlib.suppress(FileNotFoundError):  # an appender's _created() took it
+            os.unlink(temp, dir_fd=dfd)
+
+
+def _created(dfd: int, name: str, st: os.stat_result) -> bool:
+    """The ledger has a second link, the temporary name _create() gives it (a job killed
+    between link() and unlink(): found by the fault campaign). With it no appender accepts
+    the file and every later entry would read as of unknown origin: remove that name. Only a
+    name of that very form for this very file, in the state folder, of yours; True if gone."""
+    prefix = f".{name}."
+    listed = os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=dfd)  # dfd: O_PATH
+    try:
+        leftovers = [n for n in os.listdir(listed) if n.startswith(prefix)]
+    finally:
+        os.close(listed)
+    for n in leftovers:
+        pid, _, ns = n[len(prefix):].partition(".")
+        if not (pid.isdigit() and ns.isdigit()):
+            continue
+        try:
+            other = os.stat(n, dir_fd=dfd, follow_symlinks=False)
+        except FileNotFoundError:
+            continue
+        if (other.st_dev, other.st_ino) == (st.st_dev, st.st_ino):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(n, dir_fd=dfd)
+            return True
+    return False
 
 
 def _set_aside(dfd: int, name: str, fd: int, st: os.stat_result) -> bool:
@@ -148,6 +176,8 @@ def append(ledger: str, written: ledger_file.Written, described: bytes = b"") ->
             try:
                 st = os.fstat(fd)
                 if not ledger_writes.appendable(st):
+                    if st.st_nlink == 2 and _created(dfd, name, st):
+                        continue  # its creation's temporary name, left by a kill: gone now
                     return False
                 if _set_aside(dfd, name, fd, st):
                     continue
