@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 PIP    := $(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt
 
-.PHONY: demo test lint typecheck system-deps clean matrix
+.PHONY: demo test lint typecheck system-deps clean matrix soak
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -53,6 +53,13 @@ test: system-deps $(VENV)/.test lint typecheck
 # MATRIX_SKIP: lines to leave out (.ci/run: the one `make test` just ran).
 MATRIX ?= 0.5.3 0.6.2 0.7.2 0.8.3 0.9.2 0.10.2 0.11.2 0.12.0.1
 MATRIX_SKIP ?=
+# The fault campaign at every step (issue 42; docs/reliability.md): writers killed before each of
+# their filesystem steps, SOAK_ROUNDS times, every state checked; prints the table. Bounded by
+# counts, not time (~1,200 kills in 4 rounds).
+SOAK_ROUNDS ?= 4
+soak: $(VENV)/.test
+	$(BIN)/python scripts/soak.py --rounds $(SOAK_ROUNDS)
+
 matrix:
 	@for v in $(MATRIX); do \
 	  case " $(MATRIX_SKIP) " in *" $$v "*) echo "== JAX $$v: left out (MATRIX_SKIP)"; continue;; esac; \
