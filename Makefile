@@ -29,7 +29,7 @@ system-deps:
 	@sh scripts/system-deps.sh
 
 lint: $(VENV)/.test
-	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff check src tests benchmarks scripts
 
 # mypy over src/ as pyproject.toml's [tool.mypy] says: strict, but for the modules it lists
 typecheck: $(VENV)/.test

@@ -2,19 +2,22 @@
 reader must find afterwards. Used by tests/faults/ (a fixed, seeded sample inside `make test`)
 and scripts/soak.py (every step, many rounds: `make soak`).
 
-Each kind is a writer (a light process driving jaxcache's own code, killed by
-support/killpoints.py) with the invariants the state it leaves must keep:
-- sealed publish into a directory (SealedCache.put of real entries, signed): a file under an
-  entry's final name is whole, its signature is there, and a reader loads exactly the bytes
-  published; anything else is a miss. `verify` names every leftover and never fails inside.
-  The next publisher completes, and then every entry loads;
-- the origin ledger's witness (witness.append): every line acknowledged before the kill is
-  in the ledger and parses; a torn last line is skipped and counted, never a crash; the next
-  append works;
-- gc of a sealed directory: an entry never stays without its signature, whatever stays loads
-  exactly; the next gc completes.
-A counter per kind adds up what the soak table shows: trials, kills, wrong loads, lost lines,
-internal errors.
+Each kind (a Kind below) is a writer, a light process driving jaxcache's own code and killed
+by support/killpoints.py, with the state it starts from and what that state must keep:
+- sealed publish (SealedCache.put of the real entries of a real JAX job, signed) and the
+  sealed LRU (the same with a limit of about one entry): a file under an entry's final name is
+  whole and signed, a reader loads exactly the bytes published or misses;
+- seal and seal --add-signature (the commands) on a directory a job filled: the same, with
+  entries still unsigned allowed after a kill of seal, and every entry still loading by the
+  first key while a co-signer is killed;
+- verify --quarantine of a directory with one changed entry: the changed bytes are never
+  loaded and never lost (moved aside, not deleted), the other entries still load;
+- the origin ledger's witness: every line acknowledged before the kill is in the ledger and
+  parses; a torn last line is skipped, never a crash;
+- gc of a sealed directory: an entry never stays without its signature.
+After every kill `verify` runs without failing inside and names each temporary file left;
+then the next, complete run succeeds and leaves the state whole. A Tally per kind adds up what
+the soak table shows: trials, kills, wrong loads, lost lines, hangs, internal errors.
 """
 
 from __future__ import annotations
@@ -23,12 +26,13 @@ import json
 import os
 import random
 import shutil
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from support import killpoints
-from support.jobs import jaxcache
+from support.jobs import CI_VARIABLES, jaxcache
 
 PUBLISH = r"""
 import json, sys
@@ -40,6 +44,19 @@ cache = SealedCache(shared, trusted=[signer.public], signer=signer)
 for key, hexdata in entries:
     cache.put(key, bytes.fromhex(hexdata))
     print("published", key, flush=True)
+"""
+
+# the sealed tier's LRU: a publisher whose limit holds about one entry evicts as it publishes
+LRU = r"""
+import json, sys
+from jaxcache.seal import keys
+from jaxcache.seal.store import SealedCache
+shared, keyfile, entries = sys.argv[1], sys.argv[2], json.load(open(sys.argv[3]))
+limit = int(sys.argv[4])
+signer = keys.load_signing(keyfile)
+cache = SealedCache(shared, trusted=[signer.public], signer=signer, max_size=lambda: limit)
+for key, hexdata in entries:
+    cache.put(key, bytes.fromhex(hexdata))
 """
 
 WITNESS = r"""
@@ -63,6 +80,14 @@ r = collect.collect(sys.argv[1], max_size=int(sys.argv[2]))
 print(len(r.evicted), flush=True)
 """
 
+# a jaxcache command, as `jaxcache ARGS...` runs it (seal, seal --add-signature, verify)
+COMMAND = r"""
+import sys
+from jaxcache.cli import main
+sys.argv = ["jaxcache", *sys.argv[1:]]
+main()
+"""
+
 
 @dataclass
 class Tally:
@@ -80,7 +105,7 @@ class Tally:
     def fail(self, what: str) -> None:
         self.failures.append(what)
 
-    def ran(self, t: killpoints.Trial, who: str) -> None:
+    def ran(self, t: killpoints.Trial, who: str, ok: tuple[int, ...] = (0,)) -> None:
         """Count one trial of the writer: killed, hung, or ended (cleanly, or not)."""
         self.trials += 1
         if t.killed:
@@ -88,27 +113,38 @@ class Tally:
         elif t.hung:
             self.hangs += 1
             self.fail(f"{who} hung")
-        elif t.returncode != 0 or _internal(t.stderr):
+        elif t.returncode not in ok or _internal(t.stderr):
             self.internal_errors += 1
             self.fail(f"{who} rc {t.returncode}: {t.stderr[-500:]}")
 
 
 @dataclass
 class World:
-    """What every trial starts from: real entries of a real JAX job and a signing key."""
+    """What every trial starts from: real entries of a real JAX job and two signing keys."""
 
     root: Path
     key: Path
     pub: str
     entries: list[tuple[str, bytes]]  # (cache key, the entry's bytes), as JAX wrote them
-    sealed: Path  # a sealed directory holding all of them (gc's starting point)
+    sealed: Path  # a sealed directory holding all of them
+    key2: Path  # a second key (a co-signer)
+    pub2: str
+
+    @property
+    def listing(self) -> Path:
+        """The entries as a publisher's argument (JSON of key and hex)."""
+        path = self.root / "entries.json"
+        if not path.exists():
+            path.write_text(json.dumps([(k, d.hex()) for k, d in self.entries]))
+        return path
 
 
 def world(root: Path, job: Callable[..., dict]) -> World:
     """Real entries: the sealed job (tests/programs/sealed_job.py) run once with the key."""
     keydir = root / "keys"
-    proc = jaxcache("keygen", str(keydir / "ci.key"))
-    assert proc.returncode == 0, proc.stderr
+    for name in ("ci.key", "ci2.key"):
+        proc = jaxcache("keygen", str(keydir / name))
+        assert proc.returncode == 0, proc.stderr
     pub = (keydir / "ci.key.pub").read_text().strip()
     sealed = root / "sealed"
     sealed.mkdir(mode=0o700)
@@ -116,42 +152,55 @@ def world(root: Path, job: Callable[..., dict]) -> World:
     entries = sorted((p.name[:-len("-cache")], p.read_bytes()) for p in sealed.iterdir()
                      if p.name.endswith("-cache"))
     assert entries, "the job wrote no entry"
-    return World(root, keydir / "ci.key", pub, entries, sealed)
+    return World(root, keydir / "ci.key", pub, entries, sealed, keydir / "ci2.key",
+                 (keydir / "ci2.key.pub").read_text().strip())
 
 
 def fresh_state(path: Path) -> dict[str, str]:
     """The environment of a writer with a state folder of its own, new: every trial of a
-    kind then takes the same steps (a memo written by one is not found by the next)."""
-    return {**os.environ, "XDG_STATE_HOME": str(path)}
+    kind then takes the same steps (a memo written by one is not found by the next). Outside
+    CI as far as jaxcache can tell (the soak may run under one)."""
+    env = {k: v for k, v in os.environ.items() if k not in CI_VARIABLES}
+    return {**env, "XDG_STATE_HOME": str(path)}
 
 
 def _internal(text: str) -> bool:
     return "Traceback" in text or "internal error" in text.lower()
 
 
-def _reader_check(w: World, cache: Path, tally: Tally, *, all_whole: bool = False) -> None:
-    """Every entry present is whole, signed and loads exactly; absent ones are misses."""
+def _loads(w: World, cache: Path, tally: Tally, *, pub: str | None = None,
+           must_load: bool = False, unsigned_ok: bool = False,
+           tampered: frozenset[str] = frozenset()) -> None:
+    """What a sealed reader trusting `pub` (default: the first key) finds: never bytes other
+    than the entry's; a file under an entry's final name is whole (a `tampered` key's file
+    aside) and signed (unless `unsigned_ok`: not sealed yet); a whole, signed entry loads;
+    with `must_load` every entry but the tampered loads (after a complete run)."""
     from jaxcache.seal.store import SealedCache
     from jaxcache.trust.keys import load_public
 
-    reader = SealedCache(str(cache), trusted=[load_public(w.pub)])
+    reader = SealedCache(str(cache), trusted=[load_public(pub or w.pub)])
     try:
         for key, data in w.entries:
             path = cache / f"{key}-cache"
-            got = reader.get(key)
+            with warnings.catch_warnings():  # a rejection warns: expected here, checked below
+                warnings.simplefilter("ignore")
+                got = reader.get(key)
             if got is not None and got != data:
                 tally.wrong_loads += 1
                 tally.fail(f"{key}: loaded bytes that are not the entry's")
+            if key in tampered:
+                continue
             if path.exists():
                 if path.read_bytes() != data:
                     tally.wrong_loads += 1
                     tally.fail(f"{path.name}: a partial or other file under the final name")
                 if not (cache / f"{key}-cache.sig").exists():
-                    tally.fail(f"{path.name}: an entry without its signature")
-                elif got != data:
+                    if not unsigned_ok:
+                        tally.fail(f"{path.name}: an entry without its signature")
+                elif got != data and pub is None:
                     tally.fail(f"{path.name}: whole and signed, yet not loaded")
-            elif all_whole:
-                tally.fail(f"{path.name}: missing after a complete run")
+            if must_load and got != data:
+                tally.fail(f"{path.name}: not loaded after a complete run")
     finally:
         reader.close()
 
@@ -163,79 +212,217 @@ def _verify(w: World, cache: Path, tally: Tally) -> None:
         tally.internal_errors += 1
         tally.fail(f"verify: rc {proc.returncode}: {proc.stderr[-500:]}")
         return
-    doc = json.loads(proc.stdout)
-    named = json.dumps(doc)
+    named = json.dumps(json.loads(proc.stdout))
     for p in cache.iterdir():
         if p.name.startswith(".jaxcache-") and p.name.endswith(".tmp") and p.name not in named:
             tally.fail(f"verify does not name the leftover {p.name}")
 
 
-def publish_trial(w: World, work: Path, kill_at: int, tally: Tally) -> None:
-    """A sealed publisher killed before step `kill_at`, then checked; then the next one."""
-    cache = work / f"pub-{kill_at}"
-    cache.mkdir(mode=0o700)
-    listing = work / "entries.json"
-    if not listing.exists():
-        listing.write_text(json.dumps([(k, d.hex()) for k, d in w.entries]))
-    env = fresh_state(work / f"pub-state-{kill_at}")
-    t = killpoints.run(PUBLISH, kill_at, work, str(cache), str(w.key), str(listing), env=env)
-    tally.ran(t, "the publisher")
-    _reader_check(w, cache, tally)
-    _verify(w, cache, tally)
-    again = killpoints.run(PUBLISH, 0, work, str(cache), str(w.key), str(listing), env=env)
-    if again.returncode != 0:
-        tally.internal_errors += 1
-        tally.fail(f"the next publisher: rc {again.returncode}: {again.stderr[-500:]}")
-    _reader_check(w, cache, tally, all_whole=True)
-    shutil.rmtree(cache)
-    shutil.rmtree(env["XDG_STATE_HOME"], ignore_errors=True)
+class Kind:
+    """One writer of the campaign: the state it starts from, its arguments, and what must
+    hold after it was killed (`after_kill`) and after the next, complete run (`after_run`)."""
+
+    name = ""
+    writer = ""
+    ok_codes: tuple[int, ...] = (0,)
+
+    def start(self, w: World, d: Path) -> None:
+        d.mkdir(mode=0o700)
+
+    def args(self, w: World, d: Path) -> list[str]:
+        raise NotImplementedError
+
+    def after_kill(self, w: World, d: Path, t: killpoints.Trial, tally: Tally) -> None:
+        _loads(w, d / "cache", tally)
+        _verify(w, d / "cache", tally)
+
+    def after_run(self, w: World, d: Path, tally: Tally) -> None:
+        _loads(w, d / "cache", tally, must_load=True)
 
 
-def witness_trial(work: Path, kill_at: int, lines: int, tally: Tally) -> None:
-    """The ledger's witness killed before step `kill_at`: every acknowledged line stays."""
-    from jaxcache.trust import ledger_file
+class Publish(Kind):
+    name, writer = "sealed publish", PUBLISH
 
-    ledger = work / f"ledger-{kill_at}" / "origin.ledger"
-    t = killpoints.run(WITNESS, kill_at, work, str(ledger), str(lines))
-    tally.ran(t, "the witness")
-    acked = t.acknowledged
+    def start(self, w: World, d: Path) -> None:
+        (d / "cache").mkdir(mode=0o700, parents=True)
+
+    def args(self, w: World, d: Path) -> list[str]:
+        return [str(d / "cache"), str(w.key), str(w.listing)]
+
+
+class Lru(Publish):
+    name, writer = "the sealed LRU", LRU
+
+    def args(self, w: World, d: Path) -> list[str]:
+        room = max(len(data) for _, data in w.entries) * 3 // 2  # about one entry
+        return [*super().args(w, d), str(room)]
+
+    def after_run(self, w: World, d: Path, tally: Tally) -> None:
+        _loads(w, d / "cache", tally)  # the limit let only some stay: whole, signed, loaded
+        if not any(p.name.endswith("-cache") for p in (d / "cache").iterdir()):
+            tally.fail("the LRU kept no entry at all")
+
+
+class Seal(Kind):
+    name, writer = "seal", COMMAND
+
+    def start(self, w: World, d: Path) -> None:
+        (d / "cache").mkdir(mode=0o700, parents=True)
+        for p in w.sealed.iterdir():  # the entries only: a directory CI just filled
+            if p.name.endswith("-cache"):
+                shutil.copy2(p, d / "cache" / p.name)
+
+    def args(self, w: World, d: Path) -> list[str]:
+        return ["seal", str(d / "cache"), "--signing-key", str(w.key)]
+
+    def after_kill(self, w: World, d: Path, t: killpoints.Trial, tally: Tally) -> None:
+        _loads(w, d / "cache", tally, unsigned_ok=True)
+        _verify(w, d / "cache", tally)
+
+
+class Cosign(Kind):
+    name, writer = "seal --add-signature", COMMAND
+
+    def start(self, w: World, d: Path) -> None:
+        shutil.copytree(w.sealed, d / "cache")
+
+    def args(self, w: World, d: Path) -> list[str]:
+        return ["seal", str(d / "cache"), "--signing-key", str(w.key2), "--add-signature",
+                "--trusted-key", w.pub, "--trusted-key", w.pub2]
+
+    def after_kill(self, w: World, d: Path, t: killpoints.Trial, tally: Tally) -> None:
+        _loads(w, d / "cache", tally, must_load=True)  # the first signer's: nothing lost
+        _loads(w, d / "cache", tally, pub=w.pub2)  # the co-signer's: whole or a miss
+        _verify(w, d / "cache", tally)
+
+    def after_run(self, w: World, d: Path, tally: Tally) -> None:
+        _loads(w, d / "cache", tally, must_load=True)
+        _loads(w, d / "cache", tally, pub=w.pub2, must_load=True)
+
+
+class Quarantine(Kind):
+    """verify --quarantine of a sealed directory in which one entry was changed."""
+
+    name, writer, ok_codes = "verify --quarantine", COMMAND, (0, 1)
+
+    def start(self, w: World, d: Path) -> None:
+        shutil.copytree(w.sealed, d / "cache")
+        (d / "aside").mkdir(mode=0o700)
+        bad = d / "cache" / f"{w.entries[0][0]}-cache"
+        data = bytearray(bad.read_bytes())
+        data[len(data) // 2] ^= 0xFF  # same size: only the digest tells
+        bad.write_bytes(bytes(data))
+        (d / "tampered").write_bytes(bytes(data))
+
+    def args(self, w: World, d: Path) -> list[str]:
+        return ["verify", str(d / "cache"), "--trusted-key", w.pub, "--quarantine",
+                str(d / "aside")]
+
+    def _kept(self, d: Path, tally: Tally) -> None:
+        """The changed entry is moved, never deleted: its bytes are somewhere."""
+        bad = (d / "tampered").read_bytes()
+        if not any(p.is_file() and p.stat().st_size == len(bad) and p.read_bytes() == bad
+                   for p in [*(d / "cache").iterdir(), *(d / "aside").rglob("*")]):
+            tally.lost_lines += 1
+            tally.fail("the quarantined entry is gone: moved aside means kept")
+
+    def after_kill(self, w: World, d: Path, t: killpoints.Trial, tally: Tally) -> None:
+        bad = frozenset({w.entries[0][0]})
+        _loads(w, d / "cache", tally, tampered=bad)
+        self._kept(d, tally)
+        _verify(w, d / "cache", tally)
+
+    def after_run(self, w: World, d: Path, tally: Tally) -> None:
+        bad = frozenset({w.entries[0][0]})
+        _loads(w, d / "cache", tally, tampered=bad, must_load=True)
+        self._kept(d, tally)
+        if (d / "cache" / f"{w.entries[0][0]}-cache").exists() and \
+                (d / "cache" / f"{w.entries[0][0]}-cache").read_bytes() == \
+                (d / "tampered").read_bytes():
+            tally.fail("the changed entry is still in the cache after a complete run")
+
+
+class Collect(Kind):
+    name, writer = "gc of a sealed directory", COLLECT
+
+    def start(self, w: World, d: Path) -> None:
+        shutil.copytree(w.sealed, d / "cache")
+
+    def args(self, w: World, d: Path) -> list[str]:
+        return [str(d / "cache"), "0"]
+
+    def after_run(self, w: World, d: Path, tally: Tally) -> None:
+        _loads(w, d / "cache", tally)
+        left = [p.name for p in (d / "cache").iterdir() if p.name.endswith("-cache")]
+        if left:
+            tally.fail(f"entries left after a complete gc to size 0: {left}")
+
+
+class Witness(Kind):
+    name, writer = "the ledger's witness", WITNESS
+    LINES = 4
+
+    def start(self, w: World, d: Path) -> None:
+        d.mkdir(mode=0o700)
+
+    def args(self, w: World, d: Path) -> list[str]:
+        return [str(d / "state" / "origin.ledger"), str(self.LINES)]
+
+    def after_kill(self, w: World, d: Path, t: killpoints.Trial, tally: Tally) -> None:
+        from jaxcache.trust import ledger_file
+
+        ledger = d / "state" / "origin.ledger"
+        try:
+            parsed = ledger_file.parse(ledger.read_bytes() if ledger.exists() else b"",
+                                       str(ledger))
+        except Exception as exc:  # a crash reading what a killed writer left is sought
+            tally.internal_errors += 1
+            tally.fail(f"reading the ledger: {exc!r}")
+            return
+        lost = [n for n in t.acknowledged if n not in parsed.by_name]
+        tally.lost_lines += len(lost)
+        if lost:
+            tally.fail(f"acknowledged lines lost: {lost[:3]}")
+
+    def after_run(self, w: World, d: Path, tally: Tally) -> None:
+        pass  # trial() checks that the complete run acknowledged every line
+
+
+KINDS: dict[str, Kind] = {k.__name__.lower(): k() for k in
+                          (Publish, Witness, Collect, Lru, Seal, Cosign, Quarantine)}
+
+
+def steps(kind: Kind, w: World, work: Path) -> int:
+    """How many steps a clean run of `kind` takes (a probe trial)."""
+    d = work / f"probe-{type(kind).__name__}"
+    kind.start(w, d)
     try:
-        data = ledger.read_bytes() if ledger.exists() else b""
-        parsed = ledger_file.parse(data, str(ledger))
-    except Exception as exc:  # a crash reading what a killed writer left is the bug sought
-        tally.internal_errors += 1
-        tally.fail(f"reading the ledger: {exc!r}")
-        return
-    lost = [n for n in acked if n not in parsed.by_name]
-    tally.lost_lines += len(lost)
-    if lost:
-        tally.fail(f"acknowledged lines lost: {lost[:3]}")
-    again = killpoints.run(WITNESS, 0, work, str(ledger), "1")
-    if again.returncode != 0 or not again.acknowledged:
-        tally.internal_errors += 1
-        tally.fail(f"the next append: rc {again.returncode}: {again.stderr[-500:]}")
-    shutil.rmtree(ledger.parent)
+        return killpoints.count(kind.writer, work, *kind.args(w, d),
+                                env=fresh_state(d / "probe-state"), codes=kind.ok_codes)
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
 
 
-def gc_trial(w: World, work: Path, kill_at: int, tally: Tally) -> None:
-    """gc of a sealed directory killed before step `kill_at`: whole units or nothing."""
-    cache = work / f"gc-{kill_at}"
-    shutil.copytree(w.sealed, cache)
-    cache.chmod(0o700)
-    env = fresh_state(work / f"gc-state-{kill_at}")
-    t = killpoints.run(COLLECT, kill_at, work, str(cache), "0", env=env)
-    tally.ran(t, "gc")
-    _reader_check(w, cache, tally)
-    _verify(w, cache, tally)
-    again = killpoints.run(COLLECT, 0, work, str(cache), "0", env=env)
-    if again.returncode != 0:
+def trial(kind: Kind, w: World, work: Path, kill_at: int | str, tally: Tally) -> Path:
+    """`kind`'s writer killed before step `kill_at`, the state checked, then the next,
+    complete run and its state checked. The trial's folder (removed by the caller)."""
+    d = work / f"{type(kind).__name__}-{str(kill_at).replace(':', '-')}"
+    kind.start(w, d)
+    env = fresh_state(d / "writer-state")
+    t = killpoints.run(kind.writer, kill_at, work, *kind.args(w, d), env=env)
+    tally.ran(t, kind.name, kind.ok_codes)
+    if not t.hung:
+        kind.after_kill(w, d, t, tally)
+    again = killpoints.run(kind.writer, 0, work, *kind.args(w, d), env=env)
+    if again.returncode not in kind.ok_codes or _internal(again.stderr):
         tally.internal_errors += 1
-        tally.fail(f"the next gc: rc {again.returncode}: {again.stderr[-500:]}")
-    left = [p.name for p in cache.iterdir() if p.name.endswith("-cache")]
-    if left:
-        tally.fail(f"entries left after a complete gc to size 0: {left}")
-    shutil.rmtree(cache)
-    shutil.rmtree(env["XDG_STATE_HOME"], ignore_errors=True)
+        tally.fail(f"the next run of {kind.name}: rc {again.returncode}: "
+                   f"{again.stderr[-500:]}")
+    elif isinstance(kind, Witness) and len(again.acknowledged) != Witness.LINES:
+        tally.fail(f"the next append acknowledged {len(again.acknowledged)} of "
+                   f"{Witness.LINES} lines")
+    kind.after_run(w, d, tally)
+    return d
 
 
 def points(steps: int, sample: int | None, seed: int) -> list[int]:
