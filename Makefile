@@ -55,7 +55,7 @@ MATRIX ?= 0.5.3 0.6.2 0.7.2 0.8.3 0.9.2 0.10.2 0.11.2 0.12.0.1
 MATRIX_SKIP ?=
 # The fault campaign at every step (issue 42; docs/reliability.md): writers killed before each of
 # their filesystem steps, SOAK_ROUNDS times, every state checked; prints the table. Bounded by
-# counts, not time (~1,200 kills in 4 rounds).
+# counts, not time (one round: ~1,700 kills, ~20 minutes on 2 cores).
 SOAK_ROUNDS ?= 4
 soak: $(VENV)/.test
 	$(BIN)/python scripts/soak.py --rounds $(SOAK_ROUNDS)

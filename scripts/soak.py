@@ -5,7 +5,7 @@ the state it left is checked (no wrong load, no lost acknowledged line, no inter
 next writer completes); after each kind a real JAX job reads a state the kills left. Bounded
 by counts, not by time. Prints the table docs/reliability.md quotes.
 
-    .venv/bin/python scripts/soak.py [--rounds 2] [--kinds publish lru seal ...] [--json FILE]
+    .venv/bin/python scripts/soak.py [--rounds 1] [--kinds publish lru seal ...] [--json FILE]
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ def job(cache: Path, pub: str, *extra: str) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    ap.add_argument("--rounds", type=int, default=2, help="times every step is killed")
+    ap.add_argument("--rounds", type=int, default=1, help="times every step is killed")
     ap.add_argument("--kinds", nargs="+", choices=sorted(faults.KINDS),
                     default=list(faults.KINDS))
     ap.add_argument("--json", help="also write the table here")

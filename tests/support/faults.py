@@ -14,7 +14,9 @@ by support/killpoints.py, with the state it starts from and what that state must
   loaded and never lost (moved aside, not deleted), the other entries still load;
 - the origin ledger's witness: every line acknowledged before the kill is in the ledger and
   parses; a torn last line is skipped, never a crash;
-- gc of a sealed directory: an entry never stays without its signature.
+- gc of a sealed directory: an entry never stays without its signature;
+- records prune --keep 2 of six real run records: the newest two always stay, every record
+  left parses.
 After every kill `verify` runs without failing inside and names each temporary file left;
 then the next, complete run succeeds and leaves the state whole. A Tally per kind adds up what
 the soak table shows: trials, kills, wrong loads, lost lines, hangs, internal errors.
@@ -26,6 +28,7 @@ import json
 import os
 import random
 import shutil
+import sys
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -129,6 +132,7 @@ class World:
     sealed: Path  # a sealed directory holding all of them
     key2: Path  # a second key (a co-signer)
     pub2: str
+    record: bytes  # a real run record's bytes
 
     @property
     def listing(self) -> Path:
@@ -152,8 +156,12 @@ def world(root: Path, job: Callable[..., dict]) -> World:
     entries = sorted((p.name[:-len("-cache")], p.read_bytes()) for p in sealed.iterdir()
                      if p.name.endswith("-cache"))
     assert entries, "the job wrote no entry"
+    record = root / "record.json"  # a real run record (of a job that is not JAX: quick)
+    proc = jaxcache("run", "-q", "--record", str(record), "--", sys.executable, "-c", "pass",
+                    env=fresh_state(root / "record-state"))
+    assert proc.returncode == 0, proc.stderr
     return World(root, keydir / "ci.key", pub, entries, sealed, keydir / "ci2.key",
-                 (keydir / "ci2.key.pub").read_text().strip())
+                 (keydir / "ci2.key.pub").read_text().strip(), record.read_bytes())
 
 
 def fresh_state(path: Path) -> dict[str, str]:
@@ -358,6 +366,45 @@ class Collect(Kind):
             tally.fail(f"entries left after a complete gc to size 0: {left}")
 
 
+class Prune(Kind):
+    """records prune --keep 2 of a folder of six run records."""
+
+    name, writer = "records prune", COMMAND
+    RECORDS, KEEP = 6, 2
+
+    def start(self, w: World, d: Path) -> None:
+        runs = d / "runs"
+        runs.mkdir(mode=0o700, parents=True)
+        d.chmod(0o700)
+        for i in range(self.RECORDS):  # names as `jaxcache run` gives them, a second apart
+            (runs / f"20261201T0000{i:02d}.000000000Z-{100 + i}.json").write_bytes(w.record)
+
+    def args(self, w: World, d: Path) -> list[str]:
+        return ["records", "prune", "--dir", str(d / "runs"), "--keep", str(self.KEEP)]
+
+    def _records(self, d: Path, tally: Tally) -> list[str]:
+        names = sorted(p.name for p in (d / "runs").iterdir())
+        for n in names:
+            try:
+                json.loads((d / "runs" / n).read_bytes())
+            except ValueError:
+                tally.lost_lines += 1
+                tally.fail(f"a record that no longer parses: {n}")
+        return names
+
+    def after_kill(self, w: World, d: Path, t: killpoints.Trial, tally: Tally) -> None:
+        names = self._records(d, tally)
+        newest = [f"20261201T0000{i:02d}.000000000Z-{100 + i}.json"
+                  for i in range(self.RECORDS - self.KEEP, self.RECORDS)]
+        if any(n not in names for n in newest):
+            tally.lost_lines += 1
+            tally.fail(f"a record prune was to keep is gone: {names}")
+
+    def after_run(self, w: World, d: Path, tally: Tally) -> None:
+        if len(self._records(d, tally)) != self.KEEP:
+            tally.fail("the next prune did not leave the newest two")
+
+
 class Witness(Kind):
     name, writer = "the ledger's witness", WITNESS
     LINES = 4
@@ -389,7 +436,7 @@ class Witness(Kind):
 
 
 KINDS: dict[str, Kind] = {k.__name__.lower(): k() for k in
-                          (Publish, Witness, Collect, Lru, Seal, Cosign, Quarantine)}
+                          (Publish, Witness, Collect, Lru, Seal, Cosign, Quarantine, Prune)}
 
 
 def steps(kind: Kind, w: World, work: Path) -> int:

@@ -148,7 +148,6 @@ def _set_aside(dfd: int, name: str, fd: int, st: os.stat_result) -> bool:
     return True
 
 
-_TRIES = 20  # opens of the ledger before a line is given up (compactions are rare)
 # the ledger files (device, inode) this process described its fingerprint in already
 _described: set[tuple[int, int]] = set()
 
@@ -168,13 +167,17 @@ def append(ledger: str, written: ledger_file.Written, described: bytes = b"") ->
         return False
     name = os.path.basename(ledger)
     try:
-        # again after setting an unbound ledger aside, or when gc compacted it meanwhile
-        # (each wait for the lock is bounded: ledger_writes.hold())
-        for _ in range(_TRIES):
+        # again after setting an unbound ledger aside, or when gc compacted it meanwhile: as
+        # often as that happens until the lock's deadline (ledger_writes.hold() waits within
+        # it too), never a fixed count that back-to-back compactions could use up
+        deadline = time.monotonic() + ledger_writes.LOCK_WAIT_S
+        while time.monotonic() < deadline:
             _create(dfd, name)
             fd = os.open(name, _READ_APPEND, dir_fd=dfd)
             try:
                 st = os.fstat(fd)
+                if st.st_nlink == 0:
+                    continue  # a compaction renamed a new file over it since our open
                 if not ledger_writes.appendable(st):
                     if st.st_nlink == 2 and _created(dfd, name, st):
                         continue  # its creation's temporary name, left by a kill: gone now
