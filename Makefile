@@ -56,7 +56,7 @@ MATRIX_SKIP ?=
 # The fault campaign at every step (issue 42; docs/reliability.md): writers killed before each of
 # their filesystem steps, SOAK_ROUNDS times, every state checked; prints the table. Bounded by
 # counts, not time (one round: ~1,700 kills, ~20 minutes on 2 cores).
-SOAK_ROUNDS ?= 4
+SOAK_ROUNDS ?= 1
 soak: $(VENV)/.test
 	$(BIN)/python scripts/soak.py --rounds $(SOAK_ROUNDS)
 
