@@ -233,6 +233,7 @@ class Kind:
     name = ""
     writer = ""
     ok_codes: tuple[int, ...] = (0,)
+    cache = True  # leaves a cache a real JAX job can read (d / "cache")
 
     def start(self, w: World, d: Path) -> None:
         d.mkdir(mode=0o700)
@@ -369,7 +370,7 @@ class Collect(Kind):
 class Prune(Kind):
     """records prune --keep 2 of a folder of six run records."""
 
-    name, writer = "records prune", COMMAND
+    name, writer, cache = "records prune", COMMAND, False
     RECORDS, KEEP = 6, 2
 
     def start(self, w: World, d: Path) -> None:
@@ -406,7 +407,7 @@ class Prune(Kind):
 
 
 class Witness(Kind):
-    name, writer = "the ledger's witness", WITNESS
+    name, writer, cache = "the ledger's witness", WITNESS, False
     LINES = 4
 
     def start(self, w: World, d: Path) -> None:
