@@ -1,0 +1,21 @@
+"""The fault campaign's processes keep a state folder of their own: a writer killed mid-way,
+run with the source on PYTHONPATH, rewrites the fingerprint memo (fingerprint/memo.py) with
+other roots, and the suite's shared one must stay as conftest.py seeded it (tests that read
+a command's output expect no one-time "hashing" line)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+
+@pytest.fixture(scope="module", autouse=True)
+def own_state(tmp_path_factory):
+    before = os.environ.get("XDG_STATE_HOME")
+    os.environ["XDG_STATE_HOME"] = str(tmp_path_factory.mktemp("faults-state"))
+    yield
+    if before is None:
+        os.environ.pop("XDG_STATE_HOME", None)
+    else:
+        os.environ["XDG_STATE_HOME"] = before
