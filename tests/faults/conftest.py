@@ -1,7 +1,8 @@
-"""The fault campaign's processes keep a state folder of their own: a writer killed mid-way,
-run with the source on PYTHONPATH, rewrites the fingerprint memo (fingerprint/memo.py) with
-other roots, and the suite's shared one must stay as conftest.py seeded it (tests that read
-a command's output expect no one-time "hashing" line)."""
+"""The fault campaign's processes keep a state folder of their own: run as they are (writers
+with the source on PYTHONPATH, killed mid-way), they rewrote the fingerprint memo
+(fingerprint/memo.py) with other roots (measured: its digest changed), and the suite's shared
+one must stay as conftest.py seeded it (tests that read a command's output expect no
+one-time "hashing" line)."""
 
 from __future__ import annotations
 
