@@ -6,11 +6,14 @@ threads; and on a real directory of many units each unit goes whole (entry, `-at
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
 import threading
 import time
 from pathlib import Path
 
 import pytest
+from support import paths
 
 from jaxcache.gc import collect
 from jaxcache.gc.units import Unit
@@ -105,3 +108,49 @@ def test_a_directory_of_many_units_loses_whole_old_units_only(tmp_path):
     assert result.freed_bytes == sum(sizes[n] for n in before - after) > 0
     assert result.after_bytes == sum(sizes[n] for n in after)
     assert result.changed == () and result.left == ()
+
+
+def test_deleting_from_an_atexit_handler_where_no_thread_may_start(tmp_path):
+    """`enable(max_size=...)` collects from an atexit handler, where Python 3.12 refuses to
+    start a thread (gh-113964: RuntimeError). gc then deletes in the calling thread alone.
+    Run by a real Python 3.12 where this machine has one (pyenv), and always by refusing the
+    start the way 3.12 does."""
+    cache = tmp_path / "cache"
+    cache.mkdir(mode=0o700)
+    for i in range(10):
+        _write(cache / f"jit_f{i}-{i:064x}-cache", 10, 40 * DAY_S)
+    refused = []
+
+    def start(self):  # what Python 3.12 does in an atexit handler
+        refused.append(self.name)
+        raise RuntimeError("can't create new thread at interpreter shutdown")
+
+    original = threading.Thread.start
+    threading.Thread.start = start  # type: ignore[method-assign]
+    try:
+        result = collect.collect(str(cache), max_age_s=30 * DAY_S)
+    finally:
+        threading.Thread.start = original  # type: ignore[method-assign]
+    assert refused and len(result.evicted) == 10 and list(cache.iterdir()) == []
+
+
+PY312 = Path(shutil.which("python3.12") or "/root/.pyenv/versions/3.12.1/bin/python3")
+
+
+@pytest.mark.skipif(not PY312.exists(), reason="no Python 3.12 on this machine (pyenv)")
+def test_a_real_python_3_12_collects_at_exit(tmp_path):
+    cache = tmp_path / "cache"
+    cache.mkdir(mode=0o700)
+    for i in range(10):
+        _write(cache / f"jit_f{i}-{i:064x}-cache", 10, 40 * DAY_S)
+    script = ("import atexit, sys\n"
+              "from jaxcache.gc import collect\n"
+              "def at_exit():\n"
+              "    r = collect.collect(sys.argv[1], max_age_s=30 * 86400)\n"
+              "    print(len(r.evicted), flush=True)\n"
+              "atexit.register(at_exit)\n")
+    env = {**os.environ, "PYTHONPATH": str(paths.SRC), "XDG_STATE_HOME": str(tmp_path / "s")}
+    proc = subprocess.run([str(PY312), "-c", script, str(cache)], capture_output=True,
+                          text=True, env=env, timeout=120)
+    assert proc.returncode == 0 and proc.stdout == "10\n", proc.stderr[-2000:]
+    assert list(cache.iterdir()) == []

@@ -240,11 +240,15 @@ def evict(plan: tuple[Unit, ...], until_ns: int | None, gone: Callable[[Unit], b
         except BaseException as exc:  # raised again in the caller's thread, below
             failed.append(exc)
 
-    helpers = [threading.Thread(target=work, name=f"jaxcache-gc-{i}", daemon=True)
-               for i in range(workers - 1)]
-    for t in helpers:
-        t.start()
-    work()
+    helpers = []
+    for i in range(workers - 1):
+        t = threading.Thread(target=work, name=f"jaxcache-gc-{i}", daemon=True)
+        try:
+            t.start()
+        except RuntimeError:  # Python 3.12 starts none from an atexit handler (gh-113964)
+            break
+        helpers.append(t)
+    work()  # this thread too: alone, when no helper could start
     for t in helpers:
         t.join()
     if failed:
