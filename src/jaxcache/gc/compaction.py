@@ -33,6 +33,7 @@ import stat
 import time
 from dataclasses import replace
 
+from jaxcache.documents.synced import write_synced
 from jaxcache.errors import JaxcacheError
 from jaxcache.trust import birth, ledger_file, ledger_writes
 from jaxcache.values import frozen
@@ -309,10 +310,7 @@ def _replace(dfd: int, name: str, body: bytes) -> int:
             if born is None:
                 raise JaxcacheError(ledger_file.NO_BIRTH)
             data = ledger_file.header(st.st_dev, st.st_ino, born) + body
-            view = memoryview(data)
-            while view:
-                view = view[os.write(out, view):]
-            os.fsync(out)
+            write_synced(out, data)
         finally:
             os.close(out)
         os.rename(temp, name, src_dir_fd=dfd, dst_dir_fd=dfd)

@@ -14,6 +14,7 @@ import stat
 import time
 from collections.abc import Callable
 
+from jaxcache.documents.synced import write_synced
 from jaxcache.seal import lru, names, orphans, sigfile
 
 Orphan = Callable[[bytes | None, float | None], str]  # orphans.judge for one key and value
@@ -156,10 +157,7 @@ def _write_temp(dir_fd: int, data: bytes) -> str:
                  0o644, dir_fd=dir_fd)
     try:
         try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
-            os.fsync(fd)
+            write_synced(fd, data)
         finally:
             os.close(fd)
     except BaseException:
