@@ -1,4 +1,4 @@
-"""Deleting a plan with more than one thread (gc/collect.py `evict`, DELETERS): every unit is
+"""Deleting a plan with more than one thread (gc/evict.py, DELETERS): every unit is
 handed over once, what went comes back in the plan's order, a deadline or an error stops all
 threads; and on a real directory of many units each unit goes whole (entry, `-atime` file,
 `.used` marker, signature) and nothing else does."""
@@ -16,6 +16,7 @@ import pytest
 from support import paths
 
 from jaxcache.gc import collect
+from jaxcache.gc import evict as evictmod
 from jaxcache.gc.units import Unit
 from jaxcache.trust.entries import Entry
 
@@ -42,16 +43,16 @@ def test_each_unit_once_and_the_result_in_the_plans_order():
         time.sleep(0)  # let the other thread take a turn
         return u.last_used_ns % 3 != 0  # these were changed meanwhile: left
 
-    done, stopped = collect.evict(plan, None, gone, workers=2)
+    done, stopped = evictmod.evict(plan, None, gone, workers=2)
     assert sorted(seen) == sorted(u.name for u in plan)  # each once
     assert [u.name for u in done] == [u.name for u in plan if u.last_used_ns % 3 != 0]
     assert not stopped
-    assert collect.evict(plan, None, lambda u: True, workers=1)[0] == list(plan)
+    assert evictmod.evict(plan, None, lambda u: True, workers=1)[0] == list(plan)
 
 
 def test_a_passed_deadline_stops_every_thread_before_any_delete():
     seen: list[Unit] = []
-    done, stopped = collect.evict(_units(100), time.monotonic_ns() - 1, seen.append,  # type: ignore[arg-type]
+    done, stopped = evictmod.evict(_units(100), time.monotonic_ns() - 1, seen.append,  # type: ignore[arg-type]
                                   workers=2)
     assert (done, stopped, seen) == ([], True, [])
 
@@ -67,9 +68,9 @@ def test_an_error_stops_the_threads_and_is_raised():
         return True
 
     with pytest.raises(PermissionError):
-        collect.evict(plan, None, gone, workers=2)
+        evictmod.evict(plan, None, gone, workers=2)
     # the other thread finishes at most the batch it holds
-    assert len(seen) <= 41 + 2 * collect._BATCH
+    assert len(seen) <= 41 + 2 * evictmod._BATCH
 
 
 def _write(path: Path, size: int, age_s: float) -> None:

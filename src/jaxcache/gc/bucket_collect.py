@@ -30,7 +30,8 @@ from collections.abc import Mapping
 
 from jaxcache.errors import JaxcacheError
 from jaxcache.gc import plan as planmod
-from jaxcache.gc.collect import GcResult, Left, cost, evict
+from jaxcache.gc.collect import GcResult, Left, cost
+from jaxcache.gc.evict import evict
 from jaxcache.gc.units import Unit, group
 from jaxcache.gc.usage import KeyUse
 from jaxcache.seal import names

@@ -14,7 +14,7 @@ What gc may delete (everything else is reported and left as it is):
 Each file is deleted with unlinkat on the directory's descriptor, after checking that the name
 still is the very file judged (device, inode, size and mtime): one replaced or rewritten
 meanwhile stays, and is reported. The entry goes first, then its signatures, its marker and
-JAX's atime file (two threads delete, each unit wholly by one: DELETERS), so a reader never
+JAX's atime file (two threads delete, each unit wholly by one: gc/evict.py), so a reader never
 finds an entry without its signature; a killed gc leaves at
 most sidecars without their entry, which a reader ignores and the next gc removes (in a
 directory only you write, once older than a publish takes: a publisher writes a signature
@@ -29,12 +29,12 @@ import contextlib
 import gc as cycles
 import os
 import stat
-import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 
 from jaxcache.errors import JaxcacheError
 from jaxcache.gc import plan as planmod
+from jaxcache.gc.evict import DELETERS, evict
 from jaxcache.gc.units import SIDECAR_KINDS, Unit, group, listing
 from jaxcache.gc.usage import KeyUse
 from jaxcache.seal import names
@@ -50,10 +50,6 @@ if TYPE_CHECKING:
 
 ORPHAN_AGE_S = 60.0  # as seal/lru.py: a younger sidecar may be a publish in progress
 TEMP_AGE_S = 3600.0  # a publisher's temporary file: written, fsynced and linked in far less
-# threads deleting a directory's units: on ext4 two take half the time of one for 50,000
-# re-checks and unlinks (benchmarks/gc_speed.py; four took more than two on 2 cores)
-DELETERS = 2
-_BATCH = 16  # units a deleting thread takes at a time: near the plan's order, few lock turns
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
@@ -201,60 +197,6 @@ def _still(fd: int, e: Entry) -> bool:
     return stat.S_ISREG(st.st_mode) and st.st_nlink == e.nlink and \
         (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size) == \
         (e.identity[0], e.identity[1], e.identity[2], e.size)
-
-
-def evict(plan: tuple[Unit, ...], until_ns: int | None, gone: Callable[[Unit], bool],
-          workers: int = 1) -> tuple[list[Unit], bool]:
-    """The units of `plan` that `gone` removed (with a dry run: would remove), in the plan's
-    order, and whether `until_ns` (time.monotonic_ns()) came first: the rest goes next time.
-    `workers` > 1: that many threads take the plan's units in turn (one unit wholly by one
-    thread, so its entry still goes before its sidecars); the first error stops them all and
-    is raised."""
-    if workers <= 1 or len(plan) < 2 * workers:
-        done: list[Unit] = []
-        for u in plan:
-            if until_ns is not None and time.monotonic_ns() > until_ns:
-                return done, True
-            if gone(u):
-                done.append(u)
-        return done, False
-    starts = iter(range(0, len(plan), _BATCH))
-    taking = threading.Lock()
-    gone_at: list[int] = []
-    stopped: list[bool] = []
-    failed: list[BaseException] = []
-
-    def work() -> None:
-        try:
-            while not failed:
-                with taking:
-                    start = next(starts, None)
-                if start is None:
-                    return
-                for i in range(start, min(start + _BATCH, len(plan))):
-                    if until_ns is not None and time.monotonic_ns() > until_ns or failed:
-                        stopped.append(True)
-                        return
-                    if gone(plan[i]):
-                        gone_at.append(i)
-        except BaseException as exc:  # raised again in the caller's thread, below
-            failed.append(exc)
-
-    helpers = []
-    for i in range(workers - 1):
-        t = threading.Thread(target=work, name=f"jaxcache-gc-{i}", daemon=True)
-        try:
-            t.start()
-        except RuntimeError:  # Python 3.12 starts none from an atexit handler (gh-113964)
-            break
-        helpers.append(t)
-    work()  # this thread too: alone, when no helper could start
-    for t in helpers:
-        t.join()
-    if failed:
-        raise failed[0]
-    gone_at.sort()
-    return [plan[i] for i in gone_at], bool(stopped)
 
 
 def cost(evicted: tuple[Unit, ...], uses: Mapping[str, KeyUse] | None) -> tuple[float, int]:
