@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -23,19 +21,7 @@ from pathlib import Path
 TESTS = Path(__file__).resolve().parent.parent / "tests"
 sys.path.insert(0, str(TESTS))
 
-from support import faults, killpoints, paths  # noqa: E402
-
-JOB = str(paths.PROGRAMS / "sealed_job.py")
-
-
-def job(cache: Path, pub: str, *extra: str) -> dict:
-    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
-    env.pop("JAX_COMPILATION_CACHE_DIR", None)
-    proc = subprocess.run([sys.executable, JOB, str(cache), pub, *extra], env=env,
-                          capture_output=True, text=True, timeout=600)
-    if proc.returncode != 0:
-        sys.exit(f"the JAX job failed:\n{proc.stderr[-3000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+from support import faults, killpoints  # noqa: E402
 
 
 def main() -> None:
@@ -48,8 +34,8 @@ def main() -> None:
     start = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="jaxcache-soak-") as tmp:
         root = Path(tmp)
-        w = faults.world(root, job)
-        golden = job(root / "plain", w.pub, "--unsealed")["results"]
+        w = faults.world(root)
+        golden = faults.sealed_job(root / "plain", w.pub, "--unsealed")["results"]
         tallies = []
         for name in args.kinds:
             kind = faults.KINDS[name]
@@ -67,7 +53,7 @@ def main() -> None:
                 kind.start(w, left)
                 killpoints.run(kind.writer, steps // 2, work, *kind.args(w, left),
                                env=faults.fresh_state(work / "left-state"))
-                for problem in faults.real_job_reads(job, left / "cache", w.pub, golden):
+                for problem in faults.real_job_reads(left / "cache", w.pub, golden):
                     tally.internal_errors += 1
                     tally.fail(problem)
             tallies.append(tally)

@@ -8,35 +8,21 @@ kill left half way and computes the same numbers.
 
 from __future__ import annotations
 
-import json
-import os
 import shutil
-import subprocess
-import sys
 
 import pytest
-from support import faults, paths
+from support import faults
 
 pytest.importorskip("cryptography")
 pytest.importorskip("jax")
 
-JOB = str(paths.PROGRAMS / "sealed_job.py")
 SEED = 42
 SAMPLE = 5  # kill points per kind in `make test` (first and last among them); soak: all
 
 
-def job(cache, pub: str, *extra: str) -> dict:
-    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
-    env.pop("JAX_COMPILATION_CACHE_DIR", None)
-    proc = subprocess.run([sys.executable, JOB, str(cache), pub, *extra], env=env,
-                          capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1])
-
-
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):
-    return faults.world(tmp_path_factory.mktemp("faults"), job)
+    return faults.world(tmp_path_factory.mktemp("faults"))
 
 
 @pytest.mark.parametrize("kind", sorted(faults.KINDS))
@@ -51,7 +37,7 @@ def test_a_writer_killed_at_any_step(world, tmp_path, kind):
 
 
 def test_a_real_job_reads_what_a_killed_publisher_left(world, tmp_path):
-    golden = job(tmp_path / "plain", world.pub, "--unsealed")["results"]
+    golden = faults.sealed_job(tmp_path / "plain", world.pub, "--unsealed")["results"]
     k = faults.KINDS["publish"]
     d = tmp_path / "left"
     k.start(world, d)
@@ -61,4 +47,4 @@ def test_a_real_job_reads_what_a_killed_publisher_left(world, tmp_path):
     t = killpoints.run(k.writer, half, tmp_path, *k.args(world, d),
                        env=faults.fresh_state(tmp_path / "state"))
     assert t.killed
-    assert faults.real_job_reads(job, d / "cache", world.pub, golden) == []
+    assert faults.real_job_reads(d / "cache", world.pub, golden) == []

@@ -28,13 +28,13 @@ import json
 import os
 import random
 import shutil
+import subprocess
 import sys
 import warnings
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from support import killpoints
+from support import killpoints, paths
 from support.jobs import CI_VARIABLES, jaxcache
 
 PUBLISH = r"""
@@ -143,7 +143,7 @@ class World:
         return path
 
 
-def world(root: Path, job: Callable[..., dict]) -> World:
+def world(root: Path) -> World:
     """Real entries: the sealed job (tests/programs/sealed_job.py) run once with the key."""
     keydir = root / "keys"
     for name in ("ci.key", "ci2.key"):
@@ -152,7 +152,7 @@ def world(root: Path, job: Callable[..., dict]) -> World:
     pub = (keydir / "ci.key.pub").read_text().strip()
     sealed = root / "sealed"
     sealed.mkdir(mode=0o700)
-    job(sealed, pub, "--key", str(keydir / "ci.key"))
+    sealed_job(sealed, pub, "--key", str(keydir / "ci.key"))
     entries = sorted((p.name[:-len("-cache")], p.read_bytes()) for p in sealed.iterdir()
                      if p.name.endswith("-cache"))
     assert entries, "the job wrote no entry"
@@ -162,6 +162,16 @@ def world(root: Path, job: Callable[..., dict]) -> World:
     assert proc.returncode == 0, proc.stderr
     return World(root, keydir / "ci.key", pub, entries, sealed, keydir / "ci2.key",
                  (keydir / "ci2.key.pub").read_text().strip(), record.read_bytes())
+
+
+def sealed_job(cache: Path, pub: str, *extra: str) -> dict:
+    """tests/programs/sealed_job.py on `cache` (a real JAX job on the CPU): its JSON line."""
+    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+    env.pop("JAX_COMPILATION_CACHE_DIR", None)
+    proc = subprocess.run([sys.executable, str(paths.PROGRAMS / "sealed_job.py"), str(cache),
+                           pub, *extra], env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
 def fresh_state(path: Path) -> dict[str, str]:
@@ -483,10 +493,9 @@ def points(steps: int, sample: int | None, seed: int) -> list[int]:
     return sorted({1, steps, *rng.sample(every, sample - 2)})
 
 
-def real_job_reads(job: Callable[..., dict], cache: Path, pub: str,
-                   golden: dict) -> list[str]:
+def real_job_reads(cache: Path, pub: str, golden: dict) -> list[str]:
     """A real JAX job, a sealed reader of what the faults left: its numbers unchanged."""
-    out = job(cache, pub)
+    out = sealed_job(cache, pub)
     problems = []
     if out["results"] != golden:
         problems.append(f"the job's results changed: {out['results']} != {golden}")
