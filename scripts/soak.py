@@ -1,11 +1,12 @@
-"""`make soak`: the kill campaign at every step, for a count of rounds (issue 42).
+"""`make soak`: the fault campaign, bounded by counts, not by time (issue 42).
 
-Each kind's writer (tests/support/faults.py) is killed before each of its steps in turn, and
-the state it left is checked (no wrong load, no lost acknowledged line, no internal error, the
-next writer completes); after each kind a real JAX job reads a state the kills left. Bounded
-by counts, not by time. Prints the table docs/reliability.md quotes.
+Each kind's writer (tests/support/faults.py) is killed before each of its steps in turn
+(`--rounds` times), and its disk fails under it (EIO, ENOSPC) from a seeded sample of its steps
+(`--errors` per kind and error); the state left is checked each time (no wrong load, no lost
+acknowledged line, no internal error, the next writer completes); after each kind a real JAX job
+reads a state the kills left. Prints the table docs/reliability.md quotes.
 
-    .venv/bin/python scripts/soak.py [--rounds 1] [--kinds publish lru seal ...] [--json FILE]
+    .venv/bin/python scripts/soak.py [--rounds 1] [--errors 25] [--kinds publish lru ...]
 """
 
 from __future__ import annotations
@@ -29,6 +30,9 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=1, help="times every step is killed")
     ap.add_argument("--kinds", nargs="+", choices=sorted(faults.KINDS),
                     default=list(faults.KINDS))
+    ap.add_argument("--errors", type=int, default=25,
+                    help="failing steps per kind for each of EIO and ENOSPC (seeded; 0: none)")
+    ap.add_argument("--seed", type=int, default=42)
     ap.add_argument("--json", help="also write the table here")
     args = ap.parse_args()
     start = time.monotonic()
@@ -57,6 +61,13 @@ def main() -> None:
                     tally.internal_errors += 1
                     tally.fail(problem)
             tallies.append(tally)
+            for error in ("EIO", "ENOSPC") if args.errors else ():
+                failing = faults.Tally(kind.name, error)
+                for k in faults.points(steps, args.errors, args.seed, last=False):
+                    shutil.rmtree(faults.trial(kind, w, work, k, failing))
+                print(f"  {kind.name}: {error} from {failing.trials} steps on, "
+                      f"{len(failing.failures)} failures", file=sys.stderr, flush=True)
+                tallies.append(failing)
     took = time.monotonic() - start
     _table(tallies, took, args)
     if any(t.failures for t in tallies):
@@ -67,8 +78,10 @@ def main() -> None:
 
 
 def _table(tallies: list[faults.Tally], took: float, args: argparse.Namespace) -> None:
-    rows = [{"fault": f"SIGKILL before each step: {t.kind}", "trials": t.trials,
-             "faults": t.kills, "wrong_loads": t.wrong_loads, "lost_lines": t.lost_lines,
+    what = {"kill": "SIGKILL before each step", "EIO": "EIO from a step on",
+            "ENOSPC": "ENOSPC from a step on"}
+    rows = [{"fault": f"{what[t.fault]}: {t.kind}", "trials": t.trials,
+             "faults": t.faults, "wrong_loads": t.wrong_loads, "lost_lines": t.lost_lines,
              "hangs": t.hangs, "internal_errors": t.internal_errors,
              "failures": len(t.failures)} for t in tallies]
     print("| fault | trials | faults injected | wrong loads | lost lines | hangs | "
@@ -77,7 +90,8 @@ def _table(tallies: list[faults.Tally], took: float, args: argparse.Namespace) -
         print(f"| {r['fault']} | {r['trials']} | {r['faults']} | {r['wrong_loads']} | "
               f"{r['lost_lines']} | {r['hangs']} | {r['internal_errors']} |")
     total = sum(r["faults"] for r in rows)
-    print(f"\n{total} faults in {took:.0f} s (`python scripts/soak.py --rounds {args.rounds}`)")
+    print(f"\n{total} faults in {took:.0f} s (`python scripts/soak.py --rounds {args.rounds} "
+          f"--errors {args.errors}`)")
     if args.json:
         Path(args.json).write_text(json.dumps({"rows": rows, "seconds": took}, indent=1))
 

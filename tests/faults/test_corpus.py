@@ -129,3 +129,16 @@ def test_an_appender_outlasts_compactions_that_replace_the_ledger_under_it(tmp_p
     assert t.stdout.split() == ["True", "25"]
     loaded = ledger.load(str(path))
     assert loaded.problem is None and len(loaded.by_name) == 2
+
+
+def test_a_witness_whose_disk_fails_at_its_first_step_answers_false(tmp_path):
+    """Found by the disk-error campaign (witness, EIO from step 1): opening the state folder
+    failed with an OSError that append let out, although it promises False when it cannot
+    write (the entry then stays of unknown origin). In a job the guard swallowed it; any
+    other caller got a traceback. Now that is False too, and nothing is acknowledged."""
+    ledger = tmp_path / "state" / "origin.ledger"
+    t = killpoints.run(faults.WITNESS, 1, tmp_path, str(ledger), "2", fault="EIO")
+    assert t.faulted and t.returncode == 0, t.stderr
+    assert t.acknowledged == [] and "Traceback" not in t.stderr
+    again = killpoints.run(faults.WITNESS, 0, tmp_path, str(ledger), "2")
+    assert again.returncode == 0 and len(again.acknowledged) == 2, again.stderr

@@ -37,15 +37,25 @@ from pathlib import Path
 from support import killpoints, paths
 from support.jobs import CI_VARIABLES, jaxcache
 
+# A failed put raises OSError, which JAX turns into a warning and goes on (the documented
+# contract); a writer that cannot even start on a failing disk says so and exits 3.
 PUBLISH = r"""
 import json, sys
 from jaxcache.seal import keys
 from jaxcache.seal.store import SealedCache
-shared, keyfile, entries = sys.argv[1], sys.argv[2], json.load(open(sys.argv[3]))
-signer = keys.load_signing(keyfile)
-cache = SealedCache(shared, trusted=[signer.public], signer=signer)
+shared, keyfile = sys.argv[1], sys.argv[2]
+try:
+    entries = json.load(open(sys.argv[3]))
+    signer = keys.load_signing(keyfile)
+    cache = SealedCache(shared, trusted=[signer.public], signer=signer)
+except OSError as exc:
+    sys.exit(f"cannot start: {exc}")
 for key, hexdata in entries:
-    cache.put(key, bytes.fromhex(hexdata))
+    try:
+        cache.put(key, bytes.fromhex(hexdata))
+    except OSError as exc:
+        print(f"not published: {exc}", file=sys.stderr)
+        continue
     print("published", key, flush=True)
 """
 
@@ -54,12 +64,19 @@ LRU = r"""
 import json, sys
 from jaxcache.seal import keys
 from jaxcache.seal.store import SealedCache
-shared, keyfile, entries = sys.argv[1], sys.argv[2], json.load(open(sys.argv[3]))
-limit = int(sys.argv[4])
-signer = keys.load_signing(keyfile)
-cache = SealedCache(shared, trusted=[signer.public], signer=signer, max_size=lambda: limit)
+shared, keyfile, limit = sys.argv[1], sys.argv[2], int(sys.argv[4])
+try:
+    entries = json.load(open(sys.argv[3]))
+    signer = keys.load_signing(keyfile)
+    cache = SealedCache(shared, trusted=[signer.public], signer=signer,
+                        max_size=lambda: limit)
+except OSError as exc:
+    sys.exit(f"cannot start: {exc}")
 for key, hexdata in entries:
-    cache.put(key, bytes.fromhex(hexdata))
+    try:
+        cache.put(key, bytes.fromhex(hexdata))
+    except OSError as exc:
+        print(f"not published: {exc}", file=sys.stderr)
 """
 
 WITNESS = r"""
@@ -78,8 +95,12 @@ for i in range(count):
 
 COLLECT = r"""
 import sys
+from jaxcache.errors import JaxcacheError
 from jaxcache.gc import collect
-r = collect.collect(sys.argv[1], max_size=int(sys.argv[2]))
+try:
+    r = collect.collect(sys.argv[1], max_size=int(sys.argv[2]))
+except (OSError, JaxcacheError) as exc:  # as gc at exit and the command take it
+    sys.exit(f"gc stopped: {exc}")
 print(len(r.evicted), flush=True)
 """
 
@@ -97,8 +118,9 @@ class Tally:
     """What one kind of fault did, for the soak table."""
 
     kind: str
+    fault: str = "kill"  # killpoints.run's fault: kill, EIO, ENOSPC
     trials: int = 0
-    kills: int = 0
+    faults: int = 0  # trials in which the fault was injected
     wrong_loads: int = 0
     lost_lines: int = 0
     hangs: int = 0
@@ -109,10 +131,13 @@ class Tally:
         self.failures.append(what)
 
     def ran(self, t: killpoints.Trial, who: str, ok: tuple[int, ...] = (0,)) -> None:
-        """Count one trial of the writer: killed, hung, or ended (cleanly, or not)."""
+        """Count one trial of the writer: killed, hung, or ended (cleanly, or not). A writer
+        whose disk failed may end with an error, in one clear line (no traceback)."""
         self.trials += 1
+        if t.faulted:
+            self.faults += 1
         if t.killed:
-            self.kills += 1
+            pass
         elif t.hung:
             self.hangs += 1
             self.fail(f"{who} hung")
@@ -243,6 +268,7 @@ class Kind:
     name = ""
     writer = ""
     ok_codes: tuple[int, ...] = (0,)
+    failed_codes: tuple[int, ...] = (1, 2)  # also allowed when its disk failed (one line)
     cache = True  # leaves a cache a real JAX job can read (d / "cache")
 
     def start(self, w: World, d: Path) -> None:
@@ -418,6 +444,7 @@ class Prune(Kind):
 
 class Witness(Kind):
     name, writer, cache = "the ledger's witness", WITNESS, False
+    failed_codes = ()  # append answers False when it cannot write: it never raises
     LINES = 4
 
     def start(self, w: World, d: Path) -> None:
@@ -462,13 +489,19 @@ def steps(kind: Kind, w: World, work: Path) -> int:
 
 
 def trial(kind: Kind, w: World, work: Path, kill_at: int | str, tally: Tally) -> Path:
-    """`kind`'s writer killed before step `kill_at`, the state checked, then the next,
-    complete run and its state checked. The trial's folder (removed by the caller)."""
-    d = work / f"{type(kind).__name__}-{str(kill_at).replace(':', '-')}"
+    """`kind`'s writer killed (or its disk failing: tally.fault) before step `kill_at`, the
+    state checked, then the next, complete run and its state checked. The trial's folder
+    (removed by the caller)."""
+    d = work / f"{type(kind).__name__}-{tally.fault}-{str(kill_at).replace(':', '-')}"
     kind.start(w, d)
     env = fresh_state(d / "writer-state")
-    t = killpoints.run(kind.writer, kill_at, work, *kind.args(w, d), env=env)
-    tally.ran(t, kind.name, kind.ok_codes)
+    t = killpoints.run(kind.writer, kill_at, work, *kind.args(w, d), env=env, fault=tally.fault)
+    ok = kind.ok_codes if tally.fault == "kill" else (*kind.ok_codes, *kind.failed_codes)
+    tally.ran(t, kind.name, ok)
+    if tally.fault != "kill" and t.returncode not in kind.ok_codes and not t.hung:
+        said = [x for x in (t.stderr or t.stdout).splitlines() if x.strip()]  # or a verdict
+        if not said or len(said[-1]) < 12:
+            tally.fail(f"{kind.name} failed without saying why: {t.stderr[-300:]!r}")
     if not t.hung:
         kind.after_kill(w, d, t, tally)
     again = killpoints.run(kind.writer, 0, work, *kind.args(w, d), env=env)
@@ -483,14 +516,15 @@ def trial(kind: Kind, w: World, work: Path, kill_at: int | str, tally: Tally) ->
     return d
 
 
-def points(steps: int, sample: int | None, seed: int) -> list[int]:
+def points(steps: int, sample: int | None, seed: int, *, last: bool = True) -> list[int]:
     """Kill points: before every step (sample None), or a seeded sample that always holds
-    the first and last steps."""
+    the first step and (with `last`) the last."""
     every = list(range(1, steps + 1))
     if sample is None or sample >= steps:
         return every
     rng = random.Random(seed)
-    return sorted({1, steps, *rng.sample(every, sample - 2)})
+    ends = {1, steps} if last else {1}
+    return sorted({*ends, *rng.sample(every[1:-1], sample - len(ends))})
 
 
 def real_job_reads(cache: Path, pub: str, golden: dict) -> list[str]:

@@ -163,7 +163,7 @@ def append(ledger: str, written: ledger_file.Written, described: bytes = b"") ->
 
     try:
         _, dfd = folders.private_folders(os.path.dirname(ledger), "origin ledger")
-    except JaxcacheError:
+    except (JaxcacheError, OSError):  # not yours alone, or the disk failed: not written
         return False
     name = os.path.basename(ledger)
     try:
