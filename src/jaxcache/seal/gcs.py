@@ -4,8 +4,8 @@ Honours STORAGE_EMULATOR_HOST (the client then talks to an emulator without cred
 Credentials come from the environment as for any Google client (ADC); with none, the client is
 anonymous, which can read a public bucket and write nothing. The client is made at the first
 call, never at import or enable time: a network or credential failure is then a miss the
-caller records, not an error that stops the job. Every call is one attempt (no retry loop on
-the job's load path) with bounded timeouts.
+caller records, not an error that stops the job. Every call here is one attempt, with the
+client's retries off: deadlines and the bounded retries are resilient.py's, for both stores.
 
 Create-only: `if_generation_match=0`, which real GCS enforces atomically for every upload. The
 fake-gcs-server emulator enforces it for multipart uploads (the client's choice up to 8 MiB:
@@ -79,12 +79,13 @@ class GcsStore:
         except (gexc.Forbidden, gexc.Unauthorized) as exc:
             raise StoreError(PERMISSION, f"{what} {safe(where)}: permission denied "
                                          f"({_short(exc)})") from None
-        except gexc.GoogleAPICallError as exc:
-            raise StoreError(ERROR, f"{what} {safe(where)}: {_short(exc)}") from None
+        except gexc.GoogleAPICallError as exc:  # 5xx and 429 may pass: resilient.py retries
+            raise StoreError(ERROR, f"{what} {safe(where)}: {_short(exc)}", transient=isinstance(
+                exc, (gexc.ServerError, gexc.TooManyRequests))) from None
         except Exception as exc:  # noqa: BLE001 - network, credentials, anything: a miss
             kind = PERMISSION if "auth" in type(exc).__module__ else NETWORK
             raise StoreError(kind, f"{what} {safe(where)}: {type(exc).__name__}: "
-                                   f"{_short(exc)}") from None
+                                   f"{_short(exc)}", transient=kind == NETWORK) from None
 
     def get(self, name: str, limit: int | None = None) -> bytes | None:
         from google.api_core import exceptions as gexc

@@ -29,9 +29,10 @@ class ObjectInfo:
 class StoreError(Exception):
     """The store could not answer: the caller treats it as a miss and says why."""
 
-    def __init__(self, kind: str, message: str) -> None:
+    def __init__(self, kind: str, message: str, *, transient: bool = False) -> None:
         super().__init__(message)
         self.kind, self.message = kind, message
+        self.transient = transient  # asking again may succeed (network, 5xx, throttled)
 
 
 class ObjectStore(Protocol):

@@ -37,5 +37,8 @@ def service(scheme: str) -> ModuleType:
 
 
 def open_store(url: BucketUrl) -> ObjectStore:
-    """The store for `url` (the client is imported only here: the audit never needs it)."""
-    return service(url.scheme).Store(url)
+    """The store for `url` (the client is imported only here: the audit never needs it),
+    every call under a deadline with bounded retries (resilient.py)."""
+    from jaxcache.seal.resilient import Resilient
+
+    return Resilient(service(url.scheme).Store(url))

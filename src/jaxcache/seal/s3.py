@@ -5,9 +5,9 @@ The endpoint, region and credentials come from boto3's standard chain (AWS_ENDPO
 AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, AWS_PROFILE and ~/.aws, instance roles); with no
 credentials at all, requests go unsigned, which can read a public bucket and write nothing. The
 client is made at the first call, never at import or enable time: a network or credential
-failure is then a miss the caller records, not an error that stops the job. Timeouts are
-bounded and there is one retry policy (standard mode, two attempts in all), so a dead endpoint
-costs seconds, not minutes.
+failure is then a miss the caller records, not an error that stops the job. Socket timeouts
+are bounded and botocore's own retries are off (one attempt): deadlines and the bounded retries
+are resilient.py's, the same for both stores.
 
 Create-only: `put_object(IfNoneMatch='*')`, which S3 (since 2024-08) and SeaweedFS enforce on
 the server (412 on an existing key); compare and swap: `IfMatch=<ETag>`. The ETag is the
@@ -34,7 +34,9 @@ from jaxcache.text import safe
 from jaxcache.trust.target import BucketUrl
 
 CONNECT_S, READ_S = 5.0, 10.0  # per connection attempt, per socket read (not per download)
-RETRIES = {"max_attempts": 2, "mode": "standard"}  # the first try and one retry
+RETRIES = {"max_attempts": 1, "mode": "standard"}  # one attempt: resilient.py retries
+_BUSY = {"SlowDown", "InternalError", "ServiceUnavailable", "RequestTimeout", "Throttling",
+         "ThrottlingException"}  # may pass when asked again
 MISSING = "pip install 'jaxcache[s3]'"
 READ_GRANT = ("the reader's credentials are wrong, or its principal lacks s3:GetObject on the "
               "prefix and s3:ListBucket on the bucket")  # for a permission-denied miss
@@ -93,7 +95,8 @@ class S3Store:
                 raise StoreError(NOT_FOUND, f"{what} {safe(where)}: the bucket "
                                             f"{safe(self.where.bucket)} does not exist") from None
             raise StoreError(ERROR, f"{what} {safe(where)}: {safe(code)} (HTTP {status}): "
-                                    f"{_short(exc)}") from None
+                                    f"{_short(exc)}", transient=status >= 500 or
+                             status == 429 or code in _BUSY) from None
         except (bexc.NoCredentialsError, bexc.PartialCredentialsError,
                 bexc.CredentialRetrievalError) as exc:
             raise StoreError(PERMISSION, f"{what} {safe(where)}: no usable credentials "
@@ -101,7 +104,7 @@ class S3Store:
         except (bexc.HTTPClientError, bexc.ConnectionError, bexc.IncompleteReadError,
                 OSError) as exc:  # refused, timed out, cut off mid-download
             raise StoreError(NETWORK, f"{what} {safe(where)}: {type(exc).__name__}: "
-                                      f"{_short(exc)}") from None
+                                      f"{_short(exc)}", transient=True) from None
         except Exception as exc:  # noqa: BLE001 - a bad endpoint, a client bug: still a miss
             raise StoreError(ERROR, f"{what} {safe(where)}: {type(exc).__name__}: "
                                     f"{_short(exc)}") from None
