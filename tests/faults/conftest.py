@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 
 import pytest
+from support import faults
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -20,3 +21,9 @@ def own_state(tmp_path_factory):
         os.environ.pop("XDG_STATE_HOME", None)
     else:
         os.environ["XDG_STATE_HOME"] = before
+
+
+@pytest.fixture(scope="session")
+def world(tmp_path_factory):
+    """The real entries every fault test starts from (a real JAX job, run once per worker)."""
+    return faults.world(tmp_path_factory.mktemp("faults-world"))

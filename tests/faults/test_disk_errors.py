@@ -20,10 +20,6 @@ SEED = 7
 SAMPLE = 2  # failing steps per kind and error in `make test` (the first always); soak: more
 
 
-@pytest.fixture(scope="module")
-def world(tmp_path_factory):
-    return faults.world(tmp_path_factory.mktemp("disk-errors"))
-
 
 @pytest.mark.parametrize("fault", ["EIO", "ENOSPC"])
 @pytest.mark.parametrize("kind", sorted(faults.KINDS))

@@ -20,10 +20,6 @@ SEED = 42
 SAMPLE = 5  # kill points per kind in `make test` (first and last among them); soak: all
 
 
-@pytest.fixture(scope="module")
-def world(tmp_path_factory):
-    return faults.world(tmp_path_factory.mktemp("faults"))
-
 
 @pytest.mark.parametrize("kind", sorted(faults.KINDS))
 def test_a_writer_killed_at_any_step(world, tmp_path, kind):

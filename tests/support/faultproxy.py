@@ -201,13 +201,19 @@ def _read_request(conn: socket.socket) -> tuple[bytes, bytes]:
         buf += chunk
     head, _, rest = buf.partition(b"\r\n\r\n")
     lines = head.split(b"\r\n")
-    length, chunked = 0, False
+    length, chunked, expect = 0, False, False
     for h in lines[1:]:
         name, _, value = h.partition(b":")
         if name.strip().lower() == b"content-length":
             length = int(value.strip())
         elif name.strip().lower() == b"transfer-encoding" and b"chunked" in value.lower():
             chunked = True
+        elif name.strip().lower() == b"expect" and b"100-continue" in value.lower():
+            expect = True  # botocore's PUTs wait for it before sending the body
+    if expect:
+        lines = [h for h in lines if not h.lower().startswith(b"expect:")]
+        if not rest:
+            conn.sendall(b"HTTP/1.1 100 Continue\r\n\r\n")
     if chunked:
         body = _dechunk(conn, rest)
         lines = [h for h in lines if not h.lower().startswith(b"transfer-encoding:")]

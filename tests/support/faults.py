@@ -38,17 +38,19 @@ from support import killpoints, paths
 from support.jobs import CI_VARIABLES, jaxcache
 
 # A failed put raises OSError, which JAX turns into a warning and goes on (the documented
-# contract); a writer that cannot even start on a failing disk says so and exits 3.
+# contract); a writer that cannot even start on a failing disk (its key or its directory
+# unreadable: what enable() raises as a JaxcacheError) says so and exits 1.
 PUBLISH = r"""
 import json, sys
 from jaxcache.seal import keys
 from jaxcache.seal.store import SealedCache
+from jaxcache.errors import JaxcacheError
 shared, keyfile = sys.argv[1], sys.argv[2]
 try:
     entries = json.load(open(sys.argv[3]))
     signer = keys.load_signing(keyfile)
     cache = SealedCache(shared, trusted=[signer.public], signer=signer)
-except OSError as exc:
+except (OSError, JaxcacheError) as exc:
     sys.exit(f"cannot start: {exc}")
 for key, hexdata in entries:
     try:
@@ -64,13 +66,14 @@ LRU = r"""
 import json, sys
 from jaxcache.seal import keys
 from jaxcache.seal.store import SealedCache
+from jaxcache.errors import JaxcacheError
 shared, keyfile, limit = sys.argv[1], sys.argv[2], int(sys.argv[4])
 try:
     entries = json.load(open(sys.argv[3]))
     signer = keys.load_signing(keyfile)
     cache = SealedCache(shared, trusted=[signer.public], signer=signer,
                         max_size=lambda: limit)
-except OSError as exc:
+except (OSError, JaxcacheError) as exc:
     sys.exit(f"cannot start: {exc}")
 for key, hexdata in entries:
     try:

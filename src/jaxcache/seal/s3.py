@@ -34,7 +34,7 @@ from jaxcache.text import safe
 from jaxcache.trust.target import BucketUrl
 
 CONNECT_S, READ_S = 5.0, 10.0  # per connection attempt, per socket read (not per download)
-RETRIES = {"max_attempts": 1, "mode": "standard"}  # one attempt: resilient.py retries
+RETRIES = {"total_max_attempts": 1, "mode": "standard"}  # one attempt: resilient.py retries
 _BUSY = {"SlowDown", "InternalError", "ServiceUnavailable", "RequestTimeout", "Throttling",
          "ThrottlingException"}  # may pass when asked again
 MISSING = "pip install 'jaxcache[s3]'"

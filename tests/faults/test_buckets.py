@@ -1,0 +1,140 @@
+"""Object-store faults (issue 42): fake-gcs-server and SeaweedFS behind a fault-injecting proxy
+on loopback (support/faultproxy.py). 5xx answers, resets before and after the server applied a
+request, stalls, bodies cut short, lengths that lie and flipped bytes never make a reader load
+anything but an entry's exact bytes; a publisher killed at any request leaves nothing a reader
+loads wrongly and the next one completes; every request has a deadline and retries are bounded;
+a listing that fails half way is an error, never "0 entries"; a real JAX job's numbers do not
+change. `make soak` runs more seeds and every kill point (scripts/soak.py).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import pytest
+from support import bucket_faults, faultproxy, faults
+from support.faultproxy import Fault
+from support.jobs import jaxcache
+
+pytest.importorskip("cryptography")
+pytest.importorskip("jax")
+
+BACKENDS = bucket_faults.available()
+if not BACKENDS:
+    pytest.skip("neither fake-gcs-server nor SeaweedFS is installed", allow_module_level=True)
+SEED = 11
+
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def backend(request, tmp_path_factory):
+    b = bucket_faults.start(request.param, tmp_path_factory.mktemp(request.param))
+    yield b
+    b.stop()
+
+
+def _clean(tally: faults.Tally) -> None:
+    assert tally.failures == [], tally.failures[:5]
+    assert (tally.wrong_loads, tally.lost_lines, tally.hangs, tally.internal_errors) == (0,) * 4
+
+
+def test_seeded_faults_on_a_third_of_requests_never_load_a_wrong_entry(world, backend):
+    tally = faults.Tally(f"{backend.name}: seeded request faults", "http")
+    bucket_faults.publish_reads(world, backend, "noise", SEED, 0.35, tally)
+    _clean(tally)
+    assert tally.faults >= 5  # the proxy did fail requests (a third of some 50)
+
+
+@pytest.mark.parametrize("after", [False, True], ids=["before", "after"])
+def test_a_publisher_killed_at_a_request(world, backend, after):
+    tally = faults.Tally(f"{backend.name}: publisher killed", "kill")
+    n = bucket_faults.requests_of_publish(world, backend, f"count-{after}")
+    for k in faults.points(n, 3, SEED):
+        bucket_faults.killed_publisher(world, backend, f"kill-{after}-{k}", k, after, tally)
+    _clean(tally)
+    assert tally.faults >= 2
+
+
+def test_a_stalled_server_costs_one_deadline_then_a_miss(world, backend):
+    """The proxy never answers: the load ends at the deadline (named in the miss), not at the
+    client's socket timeout or never."""
+    from jaxcache.seal import objects
+    from jaxcache.seal.bucket import BucketSealedCache
+    from jaxcache.trust import target
+    from jaxcache.trust.keys import load_public
+
+    with faultproxy.Proxy(backend.upstream, faultproxy.always(Fault.STALL)) as proxy, \
+            bucket_faults.environment(backend.env(proxy, deadline_s=1.0)):
+        reader = BucketSealedCache(objects.open_store(target.parse_bucket(
+            backend.url("stalled"))), trusted=[load_public(world.pub)])
+        got: list[object] = []
+        t = threading.Thread(target=lambda: got.append(reader.get(world.entries[0][0])),
+                             daemon=True)
+        t.start()
+        t.join(300)  # far past the 1 s deadline; only a missing deadline reaches it
+        assert got == [None]
+        assert "deadline" in reader.misses[0].reason, reader.misses
+        asked = [r.target for r, _ in proxy.seen]
+        assert len(asked) == len(set(asked))  # a deadline is not retried
+        reader.close()
+
+
+def test_retries_are_bounded(world, backend):
+    """A server that answers 503 to everything is asked three times per call, no more (the
+    clients' own retries are off: botocore's max_attempts alone left one more each time)."""
+    from jaxcache.seal import objects, resilient
+    from jaxcache.seal.bucket import BucketSealedCache
+    from jaxcache.trust import target
+    from jaxcache.trust.keys import load_public
+
+    with faultproxy.Proxy(backend.upstream, faultproxy.always(Fault.STATUS_503)) as proxy, \
+            bucket_faults.environment(backend.env(proxy)):
+        reader = BucketSealedCache(objects.open_store(target.parse_bucket(
+            backend.url("busy"))), trusted=[load_public(world.pub)])
+        assert reader.get(world.entries[0][0]) is None
+        reader.close()
+    asked = [r.target for r, _ in proxy.seen if r.target.split("?")[0].endswith(".sig")]
+    assert len(asked) == resilient.ATTEMPTS  # the signature's download (GCS also asks for the
+    # bucket's metadata after a failed download: its client's own, not a retry)
+    assert [m.kind for m in reader.misses] == ["error"]  # a server error, named for the record
+
+
+def test_a_listing_cut_short_is_an_error_never_zero_entries(world, backend):
+    """verify and ls of a prefix whose listing fails half way: one clear line and exit 2, not
+    a clean count of 0."""
+    with faultproxy.Proxy(backend.upstream) as clean_proxy:
+        assert bucket_faults._publish(world, backend, backend.env(clean_proxy),
+                                      "listed").returncode == 0
+
+    def cut(r: faultproxy.Request) -> Fault:
+        listing = ("list-type=2" in r.target) if backend.name == "s3" else \
+            (r.method == "GET" and "/o?" in r.target)
+        return Fault.TRUNCATE if listing else Fault.PASS
+
+    with faultproxy.Proxy(backend.upstream, cut) as proxy:
+        env = backend.env(proxy)
+        for argv in (["verify", backend.url("listed"), "--trusted-key", world.pub],
+                     ["ls", backend.url("listed")]):
+            proc = jaxcache(*argv, env=env)
+            assert proc.returncode == 2, (argv, proc.returncode, proc.stdout, proc.stderr)
+            assert "Traceback" not in proc.stderr
+            lines = proc.stderr.strip().splitlines()
+            assert len(lines) == 1 and "list" in lines[0], proc.stderr
+        assert Fault.TRUNCATE in proxy.faults()
+    with faultproxy.Proxy(backend.upstream) as clean_proxy:  # the same prefix, listed whole
+        proc = jaxcache("ls", backend.url("listed"), "--format", "json",
+                        env=backend.env(clean_proxy))
+        assert proc.returncode == 0, proc.stderr
+        assert len(json.loads(proc.stdout)["entries"]) == len(world.entries)
+
+
+def test_a_real_job_through_failing_requests_computes_the_same(world, backend):
+    golden = faults.sealed_job(world.root / f"plain-{backend.name}", world.pub,
+                               "--unsealed")["results"]
+    tally = faults.Tally(f"{backend.name}: a job reads through faults", "http")
+    with faultproxy.Proxy(backend.upstream) as clean_proxy:
+        assert bucket_faults._publish(world, backend, backend.env(clean_proxy),
+                                      "job").returncode == 0
+    bucket_faults.job_reads(world, backend, "job", SEED, golden, tally)
+    _clean(tally)
