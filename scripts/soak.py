@@ -22,7 +22,7 @@ from pathlib import Path
 TESTS = Path(__file__).resolve().parent.parent / "tests"
 sys.path.insert(0, str(TESTS))
 
-from support import faults, killpoints  # noqa: E402
+from support import bucket_faults, faults, killpoints  # noqa: E402
 
 
 def main() -> None:
@@ -33,6 +33,11 @@ def main() -> None:
     ap.add_argument("--errors", type=int, default=25,
                     help="failing steps per kind for each of EIO and ENOSPC (seeded; 0: none)")
     ap.add_argument("--seed", type=int, default=42)
+    ap.add_argument("--buckets", type=int, default=6,
+                    help="seeded rounds of request faults per object store (0: none); "
+                         "a publisher is also killed at every request, before and after")
+    ap.add_argument("--stores", nargs="*", default=bucket_faults.available(),
+                    choices=["gcs", "s3"], help="object stores for the bucket rounds")
     ap.add_argument("--json", help="also write the table here")
     args = ap.parse_args()
     start = time.monotonic()
@@ -68,6 +73,9 @@ def main() -> None:
                 print(f"  {kind.name}: {error} from {failing.trials} steps on, "
                       f"{len(failing.failures)} failures", file=sys.stderr, flush=True)
                 tallies.append(failing)
+        if args.buckets:
+            for name in args.stores:
+                tallies += _buckets(w, golden, name, root / name, args)
     took = time.monotonic() - start
     _table(tallies, took, args)
     if any(t.failures for t in tallies):
@@ -77,9 +85,34 @@ def main() -> None:
         sys.exit(1)
 
 
+def _buckets(w: faults.World, golden: dict, name: str, root: Path,
+             args: argparse.Namespace) -> list[faults.Tally]:
+    """One object store behind the fault proxy: seeded request faults on a publisher and its
+    readers, a real job reading through them, and a publisher killed at every request."""
+    b = bucket_faults.start(name, root)
+    try:
+        noise = faults.Tally(f"{name}: publisher and readers", "http")
+        for r in range(args.buckets):
+            bucket_faults.publish_reads(w, b, f"noise-{r}", args.seed + r, 0.3, noise)
+        bucket_faults.job_reads(w, b, "noise-0", args.seed, golden, noise)
+        kills = faults.Tally(f"{name}: publisher", "request")
+        n = bucket_faults.requests_of_publish(w, b, "count")
+        for k in range(1, n + 1):
+            for after in (False, True):
+                bucket_faults.killed_publisher(w, b, f"kill-{k}-{after}", k, after, kills)
+        print(f"  {name}: {noise.faults} request faults, {kills.faults} kills, "
+              f"{len(noise.failures) + len(kills.failures)} failures", file=sys.stderr,
+              flush=True)
+        return [noise, kills]
+    finally:
+        b.stop()
+
+
 def _table(tallies: list[faults.Tally], took: float, args: argparse.Namespace) -> None:
     what = {"kill": "SIGKILL before each step", "EIO": "EIO from a step on",
-            "ENOSPC": "ENOSPC from a step on"}
+            "ENOSPC": "ENOSPC from a step on", "http": "seeded 5xx, resets, cut or flipped "
+            "bodies on 30 % of requests", "request": "SIGKILL at each request, before and "
+            "after the server applies it"}
     rows = [{"fault": f"{what[t.fault]}: {t.kind}", "trials": t.trials,
              "faults": t.faults, "wrong_loads": t.wrong_loads, "lost_lines": t.lost_lines,
              "hangs": t.hangs, "internal_errors": t.internal_errors,
@@ -91,7 +124,7 @@ def _table(tallies: list[faults.Tally], took: float, args: argparse.Namespace) -
               f"{r['lost_lines']} | {r['hangs']} | {r['internal_errors']} |")
     total = sum(r["faults"] for r in rows)
     print(f"\n{total} faults in {took:.0f} s (`python scripts/soak.py --rounds {args.rounds} "
-          f"--errors {args.errors}`)")
+          f"--errors {args.errors} --buckets {args.buckets}`)")
     if args.json:
         Path(args.json).write_text(json.dumps({"rows": rows, "seconds": took}, indent=1))
 
