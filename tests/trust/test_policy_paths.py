@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from support import namespaces
 from support.jobs import audit_json, codes, jaxcache
 from support.users import Accounts, as_user_argv, mkdir, needs_root
 
@@ -189,19 +190,6 @@ def without_policy(cache: Path) -> dict:
     return audit_json(cache, "--no-processes")[1]
 
 
-def _namespace(steps: list[dict], tmp: Path) -> list[dict]:
-    plan = tmp / "steps.json"
-    plan.write_text(json.dumps(steps))
-    program = Path(__file__).parents[1] / "programs" / "in_namespace.py"
-    proc = subprocess.run(["unshare", "-m", "--propagation", "private", "--", sys.executable,
-                           str(program), str(plan)], capture_output=True, text=True,
-                          timeout=600)
-    if proc.returncode and "mount failed" in proc.stderr:
-        pytest.skip(f"the kernel refused a mount: {proc.stderr.strip()[-300:]}")
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1])
-
-
 def test_a_planted_link_never_vouches_for_storage(base, sticky, accounts, tmp_path):
     """accepted_storage: a bind mount whose source is covered by another mount cannot be
     judged (UNVERIFIABLE) unless the policy vouches for it, for that cache path only."""
@@ -218,7 +206,7 @@ def test_a_planted_link_never_vouches_for_storage(base, sticky, accounts, tmp_pa
         return {"run": [sys.executable, "-m", "jaxcache", "audit", "--format", "json",
                         "--no-processes", *extra, str(cache)]}
 
-    res = _namespace([{"mount": tmpfs},
+    res = namespaces.run_steps([{"mount": tmpfs},
                       {"run": ["mkdir", "-m", "0755", f"{hidden}/src"]},
                       {"run": ["mkdir", "-m", "0700", f"{hidden}/src/cache"]},
                       {"mount": ["mount", "--bind", f"{hidden}/src", str(point)]},

@@ -94,7 +94,8 @@ def handle(args: argparse.Namespace, tail: list[str] | None) -> None:
     Exit code: the program's own (128+N if killed by signal N); 127 command not found, 126
     not executable; 1 cache refused, or a program that exited 0 after pointing JAX at another
     directory (refused by jaxcache, or not PRIVATE/SHARED-BY-POLICY by its own audit); 2 usage
-    or input error, or a record that could not be written after a program that succeeded.
+    or input error, or a --record FILE that could not be written after a program that
+    succeeded (the default record in the state folder only warns: the status stands).
     """
     argv = common.user_command(args.command, tail)
     if not argv:
@@ -123,9 +124,13 @@ def handle(args: argparse.Namespace, tail: list[str] | None) -> None:
     elif not args.quiet:
         _grown(result.record)
     _compact_ledger(args)
-    if result.record_error:  # the job's own status if it failed, else 2: never silent
+    if result.record_error and args.record_path is not None:
+        # a record asked for with --record: the job's own status if it failed, else 2
         sys.stderr.write(f"jaxcache: {result.record_error}\n")
         _exit_now(result.outcome.status or 2)
+    if result.record_error:  # the default record (a full or failing state folder): said,
+        sys.stderr.write(f"jaxcache: warning: {result.record_error}; the job's exit status "
+                         "stands\n")  # but the job's own outcome is not changed by it
     unverified = result.record.get("unverified")
     if unverified and not args.unverified_jax:
         sys.stderr.write(f"jaxcache: {unverified}. {runmod.UNVERIFIED_REMEDY}\n")

@@ -22,11 +22,13 @@ send an output elsewhere.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import os
 import stat
 
+from jaxcache.documents.synced import write_synced
 from jaxcache.errors import JaxcacheError
 from jaxcache.text import safe
 
@@ -94,13 +96,19 @@ class Output:
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o666,
                          dir_fd=dfd)
             try:
-                with os.fdopen(fd, "wb") as f:
-                    f.write(data)
+                try:
+                    write_synced(fd, data)  # durable before it has the name
+                finally:
+                    os.close(fd)
                 os.replace(tmp, self.name, src_dir_fd=dfd, dst_dir_fd=dfd)
             except BaseException:
-                os.unlink(tmp, dir_fd=dfd)
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp, dir_fd=dfd)
                 raise
             self.written = True
+        except BaseException:  # a full or failing disk: no empty placeholder left behind
+            self._drop_placeholder()
+            raise
         finally:
             self._close()
 
@@ -109,14 +117,18 @@ class Output:
         if self._dir_fd is None:
             return
         try:
-            if self.placeholder:
+            self._drop_placeholder()
+        finally:
+            self._close()
+
+    def _drop_placeholder(self) -> None:
+        try:
+            if self.placeholder and self._dir_fd is not None:
                 st = os.stat(self.name, dir_fd=self._dir_fd, follow_symlinks=False)
                 if (st.st_dev, st.st_ino) == self._ident and st.st_size == 0:
                     os.unlink(self.name, dir_fd=self._dir_fd)
         except OSError:
             pass  # gone or changed: not ours to touch any more
-        finally:
-            self._close()
 
     def _current(self) -> tuple[int, int] | None:
         try:

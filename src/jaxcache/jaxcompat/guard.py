@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import stat
 
 from jaxcache.jaxcompat.internals import JaxInternalsChanged, _cc
 
@@ -161,8 +162,14 @@ def _watch(cache, directory: str) -> None:
         return value
 
     def put(key, value, _original=original):
-        existed = os.path.lexists(os.path.join(directory, f"{key}{ENTRY_SUFFIX}"))
-        result = _original(key, value)
+        name = f"{key}{ENTRY_SUFFIX}"
+        existed = os.path.lexists(os.path.join(directory, name))
+        try:
+            result = _original(key, value)
+        except BaseException:
+            if not existed:  # JAX writes in place: a full disk leaves a stub under the name
+                _drop_partial(directory, name, value)
+            raise
         witness = _GUARD["witness"]
         if not existed and witness is not None:
             # the record of origin is not the job's concern: its failure stays here
@@ -176,6 +183,32 @@ def _watch(cache, directory: str) -> None:
         cache._jaxcache_witnessed = True
     except AttributeError:  # a cache class that takes no attributes: nothing is witnessed
         pass
+
+
+def _drop_partial(directory: str, name: str, value: bytes) -> None:
+    """Remove what a failed put of JAX's (LRUCache.put: `write_bytes` on the final name, no
+    temporary file) left under `name`: a file of this account, one link, shorter than the
+    entry and holding exactly its first bytes, so a stub this very put wrote (or another
+    writer's stub of the same entry, no more valid). Left in place, every later run reads it,
+    fails to load it, and never replaces it (put skips a name that exists). Anything else
+    stays; nothing here reaches the job."""
+    with contextlib.suppress(OSError):
+        dfd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
+                         dir_fd=dfd)
+            try:
+                st = os.fstat(fd)
+                if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid() or \
+                        st.st_nlink != 1 or st.st_size >= len(value):
+                    return
+                data = os.read(fd, st.st_size + 1)  # bounded: shorter than the entry
+            finally:
+                os.close(fd)
+            if len(data) == st.st_size and value.startswith(data):
+                os.unlink(name, dir_fd=dfd)
+        finally:
+            os.close(dfd)
 
 
 def gate_gets(callback) -> None:

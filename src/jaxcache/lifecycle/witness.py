@@ -16,6 +16,7 @@ import hashlib
 import os
 import time
 
+from jaxcache.documents.synced import write_synced
 from jaxcache.fingerprint.boot import boot_id
 from jaxcache.jaxcompat.guard import ENTRY_SUFFIX
 from jaxcache.trust import birth, ledger_file, ledger_writes, origin
@@ -90,7 +91,11 @@ def _create(dfd: int, name: str) -> None:
                  0o600, dir_fd=dfd)
     try:
         st = os.fstat(fd)
-        os.write(fd, ledger_file.header(st.st_dev, st.st_ino, birth.of_fd(fd)))
+        write_synced(fd, ledger_file.header(st.st_dev, st.st_ino, birth.of_fd(fd)))
+    except BaseException:  # a full or failing disk: no header, no ledger, no leftover
+        with contextlib.suppress(OSError):
+            os.unlink(temp, dir_fd=dfd)
+        raise
     finally:
         os.close(fd)
     try:
