@@ -94,3 +94,55 @@ def test_full_disks_leave_the_job_alone_and_nothing_half_written(tmp_path):
     left = [line for line in found["stdout"].splitlines() if not line.endswith("/.filler")]
     assert left == [], left
     assert os.listdir(fine / "cache")  # the run with a full state folder still cached
+
+
+VANISHING = str(paths.PROGRAMS / "vanishing_cache.py")
+
+
+@needs_root
+def test_read_only_and_vanishing_storage_leave_the_job_alone(tmp_path):
+    """The cache directory removed, renamed aside or made read-only (a read-only bind mount)
+    by the job between two compiles, plainly and sealed; a state folder that is read-only:
+    the job computes the same and ends 0; the summary says the cache is gone (unknown after,
+    never 0) or the record could not be written, in one line, with no traceback."""
+    scratch = tmp_path / "scratch"
+    scratch.mkdir(mode=0o700)
+    plain = subprocess.run([sys.executable, VANISHING, str(scratch), "remove"],
+                           env=clean_env(), capture_output=True, text=True, timeout=300)
+    assert plain.returncode == 0, plain.stderr
+    numbers = json.loads(plain.stdout)["results"]
+    keys = tmp_path / "keys"
+    assert subprocess.run([*JAXCACHE, "keygen", str(keys / "ci.key")], env=clean_env(),
+                          capture_output=True).returncode == 0
+    pub = (keys / "ci.key.pub").read_text().strip()
+    ro_state = tmp_path / "ro-state"
+    ro_state.mkdir(mode=0o700)
+    env = clean_env(XDG_STATE_HOME=str(tmp_path / "state"))
+    sealed = ["--sealed", "--signing-key", str(keys / "ci.key"), "--trusted-key", pub]
+    steps: list[dict] = [
+        {"mount": ["mount", "--bind", str(ro_state), str(ro_state)]},
+        {"mount": ["mount", "-o", "remount,ro,bind", str(ro_state)]}]
+    cases = [("remove", []), ("rename", []), ("readonly", []), ("remove", sealed),
+             ("readonly", sealed)]
+    for i, (mode, extra) in enumerate(cases):
+        cache = tmp_path / f"cache-{i}"
+        cache.mkdir(mode=0o700)
+        steps.append({"run": [*JAXCACHE, "run", *extra, "--cache-dir", str(cache), "--",
+                              sys.executable, VANISHING, str(cache), mode], "env": env})
+    (tmp_path / "cache-ro").mkdir(mode=0o700)
+    steps.append({"run": [*JAXCACHE, "run", "--cache-dir", str(tmp_path / "cache-ro"), "--",
+                          sys.executable, JOB],
+                  "env": clean_env(XDG_STATE_HOME=str(ro_state))})
+    res = namespaces.run_steps(steps, tmp_path)[2:]
+    for (mode, extra), r in zip(cases, res, strict=False):
+        assert r["rc"] == 0, (mode, extra, r["stderr"][-2000:])
+        assert json.loads(r["stdout"])["results"] == numbers, (mode, r["stderr"][-2000:])
+        assert "Traceback" not in r["stderr"] and "internal error" not in r["stderr"], r
+        (line,) = [x for x in r["stderr"].splitlines() if x.startswith("cache ")]
+        if mode != "readonly":  # removed or renamed: its count after is unknown, not 0
+            assert "unknown after (gone or unreadable after the job" in line, line
+    ro = res[-1]
+    assert ro["rc"] == 0 and "Traceback" not in ro["stderr"], ro["stderr"][-2000:]
+    assert "warning: cannot write the record" in ro["stderr"], ro["stderr"][-2000:]
+    assert os.listdir(tmp_path / "cache-ro")  # the job still cached, without a state folder
+    assert os.listdir(ro_state) == []

@@ -209,6 +209,23 @@ def open_parent(folder: str, what: str) -> int:
             os.close(cur)
 
 
+class Unclaimed:
+    """A target that could not be claimed, where losing it must not stop the work (the
+    default run record, in a state folder that is read-only or full): writing it fails with
+    the reason, releasing it does nothing."""
+
+    placeholder = written = False
+
+    def __init__(self, path: str, why: str) -> None:
+        self.path, self.why = path, why
+
+    def write(self, data: bytes | str) -> None:
+        raise JaxcacheError(self.why)
+
+    def release(self) -> None:
+        pass
+
+
 def claim(path: str, what: str, *, recognize: Recognizer | None = None) -> Output:
     """Claim `path` for a document named `what` in messages ("record", "bench result")."""
     if not path:

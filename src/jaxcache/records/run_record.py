@@ -27,6 +27,8 @@ class DirSnapshot:
     path: str
     entries: dict[str, int]  # name -> size (empty when unknown)
     unknown: str | None = None  # why the listing failed: its counts are unknown, never 0
+    absent: str | None = None  # why it could not be listed, where that reads as empty (before
+    # a job, the directory JAX has yet to make)
 
     @classmethod
     def of(cls, path: str, inv: Inventory | None) -> DirSnapshot:
@@ -46,11 +48,19 @@ class DirSnapshot:
             return cls(path, objects, why)
         try:
             inv, resolved = listing.list_dir(path)
-        except JaxcacheError:
+        except JaxcacheError as exc:
             if not missing_ok:
                 raise
-            return cls(path, {})
+            return cls(path, {}, absent=str(exc))
         return cls.of(resolved, inv)
+
+    def since(self, before: DirSnapshot) -> DirSnapshot:
+        """This listing, taken after a job: a directory that was there before and cannot be
+        listed now (removed, renamed or unreadable while the job ran) is unknown, not 0."""
+        if self.absent is not None and before.absent is None and before.unknown is None:
+            return DirSnapshot(self.path, {}, f"gone or unreadable after the job: "
+                                              f"{self.absent}")
+        return self
 
     def summary(self) -> dict:
         if self.unknown is not None:
@@ -229,7 +239,7 @@ def capture(argv: list[str], env: dict[str, str], cache_dir: str, *, verdict: st
 def finish(outcome: Outcome, cache_dir: str, *, verdict: str, before: DirSnapshot,
            env: dict[str, str], missing_ok: bool = True) -> dict:
     """The record of a run that has ended: the directory after, and everything else."""
-    after = DirSnapshot.at(cache_dir, missing_ok=missing_ok)
+    after = DirSnapshot.at(cache_dir, missing_ok=missing_ok).since(before)
     return build(outcome, cache_dir=cache_dir, verdict=verdict, before=before, after=after,
                  env=env, cwd=os.getcwd())
 

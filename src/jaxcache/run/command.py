@@ -42,14 +42,23 @@ def choose_cache_dir(explicit: str | None, env: dict[str, str]) -> str:
 
 def _claim_record(path: str, explicit: bool):
     """The record's target, claimed before the job (outputs.py): created empty now, so a path
-    that cannot be written fails before the job runs; an existing file is replaced only if it is
-    a jaxcache run record of yours."""
+    given with --record that cannot be written fails before the job runs; an existing file is
+    replaced only if it is a jaxcache run record of yours. The default record's folder being
+    unwritable (no writable state folder, a full or read-only disk) does not stop the job: the
+    record is then reported not written, with the reason."""
     from jaxcache.documents import claim as outputs
     from jaxcache.documents import kinds
 
-    if not explicit:
+    recognize = outputs.json_schema(kinds.prefix("run"))
+    if explicit:
+        return outputs.claim(path, "record", recognize=recognize)
+    try:
         os.makedirs(os.path.dirname(os.path.abspath(path)), mode=0o700, exist_ok=True)
-    return outputs.claim(path, "record", recognize=outputs.json_schema(kinds.prefix("run")))
+        return outputs.claim(path, "record", recognize=recognize)
+    except (OSError, JaxcacheError) as exc:
+        why = f"{exc.strerror}: {exc.filename}" if isinstance(exc, OSError) and \
+            exc.filename else (exc.strerror if isinstance(exc, OSError) else str(exc))
+        return outputs.Unclaimed(path, f"no state folder for it ({safe(str(why))})")
 
 
 def run_job(argv: list[str], *, cache_dir: str | None = None, record_path: str | None = None,
