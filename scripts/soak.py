@@ -22,7 +22,7 @@ from pathlib import Path
 TESTS = Path(__file__).resolve().parent.parent / "tests"
 sys.path.insert(0, str(TESTS))
 
-from support import bucket_faults, faults, killpoints  # noqa: E402
+from support import bucket_faults, crowd, faultproxy, faults, killpoints  # noqa: E402
 
 
 def main() -> None:
@@ -36,6 +36,9 @@ def main() -> None:
     ap.add_argument("--buckets", type=int, default=6,
                     help="seeded rounds of request faults per object store (0: none); "
                          "a publisher is also killed at every request, before and after")
+    ap.add_argument("--crowd", type=int, default=40,
+                    help="rounds of each reader when 8 processes share one directory and one "
+                         "bucket prefix (three times on the directory; 0: none)")
     ap.add_argument("--stores", nargs="*", default=bucket_faults.available(),
                     choices=["gcs", "s3"], help="object stores for the bucket rounds")
     ap.add_argument("--json", help="also write the table here")
@@ -76,6 +79,8 @@ def main() -> None:
         if args.buckets:
             for name in args.stores:
                 tallies += _buckets(w, golden, name, root / name, args)
+        if args.crowd:
+            tallies += _crowds(w, root / "crowd", args)
     took = time.monotonic() - start
     _table(tallies, took, args)
     if any(t.failures for t in tallies):
@@ -108,11 +113,36 @@ def _buckets(w: faults.World, golden: dict, name: str, root: Path,
         b.stop()
 
 
+def _crowds(w: faults.World, root: Path, args: argparse.Namespace) -> list[faults.Tally]:
+    """8 processes at once on one directory (three times) and on one prefix of each store."""
+    root.mkdir()
+    here = faults.Tally("one sealed directory", "crowd")
+    for r in range(3):
+        (root / f"dir-{r}").mkdir()
+        crowd.directory(w, root / f"dir-{r}", args.crowd, here)
+    out = [here]
+    for name in args.stores:
+        b = bucket_faults.start(name, root / name)
+        try:
+            tally = faults.Tally(f"one {name} prefix", "crowd")
+            with faultproxy.Proxy(b.upstream) as proxy:
+                env = b.env(proxy, deadline_s=60)
+                crowd.crowd(w, b.url("crowd"), env, args.crowd, tally)
+                crowd.settle(w, b.url("crowd"), env, tally)
+            out.append(tally)
+        finally:
+            b.stop()
+    print(f"  8 at once: {sum(t.faults for t in out)} loads checked, "
+          f"{sum(len(t.failures) for t in out)} failures", file=sys.stderr, flush=True)
+    return out
+
+
 def _table(tallies: list[faults.Tally], took: float, args: argparse.Namespace) -> None:
     what = {"kill": "SIGKILL before each step", "EIO": "EIO from a step on",
             "ENOSPC": "ENOSPC from a step on", "http": "seeded 5xx, resets, cut or flipped "
             "bodies on 30 % of requests", "request": "SIGKILL at each request, before and "
-            "after the server applies it"}
+            "after the server applies it", "crowd": "8 processes at once (the column counts loads "
+            "checked while publishers, the LRU or a reader, and verify ran)"}
     rows = [{"fault": f"{what[t.fault]}: {t.kind}", "trials": t.trials,
              "faults": t.faults, "wrong_loads": t.wrong_loads, "lost_lines": t.lost_lines,
              "hangs": t.hangs, "internal_errors": t.internal_errors,
@@ -122,9 +152,11 @@ def _table(tallies: list[faults.Tally], took: float, args: argparse.Namespace) -
     for r in rows:
         print(f"| {r['fault']} | {r['trials']} | {r['faults']} | {r['wrong_loads']} | "
               f"{r['lost_lines']} | {r['hangs']} | {r['internal_errors']} |")
-    total = sum(r["faults"] for r in rows)
-    print(f"\n{total} faults in {took:.0f} s (`python scripts/soak.py --rounds {args.rounds} "
-          f"--errors {args.errors} --buckets {args.buckets}`)")
+    total = sum(t.faults for t in tallies if t.fault != "crowd")
+    loads = sum(t.faults for t in tallies if t.fault == "crowd")
+    print(f"\n{total} faults injected and {loads} loads checked under contention in "
+          f"{took:.0f} s (`python scripts/soak.py --rounds {args.rounds} --errors {args.errors} "
+          f"--buckets {args.buckets} --crowd {args.crowd}`)")
     if args.json:
         Path(args.json).write_text(json.dumps({"rows": rows, "seconds": took}, indent=1))
 
