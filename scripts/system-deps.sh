@@ -2,7 +2,8 @@
 # Debian packages the test suite drives for real: setfacl/getfacl (acl), useradd (passwd),
 # unshare/setpriv (util-linux), a single-node Slurm cluster (slurmctld, slurmd, slurm-client,
 # munge), a FUSE mount (bindfs, which brings fusermount), rsync (a cache arriving as CI
-# restores it), a PKCS#11 token (softhsm2: signing keys in an HSM). Installed only when running
+# restores it), a PKCS#11 token (softhsm2: signing keys in an HSM), libfaketime (faketime: a
+# process whose clock is a day off, for the fault campaign). Installed only when running
 # as root and missing. `sh scripts/system-deps.sh podman`: only what scripts/podman-check.sh
 # needs instead (rootless podman: podman, uidmap's newuidmap, runc, which takes the hybrid
 # cgroups crun refuses, and fuse-overlayfs, podman's overlay where the kernel's cannot be used).
@@ -23,6 +24,7 @@ command -v munged >/dev/null 2>&1 || missing="$missing munge"
 command -v bindfs >/dev/null 2>&1 || missing="$missing bindfs"
 command -v rsync >/dev/null 2>&1 || missing="$missing rsync"
 command -v softhsm2-util >/dev/null 2>&1 || missing="$missing softhsm2"
+command -v faketime >/dev/null 2>&1 || missing="$missing faketime"
 fi
 [ -z "$missing" ] && exit 0
 if [ "$(id -u)" != 0 ]; then

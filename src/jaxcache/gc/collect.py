@@ -32,6 +32,7 @@ import stat
 import time
 from collections.abc import Iterator, Mapping
 
+from jaxcache.documents import fsclock
 from jaxcache.errors import JaxcacheError
 from jaxcache.gc import plan as planmod
 from jaxcache.gc.evict import DELETERS, evict
@@ -231,7 +232,7 @@ def collect(directory: str, *, max_size: int | None = None, max_age_s: float | N
     and Order.VALUE ranks by them."""
     if max_size is None and max_age_s is None:
         raise JaxcacheError("give --max-size, --max-age or both: gc deletes nothing unasked")
-    now_ns = time.time_ns() if now_ns is None else now_ns
+    given_now, now_ns = now_ns, time.time_ns() if now_ns is None else now_ns
     directory = os.path.abspath(directory)
     with _cycles_paused():
         fd = _open(directory)
@@ -251,7 +252,8 @@ def collect(directory: str, *, max_size: int | None = None, max_age_s: float | N
                 yours = frozenset(e.name for e in o.entries if e.origin == "yours") \
                     if o is not None and o.ledger_problem is None else frozenset()
             units, rest = group(inventory)
-            orphans = [e for e in rest if _orphan(e, me, yours is None, now_ns)]
+            stamped = fsclock.now_ns(fd) if given_now is None else now_ns  # files' own clock
+            orphans = [e for e in rest if _orphan(e, me, yours is None, stamped)]
             if orphans:
                 gone_ids = {id(e) for e in orphans}
                 rest = [e for e in rest if id(e) not in gone_ids]

@@ -20,6 +20,7 @@ import stat
 import time
 from collections.abc import Iterator
 
+from jaxcache.documents import fsclock
 from jaxcache.seal import locks, names
 from jaxcache.text import safe
 from jaxcache.values import frozen
@@ -99,7 +100,7 @@ def owned(dir_fd: int, name_max: int) -> list[Owned]:
     """Every entry of this tier jaxcache wrote and may delete; removes stale orphan
     sidecars of ours (left by a writer or evictor that died) on the way."""
     found = []
-    now = time.time()
+    now = fsclock.now_ns(dir_fd) / 1e9  # markers' ages by the kernel's clock, as it stamps them
     for name in os.listdir(dir_fd):
         entry = names.entry_of_sidecar(name, names.USED)
         if entry is None or names.sidecar(entry, names.USED, name_max) != name:

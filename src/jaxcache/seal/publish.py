@@ -11,9 +11,9 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
-import time
 from collections.abc import Callable
 
+from jaxcache.documents import fsclock
 from jaxcache.documents.synced import write_synced
 from jaxcache.seal import lru, names, orphans, sigfile
 
@@ -123,7 +123,7 @@ def _look(dir_fd: int, name: str) -> tuple[bytes | None, Identity | None, float 
     except FileNotFoundError:
         return None, None, None
     identity = _identity_of(st)
-    age = max(0.0, time.time() - st.st_mtime)
+    age = max(0.0, (fsclock.now_ns(dir_fd) - st.st_mtime_ns) / 1e9)  # the kernel's clock
     if not stat.S_ISREG(st.st_mode):
         return b"", identity, age
     try:

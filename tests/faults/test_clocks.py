@@ -1,0 +1,135 @@
+"""Clocks a day ahead or behind (issue 42), through libfaketime from Debian: only the process
+under `faketime` sees the skewed time; the kernel stamps files with the true one, as a host
+whose clock is wrong would see files other hosts (or the kernel) stamped.
+
+- The orphan rule (seal/orphans.py): a genuine signature of other bytes, written a moment ago,
+  with no entry beside it, is a rival publish in progress: a publisher whose clock is a day
+  ahead must wait, not replace it; one a day behind must still replace an orphan that is
+  really two hours old (else that module recompiles on every run, for good).
+- gc's temporary-file rule: a publisher's temporary file written a moment ago stays under a gc
+  whose clock is a day ahead (it may be a publish in progress).
+- Validity windows: time is the reader's clock, as docs/sealed-cache.md says: a reader a day
+  ahead rejects a key whose not_after is twelve hours away; the same entries verify at the
+  true time.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from datetime import datetime, timedelta, timezone
+
+import pytest
+from support import faults, paths
+from support.jobs import jaxcache
+
+pytest.importorskip("cryptography")
+FAKETIME = shutil.which("faketime")
+if FAKETIME is None:
+    pytest.skip("libfaketime is not installed (Debian: faketime)", allow_module_level=True)
+
+
+def _skewed(offset: str, *argv: str, env: dict[str, str] | None = None
+            ) -> subprocess.CompletedProcess[str]:
+    """argv under a clock `offset` from the true one ("+1d", "-1d")."""
+    return subprocess.run([FAKETIME, "-f", offset, *argv],
+                          env={**(env or os.environ), "PYTHONPATH": str(paths.SRC)},
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_faketime_skews_only_the_process():
+    """The fixture's premise: under faketime the process's clock is a day ahead, files are
+    stamped by the kernel with the true time."""
+    out = _skewed("+1d", sys.executable, "-c", "import time; print(time.time())")
+    assert out.returncode == 0, out.stderr
+    assert float(out.stdout) - time.time() > 80000
+
+
+def _orphan(world, cache, age_s: float) -> tuple[str, bytes]:
+    """A genuine signature (the world's key) of other bytes than the entry's, `age_s` old by
+    the file system, with no entry beside it: a rival's publish in progress, or a dead one."""
+    from jaxcache.seal import keys, sigfile
+
+    key, data = world.entries[0]
+    signer = keys.load_signing(str(world.key))
+    sig = sigfile.sign(key, data + b"a rival compile's bytes", signer)
+    path = cache / f"{key}-cache.sig"
+    path.write_bytes(sig)
+    os.chmod(path, 0o644)
+    if age_s:
+        then = time.time() - age_s
+        os.utime(path, (then, then))
+    return key, sig
+
+
+def _publish(world, cache, offset: str, tmp_path):
+    one = tmp_path / "one.json"
+    key, data = world.entries[0]
+    one.write_text(json.dumps([(key, data.hex())]))
+    return _skewed(offset, sys.executable, "-c", faults.PUBLISH, str(cache), str(world.key),
+                   str(one), env=faults.fresh_state(tmp_path / f"state{offset}"))
+
+
+@pytest.mark.parametrize("offset", ["+1d", "-1d"])
+def test_a_publisher_with_a_skewed_clock_waits_for_a_rival_in_progress(world, tmp_path,
+                                                                       offset):
+    cache = tmp_path / "cache"
+    cache.mkdir(mode=0o700)
+    key, sig = _orphan(world, cache, 0)
+    proc = _publish(world, cache, offset, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert (cache / f"{key}-cache.sig").read_bytes() == sig  # the rival's signature stands
+    assert not (cache / f"{key}-cache").exists()  # first writer wins: this one wrote nothing
+
+
+@pytest.mark.parametrize("offset", ["+1d", "-1d"])
+def test_a_publisher_with_a_skewed_clock_replaces_a_real_orphan(world, tmp_path, offset):
+    from jaxcache.seal.store import SealedCache
+    from jaxcache.trust.keys import load_public
+
+    cache = tmp_path / "cache"
+    cache.mkdir(mode=0o700)
+    key, sig = _orphan(world, cache, 2 * 3600)  # its publisher died two hours ago
+    proc = _publish(world, cache, offset, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert (cache / f"{key}-cache.sig").read_bytes() != sig
+    reader = SealedCache(str(cache), trusted=[load_public(world.pub)])
+    assert reader.get(key) == world.entries[0][1]
+    reader.close()
+
+
+def test_gc_with_a_clock_ahead_leaves_a_young_temporary_file(world, tmp_path):
+    cache = tmp_path / "cache"
+    shutil.copytree(world.sealed, cache)
+    temp = cache / f".jaxcache-{os.getpid()}-0123456789abcdef.tmp"
+    temp.write_bytes(world.entries[0][1][:100])  # a publish in progress, this very moment
+    proc = _skewed("+1d", sys.executable, "-c", faults.COLLECT, str(cache), "0",
+                   env=faults.fresh_state(tmp_path / "state"))
+    assert proc.returncode == 0, proc.stderr
+    assert temp.exists()
+    old = time.time() - 2 * 3600  # and one two hours old by the file system: an orphan
+    os.utime(temp, (old, old))
+    proc = _skewed("-1d", sys.executable, "-c", faults.COLLECT, str(cache), "0",
+                   env=faults.fresh_state(tmp_path / "state"))
+    assert proc.returncode == 0, proc.stderr
+    assert not temp.exists()
+
+
+def test_validity_windows_follow_the_readers_clock_as_documented(world, tmp_path):
+    soon = (datetime.now(timezone.utc) + timedelta(hours=12)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    policy = tmp_path / "policy.toml"
+    policy.write_text(f'[[cache]]\npath = "{world.sealed}"\ntrusted_signers = ["nobody"]\n'
+                      f'trusted_keys = [{{ holder = "nobody", key = "{world.pub}", '
+                      f'not_after = {soon} }}]\n')
+    policy.chmod(0o644)
+    now = jaxcache("verify", str(world.sealed), "--policy", str(policy), "--format", "json")
+    assert now.returncode == 0, now.stdout + now.stderr
+    ahead = _skewed("+1d", sys.executable, "-m", "jaxcache", "verify", str(world.sealed),
+                    "--policy", str(policy), "--format", "json")
+    assert ahead.returncode == 1, ahead.stdout + ahead.stderr
+    statuses = {e["status"] for e in json.loads(ahead.stdout)["entries"]}
+    assert statuses == {"expired-key"}, statuses
