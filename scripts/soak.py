@@ -93,7 +93,8 @@ def main() -> None:
 def _buckets(w: faults.World, golden: dict, name: str, root: Path,
              args: argparse.Namespace) -> list[faults.Tally]:
     """One object store behind the fault proxy: seeded request faults on a publisher and its
-    readers, a real job reading through them, and a publisher killed at every request."""
+    readers, a real job reading through them, and a publisher, `seal` and `gc` each killed at
+    every request (before and after the server applies it)."""
     b = bucket_faults.start(name, root)
     try:
         noise = faults.Tally(f"{name}: publisher and readers", "http")
@@ -105,10 +106,19 @@ def _buckets(w: faults.World, golden: dict, name: str, root: Path,
         for k in range(1, n + 1):
             for after in (False, True):
                 bucket_faults.killed_publisher(w, b, f"kill-{k}-{after}", k, after, kills)
-        print(f"  {name}: {noise.faults} request faults, {kills.faults} kills, "
-              f"{len(noise.failures) + len(kills.failures)} failures", file=sys.stderr,
-              flush=True)
-        return [noise, kills]
+        out = [noise, kills]
+        for what in bucket_faults.COMMANDS:
+            tally = faults.Tally(f"{name}: {what}", "request")
+            n = bucket_faults.requests_of(what, w, b, f"{what}-count")
+            for k in range(1, n + 1):
+                for after in (False, True):
+                    bucket_faults.killed_command(what, w, b, f"{what}-{k}-{after}", k, after,
+                                                 tally)
+            out.append(tally)
+        print(f"  {name}: {noise.faults} request faults, "
+              f"{sum(t.faults for t in out[1:])} kills, "
+              f"{sum(len(t.failures) for t in out)} failures", file=sys.stderr, flush=True)
+        return out
     finally:
         b.stop()
 

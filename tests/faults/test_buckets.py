@@ -56,6 +56,16 @@ def test_a_publisher_killed_at_a_request(world, backend, after):
     assert tally.faults >= 2
 
 
+@pytest.mark.parametrize("what", bucket_faults.COMMANDS)
+def test_seal_and_gc_of_a_prefix_killed_at_a_request(world, backend, what):
+    tally = faults.Tally(f"{backend.name}: {what} killed", "kill")
+    n = bucket_faults.requests_of(what, world, backend, f"{what}-count")
+    for i, k in enumerate(faults.points(n, 2, SEED)):
+        bucket_faults.killed_command(what, world, backend, f"{what}-{k}", k, i % 2 == 1, tally)
+    _clean(tally)
+    assert tally.faults >= 1
+
+
 def test_a_stalled_server_costs_one_deadline_then_a_miss(world, backend):
     """The proxy never answers: the load ends at the deadline (named in the miss), not at the
     client's socket timeout or never."""

@@ -8,7 +8,9 @@ fault proxy (support/faultproxy.py), the real entries of a real JAX job (support
   clean publisher completes the prefix.
 - `killed_publisher`: a publisher process killed by the proxy at its k-th request, before the
   server sees it or after the server applied it; then the same checks.
-Both count into a faults.Tally, as the directory kinds do.
+- `killed_command`: `seal` of a prefix a job filled unsigned, or `gc --max-size 0` of a sealed
+  prefix, killed the same way; then the same checks, and the next run completes.
+All count into a faults.Tally, as the directory kinds do.
 """
 
 from __future__ import annotations
@@ -245,3 +247,74 @@ def job_reads(w: faults.World, b: Backend, prefix: str, seed: int, golden: dict,
     if out["results"] != golden:
         tally.wrong_loads += 1
         tally.fail(f"{b.name}: the job's numbers changed: {out['results']} != {golden}")
+
+
+COMMANDS = ("seal", "gc")
+
+
+def _upload_unsigned(w: faults.World, b: Backend, prefix: str) -> None:
+    """The entries as a job wrote them (no signature), straight to the server."""
+    for key, data in w.entries:
+        b.server.upload(BUCKET, f"{prefix}/{key}-cache", data)  # type: ignore[attr-defined]
+
+
+def _command(what: str, w: faults.World, url: str) -> list[str]:
+    if what == "seal":
+        return ["seal", url, "--signing-key", str(w.key), "--trust-bucket-writers"]
+    return ["gc", url, "--max-size", "0"]
+
+
+def _prepare(what: str, w: faults.World, b: Backend, prefix: str) -> None:
+    if what == "seal":
+        _upload_unsigned(w, b, prefix)
+    else:
+        with faultproxy.Proxy(b.upstream) as clean_proxy:
+            assert _publish(w, b, b.env(clean_proxy), prefix).returncode == 0
+
+
+def requests_of(what: str, w: faults.World, b: Backend, prefix: str) -> int:
+    """How many requests a clean run of `what` makes on a prepared prefix."""
+    _prepare(what, w, b, prefix)
+    with faultproxy.Proxy(b.upstream) as proxy:
+        proc = jaxcache(*_command(what, w, b.url(prefix)), env=b.env(proxy))
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        return len(proxy.seen)
+
+
+def killed_command(what: str, w: faults.World, b: Backend, prefix: str, request: int,
+                   after: bool, tally: faults.Tally) -> None:
+    """`what` (seal, gc) killed at its `request`-th request; then: no wrong load, verify
+    judges the prefix, the next run completes, and after it every entry loads (seal) or none
+    is left (gc)."""
+    _prepare(what, w, b, prefix)
+    fault = Fault.KILL_AFTER if after else Fault.KILL_BEFORE
+    argv = _command(what, w, b.url(prefix))
+    with faultproxy.Proxy(b.upstream) as clean_proxy, \
+            faultproxy.Proxy(b.upstream, faultproxy.at(request, fault)) as proxy:
+        proc = subprocess.Popen([sys.executable, "-m", "jaxcache", *argv],
+                                env={**b.env(proxy), "PYTHONPATH": str(paths.SRC)},
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        proxy.victim = proc.pid
+        try:
+            out, err = proc.communicate(timeout=300)
+            t = subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, err = proc.communicate()
+            t = subprocess.CompletedProcess(proc.args, None, out, err)  # type: ignore[arg-type]
+        _ended(t, b, tally, killed_ok=True)
+        tally.faults += t.returncode == -9
+        clean = b.env(clean_proxy)
+        _reads(w, b, clean, prefix, tally)
+        _verify(w, b, clean, prefix, tally)
+        again = jaxcache(*argv, env=clean)
+        if again.returncode != 0 or faults._internal(again.stderr):
+            tally.internal_errors += 1
+            tally.fail(f"{b.name}: the next {what}: rc {again.returncode}: "
+                       f"{again.stderr[-500:]}")
+        if what == "seal":
+            _reads(w, b, clean, prefix, tally, must_load=True)
+        else:
+            left = [n for n in b.names(prefix) if n.endswith("-cache")]
+            if left:
+                tally.fail(f"{b.name}: entries left after a complete gc to size 0: {left}")

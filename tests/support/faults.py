@@ -476,8 +476,56 @@ class Witness(Kind):
         pass  # trial() checks that the complete run acknowledged every line
 
 
+class Record(Kind):
+    """`jaxcache run` of a job that is not JAX (quick), killed at any step: its audit, its
+    claim of the record (an empty placeholder), the record's write and rename."""
+
+    name, writer, cache = "jaxcache run (its record)", COMMAND, False
+    EARLIER = ("20261201T000000.000000000Z-100.json", "20261201T000001.000000000Z-101.json")
+
+    def _runs(self, d: Path) -> Path:
+        return d / "writer-state" / "jaxcache" / "runs"  # trial()'s state folder
+
+    def start(self, w: World, d: Path) -> None:
+        d.mkdir(mode=0o700)
+        runs = self._runs(d)
+        runs.mkdir(mode=0o700, parents=True)
+        for name in self.EARLIER:  # records written before: never lost, always parsed
+            (runs / name).write_bytes(w.record)
+
+    def args(self, w: World, d: Path) -> list[str]:
+        return ["run", "-q", "--cache-dir", str(d / "c"), "--", sys.executable, "-c", "pass"]
+
+    def after_kill(self, w: World, d: Path, t: killpoints.Trial, tally: Tally) -> None:
+        runs = self._runs(d)
+        for name in self.EARLIER:
+            try:
+                json.loads((runs / name).read_bytes())
+            except (OSError, ValueError):
+                tally.lost_lines += 1
+                tally.fail(f"a record written before the kill is lost or torn: {name}")
+        proc = jaxcache("records", "list", "--dir", str(runs), "--format", "json")
+        if proc.returncode != 0 or _internal(proc.stderr):
+            tally.internal_errors += 1
+            tally.fail(f"records list: rc {proc.returncode}: {proc.stderr[-400:]}")
+            return
+        doc = json.loads(proc.stdout)
+        seen = {r["name"] for r in doc["records"]} | {
+            s["name"] for s in doc.get("skipped", [])}
+        for p in runs.iterdir():
+            if p.name.endswith(".json") and not p.name.startswith(".") and p.name not in seen:
+                tally.fail(f"records list neither lists nor names {p.name}")
+
+    def after_run(self, w: World, d: Path, tally: Tally) -> None:
+        fresh = [p for p in self._runs(d).iterdir() if p.name.endswith(".json") and
+                 p.name not in self.EARLIER and p.stat().st_size]
+        if not fresh:
+            tally.fail("the next run wrote no record")
+
+
 KINDS: dict[str, Kind] = {k.__name__.lower(): k() for k in
-                          (Publish, Witness, Collect, Lru, Seal, Cosign, Quarantine, Prune)}
+                          (Publish, Witness, Collect, Lru, Seal, Cosign, Quarantine, Prune,
+                           Record)}
 
 
 def steps(kind: Kind, w: World, work: Path) -> int:

@@ -67,6 +67,11 @@ def _report():
     _write(fd, f"{_count[0]} {int(_fired[0])}".encode())
     _close(fd)
 atexit.register(_report)
+_real_exit = os._exit
+def _exit(code):  # a writer that leaves through os._exit (as `jaxcache run` does) reports too
+    _report()
+    _real_exit(code)
+os._exit = _exit
 sys.argv = sys.argv[4:]
 exec(compile(sys.argv[0], "<writer>", "exec"), {"__name__": "__main__"})
 """.replace("STEPS", repr(STEPS))
