@@ -4,7 +4,10 @@ Each kind's writer (tests/support/faults.py) is killed before each of its steps 
 (`--rounds` times), and its disk fails under it (EIO, ENOSPC) from a seeded sample of its steps
 (`--errors` per kind and error); the state left is checked each time (no wrong load, no lost
 acknowledged line, no internal error, the next writer completes); after each kind a real JAX job
-reads a state the kills left. Prints the table docs/reliability.md quotes.
+reads a state the kills left. Then each object store (fake-gcs-server, SeaweedFS) behind the
+fault proxy: seeded request faults (`--buckets` rounds), a publisher, `seal` and `gc` killed at
+every request; and 8 processes at once on one directory and one prefix of each store
+(`--crowd` rounds). Prints the table docs/reliability.md quotes.
 
     .venv/bin/python scripts/soak.py [--rounds 1] [--errors 20] [--buckets 4] [--crowd 40]
                                        [--kinds publish lru ...] [--stores gcs s3] [--json F]
