@@ -46,24 +46,27 @@ def test_seeded_faults_on_a_third_of_requests_never_load_a_wrong_entry(world, ba
     assert tally.faults >= 5  # the proxy did fail requests (a third of some 50)
 
 
-@pytest.mark.parametrize("after", [False, True], ids=["before", "after"])
-def test_a_publisher_killed_at_a_request(world, backend, after):
+def test_a_publisher_killed_at_a_request(world, backend):
+    """At a seeded request before the server sees it, and at the last after it applied it
+    (the soak: every request, both ways)."""
     tally = faults.Tally(f"{backend.name}: publisher killed", "kill")
-    n = bucket_faults.requests_of_publish(world, backend, f"count-{after}")
-    for k in faults.points(n, 3, SEED):
+    n = bucket_faults.requests_of_publish(world, backend, "count")
+    seeded = faults.points(n, 3, SEED)[1]
+    for k, after in ((seeded, False), (n, True)):
         bucket_faults.killed_publisher(world, backend, f"kill-{after}-{k}", k, after, tally)
     _clean(tally)
-    assert tally.faults >= 2
+    assert tally.faults == 2
 
 
 @pytest.mark.parametrize("what", bucket_faults.COMMANDS)
 def test_seal_and_gc_of_a_prefix_killed_at_a_request(world, backend, what):
+    """At one seeded request: seal before the server sees it, gc after it applied it."""
     tally = faults.Tally(f"{backend.name}: {what} killed", "kill")
     n = bucket_faults.requests_of(what, world, backend, f"{what}-count")
-    for i, k in enumerate(faults.points(n, 2, SEED)):
-        bucket_faults.killed_command(what, world, backend, f"{what}-{k}", k, i % 2 == 1, tally)
+    k = faults.points(n, 3, SEED)[1]
+    bucket_faults.killed_command(what, world, backend, f"{what}-{k}", k, what == "gc", tally)
     _clean(tally)
-    assert tally.faults >= 1
+    assert tally.faults == 1
 
 
 def test_a_stalled_server_costs_one_deadline_then_a_miss(world, backend):
@@ -140,6 +143,8 @@ def test_a_listing_cut_short_is_an_error_never_zero_entries(world, backend):
 
 
 def test_a_real_job_through_failing_requests_computes_the_same(world, backend):
+    if backend.name != BACKENDS[0]:
+        pytest.skip("one store is enough here; the soak runs the job on both")
     golden = faults.sealed_job(world.root / f"plain-{backend.name}", world.pub,
                                "--unsealed")["results"]
     tally = faults.Tally(f"{backend.name}: a job reads through faults", "http")
