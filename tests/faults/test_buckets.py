@@ -153,3 +153,58 @@ def test_a_real_job_through_failing_requests_computes_the_same(world, backend):
                                       "job").returncode == 0
     bucket_faults.job_reads(world, backend, "job", SEED, golden, tally)
     _clean(tally)
+
+
+def test_a_write_that_landed_before_its_answer_was_lost_counts_as_done(world, backend):
+    """The entry's upload (the second: the signature goes first) is applied by the server
+    and its answer lost (a reset after it): the retry finds the object there and reads it
+    back; holding exactly these bytes, it was ours, so the write counts (before: "another
+    publisher got there first", and the record said the entry was not written)."""
+    from jaxcache.seal import keys, objects
+    from jaxcache.seal.bucket import BucketSealedCache
+    from jaxcache.trust import target
+    from jaxcache.trust.keys import load_public
+
+    uploads: list[int] = []
+
+    def plan(r: faultproxy.Request) -> Fault:
+        if r.method in ("PUT", "POST"):
+            uploads.append(r.index)
+            if len(uploads) == 2:
+                return Fault.RESET_AFTER
+        return Fault.PASS
+
+    key, data = world.entries[0]
+    signer = keys.load_signing(str(world.key))
+    with faultproxy.Proxy(backend.upstream, plan) as proxy, \
+            bucket_faults.environment(backend.env(proxy)):
+        cache = BucketSealedCache(objects.open_store(target.parse_bucket(
+            backend.url("landed"))), trusted=[signer.public], signer=signer)
+        cache.put(key, data)
+        assert cache.writes == [(key, backend.url("landed"))]
+        cache.close()
+        assert len(uploads) >= 3 and Fault.RESET_AFTER in proxy.faults()  # it was retried
+        reader = BucketSealedCache(objects.open_store(target.parse_bucket(
+            backend.url("landed"))), trusted=[load_public(world.pub)])
+        assert reader.get(key) == data
+        reader.close()
+
+
+def test_a_dead_bucket_costs_a_publisher_one_failure_not_one_per_compile(world, backend):
+    from jaxcache.seal import keys, objects
+    from jaxcache.seal.bucket import BucketSealedCache
+    from jaxcache.trust import target
+
+    signer = keys.load_signing(str(world.key))
+    with faultproxy.Proxy(backend.upstream, faultproxy.always(Fault.RESET)) as proxy, \
+            bucket_faults.environment(backend.env(proxy)):
+        cache = BucketSealedCache(objects.open_store(target.parse_bucket(
+            backend.url("dead"))), trusted=[signer.public], signer=signer)
+        (k1, d1), (k2, d2) = world.entries[:2]
+        with pytest.raises(OSError):
+            cache.put(k1, d1)
+        asked = len(proxy.seen)
+        with pytest.raises(OSError, match="skipped"):
+            cache.put(k2, d2)
+        assert len(proxy.seen) == asked  # skipped: not a request more
+        cache.close()

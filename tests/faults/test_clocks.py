@@ -133,3 +133,12 @@ def test_validity_windows_follow_the_readers_clock_as_documented(world, tmp_path
     assert ahead.returncode == 1, ahead.stdout + ahead.stderr
     statuses = {e["status"] for e in json.loads(ahead.stdout)["entries"]}
     assert statuses == {"expired-key"}, statuses
+
+
+def test_the_clock_files_temporary_name_is_one_gc_and_verify_know():
+    """fsclock's fallback (where O_TMPFILE is missing) makes a publisher's temporary file for
+    an instant: named as seal/names.py names them, so a kill there leaves what gc removes."""
+    from jaxcache.documents import fsclock
+    from jaxcache.seal import names
+
+    assert (fsclock.TEMP_PREFIX, fsclock.TEMP_SUFFIX) == (names.TEMP_PREFIX, names.TEMP_SUFFIX)

@@ -9,22 +9,40 @@ behind would never see an orphan age. Found by the fault campaign's clock tests 
 
 from __future__ import annotations
 
+import contextlib
 import os
+import secrets
 import time
+
+TEMP_PREFIX, TEMP_SUFFIX = ".jaxcache-", ".tmp"  # seal/names.py's: what gc and verify know
 
 
 def now_ns(dir_fd: int) -> int:
     """Nanoseconds since the epoch as the file system of `dir_fd` stamps a file made now: an
-    unnamed O_TMPFILE there (never in the listing, gone at close). Where the file system has
-    none or refuses it (NFS, a read-only directory), this process's clock."""
+    unnamed O_TMPFILE there (never in the listing, gone at close); where the file system has
+    none (NFS, most FUSE file systems: there the server's clock stamps files), a publisher's
+    temporary file made and removed at once (named as gc and verify know it); where neither
+    can be made (a read-only directory), this process's clock."""
     flag = getattr(os, "O_TMPFILE", 0)
-    if not flag:
-        return time.time_ns()
+    if flag:
+        try:
+            fd = os.open(".", flag | os.O_WRONLY | os.O_CLOEXEC, 0o600, dir_fd=dir_fd)
+        except OSError:
+            pass
+        else:
+            try:
+                return os.fstat(fd).st_mtime_ns
+            finally:
+                os.close(fd)
+    name = f"{TEMP_PREFIX}{os.getpid()}-{secrets.token_hex(8)}{TEMP_SUFFIX}"
     try:
-        fd = os.open(".", flag | os.O_WRONLY | os.O_CLOEXEC, 0o600, dir_fd=dir_fd)
+        fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                     0o600, dir_fd=dir_fd)
     except OSError:
         return time.time_ns()
     try:
         return os.fstat(fd).st_mtime_ns
     finally:
         os.close(fd)
+        with contextlib.suppress(OSError):
+            os.unlink(name, dir_fd=dir_fd)

@@ -205,7 +205,9 @@ def _drop_partial(directory: str, name: str, value: bytes) -> None:
                 data = os.read(fd, st.st_size + 1)  # bounded: shorter than the entry
             finally:
                 os.close(fd)
-            if len(data) == st.st_size and value.startswith(data):
+            now = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+            if len(data) == st.st_size and value.startswith(data) and \
+                    (now.st_dev, now.st_ino) == (st.st_dev, st.st_ino):  # still that file
                 os.unlink(name, dir_fd=dfd)
         finally:
             os.close(dfd)

@@ -55,10 +55,12 @@ def _claim_record(path: str, explicit: bool):
     try:
         os.makedirs(os.path.dirname(os.path.abspath(path)), mode=0o700, exist_ok=True)
         return outputs.claim(path, "record", recognize=recognize)
-    except (OSError, JaxcacheError) as exc:
-        why = f"{exc.strerror}: {exc.filename}" if isinstance(exc, OSError) and \
-            exc.filename else (exc.strerror if isinstance(exc, OSError) else str(exc))
-        return outputs.Unclaimed(path, f"no state folder for it ({safe(str(why))})")
+    except OSError as exc:  # the state folder cannot be made or written
+        why = exc.strerror or str(exc)
+        return outputs.Unclaimed(path, f"no state folder for it ({safe(why)}"
+                                       f"{': ' + safe(str(exc.filename)) if exc.filename else ''})")
+    except JaxcacheError as exc:  # refused: not a file of yours, a link, ...
+        return outputs.Unclaimed(path, str(exc))
 
 
 def run_job(argv: list[str], *, cache_dir: str | None = None, record_path: str | None = None,

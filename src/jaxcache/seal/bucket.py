@@ -179,6 +179,9 @@ class BucketSealedCache(Reports):
         sig = sigfile.sign(key, value, self.signer, build=self.host)
         signame = names.sidecar(name, names.SIGNATURE, OBJECT_NAME_MAX)
         try:
+            if time.monotonic() < self._down_until:  # a dead link costs one deadline, not one
+                raise StoreError(NETWORK, f"{self.store.url} skipped: unreachable less than "
+                                          f"{BACKOFF_S:.0f} s ago")  # per compile
             if self.store.stat(name) is not None:
                 return  # first writer wins (checked first: the store also refuses below)
             if not self.store.put_if_absent(signame, sig) and not self._settle(
@@ -187,6 +190,8 @@ class BucketSealedCache(Reports):
             if self.store.put_if_absent(name, value):
                 self.writes.append((key, self.store.url))
         except StoreError as exc:
+            if exc.kind == NETWORK and "skipped" not in exc.message:
+                self._down_until = time.monotonic() + BACKOFF_S
             raise self._write_failed(key, self.store.url, OSError(0, exc.message)) from None
 
     def _settle(self, key: str, value: bytes, signame: str, sig: bytes) -> bool:

@@ -85,7 +85,7 @@ class GcsStore:
         except Exception as exc:  # noqa: BLE001 - network, credentials, anything: a miss
             kind = PERMISSION if "auth" in type(exc).__module__ else NETWORK
             raise StoreError(kind, f"{what} {safe(where)}: {type(exc).__name__}: "
-                                   f"{_short(exc)}", transient=kind == NETWORK) from None
+                                   f"{_short(exc)}", transient=_network(exc)) from None
 
     def get(self, name: str, limit: int | None = None) -> bytes | None:
         from google.api_core import exceptions as gexc
@@ -165,6 +165,12 @@ Store = GcsStore  # what objects.open_store makes for this scheme
 def _info(name: str, blob) -> ObjectInfo:
     updated = blob.updated.timestamp() if blob.updated is not None else None
     return ObjectInfo(name, int(blob.size or 0), str(blob.generation), updated)
+
+
+def _network(exc: BaseException) -> bool:
+    """A failure of the connection (worth asking again), not of the client or its caller."""
+    return isinstance(exc, OSError) or type(exc).__module__.split(".")[0] in (
+        "requests", "urllib3", "http", "google") and "auth" not in type(exc).__module__
 
 
 def _short(exc: BaseException) -> str:

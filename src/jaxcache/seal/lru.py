@@ -68,10 +68,10 @@ def mark(dir_fd: int, entry: str, name_max: int) -> None:
 
 
 def touch(dir_fd: int, entry: str, name_max: int) -> None:
-    """A hit: the entry is now the most recently used (only a marker we own can change)."""
-    now = time.time_ns()
+    """A hit: the entry is now the most recently used (only a marker we own can change),
+    stamped by the kernel (UTIME_NOW), as a new marker is: ages compare one clock."""
     with contextlib.suppress(OSError):
-        os.utime(names.sidecar(entry, names.USED, name_max), ns=(now, now), dir_fd=dir_fd,
+        os.utime(names.sidecar(entry, names.USED, name_max), dir_fd=dir_fd,
                  follow_symlinks=False)
 
 

@@ -8,13 +8,16 @@ JAXCACHE_BUCKET_DEADLINE_S) plus the time the transfer takes at 5 MB/s, so a lar
 cut off on a slow but working link. A call that fails in a way that may pass (a network error,
 a 5xx, a throttle) is tried again, at most three times in all, after a jittered backoff, and
 never past the deadline; one that cannot pass (permission, not found, a 4xx) is not. A call the
-deadline abandons keeps its thread until the client's own socket timeout ends it; its thread is
-a daemon, so it never holds the process at exit.
+deadline abandons keeps its thread until the client ends it (a socket read that gets a byte now
+and then may not end soon); the thread is a daemon, so it never holds the process at exit.
 
-Retrying a create-only or conditional write is safe: if an earlier attempt landed, the retry
-finds its precondition failed and answers False, and the callers treat False as "another writer
-got there first" (bucket.py publishes the signature first, so the worst case is a signature
-without its entry, which readers skip and the next publisher replaces: orphans.py).
+Retrying a create-only or conditional write is safe: if an earlier attempt landed (a reset or a
+5xx after the server applied it), the retry finds its precondition failed and would answer
+False, "another writer got there first"; so after such an attempt a False is checked: a write
+whose object now holds exactly these bytes, or a delete whose object is gone, was ours and
+answers True. A call the deadline abandons may still land later: a create-only object or a
+compare and swap cannot overwrite anything, and an entry that lands after its orphaned
+signature was collected stays unsigned (a miss) until `seal` signs it.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ RATE = 5e6  # bytes a second that still count as moving
 ATTEMPTS = 3
 BACKOFF_S = 0.2  # before the second attempt; doubled for the third, each jittered
 ENV = "JAXCACHE_BUCKET_DEADLINE_S"
+LIST_FACTOR = 10  # a listing's deadline, in bases: it may take many pages
 
 
 def base_deadline() -> float:
@@ -60,43 +64,70 @@ class Resilient:
     def _deadline(self, nbytes: int) -> float:
         return self.base_s + nbytes / RATE
 
-    def _call(self, what: str, nbytes: int, fn: Callable[[], T]) -> T:
-        deadline = time.monotonic() + self._deadline(nbytes)
+    def _call(self, what: str, nbytes: int, fn: Callable[[], T], *,
+              seconds: float | None = None) -> tuple[T, bool]:
+        """fn's answer, and whether an earlier attempt failed in a way that may have been
+        applied on the server all the same (a reset or a 5xx after the write landed)."""
+        limit = self._deadline(nbytes) if seconds is None else seconds
+        deadline = time.monotonic() + limit
+        maybe_applied = False
         for attempt in range(1, ATTEMPTS + 1):
             self.attempts += 1
             try:
-                return _within(deadline, what, self.url, fn)
+                return _within(deadline, limit, what, self.url, fn), maybe_applied
             except StoreError as exc:
                 pause = BACKOFF_S * 2 ** (attempt - 1) * random.uniform(0.5, 1.5)  # noqa: S311
                 if not exc.transient or attempt == ATTEMPTS or \
                         time.monotonic() + pause >= deadline:
                     raise
+                maybe_applied = True
                 time.sleep(pause)
         raise AssertionError("unreachable")  # pragma: no cover
 
+    def _written(self, name: str, data: bytes, done: bool, maybe_applied: bool) -> bool:
+        """A conditional write that answered False after an attempt that may have landed:
+        True when the object now holds exactly `data` (that attempt was ours)."""
+        if done or not maybe_applied:
+            return done
+        return self.get(name, limit=len(data) + 1) == data
+
     # --- ObjectStore ---------------------------------------------------------------------
     def get(self, name: str, limit: int | None = None) -> bytes | None:
-        return self._call(f"download {name}", limit or 0, lambda: self.store.get(name, limit))
+        if limit is None:  # a whole object: its deadline from its size
+            info = self.stat(name)
+            if info is None:
+                return None
+            limit_s = self._deadline(info.size)
+            return self._call(f"download {name}", 0, lambda: self.store.get(name),
+                              seconds=limit_s)[0]
+        return self._call(f"download {name}", limit, lambda: self.store.get(name, limit))[0]
 
     def put_if_absent(self, name: str, data: bytes) -> bool:
-        return self._call(f"upload {name}", len(data),
-                          lambda: self.store.put_if_absent(name, data))
+        done, maybe = self._call(f"upload {name}", len(data),
+                                 lambda: self.store.put_if_absent(name, data))
+        return self._written(name, data, done, maybe)
 
     def replace_if(self, name: str, data: bytes, generation: str) -> bool:
-        return self._call(f"upload {name}", len(data),
-                          lambda: self.store.replace_if(name, data, generation))
+        done, maybe = self._call(f"upload {name}", len(data),
+                                 lambda: self.store.replace_if(name, data, generation))
+        return self._written(name, data, done, maybe)
 
     def delete_if(self, name: str, generation: str) -> bool:
-        return self._call(f"delete {name}", 0, lambda: self.store.delete_if(name, generation))
+        done, maybe = self._call(f"delete {name}", 0,
+                                 lambda: self.store.delete_if(name, generation))
+        return done or (maybe and self.stat(name) is None)  # gone: that attempt was ours
 
     def stat(self, name: str) -> ObjectInfo | None:
-        return self._call(f"stat {name}", 0, lambda: self.store.stat(name))
+        return self._call(f"stat {name}", 0, lambda: self.store.stat(name))[0]
 
     def list(self) -> Iterator[ObjectInfo]:
-        return iter(self._call("list", 0, lambda: list(self.store.list())))
+        """One deadline for the whole listing, LIST_FACTOR bases: pages of 1,000 objects
+        take a fraction of a second each, so a prefix of a million objects still fits."""
+        return iter(self._call("list", 0, lambda: list(self.store.list()),
+                               seconds=self.base_s * LIST_FACTOR)[0])
 
 
-def _within(deadline: float, what: str, url: str, fn: Callable[[], T]) -> T:
+def _within(deadline: float, limit: float, what: str, url: str, fn: Callable[[], T]) -> T:
     """fn() in a daemon thread, waited for until `deadline`; a StoreError past it. Where no
     thread may start (an atexit handler on Python 3.12, gh-113964) fn runs here, bounded by
     the client's own timeouts alone."""
@@ -117,8 +148,8 @@ def _within(deadline: float, what: str, url: str, fn: Callable[[], T]) -> T:
     except RuntimeError:
         return fn()
     if not done.wait(max(0.0, deadline - time.monotonic())):
-        raise StoreError(NETWORK, f"{what} in {url}: no answer before the deadline "
-                                  f"({ENV} or {BASE_S:.0f} s, plus 1 s per 5 MB)")
+        raise StoreError(NETWORK, f"{what} in {url}: no answer within its deadline of "
+                                  f"{limit:.0f} s ({ENV}, plus 1 s per 5 MB)")
     if error:
         raise error[0]
     return result[0]
