@@ -16,7 +16,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from support import faults, paths
+from support import bucket_faults, faults, paths
 from support.jobs import jaxcache
 
 READER = r"""
@@ -67,22 +67,6 @@ for _ in range(int(rounds)):
         cache.put(key, bytes.fromhex(hexdata))
 """
 
-BUCKET_PUBLISH = r"""
-import json, sys
-from jaxcache.seal import keys, objects
-from jaxcache.seal.bucket import BucketSealedCache
-from jaxcache.trust import target
-url, keyfile, listing = sys.argv[1:4]
-signer = keys.load_signing(keyfile)
-cache = BucketSealedCache(objects.open_store(target.parse_bucket(url)),
-                          trusted=[signer.public], signer=signer)
-for key, hexdata in json.load(open(listing)):
-    try:
-        cache.put(key, bytes.fromhex(hexdata))
-    except OSError as exc:
-        print(f"not published: {exc}", file=sys.stderr)
-"""
-
 VERIFY_LOOP = r"""
 import subprocess, sys
 where, pub, rounds = sys.argv[1], sys.argv[2], int(sys.argv[3])
@@ -102,7 +86,7 @@ def crowd(w: faults.World, where: str, env: dict[str, str], rounds: int,
     `env`), `rounds` rounds each; the results into `tally`."""
     bucket = "://" in where
     room = str(max(len(d) for _, d in w.entries) * 3 // 2)
-    publish = BUCKET_PUBLISH if bucket else faults.PUBLISH
+    publish = bucket_faults.PUBLISHER if bucket else faults.PUBLISH
     argvs = [[sys.executable, "-c", publish, where, str(w.key), str(w.listing)]
              for _ in range(3)]
     argvs += [[sys.executable, "-c", READER, where, w.pub, str(w.listing), str(rounds)]
@@ -147,7 +131,7 @@ def settle(w: faults.World, where: str, env: dict[str, str], tally: faults.Tally
     if proc.returncode not in (0, 1) or faults._internal(proc.stderr):
         tally.internal_errors += 1
         tally.fail(f"verify after the crowd: rc {proc.returncode}: {proc.stderr[-400:]}")
-    publish = BUCKET_PUBLISH if "://" in where else faults.PUBLISH
+    publish = bucket_faults.PUBLISHER if "://" in where else faults.PUBLISH
     last = subprocess.run([sys.executable, "-c", publish, where, str(w.key), str(w.listing)],
                           env={**env, "PYTHONPATH": str(paths.SRC)}, capture_output=True,
                           text=True, timeout=600)
