@@ -1,16 +1,18 @@
 """`make soak`: the fault campaign, bounded by counts, not by time (issue 42).
 
-Each kind's writer (tests/support/faults.py) is killed before each of its steps in turn
-(`--rounds` times), and its disk fails under it (EIO, ENOSPC) from a seeded sample of its steps
-(`--errors` per kind and error); the state left is checked each time (no wrong load, no lost
-acknowledged line, no internal error, the next writer completes); after each kind a real JAX job
-reads a state the kills left. Then each object store (fake-gcs-server, SeaweedFS) behind the
-fault proxy: seeded request faults (`--buckets` rounds), a publisher, `seal` and `gc` killed at
-every request; and 8 processes at once on one directory and one prefix of each store
-(`--crowd` rounds). Prints the table docs/reliability.md quotes.
+Each kind's writer (tests/support/faults.py) is killed before every `--stride`-th step in turn
+(`--rounds` times, each round one step further: `--rounds 2 --stride 2` or `--stride 1` kill
+before every step), and its disk fails under it (EIO, ENOSPC) from a seeded sample of its
+steps (`--errors` per kind and error); the state left is checked each time (no wrong load, no
+lost acknowledged line, no internal error, the next writer completes); after each kind a real
+JAX job reads a state the kills left. Then each object store (fake-gcs-server, SeaweedFS)
+behind the fault proxy: seeded request faults (`--buckets` rounds), a publisher, `seal` and
+`gc` killed at every request; and 8 processes at once on one directory and one prefix of each
+store (`--crowd` rounds). Prints the table docs/reliability.md quotes.
 
-    .venv/bin/python scripts/soak.py [--rounds 1] [--errors 20] [--buckets 4] [--crowd 40]
-                                       [--kinds publish lru ...] [--stores gcs s3] [--json F]
+    .venv/bin/python scripts/soak.py [--rounds 1] [--stride 2] [--errors 20] [--buckets 4]
+                                     [--crowd 40] [--kinds publish lru ...] [--stores gcs s3]
+                                     [--json FILE]
 """
 
 from __future__ import annotations
@@ -32,6 +34,9 @@ from support import bucket_faults, crowd, faultproxy, faults, killpoints  # noqa
 def main() -> None:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--rounds", type=int, default=1, help="times every step is killed")
+    ap.add_argument("--stride", type=int, default=2,
+                    help="kill before every Nth step (1: every step; each round starts one "
+                         "step further, so --rounds 2 --stride 2 covers every step)")
     ap.add_argument("--kinds", nargs="+", choices=sorted(faults.KINDS),
                     default=list(faults.KINDS))
     ap.add_argument("--errors", type=int, default=20,
@@ -60,10 +65,12 @@ def main() -> None:
             tally = faults.Tally(kind.name)
             steps = faults.steps(kind, w, work)
             for r in range(args.rounds):
-                for k in range(1, steps + 1):
+                points = range(1 + r % args.stride, steps + 1, args.stride)
+                for k in points:
                     shutil.rmtree(faults.trial(kind, w, work, k, tally))
-                print(f"  {kind.name}: round {r + 1}/{args.rounds}, {steps} kill points, "
-                      f"{len(tally.failures)} failures", file=sys.stderr, flush=True)
+                print(f"  {kind.name}: round {r + 1}/{args.rounds}, {len(points)} of {steps} "
+                      f"kill points, {len(tally.failures)} failures", file=sys.stderr,
+                      flush=True)
             if kind.cache:  # a real JAX job reads a state a kill left half way
                 left = work / "left"
                 kind.start(w, left)
@@ -167,8 +174,8 @@ def _table(tallies: list[faults.Tally], took: float, args: argparse.Namespace) -
     total = sum(t.faults for t in tallies if t.fault != "crowd")
     loads = sum(t.faults for t in tallies if t.fault == "crowd")
     print(f"\n{total} faults injected and {loads} loads checked under contention in "
-          f"{took:.0f} s (`python scripts/soak.py --rounds {args.rounds} --errors {args.errors} "
-          f"--buckets {args.buckets} --crowd {args.crowd}`)")
+          f"{took:.0f} s (`python scripts/soak.py --rounds {args.rounds} --stride {args.stride} "
+          f"--errors {args.errors} --buckets {args.buckets} --crowd {args.crowd}`)")
     if args.json:
         Path(args.json).write_text(json.dumps({"rows": rows, "seconds": took}, indent=1))
 
