@@ -308,7 +308,10 @@ def killed_command(what: str, w: faults.World, b: Backend, prefix: str, request:
         _reads(w, b, clean, prefix, tally)
         _verify(w, b, clean, prefix, tally)
         again = jaxcache(*argv, env=clean)
-        if again.returncode != 0 or faults._internal(again.stderr):
+        # gc ends 1 when what is left is not its to delete: a signature whose entry a killed
+        # gc removed is younger than a publish takes (orphans.py), so it stays an hour
+        ok = (0, 1) if what == "gc" else (0,)
+        if again.returncode not in ok or faults._internal(again.stderr):
             tally.internal_errors += 1
             tally.fail(f"{b.name}: the next {what}: rc {again.returncode}: "
                        f"{again.stderr[-500:]}")
