@@ -119,7 +119,7 @@ def _buckets(w: faults.World, golden: dict, name: str, root: Path,
                 bucket_faults.killed_publisher(w, b, f"kill-{k}-{after}", k, after, kills)
         out = [noise, kills]
         for what in bucket_faults.COMMANDS:
-            tally = faults.Tally(f"{name}: {what}", "request")
+            tally = faults.Tally(f"{name}: {what}", "turns")
             n = bucket_faults.requests_of(what, w, b, f"{what}-count")
             for k in range(1, n + 1):  # every request, before and after by turns
                 bucket_faults.killed_command(what, w, b, f"{what}-{k}", k, k % 2 == 0, tally)
@@ -160,8 +160,10 @@ def _table(tallies: list[faults.Tally], took: float, args: argparse.Namespace) -
     what = {"kill": "SIGKILL before each step", "EIO": "EIO from a step on",
             "ENOSPC": "ENOSPC from a step on", "http": "seeded 5xx, resets, cut or flipped "
             "bodies on 30 % of requests", "request": "SIGKILL at each request, before and "
-            "after the server applies it", "crowd": "8 processes at once (the column counts loads "
-            "checked while publishers, the LRU or a reader, and verify ran)"}
+            "after the server applies it", "turns": "SIGKILL at each request, before or after "
+            "the server applies it by turns",
+            "crowd": "8 processes at once (the column counts loads checked while publishers, "
+            "the LRU or a reader, and verify ran)"}
     rows = [{"fault": f"{what[t.fault]}: {t.kind}", "trials": t.trials,
              "faults": t.faults, "wrong_loads": t.wrong_loads, "lost_lines": t.lost_lines,
              "hangs": t.hangs, "internal_errors": t.internal_errors,
