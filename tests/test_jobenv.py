@@ -19,7 +19,9 @@ from jaxcache import jobenv
 SRC = paths.CHECKOUT / "src" / "jaxcache"
 NAME = re.compile(r"JAXCACHE_[A-Z_]+")
 PROBE_SIDE = {"probe/site.py", "probe/document.py", "probe/recorder.py", "probe/logtap.py"}
-NOT_PROTOCOL = {"JAXCACHE_DEBUG"}  # the CLI's own switch for a traceback, set by a person
+# set by a person, not handed between jaxcache and the probe: the CLI's switch for a traceback,
+# and the object stores' base deadline (seal/resilient.py reads it where it applies)
+NOT_PROTOCOL = {"JAXCACHE_DEBUG", "JAXCACHE_BUCKET_DEADLINE_S"}
 
 
 def _spelled(path: Path) -> set[str]:

@@ -61,13 +61,15 @@ def test_full_disks_leave_the_job_alone_and_nothing_half_written(tmp_path):
              {"run": [*JAXCACHE, "run", "--cache-dir", str(fine / "cache"), "--",
                       sys.executable, JOB], "env": full_state},
              {"run": [*JAXCACHE, "run", "--cache-dir", str(fine / "cache"), "--record",
-                      str(recs / "asked.json"), "--", sys.executable, JOB], "env": env},
+                      str(recs / "asked.json"), "--", sys.executable, "-c",
+                      "print('asked')"], "env": env},
              {"run": ["find", str(cache), str(state), str(recs), "-type", "f"]}]
     res = namespaces.run_steps(steps, tmp_path)[6:]
     unsealed, sealed, own, state_full, record_full, found = res
 
     numbers = json.loads(golden.stdout)["results"]
-    for r in (unsealed, sealed, state_full, record_full):  # the job's output is its own
+    assert record_full["stdout"] == "asked\n"
+    for r in (unsealed, sealed, state_full):  # the job's output is its own
         assert json.loads(r["stdout"])["results"] == numbers, r["stderr"][-2000:]
         assert "Traceback" not in r["stderr"] and "internal error" not in r["stderr"]
     assert (unsealed["rc"], sealed["rc"], own["rc"], state_full["rc"]) == (0, 0, 3, 0)

@@ -8,8 +8,9 @@ fault proxy (support/faultproxy.py), the real entries of a real JAX job (support
   clean publisher completes the prefix.
 - `killed_publisher`: a publisher process killed by the proxy at its k-th request, before the
   server sees it or after the server applied it; then the same checks.
-- `killed_command`: `seal` of a prefix a job filled unsigned, or `gc --max-size 0` of a sealed
-  prefix, killed the same way; then the same checks, and the next run completes.
+- `killed_command`: `seal` of a prefix a job filled unsigned, `seal --add-signature` (a second
+  key) or `gc --max-size 0` of a sealed prefix, killed the same way; then the same checks, and
+  the next run completes.
 All count into a faults.Tally, as the directory kinds do.
 """
 
@@ -111,7 +112,7 @@ def environment(env: dict[str, str]) -> Iterator[None]:
 
 
 def _reads(w: faults.World, b: Backend, env: dict[str, str], prefix: str, tally: faults.Tally,
-           *, must_load: bool = False) -> int:
+           *, must_load: bool = False, pub: str | None = None) -> int:
     """A sealed reader of the prefix: never other bytes; with `must_load`, every entry. The
     number of entries loaded."""
     from jaxcache.seal import objects
@@ -122,7 +123,7 @@ def _reads(w: faults.World, b: Backend, env: dict[str, str], prefix: str, tally:
     loaded = 0
     with environment(env):
         reader = BucketSealedCache(objects.open_store(target.parse_bucket(b.url(prefix))),
-                                   trusted=[load_public(w.pub)])
+                                   trusted=[load_public(pub or w.pub)])
         try:
             for key, data in w.entries:
                 with warnings.catch_warnings():
@@ -249,7 +250,7 @@ def job_reads(w: faults.World, b: Backend, prefix: str, seed: int, golden: dict,
         tally.fail(f"{b.name}: the job's numbers changed: {out['results']} != {golden}")
 
 
-COMMANDS = ("seal", "gc")
+COMMANDS = ("seal", "cosign", "gc")
 
 
 def _upload_unsigned(w: faults.World, b: Backend, prefix: str) -> None:
@@ -261,6 +262,9 @@ def _upload_unsigned(w: faults.World, b: Backend, prefix: str) -> None:
 def _command(what: str, w: faults.World, url: str) -> list[str]:
     if what == "seal":
         return ["seal", url, "--signing-key", str(w.key), "--trust-bucket-writers"]
+    if what == "cosign":
+        return ["seal", url, "--signing-key", str(w.key2), "--add-signature", "--trusted-key",
+                w.pub, "--trusted-key", w.pub2]
     return ["gc", url, "--max-size", "0"]
 
 
@@ -317,6 +321,9 @@ def killed_command(what: str, w: faults.World, b: Backend, prefix: str, request:
                        f"{again.stderr[-500:]}")
         if what == "seal":
             _reads(w, b, clean, prefix, tally, must_load=True)
+        elif what == "cosign":  # by the first key all the while, by the co-signer's now
+            _reads(w, b, clean, prefix, tally, must_load=True)
+            _reads(w, b, clean, prefix, tally, must_load=True, pub=w.pub2)
         else:
             left = [n for n in b.names(prefix) if n.endswith("-cache")]
             if left:
