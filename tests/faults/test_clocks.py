@@ -141,4 +141,6 @@ def test_the_clock_files_temporary_name_is_one_gc_and_verify_know():
     from jaxcache.documents import fsclock
     from jaxcache.seal import names
 
-    assert (fsclock.TEMP_PREFIX, fsclock.TEMP_SUFFIX) == (names.TEMP_PREFIX, names.TEMP_SUFFIX)
+    name = fsclock.temporary()
+    assert names.is_temporary(name)
+    assert name.startswith(names.TEMP_PREFIX) and name.endswith(names.TEMP_SUFFIX)

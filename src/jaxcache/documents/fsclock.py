@@ -11,10 +11,9 @@ from __future__ import annotations
 
 import contextlib
 import os
-import secrets
 import time
 
-TEMP_PREFIX, TEMP_SUFFIX = ".jaxcache-", ".tmp"  # seal/names.py's: what gc and verify know
+from jaxcache.documents.synced import temporary
 
 
 def now_ns(dir_fd: int) -> int:
@@ -34,7 +33,7 @@ def now_ns(dir_fd: int) -> int:
                 return os.fstat(fd).st_mtime_ns
             finally:
                 os.close(fd)
-    name = f"{TEMP_PREFIX}{os.getpid()}-{secrets.token_hex(8)}{TEMP_SUFFIX}"
+    name = temporary()
     try:
         fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
                      0o600, dir_fd=dir_fd)

@@ -119,10 +119,19 @@ class BucketSealedCache(Reports):
             self._missed(key, exc.kind, exc.message)
             return None
 
-    def _from_bucket(self, key: str, name: str) -> bytes | None:
+    def _skip_if_down(self) -> None:
+        """A bucket unreachable less than BACKOFF_S ago is not asked again (a load or a
+        publish): a dead link costs one deadline, not one per compile."""
         if time.monotonic() < self._down_until:
             raise StoreError(NETWORK, f"{self.store.url} skipped: unreachable less than "
                                       f"{BACKOFF_S:.0f} s ago")
+
+    def _went_down(self, kind: str, reason: str) -> None:
+        if kind == NETWORK and "skipped" not in reason:  # a real failure, not our own skip
+            self._down_until = time.monotonic() + BACKOFF_S
+
+    def _from_bucket(self, key: str, name: str) -> bytes | None:
+        self._skip_if_down()
         sig = self.store.get(names.sidecar(name, names.SIGNATURE, OBJECT_NAME_MAX),
                              limit=sigfile.MAX_BYTES + 1)
         if sig is None:
@@ -179,9 +188,7 @@ class BucketSealedCache(Reports):
         sig = sigfile.sign(key, value, self.signer, build=self.host)
         signame = names.sidecar(name, names.SIGNATURE, OBJECT_NAME_MAX)
         try:
-            if time.monotonic() < self._down_until:  # a dead link costs one deadline, not one
-                raise StoreError(NETWORK, f"{self.store.url} skipped: unreachable less than "
-                                          f"{BACKOFF_S:.0f} s ago")  # per compile
+            self._skip_if_down()
             if self.store.stat(name) is not None:
                 return  # first writer wins (checked first: the store also refuses below)
             if not self.store.put_if_absent(signame, sig) and not self._settle(
@@ -190,8 +197,7 @@ class BucketSealedCache(Reports):
             if self.store.put_if_absent(name, value):
                 self.writes.append((key, self.store.url))
         except StoreError as exc:
-            if exc.kind == NETWORK and "skipped" not in exc.message:
-                self._down_until = time.monotonic() + BACKOFF_S
+            self._went_down(exc.kind, exc.message)
             raise self._write_failed(key, self.store.url, OSError(0, exc.message)) from None
 
     def _settle(self, key: str, value: bytes, signame: str, sig: bytes) -> bool:
@@ -217,8 +223,7 @@ class BucketSealedCache(Reports):
         self._report(Rejection(key, self.store.url, status, reason, OWNER))
 
     def _missed(self, key: str, kind: str, reason: str, hint: str | None = None) -> None:
-        if kind == NETWORK and "skipped" not in reason:
-            self._down_until = time.monotonic() + BACKOFF_S
+        self._went_down(kind, reason)
         self.misses.append(BucketMiss(key, kind, reason, hint))
 
     def _not_found(self, key: str, reason: str) -> None:

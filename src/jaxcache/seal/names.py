@@ -15,13 +15,16 @@ whose module name is longer than 169 characters has room for its first signature
 from __future__ import annotations
 
 import os
-import secrets
+
+# a publisher's temporary file is named as every file written, then linked into place, is
+from jaxcache.documents.synced import TEMP_PREFIX as TEMP_PREFIX
+from jaxcache.documents.synced import TEMP_SUFFIX as TEMP_SUFFIX
+from jaxcache.documents.synced import temporary as temporary
 
 ENTRY_SUFFIX = "-cache"  # as JAX names entries: <module>-<64 hex>-cache
 ATIME = "-atime"  # JAX's LRUCache: <module>-<64 hex>-atime, its entry's last use
 SIGNATURE = ".sig"
 USED = ".used"  # jaxcache wrote this entry; its mtime is when it was last used (LRU)
-TEMP_PREFIX, TEMP_SUFFIX = ".jaxcache-", ".tmp"
 DEFAULT_NAME_MAX = 255
 
 
@@ -80,10 +83,6 @@ def name_max(dir_fd: int) -> int:
         return int(os.fpathconf(dir_fd, "PC_NAME_MAX"))
     except (OSError, ValueError):
         return DEFAULT_NAME_MAX
-
-
-def temporary() -> str:
-    return f"{TEMP_PREFIX}{os.getpid()}-{secrets.token_hex(8)}{TEMP_SUFFIX}"
 
 
 def is_temporary(name: str) -> bool:

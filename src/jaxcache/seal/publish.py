@@ -56,7 +56,9 @@ def _settle(dir_fd: int, signame: str, sig: bytes, orphan: Orphan) -> bool:
     """A signature exists and the entry does not (the tier's lock held): True when ours may
     follow it (orphans.py), after replacing it in one rename, the name never empty, only if
     it is still the very file judged (same inode, size and mtime)."""
-    existing, identity, age = _look(dir_fd, signame)
+    existing, identity = _look(dir_fd, signame)
+    age = None if identity is None else \
+        max(0.0, (fsclock.now_ns(dir_fd) - identity[3]) / 1e9)  # by the kernel's clock
     verdict = orphan(existing, age)
     if verdict == orphans.COMPLETE:
         return True
@@ -93,7 +95,7 @@ def put_cosignature(dir_fd: int, name: str, sig: bytes,
     # no lock (each account's own, locks.py: it would not exclude a co-signer of another):
     # the swap checks the file is still the one judged; racing a co-signer of the same key,
     # either valid file stays
-    existing, identity, _ = _look(dir_fd, name)
+    existing, identity = _look(dir_fd, name)
     if identity is None:
         return _link_new(dir_fd, name, sig)
     if not stale(existing):
@@ -115,29 +117,28 @@ def _identity_of(st: os.stat_result) -> Identity:
     return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
 
 
-def _look(dir_fd: int, name: str) -> tuple[bytes | None, Identity | None, float | None]:
-    """A signature file's bytes (bounded), identity and age, without following a link; a
-    link or a non-file is b"" (no signature), a missing file (None, None, None)."""
+def _look(dir_fd: int, name: str) -> tuple[bytes | None, Identity | None]:
+    """A signature file's bytes (bounded) and identity, without following a link; a link or
+    a non-file is b"" (no signature), a missing file (None, None)."""
     try:
         st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
     except FileNotFoundError:
-        return None, None, None
+        return None, None
     identity = _identity_of(st)
-    age = max(0.0, (fsclock.now_ns(dir_fd) - st.st_mtime_ns) / 1e9)  # the kernel's clock
     if not stat.S_ISREG(st.st_mode):
-        return b"", identity, age
+        return b"", identity
     try:
         fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK,
                      dir_fd=dir_fd)
     except FileNotFoundError:
-        return None, None, None
+        return None, None
     except OSError:
-        return b"", identity, age
+        return b"", identity
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode) or (st.st_dev, st.st_ino) != identity[:2]:
-            return b"", identity, age  # swapped between the look and the open: no signature
-        return os.read(fd, sigfile.MAX_BYTES + 1), identity, age
+            return b"", identity  # swapped between the look and the open: no signature
+        return os.read(fd, sigfile.MAX_BYTES + 1), identity
     finally:
         os.close(fd)
 
