@@ -15,7 +15,7 @@ import subprocess
 import sys
 
 import pytest
-from support import paths
+from support import namespaces, paths
 from support.jobs import clean_env, jaxcache
 from support.users import IS_ROOT, as_user_argv, mkdir, needs_root, user_runtime
 
@@ -338,3 +338,33 @@ def test_lock_names_are_known_to_the_inventory_and_name_their_account():
         assert classify(other)[0] == "unexpected" and locks.named_owner(other) is None
     assert locks.named_owner(".jaxcache-lock") is None  # the name earlier versions shared
     assert classify(".jaxcache-lock")[0] == "lockfile"
+
+
+TIES = """
+import json, os, sys
+from jaxcache.seal import lru
+fd = os.open(sys.argv[1], os.O_RDONLY | os.O_DIRECTORY)
+a, b = (f"jit_{m}-{'0' * 64}-cache" for m in "ab")
+for name in (a, b):
+    with open(os.path.join(sys.argv[1], name), "wb") as f:
+        f.write(b"x" * 100)
+    lru.mark(fd, name, 255)
+lru.touch(fd, a, 255)  # a hit in the same tick as b's write
+print(json.dumps([n.split("-")[0] for n in lru.evict(fd, 200, 100, 255)]))
+"""
+
+
+@needs_root
+def test_a_hit_in_the_same_tick_as_another_write_still_counts_as_later(tmp_path):
+    """ramfs stamps files by the kernel's coarse tick (4-10 ms): without the process's own
+    clock within the tick, a's hit and b's write tie and a, first by name, is evicted."""
+    tier = tmp_path / "tier"
+    tier.mkdir()
+    steps = [{"mount": ["mount", "-t", "ramfs", "none", str(tier)]},
+             {"run": [sys.executable, "-c", "import os, sys; os.chmod(sys.argv[1], 0o700)",
+                      str(tier)]}]
+    steps += [{"run": [sys.executable, "-c", TIES, str(tier)],
+               "env": {"XDG_STATE_HOME": str(tmp_path / "state")}}] * 5
+    for res in namespaces.run_steps(steps, tmp_path)[2:]:
+        assert res["rc"] == 0, res["stderr"]
+        assert json.loads(res["stdout"]) == ["jit_b"], res

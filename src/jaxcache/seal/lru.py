@@ -28,6 +28,11 @@ from jaxcache.values import frozen
 LOCK_TIMEOUT_S = 10.0  # as JAX's lock_timeout_secs
 ORPHAN_AGE_S = 60.0  # a sidecar without its entry is removed only when this old
 _MARK = "jaxcache.used/1"
+# A marker's stamp is the kernel's (a process's clock may be a day off), refined by the
+# process's own clock when that lies within this much after it: filesystems without
+# fine-grained stamps (ramfs, FUSE, older kernels) give a whole tick (4-10 ms), so a hit and
+# another entry's write in one tick would tie and evict in name order, not use order.
+_REFINE_NS = 50_000_000
 
 
 class LockTimeout(OSError):
@@ -61,6 +66,8 @@ def mark(dir_fd: int, entry: str, name_max: int) -> None:
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(marker_text(st))
+            f.flush()
+            _refine(f.fileno())
         os.replace(tmp, used, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
     finally:
         with contextlib.suppress(FileNotFoundError):
@@ -69,10 +76,28 @@ def mark(dir_fd: int, entry: str, name_max: int) -> None:
 
 def touch(dir_fd: int, entry: str, name_max: int) -> None:
     """A hit: the entry is now the most recently used (only a marker we own can change),
-    stamped by the kernel (UTIME_NOW), as a new marker is: ages compare one clock."""
+    stamped by the kernel (UTIME_NOW) and refined as a new marker is: ages compare one clock."""
+    used = names.sidecar(entry, names.USED, name_max)
     with contextlib.suppress(OSError):
-        os.utime(names.sidecar(entry, names.USED, name_max), dir_fd=dir_fd,
-                 follow_symlinks=False)
+        os.utime(used, dir_fd=dir_fd, follow_symlinks=False)
+        _refine(used, dir_fd)
+
+
+def _refine(target: int | str, dir_fd: int | None = None) -> None:
+    """Within the kernel's tick, order by the process's clock (see _REFINE_NS); a clock
+    outside that window is not believed and the kernel's stamp stays. `target`: an open
+    file, or a name in `dir_fd` (never followed)."""
+    if isinstance(target, int):
+        kernel = os.fstat(target).st_mtime_ns
+    else:
+        kernel = os.stat(target, dir_fd=dir_fd, follow_symlinks=False).st_mtime_ns
+    mine = time.time_ns()
+    if not kernel < mine <= kernel + _REFINE_NS:
+        return
+    if isinstance(target, int):
+        os.utime(target, ns=(mine, mine))
+    else:
+        os.utime(target, ns=(mine, mine), dir_fd=dir_fd, follow_symlinks=False)
 
 
 @contextlib.contextmanager
