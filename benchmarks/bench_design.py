@@ -44,7 +44,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from jaxcache.bench import adjust, noticeable, stats
+from jaxcache.bench import adjust, noticeable
+from jaxcache.bench import estimates as stats
 
 HERE = Path(__file__).resolve().parent
 EXAMPLE = str(HERE.parent / "examples" / "train.py")

@@ -86,7 +86,7 @@ def _measure(args) -> list[dict]:
     from jax._src import compilation_cache as cc
 
     import jaxcache
-    from jaxcache.seal import keys
+    from jaxcache.trust.inputs import signing_keys as keys
 
     warnings.simplefilter("ignore")  # enable() warns that programs compiled earlier stay
     hits: list[int] = []
@@ -141,8 +141,8 @@ def _measure(args) -> list[dict]:
 
 
 def _entry_size(url: str) -> int:
-    from jaxcache.seal import objects
-    from jaxcache.trust import target
+    from jaxcache.seal.stores import store_for_url as objects
+    from jaxcache.trust.rules import target
 
     store = objects.open_store(target.parse_bucket(url))
     return max(o.size for o in store.list() if o.name.endswith("-cache"))

@@ -1,7 +1,7 @@
 """What the key lifecycle costs a sealed reader: one signature versus two distinct keys.
 
 A sealed directory of real files (random bytes of entry sizes, each signed by key A and
-co-signed by key B) is read through the sealed backend JAX calls (seal/store.py
+co-signed by key B) is read through the sealed backend JAX calls (seal/stores/sealed_cache.py
 SealedCache.get) in one process, interleaved: `one` trusts A alone (signatures_needed = 1:
 the first signature suffices, no co-signature is looked for), `two` trusts A and B with
 signatures_needed = 2 (the co-signature is found by B's id and verified too), `rotated`
@@ -21,7 +21,9 @@ import time
 
 
 def _fill(root: str, sizes_kb: list[int], per_size: int):
-    from jaxcache.seal import keys, names, sigfile
+    from jaxcache.seal.publishing import tier_names as names
+    from jaxcache.seal.signing import signature_file as sigfile
+    from jaxcache.trust.inputs import signing_keys as keys
 
     a, b = keys.generate("ci-a"), keys.generate("ci-b")
     made = []
@@ -47,8 +49,8 @@ def main() -> None:
     ap.add_argument("--per-size", type=int, default=5)
     args = ap.parse_args()
 
-    from jaxcache.seal.store import SealedCache
-    from jaxcache.trust.keyring import KeyRing
+    from jaxcache.seal.stores.sealed_cache import SealedCache
+    from jaxcache.trust.rules.keyring import KeyRing
 
     with tempfile.TemporaryDirectory() as root:
         os.chmod(root, 0o700)

@@ -1,8 +1,8 @@
 """Which digest should a sealed entry's signature cover? Throughput on entry-sized buffers.
 
-The digest sits on every sealed warm load (seal/digest.py). Compared, on random buffers of
+The digest sits on every sealed warm load (seal/signing/digest.py). Compared, on random buffers of
 100 KB to 100 MB, each timed `--rounds` times interleaved (median reported): BLAKE3 as
-seal/digest.py calls it (one thread below 8 MB, all cores above), BLAKE3 on one thread, the
+seal/signing/digest.py calls it (one thread below 8 MB, all cores above), BLAKE3 on one thread, the
 standard library's BLAKE2b (32-byte digest) and SHA-256. Also what importing blake3, hashlib
 and platformdirs costs a fresh interpreter.
 
@@ -23,10 +23,10 @@ import time
 def _arms() -> dict:
     import blake3
 
-    from jaxcache.seal import digest
+    from jaxcache.seal.signing import digest
 
     return {
-        "blake3 (seal/digest.py)": digest.of,
+        "blake3 (seal/signing/digest.py)": digest.of,
         "blake3, 1 thread": lambda b: blake3.blake3(b).digest(),
         "blake2b-256 (hashlib)": lambda b: hashlib.blake2b(b, digest_size=32).digest(),
         "sha256 (hashlib)": lambda b: hashlib.sha256(b).digest(),

@@ -5,7 +5,7 @@ The ledger grows by a line per entry a watched job writes and is read whole by e
 hold) as the witness writes it (its header binding the file, lines for --names distinct entry
 names), and a cache directory holding --entries of those names, then measures in child
 processes, --rounds times each, interleaved:
-  - loading the ledger alone (jaxcache.trust.ledger.load): wall seconds and peak RSS,
+  - loading the ledger alone (jaxcache.trust.inputs.ledger.load): wall seconds and peak RSS,
   - `jaxcache audit --format json --no-processes` of the directory: wall seconds and peak RSS,
   - the same audit with an empty ledger, for the difference the ledger makes.
 
@@ -28,7 +28,7 @@ import time
 LOAD = """
 import resource, sys, time
 t = time.perf_counter()
-from jaxcache.trust import ledger
+from jaxcache.trust.inputs import ledger
 got = ledger.load(sys.argv[1])
 assert got.problem is None, got.problem
 print(time.perf_counter() - t, len(got.by_name), got.lines,
@@ -39,7 +39,7 @@ print(time.perf_counter() - t, len(got.by_name), got.lines,
 def build(top: str, megabytes: int, names: int, entries: int) -> tuple[str, str, str]:
     """The ledger (bound to its file, as the witness makes it), an empty one, the cache."""
     from jaxcache.lifecycle import witness
-    from jaxcache.trust import ledger_file
+    from jaxcache.trust.provenance import ledger_file
 
     state, empty_state, cache = (os.path.join(top, n) for n in ("state", "empty", "cache"))
     for d in (state, empty_state, cache):

@@ -10,7 +10,7 @@ same every time):
 Reports the median wall time of each arm and each overhead against the bare median (the
 issue's ratio of medians), and, because one arm varies by +-100 ms between rounds on a busy
 2-core machine, also the paired estimate: the Hodges-Lehmann median of the per-round
-differences with its exact 95% interval (jaxcache.bench.stats, the statistics of `bench`).
+differences with its exact 95% interval (jaxcache.bench.estimates, the statistics of `bench`).
 Target (issue 3): overhead <= 2% of the bare wall time or <= 50 ms, whichever is larger.
 
 The cache is filled by `jaxcache run` itself, so every entry is in the origin ledger (issue 23:
@@ -96,7 +96,7 @@ def main() -> None:
         med = {name: statistics.median(v) for name, v in samples.items()}
         allowed = max(0.02 * med["bare"], 0.050)
         print(f"job: {' '.join(job)}; rounds: {args.rounds}; cpus: {os.cpu_count()}")
-        from jaxcache.bench.stats import paired_shift
+        from jaxcache.bench.estimates import paired_shift
 
         paired = {name: paired_shift([a - b for a, b in zip(samples[name], samples["bare"],
                                                             strict=True)])

@@ -37,7 +37,7 @@ def main() -> None:
     import jax
 
     import jaxcache
-    from jaxcache.seal import keys
+    from jaxcache.trust.inputs import signing_keys as keys
 
     warnings.simplefilter("ignore")  # enable() warns that programs compiled earlier stay
     hits = []

@@ -8,7 +8,7 @@ Two arms, interleaved round by round (the order alternates) so machine drift hit
         own state is neither read nor grown.
 Per arm: the median wall time and the median CPU time (user + system of the process and its
 children, from RUSAGE_CHILDREN), and run - bare for both, with the paired Hodges-Lehmann
-estimate of the per-round wall difference and its exact 95 % interval (bench/stats.py).
+estimate of the per-round wall difference and its exact 95 % interval (bench/estimates.py).
 Targets (issue 26): run - bare <= +25 ms wall and <= +30 ms CPU.
 
 `--job examples/train.py` times a real JAX job instead of noop.py, its cache warm in both arms
@@ -38,8 +38,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from jaxcache.bench.stats import paired_shift
-from jaxcache.trust import birth, ledger_file
+from jaxcache.bench.estimates import paired_shift
+from jaxcache.trust.provenance import birth, ledger_file
 
 _SCRIPT = Path(sys.executable).with_name("jaxcache")
 JAXCACHE = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "jaxcache"]

@@ -15,7 +15,7 @@ import pytest
 from support.jobs import CI_VARIABLES
 from support.users import IS_ROOT, Accounts, run_checked
 
-# Under CI jaxcache refuses caches of unknown origin (trust/ci.py); the suite may itself run
+# Under CI jaxcache refuses caches of unknown origin (trust/rules/ci.py); the suite may itself run
 # under CI, and its tests say when they want a CI environment: none is inherited.
 for _variable in CI_VARIABLES:
     os.environ.pop(_variable, None)

@@ -110,3 +110,47 @@ def test_no_import_cycle_among_jaxcache_modules():
     graph = {name: _imports(name, path, known) for name, path in known.items()}
     cycle = _cycle(graph)
     assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
+
+
+def _collapsed(graph: dict[str, set[str]], package: str) -> dict[str, set[str]]:
+    """The graph among `package`'s direct children (modules and sub-packages): a -> b when
+    a module in a imports one in b."""
+    depth = len(package.split("."))
+
+    def child(name: str) -> str | None:
+        parts = name.split(".")
+        if len(parts) <= depth or parts[:depth] != package.split("."):
+            return None
+        return ".".join(parts[: depth + 1])
+
+    out: dict[str, set[str]] = {}
+    for name, deps in graph.items():
+        a = child(name)
+        if a is None:
+            continue
+        out.setdefault(a, set())
+        for dep in deps:
+            b = child(dep)
+            if b is not None and b != a:
+                out[a].add(b)
+                out.setdefault(b, set())
+    return out
+
+
+def test_no_circle_among_the_parts_of_any_package():
+    """Package-internal circles too: within every package (jaxcache itself, trust, seal...),
+    its sub-packages and modules import one another one way only, so each folder reads
+    bottom-up (a circle through two folders is one concern split in two, or a piece that
+    belongs below both)."""
+    known = _modules()
+    graph = {name: _imports(name, path, known, parents=False) for name, path in known.items()}
+    packages = sorted({name for name, path in known.items() if path.name == "__init__.py"})
+    circles = {p: c for p in packages if (c := _cycle(_collapsed(graph, p)))}
+    assert not circles, "circles among a package's parts:\n" + "\n".join(
+        f"  {p}: " + " -> ".join(c) for p, c in circles.items())
+
+
+def test_the_collapsed_graph_sees_a_circle_through_two_folders():
+    graph = {"j.a.x": {"j.b.y"}, "j.b.y": {"j.a.z"}, "j.a.z": set()}
+    assert _cycle(_collapsed(graph, "j")) == ["j.a", "j.b", "j.a"]
+    assert _cycle(_collapsed(graph, "j.a")) is None

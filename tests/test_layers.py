@@ -33,13 +33,23 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("cli", "examples", "jaxcache", "__main__"),
 )
 
+# Inside a package with sub-packages, the same rule between its parts, lowest first (a part
+# is a sub-package or a module directly in the package): the kernel's view; the findings; the
+# rules the judgement applies; where entries came from; the judgement; the trusted inputs
+# (whose loader audits a file's folders, so it sits above the judgement); the commands' work.
+SUBLAYERS: dict[str, tuple[tuple[str, ...], ...]] = {
+    "trust": (("kernel",), ("findings",), ("rules",), ("provenance",), ("judgement",),
+              ("inputs",), ("create", "listing")),
+    "seal": (("signing",), ("publishing",), ("stores",), ("sweep",)),
+}
+
 # (importing module, imported module): imports up that wait for a move, none new. Empty since
 # trust/ stopped importing seal/ (issue 27); a move that cannot land at once is listed here
 BACK_ARROWS: frozenset[tuple[str, str]] = frozenset()
 
 
 def _package(module: str) -> str:
-    """The house's unit a module belongs to: jaxcache.trust.audit -> trust."""
+    """The house's unit a module belongs to: jaxcache.trust.judgement.audit -> trust."""
     parts = module.split(".")
     return parts[1] if len(parts) > 1 else parts[0]
 
@@ -84,3 +94,30 @@ def test_no_import_runs_up_the_layers():
         f"  {a} -> {b}" for a, b in new)
     gone = sorted(BACK_ARROWS - found)
     assert not gone, f"no longer imported up, remove from BACK_ARROWS: {gone}"
+
+
+def _part(module: str) -> tuple[str, str] | None:
+    """(package, part) for a module inside a sub-layered package: jaxcache.trust.kernel.walk
+    -> (trust, kernel); None for the package itself or one without SUBLAYERS."""
+    parts = module.split(".")
+    if len(parts) < 3 or parts[1] not in SUBLAYERS:
+        return None
+    return parts[1], parts[2]
+
+
+def test_every_part_of_a_sublayered_package_has_a_row():
+    named = {(pkg, part) for pkg, rows in SUBLAYERS.items() for row in rows for part in row}
+    found = {p for m in _modules() if (p := _part(m)) is not None}
+    assert found == named, (f"parts in no row: {sorted(found - named)}; "
+                            f"rows naming no part: {sorted(named - found)}")
+
+
+def test_no_import_runs_up_inside_a_package():
+    known = _modules()
+    rows = {(pkg, part): i for pkg, prows in SUBLAYERS.items()
+            for i, row in enumerate(prows) for part in row}
+    up = sorted((name, dep) for name, path in known.items()
+                for dep in _imports(name, path, known, parents=False)
+                if (a := _part(name)) and (b := _part(dep)) and a[0] == b[0]
+                and rows[b] > rows[a])
+    assert not up, "imports up a package's parts:\n" + "\n".join(f"  {a} -> {b}" for a, b in up)

@@ -26,12 +26,12 @@ _LAZY = {
     "JaxcacheError": "jaxcache.errors",
     "PolicyError": "jaxcache.errors",
     "UntrustedCacheError": "jaxcache.errors",
-    "AuditReport": "jaxcache.trust.audit",
+    "AuditReport": "jaxcache.trust.judgement.audit",
     "Finding": "jaxcache.trust.findings",
     "Verdict": "jaxcache.trust.findings",
     "Writer": "jaxcache.trust.findings",
-    "PublicKey": "jaxcache.trust.keys",
-    "SigningKey": "jaxcache.seal.keys",
+    "PublicKey": "jaxcache.trust.inputs.public_keys",
+    "SigningKey": "jaxcache.trust.inputs.signing_keys",
 }
 
 __all__ = [  # spelled out: type checkers and linters read it without running this module
@@ -52,10 +52,10 @@ if TYPE_CHECKING:
         EnableResult,
         Trap,
     )
-    from jaxcache.seal.keys import SigningKey
-    from jaxcache.trust.audit import AuditReport
     from jaxcache.trust.findings import Finding, Verdict, Writer
-    from jaxcache.trust.keys import PublicKey
+    from jaxcache.trust.inputs.public_keys import PublicKey
+    from jaxcache.trust.inputs.signing_keys import SigningKey
+    from jaxcache.trust.judgement.audit import AuditReport
 
 
 if not TYPE_CHECKING:  # hidden from type checkers, so a misspelt name is an error there

@@ -5,14 +5,14 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from jaxcache.trust import policy as policymod
-from jaxcache.trust.audit import AuditReport
-from jaxcache.trust.audit import audit as _audit
-from jaxcache.trust.principals import Accounts
+from jaxcache.trust.inputs import policy as policymod
+from jaxcache.trust.judgement.audit import AuditReport
+from jaxcache.trust.judgement.audit import audit as _audit
+from jaxcache.trust.kernel.principals import Accounts
 
 if TYPE_CHECKING:
     from jaxcache.fingerprint.model import Fingerprint
-    from jaxcache.trust.keys import PublicKey
+    from jaxcache.trust.inputs.public_keys import PublicKey
 
 
 def audit(path: str, *, policy: str | None = None, as_user: str | None = None,
@@ -34,8 +34,8 @@ def audit(path: str, *, policy: str | None = None, as_user: str | None = None,
         if uid is None:
             raise JaxcacheError(f"no such user: {as_user}")
     pol = policymod.load(policy, accounts)
-    from jaxcache.trust import ledger
-    from jaxcache.trust.target import is_url
+    from jaxcache.trust.inputs import ledger
+    from jaxcache.trust.rules.target import is_url
 
     def judging() -> Fingerprint:  # asked for only where there are entries to judge
         from jaxcache import fingerprint as fingerprints

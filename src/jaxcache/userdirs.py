@@ -31,7 +31,7 @@ SYSTEM_POLICY = "/etc/jaxcache/policy.toml"  # a team's, kept by its admins
 
 
 def policy_file() -> str:
-    """The trust policy read when no --policy is given (trust/policy.py): the user's own
+    """The trust policy read when no --policy is given (trust/inputs/policy.py): the user's own
     (~/.config/jaxcache/policy.toml) where there is one, else the system-wide one an admin
     keeps in a protected location, SYSTEM_POLICY (the same checks: owned by you or root, no
     one else can change it or a parent)."""

@@ -30,15 +30,15 @@ with atheris.instrument_imports(include=["jaxcache"]):
     )
     from jaxcache.documents import read  # noqa: F401
     from jaxcache.explain import reasons  # noqa: F401
-    from jaxcache.records import stats, store, summary  # noqa: F401
+    from jaxcache.records import totals as stats  # noqa: F401
     from jaxcache.report import decide as decide_report  # noqa: F401
     from jaxcache.report import (  # noqa: F401
         explain,
         records,
     )
     from jaxcache.report.bench import compare  # noqa: F401
-    from jaxcache.seal import keys, sigfile, signature  # noqa: F401
-    from jaxcache.trust import policy  # noqa: F401
+    from jaxcache.seal.signing import signature_file as sigfile  # noqa: F401
+    from jaxcache.trust.inputs import policy  # noqa: F401
 
 ODD = ["", "\x1b[2J\x1b[31mSEALED\x1b[0m", "\r\n\t\x00\x7f", "..", "/", "\u202e", "\ud800",
        "x" * 5000]

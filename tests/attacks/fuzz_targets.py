@@ -45,7 +45,8 @@ def _seed_doc(target: str, name: str) -> dict:
 def record(data: bytes) -> None:
     """A run record in a records folder or named to explain: records list, stats, explain."""
     from jaxcache.explain import reasons
-    from jaxcache.records import stats, store
+    from jaxcache.records import record_dir as store
+    from jaxcache.records import totals as stats
     from jaxcache.report import explain as explain_report
     from jaxcache.report import records as records_report
 
@@ -99,16 +100,16 @@ def audit(data: bytes) -> None:
 
 def signature(data: bytes) -> None:
     """A planted .sig beside an entry: the sealed reader's and verify's checks."""
-    from jaxcache.seal import keys
-    from jaxcache.seal import signature as sig
-    from jaxcache.trust import keys as trustkeys
+    from jaxcache.seal.signing import signature_rule as sig
+    from jaxcache.trust.inputs import public_keys as trustkeys
+    from jaxcache.trust.inputs import signing_keys as keys
 
     entry = seed("signature", "entry")
     meta = json.loads(seed("signature", "entry.sig"))
     trusted = trustkeys.parse_public(meta["public_key"], "root")
     from dataclasses import replace
 
-    from jaxcache.trust import keyring
+    from jaxcache.trust.rules import keyring
 
     other = keys.generate("other").public
     expired = replace(trusted, not_after=0.0, signing_time=True)
@@ -130,9 +131,9 @@ def signature(data: bytes) -> None:
 
 def policy(data: bytes) -> None:
     """A policy file (--policy or the config file): the whole model built from it."""
-    from jaxcache.trust import keyring
-    from jaxcache.trust import policy as policymod
-    from jaxcache.trust.principals import Accounts
+    from jaxcache.trust.inputs import policy as policymod
+    from jaxcache.trust.kernel.principals import Accounts
+    from jaxcache.trust.rules import keyring
 
     result = policymod.parse(data, "/p/policy.toml", _accounts(Accounts))
     for path in ("/srv/jax-cache", "/srv/jax-cache/sub", "/tmp/x", "gs://bucket/prefix"):
@@ -151,7 +152,7 @@ def _accounts(cls):
 
 def public_key(data: bytes) -> None:
     """A .pub file or a key text given as --trusted-key, or held in a signature."""
-    from jaxcache.trust import keys as trustkeys
+    from jaxcache.trust.inputs import public_keys as trustkeys
 
     try:
         text = data.decode("ascii")
@@ -162,7 +163,7 @@ def public_key(data: bytes) -> None:
 
 def signing_key(data: bytes) -> None:
     """A private key file (seal --signing-key, run --sealed --signing-key)."""
-    from jaxcache.seal import keys
+    from jaxcache.trust.inputs import signing_keys as keys
 
     keys.signing_from(data, "k.key")
 

@@ -11,8 +11,8 @@ import textwrap
 import pytest
 from support.jobs import clean_env, jaxcache
 
-from jaxcache.trust.procs import ProcessScan
-from jaxcache.trust.verdict import uninspected_text
+from jaxcache.trust.judgement.verdict import uninspected_text
+from jaxcache.trust.kernel.cache_users import ProcessScan
 
 
 def test_uninspected_processes_are_counted_named_and_advised_honestly():

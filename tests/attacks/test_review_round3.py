@@ -19,8 +19,8 @@ from support.ledgers import bound_ledger, judged
 from support.users import mkdir, needs_root, needs_setfacl
 
 from jaxcache.fingerprint.boot import boot_id
-from jaxcache.trust import birth, ledger_file, ledger_writes
-from jaxcache.trust import ledger as ledger_mod
+from jaxcache.trust.inputs import ledger as ledger_mod
+from jaxcache.trust.provenance import birth, ledger_file, ledger_writes
 
 ENTRY = "jit_f-" + "ab" * 32 + "-cache"
 
@@ -221,7 +221,8 @@ def test_relearn_does_not_append_to_a_ledger_replaced_since_it_was_read(tmp_path
 # ---- class 2: counting signatures -------------------------------------------------------------
 def _sealed_dir(tmp_path: Path, sigs: list[tuple[object, tuple[str, ...] | None, str]],
                 data: bytes) -> Path:
-    from jaxcache.seal import names, sigfile
+    from jaxcache.seal.publishing import tier_names as names
+    from jaxcache.seal.signing import signature_file as sigfile
 
     d = mkdir(tmp_path / "sealed", 0o700)
     (d / ENTRY).write_bytes(data)
@@ -234,8 +235,8 @@ def _sealed_dir(tmp_path: Path, sigs: list[tuple[object, tuple[str, ...] | None,
 
 
 def _loads(d: Path, ring) -> bytes | None:
-    from jaxcache.seal import names
-    from jaxcache.seal.store import SealedCache
+    from jaxcache.seal.publishing import tier_names as names
+    from jaxcache.seal.stores.sealed_cache import SealedCache
 
     cache = SealedCache(str(d), trusted=ring)
     try:
@@ -249,8 +250,8 @@ def _loads(d: Path, ring) -> bytes | None:
 def test_one_holder_with_two_keys_never_reaches_two(tmp_path):
     from dataclasses import replace
 
-    from jaxcache.seal import keys as keymod
-    from jaxcache.trust.keyring import KeyRing
+    from jaxcache.trust.inputs import signing_keys as keymod
+    from jaxcache.trust.rules.keyring import KeyRing
 
     old, new, bob = (keymod.generate(n) for n in ("ci-old", "ci-new", "bob"))
     pubs = [replace(old.public, holder="publisher"), replace(new.public, holder="publisher"),
@@ -264,8 +265,8 @@ def test_one_holder_with_two_keys_never_reaches_two(tmp_path):
 def test_the_same_key_under_two_names_counts_once(tmp_path):
     from dataclasses import replace
 
-    from jaxcache.seal import keys as keymod
-    from jaxcache.trust.keyring import KeyRing, KeyRingError
+    from jaxcache.trust.inputs import signing_keys as keymod
+    from jaxcache.trust.rules.keyring import KeyRing, KeyRingError
 
     a, b = keymod.generate("a"), keymod.generate("b")
     twice = [replace(a.public, name="one"), replace(a.public, name="two"), b.public]
@@ -279,8 +280,8 @@ def test_the_same_key_under_two_names_counts_once(tmp_path):
 
 def test_a_cosignature_relying_on_a_key_that_never_signed_adds_nothing_twice(tmp_path):
     """A co-signer naming a stranger in relies_on only shrinks its own word."""
-    from jaxcache.seal import keys as keymod
-    from jaxcache.trust.keyring import KeyRing
+    from jaxcache.trust.inputs import signing_keys as keymod
+    from jaxcache.trust.rules.keyring import KeyRing
 
     a, b, c = (keymod.generate(n) for n in "abc")
     ring = KeyRing({k.public.raw: k.public for k in (a, b, c)}, needed=2)
@@ -290,10 +291,10 @@ def test_a_cosignature_relying_on_a_key_that_never_signed_adds_nothing_twice(tmp
 
 def test_a_policy_listing_one_key_twice_needs_two_keys(tmp_path):
     """trusted_keys with one key under two names, signatures_needed = 2: refused or one."""
-    from jaxcache.seal import keys as keymod
-    from jaxcache.trust import keyring as ringmod
-    from jaxcache.trust import policy as policymod
-    from jaxcache.trust.keyring import KeyRingError
+    from jaxcache.trust.inputs import policy as policymod
+    from jaxcache.trust.inputs import signing_keys as keymod
+    from jaxcache.trust.rules import keyring as ringmod
+    from jaxcache.trust.rules.keyring import KeyRingError
 
     a = keymod.generate("a")
     cache = mkdir(tmp_path / "c", 0o700)
@@ -304,7 +305,7 @@ def test_a_policy_listing_one_key_twice_needs_two_keys(tmp_path):
                    "signatures_needed = 2\n")
     pol.chmod(0o600)
     try:
-        from jaxcache.trust.principals import Accounts
+        from jaxcache.trust.kernel.principals import Accounts
 
         rule = policymod.load(str(pol), Accounts()).rule_for(str(cache))
         ring = ringmod.for_rule(rule)
@@ -316,7 +317,7 @@ def test_a_policy_listing_one_key_twice_needs_two_keys(tmp_path):
 
 # ---- class 3: policy paths --------------------------------------------------------------------
 def _declared_applies(declared: Path, target: Path) -> bool:
-    from jaxcache.trust.rules import Policy, Rule, as_written
+    from jaxcache.trust.rules.policy_rules import Policy, Rule, as_written
 
     pol = Policy(per_path=((as_written(str(declared)), Rule(restored_from=("src",))),))
     return bool(pol.rule_for(str(target)).restored_from)
@@ -383,7 +384,7 @@ def test_dotdot_through_a_planted_link_carries_nothing(base, accounts):
 
 
 def test_bucket_spellings_match_one_declaration_only():
-    from jaxcache.trust.rules import Policy, Rule, url_text
+    from jaxcache.trust.rules.policy_rules import Policy, Rule, url_text
 
     pol = Policy(per_path=((url_text("gs://bkt/team/cache"), Rule(restored_from=("s",))),))
     assert pol.declared("gs://bkt/team/cache/").restored_from
@@ -410,8 +411,8 @@ def _raw_controls(text: str) -> list[str]:
 def test_hostile_names_and_planted_locks_through_verify_and_ls(base, accounts, tmp_path):
     from support.jobs import jaxcache
 
-    from jaxcache.seal import keys as keymod
-    from jaxcache.seal import locks
+    from jaxcache.seal.publishing import locks
+    from jaxcache.trust.inputs import signing_keys as keymod
 
     key = keymod.generate("ci")
     shared = mkdir(base / "shared", 0o1777)
@@ -459,13 +460,14 @@ def test_another_account_cannot_stop_your_size_limited_publish(base, accounts):
     (a has a state folder of its own, as a real account has: its locks live there now.)"""
     from support.users import as_user_argv, user_runtime
 
-    from jaxcache.seal import locks
+    from jaxcache.seal.publishing import locks
 
     runtime = user_runtime()
     script = (
         "import sys, warnings\n"
-        "from jaxcache.seal import keys, names\n"
-        "from jaxcache.seal.store import SealedCache\n"
+        "from jaxcache.trust.inputs import signing_keys as keys\n"
+        "from jaxcache.seal.publishing import tier_names as names\n"
+        "from jaxcache.seal.stores.sealed_cache import SealedCache\n"
         "k = keys.generate('ci')\n"
         "c = SealedCache(sys.argv[1], trusted=[k.public], signer=k, max_size=lambda: 1 << 30)\n"
         "warnings.simplefilter('ignore')\n"
@@ -687,7 +689,7 @@ def test_every_planted_lock_type_stops_no_writer_and_is_surveyed(kind, base, acc
     verify's survey reports it."""
     from support.users import user_runtime
 
-    from jaxcache.seal import locks
+    from jaxcache.seal.publishing import locks
 
     shared = mkdir(base / "shared", 0o1777)
     lock = shared / locks.name(os.geteuid())

@@ -3,8 +3,8 @@
 - A file in the cache directory, owned by another real user, is named with an escape
   sequence, a bell, backspaces, a newline and a backslash. `audit`, `audit -v`, the SARIF and
   JSON formats and run's refusal name it in the writers section, the writer findings and the
-  refusal's reasons: each shows it escaped exactly once (trust/findings.py Writer escapes its
-  chain), with no control byte but the newlines between lines.
+  refusal's reasons: each shows it escaped exactly once (trust/findings.py Writer escapes
+  its chain), with no control byte but the newlines between lines.
 - A process of another user holding such a file open for writing is a writer too: its reason
   names the file escaped once, not twice.
 - A policy's key name of 100 KB with a backslash: the error quotes it clipped and escaped

@@ -12,7 +12,8 @@ import pytest
 from support import paths
 from support.jobs import jaxcache
 
-from jaxcache.bench import adjust, stats
+from jaxcache.bench import adjust
+from jaxcache.bench import estimates as stats
 from jaxcache.documents import schemas
 
 ROOT = paths.CHECKOUT

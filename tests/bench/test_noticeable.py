@@ -9,7 +9,8 @@ import math
 
 import pytest
 
-from jaxcache.bench import analysis, noticeable, stats
+from jaxcache.bench import analysis, noticeable
+from jaxcache.bench import estimates as stats
 from jaxcache.bench.sample import PHASES
 from jaxcache.decide import decide
 

@@ -8,7 +8,7 @@ import statistics
 
 import pytest
 
-from jaxcache.bench import stats
+from jaxcache.bench import estimates as stats
 
 scipy_stats = pytest.importorskip("scipy.stats")
 

@@ -111,7 +111,7 @@ def test_importing_the_cli_stays_light():
 
 def test_a_command_imports_only_its_own_module():
     """`jaxcache run` builds run's parser alone: no other command's module, nothing heavy (its
-    --namespace choices come from trust/namespace.py, which imports only text and errors)."""
+    --namespace choices come from trust/rules/namespace.py, which imports only text and errors)."""
     code = ("import sys, jaxcache.cli as cli; before = set(sys.modules); "
             "cli.build_parser(only='run'); "
             "print(sorted(m for m in set(sys.modules) - before if m.startswith('jaxcache')), "
@@ -119,4 +119,4 @@ def test_a_command_imports_only_its_own_module():
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=True)
     assert proc.stdout == ("['jaxcache.cli.run', 'jaxcache.text', 'jaxcache.trust', "
-                           "'jaxcache.trust.namespace'] []\n")
+                           "'jaxcache.trust.rules', 'jaxcache.trust.rules.namespace'] []\n")

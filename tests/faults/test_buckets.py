@@ -82,10 +82,10 @@ def test_seal_and_gc_of_a_prefix_killed_at_a_request(world, backend, what):
 def test_a_stalled_server_costs_one_deadline_then_a_miss(world, backend):
     """The proxy never answers: the load ends at the deadline (named in the miss), not at the
     client's socket timeout or never."""
-    from jaxcache.seal import objects
-    from jaxcache.seal.bucket import BucketSealedCache
-    from jaxcache.trust import target
-    from jaxcache.trust.keys import load_public
+    from jaxcache.seal.stores import store_for_url as objects
+    from jaxcache.seal.stores.bucket_backend import BucketSealedCache
+    from jaxcache.trust.inputs.public_keys import load_public
+    from jaxcache.trust.rules import target
 
     with faultproxy.Proxy(backend.upstream, faultproxy.always(Fault.STALL)) as proxy, \
             bucket_faults.environment(backend.env(proxy, deadline_s=1.0)):
@@ -106,10 +106,11 @@ def test_a_stalled_server_costs_one_deadline_then_a_miss(world, backend):
 def test_retries_are_bounded(world, backend):
     """A server that answers 503 to everything is asked three times per call, no more (the
     clients' own retries are off: botocore's max_attempts alone left one more each time)."""
-    from jaxcache.seal import objects, resilient
-    from jaxcache.seal.bucket import BucketSealedCache
-    from jaxcache.trust import target
-    from jaxcache.trust.keys import load_public
+    from jaxcache.seal.stores import resilient
+    from jaxcache.seal.stores import store_for_url as objects
+    from jaxcache.seal.stores.bucket_backend import BucketSealedCache
+    from jaxcache.trust.inputs.public_keys import load_public
+    from jaxcache.trust.rules import target
 
     with faultproxy.Proxy(backend.upstream, faultproxy.always(Fault.STATUS_503)) as proxy, \
             bucket_faults.environment(backend.env(proxy)):
@@ -169,10 +170,11 @@ def test_a_write_that_landed_before_its_answer_was_lost_counts_as_done(world, ba
     and its answer lost (a reset after it): the retry finds the object there and reads it
     back; holding exactly these bytes, it was ours, so the write counts (before: "another
     publisher got there first", and the record said the entry was not written)."""
-    from jaxcache.seal import keys, objects
-    from jaxcache.seal.bucket import BucketSealedCache
-    from jaxcache.trust import target
-    from jaxcache.trust.keys import load_public
+    from jaxcache.seal.stores import store_for_url as objects
+    from jaxcache.seal.stores.bucket_backend import BucketSealedCache
+    from jaxcache.trust.inputs import signing_keys as keys
+    from jaxcache.trust.inputs.public_keys import load_public
+    from jaxcache.trust.rules import target
 
     uploads: list[int] = []
 
@@ -200,9 +202,10 @@ def test_a_write_that_landed_before_its_answer_was_lost_counts_as_done(world, ba
 
 
 def test_a_dead_bucket_costs_a_publisher_one_failure_not_one_per_compile(world, backend):
-    from jaxcache.seal import keys, objects
-    from jaxcache.seal.bucket import BucketSealedCache
-    from jaxcache.trust import target
+    from jaxcache.seal.stores import store_for_url as objects
+    from jaxcache.seal.stores.bucket_backend import BucketSealedCache
+    from jaxcache.trust.inputs import signing_keys as keys
+    from jaxcache.trust.rules import target
 
     signer = keys.load_signing(str(world.key))
     with faultproxy.Proxy(backend.upstream, faultproxy.always(Fault.RESET)) as proxy, \

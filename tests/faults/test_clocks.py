@@ -2,10 +2,10 @@
 under `faketime` sees the skewed time; the kernel stamps files with the true one, as a host
 whose clock is wrong would see files other hosts (or the kernel) stamped.
 
-- The orphan rule (seal/orphans.py): a genuine signature of other bytes, written a moment ago,
-  with no entry beside it, is a rival publish in progress: a publisher whose clock is a day
-  ahead must wait, not replace it; one a day behind must still replace an orphan that is
-  really two hours old (else that module recompiles on every run, for good).
+- The orphan rule (seal/signing/orphan_signatures.py): a genuine signature of other bytes,
+  written a moment ago, with no entry beside it, is a rival publish in progress: a publisher whose
+  clock is a day ahead must wait, not replace it; one a day behind must still replace an orphan that
+  is really two hours old (else that module recompiles on every run, for good).
 - gc's temporary-file rule: a publisher's temporary file written a moment ago stays under a gc
   whose clock is a day ahead (it may be a publish in progress).
 - Validity windows: time is the reader's clock, as docs/sealed-cache.md says: a reader a day
@@ -52,7 +52,8 @@ def test_faketime_skews_only_the_process():
 def _orphan(world, cache, age_s: float) -> tuple[str, bytes]:
     """A genuine signature (the world's key) of other bytes than the entry's, `age_s` old by
     the file system, with no entry beside it: a rival's publish in progress, or a dead one."""
-    from jaxcache.seal import keys, sigfile
+    from jaxcache.seal.signing import signature_file as sigfile
+    from jaxcache.trust.inputs import signing_keys as keys
 
     key, data = world.entries[0]
     signer = keys.load_signing(str(world.key))
@@ -88,8 +89,8 @@ def test_a_publisher_with_a_skewed_clock_waits_for_a_rival_in_progress(world, tm
 
 @pytest.mark.parametrize("offset", ["+1d", "-1d"])
 def test_a_publisher_with_a_skewed_clock_replaces_a_real_orphan(world, tmp_path, offset):
-    from jaxcache.seal.store import SealedCache
-    from jaxcache.trust.keys import load_public
+    from jaxcache.seal.stores.sealed_cache import SealedCache
+    from jaxcache.trust.inputs.public_keys import load_public
 
     cache = tmp_path / "cache"
     cache.mkdir(mode=0o700)
@@ -137,9 +138,10 @@ def test_validity_windows_follow_the_readers_clock_as_documented(world, tmp_path
 
 def test_the_clock_files_temporary_name_is_one_gc_and_verify_know():
     """fsclock's fallback (where O_TMPFILE is missing) makes a publisher's temporary file for
-    an instant: named as seal/names.py names them, so a kill there leaves what gc removes."""
+    an instant: named as seal/publishing/tier_names.py names them, so a kill there leaves what gc
+    removes."""
     from jaxcache.documents import fsclock
-    from jaxcache.seal import names
+    from jaxcache.seal.publishing import tier_names as names
 
     name = fsclock.temporary()
     assert names.is_temporary(name)

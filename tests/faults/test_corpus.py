@@ -37,12 +37,13 @@ def test_a_publisher_killed_before_removing_its_temporary_name_leaves_gc_able_to
     temporary file of yours once an hour old (in a directory only you write); the entry then
     has one name and goes with the next gc. A reader loads it whole meanwhile."""
     from jaxcache.gc import collect
-    from jaxcache.seal import keys
-    from jaxcache.seal.store import SealedCache
+    from jaxcache.seal.signing import key_pair_files
+    from jaxcache.seal.stores.sealed_cache import SealedCache
+    from jaxcache.trust.inputs import signing_keys as keys
 
     signer = keys.generate()
     keyfile = tmp_path / "keys" / "ci.key"
-    keys.save(signer, str(keyfile))
+    key_pair_files.save(signer, str(keyfile))
     key, data = "jit_f-" + "ab" * 32, b"entry bytes " * 1000
     listing = tmp_path / "entries.json"
     listing.write_text(json.dumps([(key, data.hex())]))
@@ -86,7 +87,7 @@ def test_a_young_temporary_file_is_left_to_its_publisher(tmp_path):
 STARVED = r"""
 import os, sys, time
 from jaxcache.lifecycle import witness
-from jaxcache.trust import birth, ledger_file
+from jaxcache.trust.provenance import birth, ledger_file
 ledger, replaced = sys.argv[1], int(sys.argv[2])
 real_open, opens = os.open, [0]
 def compaction_meanwhile(dfd):
@@ -119,7 +120,7 @@ def test_an_appender_outlasts_compactions_that_replace_the_ledger_under_it(tmp_p
     of unknown origin). Now it opens the new file; and it tries until its lock deadline, not a
     count of 20, so even compactions replacing the ledger 25 times in a row (deterministic
     here, by a hook on os.open) lose nothing."""
-    from jaxcache.trust import ledger
+    from jaxcache.trust.inputs import ledger
 
     path = tmp_path / "state" / "origin.ledger"
     first = killpoints.run(faults.WITNESS, 0, tmp_path, str(path), "1")  # the ledger exists

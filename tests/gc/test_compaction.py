@@ -23,8 +23,8 @@ from support.jobs import JOB_TIMEOUT_S, clean_env, jaxcache
 
 from jaxcache.gc import compaction
 from jaxcache.lifecycle import witness
-from jaxcache.trust import birth, ledger_file, ledger_writes
-from jaxcache.trust import ledger as ledger_mod
+from jaxcache.trust.inputs import ledger as ledger_mod
+from jaxcache.trust.provenance import birth, ledger_file, ledger_writes
 
 
 def _entry(cache: Path, i: int, body: bytes = b"") -> ledger_file.Written:
@@ -134,7 +134,7 @@ def test_past_the_old_limit_the_ledger_works_again_once_compacted(tmp_path):
 _APPENDER = """
 import sys, time
 from jaxcache.lifecycle import witness
-from jaxcache.trust import ledger_file
+from jaxcache.trust.provenance import ledger_file
 ledger, cache, first, count = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 import hashlib, os
 for i in range(first, first + count):

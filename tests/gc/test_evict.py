@@ -18,7 +18,7 @@ from support import paths
 from jaxcache.gc import collect
 from jaxcache.gc import evict as evictmod
 from jaxcache.gc.units import Unit
-from jaxcache.trust.entries import Entry
+from jaxcache.trust.kernel.entries import Entry
 
 DAY_S = 86_400
 

@@ -8,7 +8,7 @@ import random
 from jaxcache.gc import plan
 from jaxcache.gc.units import Unit
 from jaxcache.gc.usage import KeyUse
-from jaxcache.trust.entries import Entry
+from jaxcache.trust.kernel.entries import Entry
 
 DAY_NS = 86_400 * 10**9
 

@@ -10,7 +10,7 @@ import sys
 import pytest
 from support.jobs import jaxcache
 
-from jaxcache.probe import ranks
+from jaxcache.probe import rank_identity as ranks
 
 SLURM = {"SLURM_PROCID": "1", "SLURM_NTASKS": "2"}
 

@@ -211,7 +211,8 @@ def _tamper(d, victim, donor):
     with open(os.path.join(d, v), "wb") as f:
         f.write(data)
     if MODE == "sealed":
-        from jaxcache.seal import keys, sigfile
+        from jaxcache.seal.signing import signature_file as sigfile
+        from jaxcache.trust.inputs import signing_keys as keys
         sig = os.path.join(d, v + ".sig")
         os.unlink(sig)
         with open(sig, "wb") as f:

@@ -58,10 +58,10 @@ def main() -> None:
         cfg = json.load(f)
     point = cfg["point"]
     sys.path.insert(0, cfg["src"])
-    from jaxcache.trust import ledger_file
+    from jaxcache.trust.provenance import ledger_file
 
     try:
-        from jaxcache.trust import birth as birthmod
+        from jaxcache.trust.provenance import birth as birthmod
     except ImportError:  # a jaxcache before the birth-time binding: the old attack alone
         birthmod = None
 

@@ -308,8 +308,8 @@ def test_in_a_sealed_namespace_an_entry_claiming_no_build_is_a_miss(tmp_path):
     """A namespace holds only what this version signed, every signature claiming its build:
     an entry whose claim was stripped (copied in from another build's namespace, signed
     before build binding) is a miss there, as require_build would make it, never a load."""
-    from jaxcache.seal import keys as keymod
-    from jaxcache.seal import sigfile
+    from jaxcache.seal.signing import signature_file as sigfile
+    from jaxcache.trust.inputs import signing_keys as keymod
 
     keys = tmp_path / "keys"
     keys.mkdir(mode=0o700)

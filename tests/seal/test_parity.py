@@ -154,8 +154,8 @@ def test_a_rejected_entry_stays_a_reported_miss_when_errors_raise(sides):
 
 _GET_AS_USER = """
 import sys
-from jaxcache.seal.store import SealedCache
-from jaxcache.trust.keys import load_public
+from jaxcache.seal.stores.sealed_cache import SealedCache
+from jaxcache.trust.inputs.public_keys import load_public
 cache = SealedCache(sys.argv[1], trusted=[load_public(sys.argv[2])])
 try:
     print(cache.get(sys.argv[3]))
@@ -169,7 +169,9 @@ def test_an_entry_this_user_may_not_read_is_an_os_error_to_jax(base, accounts):
     """JAX's read_bytes() raises PermissionError on an entry it may not open, and so does
     the sealed reader's get() (run as a user: root opens anything), whose signature is
     valid and readable; JAX then warns or raises as for its own cache."""
-    from jaxcache.seal import keys, names, sigfile
+    from jaxcache.seal.publishing import tier_names as names
+    from jaxcache.seal.signing import signature_file as sigfile
+    from jaxcache.trust.inputs import signing_keys as keys
 
     shared = mkdir(base / "sealed", 0o755)
     signer = keys.generate("ci")

@@ -1,4 +1,4 @@
-"""Signing keys in a token (seal/pkcs11.py, docs/hsm.md), against a real SoftHSM2 token.
+"""Signing keys in a token (trust/inputs/pkcs11.py, docs/hsm.md), against a real SoftHSM2 token.
 
 A private token under the module's temporary directory (SOFTHSM2_CONF) holds an Ed25519
 pair made with python-pkcs11. Everything that touches the token runs in its own process, as a
@@ -23,7 +23,7 @@ import pytest
 from support import paths
 from support.jobs import clean_env, jaxcache
 
-from jaxcache.seal import pkcs11, pkcs11_uri
+from jaxcache.trust.inputs import pkcs11, pkcs11_uri
 
 LIBRARIES = ("/usr/lib/softhsm/libsofthsm2.so", "/usr/lib/x86_64-linux-gnu/softhsm/libsofthsm2.so",
              "/usr/lib64/pkcs11/libsofthsm2.so", "/usr/lib64/softhsm/libsofthsm2.so",
@@ -58,7 +58,7 @@ with lib.get_token(token_label=sys.argv[2]).open(rw=True, user_pin=sys.argv[3]) 
 
 SIGN = """\
 import json, sys, threading
-from jaxcache.seal import keys
+from jaxcache.trust.inputs import signing_keys as keys
 key = keys.load_signing(sys.argv[1])
 again = keys.load_signing(sys.argv[1])  # a second load in one process: one login
 out = {}

@@ -66,8 +66,8 @@ def test_each_run_moves_into_a_fresh_folder_so_others_files_never_block_it(base,
     """Root quarantines another user's bad entries (they keep their owner when moved): the
     next run is not refused for what the last one moved, and each run has a folder of its
     own, 0700 and root's, in QDIR (still judged private)."""
-    from jaxcache.seal.keys import generate
-    from jaxcache.seal.store import SealedCache
+    from jaxcache.seal.stores.sealed_cache import SealedCache
+    from jaxcache.trust.inputs.signing_keys import generate
 
     key = generate()
     cache = mkdir(base / "shared", 0o755)

@@ -14,7 +14,7 @@ import pytest
 from support.jobs import jaxcache
 
 from jaxcache.jaxcompat import versions
-from jaxcache.seal import hittable
+from jaxcache.seal.signing import hittable
 
 pytest.importorskip("cryptography")
 pytest.importorskip("jax")

@@ -221,9 +221,9 @@ def test_eight_processes_at_once(world, tmp_path):
 
 KILLED_WRITER = """
 import os, sys, time
-from jaxcache.seal.keys import load_signing
-from jaxcache.trust.keys import load_public
-from jaxcache.seal.store import SealedCache
+from jaxcache.trust.inputs.signing_keys import load_signing
+from jaxcache.trust.inputs.public_keys import load_public
+from jaxcache.seal.stores.sealed_cache import SealedCache
 key = load_signing(sys.argv[2])
 cache = SealedCache(sys.argv[1], trusted=[key.public], signer=key)
 data = os.urandom(1 << 20) * 16
@@ -293,8 +293,8 @@ def test_a_planted_huge_file_costs_a_recompile_not_the_jobs_memory(world, tmp_pa
 
 PLANTED_READ = """
 import json, resource, sys
-from jaxcache.trust.keys import load_public
-from jaxcache.seal.store import SealedCache
+from jaxcache.trust.inputs.public_keys import load_public
+from jaxcache.seal.stores.sealed_cache import SealedCache
 cache = SealedCache(sys.argv[1], trusted=[load_public(sys.argv[2])])
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 got = cache.get(sys.argv[3])
@@ -387,10 +387,11 @@ def test_a_publisher_killed_between_signature_and_entry_blocks_nothing(world, tm
 
 
 def test_a_fresh_rival_signature_is_left_for_its_entry_and_a_stale_one_is_swapped(tmp_path):
-    """In-process, on real files: the rule of seal/orphans.py for the sealed directory."""
-    from jaxcache.seal import sigfile as sigmod
-    from jaxcache.seal.keys import generate
-    from jaxcache.seal.store import SealedCache
+    """In-process, on real files: the rule of seal/signing/orphan_signatures.py for the sealed
+    directory."""
+    from jaxcache.seal.signing import signature_file as sigmod
+    from jaxcache.seal.stores.sealed_cache import SealedCache
+    from jaxcache.trust.inputs.signing_keys import generate
 
     a, b = generate(), generate()
     shared = tmp_path / "shared"
@@ -408,7 +409,7 @@ def test_a_fresh_rival_signature_is_left_for_its_entry_and_a_stale_one_is_swappe
     assert publisher.writes == [(key, str(shared))]
     reader = SealedCache(str(shared), trusted=[a.public])
     assert reader.get(key) == b"our bytes" and reader.rejections == []
-    from jaxcache.seal import locks  # this account's lock, taken to settle a signature
+    from jaxcache.seal.publishing import locks  # this account's lock, taken to settle a signature
 
     assert sorted(p.name for p in shared.iterdir()) == [  # kept in the state folder, not here
         f"{key}-cache", f"{key}-cache.sig", f"{key}-cache.used"]

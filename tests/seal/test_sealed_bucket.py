@@ -158,11 +158,12 @@ def test_two_publishers_racing_on_one_key_leave_one_valid_entry(world, tmp_path)
 def test_store_first_writer_wins_when_both_found_the_key_absent(world):
     """The interleaving a check alone cannot stop: B checks after A created its signature
     but before A's entry; B's create-only signature fails, so B writes nothing."""
-    from jaxcache.seal import objects, sigfile
-    from jaxcache.seal.bucket import BucketSealedCache
-    from jaxcache.seal.keys import load_signing
-    from jaxcache.trust import target
-    from jaxcache.trust.keys import load_public
+    from jaxcache.seal.signing import signature_file as sigfile
+    from jaxcache.seal.stores import store_for_url as objects
+    from jaxcache.seal.stores.bucket_backend import BucketSealedCache
+    from jaxcache.trust.inputs.public_keys import load_public
+    from jaxcache.trust.inputs.signing_keys import load_signing
+    from jaxcache.trust.rules import target
 
     os.environ["STORAGE_EMULATOR_HOST"] = world["emu"].host
     try:
@@ -188,11 +189,13 @@ def test_a_signature_left_without_its_entry_does_not_block_publishing(world, pla
     trusted publisher completes it (same bytes), replaces it at once (no signature at all, or
     one for another key), or once it is older than an upload can take (a rival's other
     bytes); a reader then hits. A fresh rival's signature is left alone (the test above)."""
-    from jaxcache.seal import objects, orphans, sigfile
-    from jaxcache.seal.bucket import BucketSealedCache
-    from jaxcache.seal.keys import load_signing
-    from jaxcache.trust import target
-    from jaxcache.trust.keys import load_public
+    from jaxcache.seal.signing import orphan_signatures as orphans
+    from jaxcache.seal.signing import signature_file as sigfile
+    from jaxcache.seal.stores import store_for_url as objects
+    from jaxcache.seal.stores.bucket_backend import BucketSealedCache
+    from jaxcache.trust.inputs.public_keys import load_public
+    from jaxcache.trust.inputs.signing_keys import load_signing
+    from jaxcache.trust.rules import target
 
     monkeypatch.setenv("STORAGE_EMULATOR_HOST", world["emu"].host)
     store = objects.open_store(target.parse_bucket(f"gs://{BUCKET}/orphan-{planted}"))
@@ -216,8 +219,8 @@ def test_a_signature_left_without_its_entry_does_not_block_publishing(world, pla
 
 
 def test_replace_if_is_a_compare_and_swap_on_the_server(world, monkeypatch):
-    from jaxcache.seal import objects
-    from jaxcache.trust import target
+    from jaxcache.seal.stores import store_for_url as objects
+    from jaxcache.trust.rules import target
 
     monkeypatch.setenv("STORAGE_EMULATOR_HOST", world["emu"].host)
     store = objects.open_store(target.parse_bucket(f"gs://{BUCKET}/cas"))

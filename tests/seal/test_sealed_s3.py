@@ -346,8 +346,8 @@ def gcs(tmp_path_factory):
 @pytest.fixture(params=["gs", "s3"])
 def store_at(request, world, monkeypatch):
     """prefix -> an ObjectStore there, on the service of this parameter."""
-    from jaxcache.seal import objects
-    from jaxcache.trust import target
+    from jaxcache.seal.stores import store_for_url as objects
+    from jaxcache.trust.rules import target
 
     if request.param == "gs":
         monkeypatch.setenv("STORAGE_EMULATOR_HOST", request.getfixturevalue("gcs").host)
@@ -397,10 +397,10 @@ def test_store_eight_racing_creators_one_wins(store_at):
 def test_store_first_writer_wins_when_both_found_the_key_absent(world, store_at):
     """B checks after A created its signature but before A's entry: B's create-only
     signature fails, so B writes nothing."""
-    from jaxcache.seal import sigfile
-    from jaxcache.seal.bucket import BucketSealedCache
-    from jaxcache.seal.keys import load_signing
-    from jaxcache.trust.keys import load_public
+    from jaxcache.seal.signing import signature_file as sigfile
+    from jaxcache.seal.stores.bucket_backend import BucketSealedCache
+    from jaxcache.trust.inputs.public_keys import load_public
+    from jaxcache.trust.inputs.signing_keys import load_signing
 
     store = store_at("interleave")
     a, b = load_signing(str(world["key"])), load_signing(str(world["mallory"]))
@@ -419,10 +419,11 @@ def test_store_a_signature_left_without_its_entry_is_replaced(world, store_at, p
                                                               monkeypatch):
     """A publisher killed between its two uploads: the next one replaces the signature by
     compare and swap (GCS generation, S3 ETag), and a reader then hits."""
-    from jaxcache.seal import orphans, sigfile
-    from jaxcache.seal.bucket import BucketSealedCache
-    from jaxcache.seal.keys import load_signing
-    from jaxcache.trust.keys import load_public
+    from jaxcache.seal.signing import orphan_signatures as orphans
+    from jaxcache.seal.signing import signature_file as sigfile
+    from jaxcache.seal.stores.bucket_backend import BucketSealedCache
+    from jaxcache.trust.inputs.public_keys import load_public
+    from jaxcache.trust.inputs.signing_keys import load_signing
 
     store = store_at(f"orphan-{planted}")
     a, b = load_signing(str(world["key"])), load_signing(str(world["mallory"]))
@@ -440,8 +441,8 @@ def test_store_a_signature_left_without_its_entry_is_replaced(world, store_at, p
 
 
 def test_store_errors_are_kinds_the_record_names(world, monkeypatch):
-    from jaxcache.seal import objects
-    from jaxcache.trust import target
+    from jaxcache.seal.stores import store_for_url as objects
+    from jaxcache.trust.rules import target
 
     srv = world["srv"]
     cases = [(srv.env(seaweedfs.NOBODY_KEY, seaweedfs.NOBODY_SECRET), objects.PERMISSION),
@@ -462,8 +463,8 @@ def test_store_errors_are_kinds_the_record_names(world, monkeypatch):
 
 def test_missing_boto3_is_one_clear_line(monkeypatch):
     from jaxcache.errors import JaxcacheError
-    from jaxcache.seal import objects
-    from jaxcache.trust import target
+    from jaxcache.seal.stores import store_for_url as objects
+    from jaxcache.trust.rules import target
 
     monkeypatch.setitem(sys.modules, "boto3", None)
     with pytest.raises(JaxcacheError, match=r"pip install 'jaxcache\[s3\]'"):
@@ -483,8 +484,8 @@ def test_an_entry_republished_while_gc_runs_stays_with_its_signature(world, monk
     gc deletes: the server refuses that delete (If-Match), and the unit stays whole."""
     from jaxcache.gc import plan
     from jaxcache.gc.bucket_collect import collect_bucket
-    from jaxcache.seal import objects
-    from jaxcache.trust import target
+    from jaxcache.seal.stores import store_for_url as objects
+    from jaxcache.trust.rules import target
 
     url = copy(world, "republish")
     for k, v in world["srv"].env().items():

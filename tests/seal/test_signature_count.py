@@ -80,8 +80,9 @@ def _forged(sig: bytes) -> bytes:
 def world(tmp_path_factory):
     """Every file state of every entry on disk, one directory per combination of states of
     the four signature files: {states: directory}, the keys, the entries' bytes."""
-    from jaxcache.seal import keys as keymod
-    from jaxcache.seal import names, sigfile
+    from jaxcache.seal.publishing import tier_names as names
+    from jaxcache.seal.signing import signature_file as sigfile
+    from jaxcache.trust.inputs import signing_keys as keymod
 
     root = tmp_path_factory.mktemp("count")
     keys = {n: keymod.generate(f"ci-{n.lower()}") for n in "ABC"}
@@ -116,7 +117,7 @@ def world(tmp_path_factory):
 
 
 def _ring(world, states: tuple[str, ...], needed: int, holders: dict[str, str]):
-    from jaxcache.trust.keyring import KeyRing
+    from jaxcache.trust.rules.keyring import KeyRing
 
     trusted, revoked, held = {}, set(), set()
     for n, state in zip("ABC", states, strict=True):
@@ -138,8 +139,8 @@ def _counts(world, holders: dict[str, str]
             ) -> dict[tuple[str, tuple[str, ...], tuple[str, ...]], int]:
     """(entry, file states, key states) -> the highest signatures_needed under which the
     sealed reader loads the entry (0: under none)."""
-    from jaxcache.seal import names
-    from jaxcache.seal.store import SealedCache
+    from jaxcache.seal.publishing import tier_names as names
+    from jaxcache.seal.stores.sealed_cache import SealedCache
 
     counts = {}
     with warnings.catch_warnings():
@@ -214,8 +215,9 @@ def test_counting_is_monotone_over_every_subset_of_files_and_keys(world, layout)
 def test_one_key_counts_once_however_many_files_carry_it(world):
     """A's signature also under B's and C's co-signature names is a bad signature there, and
     A's own second file adds nothing: one key, one count."""
-    from jaxcache.seal import names, signature
-    from jaxcache.trust.keyring import KeyRing
+    from jaxcache.seal.publishing import tier_names as names
+    from jaxcache.seal.signing import signature_rule as signature
+    from jaxcache.trust.rules.keyring import KeyRing
 
     keys, data = world["keys"], world["data"]["fan"]
     key = names.key_of(_name("fan"))

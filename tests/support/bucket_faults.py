@@ -36,9 +36,10 @@ NOISE = (Fault.STATUS_500, Fault.STATUS_503, Fault.RESET, Fault.RESET_AFTER, Fau
 
 PUBLISHER = r"""
 import json, sys
-from jaxcache.seal import keys, objects
-from jaxcache.seal.bucket import BucketSealedCache
-from jaxcache.trust import target
+from jaxcache.trust.inputs import signing_keys as keys
+from jaxcache.seal.stores import store_for_url as objects
+from jaxcache.seal.stores.bucket_backend import BucketSealedCache
+from jaxcache.trust.rules import target
 url, keyfile, listing = sys.argv[1:4]
 signer = keys.load_signing(keyfile)
 cache = BucketSealedCache(objects.open_store(target.parse_bucket(url)),
@@ -115,10 +116,10 @@ def _reads(w: faults.World, b: Backend, env: dict[str, str], prefix: str, tally:
            *, must_load: bool = False, pub: str | None = None) -> int:
     """A sealed reader of the prefix: never other bytes; with `must_load`, every entry. The
     number of entries loaded."""
-    from jaxcache.seal import objects
-    from jaxcache.seal.bucket import BucketSealedCache
-    from jaxcache.trust import target
-    from jaxcache.trust.keys import load_public
+    from jaxcache.seal.stores import store_for_url as objects
+    from jaxcache.seal.stores.bucket_backend import BucketSealedCache
+    from jaxcache.trust.inputs.public_keys import load_public
+    from jaxcache.trust.rules import target
 
     loaded = 0
     with environment(env):

@@ -21,16 +21,16 @@ from support.jobs import jaxcache
 
 READER = r"""
 import json, sys, time, warnings
-from jaxcache.trust.keys import load_public
+from jaxcache.trust.inputs.public_keys import load_public
 where, pub, listing, rounds = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 if "://" in where:
-    from jaxcache.seal import objects
-    from jaxcache.seal.bucket import BucketSealedCache
-    from jaxcache.trust import target
+    from jaxcache.seal.stores import store_for_url as objects
+    from jaxcache.seal.stores.bucket_backend import BucketSealedCache
+    from jaxcache.trust.rules import target
     cache = BucketSealedCache(objects.open_store(target.parse_bucket(where)),
                               trusted=[load_public(pub)])
 else:
-    from jaxcache.seal.store import SealedCache
+    from jaxcache.seal.stores.sealed_cache import SealedCache
     cache = SealedCache(where, trusted=[load_public(pub)])
 entries = [(k, bytes.fromhex(h)) for k, h in json.load(open(listing))]
 wrong = loaded = 0
@@ -56,8 +56,8 @@ print(json.dumps({"wrong": wrong, "loaded": loaded}))
 # put evicts another publisher's entry while the readers read
 CHURN = r"""
 import json, sys
-from jaxcache.seal import keys
-from jaxcache.seal.store import SealedCache
+from jaxcache.trust.inputs import signing_keys as keys
+from jaxcache.seal.stores.sealed_cache import SealedCache
 shared, keyfile, listing, limit, rounds = sys.argv[1:6]
 signer = keys.load_signing(keyfile)
 cache = SealedCache(shared, trusted=[signer.public], signer=signer,

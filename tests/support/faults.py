@@ -42,8 +42,8 @@ from support.jobs import CI_VARIABLES, jaxcache
 # unreadable: what enable() raises as a JaxcacheError) says so and exits 1.
 PUBLISH = r"""
 import json, sys
-from jaxcache.seal import keys
-from jaxcache.seal.store import SealedCache
+from jaxcache.trust.inputs import signing_keys as keys
+from jaxcache.seal.stores.sealed_cache import SealedCache
 from jaxcache.errors import JaxcacheError
 shared, keyfile = sys.argv[1], sys.argv[2]
 try:
@@ -64,8 +64,8 @@ for key, hexdata in entries:
 # the sealed tier's LRU: a publisher whose limit holds about one entry evicts as it publishes
 LRU = r"""
 import json, sys
-from jaxcache.seal import keys
-from jaxcache.seal.store import SealedCache
+from jaxcache.trust.inputs import signing_keys as keys
+from jaxcache.seal.stores.sealed_cache import SealedCache
 from jaxcache.errors import JaxcacheError
 shared, keyfile, limit = sys.argv[1], sys.argv[2], int(sys.argv[4])
 try:
@@ -85,7 +85,7 @@ for key, hexdata in entries:
 WITNESS = r"""
 import os, sys, time
 from jaxcache.lifecycle import witness
-from jaxcache.trust import ledger_file
+from jaxcache.trust.provenance import ledger_file
 ledger, count = sys.argv[1], int(sys.argv[2])
 for i in range(count):
     name = f"jit_f{i}-{i:064x}-cache"
@@ -221,8 +221,8 @@ def _loads(w: World, cache: Path, tally: Tally, *, pub: str | None = None,
     than the entry's; a file under an entry's final name is whole (a `tampered` key's file
     aside) and signed (unless `unsigned_ok`: not sealed yet); a whole, signed entry loads;
     with `must_load` every entry but the tampered loads (after a complete run)."""
-    from jaxcache.seal.store import SealedCache
-    from jaxcache.trust.keys import load_public
+    from jaxcache.seal.stores.sealed_cache import SealedCache
+    from jaxcache.trust.inputs.public_keys import load_public
 
     reader = SealedCache(str(cache), trusted=[load_public(pub or w.pub)])
     try:
@@ -457,7 +457,7 @@ class Witness(Kind):
         return [str(d / "state" / "origin.ledger"), str(self.LINES)]
 
     def after_kill(self, w: World, d: Path, t: killpoints.Trial, tally: Tally) -> None:
-        from jaxcache.trust import ledger_file
+        from jaxcache.trust.provenance import ledger_file
 
         ledger = d / "state" / "origin.ledger"
         try:

@@ -12,8 +12,8 @@ import pytest
 
 from support.users import as_user_argv, user_runtime
 
-# The variables by which jaxcache knows it runs under CI (trust/ci.py): conftest.py clears them,
-# so a test says when it wants a CI environment.
+# The variables by which jaxcache knows it runs under CI (trust/rules/ci.py): conftest.py clears
+# them, so a test says when it wants a CI environment.
 CI_VARIABLES = ("GITHUB_ACTIONS", "GITLAB_CI", "BUILDKITE", "CIRCLECI", "JENKINS_URL", "TF_BUILD",
                 "CODEBUILD_BUILD_ID", "TEAMCITY_VERSION", "BITBUCKET_BUILD_NUMBER", "CI")
 

@@ -1,12 +1,13 @@
-"""Origin ledgers as the witness makes them, and a directory judged by one (trust/origin.py)."""
+"""Origin ledgers as the witness makes them, and a directory judged by one
+(trust/provenance/origin.py)."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
-from jaxcache.trust import birth, ledger_file, origin
-from jaxcache.trust import ledger as ledger_mod
+from jaxcache.trust.inputs import ledger as ledger_mod
+from jaxcache.trust.provenance import birth, ledger_file, origin
 
 # a watched job that compiles two modules (jit_f, jit_h), and what it prints
 TWO_JITS_JOB = """
@@ -36,7 +37,7 @@ def bound_ledger(path: Path, body: bytes, header_extra: bytes = b"") -> None:
 
 def judged(directory: Path, ledger: Path) -> origin.Origins:
     """The origin of every entry of `directory` by the ledger at `ledger`, as the audit judges."""
-    from jaxcache.trust import entries
+    from jaxcache.trust.kernel import entries
 
     fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
     try:

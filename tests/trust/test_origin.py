@@ -26,8 +26,9 @@ from support.jobs import JOB_TIMEOUT_S, clean_env
 from support.ledgers import EVERY_COMPILE, TWO_JITS_JOB, bound_ledger, judged
 from support.users import mkdir, needs_root
 
-from jaxcache.trust import birth, ci, ledger_file, origin
-from jaxcache.trust import ledger as ledger_mod
+from jaxcache.trust.inputs import ledger as ledger_mod
+from jaxcache.trust.provenance import birth, ledger_file, origin
+from jaxcache.trust.rules import ci
 
 JAXCACHE = [sys.executable, "-m", "jaxcache"]
 JOB_A = TWO_JITS_JOB
@@ -356,7 +357,7 @@ def test_a_torn_line_is_skipped_without_backtracking():
     2^n ways to match it before every job starts. In a child, so a regression hangs nothing
     but that child (the bound is ~10^1000 times what the linear match needs)."""
     code = (
-        "from jaxcache.trust import ledger_file as lf\n"
+        "from jaxcache.trust.provenance import ledger_file as lf\n"
         "w = lf.Written('jit_f-' + 'a' * 64 + '-cache', 'b' * 64, 1, (1, 2, 3, 4), 1.5, '/x')\n"
         "head = lf.line(w).rsplit(b'\\t', 1)[0]\n"
         "torn = [head + b'\\t\"' + b'a' * n for n in (30, 4000, lf.MAX_LINE - len(head) - 2)]\n"
@@ -640,7 +641,8 @@ def test_a_ledger_where_no_birth_time_is_kept_vouches_for_nothing(tmp_path):
     code = (
         "import sys; sys.path.insert(0, sys.argv[2])\n"
         "from jaxcache.lifecycle import witness\n"
-        "from jaxcache.trust import ledger, ledger_file\n"
+        "from jaxcache.trust.inputs import ledger\n"
+        "from jaxcache.trust.provenance import ledger_file\n"
         "w = ledger_file.Written('jit_f-' + 'a' * 64 + '-cache', 'b' * 64, 10, (1, 2, 3, 4), 1.5,"
         " '/c')\n"
         "path = sys.argv[1] + '/state/origin.ledger'\n"

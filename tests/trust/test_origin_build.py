@@ -28,8 +28,10 @@ from support.users import mkdir
 
 from jaxcache import fingerprint
 from jaxcache.fingerprint.model import SHORT, Build, Cpu, Fingerprint
-from jaxcache.trust import ci, ledger_file, origin, origin_findings
-from jaxcache.trust import ledger as ledger_mod
+from jaxcache.trust.inputs import ledger as ledger_mod
+from jaxcache.trust.judgement import origin_findings
+from jaxcache.trust.provenance import ledger_file, origin
+from jaxcache.trust.rules import ci
 
 JAXCACHE = [sys.executable, "-m", "jaxcache"]
 JOB, THRESHOLDS, EXPECTED = TWO_JITS_JOB, EVERY_COMPILE, TWO_JITS_OUTPUT
@@ -244,7 +246,7 @@ def _cache_with_line(tmp_path: Path, version: str = ledger_file.VERSION,
 
 
 def _judged_for(cache: Path, ledger: Path, reader: Fingerprint) -> origin.Origins:
-    from jaxcache.trust import entries
+    from jaxcache.trust.kernel import entries
 
     fd = os.open(cache, os.O_RDONLY | os.O_DIRECTORY)
     try:

@@ -24,8 +24,8 @@ from support import namespaces
 from support.jobs import audit_json, codes, jaxcache
 from support.users import Accounts, as_user_argv, mkdir, needs_root
 
-from jaxcache.trust import policy as policymod
-from jaxcache.trust import principals
+from jaxcache.trust.inputs import policy as policymod
+from jaxcache.trust.kernel import principals
 
 pytestmark = needs_root
 

@@ -10,10 +10,10 @@ import os
 import pytest
 
 from jaxcache.errors import PolicyError
-from jaxcache.trust import overlay, sysfs
-from jaxcache.trust import policy as policymod
-from jaxcache.trust.mounts import parse_mountinfo
-from jaxcache.trust.principals import Accounts
+from jaxcache.trust.inputs import policy as policymod
+from jaxcache.trust.kernel import overlay, sysfs
+from jaxcache.trust.kernel.mounts import parse_mountinfo
+from jaxcache.trust.kernel.principals import Accounts
 
 
 def overlay_mount(options: str):
@@ -131,7 +131,8 @@ def test_a_block_device_node_bound_into_dev_is_still_found(tmp_path):
     node = f"/dev/jaxcache-test-{os.getpid()}"
     open(node, "w").close()  # a mount point on /dev's own filesystem, removed below
     try:
-        code = ("import json, os, sys; from jaxcache.trust import sysfs; index, bad = {}, []; "
+        code = ("import json, os, sys; from jaxcache.trust.kernel import sysfs\n"
+                "index, bad = {}, []; "
                 "sysfs.scan_dev('/dev', index, bad, [0]); "
                 "print(json.dumps([p for nodes in index.values() for p, _ in nodes]))")
         other = tmp_path / "other-fs"

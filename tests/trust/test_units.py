@@ -9,9 +9,9 @@ import subprocess
 import pytest
 from support.users import mkdir, needs_setfacl
 
-from jaxcache.trust import acl, mounts
 from jaxcache.trust.findings import Component
-from jaxcache.trust.policy import Rule
+from jaxcache.trust.inputs.policy import Rule
+from jaxcache.trust.kernel import acl, mounts
 
 
 @needs_setfacl
@@ -68,7 +68,7 @@ def _component(fstype, category):
 
 
 def test_network_filesystem_is_unverifiable_unless_accepted():
-    from jaxcache.trust.verdict import fs_findings as _fs_findings
+    from jaxcache.trust.judgement.verdict import fs_findings as _fs_findings
 
     [f] = _fs_findings((_component("nfs4", "network"),), Rule())
     assert (f.code, f.effect) == ("fs.network", "unverifiable")
@@ -80,7 +80,7 @@ def test_entry_name_classification_matches_jaxs_naming():
     import random
     import re
 
-    from jaxcache.trust.entries import classify
+    from jaxcache.trust.kernel.entries import classify
 
     pattern = re.compile(r"^(?P<module>.+)-(?P<key>[0-9a-f]{64})-(?P<kind>cache|atime)$", re.S)
     rng = random.Random(7)
@@ -105,8 +105,8 @@ def test_entry_removed_while_the_cache_is_listed(tmp_path, monkeypatch):
     """JAX's LRU eviction (jax_compilation_cache_max_size) or a cleanup removes entries while
     the audit lists them: one gone between the listing and its stat is no longer there to be
     loaded, and must not end the audit ("No such file or directory", exit 2)."""
-    from jaxcache.trust import entries
-    from jaxcache.trust.principals import Accounts
+    from jaxcache.trust.kernel import entries
+    from jaxcache.trust.kernel.principals import Accounts
 
     cache = mkdir(tmp_path / "cache", 0o700)
     for name in ("a", "b"):

@@ -29,7 +29,7 @@ import math
 import statistics
 from collections.abc import Sequence
 
-from jaxcache.bench import stats
+from jaxcache.bench import estimates as stats
 from jaxcache.values import frozen
 
 METHOD = "ancova"

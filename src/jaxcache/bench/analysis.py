@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import math
 
-from jaxcache.bench import adjust, noticeable, per_rank, stats
+from jaxcache.bench import adjust, noticeable, per_rank
+from jaxcache.bench import estimates as stats
 from jaxcache.bench.sample import PHASES, ProcessSample
 from jaxcache.values import frozen
 

@@ -17,8 +17,8 @@ class Fresh:
     """Hands out new, verified-empty prefixes under one random bench prefix."""
 
     def __init__(self, url: str) -> None:
-        from jaxcache.seal import objects
-        from jaxcache.trust import target
+        from jaxcache.seal.stores import store_for_url as objects
+        from jaxcache.trust.rules import target
 
         self._objects, self._target = objects, target
         self.base = f"{target.parse_bucket(url).text}/jaxcache-bench-{secrets.token_hex(6)}"

@@ -22,7 +22,7 @@ def new_path() -> str | None:
         os.makedirs(directory, mode=0o700, exist_ok=True)
     except OSError:
         return None
-    from jaxcache.records.store import new_name
+    from jaxcache.records.record_dir import new_name
 
     return os.path.join(directory, new_name())
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from jaxcache.bench import stats
+from jaxcache.bench import estimates as stats
 from jaxcache.values import frozen
 
 MIN_SAVING_S = 1.0  # seconds saved per start, at least

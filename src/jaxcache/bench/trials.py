@@ -72,9 +72,10 @@ Progress = Callable[[dict], None]
 
 def _throwaway_key(work: str) -> str:
     """A signing key for this bench only, in its private work dir, outside every cache."""
-    from jaxcache.seal import keys
+    from jaxcache.seal.signing import key_pair_files
+    from jaxcache.trust.inputs import signing_keys as keys
 
-    return keys.save(keys.generate(), os.path.join(work, "keys", "bench.key"))
+    return key_pair_files.save(keys.generate(), os.path.join(work, "keys", "bench.key"))
 
 
 def _tail(path: str, lines: int = 15) -> str:

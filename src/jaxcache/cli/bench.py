@@ -184,8 +184,8 @@ def run(argv: list[str], *, trials: int, warm: int, prime: bool, timeout: float 
         if not sealed:
             raise JaxcacheError("--bucket needs --sealed: a plain bucket is UNVERIFIABLE and "
                                 "refused (docs/sealed-cache.md)")
-        from jaxcache.seal import objects
-        from jaxcache.trust import target
+        from jaxcache.seal.stores import store_for_url as objects
+        from jaxcache.trust.rules import target
 
         bucket = target.parse_bucket(bucket).text
         objects.open_store(target.parse_bucket(bucket))  # the client is installed: before any work

@@ -363,7 +363,7 @@ def public_keys(args: argparse.Namespace) -> tuple[Any, ...]:
         usage(args, "--trusted-key needs --sealed")
     if not args.trusted_keys:
         return ()
-    from jaxcache.trust.keys import load_public
+    from jaxcache.trust.inputs.public_keys import load_public
 
     return tuple(load_public(k) for k in args.trusted_keys)
 

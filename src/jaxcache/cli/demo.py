@@ -77,7 +77,7 @@ def example(name: str) -> Path:
 
 def _unsafe_audit(echo: Callable[[str], None]) -> Verdict:
     from jaxcache.report import audit as audit_report
-    from jaxcache.trust.audit import audit
+    from jaxcache.trust.judgement.audit import audit
 
     workspace = tempfile.mkdtemp(prefix="jaxcache-demo-")
     try:
@@ -167,7 +167,7 @@ def _decide(out: str, echo: Callable[[str], None]) -> str | None:
     from jaxcache.documents.read import load_bench
     from jaxcache.report import audit as audit_report
     from jaxcache.report import decide as decide_report
-    from jaxcache.trust.audit import audit
+    from jaxcache.trust.judgement.audit import audit
 
     echo(f"\n== 5. jaxcache decide {out} --bench {out}/bench.json\n\n")
     if not os.path.exists(f"{out}/bench.json"):
@@ -199,14 +199,16 @@ def _sealed(out: str, echo: Callable[[str], None]) -> bool:
     from jaxcache.report import run as run_report
     from jaxcache.report import seal as seal_report
     from jaxcache.run import command as runmod
-    from jaxcache.seal import keys, scan
+    from jaxcache.seal.signing import key_pair_files
+    from jaxcache.seal.sweep import dir_sweep as scan
+    from jaxcache.trust.inputs import signing_keys as keys
 
     workspace = tempfile.mkdtemp(prefix="jaxcache-demo-sealed-")
     try:
         shared = os.path.join(workspace, "shared")
         os.mkdir(shared)
         os.chmod(shared, 0o777)  # noqa: S103 - anyone may write it: the signatures protect
-        key = keys.save(keys.generate(), os.path.join(workspace, "keys", "ci.key"))
+        key = key_pair_files.save(keys.generate(), os.path.join(workspace, "keys", "ci.key"))
         public = keys.load_signing(key).public
         job = [sys.executable, str(example("train.py"))]
         echo(f"\n== 6. a sealed cache: {shared} is 0777, yet readers load only signed entries\n"

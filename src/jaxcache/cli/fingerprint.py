@@ -61,11 +61,12 @@ def handle(args: argparse.Namespace, tail: None) -> None:
 
 
 def _load(args: argparse.Namespace, path: str) -> Fingerprint:
-    """Another host's fingerprint: its document read as a trusted input (trust/inputs.py: a
-    file only you or root can change, bounded), parsed once; its own `id` is never taken."""
+    """Another host's fingerprint: its document read as a trusted input
+    (trust/inputs/trusted_file.py: a file only you or root can change, bounded), parsed once; its
+    own `id` is never taken."""
     from jaxcache import validate
     from jaxcache.text import quoted
-    from jaxcache.trust import inputs
+    from jaxcache.trust.inputs import trusted_file as inputs
 
     found = inputs.read(path, inputs.FINGERPRINT)
     assert found is not None

@@ -63,7 +63,7 @@ def handle(args: argparse.Namespace, tail: None) -> None:
 
     from jaxcache.gc import collect, compaction, plan
     from jaxcache.report import gc as formats
-    from jaxcache.trust.target import is_url
+    from jaxcache.trust.rules.target import is_url
 
     if args.max_size is None and args.max_age is None:
         common.usage(args, "give --max-size, --max-age or both: gc deletes nothing unasked")
@@ -81,8 +81,8 @@ def handle(args: argparse.Namespace, tail: None) -> None:
 
     if is_url(path):
         from jaxcache.gc.bucket_collect import collect_bucket
-        from jaxcache.seal import objects
-        from jaxcache.trust.target import parse_bucket
+        from jaxcache.seal.stores import store_for_url as objects
+        from jaxcache.trust.rules.target import parse_bucket
 
         url = parse_bucket(path)
         result = collect_bucket(objects.open_store(url), max_size=max_size, max_age_s=max_age,
@@ -102,7 +102,7 @@ def handle(args: argparse.Namespace, tail: None) -> None:
 def _lifecycle_rule(args: argparse.Namespace, path: str, max_size: int | None,
                     max_age: float | None) -> NoReturn:
     from jaxcache.report import gc as formats
-    from jaxcache.trust.target import is_url, parse_bucket
+    from jaxcache.trust.rules.target import is_url, parse_bucket
 
     if not is_url(path):
         common.usage(args, "--lifecycle-rule is for a gs:// or s3:// bucket; a directory is "

@@ -31,8 +31,9 @@ def handle(args: argparse.Namespace, tail: None) -> None:
     """
     from jaxcache.report import audit as audit_report
     from jaxcache.report import init as formats
-    from jaxcache.trust import create, policy
-    from jaxcache.trust.principals import Accounts
+    from jaxcache.trust import create
+    from jaxcache.trust.inputs import policy
+    from jaxcache.trust.kernel.principals import Accounts
 
     default = create.default_cache_dir()  # what a plain `jaxcache run` would use
     target = args.path if args.path is not None else (

@@ -43,8 +43,9 @@ def handle(args: argparse.Namespace, tail: None) -> None:
     Exit code: 0 written (or printed); 2 usage or input error (KEYFILE exists: it is never
     replaced; a folder that cannot be made private; a key that cannot be read).
     """
-    from jaxcache.seal import keys
+    from jaxcache.seal.signing import key_pair_files
     from jaxcache.text import safe
+    from jaxcache.trust.inputs import signing_keys as keys
 
     if args.public_of is not None:
         public_of(args)
@@ -53,7 +54,7 @@ def handle(args: argparse.Namespace, tail: None) -> None:
                            "KEY to print the public key of an existing one)")
     key = keys.generate(args.name)
     created: list[str] = []
-    path = keys.save(key, args.keyfile, created)
+    path = key_pair_files.save(key, args.keyfile, created)
     if args.fmt == "json":
         from jaxcache.report import keygen as keygen_json
 
@@ -67,8 +68,9 @@ def handle(args: argparse.Namespace, tail: None) -> None:
 
 def public_of(args: argparse.Namespace) -> None:
     """--public-of KEY: its public key line, as a reader pastes it into the policy."""
-    from jaxcache.seal import keys, pkcs11
-    from jaxcache.trust import keys as trustkeys
+    from jaxcache.trust.inputs import pkcs11
+    from jaxcache.trust.inputs import public_keys as trustkeys
+    from jaxcache.trust.inputs import signing_keys as keys
 
     if args.keyfile or args.name:
         common.usage(args, "--public-of makes no key: give KEY alone, without KEYFILE or --name")

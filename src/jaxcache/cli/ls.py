@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from jaxcache.cli import common
-from jaxcache.trust.target import is_url
+from jaxcache.trust.rules.target import is_url
 
 
 def options(p: argparse.ArgumentParser) -> None:
@@ -46,8 +46,8 @@ def handle(args: argparse.Namespace, tail: None) -> None:
     if is_url(path):
         _bucket(args, path)
     from jaxcache import fingerprint
-    from jaxcache.seal import scan
-    from jaxcache.seal.builds import BuildView
+    from jaxcache.seal.signing.build_claims import BuildView
+    from jaxcache.seal.sweep import dir_sweep as scan
     from jaxcache.trust import listing
 
     signers: dict[str, str] = {}
@@ -67,8 +67,9 @@ def handle(args: argparse.Namespace, tail: None) -> None:
 def _bucket(args: argparse.Namespace, url: str) -> None:
     """`ls gs://bucket/prefix` (or s3://): its entries and whether a signature object sits
     beside each (`verify` checks them). Exit 1 when an entry has none."""
-    from jaxcache.seal import bucket_scan, objects
-    from jaxcache.trust import target
+    from jaxcache.seal.stores import store_for_url as objects
+    from jaxcache.seal.sweep import bucket_sweep as bucket_scan
+    from jaxcache.trust.rules import target
 
     found = bucket_scan.listing(objects.open_store(target.parse_bucket(url)))
     from jaxcache.report import bucket_ls

@@ -44,7 +44,7 @@ def handle(args: argparse.Namespace, tail: None) -> None:
     Exit code: 0 done (also when there is nothing to list or delete); 2 bad input (nothing is
     changed).
     """
-    from jaxcache.records import store
+    from jaxcache.records import record_dir as store
 
     action = args.action or "list"
     pruning = args.older_than is not None or args.keep is not None or args.dry_run
@@ -62,7 +62,7 @@ def handle(args: argparse.Namespace, tail: None) -> None:
         text = fmt["prune"](prune.prune(directory, older_than_days=args.older_than,
                                             keep=args.keep, dry_run=args.dry_run))
     elif action == "stats":
-        from jaxcache.records import stats
+        from jaxcache.records import totals as stats
 
         text = fmt["stats"](stats.compute(store.scan(directory)))
     else:

@@ -11,7 +11,7 @@ import sys
 
 from jaxcache.cli import common
 from jaxcache.errors import UntrustedCacheError
-from jaxcache.trust import namespace
+from jaxcache.trust.rules import namespace
 
 TYPE_CHECKING = False  # typing itself costs `jaxcache run` ~2 ms: names for the type checker only
 if TYPE_CHECKING:
@@ -181,7 +181,7 @@ def _collect(args: argparse.Namespace, limits: tuple[int | None, float | None],
     from jaxcache.gc import collect
     from jaxcache.run.command import choose_cache_dir
     from jaxcache.text import plural, safe, size
-    from jaxcache.trust import namespace
+    from jaxcache.trust.rules import namespace
 
     try:
         path = choose_cache_dir(args.cache_dir, dict(os.environ))
@@ -224,7 +224,7 @@ def _grown(record: dict[str, Any]) -> None:
 def _compact_ledger(args: argparse.Namespace) -> None:
     """The origin ledger compacted after the job once it has grown past half what the
     witness writes (one stat otherwise), for at most GC_DEADLINE_S; one line on stderr."""
-    from jaxcache.trust import ledger_writes
+    from jaxcache.trust.provenance import ledger_writes
 
     if not ledger_writes.crowded():
         return
@@ -252,7 +252,7 @@ def seal_options_of(args: argparse.Namespace) -> Any:
 def _refused_rank(exc: UntrustedCacheError) -> NoReturn:
     """One rank of a multi-rank launch refused its cache: the others may wait for it in
     jax.distributed until they time out, unless the launcher stops the step."""
-    from jaxcache.probe import ranks
+    from jaxcache.probe import rank_identity as ranks
 
     me = ranks.detect(dict(os.environ))
     if not me.multi:

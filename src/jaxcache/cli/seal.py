@@ -7,7 +7,7 @@ import sys
 
 from jaxcache.cli import common
 from jaxcache.cli.verify import scan_flags, scan_output
-from jaxcache.trust.target import is_url
+from jaxcache.trust.rules.target import is_url
 
 
 class _DeprecatedKey(argparse.Action):
@@ -81,7 +81,7 @@ def handle(args: argparse.Namespace, tail: None) -> None:
     signature); 1 some are not, or some would never be hit (without --allow-unhittable);
     2 bad input.
     """
-    from jaxcache.seal import actions
+    from jaxcache.seal.sweep import seal_and_verify as actions
 
     if not args.dir:
         common.usage(args, "give the directory to seal")

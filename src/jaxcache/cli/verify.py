@@ -65,14 +65,14 @@ def handle(args: argparse.Namespace, tail: None) -> None:
     (--strict: or any would never be hit, or anything else was left beside them); 2 bad
     input.
     """
-    from jaxcache.seal import actions
+    from jaxcache.seal.sweep import seal_and_verify as actions
 
     path = common.cache_path(args, args.dir)
     keys = tuple(args.trusted_keys or ())
     result = actions.verify_dir(path, keys, args.policy_path)
     if args.quarantine is not None:
-        from jaxcache.seal import quarantine
-        from jaxcache.trust.target import is_url
+        from jaxcache.seal.sweep import quarantine
+        from jaxcache.trust.rules.target import is_url
 
         if is_url(path):
             common.usage(args, "--quarantine moves entries of a directory, not of a bucket")

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from jaxcache.decide.check import Test
-from jaxcache.explain.builds import named
+from jaxcache.explain.build_mismatch import named
 from jaxcache.fingerprint import rule
 from jaxcache.fingerprint.model import Fingerprint
 from jaxcache.records.process_facts import ProcessFacts

@@ -1,7 +1,7 @@
 """Reading jaxcache's own JSON documents back: run records, bench results, audits.
 
-Each is read through the trusted-input loader (trust/inputs.py: whoever can change the file
-decides what jaxcache concludes) and checked against what its readers use (validate.py), so a
+Each is read through the trusted-input loader (trust/inputs/trusted_file.py: whoever can change the
+file decides what jaxcache concludes) and checked against what its readers use (validate.py), so a
 malformed document is one line naming the field, never a traceback.
 """
 
@@ -12,8 +12,8 @@ from jaxcache.documents import kinds
 from jaxcache.errors import JaxcacheError
 from jaxcache.fingerprint import model as fingerprint
 from jaxcache.text import safe
-from jaxcache.trust import inputs
 from jaxcache.trust.findings import Verdict
+from jaxcache.trust.inputs import trusted_file as inputs
 
 
 class DocumentError(JaxcacheError):

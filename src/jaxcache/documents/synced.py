@@ -3,7 +3,7 @@
 A file that is renamed or linked into place (a sealed entry, a compacted ledger) must hold all
 its bytes on disk first: os.write may write less than asked, and without fsync a crash after
 the rename can leave the name on an empty or partial file. Such a file is made under a
-temporary name of one form, which gc and verify know (seal/names.py re-exports it).
+temporary name of one form, which gc and verify know (seal/publishing/tier_names.py re-exports it).
 """
 
 from __future__ import annotations

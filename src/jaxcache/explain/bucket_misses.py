@@ -1,16 +1,16 @@
 """Why a sealed reader found nothing (or nothing it could load) in its bucket, for `explain`
 and `run`'s summary: lookups grouped by what the store answered.
 
-Kinds (seal/bucket.py): not-found (hint prefix-empty: nothing under the prefix, so publisher
-and reader use different prefixes or nothing was published; hint key-mismatch: the module is
-there under another key, so a key component differs), permission-denied, network, error.
-Rejected signatures are the record's seal.rejections.
+Kinds (seal/stores/bucket_backend.py): not-found (hint prefix-empty: nothing under the prefix, so
+publisher and reader use different prefixes or nothing was published; hint key-mismatch: the module
+is there under another key, so a key component differs), permission-denied, network, error. Rejected
+signatures are the record's seal.rejections.
 """
 
 from __future__ import annotations
 
 from jaxcache.text import safe
-from jaxcache.trust.target import is_url
+from jaxcache.trust.rules.target import is_url
 
 _WHAT = {
     "prefix-empty": "not found, and the prefix holds no entries",
@@ -47,6 +47,6 @@ def lines(seal: dict | None) -> list[str]:
 
 def _read_grant(path: object) -> str:
     """What the reader lacks, in the terms of the service that denied it (its store module's)."""
-    from jaxcache.seal import objects
+    from jaxcache.seal.stores import store_for_url as objects
 
     return objects.service(str(path).partition("://")[0]).READ_GRANT

@@ -1,5 +1,5 @@
 """What a change in each component of JAX's cache key means, in words: shared by the
-cross-process explanation (reasons.py) and the per-rank one (ranks.py)."""
+cross-process explanation (reasons.py) and the per-rank one (rank_misses.py)."""
 
 from __future__ import annotations
 

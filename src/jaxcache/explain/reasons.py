@@ -7,9 +7,9 @@ and lowering a threshold is suggested only when what it leaves out is material a
 from __future__ import annotations
 
 from jaxcache import thresholds
-from jaxcache.explain.builds import BuildDiff, build_diffs
+from jaxcache.explain.build_mismatch import BuildDiff, build_diffs
 from jaxcache.explain.key_causes import CAUSES, compile_options_cause
-from jaxcache.explain.ranks import RankDiff, rank_diffs
+from jaxcache.explain.rank_misses import RankDiff, rank_diffs
 from jaxcache.records import used_dirs
 from jaxcache.records.reading import rank_of
 from jaxcache.text import safe, size
@@ -63,9 +63,9 @@ class Explanation:
     unaudited_dirs: tuple[str, ...] = ()
     # "<record>: <why>" for records of a JAX outside the supported lines (--unverified-jax)
     unverified: tuple[str, ...] = ()
-    # a rank other than 0 missed because its key differs from rank 0's (ranks.py)
+    # a rank other than 0 missed because its key differs from rank 0's (rank_misses.py)
     rank_diffs: tuple[RankDiff, ...] = ()
-    # a process ran another build or on another kind of host than the writer (builds.py)
+    # a process ran another build or on another kind of host than the writer (build_mismatch.py)
     build_diffs: tuple[BuildDiff, ...] = ()
 
     @property
@@ -282,7 +282,7 @@ def _key_diffs(records: list[tuple[str, dict]]) -> list[KeyDiff]:
     out = []
     seen: dict[tuple[int | None, str, str | None], tuple[str, dict, dict]] = {}
     for path, record in records:
-        rank = rank_of(record)  # another rank's miss is ranks.py's, not a later run's
+        rank = rank_of(record)  # another rank's miss is rank_misses.py's, not a later run's
         for m in record.get("modules") or []:
             ident = (rank, m.get("name"), m.get("input_shapes"))
             comps = m.get("key_components")

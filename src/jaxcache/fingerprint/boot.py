@@ -1,8 +1,8 @@
 """This boot of this machine: the kernel's boot id.
 
 The origin ledger keeps it with each line (under CI a line vouches only if written in this
-boot: trust/ledger_file.py), and `jaxcache run` puts it in the fingerprint it hands a job, which
-a process on another node or after a reboot then does not take (fingerprint.inherited()).
+boot: trust/provenance/ledger_file.py), and `jaxcache run` puts it in the fingerprint it hands a
+job, which a process on another node or after a reboot then does not take (fingerprint.inherited()).
 """
 
 from __future__ import annotations

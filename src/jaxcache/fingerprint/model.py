@@ -26,7 +26,7 @@ from __future__ import annotations
 from jaxcache import validate as v
 
 SCHEMA = "jaxcache.fingerprint/1"
-DIGEST = "blake3"  # the algorithm of every digest here (seal/digest.py says why)
+DIGEST = "blake3"  # the algorithm of every digest here (seal/signing/digest.py says why)
 SHORT = 16  # hex digits of an id shown to people and used as a namespace
 
 

@@ -59,7 +59,7 @@ def _run() -> None:
     path, max_size, max_age_s = job
     try:
         from jaxcache.gc import collect, compaction
-        from jaxcache.trust import ledger_writes
+        from jaxcache.trust.provenance import ledger_writes
 
         until = time.monotonic_ns() + int(DEADLINE_S * 1e9)
         collect.collect(path, max_size=max_size, max_age_s=max_age_s, until_ns=until)

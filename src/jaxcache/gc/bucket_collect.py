@@ -4,7 +4,7 @@ every delete conditional on the server.
 A bucket keeps no owner per object and no `-atime` file, and a reader writes nothing to it, so
 what gc may judge there is the sealed layout itself:
 - a unit is an entry object with its signature object (`<entry>.sig`, or `<key>.sig` where
-  that name would pass the store's limit: seal/names.py) and co-signatures; only
+  that name would pass the store's limit: seal/publishing/tier_names.py) and co-signatures; only
   entries that have their signature are candidates. An entry without one was never published
   by jaxcache (JAX's own unsigned cache in the same prefix, a hand upload): reported, left;
 - its last use: the latest of the entry's upload time and its hits in this machine's run
@@ -34,20 +34,21 @@ from jaxcache.gc.collect import GcResult, Left, cost
 from jaxcache.gc.evict import evict
 from jaxcache.gc.units import Unit, group
 from jaxcache.gc.usage import KeyUse
-from jaxcache.seal import names
-from jaxcache.seal.bucket import OBJECT_NAME_MAX
-from jaxcache.seal.objects import ObjectInfo, ObjectStore, StoreError
+from jaxcache.seal.publishing import tier_names as names
+from jaxcache.seal.stores.bucket_backend import OBJECT_NAME_MAX
+from jaxcache.seal.stores.store_for_url import ObjectInfo, ObjectStore, StoreError
 from jaxcache.text import safe
-from jaxcache.trust.entries import Entry, Inventory, classify
+from jaxcache.trust.kernel.entries import Entry, Inventory, classify
 
 _BUCKET_OWNER = "a bucket object"
 # a signature without its entry younger than this may be a publish whose entry upload is still
-# under way (an upload may take minutes: seal/gcs.py TIMEOUT)
+# under way (an upload may take minutes: seal/stores/gcs_store.py TIMEOUT)
 ORPHAN_AGE_S = 3600.0
 
 
 def _signature(entry: str) -> str:
-    """The entry's signature object, named as the publisher names it (seal/bucket.py)."""
+    """The entry's signature object, named as the publisher names it
+    (seal/stores/bucket_backend.py)."""
     return names.sidecar(entry, names.SIGNATURE, OBJECT_NAME_MAX)
 
 

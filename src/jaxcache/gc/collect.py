@@ -8,7 +8,7 @@ What gc may delete (everything else is reported and left as it is):
 - in a directory only you and root can write or replace (the audit finds no other writer of
   it or of any folder above it): every such unit;
 - in one others can write too (a shared or sticky directory): only the units your origin
-  ledger says a job of yours wrote, byte for byte (trust/origin.py), so gc never judges
+  ledger says a job of yours wrote, byte for byte (trust/provenance/origin.py), so gc never judges
   another writer's entries.
 
 Each file is deleted with unlinkat on the directory's descriptor, after checking that the name
@@ -38,18 +38,18 @@ from jaxcache.gc import plan as planmod
 from jaxcache.gc.evict import DELETERS, evict
 from jaxcache.gc.units import SIDECAR_KINDS, Unit, group, listing
 from jaxcache.gc.usage import KeyUse
-from jaxcache.seal import names
+from jaxcache.seal.publishing import tier_names as names
 from jaxcache.text import safe
-from jaxcache.trust.entries import Entry
-from jaxcache.trust.principals import Accounts
+from jaxcache.trust.kernel.entries import Entry
+from jaxcache.trust.kernel.principals import Accounts
 from jaxcache.values import frozen
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from jaxcache.gc.compaction import Compaction
-    from jaxcache.trust.audit import AuditReport
+    from jaxcache.trust.judgement.audit import AuditReport
 
-ORPHAN_AGE_S = 60.0  # as seal/lru.py: a younger sidecar may be a publish in progress
+ORPHAN_AGE_S = 60.0  # as seal/publishing/lru.py: a younger sidecar may be a publish in progress
 TEMP_AGE_S = 3600.0  # a publisher's temporary file: written, fsynced and linked in far less
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
@@ -165,10 +165,10 @@ def _judge_directory(directory: str, fd: int) -> tuple[AuditReport, bool]:
     entries are candidates, judged by the origin ledger: the audit lists them); refuses what
     cannot be judged, or a directory swapped meanwhile. A directory only you write is
     audited without its entries: gc lists it itself (units.listing)."""
-    from jaxcache.trust import ledger
-    from jaxcache.trust.audit import audit
     from jaxcache.trust.findings import UNVERIFIABLE
-    from jaxcache.trust.principals import Accounts
+    from jaxcache.trust.inputs import ledger
+    from jaxcache.trust.judgement.audit import audit
+    from jaxcache.trust.kernel.principals import Accounts
 
     accounts = Accounts()
     report = audit(directory, scan_processes=False, scan_handles=False, accounts=accounts,

@@ -1,13 +1,12 @@
 """Compacting the origin ledger: the lines of entries that are gone or changed are dropped.
 
-The ledger (trust/ledger_file.py) grows by a line per entry a watched job writes and is read
-whole before every job; past its size limit the witness stops adding lines (every new entry
-then reads as unknown: fail closed). Compaction keeps a line only while the file it names is
-still there with the identity the line recorded (device, inode, mtime and ctime, size): an
-entry gc or JAX evicted, or one rewritten since, has nothing left to vouch for. A line whose
-folder cannot be looked into is kept (not judged), as is every line of a ledger that could not
-be read whole. Compaction only ever removes lines, so it can make no entry count as yours that
-did not before.
+The ledger (trust/provenance/ledger_file.py) grows by a line per entry a watched job writes and is
+read whole before every job; past its size limit the witness stops adding lines (every new entry
+then reads as unknown: fail closed). Compaction keeps a line only while the file it names is still
+there with the identity the line recorded (device, inode, mtime and ctime, size): an entry gc or JAX
+evicted, or one rewritten since, has nothing left to vouch for. A line whose folder cannot be looked
+into is kept (not judged), as is every line of a ledger that could not be read whole. Compaction
+only ever removes lines, so it can make no entry count as yours that did not before.
 
 Atomic and under a lock, so a witness appending meanwhile loses no line, and held only briefly,
 so a job's witness (which waits for it) is not held up by the judging: the lines are read and
@@ -35,7 +34,7 @@ from dataclasses import replace
 
 from jaxcache.documents.synced import write_synced
 from jaxcache.errors import JaxcacheError
-from jaxcache.trust import birth, ledger_file, ledger_writes
+from jaxcache.trust.provenance import birth, ledger_file, ledger_writes
 from jaxcache.values import frozen
 
 _READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
@@ -95,7 +94,7 @@ class _Folders:
     def _open(directory: bytes) -> int | None:
         import json
 
-        from jaxcache.trust.walk import walk_open
+        from jaxcache.trust.kernel.walk import walk_open
 
         try:
             path = json.loads(directory)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from jaxcache.trust.target import BucketUrl
+from jaxcache.trust.rules.target import BucketUrl
 
 DAY_S = 86_400
 

@@ -17,7 +17,7 @@ import stat
 import time
 from collections.abc import Callable
 
-from jaxcache.trust.entries import Entry, Inventory, classify
+from jaxcache.trust.kernel.entries import Entry, Inventory, classify
 from jaxcache.values import frozen
 
 SIDECAR_KINDS = ("signature", "used", "atime")

@@ -27,7 +27,7 @@ def _backend_class() -> type:
         return made
 
     class JaxcacheBackend(cache_interface()):  # type: ignore[misc]  # JAX's class, found at run time
-        """JAX's cache object in front of a jaxcache store (seal/store.py, JAX-free).
+        """JAX's cache object in front of a jaxcache store (seal/stores/sealed_cache.py, JAX-free).
 
         jax_compilation_cache_check_contents is honoured as JAX does it: set when the cache
         object is made, the factory (guard.py) hands JAX its own VerificationCache around

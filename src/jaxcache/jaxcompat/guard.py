@@ -216,15 +216,15 @@ def _drop_partial(directory: str, name: str, value: bytes) -> None:
 def gate_gets(callback) -> None:
     """From the next cache JAX opens in an admitted directory on, every entry a get returns is
     first shown to `callback(directory, key, value) -> bool`; False (or an exception) makes it
-    a miss: the bytes JAX would load are judged, not a listing taken before (trust/origin.py,
-    under CI). None stops it."""
+    a miss: the bytes JAX would load are judged, not a listing taken before
+    (trust/provenance/origin.py, under CI). None stops it."""
     _GUARD["gatekeeper"] = callback
 
 
 def witness_puts(callback) -> None:
     """From the next cache JAX opens in an admitted directory on, call
-    `callback(directory, key, value)` after each entry its put creates there (trust/origin.py:
-    the origin ledger); None stops it."""
+    `callback(directory, key, value)` after each entry its put creates there
+    (trust/provenance/origin.py: the origin ledger); None stops it."""
     _GUARD["witness"] = callback
 
 

@@ -29,8 +29,8 @@ from jaxcache.lifecycle.traps import (
 from jaxcache.text import quoted, safe
 
 if TYPE_CHECKING:  # the key classes import cryptography: only a sealed enable() needs it
-    from jaxcache.seal.keys import SigningKey
-    from jaxcache.trust.keys import PublicKey
+    from jaxcache.trust.inputs.public_keys import PublicKey
+    from jaxcache.trust.inputs.signing_keys import SigningKey
 
 __all__ = ["CacheLifecycleError", "CacheLifecycleWarning", "EnableResult", "Trap",
            "UntrustedCacheError", "disable", "enable", "enabled", "lifecycle_traps"]
@@ -66,7 +66,7 @@ def enable(path: str, *, policy: str | None = None, allow_untrusted: bool = Fals
     `path` (tiers), one folder in it per build (`local/<fingerprint id>`). See
     docs/sealed-cache.md.
 
-    Origin (trust/origin.py): each entry this process writes is recorded in your origin
+    Origin (trust/provenance/origin.py): each entry this process writes is recorded in your origin
     ledger; entries no job jaxcache watched wrote (restored, copied, baked into an image)
     are refused under CI, or anywhere with `require_origin=True`, unless the policy names
     their source (restored_from); otherwise the report carries a warning.
@@ -112,7 +112,7 @@ def enable(path: str, *, policy: str | None = None, allow_untrusted: bool = Fals
 
 
 def _namespaced(path: str, namespace: str) -> str:
-    from jaxcache.trust import namespace as ns
+    from jaxcache.trust.rules import namespace as ns
 
     if ns.check(namespace) == ns.NONE:
         return path
@@ -138,10 +138,11 @@ def _check_thresholds(min_compile_time: object, min_entry_size: object) -> None:
 def _enable(path: str, policy: str | None, allow_untrusted: bool, reset: bool,
             made_dirs: list, require_origin: bool = False) -> EnableResult:
     from jaxcache.lifecycle import inherit
-    from jaxcache.trust import create, target
-    from jaxcache.trust import policy as policymod
-    from jaxcache.trust.audit import audit
-    from jaxcache.trust.principals import Accounts
+    from jaxcache.trust import create
+    from jaxcache.trust.inputs import policy as policymod
+    from jaxcache.trust.judgement.audit import audit
+    from jaxcache.trust.kernel.principals import Accounts
+    from jaxcache.trust.rules import target
 
     tgt = target.resolve(path)
     if tgt.path is None:
@@ -154,7 +155,7 @@ def _enable(path: str, policy: str | None, allow_untrusted: bool, reset: bool,
     accounts = Accounts()
     pol = policymod.load(policy, accounts)
     from jaxcache import fingerprint
-    from jaxcache.trust import ledger
+    from jaxcache.trust.inputs import ledger
 
     # the build that will load the entries is this process's: another's are found too
     report = audit(tgt.path, policy=pol, scan_processes=False, accounts=accounts,
@@ -205,7 +206,8 @@ def _enable(path: str, policy: str | None, allow_untrusted: bool, reset: bool,
         from jaxcache.lifecycle import witness
 
         jaxcompat.witness_puts(witness.recorder())  # the origin of what this process writes
-        from jaxcache.trust import ci, origin_findings
+        from jaxcache.trust.judgement import origin_findings
+        from jaxcache.trust.rules import ci
 
         if origin_findings.refusal(ci.detect(), require_origin, pol.rule_for(chosen).restored_from):
             jaxcompat.gate_gets(witness.gatekeeper())  # each load judged by its bytes
@@ -259,15 +261,15 @@ def enabled(path: str, *, policy: str | None = None, allow_untrusted: bool = Fal
 def _auditor(pol, accounts, require_origin: bool = False):
     """The guard's judge for a directory the job points JAX at after enable(): the same audit
     as enable()'s, on the spot; anything not PRIVATE or SHARED-BY-POLICY is refused, loudly."""
-    from jaxcache.trust import target
-    from jaxcache.trust.audit import audit
+    from jaxcache.trust.judgement.audit import audit
+    from jaxcache.trust.rules import target
 
     def judge(where: str) -> tuple[bool, str]:
         tgt = target.resolve(where)
         if tgt.path is None or tgt.tilde:
             ok, why = False, "not a local directory path jaxcache can audit"
         else:
-            from jaxcache.trust import ledger
+            from jaxcache.trust.inputs import ledger
 
             report = audit(tgt.path, policy=pol, scan_processes=False, accounts=accounts,
                            require_origin=require_origin, ledger=ledger.load(accounts=accounts))

@@ -16,7 +16,7 @@ from jaxcache.values import frozen
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from jaxcache.seal.bucket import BucketSealedCache
+    from jaxcache.seal.stores.bucket_backend import BucketSealedCache
 
 ENV = jobenv.SEAL  # JSON: path, signing_key, trusted_keys, local, policy
 
@@ -30,8 +30,8 @@ class SealOptions:
     local: str | None = None
 
     def public_keys(self) -> tuple:
-        from jaxcache.seal import keys as keymod
-        from jaxcache.trust import keys as trustkeys
+        from jaxcache.trust.inputs import public_keys as trustkeys
+        from jaxcache.trust.inputs import signing_keys as keymod
 
         found = tuple(trustkeys.load_public(k) for k in self.trusted_keys)
         if self.signing_key is not None:
@@ -43,7 +43,7 @@ class SealOptions:
         import os
 
         from jaxcache import _package
-        from jaxcache.seal import pkcs11
+        from jaxcache.trust.inputs import pkcs11
 
         absolute = [k if k.startswith("ed25519:") else os.path.abspath(k)
                     for k in self.trusted_keys]
@@ -75,13 +75,13 @@ def _enable_sealed(path: str, policy: str | None, reset: bool, signing_key, trus
         lifecycle_traps,
         refuse_hidden_settings,
     )
-    from jaxcache.seal import keys as keymod
-    from jaxcache.seal.store import SealedCache
-    from jaxcache.trust import keys as trustkeys
-    from jaxcache.trust import policy as policymod
-    from jaxcache.trust import target
+    from jaxcache.seal.stores.sealed_cache import SealedCache
     from jaxcache.trust.findings import Verdict
-    from jaxcache.trust.principals import Accounts
+    from jaxcache.trust.inputs import policy as policymod
+    from jaxcache.trust.inputs import public_keys as trustkeys
+    from jaxcache.trust.inputs import signing_keys as keymod
+    from jaxcache.trust.kernel.principals import Accounts
+    from jaxcache.trust.rules import target
 
     if isinstance(trusted_keys, (str, trustkeys.PublicKey)):
         trusted_keys = (trusted_keys,)  # one key given without a list
@@ -101,7 +101,7 @@ def _enable_sealed(path: str, policy: str | None, reset: bool, signing_key, trus
                             "signing key, or trusted_keys for this path in the policy file")
     if report.verdict is not Verdict.SEALED:
         raise UntrustedCacheError(report)
-    from jaxcache.trust import keyring
+    from jaxcache.trust.rules import keyring
 
     rule = pol.rule_for(chosen)
     keys = keyring.for_rule(rule, extra)  # KeyRingError: one line
@@ -114,7 +114,7 @@ def _enable_sealed(path: str, policy: str | None, reset: bool, signing_key, trus
     # a namespace of `--namespace fingerprint` (<dir>/<id>) is this version's: its entries'
     # signatures all claim a build, so one that claims none had its claim stripped (copied in
     # from another build's namespace): a miss, as the policy's require_build would make it
-    from jaxcache.trust import namespace
+    from jaxcache.trust.rules import namespace
 
     require_build = rule.require_build or namespace.is_id(chosen.rstrip("/").rpartition("/")[2])
     traps = lifecycle_traps(chosen)
@@ -141,7 +141,7 @@ def _enable_sealed(path: str, policy: str | None, reset: bool, signing_key, trus
                                   max_size=jaxcompat.max_size, host=job_fingerprint,
                                   require_build=require_build)
         else:
-            from jaxcache.seal.bucket import BucketSealedCache
+            from jaxcache.seal.stores.bucket_backend import BucketSealedCache
 
             backend = BucketSealedCache(store, trusted=keys, signer=signer, local=local_dir,
                                         max_size=jaxcompat.max_size, host=job_fingerprint,
@@ -177,8 +177,9 @@ def job_fingerprint():
 
 def _directory_tier(path: str, pol, accounts, extra: tuple, signer, made_dirs: list):
     """A mounted shared directory: audited for a sealed reader, created by a publisher."""
-    from jaxcache.trust import create, target
-    from jaxcache.trust.audit import audit
+    from jaxcache.trust import create
+    from jaxcache.trust.judgement.audit import audit
+    from jaxcache.trust.rules import target
 
     shared = _local_path(target.resolve(path), path)
     report = audit(shared, policy=pol, scan_processes=False, accounts=accounts,
@@ -199,9 +200,9 @@ def _directory_tier(path: str, pol, accounts, extra: tuple, signer, made_dirs: l
 def _bucket_tier(path: str, pol, accounts, extra: tuple):
     """gs:// or s3://bucket/prefix: judged for a sealed reader (no request is made here, so a
     network failure is a miss at load time, never a failed start), and its store."""
-    from jaxcache.seal import objects
-    from jaxcache.trust import target
-    from jaxcache.trust.audit import audit
+    from jaxcache.seal.stores import store_for_url as objects
+    from jaxcache.trust.judgement.audit import audit
+    from jaxcache.trust.rules import target
 
     url = target.parse_bucket(path).text
     report = audit(url, policy=pol, scan_processes=False, accounts=accounts, sealed=True,
@@ -224,7 +225,7 @@ def build_tier(local: str) -> str:
     version or another CPU sharing the home directory never loads what another compiled
     (the shared tier checks the signed claim instead)."""
     from jaxcache import fingerprint
-    from jaxcache.trust import namespace
+    from jaxcache.trust.rules import namespace
 
     return namespace.join(local, fingerprint.in_job().id)
 
@@ -235,9 +236,10 @@ def private_tier(local: str, pol, accounts, made_dirs: list | None = None,
     must pass the ordinary audit (its parents, `local` among them, too), and is made private
     where missing. `local` must stand apart from the `shared` (sealed) directory: checked
     before anything is made. `jaxcache run` checks it before the job, the job again."""
-    from jaxcache.seal.store import apart
-    from jaxcache.trust import create, target
-    from jaxcache.trust.audit import audit
+    from jaxcache.seal.stores.sealed_cache import apart
+    from jaxcache.trust import create
+    from jaxcache.trust.judgement.audit import audit
+    from jaxcache.trust.rules import target
 
     path = _local_path(target.resolve(local), local)
     if shared is not None:

@@ -14,7 +14,7 @@ import os
 from jaxcache import jaxcompat
 from jaxcache.errors import JaxcacheError
 from jaxcache.text import safe
-from jaxcache.trust.audit import AuditReport
+from jaxcache.trust.judgement.audit import AuditReport
 from jaxcache.values import frozen
 
 __all__ = ["CacheLifecycleError", "CacheLifecycleWarning", "EnableResult", "Trap",

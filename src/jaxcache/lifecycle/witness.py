@@ -6,7 +6,7 @@ only when JAX writes an entry (a compile that passed both thresholds), never on 
 warm start pays nothing. The line says what the file holds right after the write: the bytes
 are read back and compared with what JAX passed to put, and only a file that holds exactly
 them is recorded (one another writer got to first is not ours). The format and the reader are
-trust/ledger_file.py's, the judgement trust/origin.py's.
+trust/provenance/ledger_file.py's, the judgement trust/provenance/origin.py's.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import time
 from jaxcache.documents.synced import write_synced
 from jaxcache.fingerprint.boot import boot_id
 from jaxcache.jaxcompat.guard import ENTRY_SUFFIX
-from jaxcache.trust import birth, ledger_file, ledger_writes, origin
+from jaxcache.trust.provenance import birth, ledger_file, ledger_writes, origin
 
 # read too: its header is checked before a line is added
 _READ_APPEND = os.O_RDWR | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
@@ -221,7 +221,7 @@ def gatekeeper(ledger: str | None = None):
 
     def judge(directory: str, key: str, value) -> bool:
         if not known:
-            from jaxcache.trust import ledger as ledgermod
+            from jaxcache.trust.inputs import ledger as ledgermod
 
             mine = _reader()
             known.extend((ledgermod.load(path), mine,

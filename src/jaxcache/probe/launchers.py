@@ -1,8 +1,8 @@
 """Which launcher started this process, and as which rank: read from its environment.
 
 Standard library only and no jaxcache imports: the probe (probe/site.py) loads this file by
-path in the job's own Python (launch.py copies it beside the probe), and ranks.py imports it,
-so the record and the record's file name read the same variables the same way.
+path in the job's own Python (launch.py copies it beside the probe), and rank_identity.py imports
+it, so the record and the record's file name read the same variables the same way.
 """
 
 import os

@@ -100,7 +100,7 @@ def _install_warnings():
     original = warnings.showwarning
 
     def showwarning(message, category, filename, lineno, file=None, line=None):
-        if getattr(category, "__module__", "") == "jaxcache.seal.store":
+        if getattr(category, "__module__", "") == "jaxcache.seal.stores.sealed_cache":
             return  # a sealed rejection: the run summary names it, without JAX's source line
         text = str(message)
         kind = S.versions.classify_warning(S.know, text)

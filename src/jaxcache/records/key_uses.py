@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 
 from jaxcache.gc.usage import KeyUse
-from jaxcache.trust.target import is_url
+from jaxcache.trust.rules.target import is_url
 
 RECORDS_READ = 500  # the newest records read: a year of daily runs, each read whole
 
@@ -28,7 +28,7 @@ def of_records(location: str, directory: str | None = None,
     import time
 
     from jaxcache.errors import JaxcacheError
-    from jaxcache.records import store
+    from jaxcache.records import record_dir as store
 
     try:
         scan = store.scan(directory or store.runs_dir())

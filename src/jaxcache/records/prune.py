@@ -1,4 +1,4 @@
-"""Delete old run records, and only run records: what store.py accepts by name and content.
+"""Delete old run records, and only run records: what record_dir.py accepts by name and content.
 
 Selection: with --older-than D, records made more than D days ago; with --keep N, all but the
 newest N; with both, only records that both select (old AND beyond the newest N), so --keep is
@@ -19,7 +19,7 @@ import stat
 import time
 
 from jaxcache.errors import JaxcacheError
-from jaxcache.records import store
+from jaxcache.records import record_dir as store
 from jaxcache.records.summary import RunSummary, summarize
 from jaxcache.text import safe
 from jaxcache.values import frozen
@@ -64,7 +64,7 @@ def _still_same(dir_fd: int, found: store.Found) -> bool:
 
 def _refuse_unless_private(directory: str, fd: int) -> None:
     """Raise unless only you and root can replace the folder, any folder above it, or write in
-    it (the audit's judgement of a cache directory's path; what is inside is store.py's, which
+    it (the audit's judgement of a cache directory's path; what is inside is record_dir.py's, which
     never reads a link or another user's file), and it is the one `fd` holds."""
     from jaxcache import api
     from jaxcache.trust.findings import UNSAFE, UNVERIFIABLE

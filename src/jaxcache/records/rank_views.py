@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import os
 
-from jaxcache.probe import ranks
+from jaxcache.probe import rank_identity as ranks
 from jaxcache.records.reading import processes, rank_of
 from jaxcache.text import safe
-from jaxcache.trust.target import is_url
+from jaxcache.trust.rules.target import is_url
 
 REMEDY = ("run jaxcache inside the launcher (`srun jaxcache run ...`, `mpirun jaxcache run "
           "...`) so that each rank audits its own view before JAX sees the directory; with "

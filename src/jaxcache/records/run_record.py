@@ -17,8 +17,8 @@ from jaxcache.probe.runner import Outcome
 from jaxcache.records import fingerprints, rank_views, used_dirs
 from jaxcache.records.reading import in_record_order
 from jaxcache.text import safe
-from jaxcache.trust.entries import Inventory
-from jaxcache.trust.target import is_url
+from jaxcache.trust.kernel.entries import Inventory
+from jaxcache.trust.rules.target import is_url
 from jaxcache.values import frozen
 
 
@@ -71,8 +71,8 @@ class DirSnapshot:
 
 def _bucket_objects(url: str) -> tuple[dict[str, int], str | None]:
     from jaxcache.errors import JaxcacheError
-    from jaxcache.seal import objects
-    from jaxcache.trust import target
+    from jaxcache.seal.stores import store_for_url as objects
+    from jaxcache.trust.rules import target
 
     try:
         return {o.name: o.size for o in objects.open_store(target.parse_bucket(url)).list()}, None

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 from jaxcache.records.reading import all_modules
-from jaxcache.records.store import Found
+from jaxcache.records.record_dir import Found
 from jaxcache.values import frozen
 
 

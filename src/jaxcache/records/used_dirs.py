@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 
 from jaxcache.text import safe
-from jaxcache.trust.target import is_url
+from jaxcache.trust.rules.target import is_url
 
 OK_VERDICTS = ("PRIVATE", "SHARED-BY-POLICY", "SEALED")
 

@@ -13,10 +13,10 @@ from jaxcache.documents.kinds import envelope
 from jaxcache.gc.growth import jax_limit, unlimited
 from jaxcache.report import jsonout, sarif, style
 from jaxcache.text import plural, safe, size, wrap
-from jaxcache.trust.audit import AuditReport
-from jaxcache.trust.entries import Entry, Inventory
 from jaxcache.trust.findings import NOTE, UNSAFE, UNVERIFIABLE, WARNING, Verdict, Writer
-from jaxcache.trust.origin import EntryOrigin, Origins, build_reason
+from jaxcache.trust.judgement.audit import AuditReport
+from jaxcache.trust.kernel.entries import Entry, Inventory
+from jaxcache.trust.provenance.origin import EntryOrigin, Origins, build_reason
 
 _HEADLINE = {
     Verdict.PRIVATE: "only you and root can change what JAX loads from here",
@@ -180,7 +180,7 @@ def _entry(e: Entry, origin: str | None = None,
 
 
 def build_json(e: EntryOrigin | None, origins: Origins) -> dict[str, object] | None:
-    """The build that wrote an entry of yours, judged for this one (trust/origin.py's
+    """The build that wrote an entry of yours, judged for this one (trust/provenance/origin.py's
     built()): the outcome (fingerprint.rule: same, compatible, different, unknown), the
     writer's fingerprint id and the reason in words."""
     j = origins.judgement(e) if e is not None else None

@@ -14,7 +14,7 @@ from jaxcache.text import safe, size
 
 
 def render_json(found) -> str:
-    from jaxcache.seal import bucket_scan
+    from jaxcache.seal.sweep import bucket_sweep as bucket_scan
 
     return jsonout.document({
         **envelope("ls-bucket"), "url": found.url,
@@ -34,7 +34,7 @@ def _age(updated: float | None) -> str:
 
 
 def render_text(found) -> str:
-    from jaxcache.seal import bucket_scan
+    from jaxcache.seal.sweep import bucket_sweep as bucket_scan
 
     # every name is a bucket writer's: escaped, in each column it reaches (a raw escape
     # sequence in MODULE could repaint the line and hide UNSIGNED)

@@ -14,7 +14,7 @@ from jaxcache.gc.collect import GcResult
 from jaxcache.gc.compaction import Compaction
 from jaxcache.report import jsonout
 from jaxcache.text import age, plural, safe, size
-from jaxcache.trust.target import BucketUrl, is_url
+from jaxcache.trust.rules.target import BucketUrl, is_url
 
 
 def _answer(r: GcResult) -> str:

@@ -12,10 +12,10 @@ from dataclasses import asdict
 from jaxcache.documents.kinds import envelope
 from jaxcache.report import jsonout, style
 from jaxcache.report.audit import inventory_json, origins_json
-from jaxcache.seal.builds import BuildView
+from jaxcache.seal.signing.build_claims import BuildView
 from jaxcache.text import age, plural, safe, size
-from jaxcache.trust.entries import Inventory
-from jaxcache.trust.origin import Origins
+from jaxcache.trust.kernel.entries import Inventory
+from jaxcache.trust.provenance.origin import Origins
 
 
 def render_text(path: str, inv: Inventory, now: float | None = None,

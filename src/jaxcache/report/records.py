@@ -12,9 +12,9 @@ from dataclasses import asdict
 
 from jaxcache.documents.kinds import envelope
 from jaxcache.records.prune import PruneResult
-from jaxcache.records.stats import Stats
-from jaxcache.records.store import Scan, Skipped
+from jaxcache.records.record_dir import Scan, Skipped
 from jaxcache.records.summary import RunSummary, summarize
+from jaxcache.records.totals import Stats
 from jaxcache.report import jsonout
 from jaxcache.text import clip, plural, safe, size, wrap
 

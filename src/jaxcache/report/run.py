@@ -93,7 +93,7 @@ OTHER_BUILD_HIT = "loaded an entry written by another build on this host"
 
 def _other_build(doc: dict) -> set[str]:
     """The entries (names as the record writes them) of yours that another build wrote,
-    as the audit before the job found them (trust/origin.py's built())."""
+    as the audit before the job found them (trust/provenance/origin.py's built())."""
     origin = (doc.get("cache_dir") or {}).get("origin") or {}
     return {str(e.get("name")) for e in origin.get("other_build") or []}
 
@@ -241,8 +241,8 @@ def _threshold_lines(doc: dict, modules: list[dict]) -> list[str]:
 
 
 def _origin_lines(origin: dict | None) -> list[str]:
-    """Where the entries before the job came from (trust/origin.py), when not all yours or
-    not all of this build."""
+    """Where the entries before the job came from (trust/provenance/origin.py), when not all yours
+    or not all of this build."""
     if not origin or not (origin.get("unknown") or origin.get("changed")
                           or origin.get("ledger_problem") or origin.get("other_build")):
         return []

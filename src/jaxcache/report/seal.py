@@ -10,7 +10,7 @@ from dataclasses import asdict
 
 from jaxcache.documents.kinds import envelope
 from jaxcache.report import jsonout, style
-from jaxcache.seal.scan import EntryStatus, ScanResult
+from jaxcache.seal.sweep.dir_sweep import EntryStatus, ScanResult
 from jaxcache.text import plural, safe, size, wrap
 
 BUILD_STATES = ("this-build", "compatible", "other-build", "unknown")

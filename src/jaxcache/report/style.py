@@ -69,8 +69,9 @@ def shapes(text: str | None, leading: int = 3) -> str:
 
 
 def origin_counts(counts: dict) -> str:
-    """'1 yours, 2 unknown': the non-zero origin counts (trust/origin.py's ORDER), as `ls` and
+    """'1 yours, 2 unknown': the non-zero origin counts (trust/provenance/origin.py's ORDER), as
+    `ls` and
     `run` say them."""
-    from jaxcache.trust.origin import ORDER
+    from jaxcache.trust.provenance.origin import ORDER
 
     return ", ".join(f"{counts[o]} {o}" for o in ORDER if counts.get(o))

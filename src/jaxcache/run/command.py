@@ -20,7 +20,7 @@ SEALED_NO = "A sealed cache needs a supported JAX; --unverified-jax does not app
 
 
 def default_record_path() -> str:
-    from jaxcache.records import store
+    from jaxcache.records import record_dir as store
 
     return os.path.join(store.runs_dir(), store.new_name())
 
@@ -73,10 +73,10 @@ def run_job(argv: list[str], *, cache_dir: str | None = None, record_path: str |
     lines anyway; its record says `unverified` (otherwise refused before the job when its
     version can be told then, after it when not). stdout: where the job's stdout goes (a file
     or descriptor) when ours carries a document, as in `explain -- CMD`. require_origin: refuse
-    a plain cache holding entries no watched job of yours wrote (as under CI, trust/ci.py).
+    a plain cache holding entries no watched job of yours wrote (as under CI, trust/rules/ci.py).
     on_hashing(bytes, files): told before the build's binaries are hashed (fingerprint/:
     once per install), so a person knows why this run starts slower. namespace: "fingerprint"
-    runs the job on <cache dir>/<its fingerprint's id> (trust/namespace.py), "none" on the
+    runs the job on <cache dir>/<its fingerprint's id> (trust/rules/namespace.py), "none" on the
     cache dir itself."""
     from jaxcache.probe import launch
     from jaxcache.run import early_start
@@ -85,7 +85,7 @@ def run_job(argv: list[str], *, cache_dir: str | None = None, record_path: str |
     env = dict(os.environ if env is None else env)
     chosen = choose_cache_dir(cache_dir, env)
     if record_path is not None:
-        from jaxcache.probe import ranks
+        from jaxcache.probe import rank_identity as ranks
 
         record_path = ranks.record_path(record_path, env)  # one file per rank, never shared
     out = _claim_record(record_path or default_record_path(), record_path is not None)
@@ -158,12 +158,12 @@ def _namespaced(chosen: str, namespace: str, on_hashing) -> tuple[str, dict | No
     the fingerprint is computed here, before the launch (not overlapping an early start as
     admit() does): whether the job may start early depends on its namespace's directory.
     admit() then gets the same one (fingerprint.current() keeps it for the process)."""
-    from jaxcache.trust import namespace as ns
+    from jaxcache.trust.rules import namespace as ns
 
     if ns.check(namespace) == ns.NONE:
         return chosen, None
     from jaxcache import fingerprint
-    from jaxcache.trust import target  # dataclasses and re: ~1.5 ms no plain run pays
+    from jaxcache.trust.rules import target  # dataclasses and re: ~1.5 ms no plain run pays
 
     ident = fingerprint.current(on_hashing=on_hashing).id
     given = target.resolve(chosen)  # the parent as the job's path is read: absolute
@@ -177,7 +177,7 @@ def _say_how_to_make(exc: UntrustedCacheError, path: str, named: dict | None, se
     import shlex
 
     from jaxcache.text import wrap
-    from jaxcache.trust.target import is_url
+    from jaxcache.trust.rules.target import is_url
 
     if named is None or seal is None or is_url(path) or os.path.lexists(path):
         return
@@ -191,9 +191,10 @@ def audited_env(path: str, witness: bool = True) -> dict[str, str]:
     """The job's cache variables for an audited directory. JAXCACHE_AUDITED: the probe lets
     JAX open its cache there and nowhere else (JAXCACHE_LIB: where the probe finds jaxcache's
     guard, whatever Python the job runs); JAXCACHE_WITNESS: the origin ledger each entry the
-    job writes goes into (trust/origin.py), unless `witness` is False (bench's own caches)."""
+    job writes goes into (trust/provenance/origin.py), unless `witness` is False (bench's own
+    caches)."""
     from jaxcache import _package
-    from jaxcache.trust.ledger_file import ledger_path
+    from jaxcache.trust.provenance.ledger_file import ledger_path
 
     env = {"JAX_COMPILATION_CACHE_DIR": path, jobenv.AUDITED: path, jobenv.LIB: _package.HOME}
     if witness:
@@ -206,9 +207,9 @@ def _admit_bucket(chosen: str, pol, accounts, keys: tuple, seal, policy: str | N
     (SEALED or refused), the client checked before the job starts; the job's probe opens the
     store."""
     from jaxcache.records import run_record as recordmod
-    from jaxcache.seal import objects
-    from jaxcache.trust import target
-    from jaxcache.trust.audit import audit
+    from jaxcache.seal.stores import store_for_url as objects
+    from jaxcache.trust.judgement.audit import audit
+    from jaxcache.trust.rules import target
 
     url = target.parse_bucket(chosen).text
     report = audit(url, policy=pol, scan_processes=False, accounts=accounts, sealed=True,
@@ -233,21 +234,21 @@ def _admit(chosen: str, policy: str | None, allow_untrusted: bool, seal,
     """The audit (creating a missing directory private first): refuses, or says which path
     the job gets, through which variables, and what the directory held before. `fingerprint()`
     (the job's build and host, fingerprint.current()): entries of yours another build wrote
-    are found too (trust/origin.py's built()). Asked for only where the audit judges origins
-    (a plain cache), after the keys and the policy are read: a bad key or policy is one line,
-    not first a notice that the build is being hashed."""
+    are found too (trust/provenance/origin.py's built()). Asked for only where the audit judges
+    origins (a plain cache), after the keys and the policy are read: a bad key or policy is one
+    line, not first a notice that the build is being hashed."""
     from jaxcache.records import run_record as recordmod
-    from jaxcache.trust import ledger
-    from jaxcache.trust import policy as policymod
-    from jaxcache.trust.audit import audit
-    from jaxcache.trust.principals import Accounts
-    from jaxcache.trust.target import is_url
+    from jaxcache.trust.inputs import ledger
+    from jaxcache.trust.inputs import policy as policymod
+    from jaxcache.trust.judgement.audit import audit
+    from jaxcache.trust.kernel.principals import Accounts
+    from jaxcache.trust.rules.target import is_url
 
     accounts = Accounts()
     pol = policymod.load(policy, accounts)
     keys: tuple = seal.public_keys() if seal is not None else ()
     if seal is not None and seal.signing_key is not None:
-        from jaxcache.trust import keyring
+        from jaxcache.trust.rules import keyring
 
         # a signing key the policy revokes or no longer trusts: refused before the job starts
         # (public_keys() puts the signer's key last)
@@ -259,7 +260,7 @@ def _admit(chosen: str, policy: str | None, allow_untrusted: bool, seal,
                             "trusted_keys for this path in the policy")
     if seal is not None and seal.local is not None:
         from jaxcache.lifecycle.sealing import private_tier
-        from jaxcache.trust import target
+        from jaxcache.trust.rules import target
 
         # refused here, before the job starts (and before anything is made)
         private_tier(seal.local, pol, accounts, shared=target.resolve(chosen).path)
@@ -294,7 +295,7 @@ def _admit(chosen: str, policy: str | None, allow_untrusted: bool, seal,
     else:
         granted = audited_env(path)
         if not allow_untrusted and _origin_required(pol, path, require_origin, env):
-            from jaxcache.trust.ledger_file import ledger_path
+            from jaxcache.trust.provenance.ledger_file import ledger_path
 
             granted[jobenv.ORIGIN_GATE] = ledger_path()
             # XLA reads and writes its sub-caches itself: nothing could judge those loads
@@ -305,18 +306,20 @@ def _admit(chosen: str, policy: str | None, allow_untrusted: bool, seal,
 
 
 def _origin_required(pol, path: str, require_origin: bool, env: dict[str, str] | None) -> bool:
-    """Are entries of unknown origin refused here (trust/origin_findings.py's refusal)? Then the job
-    judges each load too, not only this audit (--allow-untrusted: the user takes whatever is
-    there, as for any other finding)."""
-    from jaxcache.trust import ci, origin_findings
+    """Are entries of unknown origin refused here (trust/judgement/origin_findings.py's refusal)?
+    Then the job judges each load too, not only this audit (--allow-untrusted: the user takes
+    whatever is there, as for any other finding)."""
+    from jaxcache.trust.judgement import origin_findings
+    from jaxcache.trust.rules import ci
 
     return origin_findings.refusal(ci.detect(env), require_origin,
                           pol.rule_for(path).restored_from) is not None
 
 
 def _origin_summary(report) -> dict | None:
-    """The record's word on where the entries before the job came from (trust/origin.py)."""
-    from jaxcache.trust.origin import build_reason
+    """The record's word on where the entries before the job came from
+    (trust/provenance/origin.py)."""
+    from jaxcache.trust.provenance.origin import build_reason
 
     o = report.origins
     if o is None:

@@ -20,8 +20,8 @@ the gate grants into JAX's config (jaxcompat.put_in_force), or turns the cache o
 Anything else (a shell script, a shared or new directory, a policy) is audited first and
 only then started, as before. If the full audit refuses a directory
 that looked private (it also looks for other users' processes holding a write handle on the
-cache, trust/handles.py, which no quick check could), the job is stopped, at the latest when
-it imports jax.
+cache, trust/kernel/open_handles.py, which no quick check could), the job is stopped, at the latest
+when it imports jax.
 """
 
 from __future__ import annotations

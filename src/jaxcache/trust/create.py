@@ -15,12 +15,12 @@ from collections.abc import Iterator, Mapping
 
 from jaxcache.errors import JaxcacheError
 from jaxcache.text import quoted, safe
-from jaxcache.trust import acl as aclmod
-from jaxcache.trust import target as targetmod
-from jaxcache.trust.audit import AuditReport, audit
 from jaxcache.trust.findings import UNVERIFIABLE, Writer
-from jaxcache.trust.policy import EMPTY, Policy
-from jaxcache.trust.walk import WalkError, walk, walk_open
+from jaxcache.trust.inputs.policy import EMPTY, Policy
+from jaxcache.trust.judgement.audit import AuditReport, audit
+from jaxcache.trust.kernel import acl as aclmod
+from jaxcache.trust.kernel.walk import WalkError, walk, walk_open
+from jaxcache.trust.rules import target as targetmod
 from jaxcache.values import frozen
 
 _OPEN = os.O_RDONLY | os.O_NOFOLLOW | os.O_DIRECTORY | os.O_CLOEXEC

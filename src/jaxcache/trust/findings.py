@@ -5,7 +5,7 @@ from __future__ import annotations
 from enum import Enum
 
 from jaxcache.text import safe
-from jaxcache.trust.principals import Principal
+from jaxcache.trust.kernel.principals import Principal
 from jaxcache.values import frozen
 
 
@@ -53,7 +53,7 @@ class Writer:
 
     principal: Principal
     action: str  # write-entries | create-entries | replace | create-dir | rewrite-entry | inherit
-    # | hold-handle (a process holding a write descriptor or mapping: trust/handles.py)
+    # | hold-handle (a process holding a write descriptor or mapping: trust/kernel/open_handles.py)
     target: str
     chain: tuple[str, ...]  # [reason, consequence], as text for people (escaped)
     trust: str  # you | root | policy | untrusted

@@ -6,15 +6,16 @@ import os
 
 from jaxcache.errors import JaxcacheError
 from jaxcache.text import safe
-from jaxcache.trust import entries, target
-from jaxcache.trust.principals import Accounts
-from jaxcache.trust.walk import walk_open
+from jaxcache.trust.kernel import entries
+from jaxcache.trust.kernel.principals import Accounts
+from jaxcache.trust.kernel.walk import walk_open
+from jaxcache.trust.rules import target
 
 if False:  # for type checkers only
     from collections.abc import Callable
 
     from jaxcache.fingerprint.model import Fingerprint
-    from jaxcache.trust.origin import Origins
+    from jaxcache.trust.provenance.origin import Origins
 
     Also = Callable[[entries.Inventory, int, str, Accounts], None]
 
@@ -32,12 +33,12 @@ def list_with_origin(given: str, origin: bool = True, also: Also | None = None,
                      fingerprint: Callable[[], Fingerprint] | None = None
                      ) -> tuple[entries.Inventory, str, Origins | None]:
     """The inventory, and (`origin`) each compiled entry's origin by your ledger
-    (trust/origin.py), judged through the same directory descriptor, with the build that
+    (trust/provenance/origin.py), judged through the same directory descriptor, with the build that
     wrote each of yours judged for the caller's fingerprint (`fingerprint()`, asked for once
     the directory is known to be there: the first run after an install hashes, and a
     mistyped path must not wait for it nor be told of it); `also` is called with
     the inventory, that descriptor, the resolved path and the accounts while it is open (ls
-    reads each signature file's claimed signer there: seal/scan.py's signed_by)."""
+    reads each signature file's claimed signer there: seal/sweep/dir_sweep.py's signed_by)."""
     tgt = target.resolve(given)
     if tgt.path is None:
         raise JaxcacheError(f"ls lists local directories; {safe(given)} is a URL")
@@ -51,8 +52,8 @@ def list_with_origin(given: str, origin: bool = True, also: Also | None = None,
         inv = entries.inventory_at(fd, w.resolved, frozenset({0, os.geteuid()}), accounts)
         origins = None
         if origin and not inv.unreadable:
-            from jaxcache.trust import ledger
-            from jaxcache.trust import origin as originmod
+            from jaxcache.trust.inputs import ledger
+            from jaxcache.trust.provenance import origin as originmod
 
             origins = originmod.judge(inv, fd, ledger.load(accounts=accounts), w.resolved,
                                       fingerprint() if fingerprint is not None else None)

@@ -10,8 +10,8 @@ from typing import Any
 from jaxcache.bench import noticeable
 from jaxcache.bench.adjust import COVARIATE, METHOD, Adjusted
 from jaxcache.bench.analysis import RankSummary
+from jaxcache.bench.estimates import Shift, Spread
 from jaxcache.bench.per_rank import RankMiss, RankSample
-from jaxcache.bench.stats import Shift, Spread
 from jaxcache.bench.trials import BenchResult
 from jaxcache.documents.kinds import envelope
 from jaxcache.jaxcompat import DEFAULT_MIN_COMPILE_TIME_SECS, DEFAULT_MIN_ENTRY_SIZE_BYTES

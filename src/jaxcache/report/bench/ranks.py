@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from jaxcache.bench import per_rank
-from jaxcache.bench.stats import Spread
+from jaxcache.bench.estimates import Spread
 from jaxcache.bench.trials import BenchResult
 
 HEADER = ["rank", "first step cold s", "first step warm s", "compile or load cold s",

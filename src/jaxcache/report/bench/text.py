@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from jaxcache.bench import noticeable
+from jaxcache.bench.estimates import Shift
 from jaxcache.bench.sample import PHASE_LABELS
-from jaxcache.bench.stats import Shift
 from jaxcache.bench.trials import BenchResult
 from jaxcache.report import style
 from jaxcache.report.bench import ranks as bench_ranks

@@ -1,0 +1,62 @@
+"""The object-store interface a sealed cache in a bucket needs: get, put-if-absent,
+replace-if (a compare and swap, for orphaned signatures), delete-if (gc), list, stat.
+
+Kept this small so that another object store is one more module (gcs_store.py, s3_store.py).
+Failures the store cannot judge (network, permission, a server error) are `StoreError`s with a
+kind the record names; a missing object is `None`, not an error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Protocol
+
+from jaxcache.values import frozen
+
+NOT_FOUND, PERMISSION, NETWORK, ERROR = "not-found", "permission-denied", "network", "error"
+
+
+@frozen
+class ObjectInfo:
+    """One object, as a listing or a stat shows it (the name is relative to the prefix)."""
+
+    name: str
+    size: int
+    generation: str  # the store's version of the object (GCS: its generation number; S3: ETag)
+    updated: float | None  # seconds since the epoch, when the store says
+
+
+class StoreError(Exception):
+    """The store could not answer: the caller treats it as a miss and says why."""
+
+    def __init__(self, kind: str, message: str, *, transient: bool = False) -> None:
+        super().__init__(message)
+        self.kind, self.message = kind, message
+        self.transient = transient  # asking again may succeed (network, 5xx, throttled)
+
+
+class ObjectStore(Protocol):
+    url: str  # scheme://bucket/prefix, as the user gave it (normalized)
+
+    def get(self, name: str, limit: int | None = None) -> bytes | None:
+        """The object's bytes (at most `limit`), one download; None if it does not exist."""
+
+    def put_if_absent(self, name: str, data: bytes) -> bool:
+        """Create the object only if no object has that name (first writer wins); False if
+        one exists. Must be atomic on the server (GCS: ifGenerationMatch=0; S3:
+        If-None-Match: *)."""
+
+    def replace_if(self, name: str, data: bytes, generation: str) -> bool:
+        """Replace the object only if it is still at `generation` (a compare and swap, atomic
+        on the server: GCS ifGenerationMatch, S3 If-Match); False if it changed or is gone."""
+
+    def delete_if(self, name: str, generation: str) -> bool:
+        """Delete the object only if it is still at `generation` (atomic on the server: GCS
+        ifGenerationMatch, S3 If-Match on DELETE), so one re-published meanwhile stays;
+        False if it changed or is gone."""
+
+    def stat(self, name: str) -> ObjectInfo | None:
+        """The object's size and generation; None if it does not exist."""
+
+    def list(self) -> Iterator[ObjectInfo]:
+        """Every object under the prefix."""

@@ -1,0 +1,247 @@
+"""`jaxcache seal` and `jaxcache verify`: sign or check what a directory or bucket prefix holds.
+
+The commands' work, apart from lifecycle/sealing.py (which hands JAX a sealed backend): each
+reads the keys to trust, refuses a place whose writers it cannot vouch for, and returns the
+scan (seal/sweep/dir_sweep.py for a directory, seal/sweep/bucket_sweep.py for a prefix).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from jaxcache import fingerprint
+from jaxcache.errors import JaxcacheError, UntrustedCacheError
+from jaxcache.text import safe
+from jaxcache.trust.rules.target import is_url
+
+
+def trusted_keys_for(directory: str, given: tuple[str, ...], policy: str | None, *,
+                     required: bool = True):
+    """The key ring for this directory: --trusted-key values plus the policy's trusted_keys,
+    with its revoked_keys and signatures_needed (trust/rules/keyring.py)."""
+    from jaxcache.trust.inputs import policy as policymod
+    from jaxcache.trust.inputs import public_keys as trustkeys
+    from jaxcache.trust.kernel.principals import Accounts
+    from jaxcache.trust.rules import keyring
+
+    keys = [trustkeys.load_public(k) for k in given]
+    pol = policymod.load(policy, Accounts())
+    ring = keyring.for_rule(pol.rule_for(directory), keys)
+    if not ring and required:
+        raise JaxcacheError("no trusted keys: give --trusted-key ed25519:... (or a .pub file), "
+                            "or list trusted_keys for this directory in your policy")
+    return ring
+
+
+def verify_dir(directory: str, given: tuple[str, ...], policy: str | None):
+    from jaxcache.seal.sweep import dir_sweep as scan
+
+    if is_url(directory):
+        from jaxcache.seal.stores import store_for_url as objects
+        from jaxcache.seal.sweep import bucket_sweep as bucket_scan
+        from jaxcache.trust.rules import target
+
+        url = target.parse_bucket(directory)
+        return bucket_scan.verify(objects.open_store(url),
+                                  trusted_keys_for(url.text, given, policy))
+    directory = _existing_dir(directory)
+    result = scan.verify(directory, trusted_keys_for(directory, given, policy))
+    return replace(result, refused=reader_refusal(directory, given, policy))
+
+
+def reader_refusal(directory: str, given: tuple[str, ...], policy: str | None
+                   ) -> tuple[str, str, str | None] | None:
+    """Whether a sealed reader (run --sealed, enable(sealed=True)) would refuse the directory,
+    judged by the very audit they run: valid signatures are not enough when, say, a trusted
+    key's holder is no declared signer. (verdict, why, what to do), or None."""
+    from jaxcache.trust.inputs import policy as policymod
+    from jaxcache.trust.inputs import public_keys as trustkeys
+    from jaxcache.trust.judgement.audit import audit
+    from jaxcache.trust.kernel.principals import Accounts
+
+    accounts = Accounts()
+    report = audit(directory, policy=policymod.load(policy, accounts), sealed=True,
+                   sealed_keys=tuple(trustkeys.load_public(k) for k in given),
+                   scan_processes=False, accounts=accounts)
+    if report.verdict.ok:
+        return None
+    failing = [f for f in report.findings if f.effect in ("unsafe", "unverifiable")]
+    first = next((f for f in failing if f.remedy), failing[0] if failing else None)
+    return (report.verdict.value, first.message if first else "no finding said why",
+            first.remedy if first else None)
+
+
+def cosign(directory: str, key_path: str, given: tuple[str, ...], policy: str | None,
+           own_dir: str | None = None, succeeds: str | None = None):
+    """`seal --add-signature`: co-sign, with the key at `key_path`, what the other trusted
+    keys already vouch for (a directory or a bucket prefix), or with `own_dir` (`--from`)
+    what matches the co-signer's own build. No audit of the shared place's writers is
+    needed: a co-signer adds its word only to what trusted keys, or its own build, say; its
+    own build must be private (PRIVATE or SHARED-BY-POLICY): it is the evidence."""
+    import contextlib
+
+    from jaxcache.seal.sweep import dir_sweep as scan
+    from jaxcache.trust.inputs import signing_keys as keymod
+
+    old = _key_id(succeeds) if succeeds is not None else None
+    with contextlib.ExitStack() as stack:
+        if is_url(directory):
+            from jaxcache.seal.stores import store_for_url as objects
+            from jaxcache.seal.sweep import bucket_sweep as bucket_scan
+            from jaxcache.trust.rules import target
+
+            url = target.parse_bucket(directory)
+            ring = trusted_keys_for(url.text, given, policy)
+            own = _own_build(own_dir, policy, stack, None) if own_dir is not None else None
+            return bucket_scan.cosign(objects.open_store(url), keymod.load_signing(key_path),
+                                      ring, own, old)
+        directory = _existing_dir(directory)
+        ring = trusted_keys_for(directory, given, policy)
+        own = _own_build(own_dir, policy, stack, directory) if own_dir is not None else None
+        return scan.cosign(directory, keymod.load_signing(key_path), ring, own, old)
+
+
+def _key_id(text: str) -> str:
+    """--succeeds: a key id, a key text or a .pub file."""
+    from jaxcache.trust.inputs import public_keys as trustkeys
+
+    if len(text) == 16 and set(text) <= set("0123456789abcdef"):
+        return text
+    return trustkeys.load_public(text).id
+
+
+def _own_build(own_dir: str, policy: str | None, stack, shared: str | None):
+    """The co-signer's own cache (`--from DIR`): the evidence of a second, independent
+    approval, so it must be PRIVATE (writable by the co-signer alone: a policy's trusted
+    writers, the publisher among them, would make it the first signer's word again) and
+    stand apart from the shared directory."""
+    import os
+
+    from jaxcache import api
+    from jaxcache.seal.stores.sealed_cache import _open_dir, _read, _Rejected, apart
+
+    own_dir = _existing_dir(own_dir)
+    if shared is not None:
+        try:
+            apart(own_dir, shared)
+        except JaxcacheError as exc:
+            raise JaxcacheError(f"--from: {exc} (your own build, not the one you co-sign)") \
+                from None
+    report = api.audit(own_dir, policy=policy, scan_processes=False)
+    if report.verdict.value != "PRIVATE":
+        raise UntrustedCacheError(report, "to co-sign from")
+    fd = _open_dir(report.resolved or own_dir)
+    stack.callback(os.close, fd)
+
+    def own(name: str) -> bytes | None:
+        try:
+            return _read(fd, name)
+        except _Rejected:
+            return None
+    return own
+
+
+def seal_bucket(url: str, key_path: str, given: tuple[str, ...], trust_writers: bool,
+                allow_unhittable: bool = False, policy: str | None = None):
+    """Sign what is under a bucket prefix. jaxcache cannot see who wrote those objects (the
+    bucket's IAM), so sealing them is refused unless the caller vouches for every writer."""
+    from jaxcache.seal.stores import store_for_url as objects
+    from jaxcache.seal.sweep import bucket_sweep as bucket_scan
+    from jaxcache.trust.inputs import signing_keys as keymod
+    from jaxcache.trust.rules import target
+
+    where = target.parse_bucket(url)
+    if not trust_writers:
+        raise JaxcacheError(
+            f"refusing to seal {where.text}: jaxcache cannot check who can write that bucket "
+            "(its IAM), and sealing vouches for whatever any writer put there; check by hand "
+            "that only your publisher can write it, then pass --trust-bucket-writers")
+    signer = keymod.load_signing(key_path)
+    return bucket_scan.seal(objects.open_store(where), signer,
+                            trusted_keys_for(where.text, given, policy, required=False),
+                            allow_unhittable=allow_unhittable, build=fingerprint.current())
+
+
+def seal_dir(directory: str, key_path: str, given: tuple[str, ...], policy: str | None,
+             allow_unhittable: bool = False, *, require_origin: bool = False, warn=None):
+    """Sign what is in a directory the caller trusts, claiming this Python's build compiled
+    it (fingerprint.current(): run seal where the entries were made). Its audit must be PRIVATE or
+    SHARED-BY-POLICY, because sealing vouches for whatever any writer put there. Entries a
+    sealed reader never hits are left unsigned and fail it unless `allow_unhittable`.
+    Entries of unknown origin are refused under CI or with `require_origin` (unless signed
+    already); otherwise `warn(text)` hears of them before they are vouched for."""
+    from jaxcache import api
+    from jaxcache.seal.sweep import dir_sweep as scan
+    from jaxcache.trust.inputs import signing_keys as keymod
+
+    directory = _existing_dir(directory)
+    signer = keymod.load_signing(key_path)
+    report = api.audit(directory, policy=policy, scan_processes=False,
+                       require_origin=require_origin)
+    trusted = trusted_keys_for(directory, given, policy, required=False)
+    if report.verdict.value not in ("PRIVATE", "SHARED-BY-POLICY") and not _only_signed_unknown(
+            report, trusted.with_key(signer.public)):
+        raise UntrustedCacheError(report, "to seal")
+    for f in report.findings:
+        if warn is not None and f.code in ("origin.unknown", "origin.changed") and \
+                f.effect == "warning":
+            warn(f"{f.message}; sealing vouches for them (--require-origin refuses)")
+    _refuse_other_builds(report, trusted.with_key(signer.public))
+    return scan.seal(report.resolved or directory, signer, trusted,
+                     allow_unhittable=allow_unhittable, build=fingerprint.current())
+
+
+def _refuse_other_builds(report, keys) -> None:
+    """Sealing claims this Python's build compiled each entry it signs: an unsigned entry
+    your ledger says another build (or another CPU) wrote, as after an upgrade or an in-place
+    rebuild, would be signed as this build's and load on readers of this build (the crash
+    the build binding exists to prevent). Refused, naming them; ones already signed keep the
+    build their signatures claim."""
+    from jaxcache.seal.sweep import dir_sweep as scan
+
+    if report.origins is None or not report.origins.other_build():
+        return
+    other = {e.name for e in report.origins.other_build()}
+    valid = {e.name for e in scan.verify(report.resolved, keys).entries if e.status == "valid"}
+    unsigned = sorted(other - valid)
+    if unsigned:
+        shown = ", ".join(safe(n) for n in unsigned[:3]) + (
+            f" and {len(unsigned) - 3} more" if len(unsigned) > 3 else "")
+        raise JaxcacheError(
+            f"refusing to seal: your origin ledger says another build of jaxlib (or another "
+            f"CPU) wrote {len(unsigned)} unsigned entries ({shown}), and sealing would claim "
+            "this build compiled them; seal from the build that wrote them, or delete them "
+            "(`jaxcache ls` flags them other-build) and seal again")
+
+
+def _only_signed_unknown(report, keys) -> bool:
+    """Refused only for origin (under CI: entries no watched job wrote), while each such entry
+    already carries a valid signature of these keys (a sealed publisher wrote it): sealing
+    vouches for none of them again, so the refusal does not apply."""
+    from jaxcache.seal.sweep import dir_sweep as scan
+
+    blocking = [f for f in report.findings if f.effect in ("unsafe", "unverifiable")]
+    if not blocking or any(not f.code.startswith("origin.") for f in blocking):
+        return False
+    if report.untrusted or report.origins is None:
+        return False
+    doubtful = {e.name for e in report.origins.entries if e.origin != "yours"}
+    valid = {e.name for e in scan.verify(report.resolved, keys).entries if e.status == "valid"}
+    return doubtful <= valid
+
+
+def _existing_dir(directory: str) -> str:
+    import os
+    import stat
+
+    from jaxcache.trust.kernel.walk import not_a_directory
+
+    try:
+        mode = os.stat(directory).st_mode
+    except FileNotFoundError:
+        raise JaxcacheError(f"no such directory: {safe(directory)}") from None
+    except OSError as exc:
+        raise JaxcacheError(f"cannot reach {safe(directory)}: {exc.strerror}") from None
+    if not stat.S_ISDIR(mode):
+        raise JaxcacheError(not_a_directory(directory, mode))
+    return directory

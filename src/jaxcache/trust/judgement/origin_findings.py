@@ -1,0 +1,140 @@
+"""What the origins of a plain cache's entries mean to a reader: findings, and when they refuse.
+
+trust/provenance/origin.py judges each entry (yours, unknown, changed; written by another build);
+this module says it in words, with the remedy, and holds the one rule for when unknown or another
+build's entries are refused rather than a warning (`refusal`: under CI, or with
+--require-origin, unless the policy names their source). The audit, `run` and `enable()`
+decide by it.
+"""
+
+from __future__ import annotations
+
+import json
+
+from jaxcache.text import safe
+from jaxcache.trust.findings import NOTE, UNSAFE, WARNING, Finding
+from jaxcache.trust.provenance.origin import CHANGED, NO_JAXLIB_WHY, UNKNOWN, Origins, build_reason
+
+UNKNOWN_WHY = ("not written by any job jaxcache watched: if this directory was restored from a "
+               "CI cache, copied or baked into an image, its entries are as trustworthy as "
+               "whoever could write that source, and nothing is known of the build that "
+               "compiled them")
+CHANGED_WHY = ("changed since a job jaxcache watched wrote it: whoever rewrote it chose the "
+               "code it holds")
+REMEDY = ("seal the cache where it is produced and read it with `jaxcache run --sealed` "
+          "(docs/ci.md), or, if you trust that source, name it in the policy: [[cache]] "
+          "path = {path} restored_from = \"<the source, and who can write it>\"")
+
+
+def refusal(ci: str | None, required: bool, restored_from: tuple[str, ...]) -> str | None:
+    """Why entries of unknown origin are refused here, or None (a warning, or accepted): under
+    CI (`ci`: its name) or when `required` (--require-origin), unless the policy names their
+    source (`restored_from`). The audit, `run` and `enable()` (which then also judge each
+    load: jaxcompat.gate_gets) decide by this one rule."""
+    if restored_from:
+        return None
+    if ci:
+        return "running under " + ci
+    return "as --require-origin asks" if required else None
+
+
+def findings(origins: Origins, path: str, *, ci: str | None, required: bool,
+             restored_from: tuple[str, ...]) -> list[Finding]:
+    """What the origins mean for a plain reader (refusal() decides UNSAFE or a warning); the
+    reason is said in words, with the remedy."""
+    unknown, changed = origins.count(UNKNOWN), origins.count(CHANGED)
+    out = []
+    if origins.ledger_problem:
+        out.append(Finding("origin.ledger", WARNING,
+                           f"the origin ledger cannot be trusted, so no entry counts as "
+                           f"written by your jobs: {origins.ledger_problem}", origins.ledger,
+                           "fix what this says (e.g. make the state directory yours alone), "
+                           "or move the ledger away: jobs you run with jaxcache start a new "
+                           "one"))
+    if origins.ledger_other_boot:
+        out.append(Finding("origin.other-boot", NOTE,
+                           f"{origins.ledger_other_boot} line(s) of the origin ledger were "
+                           "written before this machine last started: under CI they vouch "
+                           "for nothing (a disk image or volume snapshot restored as the CI "
+                           "cache would carry them to the byte)", origins.ledger))
+    if origins.ledger_skipped:
+        out.append(Finding("origin.ledger-lines", NOTE,
+                           f"{origins.ledger_skipped} line(s) of the origin ledger are not "
+                           "ledger lines (a torn write or an edit) and were skipped",
+                           origins.ledger))
+    out += build_findings(origins, path, ci=ci, required=required)
+    if not unknown and not changed:
+        return out
+    if restored_from:
+        named = "; ".join(safe(s) for s in restored_from)
+        out.append(Finding("origin.declared", NOTE,
+                           f"{_counted(unknown, changed)}: accepted because the policy names "
+                           f"their source trusted ({named})", path))
+        return out
+    why = refusal(ci, required, restored_from)
+    effect = UNSAFE if why else WARNING
+    remedy = REMEDY.format(path=json.dumps(safe(path)))
+    for origin, code, count, text in ((UNKNOWN, "origin.unknown", unknown, UNKNOWN_WHY),
+                                      (CHANGED, "origin.changed", changed, CHANGED_WHY)):
+        if not count:
+            continue
+        names = [e.name for e in origins.entries if e.origin == origin]
+        out.append(Finding(code, effect, f"{_entries(count)} {text} ({_shown(names)})"
+                           + (f"; refused {why}" if why else ""), path, remedy))
+    return out
+
+
+OTHER_BUILD_WHY = "written by another build on this host"
+OTHER_BUILD_REMEDY = ("after an upgrade or an in-place rebuild of jaxlib, entries of the old build "
+                      "can crash or mislead (JAX's key holds jaxlib's version, not its bytes): "
+                      "clear them, or keep one cache per fingerprint (`jaxcache fingerprint "
+                      "--short` names this one)")
+
+
+def build_findings(origins: Origins, path: str, *, ci: str | None,
+                   required: bool) -> list[Finding]:
+    """What the builds of your entries mean (judged only where the caller gave a fingerprint):
+    entries another build wrote are a warning, refused (UNSAFE) under CI or --require-origin
+    whatever the policy's restored_from says (it names who restored the entries, not which
+    build compiled them); builds that could not be compared are a note."""
+    reader = origins.reader
+    if reader is None:
+        return []
+    out = []
+    other = origins.other_build()
+    if other:
+        why = refusal(ci, required, ())
+        reasons: dict[str, list[str]] = {}
+        for e in other:
+            reasons.setdefault(build_reason(e, origins), []).append(e.name)
+        said = "; ".join(f"{safe(r)} ({_shown(names)})" for r, names in reasons.items())
+        out.append(Finding("origin.other-build", UNSAFE if why else WARNING,
+                           f"{_entries(len(other))} {OTHER_BUILD_WHY}: {said}"
+                           + (f"; refused {why}" if why else ""), path, OTHER_BUILD_REMEDY))
+    for why_unknown, names in origins.unknown_builds().items():
+        no_jaxlib = why_unknown == NO_JAXLIB_WHY
+        out.append(Finding("origin.build-unknown", NOTE,
+                           f"the build that wrote {_entries(len(names))} of yours could not be "
+                           f"compared with this one: {why_unknown} ({_shown(names)})", path,
+                           "judge the cache from the Python that runs the jobs (its jaxlib is "
+                           "the build that loads them)" if no_jaxlib else
+                           "if jaxlib was upgraded or rebuilt since, clear them"))
+    return out
+
+
+def _entries(n: int) -> str:
+    return f"{n} entr{'y' if n == 1 else 'ies'}"
+
+
+def _shown(names: list[str]) -> str:
+    return ", ".join(safe(n) for n in names[:3]) + (
+        f" and {len(names) - 3} more" if len(names) > 3 else "")
+
+
+def _counted(unknown: int, changed: int) -> str:
+    parts = []
+    if unknown:
+        parts.append(f"{unknown} entr{'y' if unknown == 1 else 'ies'} of unknown origin")
+    if changed:
+        parts.append(f"{changed} changed since written")
+    return " and ".join(parts)

@@ -1,0 +1,163 @@
+"""Who can change what a walked path holds: replace the directory or an ancestor, create it
+first, write its entries, or inherit write on the entries JAX creates (default ACL, umask).
+
+The audit turns these into Writers once it knows whom you trust; storage.py asks the same
+questions of what stores the cache (overlay layers, bind sources, loop images).
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+
+from jaxcache.trust.kernel import acl as aclmod
+from jaxcache.trust.kernel import principals as pr
+from jaxcache.trust.kernel.walk import Node, Walk
+from jaxcache.values import frozen
+
+
+def dir_grants(n: Node, accounts: pr.Accounts) -> tuple[pr.Grant, ...]:
+    return pr.writers(n.path, n.uid, n.gid, n.mode, n.acl, accounts)
+
+
+def new_file_gid(d: Node, uid: int, accounts: pr.Accounts) -> int:
+    """The group of files created in `d`: its own if setgid, else the writer's primary group."""
+    if d.mode & stat.S_ISGID:
+        return d.gid
+    primary = accounts.primary_gid(uid)
+    return d.gid if primary is None else primary
+
+
+@frozen
+class Access:
+    """One way one principal can change what a walked path holds (a Writer before trust)."""
+
+    grant: pr.Grant
+    action: str
+    target: str
+    consequence: str
+
+
+def access(w: Walk, accounts: pr.Accounts, uid: int, *, umask: bool = True) -> list[Access]:
+    """Who can change what JAX would read under a walked path: replace the directory or an
+    ancestor, create it first, write its entries, or inherit write on new ones.
+
+    Used for the cache directory itself and for what stores it (trust/judgement/storage.py: overlay
+    layers, bind sources). `umask`: count the job's umask (only for the directory JAX writes).
+    """
+    out: list[Access] = []
+    seen: set[tuple] = set()
+
+    def add(grant: pr.Grant, action: str, target: str, consequence: str) -> None:
+        key = (grant.principal, action, target, grant.reason)
+        if key not in seen:
+            seen.add(key)
+            out.append(Access(grant, action, target, consequence))
+
+    out += replace_access(w, accounts)
+    seen.update((a.grant.principal, a.action, a.target, a.grant.reason) for a in out)
+    anchor = w.anchor_node
+    if w.missing:
+        target = anchor.path.rstrip("/") + "/" + w.missing[0]
+        for grant in dir_grants(anchor, accounts):
+            add(grant, "create-dir", target,
+                f"-> can create {target} before JAX does, and own the cache directory")
+        later = f"-> will be able to write {target} once it is created"
+    elif w.blocked:
+        return out
+    else:
+        target = anchor.path
+        sticky = bool(anchor.mode & stat.S_ISVTX)
+        for grant in dir_grants(anchor, accounts):
+            if sticky and grant.principal.id != anchor.uid:
+                add(grant, "create-entries", target,
+                    "-> can create new entries (sticky bit: not replace yours); JAX keys are "
+                    "predictable, so they can plant entries for programs you have not run yet")
+            else:
+                add(grant, "write-entries", target,
+                    "-> can create, replace or delete cache entries, i.e. choose the code JAX "
+                    "runs")
+        later = "-> can rewrite the entries JAX creates here from now on"
+    # what JAX creates from now on: a default ACL decides it, else the job's umask
+    if anchor.default_acl is not None:
+        inherited = pr.default_acl_writers(anchor.path, new_file_gid(anchor, uid, accounts),
+                                           anchor.default_acl, accounts)
+    else:
+        inherited = tuple(umask_grants(w, uid, accounts)) if umask else ()
+    for grant in inherited:
+        add(grant, "inherit", target, later)
+    return out
+
+
+def replace_access(w: Walk, accounts: pr.Accounts) -> list[Access]:
+    """Who can rename or replace a directory (or symlink) of the walk inside its parent."""
+    out: list[Access] = []
+    seen: set[tuple] = set()
+    for n in w.nodes[1:]:
+        parent = w.nodes[n.parent] if n.parent is not None else None
+        if parent is None:
+            continue
+        what = "the symlink " if n.kind == "symlink" else ""
+        consequence = (f"-> can rename or replace {what}{n.path} and put their own in its place")
+        for grant in replacers(parent, n, accounts):
+            key = (grant.principal, n.path, grant.reason)
+            if key not in seen:
+                seen.add(key)
+                out.append(Access(grant, "replace", n.path, consequence))
+    return out
+
+
+def _umask() -> int | None:
+    """This process's umask, read without changing it (os.umask would, racily)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+def umask_grants(w: Walk, uid: int, accounts: pr.Accounts) -> list[pr.Grant]:
+    """JAX creates entries (and missing directories) with 0666/0777 minus the umask of the job.
+
+    Only judged for the user running the audit: the job inherits this process's umask (true
+    for `jaxcache run` and `jaxcache.enable`). A default ACL overrides the umask (handled there).
+    """
+    mask = _umask()
+    anchor = w.anchor_node
+    if mask is None or uid != os.geteuid() or anchor.default_acl is not None:
+        return []
+    grants = []
+    where = "here" if not w.missing else "under " + anchor.path
+    gid = new_file_gid(anchor, uid, accounts)
+    if not mask & 0o020:
+        why = (f"your umask {mask:04o} gives what JAX creates {where} group write for group "
+               f"{accounts.group_name(gid)}")
+        for member in sorted(accounts.members(gid) - {uid}):
+            if w.missing or pr.can(member, accounts.groups_of(member), anchor.uid, anchor.gid,
+                                   anchor.mode, anchor.acl, aclmod.EXECUTE):
+                grants.append(pr.Grant(accounts.user(member), why))
+    if not mask & 0o002:
+        other = anchor.acl.find(aclmod.OTHER) if anchor.acl is not None else None
+        searchable = (other.perm & aclmod.EXECUTE) if other is not None else anchor.mode & 0o001
+        if w.missing or searchable:
+            grants.append(pr.Grant(pr.EVERYONE, f"your umask {mask:04o} gives what JAX creates "
+                                                f"{where} write for others"))
+    return grants
+
+
+def replacers(parent: Node, child: Node, accounts: pr.Accounts) -> tuple[pr.Grant, ...]:
+    """Who can rename or replace `child` inside `parent`; a sticky bit limits it to owners."""
+    grants = dir_grants(parent, accounts)
+    if not parent.mode & stat.S_ISVTX:
+        return grants
+    kept = [g for g in grants
+            if g.principal.kind in ("user", "unmapped") and g.principal.id == parent.uid]
+    if child.uid != parent.uid and child.uid != 0:
+        gids = accounts.groups_of(child.uid)
+        if pr.can(child.uid, gids, parent.uid, parent.gid, parent.mode, parent.acl, pr.WX):
+            kept.append(pr.Grant(accounts.user(child.uid),
+                                 f"owns {child.path}, which sits in sticky {parent.path}"))
+    return tuple(kept)

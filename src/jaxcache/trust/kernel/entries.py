@@ -1,0 +1,189 @@
+"""Inventory of a cache directory: what JAX would read, who owns it, and what looks wrong.
+
+JAX names entries `<module>-<64 hex>-cache`, keeps `<key>-atime` and `.lockfile` when a size limit
+is set, and on GPU writes `xla_gpu_per_fusion_autotune_cache_dir/`; a sealed cache adds
+`<entry>.sig` (or `<key>.sig` where that would not fit), co-signatures `<entry>.<key id>.sig`
+by further keys and a `.used` marker beside each entry jaxcache wrote (the same two forms);
+earlier versions also left lock files there (`.jaxcache-lock-<uid>`, `.jaxcache-lock`). Anything
+else is unexpected.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import time
+
+from jaxcache.trust.kernel import acl as aclmod
+from jaxcache.trust.kernel import principals
+from jaxcache.trust.kernel.acl import AclFormatError
+from jaxcache.trust.kernel.principals import Accounts, Grant
+from jaxcache.values import frozen
+
+XLA_SUBCACHE = "xla_gpu_per_fusion_autotune_cache_dir"
+_HEX = frozenset("0123456789abcdef")
+_SUFFIXES = {"-cache": "cache", "-atime": "atime"}
+SIGNATURE_SUFFIX = ".sig"  # jaxcache's sealed cache (seal/signing/signature_rule.py)
+_SIDECARS = {SIGNATURE_SUFFIX: "signature", ".used": "used"}  # seal/publishing/tier_names.py
+# JAX's (max_size), and the sealed cache's of earlier versions: `.jaxcache-lock-<uid>`, one per
+# account, and `.jaxcache-lock`, one shared (its locks are in each account's state folder now:
+# seal/publishing/locks.py; verify still judges these names)
+_LOCKS = (".lockfile", ".jaxcache-lock")
+_ACCOUNT_LOCK = ".jaxcache-lock-"
+
+
+@frozen
+class Entry:
+    name: str  # relative to the cache directory
+    kind: str  # cache | atime | signature | used | lockfile | xla-subcache | unexpected
+    module: str | None
+    key: str | None
+    type: str  # file | dir | symlink | other
+    size: int
+    uid: int
+    owner: str
+    mode: int
+    age_s: float
+    nlink: int
+    has_acl: bool
+    flags: tuple[str, ...]
+    writers: tuple[Grant, ...]  # who can rewrite it; computed only when something is off
+    identity: tuple[int, int, int, int] = (0, 0, 0, 0)  # dev, ino, mtime_ns, ctime_ns (origin.py)
+
+
+@frozen
+class Inventory:
+    entries: tuple[Entry, ...]
+    unreadable: str | None = None
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(e.size for e in self.entries if e.type == "file")
+
+    def count(self, kind: str) -> int:
+        return sum(1 for e in self.entries if e.kind == kind)
+
+
+def classify(name: str) -> tuple[str, str | None, str | None]:
+    # <module>-<64 hex>-cache|atime first, by slicing: nearly every name of a big cache, and
+    # no lock file, sub-cache or sidecar name has that shape
+    suffix_kind = _SUFFIXES.get(name[-6:])
+    hexkey = name[-70:-6]
+    if suffix_kind and len(name) > 71 and name[-71] == "-" and _HEX.issuperset(hexkey):
+        return suffix_kind, name[:-71], hexkey
+    uid = name[len(_ACCOUNT_LOCK):] if name.startswith(_ACCOUNT_LOCK) else ""
+    if name in _LOCKS or (uid.isdigit() and uid.isascii()):
+        return "lockfile", None, None
+    if name == XLA_SUBCACHE:
+        return "xla-subcache", None, None
+    for suffix, sidecar in _SIDECARS.items():  # <entry><suffix>, or <key><suffix>
+        if name.endswith(suffix):
+            stem = name[:-len(suffix)]
+            if sidecar == "signature" and len(stem) > 17 and stem[-17] == "." and \
+                    _HEX.issuperset(stem[-16:]):
+                stem = stem[:-17]  # a co-signature: <entry>.<16 hex key id>.sig
+            kind, module, key = classify(stem if stem.endswith("-cache") else stem + "-cache")
+            return (sidecar, module, key) if kind == "cache" else ("unexpected", None, None)
+    return "unexpected", None, None
+
+
+def _type(mode: int) -> str:
+    if stat.S_ISREG(mode):
+        return "file"
+    if stat.S_ISDIR(mode):
+        return "dir"
+    if stat.S_ISLNK(mode):
+        return "symlink"
+    return "other"
+
+
+def inventory(dir_fd: int, path: str, me: frozenset[int], accounts: Accounts,
+              now: float | None = None, prefix: str = "") -> Inventory:
+    """List a directory through its descriptor. `me` are the uids that count as ours (we, root)."""
+    now = time.time() if now is None else now
+    out: list[Entry] = []
+    try:
+        scan = list(os.scandir(dir_fd))
+    except PermissionError:
+        return Inventory((), unreadable="no permission to list the cache directory")
+    # ACLs are read by name under the resolved directory path: half the cost of going through
+    # /proc/self/fd. If the directory were swapped meanwhile, the audit's second walk reports
+    # the path as changed; paths near PATH_MAX go through the descriptor.
+    by_path = path.rstrip("/") + "/" + prefix
+    base = by_path if len(by_path) < 3000 else f"/proc/self/fd/{dir_fd}/"
+    for item in scan:
+        try:
+            st = item.stat(follow_symlinks=False)
+        except FileNotFoundError:
+            continue  # removed since the listing (JAX's eviction, a cleanup): nothing to load
+        name = prefix + item.name
+        kind, module, key = classify(item.name) if not prefix else ("xla-subcache", None, None)
+        ftype = _type(st.st_mode)
+        flags = []
+        acl = None
+        if ftype != "symlink":
+            try:
+                acl = aclmod.read(base + item.name, aclmod.ACCESS)
+            except FileNotFoundError:
+                continue  # removed meanwhile, as above
+            except (AclFormatError, OSError):
+                flags.append("acl-unreadable")
+        has_acl = acl is not None and acl.is_extended
+        if st.st_uid not in me:
+            flags.append("foreign-owner")
+        if ftype != "symlink" and st.st_mode & 0o022:
+            flags.append("group-writable" if st.st_mode & 0o020 else "other-writable")
+            if st.st_mode & 0o022 == 0o022:
+                flags[-1] = "group+other-writable"
+        if has_acl:
+            flags.append("acl")
+        if ftype == "file" and st.st_nlink > 1:
+            flags.append("hard-link")
+        if ftype == "symlink":
+            flags.append("symlink")
+        elif ftype == "other":
+            flags.append("not-regular")
+        elif ftype == "dir" and kind != "xla-subcache":
+            flags.append("unexpected-dir")
+        if kind == "unexpected":
+            flags.append("unexpected-name")
+        grants: tuple[Grant, ...] = ()
+        reads = ftype == "file" or kind == "xla-subcache"  # what JAX or XLA would read
+        if reads and (st.st_uid not in me or st.st_mode & 0o022 or has_acl):
+            want = principals.WX if ftype == "dir" else aclmod.WRITE
+            grants = principals.writers(f"{path.rstrip('/')}/{name}", st.st_uid, st.st_gid,
+                                        st.st_mode, acl, accounts, want)
+        out.append(Entry(name, kind, module, key, ftype, st.st_size, st.st_uid,
+                         accounts.user_name(st.st_uid), st.st_mode,
+                         max(0.0, now - st.st_mtime), st.st_nlink, has_acl, tuple(flags),
+                         grants, (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns)))
+        if ftype == "dir" and not prefix and kind == "xla-subcache":
+            out.extend(_subcache(dir_fd, path, item.name, me, accounts, now))
+    out.sort(key=lambda e: e.name)
+    return Inventory(tuple(out))
+
+
+def inventory_at(path_fd: int, path: str, me: frozenset[int],
+                 accounts: Accounts) -> Inventory:
+    """Inventory of the directory behind an O_PATH descriptor (as the walk leaves it)."""
+    try:
+        rd = os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=path_fd)
+    except PermissionError:
+        return Inventory((), unreadable="no permission to list the cache directory")
+    try:
+        return inventory(rd, path, me, accounts)
+    finally:
+        os.close(rd)
+
+
+def _subcache(dir_fd: int, path: str, name: str, me: frozenset[int], accounts: Accounts,
+              now: float) -> tuple[Entry, ...]:
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_DIRECTORY | os.O_CLOEXEC
+    try:
+        sub = os.open(name, flags, dir_fd=dir_fd)
+    except OSError:
+        return ()
+    try:
+        return inventory(sub, path, me, accounts, now, prefix=name + "/").entries
+    finally:
+        os.close(sub)
