@@ -21,8 +21,8 @@ from __future__ import annotations
 import argparse
 import ast
 import json
+import re
 import sys
-import tomllib
 from collections import Counter
 from pathlib import Path
 
@@ -46,22 +46,21 @@ def _modules() -> dict[str, Path]:
     return out
 
 
-def string_key_lookups(modules: dict[str, Path]) -> Counter[str]:
+def string_key_lookups(modules: dict[str, Path], root: Path = SRC) -> Counter[str]:
     found: Counter[str] = Counter()
     for path in modules.values():
-        rel = str(path.relative_to(SRC))
+        rel = str(path.relative_to(root))
         if rel.startswith(MODEL_MODULES):
             continue
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if (isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load)
-                    and isinstance(node.slice, ast.Constant)
-                    and isinstance(node.slice.value, str)):
-                found[rel] += 1
-            elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-                  and node.func.attr == "get" and node.args
-                  and isinstance(node.args[0], ast.Constant)
-                  and isinstance(node.args[0].value, str)):
-                found[rel] += 1
+            subscript = (isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load)
+                         and isinstance(node.slice, ast.Constant)
+                         and isinstance(node.slice.value, str))
+            get = (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                   and node.func.attr == "get" and bool(node.args)
+                   and isinstance(node.args[0], ast.Constant)
+                   and isinstance(node.args[0].value, str))
+            found[rel] += subscript or get
     return found
 
 
@@ -103,13 +102,11 @@ def untyped_seams(modules: dict[str, Path]) -> Counter[str]:
 
 
 def mypy_exempt() -> list[str]:
-    config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
-    out: list[str] = []
-    for override in config.get("tool", {}).get("mypy", {}).get("overrides", []):
-        if override.get("strict") is False or override.get("disallow_untyped_defs") is False:
-            modules = override.get("module", [])
-            out += [modules] if isinstance(modules, str) else list(modules)
-    return out
+    """The modules of pyproject.toml's override marked "# not yet strict" (read as text:
+    tomllib is not in Python 3.10)."""
+    text = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    found = re.search(r"# not yet strict[^\n]*\nmodule = \[(.*?)\]", text, re.S)
+    return re.findall(r'"([\w.]+)"', found.group(1)) if found else []
 
 
 def import_circles() -> list[str]:
