@@ -30,8 +30,10 @@ ROOT = Path(__file__).resolve().parent.parent
 SRC = ROOT / "src"
 PACKAGE = SRC / "jaxcache"
 # Modules that define a document or write one as plain JSON: the probe writes inside the
-# user's job (no models there), documents/ and validate.py are the parsing edge itself.
-MODEL_MODULES = ("jaxcache/probe/", "jaxcache/documents/", "jaxcache/validate.py")
+# user's job (no models there), documents/ and validate.py are the parsing edge itself,
+# decide/facts.py reads the audit and bench documents for decide, once.
+MODEL_MODULES = ("jaxcache/probe/", "jaxcache/documents/", "jaxcache/validate.py",
+                 "jaxcache/decide/facts.py")
 ONE_MODULE_PER_COMMAND = ("cli", "report")
 MAX_MODULES = 12
 

@@ -81,7 +81,8 @@ def bench(data: bytes) -> None:
     shown(bench_compare.render(doc, other, "b.json", "a.json"))
     shown(bench_compare.render(other, doc, "a.json", "b.json"))
     for audit in (_seed_doc("audit", "private.json"),):  # the audit target varies audits
-        result = decide.decide(audit, [doc, other])
+        result = decide.decide(decide.AuditFacts.from_json(audit),
+                               [decide.BenchFacts.from_json(b) for b in (doc, other)])
         shown(decide_report.render_text(result))
         shown(decide_report.render_json(result))
 
@@ -93,7 +94,8 @@ def audit(data: bytes) -> None:
 
     doc = documents.audit_from(documents.object_from(data, "a.json", "audit"), "a.json")
     for benches in ([], [_seed_doc("bench", "bench.json")]):
-        result = decide.decide(doc, benches)
+        result = decide.decide(decide.AuditFacts.from_json(doc),
+                               [decide.BenchFacts.from_json(b) for b in benches])
         shown(decide_report.render_text(result))
         shown(decide_report.render_json(result))
 

@@ -12,7 +12,15 @@ import pytest
 from jaxcache.bench import analysis, noticeable
 from jaxcache.bench import estimates as stats
 from jaxcache.bench.sample import PHASES
-from jaxcache.decide import decide
+from jaxcache.decide import AuditFacts, BenchFacts
+from jaxcache.decide import decide as decide_facts
+
+
+def decide(audit, benches, **kw):
+    """decide on documents, each read as decide's edge reads it."""
+    return decide_facts(AuditFacts.from_json(audit), [BenchFacts.from_json(b) for b in benches],
+                        **kw)
+
 
 AUDIT = {"verdict": "PRIVATE", "judged_for": {"user": "me"}, "writers": [],
          "untrusted_writers": [], "findings": [], "resolved": "/c"}

@@ -172,6 +172,7 @@ def test_bad_input():
 
 
 def test_warm_runs_that_missed_are_no_saving(train_bench):
+    from jaxcache.decide import AuditFacts, BenchFacts
     from jaxcache.decide import decide as decide_fn
 
     bench = json.loads(train_bench.read_text())
@@ -179,7 +180,7 @@ def test_warm_runs_that_missed_are_no_saving(train_bench):
     bench["summary"]["message"] = "warm runs did not hit the entries the cold run wrote"
     audit = {"verdict": "PRIVATE", "judged_for": {"user": "root"}, "writers": [],
              "untrusted_writers": [], "findings": [], "resolved": "/x"}
-    result = decide_fn(audit, [bench])
+    result = decide_fn(AuditFacts.from_json(audit), [BenchFacts.from_json(bench)])
     assert result.verdict == "NOT-WORTH-IT" and result.tests[2].passed is False
 
 

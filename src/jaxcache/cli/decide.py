@@ -58,6 +58,7 @@ def handle(args: argparse.Namespace, tail: list[str] | None) -> None:
     126 the program is not executable, 127 not found.
     """
     from jaxcache import decide as decidemod
+    from jaxcache.decide.facts import AuditFacts, BenchFacts
 
     command = tail or []
     rest = args.paths
@@ -68,42 +69,40 @@ def handle(args: argparse.Namespace, tail: list[str] | None) -> None:
     if args.audit_path:
         from jaxcache.documents.read import load_audit
 
-        audit = load_audit(args.audit_path)
+        audit = AuditFacts.from_json(load_audit(args.audit_path))
     elif rest:
         from jaxcache import api
-        from jaxcache.report import audit as audit_report
 
-        audit = audit_report.audit_dict(api.audit(rest[0], policy=args.policy_path,
-                                               as_user=args.as_user, sealed=args.sealed,
-                                               sealed_keys=common.public_keys(args)))
+        audit = AuditFacts.of(api.audit(rest[0], policy=args.policy_path,
+                                        as_user=args.as_user, sealed=args.sealed,
+                                        sealed_keys=common.public_keys(args)))
     else:
         common.usage(args, "give the cache PATH (or --audit A.json)")
     from jaxcache.cli import bench as benchcmd
     from jaxcache.documents.read import load_bench
 
-    benches = [load_bench(p) for p in args.bench_paths or ()]
+    benches = [BenchFacts.from_json(load_bench(p)) for p in args.bench_paths or ()]
     sources = _sources(args, args.record_paths or [])
-    from jaxcache.trust.findings import trusted
-
-    writers_ok = trusted(audit.get("verdict"))
+    writers_ok = audit.verdict.ok
     if writers_ok and not command and not benches:  # the last bench, as records are kept
         from jaxcache.bench import kept
 
         last = kept.latest()
         if last is not None:
             path, doc = last
-            benches.append(doc)
-            argv = doc.get("command")
-            cmd = " ".join(str(a) for a in argv) if isinstance(argv, list) else "?"
-            common.note(args, f"decide: using the last bench, of `{safe(cmd)}` ({safe(path)}); "
-                              "--bench FILE or -- CMD for another\n")
+            bench = BenchFacts.from_json(doc)
+            benches.append(bench)
+            common.note(args, f"decide: using the last bench, of `{bench.command or '?'}` "
+                              f"({safe(path)}); --bench FILE or -- CMD for another\n")
     if writers_ok and command:  # a sealed reader pays for verification: bench it sealed
-        benches.append(benchcmd.measure(command, trials=args.trials, warm=args.warm,
-                                        echo=lambda text: common.note(args, text),
-                                        sealed=audit.get("verdict") == "SEALED",
-                                        quiet=args.quiet, min_saving=args.min_saving,
-                                        min_fraction=args.min_fraction,
-                                        thresholds=common.threshold_env(args)))
+        from jaxcache.trust.findings import Verdict
+
+        benches.append(BenchFacts.from_json(benchcmd.measure(
+            command, trials=args.trials, warm=args.warm,
+            echo=lambda text: common.note(args, text),
+            sealed=audit.verdict is Verdict.SEALED,
+            quiet=args.quiet, min_saving=args.min_saving, min_fraction=args.min_fraction,
+            thresholds=common.threshold_env(args))))
     result = decidemod.decide(audit, benches, min_saving_s=args.min_saving,
                               min_fraction=args.min_fraction, records=sources or None)
     from jaxcache.report import decide as formats

@@ -163,9 +163,8 @@ def run(*, out_dir: str = "demo-output", trials: int = BenchConfig.trials,
 
 
 def _decide(out: str, echo: Callable[[str], None]) -> str | None:
-    from jaxcache.decide import decide
+    from jaxcache.decide import AuditFacts, BenchFacts, decide
     from jaxcache.documents.read import load_bench
-    from jaxcache.report import audit as audit_report
     from jaxcache.report import decide as decide_report
     from jaxcache.trust.judgement.audit import audit
 
@@ -173,7 +172,8 @@ def _decide(out: str, echo: Callable[[str], None]) -> str | None:
     if not os.path.exists(f"{out}/bench.json"):
         echo("no bench result to decide on\n")
         return None
-    decision = decide(audit_report.audit_dict(audit(out)), [load_bench(f"{out}/bench.json")])
+    decision = decide(AuditFacts.of(audit(out)),
+                      [BenchFacts.from_json(load_bench(f"{out}/bench.json"))])
     echo(decide_report.render_text(decision))
     return decision.verdict
 

@@ -11,14 +11,13 @@ from jaxcache import thresholds
 from jaxcache.bench import noticeable
 from jaxcache.decide.across import Source, across_records
 from jaxcache.decide.check import Test
+from jaxcache.decide.facts import KEY_FIELDS, AuditFacts, BenchFacts, LeftOut, Outcome, WarmRun
 from jaxcache.jaxcompat import versions
 from jaxcache.text import safe
-from jaxcache.trust.findings import trusted as trusted_verdict
+from jaxcache.trust.findings import Verdict
 from jaxcache.values import frozen
 
-# what two benches' jobs must agree on (the bench's `comparable`): the key's inputs, and the
-# jaxlib builds (a digest JAX's key leaves out)
-KEY_FIELDS = ("jaxlib", "builds", "backend", "device_kind", "device_count", "xla_flags")
+__all__ = ["KEY_FIELDS", "AuditFacts", "BenchFacts", "Decision", "decide"]
 
 
 @frozen
@@ -34,54 +33,44 @@ class Decision:
         return 0 if self.verdict in ("SHARE", "PRIVATE") else 1
 
 
-def _writers(audit: dict) -> Test:
-    verdict = audit["verdict"]
-    untrusted = audit.get("untrusted_writers") or []
-    trusted = sorted({w["principal"] for w in audit.get("writers") or []
-                      if w.get("trust") == "policy"})
-    ev = [f"audit of {safe(audit.get('resolved') or audit.get('requested') or '?')} for user "
-          f"{audit['judged_for']['user']}: {verdict}"]
-    if untrusted:
-        ev.append(f"undeclared writers: {', '.join(untrusted)}")
-        for w in (audit.get("writers") or []):
-            if w.get("trust") == "untrusted":
-                ev.append(f"  {w['principal']}: {' '.join(w['chain'])}")
-                break
+def _writers(audit: AuditFacts) -> Test:
+    trusted = sorted({w.principal for w in audit.writers if w.trusted_by_policy})
+    ev = [f"audit of {safe(audit.shown or '?')} for user {audit.user}: {audit.verdict.value}"]
+    if audit.untrusted:
+        ev.append(f"undeclared writers: {', '.join(audit.untrusted)}")
+        first = next((w for w in audit.writers if w.untrusted), None)
+        if first is not None:
+            ev.append(f"  {first.principal}: {' '.join(first.chain)}")
     if trusted:
         ev.append(f"declared trusted by policy: {', '.join(trusted)}")
-    for f in audit.get("findings") or []:
-        if f.get("effect") == "unverifiable":
-            ev.append(f"unverifiable: {f['message']}")
-        if f.get("code") == "seal.keys":
-            ev.append(f["message"])
-    return Test("writers", trusted_verdict(verdict), tuple(ev))
+    ev += [f"unverifiable: {m}" for m in audit.unverifiable]
+    ev += list(audit.key_notes)
+    return Test("writers", audit.verdict.ok, tuple(ev))
 
 
-def _compatible(benches: list[dict]) -> Test:
-    if all((b.get("summary") or {}).get("verdict") == "nothing-cached" for b in benches):
+def _compatible(benches: list[BenchFacts]) -> Test:
+    if all(b.outcome is Outcome.NOTHING_CACHED for b in benches):
         return Test("compatible", None, ("not judged: the cold runs wrote no entry, so no warm "
                                          "run could hit (see the noticeable saving below)",))
     ev = []
-    fps = [(b.get("command"), b.get("comparable") or {}) for b in benches]
-    ref_cmd, ref = fps[0]
+    ref = benches[0]
     ok = True
-    for cmd, fp in fps[1:]:
-        diffs = [f"{k}: {ref.get(k)!r} vs {fp.get(k)!r}" for k in KEY_FIELDS
-                 if ref.get(k) != fp.get(k)]
+    for b in benches[1:]:
+        diffs = [f"{k}: {a!r} vs {v!r}" for (k, a), (_, v) in zip(ref.key_inputs, b.key_inputs,
+                                                                 strict=True) if a != v]
         if diffs:
             ok = False
-            ev.append(f"{' '.join(cmd or [])} differs from {' '.join(ref_cmd or [])} in what "
-                      f"the cache key depends on: {'; '.join(diffs)}")
-    ev.append("key inputs: " + ", ".join(f"{k}={ref.get(k)!r}" for k in KEY_FIELDS))
+            ev.append(f"{b.command} differs from {ref.command} in what the cache key depends "
+                      f"on: {'; '.join(diffs)}")
+    ev.append("key inputs: " + ", ".join(f"{k}={v!r}" for k, v in ref.key_inputs))
     for b in benches:
-        warm = [s for s in b.get("samples") or [] if s.get("kind") == "warm"]
-        hit = sum(1 for s in warm if s.get("hits") and not s.get("missed_ranks"))
-        ratio = hit / len(warm) if warm else 0.0
-        ev.append(f"warm runs that hit: {hit} of {len(warm)} ({ratio:.0%}) for "
-                  f"{' '.join(b.get('command') or [])}" + _ranks_missed(warm))
-        if not warm or hit < len(warm):
+        hit = sum(1 for w in b.warm if w.hit)
+        ratio = hit / len(b.warm) if b.warm else 0.0
+        ev.append(f"warm runs that hit: {hit} of {len(b.warm)} ({ratio:.0%}) for "
+                  f"{b.command}" + _ranks_missed(b.warm))
+        if not b.warm or hit < len(b.warm):
             ok = False
-    in_key = [versions.path_in_key(fp.get("jax")) for _, fp in fps]
+    in_key = [versions.path_in_key(b.jax) for b in benches]
     if any(k is not False for k in in_key):  # JAX <= 0.10, or not recorded
         ev.append("on JAX <= 0.10 every job must use the very same path string (no symlinks, "
                   "no other mount point): the path enters the cache key")
@@ -95,25 +84,26 @@ def _both(a: Test, b: Test) -> Test:
     return Test("compatible", passed, a.evidence + b.evidence)
 
 
-def _ranks_missed(warm: list[dict]) -> str:
+def _ranks_missed(warm: tuple[WarmRun, ...]) -> str:
     """'; rank 1 missed in 3 of 3' for the ranks that compiled again what the cold run wrote
     (a warm run counts as a hit only if every rank hit: the job waits for the slowest)."""
-    per: dict = {}
-    for s in warm:
-        for m in s.get("missed_ranks") or []:
-            per.setdefault(m.get("rank"), set()).add(id(s))
+    per: dict[int | None, int] = {}
+    for w in warm:
+        for r in set(w.missed_ranks):
+            per[r] = per.get(r, 0) + 1
     if not per:
         return ""
-    ranks = sorted(per, key=lambda r: (r is None, r if isinstance(r, int) else 0))
-    named = [f"{'rank ?' if r is None else f'rank {r}'} missed in {len(per[r])} of {len(warm)}"
-             for r in ranks]
+    named = [f"{'rank ?' if r is None else f'rank {r}'} missed in {per[r]} of {len(warm)}"
+             for r in sorted(per, key=_rank_order)]
     return "; " + "; ".join(named) + " (a run hits only if every rank hit)"
 
 
-def _missing_ranks_advice(benches: list[dict]) -> tuple[str, ...]:
-    ranks = sorted({m.get("rank") for b in benches for s in b.get("samples") or []
-                    for m in s.get("missed_ranks") or []},
-                   key=lambda r: (r is None, r if isinstance(r, int) else 0))
+def _rank_order(r: int | None) -> tuple[bool, int]:
+    return (r is None, r or 0)
+
+
+def _missing_ranks_advice(benches: list[BenchFacts]) -> tuple[str, ...]:
+    ranks = sorted({r for b in benches for r in b.missed_ranks}, key=_rank_order)
     if not ranks:
         return ()
     named = ", ".join("?" if r is None else str(r) for r in ranks)
@@ -123,47 +113,39 @@ def _missing_ranks_advice(benches: list[dict]) -> tuple[str, ...]:
             "entries process 0 wrote",)
 
 
-def _bar_of(bench: dict, min_s: float | None, min_fraction: float | None) -> noticeable.Bar:
+def _bar_of(bench: BenchFacts, min_s: float | None, min_fraction: float | None
+            ) -> noticeable.Bar:
     """The bar to judge a bench by: decide's own where given, else the one the bench used
     (so that decide, given a bench's --json, answers as that bench did), else the defaults."""
-    used = (bench.get("summary") or {}).get("noticeable_bar") or {}
+    used_s, used_fraction = bench.bar
 
-    def pick(given: float | None, key: str, default: float) -> float:
-        if given is not None:
-            return given
-        value = used.get(key)
-        return default if value is None else value
+    def pick(given: float | None, used: float | None, default: float) -> float:
+        return given if given is not None else default if used is None else used
 
-    return noticeable.Bar(pick(min_s, "min_saving_s", noticeable.MIN_SAVING_S),
-                          pick(min_fraction, "min_fraction", noticeable.MIN_FRACTION))
+    return noticeable.Bar(pick(min_s, used_s, noticeable.MIN_SAVING_S),
+                          pick(min_fraction, used_fraction, noticeable.MIN_FRACTION))
 
 
-def _noticeable(benches: list[dict], min_s: float | None, min_fraction: float | None
+def _noticeable(benches: list[BenchFacts], min_s: float | None, min_fraction: float | None
                 ) -> tuple[Test, tuple[str, ...]]:
     """The noticeable test (bench/noticeable.py, the rule bench applies), per bench; the
     outcome is the worst of them (too-small or missed, then inconclusive), with its advice."""
     outcomes, ev, advice = [], [], []
     for b in benches:
-        s = b["summary"]
-        wall = ((s.get("wall") or {}).get("cold") or {}).get("median")
-        cmd = " ".join(b.get("command") or [])
-        shift = noticeable.judged_from_json(s)  # the saving the bench's verdict judged
-        if s.get("verdict") in ("nothing-cached", "warm-missed", "no-data") or shift is None:
+        if not b.outcome.measured or b.judged is None:
             outcomes.append(MISSED)
-            ev.append(f"{cmd}: no saving to judge ({s.get('verdict')}: {s.get('message')})")
-            left = _obj(_obj(b.get("thresholds")).get("left_out"))
-            if s.get("verdict") == "nothing-cached" and left.get("modules"):
-                ev.append(_left_out_evidence(left))
-            advice.append(_missed_advice(s.get("verdict"), left, cmd))
+            ev.append(f"{b.command}: no saving to judge ({b.outcome.value}: {b.message})")
+            if b.outcome is Outcome.NOTHING_CACHED and b.left_out is not None:
+                ev.append(_left_out_evidence(b.left_out))
+            advice.append(_missed_advice(b.outcome, b.left_out, b.command))
         else:
-            j = noticeable.judge(shift, wall, _bar_of(b, min_s, min_fraction))
+            j = noticeable.judge(b.judged, b.cold_wall_s, _bar_of(b, min_s, min_fraction))
             outcomes.append(j.outcome)
-            ev.append(f"{cmd}: {j.why}")
+            ev.append(f"{b.command}: {j.why}")
             if not j.met:
                 advice.append(noticeable.advice(j))
-        phases = s.get("phases") or {}
-        if phases:
-            spent = ", ".join(f"{k} {_seconds(v['cold']['median'])}" for k, v in phases.items())
+        if b.phases:
+            spent = ", ".join(f"{k} {_seconds(v)}" for k, v in b.phases)
             ev.append(f"  cold start-up spent on: {spent}")
     worst = next((o for o in (noticeable.TOO_SMALL, MISSED, noticeable.INCONCLUSIVE)
                   if o in outcomes), noticeable.NOTICEABLE)
@@ -175,30 +157,27 @@ def _noticeable(benches: list[dict], min_s: float | None, min_fraction: float | 
 MISSED = "missed"  # no saving to judge: nothing cached, warm runs missed, no data
 
 
-def _left_out_evidence(left: dict) -> str:
-    share, seconds = left.get("share"), left.get("seconds")
-    seconds = float(seconds) if isinstance(seconds, int | float) else 0.0
-    return (f"  JAX's write thresholds left {safe(str(left.get('modules')))} compiles uncached: "
-            f"{seconds:.2f} s of compile"
-            + (f", {share:.0%} of start-up" if isinstance(share, int | float) else "")
-            + ("; material" if left.get("material") else "; not material"))
+def _left_out_evidence(left: LeftOut) -> str:
+    return (f"  JAX's write thresholds left {left.modules} compiles uncached: "
+            f"{left.seconds:.2f} s of compile"
+            + (f", {left.share:.0%} of start-up" if left.share is not None else "")
+            + ("; material" if left.material else "; not material"))
 
 
-def _missed_advice(verdict: str | None, left: dict | None = None, cmd: str = "CMD") -> str:
-    left = left or {}
-    if verdict == "nothing-cached" and left.get("modules"):
-        if left.get("material"):
+def _missed_advice(outcome: Outcome, left: LeftOut | None, cmd: str = "CMD") -> str:
+    if outcome is Outcome.NOTHING_CACHED and left is not None:
+        if left.material:
             return (f"what the thresholds leave out is material: bench a lower one before "
-                    f"keeping it (`jaxcache bench {safe(str(left.get('suggestion')))} -- "
-                    f"{safe(cmd)}`, or decide with the same flag), at the cost of more, "
+                    f"keeping it (`jaxcache bench {safe(left.suggestion)} -- "
+                    f"{cmd}`, or decide with the same flag), at the cost of more, "
                     "smaller entries to store and trust")
         return ("what the thresholds leave out is not material: this job gains nothing from a "
                 "persistent cache; keep the thresholds and do not share a cache for it")
-    if verdict == "warm-missed":
+    if outcome is Outcome.WARM_MISSED:
         return ("the warm runs compiled again instead of loading the cold run's entries, so "
                 "the saving could not be measured: `jaxcache explain` on a cold and a warm "
                 "record (bench --workdir keeps them) names the key component that differs")
-    if verdict == "nothing-cached":
+    if outcome is Outcome.NOTHING_CACHED:
         return ("the cold run wrote no entry (JAX's thresholds: compile time >= 1 s, entry "
                 "size): `jaxcache explain -- CMD` says which rule left each module out")
     return "no trial has both a cold and a warm run: rerun the bench"
@@ -208,17 +187,7 @@ def _seconds(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f} s"
 
 
-def _users(audit: dict) -> list[str]:
-    who = set()
-    for u in ((audit.get("processes") or {}).get("uses") or []):
-        who.add(f"{u['user']} (process {u['pid']}, {u['how']})")
-    for e in ((audit.get("entries") or {}).get("entries") or []):
-        if "foreign-owner" in e.get("flags", []):
-            who.add(f"{e['owner']} (owns entries)")
-    return sorted(who)
-
-
-def decide(audit: dict, benches: list[dict], *, min_saving_s: float | None = None,
+def decide(audit: AuditFacts, benches: list[BenchFacts], *, min_saving_s: float | None = None,
            min_fraction: float | None = None, records: list[Source] | None = None
            ) -> Decision:
     """_decide() with, where the saving was measured under thresholds the bench set, the
@@ -236,24 +205,18 @@ def decide(audit: dict, benches: list[dict], *, min_saving_s: float | None = Non
     return d
 
 
-def _obj(value: object) -> dict:
-    """A bench document's object field, or {} where a writer put anything else there."""
-    return value if isinstance(value, dict) else {}
-
-
-def _threshold_flags(benches: list[dict]) -> str:
+def _threshold_flags(benches: list[BenchFacts]) -> str:
     """The threshold flags the benches set, as run and bench take them ('' for none)."""
     found: dict[str, str] = {}
     for b in benches:
-        set_by = _obj(_obj(b.get("thresholds")).get("set_by_bench"))
-        if set_by:
-            for flag, name in thresholds.FLAGS.items():
-                if isinstance(set_by.get(name), str):
-                    found.setdefault(flag, safe(set_by[name]))
+        set_by = dict(b.thresholds_set)
+        for flag, name in thresholds.FLAGS.items():
+            if name in set_by:
+                found.setdefault(flag, set_by[name])
     return " ".join(f"{flag} {value}" for flag, value in found.items())
 
 
-def _decide(audit: dict, benches: list[dict], *, min_saving_s: float | None = None,
+def _decide(audit: AuditFacts, benches: list[BenchFacts], *, min_saving_s: float | None = None,
             min_fraction: float | None = None, records: list[Source] | None = None
             ) -> Decision:
     """The three tests in order. The noticeable bar defaults to the one each bench used
@@ -262,9 +225,9 @@ def _decide(audit: dict, benches: list[dict], *, min_saving_s: float | None = No
     `records` (decide --records): the jobs that would share the cache; jobs of different
     builds or hosts (or unknown ones) are BLOCKED whatever the saving, as uncontrolled
     writers are: one cache would hand each entries compiled for the other."""
-    path = audit.get("resolved") or audit.get("path")
+    path = audit.path
     writers = _writers(audit)
-    others = _users(audit)
+    others = audit.users
     if not writers.passed:
         advice = ["use separate, private cache directories per user or team: "
                   "`jaxcache init` as each user (e.g. ~/.cache/jaxcache/jax), and point each "
@@ -309,18 +272,18 @@ def _decide(audit: dict, benches: list[dict], *, min_saving_s: float | None = No
                    "no shared cache until that is fixed")
         return Decision("NOT-WORTH-IT", summary, tests,
                         _missing_ranks_advice(benches) + saving_advice, path)
-    if audit["verdict"] == "SEALED" and compatible.passed:
+    if audit.verdict is Verdict.SEALED and compatible.passed:
         return Decision("SHARE", "a shared sealed cache is justified: readers load only entries "
                         "signed by trusted keys whose holders are declared writers, the jobs are "
                         "compatible, and the saving is noticeable", tests,
                         ("every reader must run with --sealed (or enable(sealed=True)); keep the "
                          "signing keys secret and the policy's key list current",), path)
-    if audit["verdict"] == "SHARED-BY-POLICY" and compatible.passed:
+    if audit.verdict is Verdict.SHARED_BY_POLICY and compatible.passed:
         return Decision("SHARE", "a shared cache is justified: every writer is declared "
                         "trusted, the jobs are compatible, and the saving is noticeable", tests,
                         ("keep the policy's writer list current; every job must use exactly "
                          f"{safe(path or '?')}",), path)
-    why = ("only you (and root) can write it" if audit["verdict"] == "PRIVATE" else
+    why = ("only you (and root) can write it" if audit.verdict is Verdict.PRIVATE else
            "the jobs that would share it are not compatible")
     return Decision("PRIVATE", f"use a private cache per user or team ({why}); it saves a "
                     "noticeable amount", tests,

@@ -1,0 +1,201 @@
+"""What decide judges, typed once at its edge: the audit (from the audit just run, or an
+earlier `audit --format json` that documents/read.py checked) and each bench (its `--json`
+document, checked the same way). Every string key decide reads is read here, once.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+
+from jaxcache.bench import noticeable
+from jaxcache.bench.estimates import Shift
+from jaxcache.text import safe
+from jaxcache.trust.findings import UNVERIFIABLE, Verdict
+from jaxcache.values import frozen
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from jaxcache.trust.judgement.audit import AuditReport
+
+# what two benches' jobs must agree on (the bench's `comparable`): the key's inputs, and the
+# jaxlib builds (a digest JAX's key leaves out)
+KEY_FIELDS = ("jaxlib", "builds", "backend", "device_kind", "device_count", "xla_flags")
+
+
+@frozen
+class WriterFact:
+    principal: str
+    trusted_by_policy: bool
+    untrusted: bool
+    chain: tuple[str, ...]
+
+
+@frozen
+class AuditFacts:
+    """The audit as decide weighs it."""
+
+    verdict: Verdict
+    path: str | None  # the directory, resolved (else as given), as the decision names it
+    shown: str | None  # resolved, else as requested: what the evidence names
+    user: str
+    writers: tuple[WriterFact, ...]
+    untrusted: tuple[str, ...]  # the untrusted writers' names, sorted
+    unverifiable: tuple[str, ...]  # the messages of unverifiable findings
+    key_notes: tuple[str, ...]  # seal.keys findings: the trusted keys' state
+    users: tuple[str, ...]  # who else uses the directory: processes, owners of entries
+
+    @classmethod
+    def of(cls, report: AuditReport) -> AuditFacts:
+        """From the audit just run."""
+        uses = report.processes.uses if report.processes is not None else ()
+        entries = report.inventory.entries if report.inventory is not None else ()
+        users = {f"{u.user} (process {u.pid}, {u.how})" for u in uses}
+        users |= {f"{e.owner} (owns entries)" for e in entries if "foreign-owner" in e.flags}
+        return cls(report.verdict, _escaped(report.resolved or report.path),
+                   report.resolved or report.requested, str(report.judged_for.name),
+                   tuple(WriterFact(str(w.principal), w.trust == "policy",
+                                    w.trust == "untrusted", w.chain) for w in report.writers),
+                   tuple(sorted(report.writer_names("untrusted"))),
+                   tuple(f.message for f in report.findings if f.effect == UNVERIFIABLE),
+                   tuple(f.message for f in report.findings if f.code == "seal.keys"),
+                   tuple(sorted(users)))
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, object]) -> AuditFacts:
+        """From an audit document documents/read.py checked (audit_from)."""
+        writers = tuple(WriterFact(str(w["principal"]), w.get("trust") == "policy",
+                                   w.get("trust") == "untrusted",
+                                   tuple(str(c) for c in _list(w["chain"])))
+                        for w in _objects(doc.get("writers")))
+        findings = _objects(doc.get("findings"))
+        users = {f"{u['user']} (process {u['pid']}, {u['how']})"
+                 for u in _objects(_object(doc.get("processes")).get("uses"))}
+        users |= {f"{e['owner']} (owns entries)"
+                  for e in _objects(_object(doc.get("entries")).get("entries"))
+                  if "foreign-owner" in _list(e.get("flags"))}
+        path, shown = doc.get("resolved") or doc.get("path"), \
+            doc.get("resolved") or doc.get("requested")
+        return cls(Verdict(doc["verdict"]), path if isinstance(path, str) else None,
+                   shown if isinstance(shown, str) else None,
+                   str(_object(doc.get("judged_for")).get("user")), writers,
+                   tuple(str(u) for u in _list(doc.get("untrusted_writers"))),
+                   tuple(str(f["message"]) for f in findings
+                         if f.get("effect") == UNVERIFIABLE),
+                   tuple(str(f["message"]) for f in findings if f.get("code") == "seal.keys"),
+                   tuple(sorted(users)))
+
+
+class Outcome(str, Enum):
+    """A bench's verdict, as its summary says it (documents/read.py's BENCH_VERDICTS)."""
+
+    SAVES = "saves"
+    TOO_SMALL = "too-small"
+    INCONCLUSIVE = "inconclusive"
+    NO_SIGNIFICANT_DIFFERENCE = "no-significant-difference"  # before one noticeable rule
+    NOTHING_CACHED = "nothing-cached"
+    WARM_MISSED = "warm-missed"
+    NO_DATA = "no-data"
+
+    @property
+    def measured(self) -> bool:
+        """False where there is no saving to judge: nothing cached, warm runs that missed,
+        no trial with both arms."""
+        return self not in (Outcome.NOTHING_CACHED, Outcome.WARM_MISSED, Outcome.NO_DATA)
+
+
+@frozen
+class WarmRun:
+    hit: bool  # it hit, and no rank missed
+    missed_ranks: tuple[int | None, ...]
+
+
+@frozen
+class LeftOut:
+    """What JAX's write thresholds left uncached in the cold runs (thresholds.left_out)."""
+
+    modules: int
+    seconds: float
+    share: float | None
+    material: bool
+    suggestion: str
+
+
+@frozen
+class BenchFacts:
+    """One bench result as decide weighs it."""
+
+    command: str  # as one line, escaped
+    key_inputs: tuple[tuple[str, object], ...]  # KEY_FIELDS, then jax: the comparable's values
+    jax: object
+    warm: tuple[WarmRun, ...]
+    missed_ranks: tuple[int | None, ...]  # of every sample, cold or warm, in order
+    outcome: Outcome
+    message: str | None
+    judged: Shift | None  # the saving the bench's verdict judged
+    cold_wall_s: float | None
+    bar: tuple[float | None, float | None]  # the bench's own min_saving_s, min_fraction
+    phases: tuple[tuple[str, float | None], ...]  # each phase's cold median
+    left_out: LeftOut | None
+    thresholds_set: tuple[tuple[str, str], ...]  # (JAX option, value) the bench set
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, object]) -> BenchFacts:
+        """From a bench document documents/read.py checked (bench_from)."""
+        summary = _object(doc.get("summary"))
+        comparable = _object(doc.get("comparable"))
+        warm = tuple(
+            WarmRun(bool(s.get("hits")) and not s.get("missed_ranks"),
+                    tuple(_rank(m.get("rank")) for m in _objects(s.get("missed_ranks"))))
+            for s in _objects(doc.get("samples")) if s.get("kind") == "warm")
+        bar = _object(summary.get("noticeable_bar"))
+        phases = tuple((str(name), _number(_object(_object(arms).get("cold")).get("median")))
+                       for name, arms in _object(summary.get("phases")).items())
+        thresholds = _object(doc.get("thresholds"))
+        set_by = _object(thresholds.get("set_by_bench"))
+        return cls(safe(" ".join(str(a) for a in _list(doc.get("command")))),
+                   tuple((k, comparable.get(k)) for k in KEY_FIELDS), comparable.get("jax"),
+                   warm, tuple(_rank(m.get("rank")) for s in _objects(doc.get("samples"))
+                               for m in _objects(s.get("missed_ranks"))),
+                   Outcome(summary["verdict"]),
+                   None if summary.get("message") is None else str(summary.get("message")),
+                   noticeable.judged_from_json(dict(summary)),
+                   _number(_object(_object(summary.get("wall")).get("cold")).get("median")),
+                   (_number(bar.get("min_saving_s")), _number(bar.get("min_fraction"))),
+                   phases, _left_out(_object(thresholds.get("left_out"))),
+                   tuple((str(k), safe(v)) for k, v in set_by.items() if isinstance(v, str)))
+
+
+def _left_out(left: Mapping[str, object]) -> LeftOut | None:
+    modules = left.get("modules")
+    if not isinstance(modules, int) or not modules:
+        return None
+    return LeftOut(modules, _number(left.get("seconds")) or 0.0, _number(left.get("share")),
+                   bool(left.get("material")), str(left.get("suggestion")))
+
+
+def _escaped(path: str | None) -> str | None:
+    return None if path is None else safe(path)
+
+
+def _object(value: object) -> Mapping[str, object]:
+    """A document's object field, or {} where a writer put anything else (or nothing)."""
+    return value if isinstance(value, dict) else {}
+
+
+def _objects(value: object) -> list[Mapping[str, object]]:
+    return [v for v in _list(value) if isinstance(v, dict)]
+
+
+def _list(value: object) -> list[object]:
+    return value if isinstance(value, list) else []
+
+
+def _number(value: object) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) \
+        else None
+
+
+def _rank(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
