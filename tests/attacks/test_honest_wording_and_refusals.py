@@ -1,5 +1,6 @@
-"""Third review's findings, pinned: honest wording (counts, kinds, files), no stderr line over
-200 characters, explain DIR skipping what it refuses, keygen and run --local refusals."""
+"""Honest wording (counts, kinds, files), no stderr line over 200 characters, explain DIR
+skipping what it refuses, keygen's and run --local's refusals (each once a hole a review
+found)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""Holes found by a review, each pinned by a test: '..' after a missing name, default-ACL
-group of new files, the job's umask, where the policy may live, and refusals that change
-nothing."""
+"""Paths, umasks and where a policy may live: '..' after a missing name, the default ACL's
+group of new files, the job's umask, a policy inside the cache or in a world-writable folder,
+and refusals that change nothing (each once a hole a review found)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""Second review's findings, pinned: subprocess-aware counts, no leaked temp dirs, refused
-option combinations, explain's dir-change and record validation."""
+"""Work in child processes counted, no temporary folder left by a failed bench, option
+combinations refused, explain naming a directory change and refusing malformed records (each
+once a hole a review found)."""
 
 from __future__ import annotations
 
