@@ -22,6 +22,9 @@ if TYPE_CHECKING:
     from typing_extensions import dataclass_transform  # typing's only from Python 3.11
 
     T = TypeVar("T")
+    # A JSON object as a document holds it, where no typed model reads it yet (issue 43:
+    # these shrink as models take over); for type checkers only, like everything here.
+    JsonObject = dict[str, Any]
 
 __all__ = ["FrozenInstanceError", "field", "frozen", "ordered"]
 

@@ -12,6 +12,10 @@ from __future__ import annotations
 from jaxcache.text import safe
 from jaxcache.trust.rules.target import is_url
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from jaxcache.values import JsonObject
+
 _WHAT = {
     "prefix-empty": "not found, and the prefix holds no entries",
     "key-mismatch": "not found under this key, but the module is there under another key",
@@ -22,12 +26,12 @@ _WHAT = {
 }
 
 
-def lines(seal: dict | None) -> list[str]:
+def lines(seal: JsonObject | None) -> list[str]:
     """One line per kind of miss, with the first reason given, and rejections by status."""
     if not seal:
         return []
     out = []
-    groups: dict[str, list[dict]] = {}
+    groups: dict[str, list[JsonObject]] = {}
     for m in seal.get("bucket_misses") or []:
         groups.setdefault(m.get("hint") or m.get("kind") or "error", []).append(m)
     for kind, misses in groups.items():
@@ -49,4 +53,4 @@ def _read_grant(path: object) -> str:
     """What the reader lacks, in the terms of the service that denied it (its store module's)."""
     from jaxcache.seal.stores import store_for_url as objects
 
-    return objects.service(str(path).partition("://")[0]).READ_GRANT
+    return str(objects.service(str(path).partition("://")[0]).READ_GRANT)

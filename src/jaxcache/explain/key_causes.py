@@ -6,6 +6,10 @@ from __future__ import annotations
 from jaxcache.jaxcompat import versions
 from jaxcache.text import safe
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from jaxcache.values import JsonObject
+
 CAUSES = {
     "computation": "the program lowered to different StableHLO: changed code, input shapes or "
                    "dtypes, or a non-deterministic lowering (custom_partitioning, HLO names)",
@@ -19,14 +23,14 @@ CAUSES = {
 }
 
 
-def _path_in_key(*records: dict) -> bool | None:
+def _path_in_key(*records: JsonObject) -> bool | None:
     """Whether the cache path entered these records' keys (JAX <= 0.10): True if it did for
     any of them, False if for none, None when a JAX version is missing."""
     said = [versions.path_in_key((r.get("versions") or {}).get("jax")) for r in records]
     return True if True in said else None if None in said else False
 
 
-def _version_change(a: dict, b: dict) -> str | None:
+def _version_change(a: JsonObject, b: JsonObject) -> str | None:
     """'jax 0.10.2 vs 0.12.0.1' when the records' JAX or jaxlib differ, else None."""
     va, vb = a.get("versions") or {}, b.get("versions") or {}
     for name in ("jax", "jaxlib"):
@@ -35,7 +39,7 @@ def _version_change(a: dict, b: dict) -> str | None:
     return None
 
 
-def compile_options_cause(a: dict, b: dict, changed: set[str]) -> str:
+def compile_options_cause(a: JsonObject, b: JsonObject, changed: set[str]) -> str:
     """Why the compile options of two records' keys differ: a JAX version change first, the
     cache path where it enters the key (JAX <= 0.10), the XLA flags, else the options."""
     pa, pb = (a.get("cache_dir") or {}).get("path"), (b.get("cache_dir") or {}).get("path")

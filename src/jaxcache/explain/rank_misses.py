@@ -15,6 +15,10 @@ from jaxcache.explain.key_causes import CAUSES
 from jaxcache.text import safe
 from jaxcache.values import frozen
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from jaxcache.values import JsonObject
+
 
 @frozen
 class RankDiff:
@@ -29,7 +33,7 @@ class RankDiff:
     remedy: str
 
 
-def _platform(proc: dict) -> str | None:
+def _platform(proc: JsonObject) -> str | None:
     """The record's word for the backend, escaped: it is shown in causes and remedies."""
     backend = (proc.get("platform") or {}).get("backend")
     return None if backend is None else safe(str(backend))
@@ -73,13 +77,13 @@ def _remedy(platform: str | None) -> str:
             "service (unauthenticated: see `jaxcache net`)")
 
 
-def rank_diffs(records: list[tuple[str, dict]]) -> list[RankDiff]:
+def rank_diffs(records: list[tuple[str, JsonObject]]) -> list[RankDiff]:
     """For each module a rank other than 0 did not hit, where rank 0 compiled the same module
     (name and input shapes): the key components that differ, and why."""
     from jaxcache.records.reading import processes, rank_of
 
-    seen: dict[tuple, dict[int, tuple[str, dict, dict]]] = {}
-    order: list[tuple[tuple, int]] = []
+    seen: dict[tuple[object, object], dict[int, tuple[str, JsonObject, JsonObject]]] = {}
+    order: list[tuple[tuple[object, object], int]] = []
     for path, record in records:
         for proc in processes(record):
             rank = rank_of(proc)

@@ -15,6 +15,10 @@ from jaxcache.records.reading import rank_of
 from jaxcache.text import safe, size
 from jaxcache.values import frozen
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from jaxcache.values import JsonObject
+
 THRESHOLD_REASONS = thresholds.REASONS
 
 
@@ -80,13 +84,13 @@ class Explanation:
         return 1 if bad else 0
 
 
-def _threshold(record: dict) -> float:
+def _threshold(record: JsonObject) -> float:
     opts = record.get("cache_options_at_first_compile") or {}
     value = opts.get("jax_persistent_cache_min_compile_time_secs")
     return 1.0 if value is None else float(value)
 
 
-def _error_kind(m: dict) -> str | None:
+def _error_kind(m: JsonObject) -> str | None:
     text = " ".join(e.get("message", "") for e in m.get("errors") or [])
     text += " " + str((m.get("reason_detail") or {}).get("message", ""))
     if "filelock" in text:
@@ -99,7 +103,7 @@ def _error_kind(m: dict) -> str | None:
     return None
 
 
-def _why(m: dict, record: dict, later_dirs: bool) -> tuple[str, str]:
+def _why(m: JsonObject, record: JsonObject, later_dirs: bool) -> tuple[str, str]:
     """(reason code, sentence) for one module of one record."""
     outcome, reason = m.get("outcome"), m.get("reason")
     detail = m.get("reason_detail") or {}
@@ -211,7 +215,7 @@ def _why(m: dict, record: dict, later_dirs: bool) -> tuple[str, str]:
     return reason or outcome or "unknown", safe(f"{outcome}: {reason}")
 
 
-def _seal_rejection(m: dict, record: dict) -> dict | None:
+def _seal_rejection(m: JsonObject, record: JsonObject) -> JsonObject | None:
     """The sealed backend's rejection of this module's key (the record's seal.rejections)."""
     key = m.get("cache_key")
     for r in (record.get("seal") or {}).get("rejections") or []:
@@ -220,12 +224,12 @@ def _seal_rejection(m: dict, record: dict) -> dict | None:
     return None
 
 
-def _disabled_first(record: dict) -> bool:
+def _disabled_first(record: JsonObject) -> bool:
     """The probe saw JAX's task_disabled_cache event: the first compile ran disabled."""
-    return (record.get("counts") or {}).get("task_disabled_cache", 0) > 0
+    return bool((record.get("counts") or {}).get("task_disabled_cache", 0) > 0)
 
 
-def explain_records(records: list[tuple[str, dict]]) -> Explanation:
+def explain_records(records: list[tuple[str, JsonObject]]) -> Explanation:
     modules: list[ModuleWhy] = []
     advice: list[ThresholdAdvice] = []
     notes: list[str] = []
@@ -268,7 +272,7 @@ def explain_records(records: list[tuple[str, dict]]) -> Explanation:
                        tuple(rank_diffs(records)), tuple(build_diffs(records)))
 
 
-def _advice(path: str, record: dict) -> ThresholdAdvice:
+def _advice(path: str, record: JsonObject) -> ThresholdAdvice:
     """thresholds.py's rule and sentence (the same run's summary says), for this record."""
     from jaxcache.records.reading import all_modules
 
@@ -278,9 +282,9 @@ def _advice(path: str, record: dict) -> ThresholdAdvice:
                            f"{safe(path)}: {left.sentence(record.get('argv'))}")
 
 
-def _key_diffs(records: list[tuple[str, dict]]) -> list[KeyDiff]:
+def _key_diffs(records: list[tuple[str, JsonObject]]) -> list[KeyDiff]:
     out = []
-    seen: dict[tuple[int | None, str, str | None], tuple[str, dict, dict]] = {}
+    seen: dict[tuple[int | None, str, str | None], tuple[str, JsonObject, JsonObject]] = {}
     for path, record in records:
         rank = rank_of(record)  # another rank's miss is rank_misses.py's, not a later run's
         for m in record.get("modules") or []:
@@ -308,7 +312,7 @@ def _key_diffs(records: list[tuple[str, dict]]) -> list[KeyDiff]:
     return out
 
 
-def _evidence(component: str, a: dict, b: dict) -> str:
+def _evidence(component: str, a: JsonObject, b: JsonObject) -> str:
     """What the two records say of the component that changed (their words, escaped)."""
     if component == "XLA flags":
         fa, fb = (a.get("env") or {}).get("XLA_FLAGS"), (b.get("env") or {}).get("XLA_FLAGS")
@@ -323,7 +327,7 @@ def _evidence(component: str, a: dict, b: dict) -> str:
     return ""
 
 
-def run_twice(argv: list[str]) -> list[tuple[str, dict]]:
+def run_twice(argv: list[str]) -> list[tuple[str, JsonObject]]:
     """`explain -- CMD`: run the job twice against a fresh private cache (what it writes, and
     whether a second process hits it); the records stay in the user's state dir. The job's
     stdout goes to our stderr: our stdout is the explanation (a JSON document with --format

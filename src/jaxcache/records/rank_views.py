@@ -17,6 +17,10 @@ from jaxcache.records.reading import processes, rank_of
 from jaxcache.text import safe
 from jaxcache.trust.rules.target import is_url
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from jaxcache.values import JsonObject
+
 REMEDY = ("run jaxcache inside the launcher (`srun jaxcache run ...`, `mpirun jaxcache run "
           "...`) so that each rank audits its own view before JAX sees the directory; with "
           "`srun --kill-on-bad-exit=1` a rank that is refused stops the whole step")
@@ -33,13 +37,13 @@ def _audited(path: str | None) -> tuple[str, int] | None:
     return f"{os.major(st.st_dev)}:{os.minor(st.st_dev)}", st.st_ino
 
 
-def _label(proc: dict, rank: int | None) -> str:
+def _label(proc: JsonObject, rank: int | None) -> str:
     ident = proc.get("identity") or {}
     who = f"rank {rank}" if rank is not None else "process"
     return f"{who} (pid {proc.get('pid', '?')}, host {safe(str(ident.get('host')))})"
 
 
-def check(doc: dict, env: dict[str, str]) -> dict:
+def check(doc: JsonObject, env: dict[str, str]) -> JsonObject:
     """{"expected", "seen", "absent", "per_rank", "problems": [{"rank", "pid", "what",
     "text"}], "remedy"}: what the record's probes say about the ranks of the job. per_rank:
     jaxcache runs as one rank of the launch, and each rank records itself."""
@@ -72,8 +76,8 @@ def check(doc: dict, env: dict[str, str]) -> dict:
             "problems": problems, "remedy": REMEDY if problems else None}
 
 
-def _differences(rank: int | None, p: dict, reference: dict, audited_path: str | None,
-                 audited: tuple[str, int] | None, here: str) -> list[dict]:
+def _differences(rank: int | None, p: JsonObject, reference: JsonObject, audited_path: str | None,
+                 audited: tuple[str, int] | None, here: str) -> list[JsonObject]:
     view, who = p["cache_view"], _label(p, rank)
     host = (p.get("identity") or {}).get("host")
     out: list[tuple[str, str]] = []

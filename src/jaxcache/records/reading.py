@@ -7,12 +7,18 @@ records without importing the builder.
 
 from __future__ import annotations
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterable
 
-def totals(doc: dict) -> dict:
+    from jaxcache.values import JsonObject
+
+
+def totals(doc: JsonObject) -> JsonObject:
     """The counts of the main probed process and every probed subprocess, added up."""
     parts = [doc.get("counts") or {}] + [sp.get("counts") or {}
                                           for sp in doc.get("subprocesses") or []]
-    out: dict = {"processes": len(parts), "outcomes": {}}
+    out: JsonObject = {"processes": len(parts), "outcomes": {}}
     for c in parts:
         for key in ("modules", "compile_requests", "hits", "misses", "read_errors"):
             out[key] = out.get(key, 0) + c.get(key, 0)
@@ -21,16 +27,16 @@ def totals(doc: dict) -> dict:
     return out
 
 
-def processes(doc: dict) -> list[dict]:
+def processes(doc: JsonObject) -> list[JsonObject]:
     """The main probed process and every probed subprocess, each as its own record entry."""
     return [doc] + list(doc.get("subprocesses") or [])
 
 
-def rank_of(proc: dict) -> int | None:
+def rank_of(proc: JsonObject) -> int | None:
     """JAX's process index of a record entry, else its launcher's rank, else None."""
     ident = proc.get("identity") or {}
     if isinstance(ident.get("process_index"), int):
-        return ident["process_index"]
+        return int(ident["process_index"])
     index = (proc.get("platform") or {}).get("process_index")
     if isinstance(index, int):
         return index
@@ -38,7 +44,7 @@ def rank_of(proc: dict) -> int | None:
     return launcher.get("rank") if isinstance(launcher.get("rank"), int) else None
 
 
-def all_modules(doc: dict) -> list[tuple[str, dict]]:
+def all_modules(doc: JsonObject) -> list[tuple[str, JsonObject]]:
     """(process label, module) for the main probed process and every probed subprocess."""
     out = [("main", m) for m in doc.get("modules") or []]
     for sub in doc.get("subprocesses") or []:
@@ -46,7 +52,7 @@ def all_modules(doc: dict) -> list[tuple[str, dict]]:
     return out
 
 
-def in_record_order(probes, main_pid: int | None) -> list[dict]:
+def in_record_order(probes: Iterable[JsonObject], main_pid: int | None) -> list[JsonObject]:
     """The probes in the order the record holds them: the job's own process first; without
     one (a launcher such as srun, which is not Python), the lowest rank first, so that
     `identity` at the top is rank 0's."""

@@ -21,6 +21,10 @@ from jaxcache.errors import JaxcacheError
 from jaxcache.text import safe
 from jaxcache.values import frozen
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from jaxcache.values import JsonObject
+
 # 20261201T155636.123456789Z-4242.json, or ...-4242.rank1.json for one rank of a job
 NAME = re.compile(r"^(\d{8}T\d{6})\.(\d{9})Z-\d+(?:\.rank\d+)?\.json$")
 MAX_BYTES = 256 << 20  # the trusted-input limit for a record (trust/inputs/trusted_file.py)
@@ -54,7 +58,7 @@ class Found:
     size: int
     dev: int
     ino: int
-    doc: dict
+    doc: JsonObject
 
 
 @frozen
@@ -138,7 +142,7 @@ def _read(dir_fd: int, name: str) -> tuple[os.stat_result, bytes] | str:
         os.close(fd)
 
 
-def parse(data: bytes) -> dict | str:
+def parse(data: bytes) -> JsonObject | str:
     """The record, or why these bytes are not a run record of a schema this jaxcache reads."""
     from jaxcache import validate as v
     from jaxcache.documents import read as documents

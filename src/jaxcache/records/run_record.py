@@ -21,6 +21,11 @@ from jaxcache.trust.kernel.entries import Inventory
 from jaxcache.trust.rules.target import is_url
 from jaxcache.values import frozen
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from jaxcache.documents.claim import Output
+    from jaxcache.values import JsonObject
+
 
 @frozen
 class DirSnapshot:
@@ -62,7 +67,7 @@ class DirSnapshot:
                                               f"{self.absent}")
         return self
 
-    def summary(self) -> dict:
+    def summary(self) -> JsonObject:
         if self.unknown is not None:
             return {"entries": None, "files": None, "bytes": None, "unknown": self.unknown}
         return {"entries": sum(1 for n in self.entries if n.endswith("-cache")),
@@ -86,7 +91,7 @@ def env_snapshot(env: dict[str, str]) -> dict[str, str]:
             or k in ("XLA_FLAGS", "LIBTPU_INIT_ARGS", "TF_CPP_MIN_LOG_LEVEL")}
 
 
-def _counts(probe: dict, modules: list[dict]) -> dict:
+def _counts(probe: JsonObject, modules: list[JsonObject]) -> JsonObject:
     """Counts from the modules as finally judged (a 'written' JAX logged may be a kept file)."""
     raw = probe.get("counts", {})
     requests, hits = raw.get("compile_requests", 0), raw.get("hits", 0)
@@ -102,7 +107,7 @@ def _counts(probe: dict, modules: list[dict]) -> dict:
             "read_errors": read_errors, "outcomes": outcomes}
 
 
-def _modules(probe: dict, before: DirSnapshot, after: DirSnapshot) -> list[dict]:
+def _modules(probe: JsonObject, before: DirSnapshot, after: DirSnapshot) -> list[JsonObject]:
     out = []
     seal = probe.get("seal") or {}
     sealed_writes = {w["key"]: w["directory"] for w in seal.get("writes", [])}
@@ -142,18 +147,18 @@ def _modules(probe: dict, before: DirSnapshot, after: DirSnapshot) -> list[dict]
     return out
 
 
-def _by_rank(outcome: Outcome) -> list[dict]:
+def _by_rank(outcome: Outcome) -> list[JsonObject]:
     return in_record_order(outcome.probes, outcome.pid)
 
 
 def build(outcome: Outcome, *, cache_dir: str, verdict: str, before: DirSnapshot,
-          after: DirSnapshot, env: dict[str, str], cwd: str) -> dict:
+          after: DirSnapshot, env: dict[str, str], cwd: str) -> JsonObject:
     probes = _by_rank(outcome)
     main = probes[0] if probes else None
     main_modules = _modules(main, before, after) if main else []
     new_files = [] if before.unknown or after.unknown else \
         sorted(set(after.entries) - set(before.entries))
-    doc: dict = {
+    doc: JsonObject = {
         **envelope("run"),
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "argv": list(outcome.argv),
@@ -200,7 +205,7 @@ def build(outcome: Outcome, *, cache_dir: str, verdict: str, before: DirSnapshot
     return doc
 
 
-def mark_unverified(doc: dict, *, allowed: bool) -> None:
+def mark_unverified(doc: JsonObject, *, allowed: bool) -> None:
     """`unverified`: why jaxcache cannot vouch for this record (the job's JAX is outside the
     supported lines), or None; `unverified_allowed`: the user asked for it (--unverified-jax).
     """
@@ -213,7 +218,7 @@ def mark_unverified(doc: dict, *, allowed: bool) -> None:
     doc["unverified_allowed"] = bool(allowed)
 
 
-def _subprocess(p: dict, before: DirSnapshot, after: DirSnapshot) -> dict:
+def _subprocess(p: JsonObject, before: DirSnapshot, after: DirSnapshot) -> JsonObject:
     modules = _modules(p, before, after)
     return {"pid": p.get("pid"), "argv": p.get("argv"), "identity": p.get("identity"),
             "cache_view": p.get("cache_view"), "versions": p.get("jax", {}),
@@ -224,7 +229,7 @@ def _subprocess(p: dict, before: DirSnapshot, after: DirSnapshot) -> dict:
 
 def capture(argv: list[str], env: dict[str, str], cache_dir: str, *, verdict: str,
             before: DirSnapshot | None = None, missing_ok: bool = True,
-            **run_options) -> tuple[dict, Outcome]:
+            **run_options: object) -> tuple[JsonObject, Outcome]:
     """Run a job with the probe against `cache_dir` and build its record (not yet written):
     the cache directory before, the run itself, the directory after."""
     from jaxcache.probe import runner
@@ -237,7 +242,7 @@ def capture(argv: list[str], env: dict[str, str], cache_dir: str, *, verdict: st
 
 
 def finish(outcome: Outcome, cache_dir: str, *, verdict: str, before: DirSnapshot,
-           env: dict[str, str], missing_ok: bool = True) -> dict:
+           env: dict[str, str], missing_ok: bool = True) -> JsonObject:
     """The record of a run that has ended: the directory after, and everything else."""
     after = DirSnapshot.at(cache_dir, missing_ok=missing_ok).since(before)
     return build(outcome, cache_dir=cache_dir, verdict=verdict, before=before, after=after,
@@ -246,7 +251,7 @@ def finish(outcome: Outcome, cache_dir: str, *, verdict: str, before: DirSnapsho
 
 @frozen
 class RunResult:
-    record: dict
+    record: JsonObject
     record_path: str
     outcome: Outcome
     record_error: str | None = None  # the job ran, but its record could not be written
@@ -266,7 +271,7 @@ class RunResult:
         return status
 
 
-def write(doc: dict, out) -> None:
+def write(doc: JsonObject, out: Output) -> None:
     """Write the record into its claimed target (an outputs.Output): whole, atomically, never
     over a file that is not ours."""
     import json
@@ -274,7 +279,7 @@ def write(doc: dict, out) -> None:
     out.write(json.dumps(doc, indent=2) + "\n")
 
 
-def load(path: str) -> dict:
+def load(path: str) -> JsonObject:
     """Read a record (through the trusted-input loader), refusing what this version cannot
     understand or what explain could not use."""
     from jaxcache.documents.read import load_record
@@ -283,7 +288,7 @@ def load(path: str) -> dict:
 
 
 def load_all(paths: list[str],
-             skipped: list[tuple[str, str]] | None = None) -> list[tuple[str, dict]]:
+             skipped: list[tuple[str, str]] | None = None) -> list[tuple[str, JsonObject]]:
     """Records named on the command line; a directory stands for the records in it (the
     per-rank records of one job: `r.rank0.json`, `r.rank1.json`...), in name order.
     A file named on the command line that cannot be read ends it (exit 2); one found in a

@@ -8,6 +8,10 @@ from jaxcache.records.reading import all_modules
 from jaxcache.records.record_dir import Found
 from jaxcache.values import frozen
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from jaxcache.values import JsonObject
+
 
 @frozen
 class RunSummary:
@@ -27,12 +31,12 @@ class RunSummary:
     size: int
 
 
-def modules(doc: dict) -> list[dict]:
+def modules(doc: JsonObject) -> list[JsonObject]:
     """Every probed process's modules: the main one's and its subprocesses' (other ranks)."""
     return [m for _, m in all_modules(doc)]
 
 
-def _counts(doc: dict) -> tuple[int, int]:
+def _counts(doc: JsonObject) -> tuple[int, int]:
     requests = hits = 0
     for c in [doc.get("counts") or {}] + [sp.get("counts") or {}
                                           for sp in doc.get("subprocesses") or []]:
@@ -41,7 +45,7 @@ def _counts(doc: dict) -> tuple[int, int]:
     return requests, hits
 
 
-def seconds(m: dict) -> float:
+def seconds(m: JsonObject) -> float:
     value = m.get("compile_or_load_s")
     return float(value) if isinstance(value, (int, float)) else 0.0
 

@@ -15,6 +15,10 @@ import os
 from jaxcache.text import safe
 from jaxcache.trust.rules.target import is_url
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from jaxcache.values import JsonObject
+
 OK_VERDICTS = ("PRIVATE", "SHARED-BY-POLICY", "SEALED")
 
 
@@ -24,9 +28,9 @@ def _norm(path: str | None) -> str | None:
     return os.path.normpath(os.path.abspath(path))
 
 
-def collect(probes: tuple[dict, ...], audited: str) -> list[dict]:
+def collect(probes: tuple[JsonObject, ...], audited: str) -> list[JsonObject]:
     """One entry per (directory, what the guard did, how), over every probed process."""
-    out: dict[tuple, dict] = {}
+    out: dict[tuple[object, ...], JsonObject] = {}
     want = _norm(audited)
     for probe in probes:
         for e in probe.get("cache_dirs") or []:
@@ -44,7 +48,7 @@ def collect(probes: tuple[dict, ...], audited: str) -> list[dict]:
     return list(out.values())
 
 
-def judge(entries: list[dict], policy: str | None) -> None:
+def judge(entries: list[JsonObject], policy: str | None) -> None:
     """Audit, now, every directory that is not the audited one (fills verdict and
     verdict_detail in place). What cannot be judged is UNVERIFIABLE."""
     from jaxcache.errors import JaxcacheError
@@ -67,20 +71,20 @@ def judge(entries: list[dict], policy: str | None) -> None:
             entry["verdict_detail"] = "writers: " + ", ".join(writers)
 
 
-def unaudited(doc: dict) -> list[dict]:
+def unaudited(doc: JsonObject) -> list[JsonObject]:
     """Directories JAX was pointed at other than the audited one (from a record)."""
     found = doc.get("jax_cache_dirs")
     return [e for e in found if isinstance(e, dict) and not e.get("audited_dir")] \
         if isinstance(found, list) else []
 
 
-def failing(doc: dict) -> list[dict]:
+def failing(doc: JsonObject) -> list[JsonObject]:
     """Those that make the run not fine: refused, or not trusted by their own audit."""
     return [e for e in unaudited(doc)
             if e.get("status") == "refused" or e.get("verdict") not in OK_VERDICTS]
 
 
-def describe(e: dict) -> str:
+def describe(e: JsonObject) -> str:
     """One sentence for the summary and explain."""
     verdict = safe(str(e.get("verdict") or "not audited"))
     detail = f": {safe(str(e['verdict_detail']))}" if e.get("verdict_detail") else ""

@@ -12,8 +12,12 @@ from jaxcache.documents.kinds import envelope
 from jaxcache.report import jsonout
 from jaxcache.text import safe, size
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from jaxcache.seal.sweep.bucket_sweep import BucketListing
 
-def render_json(found) -> str:
+
+def render_json(found: BucketListing) -> str:
     from jaxcache.seal.sweep import bucket_sweep as bucket_scan
 
     return jsonout.document({
@@ -33,7 +37,7 @@ def _age(updated: float | None) -> str:
     return f"{int(secs)}s"
 
 
-def render_text(found) -> str:
+def render_text(found: BucketListing) -> str:
     from jaxcache.seal.sweep import bucket_sweep as bucket_scan
 
     # every name is a bucket writer's: escaped, in each column it reaches (a raw escape

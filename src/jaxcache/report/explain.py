@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import asdict
 
 from jaxcache.documents.kinds import envelope
+from jaxcache.explain.rank_misses import RankDiff
 from jaxcache.explain.reasons import Explanation, ModuleWhy
 from jaxcache.report import jsonout, style
 from jaxcache.text import plural, safe, size, width, wrap
@@ -30,7 +31,7 @@ def render_json(e: Explanation) -> str:
 
 def _rank_lines(e: Explanation) -> list[str]:
     """The ranks' misses, grouped by rank and changed components: one cause list each."""
-    groups: dict[tuple, list] = {}
+    groups: dict[tuple[int | None, tuple[str, ...]], list[RankDiff]] = {}
     for d in e.rank_diffs:
         groups.setdefault((d.rank, d.components), []).append(d)
     lines = ["", "why a rank other than 0 missed:"] if groups else []

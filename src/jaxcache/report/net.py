@@ -12,8 +12,12 @@ from jaxcache.net.assess import NetReport
 from jaxcache.report import jsonout
 from jaxcache.trust.findings import NOTE, UNSAFE, UNVERIFIABLE, WARNING
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from jaxcache.values import JsonObject
 
-def net_dict(r: NetReport) -> dict:
+
+def net_dict(r: NetReport) -> JsonObject:
     return {**envelope("net"),
             "exposed": r.exposed, "unverifiable": r.unverifiable,
             "plan": asdict(r.plan) if r.plan else None,

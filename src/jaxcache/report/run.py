@@ -3,8 +3,12 @@ the record itself is the JSON, written by the run: docs/run-record.md)."""
 
 from __future__ import annotations
 
-from jaxcache.report.style import origin_counts, plural
-from jaxcache.text import safe, size
+from jaxcache.report.style import origin_counts
+from jaxcache.text import plural, safe, size
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from jaxcache.values import JsonObject
 
 _REASONS = {
     "compile-time-below-threshold": "not written: below the {threshold_s:.2f} s compile-time "
@@ -34,10 +38,11 @@ _REASONS = {
 }
 
 
-def reason_text(m: dict) -> str:
+def reason_text(m: JsonObject) -> str:
     reason = m.get("reason")
     if not reason:
         return ""
+    reason = str(reason)
     template = _REASONS.get(reason, reason)
     try:
         return template.format(**(m.get("reason_detail") or {}))
@@ -45,11 +50,11 @@ def reason_text(m: dict) -> str:
         return reason
 
 
-def _secs(v) -> str:
+def _secs(v: float | None) -> str:
     return "-" if v is None else f"{v:.2f} s"
 
 
-def _other_dirs(doc: dict) -> list[str]:
+def _other_dirs(doc: JsonObject) -> list[str]:
     """What must be read first: JAX used (or was refused) a directory nobody audited, or the
     guard that keeps it from doing so could not be installed."""
     from jaxcache.records import used_dirs
@@ -62,7 +67,7 @@ def _other_dirs(doc: dict) -> list[str]:
     return lines
 
 
-def _rank_warnings(doc: dict) -> list[str]:
+def _rank_warnings(doc: JsonObject) -> list[str]:
     """A rank whose view of the cache differs, or that no probe saw (rank_views.py)."""
     ranks = doc.get("ranks") or {}
     lines = [f"WARNING: {safe(p['text'])}" for p in ranks.get("problems") or []]
@@ -71,7 +76,7 @@ def _rank_warnings(doc: dict) -> list[str]:
     return lines
 
 
-def _who(proc: dict, rank: int | None) -> str:
+def _who(proc: JsonObject, rank: int | None) -> str:
     ident = proc.get("identity") or {}
     launcher = ident.get("launcher") or {}
     where = f"pid {proc.get('pid') or (proc.get('process') or {}).get('pid')}, host " \
@@ -91,14 +96,14 @@ SIGNIFICANT = 0.05  # a module with this share of the process's compile and load
 OTHER_BUILD_HIT = "loaded an entry written by another build on this host"
 
 
-def _other_build(doc: dict) -> set[str]:
+def _other_build(doc: JsonObject) -> set[str]:
     """The entries (names as the record writes them) of yours that another build wrote,
     as the audit before the job found them (trust/provenance/origin.py's built())."""
     origin = (doc.get("cache_dir") or {}).get("origin") or {}
     return {str(e.get("name")) for e in origin.get("other_build") or []}
 
 
-def _module_lines(doc: dict, verbose: bool = False) -> list[str]:
+def _module_lines(doc: JsonObject, verbose: bool = False) -> list[str]:
     """One line per module, slowest first, each with its rank; grouped by rank when there is
     more than one. Every module with SIGNIFICANT of the time is shown, the rest up to SHOWN
     (all with --verbose); where names repeat (five `jit__normal`) its input shapes tell them
@@ -145,7 +150,7 @@ def _module_lines(doc: dict, verbose: bool = False) -> list[str]:
     return lines
 
 
-def render_text(doc: dict, record_path: str, verbose: bool = False) -> str:
+def render_text(doc: JsonObject, record_path: str, verbose: bool = False) -> str:
     """The summary; `verbose` lists every module, not only the slowest and the significant."""
     p = doc["process"]
     status = f"exit {p['exit_code']}" if p["signal"] is None else f"killed by signal {p['signal']}"
@@ -228,7 +233,7 @@ def render_text(doc: dict, record_path: str, verbose: bool = False) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _threshold_lines(doc: dict, modules: list[dict]) -> list[str]:
+def _threshold_lines(doc: JsonObject, modules: list[JsonObject]) -> list[str]:
     """What JAX's write thresholds left uncached, its share of start-up, and whether that is
     material by explain's rule (thresholds.py): said whenever one left a compile out."""
     from jaxcache import thresholds
@@ -240,7 +245,7 @@ def _threshold_lines(doc: dict, modules: list[dict]) -> list[str]:
     return wrap(f"thresholds: {left.sentence(doc.get('argv'))}")
 
 
-def _origin_lines(origin: dict | None) -> list[str]:
+def _origin_lines(origin: JsonObject | None) -> list[str]:
     """Where the entries before the job came from (trust/provenance/origin.py), when not all yours
     or not all of this build."""
     if not origin or not (origin.get("unknown") or origin.get("changed")

@@ -11,6 +11,10 @@ from jaxcache.report import jsonout
 from jaxcache.text import safe
 from jaxcache.trust.findings import NOTE, UNSAFE, UNVERIFIABLE, WARNING, Finding
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from jaxcache.values import JsonObject
+
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 _LEVEL = {UNSAFE: "error", UNVERIFIABLE: "error", WARNING: "warning", NOTE: "note"}
 
@@ -21,10 +25,10 @@ def _uri(path: str, base: str | None) -> str:
     return "file://" + quote(safe(path))
 
 
-def render_findings(findings: Iterable[Finding], properties: dict, *,
+def render_findings(findings: Iterable[Finding], properties: JsonObject, *,
                     base: str | None = None, files: bool = True) -> str:
     """One run, one rule per finding code; locations only for findings about files."""
-    rules: dict[str, dict] = {}
+    rules: dict[str, JsonObject] = {}
     results = []
     for f in findings:
         rules.setdefault(f.code, {

@@ -10,8 +10,12 @@ from __future__ import annotations
 from jaxcache.report import style
 from jaxcache.text import clip, plural, safe, width
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from jaxcache.values import JsonObject
 
-def render(a: dict, b: dict, a_path: str, b_path: str) -> str:
+
+def render(a: JsonObject, b: JsonObject, a_path: str, b_path: str) -> str:
     """Two bench results side by side, each already read and checked (documents.BENCH)."""
     lines = [f"jaxcache bench --compare {safe(a_path)} {safe(b_path)}"]
     ca, cb = " ".join(a.get("command") or []), " ".join(b.get("command") or [])
@@ -45,11 +49,11 @@ def render(a: dict, b: dict, a_path: str, b_path: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _differ(key: str, a, b) -> list[str]:
+def _differ(key: str, a: object, b: object) -> list[str]:
     """One comparable field that differs, short: the modules whose inputs changed (summaries
     and digests, not 2,000-character reprs), a digest for any other long value."""
     if key == "shapes" and isinstance(a, list) and isinstance(b, list):
-        def by_module(v: list) -> dict[str, str]:
+        def by_module(v: list[object]) -> dict[str, str]:
             return {str(d.get("module")): str(d.get("input_shapes")) for d in v
                     if isinstance(d, dict)}
         ma, mb = by_module(a), by_module(b)
@@ -60,17 +64,17 @@ def _differ(key: str, a, b) -> list[str]:
                            width()) for n in names[:5]]
         return out + ([f"    ... and {len(names) - 5} more"] if len(names) > 5 else [])
 
-    def brief(v) -> str:
+    def brief(v: object) -> str:
         text = safe(repr(v))
         return text if len(text) <= 60 else f"{text[:40]}... (digest {style.digest(text)})"
     return [f"  {safe(key)}: {brief(a)} vs {brief(b)}"]
 
 
-def _f(v) -> str:
+def _f(v: float | None) -> str:
     return "-" if v is None else f"{v:.2f}"
 
 
-def _ci(s: dict | None) -> str:
+def _ci(s: JsonObject | None) -> str:
     if not s or s.get("estimate") is None:
         return "-"
     if s.get("low") is None:
