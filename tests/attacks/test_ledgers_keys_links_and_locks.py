@@ -1,7 +1,8 @@
 """The origin ledger's binding, signatures counted per key and holder, root links on the way to
 a trusted file, planted locks, hostile names and XLA sub-cache flags, each tried with cases the
-fixes of issue 39 (commit 1bfb9d3) did not cover in their own tests. A test that passes means the defence held (it asserts the safe
-behaviour); one marked xfail(strict=True) found a hole, and says where.
+fixes of issue 39 (commit 1bfb9d3) did not cover in their own tests. A test that passes means
+the defence held (it asserts the safe behaviour); one marked xfail(strict=True) found a hole,
+and says where.
 """
 
 from __future__ import annotations

@@ -4,14 +4,20 @@ The persistent cache writes none of them (at default thresholds), so it cannot s
 job's start-up: `jaxcache bench` must say so plainly rather than report a saving.
 """
 
+from __future__ import annotations
+
 import argparse
 
 import jax
 import jax.numpy as jnp
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
-def make(i):
-    def f(x):
+
+def make(i: int) -> Callable[[jax.Array], jax.Array]:
+    def f(x: jax.Array) -> jax.Array:
         return jnp.tanh(x * (i + 1)) + jnp.cos(x) * i
 
     f.__name__ = f"small_{i}"

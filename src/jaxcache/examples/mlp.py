@@ -5,14 +5,22 @@ gradient-accumulation loops often are; that makes its XLA compile take a few sec
 CPU, above JAX's 1 s write threshold, so the persistent cache can save it on the next start.
 """
 
+from __future__ import annotations
+
 import argparse
 import time
 
 import jax
 import jax.numpy as jnp
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
-def init(key, sizes):
+    Params = list[tuple[jax.Array, jax.Array]]  # (weights, biases) of each layer
+
+
+def init(key: jax.Array, sizes: list[int]) -> Params:
     params = []
     for fan_in, fan_out in zip(sizes[:-1], sizes[1:], strict=True):
         key, sub = jax.random.split(key)
@@ -21,19 +29,20 @@ def init(key, sizes):
     return params
 
 
-def predict(params, x):
+def predict(params: Params, x: jax.Array) -> jax.Array:
     for w, b in params[:-1]:
         x = jax.nn.gelu(x @ w + b)
     w, b = params[-1]
     return x @ w + b
 
 
-def loss(params, x, y):
+def loss(params: Params, x: jax.Array, y: jax.Array) -> jax.Array:
     return jnp.mean((predict(params, x) - y) ** 2)
 
 
-def make_train_step(micro_steps, lr=1e-2):
-    def train_step(params, x, y):
+def make_train_step(micro_steps: int, lr: float = 1e-2
+                    ) -> Callable[[Params, jax.Array, jax.Array], tuple[Params, jax.Array]]:
+    def train_step(params: Params, x: jax.Array, y: jax.Array) -> tuple[Params, jax.Array]:
         for i in range(micro_steps):  # unrolled: one fused program, a few seconds to compile
             xs = jnp.roll(x, i, axis=0)
             ys = jnp.roll(y, i, axis=0)

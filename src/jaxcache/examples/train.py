@@ -4,14 +4,20 @@ One expensive jitted `train_step` (an unrolled loop: about 2 s of XLA compile on
 above JAX's 1 s write threshold) and one cheap `normalize` helper (well below it).
 """
 
+from __future__ import annotations
+
 import argparse
 
 import jax
 import jax.numpy as jnp
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
-def make_train_step(steps: int):
-    def train_step(x):
+
+def make_train_step(steps: int) -> Callable[[jax.Array], jax.Array]:
+    def train_step(x: jax.Array) -> jax.Array:
         for i in range(steps):
             x = jnp.tanh(x @ x.T * (1.0 + i * 1e-3)) + jnp.sin(x)
         return x
@@ -19,7 +25,7 @@ def make_train_step(steps: int):
     return train_step
 
 
-def normalize(x):
+def normalize(x: jax.Array) -> jax.Array:
     return x / (jnp.abs(x).max() + 1.0)
 
 

@@ -16,6 +16,17 @@ from jaxcache.jaxcompat.internals import (
     verification_cache,
 )
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Protocol
+
+    class Store(Protocol):
+        """What a sealed backend serves JAX from (seal/stores/sealed_cache.py's caches)."""
+
+        def get(self, key: str) -> bytes | None: ...
+
+        def put(self, key: str, value: bytes) -> None: ...
+
 _CLASSES: dict[str, type] = {}
 
 
@@ -34,13 +45,13 @@ def _backend_class() -> type:
         this one (`wrapped`), exactly as JAX's get_file_cache does. Set later, this object
         wraps the store in one itself, so the option counts whenever it is set."""
 
-        def __init__(self, store, path: str) -> None:
+        def __init__(self, store: Store, path: str) -> None:
             self.store = store
             self._path = path  # what JAX's reset_cache() logs and cache_state() reads
-            self._verifier = None
+            self._verifier: Store | None = None
             self.wrapped = False  # JAX holds a VerificationCache around this object
 
-        def _target(self):
+        def _target(self) -> Store:
             if self.wrapped or not check_contents():
                 return self.store
             if self._verifier is None:
@@ -65,7 +76,7 @@ def max_size() -> int:
     return int(jax_config.compilation_cache_max_size.value)
 
 
-def install_backend(path: str, store) -> None:
+def install_backend(path: str, store: Store) -> None:
     """Make `store` (an object with get(key) / put(key, bytes)) JAX's persistent cache for
     `path`, now, before any compile can create JAX's own, wrapped in a CacheInterface
     subclass made here.
@@ -96,7 +107,8 @@ def install_backend(path: str, store) -> None:
     before = dict(_BACKENDS)
     _BACKENDS.clear()
     _BACKENDS[_real(path)] = backend
-    jax.config.update("jax_compilation_cache_dir", path)
+    jax.config.update(  # type: ignore[no-untyped-call]  # untyped in JAX
+        "jax_compilation_cache_dir", path)
     try:
         cc._initialize_cache()
         ok = getattr(cc._cache, "_base_cache", cc._cache) is backend  # maybe verified
@@ -115,7 +127,7 @@ def install_backend(path: str, store) -> None:
         _close(old)
 
 
-def _close(backend) -> None:
+def _close(backend: object) -> None:
     close = getattr(getattr(backend, "store", None), "close", None)
     if close is not None:
         close()
@@ -147,18 +159,19 @@ def disable_xla_subcaches() -> None:
             f"XLA_FLAGS sets {', '.join(named)}: XLA would read those files unsigned; a sealed "
             "cache refuses to run beside them")
     try:
-        jax.config.update("jax_persistent_cache_enable_xla_caches", "none")
+        jax.config.update(  # type: ignore[no-untyped-call]  # untyped in JAX
+            "jax_persistent_cache_enable_xla_caches", "none")
     except (AttributeError, ValueError) as exc:
         raise JaxInternalsChanged(f"cannot turn off XLA's sub-caches on JAX {jax.__version__}: "
                                   f"{exc}") from None
 
 
-def uses_backend(store) -> bool:
+def uses_backend(store: object) -> bool:
     """Is `store` (installed with install_backend) what JAX's cache object serves now?"""
     return getattr(held_backend(), "store", None) is store
 
 
-def held_backend():
+def held_backend() -> object:
     """The cache object JAX holds, seen through JAX's VerificationCache around it."""
     cache = _cc()._cache
     return getattr(cache, "_base_cache", cache)

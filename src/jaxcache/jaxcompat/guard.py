@@ -15,16 +15,39 @@ import stat
 
 from jaxcache.jaxcompat.internals import JaxInternalsChanged, _cc
 
-_BACKENDS: dict[str, object] = {}  # _real(cache dir) -> the backend JAX must use there
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable
+    from typing import Any, Protocol
+
+    class SealedBackend(Protocol):
+        """backend.py's JaxcacheBackend (a subclass of JAX's CacheInterface, made at run
+        time), as the factory sees it."""
+
+        _verifier: object
+        wrapped: bool
+
+    # JAX's cache object (a CacheInterface of JAX's, or one jaxcache hands it): its class is
+    # found at run time, its get and put are replaced here
+    JaxCache = Any
+    # JAX's get_file_cache(path): (the cache object, its path), or None for no cache
+    Factory = Callable[[object], "tuple[JaxCache, object] | None"]
+    Auditor = Callable[[str], tuple[bool, str]]  # (path) -> (ok, reason)
+    Witness = Callable[[str, str, bytes], object]  # (directory, key, value), after a put
+    Gatekeeper = Callable[[str, str, bytes], bool]  # (directory, key, value): may it load?
+
+_BACKENDS: dict[str, SealedBackend] = {}  # _real(cache dir) -> the backend JAX must use there
 
 
 # The directory guard (guard_cache_dirs): which directories JAX may open its own cache in.
 _ADMITTED: dict[str, str] = {}  # absolute path -> how it was admitted ("audited", ...)
 _REFUSED: dict[str, str] = {}  # absolute path -> why the guard refused it
-_GUARD: dict = {"on": False, "auditor": None, "witness": None, "gatekeeper": None}
+# on: bool; auditor: Auditor | None; witness: Witness | None; gatekeeper: Gatekeeper | None
+_GUARD: dict[str, Any] = {"on": False, "auditor": None, "witness": None, "gatekeeper": None}
 ENTRY_SUFFIX = "-cache"  # LRUCache's file for key K is <dir>/K-cache (0.5 to 0.12)
-_SEEN: list[dict] = []  # every directory JAX initialized a cache for in this process, in order
-_BY_OBJECT: dict[int, dict] = {}  # id(cache object JAX got) -> its entry in _SEEN
+# every directory JAX initialized a cache for in this process, in order
+_SEEN: list[dict[str, object]] = []
+_BY_OBJECT: dict[int, dict[str, object]] = {}  # id(cache object JAX got) -> its entry in _SEEN
 
 
 _REFUSED_CLASS: list[type] = []
@@ -55,35 +78,35 @@ def _refused_class() -> type:
     return _REFUSED_CLASS[0]
 
 
-def __getattr__(name: str):  # jaxcompat.RefusedCache, once JAX is imported
+def __getattr__(name: str) -> type:  # jaxcompat.RefusedCache, once JAX is imported
     if name == "RefusedCache":
         return _refused_class()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def _norm(path) -> str:
+def _norm(path: object) -> str:
     return os.path.normpath(os.path.abspath(str(path)))  # JAX also takes path-like objects
 
 
-def _note(where, status: str, how: str, reason: str | None, made) -> None:
+def _note(where: object, status: str, how: str, reason: str | None, made: object) -> None:
     path = str(where) if "://" in str(where) else _norm(where)
-    entry = {"path": path, "given": str(where), "status": status, "how": how,
-             "reason": reason, "pid": os.getpid()}
+    entry: dict[str, object] = {"path": path, "given": str(where), "status": status,
+                                "how": how, "reason": reason, "pid": os.getpid()}
     _SEEN.append(entry)
     _BY_OBJECT[id(made)] = dict(entry, _object=made)  # kept alive: ids stay unique
 
 
-def _key(where) -> str:
+def _key(where: object) -> str:
     return str(where) if "://" in str(where) else _norm(where)
 
 
-def _real(where) -> str:
+def _real(where: object) -> str:
     """A backend's key: a URL as given (realpath would make gs://b/p cwd-relative), else the
     directory with its symlinks resolved."""
     return _key(where) if "://" in str(where) else os.path.realpath(str(where))
 
 
-def _judge(where) -> tuple[str | None, str | None]:
+def _judge(where: object) -> tuple[str | None, str | None]:
     """How the guard admits `where` (None: refused) and why not. Asks the auditor at most
     once per directory (when the job points JAX there, or at the factory)."""
     if _BACKENDS.get(_real(where)) is not None:
@@ -106,7 +129,7 @@ def _judge(where) -> tuple[str | None, str | None]:
     return None, reason
 
 
-def _factory(where, _original):
+def _factory(where: object, _original: Factory) -> tuple[JaxCache, object] | None:
     """JAX's get_file_cache, guarded: sealed backends first, then admitted directories."""
     chosen = _BACKENDS.get(_real(where))
     if chosen is not None:
@@ -115,7 +138,7 @@ def _factory(where, _original):
         chosen._verifier = None  # JAX would make a new VerificationCache: forget its keys
         chosen.wrapped = check_contents()
         # as JAX's get_file_cache: its own VerificationCache around the store when asked
-        made = verification_cache()(chosen) if chosen.wrapped else chosen
+        made: object = verification_cache()(chosen) if chosen.wrapped else chosen
         _note(where, "served", "sealed", None, made)
         return made, where
     if not _GUARD["on"]:
@@ -139,7 +162,7 @@ def _factory(where, _original):
     return made
 
 
-def _watch(cache, directory: str) -> None:
+def _watch(cache: JaxCache, directory: str) -> None:
     """The cache object JAX got for `directory`, watched in both directions: each get's bytes
     go to the gatekeeper first (gate_gets: False or an exception makes the load a miss), and
     after each put that creates the entry (LRUCache.put never replaces a file: one that existed
@@ -149,9 +172,9 @@ def _watch(cache, directory: str) -> None:
         return
     original, original_get = cache.put, cache.get
 
-    def get(key, _original=original_get):
+    def get(key: str, _original: Callable[[str], bytes | None] = original_get) -> bytes | None:
         value = _original(key)
-        keeper = _GUARD["gatekeeper"]
+        keeper: Gatekeeper | None = _GUARD["gatekeeper"]
         if value is not None and keeper is not None:
             try:
                 ok = keeper(directory, key, value)
@@ -161,7 +184,8 @@ def _watch(cache, directory: str) -> None:
                 return None  # JAX compiles it itself
         return value
 
-    def put(key, value, _original=original):
+    def put(key: str, value: bytes, _original: Callable[[str, bytes], object] = original
+            ) -> object:
         name = f"{key}{ENTRY_SUFFIX}"
         existed = os.path.lexists(os.path.join(directory, name))
         try:
@@ -170,7 +194,7 @@ def _watch(cache, directory: str) -> None:
             if not existed:  # JAX writes in place: a full disk leaves a stub under the name
                 _drop_partial(directory, name, value)
             raise
-        witness = _GUARD["witness"]
+        witness: Witness | None = _GUARD["witness"]
         if not existed and witness is not None:
             # the record of origin is not the job's concern: its failure stays here
             with contextlib.suppress(Exception):
@@ -213,7 +237,7 @@ def _drop_partial(directory: str, name: str, value: bytes) -> None:
             os.close(dfd)
 
 
-def gate_gets(callback) -> None:
+def gate_gets(callback: Gatekeeper | None) -> None:
     """From the next cache JAX opens in an admitted directory on, every entry a get returns is
     first shown to `callback(directory, key, value) -> bool`; False (or an exception) makes it
     a miss: the bytes JAX would load are judged, not a listing taken before
@@ -221,14 +245,14 @@ def gate_gets(callback) -> None:
     _GUARD["gatekeeper"] = callback
 
 
-def witness_puts(callback) -> None:
+def witness_puts(callback: Witness | None) -> None:
     """From the next cache JAX opens in an admitted directory on, call
     `callback(directory, key, value)` after each entry its put creates there
     (trust/provenance/origin.py: the origin ledger); None stops it."""
     _GUARD["witness"] = callback
 
 
-def _on_dir_setting(value) -> None:
+def _on_dir_setting(value: object) -> None:
     """The job set jax_compilation_cache_dir (globally or in a context manager). JAX points
     XLA's own sub-caches (GPU autotune results) inside that setting at every compile, whatever
     cache object it holds: for a directory the guard does not admit, turn them off."""
@@ -241,7 +265,8 @@ def _on_dir_setting(value) -> None:
     if how is None:
         import jax
 
-        jax.config.update("jax_persistent_cache_enable_xla_caches", "none")
+        jax.config.update(  # type: ignore[no-untyped-call]  # untyped in JAX
+            "jax_persistent_cache_enable_xla_caches", "none")
 
 
 def _install_setting_hooks() -> None:
@@ -258,7 +283,7 @@ def _install_setting_hooks() -> None:
     for name in ("_update_global_hook", "_update_thread_local_hook"):
         before = getattr(state, name)
 
-        def hook(value, _before=before):
+        def hook(value: object, _before: Callable[[object], object] | None = before) -> None:
             if _before is not None:
                 _before(value)
             _on_dir_setting(value)
@@ -267,7 +292,7 @@ def _install_setting_hooks() -> None:
         setattr(state, name, hook)
 
 
-def _install_factory(cc) -> None:
+def _install_factory(cc: Any) -> None:  # jax._src.compilation_cache: its factory is set
     """Replace JAX's cache factory once (module-level `get_file_cache`, which
     `_initialize_cache` calls by name on the tested versions)."""
     if getattr(cc.get_file_cache, "_jaxcache", False):
@@ -278,14 +303,16 @@ def _install_factory(cc) -> None:
             "jaxcache cannot control which directory JAX loads from")
     original = cc.get_file_cache
 
-    def get_file_cache(where, _original=original):
+    def get_file_cache(where: object, _original: Factory = original
+                       ) -> tuple[JaxCache, object] | None:
         return _factory(where, _original)
 
     get_file_cache._jaxcache = True  # type: ignore[attr-defined]  # our mark
     cc.get_file_cache = get_file_cache
 
 
-def guard_cache_dirs(admit=(), *, how: str = "audited", auditor=None) -> None:
+def guard_cache_dirs(admit: Iterable[str] = (), *, how: str = "audited",
+                     auditor: Auditor | None = None) -> None:
     """From now on JAX opens its own cache only in admitted directories (exact absolute
     path, as audited: a symlinked alias is another path). Any other directory JAX is pointed
     at, by the job's own config.update() or an environment variable, gets a RefusedCache,
@@ -308,13 +335,13 @@ def guard_cache_dirs(admit=(), *, how: str = "audited", auditor=None) -> None:
     _on_dir_setting(jax.config.jax_compilation_cache_dir)  # type: ignore[attr-defined]
 
 
-def guard_log() -> list[dict]:
+def guard_log() -> list[dict[str, object]]:
     """Every directory JAX initialized a cache for in this process: path, status (served |
     refused), how (audited, audited-in-process, sealed, unguarded, guard), reason."""
     return [dict(e) for e in _SEEN]
 
 
-def current_cache() -> dict | None:
+def current_cache() -> dict[str, object] | None:
     """The directory of the cache object JAX holds now, with the guard's word on it
     (status 'unguarded' when it came from JAX's own factory before any guard)."""
     cache = _cc()._cache

@@ -13,6 +13,19 @@ import os
 from jaxcache.jaxcompat.versions import why_unverified
 from jaxcache.values import frozen
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from types import ModuleType
+    from typing import Any, Protocol
+
+    class _Option(Protocol):
+        """One of jax._src.config's option states (config_states[name])."""
+
+        @property
+        def value(self) -> object: ...  # in this thread (a config context first)
+
+        def get_global(self) -> object: ...
+
 _STATE = ("_cache", "_cache_checked", "_cache_used", "_cache_initialized", "reset_cache",
           "get_file_cache", "_initialize_cache")
 
@@ -43,7 +56,7 @@ def check_supported(version: str) -> None:
         raise JaxInternalsChanged(f"{why}. Refusing to guess: pin JAX to a tested version")
 
 
-def _cc():
+def _cc() -> ModuleType:
     import jax
 
     check_supported(jax.__version__)
@@ -62,7 +75,7 @@ def cache_interface() -> type:
     cache object jaxcache hands JAX is one, as JAX's own are."""
     from jax._src import compilation_cache_interface as ci
 
-    base = getattr(ci, "CacheInterface", None)
+    base: type | None = getattr(ci, "CacheInterface", None)
     if base is None:
         raise JaxInternalsChanged("jax._src.compilation_cache_interface has no CacheInterface")
     return base
@@ -79,7 +92,7 @@ def check_contents() -> bool:
 def verification_cache() -> type:
     """JAX's VerificationCache, which its get_file_cache wraps around the store when
     check_contents is set (0.9.1+)."""
-    found = getattr(_cc(), "VerificationCache", None)
+    found: type | None = getattr(_cc(), "VerificationCache", None)
     if found is None:
         raise JaxInternalsChanged("jax_compilation_cache_check_contents is set but this JAX "
                                   "has no VerificationCache: jaxcache cannot honour it")
@@ -113,7 +126,8 @@ def reset_cache() -> None:
     _cc().reset_cache()
 
 
-def config_value(name: str):
+def config_value(name: str) -> Any:
+    """A JAX option's global value, as JAX holds it (JAX defines its options at run time)."""
     import jax
 
     return getattr(jax.config, name)
@@ -122,7 +136,8 @@ def config_value(name: str):
 def set_cache_dir(path: str) -> None:
     import jax
 
-    jax.config.update("jax_compilation_cache_dir", path)
+    jax.config.update(  # type: ignore[no-untyped-call]  # untyped in JAX
+        "jax_compilation_cache_dir", path)
 
 
 def set_thresholds(min_compile_time: float | None, min_entry_size: int | None) -> None:
@@ -130,9 +145,11 @@ def set_thresholds(min_compile_time: float | None, min_entry_size: int | None) -
     import jax
 
     if min_compile_time is not None:
-        jax.config.update("jax_persistent_cache_min_compile_time_secs", float(min_compile_time))
+        jax.config.update(  # type: ignore[no-untyped-call]  # untyped in JAX
+            "jax_persistent_cache_min_compile_time_secs", float(min_compile_time))
     if min_entry_size is not None:
-        jax.config.update("jax_persistent_cache_min_entry_size_bytes", int(min_entry_size))
+        jax.config.update(  # type: ignore[no-untyped-call]  # untyped in JAX
+            "jax_persistent_cache_min_entry_size_bytes", int(min_entry_size))
 
 
 def thresholds() -> tuple[float, int]:
@@ -145,14 +162,15 @@ def disable_cache() -> None:
     """No persistent cache for the rest of this process (fail closed)."""
     import jax
 
-    jax.config.update("jax_compilation_cache_dir", None)
+    jax.config.update(  # type: ignore[no-untyped-call]  # untyped in JAX
+        "jax_compilation_cache_dir", None)
     _cc().reset_cache()
 
 
-def _state(name: str):
+def _state(name: str) -> _Option:
     from jax._src import config as jax_config
 
-    found = getattr(jax_config, "config_states", {}).get(name)
+    found: _Option | None = getattr(jax_config, "config_states", {}).get(name)
     if found is None or not hasattr(found, "get_global"):
         raise JaxInternalsChanged(f"jax._src.config has no state object for {name}")
     return found
@@ -171,7 +189,7 @@ def hidden_settings() -> list[str]:
     return out
 
 
-def effective(name: str):
+def effective(name: str) -> object:
     """The value JAX uses in this thread (a thread-local context first)."""
     return _state(name).value
 

@@ -9,6 +9,12 @@ from jaxcache.jaxcompat.guard import _ADMITTED, _BACKENDS, _GUARD, _REFUSED
 from jaxcache.jaxcompat.internals import _cc, _state
 from jaxcache.values import frozen
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from jaxcache.jaxcompat.guard import SealedBackend
+
 _OPTIONS = ("jax_compilation_cache_dir", "jax_persistent_cache_enable_xla_caches",
             "jax_persistent_cache_min_entry_size_bytes",
             "jax_persistent_cache_min_compile_time_secs")
@@ -24,7 +30,7 @@ class JaxState:
     initialized: bool
     checked: bool
     used: bool
-    backends: tuple[tuple[str, object], ...]
+    backends: tuple[tuple[str, SealedBackend], ...]
     guard: tuple[tuple[str, object], ...]
     admitted: tuple[tuple[str, str], ...]
     refused: tuple[tuple[str, str], ...]
@@ -43,7 +49,7 @@ def restore(state: JaxState) -> None:
     is let go. The guard first: restoring the directory setting runs its hook."""
     import jax
 
-    cc = _cc()
+    cc: Any = _cc()  # jax._src.compilation_cache: its private state is set back
     kept = {id(b) for _, b in state.backends}
     for backend in _BACKENDS.values():
         if id(backend) not in kept:
@@ -57,7 +63,7 @@ def restore(state: JaxState) -> None:
     _REFUSED.clear()
     _REFUSED.update(state.refused)
     for name, value in state.options:
-        jax.config.update(name, value)
+        jax.config.update(name, value)  # type: ignore[no-untyped-call]  # untyped in JAX
     with cc._cache_initialized_mutex:
         cc._cache = state.cache
         cc._cache_initialized = state.initialized

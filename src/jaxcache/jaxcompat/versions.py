@@ -7,6 +7,16 @@ Every difference here was seen on real JAX (tests/jaxcompat/test_jaxcompat.py an
 matrix`, fail when one moves).
 """
 
+from __future__ import annotations
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping
+    from typing import Any
+
+    # (kind, prefix of the text or None, fragments it must contain): MESSAGES, WARNINGS
+    Kinds = Iterable[tuple[str, str | None, Iterable[str]]]
+
 # The newest patch of each minor line CI runs (`make matrix`); exactly these are tested.
 # 0.11.2 and 0.12.0.1 need Python >= 3.12: the matrix runs them in a Debian 13 root.
 TESTED = ("0.5.3", "0.6.2", "0.7.2", "0.8.3", "0.9.2", "0.10.2", "0.11.2", "0.12.0.1")
@@ -71,9 +81,9 @@ EVENTS = {
 }
 
 
-def parse(version):
+def parse(version: object) -> tuple[int, ...]:
     """'0.10.2' -> (0, 10, 2); pre-release tags keep their digits ('0.5.0rc1' -> (0, 5, 0))."""
-    parts = []
+    parts: list[int] = []
     for piece in str(version).split(".")[:3]:
         digits = ""
         for c in piece:
@@ -86,7 +96,7 @@ def parse(version):
     return tuple(parts)
 
 
-def support(version):
+def support(version: str | None) -> str:
     """'tested' (in TESTED), 'supported' (another patch of a supported line), 'older',
     'newer' or 'unknown' (no version: the job never imported JAX, or it could not be read)."""
     if not version:
@@ -101,7 +111,7 @@ def support(version):
     return "supported"
 
 
-def why_unverified(version):
+def why_unverified(version: str | None) -> str | None:
     """One line saying why jaxcache cannot vouch for what it reads from this JAX; None when it
     can."""
     kind = support(version)
@@ -116,15 +126,15 @@ def why_unverified(version):
             f"{tested}): its messages and events may have changed, so the record may be wrong")
 
 
-def _line(version):
+def _line(version: object) -> tuple[int, ...]:
     return parse(version)[:2]
 
 
-def _known(version):
+def _known(version: object) -> bool:
     return isinstance(version, str) and version[:1].isdigit()
 
 
-def path_in_key(jax_version):
+def path_in_key(jax_version: object) -> bool | None:
     """Does this JAX's cache key hold the cache directory's path? True up to 0.10, False from
     0.11 (jax, not jaxlib, builds the key), None when the version is missing or no version."""
     if not _known(jax_version):
@@ -138,7 +148,7 @@ def path_in_key(jax_version):
 SUBCACHE_OPTIONS = ("xla_gpu_per_fusion_autotune_cache_dir", "xla_gpu_kernel_cache_file")
 
 
-def subcache_options_in_key(jax_version):
+def subcache_options_in_key(jax_version: object) -> tuple[str, ...]:
     """The SUBCACHE_OPTIONS whose path enters this JAX's cache key: both up to 0.10 (and when
     the version is unknown); from 0.11 only the kernel cache file (cache_key.py blanks the
     autotune directory, seen on 0.11.2 and 0.12.0.1)."""
@@ -147,14 +157,14 @@ def subcache_options_in_key(jax_version):
     return SUBCACHE_OPTIONS
 
 
-def caches_host_callbacks(version):
+def caches_host_callbacks(version: object) -> bool | None:
     """Does this JAX write modules with host callbacks? None when the version is unknown."""
     if not _known(version):
         return None
     return _line(version) > LAST_HOST_CALLBACKS_UNCACHED
 
 
-def knowledge(version):
+def knowledge(version: str | None) -> dict[str, Any]:
     """How this JAX names what it compiles, for the probe. Outside the supported lines, the
     nearest supported line's (and the record says it is unverified).
 
@@ -182,7 +192,7 @@ def knowledge(version):
     }
 
 
-def _match(table, text):
+def _match(table: Kinds, text: str) -> str | None:
     for kind, prefix, fragments in table:
         if prefix is not None and not text.startswith(prefix):
             continue
@@ -191,12 +201,12 @@ def _match(table, text):
     return None
 
 
-def classify(knowledge, msg):
+def classify(knowledge: Mapping[str, Any], msg: str) -> str | None:
     """The kind of one of JAX's log format strings, or None when the probe ignores it."""
     return _match(knowledge["messages"], msg)
 
 
-def classify_warning(knowledge, text):
+def classify_warning(knowledge: Mapping[str, Any], text: str) -> str | None:
     """The kind of a warning JAX gave about its cache ('other' when it is about the cache but
     of no known kind), or None when it is not about the cache."""
     kind = _match(knowledge["warnings"], text)

@@ -12,7 +12,6 @@ import os
 import sys
 import warnings
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING
 
 from jaxcache import jaxcompat
 from jaxcache.errors import JaxcacheError, UntrustedCacheError
@@ -28,9 +27,15 @@ from jaxcache.lifecycle.traps import (
 )
 from jaxcache.text import quoted, safe
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:  # the key classes import cryptography: only a sealed enable() needs it
+    from collections.abc import Callable
+
+    from jaxcache.trust.create import InitResult
     from jaxcache.trust.inputs.public_keys import PublicKey
     from jaxcache.trust.inputs.signing_keys import SigningKey
+    from jaxcache.trust.kernel.principals import Accounts
+    from jaxcache.trust.rules.policy_rules import Policy
 
 __all__ = ["CacheLifecycleError", "CacheLifecycleWarning", "EnableResult", "Trap",
            "UntrustedCacheError", "disable", "enable", "enabled", "lifecycle_traps"]
@@ -136,7 +141,7 @@ def _check_thresholds(min_compile_time: object, min_entry_size: object) -> None:
 
 
 def _enable(path: str, policy: str | None, allow_untrusted: bool, reset: bool,
-            made_dirs: list, require_origin: bool = False) -> EnableResult:
+            made_dirs: list[InitResult], require_origin: bool = False) -> EnableResult:
     from jaxcache.lifecycle import inherit
     from jaxcache.trust import create
     from jaxcache.trust.inputs import policy as policymod
@@ -258,7 +263,8 @@ def enabled(path: str, *, policy: str | None = None, allow_untrusted: bool = Fal
         undo.disable(mark)
 
 
-def _auditor(pol, accounts, require_origin: bool = False):
+def _auditor(pol: Policy, accounts: Accounts, require_origin: bool = False
+             ) -> Callable[[str], tuple[bool, str]]:
     """The guard's judge for a directory the job points JAX at after enable(): the same audit
     as enable()'s, on the spot; anything not PRIVATE or SHARED-BY-POLICY is refused, loudly."""
     from jaxcache.trust.judgement.audit import audit

@@ -16,6 +16,10 @@ import re
 
 from jaxcache.text import safe
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
 VARIABLE = "JAX_COMPILATION_CACHE_DIR"
 # XLA options that name a file or directory XLA reads cached results from
 XLA_CACHE_PATH_FLAGS = ("xla_gpu_per_fusion_autotune_cache_dir", "xla_gpu_kernel_cache_file")
@@ -26,10 +30,10 @@ def _inside(path: str, directory: str) -> bool:
     return path == directory or path.startswith(directory.rstrip("/") + "/")
 
 
-def conflicts(env, audited: str | None) -> list[str]:
+def conflicts(env: Mapping[str, str], audited: str | None) -> list[str]:
     """Inherited variables that point JAX or XLA at a cache outside `audited` (None: a sealed
     cache, where any such place is read unsigned): one sentence each."""
-    found = []
+    found: list[str] = []
     flags = env.get("XLA_FLAGS") or ""
     for flag in XLA_CACHE_PATH_FLAGS:
         for match in re.finditer(rf"--{flag}=(\S*)", flags):

@@ -16,7 +16,23 @@ from jaxcache.values import frozen
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from jaxcache.fingerprint.model import Fingerprint
+    from jaxcache.lifecycle.traps import EnableResult
     from jaxcache.seal.stores.bucket_backend import BucketSealedCache
+    from jaxcache.seal.stores.object_store import ObjectStore
+    from jaxcache.seal.stores.sealed_cache import SealedCache
+    from jaxcache.trust.create import InitResult
+    from jaxcache.trust.inputs.public_keys import PublicKey
+    from jaxcache.trust.inputs.signing_keys import SigningKey
+    from jaxcache.trust.judgement.audit import AuditReport
+    from jaxcache.trust.kernel.principals import Accounts
+    from jaxcache.trust.rules.policy_rules import Policy
+    from jaxcache.trust.rules.target import Target
+
+    SealedBackend = SealedCache | BucketSealedCache
+    TrustedKeys = str | PublicKey | Sequence[str | PublicKey]
 
 ENV = jobenv.SEAL  # JSON: path, signing_key, trusted_keys, local, policy
 
@@ -29,7 +45,7 @@ class SealOptions:
     trusted_keys: tuple[str, ...] = ()
     local: str | None = None
 
-    def public_keys(self) -> tuple:
+    def public_keys(self) -> tuple[PublicKey, ...]:
         from jaxcache.trust.inputs import public_keys as trustkeys
         from jaxcache.trust.inputs import signing_keys as keymod
 
@@ -56,16 +72,18 @@ class SealOptions:
         return {ENV: value, jobenv.LIB: _package.HOME}
 
 
-def enable_sealed(path: str, *, policy: str | None, reset: bool, signing_key, trusted_keys,
-                  local: str | None):
+def enable_sealed(path: str, *, policy: str | None, reset: bool,
+                  signing_key: str | SigningKey | None, trusted_keys: TrustedKeys,
+                  local: str | None) -> EnableResult:
     from jaxcache.trust import create
 
     with create.taken_back_on_error() as made:  # all-or-nothing: the directories too
         return _enable_sealed(path, policy, reset, signing_key, trusted_keys, local, made)
 
 
-def _enable_sealed(path: str, policy: str | None, reset: bool, signing_key, trusted_keys,
-                   local: str | None, made_dirs: list):
+def _enable_sealed(path: str, policy: str | None, reset: bool,
+                   signing_key: str | SigningKey | None, trusted_keys: TrustedKeys,
+                   local: str | None, made_dirs: list[InitResult]) -> EnableResult:
     from jaxcache import jaxcompat
     from jaxcache.lifecycle import inherit, undo
     from jaxcache.lifecycle.traps import (
@@ -165,7 +183,7 @@ def _enable_sealed(path: str, policy: str | None, reset: bool, signing_key, trus
     return EnableResult(chosen, report, kept, needs_reset, backend)
 
 
-def job_fingerprint():
+def job_fingerprint() -> Fingerprint:
     """The fingerprint a sealed backend signs and judges with, asked at its first load or
     write (a compile has made JAX's backend by then): what `jaxcache run` handed the job, or
     this process's own, with what the backend says of the accelerator."""
@@ -175,7 +193,9 @@ def job_fingerprint():
     return fingerprint.in_job().with_accelerator(hardware.accelerator())
 
 
-def _directory_tier(path: str, pol, accounts, extra: tuple, signer, made_dirs: list):
+def _directory_tier(path: str, pol: Policy, accounts: Accounts, extra: tuple[PublicKey, ...],
+                    signer: SigningKey | None, made_dirs: list[InitResult]
+                    ) -> tuple[str, AuditReport]:
     """A mounted shared directory: audited for a sealed reader, created by a publisher."""
     from jaxcache.trust import create
     from jaxcache.trust.judgement.audit import audit
@@ -197,7 +217,8 @@ def _directory_tier(path: str, pol, accounts, extra: tuple, signer, made_dirs: l
     return report.resolved or shared, report
 
 
-def _bucket_tier(path: str, pol, accounts, extra: tuple):
+def _bucket_tier(path: str, pol: Policy, accounts: Accounts, extra: tuple[PublicKey, ...]
+                 ) -> tuple[str, AuditReport, ObjectStore]:
     """gs:// or s3://bucket/prefix: judged for a sealed reader (no request is made here, so a
     network failure is a miss at load time, never a failed start), and its store."""
     from jaxcache.seal.stores import store_for_url as objects
@@ -210,7 +231,7 @@ def _bucket_tier(path: str, pol, accounts, extra: tuple):
     return url, report, objects.open_store(target.parse_bucket(url))
 
 
-def _local_path(tgt, given: str) -> str:
+def _local_path(tgt: Target, given: str) -> str:
     if tgt.path is None:
         raise JaxcacheError(f"a sealed cache must be a local path (mounted), not {safe(given)}")
     if tgt.tilde:
@@ -230,7 +251,8 @@ def build_tier(local: str) -> str:
     return namespace.join(local, fingerprint.in_job().id)
 
 
-def private_tier(local: str, pol, accounts, made_dirs: list | None = None,
+def private_tier(local: str, pol: Policy, accounts: Accounts,
+                 made_dirs: list[InitResult] | None = None,
                  shared: str | None = None) -> str:
     """This build's folder of the local tier (build_tier), which is trusted by ownership: it
     must pass the ordinary audit (its parents, `local` among them, too), and is made private
@@ -265,7 +287,7 @@ def env_value(path: str, *, signing_key: str | None, trusted_keys: tuple[str, ..
                        "trusted_keys": list(trusted_keys), "local": local, "policy": policy})
 
 
-def enable_from_env(value: str):
+def enable_from_env(value: str) -> EnableResult:
     """The probe's call, right after the job imported jax."""
     spec = json.loads(value)
     return enable_sealed(spec["path"], policy=spec.get("policy"), reset=False,
@@ -274,12 +296,12 @@ def enable_from_env(value: str):
                          local=spec.get("local"))
 
 
-def _name_of(backend, public) -> str | None:
+def _name_of(backend: SealedBackend, public: PublicKey) -> str | None:
     known = backend.trusted.get(public.raw)
     return (known.name if known is not None else None) or public.name
 
 
-def summary(backend) -> dict:
+def summary(backend: SealedBackend) -> dict[str, object]:
     """For the run record: what the sealed backend rejected or could not write, and the
     keys it judged with (by name and id, each with its state then)."""
     return {"path": backend.shared, "local": backend.local,
@@ -300,7 +322,7 @@ def summary(backend) -> dict:
             "build": _build_summary(backend)}
 
 
-def _build_summary(backend) -> dict:
+def _build_summary(backend: SealedBackend) -> dict[str, object]:
     """The build binding, for the run record: this process's build (when the backend asked
     for it: a process that loaded or wrote nothing never did), whether a known build is
     required, and the keys loaded though no signature said which build made them."""

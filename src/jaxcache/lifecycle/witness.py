@@ -21,11 +21,18 @@ from jaxcache.fingerprint.boot import boot_id
 from jaxcache.jaxcompat.guard import ENTRY_SUFFIX
 from jaxcache.trust.provenance import birth, ledger_file, ledger_writes, origin
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from jaxcache.fingerprint.model import Fingerprint
+    from jaxcache.trust.provenance.ledger_file import Ledger
+
 # read too: its header is checked before a line is added
 _READ_APPEND = os.O_RDWR | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 
-def recorder(ledger: str | None = None):
+def recorder(ledger: str | None = None) -> Callable[[str, str, bytes], None]:
     """The guard's witness callback, appending to `ledger` (default: the user's). Each line
     names the writer's fingerprint (fingerprint.in_job(): what `jaxcache run` handed the job,
     else this process's own), found once, at the first write, never on a load."""
@@ -33,7 +40,7 @@ def recorder(ledger: str | None = None):
     boot = boot_id()
     mine: list[tuple[str, bytes]] = []  # (the id, its fingerprint line), once found
 
-    def record(directory: str, key: str, value) -> None:
+    def record(directory: str, key: str, value: bytes) -> None:
         name = f"{key}{ENTRY_SUFFIX}"
         if not ledger_file.recordable(name):
             return
@@ -209,7 +216,7 @@ def append(ledger: str, written: ledger_file.Written, described: bytes = b"") ->
         os.close(dfd)
 
 
-def gatekeeper(ledger: str | None = None):
+def gatekeeper(ledger: str | None = None) -> Callable[[str, str, bytes], bool]:
     """The guard's judge of each entry JAX is about to load (jaxcompat.gate_gets), where
     entries of unknown origin are refused (under CI, --require-origin): the very bytes must
     hash to a ledger line for that name, written by a build that may load here (trust/origin's
@@ -217,16 +224,16 @@ def gatekeeper(ledger: str | None = None):
     jaxcache's, is not), else the load is a miss and JAX compiles. The ledger and this
     process's fingerprint (fingerprint.in_job()) are read once, at the first load."""
     path = os.path.abspath(ledger or ledger_file.ledger_path())
-    known: list = []
+    known: list[tuple[Ledger, Fingerprint | None, str]] = []  # (the ledger, mine, its id)
 
-    def judge(directory: str, key: str, value) -> bool:
+    def judge(directory: str, key: str, value: bytes) -> bool:
         if not known:
             from jaxcache.trust.inputs import ledger as ledgermod
 
             mine = _reader()
-            known.extend((ledgermod.load(path), mine,
+            known.append((ledgermod.load(path), mine,
                           mine.id if mine is not None and mine.build is not None else ""))
-        read, mine, mine_id = known
+        [(read, mine, mine_id)] = known
         digest = hashlib.sha256(value).hexdigest()
         return any(w.sha256 == digest and origin.may_load(w, read, mine, mine_id)
                    for w in read.by_name.get(f"{key}{ENTRY_SUFFIX}", ()))
@@ -234,7 +241,7 @@ def gatekeeper(ledger: str | None = None):
     return judge
 
 
-def _reader():
+def _reader() -> Fingerprint | None:
     """This process's fingerprint, or None where it cannot be found (then the build of each
     line cannot be compared: judged by its bytes alone, as before lines named builds)."""
     try:

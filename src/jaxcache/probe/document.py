@@ -6,9 +6,17 @@ which process wrote it (`identity`: JAX's process index and count, the host, the
 ids) and how this process sees the cache directory (`cache_view`); it is written atomically.
 """
 
+from __future__ import annotations
+
 import os
 import sys
 import time
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from jaxcache.probe.recorder import LoadBeside, Module, _State
 
 SCHEMA = "jaxcache.probe/1"
 _LAUNCHERS_COPY = "_jaxcache_launchers.py"  # jaxcache/probe/launchers.py: the launcher's rank ids
@@ -25,17 +33,19 @@ _CACHE_OPTIONS = (
 )
 
 
-def cache_setting():
+def cache_setting() -> tuple[object, object, object]:
     try:
         import jax
 
-        return (jax.config.jax_compilation_cache_dir, jax.config.jax_enable_compilation_cache,
-                jax.config.jax_persistent_cache_min_compile_time_secs)
+        # JAX defines its config options at run time: Config has no attribute for them
+        return (jax.config.jax_compilation_cache_dir,  # type: ignore[attr-defined]
+                jax.config.jax_enable_compilation_cache,  # type: ignore[attr-defined]
+                jax.config.jax_persistent_cache_min_compile_time_secs)  # type: ignore[attr-defined]
     except Exception:
         return None, None, None
 
 
-def first_compile(S):
+def first_compile(S: _State) -> None:
     if S.options is None:
         S.env_cache_dir = os.environ.get("JAX_COMPILATION_CACHE_DIR")
         S.cache_view = cache_view(S)
@@ -54,7 +64,7 @@ def first_compile(S):
             S.options = {"error": repr(exc)}
 
 
-def cache_in_use(S):
+def cache_in_use(S: _State) -> dict[str, object] | None:
     """The directory of the cache object JAX holds now (not the setting, which JAX ignores
     once its cache exists), and whether jaxcache served or refused it."""
     if S.compat is None:
@@ -65,7 +75,7 @@ def cache_in_use(S):
         return None
 
 
-def platform(S):
+def platform(S: _State) -> dict[str, object]:
     try:
         import jax
 
@@ -79,7 +89,7 @@ def platform(S):
         return {"error": repr(exc)}
 
 
-def identity(S, load_beside):
+def identity(S: _State, load_beside: LoadBeside) -> dict[str, object]:
     """Which process of the job this is: JAX's process index and count (asked only once
     something compiled: before that, asking would create the backend and break a later
     jax.distributed.initialize), the host, and the launcher's ids from the environment."""
@@ -99,13 +109,13 @@ def identity(S, load_beside):
             "launcher": launcher}
 
 
-def cache_view(S):
+def cache_view(S: _State) -> dict[str, Any]:
     """How this process sees the directory jaxcache audited (or JAX's own setting): its
     path, the filesystem and inode it resolves to here, jaxlib and XLA_FLAGS. A rank on
     another host or in another mount namespace can see another directory at the same path."""
     audited = os.environ.get("JAXCACHE_AUDITED")
     path = audited or (S.options or {}).get("jax_compilation_cache_dir")
-    view = {"path": path if isinstance(path, str) else None,
+    view: dict[str, Any] = {"path": path if isinstance(path, str) else None,
             "source": "audited" if audited else "jax", "device": None, "inode": None,
             "mode": None, "uid": None, "fs_type": None, "mnt_ns": None,
             "jaxlib": (S.jax or {}).get("jaxlib"), "xla_flags": os.environ.get("XLA_FLAGS")}
@@ -135,14 +145,14 @@ def cache_view(S):
     return view
 
 
-def module_doc(S, m):
+def module_doc(S: _State, m: Module) -> dict[str, object]:
     doc = {k: v for k, v in m.items() if k not in ("thread", "key")}
     doc["in_progress"] = m["compile_or_load_s"] is None and any(
         c is m for c in S.current.values())
     return doc
 
 
-def write(S, final, load_beside, out):
+def write(S: _State, final: bool, load_beside: LoadBeside, out: str | None) -> None:
     if not out or os.getpid() != S.pid:
         return
     try:
@@ -151,15 +161,16 @@ def write(S, final, load_beside, out):
         with S.lock:  # the watcher thread and the exit write never interleave
             if S.final_done:
                 return
-            doc = {"schema": SCHEMA, "pid": S.pid, "ppid": os.getppid(), "final": final,
-                   "argv": list(sys.argv), "started": S.started, "now": time.time(),
-                   "import_jax_started": S.import_jax_started,
-                   "import_jax_s": S.import_jax_s, "jax": S.jax,
-                   "identity": identity(S, load_beside), "cache_view": S.cache_view,
-                   "cache_options_at_first_compile": S.options, "counts": dict(S.counts),
-                   "env_cache_dir_at_first_compile": S.env_cache_dir,
-                   "modules": [module_doc(S, m) for m in S.modules],
-                   "warnings": list(S.warnings)}
+            doc: dict[str, object] = {
+                "schema": SCHEMA, "pid": S.pid, "ppid": os.getppid(), "final": final,
+                "argv": list(sys.argv), "started": S.started, "now": time.time(),
+                "import_jax_started": S.import_jax_started,
+                "import_jax_s": S.import_jax_s, "jax": S.jax,
+                "identity": identity(S, load_beside), "cache_view": S.cache_view,
+                "cache_options_at_first_compile": S.options, "counts": dict(S.counts),
+                "env_cache_dir_at_first_compile": S.env_cache_dir,
+                "modules": [module_doc(S, m) for m in S.modules],
+                "warnings": list(S.warnings)}
             if S.seal is not None:
                 doc["seal"] = S.seal[0].summary(S.seal[1])
             if S.guard is not None:
@@ -190,10 +201,10 @@ _BUILD_PACKAGES = ("jaxlib", "jax_plugins", "libtpu", "libtpu_nightly", "jax_cud
 _FINGERPRINT_ENV = "JAXCACHE_FINGERPRINT"  # jaxcache/jobenv.py FINGERPRINT
 
 
-def loaded_roots():
+def loaded_roots() -> list[list[str]]:
     """(package, real folder) of each build package this process imported: jaxlib's folder
     is what the build digest must speak of."""
-    out = []
+    out: list[list[str]] = []
     for name in _BUILD_PACKAGES:
         module = sys.modules.get(name)
         for folder in list(getattr(module, "__path__", None) or ()):
@@ -202,12 +213,12 @@ def loaded_roots():
     return out
 
 
-def fingerprint(S):
+def fingerprint(S: _State) -> dict[str, object]:
     """What the build this process ran is (fingerprint/ in jaxcache, which reads this): the
     fingerprint `jaxcache run` handed the job when it speaks of the jaxlib loaded here (its
     roots hold that folder), else none and the loaded folders, for jaxcache to hash on the
     same host; and the backend's own facts. Only at the final write: nothing per compile."""
-    out = {"given": None, "roots": [], "accelerator": None}
+    out: dict[str, object] = {"given": None, "roots": [], "accelerator": None}
     try:
         roots = loaded_roots()
         out["roots"] = roots
@@ -227,7 +238,7 @@ def fingerprint(S):
     return out
 
 
-def accelerator(S):
+def accelerator(S: _State) -> dict[str, str] | None:
     """The default backend's platform, version, device kind and compute capability, as
     jaxcache/jaxcompat/hardware.py reads them; asked only if something compiled (asking
     earlier creates the backend)."""
@@ -246,7 +257,7 @@ def accelerator(S):
         return None
 
 
-def dist(name):
+def dist(name: str) -> str | None:
     try:
         from importlib import metadata
 
@@ -255,9 +266,9 @@ def dist(name):
         return None
 
 
-def plugins():
+def plugins() -> dict[str, str]:
     """Versions of the accelerator plugins that are installed (at exit: off the hot path)."""
-    found = {}
+    found: dict[str, str] = {}
     for name in _PLUGINS:
         version = dist(name)
         if version is not None:

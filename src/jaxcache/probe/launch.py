@@ -26,6 +26,16 @@ from jaxcache import jobenv
 from jaxcache.errors import JaxcacheError
 from jaxcache.text import safe
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import threading
+    from resource import struct_rusage
+    from types import FrameType
+    from typing import IO, Any
+
+    # what signal.getsignal() gives and signal.signal() takes
+    Handler = Callable[[int, FrameType | None], Any] | int | signal.Handlers | None
+
 GATE_FILE = "gate.json"  # in the probe directory; the probe's env: JAXCACHE_GATE, _GATE_PID
 
 
@@ -145,9 +155,10 @@ def _open_gate(probe: str, env: dict[str, str] | None) -> None:
     os.rename(tmp, os.path.join(probe, GATE_FILE))
 
 
-def launch(argv: list[str], env: dict[str, str], *, stdout=None, stderr=None,
-           timeout: float | None = None, interactive: bool = True,
-           admit: Callable[[], dict[str, str]] | None = None) -> dict:
+def launch(argv: list[str], env: dict[str, str], *, stdout: int | IO[Any] | None = None,
+           stderr: int | IO[Any] | None = None, timeout: float | None = None,
+           interactive: bool = True, admit: Callable[[], dict[str, str]] | None = None
+           ) -> dict[str, Any]:
     """Run argv with the probe; returns when the program has ended, however it ended:
     pid, status (as os.wait4 gives it), usage, wall_s, timed_out, probes (main one first).
 
@@ -203,15 +214,16 @@ def launch(argv: list[str], env: dict[str, str], *, stdout=None, stderr=None,
 GRACE_S = 10.0  # after SIGTERM, before SIGKILL: time for a launcher to cancel its ranks
 
 
-def _wait(pid: int, timeout: float | None, interactive: bool, handlers: dict):
-    expired = None
-    timers: list = []
+def _wait(pid: int, timeout: float | None, interactive: bool,
+          handlers: dict[signal.Signals, Handler]) -> tuple[int, struct_rusage, bool]:
+    expired: threading.Event | None = None
+    timers: list[threading.Timer] = []
     if timeout is not None:
         import threading
 
         expired = threading.Event()
 
-        def after(seconds: float, action) -> None:
+        def after(seconds: float, action: Callable[[], object]) -> None:
             t = threading.Timer(seconds, action)
             t.daemon = True
             timers.append(t)
@@ -275,12 +287,12 @@ def _end_group(pid: int, grace: float = GRACE_S) -> None:
     _kill_group(pid)
 
 
-def _collect(directory: str, main_pid: int) -> tuple[dict, ...]:
+def _collect(directory: str, main_pid: int) -> tuple[dict[str, Any], ...]:
     """The probe documents the job's processes left (a process killed mid-write leaves a
     torn one: skipped)."""
     from jaxcache import validate
 
-    docs = []
+    docs: list[dict[str, Any]] = []
     for name in sorted(os.listdir(directory)):
         if not (name.startswith("probe-") and name.endswith(".json")):
             continue

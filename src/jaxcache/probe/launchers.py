@@ -5,7 +5,14 @@ path in the job's own Python (launch.py copies it beside the probe), and rank_id
 it, so the record and the record's file name read the same variables the same way.
 """
 
+from __future__ import annotations
+
 import os
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from typing import Any
 
 # (kind, rank, size, job id, step id, local rank), in the order JAX's cluster detection tries
 # them (jax/_src/clusters: Slurm, Open MPI, then MPICH-style PMI); JAX_PROCESS_ID /
@@ -19,11 +26,11 @@ LAUNCHERS = (
 )
 
 
-def _int(value):
+def _int(value: str | None) -> int | None:
     return int(value) if value is not None and value.strip().isdigit() else None
 
 
-def identify(env=None):
+def identify(env: Mapping[str, str] | None = None) -> dict[str, Any]:
     """{"kind", "rank", "size", "job_id", "step_id", "local_rank"}: the first launcher whose
     rank variable is set; every value None outside a launcher."""
     env = os.environ if env is None else env

@@ -6,10 +6,35 @@ Loaded by path by recorder.py, in the job's own Python (standard library only, n
 imports). What each JAX version logs is in jaxcompat/versions.py, read through S.versions.
 """
 
-_REC = ()  # (S, module, set, tid) of recorder.py, given to install()
+from __future__ import annotations
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import logging
+    from collections.abc import Callable
+    from typing import Any, Protocol, TextIO, overload
+
+    from jaxcache.probe.recorder import Module, _State
+
+    class ModuleOf(Protocol):
+        """recorder._module: the record of the module a name speaks of (made if new), or with
+        no name the one this thread is compiling (None: none)."""
+
+        @overload
+        def __call__(self, name: str, sym: bool = ...) -> Module: ...
+
+        @overload
+        def __call__(self, name: None, sym: bool = ...) -> Module | None: ...
+
+    SetOutcome = Callable[..., None]  # recorder._set(m, outcome, reason=None, detail=None)
+
+    _REC: tuple[_State, ModuleOf, SetOutcome, Callable[[], int]]
+else:
+    _REC = ()  # (S, module, set, tid) of recorder.py, given to install()
 
 
-def install(state, module, set_outcome, tid):
+def install(state: _State, module: ModuleOf, set_outcome: SetOutcome,
+            tid: Callable[[], int]) -> None:
     """Route the loggers JAX writes to (S.know["loggers"]) and warnings.showwarning through
     the recorder; what the program itself would have seen still reaches it."""
     global _REC
@@ -18,12 +43,13 @@ def install(state, module, set_outcome, tid):
     _install_warnings()
 
 
-def _on_log(record):
+def _on_log(record: logging.LogRecord) -> None:
     S, _module, _set, _tid = _REC
 
     msg, args = record.msg, record.args if isinstance(record.args, tuple) else ()
     if not isinstance(msg, str):
         return
+    assert S.versions is not None and S.know is not None  # recorder.begin() set them first
     kind = S.versions.classify(S.know, msg)
     if kind is None:
         return
@@ -67,13 +93,15 @@ def _on_log(record):
                                 "process_index": args[1] if len(args) > 1 else None}
 
 
-def _install_logging():
+def _install_logging() -> None:
     import logging
 
     S = _REC[0]
 
-    def make(logger, original_level, original_call):
-        def call_handlers(record):
+    def make(logger: logging.Logger, original_level: int,
+             original_call: Callable[[logging.LogRecord], None]
+             ) -> Callable[[logging.LogRecord], None]:
+        def call_handlers(record: logging.LogRecord) -> None:
             try:
                 _on_log(record)
             except Exception:  # never break the program
@@ -85,24 +113,27 @@ def _install_logging():
                 original_call(record)
         return call_handlers
 
+    assert S.know is not None  # recorder.begin() set it first
     for name in S.know["loggers"]:
-        logger = logging.getLogger(name)
+        logger: Any = logging.getLogger(name)  # its callHandlers is replaced on the instance
         original_level = logger.level
         logger.callHandlers = make(logger, original_level, logger.callHandlers)
         logger.setLevel(logging.DEBUG)
 
 
-def _install_warnings():
+def _install_warnings() -> None:
     import warnings
 
     S, _module, _set, _tid = _REC
 
     original = warnings.showwarning
 
-    def showwarning(message, category, filename, lineno, file=None, line=None):
+    def showwarning(message: Warning | str, category: type[Warning], filename: str,
+                    lineno: int, file: TextIO | None = None, line: str | None = None) -> None:
         if getattr(category, "__module__", "") == "jaxcache.seal.stores.sealed_cache":
             return  # a sealed rejection: the run summary names it, without JAX's source line
         text = str(message)
+        assert S.versions is not None and S.know is not None  # recorder.begin() set them first
         kind = S.versions.classify_warning(S.know, text)
         if kind is not None:
             with S.lock:

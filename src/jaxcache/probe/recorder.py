@@ -9,8 +9,28 @@ writes the document every _WRITE_EVERY_S too, so a process killed in a hung comp
 module it was on.
 """
 
+from __future__ import annotations
+
 import os
 import time
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import re
+    import threading
+    from collections.abc import Callable
+    from types import ModuleType
+    from typing import Any, Protocol
+
+    Module = dict[str, Any]  # one compiled module's record (document.py writes it as JSON)
+    LoadBeside = Callable[[str, str], ModuleType]  # site.py's loader: (copy, relpath) -> module
+
+    class Compat(Protocol):
+        """jaxcache.jaxcompat, as the record reads it (site.py installs its guard)."""
+
+        def current_cache(self) -> dict[str, object] | None: ...
+
+        def guard_log(self) -> list[dict[str, object]]: ...
 
 # What JAX logs and emits on each version lives in jaxcache/jaxcompat/versions.py (stdlib only):
 # launch.py copies it beside the probe under this name; from a source tree it is found there.
@@ -18,13 +38,13 @@ _KNOWLEDGE_COPY = "_jaxcache_versions.py"
 _DOCUMENT_COPY = "_jaxcache_probe_document.py"
 _LOGTAP_COPY = "_jaxcache_probe_logtap.py"
 _WRITE_EVERY_S = 1.0
-_DOC = None  # document.py, loaded by begin()
-_LOAD = None  # site.py's loader of the files beside the probe
-_OUT = None  # $JAXCACHE_PROBE_DIR, as it was when the process started
-_UNSAFE_CHARS = None
+_DOC: ModuleType | None = None  # document.py, loaded by begin()
+_LOAD: LoadBeside | None = None  # site.py's loader of the files beside the probe
+_OUT: str | None = None  # $JAXCACHE_PROBE_DIR, as it was when the process started
+_UNSAFE_CHARS: re.Pattern[str] | None = None
 
 
-def _key(name):
+def _key(name: str) -> str:
     """One key for JAX's two spellings of a module: 'jit(f)' (events) and 'jit_f' (logs)."""
     global _UNSAFE_CHARS
     if _UNSAFE_CHARS is None:
@@ -37,68 +57,75 @@ def _key(name):
 class _Lock:
     """A real lock once threading is imported (with JAX); a no-op before, when nothing runs."""
 
-    def __init__(self):
-        self._lock = None
+    def __init__(self) -> None:
+        self._lock: threading.RLock | None = None
 
-    def arm(self):
+    def arm(self) -> None:
         import threading
 
         self._lock = threading.RLock()
 
-    def __enter__(self):
+    def __enter__(self) -> None:
         if self._lock is not None:
             self._lock.acquire()
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         if self._lock is not None:
             self._lock.release()
 
 
-def _tid():
+def _tid() -> int:
     import threading
 
     return threading.get_ident()
 
 
 class _State:
-    def __init__(self):
+    def __init__(self) -> None:
         self.reset()
 
-    def reset(self):
+    def reset(self) -> None:
         self.pid = os.getpid()
         self.lock = _Lock()
         self.started = time.time()
-        self.jax_imported_s = None
-        self.import_jax_s = None
-        self.import_jax_started = None
-        self.modules = []
-        self.current = {}  # thread id -> module dict being compiled
-        self.pending_components = {}  # thread id -> {component: hash}
-        self.trace = {}  # fun_name -> seconds of the latest trace
-        self.trace_here = {}  # thread id -> seconds of its latest trace (events without names)
+        self.jax_imported_s: float | None = None
+        self.import_jax_s: float | None = None
+        self.import_jax_started: float | None = None
+        self.modules: list[Module] = []
+        self.current: dict[int, Module] = {}  # thread id -> module dict being compiled
+        self.pending_components: dict[int, dict[str, str]] = {}  # thread id -> {component: hash}
+        self.trace: dict[str, float] = {}  # fun_name -> seconds of the latest trace
+        # thread id -> seconds of its latest trace (events without names)
+        self.trace_here: dict[int, float] = {}
         self.counts = {"compile_requests": 0, "hits": 0, "writes": 0, "tasks_using_cache": 0,
                        "task_disabled_cache": 0}
-        self.options = None
-        self.env_cache_dir = None
-        self.warnings = []
-        self.jax = {}
+        self.options: dict[str, object] | None = None
+        self.env_cache_dir: str | None = None
+        self.warnings: list[str] = []
+        self.jax: dict[str, object] = {}
         self.last_write = 0.0
         self.unsaved = False  # a compile ended since the last write (the write was throttled)
         self.final_done = False  # the exit write happened: nothing may replace it
-        self.watcher = None  # the thread that writes while a compile is under way
-        self.proc_ids = None  # (jax.process_index(), jax.process_count()) once JAX knows them
-        self.cache_view = None
-        self.seal = getattr(self, "seal", None)  # a forked child shares JAX's sealed backend
-        self.compat = getattr(self, "compat", None)  # jaxcache.jaxcompat, when it guards JAX
-        self.guard = getattr(self, "guard", None)  # {"installed": bool, ...} under jaxcache run
-        self.know = getattr(self, "know", None)  # versions.knowledge() for this JAX
-        self.versions = getattr(self, "versions", None)  # the versions module itself
+        # the thread that writes while a compile is under way
+        self.watcher: threading.Thread | None = None
+        # (jax.process_index(), jax.process_count()) once JAX knows them
+        self.proc_ids: tuple[int, int] | None = None
+        self.cache_view: dict[str, object] | None = None
+        # (jaxcache.lifecycle.sealing, its backend): a forked child shares JAX's sealed backend
+        self.seal: tuple[ModuleType, object] | None = getattr(self, "seal", None)
+        # jaxcache.jaxcompat, when it guards JAX
+        self.compat: Compat | None = getattr(self, "compat", None)
+        # {"installed": bool, ...} under jaxcache run
+        self.guard: dict[str, object] | None = getattr(self, "guard", None)
+        # versions.knowledge() for this JAX
+        self.know: dict[str, Any] | None = getattr(self, "know", None)
+        self.versions: ModuleType | None = getattr(self, "versions", None)  # the module itself
 
 
 S = _State()
 
 
-def _module(name, sym=False):
+def _module(name: str | None, sym: bool = False) -> Module | None:
     """The record of the module being compiled on this thread (by name, newest first).
 
     `sym`: the name is the module's own (from JAX's logs), better than the event's spelling.
@@ -110,7 +137,7 @@ def _module(name, sym=False):
         if sym:
             cur["name"] = name
         return cur
-    if name is None:
+    if key is None:  # no name
         return None
     for m in reversed(S.modules):
         if m["key"] == key and m["compile_or_load_s"] is None:
@@ -139,7 +166,7 @@ def _module(name, sym=False):
     return m
 
 
-def _start_watcher():
+def _start_watcher() -> None:
     """A daemon thread that writes the document while a compile is under way or a finished
     one is unsaved: a rank hung in a compile (or waiting for another rank's executable) and
     then killed still names its module. Started at the first compile of each process."""
@@ -147,7 +174,7 @@ def _start_watcher():
         return
     import threading
 
-    def watch():
+    def watch() -> None:
         me = os.getpid()
         while os.getpid() == me and not S.final_done:
             time.sleep(_WRITE_EVERY_S)
@@ -158,8 +185,9 @@ def _start_watcher():
     S.watcher.start()
 
 
-def _on_event(event, **kw):
+def _on_event(event: str, **kw: object) -> None:
     with S.lock:
+        assert S.know is not None and _DOC is not None  # begin() set them before listening
         kind = S.know["event_kinds"].get(event)
         if kind in S.counts:
             S.counts[kind] += 1
@@ -167,17 +195,19 @@ def _on_event(event, **kw):
             _DOC.first_compile(S)
 
 
-def _named(fun):
+def _named(fun: object) -> Module | None:
     """The module a duration event is about: by its name where this JAX gives one, else the
     one this thread's log lines named last (JAX <= 0.5 events carry no fun_name)."""
+    assert S.know is not None  # begin() set it before listening
     if fun is not None or S.know["events_name_module"]:
         return _module(str(fun))
     return _module(None)
 
 
-def _on_duration(event, secs, **kw):
+def _on_duration(event: str, secs: float, **kw: object) -> None:
     flush = False
     with S.lock:
+        assert S.know is not None and _DOC is not None  # begin() set them before listening
         fun = kw.get("fun_name")
         kind = S.know["event_kinds"].get(event)
         if kind == "trace":
@@ -222,16 +252,17 @@ def _on_duration(event, secs, **kw):
             S.unsaved = True  # the watcher writes it within _WRITE_EVERY_S
 
 
-def _set(m, outcome, reason=None, detail=None):
+def _set(m: Module | None, outcome: str, reason: str | None = None,
+         detail: dict[str, object] | None = None) -> None:
     if m is None:
         return
     m["outcome"], m["reason"], m["reason_detail"] = outcome, reason, detail
 
 
-def _guarded(fn):
+def _guarded(fn: Callable[..., object]) -> Callable[..., None]:
     """A listener that can never raise into JAX: the probe must not break the program."""
 
-    def listener(*args, **kwargs):
+    def listener(*args: object, **kwargs: object) -> None:
         try:
             fn(*args, **kwargs)
         except Exception:
@@ -240,12 +271,13 @@ def _guarded(fn):
     return listener
 
 
-def _write(final=False):
+def _write(final: bool = False) -> None:
     if _DOC is not None:
         _DOC.write(S, final, _LOAD, _OUT)
 
 
-def begin(module, import_s, imported_at, process_started, out, load_beside):
+def begin(module: ModuleType, import_s: float, imported_at: float, process_started: float,
+          out: str | None, load_beside: LoadBeside) -> None:
     """JAX was just imported (and the gate, if any, opened): start recording this process
     into the directory `out`. Raises if a file it needs is missing; site.py then runs the job
     unrecorded."""
@@ -273,7 +305,8 @@ def begin(module, import_s, imported_at, process_started, out, load_beside):
         S.jax = {"error": repr(exc)}
 
 
-def ready(compat, guard, seal):
+def ready(compat: Compat | None, guard: dict[str, object] | None,
+          seal: tuple[ModuleType, object] | None) -> None:
     """After site.py installed the guard (jaxcache.jaxcompat, {"installed": ...}) and the
     sealed backend ((jaxcache.lifecycle.sealing, backend)), if any: first write, and the
     last at exit."""
@@ -285,7 +318,7 @@ def ready(compat, guard, seal):
     S.last_write = 0.0  # the first compile is always written at once
 
 
-def after_fork():
+def after_fork() -> None:
     """In a forked child: record it as its own process (JAX and the guard come along)."""
     armed = S.lock._lock is not None
     S.reset()

@@ -7,6 +7,10 @@ import os
 from jaxcache.probe.launch import CommandError, launch, resolve
 from jaxcache.values import frozen
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
 __all__ = ["CommandError", "Outcome", "resolve", "run"]
 
 
@@ -20,7 +24,7 @@ class Outcome:
     user_s: float
     sys_s: float
     peak_rss_bytes: int
-    probes: tuple[dict, ...]  # what each probed process wrote; the main one first
+    probes: tuple[dict[str, Any], ...]  # what each probed process wrote; the main one first
     timed_out: bool = False
 
     @property
@@ -29,7 +33,7 @@ class Outcome:
         return self.exit_code if self.exit_code is not None else 128 + (self.signal or 0)
 
 
-def outcome(argv: list[str], ran: dict) -> Outcome:
+def outcome(argv: list[str], ran: dict[str, Any]) -> Outcome:
     code = os.waitstatus_to_exitcode(ran["status"])
     usage = ran["usage"]
     return Outcome(tuple(argv), ran["pid"], code if code >= 0 else None,
@@ -37,6 +41,6 @@ def outcome(argv: list[str], ran: dict) -> Outcome:
                    usage.ru_maxrss * 1024, ran["probes"], ran["timed_out"])
 
 
-def run(argv: list[str], env: dict[str, str], **options) -> Outcome:
+def run(argv: list[str], env: dict[str, str], **options: Any) -> Outcome:
     """launch() (see probe/launch.py) and the Outcome of it."""
     return outcome(argv, launch(argv, env, **options))

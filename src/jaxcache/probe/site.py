@@ -21,14 +21,25 @@ import time
 # most never import jax. json, logging, re and threading come in with JAX (which imports them
 # anyway), when the probe wakes up.
 
+# Names for the type checker only. No `from __future__ import annotations` here (it would
+# import __future__ into every process): annotations are evaluated at definition, so those
+# that name the type checker's names are strings.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from importlib.machinery import ModuleSpec
+    from types import ModuleType
+    from typing import Any
+
+    from jaxcache.probe.recorder import Compat
+
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _OUT = os.environ.get("JAXCACHE_PROBE_DIR")  # read at start-up: the job may change it
 _RECORDER_COPY = "_jaxcache_probe_recorder.py"  # probe/recorder.py, copied here by launch.py
 _STARTED = [time.time()]  # when this process started (a forked child: when it forked)
-_RECORDER: list = []  # the recorder module, once loaded
+_RECORDER: "list[ModuleType]" = []  # the recorder module, once loaded
 
 
-def _wait_gate():
+def _wait_gate() -> "dict[str, str]":
     """`jaxcache run` started the job while it audits the cache: hold JAX here until the
     gate file says which cache to use, or stop the process if the audit refused it.
     Returns the variables the gate granted (set in os.environ for the job's later
@@ -72,12 +83,12 @@ def _wait_gate():
         os._exit(1)  # refused: jaxcache run reports why; JAX never had the directory
     for name in ("JAXCACHE_GATE", "JAXCACHE_GATE_PID"):
         os.environ.pop(name, None)
-    env = doc.get("env") or {}
+    env: dict[str, str] = doc.get("env") or {}
     os.environ.update(env)
     return env
 
 
-def _on_jax_imported(module, started):
+def _on_jax_imported(module: "ModuleType", started: float) -> None:
     import_s = time.perf_counter() - started
     imported_at = time.time()
     granted = _wait_gate()
@@ -98,10 +109,10 @@ def _on_jax_imported(module, started):
             pass
 
 
-_LOADED: dict = {}
+_LOADED: "dict[str, ModuleType]" = {}
 
 
-def _load_beside(copy, relpath):
+def _load_beside(copy: str, relpath: str) -> "ModuleType":
     """A stdlib-only file of jaxcache: the copy beside this file (launch.py), or the source
     tree's, or JAXCACHE_LIB's. Loaded by path, once, not imported: the job's Python may not
     have jaxcache."""
@@ -115,6 +126,7 @@ def _load_beside(copy, relpath):
     for path in places:
         if os.path.isfile(path):
             spec = importlib.util.spec_from_file_location(copy[:-3], path)
+            assert spec is not None and spec.loader is not None  # a .py file: always both
             module = importlib.util.module_from_spec(spec)
             spec.loader.exec_module(module)
             _LOADED[copy] = module
@@ -122,7 +134,7 @@ def _load_beside(copy, relpath):
     raise ImportError("jaxcache's %s is not beside the probe" % relpath)
 
 
-def _load_jaxcache():
+def _load_jaxcache() -> None:
     """jaxcache itself, from where `jaxcache run` says it lives (the job's Python may not
     have it installed): loaded only once the job imports jax."""
     if "jaxcache" not in sys.modules and os.environ.get("JAXCACHE_LIB"):
@@ -131,12 +143,14 @@ def _load_jaxcache():
         lib = os.environ["JAXCACHE_LIB"]
         spec = importlib.util.spec_from_file_location(
             "jaxcache", os.path.join(lib, "__init__.py"), submodule_search_locations=[lib])
+        assert spec is not None and spec.loader is not None  # a .py file: always both
         module = importlib.util.module_from_spec(spec)
         sys.modules["jaxcache"] = module
         spec.loader.exec_module(module)
 
 
-def _install_guard(jax_module, granted):
+def _install_guard(jax_module: "ModuleType", granted: "dict[str, str]"
+                   ) -> "tuple[Compat | None, dict[str, object] | None]":
     """`jaxcache run`: JAX may open its cache only in the directory jaxcache audited
     (JAXCACHE_AUDITED; none for a sealed run, whose backend is served by itself). A job that
     points JAX elsewhere (jax.config.update, set_cache_dir) gets a cache that never hits and
@@ -166,8 +180,8 @@ def _install_guard(jax_module, granted):
             jaxcompat.disable_xla_subcaches()  # XLA's own loads could not be judged (enable())
         return jaxcompat, {"installed": True, "audited": audited}
     except BaseException as exc:
-        guard = {"installed": False, "audited": audited,
-                 "error": "%s: %s" % (type(exc).__name__, exc)}
+        guard: dict[str, object] = {"installed": False, "audited": audited,
+                                    "error": "%s: %s" % (type(exc).__name__, exc)}
         try:
             jax_module.config.update("jax_compilation_cache_dir", None)
             jax_module.config.update("jax_enable_compilation_cache", False)
@@ -176,7 +190,7 @@ def _install_guard(jax_module, granted):
         return None, guard
 
 
-def _install_witness(jaxcompat, ledger):
+def _install_witness(jaxcompat: "ModuleType", ledger: str) -> None:
     """Each entry the job makes JAX write in the audited directory goes into the user's origin
     ledger (lifecycle/witness.py). If that cannot be set up the job still runs: its entries
     are then of unknown origin, which fails closed."""
@@ -188,7 +202,7 @@ def _install_witness(jaxcompat, ledger):
         pass
 
 
-def _install_seal(value):
+def _install_seal(value: str) -> "tuple[ModuleType, object]":
     """`jaxcache run --sealed`: put the sealed backend into JAX before the program goes on.
 
     The job was started without JAX_COMPILATION_CACHE_DIR, so if this fails JAX has no
@@ -210,7 +224,8 @@ def _install_seal(value):
 class _JaxWatcher:
     """Meta-path finder that lets `import jax` run normally, then installs the listeners."""
 
-    def find_spec(self, name, path=None, target=None):
+    def find_spec(self, name: str, path: object = None, target: object = None
+                  ) -> "ModuleSpec | None":
         if name != "jax":
             return None
         import importlib.util
@@ -222,22 +237,22 @@ class _JaxWatcher:
         spec = importlib.util.find_spec("jax")
         if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
             return spec
-        loader = spec.loader
+        loader: Any = spec.loader  # its exec_module is replaced on this instance
         original = loader.exec_module
         started = time.perf_counter()
 
-        def exec_module(module):
+        def exec_module(module: "ModuleType") -> None:
             original(module)
             _on_jax_imported(module, started)
 
         loader.exec_module = exec_module
         return spec
 
-    def invalidate_caches(self):
+    def invalidate_caches(self) -> None:
         pass
 
 
-def _chain_sitecustomize():
+def _chain_sitecustomize() -> None:
     """Run the sitecustomize this file shadows, as site.py would have."""
     import importlib.machinery
     import importlib.util
@@ -260,7 +275,7 @@ def _chain_sitecustomize():
                 "%s: %s\n" % (err.__class__.__name__, err))
 
 
-def _after_fork_in_child():
+def _after_fork_in_child() -> None:
     _STARTED[0] = time.time()
     for recorder in _RECORDER:
         try:
