@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
 
 from jaxcache.trust.inputs import policy as policymod
 from jaxcache.trust.judgement.audit import AuditReport
 from jaxcache.trust.judgement.audit import audit as _audit
 from jaxcache.trust.kernel.principals import Accounts
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from jaxcache.fingerprint.model import Fingerprint
     from jaxcache.trust.inputs.public_keys import PublicKey

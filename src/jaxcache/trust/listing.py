@@ -11,7 +11,8 @@ from jaxcache.trust.kernel.principals import Accounts
 from jaxcache.trust.kernel.walk import walk_open
 from jaxcache.trust.rules import target
 
-if False:  # for type checkers only
+TYPE_CHECKING = False  # for type checkers only
+if TYPE_CHECKING:
     from collections.abc import Callable
 
     from jaxcache.fingerprint.model import Fingerprint

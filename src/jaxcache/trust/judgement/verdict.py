@@ -24,7 +24,8 @@ from jaxcache.trust.kernel.mounts import CONTAINER_ROOTS
 from jaxcache.trust.kernel.walk import Walk
 from jaxcache.trust.rules.policy_rules import Policy, Rule, as_written, through_trusted_links
 
-if False:  # for type checkers only: importing typing costs `jaxcache run` start-up time
+TYPE_CHECKING = False  # for type checkers only: importing typing costs `jaxcache run` start-up time
+if TYPE_CHECKING:
     from jaxcache.trust.kernel.cache_users import ProcessScan
     from jaxcache.trust.kernel.open_handles import HandleScan
 

@@ -23,7 +23,8 @@ from datetime import datetime, timezone
 from jaxcache.errors import JaxcacheError
 from jaxcache.text import safe
 
-if False:  # type checkers only: PublicKey is inputs/public_keys.py's, above (its loader audits)
+TYPE_CHECKING = False  # PublicKey is inputs/public_keys.py's, above (its loader audits)
+if TYPE_CHECKING:
     from jaxcache.trust.inputs.public_keys import PublicKey
 
 REVOKED, EXPIRED, NOT_YET_VALID = "revoked-key", "expired-key", "not-yet-valid-key"
