@@ -18,6 +18,7 @@ JOB = str(paths.PROGRAMS / "redirect_job.py")
 def test_a_guard_that_cannot_be_installed_turns_the_cache_off(tmp_path):
     from jaxcache.probe import runner
     from jaxcache.records import run_record as recordmod
+    from jaxcache.records.run_document import RunRecord
     from jaxcache.report import run as run_report
 
     fake = tmp_path / "lib" / "jaxcache"  # a jaxcache whose guard meets a changed JAX
@@ -43,6 +44,6 @@ def test_a_guard_that_cannot_be_installed_turns_the_cache_off(tmp_path):
                           after=recordmod.DirSnapshot.at(str(cache)), env=env, cwd=".")
     assert doc["cache_guard_errors"] == [{"pid": outcome.pid,
                                           "error": "RuntimeError: get_file_cache is gone"}]
-    first = run_report.render_text(doc, "rec.json").splitlines()[0]
+    first = run_report.render_text(RunRecord.from_json(doc), "rec.json").splitlines()[0]
     assert first.startswith(f"WARNING: process {outcome.pid}: jaxcache could not guard")
     assert "turned off" in first

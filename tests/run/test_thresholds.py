@@ -21,6 +21,7 @@ from support.jobs import clean_env, jaxcache
 
 from jaxcache import thresholds
 from jaxcache.records.reading import all_modules
+from jaxcache.records.run_document import RunRecord
 from jaxcache.report import run as run_report
 
 pytest.importorskip("jax")
@@ -87,7 +88,7 @@ def test_material_and_not_material_from_the_same_real_record(quick, startup_s):
             m["reason_detail"]["compile_s"] += 0.1
         startup_s = _rule(doc).seconds
     doc["process"]["wall_s"] = startup_s
-    text = run_report.render_text(doc, "r.json")
+    text = run_report.render_text(RunRecord.from_json(doc), "r.json")
     said = _said(text)
     left = _rule(doc)
     assert left.material == (startup_s < 1e6)
@@ -118,7 +119,7 @@ def test_modules_slowest_first_repeated_names_show_their_shapes_and_v_lists_all(
     significant = sum(1 for m in doc["modules"] if m["compile_or_load_s"] >= 0.05 * total)
     assert len(rows) == max(12, significant) < len(doc["modules"])
     assert f"... {len(doc['modules']) - len(rows)} more" in stderr
-    verbose = run_report.render_text(doc, "r.json", verbose=True)
+    verbose = run_report.render_text(RunRecord.from_json(doc), "r.json", verbose=True)
     listed = [line for line in verbose.splitlines() if line.startswith("  jit_")]
     assert len(listed) == len(doc["modules"])
     same = [i for i, line in enumerate(verbose.splitlines()) if "jit_same_name" in line]

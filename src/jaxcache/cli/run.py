@@ -114,9 +114,11 @@ def handle(args: argparse.Namespace, tail: list[str] | None) -> None:
     except UntrustedCacheError as exc:
         _refused_rank(exc)
     if not args.quiet:
+        from jaxcache.records.run_document import RunRecord
         from jaxcache.report import run as run_report
 
-        sys.stderr.write(run_report.render_text(result.record, result.record_error and
+        sys.stderr.write(run_report.render_text(RunRecord.from_json(result.record),
+                                                result.record_error and
                                                 f"NOT WRITTEN ({result.record_error})"
                                                 or result.record_path, verbose=args.verbose))
     if limits is not None:

@@ -1,0 +1,291 @@
+"""The run record (docs/run-record.md) as typed data, parsed once from its JSON: the record a
+run just built, or one read back and checked by documents/read.py. Readers take these
+objects, not the document; the parts no reader has needed typed yet stay in `raw`.
+
+Only readers use it: the builder (run_record.py) and the probe write the JSON itself.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+
+from jaxcache.values import frozen
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from jaxcache.values import JsonObject
+
+
+class ModuleOutcome(str, Enum):
+    """What JAX's cache did for one compile (docs/run-record.md, `modules[].outcome`)."""
+
+    HIT = "hit"
+    WRITTEN = "written"
+    SKIPPED = "skipped"
+    UNCACHED = "uncached"
+    ERROR = "error"
+    IN_PROGRESS = "in-progress"
+
+    def __str__(self) -> str:
+        return self.value
+
+    @classmethod
+    def of(cls, word: object) -> ModuleOutcome | None:
+        """The outcome a record names; None for a word this version does not know."""
+        try:
+            return cls(word)
+        except ValueError:
+            return None
+
+
+@frozen
+class ModuleEntry:
+    name: str
+    outcome: ModuleOutcome | None
+    outcome_word: str | None  # as the record says it (a newer writer's word stays shown)
+    reason: str | None
+    reason_detail: Mapping[str, object]
+    input_shapes: str | None
+    compile_or_load_s: float | None
+    entry_bytes: int | None
+    cache_key: str | None
+    raw: JsonObject
+
+    @property
+    def seconds(self) -> float:
+        """Compile (or, on a hit, load) seconds; 0 where not measured."""
+        return self.compile_or_load_s or 0.0
+
+    @property
+    def hit(self) -> bool:
+        return self.outcome is ModuleOutcome.HIT
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, object]) -> ModuleEntry:
+        outcome = doc.get("outcome")
+        return cls(str(doc.get("name")), ModuleOutcome.of(outcome),
+                   outcome if isinstance(outcome, str) else None, _text(doc.get("reason")),
+                   _mapping(doc.get("reason_detail")), _text(doc.get("input_shapes")),
+                   _number(doc.get("compile_or_load_s")), _integer(doc.get("entry_bytes")),
+                   _text(doc.get("cache_key")), dict(doc))
+
+
+@frozen
+class Launcher:
+    kind: str | None  # slurm | ompi | pmi | jax
+    rank: int | None
+    job_id: str | None
+    step_id: str | None
+
+
+@frozen
+class Counts:
+    """A process's counts (docs/run-record.md, `counts`)."""
+
+    modules: int
+    compile_requests: int
+    hits: int
+    misses: int
+    read_errors: int
+    outcomes: tuple[tuple[str, int], ...]
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, object]) -> Counts:
+        def n(key: str) -> int:
+            return _integer(doc.get(key)) or 0
+
+        outcomes = _mapping(doc.get("outcomes"))
+        return cls(n("modules"), n("compile_requests"), n("hits"), n("misses"),
+                   n("read_errors"), tuple((str(k), _integer(v) or 0)
+                                           for k, v in outcomes.items()))
+
+    def plus(self, other: Counts) -> Counts:
+        added = dict(self.outcomes)
+        for word, n in other.outcomes:
+            added[word] = added.get(word, 0) + n
+        return Counts(self.modules + other.modules,
+                      self.compile_requests + other.compile_requests,
+                      self.hits + other.hits, self.misses + other.misses,
+                      self.read_errors + other.read_errors, tuple(added.items()))
+
+    def outcome(self, word: ModuleOutcome) -> int:
+        return dict(self.outcomes).get(word.value, 0)
+
+
+@frozen
+class ProcessEntry:
+    """The main probed process, or one of `subprocesses[]`."""
+
+    pid: int | None
+    rank: int | None  # JAX's process index, else the launcher's rank
+    host: str | None
+    launcher: Launcher | None
+    modules: tuple[ModuleEntry, ...]
+    counts: Counts
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, object], pid: object = None) -> ProcessEntry:
+        ident = _mapping(doc.get("identity"))
+        launcher = _mapping(ident.get("launcher"))
+        index = ident.get("process_index")
+        if not isinstance(index, int):
+            index = _mapping(doc.get("platform")).get("process_index")
+        rank = index if isinstance(index, int) else _integer(launcher.get("rank"))
+        return cls(_integer(doc.get("pid")) or _integer(pid), rank, _text(ident.get("host")),
+                   Launcher(_text(launcher.get("kind")), _integer(launcher.get("rank")),
+                            _text(launcher.get("job_id")), _text(launcher.get("step_id")))
+                   if launcher else None,
+                   tuple(ModuleEntry.from_json(m) for m in _mappings(doc.get("modules"))),
+                   Counts.from_json(_mapping(doc.get("counts"))))
+
+
+@frozen
+class Snapshot:
+    """The cache directory listed before or after the job; None counts: the listing failed."""
+
+    entries: int | None
+    bytes: int | None
+    unknown: str | None  # why the listing failed
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, object]) -> Snapshot:
+        return cls(_integer(doc.get("entries")), _integer(doc.get("bytes")),
+                   _text(doc.get("unknown")))
+
+
+@frozen
+class Namespace:
+    kind: str
+    id: str
+    parent: str
+
+
+@frozen
+class CacheDirPart:
+    path: str
+    verdict: str
+    before: Snapshot
+    after: Snapshot
+    namespace: Namespace | None
+    origin: JsonObject | None
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, object]) -> CacheDirPart:
+        named = _mapping(doc.get("namespace"))
+        origin = doc.get("origin")
+        return cls(str(doc.get("path")), str(doc.get("verdict")),
+                   Snapshot.from_json(_mapping(doc.get("before"))),
+                   Snapshot.from_json(_mapping(doc.get("after"))),
+                   Namespace(str(named.get("kind")), str(named.get("id")),
+                             str(named.get("parent"))) if named else None,
+                   dict(origin) if isinstance(origin, dict) else None)
+
+
+@frozen
+class ProcessOutcome:
+    """How the job's own process ended (`process`, from wait4)."""
+
+    exit_code: int | None
+    signal: int | None
+    wall_s: float
+    user_s: float
+    sys_s: float
+    peak_rss_bytes: int
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, object]) -> ProcessOutcome:
+        return cls(_integer(doc.get("exit_code")), _integer(doc.get("signal")),
+                   _number(doc.get("wall_s")) or 0.0, _number(doc.get("user_s")) or 0.0,
+                   _number(doc.get("sys_s")) or 0.0, _integer(doc.get("peak_rss_bytes")) or 0)
+
+
+@frozen
+class Ranks:
+    expected: int | None
+    seen: tuple[int, ...]
+    per_rank: bool
+    problems: tuple[str, ...]  # each problem's text
+    remedy: str | None
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, object]) -> Ranks:
+        return cls(_integer(doc.get("expected")),
+                   tuple(r for r in _list(doc.get("seen")) if isinstance(r, int)),
+                   bool(doc.get("per_rank")),
+                   tuple(str(p.get("text")) for p in _mappings(doc.get("problems"))),
+                   _text(doc.get("remedy")))
+
+
+@frozen
+class RunRecord:
+    argv: tuple[str, ...]
+    unverified: str | None
+    process: ProcessOutcome
+    cache_dir: CacheDirPart
+    probe_loaded: bool
+    probe_note: str | None
+    ranks: Ranks
+    processes: tuple[ProcessEntry, ...]  # the main probed process first
+    guard_errors: tuple[tuple[int | None, str], ...]  # (pid, error)
+    seal: JsonObject | None
+    raw: JsonObject  # the document, for the parts still read as one
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, object]) -> RunRecord:
+        probe = _mapping(doc.get("probe"))
+        seal = doc.get("seal")
+        main = ProcessEntry.from_json(doc, _mapping(doc.get("process")).get("pid"))
+        return cls(tuple(str(a) for a in _list(doc.get("argv"))), _text(doc.get("unverified")),
+                   ProcessOutcome.from_json(_mapping(doc.get("process"))),
+                   CacheDirPart.from_json(_mapping(doc.get("cache_dir"))),
+                   bool(probe.get("loaded")), _text(probe.get("note")),
+                   Ranks.from_json(_mapping(doc.get("ranks"))),
+                   (main, *(ProcessEntry.from_json(sp)
+                            for sp in _mappings(doc.get("subprocesses")))),
+                   tuple((_integer(g.get("pid")), str(g.get("error")))
+                         for g in _mappings(doc.get("cache_guard_errors"))),
+                   dict(seal) if isinstance(seal, dict) else None, dict(doc))
+
+    @property
+    def modules(self) -> tuple[ModuleEntry, ...]:
+        """Every process's modules, the main process's first."""
+        return tuple(m for p in self.processes for m in p.modules)
+
+    @property
+    def totals(self) -> Counts:
+        """The counts of every probed process added up."""
+        out = self.processes[0].counts
+        for p in self.processes[1:]:
+            out = out.plus(p.counts)
+        return out
+
+
+def _mapping(value: object) -> Mapping[str, object]:
+    return value if isinstance(value, dict) else {}
+
+
+def _mappings(value: object) -> list[Mapping[str, object]]:
+    return [v for v in _list(value) if isinstance(v, dict)]
+
+
+def _list(value: object) -> list[object]:
+    return value if isinstance(value, list) else []
+
+
+def _text(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _number(value: object) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) \
+        else None
+
+
+def _integer(value: object) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    return int(value) if isinstance(value, float) and value.is_integer() else None
