@@ -11,12 +11,14 @@ from jaxcache.explain.build_mismatch import BuildDiff, build_diffs
 from jaxcache.explain.key_causes import CAUSES, compile_options_cause
 from jaxcache.explain.rank_misses import RankDiff, rank_diffs
 from jaxcache.records import used_dirs
-from jaxcache.records.reading import rank_of
+from jaxcache.records.run_document import ModuleEntry, ModuleOutcome, ProcessEntry, RunRecord
 from jaxcache.text import safe, size
 from jaxcache.values import frozen
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from jaxcache.values import JsonObject
 
 THRESHOLD_REASONS = thresholds.REASONS
@@ -84,15 +86,9 @@ class Explanation:
         return 1 if bad else 0
 
 
-def _threshold(record: JsonObject) -> float:
-    opts = record.get("cache_options_at_first_compile") or {}
-    value = opts.get("jax_persistent_cache_min_compile_time_secs")
-    return 1.0 if value is None else float(value)
-
-
-def _error_kind(m: JsonObject) -> str | None:
-    text = " ".join(e.get("message", "") for e in m.get("errors") or [])
-    text += " " + str((m.get("reason_detail") or {}).get("message", ""))
+def _error_kind(m: ModuleEntry) -> str | None:
+    text = " ".join(m.error_messages)
+    text += " " + str(m.reason_detail.get("message", ""))
     if "filelock" in text:
         return "filelock-missing"
     if "Permission denied" in text or "Read-only file system" in text or \
@@ -103,41 +99,39 @@ def _error_kind(m: JsonObject) -> str | None:
     return None
 
 
-def _why(m: JsonObject, record: JsonObject, later_dirs: bool) -> tuple[str, str]:
-    """(reason code, sentence) for one module of one record."""
-    outcome, reason = m.get("outcome"), m.get("reason")
-    detail = m.get("reason_detail") or {}
-    opts = record.get("cache_options_at_first_compile") or {}
-    first_dir = opts.get("jax_compilation_cache_dir")
-    now_dir = m.get("cache_dir_at_compile")
-    if outcome in ("hit", "written") and first_dir and now_dir and now_dir != first_dir:
+def _why(m: ModuleEntry, proc: ProcessEntry, later_dirs: bool) -> tuple[str, str]:
+    """(reason code, sentence) for one module of one process."""
+    outcome, reason, detail = m.outcome, m.reason, m.reason_detail
+    opts = proc.options
+    first_dir, now_dir = opts.directory, m.cache_dir_at_compile
+    if outcome in (ModuleOutcome.HIT, ModuleOutcome.WRITTEN) and first_dir and now_dir and \
+            now_dir != first_dir:
         return "dir-change-ignored", (
-            f"{'loaded from' if outcome == 'hit' else 'written to'} {safe(first_dir)}, although "
+            f"{'loaded from' if m.hit else 'written to'} {safe(first_dir)}, although "
             f"jax_compilation_cache_dir was {safe(now_dir)} by then: JAX creates its cache "
             "once and silently ignores a later change (reset_cache(), or "
             "jaxcache.enable(reset=True))")
-    if outcome == "in-progress":  # the process ended inside this compile (killed, hung)
+    if outcome is ModuleOutcome.IN_PROGRESS:  # the process ended inside this compile
         if reason == "waiting-for-process":
             return reason, (f"the process ended while waiting for process "
                             f"{detail.get('process_index')} to publish its executable "
                             "(jax_share_binary_between_hosts); on CPU that key is never "
                             "published and the job hangs")
         return "compile-unfinished", "the process ended while this module was compiling"
-    if outcome == "hit":
-        return "hit", f"loaded from the cache in {m.get('compile_or_load_s') or 0:.2f} s"
-    if outcome == "written":
-        return "written", f"written ({size(m.get('entry_bytes') or 0)})"
-    if "cache_dir_at_compile" in m:  # what was really set, whatever JAX's log said
-        if m.get("cache_enabled_at_compile") is False:
+    if outcome is ModuleOutcome.HIT:
+        return "hit", f"loaded from the cache in {m.seconds:.2f} s"
+    if outcome is ModuleOutcome.WRITTEN:
+        return "written", f"written ({size(m.entry_bytes or 0)})"
+    if m.dir_known:  # what was really set, whatever JAX's log said
+        if m.cache_enabled_at_compile is False:
             return "cache-disabled", "compiled with jax_enable_compilation_cache = False"
-        if m.get("cache_dir_at_compile") is None:
+        if m.cache_dir_at_compile is None:
             if later_dirs:
                 return "compiled-before-enabled", (
                     "compiled before the cache was enabled in this process; JAX does not "
                     "write programs it compiled earlier")
-            env = record.get("env_cache_dir_at_first_compile")
-            if env and not (record.get("cache_options_at_first_compile") or {}).get(
-                    "jax_compilation_cache_dir"):
+            env = proc.env_cache_dir
+            if env and not opts.directory:
                 return "env-after-import", (
                     f"JAX_COMPILATION_CACHE_DIR={safe(env)} was set after `import jax`, which "
                     "reads it only once: JAX had no cache dir")
@@ -150,14 +144,14 @@ def _why(m: JsonObject, record: JsonObject, later_dirs: bool) -> tuple[str, str]
                         f"{detail.get('threshold_bytes')} B size threshold "
                         "(jax_persistent_cache_min_entry_size_bytes)")
     if reason == "not-process-0":
-        index = rank_of(record)
+        index = proc.rank
         return reason, (f"only process 0 writes; this was process {index}" if index is not None
                         else "only process 0 writes, and this was not it")
     if reason == "host-callbacks":
         return reason, ("uses host callbacks (jax.debug.print, breakpoint, io_callback): "
                         "JAX <= 0.10 never writes such modules (0.11 and later cache them)")
     if reason == "max-size":
-        limit = opts.get("jax_compilation_cache_max_size")
+        limit = opts.max_size
         return reason, (f"jax_compilation_cache_max_size = {limit}: " +
                         ("0 disables every write" if limit == 0 else
                          "the entry is larger than the whole cache may be"))
@@ -173,7 +167,7 @@ def _why(m: JsonObject, record: JsonObject, later_dirs: bool) -> tuple[str, str]
         return reason, (f"JAX was pointed at {safe(str(detail.get('cache_dir')))}, not the "
                         "audited cache: jaxcache refused it, so nothing was loaded from or "
                         "written there (see the record's jax_cache_dirs)")
-    rejected = _seal_rejection(m, record)
+    rejected = _seal_rejection(m, proc)
     if reason == "sealed-rejected":
         if rejected is not None:
             return reason, (f"the sealed cache rejected the entry at this key "
@@ -195,16 +189,17 @@ def _why(m: JsonObject, record: JsonObject, later_dirs: bool) -> tuple[str, str]
                         "key and no local directory)")
     kind = _error_kind(m)
     if kind == "filelock-missing" or (reason == "cache-disabled-or-uninitialized" and
-                                      opts.get("jax_compilation_cache_max_size", -1) != -1):
+                                      opts.max_size_set):
         return "filelock-missing", ("jax_compilation_cache_max_size is set but the 'filelock' "
                                     "package is missing, so JAX could not open the cache")
     if kind == "dir-not-writable":
+        first = m.error_messages[0] if m.error_messages else ""
         return kind, ("the cache directory could not be created or written "
-                      f"({safe((m.get('errors') or [{}])[0].get('message', '')[:160])})")
-    if outcome == "error":
+                      f"({safe(first[:160])})")
+    if outcome is ModuleOutcome.ERROR:
         return reason or "error", f"cache error: {safe(str(detail.get('message', ''))[:200])}"
-    if outcome == "uncached":
-        if _disabled_first(record):
+    if outcome is ModuleOutcome.UNCACHED:
+        if proc.disabled_first:
             return "first-compile-disabled", (
                 "the first compile of the process ran with the cache disabled, and JAX "
                 "remembers that for the whole process (jax._src.compilation_cache.reset_cache "
@@ -212,118 +207,108 @@ def _why(m: JsonObject, record: JsonObject, later_dirs: bool) -> tuple[str, str]
         return "uncached", "JAX did not consult the cache for this compile"
     if reason == "cache-disabled-or-uninitialized":
         return reason, "the cache was disabled or not initialized when JAX tried to write"
-    return reason or outcome or "unknown", safe(f"{outcome}: {reason}")
+    word = m.outcome_word
+    return reason or word or "unknown", safe(f"{word}: {reason}")
 
 
-def _seal_rejection(m: JsonObject, record: JsonObject) -> JsonObject | None:
+def _seal_rejection(m: ModuleEntry, proc: ProcessEntry) -> Mapping[str, object] | None:
     """The sealed backend's rejection of this module's key (the record's seal.rejections)."""
-    key = m.get("cache_key")
-    for r in (record.get("seal") or {}).get("rejections") or []:
-        if key and isinstance(r, dict) and r.get("key") == key:
-            return r
-    return None
-
-
-def _disabled_first(record: JsonObject) -> bool:
-    """The probe saw JAX's task_disabled_cache event: the first compile ran disabled."""
-    return bool((record.get("counts") or {}).get("task_disabled_cache", 0) > 0)
+    return next((r for r in proc.rejections if m.cache_key and r.get("key") == m.cache_key),
+                None)
 
 
 def explain_records(records: list[tuple[str, JsonObject]]) -> Explanation:
+    """Each record read once into its typed form (records/run_document.py), then explained."""
+    typed = [(path, RunRecord.from_json(doc)) for path, doc in records]
     modules: list[ModuleWhy] = []
     advice: list[ThresholdAdvice] = []
     notes: list[str] = []
     unaudited: list[str] = []
-    for path, record in records:
-        threshold = _threshold(record)
-        procs = [("main", record)] + [(f"pid {p.get('pid')}", dict(record, **p))
-                                       for p in record.get("subprocesses") or []]
-        procs.sort(key=lambda lp: (rank_of(lp[1]) is None, rank_of(lp[1]) or 0))
-        for label, rec in procs:
-            mods = rec.get("modules") or []
+    for path, record in typed:
+        threshold = record.processes[0].options.min_compile_time_s
+        threshold = 1.0 if threshold is None else threshold
+        labels = ["main"] + [f"pid {p.pid}" for p in record.processes[1:]]
+        procs = sorted(zip(labels, record.processes, strict=True),
+                       key=lambda lp: (lp[1].rank is None, lp[1].rank or 0))
+        for label, proc in procs:
+            mods = proc.modules
             for i, m in enumerate(mods):
-                later_dirs = any(x.get("cache_dir_at_compile") for x in mods[i + 1:])
-                code, text = _why(m, rec, later_dirs)
-                compile_s = m.get("compile_s_logged")
-                if compile_s is None and m.get("outcome") != "hit":
-                    compile_s = m.get("compile_or_load_s")
-                limit = m.get("min_compile_time_at_compile")
-                limit = threshold if limit is None else float(limit)  # as it was at that compile
+                later_dirs = any(x.cache_dir_at_compile for x in mods[i + 1:])
+                code, text = _why(m, proc, later_dirs)
+                compile_s = m.compile_s_logged
+                if compile_s is None and not m.hit:
+                    compile_s = m.compile_or_load_s
+                limit = m.min_compile_time_at_compile
+                limit = threshold if limit is None else limit  # as it was at that compile
                 expensive = compile_s is not None and compile_s >= limit
                 missed = expensive and code not in ("hit", "written", "dir-change-ignored",
                                                     *THRESHOLD_REASONS)
-                modules.append(ModuleWhy(path, label, m.get("name") or "?",
-                                         m.get("input_shapes"), compile_s,
-                                         m.get("entry_bytes"), m.get("outcome") or "?", code,
-                                         text, expensive, missed, rank_of(rec)))
+                modules.append(ModuleWhy(path, label, m.name or "?", m.input_shapes,
+                                         compile_s, m.entry_bytes, m.outcome_word or "?", code,
+                                         text, expensive, missed, proc.rank))
         advice.append(_advice(path, record))
         unaudited += [f"{safe(path)}: {used_dirs.describe(e)}"
-                      for e in used_dirs.failing(record)]
-        if not (record.get("probe") or {}).get("loaded", True):
-            notes.append(f"{safe(path)}: {safe(str(record['probe'].get('note')))}")
+                      for e in used_dirs.failing(record.raw)]
+        if not record.probe_loaded and "loaded" in (record.raw.get("probe") or {}):
+            notes.append(f"{safe(path)}: {safe(str(record.probe_note))}")
         from jaxcache.explain import bucket_misses, seal_builds
 
-        notes += [f"{safe(path)}: {line}" for line in bucket_misses.lines(record.get("seal"))]
-        notes += [f"{safe(path)}: {line}" for line in seal_builds.lines(record.get("seal"))]
+        notes += [f"{safe(path)}: {line}" for line in bucket_misses.lines(record.seal)]
+        notes += [f"{safe(path)}: {line}" for line in seal_builds.lines(record.seal)]
     return Explanation(tuple(p for p, _ in records), tuple(modules),
-                       tuple(_key_diffs(records)), tuple(advice), tuple(notes),
-                       tuple(unaudited), tuple(f"{path}: {doc['unverified']}"
-                                               for path, doc in records if doc.get("unverified")),
+                       tuple(_key_diffs(typed)), tuple(advice), tuple(notes),
+                       tuple(unaudited), tuple(f"{path}: {r.unverified}"
+                                               for path, r in typed if r.unverified),
                        tuple(rank_diffs(records)), tuple(build_diffs(records)))
 
 
-def _advice(path: str, record: JsonObject) -> ThresholdAdvice:
+def _advice(path: str, record: RunRecord) -> ThresholdAdvice:
     """thresholds.py's rule and sentence (the same run's summary says), for this record."""
-    from jaxcache.records.reading import all_modules
-
-    left = thresholds.of_modules([m for _, m in all_modules(record)],
-                                 (record.get("process") or {}).get("wall_s") or 0.0)
+    left = thresholds.of_modules([m.raw for m in record.modules], record.process.wall_s)
     return ThresholdAdvice(left.seconds, left.startup_s, left.modules, left.material,
-                           f"{safe(path)}: {left.sentence(record.get('argv'))}")
+                           f"{safe(path)}: {left.sentence(list(record.argv))}")
 
 
-def _key_diffs(records: list[tuple[str, JsonObject]]) -> list[KeyDiff]:
+def _key_diffs(records: list[tuple[str, RunRecord]]) -> list[KeyDiff]:
     out = []
-    seen: dict[tuple[int | None, str, str | None], tuple[str, JsonObject, JsonObject]] = {}
+    seen: dict[tuple[int | None, str, str | None], tuple[str, ProcessEntry, ModuleEntry]] = {}
     for path, record in records:
-        rank = rank_of(record)  # another rank's miss is rank_misses.py's, not a later run's
-        for m in record.get("modules") or []:
-            ident = (rank, m.get("name"), m.get("input_shapes"))
-            comps = m.get("key_components")
+        main = record.processes[0]
+        rank = main.rank  # another rank's miss is rank_misses.py's, not a later run's
+        for m in main.modules:
+            ident = (rank, m.name, m.input_shapes)
+            comps = m.key_components
             if not comps:
                 continue
-            if ident in seen and m.get("outcome") != "hit" and seen[ident][0] != path:
-                earlier_path, earlier_rec, earlier = seen[ident]
-                changed = {k for k in set(comps) | set(earlier["key_components"])
-                           if comps.get(k) != earlier["key_components"].get(k)}
+            if ident in seen and not m.hit and seen[ident][0] != path:
+                earlier_path, earlier_proc, earlier = seen[ident]
+                before = earlier.key_components or {}
+                changed = {k for k in set(comps) | set(before) if comps.get(k) != before.get(k)}
                 if changed:
                     causes = []
                     for k in sorted(changed):
                         if k == "compile_options":
-                            causes.append(f"compile_options: "
-                                          f"{compile_options_cause(earlier_rec, record, changed)}")
+                            causes.append("compile_options: " + compile_options_cause(
+                                earlier_proc.raw, main.raw, changed))
                         else:
                             causes.append(f"{safe(k)}: {CAUSES.get(k, 'changed')}"
-                                          + _evidence(k, earlier_rec, record))
-                    out.append(KeyDiff(m.get("name") or "?", earlier_path, path,
+                                          + _evidence(k, earlier_proc, main))
+                    out.append(KeyDiff(m.name or "?", earlier_path, path,
                                        tuple(sorted(safe(k) for k in changed)), tuple(causes)))
-            if m.get("outcome") in ("written", "hit") and ident not in seen:
-                seen[ident] = (path, record, m)
+            if m.outcome in (ModuleOutcome.WRITTEN, ModuleOutcome.HIT) and ident not in seen:
+                seen[ident] = (path, main, m)
     return out
 
 
-def _evidence(component: str, a: JsonObject, b: JsonObject) -> str:
+def _evidence(component: str, a: ProcessEntry, b: ProcessEntry) -> str:
     """What the two records say of the component that changed (their words, escaped)."""
     if component == "XLA flags":
-        fa, fb = (a.get("env") or {}).get("XLA_FLAGS"), (b.get("env") or {}).get("XLA_FLAGS")
-        return f" (XLA_FLAGS {safe(repr(fa))} vs {safe(repr(fb))})"
+        return f" (XLA_FLAGS {safe(repr(a.xla_flags))} vs {safe(repr(b.xla_flags))})"
     if component == "jax_lib version":
-        va, vb = (a.get("versions") or {}).get("jaxlib"), (b.get("versions") or {}).get("jaxlib")
-        return f" ({safe(str(va))} vs {safe(str(vb))})"
+        return f" ({safe(str(a.jaxlib))} vs {safe(str(b.jaxlib))})"
     if component == "accelerator_config":
-        pa, pb = a.get("platform") or {}, b.get("platform") or {}
-        return (f" ({safe(str(pa.get('device_kind')))} x{safe(str(pa.get('device_count')))} "
-                f"vs {safe(str(pb.get('device_kind')))} x{safe(str(pb.get('device_count')))})")
+        return (f" ({safe(str(a.device_kind))} x{safe(str(a.device_count))} "
+                f"vs {safe(str(b.device_kind))} x{safe(str(b.device_count))})")
     return ""
 
 

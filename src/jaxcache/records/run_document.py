@@ -51,6 +51,13 @@ class ModuleEntry:
     compile_or_load_s: float | None
     entry_bytes: int | None
     cache_key: str | None
+    cache_dir_at_compile: str | None
+    dir_known: bool  # the record says which directory was set at this compile (None: none)
+    cache_enabled_at_compile: bool | None
+    error_messages: tuple[str, ...]
+    compile_s_logged: float | None
+    min_compile_time_at_compile: float | None
+    key_components: Mapping[str, object] | None
     raw: JsonObject
 
     @property
@@ -69,7 +76,13 @@ class ModuleEntry:
                    outcome if isinstance(outcome, str) else None, _text(doc.get("reason")),
                    _mapping(doc.get("reason_detail")), _text(doc.get("input_shapes")),
                    _number(doc.get("compile_or_load_s")), _integer(doc.get("entry_bytes")),
-                   _text(doc.get("cache_key")), dict(doc))
+                   _text(doc.get("cache_key")), _text(doc.get("cache_dir_at_compile")),
+                   "cache_dir_at_compile" in doc, _flag(doc.get("cache_enabled_at_compile")),
+                   tuple(str(e.get("message", "")) for e in _mappings(doc.get("errors"))),
+                   _number(doc.get("compile_s_logged")),
+                   _number(doc.get("min_compile_time_at_compile")),
+                   _mapping(doc.get("key_components")) if doc.get("key_components") else None,
+                   dict(doc))
 
 
 @frozen
@@ -115,6 +128,26 @@ class Counts:
 
 
 @frozen
+class CacheOptions:
+    """`cache_options_at_first_compile`: JAX's cache options as its first compile saw them."""
+
+    min_compile_time_s: float | None
+    directory: str | None
+    max_size: object  # as recorded (absent: MISSING)
+    max_size_set: bool  # present and not JAX's default, -1
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, object]) -> CacheOptions:
+        size = doc.get("jax_compilation_cache_max_size", MISSING)
+        return cls(_number(doc.get("jax_persistent_cache_min_compile_time_secs")),
+                   _text(doc.get("jax_compilation_cache_dir")),
+                   None if size is MISSING else size, size is not MISSING and size != -1)
+
+
+MISSING = object()
+
+
+@frozen
 class ProcessEntry:
     """The main probed process, or one of `subprocesses[]`."""
 
@@ -124,6 +157,15 @@ class ProcessEntry:
     launcher: Launcher | None
     modules: tuple[ModuleEntry, ...]
     counts: Counts
+    options: CacheOptions  # as JAX saw them at this process's first compile
+    env_cache_dir: str | None  # JAX_COMPILATION_CACHE_DIR at the first compile
+    disabled_first: bool  # JAX's task_disabled_cache: the first compile ran with it disabled
+    xla_flags: object  # env's XLA_FLAGS, as recorded
+    jaxlib: object  # versions' jaxlib
+    device_kind: object
+    device_count: object
+    rejections: tuple[Mapping[str, object], ...]  # the sealed backend's (seal.rejections)
+    raw: JsonObject  # this process's part (a subprocess's over the record's)
 
     @classmethod
     def from_json(cls, doc: Mapping[str, object], pid: object = None) -> ProcessEntry:
@@ -138,7 +180,15 @@ class ProcessEntry:
                             _text(launcher.get("job_id")), _text(launcher.get("step_id")))
                    if launcher else None,
                    tuple(ModuleEntry.from_json(m) for m in _mappings(doc.get("modules"))),
-                   Counts.from_json(_mapping(doc.get("counts"))))
+                   Counts.from_json(_mapping(doc.get("counts"))),
+                   CacheOptions.from_json(_mapping(doc.get("cache_options_at_first_compile"))),
+                   _text(doc.get("env_cache_dir_at_first_compile")),
+                   (_number(_mapping(doc.get("counts")).get("task_disabled_cache")) or 0) > 0,
+                   _mapping(doc.get("env")).get("XLA_FLAGS"),
+                   _mapping(doc.get("versions")).get("jaxlib"),
+                   _mapping(doc.get("platform")).get("device_kind"),
+                   _mapping(doc.get("platform")).get("device_count"),
+                   tuple(_mappings(_mapping(doc.get("seal")).get("rejections"))), dict(doc))
 
 
 @frozen
@@ -242,7 +292,7 @@ class RunRecord:
                    CacheDirPart.from_json(_mapping(doc.get("cache_dir"))),
                    bool(probe.get("loaded")), _text(probe.get("note")),
                    Ranks.from_json(_mapping(doc.get("ranks"))),
-                   (main, *(ProcessEntry.from_json(sp)
+                   (main, *(ProcessEntry.from_json({**doc, **sp})
                             for sp in _mappings(doc.get("subprocesses")))),
                    tuple((_integer(g.get("pid")), str(g.get("error")))
                          for g in _mappings(doc.get("cache_guard_errors"))),
@@ -281,6 +331,10 @@ def _text(value: object) -> str | None:
 def _number(value: object) -> float | None:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) \
         else None
+
+
+def _flag(value: object) -> bool | None:
+    return value if isinstance(value, bool) else None
 
 
 def _integer(value: object) -> int | None:
