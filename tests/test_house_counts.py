@@ -14,7 +14,7 @@ from support import paths
 
 TARGETS = {"string_key_lookups": 60, "untyped_seams": 0, "mypy_exempt": 0,
            "import_circles": 0, "duplicate_basenames": 0, "crowded_folders": 0}
-RATCHET = {"string_key_lookups": 627, "untyped_seams": 147, "mypy_exempt": 33}
+RATCHET = {"string_key_lookups": 626, "untyped_seams": 127}
 
 
 def _counts() -> dict:

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from jaxcache.trust.judgement.audit import AuditReport
+
 
 class JaxcacheError(Exception):
     """Bad input or an environment jaxcache cannot work in: exit code 2."""
@@ -18,8 +22,8 @@ class UntrustedCacheError(JaxcacheError):
 
     exit_code = 1
 
-    def __init__(self, report, action: str = "cache") -> None:  # an AuditReport: untyped,
-        # to keep this module light. action: "cache" (refusing cache DIR) or "to seal".
+    def __init__(self, report: AuditReport, action: str = "cache") -> None:
+        # action: "cache" (refusing cache DIR) or "to seal"
         from jaxcache.text import safe, wrap
 
         self.report = report

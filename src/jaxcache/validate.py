@@ -13,6 +13,10 @@ from collections.abc import Callable, Mapping
 
 from jaxcache.text import safe
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
 # Deeper than any document jaxcache writes (a run record nests 6 levels; a policy 4): a
 # writer's deeper nesting is refused before any reader walks it, so no reader can recurse
 # into the interpreter's limit (RecursionError) on a planted document.
@@ -77,7 +81,7 @@ def parse_json(data: bytes) -> object:
     return doc
 
 
-def parse_toml(data: bytes) -> dict:
+def parse_toml(data: bytes) -> dict[str, Any]:
     """A TOML document from bytes, under the same rules as parse_json."""
     import sys
 
@@ -104,7 +108,7 @@ def _type(want: str, ok: Callable[[object], bool]) -> Check:
     def check(value: object, where: str) -> None:
         if not ok(value):
             raise Invalid(where, want)
-    check.want = want  # type: ignore[attr-defined]
+    check.__dict__["want"] = want
     return check
 
 
@@ -133,7 +137,7 @@ def nullable(check: Check) -> Check:
             if exc.where == where and exc.want == _want(check):  # the value's own type
                 raise Invalid(where, want) from None
             raise
-    checked.want = want  # type: ignore[attr-defined]
+    checked.__dict__["want"] = want
     return checked
 
 
@@ -147,7 +151,7 @@ def list_of(item: Check) -> Check:
             raise Invalid(where, f"a list of {_plural(item)}")
         for i, v in enumerate(value):
             item(v, f"{where}[{i}]")
-    check.want = f"a list of {_plural(item)}"  # type: ignore[attr-defined]
+    check.__dict__["want"] = f"a list of {_plural(item)}"
     return check
 
 
@@ -158,7 +162,7 @@ def map_of(value_check: Check) -> Check:
             raise Invalid(where, "an object")
         for k, v in value.items():
             value_check(v, f"{where}.{safe(k)}" if where else safe(k))
-    check.want = "an object"  # type: ignore[attr-defined]
+    check.__dict__["want"] = "an object"
     return check
 
 
@@ -178,7 +182,7 @@ def obj(required: Mapping[str, Check] | None = None,
         for key, field in optional.items():
             if key in value:
                 field(value[key], f"{where}.{key}" if where else key)
-    check.want = "an object"  # type: ignore[attr-defined]
+    check.__dict__["want"] = "an object"
     return check
 
 
@@ -187,11 +191,13 @@ def both(first: Check, then: Callable[[object, str], None]) -> Check:
     def check(value: object, where: str) -> None:
         first(value, where)
         then(value, where)
-    check.want = _want(first)  # type: ignore[attr-defined]
+    check.__dict__["want"] = _want(first)
     return check
 
 
 def _want(check: Check) -> str:
+    """What a check wants, for messages: each check made here carries it as an attribute
+    of the function (set through its __dict__, which type checkers know functions have)."""
     return getattr(check, "want", "valid")
 
 

@@ -16,10 +16,13 @@ for max(1 s, 5%), so the same numbers got opposite answers. The defaults live he
 from __future__ import annotations
 
 import math
-from typing import Any
 
 from jaxcache.bench import estimates as stats
 from jaxcache.values import frozen
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 MIN_SAVING_S = 1.0  # seconds saved per start, at least
 MIN_FRACTION = 0.05  # ...and at least this share of the cold start-up
@@ -143,7 +146,7 @@ def advice(j: Judgement) -> str:
     return "the saving is noticeable at start-up"
 
 
-def as_dict(j: Judgement) -> dict:
+def as_dict(j: Judgement) -> dict[str, object]:
     """For the JSON outputs (bench summary.noticeable, decide evidence)."""
     return {"outcome": j.outcome, "met": j.met, "need_s": j.need_s, "min_saving_s": j.min_s,
             "min_fraction": j.min_fraction, "cold_wall_s": j.cold_wall_s,

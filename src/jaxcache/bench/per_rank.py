@@ -13,6 +13,10 @@ from __future__ import annotations
 from jaxcache.records.reading import in_record_order, rank_of
 from jaxcache.values import frozen
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
 RANK_PHASES = ("startup", "import_jax", "trace", "lower", "compile_or_load")
 NOT_PROCESS_0 = "not-process-0"  # the cold rank skipped only because it is not process 0
 
@@ -23,7 +27,7 @@ def _int(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def _host(process_doc: dict) -> str | None:
+def _host(process_doc: dict[str, Any]) -> str | None:
     host = (process_doc.get("identity") or {}).get("host")
     return host if isinstance(host, str) else None
 
@@ -72,7 +76,8 @@ def _num(value: object) -> float:
     return float(value) if isinstance(value, (int, float)) else 0.0
 
 
-def _times(probe: dict | None, fallback: dict | None) -> tuple[float | None, float, float]:
+def _times(probe: dict[str, Any] | None, fallback: dict[str, Any] | None
+           ) -> tuple[float | None, float, float]:
     """(probe start, start-up before import jax, import jax) of one process."""
     if probe is not None:
         started, imp_started = probe.get("started"), probe.get("import_jax_started")
@@ -87,7 +92,7 @@ def _times(probe: dict | None, fallback: dict | None) -> tuple[float | None, flo
     return (float(started) if isinstance(started, (int, float)) else None), startup, _num(imp)
 
 
-def ranks_of(record: dict, probes: tuple[dict, ...] | None = None,
+def ranks_of(record: dict[str, Any], probes: tuple[dict[str, Any], ...] | None = None,
              launched_at: float | None = None) -> tuple[RankSample, ...]:
     """The record's JAX processes grouped by rank (launchers that never imported jax left
     out), in rank order. `probes` (the raw probe documents, main first, as the record was
@@ -95,9 +100,9 @@ def ranks_of(record: dict, probes: tuple[dict, ...] | None = None,
     job was started) places each rank's start."""
     parts = [record] + list(record.get("subprocesses") or [])
     main_pid = (record.get("process") or {}).get("pid")
-    aligned: list[dict | None] = list(in_record_order(probes or (), main_pid))
+    aligned: list[dict[str, Any] | None] = list(in_record_order(probes or (), main_pid))
     aligned += [None] * (len(parts) - len(aligned))
-    groups: dict[int | None, list[tuple[dict, dict | None]]] = {}
+    groups: dict[int | None, list[tuple[dict[str, Any], dict[str, Any] | None]]] = {}
     for i, part in enumerate(parts):
         probe = aligned[i]
         view = {"identity": (probe or {}).get("identity") or part.get("identity"),

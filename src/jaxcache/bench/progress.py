@@ -12,8 +12,11 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Callable
-from typing import IO
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import IO, Any
 
 TICK_S = 1.0
 
@@ -54,14 +57,14 @@ class BenchProgress:
         runs = self.durations[kind]
         return sum(runs) / len(runs) if runs else None
 
-    def eta(self, event: dict) -> float | None:
+    def eta(self, event: dict[str, Any]) -> float | None:
         """Seconds left after this event's run starts, from the runs measured so far."""
         cold = self._mean("cold") or self._mean("prime")  # the priming run is a cold run
         warm = self._mean("warm") if self.warm else 0.0
         if cold is None or warm is None:
             return None
         done_trials = event["trial"] - 1 if event["phase"] != "prime" else 0
-        left = (event["trials"] - done_trials) * (cold + self.warm * warm)
+        left: float = (event["trials"] - done_trials) * (cold + self.warm * warm)
         if event["phase"] == "warm":
             left -= cold + (event["warm"] - 1) * warm
         return max(0.0, left)
@@ -74,7 +77,7 @@ class BenchProgress:
             text += f" | ETA {max(0.0, eta - (now - at)):.0f} s"
         return text
 
-    def __call__(self, event: dict) -> None:
+    def __call__(self, event: dict[str, Any]) -> None:
         now = self.clock()
         with self.lock:
             if self.current is not None:
@@ -109,7 +112,7 @@ class BenchProgress:
             self.stream.flush()
 
 
-def _describe(event: dict) -> str:
+def _describe(event: dict[str, Any]) -> str:
     if event["phase"] == "prime":
         return "priming run (warms the OS file cache; discarded)"
     if event["phase"] == "cold":

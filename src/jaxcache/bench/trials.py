@@ -22,6 +22,10 @@ from jaxcache.errors import JaxcacheError
 from jaxcache.records import run_record as recordmod
 from jaxcache.text import safe
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
 
 class BenchCommandError(JaxcacheError):
     """The job failed or hung in a run the bench needs; carries the tail of its stderr."""
@@ -67,7 +71,7 @@ class BenchResult:
     bucket_prefix: str | None = None  # --bucket: where this bench's objects are
 
 
-Progress = Callable[[dict], None]
+Progress = Callable[["dict[str, Any]"], None]  # told of each run (bench/progress.py)
 
 
 def _throwaway_key(work: str) -> str:
@@ -213,7 +217,8 @@ def run_bench(cfg: BenchConfig, *, workdir: str | None = None,
                        fresh.base if fresh else None)
 
 
-def _excluded(samples: list[ProcessSample]):
+def _excluded(samples: list[ProcessSample]
+              ) -> tuple[tuple[ProcessSample, tuple[str, ...]], ...]:
     """Processes that differ from the first one in what makes timings comparable (versions,
     the build, devices, flags, shapes: bench/comparable.py): never compared, and why."""
     if not samples:
@@ -223,7 +228,8 @@ def _excluded(samples: list[ProcessSample]):
                  if ref.diff(s.comparable))
 
 
-def _analyse(samples, cfg: BenchConfig, stop):
+def _analyse(samples: list[ProcessSample], cfg: BenchConfig, stop: str | None
+             ) -> analysismod.Analysis:
     excluded = {id(s) for s, _ in _excluded(list(samples))}
     comparable = [s for s in samples if id(s) not in excluded]
     cold = [s for s in comparable if s.kind == "cold"]

@@ -18,6 +18,12 @@ from jaxcache.documents import kinds
 from jaxcache.errors import JaxcacheError, UntrustedCacheError
 from jaxcache.text import safe
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from jaxcache.bench.trials import BenchResult
+
 
 def options(p: argparse.ArgumentParser) -> None:
     p.add_argument("command", nargs=argparse.REMAINDER, metavar="CMD",
@@ -281,8 +287,9 @@ def run(argv: list[str], *, trials: int, warm: int, prime: bool, timeout: float 
         outputs.release_all(claimed)  # no-op for those written
 
 
-def _report(result, targets: dict[str, outputs.Output], echo, kept: bool, fmt: str = "text",
-            note=None) -> int:
+def _report(result: BenchResult, targets: dict[str, outputs.Output],
+            echo: Callable[[str], None], kept: bool, fmt: str = "text",
+            note: Callable[[str], None] | None = None) -> int:
     from jaxcache.report.bench import json as bench_json
     from jaxcache.report.bench import markdown as bench_markdown
     from jaxcache.report.bench import text as bench_text
@@ -327,7 +334,7 @@ def _report(result, targets: dict[str, outputs.Output], echo, kept: bool, fmt: s
 def measure(command: list[str], *, trials: int, warm: int,
             echo: Callable[[str], None], sealed: bool = False, quiet: bool = False,
             min_saving: float | None = None, min_fraction: float | None = None,
-            thresholds: dict[str, str] | None = None) -> dict:
+            thresholds: dict[str, str] | None = None) -> dict[str, Any]:
     """Bench a command with defaults and return its `--json` document, kept where decide
     finds the last one (for decide, whose noticeable bar it is given so both judge alike)."""
     from jaxcache.bench import kept

@@ -15,6 +15,9 @@ TYPE_CHECKING = False  # typing itself costs `jaxcache run` ~2 ms: names for the
 if TYPE_CHECKING:
     from typing import Any, NoReturn
 
+    from jaxcache.documents.claim import Output
+    from jaxcache.trust.inputs.public_keys import PublicKey
+
 FORMATS = ("text", "json", "sarif")
 TEXT_JSON = ("text", "json")
 
@@ -22,7 +25,7 @@ TEXT_JSON = ("text", "json")
 MAX_TRIALS = 1000
 MAX_WARM = 100
 
-_CLAIMED: list[Any] = []  # -o targets claimed before the work; released unless written
+_CLAIMED: list[Output] = []  # -o targets claimed before the work; released unless written
 
 
 def fail(message: str, code: int = 2) -> NoReturn:
@@ -105,8 +108,9 @@ def _sarif(data: bytes) -> bool:
     from jaxcache import validate
 
     try:
-        doc = validate.parse_json(data)
-        return doc["runs"][0]["tool"]["driver"]["name"] == "jaxcache"  # type: ignore[index]
+        doc: Any = validate.parse_json(data)  # walked blindly: another shape raises below
+        name: object = doc["runs"][0]["tool"]["driver"]["name"]
+        return name == "jaxcache"
     except (validate.Unreadable, KeyError, IndexError, TypeError):
         return False
 
@@ -176,7 +180,8 @@ def lines_starting(*prefixes: str) -> Callable[[str], str]:
 class Range:
     """A number within bounds; out of range is a usage error naming the bounds (exit 2)."""
 
-    def __init__(self, kind: type, lo: float | None = None, hi: float | None = None) -> None:
+    def __init__(self, kind: type[int] | type[float], lo: float | None = None,
+                 hi: float | None = None) -> None:
         self.kind, self.lo, self.hi = kind, lo, hi
 
     def __str__(self) -> str:
@@ -184,7 +189,8 @@ class Range:
             return f"x>={self.lo}"
         return f"{self.lo}<=x<={self.hi}" if self.lo is not None else f"x<={self.hi}"
 
-    def __call__(self, text: str) -> Any:
+    def __call__(self, text: str) -> int | float:
+        value: int | float | None
         try:
             value = self.kind(text)
         except ValueError:
@@ -325,7 +331,7 @@ PAGES = {"audit": "audit.md", "init": "enable.md", "ls": "ls.md", "run": "run.md
          "fingerprint": "fingerprint.md"}
 
 
-def command_parser(commands: Any, name: str, usage_line: str,
+def command_parser(commands: argparse._SubParsersAction[Parser], name: str, usage_line: str,
                    handler: Callable[..., None]) -> argparse.ArgumentParser:
     """A command's parser: its handler's docstring is its help (first line) and description;
     its page of the manual closes it."""
@@ -357,7 +363,7 @@ def sealed_reader_flags(p: argparse.ArgumentParser) -> None:
                 "repeatable).")
 
 
-def public_keys(args: argparse.Namespace) -> tuple[Any, ...]:
+def public_keys(args: argparse.Namespace) -> tuple[PublicKey, ...]:
     """--trusted-key values (with --sealed) as public keys."""
     if args.trusted_keys and not args.sealed:
         usage(args, "--trusted-key needs --sealed")

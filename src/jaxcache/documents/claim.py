@@ -34,9 +34,9 @@ from jaxcache.text import safe
 
 RECOGNIZE_LIMIT = 64 << 20  # a document larger than this is not one of ours to replace
 
-if False:  # for type checkers only: the record is claimed on `jaxcache run`'s path before the
-    # job starts, where json, secrets and typing imports cost ~30 ms here
-    from collections.abc import Callable
+TYPE_CHECKING = False  # for type checkers only: the record is claimed on `jaxcache run`'s path
+if TYPE_CHECKING:  # before the job starts, where json, secrets and typing imports cost ~30 ms
+    from collections.abc import Callable, Iterable
 
     Recognizer = Callable[[bytes], bool]
 
@@ -338,7 +338,7 @@ def _prove_writable(dfd: int, full: str, what: str) -> None:
         raise JaxcacheError(f"cannot write the {what} {safe(full)}: {exc.strerror}") from None
 
 
-def release_all(outputs) -> None:
+def release_all(outputs: Iterable[Output | None]) -> None:
     for out in outputs:
         if out is not None:
             out.release()

@@ -15,6 +15,10 @@ from jaxcache.text import safe
 from jaxcache.trust.findings import Verdict
 from jaxcache.trust.inputs import trusted_file as inputs
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
 
 class DocumentError(JaxcacheError):
     """A document that is not what its reader needs."""
@@ -24,14 +28,14 @@ _EXPECTED = {"record": "a jaxcache run record", "audit": "an audit document "
               "(jaxcache audit --format json)", "bench result": "a jaxcache bench result"}
 
 
-def load_json(path: str, kind: inputs.Kind) -> dict:
+def load_json(path: str, kind: inputs.Kind) -> dict[str, Any]:
     """A JSON object from a trusted file; `kind` names it in errors ("record", "audit")."""
     found = inputs.read(path, kind)
     assert found is not None
     return object_from(found.data, path, kind.name)
 
 
-def object_from(data: bytes, path: str, kind: str) -> dict:
+def object_from(data: bytes, path: str, kind: str) -> dict[str, Any]:
     """The JSON object in `data` (the bytes of `path`), or one line saying why it is none."""
     try:
         doc = v.parse_json(data)
@@ -45,14 +49,15 @@ def object_from(data: bytes, path: str, kind: str) -> dict:
     return doc
 
 
-def _of_kind(doc: dict, schema: str, spec: v.Check, path: str, what: str) -> dict:
+def _of_kind(doc: dict[str, Any], schema: str, spec: v.Check, path: str, what: str
+             ) -> dict[str, Any]:
     """A document of one kind (its schema id exactly), checked against what its readers use."""
     if doc.get("schema") != schema:
         raise DocumentError(f"{safe(path)} is not a jaxcache {what} ({schema})")
     return _check(doc, spec, path, what)
 
 
-def _check(doc: dict, spec: v.Check, path: str, what: str) -> dict:
+def _check(doc: dict[str, Any], spec: v.Check, path: str, what: str) -> dict[str, Any]:
     try:
         spec(doc, "")
     except v.Invalid as exc:
@@ -130,12 +135,12 @@ RECORD = v.obj(
         "problems": v.list_of(v.obj({"text": v.TEXT}, {"rank": _OPT_INT, "what": v.TEXT}))}))})
 
 
-def load_record(path: str) -> dict:
+def load_record(path: str) -> dict[str, Any]:
     """A run record, refusing what this version cannot understand."""
     return record_from(load_json(path, inputs.RECORD), path)
 
 
-def record_from(doc: dict, path: str) -> dict:
+def record_from(doc: dict[str, Any], path: str) -> dict[str, Any]:
     """The checks of load_record, on a document already read."""
     schema = doc.get("schema")
     if not isinstance(schema, str) or not schema.startswith("jaxcache.run/"):
@@ -190,12 +195,12 @@ BENCH = v.obj({
 })
 
 
-def load_bench(path: str) -> dict:
+def load_bench(path: str) -> dict[str, Any]:
     """An earlier `bench --json` result."""
     return bench_from(load_json(path, inputs.BENCH), path)
 
 
-def bench_from(doc: dict, path: str) -> dict:
+def bench_from(doc: dict[str, Any], path: str) -> dict[str, Any]:
     """The checks of load_bench, on a document already read. A result of jaxcache before
     issue 40 called `comparable` `fingerprint`: read as such."""
     old = doc.get("fingerprint")
@@ -225,11 +230,11 @@ AUDIT = v.obj({
 })
 
 
-def load_audit(path: str) -> dict:
+def load_audit(path: str) -> dict[str, Any]:
     """An earlier `audit --format json`."""
     return audit_from(load_json(path, inputs.AUDIT), path)
 
 
-def audit_from(doc: dict, path: str) -> dict:
+def audit_from(doc: dict[str, Any], path: str) -> dict[str, Any]:
     """The checks of load_audit, on a document already read."""
     return _of_kind(doc, AUDIT_SCHEMA, AUDIT, path, "audit")

@@ -23,7 +23,7 @@ from jaxcache.values import frozen
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from jaxcache.documents.claim import Output
+    from jaxcache.documents.claim import Output, Unclaimed
     from jaxcache.values import JsonObject
 
 
@@ -271,7 +271,7 @@ class RunResult:
         return status
 
 
-def write(doc: JsonObject, out: Output) -> None:
+def write(doc: JsonObject, out: Output | Unclaimed) -> None:
     """Write the record into its claimed target (an outputs.Output): whole, atomically, never
     over a file that is not ours."""
     import json

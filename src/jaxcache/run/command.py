@@ -14,6 +14,20 @@ from jaxcache import jobenv
 from jaxcache.errors import JaxcacheError, UntrustedCacheError
 from jaxcache.text import quoted, safe
 
+TYPE_CHECKING = False  # typing itself costs `jaxcache run` start-up time: names for the type
+if TYPE_CHECKING:  # checker only
+    from collections.abc import Callable
+    from typing import IO, Any
+
+    from jaxcache.documents.claim import Output, Unclaimed
+    from jaxcache.fingerprint.model import Fingerprint
+    from jaxcache.lifecycle.sealing import SealOptions
+    from jaxcache.records.run_record import RunResult
+    from jaxcache.trust.inputs.public_keys import PublicKey
+    from jaxcache.trust.judgement.audit import AuditReport
+    from jaxcache.trust.kernel.principals import Accounts
+    from jaxcache.trust.rules.policy_rules import Policy
+
 UNVERIFIED_REMEDY = ("Use a supported JAX, or pass --unverified-jax to record it anyway, marked "
                      "unverified")
 SEALED_NO = "A sealed cache needs a supported JAX; --unverified-jax does not apply"
@@ -40,7 +54,7 @@ def choose_cache_dir(explicit: str | None, env: dict[str, str]) -> str:
     return create.default_cache_dir(env)
 
 
-def _claim_record(path: str, explicit: bool):
+def _claim_record(path: str, explicit: bool) -> Output | Unclaimed:
     """The record's target, claimed before the job (outputs.py): created empty now, so a path
     given with --record that cannot be written fails before the job runs; an existing file is
     replaced only if it is a jaxcache run record of yours. The default record's folder being
@@ -65,9 +79,11 @@ def _claim_record(path: str, explicit: bool):
 
 def run_job(argv: list[str], *, cache_dir: str | None = None, record_path: str | None = None,
             policy: str | None = None, allow_untrusted: bool = False,
-            env: dict[str, str] | None = None, seal=None, unverified_jax: bool = False,
-            stdout=None, require_origin: bool = False, on_hashing=None,
-            namespace: str = "none"):
+            env: dict[str, str] | None = None, seal: SealOptions | None = None,
+            unverified_jax: bool = False, stdout: int | IO[str] | IO[bytes] | None = None,
+            require_origin: bool = False,
+            on_hashing: Callable[[int, int], None] | None = None,
+            namespace: str = "none") -> RunResult:
     """Returns a record.RunResult. seal: a sealing.SealOptions, for a sealed cache (its probe
     enables it in the job). unverified_jax: run a job whose JAX is outside the supported
     lines anyway; its record says `unverified` (otherwise refused before the job when its
@@ -99,7 +115,7 @@ def run_job(argv: list[str], *, cache_dir: str | None = None, record_path: str |
             why = jaxgate.refusal(exe)
             if why is not None:
                 raise JaxcacheError(f"{why}. {UNVERIFIED_REMEDY if seal is None else SEALED_NO}")
-        admitted: dict = {}
+        admitted: dict[str, Any] = {}  # _admit's, and the fingerprint
         chosen, named = _namespaced(chosen, namespace, on_hashing)
 
         def admit() -> dict[str, str]:
@@ -117,8 +133,9 @@ def run_job(argv: list[str], *, cache_dir: str | None = None, record_path: str |
                 _say_how_to_make(exc, chosen, named, seal)
                 raise
             admitted["fingerprint"] = mine()
-            admitted["env"][jobenv.FINGERPRINT] = fingerprint.to_env(admitted["fingerprint"])
-            return admitted["env"]
+            granted: dict[str, str] = admitted["env"]
+            granted[jobenv.FINGERPRINT] = fingerprint.to_env(admitted["fingerprint"])
+            return granted
 
         if early_start.allowed(argv, exe, chosen, sealed=seal is not None,
                                policy_in_use=policy is not None or os.path.exists(policy_file())):
@@ -153,7 +170,8 @@ def run_job(argv: list[str], *, cache_dir: str | None = None, record_path: str |
         out.release()  # no-op once written
 
 
-def _namespaced(chosen: str, namespace: str, on_hashing) -> tuple[str, dict | None]:
+def _namespaced(chosen: str, namespace: str, on_hashing: Callable[[int, int], None] | None
+                ) -> tuple[str, dict[str, str] | None]:
     """The cache the job uses, and the record's word on its namespace. With "fingerprint"
     the fingerprint is computed here, before the launch (not overlapping an early start as
     admit() does): whether the job may start early depends on its namespace's directory.
@@ -171,7 +189,8 @@ def _namespaced(chosen: str, namespace: str, on_hashing) -> tuple[str, dict | No
                                     "parent": safe(given.path or given.url or chosen)}
 
 
-def _say_how_to_make(exc: UntrustedCacheError, path: str, named: dict | None, seal) -> None:
+def _say_how_to_make(exc: UntrustedCacheError, path: str, named: dict[str, str] | None,
+                     seal: SealOptions | None) -> None:
     """A sealed namespace that init would not create (a shared parent others can write):
     the refusal says how the share's publisher makes it, readable by the fleet's readers."""
     import shlex
@@ -202,7 +221,8 @@ def audited_env(path: str, witness: bool = True) -> dict[str, str]:
     return env
 
 
-def _admit_bucket(chosen: str, pol, accounts, keys: tuple, seal, policy: str | None) -> dict:
+def _admit_bucket(chosen: str, pol: Policy, accounts: Accounts, keys: tuple[PublicKey, ...],
+                  seal: SealOptions, policy: str | None) -> dict[str, Any]:
     """`run --sealed --cache-dir gs://bucket/prefix` (or s3://): judged for a sealed reader
     (SEALED or refused), the client checked before the job starts; the job's probe opens the
     store."""
@@ -228,9 +248,9 @@ def _admit_bucket(chosen: str, pol, accounts, keys: tuple, seal, policy: str | N
             "before": recordmod.DirSnapshot.at(url)}
 
 
-def _admit(chosen: str, policy: str | None, allow_untrusted: bool, seal,
+def _admit(chosen: str, policy: str | None, allow_untrusted: bool, seal: SealOptions | None,
            require_origin: bool = False, env: dict[str, str] | None = None,
-           fingerprint=None) -> dict:
+           fingerprint: Callable[[], Fingerprint] | None = None) -> dict[str, Any]:
     """The audit (creating a missing directory private first): refuses, or says which path
     the job gets, through which variables, and what the directory held before. `fingerprint()`
     (the job's build and host, fingerprint.current()): entries of yours another build wrote
@@ -246,7 +266,7 @@ def _admit(chosen: str, policy: str | None, allow_untrusted: bool, seal,
 
     accounts = Accounts()
     pol = policymod.load(policy, accounts)
-    keys: tuple = seal.public_keys() if seal is not None else ()
+    keys: tuple[PublicKey, ...] = seal.public_keys() if seal is not None else ()
     if seal is not None and seal.signing_key is not None:
         from jaxcache.trust.rules import keyring
 
@@ -305,7 +325,8 @@ def _admit(chosen: str, policy: str | None, allow_untrusted: bool, seal,
             "origin": _origin_summary(report)}
 
 
-def _origin_required(pol, path: str, require_origin: bool, env: dict[str, str] | None) -> bool:
+def _origin_required(pol: Policy, path: str, require_origin: bool, env: dict[str, str] | None
+                     ) -> bool:
     """Are entries of unknown origin refused here (trust/judgement/origin_findings.py's refusal)?
     Then the job judges each load too, not only this audit (--allow-untrusted: the user takes
     whatever is there, as for any other finding)."""
@@ -316,7 +337,7 @@ def _origin_required(pol, path: str, require_origin: bool, env: dict[str, str] |
                           pol.rule_for(path).restored_from) is not None
 
 
-def _origin_summary(report) -> dict | None:
+def _origin_summary(report: AuditReport) -> dict[str, object] | None:
     """The record's word on where the entries before the job came from
     (trust/provenance/origin.py)."""
     from jaxcache.trust.provenance.origin import build_reason

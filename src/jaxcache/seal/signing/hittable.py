@@ -25,12 +25,16 @@ import zlib
 from jaxcache import jaxcompat
 from jaxcache.jaxcompat import versions
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
 _LONGEST = max(len(o) for o in versions.SUBCACHE_OPTIONS)
 _CHUNK = 1 << 20
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 
 
-def _zstd_chunks(data: bytes):
+def _zstd_chunks(data: bytes) -> Iterator[bytes] | None:
     """Decompressed pieces of a zstd entry, or None when no zstd decompressor is importable."""
     try:
         import zstandard  # type: ignore[import-not-found]
@@ -44,7 +48,7 @@ def _zstd_chunks(data: bytes):
     return iter(lambda: reader.read(_CHUNK), b"")
 
 
-def _zlib_chunks(data: bytes):
+def _zlib_chunks(data: bytes) -> Iterator[bytes]:
     """Decompressed pieces, a megabyte at a time: an entry can be large."""
     d = zlib.decompressobj()
     pending = data

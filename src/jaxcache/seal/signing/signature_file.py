@@ -182,7 +182,7 @@ def verifies(known: PublicKey, raw: bytes, signed: bytes) -> bool:
     from cryptography.exceptions import InvalidSignature
 
     try:
-        known.verifier().verify(raw, signed)  # type: ignore[no-untyped-call]
+        known.verifier().verify(raw, signed)
     except InvalidSignature:
         return False
     return True

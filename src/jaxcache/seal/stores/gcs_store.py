@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator
-from typing import TypeVar
 
 from jaxcache.errors import JaxcacheError
 from jaxcache.seal.stores.object_store import (
@@ -32,14 +31,19 @@ from jaxcache.seal.stores.object_store import (
 from jaxcache.text import safe
 from jaxcache.trust.rules.target import BucketUrl
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, TypeVar
+
+    T = TypeVar("T")
+
 TIMEOUT = (10.0, 120.0)  # connect, read (seconds)
 MISSING = "pip install 'jaxcache[gcs]'"
 READ_GRANT = ("the reader's principal lacks storage.objects.get on the bucket: "
               "roles/storage.objectViewer")  # for a permission-denied miss (explain)
-T = TypeVar("T")
 
 
-def _client_module():
+def _client_module() -> Any:  # google.cloud.storage: the client has no type information
     try:
         from google.cloud import storage
     except ImportError:
@@ -54,10 +58,10 @@ class GcsStore:
         _client_module()  # fail now, with the install hint, not at the first load
         self.where = url
         self.url = url.text
-        self._bucket = None
+        self._bucket: Any = None  # a google.cloud.storage Bucket, made at the first call
         self._lock = threading.Lock()
 
-    def _bucket_handle(self):
+    def _bucket_handle(self) -> Any:
         with self._lock:
             if self._bucket is None:
                 storage = _client_module()
@@ -91,12 +95,13 @@ class GcsStore:
     def get(self, name: str, limit: int | None = None) -> bytes | None:
         from google.api_core import exceptions as gexc
 
-        def download(bucket) -> bytes | None:
+        def download(bucket: Any) -> bytes | None:
             try:
-                return bucket.blob(self.where.object(name)).download_as_bytes(
+                data: bytes = bucket.blob(self.where.object(name)).download_as_bytes(
                     start=0 if limit is not None else None,
                     end=None if limit is None else max(limit - 1, 0),
                     raw_download=True, checksum=None, retry=None, timeout=TIMEOUT)
+                return data
             except gexc.NotFound:
                 return None
             except gexc.RequestRangeNotSatisfiable:  # an empty object, ranged
@@ -114,7 +119,7 @@ class GcsStore:
         """Upload only while the object's generation is `generation` (0: absent)."""
         from google.api_core import exceptions as gexc
 
-        def upload(bucket) -> bool:
+        def upload(bucket: Any) -> bool:
             try:
                 bucket.blob(self.where.object(name)).upload_from_string(
                     data, content_type="application/octet-stream",
@@ -128,7 +133,7 @@ class GcsStore:
     def delete_if(self, name: str, generation: str) -> bool:
         from google.api_core import exceptions as gexc
 
-        def delete(bucket) -> bool:
+        def delete(bucket: Any) -> bool:
             try:
                 bucket.blob(self.where.object(name)).delete(
                     if_generation_match=int(generation), retry=None, timeout=TIMEOUT)
@@ -139,7 +144,7 @@ class GcsStore:
         return self._call("delete", name, delete)
 
     def stat(self, name: str) -> ObjectInfo | None:
-        def head(bucket) -> ObjectInfo | None:
+        def head(bucket: Any) -> ObjectInfo | None:
             blob = bucket.get_blob(self.where.object(name), retry=None, timeout=TIMEOUT)
             return None if blob is None else _info(name, blob)
 
@@ -148,7 +153,7 @@ class GcsStore:
     def list(self) -> Iterator[ObjectInfo]:
         start = self.where.object("")
 
-        def listing(bucket) -> list[ObjectInfo]:
+        def listing(bucket: Any) -> list[ObjectInfo]:
             out = []
             for blob in bucket.client.list_blobs(bucket, prefix=start, retry=None,
                                                  timeout=TIMEOUT):
@@ -163,7 +168,7 @@ class GcsStore:
 Store = GcsStore  # what objects.open_store makes for this scheme
 
 
-def _info(name: str, blob) -> ObjectInfo:
+def _info(name: str, blob: Any) -> ObjectInfo:  # a google.cloud.storage Blob
     updated = blob.updated.timestamp() if blob.updated is not None else None
     return ObjectInfo(name, int(blob.size or 0), str(blob.generation), updated)
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator
-from typing import TypeVar
 
 from jaxcache.errors import JaxcacheError
 from jaxcache.seal.stores.object_store import (
@@ -33,6 +32,13 @@ from jaxcache.seal.stores.object_store import (
 from jaxcache.text import safe
 from jaxcache.trust.rules.target import BucketUrl
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from datetime import datetime
+    from typing import Any, TypeVar
+
+    T = TypeVar("T")
+
 CONNECT_S, READ_S = 5.0, 10.0  # per connection attempt, per socket read (not per download)
 RETRIES = {"total_max_attempts": 1, "mode": "standard"}  # one attempt: resilient.py retries
 _BUSY = {"SlowDown", "InternalError", "ServiceUnavailable", "RequestTimeout", "Throttling",
@@ -44,10 +50,9 @@ _DENIED = {"AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "Expir
            "InvalidToken", "TokenRefreshRequired", "AllAccessDisabled", "AccountProblem"}
 _LOST = {"PreconditionFailed", "ConditionalRequestConflict"}  # 412; 409: a racing conditional
 # write (S3 asks to retry it: a rival is writing that key, so first-writer-wins says we lost)
-T = TypeVar("T")
 
 
-def _boto3():
+def _boto3() -> Any:  # the boto3 module: the client has no type information
     try:
         import boto3
     except ImportError:
@@ -62,10 +67,10 @@ class S3Store:
         _boto3()  # fail now, with the install hint, not at the first load
         self.where = url
         self.url = url.text
-        self._client = None
+        self._client: Any = None  # a boto3 S3 client, made at the first call
         self._lock = threading.Lock()
 
-    def _s3(self):
+    def _s3(self) -> Any:
         with self._lock:
             if self._client is None:
                 import botocore
@@ -112,7 +117,7 @@ class S3Store:
     def get(self, name: str, limit: int | None = None) -> bytes | None:
         from botocore import exceptions as bexc
 
-        def download(s3) -> bytes | None:
+        def download(s3: Any) -> bytes | None:
             ranged = {} if limit is None else {"Range": f"bytes=0-{max(limit - 1, 0)}"}
             try:
                 resp = s3.get_object(Bucket=self.where.bucket, Key=self.where.object(name),
@@ -127,7 +132,7 @@ class S3Store:
                 raise
             body = resp["Body"]
             try:  # never more than limit, whatever the server sends
-                data = body.read() if limit is None else body.read(max(limit, 0))
+                data: bytes = body.read() if limit is None else body.read(max(limit, 0))
             finally:
                 body.close()
             return data
@@ -144,7 +149,7 @@ class S3Store:
         """One PUT, only while the condition holds on the server (412: it does not)."""
         from botocore import exceptions as bexc
 
-        def upload(s3) -> bool:
+        def upload(s3: Any) -> bool:
             try:
                 s3.put_object(Bucket=self.where.bucket, Key=self.where.object(name), Body=data,
                               ContentType="application/octet-stream", **condition)
@@ -161,7 +166,7 @@ class S3Store:
     def delete_if(self, name: str, generation: str) -> bool:
         from botocore import exceptions as bexc
 
-        def delete(s3) -> bool:
+        def delete(s3: Any) -> bool:
             try:
                 s3.delete_object(Bucket=self.where.bucket, Key=self.where.object(name),
                                  IfMatch=generation)
@@ -177,7 +182,7 @@ class S3Store:
     def stat(self, name: str) -> ObjectInfo | None:
         from botocore import exceptions as bexc
 
-        def head(s3) -> ObjectInfo | None:
+        def head(s3: Any) -> ObjectInfo | None:
             try:
                 resp = s3.head_object(Bucket=self.where.bucket, Key=self.where.object(name))
             except bexc.ClientError as exc:
@@ -191,7 +196,7 @@ class S3Store:
     def list(self) -> Iterator[ObjectInfo]:
         start = self.where.object("")
 
-        def listing(s3) -> list[ObjectInfo]:
+        def listing(s3: Any) -> list[ObjectInfo]:
             out = []
             pages = s3.get_paginator("list_objects_v2").paginate(
                 Bucket=self.where.bucket, Prefix=start, Delimiter="/")
@@ -209,14 +214,14 @@ class S3Store:
 Store = S3Store  # what objects.open_store makes for this scheme
 
 
-def _code(exc) -> tuple[str, int]:
+def _code(exc: BaseException) -> tuple[str, int]:
     """The error code and HTTP status of a ClientError (HEAD errors have only the status)."""
     resp = getattr(exc, "response", None) or {}
     status = resp.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0
     return str(resp.get("Error", {}).get("Code") or status), int(status)
 
 
-def _info(name: str, size, etag, modified) -> ObjectInfo:
+def _info(name: str, size: int | None, etag: str, modified: datetime | None) -> ObjectInfo:
     updated = modified.timestamp() if modified is not None else None
     return ObjectInfo(name, int(size or 0), str(etag), updated)
 

@@ -35,6 +35,10 @@ from jaxcache.trust.rules import keyring
 from jaxcache.trust.rules.keyring import KeyRing
 from jaxcache.values import frozen
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
 
 @frozen
 class BucketListing:
@@ -149,7 +153,7 @@ def cosign(store: ObjectStore, signer: SigningKey, trusted: KeyRing | list[Publi
     ring = scan.cosigning_ring(full, signer)
     entries, leftovers = _entries(listing(store))
 
-    def add(name: str, sig: bytes, stale) -> str | None:
+    def add(name: str, sig: bytes, stale: Callable[[bytes | None], bool]) -> str | None:
         where = names.cosignature(name, signer.public.id, OBJECT_NAME_MAX)
         if where is None:
             return "no room for a co-signature name"

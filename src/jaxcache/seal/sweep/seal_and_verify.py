@@ -14,9 +14,18 @@ from jaxcache.errors import JaxcacheError, UntrustedCacheError
 from jaxcache.text import safe
 from jaxcache.trust.rules.target import is_url
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from contextlib import ExitStack
+
+    from jaxcache.seal.sweep.dir_sweep import Own, ScanResult
+    from jaxcache.trust.judgement.audit import AuditReport
+    from jaxcache.trust.rules.keyring import KeyRing
+
 
 def trusted_keys_for(directory: str, given: tuple[str, ...], policy: str | None, *,
-                     required: bool = True):
+                     required: bool = True) -> KeyRing:
     """The key ring for this directory: --trusted-key values plus the policy's trusted_keys,
     with its revoked_keys and signatures_needed (trust/rules/keyring.py)."""
     from jaxcache.trust.inputs import policy as policymod
@@ -33,7 +42,7 @@ def trusted_keys_for(directory: str, given: tuple[str, ...], policy: str | None,
     return ring
 
 
-def verify_dir(directory: str, given: tuple[str, ...], policy: str | None):
+def verify_dir(directory: str, given: tuple[str, ...], policy: str | None) -> ScanResult:
     from jaxcache.seal.sweep import dir_sweep as scan
 
     if is_url(directory):
@@ -72,7 +81,7 @@ def reader_refusal(directory: str, given: tuple[str, ...], policy: str | None
 
 
 def cosign(directory: str, key_path: str, given: tuple[str, ...], policy: str | None,
-           own_dir: str | None = None, succeeds: str | None = None):
+           own_dir: str | None = None, succeeds: str | None = None) -> ScanResult:
     """`seal --add-signature`: co-sign, with the key at `key_path`, what the other trusted
     keys already vouch for (a directory or a bucket prefix), or with `own_dir` (`--from`)
     what matches the co-signer's own build. No audit of the shared place's writers is
@@ -110,7 +119,7 @@ def _key_id(text: str) -> str:
     return trustkeys.load_public(text).id
 
 
-def _own_build(own_dir: str, policy: str | None, stack, shared: str | None):
+def _own_build(own_dir: str, policy: str | None, stack: ExitStack, shared: str | None) -> Own:
     """The co-signer's own cache (`--from DIR`): the evidence of a second, independent
     approval, so it must be PRIVATE (writable by the co-signer alone: a policy's trusted
     writers, the publisher among them, would make it the first signer's word again) and
@@ -142,7 +151,7 @@ def _own_build(own_dir: str, policy: str | None, stack, shared: str | None):
 
 
 def seal_bucket(url: str, key_path: str, given: tuple[str, ...], trust_writers: bool,
-                allow_unhittable: bool = False, policy: str | None = None):
+                allow_unhittable: bool = False, policy: str | None = None) -> ScanResult:
     """Sign what is under a bucket prefix. jaxcache cannot see who wrote those objects (the
     bucket's IAM), so sealing them is refused unless the caller vouches for every writer."""
     from jaxcache.seal.stores import store_for_url as objects
@@ -163,7 +172,8 @@ def seal_bucket(url: str, key_path: str, given: tuple[str, ...], trust_writers: 
 
 
 def seal_dir(directory: str, key_path: str, given: tuple[str, ...], policy: str | None,
-             allow_unhittable: bool = False, *, require_origin: bool = False, warn=None):
+             allow_unhittable: bool = False, *, require_origin: bool = False,
+             warn: Callable[[str], None] | None = None) -> ScanResult:
     """Sign what is in a directory the caller trusts, claiming this Python's build compiled
     it (fingerprint.current(): run seal where the entries were made). Its audit must be PRIVATE or
     SHARED-BY-POLICY, because sealing vouches for whatever any writer put there. Entries a
@@ -191,7 +201,7 @@ def seal_dir(directory: str, key_path: str, given: tuple[str, ...], policy: str 
                      allow_unhittable=allow_unhittable, build=fingerprint.current())
 
 
-def _refuse_other_builds(report, keys) -> None:
+def _refuse_other_builds(report: AuditReport, keys: KeyRing) -> None:
     """Sealing claims this Python's build compiled each entry it signs: an unsigned entry
     your ledger says another build (or another CPU) wrote, as after an upgrade or an in-place
     rebuild, would be signed as this build's and load on readers of this build (the crash
@@ -202,6 +212,7 @@ def _refuse_other_builds(report, keys) -> None:
     if report.origins is None or not report.origins.other_build():
         return
     other = {e.name for e in report.origins.other_build()}
+    assert report.resolved is not None  # origins are judged only of a local directory
     valid = {e.name for e in scan.verify(report.resolved, keys).entries if e.status == "valid"}
     unsigned = sorted(other - valid)
     if unsigned:
@@ -214,7 +225,7 @@ def _refuse_other_builds(report, keys) -> None:
             "(`jaxcache ls` flags them other-build) and seal again")
 
 
-def _only_signed_unknown(report, keys) -> bool:
+def _only_signed_unknown(report: AuditReport, keys: KeyRing) -> bool:
     """Refused only for origin (under CI: entries no watched job wrote), while each such entry
     already carries a valid signature of these keys (a sealed publisher wrote it): sealing
     vouches for none of them again, so the refusal does not apply."""
@@ -226,6 +237,7 @@ def _only_signed_unknown(report, keys) -> bool:
     if report.untrusted or report.origins is None:
         return False
     doubtful = {e.name for e in report.origins.entries if e.origin != "yours"}
+    assert report.resolved is not None  # origins are judged only of a local directory
     valid = {e.name for e in scan.verify(report.resolved, keys).entries if e.status == "valid"}
     return doubtful <= valid
 

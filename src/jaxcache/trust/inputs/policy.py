@@ -48,10 +48,16 @@ from jaxcache.trust.rules.policy_rules import (
     Rule,
     as_written,
     inside,
-    is_url,
     url_text,
 )
+from jaxcache.trust.rules.target import is_url
 from jaxcache.userdirs import policy_file
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from jaxcache.trust.inputs.public_keys import PublicKey
 
 # the model lives in policy_rules.py (below the audit and the loader); callers find it here too
 __all__ = ["EMPTY", "Policy", "PolicyError", "Rule", "inside", "load"]
@@ -103,7 +109,7 @@ def _is_name(value: object) -> bool:
     return isinstance(value, str) and "\0" not in value
 
 
-def _rule(data: dict, where: str, accounts: Accounts, url: bool = False) -> Rule:
+def _rule(data: dict[str, Any], where: str, accounts: Accounts, url: bool = False) -> Rule:
     unknown = set(data) - _RULE_KEYS - _KEY_SETTINGS - {"restored_from"} - (
         {"path"} if where != "top level" else {"cache"})
     if unknown:
@@ -165,7 +171,8 @@ def _rule(data: dict, where: str, accounts: Accounts, url: bool = False) -> Rule
                 _require_build(data.get("require_build", False), where))
 
 
-def _trusted_keys(items: object, where: str, accounts: Accounts, url: bool = False) -> tuple:
+def _trusted_keys(items: object, where: str, accounts: Accounts, url: bool = False
+                  ) -> tuple[PublicKey, ...]:
     """trusted_keys = [{ holder = "ci-publisher", key = "ed25519:..." }]: a sealed cache. For
     a bucket the holder names a principal of the storage service, not a local user. A key
     may also carry `name`, `not_before` / `not_after` (RFC 3339 with an offset) and
@@ -278,7 +285,7 @@ def _require_build(value: object, where: str) -> bool:
     return value
 
 
-def _build(source: str, data: dict, accounts: Accounts) -> Policy:
+def _build(source: str, data: dict[str, Any], accounts: Accounts) -> Policy:
     default = _rule(data, "top level", accounts)
     per_path = []
     caches = data.get("cache", [])

@@ -19,6 +19,10 @@ from jaxcache.errors import JaxcacheError
 from jaxcache.text import quoted, safe
 from jaxcache.values import frozen
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
 PREFIX = "ed25519:"
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")  # ci-2026-12, cache.example.org-1
 
@@ -58,7 +62,8 @@ class PublicKey:
         """How reports name it: `ci-2026-12 (1a2b...)`, or the id alone."""
         return f"{self.name} ({self.id})" if self.name else self.id
 
-    def verifier(self):
+    def verifier(self) -> Ed25519PublicKey:
+        """cryptography's key, to verify a signature with (imported only when asked for)."""
         from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
         return Ed25519PublicKey.from_public_bytes(self.raw)

@@ -11,11 +11,16 @@ from __future__ import annotations
 
 import os
 import stat
-from typing import Any
 
 from jaxcache.text import quoted, safe
 from jaxcache.trust.inputs.public_keys import NAME, PREFIX, KeyFileError, PublicKey
 from jaxcache.values import frozen
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 
 @frozen
@@ -25,7 +30,8 @@ class SigningKey:
     path: str | None = None
 
     def sign(self, message: bytes) -> bytes:
-        return self.private.sign(message)
+        signature: bytes = self.private.sign(message)  # both kinds return the 64 bytes
+        return signature
 
 
 def generate(name: str | None = None) -> SigningKey:
@@ -40,7 +46,7 @@ def generate(name: str | None = None) -> SigningKey:
     return SigningKey(private, replace(_public_of(private), name=name))
 
 
-def _public_of(private) -> PublicKey:
+def _public_of(private: Ed25519PrivateKey) -> PublicKey:
     from cryptography.hazmat.primitives import serialization
 
     raw = private.public_key().public_bytes(serialization.Encoding.Raw,

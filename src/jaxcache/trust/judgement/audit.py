@@ -38,11 +38,14 @@ from jaxcache.trust.rules import target as targetmod
 from jaxcache.trust.rules.policy_rules import EMPTY, Policy, Rule
 from jaxcache.values import frozen
 
-if False:  # for type checkers only: importing typing costs `jaxcache run` start-up time
+TYPE_CHECKING = False  # typing itself costs `jaxcache run` start-up time: names for the type
+if TYPE_CHECKING:  # checker only
     from collections.abc import Callable
 
     from jaxcache.fingerprint.model import Fingerprint
+    from jaxcache.trust.inputs.public_keys import PublicKey
     from jaxcache.trust.kernel.cache_users import ProcessScan
+    from jaxcache.trust.kernel.mounts import Mount
     from jaxcache.trust.kernel.open_handles import HandleScan
 
 
@@ -97,7 +100,8 @@ class _Trust:
 def audit(given: str, *, policy: Policy = EMPTY, as_user: int | None = None,
           scan_processes: bool = True, cwd: str | None = None,
           accounts: pr.Accounts | None = None, sealed: bool = False,
-          sealed_keys: tuple = (), scan_handles: bool = True, require_origin: bool = False,
+          sealed_keys: tuple[PublicKey, ...] = (), scan_handles: bool = True,
+          require_origin: bool = False,
           env: dict[str, str] | None = None,
           ledger: ledger_file.Ledger | None = None,
           fingerprint: Callable[[], Fingerprint] | None = None,
@@ -161,10 +165,10 @@ def audit(given: str, *, policy: Policy = EMPTY, as_user: int | None = None,
     findings += verdictmod.declaration_findings(policy, w, tgt.path)
     findings += verdictmod.fs_findings(components, rule)
     findings += verdictmod.kernel_findings(w, uid, accounts, components)
-    stores: list = []
+    stores: list[tuple[frozenset[tuple[int, int]], tuple[str, ...]]] = []
     below, storage_writers = storagemod.judge(w, mounts, accounts, trust, rule, uid, stores)
     if ids is not None and stores:  # a handle on a layer file, an image or a device writes too
-        ids = ids.plus(*stores)
+        ids = ids.plus(*stores[0])
     findings += below
     writers += storage_writers
     if inventory is not None:
@@ -205,10 +209,10 @@ def audit(given: str, *, policy: Policy = EMPTY, as_user: int | None = None,
         from jaxcache.trust.rules import keyring
 
         ring = keyring.for_rule(rule, sealed_keys)
-    holders = {}  # a local path's policy names local users only (policy.py refuses others)
-    for k in rule.trusted_keys:
+    holders: dict[str, str] = {}  # a local path's policy names local users only (policy.py
+    for k in rule.trusted_keys:  # refuses others)
         holder_uid = accounts.uid_of(k.holder) if k.holder else None
-        if holder_uid is not None:
+        if k.holder and holder_uid is not None:
             holders[k.holder] = "policy" if holder_uid in rule.trusted_signers else \
                 trust(accounts.user(holder_uid))
     findings, is_sealed = sealedmod.account(findings, writers, ring, holders)
@@ -220,7 +224,8 @@ def audit(given: str, *, policy: Policy = EMPTY, as_user: int | None = None,
                        tuple(findings), policy.source, held, origins)
 
 
-def _vouched_outsiders(writers: list[Writer], w: Walk, mounts, rule: Rule) -> list[Writer]:
+def _vouched_outsiders(writers: list[Writer], w: Walk, mounts: tuple[Mount, ...], rule: Rule
+                       ) -> list[Writer]:
     """An owner this user namespace does not map is someone on the host side of the mount it
     writes on: trusted by the policy only where it vouches for that mount's storage
     (accepted_storage), which says the user knows who can write it there."""
@@ -256,7 +261,8 @@ def _tilde(tgt: targetmod.Target, text: str) -> Finding:
 
 
 def _url_report(tgt: targetmod.Target, me: pr.Principal, notes: list[Finding],
-                policy: Policy, sealed: bool = False, sealed_keys: tuple = ()) -> AuditReport:
+                policy: Policy, sealed: bool = False,
+                sealed_keys: tuple[PublicKey, ...] = ()) -> AuditReport:
     from jaxcache.trust.judgement import services
 
     scheme = (tgt.url or "").split("://", 1)[0]
@@ -298,7 +304,8 @@ def _acl_text(acl: aclmod.Acl | None, accounts: pr.Accounts, gid: int) -> tuple[
     return tuple(out)
 
 
-def _component(w: Walk, n: Node, mounts, accounts: pr.Accounts) -> Component:
+def _component(w: Walk, n: Node, mounts: tuple[Mount, ...], accounts: pr.Accounts
+               ) -> Component:
     m = mountsmod.mount_of(n.path, n.dev, mounts)
     return Component(
         n.path, n.kind, accounts.user_name(n.uid), accounts.group_name(n.gid), n.mode,

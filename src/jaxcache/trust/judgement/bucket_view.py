@@ -14,9 +14,13 @@ from jaxcache.trust.findings import UNSAFE, UNVERIFIABLE, WARNING, Finding, Verd
 from jaxcache.trust.judgement import sealed_view as sealedmod
 from jaxcache.trust.rules.policy_rules import Policy
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from jaxcache.trust.inputs.public_keys import PublicKey
+
 
 def judge_sealed(given: str, findings: list[Finding], policy: Policy,
-                 sealed_keys: tuple) -> tuple[list[Finding], Verdict]:
+                 sealed_keys: tuple[PublicKey, ...]) -> tuple[list[Finding], Verdict]:
     from jaxcache.errors import JaxcacheError
     from jaxcache.trust.rules import target
 

@@ -11,6 +11,10 @@ from __future__ import annotations
 
 from jaxcache.trust.findings import UNSAFE, UNVERIFIABLE, WARNING, Finding, Writer
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from jaxcache.trust.rules.keyring import KeyRing
+
 # findings about who can write, or about a filesystem whose writers cannot be known
 COVERED = ("writer.", "dir.", "entry.", "entries.unreadable", "fs.network", "kernel.disagrees",
            "users.process", "handle.", "storage.", "path.url")
@@ -22,7 +26,7 @@ REMEDY = ("keep every reader sealed (jaxcache run --sealed, jaxcache.enable(seal
           "who relies on that access")
 
 
-def account(findings: list[Finding], writers: list[Writer], ring,
+def account(findings: list[Finding], writers: list[Writer], ring: KeyRing | None,
             holder_trust: dict[str, str]) -> tuple[list[Finding], bool]:
     """The findings as a sealed reader sees them, and whether sealing applies at all.
 
@@ -65,7 +69,7 @@ ROTATE = ("make a new key (jaxcache keygen --name ...), trust it beside this one
           "then remove this key (docs/sealed-cache.md, \"Rotating a key\")")
 
 
-def key_state(ring) -> list[Finding]:
+def key_state(ring: KeyRing) -> list[Finding]:
     """What the policy's key lifecycle means now: keys expired, not yet valid or expiring
     within 30 days, keys revoked, and whether any key is left that may count (none: every
     entry is rejected, so the verdict cannot be SEALED)."""
@@ -78,12 +82,14 @@ def key_state(ring) -> list[Finding]:
         if state in ("trusted", "expiring") or (state == "expired" and k.signing_time):
             holders.add(holder_of(k))
         if state == "expiring":
+            assert k.not_after is not None  # ring.state() says so only of a key with one
             days = max(0.0, (k.not_after - ring.clock()) / 86400)
             out.append(Finding("seal.key-expiring", WARNING,
                                f"trusted key {k.label} expires in {days:.0f} day(s), at "
                                f"{when(k.not_after)}: from then on readers reject what only it "
                                "signed", None, ROTATE))
         elif state == "expired":
+            assert k.not_after is not None  # ring.state() says so only of a key with one
             soft = (" (trust_signing_time: signatures claiming an earlier time still count, as "
                     "good as the key's holder)") if k.signing_time else \
                 ": readers reject what only it signed (recompiled)"
@@ -98,6 +104,7 @@ def key_state(ring) -> list[Finding]:
                                ", and next time rotate before not_after "
                                "(docs/sealed-cache.md, \"Rotating a key\")"))
         elif state == "not-yet-valid":
+            assert k.not_before is not None  # ring.state() says so only of a key with one
             out.append(Finding("seal.key-not-yet-valid", WARNING,
                                f"trusted key {k.label} is trusted only from "
                                f"{when(k.not_before)}: until then readers reject what only it "

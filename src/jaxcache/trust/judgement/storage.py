@@ -37,6 +37,12 @@ from jaxcache.trust.kernel.mounts import Mount
 from jaxcache.trust.kernel.sysfs import MAX_DEPTH
 from jaxcache.trust.kernel.walk import Walk, WalkError, walk, walk_open
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable
+
+    from jaxcache.trust.rules.policy_rules import Rule
+
 # No backing store: contents live in memory or are made up by the kernel.
 VIRTUAL = frozenset({
     "tmpfs", "ramfs", "proc", "sysfs", "devtmpfs", "devpts", "cgroup", "cgroup2", "mqueue",
@@ -50,8 +56,8 @@ DISK = frozenset({
     "nilfs2", "minix",
 })
 class _Judge(DeviceJudge):
-    def __init__(self, mounts: tuple[Mount, ...], accounts: pr.Accounts, trust, rule,
-                 uid: int) -> None:
+    def __init__(self, mounts: tuple[Mount, ...], accounts: pr.Accounts,
+                 trust: Callable[[pr.Principal], str], rule: Rule, uid: int) -> None:
         self.mounts, self.accounts, self.trust, self.rule, self.uid = (
             mounts, accounts, trust, rule, uid)
         self.s = _State()
@@ -85,7 +91,8 @@ class _Judge(DeviceJudge):
             "storage.unknown", UNVERIFIABLE, message, where,
             vouch + "use a private cache on a plain local disk (jaxcache init)"))
 
-    def add(self, code: str, items, what: str, remedy: str, where: str) -> None:
+    def add(self, code: str, items: Iterable[tuple[pr.Grant, str, str, str]], what: str,
+            remedy: str, where: str) -> None:
         """Record writers, given as (grant, action, target, consequence), root left out (it is
         trusted and would only add noise), and one finding naming the untrusted ones."""
         bad: list[str] = []
@@ -341,15 +348,18 @@ class _Judge(DeviceJudge):
                 found[path] = w
         return [(w, path) for path, w in found.items()]
 
-def judge(w: Walk, mounts: tuple[Mount, ...], accounts: pr.Accounts, trust, rule,
-          uid: int, held: list | None = None) -> tuple[list[Finding], list[Writer]]:
+def judge(w: Walk, mounts: tuple[Mount, ...], accounts: pr.Accounts,
+          trust: Callable[[pr.Principal], str], rule: Rule, uid: int,
+          held: list[tuple[frozenset[tuple[int, int]], tuple[str, ...]]] | None = None
+          ) -> tuple[list[Finding], list[Writer]]:
     """Findings and writers for the storage below every mount on the walked path. `held`, if
-    given, receives what stores the cache's bytes: (inodes, directory paths) of the overlay
-    layers' cache directories, loop images and block device nodes, for the handle scan."""
+    given, receives (as its one item) what stores the cache's bytes: (inodes, directory paths)
+    of the overlay layers' cache directories, loop images and block device nodes, for the handle
+    scan."""
     j = _Judge(mounts, accounts, trust, rule, uid)
     j.walk_mounts(w, 0, w.missing, holds_cache=True)
     if held is not None:
-        held[:] = [frozenset(j.s.held), tuple(sorted(j.s.held_paths))]
+        held[:] = [(frozenset(j.s.held), tuple(sorted(j.s.held_paths)))]
     # a mount met on several walks (the path, a layer, an image's directory) is judged once per
     # relative path, so the same conclusion can come twice
     return list(dict.fromkeys(j.s.findings)), list(dict.fromkeys(j.s.writers))

@@ -25,7 +25,9 @@ from jaxcache.trust.kernel.walk import Node, WalkError, walk_open
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
+    from collections.abc import Iterable
+
+    from jaxcache.trust.kernel.walk import Walk
 
 _LOOP_GET_STATUS64 = 0x4C05  # linux/loop.h; struct loop_info64 starts with lo_device, lo_inode
 _LOOP_INFO64_SIZE = 232
@@ -38,7 +40,7 @@ class _State:
     def __init__(self) -> None:
         self.findings: list[Finding] = []
         self.writers: list[Writer] = []
-        self.done: set = set()
+        self.done: set[tuple[object, ...]] = set()  # what was judged, by kind and key
         self.active: list[int] = []  # mount ids being judged (cycles)
         self.base = 0  # > 0 while judging the storage of the root this process started in
         self.dev_nodes: dict[int, list[tuple[str, os.stat_result]]] | None = None
@@ -62,12 +64,13 @@ class DeviceJudge:
         def unknown(self, message: str, where: str, point: str | None,
                     hidden: bool = False) -> None: ...
 
-        def add(self, code: str, items: Any, what: str, remedy: str, where: str) -> None: ...
+        def add(self, code: str, items: Iterable[tuple[pr.Grant, str, str, str]], what: str,
+                remedy: str, where: str) -> None: ...
 
         def mount(self, m: Mount, rels: set[str], depth: int,
                   cache_rel: str | None = None) -> None: ...
 
-        def walk_mounts(self, w: Any, depth: int, extra_rel: tuple[str, ...] = (),
+        def walk_mounts(self, w: Walk, depth: int, extra_rel: tuple[str, ...] = (),
                         skip: int | None = None, holds_cache: bool = False) -> None: ...
 
     def device(self, rdev: int, depth: int, m: Mount, *, whole: bool) -> None:

@@ -46,7 +46,7 @@ def access(w: Walk, accounts: pr.Accounts, uid: int, *, umask: bool = True) -> l
     layers, bind sources). `umask`: count the job's umask (only for the directory JAX writes).
     """
     out: list[Access] = []
-    seen: set[tuple] = set()
+    seen: set[tuple[pr.Principal, str, str, str]] = set()
 
     def add(grant: pr.Grant, action: str, target: str, consequence: str) -> None:
         key = (grant.principal, action, target, grant.reason)
@@ -92,7 +92,7 @@ def access(w: Walk, accounts: pr.Accounts, uid: int, *, umask: bool = True) -> l
 def replace_access(w: Walk, accounts: pr.Accounts) -> list[Access]:
     """Who can rename or replace a directory (or symlink) of the walk inside its parent."""
     out: list[Access] = []
-    seen: set[tuple] = set()
+    seen: set[tuple[pr.Principal, str, str]] = set()
     for n in w.nodes[1:]:
         parent = w.nodes[n.parent] if n.parent is not None else None
         if parent is None:

@@ -12,6 +12,10 @@ import os
 from jaxcache.trust.kernel.process_table import processes
 from jaxcache.values import frozen
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
 ENV_NAME = b"JAX_COMPILATION_CACHE_DIR="
 
 
@@ -35,7 +39,7 @@ def _inside(target: str, path: str) -> bool:
     return target == path or target.startswith(path.rstrip("/") + "/")
 
 
-def scan(path: str, user_name, *, skip_pid: int | None = None) -> ProcessScan:
+def scan(path: str, user_name: Callable[[int], str], *, skip_pid: int | None = None) -> ProcessScan:
     """Look through /proc for processes touching `path` (an absolute, resolved path)."""
     uses: list[ProcessUse] = []
     uninspected = 0

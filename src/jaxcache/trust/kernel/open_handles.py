@@ -23,10 +23,13 @@ from __future__ import annotations
 import os
 import stat
 import sys
-from collections.abc import Callable
 
 from jaxcache.trust.kernel import process_table as proctable
 from jaxcache.values import frozen
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
 
 O_ACCMODE = 0o3
 O_PATH = 0o10000000
@@ -98,7 +101,7 @@ def identities(dir_fd: int, path: str) -> Identities:
     return Identities(path, frozenset(inodes))
 
 
-def _collect(fd: int, inodes: set, depth: int) -> None:
+def _collect(fd: int, inodes: set[tuple[int, int]], depth: int) -> None:
     st = os.fstat(fd)
     inodes.add((st.st_dev, st.st_ino))
     try:
@@ -251,7 +254,7 @@ def _mappings(base: str, ids: Identities) -> list[tuple[str, str, str]]:
     return out
 
 
-def _shared_lines(text: bytes):
+def _shared_lines(text: bytes) -> Iterator[list[bytes]]:
     """The fields of each shared, file-backed line of a maps file. Shared mappings are rare:
     find the perms' `s ` in C rather than splitting every line of a big process's maps."""
     at = text.find(b"s ")

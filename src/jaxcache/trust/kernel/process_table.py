@@ -8,6 +8,10 @@ from __future__ import annotations
 
 import os
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
 
 class Process:
     """One process as /proc/PID/status names it: its uids are the kernel's, not the owner of
@@ -48,7 +52,8 @@ def read(path: str, limit: int = 1 << 26) -> bytes:
         os.close(fd)
 
 
-def processes(*, skip_pid: int | None = None, skip_uids: frozenset[int] = frozenset()):
+def processes(*, skip_pid: int | None = None, skip_uids: frozenset[int] = frozenset()
+              ) -> Iterator[Process]:
     """Every process we can see but ourselves and those all of whose uids are in skip_uids
     (an iterator: /proc changes as we read it)."""
     skip = os.getpid() if skip_pid is None else skip_pid

@@ -118,8 +118,8 @@ def block_rdev(source: str) -> int | None:
     return st.st_rdev if stat.S_ISBLK(st.st_mode) else None
 
 
-def scan_dev(path: str, index: dict, unreadable: list[str], count: list[int],
-             dev: int | None = None) -> None:
+def scan_dev(path: str, index: dict[int, list[tuple[str, os.stat_result]]],
+             unreadable: list[str], count: list[int], dev: int | None = None) -> None:
     """Every block device node under /dev, by rdev, without following symlinks.
 
     Only /dev's own filesystem (devtmpfs, or a container's tmpfs), which only root can write:

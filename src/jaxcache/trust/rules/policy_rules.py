@@ -10,8 +10,12 @@ from __future__ import annotations
 import os
 
 from jaxcache.trust.rules.namespace import covering
-from jaxcache.trust.rules.target import is_url  # also imported from here (trust/inputs/policy.py)
+from jaxcache.trust.rules.target import is_url
 from jaxcache.values import field, frozen
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from jaxcache.trust.inputs.public_keys import PublicKey
 
 
 @frozen
@@ -20,7 +24,7 @@ class Rule:
     trusted_gids: frozenset[int] = frozenset()
     accepted_filesystems: frozenset[str] = frozenset()
     names: tuple[str, ...] = ()  # how the user wrote them, for reports
-    trusted_keys: tuple = ()  # PublicKey with holder: readers accept entries they signed
+    trusted_keys: tuple[PublicKey, ...] = ()  # with holder: readers accept entries they signed
     accepted_storage: frozenset[str] = frozenset()  # mount points: their storage is vouched for
     # where the entries come from, declared trusted by name (trust/provenance/origin.py): e.g.
     # "actions/cache, written only by the default branch"; entries of unknown origin are then
