@@ -27,7 +27,7 @@ class UntrustedCacheError(JaxcacheError):
         from jaxcache.text import safe, wrap
 
         self.report = report
-        failing = [f for f in report.findings if f.effect in ("unsafe", "unverifiable")]
+        failing = [f for f in report.findings if f.effect.fails]
         # a sealed reader is refused for its keys, not for who can write (that is covered)
         names = [] if failing and all(f.code.startswith("seal.") for f in failing) else \
             sorted(report.writer_names("untrusted"))

@@ -26,6 +26,7 @@ from jaxcache.lifecycle.traps import (
     refuse_hidden_settings,
 )
 from jaxcache.text import quoted, safe
+from jaxcache.trust.findings import Effect
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # the key classes import cryptography: only a sealed enable() needs it
@@ -195,7 +196,7 @@ def _enable(path: str, policy: str | None, allow_untrusted: bool, reset: bool,
         print(message, file=sys.stderr)
         warnings.warn(message, CacheLifecycleWarning, stacklevel=3)
     for f in report.findings:  # entries of unknown origin, outside CI: said, not refused
-        if f.code.startswith("origin.") and f.effect == "warning":
+        if f.code.startswith("origin.") and f.effect is Effect.WARNING:
             warnings.warn(f"jaxcache: {f.message}. What to do: {f.remedy}",
                           CacheLifecycleWarning, stacklevel=3)
     did_reset = bool(fatal)

@@ -67,7 +67,6 @@ def _refuse_unless_private(directory: str, fd: int) -> None:
     it (the audit's judgement of a cache directory's path; what is inside is record_dir.py's, which
     never reads a link or another user's file), and it is the one `fd` holds."""
     from jaxcache import api
-    from jaxcache.trust.findings import UNSAFE, UNVERIFIABLE
 
     report = api.audit(os.path.abspath(directory), scan_processes=False, scan_handles=False)
     others = [w for w in report.writers if w.trust not in ("root", "you")]
@@ -75,7 +74,7 @@ def _refuse_unless_private(directory: str, fd: int) -> None:
         w, more = others[0], len({str(o.principal) for o in others}) - 1
         raise JaxcacheError(f"refusing to prune {safe(directory)}: {w.principal} "
                             f"{' '.join(w.chain)}" + (f" (and {more} more)" if more else ""))
-    unknown = [f for f in report.findings if f.effect in (UNSAFE, UNVERIFIABLE)
+    unknown = [f for f in report.findings if f.effect.fails
                and not f.code.startswith(("entry.", "entries."))]
     if unknown:
         raise JaxcacheError(f"refusing to prune {safe(directory)}: {unknown[0].message}")

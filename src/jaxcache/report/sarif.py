@@ -9,14 +9,14 @@ from urllib.parse import quote
 from jaxcache._package import __version__
 from jaxcache.report import jsonout
 from jaxcache.text import safe
-from jaxcache.trust.findings import NOTE, UNSAFE, UNVERIFIABLE, WARNING, Finding
+from jaxcache.trust.findings import Finding
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from jaxcache.values import JsonObject
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
-_LEVEL = {UNSAFE: "error", UNVERIFIABLE: "error", WARNING: "warning", NOTE: "note"}
+
 
 
 def _uri(path: str, base: str | None) -> str:
@@ -34,11 +34,11 @@ def render_findings(findings: Iterable[Finding], properties: JsonObject, *,
         rules.setdefault(f.code, {
             "id": f.code,
             "shortDescription": {"text": f.code.replace(".", ": ").replace("-", " ")},
-            "defaultConfiguration": {"level": _LEVEL[f.effect]},
+            "defaultConfiguration": {"level": f.effect.sarif_level},
         })
         result: dict[str, object] = {
             "ruleId": f.code,
-            "level": _LEVEL[f.effect],
+            "level": f.effect.sarif_level,
             "message": {"text": f.message + (f" What to do: {f.remedy}" if f.remedy else "")},
             "properties": {"effect": f.effect, **properties},
         }

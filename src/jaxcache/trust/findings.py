@@ -30,14 +30,35 @@ def trusted(value: object) -> bool:
         return False
 
 
-# What a finding does to the verdict.
-UNSAFE, UNVERIFIABLE, WARNING, NOTE = "unsafe", "unverifiable", "warning", "note"
+class Effect(str, Enum):
+    """What a finding does to the verdict; its word is what documents and reports say."""
+
+    UNSAFE = "unsafe"
+    UNVERIFIABLE = "unverifiable"
+    WARNING = "warning"
+    NOTE = "note"
+
+    def __str__(self) -> str:
+        return self.value
+
+    @property
+    def fails(self) -> bool:
+        """It makes the verdict UNSAFE or UNVERIFIABLE: nothing may trust the directory."""
+        return self in (Effect.UNSAFE, Effect.UNVERIFIABLE)
+
+    @property
+    def sarif_level(self) -> str:
+        return "error" if self.fails else self.value
+
+
+UNSAFE, UNVERIFIABLE, WARNING, NOTE = Effect.UNSAFE, Effect.UNVERIFIABLE, Effect.WARNING, \
+    Effect.NOTE
 
 
 @frozen
 class Finding:
     code: str  # stable identifier, documented in docs/audit.md
-    effect: str  # unsafe | unverifiable | warning | note
+    effect: Effect
     message: str
     path: str | None = None
     remedy: str | None = None

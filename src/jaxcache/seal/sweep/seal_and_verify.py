@@ -12,6 +12,7 @@ from dataclasses import replace
 from jaxcache import fingerprint
 from jaxcache.errors import JaxcacheError, UntrustedCacheError
 from jaxcache.text import safe
+from jaxcache.trust.findings import Effect
 from jaxcache.trust.rules.target import is_url
 
 TYPE_CHECKING = False
@@ -74,7 +75,7 @@ def reader_refusal(directory: str, given: tuple[str, ...], policy: str | None
                    scan_processes=False, accounts=accounts)
     if report.verdict.ok:
         return None
-    failing = [f for f in report.findings if f.effect in ("unsafe", "unverifiable")]
+    failing = [f for f in report.findings if f.effect.fails]
     first = next((f for f in failing if f.remedy), failing[0] if failing else None)
     return (report.verdict.value, first.message if first else "no finding said why",
             first.remedy if first else None)
@@ -194,7 +195,7 @@ def seal_dir(directory: str, key_path: str, given: tuple[str, ...], policy: str 
         raise UntrustedCacheError(report, "to seal")
     for f in report.findings:
         if warn is not None and f.code in ("origin.unknown", "origin.changed") and \
-                f.effect == "warning":
+                f.effect is Effect.WARNING:
             warn(f"{f.message}; sealing vouches for them (--require-origin refuses)")
     _refuse_other_builds(report, trusted.with_key(signer.public))
     return scan.seal(report.resolved or directory, signer, trusted,
@@ -231,7 +232,7 @@ def _only_signed_unknown(report: AuditReport, keys: KeyRing) -> bool:
     vouches for none of them again, so the refusal does not apply."""
     from jaxcache.seal.sweep import dir_sweep as scan
 
-    blocking = [f for f in report.findings if f.effect in ("unsafe", "unverifiable")]
+    blocking = [f for f in report.findings if f.effect.fails]
     if not blocking or any(not f.code.startswith("origin.") for f in blocking):
         return False
     if report.untrusted or report.origins is None:

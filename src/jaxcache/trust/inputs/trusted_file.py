@@ -20,6 +20,7 @@ from collections.abc import Iterator
 
 from jaxcache.errors import JaxcacheError
 from jaxcache.text import file_type, quoted, safe
+from jaxcache.trust.findings import Effect
 from jaxcache.trust.kernel import acl as aclmod
 from jaxcache.trust.kernel.principals import Accounts
 from jaxcache.values import frozen
@@ -291,7 +292,7 @@ def _check_parents(parent: str, what: str, kind: Kind, accounts: Accounts) -> No
     report = audit(parent, policy=EMPTY, scan_processes=False, scan_handles=False,
                    accounts=accounts)
     bad = [w for w in report.untrusted if w.action not in _HARMLESS]
-    blind = [f for f in report.findings if f.effect == "unverifiable"
+    blind = [f for f in report.findings if f.effect is Effect.UNVERIFIABLE
              and f.code.startswith(("path.", "fs.", "kernel."))]
     if bad or blind:
         who = ", ".join(sorted({str(w.principal) for w in bad})) or report.verdict.value

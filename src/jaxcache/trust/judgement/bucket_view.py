@@ -10,7 +10,7 @@ not checked and what to check by hand, in the service's own terms (its store mod
 
 from __future__ import annotations
 
-from jaxcache.trust.findings import UNSAFE, UNVERIFIABLE, WARNING, Finding, Verdict
+from jaxcache.trust.findings import UNVERIFIABLE, WARNING, Finding, Verdict
 from jaxcache.trust.judgement import sealed_view as sealedmod
 from jaxcache.trust.rules.policy_rules import Policy
 
@@ -45,6 +45,6 @@ def judge_sealed(given: str, findings: list[Finding], policy: Policy,
         "keys keep such writers from choosing your code, not from deleting entries or making "
         "jobs recompile",
         url.text, check))
-    if any(f.effect in (UNSAFE, UNVERIFIABLE) for f in out):
+    if any(f.effect.fails for f in out):
         return out, Verdict.UNVERIFIABLE
     return out, Verdict.SEALED

@@ -9,7 +9,7 @@ key's holder is a declared writer (you, root, or trusted in the policy): signing
 
 from __future__ import annotations
 
-from jaxcache.trust.findings import UNSAFE, UNVERIFIABLE, WARNING, Finding, Writer
+from jaxcache.trust.findings import NOTE, UNSAFE, UNVERIFIABLE, WARNING, Finding, Writer
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -39,7 +39,7 @@ def account(findings: list[Finding], writers: list[Writer], ring: KeyRing | None
     keys = tuple(ring.keys.values())
     out = []
     for f in findings:
-        if f.effect in (UNSAFE, UNVERIFIABLE) and f.code.startswith(COVERED):
+        if f.effect.fails and f.code.startswith(COVERED):
             out.append(Finding(f.code, WARNING, f.message + NOTE_SUFFIX, f.path, REMEDY))
         else:
             out.append(f)
@@ -56,7 +56,7 @@ def account(findings: list[Finding], writers: list[Writer], ring: KeyRing | None
     out += key_state(ring)
     needed = f"; each entry needs {ring.needed} distinct key holders" if ring.needed > 1 else ""
     out.append(Finding(
-        "seal.keys", "note",
+        "seal.keys", NOTE,
         f"sealed: readers load only entries signed by {len(keys)} trusted key(s): "
         + ", ".join(f"{k.label} ({k.holder or 'given by the caller'}, {ring.state(k)})"
                     for k in keys)
@@ -114,7 +114,7 @@ def key_state(ring: KeyRing) -> list[Finding]:
         from jaxcache.trust.rules.keyring import key_id
 
         ids = sorted({*ring.revoked_ids, *(key_id(r) for r in ring.revoked)})
-        out.append(Finding("seal.key-revoked", "note",
+        out.append(Finding("seal.key-revoked", NOTE,
                            f"{revoked} key(s) revoked by the policy ({', '.join(ids)}): readers "
                            "reject every signature by them, whatever the signature claims",
                            None))
