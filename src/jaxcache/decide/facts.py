@@ -11,6 +11,7 @@ from jaxcache.bench import noticeable
 from jaxcache.bench.estimates import Shift
 from jaxcache.text import safe
 from jaxcache.trust.findings import UNVERIFIABLE, Verdict
+from jaxcache.trust.kernel.principals import Trust
 from jaxcache.values import frozen
 
 TYPE_CHECKING = False
@@ -55,9 +56,9 @@ class AuditFacts:
         users |= {f"{e.owner} (owns entries)" for e in entries if "foreign-owner" in e.flags}
         return cls(report.verdict, _escaped(report.resolved or report.path),
                    report.resolved or report.requested, str(report.judged_for.name),
-                   tuple(WriterFact(str(w.principal), w.trust == "policy",
-                                    w.trust == "untrusted", w.chain) for w in report.writers),
-                   tuple(sorted(report.writer_names("untrusted"))),
+                   tuple(WriterFact(str(w.principal), w.trust is Trust.POLICY,
+                                    w.trust is Trust.UNTRUSTED, w.chain) for w in report.writers),
+                   tuple(sorted(report.writer_names(Trust.UNTRUSTED))),
                    tuple(f.message for f in report.findings if f.effect == UNVERIFIABLE),
                    tuple(f.message for f in report.findings if f.code == "seal.keys"),
                    tuple(sorted(users)))

@@ -27,6 +27,7 @@ from jaxcache.lifecycle.traps import (
 )
 from jaxcache.text import quoted, safe
 from jaxcache.trust.findings import Effect
+from jaxcache.trust.kernel.principals import Trust
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # the key classes import cryptography: only a sealed enable() needs it
@@ -191,7 +192,7 @@ def _enable(path: str, policy: str | None, allow_untrusted: bool, reset: bool,
             raise UntrustedCacheError(report)
         message = (f"jaxcache: ENABLING AN UNTRUSTED CACHE {safe(tgt.path)} (verdict "
                    f"{report.verdict.value}, writers: "
-                   f"{', '.join(sorted(report.writer_names('untrusted')))}): they can make "
+                   f"{', '.join(sorted(report.writer_names(Trust.UNTRUSTED)))}): they can make "
                    "this process run code of their choosing")
         print(message, file=sys.stderr)
         warnings.warn(message, CacheLifecycleWarning, stacklevel=3)
@@ -285,7 +286,7 @@ def _auditor(pol: Policy, accounts: Accounts, require_origin: bool = False
                 ok, why = False, ("it does not exist, and JAX would create it unaudited "
                                   "(jaxcache.enable() creates it private)")
             elif not report.verdict.ok:
-                writers = ", ".join(sorted(report.writer_names("untrusted"))) or "unknown"
+                writers = ", ".join(sorted(report.writer_names(Trust.UNTRUSTED))) or "unknown"
                 ok, why = False, f"verdict {report.verdict.value} (writers: {writers})"
             elif os.path.normpath(resolved) != os.path.normpath(tgt.path):
                 ok, why = False, f"it leads elsewhere ({safe(resolved)}) through a symlink"

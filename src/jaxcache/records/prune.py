@@ -22,6 +22,7 @@ from jaxcache.errors import JaxcacheError
 from jaxcache.records import record_dir as store
 from jaxcache.records.summary import RunSummary, summarize
 from jaxcache.text import safe
+from jaxcache.trust.kernel.principals import Trust
 from jaxcache.values import frozen
 
 DAY_NS = 86_400 * 1_000_000_000
@@ -69,7 +70,7 @@ def _refuse_unless_private(directory: str, fd: int) -> None:
     from jaxcache import api
 
     report = api.audit(os.path.abspath(directory), scan_processes=False, scan_handles=False)
-    others = [w for w in report.writers if w.trust not in ("root", "you")]
+    others = [w for w in report.writers if w.trust not in (Trust.ROOT, Trust.YOU)]
     if others:
         w, more = others[0], len({str(o.principal) for o in others}) - 1
         raise JaxcacheError(f"refusing to prune {safe(directory)}: {w.principal} "

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 
 from jaxcache.text import safe
+from jaxcache.trust.kernel.principals import Trust
 from jaxcache.trust.rules.target import is_url
 
 TYPE_CHECKING = False
@@ -64,7 +65,7 @@ def judge(entries: list[JsonObject], policy: str | None) -> None:
             entry["verdict"], entry["verdict_detail"] = "UNVERIFIABLE", str(exc)
             continue
         entry["verdict"] = report.verdict.value
-        writers = sorted(report.writer_names("untrusted"))
+        writers = sorted(report.writer_names(Trust.UNTRUSTED))
         if not report.exists:
             entry["verdict_detail"] = "does not exist after the job"
         elif writers:

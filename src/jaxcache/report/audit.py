@@ -16,6 +16,7 @@ from jaxcache.text import plural, safe, size, wrap
 from jaxcache.trust.findings import NOTE, UNSAFE, UNVERIFIABLE, WARNING, Verdict, Writer
 from jaxcache.trust.judgement.audit import AuditReport
 from jaxcache.trust.kernel.entries import Entry, Inventory
+from jaxcache.trust.kernel.principals import Trust
 from jaxcache.trust.provenance.origin import EntryOrigin, Origins, build_reason
 
 _HEADLINE = {
@@ -61,7 +62,7 @@ def render_text(r: AuditReport, *, verbose: bool = False,
                   "recompiles):" if r.verdict is Verdict.SEALED else
                   "who can change what JAX loads:"]
         trusted = sorted({f"{w.principal} ({w.trust})" for w in r.writers
-                          if w.trust != "untrusted"})
+                          if w.trust is not Trust.UNTRUSTED})
         lines += _writer_lines(r, verbose)
         if trusted:
             lines.append(f"  trusted: {', '.join(trusted)}")
@@ -114,7 +115,7 @@ def _writer_lines(r: AuditReport, verbose: bool) -> list[str]:
     kinds = {e.name: e.kind for e in r.inventory.entries} if r.inventory else {}
     groups: dict[str, list[Writer]] = {}
     for w in r.writers:
-        if w.trust == "untrusted" or verbose:
+        if w.trust is Trust.UNTRUSTED or verbose:
             groups.setdefault(f"{w.principal} [{w.trust}]", []).append(w)
     lines: list[str] = []
     for who, ws in groups.items():
@@ -235,7 +236,7 @@ def audit_dict(r: AuditReport) -> dict[str, object]:
              "chain": list(w.chain)}
             for w in r.writers
         ],
-        "untrusted_writers": sorted(r.writer_names("untrusted")),
+        "untrusted_writers": sorted(r.writer_names(Trust.UNTRUSTED)),
         "components": [
             {"path": _path(c.path), "kind": c.kind, "owner": c.owner, "group": c.group,
              "mode": f"{stat.S_IMODE(c.mode):04o}", "sticky": bool(c.mode & stat.S_ISVTX),

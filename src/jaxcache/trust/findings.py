@@ -5,7 +5,7 @@ from __future__ import annotations
 from enum import Enum
 
 from jaxcache.text import safe
-from jaxcache.trust.kernel.principals import Principal
+from jaxcache.trust.kernel.principals import Principal, Trust
 from jaxcache.values import frozen
 
 
@@ -77,7 +77,7 @@ class Writer:
     # | hold-handle (a process holding a write descriptor or mapping: trust/kernel/open_handles.py)
     target: str
     chain: tuple[str, ...]  # [reason, consequence], as text for people (escaped)
-    trust: str  # you | root | policy | untrusted
+    trust: Trust
 
     def __post_init__(self) -> None:  # (dataclasses.replace would escape it again)
         object.__setattr__(self, "chain", tuple(safe(c) for c in self.chain))

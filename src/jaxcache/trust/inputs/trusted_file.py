@@ -22,7 +22,7 @@ from jaxcache.errors import JaxcacheError
 from jaxcache.text import file_type, quoted, safe
 from jaxcache.trust.findings import Effect
 from jaxcache.trust.kernel import acl as aclmod
-from jaxcache.trust.kernel.principals import Accounts
+from jaxcache.trust.kernel.principals import Accounts, Trust
 from jaxcache.values import frozen
 
 _OPEN = os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NOCTTY
@@ -309,7 +309,8 @@ def _check_handles(full: str, st: os.stat_result, what: str, kind: Kind,
 
     me = os.geteuid()
     ids = handles.Identities(full, frozenset({(st.st_dev, st.st_ino)}))
-    held = handles.scan(ids, lambda u: "you" if u == me else "root" if u == 0 else "untrusted",
+    held = handles.scan(ids, lambda u: Trust.YOU if u == me else Trust.ROOT if u == 0
+                        else Trust.UNTRUSTED,
                         accounts.user_name, you=me)
     if held.handles:
         h = held.handles[0]

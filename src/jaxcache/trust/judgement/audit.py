@@ -30,6 +30,7 @@ from jaxcache.trust.kernel import entries as entriesmod
 from jaxcache.trust.kernel import mounts as mountsmod
 from jaxcache.trust.kernel import principals as pr
 from jaxcache.trust.kernel.access import access
+from jaxcache.trust.kernel.principals import Trust
 from jaxcache.trust.kernel.walk import Node, Walk, walk, walk_open
 from jaxcache.trust.provenance import ledger_file
 from jaxcache.trust.provenance import origin as originmod
@@ -70,11 +71,11 @@ class AuditReport:
 
     @property
     def untrusted(self) -> tuple[Writer, ...]:
-        return tuple(w for w in self.writers if w.trust == "untrusted")
+        return tuple(w for w in self.writers if w.trust is Trust.UNTRUSTED)
 
-    def writer_names(self, trust: str | None = None) -> frozenset[str]:
+    def writer_names(self, trust: Trust | None = None) -> frozenset[str]:
         return frozenset(str(w.principal) for w in self.writers
-                         if trust is None or w.trust == trust)
+                         if trust is None or w.trust is trust)
 
 
 class _Trust:
@@ -83,18 +84,18 @@ class _Trust:
     def __init__(self, uid: int, rule: Rule, accounts: pr.Accounts) -> None:
         self.uid, self.rule, self.accounts = uid, rule, accounts
 
-    def __call__(self, p: pr.Principal) -> str:
+    def __call__(self, p: pr.Principal) -> Trust:
         if p.kind == "user" and p.id == 0:
-            return "root"
+            return Trust.ROOT
         if p.kind == "user" and p.id == self.uid:
-            return "you"
+            return Trust.YOU
         if p.kind == "user" and p.id is not None and (
                 p.id in self.rule.trusted_uids
                 or self.accounts.groups_of(p.id) & self.rule.trusted_gids):
-            return "policy"
+            return Trust.POLICY
         if p.kind == "group" and p.id in self.rule.trusted_gids:
-            return "policy"
-        return "untrusted"
+            return Trust.POLICY
+        return Trust.UNTRUSTED
 
 
 def audit(given: str, *, policy: Policy = EMPTY, as_user: int | None = None,
@@ -209,11 +210,11 @@ def audit(given: str, *, policy: Policy = EMPTY, as_user: int | None = None,
         from jaxcache.trust.rules import keyring
 
         ring = keyring.for_rule(rule, sealed_keys)
-    holders: dict[str, str] = {}  # a local path's policy names local users only (policy.py
+    holders: dict[str, Trust] = {}  # a local path's policy names local users only (policy.py
     for k in rule.trusted_keys:  # refuses others)
         holder_uid = accounts.uid_of(k.holder) if k.holder else None
         if k.holder and holder_uid is not None:
-            holders[k.holder] = "policy" if holder_uid in rule.trusted_signers else \
+            holders[k.holder] = Trust.POLICY if holder_uid in rule.trusted_signers else \
                 trust(accounts.user(holder_uid))
     findings, is_sealed = sealedmod.account(findings, writers, ring, holders)
     verdict = verdictmod.verdict(findings, writers)
@@ -234,7 +235,7 @@ def _vouched_outsiders(writers: list[Writer], w: Walk, mounts: tuple[Mount, ...]
     devs = {n.path: n.dev for n in w.nodes}
     out = []
     for wr in writers:
-        if wr.principal.kind == "unmapped" and wr.trust == "untrusted":
+        if wr.principal.kind == "unmapped" and wr.trust is Trust.UNTRUSTED:
             # entries are named relative to the cache directory, the walk's anchor
             path = wr.target if wr.target.startswith("/") else w.anchor_node.path
             dev = devs.get(path)
@@ -242,7 +243,7 @@ def _vouched_outsiders(writers: list[Writer], w: Walk, mounts: tuple[Mount, ...]
             if m is not None and os.path.normpath(m.point) in rule.accepted_storage:
                 wr = Writer(wr.principal, wr.action, wr.target, (
                     *wr.chain, f"(on {m.point}, whose storage the policy vouches for: "
-                    "accepted_storage)"), "policy")
+                    "accepted_storage)"), Trust.POLICY)
         out.append(wr)
     return out
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from jaxcache.trust.findings import UNVERIFIABLE, WARNING, Finding, Verdict
 from jaxcache.trust.judgement import sealed_view as sealedmod
+from jaxcache.trust.kernel.principals import Trust
 from jaxcache.trust.rules.policy_rules import Policy
 
 TYPE_CHECKING = False
@@ -33,7 +34,7 @@ def judge_sealed(given: str, findings: list[Finding], policy: Policy,
     from jaxcache.trust.rules import keyring
 
     ring = keyring.for_rule(policy.rule_for(url.text), sealed_keys)
-    holders = {k.holder: "policy" for k in ring.keys.values() if k.holder is not None}
+    holders = {k.holder: Trust.POLICY for k in ring.keys.values() if k.holder is not None}
     out, is_sealed = sealedmod.account(findings, [], ring, holders)
     if not is_sealed:
         return out, Verdict.UNVERIFIABLE

@@ -10,9 +10,12 @@ key's holder is a declared writer (you, root, or trusted in the policy): signing
 from __future__ import annotations
 
 from jaxcache.trust.findings import NOTE, UNSAFE, UNVERIFIABLE, WARNING, Finding, Writer
+from jaxcache.trust.kernel.principals import Trust
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from jaxcache.trust.rules.keyring import KeyRing
 
 # findings about who can write, or about a filesystem whose writers cannot be known
@@ -27,12 +30,12 @@ REMEDY = ("keep every reader sealed (jaxcache run --sealed, jaxcache.enable(seal
 
 
 def account(findings: list[Finding], writers: list[Writer], ring: KeyRing | None,
-            holder_trust: dict[str, str]) -> tuple[list[Finding], bool]:
+            holder_trust: Mapping[str, Trust]) -> tuple[list[Finding], bool]:
     """The findings as a sealed reader sees them, and whether sealing applies at all.
 
     ring: trust/rules/keyring.py KeyRing (the trusted keys, what is revoked, how many are needed);
-    holder_trust: each policy-declared holder's trust class ("you", "root", "policy" or
-    "untrusted"), keys passed in code have no holder.
+    holder_trust: each policy-declared holder's Trust (you, root, policy or
+    untrusted), keys passed in code have no holder.
     """
     if not ring:
         return findings, False
@@ -44,7 +47,7 @@ def account(findings: list[Finding], writers: list[Writer], ring: KeyRing | None
         else:
             out.append(f)
     for key in keys:
-        if key.holder is not None and holder_trust.get(key.holder) == "untrusted":
+        if key.holder is not None and holder_trust.get(key.holder) is Trust.UNTRUSTED:
             out.append(Finding(
                 "seal.holder-undeclared", UNSAFE,
                 f"trusted key {key.id} is held by {key.holder}, who is not a declared writer of "

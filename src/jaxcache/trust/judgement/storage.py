@@ -34,6 +34,7 @@ from jaxcache.trust.kernel import mounts as mountsmod
 from jaxcache.trust.kernel import overlay, sysfs
 from jaxcache.trust.kernel import principals as pr
 from jaxcache.trust.kernel.mounts import Mount
+from jaxcache.trust.kernel.principals import Trust
 from jaxcache.trust.kernel.sysfs import MAX_DEPTH
 from jaxcache.trust.kernel.walk import Walk, WalkError, walk, walk_open
 
@@ -57,7 +58,7 @@ DISK = frozenset({
 })
 class _Judge(DeviceJudge):
     def __init__(self, mounts: tuple[Mount, ...], accounts: pr.Accounts,
-                 trust: Callable[[pr.Principal], str], rule: Rule, uid: int) -> None:
+                 trust: Callable[[pr.Principal], Trust], rule: Rule, uid: int) -> None:
         self.mounts, self.accounts, self.trust, self.rule, self.uid = (
             mounts, accounts, trust, rule, uid)
         self.s = _State()
@@ -285,9 +286,9 @@ class _Judge(DeviceJudge):
 
     def _writer(self, grant: pr.Grant, action: str, target: str, consequence: str) -> list[str]:
         trust = self.trust(grant.principal)
-        if trust == "root":
+        if trust is Trust.ROOT:
             return []
-        if grant.principal.kind == "unmapped" and trust == "untrusted":
+        if grant.principal.kind == "unmapped" and trust is Trust.UNTRUSTED:
             # someone this user namespace does not map: unknown, not known to be bad
             # (verdict.py's writer.unmapped names it); the root's host side is trusted
             if self.s.base:
@@ -299,7 +300,7 @@ class _Judge(DeviceJudge):
             return []
         self.s.writers.append(Writer(grant.principal, action, target,
                                      (grant.reason, consequence), trust))
-        return [str(grant.principal)] if trust == "untrusted" else []
+        return [str(grant.principal)] if trust is Trust.UNTRUSTED else []
 
     # ---- bind mounts -------------------------------------------------------------------------
     def bind(self, m: Mount, depth: int) -> None:
@@ -349,7 +350,7 @@ class _Judge(DeviceJudge):
         return [(w, path) for path, w in found.items()]
 
 def judge(w: Walk, mounts: tuple[Mount, ...], accounts: pr.Accounts,
-          trust: Callable[[pr.Principal], str], rule: Rule, uid: int,
+          trust: Callable[[pr.Principal], Trust], rule: Rule, uid: int,
           held: list[tuple[frozenset[tuple[int, int]], tuple[str, ...]]] | None = None
           ) -> tuple[list[Finding], list[Writer]]:
     """Findings and writers for the storage below every mount on the walked path. `held`, if

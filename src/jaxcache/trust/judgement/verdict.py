@@ -21,6 +21,7 @@ from jaxcache.trust.findings import (
 from jaxcache.trust.kernel import entries as entriesmod
 from jaxcache.trust.kernel import principals as pr
 from jaxcache.trust.kernel.mounts import CONTAINER_ROOTS
+from jaxcache.trust.kernel.principals import Trust
 from jaxcache.trust.kernel.walk import Walk
 from jaxcache.trust.rules.policy_rules import Policy, Rule, as_written, through_trusted_links
 
@@ -179,7 +180,7 @@ def writer_findings(writers: list[Writer], w: Walk) -> list[Finding]:
     out = []
     by_principal: dict[pr.Principal, list[Writer]] = {}
     for wr in writers:
-        if wr.trust == "untrusted":
+        if wr.trust is Trust.UNTRUSTED:
             by_principal.setdefault(wr.principal, []).append(wr)
     for p, ws in sorted(by_principal.items()):
         first = ws[0]
@@ -231,7 +232,7 @@ def writer_findings(writers: list[Writer], w: Walk) -> list[Finding]:
 
 def _known_untrusted(wr: Writer) -> bool:
     """An untrusted writer who is known: an unmapped owner is unknown (writer.unmapped)."""
-    return wr.trust == "untrusted" and wr.principal.kind != "unmapped"
+    return wr.trust is Trust.UNTRUSTED and wr.principal.kind != "unmapped"
 
 
 def process_findings(scan: ProcessScan, uid: int) -> list[Finding]:
@@ -283,7 +284,7 @@ def handle_findings(held: HandleScan) -> list[Finding]:
     for h in held.handles:
         how = ("a descriptor open for writing" if h.kind == "write"
                else "a shared mapping that can write")
-        if h.trust != "untrusted":
+        if h.trust is not Trust.UNTRUSTED:
             out.append(Finding(f"handle.{h.kind}", NOTE,
                                f"process {h.pid} ({safe(h.command)}, user {h.user}, trusted by "
                                f"the policy) holds {how} on {safe(h.path)} ({h.detail})", h.path))
@@ -315,6 +316,6 @@ def verdict(findings: list[Finding], writers: list[Writer]) -> Verdict:
         return Verdict.UNSAFE
     if any(f.effect == UNVERIFIABLE for f in findings):
         return Verdict.UNVERIFIABLE
-    if any(wr.trust == "policy" for wr in writers):
+    if any(wr.trust is Trust.POLICY for wr in writers):
         return Verdict.SHARED_BY_POLICY
     return Verdict.PRIVATE

@@ -25,6 +25,7 @@ import stat
 import sys
 
 from jaxcache.trust.kernel import process_table as proctable
+from jaxcache.trust.kernel.principals import Trust
 from jaxcache.values import frozen
 
 TYPE_CHECKING = False
@@ -70,7 +71,7 @@ class Handle:
     uid: int
     user: str
     command: str
-    trust: str  # policy | untrusted (you and root are not looked at)
+    trust: Trust  # POLICY or UNTRUSTED (you and root are not looked at)
     kind: str  # write (a descriptor) | shared-map (a writable shared mapping)
     path: str  # the file, as the kernel names it
     detail: str  # "fd 3" | "mapping 7f..-7f.. rw-s"
@@ -123,25 +124,25 @@ def _collect(fd: int, inodes: set[tuple[int, int]], depth: int) -> None:
             inodes.add((st.st_dev, e.inode()))  # from getdents: no stat per entry
 
 
-def scan(ids: Identities, trust: Callable[[int], str], user_name: Callable[[int], str],
+def scan(ids: Identities, trust: Callable[[int], Trust], user_name: Callable[[int], str],
          *, you: int, skip_pid: int | None = None) -> HandleScan:
     """Every process not all of whose uids are you or root holding a write handle on one of
-    `ids`. trust(uid): "you", "root", "policy" or "untrusted"."""
+    `ids`. trust(uid): whom that account is (principals.Trust)."""
     found: list[Handle] = []
     denied: dict[int, int] = {}
-    classes: dict[int, str] = {}
+    classes: dict[int, Trust] = {}
     for proc in proctable.processes(skip_pid=skip_pid, skip_uids=frozenset({0, you})):
         kinds = [_cached(classes, u, trust) for u in proc.uids]
-        if all(k in ("you", "root") for k in kinds):
+        if all(k in (Trust.YOU, Trust.ROOT) for k in kinds):
             continue  # trusted whatever it holds: no descriptor walk needed
-        cls = "untrusted" if "untrusted" in kinds else "policy"
+        cls = Trust.UNTRUSTED if Trust.UNTRUSTED in kinds else Trust.POLICY
         uid = proc.uids[kinds.index(cls)]
         try:
             hits = _descriptors(proc.base, ids) + _mappings(proc.base, ids)
         except (FileNotFoundError, ProcessLookupError):
             continue  # it ended while we looked
         except OSError:  # not allowed (not root), or unreadable: counted, never guessed
-            if cls == "untrusted":
+            if cls is Trust.UNTRUSTED:
                 denied[uid] = denied.get(uid, 0) + 1
             continue
         found.extend(Handle(proc.pid, uid, user_name(uid), proc.command, cls, kind, path, detail)
@@ -150,9 +151,9 @@ def scan(ids: Identities, trust: Callable[[int], str], user_name: Callable[[int]
                       tuple(sorted((user_name(u), n) for u, n in denied.items())))
 
 
-def _cached(classes: dict[int, str], uid: int, trust: Callable[[int], str]) -> str:
+def _cached(classes: dict[int, Trust], uid: int, trust: Callable[[int], Trust]) -> Trust:
     if uid not in classes:
-        classes[uid] = trust(uid) if uid >= 0 else "untrusted"
+        classes[uid] = trust(uid) if uid >= 0 else Trust.UNTRUSTED
     return classes[uid]
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import grp
 import pwd
 import stat
+from enum import Enum
 from functools import cached_property
 
 from jaxcache.trust.kernel import acl as aclmod
@@ -17,6 +18,18 @@ from jaxcache.trust.kernel.acl import Acl
 from jaxcache.values import frozen, ordered
 
 WX = aclmod.WRITE | aclmod.EXECUTE
+
+
+class Trust(str, Enum):
+    """Whom a principal is, judged for the user a verdict is for."""
+
+    YOU = "you"
+    ROOT = "root"
+    POLICY = "policy"  # declared trusted by the user's policy
+    UNTRUSTED = "untrusted"
+
+    def __str__(self) -> str:
+        return self.value
 
 
 @ordered
