@@ -110,7 +110,7 @@ def __getattr__(name: str) -> Any:
     if name == "RefusedCache":
         from jaxcache.jaxcompat import guard
 
-        return guard._refused_class()
+        return guard.refused_class()
     home = _HOME.get(name)
     if home is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

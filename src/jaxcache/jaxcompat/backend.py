@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import os
 
-from jaxcache.jaxcompat.guard import _BACKENDS, _install_factory, _real
+from jaxcache.jaxcompat.guard import BACKENDS, install_factory, real_path
 from jaxcache.jaxcompat.internals import (
     JaxInternalsChanged,
-    _cc,
     cache_interface,
     check_contents,
+    compilation_cache_module,
     disable_cache,
     verification_cache,
 )
@@ -82,7 +82,7 @@ def install_backend(path: str, store: Store) -> None:
     subclass made here.
 
     JAX builds its cache object by calling the module-level factory `get_file_cache(path)` at
-    initialization (0.5 to 0.12). We replace the factory once (_install_factory), by one that
+    initialization (0.5 to 0.12). We replace the factory once (install_factory), by one that
     returns the registered backend for a registered directory (so a later reset_cache() and
     re-initialization stay sealed) and JAX's own cache for any other the guard admits; then
     point the config at `path`, initialize, and check that JAX really holds our backend. If it
@@ -92,21 +92,21 @@ def install_backend(path: str, store: Store) -> None:
     """
     import jax
 
-    cc = _cc()
+    cc = compilation_cache_module()
     if cc._cache is not None:
         raise JaxInternalsChanged("JAX's cache object already exists; reset it first")
     if not all(callable(getattr(store, name, None)) for name in ("get", "put")):
         raise TypeError("a cache store needs get(key) and put(key, value)")
     try:
-        _install_factory(cc)
+        install_factory(cc)
         backend = _backend_class()(store, path)
     except JaxInternalsChanged as exc:
         disable_cache()
         raise JaxInternalsChanged(f"{exc}; the persistent cache is now OFF for this process "
                                   "rather than unsealed") from None
-    before = dict(_BACKENDS)
-    _BACKENDS.clear()
-    _BACKENDS[_real(path)] = backend
+    before = dict(BACKENDS)
+    BACKENDS.clear()
+    BACKENDS[real_path(path)] = backend
     jax.config.update(  # type: ignore[no-untyped-call]  # untyped in JAX
         "jax_compilation_cache_dir", path)
     try:
@@ -117,17 +117,17 @@ def install_backend(path: str, store: Store) -> None:
     else:
         why = f"JAX holds {type(cc._cache).__name__}, not the sealed backend"
     if not ok:
-        _BACKENDS.clear()
-        _BACKENDS.update(before)
+        BACKENDS.clear()
+        BACKENDS.update(before)
         disable_cache()
         raise JaxInternalsChanged(
             f"could not install the sealed cache into JAX {jax.__version__} ({why}); the "
             "persistent cache is now OFF for this process rather than unsealed")
     for old in before.values():
-        _close(old)
+        close_backend(old)
 
 
-def _close(backend: object) -> None:
+def close_backend(backend: object) -> None:
     close = getattr(getattr(backend, "store", None), "close", None)
     if close is not None:
         close()
@@ -173,5 +173,5 @@ def uses_backend(store: object) -> bool:
 
 def held_backend() -> object:
     """The cache object JAX holds, seen through JAX's VerificationCache around it."""
-    cache = _cc()._cache
+    cache = compilation_cache_module()._cache
     return getattr(cache, "_base_cache", cache)

@@ -13,7 +13,7 @@ import contextlib
 import os
 import stat
 
-from jaxcache.jaxcompat.internals import JaxInternalsChanged, _cc
+from jaxcache.jaxcompat.internals import JaxInternalsChanged, compilation_cache_module
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     Witness = Callable[[str, str, bytes], object]  # (directory, key, value), after a put
     Gatekeeper = Callable[[str, str, bytes], bool]  # (directory, key, value): may it load?
 
-_BACKENDS: dict[str, SealedBackend] = {}  # _real(cache dir) -> the backend JAX must use there
+BACKENDS: dict[str, SealedBackend] = {}  # real_path(cache dir) -> the backend JAX must use there
 
 
 # The directory guard (guard_cache_dirs): which directories JAX may open its own cache in.
@@ -53,7 +53,7 @@ _BY_OBJECT: dict[int, dict[str, object]] = {}  # id(cache object JAX got) -> its
 _REFUSED_CLASS: list[type] = []
 
 
-def _refused_class() -> type:
+def refused_class() -> type:
     """RefusedCache: what JAX gets for a directory nobody audited, every get a miss, every
     put dropped; a CacheInterface like JAX's own (built at first use: importing jaxcompat
     never imports JAX). JAX then compiles everything itself and leaves nothing there;
@@ -62,7 +62,7 @@ def _refused_class() -> type:
         from jaxcache.jaxcompat.internals import cache_interface
 
         class RefusedCache(cache_interface()):  # type: ignore[misc]  # JAX's, at run time
-            __doc__ = _refused_class.__doc__
+            __doc__ = refused_class.__doc__
 
             def __init__(self, path: str, reason: str) -> None:
                 self._path = path
@@ -80,7 +80,7 @@ def _refused_class() -> type:
 
 def __getattr__(name: str) -> type:  # jaxcompat.RefusedCache, once JAX is imported
     if name == "RefusedCache":
-        return _refused_class()
+        return refused_class()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
@@ -100,7 +100,7 @@ def _key(where: object) -> str:
     return str(where) if "://" in str(where) else _norm(where)
 
 
-def _real(where: object) -> str:
+def real_path(where: object) -> str:
     """A backend's key: a URL as given (realpath would make gs://b/p cwd-relative), else the
     directory with its symlinks resolved."""
     return _key(where) if "://" in str(where) else os.path.realpath(str(where))
@@ -109,7 +109,7 @@ def _real(where: object) -> str:
 def _judge(where: object) -> tuple[str | None, str | None]:
     """How the guard admits `where` (None: refused) and why not. Asks the auditor at most
     once per directory (when the job points JAX there, or at the factory)."""
-    if _BACKENDS.get(_real(where)) is not None:
+    if BACKENDS.get(real_path(where)) is not None:
         return "sealed", None
     key = _key(where)
     if key in _ADMITTED:
@@ -131,7 +131,7 @@ def _judge(where: object) -> tuple[str | None, str | None]:
 
 def _factory(where: object, _original: Factory) -> tuple[JaxCache, object] | None:
     """JAX's get_file_cache, guarded: sealed backends first, then admitted directories."""
-    chosen = _BACKENDS.get(_real(where))
+    chosen = BACKENDS.get(real_path(where))
     if chosen is not None:
         from jaxcache.jaxcompat.internals import check_contents, verification_cache
 
@@ -148,7 +148,7 @@ def _factory(where: object, _original: Factory) -> tuple[JaxCache, object] | Non
         return made
     how, reason = _judge(where)
     if how is None:
-        refused = _refused_class()(str(where), reason or "refused")
+        refused = refused_class()(str(where), reason or "refused")
         _note(where, "refused", "guard", reason, refused)
         return refused, where
     # JAX keeps the name as given: a relative one would be read under whatever the working
@@ -292,7 +292,7 @@ def _install_setting_hooks() -> None:
         setattr(state, name, hook)
 
 
-def _install_factory(cc: Any) -> None:  # jax._src.compilation_cache: its factory is set
+def install_factory(cc: Any) -> None:  # jax._src.compilation_cache: its factory is set
     """Replace JAX's cache factory once (module-level `get_file_cache`, which
     `_initialize_cache` calls by name on the tested versions)."""
     if getattr(cc.get_file_cache, "_jaxcache", False):
@@ -322,8 +322,8 @@ def guard_cache_dirs(admit: Iterable[str] = (), *, how: str = "audited",
     cannot be replaced; the caller then turns the cache off (fail closed)."""
     import jax
 
-    cc = _cc()
-    _install_factory(cc)
+    cc = compilation_cache_module()
+    install_factory(cc)
     _install_setting_hooks()
     for path in admit:
         _ADMITTED[_key(path)] = how
@@ -344,7 +344,7 @@ def guard_log() -> list[dict[str, object]]:
 def current_cache() -> dict[str, object] | None:
     """The directory of the cache object JAX holds now, with the guard's word on it
     (status 'unguarded' when it came from JAX's own factory before any guard)."""
-    cache = _cc()._cache
+    cache = compilation_cache_module()._cache
     if cache is None:
         return None
     entry = _BY_OBJECT.get(id(cache))
@@ -358,7 +358,7 @@ def current_cache() -> dict[str, object] | None:
 def uses_sealed(path: str) -> bool:
     """Is a sealed backend what JAX serves for `path` (held now, or registered for its next
     initialization)?"""
-    backend = _BACKENDS.get(_real(path))
-    cache = _cc()._cache
+    backend = BACKENDS.get(real_path(path))
+    cache = compilation_cache_module()._cache
     return backend is not None and (cache is None or getattr(cache, "_base_cache", cache)
                                     is backend)

@@ -56,7 +56,7 @@ def check_supported(version: str) -> None:
         raise JaxInternalsChanged(f"{why}. Refusing to guess: pin JAX to a tested version")
 
 
-def _cc() -> ModuleType:
+def compilation_cache_module() -> ModuleType:
     import jax
 
     check_supported(jax.__version__)
@@ -92,7 +92,7 @@ def check_contents() -> bool:
 def verification_cache() -> type:
     """JAX's VerificationCache, which its get_file_cache wraps around the store when
     check_contents is set (0.9.1+)."""
-    found: type | None = getattr(_cc(), "VerificationCache", None)
+    found: type | None = getattr(compilation_cache_module(), "VerificationCache", None)
     if found is None:
         raise JaxInternalsChanged("jax_compilation_cache_check_contents is set but this JAX "
                                   "has no VerificationCache: jaxcache cannot honour it")
@@ -111,7 +111,7 @@ class CacheState:
 
 
 def cache_state() -> CacheState:
-    cc = _cc()
+    cc = compilation_cache_module()
     cache = cc._cache
     path = None
     if cache is not None:
@@ -123,7 +123,7 @@ def cache_state() -> CacheState:
 
 def reset_cache() -> None:
     """JAX's own reset: forget the cache object and the first-compile decision."""
-    _cc().reset_cache()
+    compilation_cache_module().reset_cache()
 
 
 def config_value(name: str) -> Any:
@@ -164,10 +164,10 @@ def disable_cache() -> None:
 
     jax.config.update(  # type: ignore[no-untyped-call]  # untyped in JAX
         "jax_compilation_cache_dir", None)
-    _cc().reset_cache()
+    compilation_cache_module().reset_cache()
 
 
-def _state(name: str) -> _Option:
+def option_state(name: str) -> _Option:
     from jax._src import config as jax_config
 
     found: _Option | None = getattr(jax_config, "config_states", {}).get(name)
@@ -182,7 +182,7 @@ def hidden_settings() -> list[str]:
     enable() sets globally would not be the one JAX uses here."""
     out = []
     for name in ("jax_compilation_cache_dir", "jax_enable_compilation_cache"):
-        state = _state(name)
+        state = option_state(name)
         if state.value != state.get_global():
             out.append(f"{name} is {state.value!r} in this thread (a config context), "
                        f"{state.get_global()!r} globally")
@@ -191,12 +191,12 @@ def hidden_settings() -> list[str]:
 
 def effective(name: str) -> object:
     """The value JAX uses in this thread (a thread-local context first)."""
-    return _state(name).value
+    return option_state(name).value
 
 
 def holds(path: str) -> bool:
     """Does JAX's cache object (if any) serve `path`?"""
-    cache = _cc()._cache
+    cache = compilation_cache_module()._cache
     if cache is None:
         return True
     raw = getattr(cache, "_path", None)

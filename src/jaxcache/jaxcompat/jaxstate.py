@@ -4,9 +4,9 @@ captured and put back: enable() is all-or-nothing, and disable() undoes it.
 
 from __future__ import annotations
 
-from jaxcache.jaxcompat.backend import _close
-from jaxcache.jaxcompat.guard import _ADMITTED, _BACKENDS, _GUARD, _REFUSED
-from jaxcache.jaxcompat.internals import _cc, _state
+from jaxcache.jaxcompat.backend import close_backend
+from jaxcache.jaxcompat.guard import _ADMITTED, _GUARD, _REFUSED, BACKENDS
+from jaxcache.jaxcompat.internals import compilation_cache_module, option_state
 from jaxcache.values import frozen
 
 TYPE_CHECKING = False
@@ -37,10 +37,10 @@ class JaxState:
 
 
 def snapshot() -> JaxState:
-    cc = _cc()
-    options = tuple((n, _state(n).get_global()) for n in _OPTIONS)
+    cc = compilation_cache_module()
+    options = tuple((n, option_state(n).get_global()) for n in _OPTIONS)
     return JaxState(options, cc._cache, bool(cc._cache_initialized), bool(cc._cache_checked),
-                    bool(cc._cache_used), tuple(_BACKENDS.items()), tuple(_GUARD.items()),
+                    bool(cc._cache_used), tuple(BACKENDS.items()), tuple(_GUARD.items()),
                     tuple(_ADMITTED.items()), tuple(_REFUSED.items()))
 
 
@@ -49,13 +49,13 @@ def restore(state: JaxState) -> None:
     is let go. The guard first: restoring the directory setting runs its hook."""
     import jax
 
-    cc: Any = _cc()  # jax._src.compilation_cache: its private state is set back
+    cc: Any = compilation_cache_module()  # jax._src.compilation_cache: its state is set back
     kept = {id(b) for _, b in state.backends}
-    for backend in _BACKENDS.values():
+    for backend in BACKENDS.values():
         if id(backend) not in kept:
-            _close(backend)
-    _BACKENDS.clear()
-    _BACKENDS.update(state.backends)
+            close_backend(backend)
+    BACKENDS.clear()
+    BACKENDS.update(state.backends)
     _GUARD.clear()
     _GUARD.update(state.guard)
     _ADMITTED.clear()

@@ -31,19 +31,19 @@ def publish(dir_fd: int, name: str, data: bytes, sig: bytes | None,
     is judged by `orphan` (orphan_signatures.py) under the tier's lock (`locked`: the caller holds
     it), so no two publishers settle one signature at once: completed, replaced or left. A published
     entry also gets jaxcache's `.used` marker (lru.py)."""
-    if _exists(dir_fd, name):
+    if exists(dir_fd, name):
         return False
     tmp = _write_temp(dir_fd, data)
     try:
         signame = names.sidecar(name, names.SIGNATURE, name_max)
-        if sig is None or _link_new(dir_fd, signame, sig):
+        if sig is None or link_new(dir_fd, signame, sig):
             if not _link(dir_fd, tmp, name):
                 return False
         elif orphan is None:
             return False  # a rival's signature: its entry follows
         else:
             with contextlib.nullcontext() if locked else lru.locked(dir_fd):
-                if _exists(dir_fd, name) or not _settle(dir_fd, signame, sig, orphan):
+                if exists(dir_fd, name) or not _settle(dir_fd, signame, sig, orphan):
                     return False
                 if not _link(dir_fd, tmp, name):
                     return False
@@ -68,7 +68,7 @@ def _settle(dir_fd: int, signame: str, sig: bytes, orphan: Orphan) -> bool:
     if verdict != orphans.REPLACE:
         return False
     if identity is None:  # gone meanwhile: create-only again
-        return _link_new(dir_fd, signame, sig)
+        return link_new(dir_fd, signame, sig)
     return _swap(dir_fd, signame, sig, identity)
 
 
@@ -93,14 +93,14 @@ def put_cosignature(dir_fd: int, name: str, sig: bytes,
     this key's valid signature of the entry (junk, or one of bytes since evicted and
     republished), replace it, compare-and-swap, so no stale file holds
     the key's name forever. False when a valid one is there (or appeared meanwhile)."""
-    if _link_new(dir_fd, name, sig):
+    if link_new(dir_fd, name, sig):
         return True
     # no lock (each account's own, locks.py: it would not exclude a co-signer of another):
     # the swap checks the file is still the one judged; racing a co-signer of the same key,
     # either valid file stays
     existing, identity = _look(dir_fd, name)
     if identity is None:
-        return _link_new(dir_fd, name, sig)
+        return link_new(dir_fd, name, sig)
     if not stale(existing):
         return False
     return _swap(dir_fd, name, sig, identity)
@@ -146,7 +146,7 @@ def _look(dir_fd: int, name: str) -> tuple[bytes | None, Identity | None]:
         os.close(fd)
 
 
-def _exists(dir_fd: int, name: str) -> bool:
+def exists(dir_fd: int, name: str) -> bool:
     try:
         os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
     except FileNotFoundError:
@@ -180,7 +180,7 @@ def _link(dir_fd: int, tmp: str, name: str) -> bool:
     return True
 
 
-def _link_new(dir_fd: int, name: str, data: bytes) -> bool:
+def link_new(dir_fd: int, name: str, data: bytes) -> bool:
     """Publish `data` as `name` unless it exists (temporary file, fsync, link)."""
     tmp = _write_temp(dir_fd, data)
     try:

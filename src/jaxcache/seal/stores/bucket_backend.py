@@ -38,8 +38,8 @@ from jaxcache.seal.stores.sealed_cache import (
     Host,
     Rejection,
     Reports,
-    _open_dir,
     fits,
+    open_dir,
     write_tier,
 )
 from jaxcache.seal.stores.store_for_url import NETWORK, NOT_FOUND, ObjectStore, StoreError
@@ -92,7 +92,7 @@ class BucketSealedCache(Reports):
         if signer is not None:
             self.trusted = self.trusted.with_key(signer.public)
         self.max_size = max_size or (lambda: -1)
-        self._local_fd: int | None = _open_dir(local) if local else None
+        self._local_fd: int | None = open_dir(local) if local else None
         self._local_max = names.name_max(self._local_fd) if self._local_fd is not None \
             else names.DEFAULT_NAME_MAX
         self._closed = False

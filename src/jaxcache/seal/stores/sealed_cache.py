@@ -32,7 +32,7 @@ from jaxcache.fingerprint.model import Fingerprint
 from jaxcache.fingerprint.rule import Judgement, Outcome
 from jaxcache.seal.publishing import lru
 from jaxcache.seal.publishing import tier_names as names
-from jaxcache.seal.publishing.publish import Orphan, _exists, publish
+from jaxcache.seal.publishing.publish import Orphan, exists, publish
 from jaxcache.seal.signing import (
     build_claims as builds,
 )
@@ -75,7 +75,7 @@ class Rejection:
                 f"{safe(self.reason)} (file owner {safe(self.owner)}); compiling instead")
 
 
-class _Rejected(Exception):
+class Rejected(Exception):
     """An entry judged unusable. `io`: the error JAX's own cache would have met reading it
     (a directory in its place, a file it may not open), which the sealed reader hands to JAX
     as JAX's cache would (get_io); None for a judgement of its own (a link, a signature)."""
@@ -85,7 +85,7 @@ class _Rejected(Exception):
         self.status, self.reason, self.uid, self.io = status, reason, uid, io
 
 
-def get_io(exc: _Rejected, directory: str, name: str) -> None:
+def get_io(exc: Rejected, directory: str, name: str) -> None:
     """The sealed reader's get() follows JAX on I/O errors reading the entry `name` itself:
     they go to JAX, which warns and misses, or raises with jax_raise_persistent_cache_errors
     (JAX's _cache_read), naming the file in `directory` as JAX's would. Anything else
@@ -147,7 +147,7 @@ class Reports:
                 self._unknown_seen.add(key)
             self.unknown_builds.append(key)
 
-    def _reject(self, key: str, directory: str, exc: _Rejected, depth: int = 0) -> None:
+    def _reject(self, key: str, directory: str, exc: Rejected, depth: int = 0) -> None:
         self._report(Rejection(key, directory, exc.status, exc.reason, _owner(exc.uid)),
                      depth)
 
@@ -167,8 +167,8 @@ class Reports:
         """An entry of the private tier (trusted by ownership, read first): a rejected one is
         reported and is a miss; a hit becomes the most recently used."""
         try:
-            data = _read(fd, name)
-        except _Rejected as exc:
+            data = read_whole(fd, name)
+        except Rejected as exc:
             get_io(exc, where, name)
             self._reject(key, where, exc, depth=1)
             return None
@@ -203,7 +203,7 @@ def write_tier(fd: int, name: str, value: bytes, sig: bytes | None, limit: int,
     if max_size == -1:
         return publish(fd, name, value, sig, limit, orphan)  # takes the lock if it must
     with lru.locked(fd):
-        if _exists(fd, name):
+        if exists(fd, name):
             return False
         for gone in lru.evict(fd, max_size, len(value), limit):
             evictions.append((gone, where))
@@ -227,9 +227,9 @@ class SealedCache(Reports):
         if signer is not None:
             self.trusted = self.trusted.with_key(signer.public)  # we trust what we sign
         self.max_size = max_size or (lambda: -1)
-        self._shared_fd: int | None = _open_dir(shared)
+        self._shared_fd: int | None = open_dir(shared)
         try:
-            self._local_fd: int | None = _open_dir(local) if local else None
+            self._local_fd: int | None = open_dir(local) if local else None
         except OSError:
             os.close(self._shared_fd)
             raise
@@ -266,7 +266,7 @@ class SealedCache(Reports):
         try:
             # the signature first: it bounds what we read, so a planted huge file costs a
             # recompile, not the job's memory
-            sig = _read(shared_fd, names.sidecar(name, names.SIGNATURE, self._shared_max),
+            sig = read_whole(shared_fd, names.sidecar(name, names.SIGNATURE, self._shared_max),
                         limit=sigfile.MAX_BYTES + 1)
             found = signature.vouch(key, sig, self.trusted,
                                     cosignatures(shared_fd, name, self._shared_max))
@@ -275,15 +275,15 @@ class SealedCache(Reports):
             judged, refused = self._binding(found) if size is not None else (None, found.check)
             if size is None or refused is not None:
                 # rejected, at most one byte read: a link or no file says so
-                if _read(shared_fd, name, limit=1) is None:
+                if read_whole(shared_fd, name, limit=1) is None:
                     return None
                 try:
                     uid = os.stat(name, dir_fd=shared_fd, follow_symlinks=False).st_uid
                 except FileNotFoundError:
                     return None  # removed meanwhile (JAX's own LRU eviction, a cleanup)
                 assert refused is not None
-                raise _Rejected(refused.status, refused.reason, uid)
-            data = _read(shared_fd, name, limit=size + 1)
+                raise Rejected(refused.status, refused.reason, uid)
+            data = read_whole(shared_fd, name, limit=size + 1)
             if data is None:
                 return None
             check = signature.confirm(key, data, found, self.trusted)
@@ -292,8 +292,8 @@ class SealedCache(Reports):
                     uid = os.stat(name, dir_fd=shared_fd, follow_symlinks=False).st_uid
                 except FileNotFoundError:
                     uid = -1  # removed since it was read: still a rejection, owner unknown
-                raise _Rejected(check.status, check.reason, uid)
-        except _Rejected as exc:
+                raise Rejected(check.status, check.reason, uid)
+        except Rejected as exc:
             get_io(exc, self.shared, name)
             self._reject(key, self.shared, exc)
             return None
@@ -356,13 +356,13 @@ def cosignatures(dir_fd: int, name: str, name_max: int) -> signature.Fetch:
         if where is None:
             return None
         try:
-            return _read(dir_fd, where, limit=sigfile.MAX_BYTES + 1)
-        except _Rejected:
+            return read_whole(dir_fd, where, limit=sigfile.MAX_BYTES + 1)
+        except Rejected:
             return None
     return fetch
 
 
-def _open_dir(path: str) -> int:
+def open_dir(path: str) -> int:
     return os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
 
 
@@ -375,7 +375,7 @@ def _owner(uid: int) -> str:
         return f"uid {uid}"
 
 
-def _read(dir_fd: int, name: str, limit: int | None = None) -> bytes | None:
+def read_whole(dir_fd: int, name: str, limit: int | None = None) -> bytes | None:
     """The whole file, read once; None if absent. A symlink or non-file is rejected; where
     JAX's own read would have failed too (a directory, a file it may not open), the
     rejection carries that error (`io`)."""
@@ -390,15 +390,15 @@ def _read(dir_fd: int, name: str, limit: int | None = None) -> bytes | None:
                 uid = os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_uid
             except FileNotFoundError:
                 return None  # the link went away meanwhile: nothing there now
-            raise _Rejected("not-a-file", f"{name} is a symbolic link", uid) from None
-        raise _Rejected("not-a-file", f"cannot open {name}: {exc.strerror}", -1,
+            raise Rejected("not-a-file", f"{name} is a symbolic link", uid) from None
+        raise Rejected("not-a-file", f"cannot open {name}: {exc.strerror}", -1,
                         io=exc) from None
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):  # a directory, FIFO or device: judged, never read
             io = IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), name) \
                 if stat.S_ISDIR(st.st_mode) else None  # what JAX's read_bytes() raises
-            raise _Rejected("not-a-file", f"{name} is not a regular file", st.st_uid, io=io)
+            raise Rejected("not-a-file", f"{name} is not a regular file", st.st_uid, io=io)
     except BaseException:
         os.close(fd)
         raise

@@ -14,12 +14,12 @@ from jaxcache.fingerprint.model import Fingerprint
 from jaxcache.seal.publishing import locks
 from jaxcache.seal.publishing import tier_names as names
 from jaxcache.seal.publishing.locks import LockProblem
-from jaxcache.seal.publishing.publish import _link_new, put_cosignature
+from jaxcache.seal.publishing.publish import link_new, put_cosignature
 from jaxcache.seal.signing import build_claims as buildmod
 from jaxcache.seal.signing import hittable
 from jaxcache.seal.signing import signature_file as sigfile
 from jaxcache.seal.signing import signature_rule as signature
-from jaxcache.seal.stores.sealed_cache import _open_dir, _read, _Rejected, cosignatures
+from jaxcache.seal.stores.sealed_cache import Rejected, cosignatures, open_dir, read_whole
 from jaxcache.text import safe
 from jaxcache.trust.inputs.public_keys import PublicKey
 from jaxcache.trust.inputs.signing_keys import SigningKey
@@ -137,7 +137,7 @@ def _status(fd: int, name: str, trusted: KeyRing, *, read_unsigned: bool = False
     them); a bad or foreign signature's entry is never read."""
     key = names.key_of(name)
     try:
-        sig = _read(fd, names.sidecar(name, names.SIGNATURE, names.name_max(fd)),
+        sig = read_whole(fd, names.sidecar(name, names.SIGNATURE, names.name_max(fd)),
                     limit=sigfile.MAX_BYTES + 1)
         found = signature.vouch(key, sig, trusted, cosignatures(fd, name, names.name_max(fd)))
         vouched, size = found.check, found.size
@@ -146,10 +146,10 @@ def _status(fd: int, name: str, trusted: KeyRing, *, read_unsigned: bool = False
             limit: int | None = size + 1  # what a trusted key vouched for, and one byte more
         else:
             limit = None if whole else 1  # 1: only to tell a link or special file
-        data = _read(fd, name, limit=limit)
+        data = read_whole(fd, name, limit=limit)
         if data is None:
             return EntryStatus(name, "not-a-file", "vanished while scanning", 0), None
-    except _Rejected as exc:
+    except Rejected as exc:
         return EntryStatus(name, exc.status, exc.reason, 0), None
     if size is None and not whole:  # judged unread: its size from the file, not its bytes
         try:
@@ -168,7 +168,7 @@ def verify(directory: str, trusted: KeyRing | list[PublicKey],
            here: Fingerprint | None = None) -> ScanResult:
     """Every entry's status; valid ones also with the build they claim, judged against
     `here` (default: this host's fingerprint)."""
-    fd = _open_dir(directory)
+    fd = open_dir(directory)
     here = here or buildmod.host()
     try:
         entries, leftovers = _names(fd)
@@ -189,7 +189,7 @@ def seal(directory: str, signer: SigningKey, trusted: KeyRing | list[PublicKey],
     sealing launders whatever is there now. An entry a sealed reader would never hit is left
     unsigned (status never-hit) and fails the seal, unless `allow_unhittable`: then it is
     signed and still reported."""
-    fd = _open_dir(directory)
+    fd = open_dir(directory)
     try:
         entries, leftovers = _names(fd)
         ring = keyring.of(trusted).with_key(signer.public)
@@ -202,7 +202,7 @@ def seal(directory: str, signer: SigningKey, trusted: KeyRing | list[PublicKey],
                                      len(data), st.never_hit)
                 else:
                     sig = sigfile.sign(names.key_of(name), data, signer, build=build)
-                    if _link_new(fd, names.sidecar(name, names.SIGNATURE, names.name_max(fd)),
+                    if link_new(fd, names.sidecar(name, names.SIGNATURE, names.name_max(fd)),
                                  sig):
                         st = EntryStatus(name, "signed-now",
                                          f"signed by {label_of(ring, signer)}", len(data),
@@ -226,7 +226,7 @@ def cosign(directory: str, signer: SigningKey, trusted: KeyRing | list[PublicKey
     directory, or a single key holder, put there alone."""
     full = keyring.of(trusted)
     ring = cosigning_ring(full, signer)
-    fd = _open_dir(directory)
+    fd = open_dir(directory)
     try:
         entries, leftovers = _names(fd)
 
@@ -242,8 +242,8 @@ def cosign(directory: str, signer: SigningKey, trusted: KeyRing | list[PublicKey
 
         def shared(name: str, limit: int) -> bytes | None:
             try:
-                return _read(fd, name, limit=limit)
-            except _Rejected:
+                return read_whole(fd, name, limit=limit)
+            except Rejected:
                 return None
         return ScanResult(directory, tuple(
             cosign_entry(name, signer, ring, lambda n, r: _status(fd, n, r), add, own, shared,
@@ -372,8 +372,8 @@ def signed_by(inv: Inventory, fd: int, resolved: str, accounts: Accounts,
         if e.kind != "signature" or e.type != "file":
             continue
         try:
-            data = _read(fd, e.name, limit=sigfile.MAX_BYTES + 1)
-        except _Rejected:
+            data = read_whole(fd, e.name, limit=sigfile.MAX_BYTES + 1)
+        except Rejected:
             continue
         public = sigfile.claimed_signer(data) if data is not None else None
         if public is not None:

@@ -42,15 +42,15 @@ def quarantine(cache: str, qdir: str, result: ScanResult) -> Quarantined:
     """Move every entry of `result` (scan.ScanResult of `cache`) that is not valid into
     `qdir`, made private by init's rules (refused unless it is, or can be made, PRIVATE)."""
     from jaxcache.seal.publishing.publish import (
-        _exists as _taken,  # a rename would replace it: never
+        exists as _taken,  # a rename would replace it: never
     )
-    from jaxcache.seal.stores.sealed_cache import _open_dir
+    from jaxcache.seal.stores.sealed_cache import open_dir
     from jaxcache.trust import create
 
     made = create.init(qdir)
     if not made.ok:
         raise JaxcacheError(f"--quarantine {safe(qdir)}: {made.refused}")
-    src, top = _open_dir(cache), _open_dir(made.path)
+    src, top = open_dir(cache), open_dir(made.path)
     dst = -1
     moved: list[tuple[str, str]] = []
     failed: list[tuple[str, str]] = []

@@ -128,7 +128,7 @@ def _own_build(own_dir: str, policy: str | None, stack: ExitStack, shared: str |
     import os
 
     from jaxcache import api
-    from jaxcache.seal.stores.sealed_cache import _open_dir, _read, _Rejected, apart
+    from jaxcache.seal.stores.sealed_cache import Rejected, apart, open_dir, read_whole
 
     own_dir = _existing_dir(own_dir)
     if shared is not None:
@@ -140,13 +140,13 @@ def _own_build(own_dir: str, policy: str | None, stack: ExitStack, shared: str |
     report = api.audit(own_dir, policy=policy, scan_processes=False)
     if report.verdict.value != "PRIVATE":
         raise UntrustedCacheError(report, "to co-sign from")
-    fd = _open_dir(report.resolved or own_dir)
+    fd = open_dir(report.resolved or own_dir)
     stack.callback(os.close, fd)
 
     def own(name: str) -> bytes | None:
         try:
-            return _read(fd, name)
-        except _Rejected:
+            return read_whole(fd, name)
+        except Rejected:
             return None
     return own
 
