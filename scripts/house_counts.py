@@ -15,6 +15,9 @@ Counts:
   import_circles       circles among modules, and among the parts of any package
   duplicate_basenames  module names used twice under src/jaxcache outside cli/ and report/
   crowded_folders      folders (but cli/ and report/) holding more than 12 modules directly
+  private_imports      `from jaxcache.x import _name` of a name private to another module
+  type_only_spellings  type-only imports spelled other than `TYPE_CHECKING = False` /
+                       `if TYPE_CHECKING:` (`if False:`, typing's TYPE_CHECKING)
 """
 
 from __future__ import annotations
@@ -151,6 +154,30 @@ def crowded_folders() -> dict[str, int]:
     return out
 
 
+def private_imports(modules: dict[str, Path]) -> list[str]:
+    found = []
+    for name, path in modules.items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("jaxcache"):
+                found += [f"{name}: {node.module}.{a.name}" for a in node.names
+                          if a.name.startswith("_") and not a.name.endswith("__")
+                          and f"{node.module}.{a.name}" not in modules]
+    return found
+
+
+def type_only_spellings(modules: dict[str, Path]) -> list[str]:
+    found = []
+    for name, path in modules.items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.If) and isinstance(node.test, ast.Constant) \
+                    and node.test.value is False:
+                found.append(f"{name}:{node.lineno}: if False")
+            elif isinstance(node, ast.ImportFrom) and node.module == "typing" and any(
+                    a.name == "TYPE_CHECKING" for a in node.names):
+                found.append(f"{name}:{node.lineno}: typing.TYPE_CHECKING")
+    return found
+
+
 def counts() -> dict[str, object]:
     modules = _modules()
     lookups = string_key_lookups(modules)
@@ -164,6 +191,8 @@ def counts() -> dict[str, object]:
         "import_circles": import_circles(),
         "duplicate_basenames": duplicate_basenames(modules),
         "crowded_folders": crowded_folders(),
+        "private_imports": private_imports(modules),
+        "type_only_spellings": type_only_spellings(modules),
     }
 
 

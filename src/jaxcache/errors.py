@@ -25,13 +25,12 @@ class UntrustedCacheError(JaxcacheError):
     def __init__(self, report: AuditReport, action: str = "cache") -> None:
         # action: "cache" (refusing cache DIR) or "to seal"
         from jaxcache.text import safe, wrap
-        from jaxcache.trust.kernel.principals import Trust
 
         self.report = report
         failing = [f for f in report.findings if f.effect.fails]
         # a sealed reader is refused for its keys, not for who can write (that is covered)
         names = [] if failing and all(f.code.startswith("seal.") for f in failing) else \
-            sorted(report.writer_names(Trust.UNTRUSTED))
+            sorted({str(w.principal) for w in report.untrusted})
         shown = ", ".join(names[:_NAMED]) + (f" and {len(names) - _NAMED} more"
                                              if len(names) > _NAMED else "")
         who = f" ({shown})" if names else ""

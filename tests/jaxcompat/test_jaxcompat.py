@@ -45,7 +45,7 @@ def test_pinned_version_is_a_tested_one():
 def test_private_cache_state_names_exist():
     from jax._src import compilation_cache as cc
 
-    for name in jaxcompat._STATE:
+    for name in jaxcompat.STATE:
         assert hasattr(cc, name), f"jax._src.compilation_cache.{name} is gone"
     state = jaxcompat.cache_state()
     assert isinstance(state.compiled, bool) and isinstance(state.used, bool)

@@ -33,7 +33,7 @@ if TYPE_CHECKING:  # the names, for the type checker; at run time each is import
         uses_backend,
     )
     from jaxcache.jaxcompat.guard import (
-        _GUARD,
+        GUARD,
         current_cache,
         gate_gets,
         guard_cache_dirs,
@@ -42,9 +42,9 @@ if TYPE_CHECKING:  # the names, for the type checker; at run time each is import
         witness_puts,
     )
     from jaxcache.jaxcompat.internals import (
-        _STATE,
         DEFAULT_MIN_COMPILE_TIME_SECS,
         DEFAULT_MIN_ENTRY_SIZE_BYTES,
+        STATE,
         CacheState,
         JaxInternalsChanged,
         cache_state,
@@ -74,9 +74,9 @@ if TYPE_CHECKING:  # the names, for the type checker; at run time each is import
 _HOME = {  # name -> the module of this package that holds it
     "XLA_SUBCACHE_FLAGS": "backend", "disable_xla_subcaches": "backend", "held_backend": "backend",
     "install_backend": "backend", "max_size": "backend", "uses_backend": "backend",
-    "_GUARD": "guard", "current_cache": "guard", "gate_gets": "guard", "guard_cache_dirs": "guard",
+    "GUARD": "guard", "current_cache": "guard", "gate_gets": "guard", "guard_cache_dirs": "guard",
     "guard_log": "guard", "uses_sealed": "guard", "witness_puts": "guard",
-    "_STATE": "internals", "DEFAULT_MIN_COMPILE_TIME_SECS": "internals",
+    "STATE": "internals", "DEFAULT_MIN_COMPILE_TIME_SECS": "internals",
     "DEFAULT_MIN_ENTRY_SIZE_BYTES": "internals", "CacheState": "internals",
     "JaxInternalsChanged": "internals", "cache_state": "internals", "check_contents": "internals",
     "check_supported": "internals", "config_value": "internals", "disable_cache": "internals",
@@ -91,7 +91,7 @@ _HOME = {  # name -> the module of this package that holds it
 
 __all__ = [
     "DEFAULT_MIN_COMPILE_TIME_SECS", "DEFAULT_MIN_ENTRY_SIZE_BYTES", "NEWEST_LINE", "OLDEST_LINE",
-    "TESTED", "XLA_SUBCACHE_FLAGS", "_GUARD", "_STATE", "CacheState", "JaxInternalsChanged",
+    "TESTED", "XLA_SUBCACHE_FLAGS", "GUARD", "STATE", "CacheState", "JaxInternalsChanged",
     "JaxState", "RefusedCache", "cache_state", "check_contents", "check_supported",
     "config_value", "current_cache", "disable_cache", "disable_xla_subcaches", "effective",
     "gate_gets",

@@ -40,10 +40,10 @@ BACKENDS: dict[str, SealedBackend] = {}  # real_path(cache dir) -> the backend J
 
 
 # The directory guard (guard_cache_dirs): which directories JAX may open its own cache in.
-_ADMITTED: dict[str, str] = {}  # absolute path -> how it was admitted ("audited", ...)
-_REFUSED: dict[str, str] = {}  # absolute path -> why the guard refused it
+ADMITTED: dict[str, str] = {}  # absolute path -> how it was admitted ("audited", ...)
+REFUSED: dict[str, str] = {}  # absolute path -> why the guard refused it
 # on: bool; auditor: Auditor | None; witness: Witness | None; gatekeeper: Gatekeeper | None
-_GUARD: dict[str, Any] = {"on": False, "auditor": None, "witness": None, "gatekeeper": None}
+GUARD: dict[str, Any] = {"on": False, "auditor": None, "witness": None, "gatekeeper": None}
 ENTRY_SUFFIX = "-cache"  # LRUCache's file for key K is <dir>/K-cache (0.5 to 0.12)
 # every directory JAX initialized a cache for in this process, in order
 _SEEN: list[dict[str, object]] = []
@@ -112,20 +112,20 @@ def _judge(where: object) -> tuple[str | None, str | None]:
     if BACKENDS.get(real_path(where)) is not None:
         return "sealed", None
     key = _key(where)
-    if key in _ADMITTED:
-        return _ADMITTED[key], None
-    if key in _REFUSED:
-        return None, _REFUSED[key]
+    if key in ADMITTED:
+        return ADMITTED[key], None
+    if key in REFUSED:
+        return None, REFUSED[key]
     reason = "not the directory jaxcache audited"
-    if "://" not in key and _GUARD["auditor"] is not None:
+    if "://" not in key and GUARD["auditor"] is not None:
         try:
-            ok, reason = _GUARD["auditor"](str(where))
+            ok, reason = GUARD["auditor"](str(where))
         except Exception as exc:  # noqa: BLE001 - cannot judge it: refuse (fail closed)
             ok, reason = False, f"could not audit it ({type(exc).__name__}: {exc})"
         if ok:
-            _ADMITTED[key] = "audited-in-process"
+            ADMITTED[key] = "audited-in-process"
             return "audited-in-process", None
-    _REFUSED[key] = reason
+    REFUSED[key] = reason
     return None, reason
 
 
@@ -141,7 +141,7 @@ def _factory(where: object, _original: Factory) -> tuple[JaxCache, object] | Non
         made: object = verification_cache()(chosen) if chosen.wrapped else chosen
         _note(where, "served", "sealed", None, made)
         return made, where
-    if not _GUARD["on"]:
+    if not GUARD["on"]:
         made = _original(where)
         if made is not None:
             _note(where, "served", "unguarded", None, made[0])
@@ -156,7 +156,7 @@ def _factory(where: object, _original: Factory) -> tuple[JaxCache, object] | Non
     made = _original(where if "://" in str(where) else _norm(where))
     if made is not None:
         _note(where, "served", how, None, made[0])
-        if (_GUARD["witness"] is not None or _GUARD["gatekeeper"] is not None) and \
+        if (GUARD["witness"] is not None or GUARD["gatekeeper"] is not None) and \
                 "://" not in str(where):
             _watch(made[0], _norm(where))
     return made
@@ -174,7 +174,7 @@ def _watch(cache: JaxCache, directory: str) -> None:
 
     def get(key: str, _original: Callable[[str], bytes | None] = original_get) -> bytes | None:
         value = _original(key)
-        keeper: Gatekeeper | None = _GUARD["gatekeeper"]
+        keeper: Gatekeeper | None = GUARD["gatekeeper"]
         if value is not None and keeper is not None:
             try:
                 ok = keeper(directory, key, value)
@@ -194,7 +194,7 @@ def _watch(cache: JaxCache, directory: str) -> None:
             if not existed:  # JAX writes in place: a full disk leaves a stub under the name
                 _drop_partial(directory, name, value)
             raise
-        witness: Witness | None = _GUARD["witness"]
+        witness: Witness | None = GUARD["witness"]
         if not existed and witness is not None:
             # the record of origin is not the job's concern: its failure stays here
             with contextlib.suppress(Exception):
@@ -242,21 +242,21 @@ def gate_gets(callback: Gatekeeper | None) -> None:
     first shown to `callback(directory, key, value) -> bool`; False (or an exception) makes it
     a miss: the bytes JAX would load are judged, not a listing taken before
     (trust/provenance/origin.py, under CI). None stops it."""
-    _GUARD["gatekeeper"] = callback
+    GUARD["gatekeeper"] = callback
 
 
 def witness_puts(callback: Witness | None) -> None:
     """From the next cache JAX opens in an admitted directory on, call
     `callback(directory, key, value)` after each entry its put creates there
     (trust/provenance/origin.py: the origin ledger); None stops it."""
-    _GUARD["witness"] = callback
+    GUARD["witness"] = callback
 
 
 def _on_dir_setting(value: object) -> None:
     """The job set jax_compilation_cache_dir (globally or in a context manager). JAX points
     XLA's own sub-caches (GPU autotune results) inside that setting at every compile, whatever
     cache object it holds: for a directory the guard does not admit, turn them off."""
-    if not _GUARD["on"] or value is None or str(value) == "":
+    if not GUARD["on"] or value is None or str(value) == "":
         return
     try:
         how, _ = _judge(value)
@@ -326,11 +326,11 @@ def guard_cache_dirs(admit: Iterable[str] = (), *, how: str = "audited",
     install_factory(cc)
     _install_setting_hooks()
     for path in admit:
-        _ADMITTED[_key(path)] = how
-        _REFUSED.pop(_key(path), None)
+        ADMITTED[_key(path)] = how
+        REFUSED.pop(_key(path), None)
     if auditor is not None:
-        _GUARD["auditor"] = auditor
-    _GUARD["on"] = True
+        GUARD["auditor"] = auditor
+    GUARD["on"] = True
     # set before the guard (env, gate); JAX defines its config options at run time
     _on_dir_setting(jax.config.jax_compilation_cache_dir)  # type: ignore[attr-defined]
 

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
         def get_global(self) -> object: ...
 
-_STATE = ("_cache", "_cache_checked", "_cache_used", "_cache_initialized", "reset_cache",
+STATE = ("_cache", "_cache_checked", "_cache_used", "_cache_initialized", "reset_cache",
           "get_file_cache", "_initialize_cache")
 
 
@@ -62,7 +62,7 @@ def compilation_cache_module() -> ModuleType:
     check_supported(jax.__version__)
     from jax._src import compilation_cache as cc
 
-    missing = [name for name in _STATE if not hasattr(cc, name)]
+    missing = [name for name in STATE if not hasattr(cc, name)]
     if missing:
         raise JaxInternalsChanged(
             f"jax._src.compilation_cache on JAX {jax.__version__} lacks {', '.join(missing)}; "

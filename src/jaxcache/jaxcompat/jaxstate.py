@@ -5,7 +5,7 @@ captured and put back: enable() is all-or-nothing, and disable() undoes it.
 from __future__ import annotations
 
 from jaxcache.jaxcompat.backend import close_backend
-from jaxcache.jaxcompat.guard import _ADMITTED, _GUARD, _REFUSED, BACKENDS
+from jaxcache.jaxcompat.guard import ADMITTED, BACKENDS, GUARD, REFUSED
 from jaxcache.jaxcompat.internals import compilation_cache_module, option_state
 from jaxcache.values import frozen
 
@@ -40,8 +40,8 @@ def snapshot() -> JaxState:
     cc = compilation_cache_module()
     options = tuple((n, option_state(n).get_global()) for n in _OPTIONS)
     return JaxState(options, cc._cache, bool(cc._cache_initialized), bool(cc._cache_checked),
-                    bool(cc._cache_used), tuple(BACKENDS.items()), tuple(_GUARD.items()),
-                    tuple(_ADMITTED.items()), tuple(_REFUSED.items()))
+                    bool(cc._cache_used), tuple(BACKENDS.items()), tuple(GUARD.items()),
+                    tuple(ADMITTED.items()), tuple(REFUSED.items()))
 
 
 def restore(state: JaxState) -> None:
@@ -56,12 +56,12 @@ def restore(state: JaxState) -> None:
             close_backend(backend)
     BACKENDS.clear()
     BACKENDS.update(state.backends)
-    _GUARD.clear()
-    _GUARD.update(state.guard)
-    _ADMITTED.clear()
-    _ADMITTED.update(state.admitted)
-    _REFUSED.clear()
-    _REFUSED.update(state.refused)
+    GUARD.clear()
+    GUARD.update(state.guard)
+    ADMITTED.clear()
+    ADMITTED.update(state.admitted)
+    REFUSED.clear()
+    REFUSED.update(state.refused)
     for name, value in state.options:
         jax.config.update(name, value)  # type: ignore[no-untyped-call]  # untyped in JAX
     with cc._cache_initialized_mutex:

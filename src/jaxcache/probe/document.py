@@ -16,7 +16,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from jaxcache.probe.recorder import LoadBeside, Module, _State
+    from jaxcache.probe.recorder import LoadBeside, Module, ProbeState
 
 SCHEMA = "jaxcache.probe/1"
 _LAUNCHERS_COPY = "_jaxcache_launchers.py"  # jaxcache/probe/launchers.py: the launcher's rank ids
@@ -45,7 +45,7 @@ def cache_setting() -> tuple[object, object, object]:
         return None, None, None
 
 
-def first_compile(S: _State) -> None:
+def first_compile(S: ProbeState) -> None:
     if S.options is None:
         S.env_cache_dir = os.environ.get("JAX_COMPILATION_CACHE_DIR")
         S.cache_view = cache_view(S)
@@ -64,7 +64,7 @@ def first_compile(S: _State) -> None:
             S.options = {"error": repr(exc)}
 
 
-def cache_in_use(S: _State) -> dict[str, object] | None:
+def cache_in_use(S: ProbeState) -> dict[str, object] | None:
     """The directory of the cache object JAX holds now (not the setting, which JAX ignores
     once its cache exists), and whether jaxcache served or refused it."""
     if S.compat is None:
@@ -75,7 +75,7 @@ def cache_in_use(S: _State) -> dict[str, object] | None:
         return None
 
 
-def platform(S: _State) -> dict[str, object]:
+def platform(S: ProbeState) -> dict[str, object]:
     try:
         import jax
 
@@ -89,7 +89,7 @@ def platform(S: _State) -> dict[str, object]:
         return {"error": repr(exc)}
 
 
-def identity(S: _State, load_beside: LoadBeside) -> dict[str, object]:
+def identity(S: ProbeState, load_beside: LoadBeside) -> dict[str, object]:
     """Which process of the job this is: JAX's process index and count (asked only once
     something compiled: before that, asking would create the backend and break a later
     jax.distributed.initialize), the host, and the launcher's ids from the environment."""
@@ -109,7 +109,7 @@ def identity(S: _State, load_beside: LoadBeside) -> dict[str, object]:
             "launcher": launcher}
 
 
-def cache_view(S: _State) -> dict[str, Any]:
+def cache_view(S: ProbeState) -> dict[str, Any]:
     """How this process sees the directory jaxcache audited (or JAX's own setting): its
     path, the filesystem and inode it resolves to here, jaxlib and XLA_FLAGS. A rank on
     another host or in another mount namespace can see another directory at the same path."""
@@ -145,14 +145,14 @@ def cache_view(S: _State) -> dict[str, Any]:
     return view
 
 
-def module_doc(S: _State, m: Module) -> dict[str, object]:
+def module_doc(S: ProbeState, m: Module) -> dict[str, object]:
     doc = {k: v for k, v in m.items() if k not in ("thread", "key")}
     doc["in_progress"] = m["compile_or_load_s"] is None and any(
         c is m for c in S.current.values())
     return doc
 
 
-def write(S: _State, final: bool, load_beside: LoadBeside, out: str | None) -> None:
+def write(S: ProbeState, final: bool, load_beside: LoadBeside, out: str | None) -> None:
     if not out or os.getpid() != S.pid:
         return
     try:
@@ -213,7 +213,7 @@ def loaded_roots() -> list[list[str]]:
     return out
 
 
-def fingerprint(S: _State) -> dict[str, object]:
+def fingerprint(S: ProbeState) -> dict[str, object]:
     """What the build this process ran is (fingerprint/ in jaxcache, which reads this): the
     fingerprint `jaxcache run` handed the job when it speaks of the jaxlib loaded here (its
     roots hold that folder), else none and the loaded folders, for jaxcache to hash on the
@@ -238,7 +238,7 @@ def fingerprint(S: _State) -> dict[str, object]:
     return out
 
 
-def accelerator(S: _State) -> dict[str, str] | None:
+def accelerator(S: ProbeState) -> dict[str, str] | None:
     """The default backend's platform, version, device kind and compute capability, as
     jaxcache/jaxcompat/hardware.py reads them; asked only if something compiled (asking
     earlier creates the backend)."""

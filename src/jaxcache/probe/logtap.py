@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any, Protocol, TextIO, overload
 
-    from jaxcache.probe.recorder import Module, _State
+    from jaxcache.probe.recorder import Module, ProbeState
 
     class ModuleOf(Protocol):
         """recorder._module: the record of the module a name speaks of (made if new), or with
@@ -28,12 +28,12 @@ if TYPE_CHECKING:
 
     SetOutcome = Callable[..., None]  # recorder._set(m, outcome, reason=None, detail=None)
 
-    _REC: tuple[_State, ModuleOf, SetOutcome, Callable[[], int]]
+    _REC: tuple[ProbeState, ModuleOf, SetOutcome, Callable[[], int]]
 else:
     _REC = ()  # (S, module, set, tid) of recorder.py, given to install()
 
 
-def install(state: _State, module: ModuleOf, set_outcome: SetOutcome,
+def install(state: ProbeState, module: ModuleOf, set_outcome: SetOutcome,
             tid: Callable[[], int]) -> None:
     """Route the loggers JAX writes to (S.know["loggers"]) and warnings.showwarning through
     the recorder; what the program itself would have seen still reaches it."""

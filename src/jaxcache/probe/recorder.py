@@ -80,7 +80,7 @@ def _tid() -> int:
     return threading.get_ident()
 
 
-class _State:
+class ProbeState:
     def __init__(self) -> None:
         self.reset()
 
@@ -122,7 +122,7 @@ class _State:
         self.versions: ModuleType | None = getattr(self, "versions", None)  # the module itself
 
 
-S = _State()
+S = ProbeState()
 
 
 def _module(name: str | None, sym: bool = False) -> Module | None:

@@ -28,7 +28,7 @@ import os
 
 from jaxcache.text import safe
 from jaxcache.trust.findings import NOTE, UNSAFE, UNVERIFIABLE, Finding, Writer
-from jaxcache.trust.judgement.storage_devices import DeviceJudge, _State
+from jaxcache.trust.judgement.storage_devices import DeviceJudge, JudgeState
 from jaxcache.trust.kernel import access as accessmod
 from jaxcache.trust.kernel import mounts as mountsmod
 from jaxcache.trust.kernel import overlay, sysfs
@@ -61,7 +61,7 @@ class _Judge(DeviceJudge):
                  trust: Callable[[pr.Principal], Trust], rule: Rule, uid: int) -> None:
         self.mounts, self.accounts, self.trust, self.rule, self.uid = (
             mounts, accounts, trust, rule, uid)
-        self.s = _State()
+        self.s = JudgeState()
         try:
             self.root_dev: int | None = os.lstat("/").st_dev
         except OSError:

@@ -33,7 +33,7 @@ _LOOP_GET_STATUS64 = 0x4C05  # linux/loop.h; struct loop_info64 starts with lo_d
 _LOOP_INFO64_SIZE = 232
 
 
-class _State:
+class JudgeState:
     """What one judgement collects (a plain class: a dataclass costs import time on `jaxcache
     run`'s path before the job may import jax)."""
 
@@ -58,7 +58,7 @@ class DeviceJudge:
 
     mounts: tuple[Mount, ...]
     accounts: pr.Accounts
-    s: _State
+    s: JudgeState
 
     if TYPE_CHECKING:
         def unknown(self, message: str, where: str, point: str | None,
