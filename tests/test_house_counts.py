@@ -15,7 +15,7 @@ from support import paths
 TARGETS = {"string_key_lookups": 60, "untyped_seams": 0, "mypy_exempt": 0,
            "import_circles": 0, "duplicate_basenames": 0, "crowded_folders": 0,
            "private_imports": 0, "type_only_spellings": 0}
-RATCHET = {"string_key_lookups": 626, "untyped_seams": 130}
+RATCHET = {"string_key_lookups": 626, "untyped_seams": 87}
 
 
 def _counts() -> dict:
@@ -38,15 +38,15 @@ def test_the_house_meets_its_targets_or_its_ratchet():
 
 
 def test_the_script_sees_what_it_counts(tmp_path):
-    """The checker itself: lookups that read count, a write does not; a bare dict or object is
-    a loose seam, dict[str, int] is not; a document's own model is not counted."""
+    """The checker itself: lookups that read count, a write does not; a bare dict or Any is a
+    loose seam, dict[str, int] and object are not; a document's own model is not counted."""
     sys.path.insert(0, str(paths.CHECKOUT / "scripts"))
     import house_counts
 
     mod = tmp_path / "jaxcache" / "m.py"
     model = tmp_path / "jaxcache" / "documents" / "model.py"
     model.parent.mkdir(parents=True)
-    code = ("def f(doc: dict, n: dict[str, int]) -> object:\n"
+    code = ("def f(doc: dict, n: dict[str, int], v: object) -> Any:\n"
             "    doc['c'] = 1\n    return doc['a'], doc.get('b'), n\n")
     mod.write_text(code)
     model.write_text(code)

@@ -9,6 +9,7 @@ from enum import Enum
 
 from jaxcache.bench import noticeable
 from jaxcache.bench.estimates import Shift
+from jaxcache.documents.fields import integer, items, mapping, mappings, number
 from jaxcache.text import safe
 from jaxcache.trust.findings import UNVERIFIABLE, Verdict
 from jaxcache.trust.kernel.principals import Trust
@@ -68,20 +69,20 @@ class AuditFacts:
         """From an audit document documents/read.py checked (audit_from)."""
         writers = tuple(WriterFact(str(w["principal"]), w.get("trust") == "policy",
                                    w.get("trust") == "untrusted",
-                                   tuple(str(c) for c in _list(w["chain"])))
-                        for w in _objects(doc.get("writers")))
-        findings = _objects(doc.get("findings"))
+                                   tuple(str(c) for c in items(w["chain"])))
+                        for w in mappings(doc.get("writers")))
+        findings = mappings(doc.get("findings"))
         users = {f"{u['user']} (process {u['pid']}, {u['how']})"
-                 for u in _objects(_object(doc.get("processes")).get("uses"))}
+                 for u in mappings(mapping(doc.get("processes")).get("uses"))}
         users |= {f"{e['owner']} (owns entries)"
-                  for e in _objects(_object(doc.get("entries")).get("entries"))
-                  if "foreign-owner" in _list(e.get("flags"))}
+                  for e in mappings(mapping(doc.get("entries")).get("entries"))
+                  if "foreign-owner" in items(e.get("flags"))}
         path, shown = doc.get("resolved") or doc.get("path"), \
             doc.get("resolved") or doc.get("requested")
         return cls(Verdict(doc["verdict"]), path if isinstance(path, str) else None,
                    shown if isinstance(shown, str) else None,
-                   str(_object(doc.get("judged_for")).get("user")), writers,
-                   tuple(str(u) for u in _list(doc.get("untrusted_writers"))),
+                   str(mapping(doc.get("judged_for")).get("user")), writers,
+                   tuple(str(u) for u in items(doc.get("untrusted_writers"))),
                    tuple(str(f["message"]) for f in findings
                          if f.get("effect") == UNVERIFIABLE),
                    tuple(str(f["message"]) for f in findings if f.get("code") == "seal.keys"),
@@ -144,27 +145,27 @@ class BenchFacts:
     @classmethod
     def from_json(cls, doc: Mapping[str, object]) -> BenchFacts:
         """From a bench document documents/read.py checked (bench_from)."""
-        summary = _object(doc.get("summary"))
-        comparable = _object(doc.get("comparable"))
+        summary = mapping(doc.get("summary"))
+        comparable = mapping(doc.get("comparable"))
         warm = tuple(
             WarmRun(bool(s.get("hits")) and not s.get("missed_ranks"),
-                    tuple(_rank(m.get("rank")) for m in _objects(s.get("missed_ranks"))))
-            for s in _objects(doc.get("samples")) if s.get("kind") == "warm")
-        bar = _object(summary.get("noticeable_bar"))
-        phases = tuple((str(name), _number(_object(_object(arms).get("cold")).get("median")))
-                       for name, arms in _object(summary.get("phases")).items())
-        thresholds = _object(doc.get("thresholds"))
-        set_by = _object(thresholds.get("set_by_bench"))
-        return cls(safe(" ".join(str(a) for a in _list(doc.get("command")))),
+                    tuple(integer(m.get("rank")) for m in mappings(s.get("missed_ranks"))))
+            for s in mappings(doc.get("samples")) if s.get("kind") == "warm")
+        bar = mapping(summary.get("noticeable_bar"))
+        phases = tuple((str(name), number(mapping(mapping(arms).get("cold")).get("median")))
+                       for name, arms in mapping(summary.get("phases")).items())
+        thresholds = mapping(doc.get("thresholds"))
+        set_by = mapping(thresholds.get("set_by_bench"))
+        return cls(safe(" ".join(str(a) for a in items(doc.get("command")))),
                    tuple((k, comparable.get(k)) for k in KEY_FIELDS), comparable.get("jax"),
-                   warm, tuple(_rank(m.get("rank")) for s in _objects(doc.get("samples"))
-                               for m in _objects(s.get("missed_ranks"))),
+                   warm, tuple(integer(m.get("rank")) for s in mappings(doc.get("samples"))
+                               for m in mappings(s.get("missed_ranks"))),
                    Outcome(summary["verdict"]),
                    None if summary.get("message") is None else str(summary.get("message")),
                    noticeable.judged_from_json(dict(summary)),
-                   _number(_object(_object(summary.get("wall")).get("cold")).get("median")),
-                   (_number(bar.get("min_saving_s")), _number(bar.get("min_fraction"))),
-                   phases, _left_out(_object(thresholds.get("left_out"))),
+                   number(mapping(mapping(summary.get("wall")).get("cold")).get("median")),
+                   (number(bar.get("min_saving_s")), number(bar.get("min_fraction"))),
+                   phases, _left_out(mapping(thresholds.get("left_out"))),
                    tuple((str(k), safe(v)) for k, v in set_by.items() if isinstance(v, str)))
 
 
@@ -172,31 +173,9 @@ def _left_out(left: Mapping[str, object]) -> LeftOut | None:
     modules = left.get("modules")
     if not isinstance(modules, int) or not modules:
         return None
-    return LeftOut(modules, _number(left.get("seconds")) or 0.0, _number(left.get("share")),
+    return LeftOut(modules, number(left.get("seconds")) or 0.0, number(left.get("share")),
                    bool(left.get("material")), str(left.get("suggestion")))
 
 
 def _escaped(path: str | None) -> str | None:
     return None if path is None else safe(path)
-
-
-def _object(value: object) -> Mapping[str, object]:
-    """A document's object field, or {} where a writer put anything else (or nothing)."""
-    return value if isinstance(value, dict) else {}
-
-
-def _objects(value: object) -> list[Mapping[str, object]]:
-    return [v for v in _list(value) if isinstance(v, dict)]
-
-
-def _list(value: object) -> list[object]:
-    return value if isinstance(value, list) else []
-
-
-def _number(value: object) -> float | None:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) \
-        else None
-
-
-def _rank(value: object) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None

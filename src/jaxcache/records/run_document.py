@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from enum import Enum
 
+from jaxcache.documents.fields import flag, integer, items, mapping, mappings, number, text
 from jaxcache.values import frozen
 
 TYPE_CHECKING = False
@@ -73,15 +74,15 @@ class ModuleEntry:
     def from_json(cls, doc: Mapping[str, object]) -> ModuleEntry:
         outcome = doc.get("outcome")
         return cls(str(doc.get("name")), ModuleOutcome.of(outcome),
-                   outcome if isinstance(outcome, str) else None, _text(doc.get("reason")),
-                   _mapping(doc.get("reason_detail")), _text(doc.get("input_shapes")),
-                   _number(doc.get("compile_or_load_s")), _integer(doc.get("entry_bytes")),
-                   _text(doc.get("cache_key")), _text(doc.get("cache_dir_at_compile")),
-                   "cache_dir_at_compile" in doc, _flag(doc.get("cache_enabled_at_compile")),
-                   tuple(str(e.get("message", "")) for e in _mappings(doc.get("errors"))),
-                   _number(doc.get("compile_s_logged")),
-                   _number(doc.get("min_compile_time_at_compile")),
-                   _mapping(doc.get("key_components")) if doc.get("key_components") else None,
+                   outcome if isinstance(outcome, str) else None, text(doc.get("reason")),
+                   mapping(doc.get("reason_detail")), text(doc.get("input_shapes")),
+                   number(doc.get("compile_or_load_s")), integer(doc.get("entry_bytes")),
+                   text(doc.get("cache_key")), text(doc.get("cache_dir_at_compile")),
+                   "cache_dir_at_compile" in doc, flag(doc.get("cache_enabled_at_compile")),
+                   tuple(str(e.get("message", "")) for e in mappings(doc.get("errors"))),
+                   number(doc.get("compile_s_logged")),
+                   number(doc.get("min_compile_time_at_compile")),
+                   mapping(doc.get("key_components")) if doc.get("key_components") else None,
                    dict(doc))
 
 
@@ -107,11 +108,11 @@ class Counts:
     @classmethod
     def from_json(cls, doc: Mapping[str, object]) -> Counts:
         def n(key: str) -> int:
-            return _integer(doc.get(key)) or 0
+            return integer(doc.get(key)) or 0
 
-        outcomes = _mapping(doc.get("outcomes"))
+        outcomes = mapping(doc.get("outcomes"))
         return cls(n("modules"), n("compile_requests"), n("hits"), n("misses"),
-                   n("read_errors"), tuple((str(k), _integer(v) or 0)
+                   n("read_errors"), tuple((str(k), integer(v) or 0)
                                            for k, v in outcomes.items()))
 
     def plus(self, other: Counts) -> Counts:
@@ -139,8 +140,8 @@ class CacheOptions:
     @classmethod
     def from_json(cls, doc: Mapping[str, object]) -> CacheOptions:
         size = doc.get("jax_compilation_cache_max_size", MISSING)
-        return cls(_number(doc.get("jax_persistent_cache_min_compile_time_secs")),
-                   _text(doc.get("jax_compilation_cache_dir")),
+        return cls(number(doc.get("jax_persistent_cache_min_compile_time_secs")),
+                   text(doc.get("jax_compilation_cache_dir")),
                    None if size is MISSING else size, size is not MISSING and size != -1)
 
 
@@ -169,26 +170,26 @@ class ProcessEntry:
 
     @classmethod
     def from_json(cls, doc: Mapping[str, object], pid: object = None) -> ProcessEntry:
-        ident = _mapping(doc.get("identity"))
-        launcher = _mapping(ident.get("launcher"))
+        ident = mapping(doc.get("identity"))
+        launcher = mapping(ident.get("launcher"))
         index = ident.get("process_index")
         if not isinstance(index, int):
-            index = _mapping(doc.get("platform")).get("process_index")
-        rank = index if isinstance(index, int) else _integer(launcher.get("rank"))
-        return cls(_integer(doc.get("pid")) or _integer(pid), rank, _text(ident.get("host")),
-                   Launcher(_text(launcher.get("kind")), _integer(launcher.get("rank")),
-                            _text(launcher.get("job_id")), _text(launcher.get("step_id")))
+            index = mapping(doc.get("platform")).get("process_index")
+        rank = index if isinstance(index, int) else integer(launcher.get("rank"))
+        return cls(integer(doc.get("pid")) or integer(pid), rank, text(ident.get("host")),
+                   Launcher(text(launcher.get("kind")), integer(launcher.get("rank")),
+                            text(launcher.get("job_id")), text(launcher.get("step_id")))
                    if launcher else None,
-                   tuple(ModuleEntry.from_json(m) for m in _mappings(doc.get("modules"))),
-                   Counts.from_json(_mapping(doc.get("counts"))),
-                   CacheOptions.from_json(_mapping(doc.get("cache_options_at_first_compile"))),
-                   _text(doc.get("env_cache_dir_at_first_compile")),
-                   (_number(_mapping(doc.get("counts")).get("task_disabled_cache")) or 0) > 0,
-                   _mapping(doc.get("env")).get("XLA_FLAGS"),
-                   _mapping(doc.get("versions")).get("jaxlib"),
-                   _mapping(doc.get("platform")).get("device_kind"),
-                   _mapping(doc.get("platform")).get("device_count"),
-                   tuple(_mappings(_mapping(doc.get("seal")).get("rejections"))), dict(doc))
+                   tuple(ModuleEntry.from_json(m) for m in mappings(doc.get("modules"))),
+                   Counts.from_json(mapping(doc.get("counts"))),
+                   CacheOptions.from_json(mapping(doc.get("cache_options_at_first_compile"))),
+                   text(doc.get("env_cache_dir_at_first_compile")),
+                   (number(mapping(doc.get("counts")).get("task_disabled_cache")) or 0) > 0,
+                   mapping(doc.get("env")).get("XLA_FLAGS"),
+                   mapping(doc.get("versions")).get("jaxlib"),
+                   mapping(doc.get("platform")).get("device_kind"),
+                   mapping(doc.get("platform")).get("device_count"),
+                   tuple(mappings(mapping(doc.get("seal")).get("rejections"))), dict(doc))
 
 
 @frozen
@@ -201,8 +202,8 @@ class Snapshot:
 
     @classmethod
     def from_json(cls, doc: Mapping[str, object]) -> Snapshot:
-        return cls(_integer(doc.get("entries")), _integer(doc.get("bytes")),
-                   _text(doc.get("unknown")))
+        return cls(integer(doc.get("entries")), integer(doc.get("bytes")),
+                   text(doc.get("unknown")))
 
 
 @frozen
@@ -223,11 +224,11 @@ class CacheDirPart:
 
     @classmethod
     def from_json(cls, doc: Mapping[str, object]) -> CacheDirPart:
-        named = _mapping(doc.get("namespace"))
+        named = mapping(doc.get("namespace"))
         origin = doc.get("origin")
         return cls(str(doc.get("path")), str(doc.get("verdict")),
-                   Snapshot.from_json(_mapping(doc.get("before"))),
-                   Snapshot.from_json(_mapping(doc.get("after"))),
+                   Snapshot.from_json(mapping(doc.get("before"))),
+                   Snapshot.from_json(mapping(doc.get("after"))),
                    Namespace(str(named.get("kind")), str(named.get("id")),
                              str(named.get("parent"))) if named else None,
                    dict(origin) if isinstance(origin, dict) else None)
@@ -246,9 +247,9 @@ class ProcessOutcome:
 
     @classmethod
     def from_json(cls, doc: Mapping[str, object]) -> ProcessOutcome:
-        return cls(_integer(doc.get("exit_code")), _integer(doc.get("signal")),
-                   _number(doc.get("wall_s")) or 0.0, _number(doc.get("user_s")) or 0.0,
-                   _number(doc.get("sys_s")) or 0.0, _integer(doc.get("peak_rss_bytes")) or 0)
+        return cls(integer(doc.get("exit_code")), integer(doc.get("signal")),
+                   number(doc.get("wall_s")) or 0.0, number(doc.get("user_s")) or 0.0,
+                   number(doc.get("sys_s")) or 0.0, integer(doc.get("peak_rss_bytes")) or 0)
 
 
 @frozen
@@ -261,11 +262,11 @@ class Ranks:
 
     @classmethod
     def from_json(cls, doc: Mapping[str, object]) -> Ranks:
-        return cls(_integer(doc.get("expected")),
-                   tuple(r for r in _list(doc.get("seen")) if isinstance(r, int)),
+        return cls(integer(doc.get("expected")),
+                   tuple(r for r in items(doc.get("seen")) if isinstance(r, int)),
                    bool(doc.get("per_rank")),
-                   tuple(str(p.get("text")) for p in _mappings(doc.get("problems"))),
-                   _text(doc.get("remedy")))
+                   tuple(str(p.get("text")) for p in mappings(doc.get("problems"))),
+                   text(doc.get("remedy")))
 
 
 @frozen
@@ -284,18 +285,18 @@ class RunRecord:
 
     @classmethod
     def from_json(cls, doc: Mapping[str, object]) -> RunRecord:
-        probe = _mapping(doc.get("probe"))
+        probe = mapping(doc.get("probe"))
         seal = doc.get("seal")
-        main = ProcessEntry.from_json(doc, _mapping(doc.get("process")).get("pid"))
-        return cls(tuple(str(a) for a in _list(doc.get("argv"))), _text(doc.get("unverified")),
-                   ProcessOutcome.from_json(_mapping(doc.get("process"))),
-                   CacheDirPart.from_json(_mapping(doc.get("cache_dir"))),
-                   bool(probe.get("loaded")), _text(probe.get("note")),
-                   Ranks.from_json(_mapping(doc.get("ranks"))),
+        main = ProcessEntry.from_json(doc, mapping(doc.get("process")).get("pid"))
+        return cls(tuple(str(a) for a in items(doc.get("argv"))), text(doc.get("unverified")),
+                   ProcessOutcome.from_json(mapping(doc.get("process"))),
+                   CacheDirPart.from_json(mapping(doc.get("cache_dir"))),
+                   bool(probe.get("loaded")), text(probe.get("note")),
+                   Ranks.from_json(mapping(doc.get("ranks"))),
                    (main, *(ProcessEntry.from_json({**doc, **sp})
-                            for sp in _mappings(doc.get("subprocesses")))),
-                   tuple((_integer(g.get("pid")), str(g.get("error")))
-                         for g in _mappings(doc.get("cache_guard_errors"))),
+                            for sp in mappings(doc.get("subprocesses")))),
+                   tuple((integer(g.get("pid")), str(g.get("error")))
+                         for g in mappings(doc.get("cache_guard_errors"))),
                    dict(seal) if isinstance(seal, dict) else None, dict(doc))
 
     @property
@@ -310,36 +311,3 @@ class RunRecord:
         for p in self.processes[1:]:
             out = out.plus(p.counts)
         return out
-
-
-def _mapping(value: object) -> Mapping[str, object]:
-    return value if isinstance(value, dict) else {}
-
-
-def _mappings(value: object) -> list[Mapping[str, object]]:
-    return [v for v in _list(value) if isinstance(v, dict)]
-
-
-def _list(value: object) -> list[object]:
-    return value if isinstance(value, list) else []
-
-
-def _text(value: object) -> str | None:
-    return value if isinstance(value, str) else None
-
-
-def _number(value: object) -> float | None:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) \
-        else None
-
-
-def _flag(value: object) -> bool | None:
-    return value if isinstance(value, bool) else None
-
-
-def _integer(value: object) -> int | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    return int(value) if isinstance(value, float) and value.is_integer() else None
