@@ -13,9 +13,10 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from jaxcache.fingerprint.model import Fingerprint
     from jaxcache.trust.inputs.public_keys import PublicKey
+    from jaxcache.trust.rules.policy_rules import Policy
 
 
-def audit(path: str, *, policy: str | None = None, as_user: str | None = None,
+def audit(path: str, *, policy: str | Policy | None = None, as_user: str | None = None,
           scan_processes: bool = True, sealed: bool = False,
           sealed_keys: Sequence[PublicKey] = (), scan_handles: bool = True,
           require_origin: bool = False, fingerprint: Fingerprint | None = None,
@@ -33,7 +34,10 @@ def audit(path: str, *, policy: str | None = None, as_user: str | None = None,
         uid = int(as_user) if as_user.isdigit() else accounts.uid_of(as_user)
         if uid is None:
             raise JaxcacheError(f"no such user: {as_user}")
-    pol = policymod.load(policy, accounts)
+    # a path (or None: the default places) is loaded here; a command that loaded its policy
+    # once hands the Policy itself
+    pol = policymod.load(policy, accounts) if policy is None or isinstance(policy, str) \
+        else policy
     from jaxcache.trust.inputs import ledger
     from jaxcache.trust.rules.target import is_url
 

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 
     from jaxcache.documents.claim import Output
     from jaxcache.trust.inputs.public_keys import PublicKey
+    from jaxcache.trust.rules.policy_rules import Policy
 
 FORMATS = ("text", "json", "sarif")
 TEXT_JSON = ("text", "json")
@@ -361,6 +362,15 @@ def sealed_reader_flags(p: argparse.ArgumentParser) -> None:
     option(p, "--trusted-key", dest="trusted_keys", action="append", metavar="KEY",
            help="With --sealed: a public key the reader trusts (ed25519:... or a .pub file; "
                 "repeatable).")
+
+
+def policy(args: argparse.Namespace) -> Policy:
+    """The trust policy of this command (--policy FILE, else the default places), loaded once
+    and handed down: no part of a command reads it again."""
+    from jaxcache.trust.inputs import policy as policymod
+    from jaxcache.trust.kernel.principals import Accounts
+
+    return policymod.load(args.policy_path, Accounts())
 
 
 def public_keys(args: argparse.Namespace) -> tuple[PublicKey, ...]:

@@ -88,6 +88,7 @@ def handle(args: argparse.Namespace, tail: None) -> None:
     if not args.signing_key:
         common.usage(args, "the following arguments are required: --signing-key")
     keys = tuple(args.trusted_keys or ())
+    policy = common.policy(args)  # once, for every part of the command
     if args.add_signature:
         if args.allow_unhittable or args.trust_bucket_writers or args.require_origin:
             common.usage(args, "--add-signature co-signs only what trusted keys signed: "
@@ -95,19 +96,19 @@ def handle(args: argparse.Namespace, tail: None) -> None:
                                "do not apply")
         if args.own_dir and args.succeeds:
             common.usage(args, "--from and --succeeds are two reasons to co-sign: give one")
-        scan_output(args, actions.cosign(args.dir, args.signing_key, keys, args.policy_path,
+        scan_output(args, actions.cosign(args.dir, args.signing_key, keys, policy,
                                          args.own_dir, args.succeeds), "cosign")
     if args.own_dir or args.succeeds:
         common.usage(args, "--from and --succeeds go with --add-signature")
     if is_url(args.dir):
         scan_output(args, actions.seal_bucket(args.dir, args.signing_key, keys,
-                                              args.trust_bucket_writers,
-                                              args.allow_unhittable, args.policy_path), "seal")
+                                              args.trust_bucket_writers, policy,
+                                              args.allow_unhittable), "seal")
     if args.trust_bucket_writers:
         common.usage(args, "--trust-bucket-writers is for bucket prefixes (gs://, s3://) only")
     def warn(text: str) -> None:
         sys.stderr.write(f"jaxcache: warning: {text}\n")
 
-    scan_output(args, actions.seal_dir(args.dir, args.signing_key, keys, args.policy_path,
+    scan_output(args, actions.seal_dir(args.dir, args.signing_key, keys, policy,
                                        args.allow_unhittable, require_origin=args.require_origin,
                                        warn=warn), "seal")

@@ -69,7 +69,8 @@ def handle(args: argparse.Namespace, tail: None) -> None:
 
     path = common.cache_path(args, args.dir)
     keys = tuple(args.trusted_keys or ())
-    result = actions.verify_dir(path, keys, args.policy_path)
+    policy = common.policy(args)  # once: verify and the check after a quarantine share it
+    result = actions.verify_dir(path, keys, policy)
     if args.quarantine is not None:
         from jaxcache.seal.sweep import quarantine
         from jaxcache.trust.rules.target import is_url
@@ -82,5 +83,5 @@ def handle(args: argparse.Namespace, tail: None) -> None:
                               f"{safe(moved.directory)}\n")
         for name, why in moved.failed:
             common.note(args, f"not moved: {safe(name)}: {safe(why)}\n")
-        result = actions.verify_dir(path, keys, args.policy_path)  # what is left
+        result = actions.verify_dir(path, keys, policy)  # what is left
     scan_output(args, result, "verify", result.strict_ok if args.strict else None)

@@ -23,27 +23,25 @@ if TYPE_CHECKING:
     from jaxcache.seal.sweep.dir_sweep import Own, ScanResult
     from jaxcache.trust.judgement.audit import AuditReport
     from jaxcache.trust.rules.keyring import KeyRing
+    from jaxcache.trust.rules.policy_rules import Policy
 
 
-def trusted_keys_for(directory: str, given: tuple[str, ...], policy: str | None, *,
+def trusted_keys_for(directory: str, given: tuple[str, ...], policy: Policy, *,
                      required: bool = True) -> KeyRing:
     """The key ring for this directory: --trusted-key values plus the policy's trusted_keys,
     with its revoked_keys and signatures_needed (trust/rules/keyring.py)."""
-    from jaxcache.trust.inputs import policy as policymod
     from jaxcache.trust.inputs import public_keys as trustkeys
-    from jaxcache.trust.kernel.principals import Accounts
     from jaxcache.trust.rules import keyring
 
     keys = [trustkeys.load_public(k) for k in given]
-    pol = policymod.load(policy, Accounts())
-    ring = keyring.for_rule(pol.rule_for(directory), keys)
+    ring = keyring.for_rule(policy.rule_for(directory), keys)
     if not ring and required:
         raise JaxcacheError("no trusted keys: give --trusted-key ed25519:... (or a .pub file), "
                             "or list trusted_keys for this directory in your policy")
     return ring
 
 
-def verify_dir(directory: str, given: tuple[str, ...], policy: str | None) -> ScanResult:
+def verify_dir(directory: str, given: tuple[str, ...], policy: Policy) -> ScanResult:
     from jaxcache.seal.sweep import dir_sweep as scan
 
     if is_url(directory):
@@ -59,18 +57,17 @@ def verify_dir(directory: str, given: tuple[str, ...], policy: str | None) -> Sc
     return replace(result, refused=reader_refusal(directory, given, policy))
 
 
-def reader_refusal(directory: str, given: tuple[str, ...], policy: str | None
+def reader_refusal(directory: str, given: tuple[str, ...], policy: Policy
                    ) -> tuple[str, str, str | None] | None:
     """Whether a sealed reader (run --sealed, enable(sealed=True)) would refuse the directory,
     judged by the very audit they run: valid signatures are not enough when, say, a trusted
     key's holder is no declared signer. (verdict, why, what to do), or None."""
-    from jaxcache.trust.inputs import policy as policymod
     from jaxcache.trust.inputs import public_keys as trustkeys
     from jaxcache.trust.judgement.audit import audit
     from jaxcache.trust.kernel.principals import Accounts
 
     accounts = Accounts()
-    report = audit(directory, policy=policymod.load(policy, accounts), sealed=True,
+    report = audit(directory, policy=policy, sealed=True,
                    sealed_keys=tuple(trustkeys.load_public(k) for k in given),
                    scan_processes=False, accounts=accounts)
     if report.verdict.ok:
@@ -81,7 +78,7 @@ def reader_refusal(directory: str, given: tuple[str, ...], policy: str | None
             first.remedy if first else None)
 
 
-def cosign(directory: str, key_path: str, given: tuple[str, ...], policy: str | None,
+def cosign(directory: str, key_path: str, given: tuple[str, ...], policy: Policy,
            own_dir: str | None = None, succeeds: str | None = None) -> ScanResult:
     """`seal --add-signature`: co-sign, with the key at `key_path`, what the other trusted
     keys already vouch for (a directory or a bucket prefix), or with `own_dir` (`--from`)
@@ -120,7 +117,7 @@ def _key_id(text: str) -> str:
     return trustkeys.load_public(text).id
 
 
-def _own_build(own_dir: str, policy: str | None, stack: ExitStack, shared: str | None) -> Own:
+def _own_build(own_dir: str, policy: Policy, stack: ExitStack, shared: str | None) -> Own:
     """The co-signer's own cache (`--from DIR`): the evidence of a second, independent
     approval, so it must be PRIVATE (writable by the co-signer alone: a policy's trusted
     writers, the publisher among them, would make it the first signer's word again) and
@@ -152,7 +149,7 @@ def _own_build(own_dir: str, policy: str | None, stack: ExitStack, shared: str |
 
 
 def seal_bucket(url: str, key_path: str, given: tuple[str, ...], trust_writers: bool,
-                allow_unhittable: bool = False, policy: str | None = None) -> ScanResult:
+                policy: Policy, allow_unhittable: bool = False) -> ScanResult:
     """Sign what is under a bucket prefix. jaxcache cannot see who wrote those objects (the
     bucket's IAM), so sealing them is refused unless the caller vouches for every writer."""
     from jaxcache.seal.stores import store_for_url as objects
@@ -172,7 +169,7 @@ def seal_bucket(url: str, key_path: str, given: tuple[str, ...], trust_writers: 
                             allow_unhittable=allow_unhittable, build=fingerprint.current())
 
 
-def seal_dir(directory: str, key_path: str, given: tuple[str, ...], policy: str | None,
+def seal_dir(directory: str, key_path: str, given: tuple[str, ...], policy: Policy,
              allow_unhittable: bool = False, *, require_origin: bool = False,
              warn: Callable[[str], None] | None = None) -> ScanResult:
     """Sign what is in a directory the caller trusts, claiming this Python's build compiled
