@@ -72,7 +72,7 @@ def string_key_lookups(modules: dict[str, Path], root: Path = SRC) -> Counter[st
 
 
 # values.JsonObject is dict[str, Any]: a document not modelled yet is as loose as a bare dict
-# (`object` is not: it says "any value", which a reader must then check, as documents/fields.py does)
+# (`object` is not: it says "any value", which a reader must check, as documents/fields.py does)
 _LOOSE = {"dict", "Any", "JsonObject"}
 
 
