@@ -25,15 +25,9 @@ import time
 from collections.abc import Callable, Iterable
 
 from jaxcache.seal.publishing import tier_names as names
-from jaxcache.seal.signing import (
-    orphan_signatures as orphans,
-)
-from jaxcache.seal.signing import (
-    signature_file as sigfile,
-)
-from jaxcache.seal.signing import (
-    signature_rule as signature,
-)
+from jaxcache.seal.signing import orphan_signatures as orphans
+from jaxcache.seal.signing import signature_file as sigfile
+from jaxcache.seal.signing import signature_rule as signature
 from jaxcache.seal.stores.sealed_cache import (
     Host,
     Rejection,

@@ -33,18 +33,10 @@ from jaxcache.fingerprint.rule import Judgement, Outcome
 from jaxcache.seal.publishing import lru
 from jaxcache.seal.publishing import tier_names as names
 from jaxcache.seal.publishing.publish import Orphan, exists, publish
-from jaxcache.seal.signing import (
-    build_claims as builds,
-)
-from jaxcache.seal.signing import (
-    orphan_signatures as orphans,
-)
-from jaxcache.seal.signing import (
-    signature_file as sigfile,
-)
-from jaxcache.seal.signing import (
-    signature_rule as signature,
-)
+from jaxcache.seal.signing import build_claims as builds
+from jaxcache.seal.signing import orphan_signatures as orphans
+from jaxcache.seal.signing import signature_file as sigfile
+from jaxcache.seal.signing import signature_rule as signature
 from jaxcache.text import safe
 from jaxcache.trust.inputs.public_keys import PublicKey
 from jaxcache.trust.inputs.signing_keys import SigningKey

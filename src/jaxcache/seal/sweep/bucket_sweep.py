@@ -11,18 +11,12 @@ from __future__ import annotations
 from jaxcache.errors import JaxcacheError
 from jaxcache.fingerprint.model import Fingerprint
 from jaxcache.seal.publishing import tier_names as names
-from jaxcache.seal.signing import (
-    build_claims as builds,
-)
+from jaxcache.seal.signing import build_claims as builds
 from jaxcache.seal.signing import (
     hittable,
 )
-from jaxcache.seal.signing import (
-    signature_file as sigfile,
-)
-from jaxcache.seal.signing import (
-    signature_rule as signature,
-)
+from jaxcache.seal.signing import signature_file as sigfile
+from jaxcache.seal.signing import signature_rule as signature
 from jaxcache.seal.stores.bucket_backend import OBJECT_NAME_MAX, cosignatures
 from jaxcache.seal.stores.store_for_url import ObjectInfo, ObjectStore, StoreError
 from jaxcache.seal.sweep import dir_sweep as scan
