@@ -9,22 +9,10 @@ from __future__ import annotations
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Iterable, Mapping
+    from typing import Any
 
     from jaxcache.values import JsonObject
-
-
-def totals(doc: JsonObject) -> JsonObject:
-    """The counts of the main probed process and every probed subprocess, added up."""
-    parts = [doc.get("counts") or {}] + [sp.get("counts") or {}
-                                          for sp in doc.get("subprocesses") or []]
-    out: JsonObject = {"processes": len(parts), "outcomes": {}}
-    for c in parts:
-        for key in ("modules", "compile_requests", "hits", "misses", "read_errors"):
-            out[key] = out.get(key, 0) + c.get(key, 0)
-        for outcome, n in (c.get("outcomes") or {}).items():
-            out["outcomes"][outcome] = out["outcomes"].get(outcome, 0) + n
-    return out
 
 
 def processes(doc: JsonObject) -> list[JsonObject]:
@@ -32,7 +20,7 @@ def processes(doc: JsonObject) -> list[JsonObject]:
     return [doc] + list(doc.get("subprocesses") or [])
 
 
-def rank_of(proc: JsonObject) -> int | None:
+def rank_of(proc: Mapping[str, Any]) -> int | None:
     """JAX's process index of a record entry, else its launcher's rank, else None."""
     ident = proc.get("identity") or {}
     if isinstance(ident.get("process_index"), int):

@@ -10,6 +10,7 @@ from __future__ import annotations
 from enum import Enum
 
 from jaxcache.documents.fields import flag, integer, items, mapping, mappings, number, text
+from jaxcache.records.reading import rank_of
 from jaxcache.values import frozen
 
 TYPE_CHECKING = False
@@ -172,10 +173,7 @@ class ProcessEntry:
     def from_json(cls, doc: Mapping[str, object], pid: object = None) -> ProcessEntry:
         ident = mapping(doc.get("identity"))
         launcher = mapping(ident.get("launcher"))
-        index = ident.get("process_index")
-        if not isinstance(index, int):
-            index = mapping(doc.get("platform")).get("process_index")
-        rank = index if isinstance(index, int) else integer(launcher.get("rank"))
+        rank = rank_of(doc)
         return cls(integer(doc.get("pid")) or integer(pid), rank, text(ident.get("host")),
                    Launcher(text(launcher.get("kind")), integer(launcher.get("rank")),
                             text(launcher.get("job_id")), text(launcher.get("step_id")))
