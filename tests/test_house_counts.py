@@ -15,7 +15,7 @@ from support import paths
 TARGETS = {"string_key_lookups": 60, "untyped_seams": 0, "mypy_exempt": 0,
            "import_circles": 0, "duplicate_basenames": 0, "crowded_folders": 0,
            "private_imports": 0, "type_only_spellings": 0}
-RATCHET = {"string_key_lookups": 626, "untyped_seams": 87}
+RATCHET = {"string_key_lookups": 620, "untyped_seams": 85}
 
 
 def _counts() -> dict:
