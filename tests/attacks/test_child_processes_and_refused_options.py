@@ -14,6 +14,7 @@ from support import paths
 from support.jobs import jaxcache
 
 from jaxcache.bench.sample import from_record
+from jaxcache.records.run_document import RunRecord
 
 pytest.importorskip("jax")
 
@@ -34,7 +35,7 @@ def test_work_done_in_a_child_process_is_counted(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "in 2 processes" in proc.stderr and "written 1" in proc.stderr
     doc = json.loads((tmp_path / "r.json").read_text())
-    sample = from_record(doc, trial=1, kind="cold", index=0, path="r.json")
+    sample = from_record(RunRecord.from_json(doc), trial=1, kind="cold", index=0, path="r.json")
     assert sample.written == 1 and "jit_train_step" in sample.cached
     [step] = [m for _, m in all_modules(doc) if m["name"] == "jit_train_step"]
     # the child's compile, not "the rest"

@@ -12,6 +12,7 @@ from support import paths
 from support.jobs import clean_env, jaxcache
 
 from jaxcache.bench import per_rank
+from jaxcache.bench.run_parts import BenchRun
 from jaxcache.documents import schemas
 
 ROOT = paths.CHECKOUT
@@ -114,6 +115,10 @@ def _module(name, key, outcome, reason=None):
             "reason": reason, "trace_s": 0.1, "lower_s": 0.1, "compile_or_load_s": 1.0}
 
 
+def _run(*ranks: list[dict]) -> BenchRun:
+    return BenchRun.from_json(_record(*ranks))
+
+
 def _record(*ranks: list[dict]) -> dict:
     main, *subs = ranks
     return {"platform": {"process_index": 0}, "import_jax_s": 1.0, "modules": main,
@@ -124,16 +129,16 @@ def _record(*ranks: list[dict]) -> dict:
 def test_a_module_the_cold_run_skipped_for_its_own_reasons_is_no_miss():
     """Two functions with the same name and shapes: the quick one was never written, so
     compiling it again is no miss; a key skipped only for not being process 0 is one."""
-    cold = per_rank.ranks_of(_record([_module("jit_f", "A", "written"),
-                                      _module("jit_f", "B", "skipped", "below-min-compile-time")],
-                                     [_module("jit_f", "C", "skipped", "not-process-0")]))
-    warm = per_rank.ranks_of(_record([_module("jit_f", "A", "hit"),
-                                      _module("jit_f", "B", "skipped", "below-min-compile-time")],
-                                     [_module("jit_f", "C", "skipped", "not-process-0")]))
+    cold = per_rank.ranks_of(_run([_module("jit_f", "A", "written"),
+                                   _module("jit_f", "B", "skipped", "below-min-compile-time")],
+                                  [_module("jit_f", "C", "skipped", "not-process-0")]))
+    warm = per_rank.ranks_of(_run([_module("jit_f", "A", "hit"),
+                                   _module("jit_f", "B", "skipped", "below-min-compile-time")],
+                                  [_module("jit_f", "C", "skipped", "not-process-0")]))
     (miss,) = per_rank.misses(cold, warm)
     assert (miss.rank, miss.modules, miss.keys_differ, miss.not_process_0) == \
         (1, ("jit_f",), True, True)
-    lost = per_rank.ranks_of(_record([_module("jit_f", "A", "skipped", "read-error")]))
+    lost = per_rank.ranks_of(_run([_module("jit_f", "A", "skipped", "read-error")]))
     (miss,) = per_rank.misses(cold, lost)
     assert miss.rank == 0 and not miss.keys_differ  # the entry was there and not loaded
 
@@ -151,8 +156,8 @@ def test_rank_of_prefers_jax_then_the_launcher():
 
 
 def test_phases_are_the_maximum_over_ranks_and_fit_the_wall():
-    ranks = per_rank.ranks_of(_record([_module("jit_f", "A", "written")],
-                                      [_module("jit_f", "B", "skipped", "not-process-0")]))
+    ranks = per_rank.ranks_of(_run([_module("jit_f", "A", "written")],
+                                   [_module("jit_f", "B", "skipped", "not-process-0")]))
     phases, first = per_rank.job_phases(ranks, wall_s=3.0)
     assert phases["compile_or_load"] == 1.0 and phases["import_jax"] == 1.0
     assert sum(phases.values()) == pytest.approx(3.0) and first == pytest.approx(2.2)

@@ -12,6 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from jaxcache.bench.run_parts import BenchRun
+
 _OPTION_SKIP = {"jax_compilation_cache_dir"}
 
 
@@ -32,24 +36,19 @@ class Comparable:
     shapes: tuple[tuple[str, str], ...]  # (module, input shapes) pairs, sorted
 
     @classmethod
-    def of(cls, record: dict[str, Any], path: str = "") -> Comparable:
+    def of(cls, run: BenchRun, path: str = "") -> Comparable:
         from jaxcache.records.process_facts import facts_of
 
-        versions = record.get("versions") or {}
-        platform = record.get("platform") or {}
-        host = record.get("host") or {}
-        options = record.get("cache_options_at_first_compile") or {}
-        shapes = sorted({(m.get("name") or "?", m.get("input_shapes") or "?")
-                         for m in record.get("modules") or []})
+        setup = run.setup
+        shapes = sorted({(m.name or "?", m.input_shapes or "?")
+                         for m in run.record.processes[0].modules})
         builds = sorted({f.fingerprint.build.digest if f.fingerprint and f.fingerprint.build
-                         else "?" for f in facts_of([(path, record)])})
+                         else "?" for f in facts_of([(path, run.record.raw)])})
         return cls(
-            versions.get("jax"), versions.get("jaxlib"), tuple(builds),
-            tuple(sorted((versions.get("plugins") or {}).items())),
-            host.get("runner_python_version"), host.get("system"), host.get("machine"),
-            platform.get("backend"), platform.get("device_kind"), platform.get("device_count"),
-            (record.get("env") or {}).get("XLA_FLAGS"),
-            tuple(sorted((k, repr(v)) for k, v in options.items() if k not in _OPTION_SKIP)),
+            setup.jax, setup.jaxlib, tuple(builds), setup.plugins, setup.python, setup.system,
+            setup.machine, setup.backend, setup.device_kind, setup.device_count,
+            setup.xla_flags,
+            tuple(sorted((k, repr(v)) for k, v in setup.cache_options if k not in _OPTION_SKIP)),
             tuple(shapes),
         )
 

@@ -10,26 +10,17 @@ on every start, whatever rank 0 does.
 
 from __future__ import annotations
 
-from jaxcache.records.reading import in_record_order, rank_of
+from jaxcache.records.reading import rank_of as rank_of  # re-exported: the one rule
 from jaxcache.values import frozen
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
+    from jaxcache.bench.run_parts import BenchRun, StartTimes, TimedProcess
 
 RANK_PHASES = ("startup", "import_jax", "trace", "lower", "compile_or_load")
 NOT_PROCESS_0 = "not-process-0"  # the cold rank skipped only because it is not process 0
 
 ModuleId = tuple[str, str]  # (module name, input shapes): the same program on every rank
-
-
-def _int(value: object) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def _host(process_doc: dict[str, Any]) -> str | None:
-    host = (process_doc.get("identity") or {}).get("host")
-    return host if isinstance(host, str) else None
 
 
 @frozen
@@ -72,67 +63,56 @@ class RankMiss:
     not_process_0: bool  # in the cold run this rank skipped writing only for not being 0
 
 
-def _num(value: object) -> float:
-    return float(value) if isinstance(value, (int, float)) else 0.0
-
-
-def _times(probe: dict[str, Any] | None, fallback: dict[str, Any] | None
-           ) -> tuple[float | None, float, float]:
+def _times(times: StartTimes | None) -> tuple[float | None, float, float]:
     """(probe start, start-up before import jax, import jax) of one process."""
-    if probe is not None:
-        started, imp_started = probe.get("started"), probe.get("import_jax_started")
-        imp = probe.get("import_jax_s")
-    elif fallback is not None:  # a record alone: only the main process has its times
-        times = fallback.get("probe_times") or {}
-        started, imp_started = times.get("started"), times.get("import_jax_started")
-        imp = fallback.get("import_jax_s")
-    else:
+    if times is None:
         return None, 0.0, 0.0
-    startup = max(0.0, _num(imp_started) - _num(started)) if imp_started and started else 0.0
-    return (float(started) if isinstance(started, (int, float)) else None), startup, _num(imp)
+    started, imp_started = times.started, times.import_jax_started
+    startup = max(0.0, imp_started - started) if imp_started and started else 0.0
+    return started, startup, times.import_jax_s or 0.0
 
 
-def ranks_of(record: dict[str, Any], probes: tuple[dict[str, Any], ...] | None = None,
+def ranks_of(run: BenchRun, probes: tuple[StartTimes, ...] | None = None,
              launched_at: float | None = None) -> tuple[RankSample, ...]:
     """The record's JAX processes grouped by rank (launchers that never imported jax left
-    out), in rank order. `probes` (the raw probe documents, main first, as the record was
-    built from them) add each process's start-up times; `launched_at` (time.time() when the
-    job was started) places each rank's start."""
-    parts = [record] + list(record.get("subprocesses") or [])
-    main_pid = (record.get("process") or {}).get("pid")
-    aligned: list[dict[str, Any] | None] = list(in_record_order(probes or (), main_pid))
-    aligned += [None] * (len(parts) - len(aligned))
-    groups: dict[int | None, list[tuple[dict[str, Any], dict[str, Any] | None]]] = {}
-    for i, part in enumerate(parts):
+    out), in rank order. `probes` (the probe documents' times, main first, in the order the
+    record holds them: records.reading.in_record_order) add each process's start-up times;
+    `launched_at` (time.time() when the job was started) places each rank's start."""
+    aligned: list[StartTimes | None] = list(probes or ())
+    aligned += [None] * (len(run.processes) - len(aligned))
+    groups: dict[int | None, list[tuple[int, TimedProcess, StartTimes | None]]] = {}
+    for i, proc in enumerate(run.processes):
         probe = aligned[i]
-        view = {"identity": (probe or {}).get("identity") or part.get("identity"),
-                "platform": part.get("platform") or (probe or {}).get("platform")}
-        imported = (probe or {}).get("import_jax_s") if probe else (
-            record.get("import_jax_s") if i == 0 else None)
-        if not part.get("modules") and imported is None:
+        imported = probe.import_jax_s if probe is not None else (
+            run.start.import_jax_s if i == 0 else None)
+        if not proc.modules and imported is None:
             continue  # a launcher that never imported jax, not a rank
-        groups.setdefault(rank_of(view), []).append((part, probe))
+        groups.setdefault(proc.entry.rank, []).append((i, proc, probe))
     out = []
     for rank, members in groups.items():
         phases = dict.fromkeys(RANK_PHASES, 0.0)
         starts, pids, modules = [], [], []
         host = None
-        for part, probe in members:
-            started, startup, imp = _times(probe, record if part is record else None)
+        for i, proc, probe in members:
+            # a record alone: only the main process has its times
+            started, startup, imp = _times(probe if probe is not None else
+                                           run.start if i == 0 else None)
             if started is not None:
                 starts.append(started)
             phases["startup"] += startup
             phases["import_jax"] += imp
-            for m in part.get("modules") or []:
-                phases["trace"] += _num(m.get("trace_s"))
-                phases["lower"] += _num(m.get("lower_s"))
-                phases["compile_or_load"] += _num(m.get("compile_or_load_s"))
-                modules.append(Module((m.get("name") or "?", m.get("input_shapes") or "?"),
-                                      m.get("cache_key"), m.get("outcome"), m.get("reason")))
-            pid = (probe or {}).get("pid") or part.get("pid")
-            if isinstance(pid, int):
+            for m in proc.modules:
+                phases["trace"] += m.trace_s
+                phases["lower"] += m.lower_s
+                phases["compile_or_load"] += m.entry.seconds
+                modules.append(Module((m.entry.name or "?", m.entry.input_shapes or "?"),
+                                      m.entry.cache_key, m.entry.outcome_word, m.entry.reason))
+            # the main process's own entry in the record has no pid of its own
+            pid = (probe.pid if probe is not None else None) or (
+                proc.entry.pid if i > 0 else None)
+            if pid is not None:
                 pids.append(pid)
-            host = host or _host(probe or {}) or _host(part)
+            host = host or (probe.host if probe is not None else None) or proc.entry.host
         offset = (max(0.0, min(starts) - launched_at)
                   if starts and launched_at is not None else None)
         out.append(RankSample(rank, tuple(pids), host, offset, phases,

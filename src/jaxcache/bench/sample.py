@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from jaxcache import thresholds
 from jaxcache.bench import per_rank
 from jaxcache.bench.comparable import Comparable
+from jaxcache.bench.run_parts import BenchRun
 from jaxcache.fingerprint.model import Fingerprint
+from jaxcache.records.run_document import ModuleOutcome
 from jaxcache.values import frozen
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from jaxcache.bench.run_parts import StartTimes
+    from jaxcache.records.run_document import RunRecord
 
 PHASES = ("startup", "import_jax", "trace", "lower", "compile_or_load", "rest")
 PHASE_LABELS = {
@@ -60,39 +65,40 @@ class ProcessSample:
         return self.exit_code == 0 and not self.timed_out
 
 
-def from_record(record: dict[str, Any], *, trial: int, kind: str, index: int, path: str,
-                timed_out: bool = False, probes: tuple[dict[str, Any], ...] | None = None,
+def from_record(record: RunRecord, *, trial: int, kind: str, index: int, path: str,
+                timed_out: bool = False, probes: tuple[StartTimes, ...] | None = None,
                 launched_at: float | None = None) -> ProcessSample:
     """Counts over every probed process of the job (a launcher may leave the JAX work to a
     child); phases per rank, the job's the maximum over ranks running in parallel
-    (bench/per_rank.py). `probes` and `launched_at` add every rank's start-up times."""
+    (bench/per_rank.py). `probes` (in the record's order) and `launched_at` add every rank's
+    start-up times."""
     from jaxcache.records.process_facts import facts_of
-    from jaxcache.records.reading import all_modules
 
-    p = record["process"]
-    modules = [m for _, m in all_modules(record)]
-    ranks = per_rank.ranks_of(record, probes, launched_at)
-    phases, first_step = per_rank.job_phases(ranks, p["wall_s"])
-    written = [m for m in modules if m.get("outcome") == "written"]
-    overhead = sum(max(0.0, (m.get("compile_or_load_s") or 0) - (m.get("compile_s_logged") or 0))
-                   for m in written if m.get("compile_s_logged") is not None)
-    uncached = [m for m in modules if m.get("outcome") in ("skipped", "uncached")]
-    skipped = tuple((m.get("name") or "?", m.get("reason") or "?",
-                     float((m.get("reason_detail") or {}).get("compile_s")
-                           or m.get("compile_or_load_s") or 0.0))
+    run = BenchRun.of(record)
+    p = record.process
+    modules = run.modules
+    ranks = per_rank.ranks_of(run, probes, launched_at)
+    phases, first_step = per_rank.job_phases(ranks, p.wall_s)
+    written = [m.entry for m in modules if m.entry.outcome is ModuleOutcome.WRITTEN]
+    overhead = sum(max(0.0, (m.compile_or_load_s or 0) - (m.compile_s_logged or 0))
+                   for m in written if m.compile_s_logged is not None)
+    uncached = [m for m in modules
+                if m.entry.outcome in (ModuleOutcome.SKIPPED, ModuleOutcome.UNCACHED)]
+    skipped = tuple((m.entry.name or "?", m.entry.reason or "?",
+                     float(m.logged_compile_s or m.entry.compile_or_load_s or 0.0))
                     for m in uncached)
-    cache = record["cache_dir"]
+    cache = record.cache_dir
     return ProcessSample(
-        trial, kind, index, p["wall_s"], p["user_s"], p["sys_s"], p["peak_rss_bytes"],
-        p["exit_code"], p["signal"], timed_out, phases, len(modules),
-        sum(1 for m in modules if m.get("outcome") == "hit"), len(written),
-        cache["before"]["entries"], cache["after"]["entries"], cache["after"]["bytes"],
+        trial, kind, index, p.wall_s, p.user_s, p.sys_s, p.peak_rss_bytes,
+        p.exit_code, p.signal, timed_out, phases, len(modules),
+        sum(1 for m in modules if m.entry.hit), len(written),
+        cache.before.entries, cache.after.entries, cache.after.bytes,
         overhead, skipped,
-        tuple(sorted({m.get("name") or "?" for m in modules
-                      if m.get("outcome") in ("written", "hit")})),
-        Comparable.of(record, path), path, ranks, first_step,
-        uncached=tuple(sorted(f"{m.get('name') or '?'} {m.get('input_shapes') or ''}"
+        tuple(sorted({m.entry.name or "?" for m in modules
+                      if m.entry.outcome in (ModuleOutcome.WRITTEN, ModuleOutcome.HIT)})),
+        Comparable.of(run, path), path, ranks, first_step,
+        uncached=tuple(sorted(f"{m.entry.name or '?'} {m.entry.input_shapes or ''}"
                               for m in uncached)),
-        uncached_s=sum(float(m.get("compile_or_load_s") or 0.0) for m in uncached),
-        left_out=thresholds.of_modules(modules, p["wall_s"]),
-        fingerprint=next((f.fingerprint for f in facts_of([(path, record)])), None))
+        uncached_s=sum(float(m.entry.compile_or_load_s or 0.0) for m in uncached),
+        left_out=thresholds.of_modules([m.raw for m in record.modules], p.wall_s),
+        fingerprint=next((f.fingerprint for f in facts_of([(path, record.raw)])), None))

@@ -16,10 +16,13 @@ from dataclasses import dataclass, field, replace
 from jaxcache import jobenv, thresholds
 from jaxcache.bench import analysis as analysismod
 from jaxcache.bench import bench_prefixes, noticeable, per_rank
+from jaxcache.bench.run_parts import StartTimes
 from jaxcache.bench.sample import ProcessSample, from_record
 from jaxcache.documents import claim as outputs
 from jaxcache.errors import JaxcacheError
 from jaxcache.records import run_record as recordmod
+from jaxcache.records.reading import in_record_order
+from jaxcache.records.run_document import RunRecord
 from jaxcache.text import safe
 
 TYPE_CHECKING = False
@@ -121,8 +124,10 @@ def _one(cfg: BenchConfig, env: dict[str, str], cache: str, out_dir: str, name: 
         raise BenchCommandError(
             f"the {kind} run of trial {trial} failed with exit status {outcome.status}"
             + (f"; the end of its stderr:\n{tail}" if tail else ""))
-    return from_record(doc, trial=trial, kind=kind, index=index, path=path,
-                       probes=outcome.probes, launched_at=launched_at)
+    probes = in_record_order(outcome.probes, outcome.pid)  # as the record holds them
+    return from_record(RunRecord.from_json(doc), trial=trial, kind=kind, index=index,
+                       path=path, probes=tuple(StartTimes.from_probe(p) for p in probes),
+                       launched_at=launched_at)
 
 
 def run_bench(cfg: BenchConfig, *, workdir: str | None = None,
