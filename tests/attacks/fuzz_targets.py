@@ -73,13 +73,15 @@ def record(data: bytes) -> None:
 def bench(data: bytes) -> None:
     """An earlier `bench --json` result: decide --bench and bench --compare."""
     from jaxcache import decide
+    from jaxcache.bench.bench_document import BenchDocument
     from jaxcache.report import decide as decide_report
     from jaxcache.report.bench import compare as bench_compare
 
     doc = documents.bench_from(documents.object_from(data, "b.json", "bench result"), "b.json")
     other = _seed_doc("bench", "bench.json")
-    shown(bench_compare.render(doc, other, "b.json", "a.json"))
-    shown(bench_compare.render(other, doc, "a.json", "b.json"))
+    typed, other_typed = BenchDocument.from_json(doc), BenchDocument.from_json(other)
+    shown(bench_compare.render(typed, other_typed, "b.json", "a.json"))
+    shown(bench_compare.render(other_typed, typed, "a.json", "b.json"))
     for audit in (_seed_doc("audit", "private.json"),):  # the audit target varies audits
         result = decide.decide(decide.AuditFacts.from_json(audit),
                                [decide.BenchFacts.from_json(b) for b in (doc, other)])

@@ -9,15 +9,16 @@ import re
 import select
 import time
 
-from jaxcache.bench.progress import BenchProgress, live_capable
+from jaxcache.bench.trials import RunEvent
+from jaxcache.report.bench.progress import BenchProgress, live_capable
 
 
 def _events(trials: int, warms: int):
-    yield {"phase": "prime", "trial": 0, "trials": trials}
+    yield RunEvent("prime", 0, trials)
     for t in range(1, trials + 1):
-        yield {"phase": "cold", "trial": t, "trials": trials}
+        yield RunEvent("cold", t, trials)
         for k in range(1, warms + 1):
-            yield {"phase": "warm", "trial": t, "trials": trials, "warm": k, "warms": warms}
+            yield RunEvent("warm", t, trials, k, warms)
 
 
 def _drain(fd: int) -> str:
@@ -74,7 +75,7 @@ def test_eta_waits_for_a_measured_warm_run_then_is_close():
     for event in _events(3, 1):
         progress(event)
         etas.append((now[0] - started, progress.eta_at))
-        now[0] += durations[event["phase"]]
+        now[0] += durations[event.phase]
     progress.close()
     real_total = now[0] - started
     assert etas[0][1] is None and etas[1][1] is None  # no warm run measured yet

@@ -18,11 +18,12 @@ from __future__ import annotations
 import math
 
 from jaxcache.bench import estimates as stats
+from jaxcache.bench.bench_document import Interval
 from jaxcache.values import frozen
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
+    from collections.abc import Mapping
 
 MIN_SAVING_S = 1.0  # seconds saved per start, at least
 MIN_FRACTION = 0.05  # ...and at least this share of the cold start-up
@@ -155,22 +156,7 @@ def as_dict(j: Judgement) -> dict[str, object]:
             "suggest_trials": j.suggest_trials, "borderline": j.borderline, "why": j.why}
 
 
-def judged_from_json(summary: dict[str, Any], confidence: float = 0.95) -> stats.Shift | None:
-    """The saving a bench JSON's verdict was judged on: `adjusted_saving_s` when its
-    `judged_on` says so (issue 26), else `saving_s` (every result before it)."""
-    key = "adjusted_saving_s" if summary.get("judged_on") == "adjusted" else "saving_s"
-    return shift_from_json(summary.get(key) or {}, confidence)
-
-
-def shift_from_json(doc: dict[str, Any], confidence: float = 0.95) -> stats.Shift | None:
-    """A bench JSON's summary.saving_s back into a Shift (decide re-judges it)."""
-    est = doc.get("estimate")
-    if est is None:
-        return None
-    low, high, min_p = doc.get("low"), doc.get("high"), doc.get("min_p")
-    return stats.Shift(float(est), -math.inf if low is None else float(low),
-                       math.inf if high is None else float(high),
-                       float(doc.get("confidence") or 0.0),
-                       float(doc.get("asked_confidence") or confidence),
-                       1.0 if min_p is None else float(min_p),
-                       int(doc.get("n") or 0), int(doc.get("m") or 0))
+def shift_from_json(doc: Mapping[str, object], confidence: float = 0.95) -> stats.Shift | None:
+    """A bench JSON's summary.saving_s back into a Shift (benchmarks/ re-judge it; decide
+    reads the result typed: bench/bench_document.py)."""
+    return Interval.from_json(doc).shift(confidence)

@@ -24,10 +24,7 @@ from jaxcache.records import run_record as recordmod
 from jaxcache.records.reading import in_record_order
 from jaxcache.records.run_document import RunRecord
 from jaxcache.text import safe
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from typing import Any
+from jaxcache.values import frozen
 
 
 class BenchCommandError(JaxcacheError):
@@ -74,7 +71,18 @@ class BenchResult:
     bucket_prefix: str | None = None  # --bucket: where this bench's objects are
 
 
-Progress = Callable[["dict[str, Any]"], None]  # told of each run (bench/progress.py)
+@frozen
+class RunEvent:
+    """A run about to start, as progress is told of it (report/bench/progress.py)."""
+
+    phase: str  # prime | cold | warm
+    trial: int  # 0 for the priming run
+    trials: int  # planned
+    warm: int = 0  # the warm run's number within its trial
+    warms: int = 0  # warm runs per trial
+
+
+Progress = Callable[[RunEvent], None]  # told of each run (report/bench/progress.py)
 
 
 def _throwaway_key(work: str) -> str:
@@ -148,7 +156,7 @@ def run_bench(cfg: BenchConfig, *, workdir: str | None = None,
     planned = cfg.max_trials or cfg.trials
     try:
         if cfg.prime:
-            progress({"phase": "prime", "trial": 0, "trials": planned})
+            progress(RunEvent("prime", 0, planned))
             prime_dir = os.path.join(work, "prime")
             os.mkdir(prime_dir, 0o700)
             if fresh is None:
@@ -167,12 +175,11 @@ def run_bench(cfg: BenchConfig, *, workdir: str | None = None,
                 os.mkdir(cache, 0o700)
             if fresh is None and recordmod.DirSnapshot.at(cache, missing_ok=False).entries:
                 raise JaxcacheError(f"internal: fresh cache {safe(cache)} is not empty")
-            progress({"phase": "cold", "trial": trial, "trials": planned})
+            progress(RunEvent("cold", trial, planned))
             cold = _one(cfg, env, cache, tdir, "cold", trial, "cold", 0, key)
             samples.append(cold)
             for k in range(1, cfg.warm + 1):
-                progress({"phase": "warm", "trial": trial, "trials": planned, "warm": k,
-                          "warms": cfg.warm})
+                progress(RunEvent("warm", trial, planned, k, cfg.warm))
                 run = _one(cfg, env, cache, tdir, f"warm-{k}", trial, "warm", k, key)
                 samples.append(replace(run, missed=per_rank.misses(cold.ranks, run.ranks)))
             warm = [s for s in samples if s.trial == trial and s.kind == "warm"]

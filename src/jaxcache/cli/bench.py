@@ -20,8 +20,7 @@ from jaxcache.text import safe
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
-
+    from jaxcache.bench.bench_document import BenchDocument
     from jaxcache.bench.trials import BenchResult
 
 
@@ -119,11 +118,14 @@ def handle(args: argparse.Namespace, tail: list[str] | None) -> None:
             common.usage(args, "--compare takes two JSON files and no command")
         if args.fmt != "text":
             common.usage(args, "--compare prints text only (its inputs are the JSON)")
+        from jaxcache.bench.bench_document import BenchDocument
         from jaxcache.documents.read import load_bench
         from jaxcache.report.bench import compare as bench_compare
 
         a, b = args.compare
-        common.finish(args, bench_compare.render(load_bench(a), load_bench(b), a, b), 0)
+        common.finish(args, bench_compare.render(BenchDocument.from_json(load_bench(a)),
+                                                 BenchDocument.from_json(load_bench(b)), a, b),
+                      0)
     if not argv:
         common.usage(args, "no command to bench: jaxcache bench [OPTIONS] -- CMD [ARGS...]")
     verdict = common.lines_starting("verdict:")
@@ -176,9 +178,9 @@ def run(argv: list[str], *, trials: int, warm: int, prime: bool, timeout: float 
     `note` what was written (default: echo); `quiet` drops the progress on stderr;
     `min_saving` / `min_fraction`: the noticeable bar (bench/noticeable.py's defaults)."""
     from jaxcache.bench import noticeable
-    from jaxcache.bench.progress import BenchProgress
     from jaxcache.bench.trials import BenchCommandError, run_bench
     from jaxcache.probe.launch import resolve
+    from jaxcache.report.bench.progress import BenchProgress
 
     exe = resolve(argv)  # command not found / not executable: before any work
     from jaxcache.jaxcompat import gate as jaxgate
@@ -334,10 +336,11 @@ def _report(result: BenchResult, targets: dict[str, outputs.Output],
 def measure(command: list[str], *, trials: int, warm: int,
             echo: Callable[[str], None], sealed: bool = False, quiet: bool = False,
             min_saving: float | None = None, min_fraction: float | None = None,
-            thresholds: dict[str, str] | None = None) -> dict[str, Any]:
-    """Bench a command with defaults and return its `--json` document, kept where decide
+            thresholds: dict[str, str] | None = None) -> BenchDocument:
+    """Bench a command with defaults and return its `--json` result, kept where decide
     finds the last one (for decide, whose noticeable bar it is given so both judge alike)."""
     from jaxcache.bench import kept
+    from jaxcache.bench.bench_document import BenchDocument
     from jaxcache.documents.read import load_bench
 
     path = kept.new_path()
@@ -350,4 +353,4 @@ def measure(command: list[str], *, trials: int, warm: int,
         target_width=None, time_budget=None, thresholds=thresholds, workdir=None,
         out_dir=None, report_path=None, json_path=path, plot_path=None, echo=echo,
         sealed=sealed, quiet=quiet, min_saving=min_saving, min_fraction=min_fraction)
-    return load_bench(path)
+    return BenchDocument.from_json(load_bench(path))

@@ -97,7 +97,7 @@ def handle(args: argparse.Namespace, tail: list[str] | None) -> None:
     if writers_ok and command:  # a sealed reader pays for verification: bench it sealed
         from jaxcache.trust.findings import Verdict
 
-        benches.append(BenchFacts.from_json(benchcmd.measure(
+        benches.append(BenchFacts.of(benchcmd.measure(
             command, trials=args.trials, warm=args.warm,
             echo=lambda text: common.note(args, text),
             sealed=audit.verdict is Verdict.SEALED,

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from jaxcache import thresholds
 from jaxcache.bench import noticeable
+from jaxcache.bench.bench_document import LeftOut
 from jaxcache.decide.across import Source, across_records
 from jaxcache.decide.check import Test
-from jaxcache.decide.facts import KEY_FIELDS, AuditFacts, BenchFacts, LeftOut, Outcome, WarmRun
+from jaxcache.decide.facts import KEY_FIELDS, AuditFacts, BenchFacts, Outcome, WarmRun
 from jaxcache.jaxcompat import versions
 from jaxcache.text import safe
 from jaxcache.trust.findings import Verdict

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from enum import Enum
 
-from jaxcache.bench import noticeable
+from jaxcache.bench.bench_document import BenchDocument, LeftOut
 from jaxcache.bench.estimates import Shift
-from jaxcache.documents.fields import integer, items, mapping, mappings, number
+from jaxcache.documents.fields import items, mapping, mappings
 from jaxcache.text import safe
 from jaxcache.trust.findings import UNVERIFIABLE, Verdict
 from jaxcache.trust.kernel.principals import Trust
@@ -114,17 +114,6 @@ class WarmRun:
 
 
 @frozen
-class LeftOut:
-    """What JAX's write thresholds left uncached in the cold runs (thresholds.left_out)."""
-
-    modules: int
-    seconds: float
-    share: float | None
-    material: bool
-    suggestion: str
-
-
-@frozen
 class BenchFacts:
     """One bench result as decide weighs it."""
 
@@ -143,38 +132,25 @@ class BenchFacts:
     thresholds_set: tuple[tuple[str, str], ...]  # (JAX option, value) the bench set
 
     @classmethod
+    def of(cls, bench: BenchDocument) -> BenchFacts:
+        """From a bench result, typed (bench/bench_document.py)."""
+        judged = bench.judged
+        return cls(safe(" ".join(bench.command)),
+                   tuple((k, bench.comparable.get(k)) for k in KEY_FIELDS),
+                   bench.comparable.get("jax"),
+                   tuple(WarmRun(s.hit and not s.missed_ranks, s.missed_ranks)
+                         for s in bench.samples if s.kind == "warm"),
+                   tuple(r for s in bench.samples for r in s.missed_ranks),
+                   Outcome(bench.verdict), bench.message,
+                   judged.shift() if judged is not None else None,
+                   bench.wall.cold if bench.wall is not None else None, bench.bar,
+                   tuple((name, arms.cold) for name, arms in bench.phases), bench.left_out,
+                   tuple((k, safe(v)) for k, v in bench.thresholds_set))
+
+    @classmethod
     def from_json(cls, doc: Mapping[str, object]) -> BenchFacts:
         """From a bench document documents/read.py checked (bench_from)."""
-        summary = mapping(doc.get("summary"))
-        comparable = mapping(doc.get("comparable"))
-        warm = tuple(
-            WarmRun(bool(s.get("hits")) and not s.get("missed_ranks"),
-                    tuple(integer(m.get("rank")) for m in mappings(s.get("missed_ranks"))))
-            for s in mappings(doc.get("samples")) if s.get("kind") == "warm")
-        bar = mapping(summary.get("noticeable_bar"))
-        phases = tuple((str(name), number(mapping(mapping(arms).get("cold")).get("median")))
-                       for name, arms in mapping(summary.get("phases")).items())
-        thresholds = mapping(doc.get("thresholds"))
-        set_by = mapping(thresholds.get("set_by_bench"))
-        return cls(safe(" ".join(str(a) for a in items(doc.get("command")))),
-                   tuple((k, comparable.get(k)) for k in KEY_FIELDS), comparable.get("jax"),
-                   warm, tuple(integer(m.get("rank")) for s in mappings(doc.get("samples"))
-                               for m in mappings(s.get("missed_ranks"))),
-                   Outcome(summary["verdict"]),
-                   None if summary.get("message") is None else str(summary.get("message")),
-                   noticeable.judged_from_json(dict(summary)),
-                   number(mapping(mapping(summary.get("wall")).get("cold")).get("median")),
-                   (number(bar.get("min_saving_s")), number(bar.get("min_fraction"))),
-                   phases, _left_out(mapping(thresholds.get("left_out"))),
-                   tuple((str(k), safe(v)) for k, v in set_by.items() if isinstance(v, str)))
-
-
-def _left_out(left: Mapping[str, object]) -> LeftOut | None:
-    modules = left.get("modules")
-    if not isinstance(modules, int) or not modules:
-        return None
-    return LeftOut(modules, number(left.get("seconds")) or 0.0, number(left.get("share")),
-                   bool(left.get("material")), str(left.get("suggestion")))
+        return cls.of(BenchDocument.from_json(doc))
 
 
 def _escaped(path: str | None) -> str | None:

@@ -1,4 +1,5 @@
-"""Live progress for a bench on stderr: trial i of T, current phase, elapsed and ETA.
+"""Live progress for a bench on stderr: trial i of T, current phase, elapsed and ETA; handed
+to bench/trials.py, which tells it of each run (a RunEvent).
 
 Standard library only: a terminal gets one line redrawn every second by a daemon thread (so
 elapsed time and the ETA keep moving while a run is in progress); anything else (a log, CI,
@@ -16,7 +17,9 @@ import time
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
-    from typing import IO, Any
+    from typing import IO
+
+    from jaxcache.bench.trials import RunEvent
 
 TICK_S = 1.0
 
@@ -57,16 +60,16 @@ class BenchProgress:
         runs = self.durations[kind]
         return sum(runs) / len(runs) if runs else None
 
-    def eta(self, event: dict[str, Any]) -> float | None:
+    def eta(self, event: RunEvent) -> float | None:
         """Seconds left after this event's run starts, from the runs measured so far."""
         cold = self._mean("cold") or self._mean("prime")  # the priming run is a cold run
         warm = self._mean("warm") if self.warm else 0.0
         if cold is None or warm is None:
             return None
-        done_trials = event["trial"] - 1 if event["phase"] != "prime" else 0
-        left: float = (event["trials"] - done_trials) * (cold + self.warm * warm)
-        if event["phase"] == "warm":
-            left -= cold + (event["warm"] - 1) * warm
+        done_trials = event.trial - 1 if event.phase != "prime" else 0
+        left: float = (event.trials - done_trials) * (cold + self.warm * warm)
+        if event.phase == "warm":
+            left -= cold + (event.warm - 1) * warm
         return max(0.0, left)
 
     def line(self, now: float) -> str:
@@ -77,13 +80,13 @@ class BenchProgress:
             text += f" | ETA {max(0.0, eta - (now - at)):.0f} s"
         return text
 
-    def __call__(self, event: dict[str, Any]) -> None:
+    def __call__(self, event: RunEvent) -> None:
         now = self.clock()
         with self.lock:
             if self.current is not None:
                 kind, began = self.current
                 self.durations[kind].append(now - began)
-            self.current = (event["phase"], now)
+            self.current = (event.phase, now)
             self.what = _describe(event)
             eta = self.eta(event)
             self.eta_at = None if eta is None else (eta, now)
@@ -112,10 +115,10 @@ class BenchProgress:
             self.stream.flush()
 
 
-def _describe(event: dict[str, Any]) -> str:
-    if event["phase"] == "prime":
+def _describe(event: RunEvent) -> str:
+    if event.phase == "prime":
         return "priming run (warms the OS file cache; discarded)"
-    if event["phase"] == "cold":
-        return f"trial {event['trial']} of {event['trials']}: cold run"
-    return (f"trial {event['trial']} of {event['trials']}: warm run "
-            f"{event['warm']} of {event['warms']}")
+    if event.phase == "cold":
+        return f"trial {event.trial} of {event.trials}: cold run"
+    return (f"trial {event.trial} of {event.trials}: warm run "
+            f"{event.warm} of {event.warms}")
