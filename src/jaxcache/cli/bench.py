@@ -7,6 +7,7 @@ measuring handed to bench/trials.py, the result to report/'s formats.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shutil
 from collections.abc import Callable
@@ -17,6 +18,7 @@ from jaxcache.documents import claim as outputs
 from jaxcache.documents import kinds
 from jaxcache.errors import JaxcacheError, UntrustedCacheError
 from jaxcache.text import safe
+from jaxcache.values import frozen
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -230,22 +232,22 @@ def run(argv: list[str], *, trials: int, warm: int, prime: bool, timeout: float 
         if len(set(named)) < len(named):
             raise JaxcacheError("--json, --report and --plot (and --out's files) must name "
                                 "different files")
-        targets = {}
-        for key, path, what, recognize in (
-                ("report", report_path, "report", outputs.starts_with(MARKDOWN_HEAD)),
-                ("json", json_path, "bench result", outputs.json_schema(kinds.prefix("bench"))),
-                ("plot", plot_path, "chart", outputs.png_from_jaxcache)):
-            if path is not None:
-                targets[key] = outputs.claim(path, what, recognize=recognize)
-                claimed.append(targets[key])
-        if kept_path is not None:
-            try:  # a fresh name in a private directory of the user's; never fails the bench
-                targets["kept"] = outputs.claim(kept_path, "bench result",
-                                                recognize=outputs.json_schema(
-                                                    kinds.prefix("bench")))
-                claimed.append(targets["kept"])
-            except (OSError, JaxcacheError):
-                pass
+        def claim(path: str | None, what: str,
+                  recognize: outputs.Recognizer) -> outputs.Output | None:
+            if path is None:
+                return None
+            claimed.append(outputs.claim(path, what, recognize=recognize))
+            return claimed[-1]
+
+        report = claim(report_path, "report", outputs.starts_with(MARKDOWN_HEAD))
+        document = claim(json_path, "bench result", outputs.json_schema(kinds.prefix("bench")))
+        chart = claim(plot_path, "chart", outputs.png_from_jaxcache)
+        kept_target = None
+        # a fresh name in a private directory of the user's; never fails the bench
+        with contextlib.suppress(OSError, JaxcacheError):
+            kept_target = claim(kept_path, "bench result",
+                                outputs.json_schema(kinds.prefix("bench")))
+        targets = _Targets(report, document, chart, kept_target)
         keep = workdir is not None
         if workdir is not None:
             flag = "--out" if out_dir is not None and workdir == os.path.join(out_dir, "runs") \
@@ -289,7 +291,17 @@ def run(argv: list[str], *, trials: int, warm: int, prime: bool, timeout: float 
         outputs.release_all(claimed)  # no-op for those written
 
 
-def _report(result: BenchResult, targets: dict[str, outputs.Output],
+@frozen
+class _Targets:
+    """The outputs claimed before the first trial (None: not asked for)."""
+
+    report: outputs.Output | None
+    json: outputs.Output | None
+    plot: outputs.Output | None
+    kept: outputs.Output | None  # where decide finds the last bench
+
+
+def _report(result: BenchResult, targets: _Targets,
             echo: Callable[[str], None], kept: bool, fmt: str = "text",
             note: Callable[[str], None] | None = None) -> int:
     from jaxcache.report.bench import json as bench_json
@@ -306,7 +318,7 @@ def _report(result: BenchResult, targets: dict[str, outputs.Output],
                      "--workdir DIR to keep them for jaxcache explain)\n")
         echo(text)
     written = []
-    plot, report, doc = targets.get("plot"), targets.get("report"), targets.get("json")
+    plot, report, doc = targets.plot, targets.report, targets.json
     if plot and result.analysis.phases:
         from jaxcache.report.bench import plot as bench_plot
 
@@ -326,8 +338,8 @@ def _report(result: BenchResult, targets: dict[str, outputs.Output],
         written.append(doc.path)
     if written:
         note("wrote " + ", ".join(written) + "\n")
-    if targets.get("kept"):  # quietly: the one decide reads when given no --bench
-        targets["kept"].write(bench_json.render(result))
+    if targets.kept:  # quietly: the one decide reads when given no --bench
+        targets.kept.write(bench_json.render(result))
     if result.stop_reason == "interrupted":
         return 130
     return 0 if result.analysis.verdict == "saves" else 1
