@@ -36,9 +36,11 @@ PACKAGE = SRC / "jaxcache"
 # Modules that define a document or write one as plain JSON: the probe writes inside the
 # user's job (no models there), documents/ and validate.py are the parsing edge itself,
 # decide/facts.py reads the audit and bench documents for decide, once; records/run_document.py
-# the run record, for every reader.
+# the run record, for every reader; bench/bench_document.py the bench result and
+# bench/run_parts.py the parts of a record only bench reads.
 MODEL_MODULES = ("jaxcache/probe/", "jaxcache/documents/", "jaxcache/validate.py",
-                 "jaxcache/decide/facts.py", "jaxcache/records/run_document.py")
+                 "jaxcache/decide/facts.py", "jaxcache/records/run_document.py",
+                 "jaxcache/bench/bench_document.py", "jaxcache/bench/run_parts.py")
 ONE_MODULE_PER_COMMAND = ("cli", "report")
 MAX_MODULES = 12
 
