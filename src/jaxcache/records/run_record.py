@@ -88,7 +88,7 @@ def write(doc: Mapping[str, object], out: Output | Unclaimed) -> None:
     out.write(json.dumps(doc, indent=2) + "\n")
 
 
-def load(path: str) -> JsonObject:
+def load(path: str) -> dict[str, object]:
     """Read a record (through the trusted-input loader), refusing what this version cannot
     understand or what explain could not use."""
     from jaxcache.documents.read import load_record
@@ -97,7 +97,7 @@ def load(path: str) -> JsonObject:
 
 
 def load_all(paths: list[str],
-             skipped: list[tuple[str, str]] | None = None) -> list[tuple[str, JsonObject]]:
+             skipped: list[tuple[str, str]] | None = None) -> list[tuple[str, dict[str, object]]]:
     """Records named on the command line; a directory stands for the records in it (the
     per-rank records of one job: `r.rank0.json`, `r.rank1.json`...), in name order.
     A file named on the command line that cannot be read ends it (exit 2); one found in a
