@@ -14,6 +14,7 @@ from support import paths
 from jaxcache import fingerprint, jobenv
 from jaxcache.fingerprint import binaries
 from jaxcache.records import fingerprints
+from jaxcache.records.building.probe_output import ProbeOutput
 
 
 def _document():
@@ -62,7 +63,7 @@ def test_the_handed_fingerprint_is_recorded_with_the_accelerator():
     mine = fingerprint.current()
     given = json.loads(fingerprint.to_env(mine))
     given.pop("roots")
-    doc, why = fingerprints.of_probe(_probe(given))
+    doc, why = fingerprints.of_probe(ProbeOutput.from_json(_probe(given)))
     assert why is None and doc is not None
     assert doc["id"] == mine.id and doc["accelerator"]["platform"] == "cpu"
 
@@ -74,5 +75,5 @@ def test_the_handed_fingerprint_is_recorded_with_the_accelerator():
     (_probe(None, roots=[["jax_plugins", "/nowhere"]]), "loaded no jaxlib"),
 ])
 def test_what_is_not_known_says_why(probe, said):
-    doc, why = fingerprints.of_probe(probe)
+    doc, why = fingerprints.of_probe(ProbeOutput.from_json(probe))
     assert doc is None and why is not None and said in why, why

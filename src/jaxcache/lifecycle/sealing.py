@@ -7,10 +7,9 @@ plain path does not. The child side of `jaxcache run --sealed` comes through her
 
 from __future__ import annotations
 
-import json
-
 from jaxcache import jobenv
 from jaxcache.errors import JaxcacheError, UntrustedCacheError
+from jaxcache.lifecycle.seal_spec import SealSpec
 from jaxcache.text import quoted, safe
 from jaxcache.values import frozen
 
@@ -283,17 +282,15 @@ def private_tier(local: str, pol: Policy, accounts: Accounts,
 def env_value(path: str, *, signing_key: str | None, trusted_keys: tuple[str, ...],
               local: str | None, policy: str | None) -> str:
     """What `jaxcache run --sealed` puts in the job's environment for its probe."""
-    return json.dumps({"path": path, "signing_key": signing_key,
-                       "trusted_keys": list(trusted_keys), "local": local, "policy": policy})
+    return SealSpec(path, signing_key, trusted_keys, local, policy).to_env()
 
 
 def enable_from_env(value: str) -> EnableResult:
     """The probe's call, right after the job imported jax."""
-    spec = json.loads(value)
-    return enable_sealed(spec["path"], policy=spec.get("policy"), reset=False,
-                         signing_key=spec.get("signing_key"),
-                         trusted_keys=tuple(spec.get("trusted_keys") or ()),
-                         local=spec.get("local"))
+    spec = SealSpec.from_env(value)
+    return enable_sealed(spec.path, policy=spec.policy, reset=False,
+                         signing_key=spec.signing_key, trusted_keys=spec.trusted_keys,
+                         local=spec.local)
 
 
 def _name_of(backend: SealedBackend, public: PublicKey) -> str | None:

@@ -13,16 +13,17 @@ import os
 from jaxcache import jobenv
 from jaxcache.errors import JaxcacheError, UntrustedCacheError
 from jaxcache.text import quoted, safe
+from jaxcache.values import frozen
 
 TYPE_CHECKING = False  # typing itself costs `jaxcache run` start-up time: names for the type
 if TYPE_CHECKING:  # checker only
     from collections.abc import Callable
-    from typing import IO, Any
+    from typing import IO
 
     from jaxcache.documents.claim import Output, Unclaimed
     from jaxcache.fingerprint.model import Fingerprint
     from jaxcache.lifecycle.sealing import SealOptions
-    from jaxcache.records.run_record import RunResult
+    from jaxcache.records.run_record import DirSnapshot, RunResult
     from jaxcache.trust.inputs.public_keys import PublicKey
     from jaxcache.trust.judgement.audit import AuditReport
     from jaxcache.trust.kernel.principals import Accounts
@@ -31,6 +32,19 @@ if TYPE_CHECKING:  # checker only
 UNVERIFIED_REMEDY = ("Use a supported JAX, or pass --unverified-jax to record it anyway, marked "
                      "unverified")
 SEALED_NO = "A sealed cache needs a supported JAX; --unverified-jax does not apply"
+
+
+@frozen
+class Admission:
+    """What the audit admitted the job to: the path it gets and its verdict, the job's cache
+    variables, what the directory held before, and where those entries came from (None for
+    a sealed run)."""
+
+    path: str
+    verdict: str
+    env: dict[str, str]
+    before: DirSnapshot
+    origin: dict[str, object] | None = None
 
 
 def default_record_path() -> str:
@@ -115,7 +129,7 @@ def run_job(argv: list[str], *, cache_dir: str | None = None, record_path: str |
             why = jaxgate.refusal(exe)
             if why is not None:
                 raise JaxcacheError(f"{why}. {UNVERIFIED_REMEDY if seal is None else SEALED_NO}")
-        admitted: dict[str, Any] = {}  # _admit's, and the fingerprint
+        admitted: list[Admission] = []  # _admit's, once admit() ran
         chosen, named = _namespaced(chosen, namespace, on_hashing)
 
         def admit() -> dict[str, str]:
@@ -127,14 +141,14 @@ def run_job(argv: list[str], *, cache_dir: str | None = None, record_path: str |
                 return fingerprint.current(on_hashing=on_hashing)  # kept for the process
 
             try:
-                admitted.update(_admit(chosen, policy, allow_untrusted, seal, require_origin,
-                                       env, mine))
+                admission = _admit(chosen, policy, allow_untrusted, seal, require_origin, env,
+                                   mine)
             except UntrustedCacheError as exc:
                 _say_how_to_make(exc, chosen, named, seal)
                 raise
-            admitted["fingerprint"] = mine()
-            granted: dict[str, str] = admitted["env"]
-            granted[jobenv.FINGERPRINT] = fingerprint.to_env(admitted["fingerprint"])
+            admitted.append(admission)
+            granted = admission.env
+            granted[jobenv.FINGERPRINT] = fingerprint.to_env(mine())
             return granted
 
         if early_start.allowed(argv, exe, chosen, sealed=seal is not None,
@@ -150,22 +164,22 @@ def run_job(argv: list[str], *, cache_dir: str | None = None, record_path: str |
             ran = launch.launch(argv, env, stdout=stdout)
         from jaxcache.probe import runner
         from jaxcache.records import run_record as recordmod
-        from jaxcache.records import used_dirs
 
         outcome = runner.outcome(argv, ran)
-        doc = recordmod.finish(outcome, admitted["path"], verdict=admitted["verdict"],
-                               before=admitted["before"], env={**env, **admitted["env"]})
-        used_dirs.judge(doc["jax_cache_dirs"], policy)  # each other directory's own verdict
-        doc["cache_dir"]["origin"] = admitted.get("origin")
-        doc["cache_dir"]["namespace"] = named
-        recordmod.mark_unverified(doc, allowed=unverified_jax)
+        admission = admitted[0]
+        # the other directories JAX used are audited too, each by its own verdict
+        doc = recordmod.finish(outcome, admission.path, verdict=admission.verdict,
+                               before=admission.before, env={**env, **admission.env},
+                               run=recordmod.RunAudit(admission.origin, named, policy,
+                                                      unverified_jax))
         try:
             recordmod.write(doc, out)
         except (OSError, JaxcacheError) as exc:  # claimed before the job, yet lost since
             why = exc.strerror if isinstance(exc, OSError) else str(exc)
             return recordmod.RunResult(doc, out.path, outcome,
-                                       f"cannot write the record {safe(out.path)}: {why}")
-        return recordmod.RunResult(doc, out.path, outcome)
+                                       f"cannot write the record {safe(out.path)}: {why}",
+                                       unverified_allowed=unverified_jax)
+        return recordmod.RunResult(doc, out.path, outcome, unverified_allowed=unverified_jax)
     finally:
         out.release()  # no-op once written
 
@@ -222,7 +236,7 @@ def audited_env(path: str, witness: bool = True) -> dict[str, str]:
 
 
 def _admit_bucket(chosen: str, pol: Policy, accounts: Accounts, keys: tuple[PublicKey, ...],
-                  seal: SealOptions, policy: str | None) -> dict[str, Any]:
+                  seal: SealOptions, policy: str | None) -> Admission:
     """`run --sealed --cache-dir gs://bucket/prefix` (or s3://): judged for a sealed reader
     (SEALED or refused), the client checked before the job starts; the job's probe opens the
     store."""
@@ -244,13 +258,13 @@ def _admit_bucket(chosen: str, pol: Policy, accounts: Accounts, keys: tuple[Publ
         from jaxcache.lifecycle.sealing import private_tier
 
         private_tier(seal.local, pol, accounts)
-    return {"path": url, "verdict": report.verdict.value, "env": seal.job_env(url, policy),
-            "before": recordmod.DirSnapshot.at(url)}
+    return Admission(url, report.verdict.value, seal.job_env(url, policy),
+                     recordmod.DirSnapshot.at(url))
 
 
 def _admit(chosen: str, policy: str | None, allow_untrusted: bool, seal: SealOptions | None,
            require_origin: bool = False, env: dict[str, str] | None = None,
-           fingerprint: Callable[[], Fingerprint] | None = None) -> dict[str, Any]:
+           fingerprint: Callable[[], Fingerprint] | None = None) -> Admission:
     """The audit (creating a missing directory private first): refuses, or says which path
     the job gets, through which variables, and what the directory held before. `fingerprint()`
     (the job's build and host, fingerprint.current()): entries of yours another build wrote
@@ -320,9 +334,8 @@ def _admit(chosen: str, policy: str | None, allow_untrusted: bool, seal: SealOpt
             granted[jobenv.ORIGIN_GATE] = ledger_path()
             # XLA reads and writes its sub-caches itself: nothing could judge those loads
             granted["JAX_PERSISTENT_CACHE_ENABLE_XLA_CACHES"] = "none"
-    return {"path": path, "verdict": report.verdict.value, "env": granted,
-            "before": recordmod.DirSnapshot.of(path, report.inventory),
-            "origin": _origin_summary(report)}
+    return Admission(path, report.verdict.value, granted,
+                     recordmod.DirSnapshot.of(path, report.inventory), _origin_summary(report))
 
 
 def _origin_required(pol: Policy, path: str, require_origin: bool, env: dict[str, str] | None

@@ -1,0 +1,32 @@
+"""The sealed cache a `jaxcache run --sealed` job enables, as typed data: `jaxcache run` writes
+it as JSON into the job's environment (jobenv.SEAL), the job's probe reads it back once
+(lifecycle/sealing.py `enable_from_env`), leniently (documents/fields.py).
+"""
+
+from __future__ import annotations
+
+import json
+
+from jaxcache.documents.fields import items, mapping, text
+from jaxcache.values import frozen
+
+
+@frozen
+class SealSpec:
+    path: str  # the shared directory or bucket URL
+    signing_key: str | None  # a key file or a pkcs11: URI: the job publishes
+    trusted_keys: tuple[str, ...]
+    local: str | None  # the private local tier
+    policy: str | None
+
+    def to_env(self) -> str:
+        return json.dumps({"path": self.path, "signing_key": self.signing_key,
+                           "trusted_keys": list(self.trusted_keys), "local": self.local,
+                           "policy": self.policy})
+
+    @classmethod
+    def from_env(cls, value: str) -> SealSpec:
+        doc = mapping(json.loads(value))
+        return cls(text(doc.get("path")) or "", text(doc.get("signing_key")),
+                   tuple(k for k in items(doc.get("trusted_keys")) if isinstance(k, str)),
+                   text(doc.get("local")), text(doc.get("policy")))
