@@ -37,10 +37,12 @@ PACKAGE = SRC / "jaxcache"
 # user's job (no models there), documents/ and validate.py are the parsing edge itself,
 # decide/facts.py reads the audit and bench documents for decide, once; records/run_document.py
 # the run record, for every reader; bench/bench_document.py the bench result and
-# bench/run_parts.py the parts of a record only bench reads.
+# bench/run_parts.py the parts of a record only bench reads; records/building/probe_output.py
+# the probe's document for the builder; lifecycle/seal_spec.py the sealed job's spec in its env.
 MODEL_MODULES = ("jaxcache/probe/", "jaxcache/documents/", "jaxcache/validate.py",
                  "jaxcache/decide/facts.py", "jaxcache/records/run_document.py",
-                 "jaxcache/bench/bench_document.py", "jaxcache/bench/run_parts.py")
+                 "jaxcache/bench/bench_document.py", "jaxcache/bench/run_parts.py",
+                 "jaxcache/records/building/probe_output.py", "jaxcache/lifecycle/seal_spec.py")
 ONE_MODULE_PER_COMMAND = ("cli", "report")
 MAX_MODULES = 12
 
