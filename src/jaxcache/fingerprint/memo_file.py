@@ -2,13 +2,14 @@
 each shared object's digest by its identity, the texts digested, and what was found of each
 package folder (a Listing) and of sys.path (FoundRoots). Anything malformed is dropped (it is
 found or hashed again), never trusted.
+
+Plain classes with slots, not @frozen: every warm `jaxcache run` reads the memo, and each
+frozen class costs start-up (model.py says why it writes its values out too).
 """
 
 from __future__ import annotations
 
 import json
-
-from jaxcache.values import frozen
 
 FORMAT = "jaxcache.fingerprint-memo/1"
 FOUND_KEY = "sys.path:"  # the roots' key of FoundRoots; every other root is a folder's Listing
@@ -22,14 +23,15 @@ def _digest(value: object) -> bool:
     return isinstance(value, str) and len(value) == 64 and _HEX.issuperset(value)
 
 
-@frozen
 class Listing:
     """A package folder's shared objects (relative paths, sorted), the mtime of each folder
     under it ("" the folder itself, always there) and the version of its distribution."""
 
-    dirs: tuple[tuple[str, int], ...]
-    files: tuple[str, ...]
-    version: str
+    __slots__ = ("dirs", "files", "version")
+
+    def __init__(self, dirs: tuple[tuple[str, int], ...], files: tuple[str, ...],
+                 version: str) -> None:
+        self.dirs, self.files, self.version = dirs, files, version
 
     @classmethod
     def from_json(cls, doc: object) -> Listing | None:
@@ -47,13 +49,14 @@ class Listing:
         return {"dirs": dict(self.dirs), "files": list(self.files), "version": self.version}
 
 
-@frozen
 class FoundRoots:
     """(package, folder) of the packages importlib would load, under the mtime of each
     sys.path entry (-1: missing) when they were found."""
 
-    stamp: tuple[int, ...]
-    roots: tuple[tuple[str, str], ...]
+    __slots__ = ("stamp", "roots")
+
+    def __init__(self, stamp: tuple[int, ...], roots: tuple[tuple[str, str], ...]) -> None:
+        self.stamp, self.roots = stamp, roots
 
     @classmethod
     def from_json(cls, doc: object) -> FoundRoots | None:
@@ -72,11 +75,15 @@ class FoundRoots:
         return {"stamp": list(self.stamp), "roots": [list(r) for r in self.roots]}
 
 
-@frozen
 class MemoFile:
-    files: dict[str, tuple[Identity, str]]
-    roots: dict[str, Listing | FoundRoots]
-    derived: dict[str, str]  # text -> its BLAKE3 digest
+    """The whole file: digests by path and identity, what was found per root, the texts
+    digested (text -> its BLAKE3 digest)."""
+
+    __slots__ = ("files", "roots", "derived")
+
+    def __init__(self, files: dict[str, tuple[Identity, str]],
+                 roots: dict[str, Listing | FoundRoots], derived: dict[str, str]) -> None:
+        self.files, self.roots, self.derived = files, roots, derived
 
     @classmethod
     def parse(cls, data: bytes) -> MemoFile | None:

@@ -40,7 +40,6 @@ from __future__ import annotations
 import os
 
 from jaxcache.errors import PolicyError
-from jaxcache.trust.inputs.policy_toml import parse
 from jaxcache.trust.rules.policy_rules import EMPTY, Policy, Rule, inside
 from jaxcache.userdirs import policy_file
 
@@ -48,9 +47,9 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from jaxcache.trust.kernel.principals import Accounts
 
-# the model lives in policy_rules.py (below the audit and the loader), its parser in
-# policy_toml.py; callers find them here too
-__all__ = ["EMPTY", "Policy", "PolicyError", "Rule", "inside", "load", "parse"]
+# the model lives in policy_rules.py (below the audit and the loader); callers find it here
+# too. The file's parser is policy_toml.py's.
+__all__ = ["EMPTY", "Policy", "PolicyError", "Rule", "inside", "load"]
 
 
 def load(path: str | None, accounts: Accounts) -> Policy:
@@ -67,6 +66,7 @@ def load(path: str | None, accounts: Accounts) -> Policy:
         except FileNotFoundError:  # the usual case, on `jaxcache run`'s path: no loader import
             return EMPTY
     from jaxcache.trust.inputs import trusted_file as inputs
+    from jaxcache.trust.inputs.policy_toml import parse
 
     try:
         found = inputs.read(path, inputs.POLICY, missing_ok=not explicit, accounts=accounts)
