@@ -1,4 +1,5 @@
-"""A signature file, the document beside an entry: its format, how it is written, how it is read.
+"""A signature file, the document beside an entry: its format and how it is written (how it is
+read: signature_doc.py, the one parse).
 
 `<entry>.sig` (and a co-signature `<entry>.<key id>.sig`) holds one JSON document: FORMAT, the
 cache key, the BLAKE3-256 digest (seal/signing/digest.py) and size of the exact bytes, the signer's
