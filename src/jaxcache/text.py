@@ -19,7 +19,18 @@ NOT_A_TTY_WIDTH = 100  # columns when stdout is a file or a pipe (CI logs, `| le
 
 _IRREGULAR = {"entry": "entries", "directory": "directories", "process": "processes",
               "miss": "misses", "reuse": "reuses", "rank": "ranks", "index": "indices"}
-_state = {"color": "auto"}
+
+
+class _Settings:
+    """This process's settings for text (the CLI sets them once)."""
+
+    __slots__ = ("color",)
+
+    def __init__(self) -> None:
+        self.color = "auto"  # one of COLOR_MODES
+
+
+_SETTINGS = _Settings()
 
 
 def safe(text: str) -> str:
@@ -104,12 +115,12 @@ def set_color(mode: str) -> None:
     """--color auto|always|never, for this process (the CLI sets it once)."""
     if mode not in COLOR_MODES:
         raise ValueError(mode)
-    _state["color"] = mode
+    _SETTINGS.color = mode
 
 
 def color_on(stream: TextIO | None = None) -> bool:
     """always/never as asked; auto: a terminal that is not `dumb`, unless NO_COLOR is set."""
-    mode = _state["color"]
+    mode = _SETTINGS.color
     if mode != "auto":
         return mode == "always"
     stream = sys.stdout if stream is None else stream

@@ -14,6 +14,30 @@ import math
 
 from jaxcache.values import frozen
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+    from typing import Protocol
+
+    class Compiled(Protocol):
+        """A compiled module as the run record's model reads it (records/run_document.py's
+        ModuleEntry: this layer is below it)."""
+
+        @property
+        def outcome_word(self) -> str | None: ...
+
+        @property
+        def reason(self) -> str | None: ...
+
+        @property
+        def reason_detail(self) -> Mapping[str, object]: ...
+
+        @property
+        def compile_s_logged(self) -> float | None: ...
+
+        @property
+        def compile_or_load_s(self) -> float | None: ...
+
 MATERIAL_FRACTION, MATERIAL_SECONDS = 0.10, 1.0
 COMPILE_TIME = "compile-time-below-threshold"
 ENTRY_SIZE = "entry-size-below-threshold"
@@ -85,7 +109,8 @@ def _command(argv: object) -> str:
 
 
 def of_modules(modules: list[dict[str, object]], startup_s: float) -> LeftOut:
-    """From a run record's modules (the probe's fields: reason, reason_detail, outcome)."""
+    """From a run record's modules as written (the probe's fields: reason, reason_detail,
+    outcome); left_out() reads the same from the parsed record."""
     left = [m for m in modules if m.get("reason") in REASONS]
     times = [_compile_s(m) for m in left]
     written = sum(1 for m in modules if m.get("outcome") == "written")
@@ -93,11 +118,26 @@ def of_modules(modules: list[dict[str, object]], startup_s: float) -> LeftOut:
                    sum(1 for m in left if m.get("reason") == ENTRY_SIZE))
 
 
+def left_out(modules: Sequence[Compiled], startup_s: float) -> LeftOut:
+    """of_modules for modules already parsed (a RunRecord's `modules`)."""
+    left = [m for m in modules if m.reason in REASONS]
+    times = [_seconds(m.reason_detail.get("compile_s"), m.compile_s_logged, m.compile_or_load_s)
+             for m in left]
+    written = sum(1 for m in modules if m.outcome_word == "written")
+    return LeftOut(len(left), sum(times), startup_s, written, min(times, default=0.0),
+                   sum(1 for m in left if m.reason == ENTRY_SIZE))
+
+
 def _compile_s(m: dict[str, object]) -> float:
     """The compile time JAX logged for the module, else the one the probe timed."""
     detail = m.get("reason_detail")
     logged = detail.get("compile_s") if isinstance(detail, dict) else None
-    for value in (logged, m.get("compile_s_logged"), m.get("compile_or_load_s")):
+    return _seconds(logged, m.get("compile_s_logged"), m.get("compile_or_load_s"))
+
+
+def _seconds(*measured: object) -> float:
+    """The first positive time of those measured, in order of preference."""
+    for value in measured:
         if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
             return float(value)
     return 0.0

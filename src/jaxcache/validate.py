@@ -13,10 +13,6 @@ from collections.abc import Callable, Mapping
 
 from jaxcache.text import safe
 
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from typing import Any
-
 # Deeper than any document jaxcache writes (a run record nests 6 levels; a policy 4): a
 # writer's deeper nesting is refused before any reader walks it, so no reader can recurse
 # into the interpreter's limit (RecursionError) on a planted document.
@@ -81,7 +77,7 @@ def parse_json(data: bytes) -> object:
     return doc
 
 
-def parse_toml(data: bytes) -> dict[str, Any]:
+def parse_toml(data: bytes) -> dict[str, object]:
     """A TOML document from bytes, under the same rules as parse_json."""
     import sys
 

@@ -38,7 +38,7 @@ with atheris.instrument_imports(include=["jaxcache"]):
     )
     from jaxcache.report.bench import compare  # noqa: F401
     from jaxcache.seal.signing import signature_file as sigfile  # noqa: F401
-    from jaxcache.trust.inputs import policy  # noqa: F401
+    from jaxcache.trust.inputs import policy, policy_toml  # noqa: F401
 
 ODD = ["", "\x1b[2J\x1b[31mSEALED\x1b[0m", "\r\n\t\x00\x7f", "..", "/", "\u202e", "\ud800",
        "x" * 5000]

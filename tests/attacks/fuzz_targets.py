@@ -135,11 +135,11 @@ def signature(data: bytes) -> None:
 
 def policy(data: bytes) -> None:
     """A policy file (--policy or the config file): the whole model built from it."""
-    from jaxcache.trust.inputs import policy as policymod
+    from jaxcache.trust.inputs import policy_toml
     from jaxcache.trust.kernel.principals import Accounts
     from jaxcache.trust.rules import keyring
 
-    result = policymod.parse(data, "/p/policy.toml", _accounts(Accounts))
+    result = policy_toml.parse(data, "/p/policy.toml", _accounts(Accounts))
     for path in ("/srv/jax-cache", "/srv/jax-cache/sub", "/tmp/x", "gs://bucket/prefix"):
         ring = keyring.for_rule(result.rule_for(path))  # parse() refused what contradicts
         ring.states()

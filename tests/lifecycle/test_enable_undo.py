@@ -144,5 +144,5 @@ jaxcache.enable(plain2, reset=True)
 jaxcache.enable(SEALED, sealed=True, signing_key=KEY, reset=True)
 assert jaxcache.disable() and not jaxcache.disable()  # both undone, back to the start
 assert state() == before, (state(), before)
-assert not jaxcompat.GUARD["on"]
+assert not jaxcompat.GUARD.on
 """)

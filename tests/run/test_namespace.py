@@ -324,7 +324,7 @@ def test_in_a_sealed_namespace_an_entry_claiming_no_build_is_a_miss(tmp_path):
     sigs = sorted(p for p in space.iterdir() if p.name.endswith("-cache.sig"))
     assert len(sigs) >= 2
     stripped = sigs[0]
-    key = sigfile.fields(stripped.read_bytes())[0]["key"]
+    key = sigfile.read(stripped.read_bytes()).key
     entry = space / stripped.name[:-len(".sig")]
     # the publisher's own key, through the library's signing API, claiming no build
     stripped.write_bytes(sigfile.sign(str(key), entry.read_bytes(),

@@ -10,7 +10,7 @@ import os
 import pytest
 
 from jaxcache.errors import PolicyError
-from jaxcache.trust.inputs import policy as policymod
+from jaxcache.trust.inputs import policy_toml
 from jaxcache.trust.kernel import overlay, sysfs
 from jaxcache.trust.kernel.mounts import parse_mountinfo
 from jaxcache.trust.kernel.principals import Accounts
@@ -51,18 +51,18 @@ def test_layers_that_cannot_be_judged(options):
 
 
 def test_policy_accepted_storage():
-    pol = policymod._build("/p.toml", {"cache": [
+    pol = policy_toml.policy_of("/p.toml", {"cache": [
         {"path": "/c", "accepted_storage": ["/mnt/vol/", "/"]}]}, Accounts())
     assert pol.rule_for("/c").accepted_storage == {"/mnt/vol", "/"}
     assert pol.rule_for("/other").accepted_storage == frozenset()  # per cache path
     with pytest.raises(PolicyError, match="absolute"):
-        policymod._build("/p.toml", {"cache": [{"path": "/c", "accepted_storage": ["v"]}]},
+        policy_toml.policy_of("/p.toml", {"cache": [{"path": "/c", "accepted_storage": ["v"]}]},
                          Accounts())
     with pytest.raises(PolicyError, match="list of strings"):
-        policymod._build("/p.toml", {"cache": [{"path": "/c", "accepted_storage": "/mnt/v"}]},
+        policy_toml.policy_of("/p.toml", {"cache": [{"path": "/c", "accepted_storage": "/mnt/v"}]},
                          Accounts())
     with pytest.raises(PolicyError, match=r"\[\[cache\]\] table"):  # never for every path
-        policymod._build("/p.toml", {"accepted_storage": ["/mnt/vol"]}, Accounts())
+        policy_toml.policy_of("/p.toml", {"accepted_storage": ["/mnt/vol"]}, Accounts())
 
 
 def test_dev_scan_finds_the_root_filesystem_device():

@@ -106,14 +106,19 @@ def claim_output(args: argparse.Namespace, kind: str) -> None:
 
 def _sarif(data: bytes) -> bool:
     """A SARIF log that jaxcache wrote."""
-    from jaxcache import validate
+    from jaxcache import validate as v
+
+    def first_run_ours(runs: object, where: str) -> None:
+        if not isinstance(runs, list) or not runs:
+            raise v.Invalid(where, "a run")
+        v.obj({"tool": v.obj({"driver": v.obj({"name": v.one_of("jaxcache")})})})(
+            runs[0], f"{where}[0]")
 
     try:
-        doc: Any = validate.parse_json(data)  # walked blindly: another shape raises below
-        name: object = doc["runs"][0]["tool"]["driver"]["name"]
-        return name == "jaxcache"
-    except (validate.Unreadable, KeyError, IndexError, TypeError):
+        v.obj({"runs": v.both(v.list_of(v.ANY), first_run_ours)})(v.parse_json(data), "")
+    except ValueError:  # Unreadable, Invalid
         return False
+    return True
 
 
 def out(args: argparse.Namespace, text: str) -> None:
@@ -230,12 +235,15 @@ def _columns() -> int:
 
 
 def option(parser: argparse.ArgumentParser, *names: str, help: str = "",
-           show_default: bool = False, **kwargs: Any) -> None:
+           show_default: bool = False, type: Callable[[str], object] | None = None,
+           **kwargs: Any) -> None:
     """add_argument, with the default and any range shown after the help (`[default: 6;
     1<=x<=1000]`); `%` in help must be written `%%`."""
     notes = ["default: %(default)s"] if show_default else []
-    if isinstance(kwargs.get("type"), Range):
-        notes.append(str(kwargs["type"]))
+    if isinstance(type, Range):
+        notes.append(str(type))
+    if type is not None:  # not passed when absent: a store_true action takes no type
+        kwargs["type"] = type
     if notes:
         help = f"{help}  [{'; '.join(notes)}]" if help else f"[{'; '.join(notes)}]"
     parser.add_argument(*names, help=help or None, **kwargs)

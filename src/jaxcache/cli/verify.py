@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any, NoReturn
+from typing import NoReturn
 
 from jaxcache.cli import common
 from jaxcache.text import safe
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from jaxcache.seal.sweep.dir_sweep import ScanResult
 
 
 def scan_flags(p: argparse.ArgumentParser, dir_help: str) -> None:
@@ -19,7 +23,7 @@ def scan_flags(p: argparse.ArgumentParser, dir_help: str) -> None:
     common.format_flag(p)
 
 
-def scan_output(args: argparse.Namespace, result: Any, action: str,
+def scan_output(args: argparse.Namespace, result: ScanResult, action: str,
                 ok: bool | None = None) -> NoReturn:
     from jaxcache.report import seal as formats
 

@@ -122,25 +122,23 @@ def inherited(value: str | None) -> Fingerprint | None:
 
     from jaxcache import validate
     from jaxcache.fingerprint import cpu
-    from jaxcache.fingerprint.model import SHORT, Fingerprint
+    from jaxcache.fingerprint.model import SHORT, Fingerprint, Handed
 
     if not value or len(value) > 1 << 20:
         return None
     try:
-        doc = json.loads(value)
-        found = Fingerprint.from_json(doc)
-        roots = tuple((str(n), str(f)) for n, f in doc.get("roots", []))
-        host = doc.get("host")
+        got = Handed.from_json(json.loads(value))
     except (ValueError, TypeError, AttributeError, RecursionError, validate.Invalid):
         return None
-    if host != _host() or found.machine != cpu.machine() or found.cpu != cpu.read():
+    found, roots = got.fingerprint, got.roots
+    if got.host != _host() or found.machine != cpu.machine() or found.cpu != cpu.read():
         return None
     jaxlib = sys.modules.get("jaxlib")
     loaded = [os.path.realpath(p) for p in getattr(jaxlib, "__path__", None) or ()]
     if not loaded or any(("jaxlib", p) not in roots for p in loaded):
         return None
     return Fingerprint(found.build, found.machine, found.cpu, found.accelerator, (),
-                       str(doc.get("id", ""))[:SHORT] if found.build else "", roots)
+                       got.given_id[:SHORT] if found.build else "", roots)
 
 
 def in_job(env: dict[str, str] | None = None) -> Fingerprint:

@@ -19,7 +19,8 @@ import os
 import stat
 import sys
 
-from jaxcache.fingerprint.memo import Memo, identity
+from jaxcache.fingerprint.memo import FoundRoots, Listing, Memo, identity
+from jaxcache.fingerprint.memo_file import FOUND_KEY
 from jaxcache.fingerprint.model import Binary, Build
 
 TYPE_CHECKING = False
@@ -43,18 +44,15 @@ def roots(memo: Memo | None = None, packages: tuple[str, ...] = PACKAGES
     loaded = {n: _folders(getattr(sys.modules[n], "__path__", None))
               for n in packages if sys.modules.get(n) is not None}
     rest = tuple(n for n in packages if n not in loaded)
-    key = "sys.path:" + "\0".join(sys.path) + "\0\0" + ",".join(rest)
+    key = FOUND_KEY + "\0".join(sys.path) + "\0\0" + ",".join(rest)
     stamp = _stamp()
-    kept = memo.root(key) if memo is not None else None
-    kept_roots = kept.get("roots") if kept else None
-    if kept and kept.get("stamp") == stamp and isinstance(kept_roots, list) and all(
-            isinstance(r, list) and len(r) == 2 and all(isinstance(x, str) for x in r)
-            for r in kept_roots):
-        found = [(n, f) for n, f in kept_roots]
+    kept = memo.found_roots(key) if memo is not None else None
+    if kept is not None and kept.stamp == stamp:
+        found = list(kept.roots)
     else:
         found = _find(rest)
         if memo is not None:
-            memo.remember_root(key, {"stamp": stamp, "roots": [list(r) for r in found]})
+            memo.remember_root(key, FoundRoots(stamp, tuple(found)))
     mine = [(n, f) for n, folders in loaded.items() for f in folders]
     return sorted(mine + found, key=lambda r: packages.index(r[0]))
 
@@ -69,14 +67,14 @@ def _folders(paths: object) -> list[str]:
     return [os.path.realpath(f) for f in paths if isinstance(f, str) and os.path.isdir(f)]
 
 
-def _stamp() -> list[int]:
+def _stamp() -> tuple[int, ...]:
     out = []
     for entry in sys.path:
         try:
             out.append(os.stat(entry or ".").st_mtime_ns)
         except OSError:
             out.append(-1)
-    return out
+    return tuple(out)
 
 
 def _find(packages: tuple[str, ...]) -> list[tuple[str, str]]:
@@ -98,7 +96,7 @@ def _is_shared_object(name: str) -> bool:
     return name.endswith(".so") or ".so." in name
 
 
-def _listing(folder: str) -> dict[str, object]:
+def _listing(folder: str) -> Listing:
     """The shared objects under `folder` (relative paths) and each folder's mtime, walked
     without following links to folders; the version of the distribution beside it."""
     files: list[str] = []
@@ -121,7 +119,7 @@ def _listing(folder: str) -> dict[str, object]:
                     files.append(sub)
             except OSError:
                 continue
-    return {"dirs": dirs, "files": sorted(files), "version": _version(folder)}
+    return Listing(tuple(dirs.items()), tuple(sorted(files)), _version(folder))
 
 
 def _version(folder: str) -> str:
@@ -140,14 +138,10 @@ def _version(folder: str) -> str:
     return ""
 
 
-def _fresh(listing: dict[str, object] | None, folder: str) -> bool:
-    if not listing:
-        return False
-    dirs, files = listing.get("dirs"), listing.get("files")
-    if not isinstance(dirs, dict) or "" not in dirs or not isinstance(files, list) or \
-            not all(isinstance(f, str) for f in files):
+def _fresh(listing: Listing | None, folder: str) -> bool:
+    if listing is None or all(rel for rel, _ in listing.dirs):
         return False  # the package folder itself is always among the folders listed
-    for rel, mtime in dirs.items():
+    for rel, mtime in listing.dirs:
         try:
             if os.stat(os.path.join(folder, rel) if rel else folder).st_mtime_ns != mtime:
                 return False
@@ -193,17 +187,14 @@ def build(found: list[tuple[str, str]], memo: Memo,
     wanted: list[tuple[str, str, str]] = []  # (package, relative path, absolute path)
     versions: dict[str, str] = {}
     for name, folder in found:
-        listing = memo.root(folder)
-        if not _fresh(listing, folder):
+        listing = memo.listing(folder)
+        if listing is None or not _fresh(listing, folder):
             listing = _listing(folder)
             memo.remember_root(folder, listing)
-        assert listing is not None
-        if listing.get("version"):
-            versions[name] = str(listing["version"])
-        files = listing["files"]
-        assert isinstance(files, list)
-        for rel in files:
-            wanted.append((name, str(rel), os.path.join(folder, str(rel))))
+        if listing.version:
+            versions[name] = listing.version
+        for rel in listing.files:
+            wanted.append((name, rel, os.path.join(folder, rel)))
     known: dict[str, tuple[str, int]] = {}
     todo: list[tuple[str, os.stat_result]] = []
     for _, _, path in wanted:

@@ -22,14 +22,14 @@ import json
 import os
 import stat
 
-FORMAT = "jaxcache.fingerprint-memo/1"
+from jaxcache.fingerprint.memo_file import FORMAT, FoundRoots, Identity, Listing, MemoFile
+
+__all__ = ["FORMAT", "MAX_BYTES", "NAME", "FoundRoots", "Identity", "Listing", "Memo", "folder",
+           "identity", "load", "save"]
+
 NAME = "fingerprint.memo"
 MAX_BYTES = 4 << 20
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-
-Identity = tuple[int, int, int, int, int]  # dev, ino, size, mtime_ns, ctime_ns
-
-_HEX = frozenset("0123456789abcdef")
 
 
 def identity(st: os.stat_result) -> Identity:
@@ -43,7 +43,7 @@ class Memo:
         self.folder = folder  # None: not usable
         self.why = why
         self.files: dict[str, tuple[Identity, str]] = {}
-        self.roots: dict[str, dict[str, object]] = {}
+        self.roots: dict[str, Listing | FoundRoots] = {}
         self.derived: dict[str, str] = {}  # text -> its BLAKE3 digest (the build's, the id's)
         self.changed = False
 
@@ -73,11 +73,16 @@ class Memo:
             self.changed = True
         return found
 
-    def root(self, path: str) -> dict[str, object] | None:
-        return self.roots.get(path)
+    def listing(self, folder: str) -> Listing | None:
+        kept = self.roots.get(folder)
+        return kept if isinstance(kept, Listing) else None
 
-    def remember_root(self, path: str, listing: dict[str, object]) -> None:
-        self.roots[path] = listing
+    def found_roots(self, key: str) -> FoundRoots | None:
+        kept = self.roots.get(key)
+        return kept if isinstance(kept, FoundRoots) else None
+
+    def remember_root(self, key: str, kept: Listing | FoundRoots) -> None:
+        self.roots[key] = kept
         self.changed = True
 
 
@@ -154,25 +159,9 @@ def load(where: str | None = None) -> Memo:
 
 def _parse(data: bytes, memo: Memo) -> None:
     """Fill `memo` from the file's bytes; anything malformed is dropped (it is re-hashed)."""
-    try:
-        doc = json.loads(data)
-    except (ValueError, RecursionError):
-        return
-    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
-        return
-    files, roots, derived = doc.get("files"), doc.get("roots"), doc.get("derived")
-    if isinstance(derived, dict):
-        memo.derived = {k: d for k, d in derived.items()
-                        if isinstance(d, str) and len(d) == 64 and _HEX.issuperset(d)}
-    if isinstance(files, dict):
-        for path, value in files.items():
-            if (isinstance(value, list) and len(value) == 6
-                    and all(isinstance(x, int) and not isinstance(x, bool) for x in value[:5])
-                    and isinstance(value[5], str) and len(value[5]) == 64
-                    and _HEX.issuperset(value[5])):
-                memo.files[path] = ((value[0], value[1], value[2], value[3], value[4]), value[5])
-    if isinstance(roots, dict):
-        memo.roots = {k: r for k, r in roots.items() if isinstance(r, dict)}
+    got = MemoFile.parse(data)
+    if got is not None:
+        memo.files, memo.roots, memo.derived = got.files, got.roots, got.derived
 
 
 def save(memo: Memo) -> None:
@@ -180,8 +169,7 @@ def save(memo: Memo) -> None:
     (the next run hashes again: slower, never wrong)."""
     if not memo.usable or not memo.changed or memo.folder is None:
         return
-    doc = {"format": FORMAT, "roots": memo.roots, "derived": memo.derived,
-           "files": {p: [*ident, digest] for p, (ident, digest) in memo.files.items()}}
+    doc = MemoFile(memo.files, memo.roots, memo.derived).to_json()
     data = json.dumps(doc, sort_keys=True).encode()
     if len(data) > MAX_BYTES:
         return

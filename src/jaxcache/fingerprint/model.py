@@ -202,6 +202,32 @@ class Fingerprint(_Value):
         return cls(build, doc["machine"], cpu, accel)
 
 
+class Handed(_Value):
+    """JAXCACHE_FINGERPRINT's document (fingerprint.to_env): the fingerprint `jaxcache run`
+    handed a job, with the host it was computed on, its id as written and the package folders
+    hashed. Parsed once; whether it may be taken is fingerprint.inherited's."""
+
+    __slots__ = ("fingerprint", "host", "given_id", "roots")
+    fingerprint: Fingerprint
+    host: str | None
+    given_id: str
+    roots: tuple[tuple[str, str], ...]
+
+    def __init__(self, fingerprint: Fingerprint, host: str | None, given_id: str,
+                 roots: tuple[tuple[str, str], ...]) -> None:
+        self._set(fingerprint=fingerprint, host=host, given_id=given_id, roots=roots)
+
+    @classmethod
+    def from_json(cls, doc: object) -> Handed:
+        """validate.Invalid, TypeError or ValueError where `doc` is not one."""
+        found = Fingerprint.from_json(doc)
+        assert isinstance(doc, dict)
+        roots = tuple((str(n), str(f)) for n, f in doc.get("roots", []))
+        host = doc.get("host")
+        return cls(found, host if isinstance(host, str) else None, str(doc.get("id", "")),
+                   roots)
+
+
 _HEX = v.both(v.TEXT, lambda value, where: _hex(value, where))
 
 

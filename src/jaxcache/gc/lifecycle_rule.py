@@ -12,7 +12,6 @@ it knows no size limit.
 from __future__ import annotations
 
 import math
-from typing import Any
 
 from jaxcache.trust.rules.target import BucketUrl
 
@@ -24,7 +23,7 @@ def days(max_age_s: float) -> int:
     return max(1, math.ceil(max_age_s / DAY_S))
 
 
-def rule(url: BucketUrl, max_age_s: float) -> dict[str, Any]:
+def rule(url: BucketUrl, max_age_s: float) -> dict[str, object]:
     """The document to apply: `gcloud storage buckets update gs://B --lifecycle-file=F` or
     `aws s3api put-bucket-lifecycle-configuration --bucket B --lifecycle-configuration
     file://F`."""
@@ -33,7 +32,7 @@ def rule(url: BucketUrl, max_age_s: float) -> dict[str, Any]:
         return {"Rules": [{"ID": "jaxcache-gc", "Status": "Enabled",
                            "Filter": {"Prefix": prefix},
                            "Expiration": {"Days": days(max_age_s)}}]}
-    condition: dict[str, Any] = {"age": days(max_age_s)}
+    condition: dict[str, object] = {"age": days(max_age_s)}
     if prefix:
         condition["matchesPrefix"] = [prefix]
     return {"lifecycle": {"rule": [{"action": {"type": "Delete"}, "condition": condition}]}}

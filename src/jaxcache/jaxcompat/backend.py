@@ -27,15 +27,14 @@ if TYPE_CHECKING:
 
         def put(self, key: str, value: bytes) -> None: ...
 
-_CLASSES: dict[str, type] = {}
+_BACKEND_CLASS: list[type] = []  # JaxcacheBackend, once made (as guard.py's RefusedCache)
 
 
 def _backend_class() -> type:
     """The CacheInterface subclass JAX holds for a sealed store (built once, at first use,
     so that importing this module never imports JAX)."""
-    made = _CLASSES.get("backend")
-    if made is not None:
-        return made
+    if _BACKEND_CLASS:
+        return _BACKEND_CLASS[0]
 
     class JaxcacheBackend(cache_interface()):  # type: ignore[misc]  # JAX's class, found at run time
         """JAX's cache object in front of a jaxcache store (seal/stores/sealed_cache.py, JAX-free).
@@ -64,7 +63,7 @@ def _backend_class() -> type:
         def put(self, key: str, value: bytes) -> None:
             self._target().put(key, value)
 
-    _CLASSES["backend"] = JaxcacheBackend
+    _BACKEND_CLASS.append(JaxcacheBackend)
     return JaxcacheBackend
 
 

@@ -18,6 +18,7 @@ from jaxcache.jaxcompat.internals import JaxInternalsChanged, compilation_cache_
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
+    from types import ModuleType
     from typing import Any, Protocol
 
     class SealedBackend(Protocol):
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
     Auditor = Callable[[str], tuple[bool, str]]  # (path) -> (ok, reason)
     Witness = Callable[[str, str, bytes], object]  # (directory, key, value), after a put
     Gatekeeper = Callable[[str, str, bytes], bool]  # (directory, key, value): may it load?
+    GuardSettings = tuple[bool, "Auditor | None", "Witness | None", "Gatekeeper | None"]
 
 BACKENDS: dict[str, SealedBackend] = {}  # real_path(cache dir) -> the backend JAX must use there
 
@@ -42,12 +44,33 @@ BACKENDS: dict[str, SealedBackend] = {}  # real_path(cache dir) -> the backend J
 # The directory guard (guard_cache_dirs): which directories JAX may open its own cache in.
 ADMITTED: dict[str, str] = {}  # absolute path -> how it was admitted ("audited", ...)
 REFUSED: dict[str, str] = {}  # absolute path -> why the guard refused it
-# on: bool; auditor: Auditor | None; witness: Witness | None; gatekeeper: Gatekeeper | None
-GUARD: dict[str, Any] = {"on": False, "auditor": None, "witness": None, "gatekeeper": None}
+
+
+class Guard:
+    """The guard's own settings: whether it refuses directories nobody audited, who audits one
+    in-process, who hears of each new entry and who judges each loaded one."""
+
+    __slots__ = ("on", "auditor", "witness", "gatekeeper")
+
+    def __init__(self) -> None:
+        self.on = False
+        self.auditor: Auditor | None = None
+        self.witness: Witness | None = None
+        self.gatekeeper: Gatekeeper | None = None
+
+    def saved(self) -> GuardSettings:
+        return (self.on, self.auditor, self.witness, self.gatekeeper)
+
+    def restore(self, saved: GuardSettings) -> None:
+        self.on, self.auditor, self.witness, self.gatekeeper = saved
+
+
+GUARD = Guard()
 ENTRY_SUFFIX = "-cache"  # LRUCache's file for key K is <dir>/K-cache (0.5 to 0.12)
 # every directory JAX initialized a cache for in this process, in order
 _SEEN: list[dict[str, object]] = []
-_BY_OBJECT: dict[int, dict[str, object]] = {}  # id(cache object JAX got) -> its entry in _SEEN
+# id(cache object JAX got) -> (its entry in _SEEN, the object: kept alive, so ids stay unique)
+_BY_OBJECT: dict[int, tuple[dict[str, object], object]] = {}
 
 
 _REFUSED_CLASS: list[type] = []
@@ -93,7 +116,7 @@ def _note(where: object, status: str, how: str, reason: str | None, made: object
     entry: dict[str, object] = {"path": path, "given": str(where), "status": status,
                                 "how": how, "reason": reason, "pid": os.getpid()}
     _SEEN.append(entry)
-    _BY_OBJECT[id(made)] = dict(entry, _object=made)  # kept alive: ids stay unique
+    _BY_OBJECT[id(made)] = (dict(entry), made)
 
 
 def _key(where: object) -> str:
@@ -117,9 +140,9 @@ def _judge(where: object) -> tuple[str | None, str | None]:
     if key in REFUSED:
         return None, REFUSED[key]
     reason = "not the directory jaxcache audited"
-    if "://" not in key and GUARD["auditor"] is not None:
+    if "://" not in key and GUARD.auditor is not None:
         try:
-            ok, reason = GUARD["auditor"](str(where))
+            ok, reason = GUARD.auditor(str(where))
         except Exception as exc:  # noqa: BLE001 - cannot judge it: refuse (fail closed)
             ok, reason = False, f"could not audit it ({type(exc).__name__}: {exc})"
         if ok:
@@ -141,7 +164,7 @@ def _factory(where: object, _original: Factory) -> tuple[JaxCache, object] | Non
         made: object = verification_cache()(chosen) if chosen.wrapped else chosen
         _note(where, "served", "sealed", None, made)
         return made, where
-    if not GUARD["on"]:
+    if not GUARD.on:
         made = _original(where)
         if made is not None:
             _note(where, "served", "unguarded", None, made[0])
@@ -156,7 +179,7 @@ def _factory(where: object, _original: Factory) -> tuple[JaxCache, object] | Non
     made = _original(where if "://" in str(where) else _norm(where))
     if made is not None:
         _note(where, "served", how, None, made[0])
-        if (GUARD["witness"] is not None or GUARD["gatekeeper"] is not None) and \
+        if (GUARD.witness is not None or GUARD.gatekeeper is not None) and \
                 "://" not in str(where):
             _watch(made[0], _norm(where))
     return made
@@ -174,7 +197,7 @@ def _watch(cache: JaxCache, directory: str) -> None:
 
     def get(key: str, _original: Callable[[str], bytes | None] = original_get) -> bytes | None:
         value = _original(key)
-        keeper: Gatekeeper | None = GUARD["gatekeeper"]
+        keeper: Gatekeeper | None = GUARD.gatekeeper
         if value is not None and keeper is not None:
             try:
                 ok = keeper(directory, key, value)
@@ -194,7 +217,7 @@ def _watch(cache: JaxCache, directory: str) -> None:
             if not existed:  # JAX writes in place: a full disk leaves a stub under the name
                 _drop_partial(directory, name, value)
             raise
-        witness: Witness | None = GUARD["witness"]
+        witness: Witness | None = GUARD.witness
         if not existed and witness is not None:
             # the record of origin is not the job's concern: its failure stays here
             with contextlib.suppress(Exception):
@@ -242,21 +265,21 @@ def gate_gets(callback: Gatekeeper | None) -> None:
     first shown to `callback(directory, key, value) -> bool`; False (or an exception) makes it
     a miss: the bytes JAX would load are judged, not a listing taken before
     (trust/provenance/origin.py, under CI). None stops it."""
-    GUARD["gatekeeper"] = callback
+    GUARD.gatekeeper = callback
 
 
 def witness_puts(callback: Witness | None) -> None:
     """From the next cache JAX opens in an admitted directory on, call
     `callback(directory, key, value)` after each entry its put creates there
     (trust/provenance/origin.py: the origin ledger); None stops it."""
-    GUARD["witness"] = callback
+    GUARD.witness = callback
 
 
 def _on_dir_setting(value: object) -> None:
     """The job set jax_compilation_cache_dir (globally or in a context manager). JAX points
     XLA's own sub-caches (GPU autotune results) inside that setting at every compile, whatever
     cache object it holds: for a directory the guard does not admit, turn them off."""
-    if not GUARD["on"] or value is None or str(value) == "":
+    if not GUARD.on or value is None or str(value) == "":
         return
     try:
         how, _ = _judge(value)
@@ -292,7 +315,7 @@ def _install_setting_hooks() -> None:
         setattr(state, name, hook)
 
 
-def install_factory(cc: Any) -> None:  # jax._src.compilation_cache: its factory is set
+def install_factory(cc: ModuleType) -> None:  # jax._src.compilation_cache: its factory is set
     """Replace JAX's cache factory once (module-level `get_file_cache`, which
     `_initialize_cache` calls by name on the tested versions)."""
     if getattr(cc.get_file_cache, "_jaxcache", False):
@@ -308,7 +331,7 @@ def install_factory(cc: Any) -> None:  # jax._src.compilation_cache: its factory
         return _factory(where, _original)
 
     get_file_cache._jaxcache = True  # type: ignore[attr-defined]  # our mark
-    cc.get_file_cache = get_file_cache
+    cc.get_file_cache = get_file_cache  # type: ignore[attr-defined]  # JAX's, set at run time
 
 
 def guard_cache_dirs(admit: Iterable[str] = (), *, how: str = "audited",
@@ -329,8 +352,8 @@ def guard_cache_dirs(admit: Iterable[str] = (), *, how: str = "audited",
         ADMITTED[_key(path)] = how
         REFUSED.pop(_key(path), None)
     if auditor is not None:
-        GUARD["auditor"] = auditor
-    GUARD["on"] = True
+        GUARD.auditor = auditor
+    GUARD.on = True
     # set before the guard (env, gate); JAX defines its config options at run time
     _on_dir_setting(jax.config.jax_compilation_cache_dir)  # type: ignore[attr-defined]
 
@@ -347,9 +370,9 @@ def current_cache() -> dict[str, object] | None:
     cache = compilation_cache_module()._cache
     if cache is None:
         return None
-    entry = _BY_OBJECT.get(id(cache))
-    if entry is not None and entry["_object"] is cache:
-        return {k: v for k, v in entry.items() if k != "_object"}
+    found = _BY_OBJECT.get(id(cache))
+    if found is not None and found[1] is cache:
+        return dict(found[0])
     raw = getattr(cache, "_path", None)
     return {"path": None if raw is None else str(raw), "given": None, "status": "unguarded",
             "how": "unguarded", "reason": None, "pid": os.getpid()}

@@ -16,7 +16,7 @@ from jaxcache.values import frozen
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from types import ModuleType
-    from typing import Any, Protocol
+    from typing import Protocol
 
     class _Option(Protocol):
         """One of jax._src.config's option states (config_states[name])."""
@@ -126,7 +126,7 @@ def reset_cache() -> None:
     compilation_cache_module().reset_cache()
 
 
-def config_value(name: str) -> Any:
+def config_value(name: str) -> object:
     """A JAX option's global value, as JAX holds it (JAX defines its options at run time)."""
     import jax
 
@@ -154,8 +154,11 @@ def set_thresholds(min_compile_time: float | None, min_entry_size: int | None) -
 
 def thresholds() -> tuple[float, int]:
     """JAX's write thresholds in effect: (min compile seconds, min entry bytes)."""
-    return (float(config_value("jax_persistent_cache_min_compile_time_secs")),
-            int(config_value("jax_persistent_cache_min_entry_size_bytes")))
+    seconds = config_value("jax_persistent_cache_min_compile_time_secs")
+    size = config_value("jax_persistent_cache_min_entry_size_bytes")
+    # JAX holds a float and an int (it checks what it is given); read any other value as text
+    return (float(seconds if isinstance(seconds, int | float) else str(seconds)),
+            int(size if isinstance(size, int | float) else str(size)))
 
 
 def disable_cache() -> None:

@@ -13,7 +13,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from jaxcache.jaxcompat.guard import SealedBackend
+    from jaxcache.jaxcompat.guard import GuardSettings, SealedBackend
 
 _OPTIONS = ("jax_compilation_cache_dir", "jax_persistent_cache_enable_xla_caches",
             "jax_persistent_cache_min_entry_size_bytes",
@@ -31,7 +31,7 @@ class JaxState:
     checked: bool
     used: bool
     backends: tuple[tuple[str, SealedBackend], ...]
-    guard: tuple[tuple[str, object], ...]
+    guard: GuardSettings
     admitted: tuple[tuple[str, str], ...]
     refused: tuple[tuple[str, str], ...]
 
@@ -40,7 +40,7 @@ def snapshot() -> JaxState:
     cc = compilation_cache_module()
     options = tuple((n, option_state(n).get_global()) for n in _OPTIONS)
     return JaxState(options, cc._cache, bool(cc._cache_initialized), bool(cc._cache_checked),
-                    bool(cc._cache_used), tuple(BACKENDS.items()), tuple(GUARD.items()),
+                    bool(cc._cache_used), tuple(BACKENDS.items()), GUARD.saved(),
                     tuple(ADMITTED.items()), tuple(REFUSED.items()))
 
 
@@ -56,8 +56,7 @@ def restore(state: JaxState) -> None:
             close_backend(backend)
     BACKENDS.clear()
     BACKENDS.update(state.backends)
-    GUARD.clear()
-    GUARD.update(state.guard)
+    GUARD.restore(state.guard)
     ADMITTED.clear()
     ADMITTED.update(state.admitted)
     REFUSED.clear()

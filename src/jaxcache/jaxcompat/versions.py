@@ -11,11 +11,25 @@ from __future__ import annotations
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Mapping
-    from typing import Any
+    from collections.abc import Iterable
+    from typing import TypedDict
 
     # (kind, prefix of the text or None, fragments it must contain): MESSAGES, WARNINGS
     Kinds = Iterable[tuple[str, str | None, Iterable[str]]]
+
+    class Knowledge(TypedDict):
+        """knowledge(): plain data, as the probe holds it (it loads this file by path)."""
+
+        version: str | None
+        support: str
+        events_name_module: bool
+        compiling_name: str
+        lambda_module: str
+        entry_suffix: str
+        messages: Kinds
+        warnings: Kinds
+        loggers: tuple[str, ...]
+        events: dict[str, str]
 
 # The newest patch of each minor line CI runs (`make matrix`); exactly these are tested.
 # 0.11.2 and 0.12.0.1 need Python >= 3.12: the matrix runs them in a Debian 13 root.
@@ -164,7 +178,7 @@ def caches_host_callbacks(version: object) -> bool | None:
     return _line(version) > LAST_HOST_CALLBACKS_UNCACHED
 
 
-def knowledge(version: str | None) -> dict[str, Any]:
+def knowledge(version: str | None) -> Knowledge:
     """How this JAX names what it compiles, for the probe. Outside the supported lines, the
     nearest supported line's (and the record says it is unverified).
 
@@ -201,12 +215,12 @@ def _match(table: Kinds, text: str) -> str | None:
     return None
 
 
-def classify(knowledge: Mapping[str, Any], msg: str) -> str | None:
+def classify(knowledge: Knowledge, msg: str) -> str | None:
     """The kind of one of JAX's log format strings, or None when the probe ignores it."""
     return _match(knowledge["messages"], msg)
 
 
-def classify_warning(knowledge: Mapping[str, Any], text: str) -> str | None:
+def classify_warning(knowledge: Knowledge, text: str) -> str | None:
     """The kind of a warning JAX gave about its cache ('other' when it is about the cache but
     of no known kind), or None when it is not about the cache."""
     kind = _match(knowledge["warnings"], text)

@@ -13,12 +13,18 @@ from __future__ import annotations
 import re
 
 from jaxcache.net.address import classify, split_host_port
+from jaxcache.net.launch_env import MTLS_VARS, LaunchEnv
 from jaxcache.values import frozen
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+__all__ = ["FIRST_MTLS_VERSION", "K8S_PORT", "MTLS_VARS", "TPU_PORT", "Plan", "coordinator_of",
+           "detect", "plan"]
 
 # Ports JAX picks when it auto-detects a cluster (jax/_src/clusters, 0.10.2)
 K8S_PORT, TPU_PORT = 55527, 8482
-MTLS_VARS = ("JAX_MTLS_CERT_FILE", "JAX_MTLS_KEY_FILE", "JAX_MTLS_CA_FILE",
-             "JAX_MTLS_PEER_URI_PREFIX", "JAX_DISTRIBUTED_VERIFY_SECURE_CREDENTIALS")
 FIRST_MTLS_VERSION = (0, 11, 0)  # mTLS for the coordination service arrived after 0.10.2
 
 
@@ -54,29 +60,32 @@ def _slurm_host(node_list: str) -> str:
     return prefix + (m.group(0) if m else "")
 
 
-def detect(env: dict[str, str]) -> tuple[str | None, str | None, int | None]:
+def detect(env: Mapping[str, str]) -> tuple[str | None, str | None, int | None]:
     """(source, coordinator host:port, port) as JAX would work them out."""
-    override = env.get("JAX_COORDINATOR_PORT")
-    if env.get("JAX_COORDINATOR_ADDRESS"):
-        addr = env["JAX_COORDINATOR_ADDRESS"]
+    return coordinator_of(LaunchEnv.from_environ(env))
+
+
+def coordinator_of(env: LaunchEnv) -> tuple[str | None, str | None, int | None]:
+    """detect() for an environment already parsed."""
+    override = env.coordinator_port
+    if env.coordinator_address:
+        addr = env.coordinator_address
         return "explicit", addr, split_host_port(addr)[1]
-    slurm = ("SLURM_JOB_ID", "SLURM_STEP_NODELIST", "SLURM_NTASKS", "SLURM_PROCID",
-             "SLURM_LOCALID")
-    if all(k in env for k in slurm):
-        port = int(override) if override else _ephemeral(int(env["SLURM_JOB_ID"]))
-        return "slurm", f"{_slurm_host(env['SLURM_STEP_NODELIST'])}:{port}", port
-    uri = env.get("OMPI_MCA_orte_hnp_uri")
+    if env.slurm is not None:
+        port = int(override) if override else _ephemeral(int(env.slurm.job_id))
+        return "slurm", f"{_slurm_host(env.slurm.step_node_list)}:{port}", port
+    uri = env.ompi_uri
     if uri:
         port = int(override) if override else _ephemeral(int(uri.split(".", 1)[0]) // 2**12)
         m = re.search(r"tcp://(.+?)[,:]|tcp6://\[(.+?)[,\]]", uri)
         host = next((g for g in m.groups() if g), "?") if m else "?"
         return "ompi", f"{host}:{port}", port
-    if env.get("KUBERNETES_SERVICE_HOST"):
+    if env.kubernetes_host:
         port = int(override) if override else K8S_PORT
         return "k8s", f"<pod of process 0>:{port}", port
-    if env.get("TPU_WORKER_HOSTNAMES") or env.get("TPU_PROCESS_ADDRESSES"):
+    if env.tpu_worker_hostnames or env.tpu_process_addresses:
         port = int(override) if override else TPU_PORT
-        hosts = env.get("TPU_PROCESS_ADDRESSES") or env.get("TPU_WORKER_HOSTNAMES") or ""
+        hosts = env.tpu_process_addresses or env.tpu_worker_hostnames or ""
         return "tpu", f"{hosts.split(',')[0].split(':')[0]}:{port}", port
     return None, None, None
 
@@ -87,13 +96,14 @@ def _version_tuple(version: str | None) -> tuple[int, ...]:
     return tuple(int(re.sub(r"\D.*", "", p) or 0) for p in version.split(".")[:3])
 
 
-def plan(env: dict[str, str], jax_version: str | None) -> Plan:
-    source, coordinator, port = detect(env)
-    bind_explicit = bool(env.get("JAX_COORDINATOR_BIND_ADDRESS"))
-    bind = env.get("JAX_COORDINATOR_BIND_ADDRESS") or (f"[::]:{port}" if port else None)
+def plan(env: Mapping[str, str], jax_version: str | None) -> Plan:
+    launch = LaunchEnv.from_environ(env)
+    source, coordinator, port = coordinator_of(launch)
+    bind_explicit = bool(launch.bind_address)
+    bind = launch.bind_address or (f"[::]:{port}" if port else None)
     bind_class = classify(split_host_port(bind)[0]) if bind else None
     supported = _version_tuple(jax_version) >= FIRST_MTLS_VERSION
-    configured = supported and all(env.get(v) for v in MTLS_VARS[:3])
-    share = env.get("JAX_SHARE_BINARY_BETWEEN_HOSTS", "").lower() in ("1", "true", "yes")
+    configured = supported and launch.mtls_files
+    share = launch.share_binary.lower() in ("1", "true", "yes")
     return Plan(source, coordinator, port, bind, bind_explicit, bind_class, supported,
                 configured, share, jax_version)

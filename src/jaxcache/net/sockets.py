@@ -6,6 +6,7 @@ import os
 
 from jaxcache.errors import JaxcacheError
 from jaxcache.net.address import classify, reachable_from, split_host_port
+from jaxcache.net.launch_env import LaunchEnv
 from jaxcache.values import frozen
 
 
@@ -121,15 +122,17 @@ def _env(pid: int) -> dict[str, str]:
     return out
 
 
-def _service(port: int, env: dict[str, str]) -> str:
-    for var in ("JAX_COORDINATOR_BIND_ADDRESS", "JAX_COORDINATOR_ADDRESS"):
-        if env.get(var) and split_host_port(env[var])[1] == port:
+def _service(port: int, env: LaunchEnv) -> str:
+    for var, address in (("JAX_COORDINATOR_BIND_ADDRESS", env.bind_address),
+                         ("JAX_COORDINATOR_ADDRESS", env.coordinator_address)):
+        if address and split_host_port(address)[1] == port:
             return f"coordination service (port of {var})"
-    if env.get("JAX_COORDINATOR_PORT") == str(port):
+    if env.coordinator_port == str(port):
         return "coordination service (JAX_COORDINATOR_PORT)"
-    from jaxcache.net.config import detect
+    from jaxcache.net.config import coordinator_of
 
-    source, _, derived = detect(env)  # the port JAX works out from the launcher's variables
+    # the port JAX works out from the launcher's variables
+    source, _, derived = coordinator_of(env)
     if source is not None and derived == port:
         return f"coordination service (port JAX derives from the {source} environment)"
     return "listener of a JAX process (coordination service, profiler server or the program's)"
@@ -156,9 +159,8 @@ def inspect(pid: int, ifaces: dict[str, list[str]], *, jax_version_ok_for_mtls: 
     except psutil.AccessDenied:
         raise _Denied(f"not permitted to inspect process {pid} (run as its user or "
                       "root)") from None
-    env = _env(pid)
-    mtls = jax_version_ok_for_mtls and all(env.get(v) for v in (
-        "JAX_MTLS_CERT_FILE", "JAX_MTLS_KEY_FILE", "JAX_MTLS_CA_FILE"))
+    env = LaunchEnv.from_environ(_env(pid))
+    mtls = jax_version_ok_for_mtls and env.mtls_files
     out = []
     for c in conns:
         if c.status != psutil.CONN_LISTEN or not c.laddr:

@@ -109,7 +109,7 @@ def identity(S: ProbeState, load_beside: LoadBeside) -> dict[str, object]:
             "launcher": launcher}
 
 
-def cache_view(S: ProbeState) -> dict[str, Any]:
+def cache_view(S: ProbeState) -> dict[str, object]:
     """How this process sees the directory jaxcache audited (or JAX's own setting): its
     path, the filesystem and inode it resolves to here, jaxlib and XLA_FLAGS. A rank on
     another host or in another mount namespace can see another directory at the same path."""

@@ -71,7 +71,7 @@ def render_text(r: AuditReport, *, verbose: bool = False,
         flagged = [e for e in inv.entries if e.flags]
         kinds = [plural(inv.count(k), *names) for k, names in _KIND_NAMES.items()
                  if inv.count(k) and k != "cache"]
-        lines += ["", f"entries: {plural(inv.count('cache'), *_KIND_NAMES['cache'])}"
+        lines += ["", f"entries: {plural(inv.count('cache'), *_ENTRY_NAMES)}"
                       + "".join(f", {k}" for k in kinds)
                       + f"; {plural(len(inv.entries), 'file')}, {size(inv.total_bytes)}; "
                       f"{len(flagged)} flagged"]
@@ -99,7 +99,8 @@ def render_text(r: AuditReport, *, verbose: bool = False,
 
 
 FLAGGED_SHOWN = 5  # flagged entries listed without --verbose
-_KIND_NAMES = {"cache": ("compiled entry", "compiled entries"),
+_ENTRY_NAMES = ("compiled entry", "compiled entries")
+_KIND_NAMES = {"cache": _ENTRY_NAMES,
                "xla-subcache": ("XLA sub-cache file", "XLA sub-cache files"),
                "atime": ("access-time file", "access-time files"),
                "signature": ("signature", "signatures"),

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from jaxcache.documents.kinds import envelope
 from jaxcache.report import jsonout
 from jaxcache.text import safe
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from jaxcache.trust.inputs.public_keys import PublicKey
 
-def render_json(path: str, public: Any, created: list[str] | tuple[str, ...] = ()) -> str:
+
+def render_json(path: str, public: PublicKey, created: list[str] | tuple[str, ...] = ()) -> str:
     return jsonout.document({
         **envelope("keygen"),
         "private_key": safe(path), "public_key_file": safe(path + ".pub"),

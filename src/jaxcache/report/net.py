@@ -12,12 +12,8 @@ from jaxcache.net.assess import NetReport
 from jaxcache.report import jsonout
 from jaxcache.trust.findings import NOTE, UNSAFE, UNVERIFIABLE, WARNING
 
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from jaxcache.values import JsonObject
 
-
-def net_dict(r: NetReport) -> JsonObject:
+def net_dict(r: NetReport) -> dict[str, object]:
     return {**envelope("net"),
             "exposed": r.exposed, "unverifiable": r.unverifiable,
             "plan": asdict(r.plan) if r.plan else None,

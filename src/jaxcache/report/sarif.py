@@ -13,6 +13,8 @@ from jaxcache.trust.findings import Finding
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from jaxcache.values import JsonObject
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
@@ -25,7 +27,7 @@ def _uri(path: str, base: str | None) -> str:
     return "file://" + quote(safe(path))
 
 
-def render_findings(findings: Iterable[Finding], properties: JsonObject, *,
+def render_findings(findings: Iterable[Finding], properties: Mapping[str, object], *,
                     base: str | None = None, files: bool = True) -> str:
     """One run, one rule per finding code; locations only for findings about files."""
     rules: dict[str, JsonObject] = {}

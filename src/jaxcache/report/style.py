@@ -12,7 +12,8 @@ from jaxcache.text import clip, color_on, plural, safe, size
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from jaxcache.values import JsonObject
+    from collections.abc import Mapping
+
 
 _GOOD = {"PRIVATE", "SHARED-BY-POLICY", "SEALED", "SHARE", "saves", "VALID", "OK", "CACHED"}
 _BAD = {"UNSAFE", "BLOCKED", "NOT-WORTH-IT", "UNCACHED", "NOT FOUND", "INVALID", "NOT SEALED",
@@ -72,7 +73,7 @@ def shapes(text: str | None, leading: int = 3) -> str:
 
 
 
-def origin_counts(counts: JsonObject) -> str:
+def origin_counts(counts: Mapping[str, object]) -> str:
     """'1 yours, 2 unknown': the non-zero origin counts (trust/provenance/origin.py's ORDER), as
     `ls` and
     `run` say them."""

@@ -97,12 +97,12 @@ def built(found: signature.Vouch, check: signature.Check, here: Fingerprint | No
 
 def claimed_view(sig: bytes, public: PublicKey) -> BuildView:
     """The build one signature file claims, as `ls` shows it (a claim: not yet verified)."""
-    doc = sigfile.fields(sig)[0]
+    doc = sigfile.read(sig)
     try:
-        digest = bytes.fromhex(doc["digest"])
+        digest = bytes.fromhex(doc.digest)
     except ValueError:
         digest = b""
-    claim, edited = sigfile.claimed_build(doc, public, str(doc["key"]), digest, doc["size"])
+    claim, edited = sigfile.claimed_build(doc, public, doc.key, digest, doc.size)
     if edited is not None:
         return BuildView("unknown", "bad build claim", None, edited)
     claimed = (claim,) if claim is not None else ()

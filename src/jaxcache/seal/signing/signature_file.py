@@ -1,4 +1,5 @@
-"""A signature file, the document beside an entry: its format, how it is written, how it is read.
+"""A signature file, the document beside an entry: its format and how it is written (how it is
+read: signature_doc.py, the one parse).
 
 `<entry>.sig` (and a co-signature `<entry>.<key id>.sig`) holds one JSON document: FORMAT, the
 cache key, the BLAKE3-256 digest (seal/signing/digest.py) and size of the exact bytes, the signer's
@@ -17,31 +18,24 @@ from __future__ import annotations
 import base64
 import json
 import time
-from dataclasses import replace
-from typing import Any
 
 from jaxcache import validate as v
 from jaxcache.fingerprint.model import SCHEMA, Fingerprint
 from jaxcache.seal.signing import digest as digestmod
-from jaxcache.trust.inputs.public_keys import KeyFileError, PublicKey, parse_public
+from jaxcache.seal.signing.signature_doc import DOCUMENT, FORMAT, MAX_BYTES, SignatureDoc
+from jaxcache.trust.inputs.public_keys import KeyFileError, PublicKey
 from jaxcache.trust.inputs.signing_keys import SigningKey
 from jaxcache.trust.kernel.entries import SIGNATURE_SUFFIX
 from jaxcache.trust.rules import keyring as ringmod
 
-FORMAT = "jaxcache.seal/1"
+__all__ = ["BUILD_FORMAT", "DOCUMENT", "FORMAT", "MAX_BYTES", "SUFFIX", "TIME_FORMAT",
+           "SignatureDoc", "build_claim", "build_message", "canonical", "claimed_build",
+           "claimed_signer", "genuine", "is_cosignature", "message", "read", "sign",
+           "time_message", "verifies"]
+
 TIME_FORMAT = "jaxcache.seal-time/1"
 BUILD_FORMAT = "jaxcache.seal-build/1"
 SUFFIX = SIGNATURE_SUFFIX  # <module>-<hex>-cache.sig beside <module>-<hex>-cache
-MAX_BYTES = 4096  # readers of every version refuse a larger file: a build claim fits inside
-
-# What a signature file must hold before any of it is used (the same validator as every
-# document jaxcache reads back); a size is at most what an entry can be.
-DOCUMENT = v.obj({"format": v.one_of(FORMAT), "key": v.TEXT, "digest": v.TEXT,
-                  "size": v.INTEGER, "public_key": v.TEXT, "signature": v.TEXT},
-                 {"signed_at": v.TEXT, "time_signature": v.TEXT,
-                  "relies_on": v.list_of(v.TEXT), "build": v.obj(),
-                  "build_signature": v.TEXT})
-_ID = frozenset("0123456789abcdef")
 
 
 def _key_bytes(key: str) -> bytes:
@@ -78,7 +72,7 @@ def build_message(key: str, digest: bytes, size: int, claim: object) -> bytes:
                        str(size).encode(), canonical(claim)))
 
 
-def build_claim(found: Fingerprint, room: int) -> dict[str, Any] | None:
+def build_claim(found: Fingerprint, room: int) -> dict[str, object] | None:
     """The compact claim of `found` that fits in `room` bytes of the signature file: the
     build digest, the machine and the CPU features always (what the rule judges), the
     versions, the CPU's vendor and model and the accelerator while they fit (shown, or
@@ -88,11 +82,11 @@ def build_claim(found: Fingerprint, room: int) -> dict[str, Any] | None:
         return None
     features = " ".join(sorted(found.cpu.features))
     accel = found.accelerator.to_json() if found.accelerator else None
-    full: dict[str, Any] = {
+    full: dict[str, object] = {
         "schema": SCHEMA, "build": {"digest": found.build.digest,
                                     "versions": dict(found.build.versions)},
         "machine": found.machine, "cpu": found.cpu.to_json(), "accelerator": accel}
-    lean: dict[str, Any] = {
+    lean: dict[str, object] = {
         "schema": SCHEMA, "build": {"digest": found.build.digest}, "machine": found.machine,
         "cpu": {"vendor": "", "model": "", "features": features}}
     for claim in (full, {**full, "accelerator": None}, lean):
@@ -131,35 +125,19 @@ def sign(key: str, data: bytes, signer: SigningKey, now: float | None = None,
     return (json.dumps(doc, sort_keys=True) + "\n").encode()
 
 
-def fields(sig: bytes) -> tuple[dict[str, Any], PublicKey, bytes]:
-    """The checked document of a signature file, the key it names and the raw signature;
-    ValueError or KeyFileError if it is none (too large, not JSON, a field missing or of
-    the wrong type, no key)."""
-    if len(sig) > MAX_BYTES:
-        raise ValueError("too large")
-    doc = v.parse_json(sig)
-    DOCUMENT(doc, "")
-    assert isinstance(doc, dict)
-    relies = doc.get("relies_on")
-    if relies is not None and not all(len(i) == 16 and _ID.issuperset(i) for i in relies):
-        raise ValueError("relies_on holds something that is not a key id")
-    # a name in a signature is the writer's word: keys are named only by the reader's policy
-    public = replace(parse_public(doc["public_key"]), name=None)
-    return doc, public, base64.b64decode(doc["signature"], validate=True)
+def read(sig: bytes) -> SignatureDoc:
+    """The checked document of a signature file; ValueError or KeyFileError if it is none
+    (too large, not JSON, a field missing or of the wrong type, no key)."""
+    return SignatureDoc.parse(sig)
 
 
-def relies_on_of(doc: dict[str, Any]) -> tuple[str, ...] | None:
-    relies = doc.get("relies_on")
-    return tuple(relies) if isinstance(relies, list) else None
-
-
-def claimed_build(doc: dict[str, Any], signer: PublicKey, key: str, digest: bytes, size: int
+def claimed_build(doc: SignatureDoc, signer: PublicKey, key: str, digest: bytes, size: int
                   ) -> tuple[Fingerprint | None, str | None]:
     """The build a signature claims, verified under `signer` over this key, digest and size:
     (the claim, None); (None, None) where it makes none (an older signature, or one stripped
     of both fields); (None, why) where the claim is there but is no signer's word (one field
     without the other, a claim edited after signing, one that is no fingerprint)."""
-    claim, raw = doc.get("build"), doc.get("build_signature")
+    claim, raw = doc.build, doc.build_signature
     if claim is None and raw is None:
         return None, None
     if claim is None or raw is None:
@@ -193,7 +171,7 @@ def is_cosignature(sig: bytes) -> bool:
     (orphan_signatures.py: one copied over `<entry>.sig` would leave an entry older readers never
     verify)."""
     try:
-        return relies_on_of(fields(sig)[0]) is not None
+        return read(sig).relies_on is not None
     except (ValueError, KeyFileError):
         return False
 
@@ -201,7 +179,7 @@ def is_cosignature(sig: bytes) -> bool:
 def claimed_signer(sig: bytes) -> PublicKey | None:
     """The key a signature file names (unverified: `ls` shows it; verify checks it)."""
     try:
-        return fields(sig)[1]
+        return read(sig).public
     except (ValueError, KeyFileError):
         return None
 
@@ -211,8 +189,9 @@ def genuine(key: str, sig: bytes) -> bool:
     names, over the key, digest and size it states. Says nothing of trust, only that a
     publisher made it (orphan_signatures.py: a rival's pending upload, not garbage)."""
     try:
-        doc, public, raw = fields(sig)
-        digest, size = bytes.fromhex(doc["digest"]), doc["size"]
+        doc = read(sig)
+        digest, size = bytes.fromhex(doc.digest), doc.size
     except (ValueError, KeyFileError):
         return False
-    return size >= 0 and verifies(public, raw, message(key, digest, size, relies_on_of(doc)))
+    return size >= 0 and verifies(doc.public, doc.signature,
+                                  message(key, digest, size, doc.relies_on))

@@ -44,15 +44,15 @@ from __future__ import annotations
 import base64
 from collections.abc import Callable
 from datetime import datetime, timezone
-from typing import Any, TypeAlias
+from typing import TypeAlias
 
 from jaxcache.fingerprint.model import Fingerprint
 from jaxcache.seal.signing import digest as digestmod
 from jaxcache.seal.signing.signature_file import (
+    SignatureDoc,
     claimed_build,
-    fields,
     message,
-    relies_on_of,
+    read,
     time_message,
     verifies,
 )
@@ -101,7 +101,7 @@ class _Judged:
     digest: bytes | None = None
     size: int | None = None
     raw: bytes | None = None
-    doc: dict[str, Any] | None = None
+    doc: SignatureDoc | None = None
     relies: frozenset[str] = frozenset()  # a co-signature's chain: the keys it vouched on
     build: Fingerprint | None = None  # the build it claims compiled the entry (verified)
 
@@ -116,11 +116,11 @@ class Vouch:
     judged: tuple[_Judged, ...] = ()
 
 
-def _signed_time(doc: dict[str, Any], known: PublicKey, key: str, digest: bytes, size: int
+def _signed_time(doc: SignatureDoc, known: PublicKey, key: str, digest: bytes, size: int
                  ) -> float | None:
     """The time the signature claims, if its own signature verifies (else None: no claim)."""
-    at, tsig = doc.get("signed_at"), doc.get("time_signature")
-    if not isinstance(at, str) or not isinstance(tsig, str):
+    at, tsig = doc.signed_at, doc.time_signature
+    if at is None or tsig is None:
         return None
     try:
         moment = datetime.strptime(at, "%Y-%m-%dT%H:%M:%SZ").replace(
@@ -134,10 +134,11 @@ def _signed_time(doc: dict[str, Any], known: PublicKey, key: str, digest: bytes,
 def _judge(key: str, sig: bytes, ring: KeyRing, named: str | None = None) -> _Judged:
     """One signature file (`named`: the key id a co-signature's file name gives)."""
     try:
-        doc, public, raw = fields(sig)
+        doc = read(sig)
     except (ValueError, KeyFileError) as exc:  # Unreadable and Invalid are ValueErrors
         # KeyFileError: a public key text that is no key (a planted file's, never the user's)
         return _Judged(BAD, f"unreadable signature file ({exc})")
+    public, raw = doc.public, doc.signature
     if named is not None and public.id != named:
         return _Judged(BAD, f"the co-signature file of key {named} holds a signature by key "
                             f"{public.id}", public)
@@ -147,15 +148,15 @@ def _judge(key: str, sig: bytes, ring: KeyRing, named: str | None = None) -> _Ju
     if known is None:
         return _Judged(UNKNOWN_KEY, f"signed by key {public.id}, which is not trusted", public)
     try:
-        digest, size = bytes.fromhex(doc["digest"]), doc["size"]  # typed by DOCUMENT
+        digest, size = bytes.fromhex(doc.digest), doc.size
     except ValueError as exc:
         return _Judged(BAD, f"unreadable signature file ({exc})", known)
     if size < 0:
         return _Judged(BAD, "unreadable signature file (a negative size)", known)
-    relies = relies_on_of(doc)
+    relies = doc.relies_on
     if not verifies(known, raw, message(key, digest, size, relies)):
-        why = (f"the signature is for another entry ({safe(str(doc.get('key'))[:90])}): moved or "
-               "swapped" if doc.get("key") != key else "the signature does not verify")
+        why = (f"the signature is for another entry ({safe(doc.key[:90])}): moved or "
+               "swapped" if doc.key != key else "the signature does not verify")
         return _Judged(BAD, why, known)
     gone = [i for i in relies or () if ring.revoked_id(i)]
     if gone:
@@ -356,15 +357,15 @@ def _ring(trusted: Trusted) -> KeyRing:
     return ringmod.of(trusted)
 
 
-def _why_not(doc: dict[str, Any], key: str, digest: bytes, size: int) -> str:
-    if doc.get("key") != key:
-        return (f"the signature is for another entry ({safe(str(doc.get('key'))[:90])}): moved "
+def _why_not(doc: SignatureDoc, key: str, digest: bytes, size: int) -> str:
+    if doc.key != key:
+        return (f"the signature is for another entry ({safe(doc.key[:90])}): moved "
                 "or swapped")
-    signed = doc.get("size")
-    if isinstance(signed, int) and size > signed:
+    signed = doc.size
+    if size > signed:
         return f"the entry is longer than the {signed} bytes signed: changed"
     if signed != size:
         return f"the entry has {size} bytes, its signature says {signed}: truncated or changed"
-    if doc.get("digest") != digest.hex():
+    if doc.digest != digest.hex():
         return "the entry's bytes differ from what was signed"
     return "the signature does not verify"

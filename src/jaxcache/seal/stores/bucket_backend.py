@@ -50,6 +50,12 @@ _KEY = re.compile(r"^(?P<module>.+)-(?P<hash>[0-9a-f]{64})$")
 KEY_MISMATCH, PREFIX_EMPTY = "key-mismatch", "prefix-empty"
 
 
+def _module_of(key: str) -> str | None:
+    """The module a cache key names (JAX's `<module>-<64 hex>`), None for another name."""
+    m = _KEY.match(key)
+    return m["module"] if m else None
+
+
 def cosignatures(store: ObjectStore, name: str) -> signature.Fetch:
     """The co-signature object of `name` by a key id (bounded as a signature is)."""
     def fetch(key_id: str) -> bytes | None:
@@ -242,20 +248,20 @@ class BucketSealedCache(Reports):
                 seen: dict[str, str] = {}
                 for obj in self.store.list():
                     if obj.name.endswith(names.ENTRY_SUFFIX):
-                        m = _KEY.match(names.key_of(obj.name))
-                        if m:
-                            seen.setdefault(m["module"], names.key_of(obj.name))
+                        module = _module_of(names.key_of(obj.name))
+                        if module is not None:
+                            seen.setdefault(module, names.key_of(obj.name))
                 self._listing = seen
             except StoreError:
                 return None, None
-        m = _KEY.match(key)
+        module = _module_of(key)
         if not self._listing:
             return PREFIX_EMPTY, (f"{self.store.url} holds no entries: the publisher writes "
                                   "to another prefix (compare its cache path), or has not "
                                   "published yet")
-        if m and m["module"] in self._listing:
-            return KEY_MISMATCH, (f"the bucket holds {m['module']} under another key "
-                                  f"({self._listing[m['module']][-64:][:12]}…): other input "
+        if module is not None and module in self._listing:
+            return KEY_MISMATCH, (f"the bucket holds {module} under another key "
+                                  f"({self._listing[module][-64:][:12]}…): other input "
                                   "shapes, or publisher and reader differ in a key component "
                                   "(jaxlib version, platform, XLA flags, compile options); "
                                   "compare them with jaxcache explain on both records")

@@ -29,12 +29,12 @@ from jaxcache.seal.stores.object_store import (
     ObjectInfo,
     StoreError,
 )
+from jaxcache.seal.stores.s3_responses import S3Error, body, head_info, listed
 from jaxcache.text import safe
 from jaxcache.trust.rules.target import BucketUrl
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from datetime import datetime
     from typing import Any, TypeVar
 
     T = TypeVar("T")
@@ -130,11 +130,11 @@ class S3Store:
                 if code == "InvalidRange" or status == 416:  # an empty object, ranged
                     return b""
                 raise
-            body = resp["Body"]
+            stream = body(resp)
             try:  # never more than limit, whatever the server sends
-                data: bytes = body.read() if limit is None else body.read(max(limit, 0))
+                data: bytes = stream.read() if limit is None else stream.read(max(limit, 0))
             finally:
-                body.close()
+                stream.close()
             return data
 
         return self._call("download", name, download)
@@ -189,7 +189,7 @@ class S3Store:
                 if _code(exc)[1] == 404:  # HEAD has no body: no error code to tell a bucket
                     return None
                 raise
-            return _info(name, resp["ContentLength"], resp["ETag"], resp.get("LastModified"))
+            return head_info(name, resp)
 
         return self._call("stat", name, head)
 
@@ -201,11 +201,7 @@ class S3Store:
             pages = s3.get_paginator("list_objects_v2").paginate(
                 Bucket=self.where.bucket, Prefix=start, Delimiter="/")
             for page in pages:
-                for obj in page.get("Contents", []):
-                    rest = obj["Key"][len(start):]
-                    if rest and "/" not in rest:
-                        out.append(_info(rest, obj["Size"], obj.get("ETag", ""),
-                                         obj.get("LastModified")))
+                out += listed(page, start)
             return out
 
         return iter(self._call("list", "", listing))
@@ -216,17 +212,10 @@ Store = S3Store  # what objects.open_store makes for this scheme
 
 def _code(exc: BaseException) -> tuple[str, int]:
     """The error code and HTTP status of a ClientError (HEAD errors have only the status)."""
-    resp = getattr(exc, "response", None) or {}
-    status = resp.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0
-    return str(resp.get("Error", {}).get("Code") or status), int(status)
-
-
-def _info(name: str, size: int | None, etag: str, modified: datetime | None) -> ObjectInfo:
-    updated = modified.timestamp() if modified is not None else None
-    return ObjectInfo(name, int(size or 0), str(etag), updated)
+    error = S3Error.of(exc)
+    return error.code, error.status
 
 
 def _short(exc: BaseException) -> str:
-    resp = getattr(exc, "response", None) or {}
-    text = resp.get("Error", {}).get("Message") or str(exc)
+    text = S3Error.of(exc).message or str(exc)
     return safe(" ".join(str(text).split())[:200])

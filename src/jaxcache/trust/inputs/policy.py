@@ -40,33 +40,16 @@ from __future__ import annotations
 import os
 
 from jaxcache.errors import PolicyError
-from jaxcache.text import quoted, safe
-from jaxcache.trust.kernel.principals import Accounts
-from jaxcache.trust.rules.policy_rules import (
-    EMPTY,
-    Policy,
-    Rule,
-    as_written,
-    inside,
-    url_text,
-)
-from jaxcache.trust.rules.target import is_url
+from jaxcache.trust.rules.policy_rules import EMPTY, Policy, Rule, inside
 from jaxcache.userdirs import policy_file
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
+    from jaxcache.trust.kernel.principals import Accounts
 
-    from jaxcache.trust.inputs.public_keys import PublicKey
-
-# the model lives in policy_rules.py (below the audit and the loader); callers find it here too
+# the model lives in policy_rules.py (below the audit and the loader); callers find it here
+# too. The file's parser is policy_toml.py's.
 __all__ = ["EMPTY", "Policy", "PolicyError", "Rule", "inside", "load"]
-
-_RULE_KEYS = {"trusted_users", "trusted_groups", "accepted_filesystems", "accepted_storage",
-              "trusted_signers"}
-_KEY_SETTINGS = {"trusted_keys", "revoked_keys", "signatures_needed", "require_build"}
-_KEY_FIELDS = {"holder", "key", "name", "not_before", "not_after", "trust_signing_time"}
-_ID = frozenset("0123456789abcdef")
 
 
 def load(path: str | None, accounts: Accounts) -> Policy:
@@ -83,6 +66,7 @@ def load(path: str | None, accounts: Accounts) -> Policy:
         except FileNotFoundError:  # the usual case, on `jaxcache run`'s path: no loader import
             return EMPTY
     from jaxcache.trust.inputs import trusted_file as inputs
+    from jaxcache.trust.inputs.policy_toml import parse
 
     try:
         found = inputs.read(path, inputs.POLICY, missing_ok=not explicit, accounts=accounts)
@@ -91,234 +75,3 @@ def load(path: str | None, accounts: Accounts) -> Policy:
     if found is None:
         return EMPTY
     return parse(found.data, os.path.abspath(path), accounts)
-
-
-def parse(data: bytes, source: str, accounts: Accounts) -> Policy:
-    """The policy in `data`, read from `source`; PolicyError (one line) if it is none."""
-    from jaxcache import validate as v
-
-    try:
-        doc = v.parse_toml(data)
-    except v.Unreadable as exc:
-        raise PolicyError(f"policy file {safe(source)} is {exc}") from None
-    return _build(source, doc, accounts)
-
-
-def _is_name(value: object) -> bool:
-    """A string the system calls can take: user, group and path names hold no NUL."""
-    return isinstance(value, str) and "\0" not in value
-
-
-def _rule(data: dict[str, Any], where: str, accounts: Accounts, url: bool = False) -> Rule:
-    unknown = set(data) - _RULE_KEYS - _KEY_SETTINGS - {"restored_from"} - (
-        {"path"} if where != "top level" else {"cache"})
-    if unknown:
-        raise PolicyError(f"policy: unknown key(s) {safe(', '.join(sorted(unknown)))} at "
-                          f"{where}")
-    if url and set(data) & _RULE_KEYS:
-        raise PolicyError(f"policy: {where} is a bucket: only the key settings (trusted_keys, "
-                          "revoked_keys, signatures_needed, require_build) apply there (its "
-                          "writers are decided by the storage service's access control)")
-    lists = {}
-    for key in _RULE_KEYS:
-        value = data.get(key, [])
-        if not isinstance(value, list) or not all(_is_name(v) for v in value):
-            raise PolicyError(f"policy: {key} at {where} must be a list of strings "
-                              "(without NUL bytes)")
-        lists[key] = value
-    uids, gids = set(), set()
-    for name in lists["trusted_users"]:
-        uid = accounts.uid_of(name)
-        if uid is None:
-            raise PolicyError(f"policy: trusted user {quoted(name)} at {where} does not exist")
-        uids.add(uid)
-    signers = set()
-    for name in lists["trusted_signers"]:
-        uid = accounts.uid_of(name)
-        if uid is None:
-            raise PolicyError(f"policy: trusted signer {quoted(name)} at {where} does not exist")
-        signers.add(uid)
-    for name in lists["trusted_groups"]:
-        gid = accounts.gid_of(name)
-        if gid is None:
-            raise PolicyError(f"policy: trusted group {quoted(name)} at {where} does not exist")
-        gids.add(gid)
-    if lists["accepted_storage"] and where == "top level":
-        raise PolicyError("policy: accepted_storage vouches for what one cache path is stored on: "
-                          "put it in that path's [[cache]] table, not at the top level")
-    for point in lists["accepted_storage"]:
-        if not os.path.isabs(point):
-            raise PolicyError(f"policy: accepted_storage {quoted(point)} at {where} must be an "
-                              "absolute mount point")
-    restored = data.get("restored_from")
-    if restored is not None and where == "top level":
-        raise PolicyError("policy: restored_from names the source of one cache path's entries: "
-                          "put it in that path's [[cache]] table, not at the top level")
-    if restored is not None and (not _is_name(restored) or not restored.strip()):
-        raise PolicyError(f"policy: restored_from at {where} must be a non-empty string naming "
-                          "the source you trust (e.g. \"actions/cache, written only by the "
-                          "default branch\")")
-    if restored is not None and url:
-        raise PolicyError(f"policy: {where} is a bucket: restored_from applies to a local "
-                          "directory (a bucket's entries are judged by their signatures)")
-    names = tuple(lists["trusted_users"]) + tuple(f"group {g}" for g in lists["trusted_groups"])
-    return Rule(frozenset(uids), frozenset(gids), frozenset(lists["accepted_filesystems"]), names,
-                _trusted_keys(data.get("trusted_keys", []), where, accounts, url),
-                frozenset(os.path.normpath(p) for p in lists["accepted_storage"]),
-                (restored.strip(),) if restored is not None else (),
-                _revoked_keys(data.get("revoked_keys", []), where),
-                _signatures_needed(data.get("signatures_needed"), where), frozenset(signers),
-                _require_build(data.get("require_build", False), where))
-
-
-def _trusted_keys(items: object, where: str, accounts: Accounts, url: bool = False
-                  ) -> tuple[PublicKey, ...]:
-    """trusted_keys = [{ holder = "ci-publisher", key = "ed25519:..." }]: a sealed cache. For
-    a bucket the holder names a principal of the storage service, not a local user. A key
-    may also carry `name`, `not_before` / `not_after` (RFC 3339 with an offset) and
-    `trust_signing_time` (keyring.py: the softer reading of not_after)."""
-    from dataclasses import replace
-
-    from jaxcache.trust.inputs.public_keys import KeyFileError, parse_public
-
-    shape = ("a list of { holder = \"USER\", key = \"ed25519:...\" } tables (optional: name, "
-             "not_before, not_after, trust_signing_time)")
-    if not isinstance(items, list) or not all(
-            isinstance(i, dict) and {"holder", "key"} <= set(i) <= _KEY_FIELDS and
-            _is_name(i["holder"]) and _is_name(i["key"]) for i in items):
-        raise PolicyError(f"policy: trusted_keys at {where} must be {shape}")
-    out = []
-    for item in items:
-        if not url and accounts.uid_of(item["holder"]) is None:
-            raise PolicyError(f"policy: key holder {quoted(item['holder'])} at {where} does "
-                              "not exist")
-        name = item.get("name")
-        if name is not None and not _is_name(name):
-            raise PolicyError(f"policy: a key name at {where} must be a string")
-        try:
-            key = parse_public(item["key"], item["holder"], name=name)
-        except KeyFileError as exc:
-            raise PolicyError(f"policy: trusted_keys at {where}: {exc}") from None
-        soft = item.get("trust_signing_time", False)
-        if not isinstance(soft, bool):
-            raise PolicyError(f"policy: trust_signing_time of key {key.label} at {where} must "
-                              "be true or false")
-        start = _moment(item.get("not_before"), "not_before", key.label, where)
-        end = _moment(item.get("not_after"), "not_after", key.label, where)
-        if start is not None and end is not None and start >= end:
-            raise PolicyError(f"policy: key {key.label} at {where}: not_before must come "
-                              "before not_after")
-        if soft and end is None:
-            raise PolicyError(f"policy: key {key.label} at {where}: trust_signing_time only "
-                              "changes how not_after is read; give not_after")
-        out.append(replace(key, not_before=start, not_after=end, signing_time=soft))
-    return tuple(out)
-
-
-def _moment(value: object, field: str, label: str, where: str) -> float | None:
-    """An RFC 3339 moment with an offset (a TOML offset date-time or a string), as POSIX
-    seconds. A date or a local time is refused: its moment depends on where it is read."""
-    import datetime as dt
-
-    if value is None:
-        return None
-    if isinstance(value, str):
-        try:
-            value = dt.datetime.fromisoformat(value)
-        except ValueError:
-            raise PolicyError(f"policy: {field} of key {safe(label)} at {where} is not an RFC "
-                              f"3339 time: {quoted(str(value), 60)} (want e.g. "
-                              "2027-01-01T00:00:00Z)") from None
-    if not isinstance(value, dt.datetime):
-        raise PolicyError(f"policy: {field} of key {safe(label)} at {where} must be a time "
-                          "with its offset, e.g. 2027-01-01T00:00:00Z (a date alone is "
-                          "ambiguous)")
-    if value.tzinfo is None or value.utcoffset() is None:
-        raise PolicyError(f"policy: {field} of key {safe(label)} at {where} has no offset "
-                          "(add Z for UTC, or +01:00): a local time means another moment on "
-                          "each machine")
-    try:
-        from jaxcache.trust.rules.keyring import when
-
-        moment = value.timestamp()
-        when(moment)  # reports write it back in UTC: a moment they cannot write is refused
-        return moment
-    except (ValueError, OverflowError, OSError):
-        raise PolicyError(f"policy: {field} of key {safe(label)} at {where} is out of range: "
-                          f"{safe(str(value)[:40])}") from None
-
-
-def _revoked_keys(items: object, where: str) -> tuple[bytes | str, ...]:
-    """revoked_keys = ["ed25519:...", "name:ed25519:...", "<16 hex key id>"]."""
-    from jaxcache.trust.inputs.public_keys import KeyFileError, parse_public
-
-    if not isinstance(items, list) or not all(_is_name(i) for i in items):
-        raise PolicyError(f"policy: revoked_keys at {where} must be a list of key texts "
-                          "(ed25519:...) or key ids")
-    out: list[bytes | str] = []
-    for item in items:
-        text = item.strip()
-        if len(text) == 16 and _ID.issuperset(text):
-            out.append(text)
-            continue
-        try:
-            out.append(parse_public(text).raw)
-        except KeyFileError as exc:
-            raise PolicyError(f"policy: revoked_keys at {where}: {exc} (or give a 16-hex key "
-                              "id)") from None
-    return tuple(out)
-
-
-def _signatures_needed(value: object, where: str) -> int:
-    if value is None:
-        return 0
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 16:
-        raise PolicyError(f"policy: signatures_needed at {where} must be a whole number from "
-                          f"1 to 16, not {safe(str(value)[:40])}")
-    return value
-
-
-def _require_build(value: object, where: str) -> bool:
-    if not isinstance(value, bool):
-        raise PolicyError(f"policy: require_build at {where} must be true or false, not "
-                          f"{safe(str(value)[:40])}")
-    return value
-
-
-def _build(source: str, data: dict[str, Any], accounts: Accounts) -> Policy:
-    default = _rule(data, "top level", accounts)
-    per_path = []
-    caches = data.get("cache", [])
-    if not isinstance(caches, list):
-        raise PolicyError("policy: [[cache]] must be an array of tables")
-    for i, item in enumerate(caches):
-        if not isinstance(item, dict) or not _is_name(item.get("path")):
-            raise PolicyError(f"policy: [[cache]] number {i + 1} needs a string 'path'")
-        where = f"[[cache]] {safe(item['path'])}"
-        if is_url(item["path"]):
-            text = url_text(item["path"])
-            if text is None:
-                raise PolicyError(f"policy: [[cache]] path {quoted(item['path'])} is not a "
-                                  "gs:// or s3://bucket/prefix URL")
-            per_path.append((text, _rule(item, where, accounts, url=True)))
-            continue
-        if not os.path.isabs(item["path"]):
-            raise PolicyError(f"policy: [[cache]] path {quoted(item['path'])} must be absolute "
-                              "(or a gs:// or s3://bucket/prefix URL)")
-        per_path.append((as_written(item["path"]), _rule(item, where, accounts)))
-    policy = Policy(source, default, tuple(per_path))
-    _coherent_keys(policy)
-    return policy
-
-
-def _coherent_keys(policy: Policy) -> None:
-    """Each path's keys as a reader merges them (the top level with the path's table): no key
-    both trusted and revoked, no threshold the trusted keys cannot meet."""
-    from jaxcache.trust.rules import keyring
-
-    for where, rule in [("top level", policy.default)] + [
-            (f"[[cache]] {safe(p)}", policy.declared(p)) for p, _ in policy.per_path]:
-        try:
-            keyring.for_rule(rule)
-        except keyring.KeyRingError as exc:
-            raise PolicyError(f"policy: {where}: {exc}") from None

@@ -322,6 +322,7 @@ def _writers(w: Walk, accounts: pr.Accounts, trust: _Trust, uid: int) -> list[Wr
 
 
 # what rewriting a file of the cache directory changes, by its kind (trust/kernel/entries.py)
+_UNEXPECTED = "-> can change {}, a file JAX does not name (it loads none such)"
 _CHANGES = {
     "cache": "-> can change the compiled code in {}",
     "xla-subcache": "-> can change what XLA loads from its sub-cache {}",
@@ -330,7 +331,7 @@ _CHANGES = {
                  "signed: a bad one costs a recompile, not your code)",
     "used": "-> can change {}, jaxcache's last-use mark of a sealed entry",
     "lockfile": "-> can change the lock file {}",
-    "unexpected": "-> can change {}, a file JAX does not name (it loads none such)",
+    "unexpected": _UNEXPECTED,
 }
 
 
@@ -338,7 +339,7 @@ def _entry_writers(inv: entriesmod.Inventory, trust: _Trust) -> list[Writer]:
     out = []
     for e in inv.entries:
         for grant in e.writers:
-            what = _CHANGES.get(e.kind, _CHANGES["unexpected"]).format(e.name)
+            what = _CHANGES.get(e.kind, _UNEXPECTED).format(e.name)
             out.append(Writer(grant.principal, "rewrite-entry", e.name, (grant.reason, what),
                               trust(grant.principal)))
     return out

@@ -11,15 +11,16 @@ from __future__ import annotations
 from jaxcache.text import safe
 from jaxcache.trust.rules.target import BucketUrl
 
+_GCS_WRITE_GRANTS = "storage.objects.create / roles/storage.objectAdmin"
 _WRITE_GRANTS = {
-    "gs": "storage.objects.create / roles/storage.objectAdmin",
+    "gs": _GCS_WRITE_GRANTS,
     "s3": "s3:PutObject / s3:DeleteObject in the bucket policy or an IAM policy",
 }
 
 
 def write_grants(scheme: str) -> str:
     """The service's names for write access, for a plain reader's finding."""
-    return _WRITE_GRANTS.get(scheme, _WRITE_GRANTS["gs"])
+    return _WRITE_GRANTS.get(scheme, _GCS_WRITE_GRANTS)
 
 
 def unchecked(url: BucketUrl, publishers: list[str]) -> tuple[str, str]:

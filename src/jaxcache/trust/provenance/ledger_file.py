@@ -79,9 +79,8 @@ def fingerprint_line(found: Fingerprint) -> bytes:
     does not cover); b"" when it would not fit in MAX_LINE (the writer's entries are then
     judged by the id alone: another id is another build or host, fail closed)."""
     doc = found.to_json()
-    build = doc.get("build")
-    if isinstance(build, dict):
-        doc["build"] = {"digest": build["digest"], "versions": build["versions"]}
+    if found.build is not None:
+        doc["build"] = {"digest": found.build.digest, "versions": dict(found.build.versions)}
     doc.pop("accelerator", None)
     doc.pop("id", None)
     text = f"{FINGERPRINT}\t{found.id}\t{json.dumps(doc, separators=(',', ':'))}\n"

@@ -1,0 +1,68 @@
+"""What the S3 API answers, through boto3's response dicts, parsed once into typed values for
+s3_store.py: an object's info (HEAD, a listing page), a download's body, a ClientError's code,
+status and message. Pure parsing: no request is made here.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import cast
+
+from jaxcache.seal.stores.object_store import ObjectInfo
+from jaxcache.values import frozen
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from typing import Protocol
+
+    class Body(Protocol):
+        """botocore's StreamingBody, as a download reads it."""
+
+        def read(self, amt: int | None = ...) -> bytes: ...
+
+        def close(self) -> None: ...
+
+
+@frozen
+class S3Error:
+    """A ClientError's code (its HTTP status as text where the answer had no body, as HEAD's),
+    status (0: none) and message."""
+
+    code: str
+    status: int
+    message: object
+
+    @classmethod
+    def of(cls, exc: BaseException) -> S3Error:
+        resp = getattr(exc, "response", None) or {}
+        error = resp.get("Error", {})
+        status = resp.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0
+        return cls(str(error.get("Code") or status), int(status), error.get("Message"))
+
+
+def body(resp: Mapping[str, object]) -> Body:
+    """GetObject's streaming body."""
+    return cast("Body", resp["Body"])  # boto3's answers carry no types
+
+
+def head_info(name: str, resp: Mapping[str, object]) -> ObjectInfo:
+    """HeadObject's answer for the object `name`."""
+    return _info(name, resp["ContentLength"], resp["ETag"], resp.get("LastModified"))
+
+
+def listed(page: Mapping[str, object], start: str) -> list[ObjectInfo]:
+    """The objects directly under the prefix `start` in one ListObjectsV2 page."""
+    out = []
+    objects = page.get("Contents", [])
+    assert isinstance(objects, list)
+    for obj in objects:
+        rest = obj["Key"][len(start):]
+        if rest and "/" not in rest:
+            out.append(_info(rest, obj["Size"], obj.get("ETag", ""), obj.get("LastModified")))
+    return out
+
+
+def _info(name: str, size: object, etag: object, modified: object) -> ObjectInfo:
+    updated = modified.timestamp() if isinstance(modified, datetime) else None
+    return ObjectInfo(name, size if isinstance(size, int) else 0, str(etag), updated)
