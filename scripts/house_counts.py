@@ -33,16 +33,26 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 SRC = ROOT / "src"
 PACKAGE = SRC / "jaxcache"
-# Modules that define a document or write one as plain JSON: the probe writes inside the
-# user's job (no models there), documents/ and validate.py are the parsing edge itself,
-# decide/facts.py reads the audit and bench documents for decide, once; records/run_document.py
-# the run record, for every reader; bench/bench_document.py the bench result and
-# bench/run_parts.py the parts of a record only bench reads; records/building/probe_output.py
-# the probe's document for the builder; lifecycle/seal_spec.py the sealed job's spec in its env.
-MODEL_MODULES = ("jaxcache/probe/", "jaxcache/documents/", "jaxcache/validate.py",
-                 "jaxcache/decide/facts.py", "jaxcache/records/run_document.py",
-                 "jaxcache/bench/bench_document.py", "jaxcache/bench/run_parts.py",
-                 "jaxcache/records/building/probe_output.py", "jaxcache/lifecycle/seal_spec.py")
+# Modules that parse one document into its typed model (or write one as plain JSON): the edge
+# where string keys belong. Each is a parser and value classes, nothing else.
+MODEL_MODULES = (
+    "jaxcache/probe/",  # writes plain JSON inside the user's job (no models there)
+    "jaxcache/documents/", "jaxcache/validate.py",  # reading and checking jaxcache's documents
+    "jaxcache/decide/facts.py",  # the audit and bench documents, as decide reads them
+    "jaxcache/records/run_document.py",  # the run record, for every reader
+    "jaxcache/records/building/probe_output.py",  # the probe's document, for the builder
+    "jaxcache/bench/bench_document.py",  # the bench result
+    "jaxcache/bench/run_parts.py",  # the parts of a run record only bench reads
+    "jaxcache/lifecycle/seal_spec.py",  # the sealed job's spec, as its environment carries it
+    "jaxcache/trust/inputs/policy_toml.py",  # the policy file
+    "jaxcache/trust/inputs/pkcs11_uri.py",  # a PKCS#11 URI
+    "jaxcache/fingerprint/model.py",  # a fingerprint, and the one a parent hands down
+    "jaxcache/fingerprint/memo_file.py",  # the digest memo
+    "jaxcache/fingerprint/cpuinfo.py",  # /proc/cpuinfo
+    "jaxcache/net/launch_env.py",  # the launchers' environment variables
+    "jaxcache/seal/signing/signature_doc.py",  # an entry's signature file
+    "jaxcache/seal/stores/s3_responses.py",  # boto3's answers
+)
 ONE_MODULE_PER_COMMAND = ("cli", "report")
 MAX_MODULES = 12
 
