@@ -10,7 +10,6 @@ from __future__ import annotations
 from enum import Enum
 
 from jaxcache.documents.fields import flag, integer, items, mapping, mappings, number, text
-from jaxcache.records.reading import rank_of
 from jaxcache.values import frozen
 
 TYPE_CHECKING = False
@@ -18,6 +17,26 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from jaxcache.values import JsonObject
+
+
+def rank_of(proc: Mapping[str, object]) -> int | None:
+    """JAX's process index of a record entry (or a probe's document), else its launcher's
+    rank, else None."""
+    ident = mapping(proc.get("identity"))
+    index = ident.get("process_index")
+    if isinstance(index, int):
+        return int(index)
+    index = mapping(proc.get("platform")).get("process_index")
+    if isinstance(index, int):
+        return index
+    rank = mapping(ident.get("launcher")).get("rank")
+    return rank if isinstance(rank, int) else None
+
+
+def subprocess_parts(doc: Mapping[str, object]) -> list[Mapping[str, object]]:
+    """The record's `subprocesses[]` entries as the document holds them (the objects
+    themselves: a reader may tell them apart by identity)."""
+    return mappings(doc.get("subprocesses"))
 
 
 class ModuleOutcome(str, Enum):
@@ -43,6 +62,24 @@ class ModuleOutcome(str, Enum):
 
 
 @frozen
+class ReasonDetail:
+    """A module's `reason_detail`: the numbers its reason was given with."""
+
+    threshold_s: float  # 0 where not given
+    entry_bytes: object  # as recorded
+    threshold_bytes: object
+    process_index: object  # the process a compile waited for (waiting-for-process)
+    cache_dir: object  # the refused directory (dir-refused)
+    message: str  # a cache error's ("" where not given)
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, object]) -> ReasonDetail:
+        return cls(number(doc.get("threshold_s")) or 0, doc.get("entry_bytes"),
+                   doc.get("threshold_bytes"), doc.get("process_index"), doc.get("cache_dir"),
+                   str(doc.get("message", "")))
+
+
+@frozen
 class ModuleEntry:
     name: str
     outcome: ModuleOutcome | None
@@ -61,6 +98,7 @@ class ModuleEntry:
     min_compile_time_at_compile: float | None
     key_components: Mapping[str, object] | None
     raw: JsonObject
+    detail: ReasonDetail  # reason_detail, typed
 
     @property
     def seconds(self) -> float:
@@ -84,7 +122,7 @@ class ModuleEntry:
                    number(doc.get("compile_s_logged")),
                    number(doc.get("min_compile_time_at_compile")),
                    mapping(doc.get("key_components")) if doc.get("key_components") else None,
-                   dict(doc))
+                   dict(doc), ReasonDetail.from_json(mapping(doc.get("reason_detail"))))
 
 
 @frozen
@@ -150,6 +188,187 @@ MISSING = object()
 
 
 @frozen
+class CacheView:
+    """How one process saw the cache directory (`cache_view`, written by its probe): the
+    path, the filesystem and inode it resolved to there, jaxlib and XLA_FLAGS."""
+
+    path: str | None
+    source: str | None  # audited | jax
+    device: str | None  # "major:minor"
+    inode: int | None
+    fs_type: str | None
+    mode: str | None
+    uid: int | None
+    error: str | None  # why the path could not be seen
+    jaxlib: str | None
+    xla_flags: str | None
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, object]) -> CacheView:
+        return cls(text(doc.get("path")), text(doc.get("source")), text(doc.get("device")),
+                   integer(doc.get("inode")), text(doc.get("fs_type")), text(doc.get("mode")),
+                   integer(doc.get("uid")), text(doc.get("error")), text(doc.get("jaxlib")),
+                   text(doc.get("xla_flags")))
+
+
+@frozen
+class Rejection:
+    """One entry the sealed backend would not load or could not publish (`seal.rejections`)."""
+
+    key: str | None
+    directory: str | None
+    status: str | None  # unsigned, bad-signature, unknown-key, other-build, build-unknown...
+    reason: str | None
+    owner: str | None
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, object]) -> Rejection:
+        return cls(text(doc.get("key")), text(doc.get("directory")), text(doc.get("status")),
+                   text(doc.get("reason")), text(doc.get("owner")))
+
+
+@frozen
+class TrustedKey:
+    """A key the sealed backend judged with (`seal.trusted_keys`), with its state then."""
+
+    id: str | None
+    name: str | None
+    state: str | None
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, object]) -> TrustedKey:
+        return cls(text(doc.get("id")), text(doc.get("name")), text(doc.get("state")))
+
+
+@frozen
+class BucketMiss:
+    """A sealed reader's lookup in a bucket that found nothing it could load."""
+
+    kind: str | None  # not-found | permission-denied | network | error
+    hint: str | None  # prefix-empty | key-mismatch
+    reason: str | None
+
+    @property
+    def group(self) -> str:
+        """What the miss is listed under: its hint, else its kind."""
+        return self.hint or self.kind or "error"
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, object]) -> BucketMiss:
+        return cls(text(doc.get("kind")), text(doc.get("hint")), text(doc.get("reason")))
+
+
+@frozen
+class SealPart:
+    """A sealed run's reader and publisher (`seal`: lifecycle/sealing.py's summary)."""
+
+    path: str | None  # the shared directory or bucket URL
+    signing_key: str | None  # its id; None: a read-only consumer
+    signing_key_name: str | None
+    trusted_keys: tuple[TrustedKey, ...]
+    signatures_needed: int
+    rejections: tuple[Rejection, ...]
+    write_errors: int
+    evictions: int
+    bucket_misses: tuple[BucketMiss, ...]
+    unknown_builds_loaded: int  # `build.unknown_loaded`: loaded, no signature named a build
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, object]) -> SealPart:
+        return cls(text(doc.get("path")), text(doc.get("signing_key")),
+                   text(doc.get("signing_key_name")),
+                   tuple(TrustedKey.from_json(k) for k in mappings(doc.get("trusted_keys"))),
+                   integer(doc.get("signatures_needed")) or 1,
+                   tuple(Rejection.from_json(r) for r in mappings(doc.get("rejections"))),
+                   len(items(doc.get("write_errors"))), len(items(doc.get("evictions"))),
+                   tuple(BucketMiss.from_json(m) for m in mappings(doc.get("bucket_misses"))),
+                   len(items(mapping(doc.get("build")).get("unknown_loaded"))))
+
+
+@frozen
+class OriginFinding:
+    code: str | None
+    effect: str | None  # info | warning | unsafe
+    message: str
+    remedy: str | None
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, object]) -> OriginFinding:
+        return cls(text(doc.get("code")), text(doc.get("effect")), str(doc.get("message")),
+                   text(doc.get("remedy")))
+
+
+@frozen
+class OriginPart:
+    """Where the entries before the job came from (`cache_dir.origin`, the audit's origins:
+    trust/provenance/origin.py)."""
+
+    counts: Mapping[str, int]  # yours, unknown, changed: as the record has them
+    ledger_problem: str | None
+    other_build: tuple[str, ...]  # the names of the entries of yours another build wrote
+    findings: tuple[OriginFinding, ...]
+
+    def count(self, origin: str) -> int:
+        return self.counts.get(origin, 0)
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, object]) -> OriginPart:
+        counts = {word: n for word in ("yours", "unknown", "changed")
+                  if (n := integer(doc.get(word))) is not None}
+        return cls(counts, text(doc.get("ledger_problem")),
+                   tuple(str(e.get("name")) for e in mappings(doc.get("other_build"))),
+                   tuple(OriginFinding.from_json(f) for f in mappings(doc.get("findings"))))
+
+
+@frozen
+class UsedDir:
+    """A directory JAX initialized a cache for (`jax_cache_dirs[]`), with what the guard did
+    and, for one other than the audited directory, its own verdict (records/used_dirs.py)."""
+
+    path: str | None
+    status: str | None  # served | refused
+    how: str | None
+    reason: str | None
+    audited_dir: bool
+    pids: tuple[int | None, ...]
+    verdict: str | None
+    verdict_detail: str | None
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, object]) -> UsedDir:
+        return cls(text(doc.get("path")), text(doc.get("status")), text(doc.get("how")),
+                   text(doc.get("reason")), bool(doc.get("audited_dir")),
+                   tuple(integer(p) for p in items(doc.get("pids"))),
+                   text(doc.get("verdict")), text(doc.get("verdict_detail")))
+
+    @classmethod
+    def of_record(cls, doc: Mapping[str, object]) -> tuple[UsedDir, ...]:
+        """A record's `jax_cache_dirs`, read on its own (the builder's record, before the
+        whole of it is read)."""
+        return tuple(cls.from_json(e) for e in mappings(doc.get("jax_cache_dirs")))
+
+
+@frozen
+class GuardedDir:
+    """One of a probe's `cache_dirs`: a directory JAX initialized a cache for in that process,
+    and what the guard (jaxcompat/guard.py) did with it."""
+
+    path: str
+    status: str | None
+    how: str | None
+    reason: str | None
+    pid: int | None
+
+    @classmethod
+    def of_probe(cls, probe: Mapping[str, object]) -> tuple[GuardedDir, ...]:
+        """Those of a probe's document that name their path."""
+        return tuple(cls(path, text(e.get("status")), text(e.get("how")),
+                         text(e.get("reason")), integer(e.get("pid")))
+                     for e in mappings(probe.get("cache_dirs"))
+                     if isinstance(path := e.get("path"), str))
+
+
+@frozen
 class ProcessEntry:
     """The main probed process, or one of `subprocesses[]`."""
 
@@ -168,12 +387,23 @@ class ProcessEntry:
     device_count: object
     rejections: tuple[Mapping[str, object], ...]  # the sealed backend's (seal.rejections)
     raw: JsonObject  # this process's part (a subprocess's over the record's)
+    entry_pid: int | None  # the pid this part itself records (the main part: none)
+    pid_given: bool  # the part has a `pid` at all
+    has_identity: bool  # its probe said which process of the job it is (`identity`)
+    process_count: int | None  # JAX's process count, as this process saw it
+    cache_view: CacheView | None
+    backend: object  # platform's backend, as recorded
+    jax: object  # versions' jax
+    cache_path: str | None  # the record's cache directory (cache_dir.path)
+    sealed_rejections: tuple[Rejection, ...]  # `rejections`, typed
 
     @classmethod
     def from_json(cls, doc: Mapping[str, object], pid: object = None) -> ProcessEntry:
         ident = mapping(doc.get("identity"))
         launcher = mapping(ident.get("launcher"))
         rank = rank_of(doc)
+        view = doc.get("cache_view")
+        rejections = tuple(mappings(mapping(doc.get("seal")).get("rejections")))
         return cls(integer(doc.get("pid")) or integer(pid), rank, text(ident.get("host")),
                    Launcher(text(launcher.get("kind")), integer(launcher.get("rank")),
                             text(launcher.get("job_id")), text(launcher.get("step_id")))
@@ -187,7 +417,13 @@ class ProcessEntry:
                    mapping(doc.get("versions")).get("jaxlib"),
                    mapping(doc.get("platform")).get("device_kind"),
                    mapping(doc.get("platform")).get("device_count"),
-                   tuple(mappings(mapping(doc.get("seal")).get("rejections"))), dict(doc))
+                   rejections, dict(doc), integer(doc.get("pid")), "pid" in doc, bool(ident),
+                   integer(ident.get("process_count")),
+                   CacheView.from_json(view) if isinstance(view, dict) and view else None,
+                   mapping(doc.get("platform")).get("backend"),
+                   mapping(doc.get("versions")).get("jax"),
+                   text(mapping(doc.get("cache_dir")).get("path")),
+                   tuple(Rejection.from_json(r) for r in rejections))
 
 
 @frozen
@@ -219,6 +455,8 @@ class CacheDirPart:
     after: Snapshot
     namespace: Namespace | None
     origin: JsonObject | None
+    path_given: str | None  # the path, None where the record has none
+    origins: OriginPart | None  # `origin`, typed; None: not judged
 
     @classmethod
     def from_json(cls, doc: Mapping[str, object]) -> CacheDirPart:
@@ -229,7 +467,8 @@ class CacheDirPart:
                    Snapshot.from_json(mapping(doc.get("after"))),
                    Namespace(str(named.get("kind")), str(named.get("id")),
                              str(named.get("parent"))) if named else None,
-                   dict(origin) if isinstance(origin, dict) else None)
+                   dict(origin) if isinstance(origin, dict) else None, text(doc.get("path")),
+                   OriginPart.from_json(origin) if isinstance(origin, dict) else None)
 
 
 @frozen
@@ -280,6 +519,11 @@ class RunRecord:
     guard_errors: tuple[tuple[int | None, str], ...]  # (pid, error)
     seal: JsonObject | None
     raw: JsonObject  # the document, for the parts still read as one
+    sealed: SealPart | None  # `seal`, typed
+    probe_said: bool  # the record says whether the probe loaded (`probe.loaded` is there)
+    jax_cache_dirs: tuple[UsedDir, ...]
+    env: Mapping[str, str]  # the job's environment as recorded (JAX_*, XLA_FLAGS...)
+    unverified_allowed: bool
 
     @classmethod
     def from_json(cls, doc: Mapping[str, object]) -> RunRecord:
@@ -292,10 +536,15 @@ class RunRecord:
                    bool(probe.get("loaded")), text(probe.get("note")),
                    Ranks.from_json(mapping(doc.get("ranks"))),
                    (main, *(ProcessEntry.from_json({**doc, **sp})
-                            for sp in mappings(doc.get("subprocesses")))),
+                            for sp in subprocess_parts(doc))),
                    tuple((integer(g.get("pid")), str(g.get("error")))
                          for g in mappings(doc.get("cache_guard_errors"))),
-                   dict(seal) if isinstance(seal, dict) else None, dict(doc))
+                   dict(seal) if isinstance(seal, dict) else None, dict(doc),
+                   SealPart.from_json(seal) if isinstance(seal, dict) and seal else None,
+                   "loaded" in probe, UsedDir.of_record(doc),
+                   {k: val for k, val in mapping(doc.get("env")).items()
+                    if isinstance(val, str)},
+                   bool(doc.get("unverified_allowed")))
 
     @property
     def modules(self) -> tuple[ModuleEntry, ...]:
