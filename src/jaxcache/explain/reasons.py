@@ -11,19 +11,15 @@ from jaxcache.explain.build_mismatch import BuildDiff, build_diffs
 from jaxcache.explain.key_causes import CAUSES, compile_options_cause
 from jaxcache.explain.rank_misses import RankDiff, rank_diffs
 from jaxcache.records import used_dirs
-from jaxcache.records.run_document import (
-    ModuleEntry,
-    ModuleOutcome,
-    ProcessEntry,
-    Rejection,
-    RunRecord,
-)
+from jaxcache.records.run_document import ModuleEntry, ModuleOutcome, ProcessEntry, RunRecord
 from jaxcache.text import safe, size
 from jaxcache.values import frozen
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
+
+    from jaxcache.documents.run_parts import Rejection
 
 THRESHOLD_REASONS = thresholds.REASONS
 

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import os
 
-from jaxcache.records.run_document import GuardedDir, RunRecord, UsedDir
+from jaxcache.documents.run_parts import GuardedDir, UsedDir
+from jaxcache.records.run_document import RunRecord
 from jaxcache.text import safe
 from jaxcache.trust.kernel.principals import Trust
 from jaxcache.trust.rules.target import is_url

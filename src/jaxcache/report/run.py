@@ -9,13 +9,8 @@ from jaxcache.text import plural, safe, size
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from jaxcache.records.run_document import (
-        ModuleEntry,
-        OriginPart,
-        ProcessEntry,
-        RunRecord,
-        SealPart,
-    )
+    from jaxcache.documents.run_parts import OriginPart, SealPart
+    from jaxcache.records.run_document import ModuleEntry, ProcessEntry, RunRecord
 
 _REASONS = {
     "compile-time-below-threshold": "not written: below the {threshold_s:.2f} s compile-time "
