@@ -278,9 +278,11 @@ def test_a_version_change_is_named_before_the_path():
     """Records from two JAX versions: the changed compile options follow from the version,
     whatever the paths; the path is blamed only where both records' JAX keeps it in the key."""
     from jaxcache.explain.key_causes import compile_options_cause as cause
+    from jaxcache.records.run_document import ProcessEntry
 
-    def rec(jax, path):
-        return {"versions": {"jax": jax, "jaxlib": jax}, "cache_dir": {"path": path}}
+    def rec(jax, path):  # each record's main process, as explain reads it
+        return ProcessEntry.from_json({"versions": {"jax": jax, "jaxlib": jax},
+                                       "cache_dir": {"path": path}})
 
     mixed = cause(rec("0.10.2", "/a"), rec("0.12.0.1", "/b"), {"compile_options"})
     assert "version change (jax 0.10.2 vs 0.12.0.1)" in mixed and "path differs" not in mixed

@@ -233,9 +233,9 @@ def _sealed(out: str, echo: Callable[[str], None]) -> bool:
         second = runmod.run_job(job, cache_dir=shared,
                                 seal=SealOptions(trusted_keys=(public.text,)),
                                 record_path=os.path.join(out, "sealed-consume.json"))
-        echo(run_report.render_text(RunRecord.from_json(second.record),
-                                        second.record_path))
-        rejected = (second.record.get("seal") or {}).get("rejections") or []
+        consumed = RunRecord.from_json(second.record)
+        echo(run_report.render_text(consumed, second.record_path))
+        rejected = consumed.sealed.rejections if consumed.sealed else ()
         return first.outcome.status == 0 and second.outcome.status == 0 and len(rejected) == 1
     finally:
         shutil.rmtree(workspace)

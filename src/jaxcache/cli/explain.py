@@ -42,6 +42,7 @@ def handle(args: argparse.Namespace, tail: list[str] | None) -> None:
     if tail is None and not args.records:
         common.usage(args, "give run records (from jaxcache run --record) or -- CMD")
     from jaxcache.explain import reasons as explainmod
+    from jaxcache.records.run_document import RunRecord
 
     if tail is not None:
         records = explainmod.run_twice(tail)
@@ -49,7 +50,8 @@ def handle(args: argparse.Namespace, tail: list[str] | None) -> None:
         from jaxcache.records import run_record as recordmod
 
         skipped: list[tuple[str, str]] = []
-        records = recordmod.load_all(args.records, skipped)
+        records = [(path, RunRecord.from_json(doc))  # each read once, here
+                   for path, doc in recordmod.load_all(args.records, skipped)]
         if skipped:
             import os
             import sys
@@ -58,11 +60,11 @@ def handle(args: argparse.Namespace, tail: list[str] | None) -> None:
 
             for path, why in skipped:  # named, so nothing is left out silently
                 sys.stderr.write(f"jaxcache: skipped {safe(os.path.basename(path))}: {why}\n")
-    for path, doc in records:
-        if doc.get("unverified") and not args.unverified_jax:
+    for path, record in records:
+        if record.unverified and not args.unverified_jax:
             from jaxcache.text import safe
 
-            raise JaxcacheError(f"{safe(path)}: {doc['unverified']}. Pass --unverified-jax to "
+            raise JaxcacheError(f"{safe(path)}: {record.unverified}. Pass --unverified-jax to "
                                 "explain it anyway, marked unverified")
     result = explainmod.explain_records(records)
     from jaxcache.report import explain as formats

@@ -15,7 +15,10 @@ from jaxcache.trust.rules import namespace
 
 TYPE_CHECKING = False  # typing itself costs `jaxcache run` ~2 ms: names for the type checker only
 if TYPE_CHECKING:
-    from typing import Any, NoReturn
+    from typing import NoReturn
+
+    from jaxcache.lifecycle.sealing import SealOptions
+    from jaxcache.records.run_document import RunRecord
 
 
 def options(p: argparse.ArgumentParser) -> None:
@@ -113,18 +116,20 @@ def handle(args: argparse.Namespace, tail: list[str] | None) -> None:
                                 on_hashing=None if args.quiet else common.hashing_notice)
     except UntrustedCacheError as exc:
         _refused_rank(exc)
+    from jaxcache.records.run_document import RunRecord
+
+    record = RunRecord.from_json(result.record)  # read once, for everything said below
     if not args.quiet:
-        from jaxcache.records.run_document import RunRecord
         from jaxcache.report import run as run_report
 
-        sys.stderr.write(run_report.render_text(RunRecord.from_json(result.record),
+        sys.stderr.write(run_report.render_text(record,
                                                 result.record_error and
                                                 f"NOT WRITTEN ({result.record_error})"
                                                 or result.record_path, verbose=args.verbose))
     if limits is not None:
-        _collect(args, limits, result.record)
+        _collect(args, limits, record)
     elif not args.quiet:
-        _grown(result.record)
+        _grown(record)
     _compact_ledger(args)
     if result.record_error and args.record_path is not None:
         # a record asked for with --record: the job's own status if it failed, else 2
@@ -133,14 +138,14 @@ def handle(args: argparse.Namespace, tail: list[str] | None) -> None:
     if result.record_error:  # the default record (a full or failing state folder): said,
         sys.stderr.write(f"jaxcache: warning: {result.record_error}; the job's exit status "
                          "stands\n")  # but the job's own outcome is not changed by it
-    unverified = result.record.get("unverified")
+    unverified = record.unverified
     if unverified and not args.unverified_jax:
         sys.stderr.write(f"jaxcache: {unverified}. {runmod.UNVERIFIED_REMEDY}\n")
     elif result.exit_code != result.outcome.status:
         from jaxcache.records import used_dirs
 
-        failing = used_dirs.failing(result.record)
-        if any(e.get("status") == "refused" for e in failing):
+        failing = used_dirs.failing(record)
+        if any(e.status == "refused" for e in failing):
             why = ("JAX was pointed at another cache directory, which jaxcache audited and "
                    "refused: nothing was loaded from or written there (see the record's "
                    "jax_cache_dirs)")
@@ -174,7 +179,7 @@ def _gc_limits(args: argparse.Namespace) -> tuple[int | None, float | None] | No
 
 
 def _collect(args: argparse.Namespace, limits: tuple[int | None, float | None],
-             record: dict[str, Any]) -> None:
+             record: RunRecord) -> None:
     """gc of the job's cache directory after the job, for at most GC_DEADLINE_S: one line on
     stderr (none with --quiet but an error), never a change to the exit status."""
     import time
@@ -187,9 +192,9 @@ def _collect(args: argparse.Namespace, limits: tuple[int | None, float | None],
 
     try:
         path = choose_cache_dir(args.cache_dir, dict(os.environ))
-        named = (record.get("cache_dir") or {}).get("namespace")
-        if isinstance(named, dict) and namespace.is_id(str(named.get("id"))):
-            path = namespace.join(path, str(named["id"]))
+        named = record.cache_dir.namespace
+        if named is not None and namespace.is_id(named.id):
+            path = namespace.join(path, named.id)
         done = collect.collect(path, max_size=limits[0], max_age_s=limits[1],
                                until_ns=time.monotonic_ns() + int(GC_DEADLINE_S * 1e9))
     except (JaxcacheError, OSError) as exc:
@@ -206,19 +211,18 @@ def _collect(args: argparse.Namespace, limits: tuple[int | None, float | None],
                             if done.over_by else "") + "\n")
 
 
-def _grown(record: dict[str, Any]) -> None:
+def _grown(record: RunRecord) -> None:
     """One line when the job's cache directory has grown large with no limit set."""
-    from jaxcache.gc.growth import jax_limit, unlimited
+    from jaxcache.gc.growth import OPTION, jax_limit, unlimited
     from jaxcache.text import safe
 
-    place = record.get("cache_dir") or {}
-    after = place.get("after") or {}
-    total, entries = after.get("bytes"), after.get("entries")
-    if isinstance(total, int) and isinstance(entries, int):
-        limit = jax_limit({**os.environ, **(record.get("env") or {})},
-                          record.get("cache_options_at_first_compile"))
+    place = record.cache_dir
+    total, entries = place.after.bytes, place.after.entries
+    if total is not None and entries is not None:
+        held = record.processes[0].options.max_size  # as the job's JAX held it (absent: None)
+        limit = jax_limit({**os.environ, **record.env}, {OPTION: held})
         grown = unlimited(total, entries, limit,
-                          safe(str(place.get("path") or "PATH")))
+                          safe(place.path_given or "PATH"))
         if grown:
             sys.stderr.write(f"jaxcache: {grown}\n")
 
@@ -240,7 +244,7 @@ def _compact_ledger(args: argparse.Namespace) -> None:
         sys.stderr.write(f"jaxcache: {ledger_line(done)}\n")
 
 
-def seal_options_of(args: argparse.Namespace) -> Any:
+def seal_options_of(args: argparse.Namespace) -> SealOptions | None:
     """--sealed and friends as sealing.SealOptions, or None for an ordinary cache."""
     if not args.sealed:
         if args.signing_key or args.trusted_keys or args.local:

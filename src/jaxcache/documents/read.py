@@ -15,10 +15,6 @@ from jaxcache.text import safe
 from jaxcache.trust.findings import Verdict
 from jaxcache.trust.inputs import trusted_file as inputs
 
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from typing import Any
-
 
 class DocumentError(JaxcacheError):
     """A document that is not what its reader needs."""
@@ -28,14 +24,14 @@ _EXPECTED = {"record": "a jaxcache run record", "audit": "an audit document "
               "(jaxcache audit --format json)", "bench result": "a jaxcache bench result"}
 
 
-def load_json(path: str, kind: inputs.Kind) -> dict[str, Any]:
+def load_json(path: str, kind: inputs.Kind) -> dict[str, object]:
     """A JSON object from a trusted file; `kind` names it in errors ("record", "audit")."""
     found = inputs.read(path, kind)
     assert found is not None
     return object_from(found.data, path, kind.name)
 
 
-def object_from(data: bytes, path: str, kind: str) -> dict[str, Any]:
+def object_from(data: bytes, path: str, kind: str) -> dict[str, object]:
     """The JSON object in `data` (the bytes of `path`), or one line saying why it is none."""
     try:
         doc = v.parse_json(data)
@@ -49,15 +45,15 @@ def object_from(data: bytes, path: str, kind: str) -> dict[str, Any]:
     return doc
 
 
-def _of_kind(doc: dict[str, Any], schema: str, spec: v.Check, path: str, what: str
-             ) -> dict[str, Any]:
+def _of_kind(doc: dict[str, object], schema: str, spec: v.Check, path: str, what: str
+             ) -> dict[str, object]:
     """A document of one kind (its schema id exactly), checked against what its readers use."""
     if doc.get("schema") != schema:
         raise DocumentError(f"{safe(path)} is not a jaxcache {what} ({schema})")
     return _check(doc, spec, path, what)
 
 
-def _check(doc: dict[str, Any], spec: v.Check, path: str, what: str) -> dict[str, Any]:
+def _check(doc: dict[str, object], spec: v.Check, path: str, what: str) -> dict[str, object]:
     try:
         spec(doc, "")
     except v.Invalid as exc:
@@ -135,12 +131,12 @@ RECORD = v.obj(
         "problems": v.list_of(v.obj({"text": v.TEXT}, {"rank": _OPT_INT, "what": v.TEXT}))}))})
 
 
-def load_record(path: str) -> dict[str, Any]:
+def load_record(path: str) -> dict[str, object]:
     """A run record, refusing what this version cannot understand."""
     return record_from(load_json(path, inputs.RECORD), path)
 
 
-def record_from(doc: dict[str, Any], path: str) -> dict[str, Any]:
+def record_from(doc: dict[str, object], path: str) -> dict[str, object]:
     """The checks of load_record, on a document already read."""
     schema = doc.get("schema")
     if not isinstance(schema, str) or not schema.startswith("jaxcache.run/"):
@@ -149,6 +145,20 @@ def record_from(doc: dict[str, Any], path: str) -> dict[str, Any]:
         raise DocumentError(f"{safe(path)} has schema {safe(schema)}, newer than this jaxcache "
                             f"understands ({', '.join(RECORD_SCHEMAS)}): upgrade jaxcache")
     return _check(doc, RECORD, path, "run record")
+
+
+def record_problem(doc: dict[str, object]) -> str | None:
+    """Why a JSON object is not a run record of a schema this jaxcache reads, in the words
+    `jaxcache records` lists a skipped file with; None: it is one (the checks of load_record,
+    worded for a file found in a directory rather than named)."""
+    schema = doc.get("schema")
+    if schema not in RECORD_SCHEMAS:
+        return f"schema {safe(str(schema))}, not a run record this jaxcache reads"
+    try:
+        RECORD(doc, "")
+    except v.Invalid as exc:
+        return f"not a valid run record: {exc}"
+    return None
 
 
 # --- bench results (schema: documents/schemas/bench.schema.json), read by decide, --compare
@@ -195,12 +205,12 @@ BENCH = v.obj({
 })
 
 
-def load_bench(path: str) -> dict[str, Any]:
+def load_bench(path: str) -> dict[str, object]:
     """An earlier `bench --json` result."""
     return bench_from(load_json(path, inputs.BENCH), path)
 
 
-def bench_from(doc: dict[str, Any], path: str) -> dict[str, Any]:
+def bench_from(doc: dict[str, object], path: str) -> dict[str, object]:
     """The checks of load_bench, on a document already read. A result of jaxcache before
     issue 40 called `comparable` `fingerprint`: read as such."""
     old = doc.get("fingerprint")
@@ -230,11 +240,11 @@ AUDIT = v.obj({
 })
 
 
-def load_audit(path: str) -> dict[str, Any]:
+def load_audit(path: str) -> dict[str, object]:
     """An earlier `audit --format json`."""
     return audit_from(load_json(path, inputs.AUDIT), path)
 
 
-def audit_from(doc: dict[str, Any], path: str) -> dict[str, Any]:
+def audit_from(doc: dict[str, object], path: str) -> dict[str, object]:
     """The checks of load_audit, on a document already read."""
     return _of_kind(doc, AUDIT_SCHEMA, AUDIT, path, "audit")

@@ -14,7 +14,7 @@ from jaxcache.trust.rules.target import is_url
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from jaxcache.values import JsonObject
+    from jaxcache.documents.run_parts import BucketMiss, SealPart
 
 _WHAT = {
     "prefix-empty": "not found, and the prefix holds no entries",
@@ -26,30 +26,30 @@ _WHAT = {
 }
 
 
-def lines(seal: JsonObject | None) -> list[str]:
+def lines(seal: SealPart | None) -> list[str]:
     """One line per kind of miss, with the first reason given, and rejections by status."""
     if not seal:
         return []
     out = []
-    groups: dict[str, list[JsonObject]] = {}
-    for m in seal.get("bucket_misses") or []:
-        groups.setdefault(m.get("hint") or m.get("kind") or "error", []).append(m)
+    groups: dict[str, list[BucketMiss]] = {}
+    for m in seal.bucket_misses:
+        groups.setdefault(m.group, []).append(m)
     for kind, misses in groups.items():
-        what = _WHAT.get(kind, safe(kind)).replace("{grant}", _read_grant(seal.get("path")))
-        out.append(f"bucket {safe(str(seal.get('path')))}: {len(misses)} lookup(s) "
-                   f"{what}: {safe(str(misses[0].get('reason')))[:400]}")
+        what = _WHAT.get(kind, safe(kind)).replace("{grant}", _read_grant(seal.path))
+        out.append(f"bucket {safe(str(seal.path))}: {len(misses)} lookup(s) "
+                   f"{what}: {safe(str(misses[0].reason))[:400]}")
     statuses: dict[str, int] = {}
-    for r in seal.get("rejections") or []:
-        status = str(r.get("status") or "?")
+    for r in seal.rejections:
+        status = str(r.status or "?")
         statuses[status] = statuses.get(status, 0) + 1
-    if statuses and is_url(str(seal.get("path"))):
-        out.append(f"bucket {safe(str(seal.get('path')))}: rejected signatures: "
+    if statuses and is_url(str(seal.path)):
+        out.append(f"bucket {safe(str(seal.path))}: rejected signatures: "
                    + ", ".join(f"{n} {safe(s)}" for s, n in sorted(statuses.items()))
                    + " (`jaxcache verify` on the prefix lists them)")
     return out
 
 
-def _read_grant(path: object) -> str:
+def _read_grant(path: str | None) -> str:
     """What the reader lacks, in the terms of the service that denied it (its store module's)."""
     from jaxcache.seal.stores import store_for_url as objects
 

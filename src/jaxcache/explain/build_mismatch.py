@@ -10,12 +10,14 @@ writes), by the one rule (fingerprint/rule.py), and every difference is named wi
 
 from __future__ import annotations
 
-from typing import Any
-
 from jaxcache.fingerprint import rule
 from jaxcache.records.process_facts import ProcessFacts, facts_of
 from jaxcache.text import safe
 from jaxcache.values import frozen
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from jaxcache.records.run_document import RunRecord
 
 
 @frozen
@@ -52,9 +54,11 @@ def named(d: rule.Difference, writer: str, reader: str) -> str:
     return f"another {d.field.value}: {w} ({writer}) vs {r} ({reader})"
 
 
-def build_diffs(records: list[tuple[str, dict[str, Any]]]) -> list[BuildDiff]:
-    """For each process whose fingerprint differs from the reference process's."""
-    known = [f for f in facts_of(records) if f.fingerprint is not None]
+def build_diffs(records: list[tuple[str, RunRecord]]) -> list[BuildDiff]:
+    """For each process whose fingerprint differs from the reference process's (the facts
+    records/process_facts.py reads from each record's document)."""
+    known = [f for f in facts_of([(path, r.raw) for path, r in records])
+             if f.fingerprint is not None]
     if len(known) < 2:
         return []
     ref = known[0]

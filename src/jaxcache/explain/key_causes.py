@@ -8,7 +8,7 @@ from jaxcache.text import safe
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from jaxcache.values import JsonObject
+    from jaxcache.records.run_document import ProcessEntry
 
 CAUSES = {
     "computation": "the program lowered to different StableHLO: changed code, input shapes or "
@@ -23,26 +23,26 @@ CAUSES = {
 }
 
 
-def _path_in_key(*records: JsonObject) -> bool | None:
+def _path_in_key(*records: ProcessEntry) -> bool | None:
     """Whether the cache path entered these records' keys (JAX <= 0.10): True if it did for
     any of them, False if for none, None when a JAX version is missing."""
-    said = [versions.path_in_key((r.get("versions") or {}).get("jax")) for r in records]
+    said = [versions.path_in_key(r.jax) for r in records]
     return True if True in said else None if None in said else False
 
 
-def _version_change(a: JsonObject, b: JsonObject) -> str | None:
+def _version_change(a: ProcessEntry, b: ProcessEntry) -> str | None:
     """'jax 0.10.2 vs 0.12.0.1' when the records' JAX or jaxlib differ, else None."""
-    va, vb = a.get("versions") or {}, b.get("versions") or {}
-    for name in ("jax", "jaxlib"):
-        if va.get(name) and vb.get(name) and va.get(name) != vb.get(name):
-            return f"{name} {safe(str(va.get(name)))} vs {safe(str(vb.get(name)))}"
+    for name, va, vb in (("jax", a.jax, b.jax), ("jaxlib", a.jaxlib, b.jaxlib)):
+        if va and vb and va != vb:
+            return f"{name} {safe(str(va))} vs {safe(str(vb))}"
     return None
 
 
-def compile_options_cause(a: JsonObject, b: JsonObject, changed: set[str]) -> str:
-    """Why the compile options of two records' keys differ: a JAX version change first, the
-    cache path where it enters the key (JAX <= 0.10), the XLA flags, else the options."""
-    pa, pb = (a.get("cache_dir") or {}).get("path"), (b.get("cache_dir") or {}).get("path")
+def compile_options_cause(a: ProcessEntry, b: ProcessEntry, changed: set[str]) -> str:
+    """Why the compile options of two records' keys differ (their processes: the earlier
+    and the later): a JAX version change first, the cache path where it enters the key (JAX
+    <= 0.10), the XLA flags, else the options."""
+    pa, pb = a.cache_path, b.cache_path
     in_key = _path_in_key(a, b)
     moved = _version_change(a, b)
     if moved:

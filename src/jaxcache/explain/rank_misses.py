@@ -17,7 +17,7 @@ from jaxcache.values import frozen
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from jaxcache.values import JsonObject
+    from jaxcache.records.run_document import ModuleEntry, ProcessEntry, RunRecord
 
 
 @frozen
@@ -33,9 +33,9 @@ class RankDiff:
     remedy: str
 
 
-def _platform(proc: JsonObject) -> str | None:
+def _platform(proc: ProcessEntry) -> str | None:
     """The record's word for the backend, escaped: it is shown in causes and remedies."""
-    backend = (proc.get("platform") or {}).get("backend")
+    backend = proc.backend
     return None if backend is None else safe(str(backend))
 
 
@@ -77,21 +77,19 @@ def _remedy(platform: str | None) -> str:
             "service (unauthenticated: see `jaxcache net`)")
 
 
-def rank_diffs(records: list[tuple[str, JsonObject]]) -> list[RankDiff]:
+def rank_diffs(records: list[tuple[str, RunRecord]]) -> list[RankDiff]:
     """For each module a rank other than 0 did not hit, where rank 0 compiled the same module
     (name and input shapes): the key components that differ, and why."""
-    from jaxcache.records.reading import processes, rank_of
-
-    seen: dict[tuple[object, object], dict[int, tuple[str, JsonObject, JsonObject]]] = {}
-    order: list[tuple[tuple[object, object], int]] = []
+    seen: dict[tuple[str, str | None], dict[int, tuple[str, ProcessEntry, ModuleEntry]]] = {}
+    order: list[tuple[tuple[str, str | None], int]] = []
     for path, record in records:
-        for proc in processes(record):
-            rank = rank_of(proc)
+        for proc in record.processes:
+            rank = proc.rank
             if rank is None:
                 continue
-            for m in proc.get("modules") or []:
-                ident = (m.get("name"), m.get("input_shapes"))
-                if not m.get("key_components") or rank in seen.setdefault(ident, {}):
+            for m in proc.modules:
+                ident = (m.name, m.input_shapes)
+                if not m.key_components or rank in seen.setdefault(ident, {}):
                     continue
                 seen[ident][rank] = (path, proc, m)
                 order.append((ident, rank))
@@ -99,10 +97,10 @@ def rank_diffs(records: list[tuple[str, JsonObject]]) -> list[RankDiff]:
     for ident, rank in order:
         ref = seen[ident].get(0)
         path, proc, m = seen[ident][rank]
-        if rank == 0 or ref is None or m.get("outcome") == "hit":
+        if rank == 0 or ref is None or m.hit:
             continue
         ref_path, ref_proc, ref_m = ref
-        a, b = ref_m["key_components"], m["key_components"]
+        a, b = ref_m.key_components or {}, m.key_components or {}
         changed = tuple(sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k)))
         if not changed:
             continue  # the same key: rank 0's entry serves it from the next start on
@@ -112,6 +110,6 @@ def rank_diffs(records: list[tuple[str, JsonObject]]) -> list[RankDiff]:
                   f"process ever writes it: rank {rank} never hits and compiles this module "
                   "on every start"]
         causes += [_component_cause(k, platform, rank) for k in changed]
-        out.append(RankDiff(safe(str(m.get("name"))), m.get("input_shapes"), rank, path,
+        out.append(RankDiff(safe(m.name), m.input_shapes, rank, path,
                             ref_path, platform, changed, tuple(causes), _remedy(platform)))
     return out

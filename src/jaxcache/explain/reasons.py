@@ -17,9 +17,9 @@ from jaxcache.values import frozen
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Mapping, Sequence
 
-    from jaxcache.values import JsonObject
+    from jaxcache.documents.run_parts import Rejection
 
 THRESHOLD_REASONS = thresholds.REASONS
 
@@ -88,7 +88,7 @@ class Explanation:
 
 def _error_kind(m: ModuleEntry) -> str | None:
     text = " ".join(m.error_messages)
-    text += " " + str(m.reason_detail.get("message", ""))
+    text += " " + m.detail.message
     if "filelock" in text:
         return "filelock-missing"
     if "Permission denied" in text or "Read-only file system" in text or \
@@ -101,7 +101,7 @@ def _error_kind(m: ModuleEntry) -> str | None:
 
 def _why(m: ModuleEntry, proc: ProcessEntry, later_dirs: bool) -> tuple[str, str]:
     """(reason code, sentence) for one module of one process."""
-    outcome, reason, detail = m.outcome, m.reason, m.reason_detail
+    outcome, reason, detail = m.outcome, m.reason, m.detail
     opts = proc.options
     first_dir, now_dir = opts.directory, m.cache_dir_at_compile
     if outcome in (ModuleOutcome.HIT, ModuleOutcome.WRITTEN) and first_dir and now_dir and \
@@ -114,7 +114,7 @@ def _why(m: ModuleEntry, proc: ProcessEntry, later_dirs: bool) -> tuple[str, str
     if outcome is ModuleOutcome.IN_PROGRESS:  # the process ended inside this compile
         if reason == "waiting-for-process":
             return reason, (f"the process ended while waiting for process "
-                            f"{detail.get('process_index')} to publish its executable "
+                            f"{detail.process_index} to publish its executable "
                             "(jax_share_binary_between_hosts); on CPU that key is never "
                             "published and the job hangs")
         return "compile-unfinished", "the process ended while this module was compiling"
@@ -137,11 +137,11 @@ def _why(m: ModuleEntry, proc: ProcessEntry, later_dirs: bool) -> tuple[str, str
                     "reads it only once: JAX had no cache dir")
             return "dir-unset", "no cache directory was set when it compiled"
     if reason == "compile-time-below-threshold":
-        return reason, (f"below the {detail.get('threshold_s', 0):g} s compile-time threshold "
+        return reason, (f"below the {detail.threshold_s:g} s compile-time threshold "
                         "(jax_persistent_cache_min_compile_time_secs)")
     if reason == "entry-size-below-threshold":
-        return reason, (f"entry of {detail.get('entry_bytes')} B, below the "
-                        f"{detail.get('threshold_bytes')} B size threshold "
+        return reason, (f"entry of {detail.entry_bytes} B, below the "
+                        f"{detail.threshold_bytes} B size threshold "
                         "(jax_persistent_cache_min_entry_size_bytes)")
     if reason == "not-process-0":
         index = proc.rank
@@ -164,23 +164,23 @@ def _why(m: ModuleEntry, proc: ProcessEntry, later_dirs: bool) -> tuple[str, str
         return reason, ("a file already existed at this key and was not loaded; JAX never "
                         "replaces it (first writer wins)")
     if reason == "dir-refused":
-        return reason, (f"JAX was pointed at {safe(str(detail.get('cache_dir')))}, not the "
+        return reason, (f"JAX was pointed at {safe(str(detail.cache_dir))}, not the "
                         "audited cache: jaxcache refused it, so nothing was loaded from or "
                         "written there (see the record's jax_cache_dirs)")
     rejected = _seal_rejection(m, proc)
     if reason == "sealed-rejected":
         if rejected is not None:
             return reason, (f"the sealed cache rejected the entry at this key "
-                            f"({safe(str(rejected.get('status')))}: "
-                            f"{safe(str(rejected.get('reason'))[:400])}); compiled instead")
+                            f"({safe(str(rejected.status))}: "
+                            f"{safe(str(rejected.reason)[:400])}); compiled instead")
         return reason, ("the sealed cache rejected the entry at this key (see the record's "
                         "seal.rejections: unsigned, bad signature or unknown key); compiled "
                         "instead")
     if reason == "sealed-blocked":
-        if rejected is not None and rejected.get("status") == "other-build":
+        if rejected is not None and rejected.status == "other-build":
             return reason, ("this publisher could not write its signed entry: another "
                             "build's entry holds the key (first writer wins) "
-                            f"({safe(str(rejected.get('reason'))[:400])})")
+                            f"({safe(str(rejected.reason)[:400])})")
         return reason, ("this publisher could not write its signed entry: a rejected file "
                         "occupies the key and is never replaced (jaxcache deletes nothing); "
                         "check it with `jaxcache verify`, then remove it")
@@ -197,7 +197,7 @@ def _why(m: ModuleEntry, proc: ProcessEntry, later_dirs: bool) -> tuple[str, str
         return kind, ("the cache directory could not be created or written "
                       f"({safe(first[:160])})")
     if outcome is ModuleOutcome.ERROR:
-        return reason or "error", f"cache error: {safe(str(detail.get('message', ''))[:200])}"
+        return reason or "error", f"cache error: {safe(detail.message[:200])}"
     if outcome is ModuleOutcome.UNCACHED:
         if proc.disabled_first:
             return "first-compile-disabled", (
@@ -211,15 +211,18 @@ def _why(m: ModuleEntry, proc: ProcessEntry, later_dirs: bool) -> tuple[str, str
     return reason or word or "unknown", safe(f"{word}: {reason}")
 
 
-def _seal_rejection(m: ModuleEntry, proc: ProcessEntry) -> Mapping[str, object] | None:
+def _seal_rejection(m: ModuleEntry, proc: ProcessEntry) -> Rejection | None:
     """The sealed backend's rejection of this module's key (the record's seal.rejections)."""
-    return next((r for r in proc.rejections if m.cache_key and r.get("key") == m.cache_key),
+    return next((r for r in proc.sealed_rejections if m.cache_key and r.key == m.cache_key),
                 None)
 
 
-def explain_records(records: list[tuple[str, JsonObject]]) -> Explanation:
-    """Each record read once into its typed form (records/run_document.py), then explained."""
-    typed = [(path, RunRecord.from_json(doc)) for path, doc in records]
+def explain_records(records: Sequence[tuple[str, RunRecord | Mapping[str, object]]]
+                    ) -> Explanation:
+    """The records (path, record), each read once into its typed form where it is not yet
+    (records/run_document.py), explained."""
+    typed = [(path, doc if isinstance(doc, RunRecord) else RunRecord.from_json(doc))
+             for path, doc in records]
     modules: list[ModuleWhy] = []
     advice: list[ThresholdAdvice] = []
     notes: list[str] = []
@@ -248,18 +251,18 @@ def explain_records(records: list[tuple[str, JsonObject]]) -> Explanation:
                                          text, expensive, missed, proc.rank))
         advice.append(_advice(path, record))
         unaudited += [f"{safe(path)}: {used_dirs.describe(e)}"
-                      for e in used_dirs.failing(record.raw)]
-        if not record.probe_loaded and "loaded" in (record.raw.get("probe") or {}):
+                      for e in used_dirs.failing(record)]
+        if not record.probe_loaded and record.probe_said:
             notes.append(f"{safe(path)}: {safe(str(record.probe_note))}")
         from jaxcache.explain import bucket_misses, seal_builds
 
-        notes += [f"{safe(path)}: {line}" for line in bucket_misses.lines(record.seal)]
-        notes += [f"{safe(path)}: {line}" for line in seal_builds.lines(record.seal)]
+        notes += [f"{safe(path)}: {line}" for line in bucket_misses.lines(record.sealed)]
+        notes += [f"{safe(path)}: {line}" for line in seal_builds.lines(record.sealed)]
     return Explanation(tuple(p for p, _ in records), tuple(modules),
                        tuple(_key_diffs(typed)), tuple(advice), tuple(notes),
                        tuple(unaudited), tuple(f"{path}: {r.unverified}"
                                                for path, r in typed if r.unverified),
-                       tuple(rank_diffs(records)), tuple(build_diffs(records)))
+                       tuple(rank_diffs(typed)), tuple(build_diffs(typed)))
 
 
 def _advice(path: str, record: RunRecord) -> ThresholdAdvice:
@@ -289,7 +292,7 @@ def _key_diffs(records: list[tuple[str, RunRecord]]) -> list[KeyDiff]:
                     for k in sorted(changed):
                         if k == "compile_options":
                             causes.append("compile_options: " + compile_options_cause(
-                                earlier_proc.raw, main.raw, changed))
+                                earlier_proc, main, changed))
                         else:
                             causes.append(f"{safe(k)}: {CAUSES.get(k, 'changed')}"
                                           + _evidence(k, earlier_proc, main))
@@ -312,7 +315,7 @@ def _evidence(component: str, a: ProcessEntry, b: ProcessEntry) -> str:
     return ""
 
 
-def run_twice(argv: list[str]) -> list[tuple[str, JsonObject]]:
+def run_twice(argv: list[str]) -> list[tuple[str, RunRecord]]:
     """`explain -- CMD`: run the job twice against a fresh private cache (what it writes, and
     whether a second process hits it); the records stay in the user's state dir. The job's
     stdout goes to our stderr: our stdout is the explanation (a JSON document with --format
@@ -334,7 +337,7 @@ def run_twice(argv: list[str]) -> list[tuple[str, JsonObject]]:
                 raise JaxcacheError(f"the {label} run of the job exited with status "
                                     f"{result.outcome.status}; its record: "
                                     f"{result.record_path}")
-            out.append((result.record_path, result.record))
+            out.append((result.record_path, RunRecord.from_json(result.record)))
         return out
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 
 from jaxcache.gc.usage import KeyUse
+from jaxcache.records.run_document import RunRecord
 from jaxcache.trust.rules.target import is_url
 
 RECORDS_READ = 500  # the newest records read: a year of daily runs, each read whole
@@ -37,23 +38,20 @@ def of_records(location: str, directory: str | None = None,
     now_ns = time.time_ns()
     out: dict[str, KeyUse] = {}
     for found in scan.records[:limit]:  # newest first
-        doc = found.doc
-        place = doc.get("cache_dir") if isinstance(doc, dict) else None
-        if not isinstance(place, dict) or not _same_place(place.get("path"), location):
+        record = RunRecord.from_json(found.doc)
+        if not _same_place(record.cache_dir.path_given, location):
             continue
         seen: set[str] = set()
-        for m in doc.get("modules") or ():
-            if not isinstance(m, dict) or not isinstance(m.get("cache_key"), str):
+        for m in record.processes[0].modules:
+            if m.cache_key is None:
                 continue
-            name = f"{m['cache_key']}-cache"
+            name = f"{m.cache_key}-cache"
             use = out.get(name, KeyUse())
-            hit = m.get("outcome") == "hit"
-            secs = m.get("compile_or_load_s")
-            compiled = None if hit or not isinstance(secs, int | float) or \
-                isinstance(secs, bool) or secs < 0 else float(secs)
+            secs = m.compile_or_load_s
+            compiled = None if m.hit or secs is None or secs < 0 else secs
             out[name] = KeyUse(
                 # a record's time is its name's: never later than now
-                max(use.last_hit_ns, min(found.when_ns, now_ns)) if hit else use.last_hit_ns,
+                max(use.last_hit_ns, min(found.when_ns, now_ns)) if m.hit else use.last_hit_ns,
                 use.compile_s if use.compile_s is not None else compiled,  # newest first
                 use.runs + (name not in seen))
             seen.add(name)

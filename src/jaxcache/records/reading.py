@@ -1,50 +1,45 @@
 """Reading a run record's processes: which entries it holds, each one's rank, its modules.
 
-Pure functions over the document, apart from run_record.py (which builds it and imports the
-probe's and the audit's types), so that explain, bench, the per-rank views and the reports read
-records without importing the builder.
+For the readers that still hold a record (or the probes' documents it is built from) as
+JSON: the parsing itself is run_document.py's, where the typed readers get the same answers
+(RunRecord.processes, ProcessEntry.rank).
 """
 
 from __future__ import annotations
 
+from jaxcache.records.run_document import ProcessEntry, RunRecord, rank_of, subprocess_parts
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
-    from typing import Any
+    from typing import TypeVar
 
     from jaxcache.values import JsonObject
 
+    Part = TypeVar("Part", bound="Mapping[str, object]")  # a record's part, or a probe's document
 
-def processes(doc: JsonObject) -> list[JsonObject]:
+
+def processes(doc: Part) -> list[Part]:
     """The main probed process and every probed subprocess, each as its own record entry."""
-    return [doc] + list(doc.get("subprocesses") or [])
+    return [doc, *(p for p in subprocess_parts(doc) if isinstance(p, type(doc)))]
 
 
-def rank_of(proc: Mapping[str, Any]) -> int | None:
-    """JAX's process index of a record entry, else its launcher's rank, else None."""
-    ident = proc.get("identity") or {}
-    if isinstance(ident.get("process_index"), int):
-        return int(ident["process_index"])
-    index = (proc.get("platform") or {}).get("process_index")
-    if isinstance(index, int):
-        return index
-    launcher = ident.get("launcher") or {}
-    return launcher.get("rank") if isinstance(launcher.get("rank"), int) else None
-
-
-def all_modules(doc: JsonObject) -> list[tuple[str, JsonObject]]:
+def all_modules(doc: Mapping[str, object]) -> list[tuple[str, JsonObject]]:
     """(process label, module) for the main probed process and every probed subprocess."""
-    out = [("main", m) for m in doc.get("modules") or []]
-    for sub in doc.get("subprocesses") or []:
-        out += [(f"pid {sub.get('pid')}", m) for m in sub.get("modules") or []]
-    return out
+    record = RunRecord.from_json(doc)
+    labels = ["main", *(f"pid {p.entry_pid}" for p in record.processes[1:])]
+    return [(label, m.raw) for label, p in zip(labels, record.processes, strict=True)
+            for m in p.modules]
 
 
-def in_record_order(probes: Iterable[JsonObject], main_pid: int | None) -> list[JsonObject]:
+def in_record_order(probes: Iterable[Part], main_pid: int | None) -> list[Part]:
     """The probes in the order the record holds them: the job's own process first; without
     one (a launcher such as srun, which is not Python), the lowest rank first, so that
     `identity` at the top is rank 0's."""
     probes = list(probes)
-    if probes and probes[0].get("pid") != main_pid:
+    if probes and ProcessEntry.from_json(probes[0]).entry_pid != main_pid:
         probes.sort(key=lambda p: (rank_of(p) is None, rank_of(p) or 0))
     return probes
+
+
+__all__ = ["all_modules", "in_record_order", "processes", "rank_of"]

@@ -142,7 +142,7 @@ def _read(dir_fd: int, name: str) -> tuple[os.stat_result, bytes] | str:
         os.close(fd)
 
 
-def parse(data: bytes) -> JsonObject | str:
+def parse(data: bytes) -> dict[str, object] | str:
     """The record, or why these bytes are not a run record of a schema this jaxcache reads."""
     from jaxcache import validate as v
     from jaxcache.documents import read as documents
@@ -153,14 +153,8 @@ def parse(data: bytes) -> JsonObject | str:
         return str(exc)
     if not isinstance(doc, dict):
         return "not a JSON object"
-    schema = doc.get("schema")
-    if schema not in documents.RECORD_SCHEMAS:
-        return f"schema {safe(str(schema))}, not a run record this jaxcache reads"
-    try:
-        documents.RECORD(doc, "")
-    except v.Invalid as exc:
-        return f"not a valid run record: {exc}"
-    return doc
+    problem = documents.record_problem(doc)
+    return doc if problem is None else problem
 
 
 def scan_fd(dir_fd: int, directory: str) -> Scan:

@@ -1,8 +1,13 @@
 """The run record (docs/run-record.md) as typed data, parsed once from its JSON: the record a
 run just built, or one read back and checked by documents/read.py. Readers take these
-objects, not the document; the parts no reader has needed typed yet stay in `raw`.
+objects, not the document; `raw` stays for modules outside records/ that still take the JSON
+(thresholds.of_modules, process_facts.py), and the untyped fields (`seal`, `origin`,
+`rejections`) beside their typed forms for the readers not moved yet.
 
-Only readers use it: the builder (run_record.py) and the probe write the JSON itself.
+Only readers use it: the builder (run_record.py) and the probe write the JSON itself. Also
+here, as parsing: which part of a record (or of a probe's document) is which process
+(rank_of, subprocess_parts). The parts that are other modules' summaries (`seal`,
+`cache_dir.origin`, `jax_cache_dirs`) are documents/run_parts.py's.
 """
 
 from __future__ import annotations
@@ -10,7 +15,7 @@ from __future__ import annotations
 from enum import Enum
 
 from jaxcache.documents.fields import flag, integer, items, mapping, mappings, number, text
-from jaxcache.records.reading import rank_of
+from jaxcache.documents.run_parts import OriginPart, Rejection, SealPart, UsedDir
 from jaxcache.values import frozen
 
 TYPE_CHECKING = False
@@ -18,6 +23,26 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from jaxcache.values import JsonObject
+
+
+def rank_of(proc: Mapping[str, object]) -> int | None:
+    """JAX's process index of a record entry (or a probe's document), else its launcher's
+    rank, else None."""
+    ident = mapping(proc.get("identity"))
+    index = ident.get("process_index")
+    if isinstance(index, int):
+        return int(index)
+    index = mapping(proc.get("platform")).get("process_index")
+    if isinstance(index, int):
+        return index
+    rank = mapping(ident.get("launcher")).get("rank")
+    return rank if isinstance(rank, int) else None
+
+
+def subprocess_parts(doc: Mapping[str, object]) -> list[Mapping[str, object]]:
+    """The record's `subprocesses[]` entries as the document holds them (the objects
+    themselves: a reader may tell them apart by identity)."""
+    return mappings(doc.get("subprocesses"))
 
 
 class ModuleOutcome(str, Enum):
@@ -43,6 +68,24 @@ class ModuleOutcome(str, Enum):
 
 
 @frozen
+class ReasonDetail:
+    """A module's `reason_detail`: the numbers its reason was given with."""
+
+    threshold_s: float  # 0 where not given
+    entry_bytes: object  # as recorded
+    threshold_bytes: object
+    process_index: object  # the process a compile waited for (waiting-for-process)
+    cache_dir: object  # the refused directory (dir-refused)
+    message: str  # a cache error's ("" where not given)
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, object]) -> ReasonDetail:
+        return cls(number(doc.get("threshold_s")) or 0, doc.get("entry_bytes"),
+                   doc.get("threshold_bytes"), doc.get("process_index"), doc.get("cache_dir"),
+                   str(doc.get("message", "")))
+
+
+@frozen
 class ModuleEntry:
     name: str
     outcome: ModuleOutcome | None
@@ -61,6 +104,7 @@ class ModuleEntry:
     min_compile_time_at_compile: float | None
     key_components: Mapping[str, object] | None
     raw: JsonObject
+    detail: ReasonDetail  # reason_detail, typed
 
     @property
     def seconds(self) -> float:
@@ -84,7 +128,7 @@ class ModuleEntry:
                    number(doc.get("compile_s_logged")),
                    number(doc.get("min_compile_time_at_compile")),
                    mapping(doc.get("key_components")) if doc.get("key_components") else None,
-                   dict(doc))
+                   dict(doc), ReasonDetail.from_json(mapping(doc.get("reason_detail"))))
 
 
 @frozen
@@ -150,6 +194,30 @@ MISSING = object()
 
 
 @frozen
+class CacheView:
+    """How one process saw the cache directory (`cache_view`, written by its probe): the
+    path, the filesystem and inode it resolved to there, jaxlib and XLA_FLAGS."""
+
+    path: str | None
+    source: str | None  # audited | jax
+    device: str | None  # "major:minor"
+    inode: int | None
+    fs_type: str | None
+    mode: str | None
+    uid: int | None
+    error: str | None  # why the path could not be seen
+    jaxlib: str | None
+    xla_flags: str | None
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, object]) -> CacheView:
+        return cls(text(doc.get("path")), text(doc.get("source")), text(doc.get("device")),
+                   integer(doc.get("inode")), text(doc.get("fs_type")), text(doc.get("mode")),
+                   integer(doc.get("uid")), text(doc.get("error")), text(doc.get("jaxlib")),
+                   text(doc.get("xla_flags")))
+
+
+@frozen
 class ProcessEntry:
     """The main probed process, or one of `subprocesses[]`."""
 
@@ -168,12 +236,23 @@ class ProcessEntry:
     device_count: object
     rejections: tuple[Mapping[str, object], ...]  # the sealed backend's (seal.rejections)
     raw: JsonObject  # this process's part (a subprocess's over the record's)
+    entry_pid: int | None  # the pid this part itself records (the main part: none)
+    pid_given: bool  # the part has a `pid` at all
+    has_identity: bool  # its probe said which process of the job it is (`identity`)
+    process_count: int | None  # JAX's process count, as this process saw it
+    cache_view: CacheView | None
+    backend: object  # platform's backend, as recorded
+    jax: object  # versions' jax
+    cache_path: str | None  # the record's cache directory (cache_dir.path)
+    sealed_rejections: tuple[Rejection, ...]  # `rejections`, typed
 
     @classmethod
     def from_json(cls, doc: Mapping[str, object], pid: object = None) -> ProcessEntry:
         ident = mapping(doc.get("identity"))
         launcher = mapping(ident.get("launcher"))
         rank = rank_of(doc)
+        view = doc.get("cache_view")
+        rejections = tuple(mappings(mapping(doc.get("seal")).get("rejections")))
         return cls(integer(doc.get("pid")) or integer(pid), rank, text(ident.get("host")),
                    Launcher(text(launcher.get("kind")), integer(launcher.get("rank")),
                             text(launcher.get("job_id")), text(launcher.get("step_id")))
@@ -187,7 +266,13 @@ class ProcessEntry:
                    mapping(doc.get("versions")).get("jaxlib"),
                    mapping(doc.get("platform")).get("device_kind"),
                    mapping(doc.get("platform")).get("device_count"),
-                   tuple(mappings(mapping(doc.get("seal")).get("rejections"))), dict(doc))
+                   rejections, dict(doc), integer(doc.get("pid")), "pid" in doc, bool(ident),
+                   integer(ident.get("process_count")),
+                   CacheView.from_json(view) if isinstance(view, dict) and view else None,
+                   mapping(doc.get("platform")).get("backend"),
+                   mapping(doc.get("versions")).get("jax"),
+                   text(mapping(doc.get("cache_dir")).get("path")),
+                   tuple(Rejection.from_json(r) for r in rejections))
 
 
 @frozen
@@ -219,6 +304,8 @@ class CacheDirPart:
     after: Snapshot
     namespace: Namespace | None
     origin: JsonObject | None
+    path_given: str | None  # the path, None where the record has none
+    origins: OriginPart | None  # `origin`, typed; None: not judged
 
     @classmethod
     def from_json(cls, doc: Mapping[str, object]) -> CacheDirPart:
@@ -229,7 +316,8 @@ class CacheDirPart:
                    Snapshot.from_json(mapping(doc.get("after"))),
                    Namespace(str(named.get("kind")), str(named.get("id")),
                              str(named.get("parent"))) if named else None,
-                   dict(origin) if isinstance(origin, dict) else None)
+                   dict(origin) if isinstance(origin, dict) else None, text(doc.get("path")),
+                   OriginPart.from_json(origin) if isinstance(origin, dict) else None)
 
 
 @frozen
@@ -280,6 +368,11 @@ class RunRecord:
     guard_errors: tuple[tuple[int | None, str], ...]  # (pid, error)
     seal: JsonObject | None
     raw: JsonObject  # the document, for the parts still read as one
+    sealed: SealPart | None  # `seal`, typed
+    probe_said: bool  # the record says whether the probe loaded (`probe.loaded` is there)
+    jax_cache_dirs: tuple[UsedDir, ...]
+    env: Mapping[str, str]  # the job's environment as recorded (JAX_*, XLA_FLAGS...)
+    unverified_allowed: bool
 
     @classmethod
     def from_json(cls, doc: Mapping[str, object]) -> RunRecord:
@@ -292,10 +385,15 @@ class RunRecord:
                    bool(probe.get("loaded")), text(probe.get("note")),
                    Ranks.from_json(mapping(doc.get("ranks"))),
                    (main, *(ProcessEntry.from_json({**doc, **sp})
-                            for sp in mappings(doc.get("subprocesses")))),
+                            for sp in subprocess_parts(doc))),
                    tuple((integer(g.get("pid")), str(g.get("error")))
                          for g in mappings(doc.get("cache_guard_errors"))),
-                   dict(seal) if isinstance(seal, dict) else None, dict(doc))
+                   dict(seal) if isinstance(seal, dict) else None, dict(doc),
+                   SealPart.from_json(seal) if isinstance(seal, dict) and seal else None,
+                   "loaded" in probe, UsedDir.of_record(doc),
+                   {k: val for k, val in mapping(doc.get("env")).items()
+                    if isinstance(val, str)},
+                   bool(doc.get("unverified_allowed")))
 
     @property
     def modules(self) -> tuple[ModuleEntry, ...]:

@@ -11,7 +11,8 @@ from __future__ import annotations
 import statistics
 
 from jaxcache.records.record_dir import Scan
-from jaxcache.records.summary import modules, seconds, summarize
+from jaxcache.records.run_document import ModuleOutcome, RunRecord
+from jaxcache.records.summary import summarize
 from jaxcache.values import frozen
 
 HOW_SAVED = ("for each hit, the compile time of the same cache key measured by another record "
@@ -38,28 +39,32 @@ class Stats:
     how_saved: str = HOW_SAVED
 
 
-def _cold_times(scan: Scan) -> dict[str, list[tuple[int, float]]]:
+COLD = (ModuleOutcome.WRITTEN, ModuleOutcome.SKIPPED, ModuleOutcome.UNCACHED)
+
+
+def _cold_times(records: list[RunRecord]) -> dict[str, list[tuple[int, float]]]:
     """cache key -> (record index, seconds) for every compile of it that was not a hit."""
     out: dict[str, list[tuple[int, float]]] = {}
-    for i, found in enumerate(scan.records):
-        for m in modules(found.doc):
-            key = m.get("cache_key")
-            if key and m.get("outcome") in ("written", "skipped", "uncached") and seconds(m) > 0:
-                out.setdefault(key, []).append((i, seconds(m)))
+    for i, record in enumerate(records):
+        for m in record.modules:
+            key = m.cache_key
+            if key and m.outcome in COLD and m.seconds > 0:
+                out.setdefault(key, []).append((i, m.seconds))
     return out
 
 
 def compute(scan: Scan) -> Stats:
-    runs = [summarize(f) for f in scan.records]
-    cold = _cold_times(scan)
+    records = [RunRecord.from_json(f.doc) for f in scan.records]  # each read once
+    runs = [summarize(f, r) for f, r in zip(scan.records, records, strict=True)]
+    cold = _cold_times(records)
     saved, known, unknown = 0.0, 0, 0
-    for i, found in enumerate(scan.records):
-        for m in modules(found.doc):
-            if m.get("outcome") != "hit":
+    for i, record in enumerate(records):
+        for m in record.modules:
+            if not m.hit:
                 continue
-            others = [s for j, s in cold.get(m.get("cache_key") or "", []) if j != i]
+            others = [s for j, s in cold.get(m.cache_key or "", []) if j != i]
             if others:
-                saved += statistics.median(others) - seconds(m)
+                saved += statistics.median(others) - m.seconds
                 known += 1
             else:
                 unknown += 1

@@ -12,13 +12,15 @@ from __future__ import annotations
 
 import os
 
+from jaxcache.documents.run_parts import GuardedDir, UsedDir
+from jaxcache.records.run_document import RunRecord
 from jaxcache.text import safe
 from jaxcache.trust.kernel.principals import Trust
 from jaxcache.trust.rules.target import is_url
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from jaxcache.values import JsonObject
+    from collections.abc import Iterable, Mapping
 
 OK_VERDICTS = ("PRIVATE", "SHARED-BY-POLICY", "SEALED")
 
@@ -29,38 +31,39 @@ def _norm(path: str | None) -> str | None:
     return os.path.normpath(os.path.abspath(path))
 
 
-def collect(probes: tuple[JsonObject, ...], audited: str) -> list[JsonObject]:
-    """One entry per (directory, what the guard did, how), over every probed process."""
-    out: dict[tuple[object, ...], JsonObject] = {}
+def collect(probes: Iterable[Mapping[str, object]], audited: str) -> list[dict[str, object]]:
+    """One entry per (directory, what the guard did, how), over every probed process: the
+    record's `jax_cache_dirs` (UsedDir read back)."""
+    out: dict[tuple[object, ...], dict[str, object]] = {}
+    pids: dict[tuple[object, ...], list[int | None]] = {}
     want = _norm(audited)
     for probe in probes:
-        for e in probe.get("cache_dirs") or []:
-            if not isinstance(e, dict) or not isinstance(e.get("path"), str):
-                continue
-            ident = (e["path"], e.get("status"), e.get("how"))
-            entry = out.setdefault(ident, {
-                "path": safe(e["path"]), "status": e.get("status"), "how": e.get("how"),
-                "reason": e.get("reason"),
-                "audited_dir": _norm(e["path"]) == want or e.get("how") == "sealed",
-                "pids": [], "verdict": None, "verdict_detail": None})
-            pid = e.get("pid")
-            if pid not in entry["pids"]:
-                entry["pids"].append(pid)
+        for e in GuardedDir.of_probe(probe):
+            ident = (e.path, e.status, e.how)
+            if ident not in out:
+                pids[ident] = []
+                out[ident] = {
+                    "path": safe(e.path), "status": e.status, "how": e.how, "reason": e.reason,
+                    "audited_dir": _norm(e.path) == want or e.how == "sealed",
+                    "pids": pids[ident], "verdict": None, "verdict_detail": None}
+            if e.pid not in pids[ident]:
+                pids[ident].append(e.pid)
     return list(out.values())
 
 
-def judge(entries: list[JsonObject], policy: str | None) -> None:
+def judge(entries: list[dict[str, object]], policy: str | None) -> None:
     """Audit, now, every directory that is not the audited one (fills verdict and
     verdict_detail in place). What cannot be judged is UNVERIFIABLE."""
     from jaxcache.errors import JaxcacheError
 
     for entry in entries:
-        if entry["audited_dir"]:
+        used = UsedDir.from_json(entry)
+        if used.audited_dir:
             continue
         try:
             from jaxcache import api
 
-            report = api.audit(entry["path"], policy=policy, scan_processes=False)
+            report = api.audit(str(used.path), policy=policy, scan_processes=False)
         except (JaxcacheError, OSError) as exc:
             entry["verdict"], entry["verdict_detail"] = "UNVERIFIABLE", str(exc)
             continue
@@ -72,25 +75,29 @@ def judge(entries: list[JsonObject], policy: str | None) -> None:
             entry["verdict_detail"] = "writers: " + ", ".join(writers)
 
 
-def unaudited(doc: JsonObject) -> list[JsonObject]:
-    """Directories JAX was pointed at other than the audited one (from a record)."""
-    found = doc.get("jax_cache_dirs")
-    return [e for e in found if isinstance(e, dict) and not e.get("audited_dir")] \
-        if isinstance(found, list) else []
+def _dirs(record: RunRecord | Mapping[str, object]) -> tuple[UsedDir, ...]:
+    return record.jax_cache_dirs if isinstance(record, RunRecord) else \
+        UsedDir.of_record(record)
 
 
-def failing(doc: JsonObject) -> list[JsonObject]:
+def unaudited(record: RunRecord | Mapping[str, object]) -> list[UsedDir]:
+    """Directories JAX was pointed at other than the audited one (from a record, typed or as
+    the builder holds it)."""
+    return [e for e in _dirs(record) if not e.audited_dir]
+
+
+def failing(record: RunRecord | Mapping[str, object]) -> list[UsedDir]:
     """Those that make the run not fine: refused, or not trusted by their own audit."""
-    return [e for e in unaudited(doc)
-            if e.get("status") == "refused" or e.get("verdict") not in OK_VERDICTS]
+    return [e for e in unaudited(record)
+            if e.status == "refused" or e.verdict not in OK_VERDICTS]
 
 
-def describe(e: JsonObject) -> str:
+def describe(e: UsedDir) -> str:
     """One sentence for the summary and explain."""
-    verdict = safe(str(e.get("verdict") or "not audited"))
-    detail = f": {safe(str(e['verdict_detail']))}" if e.get("verdict_detail") else ""
+    verdict = safe(str(e.verdict or "not audited"))
+    detail = f": {safe(str(e.verdict_detail))}" if e.verdict_detail else ""
     what = {"refused": "jaxcache refused it (nothing was loaded from or written there)",
-            "served": f"JAX used it ({safe(str(e.get('how')))})"}.get(
-                str(e.get("status")), safe(str(e.get("status"))))
-    return (f"JAX was pointed at {safe(str(e.get('path')))} ({verdict}{detail}), not the "
+            "served": f"JAX used it ({safe(str(e.how))})"}.get(
+                str(e.status), safe(str(e.status)))
+    return (f"JAX was pointed at {safe(str(e.path))} ({verdict}{detail}), not the "
             f"audited cache: {what}")

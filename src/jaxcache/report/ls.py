@@ -64,15 +64,18 @@ def _build_tail(origins: Origins) -> str:
     of the build of entries of unknown origin."""
     if origins.reader is None:
         return ""
-    counts = origins.build_counts()
+    from jaxcache.fingerprint.rule import Outcome  # as build_counts() does: not on ls's path
+
+    counts = origins.build_counts()  # by rule.Outcome's words
+    different, unknown = counts[Outcome.DIFFERENT.value], counts[Outcome.UNKNOWN.value]
     parts = []
-    if counts["different"]:
-        parts.append(f"{counts['different']} of yours written by another build on this host "
+    if different:
+        parts.append(f"{different} of yours written by another build on this host "
                      "(flag other-build)")
-    if counts["unknown"]:
+    if unknown:
         why = "no jaxlib in this Python" if origins.reader.build is None else \
             "the ledger lines do not name it"
-        parts.append(f"the build of {counts['unknown']} of yours not compared ({why})")
+        parts.append(f"the build of {unknown} of yours not compared ({why})")
     if origins.count("unknown"):
         parts.append("the build of entries of unknown origin is not known")
     return "; " + "; ".join(parts) if parts else ""

@@ -9,8 +9,8 @@ from jaxcache.text import plural, safe, size
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from jaxcache.documents.run_parts import OriginPart, SealPart
     from jaxcache.records.run_document import ModuleEntry, ProcessEntry, RunRecord
-    from jaxcache.values import JsonObject
 
 _REASONS = {
     "compile-time-below-threshold": "not written: below the {threshold_s:.2f} s compile-time "
@@ -59,7 +59,7 @@ def _other_dirs(record: RunRecord) -> list[str]:
     guard that keeps it from doing so could not be installed."""
     from jaxcache.records import used_dirs
 
-    lines = [f"WARNING: {used_dirs.describe(e)}" for e in used_dirs.unaudited(record.raw)]
+    lines = [f"WARNING: {used_dirs.describe(e)}" for e in used_dirs.unaudited(record)]
     for pid, error in record.guard_errors:
         lines.append(f"WARNING: process {pid}: jaxcache could not guard which "
                      f"directory JAX loads from ({safe(error)}); its persistent "
@@ -95,8 +95,8 @@ OTHER_BUILD_HIT = "loaded an entry written by another build on this host"
 def _other_build(record: RunRecord) -> set[str]:
     """The entries (names as the record writes them) of yours that another build wrote,
     as the audit before the job found them (trust/provenance/origin.py's built())."""
-    origin = record.cache_dir.origin or {}
-    return {str(e.get("name")) for e in origin.get("other_build") or []}
+    origin = record.cache_dir.origins
+    return set(origin.other_build) if origin is not None else set()
 
 
 def _module_lines(record: RunRecord, verbose: bool = False) -> list[str]:
@@ -171,9 +171,9 @@ def render_text(record: RunRecord, record_path: str, verbose: bool = False) -> s
         lines.append(f"namespace: {safe(named.kind)} {safe(named.id)} of "
                      f"{safe(named.parent)}: this job read and wrote only there (another "
                      "build or CPU has its own)")
-    lines += _origin_lines(c.origin)
-    if record.seal:
-        lines += _seal_lines(record.seal)
+    lines += _origin_lines(c.origins)
+    if record.sealed:
+        lines += _seal_lines(record.sealed)
     if not record.probe_loaded:
         lines.append(f"probe: {record.probe_note}")
     else:
@@ -202,33 +202,33 @@ def render_text(record: RunRecord, record_path: str, verbose: bool = False) -> s
     return "\n".join(lines) + "\n"
 
 
-def _seal_lines(seal: JsonObject) -> list[str]:
+def _seal_lines(seal: SealPart) -> list[str]:
     """A sealed run's signer, rejections, failed writes and evictions (lifecycle/sealing.py's
-    summary, still read as the document holds it)."""
+    summary)."""
     from jaxcache.explain import bucket_misses, seal_builds
 
-    name = seal.get("signing_key_name")
-    signer = (f"signing as key {safe(name)} ({seal['signing_key']})" if name else
-              f"signing as key {seal['signing_key']}") if seal["signing_key"] else \
+    name = seal.signing_key_name
+    signer = (f"signing as key {safe(name)} ({seal.signing_key})" if name else
+              f"signing as key {seal.signing_key}") if seal.signing_key else \
         "read-only (no signing key)"
-    states = [k for k in seal.get("trusted_keys") or [] if k.get("state") != "trusted"]
+    states = [k for k in seal.trusted_keys if k.state != "trusted"]
     shown = "; keys " + ", ".join(
-        f"{safe(k['name'] or k['id'])} {safe(k['state'])}" for k in states) if states else ""
-    needed = seal.get("signatures_needed") or 1
+        f"{safe(str(k.name or k.id))} {safe(str(k.state))}" for k in states) if states else ""
+    needed = seal.signatures_needed
     shown += f"; {needed} signatures needed per entry" if needed > 1 else ""
-    lines = [f"sealed: {signer}; {plural(len(seal['rejections']), 'entry')} rejected"
+    lines = [f"sealed: {signer}; {plural(len(seal.rejections), 'entry')} rejected"
              + shown
-             + (f", {plural(len(seal['write_errors']), 'write')} failed"
-                if seal["write_errors"] else "")
-             + (f", {plural(len(seal['evictions']), 'entry')} evicted (max size)"
-                if seal.get("evictions") else "")]
+             + (f", {plural(seal.write_errors, 'write')} failed"
+                if seal.write_errors else "")
+             + (f", {plural(seal.evictions, 'entry')} evicted (max size)"
+                if seal.evictions else "")]
     lines += [f"  {line}" for line in bucket_misses.lines(seal)]
     lines += [f"  {line}" for line in seal_builds.lines(seal)]
-    for r in seal["rejections"][:6]:
-        key = safe(r["key"])
+    for r in seal.rejections[:6]:
+        key = safe(str(r.key))
         lines.append(f"  rejected {key[:60] + ('…' if len(key) > 60 else '')}: "
-                     f"{safe(r['reason'])} "
-                     f"(owner {safe(r['owner'])})")
+                     f"{safe(str(r.reason))} "
+                     f"(owner {safe(str(r.owner))})")
     return lines
 
 
@@ -244,18 +244,18 @@ def _threshold_lines(record: RunRecord) -> list[str]:
     return wrap(f"thresholds: {left.sentence(list(record.argv))}")
 
 
-def _origin_lines(origin: JsonObject | None) -> list[str]:
+def _origin_lines(origin: OriginPart | None) -> list[str]:
     """Where the entries before the job came from (trust/provenance/origin.py), when not all yours
     or not all of this build."""
-    if not origin or not (origin.get("unknown") or origin.get("changed")
-                          or origin.get("ledger_problem") or origin.get("other_build")):
+    if not origin or not (origin.count("unknown") or origin.count("changed")
+                          or origin.ledger_problem or origin.other_build):
         return []
-    other = len(origin.get("other_build") or [])
-    out = [f"origin of the entries before the job: {origin_counts(origin)}"
+    other = len(origin.other_build)
+    out = [f"origin of the entries before the job: {origin_counts(dict(origin.counts))}"
            + (f" ({other} of yours written by another build on this host)" if other else "")]
-    for f in origin.get("findings") or []:
-        if f.get("effect") in ("warning", "unsafe"):
-            out.append(f"  warning: {safe(f['message'])}")
-            if f.get("remedy"):
-                out.append(f"  what to do: {safe(f['remedy'])}")
+    for f in origin.findings:
+        if f.effect in ("warning", "unsafe"):
+            out.append(f"  warning: {safe(f.message)}")
+            if f.remedy:
+                out.append(f"  what to do: {safe(f.remedy)}")
     return out

@@ -8,17 +8,13 @@ from importlib import resources
 
 from jaxcache.documents.kinds import KINDS, WITHOUT_SCHEMA_FILE
 
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from typing import Any
-
 NAMES = tuple(k for k in KINDS if k not in WITHOUT_SCHEMA_FILE)
 
 
-def load(name: str) -> dict[str, Any]:
+def load(name: str) -> dict[str, object]:
     """The schema for a document kind (`jaxcache.NAME/1`): e.g. load("audit")."""
     if name not in NAMES:
         raise KeyError(name)
-    schema: dict[str, Any] = json.loads(  # a file of this package: a JSON object
+    schema: dict[str, object] = json.loads(  # a file of this package: a JSON object
         resources.files(__name__).joinpath(f"{name}.schema.json").read_text())
     return schema

@@ -1,0 +1,173 @@
+"""The parts of a run record (docs/run-record.md) that other modules summarize, typed:
+a sealed run's `seal` (lifecycle/sealing.py's summary), the audit's word on where the
+entries before the job came from (`cache_dir.origin`, trust/provenance/origin.py), and the
+directories JAX initialized a cache for (`jax_cache_dirs`, from each probe's `cache_dirs`:
+jaxcompat/guard.py). Parsed once, leniently (documents/fields.py); records/run_document.py
+holds them in a RunRecord.
+"""
+
+from __future__ import annotations
+
+from jaxcache.documents.fields import integer, items, mapping, mappings, text
+from jaxcache.values import frozen
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+
+@frozen
+class Rejection:
+    """One entry the sealed backend would not load or could not publish (`seal.rejections`)."""
+
+    key: str | None
+    directory: str | None
+    status: str | None  # unsigned, bad-signature, unknown-key, other-build, build-unknown...
+    reason: str | None
+    owner: str | None
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, object]) -> Rejection:
+        return cls(text(doc.get("key")), text(doc.get("directory")), text(doc.get("status")),
+                   text(doc.get("reason")), text(doc.get("owner")))
+
+
+@frozen
+class TrustedKey:
+    """A key the sealed backend judged with (`seal.trusted_keys`), with its state then."""
+
+    id: str | None
+    name: str | None
+    state: str | None
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, object]) -> TrustedKey:
+        return cls(text(doc.get("id")), text(doc.get("name")), text(doc.get("state")))
+
+
+@frozen
+class BucketMiss:
+    """A sealed reader's lookup in a bucket that found nothing it could load."""
+
+    kind: str | None  # not-found | permission-denied | network | error
+    hint: str | None  # prefix-empty | key-mismatch
+    reason: str | None
+
+    @property
+    def group(self) -> str:
+        """What the miss is listed under: its hint, else its kind."""
+        return self.hint or self.kind or "error"
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, object]) -> BucketMiss:
+        return cls(text(doc.get("kind")), text(doc.get("hint")), text(doc.get("reason")))
+
+
+@frozen
+class SealPart:
+    """A sealed run's reader and publisher (`seal`: lifecycle/sealing.py's summary)."""
+
+    path: str | None  # the shared directory or bucket URL
+    signing_key: str | None  # its id; None: a read-only consumer
+    signing_key_name: str | None
+    trusted_keys: tuple[TrustedKey, ...]
+    signatures_needed: int
+    rejections: tuple[Rejection, ...]
+    write_errors: int
+    evictions: int
+    bucket_misses: tuple[BucketMiss, ...]
+    unknown_builds_loaded: int  # `build.unknown_loaded`: loaded, no signature named a build
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, object]) -> SealPart:
+        return cls(text(doc.get("path")), text(doc.get("signing_key")),
+                   text(doc.get("signing_key_name")),
+                   tuple(TrustedKey.from_json(k) for k in mappings(doc.get("trusted_keys"))),
+                   integer(doc.get("signatures_needed")) or 1,
+                   tuple(Rejection.from_json(r) for r in mappings(doc.get("rejections"))),
+                   len(items(doc.get("write_errors"))), len(items(doc.get("evictions"))),
+                   tuple(BucketMiss.from_json(m) for m in mappings(doc.get("bucket_misses"))),
+                   len(items(mapping(doc.get("build")).get("unknown_loaded"))))
+
+
+@frozen
+class OriginFinding:
+    code: str | None
+    effect: str | None  # info | warning | unsafe
+    message: str
+    remedy: str | None
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, object]) -> OriginFinding:
+        return cls(text(doc.get("code")), text(doc.get("effect")), str(doc.get("message")),
+                   text(doc.get("remedy")))
+
+
+@frozen
+class OriginPart:
+    """Where the entries before the job came from (`cache_dir.origin`, the audit's origins:
+    trust/provenance/origin.py)."""
+
+    counts: Mapping[str, int]  # yours, unknown, changed: as the record has them
+    ledger_problem: str | None
+    other_build: tuple[str, ...]  # the names of the entries of yours another build wrote
+    findings: tuple[OriginFinding, ...]
+
+    def count(self, origin: str) -> int:
+        return self.counts.get(origin, 0)
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, object]) -> OriginPart:
+        counts = {word: n for word in ("yours", "unknown", "changed")
+                  if (n := integer(doc.get(word))) is not None}
+        return cls(counts, text(doc.get("ledger_problem")),
+                   tuple(str(e.get("name")) for e in mappings(doc.get("other_build"))),
+                   tuple(OriginFinding.from_json(f) for f in mappings(doc.get("findings"))))
+
+
+@frozen
+class UsedDir:
+    """A directory JAX initialized a cache for (`jax_cache_dirs[]`), with what the guard did
+    and, for one other than the audited directory, its own verdict (records/used_dirs.py)."""
+
+    path: str | None
+    status: str | None  # served | refused
+    how: str | None
+    reason: str | None
+    audited_dir: bool
+    pids: tuple[int | None, ...]
+    verdict: str | None
+    verdict_detail: str | None
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, object]) -> UsedDir:
+        return cls(text(doc.get("path")), text(doc.get("status")), text(doc.get("how")),
+                   text(doc.get("reason")), bool(doc.get("audited_dir")),
+                   tuple(integer(p) for p in items(doc.get("pids"))),
+                   text(doc.get("verdict")), text(doc.get("verdict_detail")))
+
+    @classmethod
+    def of_record(cls, doc: Mapping[str, object]) -> tuple[UsedDir, ...]:
+        """A record's `jax_cache_dirs`, read on its own (the builder's record, before the
+        whole of it is read)."""
+        return tuple(cls.from_json(e) for e in mappings(doc.get("jax_cache_dirs")))
+
+
+@frozen
+class GuardedDir:
+    """One of a probe's `cache_dirs`: a directory JAX initialized a cache for in that process,
+    and what the guard (jaxcompat/guard.py) did with it."""
+
+    path: str
+    status: str | None
+    how: str | None
+    reason: str | None
+    pid: int | None
+
+    @classmethod
+    def of_probe(cls, probe: Mapping[str, object]) -> tuple[GuardedDir, ...]:
+        """Those of a probe's document that name their path."""
+        return tuple(cls(path, text(e.get("status")), text(e.get("how")),
+                         text(e.get("reason")), integer(e.get("pid")))
+                     for e in mappings(probe.get("cache_dirs"))
+                     if isinstance(path := e.get("path"), str))
