@@ -19,7 +19,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
-    from jaxcache.documents.run_parts import Rejection
+    from jaxcache.documents.record_parts import Rejection
 
 THRESHOLD_REASONS = thresholds.REASONS
 

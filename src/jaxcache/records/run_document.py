@@ -7,7 +7,7 @@ objects, not the document; `raw` stays for modules outside records/ that still t
 Only readers use it: the builder (run_record.py) and the probe write the JSON itself. Also
 here, as parsing: which part of a record (or of a probe's document) is which process
 (rank_of, subprocess_parts). The parts that are other modules' summaries (`seal`,
-`cache_dir.origin`, `jax_cache_dirs`) are documents/run_parts.py's.
+`cache_dir.origin`, `jax_cache_dirs`) are documents/record_parts.py's.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from __future__ import annotations
 from enum import Enum
 
 from jaxcache.documents.fields import flag, integer, items, mapping, mappings, number, text
-from jaxcache.documents.run_parts import OriginPart, Rejection, SealPart, UsedDir
+from jaxcache.documents.record_parts import OriginPart, Rejection, SealPart, UsedDir
 from jaxcache.values import frozen
 
 TYPE_CHECKING = False

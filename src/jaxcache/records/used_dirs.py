@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 
-from jaxcache.documents.run_parts import GuardedDir, UsedDir
+from jaxcache.documents.record_parts import GuardedDir, UsedDir
 from jaxcache.records.run_document import RunRecord
 from jaxcache.text import safe
 from jaxcache.trust.kernel.principals import Trust

@@ -9,7 +9,7 @@ from jaxcache.text import plural, safe, size
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from jaxcache.documents.run_parts import OriginPart, SealPart
+    from jaxcache.documents.record_parts import OriginPart, SealPart
     from jaxcache.records.run_document import ModuleEntry, ProcessEntry, RunRecord
 
 _REASONS = {
