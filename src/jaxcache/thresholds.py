@@ -108,31 +108,15 @@ def _command(argv: object) -> str:
     return clip(safe(shlex.join(str(a) for a in argv)), 60)
 
 
-def of_modules(modules: list[dict[str, object]], startup_s: float) -> LeftOut:
-    """From a run record's modules as written (the probe's fields: reason, reason_detail,
-    outcome); left_out() reads the same from the parsed record."""
-    left = [m for m in modules if m.get("reason") in REASONS]
-    times = [_compile_s(m) for m in left]
-    written = sum(1 for m in modules if m.get("outcome") == "written")
-    return LeftOut(len(left), sum(times), startup_s, written, min(times, default=0.0),
-                   sum(1 for m in left if m.get("reason") == ENTRY_SIZE))
-
-
 def left_out(modules: Sequence[Compiled], startup_s: float) -> LeftOut:
-    """of_modules for modules already parsed (a RunRecord's `modules`)."""
+    """What JAX's write thresholds left out of a run's modules (a RunRecord's `modules`):
+    the compile time JAX logged for each, else the one the probe timed."""
     left = [m for m in modules if m.reason in REASONS]
     times = [_seconds(m.reason_detail.get("compile_s"), m.compile_s_logged, m.compile_or_load_s)
              for m in left]
     written = sum(1 for m in modules if m.outcome_word == "written")
     return LeftOut(len(left), sum(times), startup_s, written, min(times, default=0.0),
                    sum(1 for m in left if m.reason == ENTRY_SIZE))
-
-
-def _compile_s(m: dict[str, object]) -> float:
-    """The compile time JAX logged for the module, else the one the probe timed."""
-    detail = m.get("reason_detail")
-    logged = detail.get("compile_s") if isinstance(detail, dict) else None
-    return _seconds(logged, m.get("compile_s_logged"), m.get("compile_or_load_s"))
 
 
 def _seconds(*measured: object) -> float:

@@ -24,7 +24,7 @@ PARENT = str(ROOT / "tests" / "programs" / "parent_child.py")
 
 
 def test_work_done_in_a_child_process_is_counted(tmp_path):
-    from jaxcache.records.reading import all_modules
+    from support.records import all_modules
 
     # however fast this machine compiles: every compile passes the time threshold, and the
     # size threshold keeps only the child's jit_train_step (~40 KB; the rest 2-4 KB)

@@ -39,7 +39,7 @@ def mlp_bench(tmp_path_factory):
 
 
 def outcomes(record_path: str, outcome: str) -> set[str]:
-    from jaxcache.records.reading import all_modules
+    from support.records import all_modules
 
     record = json.loads(Path(record_path).read_text())
     return {m["name"] for _, m in all_modules(record) if m.get("outcome") == outcome}

@@ -18,9 +18,9 @@ import sys
 import pytest
 from support import paths
 from support.jobs import clean_env, jaxcache
+from support.records import all_modules
 
 from jaxcache import thresholds
-from jaxcache.records.reading import all_modules
 from jaxcache.records.run_document import RunRecord
 from jaxcache.report import run as run_report
 
@@ -51,7 +51,7 @@ def _said(stderr: str) -> str:
 
 
 def _rule(doc: dict) -> thresholds.LeftOut:
-    return thresholds.of_modules([m for _, m in all_modules(doc)], doc["process"]["wall_s"])
+    return thresholds.left_out(RunRecord.from_json(doc).modules, doc["process"]["wall_s"])
 
 
 @pytest.fixture(scope="module")

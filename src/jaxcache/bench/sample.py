@@ -100,5 +100,5 @@ def from_record(record: RunRecord, *, trial: int, kind: str, index: int, path: s
         uncached=tuple(sorted(f"{m.entry.name or '?'} {m.entry.input_shapes or ''}"
                               for m in uncached)),
         uncached_s=sum(float(m.entry.compile_or_load_s or 0.0) for m in uncached),
-        left_out=thresholds.of_modules([m.raw for m in record.modules], p.wall_s),
+        left_out=thresholds.left_out(record.modules, p.wall_s),
         fingerprint=next((f.fingerprint for f in facts_of([(path, record.raw)])), None))

@@ -267,7 +267,7 @@ def explain_records(records: Sequence[tuple[str, RunRecord | Mapping[str, object
 
 def _advice(path: str, record: RunRecord) -> ThresholdAdvice:
     """thresholds.py's rule and sentence (the same run's summary says), for this record."""
-    left = thresholds.of_modules([m.raw for m in record.modules], record.process.wall_s)
+    left = thresholds.left_out(record.modules, record.process.wall_s)
     return ThresholdAdvice(left.seconds, left.startup_s, left.modules, left.material,
                            f"{safe(path)}: {left.sentence(list(record.argv))}")
 

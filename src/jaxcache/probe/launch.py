@@ -155,10 +155,24 @@ def _open_gate(probe: str, env: dict[str, str] | None) -> None:
     os.rename(tmp, os.path.join(probe, GATE_FILE))
 
 
-def launch(argv: list[str], env: dict[str, str], *, stdout: int | IO[Any] | None = None,
-           stderr: int | IO[Any] | None = None, timeout: float | None = None,
+class Ran:
+    """How launch() left the program: its pid, wait status (as os.wait4 gives it) and usage,
+    the wall seconds, whether the timeout ended it, and the probe documents its processes
+    wrote (the main one first). A plain slotted class: this module stays light."""
+
+    __slots__ = ("pid", "probes", "status", "timed_out", "usage", "wall_s")
+
+    def __init__(self, pid: int, status: int, usage: struct_rusage, wall_s: float,
+                 timed_out: bool, probes: tuple[dict[str, Any], ...]) -> None:
+        self.pid, self.status, self.usage, self.wall_s = pid, status, usage, wall_s
+        self.timed_out, self.probes = timed_out, probes
+
+
+def launch(argv: list[str], env: dict[str, str], *,
+           stdout: int | IO[str] | IO[bytes] | None = None,
+           stderr: int | IO[str] | IO[bytes] | None = None, timeout: float | None = None,
            interactive: bool = True, admit: Callable[[], dict[str, str]] | None = None
-           ) -> dict[str, Any]:
+           ) -> Ran:
     """Run argv with the probe; returns when the program has ended, however it ended:
     pid, status (as os.wait4 gives it), usage, wall_s, timed_out, probes (main one first).
 
@@ -205,8 +219,7 @@ def launch(argv: list[str], env: dict[str, str], *, stdout: int | IO[Any] | None
         wall = time.perf_counter() - start
         if not interactive:
             _end_group(pid)  # leftovers of the job (daemons it started) go with it
-        return {"pid": pid, "status": status, "usage": usage, "wall_s": wall,
-                "timed_out": timed_out, "probes": _collect(probe, pid)}
+        return Ran(pid, status, usage, wall, timed_out, _collect(probe, pid))
     finally:
         _remove_tree(probe)
 

@@ -12,7 +12,6 @@ import os
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping
-    from typing import Any
 
 # (kind, rank, size, job id, step id, local rank), in the order JAX's cluster detection tries
 # them (jax/_src/clusters: Slurm, Open MPI, then MPICH-style PMI); JAX_PROCESS_ID /
@@ -30,7 +29,7 @@ def _int(value: str | None) -> int | None:
     return int(value) if value is not None and value.strip().isdigit() else None
 
 
-def identify(env: Mapping[str, str] | None = None) -> dict[str, Any]:
+def identify(env: Mapping[str, str] | None = None) -> dict[str, str | int | None]:
     """{"kind", "rank", "size", "job_id", "step_id", "local_rank"}: the first launcher whose
     rank variable is set; every value None outside a launcher."""
     env = os.environ if env is None else env

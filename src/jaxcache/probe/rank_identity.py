@@ -53,7 +53,9 @@ def _safe_host(host: str) -> str:
 
 def detect(env: dict[str, str]) -> Rank:
     found = launchers.identify(env)
-    return Rank(found["kind"], found["rank"], found["size"], os.uname().nodename)
+    kind, rank, size = found["kind"], found["rank"], found["size"]
+    return Rank(kind if isinstance(kind, str) else None, rank if isinstance(rank, int) else None,
+                size if isinstance(size, int) else None, os.uname().nodename)
 
 
 def record_path(path: str, env: dict[str, str], pid: int | None = None) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from jaxcache.probe.launch import CommandError, launch, resolve
+from jaxcache.probe.launch import CommandError, Ran, launch, resolve
 from jaxcache.values import frozen
 
 TYPE_CHECKING = False
@@ -33,12 +33,12 @@ class Outcome:
         return self.exit_code if self.exit_code is not None else 128 + (self.signal or 0)
 
 
-def outcome(argv: list[str], ran: dict[str, Any]) -> Outcome:
-    code = os.waitstatus_to_exitcode(ran["status"])
-    usage = ran["usage"]
-    return Outcome(tuple(argv), ran["pid"], code if code >= 0 else None,
-                   -code if code < 0 else None, ran["wall_s"], usage.ru_utime, usage.ru_stime,
-                   usage.ru_maxrss * 1024, ran["probes"], ran["timed_out"])
+def outcome(argv: list[str], ran: Ran) -> Outcome:
+    code = os.waitstatus_to_exitcode(ran.status)
+    usage = ran.usage
+    return Outcome(tuple(argv), ran.pid, code if code >= 0 else None,
+                   -code if code < 0 else None, ran.wall_s, usage.ru_utime, usage.ru_stime,
+                   usage.ru_maxrss * 1024, ran.probes, ran.timed_out)
 
 
 def run(argv: list[str], env: dict[str, str], **options: Any) -> Outcome:

@@ -7,14 +7,12 @@ JSON: the parsing itself is run_document.py's, where the typed readers get the s
 
 from __future__ import annotations
 
-from jaxcache.records.run_document import ProcessEntry, RunRecord, rank_of, subprocess_parts
+from jaxcache.records.run_document import ProcessEntry, rank_of, subprocess_parts
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
     from typing import TypeVar
-
-    from jaxcache.values import JsonObject
 
     Part = TypeVar("Part", bound="Mapping[str, object]")  # a record's part, or a probe's document
 
@@ -22,14 +20,6 @@ if TYPE_CHECKING:
 def processes(doc: Part) -> list[Part]:
     """The main probed process and every probed subprocess, each as its own record entry."""
     return [doc, *(p for p in subprocess_parts(doc) if isinstance(p, type(doc)))]
-
-
-def all_modules(doc: Mapping[str, object]) -> list[tuple[str, JsonObject]]:
-    """(process label, module) for the main probed process and every probed subprocess."""
-    record = RunRecord.from_json(doc)
-    labels = ["main", *(f"pid {p.entry_pid}" for p in record.processes[1:])]
-    return [(label, m.raw) for label, p in zip(labels, record.processes, strict=True)
-            for m in p.modules]
 
 
 def in_record_order(probes: Iterable[Part], main_pid: int | None) -> list[Part]:
@@ -42,4 +32,4 @@ def in_record_order(probes: Iterable[Part], main_pid: int | None) -> list[Part]:
     return probes
 
 
-__all__ = ["all_modules", "in_record_order", "processes", "rank_of"]
+__all__ = ["in_record_order", "processes", "rank_of"]

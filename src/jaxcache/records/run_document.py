@@ -1,7 +1,7 @@
 """The run record (docs/run-record.md) as typed data, parsed once from its JSON: the record a
 run just built, or one read back and checked by documents/read.py. Readers take these
 objects, not the document; `raw` stays for modules outside records/ that still take the JSON
-(thresholds.of_modules, process_facts.py), and the untyped fields (`seal`, `origin`,
+(process_facts.py), and the untyped fields (`seal`, `origin`,
 `rejections`) beside their typed forms for the readers not moved yet.
 
 Only readers use it: the builder (run_record.py) and the probe write the JSON itself. Also

@@ -238,7 +238,7 @@ def _threshold_lines(record: RunRecord) -> list[str]:
     from jaxcache import thresholds
     from jaxcache.text import wrap
 
-    left = thresholds.of_modules([m.raw for m in record.modules], record.process.wall_s)
+    left = thresholds.left_out(record.modules, record.process.wall_s)
     if not left.modules:
         return []
     return wrap(f"thresholds: {left.sentence(list(record.argv))}")

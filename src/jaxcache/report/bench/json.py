@@ -64,7 +64,7 @@ def _rank_summary(r: RankSummary) -> dict[str, Any]:
             "warm_runs": r.warm_runs, "warm_missed": r.warm_missed, "missed": list(r.missed)}
 
 
-def thresholds(result: BenchResult) -> dict[str, Any]:
+def thresholds(result: BenchResult) -> dict[str, object]:
     """The thresholds in effect (from the cold run's record), marked when below JAX's defaults."""
     opts = {}
     sample = next(iter(result.samples), None)
@@ -103,7 +103,7 @@ def _left_out(result: BenchResult) -> dict[str, Any] | None:
             "suggestion": left.suggestion() if left.modules else None}
 
 
-def bench_dict(result: BenchResult) -> dict[str, Any]:
+def bench_dict(result: BenchResult) -> dict[str, object]:
     a = result.analysis
     return {
         **envelope("bench"),
