@@ -11,6 +11,8 @@ import pytest
 from support import paths
 from support.jobs import fork_after_jax, jaxcache
 
+from jaxcache.documents import schemas
+
 pytest.importorskip("jax")
 
 TRAIN = str(paths.EXAMPLES / "train.py")
@@ -20,6 +22,13 @@ PROGRAMS = paths.PROGRAMS
 def run(cache, record, *cmd, extra=(), env=None, cwd=None):
     return jaxcache("run", "--cache-dir", str(cache), "--record", str(record), *extra, "--",
                     *cmd, env=env, cwd=cwd)
+
+
+def valid(path) -> dict:
+    """The record at `path`, validated against the schema shipped in the package."""
+    doc = json.loads(path.read_text())
+    pytest.importorskip("jsonschema").validate(doc, schemas.load("run"))
+    return doc
 
 
 # Which modules are written must not depend on how fast this machine compiles: every compile
@@ -41,6 +50,32 @@ def cold_and_warm(tmp_path_factory):
     assert warm.returncode == 0, warm.stderr
     return (cache, json.loads((base / "cold.json").read_text()),
             json.loads((base / "warm.json").read_text()), cold, warm)
+
+
+def test_cold_and_warm_records_validate_against_the_shipped_schema(cold_and_warm):
+    jsonschema = pytest.importorskip("jsonschema")
+    _, cold, warm, _, _ = cold_and_warm
+    for doc in (cold, warm):
+        jsonschema.validate(doc, schemas.load("run"))
+    words = {m["outcome"] for doc in (cold, warm) for m in doc["modules"]}
+    assert {"written", "hit", "skipped"} <= words  # the schema met each of them
+
+
+def test_the_schema_rejects_a_record_broken_where_readers_rely_on_it(cold_and_warm):
+    """Not vacuous: an outcome word the record never writes, a missing `process`, a wrong
+    type where the writer always writes one, are each refused."""
+    jsonschema = pytest.importorskip("jsonschema")
+    _, cold, _, _, _ = cold_and_warm
+    schema = schemas.load("run")
+    module = dict(cold["modules"][0], outcome="cached")
+    no_process = {k: v for k, v in cold.items() if k != "process"}
+    broken = [dict(cold, modules=[module]), no_process,
+              dict(cold, process=dict(cold["process"], exit_code="0")),
+              dict(cold, schema="jaxcache.run/2"),
+              dict(cold, counts=dict(cold["counts"], outcomes={"cached": 1}))]
+    for doc in broken:
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate(doc, schema)
 
 
 def by_name(doc, name):
@@ -121,7 +156,7 @@ def test_probe_changes_neither_output_nor_exit_code(tmp_path, with_jax):
     probed = run(tmp_path / "c", tmp_path / "r.json", *argv, extra=["--quiet"], env=env)
     assert (probed.returncode, probed.stdout, probed.stderr) == (
         bare.returncode, bare.stdout, bare.stderr) and bare.returncode == 3
-    doc = json.loads((tmp_path / "r.json").read_text())
+    doc = valid(tmp_path / "r.json")  # a failed job, with or without JAX
     assert doc["process"]["exit_code"] == 3
     assert doc["probe"]["loaded"] is with_jax
 
@@ -156,7 +191,7 @@ def test_fork_and_spawn_each_record_themselves(tmp_path):
                  str(PROGRAMS / "forks_and_spawns.py"), extra=["--quiet"])
     assert probed.returncode == 0, probed.stderr
     assert probed.stdout.splitlines() == ["parent 6.0", "child 6", "spawned 2.0"]
-    doc = json.loads((tmp_path / "r.json").read_text())
+    doc = valid(tmp_path / "r.json")  # subprocesses[] too
     assert doc["probe"]["loaded"] and doc["counts"]["modules"] >= 1
     pids = {s["pid"] for s in doc["subprocesses"]}
     assert len(pids) == 2 and doc["process"]["pid"] not in pids  # forked child + spawned one
@@ -167,12 +202,14 @@ def test_program_without_jax(tmp_path):
                  str(PROGRAMS / "no_jax.py"))
     assert probed.returncode == 0 and probed.stdout == "no jax here\n"
     assert "no probe data" in probed.stderr
+    doc = valid(tmp_path / "r.json")
+    assert doc["probe"]["loaded"] is False and doc["counts"] is None and doc["identity"] is None
 
 
 def test_killed_program_still_gets_a_record(tmp_path):
     probed = run(tmp_path / "c", tmp_path / "r.json", sys.executable, str(PROGRAMS / "crash.py"))
     assert probed.returncode == 128 + 9
-    doc = json.loads((tmp_path / "r.json").read_text())
+    doc = valid(tmp_path / "r.json")
     assert doc["process"]["signal"] == 9 and doc["process"]["exit_code"] is None
     assert doc["probe"]["loaded"] and doc["modules"]  # written after each compile
     assert "killed by signal 9" in probed.stderr

@@ -1,9 +1,9 @@
 """The kinds of document jaxcache writes, and the envelope every one of them starts with.
 
-Each kind's schema id is `jaxcache.<kind>/1`; every kind but the run record (docs/run-record.md)
-has its JSON Schema in schemas/<kind>.schema.json. A document's first two fields are its schema
-id and the tool that wrote it (`envelope`); `-o FILE` and the outputs of bench and run recognise
-a file as their own by that id's prefix (`prefix`). The probe's per-process document
+Each kind's schema id is `jaxcache.<kind>/1`, and its JSON Schema is schemas/<kind>.schema.json
+(the run record's fields are also told in docs/run-record.md). A document's first two fields are
+its schema id and the tool that wrote it (`envelope`); `-o FILE` and the outputs of bench and run
+recognise a file as their own by that id's prefix (`prefix`). The probe's per-process document
 (jaxcache.probe/1) is written by the probe itself, in the job, and is not one of these.
 """
 
@@ -14,7 +14,6 @@ from jaxcache._package import __version__
 # in the order `jaxcache --help` lists the commands that write them
 KINDS = ("audit", "init", "ls", "ls-bucket", "run", "bench", "explain", "net", "fingerprint",
          "decide", "keygen", "seal-scan", "gc", "records-list", "records-prune", "records-stats")
-WITHOUT_SCHEMA_FILE = frozenset({"run"})  # the run record: documented in docs/run-record.md
 
 
 def schema(kind: str) -> str:
