@@ -17,6 +17,8 @@ import pytest
 from support import paths
 from support.jobs import jaxcache
 
+from jaxcache.documents import schemas
+
 pytest.importorskip("jax")
 
 PROGRAMS = paths.PROGRAMS
@@ -30,6 +32,12 @@ def _env(**extra: str) -> dict[str, str]:
 
 def _processes(doc: dict) -> list[dict]:
     return [doc] + doc["subprocesses"]
+
+
+def _valid(doc: dict) -> dict:
+    """A record, validated against the schema shipped in the package."""
+    pytest.importorskip("jsonschema").validate(doc, schemas.load("run"))
+    return doc
 
 
 def _explain(*paths) -> tuple[int, dict, str]:
@@ -46,6 +54,7 @@ def test_ranks_on_localhost_each_named_and_rank_1_miss_explained(tmp_path, n):
                     sys.executable, LAUNCH, str(n), env=_env())
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(rec.read_text())
+    _valid(doc)  # the ranks as subprocesses[]
     ids = [p["identity"] for p in _processes(doc)]
     assert sorted(i["process_index"] for i in ids) == list(range(n))  # nothing lost
     assert {i["process_count"] for i in ids} == {n} and doc["identity"]["process_index"] == 0
@@ -76,7 +85,7 @@ def test_srun_per_rank_records_and_explain_names_rank_1(slurm, tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert sorted(p.name for p in runs.iterdir()) == ["r.rank0.json", "r.rank1.json"]
     for rank in (0, 1):
-        doc = json.loads((runs / f"r.rank{rank}.json").read_text())
+        doc = _valid(json.loads((runs / f"r.rank{rank}.json").read_text()))
         ident = doc["identity"]
         assert ident["process_index"] == rank and ident["process_count"] == 2
         launcher = ident["launcher"]
@@ -111,7 +120,7 @@ def test_jaxcache_outside_srun_names_a_rank_it_cannot_vouch_for(slurm, tmp_path,
     rec = tmp_path / "r.json"
     proc = jaxcache("run", "--cache-dir", str(cache), "--record", str(rec), "--", "srun", "-n",
                     "2", "--overcommit", "sh", "-c", script, env=slurm.env(_env()))
-    doc = json.loads(rec.read_text())
+    doc = _valid(json.loads(rec.read_text()))  # with its ranks.problems
     assert proc.returncode == 1, proc.stderr  # the job itself succeeded
     [problem] = doc["ranks"]["problems"]
     assert problem["rank"] == 1 and "--kill-on-bad-exit=1" in doc["ranks"]["remedy"]
@@ -185,7 +194,7 @@ def test_a_rank_hung_in_share_binary_names_the_module_it_waits_for(slurm, tmp_pa
             os.killpg(run.pid, signal.SIGKILL)  # whatever is left of the job
         run.wait(timeout=30)
     assert "done 1" not in seen
-    doc = json.loads(rec.read_text())
+    doc = _valid(json.loads(rec.read_text()))  # an in-progress module, waiting_for
     [rank1] = [p for p in _processes(doc) if p["identity"]["process_index"] == 1]
     [stuck] = [m for m in rank1["modules"] if m["outcome"] == "in-progress"]
     assert stuck["name"] == "jit__lambda" and stuck["reason"] == "waiting-for-process"

@@ -10,6 +10,7 @@ import sys
 import pytest
 from support.jobs import jaxcache
 
+from jaxcache.documents import schemas
 from jaxcache.probe import rank_identity as ranks
 
 SLURM = {"SLURM_PROCID": "1", "SLURM_NTASKS": "2"}
@@ -89,6 +90,12 @@ def test_explain_takes_a_directory_of_per_rank_records(tmp_path):
                         "import jax.numpy as jnp; jnp.ones(2).sum()",
                         env={**env, "SLURM_PROCID": str(rank)})
         assert proc.returncode == 0, proc.stderr
+    for rank in (0, 1):  # each rank's record, by the shipped schema
+        doc = json.loads((runs / f"r.rank{rank}.json").read_text())
+        pytest.importorskip("jsonschema").validate(doc, schemas.load("run"))
+        assert doc["identity"]["launcher"] == {"kind": "slurm", "rank": rank, "size": 2,
+                                               "job_id": None, "step_id": None,
+                                               "local_rank": None}
     out = jaxcache("explain", "--format", "json", str(runs))
     assert out.returncode in (0, 1), out.stderr
     doc = json.loads(out.stdout)

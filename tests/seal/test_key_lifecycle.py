@@ -20,6 +20,8 @@ import pytest
 from support import paths
 from support.jobs import clean_env, jaxcache
 
+from jaxcache.documents import schemas
+
 pytest.importorskip("cryptography")
 pytest.importorskip("jax")
 
@@ -73,7 +75,9 @@ def run(cache: str, pol: Path, tmp: Path, *extra: str, env: dict | None = None,
                     "--record", str(record), *extra, "--", sys.executable, JOB,
                     env=env or clean_env())
     assert proc.returncode == code, proc.stderr[-3000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1]), json.loads(record.read_text())
+    doc = json.loads(record.read_text())
+    pytest.importorskip("jsonschema").validate(doc, schemas.load("run"))  # a sealed run's
+    return json.loads(proc.stdout.strip().splitlines()[-1]), doc
 
 
 def rejected(record: dict) -> list[str]:
