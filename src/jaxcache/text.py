@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
+from enum import Enum  # imported by re already
 
 TYPE_CHECKING = False  # typing costs the job's start-up; names for the type checker only
 if TYPE_CHECKING:
@@ -116,6 +117,15 @@ def set_color(mode: str) -> None:
     if mode not in COLOR_MODES:
         raise ValueError(mode)
     _SETTINGS.color = mode
+
+
+class Tone(Enum):
+    """What a verdict word asks of its reader, and its colour on a terminal: fine (green), act
+    on it (red), undecided (yellow). Each verdict enum says its own (`.tone`)."""
+
+    GOOD = "32"
+    BAD = "31"
+    UNSURE = "33"
 
 
 def color_on(stream: TextIO | None = None) -> bool:

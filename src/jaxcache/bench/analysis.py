@@ -3,11 +3,44 @@
 from __future__ import annotations
 
 import math
+from enum import Enum
 
 from jaxcache.bench import adjust, noticeable, per_rank
 from jaxcache.bench import estimates as stats
 from jaxcache.bench.sample import PHASES, ProcessSample
+from jaxcache.text import Tone
 from jaxcache.values import frozen
+
+
+class Outcome(str, Enum):
+    """A bench's verdict: what analyze() concludes, and what a bench result's summary says
+    (documents/read.py's BENCH_VERDICTS, which older results' words extend)."""
+
+    SAVES = "saves"
+    TOO_SMALL = "too-small"
+    INCONCLUSIVE = "inconclusive"
+    NO_SIGNIFICANT_DIFFERENCE = "no-significant-difference"  # before one noticeable rule
+    NOTHING_CACHED = "nothing-cached"
+    WARM_MISSED = "warm-missed"
+    NO_DATA = "no-data"
+
+    def __str__(self) -> str:
+        return self.value
+
+    @property
+    def measured(self) -> bool:
+        """False where there is no saving to judge: nothing cached, warm runs that missed,
+        no trial with both arms."""
+        return self not in (Outcome.NOTHING_CACHED, Outcome.WARM_MISSED, Outcome.NO_DATA)
+
+    @property
+    def decided(self) -> bool:
+        """Whether more trials could change it (--until-decided stops once decided)."""
+        return self not in (Outcome.INCONCLUSIVE, Outcome.NO_DATA)
+
+    @property
+    def tone(self) -> Tone:
+        return Tone.GOOD if self is Outcome.SAVES else Tone.UNSURE
 
 
 @frozen
@@ -33,7 +66,7 @@ class Analysis:
     ratio: stats.Shift | None  # warm / cold wall
     noise_s: float
     significant: bool
-    verdict: str  # saves | too-small | inconclusive | nothing-cached | warm-missed | no-data
+    verdict: Outcome
     message: str
     paid_s: float  # what writing the entries cost the cold runs (median)
     written_bytes: int | None  # median bytes in the cache after a cold run; None: not listed
@@ -115,7 +148,7 @@ def analyse(cold: list[ProcessSample], warm: list[ProcessSample], *, confidence:
     `significant` (the interval clears the noise band) only gates the amortization line."""
     if not cold or not warm:
         return Analysis(tuple(cold), tuple(warm), {}, None, None, None, None, noise_s, False,
-                        "no-data", "not enough completed runs to compare", 0.0, 0, None,
+                        Outcome.NO_DATA, "not enough completed runs to compare", 0.0, 0, None,
                         bar=bar)
     phases = _phase_spreads(cold, warm)
     first = (stats.spread([s.first_step_s for s in cold]),
@@ -125,7 +158,7 @@ def analyse(cold: list[ProcessSample], warm: list[ProcessSample], *, confidence:
     pairs = _pairs(cold, warm)
     if not pairs:
         return Analysis(tuple(cold), tuple(warm), phases, walls, None, None, None, noise_s,
-                        False, "no-data", "no trial has both a cold and a warm run", 0.0, 0,
+                        False, Outcome.NO_DATA, "no trial has both a cold and a warm run", 0.0, 0,
                         None, first, ranks, bar=bar)
     # one cold and one warm value per trial (the independent unit), compared as two samples
     cold_wall = [c.wall_s for c, _, _ in pairs]
@@ -148,28 +181,28 @@ def analyse(cold: list[ProcessSample], warm: list[ProcessSample], *, confidence:
                  noticeable.judge(judged, walls[0].median, bar))
     how = " adjusted for the uncached modules' compile time" if judged is not saving else ""
     if stop_reason == "nothing-cached":
-        verdict = "nothing-cached"
+        verdict = Outcome.NOTHING_CACHED
         message = "the cold run wrote no entry, so the cache saved nothing"
     elif stop_reason == "warm-missed":
-        verdict, message = "warm-missed", missed_message(warm)
+        verdict, message = Outcome.WARM_MISSED, missed_message(warm)
     elif judgement is not None and judgement.outcome == noticeable.NOTICEABLE:
-        verdict = "saves"
+        verdict = Outcome.SAVES
         message = (f"{judged.estimate:.2f} s [{judged.low:.2f} - {judged.high:.2f}] "
                    f"({judged.confidence:.1%} CI{how}) per start, "
                    f"{judged.estimate / walls[0].median:.0%} of the cold process's wall time: "
                    "a noticeable saving")
     elif judgement is not None and judgement.outcome == noticeable.TOO_SMALL:
-        verdict = "too-small"
+        verdict = Outcome.TOO_SMALL
         message = (f"a saving too small to notice: {judged.estimate:.2f} s [{judged.low:.2f} - "
                    f"{judged.high:.2f}]{how} per start, all of it below "
                    f"{judgement.need_s:.2f} s")
     elif not judged.resolved:
-        verdict = "inconclusive"
+        verdict = Outcome.INCONCLUSIVE
         message = (f"the trials cannot decide: {noticeable.stats_trials(judged.n)} cannot "
                    f"support a {judged.asked:.0%} interval "
                    f"({stats.fewest_trials(judged.asked)} are the fewest)")
     else:
-        verdict = "inconclusive"
+        verdict = Outcome.INCONCLUSIVE
         need = judgement.need_s if judgement is not None else 0.0
         message = (f"the trials cannot decide: {judged.estimate:.2f} s [{judged.low:.2f} - "
                    f"{judged.high:.2f}]{how} per start straddles the {need:.2f} s bar")

@@ -206,7 +206,7 @@ def run_bench(cfg: BenchConfig, *, workdir: str | None = None,
                         s.high - s.low <= cfg.target_width_s:
                     stop = "width"
                     break
-                if cfg.until_decided and current.verdict not in ("inconclusive", "no-data"):
+                if cfg.until_decided and current.verdict.decided:
                     stop = "decided"
                     break
                 if cfg.time_budget_s is not None and \

@@ -12,6 +12,7 @@ import os
 import shutil
 from collections.abc import Callable
 
+from jaxcache.bench.analysis import Outcome
 from jaxcache.bench.trials import BenchConfig
 from jaxcache.cli import common
 from jaxcache.documents import claim as outputs
@@ -342,7 +343,7 @@ def _report(result: BenchResult, targets: _Targets,
         targets.kept.write(bench_json.render(result))
     if result.stop_reason == "interrupted":
         return 130
-    return 0 if result.analysis.verdict == "saves" else 1
+    return 0 if result.analysis.verdict is Outcome.SAVES else 1
 
 
 def measure(command: list[str], *, trials: int, warm: int,

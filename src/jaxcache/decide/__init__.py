@@ -7,23 +7,49 @@ number from the bench can outweigh it.
 
 from __future__ import annotations
 
+from enum import Enum
+
 from jaxcache import thresholds
 from jaxcache.bench import noticeable
+from jaxcache.bench.analysis import Outcome
 from jaxcache.bench.bench_document import LeftOut
 from jaxcache.decide.across import Source, across_records
 from jaxcache.decide.check import Test
-from jaxcache.decide.facts import KEY_FIELDS, AuditFacts, BenchFacts, Outcome, WarmRun
+from jaxcache.decide.facts import KEY_FIELDS, AuditFacts, BenchFacts, WarmRun
 from jaxcache.jaxcompat import versions
-from jaxcache.text import safe
+from jaxcache.text import Tone, safe
 from jaxcache.trust.findings import Verdict
 from jaxcache.values import frozen
 
-__all__ = ["KEY_FIELDS", "AuditFacts", "BenchFacts", "Decision", "decide"]
+__all__ = ["KEY_FIELDS", "AuditFacts", "BenchFacts", "Choice", "Decision", "decide"]
+
+
+class Choice(str, Enum):
+    """What decide concludes for a cache directory."""
+
+    SHARE = "SHARE"  # share it: writers understood, jobs compatible, the saving noticeable
+    PRIVATE = "PRIVATE"  # a cache per user or team
+    NOT_WORTH_IT = "NOT-WORTH-IT"  # the saving is too small to notice
+    INCONCLUSIVE = "INCONCLUSIVE"  # the trials cannot tell yet
+    BLOCKED = "BLOCKED"  # uncontrolled or unverifiable writers: no saving justifies them
+
+    def __str__(self) -> str:
+        return self.value
+
+    @property
+    def fine(self) -> bool:
+        """A cache to use (exit 0): shared or private."""
+        return self in (Choice.SHARE, Choice.PRIVATE)
+
+    @property
+    def tone(self) -> Tone:
+        return Tone.GOOD if self.fine else Tone.UNSURE if self is Choice.INCONCLUSIVE \
+            else Tone.BAD
 
 
 @frozen
 class Decision:
-    verdict: str  # SHARE | PRIVATE | NOT-WORTH-IT | INCONCLUSIVE | BLOCKED
+    verdict: Choice
     summary: str
     tests: tuple[Test, ...]
     advice: tuple[str, ...]
@@ -31,7 +57,7 @@ class Decision:
 
     @property
     def exit_code(self) -> int:
-        return 0 if self.verdict in ("SHARE", "PRIVATE") else 1
+        return 0 if self.verdict.fine else 1
 
 
 def _writers(audit: AuditFacts) -> Test:
@@ -198,7 +224,7 @@ def decide(audit: AuditFacts, benches: list[BenchFacts], *, min_saving_s: float 
     d = _decide(audit, benches, min_saving_s=min_saving_s, min_fraction=min_fraction,
                 records=records)
     flags = _threshold_flags(benches)
-    if d.verdict in ("SHARE", "PRIVATE") and flags:
+    if d.verdict.fine and flags:
         d = replace(d, advice=d.advice + (
             f"the saving was measured with {flags}: run the job the same way (`jaxcache run "
             f"{flags} -- CMD`, or enable(min_compile_time=...)); at JAX's defaults it writes "
@@ -240,19 +266,19 @@ def _decide(audit: AuditFacts, benches: list[BenchFacts], *, min_saving_s: float
                       "if sharing is intended, make the writer set explicit (a dedicated group "
                       "whose members are declared in a jaxcache policy) or publish signed "
                       "entries from one trusted writer")
-        return Decision("BLOCKED", "uncontrolled or unverifiable writers: no saving justifies "
+        return Decision(Choice.BLOCKED, "uncontrolled or unverifiable writers: no saving justifies "
                         "trusting them to choose the code your process runs",
                         (writers, Test("compatible", None, ()), Test("noticeable", None, ())),
                         tuple(advice), path)
     across = across_records(records) if records else None
     if across is not None and across.blocked:
-        return Decision("BLOCKED", across.blocked,
+        return Decision(Choice.BLOCKED, across.blocked,
                         (writers, across.test, Test("noticeable", None, ())), across.advice,
                         path)
     unjudged = across.test if across is not None else Test("compatible", None, ())
     if not benches:  # the writers pass; the saving is not measured: a gate must not pass
-        return Decision("INCONCLUSIVE", "the writers are understood, but no bench measured the "
-                        "saving: bench before deciding", (writers, unjudged,
+        return Decision(Choice.INCONCLUSIVE, "the writers are understood, but no bench "
+                        "measured the saving: bench before deciding", (writers, unjudged,
                                                           Test("noticeable", None, ())),
                         ("give an earlier `jaxcache bench --json B.json` result with --bench "
                          "B.json, or the job after -- (jaxcache decide PATH -- python train.py) "
@@ -263,7 +289,7 @@ def _decide(audit: AuditFacts, benches: list[BenchFacts], *, min_saving_s: float
         compatible = _both(compatible, across.test)
     tests = (writers, compatible, saving)
     if saving.outcome == noticeable.INCONCLUSIVE:
-        return Decision("INCONCLUSIVE", "the trials cannot tell whether the saving is "
+        return Decision(Choice.INCONCLUSIVE, "the trials cannot tell whether the saving is "
                         "noticeable at start-up: measure again before deciding", tests,
                         _missing_ranks_advice(benches) + saving_advice, path)
     if not saving.passed:
@@ -271,22 +297,22 @@ def _decide(audit: AuditFacts, benches: list[BenchFacts], *, min_saving_s: float
                    "shared cache needed)" if saving.outcome == noticeable.TOO_SMALL else
                    "the bench measured no saving (nothing cached or warm runs that missed): "
                    "no shared cache until that is fixed")
-        return Decision("NOT-WORTH-IT", summary, tests,
+        return Decision(Choice.NOT_WORTH_IT, summary, tests,
                         _missing_ranks_advice(benches) + saving_advice, path)
     if audit.verdict is Verdict.SEALED and compatible.passed:
-        return Decision("SHARE", "a shared sealed cache is justified: readers load only entries "
-                        "signed by trusted keys whose holders are declared writers, the jobs are "
-                        "compatible, and the saving is noticeable", tests,
+        return Decision(Choice.SHARE, "a shared sealed cache is justified: readers load only "
+                        "entries signed by trusted keys whose holders are declared writers, the "
+                        "jobs are compatible, and the saving is noticeable", tests,
                         ("every reader must run with --sealed (or enable(sealed=True)); keep the "
                          "signing keys secret and the policy's key list current",), path)
     if audit.verdict is Verdict.SHARED_BY_POLICY and compatible.passed:
-        return Decision("SHARE", "a shared cache is justified: every writer is declared "
+        return Decision(Choice.SHARE, "a shared cache is justified: every writer is declared "
                         "trusted, the jobs are compatible, and the saving is noticeable", tests,
                         ("keep the policy's writer list current; every job must use exactly "
                          f"{safe(path or '?')}",), path)
     why = ("only you (and root) can write it" if audit.verdict is Verdict.PRIVATE else
            "the jobs that would share it are not compatible")
-    return Decision("PRIVATE", f"use a private cache per user or team ({why}); it saves a "
+    return Decision(Choice.PRIVATE, f"use a private cache per user or team ({why}); it saves a "
                     "noticeable amount", tests,
                     ("`jaxcache init` as each user, one directory per user or team and job "
                      "family",), path)

@@ -5,8 +5,7 @@ document, checked the same way). Every string key decide reads is read here, onc
 
 from __future__ import annotations
 
-from enum import Enum
-
+from jaxcache.bench.analysis import Outcome
 from jaxcache.bench.bench_document import BenchDocument, LeftOut
 from jaxcache.bench.estimates import Shift
 from jaxcache.documents.fields import items, mapping, mappings
@@ -87,24 +86,6 @@ class AuditFacts:
                          if f.get("effect") == UNVERIFIABLE),
                    tuple(str(f["message"]) for f in findings if f.get("code") == "seal.keys"),
                    tuple(sorted(users)))
-
-
-class Outcome(str, Enum):
-    """A bench's verdict, as its summary says it (documents/read.py's BENCH_VERDICTS)."""
-
-    SAVES = "saves"
-    TOO_SMALL = "too-small"
-    INCONCLUSIVE = "inconclusive"
-    NO_SIGNIFICANT_DIFFERENCE = "no-significant-difference"  # before one noticeable rule
-    NOTHING_CACHED = "nothing-cached"
-    WARM_MISSED = "warm-missed"
-    NO_DATA = "no-data"
-
-    @property
-    def measured(self) -> bool:
-        """False where there is no saving to judge: nothing cached, warm runs that missed,
-        no trial with both arms."""
-        return self not in (Outcome.NOTHING_CACHED, Outcome.WARM_MISSED, Outcome.NO_DATA)
 
 
 @frozen

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from jaxcache.documents.kinds import envelope
 from jaxcache.gc.growth import jax_limit, unlimited
 from jaxcache.report import jsonout, sarif, style
-from jaxcache.text import plural, safe, size, wrap
+from jaxcache.text import Tone, plural, safe, size, wrap
 from jaxcache.trust.findings import NOTE, UNSAFE, UNVERIFIABLE, WARNING, Verdict, Writer
 from jaxcache.trust.judgement.audit import AuditReport
 from jaxcache.trust.kernel.entries import Entry, Inventory
@@ -37,7 +37,7 @@ def render_text(r: AuditReport, *, verbose: bool = False,
     or drops it by returning None (init must not tell someone who just ran init to run init)."""
     blocked = any(f.code == "path.unreadable" for f in r.findings)
     lines = _missing(r) if r.missing and not blocked else []
-    lines.append(f"verdict{' as it stands' if lines else ''}: {style.verdict(r.verdict.value)} - "
+    lines.append(f"verdict{' as it stands' if lines else ''}: {style.said(r.verdict)} - "
                  f"{_HEADLINE[r.verdict]}")
     lines.append(f"audited {safe(r.requested)}")
     if r.path and r.resolved and r.resolved != r.path:
@@ -159,7 +159,7 @@ def _missing(r: AuditReport) -> list[str]:
         who = "its storage cannot be judged" if blockers is None else \
             f"{', '.join(sorted({str(b.principal) for b in blockers}))} could still change it"
         how = f"`jaxcache init` would refuse to create it here: {who}"
-    return [f"{style.verdict('NOT FOUND')}: {safe(target)} does not exist; judged by its "
+    return [f"{style.verdict('NOT FOUND', Tone.BAD)}: {safe(target)} does not exist; judged by its "
             f"nearest existing ancestor {safe(anchor)}",
             *wrap(f"{how}; --must-exist makes a missing path exit 1")]
 

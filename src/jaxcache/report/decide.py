@@ -23,7 +23,7 @@ _NAMES = {"writers": "1. writers understood", "compatible": "2. compatible jobs"
 
 
 def render_text(d: Decision) -> str:
-    lines = [f"decision: {style.verdict(d.verdict)} - {d.summary}",
+    lines = [f"decision: {style.said(d.verdict)} - {d.summary}",
              f"for {safe(d.path or '')}", ""]
     for t in d.tests:
         state = ("INCONCLUSIVE" if t.outcome == "inconclusive" else

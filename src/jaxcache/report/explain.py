@@ -12,7 +12,7 @@ from jaxcache.documents.kinds import envelope
 from jaxcache.explain.rank_misses import RankDiff
 from jaxcache.explain.reasons import Explanation, ModuleWhy
 from jaxcache.report import jsonout, style
-from jaxcache.text import plural, safe, size, width, wrap
+from jaxcache.text import Tone, plural, safe, size, width, wrap
 
 
 def render_json(e: Explanation) -> str:
@@ -107,7 +107,7 @@ def _answer(e: Explanation) -> str:
         parts.append(f"{plural(len(e.build_diffs), 'process', 'processes')} ran another build "
                      "or host than the writer")
     if e.exit_code == 0:
-        return f"{style.verdict('CACHED')}: everything that could be cached was cached"
+        return f"{style.verdict('CACHED', Tone.GOOD)}: everything that could be cached was cached"
     missed = sum(1 for m in e.modules if m.missed_chance)
     if missed:
         parts.append(f"{plural(missed, 'expensive module')} not cached (marked !)")
@@ -121,8 +121,8 @@ def _answer(e: Explanation) -> str:
     if any(a.material for a in e.advice):
         parts.append("thresholds leave a material share of start-up uncached")
     if e.build_diffs and len(parts) == 1:  # nothing else to act on: the builds are the news
-        return f"{style.verdict('MIXED BUILDS')}: {parts[0]} (named above)"
-    return (f"{style.verdict('UNCACHED')}: something expensive was not cached"
+        return f"{style.verdict('MIXED BUILDS', Tone.BAD)}: {parts[0]} (named above)"
+    return (f"{style.verdict('UNCACHED', Tone.BAD)}: something expensive was not cached"
             + (": " + "; ".join(parts) if parts else ""))
 
 

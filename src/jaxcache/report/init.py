@@ -11,7 +11,7 @@ import stat
 
 from jaxcache.documents.kinds import envelope
 from jaxcache.report import audit, jsonout, style
-from jaxcache.text import safe, wrap
+from jaxcache.text import Tone, safe, wrap
 from jaxcache.trust.create import InitResult
 
 
@@ -54,8 +54,8 @@ def render_refused(result: InitResult, *, default_dir: str, detail: bool = True)
     else:
         where = ("choose another location, under a parent only you and root can write: "
                  f"`jaxcache init` without PATH makes {safe(default_dir)}")
-    lines = [f"{style.verdict('REFUSED')}: {path}: {safe(result.refused or '')}; nothing was "
-             "changed", *wrap(f"what to do: {where}")]
+    lines = [f"{style.verdict('REFUSED', Tone.UNSURE)}: {path}: "
+             f"{safe(result.refused or '')}; nothing was changed", *wrap(f"what to do: {where}")]
     text = "\n".join(lines) + "\n"
     if detail:
         text += "\n" + audit.render_text(result.report, remedy=_for_init)

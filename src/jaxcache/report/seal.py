@@ -11,7 +11,7 @@ from dataclasses import asdict
 from jaxcache.documents.kinds import envelope
 from jaxcache.report import jsonout, style
 from jaxcache.seal.sweep.dir_sweep import EntryStatus, ScanResult
-from jaxcache.text import plural, safe, size, wrap
+from jaxcache.text import Tone, plural, safe, size, wrap
 
 BUILD_STATES = ("this-build", "compatible", "other-build", "unknown")
 STATUSES = ("valid", "signed-now", "co-signed", "unsigned", "bad-signature", "unknown-key",
@@ -67,13 +67,14 @@ def _first(result: ScanResult, action: str) -> str:
     if action == "verify":  # does a sealed reader load all of it?
         if not result.all_valid:
             bad = len(result.entries) - result.count("valid")
-            return (f"{style.verdict('INVALID')}: {bad} of {total} do not verify, "
+            return (f"{style.verdict('INVALID', Tone.BAD)}: {bad} of {total} do not verify, "
                     f"{plural(len(result.leftovers), 'leftover')}, in {where}")
         if result.refused is not None:
-            return (f"{style.verdict('REFUSED')}: every entry verifies ({total}) in {where}, "
+            return (f"{style.verdict('REFUSED', Tone.UNSURE)}: every entry verifies "
+                    f"({total}) in {where}, "
                     f"but a sealed reader refuses the directory (verdict {result.refused[0]}, "
                     "as run --sealed and audit --sealed judge it)")
-        line = f"{style.verdict('VALID')}: every entry verifies ({total}) in {where}"
+        line = f"{style.verdict('VALID', Tone.GOOD)}: every entry verifies ({total}) in {where}"
         other = sum(1 for e in result.entries if e.build and e.build.state == "other-build")
         line += f"; {other} of another build or host (misses for a sealed reader here)" \
             if other else ""
@@ -81,20 +82,23 @@ def _first(result: ScanResult, action: str) -> str:
     if action == "cosign":
         added = result.count("co-signed")
         if result.ok:
-            return (f"{style.verdict('CO-SIGNED')}: {added} of {total} co-signed now by "
+            return (f"{style.verdict('CO-SIGNED', Tone.UNSURE)}: {added} of {total} "
+                    "co-signed now by "
                     f"{safe(result.signer or '')} in {where}")
         bad = len(result.entries) - result.count("valid") - added
-        return (f"{style.verdict('NOT CO-SIGNED')}: {bad} of {total} left without this key's "
+        return (f"{style.verdict('NOT CO-SIGNED', Tone.UNSURE)}: {bad} of {total} left "
+                "without this key's "
                 f"signature (each says why), {added} co-signed now, in {where}")
     signed = result.count("signed-now")
     if result.ok:
-        head = f"{style.verdict('SEALED')}: {signed} of {total} signed now in {where}"
+        head = f"{style.verdict('SEALED', Tone.GOOD)}: {signed} of {total} signed now in {where}"
         return head + (f" ({never} a sealed reader never hits, signed as asked)" if never else "")
     if never and result.refuse_unhittable:
-        return (f"{style.verdict('NOT SEALED')}: {never} of {total} a sealed reader would never "
+        return (f"{style.verdict('NOT SEALED', Tone.BAD)}: {never} of {total} a sealed "
+                "reader would never "
                 f"hit (left unsigned), {signed} signed now, in {where}")
     bad = len(result.entries) - result.count("valid") - signed
-    return f"{style.verdict('INVALID')}: {bad} of {total} do not verify, in {where}"
+    return f"{style.verdict('INVALID', Tone.BAD)}: {bad} of {total} do not verify, in {where}"
 
 
 def _line(e: EntryStatus, action: str, verbose: bool) -> str | None:

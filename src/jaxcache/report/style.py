@@ -6,28 +6,36 @@ from __future__ import annotations
 
 import hashlib
 import re
-from typing import TextIO
+from typing import Protocol, TextIO
 
-from jaxcache.text import clip, color_on, plural, safe, size
+from jaxcache.text import Tone, clip, color_on, plural, safe, size
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
 
-_GOOD = {"PRIVATE", "SHARED-BY-POLICY", "SEALED", "SHARE", "saves", "VALID", "OK", "CACHED"}
-_BAD = {"UNSAFE", "BLOCKED", "NOT-WORTH-IT", "UNCACHED", "NOT FOUND", "INVALID", "NOT SEALED",
-        "MIXED BUILDS"}
-_CODES = {"good": "32", "bad": "31", "unsure": "33"}
+class Toned(Protocol):
+    """A verdict enum's member: its word and its tone."""
+
+    @property
+    def value(self) -> str: ...
+
+    @property
+    def tone(self) -> Tone: ...
 
 
-def verdict(word: str, stream: TextIO | None = None) -> str:
+def said(member: Toned, stream: TextIO | None = None) -> str:
+    """A verdict enum's word (Verdict, Choice, a bench's Outcome) in its tone's colour."""
+    return verdict(member.value, member.tone, stream)
+
+
+def verdict(word: str, tone: Tone, stream: TextIO | None = None) -> str:
     """A verdict word, in bold green (fine), red (act on it) or yellow (undecided) on a
-    terminal; the plain word otherwise."""
+    terminal, as its tone says; the plain word otherwise."""
     if not color_on(stream):
         return word
-    kind = "good" if word in _GOOD else "bad" if word in _BAD else "unsure"
-    return f"\x1b[1;{_CODES[kind]}m{word}\x1b[0m"
+    return f"\x1b[1;{tone.value}m{word}\x1b[0m"
 
 
 _ARRAY = re.compile(r"([a-z][a-z0-9_]*)\[([0-9, ]*)\]")

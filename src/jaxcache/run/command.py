@@ -13,6 +13,7 @@ import os
 from jaxcache import jobenv
 from jaxcache.errors import JaxcacheError, UntrustedCacheError
 from jaxcache.text import quoted, safe
+from jaxcache.trust.findings import Verdict
 from jaxcache.values import frozen
 
 TYPE_CHECKING = False  # typing itself costs `jaxcache run` start-up time: names for the type
@@ -251,7 +252,7 @@ def _admit_bucket(chosen: str, pol: Policy, accounts: Accounts, keys: tuple[Publ
     if not any(f.code == "seal.keys" for f in report.findings):
         raise JaxcacheError("--sealed needs trusted keys: --trusted-key, --signing-key, or "
                             "trusted_keys for this bucket in the policy")
-    if report.verdict.value != "SEALED":
+    if report.verdict is not Verdict.SEALED:
         raise UntrustedCacheError(report)
     objects.open_store(target.parse_bucket(url))  # the client is installed (else: one clear line)
     if seal.local is not None:
@@ -321,7 +322,7 @@ def _admit(chosen: str, policy: str | None, allow_untrusted: bool, seal: SealOpt
         raise UntrustedCacheError(report)
     path = report.resolved or report.path or local
     if seal is not None:
-        if report.verdict.value != "SEALED":
+        if report.verdict is not Verdict.SEALED:
             raise JaxcacheError("--sealed needs trusted keys (--trusted-key, --signing-key, or "
                                 "trusted_keys for this path in the policy)")
         # no JAX_COMPILATION_CACHE_DIR: without the probe there is no cache (fails closed)

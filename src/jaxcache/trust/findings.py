@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from enum import Enum
 
-from jaxcache.text import safe
+from jaxcache.text import Tone, safe
 from jaxcache.trust.kernel.principals import Principal, Trust
 from jaxcache.values import frozen
 
@@ -19,6 +19,10 @@ class Verdict(str, Enum):
     @property
     def ok(self) -> bool:
         return self in (Verdict.PRIVATE, Verdict.SHARED_BY_POLICY, Verdict.SEALED)
+
+    @property
+    def tone(self) -> Tone:
+        return Tone.GOOD if self.ok else Tone.BAD if self is Verdict.UNSAFE else Tone.UNSURE
 
 
 def trusted(value: object) -> bool:

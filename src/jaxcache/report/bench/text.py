@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from jaxcache.bench import noticeable
+from jaxcache.bench.analysis import Outcome
 from jaxcache.bench.estimates import Shift
 from jaxcache.bench.sample import PHASE_LABELS
 from jaxcache.bench.trials import BenchResult
@@ -79,7 +80,7 @@ def unstable(result: BenchResult) -> list[str]:
 def conclusions(result: BenchResult) -> list[str]:
     a = result.analysis
     t = thresholds(result)
-    lines = [f"verdict: {style.verdict(a.verdict)}: {a.message}"]
+    lines = [f"verdict: {style.said(a.verdict)}: {a.message}"]
     if result.detail:
         lines.append(f"why: {result.detail}")
     left = left_out(result)
@@ -88,7 +89,7 @@ def conclusions(result: BenchResult) -> list[str]:
     lines += unstable(result)
     if a.saving is not None:
         saved = ("cold minus warm (nothing was cached: a difference, not a saving)"
-                 if a.verdict == "nothing-cached" else "seconds saved per start")
+                 if a.verdict is Outcome.NOTHING_CACHED else "seconds saved per start")
         lines.append(f"{saved}: {interval(a.saving)}; compile-or-load saved: "
                      f"{interval(a.compile_saving)}; warm/cold wall: {interval(a.ratio, '')}")
         lines.append(f"over trials (the independent unit): {a.saving.n} cold and {a.saving.m} "
@@ -104,7 +105,7 @@ def conclusions(result: BenchResult) -> list[str]:
         lines.append(f"noticeable: {a.judgement.why}")
         if not a.judgement.met:
             lines.append(f"what to do: {noticeable.advice(a.judgement)}")
-    elif a.verdict == "warm-missed":
+    elif a.verdict is Outcome.WARM_MISSED:
         lines.append("what to do: make the warm runs hit first (the saving cannot be judged "
                      "while they compile again): `jaxcache explain` on a cold and a warm record "
                      "(--workdir keeps them) names the key component that differs")

@@ -12,7 +12,7 @@ from dataclasses import replace
 from jaxcache import fingerprint
 from jaxcache.errors import JaxcacheError, UntrustedCacheError
 from jaxcache.text import safe
-from jaxcache.trust.findings import Effect
+from jaxcache.trust.findings import Effect, Verdict
 from jaxcache.trust.rules.target import is_url
 
 TYPE_CHECKING = False
@@ -135,7 +135,7 @@ def _own_build(own_dir: str, policy: Policy, stack: ExitStack, shared: str | Non
             raise JaxcacheError(f"--from: {exc} (your own build, not the one you co-sign)") \
                 from None
     report = api.audit(own_dir, policy=policy, scan_processes=False)
-    if report.verdict.value != "PRIVATE":
+    if report.verdict is not Verdict.PRIVATE:
         raise UntrustedCacheError(report, "to co-sign from")
     fd = open_dir(report.resolved or own_dir)
     stack.callback(os.close, fd)
@@ -187,8 +187,8 @@ def seal_dir(directory: str, key_path: str, given: tuple[str, ...], policy: Poli
     report = api.audit(directory, policy=policy, scan_processes=False,
                        require_origin=require_origin)
     trusted = trusted_keys_for(directory, given, policy, required=False)
-    if report.verdict.value not in ("PRIVATE", "SHARED-BY-POLICY") and not _only_signed_unknown(
-            report, trusted.with_key(signer.public)):
+    if report.verdict not in (Verdict.PRIVATE, Verdict.SHARED_BY_POLICY) and \
+            not _only_signed_unknown(report, trusted.with_key(signer.public)):
         raise UntrustedCacheError(report, "to seal")
     for f in report.findings:
         if warn is not None and f.code in ("origin.unknown", "origin.changed") and \
