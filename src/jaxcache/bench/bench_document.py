@@ -116,6 +116,7 @@ class BenchDocument:
     bar: tuple[float | None, float | None]  # the bench's own min_saving_s, min_fraction
     left_out: LeftOut | None
     thresholds_set: tuple[tuple[str, str], ...]  # (JAX option, value) the bench set
+    for_cache: str | None = None  # config.for_cache: the cache directory decide benched it for
 
     @classmethod
     def from_json(cls, doc: Mapping[str, object]) -> BenchDocument:
@@ -140,7 +141,8 @@ class BenchDocument:
                    (number(bar.get("min_saving_s")), number(bar.get("min_fraction"))),
                    LeftOut.from_json(mapping(thresholds.get("left_out"))),
                    tuple((str(k), v) for k, v in mapping(thresholds.get("set_by_bench")).items()
-                         if isinstance(v, str)))
+                         if isinstance(v, str)),
+                   text(mapping(doc.get("config")).get("for_cache")))
 
     @property
     def judged(self) -> Interval | None:

@@ -1,11 +1,16 @@
 """Where bench keeps each result (the state directory, as run keeps its records), so that
-`jaxcache decide PATH` finds the last one without a second bench or a --json file."""
+`jaxcache decide PATH` finds the last one of a job that used PATH (decide/bench_choice.py)
+without a second bench or a --json file."""
 
 from __future__ import annotations
 
 import os
 
 from jaxcache.errors import JaxcacheError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 
 def benches_dir() -> str:
@@ -31,20 +36,21 @@ def is_kept(path: str) -> bool:
     return os.path.dirname(os.path.abspath(path)) == os.path.abspath(benches_dir())
 
 
-def latest() -> tuple[str, dict[str, object]] | None:
-    """The newest kept result that reads as a bench document (names sort by time); files that
-    do not are passed over, as records list passes over what is not a record."""
+def newest_first() -> Iterator[tuple[str, dict[str, object]]]:
+    """The kept results that read as bench documents, newest first (names sort by time), read
+    one at a time as asked for; files that do not read are passed over, as records list
+    passes over what is not a record."""
     from jaxcache.documents.read import load_bench
 
     try:
         names = sorted((n for n in os.listdir(benches_dir()) if n.endswith(".json")),
                        reverse=True)
     except OSError:
-        return None
+        return
     for name in names:
         path = os.path.join(benches_dir(), name)
         try:
-            return path, load_bench(path)
+            doc = load_bench(path)
         except JaxcacheError:
             continue
-    return None
+        yield path, doc

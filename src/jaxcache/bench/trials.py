@@ -54,6 +54,9 @@ class BenchConfig:
     # adaptive: also stop as soon as the verdict is decided (not inconclusive): a loaded
     # machine gets the trials it needs, a quiet one no more (the demo; bench --until-decided)
     until_decided: bool = False
+    # the cache directory this bench measures a job of (decide PATH -- CMD): decide's chooser
+    # takes a kept bench for PATH only when its job used PATH (decide/bench_choice.py)
+    for_cache: str | None = None
 
 
 @dataclass(frozen=True)

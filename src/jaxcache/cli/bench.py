@@ -176,7 +176,7 @@ def run(argv: list[str], *, trials: int, warm: int, prime: bool, timeout: float 
         sealed: bool = False, bucket: str | None = None, fmt: str = "text",
         note: Callable[[str], None] | None = None, quiet: bool = False,
         min_saving: float | None = None, min_fraction: float | None = None,
-        until_decided: bool = False) -> int:
+        until_decided: bool = False, for_cache: str | None = None) -> int:
     """Bench `argv`; `echo` gets the report (text, or with fmt="json" the JSON document),
     `note` what was written (default: echo); `quiet` drops the progress on stderr;
     `min_saving` / `min_fraction`: the noticeable bar (bench/noticeable.py's defaults)."""
@@ -267,7 +267,7 @@ def run(argv: list[str], *, trials: int, warm: int, prime: bool, timeout: float 
                           max_trials, target_width, time_budget, thresholds, sealed, bucket,
                           noticeable.MIN_SAVING_S if min_saving is None else min_saving,
                           noticeable.MIN_FRACTION if min_fraction is None else min_fraction,
-                          until_decided)
+                          until_decided, for_cache)
         if quiet:
             import io
 
@@ -349,21 +349,29 @@ def _report(result: BenchResult, targets: _Targets,
 def measure(command: list[str], *, trials: int, warm: int,
             echo: Callable[[str], None], sealed: bool = False, quiet: bool = False,
             min_saving: float | None = None, min_fraction: float | None = None,
-            thresholds: dict[str, str] | None = None) -> BenchDocument:
-    """Bench a command with defaults and return its `--json` result, kept where decide
-    finds the last one (for decide, whose noticeable bar it is given so both judge alike)."""
+            thresholds: dict[str, str] | None = None, for_cache: str | None = None
+            ) -> tuple[str | None, BenchDocument]:
+    """Bench a command with defaults and return its `--json` result and where it is kept
+    (None: the state directory cannot be made; the result is read from a folder of our own,
+    removed after), for decide, whose noticeable bar it is given so both judge alike, and
+    whose cache directory (`for_cache`) it records, so a later decide of it finds this bench."""
+    import tempfile
+
     from jaxcache.bench import kept
     from jaxcache.bench.bench_document import BenchDocument
     from jaxcache.documents.read import load_bench
 
     path = kept.new_path()
-    if path is None:
-        import tempfile
-
-        path = os.path.join(tempfile.mkdtemp(prefix="jaxcache-decide-"), "bench.json")
-    run(command, trials=trials, warm=warm, prime=True, timeout=None,
-        confidence=BenchConfig.confidence, noise_s=BenchConfig.noise_s, max_trials=None,
-        target_width=None, time_budget=None, thresholds=thresholds, workdir=None,
-        out_dir=None, report_path=None, json_path=path, plot_path=None, echo=echo,
-        sealed=sealed, quiet=quiet, min_saving=min_saving, min_fraction=min_fraction)
-    return BenchDocument.from_json(load_bench(path))
+    own = None if path is not None else tempfile.mkdtemp(prefix="jaxcache-decide-")
+    try:
+        json_path = path or os.path.join(str(own), "bench.json")
+        run(command, trials=trials, warm=warm, prime=True, timeout=None,
+            confidence=BenchConfig.confidence, noise_s=BenchConfig.noise_s, max_trials=None,
+            target_width=None, time_budget=None, thresholds=thresholds, workdir=None,
+            out_dir=None, report_path=None, json_path=json_path, plot_path=None, echo=echo,
+            sealed=sealed, quiet=quiet, min_saving=min_saving, min_fraction=min_fraction,
+            for_cache=for_cache)
+        return path, BenchDocument.from_json(load_bench(json_path))
+    finally:
+        if own is not None:
+            shutil.rmtree(own, ignore_errors=True)  # made above: ours to remove

@@ -20,7 +20,9 @@ def options(p: argparse.ArgumentParser) -> None:
     opt(p, "--audit", dest="audit_path", metavar="A.json",
         help="An earlier `audit --format json`.")
     opt(p, "--bench", dest="bench_paths", action="append", metavar="B.json",
-        help="An earlier `bench --json` (repeatable: one per job that would share).")
+        help="An earlier `bench --json` (repeatable: one per job that would share). Default: "
+             "the last kept bench of a job that used PATH (its run record says so, or "
+             "`decide PATH -- CMD` benched it); never another job's.")
     opt(p, "--records", dest="record_paths", nargs="+", action="extend", metavar="DIR",
         help="Run records of the jobs that would share the cache, a folder or file per team "
              "or host (repeatable): the compatible test compares their builds, hosts, "
@@ -78,33 +80,42 @@ def handle(args: argparse.Namespace, tail: list[str] | None) -> None:
                                         sealed_keys=common.public_keys(args)))
     else:
         common.usage(args, "give the cache PATH (or --audit A.json)")
+    from jaxcache.bench.bench_document import BenchDocument
     from jaxcache.cli import bench as benchcmd
+    from jaxcache.decide.bench_choice import BenchUsed, How, Pick, pick
     from jaxcache.documents.read import load_bench
 
-    benches = [BenchFacts.from_json(load_bench(p)) for p in args.bench_paths or ()]
+    given = [(p, BenchDocument.from_json(load_bench(p))) for p in args.bench_paths or ()]
+    benches = [BenchFacts.of(doc) for _, doc in given]
+    used = [BenchUsed(How.GIVEN, doc.command, p) for p, doc in given]
     sources = _sources(args, args.record_paths or [])
     writers_ok = audit.verdict.ok
-    if writers_ok and not command and not benches:  # the last bench, as records are kept
-        from jaxcache.bench import kept
-
-        last = kept.latest()
-        if last is not None:
-            path, doc = last
-            bench = BenchFacts.from_json(doc)
-            benches.append(bench)
-            common.note(args, f"decide: using the last bench, of `{bench.command or '?'}` "
-                              f"({safe(path)}); --bench FILE or -- CMD for another\n")
+    unmatched: Pick | None = None
+    if writers_ok and not command and not benches:  # the last bench of this cache's jobs
+        found = pick(audit.shown or "")
+        if found.used is not None and found.bench is not None:
+            benches.append(BenchFacts.of(found.bench))
+            used.append(found.used)
+            common.note(args, f"decide: judging the last bench of a job that used this "
+                              f"directory, `{safe(' '.join(found.used.command)) or '?'}` "
+                              f"({safe(found.used.path or '')}); --bench FILE or -- CMD for "
+                              "another\n")
+        else:
+            unmatched = found
     if writers_ok and command:  # a sealed reader pays for verification: bench it sealed
         from jaxcache.trust.findings import Verdict
 
-        benches.append(BenchFacts.of(benchcmd.measure(
+        kept_at, measured = benchcmd.measure(
             command, trials=args.trials, warm=args.warm,
             echo=lambda text: common.note(args, text),
             sealed=audit.verdict is Verdict.SEALED,
             quiet=args.quiet, min_saving=args.min_saving, min_fraction=args.min_fraction,
-            thresholds=common.threshold_env(args))))
+            thresholds=common.threshold_env(args), for_cache=audit.shown)
+        benches.append(BenchFacts.of(measured))
+        used.append(BenchUsed(How.RUN, measured.command, kept_at))
     result = decidemod.decide(audit, benches, min_saving_s=args.min_saving,
-                              min_fraction=args.min_fraction, records=sources or None)
+                              min_fraction=args.min_fraction, records=sources or None,
+                              used=tuple(used), unmatched=unmatched)
     from jaxcache.report import decide as formats
 
     shown = formats.FORMATS[args.fmt](result)

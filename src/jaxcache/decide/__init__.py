@@ -14,6 +14,7 @@ from jaxcache.bench import noticeable
 from jaxcache.bench.analysis import Outcome
 from jaxcache.bench.bench_document import LeftOut
 from jaxcache.decide.across import Source, across_records
+from jaxcache.decide.bench_choice import BenchUsed, Pick
 from jaxcache.decide.check import Test
 from jaxcache.decide.facts import KEY_FIELDS, AuditFacts, BenchFacts, WarmRun
 from jaxcache.jaxcompat import versions
@@ -54,6 +55,7 @@ class Decision:
     tests: tuple[Test, ...]
     advice: tuple[str, ...]
     path: str | None
+    benches: tuple[BenchUsed, ...] = ()  # the benches judged, as decide came by them
 
     @property
     def exit_code(self) -> int:
@@ -215,14 +217,17 @@ def _seconds(value: float | None) -> str:
 
 
 def decide(audit: AuditFacts, benches: list[BenchFacts], *, min_saving_s: float | None = None,
-           min_fraction: float | None = None, records: list[Source] | None = None
-           ) -> Decision:
+           min_fraction: float | None = None, records: list[Source] | None = None,
+           used: tuple[BenchUsed, ...] = (), unmatched: Pick | None = None) -> Decision:
     """_decide() with, where the saving was measured under thresholds the bench set, the
-    advice to run the job with the same ones (at JAX's defaults it writes less, or nothing)."""
+    advice to run the job with the same ones (at JAX's defaults it writes less, or nothing).
+    `used`: how each bench was come by (named in the report); `unmatched`: the chooser's
+    finding when no kept bench is of a job that used the directory (decide/bench_choice.py)."""
     from dataclasses import replace
 
     d = _decide(audit, benches, min_saving_s=min_saving_s, min_fraction=min_fraction,
-                records=records)
+                records=records, unmatched=unmatched)
+    d = replace(d, benches=used)
     flags = _threshold_flags(benches)
     if d.verdict.fine and flags:
         d = replace(d, advice=d.advice + (
@@ -243,9 +248,36 @@ def _threshold_flags(benches: list[BenchFacts]) -> str:
     return " ".join(f"{flag} {value}" for flag, value in found.items())
 
 
+def _unmeasured(path: str | None, unmatched: Pick | None) -> tuple[str]:
+    """The summary when no bench was judged: none kept for this directory's jobs, or none."""
+    if unmatched is not None and unmatched.others:
+        return (f"the writers are understood, but none of the {unmatched.others} kept "
+                "benches is of a job that used this directory (another job's saving says "
+                "nothing of this one's): bench before deciding",)
+    return ("the writers are understood, but no bench measured the saving: bench before "
+            "deciding",)
+
+
+def _bench_advice(path: str | None, unmatched: Pick | None) -> tuple[str, ...]:
+    """How to measure the saving: the job the run records show used the directory, first."""
+    import shlex
+
+    where = shlex.quote(path or "PATH")
+    if unmatched is not None and unmatched.jobs:
+        job = safe(shlex.join(unmatched.jobs[0]))
+        first = (f"bench the job that used it (its run records say): `jaxcache decide {where} "
+                 f"-- {job}`")
+        if len(unmatched.jobs) > 1:
+            first += f" ({len(unmatched.jobs) - 1} other commands used it too)"
+        return (first, "or give an earlier `jaxcache bench --json B.json` result of that job "
+                "with --bench B.json")
+    return (f"give an earlier `jaxcache bench --json B.json` result with --bench B.json, or "
+            f"the job after -- (jaxcache decide {where} -- python train.py) to bench it now",)
+
+
 def _decide(audit: AuditFacts, benches: list[BenchFacts], *, min_saving_s: float | None = None,
-            min_fraction: float | None = None, records: list[Source] | None = None
-            ) -> Decision:
+            min_fraction: float | None = None, records: list[Source] | None = None,
+            unmatched: Pick | None = None) -> Decision:
     """The three tests in order. The noticeable bar defaults to the one each bench used
     (bench/noticeable.py's defaults for older results); INCONCLUSIVE when the trials cannot
     tell, which exits 1 like NOT-WORTH-IT: a gate must not pass on an undecided saving.
@@ -277,12 +309,9 @@ def _decide(audit: AuditFacts, benches: list[BenchFacts], *, min_saving_s: float
                         path)
     unjudged = across.test if across is not None else Test("compatible", None, ())
     if not benches:  # the writers pass; the saving is not measured: a gate must not pass
-        return Decision(Choice.INCONCLUSIVE, "the writers are understood, but no bench "
-                        "measured the saving: bench before deciding", (writers, unjudged,
-                                                          Test("noticeable", None, ())),
-                        ("give an earlier `jaxcache bench --json B.json` result with --bench "
-                         "B.json, or the job after -- (jaxcache decide PATH -- python train.py) "
-                         "to bench it now",), path)
+        return Decision(Choice.INCONCLUSIVE, *_unmeasured(path, unmatched),
+                        (writers, unjudged, Test("noticeable", None, ())),
+                        _bench_advice(path, unmatched), path)
     saving, saving_advice = _noticeable(benches, min_saving_s, min_fraction)
     compatible = _compatible(benches)
     if across is not None:

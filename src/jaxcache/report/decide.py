@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import asdict
 
 from jaxcache.decide import Decision
+from jaxcache.decide.bench_choice import BenchUsed, How
 from jaxcache.documents.kinds import envelope
 from jaxcache.report import jsonout, style
 from jaxcache.text import safe, wrap
@@ -18,13 +19,23 @@ def render_json(d: Decision) -> str:
     return jsonout.document(doc)
 
 
+_HOW = {How.GIVEN: "given with --bench", How.RUN: "benched now",
+        How.KEPT: "the last kept bench of a job that used this directory"}
+
+
+def _bench_line(b: BenchUsed) -> str:
+    """Which bench the decision judged: its command, how decide came by it, its file."""
+    where = f": {safe(b.path)}" if b.path else ""
+    return f"judged on the bench of `{safe(' '.join(b.command)) or '?'}` ({_HOW[b.how]}{where})"
+
+
 _NAMES = {"writers": "1. writers understood", "compatible": "2. compatible jobs",
           "noticeable": "3. noticeable saving"}
 
 
 def render_text(d: Decision) -> str:
     lines = [f"decision: {style.said(d.verdict)} - {d.summary}",
-             f"for {safe(d.path or '')}", ""]
+             f"for {safe(d.path or '')}", *map(_bench_line, d.benches), ""]
     for t in d.tests:
         state = ("INCONCLUSIVE" if t.outcome == "inconclusive" else
                  {True: "pass", False: "FAIL", None: "not evaluated"}[t.passed])

@@ -1,0 +1,80 @@
+"""Which bench `jaxcache decide PATH` judges when given none (issue 44): the newest kept bench
+(bench/kept.py) of a job that used PATH. A job used PATH when a run record in the state
+directory (records/record_dir.py) names PATH as its cache directory and the bench measured
+the same command, or when decide itself benched it for PATH (`decide PATH -- CMD`: the bench's
+config.for_cache). Another job's bench is never judged in its place: without one, decide says
+so and names the commands the records show, with how to bench them.
+"""
+
+from __future__ import annotations
+
+import os
+from enum import Enum
+
+from jaxcache.bench import kept
+from jaxcache.bench.bench_document import BenchDocument
+from jaxcache.records import record_dir
+from jaxcache.records.run_document import RunRecord
+from jaxcache.trust.rules.target import is_url
+from jaxcache.values import frozen
+
+
+class How(str, Enum):
+    """How decide came by the bench it judged."""
+
+    GIVEN = "given"  # --bench FILE
+    RUN = "run"  # decide PATH -- CMD: benched now
+    KEPT = "kept"  # the newest kept bench of a job that used PATH
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@frozen
+class BenchUsed:
+    """A bench decide judged, as its report names it."""
+
+    how: How
+    command: tuple[str, ...]
+    path: str | None  # the result's file (None: the state directory could not keep it)
+
+
+@frozen
+class Pick:
+    """What the chooser found for PATH."""
+
+    used: BenchUsed | None
+    bench: BenchDocument | None
+    jobs: tuple[tuple[str, ...], ...]  # the commands run records show used PATH, newest first
+    others: int  # kept benches of other jobs passed over
+
+
+def same_place(a: str, b: str) -> bool:
+    """Whether two names are one cache directory (symlinks resolved) or one bucket prefix."""
+    if is_url(a) or is_url(b):
+        return a.rstrip("/") == b.rstrip("/")
+    return os.path.realpath(a) == os.path.realpath(b)
+
+
+def jobs_of(cache: str) -> tuple[tuple[str, ...], ...]:
+    """The commands of the jobs that used `cache`, newest first, as the run records in the
+    state directory say (`jaxcache run` writes one per run; look-alikes are skipped)."""
+    found: dict[tuple[str, ...], None] = {}
+    for r in record_dir.scan(record_dir.runs_dir()).records:
+        record = RunRecord.from_json(r.doc)
+        if record.argv and same_place(record.cache_dir.path, cache):
+            found.setdefault(record.argv)
+    return tuple(found)
+
+
+def pick(cache: str) -> Pick:
+    """The newest kept bench of a job that used `cache`, or none and why."""
+    jobs = jobs_of(cache)
+    others = 0
+    for path, doc in kept.newest_first():
+        bench = BenchDocument.from_json(doc)
+        if bench.command in jobs or (bench.for_cache is not None
+                                     and same_place(bench.for_cache, cache)):
+            return Pick(BenchUsed(How.KEPT, bench.command, path), bench, jobs, others)
+        others += 1
+    return Pick(None, None, jobs, others)
