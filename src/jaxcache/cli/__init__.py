@@ -49,8 +49,8 @@ A sealed cache (docs/sealed-cache.md): entries signed, loaded only if a trusted 
 
 The same flags everywhere: --format text|json (and sarif for audit and net), -o/--output FILE,
 -q/--quiet, -v/--verbose (audit, init, run, seal, verify) and --color (these three before or
-after the command); without PATH, every command uses $JAX_COMPILATION_CACHE_DIR, else the
-directory `jaxcache init` makes.
+after the command); without PATH, audit, ls, gc, verify and run use
+$JAX_COMPILATION_CACHE_DIR, else the directory `jaxcache init` makes (seal and decide need one).
 Exit codes: 0 fine, 1 a finding you must act on, 2 usage or input error.
 Verdicts are in colour on a terminal: NO_COLOR=1 or --color never turns it off.
 """
