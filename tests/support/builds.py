@@ -1,8 +1,10 @@
 """A second build of the same jaxlib version: what JAX's cache key cannot tell apart (issue 40).
 
 `other_build(root)` lays out a folder that shadows the installed jaxlib when put first on
-PYTHONPATH: every file hard-linked (or copied where links cannot be made) from the real
-package, but its main shared object (the largest .so: libjax_common.so on 0.10, the
+PYTHONPATH: every file a symbolic link to the real package's (not a hard link: a new link
+changes the real file's ctime, part of its identity in the digest memo, so every jaxcache
+process of the session would hash the build again and say so on stderr), but its main shared
+object (the largest .so: libjax_common.so on 0.10, the
 xla_extension on older lines) is a copy with bytes appended. It still loads, its version
 string is the same, and its BLAKE3 digest differs: build B. The dist-info folder comes too,
 so `importlib.metadata` says the same version. A process with PYTHONPATH=<folder> (jaxcache's
@@ -35,10 +37,7 @@ def _link_tree(src: Path, dst: Path, skip: Path | None = None) -> None:
             here = Path(folder) / name
             if skip is not None and here == skip:
                 continue
-            try:
-                os.link(here, dst / rel / name)
-            except OSError:
-                shutil.copy2(here, dst / rel / name)
+            os.symlink(here, dst / rel / name)
 
 
 def main_object(folder: Path) -> Path:
