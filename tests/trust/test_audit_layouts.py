@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import pwd
 import subprocess
 
 import pytest
@@ -74,7 +75,27 @@ def test_sticky_world_writable_cache_reports_preseeding(base, accounts):
     assert untrusted(doc) == {"everyone"}
     assert {w["action"] for w in doc["writers"] if w["principal"] == "everyone"} == {
         "create-entries"}
-    assert "dir.sticky-preseed" in codes(doc)
+    # one cause (the 1777 bit), one finding (issue 44, point 6): the sticky finding names who
+    # can plant, and no second UNSAFE finding says the same of everyone
+    unsafe = [f for f in doc["findings"] if f["effect"] == "unsafe"]
+    assert [f["code"] for f in unsafe] == ["dir.sticky-preseed"], unsafe
+    assert "everyone can create names" in unsafe[0]["message"]
+
+
+def test_a_planter_with_another_way_in_keeps_its_own_finding(base, accounts):
+    """Sticky and world-writable, and a file in it owned by b: b can change that file (its own
+    finding, naming the file) besides planting (the sticky finding, naming everyone)."""
+    cache = mkdir(base / "cache", 0o1777, accounts.a)
+    (cache / "stray").write_text("x")
+    os.chown(cache / "stray", pwd.getpwnam(accounts.b).pw_uid, -1)
+    rc, doc = audit_json(cache, "--user", accounts.a)
+    assert (rc, doc["verdict"]) == (1, "UNSAFE")
+    by_code = {}
+    for f in doc["findings"]:
+        by_code.setdefault(f["code"], []).append(f["message"])
+    assert len(by_code["dir.sticky-preseed"]) == 1
+    [mine] = by_code["writer.untrusted"]
+    assert mine.startswith(f"{accounts.b} can change what JAX loads") and "stray" in mine
 
 
 def test_ancestor_owned_by_another_user(base, accounts):

@@ -177,12 +177,24 @@ def entry_findings(inv: entriesmod.Inventory, path: str) -> list[Finding]:
 
 
 def writer_findings(writers: list[Writer], w: Walk) -> list[Finding]:
+    """One finding per untrusted writer, and one per cause the directory itself has (a name
+    others may create first, a sticky bit others may plant under). One cause, one finding: a
+    writer whose only way in is creating names in the sticky directory is said once, by the
+    sticky finding, which names them."""
     out = []
+    anchor = w.anchor_node.path
     by_principal: dict[pr.Principal, list[Writer]] = {}
     for wr in writers:
         if wr.trust is Trust.UNTRUSTED:
             by_principal.setdefault(wr.principal, []).append(wr)
+    planters = sorted({wr.principal for wr in writers if _known_untrusted(wr)
+                       and wr.action == "create-entries" and wr.target == anchor})
+    only_plant = {p for p in planters
+                  if all(x.action == "create-entries" and x.target == anchor
+                         for x in by_principal[p])}
     for p, ws in sorted(by_principal.items()):
+        if p in only_plant:
+            continue  # dir.sticky-preseed below says it
         first = ws[0]
         more = f" (and {len(ws) - 1} more way(s))" if len(ws) > 1 else ""
         if p.kind == "unmapped":
@@ -219,14 +231,15 @@ def writer_findings(writers: list[Writer], w: Walk) -> list[Finding]:
             f"{safe(w.anchor_node.path)} before JAX does (JAX uses a directory it finds, "
             "whoever made it)", precreated,
             "create the cache yourself in a directory only you can write: jaxcache init"))
-    if any(wr.action == "create-entries" and wr.target == w.anchor_node.path
-           for wr in writers if _known_untrusted(wr)):
+    if planters:
+        who = ", ".join(str(p) for p in planters)
         out.append(Finding(
             "dir.sticky-preseed", UNSAFE,
-            f"{safe(w.anchor_node.path)} has the sticky bit: others cannot replace your entries "
-            "but can create new names, and JAX cache keys are computable, so they can plant an "
-            "entry your next program will load", w.anchor_node.path,
-            "use a private directory (jaxcache init)"))
+            f"{safe(anchor)} has the sticky bit and {who} can create names in it: they "
+            "cannot replace your entries, but JAX cache keys are computable, so they can plant "
+            "an entry your next program will load", anchor,
+            "use a private directory (jaxcache init). Other jobs may rely on this access: "
+            "check who uses it before changing any permission"))
     return out
 
 
