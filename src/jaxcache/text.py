@@ -13,6 +13,7 @@ from enum import Enum  # imported by re already
 
 TYPE_CHECKING = False  # typing costs the job's start-up; names for the type checker only
 if TYPE_CHECKING:
+    from collections.abc import Sequence
     from typing import TextIO
 
 COLOR_MODES = ("auto", "always", "never")
@@ -110,6 +111,13 @@ def plural(n: int, word: str, many: str | None = None) -> str:
     if n == 1:
         return f"{n} {word}"
     return f"{n} {many or _IRREGULAR.get(word) or word + 's'}"
+
+
+def some(names: Sequence[str], shown: int = 3) -> str:
+    """'a, b, c and 9 more': the first few names of a list (escaped), and how many more; the
+    one form every grouped finding and refusal lists its names in."""
+    first = ", ".join(safe(n) for n in names[:shown])
+    return first + (f" and {len(names) - shown} more" if len(names) > shown else "")
 
 
 def set_color(mode: str) -> None:

@@ -298,3 +298,21 @@ def test_acl_on_an_entry_grants_rewrite(base, accounts):
     assert (rc, doc["verdict"]) == (1, "UNSAFE") and untrusted(doc) == {accounts.c}
     [e] = doc["entries"]["entries"]
     assert e["acl"] is True and "acl" in e["flags"]
+
+
+def test_entries_flagged_alike_are_one_finding_with_a_count(base, accounts):
+    """Five planted symlinks are one entry.symlink finding naming the first three and counting
+    the rest (issue 44, point 6), not five findings with one remedy; one alone keeps its name."""
+    cache = mkdir(base / "cache", 0o700, accounts.a)
+    for i in range(5):
+        (cache / f"jit_f{i}-{HEX}-cache").symlink_to("/etc/hostname")
+    rc, doc = audit_json(cache, "--user", accounts.a)
+    assert (rc, doc["verdict"]) == (1, "UNSAFE")
+    [found] = [f for f in doc["findings"] if f["code"] == "entry.symlink"]
+    assert found["message"].startswith(f"5 entries (jit_f0-{HEX}-cache, "), found
+    assert "and 2 more): each is a symlink" in found["message"]
+    for i in range(1, 5):
+        (cache / f"jit_f{i}-{HEX}-cache").unlink()
+    _, doc = audit_json(cache, "--user", accounts.a)
+    [found] = [f for f in doc["findings"] if f["code"] == "entry.symlink"]
+    assert found["message"].startswith(f"entry jit_f0-{HEX}-cache is a symlink"), found

@@ -11,7 +11,7 @@ from dataclasses import replace
 
 from jaxcache import fingerprint
 from jaxcache.errors import JaxcacheError, UntrustedCacheError
-from jaxcache.text import safe
+from jaxcache.text import safe, some
 from jaxcache.trust.findings import Effect, Verdict
 from jaxcache.trust.rules.target import is_url
 
@@ -214,8 +214,7 @@ def _refuse_other_builds(report: AuditReport, keys: KeyRing) -> None:
     valid = {e.name for e in scan.verify(report.resolved, keys).entries if e.status == "valid"}
     unsigned = sorted(other - valid)
     if unsigned:
-        shown = ", ".join(safe(n) for n in unsigned[:3]) + (
-            f" and {len(unsigned) - 3} more" if len(unsigned) > 3 else "")
+        shown = some(unsigned)
         raise JaxcacheError(
             f"refusing to seal: your origin ledger says another build of jaxlib (or another "
             f"CPU) wrote {len(unsigned)} unsigned entries ({shown}), and sealing would claim "

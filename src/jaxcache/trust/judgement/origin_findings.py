@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 
-from jaxcache.text import safe
+from jaxcache.text import safe, some
 from jaxcache.trust.findings import NOTE, UNSAFE, WARNING, Finding
 from jaxcache.trust.provenance.origin import CHANGED, NO_JAXLIB_WHY, UNKNOWN, Origins, build_reason
 
@@ -79,7 +79,7 @@ def findings(origins: Origins, path: str, *, ci: str | None, required: bool,
         if not count:
             continue
         names = [e.name for e in origins.entries if e.origin == origin]
-        out.append(Finding(code, effect, f"{_entries(count)} {text} ({_shown(names)})"
+        out.append(Finding(code, effect, f"{_entries(count)} {text} ({some(names)})"
                            + (f"; refused {why}" if why else ""), path, remedy))
     return out
 
@@ -107,7 +107,7 @@ def build_findings(origins: Origins, path: str, *, ci: str | None,
         reasons: dict[str, list[str]] = {}
         for e in other:
             reasons.setdefault(build_reason(e, origins), []).append(e.name)
-        said = "; ".join(f"{safe(r)} ({_shown(names)})" for r, names in reasons.items())
+        said = "; ".join(f"{safe(r)} ({some(names)})" for r, names in reasons.items())
         out.append(Finding("origin.other-build", UNSAFE if why else WARNING,
                            f"{_entries(len(other))} {OTHER_BUILD_WHY}: {said}"
                            + (f"; refused {why}" if why else ""), path, OTHER_BUILD_REMEDY))
@@ -115,7 +115,7 @@ def build_findings(origins: Origins, path: str, *, ci: str | None,
         no_jaxlib = why_unknown == NO_JAXLIB_WHY
         out.append(Finding("origin.build-unknown", NOTE,
                            f"the build that wrote {_entries(len(names))} of yours could not be "
-                           f"compared with this one: {why_unknown} ({_shown(names)})", path,
+                           f"compared with this one: {why_unknown} ({some(names)})", path,
                            "judge the cache from the Python that runs the jobs (its jaxlib is "
                            "the build that loads them)" if no_jaxlib else
                            "if jaxlib was upgraded or rebuilt since, clear them"))
@@ -124,11 +124,6 @@ def build_findings(origins: Origins, path: str, *, ci: str | None,
 
 def _entries(n: int) -> str:
     return f"{n} entr{'y' if n == 1 else 'ies'}"
-
-
-def _shown(names: list[str]) -> str:
-    return ", ".join(safe(n) for n in names[:3]) + (
-        f" and {len(names) - 3} more" if len(names) > 3 else "")
 
 
 def _counted(unknown: int, changed: int) -> str:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 
-from jaxcache.text import safe
+from jaxcache.text import safe, some
 from jaxcache.trust.findings import (
     NOTE,
     UNSAFE,
@@ -163,16 +163,25 @@ def entry_findings(inv: entriesmod.Inventory, path: str) -> list[Finding]:
     }
     sidecar_link = ("is a symlink: JAX never reads it, and jaxcache's sealed-cache reader "
                     "refuses symlinks, so no tool of ours made it: someone placed it there")
+    # one finding per kind of flag, naming its entries (a folder of 29 stray files is one
+    # finding with a count, not 29 with the same remedy)
+    grouped: dict[tuple[str, str], list[str]] = {}
     for e in inv.entries:
         for flag in e.flags:
             if flag in explain:
-                effect, text = explain[flag]
+                text = explain[flag][1]
                 if flag == "symlink" and e.kind in ("signature", "used"):
                     text = sidecar_link  # .sig/.used: jaxcache's own files, not JAX's
-                out.append(Finding(f"entry.{flag}", effect, f"entry {safe(e.name)} {text}",
-                                   e.name, None if effect == NOTE else
-                                   "find out who put it there before any job loads it; "
-                                   "jaxcache never deletes it for you"))
+                grouped.setdefault((flag, text), []).append(e.name)
+    for (flag, text), names in grouped.items():
+        effect = explain[flag][0]
+        said = f"entry {safe(names[0])} {text}" if len(names) == 1 else \
+            f"{len(names)} entries ({some(names)}): each {text}"
+        out.append(Finding(f"entry.{flag}", effect, said, names[0], None if effect == NOTE else
+                           "find out who put them there before any job loads one; jaxcache "
+                           "never deletes them for you" if len(names) > 1 else
+                           "find out who put it there before any job loads it; "
+                           "jaxcache never deletes it for you"))
     return out
 
 
