@@ -262,7 +262,7 @@ def _bench_advice(path: str | None, unmatched: Pick | None) -> tuple[str, ...]:
     """How to measure the saving: the job the run records show used the directory, first."""
     import shlex
 
-    where = shlex.quote(path or "PATH")
+    where = safe(shlex.quote(path or "PATH"))
     if unmatched is not None and unmatched.jobs:
         job = safe(shlex.join(unmatched.jobs[0]))
         first = (f"bench the job that used it (its run records say): `jaxcache decide {where} "
