@@ -675,3 +675,21 @@ def test_a_copy_of_your_own_cache_is_read_once(tmp_path):
     again = now()
     assert again.count("yours") == 1 and again.relearned == ()  # known by identity now
     assert len(ledger_mod.load(str(ledger)).by_name[_written().name]) == 2
+
+
+def test_an_unsigned_entry_among_signed_ones_is_named_first(tmp_path):
+    """A restore under CI where four entries carry a signature file and one does not: the
+    refusal counts both kinds and names the unsigned one first, never inside "and N more"
+    (issue 44, point 3); changed entries would come before unknown ones."""
+    cache = mkdir(tmp_path / "cache", 0o700)
+    names = [f"jit_f{i}-{i:064x}-cache" for i in range(5)]
+    for name in names:
+        (cache / name).write_bytes(b"compiled")
+    for name in names[:4]:
+        (cache / f"{name}.sig").write_text("{}")
+    proc = _jc("audit", "--format", "json", str(cache),
+               env=_env(tmp_path / "state", GITHUB_ACTIONS="true"))
+    doc = json.loads(proc.stdout)
+    [found] = [f for f in doc["findings"] if f["code"] == "origin.unknown"]
+    assert found["effect"] == "unsafe", found
+    assert f"(1 without a signature: {names[4]}; 4 with one: {names[0]}, " in found["message"]

@@ -180,9 +180,11 @@ def audit(given: str, *, policy: Policy = EMPTY, as_user: int | None = None,
     if origins is not None:
         from jaxcache.trust.rules import ci as cimod
 
+        signed = frozenset(e.name.removesuffix(".sig") for e in inventory.entries
+                           if e.kind == "signature") if inventory is not None else frozenset()
         findings += origin_findings.findings(origins, resolved, ci=cimod.detect(env),
-                                       required=require_origin,
-                                       restored_from=rule.restored_from)
+                                             required=require_origin,
+                                             restored_from=rule.restored_from, signed=signed)
     processes = None
     if scan_processes and w.exists:
         from jaxcache.trust.kernel import cache_users as procsmod

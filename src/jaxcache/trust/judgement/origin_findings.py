@@ -39,9 +39,12 @@ def refusal(ci: str | None, required: bool, restored_from: tuple[str, ...]) -> s
 
 
 def findings(origins: Origins, path: str, *, ci: str | None, required: bool,
-             restored_from: tuple[str, ...]) -> list[Finding]:
+             restored_from: tuple[str, ...], signed: frozenset[str] = frozenset()
+             ) -> list[Finding]:
     """What the origins mean for a plain reader (refusal() decides UNSAFE or a warning); the
-    reason is said in words, with the remedy."""
+    reason is said in words, with the remedy. Changed entries come before unknown ones, and
+    each list names the worst first: entries without a signature file (`signed`: the names
+    that have one beside them) before those with one, counted by kind."""
     unknown, changed = origins.count(UNKNOWN), origins.count(CHANGED)
     out = []
     if origins.ledger_problem:
@@ -74,14 +77,24 @@ def findings(origins: Origins, path: str, *, ci: str | None, required: bool,
     why = refusal(ci, required, restored_from)
     effect = UNSAFE if why else WARNING
     remedy = REMEDY.format(path=json.dumps(safe(path)))
-    for origin, code, count, text in ((UNKNOWN, "origin.unknown", unknown, UNKNOWN_WHY),
-                                      (CHANGED, "origin.changed", changed, CHANGED_WHY)):
+    for origin, code, count, text in ((CHANGED, "origin.changed", changed, CHANGED_WHY),
+                                      (UNKNOWN, "origin.unknown", unknown, UNKNOWN_WHY)):
         if not count:
             continue
         names = [e.name for e in origins.entries if e.origin == origin]
-        out.append(Finding(code, effect, f"{_entries(count)} {text} ({some(names)})"
+        out.append(Finding(code, effect, f"{_entries(count)} {text} ({_worst_first(names, signed)})"
                            + (f"; refused {why}" if why else ""), path, remedy))
     return out
+
+
+def _worst_first(names: list[str], signed: frozenset[str]) -> str:
+    """The names, those without a signature file first, counted by kind where both kinds are
+    there (a planted unsigned entry among signed ones is never hidden in "and N more")."""
+    bare = [n for n in names if n not in signed]
+    if not bare or len(bare) == len(names):
+        return some(names)
+    sealed = [n for n in names if n in signed]
+    return f"{len(bare)} without a signature: {some(bare)}; {len(sealed)} with one: {some(sealed)}"
 
 
 OTHER_BUILD_WHY = "written by another build on this host"
