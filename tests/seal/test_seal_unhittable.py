@@ -153,6 +153,11 @@ def test_entries_made_with_subcaches_off_are_signed_per_entry(tmp_path, key):
     assert len(signed) == len(names) and "NEVER HIT" not in text.stdout
     rc, doc, _ = seal(cache, key)
     assert rc == 0 and doc["counts"]["valid"] == len(names) and doc["never_hit"] == 0
+    # sealing again: every entry already signed, said as such, not "0 of N signed now" (read
+    # as a failure: issue 44, point 10)
+    again = jaxcache("seal", str(cache), "--signing-key", str(key))
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert again.stdout.startswith(f"SEALED: all {len(names)} entries already signed in ")
 
 
 def _validate(doc: dict) -> None:

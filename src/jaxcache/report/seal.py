@@ -91,7 +91,12 @@ def _first(result: ScanResult, action: str) -> str:
                 f"signature (each says why), {added} co-signed now, in {where}")
     signed = result.count("signed-now")
     if result.ok:
-        head = f"{style.verdict('SEALED', Tone.GOOD)}: {signed} of {total} signed now in {where}"
+        already = result.count("valid")
+        # every entry signed, whether now or before: "0 of 31 signed now" read as a failure
+        done = (f"all {total} already signed" if not signed and already else
+                f"{signed} of {total} signed now" + (f", {already} already signed"
+                                                     if already else ""))
+        head = f"{style.verdict('SEALED', Tone.GOOD)}: {done} in {where}"
         return head + (f" ({never} a sealed reader never hits, signed as asked)" if never else "")
     if never and result.refuse_unhittable:
         return (f"{style.verdict('NOT SEALED', Tone.BAD)}: {never} of {total} a sealed "
