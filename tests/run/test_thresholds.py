@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -52,6 +53,13 @@ def _said(stderr: str) -> str:
 
 def _rule(doc: dict) -> thresholds.LeftOut:
     return thresholds.left_out(RunRecord.from_json(doc).modules, doc["process"]["wall_s"])
+
+
+def _modules_in(rows: list[str]) -> int:
+    """The modules a summary's rows stand for: rows alike in every word are one row with its
+    count, '(x3, alike here; ...)'."""
+    return sum(int(m[1]) if (m := re.search(r"\(x(\d+), alike here", row)) else 1
+               for row in rows)
 
 
 @pytest.fixture(scope="module")
@@ -117,11 +125,11 @@ def test_modules_slowest_first_repeated_names_show_their_shapes_and_v_lists_all(
     assert secs == sorted(secs, reverse=True), rows
     total = sum(m["compile_or_load_s"] for m in doc["modules"])
     significant = sum(1 for m in doc["modules"] if m["compile_or_load_s"] >= 0.05 * total)
-    assert len(rows) == max(12, significant) < len(doc["modules"])
-    assert f"... {len(doc['modules']) - len(rows)} more" in stderr
+    assert _modules_in(rows) == max(12, significant) < len(doc["modules"])
+    assert f"... {len(doc['modules']) - _modules_in(rows)} more" in stderr
     verbose = run_report.render_text(RunRecord.from_json(doc), "r.json", verbose=True)
     listed = [line for line in verbose.splitlines() if line.startswith("  jit_")]
-    assert len(listed) == len(doc["modules"])
+    assert _modules_in(listed) == len(doc["modules"])
     same = [i for i, line in enumerate(verbose.splitlines()) if "jit_same_name" in line]
     assert len(same) == 3
     shapes = {verbose.splitlines()[i + 1].strip() for i in same}
@@ -132,8 +140,8 @@ def test_modules_slowest_first_repeated_names_show_their_shapes_and_v_lists_all(
     assert proc.returncode == 0, proc.stderr
     modules = json.loads((tmp_path / "v.json").read_text())["modules"]
     assert len(modules) > 12 + 1
-    assert sum(1 for line in proc.stderr.splitlines() if line.startswith("  jit_")) == \
-        len(modules)
+    assert _modules_in([line for line in proc.stderr.splitlines()
+                        if line.startswith("  jit_")]) == len(modules)
 
 
 def test_bench_says_what_the_thresholds_left_out(tmp_path):
@@ -176,3 +184,18 @@ except jaxcache.JaxcacheError as exc:
     assert proc.stdout.splitlines()[3] == "min_compile_time must be a number of seconds >= 0, " \
                                           "not -1"
     assert os.environ.get("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS") is None
+
+
+def test_rows_alike_in_every_word_are_one_row_with_a_count(quick):
+    """A real record whose slowest module is there three times alike (name, outcome, time,
+    reason and inputs: issue 44, point 10): one row with its count; every module still
+    accounted for."""
+    _, real = quick
+    doc = copy.deepcopy(real)
+    slowest = max(doc["modules"], key=lambda m: m.get("compile_or_load_s") or 0)
+    doc["modules"] += [copy.deepcopy(slowest), copy.deepcopy(slowest)]
+    text = run_report.render_text(RunRecord.from_json(doc), "r.json", verbose=True)
+    rows = [line for line in text.splitlines() if line.strip().startswith(slowest["name"] + " ")]
+    assert len(rows) == 1 and rows[0].endswith("(x3, alike here; the record has each)"), text
+    assert _modules_in([line for line in text.splitlines()
+                        if line.startswith("  jit_")]) == len(doc["modules"])

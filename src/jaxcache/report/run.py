@@ -127,17 +127,22 @@ def _module_lines(record: RunRecord, verbose: bool = False) -> list[str]:
         names: dict[str, int] = {}
         for m in shown:
             names[m.name] = names.get(m.name, 0) + 1
+        rows: dict[tuple[str, ...], int] = {}  # rows alike in every word: one, with a count
         for m in shown:
             entry = f"  {size(m.entry_bytes)}" if m.entry_bytes else ""
             what = "load" if m.hit else "compile"
             tag = f"r{p.rank} " if ranked else ""
             why = OTHER_BUILD_HIT if m.hit and m.cache_key and \
                 safe(f"{m.cache_key}-cache") in other else reason_text(m)
-            lines.append(f"  {pad}{tag}{safe(m.name).ljust(width)}  "
-                         f"{(m.outcome_word or '?'):8s} {what} {_secs(m.compile_or_load_s)}"
-                         f"{entry}  {why}".rstrip())
+            row: tuple[str, ...] = (f"  {pad}{tag}{safe(m.name).ljust(width)}  "
+                   f"{(m.outcome_word or '?'):8s} {what} {_secs(m.compile_or_load_s)}"
+                   f"{entry}  {why}".rstrip(),)
             if names[m.name] > 1:
-                lines.append(f"  {pad}    inputs: {style.shapes(m.input_shapes)}")
+                row += (f"  {pad}    inputs: {style.shapes(m.input_shapes)}",)
+            rows[row] = rows.get(row, 0) + 1
+        for row, n in rows.items():
+            lines += [row[0] + (f"  (x{n}, alike here; the record has each)" if n > 1
+                                else ""), *row[1:]]
         rest = mods[len(shown):]  # sorted slowest first: what is shown is a prefix
         if rest:
             secs = sum(m.seconds for m in rest)
