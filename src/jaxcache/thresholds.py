@@ -10,8 +10,6 @@ start-up. One rule and one sentence for run's summary, enable()'s result, bench 
 
 from __future__ import annotations
 
-import math
-
 from jaxcache.values import frozen
 
 TYPE_CHECKING = False
@@ -39,6 +37,7 @@ if TYPE_CHECKING:
         def compile_or_load_s(self) -> float | None: ...
 
 MATERIAL_FRACTION, MATERIAL_SECONDS = 0.10, 1.0
+SUGGESTED_STEPS = (0.5, 0.1, 0.0)  # the --min-compile-time a material left-out is told to bench
 COMPILE_TIME = "compile-time-below-threshold"
 ENTRY_SIZE = "entry-size-below-threshold"
 REASONS = (COMPILE_TIME, ENTRY_SIZE)
@@ -68,10 +67,14 @@ class LeftOut:
         return self.seconds / self.startup_s if self.startup_s > 0 else None
 
     def suggestion(self) -> str:
-        """The one setting that would cache them, as run, bench and decide take it."""
+        """The one setting that would cache them, as run, bench and decide take it: a step of
+        a short ladder (0.5, 0.1, 0) at or below the shortest compile left out, so two runs of
+        one job, whose shortest compile differs by a few ms, are told the same setting (a
+        hundredth-second grid told one 0.01 and the other 0)."""
         if self.by_size == self.modules:
             return "--min-entry-size 0"
-        return f"--min-compile-time {math.floor(self.shortest_s * 100) / 100:g}"
+        step = next((s for s in SUGGESTED_STEPS if s <= self.shortest_s), 0.0)
+        return f"--min-compile-time {step:g}"
 
     def sentence(self, argv: object = None) -> str:
         """One sentence: how much, its share of start-up, material or not, and what to do

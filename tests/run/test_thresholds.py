@@ -199,3 +199,14 @@ def test_rows_alike_in_every_word_are_one_row_with_a_count(quick):
     assert len(rows) == 1 and rows[0].endswith("(x3, alike here; the record has each)"), text
     assert _modules_in([line for line in text.splitlines()
                         if line.startswith("  jit_")]) == len(doc["modules"])
+
+
+@pytest.mark.parametrize(("shortest", "said"), [(0.009, "0"), (0.011, "0"), (0.099, "0"),
+                                                 (0.3, "0.1"), (0.49, "0.1"), (0.7, "0.5")])
+def test_two_runs_of_one_job_are_told_the_same_setting(shortest, said):
+    """The threshold to bench is a step of a short ladder at or below the shortest compile
+    left out: runs whose shortest differs by a few ms (9 ms, 11 ms) are told the same
+    (issue 44, point 7: bench said 0 and explain 0.01 for one job)."""
+    left = thresholds.LeftOut(3, 2.0, 5.0, 0, shortest, 0)
+    assert left.suggestion() == f"--min-compile-time {said}"
+    assert thresholds.LeftOut(3, 2.0, 5.0, 0, shortest, 3).suggestion() == "--min-entry-size 0"
