@@ -10,6 +10,10 @@ from jaxcache.bench.sample import PHASE_LABELS
 from jaxcache.bench.trials import BenchResult
 from jaxcache.errors import JaxcacheError
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any  # matplotlib's figures: the package is optional and untyped here
+
 
 def render(result: BenchResult) -> bytes:
     """The chart as PNG bytes, marked as jaxcache's (outputs.png_from_jaxcache recognizes it)."""
@@ -41,9 +45,19 @@ def render(result: BenchResult) -> bytes:
     cold = sum(1 for s in result.samples if s.kind == "cold")
     warm = sum(1 for s in result.samples if s.kind == "warm")
     ax.set_title(f"time per start, cold vs warm ({cold} cold, {warm} warm runs)", fontsize=9)
-    ax.legend(fontsize=7, ncol=3, loc="upper center", bbox_to_anchor=(0.5, -0.35))
-    fig.tight_layout()
+    _legend_under_label(fig, ax)
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", metadata={"Software": "jaxcache bench"})
+    fig.savefig(buf, format="png", metadata={"Software": "jaxcache bench"}, bbox_inches="tight")
     plt.close(fig)
     return buf.getvalue()
+
+
+def _legend_under_label(fig: Any, ax: Any) -> Any:
+    """The legend under the axis label, never over it: placed below the label's own box (the
+    figure is saved with bbox_inches="tight", so it grows to hold the legend)."""
+    fig.tight_layout()
+    fig.canvas.draw()
+    label = ax.xaxis.label.get_window_extent().transformed(fig.transFigure.inverted())
+    return fig.legend(fontsize=7, ncol=3, loc="upper center",
+                      bbox_to_anchor=(0.5, label.y0 - 0.02), bbox_transform=fig.transFigure,
+                      frameon=False)
