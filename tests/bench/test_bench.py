@@ -209,7 +209,10 @@ def test_ctrl_c_keeps_partial_results(tmp_path):
     bench = subprocess.Popen([sys.executable, "-m", "jaxcache", "bench", "-t", "5", "-k", "2",
                               "--no-prime", "--json", str(out), "--", sys.executable, TRAIN],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+                             # a traceback, not one line, if an error ends it: one CI run saw
+                             # "jaxcache: Bad file descriptor" here once (not reproduced since)
+                             env={**os.environ, "JAXCACHE_DEBUG": "1"})
     lines: list[str] = []
     warm_started = threading.Event()
 

@@ -177,6 +177,8 @@ def main(argv: list[str] | None = None) -> None:
         common.fail("interrupted", 130)
     except OSError as exc:
         common.release_outputs()
+        if os.environ.get("JAXCACHE_DEBUG"):  # where it came from, for a report
+            raise
         common.fail(f"{exc.strerror or exc}" + (f": {exc.filename}" if exc.filename else ""))
     except Exception as exc:  # a bug: fail closed with one line, never a verdict
         common.release_outputs()
