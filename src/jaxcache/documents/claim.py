@@ -138,12 +138,14 @@ class Output:
         return st.st_dev, st.st_ino
 
     def _close(self) -> None:
-        if self._dir_fd is not None:
-            os.close(self._dir_fd)
-            self._dir_fd = None
-        if self._lock_fd is not None:
-            os.close(self._lock_fd)  # releases the flock
-            self._lock_fd = None
+        # forgotten before closed: a Ctrl-C between the two can leak a descriptor, never close
+        # one twice (the second close would hit EBADF, or a file opened since under its number)
+        dir_fd, self._dir_fd = self._dir_fd, None
+        lock_fd, self._lock_fd = self._lock_fd, None
+        if dir_fd is not None:
+            os.close(dir_fd)
+        if lock_fd is not None:
+            os.close(lock_fd)  # releases the flock
 
 
 _MAX_LINKS = 40  # the kernel's own limit (ELOOP)
