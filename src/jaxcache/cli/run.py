@@ -139,9 +139,10 @@ def handle(args: argparse.Namespace, tail: list[str] | None) -> None:
         sys.stderr.write(f"jaxcache: warning: {result.record_error}; the job's exit status "
                          "stands\n")  # but the job's own outcome is not changed by it
     unverified = record.unverified
+    code = result.status_for(record)
     if unverified and not args.unverified_jax:
         sys.stderr.write(f"jaxcache: {unverified}. {runmod.UNVERIFIED_REMEDY}\n")
-    elif result.exit_code != result.outcome.status:
+    elif code != result.outcome.status:
         from jaxcache.records import used_dirs
 
         failing = used_dirs.failing(record)
@@ -156,7 +157,7 @@ def handle(args: argparse.Namespace, tail: list[str] | None) -> None:
             why = ("a rank of the job saw another cache directory, or none (see the record's "
                    "ranks)")
         sys.stderr.write(f"jaxcache: exit 1: {why}\n")
-    _exit_now(result.exit_code)
+    _exit_now(code)
 
 
 GC_DEADLINE_S = 10.0  # after the job, gc deletes for at most this long; the next run goes on

@@ -17,6 +17,7 @@ from jaxcache.records.building.builder import (
     build,
     env_snapshot,
 )
+from jaxcache.records.run_document import RunRecord  # used_dirs reads it too: no extra cost
 from jaxcache.values import frozen
 
 TYPE_CHECKING = False
@@ -65,17 +66,20 @@ class RunResult:
 
     @property
     def exit_code(self) -> int:
-        """`jaxcache run`'s status: the job's own, except that a job which exited 0 after
-        JAX was pointed at a directory jaxcache refused or does not trust exits 1, and one
-        whose JAX turned out unsupported (without --unverified-jax) exits 2. So does (1) one
-        where a rank's view of the cache differs or a rank went unseen (rank_views)."""
-        from jaxcache.records.run_document import RunRecord
+        """status_for() of this result's record, read here (the CLI, which has read it
+        already, asks status_for)."""
+        return self.status_for(RunRecord.from_json(self.record))
 
+    def status_for(self, record: RunRecord) -> int:
+        """`jaxcache run`'s status, from this result's `record` read once: the job's own,
+        except that a job which exited 0 after JAX was pointed at a directory jaxcache refused
+        or does not trust exits 1, and one whose JAX turned out unsupported (without
+        --unverified-jax) exits 2. So does (1) one where a rank's view of the cache differs or
+        a rank went unseen (rank_views)."""
         status = self.outcome.status
-        record = RunRecord.from_json(self.record)
         if record.unverified and not self.unverified_allowed:
             return status or 2
-        if status == 0 and (used_dirs.failing(self.record) or record.ranks.problems):
+        if status == 0 and (used_dirs.failing(record) or record.ranks.problems):
             return 1
         return status
 
