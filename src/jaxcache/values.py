@@ -76,13 +76,6 @@ class _Fields:
         return fields
 
 
-def _one(name: str) -> Callable[[object], tuple[object, ...]]:
-    """The fields of a one-field value as a tuple (attrgetter of one name gives the value)."""
-    def get(value: object) -> tuple[object, ...]:
-        return (getattr(value, name),)
-    return get
-
-
 def _none(value: object) -> tuple[object, ...]:
     return ()
 
@@ -171,7 +164,9 @@ def _make(cls: type, order: bool) -> type:
     # refusals are shared functions: compiling them per class cost ~0.1 ms a class on run's path
     src = [f"def __init__(self, {', '.join(params)}):", *(body or [" pass"])]
     exec("\n".join(src), env)  # noqa: S102 (our own text: field names are identifiers)
-    get = attrgetter(*names) if len(names) > 1 else _one(*names) if names else _none
+    # one field: its value itself (attrgetter of one name), compared and hashed as well as a
+    # 1-tuple would be, within one class
+    get = attrgetter(*names) if names else _none
     env.update(__repr__=_repr, __setattr__=_refuse_set, __delattr__=_refuse_delete,
                __eq__=_compare(get, eq), __hash__=_hash(get))
     made = ["__init__", "__repr__", "__eq__", "__hash__", "__setattr__", "__delattr__"]
