@@ -248,14 +248,14 @@ def _threshold_flags(benches: list[BenchFacts]) -> str:
     return " ".join(f"{flag} {value}" for flag, value in found.items())
 
 
-def _unmeasured(path: str | None, unmatched: Pick | None) -> tuple[str]:
+def _unmeasured(unmatched: Pick | None) -> str:
     """The summary when no bench was judged: none kept for this directory's jobs, or none."""
     if unmatched is not None and unmatched.others:
         return (f"the writers are understood, but none of the {unmatched.others} kept "
                 "benches is of a job that used this directory (another job's saving says "
-                "nothing of this one's): bench before deciding",)
+                "nothing of this one's): bench before deciding")
     return ("the writers are understood, but no bench measured the saving: bench before "
-            "deciding",)
+            "deciding")
 
 
 def _bench_advice(path: str | None, unmatched: Pick | None) -> tuple[str, ...]:
@@ -309,7 +309,7 @@ def _decide(audit: AuditFacts, benches: list[BenchFacts], *, min_saving_s: float
                         path)
     unjudged = across.test if across is not None else Test("compatible", None, ())
     if not benches:  # the writers pass; the saving is not measured: a gate must not pass
-        return Decision(Choice.INCONCLUSIVE, *_unmeasured(path, unmatched),
+        return Decision(Choice.INCONCLUSIVE, _unmeasured(unmatched),
                         (writers, unjudged, Test("noticeable", None, ())),
                         _bench_advice(path, unmatched), path)
     saving, saving_advice = _noticeable(benches, min_saving_s, min_fraction)
