@@ -259,7 +259,8 @@ def _unmeasured(unmatched: Pick | None) -> str:
 
 
 def _bench_advice(path: str | None, unmatched: Pick | None) -> tuple[str, ...]:
-    """How to measure the saving: the job the run records show used the directory, first."""
+    """How to measure the saving: the job the run records show used the directory, first.
+    `path` as given (audit.shown, not yet escaped: escaped here once, after quoting)."""
     import shlex
 
     where = safe(shlex.quote(path or "PATH"))
@@ -311,7 +312,7 @@ def _decide(audit: AuditFacts, benches: list[BenchFacts], *, min_saving_s: float
     if not benches:  # the writers pass; the saving is not measured: a gate must not pass
         return Decision(Choice.INCONCLUSIVE, _unmeasured(unmatched),
                         (writers, unjudged, Test("noticeable", None, ())),
-                        _bench_advice(path, unmatched), path)
+                        _bench_advice(audit.shown, unmatched), path)
     saving, saving_advice = _noticeable(benches, min_saving_s, min_fraction)
     compatible = _compatible(benches)
     if across is not None:
