@@ -135,6 +135,11 @@ def split_command(argv: list[str]) -> tuple[list[str], list[str] | None]:
     return argv, None
 
 
+def _debugging() -> bool:
+    """JAXCACHE_DEBUG set: an error that ends a command shows its traceback, for a report."""
+    return bool(os.environ.get("JAXCACHE_DEBUG"))
+
+
 def main(argv: list[str] | None = None) -> None:
     """`jaxcache ...` (and `python -m jaxcache ...`): every error is one line and an exit code."""
     # A command builds big trees of results that hold no cycles (an audit of 100,000 entries:
@@ -177,12 +182,12 @@ def main(argv: list[str] | None = None) -> None:
         common.fail("interrupted", 130)
     except OSError as exc:
         common.release_outputs()
-        if os.environ.get("JAXCACHE_DEBUG"):  # where it came from, for a report
+        if _debugging():  # where it came from, for a report
             raise
         common.fail(f"{exc.strerror or exc}" + (f": {exc.filename}" if exc.filename else ""))
     except Exception as exc:  # a bug: fail closed with one line, never a verdict
         common.release_outputs()
-        if os.environ.get("JAXCACHE_DEBUG"):
+        if _debugging():
             raise
         common.fail(f"internal error ({type(exc).__name__}: {exc}); nothing was judged. "
                     "Set JAXCACHE_DEBUG=1 for the traceback and report it")
