@@ -38,8 +38,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
 # rules the judgement applies; where entries came from; the judgement; the trusted inputs
 # (whose loader audits a file's folders, so it sits above the judgement); the commands' work.
 SUBLAYERS: dict[str, tuple[tuple[str, ...], ...]] = {
-    "trust": (("kernel",), ("findings",), ("rules",), ("provenance",), ("judgement",),
-              ("inputs",), ("create", "listing")),
+    "trust": (("kernel",), ("findings", "finding_codes"), ("rules",), ("provenance",),
+              ("judgement",), ("inputs",), ("create", "listing")),
     "seal": (("signing",), ("publishing",), ("stores",), ("sweep",)),
 }
 

@@ -39,6 +39,7 @@ Start with the trust boundary:
   jaxcache decide PATH ...      share the cache? writers, compatibility, saving
   jaxcache gc PATH --max-size S delete least recently used entries, only what is yours
   jaxcache records [ACTION]     the run records kept: list, prune, stats
+  jaxcache explain-finding CODE what a finding code means, why, and what to do
 
 A sealed cache (docs/sealed-cache.md): entries signed, loaded only if a trusted key signed them:
 
@@ -76,13 +77,14 @@ COMMANDS: tuple[tuple[str, str, str | None], ...] = (
     ("verify", "[OPTIONS] [DIR]", "seal-scan"),
     ("gc", "[OPTIONS] [PATH]", "gc"),
     ("records", "[list | prune | stats] [OPTIONS]", None),
+    ("explain-finding", "[OPTIONS] [CODE]", "finding-codes"),
 )
 NAMES = tuple(name for name, _, _ in COMMANDS)
 RUNS_A_COMMAND = ("run", "bench", "explain", "decide")
 
 
 def _module(name: str) -> ModuleType:
-    return importlib.import_module(f"jaxcache.cli.{name}")
+    return importlib.import_module(f"jaxcache.cli.{name.replace('-', '_')}")
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:

@@ -337,7 +337,7 @@ PAGES = {"audit": "audit.md", "init": "enable.md", "ls": "ls.md", "run": "run.md
          "bench": "bench.md", "explain": "explain.md", "decide": "decide.md",
          "records": "records.md", "net": "net.md", "seal": "sealed-cache.md",
          "verify": "sealed-cache.md", "keygen": "sealed-cache.md", "demo": "setup.md",
-         "fingerprint": "fingerprint.md"}
+         "fingerprint": "fingerprint.md", "explain-finding": "audit.md"}
 
 
 def command_parser(commands: argparse._SubParsersAction[Parser], name: str, usage_line: str,
