@@ -142,6 +142,16 @@ def _debugging() -> bool:
     return bool(os.environ.get("JAXCACHE_DEBUG"))
 
 
+def _unreadable(exc: BaseException) -> str | None:
+    """The line for an error from a part of this install the user cannot read (cli/unreadable.py),
+    else None."""
+    try:
+        from jaxcache.cli import unreadable
+    except ImportError:
+        return None
+    return unreadable.message(exc)
+
+
 def main(argv: list[str] | None = None) -> None:
     """`jaxcache ...` (and `python -m jaxcache ...`): every error is one line and an exit code."""
     # A command builds big trees of results that hold no cycles (an audit of 100,000 entries:
@@ -186,12 +196,14 @@ def main(argv: list[str] | None = None) -> None:
         common.release_outputs()
         if _debugging():  # where it came from, for a report
             raise
-        common.fail(f"{exc.strerror or exc}" + (f": {exc.filename}" if exc.filename else ""))
+        common.fail(_unreadable(exc) or
+                    f"{exc.strerror or exc}" + (f": {exc.filename}" if exc.filename else ""))
     except Exception as exc:  # a bug: fail closed with one line, never a verdict
         common.release_outputs()
         if _debugging():
             raise
-        common.fail(f"internal error ({type(exc).__name__}: {exc}); nothing was judged. "
+        common.fail(_unreadable(exc) or
+                    f"internal error ({type(exc).__name__}: {exc}); nothing was judged. "
                     "Set JAXCACHE_DEBUG=1 for the traceback and report it")
     finally:
         common.release_outputs()  # a usage error (SystemExit) after the claim, too
