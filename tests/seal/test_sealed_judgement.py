@@ -103,6 +103,9 @@ def test_the_sealed_audit_lists_its_writers_by_the_sealed_rule(shared, accounts)
     assert f"{accounts.b} [can cause recompiles" in listed, listed  # a member of the group
     doc = json.loads(jaxcache("audit", "--sealed", "--no-processes", "--policy", signer,
                               "--format", "json", str(cache)).stdout)
+    from jaxcache.documents import schemas
+
+    pytest.importorskip("jsonschema").validate(doc, schemas.load("audit"))
     roles = {w["principal"]: w["sealed_as"] for w in doc["writers"]}
     assert roles[accounts.a] == "signer" and roles[accounts.b] == "recompiles"
     # a plain reader's audit of the same directory: no sealed view, the writers as they are

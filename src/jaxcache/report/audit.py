@@ -87,7 +87,8 @@ def render_text(r: AuditReport, *, verbose: bool = False,
         if grown:
             lines += wrap(f"note: {grown}", "  ", "    ")
     shown = [f for f in r.findings if verbose or f.effect != NOTE
-             or f.code.startswith(("path.", "fs.", "storage.", "policy.", "origin.build"))]
+             or f.code.startswith(("path.", "fs.", "storage.", "policy.", "origin.build",
+                                   "origin.trusted"))]
     if shown:
         lines += ["", "findings:"]
         for f in shown:
@@ -238,6 +239,10 @@ def origins_json(origins: Origins | None) -> dict[str, object] | None:
     return {"ledger": _path(origins.ledger), "ledger_problem": origins.ledger_problem,
             "ledger_lines_skipped": origins.ledger_skipped,
             **origins.counts(),
+            # the policy's trusted_ledgers, as read (a problem: it vouched for nothing)
+            "trusted_ledgers": [
+                {"path": _path(t.path), "owner": None if t.problem else t.owner,
+                 "problem": t.problem} for t in origins.trusted],
             # the build the entries of yours were judged for, and how many of each outcome
             "build": None if reader is None else {
                 "fingerprint": reader.id if reader.build else None,

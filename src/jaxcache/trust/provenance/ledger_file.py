@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 
 from jaxcache.fingerprint.model import SHORT, Fingerprint
 from jaxcache.values import field, frozen
@@ -213,6 +213,14 @@ class Ledger:
     # writer fingerprint id -> what it stands for (None: its line is not a fingerprint)
     fingerprints: Mapping[str, Fingerprint | None] = field(
         default_factory=lambda: _Fingerprints({}))
+    # whose ledger this is, where it is another writer's (a policy's trusted_ledgers): the
+    # name of the trusted writer that owns the file; "": yours
+    owner: str = ""
+    # how to read another writer's ledger, as a trusted input that writer may own
+    # (trust/inputs/ledger.py's load_trusted, set by its load(): that loader audits the folders
+    # above, so it sits above the audit, which asks it for the ledgers a policy names):
+    # (path, the users the policy trusts there) -> Ledger
+    others: Callable[[str, frozenset[int]], Ledger] | None = None
 
 
 def header(dev: int, ino: int, born: int | None) -> bytes:
