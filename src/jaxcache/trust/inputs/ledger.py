@@ -11,7 +11,6 @@ birth time (trust/provenance/birth.py).
 from __future__ import annotations
 
 import os
-from dataclasses import replace
 from functools import partial
 
 from jaxcache.fingerprint.boot import boot_id
@@ -24,7 +23,7 @@ from jaxcache.trust.rules import ci
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Callable, Mapping
 
 
 def load(path: str | None = None, accounts: Accounts | None = None,
@@ -36,12 +35,14 @@ def load(path: str | None = None, accounts: Accounts | None = None,
     audit asks for where the policy names them (trusted_ledgers)."""
     path = path or ledger_path()
     only_boot = boot_id() if ci.detect(env) else None
+    others = partial(load_trusted, accounts=accounts, env=env)
     try:
         found = inputs.streamed(path, inputs.ORIGIN_LEDGER, missing_ok=True, accounts=accounts)
-        got = Ledger(path, {}) if found is None else _parsed(found, path, only_boot)
+        if found is None:
+            return Ledger(path, {}, others=others)
+        return _parsed(found, path, only_boot, others=others)
     except inputs.InputError as exc:
-        got = Ledger(path, {}, problem=str(exc))
-    return replace(got, others=partial(load_trusted, accounts=accounts, env=env))
+        return Ledger(path, {}, problem=str(exc), others=others)
 
 
 def load_trusted(path: str, writers: frozenset[int], accounts: Accounts | None = None,
@@ -56,11 +57,9 @@ def load_trusted(path: str, writers: frozenset[int], accounts: Accounts | None =
     try:
         found = inputs.streamed(path, _TRUSTED_LEDGER, accounts=accounts, also=writers)
         assert found is not None  # not missing_ok: a missing one is an InputError
-        got = _parsed(found, path, only_boot)
-        owner = found[1].st_uid
+        return _parsed(found, path, only_boot, owner=accounts.user_name(found[1].st_uid))
     except inputs.InputError as exc:
         return Ledger(path, {}, problem=str(exc), owner="?")
-    return replace(got, owner=accounts.user_name(owner))
 
 
 # another writer's ledger: what whoever can change it decides
@@ -68,7 +67,9 @@ _TRUSTED_LEDGER = inputs.Kind("trusted writer's ledger", inputs.ORIGIN_LEDGER.li
                               "decides which entries count as that writer's jobs' own")
 
 
-def _parsed(found: tuple[int, os.stat_result], path: str, only_boot: str | None) -> Ledger:
+def _parsed(found: tuple[int, os.stat_result], path: str, only_boot: str | None,
+            owner: str = "", others: Callable[[str, frozenset[int]], Ledger] | None = None
+            ) -> Ledger:
     """The ledger open as `found` (its descriptor and status), bound to that very file; the
     descriptor is closed."""
     fd, st = found
@@ -76,6 +77,6 @@ def _parsed(found: tuple[int, os.stat_result], path: str, only_boot: str | None)
         identity = (st.st_dev, st.st_ino, birth.of_fd(fd))
         return ledger_file.parse_chunks(
             inputs.chunks(fd, f"{inputs.ORIGIN_LEDGER.name} {safe(path)}",
-                          inputs.ORIGIN_LEDGER), path, identity, only_boot)
+                          inputs.ORIGIN_LEDGER), path, identity, only_boot, owner, others)
     finally:
         os.close(fd)

@@ -259,13 +259,15 @@ def parse(data: bytes, path: str,
 
 def parse_chunks(chunks: Iterable[bytes], path: str,
                  identity: tuple[int, int, int | None] | None = None,
-                 only_boot: str | None = None) -> Ledger:
+                 only_boot: str | None = None, owner: str = "",
+                 others: Callable[[str, frozenset[int]], Ledger] | None = None) -> Ledger:
     """The ledger read as `chunks`, a line at a time (a ledger grows to tens of megabytes: only
     each line's bytes are kept, by name). With `identity` (the device, inode and birth time of
     the file it is read from), the header must name that very file (unbound()): a ledger
     copied, restored or baked into an image together with a cache is another file, and counts
     for nothing. With `only_boot` (under CI: this boot's id), lines written in another boot
-    (or in none known) are left out and counted as `other_boot`."""
+    (or in none known) are left out and counted as `other_boot`. `owner` and
+    `others`: as Ledger holds them (whose ledger, how to read another writer's)."""
     by_name: dict[str, list[bytes]] = {}
     described: dict[str, bytes] = {}
     lines = skipped = other = 0
@@ -282,7 +284,7 @@ def parse_chunks(chunks: Iterable[bytes], path: str,
             if identity is not None:
                 problem = unbound(first, *identity)
                 if problem:
-                    return Ledger(path, {}, problem=problem)
+                    return Ledger(path, {}, problem=problem, owner=owner, others=others)
             if not first.startswith(HEADER.encode() + b"\t"):
                 parts.insert(0, first)
         for raw in parts:
@@ -312,7 +314,7 @@ def parse_chunks(chunks: Iterable[bytes], path: str,
         if identity is not None:
             problem = unbound(carry, *identity)
             if problem:
-                return Ledger(path, {}, problem=problem)
+                return Ledger(path, {}, problem=problem, owner=owner, others=others)
         if carry.startswith(HEADER.encode() + b"\t"):
             carry = b""
     if carry:
@@ -321,7 +323,8 @@ def parse_chunks(chunks: Iterable[bytes], path: str,
     if identity is not None and identity[2] is not None:
         bound = (identity[0], identity[1], identity[2])
     return Ledger(path, _ByName(by_name), lines, skipped, identity=bound, other_boot=other,
-                  fingerprints=_Fingerprints(described))
+                  fingerprints=_Fingerprints(described), owner=owner,
+                  others=others)
 
 
 def _name(raw: bytes) -> str | None:
