@@ -151,7 +151,8 @@ def audit(given: str, *, policy: Policy = EMPTY, as_user: int | None = None,
                     inventory.entries:
                 origins = originmod.judge(inventory, fd, ledger, w.anchor_node.path,
                                           fingerprint() if fingerprint is not None else None,
-                                          _trusted_ledgers(ledger, rule, accounts))
+                                          origin_findings.trusted_ledgers(ledger, rule,
+                                                                          accounts))
             if scan_handles:
                 from jaxcache.trust.kernel import open_handles as handlesmod
 
@@ -189,7 +190,9 @@ def audit(given: str, *, policy: Policy = EMPTY, as_user: int | None = None,
         findings += origin_findings.findings(origins, resolved, ci=cimod.detect(env),
                                              required=require_origin,
                                              restored_from=rule.restored_from, signed=signed,
-                                             trusted_writers=_trusted_owners(origins, trust))
+                                             trusted_writers=origin_findings.trusted_owners(
+                                                 origins, accounts,
+                                                 lambda p: trust(p) is Trust.POLICY))
     processes = None
     if scan_processes and w.exists:
         from jaxcache.trust.kernel import cache_users as procsmod
@@ -235,31 +238,6 @@ def audit(given: str, *, policy: Policy = EMPTY, as_user: int | None = None,
     return AuditReport(given, tgt.path, resolved, w.exists, verdict, me,
                        tuple(writers), components, w.missing, inventory, processes,
                        tuple(findings), policy.source, held, origins, sealed_as)
-
-
-def _trusted_ledgers(ledger: ledger_file.Ledger, rule: Rule, accounts: pr.Accounts
-                     ) -> tuple[ledger_file.Ledger, ...]:
-    """The ledgers of the writers the policy trusts for this cache, as it names them
-    (trusted_ledgers), each read as a trusted input one of those writers may own
-    (trust/inputs/ledger.py's load_trusted, which the loaded `ledger` knows)."""
-    if not rule.trusted_ledgers or ledger.others is None:
-        return ()
-    writers = set(rule.trusted_uids)
-    for gid in rule.trusted_gids:
-        writers |= accounts.members(gid)
-    return tuple(ledger.others(path, frozenset(writers)) for path in rule.trusted_ledgers)
-
-
-def _trusted_owners(origins: originmod.Origins, trust: _Trust) -> dict[int, str]:
-    """The owners of entries of unknown origin whom the policy trusts to write here, by uid:
-    the findings say what is true of those (written by a trusted writer, not in your ledger)."""
-    out = {}
-    for e in origins.entries:
-        if e.origin == originmod.UNKNOWN and e.owner is not None and e.owner not in out:
-            who = trust.accounts.user(e.owner)
-            if trust(who) is Trust.POLICY:
-                out[e.owner] = who.name
-    return out
 
 
 def _vouched_outsiders(writers: list[Writer], w: Walk, mounts: tuple[Mount, ...], rule: Rule

@@ -10,11 +10,17 @@ decide by it.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from jaxcache.text import safe, some
 from jaxcache.trust.findings import NOTE, UNSAFE, WARNING, Finding
 from jaxcache.trust.provenance.origin import CHANGED, NO_JAXLIB_WHY, UNKNOWN, Origins, build_reason
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from jaxcache.trust.kernel.principals import Accounts, Principal
+    from jaxcache.trust.provenance.ledger_file import Ledger
+    from jaxcache.trust.rules.policy_rules import Rule
 
 UNKNOWN_WHY = ("not written by any job jaxcache watched: if this directory was restored from a "
                "CI cache, copied or baked into an image, its entries are as trustworthy as "
@@ -201,3 +207,30 @@ def _counted(unknown: int, changed: int) -> str:
     if changed:
         parts.append(f"{changed} changed since written")
     return " and ".join(parts)
+
+
+def trusted_ledgers(ledger: Ledger, rule: Rule, accounts: Accounts) -> tuple[Ledger, ...]:
+    """The ledgers of the writers the policy trusts for a cache, as it names them
+    (trusted_ledgers), each read as a trusted input one of those writers may own
+    (trust/inputs/ledger.py's load_trusted, which the loaded `ledger` knows: that loader sits
+    above the audit)."""
+    if not rule.trusted_ledgers or ledger.others is None:
+        return ()
+    writers = set(rule.trusted_uids)
+    for gid in rule.trusted_gids:
+        writers |= accounts.members(gid)
+    return tuple(ledger.others(path, frozenset(writers)) for path in rule.trusted_ledgers)
+
+
+def trusted_owners(origins: Origins, accounts: Accounts,
+                   trusted: Callable[[Principal], bool]) -> dict[int, str]:
+    """The owners of entries of unknown origin whom the policy trusts to write here
+    (`trusted`: the audit's judgement of a principal), by uid: findings() says what is true of
+    those (written by a trusted writer, not in your ledger)."""
+    out = {}
+    for e in origins.entries:
+        if e.origin == UNKNOWN and e.owner is not None and e.owner not in out:
+            who = accounts.user(e.owner)
+            if trusted(who):
+                out[e.owner] = who.name
+    return out
