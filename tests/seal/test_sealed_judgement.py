@@ -79,3 +79,37 @@ def test_a_declared_signer_seals_for_readers_and_stays_a_writer_for_plain_ones(s
     plain = json.loads(jaxcache("audit", "--policy", signer, "--format", "json",
                                 str(cache)).stdout)
     assert plain["verdict"] == "UNSAFE" and plain["untrusted_writers"] == [accounts.a]
+
+
+def test_the_sealed_audit_lists_its_writers_by_the_sealed_rule(shared, accounts):
+    """Issue 44, point 4: under "(sealed: without a trusted key they can only cause
+    recompiles)" the declared signer is not "[untrusted] ... choose the code JAX runs", nor is
+    a writer without a key; text and JSON say the same."""
+    import os
+    import shutil
+
+    cache, key, policy = shared
+    shutil.chown(cache, accounts.a, accounts.group)
+    os.chmod(cache, 0o775)  # the group (accounts.b among its members) writes too, keyless
+    signer = policy(f'trusted_signers = ["{accounts.a}"]\n')
+    text = jaxcache("audit", "--sealed", "--no-processes", "--policy", signer, str(cache),
+                    env={**os.environ, "NO_COLOR": "1"})
+    assert text.returncode == 0, text.stdout + text.stderr
+    assert text.stdout.startswith("verdict: SEALED")
+    listed = text.stdout.split("who can write here (sealed:", 1)[1].split("\n\n", 1)[0]
+    assert "[untrusted]" not in listed and "i.e. choose the code" not in listed, listed
+    assert "not choose the code JAX runs" in listed, listed
+    assert f"{accounts.a} [declared signer" in listed, listed
+    assert f"{accounts.b} [can cause recompiles" in listed, listed  # a member of the group
+    doc = json.loads(jaxcache("audit", "--sealed", "--no-processes", "--policy", signer,
+                              "--format", "json", str(cache)).stdout)
+    from jaxcache.documents import schemas
+
+    pytest.importorskip("jsonschema").validate(doc, schemas.load("audit"))
+    roles = {w["principal"]: w["sealed_as"] for w in doc["writers"]}
+    assert roles[accounts.a] == "signer" and roles[accounts.b] == "recompiles"
+    # a plain reader's audit of the same directory: no sealed view, the writers as they are
+    plain = json.loads(jaxcache("audit", "--no-processes", "--policy", signer, "--format",
+                                "json", str(cache)).stdout)
+    assert {w["sealed_as"] for w in plain["writers"]} == {None}
+    assert plain["verdict"] == "UNSAFE"

@@ -15,6 +15,7 @@ from jaxcache.report import jsonout, sarif, style
 from jaxcache.text import Tone, plural, safe, size, wrap
 from jaxcache.trust.findings import NOTE, UNSAFE, UNVERIFIABLE, WARNING, Verdict, Writer
 from jaxcache.trust.judgement.audit import AuditReport
+from jaxcache.trust.judgement.sealed_view import SealedRole
 from jaxcache.trust.kernel.entries import Entry, Inventory
 from jaxcache.trust.kernel.principals import Trust
 from jaxcache.trust.provenance.origin import EntryOrigin, Origins, build_reason
@@ -86,7 +87,8 @@ def render_text(r: AuditReport, *, verbose: bool = False,
         if grown:
             lines += wrap(f"note: {grown}", "  ", "    ")
     shown = [f for f in r.findings if verbose or f.effect != NOTE
-             or f.code.startswith(("path.", "fs.", "storage.", "policy.", "origin.build"))]
+             or f.code.startswith(("path.", "fs.", "storage.", "policy.", "origin.build",
+                                   "origin.trusted-writer"))]
     if shown:
         lines += ["", "findings:"]
         for f in shown:
@@ -117,10 +119,14 @@ def _writer_lines(r: AuditReport, verbose: bool) -> list[str]:
     groups: dict[str, list[Writer]] = {}
     for w in r.writers:
         if w.trust is Trust.UNTRUSTED or verbose:
-            groups.setdefault(f"{w.principal} [{w.trust}]", []).append(w)
+            groups.setdefault(_tagged(r, w), []).append(w)
     lines: list[str] = []
     for who, ws in groups.items():
         lines.append(f"  {who}")
+        role = r.sealed_as.get(ws[0].principal)
+        if role is not None:  # under the seal its powers amount to recompiles (sealed_view)
+            lines += _sealed_powers(ws, role, verbose)
+            continue
         powers: dict[str, list[Writer]] = {}
         for w in ws:
             powers.setdefault(w.action, []).append(w)
@@ -141,6 +147,26 @@ def _writer_lines(r: AuditReport, verbose: bool) -> list[str]:
             lines += [f"    {same[0].chain[0]}{more}",
                       f"      -> can change {what} (-v lists each)"]
     return lines
+
+
+def _tagged(r: AuditReport, w: Writer) -> str:
+    """The writer as listed: its trust, or under the seal its role (sealed_view.SealedRole),
+    the one the header "(sealed: without a trusted key they can only cause recompiles)"
+    speaks of."""
+    role = r.sealed_as.get(w.principal)
+    return f"{w.principal} [{role.tag if role is not None else w.trust}]"
+
+
+def _sealed_powers(ws: list[Writer], role: SealedRole, verbose: bool) -> list[str]:
+    """A writer's reasons under the seal, with what they amount to for a sealed reader in
+    place of what they give a plain one (its chain says "choose the code JAX runs")."""
+    reasons = list(dict.fromkeys(w.chain[0] for w in ws))
+    shown = reasons if verbose else reasons[:1]
+    more = len(reasons) - len(shown)
+    lines = [f"    {reason}" for reason in shown]
+    if more:
+        lines[-1] += f" (and {plural(more, 'other reason')}: -v lists each)"
+    return [*lines, f"      {role.effect}"]
 
 
 def _missing(r: AuditReport) -> list[str]:
@@ -213,6 +239,10 @@ def origins_json(origins: Origins | None) -> dict[str, object] | None:
     return {"ledger": _path(origins.ledger), "ledger_problem": origins.ledger_problem,
             "ledger_lines_skipped": origins.ledger_skipped,
             **origins.counts(),
+            # the policy's trusted_ledgers, as read (a problem: it vouched for nothing)
+            "trusted_ledgers": [
+                {"path": _path(t.path), "owner": None if t.problem else t.owner,
+                 "problem": t.problem} for t in origins.trusted],
             # the build the entries of yours were judged for, and how many of each outcome
             "build": None if reader is None else {
                 "fingerprint": reader.id if reader.build else None,
@@ -234,7 +264,10 @@ def audit_dict(r: AuditReport) -> dict[str, object]:
         "writers": [
             {"principal": str(w.principal), "kind": w.principal.kind, "id": w.principal.id,
              "trust": w.trust, "action": w.action, "target": _path(w.target),
-             "chain": list(w.chain)}
+             "chain": list(w.chain),
+             # a sealed reader's audit: what this writer can do under the seal (signer,
+             # recompiles); null: not sealed, trusted, or a holder of a key nobody declared
+             "sealed_as": _role(r.sealed_as.get(w.principal))}
             for w in r.writers
         ],
         "untrusted_writers": sorted(r.writer_names(Trust.UNTRUSTED)),
@@ -262,6 +295,10 @@ def audit_dict(r: AuditReport) -> dict[str, object]:
         "findings": [{"code": f.code, "effect": f.effect, "message": f.message,
                       "path": _path(f.path), "remedy": f.remedy} for f in r.findings],
     }
+
+
+def _role(role: SealedRole | None) -> str | None:
+    return None if role is None else role.value
 
 
 def render_json(r: AuditReport, *, verbose: bool = False) -> str:

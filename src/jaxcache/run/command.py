@@ -361,7 +361,8 @@ def _origin_summary(report: AuditReport) -> dict[str, object] | None:
         return None
     said = [f for f in report.findings if f.code in (
         "origin.unknown", "origin.changed", "origin.declared", "origin.ledger",
-        "origin.other-build", "origin.build-unknown")]
+        "origin.other-build", "origin.build-unknown", "origin.trusted-writer",
+        "origin.trusted-ledger")]
     return {**o.counts(), "ledger_problem": o.ledger_problem,
             "not_yours": [{"name": safe(e.name), "origin": e.origin} for e in o.entries
                           if e.origin != "yours"],

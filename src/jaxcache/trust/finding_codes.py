@@ -306,6 +306,23 @@ CODES: tuple[FindingCode, ...] = (
     _c("origin.declared", (NOTE,),
        "entries of unknown origin accepted because the policy's restored_from names their source",
        "the policy's word stands in for the ledger", "nothing"),
+    _c("origin.trusted-writer", (UNSAFE, NOTE),
+       "entries of unknown origin whose file a writer the policy trusts here owns: written by "
+       "that writer, not in your origin ledger",
+       "owning a file proves who wrote it, not that a job jaxcache watched compiled it; under CI "
+       "or --require-origin that is not enough",
+       "name the writer's ledger in the policy (trusted_ledgers): entries it vouches for count "
+       "as known", detail="unsafe under CI or with --require-origin, a note otherwise"),
+    _c("origin.vouched", (NOTE,),
+       "entries a trusted writer's ledger (trusted_ledgers) vouches for, by whose ledger",
+       "that writer's watched jobs wrote them: they count as known, checked by their bytes",
+       "nothing"),
+    _c("origin.trusted-ledger", (WARNING,),
+       "a ledger trusted_ledgers names failed the trusted-input check (owned by someone the "
+       "policy does not trust here, writable by others, missing, copied): it vouches for nothing",
+       "a ledger others can write could vouch for their entries",
+       "fix what the message says (the ledger and its folders written only by its trusted "
+       "writer, readable by you), or remove it from trusted_ledgers"),
     _c("origin.ledger", (WARNING,),
        "the origin ledger is not a trusted input (e.g. others can write it): no entry counts as "
        "yours",

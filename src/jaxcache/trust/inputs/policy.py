@@ -18,6 +18,9 @@ and only from a file that no one but its owner (us or root) can modify.
                                               # host-side owners, in a container) you vouch for
     restored_from = "actions/cache, written only by the default branch"  # entries jaxcache did
                                               # not see written: their source, trusted by name
+    trusted_ledgers = ["/home/alice/.local/state/jaxcache/origin.ledger"]  # the origin
+                                              # ledgers of trusted writers: what their watched
+                                              # jobs wrote counts as known (docs/audit.md)
     [[cache]]
     path = "gs://jaxbar/cache"                # a bucket prefix: only the key settings apply,
     trusted_keys = [{ holder = "ci-publisher", key = "ed25519:..." }]  # holder names a

@@ -46,7 +46,7 @@ def _is_name(value: object) -> TypeGuard[str]:
 
 
 def _rule(data: Mapping[str, object], where: str, accounts: Accounts, url: bool = False) -> Rule:
-    unknown = set(data) - _RULE_KEYS - _KEY_SETTINGS - {"restored_from"} - (
+    unknown = set(data) - _RULE_KEYS - _KEY_SETTINGS - {"restored_from", "trusted_ledgers"} - (
         {"path"} if where != "top level" else {"cache"})
     if unknown:
         raise PolicyError(f"policy: unknown key(s) {safe(', '.join(sorted(unknown)))} at "
@@ -97,6 +97,7 @@ def _rule(data: Mapping[str, object], where: str, accounts: Accounts, url: bool 
     if restored is not None and url:
         raise PolicyError(f"policy: {where} is a bucket: restored_from applies to a local "
                           "directory (a bucket's entries are judged by their signatures)")
+    ledgers = _trusted_ledgers(data.get("trusted_ledgers", []), where, url)
     names = tuple(lists["trusted_users"]) + tuple(f"group {g}" for g in lists["trusted_groups"])
     return Rule(frozenset(uids), frozenset(gids), frozenset(lists["accepted_filesystems"]), names,
                 _trusted_keys(data.get("trusted_keys", []), where, accounts, url),
@@ -104,7 +105,24 @@ def _rule(data: Mapping[str, object], where: str, accounts: Accounts, url: bool 
                 (restored.strip(),) if restored is not None else (),
                 _revoked_keys(data.get("revoked_keys", []), where),
                 _signatures_needed(data.get("signatures_needed"), where), frozenset(signers),
-                _require_build(data.get("require_build", False), where))
+                _require_build(data.get("require_build", False), where), ledgers)
+
+
+def _trusted_ledgers(items: object, where: str, url: bool) -> tuple[str, ...]:
+    """trusted_ledgers = ["/home/teamb/.local/state/jaxcache/origin.ledger"]: the origin
+    ledgers of writers this table (or the top level) trusts, by absolute path."""
+    if not isinstance(items, list) or not all(_is_name(i) for i in items):
+        raise PolicyError(f"policy: trusted_ledgers at {where} must be a list of absolute "
+                          "paths (a trusted writer's origin ledger, e.g. "
+                          "\"/home/teamb/.local/state/jaxcache/origin.ledger\")")
+    if items and url:
+        raise PolicyError(f"policy: {where} is a bucket: trusted_ledgers applies to a local "
+                          "directory (a bucket's entries are judged by their signatures)")
+    for item in items:
+        if not os.path.isabs(item) or item.endswith("/"):
+            raise PolicyError(f"policy: trusted_ledgers {quoted(item)} at {where} must be the "
+                              "absolute path of a ledger file")
+    return tuple(dict.fromkeys(os.path.normpath(i) for i in items))
 
 
 def _trusted_keys(items: object, where: str, accounts: Accounts, url: bool = False

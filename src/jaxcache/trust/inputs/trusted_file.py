@@ -105,11 +105,14 @@ def opened(path: str, kind: Kind, *, follow: bool = False,
 
 
 def streamed(path: str, kind: Kind, *, missing_ok: bool = False,
-             accounts: Accounts | None = None) -> tuple[int, os.stat_result] | None:
+             accounts: Accounts | None = None, also: frozenset[int] = frozenset()
+             ) -> tuple[int, os.stat_result] | None:
     """A trusted file judged as read() judges it, left open for a reader that reads it in
     chunks (chunks(), bounded by the kind's limit) instead of holding it whole: the origin
-    ledger, which grows to tens of megabytes. The caller closes the descriptor."""
-    return _opened(path, kind, missing_ok, accounts)
+    ledger, which grows to tens of megabytes. The caller closes the descriptor. `also`: the
+    users besides you and root who may own and write the file and its folders (a trusted
+    writer's own ledger, trust/inputs/ledger.py's load_trusted)."""
+    return _opened(path, kind, missing_ok, accounts, also)
 
 
 def chunks(fd: int, what: str, kind: Kind) -> Iterator[bytes]:
@@ -129,8 +132,8 @@ def chunks(fd: int, what: str, kind: Kind) -> Iterator[bytes]:
         yield chunk
 
 
-def _opened(path: str, kind: Kind, missing_ok: bool,
-            accounts: Accounts | None) -> tuple[int, os.stat_result] | None:
+def _opened(path: str, kind: Kind, missing_ok: bool, accounts: Accounts | None,
+            also: frozenset[int] = frozenset()) -> tuple[int, os.stat_result] | None:
     if not isinstance(path, str) or not path:
         raise InputError(f"give a file name for the {kind.name}")
     what = f"{kind.name} {safe(path)}"
@@ -168,8 +171,8 @@ def _opened(path: str, kind: Kind, missing_ok: bool,
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):  # replaced between lstat and open
             raise InputError(f"{what} changed while it was being opened")
-        _check_file(fd, st, what, kind, accounts)
-        _check_parents(parent, what, kind, accounts)
+        _check_file(fd, st, what, kind, accounts, also)
+        _check_parents(parent, what, kind, accounts, also)
         if kind in (POLICY, PUBLIC_KEY, SIGNING_KEY, PIN_FILE, LIBRARY):
             _check_handles(full, st, what, kind, accounts)
     except BaseException:
@@ -257,11 +260,14 @@ def _missing(kind: Kind, path: str) -> str:
 
 
 def _check_file(fd: int, st: os.stat_result, what: str, kind: Kind,
-                accounts: Accounts) -> None:
+                accounts: Accounts, also: frozenset[int] = frozenset()) -> None:
     me = os.geteuid()
-    if st.st_uid not in (0, me):
+    mine = {0, me} | also
+    if st.st_uid not in mine:
+        owners = "you or root" if not also else \
+            f"you, root or {', '.join(sorted(accounts.user_name(u) for u in also))}"
         raise InputError(_fit(f"{what} is owned by {accounts.user_name(st.st_uid)}, not by "
-                              "you or root", f"whoever owns it {kind.stake}"))
+                              f"{owners}", f"whoever owns it {kind.stake}"))
     try:
         acl = aclmod.read(f"/proc/self/fd/{fd}", aclmod.ACCESS, follow=True)
     except (aclmod.AclFormatError, OSError) as exc:
@@ -272,7 +278,7 @@ def _check_file(fd: int, st: os.stat_result, what: str, kind: Kind,
 
         others = [g for g in principals.writers(safe(what), st.st_uid, st.st_gid, st.st_mode,
                                                 acl, accounts, want=aclmod.WRITE)
-                  if not (g.principal.kind == "user" and g.principal.id in (0, me))]
+                  if not (g.principal.kind == "user" and g.principal.id in mine)]
         if others:
             who = ", ".join(sorted({str(g.principal) for g in others}))
             raise InputError(_fit(f"{what} is writable by {who} through its ACL",
@@ -283,13 +289,16 @@ def _check_file(fd: int, st: os.stat_result, what: str, kind: Kind,
                               f"anyone who can edit it {kind.stake}"))
 
 
-def _check_parents(parent: str, what: str, kind: Kind, accounts: Accounts) -> None:
+def _check_parents(parent: str, what: str, kind: Kind, accounts: Accounts,
+                   also: frozenset[int] = frozenset()) -> None:
     """The directories above the file must be as private as the file: whoever can rename
-    one of them, or replace names in the last, can swap in a file of their own."""
+    one of them, or replace names in the last, can swap in a file of their own (`also`: the
+    users besides you and root who may)."""
     from jaxcache.trust.judgement.audit import audit
-    from jaxcache.trust.rules.policy_rules import EMPTY
+    from jaxcache.trust.rules.policy_rules import EMPTY, Policy, Rule
 
-    report = audit(parent, policy=EMPTY, scan_processes=False, scan_handles=False,
+    policy = Policy(default=Rule(trusted_uids=also)) if also else EMPTY
+    report = audit(parent, policy=policy, scan_processes=False, scan_handles=False,
                    accounts=accounts)
     bad = [w for w in report.untrusted if w.action not in _HARMLESS]
     blind = [f for f in report.findings if f.effect is Effect.UNVERIFIABLE

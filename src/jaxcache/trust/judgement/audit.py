@@ -37,11 +37,11 @@ from jaxcache.trust.provenance import origin as originmod
 from jaxcache.trust.rules import policy_rules as rulesmod
 from jaxcache.trust.rules import target as targetmod
 from jaxcache.trust.rules.policy_rules import EMPTY, Policy, Rule
-from jaxcache.values import frozen
+from jaxcache.values import field, frozen
 
 TYPE_CHECKING = False  # typing itself costs `jaxcache run` start-up time: names for the type
 if TYPE_CHECKING:  # checker only
-    from collections.abc import Callable
+    from collections.abc import Callable, Mapping
 
     from jaxcache.fingerprint.model import Fingerprint
     from jaxcache.trust.inputs.public_keys import PublicKey
@@ -68,6 +68,9 @@ class AuditReport:
     policy: str | None
     handles: HandleScan | None = None  # None: not looked for
     origins: originmod.Origins | None = None  # a plain reader's local directory: who wrote what
+    # a sealed reader's audit: what each writer a plain reader does not trust can do under the
+    # seal (sealed_view.roles(): a declared signer, or one who can only cause recompiles)
+    sealed_as: Mapping[pr.Principal, sealedmod.SealedRole] = field(default_factory=dict)
 
     @property
     def untrusted(self) -> tuple[Writer, ...]:
@@ -137,6 +140,8 @@ def audit(given: str, *, policy: Policy = EMPTY, as_user: int | None = None,
     w, fd = walk_open(tgt.path)
     ids = None
     origins = None
+    rule = policy.declared(w.resolved)  # the walk judged here, not a second one
+    trust = _Trust(uid, rule, accounts)
     try:
         inventory = None
         if w.exists and entries:
@@ -145,7 +150,9 @@ def audit(given: str, *, policy: Policy = EMPTY, as_user: int | None = None,
             if ledger is not None and not sealed and uid == os.geteuid() and \
                     inventory.entries:
                 origins = originmod.judge(inventory, fd, ledger, w.anchor_node.path,
-                                          fingerprint() if fingerprint is not None else None)
+                                          fingerprint() if fingerprint is not None else None,
+                                          origin_findings.trusted_ledgers(ledger, rule,
+                                                                          accounts))
             if scan_handles:
                 from jaxcache.trust.kernel import open_handles as handlesmod
 
@@ -157,8 +164,6 @@ def audit(given: str, *, policy: Policy = EMPTY, as_user: int | None = None,
         raise PolicyError(
             f"policy {safe(policy.source)} lies inside the audited tree {safe(resolved)}: "
             "whoever can write there could edit whom you trust")
-    rule = policy.declared(resolved)  # the walk judged here, not a second one
-    trust = _Trust(uid, rule, accounts)
     mounts = mountsmod.read_mounts()
     components = tuple(_component(w, n, mounts, accounts) for n in w.nodes)
     writers = _writers(w, accounts, trust, uid)
@@ -184,7 +189,10 @@ def audit(given: str, *, policy: Policy = EMPTY, as_user: int | None = None,
                            if e.kind == "signature") if inventory is not None else frozenset()
         findings += origin_findings.findings(origins, resolved, ci=cimod.detect(env),
                                              required=require_origin,
-                                             restored_from=rule.restored_from, signed=signed)
+                                             restored_from=rule.restored_from, signed=signed,
+                                             trusted_writers=origin_findings.trusted_owners(
+                                                 origins, accounts,
+                                                 lambda p: trust(p) is Trust.POLICY))
     processes = None
     if scan_processes and w.exists:
         from jaxcache.trust.kernel import cache_users as procsmod
@@ -213,18 +221,23 @@ def audit(given: str, *, policy: Policy = EMPTY, as_user: int | None = None,
 
         ring = keyring.for_rule(rule, sealed_keys)
     holders: dict[str, Trust] = {}  # a local path's policy names local users only (policy.py
-    for k in rule.trusted_keys:  # refuses others)
+    undeclared: set[int] = set()  # refuses others)
+    for k in rule.trusted_keys:
         holder_uid = accounts.uid_of(k.holder) if k.holder else None
         if k.holder and holder_uid is not None:
             holders[k.holder] = Trust.POLICY if holder_uid in rule.trusted_signers else \
                 trust(accounts.user(holder_uid))
+            if holders[k.holder] is Trust.UNTRUSTED:
+                undeclared.add(holder_uid)
     findings, is_sealed = sealedmod.account(findings, writers, ring, holders)
+    sealed_as = sealedmod.roles(writers, rule.trusted_signers, frozenset(undeclared)) \
+        if is_sealed else {}
     verdict = verdictmod.verdict(findings, writers)
     if is_sealed and verdict.ok:
         verdict = Verdict.SEALED
     return AuditReport(given, tgt.path, resolved, w.exists, verdict, me,
                        tuple(writers), components, w.missing, inventory, processes,
-                       tuple(findings), policy.source, held, origins)
+                       tuple(findings), policy.source, held, origins, sealed_as)
 
 
 def _vouched_outsiders(writers: list[Writer], w: Walk, mounts: tuple[Mount, ...], rule: Rule

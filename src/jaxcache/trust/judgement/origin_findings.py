@@ -10,10 +10,17 @@ decide by it.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Mapping
 
 from jaxcache.text import safe, some
 from jaxcache.trust.findings import NOTE, UNSAFE, WARNING, Finding
 from jaxcache.trust.provenance.origin import CHANGED, NO_JAXLIB_WHY, UNKNOWN, Origins, build_reason
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from jaxcache.trust.kernel.principals import Accounts, Principal
+    from jaxcache.trust.provenance.ledger_file import Ledger
+    from jaxcache.trust.rules.policy_rules import Rule
 
 UNKNOWN_WHY = ("not written by any job jaxcache watched: if this directory was restored from a "
                "CI cache, copied or baked into an image, its entries are as trustworthy as "
@@ -39,14 +46,20 @@ def refusal(ci: str | None, required: bool, restored_from: tuple[str, ...]) -> s
 
 
 def findings(origins: Origins, path: str, *, ci: str | None, required: bool,
-             restored_from: tuple[str, ...], signed: frozenset[str] = frozenset()
-             ) -> list[Finding]:
+             restored_from: tuple[str, ...], signed: frozenset[str] = frozenset(),
+             trusted_writers: Mapping[int, str] | None = None) -> list[Finding]:
     """What the origins mean for a plain reader (refusal() decides UNSAFE or a warning); the
     reason is said in words, with the remedy. Changed entries come before unknown ones, and
     each list names the worst first: entries without a signature file (`signed`: the names
-    that have one beside them) before those with one, counted by kind."""
+    that have one beside them) before those with one, counted by kind. Entries of unknown
+    origin whose file a writer the policy trusts here owns (`trusted_writers`: uid -> name)
+    are said to be theirs, not in your ledger (a note where they are not refused: the policy
+    trusts that writer to write here); entries the ledgers of trusted writers vouch for
+    (the policy's trusted_ledgers) are known, and a trusted ledger that cannot be trusted
+    vouches for nothing, named."""
     unknown, changed = origins.count(UNKNOWN), origins.count(CHANGED)
     out = []
+    out += trusted_ledger_findings(origins)
     if origins.ledger_problem:
         out.append(Finding("origin.ledger", WARNING,
                            f"the origin ledger cannot be trusted, so no entry counts as "
@@ -77,13 +90,61 @@ def findings(origins: Origins, path: str, *, ci: str | None, required: bool,
     why = refusal(ci, required, restored_from)
     effect = UNSAFE if why else WARNING
     remedy = REMEDY.format(path=json.dumps(safe(path)))
-    for origin, code, count, text in ((CHANGED, "origin.changed", changed, CHANGED_WHY),
-                                      (UNKNOWN, "origin.unknown", unknown, UNKNOWN_WHY)):
-        if not count:
+    owners = trusted_writers or {}
+    theirs: dict[str, list[str]] = {}  # unknown entries a trusted writer's file, by writer
+    for e in origins.entries:
+        if e.origin == UNKNOWN and e.owner is not None and e.owner in owners:
+            theirs.setdefault(owners[e.owner], []).append(e.name)
+    for origin, code, text in ((CHANGED, "origin.changed", CHANGED_WHY),
+                               (UNKNOWN, "origin.unknown", UNKNOWN_WHY)):
+        names = [e.name for e in origins.entries if e.origin == origin and (
+            origin != UNKNOWN or e.owner not in owners)]
+        if not names:
             continue
-        names = [e.name for e in origins.entries if e.origin == origin]
-        out.append(Finding(code, effect, f"{_entries(count)} {text} ({_worst_first(names, signed)})"
+        out.append(Finding(code, effect, f"{_entries(len(names))} {text} "
+                           f"({_worst_first(names, signed)})"
                            + (f"; refused {why}" if why else ""), path, remedy))
+    for who, names in theirs.items():
+        out.append(Finding("origin.trusted-writer", effect if why else NOTE,
+                           f"{_entries(len(names))} written by {safe(who)}, a trusted writer; "
+                           f"not in your origin ledger ({_worst_first(names, signed)})"
+                           + (f"; refused {why}: nothing vouches that a job jaxcache watched "
+                              "wrote them" if why else ""), path,
+                           TRUSTED_WRITER_REMEDY.format(who=safe(who),
+                                                        path=json.dumps(safe(path)))))
+    return out
+
+
+TRUSTED_WRITER_REMEDY = (
+    "for them to count as known (what CI and --require-origin need), have {who} run the jobs "
+    "that write here with jaxcache and name {who}'s origin ledger in the policy: [[cache]] "
+    "path = {path} trusted_ledgers = [\"<{who}'s $XDG_STATE_HOME>/jaxcache/origin.ledger\"] "
+    "(readable by you, writable by {who} alone: docs/audit.md, \"Trusted writers' ledgers\")")
+
+
+def trusted_ledger_findings(origins: Origins) -> list[Finding]:
+    """What the ledgers of trusted writers (the policy's trusted_ledgers) did: one that cannot
+    be trusted vouches for nothing, said with why (a warning: its writer's entries stay of
+    unknown origin, refused where origin is required); what the others vouch for, a note."""
+    out = []
+    for t in origins.trusted:
+        if t.problem:
+            out.append(Finding("origin.trusted-ledger", WARNING,
+                               f"the trusted writers' ledger {safe(t.path)} vouches for "
+                               f"nothing: {t.problem}", t.path,
+                               "its owner (a writer the policy trusts for this cache) keeps it "
+                               "where no one else can write it or a folder above, readable by "
+                               "you; or remove it from trusted_ledgers"))
+        elif t.other_boot:
+            out.append(Finding("origin.other-boot", NOTE,
+                               f"{t.other_boot} line(s) of {safe(t.owner)}'s origin ledger were "
+                               "written before this machine last started: under CI they vouch "
+                               "for nothing", t.path))
+    for who, names in origins.vouched().items():
+        out.append(Finding("origin.vouched", NOTE,
+                           f"{_entries(len(names))} written by jobs of {safe(who)} (a trusted "
+                           f"writer) that jaxcache watched, by {safe(who)}'s origin ledger "
+                           f"({some(names)})", None))
     return out
 
 
@@ -146,3 +207,30 @@ def _counted(unknown: int, changed: int) -> str:
     if changed:
         parts.append(f"{changed} changed since written")
     return " and ".join(parts)
+
+
+def trusted_ledgers(ledger: Ledger, rule: Rule, accounts: Accounts) -> tuple[Ledger, ...]:
+    """The ledgers of the writers the policy trusts for a cache, as it names them
+    (trusted_ledgers), each read as a trusted input one of those writers may own
+    (trust/inputs/ledger.py's load_trusted, which the loaded `ledger` knows: that loader sits
+    above the audit)."""
+    if not rule.trusted_ledgers or ledger.others is None:
+        return ()
+    writers = set(rule.trusted_uids)
+    for gid in rule.trusted_gids:
+        writers |= accounts.members(gid)
+    return tuple(ledger.others(path, frozenset(writers)) for path in rule.trusted_ledgers)
+
+
+def trusted_owners(origins: Origins, accounts: Accounts,
+                   trusted: Callable[[Principal], bool]) -> dict[int, str]:
+    """The owners of entries of unknown origin whom the policy trusts to write here
+    (`trusted`: the audit's judgement of a principal), by uid: findings() says what is true of
+    those (written by a trusted writer, not in your ledger)."""
+    out = {}
+    for e in origins.entries:
+        if e.origin == UNKNOWN and e.owner is not None and e.owner not in out:
+            who = accounts.user(e.owner)
+            if trusted(who):
+                out[e.owner] = who.name
+    return out

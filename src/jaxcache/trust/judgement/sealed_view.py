@@ -9,6 +9,8 @@ key's holder is a declared writer (you, root, or trusted in the policy): signing
 
 from __future__ import annotations
 
+from enum import Enum
+
 from jaxcache.trust.findings import NOTE, UNSAFE, UNVERIFIABLE, WARNING, Finding, Writer
 from jaxcache.trust.kernel.principals import Trust
 
@@ -16,6 +18,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
+    from jaxcache.trust.kernel.principals import Principal
     from jaxcache.trust.rules.keyring import KeyRing
 
 # findings about who can write, or about a filesystem whose writers cannot be known
@@ -65,6 +68,49 @@ def account(findings: list[Finding], writers: list[Writer], ring: KeyRing | None
                     for k in keys)
         + needed + "; `jaxcache verify DIR` checks every entry", None))
     return out, True
+
+
+class SealedRole(str, Enum):
+    """What a writer a plain reader does not trust can do to a sealed reader (the sealed rule):
+    a declared signer (trusted_signers) is trusted for what its key signs, and its unsigned
+    writes are rejected like anyone's; a writer without a trusted key can only cost
+    recompiles. The holder of a trusted key nobody declared has no role: whatever it signs
+    loads (seal.holder-undeclared), so it stays untrusted."""
+
+    SIGNER = "signer"
+    RECOMPILES = "recompiles"
+
+    def __str__(self) -> str:
+        return self.value
+
+    @property
+    def tag(self) -> str:
+        """The writer's tag in the audit's list, in place of [untrusted]."""
+        return {SealedRole.SIGNER: "declared signer: what its trusted key signs loads",
+                SealedRole.RECOMPILES: "can cause recompiles"}[self]
+
+    @property
+    def effect(self) -> str:
+        """What its powers over the directory amount to for a sealed reader."""
+        return ("-> under the seal: can delete entries or plant ones a sealed reader rejects "
+                "(jobs recompile), not choose the code JAX runs")
+
+
+def roles(writers: list[Writer], signers: frozenset[int], undeclared: frozenset[int]
+          ) -> dict[Principal, SealedRole]:
+    """The sealed role of each writer a plain reader does not trust (account() said sealing
+    applies): `signers` are the policy's trusted_signers, `undeclared` the users who hold a
+    trusted key without being declared (no role: they can choose the code)."""
+    out: dict[Principal, SealedRole] = {}
+    for w in writers:
+        p = w.principal
+        if w.trust is not Trust.UNTRUSTED or p in out:
+            continue
+        if p.kind == "user" and p.id in undeclared:
+            continue
+        out[p] = SealedRole.SIGNER if p.kind == "user" and p.id in signers else \
+            SealedRole.RECOMPILES
+    return out
 
 
 ROTATE = ("make a new key (jaxcache keygen --name ...), trust it beside this one, co-sign the "

@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 
 from jaxcache.fingerprint.model import SHORT, Fingerprint
 from jaxcache.values import field, frozen
@@ -213,6 +213,14 @@ class Ledger:
     # writer fingerprint id -> what it stands for (None: its line is not a fingerprint)
     fingerprints: Mapping[str, Fingerprint | None] = field(
         default_factory=lambda: _Fingerprints({}))
+    # whose ledger this is, where it is another writer's (a policy's trusted_ledgers): the
+    # name of the trusted writer that owns the file; "": yours
+    owner: str = ""
+    # how to read another writer's ledger, as a trusted input that writer may own
+    # (trust/inputs/ledger.py's load_trusted, set by its load(): that loader audits the folders
+    # above, so it sits above the audit, which asks it for the ledgers a policy names):
+    # (path, the users the policy trusts there) -> Ledger
+    others: Callable[[str, frozenset[int]], Ledger] | None = None
 
 
 def header(dev: int, ino: int, born: int | None) -> bytes:
@@ -251,13 +259,15 @@ def parse(data: bytes, path: str,
 
 def parse_chunks(chunks: Iterable[bytes], path: str,
                  identity: tuple[int, int, int | None] | None = None,
-                 only_boot: str | None = None) -> Ledger:
+                 only_boot: str | None = None, owner: str = "",
+                 others: Callable[[str, frozenset[int]], Ledger] | None = None) -> Ledger:
     """The ledger read as `chunks`, a line at a time (a ledger grows to tens of megabytes: only
     each line's bytes are kept, by name). With `identity` (the device, inode and birth time of
     the file it is read from), the header must name that very file (unbound()): a ledger
     copied, restored or baked into an image together with a cache is another file, and counts
     for nothing. With `only_boot` (under CI: this boot's id), lines written in another boot
-    (or in none known) are left out and counted as `other_boot`."""
+    (or in none known) are left out and counted as `other_boot`. `owner` and
+    `others`: as Ledger holds them (whose ledger, how to read another writer's)."""
     by_name: dict[str, list[bytes]] = {}
     described: dict[str, bytes] = {}
     lines = skipped = other = 0
@@ -274,7 +284,7 @@ def parse_chunks(chunks: Iterable[bytes], path: str,
             if identity is not None:
                 problem = unbound(first, *identity)
                 if problem:
-                    return Ledger(path, {}, problem=problem)
+                    return Ledger(path, {}, problem=problem, owner=owner, others=others)
             if not first.startswith(HEADER.encode() + b"\t"):
                 parts.insert(0, first)
         for raw in parts:
@@ -304,7 +314,7 @@ def parse_chunks(chunks: Iterable[bytes], path: str,
         if identity is not None:
             problem = unbound(carry, *identity)
             if problem:
-                return Ledger(path, {}, problem=problem)
+                return Ledger(path, {}, problem=problem, owner=owner, others=others)
         if carry.startswith(HEADER.encode() + b"\t"):
             carry = b""
     if carry:
@@ -313,7 +323,8 @@ def parse_chunks(chunks: Iterable[bytes], path: str,
     if identity is not None and identity[2] is not None:
         bound = (identity[0], identity[1], identity[2])
     return Ledger(path, _ByName(by_name), lines, skipped, identity=bound, other_boot=other,
-                  fingerprints=_Fingerprints(described))
+                  fingerprints=_Fingerprints(described), owner=owner,
+                  others=others)
 
 
 def _name(raw: bytes) -> str | None:

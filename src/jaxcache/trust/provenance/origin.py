@@ -54,7 +54,10 @@ if TYPE_CHECKING:
     from jaxcache.trust.kernel.entries import Inventory
 
 YOURS, UNKNOWN, CHANGED = "yours", "unknown", "changed"
-ORDER = (YOURS, UNKNOWN, CHANGED)  # as reports list them
+# written by a watched job of a writer the policy trusts, by that writer's own ledger (the
+# policy's trusted_ledgers, trust/inputs/ledger.py's load_trusted)
+VOUCHED = "vouched"
+ORDER = (YOURS, VOUCHED, UNKNOWN, CHANGED)  # as reports list them
 _HASH_CHUNK = 1 << 20
 READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
 
@@ -62,8 +65,8 @@ READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_N
 @frozen
 class EntryOrigin:
     name: str
-    origin: str  # yours | unknown | changed
-    written_at: float | None = None  # when a watched job wrote it (yours, changed)
+    origin: str  # yours | vouched | unknown | changed
+    written_at: float | None = None  # when a watched job wrote it (yours, vouched, changed)
     # the writer's fingerprint id as the ledger line names it ("": the line names none, an
     # older jaxcache's); None: not judged (no fingerprint given, or not yours: nothing is known
     # of the build that wrote an entry of unknown origin)
@@ -72,6 +75,9 @@ class EntryOrigin:
     # writer's fingerprint line (built()), and whether it names another build or host
     build: Judgement | None = None
     other_build: bool = False
+    # vouched: whose ledger vouches for it (the trusted writer that owns that ledger)
+    vouched_by: str = ""
+    owner: int | None = None  # the file's owner (uid), as the inventory found it
 
 
 @frozen
@@ -90,6 +96,9 @@ class Origins:
     # fingerprint lines (what each writer's id stands for)
     reader: Fingerprint | None = None
     described: Mapping[str, Fingerprint | None] = field(default_factory=dict)
+    # the ledgers of trusted writers consulted (the policy's trusted_ledgers), each with its
+    # owner's name, or its problem (then it vouched for nothing)
+    trusted: tuple[Ledger, ...] = ()
 
     def count(self, origin: str) -> int:
         return sum(1 for e in self.entries if e.origin == origin)
@@ -99,6 +108,14 @@ class Origins:
 
     def by_name(self) -> dict[str, str]:
         return {e.name: e.origin for e in self.entries}
+
+    def vouched(self) -> dict[str, list[str]]:
+        """The entries trusted writers' ledgers vouch for, by the ledger's owner."""
+        out: dict[str, list[str]] = {}
+        for e in self.entries:
+            if e.origin == VOUCHED:
+                out.setdefault(e.vouched_by, []).append(e.name)
+        return out
 
     def other_build(self) -> tuple[EntryOrigin, ...]:
         return tuple(e for e in self.entries if e.other_build)
@@ -224,42 +241,52 @@ def may_load(w: Written, ledger: Ledger, reader: Fingerprint | None, reader_id: 
 
 
 def judge(inventory: Inventory, dir_fd: int, ledger: Ledger, directory: str = "",
-          reader: Fingerprint | None = None) -> Origins:
+          reader: Fingerprint | None = None, trusted: tuple[Ledger, ...] = ()) -> Origins:
     """The origin of each compiled-code entry of `inventory` (trust/kernel/entries.py), the
     directory (`directory`, for the lines relearned) open as `dir_fd`. An entry found yours by its
     bytes under a new identity (a copy of your own cache) is added to the ledger with it
     (ledger_writes.relearn()), so the next audit does not read it again. With `reader` (the
     fingerprint judging now: the caller's, computed once), each entry of yours says whether the
-    build that wrote it is this one (built())."""
+    build that wrote it is this one (built()). `trusted`: the ledgers of writers the policy
+    trusts here (its trusted_ledgers, each read by trust/inputs/ledger.py's load_trusted): an
+    entry yours does not vouch for whose bytes one of their lines names is theirs (vouched,
+    judged by its bytes: never by identity alone, never relearned); a name any ledger knows
+    with other bytes is changed. A trusted ledger with a problem vouches for nothing."""
     out = []
     relearned = []
     reader_id = _id(reader) if reader is not None else ""
 
-    def yours(name: str, w: Written) -> EntryOrigin:
+    def yours(name: str, w: Written, by: Ledger = ledger) -> EntryOrigin:
+        origin, whose = (YOURS, "") if by is ledger else (VOUCHED, by.owner)
         if reader is None:
-            return EntryOrigin(name, YOURS, w.at)
+            return EntryOrigin(name, origin, w.at, vouched_by=whose)
         if not _differs(w.build, reader, reader_id):  # a string comparison per entry
-            return EntryOrigin(name, YOURS, w.at, w.build)
-        j, other = built(w.build, ledger.fingerprints, reader, reader_id)
-        return EntryOrigin(name, YOURS, w.at, w.build, j, other)
+            return EntryOrigin(name, origin, w.at, w.build, vouched_by=whose)
+        j, other = built(w.build, by.fingerprints, reader, reader_id)
+        return EntryOrigin(name, origin, w.at, w.build, j, other, whose)
 
+    vouching = tuple(t for t in trusted if not t.problem)
     for e in inventory.entries:
         if e.type == "file" and (e.kind == "xla-subcache" or e.name.startswith("xla_gpu_")):
-            out.append(EntryOrigin(e.name, UNKNOWN))  # XLA writes these itself, unwitnessed
+            out.append(EntryOrigin(e.name, UNKNOWN, owner=e.uid))  # XLA writes these itself
             continue
         if e.kind != "cache" or e.type != "file":
             continue
         known = ledger.by_name.get(e.name, ())
-        if not known:
-            out.append(EntryOrigin(e.name, UNKNOWN))
+        theirs = [(t, w) for t in vouching for w in t.by_name.get(e.name, ())]
+        if not known and not theirs:
+            out.append(EntryOrigin(e.name, UNKNOWN, owner=e.uid))
             continue
         same = [w for w in known if w.identity == e.identity and w.size == e.size]
         if same and _sole(e.uid, e.mode) and not e.has_acl:
             out.append(yours(e.name, same[-1]))
             continue
         sized = [w for w in known if w.size == e.size]
-        read = digest_at(dir_fd, e.name, e.size) if sized else None
+        read = digest_at(dir_fd, e.name, e.size) if sized or any(
+            w.size == e.size for _, w in theirs) else None
         match = [w for w in sized if read is not None and w.sha256 == read[0]]
+        vouched = [(t, w) for t, w in theirs if read is not None and w.size == e.size
+                   and w.sha256 == read[0]]
         if match and read is not None:
             out.append(yours(e.name, match[-1]))
             st = read[1]
@@ -267,12 +294,15 @@ def judge(inventory: Inventory, dir_fd: int, ledger: Ledger, directory: str = ""
                 relearned.append(Written(e.name, read[0], e.size, (
                     st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns), match[-1].at,
                     directory, match[-1].boot, match[-1].build))  # the matched line's provenance
+        elif vouched:
+            out.append(yours(e.name, vouched[-1][1], vouched[-1][0]))
         else:
-            out.append(EntryOrigin(e.name, CHANGED, known[-1].at))
+            at = max(w.at for w in [*known, *(w for _, w in theirs)])
+            out.append(EntryOrigin(e.name, CHANGED, at, owner=e.uid))
     if relearned:
         relearn(ledger, tuple(relearned))
     return Origins(tuple(out), ledger.path, ledger.problem, ledger.skipped,
-                   ledger.other_boot, tuple(relearned), reader, ledger.fingerprints)
+                   ledger.other_boot, tuple(relearned), reader, ledger.fingerprints, trusted)
 
 
 def build_reason(e: EntryOrigin, origins: Origins) -> str:

@@ -39,6 +39,10 @@ class Rule:
     # a sealed reader misses entries whose signatures claim no build ("build unknown": signed
     # before build binding, or stripped of the claim), instead of loading them
     require_build: bool = False
+    # other writers' origin ledgers (absolute paths, as written): entries a watched job of a
+    # writer the policy trusts here wrote count as known, by their ledger, read as a trusted
+    # input owned by that writer (trust/inputs/ledger.py's load_trusted)
+    trusted_ledgers: tuple[str, ...] = ()
 
 
 @frozen
@@ -100,6 +104,7 @@ class Policy:
             max(r.signatures_needed for r in rules),
             frozenset().union(*(r.trusted_signers for r in rules)),
             any(r.require_build for r in rules),
+            tuple(dict.fromkeys(p for r in rules for p in r.trusted_ledgers)),
         )
 
 
