@@ -171,9 +171,9 @@ def main(argv: list[str] | None = None) -> None:
             from jaxcache.text import set_color
 
             set_color(args.color)
-        from jaxcache import project
+        from jaxcache.project import effective
 
-        project.current()  # every command reads the project file: one refused stops it here
+        effective.current()  # every command reads the project file: one refused stops it here
         if args.kind is not None:
             common.claim_output(args, args.kind)
         args.handler(args, tail)

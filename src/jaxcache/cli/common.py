@@ -11,8 +11,8 @@ import os
 import sys
 from collections.abc import Callable
 
-from jaxcache.project.project_toml import MAX_TRIALS as MAX_TRIALS
-from jaxcache.project.project_toml import MAX_WARM as MAX_WARM
+from jaxcache.project import MAX_TRIALS as MAX_TRIALS
+from jaxcache.project import MAX_WARM as MAX_WARM
 
 TYPE_CHECKING = False  # typing itself costs `jaxcache run` ~2 ms: names for the type checker only
 if TYPE_CHECKING:
@@ -293,11 +293,11 @@ def trials_flags(parser: argparse.ArgumentParser, what: str) -> None:
     said when the command runs: its --help still shows bench's own)."""
     from jaxcache.bench.trials import BenchConfig
     from jaxcache.errors import JaxcacheError
-    from jaxcache.project import chosen
+    from jaxcache.project import effective
 
     try:
-        trials = chosen.bench_trials(BenchConfig.trials)
-        warm = chosen.bench_warm(BenchConfig.warm)
+        trials = effective.bench_trials(BenchConfig.trials)
+        warm = effective.bench_warm(BenchConfig.warm)
     except JaxcacheError:
         trials, warm = BenchConfig.trials, BenchConfig.warm
     option(parser, "-t", "--trials", type=Range(int, 1, MAX_TRIALS), default=trials,
@@ -336,11 +336,11 @@ def threshold_flags(parser: argparse.ArgumentParser, where: str = "the job") -> 
 
 def threshold_env(args: argparse.Namespace) -> dict[str, str]:
     """The job-environment variables JAX reads its thresholds from: the flags given, else the
-    project file's where JAX's own variable is not set (project/chosen.py)."""
-    from jaxcache.project import chosen
+    project file's where JAX's own variable is not set (jaxcache/project/)."""
+    from jaxcache.project import effective
     from jaxcache.thresholds import FLAGS
 
-    from_file = chosen.file_thresholds(os.environ)
+    from_file = effective.file_thresholds(os.environ)
     given = {"--min-compile-time": getattr(args, "min_compile_time", None),
              "--min-entry-size": getattr(args, "min_entry_size", None)}
     return {FLAGS[flag]: repr(value if value is not None else filed)

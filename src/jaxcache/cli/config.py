@@ -50,15 +50,14 @@ def handle(args: argparse.Namespace, tail: None) -> None:
 
     Exit code: 0 shown; 2 a project file jaxcache refuses, or bad input.
     """
-    from jaxcache import project
     from jaxcache.bench.trials import BenchConfig
-    from jaxcache.project import chosen
+    from jaxcache.project import chosen, effective
     from jaxcache.report import config as report
 
-    config = project.current()
+    start, found, _ = effective.looked()
     settings = chosen.settings(os.environ, cache_flag=args.cache_dir,
                                compile_flag=args.min_compile_time,
                                size_flag=args.min_entry_size,
                                bench_defaults=(BenchConfig.trials, BenchConfig.warm))
     render = report.render_json if args.fmt == "json" else report.render_text
-    common.finish(args, render(config, settings), 0)
+    common.finish(args, render(start, found, settings), 0)

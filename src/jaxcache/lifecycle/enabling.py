@@ -99,10 +99,10 @@ def enable(path: str | None = None, *, policy: str | None = None, allow_untruste
     """
     _check_thresholds(min_compile_time, min_entry_size)
     if path is None or min_compile_time is None or min_entry_size is None:
-        from jaxcache.project import chosen  # the project file: refused before anything
+        from jaxcache.project import effective  # the project file: refused before anything
 
-        path = chosen.default_cache_dir(os.environ) if path is None else path
-        filed = chosen.file_thresholds(os.environ)
+        path = effective.default_cache_dir(os.environ) if path is None else path
+        filed = effective.file_thresholds(os.environ)
         min_compile_time = filed[0] if min_compile_time is None else min_compile_time
         min_entry_size = filed[1] if min_entry_size is None else min_entry_size
     path = _namespaced(path, namespace)

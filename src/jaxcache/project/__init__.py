@@ -1,40 +1,23 @@
 """The project file: `[tool.jaxcache]` in pyproject.toml, or `.jaxcache.toml` beside it.
 
 A project's defaults for every command and for enable(): the cache directory, JAX's write
-thresholds, the records folder, bench's trials. Found by walking up from the working directory
-to the nearest folder holding either file (locate.py: read through a descriptor, no link
-followed, bounded, owned by you or root), parsed once into a typed model (project_toml.py),
-and weighed against flags and JAX's variables in one place (chosen.py), which also says where
-each setting came from (`jaxcache config`). Trust settings are never read from it: they are
-the protected policy's (trust/inputs/policy.py), and a project file naming one is refused.
+thresholds, the records folder, bench's trials. effective.py walks up from the working
+directory to the nearest folder holding either file; locate.py reads it (through a descriptor,
+no link followed, bounded, owned by you or root); project_toml.py parses it once into a typed
+model. Each setting's candidates, in the order they win (a flag or enable()'s argument, JAX's
+variable where JAX has one, the project file), are listed once in effective.py: the first one
+set is the value, else the default. The commands' defaults, the default cache directory
+(trust/create.py), the records folder (records/record_dir.py) and enable() take the values
+from there; `jaxcache config` (chosen.py) also says where each came from. Trust settings are
+never read from a project file: they are the protected policy's (trust/inputs/policy.py).
 
-Nothing is imported and nothing parsed when no file is found: `jaxcache run` pays a few
-`open` calls that fail.
+The path of every `jaxcache run`: with no file (or a pyproject.toml that does not mention
+tool.jaxcache) it costs a few failed `open` calls and imports nothing.
 """
 
 from __future__ import annotations
 
-import os
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from jaxcache.project.project_toml import ProjectConfig
-
-_LOADED: dict[str, ProjectConfig] = {}  # per working directory: read once a process
-
-
-def current() -> ProjectConfig:
-    """The project file's settings as seen from the working directory (an empty ProjectConfig
-    when there is none), read once per directory; JaxcacheError (one line) when the file is
-    refused."""
-    try:
-        start = os.getcwd()
-    except OSError:  # the working directory was removed: no project above it
-        start = ""
-    known = _LOADED.get(start)
-    if known is None:
-        from jaxcache.project import locate, project_toml
-
-        found = locate.find(start) if start else None
-        known = _LOADED[start] = project_toml.parse(found, start)
-    return known
+# the bounds of bench's -t and -k, which a project file's [bench] is checked against too
+# (cli/common.py reads them here: nothing more is imported with them)
+MAX_TRIALS = 1000
+MAX_WARM = 100

@@ -1,7 +1,7 @@
-"""Finding the project file and reading its bytes, as a writer may have planted them.
+"""The project file's bytes, read as a writer may have planted them.
 
-From the working directory up, the first folder holding `.jaxcache.toml` or `pyproject.toml`
-ends the walk: `.jaxcache.toml` is read there if present (a pyproject.toml beside it is not),
+The walk (effective.py) stops at the first folder holding `.jaxcache.toml` or
+`pyproject.toml`: `.jaxcache.toml` is read there if present (a pyproject.toml beside it is not),
 else the pyproject.toml's `[tool.jaxcache]` table. A pyproject.toml without that table still
 ends the walk: it marks a project of its own, and a file further up (another project's, or one
 in a shared folder such as /tmp) is not this project's.
@@ -9,7 +9,7 @@ in a shared folder such as /tmp) is not this project's.
 The file is opened with O_NOFOLLOW (a symlink is refused, never followed), checked on its
 descriptor (a regular file, owned by you or root, not writable by everyone: its settings
 would otherwise be someone else's to choose) and read up to MAX_BYTES. A pyproject.toml that
-does not mention `tool.jaxcache` is not parsed at all (no tomllib import on a job's start-up).
+does not mention `tool.jaxcache` is not parsed at all (no tomllib on a job's start-up).
 """
 
 from __future__ import annotations
@@ -22,16 +22,18 @@ from jaxcache.errors import JaxcacheError
 from jaxcache.text import safe
 from jaxcache.values import frozen
 
-DOT_FILE = ".jaxcache.toml"
-PYPROJECT = "pyproject.toml"
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import NoReturn
+
 TABLE = "tool.jaxcache"
 MAX_BYTES = 1 << 20  # a pyproject.toml is a few KiB; more is not a project file jaxcache reads
 
 
 @frozen
 class Found:
-    """The file that ends the walk: its path, the table our settings are in (None for
-    .jaxcache.toml: the whole file), and its bytes (None: a pyproject.toml without
+    """The file that ended the walk: its path, the table our settings are in (None for
+    .jaxcache.toml, the whole file), and its bytes (None: a pyproject.toml without
     [tool.jaxcache], which holds no settings of ours)."""
 
     path: str
@@ -40,63 +42,48 @@ class Found:
 
     @property
     def label(self) -> str:
-        """How messages name it: the path, and the table for a pyproject.toml."""
+        """How messages name it: the path, and the table for a pyproject.toml (escaped)."""
         return safe(self.path) + (f" [{self.table}]" if self.table else "")
 
 
-def find(start: str) -> Found | None:
-    """The project file for the absolute directory `start`, or None (no file up to /)."""
-    here = start
-    while True:
-        dot = _read(os.path.join(here, DOT_FILE))
-        if dot is not None:
-            return Found(os.path.join(here, DOT_FILE), None, dot)
-        path = os.path.join(here, PYPROJECT)
-        data = _read(path)
-        if data is not None:
-            return Found(path, TABLE, data) if _mentions_table(data) else Found(path, None, None)
-        parent = os.path.dirname(here)
-        if parent == here:
-            return None
-        here = parent
+def refuse(path: str, exc: OSError) -> NoReturn:
+    """The file is there but cannot be opened: a symlink (O_NOFOLLOW), or no permission."""
+    if exc.errno == errno.ELOOP:
+        raise JaxcacheError(f"project file {safe(path)} is a symbolic link: jaxcache reads "
+                            "the file itself, never through a link (copy it there)")
+    raise JaxcacheError(f"project file {safe(path)} cannot be read: "
+                        f"{safe(exc.strerror or str(exc))}")
+
+
+def read(fd: int, path: str, in_pyproject: bool) -> Found:
+    """The file open on `fd` (closed here), checked and read."""
+    try:
+        _check(path, os.fstat(fd))
+        chunks, left = [], MAX_BYTES + 1
+        while left > 0:
+            chunk = os.read(fd, min(left, 1 << 16))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+    except OSError as exc:
+        refuse(path, exc)
+    finally:
+        os.close(fd)
+    data = b"".join(chunks)
+    if len(data) > MAX_BYTES:
+        raise JaxcacheError(f"project file {safe(path)} is larger than {MAX_BYTES >> 20} MiB: "
+                            "not a project file jaxcache reads")
+    if not in_pyproject:
+        return Found(path, None, data)
+    return Found(path, TABLE, data) if _mentions_table(data) else Found(path, None, None)
 
 
 def _mentions_table(data: bytes) -> bool:
     """Whether a pyproject.toml may hold [tool.jaxcache] (or tool.jaxcache.x = ..., or a [tool]
-    table naming jaxcache): spaces and quotes aside, the words are there. A file that does not
-    is not parsed."""
+    table naming jaxcache): spaces and quotes aside, the words are there."""
     squeezed = data.translate(None, b" \t\"'")
     return b"tool.jaxcache" in squeezed or (b"[tool]" in squeezed and b"jaxcache" in squeezed)
-
-
-def _read(path: str) -> bytes | None:
-    """The file's bytes; None when there is none; JaxcacheError when it is one jaxcache
-    will not read."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
-                     | os.O_NOCTTY)
-    except (FileNotFoundError, NotADirectoryError):
-        return None
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise JaxcacheError(f"project file {safe(path)} is a symbolic link: jaxcache reads "
-                                "the file itself, never through a link (copy it there)") from None
-        raise JaxcacheError(f"project file {safe(path)} cannot be read: "
-                            f"{safe(exc.strerror or str(exc))}") from None
-    try:
-        st = os.fstat(fd)
-        _check(path, st)
-        with os.fdopen(fd, "rb", closefd=False) as f:
-            data = f.read(MAX_BYTES + 1)
-    except OSError as exc:
-        raise JaxcacheError(f"project file {safe(path)} cannot be read: "
-                            f"{safe(exc.strerror or str(exc))}") from None
-    finally:
-        os.close(fd)
-    if len(data) > MAX_BYTES:
-        raise JaxcacheError(f"project file {safe(path)} is larger than {MAX_BYTES >> 20} MiB: "
-                            "not a project file jaxcache reads")
-    return data
 
 
 def _check(path: str, st: os.stat_result) -> None:

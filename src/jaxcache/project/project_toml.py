@@ -25,6 +25,7 @@ import math
 import os
 
 from jaxcache.errors import JaxcacheError
+from jaxcache.project import MAX_TRIALS, MAX_WARM
 from jaxcache.text import quoted, safe
 from jaxcache.values import frozen
 
@@ -33,10 +34,6 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from jaxcache.project.locate import Found
-
-# the bounds of bench's -t and -k (cli/common.py reads them here)
-MAX_TRIALS = 1000
-MAX_WARM = 100
 
 # every key of the policy file (trust/inputs/policy_toml.py), and its own name
 TRUST_KEYS = frozenset({
@@ -54,10 +51,8 @@ TABLES = ("records", "bench")
 class ProjectConfig:
     """What the project file sets (None: not set there), and where it is."""
 
-    start: str  # the directory the walk started from
-    path: str | None = None  # the file that ended the walk; None: none up to /
+    path: str  # the file
     table: str | None = None  # "tool.jaxcache" in a pyproject.toml; None: .jaxcache.toml
-    read: bool = False  # False for a pyproject.toml without [tool.jaxcache]: nothing set there
     cache_dir: str | None = None
     min_compile_time: float | None = None
     min_entry_size: int | None = None
@@ -69,21 +64,15 @@ class ProjectConfig:
     @property
     def label(self) -> str:
         """The file as messages and `jaxcache config` name it (escaped)."""
-        if self.path is None:
-            return "none"
         return safe(self.path) + (f" [{self.table}]" if self.table else "")
 
 
-def parse(found: Found | None, start: str) -> ProjectConfig:
-    """The settings of the file found from `start` (an empty ProjectConfig without one)."""
-    if found is None:
-        return ProjectConfig(start)
-    if found.data is None:
-        return ProjectConfig(start, found.path)
+def parse(found: Found) -> ProjectConfig:
+    """The settings of the file found (its bytes are there: locate.py read them)."""
     from jaxcache import validate as v
 
     try:
-        doc: Mapping[str, object] = v.parse_toml(found.data)
+        doc: Mapping[str, object] = v.parse_toml(found.data or b"")
     except v.Unreadable as exc:
         raise JaxcacheError(f"project file {safe(found.path)} is {exc}") from None
     if found.table is not None:
@@ -93,10 +82,10 @@ def parse(found: Found | None, start: str) -> ProjectConfig:
                 raise JaxcacheError(f"project file {safe(found.path)}: [{found.table}] must be "
                                     "a table")
             doc = inner
-    return _settings(doc, found, start)
+    return _settings(doc, found)
 
 
-def _settings(doc: Mapping[str, object], found: Found, start: str) -> ProjectConfig:
+def _settings(doc: Mapping[str, object], found: Found) -> ProjectConfig:
     where = found.label
     flat: dict[str, object] = {}
     for key, value in doc.items():
@@ -108,7 +97,7 @@ def _settings(doc: Mapping[str, object], found: Found, start: str) -> ProjectCon
         _known(where, key)
     base = os.path.dirname(found.path)
     return ProjectConfig(
-        start, found.path, found.table, True,
+        found.path, found.table,
         cache_dir=_path(where, "cache_dir", flat.get("cache_dir"), base, urls=True),
         min_compile_time=_seconds(where, "min_compile_time", flat.get("min_compile_time")),
         min_entry_size=_whole(where, "min_entry_size", flat.get("min_entry_size"), -1, None),

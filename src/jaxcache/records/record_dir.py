@@ -43,10 +43,10 @@ _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_
 
 def runs_dir() -> str:
     """Where `jaxcache run` writes records by default (the project file's [records] dir, else
-    the state folder's jaxcache/runs: project/chosen.py)."""
-    from jaxcache.project import chosen
+    the state folder's jaxcache/runs: jaxcache/project/)."""
+    from jaxcache.project import effective
 
-    return chosen.records_dir()
+    return effective.records_dir()
 
 
 @frozen

@@ -12,36 +12,36 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from jaxcache.project.chosen import Setting
-    from jaxcache.project.project_toml import ProjectConfig
+    from jaxcache.project.locate import Found
 
 
-def file_line(config: ProjectConfig) -> str:
+def file_line(start: str, found: Found | None) -> str:
     """The answer's first line: which file, if any, the settings came from."""
-    if config.path is None:
+    if found is None:
         return (f"project file: none (no .jaxcache.toml or pyproject.toml in "
-                f"{safe(config.start) or 'the working directory'} or above)")
-    if not config.read:
-        return (f"project file: none ({safe(config.path)} has no [tool.jaxcache] table; the "
+                f"{safe(start) or 'the working directory'} or above)")
+    if found.data is None:
+        return (f"project file: none ({safe(found.path)} has no [tool.jaxcache] table; the "
                 "nearest pyproject.toml ends the search)")
-    return f"project file: {config.label}"
+    return f"project file: {found.label}"
 
 
 def _value(setting: Setting) -> str:
     return "none" if setting.value is None else safe(str(setting.value))
 
 
-def render_text(config: ProjectConfig, settings: Sequence[Setting]) -> str:
+def render_text(start: str, found: Found | None, settings: Sequence[Setting]) -> str:
     names = max(len(s.name) for s in settings)
     values = max(len(_value(s)) for s in settings)
     rows = [f"  {s.name:<{names}}  {_value(s):<{values}}  {s.source_text}" for s in settings]
-    return "\n".join([file_line(config), *rows]) + "\n"
+    return "\n".join([file_line(start, found), *rows]) + "\n"
 
 
-def render_json(config: ProjectConfig, settings: Sequence[Setting]) -> str:
-    found = None if config.path is None else {
-        "path": safe(config.path), "table": config.table, "settings_read": config.read}
+def render_json(start: str, found: Found | None, settings: Sequence[Setting]) -> str:
+    shown = None if found is None else {
+        "path": safe(found.path), "table": found.table, "settings_read": found.data is not None}
     return jsonout.document({
-        **envelope("config"), "directory": safe(config.start), "project_file": found,
+        **envelope("config"), "directory": safe(start), "project_file": shown,
         "settings": [{"name": s.name,
                       "value": safe(s.value) if isinstance(s.value, str) else s.value,
                       "source": {"kind": s.source.value, "where": s.where}}
