@@ -196,3 +196,14 @@ def test_bench_defaults_come_from_the_project_file(tmp_path):
     proc = jaxcache("bench", "--help", cwd=str(deep), env=clean_env(COLUMNS="200"))
     assert proc.returncode == 0
     assert "[default: 9; " in proc.stdout and "[default: 3; " in proc.stdout, proc.stdout
+
+
+def test_another_users_pyproject_without_the_table_only_ends_the_search(tmp_path, accounts):
+    """Settings are taken only from a file you or root own; one that sets nothing of ours is
+    not judged (a shared checkout's pyproject.toml)."""
+    root, deep = project(tmp_path, '[project]\nname = "theirs"\n')
+    shutil.chown(root / "pyproject.toml", accounts.c)
+    got = as_json(config(deep, "--format", "json"))
+    assert got["_doc"]["project_file"]["settings_read"] is False
+    (root / "pyproject.toml").write_text(PYPROJECT)
+    assert config(deep).returncode == 2

@@ -7,8 +7,9 @@ ends the walk: it marks a project of its own, and a file further up (another pro
 in a shared folder such as /tmp) is not this project's.
 
 The file is opened with O_NOFOLLOW (a symlink is refused, never followed), checked on its
-descriptor (a regular file, owned by you or root, not writable by everyone: its settings
-would otherwise be someone else's to choose) and read up to MAX_BYTES. A pyproject.toml that
+descriptor (a regular file) and read up to MAX_BYTES; a file that holds settings must be owned
+by you or root and not writable by everyone (its settings would otherwise be someone else's to
+choose). A pyproject.toml that
 does not mention `tool.jaxcache` is not parsed at all (no tomllib on a job's start-up).
 """
 
@@ -58,7 +59,9 @@ def refuse(path: str, exc: OSError) -> NoReturn:
 def read(fd: int, path: str, in_pyproject: bool) -> Found:
     """The file open on `fd` (closed here), checked and read."""
     try:
-        _check(path, os.fstat(fd))
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise JaxcacheError(f"project file {safe(path)} is not a regular file")
         chunks, left = [], MAX_BYTES + 1
         while left > 0:
             chunk = os.read(fd, min(left, 1 << 16))
@@ -74,9 +77,10 @@ def read(fd: int, path: str, in_pyproject: bool) -> Found:
     if len(data) > MAX_BYTES:
         raise JaxcacheError(f"project file {safe(path)} is larger than {MAX_BYTES >> 20} MiB: "
                             "not a project file jaxcache reads")
-    if not in_pyproject:
-        return Found(path, None, data)
-    return Found(path, TABLE, data) if _mentions_table(data) else Found(path, None, None)
+    if in_pyproject and not _mentions_table(data):
+        return Found(path, None, None)  # no settings of ours: whoever owns it, nothing is used
+    _check(path, st)
+    return Found(path, TABLE if in_pyproject else None, data)
 
 
 def _mentions_table(data: bytes) -> bool:
@@ -87,8 +91,7 @@ def _mentions_table(data: bytes) -> bool:
 
 
 def _check(path: str, st: os.stat_result) -> None:
-    if not stat.S_ISREG(st.st_mode):
-        raise JaxcacheError(f"project file {safe(path)} is not a regular file")
+    """Settings only from a file you or root own that not everyone can change."""
     if st.st_uid not in (os.geteuid(), 0):
         raise JaxcacheError(f"project file {safe(path)} is owned by {_owner(st.st_uid)}, not by "
                             "you or root: its settings would be theirs to choose")
