@@ -327,8 +327,9 @@ def threshold_flags(parser: argparse.ArgumentParser, where: str = "the job") -> 
     """--min-compile-time / --min-entry-size: JAX's write thresholds, set for the job's
     processes (its environment) by run, bench and decide alike."""
     option(parser, "--min-compile-time", type=Range(float, 0), metavar="SECONDS",
-           help=f"Set jax_persistent_cache_min_compile_time_secs for {where} (JAX's default "
-                "1.0: quicker compiles are not written). Lower it only where the run summary "
+           help=f"Set jax_persistent_cache_min_compile_time_secs for {where} (default: JAX's "
+                "variable, else the project file's min_compile_time, else JAX's 1.0: quicker "
+                "compiles are not written). Lower it only where the run summary "
                 "or explain calls what the threshold leaves out material, and bench it.")
     option(parser, "--min-entry-size", type=Range(int, -1), metavar="BYTES",
            help=f"Set jax_persistent_cache_min_entry_size_bytes for {where}.")

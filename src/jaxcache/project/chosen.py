@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from enum import Enum
 
+from jaxcache import thresholds
 from jaxcache.project import effective
 from jaxcache.values import frozen
 
@@ -72,9 +73,9 @@ def settings(env: Mapping[str, str], *, cache_flag: str | None = None,
         _setting("cache_dir", effective.cache_dir_candidates(env, cache_flag),
                  default_cache_dir(), ("--cache-dir", effective.CACHE_VARIABLE)),
         _setting("min_compile_time", effective.compile_time_candidates(env, compile_flag),
-                 JAX_DEFAULTS[0], ("--min-compile-time", effective.COMPILE_VARIABLE)),
+                 JAX_DEFAULTS[0], ("--min-compile-time", thresholds.COMPILE_VARIABLE)),
         _setting("min_entry_size", effective.entry_size_candidates(env, size_flag),
-                 JAX_DEFAULTS[1], ("--min-entry-size", effective.SIZE_VARIABLE)),
+                 JAX_DEFAULTS[1], ("--min-entry-size", thresholds.SIZE_VARIABLE)),
         _setting("records.dir", (*none, config.records_dir if config else None),
                  default_runs_dir(), none),
         _setting("records.keep", (*none, config.records_keep if config else None), None,

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import os
 
+from jaxcache.thresholds import COMPILE_VARIABLE, SIZE_VARIABLE
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -20,8 +22,6 @@ if TYPE_CHECKING:
 DOT_FILE = ".jaxcache.toml"
 PYPROJECT = "pyproject.toml"
 CACHE_VARIABLE = "JAX_COMPILATION_CACHE_DIR"
-COMPILE_VARIABLE = "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"
-SIZE_VARIABLE = "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES"
 _OPEN = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOCTTY
 
 _LOOKED: dict[str, tuple[Found | None, ProjectConfig | None]] = {}  # per working directory
