@@ -45,6 +45,7 @@ MODEL_MODULES = (
     "jaxcache/bench/run_parts.py",  # the parts of a run record only bench reads
     "jaxcache/lifecycle/seal_spec.py",  # the sealed job's spec, as its environment carries it
     "jaxcache/trust/inputs/policy_toml.py",  # the policy file
+    "jaxcache/project/project_toml.py",  # the project file (issue 44)
     "jaxcache/trust/inputs/pkcs11_uri.py",  # a PKCS#11 URI
     "jaxcache/fingerprint/model.py",  # a fingerprint, and the one a parent hands down
     "jaxcache/fingerprint/memo_file.py",  # the digest memo

@@ -19,7 +19,7 @@ from test_import_cycles import _imports, _modules
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("_package", "text", "validate", "values", "userdirs", "jobenv", "thresholds", "jaxcompat",
      "fingerprint"),
-    ("errors",),
+    ("errors", "project"),
     ("trust",),
     ("documents", "folders", "api", "net"),
     ("seal",),

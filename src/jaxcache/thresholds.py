@@ -42,8 +42,10 @@ COMPILE_TIME = "compile-time-below-threshold"
 ENTRY_SIZE = "entry-size-below-threshold"
 REASONS = (COMPILE_TIME, ENTRY_SIZE)
 # the flags of run, bench and decide, and the job-environment variable JAX reads each from
-FLAGS = {"--min-compile-time": "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS",
-         "--min-entry-size": "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES"}
+# (a project file's min_compile_time and min_entry_size give way to them: jaxcache/project/)
+COMPILE_VARIABLE = "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"
+SIZE_VARIABLE = "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES"
+FLAGS = {"--min-compile-time": COMPILE_VARIABLE, "--min-entry-size": SIZE_VARIABLE}
 
 
 @frozen

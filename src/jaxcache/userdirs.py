@@ -1,5 +1,8 @@
 """Where jaxcache keeps a user's policy, default cache and run records.
 
+These are the built-in defaults; a project file (jaxcache/project/, docs/config.md) may name
+another cache directory or records folder, and a command's flag or JAX's variable another still.
+
 On Linux these are the XDG base directories, computed here because importing platformdirs
 costs more start-up time than `jaxcache run` may add to a job; other platforms ask
 platformdirs. A relative XDG_* value is ignored, as the XDG spec requires.
@@ -25,6 +28,17 @@ def user_dir(kind: str) -> str:
     if not os.path.isabs(base):
         base = os.path.join(os.path.expanduser("~"), fallback)
     return os.path.join(base, "jaxcache")
+
+
+def default_cache_dir() -> str:
+    """The cache directory a plain `jaxcache init` makes: your cache dir's jaxcache/jax."""
+    return os.path.join(user_dir("cache"), "jax")
+
+
+def default_runs_dir() -> str:
+    """Where `jaxcache run` writes its records unless told otherwise: the state dir's
+    jaxcache/runs."""
+    return os.path.join(user_dir("state"), "runs")
 
 
 SYSTEM_POLICY = "/etc/jaxcache/policy.toml"  # a team's, kept by its admins

@@ -40,6 +40,7 @@ Start with the trust boundary:
   jaxcache gc PATH --max-size S delete least recently used entries, only what is yours
   jaxcache records [ACTION]     the run records kept: list, prune, stats
   jaxcache explain-finding CODE what a finding code means, why, and what to do
+  jaxcache config               the project file's settings, and where each came from
 
 A sealed cache (docs/sealed-cache.md): entries signed, loaded only if a trusted key signed them:
 
@@ -51,7 +52,8 @@ A sealed cache (docs/sealed-cache.md): entries signed, loaded only if a trusted 
 The same flags everywhere: --format text|json (and sarif for audit and net), -o/--output FILE,
 -q/--quiet, -v/--verbose (audit, init, run, seal, verify) and --color (these three before or
 after the command); without PATH, audit, ls, gc, verify and run use
-$JAX_COMPILATION_CACHE_DIR, else the directory `jaxcache init` makes (seal and decide need one).
+$JAX_COMPILATION_CACHE_DIR, else the project file's cache_dir (docs/config.md), else the
+directory `jaxcache init` makes (seal and decide need one).
 Exit codes: 0 fine, 1 a finding you must act on, 2 usage or input error.
 Verdicts are in colour on a terminal: NO_COLOR=1 or --color never turns it off.
 """
@@ -78,6 +80,7 @@ COMMANDS: tuple[tuple[str, str, str | None], ...] = (
     ("gc", "[OPTIONS] [PATH]", "gc"),
     ("records", "[list | prune | stats] [OPTIONS]", None),
     ("explain-finding", "[OPTIONS] [CODE]", "finding-codes"),
+    ("config", "[OPTIONS]", "config"),
 )
 NAMES = tuple(name for name, _, _ in COMMANDS)
 RUNS_A_COMMAND = ("run", "bench", "explain", "decide")
@@ -180,6 +183,9 @@ def main(argv: list[str] | None = None) -> None:
             from jaxcache.text import set_color
 
             set_color(args.color)
+        from jaxcache.project import effective
+
+        effective.current()  # every command reads the project file: one refused stops it here
         if args.kind is not None:
             common.claim_output(args, args.kind)
         args.handler(args, tail)

@@ -11,6 +11,9 @@ import os
 import sys
 from collections.abc import Callable
 
+from jaxcache.project import MAX_TRIALS as MAX_TRIALS
+from jaxcache.project import MAX_WARM as MAX_WARM
+
 TYPE_CHECKING = False  # typing itself costs `jaxcache run` ~2 ms: names for the type checker only
 if TYPE_CHECKING:
     from typing import Any, NoReturn
@@ -22,9 +25,8 @@ if TYPE_CHECKING:
 FORMATS = ("text", "json", "sarif")
 TEXT_JSON = ("text", "json")
 
-# bench, decide -- CMD and demo measure with the same defaults, defined here once
-MAX_TRIALS = 1000
-MAX_WARM = 100
+# bench, decide -- CMD and demo measure with the same bounds (the project file's are checked
+# against them too): MAX_TRIALS, MAX_WARM
 
 _CLAIMED: list[Output] = []  # -o targets claimed before the work; released unless written
 
@@ -74,8 +76,8 @@ def user_command(before: list[str], after: list[str] | None) -> list[str]:
 
 def cache_path(args: argparse.Namespace, given: str | None) -> str:
     """PATH, else the one default every command uses (trust/create.py default_cache_dir:
-    $JAX_COMPILATION_CACHE_DIR, else the directory `jaxcache init` makes), as `run` and
-    `init` do."""
+    $JAX_COMPILATION_CACHE_DIR, else the project file's cache_dir, else the directory
+    `jaxcache init` makes), as `run` and `init` do."""
     if given is not None:  # an empty PATH given is the library's to refuse, by name
         return given
     from jaxcache.trust import create
@@ -286,15 +288,24 @@ def output_flag(parser: argparse.ArgumentParser) -> None:
 
 
 def trials_flags(parser: argparse.ArgumentParser, what: str) -> None:
-    """-t/-k for every command that benches: the same names, defaults and bounds."""
+    """-t/-k for every command that benches: the same names, defaults and bounds; the
+    defaults are the project file's [bench] where it sets them (a file jaxcache refuses is
+    said when the command runs: its --help still shows bench's own)."""
     from jaxcache.bench.trials import BenchConfig
+    from jaxcache.errors import JaxcacheError
+    from jaxcache.project import effective
 
-    option(parser, "-t", "--trials", type=Range(int, 1, MAX_TRIALS), default=BenchConfig.trials,
+    try:
+        trials = effective.bench_trials(BenchConfig.trials)
+        warm = effective.bench_warm(BenchConfig.warm)
+    except JaxcacheError:
+        trials, warm = BenchConfig.trials, BenchConfig.warm
+    option(parser, "-t", "--trials", type=Range(int, 1, MAX_TRIALS), default=trials,
            show_default=True, metavar="N",
            help=f"Trials{what}: each a fresh private cache, one cold process, then the warm "
                 "ones. The trial is the unit of the statistics: 4 is the fewest for a 95%% "
                 "interval.")
-    option(parser, "-k", "--warm", type=Range(int, 1, MAX_WARM), default=BenchConfig.warm,
+    option(parser, "-k", "--warm", type=Range(int, 1, MAX_WARM), default=warm,
            show_default=True, metavar="N",
            help="Warm processes per trial (their median is compared with the cold run).")
 
@@ -316,20 +327,26 @@ def threshold_flags(parser: argparse.ArgumentParser, where: str = "the job") -> 
     """--min-compile-time / --min-entry-size: JAX's write thresholds, set for the job's
     processes (its environment) by run, bench and decide alike."""
     option(parser, "--min-compile-time", type=Range(float, 0), metavar="SECONDS",
-           help=f"Set jax_persistent_cache_min_compile_time_secs for {where} (JAX's default "
-                "1.0: quicker compiles are not written). Lower it only where the run summary "
+           help=f"Set jax_persistent_cache_min_compile_time_secs for {where} (default: JAX's "
+                "variable, else the project file's min_compile_time, else JAX's 1.0: quicker "
+                "compiles are not written). Lower it only where the run summary "
                 "or explain calls what the threshold leaves out material, and bench it.")
     option(parser, "--min-entry-size", type=Range(int, -1), metavar="BYTES",
            help=f"Set jax_persistent_cache_min_entry_size_bytes for {where}.")
 
 
 def threshold_env(args: argparse.Namespace) -> dict[str, str]:
-    """The job-environment variables JAX reads its thresholds from, for the flags given."""
+    """The job-environment variables JAX reads its thresholds from: the flags given, else the
+    project file's where JAX's own variable is not set (jaxcache/project/)."""
+    from jaxcache.project import effective
     from jaxcache.thresholds import FLAGS
 
+    from_file = effective.file_thresholds(os.environ)
     given = {"--min-compile-time": getattr(args, "min_compile_time", None),
              "--min-entry-size": getattr(args, "min_entry_size", None)}
-    return {FLAGS[flag]: repr(value) for flag, value in given.items() if value is not None}
+    return {FLAGS[flag]: repr(value if value is not None else filed)
+            for (flag, value), filed in zip(given.items(), from_file, strict=True)
+            if value is not None or filed is not None}
 
 
 # each command's page of the manual (docs/), named at the end of its --help
@@ -337,7 +354,8 @@ PAGES = {"audit": "audit.md", "init": "enable.md", "ls": "ls.md", "run": "run.md
          "bench": "bench.md", "explain": "explain.md", "decide": "decide.md",
          "records": "records.md", "net": "net.md", "seal": "sealed-cache.md",
          "verify": "sealed-cache.md", "keygen": "sealed-cache.md", "demo": "setup.md",
-         "fingerprint": "fingerprint.md", "explain-finding": "audit.md"}
+         "fingerprint": "fingerprint.md", "explain-finding": "audit.md",
+         "config": "config.md"}
 
 
 def command_parser(commands: argparse._SubParsersAction[Parser], name: str, usage_line: str,

@@ -27,8 +27,9 @@ def options(p: argparse.ArgumentParser) -> None:
     p.add_argument("command", nargs=argparse.REMAINDER, metavar="CMD",
                    help="The program and its arguments, passed on verbatim.")
     common.option(p, "--cache-dir", metavar="DIR",
-                  help="Cache directory (default: $JAX_COMPILATION_CACHE_DIR, else the one "
-                       "`jaxcache init` makes). Audited first; created private if missing.")
+                  help="Cache directory (default: $JAX_COMPILATION_CACHE_DIR, else the project "
+                       "file's cache_dir (docs/config.md), else the one `jaxcache init` makes). "
+                       "Audited first, wherever it was named; created private if missing.")
     common.option(p, "--namespace", choices=namespace.CHOICES, default=namespace.NONE,
                   show_default=True,
                   help="fingerprint: use <cache dir>/<id>, <id> being this build's and CPU's "
@@ -36,8 +37,9 @@ def options(p: argparse.ArgumentParser) -> None:
                        "<prefix>/<id>), so jobs of a mixed fleet share one directory or "
                        "bucket and each reads only what its own build wrote.")
     common.option(p, "--record", dest="record_path", metavar="FILE",
-                  help="Where to write the run record (JSON). Default: a new file under your "
-                       "state dir (~/.local/state/jaxcache/runs/). Fields {rank}, {host}, "
+                  help="Where to write the run record (JSON). Default: a new file under the "
+                       "project file's [records] dir, else your state dir "
+                       "(~/.local/state/jaxcache/runs/). Fields {rank}, {host}, "
                        "{pid} are filled in; under a launcher that started several ranks "
                        "(srun, mpirun) each rank writes FILE.rank<N>.json unless {rank} or "
                        "{pid} is given.")

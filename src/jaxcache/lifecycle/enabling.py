@@ -43,7 +43,7 @@ __all__ = ["CacheLifecycleError", "CacheLifecycleWarning", "EnableResult", "Trap
            "UntrustedCacheError", "disable", "enable", "enabled", "lifecycle_traps"]
 
 
-def enable(path: str, *, policy: str | None = None, allow_untrusted: bool = False,
+def enable(path: str | None = None, *, policy: str | None = None, allow_untrusted: bool = False,
            reset: bool = False, sealed: bool = False,
            signing_key: str | SigningKey | None = None,
            trusted_keys: str | PublicKey | Sequence[str | PublicKey] = (),
@@ -53,6 +53,10 @@ def enable(path: str, *, policy: str | None = None, allow_untrusted: bool = Fals
            max_size: int | str | None = None,
            max_age: float | str | None = None) -> EnableResult:
     """Audit `path`, then make it JAX's compilation cache for this process.
+
+    Without `path`: $JAX_COMPILATION_CACHE_DIR, else the project file's cache_dir
+    (`.jaxcache.toml` or pyproject.toml's [tool.jaxcache], found from the working directory
+    up: docs/config.md), else the directory `jaxcache init` makes; audited all the same.
 
     Raises UntrustedCacheError unless the verdict is PRIVATE or SHARED-BY-POLICY (or SEALED);
     `allow_untrusted=True` is the loud expert opt-out. Raises CacheLifecycleError when the
@@ -81,7 +85,8 @@ def enable(path: str, *, policy: str | None = None, allow_untrusted: bool = Fals
     min_compile_time / min_entry_size: JAX's write thresholds for this process (JAX writes
     no entry for a compile quicker than 1 s by default). Lower one only where `jaxcache run`
     or `jaxcache explain` calls what it leaves out material, and bench it; disable() puts
-    them back. The result's `thresholds` are the ones in effect.
+    them back. The result's `thresholds` are the ones in effect. Not given: the project
+    file's, for each whose JAX variable (JAX_PERSISTENT_CACHE_MIN_*) is not set.
 
     namespace="fingerprint": the cache is `path`/<id> (a bucket: its prefix/<id>), <id> being
     this build's and CPU's fingerprint (`jaxcache fingerprint --short`), created private when
@@ -93,6 +98,13 @@ def enable(path: str, *, policy: str | None = None, allow_untrusted: bool = Fals
     cache only.
     """
     _check_thresholds(min_compile_time, min_entry_size)
+    if path is None or min_compile_time is None or min_entry_size is None:
+        from jaxcache.project import effective  # the project file: refused before anything
+
+        path = effective.default_cache_dir(os.environ) if path is None else path
+        filed = effective.file_thresholds(os.environ)
+        min_compile_time = filed[0] if min_compile_time is None else min_compile_time
+        min_entry_size = filed[1] if min_entry_size is None else min_entry_size
     path = _namespaced(path, namespace)
     from jaxcache.gc import at_exit
 
@@ -244,7 +256,7 @@ def disable() -> bool:
 
 
 @contextlib.contextmanager
-def enabled(path: str, *, policy: str | None = None, allow_untrusted: bool = False,
+def enabled(path: str | None = None, *, policy: str | None = None, allow_untrusted: bool = False,
             reset: bool = False, sealed: bool = False,
             signing_key: str | SigningKey | None = None,
             trusted_keys: str | PublicKey | Sequence[str | PublicKey] = (),

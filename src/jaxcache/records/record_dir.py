@@ -42,10 +42,11 @@ _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_
 
 
 def runs_dir() -> str:
-    """Where `jaxcache run` writes records by default."""
-    from jaxcache.userdirs import user_dir
+    """Where `jaxcache run` writes records by default (the project file's [records] dir, else
+    the state folder's jaxcache/runs: jaxcache/project/)."""
+    from jaxcache.project import effective
 
-    return os.path.join(user_dir("state"), "runs")
+    return effective.records_dir()
 
 
 @frozen
