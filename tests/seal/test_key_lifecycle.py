@@ -897,3 +897,49 @@ def test_a_co_signature_copied_over_the_first_signature_is_no_first_signature(tm
     assert signature.check(names.key_of(made[0]), data, co, ring).ok
     assert orphans.judge(names.key_of(made[0]), data, co, {k.raw: k for k in ring}, 1.0) == \
         orphans.REPLACE
+
+
+def test_an_entry_rejected_and_kept_in_the_local_tier_is_reported_ledgered_and_listed(
+        world, tmp_path):
+    """Issue 44: a sealed reader with --local rejects a planted entry, compiles it again and
+    keeps it in its local tier. The summary says which tier got the write, with the size
+    written (not the planted file's), the entry goes into the origin ledger (ls: yours), and
+    ls counts compiled entries, not the tier's .used markers."""
+    cache = copy(world, tmp_path)
+    f = next(cache / n for n in world["entries"] if n.startswith("jit_f-"))
+    g = next(cache / n for n in world["entries"] if n.startswith("jit_g-"))
+    f.write_bytes(g.read_bytes())  # an attacker's executable under f's key, unsigned
+    (cache / (f.name + ".sig")).unlink()
+    pol = policy(tmp_path / "p.toml", str(cache), [(world["pubs"]["ci-1"], {})])
+    local, record = tmp_path / "local", tmp_path / "record.json"
+    env = clean_env(XDG_STATE_HOME=str(tmp_path / "state"))
+    proc = jaxcache("run", "--sealed", "--cache-dir", str(cache), "--policy", str(pol),
+                    "--local", str(local), "--record", str(record), "--", sys.executable,
+                    JOB, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert json.loads(proc.stdout.strip().splitlines()[-1])["results"] == world["golden"]
+    rec = json.loads(record.read_text())
+    pytest.importorskip("jsonschema").validate(rec, schemas.load("run"))
+    tier = Path(rec["seal"]["local"])
+    kept = tier / f.name
+    written = kept.stat().st_size
+    assert written != f.stat().st_size  # the planted file is another size
+    (write,) = rec["seal"]["writes"]
+    assert (write["key"] + "-cache", write["bytes"], write["tier"]) == (f.name, written, "local")
+    (module,) = [m for m in rec["modules"] if m["name"] == "jit_f"]
+    assert module["entry_bytes"] == written and module["written_to"] == str(tier)
+    from jaxcache.text import size
+
+    (line,) = [ln for ln in proc.stderr.splitlines() if ln.startswith("sealed:")]
+    assert f"1 entry written to the local tier {tier} ({size(written)})" in line
+    (mod_line,) = [ln for ln in proc.stderr.splitlines() if ln.lstrip().startswith("jit_f ")]
+    assert size(written) in mod_line and size(f.stat().st_size) not in mod_line
+    assert "local tier" in mod_line
+    listed = jaxcache("ls", str(tier), "--format", "json", env=env)
+    doc = json.loads(listed.stdout)
+    pytest.importorskip("jsonschema").validate(doc, schemas.load("ls"))
+    origin = {e["name"]: e["origin"] for e in doc["entries"]}
+    assert origin[f.name] == "yours" and doc["origins"]["unknown"] == 0
+    assert doc["compiled_entries"] == 1 and doc["count"] == 2
+    text = jaxcache("ls", str(tier), env=env).stdout.splitlines()[-1]
+    assert text.startswith("1 compiled entry, 1 last-use mark (jaxcache's); 2 files"), text
