@@ -943,3 +943,46 @@ def test_an_entry_rejected_and_kept_in_the_local_tier_is_reported_ledgered_and_l
     assert doc["compiled_entries"] == 1 and doc["count"] == 2
     text = jaxcache("ls", str(tier), env=env).stdout.splitlines()[-1]
     assert text.startswith("1 compiled entry, 1 last-use mark (jaxcache's); 2 files"), text
+
+
+def test_co_signing_from_a_plain_runs_cache_says_why_nothing_matches_and_what_to_run(
+        world, tmp_path):
+    """Issue 44: `--from DIR` filled by a plain `jaxcache run` (XLA's sub-caches on) has other
+    keys than the sealed publisher's on JAX <= 0.10, so no entry is in "your own build". The
+    co-signer is told why, once, and the command that makes a comparable build; with that
+    build, co-signing goes through."""
+    from jaxcache.jaxcompat import versions
+    from jaxcache.seal.signing import hittable
+
+    if not versions.subcache_options_in_key(hittable.local_jax()):
+        pytest.skip("this JAX keeps XLA's sub-cache options out of the key")
+    cache = copy(world, tmp_path)
+    pubs = world["pubs"]
+    own = tmp_path / "own"
+    proc = jaxcache("run", "-q", "--cache-dir", str(own), "--", sys.executable, JOB,
+                    env=clean_env())
+    assert proc.returncode == 0, proc.stderr
+    pol = policy(tmp_path / "p.toml", str(cache), [(pubs["ci-1"], {}), (pubs["ci-2"], {})],
+                 needed=2)
+    args = ("seal", str(cache), "--signing-key", key(world, "ci-2"), "--add-signature",
+            "--from", str(own), "--policy", str(pol))
+    text = jaxcache(*args)
+    assert text.returncode == 1
+    assert text.stdout.count("\nwhy: ") == 1 and text.stdout.count("what to do:") == 1
+    why, todo = (" ".join(part.split()) for part in
+                 text.stdout.split("\nwhy: ", 1)[1].split("what to do:", 1))
+    assert "XLA's sub-caches" in why and str(own) in why, text.stdout
+    assert "jaxcache run --sealed --signing-key" in todo and "--add-signature --from" in todo
+    doc = json.loads(jaxcache(*args, "--format", "json").stdout)
+    pytest.importorskip("jsonschema").validate(doc, schemas.load("seal-scan"))
+    assert "XLA's sub-caches" in doc["from_dir"]["why"]
+    assert "jaxcache run --sealed" in doc["from_dir"]["remedy"]
+    # the command it gives makes a build whose entries match
+    fresh = tmp_path / "fresh"
+    proc = jaxcache("run", "-q", "--sealed", "--signing-key", key(world, "ci-2"),
+                    "--cache-dir", str(fresh), "--", sys.executable, JOB, env=clean_env())
+    assert proc.returncode == 0, proc.stderr
+    again = jaxcache("seal", str(cache), "--signing-key", key(world, "ci-2"), "--add-signature",
+                     "--from", str(fresh), "--policy", str(pol), "--format", "json")
+    doc = json.loads(again.stdout)
+    assert doc["counts"]["co-signed"] >= 1 and doc["from_dir"] is None

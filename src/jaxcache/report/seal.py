@@ -47,6 +47,8 @@ def render_json(result: ScanResult, action: str) -> str:
            "reader_refused": None if result.refused is None else {
                "verdict": result.refused[0], "why": safe(result.refused[1]),
                "remedy": None if result.refused[2] is None else safe(result.refused[2])},
+           "from_dir": None if result.from_dir is None else {
+               "why": result.from_dir[0], "remedy": result.from_dir[1]},
            "ok": result.ok}
     return jsonout.document(doc)
 
@@ -170,6 +172,9 @@ def render_text(result: ScanResult, action: str, *, verbose: bool = False) -> st
         else:
             lines += wrap("what to do: they are dead weight for sealed readers; "
                                 + _REFILL, "")
+    if result.from_dir is not None:  # --from DIR's build cannot match: said once
+        lines += wrap(f"why: {result.from_dir[0]}", "", "  ")
+        lines += wrap(f"what to do: {result.from_dir[1]}", "", "  ")
     bad = sum(1 for e in result.entries if e.status in _WHAT and e.status != "never-hit")
     if bad:
         lines.append("entries that do not verify are misses for sealed readers (they recompile) "
