@@ -47,6 +47,15 @@ class EntryStatus:
 
 
 @frozen
+class Quarantined:
+    """What `verify --quarantine` moved (quarantine.py), part of verify's answer."""
+
+    directory: str  # this run's own folder in QDIR
+    moved: tuple[tuple[str, str], ...]  # (entry name, why it was rejected)
+    failed: tuple[tuple[str, str], ...]  # (entry name, why it could not be moved)
+
+
+@frozen
 class ScanResult:
     directory: str
     entries: tuple[EntryStatus, ...]
@@ -64,6 +73,8 @@ class ScanResult:
     # match (its entries made with XLA's sub-caches on) and the command that makes one that
     # can (why, what to do); None: nothing to say
     from_dir: tuple[str, str] | None = None
+    # verify --quarantine: what was moved aside before this scan of what is left
+    quarantined: Quarantined | None = None
 
     def count(self, status: str) -> int:
         return sum(1 for e in self.entries if e.status == status)

@@ -57,6 +57,17 @@ def verify_dir(directory: str, given: tuple[str, ...], policy: Policy) -> ScanRe
     return replace(result, refused=reader_refusal(directory, given, policy))
 
 
+def verify_quarantined(directory: str, qdir: str, given: tuple[str, ...], policy: Policy
+                       ) -> ScanResult:
+    """`verify --quarantine QDIR`: every entry a sealed reader rejects moved aside
+    (quarantine.py), then what is left verified; the result says what was moved, so the
+    answer covers both."""
+    from jaxcache.seal.sweep import quarantine
+
+    moved = quarantine.quarantine(directory, qdir, verify_dir(directory, given, policy))
+    return replace(verify_dir(directory, given, policy), quarantined=moved)
+
+
 def reader_refusal(directory: str, given: tuple[str, ...], policy: Policy
                    ) -> tuple[str, str, str | None] | None:
     """Whether a sealed reader (run --sealed, enable(sealed=True)) would refuse the directory,
