@@ -45,7 +45,8 @@ def options(p: argparse.ArgumentParser) -> None:
                   help="Move every entry a sealed reader rejects (with its sidecars) into QDIR, "
                        "made private on the cache's filesystem, instead of leaving it at its "
                        "key, where it blocks the next publish (first writer wins); nothing is "
-                       "deleted. The answer is then about what is left.")
+                       "deleted. The answer is then about what is left, and its first line "
+                       "says what was moved and where (each moved entry listed under it).")
 
 
 def handle(args: argparse.Namespace, tail: None) -> None:
