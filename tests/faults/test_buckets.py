@@ -192,7 +192,8 @@ def test_a_write_that_landed_before_its_answer_was_lost_counts_as_done(world, ba
         cache = BucketSealedCache(objects.open_store(target.parse_bucket(
             backend.url("landed"))), trusted=[signer.public], signer=signer)
         cache.put(key, data)
-        assert cache.writes == [(key, backend.url("landed"))]
+        assert [(w.key, w.directory) for w in cache.writes] == \
+            [(key, backend.url("landed"))]
         cache.close()
         assert len(uploads) >= 3 and Fault.RESET_AFTER in proxy.faults()  # it was retried
         reader = BucketSealedCache(objects.open_store(target.parse_bucket(

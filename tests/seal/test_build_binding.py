@@ -365,7 +365,8 @@ def test_a_bucket_reader_misses_another_builds_entry_before_downloading_it(tmp_p
         publisher = BucketSealedCache(store, trusted=[signer.public], signer=signer,
                                       host=lambda: here)
         publisher.put(key, value)
-        assert publisher.writes == [(key, store.url)]
+        assert [(w.key, w.directory) for w in publisher.writes] == \
+            [(key, store.url)]
         downloads: list[str] = []
         get = store.get
 

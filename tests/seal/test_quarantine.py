@@ -4,6 +4,7 @@ writes that key again, and verify then passes. Real JAX jobs in separate process
 
 from __future__ import annotations
 
+import json
 import os
 import pwd
 import sys
@@ -12,6 +13,8 @@ import pytest
 from support import paths
 from support.jobs import clean_env, jaxcache
 from support.users import mkdir, needs_root
+
+from jaxcache.documents import schemas
 
 pytest.importorskip("cryptography")
 pytest.importorskip("jax")
@@ -45,10 +48,13 @@ def test_a_bad_entry_is_moved_aside_and_its_key_published_again(tmp_path):
     qdir = tmp_path / "quarantine"
     proc = jaxcache(*verify, "--quarantine", str(qdir))
     assert proc.returncode == 0, proc.stdout + proc.stderr  # what is left verifies
-    assert f"quarantined {bad} (bad-signature" in proc.stderr
-    assert proc.stdout.startswith("VALID: every entry verifies")
     [run] = qdir.iterdir()  # this run's own folder
-    assert f") to {run}\n" in proc.stderr
+    # issue 44: the move is part of the answer (its first line), not a note printed beside it
+    first, *rest = proc.stdout.splitlines()
+    assert first.startswith("VALID: every entry verifies") and \
+        first.endswith(f", after 1 rejected entry was quarantined to {run}"), first
+    assert any(ln.startswith(f"  QUARANTINED    {bad} (bad-signature") for ln in rest)
+    assert "quarantined" not in proc.stderr
     assert (run / bad).read_bytes() == planted  # moved, not deleted
     assert any(n.startswith(bad + ".") for n in os.listdir(run))  # its signature came along
     assert oct(qdir.stat().st_mode & 0o777) == oct(run.stat().st_mode & 0o777) == "0o700"
@@ -56,8 +62,11 @@ def test_a_bad_entry_is_moved_aside_and_its_key_published_again(tmp_path):
     _publish(cache, key, tmp_path / "third.json")  # the key is free again: written anew
     assert (cache / bad).exists() and (cache / bad).read_bytes() != planted
     assert jaxcache(*verify).returncode == 0
-    again = jaxcache(*verify, "--quarantine", str(qdir))  # nothing bad: nothing moved
-    assert again.returncode == 0 and "quarantined" not in again.stderr
+    again = jaxcache(*verify, "--quarantine", str(qdir), "--format", "json")  # nothing bad:
+    assert again.returncode == 0 and "quarantined" not in again.stderr  # nothing moved
+    doc = json.loads(again.stdout)
+    pytest.importorskip("jsonschema").validate(doc, schemas.load("seal-scan"))
+    assert doc["quarantine"]["moved"] == [] and doc["quarantine"]["not_moved"] == []
     assert list(qdir.iterdir()) == [run]  # nor any folder made
 
 
@@ -86,7 +95,7 @@ def test_each_run_moves_into_a_fresh_folder_so_others_files_never_block_it(base,
         os.chown(entry, uid, -1)
         proc = jaxcache(*verify)
         assert proc.returncode == 0, proc.stdout + proc.stderr
-        assert f"quarantined {k}-cache (bad-signature" in proc.stderr
+        assert f"  QUARANTINED    {k}-cache (bad-signature" in proc.stdout
     first, second = sorted(qdir.iterdir())  # a folder per run, named by its time first
     assert (first / f"{keys[0]}-cache").stat().st_uid == uid  # moved, owner kept
     assert (second / f"{keys[1]}-cache").stat().st_uid == uid

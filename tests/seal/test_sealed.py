@@ -406,7 +406,8 @@ def test_a_fresh_rival_signature_is_left_for_its_entry_and_a_stale_one_is_swappe
     old = time.time() - 7200
     os.utime(shared / f"{key}-cache.sig", (old, old))
     publisher.put(key, b"our bytes")
-    assert publisher.writes == [(key, str(shared))]
+    assert [(w.key, w.directory, w.bytes, w.tier.value) for w in publisher.writes] == \
+        [(key, str(shared), len(b"our bytes"), "shared")]
     reader = SealedCache(str(shared), trusted=[a.public])
     assert reader.get(key) == b"our bytes" and reader.rejections == []
     from jaxcache.seal.publishing import locks  # this account's lock, taken to settle a signature

@@ -210,7 +210,8 @@ def test_a_signature_left_without_its_entry_does_not_block_publishing(world, pla
         monkeypatch.setattr(orphans, "ORPHAN_AFTER_S", -1.0)
     publisher = BucketSealedCache(store, trusted=[a.public, b.public], signer=a)
     publisher.put(key, value)
-    assert publisher.writes == [(key, store.url)] and publisher.write_errors == []
+    assert [(w.key, w.directory) for w in publisher.writes] == \
+        [(key, store.url)] and publisher.write_errors == []
     reader = BucketSealedCache(store, trusted=[load_public(world["pub"])])
     assert reader.get(key) == value and reader.rejections == []
     later = BucketSealedCache(store, trusted=[b.public], signer=b)  # complete: first wins

@@ -37,7 +37,8 @@ def test_ls_inventory(base):
     assert by["notes.txt"]["flags"] == ["unexpected-name"]
     assert by["xla_gpu_per_fusion_autotune_cache_dir/fusion.textproto"]["kind"] == "xla-subcache"
     text = jaxcache("ls", str(cache)).stdout
-    assert "jit_train_step" in text and "6 entries" in text
+    assert "jit_train_step" in text and "; 6 files," in text
+    assert text.splitlines()[-1].startswith("1 compiled entry, 1 access-time file")
 
 
 def test_ls_exit_code_flags_attention(base):

@@ -6,7 +6,6 @@ import argparse
 from typing import NoReturn
 
 from jaxcache.cli import common
-from jaxcache.text import safe
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -46,7 +45,8 @@ def options(p: argparse.ArgumentParser) -> None:
                   help="Move every entry a sealed reader rejects (with its sidecars) into QDIR, "
                        "made private on the cache's filesystem, instead of leaving it at its "
                        "key, where it blocks the next publish (first writer wins); nothing is "
-                       "deleted. The answer is then about what is left.")
+                       "deleted. The answer is then about what is left, and its first line "
+                       "says what was moved and where (each moved entry listed under it).")
 
 
 def handle(args: argparse.Namespace, tail: None) -> None:
@@ -74,18 +74,13 @@ def handle(args: argparse.Namespace, tail: None) -> None:
     path = common.cache_path(args, args.dir)
     keys = tuple(args.trusted_keys or ())
     policy = common.policy(args)  # once: verify and the check after a quarantine share it
-    result = actions.verify_dir(path, keys, policy)
     if args.quarantine is not None:
-        from jaxcache.seal.sweep import quarantine
         from jaxcache.trust.rules.target import is_url
 
         if is_url(path):
             common.usage(args, "--quarantine moves entries of a directory, not of a bucket")
-        moved = quarantine.quarantine(path, args.quarantine, result)
-        for name, why in moved.moved:
-            common.note(args, f"quarantined {safe(name)} ({safe(why)}) to "
-                              f"{safe(moved.directory)}\n")
-        for name, why in moved.failed:
-            common.note(args, f"not moved: {safe(name)}: {safe(why)}\n")
-        result = actions.verify_dir(path, keys, policy)  # what is left
+        # what was moved is part of the answer, about what is left (report/seal.py)
+        result = actions.verify_quarantined(path, args.quarantine, keys, policy)
+    else:
+        result = actions.verify_dir(path, keys, policy)
     scan_output(args, result, "verify", result.strict_ok if args.strict else None)

@@ -64,6 +64,22 @@ class BucketMiss:
 
 
 @frozen
+class SealWrite:
+    """An entry the sealed backend added (`seal.writes`): where, to which tier (shared: the
+    sealed cache, signed; local: the private --local tier) and its size as written."""
+
+    key: str | None
+    directory: str | None
+    bytes: int | None
+    tier: str | None  # shared | local (seal/stores/sealed_cache.py's Tier)
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, object]) -> SealWrite:
+        return cls(text(doc.get("key")), text(doc.get("directory")), integer(doc.get("bytes")),
+                   text(doc.get("tier")))
+
+
+@frozen
 class SealPart:
     """A sealed run's reader and publisher (`seal`: lifecycle/sealing.py's summary)."""
 
@@ -73,6 +89,7 @@ class SealPart:
     trusted_keys: tuple[TrustedKey, ...]
     signatures_needed: int
     rejections: tuple[Rejection, ...]
+    writes: tuple[SealWrite, ...]
     write_errors: int
     evictions: int
     bucket_misses: tuple[BucketMiss, ...]
@@ -85,6 +102,7 @@ class SealPart:
                    tuple(TrustedKey.from_json(k) for k in mappings(doc.get("trusted_keys"))),
                    integer(doc.get("signatures_needed")) or 1,
                    tuple(Rejection.from_json(r) for r in mappings(doc.get("rejections"))),
+                   tuple(SealWrite.from_json(w) for w in mappings(doc.get("writes"))),
                    len(items(doc.get("write_errors"))), len(items(doc.get("evictions"))),
                    tuple(BucketMiss.from_json(m) for m in mappings(doc.get("bucket_misses"))),
                    len(items(mapping(doc.get("build")).get("unknown_loaded"))))

@@ -149,6 +149,13 @@ def _enable_sealed(path: str, policy: str | None, reset: bool,
             "the first compile ran without one); pass reset=True, or enable before the first "
             "compile")
     refuse_hidden_settings()
+    # the local tier is trusted by ownership, as a plain cache: what this process writes there
+    # goes into the origin ledger as enable() has JAX's own writes go (lifecycle/witness.py)
+    witnessed = None
+    if local_dir is not None:
+        from jaxcache.lifecycle import witness
+
+        witnessed = witness.recorder()
     with undo.all_or_nothing(sealed_dir=chosen):
         if needs_reset:
             jaxcompat.reset_cache()
@@ -156,13 +163,13 @@ def _enable_sealed(path: str, policy: str | None, reset: bool,
         if store is None:
             backend = SealedCache(chosen, trusted=keys, signer=signer, local=local_dir,
                                   max_size=jaxcompat.max_size, host=job_fingerprint,
-                                  require_build=require_build)
+                                  require_build=require_build, witness=witnessed)
         else:
             from jaxcache.seal.stores.bucket_backend import BucketSealedCache
 
             backend = BucketSealedCache(store, trusted=keys, signer=signer, local=local_dir,
                                         max_size=jaxcompat.max_size, host=job_fingerprint,
-                                        require_build=require_build)
+                                        require_build=require_build, witness=witnessed)
         try:
             jaxcompat.disable_xla_subcaches()  # XLA would read them from the sealed dir
             jaxcompat.install_backend(chosen, backend)
@@ -311,7 +318,8 @@ def summary(backend: SealedBackend) -> dict[str, object]:
             "signatures_needed": backend.trusted.needed,
             "rejections": [{"key": r.key, "directory": r.directory, "status": r.status,
                             "reason": r.reason, "owner": r.owner} for r in backend.rejections],
-            "writes": [{"key": k, "directory": d} for k, d in backend.writes],
+            "writes": [{"key": w.key, "directory": w.directory, "bytes": w.bytes,
+                        "tier": w.tier.value} for w in backend.writes],
             "evictions": [{"entry": e, "directory": d} for e, d in backend.evictions],
             "write_errors": list(backend.write_errors),
             "bucket_misses": [{"key": m.key, "kind": m.kind, "reason": m.reason,

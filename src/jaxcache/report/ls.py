@@ -42,15 +42,16 @@ def render_text(path: str, inv: Inventory, now: float | None = None,
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
     out = ["  ".join(c.ljust(w) for c, w in zip(r[:-1], widths, strict=True)) + "  " + r[-1]
            for r in rows]
-    count = len(inv.entries)
     tail = ""
     if origins is not None and origins.entries:
         tail = "; origin: " + style.origin_counts(origins.counts())
         if origins.ledger_problem:
             tail += " (the origin ledger cannot be trusted: nothing counts as yours)"
         tail += _build_tail(origins)
-    out.append(f"{plural(count, 'entry')}, {size(inv.total_bytes)} in "
-               f"{safe(path)}{tail}")
+    # compiled entries are counted as such; the signatures and marks beside them are not
+    # entries (trust/kernel/entries.py KINDS)
+    out.append(f"{inv.described()}; {plural(len(inv.entries), 'file')}, "
+               f"{size(inv.total_bytes)} in {safe(path)}{tail}")
     return "\n".join(out) + "\n"
 
 
@@ -86,6 +87,7 @@ def render_json(path: str, inv: Inventory, origins: Origins | None = None,
                 builds: dict[str, BuildView] | None = None) -> str:
     doc = {**envelope("ls"),
            "path": safe(path), **(inventory_json(inv, origins) or {}),
+           "compiled_entries": inv.count("cache"), "kinds": inv.kinds(),
            "origins": origins_json(origins),
            "signers": {safe(n): safe(label) for n, label in (signers or {}).items()},
            "builds": {safe(n): {k: safe(v) if isinstance(v, str) else v

@@ -90,6 +90,7 @@ SIGNIFICANT = 0.05  # a module with this share of the process's compile and load
 
 
 OTHER_BUILD_HIT = "loaded an entry written by another build on this host"
+KEPT_LOCALLY = "kept in the local tier (unsigned, trusted as yours)"
 
 
 def _other_build(record: RunRecord) -> set[str]:
@@ -117,6 +118,7 @@ def _module_lines(record: RunRecord, verbose: bool = False) -> list[str]:
     limit = SHOWN if not grouped else max(4, SHOWN // len(procs))
     pad = "  " if grouped else ""
     other = _other_build(record)
+    local = _kept_locally(record)
     for p in procs:
         if grouped:
             lines.append(f"  {_who(p)}: {len(p.modules)} modules")
@@ -133,7 +135,8 @@ def _module_lines(record: RunRecord, verbose: bool = False) -> list[str]:
             what = "load" if m.hit else "compile"
             tag = f"r{p.rank} " if ranked else ""
             why = OTHER_BUILD_HIT if m.hit and m.cache_key and \
-                safe(f"{m.cache_key}-cache") in other else reason_text(m)
+                safe(f"{m.cache_key}-cache") in other else \
+                KEPT_LOCALLY if not m.hit and m.cache_key in local else reason_text(m)
             row: tuple[str, ...] = (f"  {pad}{tag}{safe(m.name).ljust(width)}  "
                    f"{(m.outcome_word or '?'):8s} {what} {_secs(m.compile_or_load_s)}"
                    f"{entry}  {why}".rstrip(),)
@@ -223,6 +226,7 @@ def _seal_lines(seal: SealPart) -> list[str]:
     shown += f"; {needed} signatures needed per entry" if needed > 1 else ""
     lines = [f"sealed: {signer}; {plural(len(seal.rejections), 'entry')} rejected"
              + shown
+             + "".join(f", {w}" for w in _written(seal))
              + (f", {plural(seal.write_errors, 'write')} failed"
                 if seal.write_errors else "")
              + (f", {plural(seal.evictions, 'entry')} evicted (max size)"
@@ -235,6 +239,28 @@ def _seal_lines(seal: SealPart) -> list[str]:
                      f"{safe(str(r.reason))} "
                      f"(owner {safe(str(r.owner))})")
     return lines
+
+
+_TIERS = {"local": "the local tier", "shared": "the sealed cache"}
+
+
+def _written(seal: SealPart) -> list[str]:
+    """What the sealed backend wrote, per tier and directory: how many entries and their
+    size as written (an entry rejected in the sealed cache and compiled again is kept in the
+    local tier: its size is not the rejected file's)."""
+    where: dict[tuple[str, str], list[int]] = {}
+    for w in seal.writes:
+        tier = _TIERS.get(w.tier or "", "")
+        where.setdefault((tier, w.directory or ""), []).append(w.bytes or 0)
+    return [f"{plural(len(sizes), 'entry')} written to {tier or 'an unknown tier'} "
+            f"{safe(directory)} ({size(sum(sizes))})"
+            for (tier, directory), sizes in where.items()]
+
+
+def _kept_locally(record: RunRecord) -> set[str]:
+    """The cache keys the sealed backend wrote to its local tier (--local)."""
+    seal = record.sealed
+    return {w.key for w in seal.writes if w.tier == "local" and w.key} if seal else set()
 
 
 def _threshold_lines(record: RunRecord) -> list[str]:

@@ -47,6 +47,13 @@ def render_json(result: ScanResult, action: str) -> str:
            "reader_refused": None if result.refused is None else {
                "verdict": result.refused[0], "why": safe(result.refused[1]),
                "remedy": None if result.refused[2] is None else safe(result.refused[2])},
+           "quarantine": None if result.quarantined is None else {
+               "directory": safe(result.quarantined.directory),
+               "moved": [{"name": safe(n), "why": safe(w)} for n, w in result.quarantined.moved],
+               "not_moved": [{"name": safe(n), "why": safe(w)}
+                             for n, w in result.quarantined.failed]},
+           "from_dir": None if result.from_dir is None else {
+               "why": result.from_dir[0], "remedy": result.from_dir[1]},
            "ok": result.ok}
     return jsonout.document(doc)
 
@@ -106,6 +113,17 @@ def _first(result: ScanResult, action: str) -> str:
     return f"{style.verdict('INVALID', Tone.BAD)}: {bad} of {total} do not verify, in {where}"
 
 
+def _moved(result: ScanResult) -> str:
+    """verify --quarantine: the first line's end, what was moved before what it says of
+    what is left (each entry listed below it)."""
+    q = result.quarantined
+    if q is None or not (q.moved or q.failed):
+        return ""
+    said = f", after {plural(len(q.moved), 'rejected entry', 'rejected entries')} " \
+        f"{'was' if len(q.moved) == 1 else 'were'} quarantined to {safe(q.directory)}"
+    return said + (f" ({len(q.failed)} could not be moved)" if q.failed else "")
+
+
 def _line(e: EntryStatus, action: str, verbose: bool) -> str | None:
     """One entry that needs a word: a problem, one that seal signed now, one a sealed reader
     never hits (the why is said once below: it is the same for each), and with --verbose
@@ -128,7 +146,11 @@ def _line(e: EntryStatus, action: str, verbose: bool) -> str | None:
 def render_text(result: ScanResult, action: str, *, verbose: bool = False) -> str:
     """The answer first, then the entries that need a word (every entry with `verbose`),
     then the counts and what they mean."""
-    lines = [_first(result, action)]
+    lines = [_first(result, action) + _moved(result)]
+    q = result.quarantined
+    if q is not None:
+        lines += [f"  QUARANTINED    {safe(name)} ({safe(why)})" for name, why in q.moved]
+        lines += [f"  NOT MOVED      {safe(name)}: {safe(why)}" for name, why in q.failed]
     if result.refused is not None:
         lines += wrap(f"why: {safe(result.refused[1])}", "  ")
         if result.refused[2]:
@@ -170,6 +192,9 @@ def render_text(result: ScanResult, action: str, *, verbose: bool = False) -> st
         else:
             lines += wrap("what to do: they are dead weight for sealed readers; "
                                 + _REFILL, "")
+    if result.from_dir is not None:  # --from DIR's build cannot match: said once
+        lines += wrap(f"why: {result.from_dir[0]}", "", "  ")
+        lines += wrap(f"what to do: {result.from_dir[1]}", "", "  ")
     bad = sum(1 for e in result.entries if e.status in _WHAT and e.status != "never-hit")
     if bad:
         lines.append("entries that do not verify are misses for sealed readers (they recompile) "

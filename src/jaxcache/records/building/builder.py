@@ -142,10 +142,14 @@ def _judged(m: ProbeModule, seal: ProbeSeal | None, before: DirSnapshot,
         out["reason"] = "dir-refused"
         out["reason_detail"] = {"cache_dir": m.cache_dir}
         return outcome, out
-    sealed_writes = dict(seal.writes) if seal is not None else {}
-    if key is not None and key in sealed_writes:  # the sealed backend wrote it, maybe to
-        outcome = out["outcome"] = "written"  # the local tier
-        out["written_to"] = sealed_writes[key]
+    sealed_writes = {k: (d, n) for k, d, n in seal.writes} if seal is not None else {}
+    written = sealed_writes.get(key) if key is not None else None
+    if written is not None:  # the sealed backend wrote it, maybe to the local tier: its size
+        outcome = out["outcome"] = "written"  # is what it wrote there, whatever the shared
+        out["written_to"] = written[0]  # directory holds at that key
+        if written[1] is not None:
+            out["entry_bytes"] = written[1]
+            return outcome, out
     elif seal is not None and outcome == "written":  # JAX tried; the sealed backend did not
         outcome = out["outcome"] = "skipped"
         rejected = key is not None and key in seal.rejected

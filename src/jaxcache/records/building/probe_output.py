@@ -65,13 +65,15 @@ class ProbeSeal:
     """The sealed backend's summary (lifecycle/sealing.py `summary`), for a sealed job."""
 
     raw: Mapping[str, object]  # as written: the record holds it whole
-    writes: tuple[tuple[str, str | None], ...]  # (cache key, directory) it wrote
+    # (cache key, directory, bytes written) of each entry it wrote
+    writes: tuple[tuple[str, str | None, int | None], ...]
     rejected: frozenset[str]  # the cache keys it rejected
     publisher: bool  # it signs (a publisher), not only reads
 
     @classmethod
     def from_json(cls, doc: Mapping[str, object]) -> ProbeSeal:
-        writes = tuple((key, text(w.get("directory"))) for w in mappings(doc.get("writes"))
+        writes = tuple((key, text(w.get("directory")), integer(w.get("bytes")))
+                       for w in mappings(doc.get("writes"))
                        if (key := text(w.get("key"))) is not None)
         rejected = frozenset(key for r in mappings(doc.get("rejections"))
                              if (key := text(r.get("key"))) is not None)

@@ -21,10 +21,14 @@ from jaxcache.documents.synced import TEMP_PREFIX as TEMP_PREFIX
 from jaxcache.documents.synced import TEMP_SUFFIX as TEMP_SUFFIX
 from jaxcache.documents.synced import temporary as temporary
 
+# the sidecars' names are the inventory's (trust/kernel/entries.py), which ls, audit, gc and
+# verify classify a directory by
+from jaxcache.trust.kernel import entries as _inventory
+
 ENTRY_SUFFIX = "-cache"  # as JAX names entries: <module>-<64 hex>-cache
 ATIME = "-atime"  # JAX's LRUCache: <module>-<64 hex>-atime, its entry's last use
-SIGNATURE = ".sig"
-USED = ".used"  # jaxcache wrote this entry; its mtime is when it was last used (LRU)
+SIGNATURE = _inventory.SIGNATURE_SUFFIX
+USED = _inventory.USED_SUFFIX  # jaxcache wrote this entry; its mtime is its last use (LRU)
 DEFAULT_NAME_MAX = 255
 
 

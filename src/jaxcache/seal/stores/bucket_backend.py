@@ -32,6 +32,8 @@ from jaxcache.seal.stores.sealed_cache import (
     Host,
     Rejection,
     Reports,
+    Tier,
+    Witness,
     fits,
     open_dir,
     write_tier,
@@ -81,8 +83,8 @@ class BucketSealedCache(Reports):
     def __init__(self, store: ObjectStore, *, trusted: KeyRing | Iterable[PublicKey],
                  signer: SigningKey | None = None, local: str | None = None,
                  max_size: Callable[[], int] | None = None, host: Host | None = None,
-                 require_build: bool = False) -> None:
-        super().__init__(host, require_build)
+                 require_build: bool = False, witness: Witness | None = None) -> None:
+        super().__init__(host, require_build, witness)
         self.store = store
         self._path = self.shared = store.url
         self.local, self.signer = local, signer
@@ -190,7 +192,7 @@ class BucketSealedCache(Reports):
             try:
                 if write_tier(self._local_fd, name, value, None, self._local_max, max_size,
                               self.evictions, where):
-                    self.writes.append((key, where))
+                    self._wrote(key, where, value, Tier.LOCAL)
             except OSError as exc:
                 raise self._write_failed(key, where, exc) from None
             return
@@ -204,7 +206,7 @@ class BucketSealedCache(Reports):
                     key, value, signame, sig):
                 return  # a rival publisher's signature: its entry follows
             if self.store.put_if_absent(name, value):
-                self.writes.append((key, self.store.url))
+                self._wrote(key, self.store.url, value, Tier.SHARED)
         except StoreError as exc:
             self._went_down(exc.kind, exc.message)
             raise self._write_failed(key, self.store.url, OSError(0, exc.message)) from None

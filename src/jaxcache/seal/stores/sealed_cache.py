@@ -18,6 +18,7 @@ wrote in the tier it writes (lru.py).
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import logging
 import os
@@ -25,6 +26,8 @@ import stat
 import threading
 import warnings
 from collections.abc import Callable, Iterable
+from enum import Enum
+from typing import assert_never
 
 from jaxcache import fingerprint
 from jaxcache.errors import JaxcacheError
@@ -89,22 +92,56 @@ def get_io(exc: Rejected, directory: str, name: str) -> None:
 
 
 Host = Callable[[], Fingerprint]  # this process's fingerprint (asked once, when first needed)
+# told (directory, key, bytes) of each entry written to the local tier, as JAX's own writes are
+# told to the origin ledger's witness (lifecycle/witness.py recorder())
+Witness = Callable[[str, str, bytes], None]
+
+
+class Tier(str, Enum):
+    """Where a sealed backend wrote an entry: the sealed (shared) cache, signed, or the
+    private local tier (--local), unsigned and trusted by ownership."""
+
+    SHARED = "shared"
+    LOCAL = "local"
+
+    @property
+    def words(self) -> str:
+        if self is Tier.SHARED:
+            return "the sealed cache"
+        if self is Tier.LOCAL:
+            return "the local tier"
+        assert_never(self)
+
+
+@frozen
+class Write:
+    """An entry this process added: its key, the directory (or bucket URL) and tier it went to,
+    and its size: the bytes written, whatever another file at that key in another tier holds."""
+
+    key: str
+    directory: str
+    bytes: int
+    tier: Tier
 
 
 class Reports:
     """What a sealed backend tells the run record: rejections (each key reported once, with a
-    SealWarning), entries written and evicted, writes that failed, entries loaded whose build
-    is unknown. Also the build binding both backends share: the host's fingerprint (`host`,
-    asked once per backend, at the first load or write: inside a job, after its first
-    compile has made the backend) that a publisher signs and a reader judges claims by."""
+    SealWarning), entries written (where, which tier, how many bytes) and evicted, writes that
+    failed, entries loaded whose build is unknown. Also the build binding both backends share:
+    the host's fingerprint (`host`, asked once per backend, at the first load or write: inside
+    a job, after its first compile has made the backend) that a publisher signs and a reader
+    judges claims by. `witness` hears each entry written to the local tier (the origin ledger:
+    those entries are trusted by ownership, as a plain cache's are)."""
 
-    def __init__(self, host: Host | None = None, require_build: bool = False) -> None:
+    def __init__(self, host: Host | None = None, require_build: bool = False,
+                 witness: Witness | None = None) -> None:
         self._host_of: Host = host or fingerprint.in_job
         self._host: Fingerprint | None = None
         self.require_build = require_build
+        self.witness = witness
         self.unknown_builds: list[str] = []  # keys loaded though no signature claims a build
         self.rejections: list[Rejection] = []
-        self.writes: list[tuple[str, str]] = []  # (key, directory) of entries this process added
+        self.writes: list[Write] = []  # the entries this process added
         self.evictions: list[tuple[str, str]] = []  # (entry, directory) this process evicted
         self.write_errors: list[str] = []
         self._reported: set[tuple[str, str]] = set()
@@ -168,6 +205,15 @@ class Reports:
             lru.touch(fd, name, limit)
         return data
 
+    def _wrote(self, key: str, where: str, value: bytes, tier: Tier) -> None:
+        """An entry was written: recorded with its size, and one in the local tier told to
+        the witness, whose failure never reaches the job (the entry stays of unknown
+        origin: fails closed)."""
+        self.writes.append(Write(key, where, len(value), tier))
+        if tier is Tier.LOCAL and self.witness is not None:
+            with contextlib.suppress(Exception):
+                self.witness(where, key, value)
+
     def _write_failed(self, key: str, where: str, exc: OSError) -> OSError:
         """As JAX's own cache does: the error goes to JAX, which warns (or raises, with
         jax_raise_persistent_cache_errors) and goes on uncached."""
@@ -210,7 +256,7 @@ class SealedCache(Reports):
     def __init__(self, shared: str, *, trusted: KeyRing | Iterable[PublicKey],
                  signer: SigningKey | None = None, local: str | None = None,
                  max_size: Callable[[], int] | None = None, host: Host | None = None,
-                 require_build: bool = False) -> None:
+                 require_build: bool = False, witness: Witness | None = None) -> None:
         self._path = shared  # what JAX and jaxcompat.cache_state() read back
         self.shared, self.local, self.signer = shared, local, signer
         self.trusted = keyring.of(trusted)
@@ -228,7 +274,7 @@ class SealedCache(Reports):
         self._shared_max = names.name_max(self._shared_fd)
         self._local_max = names.name_max(self._local_fd) if self._local_fd is not None \
             else names.DEFAULT_NAME_MAX
-        super().__init__(host, require_build)
+        super().__init__(host, require_build, witness)
 
     def close(self) -> None:
         """Let go of the directories (a replaced or disabled cache); later calls miss."""
@@ -300,10 +346,11 @@ class SealedCache(Reports):
             raise ValueError("key cannot be empty")
         name = names.entry(key)
         if self.signer is not None:
-            where, fd, limit = self.shared, self._shared_fd, self._shared_max
+            where, fd, limit, tier = self.shared, self._shared_fd, self._shared_max, Tier.SHARED
             sig = sigfile.sign(key, value, self.signer, build=self.host)
         elif self._local_fd is not None:
             where, fd, limit, sig = self.local or "", self._local_fd, self._local_max, None
+            tier = Tier.LOCAL
         else:
             return  # a read-only consumer of the sealed directory
         if fd is None:
@@ -318,7 +365,7 @@ class SealedCache(Reports):
         try:
             if write_tier(fd, name, value, sig, limit, max_size, self.evictions, where,
                           orphan if sig is not None else None):
-                self.writes.append((key, where))
+                self._wrote(key, where, value, tier)
         except OSError as exc:
             raise self._write_failed(key, where, exc) from None
 

@@ -47,6 +47,15 @@ class EntryStatus:
 
 
 @frozen
+class Quarantined:
+    """What `verify --quarantine` moved (quarantine.py), part of verify's answer."""
+
+    directory: str  # this run's own folder in QDIR
+    moved: tuple[tuple[str, str], ...]  # (entry name, why it was rejected)
+    failed: tuple[tuple[str, str], ...]  # (entry name, why it could not be moved)
+
+
+@frozen
 class ScanResult:
     directory: str
     entries: tuple[EntryStatus, ...]
@@ -60,6 +69,12 @@ class ScanResult:
     # `run --sealed` and `audit --sealed`): (verdict, why, what to do); None: it loads
     refused: tuple[str, str, str | None] | None = None
     bad_locks: tuple[LockProblem, ...] = ()  # verify: lock files planted there (locks.py)
+    # seal --add-signature --from DIR, where entries were not in DIR: why DIR's build cannot
+    # match (its entries made with XLA's sub-caches on) and the command that makes one that
+    # can (why, what to do); None: nothing to say
+    from_dir: tuple[str, str] | None = None
+    # verify --quarantine: what was moved aside before this scan of what is left
+    quarantined: Quarantined | None = None
 
     def count(self, status: str) -> int:
         return sum(1 for e in self.entries if e.status == status)
@@ -342,8 +357,7 @@ def _own_build(name: str, own: Own, shared: Shared | None, st: EntryStatus
     exactly them (read at most one byte past their length)."""
     mine = own(name)
     if mine is None:
-        return None, (), EntryStatus(name, NOT_COSIGNED, "not in your own build (--from): "
-                                     "not co-signed", st.size)
+        return None, (), EntryStatus(name, NOT_COSIGNED, NOT_IN_OWN, st.size)
     there = shared(name, len(mine) + 1) if shared is not None else None
     if there != mine:
         return None, (), EntryStatus(name, NOT_COSIGNED, "differs from your own build "
@@ -352,6 +366,12 @@ def _own_build(name: str, own: Own, shared: Shared | None, st: EntryStatus
 
 
 NOT_COSIGNED = "not-co-signed"  # seal --add-signature could not add this key's signature
+NOT_IN_OWN = "not in your own build (--from): not co-signed"  # no entry of that name in DIR
+
+
+def missing_from_own(result: ScanResult) -> int:
+    """How many entries a co-signing from DIR found no entry of that name for there."""
+    return sum(1 for e in result.entries if e.status == NOT_COSIGNED and e.reason == NOT_IN_OWN)
 
 
 def signed_by(inv: Inventory, fd: int, resolved: str, accounts: Accounts,

@@ -24,18 +24,10 @@ import time
 
 from jaxcache.errors import JaxcacheError
 from jaxcache.seal.publishing import tier_names as names
-from jaxcache.seal.sweep.dir_sweep import ScanResult
+from jaxcache.seal.sweep.dir_sweep import Quarantined, ScanResult
 from jaxcache.text import safe
-from jaxcache.values import frozen
 
 KEEP = ("valid", "never-hit")  # what a sealed reader loads, or would never look up
-
-
-@frozen
-class Quarantined:
-    directory: str  # this run's own folder in QDIR
-    moved: tuple[tuple[str, str], ...]  # (entry name, why it was rejected)
-    failed: tuple[tuple[str, str], ...]  # (entry name, why it could not be moved)
 
 
 def quarantine(cache: str, qdir: str, result: ScanResult) -> Quarantined:

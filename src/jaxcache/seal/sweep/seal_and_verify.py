@@ -57,6 +57,17 @@ def verify_dir(directory: str, given: tuple[str, ...], policy: Policy) -> ScanRe
     return replace(result, refused=reader_refusal(directory, given, policy))
 
 
+def verify_quarantined(directory: str, qdir: str, given: tuple[str, ...], policy: Policy
+                       ) -> ScanResult:
+    """`verify --quarantine QDIR`: every entry a sealed reader rejects moved aside
+    (quarantine.py), then what is left verified; the result says what was moved, so the
+    answer covers both."""
+    from jaxcache.seal.sweep import quarantine
+
+    moved = quarantine.quarantine(directory, qdir, verify_dir(directory, given, policy))
+    return replace(verify_dir(directory, given, policy), quarantined=moved)
+
+
 def reader_refusal(directory: str, given: tuple[str, ...], policy: Policy
                    ) -> tuple[str, str, str | None] | None:
     """Whether a sealed reader (run --sealed, enable(sealed=True)) would refuse the directory,
@@ -100,12 +111,62 @@ def cosign(directory: str, key_path: str, given: tuple[str, ...], policy: Policy
             url = target.parse_bucket(directory)
             ring = trusted_keys_for(url.text, given, policy)
             own = _own_build(own_dir, policy, stack, None) if own_dir is not None else None
-            return bucket_scan.cosign(objects.open_store(url), keymod.load_signing(key_path),
-                                      ring, own, old)
-        directory = _existing_dir(directory)
-        ring = trusted_keys_for(directory, given, policy)
-        own = _own_build(own_dir, policy, stack, directory) if own_dir is not None else None
-        return scan.cosign(directory, keymod.load_signing(key_path), ring, own, old)
+            result = bucket_scan.cosign(objects.open_store(url),
+                                        keymod.load_signing(key_path), ring, own, old)
+        else:
+            directory = _existing_dir(directory)
+            ring = trusted_keys_for(directory, given, policy)
+            own = _own_build(own_dir, policy, stack, directory) if own_dir is not None \
+                else None
+            result = scan.cosign(directory, keymod.load_signing(key_path), ring, own, old)
+        if own_dir is not None and scan.missing_from_own(result):
+            result = replace(result, from_dir=_unlike(own_dir, directory, key_path))
+        return result
+
+
+UNLIKE_SAMPLE = 8  # entries of --from DIR looked into for why its keys differ
+
+
+def _unlike(own_dir: str, shared: str, key_path: str) -> tuple[str, str] | None:
+    """Entries had no namesake in the co-signer's own build (--from DIR): if DIR's entries were
+    made with XLA's sub-caches on (a plain `jaxcache run` or enable(): JAX's default), their
+    keys are ones a sealed cache never holds on JAX <= 0.10 (seal/signing/hittable.py's
+    test, version-gated): (why, the commands that make a comparable build and co-sign from
+    it). None when DIR's entries do not show that (another job, another build)."""
+    import os
+    import shlex
+
+    from jaxcache.seal.signing import hittable
+    from jaxcache.seal.stores.sealed_cache import Rejected, open_dir, read_whole
+    from jaxcache.trust.kernel.entries import classify
+
+    try:
+        fd = open_dir(own_dir)
+    except OSError:
+        return None
+    try:
+        found = [n for n in sorted(os.listdir(fd)) if classify(n)[0] == "cache"]
+        why = None
+        for name in found[:UNLIKE_SAMPLE]:
+            try:
+                data = read_whole(fd, name)
+            except Rejected:
+                continue
+            why = hittable.why_never_hit(data) if data is not None else None
+            if why is not None:
+                break
+    finally:
+        os.close(fd)
+    if why is None:
+        return None
+    fresh = own_dir.rstrip("/") + "-sealed"
+    q = [shlex.quote(safe(p)) for p in (key_path, fresh, shared)]
+    return (f"the entries of {safe(own_dir)} were {why}; so its keys are not the sealed "
+            "cache's, and no entry could be compared with your own build",
+            f"make a comparable build, a sealed run of the same job into a new directory "
+            f"(XLA's sub-caches off, as sealed readers run): jaxcache run --sealed "
+            f"--signing-key {q[0]} --cache-dir {q[1]} -- <your job>; then co-sign from it: "
+            f"jaxcache seal {q[2]} --signing-key {q[0]} --add-signature --from {q[1]}")
 
 
 def _key_id(text: str) -> str:

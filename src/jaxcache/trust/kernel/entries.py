@@ -5,7 +5,9 @@ is set, and on GPU writes `xla_gpu_per_fusion_autotune_cache_dir/`; a sealed cac
 `<entry>.sig` (or `<key>.sig` where that would not fit), co-signatures `<entry>.<key id>.sig`
 by further keys and a `.used` marker beside each entry jaxcache wrote (the same two forms);
 earlier versions also left lock files there (`.jaxcache-lock-<uid>`, `.jaxcache-lock`). Anything
-else is unexpected.
+else is unexpected. Only `<module>-<64 hex>-cache` is a compiled entry; the rest is JAX's,
+XLA's or jaxcache's bookkeeping beside them, counted as such (KINDS), never as entries. The
+sealed cache's names are these (seal/publishing/tier_names.py takes them from here).
 """
 
 from __future__ import annotations
@@ -24,7 +26,33 @@ XLA_SUBCACHE = "xla_gpu_per_fusion_autotune_cache_dir"
 _HEX = frozenset("0123456789abcdef")
 _SUFFIXES = {"-cache": "cache", "-atime": "atime"}
 SIGNATURE_SUFFIX = ".sig"  # jaxcache's sealed cache (seal/signing/signature_rule.py)
-_SIDECARS = {SIGNATURE_SUFFIX: "signature", ".used": "used"}  # seal/publishing/tier_names.py
+USED_SUFFIX = ".used"  # jaxcache wrote the entry; its mtime is the last use (publishing/lru.py)
+_SIDECARS = {SIGNATURE_SUFFIX: "signature", USED_SUFFIX: "used"}
+
+
+@frozen
+class KindWords:
+    """What one kind of file is called, one and many, and whose bookkeeping it is (None: a
+    compiled entry, or a file nobody's rules name)."""
+
+    one: str
+    many: str
+    whose: str | None = None
+
+    def count(self, n: int) -> str:
+        return f"{n} {self.one if n == 1 else self.many}" + \
+            (f" ({self.whose})" if self.whose else "")
+
+
+# every kind classify() gives, in the order a count lists them; "cache" is the compiled entry
+COMPILED = KindWords("compiled entry", "compiled entries")
+KINDS = {"cache": COMPILED,
+         "signature": KindWords("signature", "signatures", "jaxcache's"),
+         "used": KindWords("last-use mark", "last-use marks", "jaxcache's"),
+         "atime": KindWords("access-time file", "access-time files", "JAX's"),
+         "lockfile": KindWords("lock file", "lock files"),
+         "xla-subcache": KindWords("XLA sub-cache file", "XLA sub-cache files", "XLA's"),
+         "unexpected": KindWords("other file", "other files")}
 # JAX's (max_size), and the sealed cache's of earlier versions: `.jaxcache-lock-<uid>`, one per
 # account, and `.jaxcache-lock`, one shared (its locks are in each account's state folder now:
 # seal/publishing/locks.py; verify still judges these names)
@@ -62,6 +90,18 @@ class Inventory:
 
     def count(self, kind: str) -> int:
         return sum(1 for e in self.entries if e.kind == kind)
+
+    def kinds(self) -> dict[str, int]:
+        """How many of each kind, those present, in KINDS' order."""
+        found = {k: self.count(k) for k in KINDS}
+        return {k: n for k, n in found.items() if n}
+
+    def described(self) -> str:
+        """'3 compiled entries, 3 signatures (jaxcache's), ...': the compiled entries always
+        named first, each other kind present after them."""
+        found = self.kinds()
+        return ", ".join([COMPILED.count(found.pop("cache", 0)),
+                          *(KINDS[k].count(n) for k, n in found.items())])
 
 
 def classify(name: str) -> tuple[str, str | None, str | None]:
