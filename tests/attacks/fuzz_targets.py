@@ -62,6 +62,7 @@ def record(data: bytes) -> None:
     for fmt in records_report.FORMATS.values():
         shown(fmt["list"](scan))
         shown(fmt["stats"](stats.compute(scan)))
+        shown(fmt["stats"](stats.compute(scan, cache="/tmp/c", since_ns=1)))
     other = _seed_doc("record", "cold.json")
     for pair in ([("x.json", doc)], [("cold.json", other), ("x.json", doc)],
                  [("x.json", doc), ("cold.json", other)]):
