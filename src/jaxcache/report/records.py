@@ -96,15 +96,13 @@ def _pct(part: int, whole: int) -> str:
 def _counted(s: Stats) -> list[str]:
     """What was counted, first: which records, of which cache, since when."""
     span = f" from {s.first} to {s.last}" if s.records else ""
-    named = (f"records in {safe(s.directory)} and {plural(len(s.record_files), 'file')} "
-             "named with --record" if s.record_files else "")
+    named = [f"  and {plural(len(s.record_files), 'file')} named with --record"] \
+        if s.record_files else []
     if s.cache is None:
-        head = f"{plural(s.records, 'run record')} in {safe(s.directory)}{span}"
-        return [*wrap(head), *(wrap(f"and {plural(len(s.record_files), 'file')} named with "
-                                    "--record") if s.record_files else [])]
+        return [f"{plural(s.records, 'run record')} in {safe(s.directory)}{span}", *named]
     since = f", since {s.since} (zeroed)" if s.since is not None else ""
-    return [*wrap(f"{plural(s.records, 'run')} that used {safe(s.cache)}{since}{span}"),
-            *wrap(f"counted from: {named or 'records in ' + safe(s.directory)}")]
+    return [f"{plural(s.records, 'run')} that used {safe(s.cache)}{since}{span}",
+            f"counted from: records in {safe(s.directory)}", *named]
 
 
 def stats_text(s: Stats) -> str:

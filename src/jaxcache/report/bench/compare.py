@@ -4,9 +4,9 @@ The answer per measure first (warm start, warm time to first step, warm compile-
 start, the seconds saved per start): B against A as "N times faster/slower" with its interval
 over the trials of both files, or "no clear difference" where the interval holds 1 (bench/
 comparable.py's `ab`). Then every setting that differs, each shown whole (wrapped, escaped,
-never cut: a digest stays copyable), saying first whether what makes timings comparable
-(versions, builds, devices, flags, shapes) differs. `--format json`: report/bench/json.py's
-`compare` (schema jaxcache.bench-compare/1).
+never cut: a digest stays copyable), saying first whether any is one of what makes timings
+comparable (versions, builds, devices, flags, cache options, shapes). `--format json`:
+report/bench/json.py's `compare` (schema jaxcache.bench-compare/1).
 """
 
 from __future__ import annotations
@@ -38,14 +38,16 @@ def render(ab: AB, a: BenchDocument, b: BenchDocument, a_path: str, b_path: str)
         lines += wrap(reading(d, ab.fewest), "    ")
     lines.append("")
     if not ab.settings:
-        lines.append("settings: the same (versions, builds, devices, flags, shapes and the "
-                     "bench's own)")
+        lines.append("settings: the same (versions, builds, devices, flags, cache options, "
+                     "shapes and the bench's own)")
     else:
-        lines.append("not comparable: the timings are not directly comparable"
-                     if not ab.comparable else
-                     "comparable: the same versions, builds, devices, flags and shapes")
-        lines.append(f"{plural(len(ab.settings), 'setting')} "
-                     f"differ{'s' if len(ab.settings) == 1 else ''}:")
+        differ = (f"{plural(len(ab.settings), 'setting')} "
+                  f"differ{'s' if len(ab.settings) == 1 else ''}")
+        lines += wrap(f"{differ}, of them some that make timings comparable or not "
+                      "(comparable.*: versions, builds, devices, flags, cache options, shapes): "
+                      "the A/B measures their effect too:" if not ab.comparable else
+                      f"{differ} (the same versions, builds, devices, flags, cache options "
+                      "and shapes):")
         for s in ab.settings:
             lines.append(f"  {safe(s.name)}")
             lines += wrap(safe(s.a), "    A: ", "")
