@@ -139,8 +139,11 @@ def test_compare_is_an_ab_result_with_intervals(mlp_bench, mlp_bench_b):
     assert re.search(r"B saves \d+\.\d\d s (more|less) |no clear difference: B - A ", saved)
     assert "1 setting differs (the same versions, builds, devices, flags, cache options and " \
         "shapes):\n  config.noise_s\n    A: 0.0\n    B: 0.05\n" in proc.stdout
-    doc = json.loads(jaxcache("bench", "--compare", a, str(mlp_bench_b), "--format",
-                              "json").stdout)
+    export = mlp_bench_b.parent / "compare.json"
+    printed = jaxcache("bench", "--compare", a, str(mlp_bench_b), "--format", "json", "--json",
+                       str(export)).stdout
+    assert export.read_text() == printed  # --json FILE: the same document
+    doc = json.loads(printed)
     jsonschema.validate(doc, schemas.load("bench-compare"))
     assert doc["a"]["trials"] == doc["b"]["trials"] == 4 and doc["comparable"] is True
     assert doc["settings"] == [{"name": "config.noise_s", "a": "0.0", "b": "0.05"}]
@@ -188,8 +191,10 @@ def test_compare_bad_files_are_one_line_and_exit_2(mlp_bench, tmp_path):
                             "--format", fmt)
             assert proc.returncode == 2 and proc.stdout == "", proc.stderr
             assert len(proc.stderr.splitlines()) == 1 and "Traceback" not in proc.stderr
-    proc = jaxcache("bench", "--compare", str(out / "bench.json"), str(bad))
-    assert "not a jaxcache bench result" in proc.stderr
+    proc = jaxcache("bench", "--compare", str(out / "bench.json"), str(bad), "--json",
+                    str(tmp_path / "c.json"))
+    assert "not a jaxcache bench result" in proc.stderr and proc.returncode == 2
+    assert not (tmp_path / "c.json").exists()  # the claimed target is given up
 
 
 def test_many_small_functions_save_nothing_and_say_why(tmp_path):
