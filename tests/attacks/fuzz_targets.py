@@ -62,6 +62,7 @@ def record(data: bytes) -> None:
     for fmt in records_report.FORMATS.values():
         shown(fmt["list"](scan))
         shown(fmt["stats"](stats.compute(scan)))
+        shown(fmt["stats"](stats.compute(scan, cache="/tmp/c", since_ns=1)))
     other = _seed_doc("record", "cold.json")
     for pair in ([("x.json", doc)], [("cold.json", other), ("x.json", doc)],
                  [("x.json", doc), ("cold.json", other)]):
@@ -74,14 +75,18 @@ def bench(data: bytes) -> None:
     """An earlier `bench --json` result: decide --bench and bench --compare."""
     from jaxcache import decide
     from jaxcache.bench.bench_document import BenchDocument
+    from jaxcache.bench.comparable import ab
     from jaxcache.report import decide as decide_report
     from jaxcache.report.bench import compare as bench_compare
+    from jaxcache.report.bench import json as bench_json
 
     doc = documents.bench_from(documents.object_from(data, "b.json", "bench result"), "b.json")
     other = _seed_doc("bench", "bench.json")
     typed, other_typed = BenchDocument.from_json(doc), BenchDocument.from_json(other)
-    shown(bench_compare.render(typed, other_typed, "b.json", "a.json"))
-    shown(bench_compare.render(other_typed, typed, "a.json", "b.json"))
+    for x, y, names in ((typed, other_typed, ("b.json", "a.json")),
+                        (other_typed, typed, ("a.json", "b.json"))):
+        shown(bench_compare.render(ab(x, y), x, y, *names))
+        shown(bench_json.compare(ab(x, y), x, y, *names))
     for audit in (_seed_doc("audit", "private.json"),):  # the audit target varies audits
         result = decide.decide(decide.AuditFacts.from_json(audit),
                                [decide.BenchFacts.from_json(b) for b in (doc, other)])

@@ -107,14 +107,94 @@ def test_chart_is_a_png_and_report_links_it(mlp_bench):
     assert "![phases, cold vs warm](chart.png)" in report and "| compile or load |" in report
 
 
-def test_compare(mlp_bench, tmp_path):
+@pytest.fixture(scope="module")
+def mlp_bench_b(tmp_path_factory):
+    """A second real bench of the same job, as `mlp_bench` but one setting apart (--noise):
+    the B of an A/B result. 4 trials: the fewest that give a 95% interval."""
+    path = tmp_path_factory.mktemp("bench-b") / "b.json"
+    proc = jaxcache("bench", "-t", "4", "-k", "1", "--no-prime", "--timeout", "300",
+                    "--min-compile-time", "0", "--noise", "0.05", "--min-saving", "0",
+                    "--min-fraction", "0", "--json", str(path), "--", sys.executable, MLP)
+    assert proc.returncode in (0, 1), proc.stdout + proc.stderr
+    return path
+
+
+INTERVAL = r"\[-?\d+\.\d\d - -?\d+\.\d\d\] \(\d+\.\d% CI\)"
+
+
+def test_compare_is_an_ab_result_with_intervals(mlp_bench, mlp_bench_b):
+    """Per measure, B against A over the trials of both: "N times faster/slower [low - high]",
+    or "no clear difference" where the interval holds 1; every setting that differs."""
+    import re
+
+    jsonschema = pytest.importorskip("jsonschema")
+    a = str(mlp_bench[1] / "bench.json")
+    proc = jaxcache("bench", "--compare", a, str(mlp_bench_b))
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    warm = lines[lines.index(next(line for line in lines if "warm start (wall): A " in line)) + 1]
+    assert re.search(r"B \d+\.\d\d times (faster|slower) " + INTERVAL + "|no clear difference: "
+                     r"B/A \d+\.\d\d " + INTERVAL, warm), warm
+    saved = lines[lines.index(next(line for line in lines if "saved per start" in line)) + 1]
+    assert re.search(r"B saves \d+\.\d\d s (more|less) |no clear difference: B - A ", saved)
+    assert "1 setting differs (the same versions, builds, devices, flags, cache options and " \
+        "shapes):\n  config.noise_s\n    A: 0.0\n    B: 0.05\n" in proc.stdout
+    export = mlp_bench_b.parent / "compare.json"
+    printed = jaxcache("bench", "--compare", a, str(mlp_bench_b), "--format", "json", "--json",
+                       str(export)).stdout
+    assert export.read_text() == printed  # --json FILE: the same document
+    doc = json.loads(printed)
+    jsonschema.validate(doc, schemas.load("bench-compare"))
+    assert doc["a"]["trials"] == doc["b"]["trials"] == 4 and doc["comparable"] is True
+    assert doc["settings"] == [{"name": "config.noise_s", "a": "0.0", "b": "0.05"}]
+    measures = {m["measure"]: m for m in doc["measures"]}
+    ratio = measures["warm_wall_s"]["b_over_a"]
+    assert 0 < ratio["low"] <= ratio["estimate"] <= ratio["high"] and ratio["confidence"] >= .95
+    assert measures["warm_wall_s"]["reading"] == (
+        "faster" if ratio["high"] < 1 else "slower" if ratio["low"] > 1
+        else "no-clear-difference")
+    saving = measures["saving_s"]
+    assert saving["b_over_a"] is None and saving["b_minus_a_s"]["low"] is not None
+    assert len(saving["a"]["per_trial"]) == len(saving["b"]["per_trial"]) == 4
+
+
+def test_compare_shows_a_long_differing_setting_whole(mlp_bench, tmp_path):
+    """A digest, and flags longer than a line, are shown whole (not cut at "diges..."); too few
+    trials on one side: the ratio without an interval, saying why."""
+    _, out, doc = mlp_bench
+    digest = "sha256:" + "0123456789abcdef" * 4
+    flags = " ".join(f"--xla_flag_number_{i}=true" for i in range(12))
+    other = json.loads(json.dumps(doc))
+    other["comparable"]["builds"] = [digest]
+    other["comparable"]["xla_flags"] = flags
+    other["samples"] = [s for s in other["samples"] if s["trial"] == 1]
+    b = tmp_path / "b.json"
+    b.write_text(json.dumps(other))
+    proc = jaxcache("bench", "--compare", str(out / "bench.json"), str(b))
+    assert proc.returncode == 0, proc.stderr
+    assert f'    B: ["{digest}"]\n' in proc.stdout
+    assert all(f"--xla_flag_number_{i}=true" in proc.stdout for i in range(12))
+    assert "..." not in proc.stdout
+    assert "2 settings differ, of them some that make timings comparable or not" in proc.stdout
+    assert "(no 95% interval: A has 4 trials, B 1; 4 on each side suffice)" in proc.stdout
+
+
+def test_compare_bad_files_are_one_line_and_exit_2(mlp_bench, tmp_path):
     _, out, _ = mlp_bench
-    proc = jaxcache("bench", "--compare", str(out / "bench.json"), str(out / "bench.json"))
-    assert proc.returncode == 0 and "comparable: the same versions, builds" in proc.stdout
     bad = tmp_path / "bad.json"
     bad.write_text("{}")
-    proc = jaxcache("bench", "--compare", str(out / "bench.json"), str(bad))
-    assert proc.returncode == 2 and "not a jaxcache bench result" in proc.stderr
+    garbage = tmp_path / "garbage.json"
+    garbage.write_text("not json")
+    for other in (bad, garbage, tmp_path / "missing.json"):
+        for fmt in ("text", "json"):
+            proc = jaxcache("bench", "--compare", str(out / "bench.json"), str(other),
+                            "--format", fmt)
+            assert proc.returncode == 2 and proc.stdout == "", proc.stderr
+            assert len(proc.stderr.splitlines()) == 1 and "Traceback" not in proc.stderr
+    proc = jaxcache("bench", "--compare", str(out / "bench.json"), str(bad), "--json",
+                    str(tmp_path / "c.json"))
+    assert "not a jaxcache bench result" in proc.stderr and proc.returncode == 2
+    assert not (tmp_path / "c.json").exists()  # the claimed target is given up
 
 
 def test_many_small_functions_save_nothing_and_say_why(tmp_path):

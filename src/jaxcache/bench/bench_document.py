@@ -66,16 +66,25 @@ class Arms:
 
 @frozen
 class Sample:
-    """One measured process, as far as decide reads it."""
+    """One measured process, as far as decide and `bench --compare` read it."""
 
     kind: str | None  # cold | warm | prime
     hit: bool  # any module hit
     missed_ranks: tuple[int | None, ...]  # the ranks that compiled again what cold wrote
+    trial: int | None = None
+    wall_s: float | None = None
+    first_step_s: float | None = None
+    compile_or_load_s: float | None = None
+    comparable: bool = True  # False: excluded from the bench's statistics
 
     @classmethod
     def from_json(cls, doc: Mapping[str, object]) -> Sample:
         return cls(text(doc.get("kind")), bool(doc.get("hits")),
-                   tuple(integer(m.get("rank")) for m in mappings(doc.get("missed_ranks"))))
+                   tuple(integer(m.get("rank")) for m in mappings(doc.get("missed_ranks"))),
+                   integer(doc.get("trial")), number(doc.get("wall_s")),
+                   number(doc.get("first_step_s")),
+                   number(mapping(doc.get("phases")).get("compile_or_load")),
+                   doc.get("comparable") is not False)
 
 
 @frozen
@@ -117,6 +126,7 @@ class BenchDocument:
     left_out: LeftOut | None
     thresholds_set: tuple[tuple[str, str], ...]  # (JAX option, value) the bench set
     for_cache: str | None = None  # config.for_cache: the cache directory decide benched it for
+    config: Mapping[str, object] | None = None  # the bench's settings (`config`), field by field
 
     @classmethod
     def from_json(cls, doc: Mapping[str, object]) -> BenchDocument:
@@ -142,7 +152,8 @@ class BenchDocument:
                    LeftOut.from_json(mapping(thresholds.get("left_out"))),
                    tuple((str(k), v) for k, v in mapping(thresholds.get("set_by_bench")).items()
                          if isinstance(v, str)),
-                   text(mapping(doc.get("config")).get("for_cache")))
+                   text(mapping(doc.get("config")).get("for_cache")),
+                   mapping(doc.get("config")))
 
     @property
     def judged(self) -> Interval | None:

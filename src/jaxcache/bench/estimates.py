@@ -75,7 +75,12 @@ def _inverted_exp(s: Shift) -> Shift:
     """A shift of log(x) - log(y) turned into the ratio y / x, with its interval."""
 
     def inv(v: float) -> float:
-        return math.exp(-v) if math.isfinite(v) else (0.0 if v > 0 else math.inf)
+        if not math.isfinite(v):
+            return 0.0 if v > 0 else math.inf
+        try:
+            return math.exp(-v)
+        except OverflowError:  # a ratio beyond a float (values a writer chose)
+            return math.inf
 
     return Shift(inv(s.estimate), inv(s.high), inv(s.low), s.confidence, s.asked, s.min_p,
                  s.n, s.m)

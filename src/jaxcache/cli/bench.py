@@ -71,7 +71,11 @@ def options(p: argparse.ArgumentParser) -> None:
     opt(p, "--plot", dest="plot_path", metavar="FILE.png",
         help="Chart of the phases, cold vs warm (needs matplotlib).")
     opt(p, "--compare", nargs=2, metavar=("A.json", "B.json"),
-        help="Compare two earlier `--json` results instead of running anything (text).")
+        help="Compare two earlier `--json` results instead of running anything: B against A "
+             "per measure (warm start, time to first step, compile or load, cold start, "
+             "seconds saved), as 'N times faster/slower' with its interval over the trials of "
+             "both, and every setting that differs, whole (--format json, or --json FILE, "
+             "for the JSON).")
     opt(p, "--sealed", action="store_true",
         help="Seal each trial's cache (a throwaway signing key): warm runs pay for "
              "verification, as a sealed consumer would (docs/sealed-cache.md).")
@@ -89,6 +93,7 @@ def handle(args: argparse.Namespace, tail: list[str] | None) -> None:
       jaxcache bench -- python train.py
       jaxcache bench -t 3 -k 2 --out bench-out -- python examples/mlp.py
       jaxcache bench --compare before.json after.json
+      jaxcache bench --compare before.json after.json --format json
 
     Each trial makes a fresh private cache, runs the job once cold and K times warm against
     it, and checks the cache really filled and was hit. Per process it reports import jax,
@@ -117,18 +122,7 @@ def handle(args: argparse.Namespace, tail: list[str] | None) -> None:
     """
     argv = common.user_command(args.command, tail)
     if args.compare:
-        if argv:
-            common.usage(args, "--compare takes two JSON files and no command")
-        if args.fmt != "text":
-            common.usage(args, "--compare prints text only (its inputs are the JSON)")
-        from jaxcache.bench.bench_document import BenchDocument
-        from jaxcache.documents.read import load_bench
-        from jaxcache.report.bench import compare as bench_compare
-
-        a, b = args.compare
-        common.finish(args, bench_compare.render(BenchDocument.from_json(load_bench(a)),
-                                                 BenchDocument.from_json(load_bench(b)), a, b),
-                      0)
+        _compare(args, argv)
     if not argv:
         common.usage(args, "no command to bench: jaxcache bench [OPTIONS] -- CMD [ARGS...]")
     verdict = common.lines_starting("verdict:")
@@ -150,6 +144,39 @@ def handle(args: argparse.Namespace, tail: list[str] | None) -> None:
         min_saving=args.min_saving, min_fraction=args.min_fraction)
     common.flush_output(args)
     raise SystemExit(code)
+
+
+def _compare(args: argparse.Namespace, argv: list[str]) -> None:
+    """--compare A B: B against A (bench/comparable.py), as text or JSON; --json FILE also
+    writes the JSON document (claimed before anything is read)."""
+    if argv:
+        common.usage(args, "--compare takes two JSON files and no command")
+    if args.report_path or args.plot_path or args.out_dir:
+        common.usage(args, "--compare writes no --report, --plot or --out (--json FILE: the "
+                           "comparison as JSON)")
+    from jaxcache.bench.bench_document import BenchDocument
+    from jaxcache.bench.comparable import ab
+    from jaxcache.documents.read import load_bench
+    from jaxcache.report.bench import json as bench_json
+
+    target = None if args.json_path is None else outputs.claim(
+        args.json_path, "bench comparison", recognize=outputs.json_schema(
+            kinds.prefix("bench-compare")))
+    try:
+        a_path, b_path = args.compare
+        a, b = (BenchDocument.from_json(load_bench(p)) for p in (a_path, b_path))
+        result = ab(a, b)
+        document = bench_json.compare(result, a, b, a_path, b_path)
+    except BaseException:
+        outputs.release_all([target])
+        raise
+    if target is not None:
+        target.write(document)
+    if args.fmt == "json":
+        common.finish(args, document, 0)
+    from jaxcache.report.bench.compare import render
+
+    common.finish(args, render(result, a, b, a_path, b_path), 0)
 
 
 MARKDOWN_HEAD = b"# jaxcache bench\n"  # report/bench/markdown.py's first line

@@ -12,9 +12,9 @@ from __future__ import annotations
 from jaxcache._package import __version__
 
 # in the order `jaxcache --help` lists the commands that write them
-KINDS = ("audit", "init", "ls", "ls-bucket", "run", "bench", "explain", "net", "fingerprint",
-         "decide", "keygen", "seal-scan", "gc", "records-list", "records-prune", "records-stats",
-         "finding-codes", "config")
+KINDS = ("audit", "init", "ls", "ls-bucket", "run", "bench", "bench-compare", "explain", "net",
+         "fingerprint", "decide", "keygen", "seal-scan", "gc", "records-list", "records-prune",
+         "records-stats", "finding-codes", "config")
 
 
 def schema(kind: str) -> str:

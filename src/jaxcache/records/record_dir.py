@@ -190,3 +190,34 @@ def scan(directory: str) -> Scan:
         return scan_fd(fd, directory)
     finally:
         os.close(fd)
+
+
+def when_created(created: str | None) -> int | None:
+    """A record's `created` (UTC, ISO 8601, whole seconds) in ns since the epoch; None if
+    absent or not that form."""
+    import calendar
+
+    try:
+        return calendar.timegm(time.strptime(created or "", "%Y-%m-%dT%H:%M:%SZ")) * 10**9
+    except ValueError:
+        return None
+
+
+def read_file(path: str) -> Found:
+    """One record named on the command line (written by `run --record FILE`, under any name):
+    read as every trusted input is (not through a link, owned by you or root, no one else can
+    change it or a folder above it), and refused with one line unless it is a run record of a
+    schema this jaxcache reads. Its time: the name's where it is a record's name, else the
+    record's own `created`."""
+    from jaxcache.documents import read as documents
+    from jaxcache.records.run_document import RunRecord
+    from jaxcache.trust.inputs import trusted_file as inputs
+
+    found = inputs.read(path, inputs.RECORD)
+    assert found is not None
+    doc = documents.record_from(documents.object_from(found.data, path, "record"), path)
+    name = os.path.basename(path)
+    when = when_ns(name) or when_created(RunRecord.from_json(doc).created)
+    if when is None:
+        raise JaxcacheError(f"{safe(path)}: a run record without its time (`created`)")
+    return Found(name, path, when, len(found.data), found.dev, found.ino, doc)

@@ -373,6 +373,7 @@ class RunRecord:
     jax_cache_dirs: tuple[UsedDir, ...]
     env: Mapping[str, str]  # the job's environment as recorded (JAX_*, XLA_FLAGS...)
     unverified_allowed: bool
+    created: str | None = None  # UTC, ISO 8601, when the record was built (whole seconds)
 
     @classmethod
     def from_json(cls, doc: Mapping[str, object]) -> RunRecord:
@@ -393,7 +394,7 @@ class RunRecord:
                    "loaded" in probe, UsedDir.of_record(doc),
                    {k: val for k, val in mapping(doc.get("env")).items()
                     if isinstance(val, str)},
-                   bool(doc.get("unverified_allowed")))
+                   bool(doc.get("unverified_allowed")), text(doc.get("created")))
 
     @property
     def modules(self) -> tuple[ModuleEntry, ...]:

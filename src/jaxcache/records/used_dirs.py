@@ -101,3 +101,26 @@ def describe(e: UsedDir) -> str:
                 str(e.status), safe(str(e.status)))
     return (f"JAX was pointed at {safe(str(e.path))} ({verdict}{detail}), not the "
             f"audited cache: {what}")
+
+
+def canonical(path: str) -> str:
+    """A cache directory's one name: a URL as given, a path absolute and normalized."""
+    return _norm(path) or path
+
+
+def same_dir(a: str | None, b: str | None) -> bool:
+    """Two names of one cache directory: the same URL, or the same path once made absolute
+    (and, where both exist, once links are resolved)."""
+    if a is None or b is None:
+        return False
+    if is_url(a) or is_url(b):
+        return a == b
+    return _norm(a) == _norm(b) or os.path.realpath(a) == os.path.realpath(b)
+
+
+def used(record: RunRecord, cache: str) -> bool:
+    """Whether the run used `cache`: its audited cache directory, or one JAX was pointed at
+    and the guard served (a refused one was not used: nothing was loaded or written there)."""
+    if same_dir(record.cache_dir.path_given, cache):
+        return True
+    return any(e.status == "served" and same_dir(e.path, cache) for e in _dirs(record))

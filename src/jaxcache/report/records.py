@@ -93,8 +93,19 @@ def _pct(part: int, whole: int) -> str:
     return f" ({part / whole:.0%})" if whole else ""
 
 
-def stats_text(s: Stats) -> str:
+def _counted(s: Stats) -> list[str]:
+    """What was counted, first: which records, of which cache, since when."""
     span = f" from {s.first} to {s.last}" if s.records else ""
+    named = [f"  and {plural(len(s.record_files), 'file')} named with --record"] \
+        if s.record_files else []
+    if s.cache is None:
+        return [f"{plural(s.records, 'run record')} in {safe(s.directory)}{span}", *named]
+    since = f", since {s.since} (zeroed)" if s.since is not None else ""
+    return [f"{plural(s.records, 'run')} that used {safe(s.cache)}{since}{span}",
+            f"counted from: records in {safe(s.directory)}", *named]
+
+
+def stats_text(s: Stats) -> str:
     rows = [
         ("runs", str(s.records)),
         ("compile requests", str(s.compile_requests)),
@@ -107,8 +118,12 @@ def stats_text(s: Stats) -> str:
         ("estimated seconds saved",
          f"{s.saved_s:.2f} s over {plural(s.hits_estimated, 'hit')}"),
     ]
+    if s.cache is not None and s.entries is not None:
+        rows.append(("cache entries", f"{s.entries}"
+                     + (f" ({size(s.bytes)})" if s.bytes is not None else "")
+                     + f" after the run of {s.entries_when}"))
     width = max(len(k) for k, _ in rows)
-    lines = [f"{plural(s.records, 'run record')} in {safe(s.directory)}{span}"]
+    lines = _counted(s)
     lines += [f"{k.ljust(width)}  {v}" for k, v in rows]
     lines += wrap(f"saved is estimated: {s.how_saved}"
                         + (f"; {plural(s.hits_unknown, 'hit')} of keys no other record "
@@ -148,7 +163,9 @@ def prune_json(p: PruneResult) -> str:
 
 
 def stats_json(s: Stats) -> str:
-    return jsonout.document({**_head("stats"), **asdict(s)})
+    d = asdict(s)
+    d["record_files"] = list(s.record_files)
+    return jsonout.document({**_head("stats"), **d})
 
 
 FORMATS: dict[str, dict[str, Callable[..., str]]] = {

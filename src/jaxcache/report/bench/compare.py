@@ -1,86 +1,95 @@
-"""`jaxcache bench --compare A B`: two bench results side by side, as text.
+"""`jaxcache bench --compare A B`: two bench results as an A/B result, as text.
 
-What makes timings comparable (versions, builds, devices, flags, shapes: bench/comparable.py)
-is named first where it differs (the timings are then not directly comparable),
-then the medians, the savings with their intervals and the verdicts.
+The answer per measure first (warm start, warm time to first step, warm compile-or-load, cold
+start, the seconds saved per start): B against A as "N times faster/slower" with its interval
+over the trials of both files, or "no clear difference" where the interval holds 1 (bench/
+comparable.py's `ab`). Then every setting that differs, each shown whole (wrapped, escaped,
+never cut: a digest stays copyable), saying first whether any is one of what makes timings
+comparable (versions, builds, devices, flags, cache options, shapes). `--format json`:
+report/bench/json.py's `compare` (schema jaxcache.bench-compare/1).
 """
 
 from __future__ import annotations
 
-from jaxcache.report import style
-from jaxcache.text import clip, plural, safe, width
+import statistics
+
+from jaxcache.bench.comparable import Difference
+from jaxcache.text import plural, safe, wrap
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from jaxcache.bench.bench_document import Arms, BenchDocument, Interval
+    from jaxcache.bench.bench_document import BenchDocument
+    from jaxcache.bench.comparable import AB
+    from jaxcache.bench.estimates import Shift
 
 
-def render(a: BenchDocument, b: BenchDocument, a_path: str, b_path: str) -> str:
-    """Two bench results side by side, each already read and checked (documents.BENCH)."""
+def render(ab: AB, a: BenchDocument, b: BenchDocument, a_path: str, b_path: str) -> str:
+    """Two bench results, each already read and checked (documents.BENCH), and `ab` of them."""
     lines = [f"jaxcache bench --compare {safe(a_path)} {safe(b_path)}"]
     ca, cb = " ".join(a.command), " ".join(b.command)
-    lines.append(f"A: {safe(ca)}" if ca == cb else f"A: {safe(ca)}\nB: {safe(cb)} (a "
-                 "different command)")
-    fa, fb = a.comparable, b.comparable
-    diffs = [line for k in sorted(set(fa) | set(fb)) if fa.get(k) != fb.get(k)
-             for line in (_shapes(a.shapes, b.shapes)
-                          if k == "shapes" and a.shapes is not None and b.shapes is not None
-                          else _differ(k, fa.get(k), fb.get(k)))]
-    lines.append("comparable: the same versions, builds, devices, flags and shapes"
-                 if not diffs else "not comparable (the timings are not directly comparable):")
-    lines += diffs
-    rows = [("", "A", "B")]
-    for arm in ("cold", "warm"):
-        rows.append((f"{arm} wall median (s)", _f(_median(a.wall, arm)),
-                     _f(_median(b.wall, arm))))
-    b_phases = dict(b.phases)
-    for phase, arms in a.phases:
-        for arm in ("cold", "warm"):
-            rows.append((f"{arm} {safe(phase)} (s)", _f(_median(arms, arm)),
-                         _f(_median(b_phases.get(phase), arm))))
-    rows.append(("saving s", _ci(a.saving), _ci(b.saving)))
-    rows.append(("compile saving s", _ci(a.compile_saving), _ci(b.compile_saving)))
-    rows.append(("verdict", a.verdict, b.verdict))
-    widths = [max(len(r[i]) for r in rows) for i in range(3)]
+    lines += wrap(f"A: {safe(ca)} ({plural(ab.trials[0], 'trial')}, verdict {safe(a.verdict)})")
+    lines += wrap(f"B: {'the same command' if ca == cb else safe(cb)} "
+                  f"({plural(ab.trials[1], 'trial')}, verdict {safe(b.verdict)})")
     lines.append("")
-    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
-              for r in rows]
+    lines.append(f"B against A (per trial; {ab.confidence:.0%} intervals, exact, over the "
+                 "trials of both):")
+    for d in ab.differences:
+        lines.append(f"  {d.measure.words}: A {_median(d.a)}, B {_median(d.b)} (medians)")
+        lines += wrap(reading(d, ab.fewest), "    ")
+    lines.append("")
+    if not ab.settings:
+        lines.append("settings: the same (versions, builds, devices, flags, cache options, "
+                     "shapes and the bench's own)")
+    else:
+        differ = (f"{plural(len(ab.settings), 'setting')} "
+                  f"differ{'s' if len(ab.settings) == 1 else ''}")
+        lines += wrap(f"{differ}, of them some that make timings comparable or not "
+                      "(comparable.*: versions, builds, devices, flags, cache options, shapes): "
+                      "the A/B measures their effect too:" if not ab.comparable else
+                      f"{differ} (the same versions, builds, devices, flags, cache options "
+                      "and shapes):")
+        for s in ab.settings:
+            lines.append(f"  {safe(s.name)}")
+            lines += wrap(safe(s.a), "    A: ", "")
+            lines += wrap(safe(s.b), "    B: ", "")
     return "\n".join(lines) + "\n"
 
 
-def _median(arms: Arms | None, arm: str) -> float | None:
-    if arms is None:
-        return None
-    return arms.cold if arm == "cold" else arms.warm
+def _median(values: tuple[float, ...]) -> str:
+    return f"{statistics.median(values):.2f} s" if values else "-"
 
 
-def _shapes(a: tuple[tuple[str, str], ...], b: tuple[tuple[str, str], ...]) -> list[str]:
-    """The modules whose inputs changed (summaries and digests, not 2,000-character reprs)."""
-    ma, mb = dict(a), dict(b)
-    names = sorted(n for n in set(ma) | set(mb) if ma.get(n) != mb.get(n))
-    out = [f"  shapes: {plural(len(names), 'module')} differ"]
-    out += [clip(f"    {safe(n)}: {style.shapes(ma.get(n)) if n in ma else 'absent'} "
-                 f"vs {style.shapes(mb.get(n)) if n in mb else 'absent'}",
-                 width()) for n in names[:5]]
-    return out + ([f"    ... and {len(names) - 5} more"] if len(names) > 5 else [])
+def _ci(s: Shift) -> str:
+    return f" ({s.confidence:.1%} CI)"
 
 
-def _differ(key: str, a: object, b: object) -> list[str]:
-    """One comparable field that differs, short: a digest for a long value."""
-    def brief(v: object) -> str:
-        text = safe(repr(v))
-        return text if len(text) <= 60 else f"{text[:40]}... (digest {style.digest(text)})"
-    return [f"  {safe(key)}: {brief(a)} vs {brief(b)}"]
+def _too_few(d: Difference, s: Shift, fewest: int) -> str:
+    return (f"(no {s.asked:.0%} interval: A has {plural(len(d.a), 'trial')}, B {len(d.b)}; "
+            f"{fewest} on each side suffice)")
 
 
-def _f(v: float | None) -> str:
-    return "-" if v is None else f"{v:.2f}"
-
-
-def _ci(s: Interval | None) -> str:
-    if s is None or s.estimate is None:
-        return "-"
-    if s.low is None:
-        return f"{s.estimate:.2f} [no interval]"
-    label = f" ({s.confidence:.1%} CI)" if s.confidence is not None else ""
-    return f"{s.estimate:.2f} [{s.low:.2f} - {s.high:.2f}]{label}"
+def reading(d: Difference, fewest: int) -> str:
+    """What the interval says of B, in words: '1.30 times faster [1.21 - 1.39] (97.1% CI)'."""
+    word = d.reading
+    if word == "no-data":
+        return "no trial with a cold and a warm run on both sides"
+    if d.ratio is not None:
+        r = d.ratio
+        if word == "no-interval":
+            return f"B/A {r.estimate:.2f} {_too_few(d, r, fewest)}"
+        if word == "faster":
+            return (f"B {1 / r.estimate:.2f} times faster [{1 / r.high:.2f} - "
+                    f"{1 / r.low:.2f}]{_ci(r)}")
+        if word == "slower":
+            return f"B {r.estimate:.2f} times slower [{r.low:.2f} - {r.high:.2f}]{_ci(r)}"
+        return f"no clear difference: B/A {r.estimate:.2f} [{r.low:.2f} - {r.high:.2f}]{_ci(r)}"
+    s = d.shift
+    assert s is not None  # no-data above
+    if word == "no-interval":
+        return f"B - A {s.estimate:+.2f} s {_too_few(d, s, fewest)}"
+    if word == "more":
+        return f"B saves {s.estimate:.2f} s more [{s.low:.2f} - {s.high:.2f}]{_ci(s)}"
+    if word == "less":
+        return f"B saves {-s.estimate:.2f} s less [{-s.high:.2f} - {-s.low:.2f}]{_ci(s)}"
+    return (f"no clear difference: B - A {s.estimate:+.2f} s [{s.low:+.2f} - "
+            f"{s.high:+.2f}]{_ci(s)}")

@@ -1,5 +1,6 @@
 """`jaxcache bench --json`: raw samples, what makes them comparable, the fingerprints of the
-builds they ran, and conclusions (schema jaxcache.bench/1)."""
+builds they ran, and conclusions (schema jaxcache.bench/1); and `bench --compare --format
+json`, two results as an A/B result (jaxcache.bench-compare/1)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,11 @@ from jaxcache.documents.kinds import envelope
 from jaxcache.jaxcompat import DEFAULT_MIN_COMPILE_TIME_SECS, DEFAULT_MIN_ENTRY_SIZE_BYTES
 from jaxcache.report import jsonout
 from jaxcache.thresholds import LeftOut
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from jaxcache.bench.bench_document import BenchDocument
+    from jaxcache.bench.comparable import AB
 
 
 def _num(v: float) -> float | None:
@@ -162,3 +168,26 @@ def bench_dict(result: BenchResult) -> dict[str, object]:
 
 def render(result: BenchResult) -> str:
     return jsonout.document(bench_dict(result))
+
+
+def compare(ab: AB, a: BenchDocument, b: BenchDocument, a_path: str, b_path: str) -> str:
+    """`bench --compare A B --format json` (schema jaxcache.bench-compare/1): each measure's
+    per-trial values, B / A and B - A with their intervals, and every setting that differs."""
+    import statistics
+
+    def side(doc: BenchDocument, path: str, trials: int) -> dict[str, object]:
+        return {"path": path, "command": list(doc.command), "trials": trials,
+                "verdict": doc.verdict}
+
+    def values(v: tuple[float, ...]) -> dict[str, object]:
+        return {"per_trial": list(v), "median": statistics.median(v) if v else None}
+
+    return jsonout.document({
+        **envelope("bench-compare"), "a": side(a, a_path, ab.trials[0]),
+        "b": side(b, b_path, ab.trials[1]), "confidence": ab.confidence,
+        "fewest_trials": ab.fewest, "comparable": ab.comparable,
+        "measures": [{"measure": d.measure.value, "words": d.measure.words,
+                      "reading": d.reading, "a": values(d.a), "b": values(d.b),
+                      "b_over_a": _shift(d.ratio), "b_minus_a_s": _shift(d.shift)}
+                     for d in ab.differences],
+        "settings": [{"name": s.name, "a": s.a, "b": s.b} for s in ab.settings]})
