@@ -138,6 +138,22 @@ def test_prune_keep_is_a_floor_for_older_than(world):
         [world["names"][1]]
 
 
+def test_prune_takes_keep_from_the_project_file(world, tmp_path):
+    """Issue 44: the project file's [records] keep is prune's --keep when none is given (and
+    `records prune` alone no longer needs a flag there); a flag still wins."""
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / ".jaxcache.toml").write_text("[records]\nkeep = 1\n")
+    prune = ["records", "prune", "--dry-run", "--dir", str(world["runs"]), "--format", "json"]
+    proc = jaxcache(*prune, env=world["env"], cwd=str(project))
+    assert proc.returncode == 0, proc.stderr
+    assert [r["name"] for r in json.loads(proc.stdout)["deleted"]] == [world["names"][0], OLD]
+    proc = jaxcache(*prune, "--keep", "3", env=world["env"], cwd=str(project))
+    assert proc.returncode == 0 and json.loads(proc.stdout)["deleted"] == [], proc.stderr
+    proc = jaxcache(*prune, env=world["env"], cwd=str(tmp_path))  # no project file: refused
+    assert proc.returncode == 2 and "needs --older-than DAYS and/or --keep N" in proc.stderr
+
+
 def test_bad_input_is_one_line_and_changes_nothing(world, tmp_path):
     runs = world["runs"]
     before = sorted(os.listdir(runs))

@@ -21,7 +21,7 @@ def options(p: argparse.ArgumentParser) -> None:
         help="prune: records made more than DAYS days ago.")
     opt(p, "--keep", type=common.Range(int, 0), metavar="N",
         help="prune: all but the newest N records (with --older-than: only old ones beyond "
-             "the newest N).")
+             "the newest N). Default: the project file's [records] keep, if any.")
     opt(p, "--dry-run", action="store_true",
         help="prune: say what would be deleted, delete nothing.")
     opt(p, "--record", dest="record_files", action="extend", nargs="+", metavar="FILE",
@@ -76,8 +76,13 @@ def handle(args: argparse.Namespace, tail: None) -> None:
         common.usage(args, "--zero needs the cache to count afresh: records stats CACHE --zero")
     if args.zero and args.record_files:
         common.usage(args, "--zero takes no --record: it marks a time, for every record")
-    if action == "prune" and args.older_than is None and args.keep is None:
-        common.usage(args, "records prune needs --older-than DAYS and/or --keep N")
+    from jaxcache.project import effective
+
+    keep = args.keep if args.keep is not None else effective.records_keep() \
+        if action == "prune" else None  # the project file's [records] keep, only for prune
+    if action == "prune" and args.older_than is None and keep is None:
+        common.usage(args, "records prune needs --older-than DAYS and/or --keep N (or keep in "
+                           "the project file's [records]: jaxcache config)")
     directory = args.records_dir if args.records_dir is not None else store.runs_dir()
     from jaxcache.report import records as formats
 
@@ -86,7 +91,7 @@ def handle(args: argparse.Namespace, tail: None) -> None:
         from jaxcache.records import prune
 
         text = fmt["prune"](prune.prune(directory, older_than_days=args.older_than,
-                                            keep=args.keep, dry_run=args.dry_run))
+                                            keep=keep, dry_run=args.dry_run))
     elif action == "stats":
         text = _stats(args, directory, fmt["stats"])
     else:
