@@ -277,12 +277,15 @@ def _threshold_lines(record: RunRecord) -> list[str]:
 
 def _origin_lines(origin: OriginPart | None) -> list[str]:
     """Where the entries before the job came from (trust/provenance/origin.py), when not all yours
-    or not all of this build."""
+    or not all of this build: entries a trusted writer's ledger vouched for are said with
+    whose."""
     if not origin or not (origin.count("unknown") or origin.count("changed")
-                          or origin.ledger_problem or origin.other_build):
+                          or origin.count("vouched") or origin.ledger_problem
+                          or origin.other_build):
         return []
     other = len(origin.other_build)
-    out = [f"origin of the entries before the job: {origin_counts(dict(origin.counts))}"
+    out = [f"origin of the entries before the job: "
+           f"{origin_counts(dict(origin.counts), origin.vouched_by)}"
            + (f" ({other} of yours written by another build on this host)" if other else "")]
     for f in origin.findings:
         if f.effect in ("warning", "unsafe"):

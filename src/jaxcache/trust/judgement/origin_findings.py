@@ -216,10 +216,29 @@ def trusted_ledgers(ledger: Ledger, rule: Rule, accounts: Accounts) -> tuple[Led
     above the audit)."""
     if not rule.trusted_ledgers or ledger.others is None:
         return ()
+    writers = trusted_writers(rule, accounts)
+    return tuple(ledger.others(path, writers) for path in rule.trusted_ledgers)
+
+
+def trusted_writers(rule: Rule, accounts: Accounts) -> frozenset[int]:
+    """The users the policy trusts to write a cache (its trusted_users, and the members of its
+    trusted_groups): who may own and write a trusted writer's ledger besides you and root."""
     writers = set(rule.trusted_uids)
     for gid in rule.trusted_gids:
         writers |= accounts.members(gid)
-    return tuple(ledger.others(path, frozenset(writers)) for path in rule.trusted_ledgers)
+    return frozenset(writers)
+
+
+def vouching(origins: Origins | None, rule: Rule, accounts: Accounts
+             ) -> tuple[tuple[str, frozenset[int]], ...]:
+    """The trusted writers' ledgers that vouched in the audit (`origins`: its judgement of the
+    cache `rule` covers), each with the writers who may own it: what the job's gate reads
+    again where it judges each load (lifecycle/witness.py's gatekeeper). One that failed the
+    check is not handed down: it vouches for nothing in the job either."""
+    if origins is None or not origins.trusted:
+        return ()
+    writers = trusted_writers(rule, accounts)
+    return tuple((t.path, writers) for t in origins.trusted if not t.problem)
 
 
 def trusted_owners(origins: Origins, accounts: Accounts,
