@@ -239,6 +239,7 @@ def origins_json(origins: Origins | None) -> dict[str, object] | None:
     return {"ledger": _path(origins.ledger), "ledger_problem": origins.ledger_problem,
             "ledger_lines_skipped": origins.ledger_skipped,
             **origins.counts(),
+            "vouched_by": {safe(who): len(names) for who, names in origins.vouched().items()},
             # the policy's trusted_ledgers, as read (a problem: it vouched for nothing)
             "trusted_ledgers": [
                 {"path": _path(t.path), "owner": None if t.problem else t.owner,
