@@ -133,6 +133,8 @@ class OriginPart:
     # how many entries each trusted writer's ledger vouched for (the policy's trusted_ledgers),
     # by that writer's name (escaped, as the record holds it)
     vouched_by: Mapping[str, int] = field(default_factory=dict)
+    # the entries another build wrote, counted by whose: "yours", or "teamb's" (vouched)
+    other_whose: Mapping[str, int] = field(default_factory=dict)
 
     def count(self, origin: str) -> int:
         return self.counts.get(origin, 0)
@@ -144,10 +146,16 @@ class OriginPart:
         counts = {word: n for word in ORDER if (n := integer(doc.get(word))) is not None}
         by = {who: n for who, v in mapping(doc.get("vouched_by")).items()
               if (n := integer(v)) is not None}
+        other = mappings(doc.get("other_build"))
+        whose: dict[str, int] = {}
+        for e in other:
+            who = text(e.get("vouched_by"))
+            key = f"{who}'s" if who else "yours"
+            whose[key] = whose.get(key, 0) + 1
         return cls(counts, text(doc.get("ledger_problem")),
-                   tuple(str(e.get("name")) for e in mappings(doc.get("other_build"))),
+                   tuple(str(e.get("name")) for e in other),
                    tuple(OriginFinding.from_json(f) for f in mappings(doc.get("findings"))),
-                   by)
+                   by, whose)
 
 
 @frozen

@@ -383,7 +383,8 @@ def _origin_summary(report: AuditReport) -> dict[str, object] | None:
                            "vouched_by": safe(e.vouched_by) if e.vouched_by else None}
                           for e in o.entries if e.origin != "yours"],
             "other_build": [{"name": safe(e.name), "writer": e.writer,
-                             "reason": safe(build_reason(e, o))}
+                             "reason": safe(build_reason(e, o)),
+                             "vouched_by": safe(e.vouched_by) if e.vouched_by else None}
                             for e in o.other_build()],
             "findings": [{"code": f.code, "effect": f.effect, "message": f.message,
                           "remedy": f.remedy} for f in said]}

@@ -182,17 +182,21 @@ def build_findings(origins: Origins, path: str, *, ci: str | None,
         for e in other:
             reasons.setdefault(build_reason(e, origins), []).append(e.name)
         said = "; ".join(f"{safe(r)} ({some(names)})" for r, names in reasons.items())
+        whose = origins.whose_said([e.name for e in other])  # "" where all are yours
         out.append(Finding("origin.other-build", UNSAFE if why else WARNING,
-                           f"{_entries(len(other))} {OTHER_BUILD_WHY}: {said}"
+                           f"{_entries(len(other))}{f' ({safe(whose)})' if whose else ''} "
+                           f"{OTHER_BUILD_WHY}: {said}"
                            + (f"; refused {why}" if why else ""), path, OTHER_BUILD_REMEDY))
-    for why_unknown, names in origins.unknown_builds().items():
+    for why_unknown, all_names in origins.unknown_builds().items():
         no_jaxlib = why_unknown == NO_JAXLIB_WHY
-        out.append(Finding("origin.build-unknown", NOTE,
-                           f"the build that wrote {_entries(len(names))} of yours could not be "
-                           f"compared with this one: {why_unknown} ({some(names)})", path,
-                           "judge the cache from the Python that runs the jobs (its jaxlib is "
-                           "the build that loads them)" if no_jaxlib else
-                           "if jaxlib was upgraded or rebuilt since, clear them"))
+        for whose, names in origins.whose(all_names).items():  # yours, or a trusted writer's
+            out.append(Finding("origin.build-unknown", NOTE,
+                               f"the build that wrote {_entries(len(names))} of {safe(whose)} "
+                               f"could not be compared with this one: {why_unknown} "
+                               f"({some(names)})", path,
+                               "judge the cache from the Python that runs the jobs (its jaxlib "
+                               "is the build that loads them)" if no_jaxlib else
+                               "if jaxlib was upgraded or rebuilt since, clear them"))
     return out
 
 
