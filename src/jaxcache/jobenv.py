@@ -17,11 +17,13 @@ LIB = "JAXCACHE_LIB"  # the jaxcache package's directory, for a Python that cann
 AUDITED = "JAXCACHE_AUDITED"  # the one directory JAX may open a cache in (plain caches)
 WITNESS = "JAXCACHE_WITNESS"  # the origin ledger each entry the job writes goes into
 ORIGIN_GATE = "JAXCACHE_ORIGIN_GATE"  # the ledger each load is judged against (under CI)
+# JSON: trusted writers' ledgers the gate reads too (the policy's trusted_ledgers that vouched)
+ORIGIN_TRUSTED = "JAXCACHE_ORIGIN_TRUSTED"
 SEAL = "JAXCACHE_SEAL"  # JSON: a sealed cache's path, keys, local tier and policy
 FINGERPRINT = "JAXCACHE_FINGERPRINT"  # JSON: the build and CPU `jaxcache run` hashed
 
 # granted by one audit for one run: never inherited from an outer run
-PER_RUN = (AUDITED, WITNESS, ORIGIN_GATE, FINGERPRINT)
+PER_RUN = (AUDITED, WITNESS, ORIGIN_GATE, ORIGIN_TRUSTED, FINGERPRINT)
 GATES = (GATE, GATE_PID)  # one run's gate, never an outer run's
-ALL = frozenset({PROBE_DIR, GATE, GATE_PID, LIB, AUDITED, WITNESS, ORIGIN_GATE, SEAL,
-                 FINGERPRINT})
+ALL = frozenset({PROBE_DIR, GATE, GATE_PID, LIB, AUDITED, WITNESS, ORIGIN_GATE, ORIGIN_TRUSTED,
+                 SEAL, FINGERPRINT})

@@ -10,80 +10,25 @@ as teamb."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
 import sys
-import sysconfig
-import tempfile
-from pathlib import Path
 
 import pytest
-from support import paths
-from support.jobs import JOB_TIMEOUT_S, clean_env, jaxcache
-from support.ledgers import EVERY_COMPILE, TWO_JITS_JOB
-from support.users import as_user_argv, mkdir, needs_root
+from support.jobs import jaxcache
+from support.team import env as _team_env
+from support.team import policy as _team_policy
+from support.users import needs_root
 
 pytestmark = needs_root
 pytest.importorskip("jax")
 
 
-def _as(user: str, state: Path, *argv: str) -> subprocess.CompletedProcess:
-    """`argv` run by the system python as `user`, with this checkout's JAX and jaxcache."""
-    site = sysconfig.get_paths()["purelib"]
-    env = {"PATH": "/usr/bin:/bin", "HOME": str(state), "XDG_STATE_HOME": str(state),
-           "JAX_PLATFORMS": "cpu", "LANG": "C.UTF-8", "NO_COLOR": "1",
-           "PYTHONPATH": f"{site}:{paths.CHECKOUT / 'src'}", **EVERY_COMPILE}
-    return subprocess.run([*as_user_argv(user), "/usr/bin/python3", *argv], env=env,
-                          capture_output=True, text=True, cwd="/", timeout=JOB_TIMEOUT_S)
-
-
-@pytest.fixture(scope="module")
-def team(accounts):
-    """teamb (accounts.b) owns the share and fills it with a watched `jaxcache run`; its
-    ledger is $XDG_STATE_HOME/jaxcache/origin.ledger in a home only teamb writes."""
-    if not os.access("/usr/bin/python3", os.X_OK):
-        pytest.skip("no system python3 a service user can run")
-    top = Path(tempfile.mkdtemp(prefix="jaxcache-team-"))
-    top.chmod(0o755)
-    try:
-        if _as(accounts.b, top, "-c", "import jax, jaxcache").returncode != 0:
-            pytest.skip("service users cannot import jax from this checkout")
-        home = mkdir(top / "teamb", 0o755, accounts.b)
-        shared = mkdir(top / "shared", 0o755, accounts.b)
-        job = top / "job.py"
-        job.write_text(TWO_JITS_JOB)
-        job.chmod(0o644)
-        ran = _as(accounts.b, home, "-m", "jaxcache", "run", "-q", "--allow-untrusted",
-                  "--cache-dir", str(shared), "--", "/usr/bin/python3", str(job))
-        assert ran.returncode == 0, ran.stderr
-        ledger = home / "jaxcache" / "origin.ledger"
-        assert ledger.stat().st_uid == pwd_uid(accounts.b), ledger
-        entries = [p for p in shared.iterdir() if p.name.endswith("-cache")]
-        assert len(entries) == 2 and {p.stat().st_uid for p in entries} == {
-            pwd_uid(accounts.b)}
-        state = mkdir(top / "mine", 0o700)  # yours: an empty state directory, no ledger
-        yield {"top": top, "shared": shared, "ledger": ledger, "job": job, "state": state}
-    finally:
-        shutil.rmtree(top, ignore_errors=True)
-
-
-def pwd_uid(name: str) -> int:
-    import pwd
-
-    return pwd.getpwnam(name).pw_uid
-
-
 def _policy(team: dict, accounts, name: str, extra: str = "") -> str:
-    path = team["top"] / f"{name}.toml"
-    path.write_text(f'[[cache]]\npath = "{team["shared"]}"\ntrusted_users = ["{accounts.b}"]\n'
-                    + extra)
-    path.chmod(0o600)
-    return str(path)
+    return _team_policy(team, accounts.b, name, extra)
 
 
 def _env(team: dict, **extra: str) -> dict:
-    return clean_env(XDG_STATE_HOME=str(team["state"]), NO_COLOR="1", **EVERY_COMPILE, **extra)
+    return _team_env(team, **extra)
 
 
 def _audit(team: dict, policy: str, *args: str, **env: str) -> dict:

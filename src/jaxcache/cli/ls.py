@@ -13,6 +13,10 @@ def options(p: argparse.ArgumentParser) -> None:
                    help="The cache directory, gs:// or s3://BUCKET/PREFIX (default: "
                         "$JAX_COMPILATION_CACHE_DIR, else the directory `jaxcache init` "
                         "makes).")
+    common.option(p, "--policy", dest="policy_path", metavar="FILE",
+                  help="Trust policy (TOML) whose trusted_ledgers say which entries writers it "
+                       "trusts here wrote (ORIGIN vouched); default: your config dir's "
+                       "jaxcache/policy.toml.")
     common.format_flag(p)
 
 
@@ -28,8 +32,10 @@ def handle(args: argparse.Namespace, tail: None) -> None:
     Flags mark what JAX would not have made: entries owned by other users, group- or
     other-writable entries, hard links, symlinks, non-regular files, ACLs, unexpected names.
     ORIGIN tells who wrote each compiled entry, by your origin ledger: yours (a job jaxcache
-    watched wrote exactly these bytes), unknown (no watched job wrote it: restored, copied,
-    baked into an image, or written by JAX without jaxcache), changed (rewritten since);
+    watched wrote exactly these bytes), vouched (a line of the origin ledger of a writer your
+    policy trusts here, named in its trusted_ledgers, names these bytes: the count line says
+    whose), unknown (no watched job wrote it: restored, copied, baked into an image, or
+    written by JAX without jaxcache), changed (rewritten since);
     FLAGS says other-build where the ledger says another build of jaxlib (or another CPU)
     wrote an entry of yours (an upgrade or rebuild in place: fingerprint.rule).
     KEY names the key each signature file claims (by your policy's name for it where it
@@ -56,7 +62,8 @@ def handle(args: argparse.Namespace, tail: None) -> None:
         path, also=lambda inv, fd, where, accounts: signers.update(
             scan.signed_by(inv, fd, where, accounts, builds)),
         fingerprint=lambda: fingerprint.current(on_hashing=None if args.quiet else
-                                                common.hashing_notice))
+                                                common.hashing_notice),
+        policy=args.policy_path)
     from jaxcache.report import ls as formats
 
     shown = formats.FORMATS[args.fmt](resolved, inv, origins=origins, signers=signers,

@@ -9,7 +9,7 @@ holds them in a RunRecord.
 from __future__ import annotations
 
 from jaxcache.documents.fields import integer, items, mapping, mappings, text
-from jaxcache.values import frozen
+from jaxcache.values import field, frozen
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -126,21 +126,36 @@ class OriginPart:
     """Where the entries before the job came from (`cache_dir.origin`, the audit's origins:
     trust/provenance/origin.py)."""
 
-    counts: Mapping[str, int]  # yours, unknown, changed: as the record has them
+    counts: Mapping[str, int]  # yours, vouched, unknown, changed: as the record has them
     ledger_problem: str | None
     other_build: tuple[str, ...]  # the names of the entries of yours another build wrote
     findings: tuple[OriginFinding, ...]
+    # how many entries each trusted writer's ledger vouched for (the policy's trusted_ledgers),
+    # by that writer's name (escaped, as the record holds it)
+    vouched_by: Mapping[str, int] = field(default_factory=dict)
+    # the entries another build wrote, counted by whose: "yours", or "teamb's" (vouched)
+    other_whose: Mapping[str, int] = field(default_factory=dict)
 
     def count(self, origin: str) -> int:
         return self.counts.get(origin, 0)
 
     @classmethod
     def from_json(cls, doc: Mapping[str, object]) -> OriginPart:
-        counts = {word: n for word in ("yours", "unknown", "changed")
-                  if (n := integer(doc.get(word))) is not None}
+        from jaxcache.trust.provenance.origin import ORDER
+
+        counts = {word: n for word in ORDER if (n := integer(doc.get(word))) is not None}
+        by = {who: n for who, v in mapping(doc.get("vouched_by")).items()
+              if (n := integer(v)) is not None}
+        other = mappings(doc.get("other_build"))
+        whose: dict[str, int] = {}
+        for e in other:
+            who = text(e.get("vouched_by"))
+            key = f"{who}'s" if who else "yours"
+            whose[key] = whose.get(key, 0) + 1
         return cls(counts, text(doc.get("ledger_problem")),
-                   tuple(str(e.get("name")) for e in mappings(doc.get("other_build"))),
-                   tuple(OriginFinding.from_json(f) for f in mappings(doc.get("findings"))))
+                   tuple(str(e.get("name")) for e in other),
+                   tuple(OriginFinding.from_json(f) for f in mappings(doc.get("findings"))),
+                   by, whose)
 
 
 @frozen

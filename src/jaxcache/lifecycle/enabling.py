@@ -229,7 +229,9 @@ def _enable(path: str, policy: str | None, allow_untrusted: bool, reset: bool,
         from jaxcache.trust.rules import ci
 
         if origin_findings.refusal(ci.detect(), require_origin, pol.rule_for(chosen).restored_from):
-            jaxcompat.gate_gets(witness.gatekeeper())  # each load judged by its bytes
+            # each load judged by its bytes, by your ledger or a trusted writer's that vouched
+            jaxcompat.gate_gets(witness.gatekeeper(trusted=origin_findings.vouching(
+                report.origins, pol.declared(chosen), accounts)))
             jaxcompat.disable_xla_subcaches()  # XLA's own loads could not be judged
         before = inherit.point_children_at(chosen)
         check_jax_uses(chosen)

@@ -216,29 +216,72 @@ def append(ledger: str, written: ledger_file.Written, described: bytes = b"") ->
         os.close(dfd)
 
 
-def gatekeeper(ledger: str | None = None) -> Callable[[str, str, bytes], bool]:
+# a trusted writer's ledger the in-job gate reads again: its path, and the users the policy
+# trusts for the cache (who may own and write it besides you and root)
+Vouching = tuple[str, frozenset[int]]
+
+
+def gatekeeper(ledger: str | None = None, trusted: tuple[Vouching, ...] = ()
+               ) -> Callable[[str, str, bytes], bool]:
     """The guard's judge of each entry JAX is about to load (jaxcompat.gate_gets), where
     entries of unknown origin are refused (under CI, --require-origin): the very bytes must
-    hash to a ledger line for that name, written by a build that may load here (trust/origin's
-    built(): a line naming another build or host is a refusal, one that names none, an older
-    jaxcache's, is not), else the load is a miss and JAX compiles. The ledger and this
-    process's fingerprint (fingerprint.in_job()) are read once, at the first load."""
+    hash to a line for that name, of your ledger or of a trusted writer's (`trusted`: those
+    the audit found vouching, trust/judgement/origin_findings.py's vouching()), written by a
+    build that may load here (trust/origin's built(): a line naming another build or host is
+    a refusal, one that names none, an older jaxcache's, is not), else the load is a miss and
+    JAX compiles. Each trusted ledger is read again as the audit read it (trust/inputs/
+    ledger.py's load_trusted: a trusted input only its owner among `writers`, you and root can
+    change, all the way up, bound to its file; under CI, this boot's lines): one that fails
+    vouches for nothing here. The ledgers and this process's fingerprint (fingerprint.in_job())
+    are read once, at the first load."""
     path = os.path.abspath(ledger or ledger_file.ledger_path())
-    known: list[tuple[Ledger, Fingerprint | None, str]] = []  # (the ledger, mine, its id)
+    known: list[tuple[tuple[Ledger, ...], Fingerprint | None, str]] = []  # ledgers, mine, id
 
     def judge(directory: str, key: str, value: bytes) -> bool:
         if not known:
             from jaxcache.trust.inputs import ledger as ledgermod
 
             mine = _reader()
-            known.append((ledgermod.load(path), mine,
+            loaded = (ledgermod.load(path), *(ledgermod.load_trusted(p, writers)
+                                              for p, writers in trusted))
+            known.append((tuple(r for r in loaded if not r.problem), mine,
                           mine.id if mine is not None and mine.build is not None else ""))
-        [(read, mine, mine_id)] = known
+        [(ledgers, mine, mine_id)] = known
         digest = hashlib.sha256(value).hexdigest()
+        name = f"{key}{ENTRY_SUFFIX}"
         return any(w.sha256 == digest and origin.may_load(w, read, mine, mine_id)
-                   for w in read.by_name.get(f"{key}{ENTRY_SUFFIX}", ()))
+                   for read in ledgers for w in read.by_name.get(name, ()))
 
     return judge
+
+
+def vouching_env(trusted: tuple[Vouching, ...]) -> str:
+    """The trusted ledgers the in-job gate reads (JAXCACHE_ORIGIN_TRUSTED), as `jaxcache run`
+    hands them to the job: JSON [[path, [uid, ...]], ...]. Only this run's (jobenv.PER_RUN):
+    each is read again in the job by the same loader, with the same writers."""
+    import json
+
+    return json.dumps([[p, sorted(writers)] for p, writers in trusted])
+
+
+def vouching_from_env(value: str | None) -> tuple[Vouching, ...]:
+    """vouching_env()'s value read back; anything else vouches for nothing (fail closed)."""
+    if not value:
+        return ()
+    import json
+
+    try:
+        doc = json.loads(value)
+    except ValueError:
+        return ()
+    out = []
+    for item in doc if isinstance(doc, list) else ():
+        if not (isinstance(item, list) and len(item) == 2 and isinstance(item[0], str)
+                and item[0].startswith("/") and isinstance(item[1], list)
+                and all(type(u) is int and u >= 0 for u in item[1])):
+            return ()
+        out.append((item[0], frozenset(item[1])))
+    return tuple(out)
 
 
 def _reader() -> Fingerprint | None:

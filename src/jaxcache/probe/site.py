@@ -176,7 +176,9 @@ def _install_guard(jax_module: "ModuleType", granted: "dict[str, str]"
             # entry that arrived after jaxcache's audit too); failing that, no cache at all
             from jaxcache.lifecycle import witness
 
-            jaxcompat.gate_gets(witness.gatekeeper(os.environ["JAXCACHE_ORIGIN_GATE"]))
+            # and trusted writers' ledgers, each read again as the audit read it
+            trusted = witness.vouching_from_env(os.environ.get("JAXCACHE_ORIGIN_TRUSTED"))
+            jaxcompat.gate_gets(witness.gatekeeper(os.environ["JAXCACHE_ORIGIN_GATE"], trusted))
             jaxcompat.disable_xla_subcaches()  # XLA's own loads could not be judged (enable())
         return jaxcompat, {"installed": True, "audited": audited}
     except BaseException as exc:

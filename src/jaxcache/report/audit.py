@@ -16,7 +16,7 @@ from jaxcache.text import Tone, plural, safe, size, wrap
 from jaxcache.trust.findings import NOTE, UNSAFE, UNVERIFIABLE, WARNING, Verdict, Writer
 from jaxcache.trust.judgement.audit import AuditReport
 from jaxcache.trust.judgement.sealed_view import SealedRole
-from jaxcache.trust.kernel.entries import Entry, Inventory
+from jaxcache.trust.kernel.entries import KINDS, Entry, Inventory
 from jaxcache.trust.kernel.principals import Trust
 from jaxcache.trust.provenance.origin import EntryOrigin, Origins, build_reason
 
@@ -70,9 +70,8 @@ def render_text(r: AuditReport, *, verbose: bool = False,
     if r.inventory is not None:
         inv = r.inventory
         flagged = [e for e in inv.entries if e.flags]
-        kinds = [plural(inv.count(k), *names) for k, names in _KIND_NAMES.items()
-                 if inv.count(k) and k != "cache"]
-        lines += ["", f"entries: {plural(inv.count('cache'), *_ENTRY_NAMES)}"
+        kinds = [_counted(inv.count(k), k) for k in KINDS if inv.count(k) and k != "cache"]
+        lines += ["", f"entries: {_counted(inv.count('cache'), 'cache')}"
                       + "".join(f", {k}" for k in kinds)
                       + f"; {plural(len(inv.entries), 'file')}, {size(inv.total_bytes)}; "
                       f"{len(flagged)} flagged"]
@@ -101,14 +100,13 @@ def render_text(r: AuditReport, *, verbose: bool = False,
 
 
 FLAGGED_SHOWN = 5  # flagged entries listed without --verbose
-_ENTRY_NAMES = ("compiled entry", "compiled entries")
-_KIND_NAMES = {"cache": _ENTRY_NAMES,
-               "xla-subcache": ("XLA sub-cache file", "XLA sub-cache files"),
-               "atime": ("access-time file", "access-time files"),
-               "signature": ("signature", "signatures"),
-               "used": ("last-use mark", "last-use marks"),
-               "lockfile": ("lock file", "lock files"),
-               "unexpected": ("other file", "other files")}
+
+
+def _counted(n: int, kind: str) -> str:
+    """'2 compiled entries', '1 signature': a count of files of one kind, in the words of
+    trust/kernel/entries.py's KINDS (the one list of kinds); 'N paths' for anything else."""
+    words = KINDS.get(kind)
+    return plural(n, words.one, words.many) if words is not None else plural(n, "path", "paths")
 
 
 def _writer_lines(r: AuditReport, verbose: bool) -> list[str]:
@@ -139,7 +137,7 @@ def _writer_lines(r: AuditReport, verbose: bool) -> list[str]:
             for w in same:
                 kind = kinds.get(w.target, "path") if action == "rewrite-entry" else "path"
                 counted[kind] = counted.get(kind, 0) + 1
-            what = ", ".join(plural(n, *_KIND_NAMES.get(k, ("path", "paths")))
+            what = ", ".join(_counted(n, k)
                              for k, n in sorted(counted.items(), key=lambda kn: -kn[1]))
             reasons = len({w.chain[0].replace(safe(w.target), "") for w in same})
             more = (f" (likewise the other {len(same) - 1})" if reasons == 1 else
@@ -239,6 +237,7 @@ def origins_json(origins: Origins | None) -> dict[str, object] | None:
     return {"ledger": _path(origins.ledger), "ledger_problem": origins.ledger_problem,
             "ledger_lines_skipped": origins.ledger_skipped,
             **origins.counts(),
+            "vouched_by": {safe(who): len(names) for who, names in origins.vouched().items()},
             # the policy's trusted_ledgers, as read (a problem: it vouched for nothing)
             "trusted_ledgers": [
                 {"path": _path(t.path), "owner": None if t.problem else t.owner,

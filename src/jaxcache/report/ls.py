@@ -44,7 +44,8 @@ def render_text(path: str, inv: Inventory, now: float | None = None,
            for r in rows]
     tail = ""
     if origins is not None and origins.entries:
-        tail = "; origin: " + style.origin_counts(origins.counts())
+        tail = "; origin: " + style.origin_counts(origins.counts(), {
+            safe(who): len(names) for who, names in origins.vouched().items()})
         if origins.ledger_problem:
             tail += " (the origin ledger cannot be trusted: nothing counts as yours)"
         tail += _build_tail(origins)
@@ -71,12 +72,15 @@ def _build_tail(origins: Origins) -> str:
     different, unknown = counts[Outcome.DIFFERENT.value], counts[Outcome.UNKNOWN.value]
     parts = []
     if different:
-        parts.append(f"{different} of yours written by another build on this host "
-                     "(flag other-build)")
+        whose = origins.whose_said([e.name for e in origins.other_build()])
+        parts.append(f"{safe(whose) or f'{different} of yours'} written by another build on "
+                     "this host (flag other-build)")
     if unknown:
         why = "no jaxlib in this Python" if origins.reader.build is None else \
             "the ledger lines do not name it"
-        parts.append(f"the build of {unknown} of yours not compared ({why})")
+        whose = origins.whose_said([n for names in origins.unknown_builds().values()
+                                    for n in names])
+        parts.append(f"the build of {safe(whose) or f'{unknown} of yours'} not compared ({why})")
     if origins.count("unknown"):
         parts.append("the build of entries of unknown origin is not known")
     return "; " + "; ".join(parts) if parts else ""

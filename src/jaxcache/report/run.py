@@ -275,15 +275,27 @@ def _threshold_lines(record: RunRecord) -> list[str]:
     return wrap(f"thresholds: {left.sentence(list(record.argv))}")
 
 
+def _whose(origin: OriginPart, other: int) -> str:
+    """'2 of yours', or '1 of yours and 1 of teamb's' where a trusted writer's ledger vouched
+    for some of the entries another build wrote."""
+    from jaxcache.trust.provenance.origin import said_whose
+
+    return said_whose(origin.other_whose) if origin.other_whose else f"{other} of yours"
+
+
 def _origin_lines(origin: OriginPart | None) -> list[str]:
     """Where the entries before the job came from (trust/provenance/origin.py), when not all yours
-    or not all of this build."""
+    or not all of this build: entries a trusted writer's ledger vouched for are said with
+    whose."""
     if not origin or not (origin.count("unknown") or origin.count("changed")
-                          or origin.ledger_problem or origin.other_build):
+                          or origin.count("vouched") or origin.ledger_problem
+                          or origin.other_build):
         return []
     other = len(origin.other_build)
-    out = [f"origin of the entries before the job: {origin_counts(dict(origin.counts))}"
-           + (f" ({other} of yours written by another build on this host)" if other else "")]
+    out = [f"origin of the entries before the job: "
+           f"{origin_counts(dict(origin.counts), origin.vouched_by)}"
+           + (f" ({_whose(origin, other)} written by another build on this host)"
+              if other else "")]
     for f in origin.findings:
         if f.effect in ("warning", "unsafe"):
             out.append(f"  warning: {safe(f.message)}")

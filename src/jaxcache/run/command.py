@@ -333,6 +333,11 @@ def _admit(chosen: str, policy: str | None, allow_untrusted: bool, seal: SealOpt
             from jaxcache.trust.provenance.ledger_file import ledger_path
 
             granted[jobenv.ORIGIN_GATE] = ledger_path()
+            trusted = _vouching(report, pol, accounts, path)
+            if trusted:  # trusted writers' ledgers that vouched: the job reads them again
+                from jaxcache.lifecycle import witness
+
+                granted[jobenv.ORIGIN_TRUSTED] = witness.vouching_env(trusted)
             # XLA reads and writes its sub-caches itself: nothing could judge those loads
             granted["JAX_PERSISTENT_CACHE_ENABLE_XLA_CACHES"] = "none"
     return Admission(path, report.verdict.value, granted,
@@ -351,6 +356,15 @@ def _origin_required(pol: Policy, path: str, require_origin: bool, env: dict[str
                           pol.rule_for(path).restored_from) is not None
 
 
+def _vouching(report: AuditReport, pol: Policy, accounts: Accounts, path: str
+              ) -> tuple[tuple[str, frozenset[int]], ...]:
+    """The trusted writers' ledgers that vouched in this audit, with who may own each
+    (origin_findings.vouching()), for the job's gate."""
+    from jaxcache.trust.judgement import origin_findings
+
+    return origin_findings.vouching(report.origins, pol.declared(path), accounts)
+
+
 def _origin_summary(report: AuditReport) -> dict[str, object] | None:
     """The record's word on where the entries before the job came from
     (trust/provenance/origin.py)."""
@@ -362,12 +376,15 @@ def _origin_summary(report: AuditReport) -> dict[str, object] | None:
     said = [f for f in report.findings if f.code in (
         "origin.unknown", "origin.changed", "origin.declared", "origin.ledger",
         "origin.other-build", "origin.build-unknown", "origin.trusted-writer",
-        "origin.trusted-ledger")]
+        "origin.trusted-ledger", "origin.vouched")]
     return {**o.counts(), "ledger_problem": o.ledger_problem,
-            "not_yours": [{"name": safe(e.name), "origin": e.origin} for e in o.entries
-                          if e.origin != "yours"],
+            "vouched_by": {safe(who): len(names) for who, names in o.vouched().items()},
+            "not_yours": [{"name": safe(e.name), "origin": e.origin,
+                           "vouched_by": safe(e.vouched_by) if e.vouched_by else None}
+                          for e in o.entries if e.origin != "yours"],
             "other_build": [{"name": safe(e.name), "writer": e.writer,
-                             "reason": safe(build_reason(e, o))}
+                             "reason": safe(build_reason(e, o)),
+                             "vouched_by": safe(e.vouched_by) if e.vouched_by else None}
                             for e in o.other_build()],
             "findings": [{"code": f.code, "effect": f.effect, "message": f.message,
                           "remedy": f.remedy} for f in said]}

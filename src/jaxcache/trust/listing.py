@@ -31,10 +31,14 @@ def list_dir(given: str) -> tuple[entries.Inventory, str]:
 
 
 def list_with_origin(given: str, origin: bool = True, also: Also | None = None,
-                     fingerprint: Callable[[], Fingerprint] | None = None
+                     fingerprint: Callable[[], Fingerprint] | None = None,
+                     policy: str | None = None
                      ) -> tuple[entries.Inventory, str, Origins | None]:
     """The inventory, and (`origin`) each compiled entry's origin by your ledger
-    (trust/provenance/origin.py), judged through the same directory descriptor, with the build that
+    (trust/provenance/origin.py) and the ledgers of writers the policy trusts there (its
+    trusted_ledgers: `policy`, else your policy file, read by the loader the audit uses, and
+    judged as the audit judges them: origin_findings.trusted_ledgers()), judged through the
+    same directory descriptor, with the build that
     wrote each of yours judged for the caller's fingerprint (`fingerprint()`, asked for once
     the directory is known to be there: the first run after an install hashes, and a
     mistyped path must not wait for it nor be told of it); `also` is called with
@@ -54,10 +58,15 @@ def list_with_origin(given: str, origin: bool = True, also: Also | None = None,
         origins = None
         if origin and not inv.unreadable:
             from jaxcache.trust.inputs import ledger
+            from jaxcache.trust.inputs import policy as policymod
+            from jaxcache.trust.judgement import origin_findings
             from jaxcache.trust.provenance import origin as originmod
 
-            origins = originmod.judge(inv, fd, ledger.load(accounts=accounts), w.resolved,
-                                      fingerprint() if fingerprint is not None else None)
+            rule = policymod.load(policy, accounts).declared(w.resolved)
+            mine = ledger.load(accounts=accounts)
+            origins = originmod.judge(inv, fd, mine, w.resolved,
+                                      fingerprint() if fingerprint is not None else None,
+                                      origin_findings.trusted_ledgers(mine, rule, accounts))
         if also is not None and not inv.unreadable:
             also(inv, fd, w.resolved, accounts)
     finally:

@@ -182,17 +182,21 @@ def build_findings(origins: Origins, path: str, *, ci: str | None,
         for e in other:
             reasons.setdefault(build_reason(e, origins), []).append(e.name)
         said = "; ".join(f"{safe(r)} ({some(names)})" for r, names in reasons.items())
+        whose = origins.whose_said([e.name for e in other])  # "" where all are yours
         out.append(Finding("origin.other-build", UNSAFE if why else WARNING,
-                           f"{_entries(len(other))} {OTHER_BUILD_WHY}: {said}"
+                           f"{_entries(len(other))}{f' ({safe(whose)})' if whose else ''} "
+                           f"{OTHER_BUILD_WHY}: {said}"
                            + (f"; refused {why}" if why else ""), path, OTHER_BUILD_REMEDY))
-    for why_unknown, names in origins.unknown_builds().items():
+    for why_unknown, all_names in origins.unknown_builds().items():
         no_jaxlib = why_unknown == NO_JAXLIB_WHY
-        out.append(Finding("origin.build-unknown", NOTE,
-                           f"the build that wrote {_entries(len(names))} of yours could not be "
-                           f"compared with this one: {why_unknown} ({some(names)})", path,
-                           "judge the cache from the Python that runs the jobs (its jaxlib is "
-                           "the build that loads them)" if no_jaxlib else
-                           "if jaxlib was upgraded or rebuilt since, clear them"))
+        for whose, names in origins.whose(all_names).items():  # yours, or a trusted writer's
+            out.append(Finding("origin.build-unknown", NOTE,
+                               f"the build that wrote {_entries(len(names))} of {safe(whose)} "
+                               f"could not be compared with this one: {why_unknown} "
+                               f"({some(names)})", path,
+                               "judge the cache from the Python that runs the jobs (its jaxlib "
+                               "is the build that loads them)" if no_jaxlib else
+                               "if jaxlib was upgraded or rebuilt since, clear them"))
     return out
 
 
@@ -216,10 +220,29 @@ def trusted_ledgers(ledger: Ledger, rule: Rule, accounts: Accounts) -> tuple[Led
     above the audit)."""
     if not rule.trusted_ledgers or ledger.others is None:
         return ()
+    writers = trusted_writers(rule, accounts)
+    return tuple(ledger.others(path, writers) for path in rule.trusted_ledgers)
+
+
+def trusted_writers(rule: Rule, accounts: Accounts) -> frozenset[int]:
+    """The users the policy trusts to write a cache (its trusted_users, and the members of its
+    trusted_groups): who may own and write a trusted writer's ledger besides you and root."""
     writers = set(rule.trusted_uids)
     for gid in rule.trusted_gids:
         writers |= accounts.members(gid)
-    return tuple(ledger.others(path, frozenset(writers)) for path in rule.trusted_ledgers)
+    return frozenset(writers)
+
+
+def vouching(origins: Origins | None, rule: Rule, accounts: Accounts
+             ) -> tuple[tuple[str, frozenset[int]], ...]:
+    """The trusted writers' ledgers that vouched in the audit (`origins`: its judgement of the
+    cache `rule` covers), each with the writers who may own it: what the job's gate reads
+    again where it judges each load (lifecycle/witness.py's gatekeeper). One that failed the
+    check is not handed down: it vouches for nothing in the job either."""
+    if origins is None or not origins.trusted:
+        return ()
+    writers = trusted_writers(rule, accounts)
+    return tuple((t.path, writers) for t in origins.trusted if not t.problem)
 
 
 def trusted_owners(origins: Origins, accounts: Accounts,

@@ -117,6 +117,24 @@ class Origins:
                 out.setdefault(e.vouched_by, []).append(e.name)
         return out
 
+    def whose(self, names: list[str]) -> dict[str, list[str]]:
+        """`names` (entries of yours or vouched) by whose they are: "yours", or the trusted
+        writer's possessive ("teamb's") where that writer's ledger vouched for them."""
+        by = {e.name: e.vouched_by for e in self.entries}
+        out: dict[str, list[str]] = {}
+        for n in names:
+            who = by.get(n, "")
+            out.setdefault(f"{who}'s" if who else "yours", []).append(n)
+        return out
+
+    def whose_said(self, names: list[str]) -> str:
+        """'2 of yours and 1 of teamb's' (whose()), or "" where all are yours: the words
+        reports put beside entries of yours or vouched for."""
+        by = self.whose(names)
+        if list(by) in ([], ["yours"]):
+            return ""
+        return said_whose({w: len(n) for w, n in by.items()})
+
     def other_build(self) -> tuple[EntryOrigin, ...]:
         return tuple(e for e in self.entries if e.other_build)
 
@@ -155,6 +173,11 @@ class Origins:
             if why:
                 out.setdefault(why, []).append(e.name)
         return out
+
+
+def said_whose(counts: Mapping[str, int]) -> str:
+    """'2 of yours and 1 of teamb's', from counts by whose (Origins.whose()'s keys)."""
+    return " and ".join(f"{n} of {w}" for w, n in counts.items())
 
 
 NOT_RECORDED_WHY = "the ledger line does not name the build: an older jaxcache wrote it"
