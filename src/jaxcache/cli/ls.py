@@ -44,8 +44,9 @@ def handle(args: argparse.Namespace, tail: None) -> None:
     writer's CPU features are all here), another build <digest> or another host (a sealed
     reader here misses it), build unknown (signed before build binding). Without PATH:
     $JAX_COMPILATION_CACHE_DIR, else the directory `jaxcache init` makes. Exit code 1 when
-    any entry is flagged beyond an unexpected name, changed since written or written by
-    another build (for a bucket,
+    any entry is flagged beyond an unexpected name (not foreign-owner where the policy
+    trusts the owner to write there), changed since written or written by another build
+    (for a bucket,
     when an entry has no signature object beside it).
     """
     path = common.cache_path(args, args.path)
@@ -58,7 +59,7 @@ def handle(args: argparse.Namespace, tail: None) -> None:
 
     signers: dict[str, str] = {}
     builds: dict[str, BuildView] = {}
-    inv, resolved, origins = listing.list_with_origin(
+    listed = listing.list_with_origin(
         path, also=lambda inv, fd, where, accounts: signers.update(
             scan.signed_by(inv, fd, where, accounts, builds)),
         fingerprint=lambda: fingerprint.current(on_hashing=None if args.quiet else
@@ -66,9 +67,9 @@ def handle(args: argparse.Namespace, tail: None) -> None:
         policy=args.policy_path)
     from jaxcache.report import ls as formats
 
-    shown = formats.FORMATS[args.fmt](resolved, inv, origins=origins, signers=signers,
-                                      builds=builds)
-    common.finish(args, shown, 1 if listing.needs_attention(inv, origins) else 0, _summary)
+    shown = formats.FORMATS[args.fmt](listed.resolved, listed.inventory, origins=listed.origins,
+                                      signers=signers, builds=builds)
+    common.finish(args, shown, 1 if listing.needs_attention(listed) else 0, _summary)
 
 
 def _bucket(args: argparse.Namespace, url: str) -> None:

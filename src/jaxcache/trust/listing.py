@@ -10,6 +10,7 @@ from jaxcache.trust.kernel import entries
 from jaxcache.trust.kernel.principals import Accounts
 from jaxcache.trust.kernel.walk import walk_open
 from jaxcache.trust.rules import target
+from jaxcache.values import frozen
 
 TYPE_CHECKING = False  # for type checkers only
 if TYPE_CHECKING:
@@ -25,15 +26,26 @@ ATTENTION = frozenset({"foreign-owner", "group-writable", "other-writable",
                        "unexpected-dir", "acl-unreadable"})
 
 
+@frozen
+class Listing:
+    """What ls shows: the inventory, the path it resolved to, each entry's origin (None when
+    not judged), and the owners of entries the policy trusts to write there (a team share's
+    other writers: their files are foreign-owned, as JAX made them, not a flag to act on)."""
+
+    inventory: entries.Inventory
+    resolved: str
+    origins: Origins | None
+    trusted_owners: frozenset[int] = frozenset()
+
+
 def list_dir(given: str) -> tuple[entries.Inventory, str]:
-    inv, resolved, _ = list_with_origin(given, origin=False)
-    return inv, resolved
+    listed = list_with_origin(given, origin=False)
+    return listed.inventory, listed.resolved
 
 
 def list_with_origin(given: str, origin: bool = True, also: Also | None = None,
                      fingerprint: Callable[[], Fingerprint] | None = None,
-                     policy: str | None = None
-                     ) -> tuple[entries.Inventory, str, Origins | None]:
+                     policy: str | None = None) -> Listing:
     """The inventory, and (`origin`) each compiled entry's origin by your ledger
     (trust/provenance/origin.py) and the ledgers of writers the policy trusts there (its
     trusted_ledgers: `policy`, else your policy file, read by the loader the audit uses, and
@@ -56,6 +68,7 @@ def list_with_origin(given: str, origin: bool = True, also: Also | None = None,
         accounts = Accounts()
         inv = entries.inventory_at(fd, w.resolved, frozenset({0, os.geteuid()}), accounts)
         origins = None
+        trusted: frozenset[int] = frozenset()
         if origin and not inv.unreadable:
             from jaxcache.trust.inputs import ledger
             from jaxcache.trust.inputs import policy as policymod
@@ -63,6 +76,9 @@ def list_with_origin(given: str, origin: bool = True, also: Also | None = None,
             from jaxcache.trust.provenance import origin as originmod
 
             rule = policymod.load(policy, accounts).declared(w.resolved)
+            trusted = frozenset(
+                e.uid for e in inv.entries if e.uid in rule.trusted_uids
+                or accounts.groups_of(e.uid) & rule.trusted_gids)
             mine = ledger.load(accounts=accounts)
             origins = originmod.judge(inv, fd, mine, w.resolved,
                                       fingerprint() if fingerprint is not None else None,
@@ -73,11 +89,14 @@ def list_with_origin(given: str, origin: bool = True, also: Also | None = None,
         os.close(fd)
     if inv.unreadable:
         raise JaxcacheError(f"{inv.unreadable}: {safe(w.resolved)}")
-    return inv, w.resolved, origins
+    return Listing(inv, w.resolved, origins, trusted)
 
 
-def needs_attention(inv: entries.Inventory, origins: Origins | None = None) -> bool:
-    """A flag JAX would not have made, or an entry changed since a watched job wrote it, or
-    written by another build on this host."""
-    return any(set(e.flags) & ATTENTION for e in inv.entries) or bool(
+def needs_attention(listed: Listing) -> bool:
+    """A flag JAX would not have made (a file the policy trusts its owner to write there is
+    not foreign), or an entry changed since a watched job wrote it, or written by another
+    build on this host."""
+    origins = listed.origins
+    return any((set(e.flags) - ({"foreign-owner"} if e.uid in listed.trusted_owners else set()))
+               & ATTENTION for e in listed.inventory.entries) or bool(
         origins and (origins.count("changed") or origins.other_build()))
