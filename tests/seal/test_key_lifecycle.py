@@ -973,6 +973,8 @@ def test_co_signing_from_a_plain_runs_cache_says_why_nothing_matches_and_what_to
                  text.stdout.split("\nwhy: ", 1)[1].split("what to do:", 1))
     assert "XLA's sub-caches" in why and str(own) in why, text.stdout
     assert "jaxcache run --sealed --signing-key" in todo and "--add-signature --from" in todo
+    # the job to rerun is the one the run records say filled DIR, not a placeholder
+    assert f"-- {sys.executable} {JOB};" in todo and "<your job>" not in todo, todo
     doc = json.loads(jaxcache(*args, "--format", "json").stdout)
     pytest.importorskip("jsonschema").validate(doc, schemas.load("seal-scan"))
     assert "XLA's sub-caches" in doc["from_dir"]["why"]

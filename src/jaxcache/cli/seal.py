@@ -96,8 +96,10 @@ def handle(args: argparse.Namespace, tail: None) -> None:
                                "do not apply")
         if args.own_dir and args.succeeds:
             common.usage(args, "--from and --succeeds are two reasons to co-sign: give one")
+        from jaxcache.records.used_dirs import jobs_of
+
         scan_output(args, actions.cosign(args.dir, args.signing_key, keys, policy,
-                                         args.own_dir, args.succeeds), "cosign")
+                                         args.own_dir, args.succeeds, jobs_of), "cosign")
     if args.own_dir or args.succeeds:
         common.usage(args, "--from and --succeeds go with --add-signature")
     if is_url(args.dir):

@@ -8,14 +8,11 @@ so and names the commands the records show, with how to bench them.
 
 from __future__ import annotations
 
-import os
 from enum import Enum
 
 from jaxcache.bench import kept
 from jaxcache.bench.bench_document import BenchDocument
-from jaxcache.records import record_dir
-from jaxcache.records.run_document import RunRecord
-from jaxcache.trust.rules.target import is_url
+from jaxcache.records.used_dirs import jobs_of, same_dir
 from jaxcache.values import frozen
 
 
@@ -49,24 +46,6 @@ class Pick:
     others: int  # kept benches of other jobs passed over
 
 
-def same_place(a: str, b: str) -> bool:
-    """Whether two names are one cache directory (symlinks resolved) or one bucket prefix."""
-    if is_url(a) or is_url(b):
-        return a.rstrip("/") == b.rstrip("/")
-    return os.path.realpath(a) == os.path.realpath(b)
-
-
-def jobs_of(cache: str) -> tuple[tuple[str, ...], ...]:
-    """The commands of the jobs that used `cache`, newest first, as the run records in the
-    state directory say (`jaxcache run` writes one per run; look-alikes are skipped)."""
-    found: dict[tuple[str, ...], None] = {}
-    for r in record_dir.scan(record_dir.runs_dir()).records:
-        record = RunRecord.from_json(r.doc)
-        if record.argv and same_place(record.cache_dir.path, cache):
-            found.setdefault(record.argv)
-    return tuple(found)
-
-
 def pick(cache: str) -> Pick:
     """The newest kept bench of a job that used `cache`, or none and why."""
     jobs = jobs_of(cache)
@@ -74,7 +53,7 @@ def pick(cache: str) -> Pick:
     for path, doc in kept.newest_first():
         bench = BenchDocument.from_json(doc)
         if bench.command in jobs or (bench.for_cache is not None
-                                     and same_place(bench.for_cache, cache)):
+                                     and same_dir(bench.for_cache, cache)):
             return Pick(BenchUsed(How.KEPT, bench.command, path), bench, jobs, others)
         others += 1
     return Pick(None, None, jobs, others)

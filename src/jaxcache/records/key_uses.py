@@ -3,21 +3,11 @@ its latest compile time and how many runs asked for it, for one cache location."
 
 from __future__ import annotations
 
-import os
-
 from jaxcache.gc.usage import KeyUse
 from jaxcache.records.run_document import RunRecord
-from jaxcache.trust.rules.target import is_url
+from jaxcache.records.used_dirs import same_dir
 
 RECORDS_READ = 500  # the newest records read: a year of daily runs, each read whole
-
-
-def _same_place(recorded: object, location: str) -> bool:
-    if not isinstance(recorded, str):
-        return False
-    if is_url(location):
-        return recorded.rstrip("/") == location.rstrip("/")
-    return os.path.abspath(recorded) == location
 
 
 def of_records(location: str, directory: str | None = None,
@@ -39,7 +29,7 @@ def of_records(location: str, directory: str | None = None,
     out: dict[str, KeyUse] = {}
     for found in scan.records[:limit]:  # newest first
         record = RunRecord.from_json(found.doc)
-        if not _same_place(record.cache_dir.path_given, location):
+        if not same_dir(record.cache_dir.path_given, location):
             continue
         seen: set[str] = set()
         for m in record.processes[0].modules:

@@ -109,12 +109,13 @@ def canonical(path: str) -> str:
 
 
 def same_dir(a: str | None, b: str | None) -> bool:
-    """Two names of one cache directory: the same URL, or the same path once made absolute
+    """Two names of one cache directory: the same URL (but a trailing slash), or the same path
+    once made absolute
     (and, where both exist, once links are resolved)."""
     if a is None or b is None:
         return False
     if is_url(a) or is_url(b):
-        return a == b
+        return a.rstrip("/") == b.rstrip("/")
     return _norm(a) == _norm(b) or os.path.realpath(a) == os.path.realpath(b)
 
 
@@ -124,3 +125,19 @@ def used(record: RunRecord, cache: str) -> bool:
     if same_dir(record.cache_dir.path_given, cache):
         return True
     return any(e.status == "served" and same_dir(e.path, cache) for e in _dirs(record))
+
+
+def jobs_of(cache: str, directory: str | None = None) -> tuple[tuple[str, ...], ...]:
+    """The commands of the jobs that used `cache` (used()), newest first, as the run records in
+    `directory` (default: the state directory's) say; look-alikes are skipped (record_dir).
+    decide names them when it has no bench of this cache's jobs, seal --from when it tells
+    which job to rerun."""
+    from jaxcache.records import record_dir
+
+    found: dict[tuple[str, ...], None] = {}
+    where = directory if directory is not None else record_dir.runs_dir()
+    for r in record_dir.scan(where).records:
+        record = RunRecord.from_json(r.doc)
+        if record.argv and used(record, cache):
+            found.setdefault(record.argv)
+    return tuple(found)

@@ -90,12 +90,15 @@ def reader_refusal(directory: str, given: tuple[str, ...], policy: Policy
 
 
 def cosign(directory: str, key_path: str, given: tuple[str, ...], policy: Policy,
-           own_dir: str | None = None, succeeds: str | None = None) -> ScanResult:
+           own_dir: str | None = None, succeeds: str | None = None,
+           jobs_of: Callable[[str], tuple[tuple[str, ...], ...]] | None = None) -> ScanResult:
     """`seal --add-signature`: co-sign, with the key at `key_path`, what the other trusted
     keys already vouch for (a directory or a bucket prefix), or with `own_dir` (`--from`)
     what matches the co-signer's own build. No audit of the shared place's writers is
     needed: a co-signer adds its word only to what trusted keys, or its own build, say; its
-    own build must be private (PRIVATE or SHARED-BY-POLICY): it is the evidence."""
+    own build must be private (PRIVATE or SHARED-BY-POLICY): it is the evidence. `jobs_of`:
+    the commands of the jobs that used a directory, newest first (the run records say; the
+    caller reads them), to name the job to rerun when `own_dir` cannot match."""
     import contextlib
 
     from jaxcache.seal.sweep import dir_sweep as scan
@@ -120,19 +123,23 @@ def cosign(directory: str, key_path: str, given: tuple[str, ...], policy: Policy
                 else None
             result = scan.cosign(directory, keymod.load_signing(key_path), ring, own, old)
         if own_dir is not None and scan.missing_from_own(result):
-            result = replace(result, from_dir=_unlike(own_dir, directory, key_path))
+            jobs = jobs_of(own_dir) if jobs_of is not None else ()
+            result = replace(result, from_dir=_unlike(own_dir, directory, key_path,
+                                                      jobs[0] if jobs else None))
         return result
 
 
 UNLIKE_SAMPLE = 8  # entries of --from DIR looked into for why its keys differ
 
 
-def _unlike(own_dir: str, shared: str, key_path: str) -> tuple[str, str] | None:
+def _unlike(own_dir: str, shared: str, key_path: str, job: tuple[str, ...] | None
+            ) -> tuple[str, str] | None:
     """Entries had no namesake in the co-signer's own build (--from DIR): if DIR's entries were
     made with XLA's sub-caches on (a plain `jaxcache run` or enable(): JAX's default), their
     keys are ones a sealed cache never holds on JAX <= 0.10 (seal/signing/hittable.py's
     test, version-gated): (why, the commands that make a comparable build and co-sign from
-    it). None when DIR's entries do not show that (another job, another build)."""
+    it: the newest `job` that used DIR, as the run records say, else a placeholder). None
+    when DIR's entries do not show that (another job, another build)."""
     import os
     import shlex
 
@@ -161,11 +168,12 @@ def _unlike(own_dir: str, shared: str, key_path: str) -> tuple[str, str] | None:
         return None
     fresh = own_dir.rstrip("/") + "-sealed"
     q = [shlex.quote(safe(p)) for p in (key_path, fresh, shared)]
+    command = " ".join(shlex.quote(safe(w)) for w in job) if job else "<your job>"
     return (f"the entries of {safe(own_dir)} were {why}; so its keys are not the sealed "
             "cache's, and no entry could be compared with your own build",
             f"make a comparable build, a sealed run of the same job into a new directory "
             f"(XLA's sub-caches off, as sealed readers run): jaxcache run --sealed "
-            f"--signing-key {q[0]} --cache-dir {q[1]} -- <your job>; then co-sign from it: "
+            f"--signing-key {q[0]} --cache-dir {q[1]} -- {command}; then co-sign from it: "
             f"jaxcache seal {q[2]} --signing-key {q[0]} --add-signature --from {q[1]}")
 
 
