@@ -52,7 +52,8 @@ def handle(args: argparse.Namespace, tail: None) -> None:
     --require-origin unless the policy's restored_from names their source (docs/ci.md); so
     are entries of yours that another build of jaxlib (or another CPU) wrote, by the
     fingerprint the ledger names for each (an upgrade or rebuild in place: `jaxcache
-    fingerprint`).
+    fingerprint`). Each finding ends with its code: `jaxcache explain-finding CODE` says what
+    it means, why it matters and what to do.
     Exit code 0 for PRIVATE / SHARED-BY-POLICY / SEALED, 1 for UNSAFE / UNVERIFIABLE (and, with
     --must-exist, for a path that does not exist), 2 for bad input. --verbose also lists
     trusted writers and notes; --quiet only the verdict line.

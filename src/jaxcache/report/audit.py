@@ -91,7 +91,8 @@ def render_text(r: AuditReport, *, verbose: bool = False,
     if shown:
         lines += ["", "findings:"]
         for f in shown:
-            lines += wrap(f"[{_MARK[f.effect]}] {f.message}", "  ", "    ")
+            # the code last: `jaxcache explain-finding CODE` says what it means and what to do
+            lines += wrap(f"[{_MARK[f.effect]}] {f.message} ({f.code})", "  ", "    ")
             advice = remedy(f.remedy) if remedy and f.remedy else f.remedy
             if advice:
                 lines += wrap(f"what to do: {advice}", "      ")
