@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import tempfile
+from pathlib import Path
 
 import jsonschema
 import pytest
@@ -207,3 +209,24 @@ def test_another_users_pyproject_without_the_table_only_ends_the_search(tmp_path
     assert got["_doc"]["project_file"]["settings_read"] is False
     (root / "pyproject.toml").write_text(PYPROJECT)
     assert config(deep).returncode == 2
+
+
+def test_a_folder_you_cannot_search_holds_no_settings_for_you(accounts):
+    """Run as another user from a working directory that user cannot enter (runuser keeps the
+    caller's; a CI job started in root's private checkout): no project file can be looked for
+    there, so none applies, and every command works (it failed every command with 'cannot be
+    read: Permission denied'). A file you can find but not read is still refused."""
+    base = Path(tempfile.mkdtemp(dir="/tmp"))  # pytest's own folders are root's alone
+    try:
+        root, deep = project(base, PYPROJECT)
+        base.chmod(0o700)  # root's alone: accounts.c cannot search it
+        proc = jaxcache("config", "--format", "json", user=accounts.c, cwd=str(deep),
+                        env=clean_env())
+        assert proc.returncode == 0, proc.stderr
+        assert json.loads(proc.stdout)["project_file"] is None
+        base.chmod(0o755)
+        (root / "pyproject.toml").chmod(0o600)  # there, but not readable by accounts.c
+        proc = jaxcache("config", user=accounts.c, cwd=str(deep), env=clean_env())
+        assert proc.returncode == 2 and "cannot be read: Permission denied" in proc.stderr
+    finally:
+        shutil.rmtree(base)

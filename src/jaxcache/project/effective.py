@@ -56,8 +56,21 @@ def current() -> ProjectConfig | None:
     return looked()[2]
 
 
+def _searchable(folder: str) -> bool:
+    """Whether you can look up names in `folder` (run as another user from a working directory
+    that user cannot enter: `runuser`, `su` without `-`, a job started in a private folder)."""
+    try:
+        os.stat(os.path.join(folder, "."))
+    except PermissionError:
+        return False
+    except OSError:
+        return True
+    return True
+
+
 def _walk(start: str) -> Found | None:
-    """From `start` up: the first folder holding .jaxcache.toml or pyproject.toml ends it."""
+    """From `start` up: the first folder holding .jaxcache.toml or pyproject.toml ends it, and
+    so does a folder you cannot search (nothing in it can be looked for: no settings)."""
     here = start
     while True:
         for name in (DOT_FILE, PYPROJECT):
@@ -66,6 +79,12 @@ def _walk(start: str) -> Found | None:
                 fd = os.open(path, _OPEN)
             except (FileNotFoundError, NotADirectoryError):
                 continue
+            except PermissionError as exc:
+                if not _searchable(here):  # no file of yours can be in a folder you cannot
+                    return None  # search: no project's settings apply (none are looked for)
+                from jaxcache.project import locate
+
+                locate.refuse(path, exc)
             except OSError as exc:
                 from jaxcache.project import locate
 

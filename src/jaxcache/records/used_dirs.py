@@ -116,7 +116,12 @@ def same_dir(a: str | None, b: str | None) -> bool:
         return False
     if is_url(a) or is_url(b):
         return a.rstrip("/") == b.rstrip("/")
-    return _norm(a) == _norm(b) or os.path.realpath(a) == os.path.realpath(b)
+    if _norm(a) == _norm(b):
+        return True
+    try:  # a name a record holds is the writer's: it may not be a path at all (a NUL, a lone
+        return os.path.realpath(a) == os.path.realpath(b)  # surrogate): then it is not `b`
+    except (ValueError, OSError):
+        return False
 
 
 def used(record: RunRecord, cache: str) -> bool:
