@@ -108,14 +108,21 @@ def test_chart_is_a_png_and_report_links_it(mlp_bench):
 
 
 @pytest.fixture(scope="module")
-def mlp_bench_b(tmp_path_factory):
-    """A second real bench of the same job, as `mlp_bench` but one setting apart (--noise):
-    the B of an A/B result. 4 trials: the fewest that give a 95% interval."""
+def mlp_bench_b(mlp_bench, tmp_path_factory):
+    """The B of an A/B result: the real bench `mlp_bench`, one setting apart (--noise), with
+    every warm run 100 times faster (its wall, first step and compile-or-load). A second real
+    bench cost ~40 s and could only say "some ratio": this one has a known answer, B faster,
+    whatever this machine's spread (no trial of A is 100 times slower than another)."""
+    doc = json.loads(json.dumps(mlp_bench[2]))
+    doc["config"]["noise_s"] = 0.05
+    for sample in doc["samples"]:
+        if sample["kind"] == "warm":
+            for part, key in ((sample, "wall_s"), (sample, "first_step_s"),
+                              (sample["phases"], "compile_or_load")):
+                if part.get(key) is not None:
+                    part[key] /= 100
     path = tmp_path_factory.mktemp("bench-b") / "b.json"
-    proc = jaxcache("bench", "-t", "4", "-k", "1", "--no-prime", "--timeout", "300",
-                    "--min-compile-time", "0", "--noise", "0.05", "--min-saving", "0",
-                    "--min-fraction", "0", "--json", str(path), "--", sys.executable, MLP)
-    assert proc.returncode in (0, 1), proc.stdout + proc.stderr
+    path.write_text(json.dumps(doc))
     return path
 
 
@@ -133,10 +140,10 @@ def test_compare_is_an_ab_result_with_intervals(mlp_bench, mlp_bench_b):
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     warm = lines[lines.index(next(line for line in lines if "warm start (wall): A " in line)) + 1]
-    assert re.search(r"B \d+\.\d\d times (faster|slower) " + INTERVAL + "|no clear difference: "
-                     r"B/A \d+\.\d\d " + INTERVAL, warm), warm
+    assert re.search(r"B \d+\.\d\d times faster " + INTERVAL, warm), warm
     saved = lines[lines.index(next(line for line in lines if "saved per start" in line)) + 1]
-    assert re.search(r"B saves \d+\.\d\d s (more|less) |no clear difference: B - A ", saved)
+    # cold runs are A's own in both, so their spread may hide the saving's difference
+    assert re.search(r"B saves \d+\.\d\d s more |no clear difference: B - A ", saved), saved
     assert "1 setting differs (the same versions, builds, devices, flags, cache options and " \
         "shapes):\n  config.noise_s\n    A: 0.0\n    B: 0.05\n" in proc.stdout
     export = mlp_bench_b.parent / "compare.json"
@@ -150,9 +157,7 @@ def test_compare_is_an_ab_result_with_intervals(mlp_bench, mlp_bench_b):
     measures = {m["measure"]: m for m in doc["measures"]}
     ratio = measures["warm_wall_s"]["b_over_a"]
     assert 0 < ratio["low"] <= ratio["estimate"] <= ratio["high"] and ratio["confidence"] >= .95
-    assert measures["warm_wall_s"]["reading"] == (
-        "faster" if ratio["high"] < 1 else "slower" if ratio["low"] > 1
-        else "no-clear-difference")
+    assert ratio["high"] < 1 and measures["warm_wall_s"]["reading"] == "faster"
     saving = measures["saving_s"]
     assert saving["b_over_a"] is None and saving["b_minus_a_s"]["low"] is not None
     assert len(saving["a"]["per_trial"]) == len(saving["b"]["per_trial"]) == 4
