@@ -121,6 +121,10 @@ def test_jaxcache_toml_wins_and_a_pyproject_without_the_table_stops_the_walk(tmp
      "is a trust setting: it belongs in the protected policy"),
     ('[[cache]]\npath = "/srv/c"\ntrusted_groups = ["ml"]\n', "cache",
      "is a trust setting: it belongs in the protected policy"),
+    ('[x]\ntrusted_users = ["alice"]\n', "x.trusted_users",  # in any table: named as such
+     "is a trust setting: it belongs in the protected policy"),
+    ('cache_dri = "/c"\n[bench.y]\ntrusted_keys = []\n', "bench.y.trusted_keys",  # first
+     "is a trust setting: it belongs in the protected policy"),
     ("allow_untrusted = true\n", "allow_untrusted", "only a flag on the command line"),
     ('cache_dri = "/srv/c"\n', "cache_dri", "unknown key (did you mean cache_dir?)"),
     ("[bench]\ntrails = 3\n", "bench.trails", "unknown key (did you mean bench.trials?)"),

@@ -31,7 +31,7 @@ from jaxcache.values import frozen
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Iterator, Mapping
 
     from jaxcache.project.locate import Found
 
@@ -87,13 +87,10 @@ def parse(found: Found) -> ProjectConfig:
 
 def _settings(doc: Mapping[str, object], found: Found) -> ProjectConfig:
     where = found.label
-    flat: dict[str, object] = {}
-    for key, value in doc.items():
-        if key in TABLES and isinstance(value, dict):
-            flat.update((f"{key}.{k}", v) for k, v in value.items())
-        else:
-            flat[key] = value
-    for key in flat:
+    flat = dict(_flat("", doc))
+    # a trust setting is named as such wherever it sits ([tool.jaxcache.x] too), before any
+    # unknown key: it is the one mistake with a stake
+    for key in sorted(flat, key=lambda k: k.rsplit(".", 1)[-1] not in TRUST_KEYS | FLAG_ONLY):
         _known(where, key)
     base = os.path.dirname(found.path)
     return ProjectConfig(
@@ -105,6 +102,17 @@ def _settings(doc: Mapping[str, object], found: Found) -> ProjectConfig:
         records_keep=_whole(where, "records.keep", flat.get("records.keep"), 0, None),
         bench_trials=_whole(where, "bench.trials", flat.get("bench.trials"), 1, MAX_TRIALS),
         bench_warm=_whole(where, "bench.warm", flat.get("bench.warm"), 1, MAX_WARM))
+
+
+def _flat(prefix: str, doc: Mapping[str, object]) -> Iterator[tuple[str, object]]:
+    """Every key with its dotted name, tables at any depth opened (an empty one of ours is
+    nothing, any other a key)."""
+    for key, value in doc.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict) and value:
+            yield from _flat(name + ".", value)
+        elif not (isinstance(value, dict) and name in TABLES):  # an empty [records] is fine
+            yield name, value
 
 
 def _known(where: str, key: str) -> None:

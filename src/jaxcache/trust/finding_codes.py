@@ -63,8 +63,9 @@ CODES: tuple[FindingCode, ...] = (
        "a principal you have not declared can change what JAX loads, with its first reason chain",
        "every cache entry is compiled code JAX loads unchecked: whoever can write it, or replace "
        "a directory above it, chooses what your process runs",
-       f"{_PRIVATE}; or, if the principal is meant to share the cache, declare it in a policy; "
-       f"{_CHECK_FIRST}", detail="unsafe" + SEALED),
+       f"{_PRIVATE}; or, if the principal is a user or group meant to share the cache, declare "
+       "it in a policy (trusted_users, trusted_groups: 'everyone', the other bits, can never "
+       f"be declared); {_CHECK_FIRST}", detail="unsafe" + SEALED),
     _c("writer.unmapped", _UNVERIFIABLE_S,
        "an owner this user namespace does not map (shown as the overflow id) can write: who it is "
        "cannot be known from here",
