@@ -125,8 +125,13 @@ class BenchDocument:
     bar: tuple[float | None, float | None]  # the bench's own min_saving_s, min_fraction
     left_out: LeftOut | None
     thresholds_set: tuple[tuple[str, str], ...]  # (JAX option, value) the bench set
-    for_cache: str | None = None  # config.for_cache: the cache directory decide benched it for
+    # config.for_cache: the cache directory whose job it measured (decide PATH -- CMD, bench
+    # --for-cache, or the project file's cache_dir where bench ran)
+    for_cache: str | None = None
     config: Mapping[str, object] | None = None  # the bench's settings (`config`), field by field
+    # JAX's write thresholds in the bench's runs (`thresholds`; None: not recorded)
+    min_compile_time_s: float | None = None
+    min_entry_size_bytes: int | None = None
 
     @classmethod
     def from_json(cls, doc: Mapping[str, object]) -> BenchDocument:
@@ -153,7 +158,8 @@ class BenchDocument:
                    tuple((str(k), v) for k, v in mapping(thresholds.get("set_by_bench")).items()
                          if isinstance(v, str)),
                    text(mapping(doc.get("config")).get("for_cache")),
-                   mapping(doc.get("config")))
+                   mapping(doc.get("config")), number(thresholds.get("min_compile_time_secs")),
+                   integer(thresholds.get("min_entry_size_bytes")))
 
     @property
     def judged(self) -> Interval | None:

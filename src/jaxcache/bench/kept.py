@@ -54,3 +54,16 @@ def newest_first() -> Iterator[tuple[str, dict[str, object]]]:
         except JaxcacheError:
             continue
         yield path, doc
+
+
+def when(path: str) -> str | None:
+    """When a kept result was written, from its name (UTC, to the second: `2025-01-31 09:15:02
+    UTC`); None for a name that carries no time."""
+    import time
+
+    from jaxcache.records.record_dir import when_ns
+
+    ns = when_ns(os.path.basename(path))
+    if ns is None:
+        return None
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(ns / 1e9))

@@ -55,6 +55,11 @@ def options(p: argparse.ArgumentParser) -> None:
              "inconclusive), up to --max-trials (default 30) or --time-budget: a loaded "
              "machine gets the trials it needs, a quiet one no more.")
     common.threshold_flags(p, "every run (reported, and marked when below the default)")
+    opt(p, "--for-cache", metavar="DIR",
+        help="The cache directory the job uses, recorded in the result (config.for_cache) so "
+             "that `jaxcache decide DIR` judges this bench with no --bench. Default: "
+             "$JAX_COMPILATION_CACHE_DIR, else the project file's cache_dir (where `jaxcache "
+             "run` and enable() put the job's entries), else none.")
     opt(p, "--workdir", metavar="DIR",
         help="Keep caches, records and job output here (a private dir you own; "
              "audited). Default: a private temporary dir, removed afterwards.")
@@ -139,6 +144,7 @@ def handle(args: argparse.Namespace, tail: list[str] | None) -> None:
         workdir=args.workdir, out_dir=args.out_dir,
         report_path=args.report_path, json_path=args.json_path, plot_path=args.plot_path,
         echo=echo, sealed=args.sealed, bucket=args.bucket, fmt=args.fmt,
+        for_cache=_for_cache(args),
         note=echo if args.fmt == "text" and args.sink is None else
         (lambda text: common.note(args, text)), quiet=args.quiet,
         min_saving=args.min_saving, min_fraction=args.min_fraction)
@@ -177,6 +183,20 @@ def _compare(args: argparse.Namespace, argv: list[str]) -> None:
     from jaxcache.report.bench.compare import render
 
     common.finish(args, render(result, a, b, a_path, b_path), 0)
+
+
+def _for_cache(args: argparse.Namespace) -> str | None:
+    """The cache directory of the job benched: --for-cache, else the one `jaxcache run` would
+    use here when one is chosen ($JAX_COMPILATION_CACHE_DIR, the project file's cache_dir);
+    None for jaxcache's own default (no job is known to use it). Absolute, normalized."""
+    from jaxcache.project import effective
+    from jaxcache.records.used_dirs import canonical
+
+    if args.for_cache is not None and not args.for_cache.strip():
+        common.usage(args, "--for-cache needs a directory (the cache the job uses)")
+    chosen = effective.first(effective.cache_dir_candidates(os.environ, args.for_cache),
+                             None)[1]
+    return None if chosen is None else canonical(chosen)
 
 
 MARKDOWN_HEAD = b"# jaxcache bench\n"  # report/bench/markdown.py's first line

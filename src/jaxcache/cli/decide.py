@@ -82,7 +82,7 @@ def handle(args: argparse.Namespace, tail: list[str] | None) -> None:
         common.usage(args, "give the cache PATH (or --audit A.json)")
     from jaxcache.bench.bench_document import BenchDocument
     from jaxcache.cli import bench as benchcmd
-    from jaxcache.decide.bench_choice import BenchUsed, How, Pick, pick
+    from jaxcache.decide.bench_choice import BenchUsed, How, KeptChoice, pick
     from jaxcache.documents.read import load_bench
 
     given = [(p, BenchDocument.from_json(load_bench(p))) for p in args.bench_paths or ()]
@@ -90,18 +90,19 @@ def handle(args: argparse.Namespace, tail: list[str] | None) -> None:
     used = [BenchUsed(How.GIVEN, doc.command, p) for p, doc in given]
     sources = _sources(args, args.record_paths or [])
     writers_ok = audit.verdict.ok
-    unmatched: Pick | None = None
-    if writers_ok and not command and not benches:  # the last bench of this cache's jobs
+    kept: KeptChoice | None = None
+    if writers_ok and not command and not benches:  # a kept bench of this cache's jobs
         found = pick(audit.shown or "")
+        kept = found.kept
         if found.used is not None and found.bench is not None:
             benches.append(BenchFacts.of(found.bench))
             used.append(found.used)
+            as_runs = ("measured as the runs on this directory run" if kept.judged_as_runs
+                       else "measured otherwise than the runs on this directory: see below")
             common.note(args, f"decide: judging the last bench of a job that used this "
                               f"directory, `{safe(' '.join(found.used.command)) or '?'}` "
-                              f"({safe(found.used.path or '')}); --bench FILE or -- CMD for "
-                              "another\n")
-        else:
-            unmatched = found
+                              f"({safe(found.used.path or '')}), {as_runs}; --bench FILE or "
+                              "-- CMD for another\n")
     if writers_ok and command:  # a sealed reader pays for verification: bench it sealed
         from jaxcache.trust.findings import Verdict
 
@@ -115,7 +116,7 @@ def handle(args: argparse.Namespace, tail: list[str] | None) -> None:
         used.append(BenchUsed(How.RUN, measured.command, kept_at))
     result = decidemod.decide(audit, benches, min_saving_s=args.min_saving,
                               min_fraction=args.min_fraction, records=sources or None,
-                              used=tuple(used), unmatched=unmatched)
+                              used=tuple(used), kept=kept)
     from jaxcache.report import decide as formats
 
     shown = formats.FORMATS[args.fmt](result)

@@ -14,7 +14,7 @@ from jaxcache.bench import noticeable
 from jaxcache.bench.analysis import Outcome
 from jaxcache.bench.bench_document import LeftOut
 from jaxcache.decide.across import Source, across_records
-from jaxcache.decide.bench_choice import BenchUsed, Pick
+from jaxcache.decide.bench_choice import BenchUsed, KeptBench, KeptChoice
 from jaxcache.decide.check import Test
 from jaxcache.decide.facts import KEY_FIELDS, AuditFacts, BenchFacts, WarmRun
 from jaxcache.jaxcompat import versions
@@ -56,6 +56,7 @@ class Decision:
     advice: tuple[str, ...]
     path: str | None
     benches: tuple[BenchUsed, ...] = ()  # the benches judged, as decide came by them
+    kept: KeptChoice | None = None  # what the chooser found among the kept benches
 
     @property
     def exit_code(self) -> int:
@@ -218,23 +219,59 @@ def _seconds(value: float | None) -> str:
 
 def decide(audit: AuditFacts, benches: list[BenchFacts], *, min_saving_s: float | None = None,
            min_fraction: float | None = None, records: list[Source] | None = None,
-           used: tuple[BenchUsed, ...] = (), unmatched: Pick | None = None) -> Decision:
+           used: tuple[BenchUsed, ...] = (), kept: KeptChoice | None = None) -> Decision:
     """_decide() with, where the saving was measured under thresholds the bench set, the
     advice to run the job with the same ones (at JAX's defaults it writes less, or nothing).
-    `used`: how each bench was come by (named in the report); `unmatched`: the chooser's
-    finding when no kept bench is of a job that used the directory (decide/bench_choice.py)."""
+    `used`: how each bench was come by (named in the report); `kept`: what the chooser found
+    among the kept benches (decide/bench_choice.py): when it judged one, how it was measured
+    against how the runs run, and the benches it passed over, are said first."""
     from dataclasses import replace
 
     d = _decide(audit, benches, min_saving_s=min_saving_s, min_fraction=min_fraction,
-                records=records, unmatched=unmatched)
-    d = replace(d, benches=used)
+                records=records, unmatched=kept)
+    d = replace(d, benches=used, kept=kept)
+    if kept is not None and kept.judged is not None:
+        d = replace(d, advice=_kept_advice(audit.shown, kept, kept.judged) + d.advice)
     flags = _threshold_flags(benches)
-    if d.verdict.fine and flags:
+    if d.verdict.fine and flags and not (kept is not None and kept.judged_as_runs):
         d = replace(d, advice=d.advice + (
             f"the saving was measured with {flags}: run the job the same way (`jaxcache run "
             f"{flags} -- CMD`, or enable(min_compile_time=...)); at JAX's defaults it writes "
             "fewer entries, or none",))
     return d
+
+
+def _judge_line(where: str, b: KeptBench, unlike: str) -> str:
+    """`CMD` (WHEN) with FLAGS: `jaxcache decide PATH --bench FILE` (escaped)."""
+    import shlex
+
+    when = f" ({b.when})" if b.when else ""
+    return (f"`{safe(shlex.join(b.command))}`{when}{unlike}: `jaxcache decide {where} --bench "
+            f"{safe(shlex.quote(b.path))}`")
+
+
+def _kept_advice(path: str | None, kept: KeptChoice, judged: KeptBench) -> tuple[str, ...]:
+    """How the kept bench judged was measured against how the runs on `path` run, and the
+    benches of its jobs passed over, each with the line that judges it instead."""
+    import shlex
+
+    where = safe(shlex.quote(path or "PATH"))
+    runs = kept.runs_use.thresholds
+    how = f"{runs.flags()}, {kept.runs_use.source.words}"
+    passed = [_judge_line(where, b, f" with {b.thresholds.flags(runs)}")
+              for b in kept.passed_over]
+    if kept.judged_as_runs:
+        if not passed:
+            return ()
+        return (f"judged the newest bench measured as the runs on this directory run ({how}); "
+                "passed over, measured otherwise: " + "; ".join(passed),)
+    job = safe(shlex.join(judged.command)) or "CMD"
+    said = (f"the bench judged was measured with {judged.thresholds.flags(runs)}, not as the runs "
+            f"on this directory run ({how}): the saving they get may differ; bench as they run "
+            f"(`jaxcache decide {where} {runs.flags()} -- {job}`) or run them the bench's way")
+    if passed:
+        said += "; other benches of its job: " + "; ".join(passed)
+    return (said,)
 
 
 def _threshold_flags(benches: list[BenchFacts]) -> str:
@@ -248,7 +285,7 @@ def _threshold_flags(benches: list[BenchFacts]) -> str:
     return " ".join(f"{flag} {value}" for flag, value in found.items())
 
 
-def _unmeasured(unmatched: Pick | None) -> str:
+def _unmeasured(unmatched: KeptChoice | None) -> str:
     """The summary when no bench was judged: none kept for this directory's jobs, or none."""
     if unmatched is not None and unmatched.others:
         return (f"the writers are understood, but none of the {unmatched.others} kept "
@@ -258,27 +295,41 @@ def _unmeasured(unmatched: Pick | None) -> str:
             "deciding")
 
 
-def _bench_advice(path: str | None, unmatched: Pick | None) -> tuple[str, ...]:
-    """How to measure the saving: the job the run records show used the directory, first.
-    `path` as given (audit.shown, not yet escaped: escaped here once, after quoting)."""
+def _bench_advice(path: str | None, unmatched: KeptChoice | None) -> tuple[str, ...]:
+    """How to measure the saving: the job the run records show used the directory (else
+    YOUR COMMAND: never a made-up one), then the newest kept benches, each with the line that
+    judges it if it measured this directory's job. `path` as given (audit.shown, not yet
+    escaped: escaped here once, after quoting)."""
     import shlex
 
     where = safe(shlex.quote(path or "PATH"))
-    if unmatched is not None and unmatched.jobs:
-        job = safe(shlex.join(unmatched.jobs[0]))
+    jobs = unmatched.jobs if unmatched is not None else ()
+    if jobs:
         first = (f"bench the job that used it (its run records say): `jaxcache decide {where} "
-                 f"-- {job}`")
-        if len(unmatched.jobs) > 1:
-            first += f" ({len(unmatched.jobs) - 1} other commands used it too)"
-        return (first, "or give an earlier `jaxcache bench --json B.json` result of that job "
-                "with --bench B.json")
-    return (f"give an earlier `jaxcache bench --json B.json` result with --bench B.json, or "
-            f"the job after -- (jaxcache decide {where} -- python train.py) to bench it now",)
+                 f"-- {safe(shlex.join(jobs[0]))}`")
+        if len(jobs) > 1:
+            first += f" ({len(jobs) - 1} other commands used it too)"
+    else:
+        first = (f"bench its job now: `jaxcache decide {where} -- YOUR COMMAND` (no run record "
+                 "in the state directory names this directory: a record written with --record "
+                 "FILE is not looked for)")
+    advice = [first]
+    recent = unmatched.recent if unmatched is not None else ()
+    if recent:
+        advice.append(f"or, if one of the {len(recent)} newest kept benches measured this "
+                      "directory's job, judge it:")
+        advice += [_judge_line(where, b, "") for b in recent]
+    else:
+        advice.append("or give an earlier `jaxcache bench --json B.json` result of its job "
+                      "with --bench B.json")
+    advice.append(f"a bench counts for this directory by itself when run with `jaxcache bench "
+                  f"--for-cache {where}`, or inside the project whose file sets cache_dir to it")
+    return tuple(advice)
 
 
 def _decide(audit: AuditFacts, benches: list[BenchFacts], *, min_saving_s: float | None = None,
             min_fraction: float | None = None, records: list[Source] | None = None,
-            unmatched: Pick | None = None) -> Decision:
+            unmatched: KeptChoice | None = None) -> Decision:
     """The three tests in order. The noticeable bar defaults to the one each bench used
     (bench/noticeable.py's defaults for older results); INCONCLUSIVE when the trials cannot
     tell, which exits 1 like NOT-WORTH-IT: a gate must not pass on an undecided saving.

@@ -181,13 +181,15 @@ class CacheOptions:
     directory: str | None
     max_size: object  # as recorded (absent: MISSING)
     max_size_set: bool  # present and not JAX's default, -1
+    min_entry_size_bytes: int | None = None
 
     @classmethod
     def from_json(cls, doc: Mapping[str, object]) -> CacheOptions:
         size = doc.get("jax_compilation_cache_max_size", MISSING)
         return cls(number(doc.get("jax_persistent_cache_min_compile_time_secs")),
                    text(doc.get("jax_compilation_cache_dir")),
-                   None if size is MISSING else size, size is not MISSING and size != -1)
+                   None if size is MISSING else size, size is not MISSING and size != -1,
+                   integer(doc.get("jax_persistent_cache_min_entry_size_bytes")))
 
 
 MISSING = object()

@@ -132,17 +132,18 @@ def used(record: RunRecord, cache: str) -> bool:
     return any(e.status == "served" and same_dir(e.path, cache) for e in _dirs(record))
 
 
-def jobs_of(cache: str, directory: str | None = None) -> tuple[tuple[str, ...], ...]:
-    """The commands of the jobs that used `cache` (used()), newest first, as the run records in
-    `directory` (default: the state directory's) say; look-alikes are skipped (record_dir).
-    decide names them when it has no bench of this cache's jobs, seal --from when it tells
-    which job to rerun."""
+def runs_of(cache: str, directory: str | None = None) -> tuple[RunRecord, ...]:
+    """The run records in `directory` (default: the state directory's) of jobs that used
+    `cache` (used()), newest first; look-alikes are skipped (record_dir)."""
     from jaxcache.records import record_dir
 
-    found: dict[tuple[str, ...], None] = {}
     where = directory if directory is not None else record_dir.runs_dir()
-    for r in record_dir.scan(where).records:
-        record = RunRecord.from_json(r.doc)
-        if record.argv and used(record, cache):
-            found.setdefault(record.argv)
-    return tuple(found)
+    records = (RunRecord.from_json(r.doc) for r in record_dir.scan(where).records)
+    return tuple(record for record in records if record.argv and used(record, cache))
+
+
+def jobs_of(cache: str, directory: str | None = None) -> tuple[tuple[str, ...], ...]:
+    """The commands of the jobs that used `cache` (runs_of()), newest first, each once.
+    decide names them when it has no bench of this cache's jobs, seal --from when it tells
+    which job to rerun."""
+    return tuple(dict.fromkeys(record.argv for record in runs_of(cache, directory)))

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import asdict
 
 from jaxcache.decide import Decision
-from jaxcache.decide.bench_choice import BenchUsed, How
+from jaxcache.decide.bench_choice import BenchUsed, How, KeptChoice
 from jaxcache.documents.kinds import envelope
 from jaxcache.report import jsonout, style
 from jaxcache.text import safe, wrap
@@ -33,9 +33,24 @@ _NAMES = {"writers": "1. writers understood", "compatible": "2. compatible jobs"
           "noticeable": "3. noticeable saving"}
 
 
+def _measured(kept: KeptChoice | None) -> list[str]:
+    """How the kept bench judged was measured against how the runs on the directory run."""
+    if kept is None or kept.judged is None:
+        return []
+    runs = kept.runs_use
+    how = f"{runs.thresholds.flags()}, {runs.source.words}"
+    if kept.judged_as_runs:
+        said = f"measured as the runs on this directory run ({how})"
+    else:
+        said = (f"measured with {kept.judged.thresholds.flags(runs.thresholds)}, not as the "
+                f"runs on this directory run ({how}): see what to do")
+    return wrap(said, "  ")
+
+
 def render_text(d: Decision) -> str:
     lines = [f"decision: {style.said(d.verdict)} - {d.summary}",
-             f"for {safe(d.path or '')}", *map(_bench_line, d.benches), ""]
+             f"for {safe(d.path or '')}", *map(_bench_line, d.benches), *_measured(d.kept),
+             ""]
     for t in d.tests:
         state = ("INCONCLUSIVE" if t.outcome == "inconclusive" else
                  {True: "pass", False: "FAIL", None: "not evaluated"}[t.passed])
