@@ -80,7 +80,7 @@ class LeftOut:
 
     def sentence(self, argv: object = None) -> str:
         """One sentence: how much, its share of start-up, material or not, and what to do
-        (`jaxcache bench FLAG -- ` the job's `argv`, clipped to one line; CMD where unknown)."""
+        (`jaxcache bench FLAG -- ` the job's `argv`, whole and escaped; CMD where unknown)."""
         command = _command(argv)
         if not self.modules:
             return "no compile was left out by JAX's write thresholds"
@@ -102,15 +102,16 @@ class LeftOut:
 
 
 def _command(argv: object) -> str:
-    """The job's command line as a shell would take it back, clipped (a record's argv is a
-    writer's: anything but a list of words is CMD)."""
+    """The job's command line as a shell would take it back, whole: a command the user is told
+    to run is never cut (issue 44); escaped, so a writer's newline cannot break the line (a
+    record's argv is a writer's: anything but a list of words is CMD)."""
     import shlex
 
-    from jaxcache.text import clip, safe
+    from jaxcache.text import safe
 
     if not isinstance(argv, list | tuple) or not argv:
         return "CMD"
-    return clip(safe(shlex.join(str(a) for a in argv)), 60)
+    return safe(shlex.join(str(a) for a in argv))
 
 
 def left_out(modules: Sequence[Compiled], startup_s: float) -> LeftOut:

@@ -306,3 +306,17 @@ def test_every_help_ends_at_its_page_of_the_manual(command):
     page = paths.CHECKOUT / match.group(1)
     assert page.is_file(), page
     assert f"]({page.name})" in (paths.CHECKOUT / "docs" / "index.md").read_text()
+
+
+def test_the_overview_and_the_option_list_one_set_of_verbose_commands():
+    """`jaxcache --help` and -v's own help name the same commands (issue 44: the overview said
+    five, the option seven), and each of them takes -v while another command refuses it."""
+    def listed(text: str, before: str) -> list[str]:
+        flat = " ".join(text.split())
+        return re.search(before + r" \(([a-z, ]+) only", flat)[1].split(", ")
+
+    overview = listed(run("--help").stdout, "-v/--verbose")
+    option = listed(run("audit", "--help").stdout, "judged")
+    assert overview == option and {"audit", "fingerprint", "gc"} <= set(overview)
+    refused = run("ls", "-v", "/nonexistent")
+    assert refused.returncode == 2 and "adds nothing to `jaxcache ls`" in refused.stderr

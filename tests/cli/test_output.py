@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 
 import pytest
@@ -35,7 +36,8 @@ def test_plural_agrees_with_its_count():
 def test_shapes_summarized_with_count_bytes_and_digest():
     many = "(" + ", ".join(f"ShapedArray(float32[8,{4 + i % 5}])" for i in range(240)) + ",)"
     text = style.shapes(many)
-    assert text.startswith("240 inputs, 46.1 KB: float32[8,4], float32[8,5], float32[8,6], ...")
+    assert text.startswith("240 inputs, 46.1 KB: float32[8,4], float32[8,5], float32[8,6] and "
+                           "237 more (digest ")
     assert "digest" in text and len(text) < 100
     assert style.shapes(many.replace("[8,4]", "[8,9]", 1)) != text  # one changed shape shows
     assert style.shapes("(ShapedArray(bfloat16[2,3]),)") == "1 input, 12 B: bfloat16[2,3]"
@@ -141,9 +143,14 @@ def test_answer_first(world):
 
 
 def test_wide_inputs_summarized_in_text_and_whole_in_json(world):
-    bench = world["texts"]["bench"]
-    cached = [line for line in bench.splitlines() if "cached jit_total" in line]
-    assert cached and "240 inputs" in cached[0] and "digest" in cached[0]
+    bench = world["texts"]["bench"].splitlines()
+    at = next(i for i, line in enumerate(bench) if line.startswith("  cached jit_total: "))
+    said = " ".join([bench[at], *(line.strip() for line in bench[at + 1:]
+                                   if line.startswith("    "))])  # wrapped, never clipped
+    # whole shapes, 'and N more', the digest, every '(' closed (issue 44: '... (...')
+    assert re.fullmatch(r"  cached jit_total: 240 inputs, 46\.1 KB: float32\[8,4\], "
+                        r"float32\[8,5\], float32\[8,6\] and 237 more \(digest [0-9a-f]{8}\)",
+                        said), said
     shapes = {s["module"]: s["input_shapes"] for s in world["docs"]["bench"][1]["comparable"]
               ["shapes"]}
     assert shapes["jit_total"].count("ShapedArray") == 240  # the JSON keeps every one

@@ -50,13 +50,13 @@ A sealed cache (docs/sealed-cache.md): entries signed, loaded only if a trusted 
   jaxcache run --sealed ...     run a job that loads only signed entries (and signs with a key)
 
 The same flags everywhere: --format text|json (and sarif for audit and net), -o/--output FILE,
--q/--quiet, -v/--verbose (audit, init, run, seal, verify) and --color (these three before or
-after the command); without PATH, audit, ls, gc, verify and run use
+-q/--quiet, -v/--verbose ({verbose} only) and --color
+(these three before or after the command); without PATH, audit, ls, gc, verify and run use
 $JAX_COMPILATION_CACHE_DIR, else the project file's cache_dir (docs/config.md), else the
 directory `jaxcache init` makes (seal and decide need one).
 Exit codes: 0 fine, 1 a finding you must act on, 2 usage or input error.
 Verdicts are in colour on a terminal: NO_COLOR=1 or --color never turns it off.
-"""
+""".replace("{verbose}", common.VERBOSE_LISTED)  # the one list the option says too
 
 # name, usage (after `jaxcache NAME `), the kind of document -o writes (None: no -o); in the
 # order the overview tells them. The module jaxcache.cli.NAME holds `options` and `handle`.

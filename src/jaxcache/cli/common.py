@@ -254,8 +254,9 @@ def option(parser: argparse.ArgumentParser, *names: str, help: str = "",
 COLOR = "--color"  # the one global flag that takes a value (cli/__init__.py's _name_at)
 
 
-# the commands -v/--verbose adds detail to
+# the commands -v/--verbose adds detail to, as the option's help and the overview list them
 VERBOSE = ("audit", "init", "run", "seal", "verify", "fingerprint", "gc")
+VERBOSE_LISTED = ", ".join(VERBOSE)
 
 
 def global_flags(parser: argparse.ArgumentParser) -> None:
@@ -267,7 +268,7 @@ def global_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
                         help="More detail: every writer and note of an audit, the audit "
                              "behind init's answer, every entry seal and verify judged "
-                             f"({', '.join(VERBOSE)} only; elsewhere a usage error).")
+                             f"({VERBOSE_LISTED} only; elsewhere a usage error).")
     parser.add_argument(COLOR, choices=("auto", "always", "never"), default=argparse.SUPPRESS,
                         help="Verdicts in colour: auto (the default) is on a terminal unless "
                              "NO_COLOR is set.")

@@ -238,9 +238,7 @@ def explain_records(records: Sequence[tuple[str, RunRecord | Mapping[str, object
             for i, m in enumerate(mods):
                 later_dirs = any(x.cache_dir_at_compile for x in mods[i + 1:])
                 code, text = _why(m, proc, later_dirs)
-                compile_s = m.compile_s_logged
-                if compile_s is None and not m.hit:
-                    compile_s = m.compile_or_load_s
+                compile_s = m.compile_s  # the one run's summary shows
                 limit = m.min_compile_time_at_compile
                 limit = threshold if limit is None else limit  # as it was at that compile
                 expensive = compile_s is not None and compile_s >= limit

@@ -112,6 +112,16 @@ class ModuleEntry:
         return self.compile_or_load_s or 0.0
 
     @property
+    def compile_s(self) -> float | None:
+        """The one compile time every report shows for this module: the seconds JAX timed and
+        compared with its threshold (`compile_s_logged`), else, on a miss, the probe's
+        `compile_or_load_s` (which also holds serializing and writing the entry); None on a
+        hit, which compiled nothing (`seconds` is its load)."""
+        if self.compile_s_logged is not None:
+            return self.compile_s_logged
+        return None if self.hit else self.compile_or_load_s
+
+    @property
     def hit(self) -> bool:
         return self.outcome is ModuleOutcome.HIT
 

@@ -12,7 +12,7 @@ from jaxcache.documents.kinds import envelope
 from jaxcache.explain.rank_misses import RankDiff
 from jaxcache.explain.reasons import Explanation, ModuleWhy
 from jaxcache.report import jsonout, style
-from jaxcache.text import Tone, plural, safe, size, width, wrap
+from jaxcache.text import Tone, plural, safe, size, some, width, wrap
 
 
 def render_json(e: Explanation) -> str:
@@ -68,8 +68,7 @@ def _rest(rows: list[ModuleWhy]) -> str:
     """The rest of a group in one line: how many, their compile time and entry size."""
     total_s = sum(m.compile_s or 0.0 for m in rows)
     total_b = sum(m.entry_bytes or 0 for m in rows)
-    names = sorted({safe(m.name) for m in rows})
-    shown = ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
+    shown = some(sorted({m.name for m in rows}))  # escaped by some()
     return (f"   ... and {plural(len(rows), 'more module')} {safe(rows[0].outcome)} "
             f"({safe(rows[0].reason)}): compile {total_s:.2f} s, entries {size(total_b)} "
             f"in all ({shown})")
@@ -98,16 +97,15 @@ def _modules(e: Explanation, record: str, ranks: bool) -> list[str]:
     return lines + [_rest(ms) for ms in rest]
 
 
-def _answer(e: Explanation) -> str:
-    """The first line: cached or not, and why not in one breath."""
-    if not e.modules:
-        return "NOTHING TO EXPLAIN: no JAX compile was recorded"
+def findings(e: Explanation) -> list[str]:
+    """Why explain exits 1, each in a few words (none when it exits 0): what its first line
+    says after UNCACHED, and what the demo's story says beside its exit code."""
     parts = []
     if e.build_diffs:
         parts.append(f"{plural(len(e.build_diffs), 'process', 'processes')} ran another build "
                      "or host than the writer")
     if e.exit_code == 0:
-        return f"{style.verdict('CACHED', Tone.GOOD)}: everything that could be cached was cached"
+        return []
     missed = sum(1 for m in e.modules if m.missed_chance)
     if missed:
         parts.append(f"{plural(missed, 'expensive module')} not cached (marked !)")
@@ -119,7 +117,20 @@ def _answer(e: Explanation) -> str:
                      f"hit: {plural(len(e.rank_diffs), 'module')} keyed differently "
                      "from rank 0")
     if any(a.material for a in e.advice):
-        parts.append("thresholds leave a material share of start-up uncached")
+        parts.append(MATERIAL)
+    return parts
+
+
+MATERIAL = "thresholds leave a material share of start-up uncached"
+
+
+def _answer(e: Explanation) -> str:
+    """The first line: cached or not, and why not in one breath."""
+    if not e.modules:
+        return "NOTHING TO EXPLAIN: no JAX compile was recorded"
+    if e.exit_code == 0:
+        return f"{style.verdict('CACHED', Tone.GOOD)}: everything that could be cached was cached"
+    parts = findings(e)
     if e.build_diffs and len(parts) == 1:  # nothing else to act on: the builds are the news
         return f"{style.verdict('MIXED BUILDS', Tone.BAD)}: {parts[0]} (named above)"
     return (f"{style.verdict('UNCACHED', Tone.BAD)}: something expensive was not cached"

@@ -54,6 +54,34 @@ def _secs(v: float | None) -> str:
     return "-" if v is None else f"{v:.2f} s"
 
 
+def shown_s(m: ModuleEntry) -> float | None:
+    """The seconds a module's row shows: its load on a hit, else the compile every report
+    shows (ModuleEntry.compile_s, as explain)."""
+    return m.compile_or_load_s if m.hit else m.compile_s
+
+
+def _shown_or_0(m: ModuleEntry) -> float:
+    return shown_s(m) or 0.0
+
+
+def _row(name: str, word: str, group: list[ModuleEntry], width: int, why: str) -> str:
+    """A module's row, or one row for modules alike here: their seconds and entries added up,
+    how many, and the range of their seconds."""
+    first = group[0]
+    what = "load" if first.hit else "compile"
+    times = [t for t in map(shown_s, group) if t is not None]
+    secs = _secs(sum(times) if times else None)
+    total = sum(m.entry_bytes or 0 for m in group)
+    entry = f"  {size(total)}" if total else ""
+    count = ""
+    if len(group) > 1:
+        low, high = (f"{min(times):.2f}", f"{max(times):.2f}") if times else ("-", "-")
+        each = f"{low} s each" if low == high else f"{low} to {high} s each"
+        count = f"  (x{len(group)} alike here, added up: {each}; the record has each)"
+    return (f"{safe(name).ljust(width)}  {safe(word):8s} {what} {secs}{entry}  {why}".rstrip()
+            + count)
+
+
 def _other_dirs(record: RunRecord) -> list[str]:
     """What must be read first: JAX used (or was refused) a directory nobody audited, or the
     guard that keeps it from doing so could not be installed."""
@@ -122,33 +150,31 @@ def _module_lines(record: RunRecord, verbose: bool = False) -> list[str]:
     for p in procs:
         if grouped:
             lines.append(f"  {_who(p)}: {len(p.modules)} modules")
-        mods = sorted(p.modules, key=lambda m: -m.seconds)
-        total = sum(m.seconds for m in mods)
+        mods = sorted(p.modules, key=lambda m: -_shown_or_0(m))  # by the seconds shown
+        total = sum(map(_shown_or_0, mods))
         shown = [m for i, m in enumerate(mods) if verbose or i < limit
-                 or (total > 0 and m.seconds >= SIGNIFICANT * total)]
+                 or (total > 0 and _shown_or_0(m) >= SIGNIFICANT * total)]
         names: dict[str, int] = {}
         for m in shown:
             names[m.name] = names.get(m.name, 0) + 1
-        rows: dict[tuple[str, ...], int] = {}  # rows alike in every word: one, with a count
+        # modules alike in every word but their numbers (name, outcome, reason, inputs: five
+        # `jit__normal` of one key and several output shapes): one row with the whole count
+        alike: dict[tuple[str, ...], list[ModuleEntry]] = {}
         for m in shown:
-            entry = f"  {size(m.entry_bytes)}" if m.entry_bytes else ""
-            what = "load" if m.hit else "compile"
-            tag = f"r{p.rank} " if ranked else ""
             why = OTHER_BUILD_HIT if m.hit and m.cache_key and \
                 safe(f"{m.cache_key}-cache") in other else \
                 KEPT_LOCALLY if not m.hit and m.cache_key in local else reason_text(m)
-            row: tuple[str, ...] = (f"  {pad}{tag}{safe(m.name).ljust(width)}  "
-                   f"{(m.outcome_word or '?'):8s} {what} {_secs(m.compile_or_load_s)}"
-                   f"{entry}  {why}".rstrip(),)
-            if names[m.name] > 1:
-                row += (f"  {pad}    inputs: {style.shapes(m.input_shapes)}",)
-            rows[row] = rows.get(row, 0) + 1
-        for row, n in rows.items():
-            lines += [row[0] + (f"  (x{n}, alike here; the record has each)" if n > 1
-                                else ""), *row[1:]]
+            inputs = f"  {pad}    inputs: {style.shapes(m.input_shapes)}" \
+                if names[m.name] > 1 else ""
+            alike.setdefault((m.name, m.outcome_word or "?", why, inputs), []).append(m)
+        groups = sorted(alike.items(), key=lambda kv: -sum(map(_shown_or_0, kv[1])))
+        for (name, word, why, inputs), group in groups:  # slowest first, as added up
+            tag = f"r{p.rank} " if ranked else ""
+            lines += [f"  {pad}{tag}{_row(name, word, group, width, why)}",
+                      *([inputs] if inputs else [])]
         rest = mods[len(shown):]  # sorted slowest first: what is shown is a prefix
         if rest:
-            secs = sum(m.seconds for m in rest)
+            secs = sum(map(_shown_or_0, rest))
             lines.append(f"  {pad}... {len(rest)} more, {secs:.2f} s in all, each under "
                          f"{SIGNIFICANT:.0%} of the time (-v lists them; the record has all)")
     return lines

@@ -8,7 +8,7 @@ import hashlib
 import re
 from typing import Protocol, TextIO
 
-from jaxcache.text import Tone, clip, color_on, plural, safe, size
+from jaxcache.text import Tone, clip, color_on, plural, safe, size, some
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -56,8 +56,10 @@ def digest(text: str) -> str:
 
 
 def shapes(text: str | None, leading: int = 3) -> str:
-    """'240 inputs, 38.4 KB: float32[8,4], float32[8,5], float32[8,6], ... (digest 1a2b3c4d)'
-    from JAX's list of abstract values; text it cannot parse is shown cut to 80 characters."""
+    """'240 inputs, 38.4 KB: float32[8,4], float32[8,5], float32[8,6] and 237 more (digest
+    1a2b3c4d)' from JAX's list of abstract values: whole shapes, never one cut mid-way (a
+    report wraps the line, never clips it); text it cannot parse is shown cut to 80
+    characters."""
     if not text:
         return "-"
     arrays = _ARRAY.findall(text)
@@ -73,11 +75,10 @@ def shapes(text: str | None, leading: int = 3) -> str:
         for d in filter(None, (x.strip() for x in dims.split(","))):
             count *= int(d)
         total += count * item
-    shown = ", ".join(f"{dt}[{dims.replace(' ', '')}]" for dt, dims in arrays[:leading])
-    more = ", ..." if len(arrays) > leading else ""
+    shown = some([f"{dt}[{dims.replace(' ', '')}]" for dt, dims in arrays], leading)
     tail = f" (digest {digest(text)})" if len(arrays) > leading else ""
     amount = size(total) if known else f">= {size(total)}"
-    return safe(f"{plural(len(arrays), 'input')}, {amount}: {shown}{more}{tail}")
+    return f"{plural(len(arrays), 'input')}, {amount}: {shown}{tail}"
 
 
 

@@ -10,7 +10,7 @@ from jaxcache.bench.trials import BenchResult
 from jaxcache.report import style
 from jaxcache.report.bench import ranks as bench_ranks
 from jaxcache.report.bench.json import left_out, thresholds
-from jaxcache.text import clip, plural, safe, size, width, wrap
+from jaxcache.text import plural, safe, size, wrap
 
 _PROSE = ("noticeable: ", "what to do: ", "adjusted saving", "thresholds: ")
 
@@ -129,8 +129,8 @@ def conclusions(result: BenchResult) -> list[str]:
 
 
 def cached(result: BenchResult) -> list[str]:
-    """'module: 240 inputs, 46.1 KB: float32[8,4], ... (digest ...)', per cached module; the
-    JSON result keeps every shape."""
+    """'module: 240 inputs, 46.1 KB: float32[8,4], float32[8,5], float32[8,6] and 237 more
+    (digest ...)', per cached module; the JSON result keeps every shape."""
     fp = result.samples[0].comparable if result.samples else None
     done = {m for s in result.samples for m in s.cached}
     return [f"{safe(module)}: {style.shapes(shapes)}" for module, shapes in
@@ -163,7 +163,8 @@ def render(result: BenchResult) -> str:
                      f"{sum(1 for s in result.samples if s.kind == 'cold')} cold and "
                      f"{sum(1 for s in result.samples if s.kind == 'warm')} warm "
                      f"{_runs(result)} in {result.elapsed_s:.0f} s")
-        lines += [clip(f"  cached {line}", width()) for line in cached(result)]
+        # wrapped, never clipped: a clipped line cut the shapes mid-way, '... (...'
+        lines += [w for line in cached(result) for w in wrap(f"cached {line}", "  ")]
     rows = table(result)
     if len(rows) > 1:
         lines += [""] + _layout(rows)
