@@ -147,7 +147,8 @@ def test_no_bench_of_this_cache_names_the_kept_ones_and_no_placeholder(trial):
     assert f"`jaxcache decide {trial.lonely} -- YOUR COMMAND`" in advice
     assert "train.py" not in advice
     text = trial.decide(trial.lonely, cwd=trial.base).stdout
-    assert "YOUR COMMAND" in text and str(trial.paths[2]) in " ".join(text.split())
+    said = " ".join(text.split())  # wrapped to the terminal's width
+    assert "YOUR COMMAND" in said and str(trial.paths[2]) in said, text
 
 
 def test_the_run_record_says_how_the_runs_run(trial, tmp_path):
