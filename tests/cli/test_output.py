@@ -36,11 +36,11 @@ def test_plural_agrees_with_its_count():
 def test_shapes_summarized_with_count_bytes_and_digest():
     many = "(" + ", ".join(f"ShapedArray(float32[8,{4 + i % 5}])" for i in range(240)) + ",)"
     text = style.shapes(many)
-    assert text.startswith("240 inputs, 46.1 KB: float32[8,4], float32[8,5], float32[8,6] and "
-                           "237 more (digest ")
-    assert "digest" in text and len(text) < 100
+    assert text.startswith("240 inputs totalling 46.1 KB: float32[8,4], float32[8,5], "
+                           "float32[8,6] and 237 more (digest ")
+    assert "digest" in text and len(text) < 110
     assert style.shapes(many.replace("[8,4]", "[8,9]", 1)) != text  # one changed shape shows
-    assert style.shapes("(ShapedArray(bfloat16[2,3]),)") == "1 input, 12 B: bfloat16[2,3]"
+    assert style.shapes("(ShapedArray(bfloat16[2,3]),)") == "1 input of 12 B: bfloat16[2,3]"
 
 
 def test_colour_only_where_asked(tmp_path):
@@ -148,7 +148,7 @@ def test_wide_inputs_summarized_in_text_and_whole_in_json(world):
     said = " ".join([bench[at], *(line.strip() for line in bench[at + 1:]
                                    if line.startswith("    "))])  # wrapped, never clipped
     # whole shapes, 'and N more', the digest, every '(' closed (issue 44: '... (...')
-    assert re.fullmatch(r"  cached jit_total: 240 inputs, 46\.1 KB: float32\[8,4\], "
+    assert re.fullmatch(r"  cached jit_total: 240 inputs totalling 46\.1 KB: float32\[8,4\], "
                         r"float32\[8,5\], float32\[8,6\] and 237 more \(digest [0-9a-f]{8}\)",
                         said), said
     shapes = {s["module"]: s["input_shapes"] for s in world["docs"]["bench"][1]["comparable"]

@@ -65,8 +65,9 @@ def _shown_or_0(m: ModuleEntry) -> float:
 
 
 def _row(name: str, word: str, group: list[ModuleEntry], width: int, why: str) -> str:
-    """A module's row, or one row for modules alike here: their seconds and entries added up,
-    how many, and the range of their seconds."""
+    """A module's row, or one row for modules alike here: the range of their seconds (each,
+    beside the reason it is judged by: a threshold compares one compile, never a sum), their
+    entries added up, how many, and their seconds added up."""
     first = group[0]
     what = "load" if first.hit else "compile"
     times = [t for t in map(shown_s, group) if t is not None]
@@ -76,8 +77,8 @@ def _row(name: str, word: str, group: list[ModuleEntry], width: int, why: str) -
     count = ""
     if len(group) > 1:
         low, high = (f"{min(times):.2f}", f"{max(times):.2f}") if times else ("-", "-")
-        each = f"{low} s each" if low == high else f"{low} to {high} s each"
-        count = f"  (x{len(group)} alike here, added up: {each}; the record has each)"
+        count = f"  (x{len(group)} alike here, {secs} added up; the record has each)"
+        secs = f"{low} s each" if low == high else f"{low} to {high} s each"
     return (f"{safe(name).ljust(width)}  {safe(word):8s} {what} {secs}{entry}  {why}".rstrip()
             + count)
 

@@ -56,8 +56,8 @@ def digest(text: str) -> str:
 
 
 def shapes(text: str | None, leading: int = 3) -> str:
-    """'240 inputs, 38.4 KB: float32[8,4], float32[8,5], float32[8,6] and 237 more (digest
-    1a2b3c4d)' from JAX's list of abstract values: whole shapes, never one cut mid-way (a
+    """'240 inputs totalling 38.4 KB: float32[8,4], float32[8,5], float32[8,6] and 237 more
+    (digest 1a2b3c4d)' from JAX's list of abstract values: whole shapes, never one cut mid-way (a
     report wraps the line, never clips it); text it cannot parse is shown cut to 80
     characters."""
     if not text:
@@ -78,7 +78,9 @@ def shapes(text: str | None, leading: int = 3) -> str:
     shown = some([f"{dt}[{dims.replace(' ', '')}]" for dt, dims in arrays], leading)
     tail = f" (digest {digest(text)})" if len(arrays) > leading else ""
     amount = size(total) if known else f">= {size(total)}"
-    return f"{plural(len(arrays), 'input')}, {amount}: {shown}{tail}"
+    # the inputs' bytes (not the entry's: a run's row shows that), so said as theirs
+    joined = "of" if len(arrays) == 1 else "totalling"
+    return f"{plural(len(arrays), 'input')} {joined} {amount}: {shown}{tail}"
 
 
 

@@ -129,7 +129,7 @@ def conclusions(result: BenchResult) -> list[str]:
 
 
 def cached(result: BenchResult) -> list[str]:
-    """'module: 240 inputs, 46.1 KB: float32[8,4], float32[8,5], float32[8,6] and 237 more
+    """'module: 240 inputs totalling 46.1 KB: float32[8,4], float32[8,5], float32[8,6] and 237 more
     (digest ...)', per cached module; the JSON result keeps every shape."""
     fp = result.samples[0].comparable if result.samples else None
     done = {m for s in result.samples for m in s.cached}
