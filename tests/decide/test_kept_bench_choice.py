@@ -8,6 +8,7 @@ Real jobs, real benches (three, the smallest), a state directory and a project o
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sys
 
@@ -166,3 +167,34 @@ def test_the_run_record_says_how_the_runs_run(trial, tmp_path):
     assert doc["kept"]["runs_use"]["source"] == "run-record"
     assert doc["kept"]["runs_use"]["min_compile_time_s"] == 0.0
     assert doc["kept"]["jobs"] == [JOB]
+
+
+def test_a_bench_from_another_folder_is_another_job(trial, tmp_path):
+    """A job is its command and the folder it runs from (a new user's trial): two folders'
+    `python job.py` are two jobs. The job run from the project on a cache of its own, then
+    the same command benched from another folder (newer, at the same thresholds): decide
+    judges the project's bench, never the stranger's, and names the folders it saw."""
+    state = tmp_path / "state"
+    shutil.copytree(trial.base / "state", state)
+    env = {**trial.env, "XDG_STATE_HOME": str(state)}
+    cache = mkdir(tmp_path / "cache", 0o700)
+    elsewhere = mkdir(tmp_path / "elsewhere", 0o700)
+    stranger = jaxcache("bench", *QUICK, "--", *JOB, env=env, cwd=str(elsewhere))
+    assert stranger.returncode in (0, 1), stranger.stderr
+    [stranger_path] = set((state / "jaxcache" / "benches").iterdir()) - {
+        state / "jaxcache" / "benches" / p.name for p in trial.paths}
+    stranger_doc = json.loads(stranger_path.read_text())
+    assert stranger_doc["config"]["cwd"] == os.path.realpath(elsewhere)
+    ran = jaxcache("run", "--cache-dir", str(cache), "--", *JOB, env=env,
+                   cwd=str(trial.project))
+    assert ran.returncode == 0, ran.stderr
+    doc = _json(trial.decide(cache, "--format", "json", env=env))
+    ours = str(trial.paths[0]).replace(str(trial.base / "state"), str(state))
+    assert [b["path"] for b in doc["benches"]] == [ours], doc
+    assert doc["kept"]["judged"]["cwd"] == os.path.realpath(trial.project)
+    assert str(stranger_path) not in json.dumps(doc["kept"]["passed_over"])
+    # none of this folder's: the stranger's bench is named with its folder, never judged
+    lonely = _json(trial.decide(trial.lonely, "--format", "json", env=env, cwd=trial.base))
+    assert lonely["kept"]["recent"][0]["path"] == str(stranger_path)
+    assert lonely["kept"]["recent"][0]["cwd"] == os.path.realpath(elsewhere)
+    assert f"in {os.path.realpath(elsewhere)}" in " ".join(lonely["advice"])

@@ -132,6 +132,8 @@ class BenchDocument:
     # JAX's write thresholds in the bench's runs (`thresholds`; None: not recorded)
     min_compile_time_s: float | None = None
     min_entry_size_bytes: int | None = None
+    # config.cwd: the folder bench ran the job from (None: a bench from before it was kept)
+    cwd: str | None = None
 
     @classmethod
     def from_json(cls, doc: Mapping[str, object]) -> BenchDocument:
@@ -159,7 +161,8 @@ class BenchDocument:
                          if isinstance(v, str)),
                    text(mapping(doc.get("config")).get("for_cache")),
                    mapping(doc.get("config")), number(thresholds.get("min_compile_time_secs")),
-                   integer(thresholds.get("min_entry_size_bytes")))
+                   integer(thresholds.get("min_entry_size_bytes")),
+                   text(mapping(doc.get("config")).get("cwd")))
 
     @property
     def judged(self) -> Interval | None:

@@ -57,6 +57,9 @@ class BenchConfig:
     # the cache directory this bench measures a job of (decide PATH -- CMD): decide's chooser
     # takes a kept bench for PATH only when its job used PATH (decide/bench_choice.py)
     for_cache: str | None = None
+    # the folder bench ran the job from (absolute, escaped as a run record's `cwd`; None: not
+    # known): a job is its command and its folder (decide/bench_choice.py)
+    cwd: str | None = None
 
 
 @dataclass(frozen=True)

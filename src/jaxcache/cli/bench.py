@@ -185,6 +185,14 @@ def _compare(args: argparse.Namespace, argv: list[str]) -> None:
     common.finish(args, render(result, a, b, a_path, b_path), 0)
 
 
+def _cwd() -> str | None:
+    """The folder the job runs from, as a run record writes it (None: it is gone)."""
+    try:
+        return safe(os.getcwd())
+    except OSError:
+        return None
+
+
 def _for_cache(args: argparse.Namespace) -> str | None:
     """The cache directory of the job benched: --for-cache, else the one `jaxcache run` would
     use here when one is chosen ($JAX_COMPILATION_CACHE_DIR, the project file's cache_dir);
@@ -314,7 +322,7 @@ def run(argv: list[str], *, trials: int, warm: int, prime: bool, timeout: float 
                           max_trials, target_width, time_budget, thresholds, sealed, bucket,
                           noticeable.MIN_SAVING_S if min_saving is None else min_saving,
                           noticeable.MIN_FRACTION if min_fraction is None else min_fraction,
-                          until_decided, for_cache)
+                          until_decided, for_cache, _cwd())
         if quiet:
             import io
 

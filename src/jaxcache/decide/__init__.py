@@ -242,12 +242,13 @@ def decide(audit: AuditFacts, benches: list[BenchFacts], *, min_saving_s: float 
 
 
 def _judge_line(where: str, b: KeptBench, unlike: str) -> str:
-    """`CMD` (WHEN) with FLAGS: `jaxcache decide PATH --bench FILE` (escaped)."""
+    """`CMD` in DIR (WHEN) with FLAGS: `jaxcache decide PATH --bench FILE` (escaped)."""
     import shlex
 
     when = f" ({b.when})" if b.when else ""
-    return (f"`{safe(shlex.join(b.command))}`{when}{unlike}: `jaxcache decide {where} --bench "
-            f"{safe(shlex.quote(b.path))}`")
+    folder = f" in {safe(b.cwd)}" if b.cwd is not None else " (its folder not recorded)"
+    return (f"`{safe(shlex.join(b.command))}`{folder}{when}{unlike}: `jaxcache decide {where} "
+            f"--bench {safe(shlex.quote(b.path))}`")
 
 
 def _kept_advice(path: str | None, kept: KeptChoice, judged: KeptBench) -> tuple[str, ...]:
@@ -319,6 +320,10 @@ def _bench_advice(path: str | None, unmatched: KeptChoice | None) -> tuple[str, 
         advice.append(f"or, if one of the {len(recent)} newest kept benches measured this "
                       "directory's job, judge it:")
         advice += [_judge_line(where, b, "") for b in recent]
+        if any(b.cwd is None for b in recent):
+            advice.append("a bench whose folder is not recorded (from before bench recorded "
+                          "it) is never taken for a job by its command alone: judge it with "
+                          "its --bench line")
     else:
         advice.append("or give an earlier `jaxcache bench --json B.json` result of its job "
                       "with --bench B.json")

@@ -1,8 +1,11 @@
 """Which bench `jaxcache decide PATH` judges when given none (issue 44): a kept bench
 (bench/kept.py) of a job of PATH, and of those the newest measured as PATH's runs run.
 
+A job is its command and the folder it runs from: two folders' `python job.py` are two jobs.
 A bench is of a job of PATH when a run record in the state directory (records/record_dir.py)
-names PATH as its cache directory and the bench measured the same command, or when the bench
+names PATH as its cache directory and the bench measured the same command from the same folder
+(`config.cwd`; a bench from before it was recorded never matches by its command alone: it can
+still be judged with --bench FILE), or when the bench
 says PATH is its cache (`config.for_cache`: `decide PATH -- CMD` benched it, `bench
 --for-cache PATH`, or bench ran where the project file's, or JAX's variable's, cache directory
 is PATH: there `jaxcache run` and enable() put the job's entries). Another job's bench is
@@ -116,6 +119,7 @@ class KeptBench:
     path: str
     when: str | None  # UTC, from the file's name
     thresholds: Thresholds
+    cwd: str | None = None  # the folder it ran the job from (None: not recorded)
 
 
 @frozen
@@ -145,7 +149,14 @@ def _thresholds(bench: BenchDocument) -> Thresholds:
 
 
 def _named(path: str, bench: BenchDocument) -> KeptBench:
-    return KeptBench(bench.command, path, kept.when(path), _thresholds(bench))
+    return KeptBench(bench.command, path, kept.when(path), _thresholds(bench), bench.cwd)
+
+
+def _of_job(bench: BenchDocument, jobs: tuple[tuple[tuple[str, ...], str | None], ...]) -> bool:
+    """The bench measured one of `jobs` (command, folder): the same command from the same
+    folder; a bench or record with no folder is no job's."""
+    return bench.cwd is not None and any(
+        bench.command == command and same_dir(bench.cwd, cwd) for command, cwd in jobs)
 
 
 def runs_use(runs: tuple[RunRecord, ...]) -> RunsUse:
@@ -176,13 +187,14 @@ def pick(cache: str) -> Pick:
     """The bench to judge for `cache`, or none and why (the module's docstring)."""
     runs = runs_of(cache)
     jobs = tuple(dict.fromkeys(record.argv for record in runs))
+    ran = tuple(dict.fromkeys((record.argv, record.cwd) for record in runs))
     use = runs_use(runs)
     mine: list[tuple[str, BenchDocument]] = []  # of cache's jobs, measured otherwise
     recent: list[KeptBench] = []
     others = 0
     for path, doc in kept.newest_first():
         bench = BenchDocument.from_json(doc)
-        if bench.command in jobs or same_dir(bench.for_cache, cache):
+        if _of_job(bench, ran) or same_dir(bench.for_cache, cache):
             if use.thresholds.same(_thresholds(bench)):  # the newest measured as they run
                 passed = tuple(_named(p, b) for p, b in mine[:RECENT])
                 return Pick(BenchUsed(How.KEPT, bench.command, path), bench,

@@ -386,6 +386,7 @@ class RunRecord:
     env: Mapping[str, str]  # the job's environment as recorded (JAX_*, XLA_FLAGS...)
     unverified_allowed: bool
     created: str | None = None  # UTC, ISO 8601, when the record was built (whole seconds)
+    cwd: str | None = None  # the folder the job ran from (escaped, as the builder wrote it)
 
     @classmethod
     def from_json(cls, doc: Mapping[str, object]) -> RunRecord:
@@ -406,7 +407,8 @@ class RunRecord:
                    "loaded" in probe, UsedDir.of_record(doc),
                    {k: val for k, val in mapping(doc.get("env")).items()
                     if isinstance(val, str)},
-                   bool(doc.get("unverified_allowed")), text(doc.get("created")))
+                   bool(doc.get("unverified_allowed")), text(doc.get("created")),
+                   text(doc.get("cwd")))
 
     @property
     def modules(self) -> tuple[ModuleEntry, ...]:
