@@ -171,30 +171,41 @@ def test_the_run_record_says_how_the_runs_run(trial, tmp_path):
 
 def test_a_bench_from_another_folder_is_another_job(trial, tmp_path):
     """A job is its command and the folder it runs from (a new user's trial): two folders'
-    `python job.py` are two jobs. The job run from the project on a cache of its own, then
-    the same command benched from another folder (newer, at the same thresholds): decide
-    judges the project's bench, never the stranger's, and names the folders it saw."""
+    `python job.py` are two jobs. The job benched and run from a folder of its own (no project
+    file) on a cache, then the same command benched from another folder (newer, at the same
+    thresholds): decide judges the folder's bench, never the stranger's, and names the folders
+    it saw. A bench that names its cache (the project's, by its file) is that cache's only,
+    though its command ran from the project on this one too (the third trial's complaint)."""
     state = tmp_path / "state"
     shutil.copytree(trial.base / "state", state)
     env = {**trial.env, "XDG_STATE_HOME": str(state)}
+    benches = state / "jaxcache" / "benches"
     cache = mkdir(tmp_path / "cache", 0o700)
+    home = mkdir(tmp_path / "home", 0o700)
     elsewhere = mkdir(tmp_path / "elsewhere", 0o700)
-    stranger = jaxcache("bench", *QUICK, "--", *JOB, env=env, cwd=str(elsewhere))
-    assert stranger.returncode in (0, 1), stranger.stderr
-    [stranger_path] = set((state / "jaxcache" / "benches").iterdir()) - {
-        state / "jaxcache" / "benches" / p.name for p in trial.paths}
-    stranger_doc = json.loads(stranger_path.read_text())
-    assert stranger_doc["config"]["cwd"] == os.path.realpath(elsewhere)
-    ran = jaxcache("run", "--cache-dir", str(cache), "--", *JOB, env=env,
-                   cwd=str(trial.project))
-    assert ran.returncode == 0, ran.stderr
-    doc = _json(trial.decide(cache, "--format", "json", env=env))
-    ours = str(trial.paths[0]).replace(str(trial.base / "state"), str(state))
-    assert [b["path"] for b in doc["benches"]] == [ours], doc
-    assert doc["kept"]["judged"]["cwd"] == os.path.realpath(trial.project)
-    assert str(stranger_path) not in json.dumps(doc["kept"]["passed_over"])
+    made = []
+    # the folder's own bench; the stranger's, newer; the newest, the project's (its file names
+    # the project's cache, so it is that cache's bench)
+    for cwd in (home, elsewhere, trial.project):
+        before = set(benches.iterdir())
+        proc = jaxcache("bench", *QUICK, "--", *JOB, env=env, cwd=str(cwd))
+        assert proc.returncode in (0, 1), proc.stderr
+        [new] = set(benches.iterdir()) - before
+        made.append(new)
+    ours, stranger_path, project_bench = made
+    assert json.loads(project_bench.read_text())["config"]["for_cache"] == str(trial.cache)
+    assert json.loads(stranger_path.read_text())["config"]["cwd"] == os.path.realpath(elsewhere)
+    for cwd in (home, trial.project):  # the job used this cache from both folders
+        ran = jaxcache("run", "--cache-dir", str(cache), "--", *JOB, env=env, cwd=str(cwd))
+        assert ran.returncode == 0, ran.stderr
+    doc = _json(trial.decide(cache, "--format", "json", env=env, cwd=home))
+    assert [b["path"] for b in doc["benches"]] == [str(ours)], doc
+    assert doc["kept"]["judged"]["cwd"] == os.path.realpath(home)
+    said = json.dumps(doc["kept"])
+    assert str(stranger_path) not in said
+    assert str(project_bench) not in said
     # none of this folder's: the stranger's bench is named with its folder, never judged
     lonely = _json(trial.decide(trial.lonely, "--format", "json", env=env, cwd=trial.base))
-    assert lonely["kept"]["recent"][0]["path"] == str(stranger_path)
-    assert lonely["kept"]["recent"][0]["cwd"] == os.path.realpath(elsewhere)
+    assert lonely["kept"]["recent"][1]["path"] == str(stranger_path)
+    assert lonely["kept"]["recent"][1]["cwd"] == os.path.realpath(elsewhere)
     assert f"in {os.path.realpath(elsewhere)}" in " ".join(lonely["advice"])

@@ -8,7 +8,8 @@ names PATH as its cache directory and the bench measured the same command from t
 still be judged with --bench FILE), or when the bench
 says PATH is its cache (`config.for_cache`: `decide PATH -- CMD` benched it, `bench
 --for-cache PATH`, or bench ran where the project file's, or JAX's variable's, cache directory
-is PATH: there `jaxcache run` and enable() put the job's entries). Another job's bench is
+is PATH: there `jaxcache run` and enable() put the job's entries; a bench that names another
+directory so is that one's, never PATH's by its command and folder). Another job's bench is
 never judged in its place: without one, decide says so and names the newest kept benches, with
 the line that judges each, and the commands the records show.
 
@@ -194,7 +195,8 @@ def pick(cache: str) -> Pick:
     others = 0
     for path, doc in kept.newest_first():
         bench = BenchDocument.from_json(doc)
-        if _of_job(bench, ran) or same_dir(bench.for_cache, cache):
+        # a bench that names its cache (for_cache) measured that cache's job, not another's
+        if same_dir(bench.for_cache, cache) or (bench.for_cache is None and _of_job(bench, ran)):
             if use.thresholds.same(_thresholds(bench)):  # the newest measured as they run
                 passed = tuple(_named(p, b) for p, b in mine[:RECENT])
                 return Pick(BenchUsed(How.KEPT, bench.command, path), bench,
