@@ -394,8 +394,9 @@ def _report(result: BenchResult, targets: _Targets,
         written.append(doc.path)
     if written:
         note("wrote " + ", ".join(written) + "\n")
-    if targets.kept:  # quietly: the one decide reads when given no --bench
+    if targets.kept:  # the one decide reads when given no --bench: said where, once
         targets.kept.write(bench_json.render(result))
+        note(f"kept for `jaxcache decide` (its --bench FILE): {safe(targets.kept.path)}\n")
     if result.stop_reason == "interrupted":
         return 130
     return 0 if result.analysis.verdict is Outcome.SAVES else 1
