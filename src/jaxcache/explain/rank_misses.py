@@ -11,6 +11,7 @@ records of one job (`srun jaxcache run ...`, `explain runs/`).
 
 from __future__ import annotations
 
+from jaxcache.explain import pairing
 from jaxcache.explain.key_causes import CAUSES
 from jaxcache.text import safe
 from jaxcache.values import frozen
@@ -78,38 +79,41 @@ def _remedy(platform: str | None) -> str:
 
 
 def rank_diffs(records: list[tuple[str, RunRecord]]) -> list[RankDiff]:
-    """For each module a rank other than 0 did not hit, where rank 0 compiled the same module
-    (name and input shapes): the key components that differ, and why."""
-    seen: dict[tuple[str, str | None], dict[int, tuple[str, ProcessEntry, ModuleEntry]]] = {}
-    order: list[tuple[tuple[str, str | None], int]] = []
+    """For each module a rank other than 0 did not hit, where rank 0 cached the same module
+    (name and input shapes, paired by pairing.py's rule: equal keys first): the key
+    components that differ, and why. Each rank's modules are those of the first process that
+    ran it (for that name and input shapes)."""
+    seen: dict[tuple[str, str | None], dict[int, list[tuple[str, ProcessEntry, ModuleEntry]]]]
+    seen = {}
     for path, record in records:
         for proc in record.processes:
             rank = proc.rank
             if rank is None:
                 continue
             for m in proc.modules:
-                ident = (m.name, m.input_shapes)
-                if not m.key_components or rank in seen.setdefault(ident, {}):
-                    continue
-                seen[ident][rank] = (path, proc, m)
-                order.append((ident, rank))
+                mods = seen.setdefault((m.name, m.input_shapes), {}).setdefault(rank, [])
+                if m.key_components and (not mods or mods[0][1] is proc):
+                    mods.append((path, proc, m))
     out = []
-    for ident, rank in order:
-        ref = seen[ident].get(0)
-        path, proc, m = seen[ident][rank]
-        if rank == 0 or ref is None or m.hit:
-            continue
-        ref_path, ref_proc, ref_m = ref
-        a, b = ref_m.key_components or {}, m.key_components or {}
-        changed = tuple(sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k)))
-        if not changed:
-            continue  # the same key: rank 0's entry serves it from the next start on
-        platform = _platform(proc) or _platform(ref_proc)
-        causes = [f"only process 0 writes (\"Not writing persistent cache entry since "
-                  f"process_id != 0\"), and rank {rank}'s key differs from rank 0's, so no "
-                  f"process ever writes it: rank {rank} never hits and compiles this module "
-                  "on every start"]
-        causes += [_component_cause(k, platform, rank) for k in changed]
-        out.append(RankDiff(safe(m.name), m.input_shapes, rank, path,
-                            ref_path, platform, changed, tuple(causes), _remedy(platform)))
+    for by_rank in seen.values():
+        for rank, mods in by_rank.items():
+            if rank == 0:
+                continue
+            for ref, (path, proc, m) in pairing.pair(by_rank.get(0, []), mods, lambda s: s[2]):
+                if ref is None or not pairing.missed(ref[2], m):
+                    continue
+                ref_path, ref_proc, ref_m = ref
+                a, b = ref_m.key_components or {}, m.key_components or {}
+                changed = tuple(sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k)))
+                if not changed:
+                    continue  # the same key: rank 0's entry serves it from the next start on
+                platform = _platform(proc) or _platform(ref_proc)
+                causes = [f"only process 0 writes (\"Not writing persistent cache entry since "
+                          f"process_id != 0\"), and rank {rank}'s key differs from rank 0's, "
+                          f"so no process ever writes it: rank {rank} never hits and compiles "
+                          "this module on every start"]
+                causes += [_component_cause(k, platform, rank) for k in changed]
+                out.append(RankDiff(safe(m.name), m.input_shapes, rank, path,
+                                    ref_path, platform, changed, tuple(causes),
+                                    _remedy(platform)))
     return out

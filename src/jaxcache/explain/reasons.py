@@ -7,6 +7,7 @@ and lowering a threshold is suggested only when what it leaves out is material a
 from __future__ import annotations
 
 from jaxcache import thresholds
+from jaxcache.explain import pairing
 from jaxcache.explain.build_mismatch import BuildDiff, build_diffs
 from jaxcache.explain.key_causes import CAUSES, compile_options_cause
 from jaxcache.explain.rank_misses import RankDiff, rank_diffs
@@ -271,20 +272,27 @@ def _advice(path: str, record: RunRecord) -> ThresholdAdvice:
 
 
 def _key_diffs(records: list[tuple[str, RunRecord]]) -> list[KeyDiff]:
+    """Each module of a later record that did not hit what an earlier record cached, paired
+    by pairing.py's rule (name and input shapes; equal keys first): the components that
+    changed, and why."""
     out = []
-    seen: dict[tuple[int | None, str, str | None], tuple[str, ProcessEntry, ModuleEntry]] = {}
+    earlier: dict[tuple[int | None, str, str | None],
+                  list[tuple[str, ProcessEntry, ModuleEntry]]] = {}
     for path, record in records:
         main = record.processes[0]
         rank = main.rank  # another rank's miss is rank_misses.py's, not a later run's
+        groups: dict[tuple[int | None, str, str | None],
+                      list[tuple[str, ProcessEntry, ModuleEntry]]] = {}
         for m in main.modules:
-            ident = (rank, m.name, m.input_shapes)
-            comps = m.key_components
-            if not comps:
-                continue
-            if ident in seen and not m.hit and seen[ident][0] != path:
-                earlier_path, earlier_proc, earlier = seen[ident]
-                before = earlier.key_components or {}
-                changed = {k for k in set(comps) | set(before) if comps.get(k) != before.get(k)}
+            if m.key_components:
+                groups.setdefault((rank, m.name, m.input_shapes), []).append((path, main, m))
+        for ident, mods in groups.items():
+            for before, (_, _, m) in pairing.pair(earlier.get(ident, []), mods, lambda s: s[2]):
+                if before is None or not pairing.missed(before[2], m):
+                    continue
+                earlier_path, earlier_proc, was = before
+                comps, prior = m.key_components or {}, was.key_components or {}
+                changed = {k for k in set(comps) | set(prior) if comps.get(k) != prior.get(k)}
                 if changed:
                     causes = []
                     for k in sorted(changed):
@@ -296,8 +304,8 @@ def _key_diffs(records: list[tuple[str, RunRecord]]) -> list[KeyDiff]:
                                           + _evidence(k, earlier_proc, main))
                     out.append(KeyDiff(m.name or "?", earlier_path, path,
                                        tuple(sorted(safe(k) for k in changed)), tuple(causes)))
-            if m.outcome in (ModuleOutcome.WRITTEN, ModuleOutcome.HIT) and ident not in seen:
-                seen[ident] = (path, main, m)
+        for ident, mods in groups.items():
+            earlier.setdefault(ident, []).extend(mods)
     return out
 
 
