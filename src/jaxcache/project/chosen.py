@@ -10,14 +10,16 @@ from __future__ import annotations
 from enum import Enum
 
 from jaxcache import thresholds
+from jaxcache.jaxcompat.internals import (
+    DEFAULT_MIN_COMPILE_TIME_SECS,
+    DEFAULT_MIN_ENTRY_SIZE_BYTES,
+)
 from jaxcache.project import effective
 from jaxcache.values import frozen
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping
-
-JAX_DEFAULTS = (1.0, 0)  # JAX's own write thresholds: 1 s, 0 bytes
 
 
 class From(str, Enum):
@@ -73,9 +75,10 @@ def settings(env: Mapping[str, str], *, cache_flag: str | None = None,
         _setting("cache_dir", effective.cache_dir_candidates(env, cache_flag),
                  default_cache_dir(), ("--cache-dir", effective.CACHE_VARIABLE)),
         _setting("min_compile_time", effective.compile_time_candidates(env, compile_flag),
-                 JAX_DEFAULTS[0], ("--min-compile-time", thresholds.COMPILE_VARIABLE)),
+                 DEFAULT_MIN_COMPILE_TIME_SECS,
+                 ("--min-compile-time", thresholds.COMPILE_VARIABLE)),
         _setting("min_entry_size", effective.entry_size_candidates(env, size_flag),
-                 JAX_DEFAULTS[1], ("--min-entry-size", thresholds.SIZE_VARIABLE)),
+                 DEFAULT_MIN_ENTRY_SIZE_BYTES, ("--min-entry-size", thresholds.SIZE_VARIABLE)),
         _setting("records.dir", (*none, config.records_dir if config else None),
                  default_runs_dir(), none),
         _setting("records.keep", (*none, config.records_keep if config else None), None,

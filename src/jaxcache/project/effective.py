@@ -79,13 +79,9 @@ def _walk(start: str) -> Found | None:
                 fd = os.open(path, _OPEN)
             except (FileNotFoundError, NotADirectoryError):
                 continue
-            except PermissionError as exc:
-                if not _searchable(here):  # no file of yours can be in a folder you cannot
-                    return None  # search: no project's settings apply (none are looked for)
-                from jaxcache.project import locate
-
-                locate.refuse(path, exc)
             except OSError as exc:
+                if isinstance(exc, PermissionError) and not _searchable(here):
+                    return None  # no file of yours can be in a folder you cannot search
                 from jaxcache.project import locate
 
                 locate.refuse(path, exc)
