@@ -68,11 +68,9 @@ def findings(origins: Origins, path: str, *, ci: str | None, required: bool,
                            "or move the ledger away: jobs you run with jaxcache start a new "
                            "one"))
     if origins.ledger_other_boot:
-        out.append(Finding("origin.other-boot", NOTE,
-                           f"{origins.ledger_other_boot} line(s) of the origin ledger were "
-                           "written before this machine last started: under CI they vouch "
-                           "for nothing (a disk image or volume snapshot restored as the CI "
-                           "cache would carry them to the byte)", origins.ledger))
+        out.append(_other_boot(origins.ledger_other_boot, "the origin ledger", origins.ledger,
+                               " (a disk image or volume snapshot restored as the CI cache "
+                               "would carry them to the byte)"))
     if origins.ledger_skipped:
         out.append(Finding("origin.ledger-lines", NOTE,
                            f"{origins.ledger_skipped} line(s) of the origin ledger are not "
@@ -122,6 +120,14 @@ TRUSTED_WRITER_REMEDY = (
     "(readable by you, writable by {who} alone: docs/audit.md, \"Trusted writers' ledgers\")")
 
 
+def _other_boot(lines: int, whose: str, path: str | None, why: str = "") -> Finding:
+    """Ledger lines (yours or a trusted writer's) from before this machine's boot, left out
+    under CI: one wording for every ledger."""
+    return Finding("origin.other-boot", NOTE,
+                   f"{lines} line(s) of {whose} were written before this machine last started: "
+                   f"under CI they vouch for nothing{why}", path)
+
+
 def trusted_ledger_findings(origins: Origins) -> list[Finding]:
     """What the ledgers of trusted writers (the policy's trusted_ledgers) did: one that cannot
     be trusted vouches for nothing, said with why (a warning: its writer's entries stay of
@@ -136,10 +142,7 @@ def trusted_ledger_findings(origins: Origins) -> list[Finding]:
                                "where no one else can write it or a folder above, readable by "
                                "you; or remove it from trusted_ledgers"))
         elif t.other_boot:
-            out.append(Finding("origin.other-boot", NOTE,
-                               f"{t.other_boot} line(s) of {safe(t.owner)}'s origin ledger were "
-                               "written before this machine last started: under CI they vouch "
-                               "for nothing", t.path))
+            out.append(_other_boot(t.other_boot, f"{safe(t.owner)}'s origin ledger", t.path))
     for who, names in origins.vouched().items():
         out.append(Finding("origin.vouched", NOTE,
                            f"{_entries(len(names))} written by jobs of {safe(who)} (a trusted "
