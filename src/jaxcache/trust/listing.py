@@ -29,8 +29,8 @@ ATTENTION = frozenset({"foreign-owner", "group-writable", "other-writable",
 @frozen
 class Listing:
     """What ls shows: the inventory, the path it resolved to, each entry's origin (None when
-    not judged), and the owners of entries the policy trusts to write there (a team share's
-    other writers: their files are foreign-owned, as JAX made them, not a flag to act on)."""
+    not judged), and the users the policy trusts to write there (a team share's other writers:
+    their files are foreign-owned, as JAX made them, not a flag to act on)."""
 
     inventory: entries.Inventory
     resolved: str
@@ -76,9 +76,7 @@ def list_with_origin(given: str, origin: bool = True, also: Also | None = None,
             from jaxcache.trust.provenance import origin as originmod
 
             rule = policymod.load(policy, accounts).declared(w.resolved)
-            trusted = frozenset(
-                e.uid for e in inv.entries if e.uid in rule.trusted_uids
-                or accounts.groups_of(e.uid) & rule.trusted_gids)
+            trusted = origin_findings.trusted_writers(rule, accounts)
             mine = ledger.load(accounts=accounts)
             origins = originmod.judge(inv, fd, mine, w.resolved,
                                       fingerprint() if fingerprint is not None else None,
