@@ -20,6 +20,7 @@ from jaxcache.trust.findings import (
 )
 from jaxcache.trust.kernel import entries as entriesmod
 from jaxcache.trust.kernel import principals as pr
+from jaxcache.trust.kernel.access import closed_above
 from jaxcache.trust.kernel.mounts import CONTAINER_ROOTS
 from jaxcache.trust.kernel.principals import Trust
 from jaxcache.trust.kernel.walk import Walk
@@ -201,6 +202,7 @@ def writer_findings(writers: list[Writer], w: Walk) -> list[Finding]:
     only_plant = {p for p in planters
                   if all(x.action == "create-entries" and x.target == anchor
                          for x in by_principal[p])}
+    closed = closed_above(w, w.anchor_node)
     for p, ws in sorted(by_principal.items()):
         if p in only_plant:
             continue  # dir.sticky-preseed below says it
@@ -217,7 +219,15 @@ def writer_findings(writers: list[Writer], w: Walk) -> list[Finding]:
                 "for the storage of the mount it is on for this cache path in a policy "
                 "(accepted_storage); otherwise use a private cache (jaxcache init)"))
             continue
-        if p.kind == "everyone":
+        if closed is not None and all(wr.action in _PATH_ACTIONS and
+                                      wr.target.startswith(closed.path.rstrip("/") + "/")
+                                      for wr in ws):
+            dirs = ", ".join(sorted({safe(wr.target) for wr in ws}))
+            remedy = (f"only its owner can search {safe(closed.path)}, so no job of another "
+                      f"user reaches this by name: take away the write access named above on "
+                      f"{dirs} (chmod go-w for mode bits, setfacl -x for an ACL entry), or use "
+                      "a private cache (jaxcache init)")
+        elif p.kind == "everyone":
             remedy = ("do not point JAX at this directory: use a private one (jaxcache init); "
                       "no policy can make 'everyone' trusted. Other jobs may rely on this "
                       "access: check who uses it before changing any permission")
@@ -250,6 +260,10 @@ def writer_findings(writers: list[Writer], w: Walk) -> list[Finding]:
             "use a private directory (jaxcache init). Other jobs may rely on this access: "
             "check who uses it before changing any permission"))
     return out
+
+
+# the ways in that need the directory's path (not a handle, not a file's own link)
+_PATH_ACTIONS = frozenset({"write-entries", "create-entries", "replace", "create-dir", "inherit"})
 
 
 def _known_untrusted(wr: Writer) -> bool:

@@ -48,11 +48,14 @@ def access(w: Walk, accounts: pr.Accounts, uid: int, *, umask: bool = True) -> l
     out: list[Access] = []
     seen: set[tuple[pr.Principal, str, str, str]] = set()
 
+    closed = closed_above(w, w.anchor_node)
+
     def add(grant: pr.Grant, action: str, target: str, consequence: str) -> None:
         key = (grant.principal, action, target, grant.reason)
         if key not in seen:
             seen.add(key)
-            out.append(Access(grant, action, target, consequence))
+            out.append(Access(grant, action, target,
+                              consequence + shut_out_note(closed, grant, accounts)))
 
     out += replace_access(w, accounts)
     seen.update((a.grant.principal, a.action, a.target, a.grant.reason) for a in out)
@@ -99,12 +102,43 @@ def replace_access(w: Walk, accounts: pr.Accounts) -> list[Access]:
             continue
         what = "the symlink " if n.kind == "symlink" else ""
         consequence = (f"-> can rename or replace {what}{n.path} and put their own in its place")
+        closed = closed_above(w, n)
         for grant in replacers(parent, n, accounts):
             key = (grant.principal, n.path, grant.reason)
             if key not in seen:
                 seen.add(key)
-                out.append(Access(grant, "replace", n.path, consequence))
+                out.append(Access(grant, "replace", n.path,
+                                  consequence + shut_out_note(closed, grant, accounts)))
     return out
+
+
+def closed_above(w: Walk, node: Node) -> Node | None:
+    """The nearest directory above `node` that only its owner (and root) can search: no
+    group or other search bit, no extended ACL. Others cannot reach `node` by name through
+    it, but that is not counted (see shut_out_note)."""
+    p = w.parent_of(node)
+    while p is not None:
+        if p.kind == "dir" and not p.mode & 0o011 and (p.acl is None or not p.acl.is_extended):
+            return p
+        p = w.parent_of(p)
+    return None
+
+
+def shut_out_note(closed: Node | None, grant: pr.Grant, accounts: pr.Accounts) -> str:
+    """What is true of a writer a closed directory above keeps from reaching the target by
+    name, and why it still counts: permissions are checked when a path is opened, so a
+    process that opened the directory before, another mount of it, or a chmod of the closed
+    directory by its owner lets them in (sshd's StrictModes judges a 0777 ~/.ssh inside a
+    0700 home the same way). "" for its owner, root, and unmapped owners (not known)."""
+    p = grant.principal
+    if closed is None or p.kind == "unmapped" or \
+            (p.kind == "user" and p.id in (0, closed.uid)):
+        return ""
+    owner = accounts.user_name(closed.uid)
+    return (f" (not by name today: only {owner} can search {closed.path} (mode "
+            f"{closed.mode & 0o7777:04o}); counted all the same, as sshd's StrictModes does: a "
+            "process that opened it before, another mount of it, or a chmod of "
+            f"{closed.path} lets them in)")
 
 
 def _umask() -> int | None:
