@@ -8,6 +8,7 @@ test's own."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 
@@ -35,8 +36,10 @@ def test_decide_uses_the_last_bench_and_agrees_with_it(tmp_path):
     assert json.loads(kept.read_text())["summary"]["verdict"] == "nothing-cached"
     proc = jaxcache("decide", str(cache), env=env)
     assert ("decide: judging the last bench of a job that used this directory, "
-            f"`{' '.join(JOB)}` ({kept})") in proc.stderr
-    assert f"judged on the bench of `{' '.join(JOB)}` (the last kept bench" in proc.stdout
+            f"`{' '.join(JOB)}` in {os.path.realpath(os.getcwd())} ({kept})") in proc.stderr
+    said = " ".join(proc.stdout.split())
+    assert (f"judged on the bench of `{' '.join(JOB)}` in {os.path.realpath(os.getcwd())}, kept "
+            ) in said and "(the last kept bench" in said, proc.stdout
     assert proc.returncode == 1
     out = proc.stdout
     assert out.startswith("decision: NOT-WORTH-IT"), out

@@ -1,4 +1,4 @@
-"""Which kept bench `decide PATH` judges (issue 44, a new user's trial): a bench run inside a
+"""Which kept bench `decide PATH` judges (issue 44, new users' trials): a bench run inside a
 project whose file sets cache_dir (or with `bench --for-cache DIR`) is a bench of that cache's
 job; of that job's benches the newest measured as the cache's runs run (their run record's
 write thresholds, else the settings: env, project file, JAX's defaults) wins, and the others
@@ -201,9 +201,17 @@ def test_a_bench_from_another_folder_is_another_job(trial, tmp_path):
     doc = _json(trial.decide(cache, "--format", "json", env=env, cwd=home))
     assert [b["path"] for b in doc["benches"]] == [str(ours)], doc
     assert doc["kept"]["judged"]["cwd"] == os.path.realpath(home)
-    said = json.dumps(doc["kept"])
-    assert str(stranger_path) not in said
-    assert str(project_bench) not in said
+    # never judged, but named as newer, with their folders (the fourth trial: a newer bench
+    # of the job you meant, passed over unsaid, read as "decide ignored my bench")
+    assert [b["path"] for b in doc["kept"]["recent"]] == [str(project_bench),
+                                                          str(stranger_path)]
+    assert doc["kept"]["passed_over"] == []
+    text = " ".join(trial.decide(cache, env=env, cwd=home).stdout.split())
+    assert f"judged on the bench of `{' '.join(JOB)}` in {os.path.realpath(home)}, kept " \
+        in text, text
+    assert (f"not judged: the newer bench of `{' '.join(JOB)}` in "
+            f"{os.path.realpath(trial.project)}") in text and "(and 1 more)" in text, text
+    assert f"--bench {stranger_path}`" in text, text
     # none of this folder's: the stranger's bench is named with its folder, never judged
     lonely = _json(trial.decide(trial.lonely, "--format", "json", env=env, cwd=trial.base))
     assert lonely["kept"]["recent"][1]["path"] == str(stranger_path)

@@ -99,10 +99,13 @@ def handle(args: argparse.Namespace, tail: list[str] | None) -> None:
             used.append(found.used)
             as_runs = ("measured as the runs on this directory run" if kept.judged_as_runs
                        else "measured otherwise than the runs on this directory: see below")
+            folder = kept.judged.cwd if kept.judged is not None else None
+            newer = f"; {len(kept.recent)} newer of other jobs not judged" if kept.recent else ""
             common.note(args, f"decide: judging the last bench of a job that used this "
-                              f"directory, `{safe(' '.join(found.used.command)) or '?'}` "
-                              f"({safe(found.used.path or '')}), {as_runs}; --bench FILE or "
-                              "-- CMD for another\n")
+                              f"directory, `{safe(' '.join(found.used.command)) or '?'}`"
+                              + (f" in {safe(folder)}" if folder else "") +
+                              f" ({safe(found.used.path or '')}), {as_runs}{newer}; --bench "
+                              "FILE or -- CMD for another\n")
     if writers_ok and command:  # a sealed reader pays for verification: bench it sealed
         from jaxcache.trust.findings import Verdict
 

@@ -261,18 +261,26 @@ def _kept_advice(path: str | None, kept: KeptChoice, judged: KeptBench) -> tuple
     how = f"{runs.flags()}, {kept.runs_use.source.words}"
     passed = [_judge_line(where, b, f" with {b.thresholds.flags(runs)}")
               for b in kept.passed_over]
+    newer: tuple[str, ...] = ()
+    if kept.recent:
+        newer = ("newer kept benches of other jobs were not judged: no run record in the state "
+                 "directory shows their job used this directory (a run whose record went only "
+                 "to --record FILE is not kept there; `jaxcache run` without --record, or "
+                 f"`jaxcache bench --for-cache {where}`, makes it count); if one measured this "
+                 "directory's job, judge it: "
+                 + "; ".join(_judge_line(where, b, "") for b in kept.recent),)
     if kept.judged_as_runs:
         if not passed:
-            return ()
+            return newer
         return (f"judged the newest bench measured as the runs on this directory run ({how}); "
-                "passed over, measured otherwise: " + "; ".join(passed),)
+                "passed over, measured otherwise: " + "; ".join(passed),) + newer
     job = safe(shlex.join(judged.command)) or "CMD"
     said = (f"the bench judged was measured with {judged.thresholds.flags(runs)}, not as the runs "
             f"on this directory run ({how}): the saving they get may differ; bench as they run "
             f"(`jaxcache decide {where} {runs.flags()} -- {job}`) or run them the bench's way")
     if passed:
         said += "; other benches of its job: " + "; ".join(passed)
-    return (said,)
+    return (said,) + newer
 
 
 def _threshold_flags(benches: list[BenchFacts]) -> str:

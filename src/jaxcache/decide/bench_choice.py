@@ -133,7 +133,9 @@ class KeptChoice:
     passed_over: tuple[KeptBench, ...]  # benches of PATH's jobs not judged, measured otherwise
     jobs: tuple[tuple[str, ...], ...]  # the commands run records show used PATH, newest first
     others: int  # kept benches of other jobs passed over
-    recent: tuple[KeptBench, ...] = ()  # none judged: the newest kept benches, any job
+    # the newest kept benches of other jobs, newer than the one judged (none judged: the
+    # newest, any job): a newer bench of the job you meant is never passed over unsaid
+    recent: tuple[KeptBench, ...] = ()
 
 
 @frozen
@@ -190,26 +192,33 @@ def pick(cache: str) -> Pick:
     jobs = tuple(dict.fromkeys(record.argv for record in runs))
     ran = tuple(dict.fromkeys((record.argv, record.cwd) for record in runs))
     use = runs_use(runs)
-    mine: list[tuple[str, BenchDocument]] = []  # of cache's jobs, measured otherwise
-    recent: list[KeptBench] = []
+    mine: list[tuple[int, str, BenchDocument]] = []  # of cache's jobs, measured otherwise
+    recent: list[tuple[int, KeptBench]] = []  # the newest of other jobs, by position
+
+    def newer(than: int) -> tuple[KeptBench, ...]:
+        return tuple(b for i, b in recent if i < than)
+
     others = 0
-    for path, doc in kept.newest_first():
+    for i, (path, doc) in enumerate(kept.newest_first()):
         bench = BenchDocument.from_json(doc)
         # a bench that names its cache (for_cache) measured that cache's job, not another's
         if same_dir(bench.for_cache, cache) or (bench.for_cache is None and _of_job(bench, ran)):
             if use.thresholds.same(_thresholds(bench)):  # the newest measured as they run
-                passed = tuple(_named(p, b) for p, b in mine[:RECENT])
+                passed = tuple(_named(p, b) for _, p, b in mine[:RECENT])
                 return Pick(BenchUsed(How.KEPT, bench.command, path), bench,
-                            KeptChoice(use, _named(path, bench), True, passed, jobs, others))
-            mine.append((path, bench))
+                            KeptChoice(use, _named(path, bench), True, passed, jobs, others,
+                                       newer(i)))
+            mine.append((i, path, bench))
         else:
             others += 1
             if len(recent) < RECENT:
-                recent.append(_named(path, bench))
+                recent.append((i, _named(path, bench)))
     if not mine:
-        return Pick(None, None, KeptChoice(use, None, None, (), jobs, others, tuple(recent)))
-    path, bench = mine[0]  # none measured as they run: the newest, said to be measured otherwise
+        return Pick(None, None, KeptChoice(use, None, None, (), jobs, others,
+                                           tuple(b for _, b in recent)))
+    at, path, bench = mine[0]  # none measured as they run: the newest, said so
     judged = _thresholds(bench)
-    passed = tuple(_named(p, b) for p, b in mine[1:] if not judged.same(_thresholds(b)))
+    passed = tuple(_named(p, b) for _, p, b in mine[1:] if not judged.same(_thresholds(b)))
     return Pick(BenchUsed(How.KEPT, bench.command, path), bench,
-                KeptChoice(use, _named(path, bench), False, passed[:RECENT], jobs, others))
+                KeptChoice(use, _named(path, bench), False, passed[:RECENT], jobs, others,
+                           newer(at)))

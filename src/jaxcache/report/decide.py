@@ -23,10 +23,29 @@ _HOW = {How.GIVEN: "given with --bench", How.RUN: "benched now",
         How.KEPT: "the last kept bench of a job that used this directory"}
 
 
-def _bench_line(b: BenchUsed) -> str:
-    """Which bench the decision judged: its command, how decide came by it, its file."""
+def _bench_line(b: BenchUsed, kept: KeptChoice | None) -> str:
+    """Which bench the decision judged: its command, how decide came by it, its file; a kept
+    one also by its folder and when (two folders' `python job.py` are two jobs)."""
     where = f": {safe(b.path)}" if b.path else ""
-    return f"judged on the bench of `{safe(' '.join(b.command)) or '?'}` ({_HOW[b.how]}{where})"
+    job = f"`{safe(' '.join(b.command)) or '?'}`"
+    if b.how is How.KEPT and kept is not None and kept.judged is not None:
+        j = kept.judged
+        job += (f" in {safe(j.cwd)}" if j.cwd is not None else "") + \
+            (f", kept {j.when}" if j.when else "")
+    return f"judged on the bench of {job} ({_HOW[b.how]}{where})"
+
+
+def _newer(kept: KeptChoice | None) -> list[str]:
+    """Newer kept benches of other jobs, not judged: said beside the one that was."""
+    if kept is None or kept.judged is None or not kept.recent:
+        return []
+    b = kept.recent[0]
+    folder = f" in {safe(b.cwd)}" if b.cwd is not None else ""
+    when = f", kept {b.when}" if b.when else ""
+    more = f" (and {len(kept.recent) - 1} more)" if len(kept.recent) > 1 else ""
+    return wrap(f"not judged: the newer bench of `{safe(' '.join(b.command)) or '?'}`{folder}"
+                f"{when}{more}, of a job no run record shows using this directory: see what "
+                "to do", "  ")
 
 
 _NAMES = {"writers": "1. writers understood", "compatible": "2. compatible jobs",
@@ -49,7 +68,8 @@ def _measured(kept: KeptChoice | None) -> list[str]:
 
 def render_text(d: Decision) -> str:
     lines = [f"decision: {style.said(d.verdict)} - {d.summary}",
-             f"for {safe(d.path or '')}", *map(_bench_line, d.benches), *_measured(d.kept),
+             f"for {safe(d.path or '')}", *(_bench_line(b, d.kept) for b in d.benches),
+             *_newer(d.kept), *_measured(d.kept),
              ""]
     for t in d.tests:
         state = ("INCONCLUSIVE" if t.outcome == "inconclusive" else
