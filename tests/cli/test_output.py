@@ -41,6 +41,12 @@ def test_shapes_summarized_with_count_bytes_and_digest():
     assert "digest" in text and len(text) < 110
     assert style.shapes(many.replace("[8,4]", "[8,9]", 1)) != text  # one changed shape shows
     assert style.shapes("(ShapedArray(bfloat16[2,3]),)") == "1 input of 12 B: bfloat16[2,3]"
+    # a typed PRNG key (jax.random.key) is an input like any other, not JAX's text (the fourth
+    # trial: `inputs: (ShapedArray(key<fry>[]),)` beside `1 input of 4 B: float32[]`)
+    assert style.shapes("(ShapedArray(key<fry>[]),)") == "1 input of 8 B: key<fry>[]"
+    assert style.shapes("(ShapedArray(key<rbg>[3]), ShapedArray(float32[]))") == \
+        "2 inputs totalling 52 B: key<rbg>[3], float32[]"
+    assert style.shapes("(ShapedArray(key<new>[2]),)") == "1 input of unknown size: key<new>[2]"
 
 
 def test_colour_only_where_asked(tmp_path):

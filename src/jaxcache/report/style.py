@@ -38,9 +38,10 @@ def verdict(word: str, tone: Tone, stream: TextIO | None = None) -> str:
     return f"\x1b[1;{tone.value}m{word}\x1b[0m"
 
 
-_ARRAY = re.compile(r"([a-z][a-z0-9_]*)\[([0-9, ]*)\]")
+_ARRAY = re.compile(r"([a-z][a-z0-9_]*(?:<[a-z0-9_]+>)?)\[([0-9, ]*)\]")  # key<fry>[]: a PRNG key
 _BITS = re.compile(r"(\d+)")
-_BYTES = {"bool": 1, "bfloat16": 2, "complex64": 8, "complex128": 16}
+_BYTES = {"bool": 1, "bfloat16": 2, "complex64": 8, "complex128": 16,
+          "key<fry>": 8, "key<rbg>": 16, "key<unsafe_rbg>": 16}  # uint32[2] or [4] each
 
 
 def _itemsize(dtype: str) -> float | None:
@@ -77,7 +78,7 @@ def shapes(text: str | None, leading: int = 3) -> str:
         total += count * item
     shown = some([f"{dt}[{dims.replace(' ', '')}]" for dt, dims in arrays], leading)
     tail = f" (digest {digest(text)})" if len(arrays) > leading else ""
-    amount = size(total) if known else f">= {size(total)}"
+    amount = size(total) if known else f">= {size(total)}" if total else "unknown size"
     # the inputs' bytes (not the entry's: a run's row shows that), so said as theirs
     joined = "of" if len(arrays) == 1 else "totalling"
     return f"{plural(len(arrays), 'input')} {joined} {amount}: {shown}{tail}"
