@@ -127,6 +127,18 @@ def test_private_cache_with_a_noticeable_saving(base, train_bench):
     cache = mkdir(base / "cache", 0o700)
     rc, doc = decide(cache, "--bench", train_bench)
     assert (rc, doc["verdict"]) == (0, "PRIVATE")
+    # the bench set --min-compile-time 0: run the job that way, unless the settings here
+    # already do (a project file: the fourth trial was told to pass the flag it had set)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("JAX_PERSISTENT")}
+    assert any("run the job the same way (`jaxcache run --min-compile-time 0" in a
+               for a in doc["advice"]), doc["advice"]
+    project = mkdir(base / "project", 0o700)
+    (project / "pyproject.toml").write_text("[tool.jaxcache]\nmin_compile_time = 0\n")
+    rc, doc = decide(cache, "--bench", train_bench, env=env, cwd=str(project))
+    assert (rc, doc["verdict"]) == (0, "PRIVATE")
+    said = [a for a in doc["advice"] if "measured with --min-compile-time 0" in a]
+    assert said and "which the settings here already give" in said[0], doc["advice"]
+    assert not any("run the job the same way" in a for a in doc["advice"]), doc["advice"]
 
 
 def test_many_small_functions_are_not_worth_it(base, tmp_path):

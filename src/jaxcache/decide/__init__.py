@@ -234,11 +234,40 @@ def decide(audit: AuditFacts, benches: list[BenchFacts], *, min_saving_s: float 
         d = replace(d, advice=_kept_advice(audit.shown, kept, kept.judged) + d.advice)
     flags = _threshold_flags(benches)
     if d.verdict.fine and flags and not (kept is not None and kept.judged_as_runs):
-        d = replace(d, advice=d.advice + (
-            f"the saving was measured with {flags}: run the job the same way (`jaxcache run "
-            f"{flags} -- CMD`, or enable(min_compile_time=...)); at JAX's defaults it writes "
-            "fewer entries, or none",))
+        if _settings_give(benches):
+            said = (f"the saving was measured with {flags}, which the settings here already "
+                    "give (JAX's variables, the project file, else JAX's defaults): `jaxcache "
+                    "run -- CMD` and enable() use them")
+        else:
+            said = (f"the saving was measured with {flags}: run the job the same way (`jaxcache "
+                    f"run {flags} -- CMD`, or enable(min_compile_time=...)); at JAX's defaults "
+                    "it writes fewer entries, or none")
+        d = replace(d, advice=d.advice + (said,))
     return d
+
+
+def _settings_give(benches: list[BenchFacts]) -> bool:
+    """Every threshold the benches set is what the settings here give (a project file or
+    JAX's variables): runs need no flag for it (a new user's fourth trial)."""
+    from jaxcache.decide.bench_choice import runs_use
+
+    here = runs_use(())
+    for b in benches:
+        for name, value in b.thresholds_set:
+            try:
+                if name == thresholds.COMPILE_VARIABLE:
+                    if here.min_compile_time_s is None or \
+                            abs(float(value) - here.min_compile_time_s) >= 1e-9:
+                        return False
+                elif name == thresholds.SIZE_VARIABLE:
+                    if here.min_entry_size_bytes is None or \
+                            int(value) != here.min_entry_size_bytes:
+                        return False
+                else:
+                    return False
+            except ValueError:
+                return False
+    return True
 
 
 def _judge_line(where: str, b: KeptBench, unlike: str) -> str:
