@@ -1,10 +1,11 @@
 """`jaxcache demo`: the whole story on the bundled example, in the order a careful engineer
 works.
 
-1. trust first: make a private cache directory with `init`, and audit the classic mistake (a
-   cache under a world-writable folder) next to it;
-2. measure: bench examples/mlp.py, cold versus warm in separate processes, into the private
-   directory, writing report.md, chart.png and bench.json there;
+1. trust first: make a private cache directory with `init` (OUT/cache: a cache holds JAX's
+   entries only, the demo's files sit beside it), and audit the classic mistake (a cache under
+   a world-writable folder) next to it;
+2. measure: bench examples/mlp.py, cold versus warm in separate processes (each trial in a
+   fresh private cache of its own), writing report.md, chart.png and bench.json into OUT;
 3. explain: what was and was not cached in the first trial's cold and warm runs, and why;
 4. decide: should this cache be shared? writers, compatibility, noticeable saving;
 5. beyond permission bits: a sealed cache in a directory anyone can write, published with a
@@ -111,8 +112,9 @@ def run(*, out_dir: str = "demo-output", trials: int = BenchConfig.trials,
     from jaxcache.trust.findings import Verdict
 
     out = outputs.new_dir(out_dir, "jaxcache-demo")
-    echo(f"demo output: {out} (a new folder)\n\n== 1. jaxcache init {out}\n")
-    made = create.init(out)
+    cache = os.path.join(out, "cache")  # entries only: the demo's own files sit beside it
+    echo(f"demo output: {out} (a new folder)\n\n== 1. jaxcache init {cache}\n")
+    made = create.init(cache)
     echo(audit_report.render_text(made.report))
     if not made.ok:
         echo(f"demo stopped: {made.refused}\n")
@@ -148,7 +150,7 @@ def run(*, out_dir: str = "demo-output", trials: int = BenchConfig.trials,
         report_path=os.path.join(out, "report.md"), json_path=os.path.join(out, "bench.json"),
         plot_path=chart, echo=echo, quiet=quiet)
     explained, why = _explain(run_dir, echo)
-    decided = _decide(out, echo)
+    decided = _decide(out, cache, echo)
     sealed = _sealed(out, echo)
     # The trust verdicts are deterministic and must hold; the measured ones (bench, explain,
     # decide) are findings: on a busy machine a saving can fall below the bar, and then the
@@ -162,17 +164,17 @@ def run(*, out_dir: str = "demo-output", trials: int = BenchConfig.trials,
     return 0 if ok else 1
 
 
-def _decide(out: str, echo: Callable[[str], None]) -> str | None:
+def _decide(out: str, cache: str, echo: Callable[[str], None]) -> str | None:
     from jaxcache.decide import AuditFacts, BenchFacts, decide
     from jaxcache.documents.read import load_bench
     from jaxcache.report import decide as decide_report
     from jaxcache.trust.judgement.audit import audit
 
-    echo(f"\n== 5. jaxcache decide {out} --bench {out}/bench.json\n\n")
+    echo(f"\n== 5. jaxcache decide {cache} --bench {out}/bench.json\n\n")
     if not os.path.exists(f"{out}/bench.json"):
         echo("no bench result to decide on\n")
         return None
-    decision = decide(AuditFacts.of(audit(out)),
+    decision = decide(AuditFacts.of(audit(cache)),
                       [BenchFacts.from_json(load_bench(f"{out}/bench.json"))])
     echo(decide_report.render_text(decision))
     return decision.verdict
