@@ -68,6 +68,9 @@ def test_config_shows_each_setting_its_value_and_where_it_came_from(tmp_path):
     assert got["min_entry_size"]["source"] == {
         "kind": "env", "where": "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES"}
     assert (got["bench.trials"]["value"], got["bench.trials"]["source"]["kind"]) == (8, "file")
+    # the table it is in, not the file's top table (the fourth trial)
+    assert got["bench.trials"]["source"]["where"] == f"{root / 'pyproject.toml'} " \
+        "[tool.jaxcache.bench]"
     assert (got["bench.warm"]["value"], got["bench.warm"]["source"]["kind"]) == (1, "default")
     # the environment beats the file, a flag beats both
     env_dir = tmp_path / "from-env"
@@ -98,10 +101,13 @@ def test_no_project_file_means_the_defaults(tmp_path):
 
 
 def test_jaxcache_toml_wins_and_a_pyproject_without_the_table_stops_the_walk(tmp_path):
-    root, deep = project(tmp_path, 'cache_dir = "/from/dot-file"\n', name=".jaxcache.toml")
+    root, deep = project(tmp_path, 'cache_dir = "/from/dot-file"\n[records]\nkeep = 5\n',
+                         name=".jaxcache.toml")
     (root / "pyproject.toml").write_text('[tool.jaxcache]\ncache_dir = "/from/pyproject"\n')
     got = as_json(config(deep, "--format", "json"))
     assert got["cache_dir"]["value"] == "/from/dot-file"
+    assert got["cache_dir"]["source"]["where"] == str(root / ".jaxcache.toml")
+    assert got["records.keep"]["source"]["where"] == f"{root / '.jaxcache.toml'} [records]"
     assert got["_doc"]["project_file"] == {"path": str(root / ".jaxcache.toml"), "table": None,
                                            "settings_read": True}
     # a nested project of its own, no [tool.jaxcache]: the outer file is not its project's

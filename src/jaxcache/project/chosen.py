@@ -59,7 +59,7 @@ def _setting(name: str, candidates: tuple[Value, ...], default: Value,
     source = (From.FLAG, From.ENV, From.FILE, From.DEFAULT)[place]
     config = effective.current()
     where = {From.FLAG: names[0], From.ENV: names[1],
-             From.FILE: config.label if config else None}.get(source)
+             From.FILE: config.label_of(name) if config else None}.get(source)
     return Setting(name, value, source, where)
 
 

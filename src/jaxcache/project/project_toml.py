@@ -66,6 +66,13 @@ class ProjectConfig:
         """The file as messages and `jaxcache config` name it (escaped)."""
         return safe(self.path) + (f" [{self.table}]" if self.table else "")
 
+    def label_of(self, name: str) -> str:
+        """The file and the table a dotted setting lives in: records.dir is in
+        [tool.jaxcache.records] (in a .jaxcache.toml, [records])."""
+        sub = name.rpartition(".")[0]
+        table = ".".join(t for t in (self.table, sub) if t)
+        return safe(self.path) + (f" [{table}]" if table else "")
+
 
 def parse(found: Found) -> ProjectConfig:
     """The settings of the file found (its bytes are there: locate.py read them)."""
