@@ -121,6 +121,23 @@ def test_two_teams_sharing_one_directory(base, accounts, tmp_path, train_bench):
     rc, doc = decide(shared, "--user", team_a, "--policy", policy, "--bench", train_bench)
     assert (rc, doc["verdict"]) == (0, "SHARE"), json.dumps(doc["tests"], indent=1)
     assert [t["passed"] for t in doc["tests"]] == [True, True, True]
+    # judged on one bench of one account: said, with how to judge the other writers' jobs (a
+    # new user's fifth trial read "the jobs are compatible" as the team's)
+    assert "the one job benched hits what it wrote" in doc["summary"], doc["summary"]
+    unseen = f"`jaxcache decide {shared} --records DIR...`"
+    assert any(unseen in e for e in doc["tests"][1]["evidence"]), doc["tests"][1]
+    assert any(unseen in a for a in doc["advice"]), doc["advice"]
+    # with both teams' records (copied by whoever decides: records are trusted inputs, yours
+    # or root's) the jobs were seen: no such line
+    seen = []
+    for user in (team_a, team_b):
+        seen.append(mkdir(tmp_path / f"seen-{user}", 0o700))
+        (seen[-1] / "r.json").write_bytes((records[user] / "r.json").read_bytes())
+    rc, doc = decide(shared, "--user", team_a, "--policy", policy, "--bench", train_bench,
+                     "--records", *seen)
+    assert (rc, doc["verdict"]) == (0, "SHARE"), json.dumps(doc["tests"], indent=1)
+    assert "the jobs are compatible" in doc["summary"]
+    assert not any("--records DIR" in a for a in doc["advice"]), doc["advice"]
 
 
 def test_private_cache_with_a_noticeable_saving(base, train_bench):

@@ -107,6 +107,22 @@ def _compatible(benches: list[BenchFacts]) -> Test:
     return Test("compatible", ok, tuple(ev))
 
 
+def _unseen(path: str | None, benches: list[BenchFacts]) -> tuple[str, tuple[str, ...]]:
+    """A shared cache judged on the benches alone: only the benched jobs were seen (a new
+    user's fifth trial read SHARE's "the jobs are compatible" as the team's jobs). The words
+    for the summary, and the line that says so with the command that judges the others."""
+    import shlex
+
+    cmds = list(dict.fromkeys(b.command for b in benches))
+    which = "; ".join(safe(c) for c in cmds)
+    line = (f"seen: only the benched job{'s' if len(cmds) > 1 else ''} ({which}); the other "
+            "writers' jobs were not: before sharing, judge them with their run records, "
+            f"`jaxcache decide {safe(shlex.quote(path or 'PATH'))} --records DIR...` (each "
+            "writer's runs folder or --record files)")
+    return ("the jobs benched are compatible" if len(cmds) > 1 else
+            "the one job benched hits what it wrote"), (line,)
+
+
 def _both(a: Test, b: Test) -> Test:
     """One compatible test from the benches' and the records': failed if either failed."""
     said = [t.passed for t in (a, b) if t.passed is not None]
@@ -422,17 +438,25 @@ def _decide(audit: AuditFacts, benches: list[BenchFacts], *, min_saving_s: float
                    "no shared cache until that is fixed")
         return Decision(Choice.NOT_WORTH_IT, summary, tests,
                         _missing_ranks_advice(benches) + saving_advice, path)
+    shared = audit.verdict in (Verdict.SEALED, Verdict.SHARED_BY_POLICY)
+    jobs: str = "the jobs are compatible"
+    unseen: tuple[str, ...] = ()
+    if shared and across is None:  # only this account's benches: the others' jobs unseen
+        jobs, unseen = _unseen(audit.shown, benches)
+        tests = (writers, Test("compatible", compatible.passed,
+                               compatible.evidence + unseen), saving)
     if audit.verdict is Verdict.SEALED and compatible.passed:
         return Decision(Choice.SHARE, "a shared sealed cache is justified: readers load only "
-                        "entries signed by trusted keys whose holders are declared writers, the "
-                        "jobs are compatible, and the saving is noticeable", tests,
+                        f"entries signed by trusted keys whose holders are declared writers, "
+                        f"{jobs}, and the saving is noticeable", tests,
                         ("every reader must run with --sealed (or enable(sealed=True)); keep the "
-                         "signing keys secret and the policy's key list current",), path)
+                         "signing keys secret and the policy's key list current",) + unseen,
+                        path)
     if audit.verdict is Verdict.SHARED_BY_POLICY and compatible.passed:
         return Decision(Choice.SHARE, "a shared cache is justified: every writer is declared "
-                        "trusted, the jobs are compatible, and the saving is noticeable", tests,
-                        ("keep the policy's writer list current; every job must use exactly "
-                         f"{safe(path or '?')}",), path)
+                        f"trusted, {jobs}, and the saving is noticeable",
+                        tests, ("keep the policy's writer list current; every job must use "
+                                f"exactly {safe(path or '?')}",) + unseen, path)
     why = ("only you (and root) can write it" if audit.verdict is Verdict.PRIVATE else
            "the jobs that would share it are not compatible")
     return Decision(Choice.PRIVATE, f"use a private cache per user or team ({why}); it saves a "
