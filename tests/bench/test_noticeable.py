@@ -179,3 +179,23 @@ def test_a_saving_measured_under_lower_thresholds_says_to_run_the_job_the_same_w
     d = decide(AUDIT, [doc])
     assert d.verdict == "PRIVATE"
     assert any("jaxcache run --min-compile-time 0.0 -- CMD" in x for x in d.advice), d.advice
+
+
+def test_runs_that_cached_different_modules_get_advice_that_stands_alone():
+    """Cold runs that wrote 1 to 2 entries: the advice says what the mixed saving means and how
+    to measure runs that do the same work, without sending the reader to the thresholds line,
+    which may say "keep the thresholds" (a new user's fifth trial read the two as opposed)."""
+    from types import SimpleNamespace
+
+    from jaxcache.report.bench.text import unstable
+
+    def run(kind: str, written: int) -> SimpleNamespace:
+        return SimpleNamespace(kind=kind, ok=True, written=written)
+
+    mixed = SimpleNamespace(samples=[run("cold", 1), run("cold", 2), run("warm", 0)])
+    [line] = unstable(mixed)  # type: ignore[arg-type]
+    assert line.startswith("what to do: the cold runs wrote 1 to 2 entries: ")
+    assert "as your runs at this threshold will" in line and "--min-compile-time" in line
+    assert "thresholds line" not in line
+    same = SimpleNamespace(samples=[run("cold", 2), run("cold", 2), run("warm", 0)])
+    assert unstable(same) == []  # type: ignore[arg-type]

@@ -72,9 +72,9 @@ def unstable(result: BenchResult) -> list[str]:
         f"the cold runs wrote {cold[0] if cold else 0} entries"
     also = f" and {plural(warm, 'warm run')} wrote new ones" if warm else ""
     return [f"what to do: {what}{also}: compiles near JAX's threshold are cached in some runs "
-            "and not in others, so the saving mixes both; bench with --min-compile-time below "
-            "them (the thresholds line) for runs that do the same work, and run the job the "
-            "same way"]
+            "and not in others, so the saving mixes both, as your runs at this threshold will; "
+            "for runs that all do the same work, bench with a --min-compile-time below those "
+            "compiles and run the job the same way"]
 
 
 def conclusions(result: BenchResult) -> list[str]:
