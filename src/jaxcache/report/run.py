@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from jaxcache.records.run_document import ModuleEntry, ProcessEntry, RunRecord
 
 _REASONS = {
-    "compile-time-below-threshold": "not written: below the {threshold_s:.2f} s compile-time "
+    "compile-time-below-threshold": "not written: below the {threshold_s:g} s compile-time "
                                     "threshold",
     "entry-size-below-threshold": "entry {entry_bytes} B < {threshold_bytes} B threshold",
     "not-process-0": "only process 0 writes",
@@ -54,6 +54,13 @@ def _secs(v: float | None) -> str:
     return "-" if v is None else f"{v:.2f} s"
 
 
+def _cut(v: float) -> str:
+    """Seconds cut to two decimals (never rounded up to a threshold they are below)."""
+    import math
+
+    return f"{math.floor(v * 100 + 1e-9) / 100:.2f}"
+
+
 def shown_s(m: ModuleEntry) -> float | None:
     """The seconds a module's row shows: its load on a hit, else the compile every report
     shows (ModuleEntry.compile_s, as explain)."""
@@ -75,10 +82,15 @@ def _row(name: str, word: str, group: list[ModuleEntry], width: int, why: str) -
     total = sum(m.entry_bytes or 0 for m in group)
     entry = f"  {size(total)}" if total else ""
     count = ""
+    # below a threshold, a time is cut, not rounded: 0.199 s under 0.2 s reads 0.19, never 0.20
+    below = first.reason == "compile-time-below-threshold"
+    each = _cut if below else (lambda v: f"{v:.2f}")
     if len(group) > 1:
-        low, high = (f"{min(times):.2f}", f"{max(times):.2f}") if times else ("-", "-")
+        low, high = (each(min(times)), each(max(times))) if times else ("-", "-")
         count = f"  (x{len(group)} alike here, {secs} added up; the record has each)"
         secs = f"{low} s each" if low == high else f"{low} to {high} s each"
+    elif below and times:
+        secs = f"{each(times[0])} s"
     return (f"{safe(name).ljust(width)}  {safe(word):8s} {what} {secs}{entry}  {why}".rstrip()
             + count)
 
