@@ -205,7 +205,7 @@ def test_a_bench_from_another_folder_is_another_job(trial, tmp_path):
     # of the job you meant, passed over unsaid, read as "decide ignored my bench")
     assert [b["path"] for b in doc["kept"]["recent"]] == [str(project_bench),
                                                           str(stranger_path)]
-    assert doc["kept"]["passed_over"] == []
+    assert doc["kept"]["passed_over"] == [] and doc["kept"]["newer"] == 2
     text = " ".join(trial.decide(cache, env=env, cwd=home).stdout.split())
     assert f"judged on the bench of `{' '.join(JOB)}` in {os.path.realpath(home)}, kept " \
         in text, text

@@ -136,6 +136,7 @@ class KeptChoice:
     # the newest kept benches of other jobs, newer than the one judged (none judged: the
     # newest, any job): a newer bench of the job you meant is never passed over unsaid
     recent: tuple[KeptBench, ...] = ()
+    newer: int = 0  # how many kept benches of other jobs are newer than the one judged
 
 
 @frozen
@@ -194,9 +195,11 @@ def pick(cache: str) -> Pick:
     use = runs_use(runs)
     mine: list[tuple[int, str, BenchDocument]] = []  # of cache's jobs, measured otherwise
     recent: list[tuple[int, KeptBench]] = []  # the newest of other jobs, by position
+    other_at: list[int] = []  # every other job's bench, by position
 
-    def newer(than: int) -> tuple[KeptBench, ...]:
-        return tuple(b for i, b in recent if i < than)
+    def newer(than: int) -> tuple[tuple[KeptBench, ...], int]:
+        """KeptChoice's recent and newer for the bench at position `than`."""
+        return tuple(b for i, b in recent if i < than), sum(1 for i in other_at if i < than)
 
     others = 0
     for i, (path, doc) in enumerate(kept.newest_first()):
@@ -207,10 +210,11 @@ def pick(cache: str) -> Pick:
                 passed = tuple(_named(p, b) for _, p, b in mine[:RECENT])
                 return Pick(BenchUsed(How.KEPT, bench.command, path), bench,
                             KeptChoice(use, _named(path, bench), True, passed, jobs, others,
-                                       newer(i)))
+                                       *newer(i)))
             mine.append((i, path, bench))
         else:
             others += 1
+            other_at.append(i)
             if len(recent) < RECENT:
                 recent.append((i, _named(path, bench)))
     if not mine:
@@ -221,4 +225,4 @@ def pick(cache: str) -> Pick:
     passed = tuple(_named(p, b) for _, p, b in mine[1:] if not judged.same(_thresholds(b)))
     return Pick(BenchUsed(How.KEPT, bench.command, path), bench,
                 KeptChoice(use, _named(path, bench), False, passed[:RECENT], jobs, others,
-                           newer(at)))
+                           *newer(at)))

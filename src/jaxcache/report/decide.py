@@ -42,7 +42,7 @@ def _newer(kept: KeptChoice | None) -> list[str]:
     b = kept.recent[0]
     folder = f" in {safe(b.cwd)}" if b.cwd is not None else ""
     when = f", kept {b.when}" if b.when else ""
-    more = f" (and {len(kept.recent) - 1} more)" if len(kept.recent) > 1 else ""
+    more = f" (and {kept.newer - 1} more)" if kept.newer > 1 else ""
     return wrap(f"not judged: the newer bench of `{safe(' '.join(b.command)) or '?'}`{folder}"
                 f"{when}{more}, of a job no run record shows using this directory: see what "
                 "to do", "  ")
