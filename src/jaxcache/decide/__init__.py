@@ -251,9 +251,12 @@ def decide(audit: AuditFacts, benches: list[BenchFacts], *, min_saving_s: float 
     flags = _threshold_flags(benches)
     if d.verdict.fine and flags and not (kept is not None and kept.judged_as_runs):
         if _settings_give(benches):
+            import shlex
+
+            where = safe(shlex.quote(audit.shown or "PATH"))
             said = (f"the saving was measured with {flags}, which the settings here already "
-                    "give (JAX's variables, the project file, else JAX's defaults): `jaxcache "
-                    "run -- CMD` and enable() use them")
+                    "give (JAX's variables, the project file, else JAX's defaults): from this "
+                    f"folder, `jaxcache run --cache-dir {where} -- CMD` and enable() use them")
         else:
             said = (f"the saving was measured with {flags}: run the job the same way (`jaxcache "
                     f"run {flags} -- CMD`, or enable(min_compile_time=...)); at JAX's defaults "
