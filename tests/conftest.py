@@ -33,6 +33,35 @@ if "JAXCACHE_TEST_STATE" not in os.environ:
     fingerprint.current()
 
 
+# The longest files first (longest-processing-time scheduling): under --dist loadfile each file
+# goes to one worker whole, in collection order, so a long file collected last (test_readme.py,
+# test_ci_files.py) keeps one worker busy while the other has nothing left. Seconds each took in
+# one `make test` here (2026-12-06); a guide to the order only, no test depends on it. Every
+# other file keeps its place after these.
+_LONG_FILES = {
+    "attacks/test_attacks.py": 96, "bench/test_bench.py": 94, "seal/test_key_lifecycle.py": 81,
+    "seal/test_sealed_s3.py": 74, "explain/test_explain.py": 67, "decide/test_decide.py": 58,
+    "test_readme.py": 58, "faults/test_buckets.py": 55, "seal/test_sealed_bucket.py": 53,
+    "seal/test_sealed.py": 49, "attacks/test_fuzz.py": 42, "gc/test_gc.py": 35,
+    "test_ci_files.py": 33, "run/test_namespace.py": 32, "seal/test_signature_count.py": 28,
+    "seal/test_build_binding.py": 28, "trust/test_origin.py": 27, "faults/test_kills.py": 27,
+    "probe/test_multirank.py": 27, "cli/test_output.py": 26, "run/test_run.py": 25,
+    "decide/test_bench_to_decide.py": 24,
+}
+_TESTS = Path(__file__).parent
+
+
+def pytest_collection_modifyitems(config, items):
+    def weight(item) -> int:
+        try:
+            name = Path(str(item.fspath)).relative_to(_TESTS).as_posix()
+        except ValueError:
+            return 0
+        return -_LONG_FILES.get(name, 0)
+
+    items.sort(key=weight)  # stable: a file's tests stay together, in their order
+
+
 @pytest.fixture(scope="session")
 def accounts():
     if not IS_ROOT:
