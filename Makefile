@@ -40,16 +40,9 @@ typecheck: $(VENV)/.test
 # benches most tests of a file judge) run once; session fixtures (the users, the Slurm cluster,
 # the object-store servers) start per worker, each on its own free ports and private folders.
 # TEST_WORKERS=0: in this process, one test after another.
-# mypy runs beside the suite, which leaves part of a CPU idle (subprocesses starting, servers
-# answering); its verdict is printed after the suite's and fails the target as before.
 TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); [ "$$n" -gt 4 ] && n=4; echo $$n)
-test: system-deps $(VENV)/.test lint
-	@echo "$(BIN)/mypy (beside the suite; its output follows it)"; \
-	$(BIN)/mypy > $(VENV)/mypy.log 2>&1 & m=$$!; \
-	echo "$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile"; \
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile; t=$$?; \
-	wait $$m; r=$$?; echo "$(BIN)/mypy:"; cat $(VENV)/mypy.log; \
-	if [ $$r -ne 0 ]; then exit $$r; fi; exit $$t
+test: system-deps $(VENV)/.test lint typecheck
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile
 
 # The JAX-touching tests (marker `matrix`, and tests/jaxcompat/test_jaxcompat.py) on the newest
 # patch of every supported JAX line, each in its own venv (reused while its stamp matches the
