@@ -31,7 +31,8 @@ def test_a_writable_folder_in_a_closed_one_says_what_is_true_and_still_counts(ba
     assert proc.returncode == 1, proc.stderr  # UNSAFE all the same
     assert proc.stdout.startswith("verdict: UNSAFE"), proc.stdout
     flat = " ".join(proc.stdout.split())
-    assert (f"(not by name today: only {accounts.a} can search {home} (mode 0700); counted all "
+    assert (f"(not by name today: only {accounts.a} and root can search {home} (mode 0700); "
+            "counted all "
             "the same, as sshd's StrictModes does") in flat, flat
     assert f"take away the write access named above on {cache} (chmod go-w" in flat, flat
     assert "do not point JAX at this directory" not in flat  # the remedy for a reachable one

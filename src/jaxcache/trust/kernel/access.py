@@ -134,7 +134,7 @@ def shut_out_note(closed: Node | None, grant: pr.Grant, accounts: pr.Accounts) -
     if closed is None or p.kind == "unmapped" or \
             (p.kind == "user" and p.id in (0, closed.uid)):
         return ""
-    owner = accounts.user_name(closed.uid)
+    owner = accounts.user_name(closed.uid) + (" and root" if closed.uid != 0 else "")
     return (f" (not by name today: only {owner} can search {closed.path} (mode "
             f"{closed.mode & 0o7777:04o}); counted all the same, as sshd's StrictModes does: a "
             "process that opened it before, another mount of it, or a chmod of "
