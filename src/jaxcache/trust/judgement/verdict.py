@@ -223,10 +223,10 @@ def writer_findings(writers: list[Writer], w: Walk) -> list[Finding]:
                                       wr.target.startswith(closed.path.rstrip("/") + "/")
                                       for wr in ws):
             dirs = ", ".join(sorted({safe(wr.target) for wr in ws}))
-            remedy = (f"only its owner can search {safe(closed.path)}, so no job of another "
-                      f"user reaches this by name: take away the write access named above on "
-                      f"{dirs} (chmod go-w for mode bits, setfacl -x for an ACL entry), or use "
-                      "a private cache (jaxcache init)")
+            remedy = (f"only its owner and root can search {safe(closed.path)}, so no job of "
+                      "another user reaches this by name: take away the write access named "
+                      f"above on {dirs} (chmod go-w for mode bits, setfacl -x for an ACL entry), "
+                      "or use a private cache (jaxcache init)")
         elif p.kind == "everyone":
             remedy = ("do not point JAX at this directory: use a private one (jaxcache init); "
                       "no policy can make 'everyone' trusted. Other jobs may rely on this "
