@@ -9,6 +9,7 @@ here (no other user's job can be using the folder by name)."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 
 from support.jobs import audit_json, jaxcache
@@ -34,8 +35,12 @@ def test_a_writable_folder_in_a_closed_one_says_what_is_true_and_still_counts(ba
     assert (f"(not by name today: only {accounts.a} and root can search {home} (mode 0700); "
             "counted all "
             "the same, as sshd's StrictModes does") in flat, flat
-    assert f"take away the write access named above on {cache} (chmod go-w" in flat, flat
-    assert "do not point JAX at this directory" not in flat  # the remedy for a reachable one
+    # everyone's remedy is the chmod that closes it; the folder's owner (an untrusted user
+    # here, judged as root) keeps every way in, so theirs is the plain one
+    [everyone_said] = [f for f in re.split(r"\[[A-Z-]+\] ", flat)
+                       if f.startswith("everyone can change")]
+    assert f"take away the write access named above on {cache} (chmod go-w" in everyone_said
+    assert "do not point JAX at this directory" not in everyone_said, everyone_said
     _, doc = audit_json(cache, "--no-processes")
     everyone = [w for w in doc["writers"] if w["kind"] == "everyone"]
     assert everyone and all("not by name today" in w["chain"][1] for w in everyone), everyone
@@ -90,3 +95,16 @@ def test_a_process_inside_before_the_parent_closed_still_plants(base, accounts):
     assert (cache / name).stat().st_uid != (cache.stat().st_uid)
     audit = jaxcache("audit", "--no-processes", str(cache))
     assert audit.returncode == 1 and audit.stdout.startswith("verdict: UNSAFE"), audit.stdout
+
+
+def test_the_owner_of_the_closed_folder_is_not_told_to_chmod_it_away(base, accounts):
+    """An untrusted user who owns the 0700 folder keeps every way in (they can replace what is
+    inside it, whatever its bits): their finding has the plain remedy, no shut-out note."""
+    home = mkdir(base / "home", 0o700, owner=accounts.c)
+    cache = mkdir(home / "cache", 0o700, owner=accounts.c)
+    proc = jaxcache("audit", "--no-processes", str(cache))
+    assert proc.returncode == 1 and proc.stdout.startswith("verdict: UNSAFE"), proc.stdout
+    flat = " ".join(proc.stdout.split())
+    assert f"[UNSAFE] {accounts.c} can change what JAX loads" in flat, flat
+    assert "not by name today" not in flat and "take away the write access" not in flat, flat
+    assert "do not point JAX at this directory" in flat, flat

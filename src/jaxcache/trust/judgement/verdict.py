@@ -20,7 +20,7 @@ from jaxcache.trust.findings import (
 )
 from jaxcache.trust.kernel import entries as entriesmod
 from jaxcache.trust.kernel import principals as pr
-from jaxcache.trust.kernel.access import closed_above
+from jaxcache.trust.kernel.access import closed_above, shut_out
 from jaxcache.trust.kernel.mounts import CONTAINER_ROOTS
 from jaxcache.trust.kernel.principals import Trust
 from jaxcache.trust.kernel.walk import Walk
@@ -219,9 +219,9 @@ def writer_findings(writers: list[Writer], w: Walk) -> list[Finding]:
                 "for the storage of the mount it is on for this cache path in a policy "
                 "(accepted_storage); otherwise use a private cache (jaxcache init)"))
             continue
-        if closed is not None and all(wr.action in _PATH_ACTIONS and
-                                      wr.target.startswith(closed.path.rstrip("/") + "/")
-                                      for wr in ws):
+        if closed is not None and shut_out(closed, p) and all(
+                wr.action in _PATH_ACTIONS and wr.target.startswith(closed.path.rstrip("/") + "/")
+                for wr in ws):  # its owner keeps every way in, whatever the bits below
             dirs = ", ".join(sorted({safe(wr.target) for wr in ws}))
             remedy = (f"only its owner and root can search {safe(closed.path)}, so no job of "
                       "another user reaches this by name: take away the write access named "

@@ -124,15 +124,20 @@ def closed_above(w: Walk, node: Node) -> Node | None:
     return None
 
 
+def shut_out(closed: Node | None, p: pr.Principal) -> bool:
+    """`closed` keeps `p` from reaching what lies below it by name: anyone but its owner and
+    root (an unmapped owner is not known, so never said to be kept out)."""
+    return closed is not None and p.kind != "unmapped" and \
+        not (p.kind == "user" and p.id in (0, closed.uid))
+
+
 def shut_out_note(closed: Node | None, grant: pr.Grant, accounts: pr.Accounts) -> str:
     """What is true of a writer a closed directory above keeps from reaching the target by
     name, and why it still counts: permissions are checked when a path is opened, so a
     process that opened the directory before, another mount of it, or a chmod of the closed
     directory by its owner lets them in (sshd's StrictModes judges a 0777 ~/.ssh inside a
-    0700 home the same way). "" for its owner, root, and unmapped owners (not known)."""
-    p = grant.principal
-    if closed is None or p.kind == "unmapped" or \
-            (p.kind == "user" and p.id in (0, closed.uid)):
+    0700 home the same way). "" for whom it does not keep out (shut_out)."""
+    if closed is None or not shut_out(closed, grant.principal):
         return ""
     owner = accounts.user_name(closed.uid) + (" and root" if closed.uid != 0 else "")
     return (f" (not by name today: only {owner} can search {closed.path} (mode "
