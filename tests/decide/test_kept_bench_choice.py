@@ -206,7 +206,9 @@ def test_a_bench_from_another_folder_is_another_job(trial, tmp_path):
     assert [b["path"] for b in doc["kept"]["recent"]] == [str(project_bench),
                                                           str(stranger_path)]
     assert doc["kept"]["passed_over"] == [] and doc["kept"]["newer"] == 2
-    text = " ".join(trial.decide(cache, env=env, cwd=home).stdout.split())
+    proc = trial.decide(cache, env=env, cwd=home)
+    assert "; 2 newer of other jobs not judged;" in proc.stderr, proc.stderr
+    text = " ".join(proc.stdout.split())
     assert f"judged on the bench of `{' '.join(JOB)}` in {os.path.realpath(home)}, kept " \
         in text, text
     assert (f"not judged: the newer bench of `{' '.join(JOB)}` in "

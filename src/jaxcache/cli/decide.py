@@ -100,7 +100,7 @@ def handle(args: argparse.Namespace, tail: list[str] | None) -> None:
             as_runs = ("measured as the runs on this directory run" if kept.judged_as_runs
                        else "measured otherwise than the runs on this directory: see below")
             folder = kept.judged.cwd if kept.judged is not None else None
-            newer = f"; {len(kept.recent)} newer of other jobs not judged" if kept.recent else ""
+            newer = f"; {kept.newer} newer of other jobs not judged" if kept.newer else ""
             common.note(args, f"decide: judging the last bench of a job that used this "
                               f"directory, `{safe(' '.join(found.used.command)) or '?'}`"
                               + (f" in {safe(folder)}" if folder else "") +

@@ -268,24 +268,25 @@ def decide(audit: AuditFacts, benches: list[BenchFacts], *, min_saving_s: float 
 def _settings_give(benches: list[BenchFacts]) -> bool:
     """Every threshold the benches set is what the settings here give (a project file or
     JAX's variables): runs need no flag for it (a new user's fourth trial)."""
-    from jaxcache.decide.bench_choice import runs_use
+    from jaxcache.decide.bench_choice import Thresholds, runs_use
 
     here = runs_use(())
     for b in benches:
-        for name, value in b.thresholds_set:
-            try:
-                if name == thresholds.COMPILE_VARIABLE:
-                    if here.min_compile_time_s is None or \
-                            abs(float(value) - here.min_compile_time_s) >= 1e-9:
-                        return False
-                elif name == thresholds.SIZE_VARIABLE:
-                    if here.min_entry_size_bytes is None or \
-                            int(value) != here.min_entry_size_bytes:
-                        return False
-                else:
-                    return False
-            except ValueError:
-                return False
+        set_by = dict(b.thresholds_set)
+        if set(set_by) - {thresholds.COMPILE_VARIABLE, thresholds.SIZE_VARIABLE}:
+            return False
+        compile_s, size = set_by.get(thresholds.COMPILE_VARIABLE), \
+            set_by.get(thresholds.SIZE_VARIABLE)
+        if (compile_s is not None and here.min_compile_time_s is None) or \
+                (size is not None and here.min_entry_size_bytes is None):
+            return False  # a setting here that is no number: not known to give it
+        try:
+            bench = Thresholds(None if compile_s is None else float(compile_s),
+                               None if size is None else int(size))
+        except ValueError:
+            return False
+        if not here.thresholds.same(bench):  # compared where the bench set one
+            return False
     return True
 
 

@@ -201,7 +201,6 @@ def pick(cache: str) -> Pick:
         """KeptChoice's recent and newer for the bench at position `than`."""
         return tuple(b for i, b in recent if i < than), sum(1 for i in other_at if i < than)
 
-    others = 0
     for i, (path, doc) in enumerate(kept.newest_first()):
         bench = BenchDocument.from_json(doc)
         # a bench that names its cache (for_cache) measured that cache's job, not another's
@@ -209,20 +208,19 @@ def pick(cache: str) -> Pick:
             if use.thresholds.same(_thresholds(bench)):  # the newest measured as they run
                 passed = tuple(_named(p, b) for _, p, b in mine[:RECENT])
                 return Pick(BenchUsed(How.KEPT, bench.command, path), bench,
-                            KeptChoice(use, _named(path, bench), True, passed, jobs, others,
-                                       *newer(i)))
+                            KeptChoice(use, _named(path, bench), True, passed, jobs,
+                                       len(other_at), *newer(i)))
             mine.append((i, path, bench))
         else:
-            others += 1
             other_at.append(i)
             if len(recent) < RECENT:
                 recent.append((i, _named(path, bench)))
     if not mine:
-        return Pick(None, None, KeptChoice(use, None, None, (), jobs, others,
+        return Pick(None, None, KeptChoice(use, None, None, (), jobs, len(other_at),
                                            tuple(b for _, b in recent)))
     at, path, bench = mine[0]  # none measured as they run: the newest, said so
     judged = _thresholds(bench)
     passed = tuple(_named(p, b) for _, p, b in mine[1:] if not judged.same(_thresholds(b)))
     return Pick(BenchUsed(How.KEPT, bench.command, path), bench,
-                KeptChoice(use, _named(path, bench), False, passed[:RECENT], jobs, others,
-                           *newer(at)))
+                KeptChoice(use, _named(path, bench), False, passed[:RECENT], jobs,
+                           len(other_at), *newer(at)))

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import asdict
 
 from jaxcache.decide import Decision
-from jaxcache.decide.bench_choice import BenchUsed, How, KeptChoice
+from jaxcache.decide.bench_choice import BenchUsed, How, KeptBench, KeptChoice
 from jaxcache.documents.kinds import envelope
 from jaxcache.report import jsonout, style
 from jaxcache.text import safe, wrap
@@ -27,12 +27,19 @@ def _bench_line(b: BenchUsed, kept: KeptChoice | None) -> str:
     """Which bench the decision judged: its command, how decide came by it, its file; a kept
     one also by its folder and when (two folders' `python job.py` are two jobs)."""
     where = f": {safe(b.path)}" if b.path else ""
-    job = f"`{safe(' '.join(b.command)) or '?'}`"
-    if b.how is How.KEPT and kept is not None and kept.judged is not None:
-        j = kept.judged
-        job += (f" in {safe(j.cwd)}" if j.cwd is not None else "") + \
-            (f", kept {j.when}" if j.when else "")
+    judged = kept.judged if b.how is How.KEPT and kept is not None else None
+    job = _job(b.command, judged)
     return f"judged on the bench of {job} ({_HOW[b.how]}{where})"
+
+
+def _job(command: tuple[str, ...], kept: KeptBench | None) -> str:
+    """`CMD`, and for a kept bench its folder and when (two folders' `python job.py` are two
+    jobs)."""
+    job = f"`{safe(' '.join(command)) or '?'}`"
+    if kept is not None:
+        job += (f" in {safe(kept.cwd)}" if kept.cwd is not None else "") + \
+            (f", kept {kept.when}" if kept.when else "")
+    return job
 
 
 def _newer(kept: KeptChoice | None) -> list[str]:
@@ -40,12 +47,9 @@ def _newer(kept: KeptChoice | None) -> list[str]:
     if kept is None or kept.judged is None or not kept.recent:
         return []
     b = kept.recent[0]
-    folder = f" in {safe(b.cwd)}" if b.cwd is not None else ""
-    when = f", kept {b.when}" if b.when else ""
     more = f" (and {kept.newer - 1} more)" if kept.newer > 1 else ""
-    return wrap(f"not judged: the newer bench of `{safe(' '.join(b.command)) or '?'}`{folder}"
-                f"{when}{more}, of a job no run record shows using this directory: see what "
-                "to do", "  ")
+    return wrap(f"not judged: the newer bench of {_job(b.command, b)}{more}, of a job no run "
+                "record shows using this directory: see what to do", "  ")
 
 
 _NAMES = {"writers": "1. writers understood", "compatible": "2. compatible jobs",
