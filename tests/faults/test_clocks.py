@@ -7,7 +7,9 @@ whose clock is wrong would see files other hosts (or the kernel) stamped.
   clock is a day ahead must wait, not replace it; one a day behind must still replace an orphan that
   is really two hours old (else that module recompiles on every run, for good).
 - gc's temporary-file rule: a publisher's temporary file written a moment ago stays under a gc
-  whose clock is a day ahead (it may be a publish in progress).
+  whose clock is a day ahead (it may be a publish in progress), called or as `jaxcache gc`.
+- The same rules in a bucket (fake-gcs-server, SeaweedFS): ages are the server's Date against
+  its stamp on the object, never the publisher's or gc's clock against the server's stamp.
 - Validity windows: time is the reader's clock, as docs/sealed-cache.md says: a reader a day
   ahead rejects a key whose not_after is twelve hours away; the same entries verify at the
   true time.
@@ -24,8 +26,8 @@ import time
 from datetime import datetime, timedelta, timezone
 
 import pytest
-from support import faults, paths
-from support.jobs import jaxcache
+from support import bucket_faults, faults, paths
+from support.jobs import clean_env, jaxcache
 
 pytest.importorskip("cryptography")
 FAKETIME = shutil.which("faketime")
@@ -146,3 +148,92 @@ def test_the_clock_files_temporary_name_is_one_gc_and_verify_know():
     name = fsclock.temporary()
     assert names.is_temporary(name)
     assert name.startswith(names.TEMP_PREFIX) and name.endswith(names.TEMP_SUFFIX)
+
+
+def test_the_gc_command_with_a_clock_ahead_leaves_a_young_temporary_file(world, tmp_path):
+    """`jaxcache gc` hands its own time to the plan (for --max-age); the orphan rule must still
+    judge by the files' clock (it judged by the process's: found by this test)."""
+    cache = tmp_path / "cache"
+    shutil.copytree(world.sealed, cache)
+    temp = cache / f".jaxcache-{os.getpid()}-0123456789abcdef.tmp"
+    temp.write_bytes(world.entries[0][1][:100])
+    proc = _skewed("+1d", sys.executable, "-m", "jaxcache", "gc", str(cache), "--max-size",
+                   "0", env=faults.fresh_state(tmp_path / "state"))
+    assert proc.returncode in (0, 1), proc.stdout + proc.stderr
+    assert temp.exists()
+    assert not any(p.name.endswith("-cache") for p in cache.iterdir())  # gc itself ran
+
+
+@pytest.fixture(scope="module", params=bucket_faults.available())
+def backend(request, tmp_path_factory):
+    b = bucket_faults.start(request.param, tmp_path_factory.mktemp(request.param))
+    yield b
+    b.stop()
+
+
+def _bucket_env(b) -> dict[str, str]:
+    if b.name == "gcs":
+        return clean_env(STORAGE_EMULATOR_HOST=f"http://127.0.0.1:{b.upstream[1]}")
+    return clean_env(**b.server.env())
+
+
+def _rival_signature(world, b, prefix: str) -> tuple[str, bytes]:
+    """A genuine signature of other bytes than the entry's, uploaded now, no entry beside it:
+    a rival publish in progress (its entry upload may take minutes)."""
+    from jaxcache.seal.publishing import tier_names as names
+    from jaxcache.seal.signing import signature_file as sigfile
+    from jaxcache.seal.stores.bucket_backend import OBJECT_NAME_MAX
+    from jaxcache.trust.inputs import signing_keys as keys
+
+    key, data = world.entries[0]
+    sig = sigfile.sign(key, data + b"a rival compile's bytes", keys.load_signing(str(world.key)))
+    name = names.sidecar(f"{key}-cache", names.SIGNATURE, OBJECT_NAME_MAX)
+    b.server.upload(bucket_faults.BUCKET, f"{prefix}/{name}", sig)
+    return name, sig
+
+
+def test_a_bucket_publisher_a_day_ahead_waits_for_a_rival_in_progress(world, backend, tmp_path):
+    """It judged the rival's signature a day old by its own clock and replaced it: the rival's
+    entry upload then lost its signature (found by this test)."""
+    name, sig = _rival_signature(world, backend, "ahead")
+    one = tmp_path / "one.json"
+    key, data = world.entries[0]
+    one.write_text(json.dumps([(key, data.hex())]))
+    proc = _skewed("+1d", sys.executable, "-c", bucket_faults.PUBLISHER, backend.url("ahead"),
+                   str(world.key), str(one), env=_bucket_env(backend))
+    assert proc.returncode == 0, proc.stderr
+    assert backend.server.download(bucket_faults.BUCKET, f"ahead/{name}") == sig
+    assert f"{key}-cache" not in backend.names("ahead")  # first writer wins: it wrote nothing
+
+
+def test_bucket_gc_a_day_ahead_leaves_a_rival_signature_in_progress(world, backend, tmp_path):
+    name, sig = _rival_signature(world, backend, "gc-ahead")
+    proc = _skewed("+1d", sys.executable, "-m", "jaxcache", "gc", backend.url("gc-ahead"),
+                   "--max-size", "0", env={**_bucket_env(backend),
+                                           **faults.fresh_state(tmp_path / "state")})
+    if backend.name == "s3":  # S3 refuses a request signed a day off: one line, exit 2
+        assert proc.returncode == 2 and "RequestTimeTooSkewed" in proc.stderr, proc.stderr
+    else:
+        assert proc.returncode in (0, 1), proc.stdout + proc.stderr
+    assert backend.server.download(bucket_faults.BUCKET, f"gc-ahead/{name}") == sig
+
+
+def test_the_store_answers_with_its_own_clock(world, backend, tmp_path):
+    """What the two tests above rest on, for both stores: a stat and a listing carry the
+    server's Date, so an object written now is seconds old whatever this process's clock.
+    SeaweedFS (as S3, whose signatures hold 15 minutes) answers 403 to a client a day off,
+    so on S3 a publisher or gc that far off writes and deletes nothing; ten minutes it takes."""
+    offset, off_s = ("+1d", 80000) if backend.name == "gcs" else ("+10m", 500)
+    name, _ = _rival_signature(world, backend, "date")
+    code = ("import sys, time\n"
+            "from jaxcache.seal.stores import store_for_url as o\n"
+            "from jaxcache.trust.rules import target\n"
+            "s = o.open_store(target.parse_bucket(sys.argv[1]))\n"
+            "i = s.stat(sys.argv[2]); listed = [x for x in s.list() if x.name == sys.argv[2]]\n"
+            "print(time.time() - i.answered, i.age_s(), listed[0].age_s())\n")
+    proc = _skewed(offset, sys.executable, "-c", code, backend.url("date"), name,
+                   env=_bucket_env(backend))
+    assert proc.returncode == 0, proc.stderr
+    skew, stat_age, listed_age = map(float, proc.stdout.split())
+    assert skew > off_s  # the process is ahead of the server's Date
+    assert stat_age < 300 and listed_age < 300, proc.stdout

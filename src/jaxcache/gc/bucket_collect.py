@@ -52,12 +52,15 @@ def _signature(entry: str) -> str:
     return names.sidecar(entry, names.SIGNATURE, OBJECT_NAME_MAX)
 
 
-def _as_entry(o: ObjectInfo, now: float) -> Entry:
-    """An object as the directory code sees a file (its upload time as its mtime)."""
+def _as_entry(o: ObjectInfo) -> Entry:
+    """An object as the directory code sees a file (its upload time as its mtime, its age by
+    the store's clock: a gc whose clock is a day ahead must not take a publish in progress's
+    signature for an orphan)."""
     kind, module, key = classify(o.name)
     updated = o.updated if o.updated is not None else 0.0
+    age = o.age_s()
     return Entry(o.name, kind, module, key, "file", o.size, -1, _BUCKET_OWNER, 0o644,
-                 max(0.0, now - updated), 1, False, (), (), (0, 0, int(updated * 1e9), 0))
+                 0.0 if age is None else age, 1, False, (), (), (0, 0, int(updated * 1e9), 0))
 
 
 def collect_bucket(store: ObjectStore, *, max_size: int | None = None,
@@ -71,15 +74,14 @@ def collect_bucket(store: ObjectStore, *, max_size: int | None = None,
     generations judged)."""
     if max_size is None and max_age_s is None:
         raise JaxcacheError("give --max-size, --max-age or both: gc deletes nothing unasked")
-    now_ns = time.time_ns() if now_ns is None else now_ns
     if listed is None:
         try:
             listed = tuple(store.list())
         except StoreError as exc:
             raise JaxcacheError(f"cannot list {safe(store.url)}: {exc.message}") from None
+    now_ns = time.time_ns() if now_ns is None else now_ns  # for --max-age: yours
     by_name = {o.name: o for o in listed}
-    now = now_ns / 1e9
-    units, rest = group(Inventory(tuple(_as_entry(o, now) for o in listed)))
+    units, rest = group(Inventory(tuple(_as_entry(o) for o in listed)))
     ok: list[Unit] = []
     left: list[Left] = []
     for u in units:

@@ -232,7 +232,7 @@ def collect(directory: str, *, max_size: int | None = None, max_age_s: float | N
     and Order.VALUE ranks by them."""
     if max_size is None and max_age_s is None:
         raise JaxcacheError("give --max-size, --max-age or both: gc deletes nothing unasked")
-    given_now, now_ns = now_ns, time.time_ns() if now_ns is None else now_ns
+    now_ns = time.time_ns() if now_ns is None else now_ns  # for --max-age: yours
     directory = os.path.abspath(directory)
     with _cycles_paused():
         fd = _open(directory)
@@ -252,7 +252,7 @@ def collect(directory: str, *, max_size: int | None = None, max_age_s: float | N
                 yours = frozenset(e.name for e in o.entries if e.origin == "yours") \
                     if o is not None and o.ledger_problem is None else frozenset()
             units, rest = group(inventory)
-            stamped = fsclock.now_ns(fd) if given_now is None else now_ns  # files' own clock
+            stamped = fsclock.now_ns(fd)  # orphans by the files' own clock, always
             orphans = [e for e in rest if _orphan(e, me, yours is None, stamped)]
             if orphans:
                 gone_ids = {id(e) for e in orphans}

@@ -218,8 +218,7 @@ class BucketSealedCache(Reports):
         info = self.store.stat(signame)
         existing = None if info is None else self.store.get(signame,
                                                              limit=sigfile.MAX_BYTES + 1)
-        age = None if info is None or info.updated is None else \
-            max(0.0, time.time() - info.updated)
+        age = None if info is None else info.age_s()  # by the store's clock
         verdict = orphans.judge(key, value, existing, self.trusted.single(), age)
         if verdict == orphans.COMPLETE:
             return True

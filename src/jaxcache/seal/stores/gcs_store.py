@@ -27,6 +27,7 @@ from jaxcache.seal.stores.object_store import (
     PERMISSION,
     ObjectInfo,
     StoreError,
+    http_date,
 )
 from jaxcache.text import safe
 from jaxcache.trust.rules.target import BucketUrl
@@ -60,6 +61,16 @@ class GcsStore:
         self.url = url.text
         self._bucket: Any = None  # a google.cloud.storage Bucket, made at the first call
         self._lock = threading.Lock()
+        self._answer = threading.local()  # the Date of the last answer, per calling thread
+
+    def _saw(self, response: Any, *args: object, **kwargs: object) -> None:
+        """A requests response hook: keep the server's Date, which the client's JSON-only
+        answers drop (an object's age is judged on the server's clock: object_store.py)."""
+        self._answer.date = http_date(getattr(response, "headers", {}).get("Date"))
+
+    def _answered(self) -> float | None:
+        date: float | None = getattr(self._answer, "date", None)
+        return date
 
     def _bucket_handle(self) -> Any:
         with self._lock:
@@ -71,6 +82,9 @@ class GcsStore:
                     client = storage.Client()
                 except auth_exc.DefaultCredentialsError:  # no credentials: a public bucket
                     client = storage.Client.create_anonymous_client()
+                hooks = getattr(getattr(client, "_http", None), "hooks", None)
+                if isinstance(hooks, dict):  # a requests Session (the client's transport)
+                    hooks.setdefault("response", []).append(self._saw)
                 self._bucket = client.bucket(self.where.bucket)
             return self._bucket
 
@@ -145,8 +159,9 @@ class GcsStore:
 
     def stat(self, name: str) -> ObjectInfo | None:
         def head(bucket: Any) -> ObjectInfo | None:
+            self._answer.date = None
             blob = bucket.get_blob(self.where.object(name), retry=None, timeout=TIMEOUT)
-            return None if blob is None else _info(name, blob)
+            return None if blob is None else _info(name, blob, self._answered())
 
         return self._call("stat", name, head)
 
@@ -155,11 +170,12 @@ class GcsStore:
 
         def listing(bucket: Any) -> list[ObjectInfo]:
             out = []
+            self._answer.date = None
             for blob in bucket.client.list_blobs(bucket, prefix=start, retry=None,
                                                  timeout=TIMEOUT):
-                rest = blob.name[len(start):]
+                rest = blob.name[len(start):]  # a page's objects follow its answer
                 if rest and "/" not in rest:
-                    out.append(_info(rest, blob))
+                    out.append(_info(rest, blob, self._answered()))
             return out
 
         return iter(self._call("list", "", listing))
@@ -168,9 +184,9 @@ class GcsStore:
 Store = GcsStore  # what objects.open_store makes for this scheme
 
 
-def _info(name: str, blob: Any) -> ObjectInfo:  # a google.cloud.storage Blob
+def _info(name: str, blob: Any, answered: float | None) -> ObjectInfo:  # a storage Blob
     updated = blob.updated.timestamp() if blob.updated is not None else None
-    return ObjectInfo(name, int(blob.size or 0), str(blob.generation), updated)
+    return ObjectInfo(name, int(blob.size or 0), str(blob.generation), updated, answered)
 
 
 def _network(exc: BaseException) -> bool:

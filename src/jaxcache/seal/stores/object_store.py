@@ -8,6 +8,7 @@ kind the record names; a missing object is `None`, not an error.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from typing import Protocol
 
@@ -24,6 +25,30 @@ class ObjectInfo:
     size: int
     generation: str  # the store's version of the object (GCS: its generation number; S3: ETag)
     updated: float | None  # seconds since the epoch, when the store says
+    # the store's clock when it answered (its Date header), None when it did not say: ages are
+    # judged on the clock that stamped `updated`, never this process's (a publisher or gc a
+    # day ahead would take a rival's publish in progress for a dead one)
+    answered: float | None = None
+
+    def age_s(self) -> float | None:
+        """Seconds since the object was written, by the store's clock where it said it (else
+        this process's); None when the store gave no time for the object."""
+        if self.updated is None:
+            return None
+        now = self.answered if self.answered is not None else time.time()
+        return max(0.0, now - self.updated)
+
+
+def http_date(value: object) -> float | None:
+    """An HTTP Date header's time (seconds since the epoch), None for anything else."""
+    if not isinstance(value, str):
+        return None
+    from email.utils import parsedate_to_datetime  # 8 ms: only once a store has answered
+
+    try:
+        return parsedate_to_datetime(value).timestamp()
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
 
 
 class StoreError(Exception):

@@ -8,7 +8,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import cast
 
-from jaxcache.seal.stores.object_store import ObjectInfo
+from jaxcache.seal.stores.object_store import ObjectInfo, http_date
 from jaxcache.values import frozen
 
 TYPE_CHECKING = False
@@ -48,22 +48,33 @@ def body(resp: Mapping[str, object]) -> Body:
 
 def head_info(name: str, resp: Mapping[str, object]) -> ObjectInfo:
     """HeadObject's answer for the object `name`."""
-    return _info(name, resp["ContentLength"], resp["ETag"], resp.get("LastModified"))
+    return _info(name, resp["ContentLength"], resp["ETag"], resp.get("LastModified"),
+                 _answered(resp))
 
 
 def listed(page: Mapping[str, object], start: str) -> list[ObjectInfo]:
     """The objects directly under the prefix `start` in one ListObjectsV2 page."""
     out = []
+    answered = _answered(page)
     objects = page.get("Contents", [])
     if not isinstance(objects, list):  # boto3 never answers so; s3_store._call: an ERROR
         raise TypeError("ListObjectsV2 answered Contents that is not a list")
     for obj in objects:
         rest = obj["Key"][len(start):]
         if rest and "/" not in rest:
-            out.append(_info(rest, obj["Size"], obj.get("ETag", ""), obj.get("LastModified")))
+            out.append(_info(rest, obj["Size"], obj.get("ETag", ""), obj.get("LastModified"),
+                             answered))
     return out
 
 
-def _info(name: str, size: object, etag: object, modified: object) -> ObjectInfo:
+def _answered(resp: Mapping[str, object]) -> float | None:
+    """The server's clock when it answered: the Date header boto3 keeps in ResponseMetadata."""
+    meta = resp.get("ResponseMetadata")
+    headers = meta.get("HTTPHeaders") if isinstance(meta, dict) else None
+    return http_date(headers.get("date")) if isinstance(headers, dict) else None
+
+
+def _info(name: str, size: object, etag: object, modified: object,
+          answered: float | None) -> ObjectInfo:
     updated = modified.timestamp() if isinstance(modified, datetime) else None
-    return ObjectInfo(name, size if isinstance(size, int) else 0, str(etag), updated)
+    return ObjectInfo(name, size if isinstance(size, int) else 0, str(etag), updated, answered)
