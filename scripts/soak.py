@@ -8,21 +8,27 @@ lost acknowledged line, no internal error, the next writer completes); after eac
 JAX job reads a state the kills left. Then each object store (fake-gcs-server, SeaweedFS)
 behind the fault proxy: seeded request faults (`--buckets` rounds), a publisher, `seal` and
 `gc` killed at every request; and 8 processes at once on one directory and one prefix of each
-store (`--crowd` rounds). Prints the table docs/reliability.md quotes.
+store (`--crowd` rounds), then the same again with one busy loop per core beside them (as
+scripts/test-under-load.sh loads the machine; `--no-load` skips it). Prints the table
+docs/reliability.md quotes.
 
     .venv/bin/python scripts/soak.py [--rounds 1] [--stride 2] [--errors 20] [--buckets 4]
-                                     [--crowd 40] [--kinds publish lru ...] [--stores gcs s3]
-                                     [--json FILE]
+                                     [--crowd 40] [--no-load] [--kinds publish lru ...]
+                                     [--stores gcs s3] [--json FILE]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 TESTS = Path(__file__).resolve().parent.parent / "tests"
@@ -48,6 +54,8 @@ def main() -> None:
     ap.add_argument("--crowd", type=int, default=40,
                     help="rounds of each reader when 8 processes share one directory and one "
                          "bucket prefix (three times on the directory; 0: none)")
+    ap.add_argument("--no-load", action="store_true",
+                    help="skip the second crowd, the one beside a busy loop per core")
     ap.add_argument("--stores", nargs="*", default=bucket_faults.available(),
                     choices=["gcs", "s3"], help="object stores for the bucket rounds")
     ap.add_argument("--json", help="also write the table here")
@@ -92,6 +100,10 @@ def main() -> None:
                 tallies += _buckets(w, golden, name, root / name, args)
         if args.crowd:
             tallies += _crowds(w, root / "crowd", args)
+            if not args.no_load:
+                with _busy_cores() as n:
+                    tallies += _crowds(w, root / "crowd-loaded", args,
+                                       f", {n} busy loops beside it")
     took = time.monotonic() - start
     _table(tallies, took, args)
     if any(t.failures for t in tallies):
@@ -132,10 +144,24 @@ def _buckets(w: faults.World, golden: dict, name: str, root: Path,
         b.stop()
 
 
-def _crowds(w: faults.World, root: Path, args: argparse.Namespace) -> list[faults.Tally]:
+@contextlib.contextmanager
+def _busy_cores() -> Iterator[int]:
+    """One busy loop per core, as scripts/test-under-load.sh starts them; killed by PID."""
+    n = os.cpu_count() or 2
+    hogs = [subprocess.Popen(["sh", "-c", "while :; do :; done"]) for _ in range(n)]
+    try:
+        yield n
+    finally:
+        for h in hogs:
+            h.kill()
+            h.wait()
+
+
+def _crowds(w: faults.World, root: Path, args: argparse.Namespace,
+            load: str = "") -> list[faults.Tally]:
     """8 processes at once on one directory (three times) and on one prefix of each store."""
     root.mkdir()
-    here = faults.Tally("one sealed directory", "crowd")
+    here = faults.Tally(f"one sealed directory{load}", "crowd")
     for r in range(3):
         (root / f"dir-{r}").mkdir()
         crowd.directory(w, root / f"dir-{r}", args.crowd, here)
@@ -143,7 +169,7 @@ def _crowds(w: faults.World, root: Path, args: argparse.Namespace) -> list[fault
     for name in args.stores:
         b = bucket_faults.start(name, root / name)
         try:
-            tally = faults.Tally(f"one {name} prefix", "crowd")
+            tally = faults.Tally(f"one {name} prefix{load}", "crowd")
             with faultproxy.Proxy(b.upstream) as proxy:
                 env = b.env(proxy, deadline_s=60)
                 crowd.crowd(w, b.url("crowd"), env, args.crowd, tally)
@@ -151,7 +177,7 @@ def _crowds(w: faults.World, root: Path, args: argparse.Namespace) -> list[fault
             out.append(tally)
         finally:
             b.stop()
-    print(f"  8 at once: {sum(t.faults for t in out)} loads checked, "
+    print(f"  8 at once{load}: {sum(t.faults for t in out)} loads checked, "
           f"{sum(len(t.failures) for t in out)} failures", file=sys.stderr, flush=True)
     return out
 
@@ -177,7 +203,8 @@ def _table(tallies: list[faults.Tally], took: float, args: argparse.Namespace) -
     loads = sum(t.faults for t in tallies if t.fault == "crowd")
     print(f"\n{total} faults injected and {loads} loads checked under contention in "
           f"{took:.0f} s (`python scripts/soak.py --rounds {args.rounds} --stride {args.stride} "
-          f"--errors {args.errors} --buckets {args.buckets} --crowd {args.crowd}`)")
+          f"--errors {args.errors} --buckets {args.buckets} --crowd {args.crowd}"
+          f"{' --no-load' if args.no_load else ''}`)")
     if args.json:
         Path(args.json).write_text(json.dumps({"rows": rows, "seconds": took}, indent=1))
 
