@@ -118,5 +118,6 @@ def test_a_command_imports_only_its_own_module():
             "[m for m in ('jax', 'jaxcache.bench', 'jaxcache.fingerprint') if m in sys.modules])")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=True)
-    assert proc.stdout == ("['jaxcache.cli.run', 'jaxcache.text', 'jaxcache.trust', "
+    assert proc.stdout == ("['jaxcache.cli.parsers', 'jaxcache.cli.run', 'jaxcache.text', "
+                           "'jaxcache.trust', "
                            "'jaxcache.trust.rules', 'jaxcache.trust.rules.namespace'] []\n")

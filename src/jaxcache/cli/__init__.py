@@ -5,12 +5,13 @@ Exit codes everywhere: 0 fine, 1 a finding you must act on, 2 usage or input err
 argparse, not click: `jaxcache run -- CMD` must add as little as possible to the start-up of
 the user's job, and argparse costs a fraction of click's import time. One module per command
 (its options and the call into the library), imported only when that command runs; each
-imports what it needs when it runs. common.py holds what they share.
+imports what it needs when it runs. common.py holds what they share. The usual `run` line is
+read without argparse at all (quick_run.py): its import and run's parser cost ~5 ms of every
+job's start-up.
 """
 
 from __future__ import annotations
 
-import argparse
 import gc
 import importlib
 import os
@@ -18,8 +19,12 @@ import sys
 from types import ModuleType
 
 from jaxcache._package import __version__
-from jaxcache.cli import common
+from jaxcache.cli import common, quick_run
 from jaxcache.errors import JaxcacheError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import argparse
 
 OVERVIEW = """\
 Use JAX's persistent compilation cache safely, and know what it buys you.
@@ -93,9 +98,10 @@ def _module(name: str) -> ModuleType:
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The parser; with `only` (a command's name), that command alone: less to import and build
     before the user's job starts. Help and errors for the whole command line need all."""
-    top = common.Parser(prog="jaxcache", description=OVERVIEW,
-                                  formatter_class=common.Help, add_help=False,
-                                  allow_abbrev=False)
+    from jaxcache.cli import parsers
+
+    top = parsers.Parser(prog="jaxcache", description=OVERVIEW, formatter_class=parsers.Help,
+                         add_help=False, allow_abbrev=False)
     top.add_argument("-V", "--version", action="version", version=f"jaxcache {__version__}",
                      help="Show the version and exit.")
     top.add_argument("-h", "--help", action="help", help="Show this message and exit.")
@@ -140,6 +146,19 @@ def split_command(argv: list[str]) -> tuple[list[str], list[str] | None]:
     return argv, None
 
 
+def _parsed(ours: list[str], at: int | None, name: str | None) -> argparse.Namespace:
+    """Our arguments as argparse reads them (help, a usage error: it exits); `at`: where the
+    command's name is (_name_at), `name`: the command, if it is one."""
+    parser = build_parser(only=name)
+    if at is None and not any(w in ("-h", "--help", "-V", "--version") for w in ours):
+        parser.print_help(sys.stderr)
+        sys.exit(2)
+    args, extra = parser.parse_known_args(ours)
+    if extra:  # named by the command's parser, not the top level's (argparse's default)
+        getattr(args, "parser", parser).error(f"unrecognized arguments: {' '.join(extra)}")
+    return args
+
+
 def _debugging() -> bool:
     """JAXCACHE_DEBUG set: an error that ends a command shows its traceback, for a report."""
     return bool(os.environ.get("JAXCACHE_DEBUG"))
@@ -165,13 +184,12 @@ def main(argv: list[str] | None = None) -> None:
         ours, tail = split_command(sys.argv[1:] if argv is None else list(argv))
         at = _name_at(ours)
         name = ours[at] if at is not None and ours[at] in NAMES else None
-        parser = build_parser(only=name)
-        if at is None and not any(w in ("-h", "--help", "-V", "--version") for w in ours):
-            parser.print_help(sys.stderr)
-            sys.exit(2)
-        args, extra = parser.parse_known_args(ours)
-        if extra:  # named by the command's parser, not the top level's (argparse's default)
-            getattr(args, "parser", parser).error(f"unrecognized arguments: {' '.join(extra)}")
+        args = None
+        if name == "run" and at is not None:
+            args = quick_run.parse(ours, at, _module(name).handle,
+                                   lambda: _parsed(ours, at, name))
+        if args is None:
+            args = _parsed(ours, at, name)
         args.quiet = getattr(args, "quiet", False)
         args.verbose = getattr(args, "verbose", False)
         if args.quiet and args.verbose:

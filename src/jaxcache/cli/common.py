@@ -1,12 +1,12 @@
 """What every command shares: failing with one line, the common flags, where the answer goes.
 
-Standard library only at import: `jaxcache run -- CMD` loads this module before the user's
-job starts, so each helper imports what it needs when it is called.
+Standard library only at import, and not argparse (cli/quick_run.py reads the usual `run` line
+without it): `jaxcache run -- CMD` loads this module before the user's job starts, so each
+helper imports what it needs when it is called.
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 from collections.abc import Callable
@@ -16,8 +16,10 @@ from jaxcache.project import MAX_WARM as MAX_WARM
 
 TYPE_CHECKING = False  # typing itself costs `jaxcache run` ~2 ms: names for the type checker only
 if TYPE_CHECKING:
+    import argparse
     from typing import Any, NoReturn
 
+    from jaxcache.cli.parsers import Parser
     from jaxcache.documents.claim import Output
     from jaxcache.trust.inputs.public_keys import PublicKey
     from jaxcache.trust.rules.policy_rules import Policy
@@ -49,15 +51,6 @@ def note(args: argparse.Namespace, text: str) -> None:
     if not args.quiet:
         sys.stderr.write(text)
         sys.stderr.flush()
-
-
-class Parser(argparse.ArgumentParser):
-    """argparse with a usage error on one line (where to read more included), exit 2."""
-
-    def error(self, message: str) -> NoReturn:
-        sys.stderr.write(f"{self.prog}: error: {message} (see {self.prog} --help)\n")
-        sys.stderr.flush()
-        sys.exit(2)
 
 
 def usage(args: argparse.Namespace, message: str) -> NoReturn:
@@ -204,36 +197,15 @@ class Range:
         except ValueError:
             value = None
         if value is None or value != value:  # not a number, or NaN
+            import argparse
+
             noun = "an integer" if self.kind is int else "a number"
             raise argparse.ArgumentTypeError(f"{text!r} is not {noun}")
         if (self.lo is not None and value < self.lo) or (self.hi is not None and value > self.hi):
+            import argparse
+
             raise argparse.ArgumentTypeError(f"{text} is not in the range {self}")
         return value
-
-
-class Help(argparse.RawDescriptionHelpFormatter):
-    """Descriptions as written, so their example blocks keep their layout; option help is
-    wrapped to the terminal, at most 100 columns."""
-
-    def __init__(self, prog: str) -> None:
-        super().__init__(prog, max_help_position=30, width=max(min(_columns(), 100) - 2, 50))
-
-
-def _columns() -> int:
-    """shutil.get_terminal_size's answer ($COLUMNS, else the terminal on stdout, else 80),
-    without importing shutil (and its compressors): argparse builds a formatter for every
-    option it adds, on the path of every `jaxcache run`."""
-    try:
-        columns = int(os.environ.get("COLUMNS", "0"))
-    except ValueError:
-        columns = 0
-    if columns <= 0:
-        try:
-            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns \
-                if sys.__stdout__ is not None else 0
-        except (AttributeError, ValueError, OSError):
-            columns = 0
-    return columns if columns > 0 else 80
 
 
 def option(parser: argparse.ArgumentParser, *names: str, help: str = "",
@@ -262,6 +234,8 @@ VERBOSE_LISTED = ", ".join(VERBOSE)
 def global_flags(parser: argparse.ArgumentParser) -> None:
     """-q/-v/--color, taken before the command name and after it alike (SUPPRESS: a
     command's parser then does not overwrite what the top level read)."""
+    import argparse
+
     parser.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS,
                         help="Only the answer (the verdict line) and errors: no progress, no "
                              "detail.")
@@ -363,6 +337,8 @@ def command_parser(commands: argparse._SubParsersAction[Parser], name: str, usag
                    handler: Callable[..., None]) -> argparse.ArgumentParser:
     """A command's parser: its handler's docstring is its help (first line) and description;
     its page of the manual closes it."""
+    from jaxcache.cli.parsers import Help
+
     doc = handler.__doc__ or ""
     first, _, rest = doc.partition("\n")
     lines = rest.splitlines()

@@ -5,7 +5,7 @@ PYTHONPATH; we wait with wait4() for the child's own CPU times and peak RSS, kee
 terminal's Ctrl-C for the child, and always collect what the probe wrote, even after a crash.
 
 This module runs between `jaxcache run` and the start of the user's job, so it imports only
-os, signal and time: os.posix_spawn and a few lines of its own instead of subprocess,
+os, signal, sys and time: os.posix_spawn and a few lines of its own instead of subprocess,
 tempfile, shutil and threading, and no dataclasses (~20 ms of start-up on a 2-core machine).
 
 The gate: with `admit`, the job starts at once and `admit()` (the audit) runs while it does.
@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import sys
 import time
 from collections.abc import Callable
 
@@ -140,10 +141,34 @@ def probe_files() -> list[tuple[str, str]]:
 
 def _probe_dir() -> str:
     path = _mkdtemp("jaxcache-probe-")  # 0700, ours
+    cached = os.path.join(path, "__pycache__")
+    os.mkdir(cached, 0o700)
     for source, name in probe_files():
+        copy = os.path.join(path, name)
         with open(source, "rb") as f:
-            _write_new(os.path.join(path, name), f.read())
+            _write_new(copy, f.read())
+            st = os.fstat(f.fileno())
+        os.utime(copy, ns=(st.st_mtime_ns, st.st_mtime_ns))
+        _copy_compiled(source, os.path.join(cached, name[:-3]))
     return path
+
+
+def _copy_compiled(source: str, stem: str) -> None:
+    """The installed bytecode of `source`, if any, beside its copy: every process of the job
+    loads sitecustomize, and compiling it costs each ~3 ms. The copy keeps the source's mtime,
+    so the job's Python checks this bytecode against its source as it checks any (a stale or
+    another version's is compiled afresh, never trusted blindly); it is jaxcache's own file,
+    as trusted as the source beside it."""
+    tag = sys.implementation.cache_tag
+    if tag is None:
+        return
+    head, tail = os.path.split(source)
+    try:
+        with open(os.path.join(head, "__pycache__", f"{tail[:-3]}.{tag}.pyc"), "rb") as f:
+            data = f.read()
+    except OSError:
+        return
+    _write_new(f"{stem}.{tag}.pyc", data)
 
 
 def _open_gate(probe: str, env: dict[str, str] | None) -> None:
