@@ -21,13 +21,13 @@ import threading
 from collections.abc import Callable, Iterator
 
 from jaxcache.errors import JaxcacheError
+from jaxcache.seal.stores.http_answers import server_date
 from jaxcache.seal.stores.object_store import (
     ERROR,
     NETWORK,
     PERMISSION,
     ObjectInfo,
     StoreError,
-    http_date,
 )
 from jaxcache.text import safe
 from jaxcache.trust.rules.target import BucketUrl
@@ -66,7 +66,7 @@ class GcsStore:
     def _saw(self, response: Any, *args: object, **kwargs: object) -> None:
         """A requests response hook: keep the server's Date, which the client's JSON-only
         answers drop (an object's age is judged on the server's clock: object_store.py)."""
-        self._answer.date = http_date(getattr(response, "headers", {}).get("Date"))
+        self._answer.date = server_date(getattr(response, "headers", None))
 
     def _answered(self) -> float | None:
         date: float | None = getattr(self._answer, "date", None)

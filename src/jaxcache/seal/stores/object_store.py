@@ -39,18 +39,6 @@ class ObjectInfo:
         return max(0.0, now - self.updated)
 
 
-def http_date(value: object) -> float | None:
-    """An HTTP Date header's time (seconds since the epoch), None for anything else."""
-    if not isinstance(value, str):
-        return None
-    from email.utils import parsedate_to_datetime  # 8 ms: only once a store has answered
-
-    try:
-        return parsedate_to_datetime(value).timestamp()
-    except (TypeError, ValueError, IndexError, OverflowError):
-        return None
-
-
 class StoreError(Exception):
     """The store could not answer: the caller treats it as a miss and says why."""
 

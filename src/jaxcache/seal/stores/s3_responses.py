@@ -8,7 +8,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import cast
 
-from jaxcache.seal.stores.object_store import ObjectInfo, http_date
+from jaxcache.seal.stores.http_answers import server_date
+from jaxcache.seal.stores.object_store import ObjectInfo
 from jaxcache.values import frozen
 
 TYPE_CHECKING = False
@@ -71,7 +72,7 @@ def _answered(resp: Mapping[str, object]) -> float | None:
     """The server's clock when it answered: the Date header boto3 keeps in ResponseMetadata."""
     meta = resp.get("ResponseMetadata")
     headers = meta.get("HTTPHeaders") if isinstance(meta, dict) else None
-    return http_date(headers.get("date")) if isinstance(headers, dict) else None
+    return server_date(headers, "date") if isinstance(headers, dict) else None
 
 
 def _info(name: str, size: object, etag: object, modified: object,
