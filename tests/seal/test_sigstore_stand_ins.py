@@ -8,7 +8,6 @@ from __future__ import annotations
 import socket
 
 import pytest
-
 from support.sigstore_stack import GITHUB
 
 WORKFLOW = "https://github.com/org/repo/.github/workflows/jax-cache.yml@refs/heads/main"
@@ -42,7 +41,7 @@ def test_signs_on_loopback_and_verifies_offline(sigstore_stack, monkeypatch):
     verifier = Verifier(trusted_root=TrustedRoot.from_file(str(sigstore_stack.trusted_root)))
     trusted = policy.Identity(identity=WORKFLOW, issuer=GITHUB)
     parsed = [Bundle.from_json(b) for b in bundles]
-    for art, bundle in zip(arts, parsed):
+    for art, bundle in zip(arts, parsed, strict=True):
         verifier.verify_artifact(art, bundle, trusted)
     # one certificate for the whole signer, not one per artifact
     assert len({b.signing_certificate.fingerprint(hashes.SHA256()) for b in parsed}) == 1

@@ -50,7 +50,8 @@ def skip_reason() -> str | None:
     try:
         import sigstore  # noqa: F401
     except ImportError:
-        return "sigstore-python is not installed (the jaxcache[sigstore] extra; the test extra has it)"
+        return ("sigstore-python is not installed (the jaxcache[sigstore] extra; the test "
+                "extra has it)")
     return None
 
 
