@@ -43,9 +43,9 @@ if TYPE_CHECKING:
     Signer: TypeAlias = "SigningKey | KeylessSigner"  # a key (file or HSM) or the job's identity
 
 __all__ = ["BUILD_FORMAT", "DOCUMENT", "FORMAT", "KEY_DOC_BYTES", "MAX_BYTES", "SUFFIX",
-           "TIME_FORMAT", "SignatureDoc", "build_claim", "build_message", "canonical", "claimed_build",
-           "claimed_signer", "genuine", "is_cosignature", "message", "read", "sign",
-           "time_message", "verifies"]
+           "TIME_FORMAT", "SignatureDoc", "build_claim", "build_message", "canonical",
+           "claimed_build", "claimed_signer", "genuine", "is_cosignature", "message", "read",
+           "sign", "time_message", "verifies"]
 
 TIME_FORMAT = "jaxcache.seal-time/1"
 BUILD_FORMAT = "jaxcache.seal-build/1"
