@@ -171,7 +171,8 @@ def _judge(key: str, sig: bytes, ring: KeyRing, named: str | None = None) -> _Ju
     build, edited = claimed_build(doc, known, key, digest, size)
     if edited is not None:
         return _Judged(BAD, f"signed by {known.label}, but {edited}", known)
-    return _Judged(VALID, f"signed by {known.holder or 'key'} {known.label}", known, digest,
+    return _Judged(VALID, f"signed by {known.holder or known.kind.word} {known.label}", known,
+                   digest,
                    size, raw, doc, frozenset(relies or ()), build)
 
 
@@ -288,7 +289,10 @@ def _gather(key: str, sig: bytes, ring: KeyRing, more: Fetch | None) -> tuple[_J
     if more is None or _enough(judged, ring):
         return tuple(judged)
     seen = {j.public.raw for j in judged if j.public is not None}
-    for k in ring.keys.values():
+    from jaxcache.trust.inputs.public_keys import identity_signer
+
+    signers = [*ring.keys.values(), *(identity_signer(i) for i in ring.identities)]
+    for k in signers:  # a trusted identity's co-signature is named by its id, as a key's
         if k.raw in seen:
             continue
         extra = more(k.id)
@@ -394,7 +398,7 @@ def _signed_by(judged: tuple[_Judged, ...], signers: set[bytes]) -> str:
     seen: list[str] = []
     for j in judged:
         if j.status == VALID and j.public and j.public.raw in signers:
-            text = f"{j.public.holder or 'key'} {j.public.label}"
+            text = f"{j.public.holder or j.public.kind.word} {j.public.label}"
             if text not in seen:
                 seen.append(text)
     return "signed by " + " and ".join(seen)
