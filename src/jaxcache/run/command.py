@@ -316,16 +316,17 @@ def _admit(chosen: str, policy: str | None, allow_untrusted: bool, seal: SealOpt
         report = made.report
         if not made.ok:
             raise UntrustedCacheError(report)
-        if keys:
+        if seal is not None:  # keys given, or the policy's keys or identities
             report = audit(local, policy=pol, scan_processes=False, accounts=accounts,
-                           sealed=seal is not None, sealed_keys=keys)
+                           sealed=True, sealed_keys=keys)
     if not report.verdict.ok and not allow_untrusted:
         raise UntrustedCacheError(report)
     path = report.resolved or report.path or local
     if seal is not None:
         if report.verdict is not Verdict.SEALED:
             raise JaxcacheError("--sealed needs trusted keys (--trusted-key, --signing-key, or "
-                                "trusted_keys for this path in the policy)")
+                                "trusted_keys or trusted_identities for this path in the "
+                                "policy)")
         # no JAX_COMPILATION_CACHE_DIR: without the probe there is no cache (fails closed)
         granted = seal.job_env(path, policy)
     else:
