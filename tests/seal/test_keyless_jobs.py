@@ -5,7 +5,6 @@ the loopback issuer), readers holding only the policy: no key anywhere."""
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 

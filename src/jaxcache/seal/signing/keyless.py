@@ -74,8 +74,7 @@ def ci_token() -> str:
         from id import IdentityError, detect_credential
     except ImportError:
         raise KeylessError(f"--identity ci needs {_EXTRA}") from None
-    if os.environ.get("GITHUB_ACTIONS") == "true" and not os.environ.get(
-            "ACTIONS_ID_TOKEN_REQUEST_URL"):
+    if os.getenv("GITHUB_ACTIONS") == "true" and not os.getenv("ACTIONS_ID_TOKEN_REQUEST_URL"):
         raise KeylessError("GitHub Actions gives this job no OIDC token: grant it "
                            "`permissions: id-token: write` (docs/ci.md)")
     try:
