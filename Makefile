@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 PIP    := $(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt
 
-.PHONY: demo test lint typecheck system-deps clean matrix soak
+.PHONY: demo test lint typecheck system-deps sigstore-stand-ins clean matrix soak
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -28,6 +28,17 @@ demo: $(VENV)/.demo
 system-deps:
 	@sh scripts/system-deps.sh
 
+# The loopback Sigstore the keyless tests sign against (tests/support/sigstore_stack.py): its npm
+# packages, as package-lock.json pins them. Without node/npm the keyless tests skip, saying why.
+SIGSTORE_STANDINS := tests/support/sigstore
+sigstore-stand-ins:
+	@if command -v npm >/dev/null 2>&1; then \
+	  [ -f $(SIGSTORE_STANDINS)/node_modules/.package-lock.json ] && \
+	  cmp -s $(SIGSTORE_STANDINS)/package-lock.json $(SIGSTORE_STANDINS)/.installed-lock || { \
+	    (cd $(SIGSTORE_STANDINS) && npm ci --no-audit --no-fund --loglevel=error) && \
+	    cp $(SIGSTORE_STANDINS)/package-lock.json $(SIGSTORE_STANDINS)/.installed-lock; }; \
+	else echo "sigstore-stand-ins: npm not found (the keyless sealing tests will skip, saying why)"; fi
+
 lint: $(VENV)/.test
 	$(BIN)/ruff check src tests benchmarks scripts
 
@@ -41,7 +52,7 @@ typecheck: $(VENV)/.test
 # the object-store servers) start per worker, each on its own free ports and private folders.
 # TEST_WORKERS=0: in this process, one test after another.
 TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); [ "$$n" -gt 4 ] && n=4; echo $$n)
-test: system-deps $(VENV)/.test lint typecheck
+test: system-deps sigstore-stand-ins $(VENV)/.test lint typecheck
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile
 
 # The JAX-touching tests (marker `matrix`, and tests/jaxcompat/test_jaxcompat.py) on the newest

@@ -114,3 +114,20 @@ def slurm():
         yield cluster
     finally:
         cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def sigstore_stack(tmp_path_factory):
+    """Loopback Sigstore (tests/support/sigstore_stack.py): OIDC issuer, Fulcio, Rekor, TSA,
+    one Node process per test worker, stopped by PID. Skips, saying why, where node, the
+    stand-ins' npm packages or sigstore-python are missing (CI installs all three)."""
+    from support import sigstore_stack
+
+    reason = sigstore_stack.skip_reason()
+    if reason is not None:
+        pytest.skip(reason)
+    stack = sigstore_stack.start(tmp_path_factory.mktemp("sigstore"))
+    try:
+        yield stack
+    finally:
+        stack.stop()

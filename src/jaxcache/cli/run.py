@@ -78,6 +78,14 @@ def sealed_flags(p: argparse.ArgumentParser) -> None:
                   help="With --sealed: sign what the job writes (from `jaxcache keygen`, or "
                        "a pkcs11: URI naming a key in an HSM: docs/hsm.md). Without it the job "
                        "writes nothing to the sealed directory.")
+    common.option(p, "--identity", choices=["ci"],
+                  help="With --sealed: sign what the job writes keyless, as the CI job's own "
+                       "identity (its OIDC token: GitHub's id-token: write, GitLab's id_tokens; "
+                       "one Sigstore certificate per job; the jaxcache[sigstore] extra). "
+                       "Readers trust it by [[trusted_identities]] (docs/sealed-cache.md).")
+    common.option(p, "--sigstore-config", metavar="FILE",
+                  help="With --identity: the Sigstore client trust config to sign with "
+                       "(default: the public-good instance).")
     common.option(p, "--trusted-key", dest="trusted_keys", action="append", metavar="KEY",
                   help="With --sealed: trust this public key (ed25519:... or a .pub file; "
                        "repeatable), besides the policy's trusted_keys for the directory.")
@@ -254,12 +262,18 @@ def _compact_ledger(args: argparse.Namespace) -> None:
 def seal_options_of(args: argparse.Namespace) -> SealOptions | None:
     """--sealed and friends as sealing.SealOptions, or None for an ordinary cache."""
     if not args.sealed:
-        if args.signing_key or args.trusted_keys or args.local:
-            common.usage(args, "--signing-key, --trusted-key and --local need --sealed")
+        if args.signing_key or args.trusted_keys or args.local or args.identity:
+            common.usage(args, "--signing-key, --identity, --trusted-key and --local need "
+                               "--sealed")
         return None
+    if args.signing_key and args.identity:
+        common.usage(args, "sign with --signing-key or --identity ci, not both")
+    if args.sigstore_config and not args.identity:
+        common.usage(args, "--sigstore-config needs --identity ci")
     from jaxcache.lifecycle.sealing import SealOptions
 
-    return SealOptions(args.signing_key, tuple(args.trusted_keys or ()), args.local)
+    return SealOptions(args.signing_key, tuple(args.trusted_keys or ()), args.local,
+                       args.identity, args.sigstore_config)
 
 
 def _refused_rank(exc: UntrustedCacheError) -> NoReturn:

@@ -94,6 +94,8 @@ class SealPart:
     evictions: int
     bucket_misses: tuple[BucketMiss, ...]
     unknown_builds_loaded: int  # `build.unknown_loaded`: loaded, no signature named a build
+    # keyless: the identity the job signed as, as its certificate states it (None: a key)
+    signing_identity: str | None = None
 
     @classmethod
     def from_json(cls, doc: Mapping[str, object]) -> SealPart:
@@ -105,7 +107,17 @@ class SealPart:
                    tuple(SealWrite.from_json(w) for w in mappings(doc.get("writes"))),
                    len(items(doc.get("write_errors"))), len(items(doc.get("evictions"))),
                    tuple(BucketMiss.from_json(m) for m in mappings(doc.get("bucket_misses"))),
-                   len(items(mapping(doc.get("build")).get("unknown_loaded"))))
+                   len(items(mapping(doc.get("build")).get("unknown_loaded"))),
+                   _identity_text(mapping(doc.get("signing_identity"))))
+
+
+def _identity_text(doc: Mapping[str, object]) -> str | None:
+    """`signing_identity` as reports write it: the workflow, its issuer and the job run."""
+    who = text(doc.get("identity"))
+    if who is None:
+        return None
+    run = text(doc.get("run"))
+    return f"{who} (issuer {text(doc.get('issuer'))}" + (f", run {run})" if run else ")")
 
 
 @frozen

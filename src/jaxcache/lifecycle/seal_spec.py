@@ -18,15 +18,19 @@ class SealSpec:
     trusted_keys: tuple[str, ...]
     local: str | None  # the private local tier
     policy: str | None
+    identity: str | None = None  # "ci": the job signs keyless, as its CI identity
+    sigstore_config: str | None = None  # the Sigstore trust config it signs with
 
     def to_env(self) -> str:
         return json.dumps({"path": self.path, "signing_key": self.signing_key,
                            "trusted_keys": list(self.trusted_keys), "local": self.local,
-                           "policy": self.policy})
+                           "policy": self.policy, "identity": self.identity,
+                           "sigstore_config": self.sigstore_config})
 
     @classmethod
     def from_env(cls, value: str) -> SealSpec:
         doc = mapping(json.loads(value))
         return cls(text(doc.get("path")) or "", text(doc.get("signing_key")),
                    tuple(k for k in items(doc.get("trusted_keys")) if isinstance(k, str)),
-                   text(doc.get("local")), text(doc.get("policy")))
+                   text(doc.get("local")), text(doc.get("policy")), text(doc.get("identity")),
+                   text(doc.get("sigstore_config")))

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 
     from jaxcache.fingerprint.model import Fingerprint
     from jaxcache.lifecycle.traps import EnableResult
+    from jaxcache.seal.signing.keyless import KeylessSigner
     from jaxcache.seal.stores.bucket_backend import BucketSealedCache
     from jaxcache.seal.stores.object_store import ObjectStore
     from jaxcache.seal.stores.sealed_cache import SealedCache
@@ -43,6 +44,8 @@ class SealOptions:
     signing_key: str | None = None
     trusted_keys: tuple[str, ...] = ()
     local: str | None = None
+    identity: str | None = None  # "ci": keyless, as the CI job's identity
+    sigstore_config: str | None = None
 
     def public_keys(self) -> tuple[PublicKey, ...]:
         from jaxcache.trust.inputs import public_keys as trustkeys
@@ -65,15 +68,17 @@ class SealOptions:
         signing = self.signing_key  # a pkcs11: URI is no path: it goes as it is
         if signing and not pkcs11.is_uri(signing):
             signing = os.path.abspath(signing)
-        value = env_value(path, signing_key=signing, trusted_keys=tuple(absolute),
-            local=self.local and os.path.abspath(self.local),
-            policy=policy and os.path.abspath(policy))
+        value = SealSpec(path, signing, tuple(absolute),
+                         self.local and os.path.abspath(self.local),
+                         policy and os.path.abspath(policy), self.identity,
+                         self.sigstore_config and os.path.abspath(self.sigstore_config)
+                         ).to_env()
         return {ENV: value, jobenv.LIB: _package.HOME}
 
 
 def enable_sealed(path: str, *, policy: str | None, reset: bool,
-                  signing_key: str | SigningKey | None, trusted_keys: TrustedKeys,
-                  local: str | None) -> EnableResult:
+                  signing_key: str | SigningKey | KeylessSigner | None,
+                  trusted_keys: TrustedKeys, local: str | None) -> EnableResult:
     from jaxcache.trust import create
 
     with create.taken_back_on_error() as made:  # all-or-nothing: the directories too
@@ -81,8 +86,9 @@ def enable_sealed(path: str, *, policy: str | None, reset: bool,
 
 
 def _enable_sealed(path: str, policy: str | None, reset: bool,
-                   signing_key: str | SigningKey | None, trusted_keys: TrustedKeys,
-                   local: str | None, made_dirs: list[InitResult]) -> EnableResult:
+                   signing_key: str | SigningKey | KeylessSigner | None,
+                   trusted_keys: TrustedKeys, local: str | None,
+                   made_dirs: list[InitResult]) -> EnableResult:
     from jaxcache import jaxcompat
     from jaxcache.lifecycle import inherit, undo
     from jaxcache.lifecycle.traps import (
@@ -104,7 +110,7 @@ def _enable_sealed(path: str, policy: str | None, reset: bool,
         trusted_keys = (trusted_keys,)  # one key given without a list
     signer = keymod.load_signing(signing_key) if isinstance(signing_key, str) else signing_key
     extra = tuple(trustkeys.load_public(k) if isinstance(k, str) else k for k in trusted_keys)
-    if signer is not None:
+    if isinstance(signer, keymod.SigningKey):
         extra += (signer.public,)
     accounts = Accounts()
     pol = policymod.load(policy, accounts)
@@ -115,14 +121,15 @@ def _enable_sealed(path: str, policy: str | None, reset: bool,
                                                   made_dirs), None
     if not any(f.code == "seal.keys" for f in report.findings):
         raise JaxcacheError("sealed=True needs trusted public keys: trusted_keys=[...], a "
-                            "signing key, or trusted_keys for this path in the policy file")
+                            "signing key, or trusted_keys (or trusted_identities) for this "
+                            "path in the policy file")
     if report.verdict is not Verdict.SEALED:
         raise UntrustedCacheError(report)
     from jaxcache.trust.rules import keyring
 
     rule = pol.rule_for(chosen)
     keys = keyring.for_rule(rule, extra)  # KeyRingError: one line
-    if signer is not None:
+    if isinstance(signer, keymod.SigningKey):
         keys = keys.with_key(signer.public)  # refused when the policy revokes it
     local_dir = None
     if local is not None:
@@ -200,7 +207,7 @@ def job_fingerprint() -> Fingerprint:
 
 
 def _directory_tier(path: str, pol: Policy, accounts: Accounts, extra: tuple[PublicKey, ...],
-                    signer: SigningKey | None, made_dirs: list[InitResult]
+                    signer: SigningKey | KeylessSigner | None, made_dirs: list[InitResult]
                     ) -> tuple[str, AuditReport]:
     """A mounted shared directory: audited for a sealed reader, created by a publisher."""
     from jaxcache.trust import create
@@ -295,8 +302,13 @@ def env_value(path: str, *, signing_key: str | None, trusted_keys: tuple[str, ..
 def enable_from_env(value: str) -> EnableResult:
     """The probe's call, right after the job imported jax."""
     spec = SealSpec.from_env(value)
+    signer: str | KeylessSigner | None = spec.signing_key
+    if spec.identity == "ci":
+        from jaxcache.seal.signing.keyless import KeylessSigner
+
+        signer = KeylessSigner(trust_config=spec.sigstore_config)  # token at the first write
     return enable_sealed(spec.path, policy=spec.policy, reset=False,
-                         signing_key=spec.signing_key, trusted_keys=spec.trusted_keys,
+                         signing_key=signer, trusted_keys=spec.trusted_keys,
                          local=spec.local)
 
 
@@ -308,10 +320,16 @@ def _name_of(backend: SealedBackend, public: PublicKey) -> str | None:
 def summary(backend: SealedBackend) -> dict[str, object]:
     """For the run record: what the sealed backend rejected or could not write, and the
     keys it judged with (by name and id, each with its state then)."""
+    own = getattr(backend.signer, "seen", None)  # keyless: its certificate's claims
     return {"path": backend.shared, "local": backend.local,
             "signing_key": backend.signer.public.id if backend.signer else None,
             "signing_key_name": _name_of(backend, backend.signer.public) if backend.signer
             else None,
+            "signing_identity": None if own is None else {
+                "issuer": own.issuer, "identity": own.subject, "ref": own.ref,
+                "run": own.run_uri},
+            "trusted_identities": [{"id": i.id, "identity": i.subject, "issuer": i.issuer,
+                                    "name": i.name} for i in backend.trusted.identities],
             "trusted_keys": [{"id": k.id, "name": k.name, "holder": k.holder,
                               "state": backend.trusted.state(k)}
                              for k in backend.trusted.keys.values()],

@@ -258,6 +258,8 @@ def _seal_lines(seal: SealPart) -> list[str]:
     signer = (f"signing as key {safe(name)} ({seal.signing_key})" if name else
               f"signing as key {seal.signing_key}") if seal.signing_key else \
         "read-only (no signing key)"
+    if seal.signing_identity is not None:
+        signer = f"signing keyless as identity {safe(seal.signing_identity)}"
     states = [k for k in seal.trusted_keys if k.state != "trusted"]
     shown = "; keys " + ", ".join(
         f"{safe(str(k.name or k.id))} {safe(str(k.state))}" for k in states) if states else ""

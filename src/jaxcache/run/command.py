@@ -290,9 +290,10 @@ def _admit(chosen: str, policy: str | None, allow_untrusted: bool, seal: SealOpt
         keyring.for_rule(pol.rule_for(chosen), keys).with_key(keys[-1])
     if seal is not None and is_url(chosen):
         return _admit_bucket(chosen, pol, accounts, keys, seal, policy)
-    if seal is not None and not keys and not pol.rule_for(chosen).trusted_keys:
+    if seal is not None and not keys and not pol.rule_for(chosen).trusted_keys and not \
+            pol.rule_for(chosen).trusted_identities:
         raise JaxcacheError("--sealed needs trusted keys: --trusted-key, --signing-key, or "
-                            "trusted_keys for this path in the policy")
+                            "trusted_keys (or trusted_identities) for this path in the policy")
     if seal is not None and seal.local is not None:
         from jaxcache.lifecycle.sealing import private_tier
         from jaxcache.trust.rules import target
@@ -315,16 +316,17 @@ def _admit(chosen: str, policy: str | None, allow_untrusted: bool, seal: SealOpt
         report = made.report
         if not made.ok:
             raise UntrustedCacheError(report)
-        if keys:
+        if seal is not None:  # keys given, or the policy's keys or identities
             report = audit(local, policy=pol, scan_processes=False, accounts=accounts,
-                           sealed=seal is not None, sealed_keys=keys)
+                           sealed=True, sealed_keys=keys)
     if not report.verdict.ok and not allow_untrusted:
         raise UntrustedCacheError(report)
     path = report.resolved or report.path or local
     if seal is not None:
         if report.verdict is not Verdict.SEALED:
             raise JaxcacheError("--sealed needs trusted keys (--trusted-key, --signing-key, or "
-                                "trusted_keys for this path in the policy)")
+                                "trusted_keys or trusted_identities for this path in the "
+                                "policy)")
         # no JAX_COMPILATION_CACHE_DIR: without the probe there is no cache (fails closed)
         granted = seal.job_env(path, policy)
     else:

@@ -280,6 +280,10 @@ CODES: tuple[FindingCode, ...] = (
     _c("seal.key-revoked", (NOTE,),
        "keys the policy revokes (revoked_keys), by id: every signature by them is rejected",
        _CONTEXT, "nothing; reseal what only they signed", page="sealed-cache.md"),
+    _c("seal.identity-revoked", (NOTE,),
+       "CI identities the policy revokes (revoked_identities): every keyless signature whose "
+       "certificate states them is rejected", _CONTEXT, "nothing; reseal what only they signed",
+       page="sealed-cache.md"),
     _c("seal.no-usable-key", (UNVERIFIABLE,),
        "the keys that may count now have fewer distinct holders than signatures_needed",
        "a sealed reader would reject every entry; run --sealed and enable(sealed=True) refuse "

@@ -22,16 +22,30 @@ import time
 from jaxcache import validate as v
 from jaxcache.fingerprint.model import SCHEMA, Fingerprint
 from jaxcache.seal.signing import digest as digestmod
-from jaxcache.seal.signing.signature_doc import DOCUMENT, FORMAT, MAX_BYTES, SignatureDoc
+from jaxcache.seal.signing.signature_doc import (
+    DOCUMENT,
+    FORMAT,
+    KEY_DOC_BYTES,
+    MAX_BYTES,
+    SignatureDoc,
+)
 from jaxcache.trust.inputs.public_keys import KeyFileError, PublicKey
 from jaxcache.trust.inputs.signing_keys import SigningKey
 from jaxcache.trust.kernel.entries import SIGNATURE_SUFFIX
 from jaxcache.trust.rules import keyring as ringmod
 
-__all__ = ["BUILD_FORMAT", "DOCUMENT", "FORMAT", "MAX_BYTES", "SUFFIX", "TIME_FORMAT",
-           "SignatureDoc", "build_claim", "build_message", "canonical", "claimed_build",
-           "claimed_signer", "genuine", "is_cosignature", "message", "read", "sign",
-           "time_message", "verifies"]
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import TypeAlias
+
+    from jaxcache.seal.signing.keyless import KeylessSigner
+
+    Signer: TypeAlias = "SigningKey | KeylessSigner"  # a key (file or HSM) or the job's identity
+
+__all__ = ["BUILD_FORMAT", "DOCUMENT", "FORMAT", "KEY_DOC_BYTES", "MAX_BYTES", "SUFFIX",
+           "TIME_FORMAT", "SignatureDoc", "build_claim", "build_message", "canonical",
+           "claimed_build", "claimed_signer", "genuine", "is_cosignature", "message", "read",
+           "sign", "time_message", "verifies"]
 
 TIME_FORMAT = "jaxcache.seal-time/1"
 BUILD_FORMAT = "jaxcache.seal-build/1"
@@ -95,12 +109,14 @@ def build_claim(found: Fingerprint, room: int) -> dict[str, object] | None:
     return None
 
 
-def sign(key: str, data: bytes, signer: SigningKey, now: float | None = None,
+def sign(key: str, data: bytes, signer: Signer, now: float | None = None,
          relies_on: tuple[str, ...] | None = None, build: Fingerprint | None = None) -> bytes:
     """The signature file's content for `data` stored under cache key `key`; `relies_on`:
     a co-signature's keys whose signatures it vouches on (sorted ids; () for none);
     `build`: the fingerprint of the build that compiled `data` (the publisher's own), claimed
     under its own signature so a reader can refuse another build's entry unread."""
+    if not isinstance(signer, SigningKey):  # keyless: the job's identity (keyless.py)
+        return signer.document(key, data, relies_on, build)
     digest = digestmod.of(data)
     at = ringmod.when(time.time() if now is None else now)
     ids = tuple(sorted(relies_on)) if relies_on is not None else None
@@ -115,7 +131,7 @@ def sign(key: str, data: bytes, signer: SigningKey, now: float | None = None,
         doc["relies_on"] = list(ids)
     if build is not None:
         # what is left for the claim once the rest (and its own signature's field) is written
-        room = MAX_BYTES - len(json.dumps(doc, sort_keys=True)) - len(
+        room = KEY_DOC_BYTES - len(json.dumps(doc, sort_keys=True)) - len(
             ', "build": , "build_signature": ""') - 88 - 1
         claim = build_claim(build, room)
         if claim is not None:
@@ -138,6 +154,8 @@ def claimed_build(doc: SignatureDoc, signer: PublicKey, key: str, digest: bytes,
     of both fields); (None, why) where the claim is there but is no signer's word (one field
     without the other, a claim edited after signing, one that is no fingerprint)."""
     claim, raw = doc.build, doc.build_signature
+    if doc.bundle is not None:  # keyless: the bundle signs the claim (keyless.artifact)
+        return _keyless_build(claim)
     if claim is None and raw is None:
         return None, None
     if claim is None or raw is None:
@@ -150,6 +168,17 @@ def claimed_build(doc: SignatureDoc, signer: PublicKey, key: str, digest: bytes,
     if not verifies(signer, signed, build_message(key, digest, size, claim)):
         return None, ("its build claim does not verify: edited after signing (by a writer of "
                       "the cache, not the key's holder)")
+    try:
+        return Fingerprint.from_json(claim, "build"), None
+    except v.Invalid as exc:
+        return None, f"its build claim is no fingerprint ({exc})"
+
+
+def _keyless_build(claim: dict[str, object] | None) -> tuple[Fingerprint | None, str | None]:
+    """A keyless signature's build claim: verified with the bundle (which signs it with the
+    rest), so only its shape is judged here."""
+    if claim is None:
+        return None, None
     try:
         return Fingerprint.from_json(claim, "build"), None
     except v.Invalid as exc:
@@ -179,7 +208,7 @@ def is_cosignature(sig: bytes) -> bool:
 def claimed_signer(sig: bytes) -> PublicKey | None:
     """The key a signature file names (unverified: `ls` shows it; verify checks it)."""
     try:
-        return read(sig).public
+        return read(sig).public  # None for a keyless one: its identity is the bundle's
     except (ValueError, KeyFileError):
         return None
 
@@ -193,5 +222,7 @@ def genuine(key: str, sig: bytes) -> bool:
         digest, size = bytes.fromhex(doc.digest), doc.size
     except (ValueError, KeyFileError):
         return False
+    if doc.public is None:  # keyless: taken as a rival's upload while it names this key
+        return size >= 0 and doc.key == key  # (judging it needs the trusted root: the rule)
     return size >= 0 and verifies(doc.public, doc.signature,
                                   message(key, digest, size, doc.relies_on))

@@ -138,6 +138,8 @@ def _judge(key: str, sig: bytes, ring: KeyRing, named: str | None = None) -> _Ju
     except (ValueError, KeyFileError) as exc:  # Unreadable and Invalid are ValueErrors
         # KeyFileError: a public key text that is no key (a planted file's, never the user's)
         return _Judged(BAD, f"unreadable signature file ({exc})")
+    if doc.public is None:
+        return _judge_identity(key, doc, ring, named)
     public, raw = doc.public, doc.signature
     if named is not None and public.id != named:
         return _Judged(BAD, f"the co-signature file of key {named} holds a signature by key "
@@ -169,8 +171,60 @@ def _judge(key: str, sig: bytes, ring: KeyRing, named: str | None = None) -> _Ju
     build, edited = claimed_build(doc, known, key, digest, size)
     if edited is not None:
         return _Judged(BAD, f"signed by {known.label}, but {edited}", known)
-    return _Judged(VALID, f"signed by {known.holder or 'key'} {known.label}", known, digest,
+    return _Judged(VALID, f"signed by {known.holder or known.kind.word} {known.label}", known,
+                   digest,
                    size, raw, doc, frozenset(relies or ()), build)
+
+
+def _judge_identity(key: str, doc: SignatureDoc, ring: KeyRing, named: str | None
+                    ) -> _Judged:
+    """A keyless signature (keyless.py): its bundle verified offline against the policy's
+    trusted root over exactly this key, digest, size (and build claim), then the identity its
+    certificate states matched against the policy's: revoked first, then trusted. Validity
+    is the certificate's at the log's (or timestamp authority's) time, which sigstore checks;
+    the signer claims no time of its own."""
+    from jaxcache.seal.signing import keyless
+    from jaxcache.trust.inputs.public_keys import identity_signer
+
+    try:
+        digest, size = bytes.fromhex(doc.digest), doc.size
+    except ValueError as exc:
+        return _Judged(BAD, f"unreadable signature file ({exc})")
+    if size < 0:
+        return _Judged(BAD, "unreadable signature file (a negative size)")
+    if not ring.identities:
+        return _Judged(UNKNOWN_KEY, "signed keyless (by a CI identity), but the policy trusts "
+                                    "no identity ([[trusted_identities]])")
+    assert doc.bundle is not None
+    signed = keyless.artifact(key, digest, size, doc.relies_on, doc.build)
+    try:
+        seen = keyless.verify(doc.bundle, signed, ring.trust_root)
+    except keyless.KeylessError as exc:
+        why = (f"the signature is for another entry ({safe(doc.key[:90])}): moved or "
+               "swapped" if doc.key != key else f"its Sigstore bundle does not verify ({exc})")
+        return _Judged(BAD, why)
+    revoked = ring.revoked_identity(seen)
+    if revoked is not None:
+        return _Judged(REVOKED, f"signed by identity {seen.text}, which the policy revokes "
+                                f"({revoked.label})")
+    trusted = ring.identity_for(seen)
+    if trusted is None:
+        closest = ring.identities[0].mismatch(seen)
+        return _Judged(UNKNOWN_KEY, f"signed by identity {seen.text}, which is not trusted "
+                                    f"({closest})")
+    public = identity_signer(trusted)
+    if named is not None and public.id != named:
+        return _Judged(BAD, f"the co-signature file of {named} holds a signature by identity "
+                            f"{seen.text}", public)
+    gone = [i for i in doc.relies_on or () if ring.revoked_id(i)]
+    if gone:
+        return _Judged(REVOKED, f"co-signed by identity {trusted.label} on the word of key "
+                                f"{gone[0]}, which the policy revokes", public)
+    build, edited = claimed_build(doc, public, key, digest, size)
+    if edited is not None:
+        return _Judged(BAD, f"signed by identity {trusted.label}, but {edited}", public)
+    return _Judged(VALID, f"signed by identity {public.label} (job {seen.run_uri or '?'})",
+                   public, digest, size, b"", doc, frozenset(doc.relies_on or ()), build)
 
 
 _ANYONE = "anyone"  # the holder of a relied-on key the ring does not know: it may be anyone's
@@ -235,7 +289,10 @@ def _gather(key: str, sig: bytes, ring: KeyRing, more: Fetch | None) -> tuple[_J
     if more is None or _enough(judged, ring):
         return tuple(judged)
     seen = {j.public.raw for j in judged if j.public is not None}
-    for k in ring.keys.values():
+    from jaxcache.trust.inputs.public_keys import identity_signer
+
+    signers = [*ring.keys.values(), *(identity_signer(i) for i in ring.identities)]
+    for k in signers:  # a trusted identity's co-signature is named by its id, as a key's
         if k.raw in seen:
             continue
         extra = more(k.id)
@@ -341,7 +398,7 @@ def _signed_by(judged: tuple[_Judged, ...], signers: set[bytes]) -> str:
     seen: list[str] = []
     for j in judged:
         if j.status == VALID and j.public and j.public.raw in signers:
-            text = f"{j.public.holder or 'key'} {j.public.label}"
+            text = f"{j.public.holder or j.public.kind.word} {j.public.label}"
             if text not in seen:
                 seen.append(text)
     return "signed by " + " and ".join(seen)

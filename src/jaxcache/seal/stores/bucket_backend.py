@@ -19,6 +19,7 @@ not one per compile.
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import time
@@ -28,6 +29,7 @@ from jaxcache.seal.publishing import tier_names as names
 from jaxcache.seal.signing import orphan_signatures as orphans
 from jaxcache.seal.signing import signature_file as sigfile
 from jaxcache.seal.signing import signature_rule as signature
+from jaxcache.seal.signing.keyless import KeylessError, KeylessSigner
 from jaxcache.seal.stores.sealed_cache import (
     Host,
     Rejection,
@@ -36,6 +38,7 @@ from jaxcache.seal.stores.sealed_cache import (
     Witness,
     fits,
     open_dir,
+    trusting,
     write_tier,
 )
 from jaxcache.seal.stores.store_for_url import NETWORK, NOT_FOUND, ObjectStore, StoreError
@@ -81,7 +84,7 @@ class BucketSealedCache(Reports):
     """A JAX CacheInterface (through jaxcompat) over a sealed bucket prefix."""
 
     def __init__(self, store: ObjectStore, *, trusted: KeyRing | Iterable[PublicKey],
-                 signer: SigningKey | None = None, local: str | None = None,
+                 signer: SigningKey | KeylessSigner | None = None, local: str | None = None,
                  max_size: Callable[[], int] | None = None, host: Host | None = None,
                  require_build: bool = False, witness: Witness | None = None) -> None:
         super().__init__(host, require_build, witness)
@@ -89,10 +92,9 @@ class BucketSealedCache(Reports):
         self._path = self.shared = store.url
         self.local, self.signer = local, signer
         self.trusted = keyring.of(trusted)
-        if not self.trusted:
+        if not self.trusted and not isinstance(signer, KeylessSigner):
             raise ValueError("a sealed cache needs at least one trusted public key")
-        if signer is not None:
-            self.trusted = self.trusted.with_key(signer.public)
+        self.trusted = trusting(self.trusted, signer)
         self.max_size = max_size or (lambda: -1)
         self._local_fd: int | None = open_dir(local) if local else None
         self._local_max = names.name_max(self._local_fd) if self._local_fd is not None \
@@ -196,7 +198,11 @@ class BucketSealedCache(Reports):
             except OSError as exc:
                 raise self._write_failed(key, where, exc) from None
             return
-        sig = sigfile.sign(key, value, self.signer, build=self.host)
+        try:
+            sig = sigfile.sign(key, value, self.signer, build=self.host)
+        except KeylessError as exc:
+            raise self._write_failed(key, self.store.url, OSError(errno.EIO, str(exc))) from None
+        self.trusted = trusting(self.trusted, self.signer)
         signame = names.sidecar(name, names.SIGNATURE, OBJECT_NAME_MAX)
         try:
             self._skip_if_down()

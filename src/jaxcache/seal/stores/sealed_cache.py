@@ -37,6 +37,7 @@ from jaxcache.seal.publishing import lru
 from jaxcache.seal.publishing import tier_names as names
 from jaxcache.seal.publishing.publish import Orphan, exists, publish
 from jaxcache.seal.signing import build_claims as builds
+from jaxcache.seal.signing import keyless
 from jaxcache.seal.signing import orphan_signatures as orphans
 from jaxcache.seal.signing import signature_file as sigfile
 from jaxcache.seal.signing import signature_rule as signature
@@ -46,6 +47,12 @@ from jaxcache.trust.inputs.signing_keys import SigningKey
 from jaxcache.trust.rules import keyring
 from jaxcache.trust.rules.keyring import KeyRing
 from jaxcache.values import frozen
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import TypeAlias
+
+    Signer: TypeAlias = "SigningKey | keyless.KeylessSigner"
 
 ENTRY_SUFFIX = names.ENTRY_SUFFIX
 logger = logging.getLogger("jaxcache.seal")
@@ -224,6 +231,15 @@ class Reports:
         return OSError(exc.errno, text)
 
 
+def trusting(ring: KeyRing, signer: Signer | None) -> KeyRing:
+    """The ring a publisher judges its own writes with: it trusts what it signs (its key;
+    keyless, exactly the identity its certificate states, once it has signed)."""
+    if isinstance(signer, SigningKey):
+        return ring.with_key(signer.public)
+    own = signer.identity if signer is not None else None
+    return ring.with_identity(own) if own is not None else ring
+
+
 def fits(key: str, value: bytes, max_size: int) -> bool:
     """JAX's rule: an entry larger than jax_compilation_cache_max_size is not stored."""
     if max_size != -1 and len(value) > max_size:
@@ -254,16 +270,15 @@ class SealedCache(Reports):
     jaxcompat wraps it in JAX's own CacheInterface class; this module stays JAX-free."""
 
     def __init__(self, shared: str, *, trusted: KeyRing | Iterable[PublicKey],
-                 signer: SigningKey | None = None, local: str | None = None,
+                 signer: Signer | None = None, local: str | None = None,
                  max_size: Callable[[], int] | None = None, host: Host | None = None,
                  require_build: bool = False, witness: Witness | None = None) -> None:
         self._path = shared  # what JAX and jaxcompat.cache_state() read back
         self.shared, self.local, self.signer = shared, local, signer
         self.trusted = keyring.of(trusted)
-        if not self.trusted:
+        if not self.trusted and not isinstance(signer, keyless.KeylessSigner):
             raise ValueError("a sealed cache needs at least one trusted public key")
-        if signer is not None:
-            self.trusted = self.trusted.with_key(signer.public)  # we trust what we sign
+        self.trusted = trusting(self.trusted, signer)
         self.max_size = max_size or (lambda: -1)
         self._shared_fd: int | None = open_dir(shared)
         try:
@@ -347,7 +362,11 @@ class SealedCache(Reports):
         name = names.entry(key)
         if self.signer is not None:
             where, fd, limit, tier = self.shared, self._shared_fd, self._shared_max, Tier.SHARED
-            sig = sigfile.sign(key, value, self.signer, build=self.host)
+            try:
+                sig = sigfile.sign(key, value, self.signer, build=self.host)
+            except keyless.KeylessError as exc:
+                raise self._write_failed(key, where, OSError(errno.EIO, str(exc))) from None
+            self.trusted = trusting(self.trusted, self.signer)
         elif self._local_fd is not None:
             where, fd, limit, sig = self.local or "", self._local_fd, self._local_max, None
             tier = Tier.LOCAL

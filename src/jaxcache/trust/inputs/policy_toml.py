@@ -20,10 +20,12 @@ if TYPE_CHECKING:
 
     from jaxcache.trust.inputs.public_keys import PublicKey
     from jaxcache.trust.kernel.principals import Accounts
+    from jaxcache.trust.rules.identities import TrustedIdentity
 
 _RULE_KEYS = {"trusted_users", "trusted_groups", "accepted_filesystems", "accepted_storage",
               "trusted_signers"}
-_KEY_SETTINGS = {"trusted_keys", "revoked_keys", "signatures_needed", "require_build"}
+_KEY_SETTINGS = {"trusted_keys", "revoked_keys", "signatures_needed", "require_build",
+                 "trusted_identities", "revoked_identities", "sigstore_trust_root"}
 _KEY_FIELDS = {"holder", "key", "name", "not_before", "not_after", "trust_signing_time"}
 _ID = frozenset("0123456789abcdef")
 
@@ -105,7 +107,10 @@ def _rule(data: Mapping[str, object], where: str, accounts: Accounts, url: bool 
                 (restored.strip(),) if restored is not None else (),
                 _revoked_keys(data.get("revoked_keys", []), where),
                 _signatures_needed(data.get("signatures_needed"), where), frozenset(signers),
-                _require_build(data.get("require_build", False), where), ledgers)
+                _require_build(data.get("require_build", False), where), ledgers,
+                _identities(data.get("trusted_identities", []), "trusted_identities", where),
+                _identities(data.get("revoked_identities", []), "revoked_identities", where),
+                _trust_root(data.get("sigstore_trust_root"), where))
 
 
 def _trusted_ledgers(items: object, where: str, url: bool) -> tuple[str, ...]:
@@ -221,6 +226,107 @@ def _revoked_keys(items: object, where: str) -> tuple[bytes | str, ...]:
             raise PolicyError(f"policy: revoked_keys at {where}: {exc} (or give a 16-hex key "
                               "id)") from None
     return tuple(out)
+
+
+# [[trusted_identities]] fields (trust/rules/identities.py): which platform's claims each names
+_GITHUB_FIELDS = {"repository", "workflow_ref"}
+_GITLAB_FIELDS = {"project_path", "ci_config_ref_uri"}
+_PATTERNED = _GITHUB_FIELDS | _GITLAB_FIELDS | {"ref"}
+_IDENTITY_FIELDS = {"issuer", "holder", "name"} | _PATTERNED | {f"{f}_glob" for f in _PATTERNED}
+_REVOKED_ONLY = {"commit", "run"}
+
+
+def _identities(items: object, setting: str, where: str) -> tuple[TrustedIdentity, ...]:
+    """[[trusted_identities]] / [[revoked_identities]]: tables of exact claims a keyless
+    signature's certificate must state (a revoked one: every field it gives)."""
+    if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
+        raise PolicyError(f"policy: {setting} at {where} must be an array of tables "
+                          f"([[{setting}]] with issuer = \"...\" and the identity's claims)")
+    return tuple(_identity(item, setting, where) for item in items)
+
+
+def _identity(item: Mapping[str, object], setting: str, where: str) -> TrustedIdentity:
+    from jaxcache.trust.rules import identities as ids
+
+    revoked = setting == "revoked_identities"
+    allowed = _IDENTITY_FIELDS | (_REVOKED_ONLY if revoked else set())
+    at = f"{setting} at {where}"
+    if "ref_protected" in item:
+        raise PolicyError(f"policy: {at}: ref_protected cannot be checked by a reader: "
+                          "Fulcio's certificate does not carry it (name the protected ref "
+                          "itself: ref = \"refs/heads/main\")")
+    unknown = set(item) - allowed
+    if unknown:
+        raise PolicyError(f"policy: {at}: unknown field(s) {safe(', '.join(sorted(unknown)))}"
+                          f" (known: {', '.join(sorted(allowed))})")
+    if not all(_is_name(v) and v.strip() == v and v for v in item.values()):
+        raise PolicyError(f"policy: {at}: every field must be a non-empty string without "
+                          "spaces around it")
+    texts = {k: str(v) for k, v in item.items()}
+    issuer = texts.get("issuer")
+    if issuer is None:
+        raise PolicyError(f"policy: {at}: an identity needs its issuer (e.g. issuer = "
+                          f"\"{ids.GITHUB_ISSUER}\")")
+    if "*" in issuer or not issuer.startswith("https://"):
+        raise PolicyError(f"policy: {at}: issuer {quoted(issuer)} must be one exact https:// "
+                          "URL (never a pattern: whoever runs a matching issuer would mint "
+                          "your identity)")
+    for k, v in texts.items():
+        if "*" in v and not k.endswith("_glob") and k not in ("holder", "name"):
+            raise PolicyError(f"policy: {at}: {k} = {quoted(v)} holds a '*', but fields match "
+                              f"exactly: spell a pattern as {k}_glob")
+    base = {k.removesuffix("_glob") for k in texts}
+    both = [k for k in _PATTERNED if k in texts and f"{k}_glob" in texts]
+    if both:
+        raise PolicyError(f"policy: {at}: give {both[0]} or {both[0]}_glob, not both")
+    github = issuer == ids.GITHUB_ISSUER
+    platform = ids.Platform.GITHUB if github else ids.Platform.GITLAB
+    wrong = base & (_GITLAB_FIELDS if github else _GITHUB_FIELDS)
+    if wrong:
+        raise PolicyError(f"policy: {at}: {safe(', '.join(sorted(wrong)))} is "
+                          f"{'GitLab' if github else 'GitHub'}'s claim, but issuer "
+                          f"{quoted(issuer)} is {'GitHub' if github else 'not GitHub'}'s")
+    need = ({"repository", "workflow_ref"} if github else {"project_path", "ref"})
+    if not revoked and not need <= base:
+        raise PolicyError(f"policy: {at}: an identity of {quoted(issuer)} needs "
+                          f"{' and '.join(sorted(need))} (what a reader checks, exactly)")
+    if revoked and len(base - {"issuer", "holder", "name"}) == 0:
+        raise PolicyError(f"policy: {at}: a revoked identity needs a claim beside its issuer "
+                          "(revoking a whole issuer: remove its trusted identities instead)")
+
+    def pattern(name: str) -> ids.Pattern | None:
+        if name in texts:
+            return ids.Pattern(texts[name])
+        glob = texts.get(f"{name}_glob")
+        return ids.Pattern(glob, True) if glob is not None else None
+
+    ref = pattern("ref")
+    if ref is not None and not ref.text.startswith("refs/"):
+        raise PolicyError(f"policy: {at}: ref {quoted(ref.text)} must be a full ref "
+                          "(refs/heads/main, refs/tags/v1)")
+    repo = pattern(platform.repository_word)
+    workflow = pattern(platform.workflow_word)
+    if workflow is not None and "@" not in workflow.text:
+        raise PolicyError(f"policy: {at}: {platform.workflow_word} {quoted(workflow.text)} "
+                          "must name the ref it runs at (...@refs/heads/main)")
+    if github and repo is not None and workflow is not None and not (
+            repo.glob or workflow.glob) and not workflow.text.startswith(repo.text + "/"):
+        raise PolicyError(f"policy: {at}: workflow_ref {quoted(workflow.text)} is not in "
+                          f"repository {quoted(repo.text)}")
+    holder, name = texts.get("holder"), texts.get("name")
+    return ids.TrustedIdentity(platform, issuer, repo, workflow, ref, texts.get("commit"),
+                               texts.get("run"), holder, name)
+
+
+def _trust_root(value: object, where: str) -> str | None:
+    """sigstore_trust_root = "/etc/jaxcache/trusted_root.json": the Sigstore trusted root
+    keyless signatures are verified against, offline (read as a protected input)."""
+    if value is None:
+        return None
+    if not _is_name(value) or not os.path.isabs(value):
+        raise PolicyError(f"policy: sigstore_trust_root at {where} must be the absolute path "
+                          "of a Sigstore trusted_root.json")
+    return os.path.normpath(value)
 
 
 def _signatures_needed(value: object, where: str) -> int:

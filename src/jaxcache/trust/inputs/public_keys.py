@@ -14,6 +14,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import re
+from enum import Enum
 
 from jaxcache.errors import JaxcacheError
 from jaxcache.text import quoted, safe
@@ -23,12 +24,27 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
+    from jaxcache.trust.rules.identities import TrustedIdentity
+
 PREFIX = "ed25519:"
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")  # ci-2026-12, cache.example.org-1
 
 
 class KeyFileError(JaxcacheError):
     """A key file or public key that cannot be used."""
+
+
+class SignerKind(Enum):
+    """The two kinds of signer a sealed reader trusts: a key (Ed25519: a file or an HSM) and
+    an identity (a CI job's, signing keyless through Sigstore: trust/rules/identities.py)."""
+
+    KEY = "key"
+    IDENTITY = "identity"
+
+    @property
+    def word(self) -> str:
+        """How reasons name one: `key 1a2b...`, `identity org/repo/...@refs/heads/main`."""
+        return self.value
 
 
 @frozen
@@ -42,6 +58,9 @@ class PublicKey:
     # the softer reading of not_after (policy trust_signing_time = true): a signature whose
     # signed claim of its own time falls before not_after still counts; a thief can forge it
     signing_time: bool = False
+    kind: SignerKind = SignerKind.KEY
+    # an identity's workflow (or repository and ref), as reasons name it; None for a key
+    subject: str | None = None
 
     @property
     def text(self) -> str:
@@ -59,14 +78,24 @@ class PublicKey:
 
     @property
     def label(self) -> str:
-        """How reports name it: `ci-2026-12 (1a2b...)`, or the id alone."""
-        return f"{self.name} ({self.id})" if self.name else self.id
+        """How reports name it: `ci-2026-12 (1a2b...)`, or the id alone; an identity by its
+        workflow (`jax-cache (org/repo/.github/workflows/jax-cache.yml@refs/heads/main)`)."""
+        shown = self.subject if self.subject is not None else self.id
+        return f"{self.name} ({shown})" if self.name else shown
+
 
     def verifier(self) -> Ed25519PublicKey:
         """cryptography's key, to verify a signature with (imported only when asked for)."""
         from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
         return Ed25519PublicKey.from_public_bytes(self.raw)
+
+
+def identity_signer(identity: TrustedIdentity) -> PublicKey:
+    """A trusted identity as the one rule counts signers: its stand-in bytes (one identity,
+    one signer however many jobs' certificates sign), its holder, name and workflow."""
+    return PublicKey(identity.raw, identity.holder, identity.name, kind=SignerKind.IDENTITY,
+                     subject=identity.subject)
 
 
 def parse_public(text: str, holder: str | None = None, *, source: str | None = None,

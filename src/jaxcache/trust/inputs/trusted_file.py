@@ -56,6 +56,9 @@ FINGERPRINT = Kind("fingerprint", 1 << 20, "decides what jaxcache concludes from
 ORIGIN_LEDGER = Kind("ledger", 64 << 20, "decides which entries count as your jobs' own")
 # a token's PIN (trust/inputs/pkcs11.py): whoever reads it can sign with the key in the token
 PIN_FILE = Kind("PIN file", 1 << 10, "decides how jaxcache logs in to the token")
+# the Sigstore trusted root (or trust config) keyless signatures are judged against
+SIGSTORE_ROOT = Kind("Sigstore trusted root", 1 << 20,
+                     "decides which certificates, logs and times you believe")
 # a PKCS#11 library: code loaded into the process, judged by opened() (never read: no limit)
 LIBRARY = Kind("PKCS#11 library", 0, "decides what code runs in this process")
 
@@ -173,7 +176,7 @@ def _opened(path: str, kind: Kind, missing_ok: bool, accounts: Accounts | None,
             raise InputError(f"{what} changed while it was being opened")
         _check_file(fd, st, what, kind, accounts, also)
         _check_parents(parent, what, kind, accounts, also)
-        if kind in (POLICY, PUBLIC_KEY, SIGNING_KEY, PIN_FILE, LIBRARY):
+        if kind in (POLICY, PUBLIC_KEY, SIGNING_KEY, PIN_FILE, LIBRARY, SIGSTORE_ROOT):
             _check_handles(full, st, what, kind, accounts)
     except BaseException:
         os.close(fd)

@@ -61,12 +61,22 @@ def account(findings: list[Finding], writers: list[Writer], ring: KeyRing | None
                 f"what {key.holder} writes unsigned), or remove the key"))
     out += key_state(ring)
     needed = f"; each entry needs {ring.needed} distinct key holders" if ring.needed > 1 else ""
+    signers = [f"{k.label} ({k.holder or 'given by the caller'}, {ring.state(k)})"
+               for k in keys]
+    # keyless signers (trust/rules/identities.py): named by their workflow and issuer
+    signers += [f"identity {i.label} (issuer {i.issuer}"
+                + (f", holder {i.holder}" if i.holder else "") + ")" for i in ring.identities]
+    root = (f"; keyless signatures are verified offline against {ring.trust_root}"
+            if ring.trust_root else "; keyless signatures are verified against the "
+            "public-good Sigstore root (fetched: set sigstore_trust_root to verify offline)"
+            ) if ring.identities else ""
+    counted = f"{len(keys)} trusted key(s)" + (
+        f" and {len(ring.identities)} trusted identit{'y' if len(ring.identities) == 1 else 'ies'}"
+        if ring.identities else "")
     out.append(Finding(
         "seal.keys", NOTE,
-        f"sealed: readers load only entries signed by {len(keys)} trusted key(s): "
-        + ", ".join(f"{k.label} ({k.holder or 'given by the caller'}, {ring.state(k)})"
-                    for k in keys)
-        + needed + "; `jaxcache verify DIR` checks every entry", None))
+        f"sealed: readers load only entries signed by {counted}: " + ", ".join(signers)
+        + needed + root + "; `jaxcache verify DIR` checks every entry", None))
     return out, True
 
 
@@ -158,6 +168,14 @@ def key_state(ring: KeyRing) -> list[Finding]:
                                f"trusted key {k.label} is trusted only from "
                                f"{when(k.not_before)}: until then readers reject what only it "
                                "signed", None, None))
+    holders |= {i.holder_word for i in ring.identities}  # valid as their certificates say
+    if ring.revoked_identities:
+        out.append(Finding("seal.identity-revoked", NOTE,
+                           f"{len(ring.revoked_identities)} identit(ies) revoked by the policy ("
+                           + ", ".join(f"{i.label} (issuer {i.issuer})"
+                                       for i in ring.revoked_identities)
+                           + "): readers reject every keyless signature whose certificate "
+                           "states them", None))
     revoked = len(ring.revoked) + len(ring.revoked_ids)
     if revoked:
         from jaxcache.trust.rules.keyring import key_id

@@ -26,6 +26,7 @@ from jaxcache.text import safe
 TYPE_CHECKING = False  # PublicKey is inputs/public_keys.py's, above (its loader audits)
 if TYPE_CHECKING:
     from jaxcache.trust.inputs.public_keys import PublicKey
+    from jaxcache.trust.rules.identities import SeenIdentity, TrustedIdentity
 
 REVOKED, EXPIRED, NOT_YET_VALID = "revoked-key", "expired-key", "not-yet-valid-key"
 EXPIRING_S = 30 * 86400.0  # audit --sealed warns of keys that expire within 30 days
@@ -43,8 +44,9 @@ def key_id(raw: bytes) -> str:
 
 def holder_of(key: PublicKey) -> str:
     """Whose word a key's signatures are: its declared holder; a key with none (given by the
-    caller: --trusted-key, trusted_keys=) is its own holder, distinct from every other."""
-    return f"holder {key.holder}" if key.holder is not None else f"key {key.id}"
+    caller: --trusted-key, trusted_keys=) is its own holder, distinct from every other. A
+    trusted identity (a keyless signer) likewise: every job of one identity is one word."""
+    return f"holder {key.holder}" if key.holder is not None else f"{key.kind.word} {key.id}"
 
 
 def when(seconds: float) -> str:
@@ -75,27 +77,56 @@ class KeyRing:
     revoked_ids: frozenset[str] = frozenset()  # or their ids, where only the id was given
     needed: int = 1  # distinct holders whose usable keys must sign an entry
     clock: Callable[[], float] = field(default=time.time, compare=False)
+    # keyless signers (trust/rules/identities.py): trusted and revoked CI identities, and the
+    # Sigstore trusted root their signatures are verified against (None: the public-good one)
+    identities: tuple[TrustedIdentity, ...] = ()
+    revoked_identities: tuple[TrustedIdentity, ...] = ()
+    trust_root: str | None = None
 
     def __post_init__(self) -> None:
         both = [k for k in self.keys.values() if self.is_revoked(k.raw)]
         if both:
             raise KeyRingError(f"key {safe(both[0].label)} is both trusted and revoked: remove "
                                "it from trusted_keys (revocation wins, but say which you mean)")
+        twice = [i for i in self.identities if i in self.revoked_identities]
+        if twice:
+            raise KeyRingError(f"identity {safe(twice[0].label)} is both trusted and revoked: "
+                               "remove it from trusted_identities")
         if self.needed < 1:
             raise KeyRingError(f"signatures_needed must be 1 or more, not {self.needed}")
-        holders = {holder_of(k) for k in self.keys.values()}
-        if self.keys and self.needed > len(holders):
+        holders = {holder_of(k) for k in self.keys.values()} | {
+            i.holder_word for i in self.identities}
+        signers = len(self.keys) + len(self.identities)
+        if signers and self.needed > len(holders):
             raise KeyRingError(
-                f"signatures_needed = {self.needed}, but the {len(self.keys)} trusted key(s) "
-                f"have {len(holders)} distinct holder(s) ({safe(', '.join(sorted(holders)))}):"
-                " one holder's keys count once, so no entry could ever verify (trust a key of "
-                "another holder, or lower signatures_needed)")
+                f"signatures_needed = {self.needed}, but the {signers} trusted key(s) and "
+                f"identities have {len(holders)} distinct holder(s) "
+                f"({safe(', '.join(sorted(holders)))}): one holder's keys count once, so no "
+                "entry could ever verify (trust a key of another holder, or lower "
+                "signatures_needed)")
 
     def __bool__(self) -> bool:
-        return bool(self.keys)
+        return bool(self.keys) or bool(self.identities)
 
     def __len__(self) -> int:
-        return len(self.keys)
+        return len(self.keys) + len(self.identities)
+
+    def identity_for(self, seen: SeenIdentity) -> TrustedIdentity | None:
+        """The first trusted identity a verified certificate's claims match exactly."""
+        return next((i for i in self.identities if i.matches(seen)), None)
+
+    def revoked_identity(self, seen: SeenIdentity) -> TrustedIdentity | None:
+        """The revoked identity these claims match (revocation wins over trust)."""
+        return next((i for i in self.revoked_identities if i.matches(seen)), None)
+
+    def with_identity(self, identity: TrustedIdentity) -> KeyRing:
+        """Also trusting `identity` (a keyless publisher trusts what its job signs); the
+        policy's revoked identities still apply to every signature judged."""
+        if identity in self.identities:
+            return self
+        from dataclasses import replace
+
+        return replace(self, identities=(*self.identities, identity))
 
     def get(self, raw: bytes) -> PublicKey | None:
         return self.keys.get(raw)
@@ -157,7 +188,8 @@ class KeyRing:
 
     def restricted(self, keys: Mapping[bytes, PublicKey], needed: int) -> KeyRing:
         """These revocations and clock over `keys`, `needed` of them (a co-signer's view)."""
-        return KeyRing(keys, self.revoked, self.revoked_ids, needed, self.clock)
+        return KeyRing(keys, self.revoked, self.revoked_ids, needed, self.clock,
+                       self.identities, self.revoked_identities, self.trust_root)
 
     def with_key(self, key: PublicKey) -> KeyRing:
         """Also trusting `key` (a publisher trusts what it signs), unless the policy revokes
@@ -205,7 +237,10 @@ def for_rule(rule: object, extra: Iterable[PublicKey] = ()) -> KeyRing:
             raise KeyRingError(f"key {safe(k.label)} (given as --trusted-key, trusted_keys=, "
                                "or as the signing key) is revoked by the policy")
         keys.setdefault(k.raw, k)
-    return KeyRing(keys, raws, ids, getattr(rule, "signatures_needed", 1) or 1)
+    return KeyRing(keys, raws, ids, getattr(rule, "signatures_needed", 1) or 1,
+                   identities=tuple(getattr(rule, "trusted_identities", ())),
+                   revoked_identities=tuple(getattr(rule, "revoked_identities", ())),
+                   trust_root=getattr(rule, "sigstore_trust_root", None))
 
 
 def _latest(a: float | None, b: float | None) -> float | None:

@@ -16,6 +16,7 @@ from jaxcache.values import field, frozen
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from jaxcache.trust.inputs.public_keys import PublicKey
+    from jaxcache.trust.rules.identities import TrustedIdentity
 
 
 @frozen
@@ -43,6 +44,13 @@ class Rule:
     # writer the policy trusts here wrote count as known, by their ledger, read as a trusted
     # input owned by that writer (trust/inputs/ledger.py's load_trusted)
     trusted_ledgers: tuple[str, ...] = ()
+    # keyless signers (trust/rules/identities.py): CI identities whose Sigstore signatures a
+    # sealed reader accepts as it accepts a trusted key's, those it refuses whatever trusts
+    # them, and the Sigstore trusted root it verifies them against, offline (None: the
+    # public-good instance's, fetched through TUF)
+    trusted_identities: tuple[TrustedIdentity, ...] = ()
+    revoked_identities: tuple[TrustedIdentity, ...] = ()
+    sigstore_trust_root: str | None = None
 
 
 @frozen
@@ -105,6 +113,11 @@ class Policy:
             frozenset().union(*(r.trusted_signers for r in rules)),
             any(r.require_build for r in rules),
             tuple(dict.fromkeys(p for r in rules for p in r.trusted_ledgers)),
+            tuple(dict.fromkeys(i for r in rules for i in r.trusted_identities)),
+            tuple(dict.fromkeys(i for r in rules for i in r.revoked_identities)),
+            # the path's own trusted root over the top level's
+            next((r.sigstore_trust_root for r in reversed(rules)
+                  if r.sigstore_trust_root is not None), None),
         )
 
 

@@ -1,0 +1,307 @@
+"""Keyless sealing (issue 46): entries signed by the CI job's identity through Sigstore, not by
+a key someone must keep; verified offline against a trusted root the policy names.
+
+Signing: the job's OIDC token, obtained as its CI documents it (GitHub Actions: a request to
+ACTIONS_ID_TOKEN_REQUEST_URL with ACTIONS_ID_TOKEN_REQUEST_TOKEN, which `permissions:
+id-token: write` grants; GitLab: the `id_tokens:` variable SIGSTORE_ID_TOKEN with `aud:
+sigstore`), buys one short-lived certificate from Fulcio for the whole job (a fresh token and
+certificate only once it expires, after ~10 minutes); each entry's signature file then
+carries its own Sigstore bundle (the certificate, the Rekor entry with its inclusion proof,
+a timestamp) over `artifact(...)`: the very message a key signs (FORMAT, the cache key, the
+digest and size of the exact bytes, signature_file.message) and the build claim when there
+is one. So a bundle copied to another entry, or kept over other bytes, does not verify.
+
+Verifying: sigstore-python checks the bundle against the trusted root alone (no network: the
+certificate chains to Fulcio's root, carries a CT log's SCT, the log's entry and checkpoint
+are signed by Rekor's key, and the certificate was valid at the log's or the TSA's time,
+never at a time the signer claims); then the certificate's claims (SeenIdentity) are what
+the one rule (signature_rule.py) matches against the policy's identities.
+
+Everything that touches the `sigstore` package (the jaxcache[sigstore] extra) is imported
+inside these functions: the audit and plain runs never import it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import threading
+
+from jaxcache.errors import JaxcacheError
+from jaxcache.seal.signing import digest as digestmod
+from jaxcache.text import safe
+from jaxcache.trust.inputs.public_keys import PublicKey, SignerKind
+from jaxcache.trust.rules import identities as ids
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from contextlib import ExitStack
+
+    from cryptography.x509 import Certificate
+
+    # sigstore's types, for the checker only (the extra may be absent)
+    from sigstore.sign import Signer as _SigstoreSigner
+    from sigstore.verify import Verifier
+
+    from jaxcache.fingerprint.model import Fingerprint
+
+__all__ = ["BUNDLE_LIMIT", "KeylessError", "KeylessSigner", "artifact", "ci_token", "verify"]
+
+BUNDLE_LIMIT = 28 << 10  # within the signature file's MAX_BYTES, with the rest of the document
+_OID = "1.3.6.1.4.1.57264.1."  # Fulcio's certificate extensions
+_EXTRA = "the jaxcache[sigstore] extra (pip install 'jaxcache[sigstore]')"
+
+
+class KeylessError(JaxcacheError):
+    """No token, no certificate, no log entry, or a bundle that does not verify: one line."""
+
+
+def artifact(key: str, digest: bytes, size: int, relies_on: tuple[str, ...] | None,
+             build: dict[str, object] | None) -> bytes:
+    """What a keyless signature's bundle signs: a key's message, and the build claim."""
+    from jaxcache.seal.signing import signature_file as sigfile
+
+    signed = sigfile.message(key, digest, size, relies_on)
+    if build is not None:
+        signed += b"\n" + sigfile.build_message(key, digest, size, build)
+    return signed
+
+
+def ci_token() -> str:
+    """The job's OIDC token for Sigstore (audience `sigstore`), as its CI hands it out."""
+    try:
+        from id import IdentityError, detect_credential
+    except ImportError:
+        raise KeylessError(f"--identity ci needs {_EXTRA}") from None
+    if os.getenv("GITHUB_ACTIONS") == "true" and not os.getenv("ACTIONS_ID_TOKEN_REQUEST_URL"):
+        raise KeylessError("GitHub Actions gives this job no OIDC token: grant it "
+                           "`permissions: id-token: write` (docs/ci.md)")
+    try:
+        token = detect_credential("sigstore")
+    except IdentityError as exc:
+        raise KeylessError(f"the CI's OIDC token could not be had: {safe(str(exc))}") from None
+    if not token:
+        raise KeylessError("no CI OIDC token found: on GitHub Actions grant `permissions: "
+                           "id-token: write`; on GitLab give the job `id_tokens: "
+                           "SIGSTORE_ID_TOKEN: aud: sigstore` (docs/ci.md)")
+    return token
+
+
+class KeylessSigner:
+    """The job's identity as a signer: one Sigstore certificate for every entry it signs
+    (renewed, with a fresh token, only when it expires). `trust_config`: a Sigstore client
+    trust config (its services and trusted root; None: the public-good instance)."""
+
+    def __init__(self, token: str | None = None, trust_config: str | None = None) -> None:
+        self._token = token
+        self._config = trust_config
+        self._lock = threading.Lock()
+        self._stack: ExitStack | None = None
+        self._signer: _SigstoreSigner | None = None
+        self.seen: ids.SeenIdentity | None = None  # the certificate's claims, once signed
+
+    @property
+    def public(self) -> PublicKey:
+        """The identity this job signs as (its certificate's, once it has one)."""
+        own = self.identity
+        if own is None:
+            return PublicKey(b"\0" * 32, kind=SignerKind.IDENTITY, subject="(not signed yet)")
+        return PublicKey(own.raw, kind=SignerKind.IDENTITY, subject=own.subject)
+
+    @property
+    def identity(self) -> ids.TrustedIdentity | None:
+        """Exactly the identity its certificate states: what the publisher trusts itself as."""
+        if self.seen is None:
+            return None
+        return ids.exact_of(self.seen, ids.platform_of(self.seen.issuer))
+
+    def _open(self) -> _SigstoreSigner:
+        from contextlib import ExitStack
+
+        try:
+            from sigstore.models import ClientTrustConfig
+            from sigstore.oidc import IdentityToken
+            from sigstore.sign import SigningContext
+        except ImportError:
+            raise KeylessError(f"keyless signing needs {_EXTRA}") from None
+        if self._config is not None:
+            config = ClientTrustConfig.from_json(_read_text(self._config, "trust config"))
+        else:
+            config = ClientTrustConfig.production()
+        token = IdentityToken(self._token or ci_token())
+        self._token = None  # a renewal asks the CI again
+        stack = ExitStack()
+        signer = stack.enter_context(SigningContext.from_trust_config(config).signer(token))
+        self._stack, self._signer = stack, signer
+        return signer
+
+    def close(self) -> None:
+        with self._lock:
+            if self._stack is not None:
+                self._stack.close()
+            self._stack = self._signer = None
+
+    def _bundle(self, signed: bytes) -> str:
+        from sigstore._internal.fulcio.client import ExpiredCertificate
+        from sigstore.errors import Error
+
+        with self._lock:
+            for attempt in (0, 1):
+                signer = self._signer or self._open()
+                try:
+                    bundle = signer.sign_artifact(signed)
+                except ExpiredCertificate:
+                    if attempt:
+                        raise KeylessError("the Sigstore certificate expired at once") from None
+                    self._stack = self._signer = None  # a fresh token and certificate
+                    continue
+                except Error as exc:
+                    raise KeylessError(f"keyless signing failed: {safe(str(exc))[:300]}"
+                                       ) from None
+                if self.seen is None:
+                    self.seen = seen_of(bundle.signing_certificate)
+                text: str = bundle.to_json()
+                return text
+        raise KeylessError("keyless signing failed")  # not reached
+
+    def document(self, key: str, data: bytes, relies_on: tuple[str, ...] | None = None,
+                 build: Fingerprint | None = None) -> bytes:
+        """The signature file for `data` under `key` (signature_file.sign's keyless half)."""
+        from jaxcache.seal.signing import signature_file as sigfile
+
+        digest = digestmod.of(data)
+        ids_ = tuple(sorted(relies_on)) if relies_on is not None else None
+        claim = sigfile.build_claim(build, 2048) if build is not None else None
+        try:
+            bundle = self._bundle(artifact(key, digest, len(data), ids_, claim))
+        except KeylessError:
+            raise
+        except Exception as exc:  # the network, Fulcio, Rekor: the job goes on uncached
+            raise KeylessError(f"keyless signing failed: {type(exc).__name__}: "
+                               f"{safe(str(exc))[:300]}") from None
+        doc: dict[str, object] = {"format": sigfile.FORMAT, "key": key, "digest": digest.hex(),
+                                  "size": len(data), "sigstore_bundle": bundle}
+        if ids_ is not None:
+            doc["relies_on"] = list(ids_)
+        if claim is not None:
+            doc["build"] = claim
+        return (json.dumps(doc, sort_keys=True) + "\n").encode()
+
+
+def _read_text(path: str, what: str) -> str:
+    """A trusted root or trust config: a protected input (whoever can change it chooses which
+    certificates, logs and times a reader believes)."""
+    from jaxcache.trust.inputs import trusted_file as inputs
+
+    try:
+        found = inputs.read(path, inputs.SIGSTORE_ROOT)
+    except inputs.InputError as exc:
+        raise KeylessError(str(exc)) from None
+    assert found is not None
+    try:
+        return found.data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise KeylessError(f"the Sigstore {what} {safe(path)} is not UTF-8 text") from None
+
+
+_VERIFIERS: dict[str | None, Verifier] = {}
+_VERIFIERS_LOCK = threading.Lock()
+
+
+def _verifier(trust_root: str | None) -> Verifier:
+    with _VERIFIERS_LOCK:
+        found = _VERIFIERS.get(trust_root)
+        if found is not None:
+            return found
+        try:
+            from sigstore.errors import Error
+            from sigstore.models import ClientTrustConfig, TrustedRoot
+            from sigstore.verify import Verifier
+            from sigstore_models.trustroot import v1 as trustroot_v1
+        except ImportError:
+            raise KeylessError(f"judging a keyless signature needs {_EXTRA}") from None
+        try:
+            if trust_root is None:  # the public-good instance's, through TUF (the network)
+                root = ClientTrustConfig.production().trusted_root
+            else:
+                root = TrustedRoot(trustroot_v1.TrustedRoot.from_json(
+                    _read_text(trust_root, "trusted root")))
+            made = Verifier(trusted_root=root)
+        except KeylessError:
+            raise
+        except (Error, ValueError) as exc:
+            where = safe(trust_root) if trust_root else "the public-good instance (TUF)"
+            raise KeylessError(f"the Sigstore trusted root of {where} is unusable: "
+                               f"{safe(str(exc))[:200]}") from None
+        except Exception as exc:  # TUF's network and metadata errors
+            raise KeylessError("the public-good Sigstore trusted root could not be had "
+                               f"({type(exc).__name__}); offline, name one with "
+                               "sigstore_trust_root in the policy") from None
+        _VERIFIERS[trust_root] = made
+        return made
+
+
+class _Claims:
+    """sigstore's VerificationPolicy that accepts every identity: the bundle is verified in
+    full (chain, SCT, log, time, signature) and its claims are then matched by the one rule,
+    which can say which identity it saw."""
+
+    def verify(self, cert: Certificate) -> None:
+        return None
+
+
+def verify(bundle: str, signed: bytes, trust_root: str | None) -> ids.SeenIdentity:
+    """The identity whose certificate signed exactly `signed`, verified offline against the
+    trusted root; KeylessError saying why not (any failure: a writer chose these bytes)."""
+    if len(bundle) > BUNDLE_LIMIT:
+        raise KeylessError(f"its Sigstore bundle is larger than {BUNDLE_LIMIT} bytes")
+    verifier = _verifier(trust_root)
+    from sigstore.errors import Error
+    from sigstore.models import Bundle
+
+    try:
+        parsed = Bundle.from_json(bundle)
+        verifier.verify_artifact(signed, parsed, _Claims())
+        return seen_of(parsed.signing_certificate)
+    except Error as exc:
+        raise KeylessError(safe(str(exc))[:300]) from None
+    except Exception as exc:  # a malformed bundle: pydantic, asn1, cryptography errors
+        raise KeylessError(f"unreadable Sigstore bundle ({type(exc).__name__})") from None
+
+
+def _der_text(raw: bytes) -> str:
+    """A Fulcio extension's value: DER UTF8String (the v2 OIDs) or the raw text (legacy)."""
+    if len(raw) >= 2 and raw[0] == 0x0C:
+        n, start = raw[1], 2
+        if n & 0x80:
+            width = n & 0x7F
+            n, start = int.from_bytes(raw[2:2 + width], "big"), 2 + width
+        return raw[start:start + n].decode("utf-8", "replace")
+    return raw.decode("utf-8", "replace")
+
+
+def seen_of(cert: Certificate) -> ids.SeenIdentity:
+    """The claims of a (verified) Fulcio certificate."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import serialization
+
+    def ext(n: int) -> str | None:
+        try:
+            value = cert.extensions.get_extension_for_oid(
+                x509.ObjectIdentifier(f"{_OID}{n}")).value
+        except x509.ExtensionNotFound:
+            return None
+        raw = getattr(value, "value", None)
+        return _der_text(raw) if isinstance(raw, bytes) else None
+
+    try:
+        san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+        names = [*san.get_values_for_type(x509.UniformResourceIdentifier),
+                 *san.get_values_for_type(x509.RFC822Name)]
+    except x509.ExtensionNotFound:
+        names = []
+    issuer = ext(8) or ext(1) or ""
+    der = cert.public_bytes(serialization.Encoding.DER)
+    return ids.SeenIdentity(issuer, names[0] if names else "", ext(12), ext(14), ext(13),
+                            ext(21), hashlib.sha256(der).hexdigest())
