@@ -39,7 +39,8 @@ def defaults() -> dict[str, object]:
             "policy_path": None, "allow_untrusted": False, "require_origin": False,
             "max_size": None, "max_age": None, "unverified_jax": False,
             "min_compile_time": None, "min_entry_size": None, "sealed": False,
-            "signing_key": None, "trusted_keys": None, "local": None}
+            "signing_key": None, "trusted_keys": None, "local": None, "identity": None,
+            "sigstore_config": None}
 
 
 class _Later:
