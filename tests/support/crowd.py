@@ -49,6 +49,11 @@ for _ in range(300000):  # first, until a publisher's first entry is there (poll
     time.sleep(0.001)
 for _ in range(rounds):  # then the rounds, while the others go on writing
     read_all()
+if not rounds:  # the last, lone check: say why any entry missed (the failure's evidence)
+    for r in getattr(cache, "rejections", []):
+        print("rejected:", r.describe(), file=sys.stderr)
+    for m in getattr(cache, "misses", []):
+        print("missed:", m, file=sys.stderr)
 print(json.dumps({"wrong": wrong, "loaded": loaded}))
 """
 
@@ -143,7 +148,23 @@ def settle(w: faults.World, where: str, env: dict[str, str], tally: faults.Tally
     counts = json.loads(check.stdout.strip().splitlines()[-1]) if check.returncode == 0 \
         else {"wrong": 0, "loaded": -1}
     if counts != {"wrong": 0, "loaded": len(w.entries)}:
-        tally.fail(f"after the lone publisher: {counts} {check.stderr[-300:]}")
+        tally.fail(f"after the lone publisher: {counts} {check.stderr[-1500:]} "
+                   f"lone publisher: {last.stdout[-600:]} {last.stderr[-400:]} "
+                   f"{_listing(where)}")
+
+
+def _listing(where: str) -> str:
+    """What a directory holds (name, size, links, age), for a failure's message."""
+    if "://" in where:
+        return ""
+    import os
+    import time
+
+    rows = []
+    for name in sorted(os.listdir(where)):
+        st = os.lstat(os.path.join(where, name))
+        rows.append(f"{name} {st.st_size}B n{st.st_nlink} {time.time() - st.st_mtime:.1f}s")
+    return "listing: " + "; ".join(rows)
 
 
 def directory(w: faults.World, root: Path, rounds: int, tally: faults.Tally) -> None:
