@@ -270,14 +270,13 @@ class Prefetcher:
             return None
         return Taken(result, waited)
 
-    def _count(self, **more: float) -> None:
+    def _count(self, used: int = 0, not_fetched: int = 0, failed: int = 0,
+               rejected: int = 0, saved_s: float = 0.0) -> None:
         """(under the lock)"""
         c = self._counts
         self._counts = PrefetchCounts(
-            c.planned, c.prefetched, c.used + int(more.get("used", 0)), c.wasted,
-            c.not_fetched + int(more.get("not_fetched", 0)),
-            c.failed + int(more.get("failed", 0)), c.rejected + int(more.get("rejected", 0)),
-            c.saved_s + more.get("saved_s", 0.0), c.source)
+            c.planned, c.prefetched, c.used + used, c.wasted, c.not_fetched + not_fetched,
+            c.failed + failed, c.rejected + rejected, c.saved_s + saved_s, c.source)
 
     def counts(self) -> PrefetchCounts:
         """The counts now: prefetched are the verified results so far (used or held), wasted
