@@ -1,7 +1,9 @@
 """A JAX job on a sealed cache; prints one JSON line: results, hits, rejections, warnings.
 
     sealed_job.py DIR PUBKEY [--key KEYFILE] [--local DIR] [--unsealed] [--reset-in DIR]
+                             [--as-is]
 Two jitted functions with distinct results, so a swapped entry would show in the numbers.
+--as-is: enable nothing (under `jaxcache run --sealed`, whose probe enables the cache).
 --reset-in: then change the working directory to DIR, reset JAX's cache object and its
 in-memory caches, and compute again (`again`: results, hits of that second pass).
 """
@@ -23,6 +25,7 @@ ap.add_argument("--key")
 ap.add_argument("--local")
 ap.add_argument("--unsealed", action="store_true")
 ap.add_argument("--reset-in")
+ap.add_argument("--as-is", action="store_true")
 args = ap.parse_args()
 
 hits = []
@@ -33,7 +36,9 @@ if args.unsealed:  # enable(sealed=True) turns XLA's sub-caches off itself (test
     jax.config.update("jax_persistent_cache_enable_xla_caches", "none")
 with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
-    if args.unsealed:
+    if args.as_is:
+        backend = None
+    elif args.unsealed:
         jax.config.update("jax_compilation_cache_dir", args.dir)
         backend = None
     else:

@@ -244,6 +244,7 @@ class _JaxWatcher:
                   ) -> "ModuleSpec | None":
         if name != "jax":
             return None
+        _start_prefetch()  # beside JAX's import (not at interpreter start: site is not done)
         import importlib.util
 
         try:
@@ -303,9 +304,10 @@ def _after_fork_in_child() -> None:
 def _start_prefetch() -> None:
     """`jaxcache run --sealed` on a bucket, with the keys the same job hit last time
     (JAXCACHE_PREFETCH): fetch and verify them on a thread while the program imports JAX
-    (seal/stores/prefetch.py). Taken out of the environment: this process prefetches, not its
-    children. Nothing reaches JAX from here: the sealed enable after `import jax` audits, then
-    adopts the fetch. Any failure leaves JAX to ask for each entry itself, as without."""
+    (seal/stores/prefetch.py), started when `import jax` begins. Taken out of the environment:
+    this process prefetches, not its children. Nothing reaches JAX from here: the sealed
+    enable after `import jax` audits, then adopts the fetch. Any failure leaves JAX to ask
+    for each entry itself, as without."""
     plan = os.environ.pop("JAXCACHE_PREFETCH", None)
     seal = os.environ.get("JAXCACHE_SEAL")
     if not plan or not seal:
@@ -328,7 +330,6 @@ def _start_prefetch() -> None:
     t.start()
 
 
-_start_prefetch()
 if "jax" in sys.modules:  # imported by something earlier in start-up
     _on_jax_imported(sys.modules["jax"], time.perf_counter())
 else:
