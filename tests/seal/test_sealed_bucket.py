@@ -427,3 +427,14 @@ def test_a_swapped_entry_the_record_names_is_rejected_and_the_job_prints_its_num
     assert p["rejected"] == 1 and p["used"] == p["planned"] - 1, p
     (r,) = second["seal"]["rejections"]
     assert r["key"] == f[:-len("-cache")] and r["status"] == "bad-signature"
+
+
+def test_enable_sealed_prefetches_the_keys_it_is_given(world, tmp_path):
+    """enable(sealed=True, prefetch=keys) inside a process: started at enable time, each
+    entry judged again as JAX takes it; the numbers are the job's own."""
+    url = copy(world, "prefetch-enable")
+    _sealed_run(world, url, tmp_path / "r1.json")
+    out = job(world, url, "--prefetch-from", str(tmp_path / "r1.json"))
+    assert out["results"] == world["golden"] and out["rejections"] == []
+    p = out["prefetch"]
+    assert p["planned"] >= 2 and (p["used"], p["wasted"]) == (p["planned"], 0), p

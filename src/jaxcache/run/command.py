@@ -196,7 +196,7 @@ def _prefetch_env(argv: list[str], chosen: str, seal: SealOptions) -> dict[str, 
     if not seal.prefetch or seal.signing_key is not None or not is_url(chosen):
         return {}
     from jaxcache.lifecycle.seal_spec import PrefetchSpec
-    from jaxcache.records import prefetch_keys
+    from jaxcache.records import key_uses as prefetch_keys
     from jaxcache.seal.stores.prefetch import plan_keys
 
     found = prefetch_keys.from_file(seal.prefetch_from) if seal.prefetch_from is not None \

@@ -1,4 +1,4 @@
-"""Which keys a sealed bucket reader fetches ahead (records/prefetch_keys.py, issue 45): the
+"""Which keys a sealed bucket reader fetches ahead (records/key_uses.py, issue 45): the
 newest record of the same command and cache, its hits in the order they were asked for; a
 record of another job or another cache is passed over; hostile names are never planned; a
 record of 1,000 keys is capped where it is used; at most RECORDS_READ records are read."""
@@ -9,7 +9,7 @@ import json
 import os
 
 from jaxcache.documents import kinds
-from jaxcache.records import prefetch_keys
+from jaxcache.records import key_uses as prefetch_keys
 from jaxcache.records import record_dir as store
 from jaxcache.seal.stores.prefetch import MAX_KEYS, plan_keys
 
@@ -56,7 +56,7 @@ def test_only_the_newest_few_records_are_read(tmp_path):
     d = _dir(tmp_path)
     argv = ["python", "train.py"]
     _write(d, argv, URL, [_key(1)], "20260101T000000")
-    for day in range(1, prefetch_keys.RECORDS_READ + 1):
+    for day in range(1, prefetch_keys.PREFETCH_RECORDS + 1):
         _write(d, ["python", "other.py"], URL, [_key(2)], f"202611{day:02d}T000000")
     assert prefetch_keys.newest_for(argv, URL, str(d)) is None
 
