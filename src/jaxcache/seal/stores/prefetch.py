@@ -119,6 +119,7 @@ class Prefetcher:
                  limit: int = MAX_KEYS, source: str | None = None) -> None:
         self.store, self.trusted = store, trusted
         self.keys = plan_keys(keys, limit)
+        self._planned = frozenset(self.keys)
         self.workers = max(1, min(workers, len(self.keys) or 1))
         self.budget_bytes = max(0, budget_bytes)
         self.source = source
@@ -241,7 +242,7 @@ class Prefetcher:
             result = self._done.pop(key, None)
             event = None if result is not None else self._flight.get(key)
             if result is None and event is None:
-                if key in self.keys and key not in self._claimed:
+                if key in self._planned and key not in self._claimed:
                     self._claimed.add(key)  # a worker will skip it: no second download
                     self._count(not_fetched=1)
                 return None
