@@ -20,10 +20,13 @@ ORIGIN_GATE = "JAXCACHE_ORIGIN_GATE"  # the ledger each load is judged against (
 # JSON: trusted writers' ledgers the gate reads too (the policy's trusted_ledgers that vouched)
 ORIGIN_TRUSTED = "JAXCACHE_ORIGIN_TRUSTED"
 SEAL = "JAXCACHE_SEAL"  # JSON: a sealed cache's path, keys, local tier and policy
+# JSON: the entries a sealed bucket reader fetches ahead (lifecycle/seal_spec.PrefetchSpec); the
+# probe takes it out of the environment at start-up: one process prefetches, not its children
+PREFETCH = "JAXCACHE_PREFETCH"
 FINGERPRINT = "JAXCACHE_FINGERPRINT"  # JSON: the build and CPU `jaxcache run` hashed
 
 # granted by one audit for one run: never inherited from an outer run
-PER_RUN = (AUDITED, WITNESS, ORIGIN_GATE, ORIGIN_TRUSTED, FINGERPRINT)
+PER_RUN = (AUDITED, WITNESS, ORIGIN_GATE, ORIGIN_TRUSTED, FINGERPRINT, PREFETCH)
 GATES = (GATE, GATE_PID)  # one run's gate, never an outer run's
 ALL = frozenset({PROBE_DIR, GATE, GATE_PID, LIB, AUDITED, WITNESS, ORIGIN_GATE, ORIGIN_TRUSTED,
-                 SEAL, FINGERPRINT})
+                 SEAL, FINGERPRINT, PREFETCH})

@@ -1,7 +1,11 @@
 """A JAX job on a sealed cache; prints one JSON line: results, hits, rejections, warnings.
 
     sealed_job.py DIR PUBKEY [--key KEYFILE] [--local DIR] [--unsealed] [--reset-in DIR]
+                             [--as-is] [--prefetch-from RECORD]
 Two jitted functions with distinct results, so a swapped entry would show in the numbers.
+--prefetch-from: enable(sealed=True, prefetch=the keys that run record hit); `prefetch`
+then holds its counts.
+--as-is: enable nothing (under `jaxcache run --sealed`, whose probe enables the cache).
 --reset-in: then change the working directory to DIR, reset JAX's cache object and its
 in-memory caches, and compute again (`again`: results, hits of that second pass).
 """
@@ -23,6 +27,8 @@ ap.add_argument("--key")
 ap.add_argument("--local")
 ap.add_argument("--unsealed", action="store_true")
 ap.add_argument("--reset-in")
+ap.add_argument("--as-is", action="store_true")
+ap.add_argument("--prefetch-from")
 args = ap.parse_args()
 
 hits = []
@@ -33,12 +39,20 @@ if args.unsealed:  # enable(sealed=True) turns XLA's sub-caches off itself (test
     jax.config.update("jax_persistent_cache_enable_xla_caches", "none")
 with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
-    if args.unsealed:
+    if args.as_is:
+        backend = None
+    elif args.unsealed:
         jax.config.update("jax_compilation_cache_dir", args.dir)
         backend = None
     else:
+        ahead = ()
+        if args.prefetch_from:
+            from jaxcache.records import key_uses as prefetch_keys
+
+            ahead = prefetch_keys.from_file(args.prefetch_from).keys
         backend = jaxcache.enable(args.dir, sealed=True, trusted_keys=[args.pub],
-                                  signing_key=args.key, local=args.local).backend
+                                  signing_key=args.key, local=args.local,
+                                  prefetch=ahead).backend
 
     @jax.jit
     def f(x):
@@ -75,4 +89,7 @@ print(json.dumps({
     "write_errors": [] if backend is None else backend.write_errors,
     "warnings": [str(w.message) for w in caught],
     "xla_caches": jax.config.jax_persistent_cache_enable_xla_caches,
+    "prefetch": None if getattr(backend, "prefetch", None) is None else {
+        "planned": backend.prefetch.counts().planned, "used": backend.prefetch.counts().used,
+        "wasted": backend.prefetch.counts().wasted},
 }))

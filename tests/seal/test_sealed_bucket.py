@@ -381,3 +381,60 @@ def test_gc_by_size_and_age_then_a_warm_run_hits_what_stayed(world):
 
 def test_verify_after_gc_is_clean(world):
     bucket_gc.verify_after_gc_is_clean(world, world["emu"], BUCKET, copy)
+
+
+def _sealed_run(world, url: str, rec, *extra: str):
+    proc = jaxcache("run", "--sealed", "--cache-dir", url, "--trusted-key", world["pub"],
+                    "--record", str(rec), *extra, "--", sys.executable, JOB, "unused",
+                    world["pub"], "--as-is", env=world["env"])
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    return out, json.loads(rec.read_text()), proc
+
+
+def test_run_prefetches_what_the_last_run_hit_and_says_so(world, tmp_path):
+    """The second run fetches ahead the keys the first one's record shows it hit (issue 45),
+    and its record and summary count them; --no-prefetch fetches nothing ahead."""
+    url = copy(world, "prefetch")
+    out, first, _ = _sealed_run(world, url, tmp_path / "r1.json")
+    assert out["results"] == world["golden"] and first["seal"]["prefetch"] is None
+    hits = sum(1 for m in first["modules"] if m.get("outcome") == "hit")
+    assert hits >= 2
+    out, second, proc = _sealed_run(world, url, tmp_path / "r2.json",
+                                    "--prefetch-from", str(tmp_path / "r1.json"))
+    assert out["results"] == world["golden"]
+    p = second["seal"]["prefetch"]
+    assert (p["planned"], p["used"], p["wasted"], p["failed"]) == (hits, hits, 0, 0), p
+    assert p["source"] == str(tmp_path / "r1.json")
+    assert f"prefetched {hits} of {hits} entries the last run hit" in proc.stdout + proc.stderr
+    assert sum(1 for m in second["modules"] if m.get("outcome") == "hit") == hits
+    _, third, _ = _sealed_run(world, url, tmp_path / "r3.json", "--no-prefetch",
+                              "--prefetch-from", str(tmp_path / "r1.json"))
+    assert third["seal"]["prefetch"] is None
+
+
+def test_a_swapped_entry_the_record_names_is_rejected_and_the_job_prints_its_numbers(
+        world, tmp_path):
+    url = copy(world, "prefetch-swap")
+    _, first, _ = _sealed_run(world, url, tmp_path / "r1.json")
+    f, g = entry(world, "prefetch-swap", "f"), entry(world, "prefetch-swap", "g")
+    world["emu"].upload(BUCKET, f"prefetch-swap/{f}",
+                        world["emu"].download(BUCKET, f"prefetch-swap/{g}"))
+    out, second, _ = _sealed_run(world, url, tmp_path / "r2.json",
+                                 "--prefetch-from", str(tmp_path / "r1.json"))
+    assert out["results"] == world["golden"]
+    p = second["seal"]["prefetch"]
+    assert p["rejected"] == 1 and p["used"] == p["planned"] - 1, p
+    (r,) = second["seal"]["rejections"]
+    assert r["key"] == f[:-len("-cache")] and r["status"] == "bad-signature"
+
+
+def test_enable_sealed_prefetches_the_keys_it_is_given(world, tmp_path):
+    """enable(sealed=True, prefetch=keys) inside a process: started at enable time, each
+    entry judged again as JAX takes it; the numbers are the job's own."""
+    url = copy(world, "prefetch-enable")
+    _sealed_run(world, url, tmp_path / "r1.json")
+    out = job(world, url, "--prefetch-from", str(tmp_path / "r1.json"))
+    assert out["results"] == world["golden"] and out["rejections"] == []
+    p = out["prefetch"]
+    assert p["planned"] >= 2 and (p["used"], p["wasted"]) == (p["planned"], 0), p

@@ -9,6 +9,9 @@ body, or kill the client process before or after forwarding (a publisher dying m
 request boundary chosen by number, not by time). Every answer closes its connection, so one
 request is one connection and a fault never leaks into the next request.
 
+`delay_s` holds every request that long before it goes on: a round trip to a distant store
+(the bucket warm-start benchmark, issue 45).
+
 This kernel has no `tc netem`; a proxy also sees requests whole, which netem cannot.
 """
 
@@ -78,6 +81,9 @@ class Proxy:
     upstream: tuple[str, int]
     plan: Plan = field(default=lambda _r: Fault.PASS)
     victim: int | None = None  # the client's PID, for the KILL faults
+    # every request waits this long before it is forwarded: a round trip to a distant store
+    # (issue 45's latency that users see), the same for every request, faults or not
+    delay_s: float = 0.0
     port: int = 0
     seen: list[tuple[Request, Fault]] = field(default_factory=list)
     _sock: socket.socket | None = None
@@ -133,6 +139,8 @@ class Proxy:
                 req = Request(len(self.seen) + 1, method.decode(), target.decode())
                 fault = self.plan(req)
                 self.seen.append((req, fault))
+            if self.delay_s > 0 and self._stop.wait(self.delay_s):
+                return  # closing: no answer
             self._answer(conn, fault, head, body)
 
     def _answer(self, conn: socket.socket, fault: Fault, head: bytes, body: bytes) -> None:

@@ -40,7 +40,8 @@ def defaults() -> dict[str, object]:
             "max_size": None, "max_age": None, "unverified_jax": False,
             "min_compile_time": None, "min_entry_size": None, "sealed": False,
             "signing_key": None, "trusted_keys": None, "local": None, "identity": None,
-            "sigstore_config": None}
+            "sigstore_config": None, "prefetch": True, "prefetch_from": None,
+            "prefetch_workers": 8, "prefetch_memory": 1024}
 
 
 class _Later:

@@ -92,6 +92,18 @@ def sealed_flags(p: argparse.ArgumentParser) -> None:
     common.option(p, "--local", metavar="DIR",
                   help="With --sealed: a private directory read first and written instead "
                        "(tiers); each build keeps its own folder in it, DIR/<fingerprint id>.")
+    common.option(p, "--no-prefetch", dest="prefetch", action="store_false",
+                  help="With --sealed on a bucket: do not fetch ahead the entries the newest "
+                       "record of the same command and cache hit (fetched in parallel while "
+                       "the job imports JAX, each verified as a load is).")
+    common.option(p, "--prefetch-from", metavar="RECORD",
+                  help="With --sealed on a bucket: fetch ahead the entries this run record "
+                       "hit, instead of the newest record of the same command's.")
+    common.option(p, "--prefetch-workers", type=int, default=8, metavar="N",
+                  help="With --sealed on a bucket: requests in flight at once (default 8).")
+    common.option(p, "--prefetch-memory", type=int, default=1024, metavar="MB",
+                  help="With --sealed on a bucket: at most this many MB fetched ahead and "
+                       "not yet loaded (default 1024).")
 
 
 def handle(args: argparse.Namespace, tail: list[str] | None) -> None:
@@ -273,7 +285,10 @@ def seal_options_of(args: argparse.Namespace) -> SealOptions | None:
     from jaxcache.lifecycle.sealing import SealOptions
 
     return SealOptions(args.signing_key, tuple(args.trusted_keys or ()), args.local,
-                       args.identity, args.sigstore_config)
+                       args.identity, args.sigstore_config,
+                       prefetch=args.prefetch, prefetch_from=args.prefetch_from,
+                       prefetch_workers=max(1, args.prefetch_workers),
+                       prefetch_memory=max(0, args.prefetch_memory) << 20)
 
 
 def _refused_rank(exc: UntrustedCacheError) -> NoReturn:

@@ -8,7 +8,7 @@ holds them in a RunRecord.
 
 from __future__ import annotations
 
-from jaxcache.documents.fields import integer, items, mapping, mappings, text
+from jaxcache.documents.fields import integer, items, mapping, mappings, number, text
 from jaxcache.values import field, frozen
 
 TYPE_CHECKING = False
@@ -64,6 +64,32 @@ class BucketMiss:
 
 
 @frozen
+class PrefetchPart:
+    """What a sealed bucket reader fetched ahead (`seal.prefetch`: seal/stores/prefetch.py's
+    counts): keys planned from a record, entries prefetched, used by JAX, wasted (never asked
+    for), not fetched, failed, rejected, and the seconds the job did not wait."""
+
+    planned: int
+    prefetched: int
+    used: int
+    wasted: int
+    not_fetched: int
+    failed: int
+    rejected: int
+    saved_s: float
+    source: str | None
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, object]) -> PrefetchPart:
+        def n(value: object) -> int:
+            return integer(value) or 0
+        return cls(n(doc.get("planned")), n(doc.get("prefetched")), n(doc.get("used")),
+                   n(doc.get("wasted")), n(doc.get("not_fetched")), n(doc.get("failed")),
+                   n(doc.get("rejected")), number(doc.get("saved_s")) or 0.0,
+                   text(doc.get("source")))
+
+
+@frozen
 class SealWrite:
     """An entry the sealed backend added (`seal.writes`): where, to which tier (shared: the
     sealed cache, signed; local: the private --local tier) and its size as written."""
@@ -96,6 +122,7 @@ class SealPart:
     unknown_builds_loaded: int  # `build.unknown_loaded`: loaded, no signature named a build
     # keyless: the identity the job signed as, as its certificate states it (None: a key)
     signing_identity: str | None = None
+    prefetch: PrefetchPart | None = None  # a bucket reader's fetch ahead, None: none
 
     @classmethod
     def from_json(cls, doc: Mapping[str, object]) -> SealPart:
@@ -108,7 +135,9 @@ class SealPart:
                    len(items(doc.get("write_errors"))), len(items(doc.get("evictions"))),
                    tuple(BucketMiss.from_json(m) for m in mappings(doc.get("bucket_misses"))),
                    len(items(mapping(doc.get("build")).get("unknown_loaded"))),
-                   _identity_text(mapping(doc.get("signing_identity"))))
+                   _identity_text(mapping(doc.get("signing_identity"))),
+                   PrefetchPart.from_json(mapping(doc.get("prefetch")))
+                   if doc.get("prefetch") else None)
 
 
 def _identity_text(doc: Mapping[str, object]) -> str | None:

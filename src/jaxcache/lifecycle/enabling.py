@@ -51,7 +51,8 @@ def enable(path: str | None = None, *, policy: str | None = None, allow_untruste
            min_compile_time: float | None = None,
            min_entry_size: int | None = None, namespace: str = "none",
            max_size: int | str | None = None,
-           max_age: float | str | None = None) -> EnableResult:
+           max_age: float | str | None = None,
+           prefetch: Sequence[str] = ()) -> EnableResult:
     """Audit `path`, then make it JAX's compilation cache for this process.
 
     Without `path`: $JAX_COMPILATION_CACHE_DIR, else the project file's cache_dir
@@ -75,7 +76,9 @@ def enable(path: str | None = None, *, policy: str | None = None, allow_untruste
     naming a key in an HSM: docs/hsm.md) signs what this process writes; without it nothing
     is written to `path`. `local`: a private directory read first and written instead of
     `path` (tiers), one folder in it per build (`local/<fingerprint id>`). See
-    docs/sealed-cache.md.
+    docs/sealed-cache.md. `prefetch`, for a bucket reader: cache keys (those a run record
+    shows the job hit: jaxcache.records.key_uses.from_file) fetched and verified now, in
+    parallel, so that JAX finds them when it asks; each is judged as it is handed to JAX.
 
     Origin (trust/provenance/origin.py): each entry this process writes is recorded in your origin
     ledger; entries no job jaxcache watched wrote (restored, copied, baked into an image)
@@ -115,10 +118,11 @@ def enable(path: str | None = None, *, policy: str | None = None, allow_untruste
     if sealed:
         result = sealing.enable_sealed(path, policy=policy, reset=reset,
                                        signing_key=signing_key, trusted_keys=trusted_keys,
-                                       local=local)
+                                       local=local, prefetch=prefetch)
     else:
-        if signing_key is not None or trusted_keys or local is not None:
-            raise JaxcacheError("signing_key, trusted_keys and local need sealed=True")
+        if signing_key is not None or trusted_keys or local is not None or prefetch:
+            raise JaxcacheError("signing_key, trusted_keys, local and prefetch need "
+                                "sealed=True")
         from jaxcache.trust import create
 
         with create.taken_back_on_error() as made:  # all-or-nothing: the directory too

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 
-from jaxcache.documents.fields import items, mapping, text
+from jaxcache.documents.fields import integer, items, mapping, text
 from jaxcache.values import frozen
 
 
@@ -34,3 +34,26 @@ class SealSpec:
                    tuple(k for k in items(doc.get("trusted_keys")) if isinstance(k, str)),
                    text(doc.get("local")), text(doc.get("policy")), text(doc.get("identity")),
                    text(doc.get("sigstore_config")))
+
+
+@frozen
+class PrefetchSpec:
+    """The entries a sealed bucket reader fetches ahead (seal/stores/prefetch.py): `jaxcache run`
+    writes it into the job's environment (jobenv.PREFETCH) from the newest record of the same
+    command and cache; the probe starts the fetch from it at interpreter start."""
+
+    keys: tuple[str, ...]
+    source: str | None  # the record they came from
+    workers: int
+    budget_bytes: int
+
+    def to_env(self) -> str:
+        return json.dumps({"keys": list(self.keys), "source": self.source,
+                           "workers": self.workers, "budget_bytes": self.budget_bytes})
+
+    @classmethod
+    def from_env(cls, value: str) -> PrefetchSpec:
+        doc = mapping(json.loads(value))
+        return cls(tuple(k for k in items(doc.get("keys")) if isinstance(k, str)),
+                   text(doc.get("source")), integer(doc.get("workers")) or 1,
+                   integer(doc.get("budget_bytes")) or 0)

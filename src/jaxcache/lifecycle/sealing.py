@@ -46,6 +46,12 @@ class SealOptions:
     local: str | None = None
     identity: str | None = None  # "ci": keyless, as the CI job's identity
     sigstore_config: str | None = None
+    # a bucket reader fetches ahead the entries the same job hit last time (prefetch.py):
+    # off with --no-prefetch; the pool's size and the bytes it may hold at once
+    prefetch: bool = True
+    prefetch_from: str | None = None  # the run record whose hits to fetch (else the newest)
+    prefetch_workers: int = 8
+    prefetch_memory: int = 1 << 30
 
     def public_keys(self) -> tuple[PublicKey, ...]:
         from jaxcache.trust.inputs import public_keys as trustkeys
@@ -78,17 +84,19 @@ class SealOptions:
 
 def enable_sealed(path: str, *, policy: str | None, reset: bool,
                   signing_key: str | SigningKey | KeylessSigner | None,
-                  trusted_keys: TrustedKeys, local: str | None) -> EnableResult:
+                  trusted_keys: TrustedKeys, local: str | None,
+                  prefetch: Sequence[str] = ()) -> EnableResult:
     from jaxcache.trust import create
 
     with create.taken_back_on_error() as made:  # all-or-nothing: the directories too
-        return _enable_sealed(path, policy, reset, signing_key, trusted_keys, local, made)
+        return _enable_sealed(path, policy, reset, signing_key, trusted_keys, local, made,
+                              tuple(prefetch))
 
 
 def _enable_sealed(path: str, policy: str | None, reset: bool,
                    signing_key: str | SigningKey | KeylessSigner | None,
                    trusted_keys: TrustedKeys, local: str | None,
-                   made_dirs: list[InitResult]) -> EnableResult:
+                   made_dirs: list[InitResult], prefetch: tuple[str, ...] = ()) -> EnableResult:
     from jaxcache import jaxcompat
     from jaxcache.lifecycle import inherit, undo
     from jaxcache.lifecycle.traps import (
@@ -172,11 +180,19 @@ def _enable_sealed(path: str, policy: str | None, reset: bool,
                                   max_size=jaxcompat.max_size, host=job_fingerprint,
                                   require_build=require_build, witness=witnessed)
         else:
+            from jaxcache.seal.stores import prefetch as ahead
             from jaxcache.seal.stores.bucket_backend import BucketSealedCache
 
-            backend = BucketSealedCache(store, trusted=keys, signer=signer, local=local_dir,
+            # the fetch the probe started at interpreter start (jaxcache run), if it verified
+            # with these very keys; else the keys this enable() was given, started now
+            pool = ahead.adopt(chosen, keys)
+            if pool is None and prefetch and signer is None:
+                pool = ahead.Prefetcher(store, keys, prefetch).start()
+            backend = BucketSealedCache(pool.store if pool is not None else store,
+                                        trusted=keys, signer=signer, local=local_dir,
                                         max_size=jaxcompat.max_size, host=job_fingerprint,
-                                        require_build=require_build, witness=witnessed)
+                                        require_build=require_build, witness=witnessed,
+                                        prefetch=pool)
         try:
             jaxcompat.disable_xla_subcaches()  # XLA would read them from the sealed dir
             jaxcompat.install_backend(chosen, backend)
@@ -299,6 +315,32 @@ def env_value(path: str, *, signing_key: str | None, trusted_keys: tuple[str, ..
     return SealSpec(path, signing_key, trusted_keys, local, policy).to_env()
 
 
+def start_prefetch(seal_value: str, prefetch_value: str) -> None:
+    """The probe's call at interpreter start, on a thread of its own, while the job imports
+    JAX: the keys `jaxcache run` found (seal_spec.PrefetchSpec) fetched and verified with the
+    keys the sealed enable will judge by (the policy's for this bucket and those given), kept
+    for that enable to adopt (prefetch.adopt). Nothing is handed to JAX here: the enable
+    audits first, and adopts the fetch only if its keys are these."""
+    from jaxcache.lifecycle.seal_spec import PrefetchSpec
+    from jaxcache.seal.stores import prefetch as ahead
+    from jaxcache.seal.stores import store_for_url as objects
+    from jaxcache.trust.inputs import policy as policymod
+    from jaxcache.trust.inputs import public_keys as trustkeys
+    from jaxcache.trust.kernel.principals import Accounts
+    from jaxcache.trust.rules import keyring, target
+
+    spec, plan = SealSpec.from_env(seal_value), PrefetchSpec.from_env(prefetch_value)
+    if spec.signing_key is not None or target.resolve(spec.path).url is None:
+        return  # a publisher's misses are compiled and published; a directory: not here
+    extra = tuple(trustkeys.load_public(k) for k in spec.trusted_keys)
+    pol = policymod.load(spec.policy, Accounts())
+    url = target.parse_bucket(spec.path).text
+    keys = keyring.for_rule(pol.rule_for(url), extra)
+    store = objects.open_store(target.parse_bucket(url))
+    ahead.begin(ahead.Prefetcher(store, keys, plan.keys, workers=plan.workers,
+                                 budget_bytes=plan.budget_bytes, source=plan.source))
+
+
 def enable_from_env(value: str) -> EnableResult:
     """The probe's call, right after the job imported jax."""
     spec = SealSpec.from_env(value)
@@ -342,7 +384,19 @@ def summary(backend: SealedBackend) -> dict[str, object]:
             "write_errors": list(backend.write_errors),
             "bucket_misses": [{"key": m.key, "kind": m.kind, "reason": m.reason,
                                "hint": m.hint} for m in getattr(backend, "misses", ())],
+            "prefetch": _prefetch_summary(backend),
             "build": _build_summary(backend)}
+
+
+def _prefetch_summary(backend: SealedBackend) -> dict[str, object] | None:
+    """What the fetch ahead did (prefetch.PrefetchCounts), None when there was none."""
+    pool = getattr(backend, "prefetch", None)
+    if pool is None:
+        return None
+    c = pool.counts()
+    return {"planned": c.planned, "prefetched": c.prefetched, "used": c.used,
+            "wasted": c.wasted, "not_fetched": c.not_fetched, "failed": c.failed,
+            "rejected": c.rejected, "saved_s": c.saved_s, "source": c.source}
 
 
 def _build_summary(backend: SealedBackend) -> dict[str, object]:

@@ -134,9 +134,21 @@ def _load_beside(copy: str, relpath: str) -> "ModuleType":
     raise ImportError("jaxcache's %s is not beside the probe" % relpath)
 
 
+_LOADING: "list[Any]" = []  # a lock, where a prefetch thread may load jaxcache too
+_PREFETCHING: "list[Any]" = []  # the thread that starts the prefetch (joined before enable)
+_PREFETCH_SETUP_S = 30.0  # at most this long for it to have the pool started
+
+
 def _load_jaxcache() -> None:
     """jaxcache itself, from where `jaxcache run` says it lives (the job's Python may not
-    have it installed): loaded only once the job imports jax."""
+    have it installed): loaded only once the job imports jax (or by the prefetch thread)."""
+    if _LOADING:
+        with _LOADING[0]:
+            return _load_jaxcache_now()
+    return _load_jaxcache_now()
+
+
+def _load_jaxcache_now() -> None:
     if "jaxcache" not in sys.modules and os.environ.get("JAXCACHE_LIB"):
         import importlib.util
 
@@ -211,6 +223,8 @@ def _install_seal(value: str) -> "tuple[ModuleType, object]":
     persistent cache at all; we still stop the job, loudly: it asked for a sealed cache.
     """
     try:
+        for t in _PREFETCHING:  # its pool started (no request waited for), for enable to adopt
+            t.join(_PREFETCH_SETUP_S)
         _load_jaxcache()
         from jaxcache.lifecycle import sealing
 
@@ -230,6 +244,7 @@ class _JaxWatcher:
                   ) -> "ModuleSpec | None":
         if name != "jax":
             return None
+        _start_prefetch()  # beside JAX's import (not at interpreter start: site is not done)
         import importlib.util
 
         try:
@@ -290,6 +305,35 @@ def _after_fork_in_child() -> None:
             recorder.after_fork()
         except Exception:
             pass
+
+
+def _start_prefetch() -> None:
+    """`jaxcache run --sealed` on a bucket, with the keys the same job hit last time
+    (JAXCACHE_PREFETCH): fetch and verify them on a thread while the program imports JAX
+    (seal/stores/prefetch.py), started when `import jax` begins. Taken out of the environment:
+    this process prefetches, not its children. Nothing reaches JAX from here: the sealed
+    enable after `import jax` audits, then adopts the fetch. Any failure leaves JAX to ask
+    for each entry itself, as without."""
+    plan = os.environ.pop("JAXCACHE_PREFETCH", None)
+    seal = os.environ.get("JAXCACHE_SEAL")
+    if not plan or not seal:
+        return
+    import threading
+
+    _LOADING.append(threading.Lock())
+
+    def run() -> None:
+        try:
+            _load_jaxcache()
+            from jaxcache.lifecycle import sealing
+
+            sealing.start_prefetch(seal, plan)
+        except BaseException:
+            pass
+
+    t = threading.Thread(target=run, name="jaxcache-prefetch", daemon=True)
+    _PREFETCHING.append(t)
+    t.start()
 
 
 if "jax" in sys.modules:  # imported by something earlier in start-up

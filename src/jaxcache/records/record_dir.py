@@ -118,8 +118,10 @@ def open_dir(directory: str) -> int | None:
     return fd
 
 
-def _read(dir_fd: int, name: str) -> tuple[os.stat_result, bytes] | str:
-    """The file's stat and bytes through one descriptor, or why it is not a record file."""
+def _read(dir_fd: int, name: str, limit: int = MAX_BYTES
+          ) -> tuple[os.stat_result, bytes] | str:
+    """The file's stat and bytes through one descriptor, or why it is not a record file
+    (larger than `limit` among the reasons)."""
     try:
         fd = os.open(name, _FILE_FLAGS, dir_fd=dir_fd)
     except OSError as exc:
@@ -130,14 +132,14 @@ def _read(dir_fd: int, name: str) -> tuple[os.stat_result, bytes] | str:
             return "not a regular file"
         if st.st_uid not in (os.geteuid(), 0):
             return f"owned by uid {st.st_uid}, not by you"
-        if st.st_size > MAX_BYTES:
-            return f"larger than {MAX_BYTES >> 20} MB"
+        if st.st_size > limit:
+            return f"larger than {limit >> 20} MB"
         chunks, total = [], 0
         while chunk := os.read(fd, 1 << 20):
             chunks.append(chunk)
             total += len(chunk)
-            if total > MAX_BYTES:
-                return f"larger than {MAX_BYTES >> 20} MB"
+            if total > limit:
+                return f"larger than {limit >> 20} MB"
         return st, b"".join(chunks)
     finally:
         os.close(fd)
@@ -156,6 +158,16 @@ def parse(data: bytes) -> dict[str, object] | str:
         return "not a JSON object"
     problem = documents.record_problem(doc)
     return doc if problem is None else problem
+
+
+def read_limited(dir_fd: int, name: str, limit: int) -> dict[str, object] | None:
+    """One record of the open directory, read as scan_fd reads each (no larger than `limit`);
+    None when it is not a record this jaxcache reads."""
+    got = _read(dir_fd, name, limit)
+    if isinstance(got, str):
+        return None
+    doc = parse(got[1])
+    return None if isinstance(doc, str) else doc
 
 
 def scan_fd(dir_fd: int, directory: str) -> Scan:

@@ -9,7 +9,7 @@ from jaxcache.text import plural, safe, size
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from jaxcache.documents.record_parts import OriginPart, SealPart
+    from jaxcache.documents.record_parts import OriginPart, PrefetchPart, SealPart
     from jaxcache.records.run_document import ModuleEntry, ProcessEntry, RunRecord
 
 _REASONS = {
@@ -273,6 +273,8 @@ def _seal_lines(seal: SealPart) -> list[str]:
              + (f", {plural(seal.evictions, 'entry')} evicted (max size)"
                 if seal.evictions else "")]
     lines += [f"  {line}" for line in bucket_misses.lines(seal)]
+    if seal.prefetch is not None:
+        lines.append(f"  {_prefetch_line(seal.prefetch)}")
     lines += [f"  {line}" for line in seal_builds.lines(seal)]
     for r in seal.rejections[:6]:
         key = safe(str(r.key))
@@ -280,6 +282,16 @@ def _seal_lines(seal: SealPart) -> list[str]:
                      f"{safe(str(r.reason))} "
                      f"(owner {safe(str(r.owner))})")
     return lines
+
+
+def _prefetch_line(p: PrefetchPart) -> str:
+    """What the fetch ahead did, in one line."""
+    rest = [f"{p.not_fetched} not fetched" if p.not_fetched else "",
+            f"{p.failed} failed" if p.failed else "",
+            f"{p.rejected} rejected" if p.rejected else ""]
+    return (f"prefetched {p.prefetched} of {plural(p.planned, 'entry')} the last run hit: "
+            f"{p.used} used, {p.wasted} wasted" + "".join(f", {r}" for r in rest if r)
+            + f"; {p.saved_s:.2f} s of fetching not waited for")
 
 
 _TIERS = {"local": "the local tier", "shared": "the sealed cache"}

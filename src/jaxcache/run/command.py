@@ -152,6 +152,7 @@ def run_job(argv: list[str], *, cache_dir: str | None = None, record_path: str |
             granted[jobenv.FINGERPRINT] = fingerprint.to_env(mine())
             return granted
 
+        ahead = _prefetch_env(argv, chosen, seal) if seal is not None else {}
         if early_start.allowed(argv, exe, chosen, sealed=seal is not None,
                                policy_in_use=policy is not None or os.path.exists(policy_file())):
             ran = launch.launch(argv, env, admit=admit, stdout=stdout)
@@ -162,6 +163,7 @@ def run_job(argv: list[str], *, cache_dir: str | None = None, record_path: str |
             for name in jobenv.PER_RUN:
                 env.pop(name, None)  # only this run's, never an outer run's
             env.update(granted)
+            env.update(ahead)
             ran = launch.launch(argv, env, stdout=stdout)
         from jaxcache.probe import runner
         from jaxcache.records import run_record as recordmod
@@ -183,6 +185,27 @@ def run_job(argv: list[str], *, cache_dir: str | None = None, record_path: str |
         return recordmod.RunResult(doc, out.path, outcome, unverified_allowed=unverified_jax)
     finally:
         out.release()  # no-op once written
+
+
+def _prefetch_env(argv: list[str], chosen: str, seal: SealOptions) -> dict[str, str]:
+    """A sealed reader of a bucket: the keys the newest record of this command and cache hit
+    (or --prefetch-from's), for the job's probe to fetch ahead (seal/stores/prefetch.py);
+    nothing when prefetch is off, for a publisher or a directory, or without such a record."""
+    from jaxcache.trust.rules.target import is_url
+
+    if not seal.prefetch or seal.signing_key is not None or not is_url(chosen):
+        return {}
+    from jaxcache.lifecycle.seal_spec import PrefetchSpec
+    from jaxcache.records import key_uses as prefetch_keys
+    from jaxcache.seal.stores.prefetch import plan_keys
+
+    found = prefetch_keys.from_file(seal.prefetch_from) if seal.prefetch_from is not None \
+        else prefetch_keys.newest_for(argv, chosen)
+    keys = plan_keys(found.keys) if found is not None else ()
+    if found is None or not keys:
+        return {}
+    spec = PrefetchSpec(keys, found.record, seal.prefetch_workers, seal.prefetch_memory)
+    return {jobenv.PREFETCH: spec.to_env()}
 
 
 def _namespaced(chosen: str, namespace: str, on_hashing: Callable[[int, int], None] | None

@@ -30,6 +30,17 @@ from jaxcache.seal.signing import orphan_signatures as orphans
 from jaxcache.seal.signing import signature_file as sigfile
 from jaxcache.seal.signing import signature_rule as signature
 from jaxcache.seal.signing.keyless import KeylessError, KeylessSigner
+from jaxcache.seal.stores.prefetch import (
+    OBJECT_NAME_MAX as OBJECT_NAME_MAX,
+)
+from jaxcache.seal.stores.prefetch import (
+    Fetched,
+    Outcome,
+    Prefetcher,
+)
+from jaxcache.seal.stores.prefetch import (
+    cosignatures as cosignatures,
+)
 from jaxcache.seal.stores.sealed_cache import (
     Host,
     Rejection,
@@ -41,14 +52,19 @@ from jaxcache.seal.stores.sealed_cache import (
     trusting,
     write_tier,
 )
-from jaxcache.seal.stores.store_for_url import NETWORK, NOT_FOUND, ObjectStore, StoreError
+from jaxcache.seal.stores.store_for_url import (
+    ERROR,
+    NETWORK,
+    NOT_FOUND,
+    ObjectStore,
+    StoreError,
+)
 from jaxcache.trust.inputs.public_keys import PublicKey
 from jaxcache.trust.inputs.signing_keys import SigningKey
 from jaxcache.trust.rules import keyring
 from jaxcache.trust.rules.keyring import KeyRing
 from jaxcache.values import frozen
 
-OBJECT_NAME_MAX = 1024  # GCS and S3 object names: the signature is always <entry>.sig
 BACKOFF_S = 30.0
 OWNER = "unknown: a bucket object (its writer is in the bucket's audit logs)"
 _KEY = re.compile(r"^(?P<module>.+)-(?P<hash>[0-9a-f]{64})$")
@@ -59,14 +75,6 @@ def _module_of(key: str) -> str | None:
     """The module a cache key names (JAX's `<module>-<64 hex>`), None for another name."""
     m = _KEY.match(key)
     return m["module"] if m else None
-
-
-def cosignatures(store: ObjectStore, name: str) -> signature.Fetch:
-    """The co-signature object of `name` by a key id (bounded as a signature is)."""
-    def fetch(key_id: str) -> bytes | None:
-        where = names.cosignature(name, key_id, OBJECT_NAME_MAX)
-        return None if where is None else store.get(where, limit=sigfile.MAX_BYTES + 1)
-    return fetch
 
 
 @frozen
@@ -86,7 +94,8 @@ class BucketSealedCache(Reports):
     def __init__(self, store: ObjectStore, *, trusted: KeyRing | Iterable[PublicKey],
                  signer: SigningKey | KeylessSigner | None = None, local: str | None = None,
                  max_size: Callable[[], int] | None = None, host: Host | None = None,
-                 require_build: bool = False, witness: Witness | None = None) -> None:
+                 require_build: bool = False, witness: Witness | None = None,
+                 prefetch: Prefetcher | None = None) -> None:
         super().__init__(host, require_build, witness)
         self.store = store
         self._path = self.shared = store.url
@@ -103,12 +112,17 @@ class BucketSealedCache(Reports):
         self._down_until = 0.0
         self._listing: dict[str, str] | None = None  # module -> a key seen, for diagnosis
         self.misses: list[BucketMiss] = []
+        # entries fetched and verified ahead of JAX's asking (prefetch.py); only ever
+        # handed over by get, which judges and reports them as its own fetch would
+        self.prefetch = prefetch
 
     def close(self) -> None:
         with self._lock:
             fd, self._local_fd, self._closed = self._local_fd, None, True
         if fd is not None:
             os.close(fd)
+        if self.prefetch is not None:
+            self.prefetch.close()
 
     @property
     def closed(self) -> bool:
@@ -144,6 +158,13 @@ class BucketSealedCache(Reports):
             self._down_until = time.monotonic() + BACKOFF_S
 
     def _from_bucket(self, key: str, name: str) -> bytes | None:
+        if self.prefetch is not None:
+            taken = self.prefetch.take(key)
+            if taken is not None:
+                return self._from_prefetch(key, taken.fetched)
+            failed = self.prefetch.network_error
+            if failed is not None and not self._down_until:  # the pool's failure is ours
+                self._went_down(NETWORK, failed)
         self._skip_if_down()
         sig = self.store.get(names.sidecar(name, names.SIGNATURE, OBJECT_NAME_MAX),
                              limit=sigfile.MAX_BYTES + 1)
@@ -177,6 +198,24 @@ class BucketSealedCache(Reports):
             return None
         self._loaded(key, judged)
         return data
+
+    def _from_prefetch(self, key: str, got: Fetched) -> bytes | None:
+        """A prefetched result, judged and reported now, on JAX's thread, as _from_bucket
+        would have: the build binding (which needs this process's fingerprint) here."""
+        if got.outcome is Outcome.LOADED and got.found is not None and got.data is not None:
+            judged, other = self._binding(got.found)
+            if other is not None:  # another build's entry: downloaded ahead, never loaded
+                self._rejected(key, other.status, other.reason, depth=1)
+                return None
+            self._loaded(key, judged)
+            return got.data
+        if got.outcome is Outcome.REJECTED:
+            self._rejected(key, got.status, got.reason, depth=1)
+        elif got.outcome is Outcome.NOT_FOUND:
+            self._not_found(key, got.reason)
+        else:
+            self._missed(key, got.status or ERROR, got.reason)
+        return None
 
     def put(self, key: str, value: bytes) -> None:
         if not key:
@@ -235,8 +274,8 @@ class BucketSealedCache(Reports):
         return self.store.replace_if(signame, sig, info.generation)
 
     # --- reporting ------------------------------------------------------------------------
-    def _rejected(self, key: str, status: str, reason: str) -> None:
-        self._report(Rejection(key, self.store.url, status, reason, OWNER))
+    def _rejected(self, key: str, status: str, reason: str, depth: int = 0) -> None:
+        self._report(Rejection(key, self.store.url, status, reason, OWNER), depth)
 
     def _missed(self, key: str, kind: str, reason: str, hint: str | None = None) -> None:
         self._went_down(kind, reason)

@@ -17,7 +17,7 @@ from jaxcache.seal.signing import (
 )
 from jaxcache.seal.signing import signature_file as sigfile
 from jaxcache.seal.signing import signature_rule as signature
-from jaxcache.seal.stores.bucket_backend import OBJECT_NAME_MAX, cosignatures
+from jaxcache.seal.stores.prefetch import OBJECT_NAME_MAX, cosignatures
 from jaxcache.seal.stores.store_for_url import ObjectInfo, ObjectStore, StoreError
 from jaxcache.seal.sweep import dir_sweep as scan
 from jaxcache.seal.sweep.dir_sweep import EntryStatus, ScanResult

@@ -1,0 +1,345 @@
+"""Prefetch for a sealed bucket reader: the entries the job hit last time, fetched and verified
+in parallel before JAX asks for them (issue 45).
+
+JAX asks for each entry only when it reaches that compile, one request at a time; a job with
+40 cached modules pays 40 round trips in a row. jaxcache knows which keys the same job hit last
+time (its run record), so a bounded pool of daemon threads fetches them meanwhile, each exactly
+as the backend's own load does (bucket_backend.py): the signature object first (bounded), the
+size that trusted keys vouch for, a download of at most that size, the digest confirmed. The
+bytes and the verification are held in memory under a byte budget; nothing is handed to JAX
+and nothing is reported from here. The backend's `get` takes a result (waiting for a fetch in
+flight: never a second download of the same entry), judges the build binding then (it needs
+JAX's backend, which a worker must never ask for) and reports the load, the rejection or the
+miss exactly as its own fetch would have, on JAX's thread. A key still queued when JAX asks for
+it is fetched by `get` itself and dropped from the queue. Results never asked for are dropped
+at close and counted as wasted.
+
+A network failure stops the pool: the keys not yet fetched are left to `get`, which then skips
+the bucket for a while as it does after its own failure. Every request has resilient.py's
+deadline, and the threads are daemons: a dead bucket never holds the job at exit.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from collections import deque
+from collections.abc import Iterable
+from enum import Enum
+
+from jaxcache.seal.publishing import tier_names as names
+from jaxcache.seal.signing import signature_file as sigfile
+from jaxcache.seal.signing import signature_rule as signature
+from jaxcache.seal.stores.object_store import NETWORK, ObjectStore, StoreError
+from jaxcache.trust.rules.keyring import KeyRing
+from jaxcache.values import frozen
+
+WORKERS = 8  # requests in flight at once
+BUDGET_BYTES = 1 << 30  # bytes held at once (entries fetched and not yet asked for)
+MAX_KEYS = 512  # keys planned from one record: more are left to JAX's own order
+OBJECT_NAME_MAX = 1024  # GCS and S3 object names: the signature is always <entry>.sig
+# a JAX cache key: `<module>-<64 hex>`, the module a name JAX makes from the function's
+_KEY = re.compile(r"^[A-Za-z0-9_.-]{1,200}-[0-9a-f]{64}$")
+
+
+class Outcome(Enum):
+    """What one prefetch found, for `get` to report as its own fetch would have."""
+
+    LOADED = "loaded"  # verified bytes (the build binding is judged at get time)
+    REJECTED = "rejected"  # the signatures or the bytes did not pass
+    NOT_FOUND = "not-found"  # no entry (with or without a signature)
+    MISSED = "missed"  # the store failed (kind in `kind`)
+    OVER_BUDGET = "over-budget"  # not downloaded: `get` fetches it itself
+
+
+@frozen
+class Fetched:
+    key: str
+    outcome: Outcome
+    seconds: float  # the fetch's own time, signature to digest
+    data: bytes | None = None
+    found: signature.Vouch | None = None
+    status: str = ""  # REJECTED: the check's status; MISSED: the store error's kind
+    reason: str = ""
+
+
+@frozen
+class Taken:
+    """A result handed to `get`, with how long `get` waited for it."""
+
+    fetched: Fetched
+    waited_s: float
+
+
+@frozen
+class PrefetchCounts:
+    """For the run record and summary: entries planned from the record, prefetched (verified
+    and held), used (handed to JAX's get), wasted (fetched, never asked for), not fetched
+    (asked for first, over budget, or left when the pool stopped), failed (the store failed
+    or the entry was gone), rejected (reported at get time), and the seconds the job did not
+    wait: for each entry used, its fetch's time less what get waited for it."""
+
+    planned: int = 0
+    prefetched: int = 0
+    used: int = 0
+    wasted: int = 0
+    not_fetched: int = 0
+    failed: int = 0
+    rejected: int = 0
+    saved_s: float = 0.0
+    source: str | None = None  # the record the keys came from
+
+
+def cosignatures(store: ObjectStore, name: str) -> signature.Fetch:
+    """The co-signature object of `name` by a key id (bounded as a signature is)."""
+    def fetch(key_id: str) -> bytes | None:
+        where = names.cosignature(name, key_id, OBJECT_NAME_MAX)
+        return None if where is None else store.get(where, limit=sigfile.MAX_BYTES + 1)
+    return fetch
+
+
+def plan_keys(keys: Iterable[object], limit: int = MAX_KEYS) -> tuple[str, ...]:
+    """The keys to fetch, in order, once each: only what is shaped as a JAX cache key (a
+    record's hostile names are dropped, never turned into object names), at most `limit`."""
+    out: dict[str, None] = {}
+    for key in keys:
+        if len(out) >= limit:
+            break
+        if isinstance(key, str) and _KEY.fullmatch(key):
+            out.setdefault(key, None)
+    return tuple(out)
+
+
+class Prefetcher:
+    """A bounded pool fetching `keys` from `store` for a reader trusting `trusted`."""
+
+    def __init__(self, store: ObjectStore, trusted: KeyRing, keys: Iterable[object], *,
+                 workers: int = WORKERS, budget_bytes: int = BUDGET_BYTES,
+                 limit: int = MAX_KEYS, source: str | None = None) -> None:
+        self.store, self.trusted = store, trusted
+        self.keys = plan_keys(keys, limit)
+        self._planned = frozenset(self.keys)
+        self.workers = max(1, min(workers, len(self.keys) or 1))
+        self.budget_bytes = max(0, budget_bytes)
+        self.source = source
+        self._lock = threading.Lock()
+        self._queue: deque[str] = deque(self.keys)
+        self._flight: dict[str, threading.Event] = {}
+        self._done: dict[str, Fetched] = {}
+        self._claimed: set[str] = set()  # asked for before a worker took them
+        self._held = 0
+        self._stopped = False  # no new fetch starts (closed, or the network failed)
+        self._closed = False
+        self.network_error: str | None = None
+        self._counts = PrefetchCounts(planned=len(self.keys), source=source)
+        self._threads: list[threading.Thread] = []
+
+    # --- the pool -------------------------------------------------------------------------
+    def start(self) -> Prefetcher:
+        for i in range(self.workers if self.keys else 0):
+            t = threading.Thread(target=self._work, name=f"jaxcache-prefetch-{i}", daemon=True)
+            self._threads.append(t)
+            t.start()
+        return self
+
+    def _next(self) -> tuple[str, threading.Event] | None:
+        with self._lock:
+            while self._queue and not self._stopped:
+                key = self._queue.popleft()
+                if key in self._claimed:
+                    continue
+                event = self._flight[key] = threading.Event()
+                return key, event
+            return None
+
+    def _work(self) -> None:
+        while (job := self._next()) is not None:
+            key, event = job
+            started = time.monotonic()
+            try:
+                result = self._fetch(key, started)
+            except StoreError as exc:
+                result = Fetched(key, Outcome.MISSED, time.monotonic() - started,
+                                 status=exc.kind, reason=exc.message)
+                if exc.kind == NETWORK:
+                    with self._lock:
+                        self._stopped = True
+                        self.network_error = self.network_error or exc.message
+            except Exception as exc:  # noqa: BLE001 - a worker never dies with a key in flight
+                result = Fetched(key, Outcome.MISSED, time.monotonic() - started,
+                                 status="error", reason=f"{type(exc).__name__}: {exc}")
+            with self._lock:
+                if self._closed and result.data is not None:  # nobody will ask: drop it
+                    self._release(result)
+                    result = Fetched(key, result.outcome, result.seconds)
+                self._done[key] = result
+                del self._flight[key]
+            event.set()
+
+    def _reserve(self, size: int) -> bool:
+        with self._lock:
+            if self._closed or self._held + size > self.budget_bytes:
+                return False
+            self._held += size
+            return True
+
+    def _release(self, result: Fetched) -> None:
+        """(under the lock) The bytes of `result` no longer count against the budget."""
+        if result.data is not None and result.found is not None and \
+                result.found.size is not None:
+            self._held -= result.found.size
+
+    def _fetch(self, key: str, started: float) -> Fetched:
+        """Exactly the backend's verified fetch (bucket_backend._from_bucket), less the build
+        binding and the reporting."""
+        name = names.entry(key)
+
+        def done(outcome: Outcome, status: str = "", reason: str = "",
+                 data: bytes | None = None, found: signature.Vouch | None = None) -> Fetched:
+            return Fetched(key, outcome, time.monotonic() - started, data, found, status,
+                           reason)
+
+        sig = self.store.get(names.sidecar(name, names.SIGNATURE, OBJECT_NAME_MAX),
+                             limit=sigfile.MAX_BYTES + 1)
+        if sig is None:
+            if self.store.stat(name) is None:
+                return done(Outcome.NOT_FOUND, reason="no entry and no signature in the bucket")
+            return done(Outcome.REJECTED, status=signature.UNSIGNED,
+                        reason="no signature object")
+        found = signature.vouch(key, sig, self.trusted, cosignatures(self.store, name))
+        size = found.size
+        if size is None:
+            if self.store.stat(name) is None:
+                return done(Outcome.NOT_FOUND, reason="a signature without its entry (a "
+                            "publisher still uploading, or the entry was deleted)")
+            return done(Outcome.REJECTED, status=found.check.status, reason=found.check.reason)
+        if not self._reserve(size):
+            return done(Outcome.OVER_BUDGET)
+        try:
+            data = self.store.get(name, limit=size + 1)
+        except BaseException:
+            with self._lock:
+                self._held -= size
+            raise
+        if data is None:
+            with self._lock:
+                self._held -= size
+            return done(Outcome.NOT_FOUND, reason="a signature without its entry (a "
+                        "publisher still uploading, or the entry was deleted)")
+        check = signature.confirm(key, data, found, self.trusted)
+        if not check.ok:
+            with self._lock:
+                self._held -= size
+            return done(Outcome.REJECTED, status=check.status, reason=check.reason)
+        return done(Outcome.LOADED, data=data, found=found)
+
+    # --- the backend's side ---------------------------------------------------------------
+    def take(self, key: str) -> Taken | None:
+        """The prefetched result for `key`, once (waiting for a fetch in flight); None when
+        `get` must fetch it itself (not planned, still queued, over budget, or taken)."""
+        with self._lock:
+            result = self._done.pop(key, None)
+            event = None if result is not None else self._flight.get(key)
+            if result is None and event is None:
+                if key in self._planned and key not in self._claimed:
+                    self._claimed.add(key)  # a worker will skip it: no second download
+                    self._count(not_fetched=1)
+                return None
+        waited = 0.0
+        if result is None:
+            assert event is not None
+            began = time.monotonic()
+            event.wait()
+            waited = time.monotonic() - began
+            with self._lock:
+                result = self._done.pop(key, None)
+            if result is None:  # taken by another thread meanwhile
+                return None
+        with self._lock:
+            self._claimed.add(key)
+            self._release(result)
+            if result.outcome is Outcome.LOADED:
+                self._count(used=1, saved_s=max(0.0, result.seconds - waited))
+            elif result.outcome is Outcome.REJECTED:
+                self._count(rejected=1)
+            elif result.outcome is Outcome.OVER_BUDGET:
+                self._count(not_fetched=1)
+            else:
+                self._count(failed=1)
+        if result.outcome is Outcome.OVER_BUDGET:
+            return None
+        return Taken(result, waited)
+
+    def _count(self, used: int = 0, not_fetched: int = 0, failed: int = 0,
+               rejected: int = 0, saved_s: float = 0.0) -> None:
+        """(under the lock)"""
+        c = self._counts
+        self._counts = PrefetchCounts(
+            c.planned, c.prefetched, c.used + used, c.wasted, c.not_fetched + not_fetched,
+            c.failed + failed, c.rejected + rejected, c.saved_s + saved_s, c.source)
+
+    def counts(self) -> PrefetchCounts:
+        """The counts now: prefetched are the verified results so far (used or held), wasted
+        those held and never asked for (final once the job has ended), and every planned key
+        the pool never fetched counts as not fetched."""
+        with self._lock:
+            c = self._counts
+            held = [r for r in self._done.values() if r.outcome is Outcome.LOADED]
+            held_failed = sum(1 for r in self._done.values()
+                              if r.outcome in (Outcome.MISSED, Outcome.NOT_FOUND))
+            left = sum(1 for k in self._queue if k not in self._claimed)
+            return PrefetchCounts(
+                c.planned, c.used + len(held), c.used, len(held),
+                c.not_fetched + (left if self._stopped else 0),
+                c.failed + held_failed, c.rejected, round(c.saved_s, 4), c.source)
+
+    @property
+    def held_bytes(self) -> int:
+        with self._lock:
+            return self._held
+
+    def close(self) -> None:
+        """Stop: nothing more is fetched, what is held is dropped (it stays counted as
+        wasted)."""
+        with self._lock:
+            self._stopped = self._closed = True
+            for result in self._done.values():
+                self._release(result)
+            self._done = {k: Fetched(k, r.outcome, r.seconds)  # the bytes go, the count stays
+                          for k, r in self._done.items()}
+
+    def wait_idle(self, timeout: float | None = None) -> bool:
+        """For tests and benchmarks: True once no fetch is queued or in flight."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for t in self._threads:
+            t.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
+        return not any(t.is_alive() for t in self._threads)
+
+
+# --- one prefetch per bucket, started early (the probe) and adopted by the backend ---------
+_STARTED: dict[str, Prefetcher] = {}
+_STARTED_LOCK = threading.Lock()
+
+
+def begin(prefetcher: Prefetcher) -> Prefetcher:
+    """Start `prefetcher` and keep it for the backend of its bucket to adopt."""
+    with _STARTED_LOCK:
+        old = _STARTED.pop(prefetcher.store.url, None)
+        _STARTED[prefetcher.store.url] = prefetcher
+    if old is not None:
+        old.close()
+    return prefetcher.start()
+
+
+def adopt(url: str, trusted: KeyRing) -> Prefetcher | None:
+    """The prefetch started for `url`, once, if it verified with these very keys (else it is
+    dropped: what it fetched was judged by another ring)."""
+    with _STARTED_LOCK:
+        found = _STARTED.pop(url, None)
+    if found is None:
+        return None
+    if found.trusted != trusted:
+        found.close()
+        return None
+    return found

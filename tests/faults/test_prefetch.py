@@ -1,0 +1,186 @@
+"""Prefetch for a sealed bucket reader (issue 45, seal/stores/prefetch.py), against real stores
+(fake-gcs-server, SeaweedFS) behind the loopback proxy, which counts every request.
+
+Every entry handed over is the signed bytes (an entry swapped after its prefetch is never
+seen; one swapped before it is rejected, reported once, on the reader's thread); an entry asked
+for while its fetch is in flight is waited for, never downloaded twice; a record of 1,000 keys,
+hostile names and a bucket failing mid-prefetch keep memory and requests bounded and the counts
+honest. Counts and bytes are asserted, never times.
+"""
+
+from __future__ import annotations
+
+import pytest
+from support import bucket_faults, faultproxy
+from support.faultproxy import Fault
+
+pytest.importorskip("cryptography")
+pytest.importorskip("jax")
+
+BACKENDS = bucket_faults.available()
+if not BACKENDS:
+    pytest.skip("neither fake-gcs-server nor SeaweedFS is installed", allow_module_level=True)
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def backend(request, tmp_path_factory):
+    b = bucket_faults.start(request.param, tmp_path_factory.mktemp(request.param))
+    yield b
+    b.stop()
+
+
+def _published(world, backend, prefix: str) -> str:
+    """The world's entries, signed, under a prefix of this test's own (no proxy)."""
+    from jaxcache.seal.stores import store_for_url as objects
+    from jaxcache.seal.stores.bucket_backend import BucketSealedCache
+    from jaxcache.trust.inputs import signing_keys as keys
+    from jaxcache.trust.rules import target
+
+    with faultproxy.Proxy(backend.upstream) as proxy, \
+            bucket_faults.environment(backend.env(proxy)):
+        signer = keys.load_signing(str(world.key))
+        cache = BucketSealedCache(objects.open_store(target.parse_bucket(backend.url(prefix))),
+                                  trusted=[signer.public], signer=signer)
+        for key, data in world.entries:
+            cache.put(key, data)
+        cache.close()
+    return backend.url(prefix)
+
+
+def _reader(world, url: str, keys, **options):
+    """A reader of `url` with a prefetch of `keys` started (in the proxy's environment)."""
+    from jaxcache.seal.stores import store_for_url as objects
+    from jaxcache.seal.stores.bucket_backend import BucketSealedCache
+    from jaxcache.seal.stores.prefetch import Prefetcher
+    from jaxcache.trust.inputs.public_keys import load_public
+    from jaxcache.trust.rules import keyring, target
+
+    ring = keyring.of([load_public(world.pub)])
+    store = objects.open_store(target.parse_bucket(url))
+    pre = Prefetcher(store, ring, keys, **options).start()
+    return BucketSealedCache(store, trusted=ring, prefetch=pre), pre
+
+
+def _entry_gets(proxy, key: str) -> int:
+    """Downloads of `key`'s entry (not its signature, not a stat) the proxy saw."""
+    from urllib.parse import unquote
+
+    name = f"{key}-cache"
+    return sum(1 for r, _ in proxy.seen if r.method == "GET"
+               and unquote(r.target.split("?")[0]).endswith(name)
+               and ("alt=media" in r.target or "storage/v1" not in r.target))
+
+
+def _all_accounted(c) -> bool:
+    return c.planned == c.used + c.wasted + c.not_fetched + c.failed + c.rejected
+
+
+def test_prefetched_entries_are_the_signed_bytes_and_counted(world, backend):
+    url = _published(world, backend, "pre-hit")
+    keys = [k for k, _ in world.entries]
+    with faultproxy.Proxy(backend.upstream) as proxy, \
+            bucket_faults.environment(backend.env(proxy)):
+        reader, pre = _reader(world, url, keys)
+        assert pre.wait_idle(120)
+        for key, data in world.entries[:-1]:  # the job no longer asks for the last one
+            assert reader.get(key) == data
+        reader.close()
+        c = pre.counts()
+    assert (c.planned, c.prefetched, c.used, c.wasted) == (len(keys), len(keys),
+                                                           len(keys) - 1, 1)
+    assert reader.rejections == [] and reader.misses == [] and _all_accounted(c)
+    assert pre.held_bytes == 0  # dropped at close
+
+
+def test_an_entry_swapped_after_its_prefetch_is_never_seen(world, backend):
+    """The prefetch holds the verified bytes: what the bucket holds by the time JAX asks does
+    not reach JAX; a swap before the prefetch is rejected, reported once, at get time."""
+    url = _published(world, backend, "pre-swap")
+    prefix = url.split("/", 3)[3]
+    (k1, d1), (k2, d2) = world.entries[0], world.entries[1]
+    with faultproxy.Proxy(backend.upstream) as proxy, \
+            bucket_faults.environment(backend.env(proxy)):
+        # k2's entry swapped for k1's bytes before the prefetch
+        backend.server.upload(bucket_faults.BUCKET, f"{prefix}/{k2}-cache", d1)
+        reader, pre = _reader(world, url, [k1, k2])
+        assert pre.wait_idle(120)
+        assert reader.rejections == []  # nothing reported from the workers
+        # k1's entry swapped for k2's bytes after its prefetch, before JAX asks
+        backend.server.upload(bucket_faults.BUCKET, f"{prefix}/{k1}-cache", d2)
+        assert reader.get(k1) == d1
+        assert reader.get(k2) is None
+        (r,) = reader.rejections
+        assert (r.key, r.status) == (k2, "bad-signature")
+        c = pre.counts()
+        assert (c.used, c.rejected) == (1, 1) and _all_accounted(c)
+        reader.close()
+
+
+def test_an_entry_asked_for_in_flight_is_waited_for_never_fetched_twice(world, backend):
+    url = _published(world, backend, "pre-wait")
+    key, data = max(world.entries, key=lambda e: len(e[1]))
+    with faultproxy.Proxy(backend.upstream, delay_s=0.2) as proxy, \
+            bucket_faults.environment(backend.env(proxy)):
+        reader, pre = _reader(world, url, [key])
+        assert reader.get(key) == data  # at once: queued, in flight or done, one download
+        assert pre.wait_idle(120)
+        assert _entry_gets(proxy, key) == 1, [r.target for r, _ in proxy.seen]
+        c = pre.counts()
+        assert c.used + c.not_fetched == 1 and c.wasted == 0 and _all_accounted(c)
+        reader.close()
+
+
+def test_a_record_of_a_thousand_keys_and_hostile_names_is_bounded(world, backend):
+    """1,000 well-formed keys (mostly absent) are capped; hostile names are never asked for;
+    a budget smaller than the entries holds at most what it allows, and every get still
+    answers the signed bytes (the reader fetches what the pool left)."""
+    from jaxcache.seal.stores import prefetch
+
+    url = _published(world, backend, "pre-many")
+    hostile = ["../../etc/passwd", "a" * 5000, "x/" + "0" * 64, "jit_f-" + "0" * 63 + "/",
+               "jit_f-" + "G" * 64, "", None, 7, {"k": 1}, "jit_\u0131-" + "0" * 64,
+               "jit_f-" + "0" * 64 + "\n"]
+    fake = [f"jit_m{i}-{i:064x}" for i in range(1000)]
+    real = [k for k, _ in world.entries]
+    budget = max(len(d) for _, d in world.entries)  # one entry at a time at most
+    with faultproxy.Proxy(backend.upstream) as proxy, \
+            bucket_faults.environment(backend.env(proxy)):
+        reader, pre = _reader(world, url, [*real, *hostile, *fake], limit=64,
+                              budget_bytes=budget)
+        assert pre.keys[:len(real)] == tuple(real) and len(pre.keys) == 64
+        assert all(prefetch.plan_keys([h]) == () for h in hostile)
+        assert pre.wait_idle(120)
+        assert pre.held_bytes <= budget
+        for key, data in world.entries:
+            assert reader.get(key) == data
+        asked = " ".join(r.target for r, _ in proxy.seen)
+        assert "passwd" not in asked and "aaaaaaaaaa" not in asked
+        reader.close()
+        c = pre.counts()
+    assert c.planned == 64 and c.used + c.not_fetched == len(real) and _all_accounted(c)
+    assert c.failed == 64 - len(real)  # the fake keys: not found, each counted once
+
+
+def test_a_bucket_failing_mid_prefetch_stops_the_pool_and_counts_stay_honest(world, backend):
+    url = _published(world, backend, "pre-fail")
+    keys = [k for k, _ in world.entries]
+
+    def plan(r: faultproxy.Request) -> Fault:
+        return Fault.RESET if r.index > 2 else Fault.PASS  # every later request is cut off
+
+    with faultproxy.Proxy(backend.upstream, plan) as proxy, \
+            bucket_faults.environment(backend.env(proxy, deadline_s=2.0)):
+        reader, pre = _reader(world, url, keys, workers=2)
+        assert pre.wait_idle(120)
+        assert pre.network_error is not None
+        got = [reader.get(k) for k in keys]
+        assert all(g is None or g == d for g, (_, d) in zip(got, world.entries, strict=True))
+        asked_after = len(proxy.seen)
+        reader.get(keys[0])  # a second ask: the bucket is skipped for a while, no request
+        assert len(proxy.seen) == asked_after
+        assert any(m.kind == "network" for m in reader.misses)
+        reader.close()
+        c = pre.counts()
+    assert c.failed >= 1 and _all_accounted(c)
+    # bounded: each worker's last fetch, each request tried at most three times
+    assert len(proxy.seen) <= 2 + 2 * 3 * 4 + 3 * len(keys)
