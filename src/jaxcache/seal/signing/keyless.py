@@ -46,7 +46,8 @@ if TYPE_CHECKING:
 
     from jaxcache.fingerprint.model import Fingerprint
 
-__all__ = ["BUNDLE_LIMIT", "KeylessError", "KeylessSigner", "artifact", "ci_token", "verify"]
+__all__ = ["BUNDLE_LIMIT", "KeylessError", "KeylessSigner", "artifact", "ci_token", "claimed",
+           "verify"]
 
 BUNDLE_LIMIT = 28 << 10  # within the signature file's MAX_BYTES, with the rest of the document
 _OID = "1.3.6.1.4.1.57264.1."  # Fulcio's certificate extensions
@@ -268,6 +269,22 @@ def verify(bundle: str, signed: bytes, trust_root: str | None) -> ids.SeenIdenti
         raise KeylessError(safe(str(exc))[:300]) from None
     except Exception as exc:  # a malformed bundle: pydantic, asn1, cryptography errors
         raise KeylessError(f"unreadable Sigstore bundle ({type(exc).__name__})") from None
+
+
+def claimed(bundle: str) -> ids.SeenIdentity | None:
+    """The identity a bundle's certificate names, unverified (`ls` shows it as a claim, as it
+    shows the key a signature file names; verify checks it): None where it names none that
+    can be read, or without the jaxcache[sigstore] extra."""
+    if len(bundle) > BUNDLE_LIMIT:
+        return None
+    try:
+        from sigstore.models import Bundle
+    except ImportError:
+        return None
+    try:
+        return seen_of(Bundle.from_json(bundle).signing_certificate)
+    except Exception:  # a malformed bundle: pydantic, asn1, cryptography errors
+        return None
 
 
 def _der_text(raw: bytes) -> str:

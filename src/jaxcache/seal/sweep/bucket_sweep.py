@@ -87,7 +87,8 @@ def _status(store: ObjectStore, name: str, table: KeyRing, *,
             info = store.stat(name)
             if info is None:
                 return EntryStatus(name, "not-a-file", "vanished while scanning", 0), None
-            return EntryStatus(name, vouched.status, vouched.reason, info.size), None
+            return EntryStatus(name, vouched.status, vouched.reason, info.size,
+                               identities=vouched.identities), None
         data = store.get(name, limit=None if whole or size is None else size + 1)
         if data is None:
             return EntryStatus(name, "not-a-file", "vanished while scanning", 0), None
@@ -97,7 +98,7 @@ def _status(store: ObjectStore, name: str, table: KeyRing, *,
         signature.confirm(names.key_of(name), data, found, table)
     return EntryStatus(name, check.status, check.reason, len(data),
                        hittable.why_never_hit(data), check.signers, check.lineage,
-                       builds.built(found, check, here)), data
+                       builds.built(found, check, here), check.identities), data
 
 
 def verify(store: ObjectStore, trusted: KeyRing | list[PublicKey],

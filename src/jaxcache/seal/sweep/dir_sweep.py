@@ -21,11 +21,12 @@ from jaxcache.seal.signing import signature_file as sigfile
 from jaxcache.seal.signing import signature_rule as signature
 from jaxcache.seal.stores.sealed_cache import Rejected, cosignatures, open_dir, read_whole
 from jaxcache.text import safe
-from jaxcache.trust.inputs.public_keys import PublicKey
+from jaxcache.trust.inputs.public_keys import PublicKey, SignerKind
 from jaxcache.trust.inputs.signing_keys import SigningKey
 from jaxcache.trust.kernel.entries import Inventory, classify
 from jaxcache.trust.kernel.principals import Accounts
 from jaxcache.trust.rules import keyring
+from jaxcache.trust.rules.identities import SeenIdentity, TrustedIdentity
 from jaxcache.trust.rules.keyring import KeyRing
 from jaxcache.values import frozen
 
@@ -44,6 +45,9 @@ class EntryStatus:
     signers: tuple[str, ...] = ()  # valid: the ids of the keys that vouched for it
     lineage: tuple[tuple[str, tuple[str, ...]], ...] = ()  # valid: each signer's chain
     build: buildmod.BuildView | None = None  # valid: the build its signatures claim, judged here
+    # keyless signatures: the identities their verified certificates name (issuer, workflow,
+    # repository, ref, run), whether the entry was accepted or rejected
+    identities: tuple[SeenIdentity, ...] = ()
 
 
 @frozen
@@ -171,12 +175,13 @@ def _status(fd: int, name: str, trusted: KeyRing, *, read_unsigned: bool = False
             on_disk = os.stat(name, dir_fd=fd, follow_symlinks=False).st_size
         except FileNotFoundError:
             return EntryStatus(name, "not-a-file", "vanished while scanning", 0), None
-        return EntryStatus(name, vouched.status, vouched.reason, on_disk), None
+        return EntryStatus(name, vouched.status, vouched.reason, on_disk,
+                           identities=vouched.identities), None
     check = signature.check(key, data, sig, trusted) if whole else \
         signature.confirm(key, data, found, trusted)
     return EntryStatus(name, check.status, check.reason, len(data),
                        hittable.why_never_hit(data), check.signers, check.lineage,
-                       buildmod.built(found, check, here)), data
+                       buildmod.built(found, check, here), check.identities), data
 
 
 def verify(directory: str, trusted: KeyRing | list[PublicKey],
@@ -375,16 +380,22 @@ def missing_from_own(result: ScanResult) -> int:
 
 
 def signed_by(inv: Inventory, fd: int, resolved: str, accounts: Accounts,
-              builds: dict[str, buildmod.BuildView] | None = None) -> dict[str, str]:
+              builds: dict[str, buildmod.BuildView] | None = None,
+              policy_path: str | None = None) -> dict[str, str]:
     """Each signature file's claimed signer (read bounded, never following a link), by the
-    name your policy gives that key where it trusts it: a claim, which `verify` checks.
+    name your policy (`policy_path`, else the default one) gives that key where it trusts it,
+    or, for a keyless signature, the CI identity its certificate names (by the policy's name
+    for it where it trusts it): a claim, which `verify` checks.
     `builds`, if given, gets each signature file's claimed build judged for this host (its
     build signature checked under the key it names; whether that key counts is verify's)."""
     from jaxcache.errors import JaxcacheError as _Error
     from jaxcache.trust.inputs import policy as policymod
 
+    idents: tuple[TrustedIdentity, ...] = ()
     try:
-        known = {k.raw: k for k in policymod.load(None, accounts).rule_for(resolved).trusted_keys}
+        rule = policymod.load(policy_path, accounts).rule_for(resolved)
+        known = {k.raw: k for k in rule.trusted_keys}
+        idents = tuple(rule.trusted_identities)
     except _Error:
         known = {}  # names are labels: a policy that does not load only leaves them out
     out = {}
@@ -396,6 +407,13 @@ def signed_by(inv: Inventory, fd: int, resolved: str, accounts: Accounts,
         except Rejected:
             continue
         public = sigfile.claimed_signer(data) if data is not None else None
+        seen = sigfile.claimed_identity(data) if data is not None and public is None else None
+        if seen is not None and data is not None:  # keyless: who its certificate names
+            trusted = next((i for i in idents if i.matches(seen)), None)
+            out[e.name] = f"identity {trusted.label if trusted else seen.text}"
+            if builds is not None:  # the bundle signs the claim: only its shape is read here
+                builds[e.name] = buildmod.claimed_view(data, PublicKey(
+                    b"\0" * 32, kind=SignerKind.IDENTITY, subject=seen.subject))
         if public is not None:
             out[e.name] = (known.get(public.raw) or public).label
             if builds is not None and data is not None:

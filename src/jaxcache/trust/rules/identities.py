@@ -97,6 +97,19 @@ class SeenIdentity:
         ref = f", ref {self.ref}" if self.ref else ""
         return f"{self.subject} (issuer {self.issuer}{ref})"
 
+    @property
+    def who(self) -> tuple[str, str, str | None, str | None]:
+        """The identity without the job: (issuer, workflow, repository, ref), what every job
+        of one workflow on one ref shares (reports count entries by it)."""
+        return self.issuer, self.subject, self.repository_uri, self.ref
+
+    def to_json(self) -> dict[str, str | None]:
+        """As verify's JSON names it: the certificate's claims (a platform's own words:
+        workflow_ref on GitHub, ci_config_ref_uri on GitLab, are both its `workflow`)."""
+        return {"issuer": self.issuer, "workflow": self.subject,
+                "repository": self.repository_uri, "ref": self.ref, "commit": self.commit,
+                "run": self.run_uri, "certificate_sha256": self.certificate or None}
+
 
 @frozen
 class TrustedIdentity:
