@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from support.jobs import jaxcache
 
+from jaxcache.documents import schemas
 from jaxcache.seal.signing.keyless import KeylessSigner
 
 GH = "https://token.actions.githubusercontent.com"
@@ -74,6 +75,7 @@ def test_verify_json_names_each_entrys_identity_and_each_rejections(mixed):
     proc = jaxcache("verify", str(cache), "--policy", str(pol), "--format", "json")
     assert proc.returncode == 1, proc.stderr
     doc = json.loads(proc.stdout)
+    pytest.importorskip("jsonschema").validate(doc, schemas.load("seal-scan"))
     by = {e["name"]: e for e in doc["entries"]}
     for i in (1, 2):
         e = by[entry(i)]
