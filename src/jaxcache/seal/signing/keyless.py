@@ -137,6 +137,25 @@ class KeylessSigner:
         self._stack, self._signer = stack, signer
         return signer
 
+    def identify(self) -> ids.SeenIdentity:
+        """Who this job signs as, before it signs anything: its certificate, bought now (the
+        one its entries are then signed with), its claims as Fulcio stated them. A command
+        that must know the identity first (seal: the ring it judges with; a co-signer: the
+        trusted identity it counts as) asks this; KeylessError: no token, no certificate."""
+        with self._lock:
+            if self.seen is None:
+                try:
+                    signer = self._signer or self._open()
+                    cert = signer._signing_cert()
+                except KeylessError:
+                    raise
+                except Exception as exc:  # the CI's token, Fulcio: the network
+                    raise KeylessError(f"no Sigstore certificate for this job: "
+                                       f"{type(exc).__name__}: {safe(str(exc))[:300]}"
+                                       ) from None
+                self.seen = seen_of(cert)
+            return self.seen
+
     def close(self) -> None:
         with self._lock:
             if self._stack is not None:
