@@ -145,9 +145,14 @@ class TrustedIdentity:
     def subject(self) -> str:
         """The identity as people read it: its workflow (or repository and ref)."""
         if self.workflow is not None:
-            return str(self.workflow)
-        parts = [str(p) for p in (self.repository, self.ref) if p is not None]
-        return "@".join(parts) if parts else self.issuer
+            base = str(self.workflow)
+        else:
+            parts = [str(p) for p in (self.repository, self.ref) if p is not None]
+            base = "@".join(parts) if parts else self.issuer
+        # a revoked identity may be one commit's or one run's jobs: say which
+        which = [w for w in (self.commit and f"commit {self.commit}",
+                             self.run and f"run {self.run}") if w]
+        return f"{base} ({', '.join(which)})" if which else base
 
     @property
     def label(self) -> str:
