@@ -290,11 +290,19 @@ def verify(bundle: str, signed: bytes, trust_root: str | None) -> ids.SeenIdenti
         raise KeylessError(f"unreadable Sigstore bundle ({type(exc).__name__})") from None
 
 
-def claimed(bundle: str) -> ids.SeenIdentity | None:
-    """The identity a bundle's certificate names, unverified (`ls` shows it as a claim, as it
-    shows the key a signature file names; verify checks it): None where it names none that
-    can be read, or without the jaxcache[sigstore] extra."""
-    if len(bundle) > BUNDLE_LIMIT:
+def claimed(sig: bytes) -> ids.SeenIdentity | None:
+    """The identity a keyless signature file's certificate names, unverified (`ls` shows it
+    as a claim, as it shows the key a signature file names; verify checks it): None for a
+    key's signature, where it names none that can be read, or without the jaxcache[sigstore]
+    extra."""
+    from jaxcache.seal.signing import signature_file as sigfile
+    from jaxcache.trust.inputs.public_keys import KeyFileError
+
+    try:
+        bundle = sigfile.read(sig).bundle
+    except (ValueError, KeyFileError):
+        return None
+    if bundle is None or len(bundle) > BUNDLE_LIMIT:
         return None
     try:
         from sigstore.models import Bundle

@@ -39,14 +39,13 @@ if TYPE_CHECKING:
     from typing import TypeAlias
 
     from jaxcache.seal.signing.keyless import KeylessSigner
-    from jaxcache.trust.rules.identities import SeenIdentity
 
     Signer: TypeAlias = "SigningKey | KeylessSigner"  # a key (file or HSM) or the job's identity
 
 __all__ = ["BUILD_FORMAT", "DOCUMENT", "FORMAT", "KEY_DOC_BYTES", "MAX_BYTES", "SUFFIX",
            "TIME_FORMAT", "SignatureDoc", "build_claim", "build_message", "canonical",
-           "claimed_build", "claimed_identity", "claimed_signer", "genuine", "is_cosignature",
-           "message", "read", "sign", "time_message", "verifies"]
+           "claimed_build", "claimed_signer", "genuine", "is_cosignature", "message", "read",
+           "sign", "time_message", "verifies"]
 
 TIME_FORMAT = "jaxcache.seal-time/1"
 BUILD_FORMAT = "jaxcache.seal-build/1"
@@ -212,20 +211,6 @@ def claimed_signer(sig: bytes) -> PublicKey | None:
         return read(sig).public  # None for a keyless one: its identity is the bundle's
     except (ValueError, KeyFileError):
         return None
-
-
-def claimed_identity(sig: bytes) -> SeenIdentity | None:
-    """The CI identity a keyless signature file's certificate names (unverified: `ls` shows
-    it; verify checks it); None for a key's signature or an unreadable one."""
-    try:
-        doc = read(sig)
-    except (ValueError, KeyFileError):
-        return None
-    if doc.bundle is None:
-        return None
-    from jaxcache.seal.signing import keyless
-
-    return keyless.claimed(doc.bundle)
 
 
 def genuine(key: str, sig: bytes) -> bool:

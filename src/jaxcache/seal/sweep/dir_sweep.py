@@ -17,7 +17,7 @@ from jaxcache.seal.publishing import tier_names as names
 from jaxcache.seal.publishing.locks import LockProblem
 from jaxcache.seal.publishing.publish import link_new, put_cosignature
 from jaxcache.seal.signing import build_claims as buildmod
-from jaxcache.seal.signing import hittable
+from jaxcache.seal.signing import hittable, keyless
 from jaxcache.seal.signing import signature_file as sigfile
 from jaxcache.seal.signing import signature_rule as signature
 from jaxcache.seal.signing.keyless import KeylessSigner
@@ -460,7 +460,7 @@ def signed_by(inv: Inventory, fd: int, resolved: str, accounts: Accounts,
         except Rejected:
             continue
         public = sigfile.claimed_signer(data) if data is not None else None
-        seen = sigfile.claimed_identity(data) if data is not None and public is None else None
+        seen = keyless.claimed(data) if data is not None and public is None else None
         if seen is not None and data is not None:  # keyless: who its certificate names
             trusted = next((i for i in idents if i.matches(seen)), None)
             out[e.name] = f"identity {trusted.label if trusted else seen.text}"

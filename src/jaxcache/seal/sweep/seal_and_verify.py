@@ -81,27 +81,6 @@ class SigningChoice:
         return signer
 
 
-def untrusted_self(signer: Signer, ring: KeyRing) -> str | None:
-    """A keyless signer whose own identity the ring does not trust (nor an identity that the
-    policy revokes): every reader would reject what it signs. What to say, once; else None."""
-    from jaxcache.seal.signing.keyless import KeylessSigner
-
-    if not isinstance(signer, KeylessSigner) or signer.seen is None:
-        return None
-    seen = signer.seen
-    revoked = ring.revoked_identity(seen)
-    if revoked is not None:
-        return (f"this job signs keyless as identity {safe(seen.text)}, which the policy "
-                f"revokes ({safe(revoked.label)}): every reader rejects what it signs")
-    if ring.identity_for(seen) is not None:
-        return None
-    closest = f" ({safe(str(ring.identities[0].mismatch(seen)))})" if ring.identities else ""
-    return (f"this job signs keyless as identity {safe(seen.text)}, which is not among the "
-            "policy's "
-            f"trusted identities{closest}: every reader with this policy rejects what it "
-            "signs (add it to [[trusted_identities]], or sign from the trusted workflow)")
-
-
 def verify_dir(directory: str, given: tuple[str, ...], policy: Policy) -> ScanResult:
     from jaxcache.seal.sweep import dir_sweep as scan
 
@@ -347,9 +326,12 @@ def _seal_dir(directory: str, signer: Signer, given: tuple[str, ...], policy: Po
 
 def _warn_untrusted_self(signer: Signer, ring: KeyRing,
                          warn: Callable[[str], None] | None) -> None:
-    said = untrusted_self(signer, ring)
+    """A keyless signer whose own identity the policy does not trust: said once, before
+    anything is signed (every reader would reject it)."""
+    seen = getattr(signer, "seen", None)  # keyless: its certificate's claims
+    said = ring.rejects_identity(seen) if seen is not None else None
     if said is not None and warn is not None:
-        warn(said)
+        warn(safe(said))
 
 
 def _close(signer: Signer) -> None:
