@@ -271,11 +271,16 @@ def test_gitlab_only_the_default_branch_pushes_the_cache():
         else:
             assert policies == {"pull"}, name
             pullers.append(name)
-    assert set(pushers) == {".jaxcache-publish", "jax-publish"}
+    assert set(pushers) == {".jaxcache-publish", ".jaxcache-publish-keyless", "jax-publish"}
     assert {"jax-test", ".jaxcache-consume", ".jaxcache-base"} <= set(pullers)
+    # keyless: only the keyless publisher requests an OIDC token, for Sigstore alone
+    assert [n for n, job in jobs.items() if "id_tokens" in job] == [".jaxcache-publish-keyless"]
+    assert jobs[".jaxcache-publish-keyless"]["id_tokens"] == {
+        "SIGSTORE_ID_TOKEN": {"aud": "sigstore"}}
     for name in pullers:
         text = json.dumps(jobs[name])
         assert "--signing-key" not in text and "JAXCACHE_SIGNING_KEY" not in text, name
+        assert "--identity" not in text and "SIGSTORE_ID_TOKEN" not in text, name
         assert jobs[name].get("variables", {}).get("JAXCACHE_CI_ROLE", "consume") == "consume"
         assert "environment" not in jobs[name], name
     publish = script_of(jobs["jax-publish"])
@@ -587,6 +592,55 @@ def test_the_action_cache_key_changes_with_the_jaxlib_build(tmp_path, keys):
         assert len(ident) == 16 and f"  fingerprint={ident}\n" in log, log
         prefixes.append(out["cache-key-prefix"])
     assert prefixes[0] != prefixes[1]
+
+
+def test_the_action_publishes_keyless_and_consumers_need_only_the_policy(tmp_path,
+                                                                          sigstore_stack):
+    """identity: ci (issue 46): the publisher (a push to main, with the OIDC token
+    `id-token: write` gives: ACTIONS_ID_TOKEN_REQUEST_URL) signs as its workflow through the
+    loopback Sigstore; a pull request with no token and no secret hits; mode consume refuses
+    identity, and a publisher without the token is told to request it."""
+    workspace = tmp_path / "ws"
+    (workspace / ".jaxcache").mkdir(parents=True)
+    (workspace / ".jaxcache" / "policy.toml").write_text(
+        f'sigstore_trust_root = "{sigstore_stack.trusted_root}"\n[[trusted_identities]]\n'
+        'issuer = "https://token.actions.githubusercontent.com"\nrepository = "org/repo"\n'
+        'workflow_ref = "org/repo/.github/workflows/jax-cache.yml@refs/heads/main"\n')
+    store = tmp_path / "caches"
+    store.mkdir()
+    job = str(TWO_JITS)
+    keyless = {"identity": "ci", "sigstore-config": str(sigstore_stack.trust_config)}
+
+    pub = Runner(tmp_path / "publish", store, workspace, "push", "refs/heads/main")
+    pub.env.update(sigstore_stack.github_env())
+    rc, out, log = pub.action(mode="publish", policy=".jaxcache/policy.toml", **keyless)
+    assert rc == 0, log
+    assert "--identity ci" in out["run-args"] and "--signing-key" not in out["run-args"]
+    done = pub.job_step(out, sys.executable, job)
+    assert done.returncode == 0, done.stderr
+    assert "signing keyless as identity" in done.stderr and "WARNING" not in done.stderr
+    rc, saved, log = pub.action(mode="save")
+    assert rc == 0, log
+    assert saved["saved"] == "true"
+    (cache,) = store.iterdir()
+    entries = sorted(p.name for p in cache.iterdir() if p.name.endswith("-cache"))
+    assert entries and all("sigstore_bundle" in json.loads((cache / f"{e}.sig").read_bytes())
+                           for e in entries)
+
+    pr = Runner(tmp_path / "pr", store, workspace, "pull_request", "refs/pull/1/merge")
+    rc, out, log = pr.action(mode="consume", policy=".jaxcache/policy.toml")
+    assert rc == 0, log
+    assert out["gate"] == "passed" and "--identity" not in out["run-args"]
+    done = pr.job_step(out, sys.executable, job)
+    assert done.returncode == 0, done.stderr
+    assert hits(done) >= 2
+
+    rc, _, log = Runner(tmp_path / "pr2", store, workspace, "pull_request", "x").action(
+        mode="consume", policy=".jaxcache/policy.toml", identity="ci")
+    assert rc == 1 and "identity and sigstore-config are for mode publish only" in log
+    rc, _, log = Runner(tmp_path / "pub2", store, workspace, "push", "refs/heads/main").action(
+        mode="publish", policy=".jaxcache/policy.toml", **keyless)
+    assert rc == 1 and "permissions: id-token: write" in log
 
 
 # -- the GitLab template, run as the runner runs it ----------------------------------------

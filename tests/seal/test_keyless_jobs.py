@@ -12,6 +12,8 @@ import pytest
 from support import paths
 from support.jobs import clean_env, jaxcache
 
+from jaxcache.documents import schemas
+
 pytest.importorskip("jax")
 
 JOB = str(paths.PROGRAMS / "two_jits.py")
@@ -70,6 +72,10 @@ def test_the_trusted_workflow_publishes_and_a_reader_with_only_the_policy_hits(
     assert "written" in outcomes(rec), rec["seal"]
     assert rec["seal"]["signing_identity"]["identity"] == f"https://github.com/{WF}"
     assert "signing keyless as identity https://github.com/" + WF in proc.stderr
+    assert rec["seal"]["signing_identity"]["rejected_by_readers"] is None
+    assert "WARNING" not in proc.stderr
+    assert [i["identity"] for i in rec["seal"]["trusted_identities"]] == [WF]  # the policy's
+    pytest.importorskip("jsonschema").validate(rec, schemas.load("run"))
     sigs = [json.loads(p.read_bytes()) for p in cache.glob("*.sig")]
     assert sigs and all("sigstore_bundle" in s and "public_key" not in s for s in sigs)
     env = {k: "" for k in ("ACTIONS_ID_TOKEN_REQUEST_URL", "ACTIONS_ID_TOKEN_REQUEST_TOKEN")}
@@ -91,8 +97,16 @@ def test_other_identities_sign_entries_the_reader_rejects(sigstore_stack, world,
                                                           seen):
     if claims.get("iss") == "LOCAL":
         claims = {"iss": sigstore_stack.oidc}
-    cache, rec, _ = publish(world, sigstore_stack, name, **claims)
+    cache, rec, proc = publish(world, sigstore_stack, name, **claims)
     assert "written" in outcomes(rec)
+    # the publisher is told once, first, that every reader will reject what it writes
+    # (its exit status stands: the job's)
+    warned = [line for line in proc.stderr.splitlines() if line.startswith("WARNING")]
+    assert len(warned) == 1 and seen in warned[0], proc.stderr[-3000:]
+    assert "every reader with this policy rejects what it signs" in warned[0]
+    assert proc.stderr.index(warned[0]) < proc.stderr.index("jaxcache run:")
+    assert seen in rec["seal"]["signing_identity"]["rejected_by_readers"]
+    pytest.importorskip("jsonschema").validate(rec, schemas.load("run"))
     reader, rec2 = run(cache, world["policy"], world["root"] / f"{name}-read.json")
     assert reader.returncode == 0, reader.stderr[-3000:]
     assert results(reader) == world["golden"]  # recompiled, the same numbers

@@ -39,7 +39,8 @@ def handle(args: argparse.Namespace, tail: None) -> None:
     FLAGS says other-build where the ledger says another build of jaxlib (or another CPU)
     wrote an entry of yours (an upgrade or rebuild in place: fingerprint.rule).
     KEY names the key each signature file claims (by your policy's name for it where it
-    trusts it): a claim, which `jaxcache verify` checks. BUILD names the build each
+    trusts it), or for a keyless one the CI identity its certificate names (`identity
+    <workflow>`): a claim, which `jaxcache verify` checks. BUILD names the build each
     signature claims compiled its entry, judged for this host: this build, compatible (the
     writer's CPU features are all here), another build <digest> or another host (a sealed
     reader here misses it), build unknown (signed before build binding). Without PATH:
@@ -61,7 +62,7 @@ def handle(args: argparse.Namespace, tail: None) -> None:
     builds: dict[str, BuildView] = {}
     listed = listing.list_with_origin(
         path, also=lambda inv, fd, where, accounts: signers.update(
-            scan.signed_by(inv, fd, where, accounts, builds)),
+            scan.signed_by(inv, fd, where, accounts, builds, args.policy_path)),
         fingerprint=lambda: fingerprint.current(on_hashing=None if args.quiet else
                                                 common.hashing_notice),
         policy=args.policy_path)

@@ -27,6 +27,14 @@ def options(p: argparse.ArgumentParser) -> None:
                        "key in an HSM: docs/hsm.md).")
     p.add_argument("--key", dest="signing_key", action=_DeprecatedKey, metavar="KEYFILE",
                    help=argparse.SUPPRESS)
+    common.option(p, "--identity", choices=["ci"],
+                  help="Instead of --signing-key: sign keyless, as this CI job's own identity "
+                       "(its OIDC token: GitHub's id-token: write, GitLab's id_tokens; one "
+                       "Sigstore certificate; the jaxcache[sigstore] extra). Readers trust it "
+                       "by [[trusted_identities]] (docs/sealed-cache.md).")
+    common.option(p, "--sigstore-config", metavar="FILE",
+                  help="With --identity: the Sigstore client trust config to sign with "
+                       "(default: the public-good instance).")
     common.option(p, "--trust-bucket-writers", action="store_true",
                   help="For gs:// and s3://: you checked by hand that only your publisher can "
                        "write there (jaxcache cannot read a bucket's IAM or policy); sealing "
@@ -63,6 +71,7 @@ def handle(args: argparse.Namespace, tail: None) -> None:
     """Sign the unsigned entries of a cache directory you trust (e.g. one CI just filled).
 
       jaxcache seal ci-cache/ --signing-key /etc/jaxcache/ci.key
+      jaxcache seal ci-cache/ --identity ci        (keyless, in CI: docs/ci.md)
 
     Refused unless DIR's audit is PRIVATE or SHARED-BY-POLICY: sealing vouches for whatever
     any writer put there, and, under CI or with --require-origin, for entries of unknown
@@ -85,10 +94,20 @@ def handle(args: argparse.Namespace, tail: None) -> None:
 
     if not args.dir:
         common.usage(args, "give the directory to seal")
-    if not args.signing_key:
-        common.usage(args, "the following arguments are required: --signing-key")
+    if not args.signing_key and not args.identity:
+        common.usage(args, "the following arguments are required: --signing-key (or "
+                           "--identity ci, keyless)")
+    if args.signing_key and args.identity:
+        common.usage(args, "--signing-key and --identity are two ways to sign: give one")
+    if args.sigstore_config and not args.identity:
+        common.usage(args, "--sigstore-config goes with --identity")
+    signing = actions.SigningChoice(args.signing_key, args.identity, args.sigstore_config)
     keys = tuple(args.trusted_keys or ())
     policy = common.policy(args)  # once, for every part of the command
+
+    def warn(text: str) -> None:
+        sys.stderr.write(f"jaxcache: warning: {text}\n")
+
     if args.add_signature:
         if args.allow_unhittable or args.trust_bucket_writers or args.require_origin:
             common.usage(args, "--add-signature co-signs only what trusted keys signed: "
@@ -98,19 +117,16 @@ def handle(args: argparse.Namespace, tail: None) -> None:
             common.usage(args, "--from and --succeeds are two reasons to co-sign: give one")
         from jaxcache.records.used_dirs import jobs_of
 
-        scan_output(args, actions.cosign(args.dir, args.signing_key, keys, policy,
+        scan_output(args, actions.cosign(args.dir, signing, keys, policy,
                                          args.own_dir, args.succeeds, jobs_of), "cosign")
     if args.own_dir or args.succeeds:
         common.usage(args, "--from and --succeeds go with --add-signature")
     if is_url(args.dir):
-        scan_output(args, actions.seal_bucket(args.dir, args.signing_key, keys,
+        scan_output(args, actions.seal_bucket(args.dir, signing, keys,
                                               args.trust_bucket_writers, policy,
-                                              args.allow_unhittable), "seal")
+                                              args.allow_unhittable, warn), "seal")
     if args.trust_bucket_writers:
         common.usage(args, "--trust-bucket-writers is for bucket prefixes (gs://, s3://) only")
-    def warn(text: str) -> None:
-        sys.stderr.write(f"jaxcache: warning: {text}\n")
-
-    scan_output(args, actions.seal_dir(args.dir, args.signing_key, keys, policy,
+    scan_output(args, actions.seal_dir(args.dir, signing, keys, policy,
                                        args.allow_unhittable, require_origin=args.require_origin,
                                        warn=warn), "seal")

@@ -122,6 +122,9 @@ class SealPart:
     unknown_builds_loaded: int  # `build.unknown_loaded`: loaded, no signature named a build
     # keyless: the identity the job signed as, as its certificate states it (None: a key)
     signing_identity: str | None = None
+    # keyless: why every reader with the policy rejects what the job signed (its own identity
+    # not trusted, or revoked); None: they accept it
+    identity_rejected: str | None = None
     prefetch: PrefetchPart | None = None  # a bucket reader's fetch ahead, None: none
 
     @classmethod
@@ -136,6 +139,7 @@ class SealPart:
                    tuple(BucketMiss.from_json(m) for m in mappings(doc.get("bucket_misses"))),
                    len(items(mapping(doc.get("build")).get("unknown_loaded"))),
                    _identity_text(mapping(doc.get("signing_identity"))),
+                   text(mapping(doc.get("signing_identity")).get("rejected_by_readers")),
                    PrefetchPart.from_json(mapping(doc.get("prefetch")))
                    if doc.get("prefetch") else None)
 

@@ -369,9 +369,10 @@ def summary(backend: SealedBackend) -> dict[str, object]:
             else None,
             "signing_identity": None if own is None else {
                 "issuer": own.issuer, "identity": own.subject, "ref": own.ref,
-                "run": own.run_uri},
+                "run": own.run_uri, "rejected_by_readers": backend.given.rejects_identity(own)},
+            # the policy's (the publisher's own identity, which it trusts, is not listed)
             "trusted_identities": [{"id": i.id, "identity": i.subject, "issuer": i.issuer,
-                                    "name": i.name} for i in backend.trusted.identities],
+                                    "name": i.name} for i in backend.given.identities],
             "trusted_keys": [{"id": k.id, "name": k.name, "holder": k.holder,
                               "state": backend.trusted.state(k)}
                              for k in backend.trusted.keys.values()],

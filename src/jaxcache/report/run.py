@@ -198,6 +198,8 @@ def render_text(record: RunRecord, record_path: str, verbose: bool = False) -> s
     p = record.process
     status = f"exit {p.exit_code}" if p.signal is None else f"killed by signal {p.signal}"
     lines = [f"UNVERIFIED: {safe(record.unverified)}"] if record.unverified else []
+    if record.sealed and record.sealed.identity_rejected:  # said first, once
+        lines.append(f"WARNING: {safe(record.sealed.identity_rejected)}")
     lines += _other_dirs(record)
     lines += _rank_warnings(record)
     lines += [f"jaxcache run: {safe(' '.join(record.argv))} -> {status} in {p.wall_s:.2f} s "

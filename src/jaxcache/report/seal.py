@@ -29,6 +29,20 @@ def build_counts(result: ScanResult) -> dict[str, int]:
     return out
 
 
+def identity_counts(result: ScanResult
+                    ) -> dict[tuple[str, str, str | None, str | None], tuple[int, int]]:
+    """The identities keyless signatures were made by (issuer, workflow, repository, ref:
+    every job of one workflow on one ref is one), each with how many entries it signed that
+    are valid and that were rejected, in the order first seen."""
+    out: dict[tuple[str, str, str | None, str | None], tuple[int, int]] = {}
+    for e in result.entries:
+        for who in dict.fromkeys(i.who for i in e.identities):
+            valid, rejected = out.get(who, (0, 0))
+            ok = e.status in ("valid", "signed-now", "co-signed")
+            out[who] = (valid + ok, rejected + (not ok))
+    return out
+
+
 def render_json(result: ScanResult, action: str) -> str:
     doc = {**envelope("seal-scan"),
            "action": action, "directory": result.directory,
@@ -36,7 +50,11 @@ def render_json(result: ScanResult, action: str) -> str:
            "builds": {state: sum(1 for e in result.entries
                                  if e.build is not None and e.build.state == state)
                       for state in BUILD_STATES},
-           "entries": [asdict(e) for e in result.entries],
+           "entries": [{**asdict(e), "identities": [i.to_json() for i in e.identities]}
+                       for e in result.entries],
+           "identities": [{**dict(zip(("issuer", "workflow", "repository", "ref"), who,
+                                      strict=True)), "valid": n[0], "rejected": n[1]}
+                          for who, n in identity_counts(result).items()],
            "leftovers": list(result.leftovers), "others": [safe(n) for n in result.others],
            "bad_locks": [{"name": safe(b.name), "why": safe(b.why)} for b in result.bad_locks],
            "all_valid": result.all_valid, "strict_ok": result.strict_ok,
@@ -139,7 +157,8 @@ def _line(e: EntryStatus, action: str, verbose: bool) -> str | None:
     other = e.build is not None and e.build.state == "other-build"
     if e.status in ("signed-now", "co-signed") or e.never_hit or other or verbose:
         word = _SEALED[e.status] if action != "verify" else e.status.upper()
-        return f"  {word:14s} {safe(e.name)} ({size(e.size)}){never}"
+        who = f": {safe(e.reason)}" if e.identities else ""  # the identity, by its workflow
+        return f"  {word:14s} {safe(e.name)} ({size(e.size)}){who}{never}"
     return None
 
 
@@ -160,6 +179,12 @@ def render_text(result: ScanResult, action: str, *, verbose: bool = False) -> st
             if result.needed > 1 else ""
         lines += wrap("keys: " + ", ".join(f"{safe(k.label)} {k.state}"
                                                   for k in result.keys) + needed, "  ")
+    for (issuer, workflow, repo, ref), (ok, no) in identity_counts(result).items():
+        counted = ", ".join(p for p in (f"{ok} valid" if ok else "",
+                                        f"{no} rejected" if no else "") if p)
+        lines += wrap(f"identity {safe(workflow)} (issuer {safe(issuer)}, repository "
+                      f"{safe(repo or '?')}, ref {safe(ref or '?')}) signed keyless: "
+                      f"{counted}", "  ")
     lines += [line for e in result.entries
               if (line := _line(e, action, verbose)) is not None]
     for name in result.leftovers:

@@ -46,7 +46,8 @@ if TYPE_CHECKING:
 
     from jaxcache.fingerprint.model import Fingerprint
 
-__all__ = ["BUNDLE_LIMIT", "KeylessError", "KeylessSigner", "artifact", "ci_token", "verify"]
+__all__ = ["BUNDLE_LIMIT", "KeylessError", "KeylessSigner", "artifact", "ci_token", "claimed",
+           "verify"]
 
 BUNDLE_LIMIT = 28 << 10  # within the signature file's MAX_BYTES, with the rest of the document
 _OID = "1.3.6.1.4.1.57264.1."  # Fulcio's certificate extensions
@@ -135,6 +136,25 @@ class KeylessSigner:
         signer = stack.enter_context(SigningContext.from_trust_config(config).signer(token))
         self._stack, self._signer = stack, signer
         return signer
+
+    def identify(self) -> ids.SeenIdentity:
+        """Who this job signs as, before it signs anything: its certificate, bought now (the
+        one its entries are then signed with), its claims as Fulcio stated them. A command
+        that must know the identity first (seal: the ring it judges with; a co-signer: the
+        trusted identity it counts as) asks this; KeylessError: no token, no certificate."""
+        with self._lock:
+            if self.seen is None:
+                try:
+                    signer = self._signer or self._open()
+                    cert = signer._signing_cert()
+                except KeylessError:
+                    raise
+                except Exception as exc:  # the CI's token, Fulcio: the network
+                    raise KeylessError(f"no Sigstore certificate for this job: "
+                                       f"{type(exc).__name__}: {safe(str(exc))[:300]}"
+                                       ) from None
+                self.seen = seen_of(cert)
+            return self.seen
 
     def close(self) -> None:
         with self._lock:
@@ -268,6 +288,30 @@ def verify(bundle: str, signed: bytes, trust_root: str | None) -> ids.SeenIdenti
         raise KeylessError(safe(str(exc))[:300]) from None
     except Exception as exc:  # a malformed bundle: pydantic, asn1, cryptography errors
         raise KeylessError(f"unreadable Sigstore bundle ({type(exc).__name__})") from None
+
+
+def claimed(sig: bytes) -> ids.SeenIdentity | None:
+    """The identity a keyless signature file's certificate names, unverified (`ls` shows it
+    as a claim, as it shows the key a signature file names; verify checks it): None for a
+    key's signature, where it names none that can be read, or without the jaxcache[sigstore]
+    extra."""
+    from jaxcache.seal.signing import signature_file as sigfile
+    from jaxcache.trust.inputs.public_keys import KeyFileError
+
+    try:
+        bundle = sigfile.read(sig).bundle
+    except (ValueError, KeyFileError):
+        return None
+    if bundle is None or len(bundle) > BUNDLE_LIMIT:
+        return None
+    try:
+        from sigstore.models import Bundle
+    except ImportError:
+        return None
+    try:
+        return seen_of(Bundle.from_json(bundle).signing_certificate)
+    except Exception:  # a malformed bundle: pydantic, asn1, cryptography errors
+        return None
 
 
 def _der_text(raw: bytes) -> str:

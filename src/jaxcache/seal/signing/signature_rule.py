@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import datetime, timezone
 from typing import TypeAlias
 
@@ -59,6 +60,7 @@ from jaxcache.seal.signing.signature_file import (
 from jaxcache.text import safe
 from jaxcache.trust.inputs.public_keys import KeyFileError, PublicKey
 from jaxcache.trust.rules import keyring as ringmod
+from jaxcache.trust.rules.identities import SeenIdentity
 from jaxcache.trust.rules.keyring import EXPIRED, NOT_YET_VALID, REVOKED, KeyRing
 from jaxcache.values import frozen
 
@@ -84,6 +86,9 @@ class Check:
     # valid: each key that signed these bytes, with the keys its signature relies on (its
     # chain); a co-signer names them in what it signs
     lineage: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    # the identities the keyless signatures judged were made by, as their verified
+    # certificates state them (whatever their status: a rejection names who it saw)
+    identities: tuple[SeenIdentity, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -104,6 +109,7 @@ class _Judged:
     doc: SignatureDoc | None = None
     relies: frozenset[str] = frozenset()  # a co-signature's chain: the keys it vouched on
     build: Fingerprint | None = None  # the build it claims compiled the entry (verified)
+    seen: SeenIdentity | None = None  # keyless: who its verified certificate says signed
 
 
 @frozen
@@ -206,25 +212,26 @@ def _judge_identity(key: str, doc: SignatureDoc, ring: KeyRing, named: str | Non
     revoked = ring.revoked_identity(seen)
     if revoked is not None:
         return _Judged(REVOKED, f"signed by identity {seen.text}, which the policy revokes "
-                                f"({revoked.label})")
+                                f"({revoked.label})", seen=seen)
     trusted = ring.identity_for(seen)
     if trusted is None:
         closest = ring.identities[0].mismatch(seen)
         return _Judged(UNKNOWN_KEY, f"signed by identity {seen.text}, which is not trusted "
-                                    f"({closest})")
+                                    f"({closest})", seen=seen)
     public = identity_signer(trusted)
     if named is not None and public.id != named:
         return _Judged(BAD, f"the co-signature file of {named} holds a signature by identity "
-                            f"{seen.text}", public)
+                            f"{seen.text}", public, seen=seen)
     gone = [i for i in doc.relies_on or () if ring.revoked_id(i)]
     if gone:
         return _Judged(REVOKED, f"co-signed by identity {trusted.label} on the word of key "
-                                f"{gone[0]}, which the policy revokes", public)
+                                f"{gone[0]}, which the policy revokes", public, seen=seen)
     build, edited = claimed_build(doc, public, key, digest, size)
     if edited is not None:
-        return _Judged(BAD, f"signed by identity {trusted.label}, but {edited}", public)
+        return _Judged(BAD, f"signed by identity {trusted.label}, but {edited}", public,
+                       seen=seen)
     return _Judged(VALID, f"signed by identity {public.label} (job {seen.run_uri or '?'})",
-                   public, digest, size, b"", doc, frozenset(doc.relies_on or ()), build)
+                   public, digest, size, b"", doc, frozenset(doc.relies_on or ()), build, seen)
 
 
 _ANYONE = "anyone"  # the holder of a relied-on key the ring does not know: it may be anyone's
@@ -333,6 +340,7 @@ def vouch(key: str, sig: bytes | None, trusted: Trusted,
     if sig is None:
         return Vouch(Check(UNSIGNED, "no signature file"), None)
     judged = _gather(key, sig, ring, more)
+    seen = _seen(judged)
     groups: dict[tuple[bytes, int], list[_Judged]] = {}
     for j in judged:
         if j.status == VALID and j.public and j.digest is not None and j.size is not None:
@@ -344,9 +352,20 @@ def vouch(key: str, sig: bytes | None, trusted: Trusted,
             lead = next(j for j in valid if j.public and j.public.raw in signers)
             return Vouch(Check(VALID, _signed_by(judged, signers), lead.public.id
                                if lead.public else None, _ids(judged, signers),
-                               _lineage(valid)), size, tuple(valid))
-        return Vouch(_rejected(judged, ring, signers, valid), None, judged)
-    return Vouch(_rejected(judged, ring, set()), None, judged)
+                               _lineage(valid), seen), size, tuple(valid))
+        return Vouch(replace(_rejected(judged, ring, signers, valid), identities=seen), None,
+                     judged)
+    return Vouch(replace(_rejected(judged, ring, set()), identities=seen), None, judged)
+
+
+def _seen(judged: tuple[_Judged, ...]) -> tuple[SeenIdentity, ...]:
+    """The identities the keyless signatures among `judged` were made by (verified), once
+    each."""
+    out: list[SeenIdentity] = []
+    for j in judged:
+        if j.seen is not None and j.seen not in out:
+            out.append(j.seen)
+    return tuple(out)
 
 
 def _lineage(valid: list[_Judged] | tuple[_Judged, ...]
@@ -376,13 +395,14 @@ def confirm(key: str, data: bytes, found: Vouch, trusted: Trusted
     good = _counted(valid, ring)
     if len(good) >= ring.needed:
         return Check(VALID, _signed_by(found.judged, good), found.check.key_id,
-                     _ids(found.judged, good), _lineage(valid))
+                     _ids(found.judged, good), _lineage(valid), found.check.identities)
     if good:
-        return _rejected(found.judged, ring, good, valid)
+        return replace(_rejected(found.judged, ring, good, valid),
+                       identities=found.check.identities)
     lead = next((j for j in found.judged if j.status == VALID and j.doc), None)
     reason = _why_not(lead.doc, key, digest, len(data)) if lead and lead.doc else \
         "the signature does not verify"
-    return Check(BAD, reason, found.check.key_id)
+    return Check(BAD, reason, found.check.key_id, identities=found.check.identities)
 
 
 def check(key: str, data: bytes, sig: bytes | None,

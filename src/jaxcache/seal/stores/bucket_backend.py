@@ -101,6 +101,7 @@ class BucketSealedCache(Reports):
         self._path = self.shared = store.url
         self.local, self.signer = local, signer
         self.trusted = keyring.of(trusted)
+        self.given = self.trusted  # as the policy and caller gave it: what readers trust
         if not self.trusted and not isinstance(signer, KeylessSigner):
             raise ValueError("a sealed cache needs at least one trusted public key")
         self.trusted = trusting(self.trusted, signer)

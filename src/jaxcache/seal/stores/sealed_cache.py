@@ -276,6 +276,7 @@ class SealedCache(Reports):
         self._path = shared  # what JAX and jaxcompat.cache_state() read back
         self.shared, self.local, self.signer = shared, local, signer
         self.trusted = keyring.of(trusted)
+        self.given = self.trusted  # as the policy and caller gave it: what readers trust
         if not self.trusted and not isinstance(signer, keyless.KeylessSigner):
             raise ValueError("a sealed cache needs at least one trusted public key")
         self.trusted = trusting(self.trusted, signer)

@@ -18,12 +18,12 @@ from jaxcache.seal.signing import (
 from jaxcache.seal.signing import signature_file as sigfile
 from jaxcache.seal.signing import signature_rule as signature
 from jaxcache.seal.stores.prefetch import OBJECT_NAME_MAX, cosignatures
+from jaxcache.seal.stores.sealed_cache import trusting
 from jaxcache.seal.stores.store_for_url import ObjectInfo, ObjectStore, StoreError
 from jaxcache.seal.sweep import dir_sweep as scan
 from jaxcache.seal.sweep.dir_sweep import EntryStatus, ScanResult
 from jaxcache.text import safe
 from jaxcache.trust.inputs.public_keys import PublicKey
-from jaxcache.trust.inputs.signing_keys import SigningKey
 from jaxcache.trust.kernel.entries import classify
 from jaxcache.trust.rules import keyring
 from jaxcache.trust.rules.keyring import KeyRing
@@ -87,7 +87,8 @@ def _status(store: ObjectStore, name: str, table: KeyRing, *,
             info = store.stat(name)
             if info is None:
                 return EntryStatus(name, "not-a-file", "vanished while scanning", 0), None
-            return EntryStatus(name, vouched.status, vouched.reason, info.size), None
+            return EntryStatus(name, vouched.status, vouched.reason, info.size,
+                               identities=vouched.identities), None
         data = store.get(name, limit=None if whole or size is None else size + 1)
         if data is None:
             return EntryStatus(name, "not-a-file", "vanished while scanning", 0), None
@@ -97,7 +98,7 @@ def _status(store: ObjectStore, name: str, table: KeyRing, *,
         signature.confirm(names.key_of(name), data, found, table)
     return EntryStatus(name, check.status, check.reason, len(data),
                        hittable.why_never_hit(data), check.signers, check.lineage,
-                       builds.built(found, check, here)), data
+                       builds.built(found, check, here), check.identities), data
 
 
 def verify(store: ObjectStore, trusted: KeyRing | list[PublicKey],
@@ -110,13 +111,13 @@ def verify(store: ObjectStore, trusted: KeyRing | list[PublicKey],
                       tuple(leftovers), keys=table.states(), needed=table.needed)
 
 
-def seal(store: ObjectStore, signer: SigningKey, trusted: KeyRing | list[PublicKey], *,
+def seal(store: ObjectStore, signer: scan.Signer, trusted: KeyRing | list[PublicKey], *,
          allow_unhittable: bool = False, build: Fingerprint | None = None) -> ScanResult:
     """Sign every unsigned entry (create-only: a signature that appeared meanwhile stays),
     claiming `build` compiled it; one a sealed reader would never hit only with
     `allow_unhittable` (as scan.seal)."""
     entries, leftovers = _entries(listing(store))
-    table = keyring.of(trusted).with_key(signer.public)
+    table = trusting(keyring.of(trusted), signer)  # keyless: signer.identify() first
     out = []
     for name in entries:
         st, data = _status(store, name, table, read_unsigned=True)
@@ -139,7 +140,7 @@ def seal(store: ObjectStore, signer: SigningKey, trusted: KeyRing | list[PublicK
                       needed=table.needed, signer=scan.label_of(table, signer))
 
 
-def cosign(store: ObjectStore, signer: SigningKey, trusted: KeyRing | list[PublicKey],
+def cosign(store: ObjectStore, signer: scan.Signer, trusted: KeyRing | list[PublicKey],
            own: scan.Own | None = None, succeeds: str | None = None) -> ScanResult:
     """`seal gs://... --add-signature`: as scan.cosign, each co-signature object created only
     if absent."""
@@ -148,7 +149,7 @@ def cosign(store: ObjectStore, signer: SigningKey, trusted: KeyRing | list[Publi
     entries, leftovers = _entries(listing(store))
 
     def add(name: str, sig: bytes, stale: Callable[[bytes | None], bool]) -> str | None:
-        where = names.cosignature(name, signer.public.id, OBJECT_NAME_MAX)
+        where = names.cosignature(name, scan.counted_as(ring, signer).id, OBJECT_NAME_MAX)
         if where is None:
             return "no room for a co-signature name"
         try:

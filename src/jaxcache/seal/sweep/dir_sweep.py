@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import stat
 from collections.abc import Callable
+from dataclasses import replace
 
 from jaxcache.fingerprint.model import Fingerprint
 from jaxcache.seal.publishing import locks
@@ -16,18 +17,28 @@ from jaxcache.seal.publishing import tier_names as names
 from jaxcache.seal.publishing.locks import LockProblem
 from jaxcache.seal.publishing.publish import link_new, put_cosignature
 from jaxcache.seal.signing import build_claims as buildmod
-from jaxcache.seal.signing import hittable
+from jaxcache.seal.signing import hittable, keyless
 from jaxcache.seal.signing import signature_file as sigfile
 from jaxcache.seal.signing import signature_rule as signature
-from jaxcache.seal.stores.sealed_cache import Rejected, cosignatures, open_dir, read_whole
+from jaxcache.seal.signing.keyless import KeylessSigner
+from jaxcache.seal.stores.sealed_cache import (
+    Rejected,
+    cosignatures,
+    open_dir,
+    read_whole,
+    trusting,
+)
 from jaxcache.text import safe
-from jaxcache.trust.inputs.public_keys import PublicKey
+from jaxcache.trust.inputs.public_keys import PublicKey, SignerKind, identity_signer
 from jaxcache.trust.inputs.signing_keys import SigningKey
 from jaxcache.trust.kernel.entries import Inventory, classify
 from jaxcache.trust.kernel.principals import Accounts
 from jaxcache.trust.rules import keyring
+from jaxcache.trust.rules.identities import SeenIdentity, TrustedIdentity
 from jaxcache.trust.rules.keyring import KeyRing
 from jaxcache.values import frozen
+
+Signer = SigningKey | KeylessSigner  # a key (file or HSM), or the CI job's identity (keyless)
 
 
 @frozen
@@ -44,6 +55,9 @@ class EntryStatus:
     signers: tuple[str, ...] = ()  # valid: the ids of the keys that vouched for it
     lineage: tuple[tuple[str, tuple[str, ...]], ...] = ()  # valid: each signer's chain
     build: buildmod.BuildView | None = None  # valid: the build its signatures claim, judged here
+    # keyless signatures: the identities their verified certificates name (issuer, workflow,
+    # repository, ref, run), whether the entry was accepted or rejected
+    identities: tuple[SeenIdentity, ...] = ()
 
 
 @frozen
@@ -171,12 +185,13 @@ def _status(fd: int, name: str, trusted: KeyRing, *, read_unsigned: bool = False
             on_disk = os.stat(name, dir_fd=fd, follow_symlinks=False).st_size
         except FileNotFoundError:
             return EntryStatus(name, "not-a-file", "vanished while scanning", 0), None
-        return EntryStatus(name, vouched.status, vouched.reason, on_disk), None
+        return EntryStatus(name, vouched.status, vouched.reason, on_disk,
+                           identities=vouched.identities), None
     check = signature.check(key, data, sig, trusted) if whole else \
         signature.confirm(key, data, found, trusted)
     return EntryStatus(name, check.status, check.reason, len(data),
                        hittable.why_never_hit(data), check.signers, check.lineage,
-                       buildmod.built(found, check, here)), data
+                       buildmod.built(found, check, here), check.identities), data
 
 
 def verify(directory: str, trusted: KeyRing | list[PublicKey],
@@ -196,7 +211,7 @@ def verify(directory: str, trusted: KeyRing | list[PublicKey],
         os.close(fd)
 
 
-def seal(directory: str, signer: SigningKey, trusted: KeyRing | list[PublicKey], *,
+def seal(directory: str, signer: Signer, trusted: KeyRing | list[PublicKey], *,
          allow_unhittable: bool = False, build: Fingerprint | None = None) -> ScanResult:
     """Sign every unsigned entry, claiming `build` compiled it (the `seal` command's own
     fingerprint: sealing vouches that this build made what the directory holds). A bad or
@@ -207,7 +222,7 @@ def seal(directory: str, signer: SigningKey, trusted: KeyRing | list[PublicKey],
     fd = open_dir(directory)
     try:
         entries, leftovers = _names(fd)
-        ring = keyring.of(trusted).with_key(signer.public)
+        ring = trusting(keyring.of(trusted), signer)  # keyless: signer.identify() first
         out = []
         for name in entries:
             st, data = _status(fd, name, ring, read_unsigned=True)
@@ -231,7 +246,7 @@ def seal(directory: str, signer: SigningKey, trusted: KeyRing | list[PublicKey],
 
 
 
-def cosign(directory: str, signer: SigningKey, trusted: KeyRing | list[PublicKey],
+def cosign(directory: str, signer: Signer, trusted: KeyRing | list[PublicKey],
            own: Own | None = None, succeeds: str | None = None) -> ScanResult:
     """`seal --add-signature`: add `signer`'s signature beside every entry that the other
     trusted, usable keys already vouch for (as many as the policy needs: a rotation), or,
@@ -246,7 +261,7 @@ def cosign(directory: str, signer: SigningKey, trusted: KeyRing | list[PublicKey
         entries, leftovers = _names(fd)
 
         def add(name: str, sig: bytes, stale: Callable[[bytes | None], bool]) -> str | None:
-            where = names.cosignature(name, signer.public.id, names.name_max(fd))
+            where = names.cosignature(name, counted_as(ring, signer).id, names.name_max(fd))
             if where is None:
                 return "no room for a co-signature name (a module name over 169 characters)"
             try:
@@ -269,14 +284,44 @@ def cosign(directory: str, signer: SigningKey, trusted: KeyRing | list[PublicKey
         os.close(fd)
 
 
-def label_of(ring: KeyRing, signer: SigningKey) -> str:
-    """The signing key as the policy names it (a private key file carries no name)."""
+def label_of(ring: KeyRing, signer: Signer) -> str:
+    """The signing key as the policy names it (a private key file carries no name); a
+    keyless signer as `identity <workflow>`, by the policy's name where it trusts it."""
+    if isinstance(signer, KeylessSigner):
+        seen = signer.seen
+        if seen is None:
+            return "identity (not signed yet)"
+        trusted = ring.identity_for(seen)
+        return f"identity {trusted.label if trusted is not None else seen.text}"
     return (ring.get(signer.public.raw) or signer.public).label
 
 
-def cosigning_ring(ring: KeyRing, signer: SigningKey) -> KeyRing:
+def counted_as(ring: KeyRing, signer: Signer) -> PublicKey:
+    """The signer as the rule counts it: the trusted key (with its name and holder), or for
+    a keyless one the trusted identity its certificate matches (a co-signature is named by
+    that identity's id, which readers fetch: signature_rule._gather)."""
+    if isinstance(signer, KeylessSigner):
+        trusted = ring.identity_for(signer.identify())
+        if trusted is None:
+            raise keyring.KeyRingError(
+                f"this job's identity {safe(signer.identify().text)} is not among the trusted "
+                "identities: readers would not count its signatures; trust it first "
+                "(policy [[trusted_identities]]), then co-sign")
+        return identity_signer(trusted)
+    return ring.get(signer.public.raw) or signer.public
+
+
+def cosigning_ring(ring: KeyRing, signer: Signer) -> KeyRing:
     """The ring a co-signer judges with: `signer` must be trusted and usable there (readers
     would not count its signature otherwise: trust the new key first)."""
+    if isinstance(signer, KeylessSigner):
+        seen = signer.identify()
+        revoked = ring.revoked_identity(seen)
+        if revoked is not None:
+            raise keyring.KeyRingError(f"cannot co-sign: this job's identity {safe(seen.text)} "
+                                       f"is revoked by the policy ({safe(revoked.label)})")
+        counted_as(ring, signer)  # refused unless trusted
+        return ring
     own = ring.get(signer.public.raw)
     if own is None:
         raise keyring.KeyRingError(
@@ -295,7 +340,7 @@ Own = Callable[[str], "bytes | None"]  # the co-signer's own build of an entry, 
 Shared = Callable[[str, int], "bytes | None"]  # the entry's bytes, at most that many
 
 
-def cosign_entry(name: str, signer: SigningKey, ring: KeyRing, judge: Judge, add: Add,
+def cosign_entry(name: str, signer: Signer, ring: KeyRing, judge: Judge, add: Add,
                  own: Own | None = None, shared: Shared | None = None,
                  succeeds: str | None = None) -> EntryStatus:
     """One entry of a co-signing, for a directory or a bucket: already signed by `signer`
@@ -306,7 +351,8 @@ def cosign_entry(name: str, signer: SigningKey, ring: KeyRing, judge: Judge, add
     so that it still counts beside the others once that key is retired); else reported. `add(name,
     sig, stale)` creates the co-signature, replacing a file under its name that `stale` finds
     no valid signature of `signer`, and says why not."""
-    mine = ring.restricted({signer.public.raw: ring.get(signer.public.raw) or signer.public}, 1)
+    me = counted_as(ring, signer)
+    mine, others = _split(ring, me)
     st, _ = judge(name, mine)
     if st.status == signature.VALID:
         return EntryStatus(name, signature.VALID, f"already {st.reason}", st.size, st.never_hit)
@@ -317,10 +363,10 @@ def cosign_entry(name: str, signer: SigningKey, ring: KeyRing, judge: Judge, add
             return st
         why_signed = "the same bytes as your own build"
     else:
-        others = {r: k for r, k in ring.keys.items() if r != signer.public.raw}
         # can the others alone meet the threshold (distinct holders: one holder's keys are one)?
-        enough = len({keyring.holder_of(k) for k in others.values()}) >= ring.needed
-        st, data = judge(name, ring.restricted(others, ring.needed if enough else 1))
+        enough = len({keyring.holder_of(k) for k in others.keys.values()} | {
+            i.holder_word for i in others.identities}) >= ring.needed
+        st, data = judge(name, replace(others, needed=ring.needed if enough else 1))
         if st.status == signature.VALID and not enough:
             st = EntryStatus(name, signature.TOO_FEW, f"{st.reason}, but the policy needs "
                              f"{ring.needed} key holders and would count this one's word "
@@ -351,6 +397,18 @@ def cosign_entry(name: str, signer: SigningKey, ring: KeyRing, judge: Judge, add
                        st.never_hit)
 
 
+def _split(ring: KeyRing, me: PublicKey) -> tuple[KeyRing, KeyRing]:
+    """The ring of the co-signer alone (is it there already?), and of everyone else (do they
+    vouch?): a key or a trusted identity, the same revocations and clock."""
+    if me.kind is SignerKind.IDENTITY:
+        mine = [i for i in ring.identities if i.raw == me.raw]
+        return (replace(ring, keys={}, identities=tuple(mine), needed=1),
+                replace(ring, identities=tuple(i for i in ring.identities if i.raw != me.raw),
+                        needed=1))
+    return (replace(ring.restricted({me.raw: me}, 1), identities=()),
+            ring.restricted({r: k for r, k in ring.keys.items() if r != me.raw}, 1))
+
+
 def _own_build(name: str, own: Own, shared: Shared | None, st: EntryStatus
                ) -> tuple[bytes | None, tuple[str, ...], EntryStatus]:
     """The bytes to co-sign from the co-signer's own build: only when the shared entry holds
@@ -375,16 +433,22 @@ def missing_from_own(result: ScanResult) -> int:
 
 
 def signed_by(inv: Inventory, fd: int, resolved: str, accounts: Accounts,
-              builds: dict[str, buildmod.BuildView] | None = None) -> dict[str, str]:
+              builds: dict[str, buildmod.BuildView] | None = None,
+              policy_path: str | None = None) -> dict[str, str]:
     """Each signature file's claimed signer (read bounded, never following a link), by the
-    name your policy gives that key where it trusts it: a claim, which `verify` checks.
+    name your policy (`policy_path`, else the default one) gives that key where it trusts it,
+    or, for a keyless signature, the CI identity its certificate names (by the policy's name
+    for it where it trusts it): a claim, which `verify` checks.
     `builds`, if given, gets each signature file's claimed build judged for this host (its
     build signature checked under the key it names; whether that key counts is verify's)."""
     from jaxcache.errors import JaxcacheError as _Error
     from jaxcache.trust.inputs import policy as policymod
 
+    idents: tuple[TrustedIdentity, ...] = ()
     try:
-        known = {k.raw: k for k in policymod.load(None, accounts).rule_for(resolved).trusted_keys}
+        rule = policymod.load(policy_path, accounts).rule_for(resolved)
+        known = {k.raw: k for k in rule.trusted_keys}
+        idents = tuple(rule.trusted_identities)
     except _Error:
         known = {}  # names are labels: a policy that does not load only leaves them out
     out = {}
@@ -396,6 +460,13 @@ def signed_by(inv: Inventory, fd: int, resolved: str, accounts: Accounts,
         except Rejected:
             continue
         public = sigfile.claimed_signer(data) if data is not None else None
+        seen = keyless.claimed(data) if data is not None and public is None else None
+        if seen is not None and data is not None:  # keyless: who its certificate names
+            trusted = next((i for i in idents if i.matches(seen)), None)
+            out[e.name] = f"identity {trusted.label if trusted else seen.text}"
+            if builds is not None:  # the bundle signs the claim: only its shape is read here
+                builds[e.name] = buildmod.claimed_view(data, PublicKey(
+                    b"\0" * 32, kind=SignerKind.IDENTITY, subject=seen.subject))
         if public is not None:
             out[e.name] = (known.get(public.raw) or public).label
             if builds is not None and data is not None:

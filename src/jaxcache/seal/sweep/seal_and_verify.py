@@ -14,13 +14,14 @@ from jaxcache.errors import JaxcacheError, UntrustedCacheError
 from jaxcache.text import safe, some
 from jaxcache.trust.findings import Effect, Verdict
 from jaxcache.trust.rules.target import is_url
+from jaxcache.values import frozen
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
     from contextlib import ExitStack
 
-    from jaxcache.seal.sweep.dir_sweep import Own, ScanResult
+    from jaxcache.seal.sweep.dir_sweep import Own, ScanResult, Signer
     from jaxcache.trust.judgement.audit import AuditReport
     from jaxcache.trust.rules.keyring import KeyRing
     from jaxcache.trust.rules.policy_rules import Policy
@@ -39,6 +40,45 @@ def trusted_keys_for(directory: str, given: tuple[str, ...], policy: Policy, *,
         raise JaxcacheError("no trusted keys: give --trusted-key ed25519:... (or a .pub file), "
                             "or list trusted_keys for this directory in your policy")
     return ring
+
+
+@frozen
+class SigningChoice:
+    """How seal signs: with a key (a file or a pkcs11: URI), or keyless as the CI job's
+    identity (`identity`: "ci"; `sigstore_config`: the Sigstore client trust config, None:
+    the public-good instance)."""
+
+    key_path: str | None = None
+    identity: str | None = None
+    sigstore_config: str | None = None
+
+    @property
+    def flags(self) -> str:
+        """The command-line words that choose it, for a command shown to the user."""
+        import shlex
+
+        if self.key_path is not None:
+            return f"--signing-key {shlex.quote(safe(self.key_path))}"
+        config = f" --sigstore-config {shlex.quote(safe(self.sigstore_config))}" \
+            if self.sigstore_config else ""
+        return f"--identity {self.identity}{config}"
+
+    def load(self) -> Signer:
+        """The signer; keyless, its certificate bought now (so the identity is known before
+        any entry is judged or signed): KeylessError, one line, when the CI gives no token."""
+        if self.key_path is not None:
+            from jaxcache.trust.inputs import signing_keys as keymod
+
+            return keymod.load_signing(self.key_path)
+        from jaxcache.seal.signing.keyless import KeylessSigner
+
+        signer = KeylessSigner(trust_config=self.sigstore_config)
+        try:
+            signer.identify()
+        except JaxcacheError:
+            signer.close()
+            raise
+        return signer
 
 
 def verify_dir(directory: str, given: tuple[str, ...], policy: Policy) -> ScanResult:
@@ -89,10 +129,10 @@ def reader_refusal(directory: str, given: tuple[str, ...], policy: Policy
             first.remedy if first else None)
 
 
-def cosign(directory: str, key_path: str, given: tuple[str, ...], policy: Policy,
+def cosign(directory: str, signing: SigningChoice, given: tuple[str, ...], policy: Policy,
            own_dir: str | None = None, succeeds: str | None = None,
            jobs_of: Callable[[str], tuple[tuple[str, ...], ...]] | None = None) -> ScanResult:
-    """`seal --add-signature`: co-sign, with the key at `key_path`, what the other trusted
+    """`seal --add-signature`: co-sign, with the key or identity `signing`, what the other trusted
     keys already vouch for (a directory or a bucket prefix), or with `own_dir` (`--from`)
     what matches the co-signer's own build. No audit of the shared place's writers is
     needed: a co-signer adds its word only to what trusted keys, or its own build, say; its
@@ -102,10 +142,11 @@ def cosign(directory: str, key_path: str, given: tuple[str, ...], policy: Policy
     import contextlib
 
     from jaxcache.seal.sweep import dir_sweep as scan
-    from jaxcache.trust.inputs import signing_keys as keymod
 
     old = _key_id(succeeds) if succeeds is not None else None
     with contextlib.ExitStack() as stack:
+        signer = signing.load()
+        _closing(stack, signer)
         if is_url(directory):
             from jaxcache.seal.stores import store_for_url as objects
             from jaxcache.seal.sweep import bucket_sweep as bucket_scan
@@ -115,16 +156,16 @@ def cosign(directory: str, key_path: str, given: tuple[str, ...], policy: Policy
             ring = trusted_keys_for(url.text, given, policy)
             own = _own_build(own_dir, policy, stack, None) if own_dir is not None else None
             result = bucket_scan.cosign(objects.open_store(url),
-                                        keymod.load_signing(key_path), ring, own, old)
+                                        signer, ring, own, old)
         else:
             directory = _existing_dir(directory)
             ring = trusted_keys_for(directory, given, policy)
             own = _own_build(own_dir, policy, stack, directory) if own_dir is not None \
                 else None
-            result = scan.cosign(directory, keymod.load_signing(key_path), ring, own, old)
+            result = scan.cosign(directory, signer, ring, own, old)
         if own_dir is not None and scan.missing_from_own(result):
             jobs = jobs_of(own_dir) if jobs_of is not None else ()
-            result = replace(result, from_dir=_unlike(own_dir, directory, key_path,
+            result = replace(result, from_dir=_unlike(own_dir, directory, signing,
                                                       jobs[0] if jobs else None))
         return result
 
@@ -132,7 +173,7 @@ def cosign(directory: str, key_path: str, given: tuple[str, ...], policy: Policy
 UNLIKE_SAMPLE = 8  # entries of --from DIR looked into for why its keys differ
 
 
-def _unlike(own_dir: str, shared: str, key_path: str, job: tuple[str, ...] | None
+def _unlike(own_dir: str, shared: str, signing: SigningChoice, job: tuple[str, ...] | None
             ) -> tuple[str, str] | None:
     """Entries had no namesake in the co-signer's own build (--from DIR): if DIR's entries were
     made with XLA's sub-caches on (a plain `jaxcache run` or enable(): JAX's default), their
@@ -167,14 +208,14 @@ def _unlike(own_dir: str, shared: str, key_path: str, job: tuple[str, ...] | Non
     if why is None:
         return None
     fresh = own_dir.rstrip("/") + "-sealed"
-    q = [shlex.quote(safe(p)) for p in (key_path, fresh, shared)]
+    q = [signing.flags, *(shlex.quote(safe(p)) for p in (fresh, shared))]
     command = " ".join(shlex.quote(safe(w)) for w in job) if job else "<your job>"
     return (f"the entries of {safe(own_dir)} were {why}; so its keys are not the sealed "
             "cache's, and no entry could be compared with your own build",
             f"make a comparable build, a sealed run of the same job into a new directory "
             f"(XLA's sub-caches off, as sealed readers run): jaxcache run --sealed "
-            f"--signing-key {q[0]} --cache-dir {q[1]} -- {command}; then co-sign from it: "
-            f"jaxcache seal {q[2]} --signing-key {q[0]} --add-signature --from {q[1]}")
+            f"{q[0]} --cache-dir {q[1]} -- {command}; then co-sign from it: "
+            f"jaxcache seal {q[2]} {q[0]} --add-signature --from {q[1]}")
 
 
 def _key_id(text: str) -> str:
@@ -217,13 +258,13 @@ def _own_build(own_dir: str, policy: Policy, stack: ExitStack, shared: str | Non
     return own
 
 
-def seal_bucket(url: str, key_path: str, given: tuple[str, ...], trust_writers: bool,
-                policy: Policy, allow_unhittable: bool = False) -> ScanResult:
+def seal_bucket(url: str, signing: SigningChoice, given: tuple[str, ...], trust_writers: bool,
+                policy: Policy, allow_unhittable: bool = False,
+                warn: Callable[[str], None] | None = None) -> ScanResult:
     """Sign what is under a bucket prefix. jaxcache cannot see who wrote those objects (the
     bucket's IAM), so sealing them is refused unless the caller vouches for every writer."""
     from jaxcache.seal.stores import store_for_url as objects
     from jaxcache.seal.sweep import bucket_sweep as bucket_scan
-    from jaxcache.trust.inputs import signing_keys as keymod
     from jaxcache.trust.rules import target
 
     where = target.parse_bucket(url)
@@ -232,13 +273,17 @@ def seal_bucket(url: str, key_path: str, given: tuple[str, ...], trust_writers: 
             f"refusing to seal {where.text}: jaxcache cannot check who can write that bucket "
             "(its IAM), and sealing vouches for whatever any writer put there; check by hand "
             "that only your publisher can write it, then pass --trust-bucket-writers")
-    signer = keymod.load_signing(key_path)
-    return bucket_scan.seal(objects.open_store(where), signer,
-                            trusted_keys_for(where.text, given, policy, required=False),
-                            allow_unhittable=allow_unhittable, build=fingerprint.current())
+    signer = signing.load()
+    try:
+        ring = trusted_keys_for(where.text, given, policy, required=False)
+        _warn_untrusted_self(signer, ring, warn)
+        return bucket_scan.seal(objects.open_store(where), signer, ring,
+                                allow_unhittable=allow_unhittable, build=fingerprint.current())
+    finally:
+        _close(signer)
 
 
-def seal_dir(directory: str, key_path: str, given: tuple[str, ...], policy: Policy,
+def seal_dir(directory: str, signing: SigningChoice, given: tuple[str, ...], policy: Policy,
              allow_unhittable: bool = False, *, require_origin: bool = False,
              warn: Callable[[str], None] | None = None) -> ScanResult:
     """Sign what is in a directory the caller trusts, claiming this Python's build compiled
@@ -247,25 +292,56 @@ def seal_dir(directory: str, key_path: str, given: tuple[str, ...], policy: Poli
     sealed reader never hits are left unsigned and fail it unless `allow_unhittable`.
     Entries of unknown origin are refused under CI or with `require_origin` (unless signed
     already); otherwise `warn(text)` hears of them before they are vouched for."""
-    from jaxcache import api
-    from jaxcache.seal.sweep import dir_sweep as scan
-    from jaxcache.trust.inputs import signing_keys as keymod
-
     directory = _existing_dir(directory)
-    signer = keymod.load_signing(key_path)
+    signer = signing.load()
+    try:
+        return _seal_dir(directory, signer, given, policy, allow_unhittable,
+                         require_origin=require_origin, warn=warn)
+    finally:
+        _close(signer)
+
+
+def _seal_dir(directory: str, signer: Signer, given: tuple[str, ...], policy: Policy,
+              allow_unhittable: bool, *, require_origin: bool,
+              warn: Callable[[str], None] | None) -> ScanResult:
+    from jaxcache import api
+    from jaxcache.seal.stores.sealed_cache import trusting
+    from jaxcache.seal.sweep import dir_sweep as scan
+
     report = api.audit(directory, policy=policy, scan_processes=False,
                        require_origin=require_origin)
     trusted = trusted_keys_for(directory, given, policy, required=False)
+    _warn_untrusted_self(signer, trusted, warn)
     if report.verdict not in (Verdict.PRIVATE, Verdict.SHARED_BY_POLICY) and \
-            not _only_signed_unknown(report, trusted.with_key(signer.public)):
+            not _only_signed_unknown(report, trusting(trusted, signer)):
         raise UntrustedCacheError(report, "to seal")
     for f in report.findings:
         if warn is not None and f.code in ("origin.unknown", "origin.changed") and \
                 f.effect is Effect.WARNING:
             warn(f"{f.message}; sealing vouches for them (--require-origin refuses)")
-    _refuse_other_builds(report, trusted.with_key(signer.public))
+    _refuse_other_builds(report, trusting(trusted, signer))
     return scan.seal(report.resolved or directory, signer, trusted,
                      allow_unhittable=allow_unhittable, build=fingerprint.current())
+
+
+def _warn_untrusted_self(signer: Signer, ring: KeyRing,
+                         warn: Callable[[str], None] | None) -> None:
+    """A keyless signer whose own identity the policy does not trust: said once, before
+    anything is signed (every reader would reject it)."""
+    seen = getattr(signer, "seen", None)  # keyless: its certificate's claims
+    said = ring.rejects_identity(seen) if seen is not None else None
+    if said is not None and warn is not None:
+        warn(safe(said))
+
+
+def _close(signer: Signer) -> None:
+    close = getattr(signer, "close", None)  # a keyless signer holds its Sigstore session
+    if close is not None:
+        close()
+
+
+def _closing(stack: ExitStack, signer: Signer) -> None:
+    stack.callback(_close, signer)
 
 
 def _refuse_other_builds(report: AuditReport, keys: KeyRing) -> None:

@@ -97,6 +97,19 @@ class SeenIdentity:
         ref = f", ref {self.ref}" if self.ref else ""
         return f"{self.subject} (issuer {self.issuer}{ref})"
 
+    @property
+    def who(self) -> tuple[str, str, str | None, str | None]:
+        """The identity without the job: (issuer, workflow, repository, ref), what every job
+        of one workflow on one ref shares (reports count entries by it)."""
+        return self.issuer, self.subject, self.repository_uri, self.ref
+
+    def to_json(self) -> dict[str, str | None]:
+        """As verify's JSON names it: the certificate's claims (a platform's own words:
+        workflow_ref on GitHub, ci_config_ref_uri on GitLab, are both its `workflow`)."""
+        return {"issuer": self.issuer, "workflow": self.subject,
+                "repository": self.repository_uri, "ref": self.ref, "commit": self.commit,
+                "run": self.run_uri, "certificate_sha256": self.certificate or None}
+
 
 @frozen
 class TrustedIdentity:
@@ -132,9 +145,14 @@ class TrustedIdentity:
     def subject(self) -> str:
         """The identity as people read it: its workflow (or repository and ref)."""
         if self.workflow is not None:
-            return str(self.workflow)
-        parts = [str(p) for p in (self.repository, self.ref) if p is not None]
-        return "@".join(parts) if parts else self.issuer
+            base = str(self.workflow)
+        else:
+            parts = [str(p) for p in (self.repository, self.ref) if p is not None]
+            base = "@".join(parts) if parts else self.issuer
+        # a revoked identity may be one commit's or one run's jobs: say which
+        which = [w for w in (self.commit and f"commit {self.commit}",
+                             self.run and f"run {self.run}") if w]
+        return f"{base} ({', '.join(which)})" if which else base
 
     @property
     def label(self) -> str:

@@ -119,6 +119,23 @@ class KeyRing:
         """The revoked identity these claims match (revocation wins over trust)."""
         return next((i for i in self.revoked_identities if i.matches(seen)), None)
 
+    def rejects_identity(self, seen: SeenIdentity) -> str | None:
+        """Why readers with this ring reject every signature of `seen` (a keyless publisher's
+        own identity, as its certificate states it: revoked, or not trusted), in one sentence
+        (not escaped: whoever shows it does); None where they accept it."""
+        revoked = self.revoked_identity(seen)
+        if revoked is not None:
+            return (f"this job signs keyless as identity {seen.text}, which the policy "
+                    f"revokes ({revoked.label}): every reader rejects what it signs")
+        if self.identity_for(seen) is not None:
+            return None
+        closest = f" ({self.identities[0].mismatch(seen)})" if self.identities \
+            else ""
+        return (f"this job signs keyless as identity {seen.text}, which is not among the "
+                f"policy's trusted identities{closest}: every reader with this policy rejects "
+                "what it signs (add it to [[trusted_identities]], or sign from the trusted "
+                "workflow)")
+
     def with_identity(self, identity: TrustedIdentity) -> KeyRing:
         """Also trusting `identity` (a keyless publisher trusts what its job signs); the
         policy's revoked identities still apply to every signature judged."""
