@@ -224,3 +224,46 @@ def test_a_dead_bucket_costs_a_publisher_one_failure_not_one_per_compile(world, 
             cache.put(k2, d2)
         assert len(proxy.seen) == asked  # skipped: not a request more
         cache.close()
+
+
+def test_an_entry_landing_after_gc_took_its_signature_is_not_left_unsigned(world, backend):
+    """publish.py's finding in a bucket (test_corpus.py has the directory's): a publisher put
+    its signature; a rival completed the entry on it and gc deleted both, entry first; only
+    then did our entry land, alone: every reader rejected it, every publisher took it for
+    published. The schedule is replayed through the real store: just before our entry's
+    upload, the signature is deleted as gc deletes it."""
+    from jaxcache.seal.publishing import tier_names as names
+    from jaxcache.seal.stores import store_for_url as objects
+    from jaxcache.seal.stores.bucket_backend import OBJECT_NAME_MAX, BucketSealedCache
+    from jaxcache.trust.inputs import signing_keys as keys
+    from jaxcache.trust.rules import target
+
+    key, data = world.entries[0]
+    name = names.entry(key)
+    signame = names.sidecar(name, names.SIGNATURE, OBJECT_NAME_MAX)
+    signer = keys.load_signing(str(world.key))
+    with faultproxy.Proxy(backend.upstream) as proxy, \
+            bucket_faults.environment(backend.env(proxy)):
+        store = objects.open_store(target.parse_bucket(backend.url("evicted-between")))
+        real_put = store.put_if_absent
+        replayed = []
+
+        def put_if_absent(object_name: str, payload: bytes) -> bool:
+            if object_name == name and not replayed:  # gc, between our two uploads
+                replayed.append(object_name)
+                info = store.stat(signame)
+                assert info is not None and store.delete_if(signame, info.generation)
+            return real_put(object_name, payload)
+
+        store.put_if_absent = put_if_absent  # type: ignore[method-assign]
+        publisher = BucketSealedCache(store, trusted=[signer.public], signer=signer)
+        publisher.put(key, data)
+        publisher.close()
+        assert replayed
+        left = bucket_faults.Backend.names(backend, "evicted-between")
+        assert name not in left, left  # no entry without its signature
+        again = BucketSealedCache(objects.open_store(target.parse_bucket(
+            backend.url("evicted-between"))), trusted=[signer.public], signer=signer)
+        again.put(key, data)  # the next publisher completes it
+        assert again.get(key) == data
+        again.close()

@@ -143,3 +143,62 @@ def test_a_witness_whose_disk_fails_at_its_first_step_answers_false(tmp_path):
     assert t.acknowledged == [] and "Traceback" not in t.stderr
     again = killpoints.run(faults.WITNESS, 0, tmp_path, str(ledger), "2")
     assert again.returncode == 0 and len(again.acknowledged) == 2, again.stderr
+
+
+def test_an_entry_linked_after_its_signature_was_evicted_is_not_left_unsigned(tmp_path,
+                                                                              monkeypatch):
+    """Found by `make soak` (8 processes at once beside busy loops: after the crowd a lone
+    publisher left 5 of 6 entries loadable). The schedule, replayed in one process: publisher A
+    links its signature; a rival finds it, judges it a signature of these very bytes and
+    completes the entry; the LRU evicts that entry and then its signature; only then does A
+    link its entry. A's entry had no signature beside it: every reader rejected it and every
+    later publisher saw the name taken, so that module recompiled on every run, for good. A
+    publisher now checks, once its entry is linked, that the signature beside it still vouches
+    for these bytes, and takes its own entry back when it does not."""
+    from jaxcache.seal.publishing import publish as pub
+    from jaxcache.seal.publishing import tier_names as names
+    from jaxcache.seal.signing import orphan_signatures as orphans
+    from jaxcache.seal.signing import signature_file as sigfile
+    from jaxcache.seal.stores.sealed_cache import SealedCache
+    from jaxcache.trust.inputs import signing_keys as keys
+
+    signer = keys.generate()
+    key, data = "jit_f-" + "cd" * 32, b"entry bytes " * 1000
+    name = names.entry(key)
+    signame = names.sidecar(name, names.SIGNATURE, names.DEFAULT_NAME_MAX)
+    cache = tmp_path / "cache"
+    cache.mkdir(mode=0o700)
+    fd = os.open(cache, os.O_RDONLY | os.O_DIRECTORY)
+    sig = sigfile.sign(key, data, signer)
+    real_link, entry_links = pub._link, []
+
+    def link(dir_fd, tmp, target):
+        if target == name and not entry_links:  # A is about to link its entry
+            entry_links.append(target)
+            assert pub.publish(dir_fd, name, data, sig) is False  # the rival: name signed...
+            os.link(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)  # ...it completes it
+            os.unlink(name, dir_fd=dir_fd)  # the LRU: the entry, then its signature
+            os.unlink(signame, dir_fd=dir_fd)
+        return real_link(dir_fd, tmp, target)
+
+    monkeypatch.setattr(pub, "_link", link)
+    def orphan(existing, age):
+        return orphans.judge(key, data, existing, [signer.public], age)
+
+    try:
+        published = pub.publish(fd, name, data, sig, orphan=orphan)
+    finally:
+        os.close(fd)
+    assert entry_links  # the schedule ran
+    left = sorted(p.name for p in cache.iterdir() if not p.name.startswith("."))
+    assert not published and name not in left, left  # no entry without its signature
+    reader = SealedCache(str(cache), trusted=[signer.public])
+    assert reader.get(key) is None and not reader.rejections  # a plain miss
+    reader.close()
+    monkeypatch.undo()
+    cache_again = SealedCache(str(cache), trusted=[signer.public], signer=signer)
+    cache_again.put(key, data)  # the next publisher completes it
+    cache_again.close()
+    reader = SealedCache(str(cache), trusted=[signer.public])
+    assert reader.get(key) == data
+    reader.close()

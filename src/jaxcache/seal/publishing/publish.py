@@ -3,7 +3,9 @@ file stays whole, and a signature left without its entry settled by orphan_signa
 
 Every write goes to a private temporary name (O_EXCL|O_NOFOLLOW), is fsynced, then
 hard-linked into place, which fails rather than replaces when the name exists; a killed writer
-leaves at most a temporary file that no reader opens. The signature is linked before its entry.
+leaves at most a temporary file that no reader opens. The signature is linked before its entry,
+and once the entry is linked the signature beside it is checked again (an evictor may have
+removed it meanwhile): an entry never stays without a signature that vouches for it.
 """
 
 from __future__ import annotations
@@ -47,12 +49,38 @@ def publish(dir_fd: int, name: str, data: bytes, sig: bytes | None,
                     return False
                 if not _link(dir_fd, tmp, name):
                     return False
+        if sig is not None and not _still_signed(dir_fd, signame, sig, orphan):
+            _take_back(dir_fd, name, tmp)
+            return False
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp, dir_fd=dir_fd)
     with contextlib.suppress(OSError):  # without it the entry is never evicted, not unsafe
         lru.mark(dir_fd, name, name_max)
     return True
+
+
+def _still_signed(dir_fd: int, signame: str, sig: bytes, orphan: Orphan | None) -> bool:
+    """Once the entry is linked: does the signature beside it still vouch for these bytes?
+    Between linking ours and linking the entry, a rival may have completed the entry on our
+    signature and an evictor (the LRU, gc) removed both, entry first: our entry then stands
+    alone, which every reader rejects and every later publisher takes for published (found by
+    the fault campaign's crowd). Ours, or another valid signature of these very bytes, is fine."""
+    existing, _ = _look(dir_fd, signame)
+    if existing == sig:
+        return True
+    return existing is not None and orphan is not None and \
+        orphan(existing, None) == orphans.COMPLETE
+
+
+def _take_back(dir_fd: int, name: str, tmp: str) -> None:
+    """Remove the entry we just linked, only while it is still our file (the temporary name's
+    inode): never a rival's. A reader meanwhile misses it (its signature does not vouch for
+    it), so this costs a miss, never a wrong load."""
+    with contextlib.suppress(FileNotFoundError):
+        if _identity(dir_fd, name) == _identity(dir_fd, tmp):
+            os.unlink(name, dir_fd=dir_fd)
+            os.fsync(dir_fd)
 
 
 def _settle(dir_fd: int, signame: str, sig: bytes, orphan: Orphan) -> bool:

@@ -252,10 +252,29 @@ class BucketSealedCache(Reports):
                     key, value, signame, sig):
                 return  # a rival publisher's signature: its entry follows
             if self.store.put_if_absent(name, value):
+                if not self._still_signed(key, value, name, signame, sig):
+                    return
                 self._wrote(key, self.store.url, value, Tier.SHARED)
         except StoreError as exc:
             self._went_down(exc.kind, exc.message)
             raise self._write_failed(key, self.store.url, OSError(0, exc.message)) from None
+
+    def _still_signed(self, key: str, value: bytes, name: str, signame: str,
+                      sig: bytes) -> bool:
+        """Once our entry is up: does the signature beside it still vouch for these bytes? A
+        rival may have completed the entry on our signature and gc deleted both (entry first)
+        before our entry landed, which then stands alone: every reader rejects it and every
+        later publisher takes it for published (publish.py's rule, found by the fault
+        campaign). If not, our entry goes again, only at the generation we find (a miss, never
+        a wrong load)."""
+        existing = self.store.get(signame, limit=sigfile.MAX_BYTES + 1)
+        if existing == sig or (existing is not None and orphans.judge(
+                key, value, existing, self.trusted.single(), None) == orphans.COMPLETE):
+            return True
+        info = self.store.stat(name)
+        if info is not None and info.size == len(value):
+            self.store.delete_if(name, info.generation)
+        return False
 
     def _settle(self, key: str, value: bytes, signame: str, sig: bytes) -> bool:
         """A signature object and no entry: True when ours may follow it (orphan_signatures.py). The
