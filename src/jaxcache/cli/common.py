@@ -231,6 +231,19 @@ VERBOSE = ("audit", "init", "run", "seal", "verify", "fingerprint", "gc")
 VERBOSE_LISTED = ", ".join(VERBOSE)
 
 
+def identity_options(parser: argparse.ArgumentParser, lead: str) -> None:
+    """--identity ci and --sigstore-config, as `run` and `seal` both offer them; `lead` says
+    when they apply to that command."""
+    option(parser, "--identity", choices=["ci"],
+           help=f"{lead} keyless, as the CI job's own identity (its OIDC token: GitHub's "
+                "id-token: write, GitLab's id_tokens; one Sigstore certificate per job; the "
+                "jaxcache[sigstore] extra). Readers trust it by [[trusted_identities]] "
+                "(docs/sealed-cache.md).")
+    option(parser, "--sigstore-config", metavar="FILE",
+           help="With --identity: the Sigstore client trust config to sign with (default: "
+                "the public-good instance).")
+
+
 def global_flags(parser: argparse.ArgumentParser) -> None:
     """-q/-v/--color, taken before the command name and after it alike (SUPPRESS: a
     command's parser then does not overwrite what the top level read)."""

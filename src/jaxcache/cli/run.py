@@ -78,14 +78,7 @@ def sealed_flags(p: argparse.ArgumentParser) -> None:
                   help="With --sealed: sign what the job writes (from `jaxcache keygen`, or "
                        "a pkcs11: URI naming a key in an HSM: docs/hsm.md). Without it the job "
                        "writes nothing to the sealed directory.")
-    common.option(p, "--identity", choices=["ci"],
-                  help="With --sealed: sign what the job writes keyless, as the CI job's own "
-                       "identity (its OIDC token: GitHub's id-token: write, GitLab's id_tokens; "
-                       "one Sigstore certificate per job; the jaxcache[sigstore] extra). "
-                       "Readers trust it by [[trusted_identities]] (docs/sealed-cache.md).")
-    common.option(p, "--sigstore-config", metavar="FILE",
-                  help="With --identity: the Sigstore client trust config to sign with "
-                       "(default: the public-good instance).")
+    common.identity_options(p, "With --sealed: sign what the job writes")
     common.option(p, "--trusted-key", dest="trusted_keys", action="append", metavar="KEY",
                   help="With --sealed: trust this public key (ed25519:... or a .pub file; "
                        "repeatable), besides the policy's trusted_keys for the directory.")

@@ -27,14 +27,7 @@ def options(p: argparse.ArgumentParser) -> None:
                        "key in an HSM: docs/hsm.md).")
     p.add_argument("--key", dest="signing_key", action=_DeprecatedKey, metavar="KEYFILE",
                    help=argparse.SUPPRESS)
-    common.option(p, "--identity", choices=["ci"],
-                  help="Instead of --signing-key: sign keyless, as this CI job's own identity "
-                       "(its OIDC token: GitHub's id-token: write, GitLab's id_tokens; one "
-                       "Sigstore certificate; the jaxcache[sigstore] extra). Readers trust it "
-                       "by [[trusted_identities]] (docs/sealed-cache.md).")
-    common.option(p, "--sigstore-config", metavar="FILE",
-                  help="With --identity: the Sigstore client trust config to sign with "
-                       "(default: the public-good instance).")
+    common.identity_options(p, "Instead of --signing-key: sign")
     common.option(p, "--trust-bucket-writers", action="store_true",
                   help="For gs:// and s3://: you checked by hand that only your publisher can "
                        "write there (jaxcache cannot read a bucket's IAM or policy); sealing "
