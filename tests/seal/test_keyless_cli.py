@@ -12,12 +12,11 @@ from pathlib import Path
 
 import pytest
 from support.jobs import jaxcache
+from support.sigstore_stack import GH, WF, trusting_policy
 
 from jaxcache.documents import schemas
 from jaxcache.seal.signing.keyless import KeylessSigner
 
-GH = "https://token.actions.githubusercontent.com"
-WF = "org/repo/.github/workflows/jax-cache.yml@refs/heads/main"
 PR = "org/repo/.github/workflows/jax-cache.yml@refs/pull/7/merge"
 
 
@@ -30,12 +29,7 @@ def data(i: int) -> bytes:
 
 
 def policy(root: Path, stack, extra: str = "") -> Path:
-    path = root / "policy.toml"
-    path.write_text(f'sigstore_trust_root = "{stack.trusted_root}"\n{extra}'
-                    f'[[trusted_identities]]\nissuer = "{GH}"\nrepository = "org/repo"\n'
-                    f'workflow_ref = "{WF}"\n')
-    path.chmod(0o600)
-    return path
+    return trusting_policy(root / "policy.toml", stack.trusted_root, head=extra)
 
 
 def private_dir(path: Path) -> Path:

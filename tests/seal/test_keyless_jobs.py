@@ -11,23 +11,17 @@ from pathlib import Path
 import pytest
 from support import paths
 from support.jobs import clean_env, jaxcache
+from support.sigstore_stack import WF, trusting_policy
 
 from jaxcache.documents import schemas
 
 pytest.importorskip("jax")
 
 JOB = str(paths.PROGRAMS / "two_jits.py")
-GH = "https://token.actions.githubusercontent.com"
-WF = "org/repo/.github/workflows/jax-cache.yml@refs/heads/main"
 
 
 def policy(root: Path, stack) -> Path:
-    path = root / "policy.toml"
-    path.write_text(f'sigstore_trust_root = "{stack.trusted_root}"\n'
-                    f'[[trusted_identities]]\nissuer = "{GH}"\nrepository = "org/repo"\n'
-                    f'workflow_ref = "{WF}"\n')
-    path.chmod(0o600)
-    return path
+    return trusting_policy(root / "policy.toml", stack.trusted_root)
 
 
 def run(cache: Path, pol: Path, record: Path, *extra: str, env: dict | None = None):

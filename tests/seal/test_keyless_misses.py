@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from support import paths
 from support.jobs import clean_env, jaxcache
+from support.sigstore_stack import GH, WF, trusting_policy
 
 from jaxcache.seal.publishing import tier_names as names
 from jaxcache.seal.signing.keyless import KeylessSigner
@@ -22,8 +23,6 @@ from jaxcache.seal.signing.keyless import KeylessSigner
 pytest.importorskip("jax")
 
 JOB = str(paths.PROGRAMS / "two_jits.py")
-GH = "https://token.actions.githubusercontent.com"
-WF = "org/repo/.github/workflows/jax-cache.yml@refs/heads/main"
 REVOKED_RUN = "4242"
 
 
@@ -39,11 +38,7 @@ def merged_root(a: Path, b: Path, out: Path) -> Path:
 
 
 def policy(path: Path, root: Path, extra: str = "") -> Path:
-    path.write_text(f'sigstore_trust_root = "{root}"\n'
-                    f'[[trusted_identities]]\nissuer = "{GH}"\nrepository = "org/repo"\n'
-                    f'workflow_ref = "{WF}"\n{extra}')
-    path.chmod(0o600)
-    return path
+    return trusting_policy(path, root, tail=extra)
 
 
 def results(proc) -> dict:

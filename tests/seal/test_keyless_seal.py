@@ -13,23 +13,18 @@ from pathlib import Path
 import pytest
 from support import paths
 from support.jobs import clean_env, jaxcache
+from support.sigstore_stack import WF, trusting_policy
 
 from jaxcache.trust.inputs import signing_keys
 
 pytest.importorskip("jax")
 
 JOB = str(paths.PROGRAMS / "two_jits.py")
-GH = "https://token.actions.githubusercontent.com"
-WF = "org/repo/.github/workflows/jax-cache.yml@refs/heads/main"
 NO_XLA_CACHES = {"JAX_PERSISTENT_CACHE_ENABLE_XLA_CACHES": "none"}  # as sealed readers run
 
 
 def policy(path: Path, stack, extra: str = "") -> Path:
-    path.write_text(f'sigstore_trust_root = "{stack.trusted_root}"\n{extra}'
-                    f'[[trusted_identities]]\nissuer = "{GH}"\nrepository = "org/repo"\n'
-                    f'workflow_ref = "{WF}"\n')
-    path.chmod(0o600)
-    return path
+    return trusting_policy(path, stack.trusted_root, head=extra)
 
 
 def results(proc) -> dict:

@@ -176,3 +176,17 @@ def _write_trust(state: Path, s: dict) -> None:
     (state / "trust_config.json").write_text(json.dumps(
         {"mediaType": "application/vnd.dev.sigstore.clienttrustconfig.v0.1+json",
          "trustedRoot": root, "signingConfig": signing}, indent=1))
+
+
+GH = "https://token.actions.githubusercontent.com"  # GitHub Actions' OIDC issuer
+WF = "org/repo/.github/workflows/jax-cache.yml@refs/heads/main"  # the trusted workflow
+
+
+def trusting_policy(path: Path, trusted_root: object, head: str = "", tail: str = "") -> Path:
+    """A policy (0600) that trusts the workflow WF of org/repo on GitHub, verified against
+    `trusted_root`; `head`: top-level settings before the table, `tail`: more tables after."""
+    path.write_text(f'sigstore_trust_root = "{trusted_root}"\n{head}'
+                    f'[[trusted_identities]]\nissuer = "{GH}"\nrepository = "org/repo"\n'
+                    f'workflow_ref = "{WF}"\n{tail}')
+    path.chmod(0o600)
+    return path
