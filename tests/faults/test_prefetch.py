@@ -184,3 +184,96 @@ def test_a_bucket_failing_mid_prefetch_stops_the_pool_and_counts_stay_honest(wor
     assert c.failed >= 1 and _all_accounted(c)
     # bounded: each worker's last fetch, each request tried at most three times
     assert len(proxy.seen) <= 2 + 2 * 3 * 4 + 3 * len(keys)
+
+
+IMPORTS_OFF_MAIN = r"""
+import json, sys, threading
+from jaxcache.lifecycle import prefetching
+from jaxcache.lifecycle.seal_spec import PrefetchSpec, SealSpec
+
+seal_value, plan_value, url = sys.argv[1:4]
+seen = []
+
+
+class Watch:
+    # every module imported anew reaches a finder: name those imported off the main thread
+    def find_spec(self, name, path=None, target=None):
+        if threading.current_thread() is not threading.main_thread():
+            seen.append([threading.current_thread().name, name])
+        return None
+
+
+sys.meta_path.insert(0, Watch())
+prefetching.start_early(seal_value, plan_value)
+from jaxcache.seal.stores import prefetch as ahead
+from jaxcache.trust.inputs import policy, public_keys
+from jaxcache.trust.kernel.principals import Accounts
+from jaxcache.trust.rules import keyring
+
+given = SealSpec.from_env(seal_value).trusted_keys
+ring = keyring.for_rule(policy.load(None, Accounts()).rule_for(url),
+                        tuple(public_keys.load_public(k) for k in given))
+pool = ahead.adopt(url, ring)
+assert isinstance(pool, ahead.Prefetcher), pool
+assert pool.wait_idle(120)
+c = pool.counts()
+print(json.dumps({"imported_off_main": seen, "prefetched": c.prefetched, "planned": c.planned}))
+"""
+
+
+def test_the_early_start_leaves_no_import_to_the_pool(world, backend, tmp_path):
+    """The job imports JAX while the pool fetches: a thread of ours importing beside it could
+    meet importlib's deadlock detection (an ImportError in the job's own `import jax`). The
+    early start makes the client and imports all it needs first, on the importing thread:
+    the pool's threads and the store's deadline threads then import nothing at all."""
+    import json
+    import subprocess
+    import sys
+
+    from jaxcache.lifecycle.seal_spec import PrefetchSpec, SealSpec
+
+    url = _published(world, backend, "pre-imports")
+    keys = tuple(k for k, _ in world.entries)
+    seal = SealSpec(url, None, (str(world.pub),), None, None).to_env()
+    plan = PrefetchSpec(keys, "a record", 4, 1 << 30).to_env()
+    with faultproxy.Proxy(backend.upstream) as proxy:
+        t = subprocess.run([sys.executable, "-c", IMPORTS_OFF_MAIN, seal, plan, url],
+                           env=backend.env(proxy), capture_output=True, text=True, timeout=300)
+    assert t.returncode == 0, t.stderr[-3000:]
+    got = json.loads(t.stdout.splitlines()[-1])
+    assert got["planned"] == got["prefetched"] == len(keys)  # it did fetch, on its threads
+    assert got["imported_off_main"] == [], " ".join(n for _, n in got["imported_off_main"])
+
+
+def test_an_early_start_that_fails_is_started_at_enable_and_says_why(world, backend, tmp_path):
+    """The early start never fails the job: what went wrong is kept, the enable starts the
+    fetch from the same plan, and its counts (the record, the summary) say why it was late."""
+    from jaxcache.documents.record_parts import PrefetchPart
+    from jaxcache.lifecycle import prefetching
+    from jaxcache.lifecycle.seal_spec import PrefetchSpec, SealSpec
+    from jaxcache.report.run import _prefetch_line
+    from jaxcache.seal.stores import store_for_url as objects
+    from jaxcache.trust.inputs.public_keys import load_public
+    from jaxcache.trust.rules import keyring, target
+
+    url = _published(world, backend, "pre-late")
+    keys = tuple(k for k, _ in world.entries)
+    plan = PrefetchSpec(keys, "a record", 4, 1 << 30)
+    gone = tmp_path / "gone.pub"  # the early start's trusted key cannot be read
+    with faultproxy.Proxy(backend.upstream) as proxy, \
+            bucket_faults.environment(backend.env(proxy)):
+        prefetching.start_early(SealSpec(url, None, (str(gone),), None, None).to_env(),
+                                plan.to_env())  # raises nothing
+        ring = keyring.of([load_public(world.pub)])
+        store = objects.open_store(target.parse_bucket(url))
+        assert prefetching.for_enable(url, store, ring, None) is None  # no plan: no fetch
+        prefetching.start_early(SealSpec(url, None, (str(gone),), None, None).to_env(),
+                                plan.to_env())
+        pool = prefetching.for_enable(url, store, ring, plan)
+        assert pool is not None and pool.wait_idle(120)
+        c = pool.counts()
+        pool.close()
+    assert c.prefetched == len(keys) and c.source == "a record"
+    assert c.early_error is not None and "gone.pub" in c.early_error, c.early_error
+    line = _prefetch_line(PrefetchPart.from_json(prefetching.summary(pool) or {}))
+    assert "started late, at enable" in line and "gone.pub" in line

@@ -123,7 +123,7 @@ _PROCESS_FIELDS = {
         "prefetch": v.nullable(v.obj(optional={
             "planned": _OPT_INT, "prefetched": _OPT_INT, "used": _OPT_INT, "wasted": _OPT_INT,
             "not_fetched": _OPT_INT, "failed": _OPT_INT, "rejected": _OPT_INT,
-            "saved_s": _OPT_NUM, "source": _OPT_TEXT}))})),
+            "saved_s": _OPT_NUM, "source": _OPT_TEXT, "early_error": _OPT_TEXT}))})),
 }
 RECORD = v.obj(
     {"modules": _PROCESS_FIELDS["modules"], "process": _PROCESS_FIELDS["process"],

@@ -67,7 +67,8 @@ class BucketMiss:
 class PrefetchPart:
     """What a sealed bucket reader fetched ahead (`seal.prefetch`: seal/stores/prefetch.py's
     counts): keys planned from a record, entries prefetched, used by JAX, wasted (never asked
-    for), not fetched, failed, rejected, and the seconds the job did not wait."""
+    for), not fetched, failed, rejected, the seconds the job did not wait, and why the fetch
+    started only at enable (not as the job began to import JAX), if it did."""
 
     planned: int
     prefetched: int
@@ -78,6 +79,7 @@ class PrefetchPart:
     rejected: int
     saved_s: float
     source: str | None
+    early_error: str | None = None
 
     @classmethod
     def from_json(cls, doc: Mapping[str, object]) -> PrefetchPart:
@@ -86,7 +88,7 @@ class PrefetchPart:
         return cls(n(doc.get("planned")), n(doc.get("prefetched")), n(doc.get("used")),
                    n(doc.get("wasted")), n(doc.get("not_fetched")), n(doc.get("failed")),
                    n(doc.get("rejected")), number(doc.get("saved_s")) or 0.0,
-                   text(doc.get("source")))
+                   text(doc.get("source")), text(doc.get("early_error")))
 
 
 @frozen

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from jaxcache import jobenv
 from jaxcache.errors import JaxcacheError, UntrustedCacheError
-from jaxcache.lifecycle.seal_spec import SealSpec
+from jaxcache.lifecycle.seal_spec import PrefetchSpec, SealSpec
 from jaxcache.text import quoted, safe
 from jaxcache.values import frozen
 
@@ -85,18 +85,23 @@ class SealOptions:
 def enable_sealed(path: str, *, policy: str | None, reset: bool,
                   signing_key: str | SigningKey | KeylessSigner | None,
                   trusted_keys: TrustedKeys, local: str | None,
-                  prefetch: Sequence[str] = ()) -> EnableResult:
+                  prefetch: Sequence[str] | PrefetchSpec | None = None) -> EnableResult:
+    """`prefetch`: keys (enable's own argument) or `jaxcache run`'s plan, for a bucket
+    reader (lifecycle/prefetching.py)."""
+    from jaxcache.lifecycle import prefetching
     from jaxcache.trust import create
 
+    plan = prefetch if isinstance(prefetch, PrefetchSpec) or prefetch is None \
+        else prefetching.of_keys(tuple(prefetch))
     with create.taken_back_on_error() as made:  # all-or-nothing: the directories too
         return _enable_sealed(path, policy, reset, signing_key, trusted_keys, local, made,
-                              tuple(prefetch))
+                              plan)
 
 
 def _enable_sealed(path: str, policy: str | None, reset: bool,
                    signing_key: str | SigningKey | KeylessSigner | None,
                    trusted_keys: TrustedKeys, local: str | None,
-                   made_dirs: list[InitResult], prefetch: tuple[str, ...] = ()) -> EnableResult:
+                   made_dirs: list[InitResult], plan: PrefetchSpec | None) -> EnableResult:
     from jaxcache import jaxcompat
     from jaxcache.lifecycle import inherit, undo
     from jaxcache.lifecycle.traps import (
@@ -180,14 +185,13 @@ def _enable_sealed(path: str, policy: str | None, reset: bool,
                                   max_size=jaxcompat.max_size, host=job_fingerprint,
                                   require_build=require_build, witness=witnessed)
         else:
-            from jaxcache.seal.stores import prefetch as ahead
+            from jaxcache.lifecycle import prefetching
             from jaxcache.seal.stores.bucket_backend import BucketSealedCache
 
-            # the fetch the probe started at interpreter start (jaxcache run), if it verified
-            # with these very keys; else the keys this enable() was given, started now
-            pool = ahead.adopt(chosen, keys)
-            if pool is None and prefetch and signer is None:
-                pool = ahead.Prefetcher(store, keys, prefetch).start()
+            # the fetch the probe started as the job began to import JAX, if it verified
+            # with these very keys; else the plan's (run's, or the keys enable() was given),
+            # started now. A publisher compiles and publishes its misses: no fetch ahead.
+            pool = prefetching.for_enable(chosen, store, keys, plan if signer is None else None)
             backend = BucketSealedCache(pool.store if pool is not None else store,
                                         trusted=keys, signer=signer, local=local_dir,
                                         max_size=jaxcompat.max_size, host=job_fingerprint,
@@ -315,34 +319,11 @@ def env_value(path: str, *, signing_key: str | None, trusted_keys: tuple[str, ..
     return SealSpec(path, signing_key, trusted_keys, local, policy).to_env()
 
 
-def start_prefetch(seal_value: str, prefetch_value: str) -> None:
-    """The probe's call at interpreter start, on a thread of its own, while the job imports
-    JAX: the keys `jaxcache run` found (seal_spec.PrefetchSpec) fetched and verified with the
-    keys the sealed enable will judge by (the policy's for this bucket and those given), kept
-    for that enable to adopt (prefetch.adopt). Nothing is handed to JAX here: the enable
-    audits first, and adopts the fetch only if its keys are these."""
+def enable_from_env(value: str, prefetch: str | None = None) -> EnableResult:
+    """The probe's call, right after the job imported jax. `prefetch`: the plan `jaxcache run`
+    gave (seal_spec.PrefetchSpec), whose fetch started as the import began, else here."""
     from jaxcache.lifecycle.seal_spec import PrefetchSpec
-    from jaxcache.seal.stores import prefetch as ahead
-    from jaxcache.seal.stores import store_for_url as objects
-    from jaxcache.trust.inputs import policy as policymod
-    from jaxcache.trust.inputs import public_keys as trustkeys
-    from jaxcache.trust.kernel.principals import Accounts
-    from jaxcache.trust.rules import keyring, target
 
-    spec, plan = SealSpec.from_env(seal_value), PrefetchSpec.from_env(prefetch_value)
-    if spec.signing_key is not None or target.resolve(spec.path).url is None:
-        return  # a publisher's misses are compiled and published; a directory: not here
-    extra = tuple(trustkeys.load_public(k) for k in spec.trusted_keys)
-    pol = policymod.load(spec.policy, Accounts())
-    url = target.parse_bucket(spec.path).text
-    keys = keyring.for_rule(pol.rule_for(url), extra)
-    store = objects.open_store(target.parse_bucket(url))
-    ahead.begin(ahead.Prefetcher(store, keys, plan.keys, workers=plan.workers,
-                                 budget_bytes=plan.budget_bytes, source=plan.source))
-
-
-def enable_from_env(value: str) -> EnableResult:
-    """The probe's call, right after the job imported jax."""
     spec = SealSpec.from_env(value)
     signer: str | KeylessSigner | None = spec.signing_key
     if spec.identity == "ci":
@@ -351,7 +332,8 @@ def enable_from_env(value: str) -> EnableResult:
         signer = KeylessSigner(trust_config=spec.sigstore_config)  # token at the first write
     return enable_sealed(spec.path, policy=spec.policy, reset=False,
                          signing_key=signer, trusted_keys=spec.trusted_keys,
-                         local=spec.local)
+                         local=spec.local,
+                         prefetch=PrefetchSpec.from_env(prefetch) if prefetch else None)
 
 
 def _name_of(backend: SealedBackend, public: PublicKey) -> str | None:
@@ -362,6 +344,8 @@ def _name_of(backend: SealedBackend, public: PublicKey) -> str | None:
 def summary(backend: SealedBackend) -> dict[str, object]:
     """For the run record: what the sealed backend rejected or could not write, and the
     keys it judged with (by name and id, each with its state then)."""
+    from jaxcache.lifecycle import prefetching
+
     own = getattr(backend.signer, "seen", None)  # keyless: its certificate's claims
     return {"path": backend.shared, "local": backend.local,
             "signing_key": backend.signer.public.id if backend.signer else None,
@@ -385,19 +369,8 @@ def summary(backend: SealedBackend) -> dict[str, object]:
             "write_errors": list(backend.write_errors),
             "bucket_misses": [{"key": m.key, "kind": m.kind, "reason": m.reason,
                                "hint": m.hint} for m in getattr(backend, "misses", ())],
-            "prefetch": _prefetch_summary(backend),
+            "prefetch": prefetching.summary(getattr(backend, "prefetch", None)),
             "build": _build_summary(backend)}
-
-
-def _prefetch_summary(backend: SealedBackend) -> dict[str, object] | None:
-    """What the fetch ahead did (prefetch.PrefetchCounts), None when there was none."""
-    pool = getattr(backend, "prefetch", None)
-    if pool is None:
-        return None
-    c = pool.counts()
-    return {"planned": c.planned, "prefetched": c.prefetched, "used": c.used,
-            "wasted": c.wasted, "not_fetched": c.not_fetched, "failed": c.failed,
-            "rejected": c.rejected, "saved_s": c.saved_s, "source": c.source}
 
 
 def _build_summary(backend: SealedBackend) -> dict[str, object]:

@@ -134,21 +134,12 @@ def _load_beside(copy: str, relpath: str) -> "ModuleType":
     raise ImportError("jaxcache's %s is not beside the probe" % relpath)
 
 
-_LOADING: "list[Any]" = []  # a lock, where a prefetch thread may load jaxcache too
-_PREFETCHING: "list[Any]" = []  # the thread that starts the prefetch (joined before enable)
-_PREFETCH_SETUP_S = 30.0  # at most this long for it to have the pool started
+_PLAN: "list[str]" = []  # the fetch ahead's plan (JAXCACHE_PREFETCH), for the sealed enable
 
 
 def _load_jaxcache() -> None:
     """jaxcache itself, from where `jaxcache run` says it lives (the job's Python may not
-    have it installed): loaded only once the job imports jax (or by the prefetch thread)."""
-    if _LOADING:
-        with _LOADING[0]:
-            return _load_jaxcache_now()
-    return _load_jaxcache_now()
-
-
-def _load_jaxcache_now() -> None:
+    have it installed): loaded only once the job imports jax."""
     if "jaxcache" not in sys.modules and os.environ.get("JAXCACHE_LIB"):
         import importlib.util
 
@@ -223,12 +214,10 @@ def _install_seal(value: str) -> "tuple[ModuleType, object]":
     persistent cache at all; we still stop the job, loudly: it asked for a sealed cache.
     """
     try:
-        for t in _PREFETCHING:  # its pool started (no request waited for), for enable to adopt
-            t.join(_PREFETCH_SETUP_S)
         _load_jaxcache()
         from jaxcache.lifecycle import sealing
 
-        return sealing, sealing.enable_from_env(value).backend
+        return sealing, sealing.enable_from_env(value, _PLAN[0] if _PLAN else None).backend
     except BaseException as exc:
         sys.stderr.write("jaxcache: the sealed cache could not be enabled in this process "
                          "(%s: %s); stopping the job rather than running it unsealed\n"
@@ -244,7 +233,7 @@ class _JaxWatcher:
                   ) -> "ModuleSpec | None":
         if name != "jax":
             return None
-        _start_prefetch()  # beside JAX's import (not at interpreter start: site is not done)
+        _start_prefetch()  # as JAX's import begins (not at interpreter start: site is not done)
         import importlib.util
 
         try:
@@ -309,31 +298,23 @@ def _after_fork_in_child() -> None:
 
 def _start_prefetch() -> None:
     """`jaxcache run --sealed` on a bucket, with the keys the same job hit last time
-    (JAXCACHE_PREFETCH): fetch and verify them on a thread while the program imports JAX
-    (seal/stores/prefetch.py), started when `import jax` begins. Taken out of the environment:
-    this process prefetches, not its children. Nothing reaches JAX from here: the sealed
-    enable after `import jax` audits, then adopts the fetch. Any failure leaves JAX to ask
-    for each entry itself, as without."""
+    (JAXCACHE_PREFETCH): start fetching and verifying them (lifecycle/prefetching.py) as
+    `import jax` begins, on this thread, before JAX's import goes on: the set-up imports here,
+    so that the pool's threads, which wait on the network beside JAX's import, import nothing.
+    Taken out of the environment: this process prefetches, not its children. Nothing reaches
+    JAX from here: the sealed enable after `import jax` audits, then adopts the fetch, or
+    starts it from the same plan if it is not there (the record says why)."""
     plan = os.environ.pop("JAXCACHE_PREFETCH", None)
     seal = os.environ.get("JAXCACHE_SEAL")
     if not plan or not seal:
         return
-    import threading
-
-    _LOADING.append(threading.Lock())
-
-    def run() -> None:
-        try:
-            _load_jaxcache()
-            from jaxcache.lifecycle import sealing
-
-            sealing.start_prefetch(seal, plan)
-        except BaseException:
-            pass
-
-    t = threading.Thread(target=run, name="jaxcache-prefetch", daemon=True)
-    _PREFETCHING.append(t)
-    t.start()
+    _PLAN.append(plan)
+    try:
+        _load_jaxcache()
+        from jaxcache.lifecycle import prefetching
+    except Exception:
+        return  # the sealed enable loads jaxcache again, and stops the job if it cannot
+    prefetching.start_early(seal, plan)  # never raises: a failure is kept for the enable
 
 
 if "jax" in sys.modules:  # imported by something earlier in start-up

@@ -271,6 +271,14 @@ class _Claims:
         return None
 
 
+def prepare(trust_root: str | None) -> None:
+    """The verifier made and verify()'s imports done now, on the caller's thread, for a caller
+    about to verify on threads of its own while the process imports (prefetch)."""
+    _verifier(trust_root)
+    from sigstore.errors import Error  # noqa: F401
+    from sigstore.models import Bundle  # noqa: F401
+
+
 def verify(bundle: str, signed: bytes, trust_root: str | None) -> ids.SeenIdentity:
     """The identity whose certificate signed exactly `signed`, verified offline against the
     trusted root; KeylessError saying why not (any failure: a writer chose these bytes)."""

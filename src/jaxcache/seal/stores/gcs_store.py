@@ -88,6 +88,13 @@ class GcsStore:
                 self._bucket = client.bucket(self.where.bucket)
             return self._bucket
 
+    def prepare(self) -> None:
+        import netrc  # noqa: F401 - requests reads ~/.netrc at each request (shlex with it)
+
+        from google.api_core import exceptions  # noqa: F401 - what _call catches
+
+        self._bucket_handle()
+
     def _call(self, what: str, name: str, fn: Callable[[object], T]) -> T:
         """Run one request; every failure becomes a StoreError naming the object."""
         from google.api_core import exceptions as gexc

@@ -51,6 +51,10 @@ class StoreError(Exception):
 class ObjectStore(Protocol):
     url: str  # scheme://bucket/prefix, as the user gave it (normalized)
 
+    def prepare(self) -> None:
+        """Make the client now (its imports, its configuration), no request: a caller about
+        to call from other threads while the process imports (prefetch) does it first."""
+
     def get(self, name: str, limit: int | None = None) -> bytes | None:
         """The object's bytes (at most `limit`), one download; None if it does not exist."""
 

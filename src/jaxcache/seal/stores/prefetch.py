@@ -21,6 +21,7 @@ deadline, and the threads are daemons: a dead bucket never holds the job at exit
 
 from __future__ import annotations
 
+import contextlib
 import re
 import threading
 import time
@@ -32,6 +33,7 @@ from jaxcache.seal.publishing import tier_names as names
 from jaxcache.seal.signing import signature_file as sigfile
 from jaxcache.seal.signing import signature_rule as signature
 from jaxcache.seal.stores.object_store import NETWORK, ObjectStore, StoreError
+from jaxcache.trust.inputs.public_keys import SignerKind
 from jaxcache.trust.rules.keyring import KeyRing
 from jaxcache.values import frozen
 
@@ -89,6 +91,8 @@ class PrefetchCounts:
     rejected: int = 0
     saved_s: float = 0.0
     source: str | None = None  # the record the keys came from
+    # why the fetch did not start as the job began to import JAX (it started at enable)
+    early_error: str | None = None
 
 
 def cosignatures(store: ObjectStore, name: str) -> signature.Fetch:
@@ -116,7 +120,8 @@ class Prefetcher:
 
     def __init__(self, store: ObjectStore, trusted: KeyRing, keys: Iterable[object], *,
                  workers: int = WORKERS, budget_bytes: int = BUDGET_BYTES,
-                 limit: int = MAX_KEYS, source: str | None = None) -> None:
+                 limit: int = MAX_KEYS, source: str | None = None,
+                 early_error: str | None = None) -> None:
         self.store, self.trusted = store, trusted
         self.keys = plan_keys(keys, limit)
         self._planned = frozenset(self.keys)
@@ -132,11 +137,17 @@ class Prefetcher:
         self._stopped = False  # no new fetch starts (closed, or the network failed)
         self._closed = False
         self.network_error: str | None = None
-        self._counts = PrefetchCounts(planned=len(self.keys), source=source)
+        self._counts = PrefetchCounts(planned=len(self.keys), source=source,
+                                      early_error=early_error)
         self._threads: list[threading.Thread] = []
 
     # --- the pool -------------------------------------------------------------------------
     def start(self) -> Prefetcher:
+        """Start the pool, once everything a fetch imports is imported, here, on the caller's
+        thread: the pool's threads then only wait on the network (and hash), never import
+        beside the job's `import jax` (lifecycle/prefetching.py says why)."""
+        if self.keys:
+            _import_all(self.store, self.trusted)
         for i in range(self.workers if self.keys else 0):
             t = threading.Thread(target=self._work, name=f"jaxcache-prefetch-{i}", daemon=True)
             self._threads.append(t)
@@ -277,7 +288,8 @@ class Prefetcher:
         c = self._counts
         self._counts = PrefetchCounts(
             c.planned, c.prefetched, c.used + used, c.wasted, c.not_fetched + not_fetched,
-            c.failed + failed, c.rejected + rejected, c.saved_s + saved_s, c.source)
+            c.failed + failed, c.rejected + rejected, c.saved_s + saved_s, c.source,
+            c.early_error)
 
     def counts(self) -> PrefetchCounts:
         """The counts now: prefetched are the verified results so far (used or held), wasted
@@ -292,7 +304,8 @@ class Prefetcher:
             return PrefetchCounts(
                 c.planned, c.used + len(held), c.used, len(held),
                 c.not_fetched + (left if self._stopped else 0),
-                c.failed + held_failed, c.rejected, round(c.saved_s, 4), c.source)
+                c.failed + held_failed, c.rejected, round(c.saved_s, 4), c.source,
+                c.early_error)
 
     @property
     def held_bytes(self) -> int:
@@ -317,8 +330,31 @@ class Prefetcher:
         return not any(t.is_alive() for t in self._threads)
 
 
+def _import_all(store: ObjectStore, trusted: KeyRing) -> None:
+    """What a fetch would import at its first request and check: the store's client and its
+    request path, the digest, the verifiers of keys and of identities. A keyless verifier
+    that cannot be made is left to the check, which then fails each entry as it would."""
+    from jaxcache.seal.signing import digest
+
+    store.prepare()
+    "store.example".encode("idna")  # a host name's codec, which sockets import at first use
+    digest.of(b"")
+    from cryptography.exceptions import InvalidSignature  # noqa: F401 - signature_file's
+
+    for key in trusted.keys.values():
+        if key.kind is SignerKind.KEY:
+            key.verifier()
+            break
+    if trusted.identities:
+        from jaxcache.seal.signing import keyless
+
+        with contextlib.suppress(Exception):  # judged, and reported, at each entry's check
+            keyless.prepare(trusted.trust_root)
+
+
 # --- one prefetch per bucket, started early (the probe) and adopted by the backend ---------
 _STARTED: dict[str, Prefetcher] = {}
+_EARLY_ERRORS: dict[str, str] = {}  # why the early start failed, for the enable to report
 _STARTED_LOCK = threading.Lock()
 
 
@@ -327,19 +363,28 @@ def begin(prefetcher: Prefetcher) -> Prefetcher:
     with _STARTED_LOCK:
         old = _STARTED.pop(prefetcher.store.url, None)
         _STARTED[prefetcher.store.url] = prefetcher
+        _EARLY_ERRORS.pop(prefetcher.store.url, None)
     if old is not None:
         old.close()
     return prefetcher.start()
 
 
-def adopt(url: str, trusted: KeyRing) -> Prefetcher | None:
+def failed_early(url: str, reason: str) -> None:
+    """The early start for `url` failed: said by the pool the enable starts instead."""
+    with _STARTED_LOCK:
+        _EARLY_ERRORS[url] = reason
+
+
+def adopt(url: str, trusted: KeyRing) -> Prefetcher | str | None:
     """The prefetch started for `url`, once, if it verified with these very keys (else it is
-    dropped: what it fetched was judged by another ring)."""
+    dropped: what it fetched was judged by another ring); else why the early start did not
+    happen (a str), or None when none was tried."""
     with _STARTED_LOCK:
         found = _STARTED.pop(url, None)
+        failed = _EARLY_ERRORS.pop(url, None)
     if found is None:
-        return None
+        return failed
     if found.trusted != trusted:
         found.close()
-        return None
+        return "the early fetch verified with other keys than the enable's"
     return found

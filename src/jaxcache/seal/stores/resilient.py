@@ -61,6 +61,9 @@ class Resilient:
     def __getattr__(self, name: str) -> object:  # the wrapped store's extras (where, ...)
         return getattr(self.store, name)
 
+    def prepare(self) -> None:
+        self.store.prepare()
+
     def _deadline(self, nbytes: int) -> float:
         return self.base_s + nbytes / RATE
 

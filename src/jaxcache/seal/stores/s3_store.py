@@ -84,6 +84,11 @@ class S3Store:
                     **unsigned))
             return self._client
 
+    def prepare(self) -> None:
+        from botocore import exceptions  # noqa: F401 - what _call catches
+
+        self._s3()
+
     def _call(self, what: str, name: str, fn: Callable[[object], T]) -> T:
         """Run one request; every failure becomes a StoreError naming the object."""
         from botocore import exceptions as bexc

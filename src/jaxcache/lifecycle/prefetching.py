@@ -1,0 +1,87 @@
+"""A sealed bucket reader's fetch ahead (seal/stores/prefetch.py) through its process's life:
+started by the probe as the job begins to import JAX, adopted by the sealed enable after that
+import (or started there from the same plan when the early start did not happen), and summed
+up for the run record.
+
+The early start does its set-up on the thread that imports JAX, before JAX's import goes on:
+jaxcache's modules, the store's client and the keys. The pool's threads then only wait on the
+network while JAX imports. A thread of ours importing beside the job's `import jax` could meet
+importlib's deadlock detection, which raises in either thread (in the job's: its own import
+fails) or hands one a module half made; so no thread of ours imports while JAX does.
+"""
+
+from __future__ import annotations
+
+from jaxcache.lifecycle.seal_spec import PrefetchSpec, SealSpec
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from jaxcache.seal.stores.object_store import ObjectStore
+    from jaxcache.seal.stores.prefetch import Prefetcher
+    from jaxcache.trust.rules.keyring import KeyRing
+
+
+def start_early(seal_value: str, prefetch_value: str) -> None:
+    """The probe's call as `import jax` begins: the keys `jaxcache run` found (PrefetchSpec)
+    fetched and verified with the keys the sealed enable will judge by (the policy's for this
+    bucket and those given), kept for that enable to adopt. Nothing is handed to JAX here: the
+    enable audits first. Never raises: what failed is kept for the enable, which then starts
+    the fetch from the same plan, and the record says why it started late."""
+    from jaxcache.seal.stores import prefetch as ahead
+
+    url = None
+    try:
+        from jaxcache.seal.stores import store_for_url as objects
+        from jaxcache.trust.inputs import policy as policymod
+        from jaxcache.trust.inputs import public_keys as trustkeys
+        from jaxcache.trust.kernel.principals import Accounts
+        from jaxcache.trust.rules import keyring, target
+
+        spec, plan = SealSpec.from_env(seal_value), PrefetchSpec.from_env(prefetch_value)
+        if spec.signing_key is not None or target.resolve(spec.path).url is None:
+            return  # a publisher's misses are compiled and published; a directory: not here
+        url = target.parse_bucket(spec.path).text
+        extra = tuple(trustkeys.load_public(k) for k in spec.trusted_keys)
+        pol = policymod.load(spec.policy, Accounts())
+        keys = keyring.for_rule(pol.rule_for(url), extra)
+        store = objects.open_store(target.parse_bucket(url))
+        store.prepare()
+        ahead.begin(ahead.Prefetcher(store, keys, plan.keys, workers=plan.workers,
+                                     budget_bytes=plan.budget_bytes, source=plan.source))
+    except Exception as exc:  # noqa: BLE001 - the job goes on; the enable starts it instead
+        if url is not None:
+            ahead.failed_early(url, f"{type(exc).__name__}: {exc}")
+
+
+def for_enable(url: str, store: ObjectStore, trusted: KeyRing,
+               plan: PrefetchSpec | None) -> Prefetcher | None:
+    """The pool the enable hands its backend: the early one if it verified with these very
+    keys; else, with a plan, one started now (saying why the early one is not there)."""
+    from jaxcache.seal.stores import prefetch as ahead
+
+    found = ahead.adopt(url, trusted)
+    if isinstance(found, ahead.Prefetcher):
+        return found
+    if plan is None or not plan.keys:
+        return None
+    return ahead.Prefetcher(store, trusted, plan.keys, workers=plan.workers,
+                            budget_bytes=plan.budget_bytes, source=plan.source,
+                            early_error=found).start()
+
+
+def of_keys(keys: tuple[str, ...]) -> PrefetchSpec | None:
+    """`enable(sealed=True, prefetch=keys)`: a plan of these keys, the pool's defaults."""
+    from jaxcache.seal.stores import prefetch as ahead
+
+    return PrefetchSpec(keys, None, ahead.WORKERS, ahead.BUDGET_BYTES) if keys else None
+
+
+def summary(pool: Prefetcher | None) -> dict[str, object] | None:
+    """What the fetch ahead did (prefetch.PrefetchCounts), for the record; None: none."""
+    if pool is None:
+        return None
+    c = pool.counts()
+    return {"planned": c.planned, "prefetched": c.prefetched, "used": c.used,
+            "wasted": c.wasted, "not_fetched": c.not_fetched, "failed": c.failed,
+            "rejected": c.rejected, "saved_s": c.saved_s, "source": c.source,
+            "early_error": c.early_error}
