@@ -134,7 +134,7 @@ def test_a_record_of_a_thousand_keys_and_hostile_names_is_bounded(world, backend
     """1,000 well-formed keys (mostly absent) are capped; hostile names are never asked for;
     a budget smaller than the entries holds at most what it allows, and every get still
     answers the signed bytes (the reader fetches what the pool left)."""
-    from jaxcache.seal.stores import prefetch
+    from jaxcache.seal.stores import prefetch_plan
 
     url = _published(world, backend, "pre-many")
     hostile = ["../../etc/passwd", "a" * 5000, "x/" + "0" * 64, "jit_f-" + "0" * 63 + "/",
@@ -148,7 +148,7 @@ def test_a_record_of_a_thousand_keys_and_hostile_names_is_bounded(world, backend
         reader, pre = _reader(world, url, [*real, *hostile, *fake], limit=64,
                               budget_bytes=budget)
         assert pre.keys[:len(real)] == tuple(real) and len(pre.keys) == 64
-        assert all(prefetch.plan_keys([h]) == () for h in hostile)
+        assert all(prefetch_plan.plan_keys([h]) == () for h in hostile)
         assert pre.wait_idle(120)
         assert pre.held_bytes <= budget
         for key, data in world.entries:

@@ -11,7 +11,7 @@ import os
 from jaxcache.documents import kinds
 from jaxcache.records import key_uses as prefetch_keys
 from jaxcache.records import record_dir as store
-from jaxcache.seal.stores.prefetch import MAX_KEYS, plan_keys
+from jaxcache.seal.stores.prefetch_plan import MAX_KEYS, plan_keys
 
 URL = "gs://bucket/cache"
 

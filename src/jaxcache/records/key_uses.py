@@ -7,7 +7,7 @@ those of a record named with `--prefetch-from`. Bounded: at most PREFETCH_RECORD
 read (newest first, by their names), each no larger than MAX_RECORD_BYTES; a record is the
 user's own (record_dir.py reads only files owned by them or root, through a private
 directory). What a record names is still a writer's word: the keys are checked for a JAX cache
-key's shape and capped where they are used (prefetch.plan_keys)."""
+key's shape and capped where they are used (prefetch_plan.plan_keys)."""
 
 from __future__ import annotations
 

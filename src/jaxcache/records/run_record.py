@@ -13,6 +13,7 @@ import os
 from jaxcache.records import used_dirs
 from jaxcache.records.building.builder import (
     DirSnapshot,
+    ListingBeside,
     RunAudit,
     build,
     env_snapshot,
@@ -28,8 +29,8 @@ if TYPE_CHECKING:
     from jaxcache.probe.runner import Outcome
     from jaxcache.values import JsonObject
 
-__all__ = ["DirSnapshot", "RunAudit", "RunResult", "build", "capture", "env_snapshot", "finish",
-           "load", "load_all", "write"]
+__all__ = ["DirSnapshot", "ListingBeside", "RunAudit", "RunResult", "build", "capture",
+           "env_snapshot", "finish", "load", "load_all", "write"]
 
 
 def capture(argv: list[str], env: dict[str, str], cache_dir: str, *, verdict: str,

@@ -24,7 +24,7 @@ if TYPE_CHECKING:  # checker only
     from jaxcache.documents.claim import Output, Unclaimed
     from jaxcache.fingerprint.model import Fingerprint
     from jaxcache.lifecycle.sealing import SealOptions
-    from jaxcache.records.run_record import DirSnapshot, RunResult
+    from jaxcache.records.run_record import DirSnapshot, ListingBeside, RunResult
     from jaxcache.trust.inputs.public_keys import PublicKey
     from jaxcache.trust.judgement.audit import AuditReport
     from jaxcache.trust.kernel.principals import Accounts
@@ -46,6 +46,7 @@ class Admission:
     env: dict[str, str]
     before: DirSnapshot
     origin: dict[str, object] | None = None
+    beside: ListingBeside | None = None  # a sealed reader's bucket: `before`, listed beside
 
 
 def default_record_path() -> str:
@@ -164,15 +165,19 @@ def run_job(argv: list[str], *, cache_dir: str | None = None, record_path: str |
                 env.pop(name, None)  # only this run's, never an outer run's
             env.update(granted)
             env.update(ahead)
+            if admitted[0].beside is not None:
+                admitted[0].beside.start()
             ran = launch.launch(argv, env, stdout=stdout)
+        admission = admitted[0]
+        before = admission.before if admission.beside is None \
+            else admission.beside.result()  # waited for before this process imports more
         from jaxcache.probe import runner
         from jaxcache.records import run_record as recordmod
 
         outcome = runner.outcome(argv, ran)
-        admission = admitted[0]
         # the other directories JAX used are audited too, each by its own verdict
         doc = recordmod.finish(outcome, admission.path, verdict=admission.verdict,
-                               before=admission.before, env={**env, **admission.env},
+                               before=before, env={**env, **admission.env},
                                run=recordmod.RunAudit(admission.origin, named, policy,
                                                       unverified_jax))
         try:
@@ -197,7 +202,7 @@ def _prefetch_env(argv: list[str], chosen: str, seal: SealOptions) -> dict[str, 
         return {}
     from jaxcache.lifecycle.seal_spec import PrefetchSpec
     from jaxcache.records import key_uses as prefetch_keys
-    from jaxcache.seal.stores.prefetch import plan_keys
+    from jaxcache.seal.stores.prefetch_plan import plan_keys
 
     found = prefetch_keys.from_file(seal.prefetch_from) if seal.prefetch_from is not None \
         else prefetch_keys.newest_for(argv, chosen)
@@ -277,13 +282,19 @@ def _admit_bucket(chosen: str, pol: Policy, accounts: Accounts, keys: tuple[Publ
                             "trusted_keys for this bucket in the policy")
     if report.verdict is not Verdict.SEALED:
         raise UntrustedCacheError(report)
-    objects.open_store(target.parse_bucket(url))  # the client is installed (else: one clear line)
+    objects.check_client(target.parse_bucket(url))  # installed (else: one clear line)
     if seal.local is not None:
         from jaxcache.lifecycle.sealing import private_tier
 
         private_tier(seal.local, pol, accounts)
+    # a publisher's job writes to the bucket: listed before it starts; a reader's, beside it
+    publisher = seal.signing_key is not None or seal.identity is not None
+    if publisher:
+        return Admission(url, report.verdict.value, seal.job_env(url, policy),
+                         recordmod.DirSnapshot.at(url))
     return Admission(url, report.verdict.value, seal.job_env(url, policy),
-                     recordmod.DirSnapshot.at(url))
+                     recordmod.DirSnapshot(url, {}, "listed beside the job"), None,
+                     recordmod.ListingBeside(url))
 
 
 def _admit(chosen: str, policy: str | None, allow_untrusted: bool, seal: SealOptions | None,

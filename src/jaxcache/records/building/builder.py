@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 import time
 
 from jaxcache.documents.kinds import envelope
@@ -75,6 +76,35 @@ class DirSnapshot:
             return {"entries": None, "files": None, "bytes": None, "unknown": self.unknown}
         return {"entries": sum(1 for n in self.entries if n.endswith("-cache")),
                 "files": len(self.entries), "bytes": sum(self.entries.values())}
+
+
+class ListingBeside:
+    """A sealed reader's bucket, listed on a thread while its job runs: what its record counts
+    as the cache before the job. Only for a reader, whose job writes nothing to the bucket, so
+    the listing sees what one before the job would have (others' writes race either), and the
+    job does not wait for its round trips (one per 1,000 objects) and the client's import."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self._got: list[DirSnapshot] = []
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        """Started just before the job: nothing else in this process imports meanwhile."""
+        def list_now() -> None:
+            self._got.append(DirSnapshot.at(self.url))
+
+        self._thread = threading.Thread(target=list_now, name="jaxcache-listing", daemon=True)
+        self._thread.start()
+
+    def result(self) -> DirSnapshot:
+        """The listing (waited for; taken now if it was never started)."""
+        if self._thread is None:
+            self.start()
+        assert self._thread is not None
+        self._thread.join()
+        return self._got[0] if self._got else DirSnapshot(
+            self.url, {}, "the bucket could not be listed (the listing failed)")
 
 
 def _bucket_objects(url: str) -> tuple[dict[str, int], str | None]:

@@ -40,6 +40,8 @@ if TYPE_CHECKING:
 
 TIMEOUT = (10.0, 120.0)  # connect, read (seconds)
 MISSING = "pip install 'jaxcache[gcs]'"
+CLIENT = "google.cloud.storage"  # the client's module (store_for_url.check_client)
+NO_CLIENT = f"a gs:// cache needs the Cloud Storage client: {MISSING}"
 READ_GRANT = ("the reader's principal lacks storage.objects.get on the bucket: "
               "roles/storage.objectViewer")  # for a permission-denied miss (explain)
 
@@ -48,7 +50,7 @@ def _client_module() -> Any:  # google.cloud.storage: the client has no type inf
     try:
         from google.cloud import storage
     except ImportError:
-        raise JaxcacheError(f"a gs:// cache needs the Cloud Storage client: {MISSING}") from None
+        raise JaxcacheError(NO_CLIENT) from None
     return storage
 
 

@@ -22,7 +22,6 @@ deadline, and the threads are daemons: a dead bucket never holds the job at exit
 from __future__ import annotations
 
 import contextlib
-import re
 import threading
 import time
 from collections import deque
@@ -33,16 +32,14 @@ from jaxcache.seal.publishing import tier_names as names
 from jaxcache.seal.signing import signature_file as sigfile
 from jaxcache.seal.signing import signature_rule as signature
 from jaxcache.seal.stores.object_store import NETWORK, ObjectStore, StoreError
+from jaxcache.seal.stores.prefetch_plan import MAX_KEYS, plan_keys
 from jaxcache.trust.inputs.public_keys import SignerKind
 from jaxcache.trust.rules.keyring import KeyRing
 from jaxcache.values import frozen
 
 WORKERS = 8  # requests in flight at once
 BUDGET_BYTES = 1 << 30  # bytes held at once (entries fetched and not yet asked for)
-MAX_KEYS = 512  # keys planned from one record: more are left to JAX's own order
 OBJECT_NAME_MAX = 1024  # GCS and S3 object names: the signature is always <entry>.sig
-# a JAX cache key: `<module>-<64 hex>`, the module a name JAX makes from the function's
-_KEY = re.compile(r"^[A-Za-z0-9_.-]{1,200}-[0-9a-f]{64}$")
 
 
 class Outcome(Enum):
@@ -101,18 +98,6 @@ def cosignatures(store: ObjectStore, name: str) -> signature.Fetch:
         where = names.cosignature(name, key_id, OBJECT_NAME_MAX)
         return None if where is None else store.get(where, limit=sigfile.MAX_BYTES + 1)
     return fetch
-
-
-def plan_keys(keys: Iterable[object], limit: int = MAX_KEYS) -> tuple[str, ...]:
-    """The keys to fetch, in order, once each: only what is shaped as a JAX cache key (a
-    record's hostile names are dropped, never turned into object names), at most `limit`."""
-    out: dict[str, None] = {}
-    for key in keys:
-        if len(out) >= limit:
-            break
-        if isinstance(key, str) and _KEY.fullmatch(key):
-            out.setdefault(key, None)
-    return tuple(out)
 
 
 class Prefetcher:

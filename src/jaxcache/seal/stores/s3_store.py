@@ -44,6 +44,8 @@ RETRIES = {"total_max_attempts": 1, "mode": "standard"}  # one attempt: resilien
 _BUSY = {"SlowDown", "InternalError", "ServiceUnavailable", "RequestTimeout", "Throttling",
          "ThrottlingException"}  # may pass when asked again
 MISSING = "pip install 'jaxcache[s3]'"
+CLIENT = "boto3"  # the client's module (store_for_url.check_client finds it without importing)
+NO_CLIENT = f"an s3:// cache needs the boto3 client: {MISSING}"
 READ_GRANT = ("the reader's credentials are wrong, or its principal lacks s3:GetObject on the "
               "prefix and s3:ListBucket on the bucket")  # for a permission-denied miss
 _DENIED = {"AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken",
@@ -56,7 +58,7 @@ def _boto3() -> Any:  # the boto3 module: the client has no type information
     try:
         import boto3
     except ImportError:
-        raise JaxcacheError(f"an s3:// cache needs the boto3 client: {MISSING}") from None
+        raise JaxcacheError(NO_CLIENT) from None
     return boto3
 
 

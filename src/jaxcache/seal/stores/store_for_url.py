@@ -24,7 +24,7 @@ from jaxcache.seal.stores.object_store import (
 from jaxcache.trust.rules.target import BucketUrl, is_url
 
 __all__ = ["ERROR", "NETWORK", "NOT_FOUND", "PERMISSION", "BucketUrl", "ObjectInfo",
-           "ObjectStore", "StoreError", "is_url", "open_store", "service"]
+           "ObjectStore", "StoreError", "check_client", "is_url", "open_store", "service"]
 
 def service(scheme: str) -> ModuleType:
     """The store module of a scheme (importing it imports no client: that waits for a call)."""
@@ -35,6 +35,23 @@ def service(scheme: str) -> ModuleType:
     from jaxcache.seal.stores import gcs_store as gcs
 
     return gcs
+
+
+def check_client(url: BucketUrl) -> None:
+    """The store's client is installed (else JaxcacheError, one line with the install hint),
+    found without importing it (boto3 costs ~0.2 s): `jaxcache run` checks before the job,
+    whose probe imports it."""
+    import importlib.util
+
+    from jaxcache.errors import JaxcacheError
+
+    store = service(url.scheme)
+    try:
+        found = importlib.util.find_spec(store.CLIENT)
+    except (ImportError, ValueError):  # a parent package missing or broken
+        found = None
+    if found is None:
+        raise JaxcacheError(store.NO_CLIENT)
 
 
 def open_store(url: BucketUrl) -> ObjectStore:
