@@ -439,3 +439,30 @@ def test_enable_sealed_prefetches_the_keys_it_is_given(world, tmp_path):
     assert out["results"] == world["golden"] and out["rejections"] == []
     p = out["prefetch"]
     assert p["planned"] >= 2 and (p["used"], p["wasted"]) == (p["planned"], 0), p
+
+
+def test_run_without_the_store_client_is_one_line_before_the_job(world, tmp_path):
+    """`run --sealed` finds the bucket's client without importing it (the job's probe does):
+    a missing client is still refused before the job starts, in one line with the hint."""
+    marker = tmp_path / "ran"
+    code = ("import sys; sys.modules['google'] = None; sys.modules['google.cloud'] = None; "
+            "from jaxcache.cli import main; main()")
+    proc = subprocess.run([sys.executable, "-c", code, "run", "--sealed", "--cache-dir",
+                           f"gs://{BUCKET}/client", "--trusted-key", world["pub"], "--record",
+                           str(tmp_path / "r.json"), "--", sys.executable, "-c",
+                           f"open({str(marker)!r}, 'w')"],
+                          env=world["env"], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2 and proc.stderr.strip().count("\n") == 0, proc.stderr
+    assert "pip install 'jaxcache[gcs]'" in proc.stderr
+    assert not marker.exists()  # the job never started
+
+
+def test_a_readers_record_counts_the_bucket_as_before_the_job(world, tmp_path):
+    """A sealed reader's bucket is listed beside its job (records ListingBeside), not before
+    it: the record still counts what the prefix held."""
+    url = copy(world, "listed")
+    held = world["emu"].names(BUCKET, "listed")
+    _, rec, _ = _sealed_run(world, url, tmp_path / "r.json", "--no-prefetch")
+    before = rec["cache_dir"]["before"]
+    assert before["files"] == len(held) and before.get("unknown") is None, before
+    assert before["entries"] == sum(1 for n in held if n.endswith("-cache"))
