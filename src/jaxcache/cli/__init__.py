@@ -13,7 +13,6 @@ job's start-up.
 from __future__ import annotations
 
 import gc
-import importlib
 import os
 import sys
 from types import ModuleType
@@ -92,7 +91,11 @@ RUNS_A_COMMAND = ("run", "bench", "explain", "decide")
 
 
 def _module(name: str) -> ModuleType:
-    return importlib.import_module(f"jaxcache.cli.{name.replace('-', '_')}")
+    # __import__, not importlib.import_module: importlib's package (and warnings) cost `run` an
+    # import before the job starts
+    full = f"jaxcache.cli.{name.replace('-', '_')}"
+    __import__(full)
+    return sys.modules[full]
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
