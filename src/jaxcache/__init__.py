@@ -61,12 +61,14 @@ if TYPE_CHECKING:
 if not TYPE_CHECKING:  # hidden from type checkers, so a misspelt name is an error there
 
     def __getattr__(name: str) -> Any:
-        """Import a public name on first use and keep it, so later lookups cost nothing."""
-        import importlib
-
+        """Import a public name on first use and keep it, so later lookups cost nothing.
+        (`from jaxcache import jobenv`, a submodule not yet imported, asks here first: refused
+        before importlib is, which with warnings costs `jaxcache run` ~0.4 ms.)"""
         where = _LAZY.get(name)
         if where is None:
             raise AttributeError(f"module 'jaxcache' has no attribute {name!r}")
+        import importlib
+
         value = getattr(importlib.import_module(where), name)
         globals()[name] = value
         return value

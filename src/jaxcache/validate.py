@@ -8,7 +8,6 @@ a field a command relies on that is missing or of the wrong type is named with i
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping
 
 from jaxcache.text import safe
@@ -109,8 +108,9 @@ def _type(want: str, ok: Callable[[object], bool]) -> Check:
 
 
 def _is_number(v: object) -> bool:
-    return (isinstance(v, (int, float)) and not isinstance(v, bool)
-            and math.isfinite(v) and abs(v) <= MAX_NUMBER)
+    # abs(v) <= MAX_NUMBER is False for nan and infinities (no math.isfinite: math costs
+    # `jaxcache run` an import, and it raised OverflowError on an integer past a float's range)
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and abs(v) <= MAX_NUMBER
 
 
 NUMBER = _type("a number", _is_number)

@@ -6,12 +6,13 @@ On a 2-core machine importing `dataclasses` costs ~9 ms (it imports inspect, ast
 tokenize) and each `@dataclass(frozen=True)` ~0.7 ms more (it compiles six functions, one
 `exec` each); the run path defines over thirty. `@frozen` makes the same class (__init__ with
 defaults, `field(default_factory=...)` and __post_init__; __repr__, __eq__, __hash__ over the
-fields; assignment refused; `@ordered` adds the comparisons) compiling only __init__ (~0.15
-ms, and only when the class first makes a value: `run` defines ~60 classes, uses ~40; the
-comparisons and hash read the fields through one attrgetter, __repr__ is shared), and the
-class is still a dataclass to `dataclasses.asdict`, `replace` and `fields`: its field list
-is made on first use, from a real dataclass of the same fields (only reports and a few edits
-ask, never `run`'s path). Type checkers see dataclass semantics (PEP 681).
+fields; assignment refused; `@ordered` adds the comparisons) compiling only __init__ (~0.1
+ms, once per shape of fields, and only when the class first makes a value: `run` defines ~60
+classes, uses ~40 of 18 shapes; the comparisons and hash read the fields through one
+attrgetter, __repr__ is shared), and the class is still a dataclass to `dataclasses.asdict`,
+`replace` and `fields`: its field list is made on first use, from a real dataclass of the
+same fields (only reports and a few edits ask, never `run`'s path). Type checkers see
+dataclass semantics (PEP 681).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from operator import attrgetter, eq, ge, gt, le, lt  # imported by collections a
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from types import CodeType
     from typing import Any, TypeVar
 
     from typing_extensions import dataclass_transform  # typing's only from Python 3.11
@@ -112,15 +114,50 @@ def _refuse_delete(self: object, name: str) -> None:
     raise FrozenInstanceError(f"cannot delete field {name!r}")
 
 
-def _compiled_when_made(cls: type, src: str, env: dict[str, object]) -> Callable[..., None]:
-    """__init__ compiled from `src` when the class first makes a value, then in its place:
-    compiling costs ~0.15 ms a class, and of the ~60 classes `jaxcache run` defines before
-    and beside the job ~25 never make one there."""
+# __init__'s code by shape: (fields, the positions of those with a factory, stored in the
+# instance's dict, with __post_init__), over the placeholder names f0, f1, ...; a class takes
+# its shape's code with its own names put in (CodeType.replace): one compile per shape, not
+# per class (~0.1 ms each, and `run` makes values of ~40 classes of ~15 shapes)
+_SHAPES: dict[tuple[int, tuple[int, ...], bool, bool], CodeType] = {}
+
+
+def _shape_code(count: int, factories: tuple[int, ...], plain: bool, post: bool) -> CodeType:
+    key = (count, factories, plain, post)
+    code = _SHAPES.get(key)
+    if code is None:
+        body = [" _s = self.__dict__"] if plain and count else []
+        for i in range(count):
+            value = f"_f_f{i}() if f{i} is _MISSING else f{i}" if i in factories else f"f{i}"
+            body.append(f" _s['f{i}'] = {value}" if plain else f" _set(self, 'f{i}', {value})")
+        if post:
+            body.append(" self.__post_init__()")
+        src = [f"def __init__(self{''.join(f', f{i}' for i in range(count))}):",
+               *(body or [" pass"])]
+        env: dict[str, object] = {}
+        exec("\n".join(src), env)  # noqa: S102 (our own text: placeholder names only)
+        code = _SHAPES[key] = env[_INIT].__code__  # type: ignore[attr-defined]
+    return code
+
+
+def _compiled_when_made(cls: type, names: tuple[str, ...], factories: tuple[int, ...],
+                        plain: bool, post: bool, argdefs: tuple[object, ...],
+                        env: dict[str, object]) -> Callable[..., None]:
+    """__init__ made when the class first makes a value, then in its place (of the ~60
+    classes `jaxcache run` defines before and beside the job ~25 never make one there): its
+    shape's code (_shape_code) with the field names put in for the placeholders, as
+    parameters and as the keys it stores under; defaults as the function's own."""
     def __init__(self: object, *args: object, **kwargs: object) -> None:
         made: Any = vars(cls)[_INIT]
-        if made is __init__:  # not yet compiled (by another thread, meanwhile)
-            exec(src, env)  # noqa: S102 (our own text: field names are identifiers)
-            made = env[_INIT]
+        if made is __init__:  # not yet made (by another thread, meanwhile)
+            from types import FunctionType  # loaded already (functools imports it)
+
+            code = _shape_code(len(names), factories, plain, post)
+            rename = {f"f{i}": name for i, name in enumerate(names)}
+            code = code.replace(
+                co_varnames=tuple(rename.get(n, n) for n in code.co_varnames),
+                co_consts=tuple(rename.get(c, c) if isinstance(c, str) else c
+                                for c in code.co_consts))
+            made = FunctionType(code, env, _INIT, argdefs or None)
             made.__qualname__, made.__module__ = __init__.__qualname__, __init__.__module__
             type.__setattr__(cls, "__init__", made)
         made(self, *args, **kwargs)
@@ -144,43 +181,31 @@ def _make(cls: type, order: bool) -> type:
                 and type(own[name]).__hash__ is None:
             raise TypeError(f"mutable default for field {name!r} of {what}: use "
                             "field(default_factory=...)")
-    env: dict[str, object] = {"_set": object.__setattr__, "_Frozen": FrozenInstanceError,
-                              "_MISSING": _MISSING}
+    env: dict[str, object] = {"_set": object.__setattr__, "_MISSING": _MISSING}
     defaults: dict[str, object] = {}
-    params, body = [], []
+    factories: list[int] = []
+    argdefs: list[object] = []
     # fields are stored in the instance's dict, past the refusing __setattr__: twice as fast
     # as object.__setattr__ per field (gc builds 100,000 Entry values); a class with slots
     # and no dict stores through object.__setattr__, as dataclasses do
     plain = all("__slots__" not in vars(c) for c in cls.__mro__[:-1])
-    if plain and names:
-        body.append(" _s = self.__dict__")
-
-    def store(name: str, value: str) -> str:
-        return f" _s[{name!r}] = {value}" if plain else f" _set(self, {name!r}, {value})"
-
-    for name in names:
+    for i, name in enumerate(names):
         if name in own:
             value = defaults[name] = own[name]
             if isinstance(value, _Factory):
-                env[f"_f_{name}"] = value.make
-                params.append(f"{name}=_MISSING")
-                body.append(store(name, f"_f_{name}() if {name} is _MISSING else {name}"))
+                env[f"_f_f{i}"] = value.make
+                factories.append(i)
+                argdefs.append(_MISSING)
                 delattr(cls, name)
                 continue
-            env[f"_d_{name}"] = value
-            params.append(f"{name}=_d_{name}")
+            argdefs.append(value)
         elif defaults:
             raise TypeError(f"non-default field {name!r} of {what} follows a default one")
-        else:
-            params.append(name)
-        body.append(store(name, name))
-    if "__post_init__" in own:
-        body.append(" self.__post_init__()")
-    # only __init__ is compiled per class (gc builds 100,000 values: it must be fast); the
+    # only __init__ is made per class (gc builds 100,000 values: it must be fast); the
     # comparisons and the hash read the fields through one C attrgetter, and __repr__ and the
     # refusals are shared functions: compiling them per class cost ~0.1 ms a class on run's path
-    src = [f"def __init__(self, {', '.join(params)}):", *(body or [" pass"])]
-    env[_INIT] = _compiled_when_made(cls, "\n".join(src), env)
+    env[_INIT] = _compiled_when_made(cls, names, tuple(factories), plain,
+                                     "__post_init__" in own, tuple(argdefs), env)
     # one field: its value itself (attrgetter of one name), compared and hashed as well as a
     # 1-tuple would be, within one class
     get = attrgetter(*names) if names else _none

@@ -22,7 +22,6 @@ send an output elsewhere.
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import fcntl
 import os
@@ -102,8 +101,10 @@ class Output:
                     os.close(fd)
                 os.replace(tmp, self.name, src_dir_fd=dfd, dst_dir_fd=dfd)
             except BaseException:
-                with contextlib.suppress(OSError):
+                try:  # noqa: SIM105 (contextlib's import costs every `jaxcache run` ~0.5 ms)
                     os.unlink(tmp, dir_fd=dfd)
+                except OSError:
+                    pass
                 raise
             self.written = True
         except BaseException:  # a full or failing disk: no empty placeholder left behind

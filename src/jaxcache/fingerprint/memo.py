@@ -17,7 +17,6 @@ never sees half a memo; two writers at once leave one whole memo, the last.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import stat
@@ -105,8 +104,10 @@ def _walk(path: str, create: bool) -> int:
             except FileNotFoundError:
                 if not create:
                     raise
-                with contextlib.suppress(FileExistsError):
+                try:  # noqa: SIM105 (contextlib's import costs every `run` ~0.5 ms)
                     os.mkdir(part, 0o700, dir_fd=fd)
+                except FileExistsError:
+                    pass
                 nfd = os.open(part, _DIR, dir_fd=fd)
             os.close(fd)
             fd = nfd
@@ -186,7 +187,9 @@ def save(memo: Memo) -> None:
         os.rename(tmp, NAME, src_dir_fd=dfd, dst_dir_fd=dfd)
         memo.changed = False
     except OSError:
-        with contextlib.suppress(OSError):
+        try:  # noqa: SIM105 (as above: no contextlib)
             os.unlink(tmp, dir_fd=dfd)
+        except OSError:
+            pass
     finally:
         os.close(dfd)

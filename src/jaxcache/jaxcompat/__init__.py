@@ -16,8 +16,6 @@ one of the names: importing the module would rebind the package's attribute to i
 
 from __future__ import annotations
 
-import importlib
-
 TYPE_CHECKING = False  # typing itself costs `jaxcache run` ~2 ms: names for the type checker only
 if TYPE_CHECKING:
     from typing import Any
@@ -114,4 +112,6 @@ def __getattr__(name: str) -> Any:
     home = _HOME.get(name)
     if home is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib  # here: with warnings it costs `jaxcache run` ~0.5 ms, which needs none
+
     return getattr(importlib.import_module(f"{__name__}.{home}"), name)

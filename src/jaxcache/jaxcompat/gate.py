@@ -12,7 +12,6 @@ their names are first used, so nothing heavy runs before the job starts.
 
 from __future__ import annotations
 
-import glob
 import os
 
 # the probe copies it into the job (probe/launch.py): the job's Python may not see jaxcache
@@ -25,13 +24,26 @@ def jax_version_for(exe: str) -> str | None:
         base = os.path.dirname(os.path.dirname(os.path.abspath(exe)))  # symlinks kept: venvs
         if not os.path.isfile(os.path.join(base, "pyvenv.cfg")):
             return None  # not a venv: where it looks for packages is its own business
-        found = glob.glob(os.path.join(glob.escape(base), "lib", "python3*", "site-packages",
-                                       "jax-*.dist-info"))
+        found = [jax for lib in _named(os.path.join(base, "lib"), "python3", "", dirs=True)
+                 for jax in _named(os.path.join(lib, "site-packages"), "jax-", ".dist-info")]
     except OSError:
         return None
     if len(found) != 1:
         return None
     return os.path.basename(found[0])[len("jax-"):-len(".dist-info")]
+
+
+def _named(directory: str, prefix: str, suffix: str, dirs: bool = False) -> list[str]:
+    """What glob's `directory/prefix*suffix` finds (only directories with `dirs`), without
+    glob: its import and the patterns it compiles cost ~1.5 ms of every job's start."""
+    try:
+        with os.scandir(directory) as entries:
+            return [e.path for e in entries
+                    if e.name.startswith(prefix) and e.name.endswith(suffix)
+                    and len(e.name) >= len(prefix) + len(suffix)
+                    and (not dirs or e.is_dir())]
+    except (FileNotFoundError, NotADirectoryError):
+        return []
 
 
 def refusal(exe: str) -> str | None:

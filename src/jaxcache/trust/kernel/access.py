@@ -148,11 +148,15 @@ def shut_out_note(closed: Node | None, grant: pr.Grant, accounts: pr.Accounts) -
 
 def _umask() -> int | None:
     """This process's umask, read without changing it (os.umask would, racily)."""
-    try:
-        with open("/proc/self/status", encoding="ascii") as f:
-            for line in f:
-                if line.startswith("Umask:"):
-                    return int(line.split()[1], 8)
+    try:  # os.read, not open() with an encoding: that imports its codec on run's path
+        fd = os.open("/proc/self/status", os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            data = os.read(fd, 1 << 16)
+        finally:
+            os.close(fd)
+        for line in data.decode("ascii").splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
     except (OSError, ValueError):
         return None
     return None

@@ -9,13 +9,21 @@ never as the local account that happens to carry that number.
 
 from __future__ import annotations
 
+import os
+
 _FULL = (0, 0, 4294967295)  # the initial namespace's map: every id is itself
 
 
 def _read(path: str, limit: int = 4096) -> str | None:
+    """The file's first `limit` bytes as ASCII text (os.read and bytes.decode: open() with an
+    encoding imports its codec, on the path of every `jaxcache run`)."""
     try:
-        with open(path, encoding="ascii") as f:
-            return f.read(limit)
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            data = os.read(fd, limit)
+        finally:
+            os.close(fd)
+        return data.decode("ascii")
     except (OSError, ValueError):
         return None
 

@@ -9,8 +9,8 @@ filesystem, a disk image or snapshot, does reproduce it: see fingerprint/boot.py
 The origin ledger binds itself to it (trust/provenance/ledger_file.py).
 
 Linux gives it through statx(2) only (Python's os.stat has no st_birthtime on Linux before
-3.15), reached with ctypes; a filesystem that does not record it (some network and older
-filesystems) gives None, and whoever relies on it fails closed.
+3.15), reached through ctypes' C module; a filesystem that does not record it (some network
+and older filesystems) gives None, and whoever relies on it fails closed.
 """
 
 from __future__ import annotations
@@ -18,45 +18,64 @@ from __future__ import annotations
 import os
 import struct
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
 _AT_EMPTY_PATH = 0x1000
 _STATX_BTIME = 0x800
 _BUF = 256  # sizeof(struct statx)
 _BTIME_AT = 80  # offsetof(struct statx, stx_btime): {s64 tv_sec; u32 tv_nsec; s32 reserved}
-_statx: list[object] = []  # the libc function, found once (ctypes costs ~3 ms to import)
+_statx: list[tuple[Callable[..., int], type] | None] = []  # the libc function and a buffer
+# type, found once: through _ctypes, the C module, as ctypes.CDLL(None).statx would (the
+# ctypes package itself costs ~2.5 ms to import, on the path of every `jaxcache run`)
 
 
-def _function() -> object:
+def _function() -> tuple[Callable[..., int], type] | None:
     if not _statx:
         try:
-            import ctypes
+            import _ctypes
 
-            fn = ctypes.CDLL(None, use_errno=True).statx
-            fn.argtypes = (ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_uint,
-                           ctypes.c_char_p)
-            fn.restype = ctypes.c_int
-            _statx.append(fn)
-        except (OSError, AttributeError):  # no statx in this libc (glibc < 2.28, musl < 1.2.5)
-            _statx.append(None)
+            class _Int(_ctypes._SimpleCData):  # type: ignore[type-arg]  # ctypes.c_int
+                _type_ = "i"
+
+            class _Char(_ctypes._SimpleCData):  # type: ignore[type-arg]  # ctypes.c_char
+                _type_ = "c"
+
+            class _Function(_ctypes.CFuncPtr):  # a CDLL(use_errno=True) function
+                _flags_ = _ctypes.FUNCFLAG_CDECL | _ctypes.FUNCFLAG_USE_ERRNO
+                _restype_ = _Int
+
+            class _Libc:  # what CFuncPtr((name, library)) reads of a library: its handle
+                _handle = _ctypes.dlopen(None, _ctypes.RTLD_LOCAL)  # type: ignore[arg-type]
+
+            # int statx(int dirfd, const char *path, int flags, unsigned mask, struct statx *)
+            # called with (int, bytes, int, int, a char array): C int, char *, int, int and
+            # the array's address, as ctypes passes them without argtypes
+            _statx.append((_Function(("statx", _Libc)),  # type: ignore[arg-type]
+                           _Char * _BUF))
+        except (OSError, AttributeError, ImportError):  # no statx in this libc (glibc < 2.28,
+            _statx.append(None)  # musl < 1.2.5), or no ctypes in this Python
     return _statx[0]
 
 
 def of_fd(fd: int) -> int | None:
     """The birth time of the file open as `fd`, in nanoseconds since the epoch, or None where
     the system or the filesystem does not record it."""
-    fn = _function()
-    if fn is None:
+    found = _function()
+    if found is None:
         return None
-    import ctypes
-
-    buf = ctypes.create_string_buffer(_BUF)
-    if fn(fd, b"", _AT_EMPTY_PATH, _STATX_BTIME, buf) != 0:  # type: ignore[operator]
+    fn, buffer = found
+    buf = buffer()
+    if fn(fd, b"", _AT_EMPTY_PATH, _STATX_BTIME, buf) != 0:
         return None
-    mask: int = struct.unpack_from("=I", buf.raw, 0)[0]
+    raw: bytes = buf.raw
+    mask: int = struct.unpack_from("=I", raw, 0)[0]
     if not mask & _STATX_BTIME:
         return None
     sec: int
     nsec: int
-    sec, nsec = struct.unpack_from("=qI", buf.raw, _BTIME_AT)
+    sec, nsec = struct.unpack_from("=qI", raw, _BTIME_AT)
     if sec == 0 and nsec == 0:
         return None  # a filesystem that answers but keeps nothing (seen: 0 from overlays)
     return sec * 1_000_000_000 + nsec
