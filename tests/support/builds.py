@@ -76,7 +76,7 @@ def build_env(site: Path | None, env: dict[str, str] | None = None) -> dict[str,
 
 def build_tier(local: Path) -> Path:
     """The one build folder a sealed job's private tier holds (`<local>/<fingerprint id>`,
-    lifecycle/sealing.py build_tier): every job of a test runs the same build."""
+    lifecycle/local_tier.py build_tier): every job of a test runs the same build."""
     (folder,) = [p for p in local.iterdir()]
     assert len(folder.name) == 16 and set(folder.name) <= set("0123456789abcdef"), folder
     return folder

@@ -69,6 +69,42 @@ def for_enable(url: str, store: ObjectStore, trusted: KeyRing,
                             early_error=found).start()
 
 
+def absent_from(keys: tuple[str, ...], local: str) -> tuple[str, ...]:
+    """The keys whose entry this build's folder of the local tier (`--local`) does not hold: a
+    sealed reader loads that tier first, so fetching those ahead would only be wasted. Asked
+    of the folder's descriptor from the audit's walk (trust/kernel/walk.py), no entry's link
+    followed; a folder that cannot be walked filters nothing (a fetch wasted, never wrong)."""
+    import os
+    import stat
+
+    from jaxcache.errors import JaxcacheError
+    from jaxcache.lifecycle.local_tier import build_tier, local_path
+    from jaxcache.seal.publishing import tier_names as names
+    from jaxcache.trust.kernel.walk import walk_open
+    from jaxcache.trust.rules import target
+
+    if not keys:
+        return keys
+    try:
+        walked, fd = walk_open(build_tier(local_path(target.resolve(local), local)))
+    except (OSError, JaxcacheError):
+        return keys
+    try:
+        if not walked.exists:
+            return keys
+
+        def held(key: str) -> bool:
+            try:
+                st = os.stat(names.entry(key), dir_fd=fd, follow_symlinks=False)
+            except OSError:
+                return False
+            return stat.S_ISREG(st.st_mode)
+
+        return tuple(k for k in keys if not held(k))
+    finally:
+        os.close(fd)
+
+
 def of_keys(keys: tuple[str, ...]) -> PrefetchSpec | None:
     """`enable(sealed=True, prefetch=keys)`: a plan of these keys, the pool's defaults."""
     from jaxcache.seal.stores import prefetch as ahead

@@ -207,6 +207,10 @@ def _prefetch_env(argv: list[str], chosen: str, seal: SealOptions) -> dict[str, 
     found = prefetch_keys.from_file(seal.prefetch_from) if seal.prefetch_from is not None \
         else prefetch_keys.newest_for(argv, chosen)
     keys = plan_keys(found.keys) if found is not None else ()
+    if keys and seal.local is not None:  # what the local tier holds is loaded from there
+        from jaxcache.lifecycle.prefetching import absent_from
+
+        keys = absent_from(keys, seal.local)
     if found is None or not keys:
         return {}
     spec = PrefetchSpec(keys, found.record, seal.prefetch_workers, seal.prefetch_memory)
@@ -284,7 +288,7 @@ def _admit_bucket(chosen: str, pol: Policy, accounts: Accounts, keys: tuple[Publ
         raise UntrustedCacheError(report)
     objects.check_client(target.parse_bucket(url))  # installed (else: one clear line)
     if seal.local is not None:
-        from jaxcache.lifecycle.sealing import private_tier
+        from jaxcache.lifecycle.local_tier import private_tier
 
         private_tier(seal.local, pol, accounts)
     # a publisher's job writes to the bucket: listed before it starts; a reader's, beside it
@@ -329,7 +333,7 @@ def _admit(chosen: str, policy: str | None, allow_untrusted: bool, seal: SealOpt
         raise JaxcacheError("--sealed needs trusted keys: --trusted-key, --signing-key, or "
                             "trusted_keys (or trusted_identities) for this path in the policy")
     if seal is not None and seal.local is not None:
-        from jaxcache.lifecycle.sealing import private_tier
+        from jaxcache.lifecycle.local_tier import private_tier
         from jaxcache.trust.rules import target
 
         # refused here, before the job starts (and before anything is made)
