@@ -466,3 +466,21 @@ def test_a_readers_record_counts_the_bucket_as_before_the_job(world, tmp_path):
     before = rec["cache_dir"]["before"]
     assert before["files"] == len(held) and before.get("unknown") is None, before
     assert before["entries"] == sum(1 for n in held if n.endswith("-cache"))
+
+
+def test_run_does_not_fetch_ahead_what_the_local_tier_holds(world, tmp_path):
+    """`--local`: the local tier is read first, so a key it holds is not fetched ahead."""
+    url = copy(world, "prefetch-local")
+    local = tmp_path / "local"
+    _, first, _ = _sealed_run(world, url, tmp_path / "r1.json", "--local", str(local))
+    hits = [m for m in first["modules"] if m.get("outcome") == "hit"]
+    assert len(hits) >= 2
+    f = entry(world, "prefetch-local", "f")
+    tier = builds.build_tier(local)
+    tier.mkdir(parents=True, exist_ok=True)
+    (tier / f).write_bytes(world["emu"].download(BUCKET, f"prefetch-local/{f}"))
+    out, second, _ = _sealed_run(world, url, tmp_path / "r2.json", "--local", str(local),
+                                 "--prefetch-from", str(tmp_path / "r1.json"))
+    assert out["results"] == world["golden"]
+    p = second["seal"]["prefetch"]
+    assert (p["planned"], p["used"], p["wasted"]) == (len(hits) - 1, len(hits) - 1, 0), p
