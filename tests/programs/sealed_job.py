@@ -1,11 +1,13 @@
 """A JAX job on a sealed cache; prints one JSON line: results, hits, rejections, warnings.
 
     sealed_job.py DIR PUBKEY [--key KEYFILE] [--local DIR] [--unsealed] [--reset-in DIR]
-                             [--as-is] [--prefetch-from RECORD]
+                             [--as-is] [--prefetch-from RECORD] [--hold DIR]
 Two jitted functions with distinct results, so a swapped entry would show in the numbers.
 --prefetch-from: enable(sealed=True, prefetch=the keys that run record hit); `prefetch`
 then holds its counts.
 --as-is: enable nothing (under `jaxcache run --sealed`, whose probe enables the cache).
+--hold DIR: once the backend JAX holds has fetched ahead all it will, write DIR/fetched and
+wait for DIR/go before the first compile (a test changes the bucket in between).
 --reset-in: then change the working directory to DIR, reset JAX's cache object and its
 in-memory caches, and compute again (`again`: results, hits of that second pass).
 """
@@ -29,6 +31,7 @@ ap.add_argument("--unsealed", action="store_true")
 ap.add_argument("--reset-in")
 ap.add_argument("--as-is", action="store_true")
 ap.add_argument("--prefetch-from")
+ap.add_argument("--hold")
 args = ap.parse_args()
 
 hits = []
@@ -53,6 +56,21 @@ with warnings.catch_warnings(record=True) as caught:
         backend = jaxcache.enable(args.dir, sealed=True, trusted_keys=[args.pub],
                                   signing_key=args.key, local=args.local,
                                   prefetch=ahead).backend
+
+    if args.hold:
+        import time
+
+        from jaxcache import jaxcompat
+
+        held = backend if backend is not None else getattr(
+            jaxcompat.held_backend(), "store", None)  # what the probe installed
+        pool = getattr(held, "prefetch", None)
+        assert pool is not None and pool.wait_idle(120), "no fetch ahead to wait for"
+        open(os.path.join(args.hold, "fetched"), "w").close()
+        deadline = time.monotonic() + 120
+        while not os.path.exists(os.path.join(args.hold, "go")):
+            assert time.monotonic() < deadline, "never told to go on"
+            time.sleep(0.01)
 
     @jax.jit
     def f(x):

@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -484,3 +485,38 @@ def test_run_does_not_fetch_ahead_what_the_local_tier_holds(world, tmp_path):
     assert out["results"] == world["golden"]
     p = second["seal"]["prefetch"]
     assert (p["planned"], p["used"], p["wasted"]) == (len(hits) - 1, len(hits) - 1, 0), p
+
+
+def test_an_entry_swapped_between_its_prefetch_and_its_load_is_never_seen(world, tmp_path):
+    """The job holds at its first compile until everything planned is fetched and verified;
+    then f's object in the bucket becomes g's executable; the job goes on and computes its
+    own numbers from the verified bytes it holds, with nothing rejected."""
+    url = copy(world, "prefetch-between")
+    _, first, _ = _sealed_run(world, url, tmp_path / "r1.json")
+    f, g = entry(world, "prefetch-between", "f"), entry(world, "prefetch-between", "g")
+    hold = tmp_path / "hold"
+    hold.mkdir()
+    job = subprocess.Popen(
+        [sys.executable, "-m", "jaxcache", "run", "--sealed", "--cache-dir", url,
+         "--trusted-key", world["pub"], "--record", str(tmp_path / "r2.json"),
+         "--prefetch-from", str(tmp_path / "r1.json"), "--", sys.executable, JOB, "unused",
+         world["pub"], "--as-is", "--hold", str(hold)],
+        env=world["env"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 240
+        while not (hold / "fetched").exists():
+            assert job.poll() is None, job.communicate()
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        world["emu"].upload(BUCKET, f"prefetch-between/{f}",
+                            world["emu"].download(BUCKET, f"prefetch-between/{g}"))
+        (hold / "go").touch()
+        out, err = job.communicate(timeout=240)
+    finally:
+        if job.poll() is None:
+            job.kill()
+    assert job.returncode == 0, err
+    assert json.loads(out.strip().splitlines()[-1])["results"] == world["golden"]
+    second = json.loads((tmp_path / "r2.json").read_text())
+    p = second["seal"]["prefetch"]
+    assert p["used"] == p["planned"] >= 2 and second["seal"]["rejections"] == [], p
