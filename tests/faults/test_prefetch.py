@@ -277,3 +277,29 @@ def test_an_early_start_that_fails_is_started_at_enable_and_says_why(world, back
     assert c.early_error is not None and "gone.pub" in c.early_error, c.early_error
     line = _prefetch_line(PrefetchPart.from_json(prefetching.summary(pool) or {}))
     assert "started late, at enable" in line and "gone.pub" in line
+
+
+def test_a_forked_child_never_waits_for_a_fetch_no_thread_of_its_own_will_finish(world, backend):
+    """A job that forks with a fetch in flight: the child has none of the pool's threads, so
+    it never waits for that fetch; it fetches for itself (the parent still takes it)."""
+    import os
+    import time
+
+    url = _published(world, backend, "pre-fork")
+    key, data = max(world.entries, key=lambda e: len(e[1]))
+    with faultproxy.Proxy(backend.upstream, delay_s=0.5) as proxy, \
+            bucket_faults.environment(backend.env(proxy)):
+        reader, pre = _reader(world, url, [key])
+        pid = os.fork()
+        if pid == 0:  # the child: take() must answer at once, None (fetch it yourself)
+            os._exit(0 if pre.take(key) is None else 1)
+        deadline = time.monotonic() + 60
+        while (done := os.waitpid(pid, os.WNOHANG))[0] == 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        if done[0] == 0:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+        assert done[0] == pid and os.waitstatus_to_exitcode(done[1]) == 0
+        assert reader.get(key) == data  # the parent's fetch, taken as ever
+        assert pre.counts().used == 1
+        reader.close()

@@ -64,9 +64,12 @@ def for_enable(url: str, store: ObjectStore, trusted: KeyRing,
         return found
     if plan is None or not plan.keys:
         return None
-    return ahead.Prefetcher(store, trusted, plan.keys, workers=plan.workers,
-                            budget_bytes=plan.budget_bytes, source=plan.source,
-                            early_error=found).start()
+    try:
+        return ahead.Prefetcher(store, trusted, plan.keys, workers=plan.workers,
+                                budget_bytes=plan.budget_bytes, source=plan.source,
+                                early_error=found).start()
+    except Exception:  # noqa: BLE001 - a fetch ahead never stops the job: JAX asks as without
+        return None
 
 
 def absent_from(keys: tuple[str, ...], local: str) -> tuple[str, ...]:

@@ -92,7 +92,11 @@ class ListingBeside:
     def start(self) -> None:
         """Started just before the job: nothing else in this process imports meanwhile."""
         def list_now() -> None:
-            self._got.append(DirSnapshot.at(self.url))
+            try:
+                self._got.append(DirSnapshot.at(self.url))
+            except Exception as exc:  # noqa: BLE001 - never a thread's traceback: unknown
+                self._got.append(DirSnapshot(self.url, {}, "the bucket could not be listed: "
+                                             f"{type(exc).__name__}: {str(exc)[:300]}"))
 
         self._thread = threading.Thread(target=list_now, name="jaxcache-listing", daemon=True)
         self._thread.start()

@@ -22,6 +22,7 @@ deadline, and the threads are daemons: a dead bucket never holds the job at exit
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 import time
 from collections import deque
@@ -125,6 +126,7 @@ class Prefetcher:
         self._counts = PrefetchCounts(planned=len(self.keys), source=source,
                                       early_error=early_error)
         self._threads: list[threading.Thread] = []
+        self._pid = os.getpid()  # a forked child has none of the pool's threads
 
     # --- the pool -------------------------------------------------------------------------
     def start(self) -> Prefetcher:
@@ -233,7 +235,10 @@ class Prefetcher:
     # --- the backend's side ---------------------------------------------------------------
     def take(self, key: str) -> Taken | None:
         """The prefetched result for `key`, once (waiting for a fetch in flight); None when
-        `get` must fetch it itself (not planned, still queued, over budget, or taken)."""
+        `get` must fetch it itself (not planned, still queued, over budget, or taken, or in
+        a forked child, where no thread of the pool runs to finish a fetch)."""
+        if os.getpid() != self._pid:
+            return None
         with self._lock:
             result = self._done.pop(key, None)
             event = None if result is not None else self._flight.get(key)
