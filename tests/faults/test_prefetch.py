@@ -266,10 +266,10 @@ def test_an_early_start_that_fails_is_started_at_enable_and_says_why(world, back
                                 plan.to_env())  # raises nothing
         ring = keyring.of([load_public(world.pub)])
         store = objects.open_store(target.parse_bucket(url))
-        assert prefetching.for_enable(url, store, ring, None) is None  # no plan: no fetch
+        assert prefetching.for_enable(url, lambda: store, ring, None) is None  # no plan: no fetch
         prefetching.start_early(SealSpec(url, None, (str(gone),), None, None).to_env(),
                                 plan.to_env())
-        pool = prefetching.for_enable(url, store, ring, plan)
+        pool = prefetching.for_enable(url, lambda: store, ring, plan)
         assert pool is not None and pool.wait_idle(120)
         c = pool.counts()
         pool.close()

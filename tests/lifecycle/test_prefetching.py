@@ -49,4 +49,4 @@ def test_a_store_whose_client_cannot_be_made_never_stops_the_job(monkeypatch):
     prefetching.start_early(SealSpec(url, None, (public.text,), None, None).to_env(),
                             plan.to_env())  # raises nothing
     store = objects.open_store(target.parse_bucket(url))
-    assert prefetching.for_enable(url, store, keyring.of([public]), plan) is None
+    assert prefetching.for_enable(url, lambda: store, keyring.of([public]), plan) is None

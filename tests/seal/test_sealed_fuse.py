@@ -122,3 +122,39 @@ def test_gcsfuse_style_mount_plain_unverifiable_sealed_hits_and_rejects(fuse, tm
         [(f[:-len("-cache")], "bad-signature")]
     assert "rejected" in err
     assert (backing / f).read_bytes() == (backing / g).read_bytes()  # left in place
+
+
+def test_a_sealed_directory_on_a_network_mount_is_fetched_ahead(fuse, tmp_path):
+    """A reader of a sealed directory on a FUSE mount (network-like: each read a round trip)
+    fetches ahead what the last run hit, each entry verified as its own load would; the
+    numbers are the job's own. A local directory is not a network one."""
+    from jaxcache.lifecycle.prefetching import on_network
+
+    backing, mnt = fuse
+    assert on_network(str(mnt)) and not on_network(str(backing))
+    env = clean_env()
+    key = tmp_path / "keys" / "ci.key"
+    pub = _keygen(key)
+    golden, _, _ = _run(env, tmp_path / "ci.json", "--signing-key", str(key),
+                        "--cache-dir", str(backing))
+    _, first, _ = _run(env, tmp_path / "r1.json", "--trusted-key", pub, "--cache-dir", str(mnt))
+    hits = sum(1 for m in first["modules"] if m["outcome"] == "hit")
+    assert hits >= 2 and first["seal"]["prefetch"] is None
+    out, second, err = _run(env, tmp_path / "r2.json", "--trusted-key", pub,
+                            "--cache-dir", str(mnt), "--prefetch-from", str(tmp_path / "r1.json"))
+    assert out["results"] == golden["results"]
+    p = second["seal"]["prefetch"]
+    assert (p["planned"], p["used"], p["wasted"], p["early_error"]) == (hits, hits, 0, None), p
+    assert second["seal"]["rejections"] == []
+    # f's executable swapped behind the mount before the next run: its fetch ahead is
+    # rejected, then read as ever and reported with its owner; the job computes its own
+    entries = sorted(p.name for p in mnt.iterdir() if p.name.endswith("-cache"))
+    f = next(n for n in entries if n.startswith("jit_f-"))
+    g = next(n for n in entries if n.startswith("jit_g-"))
+    (backing / f).write_bytes((backing / g).read_bytes())
+    out, third, _ = _run(env, tmp_path / "r3.json", "--trusted-key", pub,
+                         "--cache-dir", str(mnt), "--prefetch-from", str(tmp_path / "r1.json"))
+    assert out["results"] == golden["results"]
+    assert [(r["key"], r["status"]) for r in third["seal"]["rejections"]] == \
+        [(f[:-len("-cache")], "bad-signature")]
+    assert third["seal"]["prefetch"]["used"] == hits - 1

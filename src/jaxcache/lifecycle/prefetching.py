@@ -16,6 +16,8 @@ from jaxcache.lifecycle.seal_spec import PrefetchSpec, SealSpec
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from jaxcache.seal.stores.object_store import ObjectStore
     from jaxcache.seal.stores.prefetch import Prefetcher
     from jaxcache.trust.rules.keyring import KeyRing
@@ -27,6 +29,8 @@ def start_early(seal_value: str, prefetch_value: str) -> None:
     bucket and those given), kept for that enable to adopt. Nothing is handed to JAX here: the
     enable audits first. Never raises: what failed is kept for the enable, which then starts
     the fetch from the same plan, and the record says why it started late."""
+    import os
+
     from jaxcache.seal.stores import prefetch as ahead
 
     url = None
@@ -38,14 +42,24 @@ def start_early(seal_value: str, prefetch_value: str) -> None:
         from jaxcache.trust.rules import keyring, target
 
         spec, plan = SealSpec.from_env(seal_value), PrefetchSpec.from_env(prefetch_value)
-        if spec.signing_key is not None or target.resolve(spec.path).url is None:
-            return  # a publisher's misses are compiled and published; a directory: not here
-        url = target.parse_bucket(spec.path).text
+        if spec.signing_key is not None:
+            return  # a publisher's misses are compiled and published
+        where = target.resolve(spec.path)
+        store: ObjectStore
+        if where.url is not None:
+            url = target.parse_bucket(spec.path).text
+            store = objects.open_store(target.parse_bucket(url))
+            store.prepare()
+        elif where.path is not None:  # a sealed directory on a network filesystem
+            from jaxcache.seal.stores.directory_objects import DirectoryObjects
+
+            url = os.path.realpath(where.path)  # as the enable's audit resolves it
+            store = DirectoryObjects(url)
+        else:
+            return
         extra = tuple(trustkeys.load_public(k) for k in spec.trusted_keys)
         pol = policymod.load(spec.policy, Accounts())
         keys = keyring.for_rule(pol.rule_for(url), extra)
-        store = objects.open_store(target.parse_bucket(url))
-        store.prepare()
         ahead.begin(ahead.Prefetcher(store, keys, plan.keys, workers=plan.workers,
                                      budget_bytes=plan.budget_bytes, source=plan.source))
     except Exception as exc:  # noqa: BLE001 - the job goes on; the enable starts it instead
@@ -53,10 +67,11 @@ def start_early(seal_value: str, prefetch_value: str) -> None:
             ahead.failed_early(url, f"{type(exc).__name__}: {exc}")
 
 
-def for_enable(url: str, store: ObjectStore, trusted: KeyRing,
+def for_enable(url: str, store: Callable[[], ObjectStore], trusted: KeyRing,
                plan: PrefetchSpec | None) -> Prefetcher | None:
     """The pool the enable hands its backend: the early one if it verified with these very
-    keys; else, with a plan, one started now (saying why the early one is not there)."""
+    keys; else, with a plan, one started now on `store()` (saying why the early one is not
+    there). None when neither: JAX then asks for each entry itself, as without."""
     from jaxcache.seal.stores import prefetch as ahead
 
     found = ahead.adopt(url, trusted)
@@ -65,11 +80,26 @@ def for_enable(url: str, store: ObjectStore, trusted: KeyRing,
     if plan is None or not plan.keys:
         return None
     try:
-        return ahead.Prefetcher(store, trusted, plan.keys, workers=plan.workers,
+        return ahead.Prefetcher(store(), trusted, plan.keys, workers=plan.workers,
                                 budget_bytes=plan.budget_bytes, source=plan.source,
                                 early_error=found).start()
     except Exception:  # noqa: BLE001 - a fetch ahead never stops the job: JAX asks as without
         return None
+
+
+def on_network(path: str) -> bool:
+    """Is the directory on a network filesystem (NFS, Lustre, a FUSE mount: trust/kernel/
+    mounts.py), where each of JAX's one-at-a-time reads waits a round trip? False when that
+    cannot be told."""
+    import os
+
+    from jaxcache.trust.kernel import mounts
+
+    try:
+        found = mounts.mount_of(path, os.stat(path).st_dev, mounts.read_mounts())
+    except (OSError, ValueError):
+        return False
+    return found is not None and found.category == "network"
 
 
 def absent_from(keys: tuple[str, ...], local: str) -> tuple[str, ...]:

@@ -179,19 +179,27 @@ def _enable_sealed(path: str, policy: str | None, reset: bool,
     with undo.all_or_nothing(sealed_dir=chosen):
         if needs_reset:
             jaxcompat.reset_cache()
+        from jaxcache.lifecycle import prefetching
+
         backend: SealedCache | BucketSealedCache
         if store is None:
+            from jaxcache.seal.stores.directory_objects import DirectoryObjects
+
             backend = SealedCache(chosen, trusted=keys, signer=signer, local=local_dir,
                                   max_size=jaxcompat.max_size, host=job_fingerprint,
-                                  require_build=require_build, witness=witnessed)
+                                  require_build=require_build, witness=witnessed,
+                                  prefetch=prefetching.for_enable(
+                                      chosen, lambda: DirectoryObjects(chosen), keys,
+                                      plan if signer is None else None))
         else:
-            from jaxcache.lifecycle import prefetching
             from jaxcache.seal.stores.bucket_backend import BucketSealedCache
 
+            bucket = store
             # the fetch the probe started as the job began to import JAX, if it verified
             # with these very keys; else the plan's (run's, or the keys enable() was given),
             # started now. A publisher compiles and publishes its misses: no fetch ahead.
-            pool = prefetching.for_enable(chosen, store, keys, plan if signer is None else None)
+            pool = prefetching.for_enable(chosen, lambda: bucket, keys,
+                                          plan if signer is None else None)
             backend = BucketSealedCache(pool.store if pool is not None else store,
                                         trusted=keys, signer=signer, local=local_dir,
                                         max_size=jaxcompat.max_size, host=job_fingerprint,

@@ -193,13 +193,19 @@ def run_job(argv: list[str], *, cache_dir: str | None = None, record_path: str |
 
 
 def _prefetch_env(argv: list[str], chosen: str, seal: SealOptions) -> dict[str, str]:
-    """A sealed reader of a bucket: the keys the newest record of this command and cache hit
-    (or --prefetch-from's), for the job's probe to fetch ahead (seal/stores/prefetch.py);
-    nothing when prefetch is off, for a publisher or a directory, or without such a record."""
+    """A sealed reader of a bucket, or of a directory on a network filesystem (or any, with
+    --prefetch-from): the keys the newest record of this command and cache hit (or
+    --prefetch-from's), for the job's probe to fetch ahead (seal/stores/prefetch.py); nothing
+    when prefetch is off, for a publisher, or without such a record."""
     from jaxcache.trust.rules.target import is_url
 
-    if not seal.prefetch or seal.signing_key is not None or not is_url(chosen):
+    if not seal.prefetch or seal.signing_key is not None:
         return {}
+    if not is_url(chosen) and seal.prefetch_from is None:
+        from jaxcache.lifecycle.prefetching import on_network
+
+        if not on_network(chosen):
+            return {}  # a local disk answers each read at once: nothing to overlap
     from jaxcache.lifecycle.seal_spec import PrefetchSpec
     from jaxcache.records import key_uses as prefetch_keys
     from jaxcache.seal.stores.prefetch_plan import plan_keys

@@ -52,6 +52,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import TypeAlias
 
+    from jaxcache.seal.stores.prefetch import Prefetcher
+
     Signer: TypeAlias = "SigningKey | keyless.KeylessSigner"
 
 ENTRY_SUFFIX = names.ENTRY_SUFFIX
@@ -272,8 +274,12 @@ class SealedCache(Reports):
     def __init__(self, shared: str, *, trusted: KeyRing | Iterable[PublicKey],
                  signer: Signer | None = None, local: str | None = None,
                  max_size: Callable[[], int] | None = None, host: Host | None = None,
-                 require_build: bool = False, witness: Witness | None = None) -> None:
+                 require_build: bool = False, witness: Witness | None = None,
+                 prefetch: Prefetcher | None = None) -> None:
         self._path = shared  # what JAX and jaxcompat.cache_state() read back
+        # entries of the shared directory read and verified ahead (a network filesystem:
+        # directory_objects.py); only a verified one is taken, anything else read as ever
+        self.prefetch = prefetch
         self.shared, self.local, self.signer = shared, local, signer
         self.trusted = keyring.of(trusted)
         self.given = self.trusted  # as the policy and caller gave it: what readers trust
@@ -300,6 +306,8 @@ class SealedCache(Reports):
         for fd in fds:
             if fd is not None:
                 os.close(fd)
+        if self.prefetch is not None:
+            self.prefetch.close()
 
     @property
     def closed(self) -> bool:
@@ -315,6 +323,10 @@ class SealedCache(Reports):
             return None
         if local_fd is not None:
             data = self._from_local(local_fd, self.local or "", key, name, self._local_max)
+            if data is not None:
+                return data
+        if self.prefetch is not None:
+            data = self._prefetched(key)
             if data is not None:
                 return data
         try:
@@ -356,6 +368,24 @@ class SealedCache(Reports):
         if self.signer is not None:  # only the publisher keeps the shared tier's recency
             lru.touch(shared_fd, name, self._shared_max)
         return data
+
+    def _prefetched(self, key: str) -> bytes | None:
+        """The entry read and verified ahead, if it was and its build binding holds now (which
+        needs this process's fingerprint); None: read it from the directory as ever, which
+        judges and reports anything else as its own load would (the file's owner too)."""
+        from jaxcache.seal.stores.prefetch import Outcome as Fetch
+
+        assert self.prefetch is not None
+        taken = self.prefetch.take(key)
+        got = None if taken is None else taken.fetched
+        if got is None or got.outcome is not Fetch.LOADED or got.found is None or \
+                got.data is None:
+            return None
+        judged, other = self._binding(got.found)
+        if other is not None:
+            return None
+        self._loaded(key, judged)
+        return got.data
 
     def put(self, key: str, value: bytes) -> None:
         if not key:
