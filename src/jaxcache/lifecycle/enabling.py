@@ -76,9 +76,10 @@ def enable(path: str | None = None, *, policy: str | None = None, allow_untruste
     naming a key in an HSM: docs/hsm.md) signs what this process writes; without it nothing
     is written to `path`. `local`: a private directory read first and written instead of
     `path` (tiers), one folder in it per build (`local/<fingerprint id>`). See
-    docs/sealed-cache.md. `prefetch`, for a bucket reader: cache keys (those a run record
-    shows the job hit: jaxcache.records.key_uses.from_file) fetched and verified now, in
-    parallel, so that JAX finds them when it asks; each is judged as it is handed to JAX.
+    docs/sealed-cache.md. `prefetch`, for a reader (of a bucket or a directory): cache keys
+    (those a run record shows the job hit: jaxcache.records.key_uses.from_file) fetched and
+    verified now, in parallel, so that JAX finds them when it asks; each is judged as it is
+    handed to JAX.
 
     Origin (trust/provenance/origin.py): each entry this process writes is recorded in your origin
     ledger; entries no job jaxcache watched wrote (restored, copied, baked into an image)
