@@ -193,18 +193,21 @@ from jaxcache.lifecycle.seal_spec import PrefetchSpec, SealSpec
 
 seal_value, plan_value, url = sys.argv[1:4]
 seen = []
+returned = []
 
 
 class Watch:
     # every module imported anew reaches a finder: name those imported off the main thread
+    # once the early start has returned (the job's `import jax` goes on from there)
     def find_spec(self, name, path=None, target=None):
-        if threading.current_thread() is not threading.main_thread():
+        if returned and threading.current_thread() is not threading.main_thread():
             seen.append([threading.current_thread().name, name])
         return None
 
 
 sys.meta_path.insert(0, Watch())
 prefetching.start_early(seal_value, plan_value)
+returned.append(True)
 from jaxcache.seal.stores import prefetch as ahead
 from jaxcache.trust.inputs import policy, public_keys
 from jaxcache.trust.kernel.principals import Accounts
@@ -224,8 +227,9 @@ print(json.dumps({"imported_off_main": seen, "prefetched": c.prefetched, "planne
 def test_the_early_start_leaves_no_import_to_the_pool(world, backend, tmp_path):
     """The job imports JAX while the pool fetches: a thread of ours importing beside it could
     meet importlib's deadlock detection (an ImportError in the job's own `import jax`). The
-    early start makes the client and imports all it needs first, on the importing thread:
-    the pool's threads and the store's deadline threads then import nothing at all."""
+    early start makes the client and imports all it needs first, while the importing thread
+    waits for it: once it returns, the pool's threads and the store's deadline threads import
+    nothing at all."""
     import json
     import subprocess
     import sys
@@ -245,14 +249,17 @@ def test_the_early_start_leaves_no_import_to_the_pool(world, backend, tmp_path):
     assert got["imported_off_main"] == [], " ".join(n for _, n in got["imported_off_main"])
 
 
-def test_an_early_start_that_fails_is_started_at_enable_and_says_why(world, backend, tmp_path):
-    """The early start never fails the job: what went wrong is kept, the enable starts the
-    fetch from the same plan, and its counts (the record, the summary) say why it was late."""
+def test_an_early_start_that_failed_is_not_tried_again_and_says_why(world, backend, tmp_path):
+    """The early start never fails the job: what went wrong is kept; the enable does not try
+    again (a client that hung would hang as long again): the plan's keys count as not
+    fetched, every get fetches its entry itself, and the record and summary say why. With no
+    early start tried (enable's own keys), the enable starts the fetch itself."""
     from jaxcache.documents.record_parts import PrefetchPart
     from jaxcache.lifecycle import prefetching
     from jaxcache.lifecycle.seal_spec import PrefetchSpec, SealSpec
     from jaxcache.report.run import _prefetch_line
     from jaxcache.seal.stores import store_for_url as objects
+    from jaxcache.seal.stores.bucket_backend import BucketSealedCache
     from jaxcache.trust.inputs.public_keys import load_public
     from jaxcache.trust.rules import keyring, target
 
@@ -266,17 +273,25 @@ def test_an_early_start_that_fails_is_started_at_enable_and_says_why(world, back
                                 plan.to_env())  # raises nothing
         ring = keyring.of([load_public(world.pub)])
         store = objects.open_store(target.parse_bucket(url))
-        assert prefetching.for_enable(url, lambda: store, ring, None) is None  # no plan: no fetch
+        assert prefetching.for_enable(url, lambda: store, ring, None) is None  # no plan
         prefetching.start_early(SealSpec(url, None, (str(gone),), None, None).to_env(),
                                 plan.to_env())
         pool = prefetching.for_enable(url, lambda: store, ring, plan)
-        assert pool is not None and pool.wait_idle(120)
+        assert pool is not None
+        reader = BucketSealedCache(store, trusted=ring, prefetch=pool)
+        assert all(reader.get(k) == d for k, d in world.entries)  # each fetched by get
         c = pool.counts()
-        pool.close()
-    assert c.prefetched == len(keys) and c.source == "a record"
+        summary = prefetching.summary(pool)
+        reader.close()
+        late = prefetching.for_enable(url, lambda: store, ring, plan)  # none tried early
+        assert late is not None and late.wait_idle(120)
+        started = late.counts()
+        late.close()
+    assert (c.planned, c.prefetched, c.not_fetched) == (len(keys), 0, len(keys))
     assert c.early_error is not None and "gone.pub" in c.early_error, c.early_error
-    line = _prefetch_line(PrefetchPart.from_json(prefetching.summary(pool) or {}))
-    assert "started late, at enable" in line and "gone.pub" in line
+    line = _prefetch_line(PrefetchPart.from_json(summary or {}))
+    assert "started late, at enable" not in line and "gone.pub" in line, line
+    assert started.prefetched == len(keys) and started.early_error is None
 
 
 def test_a_forked_child_never_waits_for_a_fetch_no_thread_of_its_own_will_finish(world, backend):
@@ -303,3 +318,54 @@ def test_a_forked_child_never_waits_for_a_fetch_no_thread_of_its_own_will_finish
         assert reader.get(key) == data  # the parent's fetch, taken as ever
         assert pre.counts().used == 1
         reader.close()
+
+
+def test_a_key_that_expires_between_the_prefetch_and_the_load_is_not_loaded(world, backend):
+    """The ring's clock passes the only key's not_after after the pool verified an entry:
+    JAX's get then rejects it, as a fetch at that moment would, and the count says so."""
+    import dataclasses
+
+    from jaxcache.seal.stores import store_for_url as objects
+    from jaxcache.seal.stores.bucket_backend import BucketSealedCache
+    from jaxcache.seal.stores.prefetch import Prefetcher
+    from jaxcache.trust.inputs.public_keys import load_public
+    from jaxcache.trust.rules import keyring, target
+
+    url = _published(world, backend, "pre-expiry")
+    now = [1_000.0]
+    pub = dataclasses.replace(load_public(world.pub), not_after=2_000.0)
+    ring = dataclasses.replace(keyring.of([pub]), clock=lambda: now[0])
+    (k1, _), (k2, _) = world.entries[0], world.entries[1]
+    with faultproxy.Proxy(backend.upstream) as proxy, \
+            bucket_faults.environment(backend.env(proxy)):
+        store = objects.open_store(target.parse_bucket(url))
+        pre = Prefetcher(store, ring, [k1]).start()
+        reader = BucketSealedCache(store, trusted=ring, prefetch=pre)
+        assert pre.wait_idle(120) and pre.counts().prefetched == 1
+        now[0] = 3_000.0  # the key expired
+        assert reader.get(k1) is None  # verified while it was trusted: not loaded now
+        assert reader.get(k2) is None  # fetched now: rejected alike
+        got = sorted((r.key, r.status) for r in reader.rejections)
+        c = pre.counts()
+        reader.close()
+    assert got == sorted([(k1, "expired-key"), (k2, "expired-key")])
+    assert (c.used, c.rejected) == (0, 1) and _all_accounted(c)
+
+
+def test_results_never_asked_for_are_counted_whatever_they_were(world, backend):
+    """A swapped entry the pool rejected and one over the budget, neither asked for: the
+    counts still add up (rejected, not fetched), so the record never hides the swap."""
+    url = _published(world, backend, "pre-count")
+    prefix = url.split("/", 3)[3]
+    (k1, d1), (k2, _) = world.entries[0], world.entries[1]
+    with faultproxy.Proxy(backend.upstream) as proxy, \
+            bucket_faults.environment(backend.env(proxy)):
+        backend.server.upload(bucket_faults.BUCKET, f"{prefix}/{k2}-cache", d1)
+        swapped, pre = _reader(world, url, [k2])
+        tight, over = _reader(world, url, [k1], budget_bytes=0)
+        assert pre.wait_idle(120) and over.wait_idle(120)
+        swapped.close()  # the job ended without asking for either
+        tight.close()
+        c, o = pre.counts(), over.counts()
+    assert (c.planned, c.rejected) == (1, 1) and _all_accounted(c), c
+    assert (o.planned, o.not_fetched) == (1, 1) and _all_accounted(o), o

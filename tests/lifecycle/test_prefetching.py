@@ -31,8 +31,9 @@ def test_keys_the_local_tier_holds_are_not_fetched_ahead(tmp_path):
 
 
 def test_a_store_whose_client_cannot_be_made_never_stops_the_job(monkeypatch):
-    """The early start keeps the failure; the enable's start from the plan fails the same way
-    and hands back no pool: JAX then asks for each entry itself (and misses), as without."""
+    """The early start keeps the failure, which the enable's pool reports (its keys all not
+    fetched); an enable's own start that fails the same way hands back no pool: JAX then
+    asks for each entry itself (and misses), as without."""
     pytest.importorskip("boto3")
     from jaxcache.lifecycle import prefetching
     from jaxcache.lifecycle.seal_spec import PrefetchSpec, SealSpec
@@ -49,4 +50,94 @@ def test_a_store_whose_client_cannot_be_made_never_stops_the_job(monkeypatch):
     prefetching.start_early(SealSpec(url, None, (public.text,), None, None).to_env(),
                             plan.to_env())  # raises nothing
     store = objects.open_store(target.parse_bucket(url))
-    assert prefetching.for_enable(url, lambda: store, keyring.of([public]), plan) is None
+    ring = keyring.of([public])
+    pool = prefetching.for_enable(url, lambda: store, ring, plan)
+    assert pool is not None and pool.counts().not_fetched == len(KEYS)  # not tried again
+    assert pool.counts().early_error and "ValueError" in pool.counts().early_error
+    assert prefetching.for_enable(url, lambda: store, ring, plan) is None  # tried: no pool
+
+
+def test_a_keyless_publisher_fetches_nothing_ahead(tmp_path):
+    """`--identity ci` publishes (its misses are compiled and signed): like a key's
+    publisher, nothing is planned for it and no early fetch starts."""
+    from jaxcache.lifecycle import prefetching
+    from jaxcache.lifecycle.seal_spec import PrefetchSpec, SealSpec
+    from jaxcache.lifecycle.sealing import SealOptions
+    from jaxcache.run.command import _prefetch_env
+    from jaxcache.seal.stores import prefetch as ahead
+    from jaxcache.trust.inputs import signing_keys
+    from jaxcache.trust.rules import keyring
+
+    record = tmp_path / "r.json"
+    record.write_text("{}")
+    url = "gs://bucket/prefix"
+    assert _prefetch_env(["python", "job.py"], url,
+                         SealOptions(identity="ci", prefetch_from=str(record))) == {}
+    public = signing_keys.generate().public
+    prefetching.start_early(
+        SealSpec(url, None, (public.text,), None, None, identity="ci").to_env(),
+        PrefetchSpec(KEYS, "a record", 2, 1 << 20).to_env())
+    assert ahead.adopt(url, keyring.of([public])) is None  # nothing started, nothing failed
+
+
+def test_a_forked_child_never_blocks_on_a_lock_a_pool_held_at_the_fork(tmp_path):
+    """A lock of the pool held (by one of its threads) when the job forks stays held in the
+    child for good: the child's pools get new locks and fetch nothing more."""
+    import time
+
+    from jaxcache.seal.stores.directory_objects import DirectoryObjects
+    from jaxcache.seal.stores.prefetch import Prefetcher
+    from jaxcache.trust.inputs import signing_keys
+    from jaxcache.trust.rules import keyring
+
+    pool = Prefetcher(DirectoryObjects(str(tmp_path)), keyring.of(
+        [signing_keys.generate().public]), KEYS)
+    with pool._lock:  # as a worker holds it, at the moment of the fork
+        pid = os.fork()
+        if pid == 0:
+            c = pool.counts()  # blocked for good before
+            os._exit(0 if c.planned == len(KEYS) and c.not_fetched == len(KEYS) else 1)
+    deadline = time.monotonic() + 60
+    while (done := os.waitpid(pid, os.WNOHANG))[0] == 0 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    if done[0] == 0:
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)
+    assert done[0] == pid and os.waitstatus_to_exitcode(done[1]) == 0
+
+
+HANGING_CLIENT = r"""
+import sys
+from jaxcache.lifecycle import prefetching
+from jaxcache.lifecycle.seal_spec import PrefetchSpec, SealSpec
+from jaxcache.seal.stores import prefetch as ahead
+from jaxcache.trust.inputs import signing_keys
+from jaxcache.trust.rules import keyring
+
+public = signing_keys.generate().public
+url = "s3://bucket/prefix"
+keys = tuple(f"jit_f{i}-{i:064x}" for i in range(4))
+prefetching.start_early(SealSpec(url, None, (public.text,), None, None).to_env(),
+                        PrefetchSpec(keys, "a record", 2, 1 << 20).to_env())
+found = ahead.adopt(url, keyring.of([public]))
+print("early error:", found)
+"""
+
+
+def test_a_client_that_never_answers_holds_the_job_for_its_deadline_only(tmp_path):
+    """Making the S3 client runs the profile's credential_process, which may never answer (a
+    prompt, a dead helper): the early start waits for it the bucket's deadline, then lets
+    the job import JAX, keeping why."""
+    import subprocess
+    import sys
+
+    pytest.importorskip("boto3")
+    config = tmp_path / "aws-config"
+    config.write_text("[default]\ncredential_process = sleep 30\n")
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "AWS_CONFIG_FILE": str(config),
+           "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "none"),
+           "JAXCACHE_BUCKET_DEADLINE_S": "1", "PYTHONPATH": os.pathsep.join(sys.path)}
+    t = subprocess.run([sys.executable, "-c", HANGING_CLIENT], env=env, capture_output=True,
+                       text=True, timeout=25)  # a hang would wait out the 30 s helper
+    assert t.returncode == 0, t.stderr[-2000:]
+    assert "early error: StoreError" in t.stdout and "deadline" in t.stdout, t.stdout

@@ -405,7 +405,7 @@ def test_run_prefetches_what_the_last_run_hit_and_says_so(world, tmp_path):
                                     "--prefetch-from", str(tmp_path / "r1.json"))
     assert out["results"] == world["golden"]
     p = second["seal"]["prefetch"]
-    assert (p["planned"], p["used"], p["wasted"], p["failed"]) == (hits, hits, 0, 0), p
+    assert (p["planned"], p["used"], p["wasted"], p["failed"]) == (hits, hits, 0, 0), json.dumps(p)
     assert p["source"] == str(tmp_path / "r1.json")
     assert p["early_error"] is None  # started as the job began to import JAX, not at enable
     assert f"prefetched {hits} of {hits} entries the last run hit" in proc.stdout + proc.stderr

@@ -42,7 +42,7 @@ def start_early(seal_value: str, prefetch_value: str) -> None:
         from jaxcache.trust.rules import keyring, target
 
         spec, plan = SealSpec.from_env(seal_value), PrefetchSpec.from_env(prefetch_value)
-        if spec.signing_key is not None:
+        if spec.signing_key is not None or spec.identity is not None:
             return  # a publisher's misses are compiled and published
         where = target.resolve(spec.path)
         store: ObjectStore
@@ -68,21 +68,27 @@ def start_early(seal_value: str, prefetch_value: str) -> None:
 
 
 def for_enable(url: str, store: Callable[[], ObjectStore], trusted: KeyRing,
-               plan: PrefetchSpec | None) -> Prefetcher | None:
+               plan: PrefetchSpec | None, *, reader: bool = True) -> Prefetcher | None:
     """The pool the enable hands its backend: the early one if it verified with these very
-    keys; else, with a plan, one started now on `store()` (saying why the early one is not
-    there). None when neither: JAX then asks for each entry itself, as without."""
+    keys; else, with a plan and no early start tried, one started now on `store()`. An early
+    start that failed is not tried again (its client may hang as long again): its plan's keys
+    all count as not fetched, and the record says why. None without a plan, or for a
+    publisher (`reader` False), which fetches nothing ahead: JAX asks for each entry itself."""
     from jaxcache.seal.stores import prefetch as ahead
 
     found = ahead.adopt(url, trusted)
     if isinstance(found, ahead.Prefetcher):
-        return found
-    if plan is None or not plan.keys:
+        if reader:
+            return found
+        found.close()
+        return None
+    if not reader or plan is None or not plan.keys:
         return None
     try:
-        return ahead.Prefetcher(store(), trusted, plan.keys, workers=plan.workers,
+        pool = ahead.Prefetcher(store(), trusted, plan.keys, workers=plan.workers,
                                 budget_bytes=plan.budget_bytes, source=plan.source,
-                                early_error=found).start()
+                                early_error=found)
+        return pool.abandon() if found is not None else pool.start()
     except Exception:  # noqa: BLE001 - a fetch ahead never stops the job: JAX asks as without
         return None
 

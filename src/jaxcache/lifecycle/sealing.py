@@ -189,8 +189,8 @@ def _enable_sealed(path: str, policy: str | None, reset: bool,
                                   max_size=jaxcompat.max_size, host=job_fingerprint,
                                   require_build=require_build, witness=witnessed,
                                   prefetch=prefetching.for_enable(
-                                      chosen, lambda: DirectoryObjects(chosen), keys,
-                                      plan if signer is None else None))
+                                      chosen, lambda: DirectoryObjects(chosen), keys, plan,
+                                      reader=signer is None))
         else:
             from jaxcache.seal.stores.bucket_backend import BucketSealedCache
 
@@ -198,8 +198,8 @@ def _enable_sealed(path: str, policy: str | None, reset: bool,
             # the fetch the probe started as the job began to import JAX, if it verified
             # with these very keys; else the plan's (run's, or the keys enable() was given),
             # started now. A publisher compiles and publishes its misses: no fetch ahead.
-            pool = prefetching.for_enable(chosen, lambda: bucket, keys,
-                                          plan if signer is None else None)
+            pool = prefetching.for_enable(chosen, lambda: bucket, keys, plan,
+                                          reader=signer is None)
             backend = BucketSealedCache(pool.store if pool is not None else store,
                                         trusted=keys, signer=signer, local=local_dir,
                                         max_size=jaxcompat.max_size, host=job_fingerprint,

@@ -233,7 +233,6 @@ class _JaxWatcher:
                   ) -> "ModuleSpec | None":
         if name != "jax":
             return None
-        _start_prefetch()  # as JAX's import begins (not at interpreter start: site is not done)
         import importlib.util
 
         try:
@@ -248,6 +247,10 @@ class _JaxWatcher:
         started = time.perf_counter()
 
         def exec_module(module: "ModuleType") -> None:
+            # as JAX's import begins (not at interpreter start: site is not done; not in
+            # find_spec, which runs under the global import lock: no other thread could
+            # import until it returns)
+            _start_prefetch()
             original(module)
             _on_jax_imported(module, started)
 

@@ -294,7 +294,8 @@ def _prefetch_line(p: PrefetchPart) -> str:
     return (f"prefetched {p.prefetched} of {plural(p.planned, 'entry')} the last run hit: "
             f"{p.used} used, {p.wasted} wasted" + "".join(f", {r}" for r in rest if r)
             + f"; {p.saved_s:.2f} s of fetching not waited for"
-            + (f" (started late, at enable: {safe(p.early_error)})" if p.early_error else ""))
+            + (f" (not started with the job's import of JAX: {safe(p.early_error)})"
+               if p.early_error else ""))
 
 
 _TIERS = {"local": "the local tier", "shared": "the sealed cache"}

@@ -199,8 +199,8 @@ def _prefetch_env(argv: list[str], chosen: str, seal: SealOptions) -> dict[str, 
     when prefetch is off, for a publisher, or without such a record."""
     from jaxcache.trust.rules.target import is_url
 
-    if not seal.prefetch or seal.signing_key is not None:
-        return {}
+    if not seal.prefetch or seal.signing_key is not None or seal.identity is not None:
+        return {}  # a publisher compiles and publishes its misses
     if not is_url(chosen) and seal.prefetch_from is None:
         from jaxcache.lifecycle.prefetching import on_network
 

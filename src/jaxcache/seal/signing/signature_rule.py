@@ -405,6 +405,32 @@ def confirm(key: str, data: bytes, found: Vouch, trusted: Trusted
     return Check(BAD, reason, found.check.key_id, identities=found.check.identities)
 
 
+def still_valid(key: str, found: Vouch, trusted: Trusted) -> Check:
+    """For bytes confirmed earlier against `found` (a fetch ahead), at the moment they are
+    loaded: do the signatures that counted still count by the ring's clock now (a key may have
+    expired, or not be valid yet, since)? As vouch judges each key's usability, on the very
+    signatures it judged: nothing read, verified or hashed again. VALID, or why not."""
+    ring = _ring(trusted)
+    if found.size is None:
+        return found.check
+    usable: list[_Judged] = []
+    refused: Check | None = None
+    for j in found.judged:
+        if j.status != VALID or j.public is None:
+            continue
+        when = _signed_time(j.doc, j.public, key, j.digest, j.size) \
+            if j.public.signing_time and j.doc is not None and j.digest is not None \
+            and j.size is not None else None
+        state = ring.unusable(j.public, when)
+        if state is None:
+            usable.append(j)
+        elif refused is None:
+            refused = Check(state[0], f"signed by {state[1]}", j.public.id)
+    if len(_counted(usable, ring)) >= ring.needed:
+        return found.check
+    return refused or Check(TOO_FEW, "too few of its signatures count now", found.check.key_id)
+
+
 def check(key: str, data: bytes, sig: bytes | None,
           trusted: Trusted, more: Fetch | None = None) -> Check:
     """Accept `data` for `key` only if enough usable keys signed exactly this key and these

@@ -34,9 +34,9 @@ from jaxcache.seal.stores.prefetch import (
     OBJECT_NAME_MAX as OBJECT_NAME_MAX,
 )
 from jaxcache.seal.stores.prefetch import (
-    Fetched,
     Outcome,
     Prefetcher,
+    Taken,
 )
 from jaxcache.seal.stores.prefetch import (
     cosignatures as cosignatures,
@@ -162,7 +162,7 @@ class BucketSealedCache(Reports):
         if self.prefetch is not None:
             taken = self.prefetch.take(key)
             if taken is not None:
-                return self._from_prefetch(key, taken.fetched)
+                return self._from_prefetch(key, taken)
             failed = self.prefetch.network_error
             if failed is not None and not self._down_until:  # the pool's failure is ours
                 self._went_down(NETWORK, failed)
@@ -200,14 +200,21 @@ class BucketSealedCache(Reports):
         self._loaded(key, judged)
         return data
 
-    def _from_prefetch(self, key: str, got: Fetched) -> bytes | None:
+    def _from_prefetch(self, key: str, taken: Taken) -> bytes | None:
         """A prefetched result, judged and reported now, on JAX's thread, as _from_bucket
-        would have: the build binding (which needs this process's fingerprint) here."""
+        would have: the keys' validity by the clock now, and the build binding (which needs
+        this process's fingerprint), here."""
+        got, pool = taken.fetched, self.prefetch
+        assert pool is not None
         if got.outcome is Outcome.LOADED and got.found is not None and got.data is not None:
-            judged, other = self._binding(got.found)
-            if other is not None:  # another build's entry: downloaded ahead, never loaded
+            now = signature.still_valid(key, got.found, self.trusted)
+            judged, other = self._binding(got.found) if now.ok else (None, now)
+            if other is not None:  # a key expired since, or another build's entry: never
+                pool.refused()     # loaded, as a fetch now would not have loaded it
                 self._rejected(key, other.status, other.reason, depth=1)
                 return None
+            assert judged is not None
+            pool.handed(taken)
             self._loaded(key, judged)
             return got.data
         if got.outcome is Outcome.REJECTED:

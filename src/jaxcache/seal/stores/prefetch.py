@@ -25,6 +25,7 @@ import contextlib
 import os
 import threading
 import time
+import weakref
 from collections import deque
 from collections.abc import Iterable
 from enum import Enum
@@ -127,6 +128,7 @@ class Prefetcher:
                                       early_error=early_error)
         self._threads: list[threading.Thread] = []
         self._pid = os.getpid()  # a forked child has none of the pool's threads
+        _LIVE.add(self)
 
     # --- the pool -------------------------------------------------------------------------
     def start(self) -> Prefetcher:
@@ -261,7 +263,7 @@ class Prefetcher:
             self._claimed.add(key)
             self._release(result)
             if result.outcome is Outcome.LOADED:
-                self._count(used=1, saved_s=max(0.0, result.seconds - waited))
+                pass  # counted when the backend hands it to JAX (handed) or refuses it
             elif result.outcome is Outcome.REJECTED:
                 self._count(rejected=1)
             elif result.outcome is Outcome.OVER_BUDGET:
@@ -271,6 +273,24 @@ class Prefetcher:
         if result.outcome is Outcome.OVER_BUDGET:
             return None
         return Taken(result, waited)
+
+    def handed(self, taken: Taken) -> None:
+        """A verified result the backend handed to JAX: used, and the fetch's time saved."""
+        with self._lock:
+            self._count(used=1, saved_s=max(0.0, taken.fetched.seconds - taken.waited_s))
+
+    def refused(self) -> None:
+        """A verified result the backend refused at load time (another build's entry, a key
+        no longer valid): rejected."""
+        with self._lock:
+            self._count(rejected=1)
+
+    def abandon(self) -> Prefetcher:
+        """Never started (its early start failed): every planned key counts as not fetched,
+        and `get` fetches each itself."""
+        with self._lock:
+            self._stopped = True
+        return self
 
     def _count(self, used: int = 0, not_fetched: int = 0, failed: int = 0,
                rejected: int = 0, saved_s: float = 0.0) -> None:
@@ -287,15 +307,18 @@ class Prefetcher:
         the pool never fetched counts as not fetched."""
         with self._lock:
             c = self._counts
-            held = [r for r in self._done.values() if r.outcome is Outcome.LOADED]
-            held_failed = sum(1 for r in self._done.values()
-                              if r.outcome in (Outcome.MISSED, Outcome.NOT_FOUND))
+            done = list(self._done.values())  # finished, never asked for (yet)
+            held = sum(1 for r in done if r.outcome is Outcome.LOADED)
+            held_failed = sum(1 for r in done if r.outcome in (Outcome.MISSED,
+                                                                Outcome.NOT_FOUND))
+            held_rejected = sum(1 for r in done if r.outcome is Outcome.REJECTED)
+            held_over = sum(1 for r in done if r.outcome is Outcome.OVER_BUDGET)
             left = sum(1 for k in self._queue if k not in self._claimed)
             return PrefetchCounts(
-                c.planned, c.used + len(held), c.used, len(held),
-                c.not_fetched + (left if self._stopped else 0),
-                c.failed + held_failed, c.rejected, round(c.saved_s, 4), c.source,
-                c.early_error)
+                c.planned, c.used + held, c.used, held,
+                c.not_fetched + held_over + (left if self._stopped else 0),
+                c.failed + held_failed, c.rejected + held_rejected, round(c.saved_s, 4),
+                c.source, c.early_error)
 
     @property
     def held_bytes(self) -> int:
@@ -342,6 +365,20 @@ def _import_all(store: ObjectStore, trusted: KeyRing) -> None:
             keyless.prepare(trusted.trust_root)
 
 
+# a forked child has none of the pool's threads, and a lock one of them held at the fork would
+# stay held there for good: each pool gets a new lock in the child, and fetches nothing more
+_LIVE: weakref.WeakSet[Prefetcher] = weakref.WeakSet()
+
+
+def _in_child() -> None:
+    for pool in list(_LIVE):
+        pool._lock = threading.Lock()
+        pool._stopped = True
+
+
+os.register_at_fork(after_in_child=_in_child)
+
+
 # --- one prefetch per bucket, started early (the probe) and adopted by the backend ---------
 _STARTED: dict[str, Prefetcher] = {}
 _EARLY_ERRORS: dict[str, str] = {}  # why the early start failed, for the enable to report
@@ -349,14 +386,20 @@ _STARTED_LOCK = threading.Lock()
 
 
 def begin(prefetcher: Prefetcher) -> Prefetcher:
-    """Start `prefetcher` and keep it for the backend of its bucket to adopt."""
+    """Start `prefetcher` and keep it for the backend of its bucket to adopt (only once it
+    started: one that failed to is closed, and the caller keeps why)."""
+    try:
+        prefetcher.start()
+    except BaseException:
+        prefetcher.close()
+        raise
     with _STARTED_LOCK:
         old = _STARTED.pop(prefetcher.store.url, None)
         _STARTED[prefetcher.store.url] = prefetcher
         _EARLY_ERRORS.pop(prefetcher.store.url, None)
     if old is not None:
         old.close()
-    return prefetcher.start()
+    return prefetcher
 
 
 def failed_early(url: str, reason: str) -> None:

@@ -62,7 +62,10 @@ class Resilient:
         return getattr(self.store, name)
 
     def prepare(self) -> None:
-        self.store.prepare()
+        """Under the same deadline as a request: making a client may resolve credentials
+        (a credential process, a metadata server) that never answer."""
+        _within(time.monotonic() + self.base_s, self.base_s, "making the client for",
+                self.url, self.store.prepare)
 
     def _deadline(self, nbytes: int) -> float:
         return self.base_s + nbytes / RATE

@@ -375,15 +375,19 @@ class SealedCache(Reports):
         judges and reports anything else as its own load would (the file's owner too)."""
         from jaxcache.seal.stores.prefetch import Outcome as Fetch
 
-        assert self.prefetch is not None
-        taken = self.prefetch.take(key)
+        pool = self.prefetch
+        assert pool is not None
+        taken = pool.take(key)
         got = None if taken is None else taken.fetched
-        if got is None or got.outcome is not Fetch.LOADED or got.found is None or \
-                got.data is None:
+        if taken is None or got is None or got.outcome is not Fetch.LOADED or \
+                got.found is None or got.data is None:
             return None
+        # the keys' validity by the clock now, and the build binding, as a load now judges
         judged, other = self._binding(got.found)
-        if other is not None:
+        if other is not None or not signature.still_valid(key, got.found, self.trusted).ok:
+            pool.refused()
             return None
+        pool.handed(taken)
         self._loaded(key, judged)
         return got.data
 
