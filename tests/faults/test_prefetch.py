@@ -216,7 +216,7 @@ from jaxcache.trust.rules import keyring
 given = SealSpec.from_env(seal_value).trusted_keys
 ring = keyring.for_rule(policy.load(None, Accounts()).rule_for(url),
                         tuple(public_keys.load_public(k) for k in given))
-pool = ahead.adopt(url, ring)
+pool = prefetching.adopt(url, ring)
 assert isinstance(pool, ahead.Prefetcher), pool
 assert pool.wait_idle(120)
 c = pool.counts()

@@ -64,7 +64,6 @@ def test_a_keyless_publisher_fetches_nothing_ahead(tmp_path):
     from jaxcache.lifecycle.seal_spec import PrefetchSpec, SealSpec
     from jaxcache.lifecycle.sealing import SealOptions
     from jaxcache.run.command import _prefetch_env
-    from jaxcache.seal.stores import prefetch as ahead
     from jaxcache.trust.inputs import signing_keys
     from jaxcache.trust.rules import keyring
 
@@ -77,7 +76,7 @@ def test_a_keyless_publisher_fetches_nothing_ahead(tmp_path):
     prefetching.start_early(
         SealSpec(url, None, (public.text,), None, None, identity="ci").to_env(),
         PrefetchSpec(KEYS, "a record", 2, 1 << 20).to_env())
-    assert ahead.adopt(url, keyring.of([public])) is None  # nothing started, nothing failed
+    assert prefetching.adopt(url, keyring.of([public])) is None  # none started, none failed
 
 
 def test_a_forked_child_never_blocks_on_a_lock_a_pool_held_at_the_fork(tmp_path):
@@ -119,7 +118,7 @@ url = "s3://bucket/prefix"
 keys = tuple(f"jit_f{i}-{i:064x}" for i in range(4))
 prefetching.start_early(SealSpec(url, None, (public.text,), None, None).to_env(),
                         PrefetchSpec(keys, "a record", 2, 1 << 20).to_env())
-found = ahead.adopt(url, keyring.of([public]))
+found = prefetching.adopt(url, keyring.of([public]))
 print("early error:", found)
 """
 

@@ -1,7 +1,7 @@
-"""A sealed bucket reader's fetch ahead (seal/stores/prefetch.py) through its process's life:
-started by the probe as the job begins to import JAX, adopted by the sealed enable after that
-import (or started there from the same plan when the early start did not happen), and summed
-up for the run record.
+"""A sealed reader's fetch ahead (seal/stores/prefetch.py) through its process's life: started
+by the probe as the job begins to import JAX, kept here, adopted by the sealed enable after that
+import (or started by the enable where no early start was tried: `enable(prefetch=keys)`), and
+summed up for the run record.
 
 The early start does its set-up on the thread that imports JAX, before JAX's import goes on:
 jaxcache's modules, the store's client and the keys. The pool's threads then only wait on the
@@ -11,6 +11,8 @@ fails) or hands one a module half made; so no thread of ours imports while JAX d
 """
 
 from __future__ import annotations
+
+import threading
 
 from jaxcache.lifecycle.seal_spec import PrefetchSpec, SealSpec
 
@@ -23,12 +25,56 @@ if TYPE_CHECKING:
     from jaxcache.trust.rules.keyring import KeyRing
 
 
+# --- the early pool, kept from the probe's start to the enable that adopts it --------------
+_STARTED: dict[str, Prefetcher] = {}
+_EARLY_ERRORS: dict[str, str] = {}  # why the early start failed, for the enable to report
+_STARTED_LOCK = threading.Lock()
+
+
+def _begin(prefetcher: Prefetcher) -> Prefetcher:
+    """Start `prefetcher` and keep it for the backend of its bucket to adopt (only once it
+    started: one that failed to is closed, and the caller keeps why)."""
+    try:
+        prefetcher.start()
+    except BaseException:
+        prefetcher.close()
+        raise
+    with _STARTED_LOCK:
+        old = _STARTED.pop(prefetcher.store.url, None)
+        _STARTED[prefetcher.store.url] = prefetcher
+        _EARLY_ERRORS.pop(prefetcher.store.url, None)
+    if old is not None:
+        old.close()
+    return prefetcher
+
+
+def _failed_early(url: str, reason: str) -> None:
+    """The early start for `url` failed: the enable's pool says why."""
+    with _STARTED_LOCK:
+        _EARLY_ERRORS[url] = reason
+
+
+def adopt(url: str, trusted: KeyRing) -> Prefetcher | str | None:
+    """The prefetch started for `url`, once, if it verified with these very keys (else it is
+    dropped: what it fetched was judged by another ring); else why the early start did not
+    happen (a str), or None when none was tried."""
+    with _STARTED_LOCK:
+        found = _STARTED.pop(url, None)
+        failed = _EARLY_ERRORS.pop(url, None)
+    if found is None:
+        return failed
+    if found.trusted != trusted:
+        found.close()
+        return "the early fetch verified with other keys than the enable's"
+    return found
+
+
 def start_early(seal_value: str, prefetch_value: str) -> None:
     """The probe's call as `import jax` begins: the keys `jaxcache run` found (PrefetchSpec)
     fetched and verified with the keys the sealed enable will judge by (the policy's for this
     bucket and those given), kept for that enable to adopt. Nothing is handed to JAX here: the
-    enable audits first. Never raises: what failed is kept for the enable, which then starts
-    the fetch from the same plan, and the record says why it started late."""
+    enable audits first. Never raises: what failed is kept for the enable, whose record says
+    why nothing was fetched ahead."""
     import os
 
     from jaxcache.seal.stores import prefetch as ahead
@@ -60,11 +106,11 @@ def start_early(seal_value: str, prefetch_value: str) -> None:
         extra = tuple(trustkeys.load_public(k) for k in spec.trusted_keys)
         pol = policymod.load(spec.policy, Accounts())
         keys = keyring.for_rule(pol.rule_for(url), extra)
-        ahead.begin(ahead.Prefetcher(store, keys, plan.keys, workers=plan.workers,
+        _begin(ahead.Prefetcher(store, keys, plan.keys, workers=plan.workers,
                                      budget_bytes=plan.budget_bytes, source=plan.source))
     except Exception as exc:  # noqa: BLE001 - the job goes on; the enable starts it instead
         if url is not None:
-            ahead.failed_early(url, f"{type(exc).__name__}: {exc}")
+            _failed_early(url, f"{type(exc).__name__}: {exc}")
 
 
 def for_enable(url: str, store: Callable[[], ObjectStore], trusted: KeyRing,
@@ -76,7 +122,7 @@ def for_enable(url: str, store: Callable[[], ObjectStore], trusted: KeyRing,
     publisher (`reader` False), which fetches nothing ahead: JAX asks for each entry itself."""
     from jaxcache.seal.stores import prefetch as ahead
 
-    found = ahead.adopt(url, trusted)
+    found = adopt(url, trusted)
     if isinstance(found, ahead.Prefetcher):
         if reader:
             return found
