@@ -13,6 +13,7 @@ from __future__ import annotations
 import pytest
 from support import bucket_faults, faultproxy
 from support.faultproxy import Fault
+from support.jobs import forked_exit_code
 
 pytest.importorskip("cryptography")
 pytest.importorskip("jax")
@@ -298,7 +299,6 @@ def test_a_forked_child_never_waits_for_a_fetch_no_thread_of_its_own_will_finish
     """A job that forks with a fetch in flight: the child has none of the pool's threads, so
     it never waits for that fetch; it fetches for itself (the parent still takes it)."""
     import os
-    import time
 
     url = _published(world, backend, "pre-fork")
     key, data = max(world.entries, key=lambda e: len(e[1]))
@@ -308,13 +308,7 @@ def test_a_forked_child_never_waits_for_a_fetch_no_thread_of_its_own_will_finish
         pid = os.fork()
         if pid == 0:  # the child: take() must answer at once, None (fetch it yourself)
             os._exit(0 if pre.take(key) is None else 1)
-        deadline = time.monotonic() + 60
-        while (done := os.waitpid(pid, os.WNOHANG))[0] == 0 and time.monotonic() < deadline:
-            time.sleep(0.01)
-        if done[0] == 0:
-            os.kill(pid, 9)
-            os.waitpid(pid, 0)
-        assert done[0] == pid and os.waitstatus_to_exitcode(done[1]) == 0
+        assert forked_exit_code(pid) == 0
         assert reader.get(key) == data  # the parent's fetch, taken as ever
         assert pre.counts().used == 1
         reader.close()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 
 import pytest
+from support.jobs import forked_exit_code
 
 pytest.importorskip("jax")
 
@@ -82,7 +83,6 @@ def test_a_keyless_publisher_fetches_nothing_ahead(tmp_path):
 def test_a_forked_child_never_blocks_on_a_lock_a_pool_held_at_the_fork(tmp_path):
     """A lock of the pool held (by one of its threads) when the job forks stays held in the
     child for good: the child's pools get new locks and fetch nothing more."""
-    import time
 
     from jaxcache.seal.stores.directory_objects import DirectoryObjects
     from jaxcache.seal.stores.prefetch import Prefetcher
@@ -96,13 +96,7 @@ def test_a_forked_child_never_blocks_on_a_lock_a_pool_held_at_the_fork(tmp_path)
         if pid == 0:
             c = pool.counts()  # blocked for good before
             os._exit(0 if c.planned == len(KEYS) and c.not_fetched == len(KEYS) else 1)
-    deadline = time.monotonic() + 60
-    while (done := os.waitpid(pid, os.WNOHANG))[0] == 0 and time.monotonic() < deadline:
-        time.sleep(0.01)
-    if done[0] == 0:
-        os.kill(pid, 9)
-        os.waitpid(pid, 0)
-    assert done[0] == pid and os.waitstatus_to_exitcode(done[1]) == 0
+    assert forked_exit_code(pid) == 0
 
 
 HANGING_CLIENT = r"""

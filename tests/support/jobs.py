@@ -80,3 +80,18 @@ def codes(doc: dict) -> set[str]:
     return {f["code"] for f in doc["findings"]}
 
 
+
+
+def forked_exit_code(pid: int, timeout_s: float = 60.0) -> int | None:
+    """The exit code of a forked child, waited for at most `timeout_s` (then killed: None),
+    so that a child that hangs fails its test instead of holding the suite."""
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while (done := os.waitpid(pid, os.WNOHANG))[0] == 0:
+        if time.monotonic() > deadline:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+            return None
+        time.sleep(0.01)
+    return os.waitstatus_to_exitcode(done[1])
