@@ -4,10 +4,12 @@ after. What tests call directly (jobs, users, paths, emulators) is in tests/supp
 from __future__ import annotations
 
 import atexit
+import json
 import os
 import secrets
 import shutil
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -96,6 +98,25 @@ def base():
     finally:
         subprocess.run(["chattr", "-R", "-i", str(path)], capture_output=True)
         shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def unsealed_results(tmp_path_factory) -> dict:
+    """The numbers tests/programs/sealed_job.py prints with a plain JAX cache and nothing of
+    jaxcache (--unsealed): what every sealed run of it must print. One real JAX job per test
+    worker for every file that compares with it (each ran its own, the same job)."""
+    pytest.importorskip("jax")
+    from support import paths
+    from support.jobs import clean_env
+
+    cache = tmp_path_factory.mktemp("unsealed") / "cache"
+    proc = subprocess.run([sys.executable, str(paths.PROGRAMS / "sealed_job.py"), str(cache),
+                           "unused (no key: --unsealed)", "--unsealed"], env=clean_env(),
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["hits"] == 0 and any(p.name.endswith("-cache") for p in cache.iterdir())
+    return out["results"]
 
 
 @pytest.fixture(scope="session")
