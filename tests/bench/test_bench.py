@@ -269,6 +269,11 @@ signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
 time.sleep(600)
 """
 
+# `jaxcache ARGS...` with SIGTERM blocked (exec keeps the mask; no preexec_fn in a threaded worker)
+BLOCKED = ("import os, signal, sys\n"
+           "signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})\n"
+           "os.execv(sys.executable, [sys.executable, '-m', 'jaxcache', *sys.argv[1:]])\n")
+
 
 def test_timeout_asks_the_job_to_stop_before_killing_it(tmp_path):
     """SIGTERM first (a launcher such as srun cancels its ranks then), SIGKILL only after."""
@@ -279,10 +284,9 @@ def test_timeout_asks_the_job_to_stop_before_killing_it(tmp_path):
     # keep it): a SIGTERM is held until the job's handler is in place, however slow its start,
     # so the timeout need not wait for the handler (it was 15 s for a loaded machine)
     proc = subprocess.run(
-        [sys.executable, "-m", "jaxcache", "bench", "-t", "1", "-k", "1", "--no-prime",
+        [sys.executable, "-c", BLOCKED, "bench", "-t", "1", "-k", "1", "--no-prime",
          "--timeout", "1", "--", sys.executable, str(job), str(marker)],
-        capture_output=True, text=True, timeout=JOB_TIMEOUT_S,
-        preexec_fn=lambda: signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM}))
+        capture_output=True, text=True, timeout=JOB_TIMEOUT_S)
     assert proc.returncode == 2 and "did not finish within 1 s" in proc.stderr
     assert marker.read_text() == "terminated"
 
