@@ -4,10 +4,12 @@ after. What tests call directly (jobs, users, paths, emulators) is in tests/supp
 from __future__ import annotations
 
 import atexit
+import json
 import os
 import secrets
 import shutil
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -36,19 +38,32 @@ if "JAXCACHE_TEST_STATE" not in os.environ:
 # The longest files first (longest-processing-time scheduling): under --dist loadfile each file
 # goes to one worker whole, in collection order, so a long file collected last (test_readme.py,
 # test_ci_files.py) keeps one worker busy while the other has nothing left. Seconds each took in
-# one `make test` here (2026-12-06); a guide to the order only, no test depends on it. Every
-# other file keeps its place after these.
+# one `pytest -n 2 --dist loadfile` here (2026-12-06, under load; less what the commits after
+# it saved); a guide to the order only, no test depends on it. Every other file keeps its place
+# after these. pytest-xdist (3.6 on) would order files by their count of tests instead, which
+# puts long files of few tests last: pytest_configure below turns that off.
 _LONG_FILES = {
-    "attacks/test_attacks.py": 96, "bench/test_bench.py": 94, "seal/test_key_lifecycle.py": 81,
-    "seal/test_sealed_s3.py": 74, "explain/test_explain.py": 67, "decide/test_decide.py": 58,
-    "test_readme.py": 58, "faults/test_buckets.py": 55, "seal/test_sealed_bucket.py": 53,
-    "seal/test_sealed.py": 49, "attacks/test_fuzz.py": 42, "gc/test_gc.py": 35,
-    "test_ci_files.py": 33, "run/test_namespace.py": 32, "seal/test_signature_count.py": 28,
-    "seal/test_build_binding.py": 28, "trust/test_origin.py": 27, "faults/test_kills.py": 27,
-    "probe/test_multirank.py": 27, "cli/test_output.py": 26, "run/test_run.py": 25,
-    "decide/test_bench_to_decide.py": 24,
+    "bench/test_bench.py": 83, "seal/test_sealed_s3.py": 79, "attacks/test_attacks.py": 72,
+    "explain/test_explain.py": 66, "seal/test_key_lifecycle.py": 63, "decide/test_decide.py": 59,
+    "seal/test_sealed_bucket.py": 53, "test_readme.py": 52, "attacks/test_fuzz.py": 51,
+    "faults/test_buckets.py": 50, "run/test_namespace.py": 44, "seal/test_build_binding.py": 41,
+    "cli/test_output.py": 39, "faults/test_kills.py": 39, "test_ci_files.py": 33,
+    "seal/test_sealed.py": 29, "decide/test_kept_bench_choice.py": 26,
+    "faults/test_prefetch.py": 25, "seal/test_signature_count.py": 25,
+    "seal/test_keyless_jobs.py": 23, "seal/test_keyless_seal.py": 23,
+    "decide/test_bench_to_decide.py": 22, "bench/test_bench_adjust.py": 22,
+    "run/test_thresholds.py": 21, "faults/test_disk_errors.py": 21,
+    "faults/test_full_disk.py": 21, "gc/test_gc.py": 20, "net/test_net.py": 20,
+    "trust/test_origin.py": 19, "faults/test_clocks.py": 14,
 }
 _TESTS = Path(__file__).parent
+
+
+def pytest_configure(config):
+    # keep the order above: pytest-xdist's --loadscope-reorder (its default from 3.6) would sort
+    # the files by their count of tests (set here, on the controller, before it schedules)
+    if getattr(config.option, "loadscopereorder", None):
+        config.option.loadscopereorder = False
 
 
 def pytest_collection_modifyitems(config, items):
@@ -96,6 +111,25 @@ def base():
     finally:
         subprocess.run(["chattr", "-R", "-i", str(path)], capture_output=True)
         shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def unsealed_results(tmp_path_factory) -> dict:
+    """The numbers tests/programs/sealed_job.py prints with a plain JAX cache and nothing of
+    jaxcache (--unsealed): what every sealed run of it must print. One real JAX job per test
+    worker for every file that compares with it (each ran its own, the same job)."""
+    pytest.importorskip("jax")
+    from support import paths
+    from support.jobs import clean_env
+
+    cache = tmp_path_factory.mktemp("unsealed") / "cache"
+    proc = subprocess.run([sys.executable, str(paths.PROGRAMS / "sealed_job.py"), str(cache),
+                           "unused (no key: --unsealed)", "--unsealed"], env=clean_env(),
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["hits"] == 0 and any(p.name.endswith("-cache") for p in cache.iterdir())
+    return out["results"]
 
 
 @pytest.fixture(scope="session")

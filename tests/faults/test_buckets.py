@@ -156,10 +156,10 @@ def test_a_listing_cut_short_is_an_error_never_zero_entries(world, backend):
         assert len(json.loads(proc.stdout)["entries"]) == len(world.entries)
 
 
-def test_a_real_job_through_failing_requests_computes_the_same(world, backend):
+def test_a_real_job_through_failing_requests_computes_the_same(world, backend,
+                                                               unsealed_results):
     _first_store_only(backend)
-    golden = faults.sealed_job(world.root / f"plain-{backend.name}", world.pub,
-                               "--unsealed")["results"]
+    golden = unsealed_results
     tally = faults.Tally(f"{backend.name}: a job reads through faults", "http")
     with faultproxy.Proxy(backend.upstream) as clean_proxy:
         assert bucket_faults._publish(world, backend, backend.env(clean_proxy),

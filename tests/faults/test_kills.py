@@ -32,8 +32,8 @@ def test_a_writer_killed_at_any_step(world, tmp_path, kind):
     assert tally.faults >= tally.trials - 1  # the chosen points were reached (the last may not)
 
 
-def test_a_real_job_reads_what_a_killed_publisher_left(world, tmp_path):
-    golden = faults.sealed_job(tmp_path / "plain", world.pub, "--unsealed")["results"]
+def test_a_real_job_reads_what_a_killed_publisher_left(world, tmp_path, unsealed_results):
+    golden = unsealed_results
     k = faults.KINDS["publish"]
     d = tmp_path / "left"
     k.start(world, d)
