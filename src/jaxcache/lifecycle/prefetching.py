@@ -94,8 +94,7 @@ def start_early(seal_value: str, prefetch_value: str) -> None:
         store: ObjectStore
         if where.url is not None:
             url = target.parse_bucket(spec.path).text
-            store = objects.open_store(target.parse_bucket(url))
-            store.prepare()
+            store = objects.open_store(target.parse_bucket(url))  # prepared as it starts
         elif where.path is not None:  # a sealed directory on a network filesystem
             from jaxcache.seal.stores.directory_objects import DirectoryObjects
 

@@ -86,8 +86,8 @@ def enable_sealed(path: str, *, policy: str | None, reset: bool,
                   signing_key: str | SigningKey | KeylessSigner | None,
                   trusted_keys: TrustedKeys, local: str | None,
                   prefetch: Sequence[str] | PrefetchSpec | None = None) -> EnableResult:
-    """`prefetch`: keys (enable's own argument) or `jaxcache run`'s plan, for a bucket
-    reader (lifecycle/prefetching.py)."""
+    """`prefetch`: keys (enable's own argument) or `jaxcache run`'s plan, for a reader of a
+    bucket or a directory (lifecycle/prefetching.py)."""
     from jaxcache.lifecycle import prefetching
     from jaxcache.trust import create
 
@@ -280,7 +280,7 @@ def env_value(path: str, *, signing_key: str | None, trusted_keys: tuple[str, ..
 
 def enable_from_env(value: str, prefetch: str | None = None) -> EnableResult:
     """The probe's call, right after the job imported jax. `prefetch`: the plan `jaxcache run`
-    gave (seal_spec.PrefetchSpec), whose fetch started as the import began, else here."""
+    gave (seal_spec.PrefetchSpec), whose fetch the probe started as the import began."""
     from jaxcache.lifecycle.seal_spec import PrefetchSpec
 
     spec = SealSpec.from_env(value)

@@ -305,8 +305,8 @@ def _start_prefetch() -> None:
     `import jax` begins, on this thread, before JAX's import goes on: the set-up imports here,
     so that the pool's threads, which wait on the network beside JAX's import, import nothing.
     Taken out of the environment: this process prefetches, not its children. Nothing reaches
-    JAX from here: the sealed enable after `import jax` audits, then adopts the fetch, or
-    starts it from the same plan if it is not there (the record says why)."""
+    JAX from here: the sealed enable after `import jax` audits, then adopts the fetch (if
+    it could not start, the record says why)."""
     plan = os.environ.pop("JAXCACHE_PREFETCH", None)
     seal = os.environ.get("JAXCACHE_SEAL")
     if not plan or not seal:

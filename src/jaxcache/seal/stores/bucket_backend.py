@@ -207,16 +207,10 @@ class BucketSealedCache(Reports):
         got, pool = taken.fetched, self.prefetch
         assert pool is not None
         if got.outcome is Outcome.LOADED and got.found is not None and got.data is not None:
-            now = signature.still_valid(key, got.found, self.trusted)
-            judged, other = self._binding(got.found) if now.ok else (None, now)
-            if other is not None:  # a key expired since, or another build's entry: never
-                pool.refused()     # loaded, as a fetch now would not have loaded it
-                self._rejected(key, other.status, other.reason, depth=1)
-                return None
-            assert judged is not None
-            pool.handed(taken)
-            self._loaded(key, judged)
-            return got.data
+            data, refused = self._load_fetched(key, taken, pool, self.trusted)
+            if refused is not None:  # a key expired since, or another build's entry: never
+                self._rejected(key, refused.status, refused.reason, depth=1)  # loaded
+            return data
         if got.outcome is Outcome.REJECTED:
             self._rejected(key, got.status, got.reason, depth=1)
         elif got.outcome is Outcome.NOT_FOUND:

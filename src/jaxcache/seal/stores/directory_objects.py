@@ -24,12 +24,7 @@ class DirectoryObjects:
 
     def __init__(self, path: str) -> None:
         self.url = path  # the key under which an early fetch is kept for its enable
-        self._fd = open_dir(path)
-
-    def close(self) -> None:
-        fd, self._fd = self._fd, -1
-        if fd >= 0:
-            os.close(fd)
+        self._fd = open_dir(path)  # held for the process's life, as the reader's own
 
     def prepare(self) -> None:
         pass  # nothing to import or make

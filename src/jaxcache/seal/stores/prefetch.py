@@ -90,7 +90,7 @@ class PrefetchCounts:
     rejected: int = 0
     saved_s: float = 0.0
     source: str | None = None  # the record the keys came from
-    # why the fetch did not start as the job began to import JAX (it started at enable)
+    # why the fetch did not start as the job began to import JAX (then nothing was fetched)
     early_error: str | None = None
 
 

@@ -52,7 +52,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import TypeAlias
 
-    from jaxcache.seal.stores.prefetch import Prefetcher
+    from jaxcache.seal.stores.prefetch import Prefetcher, Taken
 
     Signer: TypeAlias = "SigningKey | keyless.KeylessSigner"
 
@@ -175,6 +175,24 @@ class Reports:
         """The build binding, judged from the verified claims before the entry is read: the
         judgement, and the Check that rejects the entry (None: it may load)."""
         return builds.build_check(found, self.host, self.require_build)
+
+    def _load_fetched(self, key: str, taken: Taken, pool: Prefetcher, trusted: KeyRing
+                      ) -> tuple[bytes | None, signature.Check | None]:
+        """A result fetched and verified ahead (prefetch.py), judged as a load at this moment
+        would judge it: its signers by the clock now, then the build binding. (the bytes,
+        None): handed to JAX, counted used; (None, why): refused, counted rejected. Both
+        backends take a fetch ahead through here."""
+        got = taken.fetched
+        assert got.found is not None and got.data is not None
+        now = signature.still_valid(key, got.found, trusted)
+        judged, other = self._binding(got.found) if now.ok else (None, now)
+        if other is not None:
+            pool.refused()
+            return None, other
+        assert judged is not None
+        pool.handed(taken)
+        self._loaded(key, judged)
+        return got.data, None
 
     def _loaded(self, key: str, judged: Judgement) -> None:
         """An entry was loaded: count it if no signature said which build made it."""
@@ -370,9 +388,9 @@ class SealedCache(Reports):
         return data
 
     def _prefetched(self, key: str) -> bytes | None:
-        """The entry read and verified ahead, if it was and its build binding holds now (which
-        needs this process's fingerprint); None: read it from the directory as ever, which
-        judges and reports anything else as its own load would (the file's owner too)."""
+        """The entry read and verified ahead, if it was and it passes as a load now
+        (_load_fetched); None: read it from the directory as ever, which judges and reports
+        anything else as its own load would (the file's owner too)."""
         from jaxcache.seal.stores.prefetch import Outcome as Fetch
 
         pool = self.prefetch
@@ -382,14 +400,8 @@ class SealedCache(Reports):
         if taken is None or got is None or got.outcome is not Fetch.LOADED or \
                 got.found is None or got.data is None:
             return None
-        # the keys' validity by the clock now, and the build binding, as a load now judges
-        judged, other = self._binding(got.found)
-        if other is not None or not signature.still_valid(key, got.found, self.trusted).ok:
-            pool.refused()
-            return None
-        pool.handed(taken)
-        self._loaded(key, judged)
-        return got.data
+        data, _ = self._load_fetched(key, taken, pool, self.trusted)
+        return data  # refused: read from the directory as ever, reported with its owner
 
     def put(self, key: str, value: bytes) -> None:
         if not key:
