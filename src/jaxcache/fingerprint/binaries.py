@@ -26,6 +26,7 @@ from jaxcache.fingerprint.model import Binary, Build
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from importlib.machinery import ModuleSpec
 
 # the top-level packages whose shared objects compile or run XLA programs
 PACKAGES = ("jaxlib", "jax_plugins", "libtpu", "libtpu_nightly", "jax_cuda12_plugin",
@@ -79,17 +80,33 @@ def _stamp() -> tuple[int, ...]:
 
 def _find(packages: tuple[str, ...]) -> list[tuple[str, str]]:
     """Where importlib's finders would load these packages from (none is imported)."""
-    import importlib.util
-
     found: list[tuple[str, str]] = []
     for name in packages:
-        try:
-            spec = importlib.util.find_spec(name)
-        except (ImportError, ValueError):
-            spec = None
+        spec = _spec_of(name)
         found.extend((name, f) for f in _folders(
             spec.submodule_search_locations if spec is not None else None))
     return found
+
+
+def _spec_of(name: str) -> ModuleSpec | None:
+    """importlib.util.find_spec(name) for a top-level name, without importing importlib.util
+    (it brings warnings and contextlib: ~4 ms of every `jaxcache run`): the module's own spec
+    if it is imported, else the first finder on sys.meta_path that knows it (the finder
+    protocol every import uses, PEP 451)."""
+    module = sys.modules.get(name)
+    if module is not None:
+        return getattr(module, "__spec__", None)
+    for finder in sys.meta_path:
+        find = getattr(finder, "find_spec", None)
+        if find is None:
+            continue
+        try:
+            spec: ModuleSpec | None = find(name, None)
+        except (ImportError, ValueError):
+            return None
+        if spec is not None:
+            return spec
+    return None
 
 
 def _is_shared_object(name: str) -> bool:

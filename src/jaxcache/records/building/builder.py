@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import sys
-import threading
 import time
 
 from jaxcache.documents.kinds import envelope
@@ -25,6 +24,7 @@ from jaxcache.values import frozen
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import threading
     from collections.abc import Iterable
 
     from jaxcache.probe.runner import Outcome
@@ -97,6 +97,8 @@ class ListingBeside:
             except Exception as exc:  # noqa: BLE001 - never a thread's traceback: unknown
                 self._got.append(DirSnapshot(self.url, {}, "the bucket could not be listed: "
                                              f"{type(exc).__name__}: {str(exc)[:300]}"))
+
+        import threading  # only a sealed reader's bucket: ~3 ms no other run pays
 
         self._thread = threading.Thread(target=list_now, name="jaxcache-listing", daemon=True)
         self._thread.start()

@@ -1,0 +1,46 @@
+"""What `jaxcache run` imports on its way through a job: every module is start-up time of
+every job (benchmarks/wrapper_cost.py), so the heavy standard-library ones that run's path
+does not need stay off it. Each of these was on it once (threading for a sealed reader's
+listing thread, importlib.util for the fingerprint's finders, argparse for the usual line)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+# stdlib modules whose import alone costs a job's start-up 2-30 ms here, none needed by a
+# plain `run` (each is imported only on the path that uses it)
+HEAVY = ("argparse", "typing", "dataclasses", "inspect", "threading", "importlib.util",
+         "contextlib", "warnings", "subprocess", "tempfile", "shutil", "signal", "logging",
+         "secrets", "hashlib", "socket", "datetime", "tomllib")
+
+
+def _imported(args: list[str], tmp_path) -> set[str]:
+    """The modules `jaxcache ARGS` imported, through the installed command (`python -m`
+    would bring runpy's own imports)."""
+    script = Path(sys.executable).with_name("jaxcache")
+    proc = subprocess.run(
+        [str(script), *args], capture_output=True, text=True,
+        env={"PATH": "/usr/bin:/bin", "XDG_STATE_HOME": str(tmp_path / "state"),
+             "PYTHONPROFILEIMPORTTIME": "1"})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines()
+            if line.startswith("import time:")}
+
+
+@pytest.mark.parametrize("early", [True, False], ids=["job-started-early", "audit-first"])
+def test_a_plain_run_imports_none_of_the_heavy_modules(tmp_path, early):
+    """Both orders: the job started beside the audit (a Python job), and audited first (a
+    program that is not Python, which the probe may not hold at `import jax`)."""
+    cache = tmp_path / "c"
+    cache.mkdir(mode=0o700)  # a run's steady state: the first one also creates it (trust/create)
+    job = [sys.executable, "-c", "pass"] if early else ["/bin/true"]
+    imported = _imported(["run", "-q", "--cache-dir", str(cache), "--record",
+                          str(tmp_path / "r.json"), "--", *job], tmp_path)
+    # the whole path ran: the audit, the record, the fingerprint's finders
+    assert {"jaxcache.trust.judgement.audit", "jaxcache.records.run_record",
+            "jaxcache.fingerprint.binaries"} <= imported
+    assert set(HEAVY) & imported == set()
