@@ -93,9 +93,9 @@ def _spec_of(name: str) -> ModuleSpec | None:
     (it brings warnings and contextlib: ~4 ms of every `jaxcache run`): the module's own spec
     if it is imported, else the first finder on sys.meta_path that knows it (the finder
     protocol every import uses, PEP 451)."""
-    module = sys.modules.get(name)
-    if module is not None:
-        return getattr(module, "__spec__", None)
+    if name in sys.modules:  # imported, or blocked (None: importing it fails)
+        module = sys.modules[name]
+        return None if module is None else getattr(module, "__spec__", None)
     for finder in sys.meta_path:
         find = getattr(finder, "find_spec", None)
         if find is None:
