@@ -147,7 +147,7 @@ def _measure(args) -> list[dict]:
 
 
 def _entry_size(url: str) -> int:
-    from jaxcache.seal.stores import store_for_url as objects
+    from jaxcache.seal.objects import store_for_url as objects
     from jaxcache.trust.rules import target
 
     store = objects.open_store(target.parse_bucket(url))

@@ -52,8 +52,8 @@ MODEL_MODULES = (
     "jaxcache/fingerprint/cpuinfo.py",  # /proc/cpuinfo
     "jaxcache/net/launch_env.py",  # the launchers' environment variables
     "jaxcache/seal/signing/signature_doc.py",  # an entry's signature file
-    "jaxcache/seal/stores/s3_responses.py",  # boto3's answers
-    "jaxcache/seal/stores/http_answers.py",  # an HTTP answer's headers (the server's Date)
+    "jaxcache/seal/objects/s3_responses.py",  # boto3's answers
+    "jaxcache/seal/objects/http_answers.py",  # an HTTP answer's headers (the server's Date)
 )
 ONE_MODULE_PER_COMMAND = ("cli", "report")
 MAX_MODULES = 12

@@ -20,7 +20,7 @@ SRC = paths.CHECKOUT / "src" / "jaxcache"
 NAME = re.compile(r"JAXCACHE_[A-Z_]+")
 PROBE_SIDE = {"probe/site.py", "probe/document.py", "probe/recorder.py", "probe/logtap.py"}
 # set by a person, not handed between jaxcache and the probe: the CLI's switch for a traceback,
-# and the object stores' base deadline (seal/stores/resilient.py reads it where it applies)
+# and the object stores' base deadline (seal/objects/resilient.py reads it where it applies)
 NOT_PROTOCOL = {"JAXCACHE_DEBUG", "JAXCACHE_BUCKET_DEADLINE_S"}
 
 

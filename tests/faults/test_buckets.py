@@ -82,7 +82,7 @@ def test_seal_and_gc_of_a_prefix_killed_at_a_request(world, backend, what):
 def test_a_stalled_server_costs_one_deadline_then_a_miss(world, backend):
     """The proxy never answers: the load ends at the deadline (named in the miss), not at the
     client's socket timeout or never."""
-    from jaxcache.seal.stores import store_for_url as objects
+    from jaxcache.seal.objects import store_for_url as objects
     from jaxcache.seal.stores.bucket_backend import BucketSealedCache
     from jaxcache.trust.inputs.public_keys import load_public
     from jaxcache.trust.rules import target
@@ -106,8 +106,8 @@ def test_a_stalled_server_costs_one_deadline_then_a_miss(world, backend):
 def test_retries_are_bounded(world, backend):
     """A server that answers 503 to everything is asked three times per call, no more (the
     clients' own retries are off: botocore's max_attempts alone left one more each time)."""
-    from jaxcache.seal.stores import resilient
-    from jaxcache.seal.stores import store_for_url as objects
+    from jaxcache.seal.objects import resilient
+    from jaxcache.seal.objects import store_for_url as objects
     from jaxcache.seal.stores.bucket_backend import BucketSealedCache
     from jaxcache.trust.inputs.public_keys import load_public
     from jaxcache.trust.rules import target
@@ -173,7 +173,7 @@ def test_a_write_that_landed_before_its_answer_was_lost_counts_as_done(world, ba
     and its answer lost (a reset after it): the retry finds the object there and reads it
     back; holding exactly these bytes, it was ours, so the write counts (before: "another
     publisher got there first", and the record said the entry was not written)."""
-    from jaxcache.seal.stores import store_for_url as objects
+    from jaxcache.seal.objects import store_for_url as objects
     from jaxcache.seal.stores.bucket_backend import BucketSealedCache
     from jaxcache.trust.inputs import signing_keys as keys
     from jaxcache.trust.inputs.public_keys import load_public
@@ -206,7 +206,7 @@ def test_a_write_that_landed_before_its_answer_was_lost_counts_as_done(world, ba
 
 
 def test_a_dead_bucket_costs_a_publisher_one_failure_not_one_per_compile(world, backend):
-    from jaxcache.seal.stores import store_for_url as objects
+    from jaxcache.seal.objects import store_for_url as objects
     from jaxcache.seal.stores.bucket_backend import BucketSealedCache
     from jaxcache.trust.inputs import signing_keys as keys
     from jaxcache.trust.rules import target
@@ -232,8 +232,8 @@ def test_an_entry_landing_after_gc_took_its_signature_is_not_left_unsigned(world
     then did our entry land, alone: every reader rejected it, every publisher took it for
     published. The schedule is replayed through the real store: just before our entry's
     upload, the signature is deleted as gc deletes it."""
+    from jaxcache.seal.objects import store_for_url as objects
     from jaxcache.seal.publishing import tier_names as names
-    from jaxcache.seal.stores import store_for_url as objects
     from jaxcache.seal.stores.bucket_backend import OBJECT_NAME_MAX, BucketSealedCache
     from jaxcache.trust.inputs import signing_keys as keys
     from jaxcache.trust.rules import target

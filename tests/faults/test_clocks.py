@@ -226,7 +226,7 @@ def test_the_store_answers_with_its_own_clock(world, backend, tmp_path):
     offset, off_s = ("+1d", 80000) if backend.name == "gcs" else ("+10m", 500)
     name, _ = _rival_signature(world, backend, "date")
     code = ("import sys, time\n"
-            "from jaxcache.seal.stores import store_for_url as o\n"
+            "from jaxcache.seal.objects import store_for_url as o\n"
             "from jaxcache.trust.rules import target\n"
             "s = o.open_store(target.parse_bucket(sys.argv[1]))\n"
             "i = s.stat(sys.argv[2]); listed = [x for x in s.list() if x.name == sys.argv[2]]\n"

@@ -32,7 +32,7 @@ def backend(request, tmp_path_factory):
 
 def _published(world, backend, prefix: str) -> str:
     """The world's entries, signed, under a prefix of this test's own (no proxy)."""
-    from jaxcache.seal.stores import store_for_url as objects
+    from jaxcache.seal.objects import store_for_url as objects
     from jaxcache.seal.stores.bucket_backend import BucketSealedCache
     from jaxcache.trust.inputs import signing_keys as keys
     from jaxcache.trust.rules import target
@@ -50,7 +50,7 @@ def _published(world, backend, prefix: str) -> str:
 
 def _reader(world, url: str, keys, **options):
     """A reader of `url` with a prefetch of `keys` started (in the proxy's environment)."""
-    from jaxcache.seal.stores import store_for_url as objects
+    from jaxcache.seal.objects import store_for_url as objects
     from jaxcache.seal.stores.bucket_backend import BucketSealedCache
     from jaxcache.seal.stores.prefetch import Prefetcher
     from jaxcache.trust.inputs.public_keys import load_public
@@ -259,7 +259,7 @@ def test_an_early_start_that_failed_is_not_tried_again_and_says_why(world, backe
     from jaxcache.lifecycle import prefetching
     from jaxcache.lifecycle.seal_spec import PrefetchSpec, SealSpec
     from jaxcache.report.run import _prefetch_line
-    from jaxcache.seal.stores import store_for_url as objects
+    from jaxcache.seal.objects import store_for_url as objects
     from jaxcache.seal.stores.bucket_backend import BucketSealedCache
     from jaxcache.trust.inputs.public_keys import load_public
     from jaxcache.trust.rules import keyring, target
@@ -319,7 +319,7 @@ def test_a_key_that_expires_between_the_prefetch_and_the_load_is_not_loaded(worl
     JAX's get then rejects it, as a fetch at that moment would, and the count says so."""
     import dataclasses
 
-    from jaxcache.seal.stores import store_for_url as objects
+    from jaxcache.seal.objects import store_for_url as objects
     from jaxcache.seal.stores.bucket_backend import BucketSealedCache
     from jaxcache.seal.stores.prefetch import Prefetcher
     from jaxcache.trust.inputs.public_keys import load_public

@@ -38,7 +38,7 @@ def test_a_store_whose_client_cannot_be_made_never_stops_the_job(monkeypatch):
     pytest.importorskip("boto3")
     from jaxcache.lifecycle import prefetching
     from jaxcache.lifecycle.seal_spec import PrefetchSpec, SealSpec
-    from jaxcache.seal.stores import store_for_url as objects
+    from jaxcache.seal.objects import store_for_url as objects
     from jaxcache.trust.inputs import signing_keys
     from jaxcache.trust.rules import keyring, target
 
@@ -84,7 +84,7 @@ def test_a_forked_child_never_blocks_on_a_lock_a_pool_held_at_the_fork(tmp_path)
     """A lock of the pool held (by one of its threads) when the job forks stays held in the
     child for good: the child's pools get new locks and fetch nothing more."""
 
-    from jaxcache.seal.stores.directory_objects import DirectoryObjects
+    from jaxcache.seal.objects.directory_objects import DirectoryObjects
     from jaxcache.seal.stores.prefetch import Prefetcher
     from jaxcache.trust.inputs import signing_keys
     from jaxcache.trust.rules import keyring

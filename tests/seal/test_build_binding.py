@@ -346,9 +346,9 @@ def test_a_bucket_reader_misses_another_builds_entry_before_downloading_it(tmp_p
     pytest.importorskip("google.cloud.storage")
     from support import gcs_emulator
 
-    from jaxcache.seal.stores import store_for_url as objects
+    from jaxcache.seal.objects import store_for_url as objects
+    from jaxcache.seal.stores.backend_reports import SealWarning
     from jaxcache.seal.stores.bucket_backend import BucketSealedCache
-    from jaxcache.seal.stores.sealed_cache import SealWarning
     from jaxcache.seal.sweep import bucket_sweep as bucket_scan
     from jaxcache.trust.rules import target
 

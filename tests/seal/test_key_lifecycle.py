@@ -643,7 +643,7 @@ def test_a_directory_or_fifo_at_a_signature_name_is_one_bad_entry(tmp_path):
 
     cache = SealedCache(str(d), trusted=KeyRing({signer.public.raw: signer.public,
                                                 other.public.raw: other.public}, needed=2))
-    from jaxcache.seal.stores.sealed_cache import SealWarning
+    from jaxcache.seal.stores.backend_reports import SealWarning
 
     before = len(os.listdir("/proc/self/fd"))
     with pytest.warns(SealWarning):  # each rejection said once

@@ -158,8 +158,8 @@ def test_two_publishers_racing_on_one_key_leave_one_valid_entry(world, tmp_path)
 def test_store_first_writer_wins_when_both_found_the_key_absent(world):
     """The interleaving a check alone cannot stop: B checks after A created its signature
     but before A's entry; B's create-only signature fails, so B writes nothing."""
+    from jaxcache.seal.objects import store_for_url as objects
     from jaxcache.seal.signing import signature_file as sigfile
-    from jaxcache.seal.stores import store_for_url as objects
     from jaxcache.seal.stores.bucket_backend import BucketSealedCache
     from jaxcache.trust.inputs.public_keys import load_public
     from jaxcache.trust.inputs.signing_keys import load_signing
@@ -189,9 +189,9 @@ def test_a_signature_left_without_its_entry_does_not_block_publishing(world, pla
     trusted publisher completes it (same bytes), replaces it at once (no signature at all, or
     one for another key), or once it is older than an upload can take (a rival's other
     bytes); a reader then hits. A fresh rival's signature is left alone (the test above)."""
+    from jaxcache.seal.objects import store_for_url as objects
     from jaxcache.seal.signing import orphan_signatures as orphans
     from jaxcache.seal.signing import signature_file as sigfile
-    from jaxcache.seal.stores import store_for_url as objects
     from jaxcache.seal.stores.bucket_backend import BucketSealedCache
     from jaxcache.trust.inputs.public_keys import load_public
     from jaxcache.trust.inputs.signing_keys import load_signing
@@ -220,7 +220,7 @@ def test_a_signature_left_without_its_entry_does_not_block_publishing(world, pla
 
 
 def test_replace_if_is_a_compare_and_swap_on_the_server(world, monkeypatch):
-    from jaxcache.seal.stores import store_for_url as objects
+    from jaxcache.seal.objects import store_for_url as objects
     from jaxcache.trust.rules import target
 
     monkeypatch.setenv("STORAGE_EMULATOR_HOST", world["emu"].host)

@@ -345,7 +345,7 @@ def gcs(tmp_path_factory):
 @pytest.fixture(params=["gs", "s3"])
 def store_at(request, world, monkeypatch):
     """prefix -> an ObjectStore there, on the service of this parameter."""
-    from jaxcache.seal.stores import store_for_url as objects
+    from jaxcache.seal.objects import store_for_url as objects
     from jaxcache.trust.rules import target
 
     if request.param == "gs":
@@ -441,7 +441,7 @@ def test_store_a_signature_left_without_its_entry_is_replaced(world, store_at, p
 
 
 def test_store_errors_are_kinds_the_record_names(world, monkeypatch):
-    from jaxcache.seal.stores import store_for_url as objects
+    from jaxcache.seal.objects import store_for_url as objects
     from jaxcache.trust.rules import target
 
     srv = world["srv"]
@@ -463,7 +463,7 @@ def test_store_errors_are_kinds_the_record_names(world, monkeypatch):
 
 def test_missing_boto3_is_one_clear_line(monkeypatch):
     from jaxcache.errors import JaxcacheError
-    from jaxcache.seal.stores import store_for_url as objects
+    from jaxcache.seal.objects import store_for_url as objects
     from jaxcache.trust.rules import target
 
     monkeypatch.setitem(sys.modules, "boto3", None)
@@ -484,7 +484,7 @@ def test_an_entry_republished_while_gc_runs_stays_with_its_signature(world, monk
     gc deletes: the server refuses that delete (If-Match), and the unit stays whole."""
     from jaxcache.gc import plan
     from jaxcache.gc.bucket_collect import collect_bucket
-    from jaxcache.seal.stores import store_for_url as objects
+    from jaxcache.seal.objects import store_for_url as objects
     from jaxcache.trust.rules import target
 
     url = copy(world, "republish")

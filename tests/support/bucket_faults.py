@@ -37,7 +37,7 @@ NOISE = (Fault.STATUS_500, Fault.STATUS_503, Fault.RESET, Fault.RESET_AFTER, Fau
 PUBLISHER = r"""
 import json, sys
 from jaxcache.trust.inputs import signing_keys as keys
-from jaxcache.seal.stores import store_for_url as objects
+from jaxcache.seal.objects import store_for_url as objects
 from jaxcache.seal.stores.bucket_backend import BucketSealedCache
 from jaxcache.trust.rules import target
 url, keyfile, listing = sys.argv[1:4]
@@ -116,7 +116,7 @@ def _reads(w: faults.World, b: Backend, env: dict[str, str], prefix: str, tally:
            *, must_load: bool = False, pub: str | None = None) -> int:
     """A sealed reader of the prefix: never other bytes; with `must_load`, every entry. The
     number of entries loaded."""
-    from jaxcache.seal.stores import store_for_url as objects
+    from jaxcache.seal.objects import store_for_url as objects
     from jaxcache.seal.stores.bucket_backend import BucketSealedCache
     from jaxcache.trust.inputs.public_keys import load_public
     from jaxcache.trust.rules import target

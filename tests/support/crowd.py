@@ -24,7 +24,7 @@ import json, sys, time, warnings
 from jaxcache.trust.inputs.public_keys import load_public
 where, pub, listing, rounds = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 if "://" in where:
-    from jaxcache.seal.stores import store_for_url as objects
+    from jaxcache.seal.objects import store_for_url as objects
     from jaxcache.seal.stores.bucket_backend import BucketSealedCache
     from jaxcache.trust.rules import target
     cache = BucketSealedCache(objects.open_store(target.parse_bucket(where)),

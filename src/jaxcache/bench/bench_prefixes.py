@@ -17,7 +17,7 @@ class Fresh:
     """Hands out new, verified-empty prefixes under one random bench prefix."""
 
     def __init__(self, url: str) -> None:
-        from jaxcache.seal.stores import store_for_url as objects
+        from jaxcache.seal.objects import store_for_url as objects
         from jaxcache.trust.rules import target
 
         self._objects, self._target = objects, target

@@ -250,7 +250,7 @@ def run(argv: list[str], *, trials: int, warm: int, prime: bool, timeout: float 
         if not sealed:
             raise JaxcacheError("--bucket needs --sealed: a plain bucket is UNVERIFIABLE and "
                                 "refused (docs/sealed-cache.md)")
-        from jaxcache.seal.stores import store_for_url as objects
+        from jaxcache.seal.objects import store_for_url as objects
         from jaxcache.trust.rules import target
 
         bucket = target.parse_bucket(bucket).text

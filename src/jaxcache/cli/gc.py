@@ -81,7 +81,7 @@ def handle(args: argparse.Namespace, tail: None) -> None:
 
     if is_url(path):
         from jaxcache.gc.bucket_collect import collect_bucket
-        from jaxcache.seal.stores import store_for_url as objects
+        from jaxcache.seal.objects import store_for_url as objects
         from jaxcache.trust.rules.target import parse_bucket
 
         url = parse_bucket(path)

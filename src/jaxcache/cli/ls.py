@@ -76,7 +76,7 @@ def handle(args: argparse.Namespace, tail: None) -> None:
 def _bucket(args: argparse.Namespace, url: str) -> None:
     """`ls gs://bucket/prefix` (or s3://): its entries and whether a signature object sits
     beside each (`verify` checks them). Exit 1 when an entry has none."""
-    from jaxcache.seal.stores import store_for_url as objects
+    from jaxcache.seal.objects import store_for_url as objects
     from jaxcache.seal.sweep import bucket_sweep as bucket_scan
     from jaxcache.trust.rules import target
 

@@ -51,6 +51,6 @@ def lines(seal: SealPart | None) -> list[str]:
 
 def _read_grant(path: str | None) -> str:
     """What the reader lacks, in the terms of the service that denied it (its store module's)."""
-    from jaxcache.seal.stores import store_for_url as objects
+    from jaxcache.seal.objects import store_for_url as objects
 
     return str(objects.service(str(path).partition("://")[0]).READ_GRANT)

@@ -34,15 +34,15 @@ from jaxcache.gc.collect import GcResult, Left, cost
 from jaxcache.gc.evict import evict
 from jaxcache.gc.units import Unit, group
 from jaxcache.gc.usage import KeyUse
+from jaxcache.seal.objects.store_for_url import ObjectInfo, ObjectStore, StoreError
 from jaxcache.seal.publishing import tier_names as names
 from jaxcache.seal.stores.bucket_backend import OBJECT_NAME_MAX
-from jaxcache.seal.stores.store_for_url import ObjectInfo, ObjectStore, StoreError
 from jaxcache.text import safe
 from jaxcache.trust.kernel.entries import Entry, Inventory, classify
 
 _BUCKET_OWNER = "a bucket object"
 # a signature without its entry younger than this may be a publish whose entry upload is still
-# under way (an upload may take minutes: seal/stores/gcs_store.py TIMEOUT)
+# under way (an upload may take minutes: seal/objects/gcs_store.py TIMEOUT)
 ORPHAN_AGE_S = 3600.0
 
 

@@ -45,7 +45,7 @@ def private_tier(local: str, pol: Policy, accounts: Accounts,
     must pass the ordinary audit (its parents, `local` among them, too), and is made private
     where missing. `local` must stand apart from the `shared` (sealed) directory: checked
     before anything is made. `jaxcache run` checks it before the job, the job again."""
-    from jaxcache.seal.stores.sealed_cache import apart
+    from jaxcache.seal.publishing.tier_files import apart
     from jaxcache.trust import create
     from jaxcache.trust.judgement.audit import audit
     from jaxcache.trust.rules import target

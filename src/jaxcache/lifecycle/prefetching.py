@@ -20,7 +20,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from jaxcache.seal.stores.object_store import ObjectStore
+    from jaxcache.seal.objects.object_store import ObjectStore
     from jaxcache.seal.stores.prefetch import Prefetcher
     from jaxcache.trust.rules.keyring import KeyRing
 
@@ -81,7 +81,7 @@ def start_early(seal_value: str, prefetch_value: str) -> None:
 
     url = None
     try:
-        from jaxcache.seal.stores import store_for_url as objects
+        from jaxcache.seal.objects import store_for_url as objects
         from jaxcache.trust.inputs import policy as policymod
         from jaxcache.trust.inputs import public_keys as trustkeys
         from jaxcache.trust.kernel.principals import Accounts
@@ -96,7 +96,7 @@ def start_early(seal_value: str, prefetch_value: str) -> None:
             url = target.parse_bucket(spec.path).text
             store = objects.open_store(target.parse_bucket(url))  # prepared as it starts
         elif where.path is not None:  # a sealed directory on a network filesystem
-            from jaxcache.seal.stores.directory_objects import DirectoryObjects
+            from jaxcache.seal.objects.directory_objects import DirectoryObjects
 
             url = os.path.realpath(where.path)  # as the enable's audit resolves it
             store = DirectoryObjects(url)

@@ -20,9 +20,9 @@ if TYPE_CHECKING:
 
     from jaxcache.fingerprint.model import Fingerprint
     from jaxcache.lifecycle.traps import EnableResult
+    from jaxcache.seal.objects.object_store import ObjectStore
     from jaxcache.seal.signing.keyless import KeylessSigner
     from jaxcache.seal.stores.bucket_backend import BucketSealedCache
-    from jaxcache.seal.stores.object_store import ObjectStore
     from jaxcache.seal.stores.sealed_cache import SealedCache
     from jaxcache.trust.create import InitResult
     from jaxcache.trust.inputs.public_keys import PublicKey
@@ -183,7 +183,7 @@ def _enable_sealed(path: str, policy: str | None, reset: bool,
 
         backend: SealedCache | BucketSealedCache
         if store is None:
-            from jaxcache.seal.stores.directory_objects import DirectoryObjects
+            from jaxcache.seal.objects.directory_objects import DirectoryObjects
 
             backend = SealedCache(chosen, trusted=keys, signer=signer, local=local_dir,
                                   max_size=jaxcompat.max_size, host=job_fingerprint,
@@ -262,7 +262,7 @@ def _bucket_tier(path: str, pol: Policy, accounts: Accounts, extra: tuple[Public
                  ) -> tuple[str, AuditReport, ObjectStore]:
     """gs:// or s3://bucket/prefix: judged for a sealed reader (no request is made here, so a
     network failure is a miss at load time, never a failed start), and its store."""
-    from jaxcache.seal.stores import store_for_url as objects
+    from jaxcache.seal.objects import store_for_url as objects
     from jaxcache.trust.judgement.audit import audit
     from jaxcache.trust.rules import target
 

@@ -130,7 +130,7 @@ def _install_warnings() -> None:
 
     def showwarning(message: Warning | str, category: type[Warning], filename: str,
                     lineno: int, file: TextIO | None = None, line: str | None = None) -> None:
-        if getattr(category, "__module__", "") == "jaxcache.seal.stores.sealed_cache":
+        if getattr(category, "__module__", "") == "jaxcache.seal.stores.backend_reports":
             return  # a sealed rejection: the run summary names it, without JAX's source line
         text = str(message)
         assert S.versions is not None and S.know is not None  # recorder.begin() set them first

@@ -280,7 +280,7 @@ def _admit_bucket(chosen: str, pol: Policy, accounts: Accounts, keys: tuple[Publ
     (SEALED or refused), the client checked before the job starts; the job's probe opens the
     store."""
     from jaxcache.records import run_record as recordmod
-    from jaxcache.seal.stores import store_for_url as objects
+    from jaxcache.seal.objects import store_for_url as objects
     from jaxcache.trust.judgement.audit import audit
     from jaxcache.trust.rules import target
 

@@ -115,7 +115,7 @@ class ListingBeside:
 
 def _bucket_objects(url: str) -> tuple[dict[str, int], str | None]:
     from jaxcache.errors import JaxcacheError
-    from jaxcache.seal.stores import store_for_url as objects
+    from jaxcache.seal.objects import store_for_url as objects
     from jaxcache.trust.rules import target
 
     try:

@@ -1,2 +1,2 @@
-"""The stores JAX calls: the sealed cache backend over directory tiers, the bucket backend, and
-the object stores (GCS, S3) under one deadline and retry policy."""
+"""The stores JAX calls: the sealed cache backend over directory tiers and the bucket backend,
+what both report, and the entries they fetch ahead (over seal/objects/)."""

@@ -25,11 +25,27 @@ import re
 import time
 from collections.abc import Callable, Iterable
 
+from jaxcache.seal.objects.store_for_url import (
+    ERROR,
+    NETWORK,
+    NOT_FOUND,
+    ObjectStore,
+    StoreError,
+)
 from jaxcache.seal.publishing import tier_names as names
+from jaxcache.seal.publishing.tier_files import fits, open_dir, write_tier
 from jaxcache.seal.signing import orphan_signatures as orphans
 from jaxcache.seal.signing import signature_file as sigfile
 from jaxcache.seal.signing import signature_rule as signature
 from jaxcache.seal.signing.keyless import KeylessError, KeylessSigner
+from jaxcache.seal.stores.backend_reports import (
+    Host,
+    Rejection,
+    Reports,
+    Tier,
+    Witness,
+    trusting,
+)
 from jaxcache.seal.stores.prefetch import (
     OBJECT_NAME_MAX as OBJECT_NAME_MAX,
 )
@@ -40,24 +56,6 @@ from jaxcache.seal.stores.prefetch import (
 )
 from jaxcache.seal.stores.prefetch import (
     cosignatures as cosignatures,
-)
-from jaxcache.seal.stores.sealed_cache import (
-    Host,
-    Rejection,
-    Reports,
-    Tier,
-    Witness,
-    fits,
-    open_dir,
-    trusting,
-    write_tier,
-)
-from jaxcache.seal.stores.store_for_url import (
-    ERROR,
-    NETWORK,
-    NOT_FOUND,
-    ObjectStore,
-    StoreError,
 )
 from jaxcache.trust.inputs.public_keys import PublicKey
 from jaxcache.trust.inputs.signing_keys import SigningKey

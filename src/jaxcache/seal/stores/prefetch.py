@@ -30,10 +30,10 @@ from collections import deque
 from collections.abc import Iterable
 from enum import Enum
 
+from jaxcache.seal.objects.object_store import NETWORK, ObjectStore, StoreError
 from jaxcache.seal.publishing import tier_names as names
 from jaxcache.seal.signing import signature_file as sigfile
 from jaxcache.seal.signing import signature_rule as signature
-from jaxcache.seal.stores.object_store import NETWORK, ObjectStore, StoreError
 from jaxcache.seal.stores.prefetch_plan import MAX_KEYS, plan_keys
 from jaxcache.trust.inputs.public_keys import SignerKind
 from jaxcache.trust.rules.keyring import KeyRing

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from jaxcache.errors import JaxcacheError
 from jaxcache.fingerprint.model import Fingerprint
+from jaxcache.seal.objects.store_for_url import ObjectInfo, ObjectStore, StoreError
 from jaxcache.seal.publishing import tier_names as names
 from jaxcache.seal.signing import build_claims as builds
 from jaxcache.seal.signing import (
@@ -17,9 +18,8 @@ from jaxcache.seal.signing import (
 )
 from jaxcache.seal.signing import signature_file as sigfile
 from jaxcache.seal.signing import signature_rule as signature
+from jaxcache.seal.stores.backend_reports import trusting
 from jaxcache.seal.stores.prefetch import OBJECT_NAME_MAX, cosignatures
-from jaxcache.seal.stores.sealed_cache import trusting
-from jaxcache.seal.stores.store_for_url import ObjectInfo, ObjectStore, StoreError
 from jaxcache.seal.sweep import dir_sweep as scan
 from jaxcache.seal.sweep.dir_sweep import EntryStatus, ScanResult
 from jaxcache.text import safe

@@ -16,18 +16,18 @@ from jaxcache.seal.publishing import locks
 from jaxcache.seal.publishing import tier_names as names
 from jaxcache.seal.publishing.locks import LockProblem
 from jaxcache.seal.publishing.publish import link_new, put_cosignature
+from jaxcache.seal.publishing.tier_files import (
+    Rejected,
+    cosignatures,
+    open_dir,
+    read_whole,
+)
 from jaxcache.seal.signing import build_claims as buildmod
 from jaxcache.seal.signing import hittable, keyless
 from jaxcache.seal.signing import signature_file as sigfile
 from jaxcache.seal.signing import signature_rule as signature
 from jaxcache.seal.signing.keyless import KeylessSigner
-from jaxcache.seal.stores.sealed_cache import (
-    Rejected,
-    cosignatures,
-    open_dir,
-    read_whole,
-    trusting,
-)
+from jaxcache.seal.stores.backend_reports import trusting
 from jaxcache.text import safe
 from jaxcache.trust.inputs.public_keys import PublicKey, SignerKind, identity_signer
 from jaxcache.trust.inputs.signing_keys import SigningKey

@@ -36,7 +36,7 @@ def quarantine(cache: str, qdir: str, result: ScanResult) -> Quarantined:
     from jaxcache.seal.publishing.publish import (
         exists as _taken,  # a rename would replace it: never
     )
-    from jaxcache.seal.stores.sealed_cache import open_dir
+    from jaxcache.seal.publishing.tier_files import open_dir
     from jaxcache.trust import create
 
     made = create.init(qdir)

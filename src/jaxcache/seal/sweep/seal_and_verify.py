@@ -85,7 +85,7 @@ def verify_dir(directory: str, given: tuple[str, ...], policy: Policy) -> ScanRe
     from jaxcache.seal.sweep import dir_sweep as scan
 
     if is_url(directory):
-        from jaxcache.seal.stores import store_for_url as objects
+        from jaxcache.seal.objects import store_for_url as objects
         from jaxcache.seal.sweep import bucket_sweep as bucket_scan
         from jaxcache.trust.rules import target
 
@@ -148,7 +148,7 @@ def cosign(directory: str, signing: SigningChoice, given: tuple[str, ...], polic
         signer = signing.load()
         _closing(stack, signer)
         if is_url(directory):
-            from jaxcache.seal.stores import store_for_url as objects
+            from jaxcache.seal.objects import store_for_url as objects
             from jaxcache.seal.sweep import bucket_sweep as bucket_scan
             from jaxcache.trust.rules import target
 
@@ -184,8 +184,8 @@ def _unlike(own_dir: str, shared: str, signing: SigningChoice, job: tuple[str, .
     import os
     import shlex
 
+    from jaxcache.seal.publishing.tier_files import Rejected, open_dir, read_whole
     from jaxcache.seal.signing import hittable
-    from jaxcache.seal.stores.sealed_cache import Rejected, open_dir, read_whole
     from jaxcache.trust.kernel.entries import classify
 
     try:
@@ -235,7 +235,7 @@ def _own_build(own_dir: str, policy: Policy, stack: ExitStack, shared: str | Non
     import os
 
     from jaxcache import api
-    from jaxcache.seal.stores.sealed_cache import Rejected, apart, open_dir, read_whole
+    from jaxcache.seal.publishing.tier_files import Rejected, apart, open_dir, read_whole
 
     own_dir = _existing_dir(own_dir)
     if shared is not None:
@@ -263,7 +263,7 @@ def seal_bucket(url: str, signing: SigningChoice, given: tuple[str, ...], trust_
                 warn: Callable[[str], None] | None = None) -> ScanResult:
     """Sign what is under a bucket prefix. jaxcache cannot see who wrote those objects (the
     bucket's IAM), so sealing them is refused unless the caller vouches for every writer."""
-    from jaxcache.seal.stores import store_for_url as objects
+    from jaxcache.seal.objects import store_for_url as objects
     from jaxcache.seal.sweep import bucket_sweep as bucket_scan
     from jaxcache.trust.rules import target
 
@@ -305,7 +305,7 @@ def _seal_dir(directory: str, signer: Signer, given: tuple[str, ...], policy: Po
               allow_unhittable: bool, *, require_origin: bool,
               warn: Callable[[str], None] | None) -> ScanResult:
     from jaxcache import api
-    from jaxcache.seal.stores.sealed_cache import trusting
+    from jaxcache.seal.stores.backend_reports import trusting
     from jaxcache.seal.sweep import dir_sweep as scan
 
     report = api.audit(directory, policy=policy, scan_processes=False,

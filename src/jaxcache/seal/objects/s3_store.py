@@ -1,4 +1,4 @@
-"""The S3 store (the interface: seal/stores/object_store.py), through boto3: AWS S3 and the services
+"""The S3 store (the interface: object_store.py), through boto3: AWS S3 and the services
 that speak its API (R2, MinIO, CoreWeave, SeaweedFS).
 
 The endpoint, region and credentials come from boto3's standard chain (AWS_ENDPOINT_URL,
@@ -21,7 +21,7 @@ import threading
 from collections.abc import Callable, Iterator
 
 from jaxcache.errors import JaxcacheError
-from jaxcache.seal.stores.object_store import (
+from jaxcache.seal.objects.object_store import (
     ERROR,
     NETWORK,
     NOT_FOUND,
@@ -29,7 +29,7 @@ from jaxcache.seal.stores.object_store import (
     ObjectInfo,
     StoreError,
 )
-from jaxcache.seal.stores.s3_responses import S3Error, body, head_info, listed
+from jaxcache.seal.objects.s3_responses import S3Error, body, head_info, listed
 from jaxcache.text import safe
 from jaxcache.trust.rules.target import BucketUrl
 

@@ -1,4 +1,4 @@
-"""The Cloud Storage store (the interface: seal/stores/object_store.py), through
+"""The Cloud Storage store (the interface: seal/objects/object_store.py), through
 google-cloud-storage.
 
 Honours STORAGE_EMULATOR_HOST (the client then talks to an emulator without credentials).
@@ -21,8 +21,8 @@ import threading
 from collections.abc import Callable, Iterator
 
 from jaxcache.errors import JaxcacheError
-from jaxcache.seal.stores.http_answers import server_date
-from jaxcache.seal.stores.object_store import (
+from jaxcache.seal.objects.http_answers import server_date
+from jaxcache.seal.objects.object_store import (
     ERROR,
     NETWORK,
     PERMISSION,

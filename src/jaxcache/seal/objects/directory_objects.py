@@ -15,8 +15,8 @@ import os
 import stat
 from collections.abc import Iterator
 
-from jaxcache.seal.stores.object_store import ERROR, ObjectInfo, StoreError
-from jaxcache.seal.stores.sealed_cache import open_dir, read_whole
+from jaxcache.seal.objects.object_store import ERROR, ObjectInfo, StoreError
+from jaxcache.seal.publishing.tier_files import open_dir, read_whole
 
 
 class DirectoryObjects:

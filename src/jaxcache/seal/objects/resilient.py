@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import TypeVar
 
-from jaxcache.seal.stores.object_store import NETWORK, ObjectInfo, ObjectStore, StoreError
+from jaxcache.seal.objects.object_store import NETWORK, ObjectInfo, ObjectStore, StoreError
 
 T = TypeVar("T")
 BASE_S = 20.0  # the deadline of a call that moves no bytes

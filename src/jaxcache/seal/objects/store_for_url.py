@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from jaxcache.seal.stores.object_store import (
+from jaxcache.seal.objects.object_store import (
     ERROR,
     NETWORK,
     NOT_FOUND,
@@ -29,10 +29,10 @@ __all__ = ["ERROR", "NETWORK", "NOT_FOUND", "PERMISSION", "BucketUrl", "ObjectIn
 def service(scheme: str) -> ModuleType:
     """The store module of a scheme (importing it imports no client: that waits for a call)."""
     if scheme == "s3":
-        from jaxcache.seal.stores import s3_store as s3
+        from jaxcache.seal.objects import s3_store as s3
 
         return s3
-    from jaxcache.seal.stores import gcs_store as gcs
+    from jaxcache.seal.objects import gcs_store as gcs
 
     return gcs
 
@@ -57,6 +57,6 @@ def check_client(url: BucketUrl) -> None:
 def open_store(url: BucketUrl) -> ObjectStore:
     """The store for `url` (the client is imported only here: the audit never needs it),
     every call under a deadline with bounded retries (resilient.py)."""
-    from jaxcache.seal.stores.resilient import Resilient
+    from jaxcache.seal.objects.resilient import Resilient
 
     return Resilient(service(url.scheme).Store(url))

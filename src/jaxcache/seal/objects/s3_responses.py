@@ -8,8 +8,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import cast
 
-from jaxcache.seal.stores.http_answers import server_date
-from jaxcache.seal.stores.object_store import ObjectInfo
+from jaxcache.seal.objects.http_answers import server_date
+from jaxcache.seal.objects.object_store import ObjectInfo
 from jaxcache.values import frozen
 
 TYPE_CHECKING = False
