@@ -25,8 +25,9 @@ SEAL = "JAXCACHE_SEAL"  # JSON: a sealed cache's path, keys, local tier and poli
 PREFETCH = "JAXCACHE_PREFETCH"
 FINGERPRINT = "JAXCACHE_FINGERPRINT"  # JSON: the build and CPU `jaxcache run` hashed
 
-# granted by one audit for one run: never inherited from an outer run
-PER_RUN = (AUDITED, WITNESS, ORIGIN_GATE, ORIGIN_TRUSTED, FINGERPRINT, PREFETCH)
+# granted by one audit for one run: never inherited from an outer run (a sealed outer run's
+# SEAL would make a nested plain run's probe enable the outer's sealed cache instead of its own)
+PER_RUN = (AUDITED, WITNESS, ORIGIN_GATE, ORIGIN_TRUSTED, FINGERPRINT, PREFETCH, SEAL)
 GATES = (GATE, GATE_PID)  # one run's gate, never an outer run's
 ALL = frozenset({PROBE_DIR, GATE, GATE_PID, LIB, AUDITED, WITNESS, ORIGIN_GATE, ORIGIN_TRUSTED,
                  SEAL, FINGERPRINT, PREFETCH})

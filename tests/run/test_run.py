@@ -302,3 +302,31 @@ def test_an_inherited_gate_variable_is_not_this_runs_gate(tmp_path):
                            "import jax; print('ran', jax.numpy.ones(2).sum())"],
                           capture_output=True, text=True, env=env, timeout=600)
     assert proc.returncode == 0 and "ran 2.0" in proc.stdout, proc.stderr
+
+
+@pytest.mark.parametrize("early", [True, False], ids=["job-started-early", "audit-first"])
+def test_an_outer_runs_cache_variables_do_not_reach_a_nested_run(tmp_path, early):
+    """A run inside another's job (`jaxcache run --sealed ... -- bash -c "jaxcache run ..."`)
+    gets the cache its own audit granted: none of the outer run's per-run variables (a sealed
+    outer run's JAXCACHE_SEAL made the inner job's probe enable the outer's sealed cache).
+    Both orders: a Python job started beside the audit, a shell script audited first."""
+    from jaxcache import jobenv
+
+    outer = {name: f"outer-{name}" for name in jobenv.PER_RUN}
+    show = tmp_path / "show.py"
+    show.write_text("import json, os, sys\n"
+                    "print(json.dumps({n: os.environ.get(n) for n in sys.argv[1:]}))\n")
+    script = tmp_path / "job.sh"
+    script.write_text(f'#!/bin/sh\nexec {sys.executable} {show} "$@"\n')
+    script.chmod(0o755)
+    job = [sys.executable, str(show)] if early else [str(script)]
+    env = {**os.environ, **outer, "XDG_STATE_HOME": str(tmp_path / "state")}
+    proc = subprocess.run([sys.executable, "-m", "jaxcache", "run", "-q", "--cache-dir",
+                           str(tmp_path / "cache"), "--", *job, *sorted(outer)],
+                          capture_output=True, text=True, env=env, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    seen = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert set(seen) == set(outer)
+    # the inner run's own grant names some (its directory, its witness): never the outer's
+    assert [n for n, v in seen.items() if v == outer[n]] == []
+    assert seen[jobenv.SEAL] is None and seen[jobenv.PREFETCH] is None
