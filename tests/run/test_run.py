@@ -195,6 +195,11 @@ def test_fork_and_spawn_each_record_themselves(tmp_path):
     assert doc["probe"]["loaded"] and doc["counts"]["modules"] >= 1
     pids = {s["pid"] for s in doc["subprocesses"]}
     assert len(pids) == 2 and doc["process"]["pid"] not in pids  # forked child + spawned one
+    # the forked child runs its parent's JAX: recorded so (with none, a child that compiled
+    # was taken for a rank on another jaxlib, and the run exited 1)
+    for sub in doc["subprocesses"]:
+        assert {k: sub["versions"].get(k) for k in ("jax", "jaxlib")} == \
+            {k: doc["versions"][k] for k in ("jax", "jaxlib")}, sub
 
 
 def test_program_without_jax(tmp_path):

@@ -102,7 +102,9 @@ class ProbeState:
         self.options: dict[str, object] | None = None
         self.env_cache_dir: str | None = None
         self.warnings: list[str] = []
-        self.jax: dict[str, object] = {}
+        # the JAX and jaxlib this process runs: a forked child runs its parent's (without them
+        # its view named jaxlib None, which the record took for a rank on another jaxlib)
+        self.jax: dict[str, object] = getattr(self, "jax", {})
         self.last_write = 0.0
         self.unsaved = False  # a compile ended since the last write (the write was throttled)
         self.final_done = False  # the exit write happened: nothing may replace it
