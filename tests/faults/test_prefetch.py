@@ -363,3 +363,17 @@ def test_results_never_asked_for_are_counted_whatever_they_were(world, backend):
         c, o = pre.counts(), over.counts()
     assert (c.planned, c.rejected) == (1, 1) and _all_accounted(c), c
     assert (o.planned, o.not_fetched) == (1, 1) and _all_accounted(o), o
+
+
+def test_fetches_still_queued_or_in_flight_are_counted_not_fetched(world, backend):
+    """A job that ends (or is counted) while fetches are in flight on a slow bucket: those
+    keys are not fetched, so the counts still add up to the keys planned."""
+    url = _published(world, backend, "pre-inflight")
+    keys = [k for k, _ in world.entries]
+    with faultproxy.Proxy(backend.upstream, delay_s=1.0) as proxy, \
+            bucket_faults.environment(backend.env(proxy)):
+        reader, pre = _reader(world, url, keys, workers=1)
+        c = pre.counts()  # one worker, a second a request: most keys have no result yet
+        reader.close()
+    assert c.planned == len(keys) and c.used == 0, c
+    assert c.not_fetched >= 1 and _all_accounted(c), c

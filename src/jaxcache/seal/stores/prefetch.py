@@ -77,7 +77,8 @@ class Taken:
 class PrefetchCounts:
     """For the run record and summary: entries planned from the record, prefetched (verified
     and held), used (handed to JAX's get), wasted (fetched, never asked for), not fetched
-    (asked for first, over budget, or left when the pool stopped), failed (the store failed
+    (asked for first, over budget, or still queued or in flight when counted: at the job's
+    end, a fetch it never waited for), failed (the store failed
     or the entry was gone), rejected (reported at get time), and the seconds the job did not
     wait: for each entry used, its fetch's time less what get waited for it."""
 
@@ -302,23 +303,24 @@ class Prefetcher:
             c.early_error)
 
     def counts(self) -> PrefetchCounts:
-        """The counts now: prefetched are the verified results so far (used or held), wasted
-        those held and never asked for (final once the job has ended), and every planned key
-        the pool never fetched counts as not fetched."""
+        """The counts now, which always add up to the keys planned: prefetched are the
+        verified results so far (used or held), wasted those held and never asked for, and
+        every planned key with no result (yet: still queued or in flight when the job ends, or
+        never started) counts as not fetched. Final once the job has ended."""
         with self._lock:
             c = self._counts
             done = list(self._done.values())  # finished, never asked for (yet)
             held = sum(1 for r in done if r.outcome is Outcome.LOADED)
-            held_failed = sum(1 for r in done if r.outcome in (Outcome.MISSED,
-                                                                Outcome.NOT_FOUND))
-            held_rejected = sum(1 for r in done if r.outcome is Outcome.REJECTED)
-            held_over = sum(1 for r in done if r.outcome is Outcome.OVER_BUDGET)
-            left = sum(1 for k in self._queue if k not in self._claimed)
+            failed = c.failed + sum(1 for r in done if r.outcome in (Outcome.MISSED,
+                                                                     Outcome.NOT_FOUND))
+            rejected = c.rejected + sum(1 for r in done if r.outcome is Outcome.REJECTED)
+            not_fetched = c.not_fetched + sum(1 for r in done
+                                              if r.outcome is Outcome.OVER_BUDGET)
+            # queued or in flight: no result to count elsewhere
+            not_fetched += max(0, c.planned - c.used - held - failed - rejected - not_fetched)
             return PrefetchCounts(
-                c.planned, c.used + held, c.used, held,
-                c.not_fetched + held_over + (left if self._stopped else 0),
-                c.failed + held_failed, c.rejected + held_rejected, round(c.saved_s, 4),
-                c.source, c.early_error)
+                c.planned, c.used + held, c.used, held, not_fetched, failed, rejected,
+                round(c.saved_s, 4), c.source, c.early_error)
 
     @property
     def held_bytes(self) -> int:
