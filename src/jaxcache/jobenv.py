@@ -20,8 +20,8 @@ ORIGIN_GATE = "JAXCACHE_ORIGIN_GATE"  # the ledger each load is judged against (
 # JSON: trusted writers' ledgers the gate reads too (the policy's trusted_ledgers that vouched)
 ORIGIN_TRUSTED = "JAXCACHE_ORIGIN_TRUSTED"
 SEAL = "JAXCACHE_SEAL"  # JSON: a sealed cache's path, keys, local tier and policy
-# JSON: the entries a sealed bucket reader fetches ahead (lifecycle/seal_spec.PrefetchSpec); the
-# probe takes it out of the environment at start-up: one process prefetches, not its children
+# JSON: the entries a sealed bucket reader fetches ahead (lifecycle/seal_spec.PrefetchSpec); one
+# process of the job fetches them, the first to import jax (it claims them in the probe folder)
 PREFETCH = "JAXCACHE_PREFETCH"
 FINGERPRINT = "JAXCACHE_FINGERPRINT"  # JSON: the build and CPU `jaxcache run` hashed
 

@@ -99,8 +99,14 @@ with warnings.catch_warnings(record=True) as caught:
         again = {"results": {"f": float(f(x).sum()), "g": float(g(x).sum())},
                  "hits": len(hits) - first,
                  "served_by": None if backend is None else jaxcompat.uses_backend(backend)}
+if args.as_is:  # does the backend the probe installed fetch ahead in this process?
+    from jaxcache import jaxcompat
+
+    fetching = getattr(getattr(jaxcompat.held_backend(), "store", None), "prefetch", None)
+else:
+    fetching = getattr(backend, "prefetch", None)
 print(json.dumps({
-    "results": out, "hits": len(hits), "again": again,
+    "results": out, "hits": len(hits), "again": again, "fetching_ahead": fetching is not None,
     "rejections": [] if backend is None else [
         {"key": r.key, "status": r.status, "reason": r.reason, "owner": r.owner}
         for r in backend.rejections],

@@ -519,3 +519,44 @@ def test_an_entry_swapped_between_its_prefetch_and_its_load_is_never_seen(world,
     second = json.loads((tmp_path / "r2.json").read_text())
     p = second["seal"]["prefetch"]
     assert p["used"] == p["planned"] >= 2 and second["seal"]["rejections"] == [], p
+
+
+def test_a_record_of_many_long_keys_still_lets_the_job_start(world, tmp_path):
+    """512 keys of 194-character module names (JAX-shaped, as a hostile or merely large
+    record may hold) made one environment string longer than Linux passes (128 KiB): the job
+    could not start at all. The plan is cut to what fits, in order; the job runs, and the keys
+    the last run really hit (first in the record) are still fetched ahead and used."""
+    url = copy(world, "prefetch-long")
+    _, first, _ = _sealed_run(world, url, tmp_path / "r1.json")
+    hits = [m for m in first["modules"] if m.get("outcome") == "hit"]
+    assert len(hits) >= 2
+    fake = [dict(hits[0], cache_key=f"jit_{'a' * 190}-{i:064x}") for i in range(512)]
+    record = tmp_path / "long.json"
+    record.write_text(json.dumps(dict(first, modules=hits + fake)))
+    record.chmod(0o600)
+    out, second, _ = _sealed_run(world, url, tmp_path / "r2.json", "--prefetch-from",
+                                 str(record))
+    assert out["results"] == world["golden"]
+    p = second["seal"]["prefetch"]
+    assert len(hits) < p["planned"] < len(hits) + 512, p
+    assert p["used"] == len(hits) and p["wasted"] == 0, p  # the others are in no bucket
+    assert p["planned"] == sum(p[k] for k in ("used", "not_fetched", "failed", "rejected")), p
+
+
+def test_one_process_of_the_job_fetches_ahead_however_many_import_jax(world, tmp_path):
+    """A launcher that never imports jax starts two JAX processes one after the other, both
+    with the plan in their environment: only the first to import jax fetches ahead (each
+    fetching it all multiplied the memory and the requests); both compute their numbers."""
+    url = copy(world, "prefetch-children")
+    _sealed_run(world, url, tmp_path / "r1.json")
+    child = [sys.executable, JOB, "unused", world["pub"], "--as-is"]
+    launcher = ("import subprocess, sys\n"
+                f"for _ in range(2): subprocess.run({child!r}, check=True)\n")
+    proc = jaxcache("run", "--sealed", "--cache-dir", url, "--trusted-key", world["pub"],
+                    "--record", str(tmp_path / "r2.json"), "--prefetch-from",
+                    str(tmp_path / "r1.json"), "--", sys.executable, "-c", launcher,
+                    env=world["env"])
+    assert proc.returncode == 0, proc.stderr
+    outs = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    assert [o["results"] == world["golden"] for o in outs] == [True, True]
+    assert [o["fetching_ahead"] for o in outs] == [True, False], outs

@@ -36,6 +36,11 @@ class SealSpec:
                    text(doc.get("sigstore_config")))
 
 
+# one environment string: Linux refuses any longer than 128 KiB (MAX_ARG_STRLEN), and then
+# the job does not start at all; half of it leaves the job's own variables their room
+ENV_MAX_BYTES = 64 << 10
+
+
 @frozen
 class PrefetchSpec:
     """The entries a sealed bucket reader fetches ahead (seal/stores/prefetch.py): `jaxcache run`
@@ -50,6 +55,20 @@ class PrefetchSpec:
     def to_env(self) -> str:
         return json.dumps({"keys": list(self.keys), "source": self.source,
                            "workers": self.workers, "budget_bytes": self.budget_bytes})
+
+    def within(self, limit: int = ENV_MAX_BYTES) -> PrefetchSpec:
+        """This plan with as many of its keys, in order, as fit in one environment string of
+        `limit` bytes; the rest are left to JAX's own order (a record naming 512 keys of long
+        module names made a variable Linux refuses, and the job could not start)."""
+        size = len(PrefetchSpec((), self.source, self.workers, self.budget_bytes).to_env())
+        kept = 0
+        for key in self.keys:
+            size += len(json.dumps(key)) + 2  # ", " between keys (ASCII: plan_keys' shape)
+            if size > limit:
+                break
+            kept += 1
+        return self if kept == len(self.keys) else \
+            PrefetchSpec(self.keys[:kept], self.source, self.workers, self.budget_bytes)
 
     @classmethod
     def from_env(cls, value: str) -> PrefetchSpec:

@@ -306,10 +306,12 @@ def _start_prefetch() -> None:
     so that the pool's threads, which wait on the network beside JAX's import, import nothing.
     Taken out of the environment: this process prefetches, not its children. Nothing reaches
     JAX from here: the sealed enable after `import jax` audits, then adopts the fetch (if
-    it could not start, the record says why)."""
+    it could not start, the record says why). One process of the job fetches ahead, the first
+    to import jax (_claim_prefetch): a launcher that never imports it hands the plan to each
+    of its children, which would each fetch it all, in memory and in requests."""
     plan = os.environ.pop("JAXCACHE_PREFETCH", None)
     seal = os.environ.get("JAXCACHE_SEAL")
-    if not plan or not seal:
+    if not plan or not seal or not _claim_prefetch():
         return
     _PLAN.append(plan)
     try:
@@ -318,6 +320,20 @@ def _start_prefetch() -> None:
     except Exception:
         return  # the sealed enable loads jaxcache again, and stops the job if it cannot
     prefetching.start_early(seal, plan)  # never raises: a failure is kept for the enable
+
+
+def _claim_prefetch() -> bool:
+    """Is this the job's first process to import jax with a plan to fetch ahead? It creates
+    a file in the probe directory (jaxcache's, private to the user) that no other process of
+    the job can create again; without that directory nothing is claimed, nothing fetched."""
+    if not _OUT:
+        return False
+    try:
+        os.close(os.open(os.path.join(_OUT, "prefetch.claimed"),
+                         os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600))
+    except OSError:  # claimed by another process of the job, or no directory to claim in
+        return False
+    return True
 
 
 if "jax" in sys.modules:  # imported by something earlier in start-up

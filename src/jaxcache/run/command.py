@@ -219,8 +219,8 @@ def _prefetch_env(argv: list[str], chosen: str, seal: SealOptions) -> dict[str, 
         keys = absent_from(keys, seal.local)
     if found is None or not keys:
         return {}
-    spec = PrefetchSpec(keys, found.record, seal.prefetch_workers, seal.prefetch_memory)
-    return {jobenv.PREFETCH: spec.to_env()}
+    spec = PrefetchSpec(keys, found.record, seal.prefetch_workers, seal.prefetch_memory).within()
+    return {jobenv.PREFETCH: spec.to_env()} if spec.keys else {}
 
 
 def _namespaced(chosen: str, namespace: str, on_hashing: Callable[[int, int], None] | None
