@@ -134,3 +134,34 @@ def test_a_client_that_never_answers_holds_the_job_for_its_deadline_only(tmp_pat
                        text=True, timeout=25)  # a hang would wait out the 30 s helper
     assert t.returncode == 0, t.stderr[-2000:]
     assert "early error: StoreError" in t.stdout and "deadline" in t.stdout, t.stdout
+
+
+def test_a_directory_fetch_names_signatures_as_its_filesystem_does(tmp_path):
+    """A sealed directory on a filesystem whose names stop at 255 bytes: an entry of a module
+    name 182 characters long has its signature at `<key>.sig` (`<entry>.sig` does not fit),
+    and the fetch ahead reads it there, as the reader's own load does (it looked for the
+    bucket's name, which no filesystem holds, and the entry was never fetched ahead)."""
+    from jaxcache.seal.objects.directory_objects import DirectoryObjects
+    from jaxcache.seal.stores.prefetch import Outcome, Prefetcher
+    from jaxcache.seal.stores.sealed_cache import SealedCache
+    from jaxcache.trust.inputs import signing_keys
+    from jaxcache.trust.rules import keyring
+
+    signer = signing_keys.generate()
+    shared = tmp_path / "sealed"
+    shared.mkdir()
+    short, long_ = f"jit_f-{'1' * 64}", f"jit_{'x' * 178}-{'2' * 64}"
+    publisher = SealedCache(str(shared), trusted=[signer.public], signer=signer)
+    for key in (short, long_):
+        publisher.put(key, b"an executable of " + key.encode())
+    publisher.close()
+    assert f"{long_}.sig" in os.listdir(shared)  # the name that fits
+    pool = Prefetcher(DirectoryObjects(str(shared)), keyring.of([signer.public]),
+                      [short, long_]).start()
+    assert pool.wait_idle(120)
+    for key in (short, long_):
+        taken = pool.take(key)
+        assert taken is not None and taken.fetched is not None
+        assert taken.fetched.outcome is Outcome.LOADED, taken.fetched
+        assert taken.fetched.data == b"an executable of " + key.encode()
+    pool.close()

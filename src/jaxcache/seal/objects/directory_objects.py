@@ -16,6 +16,7 @@ import stat
 from collections.abc import Iterator
 
 from jaxcache.seal.objects.object_store import ERROR, ObjectInfo, StoreError
+from jaxcache.seal.publishing import tier_names as names
 from jaxcache.seal.publishing.tier_files import open_dir, read_whole
 
 
@@ -25,6 +26,9 @@ class DirectoryObjects:
     def __init__(self, path: str) -> None:
         self.url = path  # the key under which an early fetch is kept for its enable
         self._fd = open_dir(path)  # held for the process's life, as the reader's own
+        # its filesystem's, as the reader's and the publisher's: a long module name's
+        # signature is `<key>.sig` there, never `<entry>.sig`
+        self.name_max = names.name_max(self._fd)
 
     def prepare(self) -> None:
         pass  # nothing to import or make

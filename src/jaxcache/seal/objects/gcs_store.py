@@ -25,6 +25,7 @@ from jaxcache.seal.objects.http_answers import server_date
 from jaxcache.seal.objects.object_store import (
     ERROR,
     NETWORK,
+    OBJECT_NAME_MAX,
     PERMISSION,
     ObjectInfo,
     StoreError,
@@ -56,6 +57,8 @@ def _client_module() -> Any:  # google.cloud.storage: the client has no type inf
 
 class GcsStore:
     """`gs://bucket/prefix` as an ObjectStore."""
+
+    name_max = OBJECT_NAME_MAX
 
     def __init__(self, url: BucketUrl) -> None:
         _client_module()  # fail now, with the install hint, not at the first load

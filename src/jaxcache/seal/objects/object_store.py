@@ -15,6 +15,7 @@ from typing import Protocol
 from jaxcache.values import frozen
 
 NOT_FOUND, PERMISSION, NETWORK, ERROR = "not-found", "permission-denied", "network", "error"
+OBJECT_NAME_MAX = 1024  # GCS and S3 object names: a signature is always <entry>.sig there
 
 
 @frozen
@@ -50,6 +51,9 @@ class StoreError(Exception):
 
 class ObjectStore(Protocol):
     url: str  # scheme://bucket/prefix, as the user gave it (normalized)
+    # the longest name it holds, which names a signature beside its entry (tier_names.py):
+    # a bucket's OBJECT_NAME_MAX, a directory's filesystem's NAME_MAX
+    name_max: int
 
     def prepare(self) -> None:
         """Make the client now (its imports, its configuration), no request: a caller about

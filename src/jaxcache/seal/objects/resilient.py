@@ -54,7 +54,7 @@ class Resilient:
 
     def __init__(self, store: ObjectStore, base_s: float | None = None) -> None:
         self.store = store
-        self.url = store.url
+        self.url, self.name_max = store.url, store.name_max
         self.base_s = base_deadline() if base_s is None else base_s
         self.attempts = 0  # requests started, for tests and the record
 

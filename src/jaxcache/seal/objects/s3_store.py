@@ -25,6 +25,7 @@ from jaxcache.seal.objects.object_store import (
     ERROR,
     NETWORK,
     NOT_FOUND,
+    OBJECT_NAME_MAX,
     PERMISSION,
     ObjectInfo,
     StoreError,
@@ -64,6 +65,8 @@ def _boto3() -> Any:  # the boto3 module: the client has no type information
 
 class S3Store:
     """`s3://bucket/prefix` as an ObjectStore."""
+
+    name_max = OBJECT_NAME_MAX
 
     def __init__(self, url: BucketUrl) -> None:
         _boto3()  # fail now, with the install hint, not at the first load

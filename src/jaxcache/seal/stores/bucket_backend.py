@@ -25,6 +25,7 @@ import re
 import time
 from collections.abc import Callable, Iterable
 
+from jaxcache.seal.objects.object_store import OBJECT_NAME_MAX as OBJECT_NAME_MAX
 from jaxcache.seal.objects.store_for_url import (
     ERROR,
     NETWORK,
@@ -45,9 +46,6 @@ from jaxcache.seal.stores.backend_reports import (
     Tier,
     Witness,
     trusting,
-)
-from jaxcache.seal.stores.prefetch import (
-    OBJECT_NAME_MAX as OBJECT_NAME_MAX,
 )
 from jaxcache.seal.stores.prefetch import (
     Outcome,

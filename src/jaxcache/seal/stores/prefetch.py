@@ -41,7 +41,6 @@ from jaxcache.values import frozen
 
 WORKERS = 8  # requests in flight at once
 BUDGET_BYTES = 1 << 30  # bytes held at once (entries fetched and not yet asked for)
-OBJECT_NAME_MAX = 1024  # GCS and S3 object names: the signature is always <entry>.sig
 
 
 class Outcome(Enum):
@@ -98,7 +97,7 @@ class PrefetchCounts:
 def cosignatures(store: ObjectStore, name: str) -> signature.Fetch:
     """The co-signature object of `name` by a key id (bounded as a signature is)."""
     def fetch(key_id: str) -> bytes | None:
-        where = names.cosignature(name, key_id, OBJECT_NAME_MAX)
+        where = names.cosignature(name, key_id, store.name_max)
         return None if where is None else store.get(where, limit=sigfile.MAX_BYTES + 1)
     return fetch
 
@@ -201,7 +200,7 @@ class Prefetcher:
             return Fetched(key, outcome, time.monotonic() - started, data, found, status,
                            reason)
 
-        sig = self.store.get(names.sidecar(name, names.SIGNATURE, OBJECT_NAME_MAX),
+        sig = self.store.get(names.sidecar(name, names.SIGNATURE, self.store.name_max),
                              limit=sigfile.MAX_BYTES + 1)
         if sig is None:
             if self.store.stat(name) is None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from jaxcache.errors import JaxcacheError
 from jaxcache.fingerprint.model import Fingerprint
+from jaxcache.seal.objects.object_store import OBJECT_NAME_MAX
 from jaxcache.seal.objects.store_for_url import ObjectInfo, ObjectStore, StoreError
 from jaxcache.seal.publishing import tier_names as names
 from jaxcache.seal.signing import build_claims as builds
@@ -19,7 +20,7 @@ from jaxcache.seal.signing import (
 from jaxcache.seal.signing import signature_file as sigfile
 from jaxcache.seal.signing import signature_rule as signature
 from jaxcache.seal.stores.backend_reports import trusting
-from jaxcache.seal.stores.prefetch import OBJECT_NAME_MAX, cosignatures
+from jaxcache.seal.stores.prefetch import cosignatures
 from jaxcache.seal.sweep import dir_sweep as scan
 from jaxcache.seal.sweep.dir_sweep import EntryStatus, ScanResult
 from jaxcache.text import safe
