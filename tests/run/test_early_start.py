@@ -133,16 +133,16 @@ def test_workers_spawned_before_the_gate_wait_for_it_too(tmp_path):
 def test_probe_directory_never_lives_where_others_could_swap_it(tmp_path):
     """TMPDIR writable by others (not sticky): whoever can rename the probe directory would
     choose the job's sitecustomize and forge the gate. jaxcache uses /tmp instead."""
-    from jaxcache.probe import launch
+    from jaxcache.probe import probe_folder
 
     open_dir = mkdir(tmp_path / "open", 0o777)
     private = mkdir(tmp_path / "mine", 0o700)
     saved = os.environ.get("TMPDIR")
     try:
         os.environ["TMPDIR"] = str(open_dir)
-        assert launch._tmp_root() != str(open_dir)
+        assert probe_folder.tmp_root() != str(open_dir)
         os.environ["TMPDIR"] = str(private)
-        assert launch._tmp_root() in (str(private), os.environ.get("XDG_RUNTIME_DIR"))
+        assert probe_folder.tmp_root() in (str(private), os.environ.get("XDG_RUNTIME_DIR"))
     finally:
         if saved is None:
             os.environ.pop("TMPDIR", None)

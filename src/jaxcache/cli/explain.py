@@ -64,8 +64,8 @@ def handle(args: argparse.Namespace, tail: list[str] | None) -> None:
         if record.unverified and not args.unverified_jax:
             from jaxcache.text import safe
 
-            raise JaxcacheError(f"{safe(path)}: {record.unverified}. Pass --unverified-jax to "
-                                "explain it anyway, marked unverified")
+            raise JaxcacheError(f"{safe(path)}: {safe(record.unverified)}. Pass "
+                                "--unverified-jax to explain it anyway, marked unverified")
     result = explainmod.explain_records(records)
     from jaxcache.report import explain as formats
 

@@ -160,7 +160,9 @@ def handle(args: argparse.Namespace, tail: list[str] | None) -> None:
     unverified = record.unverified
     code = result.status_for(record)
     if unverified and not args.unverified_jax:
-        sys.stderr.write(f"jaxcache: {unverified}. {runmod.UNVERIFIED_REMEDY}\n")
+        from jaxcache.text import safe
+
+        sys.stderr.write(f"jaxcache: {safe(unverified)}. {runmod.UNVERIFIED_REMEDY}\n")
     elif code != result.outcome.status:
         from jaxcache.records import used_dirs
 

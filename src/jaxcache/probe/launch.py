@@ -1,11 +1,11 @@
 """Start a program with the probe injected, wait for it, collect what the probe wrote.
 
-The probe travels as `sitecustomize.py` in a private temporary directory put first on
-PYTHONPATH; we wait with wait4() for the child's own CPU times and peak RSS, keep the
+The probe travels as `sitecustomize.py` in a private temporary folder (probe_folder.py) put
+first on PYTHONPATH; we wait with wait4() for the child's own CPU times and peak RSS, keep the
 terminal's Ctrl-C for the child, and always collect what the probe wrote, even after a crash.
 
 This module runs between `jaxcache run` and the start of the user's job, so it imports only
-os, signal, sys and time: os.posix_spawn and a few lines of its own instead of subprocess,
+os, signal and time: os.posix_spawn and a few lines of its own instead of subprocess,
 tempfile, shutil and threading, and no dataclasses (~20 ms of start-up on a 2-core machine).
 
 The gate: with `admit`, the job starts at once and `admit()` (the audit) runs while it does.
@@ -17,12 +17,12 @@ If admit() raises, the gate says no, the job is killed, and the exception propag
 from __future__ import annotations
 
 import os
-import sys
 import time
 from collections.abc import Callable
 
 from jaxcache import jobenv
 from jaxcache.errors import JaxcacheError
+from jaxcache.probe import probe_folder
 from jaxcache.text import safe
 
 TYPE_CHECKING = False
@@ -36,10 +36,11 @@ if TYPE_CHECKING:
     from types import FrameType
     from typing import IO, Any
 
+    from jaxcache.probe.probe_folder import ProbeFolder
+
     # what signal.getsignal() gives and signal.signal() takes
     Handler = Callable[[int, FrameType | None], Any] | int | signal.Handlers | None
 
-GATE_FILE = "gate.json"  # in the probe directory; the probe's env: JAXCACHE_GATE, _GATE_PID
 
 
 class CommandError(JaxcacheError):
@@ -66,65 +67,6 @@ def resolve(argv: list[str]) -> str:
     raise CommandError(f"command not found: {safe(exe)}", 127)
 
 
-def _safe_root(path: str) -> bool:
-    """A place for the probe directory that nobody else can rename it out of: ours or root's,
-    and either not writable by others or sticky (like /tmp). The probe directory holds the
-    sitecustomize the job runs and the gate that hands over the cache: whoever could swap it
-    would choose both."""
-    import stat
-
-    try:
-        st = os.stat(path)
-    except OSError:
-        return False
-    return (stat.S_ISDIR(st.st_mode) and st.st_uid in (0, os.geteuid())
-            and (not st.st_mode & 0o022 or bool(st.st_mode & stat.S_ISVTX))
-            and os.access(path, os.W_OK | os.X_OK))
-
-
-def _tmp_root() -> str:
-    candidates = (os.environ.get("XDG_RUNTIME_DIR"), os.environ.get("TMPDIR"), "/tmp",
-                  "/var/tmp")
-    for candidate in candidates:
-        if candidate and _safe_root(candidate):
-            return candidate
-    raise JaxcacheError("no safe temporary directory: TMPDIR and /tmp must be yours or root's "
-                        "and either private or sticky (others could swap the probe directory)")
-
-
-def _mkdtemp(prefix: str) -> str:
-    """A new directory, 0700, that nobody else created (mkdir fails if the name exists)."""
-    root = _tmp_root()
-    for _ in range(100):
-        path = os.path.join(root, prefix + os.urandom(6).hex())
-        try:
-            os.mkdir(path, 0o700)
-        except FileExistsError:
-            continue
-        return path
-    raise JaxcacheError(f"cannot create a private temporary directory in {safe(root)}")
-
-
-def _remove_tree(path: str) -> None:
-    """Remove the probe directory we created: our files and what the probes wrote there."""
-    try:
-        with os.scandir(path) as entries:
-            for e in entries:
-                if e.is_dir(follow_symlinks=False):
-                    _remove_tree(e.path)
-                else:
-                    os.unlink(e.path)
-        os.rmdir(path)
-    except FileNotFoundError:
-        pass
-
-
-def _write_new(path: str, data: bytes) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-    with os.fdopen(fd, "wb") as f:
-        f.write(data)
-
-
 def probe_files() -> list[tuple[str, str]]:
     """(source, name in the probe directory) of every file the probe needs in the job's
     Python: site.py as sitecustomize.py, and the stdlib-only files it loads by path once the
@@ -139,47 +81,6 @@ def probe_files() -> list[tuple[str, str]]:
             (jaxgate.VERSIONS_PY, "_jaxcache_versions.py"),
             (os.path.join(here, "launchers.py"),
              "_jaxcache_launchers.py")]
-
-
-def _probe_dir() -> str:
-    path = _mkdtemp("jaxcache-probe-")  # 0700, ours
-    cached = os.path.join(path, "__pycache__")
-    os.mkdir(cached, 0o700)
-    for source, name in probe_files():
-        copy = os.path.join(path, name)
-        with open(source, "rb") as f:
-            _write_new(copy, f.read())
-            st = os.fstat(f.fileno())
-        os.utime(copy, ns=(st.st_mtime_ns, st.st_mtime_ns))
-        _copy_compiled(source, os.path.join(cached, name[:-3]))
-    return path
-
-
-def _copy_compiled(source: str, stem: str) -> None:
-    """The installed bytecode of `source`, if any, beside its copy: every process of the job
-    loads sitecustomize, and compiling it costs each ~3 ms. The copy keeps the source's mtime,
-    so the job's Python checks this bytecode against its source as it checks any (a stale or
-    another version's is compiled afresh, never trusted blindly); it is jaxcache's own file,
-    as trusted as the source beside it."""
-    tag = sys.implementation.cache_tag
-    if tag is None:
-        return
-    head, tail = os.path.split(source)
-    try:
-        with open(os.path.join(head, "__pycache__", f"{tail[:-3]}.{tag}.pyc"), "rb") as f:
-            data = f.read()
-    except OSError:
-        return
-    _write_new(f"{stem}.{tag}.pyc", data)
-
-
-def _open_gate(probe: str, env: dict[str, str] | None) -> None:
-    """Tell the job's probes: set these variables and go on (env), or stop (None)."""
-    import json
-
-    tmp = os.path.join(probe, ".gate.tmp")
-    _write_new(tmp, json.dumps({"ok": env is not None, "env": env or {}}).encode())
-    os.rename(tmp, os.path.join(probe, GATE_FILE))
 
 
 class Ran:
@@ -210,7 +111,8 @@ def launch(argv: list[str], env: dict[str, str], *,
     if not argv:
         raise JaxcacheError("no command given: jaxcache run [OPTIONS] -- CMD [ARGS...]")
     exe = resolve(argv)
-    probe = _probe_dir()
+    folder = probe_folder.make(probe_files())
+    probe = folder.path
     try:
         child_env = dict(env)
         child_env[jobenv.PROBE_DIR] = probe
@@ -222,7 +124,7 @@ def launch(argv: list[str], env: dict[str, str], *,
             child_env.pop("JAX_COMPILATION_CACHE_DIR", None)  # only through the gate
             for name in jobenv.PER_RUN:
                 child_env.pop(name, None)
-            child_env[jobenv.GATE] = os.path.join(probe, GATE_FILE)
+            child_env[jobenv.GATE] = os.path.join(probe, probe_folder.GATE_FILE)
             child_env[jobenv.GATE_PID] = str(os.getpid())
         handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGQUIT)}
         actions = [(os.POSIX_SPAWN_DUP2, f if isinstance(f, int) else f.fileno(), target)
@@ -237,18 +139,18 @@ def launch(argv: list[str], env: dict[str, str], *,
             try:
                 granted = admit()
             except BaseException:
-                _open_gate(probe, None)
+                probe_folder.open_gate(folder, None)
                 (os.kill if interactive else _kill_group)(pid, signal.SIGKILL)
                 os.wait4(pid, 0)
                 raise
-            _open_gate(probe, granted)
+            probe_folder.open_gate(folder, granted)
         status, usage, timed_out = _wait(pid, timeout, interactive, handlers)
         wall = time.perf_counter() - start
         if not interactive:
             _end_group(pid)  # leftovers of the job (daemons it started) go with it
-        return Ran(pid, status, usage, wall, timed_out, _collect(probe, pid))
+        return Ran(pid, status, usage, wall, timed_out, _collect(folder, pid))
     finally:
-        _remove_tree(probe)
+        probe_folder.remove(folder)
 
 
 GRACE_S = 10.0  # after SIGTERM, before SIGKILL: time for a launcher to cancel its ranks
@@ -329,17 +231,23 @@ def _end_group(pid: int, grace: float = GRACE_S) -> None:
     _kill_group(pid)
 
 
-def _collect(directory: str, main_pid: int) -> tuple[dict[str, Any], ...]:
-    """The probe documents the job's processes left (a process killed mid-write leaves a
-    torn one: skipped)."""
+def _collect(folder: ProbeFolder, main_pid: int) -> tuple[dict[str, Any], ...]:
+    """The probe documents the job's processes left, the main process's first (a process
+    killed mid-write leaves a torn one: skipped; a link or anything not a file: skipped)."""
+    from stat import S_ISREG
+
     from jaxcache import validate
 
     docs: list[dict[str, Any]] = []
-    for name in sorted(os.listdir(directory)):
+    for name in sorted(os.listdir(folder.fd)):
         if not (name.startswith("probe-") and name.endswith(".json")):
             continue
         try:
-            with open(os.path.join(directory, name), "rb") as f:
+            fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
+                         dir_fd=folder.fd)
+            with os.fdopen(fd, "rb") as f:
+                if not S_ISREG(os.fstat(f.fileno()).st_mode):
+                    continue
                 doc = validate.parse_json(f.read())
         except (OSError, validate.Unreadable):
             continue

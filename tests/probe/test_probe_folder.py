@@ -1,0 +1,82 @@
+"""The probe's folder (probe/probe_folder.py): whoever could put another folder at its path
+would choose the code each process of the job runs, the cache it gets, and (through the
+clean-up) which of your files are deleted. Found by an attack: TMPDIR under a project folder
+a group may write (not sticky), a member renamed the run's folder away while the job ran and
+put a sitecustomize, or a link to the victim's files, in its place."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+from jaxcache.probe import launch, probe_folder
+
+
+def _mkdir(path, mode):
+    path.mkdir()
+    path.chmod(mode)
+    return path
+
+
+def test_no_folder_is_made_below_a_directory_a_group_may_rename_from(tmp_path):
+    team = _mkdir(tmp_path / "team", 0o2775)  # group-writable, not sticky: members rename
+    mine = _mkdir(team / "victim", 0o755)  # yours, yet renamable by the group
+    assert probe_folder.safe_root(str(mine)) is None
+    sticky = _mkdir(tmp_path / "scratch", 0o1777)  # as /tmp: others rename only their own
+    assert probe_folder.safe_root(str(_mkdir(sticky / "me", 0o700))) == str(sticky / "me")
+    link = tmp_path / "link"
+    link.symlink_to(sticky / "me")
+    assert probe_folder.safe_root(str(link)) == str(sticky / "me")  # judged by its real path
+    assert probe_folder.safe_root(str(link / "none")) is None
+
+
+def test_run_puts_the_probe_folder_elsewhere_when_tmpdir_is_renamable(tmp_path):
+    team = _mkdir(tmp_path / "team", 0o2775)
+    tmpdir = _mkdir(team / "tmp", 0o700)
+    cache = _mkdir(tmp_path / "cache", 0o700)
+    env = {**os.environ, "TMPDIR": str(tmpdir), "XDG_STATE_HOME": str(tmp_path / "state")}
+    env.pop("XDG_RUNTIME_DIR", None)
+    proc = subprocess.run(
+        [sys.executable, "-m", "jaxcache", "run", "-q", "--cache-dir", str(cache), "--record",
+         str(tmp_path / "r.json"), "--", sys.executable, "-c",
+         "import os; print(os.environ['JAXCACHE_PROBE_DIR'])"],
+        capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    where = proc.stdout.strip()
+    assert not where.startswith(str(team)) and os.path.dirname(where) == "/tmp", where
+
+
+def test_the_clean_up_never_follows_what_was_put_in_the_folders_place(tmp_path):
+    """The folder renamed away and a link to your files put at its path: the clean-up
+    empties the folder it made (wherever it now is) and leaves the link and your files."""
+    precious = _mkdir(tmp_path / "precious", 0o700)
+    (precious / "thesis.tex").write_text("years of work")
+    _mkdir(precious / "sub", 0o700)
+    (precious / "sub" / "notes").write_text("more")
+    folder = probe_folder.make([(probe_folder.__file__, "sitecustomize.py")])
+    moved = tmp_path / "moved"
+    os.rename(folder.path, moved)  # as the attacker did, then the link in its place
+    os.symlink(precious, folder.path)
+    try:
+        probe_folder.remove(folder)
+        assert os.path.islink(folder.path)  # not ours: left where it is
+        assert sorted(p.name for p in precious.rglob("*")) == ["notes", "sub", "thesis.tex"]
+        assert list(moved.iterdir()) == []  # ours, emptied through its descriptor
+    finally:
+        os.unlink(folder.path)
+
+
+def test_documents_are_read_through_the_folder_never_through_a_link(tmp_path):
+    elsewhere = tmp_path / "forged.json"
+    elsewhere.write_text(json.dumps({"pid": 1, "forged": True}))
+    folder = probe_folder.make([])
+    try:
+        os.symlink(elsewhere, os.path.join(folder.path, "probe-1.json"))
+        with open(os.path.join(folder.path, "probe-2.json"), "w") as f:
+            json.dump({"pid": 2, "started": 1.0}, f)
+        assert launch._collect(folder, 2) == ({"pid": 2, "started": 1.0},)
+    finally:
+        probe_folder.remove(folder)
+    assert not os.path.lexists(folder.path)  # gone once nothing raced in
