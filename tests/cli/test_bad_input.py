@@ -151,3 +151,11 @@ def test_policy_inside_the_audited_tree_is_refused(base):
     policy.chmod(0o600)
     assert "inside the audited tree" in one_line_error(
         jaxcache("audit", "--policy", str(policy), str(cache)))
+
+
+@pytest.mark.parametrize("user", ["\u00b2", "99999999999999999999999", "x\x1b]0;pwned\x07\x1b[31m"])
+def test_a_bad_user_is_one_escaped_line(base, user):
+    """`--user` that names no account: a digit Python's int() refuses, a number no uid holds,
+    and terminal escapes (shown escaped, never sent to the terminal)."""
+    line = one_line_error(jaxcache("audit", "--user", user, str(base)))
+    assert "no such user" in line and "\x1b" not in line and "\x07" not in line, line
