@@ -335,3 +335,22 @@ def test_an_outer_runs_cache_variables_do_not_reach_a_nested_run(tmp_path, early
     # the inner run's own grant names some (its directory, its witness): never the outer's
     assert [n for n, v in seen.items() if v == outer[n]] == []
     assert seen[jobenv.SEAL] is None and seen[jobenv.PREFETCH] is None
+
+
+def test_the_default_record_is_never_written_where_others_can_write(tmp_path):
+    """A state folder others may write (another user's, or one left open): the job runs and
+    keeps its status, its record (argv, cwd, environment) is not written there but reported
+    not written, as `jaxcache records` would refuse to read it."""
+    state = tmp_path / "state"
+    state.mkdir()
+    state.chmod(0o777)
+    marker = tmp_path / "ran"
+    env = {**os.environ, "XDG_STATE_HOME": str(state)}
+    proc = subprocess.run([sys.executable, "-m", "jaxcache", "run", "-q", "--cache-dir",
+                           str(tmp_path / "cache"), "--", sys.executable, "-c",
+                           f"open({str(marker)!r}, 'w')"],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0 and marker.exists(), proc.stderr
+    assert "record" in proc.stderr and "refusing to keep a run record" in proc.stderr, \
+        proc.stderr
+    assert not any(p.name.endswith(".json") for p in state.rglob("*"))

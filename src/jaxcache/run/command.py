@@ -83,7 +83,12 @@ def _claim_record(path: str, explicit: bool) -> Output | Unclaimed:
     if explicit:
         return outputs.claim(path, "record", recognize=recognize)
     try:
-        os.makedirs(os.path.dirname(os.path.abspath(path)), mode=0o700, exist_ok=True)
+        from jaxcache import folders
+
+        # made 0700 and yours alone, as `records` reads only such a folder: one another user
+        # can write (a state folder of theirs) would get the job's argv and environment
+        _, dfd = folders.private_folders(os.path.dirname(os.path.abspath(path)), "run record")
+        os.close(dfd)
         return outputs.claim(path, "record", recognize=recognize)
     except OSError as exc:  # the state folder cannot be made or written
         why = exc.strerror or str(exc)
