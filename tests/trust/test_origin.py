@@ -115,14 +115,17 @@ def _origins(doc: dict) -> dict[str, str]:
 
 def _check_judged(doc: dict, source: dict) -> None:
     assert doc["verdict"] == "PRIVATE", doc["findings"]  # outside CI: a warning, not a refusal
+    # f: rewritten in the source after the watched job wrote it there; here, in a copy, its
+    # bytes are no line's: unknown (a line of another directory says nothing of this file)
     assert _origins(doc) == {source["h"]: "yours", source["g"]: "unknown",
-                             source["f"]: "changed"}
+                             source["f"]: "unknown"}
     found = {f["code"]: f for f in doc["findings"]}
     assert found["origin.unknown"]["effect"] == "warning"
     assert source["g"] in found["origin.unknown"]["message"]
+    assert source["f"] in found["origin.unknown"]["message"]
     assert "restored from a CI cache" in found["origin.unknown"]["message"]
     assert "--sealed" in found["origin.unknown"]["remedy"]
-    assert source["f"] in found["origin.changed"]["message"]
+    assert "origin.changed" not in found
 
 
 def _check_refused(proc: subprocess.CompletedProcess) -> None:
@@ -144,6 +147,18 @@ def _check_sealed(proc: subprocess.CompletedProcess, record: Path, source: dict)
     assert outcomes.get("jit_h") == "hit", outcomes
 
 
+def test_an_entry_rewritten_where_it_was_written_is_changed(source):
+    """In the source itself, where the watched job wrote f, f's other bytes are changed: a
+    line of this very directory says what was written there. (In a copy elsewhere they are
+    unknown: JAX compiles the same key to other bytes in another cache, which no rewrite
+    explains.)"""
+    doc = json.loads(_jc("audit", "--format", "json", "--no-processes", str(source["src"]),
+                         env=_env(source["state"])).stdout)
+    assert _origins(doc)[source["f"]] == "changed"
+    (changed,) = [f for f in doc["findings"] if f["code"] == "origin.changed"]
+    assert source["f"] in changed["message"]
+
+
 @pytest.mark.parametrize("how", ["tarball", "cp", "rsync"])
 def test_restored_copies(how, source, tmp_path):
     dest = tmp_path / "restored"
@@ -153,8 +168,8 @@ def test_restored_copies(how, source, tmp_path):
                          env=env).stdout)
     _check_judged(doc, source)
     listed = _jc("ls", str(dest), env=env)
-    assert listed.returncode == 1  # a changed entry needs attention
-    assert "1 yours, 1 unknown, 1 changed" in listed.stdout
+    assert listed.returncode == 0  # unknown origin: the audit's warning, under CI a refusal
+    assert "1 yours, 2 unknown" in listed.stdout
     _check_refused(_jc("run", "--cache-dir", str(dest), "--", sys.executable,
                        str(source["top"] / "a.py"), env=_env(source["state"],
                                                              GITHUB_ACTIONS="true")))
@@ -246,11 +261,11 @@ def test_require_origin_outside_ci(source, tmp_path):
     warned = _jc("run", "--cache-dir", str(dest), "--", sys.executable,
                  str(source["top"] / "a.py"), env=env)
     assert warned.returncode == 0, warned.stderr
-    assert "origin of the entries before the job: 1 yours, 1 unknown, 1 changed" in warned.stderr
+    assert "origin of the entries before the job: 1 yours, 2 unknown" in warned.stderr
     record = Path(warned.stderr.split("record: ")[-1].strip())
     said = json.loads(record.read_text())["cache_dir"]["origin"]
     assert {e["name"]: e["origin"] for e in said["not_yours"]} == {
-        source["g"]: "unknown", source["f"]: "changed"}
+        source["g"]: "unknown", source["f"]: "unknown"}
 
 
 def test_enable_refuses_under_ci_and_records_what_it_writes(source, tmp_path):

@@ -35,7 +35,8 @@ def handle(args: argparse.Namespace, tail: None) -> None:
     watched wrote exactly these bytes), vouched (a line of the origin ledger of a writer your
     policy trusts here, named in its trusted_ledgers, names these bytes: the count line says
     whose), unknown (no watched job wrote it: restored, copied, baked into an image, or
-    written by JAX without jaxcache), changed (rewritten since);
+    written by JAX without jaxcache, or bytes other than what a watched job wrote for that
+    key in another directory), changed (rewritten since a watched job wrote it here);
     FLAGS says other-build where the ledger says another build of jaxlib (or another CPU)
     wrote an entry of yours (an upgrade or rebuild in place: fingerprint.rule).
     KEY names the key each signature file claims (by your policy's name for it where it

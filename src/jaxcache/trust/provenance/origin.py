@@ -18,8 +18,9 @@ Judging an entry, fastest first: same identity as a ledger line, for a file only
 -> yours (no byte read: ctime cannot be set by a user, so an unchanged identity is an unchanged
 file, unless someone holds it mapped writable: see _sole()); else a ledger line
 for that name with the same size -> the file is read (bounded by that size) and hashed:
-the digest of a line -> yours (the very bytes, e.g. copied back), else changed; a name the
-ledger knows with another size -> changed; a name it does not know -> origin unknown. Files of
+the digest of a line -> yours (the very bytes, e.g. copied back), else changed if a line was
+written for this directory (rewritten in place), else unknown (the same key compiled in another
+cache may hold other bytes); a name it does not know -> origin unknown. Files of
 XLA's own sub-caches (GPU autotune results, the kernel cache) are written by XLA, which no
 witness sees: always unknown; where origin is required the job runs with them off. What
 this cannot know: an entry written by JAX without jaxcache has no line (unknown is the honest
@@ -274,7 +275,8 @@ def judge(inventory: Inventory, dir_fd: int, ledger: Ledger, directory: str = ""
     trusts here (its trusted_ledgers, each read by trust/inputs/ledger.py's load_trusted): an
     entry yours does not vouch for whose bytes one of their lines names is theirs (vouched,
     judged by its bytes: never by identity alone, never relearned); a name any ledger knows
-    with other bytes is changed. A trusted ledger with a problem vouches for nothing."""
+    for this directory with other bytes is changed (_same_dir), one known only elsewhere
+    unknown. A trusted ledger with a problem vouches for nothing."""
     out = []
     relearned = []
     reader_id = _id(reader) if reader is not None else ""
@@ -320,12 +322,27 @@ def judge(inventory: Inventory, dir_fd: int, ledger: Ledger, directory: str = ""
         elif vouched:
             out.append(yours(e.name, vouched[-1][1], vouched[-1][0]))
         else:
-            at = max(w.at for w in [*known, *(w for _, w in theirs)])
-            out.append(EntryOrigin(e.name, CHANGED, at, owner=e.uid))
+            here = [w for w in [*known, *(w for _, w in theirs)] if _same_dir(w, directory)]
+            if here:  # a line written for this very file's place: rewritten since
+                out.append(EntryOrigin(e.name, CHANGED, max(w.at for w in here), owner=e.uid))
+            else:  # known only in other directories, whose bytes it does not hold
+                out.append(EntryOrigin(e.name, UNKNOWN, owner=e.uid))
     if relearned:
         relearn(ledger, tuple(relearned))
     return Origins(tuple(out), ledger.path, ledger.problem, ledger.skipped,
                    ledger.other_boot, tuple(relearned), reader, ledger.fingerprints, trusted)
+
+
+def _same_dir(w: Written, directory: str) -> bool:
+    """Was this line written for an entry in `directory` (the judged one; "": not known, so
+    every line counts)? JAX compiles the same key in another cache to other bytes (XLA's
+    sub-caches on or off, another build), so only a line of this directory says the file was
+    rewritten; elsewhere, bytes no line holds are of unknown origin."""
+    if not directory or not w.directory:
+        return True
+    if os.path.normpath(w.directory) == os.path.normpath(directory):
+        return True
+    return os.path.realpath(w.directory) == os.path.realpath(directory)
 
 
 def build_reason(e: EntryOrigin, origins: Origins) -> str:
