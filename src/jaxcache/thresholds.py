@@ -96,9 +96,10 @@ class LeftOut:
                     f"at the cost of {self.modules} more, smaller entries to store, trust and "
                     f"keep; measure it first: jaxcache bench {setting} -- {command} (run and "
                     "decide take the same flag, enable() min_compile_time=)")
-        return (f"{what}; not material (under {MATERIAL_SECONDS:g} s or "
-                f"{MATERIAL_FRACTION:.0%} of start-up): keep the thresholds, the cache is "
-                "doing what it should")
+        why = (f"under {MATERIAL_SECONDS:g} s" if self.seconds < MATERIAL_SECONDS else
+               f"under {MATERIAL_FRACTION:.0%} of start-up")  # the condition that decided
+        return (f"{what}; not material ({why}): keep the thresholds, the cache is doing what "
+                "it should")
 
 
 def _command(argv: object) -> str:
