@@ -29,8 +29,9 @@ UNKNOWN_WHY = ("not written by any job jaxcache watched: if this directory was r
 CHANGED_WHY = ("changed since a job jaxcache watched wrote it: whoever rewrote it chose the "
                "code it holds")
 REMEDY = ("seal the cache where it is produced and read it with `jaxcache run --sealed` "
-          "(docs/ci.md), or, if you trust that source, name it in the policy: [[cache]] "
-          "path = {path} restored_from = \"<the source, and who can write it>\"")
+          "(docs/ci.md), or, if you trust that source, name it in the policy, in a [[cache]] "
+          "table of two lines: path = {path} and restored_from = \"<the source, and who can "
+          "write it>\"")
 
 
 def refusal(ci: str | None, required: bool, restored_from: tuple[str, ...]) -> str | None:
@@ -115,9 +116,10 @@ def findings(origins: Origins, path: str, *, ci: str | None, required: bool,
 
 TRUSTED_WRITER_REMEDY = (
     "for them to count as known (what CI and --require-origin need), have {who} run the jobs "
-    "that write here with jaxcache and name {who}'s origin ledger in the policy: [[cache]] "
-    "path = {path} trusted_ledgers = [\"<{who}'s $XDG_STATE_HOME>/jaxcache/origin.ledger\"] "
-    "(readable by you, writable by {who} alone: docs/audit.md, \"Trusted writers' ledgers\")")
+    "that write here with jaxcache and name {who}'s origin ledger in the policy, in a "
+    "[[cache]] table of two lines: path = {path} and trusted_ledgers = "
+    "[\"<{who}'s $XDG_STATE_HOME>/jaxcache/origin.ledger\"] (readable by you, writable by "
+    "{who} alone: docs/audit.md, \"Trusted writers' ledgers\")")
 
 
 def _other_boot(lines: int, whose: str, path: str | None, why: str = "") -> Finding:
