@@ -159,3 +159,11 @@ def test_a_bad_user_is_one_escaped_line(base, user):
     and terminal escapes (shown escaped, never sent to the terminal)."""
     line = one_line_error(jaxcache("audit", "--user", user, str(base)))
     assert "no such user" in line and "\x1b" not in line and "\x07" not in line, line
+
+
+def test_a_url_of_a_service_jaxcache_does_not_serve_gets_no_other_services_advice():
+    """An http:// cache is unverifiable, advised in general terms: Cloud Storage's permission
+    names beside it misled."""
+    proc = jaxcache("audit", "http://example.invalid/cache")
+    assert proc.returncode == 1 and "(path.url)" in proc.stdout, proc.stdout + proc.stderr
+    assert "storage.objects.create" not in proc.stdout and "an http:// URL" in proc.stdout

@@ -302,7 +302,10 @@ def _url_report(tgt: targetmod.Target, me: pr.Principal, notes: list[Finding],
 
 
 def _article(scheme: str) -> str:
-    """As the scheme is said: "an s3:// URL", "a gs:// URL"."""
+    """As the scheme is said: spelled out ("an s3:// URL", "a gs:// URL", "an http:// URL"),
+    or as the word it is ("a file:// URL")."""
+    if scheme.lower() == "file":
+        return "a"
     return "an" if scheme[:1].lower() in "aefhilmnorsx" else "a"
 
 

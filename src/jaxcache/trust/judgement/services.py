@@ -2,8 +2,8 @@
 let a principal write, and how to check by hand who holds them.
 
 The audit judges a bucket (trust/judgement/bucket_view.py, trust/judgement/audit.py's plain URL
-finding); the stores that talk to the services are seal/'s (gcs.py, s3.py). A scheme jaxcache does
-not serve gets Cloud Storage's wording, as an example.
+finding); the stores that talk to the services are seal/'s (seal/objects/gcs_store.py,
+s3_store.py). A scheme jaxcache does not serve gets no service's wording.
 """
 
 from __future__ import annotations
@@ -19,8 +19,10 @@ _WRITE_GRANTS = {
 
 
 def write_grants(scheme: str) -> str:
-    """The service's names for write access, for a plain reader's finding."""
-    return _WRITE_GRANTS.get(scheme, _GCS_WRITE_GRANTS)
+    """The service's names for write access, for a plain reader's finding; for a scheme
+    jaxcache serves no store for, the service's own write permissions, unnamed (Cloud
+    Storage's names beside an http:// URL misled)."""
+    return _WRITE_GRANTS.get(scheme, "the service's write permission")
 
 
 def unchecked(url: BucketUrl, publishers: list[str]) -> tuple[str, str]:
