@@ -47,6 +47,13 @@ class UntrustedCacheError(JaxcacheError):
         origin = [f.remedy for f in failing if f.code.startswith("origin.") and f.remedy]
         if origin or remedies:  # every refusal says its way out; an origin one first
             lines += wrap(f"what to do: {(origin or remedies)[0]}", "  ", limit=_WIDTH)
+        signed = report.inventory.count("signature") if report.inventory is not None else 0
+        if signed and action == "cache" and not any(f.code.startswith("seal.")
+                                                    for f in report.findings):
+            lines += wrap(f"it holds {signed} signature file{'s' if signed != 1 else ''}: if "
+                          "it is a sealed cache, others may write it and its readers take only "
+                          "signed entries: jaxcache run --sealed --trusted-key KEY "
+                          "(docs/sealed-cache.md)", "  ", limit=_WIDTH)
         super().__init__("\n".join(lines))
 
 

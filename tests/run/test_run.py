@@ -354,3 +354,23 @@ def test_the_default_record_is_never_written_where_others_can_write(tmp_path):
     assert "record" in proc.stderr and "refusing to keep a run record" in proc.stderr, \
         proc.stderr
     assert not any(p.name.endswith(".json") for p in state.rglob("*"))
+
+
+def test_a_refused_directory_holding_signatures_names_the_sealed_reader(tmp_path):
+    """A directory others may write, holding signature files, refused for a plain run: the
+    refusal says how such a cache is read (--sealed), where a plain refusal only says to use a
+    private directory; a directory without signatures gets no such hint."""
+    key = "jit_f-" + "a" * 64
+    for name, signed in (("sealed", True), ("open", False)):
+        d = tmp_path / name
+        d.mkdir()
+        d.chmod(0o777)
+        (d / f"{key}-cache").write_bytes(b"x")
+        if signed:
+            (d / f"{key}-cache.sig").write_bytes(b"x")
+        proc = subprocess.run([sys.executable, "-m", "jaxcache", "run", "--cache-dir", str(d),
+                               "--", "true"], capture_output=True, text=True, timeout=300,
+                              env={**os.environ, "XDG_STATE_HOME": str(tmp_path / "state")})
+        assert proc.returncode == 1 and "refusing cache" in proc.stderr, proc.stderr
+        said = " ".join(proc.stderr.split())
+        assert ("jaxcache run --sealed --trusted-key KEY" in said) is signed, said
