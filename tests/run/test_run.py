@@ -374,3 +374,20 @@ def test_a_refused_directory_holding_signatures_names_the_sealed_reader(tmp_path
         assert proc.returncode == 1 and "refusing cache" in proc.stderr, proc.stderr
         said = " ".join(proc.stderr.split())
         assert ("jaxcache run --sealed --trusted-key KEY" in said) is signed, said
+
+
+def test_a_sealed_reader_of_a_directory_that_does_not_exist_is_one_line(tmp_path):
+    """A sealed reader's mistyped path: refused in one line, nothing made (a new private
+    directory would load nothing and keep its publisher out), the job never started."""
+    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state")}
+    made = subprocess.run([sys.executable, "-m", "jaxcache", "keygen", "-q",
+                           str(tmp_path / "k")], capture_output=True, text=True, env=env)
+    assert made.returncode == 0, made.stderr
+    marker = tmp_path / "ran"
+    proc = subprocess.run([sys.executable, "-m", "jaxcache", "run", "--sealed", "--trusted-key",
+                           str(tmp_path / "k.pub"), "--cache-dir", str(tmp_path / "typo"), "--",
+                           sys.executable, "-c", f"open({str(marker)!r}, 'w')"],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert "does not exist" in proc.stderr
+    assert not (tmp_path / "typo").exists() and not marker.exists()

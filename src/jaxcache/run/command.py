@@ -358,6 +358,11 @@ def _admit(chosen: str, policy: str | None, allow_untrusted: bool, seal: SealOpt
         raise JaxcacheError(f"jaxcache run needs a local cache directory, not {safe(chosen)}")
     local = report.path
     if not report.exists and report.missing:
+        if seal is not None and seal.signing_key is None and seal.identity is None:
+            # a reader's new 0700 directory would load nothing, and lock its publisher out
+            raise JaxcacheError(f"the sealed cache {safe(local)} does not exist: a reader loads "
+                                "only what a publisher signed there (a mistyped path?); its "
+                                "publisher makes it, e.g. by a run with --signing-key")
         from jaxcache.trust import create
 
         # creating it ourselves (mkdir 0700, then verify) removes the pre-creation risk
