@@ -33,7 +33,8 @@ def options(p: argparse.ArgumentParser) -> None:
     common.option(p, "--cache-dir", metavar="DIR",
                   help="Cache directory (default: $JAX_COMPILATION_CACHE_DIR, else the project "
                        "file's cache_dir (docs/config.md), else the one `jaxcache init` makes). "
-                       "Audited first, wherever it was named; created private if missing.")
+                       "Audited first, wherever it was named; created private if missing "
+                       "(a sealed reader's is refused instead).")
     common.option(p, "--namespace", choices=namespace.CHOICES, default=namespace.NONE,
                   show_default=True,
                   help="fingerprint: use <cache dir>/<id>, <id> being this build's and CPU's "
@@ -86,17 +87,19 @@ def sealed_flags(p: argparse.ArgumentParser) -> None:
                   help="With --sealed: a private directory read first and written instead "
                        "(tiers); each build keeps its own folder in it, DIR/<fingerprint id>.")
     common.option(p, "--no-prefetch", dest="prefetch", action="store_false",
-                  help="With --sealed on a bucket: do not fetch ahead the entries the newest "
-                       "record of the same command and cache hit (fetched in parallel while "
-                       "the job imports JAX, each verified as a load is).")
+                  help="With --sealed on a bucket or a network filesystem (NFS, a FUSE mount): "
+                       "do not fetch ahead the entries the newest record of the same command "
+                       "and cache hit (fetched in parallel while the job imports JAX, each "
+                       "verified as a load is).")
     common.option(p, "--prefetch-from", metavar="RECORD",
-                  help="With --sealed on a bucket: fetch ahead the entries this run record "
-                       "hit, instead of the newest record of the same command's.")
+                  help="With --sealed: fetch ahead the entries this run record hit, instead "
+                       "of the newest record of the same command's (also from a local "
+                       "directory).")
     common.option(p, "--prefetch-workers", type=int, default=8, metavar="N",
-                  help="With --sealed on a bucket: requests in flight at once (default 8).")
+                  help="With a fetch ahead: reads in flight at once (default 8).")
     common.option(p, "--prefetch-memory", type=int, default=1024, metavar="MB",
-                  help="With --sealed on a bucket: at most this many MB fetched ahead and "
-                       "not yet loaded (default 1024).")
+                  help="With a fetch ahead: at most this many MB fetched and not yet loaded "
+                       "(default 1024).")
 
 
 def handle(args: argparse.Namespace, tail: list[str] | None) -> None:
