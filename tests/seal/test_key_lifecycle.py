@@ -943,6 +943,21 @@ def test_an_entry_rejected_and_kept_in_the_local_tier_is_reported_ledgered_and_l
     assert doc["compiled_entries"] == 1 and doc["count"] == 2
     text = jaxcache("ls", str(tier), env=env).stdout.splitlines()[-1]
     assert text.startswith("1 compiled entry, 1 last-use mark (jaxcache's); 2 files"), text
+    # the next run loads jit_f from the local tier (read first): its record and summary say
+    # so, with the size loaded, not the planted shared file's
+    again = jaxcache("run", "--sealed", "--cache-dir", str(cache), "--policy", str(pol),
+                     "--local", str(local), "--record", str(record), "--", sys.executable,
+                     JOB, env=env)
+    assert again.returncode == 0, again.stderr[-3000:]
+    rec = json.loads(record.read_text())
+    pytest.importorskip("jsonschema").validate(rec, schemas.load("run"))
+    (module,) = [m for m in rec["modules"] if m["name"] == "jit_f"]
+    assert (module["outcome"], module["loaded_from"], module["entry_bytes"]) == \
+        ("hit", "local", written)
+    assert {x["key"] + "-cache": (x["tier"], x["bytes"]) for x in rec["seal"]["loads"]}[
+        f.name] == ("local", written)
+    (mod_line,) = [ln for ln in again.stderr.splitlines() if ln.lstrip().startswith("jit_f ")]
+    assert "load from the local tier" in mod_line and size(written) in mod_line, mod_line
 
 
 def test_co_signing_from_a_plain_runs_cache_says_why_nothing_matches_and_what_to_run(

@@ -325,6 +325,8 @@ def summary(backend: SealedBackend) -> dict[str, object]:
             "writes": [{"key": w.key, "directory": w.directory, "bytes": w.bytes,
                         "tier": w.tier.value} for w in backend.writes],
             "evictions": [{"entry": e, "directory": d} for e, d in backend.evictions],
+            "loads": [{"key": k, "tier": tier.value, "bytes": n}
+                      for k, (tier, n) in backend.served.items()],
             "write_errors": list(backend.write_errors),
             "bucket_misses": [{"key": m.key, "kind": m.kind, "reason": m.reason,
                                "hint": m.hint} for m in getattr(backend, "misses", ())],

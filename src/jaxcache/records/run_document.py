@@ -125,6 +125,11 @@ class ModuleEntry:
     def hit(self) -> bool:
         return self.outcome is ModuleOutcome.HIT
 
+    @property
+    def loaded_from(self) -> str | None:
+        """A sealed run's hit: the tier it was loaded from (shared | local), where recorded."""
+        return text(self.raw.get("loaded_from"))
+
     @classmethod
     def from_json(cls, doc: Mapping[str, object]) -> ModuleEntry:
         outcome = doc.get("outcome")

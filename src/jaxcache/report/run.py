@@ -76,7 +76,8 @@ def _row(name: str, word: str, group: list[ModuleEntry], width: int, why: str) -
     beside the reason it is judged by: a threshold compares one compile, never a sum), their
     entries added up, how many, and their seconds added up."""
     first = group[0]
-    what = "load" if first.hit else "compile"
+    what = ("load from the local tier" if first.loaded_from == "local" else "load") \
+        if first.hit else "compile"
     times = [t for t in map(shown_s, group) if t is not None]
     secs = _secs(sum(times) if times else None)
     total = sum(m.entry_bytes or 0 for m in group)

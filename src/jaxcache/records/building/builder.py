@@ -197,7 +197,11 @@ def _judged(m: ProbeModule, seal: ProbeSeal | None, before: DirSnapshot,
         # JAX said it wrote, but LRUCache.put returns silently when the file exists
         outcome = out["outcome"] = "skipped"
         out["reason"] = "file-exists-at-key"
-    if key and f"{key}-cache" in after.entries:
+    loaded = seal.loads.get(key) if seal is not None and key is not None else None
+    if loaded is not None and outcome == "hit":  # what was loaded, from the tier it came from
+        out["loaded_from"] = loaded[0]
+        out["entry_bytes"] = loaded[1]
+    elif key and f"{key}-cache" in after.entries:
         out["entry_bytes"] = after.entries[f"{key}-cache"]
     return outcome, out
 

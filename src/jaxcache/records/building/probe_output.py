@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from jaxcache.documents.fields import flag, integer, items, mapping, mappings, number, text
 from jaxcache.fingerprint.model import Accelerator
-from jaxcache.values import frozen
+from jaxcache.values import field, frozen
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -69,6 +69,8 @@ class ProbeSeal:
     writes: tuple[tuple[str, str | None, int | None], ...]
     rejected: frozenset[str]  # the cache keys it rejected
     publisher: bool  # it signs (a publisher), not only reads
+    # cache key -> (the tier an entry JAX loaded came from: shared | local, its bytes)
+    loads: Mapping[str, tuple[str | None, int | None]] = field(default_factory=dict)
 
     @classmethod
     def from_json(cls, doc: Mapping[str, object]) -> ProbeSeal:
@@ -77,7 +79,9 @@ class ProbeSeal:
                        if (key := text(w.get("key"))) is not None)
         rejected = frozenset(key for r in mappings(doc.get("rejections"))
                              if (key := text(r.get("key"))) is not None)
-        return cls(doc, writes, rejected, bool(doc.get("signing_key")))
+        loads = {key: (text(x.get("tier")), integer(x.get("bytes")))
+                 for x in mappings(doc.get("loads")) if (key := text(x.get("key"))) is not None}
+        return cls(doc, writes, rejected, bool(doc.get("signing_key")), loads)
 
 
 @frozen

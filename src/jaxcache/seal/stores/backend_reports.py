@@ -110,6 +110,9 @@ class Reports:
         self.writes: list[Write] = []  # the entries this process added
         self.evictions: list[tuple[str, str]] = []  # (entry, directory) this process evicted
         self.write_errors: list[str] = []
+        # key -> (the tier an entry JAX loaded came from, its bytes): the record's size of a
+        # hit is what was loaded, not what the shared directory holds at that key
+        self.served: dict[str, tuple[Tier, int]] = {}
         self._reported: set[tuple[str, str]] = set()
         self._unknown_seen: set[str] = set()
         self._lock = threading.Lock()
@@ -187,6 +190,13 @@ class Reports:
             return None
         if data is not None:
             lru.touch(fd, name, limit)
+            self._served(key, Tier.LOCAL, data)
+        return data
+
+    def _served(self, key: str, tier: Tier, data: bytes | None) -> bytes | None:
+        """`data`, handed to JAX from `tier` (None: a miss, nothing to say)."""
+        if data is not None:
+            self.served[key] = (tier, len(data))
         return data
 
     def _wrote(self, key: str, where: str, value: bytes, tier: Tier) -> None:

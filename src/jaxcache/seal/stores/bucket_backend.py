@@ -138,7 +138,7 @@ class BucketSealedCache(Reports):
             if data is not None:
                 return data
         try:
-            return self._from_bucket(key, name)
+            return self._served(key, Tier.SHARED, self._from_bucket(key, name))
         except StoreError as exc:
             self._missed(key, exc.kind, exc.message)
             return None

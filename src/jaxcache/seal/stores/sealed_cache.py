@@ -114,7 +114,7 @@ class SealedCache(Reports):
         if self.prefetch is not None:
             data = self._prefetched(key)
             if data is not None:
-                return data
+                return self._served(key, Tier.SHARED, data)
         try:
             # the signature first: it bounds what we read, so a planted huge file costs a
             # recompile, not the job's memory
@@ -153,7 +153,7 @@ class SealedCache(Reports):
             self._loaded(key, judged)
         if self.signer is not None:  # only the publisher keeps the shared tier's recency
             lru.touch(shared_fd, name, self._shared_max)
-        return data
+        return self._served(key, Tier.SHARED, data)
 
     def _prefetched(self, key: str) -> bytes | None:
         """The entry read and verified ahead, if it was and it passes as a load now
