@@ -239,3 +239,26 @@ def test_gc_compacts_the_ledger_and_says_so(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "origin ledger: dropped 1 of 4 lines (1 for entries gone" in proc.stdout
     assert sorted(ledger_mod.load(str(ledger)).by_name) == sorted(w.name for w in lines[1:])
+
+
+def test_build_descriptions_no_kept_line_names_are_dropped_and_said(tmp_path):
+    """`fingerprint` lines (what a build id stands for) that no kept line names, or repeated,
+    go too, and the line says so: '0 of 2 lines' beside a smaller ledger read as a mistake."""
+    from jaxcache.fingerprint.model import SHORT
+
+    cache, ledger, lines = _setup(tmp_path, 2)
+    unused = b"fingerprint\t" + b"ab" * (SHORT // 2) + b'\t{"machine":"x86_64"}\n'
+    with ledger.open("ab") as f:
+        f.write(unused + unused)  # described twice, named by no line
+    env = clean_env(XDG_STATE_HOME=str(ledger.parent.parent))
+    dry = jaxcache("gc", str(cache), "--max-age", "1h", "--dry-run", env=env)
+    assert dry.returncode == 0, dry.stderr
+    said = " ".join(dry.stdout.split())
+    assert "would drop 0 of 2 lines" in said and "and 2 build descriptions" in said, said
+    before = ledger.stat().st_size
+    done = jaxcache("gc", str(cache), "--max-age", "1h", "--format", "json", env=env)
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout)["ledger"]
+    assert (doc["lines"], doc["kept"], doc["build_descriptions_dropped"]) == (2, 2, 2)
+    assert ledger.stat().st_size == before - 2 * len(unused)
+    assert sorted(ledger_mod.load(str(ledger)).by_name) == sorted(w.name for w in lines)

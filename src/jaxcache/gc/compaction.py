@@ -56,6 +56,9 @@ class Compaction:
     repeated: int = 0  # the very same line twice
     torn: int = 0  # not a ledger line (a torn write, an edit)
     unjudged: int = 0  # its folder could not be looked into: kept
+    # `fingerprint` lines (what a build id stands for) dropped: one no kept line names, or a
+    # repeat (each watched job describes its build once)
+    descriptions: int = 0
     bytes_before: int = 0
     bytes_after: int = 0
     problem: str | None = None  # why the ledger was not compacted (then nothing changed)
@@ -234,6 +237,7 @@ def _compact(path: str, dfd: int, name: str, fd: int, dry_run: bool,
     kept: list[bytes] = []
     seen: set[bytes] = set()
     described: dict[bytes, bytes] = {}  # fingerprint id -> its line
+    descriptions = 0  # fingerprint lines read, repeats included
     builds: set[bytes] = set()
     folders = _Folders()
     try:
@@ -249,6 +253,7 @@ def _compact(path: str, dfd: int, name: str, fd: int, dry_run: bool,
                     counts[Fate.TORN] += 1
                 else:
                     described[f.group(1)] = raw
+                    descriptions += 1
                 continue
             if raw in seen:
                 counts[Fate.REPEATED] += 1
@@ -262,16 +267,17 @@ def _compact(path: str, dfd: int, name: str, fd: int, dry_run: bool,
                     builds.add(m.group(11))
     finally:
         folders.close()
-    body = b"".join(described[b] + b"\n" for b in sorted(builds) if b in described) + \
-        b"".join(raw + b"\n" for raw in kept)
+    needed = [b for b in sorted(builds) if b in described]
+    body = b"".join(described[b] + b"\n" for b in needed) + b"".join(raw + b"\n" for raw in kept)
     result = Compaction(path, dry_run, lines=sum(counts.values()),
                         kept=counts[Fate.KEPT] + counts[Fate.UNJUDGED], gone=counts[Fate.GONE],
                         changed=counts[Fate.CHANGED], repeated=counts[Fate.REPEATED],
                         torn=counts[Fate.TORN], unjudged=counts[Fate.UNJUDGED],
-                        bytes_before=len(data), bytes_after=len(data))
+                        descriptions=descriptions - len(needed), bytes_before=len(data),
+                        bytes_after=len(data))
     if dry_run:
         return replace(result, bytes_after=len(first) + 1 + len(body))
-    if result.dropped or len(described) > len(builds):
+    if result.dropped or result.descriptions:
         return replace(result, bytes_after=_locked_replace(dfd, name, fd, data, body, until_ns))
     return result  # nothing to drop: the file stays as it is
 

@@ -72,8 +72,10 @@ def ledger_line(c: Compaction) -> str:
         return f"origin ledger {safe(c.path)} not compacted: {safe(c.problem)}"
     verb = "would drop" if c.dry_run else "dropped"
     return (f"origin ledger: {verb} {c.dropped} of {plural(c.lines, 'line')} ({c.gone} for "
-            f"entries gone, {c.changed} changed, {c.repeated} repeated, {c.torn} torn), "
-            f"{size(c.bytes_before)} -> {size(c.bytes_after)}"
+            f"entries gone, {c.changed} changed, {c.repeated} repeated, {c.torn} torn)"
+            + (f" and {plural(c.descriptions, 'build description')} (repeated, or of builds "
+               "no kept line names)" if c.descriptions else "")
+            + f", {size(c.bytes_before)} -> {size(c.bytes_after)}"
             + (f"; {c.unjudged} kept unjudged (their folder could not be looked into)"
                if c.unjudged else ""))
 
@@ -83,6 +85,7 @@ def _ledger_json(c: Compaction | None) -> dict[str, object] | None:
         return None
     return {"path": safe(c.path), "lines": c.lines, "kept": c.kept, "gone": c.gone,
             "changed": c.changed, "repeated": c.repeated, "torn": c.torn,
+            "build_descriptions_dropped": c.descriptions,
             "unjudged": c.unjudged, "bytes_before": c.bytes_before,
             "bytes_after": c.bytes_after, "problem": c.problem and safe(c.problem)}
 
