@@ -250,8 +250,9 @@ def global_flags(parser: argparse.ArgumentParser) -> None:
     import argparse
 
     parser.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS,
-                        help="Only the answer (the verdict line) and errors: no progress, no "
-                             "detail.")
+                        help="Only the answer (a verdict line) and errors: no progress, no "
+                             "detail; `run` and `bench -- CMD` say nothing but errors (the "
+                             "job's output and the record stay).")
     parser.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
                         help="More detail: every writer and note of an audit, the audit "
                              "behind init's answer, every entry seal and verify judged "
