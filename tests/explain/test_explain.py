@@ -17,6 +17,9 @@ pytest.importorskip("jax")
 
 ROOT = paths.CHECKOUT
 TRAIN = str(ROOT / "examples" / "train.py")
+# where every module is written however fast it compiles (threshold 0), the train step's size
+# decides nothing a test asserts: a small one spares ~3 s of compile per process
+SMALL = ("--steps", "5")
 
 EXPENSIVE = """
 import jax, jax.numpy as jnp
@@ -191,10 +194,10 @@ def test_directory_not_writable(tmp_path):
 def test_corrupt_entry_blocks_its_key_forever(tmp_path):
     cache = tmp_path / "cache"
     every = {"JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0"}  # written however fast
-    cold = record_of(tmp_path, "cold", sys.executable, TRAIN, cache=cache, env=every)
+    cold = record_of(tmp_path, "cold", sys.executable, TRAIN, *SMALL, cache=cache, env=every)
     [entry] = [p for p in cache.iterdir() if p.name.startswith("jit_train_step-")]
     entry.write_bytes(entry.read_bytes()[:100])  # truncated, as by a full disk or a crash
-    warm = record_of(tmp_path, "warm", sys.executable, TRAIN, cache=cache, env=every)
+    warm = record_of(tmp_path, "warm", sys.executable, TRAIN, *SMALL, cache=cache, env=every)
     rc, doc = explain(warm)
     [m] = [m for m in doc["modules"] if m["name"] == "jit_train_step"]
     assert m["reason"] == "corrupt-entry" and "first writer wins" in m["text"]
@@ -226,13 +229,13 @@ def test_warm_miss_names_the_changed_key_component(tmp_path):
 
     every = {"JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0"}  # written however fast
     a = tmp_path / "a"
-    cold = record_of(tmp_path, "cold", sys.executable, TRAIN, cache=a, env=every)
+    cold = record_of(tmp_path, "cold", sys.executable, TRAIN, *SMALL, cache=a, env=every)
     b = tmp_path / "b"
     b.mkdir(mode=0o700)
     for p in a.iterdir():
         (b / p.name).write_bytes(p.read_bytes())
-    moved = record_of(tmp_path, "moved", sys.executable, TRAIN, cache=b, env=every)
-    flags = record_of(tmp_path, "flags", sys.executable, TRAIN, cache=a,
+    moved = record_of(tmp_path, "moved", sys.executable, TRAIN, *SMALL, cache=b, env=every)
+    flags = record_of(tmp_path, "flags", sys.executable, TRAIN, *SMALL, cache=a,
                       env={**every, "XLA_FLAGS": "--xla_cpu_enable_fast_math=true"})
     rc, doc = explain(cold, moved, flags)
     assert rc == 1

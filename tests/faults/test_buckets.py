@@ -29,7 +29,8 @@ SEED = 11
 
 @pytest.fixture(scope="module", params=BACKENDS)
 def backend(request, tmp_path_factory):
-    b = bucket_faults.start(request.param, tmp_path_factory.mktemp(request.param))
+    s3 = request.getfixturevalue("s3_server") if request.param == "s3" else None
+    b = bucket_faults.start(request.param, tmp_path_factory.mktemp(request.param), s3)
     yield b
     b.stop()
 

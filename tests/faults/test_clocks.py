@@ -166,7 +166,8 @@ def test_the_gc_command_with_a_clock_ahead_leaves_a_young_temporary_file(world, 
 
 @pytest.fixture(scope="module", params=bucket_faults.available())
 def backend(request, tmp_path_factory):
-    b = bucket_faults.start(request.param, tmp_path_factory.mktemp(request.param))
+    s3 = request.getfixturevalue("s3_server") if request.param == "s3" else None
+    b = bucket_faults.start(request.param, tmp_path_factory.mktemp(request.param), s3)
     yield b
     b.stop()
 
@@ -188,7 +189,7 @@ def _rival_signature(world, b, prefix: str) -> tuple[str, bytes]:
     key, data = world.entries[0]
     sig = sigfile.sign(key, data + b"a rival compile's bytes", keys.load_signing(str(world.key)))
     name = names.sidecar(f"{key}-cache", names.SIGNATURE, OBJECT_NAME_MAX)
-    b.server.upload(bucket_faults.BUCKET, f"{prefix}/{name}", sig)
+    b.upload(f"{prefix}/{name}", sig)
     return name, sig
 
 
@@ -202,7 +203,7 @@ def test_a_bucket_publisher_a_day_ahead_waits_for_a_rival_in_progress(world, bac
     proc = _skewed("+1d", sys.executable, "-c", bucket_faults.PUBLISHER, backend.url("ahead"),
                    str(world.key), str(one), env=_bucket_env(backend))
     assert proc.returncode == 0, proc.stderr
-    assert backend.server.download(bucket_faults.BUCKET, f"ahead/{name}") == sig
+    assert backend.download(f"ahead/{name}") == sig
     assert f"{key}-cache" not in backend.names("ahead")  # first writer wins: it wrote nothing
 
 
@@ -215,7 +216,7 @@ def test_bucket_gc_a_day_ahead_leaves_a_rival_signature_in_progress(world, backe
         assert proc.returncode == 2 and "RequestTimeTooSkewed" in proc.stderr, proc.stderr
     else:
         assert proc.returncode in (0, 1), proc.stdout + proc.stderr
-    assert backend.server.download(bucket_faults.BUCKET, f"gc-ahead/{name}") == sig
+    assert backend.download(f"gc-ahead/{name}") == sig
 
 
 def test_the_store_answers_with_its_own_clock(world, backend, tmp_path):

@@ -25,7 +25,8 @@ if not BACKENDS:
 
 @pytest.fixture(scope="module", params=BACKENDS)
 def backend(request, tmp_path_factory):
-    b = bucket_faults.start(request.param, tmp_path_factory.mktemp(request.param))
+    s3 = request.getfixturevalue("s3_server") if request.param == "s3" else None
+    b = bucket_faults.start(request.param, tmp_path_factory.mktemp(request.param), s3)
     yield b
     b.stop()
 
@@ -102,12 +103,12 @@ def test_an_entry_swapped_after_its_prefetch_is_never_seen(world, backend):
     with faultproxy.Proxy(backend.upstream) as proxy, \
             bucket_faults.environment(backend.env(proxy)):
         # k2's entry swapped for k1's bytes before the prefetch
-        backend.server.upload(bucket_faults.BUCKET, f"{prefix}/{k2}-cache", d1)
+        backend.upload(f"{prefix}/{k2}-cache", d1)
         reader, pre = _reader(world, url, [k1, k2])
         assert pre.wait_idle(120)
         assert reader.rejections == []  # nothing reported from the workers
         # k1's entry swapped for k2's bytes after its prefetch, before JAX asks
-        backend.server.upload(bucket_faults.BUCKET, f"{prefix}/{k1}-cache", d2)
+        backend.upload(f"{prefix}/{k1}-cache", d2)
         assert reader.get(k1) == d1
         assert reader.get(k2) is None
         (r,) = reader.rejections
@@ -354,7 +355,7 @@ def test_results_never_asked_for_are_counted_whatever_they_were(world, backend):
     (k1, d1), (k2, _) = world.entries[0], world.entries[1]
     with faultproxy.Proxy(backend.upstream) as proxy, \
             bucket_faults.environment(backend.env(proxy)):
-        backend.server.upload(bucket_faults.BUCKET, f"{prefix}/{k2}-cache", d1)
+        backend.upload(f"{prefix}/{k2}-cache", d1)
         swapped, pre = _reader(world, url, [k2])
         tight, over = _reader(world, url, [k1], budget_bytes=0)
         assert pre.wait_idle(120) and over.wait_idle(120)

@@ -121,7 +121,9 @@ def test_small_function_is_skipped_with_the_size_threshold(cold_and_warm):
 def test_a_compile_under_the_time_threshold_is_skipped_with_both_numbers(tmp_path):
     """A threshold no compile reaches: every module skipped, with JAX's numbers."""
     env = {**os.environ, "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "1000"}
-    proc = run(tmp_path / "cache", tmp_path / "r.json", sys.executable, TRAIN, env=env)
+    # the train step's size decides nothing here (no compile reaches 1000 s): a small one
+    proc = run(tmp_path / "cache", tmp_path / "r.json", sys.executable, TRAIN, "--steps", "5",
+               env=env)
     assert proc.returncode == 0, proc.stderr
     norm = by_name(json.loads((tmp_path / "r.json").read_text()), "jit_normalize")
     assert norm["outcome"] == "skipped" and norm["reason"] == "compile-time-below-threshold"

@@ -1,6 +1,7 @@
-"""A sealed cache in an S3 bucket, against a real S3-compatible server (SeaweedFS, started here
-on free loopback ports with real credentials, stopped by PID) with real JAX jobs in separate
-processes; and the store scenarios that the Cloud Storage emulator also serves, run against both.
+"""A sealed cache in an S3 bucket, against a real S3-compatible server (SeaweedFS on free
+loopback ports with real credentials: one per test worker, conftest.py's s3_server, stopped by
+PID) with real JAX jobs in separate processes; and the store scenarios that the Cloud Storage
+emulator also serves, run against both.
 
 A publisher holding the signing key fills s3://jaxs3/pub; each test copies those objects to a
 prefix of its own, tampers through the S3 API as someone with write on the bucket would, and
@@ -46,25 +47,23 @@ def base_env(**extra: str) -> dict:
 
 
 @pytest.fixture(scope="module")
-def world(tmp_path_factory, unsealed_results):
+def world(tmp_path_factory, unsealed_results, s3_server):
+    """The worker's S3 server (conftest.py; its stop by PID is checked there) with this
+    file's bucket, made now: no other file writes into it."""
     root = tmp_path_factory.mktemp("s3")
-    srv = seaweedfs.start(root / "seaweedfs", (BUCKET,))
-    try:
-        keys = root / "keys"
-        pub = _keygen(keys / "ci.key")
-        other = _keygen(keys / "mallory.key")
-        w = {"root": root, "srv": srv, "pub": pub, "other": other, "key": keys / "ci.key",
-             "mallory": keys / "mallory.key", "env": base_env(**srv.env()),
-             "reader_env": base_env(**srv.env(seaweedfs.READER_KEY, seaweedfs.READER_SECRET))}
-        first = job(w, f"s3://{BUCKET}/pub", "--key", str(w["key"]))
-        assert first["results"] == unsealed_results and first["hits"] == 0
-        assert first["write_errors"] == []
-        w["golden"] = unsealed_results
-        yield w
-    finally:
-        srv.stop()
-    assert srv.proc.poll() is not None  # stopped, by its PID
-    assert not [p for port in srv.ports for p in Path("/tmp").glob(f"seaweedfs-*-{port}.sock")]
+    srv = s3_server
+    srv.make_bucket(BUCKET)
+    keys = root / "keys"
+    pub = _keygen(keys / "ci.key")
+    other = _keygen(keys / "mallory.key")
+    w = {"root": root, "srv": srv, "pub": pub, "other": other, "key": keys / "ci.key",
+         "mallory": keys / "mallory.key", "env": base_env(**srv.env()),
+         "reader_env": base_env(**srv.env(seaweedfs.READER_KEY, seaweedfs.READER_SECRET))}
+    first = job(w, f"s3://{BUCKET}/pub", "--key", str(w["key"]))
+    assert first["results"] == unsealed_results and first["hits"] == 0
+    assert first["write_errors"] == []
+    w["golden"] = unsealed_results
+    return w
 
 
 def _keygen(path: Path) -> str:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import subprocess
 import sys
 import warnings
@@ -62,6 +63,8 @@ class Backend:
     scheme: str
     upstream: tuple[str, int]
     server: object
+    bucket: str = BUCKET
+    owned: bool = True  # started for this backend alone: stop() stops it
 
     def env(self, proxy: faultproxy.Proxy, deadline_s: float = 5.0) -> dict[str, str]:
         extra = {"JAXCACHE_BUCKET_DEADLINE_S": str(deadline_s)}
@@ -72,13 +75,23 @@ class Backend:
         return clean_env(**extra)
 
     def url(self, prefix: str) -> str:
-        return f"{self.scheme}://{BUCKET}/{prefix}"
+        return f"{self.scheme}://{self.bucket}/{prefix}"
 
     def names(self, prefix: str) -> dict[str, str]:
-        return self.server.names(BUCKET, prefix)  # type: ignore[attr-defined]
+        return self.server.names(self.bucket, prefix)  # type: ignore[attr-defined]
+
+    def upload(self, name: str, data: bytes) -> None:
+        """Straight to the server, as someone with write on the bucket."""
+        self.server.upload(self.bucket, name, data)  # type: ignore[attr-defined]
+
+    def download(self, name: str) -> bytes | None:
+        return self.server.download(self.bucket, name)  # type: ignore[attr-defined]
 
     def stop(self) -> None:
-        self.server.stop()  # type: ignore[attr-defined]
+        """The server, where it is this backend's own; a shared one outlives it (its
+        bucket is this backend's alone)."""
+        if self.owned:
+            self.server.stop()  # type: ignore[attr-defined]
 
 
 def available() -> list[str]:
@@ -90,10 +103,16 @@ def available() -> list[str]:
     return out
 
 
-def start(name: str, root: Path) -> Backend:
+def start(name: str, root: Path, s3: seaweedfs.Server | None = None) -> Backend:
+    """A server of its own; or, for s3 where `s3` is given, a fresh bucket on that running
+    server (SeaweedFS takes seconds to start, so the suite starts one per worker)."""
     if name == "gcs":
         emu = gcs_emulator.start(root / "gcs-data", (BUCKET,))
         return Backend("gcs", "gs", ("127.0.0.1", emu.port), emu)
+    if s3 is not None:
+        bucket = f"{BUCKET}-{secrets.token_hex(4)}"
+        s3.make_bucket(bucket)
+        return Backend("s3", "s3", ("127.0.0.1", s3.port), s3, bucket, owned=False)
     srv = seaweedfs.start(root / "seaweedfs", (BUCKET,))
     return Backend("s3", "s3", ("127.0.0.1", srv.port), srv)
 
@@ -257,7 +276,7 @@ COMMANDS = ("seal", "cosign", "gc")
 def _upload_unsigned(w: faults.World, b: Backend, prefix: str) -> None:
     """The entries as a job wrote them (no signature), straight to the server."""
     for key, data in w.entries:
-        b.server.upload(BUCKET, f"{prefix}/{key}-cache", data)  # type: ignore[attr-defined]
+        b.upload(f"{prefix}/{key}-cache", data)
 
 
 def _command(what: str, w: faults.World, url: str) -> list[str]:
