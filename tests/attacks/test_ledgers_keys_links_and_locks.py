@@ -533,7 +533,9 @@ def test_ci_audit_after_a_trusted_writer_rewrites_a_relearned_entry(through_mapp
         assert audit()[1]["yours"] == 1
         theirs.write_bytes(b"compiled g " * 400)
         code, origins = audit()
-        assert code == 1 and origins["changed"] == 1
+        # the line was written for another directory (/mine): bytes it does not hold here are
+        # of unknown origin (origin.py's _same_dir), refused under CI all the same
+        assert code == 1 and (origins["yours"], origins["unknown"]) == (0, 1), origins
         return
     fd = os.open(theirs, os.O_RDWR)
     try:
