@@ -393,3 +393,25 @@ def test_a_sealed_reader_of_a_directory_that_does_not_exist_is_one_line(tmp_path
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
     assert "does not exist" in proc.stderr
     assert not (tmp_path / "typo").exists() and not marker.exists()
+
+
+def test_a_cache_directory_run_makes_is_said_once(tmp_path):
+    """A cache directory that did not exist is made private, and said before the job (a
+    mistyped path would otherwise start empty, silently, at every run); not again once it
+    exists, nor with -q."""
+    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state")}
+    cache = tmp_path / "new" / "cache"
+
+    def run_once(*flags: str) -> str:
+        proc = subprocess.run([sys.executable, "-m", "jaxcache", "run", *flags, "--cache-dir",
+                               str(cache), "--", "true"], capture_output=True, text=True,
+                              env=env, timeout=300)
+        assert proc.returncode == 0, proc.stderr
+        return proc.stderr
+
+    first = run_once()
+    assert f"jaxcache: created {cache} (mode 0700, and 1 folder above it)" in first, first
+    assert (cache.stat().st_mode & 0o777) == 0o700
+    assert "created" not in run_once()
+    cache.rmdir()
+    assert run_once("-q") == ""

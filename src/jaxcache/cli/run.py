@@ -135,7 +135,8 @@ def handle(args: argparse.Namespace, tail: list[str] | None) -> None:
                                 require_origin=args.require_origin,
                                 namespace=args.namespace,
                                 env={**os.environ, **common.threshold_env(args)},
-                                on_hashing=None if args.quiet else common.hashing_notice)
+                                on_hashing=None if args.quiet else common.hashing_notice,
+                                on_created=None if args.quiet else _created)
     except UntrustedCacheError as exc:
         _refused_rank(exc)
     from jaxcache.records.run_document import RunRecord
@@ -182,6 +183,16 @@ def handle(args: argparse.Namespace, tail: list[str] | None) -> None:
                    "ranks)")
         sys.stderr.write(f"jaxcache: exit 1: {why}\n")
     _exit_now(code)
+
+
+def _created(folders: tuple[str, ...]) -> None:
+    """Said before the job: a cache directory that did not exist was made, outermost first
+    (a mistyped path would otherwise start empty, silently, every run)."""
+    from jaxcache.text import plural, safe
+
+    above = f", and {plural(len(folders) - 1, 'folder')} above it" if len(folders) > 1 else ""
+    sys.stderr.write(f"jaxcache: created {safe(folders[-1])} (mode 0700{above}): the cache "
+                     "directory did not exist\n")
 
 
 GC_DEADLINE_S = 10.0  # after the job, gc deletes for at most this long; the next run goes on

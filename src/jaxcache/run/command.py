@@ -104,7 +104,8 @@ def run_job(argv: list[str], *, cache_dir: str | None = None, record_path: str |
             unverified_jax: bool = False, stdout: int | IO[str] | IO[bytes] | None = None,
             require_origin: bool = False,
             on_hashing: Callable[[int, int], None] | None = None,
-            namespace: str = "none") -> RunResult:
+            namespace: str = "none",
+            on_created: Callable[[tuple[str, ...]], None] | None = None) -> RunResult:
     """Returns a record.RunResult. seal: a sealing.SealOptions, for a sealed cache (its probe
     enables it in the job). unverified_jax: run a job whose JAX is outside the supported
     lines anyway; its record says `unverified` (otherwise refused before the job when its
@@ -114,7 +115,8 @@ def run_job(argv: list[str], *, cache_dir: str | None = None, record_path: str |
     on_hashing(bytes, files): told before the build's binaries are hashed (fingerprint/:
     once per install), so a person knows why this run starts slower. namespace: "fingerprint"
     runs the job on <cache dir>/<its fingerprint's id> (trust/rules/namespace.py), "none" on the
-    cache dir itself."""
+    cache dir itself. on_created(folders): told the folders made for a cache directory that did
+    not exist (made private before the job: a mistyped path would start empty, every run)."""
     from jaxcache.probe import launch
     from jaxcache.run import early_start
     from jaxcache.userdirs import policy_file
@@ -149,7 +151,7 @@ def run_job(argv: list[str], *, cache_dir: str | None = None, record_path: str |
 
             try:
                 admission = _admit(chosen, policy, allow_untrusted, seal, require_origin, env,
-                                   mine)
+                                   mine, on_created)
             except UntrustedCacheError as exc:
                 _say_how_to_make(exc, chosen, named, seal)
                 raise
@@ -314,7 +316,8 @@ def _admit_bucket(chosen: str, pol: Policy, accounts: Accounts, keys: tuple[Publ
 
 def _admit(chosen: str, policy: str | None, allow_untrusted: bool, seal: SealOptions | None,
            require_origin: bool = False, env: dict[str, str] | None = None,
-           fingerprint: Callable[[], Fingerprint] | None = None) -> Admission:
+           fingerprint: Callable[[], Fingerprint] | None = None,
+           on_created: Callable[[tuple[str, ...]], None] | None = None) -> Admission:
     """The audit (creating a missing directory private first): refuses, or says which path
     the job gets, through which variables, and what the directory held before. `fingerprint()`
     (the job's build and host, fingerprint.current()): entries of yours another build wrote
@@ -370,6 +373,8 @@ def _admit(chosen: str, policy: str | None, allow_untrusted: bool, seal: SealOpt
         report = made.report
         if not made.ok:
             raise UntrustedCacheError(report)
+        if made.created and on_created is not None:
+            on_created(made.created)
         if seal is not None:  # keys given, or the policy's keys or identities
             report = audit(local, policy=pol, scan_processes=False, accounts=accounts,
                            sealed=True, sealed_keys=keys)
