@@ -88,7 +88,7 @@ def start_early(seal_value: str, prefetch_value: str) -> None:
         from jaxcache.trust.rules import keyring, target
 
         spec, plan = SealSpec.from_env(seal_value), PrefetchSpec.from_env(prefetch_value)
-        if spec.signing_key is not None or spec.identity is not None:
+        if spec.publisher:
             return  # a publisher's misses are compiled and published
         where = target.resolve(spec.path)
         store: ObjectStore
@@ -107,7 +107,7 @@ def start_early(seal_value: str, prefetch_value: str) -> None:
         keys = keyring.for_rule(pol.rule_for(url), extra)
         _begin(ahead.Prefetcher(store, keys, plan.keys, workers=plan.workers,
                                      budget_bytes=plan.budget_bytes, source=plan.source))
-    except Exception as exc:  # noqa: BLE001 - the job goes on; the enable starts it instead
+    except Exception as exc:  # noqa: BLE001 - the job goes on; the enable says why, once
         if url is not None:
             _failed_early(url, f"{type(exc).__name__}: {exc}")
 

@@ -21,6 +21,11 @@ class SealSpec:
     identity: str | None = None  # "ci": the job signs keyless, as its CI identity
     sigstore_config: str | None = None  # the Sigstore trust config it signs with
 
+    @property
+    def publisher(self) -> bool:
+        """The job signs what it writes (a key, or keyless): SealOptions.publisher's word."""
+        return self.signing_key is not None or self.identity is not None
+
     def to_env(self) -> str:
         return json.dumps({"path": self.path, "signing_key": self.signing_key,
                            "trusted_keys": list(self.trusted_keys), "local": self.local,

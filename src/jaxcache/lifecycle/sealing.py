@@ -53,6 +53,12 @@ class SealOptions:
     prefetch_workers: int = 8
     prefetch_memory: int = 1 << 30
 
+    @property
+    def publisher(self) -> bool:
+        """The job signs what it writes (a key, or keyless as its CI identity): it compiles
+        and publishes its misses; a reader only loads what a publisher signed."""
+        return self.signing_key is not None or self.identity is not None
+
     def public_keys(self) -> tuple[PublicKey, ...]:
         from jaxcache.trust.inputs import public_keys as trustkeys
         from jaxcache.trust.inputs import signing_keys as keymod

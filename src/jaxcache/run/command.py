@@ -206,7 +206,7 @@ def _prefetch_env(argv: list[str], chosen: str, seal: SealOptions) -> dict[str, 
     when prefetch is off, for a publisher, or without such a record."""
     from jaxcache.trust.rules.target import is_url
 
-    if not seal.prefetch or seal.signing_key is not None or seal.identity is not None:
+    if not seal.prefetch or seal.publisher:
         return {}  # a publisher compiles and publishes its misses
     if not is_url(chosen) and seal.prefetch_from is None:
         from jaxcache.lifecycle.prefetching import on_network
@@ -305,8 +305,7 @@ def _admit_bucket(chosen: str, pol: Policy, accounts: Accounts, keys: tuple[Publ
 
         private_tier(seal.local, pol, accounts)
     # a publisher's job writes to the bucket: listed before it starts; a reader's, beside it
-    publisher = seal.signing_key is not None or seal.identity is not None
-    if publisher:
+    if seal.publisher:
         return Admission(url, report.verdict.value, seal.job_env(url, policy),
                          recordmod.DirSnapshot.at(url))
     return Admission(url, report.verdict.value, seal.job_env(url, policy),
@@ -361,7 +360,7 @@ def _admit(chosen: str, policy: str | None, allow_untrusted: bool, seal: SealOpt
         raise JaxcacheError(f"jaxcache run needs a local cache directory, not {safe(chosen)}")
     local = report.path
     if not report.exists and report.missing:
-        if seal is not None and seal.signing_key is None and seal.identity is None:
+        if seal is not None and not seal.publisher:
             # a reader's new 0700 directory would load nothing, and lock its publisher out
             raise JaxcacheError(f"the sealed cache {safe(local)} does not exist: a reader loads "
                                 "only what a publisher signed there (a mistyped path?); its "
