@@ -234,8 +234,9 @@ def test_an_entry_landing_after_gc_took_its_signature_is_not_left_unsigned(world
     published. The schedule is replayed through the real store: just before our entry's
     upload, the signature is deleted as gc deletes it."""
     from jaxcache.seal.objects import store_for_url as objects
+    from jaxcache.seal.objects.object_store import OBJECT_NAME_MAX
     from jaxcache.seal.publishing import tier_names as names
-    from jaxcache.seal.stores.bucket_backend import OBJECT_NAME_MAX, BucketSealedCache
+    from jaxcache.seal.stores.bucket_backend import BucketSealedCache
     from jaxcache.trust.inputs import signing_keys as keys
     from jaxcache.trust.rules import target
 

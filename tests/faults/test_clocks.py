@@ -181,9 +181,9 @@ def _bucket_env(b) -> dict[str, str]:
 def _rival_signature(world, b, prefix: str) -> tuple[str, bytes]:
     """A genuine signature of other bytes than the entry's, uploaded now, no entry beside it:
     a rival publish in progress (its entry upload may take minutes)."""
+    from jaxcache.seal.objects.object_store import OBJECT_NAME_MAX
     from jaxcache.seal.publishing import tier_names as names
     from jaxcache.seal.signing import signature_file as sigfile
-    from jaxcache.seal.stores.bucket_backend import OBJECT_NAME_MAX
     from jaxcache.trust.inputs import signing_keys as keys
 
     key, data = world.entries[0]

@@ -34,9 +34,9 @@ from jaxcache.gc.collect import GcResult, Left, cost
 from jaxcache.gc.evict import evict
 from jaxcache.gc.units import Unit, group
 from jaxcache.gc.usage import KeyUse
+from jaxcache.seal.objects.object_store import OBJECT_NAME_MAX
 from jaxcache.seal.objects.store_for_url import ObjectInfo, ObjectStore, StoreError
 from jaxcache.seal.publishing import tier_names as names
-from jaxcache.seal.stores.bucket_backend import OBJECT_NAME_MAX
 from jaxcache.text import safe
 from jaxcache.trust.kernel.entries import Entry, Inventory, classify
 

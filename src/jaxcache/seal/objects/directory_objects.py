@@ -3,7 +3,7 @@ network filesystem (NFS, Lustre, a FUSE mount) each open and read of JAX's one-a
 waits a round trip, as a bucket's requests do, so the entries the job hit last time are read
 and verified in parallel while it imports JAX.
 
-Reads go through the directory's descriptor exactly as the sealed reader's own (sealed_cache
+Reads go through the directory's descriptor exactly as the sealed reader's own (tier_files
 `read_whole`: no link followed, regular files only, at most `limit` bytes); nothing is written.
 Whatever the fetch finds wrong (a link, a non-file, a bad signature) the reader's own load of
 that entry finds again, and reports with the file's owner.

@@ -25,7 +25,6 @@ import re
 import time
 from collections.abc import Callable, Iterable
 
-from jaxcache.seal.objects.object_store import OBJECT_NAME_MAX as OBJECT_NAME_MAX
 from jaxcache.seal.objects.store_for_url import (
     ERROR,
     NETWORK,
@@ -163,7 +162,7 @@ class BucketSealedCache(Reports):
             if failed is not None and not self._down_until:  # the pool's failure is ours
                 self._went_down(NETWORK, failed)
         self._skip_if_down()
-        sig = self.store.get(names.sidecar(name, names.SIGNATURE, OBJECT_NAME_MAX),
+        sig = self.store.get(names.sidecar(name, names.SIGNATURE, self.store.name_max),
                              limit=sigfile.MAX_BYTES + 1)
         if sig is None:
             if self.store.stat(name) is None:
@@ -240,7 +239,7 @@ class BucketSealedCache(Reports):
         except KeylessError as exc:
             raise self._write_failed(key, self.store.url, OSError(errno.EIO, str(exc))) from None
         self.trusted = trusting(self.trusted, self.signer)
-        signame = names.sidecar(name, names.SIGNATURE, OBJECT_NAME_MAX)
+        signame = names.sidecar(name, names.SIGNATURE, self.store.name_max)
         try:
             self._skip_if_down()
             if self.store.stat(name) is not None:
