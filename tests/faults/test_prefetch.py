@@ -49,6 +49,15 @@ def _published(world, backend, prefix: str) -> str:
     return backend.url(prefix)
 
 
+def _published_swapped(world, backend, prefix: str) -> str:
+    """The world's entries published under `prefix`, then the second key's object overwritten
+    with the first's bytes (a swap before any fetch: its signature no longer vouches)."""
+    url = _published(world, backend, prefix)
+    (_, d1), (k2, _) = world.entries[0], world.entries[1]
+    backend.upload(f"{url.split('/', 3)[3]}/{k2}-cache", d1)
+    return url
+
+
 def _reader(world, url: str, keys, **options):
     """A reader of `url` with a prefetch of `keys` started (in the proxy's environment)."""
     from jaxcache.seal.objects import store_for_url as objects
@@ -97,13 +106,11 @@ def test_prefetched_entries_are_the_signed_bytes_and_counted(world, backend):
 def test_an_entry_swapped_after_its_prefetch_is_never_seen(world, backend):
     """The prefetch holds the verified bytes: what the bucket holds by the time JAX asks does
     not reach JAX; a swap before the prefetch is rejected, reported once, at get time."""
-    url = _published(world, backend, "pre-swap")
+    url = _published_swapped(world, backend, "pre-swap")  # k2's entry: k1's bytes
     prefix = url.split("/", 3)[3]
     (k1, d1), (k2, d2) = world.entries[0], world.entries[1]
     with faultproxy.Proxy(backend.upstream) as proxy, \
             bucket_faults.environment(backend.env(proxy)):
-        # k2's entry swapped for k1's bytes before the prefetch
-        backend.upload(f"{prefix}/{k2}-cache", d1)
         reader, pre = _reader(world, url, [k1, k2])
         assert pre.wait_idle(120)
         assert reader.rejections == []  # nothing reported from the workers
@@ -350,12 +357,10 @@ def test_a_key_that_expires_between_the_prefetch_and_the_load_is_not_loaded(worl
 def test_results_never_asked_for_are_counted_whatever_they_were(world, backend):
     """A swapped entry the pool rejected and one over the budget, neither asked for: the
     counts still add up (rejected, not fetched), so the record never hides the swap."""
-    url = _published(world, backend, "pre-count")
-    prefix = url.split("/", 3)[3]
-    (k1, d1), (k2, _) = world.entries[0], world.entries[1]
+    url = _published_swapped(world, backend, "pre-count")  # k2's entry: k1's bytes
+    (k1, _), (k2, _) = world.entries[0], world.entries[1]
     with faultproxy.Proxy(backend.upstream) as proxy, \
             bucket_faults.environment(backend.env(proxy)):
-        backend.upload(f"{prefix}/{k2}-cache", d1)
         swapped, pre = _reader(world, url, [k2])
         tight, over = _reader(world, url, [k1], budget_bytes=0)
         assert pre.wait_idle(120) and over.wait_idle(120)
