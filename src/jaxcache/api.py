@@ -34,9 +34,10 @@ def audit(path: str, *, policy: str | Policy | None = None, as_user: str | None 
         from jaxcache.text import safe
 
         # a uid is ASCII digits ('²'.isdigit() is True, yet no int), within what a uid holds
-        number = as_user.isascii() and as_user.isdigit()
-        uid = int(as_user) if number and len(as_user) <= 10 else \
-            None if number else accounts.uid_of(as_user)
+        if as_user.isascii() and as_user.isdigit():
+            uid = int(as_user) if len(as_user) <= 10 else None
+        else:
+            uid = accounts.uid_of(as_user)
         if uid is None or not 0 <= uid < 2**32 - 1:
             raise JaxcacheError(f"no such user: {safe(as_user)}")
     # a path (or None: the default places) is loaded here; a command that loaded its policy
