@@ -80,3 +80,33 @@ def test_documents_are_read_through_the_folder_never_through_a_link(tmp_path):
     finally:
         probe_folder.remove(folder)
     assert not os.path.lexists(folder.path)  # gone once nothing raced in
+
+
+def _launched(monkeypatch, code: str, *, pidfd: bool) -> list[str]:
+    """Run `python -c code` through launch() with an admit() that notes it ran; without a
+    pidfd (an older kernel) the ask cannot be waited for."""
+    if not pidfd:
+        def no_pidfd(pid: int) -> int:
+            raise OSError(38, "Function not implemented")
+
+        monkeypatch.setattr(os, "pidfd_open", no_pidfd)
+    said: list[str] = []
+
+    def admit() -> dict[str, str]:
+        said.append("audited")
+        return {}
+
+    ran = launch.launch([sys.executable, "-c", code], dict(os.environ), admit=admit,
+                        meanwhile=lambda: said.append("meanwhile"))
+    assert os.waitstatus_to_exitcode(ran.status) == 0
+    return said
+
+
+def test_admit_runs_only_once_asked_or_at_once_without_a_pidfd(monkeypatch):
+    # the probe asks as `import jax` begins: a job that never does is never admitted
+    assert _launched(monkeypatch, "pass", pidfd=True) == ["meanwhile"]
+    # a process that waits at the gate asks from there too (jax imported before the probe)
+    gate = ("import os, sys; sys.path.insert(0, os.environ['JAXCACHE_PROBE_DIR'])\n"
+            "import sitecustomize; sitecustomize._wait_gate()")
+    assert _launched(monkeypatch, gate, pidfd=True) == ["meanwhile", "audited"]
+    assert _launched(monkeypatch, "pass", pidfd=False) == ["audited", "meanwhile"]

@@ -130,6 +130,41 @@ def test_workers_spawned_before_the_gate_wait_for_it_too(tmp_path):
     assert sorted(proc.stdout.splitlines()) == [f"main: {cache}", f"worker: {cache}"]
 
 
+def test_a_job_that_never_imports_jax_is_never_audited(tmp_path):
+    """The audit runs once a process of the job asks, at `import jax`: a job that never
+    imports it is not held, not audited, and its record and summary say so, with no entry
+    counts (nothing was listed)."""
+    cache = mkdir(tmp_path / "cache", 0o700)
+    (cache / "jit_f-0-cache").write_bytes(b"x")
+    record = tmp_path / "r.json"
+    proc = jaxcache("run", "--cache-dir", str(cache), "--record", str(record), "--", PY, "-c",
+                    "print('no jax here')", env={**os.environ, "JAX_PLATFORMS": "cpu"})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "no jax here\n"
+    assert f"cache {cache}: not audited: no process of the job imported jax" in proc.stderr
+    part = json.loads(record.read_text())["cache_dir"]
+    assert part["verdict"] == "NOT-AUDITED" and part["origin"] is None
+    assert part["before"]["entries"] is None and part["after"]["entries"] is None
+
+
+def test_a_worker_that_imports_jax_asks_for_the_audit(tmp_path):
+    """The job's first process never imports jax; a worker it starts later (its descriptors
+    closed, as subprocess does) does: the worker's ask starts the audit, and it gets the
+    directory through the gate."""
+    pytest.importorskip("jax")
+    cache = mkdir(tmp_path / "cache", 0o700)
+    worker = tmp_path / "worker.py"
+    worker.write_text("import jax\nprint('worker:', jax.config.jax_compilation_cache_dir)\n")
+    job = (f"import subprocess, sys\nsubprocess.run([sys.executable, {str(worker)!r}], "
+           "check=True, close_fds=True)\n")
+    record = tmp_path / "r.json"
+    proc = jaxcache("run", "--quiet", "--cache-dir", str(cache), "--record", str(record),
+                    "--", PY, "-c", job, env={**os.environ, "JAX_PLATFORMS": "cpu"})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == [f"worker: {cache}"]
+    assert json.loads(record.read_text())["cache_dir"]["verdict"] == "PRIVATE"
+
+
 def test_probe_directory_never_lives_where_others_could_swap_it(tmp_path):
     """TMPDIR writable by others (not sticky): whoever can rename the probe directory would
     choose the job's sitecustomize and forge the gate. jaxcache uses /tmp instead."""

@@ -20,27 +20,34 @@ HEAVY = ("argparse", "typing", "dataclasses", "inspect", "threading", "importlib
 
 def _imported(args: list[str], tmp_path) -> set[str]:
     """The modules `jaxcache ARGS` imported, through the installed command (`python -m`
-    would bring runpy's own imports)."""
+    would bring runpy's own imports); -X importtime, not the variable: only ours, not the
+    job's."""
     script = Path(sys.executable).with_name("jaxcache")
     proc = subprocess.run(
-        [str(script), *args], capture_output=True, text=True,
-        env={"PATH": "/usr/bin:/bin", "XDG_STATE_HOME": str(tmp_path / "state"),
-             "PYTHONPROFILEIMPORTTIME": "1"})
+        [sys.executable, "-X", "importtime", str(script), *args], capture_output=True,
+        text=True, env={"PATH": "/usr/bin:/bin", "XDG_STATE_HOME": str(tmp_path / "state")})
     assert proc.returncode == 0, proc.stderr[-2000:]
     return {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines()
             if line.startswith("import time:")}
 
 
-@pytest.mark.parametrize("early", [True, False], ids=["job-started-early", "audit-first"])
-def test_a_plain_run_imports_none_of_the_heavy_modules(tmp_path, early):
-    """Both orders: the job started beside the audit (a Python job), and audited first (a
-    program that is not Python, which the probe may not hold at `import jax`)."""
+AUDIT = "jaxcache.trust.judgement.audit"
+
+
+@pytest.mark.parametrize("job", ["early-jax", "early-no-jax", "audit-first"])
+def test_a_plain_run_imports_none_of_the_heavy_modules(tmp_path, job):
+    """Each order: a Python job started before the audit, which runs once it imports jax (and
+    not at all if it never does: it never gets the cache), and a program that is not Python,
+    audited first (the probe may not hold it at `import jax`)."""
     cache = tmp_path / "c"
     cache.mkdir(mode=0o700)  # a run's steady state: the first one also creates it (trust/create)
-    job = [sys.executable, "-c", "pass"] if early else ["/bin/true"]
+    argv = {"early-jax": [sys.executable, "-c", "import jax"],
+            "early-no-jax": [sys.executable, "-c", "pass"], "audit-first": ["/bin/true"]}[job]
     imported = _imported(["run", "-q", "--cache-dir", str(cache), "--record",
-                          str(tmp_path / "r.json"), "--", *job], tmp_path)
-    # the whole path ran: the audit, the record, the fingerprint's finders
-    assert {"jaxcache.trust.judgement.audit", "jaxcache.records.run_record",
-            "jaxcache.fingerprint.binaries"} <= imported
+                          str(tmp_path / "r.json"), "--", *argv], tmp_path)
+    assert "jaxcache.records.run_record" in imported  # the whole path ran, the record too
+    if job == "early-no-jax":  # nothing audited, nothing hashed
+        assert {AUDIT, "jaxcache.fingerprint.binaries"} & imported == set()
+    else:  # the audit and the fingerprint's finders
+        assert {AUDIT, "jaxcache.fingerprint.binaries"} <= imported
     assert set(HEAVY) & imported == set()

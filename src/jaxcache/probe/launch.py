@@ -8,10 +8,13 @@ This module runs between `jaxcache run` and the start of the user's job, so it i
 os, signal and time: os.posix_spawn and a few lines of its own instead of subprocess,
 tempfile, shutil and threading, and no dataclasses (~20 ms of start-up on a 2-core machine).
 
-The gate: with `admit`, the job starts at once and `admit()` (the audit) runs while it does.
-Until admit() returns, no process of the job has the cache: the directory is not in its
-environment, and the probe holds JAX at `import jax` until the gate file says what to set.
-If admit() raises, the gate says no, the job is killed, and the exception propagates.
+The gate: with `admit`, the job starts at once, and `admit()` (the audit) runs once a process
+of the job asks, as it begins to import jax (a byte into the FIFO beside the gate), while JAX
+imports; a job none of whose processes imports jax is never audited (there is nothing to
+protect: nothing of it reads the cache). Until admit() returns, no process of the job has the
+cache: the directory is not in its environment, and the probe holds JAX at `import jax` until
+the gate file says what to set. If admit() raises, the gate says no, the job is killed, and
+the exception propagates. Where no FIFO or pidfd can be had, admit() runs as the job starts.
 """
 
 from __future__ import annotations
@@ -99,10 +102,12 @@ class Ran:
 def launch(argv: list[str], env: dict[str, str], *,
            stdout: int | IO[str] | IO[bytes] | None = None,
            stderr: int | IO[str] | IO[bytes] | None = None, timeout: float | None = None,
-           interactive: bool = True, admit: Callable[[], dict[str, str]] | None = None
-           ) -> Ran:
+           interactive: bool = True, admit: Callable[[], dict[str, str]] | None = None,
+           meanwhile: Callable[[], object] | None = None) -> Ran:
     """Run argv with the probe; returns when the program has ended, however it ended:
     pid, status (as os.wait4 gives it), usage, wall_s, timed_out, probes (main one first).
+    meanwhile(): called once the job has started, before waiting for it (what this process
+    needs after the job, imported while the job runs).
 
     interactive: the job shares our terminal, Ctrl-C goes to it and we stay to write the
     record (jaxcache run). Otherwise (jaxcache bench) the job runs in its own session, and
@@ -113,6 +118,7 @@ def launch(argv: list[str], env: dict[str, str], *,
     exe = resolve(argv)
     folder = probe_folder.make(probe_files())
     probe = folder.path
+    ask: tuple[int, int] | None = None
     try:
         child_env = dict(env)
         child_env[jobenv.PROBE_DIR] = probe
@@ -126,6 +132,7 @@ def launch(argv: list[str], env: dict[str, str], *,
                 child_env.pop(name, None)
             child_env[jobenv.GATE] = os.path.join(probe, probe_folder.GATE_FILE)
             child_env[jobenv.GATE_PID] = str(os.getpid())
+            ask = _listen(folder)  # before the job starts: its first ask must find it
         handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGQUIT)}
         actions = [(os.POSIX_SPAWN_DUP2, f if isinstance(f, int) else f.fileno(), target)
                    for f, target in ((stdout, 1), (stderr, 2)) if f is not None]
@@ -135,29 +142,81 @@ def launch(argv: list[str], env: dict[str, str], *,
                                  setsid=not interactive)
         except OSError as exc:
             raise CommandError(f"cannot run {safe(argv[0])}: {exc.strerror}", 126) from None
+        asked: tuple[int, int, Callable[[], None]] | None = None
         if admit is not None:
-            try:
-                granted = admit()
-            except BaseException:
-                probe_folder.open_gate(folder, None)
-                (os.kill if interactive else _kill_group)(pid, signal.SIGKILL)
-                os.wait4(pid, 0)
-                raise
-            probe_folder.open_gate(folder, granted)
-        status, usage, timed_out = _wait(pid, timeout, interactive, handlers)
+            def answer() -> None:
+                try:
+                    granted = admit()
+                except BaseException:
+                    probe_folder.open_gate(folder, None)
+                    (os.kill if interactive else _kill_group)(pid, signal.SIGKILL)
+                    os.wait4(pid, 0)
+                    raise
+                probe_folder.open_gate(folder, granted)
+
+            ended = _pidfd(pid) if ask is not None else None
+            if ask is None or ended is None:
+                answer()  # no way to wait for an ask: audited now, as the job starts
+            else:
+                asked = (ended, ask[0], answer)
+        if meanwhile is not None:
+            meanwhile()
+        try:
+            status, usage, timed_out = _wait(pid, timeout, interactive, handlers, asked)
+        finally:
+            if asked is not None:
+                os.close(asked[0])
         wall = time.perf_counter() - start
         if not interactive:
             _end_group(pid)  # leftovers of the job (daemons it started) go with it
         return Ran(pid, status, usage, wall, timed_out, _collect(folder, pid))
     finally:
+        if ask is not None:
+            os.close(ask[0])
+            os.close(ask[1])
         probe_folder.remove(folder)
+
+
+def _listen(folder: ProbeFolder) -> tuple[int, int] | None:
+    """The ask FIFO's ends (probe_folder.listen), None where none can be made."""
+    try:
+        return probe_folder.listen(folder)
+    except OSError:
+        return None
+
+
+def _pidfd(pid: int) -> int | None:
+    """A descriptor readable once the job's first process has ended (Linux 5.3 and later),
+    or None."""
+    try:
+        return os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        return None
+
+
+def _until_asked(ended: int, ask: int, answer: Callable[[], None]) -> None:
+    """Until a process of the job asks for the gate (its byte in the FIFO: answer(), the
+    audit and the gate) or the job's first process has ended unasked: then no process of it
+    imported jax, nothing was audited, and nothing needed to be. An ask made as it ended is
+    answered (a process it left behind may be at the gate)."""
+    import select
+
+    ready, _, _ = select.select([ask, ended], [], [])
+    if ask not in ready:
+        ready, _, _ = select.select([ask], [], [], 0)
+    if ask in ready:
+        answer()
 
 
 GRACE_S = 10.0  # after SIGTERM, before SIGKILL: time for a launcher to cancel its ranks
 
 
 def _wait(pid: int, timeout: float | None, interactive: bool,
-          handlers: dict[signal.Signals, Handler]) -> tuple[int, struct_rusage, bool]:
+          handlers: dict[signal.Signals, Handler],
+          asked: tuple[int, int, Callable[[], None]] | None = None
+          ) -> tuple[int, struct_rusage, bool]:
+    """The job's end (wait4), after answering its ask (_until_asked), if `asked`: with the
+    signals handled as for the wait (Ctrl-C is the job's, not ours)."""
     expired: threading.Event | None = None
     timers: list[threading.Timer] = []
     if timeout is not None:
@@ -182,6 +241,8 @@ def _wait(pid: int, timeout: float | None, interactive: bool,
             signal.signal(s, lambda *_: None)
     forward = signal.signal(signal.SIGTERM, lambda s, _f: os.kill(pid, s))
     try:
+        if asked is not None:
+            _until_asked(*asked)
         while True:
             try:
                 _, status, usage = os.wait4(pid, 0)

@@ -21,6 +21,7 @@ from jaxcache.errors import JaxcacheError
 from jaxcache.text import safe
 
 GATE_FILE = "gate.json"  # the probe's env: JAXCACHE_GATE (this file), JAXCACHE_GATE_PID
+ASK_FILE = "ask"  # a FIFO beside the gate: a process about to import jax writes a byte
 _PREFIX = "jaxcache-probe-"
 _CACHED = "__pycache__"
 
@@ -128,6 +129,20 @@ def _copy_compiled(source: str, cached_fd: int, stem: str) -> None:
     except OSError:
         return
     _write_new(cached_fd, f"{stem}.{tag}.pyc", data)
+
+
+def listen(folder: ProbeFolder) -> tuple[int, int]:
+    """The FIFO the job's probes ask through (site.py's _ask), made in the folder: its read
+    end (never blocking) and a write end held open, so that it reads as readable only once a
+    byte is there, never at end of file. OSError where FIFOs cannot be made."""
+    os.mkfifo(ASK_FILE, 0o600, dir_fd=folder.fd)
+    flags = os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC
+    reader = os.open(ASK_FILE, os.O_RDONLY | flags, dir_fd=folder.fd)
+    try:
+        return reader, os.open(ASK_FILE, os.O_WRONLY | flags, dir_fd=folder.fd)
+    except BaseException:
+        os.close(reader)
+        raise
 
 
 def open_gate(folder: ProbeFolder, env: dict[str, str] | None) -> None:

@@ -40,17 +40,20 @@ _RECORDER: "list[ModuleType]" = []  # the recorder module, once loaded
 
 
 def _wait_gate() -> "dict[str, str]":
-    """`jaxcache run` started the job while it audits the cache: hold JAX here until the
-    gate file says which cache to use, or stop the process if the audit refused it.
+    """`jaxcache run` started the job before auditing the cache, which it does once a process
+    asks (_ask): hold JAX here until the gate file says which cache to use, or stop the
+    process if the audit refused it.
     Returns the variables the gate granted (set in os.environ for the job's later
     processes; JAX, already imported, gets them from _install_guard), {} without a gate."""
     gate = os.environ.get("JAXCACHE_GATE")
     if not gate:
         return {}
+    _ask(gate)  # if find_spec has not already (jax imported before this file ran)
     import json
 
     parent = int(os.environ.get("JAXCACHE_GATE_PID") or 0)
     me = os.geteuid()
+    waits = 0
     while True:
         try:
             where = os.lstat(os.path.dirname(gate))  # the private probe directory jaxcache made
@@ -78,6 +81,9 @@ def _wait_gate() -> "dict[str, str]":
             break
         except OSError:
             pass
+        waits += 1
+        if waits % 100 == 0:  # an ask that could not be made (no descriptor left): again
+            _ask(gate)
         time.sleep(0.001)
     if not doc.get("ok"):
         os._exit(1)  # refused: jaxcache run reports why; JAX never had the directory
@@ -86,6 +92,25 @@ def _wait_gate() -> "dict[str, str]":
     env: dict[str, str] = doc.get("env") or {}
     os.environ.update(env)
     return env
+
+
+def _ask(gate: str) -> None:
+    """Tell `jaxcache run` that this process imports jax: it audits the cache only then (a
+    job that never imports jax is never held, and costs no audit), and opens the gate. One
+    byte into the FIFO beside the gate, never blocking; no listener (jaxcache has already
+    answered, or is gone) is no error: the gate says which."""
+    try:
+        fd = os.open(os.path.join(os.path.dirname(gate), "ask"),
+                     os.O_WRONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return
+    try:
+        if stat.S_ISFIFO(os.fstat(fd).st_mode):
+            os.write(fd, b"?")
+    except OSError:
+        pass  # full: jaxcache has been asked already
+    finally:
+        os.close(fd)
 
 
 def _on_jax_imported(module: "ModuleType", started: float) -> None:
@@ -245,6 +270,9 @@ class _JaxWatcher:
         loader: Any = spec.loader  # its exec_module is replaced on this instance
         original = loader.exec_module
         started = time.perf_counter()
+        gate = os.environ.get("JAXCACHE_GATE")
+        if gate:  # the audit runs while JAX imports; the gate is waited for after
+            _ask(gate)
 
         def exec_module(module: "ModuleType") -> None:
             # as JAX's import begins (not at interpreter start: site is not done; not in

@@ -313,6 +313,13 @@ class Namespace:
     parent: str
 
 
+# the record's cache verdict where no process of the job imported jax: `jaxcache run` audits
+# only once one does (probe/launch.py), so nothing was audited, listed or opened
+NOT_AUDITED = "NOT-AUDITED"
+NOT_AUDITED_WHY = ("not audited: no process of the job imported jax, so JAX never had the "
+                   "cache")
+
+
 @frozen
 class CacheDirPart:
     path: str

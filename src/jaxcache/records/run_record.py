@@ -49,10 +49,11 @@ def capture(argv: list[str], env: dict[str, str], cache_dir: str, *, verdict: st
 
 def finish(outcome: Outcome, cache_dir: str, *, verdict: str, before: DirSnapshot,
            env: dict[str, str], missing_ok: bool = True,
-           run: RunAudit | None = None) -> dict[str, object]:
-    """The record of a run that has ended: the directory after, and everything else (with
-    `run`, what `jaxcache run` adds: builder.RunAudit)."""
-    after = DirSnapshot.at(cache_dir, missing_ok=missing_ok).since(before)
+           run: RunAudit | None = None, after: DirSnapshot | None = None) -> dict[str, object]:
+    """The record of a run that has ended: the directory after (listed now unless given), and
+    everything else (with `run`, what `jaxcache run` adds: builder.RunAudit)."""
+    if after is None:
+        after = DirSnapshot.at(cache_dir, missing_ok=missing_ok).since(before)
     return build(outcome, cache_dir=cache_dir, verdict=verdict, before=before, after=after,
                  env=env, cwd=os.getcwd(), run=run)
 

@@ -1,8 +1,9 @@
 """`jaxcache run`: audit the cache, run the job with the probe, write the run record.
 
 The job waits for whatever happens before it starts, so this module imports little at the
-top. When early_start.py allows it, the job starts first and the audit runs beside it; the
-probe holds JAX at `import jax` until the audit has passed (the gate in probe/launch.py).
+top. When early_start.py allows it, the job starts first and the audit runs once the job
+begins to import jax, beside JAX's import (never, for a job that does not); the probe holds JAX
+at `import jax` until the audit has passed (the gate in probe/launch.py).
 Otherwise the audit comes first, as the order of the steps below reads.
 """
 
@@ -163,7 +164,7 @@ def run_job(argv: list[str], *, cache_dir: str | None = None, record_path: str |
         ahead = _prefetch_env(argv, chosen, seal) if seal is not None else {}
         if early_start.allowed(argv, exe, chosen, sealed=seal is not None,
                                policy_in_use=policy is not None or os.path.exists(policy_file())):
-            ran = launch.launch(argv, env, admit=admit, stdout=stdout)
+            ran = launch.launch(argv, env, admit=admit, stdout=stdout, meanwhile=_after_job)
         else:
             granted = admit()
             if seal is not None:
@@ -175,18 +176,26 @@ def run_job(argv: list[str], *, cache_dir: str | None = None, record_path: str |
             if admitted[0].beside is not None:
                 admitted[0].beside.start()
             ran = launch.launch(argv, env, stdout=stdout)
-        admission = admitted[0]
-        before = admission.before if admission.beside is None \
-            else admission.beside.result()  # waited for before this process imports more
         from jaxcache.probe import runner
         from jaxcache.records import run_record as recordmod
 
         outcome = runner.outcome(argv, ran)
-        # the other directories JAX used are audited too, each by its own verdict
-        doc = recordmod.finish(outcome, admission.path, verdict=admission.verdict,
-                               before=before, env={**env, **admission.env},
-                               run=recordmod.RunAudit(admission.origin, named, policy,
-                                                      unverified_jax))
+        if not admitted:  # no process of the job imported jax: nothing audited, nothing opened
+            from jaxcache.records.run_document import NOT_AUDITED, NOT_AUDITED_WHY
+
+            unseen = recordmod.DirSnapshot(os.path.abspath(chosen), {}, NOT_AUDITED_WHY)
+            doc = recordmod.finish(outcome, unseen.path, verdict=NOT_AUDITED, before=unseen,
+                                   after=unseen, env=env, run=recordmod.RunAudit(
+                                       None, named, policy, unverified_jax))
+        else:
+            admission = admitted[0]
+            before = admission.before if admission.beside is None \
+                else admission.beside.result()  # waited for before this process imports more
+            # the other directories JAX used are audited too, each by its own verdict
+            doc = recordmod.finish(outcome, admission.path, verdict=admission.verdict,
+                                   before=before, env={**env, **admission.env},
+                                   run=recordmod.RunAudit(admission.origin, named, policy,
+                                                          unverified_jax))
         try:
             recordmod.write(doc, out)
         except (OSError, JaxcacheError) as exc:  # claimed before the job, yet lost since
@@ -197,6 +206,13 @@ def run_job(argv: list[str], *, cache_dir: str | None = None, record_path: str |
         return recordmod.RunResult(doc, out.path, outcome, unverified_allowed=unverified_jax)
     finally:
         out.release()  # no-op once written
+
+
+def _after_job() -> None:
+    """What this process needs once the job has ended, imported while it runs (the job's
+    first process on one core, this on another): the record's parts."""
+    from jaxcache.probe import runner  # noqa: F401
+    from jaxcache.records import run_document, run_record  # noqa: F401
 
 
 def _prefetch_env(argv: list[str], chosen: str, seal: SealOptions) -> dict[str, str]:

@@ -1,7 +1,8 @@
 """May `jaxcache run` start the job while the full audit is still running?
 
 The audit's own imports cost more start-up than `jaxcache run` may add to a job, so when it
-is safe the job starts at once and the audit runs beside it. Safe means both of:
+is safe the job starts at once and the audit runs once the job begins to import jax, beside
+JAX's own import (probe/launch.py: never, for a job that does not). Safe means both of:
 
 1. the job's first process certainly loads the probe: a Python interpreter started without
    -S, -I or -E (which would skip sitecustomize or PYTHONPATH);
