@@ -39,7 +39,7 @@ print(time.perf_counter() - t, len(got.by_name), got.lines,
 def build(top: str, megabytes: int, names: int, entries: int) -> tuple[str, str, str]:
     """The ledger (bound to its file, as the witness makes it), an empty one, the cache."""
     from jaxcache.lifecycle import witness
-    from jaxcache.trust.provenance import ledger_file
+    from jaxcache.trust.provenance import ledger_file, ledger_place
 
     state, empty_state, cache = (os.path.join(top, n) for n in ("state", "empty", "cache"))
     for d in (state, empty_state, cache):
@@ -48,7 +48,7 @@ def build(top: str, megabytes: int, names: int, entries: int) -> tuple[str, str,
     for name in keys[:entries]:
         with open(os.path.join(cache, name), "wb") as f:
             f.write(b"x" * 1000)
-    path = os.path.join(state, "jaxcache", ledger_file.LEDGER_NAME)
+    path = os.path.join(state, "jaxcache", ledger_place.LEDGER_NAME)
     assert witness.append(path, ledger_file.Written(keys[0], "0" * 64, 1, (0, 0, 0, 0), 0.0,
                                                     cache))
     lines = []
@@ -63,7 +63,7 @@ def build(top: str, megabytes: int, names: int, entries: int) -> tuple[str, str,
             f.write(block)
         rest = (megabytes << 20) - f.tell() - 4096
         f.write(block[: block.rfind(b"\n", 0, max(rest, 0)) + 1])
-    empty = os.path.join(empty_state, "jaxcache", ledger_file.LEDGER_NAME)
+    empty = os.path.join(empty_state, "jaxcache", ledger_place.LEDGER_NAME)
     assert witness.append(empty, ledger_file.Written(keys[0], "0" * 64, 1, (0, 0, 0, 0), 0.0,
                                                      cache))
     return path, empty, cache

@@ -39,7 +39,7 @@ import time
 from pathlib import Path
 
 from jaxcache.bench.estimates import paired_shift
-from jaxcache.trust.provenance import birth, ledger_file
+from jaxcache.trust.provenance import birth, ledger_file, ledger_place
 
 _SCRIPT = Path(sys.executable).with_name("jaxcache")
 JAXCACHE = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "jaxcache"]
@@ -65,7 +65,7 @@ def job_wall(record: str) -> float:
 
 def make_ledger(cache: str, lines: int) -> None:
     """An origin ledger of `lines` lines in the state directory, as the witness writes it."""
-    path = ledger_file.ledger_path()
+    path = ledger_place.ledger_path()
     os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     with os.fdopen(fd, "wb") as f:
@@ -103,7 +103,7 @@ def main() -> None:
             noop = os.path.abspath(args.job)
         env = {**os.environ, "XDG_STATE_HOME": state, "JAX_COMPILATION_CACHE_DIR": cache}
         env.pop("PYTHONPATH", None)
-        os.environ["XDG_STATE_HOME"] = state  # ledger_file.ledger_path() here
+        os.environ["XDG_STATE_HOME"] = state  # ledger_place.ledger_path() here
         make_ledger(cache, args.ledger_lines)
         record = os.path.join(work, "record.json")
         arms = {"bare": [sys.executable, noop],

@@ -24,7 +24,7 @@ from support.jobs import JOB_TIMEOUT_S, clean_env, jaxcache
 from jaxcache.gc import compaction
 from jaxcache.lifecycle import witness
 from jaxcache.trust.inputs import ledger as ledger_mod
-from jaxcache.trust.provenance import birth, ledger_file, ledger_writes
+from jaxcache.trust.provenance import birth, ledger_file, ledger_place
 
 
 def _entry(cache: Path, i: int, body: bytes = b"") -> ledger_file.Written:
@@ -43,7 +43,7 @@ def _setup(tmp_path: Path, n: int) -> tuple[Path, Path, list[ledger_file.Written
     cache, state = tmp_path / "cache", tmp_path / "state" / "jaxcache"  # $XDG_STATE_HOME/..
     cache.mkdir()
     state.mkdir(mode=0o700, parents=True)
-    ledger = state / ledger_file.LEDGER_NAME
+    ledger = state / ledger_place.LEDGER_NAME
     lines = [_entry(cache, i) for i in range(n)]
     for w in lines:
         assert witness.append(str(ledger), w)
@@ -78,7 +78,7 @@ def test_gone_and_changed_lines_go_and_the_rest_still_vouch(tmp_path):
     assert sorted(loaded.by_name) == sorted(w.name for w in lines[2:])
     assert [w.identity for w in loaded.by_name[lines[3].name]] == [lines[3].identity]
     # nothing left beside it
-    assert sorted(p.name for p in ledger.parent.iterdir()) == [ledger_file.LEDGER_NAME]
+    assert sorted(p.name for p in ledger.parent.iterdir()) == [ledger_place.LEDGER_NAME]
 
 
 def test_a_copied_or_foreign_ledger_is_left_as_it_is(tmp_path):
@@ -98,8 +98,8 @@ def test_a_copied_or_foreign_ledger_is_left_as_it_is(tmp_path):
 
 def test_a_crashed_compactions_temporary_file_is_removed_when_old(tmp_path):
     _, ledger, _ = _setup(tmp_path, 1)
-    old = ledger.parent / f".{ledger_file.LEDGER_NAME}.compact.1.2"
-    young = ledger.parent / f".{ledger_file.LEDGER_NAME}.compact.3.4"
+    old = ledger.parent / f".{ledger_place.LEDGER_NAME}.compact.1.2"
+    young = ledger.parent / f".{ledger_place.LEDGER_NAME}.compact.3.4"
     for p in (old, young):
         p.write_bytes(b"half")
     past = time.time() - compaction.ABANDONED_S - 60
@@ -113,18 +113,18 @@ def test_past_the_old_limit_the_ledger_works_again_once_compacted(tmp_path):
     # fill it with lines of entries long gone, up to the witness's limit
     gone = ledger_file.line(lines[0]).replace(lines[0].name.encode(), b"jit_gone-" + b"0" * 64
                                               + b"-cache")
-    room = ledger_file.MAX_BYTES - ledger.stat().st_size
+    room = ledger_place.MAX_BYTES - ledger.stat().st_size
     with ledger.open("ab") as f:
         f.write(gone * (room // len(gone)))
-    assert ledger.stat().st_size > ledger_file.MAX_BYTES - len(gone)
+    assert ledger.stat().st_size > ledger_place.MAX_BYTES - len(gone)
     late = _entry(cache, 99)
     assert not witness.append(str(ledger), late)  # full: the entry would read as unknown
     assert late.name not in ledger_mod.load(str(ledger)).by_name
-    assert ledger_writes.crowded(str(ledger))
+    assert ledger_place.crowded(str(ledger))
 
     done = compaction.compact(str(ledger))
     assert done.problem is None and done.kept == 3 and done.repeated > 200_000
-    assert not ledger_writes.crowded(str(ledger))
+    assert not ledger_place.crowded(str(ledger))
     assert witness.append(str(ledger), late)
     loaded = ledger_mod.load(str(ledger))
     assert loaded.problem is None

@@ -266,9 +266,9 @@ def _grown(record: RunRecord) -> None:
 def _compact_ledger(args: argparse.Namespace) -> None:
     """The origin ledger compacted after the job once it has grown past half what the
     witness writes (one stat otherwise), for at most GC_DEADLINE_S; one line on stderr."""
-    from jaxcache.trust.provenance import ledger_writes
+    from jaxcache.trust.provenance.ledger_place import crowded
 
-    if not ledger_writes.crowded():
+    if not crowded():
         return
     import time
 

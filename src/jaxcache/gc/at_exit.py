@@ -59,11 +59,11 @@ def _run() -> None:
     path, max_size, max_age_s = job
     try:
         from jaxcache.gc import collect, compaction
-        from jaxcache.trust.provenance import ledger_writes
+        from jaxcache.trust.provenance.ledger_place import crowded
 
         until = time.monotonic_ns() + int(DEADLINE_S * 1e9)
         collect.collect(path, max_size=max_size, max_age_s=max_age_s, until_ns=until)
-        if ledger_writes.crowded():
+        if crowded():
             compaction.compact(until_ns=until)
     except Exception as exc:  # noqa: BLE001 (never into the interpreter's shutdown)
         warnings.warn(f"jaxcache: gc at exit skipped: {exc}", stacklevel=1)

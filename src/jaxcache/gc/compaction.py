@@ -34,7 +34,7 @@ from dataclasses import replace
 
 from jaxcache.documents.synced import write_synced
 from jaxcache.errors import JaxcacheError
-from jaxcache.trust.provenance import birth, ledger_file, ledger_writes
+from jaxcache.trust.provenance import birth, ledger_file, ledger_place, ledger_writes
 from jaxcache.values import frozen
 
 _READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
@@ -146,7 +146,7 @@ def _fate(m: re.Match[bytes], folders: _Folders) -> Fate:
 def _read(fd: int, start: int, end: int, too_large: str) -> bytes:
     """Bytes [start, end) of the ledger; `too_large` says why more than a witness ever
     writes is refused."""
-    limit = ledger_file.MAX_BYTES + ledger_file.MAX_LINE
+    limit = ledger_place.MAX_BYTES + ledger_file.MAX_LINE
     if end - start > limit:
         raise JaxcacheError(f"{too_large} {limit} bytes, which no witness writes")
     out = []
@@ -178,7 +178,7 @@ def compact(path: str | None = None, *, dry_run: bool = False,
     """Compact the ledger at `path` (default: the user's); stops without a change at `until_ns`
     (time.monotonic_ns()). Never raises for the ledger's own state: a Compaction with its
     problem says why nothing changed."""
-    path = os.path.abspath(path or ledger_file.ledger_path())
+    path = os.path.abspath(path or ledger_place.ledger_path())
     parent, name = os.path.split(path)
     if not os.path.isdir(parent):
         return Compaction(path, dry_run)  # no ledger yet: nothing to compact

@@ -19,7 +19,7 @@ import time
 from jaxcache.documents.synced import write_synced
 from jaxcache.fingerprint.boot import boot_id
 from jaxcache.jaxcompat.guard import ENTRY_SUFFIX
-from jaxcache.trust.provenance import birth, ledger_file, ledger_writes, origin
+from jaxcache.trust.provenance import birth, ledger_file, ledger_place, ledger_writes, origin
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -36,7 +36,7 @@ def recorder(ledger: str | None = None) -> Callable[[str, str, bytes], None]:
     """The guard's witness callback, appending to `ledger` (default: the user's). Each line
     names the writer's fingerprint (fingerprint.in_job(): what `jaxcache run` handed the job,
     else this process's own), found once, at the first write, never on a load."""
-    path = os.path.abspath(ledger or ledger_file.ledger_path())
+    path = os.path.abspath(ledger or ledger_place.ledger_path())
     boot = boot_id()
     mine: list[tuple[str, bytes]] = []  # (the id, its fingerprint line), once found
 
@@ -234,7 +234,7 @@ def gatekeeper(ledger: str | None = None, trusted: tuple[Vouching, ...] = ()
     change, all the way up, bound to its file; under CI, this boot's lines): one that fails
     vouches for nothing here. The ledgers and this process's fingerprint (fingerprint.in_job())
     are read once, at the first load."""
-    path = os.path.abspath(ledger or ledger_file.ledger_path())
+    path = os.path.abspath(ledger or ledger_place.ledger_path())
     known: list[tuple[tuple[Ledger, ...], Fingerprint | None, str]] = []  # ledgers, mine, id
 
     def judge(directory: str, key: str, value: bytes) -> bool:

@@ -14,7 +14,6 @@ import os
 from jaxcache import jobenv
 from jaxcache.errors import JaxcacheError, UntrustedCacheError
 from jaxcache.text import quoted, safe
-from jaxcache.trust.findings import Verdict
 from jaxcache.values import frozen
 
 TYPE_CHECKING = False  # typing itself costs `jaxcache run` start-up time: names for the type
@@ -289,7 +288,7 @@ def audited_env(path: str, witness: bool = True) -> dict[str, str]:
     job writes goes into (trust/provenance/origin.py), unless `witness` is False (bench's own
     caches)."""
     from jaxcache import _package
-    from jaxcache.trust.provenance.ledger_file import ledger_path
+    from jaxcache.trust.provenance.ledger_place import ledger_path
 
     env = {"JAX_COMPILATION_CACHE_DIR": path, jobenv.AUDITED: path, jobenv.LIB: _package.HOME}
     if witness:
@@ -304,6 +303,7 @@ def _admit_bucket(chosen: str, pol: Policy, accounts: Accounts, keys: tuple[Publ
     store."""
     from jaxcache.records import run_record as recordmod
     from jaxcache.seal.objects import store_for_url as objects
+    from jaxcache.trust.findings import Verdict
     from jaxcache.trust.judgement.audit import audit
     from jaxcache.trust.rules import target
 
@@ -340,6 +340,7 @@ def _admit(chosen: str, policy: str | None, allow_untrusted: bool, seal: SealOpt
     origins (a plain cache), after the keys and the policy are read: a bad key or policy is one
     line, not first a notice that the build is being hashed."""
     from jaxcache.records import run_record as recordmod
+    from jaxcache.trust.findings import Verdict
     from jaxcache.trust.inputs import ledger
     from jaxcache.trust.inputs import policy as policymod
     from jaxcache.trust.judgement.audit import audit
@@ -406,7 +407,7 @@ def _admit(chosen: str, policy: str | None, allow_untrusted: bool, seal: SealOpt
     else:
         granted = audited_env(path)
         if not allow_untrusted and _origin_required(pol, path, require_origin, env):
-            from jaxcache.trust.provenance.ledger_file import ledger_path
+            from jaxcache.trust.provenance.ledger_place import ledger_path
 
             granted[jobenv.ORIGIN_GATE] = ledger_path()
             trusted = _vouching(report, pol, accounts, path)

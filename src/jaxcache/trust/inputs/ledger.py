@@ -18,7 +18,8 @@ from jaxcache.text import safe
 from jaxcache.trust.inputs import trusted_file as inputs
 from jaxcache.trust.kernel.principals import Accounts
 from jaxcache.trust.provenance import birth, ledger_file
-from jaxcache.trust.provenance.ledger_file import Ledger, ledger_path
+from jaxcache.trust.provenance.ledger_file import Ledger
+from jaxcache.trust.provenance.ledger_place import ledger_path
 from jaxcache.trust.rules import ci
 
 TYPE_CHECKING = False

@@ -20,7 +20,6 @@ boot's lines are kept (fingerprint/boot.py, parse_chunks(only_boot=)). Reading i
 from __future__ import annotations
 
 import json
-import os
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 
@@ -34,18 +33,9 @@ if TYPE_CHECKING:
 VERSION = "3"  # a line's: "3" adds the writer's fingerprint id, "2" the boot it was written in
 OLDER = ("2",)  # versions still read (a "2" line: the build that wrote it is not recorded)
 FINGERPRINT = "fingerprint"  # a line "fingerprint ID JSON": what a writer's id stands for
-LEDGER_NAME = "origin.ledger"
 MAX_LINE = 8192
-MAX_BYTES = 64 << 20  # trust/inputs/trusted_file.py's limit; the witness stops appending before it
 HEADER = "0\tledger"  # the first line: "0 ledger 2 DEV INO BIRTH" (tabs), the file's own identity
 BINDING = "2"  # the header's version: "1" named only DEV and INO, which a restore can reproduce
-
-
-def ledger_path() -> str:
-    """The user's origin ledger (beside the run records, in the state directory)."""
-    from jaxcache.userdirs import user_dir
-
-    return os.path.join(user_dir("state"), LEDGER_NAME)
 
 
 @frozen

@@ -13,7 +13,8 @@ import stat
 import time
 
 from jaxcache.trust.provenance import birth
-from jaxcache.trust.provenance.ledger_file import MAX_BYTES, Ledger, Written, ledger_path, line
+from jaxcache.trust.provenance.ledger_file import Ledger, Written, line
+from jaxcache.trust.provenance.ledger_place import MAX_BYTES
 
 
 def appendable(st: os.stat_result) -> bool:
@@ -21,16 +22,6 @@ def appendable(st: os.stat_result) -> bool:
     link that no one else can write (what the reader will accept as a trusted input)?"""
     return (stat.S_ISREG(st.st_mode) and st.st_uid == os.geteuid() and st.st_nlink == 1
             and not st.st_mode & 0o022)
-
-
-def crowded(path: str | None = None) -> bool:
-    """Has the ledger grown past half what the witness writes (gc/compaction.py compacts it
-    after a job then)? One stat: `run` asks after every job."""
-    try:
-        st = os.stat(path or ledger_path(), follow_symlinks=False)
-    except OSError:
-        return False
-    return st.st_size > MAX_BYTES // 2
 
 
 LOCK_WAIT_S = 30.0  # compaction holds it to re-read what was appended and write the new file
