@@ -15,7 +15,6 @@ import os
 from jaxcache.documents.record_parts import GuardedDir, UsedDir
 from jaxcache.records.run_document import RunRecord
 from jaxcache.text import safe
-from jaxcache.trust.kernel.principals import Trust
 from jaxcache.trust.rules.target import is_url
 
 TYPE_CHECKING = False
@@ -62,6 +61,7 @@ def judge(entries: list[dict[str, object]], policy: str | None) -> None:
             continue
         try:
             from jaxcache import api
+            from jaxcache.trust.kernel.principals import Trust  # only where one is judged
 
             report = api.audit(str(used.path), policy=policy, scan_processes=False)
         except (JaxcacheError, OSError) as exc:

@@ -18,7 +18,6 @@ from jaxcache.records import fingerprints, rank_views, used_dirs
 from jaxcache.records.building.probe_output import ProbeOutput
 from jaxcache.records.reading import in_record_order
 from jaxcache.text import safe
-from jaxcache.trust.kernel.entries import Inventory
 from jaxcache.trust.rules.target import is_url
 from jaxcache.values import frozen
 
@@ -29,6 +28,7 @@ if TYPE_CHECKING:
 
     from jaxcache.probe.runner import Outcome
     from jaxcache.records.building.probe_output import ProbeModule, ProbeSeal
+    from jaxcache.trust.kernel.entries import Inventory
 
 
 @frozen
