@@ -13,6 +13,10 @@ from __future__ import annotations
 PROBE_DIR = "JAXCACHE_PROBE_DIR"  # where each process writes its probe document
 GATE = "JAXCACHE_GATE"  # the gate file: the probe holds `import jax` until jaxcache says
 GATE_PID = "JAXCACHE_GATE_PID"  # the jaxcache process whose word the gate waits for
+# the start file: the probe holds the program itself until jaxcache has done what it does
+# before a job (the record's target claimed, the job's JAX checked), which the job's
+# interpreter start overlaps; taken out of the environment by the first process
+START = "JAXCACHE_START"
 LIB = "JAXCACHE_LIB"  # the jaxcache package's directory, for a Python that cannot import it
 AUDITED = "JAXCACHE_AUDITED"  # the one directory JAX may open a cache in (plain caches)
 WITNESS = "JAXCACHE_WITNESS"  # the origin ledger each entry the job writes goes into
@@ -28,6 +32,6 @@ FINGERPRINT = "JAXCACHE_FINGERPRINT"  # JSON: the build and CPU `jaxcache run` h
 # granted by one audit for one run: never inherited from an outer run (a sealed outer run's
 # SEAL would make a nested plain run's probe enable the outer's sealed cache instead of its own)
 PER_RUN = (AUDITED, WITNESS, ORIGIN_GATE, ORIGIN_TRUSTED, FINGERPRINT, PREFETCH, SEAL)
-GATES = (GATE, GATE_PID)  # one run's gate, never an outer run's
-ALL = frozenset({PROBE_DIR, GATE, GATE_PID, LIB, AUDITED, WITNESS, ORIGIN_GATE, ORIGIN_TRUSTED,
-                 SEAL, FINGERPRINT, PREFETCH})
+GATES = (GATE, GATE_PID, START)  # one run's gates, never an outer run's
+ALL = frozenset({PROBE_DIR, GATE, GATE_PID, START, LIB, AUDITED, WITNESS, ORIGIN_GATE,
+                 ORIGIN_TRUSTED, SEAL, FINGERPRINT, PREFETCH})

@@ -10,7 +10,11 @@ import json
 import os
 import subprocess
 import sys
+import time
 
+import pytest
+
+from jaxcache.errors import JaxcacheError
 from jaxcache.probe import launch, probe_folder
 
 
@@ -109,4 +113,30 @@ def test_admit_runs_only_once_asked_or_at_once_without_a_pidfd(monkeypatch):
     gate = ("import os, sys; sys.path.insert(0, os.environ['JAXCACHE_PROBE_DIR'])\n"
             "import sitecustomize; sitecustomize._wait_gate()")
     assert _launched(monkeypatch, gate, pidfd=True) == ["meanwhile", "audited"]
-    assert _launched(monkeypatch, "pass", pidfd=False) == ["audited", "meanwhile"]
+    assert _launched(monkeypatch, "pass", pidfd=False) == ["meanwhile", "audited"]
+
+
+def test_the_program_runs_only_after_before_start(tmp_path):
+    """before_start() overlaps the job's interpreter start; the probe holds the program until
+    it is done, and a before_start() that refuses stops the job before any of it ran."""
+    mark, ran = tmp_path / "checked", tmp_path / "ran"
+    code = f"import os; open({str(ran)!r}, 'w').write(str(os.path.exists({str(mark)!r})))"
+
+    def check() -> None:
+        time.sleep(0.3)  # longer than the job's interpreter takes to reach its program
+        mark.write_text("")
+
+    done = launch.launch([sys.executable, "-c", code], dict(os.environ), admit=dict,
+                         before_start=check)
+    assert os.waitstatus_to_exitcode(done.status) == 0 and ran.read_text() == "True"
+    ran.unlink()
+    mark.unlink()
+
+    def refuse() -> None:
+        time.sleep(0.3)
+        raise JaxcacheError("the record's target is not yours")
+
+    with pytest.raises(JaxcacheError, match="not yours"):
+        launch.launch([sys.executable, "-c", code], dict(os.environ), admit=dict,
+                      before_start=refuse)
+    assert not ran.exists()

@@ -147,6 +147,21 @@ def test_a_job_that_never_imports_jax_is_never_audited(tmp_path):
     assert part["before"]["entries"] is None and part["after"]["entries"] is None
 
 
+def test_a_refused_record_stops_an_early_job_before_its_program(tmp_path):
+    """The record's target is claimed while the job's interpreter starts (the probe holds the
+    program until then): a --record naming a file jaxcache may not replace stops the job
+    before any of its program ran, as when the claim came before the start."""
+    cache = mkdir(tmp_path / "cache", 0o700)
+    assert allowed([PY, "-c", "1"], PY, str(cache), policy_in_use=False, sealed=False)
+    precious, marker = tmp_path / "precious.txt", tmp_path / "ran"
+    precious.write_text("do not lose me")
+    proc = jaxcache("run", "--cache-dir", str(cache), "--record", str(precious), "--", PY, "-c",
+                    f"open({str(marker)!r}, 'w')")
+    assert proc.returncode == 2 and "refusing to overwrite" in proc.stderr, proc.stderr
+    assert precious.read_text() == "do not lose me" and not marker.exists()
+    assert "Traceback" not in proc.stderr
+
+
 def test_a_worker_that_imports_jax_asks_for_the_audit(tmp_path):
     """The job's first process never imports jax; a worker it starts later (its descriptors
     closed, as subprocess does) does: the worker's ask starts the audit, and it gets the

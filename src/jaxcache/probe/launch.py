@@ -72,8 +72,9 @@ def resolve(argv: list[str]) -> str:
 
 def probe_files() -> list[tuple[str, str]]:
     """(source, name in the probe directory) of every file the probe needs in the job's
-    Python: site.py as sitecustomize.py, and the stdlib-only files it loads by path once the
-    job imports jax, under the names site.py, recorder.py and document.py ask for."""
+    Python: site.py as sitecustomize.py (first: what every process loads as it starts), and
+    the stdlib-only files it loads by path once the job imports jax, under the names site.py,
+    recorder.py and document.py ask for."""
     from jaxcache.jaxcompat import gate as jaxgate
 
     here = os.path.dirname(os.path.abspath(__file__))
@@ -103,11 +104,15 @@ def launch(argv: list[str], env: dict[str, str], *,
            stdout: int | IO[str] | IO[bytes] | None = None,
            stderr: int | IO[str] | IO[bytes] | None = None, timeout: float | None = None,
            interactive: bool = True, admit: Callable[[], dict[str, str]] | None = None,
-           meanwhile: Callable[[], object] | None = None) -> Ran:
+           meanwhile: Callable[[], object] | None = None,
+           before_start: Callable[[], object] | None = None) -> Ran:
     """Run argv with the probe; returns when the program has ended, however it ended:
     pid, status (as os.wait4 gives it), usage, wall_s, timed_out, probes (main one first).
     meanwhile(): called once the job has started, before waiting for it (what this process
-    needs after the job, imported while the job runs).
+    needs after the job, imported while the job runs). before_start() (with `admit` only):
+    what must be done before the job's program runs, done while its interpreter starts (the
+    probe holds the program until then: the start file); if it raises, the job is killed
+    before any of it ran, and the exception propagates.
 
     interactive: the job shares our terminal, Ctrl-C goes to it and we stay to write the
     record (jaxcache run). Otherwise (jaxcache bench) the job runs in its own session, and
@@ -116,7 +121,10 @@ def launch(argv: list[str], env: dict[str, str], *,
     if not argv:
         raise JaxcacheError("no command given: jaxcache run [OPTIONS] -- CMD [ARGS...]")
     exe = resolve(argv)
-    folder = probe_folder.make(probe_files())
+    files = probe_files()
+    # with a gate, what the probe loads only past it is written while the job starts
+    later = files[1:] if admit is not None else []
+    folder = probe_folder.make(files[:1] if admit is not None else files)
     probe = folder.path
     ask: tuple[int, int] | None = None
     try:
@@ -132,6 +140,8 @@ def launch(argv: list[str], env: dict[str, str], *,
                 child_env.pop(name, None)
             child_env[jobenv.GATE] = os.path.join(probe, probe_folder.GATE_FILE)
             child_env[jobenv.GATE_PID] = str(os.getpid())
+            if before_start is not None:
+                child_env[jobenv.START] = os.path.join(probe, probe_folder.START_FILE)
             ask = _listen(folder)  # before the job starts: its first ask must find it
         handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGQUIT)}
         actions = [(os.POSIX_SPAWN_DUP2, f if isinstance(f, int) else f.fileno(), target)
@@ -143,6 +153,21 @@ def launch(argv: list[str], env: dict[str, str], *,
         except OSError as exc:
             raise CommandError(f"cannot run {safe(argv[0])}: {exc.strerror}", 126) from None
         asked: tuple[int, int, Callable[[], None]] | None = None
+
+        def started() -> None:  # the job runs: what this process does before waiting for it
+            if before_start is not None:
+                before_start()
+                probe_folder.let_start(folder)
+            probe_folder.add(folder, later)  # before any gate can open
+            if meanwhile is not None:
+                meanwhile()
+
+        try:
+            started()
+        except BaseException:  # the job goes too (held at its start, if it was)
+            (os.kill if interactive else _kill_group)(pid, signal.SIGKILL)
+            os.wait4(pid, 0)
+            raise
         if admit is not None:
             def answer() -> None:
                 try:
@@ -159,8 +184,6 @@ def launch(argv: list[str], env: dict[str, str], *,
                 answer()  # no way to wait for an ask: audited now, as the job starts
             else:
                 asked = (ended, ask[0], answer)
-        if meanwhile is not None:
-            meanwhile()
         try:
             status, usage, timed_out = _wait(pid, timeout, interactive, handlers, asked)
         finally:

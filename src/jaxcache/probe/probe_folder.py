@@ -22,6 +22,7 @@ from jaxcache.text import safe
 
 GATE_FILE = "gate.json"  # the probe's env: JAXCACHE_GATE (this file), JAXCACHE_GATE_PID
 ASK_FILE = "ask"  # a FIFO beside the gate: a process about to import jax writes a byte
+START_FILE = "start"  # JAXCACHE_START: made once the job's program may run (launch.py)
 _PREFIX = "jaxcache-probe-"
 _CACHED = "__pycache__"
 
@@ -71,7 +72,7 @@ def tmp_root() -> str:
 
 def make(files: list[tuple[str, str]]) -> ProbeFolder:
     """A new private folder holding `files` ((source, name) pairs, probe_files()), each with
-    its installed bytecode beside it in __pycache__."""
+    its installed bytecode beside it in __pycache__ (more: add())."""
     root = tmp_root()
     for _ in range(100):
         path = os.path.join(root, _PREFIX + os.urandom(6).hex())
@@ -86,20 +87,30 @@ def make(files: list[tuple[str, str]]) -> ProbeFolder:
     folder = ProbeFolder(path, fd)
     try:
         os.mkdir(_CACHED, 0o700, dir_fd=fd)
-        cached = os.open(_CACHED, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC,
-                         dir_fd=fd)
-        try:
-            for source, name in files:
-                with open(source, "rb") as f:
-                    data, mtime = f.read(), os.fstat(f.fileno()).st_mtime_ns
-                _write_new(fd, name, data, mtime)
-                _copy_compiled(source, cached, name[:-3])
-        finally:
-            os.close(cached)
+        add(folder, files)
     except BaseException:
         remove(folder)
         raise
     return folder
+
+
+def add(folder: ProbeFolder, files: list[tuple[str, str]]) -> None:
+    """More files (as make() writes them) into the folder."""
+    cached = os.open(_CACHED, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC,
+                     dir_fd=folder.fd)
+    try:
+        for source, name in files:
+            with open(source, "rb") as f:
+                data, mtime = f.read(), os.fstat(f.fileno()).st_mtime_ns
+            _write_new(folder.fd, name, data, mtime)
+            _copy_compiled(source, cached, name[:-3])
+    finally:
+        os.close(cached)
+
+
+def let_start(folder: ProbeFolder) -> None:
+    """The start file: the job's program, held by its probe until now, runs."""
+    _write_new(folder.fd, START_FILE, b"")
 
 
 def _write_new(dir_fd: int, name: str, data: bytes, mtime_ns: int | None = None) -> None:

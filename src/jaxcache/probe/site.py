@@ -94,6 +94,38 @@ def _wait_gate() -> "dict[str, str]":
     return env
 
 
+def _wait_start() -> None:
+    """`jaxcache run` started this process while it finished what it does before a job (the
+    record's target claimed, the job's JAX version read): hold the program, before any of it
+    runs, until the start file is in the probe folder. If jaxcache is gone first, or the folder
+    is, the program never runs (jaxcache kills the job where it refuses)."""
+    start = os.environ.pop("JAXCACHE_START", None)  # children start after it, never held
+    if not start:
+        return
+    parent = int(os.environ.get("JAXCACHE_GATE_PID") or 0)
+    while True:
+        try:
+            st = os.lstat(start)
+        except FileNotFoundError:
+            pass
+        except OSError:
+            os._exit(1)
+        else:
+            if stat.S_ISREG(st.st_mode) and st.st_uid == os.geteuid():
+                return
+            os._exit(1)  # not the file jaxcache makes
+        try:
+            if parent:
+                os.kill(parent, 0)
+            if not os.path.isdir(os.path.dirname(start)):
+                os._exit(1)
+        except ProcessLookupError:
+            os._exit(1)
+        except OSError:
+            pass
+        time.sleep(0.0002)
+
+
 def _ask(gate: str) -> None:
     """Tell `jaxcache run` that this process imports jax: it audits the cache only then (a
     job that never imports jax is never held, and costs no audit), and opens the gate. One
@@ -364,6 +396,7 @@ def _claim_prefetch() -> bool:
     return True
 
 
+_wait_start()
 if "jax" in sys.modules:  # imported by something earlier in start-up
     _on_jax_imported(sys.modules["jax"], time.perf_counter())
 else:

@@ -127,17 +127,24 @@ def run_job(argv: list[str], *, cache_dir: str | None = None, record_path: str |
         from jaxcache.probe import rank_identity as ranks
 
         record_path = ranks.record_path(record_path, env)  # one file per rank, never shared
-    out = _claim_record(record_path or default_record_path(), record_path is not None)
-    try:
-        if not argv:
-            raise JaxcacheError("no command given: jaxcache run [OPTIONS] -- CMD [ARGS...]")
-        exe = launch.resolve(argv)
+    claimed: list[Output | Unclaimed] = []
+
+    def before_job() -> None:
+        """The record's target claimed, the job's JAX version checked: refused here, the job's
+        program never runs (with an early start, while its interpreter starts)."""
+        claimed.append(_claim_record(record_path or default_record_path(),
+                                     record_path is not None))
         if not unverified_jax or seal is not None:
             from jaxcache.jaxcompat import gate as jaxgate
 
             why = jaxgate.refusal(exe)
             if why is not None:
                 raise JaxcacheError(f"{why}. {UNVERIFIED_REMEDY if seal is None else SEALED_NO}")
+
+    try:
+        if not argv:
+            raise JaxcacheError("no command given: jaxcache run [OPTIONS] -- CMD [ARGS...]")
+        exe = launch.resolve(argv)
         admitted: list[Admission] = []  # _admit's, once admit() ran
         chosen, named = _namespaced(chosen, namespace, on_hashing)
 
@@ -163,8 +170,10 @@ def run_job(argv: list[str], *, cache_dir: str | None = None, record_path: str |
         ahead = _prefetch_env(argv, chosen, seal) if seal is not None else {}
         if early_start.allowed(argv, exe, chosen, sealed=seal is not None,
                                policy_in_use=policy is not None or os.path.exists(policy_file())):
-            ran = launch.launch(argv, env, admit=admit, stdout=stdout, meanwhile=_after_job)
+            ran = launch.launch(argv, env, admit=admit, stdout=stdout, meanwhile=_after_job,
+                                before_start=before_job)
         else:
+            before_job()
             granted = admit()
             if seal is not None:
                 env.pop("JAX_COMPILATION_CACHE_DIR", None)
@@ -178,6 +187,7 @@ def run_job(argv: list[str], *, cache_dir: str | None = None, record_path: str |
         from jaxcache.probe import runner
         from jaxcache.records import run_record as recordmod
 
+        out = claimed[0]
         outcome = runner.outcome(argv, ran)
         if not admitted:  # no process of the job imported jax: nothing audited, nothing opened
             from jaxcache.records.run_document import NOT_AUDITED, NOT_AUDITED_WHY
@@ -204,7 +214,8 @@ def run_job(argv: list[str], *, cache_dir: str | None = None, record_path: str |
                                        unverified_allowed=unverified_jax)
         return recordmod.RunResult(doc, out.path, outcome, unverified_allowed=unverified_jax)
     finally:
-        out.release()  # no-op once written
+        for made in claimed:
+            made.release()  # no-op once written
 
 
 def _after_job() -> None:
