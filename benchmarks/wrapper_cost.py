@@ -9,16 +9,17 @@ Two arms, interleaved round by round (the order alternates) so machine drift hit
 Per arm: the median wall time and the median CPU time (user + system of the process and its
 children, from RUSAGE_CHILDREN), and run - bare for both, with the paired Hodges-Lehmann
 estimate of the per-round wall difference and its exact 95 % interval (bench/estimates.py).
-Targets (issue 26): run - bare <= +25 ms wall and <= +30 ms CPU.
+Targets: run - bare <= +25 ms wall and <= +30 ms CPU (a program that does nothing never
+imports jax, so `run` never audits for it: the audit waits for the job's first `import jax`).
 
 `--job examples/train.py` times a real JAX job instead of noop.py, its cache warm in both arms
 (the bare arm runs JAX's own cache on the same directory): what a warm start pays. With
 `--against OTHER_CHECKOUT/src` a third arm runs `run` from that tree: run - base is what a
 change adds to a warm run (issue 40: the build's fingerprint, <= +2 ms). For the `run` arms
 the part outside the job (wall minus the job's own wall from its run record: jaxcache's start
-before the job and its record after; the audit runs beside the job, which waits for it only
-once `import jax` is done) is shown too, and run - base of it: paired without the job's noise,
-which on a 2-second JAX job is wider than the difference sought.
+before the job and its record after; the audit runs beside JAX's import, which waits for
+it only once `import jax` is done) is shown too, and run - base of it: paired without the
+job's noise, which on a 2-second JAX job is wider than the difference sought.
 
     .venv/bin/python benchmarks/wrapper_cost.py [--rounds 41] [--ledger-lines 1000] [--json F]
         [--against OTHER_CHECKOUT/src] [--job PROGRAM.py]
