@@ -141,7 +141,7 @@ def test_a_job_that_never_imports_jax_is_never_audited(tmp_path):
                     "print('no jax here')", env={**os.environ, "JAX_PLATFORMS": "cpu"})
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == "no jax here\n"
-    assert f"cache {cache}: not audited: no process of the job imported jax" in proc.stderr
+    assert f"cache {cache}: not audited: no process of the job asked for it" in proc.stderr
     part = json.loads(record.read_text())["cache_dir"]
     assert part["verdict"] == "NOT-AUDITED" and part["origin"] is None
     assert part["before"]["entries"] is None and part["after"]["entries"] is None

@@ -25,7 +25,7 @@ from collections.abc import Callable
 
 from jaxcache import jobenv
 from jaxcache.errors import JaxcacheError
-from jaxcache.probe import probe_folder
+from jaxcache.probe import job_gates, probe_folder
 from jaxcache.text import safe
 
 TYPE_CHECKING = False
@@ -142,7 +142,7 @@ def launch(argv: list[str], env: dict[str, str], *,
             child_env[jobenv.GATE_PID] = str(os.getpid())
             if before_start is not None:
                 child_env[jobenv.START] = os.path.join(probe, probe_folder.START_FILE)
-            ask = _listen(folder)  # before the job starts: its first ask must find it
+            ask = job_gates.listen(folder)  # before the job starts: its first ask must find it
         handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGQUIT)}
         actions = [(os.POSIX_SPAWN_DUP2, f if isinstance(f, int) else f.fileno(), target)
                    for f, target in ((stdout, 1), (stderr, 2)) if f is not None]
@@ -152,43 +152,41 @@ def launch(argv: list[str], env: dict[str, str], *,
                                  setsid=not interactive)
         except OSError as exc:
             raise CommandError(f"cannot run {safe(argv[0])}: {exc.strerror}", 126) from None
-        asked: tuple[int, int, Callable[[], None]] | None = None
-
-        def started() -> None:  # the job runs: what this process does before waiting for it
-            if before_start is not None:
-                before_start()
-                probe_folder.let_start(folder)
-            probe_folder.add(folder, later)  # before any gate can open
-            if meanwhile is not None:
-                meanwhile()
-
+        job = job_gates.Job(pid, interactive)
+        forward = _hold_signals(pid, interactive, handlers)  # from now on, until it is reaped
+        asking: job_gates.Asking | None = None
         try:
-            started()
-        except BaseException:  # the job goes too (held at its start, if it was)
-            (os.kill if interactive else _kill_group)(pid, signal.SIGKILL)
-            os.wait4(pid, 0)
-            raise
-        if admit is not None:
-            def answer() -> None:
-                try:
-                    granted = admit()
-                except BaseException:
-                    probe_folder.open_gate(folder, None)
-                    (os.kill if interactive else _kill_group)(pid, signal.SIGKILL)
-                    os.wait4(pid, 0)
-                    raise
-                probe_folder.open_gate(folder, granted)
+            try:
+                if before_start is not None:
+                    before_start()
+                    probe_folder.let_start(folder)
+                probe_folder.add(folder, later)  # before any gate can open
+                if meanwhile is not None:
+                    meanwhile()
+                if admit is not None:
+                    def answer() -> None:
+                        try:
+                            granted = admit()
+                        except BaseException:
+                            try:  # noqa: SIM105
+                                probe_folder.open_gate(folder, None)  # those at it stop
+                            except OSError:
+                                pass  # it stays shut: they stop once the folder is gone
+                            raise
+                        probe_folder.open_gate(folder, granted)
 
-            ended = _pidfd(pid) if ask is not None else None
-            if ask is None or ended is None:
-                answer()  # no way to wait for an ask: audited now, as the job starts
-            else:
-                asked = (ended, ask[0], answer)
-        try:
-            status, usage, timed_out = _wait(pid, timeout, interactive, handlers, asked)
+                    asking = job_gates.ask_or_none(ask, pid)
+                    if asking is None:
+                        answer()  # no way to wait for an ask: audited now, as the job starts
+                status, usage, timed_out = _wait(
+                    job, timeout, None if asking is None else lambda: asking.wait(answer))
+            except BaseException:  # the job goes too (held at its start, if it was)
+                job.stop()
+                raise
         finally:
-            if asked is not None:
-                os.close(asked[0])
+            if asking is not None:
+                asking.close()
+            _restore_signals(interactive, handlers, forward)
         wall = time.perf_counter() - start
         if not interactive:
             _end_group(pid)  # leftovers of the job (daemons it started) go with it
@@ -200,46 +198,31 @@ def launch(argv: list[str], env: dict[str, str], *,
         probe_folder.remove(folder)
 
 
-def _listen(folder: ProbeFolder) -> tuple[int, int] | None:
-    """The ask FIFO's ends (probe_folder.listen), None where none can be made."""
-    try:
-        return probe_folder.listen(folder)
-    except OSError:
-        return None
+def _hold_signals(pid: int, interactive: bool, handlers: dict[signal.Signals, Handler]
+                  ) -> Handler:
+    """While the job runs: Ctrl-C (and Ctrl-\\) reach it through the terminal and we stay for
+    the record (interactive); SIGTERM is passed on to it. Returns SIGTERM's handler before."""
+    if interactive:
+        for s in handlers:
+            signal.signal(s, lambda *_: None)
+    return signal.signal(signal.SIGTERM, lambda s, _f: os.kill(pid, s))
 
 
-def _pidfd(pid: int) -> int | None:
-    """A descriptor readable once the job's first process has ended (Linux 5.3 and later),
-    or None."""
-    try:
-        return os.pidfd_open(pid)
-    except (AttributeError, OSError):
-        return None
-
-
-def _until_asked(ended: int, ask: int, answer: Callable[[], None]) -> None:
-    """Until a process of the job asks for the gate (its byte in the FIFO: answer(), the
-    audit and the gate) or the job's first process has ended unasked: then no process of it
-    imported jax, nothing was audited, and nothing needed to be. An ask made as it ended is
-    answered (a process it left behind may be at the gate)."""
-    import select
-
-    ready, _, _ = select.select([ask, ended], [], [])
-    if ask not in ready:
-        ready, _, _ = select.select([ask], [], [], 0)
-    if ask in ready:
-        answer()
+def _restore_signals(interactive: bool, handlers: dict[signal.Signals, Handler],
+                     forward: Handler) -> None:
+    if interactive:
+        for s, h in handlers.items():
+            signal.signal(s, h)
+    signal.signal(signal.SIGTERM, forward)
 
 
 GRACE_S = 10.0  # after SIGTERM, before SIGKILL: time for a launcher to cancel its ranks
 
 
-def _wait(pid: int, timeout: float | None, interactive: bool,
-          handlers: dict[signal.Signals, Handler],
-          asked: tuple[int, int, Callable[[], None]] | None = None
-          ) -> tuple[int, struct_rusage, bool]:
-    """The job's end (wait4), after answering its ask (_until_asked), if `asked`: with the
-    signals handled as for the wait (Ctrl-C is the job's, not ours)."""
+def _wait(job: job_gates.Job, timeout: float | None,
+          first: Callable[[], object] | None = None) -> tuple[int, struct_rusage, bool]:
+    """The job's end (wait4), after first() (the wait for its ask: job_gates.Asking.wait)."""
+    pid = job.pid
     expired: threading.Event | None = None
     timers: list[threading.Timer] = []
     if timeout is not None:
@@ -259,16 +242,13 @@ def _wait(pid: int, timeout: float | None, interactive: bool,
             after(GRACE_S, lambda: _kill_group(pid))
 
         after(timeout, expire)
-    if interactive:  # Ctrl-C reaches the child through the terminal; we stay for the record
-        for s in handlers:
-            signal.signal(s, lambda *_: None)
-    forward = signal.signal(signal.SIGTERM, lambda s, _f: os.kill(pid, s))
     try:
-        if asked is not None:
-            _until_asked(*asked)
+        if first is not None:
+            first()
         while True:
             try:
                 _, status, usage = os.wait4(pid, 0)
+                job.reaped = True
                 break
             except InterruptedError:
                 continue
@@ -281,15 +261,12 @@ def _wait(pid: int, timeout: float | None, interactive: bool,
                         os.wait4(pid, 0)
                         break
                     time.sleep(0.05)
+                job.reaped = True
                 _end_group(pid)
                 raise
     finally:
         for t in timers:
             t.cancel()
-        if interactive:
-            for s, h in handlers.items():
-                signal.signal(s, h)
-        signal.signal(signal.SIGTERM, forward)
     return status, usage, expired is not None and expired.is_set()
 
 

@@ -82,8 +82,9 @@ def _wait_gate() -> "dict[str, str]":
         except OSError:
             pass
         waits += 1
-        if waits % 100 == 0:  # an ask that could not be made (no descriptor left): again
-            _ask(gate)
+        if waits % 100 == 0 and not _ask(gate):  # asked again (no descriptor left before?)
+            doc = {}  # the FIFO is gone and no answer came: no verdict will come
+            break
         time.sleep(0.001)
     if not doc.get("ok"):
         os._exit(1)  # refused: jaxcache run reports why; JAX never had the directory
@@ -126,16 +127,18 @@ def _wait_start() -> None:
         time.sleep(0.0002)
 
 
-def _ask(gate: str) -> None:
+def _ask(gate: str) -> bool:
     """Tell `jaxcache run` that this process imports jax: it audits the cache only then (a
     job that never imports jax is never held, and costs no audit), and opens the gate. One
     byte into the FIFO beside the gate, never blocking; no listener (jaxcache has already
-    answered, or is gone) is no error: the gate says which."""
+    answered, or is gone) is no error: the gate says which. False if the FIFO is gone."""
     try:
         fd = os.open(os.path.join(os.path.dirname(gate), "ask"),
                      os.O_WRONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return False
     except OSError:
-        return
+        return True
     try:
         if stat.S_ISFIFO(os.fstat(fd).st_mode):
             os.write(fd, b"?")
@@ -143,6 +146,7 @@ def _ask(gate: str) -> None:
         pass  # full: jaxcache has been asked already
     finally:
         os.close(fd)
+    return True
 
 
 def _on_jax_imported(module: "ModuleType", started: float) -> None:
@@ -284,36 +288,53 @@ def _install_seal(value: str) -> "tuple[ModuleType, object]":
 
 
 class _JaxWatcher:
-    """Meta-path finder that lets `import jax` run normally, then installs the listeners."""
+    """Meta-path finder that lets `import jax` run normally, then installs the listeners.
+    It stays on the meta path until jax is imported: a program that first only looks for jax
+    (`importlib.util.find_spec("jax")`, an "is it installed?" check) would otherwise import
+    it past the probe. The finders below it are asked through importlib.util.find_spec, with
+    this one passed over on that thread (_inside)."""
+
+    _inside: "set[int]" = set()  # the threads asking the finders below on its behalf
 
     def find_spec(self, name: str, path: object = None, target: object = None
                   ) -> "ModuleSpec | None":
-        if name != "jax":
+        from _thread import get_ident
+
+        me = get_ident()
+        if name != "jax" or me in self._inside:
             return None
         import importlib.util
 
+        self._inside.add(me)
         try:
-            sys.meta_path.remove(self)
-        except ValueError:
-            pass
-        spec = importlib.util.find_spec("jax")
+            spec = importlib.util.find_spec("jax")
+        finally:
+            self._inside.discard(me)
         if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
             return spec
         loader: Any = spec.loader  # its exec_module is replaced on this instance
         original = loader.exec_module
+        if getattr(original, "_jaxcache_probe", False):
+            return spec  # a loader given out twice (by a caching finder): wrapped once
         started = time.perf_counter()
-        gate = os.environ.get("JAXCACHE_GATE")
-        if gate:  # the audit runs while JAX imports; the gate is waited for after
-            _ask(gate)
+        watcher = self
 
         def exec_module(module: "ModuleType") -> None:
             # as JAX's import begins (not at interpreter start: site is not done; not in
             # find_spec, which runs under the global import lock: no other thread could
             # import until it returns)
+            try:
+                sys.meta_path.remove(watcher)
+            except ValueError:
+                pass
+            gate = os.environ.get("JAXCACHE_GATE")
+            if gate:  # the audit runs while JAX imports; the gate is waited for after
+                _ask(gate)
             _start_prefetch()
             original(module)
             _on_jax_imported(module, started)
 
+        exec_module._jaxcache_probe = True  # type: ignore[attr-defined]
         loader.exec_module = exec_module
         return spec
 

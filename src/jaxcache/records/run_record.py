@@ -77,12 +77,16 @@ class RunResult:
         except that a job which exited 0 after JAX was pointed at a directory jaxcache refused
         or does not trust exits 1, and one whose JAX turned out unsupported (without
         --unverified-jax) exits 2. So does (1) one where a rank's view of the cache differs or
-        a rank went unseen (rank_views)."""
+        a rank went unseen (rank_views), and one whose cache, audited only after the job
+        (AUDITED_AFTER_JOB), is not a directory jaxcache would have given it."""
         status = self.outcome.status
         if record.unverified and not self.unverified_allowed:
             return status or 2
         if status == 0 and (used_dirs.failing(record) or record.ranks.problems):
             return 1
+        place = record.cache_dir
+        if status == 0 and place.audited_after_job and place.verdict not in used_dirs.OK_VERDICTS:
+            return 1  # a process jaxcache did not watch used a directory it would have refused
         return status
 
 

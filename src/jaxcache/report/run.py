@@ -3,7 +3,7 @@ the record itself is the JSON, written by the run: docs/run-record.md)."""
 
 from __future__ import annotations
 
-from jaxcache.records.run_document import NOT_AUDITED, NOT_AUDITED_WHY, ModuleOutcome
+from jaxcache.records.run_document import NOT_AUDITED, ModuleOutcome
 from jaxcache.report.style import origin_counts
 from jaxcache.text import plural, safe, size
 
@@ -209,7 +209,7 @@ def render_text(record: RunRecord, record_path: str, verbose: bool = False) -> s
     c = record.cache_dir
     before, after = c.before.entries, c.after.entries
     if c.verdict == NOT_AUDITED:
-        lines.append(f"cache {c.path}: {NOT_AUDITED_WHY}")
+        lines.append(f"cache {c.path}: {safe(c.before.unknown or NOT_AUDITED)}")
     elif before is None or after is None:  # a listing failed: unknown, never 0
         why = c.after.unknown or c.before.unknown or "not listed"
         counted = f"{after} after" if after is not None else "unknown after"

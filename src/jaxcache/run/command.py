@@ -168,10 +168,18 @@ def run_job(argv: list[str], *, cache_dir: str | None = None, record_path: str |
             return granted
 
         ahead = _prefetch_env(argv, chosen, seal) if seal is not None else {}
+        seen: tuple[int, ...] | None = None  # the directory as the job started, if early
         if early_start.allowed(argv, exe, chosen, sealed=seal is not None,
                                policy_in_use=policy is not None or os.path.exists(policy_file())):
-            ran = launch.launch(argv, env, admit=admit, stdout=stdout, meanwhile=_after_job,
-                                before_start=before_job)
+            seen = _dir_state(chosen)
+            try:
+                ran = launch.launch(argv, env, admit=admit, stdout=stdout, meanwhile=_after_job,
+                                    before_start=before_job)
+            except UntrustedCacheError as exc:  # refused at its first `import jax`
+                exc.args = (f"{exc}\n  the job had started (the audit waits for its first "
+                            "`import jax`): it was stopped there, with every process it had "
+                            "started, before JAX had the directory",)
+                raise
         else:
             before_job()
             granted = admit()
@@ -189,13 +197,25 @@ def run_job(argv: list[str], *, cache_dir: str | None = None, record_path: str |
 
         out = claimed[0]
         outcome = runner.outcome(argv, ran)
-        if not admitted:  # no process of the job imported jax: nothing audited, nothing opened
+        now = None if admitted else _dir_state(chosen)
+        if not admitted and (now == seen or now is None):  # no process asked: none audited
             from jaxcache.records.run_document import NOT_AUDITED, NOT_AUDITED_WHY
 
-            unseen = recordmod.DirSnapshot(os.path.abspath(chosen), {}, NOT_AUDITED_WHY)
+            reason = NOT_AUDITED_WHY if now == seen else \
+                "not audited: no process of the job asked for it, and it is gone after the job"
+            unseen = recordmod.DirSnapshot(os.path.abspath(chosen), {}, reason)
             doc = recordmod.finish(outcome, unseen.path, verdict=NOT_AUDITED, before=unseen,
                                    after=unseen, env=env, run=recordmod.RunAudit(
                                        None, named, policy, unverified_jax))
+        elif not admitted:  # none asked, yet it changed: used by a process the probe missed
+            from jaxcache.records.run_document import AUDITED_AFTER_JOB
+
+            where, verdict, origin = _audited_after(chosen, policy, require_origin, env)
+            doc = recordmod.finish(
+                outcome, where, verdict=verdict,
+                before=recordmod.DirSnapshot(where, {}, AUDITED_AFTER_JOB),
+                env=env, run=recordmod.RunAudit(origin, named, policy, unverified_jax,
+                                                audited_after_job=True))
         else:
             admission = admitted[0]
             before = admission.before if admission.beside is None \
@@ -216,6 +236,30 @@ def run_job(argv: list[str], *, cache_dir: str | None = None, record_path: str |
     finally:
         for made in claimed:
             made.release()  # no-op once written
+
+
+def _audited_after(chosen: str, policy: str | None, require_origin: bool,
+                   env: dict[str, str]) -> tuple[str, str, dict[str, object] | None]:
+    """The cache audited after a job none of whose processes asked for it, though it changed
+    while the job ran: (its path, verdict, origin summary); UNVERIFIABLE where it cannot be
+    audited now (it existed a moment before: its state was read)."""
+    from jaxcache.trust.findings import Verdict
+
+    try:
+        late = _admit(chosen, policy, True, None, require_origin, env)
+    except (JaxcacheError, OSError):
+        return os.path.abspath(chosen), Verdict.UNVERIFIABLE.value, None
+    return late.path, late.verdict, late.origin
+
+
+def _dir_state(path: str) -> tuple[int, ...] | None:
+    """What changes whenever a name in the directory is added, removed or renamed, or its
+    permissions change (None: it cannot be read now)."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_nlink
 
 
 def _after_job() -> None:

@@ -1,0 +1,133 @@
+"""jaxcache's side of a job started before its checks (launch.py): the job as a process tree
+it may have to stop, and the ask through which a process of the job says it imports jax.
+
+A process about to import jax writes one byte into the FIFO `ask` in the probe folder
+(site.py's _ask); launch.py waits on it and on a pidfd of the job's first process, with
+poll (select cannot watch a descriptor numbered 1024 or more), and audits only once asked.
+Where the audit refuses, every process of the job still in its tree is stopped, not only
+its first: by then the job may have started helpers (those that left the tree, by a double
+fork, get no cache at the gate either: it stays shut, and they stop there).
+Standard library only (os, signal): every job's start-up waits for this module's import.
+"""
+
+from __future__ import annotations
+
+import os
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import signal
+    from collections.abc import Callable
+
+    from jaxcache.probe.probe_folder import ProbeFolder
+else:  # the C module: signal's enums cost every run ~0.5 ms
+    import _signal as signal
+
+
+class Job:
+    """The job's first process, until reaped: stopped (with what it started) at most once,
+    never after it was reaped (its pid could name another process by then)."""
+
+    __slots__ = ("interactive", "pid", "reaped")
+
+    def __init__(self, pid: int, interactive: bool) -> None:
+        self.pid, self.interactive, self.reaped = pid, interactive, False
+
+    def stop(self) -> None:
+        """SIGKILL the job's tree (and its process group, when it has its own), then reap its
+        first process."""
+        if self.reaped:
+            return
+        _kill_tree(self.pid)
+        if not self.interactive:
+            try:  # noqa: SIM105 (contextlib's import costs every `jaxcache run` ~0.5 ms)
+                os.killpg(self.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        os.wait4(self.pid, 0)
+        self.reaped = True
+
+
+def descendants(pid: int) -> list[int]:
+    """The processes below `pid` in the process tree now (by /proc's parent ids)."""
+    children: dict[int, list[int]] = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                data = f.read(4096)
+            parent = int(data.rsplit(b")", 1)[1].split()[1])  # the name may hold ')'
+        except (OSError, ValueError, IndexError):
+            continue  # gone meanwhile
+        children.setdefault(parent, []).append(int(name))
+    found: list[int] = []
+    todo = [pid]
+    while todo:
+        for child in children.get(todo.pop(), ()):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def _kill_tree(pid: int) -> None:
+    """Stop the tree first (no process of it forks meanwhile, none is reparented away by its
+    parent's death), look again for what was started before the stop, then kill them all."""
+    for sig in (signal.SIGSTOP, signal.SIGKILL):
+        for each in [pid, *descendants(pid)]:
+            try:  # noqa: SIM105
+                os.kill(each, sig)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+
+class Asking:
+    """The FIFO's read end and a pidfd of the job's first process, from ask_or_none()."""
+
+    __slots__ = ("ask", "ended")
+
+    def __init__(self, ask: int, ended: int) -> None:
+        self.ask, self.ended = ask, ended
+
+    def wait(self, answer: Callable[[], None]) -> bool:
+        """Until a process of the job asks (then answer(): the audit and the gate) or the
+        job's first process has ended unasked; an ask made as it ended is answered too, so
+        that whether any process asked is known. True if one did."""
+        import select
+
+        both = select.poll()
+        both.register(self.ask, select.POLLIN)
+        both.register(self.ended, select.POLLIN)
+        ready = {fd for fd, _ in both.poll()}
+        if self.ask not in ready:
+            last = select.poll()
+            last.register(self.ask, select.POLLIN)
+            ready = {fd for fd, _ in last.poll(0)}
+        if self.ask in ready:
+            answer()
+            return True
+        return False
+
+    def close(self) -> None:
+        os.close(self.ended)
+
+
+def ask_or_none(ask: tuple[int, int] | None, pid: int) -> Asking | None:
+    """What waits for the job's ask, or None where it cannot be waited for (no FIFO, or no
+    pidfd: a kernel before 5.3): the audit then runs as the job starts."""
+    if ask is None:
+        return None
+    try:
+        return Asking(ask[0], os.pidfd_open(pid))
+    except (AttributeError, OSError):
+        return None
+
+
+def listen(folder: ProbeFolder) -> tuple[int, int] | None:
+    """The ask FIFO's ends (probe_folder.listen), None where none can be made."""
+    from jaxcache.probe import probe_folder
+
+    try:
+        return probe_folder.listen(folder)
+    except OSError:
+        return None

@@ -1,0 +1,121 @@
+"""An early-started job is audited once one of its processes begins to import jax (it asks
+through the probe folder's FIFO, probe/job_gates.py): what a job that never asks is told, what
+the record says when something the probe does not see used the cache anyway, and what a
+refusal at that point stops. Each found by an attack on the change."""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+
+import pytest
+from support.jobs import JOB_TIMEOUT_S, clean_env, jaxcache
+from support.users import mkdir
+
+from jaxcache.run.early_start import allowed
+
+PY = sys.executable
+
+
+def _run(cache, record, code: str, *opts: str) -> subprocess.CompletedProcess:
+    assert allowed([PY, "-c", code], PY, str(cache), policy_in_use=False, sealed=False)
+    return jaxcache("run", *opts, "--cache-dir", str(cache), "--record", str(record), "--",
+                    PY, "-c", code, env=clean_env())
+
+
+def test_a_process_the_probe_does_not_see_makes_the_cache_audited_after_the_job(tmp_path):
+    """No process asked, yet the directory changed while the job ran (a `python -I` child,
+    which loads no probe, wrote into it): the record does not say nothing happened; the
+    cache is audited after the job, and a verdict jaxcache would have refused fails the run
+    though the job exited 0."""
+    cache = mkdir(tmp_path / "cache", 0o700)
+    record = tmp_path / "r.json"
+    write = f"open({str(cache / 'jit_x-0-cache')!r}, 'w').write('x')"
+    proc = _run(cache, record, f"import subprocess, sys\nsubprocess.run([sys.executable, '-I', "
+                               f"'-c', {write!r}], check=True)\n")
+    assert proc.returncode == 0, proc.stderr
+    part = json.loads(record.read_text())["cache_dir"]
+    assert part["verdict"] == "PRIVATE" and part["audited_after_job"] is True
+    assert part["before"]["entries"] is None and "changed while it ran" in part["before"]["unknown"]
+    assert part["after"]["entries"] == 1
+    opened = f"import os; os.chmod({str(cache)!r}, 0o777)"
+    proc = _run(cache, record, f"import subprocess, sys\nsubprocess.run([sys.executable, '-I', "
+                               f"'-c', {opened!r}], check=True)\n")
+    os.chmod(cache, 0o700)
+    assert proc.returncode == 1, proc.stderr  # the job's own status was 0
+    part = json.loads(record.read_text())["cache_dir"]
+    assert part["verdict"] == "UNSAFE" and part["audited_after_job"] is True
+    assert "audited after the job" in proc.stderr
+
+
+def test_a_job_that_never_asks_and_changes_nothing_is_not_audited(tmp_path):
+    cache = mkdir(tmp_path / "cache", 0o700)
+    record = tmp_path / "r.json"
+    proc = _run(cache, record, "print('no jax')")
+    assert proc.returncode == 0 and proc.stdout == "no jax\n", proc.stderr
+    part = json.loads(record.read_text())["cache_dir"]
+    assert part["verdict"] == "NOT-AUDITED" and part["audited_after_job"] is False
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="chattr +i needs root")
+def test_a_refusal_at_import_jax_stops_every_process_the_job_started(tmp_path):
+    """By its first `import jax` a job may have started helpers: a refusal then stops them
+    with it (a helper left running would write once its parent is gone), and says so."""
+    pytest.importorskip("jax")
+    cache = mkdir(tmp_path / "cache", 0o700)
+    marker = tmp_path / "helper-ran-on"
+    helper = ("import os, time\nparent = os.getppid()\nwhile os.getppid() == parent:\n"
+              f"    time.sleep(0.01)\nopen({str(marker)!r}, 'w')\n")
+    job = (f"import subprocess, sys, time\nsubprocess.Popen([sys.executable, '-c', {helper!r}])"
+           "\ntime.sleep(0.2)\nimport jax\nprint('past the gate')\n")
+    if subprocess.run(["chattr", "+i", str(cache)], capture_output=True).returncode != 0:
+        pytest.skip("this filesystem has no immutable flag")
+    try:
+        proc = _run(cache, tmp_path / "r.json", job)
+    finally:
+        subprocess.run(["chattr", "-i", str(cache)], check=True)
+    assert proc.returncode == 1 and "refusing cache" in proc.stderr, proc.stderr
+    assert "it was stopped there, with every process it had started" in proc.stderr
+    assert "past the gate" not in proc.stdout
+    time.sleep(1.0)  # a helper left running writes within milliseconds of its parent's end
+    assert not marker.exists()
+
+
+def test_descriptors_numbered_past_1024_are_waited_on(tmp_path):
+    """select() cannot watch a descriptor numbered 1024 or more; the wait for the ask must
+    not fail (and leave the job running) in a process that holds that many open."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 2048:
+        pytest.skip(f"the hard limit on open files is {hard}")
+    cache = mkdir(tmp_path / "cache", 0o700)
+    record = tmp_path / "r.json"
+    lift = (f"import os, resource, sys\nresource.setrlimit(resource.RLIMIT_NOFILE, (2048, "
+            f"{hard if hard != resource.RLIM_INFINITY else 2048}))\n"
+            "fds = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]\n"
+            "for fd in fds:\n    os.set_inheritable(fd, True)\n"
+            "os.execv(sys.executable, [sys.executable, '-m', 'jaxcache', *sys.argv[1:]])\n")
+    proc = subprocess.run([PY, "-c", lift, "run", "--cache-dir", str(cache), "--record",
+                           str(record), "--", PY, "-c", "print('ran')"], capture_output=True,
+                          text=True, env=clean_env(), timeout=JOB_TIMEOUT_S)
+    assert proc.returncode == 0 and proc.stdout == "ran\n", proc.stderr
+    assert json.loads(record.read_text())["cache_dir"]["verdict"] == "NOT-AUDITED"
+    del soft
+
+
+def test_looking_for_jax_before_importing_it_keeps_the_probe(tmp_path):
+    """`importlib.util.find_spec("jax")` first (an "is it installed?" check): the probe's
+    watcher stays for the import itself, which asks, waits at the gate and gets the cache."""
+    pytest.importorskip("jax")
+    cache = mkdir(tmp_path / "cache", 0o700)
+    record = tmp_path / "r.json"
+    job = ("import importlib.util\nassert importlib.util.find_spec('jax') is not None\n"
+           "import jax\nprint(jax.config.jax_compilation_cache_dir)\n")
+    proc = _run(cache, record, job, "-q")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == f"{cache}\n"
+    doc = json.loads(record.read_text())
+    assert doc["cache_dir"]["verdict"] == "PRIVATE" and doc["probe"]["loaded"] is True
