@@ -17,8 +17,8 @@ from test_import_cycles import _imports, _modules
 
 # lowest first; `jaxcache` is the package's own __init__ (the public facade)
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("_package", "text", "validate", "values", "userdirs", "jobenv", "thresholds", "jaxcompat",
-     "fingerprint"),
+    ("_package", "text", "validate", "value_shapes", "values", "userdirs", "jobenv",
+     "thresholds", "jaxcompat", "fingerprint"),
     ("errors", "project"),
     ("trust",),
     ("documents", "folders", "api", "net"),

@@ -165,3 +165,36 @@ def test_jaxcache_run_imports_no_dataclasses(tmp_path):
                 if line.startswith("import time:")}
     assert {"jaxcache.trust.judgement.audit", "jaxcache.records.run_record"} <= imported
     assert {"dataclasses", "inspect"} & imported == set()
+
+
+def test_the_shapes_compiled_ahead_are_the_ones_values_would_compile():
+    """value_shapes.py is generated from values.shape_source (scripts/value_shapes.py): each
+    of its functions behaves as the one compiled on first use, and the file is current."""
+    from jaxcache import value_shapes, values
+
+    check = subprocess.run([sys.executable, "scripts/value_shapes.py", "--check"],
+                           capture_output=True, text=True)
+    assert check.returncode == 0, check.stderr
+    for count in range(values.PLAIN_SHAPES):
+        ahead = getattr(value_shapes, f"_plain_{count}").__code__
+        env: dict[str, object] = {}
+        exec(values.shape_source(count, (), True, False), env)  # noqa: S102
+        fresh = env["__init__"].__code__  # type: ignore[attr-defined]
+        assert (ahead.co_code, ahead.co_consts, ahead.co_varnames) == \
+            (fresh.co_code, fresh.co_consts, fresh.co_varnames)
+
+
+@frozen
+class Wide:
+    a: int
+    b: int = 2
+    c: str = "c"
+
+
+def test_a_class_of_a_shape_compiled_ahead_binds_as_before():
+    assert Wide(1) == Wide(1, 2, "c") and Wide(1, c="z").c == "z"
+    with pytest.raises(TypeError):
+        Wide()  # type: ignore[call-arg]
+    with pytest.raises(TypeError):
+        Wide(1, 2, "c", 4)  # type: ignore[call-arg]
+    assert Wide.__init__.__code__.co_varnames[:4] == ("self", "a", "b", "c")

@@ -121,21 +121,40 @@ def _refuse_delete(self: object, name: str) -> None:
 _SHAPES: dict[tuple[int, tuple[int, ...], bool, bool], CodeType] = {}
 
 
+def shape_source(count: int, factories: tuple[int, ...], plain: bool, post: bool,
+                 name: str = _INIT, typed: bool = False) -> str:
+    """The source of __init__ for a shape (see _SHAPES), as a function called `name` (`typed`:
+    its parameters annotated, for the type checker of value_shapes.py)."""
+    body = ["    _s = self.__dict__"] if plain and count else []
+    for i in range(count):
+        value = f"_f_f{i}() if f{i} is _MISSING else f{i}" if i in factories else f"f{i}"
+        body.append(f"    _s['f{i}'] = {value}" if plain else f"    _set(self, 'f{i}', {value})")
+    if post:
+        body.append("    self.__post_init__()")
+    kind = ": object" if typed else ""
+    params = "".join(f", f{i}{kind}" for i in range(count))
+    returns = " -> None" if typed else ""
+    return "\n".join([f"def {name}(self{kind}{params}){returns}:",
+                      *(body or ["    pass"])]) + "\n"
+
+
+PLAIN_SHAPES = 25  # value_shapes.py holds the plain shapes of 0 to 24 fields, compiled ahead
+
+
 def _shape_code(count: int, factories: tuple[int, ...], plain: bool, post: bool) -> CodeType:
     key = (count, factories, plain, post)
     code = _SHAPES.get(key)
     if code is None:
-        body = [" _s = self.__dict__"] if plain and count else []
-        for i in range(count):
-            value = f"_f_f{i}() if f{i} is _MISSING else f{i}" if i in factories else f"f{i}"
-            body.append(f" _s['f{i}'] = {value}" if plain else f" _set(self, 'f{i}', {value})")
-        if post:
-            body.append(" self.__post_init__()")
-        src = [f"def __init__(self{''.join(f', f{i}' for i in range(count))}):",
-               *(body or [" pass"])]
-        env: dict[str, object] = {}
-        exec("\n".join(src), env)  # noqa: S102 (our own text: placeholder names only)
-        code = _SHAPES[key] = env[_INIT].__code__  # type: ignore[attr-defined]
+        if plain and not factories and not post and count < PLAIN_SHAPES:
+            from jaxcache import value_shapes
+
+            made = getattr(value_shapes, f"_plain_{count}").__code__
+            code = made.replace(co_name=_INIT, co_qualname=_INIT)
+        else:
+            env: dict[str, object] = {}
+            exec(shape_source(count, factories, plain, post), env)  # noqa: S102 (placeholder
+            code = env[_INIT].__code__  # type: ignore[attr-defined]  # names only: our own)
+        _SHAPES[key] = code
     return code
 
 

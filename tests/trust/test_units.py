@@ -126,3 +126,16 @@ def test_entry_removed_while_the_cache_is_listed(tmp_path, monkeypatch):
         os.close(fd)
     monkeypatch.undo()  # os.scandir is the module's: Path.iterdir (3.13) calls it too
     assert [e.name for e in inv.entries] == [p.name for p in cache.iterdir()]
+
+
+@pytest.mark.parametrize("text,url", [
+    ("gs://bucket/p", True), ("s3://b", True), ("a+b.c-d://x", True), ("Gs://x", True),
+    ("A9://", True), ("a://b://c", True), ("1s://x", False), ("+a://x", False),
+    ("://x", False), ("a/b://x", False), ("a_b://x", False), ("a b://x", False),
+    ("\u00e9://x", False), ("gs:/x", False), ("/tmp/gs://x", False), ("ab:/c://d", False),
+    ("", False), ("cache", False)])
+def test_a_url_is_a_scheme_then_colon_slash_slash(text, url):
+    """is_url without a pattern (rules/target.py): what `^[A-Za-z][A-Za-z0-9+.-]*://` says."""
+    from jaxcache.trust.rules.target import is_url
+
+    assert is_url(text) is url

@@ -122,7 +122,7 @@ def launch(argv: list[str], env: dict[str, str], *,
         raise JaxcacheError("no command given: jaxcache run [OPTIONS] -- CMD [ARGS...]")
     exe = resolve(argv)
     files = probe_files()
-    # with a gate, what the probe loads only past it is written while the job starts
+    # with a gate, what the probe loads only past it is written once a process asks for it
     later = files[1:] if admit is not None else []
     folder = probe_folder.make(files[:1] if admit is not None else files)
     probe = folder.path
@@ -160,11 +160,11 @@ def launch(argv: list[str], env: dict[str, str], *,
                 if before_start is not None:
                     before_start()
                     probe_folder.let_start(folder)
-                probe_folder.add(folder, later)  # before any gate can open
                 if meanwhile is not None:
                     meanwhile()
                 if admit is not None:
                     def answer() -> None:
+                        probe_folder.add(folder, later)  # before the gate can open
                         try:
                             granted = admit()
                         except BaseException:

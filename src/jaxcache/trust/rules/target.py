@@ -14,12 +14,16 @@ from jaxcache.errors import JaxcacheError
 from jaxcache.text import quoted, safe
 from jaxcache.values import frozen
 
-_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+_SCHEME = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+.-")
 
 
 def is_url(text: str) -> bool:
-    """A URL (scheme://...), which JAX hands to etils/epath, not a local path."""
-    return _URL.match(text) is not None
+    """A URL (scheme://...: a letter, then letters, digits, '+', '.' or '-'), which JAX hands
+    to etils/epath, not a local path. Without a pattern: every run record asks, and a
+    compiled pattern costs the import of this module on `run`'s path."""
+    scheme, sep, _ = text.partition("://")
+    return bool(sep and scheme) and scheme[0] in _SCHEME and scheme[0] not in "0123456789+.-" \
+        and all(c in _SCHEME for c in scheme)
 
 
 @frozen
@@ -40,7 +44,7 @@ def resolve(given: str, cwd: str | None = None) -> Target:
         raise JaxcacheError("the cache path is empty")
     if "\0" in given:
         raise JaxcacheError("the cache path contains a NUL byte")
-    if _URL.match(given):
+    if is_url(given):
         return Target(given, None, given, ())
     notes = []
     if given == "~" or given.startswith("~/") or re.match(r"^~[^/]*(/|$)", given):
@@ -74,9 +78,9 @@ class BucketUrl:
         return f"{self.prefix}/{name}" if self.prefix else name
 
 
-_BUCKETS = {
-    "gs": re.compile(r"^[a-z0-9][a-z0-9._-]{1,220}[a-z0-9]$"),  # GCS bucket names
-    "s3": re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$"),  # S3: 3-63, no '_' or capitals
+_BUCKETS = {  # compiled on first use (re's cache): not every importer parses a bucket
+    "gs": r"^[a-z0-9][a-z0-9._-]{1,220}[a-z0-9]$",  # GCS bucket names
+    "s3": r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$",  # S3: 3-63, no '_' or capitals
 }
 SCHEMES = ("gs", "s3")
 
@@ -100,7 +104,7 @@ def parse_bucket(text: str) -> BucketUrl:
 
 
 def _valid_bucket(scheme: str, bucket: str) -> bool:
-    if not _BUCKETS[scheme].match(bucket):
+    if not re.match(_BUCKETS[scheme], bucket):
         return False
     if scheme == "s3":  # no '..', no '.-' or '-.', not an IP address
         return not re.search(r"\.\.|\.-|-\.", bucket) and \
