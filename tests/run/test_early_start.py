@@ -285,3 +285,23 @@ def test_a_granted_setting_jax_cannot_take_turns_the_cache_off(tmp_path):
     assert proc.stdout.split() == ["None", "False"]
     (doc,) = [json.loads(p.read_text()) for p in probe_dir.glob("probe-*.json")]
     assert "JAX_NO_SUCH_CACHE_OPTION" in doc["cache_guard"]["error"]
+
+
+def test_names_are_read_as_the_patterns_they_replace():
+    """is_python and is_local_disk (no compiled pattern on every start) say what these
+    patterns say, over every name of up to four of these pieces and the usual ones."""
+    import itertools
+    import re
+
+    from jaxcache.run.early_start import is_local_disk, is_python
+
+    python = re.compile(r"python(\d+(\.\d+)*)?")
+    disk = re.compile(r"(vd|sd|hd|xvd)[a-z]+\d*|nvme\d+n\d+(p\d+)?|mmcblk\d+(p\d+)?")
+    pieces = ["vd", "sd", "hd", "xvd", "nvme", "mmcblk", "python", "p", "n", "a", "1", "0",
+              ".", "Z", "\u0663"]
+    names = ["vda1", "nvme0n1p2", "mmcblk0p1", "loop0", "dm-0", "python3.11", "python3."]
+    for k in range(1, 5):
+        names += ["".join(c) for c in itertools.product(pieces, repeat=k)]
+    for name in names:
+        assert is_python(name) == bool(python.fullmatch(name)), name
+        assert is_local_disk(name) == bool(disk.fullmatch(name)), name

@@ -29,20 +29,65 @@ from __future__ import annotations
 
 import errno
 import os
-import re
 import stat
 
-_PYTHON = re.compile(r"python(\d+(\.\d+)*)?")
 _LOCAL_FS = frozenset({"ext2", "ext3", "ext4", "xfs", "btrfs", "zfs", "f2fs", "bcachefs",
                        "jfs", "tmpfs"})
-_LOCAL_DISK = re.compile(r"(vd|sd|hd|xvd)[a-z]+\d*|nvme\d+n\d+(p\d+)?|mmcblk\d+(p\d+)?")
 _MAX_ENTRIES = 512
+_LOWER = frozenset("abcdefghijklmnopqrstuvwxyz")
+
+
+# Names matched without patterns: compiling two costs every early start ~0.3 ms
+
+
+def _digits(text: str, at: int) -> int:
+    """Where the run of decimal digits starting at `at` ends."""
+    while at < len(text) and text[at].isdecimal():
+        at += 1
+    return at
+
+
+def is_python(name: str) -> bool:
+    """`python(\\d+(\\.\\d+)*)?`: python, python3, python3.11, ..."""
+    rest = name[6:]
+    return name.startswith("python") and (
+        not rest or all(part and part.isdecimal() for part in rest.split(".")))
+
+
+def is_local_disk(name: str) -> bool:
+    """`(vd|sd|hd|xvd)[a-z]+\\d*|nvme\\d+n\\d+(p\\d+)?|mmcblk\\d+(p\\d+)?`: a local disk or
+    its partition, by its kernel name."""
+    for prefix in ("vd", "sd", "hd", "xvd"):
+        if name.startswith(prefix):
+            at = len(prefix)
+            letters = at
+            while letters < len(name) and name[letters] in _LOWER:
+                letters += 1
+            return letters > at and _digits(name, letters) == len(name)
+    if name.startswith("nvme"):
+        at = _digits(name, 4)
+        if at == 4 or not name.startswith("n", at):
+            return False
+        end = _digits(name, at + 1)
+        return end > at + 1 and _partition(name, end)
+    if name.startswith("mmcblk"):
+        at = _digits(name, 6)
+        return at > 6 and _partition(name, at)
+    return False
+
+
+def _partition(name: str, at: int) -> bool:
+    """`(p\\d+)?` from `at` to the end."""
+    if at == len(name):
+        return True
+    end = _digits(name, at + 1)
+    return name[at] == "p" and end > at + 1 and end == len(name)
 
 
 def loads_probe(exe: str, args: list[str]) -> bool:
     """Is this a Python interpreter that will import our sitecustomize before the program?"""
     names = {os.path.basename(exe), os.path.basename(os.path.realpath(exe))}
-    if not any(_PYTHON.fullmatch(n) for n in names):
+    if not any(is_python(n) for n in names):
         return False
     i = 0
     while i < len(args):
@@ -140,7 +185,7 @@ def _plain_disk(dev: int) -> bool:
         name = os.path.basename(os.readlink(f"/sys/dev/block/{os.major(dev)}:{os.minor(dev)}"))
     except OSError:
         return False
-    return bool(_LOCAL_DISK.fullmatch(name))
+    return is_local_disk(name)
 
 
 def _entries_look_private(path: str, me: int) -> bool:
