@@ -1,7 +1,10 @@
 """What does `jaxcache run` add to a job that does nothing? Its fixed cost, wall and CPU.
 
-Two arms, interleaved round by round (the order alternates) so machine drift hits both alike:
+Arms, interleaved round by round (the order alternates) so machine drift hits all alike:
   bare  `python noop.py` (a program that only starts and exits: one interpreter start);
+  floor a Python wrapper that does only what any wrapper writing a JSON record must: import
+        json, spawn `python noop.py`, wait for it, write its exit status and times as JSON
+        (fsync'd): the least a wrapper in Python adds, the anchor for what jaxcache adds;
   run   `jaxcache run -q -- python noop.py` with a private cache directory holding a few
         entries and an origin ledger of --ledger-lines lines (a user who has run jobs for a
         while: every `run` reads the ledger), in a temporary state directory, so the user's
@@ -59,6 +62,19 @@ def timed(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
     return wall, (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
 
 
+FLOOR = """import json, os, sys
+argv = sys.argv[sys.argv.index("--") + 1:]
+pid = os.posix_spawn(argv[0], argv, dict(os.environ))
+_, status, usage = os.wait4(pid, 0)
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+with os.fdopen(fd, "w") as f:
+    f.write(json.dumps({"status": status, "user_s": usage.ru_utime, "sys_s": usage.ru_stime},
+                       indent=2))
+    f.flush()
+    os.fsync(f.fileno())
+"""
+
+
 def job_wall(record: str) -> float:
     """The job's own wall time (spawn to exit, as `jaxcache run` saw it) from its record."""
     return float(json.loads(Path(record).read_text())["process"]["wall_s"])
@@ -107,7 +123,11 @@ def main() -> None:
         os.environ["XDG_STATE_HOME"] = state  # ledger_place.ledger_path() here
         make_ledger(cache, args.ledger_lines)
         record = os.path.join(work, "record.json")
+        floor = os.path.join(work, "floor.py")
+        Path(floor).write_text(FLOOR)
         arms = {"bare": [sys.executable, noop],
+                "floor": [sys.executable, floor, os.path.join(work, "floor.json"), "--",
+                          sys.executable, noop],
                 "run": [*JAXCACHE, "run", "-q", "--cache-dir", cache, "--record", record,
                         "--", sys.executable, noop]}
         envs = {name: env for name in arms}
@@ -119,7 +139,7 @@ def main() -> None:
             timed(argv, envs[name])
         wall: dict[str, list[float]] = {k: [] for k in arms}
         cpu: dict[str, list[float]] = {k: [] for k in arms}
-        own: dict[str, list[float]] = {k: [] for k in arms if k != "bare"}
+        own: dict[str, list[float]] = {k: [] for k in arms if k not in ("bare", "floor")}
         names = list(arms)
         for i in range(args.rounds):
             for name in (names if i % 2 == 0 else names[::-1]):
@@ -142,6 +162,11 @@ def main() -> None:
         print(f"  run - bare: wall {extra_wall:+.1f} ms (ratio {ratio:.2f};"
               f" paired {paired.estimate * 1e3:+.1f} ms [{paired.low * 1e3:+.1f}, "
               f"{paired.high * 1e3:+.1f}]), cpu {extra_cpu:+.1f} ms")
+        over = paired_shift([a - b for a, b in zip(wall["run"], wall["floor"], strict=True)])
+        print(f"  run - floor (what jaxcache adds to the least a Python wrapper costs): wall "
+              f"{med['run'][0] - med['floor'][0]:+.1f} ms (paired {over.estimate * 1e3:+.1f} ms "
+              f"[{over.low * 1e3:+.1f}, {over.high * 1e3:+.1f}]), "
+              f"cpu {med['run'][1] - med['floor'][1]:+.1f} ms")
         for k, parts in own.items():
             print(f"  {k:5s} outside the job (wall - the job's wall in its record): "
                   f"{statistics.median(parts) * 1e3:.1f} ms")
