@@ -24,7 +24,8 @@ if TYPE_CHECKING:  # checker only
     from jaxcache.documents.claim import Output, Unclaimed
     from jaxcache.fingerprint.model import Fingerprint
     from jaxcache.lifecycle.sealing import SealOptions
-    from jaxcache.records.run_record import DirSnapshot, ListingBeside, RunResult
+    from jaxcache.probe.runner import Outcome
+    from jaxcache.records.run_record import DirSnapshot, ListingBeside, RunAudit, RunResult
     from jaxcache.trust.inputs.public_keys import PublicKey
     from jaxcache.trust.judgement.audit import AuditReport
     from jaxcache.trust.kernel.principals import Accounts
@@ -197,26 +198,7 @@ def run_job(argv: list[str], *, cache_dir: str | None = None, record_path: str |
 
         out = claimed[0]
         outcome = runner.outcome(argv, ran)
-        now = None if admitted else _dir_state(chosen)
-        if not admitted and (now == seen or now is None):  # no process asked: none audited
-            from jaxcache.records.run_document import NOT_AUDITED, NOT_AUDITED_WHY
-
-            reason = NOT_AUDITED_WHY if now == seen else \
-                "not audited: no process of the job asked for it, and it is gone after the job"
-            unseen = recordmod.DirSnapshot(os.path.abspath(chosen), {}, reason)
-            doc = recordmod.finish(outcome, unseen.path, verdict=NOT_AUDITED, before=unseen,
-                                   after=unseen, env=env, run=recordmod.RunAudit(
-                                       None, named, policy, unverified_jax))
-        elif not admitted:  # none asked, yet it changed: used by a process the probe missed
-            from jaxcache.records.run_document import AUDITED_AFTER_JOB
-
-            where, verdict, origin = _audited_after(chosen, policy, require_origin, env)
-            doc = recordmod.finish(
-                outcome, where, verdict=verdict,
-                before=recordmod.DirSnapshot(where, {}, AUDITED_AFTER_JOB),
-                env=env, run=recordmod.RunAudit(origin, named, policy, unverified_jax,
-                                                audited_after_job=True))
-        else:
+        if admitted:
             admission = admitted[0]
             before = admission.before if admission.beside is None \
                 else admission.beside.result()  # waited for before this process imports more
@@ -225,6 +207,9 @@ def run_job(argv: list[str], *, cache_dir: str | None = None, record_path: str |
                                    before=before, env={**env, **admission.env},
                                    run=recordmod.RunAudit(admission.origin, named, policy,
                                                           unverified_jax))
+        else:
+            doc = _unasked_record(outcome, chosen, seen, env, recordmod.RunAudit(
+                None, named, policy, unverified_jax), require_origin)
         try:
             recordmod.write(doc, out)
         except (OSError, JaxcacheError) as exc:  # claimed before the job, yet lost since
@@ -238,18 +223,35 @@ def run_job(argv: list[str], *, cache_dir: str | None = None, record_path: str |
             made.release()  # no-op once written
 
 
-def _audited_after(chosen: str, policy: str | None, require_origin: bool,
-                   env: dict[str, str]) -> tuple[str, str, dict[str, object] | None]:
-    """The cache audited after a job none of whose processes asked for it, though it changed
-    while the job ran: (its path, verdict, origin summary); UNVERIFIABLE where it cannot be
-    audited now (it existed a moment before: its state was read)."""
+def _unasked_record(outcome: Outcome, chosen: str, seen: tuple[int, ...] | None,
+                    env: dict[str, str], run: RunAudit, require_origin: bool
+                    ) -> dict[str, object]:
+    """The record of an early-started job none of whose processes asked for the cache. If
+    the directory is as it was when the job started (`seen`), it was not audited and is not
+    listed. If it changed meanwhile, something the probe does not see used it: it is audited
+    now (UNVERIFIABLE where it cannot be), and the record says so."""
+    from jaxcache.records import run_record as recordmod
+    from jaxcache.records.run_document import AUDITED_AFTER_JOB, NOT_AUDITED, NOT_AUDITED_WHY
+
+    now = _dir_state(chosen)
+    if now == seen or now is None:
+        reason = NOT_AUDITED_WHY if now == seen else \
+            "not audited: no process of the job asked for it, and it is gone after the job"
+        unseen = recordmod.DirSnapshot(os.path.abspath(chosen), {}, reason)
+        return recordmod.finish(outcome, unseen.path, verdict=NOT_AUDITED, before=unseen,
+                                after=unseen, env=env, run=run)
     from jaxcache.trust.findings import Verdict
 
     try:
-        late = _admit(chosen, policy, True, None, require_origin, env)
-    except (JaxcacheError, OSError):
-        return os.path.abspath(chosen), Verdict.UNVERIFIABLE.value, None
-    return late.path, late.verdict, late.origin
+        late = _admit(chosen, run.policy, True, None, require_origin, env)
+        where, verdict, origin = late.path, late.verdict, late.origin
+    except (JaxcacheError, OSError):  # it existed a moment ago (its state was read)
+        where, verdict, origin = os.path.abspath(chosen), Verdict.UNVERIFIABLE.value, None
+    return recordmod.finish(outcome, where, verdict=verdict,
+                            before=recordmod.DirSnapshot(where, {}, AUDITED_AFTER_JOB), env=env,
+                            run=recordmod.RunAudit(origin, run.namespace, run.policy,
+                                                   run.unverified_allowed,
+                                                   audited_after_job=True))
 
 
 def _dir_state(path: str) -> tuple[int, ...] | None:
