@@ -49,7 +49,9 @@ def test_run_puts_the_probe_folder_elsewhere_when_tmpdir_is_renamable(tmp_path):
         capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr
     where = proc.stdout.strip()
-    assert not where.startswith(str(team)) and os.path.dirname(where) == "/tmp", where
+    # in /tmp, in a folder of the user's own: one removed could not be made again by others
+    assert not where.startswith(str(team)), where
+    assert os.path.dirname(where) == f"/tmp/jaxcache-{os.geteuid()}", where
 
 
 def test_the_clean_up_never_follows_what_was_put_in_the_folders_place(tmp_path):
@@ -140,3 +142,40 @@ def test_the_program_runs_only_after_before_start(tmp_path):
         launch.launch([sys.executable, "-c", code], dict(os.environ), admit=dict,
                       before_start=refuse)
     assert not ran.exists()
+
+
+def test_in_a_shared_root_the_folders_live_in_one_of_the_users_own(tmp_path):
+    """A run's folder removed from a sticky directory could be made again by anyone, under
+    the name a process its job left behind has on its PYTHONPATH: so there they are made in
+    jaxcache-UID (0700), and one of that name someone else made is passed over."""
+    shared = _mkdir(tmp_path / "shared", 0o1777)
+    me = os.geteuid()
+    assert probe_folder.private_parent(str(shared)) == str(shared / f"jaxcache-{me}")
+    assert (shared / f"jaxcache-{me}").stat().st_mode & 0o777 == 0o700
+    private = _mkdir(tmp_path / "mine", 0o700)
+    assert probe_folder.private_parent(str(private)) == str(private)  # already no one else's
+    taken = _mkdir(tmp_path / "taken", 0o1777)
+    (taken / f"jaxcache-{me}").mkdir(mode=0o755)  # not private: as if another's
+    chosen = probe_folder.private_parent(str(taken))
+    assert os.path.dirname(chosen) == str(taken) and chosen != str(taken / f"jaxcache-{me}")
+    assert os.stat(chosen).st_mode & 0o777 == 0o700
+
+
+def test_the_probe_never_loads_from_the_folder_above_its_copy(tmp_path):
+    """Past the gate the probe loads recorder.py beside it (its copy in the run's folder),
+    else from JAXCACHE_LIB: never from the folder above its own, which for a run's folder in
+    /tmp is /tmp, where anyone may put a probe/recorder.py."""
+    above = _mkdir(tmp_path / "above", 0o1777)
+    planted = _mkdir(above / "probe", 0o755)
+    (planted / "recorder.py").write_text("raise SystemExit('planted code ran')\n")
+    here = _mkdir(above / "run", 0o700)
+    site = os.path.join(os.path.dirname(launch.__file__), "site.py")
+    with open(site, "rb") as f:
+        (here / "sitecustomize.py").write_bytes(f.read())
+    code = ("import sitecustomize as s\ntry:\n    s._load_beside("
+            "'_jaxcache_probe_recorder.py', os.path.join('probe', 'recorder.py'))\n"
+            "except ImportError:\n    print('refused')\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("JAXCACHE_")}
+    proc = subprocess.run([sys.executable, "-c", "import os\n" + code], capture_output=True,
+                          text=True, env={**env, "PYTHONPATH": str(here)})
+    assert proc.returncode == 0 and proc.stdout == "refused\n", proc.stdout + proc.stderr

@@ -79,7 +79,7 @@ def test_a_refusal_at_import_jax_stops_every_process_the_job_started(tmp_path):
     finally:
         subprocess.run(["chattr", "-i", str(cache)], check=True)
     assert proc.returncode == 1 and "refusing cache" in proc.stderr, proc.stderr
-    assert "it was stopped there, with every process it had started" in proc.stderr
+    assert "it was stopped there, before JAX had the directory, with the processes" in proc.stderr
     assert "past the gate" not in proc.stdout
     time.sleep(1.0)  # a helper left running writes within milliseconds of its parent's end
     assert not marker.exists()
@@ -119,3 +119,44 @@ def test_looking_for_jax_before_importing_it_keeps_the_probe(tmp_path):
     assert proc.stdout == f"{cache}\n"
     doc = json.loads(record.read_text())
     assert doc["cache_dir"]["verdict"] == "PRIVATE" and doc["probe"]["loaded"] is True
+
+
+def test_a_failed_first_import_of_jax_leaves_the_watcher_for_the_next(tmp_path):
+    """The first `import jax` fails (a missing jaxlib, say); the program sets a directory of
+    its own and tries again: that import too waits at the gate, and JAX gets the audited
+    directory, not the program's."""
+    pytest.importorskip("jax")
+    cache = mkdir(tmp_path / "cache", 0o700)
+    other = mkdir(tmp_path / "other", 0o700)
+    job = ("import os, sys\nsys.modules['jaxlib'] = None\ntry:\n    import jax\n"
+           "except ImportError:\n    pass\ndel sys.modules['jaxlib']\n"
+           "for name in [m for m in sys.modules if m == 'jax' or m.startswith('jax.')]:\n"
+           "    del sys.modules[name]\n"
+           f"os.environ['JAX_COMPILATION_CACHE_DIR'] = {str(other)!r}\n"
+           "import jax\nprint(jax.config.jax_compilation_cache_dir)\n")
+    proc = _run(cache, tmp_path / "r.json", job, "-q")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == f"{cache}\n"
+
+
+def test_a_wrapper_that_is_gone_is_seen_even_unreaped(tmp_path):
+    """The probe's wait asks whether jaxcache still runs: a zombie (killed, not yet reaped
+    by whoever started it) does not, though a signal still reaches it."""
+    from jaxcache.probe import launch
+
+    here = mkdir(tmp_path / "probe", 0o700)
+    site = os.path.join(os.path.dirname(launch.__file__), "site.py")
+    with open(site, "rb") as f:
+        (here / "sitecustomize.py").write_bytes(f.read())
+    code = ("import os, time, sitecustomize as s\npid = os.fork()\nif pid == 0:\n"
+            "    os._exit(0)\ntime.sleep(0.2)\nprint(s._gone(pid), s._gone(os.getpid()))\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("JAXCACHE_")}
+    proc = subprocess.run([PY, "-c", code], capture_output=True, text=True,
+                          env={**env, "PYTHONPATH": str(here)}, timeout=JOB_TIMEOUT_S)
+    assert proc.stdout == "True False\n", proc.stdout + proc.stderr
+
+
+def test_an_empty_record_path_is_one_line(tmp_path):
+    cache = mkdir(tmp_path / "cache", 0o700)
+    proc = jaxcache("run", "--cache-dir", str(cache), "--record", "", "--", PY, "-c", "1")
+    assert proc.returncode == 2 and proc.stderr == "jaxcache: --record is empty\n", proc.stderr

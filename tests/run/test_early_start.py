@@ -23,6 +23,7 @@ PY = sys.executable
     ([PY, "-Xdev", "-W", "ignore", "-c", "pass"], True),
     ([PY, "-m", "pkg", "-E"], True),
     ([PY, "-S", "train.py"], False),
+    (["/usr/bin/python2.7", "train.py"], False),  # cannot parse the probe: never held
     ([PY, "-I", "train.py"], False),
     ([PY, "-uE", "train.py"], False),
     ([PY, "-X", "S", "-E", "train.py"], False),  # -X's value is not a flag, -E is

@@ -199,21 +199,24 @@ def launch(argv: list[str], env: dict[str, str], *,
 
 
 def _hold_signals(pid: int, interactive: bool, handlers: dict[signal.Signals, Handler]
-                  ) -> Handler:
+                  ) -> dict[signal.Signals, Handler]:
     """While the job runs: Ctrl-C (and Ctrl-\\) reach it through the terminal and we stay for
-    the record (interactive); SIGTERM is passed on to it. Returns SIGTERM's handler before."""
+    the record (interactive); SIGTERM and SIGHUP are passed on to it (we stay, the folder is
+    removed). Returns their handlers before."""
     if interactive:
         for s in handlers:
             signal.signal(s, lambda *_: None)
-    return signal.signal(signal.SIGTERM, lambda s, _f: os.kill(pid, s))
+    return {s: signal.signal(s, lambda sig, _f: os.kill(pid, sig))
+            for s in (signal.SIGTERM, signal.SIGHUP)}
 
 
 def _restore_signals(interactive: bool, handlers: dict[signal.Signals, Handler],
-                     forward: Handler) -> None:
+                     forward: dict[signal.Signals, Handler]) -> None:
     if interactive:
         for s, h in handlers.items():
             signal.signal(s, h)
-    signal.signal(signal.SIGTERM, forward)
+    for s, h in forward.items():
+        signal.signal(s, h)
 
 
 GRACE_S = 10.0  # after SIGTERM, before SIGKILL: time for a launcher to cancel its ranks

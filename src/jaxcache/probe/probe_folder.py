@@ -5,7 +5,9 @@ Whoever could put another folder at its path would choose the code every process
 runs and the cache it gets, and could point the clean-up at files of yours. So it is made
 (0700, by a mkdir that fails if the name exists) only under a directory nobody else can
 rename it out of: that directory and every one above it, by its real path, ours or root's and
-not writable by others unless sticky (like /tmp). Everything after that goes through the
+not writable by others unless sticky (like /tmp); in a sticky one, inside a folder of the
+user's own (private_parent()), where no one else can make it again once it is removed.
+Everything after that goes through the
 descriptor opened as it was made (the files written, the gate, the documents read back, the
 folder emptied) and its name is removed only while it still names that very folder.
 Standard library only (os, stat, sys): every job's start-up waits for this.
@@ -70,10 +72,38 @@ def tmp_root() -> str:
                         "(others could swap the probe directory)")
 
 
+def private_parent(root: str) -> str:
+    """Where the run's folders are made in `root` (a real path safe_root() accepted): `root`
+    itself if no one else may create in it, else a folder of yours in it, jaxcache-UID (0700),
+    made once and kept. A run's folder removed from a shared root (a sticky /tmp) could be
+    made again by anyone under the same name, which a process its job left behind still has
+    on its PYTHONPATH: its next Python would load their sitecustomize."""
+    if not os.lstat(root).st_mode & 0o022:
+        return root
+    me = os.geteuid()
+    for attempt in range(100):  # the usual name taken by someone else: a name of its own
+        name = f"jaxcache-{me}" if not attempt else f"jaxcache-{me}-{os.urandom(4).hex()}"
+        path = os.path.join(root, name)
+        try:
+            os.mkdir(path, 0o700)
+        except FileExistsError:
+            pass
+        except OSError as exc:
+            raise JaxcacheError(f"cannot create a private folder in {safe(root)}: "
+                                f"{exc.strerror}") from None
+        try:
+            st = os.lstat(path)
+        except OSError:
+            continue
+        if stat.S_ISDIR(st.st_mode) and st.st_uid == me and not st.st_mode & 0o077:
+            return path
+    raise JaxcacheError(f"cannot create a private folder in {safe(root)}: every name is taken")
+
+
 def make(files: list[tuple[str, str]]) -> ProbeFolder:
     """A new private folder holding `files` ((source, name) pairs, probe_files()), each with
     its installed bytecode beside it in __pycache__ (more: add())."""
-    root = tmp_root()
+    root = private_parent(tmp_root())
     for _ in range(100):
         path = os.path.join(root, _PREFIX + os.urandom(6).hex())
         try:

@@ -68,23 +68,15 @@ def _wait_gate() -> "dict[str, str]":
             break
         except FileNotFoundError:
             if not os.path.isdir(os.path.dirname(gate)):
-                doc = {}  # the directory is gone: jaxcache has ended, no verdict will come
-                break
+                _no_verdict()  # the directory is gone: jaxcache has ended
         except (OSError, ValueError):
             doc = {}
             break
-        try:
-            if parent:
-                os.kill(parent, 0)
-        except ProcessLookupError:  # jaxcache is gone: no verdict will come
-            doc = {}
-            break
-        except OSError:
-            pass
+        if parent and _gone(parent):
+            _no_verdict()
         waits += 1
         if waits % 100 == 0 and not _ask(gate):  # asked again (no descriptor left before?)
-            doc = {}  # the FIFO is gone and no answer came: no verdict will come
-            break
+            _no_verdict()  # the FIFO is gone and no answer came
         time.sleep(0.001)
     if not doc.get("ok"):
         os._exit(1)  # refused: jaxcache run reports why; JAX never had the directory
@@ -93,6 +85,35 @@ def _wait_gate() -> "dict[str, str]":
     env: dict[str, str] = doc.get("env") or {}
     os.environ.update(env)
     return env
+
+
+def _gone(pid: int) -> bool:
+    """Has the process `pid` (jaxcache) ended? A zombie has, though signals still reach it."""
+    try:
+        with open("/proc/%d/stat" % pid, "rb") as f:
+            state = f.read(4096).rsplit(b")", 1)[1].split()[0]
+        return state in (b"Z", b"X", b"x")
+    except FileNotFoundError:
+        return True
+    except (OSError, IndexError):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        except OSError:
+            pass
+        return False
+
+
+def _no_verdict() -> None:
+    """jaxcache ended before it answered this process's `import jax` (a process the job left
+    behind, or jaxcache killed): no cache was granted, and none will be. Stopped, not run on
+    a cache nobody judged; one line says why (a silent exit would look like the program's)."""
+    sys.stderr.write("jaxcache: stopping at `import jax`: the `jaxcache run` that started this "
+                     "job has ended without granting this process a cache (a process that "
+                     "outlives its run gets none: start it under its own `jaxcache run`)\n")
+    sys.stderr.flush()
+    os._exit(1)
 
 
 def _wait_start() -> None:
@@ -104,27 +125,24 @@ def _wait_start() -> None:
     if not start:
         return
     parent = int(os.environ.get("JAXCACHE_GATE_PID") or 0)
-    while True:
-        try:
-            st = os.lstat(start)
-        except FileNotFoundError:
-            pass
-        except OSError:
-            os._exit(1)
-        else:
-            if stat.S_ISREG(st.st_mode) and st.st_uid == os.geteuid():
-                return
-            os._exit(1)  # not the file jaxcache makes
-        try:
-            if parent:
-                os.kill(parent, 0)
-            if not os.path.isdir(os.path.dirname(start)):
+    try:
+        while True:
+            try:
+                st = os.lstat(start)
+            except FileNotFoundError:
+                pass
+            except OSError:
                 os._exit(1)
-        except ProcessLookupError:
-            os._exit(1)
-        except OSError:
-            pass
-        time.sleep(0.0002)
+            else:
+                if stat.S_ISREG(st.st_mode) and st.st_uid == os.geteuid():
+                    return
+                os._exit(1)  # not the file jaxcache makes
+            # jaxcache is this process's parent until it ends (even as a zombie, not reaped)
+            if os.getppid() != parent or not os.path.isdir(os.path.dirname(start)):
+                os._exit(1)
+            time.sleep(0.0002)
+    except KeyboardInterrupt:  # Ctrl-C before the program began: stopped, no traceback
+        os._exit(130)
 
 
 def _ask(gate: str) -> bool:
@@ -173,15 +191,29 @@ def _on_jax_imported(module: "ModuleType", started: float) -> None:
 _LOADED: "dict[str, ModuleType]" = {}
 
 
+def _private(folder: str) -> bool:
+    """A real directory of this user's that no one else may write: jaxcache's probe folder,
+    not one someone made again at its path after it was removed."""
+    try:
+        st = os.lstat(folder)
+    except OSError:
+        return False
+    return stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid() and not st.st_mode & 0o077
+
+
 def _load_beside(copy: str, relpath: str) -> "ModuleType":
-    """A stdlib-only file of jaxcache: the copy beside this file (launch.py), or the source
-    tree's, or JAXCACHE_LIB's. Loaded by path, once, not imported: the job's Python may not
-    have jaxcache."""
+    """A stdlib-only file of jaxcache: the copy beside this file (launch.py), while its folder
+    is still jaxcache's private one, or this file's own package's (this file is site.py in the
+    installed package, not its copy), or JAXCACHE_LIB's. Never the folder above a copy's:
+    beside a probe folder in /tmp, that is /tmp. Loaded by path, once, not imported: the
+    job's Python may not have jaxcache."""
     if copy in _LOADED:
         return _LOADED[copy]
     import importlib.util
 
-    places = [os.path.join(_HERE, copy), os.path.join(os.path.dirname(_HERE), relpath)]
+    places = [os.path.join(_HERE, copy)] if _private(_HERE) else []
+    if os.path.basename(__file__) == "site.py":  # jaxcache/probe/site.py itself
+        places.append(os.path.join(os.path.dirname(_HERE), relpath))
     if os.environ.get("JAXCACHE_LIB"):
         places.append(os.path.join(os.environ["JAXCACHE_LIB"], relpath))
     for path in places:
@@ -323,15 +355,18 @@ class _JaxWatcher:
             # as JAX's import begins (not at interpreter start: site is not done; not in
             # find_spec, which runs under the global import lock: no other thread could
             # import until it returns)
-            try:
-                sys.meta_path.remove(watcher)
-            except ValueError:
-                pass
+            if module.__name__ != "jax":  # a loader jax shares (a zipimporter): not jax's
+                original(module)
+                return
             gate = os.environ.get("JAXCACHE_GATE")
             if gate:  # the audit runs while JAX imports; the gate is waited for after
                 _ask(gate)
             _start_prefetch()
-            original(module)
+            original(module)  # if it fails, the watcher stays for the next `import jax`
+            try:
+                sys.meta_path.remove(watcher)
+            except ValueError:
+                pass
             _on_jax_imported(module, started)
 
         exec_module._jaxcache_probe = True  # type: ignore[attr-defined]

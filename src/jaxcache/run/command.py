@@ -124,6 +124,8 @@ def run_job(argv: list[str], *, cache_dir: str | None = None, record_path: str |
 
     env = dict(os.environ if env is None else env)
     chosen = choose_cache_dir(cache_dir, env)
+    if record_path == "":
+        raise JaxcacheError("--record is empty")
     if record_path is not None:
         from jaxcache.probe import rank_identity as ranks
 
@@ -178,8 +180,9 @@ def run_job(argv: list[str], *, cache_dir: str | None = None, record_path: str |
                                     before_start=before_job)
             except UntrustedCacheError as exc:  # refused at its first `import jax`
                 exc.args = (f"{exc}\n  the job had started (the audit waits for its first "
-                            "`import jax`): it was stopped there, with every process it had "
-                            "started, before JAX had the directory",)
+                            "`import jax`): it was stopped there, before JAX had the "
+                            "directory, with the processes it had started that were still "
+                            "its own (one that detached itself gets no cache either)",)
                 raise
         else:
             before_job()

@@ -87,8 +87,8 @@ def _partition(name: str, at: int) -> bool:
 def loads_probe(exe: str, args: list[str]) -> bool:
     """Is this a Python interpreter that will import our sitecustomize before the program?"""
     names = {os.path.basename(exe), os.path.basename(os.path.realpath(exe))}
-    if not any(is_python(n) for n in names):
-        return False
+    if not any(is_python(n) for n in names) or any(n.startswith("python2") for n in names):
+        return False  # Python 2 cannot parse the probe: it would run the program unheld
     i = 0
     while i < len(args):
         arg = args[i]

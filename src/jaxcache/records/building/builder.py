@@ -254,7 +254,8 @@ def build(outcome: Outcome, *, cache_dir: str, verdict: str, before: DirSnapshot
         "probe": {"loaded": main is not None,
                   "note": None if main is not None else
                   "no probe data: the program never imported jax, is not Python, ran Python "
-                  "with -S/-I, or was killed before its first compile"},
+                  "with -S/-I, was killed before its first compile, or its probe could not "
+                  "write (a full temporary folder?)"},
         "versions": main.versions if main else {},
         **fingerprints.record_fields(main),
         "identity": main.identity if main else None,
