@@ -115,13 +115,19 @@ def test_refused_after_an_early_start_stops_the_job_before_jax(tmp_path):
     assert list(cache.iterdir()) == [] and not (tmp_path / "r.json").exists()
 
 
+def _worker(tmp_path):
+    """A Python worker that imports jax and says which cache directory JAX has."""
+    worker = tmp_path / "worker.py"
+    worker.write_text("import jax\nprint('worker:', jax.config.jax_compilation_cache_dir)\n")
+    return worker
+
+
 def test_workers_spawned_before_the_gate_wait_for_it_too(tmp_path):
     """A job that starts a Python worker before importing jax: the worker inherits the gate
     and gets the directory from it, like its parent."""
     pytest.importorskip("jax")
     cache = mkdir(tmp_path / "cache", 0o700)
-    worker = tmp_path / "worker.py"
-    worker.write_text("import jax\nprint('worker:', jax.config.jax_compilation_cache_dir)\n")
+    worker = _worker(tmp_path)
     job = (f"import subprocess, sys\np = subprocess.Popen([sys.executable, {str(worker)!r}])\n"
            "import jax\np.wait()\nprint('main:', jax.config.jax_compilation_cache_dir)\n")
     proc = jaxcache("run", "--quiet", "--cache-dir", str(cache), "--record",
@@ -169,8 +175,7 @@ def test_a_worker_that_imports_jax_asks_for_the_audit(tmp_path):
     directory through the gate."""
     pytest.importorskip("jax")
     cache = mkdir(tmp_path / "cache", 0o700)
-    worker = tmp_path / "worker.py"
-    worker.write_text("import jax\nprint('worker:', jax.config.jax_compilation_cache_dir)\n")
+    worker = _worker(tmp_path)
     job = (f"import subprocess, sys\nsubprocess.run([sys.executable, {str(worker)!r}], "
            "check=True, close_fds=True)\n")
     record = tmp_path / "r.json"
