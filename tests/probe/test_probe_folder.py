@@ -179,3 +179,22 @@ def test_the_probe_never_loads_from_the_folder_above_its_copy(tmp_path):
     proc = subprocess.run([sys.executable, "-c", "import os\n" + code], capture_output=True,
                           text=True, env={**env, "PYTHONPATH": str(here)})
     assert proc.returncode == 0 and proc.stdout == "refused\n", proc.stdout + proc.stderr
+
+
+def test_the_users_own_folder_is_kept_and_made_whole_whatever_the_umask(tmp_path):
+    """The usual name taken: the folder of its own an earlier run made is used again, not a
+    new one each run; one made under a umask that takes the owner's bits is still 0700."""
+    taken = _mkdir(tmp_path / "taken", 0o1777)
+    me = os.geteuid()
+    (taken / f"jaxcache-{me}").mkdir(mode=0o755)
+    first = probe_folder.private_parent(str(taken))
+    assert probe_folder.private_parent(str(taken)) == first
+    assert sorted(p.name for p in taken.iterdir()) == sorted([f"jaxcache-{me}",
+                                                              os.path.basename(first)])
+    fresh = _mkdir(tmp_path / "fresh", 0o1777)
+    old = os.umask(0o277)
+    try:
+        made = probe_folder.private_parent(str(fresh))
+    finally:
+        os.umask(old)
+    assert os.stat(made).st_mode & 0o777 == 0o700

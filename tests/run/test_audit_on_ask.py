@@ -140,20 +140,41 @@ def test_a_failed_first_import_of_jax_leaves_the_watcher_for_the_next(tmp_path):
 
 
 def test_a_wrapper_that_is_gone_is_seen_even_unreaped(tmp_path):
-    """The probe's wait asks whether jaxcache still runs: a zombie (killed, not yet reaped
-    by whoever started it) does not, though a signal still reaches it."""
+    """The probe's waits ask whether jaxcache still runs by the ask FIFO's read end, which
+    jaxcache holds open: a jaxcache killed and not yet reaped (a zombie, which a signal still
+    reaches, and whose pid another process could take) is gone."""
     from jaxcache.probe import launch
 
     here = mkdir(tmp_path / "probe", 0o700)
     site = os.path.join(os.path.dirname(launch.__file__), "site.py")
     with open(site, "rb") as f:
         (here / "sitecustomize.py").write_bytes(f.read())
-    code = ("import os, time, sitecustomize as s\npid = os.fork()\nif pid == 0:\n"
-            "    os._exit(0)\ntime.sleep(0.2)\nprint(s._gone(pid), s._gone(os.getpid()))\n")
+    os.mkfifo(here / "ask", 0o600)
+    gate = str(here / "gate.json")
+    code = ("import os, signal, time, sitecustomize as s\n"
+            f"fifo = {str(here / 'ask')!r}\npid = os.fork()\nif pid == 0:\n"
+            "    os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)\n    time.sleep(60)\n"
+            "    os._exit(0)\n"
+            f"while not s._listening({gate!r}):\n    time.sleep(0.01)\n"
+            "os.kill(pid, signal.SIGKILL)\n"
+            f"while s._listening({gate!r}):\n    time.sleep(0.01)\n"
+            "print('gone while a zombie:', open(f'/proc/{pid}/stat').read().split()[2])\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith("JAXCACHE_")}
     proc = subprocess.run([PY, "-c", code], capture_output=True, text=True,
                           env={**env, "PYTHONPATH": str(here)}, timeout=JOB_TIMEOUT_S)
-    assert proc.stdout == "True False\n", proc.stdout + proc.stderr
+    assert proc.stdout == "gone while a zombie: Z\n", proc.stdout + proc.stderr
+
+
+def test_a_script_named_python_is_not_started_early(tmp_path):
+    """What the start is held by is the probe, which only Python itself loads: a script by
+    that name (a shim, a wrapper) would run its own code first, so it is audited first."""
+    from jaxcache.run.early_start import loads_probe
+
+    script = tmp_path / "python3"
+    script.write_text("#!/bin/sh\nexec python3 \"$@\"\n")
+    script.chmod(0o755)
+    assert not loads_probe(str(script), ["job.py"])
+    assert loads_probe(PY, ["job.py"])
 
 
 def test_an_empty_record_path_is_one_line(tmp_path):

@@ -138,25 +138,39 @@ def launch(argv: list[str], env: dict[str, str], *,
             child_env.pop("JAX_COMPILATION_CACHE_DIR", None)  # only through the gate
             for name in jobenv.PER_RUN:
                 child_env.pop(name, None)
+            # the FIFO, before the job starts: its first ask must find it, and the probe
+            # knows jaxcache is there while it is open
+            ask = job_gates.listen(folder)
+        if admit is not None and ask is None:  # no FIFO here: what would wait for the job
+            probe_folder.add(folder, later)  # is done before it starts, and it is not held
+            if before_start is not None:
+                before_start()
+            child_env.update(admit())
+            admit = before_start = None
+        if admit is not None:
             child_env[jobenv.GATE] = os.path.join(probe, probe_folder.GATE_FILE)
             child_env[jobenv.GATE_PID] = str(os.getpid())
             if before_start is not None:
                 child_env[jobenv.START] = os.path.join(probe, probe_folder.START_FILE)
-            ask = job_gates.listen(folder)  # before the job starts: its first ask must find it
         handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGQUIT)}
         actions = [(os.POSIX_SPAWN_DUP2, f if isinstance(f, int) else f.fileno(), target)
                    for f, target in ((stdout, 1), (stderr, 2)) if f is not None]
         start = time.perf_counter()
+        # a signal that comes while the job is spawned waits until ours are handled: it is
+        # then the job's (else its default would end us, leaving the job and the folder)
+        mask = signal.pthread_sigmask(signal.SIG_BLOCK, _HELD)
         try:
             pid = os.posix_spawn(exe, [exe, *argv[1:]], child_env, file_actions=actions,
-                                 setsid=not interactive)
+                                 setsid=not interactive, setsigmask=mask)
         except OSError as exc:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
             raise CommandError(f"cannot run {safe(argv[0])}: {exc.strerror}", 126) from None
         job = job_gates.Job(pid, interactive)
-        forward = _hold_signals(pid, interactive, handlers)  # from now on, until it is reaped
+        forward = _hold_signals(pid, interactive, handlers)  # until it is reaped
         asking: job_gates.Asking | None = None
         try:
             try:
+                signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # what came meanwhile: now
                 if before_start is not None:
                     before_start()
                     probe_folder.let_start(folder)
@@ -184,6 +198,7 @@ def launch(argv: list[str], env: dict[str, str], *,
                 job.stop()
                 raise
         finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
             if asking is not None:
                 asking.close()
             _restore_signals(interactive, handlers, forward)
@@ -196,6 +211,9 @@ def launch(argv: list[str], env: dict[str, str], *,
             os.close(ask[0])
             os.close(ask[1])
         probe_folder.remove(folder)
+
+
+_HELD = (signal.SIGINT, signal.SIGQUIT, signal.SIGTERM, signal.SIGHUP)
 
 
 def _hold_signals(pid: int, interactive: bool, handlers: dict[signal.Signals, Handler]

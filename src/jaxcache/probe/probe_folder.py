@@ -81,8 +81,12 @@ def private_parent(root: str) -> str:
     if not os.lstat(root).st_mode & 0o022:
         return root
     me = os.geteuid()
-    for attempt in range(100):  # the usual name taken by someone else: a name of its own
-        name = f"jaxcache-{me}" if not attempt else f"jaxcache-{me}-{os.urandom(4).hex()}"
+    usual = f"jaxcache-{me}"
+    # the usual name, else one of its own made by an earlier run (the usual one taken by
+    # someone else, or not private), else a new one: one folder kept, not one a run
+    names = [usual, *sorted(n for n in os.listdir(root) if n.startswith(usual + "-"))] \
+        if not _ours(os.path.join(root, usual), me) else [usual]
+    for name in [*names, *(f"{usual}-{os.urandom(4).hex()}" for _ in range(100))]:
         path = os.path.join(root, name)
         try:
             os.mkdir(path, 0o700)
@@ -91,13 +95,32 @@ def private_parent(root: str) -> str:
         except OSError as exc:
             raise JaxcacheError(f"cannot create a private folder in {safe(root)}: "
                                 f"{exc.strerror}") from None
-        try:
-            st = os.lstat(path)
-        except OSError:
-            continue
-        if stat.S_ISDIR(st.st_mode) and st.st_uid == me and not st.st_mode & 0o077:
+        else:
+            _owner_only(path)  # made now: whatever the umask took from 0700
+        if _ours(path, me):
             return path
     raise JaxcacheError(f"cannot create a private folder in {safe(root)}: every name is taken")
+
+
+def _ours(path: str, me: int) -> bool:
+    """A real directory of `me`'s, 0700 exactly."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    return stat.S_ISDIR(st.st_mode) and st.st_uid == me and stat.S_IMODE(st.st_mode) == 0o700
+
+
+def _owner_only(path: str) -> None:
+    """0700 on a folder this process has just made (through a descriptor: never a link)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return
+    try:
+        os.fchmod(fd, 0o700)
+    finally:
+        os.close(fd)
 
 
 def make(files: list[tuple[str, str]]) -> ProbeFolder:
@@ -116,7 +139,14 @@ def make(files: list[tuple[str, str]]) -> ProbeFolder:
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     folder = ProbeFolder(path, fd)
     try:
+        os.fchmod(fd, 0o700)  # made just now: whatever the umask took from it
         os.mkdir(_CACHED, 0o700, dir_fd=fd)
+        cached = os.open(_CACHED, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC,
+                         dir_fd=fd)
+        try:
+            os.fchmod(cached, 0o700)
+        finally:
+            os.close(cached)
         add(folder, files)
     except BaseException:
         remove(folder)
@@ -180,6 +210,7 @@ def listen(folder: ProbeFolder) -> tuple[int, int]:
     flags = os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC
     reader = os.open(ASK_FILE, os.O_RDONLY | flags, dir_fd=folder.fd)
     try:
+        os.fchmod(reader, 0o600)  # the job's processes write to it, whatever the umask
         return reader, os.open(ASK_FILE, os.O_WRONLY | flags, dir_fd=folder.fd)
     except BaseException:
         os.close(reader)

@@ -51,7 +51,6 @@ def _wait_gate() -> "dict[str, str]":
     _ask(gate)  # if find_spec has not already (jax imported before this file ran)
     import json
 
-    parent = int(os.environ.get("JAXCACHE_GATE_PID") or 0)
     me = os.geteuid()
     waits = 0
     while True:
@@ -72,11 +71,9 @@ def _wait_gate() -> "dict[str, str]":
         except (OSError, ValueError):
             doc = {}
             break
-        if parent and _gone(parent):
-            _no_verdict()
         waits += 1
-        if waits % 100 == 0 and not _ask(gate):  # asked again (no descriptor left before?)
-            _no_verdict()  # the FIFO is gone and no answer came
+        if not _listening(gate, ask=waits % 100 == 0):  # asked again now and then (no
+            _no_verdict()  # descriptor left the first time?); jaxcache gone: no answer
         time.sleep(0.001)
     if not doc.get("ok"):
         os._exit(1)  # refused: jaxcache run reports why; JAX never had the directory
@@ -87,22 +84,27 @@ def _wait_gate() -> "dict[str, str]":
     return env
 
 
-def _gone(pid: int) -> bool:
-    """Has the process `pid` (jaxcache) ended? A zombie has, though signals still reach it."""
+def _listening(gate: str, ask: bool = False) -> bool:
+    """Is jaxcache still there to answer? It holds the ask FIFO's read end open from before
+    the job starts until it has ended: the kernel closes it when jaxcache ends, however (a
+    kill, not yet reaped), so opening the FIFO to write fails with ENXIO from then on; no
+    process id is trusted (one can be reused, or seen from another pid namespace). With
+    `ask`, a byte is written too (site._ask)."""
     try:
-        with open("/proc/%d/stat" % pid, "rb") as f:
-            state = f.read(4096).rsplit(b")", 1)[1].split()[0]
-        return state in (b"Z", b"X", b"x")
-    except FileNotFoundError:
-        return True
-    except (OSError, IndexError):
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return True
-        except OSError:
-            pass
+        fd = os.open(os.path.join(os.path.dirname(gate), "ask"),
+                     os.O_WRONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:  # ENXIO: no reader any more; ENOENT: the FIFO or its folder is gone
         return False
+    try:
+        if not stat.S_ISFIFO(os.fstat(fd).st_mode):
+            return False
+        if ask:
+            os.write(fd, b"?")
+    except OSError:
+        pass  # full: jaxcache has been asked already
+    finally:
+        os.close(fd)
+    return True
 
 
 def _no_verdict() -> None:
@@ -124,7 +126,7 @@ def _wait_start() -> None:
     start = os.environ.pop("JAXCACHE_START", None)  # children start after it, never held
     if not start:
         return
-    parent = int(os.environ.get("JAXCACHE_GATE_PID") or 0)
+    gate = os.environ.get("JAXCACHE_GATE") or start
     try:
         while True:
             try:
@@ -137,34 +139,19 @@ def _wait_start() -> None:
                 if stat.S_ISREG(st.st_mode) and st.st_uid == os.geteuid():
                     return
                 os._exit(1)  # not the file jaxcache makes
-            # jaxcache is this process's parent until it ends (even as a zombie, not reaped)
-            if os.getppid() != parent or not os.path.isdir(os.path.dirname(start)):
+            if not _listening(gate):  # jaxcache has ended (a kill): it will never say start
                 os._exit(1)
             time.sleep(0.0002)
     except KeyboardInterrupt:  # Ctrl-C before the program began: stopped, no traceback
         os._exit(130)
 
 
-def _ask(gate: str) -> bool:
+def _ask(gate: str) -> None:
     """Tell `jaxcache run` that this process imports jax: it audits the cache only then (a
     job that never imports jax is never held, and costs no audit), and opens the gate. One
-    byte into the FIFO beside the gate, never blocking; no listener (jaxcache has already
-    answered, or is gone) is no error: the gate says which. False if the FIFO is gone."""
-    try:
-        fd = os.open(os.path.join(os.path.dirname(gate), "ask"),
-                     os.O_WRONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except FileNotFoundError:
-        return False
-    except OSError:
-        return True
-    try:
-        if stat.S_ISFIFO(os.fstat(fd).st_mode):
-            os.write(fd, b"?")
-    except OSError:
-        pass  # full: jaxcache has been asked already
-    finally:
-        os.close(fd)
-    return True
+    byte into the FIFO beside the gate, never blocking; no listener is no error here: the
+    wait for the gate tells a jaxcache that is gone (_listening)."""
+    _listening(gate, ask=True)
 
 
 def _on_jax_imported(module: "ModuleType", started: float) -> None:

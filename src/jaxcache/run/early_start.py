@@ -86,9 +86,12 @@ def _partition(name: str, at: int) -> bool:
 
 def loads_probe(exe: str, args: list[str]) -> bool:
     """Is this a Python interpreter that will import our sitecustomize before the program?"""
-    names = {os.path.basename(exe), os.path.basename(os.path.realpath(exe))}
+    real = os.path.realpath(exe)
+    names = {os.path.basename(exe), os.path.basename(real)}
     if not any(is_python(n) for n in names) or any(n.startswith("python2") for n in names):
         return False  # Python 2 cannot parse the probe: it would run the program unheld
+    if not _machine_code(real):
+        return False  # a script by that name (a pyenv shim, a wrapper) runs before any probe
     i = 0
     while i < len(args):
         arg = args[i]
@@ -107,6 +110,20 @@ def loads_probe(exe: str, args: list[str]) -> bool:
                 break
         i += 1
     return True
+
+
+def _machine_code(path: str) -> bool:
+    """An ELF executable: the interpreter itself, not a script that runs something first."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        return os.read(fd, 4) == b"\x7fELF"
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
 
 
 def _has_acl(path: str, names: tuple[str, ...]) -> bool:
