@@ -4,8 +4,9 @@ The audit's own imports cost more start-up than `jaxcache run` may add to a job,
 is safe the job starts at once and the audit runs once the job begins to import jax, beside
 JAX's own import (probe/launch.py: never, for a job that does not). Safe means both of:
 
-1. the job's first process certainly loads the probe: a Python interpreter started without
-   -S, -I or -E (which would skip sitecustomize or PYTHONPATH);
+1. the job's first process certainly loads the probe: a Python 3 interpreter (its executable,
+   not a script by that name, which runs code of its own first) started without -S, -I or -E
+   (which would skip sitecustomize or PYTHONPATH);
 2. the directory already looks private by a few system calls: it exists on a local filesystem
    mounted straight from a local disk or memory (not an overlay, a bind mount, a loop image or a
    stacked device: what backs those is judged by the full audit first), it and every ancestor
