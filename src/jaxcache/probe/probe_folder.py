@@ -15,6 +15,7 @@ Standard library only (os, stat, sys): every job's start-up waits for this.
 
 from __future__ import annotations
 
+import itertools
 import os
 import stat
 import sys
@@ -86,7 +87,7 @@ def private_parent(root: str) -> str:
     # someone else, or not private), else a new one: one folder kept, not one a run
     names = [usual, *sorted(n for n in os.listdir(root) if n.startswith(usual + "-"))] \
         if not _ours(os.path.join(root, usual), me) else [usual]
-    for name in [*names, *(f"{usual}-{os.urandom(4).hex()}" for _ in range(100))]:
+    for name in itertools.chain(names, (f"{usual}-{os.urandom(4).hex()}" for _ in range(100))):
         path = os.path.join(root, name)
         try:
             os.mkdir(path, 0o700)
