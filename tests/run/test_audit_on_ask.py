@@ -67,10 +67,12 @@ def test_a_refusal_at_import_jax_stops_every_process_the_job_started(tmp_path):
     with it (a helper left running would write once its parent is gone), and says so."""
     pytest.importorskip("jax")
     cache = mkdir(tmp_path / "cache", 0o700)
-    marker = tmp_path / "helper-ran-on"
-    helper = ("import os, time\nparent = os.getppid()\nwhile os.getppid() == parent:\n"
+    marker, pidfile = tmp_path / "helper-ran-on", tmp_path / "helper.pid"
+    helper = (f"import os, time\nopen({str(pidfile)!r}, 'w').write(str(os.getpid()))\n"
+              "parent = os.getppid()\nwhile os.getppid() == parent:\n"
               f"    time.sleep(0.01)\nopen({str(marker)!r}, 'w')\n")
-    job = (f"import subprocess, sys, time\nsubprocess.Popen([sys.executable, '-c', {helper!r}])"
+    job = (f"import subprocess, sys, time\nsubprocess.Popen([sys.executable, '-c', {helper!r}],"
+           " stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)"  # a leftover holds no pipe
            "\ntime.sleep(0.2)\nimport jax\nprint('past the gate')\n")
     if subprocess.run(["chattr", "+i", str(cache)], capture_output=True).returncode != 0:
         pytest.skip("this filesystem has no immutable flag")
@@ -83,6 +85,11 @@ def test_a_refusal_at_import_jax_stops_every_process_the_job_started(tmp_path):
     assert "past the gate" not in proc.stdout
     time.sleep(1.0)  # a helper left running writes within milliseconds of its parent's end
     assert not marker.exists()
+    try:  # and none is left stopped either: gone, or a zombie of init's
+        with open(f"/proc/{int(pidfile.read_text())}/stat") as f:
+            assert f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        pass
 
 
 def test_descriptors_numbered_past_1024_are_waited_on(tmp_path):
@@ -181,3 +188,89 @@ def test_an_empty_record_path_is_one_line(tmp_path):
     cache = mkdir(tmp_path / "cache", 0o700)
     proc = jaxcache("run", "--cache-dir", str(cache), "--record", "", "--", PY, "-c", "1")
     assert proc.returncode == 2 and proc.stderr == "jaxcache: --record is empty\n", proc.stderr
+
+
+def test_a_record_kept_in_the_cache_is_not_a_change_while_the_job_ran(tmp_path):
+    """The cache's state is taken after the record's claim (a record inside the cache makes
+    a name there): a job that asked for nothing and changed nothing is NOT-AUDITED, not
+    audited after the job as if another process had written there; and its record's env is
+    what the job had (no cache directory)."""
+    cache = mkdir(tmp_path / "cache", 0o700)
+    record = cache / "r.json"
+    assert allowed([PY, "-c", "1"], PY, str(cache), policy_in_use=False, sealed=False)
+    proc = jaxcache("run", "--cache-dir", str(cache), "--record", str(record), "--", PY, "-c",
+                    "1", env=clean_env(JAX_COMPILATION_CACHE_DIR=str(cache)))
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(record.read_text())
+    assert doc["cache_dir"]["verdict"] == "NOT-AUDITED"
+    assert "JAX_COMPILATION_CACHE_DIR" not in doc["env"]
+
+
+def test_a_refusal_for_origins_comes_before_the_program(tmp_path):
+    """--require-origin (and CI) refuse a cache holding entries no watched job wrote: before
+    the job's program runs, as a policy's refusal does, not at its `import jax`."""
+    cache = mkdir(tmp_path / "cache", 0o700)
+    (cache / f"jit_f-{'0' * 64}-cache").write_bytes(b"x" * 100)
+    marker = tmp_path / "ran"
+    for how in (["--require-origin"], []):
+        env = clean_env(XDG_STATE_HOME=str(tmp_path / "state"), **({} if how else {"CI": "true"}))
+        proc = jaxcache("run", *how, "--cache-dir", str(cache), "--record",
+                        str(tmp_path / "r.json"), "--", PY, "-c",
+                        f"open({str(marker)!r}, 'w')", env=env)
+        assert proc.returncode == 1 and "refusing cache" in proc.stderr, proc.stderr
+        assert not marker.exists()
+
+
+def test_a_dangling_policy_link_is_refused_before_the_program(tmp_path):
+    config = tmp_path / "config" / "jaxcache"
+    config.mkdir(parents=True)
+    (config / "policy.toml").symlink_to(tmp_path / "nowhere.toml")
+    cache = mkdir(tmp_path / "cache", 0o700)
+    marker = tmp_path / "ran"
+    proc = jaxcache("run", "--cache-dir", str(cache), "--record", str(tmp_path / "r.json"),
+                    "--", PY, "-c", f"open({str(marker)!r}, 'w')",
+                    env=clean_env(XDG_CONFIG_HOME=str(tmp_path / "config")))
+    assert proc.returncode == 2 and len(proc.stderr.splitlines()) == 1, proc.stderr
+    assert not marker.exists()
+
+
+def test_an_isolating_pth_file_or_a_mount_name_with_a_space_is_read_as_it_is(tmp_path):
+    from jaxcache.run.early_start import _unescaped, loads_probe
+
+    beside = tmp_path / "bin"
+    beside.mkdir()
+    (beside / "python3").symlink_to(PY)
+    assert loads_probe(str(beside / "python3"), ["job.py"])
+    (beside / "python3._pth").write_text(".\n")  # isolated: PYTHONPATH, the probe, ignored
+    assert not loads_probe(str(beside / "python3"), ["job.py"])
+    assert _unescaped(r"/home/u/my\040cache") == "/home/u/my cache"
+    assert _unescaped(r"/a\134b\011c") == "/a\\b\tc"
+
+
+def test_a_job_is_stopped_when_the_process_table_cannot_be_read(monkeypatch):
+    """Stopping a job kills its first process whatever else fails (no descriptor left to
+    list /proc with): never left running after jaxcache exits with an error."""
+    from jaxcache.probe import job_gates
+
+    child = subprocess.Popen([PY, "-c", "import time; time.sleep(60)"])
+    job = job_gates.Job(child.pid, interactive=True)
+
+    def no_fds(pid: int) -> list[int]:
+        raise OSError(24, "Too many open files")
+
+    monkeypatch.setattr(job_gates, "descendants", no_fds)
+    job.stop()
+    assert job.reaped
+    with pytest.raises(ProcessLookupError):  # killed and reaped: gone
+        os.kill(child.pid, 0)
+    child.returncode = -9  # reaped by Job.stop, not by Popen
+
+
+def test_a_closed_stdout_is_not_an_internal_error(tmp_path):
+    cache = mkdir(tmp_path / "cache", 0o700)
+    script = ("import os, sys\nos.close(1)\nos.execv(sys.executable, [sys.executable, '-m', "
+              "'jaxcache', *sys.argv[1:]])\n")
+    proc = subprocess.run([PY, "-c", script, "run", "-q", "--cache-dir", str(cache), "--record",
+                           str(tmp_path / "r.json"), "--", PY, "-c", "1"], capture_output=True,
+                          text=True, env=clean_env(), timeout=JOB_TIMEOUT_S)
+    assert proc.returncode == 0 and "internal error" not in proc.stderr, proc.stderr

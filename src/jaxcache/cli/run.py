@@ -178,6 +178,11 @@ def handle(args: argparse.Namespace, tail: list[str] | None) -> None:
         elif failing:
             why = ("JAX used another cache directory, which its own audit does not trust (see "
                    "the record's jax_cache_dirs)")
+        elif record.cache_dir.audited_after_job:
+            from jaxcache.text import safe
+
+            why = (f"no process of the job asked for the cache, yet it changed while the job ran, "
+                   f"and its audit after the job says {safe(record.cache_dir.verdict)}")
         else:
             why = ("a rank of the job saw another cache directory, or none (see the record's "
                    "ranks)")
@@ -321,6 +326,10 @@ def _refused_rank(exc: UntrustedCacheError) -> NoReturn:
 def _exit_now(status: int) -> NoReturn:
     """Exit without tearing down the interpreter (~7 ms here, after the user's job has ended):
     the record is written and closed; only our own output needs flushing."""
-    sys.stdout.flush()
-    sys.stderr.flush()
+    for stream in (sys.stdout, sys.stderr):
+        if stream is not None:  # None: started with that descriptor closed
+            try:  # noqa: SIM105 (contextlib's import costs every `jaxcache run` ~0.5 ms)
+                stream.flush()
+            except OSError:
+                pass
     os._exit(status)

@@ -72,13 +72,24 @@ def descendants(pid: int) -> list[int]:
 
 def _kill_tree(pid: int) -> None:
     """Stop the tree first (no process of it forks meanwhile, none is reparented away by its
-    parent's death), look again for what was started before the stop, then kill them all."""
+    parent's death), look again for what was started before the stop, then kill them all.
+    Each pass reads the tree before it signals the first process (once that is killed, what
+    it started is handed to init and drops out of the tree), and every process the first pass
+    stopped is killed (never left stopped); the first process is stopped and killed whatever
+    else fails (no descriptor left to read /proc with, say)."""
+    stopped: list[int] = []
     for sig in (signal.SIGSTOP, signal.SIGKILL):
-        for each in [pid, *descendants(pid)]:
+        try:
+            others = descendants(pid)
+        except OSError:
+            others = []
+        os.kill(pid, sig)  # not reaped yet: it is there, a zombie at worst
+        for each in dict.fromkeys([*stopped, *others]) if sig == signal.SIGKILL else others:
             try:  # noqa: SIM105
                 os.kill(each, sig)
             except (ProcessLookupError, PermissionError):
                 pass
+        stopped = others
 
 
 class Asking:

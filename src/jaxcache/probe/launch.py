@@ -89,15 +89,18 @@ def probe_files() -> list[tuple[str, str]]:
 
 class Ran:
     """How launch() left the program: its pid, wait status (as os.wait4 gives it) and usage,
-    the wall seconds, whether the timeout ended it, and the probe documents its processes
-    wrote (the main one first). A plain slotted class: this module stays light."""
+    the wall seconds, whether the timeout ended it, the probe documents its processes wrote
+    (the main one first), and whether the probe folder was removed under it meanwhile (its
+    processes could then neither ask for the cache nor write their documents). A plain
+    slotted class: this module stays light."""
 
-    __slots__ = ("pid", "probes", "status", "timed_out", "usage", "wall_s")
+    __slots__ = ("folder_lost", "pid", "probes", "status", "timed_out", "usage", "wall_s")
 
     def __init__(self, pid: int, status: int, usage: struct_rusage, wall_s: float,
-                 timed_out: bool, probes: tuple[dict[str, Any], ...]) -> None:
+                 timed_out: bool, probes: tuple[dict[str, Any], ...],
+                 folder_lost: bool = False) -> None:
         self.pid, self.status, self.usage, self.wall_s = pid, status, usage, wall_s
-        self.timed_out, self.probes = timed_out, probes
+        self.timed_out, self.probes, self.folder_lost = timed_out, probes, folder_lost
 
 
 def launch(argv: list[str], env: dict[str, str], *,
@@ -178,7 +181,13 @@ def launch(argv: list[str], env: dict[str, str], *,
                     meanwhile()
                 if admit is not None:
                     def answer() -> None:
-                        probe_folder.add(folder, later)  # before the gate can open
+                        try:
+                            probe_folder.add(folder, later)  # before the gate can open
+                        except OSError as exc:
+                            raise JaxcacheError(
+                                f"cannot write the probe's files into {safe(folder.path)}: "
+                                f"{exc.strerror}; the job, which had started, was stopped at "
+                                "its first `import jax`") from None
                         try:
                             granted = admit()
                         except BaseException:
@@ -205,7 +214,8 @@ def launch(argv: list[str], env: dict[str, str], *,
         wall = time.perf_counter() - start
         if not interactive:
             _end_group(pid)  # leftovers of the job (daemons it started) go with it
-        return Ran(pid, status, usage, wall, timed_out, _collect(folder, pid))
+        return Ran(pid, status, usage, wall, timed_out, _collect(folder, pid),
+                   not probe_folder.intact(folder))
     finally:
         if ask is not None:
             os.close(ask[0])

@@ -85,8 +85,8 @@ def private_parent(root: str) -> str:
     usual = f"jaxcache-{me}"
     # the usual name, else one of its own made by an earlier run (the usual one taken by
     # someone else, or not private), else a new one: one folder kept, not one a run
-    names = [usual, *sorted(n for n in os.listdir(root) if n.startswith(usual + "-"))] \
-        if not _ours(os.path.join(root, usual), me) else [usual]
+    names = [usual, *sorted(n for n in os.listdir(root) if n.startswith(usual + "-"))[:64]] \
+        if not _ours(os.path.join(root, usual), me) else [usual]  # 64: others may make more
     for name in itertools.chain(names, (f"{usual}-{os.urandom(4).hex()}" for _ in range(100))):
         path = os.path.join(root, name)
         try:
@@ -225,6 +225,15 @@ def open_gate(folder: ProbeFolder, env: dict[str, str] | None) -> None:
     _write_new(folder.fd, ".gate.tmp",
                json.dumps({"ok": env is not None, "env": env or {}}).encode())
     os.rename(".gate.tmp", GATE_FILE, src_dir_fd=folder.fd, dst_dir_fd=folder.fd)
+
+
+def intact(folder: ProbeFolder) -> bool:
+    """Does the folder's path still name the folder made (not removed, not replaced)?"""
+    try:
+        st, mine = os.lstat(folder.path), os.fstat(folder.fd)
+    except OSError:
+        return False
+    return (st.st_dev, st.st_ino) == (mine.st_dev, mine.st_ino)
 
 
 def remove(folder: ProbeFolder) -> None:

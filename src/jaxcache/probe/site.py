@@ -68,9 +68,13 @@ def _wait_gate() -> "dict[str, str]":
         except FileNotFoundError:
             if not os.path.isdir(os.path.dirname(gate)):
                 _no_verdict()  # the directory is gone: jaxcache has ended
-        except (OSError, ValueError):
-            doc = {}
-            break
+        except (OSError, ValueError) as exc:  # not jaxcache's folder, or not readable by us
+            sys.stderr.write("jaxcache: stopping at `import jax`: this process cannot read "
+                             "the gate of its `jaxcache run` (%s; another user now?), so no "
+                             "cache was granted to it\n" % (exc.strerror if isinstance(
+                                 exc, OSError) else exc))
+            sys.stderr.flush()
+            os._exit(1)
         waits += 1
         if not _listening(gate, ask=waits % 100 == 0):  # asked again now and then (no
             _no_verdict()  # descriptor left the first time?); jaxcache gone: no answer
@@ -112,8 +116,9 @@ def _no_verdict() -> None:
     behind, or jaxcache killed): no cache was granted, and none will be. Stopped, not run on
     a cache nobody judged; one line says why (a silent exit would look like the program's)."""
     sys.stderr.write("jaxcache: stopping at `import jax`: the `jaxcache run` that started this "
-                     "job has ended without granting this process a cache (a process that "
-                     "outlives its run gets none: start it under its own `jaxcache run`)\n")
+                     "job has ended, or its folder was removed, without granting this process "
+                     "a cache (a process that outlives its run gets none: start it under its "
+                     "own `jaxcache run`)\n")
     sys.stderr.flush()
     os._exit(1)
 

@@ -321,8 +321,12 @@ NOT_AUDITED = "NOT-AUDITED"
 NOT_AUDITED_WHY = ("not audited: no process of the job asked for it (none imported jax under "
                    "jaxcache's probe), and it did not change while the job ran")
 AUDITED_AFTER_JOB = ("not listed before the job: no process of it asked for the cache, yet the "
-                     "directory changed while it ran (used by a process jaxcache's probe does "
-                     "not see, such as `python -I`?), so it was audited after the job")
+                     "directory changed while it ran (another process wrote there: one of the "
+                     "job's that jaxcache's probe does not see, such as `python -I`, or "
+                     "another run's), so it was audited after the job")
+NOT_AUDITED_LOST = ("not audited: the run's probe folder was removed while the job ran (a "
+                    "logout that clears $XDG_RUNTIME_DIR, a temp cleaner?), so no process could "
+                    "ask for the cache, and none got it")
 
 
 @frozen

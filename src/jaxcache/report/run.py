@@ -223,7 +223,7 @@ def render_text(record: RunRecord, record_path: str, verbose: bool = False) -> s
         lines.append(f"namespace: {safe(named.kind)} {safe(named.id)} of "
                      f"{safe(named.parent)}: this job read and wrote only there (another "
                      "build or CPU has its own)")
-    lines += _origin_lines(c.origins)
+    lines += _origin_lines(c.origins, "after the job" if c.audited_after_job else "before the job")
     if record.sealed:
         lines += _seal_lines(record.sealed)
     if not record.probe_loaded:
@@ -343,16 +343,16 @@ def _whose(origin: OriginPart, other: int) -> str:
     return said_whose(origin.other_whose) if origin.other_whose else f"{other} of yours"
 
 
-def _origin_lines(origin: OriginPart | None) -> list[str]:
-    """Where the entries before the job came from (trust/provenance/origin.py), when not all yours
-    or not all of this build: entries a trusted writer's ledger vouched for are said with
-    whose."""
+def _origin_lines(origin: OriginPart | None, when: str = "before the job") -> list[str]:
+    """Where the entries before the job (or `when` they were audited) came from
+    (trust/provenance/origin.py), when not all yours or not all of this build: entries a
+    trusted writer's ledger vouched for are said with whose."""
     if not origin or not (origin.count("unknown") or origin.count("changed")
                           or origin.count("vouched") or origin.ledger_problem
                           or origin.other_build):
         return []
     other = len(origin.other_build)
-    out = [f"origin of the entries before the job: "
+    out = [f"origin of the entries {when}: "
            f"{origin_counts(dict(origin.counts), origin.vouched_by)}"
            + (f" ({_whose(origin, other)} written by another build on this host)"
               if other else "")]

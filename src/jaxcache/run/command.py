@@ -131,10 +131,12 @@ def run_job(argv: list[str], *, cache_dir: str | None = None, record_path: str |
 
         record_path = ranks.record_path(record_path, env)  # one file per rank, never shared
     claimed: list[Output | Unclaimed] = []
+    seen: list[tuple[int, ...] | None] = []  # the cache as the job's program starts (early)
 
     def before_job() -> None:
         """The record's target claimed, the job's JAX version checked: refused here, the job's
-        program never runs (with an early start, while its interpreter starts)."""
+        program never runs (with an early start, while its interpreter starts). Then the
+        cache's state, after the claim (a record inside it changes it), before the program."""
         claimed.append(_claim_record(record_path or default_record_path(),
                                      record_path is not None))
         if not unverified_jax or seal is not None:
@@ -143,6 +145,7 @@ def run_job(argv: list[str], *, cache_dir: str | None = None, record_path: str |
             why = jaxgate.refusal(exe)
             if why is not None:
                 raise JaxcacheError(f"{why}. {UNVERIFIED_REMEDY if seal is None else SEALED_NO}")
+        seen.append(_dir_state(chosen))
 
     try:
         if not argv:
@@ -171,10 +174,13 @@ def run_job(argv: list[str], *, cache_dir: str | None = None, record_path: str |
             return granted
 
         ahead = _prefetch_env(argv, chosen, seal) if seal is not None else {}
-        seen: tuple[int, ...] | None = None  # the directory as the job started, if early
+        from jaxcache.trust.rules import ci
+
+        # a refusal for entries of unknown origin (--require-origin, CI) comes before the job,
+        # as one for a policy's rules: not after its program has run
         if early_start.allowed(argv, exe, chosen, sealed=seal is not None,
-                               policy_in_use=policy is not None or os.path.exists(policy_file())):
-            seen = _dir_state(chosen)
+                               policy_in_use=policy is not None or require_origin
+                               or os.path.lexists(policy_file()) or bool(ci.detect(env))):
             try:
                 ran = launch.launch(argv, env, admit=admit, stdout=stdout, meanwhile=_after_job,
                                     before_start=before_job)
@@ -211,8 +217,11 @@ def run_job(argv: list[str], *, cache_dir: str | None = None, record_path: str |
                                    run=recordmod.RunAudit(admission.origin, named, policy,
                                                           unverified_jax))
         else:
-            doc = _unasked_record(outcome, chosen, seen, env, recordmod.RunAudit(
-                None, named, policy, unverified_jax), require_origin)
+            given = {k: v for k, v in env.items()  # what the job had: no cache, no grant
+                     if k != "JAX_COMPILATION_CACHE_DIR" and k not in jobenv.PER_RUN}
+            doc = _unasked_record(outcome, chosen, seen[0] if seen else None, given,
+                                  recordmod.RunAudit(None, named, policy, unverified_jax),
+                                  require_origin, ran.folder_lost)
         try:
             recordmod.write(doc, out)
         except (OSError, JaxcacheError) as exc:  # claimed before the job, yet lost since
@@ -227,19 +236,24 @@ def run_job(argv: list[str], *, cache_dir: str | None = None, record_path: str |
 
 
 def _unasked_record(outcome: Outcome, chosen: str, seen: tuple[int, ...] | None,
-                    env: dict[str, str], run: RunAudit, require_origin: bool
-                    ) -> dict[str, object]:
+                    env: dict[str, str], run: RunAudit, require_origin: bool,
+                    folder_lost: bool = False) -> dict[str, object]:
     """The record of an early-started job none of whose processes asked for the cache. If
     the directory is as it was when the job started (`seen`), it was not audited and is not
     listed. If it changed meanwhile, something the probe does not see used it: it is audited
     now (UNVERIFIABLE where it cannot be), and the record says so."""
     from jaxcache.records import run_record as recordmod
-    from jaxcache.records.run_document import AUDITED_AFTER_JOB, NOT_AUDITED, NOT_AUDITED_WHY
+    from jaxcache.records.run_document import (
+        AUDITED_AFTER_JOB,
+        NOT_AUDITED,
+        NOT_AUDITED_LOST,
+        NOT_AUDITED_WHY,
+    )
 
     now = _dir_state(chosen)
-    if now == seen or now is None:
-        reason = NOT_AUDITED_WHY if now == seen else \
-            "not audited: no process of the job asked for it, and it is gone after the job"
+    if folder_lost or now == seen or now is None:
+        reason = (NOT_AUDITED_LOST if folder_lost else NOT_AUDITED_WHY if now == seen else
+                  "not audited: no process of the job asked for it, and it is gone after the job")
         unseen = recordmod.DirSnapshot(os.path.abspath(chosen), {}, reason)
         return recordmod.finish(outcome, unseen.path, verdict=NOT_AUDITED, before=unseen,
                                 after=unseen, env=env, run=run)

@@ -93,6 +93,8 @@ def loads_probe(exe: str, args: list[str]) -> bool:
         return False  # Python 2 cannot parse the probe: it would run the program unheld
     if not _machine_code(real):
         return False  # a script by that name (a pyenv shim, a wrapper) runs before any probe
+    if _path_file_beside(exe) or _path_file_beside(real):
+        return False  # a ._pth file makes it isolated: PYTHONPATH, hence the probe, ignored
     i = 0
     while i < len(args):
         arg = args[i]
@@ -125,6 +127,14 @@ def _machine_code(path: str) -> bool:
         return False
     finally:
         os.close(fd)
+
+
+def _path_file_beside(exe: str) -> bool:
+    """A `._pth` file beside the interpreter (it then runs isolated, ignoring PYTHONPATH)."""
+    try:
+        return any(name.endswith("._pth") for name in os.listdir(os.path.dirname(exe) or "."))
+    except OSError:
+        return True  # cannot tell: not known to load the probe
 
 
 def _has_acl(path: str, names: tuple[str, ...]) -> bool:
@@ -173,6 +183,8 @@ def _local_fs(dev: int, path: str = "/") -> bool:
         with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as f:
             for line in f:
                 fields = line.split()
+                if len(fields) > 4:  # the kernel writes ' ', '\t', '\n' and '\\' as \ooo
+                    fields[3], fields[4] = _unescaped(fields[3]), _unescaped(fields[4])
                 if len(fields) > 4 and fields[2] == want and "-" in fields and _under(
                         path, fields[4]) and (best is None or len(fields[4]) >= len(best[4])):
                     best = fields
@@ -183,6 +195,22 @@ def _local_fs(dev: int, path: str = "/") -> bool:
     at = best.index("-")
     tail = best[at + 1:]
     return bool(tail) and tail[0] in _LOCAL_FS and _own_root(best[3], tail) and _plain_disk(dev)
+
+
+def _unescaped(field: str) -> str:
+    """A mountinfo path with its octal escapes (\\040 for a space, ...) read back."""
+    if "\\" not in field:
+        return field
+    out, i = [], 0
+    while i < len(field):
+        code = field[i + 1:i + 4]
+        if field[i] == "\\" and len(code) == 3 and all(c in "01234567" for c in code):
+            out.append(chr(int(code, 8)))
+            i += 4
+        else:
+            out.append(field[i])
+            i += 1
+    return "".join(out)
 
 
 def _under(path: str, point: str) -> bool:

@@ -255,7 +255,7 @@ def build(outcome: Outcome, *, cache_dir: str, verdict: str, before: DirSnapshot
                   "note": None if main is not None else
                   "no probe data: the program never imported jax, is not Python, ran Python "
                   "with -S/-I, was killed before its first compile, or its probe could not "
-                  "write (a full temporary folder?)"},
+                  "write (a full or removed temporary folder?)"},
         "versions": main.versions if main else {},
         **fingerprints.record_fields(main),
         "identity": main.identity if main else None,
