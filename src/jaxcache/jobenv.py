@@ -35,3 +35,9 @@ PER_RUN = (AUDITED, WITNESS, ORIGIN_GATE, ORIGIN_TRUSTED, FINGERPRINT, PREFETCH,
 GATES = (GATE, GATE_PID, START)  # one run's gates, never an outer run's
 ALL = frozenset({PROBE_DIR, GATE, GATE_PID, START, LIB, AUDITED, WITNESS, ORIGIN_GATE,
                  ORIGIN_TRUSTED, SEAL, FINGERPRINT, PREFETCH})
+
+
+def ungranted(env: dict[str, str]) -> dict[str, str]:
+    """`env` without what only the gate of an audited run grants a job: the cache directory
+    and this run's variables (an early-started job's environment, never an outer run's)."""
+    return {k: v for k, v in env.items() if k != "JAX_COMPILATION_CACHE_DIR" and k not in PER_RUN}

@@ -138,9 +138,7 @@ def launch(argv: list[str], env: dict[str, str], *,
         for name in jobenv.GATES:  # only this run's gate, never an inherited one (the
             child_env.pop(name, None)  # probe would wait on it)
         if admit is not None:
-            child_env.pop("JAX_COMPILATION_CACHE_DIR", None)  # only through the gate
-            for name in jobenv.PER_RUN:
-                child_env.pop(name, None)
+            child_env = jobenv.ungranted(child_env)  # the cache only through the gate
             # the FIFO, before the job starts: its first ask must find it, and the probe
             # knows jaxcache is there while it is open
             ask = job_gates.listen(folder)

@@ -241,12 +241,7 @@ def remove(folder: ProbeFolder) -> None:
     its name only if it still names this folder: a folder or link put in its place is left."""
     try:
         _empty(folder.fd)
-        mine = os.fstat(folder.fd)
-        try:
-            st = os.lstat(folder.path)
-        except FileNotFoundError:
-            return
-        if (st.st_dev, st.st_ino) == (mine.st_dev, mine.st_ino):
+        if intact(folder):
             os.rmdir(folder.path)  # only an empty directory goes, whatever raced in
     except OSError:
         pass  # a leftover in a temporary directory, never someone else's file removed

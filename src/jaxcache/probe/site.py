@@ -55,8 +55,9 @@ def _wait_gate() -> "dict[str, str]":
     waits = 0
     while True:
         try:
-            where = os.lstat(os.path.dirname(gate))  # the private probe directory jaxcache made
-            if not stat.S_ISDIR(where.st_mode) or where.st_uid != me or where.st_mode & 0o077:
+            if not _private(os.path.dirname(gate)):  # the probe directory jaxcache made
+                if not os.path.lexists(os.path.dirname(gate)):
+                    _no_verdict()  # the directory is gone: jaxcache has ended
                 raise ValueError("the gate's directory is not jaxcache's private one")
             fd = os.open(gate, os.O_RDONLY | os.O_NOFOLLOW)
             with os.fdopen(fd, "rb") as f:

@@ -217,9 +217,8 @@ def run_job(argv: list[str], *, cache_dir: str | None = None, record_path: str |
                                    run=recordmod.RunAudit(admission.origin, named, policy,
                                                           unverified_jax))
         else:
-            given = {k: v for k, v in env.items()  # what the job had: no cache, no grant
-                     if k != "JAX_COMPILATION_CACHE_DIR" and k not in jobenv.PER_RUN}
-            doc = _unasked_record(outcome, chosen, seen[0] if seen else None, given,
+            doc = _unasked_record(outcome, chosen, seen[0] if seen else None,
+                                  jobenv.ungranted(env),  # what the job had: no cache, no grant
                                   recordmod.RunAudit(None, named, policy, unverified_jax),
                                   require_origin, ran.folder_lost)
         try:
