@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 import yaml
 from support import builds, paths
+from support.sigstore_stack import SAFE_TABLE
 
 REPO = paths.CHECKOUT
 ACTION = REPO / "action.yml"
@@ -603,9 +604,7 @@ def test_the_action_publishes_keyless_and_consumers_need_only_the_policy(tmp_pat
     workspace = tmp_path / "ws"
     (workspace / ".jaxcache").mkdir(parents=True)
     (workspace / ".jaxcache" / "policy.toml").write_text(
-        f'sigstore_trust_root = "{sigstore_stack.trusted_root}"\n[[trusted_identities]]\n'
-        'issuer = "https://token.actions.githubusercontent.com"\nrepository = "org/repo"\n'
-        'workflow_ref = "org/repo/.github/workflows/jax-cache.yml@refs/heads/main"\n')
+        f'sigstore_trust_root = "{sigstore_stack.trusted_root}"\n{SAFE_TABLE}')
     store = tmp_path / "caches"
     store.mkdir()
     job = str(TWO_JITS)

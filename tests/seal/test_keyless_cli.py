@@ -92,7 +92,8 @@ def test_verify_text_names_the_identities(mixed):
     assert proc.returncode == 1, proc.stderr
     out = " ".join(proc.stdout.split())  # wrapped lines joined
     assert (f"identity https://github.com/{WF} (issuer {GH}, repository "
-            "https://github.com/org/repo, ref refs/heads/main) signed keyless: 2 valid") in out
+            "https://github.com/org/repo, ref refs/heads/main, event push) signed keyless: 2 "
+            "valid") in out
     assert f"identity https://github.com/{PR} (issuer {GH}" in out and "1 rejected" in out
     assert f"{entry(1)} (" in out and f"signed by identity {WF}" in out
     assert f"UNKNOWN KEY {entry(3)}" in out and f"signed by identity https://github.com/{PR}" \

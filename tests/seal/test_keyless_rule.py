@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from support.sigstore_stack import SAFE_TABLE
 
 from jaxcache.seal.signing import signature_file as sigfile
 from jaxcache.seal.signing import signature_rule as rule
@@ -21,9 +22,8 @@ KEY, DATA = "jit_f-0123abcd", b"compiled executable bytes " * 40
 
 
 def ring(stack, extra: str = "", root=None) -> keyring.KeyRing:
-    text = (f'sigstore_trust_root = "{root or stack.trusted_root}"\n{extra}'
-            f'[[trusted_identities]]\nissuer = "{GH}"\nrepository = "org/repo"\n'
-            f'workflow_ref = "{WF}"\n')
+    text = f'sigstore_trust_root = "{root or stack.trusted_root}"\n{extra}{SAFE_TABLE}'
+
     pol = policy_toml.parse(text.encode(), "/p/policy.toml", Accounts())
     return keyring.for_rule(pol.default)
 
@@ -70,6 +70,77 @@ def test_other_identities_are_rejected_naming_what_was_seen(sigstore_stack, clai
     got = rule.check(KEY, DATA, signed(sigstore_stack, **claims), ring(sigstore_stack))
     assert got.status == rule.UNKNOWN_KEY
     assert seen in got.reason and "which is not trusted" in got.reason
+
+
+# Jobs that are not the trusted one, though those calling the trusted reusable workflow get
+# certificates naming its main-branch file as their identity (the SAN): the policy the docs
+# print (SAFE_TABLE) rejects each, by the ref it ran for, the workflow it started from, or
+# the event that started it.
+_CALLER = "org/repo/.github/workflows/{}@{}"
+OTHER_GITHUB_JOBS = {
+    "a same-repository pull request calling the trusted reusable workflow": dict(
+        ref="refs/pull/5/merge", event_name="pull_request", job_workflow_ref=WF,
+        workflow_ref=_CALLER.format("pr.yml", "refs/pull/5/merge")),
+    "another branch calling the trusted reusable workflow": dict(
+        ref="refs/heads/feature", job_workflow_ref=WF,
+        workflow_ref=_CALLER.format("ci.yml", "refs/heads/feature")),
+    "a fork's pull request calling it": dict(
+        repository="evil/repo", ref="refs/pull/6/merge", event_name="pull_request",
+        job_workflow_ref=WF, workflow_ref="evil/repo/.github/workflows/x.yml@refs/pull/6/merge"),
+    "pull_request_target on main calling it": dict(
+        event_name="pull_request_target", job_workflow_ref=WF,
+        workflow_ref=_CALLER.format("triage.yml", "refs/heads/main")),
+    "the trusted workflow itself on main, started by workflow_run": dict(
+        event_name="workflow_run"),
+}
+
+
+@pytest.mark.parametrize("claims", OTHER_GITHUB_JOBS.values(), ids=list(OTHER_GITHUB_JOBS))
+def test_other_jobs_running_the_trusted_workflow_are_rejected(sigstore_stack, claims):
+    sig = signed(sigstore_stack, **claims)
+    got = rule.check(KEY, DATA, sig, ring(sigstore_stack))
+    assert got.status == rule.UNKNOWN_KEY, got.reason
+    assert "which is not trusted" in got.reason
+    # the identity they sign as is the trusted file: only the job tells them apart
+    if claims.get("job_workflow_ref") == WF:
+        assert f"signed by identity https://github.com/{WF} (" in got.reason
+
+
+def test_a_push_on_the_protected_ref_through_a_named_caller_is_accepted(sigstore_stack):
+    release = _CALLER.format("release.yml", "refs/heads/main")
+    sig = signed(sigstore_stack, job_workflow_ref=WF, workflow_ref=release)
+    assert rule.check(KEY, DATA, sig, ring(sigstore_stack)).status == rule.UNKNOWN_KEY
+    named = SAFE_TABLE.replace('event = "push"\n',
+                               f'event = "push"\ncaller_workflow_ref = "{release}"\n')
+    r = keyring.for_rule(policy_toml.parse(
+        f'sigstore_trust_root = "{sigstore_stack.trusted_root}"\n{named}'.encode(), "/p",
+        Accounts()).default)
+    assert rule.check(KEY, DATA, sig, r).ok
+
+
+GITLAB_TABLE = ('[[trusted_identities]]\nissuer = "https://gitlab.com"\n'
+                'project_path = "org/repo"\nref = "refs/heads/main"\nevent = "push"\n')
+
+
+@pytest.mark.parametrize(("claims", "ok"), [
+    ({}, True),  # a push to the protected main branch
+    ({"ref": "refs/heads/feature", "pipeline_source": "merge_request_event",
+      "ci_config_ref_uri": "gitlab.com/org/repo//.gitlab-ci.yml@refs/heads/feature"}, False),
+    ({"ref": "refs/heads/feature",
+      "ci_config_ref_uri": "gitlab.com/org/repo//.gitlab-ci.yml@refs/heads/feature"}, False),
+    ({"pipeline_source": "schedule"}, False),
+    ({"pipeline_source": "trigger"}, False),
+    ({"project_path": "evil/repo",
+      "ci_config_ref_uri": "gitlab.com/evil/repo//.gitlab-ci.yml@refs/heads/main"}, False),
+], ids=["main push", "merge request", "another branch", "schedule", "trigger", "fork"])
+def test_gitlab_jobs_under_the_documented_policy(sigstore_stack, claims, ok):
+    r = keyring.for_rule(policy_toml.parse(
+        f'sigstore_trust_root = "{sigstore_stack.trusted_root}"\n{GITLAB_TABLE}'.encode(),
+        "/p", Accounts()).default)
+    got = rule.check(KEY, DATA, signed(sigstore_stack, profile="gitlab", **claims), r)
+    assert got.ok is ok, got.reason
+    if not ok:
+        assert got.status == rule.UNKNOWN_KEY and "which is not trusted" in got.reason
 
 
 def test_a_gitlab_identity_against_a_github_policy(sigstore_stack):

@@ -182,11 +182,16 @@ GH = "https://token.actions.githubusercontent.com"  # GitHub Actions' OIDC issue
 WF = "org/repo/.github/workflows/jax-cache.yml@refs/heads/main"  # the trusted workflow
 
 
+# The policy docs/ci.md and docs/sealed-cache.md print: the job that publishes, pinned (its
+# repository, its workflow, the ref it ran for, the event that started it)
+SAFE_TABLE = (f'[[trusted_identities]]\nissuer = "{GH}"\nrepository = "org/repo"\n'
+              f'workflow_ref = "{WF}"\nref = "refs/heads/main"\nevent = "push"\n')
+
+
 def trusting_policy(path: Path, trusted_root: object, head: str = "", tail: str = "") -> Path:
-    """A policy (0600) that trusts the workflow WF of org/repo on GitHub, verified against
-    `trusted_root`; `head`: top-level settings before the table, `tail`: more tables after."""
-    path.write_text(f'sigstore_trust_root = "{trusted_root}"\n{head}'
-                    f'[[trusted_identities]]\nissuer = "{GH}"\nrepository = "org/repo"\n'
-                    f'workflow_ref = "{WF}"\n{tail}')
+    """A policy (0600) that trusts the workflow WF of org/repo on GitHub, run for a push to
+    main (SAFE_TABLE), verified against `trusted_root`; `head`: top-level settings before the
+    table, `tail`: more tables after."""
+    path.write_text(f'sigstore_trust_root = "{trusted_root}"\n{head}{SAFE_TABLE}{tail}')
     path.chmod(0o600)
     return path

@@ -147,12 +147,18 @@ class SealPart:
 
 
 def _identity_text(doc: Mapping[str, object]) -> str | None:
-    """`signing_identity` as reports write it: the workflow, its issuer and the job run."""
+    """`signing_identity` as reports write it: the workflow, its issuer, the ref, the caller
+    where another workflow called it, the event and the job run."""
     who = text(doc.get("identity"))
     if who is None:
         return None
-    run = text(doc.get("run"))
-    return f"{who} (issuer {text(doc.get('issuer'))}" + (f", run {run})" if run else ")")
+    caller = text(doc.get("caller"))
+    parts = [f"issuer {text(doc.get('issuer'))}"] + [
+        f"{word} {value}" for word, value in (
+            ("ref", text(doc.get("ref"))),
+            ("called from", caller if caller != who else None),
+            ("event", text(doc.get("event"))), ("run", text(doc.get("run")))) if value]
+    return f"{who} ({', '.join(parts)})"
 
 
 @frozen
@@ -178,7 +184,7 @@ class OriginPart:
     other_build: tuple[str, ...]  # the names of the entries of yours another build wrote
     findings: tuple[OriginFinding, ...]
     # how many entries each trusted writer's ledger vouched for (the policy's trusted_ledgers),
-    # by that writer's name (escaped, as the record holds it)
+    # by that writer's name (raw, as the record holds it: escaped where shown)
     vouched_by: Mapping[str, int] = field(default_factory=dict)
     # the entries another build wrote, counted by whose: "yours", or "teamb's" (vouched)
     other_whose: Mapping[str, int] = field(default_factory=dict)

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from jaxcache.trust.inputs.signing_keys import SigningKey
     from jaxcache.trust.judgement.audit import AuditReport
     from jaxcache.trust.kernel.principals import Accounts
+    from jaxcache.trust.rules.identities import SeenIdentity
     from jaxcache.trust.rules.policy_rules import Policy
 
     SealedBackend = SealedCache | BucketSealedCache
@@ -306,6 +307,16 @@ def _name_of(backend: SealedBackend, public: PublicKey) -> str | None:
     return (known.name if known is not None else None) or public.name
 
 
+def _signing_identity(backend: SealedBackend, own: SeenIdentity) -> dict[str, object]:
+    """A keyless publisher's own identity, as its certificate states it, and whether readers
+    with its policy reject what it signs."""
+    from jaxcache.seal.signing.identity_policy import rejection
+
+    return {"issuer": own.issuer, "identity": own.subject, "ref": own.ref,
+            "caller": own.caller, "event": own.event, "run": own.run_uri,
+            "rejected_by_readers": rejection(backend.given, own)}
+
+
 def summary(backend: SealedBackend) -> dict[str, object]:
     """For the run record: what the sealed backend rejected or could not write, and the
     keys it judged with (by name and id, each with its state then)."""
@@ -316,9 +327,7 @@ def summary(backend: SealedBackend) -> dict[str, object]:
             "signing_key": backend.signer.public.id if backend.signer else None,
             "signing_key_name": _name_of(backend, backend.signer.public) if backend.signer
             else None,
-            "signing_identity": None if own is None else {
-                "issuer": own.issuer, "identity": own.subject, "ref": own.ref,
-                "run": own.run_uri, "rejected_by_readers": backend.given.rejects_identity(own)},
+            "signing_identity": None if own is None else _signing_identity(backend, own),
             # the policy's (the publisher's own identity, which it trusts, is not listed)
             "trusted_identities": [{"id": i.id, "identity": i.subject, "issuer": i.issuer,
                                     "name": i.name} for i in backend.given.identities],

@@ -29,12 +29,14 @@ def build_counts(result: ScanResult) -> dict[str, int]:
     return out
 
 
-def identity_counts(result: ScanResult
-                    ) -> dict[tuple[str, str, str | None, str | None], tuple[int, int]]:
-    """The identities keyless signatures were made by (issuer, workflow, repository, ref:
-    every job of one workflow on one ref is one), each with how many entries it signed that
-    are valid and that were rejected, in the order first seen."""
-    out: dict[tuple[str, str, str | None, str | None], tuple[int, int]] = {}
+WHO = ("issuer", "workflow", "repository", "ref", "caller", "event")  # SeenIdentity.who
+
+
+def identity_counts(result: ScanResult) -> dict[tuple[str | None, ...], tuple[int, int]]:
+    """The identities keyless signatures were made by (SeenIdentity.who: every job of one
+    workflow on one ref, started the same way, is one), each with how many entries it signed
+    that are valid and that were rejected, in the order first seen."""
+    out: dict[tuple[str | None, ...], tuple[int, int]] = {}
     for e in result.entries:
         for who in dict.fromkeys(i.who for i in e.identities):
             valid, rejected = out.get(who, (0, 0))
@@ -52,8 +54,8 @@ def render_json(result: ScanResult, action: str) -> str:
                       for state in BUILD_STATES},
            "entries": [{**asdict(e), "identities": [i.to_json() for i in e.identities]}
                        for e in result.entries],
-           "identities": [{**dict(zip(("issuer", "workflow", "repository", "ref"), who,
-                                      strict=True)), "valid": n[0], "rejected": n[1]}
+           "identities": [{**dict(zip(WHO, who, strict=True)), "valid": n[0],
+                           "rejected": n[1]}
                           for who, n in identity_counts(result).items()],
            "leftovers": list(result.leftovers), "others": [safe(n) for n in result.others],
            "bad_locks": [{"name": safe(b.name), "why": safe(b.why)} for b in result.bad_locks],
@@ -179,12 +181,14 @@ def render_text(result: ScanResult, action: str, *, verbose: bool = False) -> st
             if result.needed > 1 else ""
         lines += wrap("keys: " + ", ".join(f"{safe(k.label)} {k.state}"
                                                   for k in result.keys) + needed, "  ")
-    for (issuer, workflow, repo, ref), (ok, no) in identity_counts(result).items():
+    for (issuer, workflow, repo, ref, caller, event), (ok, no) in \
+            identity_counts(result).items():
         counted = ", ".join(p for p in (f"{ok} valid" if ok else "",
                                         f"{no} rejected" if no else "") if p)
-        lines += wrap(f"identity {safe(workflow)} (issuer {safe(issuer)}, repository "
-                      f"{safe(repo or '?')}, ref {safe(ref or '?')}) signed keyless: "
-                      f"{counted}", "  ")
+        called = f", called from {safe(caller)}" if caller and caller != workflow else ""
+        lines += wrap(f"identity {safe(workflow or '?')} (issuer {safe(issuer or '?')}, "
+                      f"repository {safe(repo or '?')}, ref {safe(ref or '?')}{called}, event "
+                      f"{safe(event or '?')}) signed keyless: {counted}", "  ")
     lines += [line for e in result.entries
               if (line := _line(e, action, verbose)) is not None]
     for name in result.leftovers:

@@ -280,6 +280,11 @@ CODES: tuple[FindingCode, ...] = (
     _c("seal.key-revoked", (NOTE,),
        "keys the policy revokes (revoked_keys), by id: every signature by them is rejected",
        _CONTEXT, "nothing; reseal what only they signed", page="sealed-cache.md"),
+    _c("seal.identity-loose", (WARNING,),
+       "a trusted CI identity admits any ref or any event (any_ref, any_event)",
+       "a pull request's, another branch's or a pull_request_target job running the trusted "
+       "workflow signs entries every reader loads", "pin the ref and the event that publish",
+       page="sealed-cache.md"),
     _c("seal.identity-revoked", (NOTE,),
        "CI identities the policy revokes (revoked_identities): every keyless signature whose "
        "certificate states them is rejected", _CONTEXT, "nothing; reseal what only they signed",

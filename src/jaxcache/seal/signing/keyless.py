@@ -14,8 +14,10 @@ is one. So a bundle copied to another entry, or kept over other bytes, does not 
 Verifying: sigstore-python checks the bundle against the trusted root alone (no network: the
 certificate chains to Fulcio's root, carries a CT log's SCT, the log's entry and checkpoint
 are signed by Rekor's key, and the certificate was valid at the log's or the TSA's time,
-never at a time the signer claims); then the certificate's claims (SeenIdentity) are what
-the one rule (signature_rule.py) matches against the policy's identities.
+never at a time the signer claims), and the certificate's identity must meet the policy's
+trusted identities, as sigstore's own policy objects (identity_policy.py) that the verifier
+applies; the one rule (signature_rule.py) then asks which identity matched, and whether a
+revoked one does.
 
 Everything that touches the `sigstore` package (the jaxcache[sigstore] extra) is imported
 inside these functions: the audit and plain runs never import it.
@@ -23,7 +25,6 @@ inside these functions: the audit and plain runs never import it.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import threading
@@ -50,12 +51,20 @@ __all__ = ["BUNDLE_LIMIT", "KeylessError", "KeylessSigner", "artifact", "ci_toke
            "verify"]
 
 BUNDLE_LIMIT = 28 << 10  # within the signature file's MAX_BYTES, with the rest of the document
-_OID = "1.3.6.1.4.1.57264.1."  # Fulcio's certificate extensions
 _EXTRA = "the jaxcache[sigstore] extra (pip install 'jaxcache[sigstore]')"
 
 
 class KeylessError(JaxcacheError):
     """No token, no certificate, no log entry, or a bundle that does not verify: one line."""
+
+
+class Untrusted(KeylessError):
+    """A bundle whose certificate chained to the trusted root with a valid SCT, but whose
+    identity none of the policy's trusted identities admits (what it claims: `seen`)."""
+
+    def __init__(self, seen: ids.SeenIdentity) -> None:
+        super().__init__(f"identity {seen.text} is not trusted")
+        self.seen = seen
 
 
 def artifact(key: str, digest: bytes, size: int, relies_on: tuple[str, ...] | None,
@@ -115,7 +124,7 @@ class KeylessSigner:
         """Exactly the identity its certificate states: what the publisher trusts itself as."""
         if self.seen is None:
             return None
-        return ids.exact_of(self.seen, ids.platform_of(self.seen.issuer))
+        return ids.exact_of(self.seen)
 
     def _open(self) -> _SigstoreSigner:
         from contextlib import ExitStack
@@ -153,7 +162,7 @@ class KeylessSigner:
                     raise KeylessError(f"no Sigstore certificate for this job: "
                                        f"{type(exc).__name__}: {safe(str(exc))[:300]}"
                                        ) from None
-                self.seen = seen_of(cert)
+                self.seen = _seen_of(cert)
             return self.seen
 
     def close(self) -> None:
@@ -180,7 +189,7 @@ class KeylessSigner:
                     raise KeylessError(f"keyless signing failed: {safe(str(exc))[:300]}"
                                        ) from None
                 if self.seen is None:
-                    self.seen = seen_of(bundle.signing_certificate)
+                    self.seen = _seen_of(bundle.signing_certificate)
                 text: str = bundle.to_json()
                 return text
         raise KeylessError("keyless signing failed")  # not reached
@@ -262,13 +271,26 @@ def _verifier(trust_root: str | None) -> Verifier:
         return made
 
 
-class _Claims:
-    """sigstore's VerificationPolicy that accepts every identity: the bundle is verified in
-    full (chain, SCT, log, time, signature) and its claims are then matched by the one rule,
-    which can say which identity it saw."""
+class _Reached:
+    """The trusted identities' policy (identity_policy.any_of), as sigstore's verifier applies
+    it, noting that it was reached: by then the certificate chained to Fulcio's root with a
+    valid SCT, so its refusal means an identity the policy does not trust (what it claims is
+    worth saying), not a bundle that does not verify."""
+
+    def __init__(self, trusted: tuple[ids.TrustedIdentity, ...]) -> None:
+        from jaxcache.seal.signing import identity_policy
+
+        self.policy = identity_policy.any_of(trusted)
+        self.refused: Certificate | None = None
 
     def verify(self, cert: Certificate) -> None:
-        return None
+        from sigstore.errors import VerificationError
+
+        try:
+            self.policy.verify(cert)
+        except VerificationError:
+            self.refused = cert
+            raise
 
 
 def prepare(trust_root: str | None) -> None:
@@ -278,21 +300,29 @@ def prepare(trust_root: str | None) -> None:
     from sigstore.errors import Error  # noqa: F401
     from sigstore.models import Bundle  # noqa: F401
 
+    from jaxcache.seal.signing import identity_policy  # noqa: F401
 
-def verify(bundle: str, signed: bytes, trust_root: str | None) -> ids.SeenIdentity:
+
+def verify(bundle: str, signed: bytes, trust_root: str | None,
+           trusted: tuple[ids.TrustedIdentity, ...]) -> ids.SeenIdentity:
     """The identity whose certificate signed exactly `signed`, verified offline against the
-    trusted root; KeylessError saying why not (any failure: a writer chose these bytes)."""
+    trusted root and admitted by one of the `trusted` identities (sigstore's policies: the
+    verifier refuses any other); Untrusted for a certificate that chained but whose identity
+    none admits, KeylessError saying why for anything else (a writer chose these bytes)."""
     if len(bundle) > BUNDLE_LIMIT:
         raise KeylessError(f"its Sigstore bundle is larger than {BUNDLE_LIMIT} bytes")
     verifier = _verifier(trust_root)
     from sigstore.errors import Error
     from sigstore.models import Bundle
 
+    policy = _Reached(trusted)
     try:
         parsed = Bundle.from_json(bundle)
-        verifier.verify_artifact(signed, parsed, _Claims())
-        return seen_of(parsed.signing_certificate)
+        verifier.verify_artifact(signed, parsed, policy)
+        return _seen_of(parsed.signing_certificate)
     except Error as exc:
+        if policy.refused is not None:
+            raise Untrusted(_seen_of(policy.refused)) from None
         raise KeylessError(safe(str(exc))[:300]) from None
     except Exception as exc:  # a malformed bundle: pydantic, asn1, cryptography errors
         raise KeylessError(f"unreadable Sigstore bundle ({type(exc).__name__})") from None
@@ -317,43 +347,12 @@ def claimed(sig: bytes) -> ids.SeenIdentity | None:
     except ImportError:
         return None
     try:
-        return seen_of(Bundle.from_json(bundle).signing_certificate)
+        return _seen_of(Bundle.from_json(bundle).signing_certificate)
     except Exception:  # a malformed bundle: pydantic, asn1, cryptography errors
         return None
 
 
-def _der_text(raw: bytes) -> str:
-    """A Fulcio extension's value: DER UTF8String (the v2 OIDs) or the raw text (legacy)."""
-    if len(raw) >= 2 and raw[0] == 0x0C:
-        n, start = raw[1], 2
-        if n & 0x80:
-            width = n & 0x7F
-            n, start = int.from_bytes(raw[2:2 + width], "big"), 2 + width
-        return raw[start:start + n].decode("utf-8", "replace")
-    return raw.decode("utf-8", "replace")
+def _seen_of(cert: Certificate) -> ids.SeenIdentity:
+    from jaxcache.seal.signing.identity_policy import seen_of
 
-
-def seen_of(cert: Certificate) -> ids.SeenIdentity:
-    """The claims of a (verified) Fulcio certificate."""
-    from cryptography import x509
-    from cryptography.hazmat.primitives import serialization
-
-    def ext(n: int) -> str | None:
-        try:
-            value = cert.extensions.get_extension_for_oid(
-                x509.ObjectIdentifier(f"{_OID}{n}")).value
-        except x509.ExtensionNotFound:
-            return None
-        raw = getattr(value, "value", None)
-        return _der_text(raw) if isinstance(raw, bytes) else None
-
-    try:
-        san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
-        names = [*san.get_values_for_type(x509.UniformResourceIdentifier),
-                 *san.get_values_for_type(x509.RFC822Name)]
-    except x509.ExtensionNotFound:
-        names = []
-    issuer = ext(8) or ext(1) or ""
-    der = cert.public_bytes(serialization.Encoding.DER)
-    return ids.SeenIdentity(issuer, names[0] if names else "", ext(12), ext(14), ext(13),
-                            ext(21), hashlib.sha256(der).hexdigest())
+    return seen_of(cert)

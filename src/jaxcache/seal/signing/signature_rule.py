@@ -185,11 +185,12 @@ def _judge(key: str, sig: bytes, ring: KeyRing, named: str | None = None) -> _Ju
 def _judge_identity(key: str, doc: SignatureDoc, ring: KeyRing, named: str | None
                     ) -> _Judged:
     """A keyless signature (keyless.py): its bundle verified offline against the policy's
-    trusted root over exactly this key, digest, size (and build claim), then the identity its
-    certificate states matched against the policy's: revoked first, then trusted. Validity
-    is the certificate's at the log's (or timestamp authority's) time, which sigstore checks;
-    the signer claims no time of its own."""
-    from jaxcache.seal.signing import keyless
+    trusted root over exactly this key, digest, size (and build claim), its certificate's
+    identity admitted by the policy's trusted identities as sigstore's own policies
+    (identity_policy.py), which then say which one matched and whether a revoked one does
+    (revocation wins). Validity is the certificate's at the log's (or timestamp authority's)
+    time, which sigstore checks; the signer claims no time of its own."""
+    from jaxcache.seal.signing import identity_policy, keyless
     from jaxcache.trust.inputs.public_keys import identity_signer
 
     try:
@@ -204,20 +205,22 @@ def _judge_identity(key: str, doc: SignatureDoc, ring: KeyRing, named: str | Non
     assert doc.bundle is not None
     signed = keyless.artifact(key, digest, size, doc.relies_on, doc.build)
     try:
-        seen = keyless.verify(doc.bundle, signed, ring.trust_root)
+        seen = keyless.verify(doc.bundle, signed, ring.trust_root, ring.identities)
+    except keyless.Untrusted as exc:
+        seen = exc.seen  # its certificate chained: what it claims is worth saying
     except keyless.KeylessError as exc:
         why = (f"the signature is for another entry ({safe(doc.key[:90])}): moved or "
                "swapped" if doc.key != key else f"its Sigstore bundle does not verify ({exc})")
         return _Judged(BAD, why)
-    revoked = ring.revoked_identity(seen)
-    if revoked is not None:
+    judged = identity_policy.judge(seen, ring.identities, ring.revoked_identities)
+    if judged.standing is identity_policy.Standing.REVOKED:
+        assert judged.identity is not None
         return _Judged(REVOKED, f"signed by identity {seen.text}, which the policy revokes "
-                                f"({revoked.label})", seen=seen)
-    trusted = ring.identity_for(seen)
+                                f"({judged.identity.label})", seen=seen)
+    trusted = judged.identity
     if trusted is None:
-        closest = ring.identities[0].mismatch(seen)
         return _Judged(UNKNOWN_KEY, f"signed by identity {seen.text}, which is not trusted "
-                                    f"({closest})", seen=seen)
+                                    f"({judged.differs})", seen=seen)
     public = identity_signer(trusted)
     if named is not None and public.id != named:
         return _Judged(BAD, f"the co-signature file of {named} holds a signature by identity "

@@ -288,11 +288,11 @@ def label_of(ring: KeyRing, signer: Signer) -> str:
     """The signing key as the policy names it (a private key file carries no name); a
     keyless signer as `identity <workflow>`, by the policy's name where it trusts it."""
     if isinstance(signer, KeylessSigner):
-        seen = signer.seen
-        if seen is None:
+        if signer.seen is None:
             return "identity (not signed yet)"
-        trusted = ring.identity_for(seen)
-        return f"identity {trusted.label if trusted is not None else seen.text}"
+        from jaxcache.seal.signing.identity_policy import trusted_label
+
+        return trusted_label(ring, signer.seen)
     return (ring.get(signer.public.raw) or signer.public).label
 
 
@@ -301,7 +301,9 @@ def counted_as(ring: KeyRing, signer: Signer) -> PublicKey:
     a keyless one the trusted identity its certificate matches (a co-signature is named by
     that identity's id, which readers fetch: signature_rule._gather)."""
     if isinstance(signer, KeylessSigner):
-        trusted = ring.identity_for(signer.identify())
+        from jaxcache.seal.signing.identity_policy import judge
+
+        trusted = judge(signer.identify(), ring.identities).identity
         if trusted is None:
             raise keyring.KeyRingError(
                 f"this job's identity {safe(signer.identify().text)} is not among the trusted "
@@ -315,11 +317,14 @@ def cosigning_ring(ring: KeyRing, signer: Signer) -> KeyRing:
     """The ring a co-signer judges with: `signer` must be trusted and usable there (readers
     would not count its signature otherwise: trust the new key first)."""
     if isinstance(signer, KeylessSigner):
+        from jaxcache.seal.signing.identity_policy import Standing, judge
+
         seen = signer.identify()
-        revoked = ring.revoked_identity(seen)
-        if revoked is not None:
+        revoked = judge(seen, (), ring.revoked_identities)
+        if revoked.standing is Standing.REVOKED and revoked.identity is not None:
             raise keyring.KeyRingError(f"cannot co-sign: this job's identity {safe(seen.text)} "
-                                       f"is revoked by the policy ({safe(revoked.label)})")
+                                       f"is revoked by the policy "
+                                       f"({safe(revoked.identity.label)})")
         counted_as(ring, signer)  # refused unless trusted
         return ring
     own = ring.get(signer.public.raw)
@@ -462,7 +467,9 @@ def signed_by(inv: Inventory, fd: int, resolved: str, accounts: Accounts,
         public = sigfile.claimed_signer(data) if data is not None else None
         seen = keyless.claimed(data) if data is not None and public is None else None
         if seen is not None and data is not None:  # keyless: who its certificate names
-            trusted = next((i for i in idents if i.matches(seen)), None)
+            from jaxcache.seal.signing.identity_policy import judge
+
+            trusted = judge(seen, idents).identity
             out[e.name] = f"identity {trusted.label if trusted else seen.text}"
             if builds is not None:  # the bundle signs the claim: only its shape is read here
                 builds[e.name] = buildmod.claimed_view(data, PublicKey(

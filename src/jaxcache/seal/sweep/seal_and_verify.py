@@ -329,7 +329,11 @@ def _warn_untrusted_self(signer: Signer, ring: KeyRing,
     """A keyless signer whose own identity the policy does not trust: said once, before
     anything is signed (every reader would reject it)."""
     seen = getattr(signer, "seen", None)  # keyless: its certificate's claims
-    said = ring.rejects_identity(seen) if seen is not None else None
+    if seen is None:
+        return
+    from jaxcache.seal.signing.identity_policy import rejection
+
+    said = rejection(ring, seen)
     if said is not None and warn is not None:
         warn(safe(said))
 

@@ -229,10 +229,12 @@ def _revoked_keys(items: object, where: str) -> tuple[bytes | str, ...]:
 
 
 # [[trusted_identities]] fields (trust/rules/identities.py): which platform's claims each names
-_GITHUB_FIELDS = {"repository", "workflow_ref"}
+_GITHUB_FIELDS = {"repository", "workflow_ref", "caller_workflow_ref"}
 _GITLAB_FIELDS = {"project_path", "ci_config_ref_uri"}
 _PATTERNED = _GITHUB_FIELDS | _GITLAB_FIELDS | {"ref"}
-_IDENTITY_FIELDS = {"issuer", "holder", "name"} | _PATTERNED | {f"{f}_glob" for f in _PATTERNED}
+_SWITCHES = {"any_ref", "any_event"}  # true: said explicitly that any ref / event will do
+_IDENTITY_FIELDS = ({"issuer", "holder", "name", "event"} | _PATTERNED | _SWITCHES
+                    | {f"{f}_glob" for f in _PATTERNED})
 _REVOKED_ONLY = {"commit", "run"}
 
 
@@ -249,7 +251,7 @@ def _identity(item: Mapping[str, object], setting: str, where: str) -> TrustedId
     from jaxcache.trust.rules import identities as ids
 
     revoked = setting == "revoked_identities"
-    allowed = _IDENTITY_FIELDS | (_REVOKED_ONLY if revoked else set())
+    allowed = (_IDENTITY_FIELDS - _SWITCHES | _REVOKED_ONLY) if revoked else _IDENTITY_FIELDS
     at = f"{setting} at {where}"
     if "ref_protected" in item:
         raise PolicyError(f"policy: {at}: ref_protected cannot be checked by a reader: "
@@ -259,24 +261,30 @@ def _identity(item: Mapping[str, object], setting: str, where: str) -> TrustedId
     if unknown:
         raise PolicyError(f"policy: {at}: unknown field(s) {safe(', '.join(sorted(unknown)))}"
                           f" (known: {', '.join(sorted(allowed))})")
-    if not all(_is_name(v) and v.strip() == v and v for v in item.values()):
+    switches = {k: item[k] for k in _SWITCHES if k in item}
+    if not all(isinstance(v, bool) for v in switches.values()):
+        raise PolicyError(f"policy: {at}: {', '.join(sorted(switches))} must be true or false")
+    texts = {k: v for k, v in item.items() if k not in _SWITCHES}
+    if not all(_is_name(v) and v.strip() == v and v for v in texts.values()):
         raise PolicyError(f"policy: {at}: every field must be a non-empty string without "
                           "spaces around it")
-    texts = {k: str(v) for k, v in item.items()}
     issuer = texts.get("issuer")
-    if issuer is None:
+    if not isinstance(issuer, str):
         raise PolicyError(f"policy: {at}: an identity needs its issuer (e.g. issuer = "
                           f"\"{ids.GITHUB_ISSUER}\")")
     if "*" in issuer or not issuer.startswith("https://"):
         raise PolicyError(f"policy: {at}: issuer {quoted(issuer)} must be one exact https:// "
                           "URL (never a pattern: whoever runs a matching issuer would mint "
                           "your identity)")
-    for k, v in texts.items():
+    fields = {k: str(v) for k, v in texts.items()}
+    for k, v in fields.items():
         if "*" in v and not k.endswith("_glob") and k not in ("holder", "name"):
+            how = "an event is never a pattern" if k == "event" else \
+                f"spell a pattern as {k}_glob"
             raise PolicyError(f"policy: {at}: {k} = {quoted(v)} holds a '*', but fields match "
-                              f"exactly: spell a pattern as {k}_glob")
-    base = {k.removesuffix("_glob") for k in texts}
-    both = [k for k in _PATTERNED if k in texts and f"{k}_glob" in texts]
+                              f"exactly: {how}")
+    base = {k.removesuffix("_glob") for k in fields}
+    both = [k for k in _PATTERNED if k in fields and f"{k}_glob" in fields]
     if both:
         raise PolicyError(f"policy: {at}: give {both[0]} or {both[0]}_glob, not both")
     github = issuer == ids.GITHUB_ISSUER
@@ -286,18 +294,17 @@ def _identity(item: Mapping[str, object], setting: str, where: str) -> TrustedId
         raise PolicyError(f"policy: {at}: {safe(', '.join(sorted(wrong)))} is "
                           f"{'GitLab' if github else 'GitHub'}'s claim, but issuer "
                           f"{quoted(issuer)} is {'GitHub' if github else 'not GitHub'}'s")
-    need = ({"repository", "workflow_ref"} if github else {"project_path", "ref"})
-    if not revoked and not need <= base:
-        raise PolicyError(f"policy: {at}: an identity of {quoted(issuer)} needs "
-                          f"{' and '.join(sorted(need))} (what a reader checks, exactly)")
+    any_ref, any_event = switches.get("any_ref") is True, switches.get("any_event") is True
     if revoked and len(base - {"issuer", "holder", "name"}) == 0:
         raise PolicyError(f"policy: {at}: a revoked identity needs a claim beside its issuer "
                           "(revoking a whole issuer: remove its trusted identities instead)")
+    if not revoked:
+        _pins_the_job(at, quoted(issuer), github, base, any_ref, any_event)
 
     def pattern(name: str) -> ids.Pattern | None:
-        if name in texts:
-            return ids.Pattern(texts[name])
-        glob = texts.get(f"{name}_glob")
+        if name in fields:
+            return ids.Pattern(fields[name])
+        glob = fields.get(f"{name}_glob")
         return ids.Pattern(glob, True) if glob is not None else None
 
     ref = pattern("ref")
@@ -306,16 +313,44 @@ def _identity(item: Mapping[str, object], setting: str, where: str) -> TrustedId
                           "(refs/heads/main, refs/tags/v1)")
     repo = pattern(platform.repository_word)
     workflow = pattern(platform.workflow_word)
-    if workflow is not None and "@" not in workflow.text:
-        raise PolicyError(f"policy: {at}: {platform.workflow_word} {quoted(workflow.text)} "
-                          "must name the ref it runs at (...@refs/heads/main)")
+    caller = pattern("caller_workflow_ref")
+    for word, wf in ((platform.workflow_word, workflow), ("caller_workflow_ref", caller)):
+        if wf is not None and "@" not in wf.text:
+            raise PolicyError(f"policy: {at}: {word} {quoted(wf.text)} must name the ref it "
+                              "runs at (...@refs/heads/main)")
     if github and repo is not None and workflow is not None and not (
             repo.glob or workflow.glob) and not workflow.text.startswith(repo.text + "/"):
         raise PolicyError(f"policy: {at}: workflow_ref {quoted(workflow.text)} is not in "
                           f"repository {quoted(repo.text)}")
-    holder, name = texts.get("holder"), texts.get("name")
-    return ids.TrustedIdentity(platform, issuer, repo, workflow, ref, texts.get("commit"),
-                               texts.get("run"), holder, name)
+    return ids.TrustedIdentity(platform, issuer, repo, workflow, ref, caller,
+                               fields.get("event"), any_ref, any_event, fields.get("commit"),
+                               fields.get("run"), fields.get("holder"), fields.get("name"),
+                               revoked=revoked)
+
+
+def _pins_the_job(at: str, issuer: str, github: bool, base: set[str], any_ref: bool,
+                  any_event: bool) -> None:
+    """A trusted identity names the job that ran, not only the workflow file that signed: its
+    repository (and on GitHub its workflow), the ref it ran for and the event that started
+    it, or says explicitly that any ref or event will do. Without the ref, a pull request's
+    job that calls the trusted workflow (a reusable one signs as itself) would be trusted."""
+    need = ["repository", "workflow_ref"] if github else ["project_path"]
+    missing = [n for n in need if n not in base]
+    if missing:
+        raise PolicyError(f"policy: {at}: an identity of {issuer} needs "
+                          f"{' and '.join(missing)} (what a reader checks, exactly)")
+    for field, switch, example, why in (
+            ("ref", any_ref, "ref = \"refs/heads/main\"",
+             "a pull request's or another branch's job running the same workflow would be "
+             "trusted"),
+            ("event", any_event, "event = \"push\"",
+             "a pull_request_target or issue_comment job on the same ref would be trusted")):
+        if field in base and switch:
+            raise PolicyError(f"policy: {at}: give {field} or any_{field} = true, not both")
+        if field not in base and not switch:
+            raise PolicyError(f"policy: {at}: an identity must name the {field} its jobs run "
+                              f"for ({example}): without it {why}; to trust any {field} "
+                              f"anyway, say any_{field} = true")
 
 
 def _trust_root(value: object, where: str) -> str | None:

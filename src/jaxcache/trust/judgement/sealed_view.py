@@ -64,8 +64,7 @@ def account(findings: list[Finding], writers: list[Writer], ring: KeyRing | None
     signers = [f"{k.label} ({k.holder or 'given by the caller'}, {ring.state(k)})"
                for k in keys]
     # keyless signers (trust/rules/identities.py): named by their workflow and issuer
-    signers += [f"identity {i.label} (issuer {i.issuer}"
-                + (f", holder {i.holder}" if i.holder else "") + ")" for i in ring.identities]
+    signers += [f"identity {i.label} (" + ", ".join(i.pins) + ")" for i in ring.identities]
     root = (f"; keyless signatures are verified offline against {ring.trust_root}"
             if ring.trust_root else "; keyless signatures are verified against the "
             "public-good Sigstore root (fetched: set sigstore_trust_root to verify offline)"
@@ -169,6 +168,14 @@ def key_state(ring: KeyRing) -> list[Finding]:
                                f"{when(k.not_before)}: until then readers reject what only it "
                                "signed", None, None))
     holders |= {i.holder_word for i in ring.identities}  # valid as their certificates say
+    for i in ring.identities:
+        if i.loose:
+            out.append(Finding(
+                "seal.identity-loose", WARNING,
+                f"trusted identity {i.label} (issuer {i.issuer}) admits "
+                + " and ".join(i.loose) + ": every such job's signatures load", None,
+                "pin the job that publishes: ref = \"refs/heads/main\" and event = \"push\" "
+                "(one [[trusted_identities]] table per ref and event that may publish)"))
     if ring.revoked_identities:
         out.append(Finding("seal.identity-revoked", NOTE,
                            f"{len(ring.revoked_identities)} identit(ies) revoked by the policy ("

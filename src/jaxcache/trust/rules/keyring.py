@@ -26,7 +26,7 @@ from jaxcache.text import safe
 TYPE_CHECKING = False  # PublicKey is inputs/public_keys.py's, above (its loader audits)
 if TYPE_CHECKING:
     from jaxcache.trust.inputs.public_keys import PublicKey
-    from jaxcache.trust.rules.identities import SeenIdentity, TrustedIdentity
+    from jaxcache.trust.rules.identities import TrustedIdentity
 
 REVOKED, EXPIRED, NOT_YET_VALID = "revoked-key", "expired-key", "not-yet-valid-key"
 EXPIRING_S = 30 * 86400.0  # audit --sealed warns of keys that expire within 30 days
@@ -110,31 +110,6 @@ class KeyRing:
 
     def __len__(self) -> int:
         return len(self.keys) + len(self.identities)
-
-    def identity_for(self, seen: SeenIdentity) -> TrustedIdentity | None:
-        """The first trusted identity a verified certificate's claims match exactly."""
-        return next((i for i in self.identities if i.matches(seen)), None)
-
-    def revoked_identity(self, seen: SeenIdentity) -> TrustedIdentity | None:
-        """The revoked identity these claims match (revocation wins over trust)."""
-        return next((i for i in self.revoked_identities if i.matches(seen)), None)
-
-    def rejects_identity(self, seen: SeenIdentity) -> str | None:
-        """Why readers with this ring reject every signature of `seen` (a keyless publisher's
-        own identity, as its certificate states it: revoked, or not trusted), in one sentence
-        (not escaped: whoever shows it does); None where they accept it."""
-        revoked = self.revoked_identity(seen)
-        if revoked is not None:
-            return (f"this job signs keyless as identity {seen.text}, which the policy "
-                    f"revokes ({revoked.label}): every reader rejects what it signs")
-        if self.identity_for(seen) is not None:
-            return None
-        closest = f" ({self.identities[0].mismatch(seen)})" if self.identities \
-            else ""
-        return (f"this job signs keyless as identity {seen.text}, which is not among the "
-                f"policy's trusted identities{closest}: every reader with this policy rejects "
-                "what it signs (add it to [[trusted_identities]], or sign from the trusted "
-                "workflow)")
 
     def with_identity(self, identity: TrustedIdentity) -> KeyRing:
         """Also trusting `identity` (a keyless publisher trusts what its job signs); the
