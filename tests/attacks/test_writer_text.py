@@ -18,6 +18,7 @@ import json
 import os
 import pwd
 import re
+import sys
 
 from support.jobs import jaxcache
 from support.users import mkdir, needs_root
@@ -118,3 +119,43 @@ def test_a_100_kb_key_name_is_clipped_and_escaped_once_in_the_error(base):
     assert "a\\\\\\\\b" not in line  # the name's backslash, shown as two, not four
     assert len(line) < 400, len(line)
     assert "...'" in line  # marked where it was cut
+
+
+QUICK = str(__import__("pathlib").Path(__file__).resolve().parents[1] / "programs"
+            / "quick_compiles.py")
+# a private cache's own name, chosen by whoever named it (a flag, a project file): a terminal
+# control, a right-to-left override, a backslash
+ODD_NAME = "cache\x1b[31m\u202eevil\\x"
+
+
+def test_a_cache_path_with_controls_is_raw_in_the_record_and_escaped_once_on_screen(tmp_path):
+    """The record holds the path as it is, every comparison uses it so (the rank's view of
+    the cache, the directories JAX used), and the summary escapes it where it is shown: a
+    private cache whose name holds controls is not 'another directory than the audited one'."""
+    from support.jobs import clean_env
+
+    from jaxcache.text import safe
+
+    cache = tmp_path / ODD_NAME
+    record = tmp_path / "run.json"
+    env = clean_env(XDG_STATE_HOME=str(tmp_path / "state"))
+    proc = jaxcache("run", "--cache-dir", str(cache), "--record", str(record), "--", sys.executable,
+                    QUICK, "1", env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert "not the audited" not in proc.stderr and "saw another cache" not in proc.stderr
+    out = _clean(proc.stderr)
+    assert f"cache {safe(str(cache))} (PRIVATE)" in out, out
+    doc = json.loads(record.read_text())
+    assert doc["cache_dir"]["path"] == str(cache)  # raw, as the job's processes saw it
+    assert [d["path"] for d in doc["jax_cache_dirs"]] == [str(cache)]
+    assert doc["ranks"]["problems"] == []
+    # from the project file too, in a folder whose own name holds the same
+    project = tmp_path / ("proj" + ODD_NAME)
+    project.mkdir()
+    (project / ".jaxcache.toml").write_text(f'cache_dir = "{project}/c"\n'.replace(
+        "\x1b", "\\u001b").replace("\\x", "\\\\x"))
+    proc = jaxcache("run", "--record", str(record), "--", sys.executable, QUICK, "1", env=env,
+                    cwd=str(project))
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(record.read_text())["cache_dir"]["path"] == str(project / "c")
+    _clean(proc.stderr)

@@ -42,7 +42,7 @@ def collect(probes: Iterable[Mapping[str, object]], audited: str) -> list[dict[s
             if ident not in out:
                 pids[ident] = []
                 out[ident] = {
-                    "path": safe(e.path), "status": e.status, "how": e.how, "reason": e.reason,
+                    "path": e.path, "status": e.status, "how": e.how, "reason": e.reason,
                     "audited_dir": _norm(e.path) == want or e.how == "sealed",
                     "pids": pids[ident], "verdict": None, "verdict_detail": None}
             if e.pid not in pids[ident]:

@@ -45,7 +45,7 @@ def render_text(path: str, inv: Inventory, now: float | None = None,
     tail = ""
     if origins is not None and origins.entries:
         tail = "; origin: " + style.origin_counts(origins.counts(), {
-            safe(who): len(names) for who, names in origins.vouched().items()})
+            who: len(names) for who, names in origins.vouched().items()})
         if origins.ledger_problem:
             tail += " (the origin ledger cannot be trusted: nothing counts as yours)"
         tail += _build_tail(origins)

@@ -209,14 +209,14 @@ def render_text(record: RunRecord, record_path: str, verbose: bool = False) -> s
     c = record.cache_dir
     before, after = c.before.entries, c.after.entries
     if c.verdict == NOT_AUDITED:
-        lines.append(f"cache {c.path}: {safe(c.before.unknown or NOT_AUDITED)}")
+        lines.append(f"cache {safe(c.path)}: {safe(c.before.unknown or NOT_AUDITED)}")
     elif before is None or after is None:  # a listing failed: unknown, never 0
         why = c.after.unknown or c.before.unknown or "not listed"
         counted = f"{after} after" if after is not None else "unknown after"
-        lines.append(f"cache {c.path} ({c.verdict}): entries "
+        lines.append(f"cache {safe(c.path)} ({c.verdict}): entries "
                      f"{'unknown' if before is None else before} before, {counted} ({safe(why)})")
     else:
-        lines.append(f"cache {c.path} ({c.verdict}): entries {before} before, {after} "
+        lines.append(f"cache {safe(c.path)} ({c.verdict}): entries {before} before, {after} "
                      f"after ({after - before:+d}, {size(c.after.bytes or 0)})")
     named = c.namespace
     if named:  # --namespace fingerprint: the path above is <parent>/<id>

@@ -90,15 +90,15 @@ def origin_counts(counts: Mapping[str, object], vouched_by: Mapping[str, int] | 
     """'1 yours, 2 vouched (by teamb's origin ledger), 2 unknown': the non-zero origin counts
     (trust/provenance/origin.py's ORDER), as `ls` and `run` say them; `vouched_by`: how many
     entries each trusted writer's ledger vouches for (the policy's trusted_ledgers), by name
-    as shown (escaped once by the caller: a record holds them escaped)."""
+    (as the record holds it: escaped here, where it is shown)."""
     from jaxcache.trust.provenance.origin import ORDER, VOUCHED
 
     def said(o: str) -> str:
         if o != VOUCHED or not vouched_by:
             return f"{counts[o]} {o}"
         if len(vouched_by) == 1:
-            return f"{counts[o]} vouched (by {next(iter(vouched_by))}'s origin ledger)"
+            return f"{counts[o]} vouched (by {safe(next(iter(vouched_by)))}'s origin ledger)"
         return f"{counts[o]} vouched (" + ", ".join(
-            f"{n} by {who}'s" for who, n in vouched_by.items()) + " origin ledgers)"
+            f"{n} by {safe(who)}'s" for who, n in vouched_by.items()) + " origin ledgers)"
 
     return ", ".join(said(o) for o in ORDER if counts.get(o))

@@ -17,7 +17,6 @@ from jaxcache.documents.kinds import envelope
 from jaxcache.records import fingerprints, rank_views, used_dirs
 from jaxcache.records.building.probe_output import ProbeOutput
 from jaxcache.records.reading import in_record_order
-from jaxcache.text import safe
 from jaxcache.trust.rules.target import is_url
 from jaxcache.values import frozen
 
@@ -237,16 +236,16 @@ def build(outcome: Outcome, *, cache_dir: str, verdict: str, before: DirSnapshot
     new_files = [] if before.unknown or after.unknown else \
         sorted(set(after.entries) - set(before.entries))
     cache_part: dict[str, object] = {
-        "path": safe(cache_dir), "verdict": verdict,
+        "path": cache_dir, "verdict": verdict,
         "before": before.summary(), "after": after.summary(),
-        "new_files": [{"name": safe(n), "bytes": after.entries[n]} for n in new_files],
+        "new_files": [{"name": n, "bytes": after.entries[n]} for n in new_files],
     }
     used = used_dirs.collect(outcome.probes, cache_dir)
     doc: dict[str, object] = {
         **envelope("run"),
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "argv": list(outcome.argv),
-        "cwd": safe(cwd),
+        "cwd": cwd,
         "host": {"system": os.uname().sysname, "release": os.uname().release,
                  "machine": os.uname().machine, "node": os.uname().nodename,
                  "runner_python": sys.executable,
