@@ -18,6 +18,10 @@ GATE_PID = "JAXCACHE_GATE_PID"  # the jaxcache process whose word the gate waits
 # interpreter start overlaps; taken out of the environment by the first process
 START = "JAXCACHE_START"
 LIB = "JAXCACHE_LIB"  # the jaxcache package's directory, for a Python that cannot import it
+# the run's lease: a FIFO in its private probe folder whose read end the `jaxcache run` that
+# granted the cache holds open until it ends. A grant (AUDITED, SEAL) is good only while the
+# lease is held: a process that reaches JAX's cache after its run ended is stopped there
+LEASE = "JAXCACHE_LEASE"
 AUDITED = "JAXCACHE_AUDITED"  # the one directory JAX may open a cache in (plain caches)
 WITNESS = "JAXCACHE_WITNESS"  # the origin ledger each entry the job writes goes into
 ORIGIN_GATE = "JAXCACHE_ORIGIN_GATE"  # the ledger each load is judged against (under CI)
@@ -32,8 +36,8 @@ FINGERPRINT = "JAXCACHE_FINGERPRINT"  # JSON: the build and CPU `jaxcache run` h
 # granted by one audit for one run: never inherited from an outer run (a sealed outer run's
 # SEAL would make a nested plain run's probe enable the outer's sealed cache instead of its own)
 PER_RUN = (AUDITED, WITNESS, ORIGIN_GATE, ORIGIN_TRUSTED, FINGERPRINT, PREFETCH, SEAL)
-GATES = (GATE, GATE_PID, START)  # one run's gates, never an outer run's
-ALL = frozenset({PROBE_DIR, GATE, GATE_PID, START, LIB, AUDITED, WITNESS, ORIGIN_GATE,
+GATES = (GATE, GATE_PID, START, LEASE)  # one run's gates and lease, never an outer run's
+ALL = frozenset({PROBE_DIR, GATE, GATE_PID, START, LIB, LEASE, AUDITED, WITNESS, ORIGIN_GATE,
                  ORIGIN_TRUSTED, SEAL, FINGERPRINT, PREFETCH})
 
 

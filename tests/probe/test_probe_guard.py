@@ -25,6 +25,9 @@ def test_a_guard_that_cannot_be_installed_turns_the_cache_off(tmp_path):
     fake.mkdir(parents=True)
     (fake / "__init__.py").write_text("")
     (fake / "jaxcompat.py").write_text(
+        "def put_in_force(env):\n"
+        "    import jax\n"
+        "    jax.config.update('jax_compilation_cache_dir', env['JAX_COMPILATION_CACHE_DIR'])\n"
         "def guard_cache_dirs(*args, **kwargs):\n"
         "    raise RuntimeError('get_file_cache is gone')\n")
     cache = tmp_path / "cache"

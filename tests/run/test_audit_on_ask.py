@@ -157,18 +157,18 @@ def test_a_wrapper_that_is_gone_is_seen_even_unreaped(tmp_path):
     with open(site, "rb") as f:
         (here / "sitecustomize.py").write_bytes(f.read())
     os.mkfifo(here / "ask", 0o600)
-    gate = str(here / "gate.json")
     code = ("import os, signal, time, sitecustomize as s\n"
             f"fifo = {str(here / 'ask')!r}\npid = os.fork()\nif pid == 0:\n"
             "    os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)\n    time.sleep(60)\n"
             "    os._exit(0)\n"
-            f"while not s._listening({gate!r}):\n    time.sleep(0.01)\n"
+            "while not s._held():\n    time.sleep(0.01)\n"
             "os.kill(pid, signal.SIGKILL)\n"
-            f"while s._listening({gate!r}):\n    time.sleep(0.01)\n"
+            "while s._held():\n    time.sleep(0.01)\n"
             "print('gone while a zombie:', open(f'/proc/{pid}/stat').read().split()[2])\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith("JAXCACHE_")}
     proc = subprocess.run([PY, "-c", code], capture_output=True, text=True,
-                          env={**env, "PYTHONPATH": str(here)}, timeout=JOB_TIMEOUT_S)
+                          env={**env, "PYTHONPATH": str(here),
+                               "JAXCACHE_LEASE": str(here / "ask")}, timeout=JOB_TIMEOUT_S)
     assert proc.stdout == "gone while a zombie: Z\n", proc.stdout + proc.stderr
 
 

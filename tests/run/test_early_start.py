@@ -91,7 +91,8 @@ def test_jax_gets_the_directory_only_through_the_gate(tmp_path):
                     str(tmp_path / "r.json"), "--", PY, "-c", JOB, env=env)
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
-    assert lines == ["before import: None", f"after import: {cache}", f"env after: {cache}"]
+    # and never through the environment: a child without the probe gets no directory
+    assert lines == ["before import: None", f"after import: {cache}", "env after: None"]
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="chattr +i needs root")
@@ -278,15 +279,20 @@ def test_a_granted_setting_jax_cannot_take_turns_the_cache_off(tmp_path):
     (probe_dir / "sitecustomize.py").write_bytes(site.read_bytes())
     lib = str(paths.SRC / "jaxcache")
     (probe_dir / "gate.json").write_text(json.dumps({"ok": True, "env": {
-        "JAX_COMPILATION_CACHE_DIR": str(cache), "JAXCACHE_AUDITED": str(cache),
-        "JAXCACHE_LIB": lib, "JAX_NO_SUCH_CACHE_OPTION": "1"}}))
+        "JAXCACHE_AUDITED": str(cache), "JAXCACHE_LIB": lib, "JAX_NO_SUCH_CACHE_OPTION": "1"}}))
+    lease = probe_dir / "ask"  # held, as `jaxcache run` holds it while the job runs
+    os.mkfifo(lease, 0o600)
+    held = os.open(lease, os.O_RDONLY | os.O_NONBLOCK)
     env = clean_env(PYTHONPATH=str(probe_dir), JAXCACHE_PROBE_DIR=str(probe_dir),
                     JAXCACHE_GATE=str(probe_dir / "gate.json"),
-                    JAXCACHE_GATE_PID=str(os.getpid()))
+                    JAXCACHE_GATE_PID=str(os.getpid()), JAXCACHE_LEASE=str(lease))
     job = ("import jax; print(jax.config.jax_compilation_cache_dir, "
            "jax.config.jax_enable_compilation_cache)")
-    proc = subprocess.run([PY, "-c", job], env=env, capture_output=True, text=True,
-                          timeout=300)
+    try:
+        proc = subprocess.run([PY, "-c", job], env=env, capture_output=True, text=True,
+                              timeout=300)
+    finally:
+        os.close(held)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["None", "False"]
     (doc,) = [json.loads(p.read_text()) for p in probe_dir.glob("probe-*.json")]

@@ -143,7 +143,7 @@ def test_record_has_versions_platform_options_and_process(cold_and_warm):
     assert opts["jax_persistent_cache_min_compile_time_secs"] == 0.0  # BY_SIZE
     assert opts["jax_persistent_cache_min_entry_size_bytes"] == 10000
     assert opts["jax_compilation_cache_dir"] == cold["cache_dir"]["path"]
-    assert cold["env"]["JAX_COMPILATION_CACHE_DIR"] == cold["cache_dir"]["path"]
+    assert "JAX_COMPILATION_CACHE_DIR" not in cold["env"]  # the probe set it, under the lease
     p = cold["process"]
     assert p["exit_code"] == 0 and p["wall_s"] > 0 and p["user_s"] > 0
     assert p["peak_rss_bytes"] > 50_000_000
@@ -264,17 +264,19 @@ def test_defaults_cache_from_env_then_user_dirs(tmp_path):
     env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state"),
            "XDG_CACHE_HOME": str(tmp_path / "xdg-cache")}
     env.pop("JAX_COMPILATION_CACHE_DIR", None)
-    proc = jaxcache("run", "--", sys.executable, "-c", "import os; "
-                    "print(os.environ['JAX_COMPILATION_CACHE_DIR'])", env=env)
+    # the directory reaches JAX through the probe, never as the job's variable
+    show = ("import os, jax; print(jax.config.jax_compilation_cache_dir, "
+            "os.environ.get('JAX_COMPILATION_CACHE_DIR'))")
+    proc = jaxcache("run", "--", sys.executable, "-c", show, env=env)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip() == f"{tmp_path}/xdg-cache/jaxcache/jax"  # made by init, 0700
-    assert oct(os.stat(proc.stdout.strip()).st_mode & 0o777) == "0o700"
+    chosen, variable = proc.stdout.split()
+    assert chosen == f"{tmp_path}/xdg-cache/jaxcache/jax" and variable == "None"
+    assert oct(os.stat(chosen).st_mode & 0o777) == "0o700"  # made by init
     [record] = list((tmp_path / "state" / "jaxcache" / "runs").iterdir())
     assert f"record: {record}" in proc.stderr
     env["JAX_COMPILATION_CACHE_DIR"] = str(tmp_path / "from-env")
-    proc = jaxcache("run", "--quiet", "--", sys.executable, "-c", "import os; "
-                    "print(os.environ['JAX_COMPILATION_CACHE_DIR'])", env=env)
-    assert proc.stdout.strip() == str(tmp_path / "from-env") and proc.stderr == ""
+    proc = jaxcache("run", "--quiet", "--", sys.executable, "-c", show, env=env)
+    assert proc.stdout.split() == [str(tmp_path / "from-env"), "None"], proc.stderr
 
 
 def test_cache_dir_spelled_wrong_and_record_that_cannot_be_written(tmp_path):

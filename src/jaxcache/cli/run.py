@@ -110,7 +110,10 @@ def handle(args: argparse.Namespace, tail: list[str] | None) -> None:
 
     The cache directory is audited first and refused unless PRIVATE or SHARED-BY-POLICY. The
     probe (a sitecustomize that chains yours) does not import jax before your program does and
-    does not touch its output. After the program ends a summary goes to stderr: modules
+    does not touch its output; it hands JAX the directory in each Python process of the job
+    (the job's environment holds no JAX_COMPILATION_CACHE_DIR), and only while this run lasts:
+    a process that outlives the run is stopped when it next reaches the cache. After the
+    program ends a summary goes to stderr: modules
     compiled, hits, written, skipped and why (the slowest first, every one with 5% of the
     time; --verbose: all), what JAX's write thresholds left uncached and whether that is
     material, seconds compiling vs loading (--quiet: none; the job's stdout is its own, the

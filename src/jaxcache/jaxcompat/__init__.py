@@ -36,6 +36,7 @@ if TYPE_CHECKING:  # the names, for the type checker; at run time each is import
         gate_gets,
         guard_cache_dirs,
         guard_log,
+        lease,
         uses_sealed,
         witness_puts,
     )
@@ -73,7 +74,7 @@ _HOME = {  # name -> the module of this package that holds it
     "XLA_SUBCACHE_FLAGS": "backend", "disable_xla_subcaches": "backend", "held_backend": "backend",
     "install_backend": "backend", "max_size": "backend", "uses_backend": "backend",
     "GUARD": "guard", "current_cache": "guard", "gate_gets": "guard", "guard_cache_dirs": "guard",
-    "guard_log": "guard", "uses_sealed": "guard", "witness_puts": "guard",
+    "guard_log": "guard", "lease": "guard", "uses_sealed": "guard", "witness_puts": "guard",
     "STATE": "internals", "DEFAULT_MIN_COMPILE_TIME_SECS": "internals",
     "DEFAULT_MIN_ENTRY_SIZE_BYTES": "internals", "CacheState": "internals",
     "JaxInternalsChanged": "internals", "cache_state": "internals", "check_contents": "internals",
@@ -94,8 +95,8 @@ __all__ = [
     "config_value", "current_cache", "disable_cache", "disable_xla_subcaches", "effective",
     "gate_gets",
     "guard_cache_dirs", "guard_log", "held_backend", "hidden_settings", "holds", "install_backend",
-    "installed_version", "max_size", "put_in_force", "reset_cache", "restore", "set_cache_dir",
-    "set_thresholds",
+    "installed_version", "lease", "max_size", "put_in_force", "reset_cache", "restore",
+    "set_cache_dir", "set_thresholds",
     "snapshot", "support", "thresholds", "uses_backend", "uses_sealed", "why_unverified",
     "witness_puts",
 ]

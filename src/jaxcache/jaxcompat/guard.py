@@ -36,7 +36,9 @@ if TYPE_CHECKING:
     Auditor = Callable[[str], tuple[bool, str]]  # (path) -> (ok, reason)
     Witness = Callable[[str, str, bytes], object]  # (directory, key, value), after a put
     Gatekeeper = Callable[[str, str, bytes], bool]  # (directory, key, value): may it load?
-    GuardSettings = tuple[bool, "Auditor | None", "Witness | None", "Gatekeeper | None"]
+    Lease = Callable[[], None]  # before each use of a cache: returns, or stops the process
+    GuardSettings = tuple[bool, "Auditor | None", "Witness | None", "Gatekeeper | None",
+                          "Lease | None"]
 
 BACKENDS: dict[str, SealedBackend] = {}  # real_path(cache dir) -> the backend JAX must use there
 
@@ -48,21 +50,23 @@ REFUSED: dict[str, str] = {}  # absolute path -> why the guard refused it
 
 class Guard:
     """The guard's own settings: whether it refuses directories nobody audited, who audits one
-    in-process, who hears of each new entry and who judges each loaded one."""
+    in-process, who hears of each new entry, who judges each loaded one, and the lease every
+    use of a cache is made under (a grant of `jaxcache run` ends with its run)."""
 
-    __slots__ = ("on", "auditor", "witness", "gatekeeper")
+    __slots__ = ("on", "auditor", "witness", "gatekeeper", "lease")
 
     def __init__(self) -> None:
         self.on = False
         self.auditor: Auditor | None = None
         self.witness: Witness | None = None
         self.gatekeeper: Gatekeeper | None = None
+        self.lease: Lease | None = None
 
     def saved(self) -> GuardSettings:
-        return (self.on, self.auditor, self.witness, self.gatekeeper)
+        return (self.on, self.auditor, self.witness, self.gatekeeper, self.lease)
 
     def restore(self, saved: GuardSettings) -> None:
-        self.on, self.auditor, self.witness, self.gatekeeper = saved
+        self.on, self.auditor, self.witness, self.gatekeeper, self.lease = saved
 
 
 GUARD = Guard()
@@ -153,7 +157,39 @@ def _judge(where: object) -> tuple[str | None, str | None]:
 
 
 def _factory(where: object, _original: Factory) -> tuple[JaxCache, object] | None:
-    """JAX's get_file_cache, guarded: sealed backends first, then admitted directories."""
+    """JAX's get_file_cache, guarded: sealed backends first, then admitted directories; under
+    a lease, each cache it hands out is too."""
+    held: Lease | None = GUARD.lease
+    if held is not None:
+        held()  # a grant that ended: the process stops here, before any cache is opened
+    made = _choose(where, _original)
+    if held is not None and made is not None:
+        _leased(made[0], held)
+    return made
+
+
+def _leased(cache: JaxCache, held: Lease) -> None:
+    """Every get and put of `cache` first asks the lease: a process that outlived the run
+    that granted its cache stops at its next use, whatever the cache holds by then."""
+    original_get, original_put = cache.get, cache.put
+
+    def get(key: str) -> bytes | None:
+        held()
+        value: bytes | None = original_get(key)
+        return value
+
+    def put(key: str, value: bytes) -> object:
+        held()
+        return original_put(key, value)
+
+    try:
+        cache.get = get
+        cache.put = put
+    except AttributeError:  # a cache class that takes no attributes: the factory's check
+        pass
+
+
+def _choose(where: object, _original: Factory) -> tuple[JaxCache, object] | None:
     chosen = BACKENDS.get(real_path(where))
     if chosen is not None:
         from jaxcache.jaxcompat.internals import check_contents, verification_cache
@@ -266,6 +302,13 @@ def gate_gets(callback: Gatekeeper | None) -> None:
     a miss: the bytes JAX would load are judged, not a listing taken before
     (trust/provenance/origin.py, under CI). None stops it."""
     GUARD.gatekeeper = callback
+
+
+def lease(callback: Lease | None) -> None:
+    """From now on, before JAX opens a cache and before each get and put of the caches it
+    opens, call `callback()`, which returns if the grant still holds and otherwise stops the
+    process (the probe: the `jaxcache run` that granted the cache has ended); None stops it."""
+    GUARD.lease = callback
 
 
 def witness_puts(callback: Witness | None) -> None:

@@ -19,7 +19,6 @@ if TYPE_CHECKING:
     import signal
     from collections.abc import Callable
 
-    from jaxcache.probe.probe_folder import ProbeFolder
 else:  # the C module: signal's enums cost every run ~0.5 ms
     import _signal as signal
 
@@ -131,14 +130,4 @@ def ask_or_none(ask: tuple[int, int] | None, pid: int) -> Asking | None:
     try:
         return Asking(ask[0], os.pidfd_open(pid))
     except (AttributeError, OSError):
-        return None
-
-
-def listen(folder: ProbeFolder) -> tuple[int, int] | None:
-    """The ask FIFO's ends (probe_folder.listen), None where none can be made."""
-    from jaxcache.probe import probe_folder
-
-    try:
-        return probe_folder.listen(folder)
-    except OSError:
         return None

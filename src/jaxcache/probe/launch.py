@@ -14,7 +14,11 @@ imports; a job none of whose processes imports jax is never audited (there is no
 protect: nothing of it reads the cache). Until admit() returns, no process of the job has the
 cache: the directory is not in its environment, and the probe holds JAX at `import jax` until
 the gate file says what to set. If admit() raises, the gate says no, the job is killed, and
-the exception propagates. Where no FIFO or pidfd can be had, admit() runs as the job starts.
+the exception propagates. Where no pidfd can be had, admit() runs as the job starts.
+
+The lease: every run makes the FIFO and holds its read end until the run ends; the job's
+processes get its path (JAXCACHE_LEASE), and the probe grants a cache only while the lease is
+held (site.py): a process that reaches JAX's cache after its run ended is stopped there.
 """
 
 from __future__ import annotations
@@ -137,18 +141,17 @@ def launch(argv: list[str], env: dict[str, str], *,
         child_env["PYTHONPATH"] = probe + (os.pathsep + old if old else "")
         for name in jobenv.GATES:  # only this run's gate, never an inherited one (the
             child_env.pop(name, None)  # probe would wait on it)
+        # the FIFO, before the job starts: the lease every grant of this run is good under
+        # (held until this run ends), and with a gate, what a process's first ask finds
+        try:
+            ask = probe_folder.listen(folder)
+        except OSError as exc:
+            raise JaxcacheError(f"cannot make this run's lease (a FIFO) in {safe(probe)}: "
+                                f"{exc.strerror}; without it a cache granted to the job could "
+                                "outlive the run") from None
+        child_env[jobenv.LEASE] = os.path.join(probe, probe_folder.ASK_FILE)
         if admit is not None:
             child_env = jobenv.ungranted(child_env)  # the cache only through the gate
-            # the FIFO, before the job starts: its first ask must find it, and the probe
-            # knows jaxcache is there while it is open
-            ask = job_gates.listen(folder)
-        if admit is not None and ask is None:  # no FIFO here: what would wait for the job
-            probe_folder.add(folder, later)  # is done before it starts, and it is not held
-            if before_start is not None:
-                before_start()
-            child_env.update(admit())
-            admit = before_start = None
-        if admit is not None:
             child_env[jobenv.GATE] = os.path.join(probe, probe_folder.GATE_FILE)
             child_env[jobenv.GATE_PID] = str(os.getpid())
             if before_start is not None:

@@ -34,6 +34,9 @@ if TYPE_CHECKING:
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _OUT = os.environ.get("JAXCACHE_PROBE_DIR")  # read at start-up: the job may change it
+# the run's lease (launch.py): a FIFO whose read end `jaxcache run` holds until it ends; a
+# grant of its is good only while the lease is held
+_LEASE = os.environ.get("JAXCACHE_LEASE")
 _RECORDER_COPY = "_jaxcache_probe_recorder.py"  # probe/recorder.py, copied here by launch.py
 _STARTED = [time.time()]  # when this process started (a forked child: when it forked)
 _RECORDER: "list[ModuleType]" = []  # the recorder module, once loaded
@@ -48,7 +51,7 @@ def _wait_gate() -> "dict[str, str]":
     gate = os.environ.get("JAXCACHE_GATE")
     if not gate:
         return {}
-    _ask(gate)  # if find_spec has not already (jax imported before this file ran)
+    _ask()  # if find_spec has not already (jax imported before this file ran)
     import json
 
     me = os.geteuid()
@@ -77,8 +80,8 @@ def _wait_gate() -> "dict[str, str]":
             sys.stderr.flush()
             os._exit(1)
         waits += 1
-        if not _listening(gate, ask=waits % 100 == 0):  # asked again now and then (no
-            _no_verdict()  # descriptor left the first time?); jaxcache gone: no answer
+        if not _held(ask=waits % 100 == 0):  # asked again now and then (no descriptor
+            _no_verdict()  # left the first time?); jaxcache gone: no answer
         time.sleep(0.001)
     if not doc.get("ok"):
         os._exit(1)  # refused: jaxcache run reports why; JAX never had the directory
@@ -89,15 +92,17 @@ def _wait_gate() -> "dict[str, str]":
     return env
 
 
-def _listening(gate: str, ask: bool = False) -> bool:
-    """Is jaxcache still there to answer? It holds the ask FIFO's read end open from before
-    the job starts until it has ended: the kernel closes it when jaxcache ends, however (a
-    kill, not yet reaped), so opening the FIFO to write fails with ENXIO from then on; no
-    process id is trusted (one can be reused, or seen from another pid namespace). With
-    `ask`, a byte is written too (site._ask)."""
+def _held(ask: bool = False) -> bool:
+    """Is the run's lease held: is the `jaxcache run` that started this job still there? It
+    holds the lease FIFO's read end open from before the job starts until it has ended: the
+    kernel closes it when jaxcache ends, however (a kill, not yet reaped), so opening the FIFO
+    to write fails with ENXIO from then on, and once the run's folder is removed, with ENOENT;
+    no process id is trusted (one can be reused, or seen from another pid namespace). With
+    `ask`, a byte is written too (site._ask: the FIFO is also the gate's ask)."""
+    if not _LEASE:
+        return False
     try:
-        fd = os.open(os.path.join(os.path.dirname(gate), "ask"),
-                     os.O_WRONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+        fd = os.open(_LEASE, os.O_WRONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError:  # ENXIO: no reader any more; ENOENT: the FIFO or its folder is gone
         return False
     try:
@@ -124,6 +129,25 @@ def _no_verdict() -> None:
     os._exit(1)
 
 
+def _grant_ended() -> None:
+    """The `jaxcache run` that granted this process its cache has ended (the process outlived
+    it: detached, or left behind), and this process now reaches for JAX's cache: nothing judges
+    what the cache holds now, so it is stopped, with one line (a silent exit would look like
+    the program's)."""
+    sys.stderr.write("jaxcache: stopping this process: the `jaxcache run` that granted it its "
+                     "cache has ended, and a grant ends with its run (start a process that "
+                     "outlives its run under its own `jaxcache run`)\n")
+    sys.stderr.flush()
+    os._exit(1)
+
+
+def _on_cache_use() -> None:
+    """Before JAX opens, reads or writes its cache (jaxcompat's lease): the run's lease still
+    held, or the process stopped."""
+    if not _held():
+        _grant_ended()
+
+
 def _wait_start() -> None:
     """`jaxcache run` started this process while it finished what it does before a job (the
     record's target claimed, the job's JAX version read): hold the program, before any of it
@@ -132,7 +156,6 @@ def _wait_start() -> None:
     start = os.environ.pop("JAXCACHE_START", None)  # children start after it, never held
     if not start:
         return
-    gate = os.environ.get("JAXCACHE_GATE") or start
     try:
         while True:
             try:
@@ -145,19 +168,19 @@ def _wait_start() -> None:
                 if stat.S_ISREG(st.st_mode) and st.st_uid == os.geteuid():
                     return
                 os._exit(1)  # not the file jaxcache makes
-            if not _listening(gate):  # jaxcache has ended (a kill): it will never say start
+            if not _held():  # jaxcache has ended (a kill): it will never say start
                 os._exit(1)
             time.sleep(0.0002)
     except KeyboardInterrupt:  # Ctrl-C before the program began: stopped, no traceback
         os._exit(130)
 
 
-def _ask(gate: str) -> None:
+def _ask() -> None:
     """Tell `jaxcache run` that this process imports jax: it audits the cache only then (a
     job that never imports jax is never held, and costs no audit), and opens the gate. One
     byte into the FIFO beside the gate, never blocking; no listener is no error here: the
-    wait for the gate tells a jaxcache that is gone (_listening)."""
-    _listening(gate, ask=True)
+    wait for the gate tells a jaxcache that is gone (_held)."""
+    _held(ask=True)
 
 
 def _on_jax_imported(module: "ModuleType", started: float) -> None:
@@ -240,24 +263,34 @@ def _load_jaxcache() -> None:
 
 def _install_guard(jax_module: "ModuleType", granted: "dict[str, str]"
                    ) -> "tuple[Compat | None, dict[str, object] | None]":
-    """`jaxcache run`: JAX may open its cache only in the directory jaxcache audited
-    (JAXCACHE_AUDITED; none for a sealed run, whose backend is served by itself). A job that
-    points JAX elsewhere (jax.config.update, set_cache_dir) gets a cache that never hits and
-    never writes, and the record says so. `granted`: what the gate handed over after JAX read
-    its environment (an early start), put into JAX's config first. If any of it cannot be
-    put in force, or the guard cannot be installed, the persistent cache is turned off for
-    this process: fail closed, the job still runs.
+    """`jaxcache run`: JAX gets the directory jaxcache audited (JAXCACHE_AUDITED; none for a
+    sealed run, whose backend is served by itself) here, put into its config, and may open
+    its cache only there. A job that points JAX elsewhere (jax.config.update, set_cache_dir)
+    gets a cache that never hits and never writes, and the record says so. `granted`: what
+    the gate handed over after JAX read its environment (an early start), put into JAX's
+    config first. All of it only under the run's lease, checked now and before every use of
+    the cache (a process that outlived its run is stopped). If any of it cannot be put in
+    force, or the guard cannot be installed, the persistent cache is turned off for this
+    process: fail closed, the job still runs.
     Returns (jaxcache.jaxcompat or None, what the record says of the guard or None)."""
     audited = os.environ.get("JAXCACHE_AUDITED")
     if not audited and not os.environ.get("JAXCACHE_SEAL") and not granted:
         return None, None  # not a cache `jaxcache run` audited (bench makes its own)
+    _on_cache_use()  # a grant is good only under its run's lease
     try:
         _load_jaxcache()
         from jaxcache import jaxcompat
 
-        if granted:
-            jaxcompat.put_in_force(granted)  # as if set before `import jax`
+        wanted = {k: v for k, v in granted.items() if k.startswith("JAX_")}
+        if audited:
+            # the directory reaches JAX here, never through the job's environment (a child
+            # without the probe, or one that outlives the run, gets no cache), over whatever
+            # JAX read from it at import; one the program sets later is the guard's to judge
+            wanted["JAX_COMPILATION_CACHE_DIR"] = audited
+        if wanted:
+            jaxcompat.put_in_force(wanted)  # as if set before `import jax`
         jaxcompat.guard_cache_dirs([audited] if audited else [])
+        jaxcompat.lease(_on_cache_use)
         if audited and os.environ.get("JAXCACHE_WITNESS"):
             _install_witness(jaxcompat, os.environ["JAXCACHE_WITNESS"])
         if audited and os.environ.get("JAXCACHE_ORIGIN_GATE"):
@@ -353,7 +386,7 @@ class _JaxWatcher:
                 return
             gate = os.environ.get("JAXCACHE_GATE")
             if gate:  # the audit runs while JAX imports; the gate is waited for after
-                _ask(gate)
+                _ask()
             _start_prefetch()
             original(module)  # if it fails, the watcher stays for the next `import jax`
             try:

@@ -193,8 +193,9 @@ def run_job(argv: list[str], *, cache_dir: str | None = None, record_path: str |
         else:
             before_job()
             granted = admit()
-            if seal is not None:
-                env.pop("JAX_COMPILATION_CACHE_DIR", None)
+            # the directory reaches JAX through the probe, under this run's lease, never as
+            # a variable a process that outlives the run (or skips the probe) would still read
+            env.pop("JAX_COMPILATION_CACHE_DIR", None)
             for name in jobenv.PER_RUN:
                 env.pop(name, None)  # only this run's, never an outer run's
             env.update(granted)
@@ -334,7 +335,7 @@ def _namespaced(chosen: str, namespace: str, on_hashing: Callable[[int, int], No
     ident = fingerprint.current(on_hashing=on_hashing).id
     given = target.resolve(chosen)  # the parent as the job's path is read: absolute
     return ns.join(chosen, ident), {"kind": namespace, "id": ident,
-                                    "parent": safe(given.path or given.url or chosen)}
+                                    "parent": given.path or given.url or chosen}
 
 
 def _say_how_to_make(exc: UntrustedCacheError, path: str, named: dict[str, str] | None,
@@ -355,15 +356,17 @@ def _say_how_to_make(exc: UntrustedCacheError, path: str, named: dict[str, str] 
 
 
 def audited_env(path: str, witness: bool = True) -> dict[str, str]:
-    """The job's cache variables for an audited directory. JAXCACHE_AUDITED: the probe lets
-    JAX open its cache there and nowhere else (JAXCACHE_LIB: where the probe finds jaxcache's
-    guard, whatever Python the job runs); JAXCACHE_WITNESS: the origin ledger each entry the
-    job writes goes into (trust/provenance/origin.py), unless `witness` is False (bench's own
-    caches)."""
+    """The job's cache variables for an audited directory. JAXCACHE_AUDITED: the probe sets it
+    as JAX's cache directory, while the run's lease is held (probe/launch.py), and lets JAX
+    open its cache there and nowhere else (JAXCACHE_LIB: where the probe finds jaxcache's
+    guard, whatever Python the job runs). Never JAX_COMPILATION_CACHE_DIR: a process that
+    skips the probe (`python -I`) or outlives the run would read the directory unjudged.
+    JAXCACHE_WITNESS: the origin ledger each entry the job writes goes into
+    (trust/provenance/origin.py), unless `witness` is False (bench's own caches)."""
     from jaxcache import _package
     from jaxcache.trust.provenance.ledger_place import ledger_path
 
-    env = {"JAX_COMPILATION_CACHE_DIR": path, jobenv.AUDITED: path, jobenv.LIB: _package.HOME}
+    env = {jobenv.AUDITED: path, jobenv.LIB: _package.HOME}
     if witness:
         env[jobenv.WITNESS] = ledger_path()
     return env
@@ -528,13 +531,11 @@ def _origin_summary(report: AuditReport) -> dict[str, object] | None:
         "origin.other-build", "origin.build-unknown", "origin.trusted-writer",
         "origin.trusted-ledger", "origin.vouched")]
     return {**o.counts(), "ledger_problem": o.ledger_problem,
-            "vouched_by": {safe(who): len(names) for who, names in o.vouched().items()},
-            "not_yours": [{"name": safe(e.name), "origin": e.origin,
-                           "vouched_by": safe(e.vouched_by) if e.vouched_by else None}
+            "vouched_by": {who: len(names) for who, names in o.vouched().items()},
+            "not_yours": [{"name": e.name, "origin": e.origin, "vouched_by": e.vouched_by}
                           for e in o.entries if e.origin != "yours"],
-            "other_build": [{"name": safe(e.name), "writer": e.writer,
-                             "reason": safe(build_reason(e, o)),
-                             "vouched_by": safe(e.vouched_by) if e.vouched_by else None}
+            "other_build": [{"name": e.name, "writer": e.writer, "reason": build_reason(e, o),
+                             "vouched_by": e.vouched_by}
                             for e in o.other_build()],
             "findings": [{"code": f.code, "effect": f.effect, "message": f.message,
                           "remedy": f.remedy} for f in said]}

@@ -1,0 +1,74 @@
+"""A grant ends with its run: a process the job started that outlives `jaxcache run` loads
+nothing from the cache once the run has ended. It is stopped with one line when it reaches
+JAX's cache (it imported jax after the run, or before and compiles after), and a child that
+cannot carry the probe (`python -I`) never gets the directory at all: the job's environment
+holds no JAX_COMPILATION_CACHE_DIR, the probe sets it in each process under the run's lease."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from support.jobs import clean_env, jaxcache
+
+pytestmark = pytest.mark.matrix
+
+JOB = str(Path(__file__).resolve().parents[1] / "programs" / "outliving.py")
+
+
+def _after_the_run(tmp_path: Path, mode: str) -> tuple[dict | None, str]:
+    """Warm the cache with the job's own entry, run the job in `mode`, let its child go on
+    once the run has ended; the child's result (None: it wrote none) and its output."""
+    cache = tmp_path / "cache"
+    env = clean_env(XDG_STATE_HOME=str(tmp_path / "state"))
+    warm = jaxcache("run", "--cache-dir", str(cache), "--", sys.executable, JOB, "none",
+                    str(tmp_path / "never"), str(tmp_path / "warm.json"), env=env)
+    assert warm.returncode == 0, warm.stderr
+    assert any(n.endswith("-cache") for n in os.listdir(cache))
+    go, result = tmp_path / "go", tmp_path / "result.json"
+    ran = jaxcache("run", "--cache-dir", str(cache), "--", sys.executable, JOB, mode, str(go),
+                   str(result), env=env)
+    assert ran.returncode == 0, ran.stderr
+    go.touch()  # `jaxcache run` has ended: now the child uses JAX's cache
+    log = Path(f"{result}.log")
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not result.exists() and "stopping" not in (
+            log.read_text() if log.exists() else ""):
+        time.sleep(0.1)
+    time.sleep(0.5)  # the child's exit, after its last line
+    return (json.loads(result.read_text()) if result.exists() else None), log.read_text()
+
+
+@pytest.mark.parametrize("mode", ["later", "early"])
+def test_a_process_that_outlives_its_run_is_stopped_at_the_cache(tmp_path, mode):
+    result, log = _after_the_run(tmp_path, mode)
+    assert result is None, result  # never got to load anything
+    lines = [line for line in log.splitlines() if line.startswith("jaxcache:")]
+    assert lines == ["jaxcache: stopping this process: the `jaxcache run` that granted it its "
+                     "cache has ended, and a grant ends with its run (start a process that "
+                     "outlives its run under its own `jaxcache run`)"], log
+
+
+def test_a_child_without_the_probe_gets_no_directory(tmp_path):
+    result, log = _after_the_run(tmp_path, "isolated")
+    assert result == {"dir": None, "hits": 0}, (result, log)
+
+
+def test_during_the_run_the_job_and_its_children_have_the_cache(tmp_path):
+    """The grant itself still works: the same job's entry is a hit in a second run."""
+    cache = tmp_path / "cache"
+    env = clean_env(XDG_STATE_HOME=str(tmp_path / "state"))
+    for name in ("cold", "warm"):
+        rec = tmp_path / f"{name}.json"
+        ran = jaxcache("run", "--cache-dir", str(cache), "--record", str(rec), "--",
+                       sys.executable, JOB, "none", str(tmp_path / "never"),
+                       str(tmp_path / "r.json"), env=env)
+        assert ran.returncode == 0, ran.stderr
+    doc = json.loads((tmp_path / "warm.json").read_text())
+    assert [m["outcome"] for m in doc["modules"] if "lambda" in m["name"]] == ["hit"]
+    assert doc["env_cache_dir_at_first_compile"] is None  # never through the environment
+    assert doc["cache_options_at_first_compile"]["jax_compilation_cache_dir"] == str(cache)
