@@ -121,19 +121,26 @@ def test_dots_and_brackets_inside_strings_and_comments_still_parse(name):
 
 # --- through the commands ------------------------------------------------------------------
 
-def _measured(args: list[str], cwd) -> tuple[int, str, str, float]:
-    """`jaxcache ARGS` in a subprocess: exit code, stdout, stderr, and its peak memory in MB
-    (its own rusage, from wait4)."""
-    out_path, err_path = cwd / ".out", cwd / ".err"
-    with open(out_path, "wb") as out, open(err_path, "wb") as err:
-        proc = subprocess.Popen([sys.executable, "-m", "jaxcache", *args], stdout=out,
-                                stderr=err, cwd=cwd, env=clean_env(NO_COLOR="1"))
-        _, status, usage = os.wait4(proc.pid, 0)
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    texts = out_path.read_text(), err_path.read_text()
-    out_path.unlink()
-    err_path.unlink()
-    return proc.returncode, texts[0], texts[1], usage.ru_maxrss / 1024
+# `jaxcache ARGS` run by a small Python that writes the command's peak memory (its rusage, from
+# wait4) to a file: a child pytest forks itself would report pytest's own peak (Linux carries
+# the peak across fork and exec), the wrapper's is ~10 MB
+_PEAK_OF = """import os, subprocess, sys
+proc = subprocess.Popen(sys.argv[2:])
+_, status, usage = os.wait4(proc.pid, 0)
+open(sys.argv[1], "w").write(str(usage.ru_maxrss))
+sys.exit(os.waitstatus_to_exitcode(status))
+"""
+
+
+def _measured(args: list[str], cwd, tmp_path) -> tuple[int, str, str, float]:
+    """`jaxcache ARGS` in a subprocess: exit code, stdout, stderr, and its peak memory in MB."""
+    peak = tmp_path / "peak"
+    proc = subprocess.run([sys.executable, "-c", _PEAK_OF, str(peak), sys.executable, "-m",
+                           "jaxcache", *args], capture_output=True, text=True, cwd=cwd,
+                          env=clean_env(NO_COLOR="1"), timeout=600)
+    kb = int(peak.read_text())
+    peak.unlink()
+    return proc.returncode, proc.stdout, proc.stderr, kb / 1024
 
 
 def _refused_in_one_line(got: tuple[int, str, str, float], line: str) -> None:
@@ -153,10 +160,10 @@ def test_a_planted_project_file_is_refused_by_every_command_before_it_is_parsed(
     (root / name).write_text(table + ATTACK)
     line = table.count("\n") + 1
     refusal = f"project file {root / name} is not read: line {line} {PARTS}"
-    _refused_in_one_line(_measured(["config"], deep), refusal)
+    _refused_in_one_line(_measured(["config"], deep, tmp_path), refusal)
     record, cache = tmp_path / "rec.json", tmp_path / "cache"
     _refused_in_one_line(_measured(["run", "--record", str(record), "--cache-dir", str(cache),
-                                    "--", "true"], deep), refusal)
+                                    "--", "true"], deep, tmp_path), refusal)
     assert not record.exists() and not cache.exists()
     assert sorted(p.name for p in root.rglob("*")) == sorted([name, "src"])
 
@@ -172,7 +179,7 @@ def test_a_planted_policy_is_refused_by_audit_before_it_is_parsed(base, tmp_path
     policy.write_text(text)
     policy.chmod(0o600)
     code, out, err, peak_mb = _measured(["audit", "--policy", str(policy), str(cache)],
-                                        tmp_path)
+                                        tmp_path, tmp_path)
     assert (code, out) == (2, ""), err
     assert err.startswith(f"jaxcache: policy file {policy} is ") and err.count("\n") == 1, err
     assert says in err and "line " in err, err
