@@ -43,8 +43,8 @@ Check = Callable[[object, str], None]
 
 
 class Unreadable(ValueError):
-    """Bytes that are not a document at all (not UTF-8, not JSON or TOML, too deep); the
-    message is the reason, one line, safe to print."""
+    """Bytes that are not a document at all (not UTF-8, not JSON or TOML, too deep, TOML past
+    its bounds); the message is the reason, one line, safe to print."""
 
 
 def depth_ok(doc: object, limit: int = MAX_DEPTH) -> bool:
@@ -151,7 +151,7 @@ def toml_shape(text: str) -> None:
                 raise Unreadable(f"not read: line {_line(text, at)} holds a key of more than "
                                  f"{MAX_KEY_PARTS} dotted parts")
             continue
-        if (mark == "=" or (mark == "]" and header and not nest)) and len(
+        if (mark == "=" or (mark == "]" and header)) and len(
                 text[start:at].strip(" \t")) > MAX_KEY_CHARS:
             raise Unreadable(f"not read: line {_line(text, at)} holds a key longer than "
                              f"{MAX_KEY_CHARS} characters")
