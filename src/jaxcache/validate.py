@@ -17,6 +17,15 @@ from jaxcache.text import safe
 # into the interpreter's limit (RecursionError) on a planted document.
 MAX_DEPTH = 32
 
+# The shape of TOML text, bounded before the parser reads it. tomllib's work on one dotted key
+# (`a.b.c = 1`) grows with the square of its parts: a 30 KB key of 15,000 parts costs seconds
+# and ~0.9 GB, 60 KB ~20 s and ~3.5 GB, before MAX_DEPTH could refuse the result. The policy and
+# the project file nest 4 levels at most, their keys a word or two: these are far above any
+# legitimate file, and each is refused with the line it is on.
+MAX_KEY_PARTS = 32  # the dotted parts of one key (a.b.c has 3)
+MAX_KEY_CHARS = 1024  # the text of one key, its dots and quotes included
+MAX_TOML_BYTES = 1 << 20  # what the policy's and the project file's readers already read at most
+
 # Beyond this a number is nonsense for seconds, bytes or counts, and formatting it as a float
 # could overflow; JSON allows any size, Python reads any size.
 MAX_NUMBER = 1e18
@@ -34,8 +43,8 @@ Check = Callable[[object, str], None]
 
 
 class Unreadable(ValueError):
-    """Bytes that are not a document at all (not UTF-8, not JSON or TOML, too deep); the
-    message is the reason, one line, safe to print."""
+    """Bytes that are not a document at all (not UTF-8, not JSON or TOML, too deep, TOML past
+    its bounds); the message is the reason, one line, safe to print."""
 
 
 def depth_ok(doc: object, limit: int = MAX_DEPTH) -> bool:
@@ -77,17 +86,23 @@ def parse_json(data: bytes) -> object:
 
 
 def parse_toml(data: bytes) -> dict[str, object]:
-    """A TOML document from bytes, under the same rules as parse_json."""
+    """A TOML document from bytes, under the same rules as parse_json, its shape bounded before
+    the parser reads it (toml_shape). The one TOML parse of every file jaxcache reads."""
     import sys
 
     if sys.version_info >= (3, 11):
         import tomllib
     else:  # pragma: no cover - exercised on 3.10 only
         import tomli as tomllib
+    if len(data) > MAX_TOML_BYTES:
+        raise Unreadable(f"larger than {MAX_TOML_BYTES >> 20} MiB")
     try:
-        doc = tomllib.loads(data.decode("utf-8"))
+        text = data.decode("utf-8")
     except UnicodeDecodeError:
         raise Unreadable("not UTF-8 text") from None
+    toml_shape(text)
+    try:
+        doc = tomllib.loads(text)
     except RecursionError:
         raise Unreadable(f"nested more than {MAX_DEPTH} deep") from None
     except tomllib.TOMLDecodeError as exc:
@@ -97,6 +112,68 @@ def parse_toml(data: bytes) -> dict[str, object]:
     if not depth_ok(doc):
         raise Unreadable(f"nested more than {MAX_DEPTH} deep")
     return doc
+
+
+# The text up to the next mark of TOML's structure (a bracket or brace, `=`, `,`, `.`, a new
+# line), or to a quote that opens no whole string (the parser stops there), or to the end. The
+# text skipped is strings (a multi-line one first, which up to two more quotes still close),
+# comments and anything else. Each string is an unrolled loop (its ordinary characters, then
+# an escape or a lone quote and more ordinary ones): linear even when it never closes.
+_TOML_MARK = r"""
+    (?: \"\"\"[^"\\]*(?:(?:\\[\s\S]|"(?!""))[^"\\]*)*\"\"\"\"{0,2}
+      | '''[^']*(?:'(?!'')[^']*)*''''{0,2}
+      | "[^"\\\n]*(?:\\.[^"\\\n]*)*"
+      | '[^'\n]*'
+      | \#[^\n]*
+      | [^][{}=,.\n"'\#]+
+    )* (?P<mark> [][{}=,.\n] | ["'] | \Z )
+"""
+
+
+def toml_shape(text: str) -> None:
+    """Unreadable, naming the line, for TOML text shaped to make the parser's work grow faster
+    than the text: a key of more than MAX_KEY_PARTS dotted parts or MAX_KEY_CHARS characters,
+    arrays and inline tables nested more than MAX_DEPTH deep. One pass over the marks outside
+    strings and comments. Dots are counted between two other marks, which a key never spans
+    and a value holds one of at most (1.5); a key is the text before `=` or in a [header]."""
+    import re
+
+    nest: list[str] = []  # the arrays and inline tables open here
+    value = header = False  # after a top-level `=` until the line ends; inside a [header]
+    start = dots = 0  # where the text since the last mark but a dot starts; its dots
+    for found in re.finditer(_TOML_MARK, text, re.VERBOSE):
+        mark, at = found.group("mark"), found.start("mark")
+        if not mark or mark in "\"'":
+            return  # the end, or a string that never closes: the parser refuses it there
+        if mark == ".":
+            dots += 1
+            if dots >= MAX_KEY_PARTS:
+                raise Unreadable(f"not read: line {_line(text, at)} holds a key of more than "
+                                 f"{MAX_KEY_PARTS} dotted parts")
+            continue
+        if (mark == "=" or (mark == "]" and header)) and len(
+                text[start:at].strip(" \t")) > MAX_KEY_CHARS:
+            raise Unreadable(f"not read: line {_line(text, at)} holds a key longer than "
+                             f"{MAX_KEY_CHARS} characters")
+        if mark in "[{" and (value or nest):
+            nest.append(mark)
+            if len(nest) > MAX_DEPTH:
+                raise Unreadable(f"nested more than {MAX_DEPTH} deep (line {_line(text, at)})")
+        elif mark == "[":
+            header = True  # [table] or [[array]]: a key up to the first `]`
+        elif mark in "]}" and nest:
+            nest.pop()
+        elif mark == "]":
+            header = False
+        elif mark == "=" and not nest:
+            value = True
+        elif mark == "\n" and not nest:
+            value = header = False
+        start, dots = at + 1, 0
+
+
+def _line(text: str, at: int) -> int:
+    return text.count("\n", 0, at) + 1
 
 
 def _type(want: str, ok: Callable[[object], bool]) -> Check:

@@ -15,9 +15,13 @@ from pathlib import Path
 
 import jsonschema
 import pytest
+from support import paths
 from support.jobs import clean_env, jaxcache
 
 from jaxcache.documents import schemas
+from jaxcache.errors import JaxcacheError, PolicyError
+from jaxcache.project import policy_keys, project_toml
+from jaxcache.project.locate import Found
 
 
 def project(tmp_path, text: str, name: str = "pyproject.toml"):
@@ -165,6 +169,61 @@ def test_the_trust_key_refusal_names_where_it_belongs(tmp_path):
         f"jaxcache: project file {root / 'pyproject.toml'} [tool.jaxcache]: trusted_keys is a "
         "trust setting: it belongs in the protected policy (docs/audit.md, Policy), never in "
         "a project file whoever can write the checkout controls\n")
+
+
+TRUST_REFUSAL = "is a trust setting: it belongs in the protected policy"
+
+
+def _policy_takes(doc: dict) -> str:
+    """What the policy's parser says of `doc`: every key here is given a wrong value."""
+    from jaxcache.trust.inputs import policy_toml
+    from jaxcache.trust.kernel.principals import Accounts
+
+    with pytest.raises(PolicyError) as refused:
+        policy_toml.policy_of("/p/policy.toml", doc, Accounts())
+    return str(refused.value)
+
+
+@pytest.mark.parametrize("key", sorted(policy_keys.TOP_LEVEL))
+def test_every_key_the_policy_takes_is_refused_as_a_trust_setting(tmp_path, key):
+    """The project file's trust settings are the policy's own keys, the set its parser refuses
+    every other key by: a key the policy gains is refused here too, with no list to keep."""
+    assert "unknown key" not in _policy_takes({key: 0})  # the policy's parser takes it
+    root, deep = project(tmp_path, f"{key} = 1\n", name=".jaxcache.toml")
+    proc = config(deep)
+    assert (proc.returncode, proc.stdout) == (2, "")
+    assert proc.stderr == (f"jaxcache: project file {root / '.jaxcache.toml'}: {key} "
+                           f"{TRUST_REFUSAL} (docs/audit.md, Policy), never in a project file "
+                           "whoever can write the checkout controls\n")
+    # in any table, as a table of its own, and in a [cache] table as the policy's [[cache]]
+    for text, named in ((f"[bench]\n{key} = 1\n", f"bench.{key}"),
+                        (f"[{key}]\nissuer = \"x\"\n", f"{key}.issuer"),
+                        (f"[cache]\n{key} = 1\n", f"cache.{key}")):
+        with pytest.raises(JaxcacheError, match=f": {named} {TRUST_REFUSAL}"):
+            project_toml.parse(Found("/p/.jaxcache.toml", None, text.encode()))
+
+
+@pytest.mark.parametrize("key", sorted(policy_keys.CACHE_TABLE - {"path"}))
+def test_every_key_of_the_policys_cache_tables_is_refused_in_a_cache_table(key):
+    assert "unknown key" not in _policy_takes({"cache": [{"path": "/c", key: 0}]})
+    for text in (f"[cache]\npath = \"/c\"\n{key} = 1\n",
+                 f"[[cache]]\npath = \"/c\"\n{key} = 1\n"):
+        with pytest.raises(JaxcacheError, match=f": cache(.path)? {TRUST_REFUSAL}"):
+            project_toml.parse(Found("/p/.jaxcache.toml", None, text.encode()))
+
+
+def test_a_key_the_policy_does_not_take_is_an_unknown_key_in_both_files():
+    assert "unknown key(s) trusted_userz at top level" in _policy_takes({"trusted_userz": 0})
+    assert "unknown key(s) paths at [[cache]] /c" in _policy_takes(
+        {"cache": [{"path": "/c", "paths": 0}]})
+    with pytest.raises(JaxcacheError, match=": trusted_userz is an unknown key"):
+        project_toml.parse(Found("/p/.jaxcache.toml", None, b"trusted_userz = 1\n"))
+
+
+def test_the_docs_name_every_key_of_the_policy_the_project_file_refuses():
+    text = (paths.CHECKOUT / "docs" / "config.md").read_text()
+    refused = text[text.index("**Trust settings are refused**"):text.index("- **Only your own")]
+    assert [k for k in sorted(policy_keys.TOP_LEVEL - {"cache"}) if f"`{k}`" not in refused] == []
 
 
 def test_a_symlinked_project_file_is_refused(tmp_path):

@@ -25,7 +25,7 @@ import math
 import os
 
 from jaxcache.errors import JaxcacheError
-from jaxcache.project import MAX_TRIALS, MAX_WARM
+from jaxcache.project import MAX_TRIALS, MAX_WARM, policy_keys
 from jaxcache.text import quoted, safe
 from jaxcache.values import frozen
 
@@ -35,11 +35,10 @@ if TYPE_CHECKING:
 
     from jaxcache.project.locate import Found
 
-# every key of the policy file (trust/inputs/policy_toml.py), and its own name
-TRUST_KEYS = frozenset({
-    "trusted_users", "trusted_groups", "trusted_signers", "trusted_keys", "trusted_key",
-    "revoked_keys", "signatures_needed", "require_build", "restored_from", "accepted_storage",
-    "accepted_filesystems", "cache", "policy"})
+# every key of the policy file's top level, as its parser knows them (a [[cache]] table holds
+# the same settings, and its path, which names no trust alone: a key in a `cache` table is
+# refused for the table's name); a key's misspelling; the policy's own name
+TRUST_KEYS = policy_keys.TOP_LEVEL | {"trusted_key", "policy"}
 # the opt-outs a command line gives, one job at a time, never a file
 FLAG_ONLY = frozenset({"allow_untrusted", "unverified_jax"})
 KEYS = ("cache_dir", "min_compile_time", "min_entry_size", "records.dir", "records.keep",
@@ -97,7 +96,7 @@ def _settings(doc: Mapping[str, object], found: Found) -> ProjectConfig:
     flat = dict(_flat("", doc))
     # a trust setting is named as such wherever it sits ([tool.jaxcache.x] too), before any
     # unknown key: it is the one mistake with a stake
-    for key in sorted(flat, key=lambda k: k.rsplit(".", 1)[-1] not in TRUST_KEYS | FLAG_ONLY):
+    for key in sorted(flat, key=lambda k: not _names(k, TRUST_KEYS | FLAG_ONLY)):
         _known(where, key)
     base = os.path.dirname(found.path)
     return ProjectConfig(
@@ -122,13 +121,18 @@ def _flat(prefix: str, doc: Mapping[str, object]) -> Iterator[tuple[str, object]
             yield name, value
 
 
+def _names(key: str, names: frozenset[str]) -> bool:
+    """Whether a part of the dotted key is one of `names`: a trust setting's own fields
+    ([trusted_identities] issuer = ...) and a [cache] table's path are trust settings too."""
+    return not names.isdisjoint(key.split("."))
+
+
 def _known(where: str, key: str) -> None:
-    last = key.rsplit(".", 1)[-1]
-    if last in TRUST_KEYS:
+    if _names(key, TRUST_KEYS):
         raise JaxcacheError(f"project file {where}: {safe(key)} is a trust setting: it belongs "
                             "in the protected policy (docs/audit.md, Policy), never in a "
                             "project file whoever can write the checkout controls")
-    if last in FLAG_ONLY:
+    if _names(key, FLAG_ONLY):
         raise JaxcacheError(f"project file {where}: {safe(key)} switches a check off, which "
                             "only a flag on the command line does, for one job")
     if key in TABLES:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 
 from jaxcache.errors import PolicyError
+from jaxcache.project.policy_keys import CACHE_TABLE, RULE_KEYS, TOP_LEVEL
 from jaxcache.text import quoted, safe
 from jaxcache.trust.rules.policy_rules import Policy, Rule, as_written, url_text
 from jaxcache.trust.rules.target import is_url
@@ -22,10 +23,6 @@ if TYPE_CHECKING:
     from jaxcache.trust.kernel.principals import Accounts
     from jaxcache.trust.rules.identities import TrustedIdentity
 
-_RULE_KEYS = {"trusted_users", "trusted_groups", "accepted_filesystems", "accepted_storage",
-              "trusted_signers"}
-_KEY_SETTINGS = {"trusted_keys", "revoked_keys", "signatures_needed", "require_build",
-                 "trusted_identities", "revoked_identities", "sigstore_trust_root"}
 _KEY_FIELDS = {"holder", "key", "name", "not_before", "not_after", "trust_signing_time"}
 _ID = frozenset("0123456789abcdef")
 
@@ -48,17 +45,16 @@ def _is_name(value: object) -> TypeGuard[str]:
 
 
 def _rule(data: Mapping[str, object], where: str, accounts: Accounts, url: bool = False) -> Rule:
-    unknown = set(data) - _RULE_KEYS - _KEY_SETTINGS - {"restored_from", "trusted_ledgers"} - (
-        {"path"} if where != "top level" else {"cache"})
+    unknown = set(data) - (TOP_LEVEL if where == "top level" else CACHE_TABLE)
     if unknown:
         raise PolicyError(f"policy: unknown key(s) {safe(', '.join(sorted(unknown)))} at "
                           f"{where}")
-    if url and set(data) & _RULE_KEYS:
+    if url and set(data) & RULE_KEYS:
         raise PolicyError(f"policy: {where} is a bucket: only the key settings (trusted_keys, "
                           "revoked_keys, signatures_needed, require_build) apply there (its "
                           "writers are decided by the storage service's access control)")
     lists = {}
-    for key in _RULE_KEYS:
+    for key in RULE_KEYS:
         value = data.get(key, [])
         if not isinstance(value, list) or not all(_is_name(v) for v in value):
             raise PolicyError(f"policy: {key} at {where} must be a list of strings "
