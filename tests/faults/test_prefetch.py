@@ -74,12 +74,7 @@ def _reader(world, url: str, keys, **options):
 
 def _entry_gets(proxy, key: str) -> int:
     """Downloads of `key`'s entry (not its signature, not a stat) the proxy saw."""
-    from urllib.parse import unquote
-
-    name = f"{key}-cache"
-    return sum(1 for r, _ in proxy.seen if r.method == "GET"
-               and unquote(r.target.split("?")[0]).endswith(name)
-               and ("alt=media" in r.target or "storage/v1" not in r.target))
+    return sum(1 for r, _ in proxy.seen if bucket_faults.is_download(r, f"{key}-cache"))
 
 
 def _all_accounted(c) -> bool:
@@ -383,3 +378,26 @@ def test_fetches_still_queued_or_in_flight_are_counted_not_fetched(world, backen
         reader.close()
     assert c.planned == len(keys) and c.used == 0, c
     assert c.not_fetched >= 1 and _all_accounted(c), c
+
+
+def test_a_prefetch_of_an_entry_served_past_its_signed_size_reads_no_further(world, backend):
+    """The server ignores the Range and sends the entry, then no end: the pool reads one byte
+    past the signed size and closes, the entry is rejected as longer than signed, reported
+    once on the reader's thread, and counted rejected. Before, the Cloud Storage client read
+    the whole answer (here the proxy's 128 MiB) into memory first."""
+    url = _published(world, backend, "pre-endless")
+    key, data = world.entries[0]
+    plan = faultproxy.on(lambda r: bucket_faults.is_download(r, f"{key}-cache"),
+                         Fault.ENDLESS)
+    with faultproxy.Proxy(backend.upstream, plan) as proxy, \
+            bucket_faults.environment(backend.env(proxy, deadline_s=300)):
+        reader, pre = _reader(world, url, [key])
+        assert pre.wait_idle(300)
+        assert reader.get(key) is None
+        reader.close()
+        c = pre.counts()
+        bucket_faults.read_within(proxy, len(data) + 1)
+    assert _entry_gets(proxy, key) == 1  # the pool's: the reader took its result
+    (r,) = reader.rejections
+    assert f"longer than the {len(data)} bytes signed" in r.reason, r.reason
+    assert (c.planned, c.rejected) == (1, 1) and _all_accounted(c), c
