@@ -78,7 +78,7 @@ def _entry_gets(proxy, key: str) -> int:
 
 
 def _all_accounted(c) -> bool:
-    return c.planned == c.used + c.wasted + c.not_fetched + c.failed + c.rejected
+    return c.planned == c.used + c.wasted + c.not_fetched + c.not_found + c.failed + c.rejected
 
 
 def test_prefetched_entries_are_the_signed_bytes_and_counted(world, backend):
@@ -162,7 +162,43 @@ def test_a_record_of_a_thousand_keys_and_hostile_names_is_bounded(world, backend
         reader.close()
         c = pre.counts()
     assert c.planned == 64 and c.used + c.not_fetched == len(real) and _all_accounted(c)
-    assert c.failed == 64 - len(real)  # the fake keys: not found, each counted once
+    assert (c.not_found, c.failed) == (64 - len(real), 0)  # the fake keys, each once
+
+
+def test_keys_the_bucket_does_not_hold_are_counted_not_found_apart_from_failures(world,
+                                                                                 backend):
+    """A record naming keys this prefix never held (another cache's, or entries deleted
+    since): each is not found, not a failed fetch; a key whose download the server refuses
+    (503, three times) is the one failure. The counts add up, the record's part passes its
+    schema, and the summary says which is which."""
+    from jaxcache.documents import schemas
+    from jaxcache.documents.record_parts import PrefetchPart
+    from jaxcache.lifecycle import prefetching
+    from jaxcache.report.run import _prefetch_line
+
+    url = _published(world, backend, "pre-absent")
+    real = [k for k, _ in world.entries]
+    absent = [f"jit_gone{i}-{i:064x}" for i in range(3)]
+    refused = real[-1]
+    plan = faultproxy.on(lambda r: bucket_faults.is_download(r, f"{refused}-cache.sig"),
+                         Fault.STATUS_503)
+    with faultproxy.Proxy(backend.upstream, plan) as proxy, \
+            bucket_faults.environment(backend.env(proxy)):
+        reader, pre = _reader(world, url, [*real, *absent])
+        assert pre.wait_idle(120)
+        for key, data in world.entries[:-1]:
+            assert reader.get(key) == data
+        reader.close()
+        c = pre.counts()
+        summary = prefetching.summary(pre)
+    assert (c.planned, c.used, c.not_found, c.failed) == (len(real) + 3, len(real) - 1, 3, 1), c
+    assert _all_accounted(c), c
+    assert summary is not None and (summary["not_found"], summary["failed"]) == (3, 1)
+    jsonschema = pytest.importorskip("jsonschema")
+    jsonschema.validate(summary, schemas.load("run")["properties"]["seal"]["properties"][
+        "prefetch"])
+    line = _prefetch_line(PrefetchPart.from_json(summary))
+    assert "3 not found in the cache, 1 failed" in line, line
 
 
 def test_a_bucket_failing_mid_prefetch_stops_the_pool_and_counts_stay_honest(world, backend):
