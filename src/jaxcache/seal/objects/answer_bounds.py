@@ -77,6 +77,8 @@ class Capped:
 
     def read(self, amt: int | None = None, decode_content: bool | None = None,
              cache_content: bool = False) -> bytes:
+        """urllib3's read (nothing is cached): at most `amt`, in pieces of at most CHUNK, so
+        an answer of unknown length costs memory only as it arrives."""
         out = bytearray()
         while amt is None or len(out) < amt:
             piece = self._piece(CHUNK if amt is None else min(CHUNK, amt - len(out)),
