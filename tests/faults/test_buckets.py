@@ -3,8 +3,10 @@ on loopback (support/faultproxy.py). 5xx answers, resets before and after the se
 request, stalls, bodies cut short, lengths that lie and flipped bytes never make a reader load
 anything but an entry's exact bytes; a publisher killed at any request leaves nothing a reader
 loads wrongly and the next one completes; every request has a deadline and retries are bounded;
-a listing that fails half way is an error, never "0 entries"; a real JAX job's numbers do not
-change. `make soak` runs more seeds and every kill point (scripts/soak.py).
+a listing that fails half way is an error, never "0 entries"; a server that ignores the Range
+or sends an answer without end is read no further than the request asked (counted in bytes at
+the proxy, never timed); a real JAX job's numbers do not change. `make soak` runs more seeds and
+every kill point (scripts/soak.py).
 """
 
 from __future__ import annotations
@@ -135,11 +137,7 @@ def test_a_listing_cut_short_is_an_error_never_zero_entries(world, backend):
         assert bucket_faults._publish(world, backend, backend.env(clean_proxy),
                                       "listed").returncode == 0
 
-    def cut(r: faultproxy.Request) -> Fault:
-        listing = ("list-type=2" in r.target) if backend.name == "s3" else \
-            (r.method == "GET" and "/o?" in r.target)
-        return Fault.TRUNCATE if listing else Fault.PASS
-
+    cut = faultproxy.on(lambda r: bucket_faults.is_listing(backend, r), Fault.TRUNCATE)
     with faultproxy.Proxy(backend.upstream, cut) as proxy:
         env = backend.env(proxy)
         for argv in (["verify", backend.url("listed"), "--trusted-key", world.pub],
@@ -269,3 +267,109 @@ def test_an_entry_landing_after_gc_took_its_signature_is_not_left_unsigned(world
         again.put(key, data)  # the next publisher completes it
         assert again.get(key) == data
         again.close()
+
+
+# --- answers that never end: read no further than asked ------------------------------------
+ANSWER_MAX = 16 << 20  # what any answer but a ranged download may hold (docs/buckets.md)
+
+@pytest.mark.parametrize("fault", [Fault.ENDLESS, Fault.ENDLESS_LENGTH])
+def test_a_download_reads_no_further_than_it_asked_whatever_the_server_sends(backend, fault):
+    """The server ignores the Range and sends a body that never ends (in chunks, or under a
+    length of a terabyte): the download stops at what it asked for and closes the connection.
+    Before, the Cloud Storage client read all of it into memory (here the proxy's 128 MiB)."""
+    import os
+
+    from jaxcache.seal.objects import store_for_url as objects
+    from jaxcache.trust.rules import target
+
+    data = os.urandom(4096)
+    backend.upload("endless/obj", data)
+    plan = faultproxy.on(lambda r: bucket_faults.is_download(r, "endless/obj"), fault)
+    with faultproxy.Proxy(backend.upstream, plan) as proxy, \
+            bucket_faults.environment(backend.env(proxy, deadline_s=300)):
+        store = objects.open_store(target.parse_bucket(backend.url("endless")))
+        assert store.get("obj", limit=1000) == data[:1000]
+    bucket_faults.read_within(proxy, 1000)
+
+
+def test_a_whole_download_reads_no_further_than_the_objects_size(backend):
+    """A download of a whole object (`seal` reads an unsigned entry so) asks for what its
+    stat said, plus a byte: more than that is an error (not bytes to sign), and the socket
+    is read no further. Before, both clients read the whole answer (128 MiB here)."""
+    import os
+
+    from jaxcache.seal.objects import store_for_url as objects
+    from jaxcache.seal.objects.object_store import StoreError
+    from jaxcache.trust.rules import target
+
+    data = os.urandom(4096)
+    backend.upload("endless-whole/obj", data)
+    plan = faultproxy.on(lambda r: bucket_faults.is_download(r, "endless-whole/obj"),
+                         Fault.ENDLESS)
+    with faultproxy.Proxy(backend.upstream, plan) as proxy, \
+            bucket_faults.environment(backend.env(proxy, deadline_s=300)):
+        store = objects.open_store(target.parse_bucket(backend.url("endless-whole")))
+        with pytest.raises(StoreError, match="longer than the 4096 bytes") as raised:
+            store.get("obj")
+        assert raised.value.kind == "error"
+        bucket_faults.read_within(proxy, len(data) + 1)
+
+
+def _nothing_loaded(world, backend, prefix: str, key: str, plan: faultproxy.Plan):
+    """A sealed reader of `prefix` asks for `key` once, through a proxy with `plan`, and
+    gets nothing: the reader (its rejections and misses) and the proxy."""
+    from jaxcache.seal.objects import store_for_url as objects
+    from jaxcache.seal.stores.bucket_backend import BucketSealedCache
+    from jaxcache.trust.inputs.public_keys import load_public
+    from jaxcache.trust.rules import target
+
+    with faultproxy.Proxy(backend.upstream, plan) as proxy, \
+            bucket_faults.environment(backend.env(proxy, deadline_s=300)):
+        reader = BucketSealedCache(objects.open_store(target.parse_bucket(
+            backend.url(prefix))), trusted=[load_public(world.pub)])
+        assert reader.get(key) is None
+        reader.close()
+    return reader, proxy
+
+
+def test_an_entry_served_past_its_signed_size_is_one_rejection_and_a_bounded_read(world,
+                                                                                   backend):
+    """A 2 KB signature vouches for the entry's size; the server sends the entry and then
+    no end: the reader reads one byte past the signed size, rejects the entry as longer than
+    signed (one line), and JAX gets nothing."""
+    with faultproxy.Proxy(backend.upstream) as clean_proxy:
+        assert bucket_faults._publish(world, backend, backend.env(clean_proxy),
+                                      "past").returncode == 0
+    key, data = world.entries[0]
+    reader, proxy = _nothing_loaded(world, backend, "past", key, faultproxy.on(
+        lambda r: bucket_faults.is_download(r, f"{key}-cache"), Fault.ENDLESS))
+    (r,) = reader.rejections
+    assert (r.key, r.status) == (key, "bad-signature") and reader.misses == []
+    assert f"longer than the {len(data)} bytes signed" in r.reason, r.reason
+    bucket_faults.read_within(proxy, len(data) + 1)
+
+
+def test_an_error_answer_without_end_is_one_miss_and_a_bounded_read(world, backend):
+    """A 503 whose text never ends: read to a bound (16 MiB), then one miss that says so;
+    not asked again (the answer is the server's fault, not the network's). Before, both
+    clients read the whole text, three times over."""
+    key = world.entries[0][0]
+    reader, proxy = _nothing_loaded(world, backend, "busy-forever", key, faultproxy.on(
+        lambda r: bucket_faults.is_download(r, f"{key}-cache.sig"), Fault.ENDLESS_ERROR))
+    (m,) = reader.misses
+    assert m.kind == "error" and "ran past" in m.reason and "\n" not in m.reason, m
+    bucket_faults.read_within(proxy, ANSWER_MAX)
+
+
+def test_a_listing_without_end_is_one_line_and_a_bounded_read(backend):
+    """A listing page that never ends: an error with one clear line (exit 2), never a
+    listing read into memory until it runs out."""
+    backend.upload("listed-forever/x", b"x")
+    plan = faultproxy.on(lambda r: bucket_faults.is_listing(backend, r), Fault.ENDLESS)
+    with faultproxy.Proxy(backend.upstream, plan) as proxy:
+        proc = jaxcache("ls", backend.url("listed-forever"),
+                        env=backend.env(proxy, deadline_s=300))
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    (line,) = proc.stderr.strip().splitlines()
+    assert "ran past" in line, line
+    bucket_faults.read_within(proxy, ANSWER_MAX)

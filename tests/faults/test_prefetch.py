@@ -74,16 +74,11 @@ def _reader(world, url: str, keys, **options):
 
 def _entry_gets(proxy, key: str) -> int:
     """Downloads of `key`'s entry (not its signature, not a stat) the proxy saw."""
-    from urllib.parse import unquote
-
-    name = f"{key}-cache"
-    return sum(1 for r, _ in proxy.seen if r.method == "GET"
-               and unquote(r.target.split("?")[0]).endswith(name)
-               and ("alt=media" in r.target or "storage/v1" not in r.target))
+    return sum(1 for r, _ in proxy.seen if bucket_faults.is_download(r, f"{key}-cache"))
 
 
 def _all_accounted(c) -> bool:
-    return c.planned == c.used + c.wasted + c.not_fetched + c.failed + c.rejected
+    return c.planned == c.used + c.wasted + c.not_fetched + c.not_found + c.failed + c.rejected
 
 
 def test_prefetched_entries_are_the_signed_bytes_and_counted(world, backend):
@@ -167,7 +162,43 @@ def test_a_record_of_a_thousand_keys_and_hostile_names_is_bounded(world, backend
         reader.close()
         c = pre.counts()
     assert c.planned == 64 and c.used + c.not_fetched == len(real) and _all_accounted(c)
-    assert c.failed == 64 - len(real)  # the fake keys: not found, each counted once
+    assert (c.not_found, c.failed) == (64 - len(real), 0)  # the fake keys, each once
+
+
+def test_keys_the_bucket_does_not_hold_are_counted_not_found_apart_from_failures(world,
+                                                                                 backend):
+    """A record naming keys this prefix never held (another cache's, or entries deleted
+    since): each is not found, not a failed fetch; a key whose download the server refuses
+    (503, three times) is the one failure. The counts add up, the record's part passes its
+    schema, and the summary says which is which."""
+    from jaxcache.documents import schemas
+    from jaxcache.documents.record_parts import PrefetchPart
+    from jaxcache.lifecycle import prefetching
+    from jaxcache.report.run import _prefetch_line
+
+    url = _published(world, backend, "pre-absent")
+    real = [k for k, _ in world.entries]
+    absent = [f"jit_gone{i}-{i:064x}" for i in range(3)]
+    refused = real[-1]
+    plan = faultproxy.on(lambda r: bucket_faults.is_download(r, f"{refused}-cache.sig"),
+                         Fault.STATUS_503)
+    with faultproxy.Proxy(backend.upstream, plan) as proxy, \
+            bucket_faults.environment(backend.env(proxy)):
+        reader, pre = _reader(world, url, [*real, *absent])
+        assert pre.wait_idle(120)
+        for key, data in world.entries[:-1]:
+            assert reader.get(key) == data
+        reader.close()
+        c = pre.counts()
+        summary = prefetching.summary(pre)
+    assert (c.planned, c.used, c.not_found, c.failed) == (len(real) + 3, len(real) - 1, 3, 1), c
+    assert _all_accounted(c), c
+    assert summary is not None and (summary["not_found"], summary["failed"]) == (3, 1)
+    jsonschema = pytest.importorskip("jsonschema")
+    jsonschema.validate(summary, schemas.load("run")["properties"]["seal"]["properties"][
+        "prefetch"])
+    line = _prefetch_line(PrefetchPart.from_json(summary))
+    assert "3 not found in the cache, 1 failed" in line, line
 
 
 def test_a_bucket_failing_mid_prefetch_stops_the_pool_and_counts_stay_honest(world, backend):
@@ -383,3 +414,26 @@ def test_fetches_still_queued_or_in_flight_are_counted_not_fetched(world, backen
         reader.close()
     assert c.planned == len(keys) and c.used == 0, c
     assert c.not_fetched >= 1 and _all_accounted(c), c
+
+
+def test_a_prefetch_of_an_entry_served_past_its_signed_size_reads_no_further(world, backend):
+    """The server ignores the Range and sends the entry, then no end: the pool reads one byte
+    past the signed size and closes, the entry is rejected as longer than signed, reported
+    once on the reader's thread, and counted rejected. Before, the Cloud Storage client read
+    the whole answer (here the proxy's 128 MiB) into memory first."""
+    url = _published(world, backend, "pre-endless")
+    key, data = world.entries[0]
+    plan = faultproxy.on(lambda r: bucket_faults.is_download(r, f"{key}-cache"),
+                         Fault.ENDLESS)
+    with faultproxy.Proxy(backend.upstream, plan) as proxy, \
+            bucket_faults.environment(backend.env(proxy, deadline_s=300)):
+        reader, pre = _reader(world, url, [key])
+        assert pre.wait_idle(300)
+        assert reader.get(key) is None
+        reader.close()
+        c = pre.counts()
+        bucket_faults.read_within(proxy, len(data) + 1)
+    assert _entry_gets(proxy, key) == 1  # the pool's: the reader took its result
+    (r,) = reader.rejections
+    assert f"longer than the {len(data)} bytes signed" in r.reason, r.reason
+    assert (c.planned, c.rejected) == (1, 1) and _all_accounted(c), c

@@ -534,13 +534,18 @@ def test_a_record_of_many_long_keys_still_lets_the_job_start(world, tmp_path):
     record = tmp_path / "long.json"
     record.write_text(json.dumps(dict(first, modules=hits + fake)))
     record.chmod(0o600)
-    out, second, _ = _sealed_run(world, url, tmp_path / "r2.json", "--prefetch-from",
-                                 str(record))
+    out, second, proc = _sealed_run(world, url, tmp_path / "r2.json", "--prefetch-from",
+                                    str(record))
     assert out["results"] == world["golden"]
     p = second["seal"]["prefetch"]
     assert len(hits) < p["planned"] < len(hits) + 512, p
-    assert p["used"] == len(hits) and p["wasted"] == 0, p  # the others are in no bucket
-    assert p["planned"] == sum(p[k] for k in ("used", "not_fetched", "failed", "rejected")), p
+    assert p["used"] == len(hits) and p["wasted"] == 0, p  # the others are in no bucket:
+    assert p["not_found"] >= 1 and p["failed"] == 0, p  # not found, and no fetch failed
+    assert p["planned"] == sum(p[k] for k in ("used", "not_fetched", "not_found", "failed",
+                                              "rejected")), p
+    (line,) = [t for t in (proc.stdout + proc.stderr).splitlines()
+               if t.strip().startswith("prefetched ")]
+    assert f"{p['not_found']} not found in the cache" in line and "failed" not in line, line
 
 
 def test_one_process_of_the_job_fetches_ahead_however_many_import_jax(world, tmp_path):

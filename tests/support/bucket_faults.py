@@ -117,6 +117,36 @@ def start(name: str, root: Path, s3: seaweedfs.Server | None = None) -> Backend:
     return Backend("s3", "s3", ("127.0.0.1", srv.port), srv)
 
 
+def is_download(r: faultproxy.Request, name: str) -> bool:
+    """`r` downloads the bytes of the object whose name ends in `name` (not its metadata)."""
+    from urllib.parse import unquote
+
+    return r.method == "GET" and unquote(r.target.split("?")[0]).endswith(name) and \
+        ("alt=media" in r.target or "storage/v1" not in r.target)
+
+
+def is_listing(b: Backend, r: faultproxy.Request) -> bool:
+    """`r` asks for a page of the bucket's listing."""
+    if b.name == "s3":
+        return "list-type=2" in r.target
+    return r.method == "GET" and "/o?" in r.target
+
+
+# What the two sockets' buffers may hold past what the client read when it closes (measured:
+# 0.2 to 0.4 MB on loopback; the proxy's send buffer is 64 KB): the bound on the bytes the proxy
+# got out beyond the client's own limit. The proxy stops at 128 MiB if the client never does.
+IN_FLIGHT = 8 << 20
+
+
+def read_within(proxy: faultproxy.Proxy, limit: int) -> faultproxy.Sent:
+    """The one ENDLESS answer the proxy gave, once it is over: the client closed it, and the
+    proxy got out no more than `limit` and what the sockets hold (counted, never timed)."""
+    assert proxy.answered(300)  # over: the client closed it, or the proxy's cap
+    ((_, sent),) = proxy.endless()
+    assert sent.client_closed and sent.nbytes <= limit + IN_FLIGHT, sent
+    return sent
+
+
 @contextmanager
 def environment(env: dict[str, str]) -> Iterator[None]:
     """This process's environment set to `env` for in-process readers (the store clients read

@@ -12,6 +12,14 @@ request is one connection and a fault never leaks into the next request.
 `delay_s` holds every request that long before it goes on: a round trip to a distant store
 (the bucket warm-start benchmark, issue 45).
 
+A server that does not bound what it sends: the ENDLESS faults forward the request, pass its
+answer off as the whole object (a 206 made 200, no Content-Range: the Range ignored) and send
+it, then filler, until the client closes the connection (or `endless_max` bytes: a client
+that never stops still ends), framed as chunks or under a Content-Length of a terabyte; or
+answer 503 with such a body. `sent`
+counts the bytes each such answer put on the wire before the client closed: what a bounded
+client reads is that, less what the sockets' buffers held.
+
 This kernel has no `tc netem`; a proxy also sees requests whole, which netem cannot.
 """
 
@@ -44,6 +52,13 @@ class Fault(enum.Enum):
     CORRUPT = "one byte of the body flipped"
     KILL_BEFORE = "client killed before the server sees it"
     KILL_AFTER = "client killed after the server applied it"
+    ENDLESS = "Range ignored: 200, a chunked body that never ends"
+    ENDLESS_LENGTH = "Range ignored: 200, a length of a terabyte, a body that never ends"
+    ENDLESS_ERROR = "503 with a chunked body that never ends"
+
+
+ENDLESS = (Fault.ENDLESS, Fault.ENDLESS_LENGTH, Fault.ENDLESS_ERROR)
+FILLER = b"x" * (1 << 16)
 
 
 @dataclass(frozen=True)
@@ -76,6 +91,20 @@ def at(index: int, fault: Fault) -> Plan:
     return lambda r: fault if r.index == index else Fault.PASS
 
 
+def on(target: Callable[[Request], bool], fault: Fault) -> Plan:
+    """`fault` on every request `target` picks (by method and path), the others pass."""
+    return lambda r: fault if target(r) else Fault.PASS
+
+
+@dataclass(frozen=True)
+class Sent:
+    """What an ENDLESS answer put on the wire: bytes (head and body), and whether it ended
+    because the client closed (else the proxy's own cap, or its close)."""
+
+    nbytes: int
+    client_closed: bool
+
+
 @dataclass
 class Proxy:
     upstream: tuple[str, int]
@@ -84,11 +113,14 @@ class Proxy:
     # every request waits this long before it is forwarded: a round trip to a distant store
     # (issue 45's latency that users see), the same for every request, faults or not
     delay_s: float = 0.0
+    endless_max: int = 128 << 20  # an ENDLESS answer stops here if the client never does
     port: int = 0
     seen: list[tuple[Request, Fault]] = field(default_factory=list)
+    sent: dict[int, Sent] = field(default_factory=dict)  # ENDLESS answers, by request index
     _sock: socket.socket | None = None
     _stop: threading.Event = field(default_factory=threading.Event)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _serving: list[threading.Thread] = field(default_factory=list)
 
     @property
     def url(self) -> str:
@@ -119,6 +151,20 @@ class Proxy:
         with self._lock:
             return [f for _, f in self.seen if f is not Fault.PASS]
 
+    def answered(self, timeout: float = 300.0) -> bool:
+        """Wait until every request so far has had its answer (an ENDLESS one: until the
+        client closed or the cap); False if one is still going after `timeout`."""
+        with self._lock:
+            threads = list(self._serving)
+        for t in threads:
+            t.join(timeout)
+        return not any(t.is_alive() for t in threads)
+
+    def endless(self) -> list[tuple[Request, Sent]]:
+        """Each ENDLESS answer so far, with what it sent."""
+        with self._lock:
+            return [(r, self.sent[r.index]) for r, f in self.seen if r.index in self.sent]
+
     def _accept(self) -> None:
         assert self._sock is not None
         while not self._stop.is_set():
@@ -126,7 +172,10 @@ class Proxy:
                 conn, _ = self._sock.accept()
             except OSError:
                 return
-            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+            t = threading.Thread(target=self._serve, args=(conn,), daemon=True)
+            with self._lock:
+                self._serving.append(t)
+            t.start()
 
     def _serve(self, conn: socket.socket) -> None:
         with conn:
@@ -141,7 +190,59 @@ class Proxy:
                 self.seen.append((req, fault))
             if self.delay_s > 0 and self._stop.wait(self.delay_s):
                 return  # closing: no answer
+            if fault in ENDLESS:
+                sent = self._endless(conn, fault, head, body)
+                with self._lock:
+                    self.sent[req.index] = sent
+                return
             self._answer(conn, fault, head, body)
+
+    def _endless(self, conn: socket.socket, fault: Fault, head: bytes, body: bytes) -> Sent:
+        """The server's answer to the request without its Range (or a 503), then filler,
+        until the client closes or `endless_max` bytes are out."""
+        if fault is Fault.ENDLESS_ERROR:
+            status, headers, payload = b"HTTP/1.1 503 Service Unavailable", \
+                [b"Content-Type: text/plain"], b"busy "
+        else:  # the ranged answer (the Range may be signed: S3) passed off as the whole
+            status, headers, payload = _forward(self.upstream, head, body)
+            if status.split(b" ")[1:2] == [b"206"]:
+                status = b"HTTP/1.1 200 OK"
+        chunked = fault is not Fault.ENDLESS_LENGTH
+        out = [status, *(h for h in headers if not h.lower().startswith((
+            b"content-length:", b"connection:", b"transfer-encoding:", b"content-range:")))]
+        out.append(b"Transfer-Encoding: chunked" if chunked else
+                   b"Content-Length: " + str(1 << 40).encode())
+        out.append(b"Connection: close")
+        # a small send buffer: what is on the wire at any moment is the client's to hold
+        conn.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1 << 16)
+        conn.settimeout(0.5)  # to notice the proxy closing while a client does not read
+        total, closed = 0, False
+
+        def send(data: bytes) -> bool:
+            nonlocal total, closed
+            view = memoryview(data)
+            while view:
+                try:
+                    n = conn.send(view)
+                except TimeoutError:  # the client reads nothing for now
+                    if self._stop.is_set():
+                        return False
+                    continue
+                except OSError:  # a broken pipe, a reset: the client closed
+                    closed = True
+                    return False
+                total, view = total + n, view[n:]
+            return True
+
+        def piece(data: bytes) -> bytes:
+            return b"%x\r\n%b\r\n" % (len(data), data) if chunked else data
+
+        if send(b"\r\n".join(out) + b"\r\n\r\n") and (not payload or send(piece(payload))):
+            while total < self.endless_max and send(piece(FILLER)):
+                pass
+            if chunked and not closed and total >= self.endless_max:
+                send(b"0\r\n\r\n")
+        return Sent(total, closed)
 
     def _answer(self, conn: socket.socket, fault: Fault, head: bytes, body: bytes) -> None:
         if fault in (Fault.STATUS_500, Fault.STATUS_503):

@@ -122,8 +122,9 @@ _PROCESS_FIELDS = {
             "kind": _OPT_TEXT, "hint": _OPT_TEXT, "reason": v.ANY, "path": _OPT_TEXT}))),
         "prefetch": v.nullable(v.obj(optional={
             "planned": _OPT_INT, "prefetched": _OPT_INT, "used": _OPT_INT, "wasted": _OPT_INT,
-            "not_fetched": _OPT_INT, "failed": _OPT_INT, "rejected": _OPT_INT,
-            "saved_s": _OPT_NUM, "source": _OPT_TEXT, "early_error": _OPT_TEXT}))})),
+            "not_fetched": _OPT_INT, "not_found": _OPT_INT, "failed": _OPT_INT,
+            "rejected": _OPT_INT, "saved_s": _OPT_NUM, "source": _OPT_TEXT,
+            "early_error": _OPT_TEXT}))})),
 }
 RECORD = v.obj(
     {"modules": _PROCESS_FIELDS["modules"], "process": _PROCESS_FIELDS["process"],

@@ -67,14 +67,17 @@ class BucketMiss:
 class PrefetchPart:
     """What a sealed bucket reader fetched ahead (`seal.prefetch`: seal/stores/prefetch.py's
     counts): keys planned from a record, entries prefetched, used by JAX, wasted (never asked
-    for), not fetched, failed, rejected, the seconds the job did not wait, and why the fetch
-    started only at enable (not as the job began to import JAX), if it did."""
+    for), not fetched, not found (no such entry in the cache: no failure), failed, rejected,
+    the seconds the job did not wait, and why the fetch started only at enable (not as the
+    job began to import JAX), if it did. A record written before `not_found` was counted
+    apart has those keys among `failed`."""
 
     planned: int
     prefetched: int
     used: int
     wasted: int
     not_fetched: int
+    not_found: int
     failed: int
     rejected: int
     saved_s: float
@@ -86,8 +89,9 @@ class PrefetchPart:
         def n(value: object) -> int:
             return integer(value) or 0
         return cls(n(doc.get("planned")), n(doc.get("prefetched")), n(doc.get("used")),
-                   n(doc.get("wasted")), n(doc.get("not_fetched")), n(doc.get("failed")),
-                   n(doc.get("rejected")), number(doc.get("saved_s")) or 0.0,
+                   n(doc.get("wasted")), n(doc.get("not_fetched")), n(doc.get("not_found")),
+                   n(doc.get("failed")), n(doc.get("rejected")),
+                   number(doc.get("saved_s")) or 0.0,
                    text(doc.get("source")), text(doc.get("early_error")))
 
 

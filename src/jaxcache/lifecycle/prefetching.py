@@ -202,6 +202,6 @@ def summary(pool: Prefetcher | None) -> dict[str, object] | None:
         return None
     c = pool.counts()
     return {"planned": c.planned, "prefetched": c.prefetched, "used": c.used,
-            "wasted": c.wasted, "not_fetched": c.not_fetched, "failed": c.failed,
-            "rejected": c.rejected, "saved_s": c.saved_s, "source": c.source,
-            "early_error": c.early_error}
+            "wasted": c.wasted, "not_fetched": c.not_fetched, "not_found": c.not_found,
+            "failed": c.failed, "rejected": c.rejected, "saved_s": c.saved_s,
+            "source": c.source, "early_error": c.early_error}

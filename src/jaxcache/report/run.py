@@ -292,6 +292,7 @@ def _seal_lines(seal: SealPart) -> list[str]:
 def _prefetch_line(p: PrefetchPart) -> str:
     """What the fetch ahead did, in one line."""
     rest = [f"{p.not_fetched} not fetched" if p.not_fetched else "",
+            f"{p.not_found} not found in the cache" if p.not_found else "",
             f"{p.failed} failed" if p.failed else "",
             f"{p.rejected} rejected" if p.rejected else ""]
     return (f"prefetched {p.prefetched} of {plural(p.planned, 'entry')} the last run hit: "

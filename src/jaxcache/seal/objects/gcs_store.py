@@ -21,6 +21,7 @@ import threading
 from collections.abc import Callable, Iterator
 
 from jaxcache.errors import JaxcacheError
+from jaxcache.seal.objects.answer_bounds import TooLong, bounded
 from jaxcache.seal.objects.http_answers import server_date
 from jaxcache.seal.objects.object_store import (
     ERROR,
@@ -69,9 +70,14 @@ class GcsStore:
         self._answer = threading.local()  # the Date of the last answer, per calling thread
 
     def _saw(self, response: Any, *args: object, **kwargs: object) -> None:
-        """A requests response hook: keep the server's Date, which the client's JSON-only
-        answers drop (an object's age is judged on the server's clock: object_store.py)."""
-        self._answer.date = server_date(getattr(response, "headers", None))
+        """A requests response hook, called before the client reads the body: keep the
+        server's Date, which the client's JSON-only answers drop (an object's age is judged
+        on the server's clock: object_store.py), and bound the body (answer_bounds.py: the
+        client would read a download, a listing or an error's text whole)."""
+        request = response.request
+        self._answer.date = server_date(response.headers)
+        response.raw = bounded(response.raw, request.method, response.status_code,
+                               request.headers, response.headers)
 
     def _answered(self) -> float | None:
         date: float | None = getattr(self._answer, "date", None)
@@ -107,6 +113,8 @@ class GcsStore:
         where = f"gs://{self.where.bucket}/{self.where.object(name)}"
         try:
             return fn(self._bucket_handle())
+        except TooLong as exc:  # the server's fault, not the network's: no use asking again
+            raise StoreError(ERROR, f"{what} {safe(where)}: {exc}") from None
         except (gexc.Forbidden, gexc.Unauthorized) as exc:
             raise StoreError(PERMISSION, f"{what} {safe(where)}: permission denied "
                                          f"({_short(exc)})") from None

@@ -60,7 +60,10 @@ class ObjectStore(Protocol):
         to call from other threads while the process imports (prefetch) does it first."""
 
     def get(self, name: str, limit: int | None = None) -> bytes | None:
-        """The object's bytes (at most `limit`), one download; None if it does not exist."""
+        """The object's bytes (at most `limit`), one download, the socket read no further
+        whatever the server sends (answer_bounds.py); None if it does not exist. With no
+        `limit` a bucket store reads what an answer may hold (ANSWER_MAX); Resilient asks for
+        the whole object by its size."""
 
     def put_if_absent(self, name: str, data: bytes) -> bool:
         """Create the object only if no object has that name (first writer wins); False if

@@ -29,7 +29,13 @@ import time
 from collections.abc import Callable, Iterator
 from typing import TypeVar
 
-from jaxcache.seal.objects.object_store import NETWORK, ObjectInfo, ObjectStore, StoreError
+from jaxcache.seal.objects.object_store import (
+    ERROR,
+    NETWORK,
+    ObjectInfo,
+    ObjectStore,
+    StoreError,
+)
 
 T = TypeVar("T")
 BASE_S = 20.0  # the deadline of a call that moves no bytes
@@ -99,13 +105,16 @@ class Resilient:
 
     # --- ObjectStore ---------------------------------------------------------------------
     def get(self, name: str, limit: int | None = None) -> bytes | None:
-        if limit is None:  # a whole object: its deadline from its size
+        if limit is None:  # a whole object: as far as its size, and its deadline from it
             info = self.stat(name)
             if info is None:
                 return None
-            limit_s = self._deadline(info.size)
-            return self._call(f"download {name}", 0, lambda: self.store.get(name),
-                              seconds=limit_s)[0]
+            data = self.get(name, info.size + 1)  # a byte more tells one that grew
+            if data is not None and len(data) > info.size:
+                raise StoreError(ERROR, f"download {name} in {self.url}: longer than the "
+                                        f"{info.size} bytes it had a moment before (written "
+                                        f"meanwhile, or a server that sends more): not read")
+            return data
         return self._call(f"download {name}", limit, lambda: self.store.get(name, limit))[0]
 
     def put_if_absent(self, name: str, data: bytes) -> bool:

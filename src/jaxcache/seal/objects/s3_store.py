@@ -21,6 +21,7 @@ import threading
 from collections.abc import Callable, Iterator
 
 from jaxcache.errors import JaxcacheError
+from jaxcache.seal.objects.answer_bounds import TooLong, bounded
 from jaxcache.seal.objects.object_store import (
     ERROR,
     NETWORK,
@@ -87,6 +88,7 @@ class S3Store:
                 self._client = session.client("s3", config=Config(
                     connect_timeout=CONNECT_S, read_timeout=READ_S, retries=RETRIES,
                     **unsigned))
+                _bound_answers(self._client)
             return self._client
 
     def prepare(self) -> None:
@@ -101,6 +103,8 @@ class S3Store:
         where = f"s3://{self.where.bucket}/{self.where.object(name)}"
         try:
             return fn(self._s3())
+        except TooLong as exc:  # the server's fault, not the network's: no use asking again
+            raise StoreError(ERROR, f"{what} {safe(where)}: {exc}") from None
         except bexc.ClientError as exc:
             code, status = _code(exc)
             if code in _DENIED or status in (401, 403):
@@ -141,7 +145,8 @@ class S3Store:
                     return b""
                 raise
             stream = body(resp)
-            try:  # never more than limit, whatever the server sends
+            try:  # never more than limit, whatever the server sends (and the socket read
+                # no further: _bound_answers)
                 data: bytes = stream.read() if limit is None else stream.read(max(limit, 0))
             finally:
                 stream.close()
@@ -218,6 +223,41 @@ class S3Store:
 
 
 Store = S3Store  # what objects.open_store makes for this scheme
+
+
+def _bound_answers(client: Any) -> None:
+    """Every answer's body read through answer_bounds.bounded. botocore's session reads an
+    error's or a listing's body whole as it answers, and has no hook between the answer's
+    head and that read; but botocore takes an answer a before-send handler gives: so the
+    request is sent here, through the endpoint's own session (its timeouts, proxies,
+    certificates) as a streamed one, and the body read as the session would have, within its
+    bound. A botocore without that session is left as it is (a download still reads no more
+    than `limit`: get)."""
+    from botocore.exceptions import HTTPClientError
+
+    http = getattr(getattr(client, "_endpoint", None), "http_session", None)
+    if http is None or not callable(getattr(http, "send", None)):
+        return
+
+    def send(request: Any, **_: object) -> Any:
+        whole = not request.stream_output
+        request.stream_output = True  # the session leaves the body to us
+        try:
+            response = http.send(request)
+        finally:
+            request.stream_output = not whole
+        response.raw = bounded(response.raw, request.method, response.status_code,
+                               request.headers, response.headers)
+        if whole:  # read now, as the session reads it, its failures named as it names them
+            try:
+                response.content  # noqa: B018 - read here, kept by the response
+            except TooLong:
+                raise
+            except Exception as exc:  # noqa: BLE001 - cut off, timed out: the network's
+                raise HTTPClientError(error=exc) from None
+        return response
+
+    client.meta.events.register("before-send.s3", send)
 
 
 def _code(exc: BaseException) -> tuple[str, int]:

@@ -77,15 +77,18 @@ class PrefetchCounts:
     """For the run record and summary: entries planned from the record, prefetched (verified
     and held), used (handed to JAX's get), wasted (fetched, never asked for), not fetched
     (asked for first, over budget, or still queued or in flight when counted: at the job's
-    end, a fetch it never waited for), failed (the store failed
-    or the entry was gone), rejected (reported at get time), and the seconds the job did not
-    wait: for each entry used, its fetch's time less what get waited for it."""
+    end, a fetch it never waited for), not found (the bucket holds no such entry: a record
+    naming keys another cache held, or entries deleted since; no failure), failed (the store
+    failed), rejected (reported at get time), and the seconds the job did not wait: for each
+    entry used, its fetch's time less what get waited for it. Every planned key is counted
+    once: planned = used + wasted + not_fetched + not_found + failed + rejected."""
 
     planned: int = 0
     prefetched: int = 0
     used: int = 0
     wasted: int = 0
     not_fetched: int = 0
+    not_found: int = 0
     failed: int = 0
     rejected: int = 0
     saved_s: float = 0.0
@@ -268,6 +271,8 @@ class Prefetcher:
                 self._count(rejected=1)
             elif result.outcome is Outcome.OVER_BUDGET:
                 self._count(not_fetched=1)
+            elif result.outcome is Outcome.NOT_FOUND:
+                self._count(not_found=1)
             else:
                 self._count(failed=1)
         if result.outcome is Outcome.OVER_BUDGET:
@@ -292,14 +297,14 @@ class Prefetcher:
             self._stopped = True
         return self
 
-    def _count(self, used: int = 0, not_fetched: int = 0, failed: int = 0,
+    def _count(self, used: int = 0, not_fetched: int = 0, not_found: int = 0, failed: int = 0,
                rejected: int = 0, saved_s: float = 0.0) -> None:
         """(under the lock)"""
         c = self._counts
         self._counts = PrefetchCounts(
             c.planned, c.prefetched, c.used + used, c.wasted, c.not_fetched + not_fetched,
-            c.failed + failed, c.rejected + rejected, c.saved_s + saved_s, c.source,
-            c.early_error)
+            c.not_found + not_found, c.failed + failed, c.rejected + rejected,
+            c.saved_s + saved_s, c.source, c.early_error)
 
     def counts(self) -> PrefetchCounts:
         """The counts now, which always add up to the keys planned: prefetched are the
@@ -310,16 +315,17 @@ class Prefetcher:
             c = self._counts
             done = list(self._done.values())  # finished, never asked for (yet)
             held = sum(1 for r in done if r.outcome is Outcome.LOADED)
-            failed = c.failed + sum(1 for r in done if r.outcome in (Outcome.MISSED,
-                                                                     Outcome.NOT_FOUND))
+            not_found = c.not_found + sum(1 for r in done if r.outcome is Outcome.NOT_FOUND)
+            failed = c.failed + sum(1 for r in done if r.outcome is Outcome.MISSED)
             rejected = c.rejected + sum(1 for r in done if r.outcome is Outcome.REJECTED)
             not_fetched = c.not_fetched + sum(1 for r in done
                                               if r.outcome is Outcome.OVER_BUDGET)
             # queued or in flight: no result to count elsewhere
-            not_fetched += max(0, c.planned - c.used - held - failed - rejected - not_fetched)
+            not_fetched += max(0, c.planned - c.used - held - not_found - failed - rejected
+                               - not_fetched)
             return PrefetchCounts(
-                c.planned, c.used + held, c.used, held, not_fetched, failed, rejected,
-                round(c.saved_s, 4), c.source, c.early_error)
+                c.planned, c.used + held, c.used, held, not_fetched, not_found, failed,
+                rejected, round(c.saved_s, 4), c.source, c.early_error)
 
     @property
     def held_bytes(self) -> int:
