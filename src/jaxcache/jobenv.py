@@ -19,8 +19,9 @@ GATE_PID = "JAXCACHE_GATE_PID"  # the jaxcache process whose word the gate waits
 START = "JAXCACHE_START"
 LIB = "JAXCACHE_LIB"  # the jaxcache package's directory, for a Python that cannot import it
 # the run's lease: a FIFO in its private probe folder whose read end the `jaxcache run` that
-# granted the cache holds open until it ends. A grant (AUDITED, SEAL) is good only while the
-# lease is held: a process that reaches JAX's cache after its run ended is stopped there
+# granted the cache holds open until it ends, as PID:START:HOST:PATH (launch.py). A grant
+# (AUDITED, SEAL) is good only while the lease is held: a process that reaches JAX's cache
+# after its run ended is stopped there
 LEASE = "JAXCACHE_LEASE"
 AUDITED = "JAXCACHE_AUDITED"  # the one directory JAX may open a cache in (plain caches)
 WITNESS = "JAXCACHE_WITNESS"  # the origin ledger each entry the job writes goes into

@@ -110,7 +110,8 @@ def plural(n: int, word: str, many: str | None = None) -> str:
     """'1 entry', '2 entries', '0 trials': the count and its noun, in agreement."""
     if n == 1:
         return f"{n} {word}"
-    return f"{n} {many or _IRREGULAR.get(word) or word + 's'}"
+    head, _, last = word.rpartition(" ")  # 'cache directory': its last word agrees
+    return f"{n} {many or (head + ' ' if head else '') + _IRREGULAR.get(last, last + 's')}"
 
 
 def some(names: Sequence[str], shown: int = 3) -> str:

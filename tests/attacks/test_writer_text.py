@@ -159,3 +159,25 @@ def test_a_cache_path_with_controls_is_raw_in_the_record_and_escaped_once_on_scr
     assert proc.returncode == 0, proc.stderr
     assert json.loads(record.read_text())["cache_dir"]["path"] == str(project / "c")
     _clean(proc.stderr)
+
+
+def test_a_directory_the_job_chose_and_a_record_path_are_escaped_in_the_summary(tmp_path):
+    """Values the record holds raw (the directory the job pointed JAX at, the record's own
+    path) reach the summary escaped once, with no control byte."""
+    from support.jobs import clean_env
+
+    from jaxcache.text import safe
+
+    cache = tmp_path / "cache"
+    other = tmp_path / f"other{ODD_NAME}"
+    record = tmp_path / f"run{ODD_NAME}.json"
+    job = ("import sys, jax, jax.numpy as jnp\n"
+           "jax.config.update('jax_compilation_cache_dir', sys.argv[1])\n"
+           "float(jax.jit(lambda x: x + 1.0)(jnp.ones(3)).sum())\n")
+    proc = jaxcache("run", "--cache-dir", str(cache), "--record", str(record), "--",
+                    sys.executable, "-c", job, str(other),
+                    env=clean_env(XDG_STATE_HOME=str(tmp_path / "state")))
+    assert proc.returncode == 1, proc.stderr  # JAX was pointed elsewhere
+    out = _clean(proc.stderr)
+    assert f"JAX was pointed at {safe(str(other))}" in out, out
+    assert f"record: {safe(str(record))}" in out, out

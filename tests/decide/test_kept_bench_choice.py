@@ -219,3 +219,21 @@ def test_a_bench_from_another_folder_is_another_job(trial, tmp_path):
     assert lonely["kept"]["recent"][1]["path"] == str(stranger_path)
     assert lonely["kept"]["recent"][1]["cwd"] == os.path.realpath(elsewhere)
     assert f"in {os.path.realpath(elsewhere)}" in " ".join(lonely["advice"])
+
+
+def test_a_job_in_a_folder_whose_name_needs_escaping_finds_its_bench(tmp_path):
+    """The bench and the run record hold the job's folder as it is (escaped only where shown),
+    so decide matches them though the folder's name holds a backslash and a control."""
+    env = {k: v for k, v in no_state(tmp_path).items()
+           if not k.startswith(("JAX_PERSISTENT", "JAX_COMPILATION"))}
+    cache = mkdir(tmp_path / "cache", 0o700)
+    odd = mkdir(tmp_path / "pro\\j\x1b[1m", 0o700)
+    proc = jaxcache("bench", *QUICK, "--", *JOB, env=env, cwd=str(odd))
+    assert proc.returncode in (0, 1), proc.stderr
+    [bench] = (tmp_path / "state" / "jaxcache" / "benches").iterdir()
+    assert json.loads(bench.read_text())["config"]["cwd"] == str(odd)  # raw
+    ran = jaxcache("run", "--cache-dir", str(cache), "--", *JOB, env=env, cwd=str(odd))
+    assert ran.returncode == 0, ran.stderr
+    doc = _json(jaxcache("decide", str(cache), "--format", "json", env=env, cwd=str(odd)))
+    assert [b["path"] for b in doc["benches"]] == [str(bench)], doc
+    assert "\x1b" not in jaxcache("decide", str(cache), env=env, cwd=str(odd)).stdout

@@ -168,7 +168,8 @@ def test_a_wrapper_that_is_gone_is_seen_even_unreaped(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("JAXCACHE_")}
     proc = subprocess.run([PY, "-c", code], capture_output=True, text=True,
                           env={**env, "PYTHONPATH": str(here),
-                               "JAXCACHE_LEASE": str(here / "ask")}, timeout=JOB_TIMEOUT_S)
+                               "JAXCACHE_LEASE": launch._lease(str(here / "ask"))},
+                          timeout=JOB_TIMEOUT_S)
     assert proc.stdout == "gone while a zombie: Z\n", proc.stdout + proc.stderr
 
 

@@ -12,6 +12,7 @@ from support import paths
 from support.jobs import clean_env, jaxcache
 from support.users import mkdir, needs_setfacl
 
+from jaxcache.probe.launch import _lease as launch_lease
 from jaxcache.run.early_start import allowed, loads_probe, looks_private
 
 PY = sys.executable
@@ -285,7 +286,8 @@ def test_a_granted_setting_jax_cannot_take_turns_the_cache_off(tmp_path):
     held = os.open(lease, os.O_RDONLY | os.O_NONBLOCK)
     env = clean_env(PYTHONPATH=str(probe_dir), JAXCACHE_PROBE_DIR=str(probe_dir),
                     JAXCACHE_GATE=str(probe_dir / "gate.json"),
-                    JAXCACHE_GATE_PID=str(os.getpid()), JAXCACHE_LEASE=str(lease))
+                    JAXCACHE_GATE_PID=str(os.getpid()),
+                    JAXCACHE_LEASE=launch_lease(str(lease)))
     job = ("import jax; print(jax.config.jax_compilation_cache_dir, "
            "jax.config.jax_enable_compilation_cache)")
     try:

@@ -72,3 +72,34 @@ def test_during_the_run_the_job_and_its_children_have_the_cache(tmp_path):
     assert [m["outcome"] for m in doc["modules"] if "lambda" in m["name"]] == ["hit"]
     assert doc["env_cache_dir_at_first_compile"] is None  # never through the environment
     assert doc["cache_options_at_first_compile"]["jax_compilation_cache_dir"] == str(cache)
+
+
+def test_a_run_whose_folder_is_removed_keeps_its_grant_while_it_runs(tmp_path):
+    """A cleaner (logind at logout, a /tmp reaper) removes the run's probe folder, FIFO and
+    all, while `jaxcache run` still runs: the job's processes are not taken for leftovers (the
+    run is asked after by its pid and start time), and the job ends as it would have."""
+    import shutil
+    import subprocess
+
+    cache = tmp_path / "cache"
+    cache.mkdir(mode=0o700)
+    told, go = tmp_path / "probe-dir", tmp_path / "go"
+    job = ("import os, sys, time, jax, jax.numpy as jnp\n"
+           "jax.config.update('jax_persistent_cache_min_compile_time_secs', 0)\n"
+           "float(jax.jit(lambda x: x * 2.0)(jnp.ones(4)).sum())\n"
+           f"open({str(told)!r}, 'w').write(os.environ['JAXCACHE_PROBE_DIR'])\n"
+           f"while not os.path.exists({str(go)!r}):\n    time.sleep(0.05)\n"
+           "print(float(jax.jit(lambda x: x * 3.0)(jnp.ones(4)).sum()))\n")
+    argv = [sys.executable, "-m", "jaxcache", "run", "-q", "--cache-dir", str(cache), "--",
+            sys.executable, "-c", job]
+    env = clean_env(XDG_STATE_HOME=str(tmp_path / "state"))
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    deadline = time.monotonic() + 120
+    while not told.exists() and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    shutil.rmtree(told.read_text())  # the run's folder, FIFO and all
+    go.touch()
+    out, err = proc.communicate(timeout=120)
+    assert out.strip() == "12.0", err
+    assert "stopping this process" not in err

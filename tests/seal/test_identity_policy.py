@@ -25,6 +25,7 @@ GL_CONFIG = "https://gitlab.com/org/repo//.gitlab-ci.yml@refs/heads/main"
 POLICY = (f'[[trusted_identities]]\nissuer = "{GH}"\nrepository = "org/repo"\n'
           f'workflow_ref = "{WF}"\nref = "refs/heads/main"\nevent = "push"\n'
           f'[[trusted_identities]]\nissuer = "{GL}"\nproject_path = "org/repo"\n'
+          f'ci_config_ref_uri = "{GL_CONFIG[len("https://"):]}"\n'
           'ref = "refs/heads/main"\nevent = "push"\n')
 
 
@@ -172,3 +173,45 @@ def test_the_publishers_own_identity_is_its_whole_job():
     said = ip.rejection(ring(), own)
     assert said is not None and "ref refs/pull/5/merge, not refs/heads/main" in said
     assert ip.rejection(ring(), seen()) is None
+
+
+@pytest.mark.parametrize("claims", [
+    dict(san="publisher-sa@proj.iam.gserviceaccount.com", issuer="https://accounts.google.com",
+         repository="", ref=None, caller="", event=None),  # an e-mail: no job at all
+    dict(event=None), dict(ref=None), dict(caller=""), dict(repository=""),
+], ids=["service account", "no event", "no ref", "no caller", "no repository"])
+def test_a_publisher_trusts_itself_only_as_a_whole_job(claims):
+    """A certificate that does not state a whole CI job gives its publisher no identity of its
+    own to trust (it trusts the policy's alone): one that pinned only its issuer would accept
+    whatever anyone that issuer certifies signs."""
+    from jaxcache.trust.rules.identities import exact_of
+
+    assert exact_of(seen(**claims)) is None
+    mine = exact_of(seen())
+    assert mine is not None and not mine.loose
+
+
+def test_a_revoked_publisher_trusts_nothing_of_its_own():
+    from jaxcache.trust.rules.identities import exact_of
+
+    mine = exact_of(seen())
+    assert mine is not None
+    text = POLICY.replace('ref = "refs/heads/main"\nevent = "push"\n',
+                          'any_ref = true\nany_event = true\n', 1)
+    revoked = (f'[[revoked_identities]]\nissuer = "{GH}"\nrepository = "org/repo"\n'
+               f'workflow_ref = "{WF}"\nref = "refs/heads/main"\nevent = "push"\n')
+    r = ring(text + revoked)
+    assert r.with_identity(mine) is r  # no KeyRingError: revocation wins, nothing is added
+    assert ip.judge(seen(), r.identities, r.revoked_identities).standing is \
+        ip.Standing.REVOKED
+
+
+def test_a_gitlab_job_signs_with_its_own_token_before_any_other(monkeypatch):
+    """On GitLab the pipeline's SIGSTORE_ID_TOKEN comes first: a runner on a cloud VM would
+    otherwise sign as the VM's service account (its metadata server answers first)."""
+    from jaxcache.seal.signing import keyless
+
+    monkeypatch.delenv("GITHUB_ACTIONS", raising=False)
+    monkeypatch.setenv("GITLAB_CI", "true")
+    monkeypatch.setenv("SIGSTORE_ID_TOKEN", "the.pipelines.token")
+    assert keyless.ci_token() == "the.pipelines.token"

@@ -119,7 +119,9 @@ def test_a_push_on_the_protected_ref_through_a_named_caller_is_accepted(sigstore
 
 
 GITLAB_TABLE = ('[[trusted_identities]]\nissuer = "https://gitlab.com"\n'
-                'project_path = "org/repo"\nref = "refs/heads/main"\nevent = "push"\n')
+                'project_path = "org/repo"\n'
+                'ci_config_ref_uri = "gitlab.com/org/repo//.gitlab-ci.yml@refs/heads/main"\n'
+                'ref = "refs/heads/main"\nevent = "push"\n')
 
 
 @pytest.mark.parametrize(("claims", "ok"), [

@@ -17,8 +17,9 @@ GH = GITHUB_ISSUER
 WF = "org/repo/.github/workflows/jax-cache.yml@refs/heads/main"
 GOOD = {"issuer": GH, "repository": "org/repo", "workflow_ref": WF, "ref": "refs/heads/main",
         "event": "push"}
-GITLAB = {"issuer": "https://gitlab.com", "project_path": "org/repo", "ref": "refs/heads/main",
-          "event": "push"}
+GL_CONFIG = "gitlab.com/org/repo//.gitlab-ci.yml@refs/heads/main"
+GITLAB = {"issuer": "https://gitlab.com", "project_path": "org/repo",
+          "ci_config_ref_uri": GL_CONFIG, "ref": "refs/heads/main", "event": "push"}
 
 
 def parse(text: str):
@@ -57,7 +58,10 @@ def test_a_gitlab_identity_binds_project_ref_and_event():
     assert dict(ident.claims()) == {
         Claim.ISSUER: Pattern("https://gitlab.com"),
         Claim.REPOSITORY: Pattern("https://gitlab.com/org/repo"),
-        Claim.REF: Pattern("refs/heads/main"), Claim.EVENT: Pattern("push")}
+        Claim.WORKFLOW: Pattern(f"https://{GL_CONFIG}"),
+        Claim.REF: Pattern("refs/heads/main"),
+        Claim.CALLER: Pattern(f"https://{GL_CONFIG}"),  # GitLab's build config: the same file
+        Claim.EVENT: Pattern("push")}
 
 
 def test_any_ref_and_any_event_are_said_explicitly_and_said_back():
@@ -100,6 +104,7 @@ def test_the_trust_root_and_the_identities_reach_the_ring():
     ({k: v for k, v in GOOD.items() if k != "ref"}, "must name the ref its jobs run for"),
     ({k: v for k, v in GOOD.items() if k != "event"}, "must name the event"),
     ({k: v for k, v in GITLAB.items() if k != "ref"}, "any_ref = true"),
+    ({k: v for k, v in GITLAB.items() if k != "ci_config_ref_uri"}, "needs ci_config_ref_uri"),
     ({**GOOD, "any_ref": True}, "give ref or any_ref = true, not both"),
     ({**GOOD, "any_event": True}, "give event or any_event = true, not both"),
     ({**GOOD, "any_ref": "yes"}, "must be true or false"),

@@ -186,9 +186,10 @@ def _compare(args: argparse.Namespace, argv: list[str]) -> None:
 
 
 def _cwd() -> str | None:
-    """The folder the job runs from, as a run record writes it (None: it is gone)."""
+    """The folder the job runs from, as a run record writes it: raw, escaped where shown (None:
+    it is gone)."""
     try:
-        return safe(os.getcwd())
+        return os.getcwd()
     except OSError:
         return None
 

@@ -149,7 +149,7 @@ def launch(argv: list[str], env: dict[str, str], *,
             raise JaxcacheError(f"cannot make this run's lease (a FIFO) in {safe(probe)}: "
                                 f"{exc.strerror}; without it a cache granted to the job could "
                                 "outlive the run") from None
-        child_env[jobenv.LEASE] = os.path.join(probe, probe_folder.ASK_FILE)
+        child_env[jobenv.LEASE] = _lease(os.path.join(probe, probe_folder.ASK_FILE))
         if admit is not None:
             child_env = jobenv.ungranted(child_env)  # the cache only through the gate
             child_env[jobenv.GATE] = os.path.join(probe, probe_folder.GATE_FILE)
@@ -222,6 +222,14 @@ def launch(argv: list[str], env: dict[str, str], *,
             os.close(ask[0])
             os.close(ask[1])
         probe_folder.remove(folder)
+
+
+def _lease(fifo: str) -> str:
+    """The lease as the probe reads it (site.py _lease): this process's pid and start time
+    (/proc's field 22: a pid reused later starts later), its host, the FIFO's path."""
+    with open("/proc/self/stat", "rb") as f:
+        start = f.read(4096).rsplit(b")", 1)[1].split()[19].decode()
+    return f"{os.getpid()}:{start}:{os.uname().nodename}:{fifo}"
 
 
 _HELD = (signal.SIGINT, signal.SIGQUIT, signal.SIGTERM, signal.SIGHUP)

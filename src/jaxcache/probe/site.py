@@ -34,9 +34,11 @@ if TYPE_CHECKING:
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _OUT = os.environ.get("JAXCACHE_PROBE_DIR")  # read at start-up: the job may change it
-# the run's lease (launch.py): a FIFO whose read end `jaxcache run` holds until it ends; a
-# grant of its is good only while the lease is held
-_LEASE = os.environ.get("JAXCACHE_LEASE")
+# the run's lease (launch.py): a FIFO whose read end `jaxcache run` holds until it ends, as
+# "PID:START:HOST:PATH" (jaxcache's pid and start time, its host, the FIFO); a grant of the
+# run is good only while the lease is held
+_LEASE = (os.environ.get("JAXCACHE_LEASE") or "").split(":", 3)
+HELD, ENDED, ELSEWHERE = "held", "ended", "elsewhere"
 _RECORDER_COPY = "_jaxcache_probe_recorder.py"  # probe/recorder.py, copied here by launch.py
 _STARTED = [time.time()]  # when this process started (a forked child: when it forked)
 _RECORDER: "list[ModuleType]" = []  # the recorder module, once loaded
@@ -93,28 +95,52 @@ def _wait_gate() -> "dict[str, str]":
 
 
 def _held(ask: bool = False) -> bool:
-    """Is the run's lease held: is the `jaxcache run` that started this job still there? It
-    holds the lease FIFO's read end open from before the job starts until it has ended: the
-    kernel closes it when jaxcache ends, however (a kill, not yet reaped), so opening the FIFO
-    to write fails with ENXIO from then on, and once the run's folder is removed, with ENOENT;
-    no process id is trusted (one can be reused, or seen from another pid namespace). With
-    `ask`, a byte is written too (site._ask: the FIFO is also the gate's ask)."""
-    if not _LEASE:
-        return False
+    """Is the run's lease held (_lease)? With `ask`, a byte is written into the FIFO too
+    (site._ask: the FIFO is also the gate's ask)."""
+    return _lease(ask) == HELD
+
+
+def _lease(ask: bool = False) -> str:
+    """Is the `jaxcache run` that started this job still there: HELD, ENDED, or ELSEWHERE (this
+    process runs on another host than the run: nothing here can tell, so no grant holds).
+    jaxcache holds the lease FIFO's read end open from before the job starts until it has
+    ended: the kernel closes it when jaxcache ends, however (a kill, not yet reaped), so
+    opening the FIFO to write fails with ENXIO from then on. Only where the FIFO is gone
+    (ENOENT: the run's folder removed, by the run at its end or by a cleaner while it runs)
+    is jaxcache's process asked after, by its pid and its start time (a pid reused by another
+    process starts later; a zombie is gone)."""
+    if len(_LEASE) != 4:
+        return ENDED
+    pid, start, host, path = _LEASE
+    if host != os.uname().nodename:
+        return ELSEWHERE
     try:
-        fd = os.open(_LEASE, os.O_WRONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except OSError:  # ENXIO: no reader any more; ENOENT: the FIFO or its folder is gone
-        return False
+        fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return HELD if _running(pid, start) else ENDED
+    except OSError:  # ENXIO: no reader any more
+        return ENDED
     try:
         if not stat.S_ISFIFO(os.fstat(fd).st_mode):
-            return False
+            return ENDED
         if ask:
             os.write(fd, b"?")
     except OSError:
         pass  # full: jaxcache has been asked already
     finally:
         os.close(fd)
-    return True
+    return HELD
+
+
+def _running(pid: str, start: str) -> bool:
+    """Is process `pid` running, and the one that started at `start` (clock ticks since boot,
+    /proc's field 22)?"""
+    try:
+        with open("/proc/%s/stat" % pid, "rb") as f:
+            fields = f.read(4096).rsplit(b")", 1)[1].split()  # the name may hold ')'
+    except (OSError, IndexError):
+        return False
+    return len(fields) > 19 and fields[0] != b"Z" and fields[19].decode() == start
 
 
 def _no_verdict() -> None:
@@ -143,8 +169,14 @@ def _grant_ended() -> None:
 
 def _on_cache_use() -> None:
     """Before JAX opens, reads or writes its cache (jaxcompat's lease): the run's lease still
-    held, or the process stopped."""
-    if not _held():
+    held, or the process stopped; on another host than its run, no grant (ValueError: the
+    guard's installer turns the cache off, and the record says why)."""
+    state = _lease()
+    if state == ELSEWHERE:
+        raise ValueError("this process runs on host %s, not on %s where its `jaxcache run` "
+                         "holds the cache's lease: no cache is granted here"
+                         % (os.uname().nodename, _LEASE[2]))
+    if state != HELD:
         _grant_ended()
 
 
@@ -276,8 +308,8 @@ def _install_guard(jax_module: "ModuleType", granted: "dict[str, str]"
     audited = os.environ.get("JAXCACHE_AUDITED")
     if not audited and not os.environ.get("JAXCACHE_SEAL") and not granted:
         return None, None  # not a cache `jaxcache run` audited (bench makes its own)
-    _on_cache_use()  # a grant is good only under its run's lease
     try:
+        _on_cache_use()  # a grant is good only under its run's lease
         _load_jaxcache()
         from jaxcache import jaxcompat
 

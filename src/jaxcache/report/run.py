@@ -41,13 +41,15 @@ _REASONS = {
 
 
 def reason_text(m: ModuleEntry) -> str:
+    """A module's reason as the summary says it; its details (a directory, a count) are the
+    record's raw values, escaped here where they are shown."""
     if not m.reason:
         return ""
     template = _REASONS.get(m.reason, m.reason)
     try:
-        return template.format(**m.reason_detail)
+        return template.format(**{k: safe(str(v)) for k, v in m.reason_detail.items()})
     except (KeyError, ValueError):
-        return m.reason
+        return safe(m.reason)
 
 
 def _secs(v: float | None) -> str:
@@ -176,7 +178,7 @@ def _module_lines(record: RunRecord, verbose: bool = False) -> list[str]:
         alike: dict[tuple[str, ...], list[ModuleEntry]] = {}
         for m in shown:
             why = OTHER_BUILD_HIT if m.hit and m.cache_key and \
-                safe(f"{m.cache_key}-cache") in other else \
+                f"{m.cache_key}-cache" in other else \
                 KEPT_LOCALLY if not m.hit and m.cache_key in local else reason_text(m)
             inputs = f"  {pad}    inputs: {style.shapes(m.input_shapes)}" \
                 if names[m.name] > 1 else ""
@@ -250,7 +252,7 @@ def render_text(record: RunRecord, record_path: str, verbose: bool = False) -> s
         compiling = sum(m.seconds for m in modules if not m.hit)
         loading = sum(m.seconds for m in modules if m.hit)
         lines.append(f"time: {compiling:.2f} s compiling, {loading:.2f} s loading from the cache")
-    lines.append(f"record: {record_path}")
+    lines.append(f"record: {safe(record_path)}")
     return "\n".join(lines) + "\n"
 
 
@@ -341,7 +343,8 @@ def _whose(origin: OriginPart, other: int) -> str:
     for some of the entries another build wrote."""
     from jaxcache.trust.provenance.origin import said_whose
 
-    return said_whose(origin.other_whose) if origin.other_whose else f"{other} of yours"
+    return said_whose({safe(w): n for w, n in origin.other_whose.items()}) \
+        if origin.other_whose else f"{other} of yours"
 
 
 def _origin_lines(origin: OriginPart | None, when: str = "before the job") -> list[str]:

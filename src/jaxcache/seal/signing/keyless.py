@@ -87,6 +87,11 @@ def ci_token() -> str:
     if os.getenv("GITHUB_ACTIONS") == "true" and not os.getenv("ACTIONS_ID_TOKEN_REQUEST_URL"):
         raise KeylessError("GitHub Actions gives this job no OIDC token: grant it "
                            "`permissions: id-token: write` (docs/ci.md)")
+    gitlab = os.getenv("SIGSTORE_ID_TOKEN")
+    if os.getenv("GITLAB_CI") == "true" and gitlab:
+        # the job's own token, before what the detector would try first (a runner on a cloud
+        # VM would otherwise sign as the VM's service account, not as the pipeline)
+        return gitlab
     try:
         token = detect_credential("sigstore")
     except IdentityError as exc:
@@ -121,7 +126,9 @@ class KeylessSigner:
 
     @property
     def identity(self) -> ids.TrustedIdentity | None:
-        """Exactly the identity its certificate states: what the publisher trusts itself as."""
+        """Exactly the CI job its certificate states: what the publisher trusts itself as;
+        None before it signed, or where the certificate does not state a whole job (it then
+        trusts only the policy's identities)."""
         if self.seen is None:
             return None
         return ids.exact_of(self.seen)

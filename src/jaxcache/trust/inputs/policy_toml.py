@@ -327,10 +327,11 @@ def _identity(item: Mapping[str, object], setting: str, where: str) -> TrustedId
 def _pins_the_job(at: str, issuer: str, github: bool, base: set[str], any_ref: bool,
                   any_event: bool) -> None:
     """A trusted identity names the job that ran, not only the workflow file that signed: its
-    repository (and on GitHub its workflow), the ref it ran for and the event that started
-    it, or says explicitly that any ref or event will do. Without the ref, a pull request's
-    job that calls the trusted workflow (a reusable one signs as itself) would be trusted."""
-    need = ["repository", "workflow_ref"] if github else ["project_path"]
+    repository, its workflow (GitLab: the CI config the pipeline ran, which a maintainer can
+    point at another project's file), the ref it ran for and the event that started it, or
+    says explicitly that any ref or event will do. Without the ref, a pull request's job that
+    calls the trusted workflow (a reusable one signs as itself) would be trusted."""
+    need = ["repository", "workflow_ref"] if github else ["project_path", "ci_config_ref_uri"]
     missing = [n for n in need if n not in base]
     if missing:
         raise PolicyError(f"policy: {at}: an identity of {issuer} needs "

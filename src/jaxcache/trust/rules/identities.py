@@ -22,6 +22,7 @@ workflow itself unless `caller_workflow_ref` names the one allowed to call it:
     [[trusted_identities]]                    # GitLab CI
     issuer = "https://gitlab.com"
     project_path = "org/repo"
+    ci_config_ref_uri = "gitlab.com/org/repo//.gitlab-ci.yml@refs/heads/main"
     ref = "refs/heads/main"
     event = "push"
 
@@ -281,21 +282,23 @@ class TrustedIdentity:
         return f"holder {self.holder}" if self.holder is not None else f"identity {self.id}"
 
 
-def exact_of(seen: SeenIdentity) -> TrustedIdentity:
-    """The identity a publisher's own certificate states, exactly (it trusts what it signs):
-    its workflow, repository, ref, caller and event."""
+def exact_of(seen: SeenIdentity) -> TrustedIdentity | None:
+    """The CI job a publisher's own certificate states, exactly (it trusts what it signs): its
+    repository, workflow, ref, caller and event, every one of them; None where the certificate
+    does not state them all (an e-mail or a service account's, a claim missing): an identity
+    that pinned less would trust what others that issuer certifies sign."""
     platform = platform_of(seen.issuer)
     server = platform.server(seen.issuer)
     repo = seen.repository_uri[len(server) + 1:] if seen.repository_uri and \
         seen.repository_uri.startswith(server + "/") else None
     workflow = platform.workflow_of(seen.subject)
     caller = platform.workflow_of(seen.caller) if seen.caller else None
-    return TrustedIdentity(
-        platform, seen.issuer, Pattern(repo) if repo is not None else None,
-        Pattern(workflow) if workflow is not None else None,
-        Pattern(seen.ref) if seen.ref else None,
-        Pattern(caller) if caller is not None and caller != workflow else None,
-        seen.event, any_ref=not seen.ref, any_event=not seen.event)
+    if not (repo and workflow and "@" in workflow and seen.ref and seen.ref.startswith("refs/")
+            and caller and seen.event):
+        return None
+    return TrustedIdentity(platform, seen.issuer, Pattern(repo), Pattern(workflow),
+                           Pattern(seen.ref), Pattern(caller) if caller != workflow else None,
+                           seen.event)
 
 
 def platform_of(issuer: str) -> Platform:

@@ -114,8 +114,8 @@ class KeyRing:
     def with_identity(self, identity: TrustedIdentity) -> KeyRing:
         """Also trusting `identity` (a keyless publisher trusts what its job signs); the
         policy's revoked identities still apply to every signature judged."""
-        if identity in self.identities:
-            return self
+        if identity in self.identities or identity in self.revoked_identities:
+            return self  # revocation wins: a revoked publisher trusts nothing of its own
         from dataclasses import replace
 
         return replace(self, identities=(*self.identities, identity))
