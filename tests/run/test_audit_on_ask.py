@@ -130,8 +130,8 @@ def test_looking_for_jax_before_importing_it_keeps_the_probe(tmp_path):
 
 def test_a_failed_first_import_of_jax_leaves_the_watcher_for_the_next(tmp_path):
     """The first `import jax` fails (a missing jaxlib, say); the program sets a directory of
-    its own and tries again: that import too waits at the gate, and JAX gets the audited
-    directory, not the program's."""
+    its own and tries again: that import too waits at the gate, and the program's directory
+    is the guard's to judge: refused (never hit, never written), and the run says so."""
     pytest.importorskip("jax")
     cache = mkdir(tmp_path / "cache", 0o700)
     other = mkdir(tmp_path / "other", 0o700)
@@ -140,10 +140,16 @@ def test_a_failed_first_import_of_jax_leaves_the_watcher_for_the_next(tmp_path):
            "for name in [m for m in sys.modules if m == 'jax' or m.startswith('jax.')]:\n"
            "    del sys.modules[name]\n"
            f"os.environ['JAX_COMPILATION_CACHE_DIR'] = {str(other)!r}\n"
-           "import jax\nprint(jax.config.jax_compilation_cache_dir)\n")
-    proc = _run(cache, tmp_path / "r.json", job, "-q")
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stdout == f"{cache}\n"
+           "import jax\nprint(jax.config.jax_compilation_cache_dir)\n"
+           "jax.config.update('jax_persistent_cache_min_compile_time_secs', 0)\n"
+           "jax.jit(lambda x: x + 1)(1.0)\n")
+    record = tmp_path / "r.json"
+    proc = _run(cache, record, job, "-q")
+    assert proc.returncode == 1, proc.stderr  # JAX was pointed at another directory
+    assert proc.stdout == f"{other}\n"
+    doc = json.loads(record.read_text())
+    assert [(d["path"], d["status"]) for d in doc["jax_cache_dirs"]] == [(str(other), "refused")]
+    assert os.listdir(other) == []
 
 
 def test_a_wrapper_that_is_gone_is_seen_even_unreaped(tmp_path):

@@ -173,9 +173,9 @@ class Proxy:
             except OSError:
                 return
             t = threading.Thread(target=self._serve, args=(conn,), daemon=True)
-            with self._lock:
+            with self._lock:  # started before answered() can see it (join needs a start)
                 self._serving.append(t)
-            t.start()
+                t.start()
 
     def _serve(self, conn: socket.socket) -> None:
         with conn:

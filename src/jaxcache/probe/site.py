@@ -314,10 +314,11 @@ def _install_guard(jax_module: "ModuleType", granted: "dict[str, str]"
         from jaxcache import jaxcompat
 
         wanted = {k: v for k, v in granted.items() if k.startswith("JAX_")}
-        if audited:
+        if audited and not getattr(jax_module.config, "jax_compilation_cache_dir", None):
             # the directory reaches JAX here, never through the job's environment (a child
-            # without the probe, or one that outlives the run, gets no cache), over whatever
-            # JAX read from it at import; one the program sets later is the guard's to judge
+            # without the probe, or one that outlives the run, gets no cache); a directory
+            # the program or its launcher named before `import jax` stays, for the guard to
+            # judge and the record to name (refused: never hits, never writes)
             wanted["JAX_COMPILATION_CACHE_DIR"] = audited
         if wanted:
             jaxcompat.put_in_force(wanted)  # as if set before `import jax`

@@ -47,7 +47,8 @@ def reason_text(m: ModuleEntry) -> str:
         return ""
     template = _REASONS.get(m.reason, m.reason)
     try:
-        return template.format(**{k: safe(str(v)) for k, v in m.reason_detail.items()})
+        return template.format(**{k: safe(v) if isinstance(v, str) else v
+                                  for k, v in m.reason_detail.items()})
     except (KeyError, ValueError):
         return safe(m.reason)
 
