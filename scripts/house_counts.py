@@ -127,8 +127,8 @@ def untyped_seams(modules: dict[str, Path]) -> Counter[str]:
 
 
 def mypy_exempt() -> list[str]:
-    """The modules of pyproject.toml's override marked "# not yet strict" (read as text:
-    tomllib is not in Python 3.10)."""
+    """The modules of pyproject.toml's override marked "# not yet strict" (read as text: the
+    marker is a comment, which tomllib drops)."""
     text = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
     found = re.search(r"# not yet strict[^\n]*\nmodule = \[(.*?)\]", text, re.S)
     return re.findall(r'"([\w.]+)"', found.group(1)) if found else []

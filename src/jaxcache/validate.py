@@ -88,12 +88,8 @@ def parse_json(data: bytes) -> object:
 def parse_toml(data: bytes) -> dict[str, object]:
     """A TOML document from bytes, under the same rules as parse_json, its shape bounded before
     the parser reads it (toml_shape). The one TOML parse of every file jaxcache reads."""
-    import sys
+    import tomllib
 
-    if sys.version_info >= (3, 11):
-        import tomllib
-    else:  # pragma: no cover - exercised on 3.10 only
-        import tomli as tomllib
     if len(data) > MAX_TOML_BYTES:
         raise Unreadable(f"larger than {MAX_TOML_BYTES >> 20} MiB")
     try:

@@ -14,15 +14,13 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tomllib  # the parser validate.parse_toml calls
 
 import pytest
 from support.jobs import clean_env
 from support.users import mkdir
 
 from jaxcache import validate as v
-
-# the parser validate.parse_toml calls (tomli on Python 3.10)
-tomllib = pytest.importorskip("tomllib" if sys.version_info >= (3, 11) else "tomli")
 
 ATTACK = ".".join(["a"] * 15_000) + " = 1\n"  # 30 KB: one key of 15,000 parts
 PARTS = f"holds a key of more than {v.MAX_KEY_PARTS} dotted parts"

@@ -23,7 +23,7 @@ import shutil
 import subprocess
 import sys
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from support import bucket_faults, faults, paths
@@ -123,7 +123,7 @@ def test_gc_with_a_clock_ahead_leaves_a_young_temporary_file(world, tmp_path):
 
 
 def test_validity_windows_follow_the_readers_clock_as_documented(world, tmp_path):
-    soon = (datetime.now(timezone.utc) + timedelta(hours=12)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    soon = (datetime.now(UTC) + timedelta(hours=12)).strftime("%Y-%m-%dT%H:%M:%SZ")
     policy = tmp_path / "policy.toml"
     policy.write_text(f'[[cache]]\npath = "{world.sealed}"\ntrusted_signers = ["nobody"]\n'
                       f'trusted_keys = [{{ holder = "nobody", key = "{world.pub}", '

@@ -103,3 +103,39 @@ def test_a_run_whose_folder_is_removed_keeps_its_grant_while_it_runs(tmp_path):
     out, err = proc.communicate(timeout=120)
     assert out.strip() == "12.0", err
     assert "stopping this process" not in err
+
+
+def test_a_job_on_a_python_older_than_jaxcache_supports_runs_uncached_and_says_so(tmp_path):
+    """A job's interpreter older than the package declares (Python 3.9, with a JAX of its
+    own: a stand-in module here, all the probe touches) runs on without the cache, and the
+    summary says why in one line: no internal error, no traceback."""
+    import glob
+    import subprocess
+
+    found = [p for p in (*glob.glob("/root/.pyenv/versions/3.9*/bin/python3.9"),
+                         "/usr/bin/python3.9")
+             if os.path.exists(p) and subprocess.run([p, "-c", "pass"]).returncode == 0]
+    if not found:
+        pytest.skip("no Python 3.9 interpreter here (pyenv's, or /usr/bin/python3.9)")
+    py39 = found[0]
+    fake = tmp_path / "fake" / "jax"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text(
+        "class _Config:\n    jax_compilation_cache_dir = None\n"
+        "    jax_enable_compilation_cache = True\n"
+        "    def update(self, name, value):\n        setattr(self, name, value)\n"
+        "config = _Config()\n__version__ = '0.4.30'\n")
+    cache = tmp_path / "cache"
+    cache.mkdir(mode=0o700)
+    env = clean_env(XDG_STATE_HOME=str(tmp_path / "state"), PYTHONPATH=str(fake.parent))
+    ran = jaxcache("run", "--cache-dir", str(cache), "--", py39, "-c",
+                   "import jax; print(jax.config.jax_compilation_cache_dir, "
+                   "jax.config.jax_enable_compilation_cache)", env=env)
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.split() == ["None", "False"]  # no directory, the cache off
+    said = [line for line in ran.stderr.splitlines() if "Python 3.9" in line]
+    assert said == [f"WARNING: process {said[0].split()[2].rstrip(':')}: jaxcache could not "
+                    "guard which directory JAX loads from (RuntimeError: this process runs "
+                    "Python 3.9, older than jaxcache supports (3.11)); its persistent cache "
+                    "was turned off"], ran.stderr
+    assert "Traceback" not in ran.stderr

@@ -37,7 +37,7 @@ def certificate(*, issuer: str = GH, san: str | None = None, repository: str | N
     repository = repository if repository is not None else "https://github.com/org/repo"
     caller = caller if caller is not None else san
     name = x509.Name([x509.NameAttribute(NameOID.ORGANIZATION_NAME, "sigstore.test")])
-    now = datetime.datetime.now(datetime.timezone.utc)
+    now = datetime.datetime.now(datetime.UTC)
     builder = (x509.CertificateBuilder().subject_name(name).issuer_name(name)
                .public_key(_KEY.public_key()).serial_number(x509.random_serial_number())
                .not_valid_before(now - datetime.timedelta(minutes=1))

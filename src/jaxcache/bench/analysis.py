@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from enum import Enum
+from enum import StrEnum
 
 from jaxcache.bench import adjust, noticeable, per_rank
 from jaxcache.bench import estimates as stats
@@ -12,7 +12,7 @@ from jaxcache.text import Tone
 from jaxcache.values import frozen
 
 
-class Outcome(str, Enum):
+class Outcome(StrEnum):
     """A bench's verdict: what analyze() concludes, and what a bench result's summary says
     (documents/read.py's BENCH_VERDICTS, which older results' words extend)."""
 

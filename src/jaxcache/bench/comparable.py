@@ -21,7 +21,7 @@ import json
 import math
 import statistics
 from dataclasses import dataclass, fields
-from enum import Enum
+from enum import StrEnum
 from typing import Any
 
 from jaxcache.bench import estimates as stats
@@ -93,7 +93,7 @@ class Comparable:
         return d
 
 
-class Measure(str, Enum):
+class Measure(StrEnum):
     """What `bench --compare` compares, per trial: a time (ratio B / A) or the saving (B - A)."""
 
     WARM_WALL = "warm_wall_s"

@@ -7,7 +7,7 @@ number from the bench can outweigh it.
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import StrEnum
 
 from jaxcache import thresholds
 from jaxcache.bench import noticeable
@@ -26,7 +26,7 @@ from jaxcache.values import frozen
 __all__ = ["KEY_FIELDS", "AuditFacts", "BenchFacts", "Choice", "Decision", "decide"]
 
 
-class Choice(str, Enum):
+class Choice(StrEnum):
     """What decide concludes for a cache directory."""
 
     SHARE = "SHARE"  # share it: writers understood, jobs compatible, the saving noticeable

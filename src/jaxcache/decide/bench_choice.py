@@ -22,7 +22,7 @@ says it was measured otherwise; either way it names the benches it passed over.
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import StrEnum
 
 from jaxcache.bench import kept
 from jaxcache.bench.bench_document import BenchDocument
@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 RECENT = 3  # the kept benches named when none is of PATH's jobs
 
 
-class How(str, Enum):
+class How(StrEnum):
     """How decide came by the bench it judged."""
 
     GIVEN = "given"  # --bench FILE
@@ -47,7 +47,7 @@ class How(str, Enum):
         return self.value
 
 
-class RunsFrom(str, Enum):
+class RunsFrom(StrEnum):
     """What says how the runs on PATH set JAX's write thresholds."""
 
     RECORD = "run-record"  # the newest run record of PATH that saw a compile

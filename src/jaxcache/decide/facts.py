@@ -78,7 +78,7 @@ class AuditFacts:
                   if "foreign-owner" in items(e.get("flags"))}
         path, shown = doc.get("resolved") or doc.get("path"), \
             doc.get("resolved") or doc.get("requested")
-        return cls(Verdict(doc["verdict"]), path if isinstance(path, str) else None,
+        return cls(Verdict(str(doc["verdict"])), path if isinstance(path, str) else None,
                    shown if isinstance(shown, str) else None,
                    str(mapping(doc.get("judged_for")).get("user")), writers,
                    tuple(str(u) for u in items(doc.get("untrusted_writers"))),

@@ -39,6 +39,7 @@ _OUT = os.environ.get("JAXCACHE_PROBE_DIR")  # read at start-up: the job may cha
 # run is good only while the lease is held
 _LEASE = (os.environ.get("JAXCACHE_LEASE") or "").split(":", 3)
 HELD, ENDED, ELSEWHERE = "held", "ended", "elsewhere"
+_OLDEST_PYTHON = (3, 11)  # pyproject.toml's requires-python: the guard is jaxcache's code
 _RECORDER_COPY = "_jaxcache_probe_recorder.py"  # probe/recorder.py, copied here by launch.py
 _STARTED = [time.time()]  # when this process started (a forked child: when it forked)
 _RECORDER: "list[ModuleType]" = []  # the recorder module, once loaded
@@ -309,6 +310,10 @@ def _install_guard(jax_module: "ModuleType", granted: "dict[str, str]"
     if not audited and not os.environ.get("JAXCACHE_SEAL") and not granted:
         return None, None  # not a cache `jaxcache run` audited (bench makes its own)
     try:
+        if sys.version_info < _OLDEST_PYTHON:  # jaxcache's guard cannot run here: uncached,
+            # and the run's summary says why, in one line
+            raise RuntimeError("this process runs Python %d.%d, older than jaxcache supports "
+                               "(%d.%d)" % (sys.version_info[:2] + _OLDEST_PYTHON))
         _on_cache_use()  # a grant is good only under its run's lease
         _load_jaxcache()
         from jaxcache import jaxcompat

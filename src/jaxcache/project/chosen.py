@@ -7,7 +7,7 @@ place: a flag, JAX's variable, the project file, or the built-in default.
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import StrEnum
 
 from jaxcache import thresholds
 from jaxcache.jaxcompat.internals import (
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
 
-class From(str, Enum):
+class From(StrEnum):
     """Where a setting's value came from, in the order of the candidates' places."""
 
     FLAG = "flag"

@@ -12,7 +12,7 @@ here, as parsing: which part of a record (or of a probe's document) is which pro
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import StrEnum
 
 from jaxcache.documents.fields import flag, integer, items, mapping, mappings, number, text
 from jaxcache.documents.record_parts import OriginPart, Rejection, SealPart, UsedDir
@@ -45,7 +45,7 @@ def subprocess_parts(doc: Mapping[str, object]) -> list[Mapping[str, object]]:
     return mappings(doc.get("subprocesses"))
 
 
-class ModuleOutcome(str, Enum):
+class ModuleOutcome(StrEnum):
     """What JAX's cache did for one compile (docs/run-record.md, `modules[].outcome`)."""
 
     HIT = "hit"
@@ -61,6 +61,8 @@ class ModuleOutcome(str, Enum):
     @classmethod
     def of(cls, word: object) -> ModuleOutcome | None:
         """The outcome a record names; None for a word this version does not know."""
+        if not isinstance(word, str):
+            return None
         try:
             return cls(word)
         except ValueError:

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import StrEnum
 
 from jaxcache.text import Tone, safe
 from jaxcache.trust.kernel.principals import Principal, Trust
 from jaxcache.values import frozen
 
 
-class Verdict(str, Enum):
+class Verdict(StrEnum):
     PRIVATE = "PRIVATE"
     SHARED_BY_POLICY = "SHARED-BY-POLICY"
     UNSAFE = "UNSAFE"
@@ -34,7 +34,7 @@ def trusted(value: object) -> bool:
         return False
 
 
-class Effect(str, Enum):
+class Effect(StrEnum):
     """What a finding does to the verdict; its word is what documents and reports say."""
 
     UNSAFE = "unsafe"

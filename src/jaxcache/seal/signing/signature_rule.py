@@ -44,7 +44,7 @@ from __future__ import annotations
 import base64
 from collections.abc import Callable
 from dataclasses import replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import TypeAlias
 
 from jaxcache.fingerprint.model import Fingerprint
@@ -130,7 +130,7 @@ def _signed_time(doc: SignatureDoc, known: PublicKey, key: str, digest: bytes, s
         return None
     try:
         moment = datetime.strptime(at, "%Y-%m-%dT%H:%M:%SZ").replace(
-            tzinfo=timezone.utc).timestamp()
+            tzinfo=UTC).timestamp()
         raw = base64.b64decode(tsig, validate=True)
     except ValueError:
         return None

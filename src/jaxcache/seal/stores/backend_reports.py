@@ -11,7 +11,7 @@ import logging
 import threading
 import warnings
 from collections.abc import Callable
-from enum import Enum
+from enum import StrEnum
 from typing import assert_never
 
 from jaxcache import fingerprint
@@ -63,7 +63,7 @@ Host = Callable[[], Fingerprint]  # this process's fingerprint (asked once, when
 Witness = Callable[[str, str, bytes], None]
 
 
-class Tier(str, Enum):
+class Tier(StrEnum):
     """Where a sealed backend wrote an entry: the sealed (shared) cache, signed, or the
     private local tier (--local), unsigned and trusted by ownership."""
 

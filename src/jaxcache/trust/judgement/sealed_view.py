@@ -9,7 +9,7 @@ key's holder is a declared writer (you, root, or trusted in the policy): signing
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import StrEnum
 
 from jaxcache.trust.findings import NOTE, UNSAFE, UNVERIFIABLE, WARNING, Finding, Writer
 from jaxcache.trust.kernel.principals import Trust
@@ -79,7 +79,7 @@ def account(findings: list[Finding], writers: list[Writer], ring: KeyRing | None
     return out, True
 
 
-class SealedRole(str, Enum):
+class SealedRole(StrEnum):
     """What a writer a plain reader does not trust can do to a sealed reader (the sealed rule):
     a declared signer (trusted_signers) is trusted for what its key signs, and its unsigned
     writes are rejected like anyone's; a writer without a trusted key can only cost

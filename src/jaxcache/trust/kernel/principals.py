@@ -10,7 +10,7 @@ from __future__ import annotations
 import grp
 import pwd
 import stat
-from enum import Enum
+from enum import StrEnum
 from functools import cached_property
 
 from jaxcache.trust.kernel import acl as aclmod
@@ -20,7 +20,7 @@ from jaxcache.values import frozen, ordered
 WX = aclmod.WRITE | aclmod.EXECUTE
 
 
-class Trust(str, Enum):
+class Trust(StrEnum):
     """Whom a principal is, judged for the user a verdict is for."""
 
     YOU = "you"

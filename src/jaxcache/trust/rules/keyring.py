@@ -18,7 +18,7 @@ import hashlib
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from jaxcache.errors import JaxcacheError
 from jaxcache.text import safe
@@ -51,7 +51,7 @@ def holder_of(key: PublicKey) -> str:
 
 def when(seconds: float) -> str:
     """RFC 3339 in UTC, to the second: how reports and signatures write a moment."""
-    return datetime.fromtimestamp(seconds, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 @dataclass(frozen=True)
