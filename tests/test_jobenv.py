@@ -39,7 +39,7 @@ def test_the_probe_spells_only_names_the_protocol_defines():
         assert names <= jobenv.ALL, f"{rel} reads {sorted(names - jobenv.ALL)}, not in jobenv"
         seen |= names
     # the probe reads (nearly) the whole protocol: a checker that found nothing proves nothing
-    assert {jobenv.PROBE_DIR, jobenv.GATE, jobenv.AUDITED, jobenv.SEAL, jobenv.LIB} <= seen
+    assert {jobenv.PROBE_DIR, jobenv.LEASE, jobenv.AUDITED, jobenv.SEAL, jobenv.LIB} <= seen
 
 
 def test_no_other_module_spells_a_protocol_name():
@@ -55,5 +55,5 @@ def test_no_other_module_spells_a_protocol_name():
 
 
 def test_the_groups_hold_only_protocol_names():
-    assert set(jobenv.PER_RUN) | set(jobenv.GATES) <= jobenv.ALL
+    assert set(jobenv.PER_RUN) <= jobenv.ALL
     assert all(NAME.fullmatch(n) for n in jobenv.ALL)

@@ -11,12 +11,6 @@ the house.
 from __future__ import annotations
 
 PROBE_DIR = "JAXCACHE_PROBE_DIR"  # where each process writes its probe document
-GATE = "JAXCACHE_GATE"  # the gate file: the probe holds `import jax` until jaxcache says
-GATE_PID = "JAXCACHE_GATE_PID"  # the jaxcache process whose word the gate waits for
-# the start file: the probe holds the program itself until jaxcache has done what it does
-# before a job (the record's target claimed, the job's JAX checked), which the job's
-# interpreter start overlaps; taken out of the environment by the first process
-START = "JAXCACHE_START"
 LIB = "JAXCACHE_LIB"  # the jaxcache package's directory, for a Python that cannot import it
 # the run's lease: a FIFO in its private probe folder whose read end the `jaxcache run` that
 # granted the cache holds open until it ends, as PID:START:HOST:PATH (launch.py). A grant
@@ -37,12 +31,12 @@ FINGERPRINT = "JAXCACHE_FINGERPRINT"  # JSON: the build and CPU `jaxcache run` h
 # granted by one audit for one run: never inherited from an outer run (a sealed outer run's
 # SEAL would make a nested plain run's probe enable the outer's sealed cache instead of its own)
 PER_RUN = (AUDITED, WITNESS, ORIGIN_GATE, ORIGIN_TRUSTED, FINGERPRINT, PREFETCH, SEAL)
-GATES = (GATE, GATE_PID, START, LEASE)  # one run's gates and lease, never an outer run's
-ALL = frozenset({PROBE_DIR, GATE, GATE_PID, START, LIB, LEASE, AUDITED, WITNESS, ORIGIN_GATE,
-                 ORIGIN_TRUSTED, SEAL, FINGERPRINT, PREFETCH})
+ALL = frozenset({PROBE_DIR, LIB, LEASE, AUDITED, WITNESS, ORIGIN_GATE, ORIGIN_TRUSTED, SEAL,
+                 FINGERPRINT, PREFETCH})
 
 
 def ungranted(env: dict[str, str]) -> dict[str, str]:
-    """`env` without what only the gate of an audited run grants a job: the cache directory
-    and this run's variables (an early-started job's environment, never an outer run's)."""
+    """`env` without what only an audit grants a job: the cache directory (which reaches JAX
+    through the probe, never the environment) and the per-run variables (an outer run's
+    would be taken for this run's grant)."""
     return {k: v for k, v in env.items() if k != "JAX_COMPILATION_CACHE_DIR" and k not in PER_RUN}

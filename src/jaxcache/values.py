@@ -1,7 +1,7 @@
 """Frozen value classes at a fraction of dataclasses' start-up cost.
 
-Every millisecond before the gate opens is a millisecond on the job's start (`jaxcache run`
-audits while the job's interpreter starts, and the job waits at `import jax` for the verdict).
+Every millisecond before the job starts is a millisecond on its start (`jaxcache run` audits,
+then starts the job).
 On a 2-core machine importing `dataclasses` costs ~9 ms (it imports inspect, ast, dis and
 tokenize) and each `@dataclass(frozen=True)` ~0.7 ms more (it compiles six functions, one
 `exec` each); the run path defines over thirty. `@frozen` makes the same class (__init__ with

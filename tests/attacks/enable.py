@@ -161,13 +161,13 @@ def check_refused_run(planted_dir, proc, record: Path, private: Path) -> dict:
     return doc
 
 
-@pytest.mark.parametrize("existing", [True, False], ids=["early-start", "audit-first"])
+@pytest.mark.parametrize("existing", [True, False], ids=["existing", "created"])
 def test_run_job_that_redirects_jax_never_loads_the_planted_entry(planted_dir, tmp_path, existing):
     """`jaxcache run --cache-dir PRIVATE` and a job that calls
     jax.config.update('jax_compilation_cache_dir', <planted_dir>) itself, before its first compile:
     refused (a cache that never hits and never writes), named first, exit 1."""
     private = tmp_path / "private"
-    if existing:  # a private directory that exists takes the early-start path (the gate)
+    if existing:  # a private directory that exists, or one the run creates
         private.mkdir(mode=0o700)
     record = tmp_path / "run.json"
     proc = run_job(private, record, "--redirect", str(planted_dir["shared"]))

@@ -328,12 +328,12 @@ def test_jaxcache_run_refuses_and_the_job_never_gets_the_cache(held_plant, accou
     assert proc.returncode == 1, proc.stderr
     assert "UNSAFE" in proc.stderr and accounts.c in proc.stderr
     assert "open for writing" in proc.stderr or "descriptor" in proc.stderr
-    assert not marker.exists()  # stopped before JAX was imported (early start's gate)
+    assert not marker.exists()  # refused before the job started
     assert '"results"' not in proc.stdout
 
 
 def test_jaxcache_run_refuses_before_a_non_python_job_starts(accounts, base, holders):
-    """Not a Python job, so no early start: the audit, handles included, comes first."""
+    """Not a Python job: the audit, handles included, comes first all the same."""
     cache, entry = shared_cache(base)
     holders(accounts.c, "write", entry)
     tighten(cache)

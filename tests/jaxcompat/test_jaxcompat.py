@@ -473,7 +473,7 @@ def test_knowledge_table_spans_exactly_the_supported_lines():
 
 
 def test_settings_a_job_is_handed_are_options_jax_reads_from_those_variables():
-    """jaxcompat.put_in_force (an early start's gate, probe/site.py): each variable is the
+    """jaxcompat.put_in_force (the granted directory, probe/site.py): each variable is the
     option JAX defines under that name, holding a value of the type it is parsed as; setting
     them all puts them in force, and one JAX has no option for fails closed."""
     import os

@@ -10,11 +10,7 @@ import json
 import os
 import subprocess
 import sys
-import time
 
-import pytest
-
-from jaxcache.errors import JaxcacheError
 from jaxcache.probe import launch, probe_folder
 
 
@@ -88,62 +84,6 @@ def test_documents_are_read_through_the_folder_never_through_a_link(tmp_path):
     assert not os.path.lexists(folder.path)  # gone once nothing raced in
 
 
-def _launched(monkeypatch, code: str, *, pidfd: bool) -> list[str]:
-    """Run `python -c code` through launch() with an admit() that notes it ran; without a
-    pidfd (an older kernel) the ask cannot be waited for."""
-    if not pidfd:
-        def no_pidfd(pid: int) -> int:
-            raise OSError(38, "Function not implemented")
-
-        monkeypatch.setattr(os, "pidfd_open", no_pidfd)
-    said: list[str] = []
-
-    def admit() -> dict[str, str]:
-        said.append("audited")
-        return {}
-
-    ran = launch.launch([sys.executable, "-c", code], dict(os.environ), admit=admit,
-                        meanwhile=lambda: said.append("meanwhile"))
-    assert os.waitstatus_to_exitcode(ran.status) == 0
-    return said
-
-
-def test_admit_runs_only_once_asked_or_at_once_without_a_pidfd(monkeypatch):
-    # the probe asks as `import jax` begins: a job that never does is never admitted
-    assert _launched(monkeypatch, "pass", pidfd=True) == ["meanwhile"]
-    # a process that waits at the gate asks from there too (jax imported before the probe)
-    gate = ("import os, sys; sys.path.insert(0, os.environ['JAXCACHE_PROBE_DIR'])\n"
-            "import sitecustomize; sitecustomize._wait_gate()")
-    assert _launched(monkeypatch, gate, pidfd=True) == ["meanwhile", "audited"]
-    assert _launched(monkeypatch, "pass", pidfd=False) == ["meanwhile", "audited"]
-
-
-def test_the_program_runs_only_after_before_start(tmp_path):
-    """before_start() overlaps the job's interpreter start; the probe holds the program until
-    it is done, and a before_start() that refuses stops the job before any of it ran."""
-    mark, ran = tmp_path / "checked", tmp_path / "ran"
-    code = f"import os; open({str(ran)!r}, 'w').write(str(os.path.exists({str(mark)!r})))"
-
-    def check() -> None:
-        time.sleep(0.3)  # longer than the job's interpreter takes to reach its program
-        mark.write_text("")
-
-    done = launch.launch([sys.executable, "-c", code], dict(os.environ), admit=dict,
-                         before_start=check)
-    assert os.waitstatus_to_exitcode(done.status) == 0 and ran.read_text() == "True"
-    ran.unlink()
-    mark.unlink()
-
-    def refuse() -> None:
-        time.sleep(0.3)
-        raise JaxcacheError("the record's target is not yours")
-
-    with pytest.raises(JaxcacheError, match="not yours"):
-        launch.launch([sys.executable, "-c", code], dict(os.environ), admit=dict,
-                      before_start=refuse)
-    assert not ran.exists()
-
-
 def test_in_a_shared_root_the_folders_live_in_one_of_the_users_own(tmp_path):
     """A run's folder removed from a sticky directory could be made again by anyone, under
     the name a process its job left behind has on its PYTHONPATH: so there they are made in
@@ -162,9 +102,9 @@ def test_in_a_shared_root_the_folders_live_in_one_of_the_users_own(tmp_path):
 
 
 def test_the_probe_never_loads_from_the_folder_above_its_copy(tmp_path):
-    """Past the gate the probe loads recorder.py beside it (its copy in the run's folder),
-    else from JAXCACHE_LIB: never from the folder above its own, which for a run's folder in
-    /tmp is /tmp, where anyone may put a probe/recorder.py."""
+    """Once the job imports jax the probe loads recorder.py beside it (its copy in the run's
+    folder), else from JAXCACHE_LIB: never from the folder above its own, which for a run's
+    folder in /tmp is /tmp, where anyone may put a probe/recorder.py."""
     above = _mkdir(tmp_path / "above", 0o1777)
     planted = _mkdir(above / "probe", 0o755)
     (planted / "recorder.py").write_text("raise SystemExit('planted code ran')\n")

@@ -299,9 +299,9 @@ def test_cache_dir_spelled_wrong_and_record_that_cannot_be_written(tmp_path):
     assert not marker.exists()  # checked before the job, which never started
 
 
-def test_an_inherited_gate_variable_is_not_this_runs_gate(tmp_path):
-    """JAXCACHE_GATE belongs to the run-to-probe protocol: one left in the environment (a CI
-    variable of that name, an outer run) must not make the job wait on a gate nobody opens."""
+def test_an_inherited_gate_variable_does_not_hold_the_job(tmp_path):
+    """JAXCACHE_GATE (a name older versions' probes waited on) left in the environment, by a
+    CI variable of that name or an older outer run, must not make the job wait on anything."""
     cache = tmp_path / "cache"
     env = {**os.environ, "JAXCACHE_GATE": str(tmp_path / "nowhere" / "gate"),
            "JAXCACHE_GATE_PID": "1", "XDG_STATE_HOME": str(tmp_path / "state"),
@@ -313,12 +313,12 @@ def test_an_inherited_gate_variable_is_not_this_runs_gate(tmp_path):
     assert proc.returncode == 0 and "ran 2.0" in proc.stdout, proc.stderr
 
 
-@pytest.mark.parametrize("early", [True, False], ids=["job-started-early", "audit-first"])
-def test_an_outer_runs_cache_variables_do_not_reach_a_nested_run(tmp_path, early):
+@pytest.mark.parametrize("python", [True, False], ids=["python-job", "shell-script"])
+def test_an_outer_runs_cache_variables_do_not_reach_a_nested_run(tmp_path, python):
     """A run inside another's job (`jaxcache run --sealed ... -- bash -c "jaxcache run ..."`)
     gets the cache its own audit granted: none of the outer run's per-run variables (a sealed
     outer run's JAXCACHE_SEAL made the inner job's probe enable the outer's sealed cache).
-    Both orders: a Python job started beside the audit, a shell script audited first."""
+    Both kinds of job: a Python program, a shell script that starts one."""
     from jaxcache import jobenv
 
     outer = {name: f"outer-{name}" for name in jobenv.PER_RUN}
@@ -328,7 +328,7 @@ def test_an_outer_runs_cache_variables_do_not_reach_a_nested_run(tmp_path, early
     script = tmp_path / "job.sh"
     script.write_text(f'#!/bin/sh\nexec {sys.executable} {show} "$@"\n')
     script.chmod(0o755)
-    job = [sys.executable, str(show)] if early else [str(script)]
+    job = [sys.executable, str(show)] if python else [str(script)]
     env = {**os.environ, **outer, "XDG_STATE_HOME": str(tmp_path / "state")}
     proc = subprocess.run([sys.executable, "-m", "jaxcache", "run", "-q", "--cache-dir",
                            str(tmp_path / "cache"), "--", *job, *sorted(outer)],

@@ -189,7 +189,7 @@ def main(argv: list[str] | None = None) -> None:
         name = ours[at] if at is not None and ours[at] in NAMES else None
         args = None
         if name == "run" and at is not None:
-            # run's own work up to the gate (its imports, the audit of a cache of up to a few
+            # run's own work up to the job (its imports, the audit of a cache of up to a few
             # hundred entries) makes ~15,000 objects, which one pass at 10,000 visits all of
             # (~2 ms of every job's start); its trees hold no cycles either
             gc.set_threshold(50_000, 100, 100)

@@ -108,16 +108,16 @@ def handle(args: argparse.Namespace, tail: list[str] | None) -> None:
       jaxcache run -- python train.py --epochs 1
       jaxcache run --cache-dir /srv/jax-cache --record run.json -- ./job.sh
 
-    The cache directory is audited first and refused unless PRIVATE or SHARED-BY-POLICY. The
-    probe (a sitecustomize that chains yours) does not import jax before your program does and
-    does not touch its output; it hands JAX the directory in each Python process of the job
-    (the job's environment holds no JAX_COMPILATION_CACHE_DIR), and only while this run lasts:
-    a process that outlives the run is stopped when it next reaches the cache. After the
-    program ends a summary goes to stderr: modules
-    compiled, hits, written, skipped and why (the slowest first, every one with 5% of the
-    time; --verbose: all), what JAX's write thresholds left uncached and whether that is
-    material, seconds compiling vs loading (--quiet: none; the job's stdout is its own, the
-    record is the machine output).
+    One order: the cache directory is audited first, and the job starts only once the audit
+    has passed (PRIVATE or SHARED-BY-POLICY); a refusal is one line, before any of the job
+    runs. The probe (a sitecustomize that chains yours) does not import jax before your
+    program does and does not touch its output; it hands JAX the directory in each Python
+    process of the job (the job's environment holds no JAX_COMPILATION_CACHE_DIR), and only
+    while this run lasts: a process that outlives the run is stopped when it next reaches the
+    cache. After the program ends a summary goes to stderr: modules compiled, hits, written,
+    skipped and why (the slowest first, every one with 5% of the time; --verbose: all), what
+    JAX's write thresholds left uncached and whether that is material, seconds compiling vs
+    loading (--quiet: none; the job's stdout is its own, the record is the machine output).
 
     Exit code: the program's own (128+N if killed by signal N); 127 command not found, 126
     not executable; 1 cache refused, or a program that exited 0 after pointing JAX at another
@@ -181,11 +181,6 @@ def handle(args: argparse.Namespace, tail: list[str] | None) -> None:
         elif failing:
             why = ("JAX used another cache directory, which its own audit does not trust (see "
                    "the record's jax_cache_dirs)")
-        elif record.cache_dir.audited_after_job:
-            from jaxcache.text import safe
-
-            why = (f"no process of the job asked for the cache, yet it changed while the job ran, "
-                   f"and its audit after the job says {safe(record.cache_dir.verdict)}")
         else:
             why = ("a rank of the job saw another cache directory, or none (see the record's "
                    "ranks)")

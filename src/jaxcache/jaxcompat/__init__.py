@@ -9,8 +9,8 @@ and emits per version (which the probe reads) is in versions.py.
 One module a concern, each imported when one of its names is first used (none imports JAX
 until called), so callers keep writing `jaxcompat.<name>`: internals.py (the gate and JAX's
 lifecycle state), guard.py (which directories JAX may open a cache in), backend.py (the sealed
-backend JAX holds), jaxstate.py (what enable() changed, put back), settings.py (the options
-a job's environment sets, put in force after `import jax`). A module's name is never
+backend JAX holds), jaxstate.py (what enable() changed, put back), settings.py (options put in
+force after `import jax`: the directory a run grants). A module's name is never
 one of the names: importing the module would rebind the package's attribute to it.
 """
 

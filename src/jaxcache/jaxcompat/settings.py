@@ -1,11 +1,10 @@
-"""The JAX options jaxcache hands a job through its environment, put in force after `import jax`.
+"""JAX options put in force after `import jax`, as if their JAX_* variables had been set.
 
-JAX reads each JAX_* variable once, when `import jax` defines its options. Under an early start
-(run/early_start.py) the job has imported jax before the audit grants the cache, so setting the
-variables then changes nothing JAX uses: the probe puts what the gate grants into jax.config
-instead, and reads each option back. An option this JAX lacks, a variable jaxcache has no
-option for, or a value JAX does not hold afterwards raises, and the probe turns the cache off
-(fail closed).
+JAX reads each JAX_* variable once, when `import jax` defines its options. The cache directory
+a run grants never travels in the job's environment (a process that outlives the run or skips
+the probe would read it unjudged): the probe puts it into jax.config once the job imports jax,
+and reads it back. An option this JAX lacks, a variable jaxcache has no option for, or a value
+JAX does not hold afterwards raises, and the probe turns the cache off (fail closed).
 """
 
 from __future__ import annotations

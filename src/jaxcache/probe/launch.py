@@ -8,17 +8,10 @@ This module runs between `jaxcache run` and the start of the user's job, so it i
 os, signal and time: os.posix_spawn and a few lines of its own instead of subprocess,
 tempfile, shutil and threading, and no dataclasses (~20 ms of start-up on a 2-core machine).
 
-The gate: with `admit`, the job starts at once, and `admit()` (the audit) runs once a process
-of the job asks, as it begins to import jax (a byte into the FIFO beside the gate), while JAX
-imports; a job none of whose processes imports jax is never audited (there is nothing to
-protect: nothing of it reads the cache). Until admit() returns, no process of the job has the
-cache: the directory is not in its environment, and the probe holds JAX at `import jax` until
-the gate file says what to set. If admit() raises, the gate says no, the job is killed, and
-the exception propagates. Where no pidfd can be had, admit() runs as the job starts.
-
-The lease: every run makes the FIFO and holds its read end until the run ends; the job's
-processes get its path (JAXCACHE_LEASE), and the probe grants a cache only while the lease is
-held (site.py): a process that reaches JAX's cache after its run ended is stopped there.
+The lease: every run makes a FIFO in its folder and holds its read end until the run ends; the
+job's processes get its path (JAXCACHE_LEASE), and the probe grants a cache only while the
+lease is held (site.py): a process that reaches JAX's cache after its run ended is stopped
+there.
 """
 
 from __future__ import annotations
@@ -29,7 +22,7 @@ from collections.abc import Callable
 
 from jaxcache import jobenv
 from jaxcache.errors import JaxcacheError
-from jaxcache.probe import job_gates, probe_folder
+from jaxcache.probe import job_tree, probe_folder
 from jaxcache.text import safe
 
 TYPE_CHECKING = False
@@ -93,33 +86,23 @@ def probe_files() -> list[tuple[str, str]]:
 
 class Ran:
     """How launch() left the program: its pid, wait status (as os.wait4 gives it) and usage,
-    the wall seconds, whether the timeout ended it, the probe documents its processes wrote
-    (the main one first), and whether the probe folder was removed under it meanwhile (its
-    processes could then neither ask for the cache nor write their documents). A plain
-    slotted class: this module stays light."""
+    the wall seconds, whether the timeout ended it, and the probe documents its processes
+    wrote (the main one first). A plain slotted class: this module stays light."""
 
-    __slots__ = ("folder_lost", "pid", "probes", "status", "timed_out", "usage", "wall_s")
+    __slots__ = ("pid", "probes", "status", "timed_out", "usage", "wall_s")
 
     def __init__(self, pid: int, status: int, usage: struct_rusage, wall_s: float,
-                 timed_out: bool, probes: tuple[dict[str, Any], ...],
-                 folder_lost: bool = False) -> None:
+                 timed_out: bool, probes: tuple[dict[str, Any], ...]) -> None:
         self.pid, self.status, self.usage, self.wall_s = pid, status, usage, wall_s
-        self.timed_out, self.probes, self.folder_lost = timed_out, probes, folder_lost
+        self.timed_out, self.probes = timed_out, probes
 
 
 def launch(argv: list[str], env: dict[str, str], *,
            stdout: int | IO[str] | IO[bytes] | None = None,
            stderr: int | IO[str] | IO[bytes] | None = None, timeout: float | None = None,
-           interactive: bool = True, admit: Callable[[], dict[str, str]] | None = None,
-           meanwhile: Callable[[], object] | None = None,
-           before_start: Callable[[], object] | None = None) -> Ran:
+           interactive: bool = True) -> Ran:
     """Run argv with the probe; returns when the program has ended, however it ended:
     pid, status (as os.wait4 gives it), usage, wall_s, timed_out, probes (main one first).
-    meanwhile(): called once the job has started, before waiting for it (what this process
-    needs after the job, imported while the job runs). before_start() (with `admit` only):
-    what must be done before the job's program runs, done while its interpreter starts (the
-    probe holds the program until then: the start file); if it raises, the job is killed
-    before any of it ran, and the exception propagates.
 
     interactive: the job shares our terminal, Ctrl-C goes to it and we stay to write the
     record (jaxcache run). Otherwise (jaxcache bench) the job runs in its own session, and
@@ -128,34 +111,23 @@ def launch(argv: list[str], env: dict[str, str], *,
     if not argv:
         raise JaxcacheError("no command given: jaxcache run [OPTIONS] -- CMD [ARGS...]")
     exe = resolve(argv)
-    files = probe_files()
-    # with a gate, what the probe loads only past it is written once a process asks for it
-    later = files[1:] if admit is not None else []
-    folder = probe_folder.make(files[:1] if admit is not None else files)
+    folder = probe_folder.make(probe_files())
     probe = folder.path
-    ask: tuple[int, int] | None = None
+    lease: int | None = None
     try:
         child_env = dict(env)
         child_env[jobenv.PROBE_DIR] = probe
         old = child_env.get("PYTHONPATH")
         child_env["PYTHONPATH"] = probe + (os.pathsep + old if old else "")
-        for name in jobenv.GATES:  # only this run's gate, never an inherited one (the
-            child_env.pop(name, None)  # probe would wait on it)
-        # the FIFO, before the job starts: the lease every grant of this run is good under
-        # (held until this run ends), and with a gate, what a process's first ask finds
+        # the lease, before the job starts: every grant of this run is good under it (held
+        # until this run ends)
         try:
-            ask = probe_folder.listen(folder)
+            lease = probe_folder.hold_lease(folder)
         except OSError as exc:
             raise JaxcacheError(f"cannot make this run's lease (a FIFO) in {safe(probe)}: "
                                 f"{exc.strerror}; without it a cache granted to the job could "
                                 "outlive the run") from None
-        child_env[jobenv.LEASE] = _lease(os.path.join(probe, probe_folder.ASK_FILE))
-        if admit is not None:
-            child_env = jobenv.ungranted(child_env)  # the cache only through the gate
-            child_env[jobenv.GATE] = os.path.join(probe, probe_folder.GATE_FILE)
-            child_env[jobenv.GATE_PID] = str(os.getpid())
-            if before_start is not None:
-                child_env[jobenv.START] = os.path.join(probe, probe_folder.START_FILE)
+        child_env[jobenv.LEASE] = _lease(os.path.join(probe, probe_folder.LEASE_FILE))
         handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGQUIT)}
         actions = [(os.POSIX_SPAWN_DUP2, f if isinstance(f, int) else f.fileno(), target)
                    for f, target in ((stdout, 1), (stderr, 2)) if f is not None]
@@ -169,58 +141,25 @@ def launch(argv: list[str], env: dict[str, str], *,
         except OSError as exc:
             signal.pthread_sigmask(signal.SIG_SETMASK, mask)
             raise CommandError(f"cannot run {safe(argv[0])}: {exc.strerror}", 126) from None
-        job = job_gates.Job(pid, interactive)
+        job = job_tree.Job(pid, interactive)
         forward = _hold_signals(pid, interactive, handlers)  # until it is reaped
-        asking: job_gates.Asking | None = None
         try:
             try:
                 signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # what came meanwhile: now
-                if before_start is not None:
-                    before_start()
-                    probe_folder.let_start(folder)
-                if meanwhile is not None:
-                    meanwhile()
-                if admit is not None:
-                    def answer() -> None:
-                        try:
-                            probe_folder.add(folder, later)  # before the gate can open
-                        except OSError as exc:
-                            raise JaxcacheError(
-                                f"cannot write the probe's files into {safe(folder.path)}: "
-                                f"{exc.strerror}; the job, which had started, was stopped at "
-                                "its first `import jax`") from None
-                        try:
-                            granted = admit()
-                        except BaseException:
-                            try:  # noqa: SIM105
-                                probe_folder.open_gate(folder, None)  # those at it stop
-                            except OSError:
-                                pass  # it stays shut: they stop once the folder is gone
-                            raise
-                        probe_folder.open_gate(folder, granted)
-
-                    asking = job_gates.ask_or_none(ask, pid)
-                    if asking is None:
-                        answer()  # no way to wait for an ask: audited now, as the job starts
-                status, usage, timed_out = _wait(
-                    job, timeout, None if asking is None else lambda: asking.wait(answer))
-            except BaseException:  # the job goes too (held at its start, if it was)
+                status, usage, timed_out = _wait(job, timeout)
+            except BaseException:  # the job goes too
                 job.stop()
                 raise
         finally:
             signal.pthread_sigmask(signal.SIG_SETMASK, mask)
-            if asking is not None:
-                asking.close()
             _restore_signals(interactive, handlers, forward)
         wall = time.perf_counter() - start
         if not interactive:
             _end_group(pid)  # leftovers of the job (daemons it started) go with it
-        return Ran(pid, status, usage, wall, timed_out, _collect(folder, pid),
-                   not probe_folder.intact(folder))
+        return Ran(pid, status, usage, wall, timed_out, _collect(folder, pid))
     finally:
-        if ask is not None:
-            os.close(ask[0])
-            os.close(ask[1])
+        if lease is not None:
+            os.close(lease)
         probe_folder.remove(folder)
 
 
@@ -259,9 +198,8 @@ def _restore_signals(interactive: bool, handlers: dict[signal.Signals, Handler],
 GRACE_S = 10.0  # after SIGTERM, before SIGKILL: time for a launcher to cancel its ranks
 
 
-def _wait(job: job_gates.Job, timeout: float | None,
-          first: Callable[[], object] | None = None) -> tuple[int, struct_rusage, bool]:
-    """The job's end (wait4), after first() (the wait for its ask: job_gates.Asking.wait)."""
+def _wait(job: job_tree.Job, timeout: float | None) -> tuple[int, struct_rusage, bool]:
+    """The job's end (wait4); past `timeout` seconds its process group is ended."""
     pid = job.pid
     expired: threading.Event | None = None
     timers: list[threading.Timer] = []
@@ -283,8 +221,6 @@ def _wait(job: job_gates.Job, timeout: float | None,
 
         after(timeout, expire)
     try:
-        if first is not None:
-            first()
         while True:
             try:
                 _, status, usage = os.wait4(pid, 0)

@@ -1,5 +1,5 @@
 """The probe's private folder for one run: where the job's Python finds the probe (first on
-PYTHONPATH), the gate that hands the job its cache, and the documents the probes write back.
+PYTHONPATH), the run's lease, and the documents the probes write back.
 
 Whoever could put another folder at its path would choose the code every process of the job
 runs and the cache it gets, and could point the clean-up at files of yours. So it is made
@@ -8,7 +8,7 @@ rename it out of: that directory and every one above it, by its real path, ours 
 not writable by others unless sticky (like /tmp); in a sticky one, inside a folder of the
 user's own (private_parent()), where no one else can make it again once it is removed.
 Everything after that goes through the
-descriptor opened as it was made (the files written, the gate, the documents read back, the
+descriptor opened as it was made (the files written, the lease, the documents read back, the
 folder emptied) and its name is removed only while it still names that very folder.
 Standard library only (os, stat, sys): every job's start-up waits for this.
 """
@@ -23,9 +23,7 @@ import sys
 from jaxcache.errors import JaxcacheError
 from jaxcache.text import safe
 
-GATE_FILE = "gate.json"  # the probe's env: JAXCACHE_GATE (this file), JAXCACHE_GATE_PID
-ASK_FILE = "ask"  # a FIFO beside the gate: a process about to import jax writes a byte
-START_FILE = "start"  # JAXCACHE_START: made once the job's program may run (launch.py)
+LEASE_FILE = "lease"  # a FIFO whose read end only the run holds (JAXCACHE_LEASE, launch.py)
 _PREFIX = "jaxcache-probe-"
 _CACHED = "__pycache__"
 
@@ -126,7 +124,7 @@ def _owner_only(path: str) -> None:
 
 def make(files: list[tuple[str, str]]) -> ProbeFolder:
     """A new private folder holding `files` ((source, name) pairs, probe_files()), each with
-    its installed bytecode beside it in __pycache__ (more: add())."""
+    its installed bytecode beside it in __pycache__."""
     root = private_parent(tmp_root())
     for _ in range(100):
         path = os.path.join(root, _PREFIX + os.urandom(6).hex())
@@ -148,15 +146,14 @@ def make(files: list[tuple[str, str]]) -> ProbeFolder:
             os.fchmod(cached, 0o700)
         finally:
             os.close(cached)
-        add(folder, files)
+        _add(folder, files)
     except BaseException:
         remove(folder)
         raise
     return folder
 
 
-def add(folder: ProbeFolder, files: list[tuple[str, str]]) -> None:
-    """More files (as make() writes them) into the folder."""
+def _add(folder: ProbeFolder, files: list[tuple[str, str]]) -> None:
     cached = os.open(_CACHED, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC,
                      dir_fd=folder.fd)
     try:
@@ -167,11 +164,6 @@ def add(folder: ProbeFolder, files: list[tuple[str, str]]) -> None:
             _copy_compiled(source, cached, name[:-3])
     finally:
         os.close(cached)
-
-
-def let_start(folder: ProbeFolder) -> None:
-    """The start file: the job's program, held by its probe until now, runs."""
-    _write_new(folder.fd, START_FILE, b"")
 
 
 def _write_new(dir_fd: int, name: str, data: bytes, mtime_ns: int | None = None) -> None:
@@ -203,28 +195,20 @@ def _copy_compiled(source: str, cached_fd: int, stem: str) -> None:
     _write_new(cached_fd, f"{stem}.{tag}.pyc", data)
 
 
-def listen(folder: ProbeFolder) -> tuple[int, int]:
-    """The FIFO the job's probes ask through (site.py's _ask), made in the folder: its read
-    end (never blocking) and a write end held open, so that it reads as readable only once a
-    byte is there, never at end of file. OSError where FIFOs cannot be made."""
-    os.mkfifo(ASK_FILE, 0o600, dir_fd=folder.fd)
-    flags = os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC
-    reader = os.open(ASK_FILE, os.O_RDONLY | flags, dir_fd=folder.fd)
+def hold_lease(folder: ProbeFolder) -> int:
+    """The run's lease, made in the folder: a FIFO whose read end (returned, never blocking)
+    only this process holds. The job's probes open it to write (site.py's _lease), which
+    succeeds only while a reader holds it: once this process has ended, however it ended, the
+    kernel has closed it. OSError where FIFOs cannot be made."""
+    os.mkfifo(LEASE_FILE, 0o600, dir_fd=folder.fd)
+    reader = os.open(LEASE_FILE, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC,
+                     dir_fd=folder.fd)
     try:
-        os.fchmod(reader, 0o600)  # the job's processes write to it, whatever the umask
-        return reader, os.open(ASK_FILE, os.O_WRONLY | flags, dir_fd=folder.fd)
+        os.fchmod(reader, 0o600)  # the job's processes open it, whatever the umask
     except BaseException:
         os.close(reader)
         raise
-
-
-def open_gate(folder: ProbeFolder, env: dict[str, str] | None) -> None:
-    """Tell the job's probes: set these variables and go on (env), or stop (None)."""
-    import json
-
-    _write_new(folder.fd, ".gate.tmp",
-               json.dumps({"ok": env is not None, "env": env or {}}).encode())
-    os.rename(".gate.tmp", GATE_FILE, src_dir_fd=folder.fd, dst_dir_fd=folder.fd)
+    return reader
 
 
 def intact(folder: ProbeFolder) -> bool:

@@ -280,7 +280,7 @@ def _write(final: bool = False) -> None:
 
 def begin(module: ModuleType, import_s: float, imported_at: float, process_started: float,
           out: str | None, load_beside: LoadBeside) -> None:
-    """JAX was just imported (and the gate, if any, opened): start recording this process
+    """JAX was just imported: start recording this process
     into the directory `out`. Raises if a file it needs is missing; site.py then runs the job
     unrecorded."""
     global _DOC, _LOAD, _OUT

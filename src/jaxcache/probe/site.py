@@ -6,10 +6,10 @@ chains the sitecustomize it shadows; survives fork (each process records itself)
 JSON file per process into $JAXCACHE_PROBE_DIR, after each compile and at exit, atomically.
 
 This file is what every Python process under `jaxcache run` loads at start-up, and most never
-import jax: it only waits for `import jax`. Then it holds JAX at the gate (`jaxcache run` may
-still be auditing), loads the recorder (recorder.py, document.py: by path, from beside this
-file) and, under `jaxcache run`, jaxcache's guard and sealed backend (jaxcache itself, from
-JAXCACHE_LIB), failing closed when they cannot be installed.
+import jax: it only waits for `import jax`. Then it loads the recorder (recorder.py,
+document.py: by path, from beside this file) and, under `jaxcache run`, jaxcache's guard and
+sealed backend (jaxcache itself, from JAXCACHE_LIB), under the run's lease, failing closed when
+they cannot be installed.
 """
 
 import os
@@ -45,63 +45,7 @@ _STARTED = [time.time()]  # when this process started (a forked child: when it f
 _RECORDER: "list[ModuleType]" = []  # the recorder module, once loaded
 
 
-def _wait_gate() -> "dict[str, str]":
-    """`jaxcache run` started the job before auditing the cache, which it does once a process
-    asks (_ask): hold JAX here until the gate file says which cache to use, or stop the
-    process if the audit refused it.
-    Returns the variables the gate granted (set in os.environ for the job's later
-    processes; JAX, already imported, gets them from _install_guard), {} without a gate."""
-    gate = os.environ.get("JAXCACHE_GATE")
-    if not gate:
-        return {}
-    _ask()  # if find_spec has not already (jax imported before this file ran)
-    import json
-
-    me = os.geteuid()
-    waits = 0
-    while True:
-        try:
-            if not _private(os.path.dirname(gate)):  # the probe directory jaxcache made
-                if not os.path.lexists(os.path.dirname(gate)):
-                    _no_verdict()  # the directory is gone: jaxcache has ended
-                raise ValueError("the gate's directory is not jaxcache's private one")
-            fd = os.open(gate, os.O_RDONLY | os.O_NOFOLLOW)
-            with os.fdopen(fd, "rb") as f:
-                st = os.fstat(f.fileno())
-                if not stat.S_ISREG(st.st_mode) or st.st_uid != me:
-                    raise ValueError("the gate is not a file of ours")
-                doc = json.loads(f.read(1 << 16))
-            break
-        except FileNotFoundError:
-            if not os.path.isdir(os.path.dirname(gate)):
-                _no_verdict()  # the directory is gone: jaxcache has ended
-        except (OSError, ValueError) as exc:  # not jaxcache's folder, or not readable by us
-            sys.stderr.write("jaxcache: stopping at `import jax`: this process cannot read "
-                             "the gate of its `jaxcache run` (%s; another user now?), so no "
-                             "cache was granted to it\n" % (exc.strerror if isinstance(
-                                 exc, OSError) else exc))
-            sys.stderr.flush()
-            os._exit(1)
-        waits += 1
-        if not _held(ask=waits % 100 == 0):  # asked again now and then (no descriptor
-            _no_verdict()  # left the first time?); jaxcache gone: no answer
-        time.sleep(0.001)
-    if not doc.get("ok"):
-        os._exit(1)  # refused: jaxcache run reports why; JAX never had the directory
-    for name in ("JAXCACHE_GATE", "JAXCACHE_GATE_PID"):
-        os.environ.pop(name, None)
-    env: dict[str, str] = doc.get("env") or {}
-    os.environ.update(env)
-    return env
-
-
-def _held(ask: bool = False) -> bool:
-    """Is the run's lease held (_lease)? With `ask`, a byte is written into the FIFO too
-    (site._ask: the FIFO is also the gate's ask)."""
-    return _lease(ask) == HELD
-
-
-def _lease(ask: bool = False) -> str:
+def _lease() -> str:
     """Is the `jaxcache run` that started this job still there: HELD, ENDED, or ELSEWHERE (this
     process runs on another host than the run: nothing here can tell, so no grant holds).
     jaxcache holds the lease FIFO's read end open from before the job starts until it has
@@ -122,15 +66,9 @@ def _lease(ask: bool = False) -> str:
     except OSError:  # ENXIO: no reader any more
         return ENDED
     try:
-        if not stat.S_ISFIFO(os.fstat(fd).st_mode):
-            return ENDED
-        if ask:
-            os.write(fd, b"?")
-    except OSError:
-        pass  # full: jaxcache has been asked already
+        return HELD if stat.S_ISFIFO(os.fstat(fd).st_mode) else ENDED
     finally:
         os.close(fd)
-    return HELD
 
 
 def _running(pid: str, start: str) -> bool:
@@ -142,18 +80,6 @@ def _running(pid: str, start: str) -> bool:
     except (OSError, IndexError):
         return False
     return len(fields) > 19 and fields[0] != b"Z" and fields[19].decode() == start
-
-
-def _no_verdict() -> None:
-    """jaxcache ended before it answered this process's `import jax` (a process the job left
-    behind, or jaxcache killed): no cache was granted, and none will be. Stopped, not run on
-    a cache nobody judged; one line says why (a silent exit would look like the program's)."""
-    sys.stderr.write("jaxcache: stopping at `import jax`: the `jaxcache run` that started this "
-                     "job has ended, or its folder was removed, without granting this process "
-                     "a cache (a process that outlives its run gets none: start it under its "
-                     "own `jaxcache run`)\n")
-    sys.stderr.flush()
-    os._exit(1)
 
 
 def _grant_ended() -> None:
@@ -181,52 +107,16 @@ def _on_cache_use() -> None:
         _grant_ended()
 
 
-def _wait_start() -> None:
-    """`jaxcache run` started this process while it finished what it does before a job (the
-    record's target claimed, the job's JAX version read): hold the program, before any of it
-    runs, until the start file is in the probe folder. If jaxcache is gone first, or the folder
-    is, the program never runs (jaxcache kills the job where it refuses)."""
-    start = os.environ.pop("JAXCACHE_START", None)  # children start after it, never held
-    if not start:
-        return
-    try:
-        while True:
-            try:
-                st = os.lstat(start)
-            except FileNotFoundError:
-                pass
-            except OSError:
-                os._exit(1)
-            else:
-                if stat.S_ISREG(st.st_mode) and st.st_uid == os.geteuid():
-                    return
-                os._exit(1)  # not the file jaxcache makes
-            if not _held():  # jaxcache has ended (a kill): it will never say start
-                os._exit(1)
-            time.sleep(0.0002)
-    except KeyboardInterrupt:  # Ctrl-C before the program began: stopped, no traceback
-        os._exit(130)
-
-
-def _ask() -> None:
-    """Tell `jaxcache run` that this process imports jax: it audits the cache only then (a
-    job that never imports jax is never held, and costs no audit), and opens the gate. One
-    byte into the FIFO beside the gate, never blocking; no listener is no error here: the
-    wait for the gate tells a jaxcache that is gone (_held)."""
-    _held(ask=True)
-
-
 def _on_jax_imported(module: "ModuleType", started: float) -> None:
     import_s = time.perf_counter() - started
     imported_at = time.time()
-    granted = _wait_gate()
     try:
         recorder = _load_beside(_RECORDER_COPY, os.path.join("probe", "recorder.py"))
         recorder.begin(module, import_s, imported_at, _STARTED[0], _OUT, _load_beside)
         _RECORDER.append(recorder)
     except Exception:
         recorder = None  # nothing is recorded; the guard and the seal still fail closed
-    compat, guard = _install_guard(module, granted)
+    compat, guard = _install_guard(module)
     seal = None
     if os.environ.get("JAXCACHE_SEAL"):
         seal = _install_seal(os.environ["JAXCACHE_SEAL"])
@@ -294,20 +184,19 @@ def _load_jaxcache() -> None:
         spec.loader.exec_module(module)
 
 
-def _install_guard(jax_module: "ModuleType", granted: "dict[str, str]"
+def _install_guard(jax_module: "ModuleType"
                    ) -> "tuple[Compat | None, dict[str, object] | None]":
     """`jaxcache run`: JAX gets the directory jaxcache audited (JAXCACHE_AUDITED; none for a
     sealed run, whose backend is served by itself) here, put into its config, and may open
     its cache only there. A job that points JAX elsewhere (jax.config.update, set_cache_dir)
-    gets a cache that never hits and never writes, and the record says so. `granted`: what
-    the gate handed over after JAX read its environment (an early start), put into JAX's
-    config first. All of it only under the run's lease, checked now and before every use of
-    the cache (a process that outlived its run is stopped). If any of it cannot be put in
+    gets a cache that never hits and never writes, and the record says so. All of it only
+    under the run's lease, checked now and before every use of the cache (a process that
+    outlived its run is stopped). If any of it cannot be put in
     force, or the guard cannot be installed, the persistent cache is turned off for this
     process: fail closed, the job still runs.
     Returns (jaxcache.jaxcompat or None, what the record says of the guard or None)."""
     audited = os.environ.get("JAXCACHE_AUDITED")
-    if not audited and not os.environ.get("JAXCACHE_SEAL") and not granted:
+    if not audited and not os.environ.get("JAXCACHE_SEAL"):
         return None, None  # not a cache `jaxcache run` audited (bench makes its own)
     try:
         if sys.version_info < _OLDEST_PYTHON:  # jaxcache's guard cannot run here: uncached,
@@ -318,15 +207,12 @@ def _install_guard(jax_module: "ModuleType", granted: "dict[str, str]"
         _load_jaxcache()
         from jaxcache import jaxcompat
 
-        wanted = {k: v for k, v in granted.items() if k.startswith("JAX_")}
         if audited and not getattr(jax_module.config, "jax_compilation_cache_dir", None):
             # the directory reaches JAX here, never through the job's environment (a child
             # without the probe, or one that outlives the run, gets no cache); a directory
             # the program or its launcher named before `import jax` stays, for the guard to
             # judge and the record to name (refused: never hits, never writes)
-            wanted["JAX_COMPILATION_CACHE_DIR"] = audited
-        if wanted:
-            jaxcompat.put_in_force(wanted)  # as if set before `import jax`
+            jaxcompat.put_in_force({"JAX_COMPILATION_CACHE_DIR": audited})
         jaxcompat.guard_cache_dirs([audited] if audited else [])
         jaxcompat.lease(_on_cache_use)
         if audited and os.environ.get("JAXCACHE_WITNESS"):
@@ -422,9 +308,6 @@ class _JaxWatcher:
             if module.__name__ != "jax":  # a loader jax shares (a zipimporter): not jax's
                 original(module)
                 return
-            gate = os.environ.get("JAXCACHE_GATE")
-            if gate:  # the audit runs while JAX imports; the gate is waited for after
-                _ask()
             _start_prefetch()
             original(module)  # if it fails, the watcher stays for the next `import jax`
             try:
@@ -516,7 +399,6 @@ def _claim_prefetch() -> bool:
     return True
 
 
-_wait_start()
 if "jax" in sys.modules:  # imported by something earlier in start-up
     _on_jax_imported(sys.modules["jax"], time.perf_counter())
 else:

@@ -315,22 +315,6 @@ class Namespace:
     parent: str
 
 
-# the record's cache verdict where no process of the job asked for the cache: `jaxcache run`
-# audits once one begins to import jax under its probe (probe/launch.py), so nothing was
-# audited or listed; the directory did not change while the job ran (else it is audited then:
-# AUDITED_AFTER_JOB)
-NOT_AUDITED = "NOT-AUDITED"
-NOT_AUDITED_WHY = ("not audited: no process of the job asked for it (none imported jax under "
-                   "jaxcache's probe), and it did not change while the job ran")
-AUDITED_AFTER_JOB = ("not listed before the job: no process of it asked for the cache, yet the "
-                     "directory changed while it ran (another process wrote there: one of the "
-                     "job's that jaxcache's probe does not see, such as `python -I`, or "
-                     "another run's), so it was audited after the job")
-NOT_AUDITED_LOST = ("not audited: the run's probe folder was removed while the job ran (a "
-                    "logout that clears $XDG_RUNTIME_DIR, a temp cleaner?), so no process could "
-                    "ask for the cache, and none got it")
-
-
 @frozen
 class CacheDirPart:
     path: str
@@ -341,7 +325,6 @@ class CacheDirPart:
     origin: JsonObject | None
     path_given: str | None  # the path, None where the record has none
     origins: OriginPart | None  # `origin`, typed; None: not judged
-    audited_after_job: bool  # AUDITED_AFTER_JOB: its verdict is not what the job was given
 
     @classmethod
     def from_json(cls, doc: Mapping[str, object]) -> CacheDirPart:
@@ -353,8 +336,7 @@ class CacheDirPart:
                    Namespace(str(named.get("kind")), str(named.get("id")),
                              str(named.get("parent"))) if named else None,
                    dict(origin) if isinstance(origin, dict) else None, text(doc.get("path")),
-                   OriginPart.from_json(origin) if isinstance(origin, dict) else None,
-                   doc.get("audited_after_job") is True)
+                   OriginPart.from_json(origin) if isinstance(origin, dict) else None)
 
 
 @frozen

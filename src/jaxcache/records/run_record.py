@@ -49,11 +49,10 @@ def capture(argv: list[str], env: dict[str, str], cache_dir: str, *, verdict: st
 
 def finish(outcome: Outcome, cache_dir: str, *, verdict: str, before: DirSnapshot,
            env: dict[str, str], missing_ok: bool = True,
-           run: RunAudit | None = None, after: DirSnapshot | None = None) -> dict[str, object]:
-    """The record of a run that has ended: the directory after (listed now unless given), and
-    everything else (with `run`, what `jaxcache run` adds: builder.RunAudit)."""
-    if after is None:
-        after = DirSnapshot.at(cache_dir, missing_ok=missing_ok).since(before)
+           run: RunAudit | None = None) -> dict[str, object]:
+    """The record of a run that has ended: the directory after (listed now), and everything
+    else (with `run`, what `jaxcache run` adds: builder.RunAudit)."""
+    after = DirSnapshot.at(cache_dir, missing_ok=missing_ok).since(before)
     return build(outcome, cache_dir=cache_dir, verdict=verdict, before=before, after=after,
                  env=env, cwd=os.getcwd(), run=run)
 
@@ -77,16 +76,12 @@ class RunResult:
         except that a job which exited 0 after JAX was pointed at a directory jaxcache refused
         or does not trust exits 1, and one whose JAX turned out unsupported (without
         --unverified-jax) exits 2. So does (1) one where a rank's view of the cache differs or
-        a rank went unseen (rank_views), and one whose cache, audited only after the job
-        (AUDITED_AFTER_JOB), is not a directory jaxcache would have given it."""
+        a rank went unseen (rank_views)."""
         status = self.outcome.status
         if record.unverified and not self.unverified_allowed:
             return status or 2
         if status == 0 and (used_dirs.failing(record) or record.ranks.problems):
             return 1
-        place = record.cache_dir
-        if status == 0 and place.audited_after_job and place.verdict not in used_dirs.OK_VERDICTS:
-            return 1  # a process jaxcache did not watch used a directory it would have refused
         return status
 
 

@@ -3,7 +3,7 @@ the record itself is the JSON, written by the run: docs/run-record.md)."""
 
 from __future__ import annotations
 
-from jaxcache.records.run_document import NOT_AUDITED, ModuleOutcome
+from jaxcache.records.run_document import ModuleOutcome
 from jaxcache.report.style import origin_counts
 from jaxcache.text import plural, safe, size
 
@@ -211,9 +211,7 @@ def render_text(record: RunRecord, record_path: str, verbose: bool = False) -> s
               f"peak RSS {size(p.peak_rss_bytes)})"]
     c = record.cache_dir
     before, after = c.before.entries, c.after.entries
-    if c.verdict == NOT_AUDITED:
-        lines.append(f"cache {safe(c.path)}: {safe(c.before.unknown or NOT_AUDITED)}")
-    elif before is None or after is None:  # a listing failed: unknown, never 0
+    if before is None or after is None:  # a listing failed: unknown, never 0
         why = c.after.unknown or c.before.unknown or "not listed"
         counted = f"{after} after" if after is not None else "unknown after"
         lines.append(f"cache {safe(c.path)} ({c.verdict}): entries "
@@ -226,7 +224,7 @@ def render_text(record: RunRecord, record_path: str, verbose: bool = False) -> s
         lines.append(f"namespace: {safe(named.kind)} {safe(named.id)} of "
                      f"{safe(named.parent)}: this job read and wrote only there (another "
                      "build or CPU has its own)")
-    lines += _origin_lines(c.origins, "after the job" if c.audited_after_job else "before the job")
+    lines += _origin_lines(c.origins)
     if record.sealed:
         lines += _seal_lines(record.sealed)
     if not record.probe_loaded:
@@ -348,16 +346,16 @@ def _whose(origin: OriginPart, other: int) -> str:
         if origin.other_whose else f"{other} of yours"
 
 
-def _origin_lines(origin: OriginPart | None, when: str = "before the job") -> list[str]:
-    """Where the entries before the job (or `when` they were audited) came from
-    (trust/provenance/origin.py), when not all yours or not all of this build: entries a
-    trusted writer's ledger vouched for are said with whose."""
+def _origin_lines(origin: OriginPart | None) -> list[str]:
+    """Where the entries before the job came from (trust/provenance/origin.py), when not all
+    yours or not all of this build: entries a trusted writer's ledger vouched for are said
+    with whose."""
     if not origin or not (origin.count("unknown") or origin.count("changed")
                           or origin.count("vouched") or origin.ledger_problem
                           or origin.other_build):
         return []
     other = len(origin.other_build)
-    out = [f"origin of the entries {when}: "
+    out = ["origin of the entries before the job: "
            f"{origin_counts(dict(origin.counts), origin.vouched_by)}"
            + (f" ({_whose(origin, other)} written by another build on this host)"
               if other else "")]

@@ -1,10 +1,8 @@
 """`jaxcache run`: audit the cache, run the job with the probe, write the run record.
 
-The job waits for whatever happens before it starts, so this module imports little at the
-top. When early_start.py allows it, the job starts first and the audit runs once the job
-begins to import jax, beside JAX's import (never, for a job that does not); the probe holds JAX
-at `import jax` until the audit has passed (the gate in probe/launch.py).
-Otherwise the audit comes first, as the order of the steps below reads.
+One order: the audit first, then the job, started with the cache granted (through its probe,
+under this run's lease: probe/launch.py). The job waits for everything before its start, so
+this module imports little at the top.
 """
 
 from __future__ import annotations
@@ -24,8 +22,7 @@ if TYPE_CHECKING:  # checker only
     from jaxcache.documents.claim import Output, Unclaimed
     from jaxcache.fingerprint.model import Fingerprint
     from jaxcache.lifecycle.sealing import SealOptions
-    from jaxcache.probe.runner import Outcome
-    from jaxcache.records.run_record import DirSnapshot, ListingBeside, RunAudit, RunResult
+    from jaxcache.records.run_record import DirSnapshot, ListingBeside, RunResult
     from jaxcache.trust.inputs.public_keys import PublicKey
     from jaxcache.trust.judgement.audit import AuditReport
     from jaxcache.trust.kernel.principals import Accounts
@@ -118,9 +115,8 @@ def run_job(argv: list[str], *, cache_dir: str | None = None, record_path: str |
     runs the job on <cache dir>/<its fingerprint's id> (trust/rules/namespace.py), "none" on the
     cache dir itself. on_created(folders): told the folders made for a cache directory that did
     not exist (made private before the job: a mistyped path would start empty, every run)."""
+    from jaxcache import fingerprint
     from jaxcache.probe import launch
-    from jaxcache.run import early_start
-    from jaxcache.userdirs import policy_file
 
     env = dict(os.environ if env is None else env)
     chosen = choose_cache_dir(cache_dir, env)
@@ -131,12 +127,14 @@ def run_job(argv: list[str], *, cache_dir: str | None = None, record_path: str |
 
         record_path = ranks.record_path(record_path, env)  # one file per rank, never shared
     claimed: list[Output | Unclaimed] = []
-    seen: list[tuple[int, ...] | None] = []  # the cache as the job's program starts (early)
-
-    def before_job() -> None:
-        """The record's target claimed, the job's JAX version checked: refused here, the job's
-        program never runs (with an early start, while its interpreter starts). Then the
-        cache's state, after the claim (a record inside it changes it), before the program."""
+    try:
+        if not argv:
+            raise JaxcacheError("no command given: jaxcache run [OPTIONS] -- CMD [ARGS...]")
+        exe = launch.resolve(argv)
+        chosen, named = _namespaced(chosen, namespace, on_hashing)
+        ahead = _prefetch_env(argv, chosen, seal) if seal is not None else {}
+        # the record's target claimed and the job's JAX checked before the audit: either
+        # refused, nothing of the job runs and nothing is created for it
         claimed.append(_claim_record(record_path or default_record_path(),
                                      record_path is not None))
         if not unverified_jax or seal is not None:
@@ -145,83 +143,36 @@ def run_job(argv: list[str], *, cache_dir: str | None = None, record_path: str |
             why = jaxgate.refusal(exe)
             if why is not None:
                 raise JaxcacheError(f"{why}. {UNVERIFIED_REMEDY if seal is None else SEALED_NO}")
-        seen.append(_dir_state(chosen))
 
-    try:
-        if not argv:
-            raise JaxcacheError("no command given: jaxcache run [OPTIONS] -- CMD [ARGS...]")
-        exe = launch.resolve(argv)
-        admitted: list[Admission] = []  # _admit's, once admit() ran
-        chosen, named = _namespaced(chosen, namespace, on_hashing)
+        def mine() -> fingerprint.Fingerprint:
+            return fingerprint.current(on_hashing=on_hashing)  # kept for the process
 
-        def admit() -> dict[str, str]:
-            from jaxcache import fingerprint
-
-            # here, not before the launch: with an early start the job's interpreter starts
-            # meanwhile, so the few stats of a warm fingerprint cost its wall time nothing
-            def mine() -> fingerprint.Fingerprint:
-                return fingerprint.current(on_hashing=on_hashing)  # kept for the process
-
-            try:
-                admission = _admit(chosen, policy, allow_untrusted, seal, require_origin, env,
-                                   mine, on_created)
-            except UntrustedCacheError as exc:
-                _say_how_to_make(exc, chosen, named, seal)
-                raise
-            admitted.append(admission)
-            granted = admission.env
-            granted[jobenv.FINGERPRINT] = fingerprint.to_env(mine())
-            return granted
-
-        ahead = _prefetch_env(argv, chosen, seal) if seal is not None else {}
-        from jaxcache.trust.rules import ci
-
-        # a refusal for entries of unknown origin (--require-origin, CI) comes before the job,
-        # as one for a policy's rules: not after its program has run
-        if early_start.allowed(argv, exe, chosen, sealed=seal is not None,
-                               policy_in_use=policy is not None or require_origin
-                               or os.path.lexists(policy_file()) or bool(ci.detect(env))):
-            try:
-                ran = launch.launch(argv, env, admit=admit, stdout=stdout, meanwhile=_after_job,
-                                    before_start=before_job)
-            except UntrustedCacheError as exc:  # refused at its first `import jax`
-                exc.args = (f"{exc}\n  the job had started (the audit waits for its first "
-                            "`import jax`): it was stopped there, before JAX had the "
-                            "directory, with the processes it had started that were still "
-                            "its own (one that detached itself gets no cache either)",)
-                raise
-        else:
-            before_job()
-            granted = admit()
-            # the directory reaches JAX through the probe, under this run's lease, never as
-            # a variable a process that outlives the run (or skips the probe) would still read
-            env.pop("JAX_COMPILATION_CACHE_DIR", None)
-            for name in jobenv.PER_RUN:
-                env.pop(name, None)  # only this run's, never an outer run's
-            env.update(granted)
-            env.update(ahead)
-            if admitted[0].beside is not None:
-                admitted[0].beside.start()
-            ran = launch.launch(argv, env, stdout=stdout)
+        try:
+            admission = _admit(chosen, policy, allow_untrusted, seal, require_origin, env, mine,
+                               on_created)
+        except UntrustedCacheError as exc:
+            _say_how_to_make(exc, chosen, named, seal)
+            raise
+        # the directory reaches JAX through the probe, under this run's lease, never as a
+        # variable a process that outlives the run (or skips the probe) would still read; only
+        # this run's grant, never an outer run's
+        env = {**jobenv.ungranted(env), **admission.env,
+               jobenv.FINGERPRINT: fingerprint.to_env(mine()), **ahead}
+        if admission.beside is not None:
+            admission.beside.start()
+        ran = launch.launch(argv, env, stdout=stdout)
         from jaxcache.probe import runner
         from jaxcache.records import run_record as recordmod
 
         out = claimed[0]
         outcome = runner.outcome(argv, ran)
-        if admitted:
-            admission = admitted[0]
-            before = admission.before if admission.beside is None \
-                else admission.beside.result()  # waited for before this process imports more
-            # the other directories JAX used are audited too, each by its own verdict
-            doc = recordmod.finish(outcome, admission.path, verdict=admission.verdict,
-                                   before=before, env={**env, **admission.env},
-                                   run=recordmod.RunAudit(admission.origin, named, policy,
-                                                          unverified_jax))
-        else:
-            doc = _unasked_record(outcome, chosen, seen[0] if seen else None,
-                                  jobenv.ungranted(env),  # what the job had: no cache, no grant
-                                  recordmod.RunAudit(None, named, policy, unverified_jax),
-                                  require_origin, ran.folder_lost)
+        before = admission.before if admission.beside is None \
+            else admission.beside.result()  # waited for before this process imports more
+        # the other directories JAX used are audited too, each by its own verdict
+        doc = recordmod.finish(outcome, admission.path, verdict=admission.verdict,
+                               before=before, env=env,
+                               run=recordmod.RunAudit(admission.origin, named, policy,
+                                                      unverified_jax))
         try:
             recordmod.write(doc, out)
         except (OSError, JaxcacheError) as exc:  # claimed before the job, yet lost since
@@ -233,59 +184,6 @@ def run_job(argv: list[str], *, cache_dir: str | None = None, record_path: str |
     finally:
         for made in claimed:
             made.release()  # no-op once written
-
-
-def _unasked_record(outcome: Outcome, chosen: str, seen: tuple[int, ...] | None,
-                    env: dict[str, str], run: RunAudit, require_origin: bool,
-                    folder_lost: bool = False) -> dict[str, object]:
-    """The record of an early-started job none of whose processes asked for the cache. If
-    the directory is as it was when the job started (`seen`), it was not audited and is not
-    listed. If it changed meanwhile, something the probe does not see used it: it is audited
-    now (UNVERIFIABLE where it cannot be), and the record says so."""
-    from jaxcache.records import run_record as recordmod
-    from jaxcache.records.run_document import (
-        AUDITED_AFTER_JOB,
-        NOT_AUDITED,
-        NOT_AUDITED_LOST,
-        NOT_AUDITED_WHY,
-    )
-
-    now = _dir_state(chosen)
-    if folder_lost or now == seen or now is None:
-        reason = (NOT_AUDITED_LOST if folder_lost else NOT_AUDITED_WHY if now == seen else
-                  "not audited: no process of the job asked for it, and it is gone after the job")
-        unseen = recordmod.DirSnapshot(os.path.abspath(chosen), {}, reason)
-        return recordmod.finish(outcome, unseen.path, verdict=NOT_AUDITED, before=unseen,
-                                after=unseen, env=env, run=run)
-    from jaxcache.trust.findings import Verdict
-
-    try:
-        late = _admit(chosen, run.policy, True, None, require_origin, env)
-        where, verdict, origin = late.path, late.verdict, late.origin
-    except (JaxcacheError, OSError):  # it existed a moment ago (its state was read)
-        where, verdict, origin = os.path.abspath(chosen), Verdict.UNVERIFIABLE.value, None
-    return recordmod.finish(outcome, where, verdict=verdict,
-                            before=recordmod.DirSnapshot(where, {}, AUDITED_AFTER_JOB), env=env,
-                            run=recordmod.RunAudit(origin, run.namespace, run.policy,
-                                                   run.unverified_allowed,
-                                                   audited_after_job=True))
-
-
-def _dir_state(path: str) -> tuple[int, ...] | None:
-    """What changes whenever a name in the directory is added, removed or renamed, or its
-    permissions change (None: it cannot be read now)."""
-    try:
-        st = os.lstat(path)
-    except OSError:
-        return None
-    return st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_nlink
-
-
-def _after_job() -> None:
-    """What this process needs once the job has ended, imported while it runs (the job's
-    first process on one core, this on another): the record's parts."""
-    from jaxcache.probe import runner  # noqa: F401
-    from jaxcache.records import run_document, run_record  # noqa: F401
 
 
 def _prefetch_env(argv: list[str], chosen: str, seal: SealOptions) -> dict[str, str]:
@@ -322,9 +220,8 @@ def _prefetch_env(argv: list[str], chosen: str, seal: SealOptions) -> dict[str, 
 def _namespaced(chosen: str, namespace: str, on_hashing: Callable[[int, int], None] | None
                 ) -> tuple[str, dict[str, str] | None]:
     """The cache the job uses, and the record's word on its namespace. With "fingerprint"
-    the fingerprint is computed here, before the launch (not overlapping an early start as
-    admit() does): whether the job may start early depends on its namespace's directory.
-    admit() then gets the same one (fingerprint.current() keeps it for the process)."""
+    the fingerprint is computed here, before the audit, which gets the same one
+    (fingerprint.current() keeps it for the process)."""
     from jaxcache.trust.rules import namespace as ns
 
     if ns.check(namespace) == ns.NONE:

@@ -127,15 +127,13 @@ def _bucket_objects(url: str) -> tuple[dict[str, int], str | None]:
 class RunAudit:
     """What `jaxcache run` adds to its record beyond the probes' documents: its audit's word on
     where the entries before the job came from, the cache's namespace, the policy every other
-    directory JAX used is audited by after the job, whether the user allowed a JAX outside
-    the supported lines (--unverified-jax), and whether the cache itself was audited only
-    after the job (no process of it asked, yet the directory changed meanwhile)."""
+    directory JAX used is audited by after the job, and whether the user allowed a JAX outside
+    the supported lines (--unverified-jax)."""
 
     origin: dict[str, object] | None
     namespace: dict[str, str] | None
     policy: str | None
     unverified_allowed: bool
-    audited_after_job: bool = False
 
 
 def env_snapshot(env: dict[str, str]) -> dict[str, str]:
@@ -286,7 +284,6 @@ def build(outcome: Outcome, *, cache_dir: str, verdict: str, before: DirSnapshot
         used_dirs.judge(used, run.policy)  # each other directory's own verdict
         cache_part["origin"] = run.origin
         cache_part["namespace"] = run.namespace
-        cache_part["audited_after_job"] = run.audited_after_job
         doc["unverified"] = _unverified(
             [main.jax if main else None] + [p.jax for p in probes[1:]])
         doc["unverified_allowed"] = run.unverified_allowed

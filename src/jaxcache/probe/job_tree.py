@@ -1,12 +1,6 @@
-"""jaxcache's side of a job started before its checks (launch.py): the job as a process tree
-it may have to stop, and the ask through which a process of the job says it imports jax.
-
-A process about to import jax writes one byte into the FIFO `ask` in the probe folder
-(site.py's _ask); launch.py waits on it and on a pidfd of the job's first process, with
-poll (select cannot watch a descriptor numbered 1024 or more), and audits only once asked.
-Where the audit refuses, every process of the job still in its tree is stopped, not only
-its first: by then the job may have started helpers (those that left the tree, by a double
-fork, get no cache at the gate either: it stays shut, and they stop there).
+"""The job as a process tree jaxcache may have to stop (launch.py: a failure of its own while
+the job runs, or an interrupt): every process of the job still in its tree, not only its
+first, since by then the job may have started helpers.
 Standard library only (os, signal): every job's start-up waits for this module's import.
 """
 
@@ -17,8 +11,6 @@ import os
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import signal
-    from collections.abc import Callable
-
 else:  # the C module: signal's enums cost every run ~0.5 ms
     import _signal as signal
 
@@ -89,45 +81,3 @@ def _kill_tree(pid: int) -> None:
             except (ProcessLookupError, PermissionError):
                 pass
         stopped = others
-
-
-class Asking:
-    """The FIFO's read end and a pidfd of the job's first process, from ask_or_none()."""
-
-    __slots__ = ("ask", "ended")
-
-    def __init__(self, ask: int, ended: int) -> None:
-        self.ask, self.ended = ask, ended
-
-    def wait(self, answer: Callable[[], None]) -> bool:
-        """Until a process of the job asks (then answer(): the audit and the gate) or the
-        job's first process has ended unasked; an ask made as it ended is answered too, so
-        that whether any process asked is known. True if one did."""
-        import select
-
-        both = select.poll()
-        both.register(self.ask, select.POLLIN)
-        both.register(self.ended, select.POLLIN)
-        ready = {fd for fd, _ in both.poll()}
-        if self.ask not in ready:
-            last = select.poll()
-            last.register(self.ask, select.POLLIN)
-            ready = {fd for fd, _ in last.poll(0)}
-        if self.ask in ready:
-            answer()
-            return True
-        return False
-
-    def close(self) -> None:
-        os.close(self.ended)
-
-
-def ask_or_none(ask: tuple[int, int] | None, pid: int) -> Asking | None:
-    """What waits for the job's ask, or None where it cannot be waited for (no FIFO, or no
-    pidfd: a kernel before 5.3): the audit then runs as the job starts."""
-    if ask is None:
-        return None
-    try:
-        return Asking(ask[0], os.pidfd_open(pid))
-    except (AttributeError, OSError):
-        return None
