@@ -227,3 +227,30 @@ def test_prune_refuses_a_folder_others_could_swap(made, tmp_path):
     shared.chmod(0o755)  # now only root (you) could: pruned
     proc = jaxcache("records", "prune", "--keep", "0", "--dir", str(runs), env=made["env"])
     assert proc.returncode == 0 and list(runs.iterdir()) == [], proc.stderr
+
+
+def test_an_older_record_that_says_not_audited_is_still_read(tmp_path):
+    """Versions that started a job before its audit wrote NOT-AUDITED (no process imported
+    jax), with nothing listed, and audited_after_job: no record says so now, yet those kept
+    are read as they are (listed, explained, summed up), never refused."""
+    from jaxcache.records.run_document import RunRecord
+    from jaxcache.report.run import render_text
+
+    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state"), "NO_COLOR": "1"}
+    cache = tmp_path / "cache"
+    proc = jaxcache("run", "-q", "--cache-dir", str(cache), "--", sys.executable, "-c", "1",
+                    env=env)
+    assert proc.returncode == 0, proc.stderr
+    (path,) = (tmp_path / "state" / "jaxcache" / "runs").iterdir()
+    doc = json.loads(path.read_text())
+    why = "not audited: no process of the job asked for it, and it did not change while it ran"
+    unknown = {"entries": None, "files": None, "bytes": None, "unknown": why}
+    doc["cache_dir"].update(verdict="NOT-AUDITED", before=unknown, after=unknown, origin=None,
+                            audited_after_job=False)
+    path.write_text(json.dumps(doc))
+    listed = jaxcache("records", "list", env=env)
+    assert listed.returncode == 0 and path.name in listed.stdout, listed.stderr
+    explained = jaxcache("explain", str(path), env=env)
+    assert explained.returncode == 0, explained.stdout + explained.stderr
+    shown = render_text(RunRecord.from_json(doc), str(path))
+    assert f"cache {cache} (NOT-AUDITED): entries unknown before, unknown after ({why})" in shown
