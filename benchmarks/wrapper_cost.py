@@ -12,17 +12,16 @@ Arms, interleaved round by round (the order alternates) so machine drift hits al
 Per arm: the median wall time and the median CPU time (user + system of the process and its
 children, from RUSAGE_CHILDREN), and run - bare for both, with the paired Hodges-Lehmann
 estimate of the per-round wall difference and its exact 95 % interval (bench/estimates.py).
-Targets: run - bare <= +25 ms wall and <= +30 ms CPU (a program that does nothing never
-imports jax, so `run` never audits for it: the audit waits for the job's first `import jax`).
+Targets: run - bare <= +40 ms wall and <= +30 ms CPU (`run` audits the cache before every job,
+one that does nothing too: the audit, then the job).
 
 `--job examples/train.py` times a real JAX job instead of noop.py, its cache warm in both arms
 (the bare arm runs JAX's own cache on the same directory): what a warm start pays. With
 `--against OTHER_CHECKOUT/src` a third arm runs `run` from that tree: run - base is what a
 change adds to a warm run (issue 40: the build's fingerprint, <= +2 ms). For the `run` arms
 the part outside the job (wall minus the job's own wall from its run record: jaxcache's start
-before the job and its record after; the audit runs beside JAX's import, which waits for
-it only once `import jax` is done) is shown too, and run - base of it: paired without the
-job's noise, which on a 2-second JAX job is wider than the difference sought.
+and the audit before the job, its record after) is shown too, and run - base of it: paired
+without the job's noise, which on a 2-second JAX job is wider than the difference sought.
 
     .venv/bin/python benchmarks/wrapper_cost.py [--rounds 41] [--ledger-lines 1000] [--json F]
         [--against OTHER_CHECKOUT/src] [--job PROGRAM.py]
@@ -47,7 +46,7 @@ from jaxcache.trust.provenance import birth, ledger_file, ledger_place
 
 _SCRIPT = Path(sys.executable).with_name("jaxcache")
 JAXCACHE = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "jaxcache"]
-WALL_TARGET_MS, CPU_TARGET_MS = 25.0, 30.0
+WALL_TARGET_MS, CPU_TARGET_MS = 40.0, 30.0
 
 
 def timed(argv: list[str], env: dict[str, str]) -> tuple[float, float]:

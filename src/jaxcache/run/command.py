@@ -133,8 +133,8 @@ def run_job(argv: list[str], *, cache_dir: str | None = None, record_path: str |
         exe = launch.resolve(argv)
         chosen, named = _namespaced(chosen, namespace, on_hashing)
         ahead = _prefetch_env(argv, chosen, seal) if seal is not None else {}
-        # the record's target claimed and the job's JAX checked before the audit: either
-        # refused, nothing of the job runs and nothing is created for it
+        # the record's target claimed and the job's JAX checked first: either refused, there
+        # is no audit and no job (the claimed target is released)
         claimed.append(_claim_record(record_path or default_record_path(),
                                      record_path is not None))
         if not unverified_jax or seal is not None:
