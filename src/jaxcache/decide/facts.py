@@ -10,6 +10,7 @@ from jaxcache.bench.bench_document import BenchDocument, LeftOut
 from jaxcache.bench.estimates import Shift
 from jaxcache.documents.fields import items, mapping, mappings
 from jaxcache.text import safe
+from jaxcache.trust.finding_codes import SEAL_KEYS
 from jaxcache.trust.findings import UNVERIFIABLE, Verdict
 from jaxcache.trust.kernel.principals import Trust
 from jaxcache.values import frozen
@@ -60,7 +61,7 @@ class AuditFacts:
                                     w.trust is Trust.UNTRUSTED, w.chain) for w in report.writers),
                    tuple(sorted(report.writer_names(Trust.UNTRUSTED))),
                    tuple(f.message for f in report.findings if f.effect == UNVERIFIABLE),
-                   tuple(f.message for f in report.findings if f.code == "seal.keys"),
+                   tuple(f.message for f in report.findings if f.code == SEAL_KEYS),
                    tuple(sorted(users)))
 
     @classmethod
@@ -84,7 +85,7 @@ class AuditFacts:
                    tuple(str(u) for u in items(doc.get("untrusted_writers"))),
                    tuple(str(f["message"]) for f in findings
                          if f.get("effect") == UNVERIFIABLE),
-                   tuple(str(f["message"]) for f in findings if f.get("code") == "seal.keys"),
+                   tuple(str(f["message"]) for f in findings if f.get("code") == SEAL_KEYS),
                    tuple(sorted(users)))
 
 

@@ -161,10 +161,8 @@ def _check_thresholds(min_compile_time: object, min_entry_size: object) -> None:
 
 def _enable(path: str, policy: str | None, allow_untrusted: bool, reset: bool,
             made_dirs: list[InitResult], require_origin: bool = False) -> EnableResult:
-    from jaxcache.lifecycle import inherit
-    from jaxcache.trust import create
+    from jaxcache.lifecycle import admission, inherit
     from jaxcache.trust.inputs import policy as policymod
-    from jaxcache.trust.judgement.audit import audit
     from jaxcache.trust.kernel.principals import Accounts
     from jaxcache.trust.rules import target
 
@@ -179,34 +177,24 @@ def _enable(path: str, policy: str | None, allow_untrusted: bool, reset: bool,
     accounts = Accounts()
     pol = policymod.load(policy, accounts)
     from jaxcache import fingerprint
-    from jaxcache.trust.inputs import ledger
 
-    # the build that will load the entries is this process's: another's are found too
-    report = audit(tgt.path, policy=pol, scan_processes=False, accounts=accounts,
-                   require_origin=require_origin, ledger=ledger.load(accounts=accounts),
-                   fingerprint=fingerprint.in_job)
-    chosen = report.resolved or tgt.path
+    # the build that will load the entries is this process's: another's are found too; a
+    # missing directory is made private here (taken back if enable() fails after)
+    let_in = admission.admit(admission.Asked(
+        tgt.path, allow_untrusted=allow_untrusted, require_origin=require_origin,
+        fingerprint=fingerprint.in_job), pol, accounts, made_dirs)
+    chosen, report = let_in.path, let_in.report
     conflicts = inherit.conflicts(os.environ, chosen)
     if conflicts:
         raise CacheLifecycleError(conflicts[0])
-    traps = lifecycle_traps(chosen)  # before anything is created or changed
+    traps = lifecycle_traps(chosen)
     fatal = [t for t in traps if t.fatal]
     fixable = {"other-dir-in-use", "first-compile-disabled"}
     if fatal and (not reset or any(t.code not in fixable for t in fatal)):
         trap = next(t for t in fatal if not reset or t.code not in fixable)
         raise CacheLifecycleError(f"{trap.message}. What to do: {trap.remedy}")
     refuse_hidden_settings()
-    if not report.exists and report.missing:
-        # creating it ourselves (mkdir 0700, then verify, under the caller's policy) removes
-        # the pre-creation risk
-        made = create.init(tgt.path, policy=pol)
-        made_dirs.append(made)
-        if not made.ok and not allow_untrusted:
-            raise UntrustedCacheError(made.report)
-        report = made.report if made.ok else report
-    if not report.verdict.ok:
-        if not allow_untrusted:
-            raise UntrustedCacheError(report)
+    if not report.verdict.ok:  # taken by the caller (allow_untrusted): said loudly
         message = (f"jaxcache: ENABLING AN UNTRUSTED CACHE {safe(tgt.path)} (verdict "
                    f"{report.verdict.value}, writers: "
                    f"{', '.join(sorted(report.writer_names(Trust.UNTRUSTED)))}): they can make "

@@ -8,10 +8,7 @@ plain path does not. The child side of `jaxcache run --sealed` comes through her
 from __future__ import annotations
 
 from jaxcache import jobenv
-from jaxcache.errors import JaxcacheError, UntrustedCacheError
-from jaxcache.lifecycle.local_tier import local_path, private_tier
 from jaxcache.lifecycle.seal_spec import PrefetchSpec, SealSpec
-from jaxcache.text import safe
 from jaxcache.values import frozen
 
 TYPE_CHECKING = False
@@ -20,17 +17,13 @@ if TYPE_CHECKING:
 
     from jaxcache.fingerprint.model import Fingerprint
     from jaxcache.lifecycle.traps import EnableResult
-    from jaxcache.seal.objects.object_store import ObjectStore
     from jaxcache.seal.signing.keyless import KeylessSigner
     from jaxcache.seal.stores.bucket_backend import BucketSealedCache
     from jaxcache.seal.stores.sealed_cache import SealedCache
     from jaxcache.trust.create import InitResult
     from jaxcache.trust.inputs.public_keys import PublicKey
     from jaxcache.trust.inputs.signing_keys import SigningKey
-    from jaxcache.trust.judgement.audit import AuditReport
-    from jaxcache.trust.kernel.principals import Accounts
     from jaxcache.trust.rules.identities import SeenIdentity
-    from jaxcache.trust.rules.policy_rules import Policy
 
     SealedBackend = SealedCache | BucketSealedCache
     TrustedKeys = str | PublicKey | Sequence[str | PublicKey]
@@ -110,7 +103,7 @@ def _enable_sealed(path: str, policy: str | None, reset: bool,
                    trusted_keys: TrustedKeys, local: str | None,
                    made_dirs: list[InitResult], plan: PrefetchSpec | None) -> EnableResult:
     from jaxcache import jaxcompat
-    from jaxcache.lifecycle import inherit, undo
+    from jaxcache.lifecycle import admission, inherit, undo
     from jaxcache.lifecycle.traps import (
         CacheLifecycleError,
         EnableResult,
@@ -119,42 +112,35 @@ def _enable_sealed(path: str, policy: str | None, reset: bool,
         refuse_hidden_settings,
     )
     from jaxcache.seal.stores.sealed_cache import SealedCache
-    from jaxcache.trust.findings import Verdict
     from jaxcache.trust.inputs import policy as policymod
     from jaxcache.trust.inputs import public_keys as trustkeys
     from jaxcache.trust.inputs import signing_keys as keymod
     from jaxcache.trust.kernel.principals import Accounts
-    from jaxcache.trust.rules import target
+    from jaxcache.trust.rules import keyring
 
     if isinstance(trusted_keys, (str, trustkeys.PublicKey)):
         trusted_keys = (trusted_keys,)  # one key given without a list
     signer = keymod.load_signing(signing_key) if isinstance(signing_key, str) else signing_key
     extra = tuple(trustkeys.load_public(k) if isinstance(k, str) else k for k in trusted_keys)
-    if isinstance(signer, keymod.SigningKey):
-        extra += (signer.public,)
+    key_signer = signer.public if isinstance(signer, keymod.SigningKey) else None
+    if key_signer is not None:
+        extra += (key_signer,)
     accounts = Accounts()
     pol = policymod.load(policy, accounts)
-    if target.resolve(path).url is not None:
-        chosen, report, store = _bucket_tier(path, pol, accounts, extra)
-    else:
-        (chosen, report), store = _directory_tier(path, pol, accounts, extra, signer,
-                                                  made_dirs), None
-    if not any(f.code == "seal.keys" for f in report.findings):
-        raise JaxcacheError("sealed=True needs trusted public keys: trusted_keys=[...], a "
-                            "signing key, or trusted_keys (or trusted_identities) for this "
-                            "path in the policy file")
-    if report.verdict is not Verdict.SEALED:
-        raise UntrustedCacheError(report)
-    from jaxcache.trust.rules import keyring
+    let_in = admission.admit(admission.Asked(
+        path, sealed=True, keys=extra, signer=key_signer, publisher=signer is not None,
+        local=local), pol, accounts, made_dirs)
+    chosen, report, local_dir = let_in.path, let_in.report, let_in.local
+    store = None
+    if let_in.kind is admission.Kind.SEALED_BUCKET:
+        from jaxcache.seal.objects import store_for_url as objects
+        from jaxcache.trust.rules import target
 
+        store = objects.open_store(target.parse_bucket(chosen))
     rule = pol.rule_for(chosen)
     keys = keyring.for_rule(rule, extra)  # KeyRingError: one line
-    if isinstance(signer, keymod.SigningKey):
-        keys = keys.with_key(signer.public)  # refused when the policy revokes it
-    local_dir = None
-    if local is not None:
-        local_dir = private_tier(local, pol, accounts, made_dirs,
-                                 shared=None if store is not None else chosen)
+    if key_signer is not None:
+        keys = keys.with_key(key_signer)  # refused when the policy revokes it
     # a namespace of `--namespace fingerprint` (<dir>/<id>) is this version's: its entries'
     # signatures all claim a build, so one that claims none had its claim stripped (copied in
     # from another build's namespace): a miss, as the policy's require_build would make it
@@ -239,44 +225,6 @@ def job_fingerprint() -> Fingerprint:
     from jaxcache.jaxcompat import hardware
 
     return fingerprint.in_job().with_accelerator(hardware.accelerator())
-
-
-def _directory_tier(path: str, pol: Policy, accounts: Accounts, extra: tuple[PublicKey, ...],
-                    signer: SigningKey | KeylessSigner | None, made_dirs: list[InitResult]
-                    ) -> tuple[str, AuditReport]:
-    """A mounted shared directory: audited for a sealed reader, created by a publisher."""
-    from jaxcache.trust import create
-    from jaxcache.trust.judgement.audit import audit
-    from jaxcache.trust.rules import target
-
-    shared = local_path(target.resolve(path), path)
-    report = audit(shared, policy=pol, scan_processes=False, accounts=accounts,
-                   sealed=True, sealed_keys=extra)
-    if not report.exists:
-        if signer is None:
-            raise JaxcacheError(f"sealed cache {safe(shared)} does not exist; a reader without "
-                                "a signing key creates nothing there")
-        made = create.init(shared, policy=pol)
-        made_dirs.append(made)
-        if not made.ok:
-            raise UntrustedCacheError(made.report)
-        report = audit(shared, policy=pol, scan_processes=False, accounts=accounts,
-                       sealed=True, sealed_keys=extra)
-    return report.resolved or shared, report
-
-
-def _bucket_tier(path: str, pol: Policy, accounts: Accounts, extra: tuple[PublicKey, ...]
-                 ) -> tuple[str, AuditReport, ObjectStore]:
-    """gs:// or s3://bucket/prefix: judged for a sealed reader (no request is made here, so a
-    network failure is a miss at load time, never a failed start), and its store."""
-    from jaxcache.seal.objects import store_for_url as objects
-    from jaxcache.trust.judgement.audit import audit
-    from jaxcache.trust.rules import target
-
-    url = target.parse_bucket(path).text
-    report = audit(url, policy=pol, scan_processes=False, accounts=accounts, sealed=True,
-                   sealed_keys=extra)
-    return url, report, objects.open_store(target.parse_bucket(url))
 
 
 def env_value(path: str, *, signing_key: str | None, trusted_keys: tuple[str, ...],

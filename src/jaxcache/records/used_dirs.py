@@ -21,7 +21,6 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
 
-OK_VERDICTS = ("PRIVATE", "SHARED-BY-POLICY", "SEALED")
 
 
 def _norm(path: str | None) -> str | None:
@@ -88,8 +87,18 @@ def unaudited(record: RunRecord | Mapping[str, object]) -> list[UsedDir]:
 
 def failing(record: RunRecord | Mapping[str, object]) -> list[UsedDir]:
     """Those that make the run not fine: refused, or not trusted by their own audit."""
-    return [e for e in unaudited(record)
-            if e.status == "refused" or e.verdict not in OK_VERDICTS]
+    return [e for e in unaudited(record) if e.status == "refused" or not _may_load(e.verdict)]
+
+
+def _may_load(verdict: str | None) -> bool:
+    """A verdict as the record holds it, judged by the one rule (Verdict.ok); a word this
+    version does not know may not load."""
+    from jaxcache.trust.findings import Verdict
+
+    try:
+        return verdict is not None and Verdict(verdict).ok
+    except ValueError:
+        return False
 
 
 def describe(e: UsedDir) -> str:

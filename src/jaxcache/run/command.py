@@ -269,113 +269,48 @@ def audited_env(path: str, witness: bool = True) -> dict[str, str]:
     return env
 
 
-def _admit_bucket(chosen: str, pol: Policy, accounts: Accounts, keys: tuple[PublicKey, ...],
-                  seal: SealOptions, policy: str | None) -> Admission:
-    """`run --sealed --cache-dir gs://bucket/prefix` (or s3://): judged for a sealed reader
-    (SEALED or refused), the client checked before the job starts; the job's probe opens the
-    store."""
-    from jaxcache.records import run_record as recordmod
-    from jaxcache.seal.objects import store_for_url as objects
-    from jaxcache.trust.findings import Verdict
-    from jaxcache.trust.judgement.audit import audit
-    from jaxcache.trust.rules import target
-
-    url = target.parse_bucket(chosen).text
-    report = audit(url, policy=pol, scan_processes=False, accounts=accounts, sealed=True,
-                   sealed_keys=keys)
-    if not any(f.code == "seal.keys" for f in report.findings):
-        raise JaxcacheError("--sealed needs trusted keys: --trusted-key, --signing-key, or "
-                            "trusted_keys for this bucket in the policy")
-    if report.verdict is not Verdict.SEALED:
-        raise UntrustedCacheError(report)
-    objects.check_client(target.parse_bucket(url))  # installed (else: one clear line)
-    if seal.local is not None:
-        from jaxcache.lifecycle.local_tier import private_tier
-
-        private_tier(seal.local, pol, accounts)
-    # a publisher's job writes to the bucket: listed before it starts; a reader's, beside it
-    if seal.publisher:
-        return Admission(url, report.verdict.value, seal.job_env(url, policy),
-                         recordmod.DirSnapshot.at(url))
-    return Admission(url, report.verdict.value, seal.job_env(url, policy),
-                     recordmod.DirSnapshot(url, {}, "listed beside the job"), None,
-                     recordmod.ListingBeside(url))
-
-
 def _admit(chosen: str, policy: str | None, allow_untrusted: bool, seal: SealOptions | None,
            require_origin: bool = False, env: dict[str, str] | None = None,
            fingerprint: Callable[[], Fingerprint] | None = None,
            on_created: Callable[[tuple[str, ...]], None] | None = None) -> Admission:
-    """The audit (creating a missing directory private first): refuses, or says which path
-    the job gets, through which variables, and what the directory held before. `fingerprint()`
-    (the job's build and host, fingerprint.current()): entries of yours another build wrote
-    are found too (trust/provenance/origin.py's built()). Asked for only where the audit judges
-    origins (a plain cache), after the keys and the policy are read: a bad key or policy is one
-    line, not first a notice that the build is being hashed."""
+    """The one admission (lifecycle/admission.py), then what this job gets for what it let in:
+    the variables of its grant and what the cache held before. `fingerprint()` (the job's
+    build and host, fingerprint.current()): entries of yours another build wrote are found too
+    (trust/provenance/origin.py's built()); asked for only where origins are judged (a plain
+    cache), after the keys and the policy are read: a bad key or policy is one line, not first
+    a notice that the build is being hashed."""
+    from jaxcache.lifecycle import admission
     from jaxcache.records import run_record as recordmod
-    from jaxcache.trust.findings import Verdict
-    from jaxcache.trust.inputs import ledger
     from jaxcache.trust.inputs import policy as policymod
-    from jaxcache.trust.judgement.audit import audit
     from jaxcache.trust.kernel.principals import Accounts
-    from jaxcache.trust.rules.target import is_url
 
     accounts = Accounts()
     pol = policymod.load(policy, accounts)
     keys: tuple[PublicKey, ...] = seal.public_keys() if seal is not None else ()
-    if seal is not None and seal.signing_key is not None:
-        from jaxcache.trust.rules import keyring
-
-        # a signing key the policy revokes or no longer trusts: refused before the job starts
-        # (public_keys() puts the signer's key last)
-        keyring.for_rule(pol.rule_for(chosen), keys).with_key(keys[-1])
-    if seal is not None and is_url(chosen):
-        return _admit_bucket(chosen, pol, accounts, keys, seal, policy)
-    if seal is not None and not keys and not pol.rule_for(chosen).trusted_keys and not \
-            pol.rule_for(chosen).trusted_identities:
-        raise JaxcacheError("--sealed needs trusted keys: --trusted-key, --signing-key, or "
-                            "trusted_keys (or trusted_identities) for this path in the policy")
-    if seal is not None and seal.local is not None:
-        from jaxcache.lifecycle.local_tier import private_tier
+    # public_keys() puts the signer's key last
+    signer = keys[-1] if seal is not None and seal.signing_key is not None else None
+    let_in = admission.admit(admission.Asked(
+        chosen, sealed=seal is not None, keys=keys, signer=signer,
+        publisher=seal is not None and seal.publisher, local=seal.local if seal else None,
+        allow_untrusted=allow_untrusted, require_origin=require_origin, fingerprint=fingerprint,
+        env=env), pol, accounts)
+    if let_in.created and on_created is not None:
+        on_created(let_in.created)
+    path, report = let_in.path, let_in.report
+    if let_in.kind is admission.Kind.SEALED_BUCKET:
+        assert seal is not None
+        from jaxcache.seal.objects import store_for_url as objects
         from jaxcache.trust.rules import target
 
-        # refused here, before the job starts (and before anything is made)
-        private_tier(seal.local, pol, accounts, shared=target.resolve(chosen).path)
-    report = audit(chosen, policy=pol, scan_processes=False, accounts=accounts,
-                   sealed=seal is not None, sealed_keys=keys, require_origin=require_origin,
-                   env=env,
-                   ledger=None if seal is not None else ledger.load(accounts=accounts, env=env),
-                   fingerprint=None if seal is not None else fingerprint)
-    if report.path is None:
-        raise JaxcacheError(f"jaxcache run needs a local cache directory, not {safe(chosen)}")
-    local = report.path
-    if not report.exists and report.missing:
-        if seal is not None and not seal.publisher:
-            # a reader's new 0700 directory would load nothing, and lock its publisher out
-            raise JaxcacheError(f"the sealed cache {safe(local)} does not exist: a reader loads "
-                                "only what a publisher signed there (a mistyped path?); its "
-                                "publisher makes it, e.g. by a run with --signing-key")
-        from jaxcache.trust import create
-
-        # creating it ourselves (mkdir 0700, then verify) removes the pre-creation risk
-        made = create.init(local, policy=pol)
-        report = made.report
-        if not made.ok:
-            raise UntrustedCacheError(report)
-        if made.created and on_created is not None:
-            on_created(made.created)
-        if seal is not None:  # keys given, or the policy's keys or identities
-            report = audit(local, policy=pol, scan_processes=False, accounts=accounts,
-                           sealed=True, sealed_keys=keys)
-    if not report.verdict.ok and not allow_untrusted:
-        raise UntrustedCacheError(report)
-    path = report.resolved or report.path or local
-    if seal is not None:
-        if report.verdict is not Verdict.SEALED:
-            raise JaxcacheError("--sealed needs trusted keys (--trusted-key, --signing-key, or "
-                                "trusted_keys or trusted_identities for this path in the "
-                                "policy)")
-        # no JAX_COMPILATION_CACHE_DIR: without the probe there is no cache (fails closed)
+        objects.check_client(target.parse_bucket(path))  # installed (else: one clear line)
+        # a publisher's job writes to the bucket: listed before it starts; a reader's, beside
+        if seal.publisher:
+            return Admission(path, let_in.verdict.value, seal.job_env(path, policy),
+                             recordmod.DirSnapshot.at(path))
+        return Admission(path, let_in.verdict.value, seal.job_env(path, policy),
+                         recordmod.DirSnapshot(path, {}, "listed beside the job"), None,
+                         recordmod.ListingBeside(path))
+    if seal is not None:  # no JAX_COMPILATION_CACHE_DIR: without the probe, no cache at all
         granted = seal.job_env(path, policy)
     else:
         granted = audited_env(path)
@@ -390,7 +325,7 @@ def _admit(chosen: str, policy: str | None, allow_untrusted: bool, seal: SealOpt
                 granted[jobenv.ORIGIN_TRUSTED] = witness.vouching_env(trusted)
             # XLA reads and writes its sub-caches itself: nothing could judge those loads
             granted["JAX_PERSISTENT_CACHE_ENABLE_XLA_CACHES"] = "none"
-    return Admission(path, report.verdict.value, granted,
+    return Admission(path, let_in.verdict.value, granted,
                      recordmod.DirSnapshot.of(path, report.inventory), _origin_summary(report))
 
 

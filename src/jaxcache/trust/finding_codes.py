@@ -57,6 +57,9 @@ _CHECK_FIRST = ("other jobs may rely on this access: check who uses it before ch
                 "permission")
 _CONTEXT = "context for the verdict: it changes nothing by itself"
 
+# the codes other modules ask about by name (a sealed audit found trusted keys to judge with)
+SEAL_KEYS = "seal.keys"
+
 CODES: tuple[FindingCode, ...] = (
     # --- who can write ----------------------------------------------------------------------
     _c("writer.untrusted", _UNSAFE_S,
