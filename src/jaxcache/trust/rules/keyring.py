@@ -27,6 +27,7 @@ TYPE_CHECKING = False  # PublicKey is inputs/public_keys.py's, above (its loader
 if TYPE_CHECKING:
     from jaxcache.trust.inputs.public_keys import PublicKey
     from jaxcache.trust.rules.identities import TrustedIdentity
+    from jaxcache.trust.rules.policy_rules import Rule
 
 REVOKED, EXPIRED, NOT_YET_VALID = "revoked-key", "expired-key", "not-yet-valid-key"
 EXPIRING_S = 30 * 86400.0  # audit --sealed warns of keys that expire within 30 days
@@ -206,18 +207,19 @@ def of(trusted: KeyRing | Iterable[PublicKey]) -> KeyRing:
     return KeyRing({k.raw: k for k in trusted})
 
 
-def for_rule(rule: object, extra: Iterable[PublicKey] = ()) -> KeyRing:
-    """The ring of a policy rule (trust/rules/policy_rules.py Rule: trusted_keys, revoked_keys,
-    signatures_needed) plus keys the caller gives (--trusted-key): a given key the policy
-    revokes is refused (KeyRingError), not silently dropped."""
+def for_rule(rule: Rule, extra: Iterable[PublicKey] = ()) -> KeyRing:
+    """The ring of a policy rule (trusted_keys, revoked_keys, signatures_needed, the trusted
+    and revoked identities, the Sigstore trust root) plus keys the caller gives
+    (--trusted-key): a given key the policy revokes is refused (KeyRingError), not silently
+    dropped."""
     from dataclasses import replace
 
-    revoked = getattr(rule, "revoked_keys", ())
+    revoked = rule.revoked_keys
     raws = frozenset(r for r in revoked if isinstance(r, bytes))
     ids = frozenset(r for r in revoked if isinstance(r, str))
     probe = KeyRing({}, raws, ids)
     keys: dict[bytes, PublicKey] = {}
-    for k in getattr(rule, "trusted_keys", ()):
+    for k in rule.trusted_keys:
         seen = keys.get(k.raw)
         # listed twice (the top level and a path, or one list): the stricter of both
         keys[k.raw] = k if seen is None else replace(
@@ -229,10 +231,10 @@ def for_rule(rule: object, extra: Iterable[PublicKey] = ()) -> KeyRing:
             raise KeyRingError(f"key {safe(k.label)} (given as --trusted-key, trusted_keys=, "
                                "or as the signing key) is revoked by the policy")
         keys.setdefault(k.raw, k)
-    return KeyRing(keys, raws, ids, getattr(rule, "signatures_needed", 1) or 1,
-                   identities=tuple(getattr(rule, "trusted_identities", ())),
-                   revoked_identities=tuple(getattr(rule, "revoked_identities", ())),
-                   trust_root=getattr(rule, "sigstore_trust_root", None))
+    return KeyRing(keys, raws, ids, rule.signatures_needed or 1,
+                   identities=tuple(rule.trusted_identities),
+                   revoked_identities=tuple(rule.revoked_identities),
+                   trust_root=rule.sigstore_trust_root)
 
 
 def _latest(a: float | None, b: float | None) -> float | None:
