@@ -45,6 +45,7 @@ import base64
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime
+from enum import StrEnum
 from typing import TypeAlias
 
 from jaxcache.fingerprint.model import Fingerprint
@@ -61,25 +62,44 @@ from jaxcache.text import safe
 from jaxcache.trust.inputs.public_keys import KeyFileError, PublicKey
 from jaxcache.trust.rules import keyring as ringmod
 from jaxcache.trust.rules.identities import SeenIdentity
-from jaxcache.trust.rules.keyring import EXPIRED, NOT_YET_VALID, REVOKED, KeyRing
+from jaxcache.trust.rules.keyring import EXPIRED as EXPIRED_KEY
+from jaxcache.trust.rules.keyring import NOT_YET_VALID as NOT_YET_VALID_KEY
+from jaxcache.trust.rules.keyring import REVOKED as REVOKED_KEY
+from jaxcache.trust.rules.keyring import KeyRing
 from jaxcache.values import frozen
 
-VALID, UNSIGNED, BAD, UNKNOWN_KEY = "valid", "unsigned", "bad-signature", "unknown-key"
-TOO_FEW = "too-few-signatures"
-# valid signatures, but of an entry this host must not load (build_claims.py's build_check)
-OTHER_BUILD, BUILD_UNKNOWN = "other-build", "build-unknown"
+
+class Status(StrEnum):
+    """What the rule says of an entry's signatures (the record's `rejections[].status`, verify's
+    statuses): a closed set, each one word."""
+
+    VALID = "valid"
+    UNSIGNED = "unsigned"
+    BAD = "bad-signature"
+    UNKNOWN_KEY = "unknown-key"
+    REVOKED = REVOKED_KEY  # the key ring's refusals of a key that signed (keyring.py)
+    EXPIRED = EXPIRED_KEY
+    NOT_YET_VALID = NOT_YET_VALID_KEY
+    TOO_FEW = "too-few-signatures"
+    # valid signatures, but of an entry this host must not load (build_claims.build_check)
+    OTHER_BUILD = "other-build"
+    BUILD_UNKNOWN = "build-unknown"
+
+
+VALID, UNSIGNED, BAD, UNKNOWN_KEY = Status.VALID, Status.UNSIGNED, Status.BAD, Status.UNKNOWN_KEY
+REVOKED, EXPIRED, NOT_YET_VALID = Status.REVOKED, Status.EXPIRED, Status.NOT_YET_VALID
+TOO_FEW, OTHER_BUILD, BUILD_UNKNOWN = Status.TOO_FEW, Status.OTHER_BUILD, Status.BUILD_UNKNOWN
 Fetch = Callable[[str], "bytes | None"]  # a trusted key's id -> its co-signature, if any
 Trusted: TypeAlias = "KeyRing | list[PublicKey] | dict[bytes, PublicKey]"  # or plain keys
 __all__ = ["BAD", "BUILD_UNKNOWN", "EXPIRED", "NOT_YET_VALID", "OTHER_BUILD", "REVOKED",
-           "TOO_FEW", "UNKNOWN_KEY", "UNSIGNED", "VALID"]
+           "TOO_FEW", "UNKNOWN_KEY", "UNSIGNED", "VALID", "Status"]
 # which reason a rejected entry is reported with, when its signatures fail differently
 _WORST = (REVOKED, EXPIRED, NOT_YET_VALID, BAD, UNKNOWN_KEY)
 
 
 @frozen
 class Check:
-    status: str  # valid | unsigned | bad-signature | unknown-key | revoked-key | expired-key
-    #              | not-yet-valid-key | too-few-signatures
+    status: Status
     reason: str
     key_id: str | None = None  # the key that signed it, when one is named
     signers: tuple[str, ...] = ()  # valid: the ids of the distinct keys counted
@@ -100,7 +120,7 @@ class _Judged:
     """One signature file, judged before the entry is read: VALID when it verifies over the
     key, digest and size it states and its key may count now; else why not."""
 
-    status: str
+    status: Status
     reason: str
     public: PublicKey | None = None  # the trusted key (with its name), else the one it names
     digest: bytes | None = None
@@ -173,7 +193,7 @@ def _judge(key: str, sig: bytes, ring: KeyRing, named: str | None = None) -> _Ju
     state = ring.unusable(known, _signed_time(doc, known, key, digest, size)
                           if known.signing_time else None)
     if state is not None:
-        return _Judged(state[0], f"signed by {state[1]}", known)
+        return _Judged(Status(state[0]), f"signed by {state[1]}", known)
     build, edited = claimed_build(doc, known, key, digest, size)
     if edited is not None:
         return _Judged(BAD, f"signed by {known.label}, but {edited}", known)
@@ -428,7 +448,7 @@ def still_valid(key: str, found: Vouch, trusted: Trusted) -> Check:
         if state is None:
             usable.append(j)
         elif refused is None:
-            refused = Check(state[0], f"signed by {state[1]}", j.public.id)
+            refused = Check(Status(state[0]), f"signed by {state[1]}", j.public.id)
     if len(_counted(usable, ring)) >= ring.needed:
         return found.check
     return refused or Check(TOO_FEW, "too few of its signatures count now", found.check.key_id)
