@@ -52,8 +52,13 @@ def finish(outcome: Outcome, cache_dir: str, *, verdict: str, before: DirSnapsho
            run: RunAudit | None = None, after: DirSnapshot | None = None) -> dict[str, object]:
     """The record of a run that has ended: the directory after (listed now unless given), and
     everything else (with `run`, what `jaxcache run` adds: builder.RunAudit)."""
-    if after is None:
+    if after is None and before.unchanged():
+        after = before  # counted, not listed, and no name changed since: not listed now either
+    elif after is None:
+        before = before.listed()
         after = DirSnapshot.at(cache_dir, missing_ok=missing_ok).since(before)
+    elif after is not before:
+        before = before.listed()
     return build(outcome, cache_dir=cache_dir, verdict=verdict, before=before, after=after,
                  env=env, cwd=os.getcwd(), run=run)
 

@@ -419,6 +419,7 @@ def _admit(chosen: str, policy: str | None, allow_untrusted: bool, seal: SealOpt
     from jaxcache.trust.findings import Verdict
     from jaxcache.trust.inputs import ledger
     from jaxcache.trust.inputs import policy as policymod
+    from jaxcache.trust.inputs.audit_memo import remembering
     from jaxcache.trust.judgement.audit import audit
     from jaxcache.trust.kernel.principals import Accounts
     from jaxcache.trust.rules.target import is_url
@@ -444,11 +445,13 @@ def _admit(chosen: str, policy: str | None, allow_untrusted: bool, seal: SealOpt
 
         # refused here, before the job starts (and before anything is made)
         private_tier(seal.local, pol, accounts, shared=target.resolve(chosen).path)
-    report = audit(chosen, policy=pol, scan_processes=False, accounts=accounts,
-                   sealed=seal is not None, sealed_keys=keys, require_origin=require_origin,
-                   env=env,
-                   ledger=None if seal is not None else ledger.load(accounts=accounts, env=env),
-                   fingerprint=None if seal is not None else fingerprint)
+    # through the memo of its last judgement that passed (trust/inputs/audit_memo.py): an
+    # unchanged directory's entries are not judged again; the ledger is read only if they are
+    report = remembering(chosen, policy=pol, accounts=accounts, sealed=seal is not None,
+                         sealed_keys=keys, require_origin=require_origin, env=env,
+                         ledger=None if seal is not None else
+                         lambda: ledger.load(accounts=accounts, env=env),
+                         fingerprint=None if seal is not None else fingerprint)
     if report.path is None:
         raise JaxcacheError(f"jaxcache run needs a local cache directory, not {safe(chosen)}")
     local = report.path

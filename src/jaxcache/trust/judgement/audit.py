@@ -21,10 +21,12 @@ from jaxcache.trust.findings import (
     Verdict,
     Writer,
 )
-from jaxcache.trust.judgement import origin_findings
+from jaxcache.trust.judgement import origin_findings, shortcut
 from jaxcache.trust.judgement import sealed_view as sealedmod
 from jaxcache.trust.judgement import storage as storagemod
 from jaxcache.trust.judgement import verdict as verdictmod
+from jaxcache.trust.judgement.memo_format import MemoError
+from jaxcache.trust.judgement.shortcut import Judged, Why
 from jaxcache.trust.kernel import acl as aclmod
 from jaxcache.trust.kernel import entries as entriesmod
 from jaxcache.trust.kernel import mounts as mountsmod
@@ -71,6 +73,11 @@ class AuditReport:
     # a sealed reader's audit: what each writer a plain reader does not trust can do under the
     # seal (sealed_view.roles(): a declared signer, or one who can only cause recompiles)
     sealed_as: Mapping[pr.Principal, sealedmod.SealedRole] = field(default_factory=dict)
+    # how much of the entries were looked at (trust/judgement/shortcut.py), why not less, and
+    # what to remember of this judgement for the next (None: nothing may be)
+    judged: Judged = Judged.FULL
+    judged_why: Why = Why.NOT_ASKED
+    memo: shortcut.Memo | None = None
 
     @property
     def untrusted(self) -> tuple[Writer, ...]:
@@ -107,9 +114,10 @@ def audit(given: str, *, policy: Policy = EMPTY, as_user: int | None = None,
           sealed_keys: tuple[PublicKey, ...] = (), scan_handles: bool = True,
           require_origin: bool = False,
           env: dict[str, str] | None = None,
-          ledger: ledger_file.Ledger | None = None,
+          ledger: ledger_file.Ledger | Callable[[], ledger_file.Ledger] | None = None,
           fingerprint: Callable[[], Fingerprint] | None = None,
-          entries: bool = True) -> AuditReport:
+          entries: bool = True,
+          remembered: Callable[[str], shortcut.Loaded | None] | None = None) -> AuditReport:
     """sealed: judge for a sealed reader, one that loads only entries signed by the policy's
     trusted_keys for this path or `sealed_keys` (and only then can the verdict be SEALED).
     A plain reader is judged by who can write, whatever keys the policy lists.
@@ -128,7 +136,14 @@ def audit(given: str, *, policy: Policy = EMPTY, as_user: int | None = None,
     hashing after an install), each entry of yours is judged by the build that wrote it too
     (origin.built()): another build's entries are a warning, refused as unknown ones are.
     `entries=False`: the directory and its parents alone, no inventory (gc in a directory
-    only you write lists it itself, one lstat a name)."""
+    only you write lists it itself, one lstat a name). `ledger` may be its loader, called only
+    where entries are judged by it.
+
+    `remembered(resolved path)`: what an earlier audit that passed remembered of this
+    directory (trust/inputs/audit_memo.py), for a plain reader judged as themselves with the
+    handle scan on: where its argument holds, the entries are judged only as far as they
+    changed (trust/judgement/shortcut.py); the report says how far (`judged`) and what to
+    remember now (`memo`)."""
     accounts = accounts or pr.Accounts()
     uid = os.geteuid() if as_user is None else as_user
     me = accounts.user(uid)
@@ -142,21 +157,78 @@ def audit(given: str, *, policy: Policy = EMPTY, as_user: int | None = None,
     origins = None
     rule = policy.declared(w.resolved)  # the walk judged here, not a second one
     trust = _Trust(uid, rule, accounts)
+    mounts = mountsmod.read_mounts()
+    judged, why = Judged.FULL, Why.NOT_ASKED
+    now: shortcut.Seen | None = None
+    seen_ledger = None
+    judge_origins = ledger is not None and not sealed and uid == os.geteuid()
     try:
         inventory = None
         if w.exists and entries:
-            inventory = entriesmod.inventory_at(fd, w.anchor_node.path,
-                                                   frozenset({0, uid}), accounts)
-            if ledger is not None and not sealed and uid == os.geteuid() and \
-                    inventory.entries:
-                origins = originmod.judge(inventory, fd, ledger, w.anchor_node.path,
-                                          fingerprint() if fingerprint is not None else None,
-                                          origin_findings.trusted_ledgers(ledger, rule,
-                                                                          accounts))
-            if scan_handles:
-                from jaxcache.trust.kernel import open_handles as handlesmod
+            ours = frozenset({0, uid})
+            reader = None
+            if remembered is not None and not sealed and uid == os.geteuid() and scan_handles:
+                from jaxcache.trust.rules import ci as cimod
 
-                ids = handlesmod.identities(fd, w.resolved)
+                reader = fingerprint() if fingerprint is not None and judge_origins else None
+                now = shortcut.seen(fd, w.resolved, uid, mounts, shortcut.context(
+                    uid, reader, cimod.detect(env) if judge_origins else None,
+                    require_origin, rule.restored_from + rule.trusted_ledgers, judge_origins))
+                loaded = remembered(w.resolved)
+                judged, why = shortcut.decide(loaded, now)
+                try:
+                    if loaded is not None and judged is Judged.UNCHANGED:
+                        import time
+
+                        inventory, origins = shortcut.unchanged(loaded, accounts, reader,
+                                                                time.time())
+                        if scan_handles:
+                            from jaxcache.trust.kernel import open_handles as handlesmod
+
+                            ids = handlesmod.Identities(w.resolved, frozenset(
+                                {(now.directory[0], now.directory[1])}))
+                    elif loaded is not None and judged is Judged.CHANGED:
+                        import time
+
+                        relisted = shortcut.relist(loaded, fd, w.anchor_node.path, ours, accounts,
+                                                   time.time())
+                        if relisted is None:
+                            judged, why = Judged.FULL, Why.RELISTED_DIRECTORY
+                        else:
+                            inventory = relisted.inventory
+                            if judge_origins and inventory.entries:
+                                assert ledger is not None
+                                read = _ledger(ledger)
+                                seen_ledger = shortcut.ledger_seen(
+                                    shortcut.ledger_stat(read.path), read)
+                                before = loaded.header.ledger
+                                if before is not None and before.problem != read.problem:
+                                    judged, why = Judged.FULL, Why.LEDGER
+                                else:
+                                    origins = shortcut.merged(relisted, originmod.judge(
+                                        relisted.fresh, fd, read, w.anchor_node.path, reader))
+                            if judged is Judged.CHANGED and scan_handles:
+                                from jaxcache.trust.kernel import open_handles as handlesmod
+
+                                ids = handlesmod.Identities(w.resolved, relisted.inodes)
+                except (MemoError, OSError):
+                    judged, why = Judged.FULL, Why.NO_MEMO
+                if judged is Judged.FULL:
+                    inventory, origins, ids, seen_ledger = None, None, None, None
+            if judged is Judged.FULL:
+                inventory = entriesmod.inventory_at(fd, w.anchor_node.path, ours, accounts)
+                if judge_origins and inventory.entries:
+                    assert ledger is not None
+                    read = _ledger(ledger)
+                    origins = originmod.judge(inventory, fd, read, w.anchor_node.path,
+                                              fingerprint() if fingerprint is not None else None,
+                                              origin_findings.trusted_ledgers(read, rule,
+                                                                              accounts))
+                    seen_ledger = shortcut.ledger_seen(shortcut.ledger_stat(read.path), read)
+                if scan_handles:
+                    from jaxcache.trust.kernel import open_handles as handlesmod
+
+                    ids = handlesmod.identities(fd, w.resolved)
     finally:
         os.close(fd)
     resolved = w.resolved
@@ -164,7 +236,6 @@ def audit(given: str, *, policy: Policy = EMPTY, as_user: int | None = None,
         raise PolicyError(
             f"policy {safe(policy.source)} lies inside the audited tree {safe(resolved)}: "
             "whoever can write there could edit whom you trust")
-    mounts = mountsmod.read_mounts()
     components = tuple(_component(w, n, mounts, accounts) for n in w.nodes)
     writers = _writers(w, accounts, trust, uid)
     findings = notes + verdictmod.path_findings(w, tgt.path)
@@ -235,9 +306,20 @@ def audit(given: str, *, policy: Policy = EMPTY, as_user: int | None = None,
     verdict = verdictmod.verdict(findings, writers)
     if is_sealed and verdict.ok:
         verdict = Verdict.SEALED
+    memo_out = None
+    if now is not None and judged is not Judged.UNCHANGED:
+        memo_out = shortcut.remember(now, verdict, inventory, origins, held, seen_ledger,
+                                 bool(rule.trusted_ledgers))
     return AuditReport(given, tgt.path, resolved, w.exists, verdict, me,
                        tuple(writers), components, w.missing, inventory, processes,
-                       tuple(findings), policy.source, held, origins, sealed_as)
+                       tuple(findings), policy.source, held, origins, sealed_as, judged, why,
+                       memo_out)
+
+
+def _ledger(ledger: ledger_file.Ledger | Callable[[], ledger_file.Ledger]
+            ) -> ledger_file.Ledger:
+    """The ledger, read now where a loader was given (only where entries are judged by it)."""
+    return ledger if isinstance(ledger, ledger_file.Ledger) else ledger()
 
 
 def _vouched_outsiders(writers: list[Writer], w: Walk, mounts: tuple[Mount, ...], rule: Rule

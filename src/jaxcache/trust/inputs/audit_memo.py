@@ -1,0 +1,240 @@
+"""The memo of a passed audit in the user's state folder, and the audit that uses it.
+
+`$XDG_STATE_HOME/jaxcache/audited/<digest of the directory's path>`: one file per cache
+directory, what trust/judgement/shortcut.py remembers of the last judgement that passed
+(memo_format.py). Whoever could write it could make the next audit call a swapped entry
+unchanged, so it is held as the origin ledger is: read as a trusted input (trust/inputs/
+trusted_file.py: a regular file of yours that no one else can write, in folders no one else can
+modify or replace, up to `/`), written only into a folder of yours that only you can write,
+by a new file renamed over the old (never rewritten in place), and bound to this boot. Anything
+odd about it is no memo: the audit then judges every entry.
+
+remembering() is the audit `jaxcache run` makes: the shortcut where it holds, the full audit
+for the final word wherever the shorter judgement does not pass, and the memo kept, replaced or
+removed by what that judgement says.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+
+from jaxcache.trust.inputs import trusted_file as inputs
+from jaxcache.trust.judgement import memo_format
+from jaxcache.trust.judgement.shortcut import Judged, Loaded, Memo, Why
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from jaxcache.fingerprint.model import Fingerprint
+    from jaxcache.trust.inputs.public_keys import PublicKey
+    from jaxcache.trust.judgement.audit import AuditReport
+    from jaxcache.trust.kernel.principals import Accounts
+    from jaxcache.trust.provenance.ledger_file import Ledger
+    from jaxcache.trust.rules.policy_rules import Policy
+
+FOLDER = "audited"
+MAX_MEMOS = 64  # memos kept; the least recently written beyond go (a cache gone, a temp path)
+AUDIT_MEMO = inputs.Kind("audit memo", 64 << 20,
+                         "decides which cache entries count as unchanged since they were judged")
+
+
+def folder() -> str:
+    from jaxcache.userdirs import user_dir
+
+    return os.path.join(user_dir("state"), FOLDER)
+
+
+def memo_path(resolved: str) -> str:
+    """Where the memo of the directory `resolved` (absolute, no links) lives."""
+    import hashlib
+
+    digest = hashlib.sha256(os.fsencode(resolved)).hexdigest()[:40]
+    return os.path.join(folder(), digest)
+
+
+def load(resolved: str) -> Loaded | None:
+    """The memo of `resolved`, its header and notable rows read (the rest when asked); None
+    where there is none or it is not a trusted input or not a memo this version wrote."""
+    try:
+        found = inputs.streamed(memo_path(resolved), AUDIT_MEMO, missing_ok=True)
+    except inputs.InputError:
+        return None
+    if found is None:
+        return None
+    fd, st = found
+    try:
+        first = os.pread(fd, memo_format.MAX_HEADER, 0)
+        end = first.find(b"\n")
+        if end < 0:
+            return None
+        h = memo_format.header(first[:end])
+        start = end + 1
+        if st.st_size != start + h.notable_bytes + h.rest_bytes or h.path != resolved:
+            return None
+        notable = memo_format.rows(_pread(fd, h.notable_bytes, start), h.notable)
+    except (memo_format.MemoError, OSError):
+        os.close(fd)
+        return None
+    return Loaded(h, notable, _rest(fd, start + h.notable_bytes, h.rest_bytes,
+                                    h.rows - h.notable))
+
+
+def _pread(fd: int, size: int, offset: int) -> bytes:
+    data = os.pread(fd, size, offset)
+    if len(data) != size:
+        raise memo_format.MemoError("short read")
+    return data
+
+
+class _Rest:
+    """The rows after the notable ones, read from the very file judged (its descriptor, held
+    until then: the file is never rewritten in place), once."""
+
+    def __init__(self, fd: int, offset: int, size: int, count: int) -> None:
+        self.fd: int | None = fd
+        self.offset, self.size, self.count = offset, size, count
+        self.data: bytes | None = None
+
+    def __call__(self) -> tuple[memo_format.Row, ...]:
+        if self.data is None:
+            if self.fd is None:
+                raise memo_format.MemoError("the memo could not be read")
+            fd, self.fd = self.fd, None
+            try:
+                self.data = _pread(fd, self.size, self.offset)
+            finally:
+                os.close(fd)
+        return memo_format.rows(self.data, self.count)
+
+
+def _rest(fd: int, offset: int, size: int, count: int) -> _Rest:
+    return _Rest(fd, offset, size, count)
+
+
+def save(memo: Memo) -> bool:
+    """Keep `memo` for its directory: a new file renamed over the old one, in the state
+    folder's `audited` folder (made 0700 where missing). Only in a state folder of yours that
+    no one else can write (the load judges every folder up to `/` again); False where it
+    could not be kept (the next audit then judges every entry)."""
+    from jaxcache.errors import JaxcacheError
+    from jaxcache.trust.kernel.walk import walk_open
+
+    try:
+        data = memo_format.encode(memo.header, memo.notable, memo.rest)
+        w, sfd = walk_open(os.path.dirname(folder()))
+    except (memo_format.MemoError, JaxcacheError, OSError):
+        return False
+    try:
+        if w.missing or w.blocked or not _ours(os.fstat(sfd), 0o022):
+            return False
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(FOLDER, 0o700, dir_fd=sfd)
+        dfd = os.open(FOLDER, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC,
+                      dir_fd=sfd)
+    except OSError:
+        return False
+    finally:
+        os.close(sfd)
+    try:
+        if not _ours(os.fstat(dfd), 0o077):
+            return False
+        name = os.path.basename(memo_path(memo.header.path))
+        return _replace(dfd, name, data) and _prune(dfd)
+    finally:
+        os.close(dfd)
+
+
+def _ours(st: os.stat_result, forbidden: int) -> bool:
+    return stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid() and not st.st_mode & forbidden
+
+
+def _replace(dfd: int, name: str, data: bytes) -> bool:
+    import time
+
+    temp = f".{name}.{os.getpid()}.{time.time_ns()}"
+    try:
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                     0o600, dir_fd=dfd)
+    except OSError:
+        return False
+    try:
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+        finally:
+            os.close(fd)
+        os.rename(temp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
+        return True
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(temp, dir_fd=dfd)
+        return False
+
+
+def _prune(dfd: int) -> bool:
+    """At most MAX_MEMOS memos: the least recently written beyond go."""
+    try:
+        rd = os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=dfd)
+        try:
+            found = [(e.stat(follow_symlinks=False).st_mtime_ns, e.name)
+                     for e in os.scandir(rd) if not e.name.startswith(".")]
+        finally:
+            os.close(rd)
+        for _, name in sorted(found)[:-MAX_MEMOS]:
+            os.unlink(name, dir_fd=dfd)
+    except OSError:
+        pass
+    return True
+
+
+def forget(resolved: str) -> None:
+    """No memo for `resolved` any more (its last judgement could not be remembered)."""
+    from jaxcache.errors import JaxcacheError
+    from jaxcache.trust.kernel.walk import walk_open
+
+    try:
+        w, dfd = walk_open(folder())
+    except (JaxcacheError, OSError):
+        return
+    try:
+        if not w.missing and not w.blocked and _ours(os.fstat(dfd), 0o077):
+            os.unlink(os.path.basename(memo_path(resolved)), dir_fd=dfd)
+    except OSError:
+        pass
+    finally:
+        os.close(dfd)
+
+
+def remembering(given: str, *, policy: Policy, accounts: Accounts, sealed: bool = False,
+                sealed_keys: tuple[PublicKey, ...] = (), require_origin: bool = False,
+                env: dict[str, str] | None = None,
+                ledger: Ledger | Callable[[], Ledger] | None = None,
+                fingerprint: Callable[[], Fingerprint] | None = None) -> AuditReport:
+    """The audit of `given` as `jaxcache run` makes it (judgement/audit.py's, its other
+    users' processes not listed, the handle scan on), through the memo of the last judgement
+    that passed: where the shorter judgement does not pass, the full audit judges again and
+    has the final word. Then the memo is replaced by what this judgement leaves to remember,
+    or removed where it leaves nothing."""
+    from jaxcache.trust.judgement.audit import audit
+
+    def judged(remembered: Callable[[str], Loaded | None]) -> AuditReport:
+        return audit(given, policy=policy, scan_processes=False, accounts=accounts,
+                     sealed=sealed, sealed_keys=sealed_keys, require_origin=require_origin,
+                     env=env, ledger=ledger, fingerprint=fingerprint, remembered=remembered)
+
+    report = judged(load)
+    if report.judged is not Judged.FULL and not report.verdict.ok:
+        from dataclasses import replace
+
+        report = replace(judged(lambda _: None), judged_why=Why.REFUSED)
+    if report.resolved is None or report.judged_why is Why.NOT_ASKED:
+        return report
+    if report.memo is not None:
+        save(report.memo)
+    elif report.judged is not Judged.UNCHANGED:
+        forget(report.resolved)
+    return report

@@ -1,0 +1,249 @@
+"""What a passed audit remembers about a cache directory, and the file that holds it.
+
+The memo is an input: whoever could write it could make the next audit call a swapped entry
+unchanged. So it lives in the user's state folder and is read as a trusted input (trust/inputs/
+audit_memo.py), and this parser is strict and bounded: fixed fields in a fixed order, every
+number plain ASCII digits, every count checked against what follows, every string escaped one
+way. Anything else is a MemoError, and the audit judges every entry (fail closed).
+
+One file: a header line, then one line per entry, the notable ones first (those the audit
+must show by name even when nothing changed: of unknown origin, a name JAX does not write, a
+sidecar), so that a directory found unchanged reads the header and those lines alone.
+Fields are separated by tabs. A string that is empty, starts with `=` or `-`, or holds a byte
+outside printable ASCII (tab, backslash and DEL included) is written as `=` and the hex of its
+bytes; `-` is None.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+
+from jaxcache.values import frozen
+
+MAGIC = "jaxcache-audit-memo"
+VERSION = "1"
+MAX_ROWS = 1_000_000  # a directory with more entries is audited in full every time
+MAX_HEADER = 4096  # bytes, its newline included
+# the kinds of entry a memo may hold (trust/kernel/entries.py's KINDS, directories excepted)
+ROW_KINDS = frozenset({"cache", "signature", "used", "atime", "lockfile", "unexpected"})
+# an entry's origin as the audit judged it; NOT_JUDGED: not compiled code, or not judged
+ORIGINS = frozenset({"yours", "unknown", "changed"})
+NOT_JUDGED = ""
+_PLAIN = frozenset(range(0x21, 0x7F)) - {0x5C}  # printable ASCII but backslash (and space)
+
+
+class MemoError(ValueError):
+    """A memo that is not one this version wrote: the audit then judges every entry."""
+
+
+@frozen
+class LedgerSeen:
+    """The origin ledger as the remembered judgement read it: the file (device, inode and
+    size, stat'ed before it was read; None: there was none), and what the audit said of it."""
+
+    path: str
+    dev: int | None
+    ino: int | None
+    size: int | None  # lines are only ever appended (compaction replaces the file)
+    problem: str | None
+    skipped: int
+    other_boot: int
+
+
+@frozen
+class Header:
+    """What was verified, and under what: the directory's identity and its state (a name
+    added, removed or renamed changes its mtime and ctime; no user can set a ctime), the
+    mount it is on, this boot, the judging context (a digest of the user, the build and the
+    origin rules), the ledger read, and the counts of what follows."""
+
+    path: str  # the resolved directory
+    uid: int  # whose judgement (the memo lives in that user's state folder)
+    boot: str
+    written_ns: int  # when the directory was stat'ed for it (time.time_ns())
+    # dev, ino, mtime_ns, ctime_ns, nlink, mode, uid, gid
+    directory: tuple[int, int, int, int, int, int, int, int]
+    settled: bool  # the directory's ctime was well before written_ns (a later change moves it)
+    mount: str  # digest of the mount it is on (id, type, source, root, point)
+    context: str  # digest of the judging context (shortcut.context())
+    ledger: LedgerSeen | None  # None: origins were not judged (no entries)
+    inspected_all: bool  # no process went uninspected, since every remembered entry was judged
+    rows: int
+    notable: int  # of the rows, the first `notable` ones
+    notable_bytes: int
+    rest_bytes: int
+    elided: tuple[int, int, int]  # plain rows by kind: compiled entries, atime, lock files
+    elided_bytes: int
+
+    @property
+    def stamp(self) -> tuple[int, int, int, int, int]:
+        """What shows the directory's names unchanged: dev, ino, mtime, ctime (ns), nlink."""
+        d = self.directory
+        return d[0], d[1], d[2], d[3], d[4]
+
+
+@frozen
+class Row:
+    """One entry as judged: what shows it unchanged (its inode and change time: any write,
+    chmod, chown, ACL or link count change moves the ctime), and what the judgement said."""
+
+    name: str
+    kind: str
+    ino: int
+    size: int
+    mode: int
+    mtime_ns: int
+    ctime_ns: int | None  # None: changed too close to the judgement to show it unchanged later
+    origin: str  # ORIGINS, or NOT_JUDGED
+    written_at: float | None  # when a watched job wrote it (yours, changed)
+    writer: str | None  # the fingerprint id its ledger line names; None: build not judged
+
+
+def encode(header: Header, notable: tuple[Row, ...], rest: tuple[Row, ...]) -> bytes:
+    """The memo file's bytes; the header's counts are made to fit the rows given."""
+    first = b"".join(_row(r) for r in notable)
+    second = b"".join(_row(r) for r in rest)
+    h = header
+    d = h.directory
+    led = h.ledger
+    fields = [MAGIC, VERSION, _s(h.path), str(h.uid), _s(h.boot), str(h.written_ns),
+              *(str(x) for x in d), "1" if h.settled else "0", _s(h.mount), _s(h.context),
+              *((_s(led.path), _n(led.dev), _n(led.ino), _n(led.size), _s(led.problem),
+                 str(led.skipped), str(led.other_boot)) if led is not None else ("-",) * 7),
+              "1" if h.inspected_all else "0", str(len(notable) + len(rest)), str(len(notable)),
+              str(len(first)), str(len(second)), *(str(x) for x in h.elided),
+              str(h.elided_bytes)]
+    line = "\t".join(fields).encode("ascii") + b"\n"
+    if len(line) > MAX_HEADER:
+        raise MemoError("header too long")
+    return line + first + second
+
+
+# MAGIC VERSION path uid boot written_ns, the directory's 8, settled mount context, the
+# ledger's 7, inspected_all rows notable notable_bytes rest_bytes, elided's 3, elided_bytes
+_HEADER_FIELDS = 33
+
+
+def header(line: bytes) -> Header:
+    """The header from the file's first line (without its newline)."""
+    f = line.split(b"\t")
+    if len(f) != _HEADER_FIELDS or f[0] != MAGIC.encode() or f[1] != VERSION.encode():
+        raise MemoError("not a memo of this version")
+    d = [_int(x) for x in f[6:14]]
+    if f[17] == b"-":
+        if f[18:24] != [b"-"] * 6:
+            raise MemoError("ledger fields")
+        led = None
+    else:
+        found = (_maybe(f[18]), _maybe(f[19]), _maybe(f[20]))
+        if None in found and found != (None, None, None):
+            raise MemoError("ledger fields")
+        led = LedgerSeen(_need(f[17]), *found, _str(f[21]), _nat(f[22]), _nat(f[23]))
+    h = Header(_need(f[2]), _nat(f[3]), _need(f[4]), _nat(f[5]),
+               (d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7]), _flag(f[14]), _need(f[15]),
+               _need(f[16]), led, _flag(f[24]), _nat(f[25]), _nat(f[26]), _nat(f[27]),
+               _nat(f[28]), (_nat(f[29]), _nat(f[30]), _nat(f[31])), _nat(f[32]))
+    if h.rows > MAX_ROWS or h.notable > h.rows or sum(h.elided) > h.rows:
+        raise MemoError("counts")
+    return h
+
+
+def rows(data: bytes, count: int) -> tuple[Row, ...]:
+    """`count` rows from `data`, which holds exactly them."""
+    lines = data.split(b"\n")
+    if lines.pop() != b"" or len(lines) != count:
+        raise MemoError("row count")
+    return tuple(_parse_row(x) for x in lines)
+
+
+def _row(r: Row) -> bytes:
+    return "\t".join((
+        _s(r.name), r.kind, str(r.ino), str(r.size), str(r.mode), str(r.mtime_ns),
+        "-" if r.ctime_ns is None else str(r.ctime_ns), r.origin or "-",
+        "-" if r.written_at is None else repr(r.written_at),
+        _s(r.writer))).encode("ascii") + b"\n"
+
+
+def _parse_row(line: bytes) -> Row:
+    f = line.split(b"\t")
+    if len(f) != 10:
+        raise MemoError("row fields")
+    name = _need(f[0])
+    if "/" in name or name in (".", "..") or "\0" in name or len(os.fsencode(name)) > 255:
+        raise MemoError("row name")
+    kind = f[1].decode("ascii", "replace")
+    origin = "" if f[7] == b"-" else f[7].decode("ascii", "replace")
+    if kind not in ROW_KINDS or (origin and origin not in ORIGINS):
+        raise MemoError("row kind or origin")
+    return Row(name, kind, _nat(f[2]), _nat(f[3]), _nat(f[4]), _int(f[5]),
+               None if f[6] == b"-" else _int(f[6]), origin,
+               None if f[8] == b"-" else _float(f[8]), _str(f[9]))
+
+
+def _s(value: str | None) -> str:
+    """A string as a field: itself where plainly printable, else `=` and its bytes in hex."""
+    if value is None:
+        return "-"
+    raw = os.fsencode(value)
+    if raw and raw[:1] not in (b"=", b"-") and _PLAIN.issuperset(raw):
+        return value
+    return "=" + raw.hex()
+
+
+def _str(field: bytes) -> str | None:
+    if field == b"-":
+        return None
+    if field.startswith(b"="):
+        try:
+            return os.fsdecode(bytes.fromhex(field[1:].decode("ascii")))
+        except ValueError:
+            raise MemoError("hex field") from None
+    if not field or field[:1] == b"-" or not _PLAIN.issuperset(field):
+        raise MemoError("string field")
+    return field.decode("ascii")
+
+
+def _need(field: bytes) -> str:
+    value = _str(field)
+    if value is None:
+        raise MemoError("missing field")
+    return value
+
+
+def _nat(field: bytes) -> int:
+    """A natural number as written: ASCII digits only (int() would take signs, spaces, `_`)."""
+    if not field or len(field) > 20 or not field.isdigit():
+        raise MemoError("number field")
+    return int(field)
+
+
+def _n(value: int | None) -> str:
+    return "-" if value is None else str(value)
+
+
+def _maybe(field: bytes) -> int | None:
+    return None if field == b"-" else _nat(field)
+
+
+def _int(field: bytes) -> int:
+    """A number that may be negative (a time before 1970)."""
+    return -_nat(field[1:]) if field[:1] == b"-" else _nat(field)
+
+
+def _flag(field: bytes) -> bool:
+    if field not in (b"0", b"1"):
+        raise MemoError("flag field")
+    return field == b"1"
+
+
+def _float(field: bytes) -> float:
+    if not field or len(field) > 32 or not set(field) <= set(b"0123456789.e+-"):
+        raise MemoError("time field")
+    try:
+        value = float(field)
+    except ValueError:
+        raise MemoError("time field") from None
+    if not math.isfinite(value):
+        raise MemoError("time field")
+    return value
