@@ -117,7 +117,7 @@ class DirSnapshot:
             return {"entries": None, "files": None, "bytes": None, "unknown": self.unknown}
         more = self.elided
         return {"entries": sum(1 for n in self.entries if n.endswith("-cache")) + (
-                    more.kinds.get("cache", 0) if more else 0),
+                    more.compiled if more else 0),
                 "files": len(self.entries) + (more.files if more else 0),
                 "bytes": sum(self.entries.values()) + (more.bytes if more else 0)}
 

@@ -1,7 +1,7 @@
 """The memo of a passed audit in the user's state folder, and the audit that uses it.
 
-`$XDG_STATE_HOME/jaxcache/audited/<digest of the directory's path>`: one file per cache
-directory, what trust/judgement/shortcut.py remembers of the last judgement that passed
+`$XDG_STATE_HOME/jaxcache/audited/<device>-<inode>` (of the directory, in hex): one file per
+cache directory, what trust/judgement/shortcut.py remembers of the last judgement that passed
 (memo_format.py). Whoever could write it could make the next audit call a swapped entry
 unchanged, so it is held as the origin ledger is: read as a trusted input (trust/inputs/
 trusted_file.py: a regular file of yours that no one else can write, in folders no one else can
@@ -16,13 +16,12 @@ removed by what that judgement says.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import stat
 
 from jaxcache.trust.inputs import trusted_file as inputs
 from jaxcache.trust.judgement import memo_format
-from jaxcache.trust.judgement.shortcut import Judged, Loaded, Memo, Why
+from jaxcache.trust.judgement.shortcut import Judged, Loaded, Memo, Seen, Why
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -47,19 +46,20 @@ def folder() -> str:
     return os.path.join(user_dir("state"), FOLDER)
 
 
-def memo_path(resolved: str) -> str:
-    """Where the memo of the directory `resolved` (absolute, no links) lives."""
-    import hashlib
-
-    digest = hashlib.sha256(os.fsencode(resolved)).hexdigest()[:40]
-    return os.path.join(folder(), digest)
+def memo_path(dev: int, ino: int) -> str:
+    """Where the memo of the directory with this device and inode lives (its path is in the
+    memo, and compared)."""
+    return os.path.join(folder(), f"{dev:x}-{ino:x}")
 
 
-def load(resolved: str) -> Loaded | None:
-    """The memo of `resolved`, its header and notable rows read (the rest when asked); None
-    where there is none or it is not a trusted input or not a memo this version wrote."""
+def load(now: Seen) -> Loaded | None:
+    """The memo of the directory as the audit found it (`now`), its header and notable rows
+    read (the rest when asked); None where there is none or it is not a trusted input or not a
+    memo this version wrote for that directory."""
+    resolved = now.path
     try:
-        found = inputs.streamed(memo_path(resolved), AUDIT_MEMO, missing_ok=True)
+        found = inputs.streamed(memo_path(now.directory[0], now.directory[1]), AUDIT_MEMO,
+                                missing_ok=True)
     except inputs.InputError:
         return None
     if found is None:
@@ -130,8 +130,7 @@ def save(memo: Memo) -> bool:
     try:
         if w.missing or w.blocked or not _ours(os.fstat(sfd), 0o022):
             return False
-        with contextlib.suppress(FileExistsError):
-            os.mkdir(FOLDER, 0o700, dir_fd=sfd)
+        _made(sfd, FOLDER)
         dfd = os.open(FOLDER, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC,
                       dir_fd=sfd)
     except OSError:
@@ -141,10 +140,27 @@ def save(memo: Memo) -> bool:
     try:
         if not _ours(os.fstat(dfd), 0o077):
             return False
-        name = os.path.basename(memo_path(memo.header.path))
+        name = os.path.basename(memo_path(*memo.header.directory[:2]))
         return _replace(dfd, name, data) and _prune(dfd)
     finally:
         os.close(dfd)
+
+
+def _made(dfd: int, name: str) -> bool:
+    """A private folder `name` in `dfd`, made now (False: it was there)."""
+    try:
+        os.mkdir(name, 0o700, dir_fd=dfd)
+    except FileExistsError:
+        return False
+    return True
+
+
+def _gone(dfd: int, name: str) -> bool:
+    try:
+        os.unlink(name, dir_fd=dfd)
+    except OSError:
+        return False
+    return True
 
 
 def _ours(st: os.stat_result, forbidden: int) -> bool:
@@ -170,8 +186,7 @@ def _replace(dfd: int, name: str, data: bytes) -> bool:
         os.rename(temp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
         return True
     except OSError:
-        with contextlib.suppress(OSError):
-            os.unlink(temp, dir_fd=dfd)
+        _gone(dfd, temp)
         return False
 
 
@@ -192,7 +207,8 @@ def _prune(dfd: int) -> bool:
 
 
 def forget(resolved: str) -> None:
-    """No memo for `resolved` any more (its last judgement could not be remembered)."""
+    """No memo for the directory at `resolved` any more (its last judgement could not be
+    remembered)."""
     from jaxcache.errors import JaxcacheError
     from jaxcache.trust.kernel.walk import walk_open
 
@@ -201,10 +217,11 @@ def forget(resolved: str) -> None:
     except (JaxcacheError, OSError):
         return
     try:
+        st = os.stat(resolved, follow_symlinks=False)
         if not w.missing and not w.blocked and _ours(os.fstat(dfd), 0o077):
-            os.unlink(os.path.basename(memo_path(resolved)), dir_fd=dfd)
+            _gone(dfd, os.path.basename(memo_path(st.st_dev, st.st_ino)))
     except OSError:
-        pass
+        return
     finally:
         os.close(dfd)
 
@@ -221,7 +238,7 @@ def remembering(given: str, *, policy: Policy, accounts: Accounts, sealed: bool 
     or removed where it leaves nothing."""
     from jaxcache.trust.judgement.audit import audit
 
-    def judged(remembered: Callable[[str], Loaded | None]) -> AuditReport:
+    def judged(remembered: Callable[[Seen], Loaded | None]) -> AuditReport:
         return audit(given, policy=policy, scan_processes=False, accounts=accounts,
                      sealed=sealed, sealed_keys=sealed_keys, require_origin=require_origin,
                      env=env, ledger=ledger, fingerprint=fingerprint, remembered=remembered)

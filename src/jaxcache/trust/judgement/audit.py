@@ -117,7 +117,8 @@ def audit(given: str, *, policy: Policy = EMPTY, as_user: int | None = None,
           ledger: ledger_file.Ledger | Callable[[], ledger_file.Ledger] | None = None,
           fingerprint: Callable[[], Fingerprint] | None = None,
           entries: bool = True,
-          remembered: Callable[[str], shortcut.Loaded | None] | None = None) -> AuditReport:
+          remembered: Callable[[shortcut.Seen], shortcut.Loaded | None] | None = None
+          ) -> AuditReport:
     """sealed: judge for a sealed reader, one that loads only entries signed by the policy's
     trusted_keys for this path or `sealed_keys` (and only then can the verdict be SEALED).
     A plain reader is judged by who can write, whatever keys the policy lists.
@@ -139,7 +140,7 @@ def audit(given: str, *, policy: Policy = EMPTY, as_user: int | None = None,
     only you write lists it itself, one lstat a name). `ledger` may be its loader, called only
     where entries are judged by it.
 
-    `remembered(resolved path)`: what an earlier audit that passed remembered of this
+    `remembered(the directory as found)`: what an earlier audit that passed remembered of this
     directory (trust/inputs/audit_memo.py), for a plain reader judged as themselves with the
     handle scan on: where its argument holds, the entries are judged only as far as they
     changed (trust/judgement/shortcut.py); the report says how far (`judged`) and what to
@@ -173,8 +174,9 @@ def audit(given: str, *, policy: Policy = EMPTY, as_user: int | None = None,
                 reader = fingerprint() if fingerprint is not None and judge_origins else None
                 now = shortcut.seen(fd, w.resolved, uid, mounts, shortcut.context(
                     uid, reader, cimod.detect(env) if judge_origins else None,
-                    require_origin, rule.restored_from + rule.trusted_ledgers, judge_origins))
-                loaded = remembered(w.resolved)
+                    require_origin, rule.restored_from + rule.trusted_ledgers, judge_origins),
+                    w.anchor_node.acl is not None and w.anchor_node.acl.is_extended)
+                loaded = remembered(now)
                 judged, why = shortcut.decide(loaded, now)
                 try:
                     if loaded is not None and judged is Judged.UNCHANGED:
@@ -273,7 +275,7 @@ def audit(given: str, *, policy: Policy = EMPTY, as_user: int | None = None,
     held = None
     if ids is not None:
         held = handlesmod.scan(ids, lambda u: trust(accounts.user(u)), accounts.user_name,
-                               you=uid)
+                               you=uid, readers=now is not None and judged is not Judged.UNCHANGED)
         writers += verdictmod.handle_writers(held, accounts)
         findings += verdictmod.handle_findings(held)
     elif w.exists:

@@ -24,7 +24,7 @@ from jaxcache.values import frozen
 MAGIC = "jaxcache-audit-memo"
 VERSION = "1"
 MAX_ROWS = 1_000_000  # a directory with more entries is audited in full every time
-MAX_HEADER = 4096  # bytes, its newline included
+MAX_HEADER = 64 << 10  # bytes, its newline included
 # the kinds of entry a memo may hold (trust/kernel/entries.py's KINDS, directories excepted)
 ROW_KINDS = frozenset({"cache", "signature", "used", "atime", "lockfile", "unexpected"})
 # an entry's origin as the audit judged it; NOT_JUDGED: not compiled code, or not judged
@@ -65,8 +65,8 @@ class Header:
     # dev, ino, mtime_ns, ctime_ns, nlink, mode, uid, gid
     directory: tuple[int, int, int, int, int, int, int, int]
     settled: bool  # the directory's ctime was well before written_ns (a later change moves it)
-    mount: str  # digest of the mount it is on (id, type, source, root, point)
-    context: str  # digest of the judging context (shortcut.context())
+    mount: str  # the mount it is on (shortcut.mount_identity())
+    context: str  # the judging context (shortcut.context())
     ledger: LedgerSeen | None  # None: origins were not judged (no entries)
     inspected_all: bool  # no process went uninspected, since every remembered entry was judged
     rows: int

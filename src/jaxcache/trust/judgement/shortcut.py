@@ -2,22 +2,25 @@
 stands, and what it stands for.
 
 A directory that passed (PRIVATE, every entry a regular file of yours with one link, no group
-or other write, no ACL, no other user's write handle) is remembered in your state folder
-(memo_format.py, trust/inputs/audit_memo.py). The next audit still walks every ancestor, judges
-the directory, its mounts, what stores them and other users' handles; only the entries' part
-is shortened, in one of two ways (Judged):
+or other write, no ACL, no other user's process holding any descriptor on one) is remembered in
+your state folder (memo_format.py, trust/inputs/audit_memo.py). The next audit still walks every
+ancestor, judges the directory, its mounts, what stores them and other users' write handles;
+only the entries' part is shortened, in one of two ways (Judged):
 
 - UNCHANGED: the directory's device, inode, mtime, ctime, link count, mode and owners are as
   remembered, so no name in it was added, removed or renamed (each moves its mtime and ctime;
-  a user can set an mtime back, never a ctime), in this boot, on the same mount, with nothing
-  mounted inside it. The same inodes sit under the same names, and none of them can have been
-  rewritten by anyone but you or root: a file's bytes, mode and ACL change only by its owner,
-  root, or a handle opened for writing while the bits allowed it, and when the entries were
-  judged every process was inspected and none held one. No entry is looked at.
-- CHANGED: the directory changed (or its judgement is older than MAX_AGE, or a process could
-  not be inspected). The listing is read and each name lstat'ed; an entry whose inode and
-  ctime are the ones judged is unchanged (a write, chmod, chown, ACL or link count change
-  moves an inode's ctime), anything else is judged as the full audit judges it.
+  a user can set an mtime back, never a ctime), and its bits and ACL are the ones judged, in
+  this boot, on the same mount, with nothing mounted inside it. The same inodes sit under the
+  same names. The directory is closed to everyone but you (no search bit for group or others,
+  no ACL), so since then no one else could look a name up in it, and without a name no one
+  could open an entry anew: when it was remembered every process was inspected and none of
+  another user held a descriptor on an entry. So none but you and root can have written,
+  chmodded or linked an entry since: no entry is looked at.
+- CHANGED: the directory changed (or its judgement is older than MAX_AGE, or is open to
+  others, or a process could not be inspected). The listing is read and each name lstat'ed;
+  an entry whose inode and ctime are the ones judged is unchanged (a write, chmod, chown, ACL
+  or link count change moves an inode's ctime), anything else is judged as the full audit
+  judges it.
 
 Anything else (another boot, user, mount, directory, judging context or ledger file) is the full
 audit. docs/security-model.md states each argument and the tests that attack it.
@@ -80,7 +83,8 @@ class Why(StrEnum):
     DIRECTORY_CHANGED = "a name in the directory, or the directory itself, changed"
     UNSETTLED = "the directory changed just before it was remembered"
     EXPIRED = "remembered more than an hour ago"
-    UNINSPECTED = "some processes could not be inspected for write handles when remembered"
+    UNINSPECTED = "some processes could not be inspected for handles when remembered"
+    OPEN_DIRECTORY = "others may look names up in the directory (search bit or ACL)"
     RELISTED_DIRECTORY = "a directory appeared in the cache directory"
     REFUSED = "the shorter judgement did not pass: judged in full for the final word"
 
@@ -117,6 +121,10 @@ class Seen:
     fstype: str
     inside: bool  # a mount at or below the directory (not the one it is on)
     context: str
+    # only you (and root) can look a name up in it: yours, no search bit for group or
+    # others, no ACL (whoever cannot look a name up cannot open an entry by it, whatever the
+    # entry's own bits say)
+    closed: bool
 
     @property
     def stamp(self) -> tuple[int, int, int, int, int]:
@@ -127,26 +135,22 @@ class Seen:
 def context(uid: int, reader: Fingerprint | None, ci: str | None, required: bool,
             restored_from: tuple[str, ...], origins: bool) -> str:
     """What the judgement of the entries depended on besides the entries: whose it is, the
-    build that judged their builds, the origin rules, and whether origins were judged."""
-    import hashlib
-
-    said = repr((uid, reader.id if reader is not None else None,
+    build that judged their builds, the origin rules, and whether origins were judged (said
+    in full: it is compared, never hashed)."""
+    return repr((uid, reader.id if reader is not None else None,
                  reader is not None and reader.build is not None, ci, required,
                  tuple(restored_from), origins))
-    return hashlib.sha256(said.encode("utf-8", "surrogateescape")).hexdigest()
 
 
 def mount_identity(m: Mount | None) -> str:
-    if m is None:
-        return "-"
-    import hashlib
-
-    said = repr((m.mount_id, m.dev, m.fstype, m.source, m.root, m.point))
-    return hashlib.sha256(said.encode("utf-8", "surrogateescape")).hexdigest()
+    """The mount a directory is on, as mountinfo says it (a remount over it is another)."""
+    return "-" if m is None else repr((m.mount_id, m.dev, m.fstype, m.source, m.root, m.point))
 
 
-def seen(fd: int, path: str, uid: int, mounts: tuple[Mount, ...], ctx: str) -> Seen:
-    """The directory open as the O_PATH descriptor `fd`, stat'ed now."""
+def seen(fd: int, path: str, uid: int, mounts: tuple[Mount, ...], ctx: str,
+         acl: bool) -> Seen:
+    """The directory open as the O_PATH descriptor `fd`, stat'ed now (`acl`: it has an
+    extended ACL, as the walk read it)."""
     import time
 
     from jaxcache.fingerprint.boot import boot_id
@@ -161,7 +165,8 @@ def seen(fd: int, path: str, uid: int, mounts: tuple[Mount, ...], ctx: str) -> S
     return Seen(path, uid, boot_id(), now,
                 (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_nlink,
                  st.st_mode, st.st_uid, st.st_gid),
-                mount_identity(m), m.fstype if m else "", inside, ctx)
+                mount_identity(m), m.fstype if m else "", inside, ctx,
+                st.st_uid == uid and not st.st_mode & 0o011 and not acl)
 
 
 def decide(memo: Loaded | None, now: Seen) -> tuple[Judged, Why]:
@@ -191,6 +196,8 @@ def decide(memo: Loaded | None, now: Seen) -> tuple[Judged, Why]:
         return Judged.CHANGED, Why.EXPIRED
     if not h.inspected_all:
         return Judged.CHANGED, Why.UNINSPECTED
+    if not now.closed:
+        return Judged.CHANGED, Why.OPEN_DIRECTORY
     return Judged.UNCHANGED, Why.NONE
 
 
@@ -222,8 +229,7 @@ def unchanged(memo: Loaded, accounts: Accounts, reader: Fingerprint | None, now_
     dev = h.directory[0]
     owner = accounts.user_name(h.uid)
     listed = tuple(_entry(r, dev, h.uid, owner, now_s) for r in memo.notable)
-    kinds = {k: n for k, n in zip(_ELIDED_KINDS, h.elided, strict=True) if n}
-    elided = entriesmod.Elided(kinds, h.elided_bytes, _names(memo), h.stamp)
+    elided = entriesmod.Elided(*h.elided, h.elided_bytes, _names(memo), h.stamp)
     inventory = entriesmod.Inventory(listed, elided=elided)
     if h.ledger is None or not h.rows:
         return inventory, None
@@ -334,7 +340,9 @@ def remember(now: Seen, verdict: Verdict, inventory: entriesmod.Inventory | None
              ledger: LedgerSeen | None, trusted_ledgers: bool) -> Memo | None:
     """What to remember of a judgement that passed, or None where its argument would not
     hold: not PRIVATE, not every entry a plain regular file of yours (one link, no group or
-    other write, no ACL), a directory inside, a handle held, a filesystem whose ctimes are
+    other write, no ACL), a directory inside, a handle of any kind another user's process
+    holds on an entry (one that can only read today could be reopened for writing once the
+    entry's bits were loosened), a filesystem whose ctimes are
     not the kernel's, ledgers of other writers (their files change under them), entries
     judged against another build's fingerprint (judged each time), no boot id, too many
     entries. `ledger`: the ledger the origins were judged with (stat'ed before it was read)."""
@@ -342,7 +350,7 @@ def remember(now: Seen, verdict: Verdict, inventory: entriesmod.Inventory | None
     from jaxcache.trust.judgement.memo_format import MAX_ROWS
 
     if verdict is not Verdict.PRIVATE or inventory is None or inventory.unreadable \
-            or inventory.elided is not None or held is None or held.handles \
+            or inventory.elided is not None or held is None or held.handles or held.readers \
             or trusted_ledgers or not now.boot or now.fstype not in CTIME_KEPT or now.inside \
             or len(inventory.entries) > MAX_ROWS or (origins is not None and ledger is None):
         return None

@@ -24,7 +24,7 @@ from jaxcache.values import frozen
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
+    from collections.abc import Callable
 
 XLA_SUBCACHE = "xla_gpu_per_fusion_autotune_cache_dir"
 _HEX = frozenset("0123456789abcdef")
@@ -87,18 +87,24 @@ class Entry:
 class Elided:
     """Entries an inventory stands for without listing them: a directory the audit found
     unchanged since it judged every entry (trust/judgement/shortcut.py), whose plain entries
-    (regular files of yours, nothing flagged, compiled entries of yours by this build) are
-    counted by kind, not listed. `names()` lists them, with their sizes, when asked (None:
-    what was remembered is gone)."""
+    (regular files of yours, nothing flagged, compiled entries of yours by this build, JAX's
+    access-time and lock files) are counted, not listed. `names()` lists every file of the
+    directory with its size when asked (None: what was remembered is gone)."""
 
-    kinds: Mapping[str, int]
+    compiled: int
+    atimes: int
+    locks: int
     bytes: int
     names: Callable[[], dict[str, int] | None]
     stamp: tuple[int, ...]  # the directory as it was judged: dev, ino, mtime, ctime (ns), nlink
 
+    def count(self, kind: str) -> int:
+        return {"cache": self.compiled, "atime": self.atimes, "lockfile": self.locks}.get(
+            kind, 0)
+
     @property
     def files(self) -> int:
-        return sum(self.kinds.values())
+        return self.compiled + self.atimes + self.locks
 
 
 @frozen
@@ -114,7 +120,7 @@ class Inventory:
 
     def count(self, kind: str) -> int:
         return sum(1 for e in self.entries if e.kind == kind) + (
-            self.elided.kinds.get(kind, 0) if self.elided is not None else 0)
+            self.elided.count(kind) if self.elided is not None else 0)
 
     def kinds(self) -> dict[str, int]:
         """How many of each kind, those present, in KINDS' order."""
