@@ -172,10 +172,13 @@ def audit(given: str, *, policy: Policy = EMPTY, as_user: int | None = None,
                 from jaxcache.trust.rules import ci as cimod
 
                 reader = fingerprint() if fingerprint is not None and judge_origins else None
+                ci_name = cimod.detect(env) if judge_origins else None
                 now = shortcut.seen(fd, w.resolved, uid, mounts, shortcut.context(
-                    uid, reader, cimod.detect(env) if judge_origins else None,
-                    require_origin, rule.restored_from + rule.trusted_ledgers, judge_origins),
-                    w.anchor_node.acl is not None and w.anchor_node.acl.is_extended)
+                    uid, reader, ci_name, require_origin,
+                    rule.restored_from + rule.trusted_ledgers, judge_origins),
+                    w.anchor_node.acl is not None and w.anchor_node.acl.is_extended,
+                    judge_origins and origin_findings.refusal(
+                        ci_name, require_origin, rule.restored_from) is not None)
                 loaded = remembered(now)
                 judged, why = shortcut.decide(loaded, now)
                 try:

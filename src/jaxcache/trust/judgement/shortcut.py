@@ -16,11 +16,12 @@ only the entries' part is shortened, in one of two ways (Judged):
   could open an entry anew: when it was remembered every process was inspected and none of
   another user held a descriptor on an entry. So none but you and root can have written,
   chmodded or linked an entry since: no entry is looked at.
-- CHANGED: the directory changed (or its judgement is older than MAX_AGE, or is open to
-  others, or a process could not be inspected). The listing is read and each name lstat'ed;
-  an entry whose inode and ctime are the ones judged is unchanged (a write, chmod, chown, ACL
-  or link count change moves an inode's ctime), anything else is judged as the full audit
-  judges it.
+- CHANGED: the directory changed (or its judgement is older than MAX_AGE, or it is open to
+  others, or a process could not be inspected, or origin is required: CI, --require-origin,
+  where an entry you rewrote in place, a restore's, must be found, and only its ctime says).
+  The listing is read and each name lstat'ed; an entry whose inode and ctime are the ones
+  judged is unchanged (a write, chmod, chown, ACL or link count change moves an inode's
+  ctime), anything else is judged as the full audit judges it.
 
 Anything else (another boot, user, mount, directory, judging context or ledger file) is the full
 audit. docs/security-model.md states each argument and the tests that attack it.
@@ -85,6 +86,8 @@ class Why(StrEnum):
     EXPIRED = "remembered more than an hour ago"
     UNINSPECTED = "some processes could not be inspected for handles when remembered"
     OPEN_DIRECTORY = "others may look names up in the directory (search bit or ACL)"
+    ORIGIN_REQUIRED = "entries of unknown origin are refused here: bytes you rewrote in " \
+                      "place must be found"
     RELISTED_DIRECTORY = "a directory appeared in the cache directory"
     REFUSED = "the shorter judgement did not pass: judged in full for the final word"
 
@@ -125,6 +128,9 @@ class Seen:
     # others, no ACL (whoever cannot look a name up cannot open an entry by it, whatever the
     # entry's own bits say)
     closed: bool
+    # entries no watched job of yours wrote are refused here (CI, --require-origin): then
+    # bytes you rewrote in place (a restore) must be found, and only their ctime shows them
+    origin_required: bool
 
     @property
     def stamp(self) -> tuple[int, int, int, int, int]:
@@ -148,7 +154,7 @@ def mount_identity(m: Mount | None) -> str:
 
 
 def seen(fd: int, path: str, uid: int, mounts: tuple[Mount, ...], ctx: str,
-         acl: bool) -> Seen:
+         acl: bool, origin_required: bool) -> Seen:
     """The directory open as the O_PATH descriptor `fd`, stat'ed now (`acl`: it has an
     extended ACL, as the walk read it)."""
     import time
@@ -166,7 +172,7 @@ def seen(fd: int, path: str, uid: int, mounts: tuple[Mount, ...], ctx: str,
                 (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_nlink,
                  st.st_mode, st.st_uid, st.st_gid),
                 mount_identity(m), m.fstype if m else "", inside, ctx,
-                st.st_uid == uid and not st.st_mode & 0o011 and not acl)
+                st.st_uid == uid and not st.st_mode & 0o011 and not acl, origin_required)
 
 
 def decide(memo: Loaded | None, now: Seen) -> tuple[Judged, Why]:
@@ -198,6 +204,8 @@ def decide(memo: Loaded | None, now: Seen) -> tuple[Judged, Why]:
         return Judged.CHANGED, Why.UNINSPECTED
     if not now.closed:
         return Judged.CHANGED, Why.OPEN_DIRECTORY
+    if now.origin_required:
+        return Judged.CHANGED, Why.ORIGIN_REQUIRED
     return Judged.UNCHANGED, Why.NONE
 
 
