@@ -116,34 +116,60 @@ def _rest(fd: int, offset: int, size: int, count: int) -> _Rest:
 
 def save(memo: Memo) -> bool:
     """Keep `memo` for its directory: a new file renamed over the old one, in the state
-    folder's `audited` folder (made 0700 where missing). Only in a state folder of yours that
-    no one else can write (the load judges every folder up to `/` again); False where it
-    could not be kept (the next audit then judges every entry)."""
-    from jaxcache.errors import JaxcacheError
-    from jaxcache.trust.kernel.walk import walk_open
-
+    folder's `audited` folder, each missing folder made 0700 inside the one above it. Only in
+    folders of yours (or root's, sticky ones above) that no one else can write (the load
+    judges every folder up to `/` again); False where it could not be kept (the next audit
+    then judges every entry)."""
     try:
         data = memo_format.encode(memo.header, memo.notable, memo.rest)
-        w, sfd = walk_open(os.path.dirname(folder()))
-    except (memo_format.MemoError, JaxcacheError, OSError):
+    except memo_format.MemoError:
+        return False
+    dfd = _private(folder())
+    if dfd is None:
         return False
     try:
-        if w.missing or w.blocked or not _ours(os.fstat(sfd), 0o022):
-            return False
-        _made(sfd, FOLDER)
-        dfd = os.open(FOLDER, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC,
-                      dir_fd=sfd)
-    except OSError:
-        return False
-    finally:
-        os.close(sfd)
-    try:
-        if not _ours(os.fstat(dfd), 0o077):
-            return False
         name = os.path.basename(memo_path(*memo.header.directory[:2]))
         return _replace(dfd, name, data) and _prune(dfd)
     finally:
         os.close(dfd)
+
+
+def _private(path: str) -> int | None:
+    """An O_PATH descriptor of the folder `path`, made 0700 where missing (each inside the
+    descriptor of the one above, reached by the fd walk), the last one yours alone and none
+    above it writable by others but through a sticky bit; None where it cannot be."""
+    from jaxcache.errors import JaxcacheError
+    from jaxcache.trust.kernel.walk import walk_open
+
+    missing = []
+    top = path
+    while not os.path.lexists(top) and os.path.dirname(top) != top:
+        missing.append(os.path.basename(top))
+        top = os.path.dirname(top)
+    try:
+        w, dfd = walk_open(top)
+    except (JaxcacheError, OSError):
+        return None
+    try:
+        if w.missing or w.blocked or not _ours(os.fstat(dfd), 0o022, sticky=True):
+            os.close(dfd)
+            return None
+        for name in reversed(missing):
+            _made(dfd, name)
+            nxt = os.open(name, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC,
+                          dir_fd=dfd)
+            os.close(dfd)
+            dfd = nxt
+            if not _ours(os.fstat(dfd), 0o022, sticky=True):
+                os.close(dfd)
+                return None
+        if not _ours(os.fstat(dfd), 0o077) or os.fstat(dfd).st_uid != os.geteuid():
+            os.close(dfd)
+            return None
+    except OSError:
+        os.close(dfd)
+        return None
+    return dfd
 
 
 def _made(dfd: int, name: str) -> bool:
@@ -163,8 +189,11 @@ def _gone(dfd: int, name: str) -> bool:
     return True
 
 
-def _ours(st: os.stat_result, forbidden: int) -> bool:
-    return stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid() and not st.st_mode & forbidden
+def _ours(st: os.stat_result, forbidden: int, sticky: bool = False) -> bool:
+    """A directory of yours (or root's) without the `forbidden` bits (but where `sticky`
+    allows them behind a sticky bit: no one can replace another's names there)."""
+    return stat.S_ISDIR(st.st_mode) and st.st_uid in (0, os.geteuid()) and (
+        not st.st_mode & forbidden or (sticky and bool(st.st_mode & stat.S_ISVTX)))
 
 
 def _replace(dfd: int, name: str, data: bytes) -> bool:
