@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 
 from jaxcache.values import frozen
 
@@ -165,20 +166,31 @@ def _row(r: Row) -> bytes:
         _s(r.writer))).encode("ascii") + b"\n"
 
 
+# one row, every field checked at once (a cache of 100,000 entries of unknown origin has as
+# many rows to read each time): a plain name (no `/`, `\\`, leading `=` or `-`) or `=` and hex,
+# a kind, four naturals, an mtime, a ctime or `-`, an origin or `-`, a time or `-`, a writer
+_NAME = (rb"(?:[\x21-\x2c\x2e\x30-\x3c\x3e-\x5b\x5d-\x7e][\x21-\x2e\x30-\x5b\x5d-\x7e]*"
+         rb"|=(?:[0-9a-f]{2})+)")
+_ROW = re.compile(
+    _NAME + rb"\t(cache|signature|used|atime|lockfile|unexpected)"
+    rb"\t([0-9]{1,20})\t([0-9]{1,20})\t([0-9]{1,20})\t(-?[0-9]{1,20})\t(-|-?[0-9]{1,20})"
+    rb"\t(-|yours|unknown|changed)\t(-|[0-9][0-9.e+-]{0,31})"
+    rb"\t(-|=(?:[0-9a-f]{2})*|[\x21-\x2c\x2e-\x3c\x3e-\x5b\x5d-\x7e][\x21-\x5b\x5d-\x7e]*)")
+
+
 def _parse_row(line: bytes) -> Row:
-    f = line.split(b"\t")
-    if len(f) != 10:
-        raise MemoError("row fields")
-    name = _need(f[0])
+    m = _ROW.fullmatch(line)
+    if m is None:
+        raise MemoError("row")
+    raw = line[:line.index(b"\t")]
+    name = os.fsdecode(bytes.fromhex(raw[1:].decode("ascii"))) if raw[:1] == b"=" \
+        else raw.decode("ascii")
     if "/" in name or name in (".", "..") or "\0" in name or len(os.fsencode(name)) > 255:
         raise MemoError("row name")
-    kind = f[1].decode("ascii", "replace")
-    origin = "" if f[7] == b"-" else f[7].decode("ascii", "replace")
-    if kind not in ROW_KINDS or (origin and origin not in ORIGINS):
-        raise MemoError("row kind or origin")
-    return Row(name, kind, _nat(f[2]), _nat(f[3]), _nat(f[4]), _int(f[5]),
-               None if f[6] == b"-" else _int(f[6]), origin,
-               None if f[8] == b"-" else _float(f[8]), _str(f[9]))
+    kind, ino, size, mode, mtime, ctime, origin, at, writer = m.groups()
+    return Row(name, kind.decode(), int(ino), int(size), int(mode), int(mtime),
+               None if ctime == b"-" else int(ctime), "" if origin == b"-" else origin.decode(),
+               None if at == b"-" else _float(at), _str(writer))
 
 
 def _s(value: str | None) -> str:

@@ -259,7 +259,8 @@ def _names(memo: Loaded) -> Callable[[], dict[str, int] | None]:
 
 
 def _entry(r: Row, dev: int, uid: int, owner: str, now_s: float) -> entriesmod.Entry:
-    kind, module, key = entriesmod.classify(r.name)
+    kind, module, key = (r.kind, r.name[:-71], r.name[-70:-6]) if r.kind == "cache" else \
+        entriesmod.classify(r.name)  # a row's kind is the one classify() gave it
     return entriesmod.Entry(r.name, kind, module, key, "file", r.size, uid, owner,
                             r.mode, max(0.0, now_s - r.mtime_ns / 1e9), 1, False,
                             ("unexpected-name",) if kind == "unexpected" else (), (),
