@@ -56,11 +56,13 @@ def load(now: Seen) -> Loaded | None:
     """The memo of the directory as the audit found it (`now`), its header and notable rows
     read (the rest when asked); None where there is none or it is not a trusted input or not a
     memo this version wrote for that directory."""
+    from jaxcache.errors import JaxcacheError
+
     resolved = now.path
     try:
         found = inputs.streamed(memo_path(now.directory[0], now.directory[1]), AUDIT_MEMO,
                                 missing_ok=True)
-    except inputs.InputError:
+    except (JaxcacheError, OSError):  # not a trusted input, or its folders cannot be walked
         return None
     if found is None:
         return None
