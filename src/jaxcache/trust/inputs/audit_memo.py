@@ -80,8 +80,8 @@ def load(now: Seen) -> Loaded | None:
     except (memo_format.MemoError, OSError):
         os.close(fd)
         return None
-    return Loaded(h, notable, _rest(fd, start + h.notable_bytes, h.rest_bytes,
-                                    h.rows - h.notable))
+    rest = _Rest(fd, start + h.notable_bytes, h.rest_bytes, h.rows - h.notable)
+    return Loaded(h, notable, rest.rows, rest.lines)
 
 
 def _pread(fd: int, size: int, offset: int) -> bytes:
@@ -93,14 +93,14 @@ def _pread(fd: int, size: int, offset: int) -> bytes:
 
 class _Rest:
     """The rows after the notable ones, read from the very file judged (its descriptor, held
-    until then: the file is never rewritten in place), once."""
+    until then: the file is never rewritten in place), once: as rows, or as lines by name."""
 
     def __init__(self, fd: int, offset: int, size: int, count: int) -> None:
         self.fd: int | None = fd
         self.offset, self.size, self.count = offset, size, count
         self.data: bytes | None = None
 
-    def __call__(self) -> tuple[memo_format.Row, ...]:
+    def read(self) -> bytes:
         if self.data is None:
             if self.fd is None:
                 raise memo_format.MemoError("the memo could not be read")
@@ -109,11 +109,13 @@ class _Rest:
                 self.data = _pread(fd, self.size, self.offset)
             finally:
                 os.close(fd)
-        return memo_format.rows(self.data, self.count)
+        return self.data
 
+    def rows(self) -> tuple[memo_format.Row, ...]:
+        return memo_format.rows(self.read(), self.count)
 
-def _rest(fd: int, offset: int, size: int, count: int) -> _Rest:
-    return _Rest(fd, offset, size, count)
+    def lines(self) -> dict[str, bytes]:
+        return memo_format.lines(self.read(), self.count)
 
 
 def save(memo: Memo) -> bool:
@@ -123,7 +125,7 @@ def save(memo: Memo) -> bool:
     judges every folder up to `/` again); False where it could not be kept (the next audit
     then judges every entry)."""
     try:
-        data = memo_format.encode(memo.header, memo.notable, memo.rest)
+        data = memo_format.encode(memo.header, memo.notable, memo.rest, memo.carried)
     except memo_format.MemoError:
         return False
     dfd = _private(folder())

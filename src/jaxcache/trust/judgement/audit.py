@@ -25,7 +25,7 @@ from jaxcache.trust.judgement import origin_findings, shortcut
 from jaxcache.trust.judgement import sealed_view as sealedmod
 from jaxcache.trust.judgement import storage as storagemod
 from jaxcache.trust.judgement import verdict as verdictmod
-from jaxcache.trust.judgement.memo_format import MemoError
+from jaxcache.trust.judgement.memo_format import Carried, MemoError
 from jaxcache.trust.judgement.shortcut import Judged, Why
 from jaxcache.trust.kernel import acl as aclmod
 from jaxcache.trust.kernel import entries as entriesmod
@@ -162,6 +162,7 @@ def audit(given: str, *, policy: Policy = EMPTY, as_user: int | None = None,
     judged, why = Judged.FULL, Why.NOT_ASKED
     now: shortcut.Seen | None = None
     seen_ledger = None
+    carried: Carried | None = None  # a changed directory's plain rows, unchanged
     judge_origins = ledger is not None and not sealed and uid == os.geteuid()
     try:
         inventory = None
@@ -195,23 +196,30 @@ def audit(given: str, *, policy: Policy = EMPTY, as_user: int | None = None,
                     elif loaded is not None and judged is Judged.CHANGED:
                         import time
 
-                        relisted = shortcut.relist(loaded, fd, w.anchor_node.path, ours, accounts,
-                                                   time.time())
+                        relisted = shortcut.relist(loaded, fd, w.anchor_node.path, ours,
+                                                   accounts, now, time.time())
                         if relisted is None:
                             judged, why = Judged.FULL, Why.RELISTED_DIRECTORY
                         else:
-                            inventory = relisted.inventory
-                            if judge_origins and inventory.entries:
-                                assert ledger is not None
-                                read = _ledger(ledger)
-                                seen_ledger = shortcut.ledger_seen(
-                                    shortcut.ledger_stat(read.path), read)
-                                before = loaded.header.ledger
-                                if before is not None and before.problem != read.problem:
+                            inventory, carried = relisted.inventory, relisted.carried
+                            before = loaded.header.ledger
+                            if judge_origins and (inventory.entries or carried.count):
+                                if before is None or any(
+                                        e.kind == "cache" for e in relisted.fresh.entries):
+                                    assert ledger is not None
+                                    read = _ledger(ledger)
+                                    seen_ledger = shortcut.ledger_seen(
+                                        shortcut.ledger_stat(read.path), read)
+                                    judged_origins = originmod.judge(
+                                        relisted.fresh, fd, read, w.anchor_node.path, reader)
+                                else:  # no entry to judge by it: the ledger as remembered
+                                    seen_ledger = before
+                                    judged_origins = shortcut.remembered_origins(
+                                        loaded.header, reader)
+                                if before is not None and \
+                                        before.problem != judged_origins.ledger_problem:
                                     judged, why = Judged.FULL, Why.LEDGER
-                                else:
-                                    origins = shortcut.merged(relisted, originmod.judge(
-                                        relisted.fresh, fd, read, w.anchor_node.path, reader))
+                                origins = shortcut.merged(relisted, judged_origins)
                             if judged is Judged.CHANGED and scan_handles:
                                 from jaxcache.trust.kernel import open_handles as handlesmod
 
@@ -219,7 +227,7 @@ def audit(given: str, *, policy: Policy = EMPTY, as_user: int | None = None,
                 except (MemoError, OSError):
                     judged, why = Judged.FULL, Why.NO_MEMO
                 if judged is Judged.FULL:
-                    inventory, origins, ids, seen_ledger = None, None, None, None
+                    inventory, origins, ids, seen_ledger, carried = None, None, None, None, None
             if judged is Judged.FULL:
                 inventory = entriesmod.inventory_at(fd, w.anchor_node.path, ours, accounts)
                 if judge_origins and inventory.entries:
@@ -314,7 +322,7 @@ def audit(given: str, *, policy: Policy = EMPTY, as_user: int | None = None,
     memo_out = None
     if now is not None and judged is not Judged.UNCHANGED:
         memo_out = shortcut.remember(now, verdict, inventory, origins, held, seen_ledger,
-                                 bool(rule.trusted_ledgers))
+                                 bool(rule.trusted_ledgers), carried)
     return AuditReport(given, tgt.path, resolved, w.exists, verdict, me,
                        tuple(writers), components, w.missing, inventory, processes,
                        tuple(findings), policy.source, held, origins, sealed_as, judged, why,

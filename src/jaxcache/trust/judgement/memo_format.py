@@ -101,10 +101,14 @@ class Row:
     writer: str | None  # the fingerprint id its ledger line names; None: build not judged
 
 
-def encode(header: Header, notable: tuple[Row, ...], rest: tuple[Row, ...]) -> bytes:
-    """The memo file's bytes; the header's counts are made to fit the rows given."""
-    first = b"".join(_row(r) for r in notable)
-    second = b"".join(_row(r) for r in rest)
+def encode(header: Header, notable: tuple[Row, ...], rest: tuple[Row, ...],
+           carried: Carried | None = None) -> bytes:
+    """The memo file's bytes; the header's counts are made to fit the rows given (`carried`:
+    rows of an earlier memo kept as they were read, after `rest`)."""
+    first = "".join(_row(r) for r in notable).encode("ascii")
+    second = "".join(_row(r) for r in rest).encode("ascii") + (
+        carried.lines if carried is not None else b"")
+    count = len(notable) + len(rest) + (carried.count if carried is not None else 0)
     h = header
     d = h.directory
     led = h.ledger
@@ -112,7 +116,7 @@ def encode(header: Header, notable: tuple[Row, ...], rest: tuple[Row, ...]) -> b
               *(str(x) for x in d), "1" if h.settled else "0", _s(h.mount), _s(h.context),
               *((_s(led.path), _n(led.dev), _n(led.ino), _n(led.size), _s(led.problem),
                  str(led.skipped), str(led.other_boot)) if led is not None else ("-",) * 7),
-              "1" if h.inspected_all else "0", str(len(notable) + len(rest)), str(len(notable)),
+              "1" if h.inspected_all else "0", str(count), str(len(notable)),
               str(len(first)), str(len(second)), *(str(x) for x in h.elided),
               str(h.elided_bytes)]
     line = "\t".join(fields).encode("ascii") + b"\n"
@@ -151,56 +155,111 @@ def header(line: bytes) -> Header:
 
 
 def rows(data: bytes, count: int) -> tuple[Row, ...]:
-    """`count` rows from `data`, which holds exactly them."""
-    lines = data.split(b"\n")
-    if lines.pop() != b"" or len(lines) != count:
+    """`count` rows from `data`, which holds exactly them: checked whole by one pattern, then
+    read (a cache of 100,000 entries has as many rows to read when its directory changed)."""
+    if _TABLE.fullmatch(data) is None:
+        raise MemoError("rows")
+    found = _ROW.findall(data)
+    if len(found) != count:
         raise MemoError("row count")
-    return tuple(_parse_row(x) for x in lines)
+    return tuple(_parsed(f) for f in found)
 
 
-def _row(r: Row) -> bytes:
-    return "\t".join((
-        _s(r.name), r.kind, str(r.ino), str(r.size), str(r.mode), str(r.mtime_ns),
-        "-" if r.ctime_ns is None else str(r.ctime_ns), r.origin or "-",
-        "-" if r.written_at is None else repr(r.written_at),
-        _s(r.writer))).encode("ascii") + b"\n"
+@frozen
+class Carried:
+    """Rows of a memo carried into the next as the very bytes read (lines() checked them):
+    unchanged entries, so unchanged rows."""
+
+    lines: bytes
+    count: int
+    kinds: tuple[int, int, int]  # compiled entries, atime, lock files
+    bytes: int
 
 
-# one row, every field checked at once (a cache of 100,000 entries of unknown origin has as
-# many rows to read each time): a plain name (no `/`, `\\`, leading `=` or `-`) or `=` and hex,
-# a kind, four naturals, an mtime, a ctime or `-`, an origin or `-`, a time or `-`, a writer
-_NAME = (rb"(?:[\x21-\x2c\x2e\x30-\x3c\x3e-\x5b\x5d-\x7e][\x21-\x2e\x30-\x5b\x5d-\x7e]*"
-         rb"|=(?:[0-9a-f]{2})+)")
-_ROW = re.compile(
-    _NAME + rb"\t(cache|signature|used|atime|lockfile|unexpected)"
+def lines(data: bytes, count: int) -> dict[str, bytes]:
+    """`count` rows from `data`, which holds exactly them, checked whole by one pattern, each
+    kept as its line (its newline included) by its entry's name: what a changed directory
+    compares its entries with (fields()), without reading every row into a Row."""
+    if _TABLE.fullmatch(data) is None:
+        raise MemoError("rows")
+    out = {}
+    for line in data.splitlines(keepends=True):
+        out[_name(line[:line.index(b"\t")])] = line
+    if len(out) != count:
+        raise MemoError("row count")
+    return out
+
+
+def fields(line: bytes) -> tuple[str, int, int, int | None]:
+    """A checked line's kind, inode, size and ctime (None: `-`)."""
+    f = line.split(b"\t", 7)
+    return _WORDS[f[1]], int(f[2]), int(f[3]), None if f[6] == b"-" else int(f[6])
+
+
+def _name(raw: bytes) -> str:
+    """A row's name field (checked by _FIELDS: plain, or `=` and hex), as the name."""
+    if raw[:1] == b"=":
+        name = os.fsdecode(bytes.fromhex(raw[1:].decode("ascii")))
+        if "/" in name or "\0" in name or len(os.fsencode(name)) > 255:
+            raise MemoError("row name")
+    else:
+        name = raw.decode("ascii")
+        if len(raw) > 255:
+            raise MemoError("row name")
+    if name in (".", ".."):
+        raise MemoError("row name")
+    return name
+
+
+def _row(r: Row) -> str:
+    ctime = "-" if r.ctime_ns is None else r.ctime_ns
+    at = "-" if r.written_at is None else repr(r.written_at)
+    return (f"{_s(r.name)}\t{r.kind}\t{r.ino}\t{r.size}\t{r.mode}\t{r.mtime_ns}\t{ctime}\t"
+            f"{r.origin or '-'}\t{at}\t{_s(r.writer)}\n")
+
+
+# one row: a plain name (no `/`, `\\`, leading `=` or `-`) or `=` and hex, a kind, four
+# naturals, an mtime, a ctime or `-`, an origin or `-`, a time or `-`, a writer
+_FIELDS = (
+    rb"([\x21-\x2c\x2e\x30-\x3c\x3e-\x5b\x5d-\x7e][\x21-\x2e\x30-\x5b\x5d-\x7e]*"
+    rb"|=(?:[0-9a-f]{2})+)"
+    rb"\t(cache|signature|used|atime|lockfile|unexpected)"
     rb"\t([0-9]{1,20})\t([0-9]{1,20})\t([0-9]{1,20})\t(-?[0-9]{1,20})\t(-|-?[0-9]{1,20})"
     rb"\t(-|yours|unknown|changed)\t(-|[0-9][0-9.e+-]{0,31})"
-    rb"\t(-|=(?:[0-9a-f]{2})*|[\x21-\x2c\x2e-\x3c\x3e-\x5b\x5d-\x7e][\x21-\x5b\x5d-\x7e]*)")
+    rb"\t(-|=(?:[0-9a-f]{2})*|[\x21-\x2c\x2e-\x3c\x3e-\x5b\x5d-\x7e][\x21-\x5b\x5d-\x7e]*)\n")
+_ROW = re.compile(_FIELDS)
+_TABLE = re.compile(rb"(?:" + re.sub(rb"\((?!\?)", b"(?:", _FIELDS) + rb")*+")
 
 
-def _parse_row(line: bytes) -> Row:
-    m = _ROW.fullmatch(line)
-    if m is None:
-        raise MemoError("row")
-    raw = line[:line.index(b"\t")]
-    name = os.fsdecode(bytes.fromhex(raw[1:].decode("ascii"))) if raw[:1] == b"=" \
-        else raw.decode("ascii")
-    if "/" in name or name in (".", "..") or "\0" in name or len(os.fsencode(name)) > 255:
-        raise MemoError("row name")
-    kind, ino, size, mode, mtime, ctime, origin, at, writer = m.groups()
-    return Row(name, kind.decode(), int(ino), int(size), int(mode), int(mtime),
-               None if ctime == b"-" else int(ctime), "" if origin == b"-" else origin.decode(),
-               None if at == b"-" else _float(at), _str(writer))
+_WORDS = {w.encode(): w for w in (*ROW_KINDS, *ORIGINS)} | {b"-": NOT_JUDGED}
+
+
+def _parsed(f: tuple[bytes, ...]) -> Row:
+    """A row from the fields _ROW matched (what it cannot say is checked here)."""
+    raw, kind, ino, size, mode, mtime, ctime, origin, at, writer = f
+    return Row(_name(raw), _WORDS[kind], int(ino), int(size), int(mode), int(mtime),
+               None if ctime == b"-" else int(ctime), _WORDS[origin],
+               None if at == b"-" else _time(at), None if writer == b"-" else _str(writer))
+
+
+def _time(field: bytes) -> float:
+    try:
+        value = float(field)
+    except ValueError:
+        raise MemoError("time field") from None
+    if not math.isfinite(value):
+        raise MemoError("time field")
+    return value
 
 
 def _s(value: str | None) -> str:
     """A string as a field: itself where plainly printable, else `=` and its bytes in hex."""
     if value is None:
         return "-"
-    raw = os.fsencode(value)
-    if raw and raw[:1] not in (b"=", b"-") and _PLAIN.issuperset(raw):
+    if value and value.isascii() and value.isprintable() and " " not in value and \
+            "\\" not in value and value[0] not in "=-":
         return value
-    return "=" + raw.hex()
+    return "=" + os.fsencode(value).hex()
 
 
 def _str(field: bytes) -> str | None:
@@ -248,14 +307,3 @@ def _flag(field: bytes) -> bool:
         raise MemoError("flag field")
     return field == b"1"
 
-
-def _float(field: bytes) -> float:
-    if not field or len(field) > 32 or not set(field) <= set(b"0123456789.e+-"):
-        raise MemoError("time field")
-    try:
-        value = float(field)
-    except ValueError:
-        raise MemoError("time field") from None
-    if not math.isfinite(value):
-        raise MemoError("time field")
-    return value

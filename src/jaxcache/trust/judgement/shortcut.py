@@ -33,7 +33,15 @@ import os
 import stat
 from enum import StrEnum
 
-from jaxcache.trust.judgement.memo_format import ROW_KINDS, Header, LedgerSeen, MemoError, Row
+from jaxcache.trust.judgement.memo_format import (
+    ROW_KINDS,
+    Carried,
+    Header,
+    LedgerSeen,
+    MemoError,
+    Row,
+    fields,
+)
 from jaxcache.trust.kernel import entries as entriesmod
 from jaxcache.trust.provenance import origin as originmod
 from jaxcache.values import frozen
@@ -94,12 +102,13 @@ class Why(StrEnum):
 
 @frozen
 class Loaded:
-    """A memo as read from its file: the header, the notable rows, and the rest when asked
-    (raises MemoError)."""
+    """A memo as read from its file: the header, the notable rows, and the rest when asked,
+    as rows or as lines by name (memo_format.lines(); each raises MemoError)."""
 
     header: Header
     notable: tuple[Row, ...]
     rest: Callable[[], tuple[Row, ...]]
+    lines: Callable[[], dict[str, bytes]]
 
 
 @frozen
@@ -109,6 +118,7 @@ class Memo:
     header: Header
     notable: tuple[Row, ...]
     rest: tuple[Row, ...]
+    carried: Carried | None = None
 
 
 @frozen
@@ -274,32 +284,40 @@ def _origin(r: Row, uid: int) -> originmod.EntryOrigin:
 
 @frozen
 class Relisted:
-    """A changed directory, listed: every entry (those unchanged since judged rebuilt from
-    their lstat, the rest judged in full), the origins of the unchanged ones, and the inodes
-    for the handle scan."""
+    """A changed directory, listed and each name lstat'ed: the inventory (the entries judged
+    now and the unchanged notable ones listed, the unchanged plain ones counted: Elided), the
+    origins of the unchanged listed ones, the entries judged now (for their origins), the
+    unchanged plain rows (remembered again as they were read), and the inodes for the
+    handle scan."""
 
     inventory: entriesmod.Inventory
-    kept: Mapping[str, originmod.EntryOrigin]  # unchanged compiled entries' origins, by name
-    fresh: entriesmod.Inventory  # the entries judged now, for their origins
+    kept: Mapping[str, originmod.EntryOrigin]
+    fresh: entriesmod.Inventory
+    carried: Carried
     inodes: frozenset[tuple[int, int]]
 
 
 def relist(memo: Loaded, dir_fd: int, path: str, me: frozenset[int], accounts: Accounts,
-           now_s: float) -> Relisted | None:
+           now: Seen, now_s: float) -> Relisted | None:
     """The directory behind `dir_fd` listed, each name lstat'ed: an entry whose device, inode
-    and ctime are those remembered is as it was judged (its ACL is not read again), any other
-    is judged as inventory() judges it. None: judge it in full (unreadable, a subdirectory)."""
+    and ctime are those remembered is as it was judged (counted if it was plain, listed
+    without reading its ACL if not), any other is judged as inventory() judges it. None:
+    judge it in full (unreadable, a subdirectory)."""
     h = memo.header
-    rows = {r.name: r for r in (*memo.notable, *memo.rest())}
+    plain = memo.lines()
+    notable = {r.name: r for r in memo.notable}
     try:
         rd = os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=dir_fd)
     except OSError:
         return None
+    listed, fresh, carried = [], [], []
+    kept: dict[str, originmod.EntryOrigin] = {}
+    files: dict[str, int] = {}
+    counts, count_bytes = [0, 0, 0], 0
+    dev = h.directory[0]
     try:
         st_dir = os.fstat(rd)
         base = entriesmod.acl_base(rd, path)
-        listed, fresh = [], []
-        kept: dict[str, originmod.EntryOrigin] = {}
         inodes = {(st_dir.st_dev, st_dir.st_ino)}
         for item in os.scandir(rd):
             try:
@@ -308,10 +326,22 @@ def relist(memo: Loaded, dir_fd: int, path: str, me: frozenset[int], accounts: A
                 continue
             if stat.S_ISDIR(st.st_mode):
                 return None
-            inodes.add((st_dir.st_dev, item.inode()))
-            r = rows.get(item.name)
-            same = r is not None and r.ctime_ns is not None and stat.S_ISREG(st.st_mode) and \
-                (st.st_dev, st.st_ino, st.st_ctime_ns) == (h.directory[0], r.ino, r.ctime_ns)
+            inodes.add((st_dir.st_dev, st.st_ino))
+            regular = stat.S_ISREG(st.st_mode)
+            if regular:
+                files[item.name] = st.st_size
+            line = plain.get(item.name)
+            if line is not None and regular:
+                kind, ino, size, ctime = fields(line)
+                if ctime is not None and (st.st_dev, st.st_ino, st.st_ctime_ns) == \
+                        (dev, ino, ctime):
+                    carried.append(line)
+                    counts[_ELIDED_KINDS.index(kind)] += 1
+                    count_bytes += size
+                    continue
+            r = notable.get(item.name)
+            same = r is not None and r.ctime_ns is not None and regular and \
+                (st.st_dev, st.st_ino, st.st_ctime_ns) == (dev, r.ino, r.ctime_ns)
             e = entriesmod.entry(item.name, st, base, path, me, accounts, now_s,
                                  acl_read=not same)
             if e is None:
@@ -326,27 +356,43 @@ def relist(memo: Loaded, dir_fd: int, path: str, me: frozenset[int], accounts: A
     finally:
         os.close(rd)
     listed.sort(key=lambda e: e.name)
-    return Relisted(entriesmod.Inventory(tuple(listed)), kept,
-                    entriesmod.Inventory(tuple(fresh)), frozenset(inodes))
+    elided = entriesmod.Elided(counts[0], counts[1], counts[2], count_bytes, lambda: files,
+                               now.stamp)
+    return Relisted(entriesmod.Inventory(tuple(listed), elided=elided), kept,
+                    entriesmod.Inventory(tuple(fresh)),
+                    Carried(b"".join(carried), len(carried), (counts[0], counts[1], counts[2]),
+                            count_bytes),
+                    frozenset(inodes))
 
 
 def merged(relisted: Relisted, judged: originmod.Origins) -> originmod.Origins:
-    """The origins of every compiled entry, in the inventory's order: remembered for the
-    unchanged ones, `judged` (origin.judge() of the fresh ones) for the rest."""
+    """The origins of every compiled entry listed, in the inventory's order: remembered for
+    the unchanged ones, `judged` (origin.judge() of the fresh ones, or remembered_origins()
+    where none is compiled code) for the rest; the carried ones counted."""
     fresh = {e.name: e for e in judged.entries}
     out = []
     for e in relisted.inventory.entries:
         o = relisted.kept.get(e.name) or fresh.get(e.name)
         if o is not None:
             out.append(o)
+    elided = relisted.inventory.elided
     return originmod.Origins(tuple(out), judged.ledger, judged.ledger_problem,
                              judged.ledger_skipped, judged.ledger_other_boot, judged.relearned,
-                             judged.reader, judged.described, judged.trusted)
+                             judged.reader, judged.described, judged.trusted,
+                             elided.compiled if elided is not None else 0)
+
+
+def remembered_origins(h: Header, reader: Fingerprint | None) -> originmod.Origins:
+    """No entry to judge by the ledger: its state as remembered (what the findings say of it)."""
+    assert h.ledger is not None
+    return originmod.Origins((), h.ledger.path, h.ledger.problem, h.ledger.skipped,
+                             h.ledger.other_boot, reader=reader)
 
 
 def remember(now: Seen, verdict: Verdict, inventory: entriesmod.Inventory | None,
              origins: originmod.Origins | None, held: HandleScan | None,
-             ledger: LedgerSeen | None, trusted_ledgers: bool) -> Memo | None:
+             ledger: LedgerSeen | None, trusted_ledgers: bool,
+             carried: Carried | None = None) -> Memo | None:
     """What to remember of a judgement that passed, or None where its argument would not
     hold: not PRIVATE, not every entry a plain regular file of yours (one link, no group or
     other write, no ACL), a directory inside, a handle of any kind another user's process
@@ -354,14 +400,19 @@ def remember(now: Seen, verdict: Verdict, inventory: entriesmod.Inventory | None
     entry's bits were loosened), a filesystem whose ctimes are
     not the kernel's, ledgers of other writers (their files change under them), entries
     judged against another build's fingerprint (judged each time), no boot id, too many
-    entries. `ledger`: the ledger the origins were judged with (stat'ed before it was read)."""
+    entries. `ledger`: the ledger the origins were judged with (stat'ed before it was read).
+    `carried`: the plain rows a changed directory still holds unchanged (relist()), which its
+    inventory counts (Elided) instead of listing."""
     from jaxcache.trust.findings import Verdict
     from jaxcache.trust.judgement.memo_format import MAX_ROWS
 
+    counted = inventory.elided.files if inventory is not None and inventory.elided else 0
     if verdict is not Verdict.PRIVATE or inventory is None or inventory.unreadable \
-            or inventory.elided is not None or held is None or held.handles or held.readers \
+            or counted != (carried.count if carried is not None else 0) \
+            or held is None or held.handles or held.readers \
             or trusted_ledgers or not now.boot or now.fstype not in CTIME_KEPT or now.inside \
-            or len(inventory.entries) > MAX_ROWS or (origins is not None and ledger is None):
+            or len(inventory.entries) + counted > MAX_ROWS \
+            or (origins is not None and ledger is None):
         return None
     by_name = {o.name: o for o in origins.entries} if origins is not None else {}
     reader = origins.reader if origins is not None else None
@@ -369,8 +420,8 @@ def remember(now: Seen, verdict: Verdict, inventory: entriesmod.Inventory | None
     settle = now.time_ns - SETTLE_NS
     notable: list[Row] = []
     rest: list[Row] = []
-    elided = [0, 0, 0]
-    elided_bytes = 0
+    elided = list(carried.kinds) if carried is not None else [0, 0, 0]
+    elided_bytes = carried.bytes if carried is not None else 0
     for e in inventory.entries:
         if e.type != "file" or e.uid != now.uid or e.mode & 0o022 or e.has_acl or \
                 e.nlink != 1 or set(e.flags) - {"unexpected-name"} or e.kind not in ROW_KINDS:
@@ -393,9 +444,9 @@ def remember(now: Seen, verdict: Verdict, inventory: entriesmod.Inventory | None
     header = Header(now.path, now.uid, now.boot, now.time_ns, now.directory,
                     now.directory[3] < settle, now.mount, now.context,
                     ledger if origins is not None else None, held.uninspected_count == 0,
-                    len(notable) + len(rest), len(notable), 0, 0,
+                    len(notable) + len(rest) + counted, len(notable), 0, 0,
                     (elided[0], elided[1], elided[2]), elided_bytes)
-    return Memo(header, tuple(notable), tuple(rest))
+    return Memo(header, tuple(notable), tuple(rest), carried)
 
 
 def ledger_stat(path: str) -> os.stat_result | None:
