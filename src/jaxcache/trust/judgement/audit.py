@@ -25,7 +25,7 @@ from jaxcache.trust.judgement import origin_findings, shortcut
 from jaxcache.trust.judgement import sealed_view as sealedmod
 from jaxcache.trust.judgement import storage as storagemod
 from jaxcache.trust.judgement import verdict as verdictmod
-from jaxcache.trust.judgement.memo_format import Carried, MemoError
+from jaxcache.trust.judgement.memo_format import Carried, LedgerSeen, MemoError
 from jaxcache.trust.judgement.shortcut import Judged, Why
 from jaxcache.trust.kernel import acl as aclmod
 from jaxcache.trust.kernel import entries as entriesmod
@@ -161,14 +161,12 @@ def audit(given: str, *, policy: Policy = EMPTY, as_user: int | None = None,
     mounts = mountsmod.read_mounts()
     judged, why = Judged.FULL, Why.NOT_ASKED
     now: shortcut.Seen | None = None
-    seen_ledger = None
-    carried: Carried | None = None  # a changed directory's plain rows, unchanged
+    part: _Part | None = None
     judge_origins = ledger is not None and not sealed and uid == os.geteuid()
     try:
         inventory = None
         if w.exists and entries:
             ours = frozenset({0, uid})
-            reader = None
             if remembered is not None and not sealed and uid == os.geteuid() and scan_handles:
                 from jaxcache.trust.rules import ci as cimod
 
@@ -182,54 +180,22 @@ def audit(given: str, *, policy: Policy = EMPTY, as_user: int | None = None,
                         ci_name, require_origin, rule.restored_from) is not None)
                 loaded = remembered(now)
                 judged, why = shortcut.decide(loaded, now)
-                try:
-                    if loaded is not None and judged is Judged.UNCHANGED:
-                        import time
+                if loaded is not None and judged is not Judged.FULL:
+                    shorter = _shortened(judged, loaded, now, fd, w, ours, accounts, reader,
+                                         ledger if judge_origins else None)
+                    if isinstance(shorter, Why):
+                        judged, why = Judged.FULL, shorter
+                    else:
+                        part = shorter
+            if part is not None:
+                inventory, origins, ids = part.inventory, part.origins, None
+                if scan_handles:
+                    from jaxcache.trust.kernel import open_handles as handlesmod
 
-                        inventory, origins = shortcut.unchanged(loaded, accounts, reader,
-                                                                time.time())
-                        if scan_handles:
-                            from jaxcache.trust.kernel import open_handles as handlesmod
-
-                            ids = handlesmod.Identities(w.resolved, frozenset(
-                                {(now.directory[0], now.directory[1])}))
-                    elif loaded is not None and judged is Judged.CHANGED:
-                        import time
-
-                        relisted = shortcut.relist(loaded, fd, w.anchor_node.path, ours,
-                                                   accounts, now, time.time())
-                        if relisted is None:
-                            judged, why = Judged.FULL, Why.RELISTED_DIRECTORY
-                        else:
-                            inventory, carried = relisted.inventory, relisted.carried
-                            before = loaded.header.ledger
-                            if judge_origins and (inventory.entries or carried.count):
-                                if before is None or any(
-                                        e.kind == "cache" for e in relisted.fresh.entries):
-                                    assert ledger is not None
-                                    read = _ledger(ledger)
-                                    seen_ledger = shortcut.ledger_seen(
-                                        shortcut.ledger_stat(read.path), read)
-                                    judged_origins = originmod.judge(
-                                        relisted.fresh, fd, read, w.anchor_node.path, reader)
-                                else:  # no entry to judge by it: the ledger as remembered
-                                    seen_ledger = before
-                                    judged_origins = shortcut.remembered_origins(
-                                        loaded.header, reader)
-                                if before is not None and \
-                                        before.problem != judged_origins.ledger_problem:
-                                    judged, why = Judged.FULL, Why.LEDGER
-                                origins = shortcut.merged(relisted, judged_origins)
-                            if judged is Judged.CHANGED and scan_handles:
-                                from jaxcache.trust.kernel import open_handles as handlesmod
-
-                                ids = handlesmod.Identities(w.resolved, relisted.inodes)
-                except (MemoError, OSError):
-                    judged, why = Judged.FULL, Why.NO_MEMO
-                if judged is Judged.FULL:
-                    inventory, origins, ids, seen_ledger, carried = None, None, None, None, None
-            if judged is Judged.FULL:
+                    ids = handlesmod.Identities(w.resolved, part.inodes)
+            else:
                 inventory = entriesmod.inventory_at(fd, w.anchor_node.path, ours, accounts)
+                seen_ledger = None
                 if judge_origins and inventory.entries:
                     assert ledger is not None
                     read = _ledger(ledger)
@@ -238,6 +204,7 @@ def audit(given: str, *, policy: Policy = EMPTY, as_user: int | None = None,
                                               origin_findings.trusted_ledgers(read, rule,
                                                                               accounts))
                     seen_ledger = shortcut.ledger_seen(shortcut.ledger_stat(read.path), read)
+                part = _Part(inventory, origins, frozenset(), seen_ledger, None)
                 if scan_handles:
                     from jaxcache.trust.kernel import open_handles as handlesmod
 
@@ -320,13 +287,63 @@ def audit(given: str, *, policy: Policy = EMPTY, as_user: int | None = None,
     if is_sealed and verdict.ok:
         verdict = Verdict.SEALED
     memo_out = None
-    if now is not None and judged is not Judged.UNCHANGED:
-        memo_out = shortcut.remember(now, verdict, inventory, origins, held, seen_ledger,
-                                 bool(rule.trusted_ledgers), carried)
+    if now is not None and part is not None and judged is not Judged.UNCHANGED:
+        memo_out = shortcut.remember(now, verdict, inventory, origins, held, part.ledger,
+                                     bool(rule.trusted_ledgers), part.carried)
     return AuditReport(given, tgt.path, resolved, w.exists, verdict, me,
                        tuple(writers), components, w.missing, inventory, processes,
                        tuple(findings), policy.source, held, origins, sealed_as, judged, why,
                        memo_out)
+
+
+@frozen
+class _Part:
+    """The entries' part of an audit: the inventory and origins, the inodes the handle scan
+    looks for (a shortened judgement's; the full one collects its own), the ledger the
+    origins were judged with as remembered (shortcut.ledger_seen()), and a changed
+    directory's unchanged plain rows (shortcut.relist())."""
+
+    inventory: entriesmod.Inventory
+    origins: originmod.Origins | None
+    inodes: frozenset[tuple[int, int]]
+    ledger: LedgerSeen | None
+    carried: Carried | None
+
+
+def _shortened(judged: Judged, loaded: shortcut.Loaded, now: shortcut.Seen, fd: int, w: Walk,
+               ours: frozenset[int], accounts: pr.Accounts, reader: Fingerprint | None,
+               ledger: ledger_file.Ledger | Callable[[], ledger_file.Ledger] | None
+               ) -> _Part | Why:
+    """The entries judged the shorter way shortcut.decide() allowed (UNCHANGED: as
+    remembered; CHANGED: only the new or changed ones, by the ledger read now where one of
+    them is compiled code), or why the full audit must judge them after all. `ledger`: None
+    where origins are not judged."""
+    import time
+
+    h = loaded.header
+    try:
+        if judged is Judged.UNCHANGED:
+            inventory, origins = shortcut.unchanged(loaded, accounts, reader, time.time())
+            return _Part(inventory, origins, frozenset({(now.directory[0], now.directory[1])}),
+                         None, None)
+        relisted = shortcut.relist(loaded, fd, w.anchor_node.path, ours, accounts, now,
+                                   time.time())
+    except (MemoError, OSError):
+        return Why.NO_MEMO
+    if relisted is None:
+        return Why.RELISTED_DIRECTORY
+    inventory, origins, seen = relisted.inventory, None, None
+    if ledger is not None and (inventory.entries or relisted.carried.count):
+        if h.ledger is None or any(e.kind == "cache" for e in relisted.fresh.entries):
+            read = _ledger(ledger)
+            seen = shortcut.ledger_seen(shortcut.ledger_stat(read.path), read)
+            judged_now = originmod.judge(relisted.fresh, fd, read, w.anchor_node.path, reader)
+        else:  # no entry to judge by it: the ledger as remembered
+            seen, judged_now = h.ledger, shortcut.remembered_origins(h, reader)
+        if h.ledger is not None and h.ledger.problem != judged_now.ledger_problem:
+            return Why.LEDGER  # with an untrusted ledger nothing counts as yours
+        origins = shortcut.merged(relisted, judged_now)
+    return _Part(inventory, origins, relisted.inodes, seen, relisted.carried)
 
 
 def _ledger(ledger: ledger_file.Ledger | Callable[[], ledger_file.Ledger]
