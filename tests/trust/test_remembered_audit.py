@@ -11,7 +11,9 @@ refuses.
 The caches are real directories under /tmp (ext4 here), their entries written by root (the
 auditing user) and recorded in a real origin ledger by the witness jobs use. A directory is
 remembered only once its ctime is SETTLE_NS older than the judgement: here 0.3 s instead of 2
-(this kernel stamps times to the tick), so the tests wait 0.35 s where they need it.
+(this kernel stamps times to the tick), so the tests wait 0.35 s where they need it; and only
+from MIN_DIR_BYTES of directory up (a gate on cost: a memo does not pay for a few entries),
+here from any size, but where another process judges (grown() fills the directory past it).
 """
 
 from __future__ import annotations
@@ -40,14 +42,17 @@ from jaxcache.trust.kernel.principals import Accounts
 from jaxcache.trust.rules.policy_rules import EMPTY
 
 SETTLE_S = 0.3
+MIN_DIR_BYTES = shortcut.MIN_DIR_BYTES  # as `run` has it
 
 
 @pytest.fixture(autouse=True)
 def state(tmp_path, monkeypatch):
-    """A state folder of the test's own (memos and the ledger), and a shorter settle time."""
+    """A state folder of the test's own (memos and the ledger), a shorter settle time, and
+    a memo for directories of any size."""
     folder = mkdir(tmp_path / "state", 0o700)
     monkeypatch.setenv("XDG_STATE_HOME", str(folder))
     monkeypatch.setattr(shortcut, "SETTLE_NS", int(SETTLE_S * 1e9))
+    monkeypatch.setattr(shortcut, "MIN_DIR_BYTES", 0)
     return folder
 
 
@@ -71,6 +76,22 @@ def cache(base: Path, entries: int = 3, *, yours: bool = True, mode: int = 0o700
         (d / name(i)).chmod(0o644)
         if yours:
             record(str(d), name(i).removesuffix("-cache"), data)
+    settle()
+    return d
+
+
+def grown(d: Path) -> Path:
+    """`d` with entries of yours added until its size passes MIN_DIR_BYTES (a judgement in
+    another process, with the gate as `run` has it, remembers it), settled."""
+    record = witness.recorder()
+    i = 1000
+    while d.stat().st_size < MIN_DIR_BYTES and i < 5000:
+        data = f"filler {i}".encode()
+        (d / name(i)).write_bytes(data)
+        (d / name(i)).chmod(0o644)
+        record(str(d), name(i).removesuffix("-cache"), data)
+        i += 1
+    assert d.stat().st_size >= MIN_DIR_BYTES
     settle()
     return d
 
@@ -177,23 +198,38 @@ def test_a_run_records_the_cache_before_and_after_without_listing_an_unchanged_o
     """`jaxcache run` twice on a cache its jobs wrote (jobs that are not Python: audited
     before they start): the second counts it from the memo; a job that adds a file is still
     told apart."""
-    d = cache(base, 3)
+    d = grown(cache(base, 3))
+    n = len(list(d.iterdir()))
+    time.sleep(2.1)  # settled as `run` has it (SETTLE_NS)
     docs = []
-    for job in ("true", f"touch {d / 'x'}"):
+    for job in ("true", "true", f"touch {d / 'x'}"):
         record = tmp_path / f"{len(docs)}.json"
         proc = subprocess.run([sys.executable, "-m", "jaxcache", "run", "-q", "--cache-dir",
                                str(d), "--record", str(record), "--", "/bin/sh", "-c", job],
                               capture_output=True, text=True)
         assert proc.returncode == 0, proc.stderr
         docs.append(json.loads(record.read_text())["cache_dir"])
-    first, second = docs
-    assert first["before"] == first["after"] == {"entries": 3, "files": 3,
+    first, again, second = docs  # judged in full; then found unchanged; then a job adds x
+    assert first["before"] == first["after"] == {"entries": n, "files": n,
                                                  "bytes": first["before"]["bytes"]}
-    assert first["new_files"] == [] and first["origin"]["yours"] == 3
-    assert second["before"] == first["before"] and second["origin"]["yours"] == 3
-    assert second["after"]["files"] == 4 and second["new_files"] == [{"name": "x", "bytes": 0}]
+    assert first["new_files"] == [] and first["origin"]["yours"] == n
+    assert again == first
+    assert second["before"] == first["before"] and second["origin"]["yours"] == n
+    assert second["after"]["files"] == n + 1
+    assert second["new_files"] == [{"name": "x", "bytes": 0}]
     assert judge(d).judged is Judged.CHANGED  # x is new: judged, and said
     assert "entry.unexpected-name" in {f.code for f in judge(d).findings}
+
+
+def test_a_small_directory_is_judged_in_full_without_a_memo(base, monkeypatch):
+    """A few entries cost less to judge than a memo (itself a trusted input) to read."""
+    monkeypatch.setattr(shortcut, "MIN_DIR_BYTES", MIN_DIR_BYTES)
+    d = cache(base, 3)
+    for _ in range(2):
+        report = judge(d)
+        assert (report.judged, report.judged_why, report.memo) == (Judged.FULL, Why.SMALL, None)
+    assert not memo_file(d).exists()
+    assert judge(grown(d)).memo is not None
 
 
 # ---- UNCHANGED: the swaps its argument excludes ---------------------------------------------
@@ -407,7 +443,7 @@ print(json.dumps([r.verdict.value, r.judged.value, r.judged_why.name,
 
 @needs_root
 def test_a_mount_over_the_directory_or_inside_it_is_judged_in_full(base, accounts, tmp_path):
-    d = cache(base, 2)
+    d = grown(cache(base, 2))
     remembered(d)
     other = mkdir(base / "other", 0o700, owner=accounts.c)
     (other / name(0)).write_bytes(b"their code")
@@ -434,7 +470,9 @@ def test_a_mount_over_the_directory_or_inside_it_is_judged_in_full(base, account
     # another user's file bound over an entry: the directory's stat does not move
     assert inside[:3] == ["UNSAFE", "full", "MOUNT_INSIDE"] and accounts.c in inside[3], inside
     # another directory bound over the cache: another device and inode, nothing remembered
-    assert over[:3] == ["UNSAFE", "full", "NO_MEMO"] and accounts.c in over[3], over
+    # (and too small for a memo to be looked for)
+    assert over[:2] == ["UNSAFE", "full"] and over[2] in ("NO_MEMO", "SMALL"), over
+    assert accounts.c in over[3], over
     assert judge(d).verdict.value == "PRIVATE"  # outside, as it was
 
 
@@ -548,7 +586,10 @@ def test_processes_that_could_not_be_inspected_keep_the_entries_looked_at(base, 
             f"d = {str(home / 'cache')!r}\n"
             f"os.makedirs({str(home / 'state' / 'jaxcache')!r}, 0o700)\n"
             "os.mkdir(d, 0o700)\n"
-            "open(os.path.join(d, 'jit_f-' + 'a' * 64 + '-cache'), 'wb').write(b'x')\n"
+            "i = 0\n"
+            f"while os.stat(d).st_size < {MIN_DIR_BYTES} and i < 5000:\n"
+            "    open(os.path.join(d, f'jit_f{i}-' + 'a' * 64 + '-cache'), 'wb').write(b'x')\n"
+            "    i += 1\n"
             "time.sleep(2.1)\n"
             f"{_IN_NAMESPACE.split('a = Accounts()')[0]}\n"
             "a = Accounts()\n"

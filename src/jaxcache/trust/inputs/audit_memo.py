@@ -281,7 +281,7 @@ def remembering(given: str, *, policy: Policy, accounts: Accounts, sealed: bool 
         from dataclasses import replace
 
         report = replace(judged(lambda _: None), judged_why=Why.REFUSED)
-    if report.resolved is None or report.judged_why is Why.NOT_ASKED:
+    if report.resolved is None or report.judged_why in (Why.NOT_ASKED, Why.SMALL):
         return report
     if report.memo is not None:
         save(report.memo)

@@ -167,7 +167,10 @@ def audit(given: str, *, policy: Policy = EMPTY, as_user: int | None = None,
         inventory = None
         if w.exists and entries:
             ours = frozenset({0, uid})
-            if remembered is not None and not sealed and uid == os.geteuid() and scan_handles:
+            if remembered is not None and not sealed and uid == os.geteuid() and scan_handles \
+                    and os.fstat(fd).st_size < shortcut.MIN_DIR_BYTES:
+                why = Why.SMALL
+            elif remembered is not None and not sealed and uid == os.geteuid() and scan_handles:
                 from jaxcache.trust.rules import ci as cimod
 
                 reader = fingerprint() if fingerprint is not None and judge_origins else None

@@ -157,9 +157,10 @@ def header(line: bytes) -> Header:
 def rows(data: bytes, count: int) -> tuple[Row, ...]:
     """`count` rows from `data`, which holds exactly them: checked whole by one pattern, then
     read (a cache of 100,000 entries has as many rows to read when its directory changed)."""
-    if _TABLE.fullmatch(data) is None:
+    row, table = _patterns()
+    if table.fullmatch(data) is None:
         raise MemoError("rows")
-    found = _ROW.findall(data)
+    found = row.findall(data)
     if len(found) != count:
         raise MemoError("row count")
     return tuple(_parsed(f) for f in found)
@@ -180,7 +181,7 @@ def lines(data: bytes, count: int) -> dict[str, bytes]:
     """`count` rows from `data`, which holds exactly them, checked whole by one pattern, each
     kept as its line (its newline included) by its entry's name: what a changed directory
     compares its entries with (fields()), without reading every row into a Row."""
-    if _TABLE.fullmatch(data) is None:
+    if _patterns()[1].fullmatch(data) is None:
         raise MemoError("rows")
     out = {}
     for line in data.splitlines(keepends=True):
@@ -227,15 +228,22 @@ _FIELDS = (
     rb"\t([0-9]{1,20})\t([0-9]{1,20})\t([0-9]{1,20})\t(-?[0-9]{1,20})\t(-|-?[0-9]{1,20})"
     rb"\t(-|yours|unknown|changed)\t(-|[0-9][0-9.e+-]{0,31})"
     rb"\t(-|=(?:[0-9a-f]{2})*|[\x21-\x2c\x2e-\x3c\x3e-\x5b\x5d-\x7e][\x21-\x5b\x5d-\x7e]*)\n")
-_ROW = re.compile(_FIELDS)
-_TABLE = re.compile(rb"(?:" + re.sub(rb"\((?!\?)", b"(?:", _FIELDS) + rb")*+")
+_PATTERNS: list[re.Pattern[bytes]] = []  # compiled when first read (not on every audit's import)
+
+
+def _patterns() -> tuple[re.Pattern[bytes], re.Pattern[bytes]]:
+    """_FIELDS as one row (its fields captured), and as a whole table (possessive: linear)."""
+    if not _PATTERNS:
+        _PATTERNS.append(re.compile(_FIELDS))
+        _PATTERNS.append(re.compile(rb"(?:" + re.sub(rb"\((?!\?)", b"(?:", _FIELDS) + rb")*+"))
+    return _PATTERNS[0], _PATTERNS[1]
 
 
 _WORDS = {w.encode(): w for w in (*ROW_KINDS, *ORIGINS)} | {b"-": NOT_JUDGED}
 
 
 def _parsed(f: tuple[bytes, ...]) -> Row:
-    """A row from the fields _ROW matched (what it cannot say is checked here)."""
+    """A row from the fields _patterns()[0] matched (what it cannot say is checked here)."""
     raw, kind, ino, size, mode, mtime, ctime, origin, at, writer = f
     return Row(_name(raw), _WORDS[kind], int(ino), int(size), int(mode), int(mtime),
                None if ctime == b"-" else int(ctime), _WORDS[origin],

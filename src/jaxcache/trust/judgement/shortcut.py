@@ -64,6 +64,11 @@ SETTLE_NS = 2 * 10**9
 # filesystems that keep ctime as the kernel's clock says, below every user (not network, FUSE
 # or overlay: their ctimes come from a server, a daemon or layers changed underneath)
 CTIME_KEPT = frozenset({"ext2", "ext3", "ext4", "xfs", "btrfs", "tmpfs", "f2fs", "bcachefs"})
+# Below this a directory is audited in full without a memo: a memo is itself a trusted input
+# (its folders audited, ~4 ms), more than judging a few hundred entries costs. A directory's
+# st_size grows with its names on every filesystem (ext4 4 KiB blocks, btrfs the names' bytes,
+# tmpfs 20 bytes a name): a gate on cost, not on trust (either side is sound).
+MIN_DIR_BYTES = 16 << 10
 _ELIDED_KINDS = ("cache", "atime", "lockfile")
 
 
@@ -80,6 +85,7 @@ class Why(StrEnum):
 
     NONE = "nothing was left out that the argument does not cover"
     NOT_ASKED = "no memo was asked for (not a plain, local directory judged for you)"
+    SMALL = "too few entries for a memo to pay"
     NO_MEMO = "nothing remembered (first audit, or the memo is missing, unprotected or odd)"
     OTHER_USER = "remembered for another user"
     OTHER_BOOT = "remembered before this machine last started"
