@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 PIP    := $(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt
 
-.PHONY: demo test lint typecheck system-deps sigstore-stand-ins clean matrix soak
+.PHONY: demo test lint typecheck system-deps sigstore-stand-ins clean matrix soak trusted-size
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -45,6 +45,11 @@ lint: $(VENV)/.test
 # mypy over src/ as pyproject.toml's [tool.mypy] says: strict, but for the modules it lists
 typecheck: $(VENV)/.test
 	$(BIN)/mypy
+
+# The size of the code that decides whether bytes reach JAX (docs/security-model.md): the
+# modules and functions scripts/trusted_size.py lists, in lines and code lines
+trusted-size:
+	@$(PYTHON) scripts/trusted_size.py
 
 # The suite in TEST_WORKERS processes (pytest-xdist; at most 4, as many as there are CPUs), one
 # test file per worker at a time (--dist loadfile), so that a file's module fixtures (the real

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from jaxcache.trust.inputs.public_keys import PublicKey
     from jaxcache.trust.judgement.audit import AuditReport
     from jaxcache.trust.kernel.principals import Accounts
+    from jaxcache.trust.provenance.ledger_file import Ledger
     from jaxcache.trust.rules.policy_rules import Policy
 
 NEEDS_KEYS = ("a sealed cache needs trusted keys or identities: --trusted-key (trusted_keys= "
@@ -54,7 +55,9 @@ class Asked:
     signs what it writes (a key, or keyless), so it may make a sealed directory; `local`: a
     sealed cache's private tier. For a plain cache: `allow_untrusted` takes any verdict,
     `require_origin` refuses entries no watched job wrote, `fingerprint` is the build whose
-    loads the origins are judged for, `env` the environment CI is detected from."""
+    loads the origins are judged for, `env` the environment CI is detected from. `remember`: a
+    directory is audited through the memo of its last judgement that passed (`jaxcache run`'s
+    audit, trust/inputs/audit_memo.py): an unchanged directory's entries are not judged again."""
 
     path: str
     sealed: bool = False
@@ -66,6 +69,7 @@ class Asked:
     require_origin: bool = False
     fingerprint: Callable[[], Fingerprint] | None = None
     env: Mapping[str, str] | None = None
+    remember: bool = False
 
 
 @frozen
@@ -104,7 +108,7 @@ def admit(asked: Asked, pol: Policy, accounts: Accounts,
     path = local_path(tgt, asked.path)
     tier = private_tier(asked.local, pol, accounts, made, shared=path) \
         if asked.sealed and asked.local is not None else None
-    report = _audit(asked, path, pol, accounts)
+    report = _audit(asked, path, pol, accounts, remember=asked.remember)
     created: tuple[str, ...] = ()
     if not report.exists and report.missing:
         if asked.sealed and not asked.publisher:
@@ -142,18 +146,25 @@ def _bucket(asked: Asked, url: str, pol: Policy, accounts: Accounts,
     return Admitted(url, Kind.SEALED_BUCKET, report, tier)
 
 
-def _audit(asked: Asked, where: str, pol: Policy, accounts: Accounts) -> AuditReport:
+def _audit(asked: Asked, where: str, pol: Policy, accounts: Accounts, *,
+           remember: bool = False) -> AuditReport:
+    from functools import partial
+
+    from jaxcache.trust.inputs import ledger
+    from jaxcache.trust.inputs.audit_memo import remembering
     from jaxcache.trust.judgement.audit import audit
 
+    judge: Callable[..., AuditReport] = remembering if remember else \
+        partial(audit, scan_processes=False)
     if asked.sealed:
-        return audit(where, policy=pol, scan_processes=False, accounts=accounts, sealed=True,
-                     sealed_keys=asked.keys)
-    from jaxcache.trust.inputs import ledger
-
+        return judge(where, policy=pol, accounts=accounts, sealed=True, sealed_keys=asked.keys)
     env = dict(asked.env) if asked.env is not None else None
-    return audit(where, policy=pol, scan_processes=False, accounts=accounts,
-                 require_origin=asked.require_origin, env=env,
-                 ledger=ledger.load(accounts=accounts, env=env), fingerprint=asked.fingerprint)
+
+    def read_ledger() -> Ledger:  # read only where entries are judged (not an unchanged one's)
+        return ledger.load(accounts=accounts, env=env)
+
+    return judge(where, policy=pol, accounts=accounts, require_origin=asked.require_origin,
+                 env=env, ledger=read_ledger, fingerprint=asked.fingerprint)
 
 
 def _sealed_verdict(report: AuditReport) -> None:

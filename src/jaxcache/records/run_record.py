@@ -52,7 +52,11 @@ def finish(outcome: Outcome, cache_dir: str, *, verdict: str, before: DirSnapsho
            run: RunAudit | None = None) -> dict[str, object]:
     """The record of a run that has ended: the directory after (listed now), and everything
     else (with `run`, what `jaxcache run` adds: builder.RunAudit)."""
-    after = DirSnapshot.at(cache_dir, missing_ok=missing_ok).since(before)
+    if before.unchanged():
+        after = before  # counted, not listed, and no name changed since: not listed now either
+    else:
+        before = before.listed()
+        after = DirSnapshot.at(cache_dir, missing_ok=missing_ok).since(before)
     return build(outcome, cache_dir=cache_dir, verdict=verdict, before=before, after=after,
                  env=env, cwd=os.getcwd(), run=run)
 

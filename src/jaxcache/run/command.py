@@ -293,7 +293,7 @@ def _admit(chosen: str, policy: str | None, allow_untrusted: bool, seal: SealOpt
         chosen, sealed=seal is not None, keys=keys, signer=signer,
         publisher=seal is not None and seal.publisher, local=seal.local if seal else None,
         allow_untrusted=allow_untrusted, require_origin=require_origin, fingerprint=fingerprint,
-        env=env), pol, accounts)
+        env=env, remember=True), pol, accounts)
     if let_in.created and on_created is not None:
         on_created(let_in.created)
     path, report = let_in.path, let_in.report

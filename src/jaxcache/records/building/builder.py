@@ -10,6 +10,7 @@ stored in whole seconds, so it is kept under its own name and never shown as the
 from __future__ import annotations
 
 import os
+import stat
 import sys
 import time
 
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
 
     from jaxcache.probe.runner import Outcome
     from jaxcache.records.building.probe_output import ProbeModule, ProbeSeal
-    from jaxcache.trust.kernel.entries import Inventory
+    from jaxcache.trust.kernel.entries import Elided, Inventory
 
 
 @frozen
@@ -37,12 +38,16 @@ class DirSnapshot:
     unknown: str | None = None  # why the listing failed: its counts are unknown, never 0
     absent: str | None = None  # why it could not be listed, where that reads as empty (before
     # a job, the directory JAX has yet to make)
+    # a directory the audit found unchanged since it judged every entry: `entries` holds the
+    # entries it named, the rest are counted here and listed only when asked (listed())
+    elided: Elided | None = None
 
     @classmethod
     def of(cls, path: str, inv: Inventory | None) -> DirSnapshot:
         if inv is None:
             return cls(path, {})
-        return cls(path, {e.name: e.size for e in inv.entries if e.type == "file"})
+        return cls(path, {e.name: e.size for e in inv.entries if e.type == "file"},
+                   elided=inv.elided)
 
     @classmethod
     def at(cls, path: str, *, missing_ok: bool = True) -> DirSnapshot:
@@ -62,6 +67,43 @@ class DirSnapshot:
             return cls(path, {}, absent=str(exc))
         return cls.of(resolved, inv)
 
+    def unchanged(self) -> bool:
+        """Is the directory of a snapshot that counted entries without listing them still in
+        that state (no name added, removed or renamed since: its mtime and ctime say)?"""
+        if self.elided is None:
+            return False
+        try:
+            st = os.stat(self.path, follow_symlinks=False)
+        except OSError:
+            return False
+        return (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_nlink) == \
+            self.elided.stamp
+
+    def listed(self) -> DirSnapshot:
+        """This snapshot with every entry named (the remembered names read now), or unknown
+        where they are no longer known."""
+        if self.elided is None:
+            return self
+        names = self.elided.names()
+        if names is None:
+            return DirSnapshot(self.path, {}, "the listing the audit remembered before the job "
+                                              "could not be read again")
+        return DirSnapshot(self.path, names)
+
+    def holds(self, name: str) -> bool:
+        """Is `name` a file of this snapshot? (Counted entries are looked up in the directory,
+        which a snapshot only asks while it is unchanged.)"""
+        return self.size(name) is not None
+
+    def size(self, name: str) -> int | None:
+        if name in self.entries or self.elided is None:
+            return self.entries.get(name)
+        try:
+            st = os.stat(os.path.join(self.path, name), follow_symlinks=False)
+        except (OSError, ValueError):
+            return None
+        return st.st_size if stat.S_ISREG(st.st_mode) else None
+
     def since(self, before: DirSnapshot) -> DirSnapshot:
         """This listing, taken after a job: a directory that was there before and cannot be
         listed now (removed, renamed or unreadable while the job ran) is unknown, not 0."""
@@ -73,8 +115,11 @@ class DirSnapshot:
     def summary(self) -> dict[str, object]:
         if self.unknown is not None:
             return {"entries": None, "files": None, "bytes": None, "unknown": self.unknown}
-        return {"entries": sum(1 for n in self.entries if n.endswith("-cache")),
-                "files": len(self.entries), "bytes": sum(self.entries.values())}
+        more = self.elided
+        return {"entries": sum(1 for n in self.entries if n.endswith("-cache")) + (
+                    more.compiled if more else 0),
+                "files": len(self.entries) + (more.files if more else 0),
+                "bytes": sum(self.entries.values()) + (more.bytes if more else 0)}
 
 
 class ListingBeside:
@@ -192,7 +237,7 @@ def _judged(m: ProbeModule, seal: ProbeSeal | None, before: DirSnapshot,
             out["reason"] = "sealed-blocked" if rejected else "file-exists-at-key"
         else:
             out["reason"] = "sealed-rejected" if rejected else "sealed-read-only"
-    elif outcome == "written" and key and f"{key}-cache" in before.entries:
+    elif outcome == "written" and key and before.holds(f"{key}-cache"):
         # JAX said it wrote, but LRUCache.put returns silently when the file exists
         outcome = out["outcome"] = "skipped"
         out["reason"] = "file-exists-at-key"
@@ -200,8 +245,8 @@ def _judged(m: ProbeModule, seal: ProbeSeal | None, before: DirSnapshot,
     if loaded is not None and outcome == "hit":  # what was loaded, from the tier it came from
         out["loaded_from"] = loaded[0]
         out["entry_bytes"] = loaded[1]
-    elif key and f"{key}-cache" in after.entries:
-        out["entry_bytes"] = after.entries[f"{key}-cache"]
+    elif key and (size := after.size(f"{key}-cache")) is not None:
+        out["entry_bytes"] = size
     return outcome, out
 
 
@@ -231,7 +276,7 @@ def build(outcome: Outcome, *, cache_dir: str, verdict: str, before: DirSnapshot
     probes = [parsed[id(p)] for p in in_record_order(outcome.probes, outcome.pid)]
     main = probes[0] if probes else None
     main_modules, main_counts = _modules(main, before, after) if main else ([], None)
-    new_files = [] if before.unknown or after.unknown else \
+    new_files = [] if before.unknown or after.unknown or after is before else \
         sorted(set(after.entries) - set(before.entries))
     cache_part: dict[str, object] = {
         "path": cache_dir, "verdict": verdict,

@@ -21,10 +21,12 @@ from jaxcache.trust.findings import (
     Verdict,
     Writer,
 )
-from jaxcache.trust.judgement import origin_findings
+from jaxcache.trust.judgement import origin_findings, shortcut
 from jaxcache.trust.judgement import sealed_view as sealedmod
 from jaxcache.trust.judgement import storage as storagemod
 from jaxcache.trust.judgement import verdict as verdictmod
+from jaxcache.trust.judgement.memo_format import Carried, LedgerSeen, MemoError
+from jaxcache.trust.judgement.shortcut import Judged, Why
 from jaxcache.trust.kernel import acl as aclmod
 from jaxcache.trust.kernel import entries as entriesmod
 from jaxcache.trust.kernel import mounts as mountsmod
@@ -71,6 +73,11 @@ class AuditReport:
     # a sealed reader's audit: what each writer a plain reader does not trust can do under the
     # seal (sealed_view.roles(): a declared signer, or one who can only cause recompiles)
     sealed_as: Mapping[pr.Principal, sealedmod.SealedRole] = field(default_factory=dict)
+    # how much of the entries were looked at (trust/judgement/shortcut.py), why not less, and
+    # what to remember of this judgement for the next (None: nothing may be)
+    judged: Judged = Judged.FULL
+    judged_why: Why = Why.NOT_ASKED
+    memo: shortcut.Memo | None = None
 
     @property
     def untrusted(self) -> tuple[Writer, ...]:
@@ -107,9 +114,11 @@ def audit(given: str, *, policy: Policy = EMPTY, as_user: int | None = None,
           sealed_keys: tuple[PublicKey, ...] = (), scan_handles: bool = True,
           require_origin: bool = False,
           env: dict[str, str] | None = None,
-          ledger: ledger_file.Ledger | None = None,
+          ledger: ledger_file.Ledger | Callable[[], ledger_file.Ledger] | None = None,
           fingerprint: Callable[[], Fingerprint] | None = None,
-          entries: bool = True) -> AuditReport:
+          entries: bool = True,
+          remembered: Callable[[shortcut.Seen], shortcut.Loaded | None] | None = None
+          ) -> AuditReport:
     """sealed: judge for a sealed reader, one that loads only entries signed by the policy's
     trusted_keys for this path or `sealed_keys` (and only then can the verdict be SEALED).
     A plain reader is judged by who can write, whatever keys the policy lists.
@@ -128,7 +137,14 @@ def audit(given: str, *, policy: Policy = EMPTY, as_user: int | None = None,
     hashing after an install), each entry of yours is judged by the build that wrote it too
     (origin.built()): another build's entries are a warning, refused as unknown ones are.
     `entries=False`: the directory and its parents alone, no inventory (gc in a directory
-    only you write lists it itself, one lstat a name)."""
+    only you write lists it itself, one lstat a name). `ledger` may be its loader, called only
+    where entries are judged by it.
+
+    `remembered(the directory as found)`: what an earlier audit that passed remembered of this
+    directory (trust/inputs/audit_memo.py), for a plain reader judged as themselves with the
+    handle scan on: where its argument holds, the entries are judged only as far as they
+    changed (trust/judgement/shortcut.py); the report says how far (`judged`) and what to
+    remember now (`memo`)."""
     accounts = accounts or pr.Accounts()
     uid = os.geteuid() if as_user is None else as_user
     me = accounts.user(uid)
@@ -142,21 +158,60 @@ def audit(given: str, *, policy: Policy = EMPTY, as_user: int | None = None,
     origins = None
     rule = policy.declared(w.resolved)  # the walk judged here, not a second one
     trust = _Trust(uid, rule, accounts)
+    mounts = mountsmod.read_mounts()
+    judged, why = Judged.FULL, Why.NOT_ASKED
+    now: shortcut.Seen | None = None
+    part: _Part | None = None
+    judge_origins = ledger is not None and not sealed and uid == os.geteuid()
     try:
         inventory = None
         if w.exists and entries:
-            inventory = entriesmod.inventory_at(fd, w.anchor_node.path,
-                                                   frozenset({0, uid}), accounts)
-            if ledger is not None and not sealed and uid == os.geteuid() and \
-                    inventory.entries:
-                origins = originmod.judge(inventory, fd, ledger, w.anchor_node.path,
-                                          fingerprint() if fingerprint is not None else None,
-                                          origin_findings.trusted_ledgers(ledger, rule,
-                                                                          accounts))
-            if scan_handles:
-                from jaxcache.trust.kernel import open_handles as handlesmod
+            ours = frozenset({0, uid})
+            if remembered is not None and not sealed and uid == os.geteuid() and scan_handles \
+                    and os.fstat(fd).st_size < shortcut.MIN_DIR_BYTES:
+                why = Why.SMALL
+            elif remembered is not None and not sealed and uid == os.geteuid() and scan_handles:
+                from jaxcache.trust.rules import ci as cimod
 
-                ids = handlesmod.identities(fd, w.resolved)
+                reader = fingerprint() if fingerprint is not None and judge_origins else None
+                ci_name = cimod.detect(env) if judge_origins else None
+                now = shortcut.seen(fd, w.resolved, uid, mounts, shortcut.context(
+                    uid, reader, ci_name, require_origin,
+                    rule.restored_from + rule.trusted_ledgers, judge_origins),
+                    w.anchor_node.acl is not None and w.anchor_node.acl.is_extended,
+                    judge_origins and origin_findings.refusal(
+                        ci_name, require_origin, rule.restored_from) is not None)
+                loaded = remembered(now)
+                judged, why = shortcut.decide(loaded, now)
+                if loaded is not None and judged is not Judged.FULL:
+                    shorter = _shortened(judged, loaded, now, fd, w, ours, accounts, reader,
+                                         ledger if judge_origins else None)
+                    if isinstance(shorter, Why):
+                        judged, why = Judged.FULL, shorter
+                    else:
+                        part = shorter
+            if part is not None:
+                inventory, origins, ids = part.inventory, part.origins, None
+                if scan_handles:
+                    from jaxcache.trust.kernel import open_handles as handlesmod
+
+                    ids = handlesmod.Identities(w.resolved, part.inodes)
+            else:
+                inventory = entriesmod.inventory_at(fd, w.anchor_node.path, ours, accounts)
+                seen_ledger = None
+                if judge_origins and inventory.entries:
+                    assert ledger is not None
+                    read = _ledger(ledger)
+                    origins = originmod.judge(inventory, fd, read, w.anchor_node.path,
+                                              fingerprint() if fingerprint is not None else None,
+                                              origin_findings.trusted_ledgers(read, rule,
+                                                                              accounts))
+                    seen_ledger = shortcut.ledger_seen(shortcut.ledger_stat(read.path), read)
+                part = _Part(inventory, origins, frozenset(), seen_ledger, None)
+                if scan_handles:
+                    from jaxcache.trust.kernel import open_handles as handlesmod
+
+                    ids = handlesmod.identities(fd, w.resolved)
     finally:
         os.close(fd)
     resolved = w.resolved
@@ -164,7 +219,6 @@ def audit(given: str, *, policy: Policy = EMPTY, as_user: int | None = None,
         raise PolicyError(
             f"policy {safe(policy.source)} lies inside the audited tree {safe(resolved)}: "
             "whoever can write there could edit whom you trust")
-    mounts = mountsmod.read_mounts()
     components = tuple(_component(w, n, mounts, accounts) for n in w.nodes)
     writers = _writers(w, accounts, trust, uid)
     findings = notes + verdictmod.path_findings(w, tgt.path)
@@ -202,7 +256,7 @@ def audit(given: str, *, policy: Policy = EMPTY, as_user: int | None = None,
     held = None
     if ids is not None:
         held = handlesmod.scan(ids, lambda u: trust(accounts.user(u)), accounts.user_name,
-                               you=uid)
+                               you=uid, readers=now is not None and judged is not Judged.UNCHANGED)
         writers += verdictmod.handle_writers(held, accounts)
         findings += verdictmod.handle_findings(held)
     elif w.exists:
@@ -235,9 +289,70 @@ def audit(given: str, *, policy: Policy = EMPTY, as_user: int | None = None,
     verdict = verdictmod.verdict(findings, writers)
     if is_sealed and verdict.ok:
         verdict = Verdict.SEALED
+    memo_out = None
+    if now is not None and part is not None and judged is not Judged.UNCHANGED:
+        memo_out = shortcut.remember(now, verdict, inventory, origins, held, part.ledger,
+                                     bool(rule.trusted_ledgers), part.carried)
     return AuditReport(given, tgt.path, resolved, w.exists, verdict, me,
                        tuple(writers), components, w.missing, inventory, processes,
-                       tuple(findings), policy.source, held, origins, sealed_as)
+                       tuple(findings), policy.source, held, origins, sealed_as, judged, why,
+                       memo_out)
+
+
+@frozen
+class _Part:
+    """The entries' part of an audit: the inventory and origins, the inodes the handle scan
+    looks for (a shortened judgement's; the full one collects its own), the ledger the
+    origins were judged with as remembered (shortcut.ledger_seen()), and a changed
+    directory's unchanged plain rows (shortcut.relist())."""
+
+    inventory: entriesmod.Inventory
+    origins: originmod.Origins | None
+    inodes: frozenset[tuple[int, int]]
+    ledger: LedgerSeen | None
+    carried: Carried | None
+
+
+def _shortened(judged: Judged, loaded: shortcut.Loaded, now: shortcut.Seen, fd: int, w: Walk,
+               ours: frozenset[int], accounts: pr.Accounts, reader: Fingerprint | None,
+               ledger: ledger_file.Ledger | Callable[[], ledger_file.Ledger] | None
+               ) -> _Part | Why:
+    """The entries judged the shorter way shortcut.decide() allowed (UNCHANGED: as
+    remembered; CHANGED: only the new or changed ones, by the ledger read now where one of
+    them is compiled code), or why the full audit must judge them after all. `ledger`: None
+    where origins are not judged."""
+    import time
+
+    h = loaded.header
+    try:
+        if judged is Judged.UNCHANGED:
+            inventory, origins = shortcut.unchanged(loaded, accounts, reader, time.time())
+            return _Part(inventory, origins, frozenset({(now.directory[0], now.directory[1])}),
+                         None, None)
+        relisted = shortcut.relist(loaded, fd, w.anchor_node.path, ours, accounts, now,
+                                   time.time())
+    except (MemoError, OSError):
+        return Why.NO_MEMO
+    if relisted is None:
+        return Why.RELISTED_DIRECTORY
+    inventory, origins, seen = relisted.inventory, None, None
+    if ledger is not None and (inventory.entries or relisted.carried.count):
+        if h.ledger is None or any(e.kind == "cache" for e in relisted.fresh.entries):
+            read = _ledger(ledger)
+            seen = shortcut.ledger_seen(shortcut.ledger_stat(read.path), read)
+            judged_now = originmod.judge(relisted.fresh, fd, read, w.anchor_node.path, reader)
+        else:  # no entry to judge by it: the ledger as remembered
+            seen, judged_now = h.ledger, shortcut.remembered_origins(h, reader)
+        if h.ledger is not None and h.ledger.problem != judged_now.ledger_problem:
+            return Why.LEDGER  # with an untrusted ledger nothing counts as yours
+        origins = shortcut.merged(relisted, judged_now)
+    return _Part(inventory, origins, relisted.inodes, seen, relisted.carried)
+
+
+def _ledger(ledger: ledger_file.Ledger | Callable[[], ledger_file.Ledger]
+            ) -> ledger_file.Ledger:
+    """The ledger, read now where a loader was given (only where entries are judged by it)."""
+    return ledger if isinstance(ledger, ledger_file.Ledger) else ledger()
 
 
 def _vouched_outsiders(writers: list[Writer], w: Walk, mounts: tuple[Mount, ...], rule: Rule

@@ -256,8 +256,10 @@ def trusted_owners(origins: Origins, accounts: Accounts,
     (`trusted`: the audit's judgement of a principal), by uid: findings() says what is true of
     those (written by a trusted writer, not in your ledger)."""
     out = {}
+    asked: set[int] = set()  # each owner judged once (100,000 entries have one or two)
     for e in origins.entries:
-        if e.origin == UNKNOWN and e.owner is not None and e.owner not in out:
+        if e.origin == UNKNOWN and e.owner is not None and e.owner not in asked:
+            asked.add(e.owner)
             who = accounts.user(e.owner)
             if trusted(who):
                 out[e.owner] = who.name

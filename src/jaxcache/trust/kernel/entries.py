@@ -22,6 +22,10 @@ from jaxcache.trust.kernel.acl import AclFormatError
 from jaxcache.trust.kernel.principals import Accounts, Grant
 from jaxcache.values import frozen
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
 XLA_SUBCACHE = "xla_gpu_per_fusion_autotune_cache_dir"
 _HEX = frozenset("0123456789abcdef")
 _SUFFIXES = {"-cache": "cache", "-atime": "atime"}
@@ -80,16 +84,43 @@ class Entry:
 
 
 @frozen
+class Elided:
+    """Entries an inventory stands for without listing them: a directory the audit found
+    unchanged since it judged every entry (trust/judgement/shortcut.py), whose plain entries
+    (regular files of yours, nothing flagged, compiled entries of yours by this build, JAX's
+    access-time and lock files) are counted, not listed. `names()` lists every file of the
+    directory with its size when asked (None: what was remembered is gone)."""
+
+    compiled: int
+    atimes: int
+    locks: int
+    bytes: int
+    names: Callable[[], dict[str, int] | None]
+    stamp: tuple[int, ...]  # the directory as it was judged: dev, ino, mtime, ctime (ns), nlink
+
+    def count(self, kind: str) -> int:
+        return {"cache": self.compiled, "atime": self.atimes, "lockfile": self.locks}.get(
+            kind, 0)
+
+    @property
+    def files(self) -> int:
+        return self.compiled + self.atimes + self.locks
+
+
+@frozen
 class Inventory:
     entries: tuple[Entry, ...]
     unreadable: str | None = None
+    elided: Elided | None = None  # what it stands for without listing (Elided)
 
     @property
     def total_bytes(self) -> int:
-        return sum(e.size for e in self.entries if e.type == "file")
+        return sum(e.size for e in self.entries if e.type == "file") + (
+            self.elided.bytes if self.elided is not None else 0)
 
     def count(self, kind: str) -> int:
-        return sum(1 for e in self.entries if e.kind == kind)
+        return sum(1 for e in self.entries if e.kind == kind) + (
+            self.elided.count(kind) if self.elided is not None else 0)
 
     def kinds(self) -> dict[str, int]:
         """How many of each kind, those present, in KINDS' order."""
@@ -146,61 +177,78 @@ def inventory(dir_fd: int, path: str, me: frozenset[int], accounts: Accounts,
         scan = list(os.scandir(dir_fd))
     except PermissionError:
         return Inventory((), unreadable="no permission to list the cache directory")
-    # ACLs are read by name under the resolved directory path: half the cost of going through
-    # /proc/self/fd. If the directory were swapped meanwhile, the audit's second walk reports
-    # the path as changed; paths near PATH_MAX go through the descriptor.
-    by_path = path.rstrip("/") + "/" + prefix
-    base = by_path if len(by_path) < 3000 else f"/proc/self/fd/{dir_fd}/"
+    base = acl_base(dir_fd, path, prefix)
     for item in scan:
         try:
             st = item.stat(follow_symlinks=False)
         except FileNotFoundError:
             continue  # removed since the listing (JAX's eviction, a cleanup): nothing to load
-        name = prefix + item.name
-        kind, module, key = classify(item.name) if not prefix else ("xla-subcache", None, None)
-        ftype = _type(st.st_mode)
-        flags = []
-        acl = None
-        if ftype != "symlink":
-            try:
-                acl = aclmod.read(base + item.name, aclmod.ACCESS)
-            except FileNotFoundError:
-                continue  # removed meanwhile, as above
-            except (AclFormatError, OSError):
-                flags.append("acl-unreadable")
-        has_acl = acl is not None and acl.is_extended
-        if st.st_uid not in me:
-            flags.append("foreign-owner")
-        if ftype != "symlink" and st.st_mode & 0o022:
-            flags.append("group-writable" if st.st_mode & 0o020 else "other-writable")
-            if st.st_mode & 0o022 == 0o022:
-                flags[-1] = "group+other-writable"
-        if has_acl:
-            flags.append("acl")
-        if ftype == "file" and st.st_nlink > 1:
-            flags.append("hard-link")
-        if ftype == "symlink":
-            flags.append("symlink")
-        elif ftype == "other":
-            flags.append("not-regular")
-        elif ftype == "dir" and kind != "xla-subcache":
-            flags.append("unexpected-dir")
-        if kind == "unexpected":
-            flags.append("unexpected-name")
-        grants: tuple[Grant, ...] = ()
-        reads = ftype == "file" or kind == "xla-subcache"  # what JAX or XLA would read
-        if reads and (st.st_uid not in me or st.st_mode & 0o022 or has_acl):
-            want = principals.WX if ftype == "dir" else aclmod.WRITE
-            grants = principals.writers(f"{path.rstrip('/')}/{name}", st.st_uid, st.st_gid,
-                                        st.st_mode, acl, accounts, want)
-        out.append(Entry(name, kind, module, key, ftype, st.st_size, st.st_uid,
-                         accounts.user_name(st.st_uid), st.st_mode,
-                         max(0.0, now - st.st_mtime), st.st_nlink, has_acl, tuple(flags),
-                         grants, (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns)))
-        if ftype == "dir" and not prefix and kind == "xla-subcache":
+        e = entry(item.name, st, base, path, me, accounts, now, prefix)
+        if e is None:
+            continue  # removed meanwhile, as above
+        out.append(e)
+        if e.type == "dir" and not prefix and e.kind == "xla-subcache":
             out.extend(_subcache(dir_fd, path, item.name, me, accounts, now))
     out.sort(key=lambda e: e.name)
     return Inventory(tuple(out))
+
+
+def acl_base(dir_fd: int, path: str, prefix: str = "") -> str:
+    """Where entry() reads ACLs by name: under the resolved directory path, half the cost of
+    going through /proc/self/fd. If the directory were swapped meanwhile, the audit's second
+    walk reports the path as changed; paths near PATH_MAX go through the descriptor."""
+    by_path = path.rstrip("/") + "/" + prefix
+    return by_path if len(by_path) < 3000 else f"/proc/self/fd/{dir_fd}/"
+
+
+def entry(item: str, st: os.stat_result, base: str, path: str, me: frozenset[int],
+          accounts: Accounts, now: float, prefix: str = "", acl_read: bool = True
+          ) -> Entry | None:
+    """One listed name judged from its lstat: kind, flags and, where something is off, who can
+    rewrite it. `base` is where its ACL is read by name (inventory()); `acl_read=False`: its ACL
+    is known to be none (trust/judgement/shortcut.py: an inode whose change time is the one
+    judged before). None: removed meanwhile."""
+    name = prefix + item
+    kind, module, key = classify(item) if not prefix else ("xla-subcache", None, None)
+    ftype = _type(st.st_mode)
+    flags = []
+    acl = None
+    if ftype != "symlink" and acl_read:
+        try:
+            acl = aclmod.read(base + item, aclmod.ACCESS)
+        except FileNotFoundError:
+            return None
+        except (AclFormatError, OSError):
+            flags.append("acl-unreadable")
+    has_acl = acl is not None and acl.is_extended
+    if st.st_uid not in me:
+        flags.append("foreign-owner")
+    if ftype != "symlink" and st.st_mode & 0o022:
+        flags.append("group-writable" if st.st_mode & 0o020 else "other-writable")
+        if st.st_mode & 0o022 == 0o022:
+            flags[-1] = "group+other-writable"
+    if has_acl:
+        flags.append("acl")
+    if ftype == "file" and st.st_nlink > 1:
+        flags.append("hard-link")
+    if ftype == "symlink":
+        flags.append("symlink")
+    elif ftype == "other":
+        flags.append("not-regular")
+    elif ftype == "dir" and kind != "xla-subcache":
+        flags.append("unexpected-dir")
+    if kind == "unexpected":
+        flags.append("unexpected-name")
+    grants: tuple[Grant, ...] = ()
+    reads = ftype == "file" or kind == "xla-subcache"  # what JAX or XLA would read
+    if reads and (st.st_uid not in me or st.st_mode & 0o022 or has_acl):
+        want = principals.WX if ftype == "dir" else aclmod.WRITE
+        grants = principals.writers(f"{path.rstrip('/')}/{name}", st.st_uid, st.st_gid,
+                                    st.st_mode, acl, accounts, want)
+    return Entry(name, kind, module, key, ftype, st.st_size, st.st_uid,
+                 accounts.user_name(st.st_uid), st.st_mode, max(0.0, now - st.st_mtime),
+                 st.st_nlink, has_acl, tuple(flags), grants,
+                 (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns))
 
 
 def inventory_at(path_fd: int, path: str, me: frozenset[int],

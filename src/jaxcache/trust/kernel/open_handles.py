@@ -81,6 +81,10 @@ class Handle:
 class HandleScan:
     handles: tuple[Handle, ...]
     uninspected: tuple[tuple[str, int], ...]  # (user, processes) we were not allowed to read
+    # with scan(readers=True): descriptors of any other kind (read-only, O_PATH) on a file of
+    # the cache, which write nothing today, but reopened through /proc/PID/fd after its bits
+    # were loosened would (what trust/judgement/shortcut.py's memo must rule out)
+    readers: tuple[Handle, ...] = ()
 
     @property
     def uninspected_count(self) -> int:
@@ -125,10 +129,12 @@ def _collect(fd: int, inodes: set[tuple[int, int]], depth: int) -> None:
 
 
 def scan(ids: Identities, trust: Callable[[int], Trust], user_name: Callable[[int], str],
-         *, you: int, skip_pid: int | None = None) -> HandleScan:
+         *, you: int, skip_pid: int | None = None, readers: bool = False) -> HandleScan:
     """Every process not all of whose uids are you or root holding a write handle on one of
-    `ids`. trust(uid): whom that account is (principals.Trust)."""
+    `ids`. trust(uid): whom that account is (principals.Trust). `readers`: also every other
+    descriptor such a process holds on a file of `ids` (HandleScan.readers)."""
     found: list[Handle] = []
+    reading: list[Handle] = []
     denied: dict[int, int] = {}
     classes: dict[int, Trust] = {}
     for proc in proctable.processes(skip_pid=skip_pid, skip_uids=frozenset({0, you})):
@@ -137,8 +143,9 @@ def scan(ids: Identities, trust: Callable[[int], Trust], user_name: Callable[[in
             continue  # trusted whatever it holds: no descriptor walk needed
         cls = Trust.UNTRUSTED if Trust.UNTRUSTED in kinds else Trust.POLICY
         uid = proc.uids[kinds.index(cls)]
+        others: list[tuple[str, str, str]] | None = [] if readers else None
         try:
-            hits = _descriptors(proc.base, ids) + _mappings(proc.base, ids)
+            hits = _descriptors(proc.base, ids, others) + _mappings(proc.base, ids)
         except (FileNotFoundError, ProcessLookupError):
             continue  # it ended while we looked
         except OSError:  # not allowed (not root), or unreadable: counted, never guessed
@@ -147,8 +154,11 @@ def scan(ids: Identities, trust: Callable[[int], Trust], user_name: Callable[[in
             continue
         found.extend(Handle(proc.pid, uid, user_name(uid), proc.command, cls, kind, path, detail)
                      for kind, path, detail in hits)
+        reading.extend(Handle(proc.pid, uid, user_name(uid), proc.command, cls, kind, path,
+                              detail) for kind, path, detail in others or ())
     return HandleScan(tuple(found),
-                      tuple(sorted((user_name(u), n) for u, n in denied.items())))
+                      tuple(sorted((user_name(u), n) for u, n in denied.items())),
+                      tuple(reading))
 
 
 def _cached(classes: dict[int, Trust], uid: int, trust: Callable[[int], Trust]) -> Trust:
@@ -157,8 +167,10 @@ def _cached(classes: dict[int, Trust], uid: int, trust: Callable[[int], Trust]) 
     return classes[uid]
 
 
-def _descriptors(base: str, ids: Identities) -> list[tuple[str, str, str]]:
-    """Write-capable descriptors on the cache. fdinfo first (flags and inode number, read from
+def _descriptors(base: str, ids: Identities, others: list[tuple[str, str, str]] | None = None
+                 ) -> list[tuple[str, str, str]]:
+    """Write-capable descriptors on the cache; with `others`, every other descriptor on one of
+    its files (by inode) is added there. fdinfo first (flags and inode number, read from
     memory): stat() follows the descriptor to its file, which on a dead network mount can
     hang, so only a descriptor whose inode number matches is stat'ed to confirm the device."""
     out: dict[tuple[str, str], tuple[str, str, str]] = {}
@@ -177,6 +189,8 @@ def _descriptors(base: str, ids: Identities) -> list[tuple[str, str, str]]:
             except FileNotFoundError:
                 continue  # closed meanwhile
             if flags & O_PATH or flags & O_ACCMODE not in (os.O_WRONLY, os.O_RDWR):
+                if others is not None and (ino is None or ino in ids.numbers):
+                    _other(f"{task}/fd/{n}", n, ids, others)
                 continue
             link = f"{task}/fd/{n}"
             try:
@@ -194,6 +208,17 @@ def _descriptors(base: str, ids: Identities) -> list[tuple[str, str, str]]:
                 continue  # elsewhere; inside the cache but made after the listing still counts
             out.setdefault((n, target), ("write", target, f"fd {n}"))
     return list(out.values())
+
+
+def _other(link: str, n: str, ids: Identities, others: list[tuple[str, str, str]]) -> None:
+    """A descriptor that cannot write, on a file (not a directory) of `ids`: into `others`."""
+    try:
+        st = os.stat(link)
+        if stat.S_ISDIR(st.st_mode) or not ids.holds(st.st_dev, st.st_ino):
+            return
+        others.append(("read", os.readlink(link), f"fd {n}"))
+    except OSError:
+        return
 
 
 _kcmp: Callable[[int, int], int] | bool | None = None  # kcmp(2), False where none

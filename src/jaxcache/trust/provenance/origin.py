@@ -100,9 +100,13 @@ class Origins:
     # the ledgers of trusted writers consulted (the policy's trusted_ledgers), each with its
     # owner's name, or its problem (then it vouched for nothing)
     trusted: tuple[Ledger, ...] = ()
+    # entries of yours by this very build (or not judged for a build), judged so earlier and
+    # found unchanged since (trust/judgement/shortcut.py): counted, not listed
+    elided_yours: int = 0
 
     def count(self, origin: str) -> int:
-        return sum(1 for e in self.entries if e.origin == origin)
+        return sum(1 for e in self.entries if e.origin == origin) + (
+            self.elided_yours if origin == YOURS else 0)
 
     def counts(self) -> dict[str, int]:
         return {o: self.count(o) for o in ORDER}
@@ -158,6 +162,8 @@ class Origins:
             j = self.judgement(e)
             if j is not None:
                 out[j.outcome.value] += 1
+        if self.reader is not None:  # elided entries were judged by this very build
+            out[Outcome.SAME.value] += self.elided_yours
         return out
 
     def unknown_builds(self) -> dict[str, list[str]]:
