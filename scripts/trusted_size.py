@@ -65,8 +65,8 @@ TRUSTED_PATH: tuple[tuple[str, str], ...] = (
     ("inputs", "trust/inputs/ledger.py"),
     ("inputs", "trust/inputs/public_keys.py"),
     # the admission: the audit's verdict turned into a grant (run, enable(), a new directory)
+    ("admission", "lifecycle/admission.py"),
     ("admission", "run/command.py::_admit"),
-    ("admission", "run/command.py::_admit_bucket"),
     ("admission", "run/command.py::audited_env"),
     ("admission", "lifecycle/enabling.py::_enable"),
     ("admission", "trust/create.py"),
