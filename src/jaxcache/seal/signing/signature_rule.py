@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import TypeAlias
 
@@ -62,7 +62,6 @@ from jaxcache.trust.inputs.public_keys import KeyFileError, PublicKey
 from jaxcache.trust.rules import keyring as ringmod
 from jaxcache.trust.rules.identities import SeenIdentity
 from jaxcache.trust.rules.keyring import EXPIRED, NOT_YET_VALID, REVOKED, KeyRing
-from jaxcache.values import frozen
 
 VALID, UNSIGNED, BAD, UNKNOWN_KEY = "valid", "unsigned", "bad-signature", "unknown-key"
 TOO_FEW = "too-few-signatures"
@@ -76,7 +75,7 @@ __all__ = ["BAD", "BUILD_UNKNOWN", "EXPIRED", "NOT_YET_VALID", "OTHER_BUILD", "R
 _WORST = (REVOKED, EXPIRED, NOT_YET_VALID, BAD, UNKNOWN_KEY)
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Check:
     status: str  # valid | unsigned | bad-signature | unknown-key | revoked-key | expired-key
     #              | not-yet-valid-key | too-few-signatures
@@ -95,7 +94,7 @@ class Check:
         return self.status == VALID
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class _Judged:
     """One signature file, judged before the entry is read: VALID when it verifies over the
     key, digest and size it states and its key may count now; else why not."""
@@ -112,7 +111,7 @@ class _Judged:
     seen: SeenIdentity | None = None  # keyless: who its verified certificate says signed
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Vouch:
     """What the signatures say before the entry is read: `size` is what `needed` distinct
     usable keys vouched for (None: rejected unread, `check` says why)."""

@@ -9,6 +9,7 @@ unreadable ancestor, kernel disagreeing with the model). Anything unknown fails 
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass, field
 
 from jaxcache.errors import PolicyError
 from jaxcache.text import safe
@@ -37,7 +38,6 @@ from jaxcache.trust.provenance import origin as originmod
 from jaxcache.trust.rules import policy_rules as rulesmod
 from jaxcache.trust.rules import target as targetmod
 from jaxcache.trust.rules.policy_rules import EMPTY, Policy, Rule
-from jaxcache.values import field, frozen
 
 TYPE_CHECKING = False  # typing itself costs `jaxcache run` start-up time: names for the type
 if TYPE_CHECKING:  # checker only
@@ -51,7 +51,7 @@ if TYPE_CHECKING:  # checker only
 
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class AuditReport:
     requested: str
     path: str | None  # absolute path JAX would use
