@@ -18,8 +18,9 @@ exact 95 % interval (jaxcache.bench.estimates). Target: full - empty <= +50 ms.
 
 Both arms run with the same state folder and an empty policy file in XDG_CONFIG_HOME (so that
 an older tree, whose `run` could start a small cache's job before its audit, is measured
-auditing first too, as every run does now). After the rounds it says whether the big cache's memo was rewritten meanwhile (it should not be: an
-unchanged directory's judgement stands as remembered).
+auditing first too, as every run does now). After the rounds it says whether the big cache's
+memo was rewritten meanwhile (it should not be: an unchanged directory's judgement stands as
+remembered).
 
     .venv/bin/python benchmarks/audit_growth.py [--entries 100000] [--rounds 21]
         [--origin yours|unknown] [--json F]

@@ -10,7 +10,7 @@ start-up. One rule and one sentence for run's summary, enable()'s result, bench 
 
 from __future__ import annotations
 
-from jaxcache.values import frozen
+from dataclasses import dataclass
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -48,7 +48,7 @@ SIZE_VARIABLE = "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES"
 FLAGS = {"--min-compile-time": COMPILE_VARIABLE, "--min-entry-size": SIZE_VARIABLE}
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class LeftOut:
     """The compiles a threshold kept out of the cache in one job (or process)."""
 

@@ -28,9 +28,9 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from jaxcache.bench import estimates as stats
-from jaxcache.values import frozen
 
 METHOD = "ancova"
 COVARIATE = ("compile-or-load seconds of the modules the cache did not hold (compiled in "
@@ -38,7 +38,7 @@ COVARIATE = ("compile-or-load seconds of the modules the cache did not hold (com
 BALANCE_ALPHA = 0.05  # below this p the covariate differs between arms: no adjustment
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Unit:
     """One trial's value in one arm: wall seconds (y), covariate seconds (x), uncached modules."""
 
@@ -47,7 +47,7 @@ class Unit:
     modules: tuple[str, ...]
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Adjusted:
     """The adjusted saving, the checks behind it, and whether the verdict may use it."""
 
@@ -120,7 +120,7 @@ def t_quantile(p: float, df: int) -> float:
 
 # --- the estimator ------------------------------------------------------------------------
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Fit:
     """The analysis of covariance of one bench: the saving at equal covariate and its parts."""
 

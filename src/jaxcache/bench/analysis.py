@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from enum import StrEnum
 
 from jaxcache.bench import adjust, noticeable, per_rank
 from jaxcache.bench import estimates as stats
 from jaxcache.bench.sample import PHASES, ProcessSample
 from jaxcache.text import Tone
-from jaxcache.values import frozen
 
 
 class Outcome(StrEnum):
@@ -43,7 +43,7 @@ class Outcome(StrEnum):
         return Tone.GOOD if self is Outcome.SAVES else Tone.UNSURE
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class RankSummary:
     """One rank over the runs: its time to first step and compile-or-load, and its hits."""
 
@@ -55,7 +55,7 @@ class RankSummary:
     missed: tuple[str, ...]  # the modules it compiled again
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Analysis:
     cold: tuple[ProcessSample, ...]
     warm: tuple[ProcessSample, ...]

@@ -7,17 +7,17 @@ the document's keys.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from jaxcache.bench.estimates import Shift
 from jaxcache.documents.fields import integer, items, mapping, mappings, number, text
-from jaxcache.values import frozen
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Interval:
     """A saving as the summary holds it (`saving_s`, `adjusted_saving_s`, ...)."""
 
@@ -51,7 +51,7 @@ def _interval(value: object) -> Interval | None:
     return Interval.from_json(value) if isinstance(value, dict) else None
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Arms:
     """One timing's medians, cold and warm (None where not given)."""
 
@@ -64,7 +64,7 @@ class Arms:
                    number(mapping(doc.get("warm")).get("median")))
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Sample:
     """One measured process, as far as decide and `bench --compare` read it."""
 
@@ -87,7 +87,7 @@ class Sample:
                    doc.get("comparable") is not False)
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class LeftOut:
     """What JAX's write thresholds left uncached in the cold runs (thresholds.left_out)."""
 
@@ -107,7 +107,7 @@ class LeftOut:
                    bool(doc.get("material")), str(doc.get("suggestion")))
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class BenchDocument:
     command: tuple[str, ...]
     comparable: Mapping[str, object]  # what makes timings comparable, field by field

@@ -25,7 +25,6 @@ from enum import StrEnum
 from typing import Any
 
 from jaxcache.bench import estimates as stats
-from jaxcache.values import frozen
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -116,7 +115,7 @@ class Measure(StrEnum):
         return self is not Measure.SAVING
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Difference:
     """One measure in A and B: each trial's value, and B against A with its interval."""
 
@@ -143,7 +142,7 @@ class Difference:
         return "more" if judged.low > one else "less"
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Setting:
     """A setting that differs: its name (`config.noise_s`, `comparable.builds`,
     `comparable.shapes[jit_f]`) and each side's value as compact JSON, whole."""
@@ -153,7 +152,7 @@ class Setting:
     b: str
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class AB:
     differences: tuple[Difference, ...]
     settings: tuple[Setting, ...]

@@ -15,11 +15,10 @@ from __future__ import annotations
 
 import math
 import statistics
+from dataclasses import dataclass
 
-from jaxcache.values import frozen
 
-
-@frozen
+@dataclass(frozen=True, slots=True)
 class Spread:
     median: float
     low: float
@@ -27,7 +26,7 @@ class Spread:
     n: int
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Shift:
     """How much larger x is than y (x - y): estimate and interval, with what N can support."""
 

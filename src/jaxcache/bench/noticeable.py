@@ -16,10 +16,10 @@ for max(1 s, 5%), so the same numbers got opposite answers. The defaults live he
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from jaxcache.bench import estimates as stats
 from jaxcache.bench.bench_document import Interval
-from jaxcache.values import frozen
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -33,7 +33,7 @@ MAX_SUGGESTED_TRIALS = 1000  # bench's own bound on -t
 GROWTH = 4  # suggest at most this many times the trials run: beyond, the estimate sits on the bar
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Bar:
     """The thresholds in effect: seconds and share of start-up."""
 
@@ -58,7 +58,7 @@ class Bar:
 DEFAULT_BAR = Bar()
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Judgement:
     """One saving judged against the bar."""
 

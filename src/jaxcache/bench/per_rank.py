@@ -10,8 +10,9 @@ on every start, whatever rank 0 does.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from jaxcache.records.reading import rank_of as rank_of  # re-exported: the one rule
-from jaxcache.values import frozen
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -23,7 +24,7 @@ NOT_PROCESS_0 = "not-process-0"  # the cold rank skipped only because it is not 
 ModuleId = tuple[str, str]  # (module name, input shapes): the same program on every rank
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Module:
     id: ModuleId
     key: str | None
@@ -31,7 +32,7 @@ class Module:
     reason: str | None
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class RankSample:
     """One rank of one measured run: its processes' phases added, its modules' outcomes."""
 
@@ -52,7 +53,7 @@ class RankSample:
         return sum(1 for m in self.modules if m.outcome == "written")
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class RankMiss:
     """A warm rank that compiled again what its trial's cold run wrote (or, for a rank that
     is not process 0, what it would have written had it been)."""

@@ -10,16 +10,17 @@ objects, never the documents.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from jaxcache.documents.fields import integer, mapping, number, text
 from jaxcache.records.run_document import ModuleEntry, ProcessEntry, RunRecord
-from jaxcache.values import frozen
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class TimedModule:
     """One module of a process, with the phases the run record keeps beside its outcome."""
 
@@ -35,13 +36,13 @@ class TimedModule:
                    number(entry.reason_detail.get("compile_s")))
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class TimedProcess:
     entry: ProcessEntry
     modules: tuple[TimedModule, ...]  # entry.modules, in order
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class StartTimes:
     """When a process started, and its `import jax`: from its probe document, or (for the
     main process of a record read alone) from the record's `probe_times` and `import_jax_s`."""
@@ -68,7 +69,7 @@ class StartTimes:
                    number(times.get("import_jax_started")), number(doc.get("import_jax_s")))
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Setup:
     """What the record's main process ran with, as bench/comparable.py compares it."""
 
@@ -99,7 +100,7 @@ class Setup:
                    tuple(mapping(doc.get("cache_options_at_first_compile")).items()))
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class BenchRun:
     """One run record as bench reads it: the typed record and the parts it adds."""
 

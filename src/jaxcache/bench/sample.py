@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from jaxcache import thresholds
 from jaxcache.bench import per_rank
 from jaxcache.bench.comparable import Comparable
 from jaxcache.bench.run_parts import BenchRun
 from jaxcache.fingerprint.model import Fingerprint
 from jaxcache.records.run_document import ModuleOutcome
-from jaxcache.values import frozen
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -26,7 +27,7 @@ PHASE_LABELS = {
 }
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class ProcessSample:
     trial: int
     kind: str  # cold | warm

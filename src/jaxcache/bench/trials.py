@@ -24,7 +24,6 @@ from jaxcache.records import run_record as recordmod
 from jaxcache.records.reading import in_record_order
 from jaxcache.records.run_document import RunRecord
 from jaxcache.text import safe
-from jaxcache.values import frozen
 
 
 class BenchCommandError(JaxcacheError):
@@ -77,7 +76,7 @@ class BenchResult:
     bucket_prefix: str | None = None  # --bucket: where this bench's objects are
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class RunEvent:
     """A run about to start, as progress is told of it (report/bench/progress.py)."""
 

@@ -5,9 +5,7 @@ Exit codes everywhere: 0 fine, 1 a finding you must act on, 2 usage or input err
 argparse, not click: `jaxcache run -- CMD` must add as little as possible to the start-up of
 the user's job, and argparse costs a fraction of click's import time. One module per command
 (its options and the call into the library), imported only when that command runs; each
-imports what it needs when it runs. common.py holds what they share. The usual `run` line is
-read without argparse at all (quick_run.py): its import and run's parser cost ~5 ms of every
-job's start-up.
+imports what it needs when it runs. common.py holds what they share.
 """
 
 from __future__ import annotations
@@ -18,7 +16,7 @@ import sys
 from types import ModuleType
 
 from jaxcache._package import __version__
-from jaxcache.cli import common, quick_run
+from jaxcache.cli import common
 from jaxcache.errors import JaxcacheError
 
 TYPE_CHECKING = False
@@ -187,16 +185,12 @@ def main(argv: list[str] | None = None) -> None:
         ours, tail = split_command(sys.argv[1:] if argv is None else list(argv))
         at = _name_at(ours)
         name = ours[at] if at is not None and ours[at] in NAMES else None
-        args = None
-        if name == "run" and at is not None:
+        if name == "run":
             # run's own work up to the job (its imports, the audit of a cache of up to a few
             # hundred entries) makes ~15,000 objects, which one pass at 10,000 visits all of
             # (~2 ms of every job's start); its trees hold no cycles either
             gc.set_threshold(50_000, 100, 100)
-            args = quick_run.parse(ours, at, _module(name).handle,
-                                   lambda: _parsed(ours, at, name))
-        if args is None:
-            args = _parsed(ours, at, name)
+        args = _parsed(ours, at, name)
         args.quiet = getattr(args, "quiet", False)
         args.verbose = getattr(args, "verbose", False)
         if args.quiet and args.verbose:

@@ -11,6 +11,7 @@ import contextlib
 import os
 import shutil
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from jaxcache.bench.analysis import Outcome
 from jaxcache.bench.trials import BenchConfig
@@ -19,7 +20,6 @@ from jaxcache.documents import claim as outputs
 from jaxcache.documents import kinds
 from jaxcache.errors import JaxcacheError, UntrustedCacheError
 from jaxcache.text import safe
-from jaxcache.values import frozen
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -348,7 +348,7 @@ def run(argv: list[str], *, trials: int, warm: int, prime: bool, timeout: float 
         outputs.release_all(claimed)  # no-op for those written
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class _Targets:
     """The outputs claimed before the first trial (None: not asked for)."""
 

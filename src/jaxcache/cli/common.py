@@ -1,12 +1,12 @@
 """What every command shares: failing with one line, the common flags, where the answer goes.
 
-Standard library only at import, and not argparse (cli/quick_run.py reads the usual `run` line
-without it): `jaxcache run -- CMD` loads this module before the user's job starts, so each
-helper imports what it needs when it is called.
+Standard library only at import: `jaxcache run -- CMD` loads this module before the user's
+job starts, so each helper imports what it needs when it is called.
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 from collections.abc import Callable
@@ -16,7 +16,6 @@ from jaxcache.project import MAX_WARM as MAX_WARM
 
 TYPE_CHECKING = False  # typing itself costs `jaxcache run` ~2 ms: names for the type checker only
 if TYPE_CHECKING:
-    import argparse
     from typing import Any, NoReturn
 
     from jaxcache.cli.parsers import Parser
@@ -197,13 +196,9 @@ class Range:
         except ValueError:
             value = None
         if value is None or value != value:  # not a number, or NaN
-            import argparse
-
             noun = "an integer" if self.kind is int else "a number"
             raise argparse.ArgumentTypeError(f"{text!r} is not {noun}")
         if (self.lo is not None and value < self.lo) or (self.hi is not None and value > self.hi):
-            import argparse
-
             raise argparse.ArgumentTypeError(f"{text} is not in the range {self}")
         return value
 
@@ -247,8 +242,6 @@ def identity_options(parser: argparse.ArgumentParser, lead: str) -> None:
 def global_flags(parser: argparse.ArgumentParser) -> None:
     """-q/-v/--color, taken before the command name and after it alike (SUPPRESS: a
     command's parser then does not overwrite what the top level read)."""
-    import argparse
-
     parser.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS,
                         help="Only the answer (a verdict line) and errors: no progress, no "
                              "detail; `run` and `bench -- CMD` say nothing but errors (the "

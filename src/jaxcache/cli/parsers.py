@@ -1,8 +1,4 @@
-"""The argparse classes of jaxcache's parsers: one-line usage errors, help as written.
-
-Apart from common.py, which `jaxcache run` imports before the user's job starts: argparse is
-imported only where a parser is built (cli/quick_run.py reads the usual `run` line without).
-"""
+"""The argparse classes of jaxcache's parsers: one-line usage errors, help as written."""
 
 from __future__ import annotations
 

@@ -1,12 +1,12 @@
 """`jaxcache run`: a job with the cache on, and the record of what JAX did.
 
-On the path of every job's start-up: nothing heavy is imported before the job starts, not
-even argparse for the usual command line (quick_run.py reads it; it knows this module's
-options and is held to them by its test).
+On the path of every job's start-up: nothing heavy beyond the command line's parser is
+imported before the job starts.
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 
@@ -16,7 +16,6 @@ from jaxcache.trust.rules import namespace
 
 TYPE_CHECKING = False  # typing itself costs `jaxcache run` ~2 ms: names for the type checker only
 if TYPE_CHECKING:
-    import argparse
     from typing import NoReturn
 
     from jaxcache.lifecycle.sealing import SealOptions
@@ -26,8 +25,6 @@ if TYPE_CHECKING:
 def options(p: argparse.ArgumentParser) -> None:
     # REMAINDER: the command starts at the first word that is not our option; from there on
     # nothing is ours (`jaxcache run python x.py --help` passes --help to x.py).
-    import argparse
-
     p.add_argument("command", nargs=argparse.REMAINDER, metavar="CMD",
                    help="The program and its arguments, passed on verbatim.")
     common.option(p, "--cache-dir", metavar="DIR",

@@ -7,6 +7,7 @@ number from the bench can outweigh it.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from enum import StrEnum
 
 from jaxcache import thresholds
@@ -21,7 +22,6 @@ from jaxcache.decide.kept_advice import bench_advice, kept_advice, settings_give
 from jaxcache.jaxcompat import versions
 from jaxcache.text import Tone, safe
 from jaxcache.trust.findings import Verdict
-from jaxcache.values import frozen
 
 __all__ = ["KEY_FIELDS", "AuditFacts", "BenchFacts", "Choice", "Decision", "decide"]
 
@@ -49,7 +49,7 @@ class Choice(StrEnum):
             else Tone.BAD
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Decision:
     verdict: Choice
     summary: str

@@ -10,6 +10,7 @@ entries never serve each other.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from jaxcache.decide.check import Test
 from jaxcache.explain.build_mismatch import named
@@ -17,10 +18,9 @@ from jaxcache.fingerprint import rule
 from jaxcache.fingerprint.model import Fingerprint
 from jaxcache.records.process_facts import ProcessFacts
 from jaxcache.text import plural, safe
-from jaxcache.values import frozen
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Source:
     """One `--records` argument (a team's or a host's run records: a folder or a file) and
     every probed process of its records."""
@@ -29,7 +29,7 @@ class Source:
     processes: tuple[ProcessFacts, ...]
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class AcrossRecords:
     """The compatible test across the jobs of `--records`, and why the cache must not be
     shared at all (`blocked`: builds or hosts differ, or are not known), else ""."""

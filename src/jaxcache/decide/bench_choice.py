@@ -22,12 +22,12 @@ says it was measured otherwise; either way it names the benches it passed over.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from enum import StrEnum
 
 from jaxcache.bench import kept
 from jaxcache.bench.bench_document import BenchDocument
 from jaxcache.records.used_dirs import runs_of, same_dir
-from jaxcache.values import frozen
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -62,7 +62,7 @@ class RunsFrom(StrEnum):
                 "as the settings say: JAX's variables, the project file, else JAX's defaults")
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Thresholds:
     """JAX's write thresholds (None: not known, not compared)."""
 
@@ -90,7 +90,7 @@ class Thresholds:
         return " ".join(self._differ(unlike)) or "the same thresholds"
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class RunsUse:
     """How the runs on PATH set the thresholds, and what says so."""
 
@@ -103,7 +103,7 @@ class RunsUse:
         return Thresholds(self.min_compile_time_s, self.min_entry_size_bytes)
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class BenchUsed:
     """A bench decide judged, as its report names it."""
 
@@ -112,7 +112,7 @@ class BenchUsed:
     path: str | None  # the result's file (None: the state directory could not keep it)
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class KeptBench:
     """A kept bench, as decide names it: its job, its file, when, its thresholds."""
 
@@ -123,7 +123,7 @@ class KeptBench:
     cwd: str | None = None  # the folder it ran the job from (None: not recorded)
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class KeptChoice:
     """What the chooser found among the kept benches (decide's JSON `kept`)."""
 
@@ -139,7 +139,7 @@ class KeptChoice:
     newer: int = 0  # how many kept benches of other jobs are newer than the one judged
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Pick:
     """What the chooser found for PATH: the bench to judge (None: none) and why."""
 

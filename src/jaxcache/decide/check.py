@@ -4,10 +4,10 @@ teams (decide/across.py)."""
 
 from __future__ import annotations
 
-from jaxcache.values import frozen
+from dataclasses import dataclass
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Test:
     name: str  # writers | compatible | noticeable
     passed: bool | None  # None: not evaluated (an earlier test already decided)

@@ -5,6 +5,8 @@ document, checked the same way). Every string key decide reads is read here, onc
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from jaxcache.bench.analysis import Outcome
 from jaxcache.bench.bench_document import BenchDocument, LeftOut
 from jaxcache.bench.estimates import Shift
@@ -13,7 +15,6 @@ from jaxcache.text import safe
 from jaxcache.trust.finding_codes import SEAL_KEYS
 from jaxcache.trust.findings import UNVERIFIABLE, Verdict
 from jaxcache.trust.kernel.principals import Trust
-from jaxcache.values import frozen
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -26,7 +27,7 @@ if TYPE_CHECKING:
 KEY_FIELDS = ("jaxlib", "builds", "backend", "device_kind", "device_count", "xla_flags")
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class WriterFact:
     principal: str
     trusted_by_policy: bool
@@ -34,7 +35,7 @@ class WriterFact:
     chain: tuple[str, ...]
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class AuditFacts:
     """The audit as decide weighs it."""
 
@@ -89,13 +90,13 @@ class AuditFacts:
                    tuple(sorted(users)))
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class WarmRun:
     hit: bool  # it hit, and no rank missed
     missed_ranks: tuple[int | None, ...]
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class BenchFacts:
     """One bench result as decide weighs it."""
 

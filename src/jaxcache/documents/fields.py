@@ -8,6 +8,11 @@ from __future__ import annotations
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping
+    from typing import Any
+
+    # A JSON object as a document holds it, where no typed model reads it yet (for type
+    # checkers only: these shrink as models take over)
+    JsonObject = dict[str, Any]
 
 
 def mapping(value: object) -> Mapping[str, object]:

@@ -8,15 +8,16 @@ holds them in a RunRecord.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 from jaxcache.documents.fields import integer, items, mapping, mappings, number, text
-from jaxcache.values import field, frozen
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Rejection:
     """One entry the sealed backend would not load or could not publish (`seal.rejections`)."""
 
@@ -32,7 +33,7 @@ class Rejection:
                    text(doc.get("reason")), text(doc.get("owner")))
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class TrustedKey:
     """A key the sealed backend judged with (`seal.trusted_keys`), with its state then."""
 
@@ -45,7 +46,7 @@ class TrustedKey:
         return cls(text(doc.get("id")), text(doc.get("name")), text(doc.get("state")))
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class BucketMiss:
     """A sealed reader's lookup in a bucket that found nothing it could load."""
 
@@ -63,7 +64,7 @@ class BucketMiss:
         return cls(text(doc.get("kind")), text(doc.get("hint")), text(doc.get("reason")))
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class PrefetchPart:
     """What a sealed bucket reader fetched ahead (`seal.prefetch`: seal/stores/prefetch.py's
     counts): keys planned from a record, entries prefetched, used by JAX, wasted (never asked
@@ -95,7 +96,7 @@ class PrefetchPart:
                    text(doc.get("source")), text(doc.get("early_error")))
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class SealWrite:
     """An entry the sealed backend added (`seal.writes`): where, to which tier (shared: the
     sealed cache, signed; local: the private --local tier) and its size as written."""
@@ -111,7 +112,7 @@ class SealWrite:
                    text(doc.get("tier")))
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class SealPart:
     """A sealed run's reader and publisher (`seal`: lifecycle/sealing.py's summary)."""
 
@@ -165,7 +166,7 @@ def _identity_text(doc: Mapping[str, object]) -> str | None:
     return f"{who} ({', '.join(parts)})"
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class OriginFinding:
     code: str | None
     effect: str | None  # info | warning | unsafe
@@ -178,7 +179,7 @@ class OriginFinding:
                    text(doc.get("remedy")))
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class OriginPart:
     """Where the entries before the job came from (`cache_dir.origin`, the audit's origins:
     trust/provenance/origin.py)."""
@@ -215,7 +216,7 @@ class OriginPart:
                    by, whose)
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class UsedDir:
     """A directory JAX initialized a cache for (`jax_cache_dirs[]`), with what the guard did
     and, for one other than the audited directory, its own verdict (records/used_dirs.py)."""
@@ -243,7 +244,7 @@ class UsedDir:
         return tuple(cls.from_json(e) for e in mappings(doc.get("jax_cache_dirs")))
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class GuardedDir:
     """One of a probe's `cache_dirs`: a directory JAX initialized a cache for in that process,
     and what the guard (jaxcompat/guard.py) did with it."""

@@ -10,17 +10,17 @@ from __future__ import annotations
 
 import hashlib
 import os
+from dataclasses import dataclass
 
 from jaxcache.documents.fields import integer, text
 from jaxcache.documents.kinds import prefix
-from jaxcache.values import frozen
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class ZeroMark:
     schema: str | None
     cache: str | None  # the cache directory, as the mark names it

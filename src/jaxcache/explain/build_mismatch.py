@@ -10,17 +10,18 @@ writes), by the one rule (fingerprint/rule.py), and every difference is named wi
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from jaxcache.fingerprint import rule
 from jaxcache.records.process_facts import ProcessFacts, facts_of
 from jaxcache.text import safe
-from jaxcache.values import frozen
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from jaxcache.records.run_document import RunRecord
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class BuildDiff:
     record: str
     process: str  # "rank 1", "pid 123", "main"

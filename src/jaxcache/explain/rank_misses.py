@@ -11,17 +11,18 @@ records of one job (`srun jaxcache run ...`, `explain runs/`).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from jaxcache.explain import pairing
 from jaxcache.explain.key_causes import CAUSES
 from jaxcache.text import safe
-from jaxcache.values import frozen
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from jaxcache.records.run_document import ModuleEntry, ProcessEntry, RunRecord
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class RankDiff:
     module: str
     input_shapes: str | None

@@ -6,6 +6,8 @@ and lowering a threshold is suggested only when what it leaves out is material a
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from jaxcache import thresholds
 from jaxcache.explain import pairing
 from jaxcache.explain.build_mismatch import BuildDiff, build_diffs
@@ -14,7 +16,6 @@ from jaxcache.explain.rank_misses import RankDiff, rank_diffs
 from jaxcache.records import used_dirs
 from jaxcache.records.run_document import ModuleEntry, ModuleOutcome, ProcessEntry, RunRecord
 from jaxcache.text import safe, size
-from jaxcache.values import frozen
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
 THRESHOLD_REASONS = thresholds.REASONS
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class ModuleWhy:
     record: str
     process: str  # "main" or "pid N"
@@ -41,7 +42,7 @@ class ModuleWhy:
     rank: int | None = None  # JAX's process index (else the launcher's rank) of the process
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class KeyDiff:
     module: str
     earlier: str
@@ -50,7 +51,7 @@ class KeyDiff:
     causes: tuple[str, ...]
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class ThresholdAdvice:
     left_out_s: float
     startup_s: float
@@ -59,7 +60,7 @@ class ThresholdAdvice:
     text: str
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Explanation:
     records: tuple[str, ...]
     modules: tuple[ModuleWhy, ...]

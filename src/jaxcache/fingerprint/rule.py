@@ -18,11 +18,11 @@ policy does not require a known build, and says so).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from enum import Enum
 
 from jaxcache.fingerprint.model import SHORT, Fingerprint
 from jaxcache.text import safe
-from jaxcache.values import frozen
 
 
 class Match(Enum):
@@ -63,7 +63,7 @@ class Outcome(Enum):
                 Outcome.UNKNOWN: "build unknown"}[self]
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Difference:
     field: Field
     writer: str
@@ -80,7 +80,7 @@ class Difference:
         return f"another {self.field.value}: {w} (writer) vs {r} (here)"
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Judgement:
     outcome: Outcome
     differences: tuple[Difference, ...] = ()

@@ -31,6 +31,7 @@ import os
 import stat
 import time
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 
 from jaxcache.documents import fsclock
 from jaxcache.errors import JaxcacheError
@@ -42,7 +43,6 @@ from jaxcache.seal.publishing import tier_names as names
 from jaxcache.text import safe
 from jaxcache.trust.kernel.entries import Entry
 from jaxcache.trust.kernel.principals import Accounts
-from jaxcache.values import frozen
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -54,7 +54,7 @@ TEMP_AGE_S = 3600.0  # a publisher's temporary file: written, fsynced and linked
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Left:
     """A file gc did not delete, and why."""
 
@@ -62,7 +62,7 @@ class Left:
     why: str
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class GcResult:
     directory: str
     dry_run: bool

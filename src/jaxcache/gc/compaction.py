@@ -30,12 +30,11 @@ import os
 import re
 import stat
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from jaxcache.documents.synced import write_synced
 from jaxcache.errors import JaxcacheError
 from jaxcache.trust.provenance import birth, ledger_file, ledger_place, ledger_writes
-from jaxcache.values import frozen
 
 _READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _TEMP = ".{name}.compact."
@@ -43,7 +42,7 @@ ABANDONED_S = 3600.0  # a temporary file older than this is a crashed compaction
 _OPEN_MAX = 32  # folder descriptors held at once (lines name few folders; a job has its own)
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Compaction:
     """What compacting the ledger did (or, with dry_run, would do)."""
 

@@ -15,10 +15,10 @@ import math
 import operator
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from jaxcache.gc.units import Unit
 from jaxcache.gc.usage import KeyUse, value
-from jaxcache.values import frozen
 
 
 class Order(enum.Enum):
@@ -66,7 +66,7 @@ def parse_age(text: str) -> float:
     return value
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Plan:
     evict: tuple[Unit, ...]  # in the order they go: least recently used first
     before_bytes: int  # every file the directory holds

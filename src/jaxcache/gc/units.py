@@ -16,15 +16,15 @@ import os
 import stat
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from jaxcache.trust.kernel.entries import Entry, Inventory, classify
-from jaxcache.values import frozen
 
 SIDECAR_KINDS = ("signature", "used", "atime")
 _ORDER = {k: i for i, k in enumerate(SIDECAR_KINDS)}
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Unit:
     """An entry (kind "cache", a regular file or not) and the files that belong to it."""
 

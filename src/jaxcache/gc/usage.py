@@ -13,10 +13,10 @@ sit above gc).
 
 from __future__ import annotations
 
-from jaxcache.values import frozen
+from dataclasses import dataclass
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class KeyUse:
     last_hit_ns: int = 0  # 0: no record shows a hit
     compile_s: float | None = None  # the latest compile time a record shows (a miss)

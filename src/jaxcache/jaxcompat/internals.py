@@ -9,9 +9,9 @@ minor lines every reader fails closed (JaxInternalsChanged). JAX is imported onl
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 
 from jaxcache.jaxcompat.versions import why_unverified
-from jaxcache.values import frozen
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -99,7 +99,7 @@ def verification_cache() -> type:
     return found
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class CacheState:
     """JAX's process-wide cache lifecycle, as jaxcache needs to know it."""
 

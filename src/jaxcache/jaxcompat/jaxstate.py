@@ -4,10 +4,11 @@ captured and put back: enable() is all-or-nothing, and disable() undoes it.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from jaxcache.jaxcompat.backend import close_backend
 from jaxcache.jaxcompat.guard import ADMITTED, BACKENDS, GUARD, REFUSED
 from jaxcache.jaxcompat.internals import compilation_cache_module, option_state
-from jaxcache.values import frozen
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -20,7 +21,7 @@ _OPTIONS = ("jax_compilation_cache_dir", "jax_persistent_cache_enable_xla_caches
             "jax_persistent_cache_min_compile_time_secs")
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class JaxState:
     """JAX's cache settings (global values) and cache object, and jaxcache's guard, at
     one moment: what enable() may change and disable() puts back."""

@@ -15,11 +15,11 @@ environment, JAX's config, the sealed backend) is each caller's.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from enum import StrEnum
 
 from jaxcache.errors import JaxcacheError, UntrustedCacheError
 from jaxcache.text import safe
-from jaxcache.values import frozen
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -47,7 +47,7 @@ class Kind(StrEnum):
     SEALED_BUCKET = "sealed-bucket"  # the same, in gs:// or s3://
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Asked:
     """How a caller means to use the cache at `path` (a directory, or a bucket for a sealed
     cache). `keys`: trusted keys given besides the policy's; `signer`: the public half of the
@@ -72,7 +72,7 @@ class Asked:
     remember: bool = False
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Admitted:
     """A cache the admission let in: its path (resolved; a bucket's URL), how it is used, the
     audit's report, a sealed cache's local tier (this build's folder), and the directories

@@ -6,12 +6,12 @@ it as JSON into the job's environment (jobenv.SEAL), the job's probe reads it ba
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 
 from jaxcache.documents.fields import integer, items, mapping, text
-from jaxcache.values import frozen
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class SealSpec:
     path: str  # the shared directory or bucket URL
     signing_key: str | None  # a key file or a pkcs11: URI: the job publishes
@@ -46,7 +46,7 @@ class SealSpec:
 ENV_MAX_BYTES = 64 << 10
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class PrefetchSpec:
     """The entries a sealed bucket reader fetches ahead (seal/stores/prefetch.py): `jaxcache run`
     writes it into the job's environment (jobenv.PREFETCH) from the newest record of the same

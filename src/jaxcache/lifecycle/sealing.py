@@ -7,9 +7,10 @@ plain path does not. The child side of `jaxcache run --sealed` comes through her
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from jaxcache import jobenv
 from jaxcache.lifecycle.seal_spec import PrefetchSpec, SealSpec
-from jaxcache.values import frozen
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
 ENV = jobenv.SEAL  # JSON: path, signing_key, trusted_keys, local, policy
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class SealOptions:
     """`--sealed` and friends on `jaxcache run`: what the job's probe will enable."""
 

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import importlib.util
 import os
+from dataclasses import dataclass
 
 from jaxcache import jaxcompat
 from jaxcache.errors import JaxcacheError
 from jaxcache.text import safe
 from jaxcache.trust.judgement.audit import AuditReport
-from jaxcache.values import frozen
 
 __all__ = ["CacheLifecycleError", "CacheLifecycleWarning", "EnableResult", "Trap",
            "check_jax_uses", "lifecycle_traps", "refuse_hidden_settings"]
@@ -31,7 +31,7 @@ class CacheLifecycleWarning(UserWarning):
     """Enabling works, but not for everything (e.g. programs compiled before)."""
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Trap:
     code: str
     message: str
@@ -39,7 +39,7 @@ class Trap:
     fatal: bool
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class EnableResult:
     path: str
     report: AuditReport

@@ -13,15 +13,15 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 from jaxcache import jaxcompat
 from jaxcache.lifecycle.inherit import VARIABLE
-from jaxcache.values import frozen
 
 _STACK: list[Saved] = []  # one per enable() in effect, oldest first
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Saved:
     jax: jaxcompat.JaxState
     env: str | None  # JAX_COMPILATION_CACHE_DIR before

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from jaxcache.net.config import Plan
 from jaxcache.net.sockets import Scan
 from jaxcache.text import safe
 from jaxcache.trust.findings import NOTE, UNSAFE, UNVERIFIABLE, WARNING, Finding
-from jaxcache.values import frozen
 
 NOT_COVERED = ("cache permissions do not cover this: the network services are a trust "
                "boundary of their own, bounded only by network control and authentication")
@@ -36,7 +37,7 @@ def remedy(p: Plan | None) -> str:
     return (how.format(port=p.port) + "; in general: " + REMEDY) if how and p else REMEDY
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class NetReport:
     plan: Plan | None
     scan: Scan | None

@@ -11,10 +11,10 @@ service to JAX_COORDINATOR_BIND_ADDRESS or, by default, to [::]:<port>: every in
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from jaxcache.net.address import classify, split_host_port
 from jaxcache.net.launch_env import MTLS_VARS, LaunchEnv
-from jaxcache.values import frozen
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -28,7 +28,7 @@ K8S_PORT, TPU_PORT = 55527, 8482
 FIRST_MTLS_VERSION = (0, 11, 0)  # mTLS for the coordination service arrived after 0.10.2
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Plan:
     """The coordination service a job in this environment would start."""
 

@@ -5,7 +5,7 @@ variables as typed fields, what config.py and sockets.py read instead of string 
 
 from __future__ import annotations
 
-from jaxcache.values import frozen
+from dataclasses import dataclass
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -17,7 +17,7 @@ MTLS_VARS = ("JAX_MTLS_CERT_FILE", "JAX_MTLS_KEY_FILE", "JAX_MTLS_CA_FILE",
              "JAX_MTLS_PEER_URI_PREFIX", "JAX_DISTRIBUTED_VERIFY_SECURE_CREDENTIALS")
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Slurm:
     """A Slurm step's variables, present only where all that JAX's detection needs are."""
 
@@ -25,7 +25,7 @@ class Slurm:
     step_node_list: str
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class LaunchEnv:
     """The variables as set; an empty value is kept as set (a reader decides what "" means)."""
 

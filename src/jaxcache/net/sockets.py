@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 
 from jaxcache.errors import JaxcacheError
 from jaxcache.net.address import classify, reachable_from, split_host_port
 from jaxcache.net.launch_env import LaunchEnv
-from jaxcache.values import frozen
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Listener:
     pid: int
     process: str
@@ -24,7 +24,7 @@ class Listener:
     mtls: bool  # the process has JAX_MTLS_* set (and a JAX that honours them)
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Scan:
     listeners: tuple[Listener, ...]
     processes: tuple[int, ...]  # JAX processes inspected

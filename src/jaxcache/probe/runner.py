@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 
 from jaxcache.probe.launch import CommandError, Ran, launch, resolve
-from jaxcache.values import frozen
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 __all__ = ["CommandError", "Outcome", "resolve", "run"]
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Outcome:
     argv: tuple[str, ...]
     pid: int

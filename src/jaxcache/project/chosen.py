@@ -7,6 +7,7 @@ place: a flag, JAX's variable, the project file, or the built-in default.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from enum import StrEnum
 
 from jaxcache import thresholds
@@ -15,7 +16,6 @@ from jaxcache.jaxcompat.internals import (
     DEFAULT_MIN_ENTRY_SIZE_BYTES,
 )
 from jaxcache.project import effective
-from jaxcache.values import frozen
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -34,7 +34,7 @@ class From(StrEnum):
 Value = str | int | float | None
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Setting:
     """One effective setting: its name as the project file writes it, its value, and where it
     came from (`where`: the flag, the variable, the file and its table; None: a default)."""

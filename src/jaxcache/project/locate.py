@@ -18,10 +18,10 @@ from __future__ import annotations
 import errno
 import os
 import stat
+from dataclasses import dataclass
 
 from jaxcache.errors import JaxcacheError
 from jaxcache.text import safe
-from jaxcache.values import frozen
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -31,7 +31,7 @@ TABLE = "tool.jaxcache"
 MAX_BYTES = 1 << 20  # a pyproject.toml is a few KiB; more is not a project file jaxcache reads
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Found:
     """The file that ended the walk: its path, the table our settings are in (None for
     .jaxcache.toml, the whole file), and its bytes (None: a pyproject.toml without

@@ -23,11 +23,11 @@ from __future__ import annotations
 
 import math
 import os
+from dataclasses import dataclass
 
 from jaxcache.errors import JaxcacheError
 from jaxcache.project import MAX_TRIALS, MAX_WARM, policy_keys
 from jaxcache.text import quoted, safe
-from jaxcache.values import frozen
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -46,7 +46,7 @@ KEYS = ("cache_dir", "min_compile_time", "min_entry_size", "records.dir", "recor
 TABLES = ("records", "bench")
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class ProjectConfig:
     """What the project file sets (None: not set there), and where it is."""
 

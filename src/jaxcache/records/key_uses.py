@@ -12,12 +12,12 @@ key's shape and capped where they are used (prefetch_plan.plan_keys)."""
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 
 from jaxcache.gc.usage import KeyUse
 from jaxcache.records import record_dir as store
 from jaxcache.records.run_document import RunRecord
 from jaxcache.records.used_dirs import same_dir
-from jaxcache.values import frozen
 
 RECORDS_READ = 500  # the newest records read: a year of daily runs, each read whole
 
@@ -63,7 +63,7 @@ PREFETCH_RECORDS = 20  # the newest records looked at for the same command and c
 MAX_RECORD_BYTES = 32 << 20  # a larger record is passed over (a prefetch is not worth it)
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class KeySource:
     """The keys to fetch ahead and the record they came from."""
 

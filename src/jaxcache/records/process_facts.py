@@ -8,19 +8,20 @@ package's dict keys.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from jaxcache import validate
 from jaxcache.documents.fields import mapping, mappings
 from jaxcache.fingerprint.model import Fingerprint
 from jaxcache.records.reading import rank_of
 from jaxcache.text import safe
-from jaxcache.values import frozen
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class ProcessFacts:
     """What one process of a record ran on and with: what decides whether its cache entries
     can serve another process (the build and host outside JAX's key, the rest inside it)."""

@@ -17,18 +17,18 @@ from __future__ import annotations
 import os
 import stat
 import time
+from dataclasses import dataclass
 
 from jaxcache.errors import JaxcacheError
 from jaxcache.records import record_dir as store
 from jaxcache.records.summary import RunSummary, summarize
 from jaxcache.text import safe
 from jaxcache.trust.kernel.principals import Trust
-from jaxcache.values import frozen
 
 DAY_NS = 86_400 * 1_000_000_000
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class PruneResult:
     directory: str
     dry_run: bool

@@ -16,14 +16,14 @@ import os
 import re
 import stat
 import time
+from dataclasses import dataclass
 
 from jaxcache.errors import JaxcacheError
 from jaxcache.text import safe
-from jaxcache.values import frozen
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from jaxcache.values import JsonObject
+    from jaxcache.documents.fields import JsonObject
 
 # 20261201T155636.123456789Z-4242.json, or ...-4242.rank1.json for one rank of a job
 NAME = re.compile(r"^(\d{8}T\d{6})\.(\d{9})Z-\d+(?:\.rank\d+)?\.json$")
@@ -49,7 +49,7 @@ def runs_dir() -> str:
     return effective.records_dir()
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Found:
     """One record file: its name in the directory, identity (for prune's re-check) and doc."""
 
@@ -62,13 +62,13 @@ class Found:
     doc: JsonObject
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Skipped:
     name: str
     why: str
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Scan:
     directory: str
     exists: bool

@@ -12,17 +12,17 @@ here, as parsing: which part of a record (or of a probe's document) is which pro
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from enum import StrEnum
 
 from jaxcache.documents.fields import flag, integer, items, mapping, mappings, number, text
 from jaxcache.documents.record_parts import OriginPart, Rejection, SealPart, UsedDir
-from jaxcache.values import frozen
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from jaxcache.values import JsonObject
+    from jaxcache.documents.fields import JsonObject
 
 
 def rank_of(proc: Mapping[str, object]) -> int | None:
@@ -69,7 +69,7 @@ class ModuleOutcome(StrEnum):
             return None
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class ReasonDetail:
     """A module's `reason_detail`: the numbers its reason was given with."""
 
@@ -87,7 +87,7 @@ class ReasonDetail:
                    str(doc.get("message", "")))
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class ModuleEntry:
     name: str
     outcome: ModuleOutcome | None
@@ -148,7 +148,7 @@ class ModuleEntry:
                    dict(doc), ReasonDetail.from_json(mapping(doc.get("reason_detail"))))
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Launcher:
     kind: str | None  # slurm | ompi | pmi | jax
     rank: int | None
@@ -156,7 +156,7 @@ class Launcher:
     step_id: str | None
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Counts:
     """A process's counts (docs/run-record.md, `counts`)."""
 
@@ -190,7 +190,7 @@ class Counts:
         return dict(self.outcomes).get(word.value, 0)
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class CacheOptions:
     """`cache_options_at_first_compile`: JAX's cache options as its first compile saw them."""
 
@@ -212,7 +212,7 @@ class CacheOptions:
 MISSING = object()
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class CacheView:
     """How one process saw the cache directory (`cache_view`, written by its probe): the
     path, the filesystem and inode it resolved to there, jaxlib and XLA_FLAGS."""
@@ -236,7 +236,7 @@ class CacheView:
                    text(doc.get("xla_flags")))
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class ProcessEntry:
     """The main probed process, or one of `subprocesses[]`."""
 
@@ -294,7 +294,7 @@ class ProcessEntry:
                    tuple(Rejection.from_json(r) for r in rejections))
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Snapshot:
     """The cache directory listed before or after the job; None counts: the listing failed."""
 
@@ -308,14 +308,14 @@ class Snapshot:
                    text(doc.get("unknown")))
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Namespace:
     kind: str
     id: str
     parent: str
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class CacheDirPart:
     path: str
     verdict: str
@@ -339,7 +339,7 @@ class CacheDirPart:
                    OriginPart.from_json(origin) if isinstance(origin, dict) else None)
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class ProcessOutcome:
     """How the job's own process ended (`process`, from wait4)."""
 
@@ -357,7 +357,7 @@ class ProcessOutcome:
                    number(doc.get("sys_s")) or 0.0, integer(doc.get("peak_rss_bytes")) or 0)
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Ranks:
     expected: int | None
     seen: tuple[int, ...]
@@ -374,7 +374,7 @@ class Ranks:
                    text(doc.get("remedy")))
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class RunRecord:
     argv: tuple[str, ...]
     unverified: str | None

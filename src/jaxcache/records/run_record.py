@@ -9,6 +9,7 @@ from here).
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 
 from jaxcache.records import used_dirs
 from jaxcache.records.building.builder import (
@@ -19,15 +20,14 @@ from jaxcache.records.building.builder import (
     env_snapshot,
 )
 from jaxcache.records.run_document import RunRecord  # used_dirs reads it too: no extra cost
-from jaxcache.values import frozen
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from jaxcache.documents.claim import Output, Unclaimed
+    from jaxcache.documents.fields import JsonObject
     from jaxcache.probe.runner import Outcome
-    from jaxcache.values import JsonObject
 
 __all__ = ["DirSnapshot", "ListingBeside", "RunAudit", "RunResult", "build", "capture",
            "env_snapshot", "finish", "load", "load_all", "write"]
@@ -61,7 +61,7 @@ def finish(outcome: Outcome, cache_dir: str, *, verdict: str, before: DirSnapsho
                  env=env, cwd=os.getcwd(), run=run)
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class RunResult:
     record: JsonObject
     record_path: str

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 from jaxcache.records.record_dir import Found
 from jaxcache.records.run_document import ModuleOutcome, RunRecord
-from jaxcache.values import frozen
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class RunSummary:
     name: str
     path: str

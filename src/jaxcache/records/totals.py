@@ -17,18 +17,18 @@ from __future__ import annotations
 
 import os
 import statistics
+from dataclasses import dataclass
 
 from jaxcache.records.record_dir import Found, Scan
 from jaxcache.records.run_document import ModuleOutcome, RunRecord
 from jaxcache.records.summary import summarize
 from jaxcache.records.used_dirs import same_dir, used
-from jaxcache.values import frozen
 
 HOW_SAVED = ("for each hit, the compile time of the same cache key measured by another record "
              "that compiled it (median), minus the hit's load time")
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Stats:
     directory: str
     records: int

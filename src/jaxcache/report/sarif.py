@@ -15,7 +15,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from jaxcache.values import JsonObject
+    from jaxcache.documents.fields import JsonObject
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 

@@ -8,11 +8,11 @@ this module imports little at the top.
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 
 from jaxcache import jobenv
 from jaxcache.errors import JaxcacheError, UntrustedCacheError
 from jaxcache.text import quoted, safe
-from jaxcache.values import frozen
 
 TYPE_CHECKING = False  # typing itself costs `jaxcache run` start-up time: names for the type
 if TYPE_CHECKING:  # checker only
@@ -33,7 +33,7 @@ UNVERIFIED_REMEDY = ("Use a supported JAX, or pass --unverified-jax to record it
 SEALED_NO = "A sealed cache needs a supported JAX; --unverified-jax does not apply"
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Admission:
     """What the audit admitted the job to: the path it gets and its verdict, the job's cache
     variables, what the directory held before, and where those entries came from (None for

@@ -12,6 +12,7 @@ import contextlib
 import os
 import stat
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 
 from jaxcache.errors import JaxcacheError
 from jaxcache.text import quoted, safe
@@ -21,12 +22,11 @@ from jaxcache.trust.judgement.audit import AuditReport, audit
 from jaxcache.trust.kernel import acl as aclmod
 from jaxcache.trust.kernel.walk import WalkError, walk, walk_open
 from jaxcache.trust.rules import target as targetmod
-from jaxcache.values import frozen
 
 _OPEN = os.O_RDONLY | os.O_NOFOLLOW | os.O_DIRECTORY | os.O_CLOEXEC
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class InitResult:
     path: str
     created: tuple[str, ...]

@@ -16,16 +16,16 @@ reader must fear (writers, planted entries, unknown storage) into warnings: thos
 from __future__ import annotations
 
 import difflib
+from dataclasses import dataclass
 
 from jaxcache.trust.findings import NOTE, UNSAFE, UNVERIFIABLE, WARNING, Effect
-from jaxcache.values import frozen
 
 SEALED = "; a warning in a sealed audit (readers load only signed entries)"
 ORIGIN_EFFECT = ("a warning; unsafe under CI or with --require-origin (unless the policy's "
                  "restored_from names the source)")
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class FindingCode:
     code: str  # family.name: writer.untrusted
     effects: tuple[Effect, ...]  # worst first

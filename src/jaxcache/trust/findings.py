@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from enum import StrEnum
 
 from jaxcache.text import Tone, safe
 from jaxcache.trust.kernel.principals import Principal, Trust
-from jaxcache.values import frozen
 
 
 class Verdict(StrEnum):
@@ -59,7 +59,7 @@ UNSAFE, UNVERIFIABLE, WARNING, NOTE = Effect.UNSAFE, Effect.UNVERIFIABLE, Effect
     Effect.NOTE
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Finding:
     code: str  # stable identifier, documented in docs/audit.md
     effect: Effect
@@ -68,7 +68,7 @@ class Finding:
     remedy: str | None = None
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Writer:
     """A principal able to change what JAX loads from the cache, and the chain of reasons.
 
@@ -87,7 +87,7 @@ class Writer:
         object.__setattr__(self, "chain", tuple(safe(c) for c in self.chain))
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Component:
     """One directory or symlink on the way to the cache, with its filesystem."""
 

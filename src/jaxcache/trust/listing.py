@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 
 from jaxcache.errors import JaxcacheError
 from jaxcache.text import safe
@@ -10,7 +11,6 @@ from jaxcache.trust.kernel import entries
 from jaxcache.trust.kernel.principals import Accounts
 from jaxcache.trust.kernel.walk import walk_open
 from jaxcache.trust.rules import target
-from jaxcache.values import frozen
 
 TYPE_CHECKING = False  # for type checkers only
 if TYPE_CHECKING:
@@ -26,7 +26,7 @@ ATTENTION = frozenset({"foreign-owner", "group-writable", "other-writable",
                        "unexpected-dir", "acl-unreadable"})
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Listing:
     """What ls shows: the inventory, the path it resolved to, each entry's origin (None when
     not judged), and the users the policy trusts to write there (a team share's other writers:

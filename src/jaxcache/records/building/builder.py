@@ -13,13 +13,13 @@ import os
 import stat
 import sys
 import time
+from dataclasses import dataclass
 
 from jaxcache.documents.kinds import envelope
 from jaxcache.records import fingerprints, rank_views, used_dirs
 from jaxcache.records.building.probe_output import ProbeOutput
 from jaxcache.records.reading import in_record_order
 from jaxcache.trust.rules.target import is_url
-from jaxcache.values import frozen
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from jaxcache.trust.kernel.entries import Elided, Inventory
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class DirSnapshot:
     path: str
     entries: dict[str, int]  # name -> size (empty when unknown)
@@ -168,7 +168,7 @@ def _bucket_objects(url: str) -> tuple[dict[str, int], str | None]:
         return {}, f"the bucket could not be listed: {str(exc)[:300]}"  # shown escaped
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class RunAudit:
     """What `jaxcache run` adds to its record beyond the probes' documents: its audit's word on
     where the entries before the job came from, the cache's namespace, the policy every other

@@ -11,16 +11,17 @@ them verbatim, byte for byte.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 from jaxcache.documents.fields import flag, integer, items, mapping, mappings, number, text
 from jaxcache.fingerprint.model import Accelerator
-from jaxcache.values import field, frozen
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class ProbeCounts:
     """JAX's cache events as the probe counted them (`counts`)."""
 
@@ -36,7 +37,7 @@ class ProbeCounts:
                    integer(doc.get("task_disabled_cache")) or 0)
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class ProbeModule:
     """One compile the probe saw (`modules[]`), and what the builder judges it by."""
 
@@ -60,7 +61,7 @@ class ProbeModule:
                    any(text(e.get("kind")) == "read-error" for e in mappings(doc.get("errors"))))
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class ProbeSeal:
     """The sealed backend's summary (lifecycle/sealing.py `summary`), for a sealed job."""
 
@@ -84,7 +85,7 @@ class ProbeSeal:
         return cls(doc, writes, rejected, bool(doc.get("signing_key")), loads)
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class ProbeFingerprint:
     """What the probe says of the build the process ran (probe/document.py `fingerprint`):
     the fingerprint `jaxcache run` handed the job, else the package folders it loaded."""
@@ -108,7 +109,7 @@ class ProbeFingerprint:
         return cls(doc.get("given"), roots, accel)
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class ProbeOutput:
     """One probed process's document: the main process's, or a subprocess's."""
 

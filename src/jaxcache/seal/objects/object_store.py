@@ -10,15 +10,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Protocol
-
-from jaxcache.values import frozen
 
 NOT_FOUND, PERMISSION, NETWORK, ERROR = "not-found", "permission-denied", "network", "error"
 OBJECT_NAME_MAX = 1024  # GCS and S3 object names: a signature is always <entry>.sig there
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class ObjectInfo:
     """One object, as a listing or a stat shows it (the name is relative to the prefix)."""
 

@@ -5,12 +5,12 @@ status and message. Pure parsing: no request is made here.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from typing import cast
 
 from jaxcache.seal.objects.http_answers import server_date
 from jaxcache.seal.objects.object_store import ObjectInfo
-from jaxcache.values import frozen
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
         def close(self) -> None: ...
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class S3Error:
     """A ClientError's code (its HTTP status as text where the answer had no body, as HEAD's),
     status (0: none) and message."""

@@ -32,6 +32,7 @@ import errno
 import hashlib
 import os
 import stat
+from dataclasses import dataclass
 
 from jaxcache import folders
 from jaxcache.errors import JaxcacheError
@@ -39,7 +40,6 @@ from jaxcache.text import file_type, safe
 from jaxcache.trust.kernel.entries import classify
 from jaxcache.trust.kernel.principals import Accounts
 from jaxcache.userdirs import user_dir
-from jaxcache.values import frozen
 
 # + "-<uid>": the previous layout's in-tier names (trust/kernel/entries.py)
 PREFIX = ".jaxcache-lock"
@@ -52,7 +52,7 @@ class LockRefused(OSError):
     name holds something jaxcache did not make): nothing is written (strerror says why)."""
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class LockProblem:
     """A lock file in a tier that is no lock of the account it should belong to (verify
     reports it)."""

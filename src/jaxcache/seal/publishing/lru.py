@@ -19,12 +19,12 @@ import os
 import stat
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 from jaxcache.documents import fsclock
 from jaxcache.seal.publishing import locks
 from jaxcache.seal.publishing import tier_names as names
 from jaxcache.text import safe
-from jaxcache.values import frozen
 
 LOCK_TIMEOUT_S = 10.0  # as JAX's lock_timeout_secs
 ORPHAN_AGE_S = 60.0  # a sidecar without its entry is removed only when this old
@@ -40,7 +40,7 @@ class LockTimeout(OSError):
     """Another process held the tier's lock for too long: nothing is written."""
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Owned:
     """An entry jaxcache wrote, as the eviction sees it."""
 

@@ -9,6 +9,8 @@ verify and ls show the same judgement per entry (BuildView).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from jaxcache import fingerprint
 from jaxcache.fingerprint import rule
 from jaxcache.fingerprint.model import Fingerprint
@@ -16,10 +18,9 @@ from jaxcache.fingerprint.rule import Field, Judgement, Outcome
 from jaxcache.seal.signing import signature_file as sigfile
 from jaxcache.seal.signing import signature_rule as signature
 from jaxcache.trust.inputs.public_keys import PublicKey
-from jaxcache.values import frozen
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class BuildView:
     """Which build a valid entry's signatures say compiled it, judged against this host
     (fingerprint/rule.py): `state` this-build | compatible | other-build | unknown."""

@@ -6,11 +6,10 @@ fields. Pure parsing: nothing here verifies a signature or decides anything.
 from __future__ import annotations
 
 import base64
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from jaxcache import validate as v
 from jaxcache.trust.inputs.public_keys import PublicKey, SignerKind, parse_public
-from jaxcache.values import frozen
 
 FORMAT = "jaxcache.seal/1"
 # A key's signature file stays within KEY_DOC_BYTES: readers before keyless sealing refuse a
@@ -34,7 +33,7 @@ DOCUMENT = v.obj({"format": v.one_of(FORMAT), "key": v.TEXT, "digest": v.TEXT,
 _ID = frozenset("0123456789abcdef")
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class SignatureDoc:
     """What a signature file states (a claim until signature_rule.py has judged it)."""
 

@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import TypeAlias
@@ -66,7 +66,6 @@ from jaxcache.trust.rules.keyring import EXPIRED as EXPIRED_KEY
 from jaxcache.trust.rules.keyring import NOT_YET_VALID as NOT_YET_VALID_KEY
 from jaxcache.trust.rules.keyring import REVOKED as REVOKED_KEY
 from jaxcache.trust.rules.keyring import KeyRing
-from jaxcache.values import frozen
 
 
 class Status(StrEnum):
@@ -97,7 +96,7 @@ __all__ = ["BAD", "BUILD_UNKNOWN", "EXPIRED", "NOT_YET_VALID", "OTHER_BUILD", "R
 _WORST = (REVOKED, EXPIRED, NOT_YET_VALID, BAD, UNKNOWN_KEY)
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Check:
     status: Status
     reason: str
@@ -115,7 +114,7 @@ class Check:
         return self.status == VALID
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class _Judged:
     """One signature file, judged before the entry is read: VALID when it verifies over the
     key, digest and size it states and its key may count now; else why not."""
@@ -132,7 +131,7 @@ class _Judged:
     seen: SeenIdentity | None = None  # keyless: who its verified certificate says signed
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Vouch:
     """What the signatures say before the entry is read: `size` is what `needed` distinct
     usable keys vouched for (None: rejected unread, `check` says why)."""

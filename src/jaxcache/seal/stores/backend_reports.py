@@ -11,6 +11,7 @@ import logging
 import threading
 import warnings
 from collections.abc import Callable
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import assert_never
 
@@ -24,7 +25,6 @@ from jaxcache.seal.signing import signature_rule as signature
 from jaxcache.text import safe
 from jaxcache.trust.inputs.signing_keys import SigningKey
 from jaxcache.trust.rules.keyring import KeyRing
-from jaxcache.values import frozen
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -43,7 +43,7 @@ class SealWarning(UserWarning):
     warns as it does for its own cache.)"""
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Rejection:
     key: str
     directory: str
@@ -79,7 +79,7 @@ class Tier(StrEnum):
         assert_never(self)
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Write:
     """An entry this process added: its key, the directory (or bucket URL) and tier it went to,
     and its size: the bytes written, whatever another file at that key in another tier holds."""

@@ -24,6 +24,7 @@ import os
 import re
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 
 from jaxcache.seal.objects.store_for_url import (
     ERROR,
@@ -58,7 +59,6 @@ from jaxcache.trust.inputs.public_keys import PublicKey
 from jaxcache.trust.inputs.signing_keys import SigningKey
 from jaxcache.trust.rules import keyring
 from jaxcache.trust.rules.keyring import KeyRing
-from jaxcache.values import frozen
 
 BACKOFF_S = 30.0
 OWNER = "unknown: a bucket object (its writer is in the bucket's audit logs)"
@@ -72,7 +72,7 @@ def _module_of(key: str) -> str | None:
     return m["module"] if m else None
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class BucketMiss:
     """A lookup the bucket could not serve: kind not-found (with a hint key-mismatch or
     prefix-empty when the listing explains it), permission-denied, network or error."""

@@ -28,6 +28,7 @@ import time
 import weakref
 from collections import deque
 from collections.abc import Iterable
+from dataclasses import dataclass
 from enum import Enum
 
 from jaxcache.seal.objects.object_store import NETWORK, ObjectStore, StoreError
@@ -37,7 +38,6 @@ from jaxcache.seal.signing import signature_rule as signature
 from jaxcache.seal.stores.prefetch_plan import MAX_KEYS, plan_keys
 from jaxcache.trust.inputs.public_keys import SignerKind
 from jaxcache.trust.rules.keyring import KeyRing
-from jaxcache.values import frozen
 
 WORKERS = 8  # requests in flight at once
 BUDGET_BYTES = 1 << 30  # bytes held at once (entries fetched and not yet asked for)
@@ -53,7 +53,7 @@ class Outcome(Enum):
     OVER_BUDGET = "over-budget"  # not downloaded: `get` fetches it itself
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Fetched:
     key: str
     outcome: Outcome
@@ -64,7 +64,7 @@ class Fetched:
     reason: str = ""
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Taken:
     """A result handed to `get`, with how long `get` waited for it."""
 
@@ -72,7 +72,7 @@ class Taken:
     waited_s: float
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class PrefetchCounts:
     """For the run record and summary: entries planned from the record, prefetched (verified
     and held), used (handed to JAX's get), wasted (fetched, never asked for), not fetched

@@ -8,6 +8,8 @@ one download each, checked over exactly the bytes downloaded. Statuses are dir_s
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from jaxcache.errors import JaxcacheError
 from jaxcache.fingerprint.model import Fingerprint
 from jaxcache.seal.objects.object_store import OBJECT_NAME_MAX
@@ -28,14 +30,13 @@ from jaxcache.trust.inputs.public_keys import PublicKey
 from jaxcache.trust.kernel.entries import classify
 from jaxcache.trust.rules import keyring
 from jaxcache.trust.rules.keyring import KeyRing
-from jaxcache.values import frozen
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class BucketListing:
     url: str
     objects: tuple[ObjectInfo, ...]  # entries and signatures, by name

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import stat
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from jaxcache.fingerprint.model import Fingerprint
 from jaxcache.seal.publishing import locks
@@ -36,12 +36,11 @@ from jaxcache.trust.kernel.principals import Accounts
 from jaxcache.trust.rules import keyring
 from jaxcache.trust.rules.identities import SeenIdentity, TrustedIdentity
 from jaxcache.trust.rules.keyring import KeyRing
-from jaxcache.values import frozen
 
 Signer = SigningKey | KeylessSigner  # a key (file or HSM), or the CI job's identity (keyless)
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class EntryStatus:
     name: str
     status: str  # valid | unsigned | bad-signature | unknown-key | revoked-key | expired-key
@@ -60,7 +59,7 @@ class EntryStatus:
     identities: tuple[SeenIdentity, ...] = ()
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Quarantined:
     """What `verify --quarantine` moved (quarantine.py), part of verify's answer."""
 
@@ -69,7 +68,7 @@ class Quarantined:
     failed: tuple[tuple[str, str], ...]  # (entry name, why it could not be moved)
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class ScanResult:
     directory: str
     entries: tuple[EntryStatus, ...]

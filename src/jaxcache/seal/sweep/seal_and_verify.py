@@ -7,14 +7,13 @@ scan (seal/sweep/dir_sweep.py for a directory, seal/sweep/bucket_sweep.py for a 
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from jaxcache import fingerprint
 from jaxcache.errors import JaxcacheError, UntrustedCacheError
 from jaxcache.text import safe, some
 from jaxcache.trust.findings import Effect, Verdict
 from jaxcache.trust.rules.target import is_url
-from jaxcache.values import frozen
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -42,7 +41,7 @@ def trusted_keys_for(directory: str, given: tuple[str, ...], policy: Policy, *,
     return ring
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class SigningChoice:
     """How seal signs: with a key (a file or a pkcs11: URI), or keyless as the CI job's
     identity (`identity`: "ci"; `sigstore_config`: the Sigstore client trust config, None:

@@ -21,11 +21,11 @@ import os
 import re
 import stat
 import threading
+from dataclasses import dataclass
 from typing import Any
 
 from jaxcache.text import quoted, safe
 from jaxcache.trust.inputs.pkcs11_uri import SCHEME, TokenError, Uri, is_uri, parse
-from jaxcache.values import frozen
 
 __all__ = ["SCHEME", "TokenError", "TokenPublic", "TokenSigner", "Uri", "is_uri", "load", "parse",
            "public_of"]
@@ -66,7 +66,7 @@ def load(text: str) -> TokenSigner:
     return _pair(uri, uri.pin_file)
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class TokenPublic:
     """`keygen --public-of`'s answer: the public key, and whether it is the named private
     key's own (checked only when logged in: the private key is hidden otherwise)."""

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import os
 import re
+from dataclasses import dataclass
 from urllib.parse import unquote_to_bytes
 
 from jaxcache.errors import JaxcacheError
 from jaxcache.text import quoted, safe
-from jaxcache.values import frozen
 
 SCHEME = "pkcs11:"
 PATH_ATTRIBUTES = ("token", "object", "id", "type")
@@ -38,7 +38,7 @@ class TokenError(JaxcacheError):
 
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Uri:
     """A parsed `pkcs11:` URI: which key, in which token, through which library."""
 

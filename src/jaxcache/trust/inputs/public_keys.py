@@ -14,11 +14,11 @@ from __future__ import annotations
 import base64
 import hashlib
 import re
+from dataclasses import dataclass
 from enum import Enum
 
 from jaxcache.errors import JaxcacheError
 from jaxcache.text import quoted, safe
-from jaxcache.values import frozen
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -47,7 +47,7 @@ class SignerKind(Enum):
         return self.value
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class PublicKey:
     raw: bytes  # 32 bytes
     holder: str | None = None  # who holds the private key, as the policy declares it

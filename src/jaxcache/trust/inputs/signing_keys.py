@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import os
 import stat
+from dataclasses import dataclass
 
 from jaxcache.text import quoted, safe
 from jaxcache.trust.inputs.public_keys import NAME, PREFIX, KeyFileError, PublicKey
-from jaxcache.values import frozen
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class SigningKey:
     private: Any  # cryptography's Ed25519PrivateKey, or a PKCS#11 key (trust/inputs/pkcs11.py)
     public: PublicKey

@@ -17,13 +17,13 @@ import errno
 import os
 import stat
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 from jaxcache.errors import JaxcacheError
 from jaxcache.text import file_type, quoted, safe
 from jaxcache.trust.findings import Effect
 from jaxcache.trust.kernel import acl as aclmod
 from jaxcache.trust.kernel.principals import Accounts, Trust
-from jaxcache.values import frozen
 
 _OPEN = os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NOCTTY
 _READ_CHUNK = 1 << 20
@@ -37,7 +37,7 @@ class InputError(JaxcacheError):
     """A trusted input that is missing, not a regular file, unprotected or too large."""
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Kind:
     """What a trusted file is, for messages and limits."""
 
@@ -63,7 +63,7 @@ SIGSTORE_ROOT = Kind("Sigstore trusted root", 1 << 20,
 LIBRARY = Kind("PKCS#11 library", 0, "decides what code runs in this process")
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class TrustedFile:
     path: str  # as given
     data: bytes

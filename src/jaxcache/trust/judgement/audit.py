@@ -9,6 +9,7 @@ unreadable ancestor, kernel disagreeing with the model). Anything unknown fails 
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass, field
 
 from jaxcache.errors import PolicyError
 from jaxcache.text import safe
@@ -39,7 +40,6 @@ from jaxcache.trust.provenance import origin as originmod
 from jaxcache.trust.rules import policy_rules as rulesmod
 from jaxcache.trust.rules import target as targetmod
 from jaxcache.trust.rules.policy_rules import EMPTY, Policy, Rule
-from jaxcache.values import field, frozen
 
 TYPE_CHECKING = False  # typing itself costs `jaxcache run` start-up time: names for the type
 if TYPE_CHECKING:  # checker only
@@ -53,7 +53,7 @@ if TYPE_CHECKING:  # checker only
 
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class AuditReport:
     requested: str
     path: str | None  # absolute path JAX would use
@@ -299,7 +299,7 @@ def audit(given: str, *, policy: Policy = EMPTY, as_user: int | None = None,
                        memo_out)
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class _Part:
     """The entries' part of an audit: the inventory and origins, the inodes the handle scan
     looks for (a shortened judgement's; the full one collects its own), the ledger the

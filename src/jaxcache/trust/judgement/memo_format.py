@@ -19,8 +19,7 @@ from __future__ import annotations
 import math
 import os
 import re
-
-from jaxcache.values import frozen
+from dataclasses import dataclass
 
 MAGIC = "jaxcache-audit-memo"
 VERSION = "1"
@@ -38,7 +37,7 @@ class MemoError(ValueError):
     """A memo that is not one this version wrote: the audit then judges every entry."""
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class LedgerSeen:
     """The origin ledger as the remembered judgement read it: the file (device, inode and
     size, stat'ed before it was read; None: there was none), and what the audit said of it."""
@@ -52,7 +51,7 @@ class LedgerSeen:
     other_boot: int
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Header:
     """What was verified, and under what: the directory's identity and its state (a name
     added, removed or renamed changes its mtime and ctime; no user can set a ctime), the
@@ -84,7 +83,7 @@ class Header:
         return d[0], d[1], d[2], d[3], d[4]
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Row:
     """One entry as judged: what shows it unchanged (its inode and change time: any write,
     chmod, chown, ACL or link count change moves the ctime), and what the judgement said."""
@@ -166,7 +165,7 @@ def rows(data: bytes, count: int) -> tuple[Row, ...]:
     return tuple(_parsed(f) for f in found)
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Carried:
     """Rows of a memo carried into the next as the very bytes read (lines() checked them):
     unchanged entries, so unchanged rows."""

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import os
 import stat
+from dataclasses import dataclass
 from enum import StrEnum
 
 from jaxcache.trust.judgement.memo_format import (
@@ -44,7 +45,6 @@ from jaxcache.trust.judgement.memo_format import (
 )
 from jaxcache.trust.kernel import entries as entriesmod
 from jaxcache.trust.provenance import origin as originmod
-from jaxcache.values import frozen
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -106,7 +106,7 @@ class Why(StrEnum):
     REFUSED = "the shorter judgement did not pass: judged in full for the final word"
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Loaded:
     """A memo as read from its file: the header, the notable rows, and the rest when asked,
     as rows or as lines by name (memo_format.lines(); each raises MemoError)."""
@@ -117,7 +117,7 @@ class Loaded:
     lines: Callable[[], dict[str, bytes]]
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Memo:
     """What a passed audit leaves to remember (memo_format.encode's parts)."""
 
@@ -127,7 +127,7 @@ class Memo:
     carried: Carried | None = None
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Seen:
     """The directory as this audit found it, before anything in it was read."""
 
@@ -288,7 +288,7 @@ def _origin(r: Row, uid: int) -> originmod.EntryOrigin:
                                  owner=None if r.origin == originmod.YOURS else uid)
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Relisted:
     """A changed directory, listed and each name lstat'ed: the inventory (the entries judged
     now and the unchanged notable ones listed, the unchanged plain ones counted: Elided), the

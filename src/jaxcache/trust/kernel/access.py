@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import os
 import stat
+from dataclasses import dataclass
 
 from jaxcache.trust.kernel import acl as aclmod
 from jaxcache.trust.kernel import principals as pr
 from jaxcache.trust.kernel.walk import Node, Walk
-from jaxcache.values import frozen
 
 
 def dir_grants(n: Node, accounts: pr.Accounts) -> tuple[pr.Grant, ...]:
@@ -28,7 +28,7 @@ def new_file_gid(d: Node, uid: int, accounts: pr.Accounts) -> int:
     return d.gid if primary is None else primary
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Access:
     """One way one principal can change what a walked path holds (a Writer before trust)."""
 

@@ -9,8 +9,7 @@ from __future__ import annotations
 import errno
 import os
 import struct
-
-from jaxcache.values import frozen
+from dataclasses import dataclass
 
 ACCESS = "system.posix_acl_access"
 DEFAULT = "system.posix_acl_default"
@@ -28,14 +27,14 @@ class AclFormatError(ValueError):
     """The xattr is not an ACL this parser understands: callers fail closed."""
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class AclEntry:
     tag: int
     perm: int
     id: int | None  # uid or gid for USER / GROUP entries, else None
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Acl:
     entries: tuple[AclEntry, ...]
 

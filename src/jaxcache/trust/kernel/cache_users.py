@@ -8,9 +8,9 @@ ptrace rights); the ones we could not inspect are counted, not guessed.
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 
 from jaxcache.trust.kernel.process_table import processes
-from jaxcache.values import frozen
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 ENV_NAME = b"JAX_COMPILATION_CACHE_DIR="
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class ProcessUse:
     pid: int
     uid: int
@@ -28,7 +28,7 @@ class ProcessUse:
     how: str  # cwd | open file | JAX_COMPILATION_CACHE_DIR
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class ProcessScan:
     uses: tuple[ProcessUse, ...]
     uninspected: int  # processes whose cwd, fds or environment we were not allowed to read

@@ -15,12 +15,12 @@ from __future__ import annotations
 import os
 import stat
 import time
+from dataclasses import dataclass
 
 from jaxcache.trust.kernel import acl as aclmod
 from jaxcache.trust.kernel import principals
 from jaxcache.trust.kernel.acl import AclFormatError
 from jaxcache.trust.kernel.principals import Accounts, Grant
-from jaxcache.values import frozen
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -34,7 +34,7 @@ USED_SUFFIX = ".used"  # jaxcache wrote the entry; its mtime is the last use (pu
 _SIDECARS = {SIGNATURE_SUFFIX: "signature", USED_SUFFIX: "used"}
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class KindWords:
     """What one kind of file is called, one and many, and whose bookkeeping it is (None: a
     compiled entry, or a file nobody's rules name)."""
@@ -64,7 +64,7 @@ _LOCKS = (".lockfile", ".jaxcache-lock")
 _ACCOUNT_LOCK = ".jaxcache-lock-"
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Entry:
     name: str  # relative to the cache directory
     kind: str  # cache | atime | signature | used | lockfile | xla-subcache | unexpected
@@ -83,7 +83,7 @@ class Entry:
     identity: tuple[int, int, int, int] = (0, 0, 0, 0)  # dev, ino, mtime_ns, ctime_ns (origin.py)
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Elided:
     """Entries an inventory stands for without listing them: a directory the audit found
     unchanged since it judged every entry (trust/judgement/shortcut.py), whose plain entries
@@ -107,7 +107,7 @@ class Elided:
         return self.compiled + self.atimes + self.locks
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Inventory:
     entries: tuple[Entry, ...]
     unreadable: str | None = None

@@ -7,8 +7,7 @@ CIFS invents owners from mount options, a FUSE daemon serves whatever it likes.
 from __future__ import annotations
 
 import os
-
-from jaxcache.values import frozen
+from dataclasses import dataclass
 
 NETWORK = frozenset({
     "nfs", "nfs4", "cifs", "smb3", "smbfs", "lustre", "gpfs", "ceph", "beegfs", "glusterfs",
@@ -21,7 +20,7 @@ NETWORK = frozenset({
 CONTAINER_ROOTS = frozenset({"fuse.fuse-overlayfs"})
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Mount:
     mount_id: int
     dev: int

@@ -23,10 +23,10 @@ from __future__ import annotations
 import os
 import stat
 import sys
+from dataclasses import dataclass
 
 from jaxcache.trust.kernel import process_table as proctable
 from jaxcache.trust.kernel.principals import Trust
-from jaxcache.values import frozen
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -65,7 +65,7 @@ class Identities:
         return Identities(self.path, self.inodes | inodes, self.also + paths)
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Handle:
     pid: int
     uid: int
@@ -77,7 +77,7 @@ class Handle:
     detail: str  # "fd 3" | "mapping 7f..-7f.. rw-s"
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class HandleScan:
     handles: tuple[Handle, ...]
     uninspected: tuple[tuple[str, int], ...]  # (user, processes) we were not allowed to read

@@ -10,12 +10,12 @@ from __future__ import annotations
 import grp
 import pwd
 import stat
+from dataclasses import dataclass
 from enum import StrEnum
 from functools import cached_property
 
 from jaxcache.trust.kernel import acl as aclmod
 from jaxcache.trust.kernel.acl import Acl
-from jaxcache.values import frozen, ordered
 
 WX = aclmod.WRITE | aclmod.EXECUTE
 
@@ -32,7 +32,7 @@ class Trust(StrEnum):
         return self.value
 
 
-@ordered
+@dataclass(frozen=True, slots=True, order=True)
 class Principal:
     """A user, a group nobody on this machine is known to belong to, everyone, or an owner
     this user namespace does not map ("unmapped": shown as the overflow id, unknown)."""
@@ -52,7 +52,7 @@ class Principal:
 EVERYONE = Principal("everyone", None, "everyone")
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Grant:
     """One principal able to modify one directory, and why."""
 

@@ -11,12 +11,12 @@ import errno
 import os
 import stat
 from collections import deque
+from dataclasses import dataclass
 
 from jaxcache.errors import JaxcacheError
 from jaxcache.text import file_type, quoted, safe
 from jaxcache.trust.kernel import acl as aclmod
 from jaxcache.trust.kernel.acl import Acl, AclFormatError
-from jaxcache.values import frozen
 
 MAX_SYMLINKS = 40  # the kernel's own limit (ELOOP)
 _DIR_FLAGS = os.O_PATH | os.O_NOFOLLOW | os.O_DIRECTORY | os.O_CLOEXEC
@@ -26,7 +26,7 @@ class WalkError(JaxcacheError):
     """The path cannot name a directory: a file in the middle, a symlink loop, a bad name."""
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Node:
     """One directory or symlink met on the way, as it was when we opened it."""
 
@@ -48,7 +48,7 @@ class Node:
         return (self.dev, self.ino)
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Walk:
     requested: str
     nodes: tuple[Node, ...]

@@ -22,9 +22,9 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
 
 from jaxcache.fingerprint.model import SHORT, Fingerprint
-from jaxcache.values import field, frozen
 
 TYPE_CHECKING = False  # typing itself costs `jaxcache run` ~2 ms: names for the type checker only
 if TYPE_CHECKING:
@@ -38,7 +38,7 @@ HEADER = "0\tledger"  # the first line: "0 ledger 2 DEV INO BIRTH" (tabs), the f
 BINDING = "2"  # the header's version: "1" named only DEV and INO, which a restore can reproduce
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Written:
     """One ledger line: an entry a watched job made JAX write."""
 
@@ -188,7 +188,7 @@ def _fingerprint(raw: bytes) -> Fingerprint | None:
         return None
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Ledger:
     """What the ledger says, by entry name; `problem` when it could not be read (then nothing
     counts as yours: fail closed)."""

@@ -43,10 +43,10 @@ from __future__ import annotations
 import os
 import stat
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from jaxcache.trust.provenance.ledger_file import Ledger, Written
 from jaxcache.trust.provenance.ledger_writes import relearn
-from jaxcache.values import field, frozen
 
 TYPE_CHECKING = False  # typing itself costs `jaxcache run` ~2 ms: names for the type checker only
 if TYPE_CHECKING:
@@ -63,7 +63,7 @@ _HASH_CHUNK = 1 << 20
 READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class EntryOrigin:
     name: str
     origin: str  # yours | vouched | unknown | changed
@@ -81,7 +81,7 @@ class EntryOrigin:
     owner: int | None = None  # the file's owner (uid), as the inventory found it
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Origins:
     """The origin of every entry JAX would load from one directory."""
 

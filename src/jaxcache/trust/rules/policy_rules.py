@@ -8,10 +8,10 @@ the bucket judge use the model; the loader uses them.
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass, field
 
 from jaxcache.trust.rules.namespace import covering
 from jaxcache.trust.rules.target import is_url
-from jaxcache.values import field, frozen
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from jaxcache.trust.rules.identities import TrustedIdentity
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Rule:
     trusted_uids: frozenset[int] = frozenset()
     trusted_gids: frozenset[int] = frozenset()
@@ -53,7 +53,7 @@ class Rule:
     sigstore_trust_root: str | None = None
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Policy:
     source: str | None = None
     default: Rule = field(default_factory=Rule)

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import os
 import re
+from dataclasses import dataclass
 
 from jaxcache.errors import JaxcacheError
 from jaxcache.text import quoted, safe
-from jaxcache.values import frozen
 
 _SCHEME = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+.-")
 
@@ -26,7 +26,7 @@ def is_url(text: str) -> bool:
         and all(c in _SCHEME for c in scheme)
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Target:
     given: str
     path: str | None  # absolute path JAX would use; None for a URL
@@ -64,7 +64,7 @@ def resolve(given: str, cwd: str | None = None) -> Target:
     return Target(given, path, None, tuple(notes))
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class BucketUrl:
     scheme: str
     bucket: str
