@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 PIP    := $(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt
 
-.PHONY: demo test lint typecheck system-deps sigstore-stand-ins clean matrix soak trusted-size
+.PHONY: demo test lint typecheck system-deps sigstore-stand-ins clean matrix soak trusted-size import-counts
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -50,6 +50,11 @@ typecheck: $(VENV)/.test
 # modules and functions scripts/trusted_size.py lists, in lines and code lines
 trusted-size:
 	@$(PYTHON) scripts/trusted_size.py
+
+# How many jaxcache modules `run --sealed` imports, in the wrapper and in the job (a publisher's
+# run and a reader's, for real, in a temporary folder): scripts/import_counts.py
+import-counts: $(VENV)/.demo
+	@$(BIN)/python scripts/import_counts.py
 
 # The suite in TEST_WORKERS processes (pytest-xdist; at most 4, as many as there are CPUs), one
 # test file per worker at a time (--dist loadfile), so that a file's module fixtures (the real
