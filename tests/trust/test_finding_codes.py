@@ -103,6 +103,20 @@ def test_codes_made_from_a_table_are_each_in_the_catalogue(scan):
                         assert all(f"{prefix}{k}" in fc.BY_CODE for k in near), (prefix, near)
 
 
+def test_the_codes_other_modules_ask_about_by_name_are_in_the_catalogue():
+    """The catalogue's named codes (SEAL_KEYS, ORIGIN_SAID, ...) are compared with what
+    findings carry: a misspelt one would match nothing, silently."""
+    known = {c.code for c in fc.CODES}
+    named = {name: value for name, value in vars(fc).items() if name.isupper()
+             and (isinstance(value, str) and CODE_SHAPED.match(value)
+                  or isinstance(value, tuple) and value and all(
+                      isinstance(v, str) and CODE_SHAPED.match(v) for v in value))}
+    assert {"SEAL_KEYS", "PATH_UNREADABLE", "ORIGIN_SAID"} <= set(named)
+    for name, value in named.items():
+        codes = (value,) if isinstance(value, str) else value
+        assert set(codes) <= known, (name, set(codes) - known)
+
+
 def test_every_catalogue_code_is_made_somewhere(scan):
     unused = []
     for code in fc.BY_CODE:

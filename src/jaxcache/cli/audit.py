@@ -70,7 +70,9 @@ def handle(args: argparse.Namespace, tail: None) -> None:
     from jaxcache.report import audit as formats
 
     shown = formats.FORMATS[args.fmt](report, verbose=args.verbose)
-    missing = bool(report.missing) and not any(f.code == "path.unreadable"
+    from jaxcache.trust.finding_codes import PATH_UNREADABLE
+
+    missing = bool(report.missing) and not any(f.code == PATH_UNREADABLE
                                                for f in report.findings)
     if missing and args.must_exist:
         common.out(args, shown if not args.quiet or args.fmt != "text" else "")

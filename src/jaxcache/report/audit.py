@@ -13,9 +13,11 @@ from jaxcache.documents.kinds import envelope
 from jaxcache.gc.growth import jax_limit, unlimited
 from jaxcache.report import jsonout, sarif, style
 from jaxcache.text import Tone, plural, safe, size, wrap
+from jaxcache.trust.finding_codes import PATH_UNREADABLE
 from jaxcache.trust.findings import NOTE, UNSAFE, UNVERIFIABLE, WARNING, Verdict, Writer
 from jaxcache.trust.judgement.audit import AuditReport
 from jaxcache.trust.judgement.sealed_view import SealedRole
+from jaxcache.trust.kernel.access import Action
 from jaxcache.trust.kernel.entries import KINDS, Entry, Inventory
 from jaxcache.trust.kernel.principals import Trust
 from jaxcache.trust.provenance.origin import EntryOrigin, Origins, build_reason
@@ -36,7 +38,7 @@ def render_text(r: AuditReport, *, verbose: bool = False,
                  remedy: Callable[[str], str | None] | None = None) -> str:
     """The audit for people; `remedy` rewrites each finding's advice for the caller's context,
     or drops it by returning None (init must not tell someone who just ran init to run init)."""
-    blocked = any(f.code == "path.unreadable" for f in r.findings)
+    blocked = any(f.code == PATH_UNREADABLE for f in r.findings)
     lines = _missing(r) if r.missing and not blocked else []
     lines.append(f"verdict{' as it stands' if lines else ''}: {style.said(r.verdict)} - "
                  f"{_HEADLINE[r.verdict]}")
@@ -136,7 +138,7 @@ def _writer_lines(r: AuditReport, verbose: bool) -> list[str]:
                 continue
             counted: dict[str, int] = {}
             for w in same:
-                kind = kinds.get(w.target, "path") if action == "rewrite-entry" else "path"
+                kind = kinds.get(w.target, "path") if action is Action.REWRITE_ENTRY else "path"
                 counted[kind] = counted.get(kind, 0) + 1
             what = ", ".join(_counted(n, k)
                              for k, n in sorted(counted.items(), key=lambda kn: -kn[1]))

@@ -353,15 +353,13 @@ def _vouching(report: AuditReport, pol: Policy, accounts: Accounts, path: str
 def _origin_summary(report: AuditReport) -> dict[str, object] | None:
     """The record's word on where the entries before the job came from
     (trust/provenance/origin.py)."""
+    from jaxcache.trust.finding_codes import ORIGIN_SAID
     from jaxcache.trust.provenance.origin import build_reason
 
     o = report.origins
     if o is None:
         return None
-    said = [f for f in report.findings if f.code in (
-        "origin.unknown", "origin.changed", "origin.declared", "origin.ledger",
-        "origin.other-build", "origin.build-unknown", "origin.trusted-writer",
-        "origin.trusted-ledger", "origin.vouched")]
+    said = [f for f in report.findings if f.code in ORIGIN_SAID]
     return {**o.counts(), "ledger_problem": o.ledger_problem,
             "vouched_by": {who: len(names) for who, names in o.vouched().items()},
             "not_yours": [{"name": e.name, "origin": e.origin, "vouched_by": e.vouched_by}

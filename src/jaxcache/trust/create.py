@@ -20,6 +20,7 @@ from jaxcache.trust.findings import UNVERIFIABLE, Writer
 from jaxcache.trust.inputs.policy import EMPTY, Policy
 from jaxcache.trust.judgement.audit import AuditReport, audit
 from jaxcache.trust.kernel import acl as aclmod
+from jaxcache.trust.kernel.access import Action
 from jaxcache.trust.kernel.walk import WalkError, walk, walk_open
 from jaxcache.trust.rules import target as targetmod
 
@@ -90,7 +91,7 @@ def creation_blockers(r: AuditReport) -> tuple[Writer, ...] | None:
     anchor = r.components[-1] if r.components else None
     sticky = anchor is not None and bool(anchor.mode & stat.S_ISVTX)
     return tuple(w for w in r.untrusted
-                 if not (w.action == "inherit" or (w.action == "create-dir" and sticky)))
+                 if not (w.action is Action.INHERIT or (w.action is Action.CREATE_DIR and sticky)))
 
 
 def _changed(path: str, missing: tuple[str, ...]) -> bool:

@@ -57,8 +57,14 @@ _CHECK_FIRST = ("other jobs may rely on this access: check who uses it before ch
                 "permission")
 _CONTEXT = "context for the verdict: it changes nothing by itself"
 
-# the codes other modules ask about by name (a sealed audit found trusted keys to judge with)
+# the codes other modules ask about by name (tests/trust/test_finding_codes.py holds each to
+# the catalogue): a sealed audit found trusted keys to judge with; the path could not be read
 SEAL_KEYS = "seal.keys"
+PATH_UNREADABLE = "path.unreadable"
+# what the run record's `origin.findings` keeps of an audit: where the entries came from
+ORIGIN_SAID = ("origin.unknown", "origin.changed", "origin.declared", "origin.ledger",
+               "origin.other-build", "origin.build-unknown", "origin.trusted-writer",
+               "origin.trusted-ledger", "origin.vouched")
 
 CODES: tuple[FindingCode, ...] = (
     # --- who can write ----------------------------------------------------------------------

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from jaxcache.text import Tone, safe
+from jaxcache.trust.kernel.access import Action
 from jaxcache.trust.kernel.principals import Principal, Trust
 
 
@@ -77,8 +78,7 @@ class Writer:
     escapes it again, and no producer has to remember. `target` stays the path, for matching."""
 
     principal: Principal
-    action: str  # write-entries | create-entries | replace | create-dir | rewrite-entry | inherit
-    # | hold-handle (a process holding a write descriptor or mapping: trust/kernel/open_handles.py)
+    action: Action
     target: str
     chain: tuple[str, ...]  # [reason, consequence], as text for people (escaped)
     trust: Trust

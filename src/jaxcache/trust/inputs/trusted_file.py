@@ -23,6 +23,7 @@ from jaxcache.errors import JaxcacheError
 from jaxcache.text import file_type, quoted, safe
 from jaxcache.trust.findings import Effect
 from jaxcache.trust.kernel import acl as aclmod
+from jaxcache.trust.kernel.access import Action
 from jaxcache.trust.kernel.principals import Accounts, Trust
 
 _OPEN = os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NOCTTY
@@ -30,7 +31,7 @@ _READ_CHUNK = 1 << 20
 # Writers of the directory above a trusted file that cannot replace the file itself: entries
 # in it (judged by the file check), future files (umask, default ACL), and new names next to
 # it in a sticky directory (the sticky bit keeps them from renaming ours).
-_HARMLESS = ("rewrite-entry", "inherit", "create-entries")
+_HARMLESS = (Action.REWRITE_ENTRY, Action.INHERIT, Action.CREATE_ENTRIES)
 
 
 class InputError(JaxcacheError):

@@ -32,7 +32,7 @@ from jaxcache.trust.kernel import acl as aclmod
 from jaxcache.trust.kernel import entries as entriesmod
 from jaxcache.trust.kernel import mounts as mountsmod
 from jaxcache.trust.kernel import principals as pr
-from jaxcache.trust.kernel.access import access
+from jaxcache.trust.kernel.access import Action, access
 from jaxcache.trust.kernel.principals import Trust
 from jaxcache.trust.kernel.walk import Node, Walk, walk, walk_open
 from jaxcache.trust.provenance import ledger_file
@@ -473,7 +473,7 @@ def _entry_writers(inv: entriesmod.Inventory, trust: _Trust) -> list[Writer]:
     for e in inv.entries:
         for grant in e.writers:
             what = _CHANGES.get(e.kind, _UNEXPECTED).format(e.name)
-            out.append(Writer(grant.principal, "rewrite-entry", e.name, (grant.reason, what),
+            out.append(Writer(grant.principal, Action.REWRITE_ENTRY, e.name, (grant.reason, what),
                               trust(grant.principal)))
     return out
 

@@ -92,7 +92,8 @@ class _Judge(DeviceJudge):
             "storage.unknown", UNVERIFIABLE, message, where,
             vouch + "use a private cache on a plain local disk (jaxcache init)"))
 
-    def add(self, code: str, items: Iterable[tuple[pr.Grant, str, str, str]], what: str,
+    def add(self, code: str, items: Iterable[tuple[pr.Grant, accessmod.Action, str, str]],
+            what: str,
             remedy: str, where: str) -> None:
         """Record writers, given as (grant, action, target, consequence), root left out (it is
         trusted and would only add noise), and one finding naming the untrusted ones."""
@@ -266,7 +267,8 @@ class _Judge(DeviceJudge):
                     "directory shows)")
             items = [(a.grant, a.action, a.target, a.consequence + tail)
                      for a in accessmod.access(lw, self.accounts, self.uid, umask=False)]
-            items += [(g, "rewrite-entry", name, f"-> can change the compiled code in {name}{tail}")
+            items += [(g, accessmod.Action.REWRITE_ENTRY, name,
+                       f"-> can change the compiled code in {name}{tail}")
                       for name, g in entry_grants]
             self.add("storage.overlay-layer", items,
                      f"the {where}, which holds what JAX reads from {safe(m.point)}",
@@ -284,7 +286,8 @@ class _Judge(DeviceJudge):
         base = lw.anchor_node.path.rstrip("/")
         return [(f"{base}/{e.name}", g) for e in inv.entries for g in e.writers]
 
-    def _writer(self, grant: pr.Grant, action: str, target: str, consequence: str) -> list[str]:
+    def _writer(self, grant: pr.Grant, action: accessmod.Action, target: str, consequence: str
+                ) -> list[str]:
         trust = self.trust(grant.principal)
         if trust is Trust.ROOT:
             return []

@@ -64,8 +64,8 @@ class DeviceJudge:
         def unknown(self, message: str, where: str, point: str | None,
                     hidden: bool = False) -> None: ...
 
-        def add(self, code: str, items: Iterable[tuple[pr.Grant, str, str, str]], what: str,
-                remedy: str, where: str) -> None: ...
+        def add(self, code: str, items: Iterable[tuple[pr.Grant, accessmod.Action, str, str]],
+                what: str, remedy: str, where: str) -> None: ...
 
         def mount(self, m: Mount, rels: set[str], depth: int,
                   cache_rel: str | None = None) -> None: ...
@@ -155,7 +155,8 @@ class DeviceJudge:
             via = f" ({why})" if why else ""
             consequence = (f"-> can write the blocks of {name}{via}, below every permission "
                            f"check, and so change any file on {m.point}")
-            self.add("storage.device", [(g, "write-device", path, consequence) for g in grants],
+            self.add("storage.device", [(g, accessmod.Action.WRITE_DEVICE, path, consequence)
+                                        for g in grants],
                      f"block device {safe(path)}{via}, which stores {safe(m.point)}",
                      "only root should be able to write the device (e.g. root:disk 0660 with no "
                      "members in disk); check who relies on that access before changing it",
@@ -257,14 +258,15 @@ class DeviceJudge:
         self.s.held.add((st.st_dev, st.st_ino))
         node = Node(path, "file", st.st_uid, st.st_gid, st.st_mode, st.st_dev, st.st_ino,
                     w.anchor, acl)
-        items = [(g, "write-storage", path, f"-> can rewrite the filesystem image behind {name}, "
-                  f"and so any file on {m.point}")
+        items = [(g, accessmod.Action.WRITE_STORAGE, path,
+                  f"-> can rewrite the filesystem image behind {name}, and so any file on "
+                  f"{m.point}")
                  for g in pr.writers(path, st.st_uid, st.st_gid, st.st_mode, acl, self.accounts,
                                      aclmod.WRITE)]
         later = f"; {name} is set up from whatever is there next time (at the next boot)"
         items += [(a.grant, a.action, a.target, a.consequence + later)
                   for a in accessmod.replace_access(w, self.accounts)]
-        items += [(g, "replace", path, f"-> can rename or replace {path}{later}")
+        items += [(g, accessmod.Action.REPLACE, path, f"-> can rename or replace {path}{later}")
                   for g in accessmod.replacers(w.anchor_node, node, self.accounts)]
         self.add("storage.loop-backing", items, where,
                  "keep the image writable only by you and root, in a directory whose every "

@@ -20,7 +20,7 @@ from jaxcache.trust.findings import (
 )
 from jaxcache.trust.kernel import entries as entriesmod
 from jaxcache.trust.kernel import principals as pr
-from jaxcache.trust.kernel.access import closed_above, shut_out
+from jaxcache.trust.kernel.access import Action, closed_above, shut_out
 from jaxcache.trust.kernel.mounts import CONTAINER_ROOTS
 from jaxcache.trust.kernel.principals import Trust
 from jaxcache.trust.kernel.walk import Walk
@@ -198,9 +198,9 @@ def writer_findings(writers: list[Writer], w: Walk) -> list[Finding]:
         if wr.trust is Trust.UNTRUSTED:
             by_principal.setdefault(wr.principal, []).append(wr)
     planters = sorted({wr.principal for wr in writers if _known_untrusted(wr)
-                       and wr.action == "create-entries" and wr.target == anchor})
+                       and wr.action is Action.CREATE_ENTRIES and wr.target == anchor})
     only_plant = {p for p in planters
-                  if all(x.action == "create-entries" and x.target == anchor
+                  if all(x.action is Action.CREATE_ENTRIES and x.target == anchor
                          for x in by_principal[p])}
     closed = closed_above(w, w.anchor_node)
     for p, ws in sorted(by_principal.items()):
@@ -242,7 +242,7 @@ def writer_findings(writers: list[Writer], w: Walk) -> list[Finding]:
             first.target, remedy))
     precreated = w.anchor_node.path.rstrip("/") + "/" + w.missing[0] if w.missing else None
     # (writers of the storage below, trust/judgement/storage.py, have targets of their own)
-    if precreated and any(wr.action == "create-dir" and wr.target == precreated
+    if precreated and any(wr.action is Action.CREATE_DIR and wr.target == precreated
                           for wr in writers if _known_untrusted(wr)):
         out.append(Finding(
             "dir.precreate", UNSAFE,
@@ -263,7 +263,8 @@ def writer_findings(writers: list[Writer], w: Walk) -> list[Finding]:
 
 
 # the ways in that need the directory's path (not a handle, not a file's own link)
-_PATH_ACTIONS = frozenset({"write-entries", "create-entries", "replace", "create-dir", "inherit"})
+_PATH_ACTIONS = frozenset({Action.WRITE_ENTRIES, Action.CREATE_ENTRIES, Action.REPLACE,
+                           Action.CREATE_DIR, Action.INHERIT})
 
 
 def _known_untrusted(wr: Writer) -> bool:
@@ -307,7 +308,7 @@ def uninspected_text(scan: ProcessScan, *, root: bool | None = None) -> str:
 
 
 def handle_writers(held: HandleScan, accounts: pr.Accounts) -> list[Writer]:
-    return [Writer(accounts.user(h.uid), "hold-handle", h.path,
+    return [Writer(accounts.user(h.uid), Action.HOLD_HANDLE, h.path,
                    (f"process {h.pid} ({h.command}) holds {h.path} open for "
                     f"writing ({h.detail}), opened when the permissions allowed it",
                     "-> can change the compiled code JAX loads, whatever the permissions say "

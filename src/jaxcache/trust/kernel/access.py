@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import stat
 from dataclasses import dataclass
+from enum import StrEnum
 
 from jaxcache.trust.kernel import acl as aclmod
 from jaxcache.trust.kernel import principals as pr
@@ -28,12 +29,26 @@ def new_file_gid(d: Node, uid: int, accounts: pr.Accounts) -> int:
     return d.gid if primary is None else primary
 
 
+class Action(StrEnum):
+    """How a writer can change what JAX loads (the audit's `writers[].action`): a closed set."""
+
+    WRITE_ENTRIES = "write-entries"  # create, replace or delete entries in the directory
+    CREATE_ENTRIES = "create-entries"  # create new ones only (a sticky directory not theirs)
+    REPLACE = "replace"  # rename or replace the directory, or a directory or link above it
+    CREATE_DIR = "create-dir"  # create the missing directory before JAX does
+    REWRITE_ENTRY = "rewrite-entry"  # change one entry's bytes (its owner, mode, ACL, link)
+    INHERIT = "inherit"  # write what JAX creates from now on (a default ACL, the umask)
+    HOLD_HANDLE = "hold-handle"  # a process holding a write descriptor or mapping of an entry
+    WRITE_DEVICE = "write-device"  # write the block device the filesystem lives on
+    WRITE_STORAGE = "write-storage"  # rewrite the image a loop device is set up from
+
+
 @dataclass(frozen=True, slots=True)
 class Access:
     """One way one principal can change what a walked path holds (a Writer before trust)."""
 
     grant: pr.Grant
-    action: str
+    action: Action
     target: str
     consequence: str
 
@@ -50,7 +65,7 @@ def access(w: Walk, accounts: pr.Accounts, uid: int, *, umask: bool = True) -> l
 
     closed = closed_above(w, w.anchor_node)
 
-    def add(grant: pr.Grant, action: str, target: str, consequence: str) -> None:
+    def add(grant: pr.Grant, action: Action, target: str, consequence: str) -> None:
         key = (grant.principal, action, target, grant.reason)
         if key not in seen:
             seen.add(key)
@@ -63,7 +78,7 @@ def access(w: Walk, accounts: pr.Accounts, uid: int, *, umask: bool = True) -> l
     if w.missing:
         target = anchor.path.rstrip("/") + "/" + w.missing[0]
         for grant in dir_grants(anchor, accounts):
-            add(grant, "create-dir", target,
+            add(grant, Action.CREATE_DIR, target,
                 f"-> can create {target} before JAX does, and own the cache directory")
         later = f"-> will be able to write {target} once it is created"
     elif w.blocked:
@@ -73,11 +88,11 @@ def access(w: Walk, accounts: pr.Accounts, uid: int, *, umask: bool = True) -> l
         sticky = bool(anchor.mode & stat.S_ISVTX)
         for grant in dir_grants(anchor, accounts):
             if sticky and grant.principal.id != anchor.uid:
-                add(grant, "create-entries", target,
+                add(grant, Action.CREATE_ENTRIES, target,
                     "-> can create new entries (sticky bit: not replace yours); JAX keys are "
                     "predictable, so they can plant entries for programs you have not run yet")
             else:
-                add(grant, "write-entries", target,
+                add(grant, Action.WRITE_ENTRIES, target,
                     "-> can create, replace or delete cache entries, i.e. choose the code JAX "
                     "runs")
         later = "-> can rewrite the entries JAX creates here from now on"
@@ -88,7 +103,7 @@ def access(w: Walk, accounts: pr.Accounts, uid: int, *, umask: bool = True) -> l
     else:
         inherited = tuple(umask_grants(w, uid, accounts)) if umask else ()
     for grant in inherited:
-        add(grant, "inherit", target, later)
+        add(grant, Action.INHERIT, target, later)
     return out
 
 
@@ -107,7 +122,7 @@ def replace_access(w: Walk, accounts: pr.Accounts) -> list[Access]:
             key = (grant.principal, n.path, grant.reason)
             if key not in seen:
                 seen.add(key)
-                out.append(Access(grant, "replace", n.path,
+                out.append(Access(grant, Action.REPLACE, n.path,
                                   consequence + shut_out_note(closed, grant, accounts)))
     return out
 
