@@ -3,7 +3,9 @@
 # that JAX (scripts/jax-venv.sh) and runs the JAX-touching tests in it: the matrix-marked ones
 # of tests/jaxcompat/test_versions_matrix.py and tests/jaxcompat/test_jaxcompat.py, and on the
 # lines in $FULL_LINES the suites of `make test` that touch JAX most: the sealed backend's
-# parity and sealed ones, explain, seal-unhittable, the version gate, enable() and disable().
+# parity and sealed ones, explain, seal-unhittable, the version gate, enable() and disable(),
+# and audit, run and a sealed run as a user starts (tests/test_declared_pythons.py: on a line
+# run in the Debian 13 root, that is the highest Python the package declares).
 # JAX 0.11+ needs Python >= 3.12: when $PYTHON is older, the line runs inside a Debian 13 root
 # (scripts/in-debian-root.sh, Python 3.13), in .venv-jax/debian13-VERSION; otherwise here.
 set -eu
@@ -33,5 +35,6 @@ case " $FULL_LINES " in
         "$venv/bin/python" -m pytest -q -p no:cacheprovider \
             tests/seal/test_parity.py tests/seal/test_sealed.py tests/explain/test_explain.py \
             tests/seal/test_seal_unhittable.py tests/run/test_version_gate.py \
-            tests/lifecycle/test_enable.py tests/lifecycle/test_enable_undo.py ;;
+            tests/lifecycle/test_enable.py tests/lifecycle/test_enable_undo.py \
+            tests/test_declared_pythons.py ;;
 esac
