@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -93,6 +94,22 @@ def audit(d: Path, *extra: str) -> dict:
 def memo_file(d: Path) -> Path:
     st = d.stat()
     return Path(audit_memo.memo_path(st.st_dev, st.st_ino))
+
+
+def shorter(d: Path) -> tuple[str, str]:
+    """How far `run`'s audit would judge the entries now, through the memo (how much and
+    why), the memo left as it is (judgement/audit.py's audit(), not remembering())."""
+    from jaxcache import fingerprint
+    from jaxcache.trust.inputs import ledger as ledgermod
+    from jaxcache.trust.judgement.audit import audit as audit_in_process
+    from jaxcache.trust.kernel.principals import Accounts
+    from jaxcache.trust.rules.policy_rules import EMPTY
+
+    accounts = Accounts()
+    report = audit_in_process(str(d), policy=EMPTY, accounts=accounts, scan_processes=False,
+                              env={}, ledger=lambda: ledgermod.load(accounts=accounts, env={}),
+                              fingerprint=fingerprint.current, remembered=audit_memo.load)
+    return report.judged.value, report.judged_why.name
 
 
 def passed(d: Path, *extra: str) -> bool:
@@ -263,3 +280,111 @@ def test_an_o_path_handle_in_flight_when_remembered_and_reopened_for_writing_is_
     assert audit(d)["verdict"] == "UNSAFE"
     job = run(d, "cat", str(entry))
     assert job.returncode == 1 and "their code" not in job.stdout, (job.stdout, job.stderr)
+
+
+# ---- what the memo judged with, changed since -------------------------------------------------
+def _ledger() -> Path:
+    from jaxcache.trust.provenance import ledger_place
+
+    return Path(ledger_place.ledger_path())
+
+
+@needs_root
+def test_a_ledger_others_may_write_since_the_memo_is_judged_as_the_full_audit_judges_it(
+        base, accounts):
+    """Where origin is required, an entry is yours only by a ledger no one else could have
+    written (a ledger another user may write vouches for nothing). The ledger made writable by
+    others after the memo (0666 here; an ACL or a parent alike): the full audit refuses every
+    entry as of unknown origin; the remembered judgement must not keep calling them yours."""
+    d = cache(base)
+    settle()
+    assert passed(d, "--require-origin")
+    ledger = _ledger()
+    ledger.chmod(0o666)
+    whole = audit(d, "--require-origin")
+    assert whole["verdict"] == "UNSAFE", whole["findings"]
+    job = run(d, "true", extra=("--require-origin",))
+    assert job.returncode == 1, job.stderr
+
+
+# ---- the memo's own key and place -------------------------------------------------------------
+@needs_root
+def test_a_directory_made_again_on_the_same_inode_is_not_the_one_remembered(base, accounts):
+    """The cache removed and made again at the same path (a clean-up script, a restore), on
+    the freed inode number (ext4 hands one back, a fresh tmpfs numbers alike): the old memo is
+    found under the new directory's key, with its path. That reuse is made certain here by
+    giving the old memo the new directory's device and inode, as reuse would. The new one
+    holds another user's file under an entry's name (as a restore by root might) and the old
+    directory's mtime set back on it: its ctime is new, every entry is judged again, and `run`
+    refuses."""
+    d = cache(base)
+    settle()
+    assert passed(d)
+    old = d.stat()
+    remembered_bytes = memo_file(d).read_bytes()
+    memo_file(d).unlink()
+    shutil.rmtree(d)
+    mkdir(d, 0o700)
+    record = witness.recorder()
+    i = 0
+    while d.stat().st_size < shortcut.MIN_DIR_BYTES and i < 5000:
+        (d / name(i)).write_bytes(code(i))
+        record(str(d), name(i).removesuffix("-cache"), code(i))
+        i += 1
+    shutil.chown(d / name(0), accounts.c)
+    os.utime(d, ns=(old.st_atime_ns, old.st_mtime_ns))
+    new = d.stat()
+    head, rest = remembered_bytes.split(b"\n", 1)
+    fields = head.split(b"\t")
+    fields[6:8] = [str(new.st_dev).encode(), str(new.st_ino).encode()]
+    memo_file(d).write_bytes(b"\t".join(fields) + b"\n" + rest)
+    memo_file(d).chmod(0o600)
+    settle()
+    assert shorter(d) == ("changed", "DIRECTORY_CHANGED")  # the old memo, found and used
+    whole = audit(d)
+    assert whole["verdict"] == "UNSAFE"
+    job = run(d, "true")
+    assert job.returncode == 1, job.stderr
+
+
+@needs_root
+def test_a_memo_forged_in_a_folder_another_user_controls_is_not_believed(base, accounts,
+                                                                        state):
+    """Another user who controls the folder the memos are read from (here `audited` is a
+    link to a folder of theirs) writes a memo that matches the directory as it is now, after
+    an entry of theirs was put in (they can stat the directory: its stamp is no secret). The
+    memo is not a trusted input: the full audit runs and refuses."""
+    d = cache(base)
+    settle()
+    assert passed(d)
+    real = memo_file(d)
+    forged = real.read_bytes()
+    (d / name(0)).unlink()
+    (d / name(0)).write_bytes(b"their code".ljust(SIZE, b"."))
+    shutil.chown(d / name(0), accounts.c)
+    st = d.stat()
+    head, rest = forged.split(b"\n", 1)
+    fields = head.split(b"\t")
+    fields[6:14] = [str(x).encode() for x in (st.st_dev, st.st_ino, st.st_mtime_ns,
+                                              st.st_ctime_ns, st.st_nlink, st.st_mode,
+                                              st.st_uid, st.st_gid)]
+    fields[5] = str(time.time_ns()).encode()
+    theirs = mkdir(base / "theirs", 0o700, owner=accounts.c)
+    (theirs / real.name).write_bytes(b"\t".join(fields) + b"\n" + rest)
+    shutil.chown(theirs / real.name, accounts.c)
+    audited = real.parent
+    shutil.rmtree(audited)
+    audited.symlink_to(theirs)
+    time.sleep(SETTLE_S)  # the forged memo's directory as settled as a real one's
+    assert shorter(d) == ("full", "NO_MEMO")
+    job = run(d, "cat", str(d / name(0)))
+    assert job.returncode == 1 and "their code" not in job.stdout, (job.stdout, job.stderr)
+    # the same bytes as a memo of yours in your own folder are believed: the forgery itself
+    # was sound, only its place gave it away
+    audited.unlink()
+    mkdir(audited, 0o700)
+    (audited / real.name).write_bytes(b"\t".join(fields) + b"\n" + rest)
+    (audited / real.name).chmod(0o600)
+    assert shorter(d) == ("unchanged", "NONE")
+    job = run(d, "cat", str(d / name(0)))
+    assert job.returncode == 0 and "their code" in job.stdout, (job.stdout, job.stderr)

@@ -226,18 +226,27 @@ def decide(memo: Loaded | None, now: Seen) -> tuple[Judged, Why]:
 
 
 def _ledger_holds(seen: LedgerSeen | None, strangers: bool) -> bool:
-    """Does the ledger the entries were judged with still say the same of them? Lines are only
+    """Does the ledger the entries were judged with still say the same of them? It is still
+    one no one else could write (a ledger that became writable by others since would be a
+    problem now, and with it nothing is yours: the full audit says so). Lines are only
     ever appended (compaction replaces the file): the same file, no shorter, still judges
     your entries yours; new lines could vouch for entries of unknown origin, so those are
     judged again."""
     if seen is None:
         return True  # origins were not judged
+    from jaxcache.errors import JaxcacheError
+    from jaxcache.trust.inputs import trusted_file as inputs
+
+    # still a trusted input (its bits, ACL, owner and folders, as ledger.load() judges it: one
+    # another user may write since vouches for nothing), opened but not read
     try:
-        st = os.stat(seen.path, follow_symlinks=False)
-    except FileNotFoundError:
-        return seen.dev is None  # there was none, and there is none
-    except OSError:
+        found = inputs.streamed(seen.path, inputs.ORIGIN_LEDGER, missing_ok=True)
+    except (JaxcacheError, OSError):
         return False
+    if found is None:
+        return seen.dev is None  # there was none, and there is none
+    fd, st = found
+    os.close(fd)
     if seen.dev is None or seen.ino is None or seen.size is None:
         return not strangers  # lines appeared where there were none
     if (st.st_dev, st.st_ino) != (seen.dev, seen.ino) or st.st_size < seen.size:
