@@ -506,7 +506,8 @@ def _open_elsewhere(now: Seen) -> bool:
     import signal
     import threading
 
-    if threading.current_thread() is not threading.main_thread():
+    if threading.current_thread() is not threading.main_thread() or \
+            signal.getsignal(signal.SIGIO) is None:  # a handler not Python's: left alone
         return True
     try:
         dfd = os.open(now.path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
@@ -517,21 +518,24 @@ def _open_elsewhere(now: Seen) -> bool:
         st = os.fstat(dfd)
         if (st.st_dev, st.st_ino) != now.directory[:2]:
             return True
-        for item in os.scandir(dfd):
-            try:
-                fd = os.open(item.name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK |
-                             os.O_NOCTTY | os.O_CLOEXEC, dir_fd=dfd)
-            except OSError:
-                return True
-            try:
-                if not stat.S_ISREG(os.fstat(fd).st_mode):
+        with os.scandir(dfd) as listing:
+            for item in listing:
+                if not item.is_file(follow_symlinks=False):  # opened, a device could act
                     return True
-                fcntl.fcntl(fd, fcntl.F_SETLEASE, fcntl.F_WRLCK)
-                fcntl.fcntl(fd, fcntl.F_SETLEASE, fcntl.F_UNLCK)
-            except OSError:
-                return True  # EAGAIN: open elsewhere; anything else: cannot be told
-            finally:
-                os.close(fd)
+                try:
+                    fd = os.open(item.name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK |
+                                 os.O_NOCTTY | os.O_CLOEXEC, dir_fd=dfd)
+                except OSError:
+                    return True
+                try:
+                    if not stat.S_ISREG(os.fstat(fd).st_mode):
+                        return True
+                    fcntl.fcntl(fd, fcntl.F_SETLEASE, fcntl.F_WRLCK)
+                    fcntl.fcntl(fd, fcntl.F_SETLEASE, fcntl.F_UNLCK)
+                except OSError:
+                    return True  # EAGAIN: open elsewhere; anything else: cannot be told
+                finally:
+                    os.close(fd)
     except OSError:
         return True
     finally:
