@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 import pytest
-from support.users import as_user_argv, mkdir, needs_root, user_runtime
+from support.users import as_user_argv, mkdir, needs_root, needs_setfacl, user_runtime
 
 from jaxcache.lifecycle import witness
 from jaxcache.trust.inputs import audit_memo
@@ -282,6 +282,39 @@ def test_an_o_path_handle_in_flight_when_remembered_and_reopened_for_writing_is_
     assert job.returncode == 1 and "their code" not in job.stdout, (job.stdout, job.stderr)
 
 
+
+@needs_root
+@pytest.mark.xfail(strict=True, reason="not fixed: an O_PATH descriptor in flight is seen by "
+                   "neither the handle scan nor the lease probe; once you loosen one entry's "
+                   "bits it is reopened for writing, and a write closed again leaves the "
+                   "directory unchanged: only lstat'ing the entries (shortcut 2) shows it")
+def test_bytes_written_through_an_o_path_handle_in_flight_after_you_loosened_an_entry(
+        base, accounts, smugglers, tmp_path):
+    """The O_PATH descriptor of the test above, reopened for writing after you loosened one
+    entry's bits, written through and closed: nothing is held, the directory is unchanged.
+    The full audit says the entry changed (origin.changed); the unchanged directory's
+    judgement takes it as remembered and counts another user's bytes as yours. The argument
+    says loosening an entry in a closed directory lets no one in; a descriptor no scan could
+    see when the memo was written does."""
+    d = cache(base, mode=0o777, entry_mode=0o666)
+    theirs = mkdir(base / "theirs", 0o755, owner=accounts.c)
+    entry = d / name(0)
+    smuggler = smugglers(accounts.c, entry, theirs / "alias", flags="O_PATH")
+    tighten(d)
+    settle()
+    assert passed(d)
+    entry.chmod(0o666)
+    smuggler.do("take", "reopen", "write their code", "close")
+    entry.chmod(0o644)
+    assert entry.read_bytes().startswith(b"their code")
+    whole = audit(d)
+    assert "origin.changed" in {f["code"] for f in whole["findings"]}, whole["findings"]
+    record = tmp_path / "run.json"
+    job = run(d, "true", extra=("--record", str(record)))
+    assert job.returncode == 0, job.stderr
+    origin = json.loads(record.read_text())["cache_dir"]["origin"]
+    assert origin["changed"] == 1, origin
+
 # ---- what the memo judged with, changed since -------------------------------------------------
 def _ledger() -> Path:
     from jaxcache.trust.provenance import ledger_place
@@ -388,3 +421,42 @@ def test_a_memo_forged_in_a_folder_another_user_controls_is_not_believed(base, a
     assert shorter(d) == ("unchanged", "NONE")
     job = run(d, "cat", str(d / name(0)))
     assert job.returncode == 0 and "their code" in job.stdout, (job.stdout, job.stderr)
+
+
+@needs_root
+@needs_setfacl
+@pytest.mark.parametrize("where", ["memo", "audited", "state"])
+def test_an_acl_that_lets_another_user_write_the_memo_or_its_folders_unbelieves_it(
+        base, accounts, state, where):
+    """The memo's bits say 0600 in 0700 folders, but an ACL added later lets another user
+    write it or replace it: not a trusted input, so not believed (the full audit runs)."""
+    d = cache(base)
+    settle()
+    assert passed(d)
+    memo = memo_file(d)
+    target = {"memo": memo, "audited": memo.parent, "state": state}[where]
+    subprocess.run(["setfacl", "-m", f"u:{accounts.c}:rwx", str(target)], check=True)
+    assert shorter(d) == ("full", "NO_MEMO")
+
+
+def test_remembered_inodes_are_read_only_when_a_handle_could_be_on_one_and_fail_closed():
+    """The unchanged directory's handle scan (open_handles.Identities with `more`): the
+    remembered entries' inodes are read at the first descriptor or mapping that could be one,
+    at most once; where they cannot be read, any file on the directory's device counts."""
+    from jaxcache.trust.kernel.open_handles import Identities
+
+    calls = []
+
+    def more(found):
+        def read():
+            calls.append(1)
+            return found
+        return read
+
+    ids = Identities("/c", frozenset({(7, 1)}), more=more(frozenset({(7, 5), (7, 6)})))
+    assert ids.holds(7, 1) and not ids.holds(8, 5) and calls == []  # another device: not read
+    assert ids.number(5) and ids.holds(7, 6) and not ids.holds(7, 9) and calls == [1]
+    assert ids.plus(frozenset({(9, 2)}), ()).holds(9, 2)
+    lost = Identities("/c", frozenset({(7, 1)}), more=more(None))
+    assert lost.number(12345) and lost.holds(7, 12345) and not lost.holds(8, 12345)
+    assert Identities("/c", frozenset({(7, 1)})).number(5) is False
