@@ -122,7 +122,7 @@ def passed(d: Path, *extra: str) -> bool:
 _SMUGGLER = r"""
 import os, socket, sys
 SIZE = int(sys.argv[4])
-entry, via, flags = sys.argv[1], sys.argv[2], getattr(os, sys.argv[3])
+entry, via, flags = sys.argv[1], sys.argv[2], int(getattr(os, sys.argv[3], sys.argv[3]))
 if via != "-":  # through a name of their own, removed again: the kernel then calls it deleted
     os.link(entry, via)
     fd = os.open(via, flags)
@@ -149,7 +149,8 @@ for line in sys.stdin:
 
 
 class Smuggler:
-    """Another user's process that opened an entry (`flags`: O_RDWR, O_PATH) while the cache
+    """Another user's process that opened an entry (`flags`: O_RDWR, O_PATH, 3: the access
+    mode that neither reads nor writes, for ioctls, which needs both rights) while the cache
     was shared, by its name or `via` a hard link of theirs removed again, and keeps the
     descriptor in flight (sent to itself, not received) until told to take it."""
 
@@ -258,19 +259,22 @@ def test_bytes_written_through_a_handle_in_flight_when_judged_are_not_taken_as_u
 
 
 @needs_root
+@pytest.mark.parametrize("flags", ["O_PATH", "3"])
 def test_an_o_path_handle_in_flight_when_remembered_and_reopened_for_writing_is_refused(
-        base, accounts, smugglers):
+        base, accounts, smugglers, flags):
     """An O_PATH descriptor (it neither reads nor writes, so no lease probe sees it) through a
     removed link of theirs, in flight while `run` remembers the closed directory. Later you
     loosen one entry's bits (the argument says no one can reach it by name in a closed
     directory); they take the descriptor back, reopen it through /proc/self/fd for writing
     (no name looked up) and hold it. The full audit finds the handle by its inode; the
     unchanged directory's scan must too (it scanned the directory's inode alone, and the path
-    the kernel gives is their removed link's)."""
+    the kernel gives is their removed link's). The same with the access mode 3, which
+    neither reads nor writes (for ioctls): the kernel counts it neither as a reader nor as a
+    writer, so the lease probe does not see it either."""
     d = cache(base, mode=0o777, entry_mode=0o666)
     theirs = mkdir(base / "theirs", 0o755, owner=accounts.c)
     entry = d / name(0)
-    smuggler = smugglers(accounts.c, entry, theirs / "alias", flags="O_PATH")
+    smuggler = smugglers(accounts.c, entry, theirs / "alias", flags=flags)
     tighten(d)
     settle()
     assert passed(d)  # remembered: nothing the scan or the probe can see
@@ -284,12 +288,14 @@ def test_an_o_path_handle_in_flight_when_remembered_and_reopened_for_writing_is_
 
 
 @needs_root
-@pytest.mark.xfail(strict=True, reason="not fixed: an O_PATH descriptor in flight is seen by "
-                   "neither the handle scan nor the lease probe; once you loosen one entry's "
-                   "bits it is reopened for writing, and a write closed again leaves the "
-                   "directory unchanged: only lstat'ing the entries (shortcut 2) shows it")
+@pytest.mark.xfail(strict=True, reason="not fixed: an O_PATH descriptor (or one of access "
+                   "mode 3) in flight is seen by neither the handle scan nor the lease "
+                   "probe; once you loosen one entry's bits it is reopened for writing, and "
+                   "a write closed again leaves the directory unchanged: only lstat'ing the "
+                   "entries (shortcut 2) shows it")
+@pytest.mark.parametrize("flags", ["O_PATH", "3"])
 def test_bytes_written_through_an_o_path_handle_in_flight_after_you_loosened_an_entry(
-        base, accounts, smugglers, tmp_path):
+        base, accounts, smugglers, tmp_path, flags):
     """The O_PATH descriptor of the test above, reopened for writing after you loosened one
     entry's bits, written through and closed: nothing is held, the directory is unchanged.
     The full audit says the entry changed (origin.changed); the unchanged directory's
@@ -299,7 +305,7 @@ def test_bytes_written_through_an_o_path_handle_in_flight_after_you_loosened_an_
     d = cache(base, mode=0o777, entry_mode=0o666)
     theirs = mkdir(base / "theirs", 0o755, owner=accounts.c)
     entry = d / name(0)
-    smuggler = smugglers(accounts.c, entry, theirs / "alias", flags="O_PATH")
+    smuggler = smugglers(accounts.c, entry, theirs / "alias", flags=flags)
     tighten(d)
     settle()
     assert passed(d)

@@ -498,10 +498,11 @@ def _open_elsewhere(now: Seen) -> bool:
     open file description reads or writes it. Each file is probed so, the lease dropped at
     once (SIGIO, which an opener meanwhile sends the lease holder, ignored for that moment:
     only from the main thread, `jaxcache run`'s; anywhere else, or where leases are off,
-    nothing is remembered). A descriptor opened O_PATH is not counted (nor can it read or
-    write: reopened through /proc/PID/fd its permissions are checked again, and a
-    directory found unchanged has its entries' handles looked for by inode:
-    remembered_inodes()). Only for a closed directory: only its memo skips the entries."""
+    nothing is remembered). A descriptor opened O_PATH (or with the access mode 3, for
+    ioctls) is not counted (nor can it read or write: reopened through /proc/PID/fd its
+    permissions are checked again, and a directory found unchanged has its entries' handles
+    looked for by inode: remembered_inodes()). Only for a closed directory: only its memo
+    skips the entries."""
     import fcntl
     import signal
     import threading
