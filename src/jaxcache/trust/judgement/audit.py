@@ -195,7 +195,7 @@ def audit(given: str, *, policy: Policy = EMPTY, as_user: int | None = None,
                 if scan_handles:
                     from jaxcache.trust.kernel import open_handles as handlesmod
 
-                    ids = handlesmod.Identities(w.resolved, part.inodes)
+                    ids = handlesmod.Identities(w.resolved, part.inodes, more=part.more)
             else:
                 inventory = entriesmod.inventory_at(fd, w.anchor_node.path, ours, accounts)
                 seen_ledger = None
@@ -304,13 +304,16 @@ class _Part:
     """The entries' part of an audit: the inventory and origins, the inodes the handle scan
     looks for (a shortened judgement's; the full one collects its own), the ledger the
     origins were judged with as remembered (shortcut.ledger_seen()), and a changed
-    directory's unchanged plain rows (shortcut.relist())."""
+    directory's unchanged plain rows (shortcut.relist()). `more`: an unchanged directory's
+    entries' inodes, read from its memo only where the handle scan finds a descriptor or
+    mapping that could be on one (shortcut.remembered_inodes())."""
 
     inventory: entriesmod.Inventory
     origins: originmod.Origins | None
     inodes: frozenset[tuple[int, int]]
     ledger: LedgerSeen | None
     carried: Carried | None
+    more: Callable[[], frozenset[tuple[int, int]] | None] | None = None
 
 
 def _shortened(judged: Judged, loaded: shortcut.Loaded, now: shortcut.Seen, fd: int, w: Walk,
@@ -328,7 +331,7 @@ def _shortened(judged: Judged, loaded: shortcut.Loaded, now: shortcut.Seen, fd: 
         if judged is Judged.UNCHANGED:
             inventory, origins = shortcut.unchanged(loaded, accounts, reader, time.time())
             return _Part(inventory, origins, frozenset({(now.directory[0], now.directory[1])}),
-                         None, None)
+                         None, None, shortcut.remembered_inodes(loaded))
         relisted = shortcut.relist(loaded, fd, w.anchor_node.path, ours, accounts, now,
                                    time.time())
     except (MemoError, OSError):

@@ -226,18 +226,27 @@ def decide(memo: Loaded | None, now: Seen) -> tuple[Judged, Why]:
 
 
 def _ledger_holds(seen: LedgerSeen | None, strangers: bool) -> bool:
-    """Does the ledger the entries were judged with still say the same of them? Lines are only
+    """Does the ledger the entries were judged with still say the same of them? It is still
+    one no one else could write (a ledger that became writable by others since would be a
+    problem now, and with it nothing is yours: the full audit says so). Lines are only
     ever appended (compaction replaces the file): the same file, no shorter, still judges
     your entries yours; new lines could vouch for entries of unknown origin, so those are
     judged again."""
     if seen is None:
         return True  # origins were not judged
+    from jaxcache.errors import JaxcacheError
+    from jaxcache.trust.inputs import trusted_file as inputs
+
+    # still a trusted input (its bits, ACL, owner and folders, as ledger.load() judges it: one
+    # another user may write since vouches for nothing), opened but not read
     try:
-        st = os.stat(seen.path, follow_symlinks=False)
-    except FileNotFoundError:
-        return seen.dev is None  # there was none, and there is none
-    except OSError:
+        found = inputs.streamed(seen.path, inputs.ORIGIN_LEDGER, missing_ok=True)
+    except (JaxcacheError, OSError):
         return False
+    if found is None:
+        return seen.dev is None  # there was none, and there is none
+    fd, st = found
+    os.close(fd)
     if seen.dev is None or seen.ino is None or seen.size is None:
         return not strangers  # lines appeared where there were none
     if (st.st_dev, st.st_ino) != (seen.dev, seen.ino) or st.st_size < seen.size:
@@ -262,6 +271,26 @@ def unchanged(memo: Loaded, accounts: Accounts, reader: Fingerprint | None, now_
         h.ledger.path, h.ledger.problem, h.ledger.skipped, h.ledger.other_boot, reader=reader,
         elided_yours=h.elided[0])
     return inventory, origins
+
+
+def remembered_inodes(memo: Loaded) -> Callable[[], frozenset[tuple[int, int]] | None]:
+    """The inodes of every entry remembered (None: the memo's rows cannot be read), for the
+    handle scan of a directory found unchanged. Its argument says no other user could get a
+    descriptor on an entry since the judgement, but a descriptor in flight in a Unix socket
+    message when it was made is in no process's table: received since, it is held by a
+    process the scan must find. The path cannot be relied on (a descriptor opened through
+    a hard link since removed is named by that link, "(deleted)"), so by inode, as the full
+    audit finds it; read only where an untrusted process holds a descriptor or mapping that
+    could be one."""
+    dev = memo.header.directory[0]
+
+    def inodes() -> frozenset[tuple[int, int]] | None:
+        try:
+            return frozenset((dev, r.ino) for r in (*memo.notable, *memo.rest()))
+        except (MemoError, OSError):
+            return None
+
+    return inodes
 
 
 def _names(memo: Loaded) -> Callable[[], dict[str, int] | None]:
@@ -447,12 +476,73 @@ def remember(now: Seen, verdict: Verdict, inventory: entriesmod.Inventory | None
             elided_bytes += e.size
         else:
             notable.append(row)
+    if now.closed and _open_elsewhere(now):
+        return None
     header = Header(now.path, now.uid, now.boot, now.time_ns, now.directory,
                     now.directory[3] < settle, now.mount, now.context,
                     ledger if origins is not None else None, held.uninspected_count == 0,
                     len(notable) + len(rest) + counted, len(notable), 0, 0,
                     (elided[0], elided[1], elided[2]), elided_bytes)
     return Memo(header, tuple(notable), tuple(rest), carried)
+
+
+def _open_elsewhere(now: Seen) -> bool:
+    """Is any file in the directory open anywhere but here, or can that not be told?
+
+    The handle scan sees descriptors in processes' tables and mappings; a descriptor in flight
+    in a Unix socket message (sent with SCM_RIGHTS, not yet received) is in none. Sent away
+    while this judgement was made and received after it, it would be a descriptor no name
+    lookup was needed for, on an entry a closed directory's memo takes as unchanged without
+    looking. The kernel counts every open file on an inode, in flight or not: a write lease
+    (F_SETLEASE F_WRLCK, which you may take on your own files) is refused while any other
+    open file description reads or writes it. Each file is probed so, the lease dropped at
+    once (SIGIO, which an opener meanwhile sends the lease holder, ignored for that moment:
+    only from the main thread, `jaxcache run`'s; anywhere else, or where leases are off,
+    nothing is remembered). A descriptor opened O_PATH (or with the access mode 3, for
+    ioctls) is not counted (nor can it read or write: reopened through /proc/PID/fd its
+    permissions are checked again, and a directory found unchanged has its entries' handles
+    looked for by inode: remembered_inodes()). Only for a closed directory: only its memo
+    skips the entries."""
+    import fcntl
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread() or \
+            signal.getsignal(signal.SIGIO) is None:  # a handler not Python's: left alone
+        return True
+    try:
+        dfd = os.open(now.path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return True
+    before = signal.signal(signal.SIGIO, signal.SIG_IGN)
+    try:
+        st = os.fstat(dfd)
+        if (st.st_dev, st.st_ino) != now.directory[:2]:
+            return True
+        with os.scandir(dfd) as listing:
+            for item in listing:
+                if not item.is_file(follow_symlinks=False):  # opened, a device could act
+                    return True
+                try:
+                    fd = os.open(item.name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK |
+                                 os.O_NOCTTY | os.O_CLOEXEC, dir_fd=dfd)
+                except OSError:
+                    return True
+                try:
+                    if not stat.S_ISREG(os.fstat(fd).st_mode):
+                        return True
+                    fcntl.fcntl(fd, fcntl.F_SETLEASE, fcntl.F_WRLCK)
+                    fcntl.fcntl(fd, fcntl.F_SETLEASE, fcntl.F_UNLCK)
+                except OSError:
+                    return True  # EAGAIN: open elsewhere; anything else: cannot be told
+                finally:
+                    os.close(fd)
+    except OSError:
+        return True
+    finally:
+        signal.signal(signal.SIGIO, before)
+        os.close(dfd)
+    return False
 
 
 def ledger_stat(path: str) -> os.stat_result | None:

@@ -43,17 +43,43 @@ _MAX_DEPTH = 8  # subdirectories of a cache (XLA's sub-cache) are one level deep
 class Identities:
     """The inodes a writer could change what JAX loads through: the directory, its
     subdirectories and every entry in them. (Internal, so a plain class: a dataclass costs
-    `jaxcache run` start-up.)"""
+    `jaxcache run` start-up.) `more`: inodes known but not yet read (a remembered
+    judgement's entries: trust/judgement/shortcut.py), read at the first descriptor or
+    mapping that could be one of them; None from it: they cannot be read, so any file on the
+    directory's device counts as one (fail closed)."""
 
-    __slots__ = ("path", "inodes", "numbers", "also")
+    __slots__ = ("path", "inodes", "numbers", "also", "more", "devices", "unknown")
 
     def __init__(self, path: str, inodes: frozenset[tuple[int, int]],
-                 also: tuple[str, ...] = ()) -> None:
+                 also: tuple[str, ...] = (),
+                 more: Callable[[], frozenset[tuple[int, int]] | None] | None = None) -> None:
         self.path, self.inodes, self.also = path, inodes, also
         self.numbers = frozenset(ino for _, ino in inodes)  # what fdinfo's `ino:` can match
+        self.more = more
+        self.devices = frozenset(dev for dev, _ in inodes)
+        self.unknown = False  # `more` said None: any file on one of `devices` counts
+
+    def _read_more(self) -> None:
+        more, self.more = self.more, None
+        found = more() if more is not None else frozenset()
+        if found is None:
+            self.unknown = True
+            return
+        self.inodes = self.inodes | found
+        self.numbers = self.numbers | frozenset(ino for _, ino in found)
+
+    def number(self, ino: int) -> bool:
+        """Could a file with this inode number be one of ours (its device still to check)?"""
+        if self.more is not None and ino not in self.numbers:
+            self._read_more()
+        return self.unknown or ino in self.numbers
 
     def holds(self, dev: int, ino: int) -> bool:
-        return (dev, ino) in self.inodes
+        if (dev, ino) in self.inodes:
+            return True
+        if self.more is not None and dev in self.devices:
+            self._read_more()
+        return (dev, ino) in self.inodes or (self.unknown and dev in self.devices)
 
     def under(self, target: str) -> bool:
         return any(target == p or target.startswith(p.rstrip("/") + "/")
@@ -62,7 +88,7 @@ class Identities:
     def plus(self, inodes: frozenset[tuple[int, int]], paths: tuple[str, ...]) -> Identities:
         """These identities and what stores them (overlay layer directories, loop images,
         device nodes: trust/judgement/storage.py)."""
-        return Identities(self.path, self.inodes | inodes, self.also + paths)
+        return Identities(self.path, self.inodes | inodes, self.also + paths, self.more)
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,12 +215,12 @@ def _descriptors(base: str, ids: Identities, others: list[tuple[str, str, str]] 
             except FileNotFoundError:
                 continue  # closed meanwhile
             if flags & O_PATH or flags & O_ACCMODE not in (os.O_WRONLY, os.O_RDWR):
-                if others is not None and (ino is None or ino in ids.numbers):
+                if others is not None and (ino is None or ids.number(ino)):
                     _other(f"{task}/fd/{n}", n, ids, others)
                 continue
             link = f"{task}/fd/{n}"
             try:
-                if ino is None or ino in ids.numbers:
+                if ino is None or ids.number(ino):
                     st = os.stat(link)
                     if stat.S_ISDIR(st.st_mode):
                         continue
