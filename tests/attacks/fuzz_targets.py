@@ -125,7 +125,7 @@ def signature(data: bytes) -> None:
     rings = [keyring.KeyRing({trusted.raw: trusted, other.raw: other}, needed=2),
              keyring.KeyRing({other.raw: other}, revoked=frozenset({trusted.raw})),
              keyring.KeyRing({expired.raw: expired})]
-    checks = [sig.vouched_size(meta["key"], data, {trusted.raw: trusted})[0],
+    checks = [sig.vouch(meta["key"], data, {trusted.raw: trusted}).check,
               sig.check(meta["key"], entry, data, {trusted.raw: trusted}),
               sig.check(meta["key"], entry, data, {})]
     for ring in rings:  # the planted file as the first signature and as every co-signature

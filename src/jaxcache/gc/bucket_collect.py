@@ -65,7 +65,7 @@ def _as_entry(o: ObjectInfo) -> Entry:
 
 def collect_bucket(store: ObjectStore, *, max_size: int | None = None,
                    max_age_s: float | None = None, dry_run: bool = False,
-                   now_ns: int | None = None, until_ns: int | None = None,
+                   now_ns: int | None = None,
                    order: planmod.Order = planmod.Order.LRU,
                    uses: Mapping[str, KeyUse] | None = None,
                    listed: tuple[ObjectInfo, ...] | None = None) -> GcResult:
@@ -110,7 +110,7 @@ def collect_bucket(store: ObjectStore, *, max_size: int | None = None,
                             max_age_s=max_age_s, now_ns=now_ns, order=order, uses=uses)
     changed: list[str] = []
     try:
-        evicted, stopped = evict(chosen.evict, until_ns, lambda u: dry_run or _delete(
+        evicted, stopped = evict(chosen.evict, None, lambda u: dry_run or _delete(
             store, u, by_name, changed))
         after = total - sum(u.size for u in evicted)
         removed = []

@@ -23,7 +23,6 @@ if TYPE_CHECKING:
 if TYPE_CHECKING:  # the names, for the type checker; at run time each is imported when first
     # asked for (PEP 562), so `jaxcompat.versions` alone costs `jaxcache run` no more than itself
     from jaxcache.jaxcompat.backend import (
-        XLA_SUBCACHE_FLAGS,
         disable_xla_subcaches,
         held_backend,
         install_backend,
@@ -44,10 +43,8 @@ if TYPE_CHECKING:  # the names, for the type checker; at run time each is import
         DEFAULT_MIN_COMPILE_TIME_SECS,
         DEFAULT_MIN_ENTRY_SIZE_BYTES,
         STATE,
-        CacheState,
         JaxInternalsChanged,
         cache_state,
-        check_contents,
         check_supported,
         config_value,
         disable_cache,
@@ -62,43 +59,33 @@ if TYPE_CHECKING:  # the names, for the type checker; at run time each is import
     )
     from jaxcache.jaxcompat.jaxstate import JaxState, restore, snapshot
     from jaxcache.jaxcompat.settings import put_in_force
-    from jaxcache.jaxcompat.versions import (
-        NEWEST_LINE,
-        OLDEST_LINE,
-        TESTED,
-        support,
-        why_unverified,
-    )
+    from jaxcache.jaxcompat.versions import TESTED
 
 _HOME = {  # name -> the module of this package that holds it
-    "XLA_SUBCACHE_FLAGS": "backend", "disable_xla_subcaches": "backend", "held_backend": "backend",
-    "install_backend": "backend", "max_size": "backend", "uses_backend": "backend",
+    "disable_xla_subcaches": "backend", "held_backend": "backend", "install_backend": "backend",
+    "max_size": "backend", "uses_backend": "backend",
     "GUARD": "guard", "current_cache": "guard", "gate_gets": "guard", "guard_cache_dirs": "guard",
     "guard_log": "guard", "lease": "guard", "uses_sealed": "guard", "witness_puts": "guard",
     "STATE": "internals", "DEFAULT_MIN_COMPILE_TIME_SECS": "internals",
-    "DEFAULT_MIN_ENTRY_SIZE_BYTES": "internals", "CacheState": "internals",
-    "JaxInternalsChanged": "internals", "cache_state": "internals", "check_contents": "internals",
-    "check_supported": "internals", "config_value": "internals", "disable_cache": "internals",
+    "DEFAULT_MIN_ENTRY_SIZE_BYTES": "internals", "JaxInternalsChanged": "internals",
+    "cache_state": "internals", "check_supported": "internals", "config_value": "internals",
+    "disable_cache": "internals",
     "effective": "internals", "hidden_settings": "internals", "holds": "internals",
     "installed_version": "internals", "reset_cache": "internals", "set_cache_dir": "internals",
     "set_thresholds": "internals", "thresholds": "internals",
     "JaxState": "jaxstate", "restore": "jaxstate", "snapshot": "jaxstate",
     "put_in_force": "settings",
-    "NEWEST_LINE": "versions", "OLDEST_LINE": "versions", "TESTED": "versions",
-    "support": "versions", "why_unverified": "versions",
+    "TESTED": "versions",
 }
 
 __all__ = [
-    "DEFAULT_MIN_COMPILE_TIME_SECS", "DEFAULT_MIN_ENTRY_SIZE_BYTES", "NEWEST_LINE", "OLDEST_LINE",
-    "TESTED", "XLA_SUBCACHE_FLAGS", "GUARD", "STATE", "CacheState", "JaxInternalsChanged",
-    "JaxState", "RefusedCache", "cache_state", "check_contents", "check_supported",
+    "DEFAULT_MIN_COMPILE_TIME_SECS", "DEFAULT_MIN_ENTRY_SIZE_BYTES", "TESTED", "GUARD", "STATE",
+    "JaxInternalsChanged", "JaxState", "RefusedCache", "cache_state", "check_supported",
     "config_value", "current_cache", "disable_cache", "disable_xla_subcaches", "effective",
-    "gate_gets",
-    "guard_cache_dirs", "guard_log", "held_backend", "hidden_settings", "holds", "install_backend",
-    "installed_version", "lease", "max_size", "put_in_force", "reset_cache", "restore",
-    "set_cache_dir", "set_thresholds",
-    "snapshot", "support", "thresholds", "uses_backend", "uses_sealed", "why_unverified",
-    "witness_puts",
+    "gate_gets", "guard_cache_dirs", "guard_log", "held_backend", "hidden_settings", "holds",
+    "install_backend", "installed_version", "lease", "max_size", "put_in_force", "reset_cache",
+    "restore", "set_cache_dir", "set_thresholds", "snapshot", "thresholds", "uses_backend",
+    "uses_sealed", "witness_puts",
 ]
 
 

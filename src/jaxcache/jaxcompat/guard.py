@@ -105,12 +105,6 @@ def refused_class() -> type:
     return _REFUSED_CLASS[0]
 
 
-def __getattr__(name: str) -> type:  # jaxcompat.RefusedCache, once JAX is imported
-    if name == "RefusedCache":
-        return refused_class()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
 def _norm(path: object) -> str:
     return os.path.normpath(os.path.abspath(str(path)))  # JAX also takes path-like objects
 

@@ -15,15 +15,10 @@ from typing import Any
 from jaxcache.jaxcompat.internals import JaxInternalsChanged, check_supported
 
 # variable -> (the option JAX reads it into, how JAX parses its text: config.py's
-# string / optional_string / float / int states, 0.5 to 0.12)
+# optional_string state, 0.5 to 0.12). Only the granted directory: every other option a run
+# sets reaches the job in its environment, which JAX reads at import
 OPTIONS: dict[str, tuple[str, type]] = {
     "JAX_COMPILATION_CACHE_DIR": ("jax_compilation_cache_dir", str),
-    "JAX_PERSISTENT_CACHE_ENABLE_XLA_CACHES": ("jax_persistent_cache_enable_xla_caches", str),
-    "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": (
-        "jax_persistent_cache_min_compile_time_secs", float),
-    "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": (
-        "jax_persistent_cache_min_entry_size_bytes", int),
-    "JAX_COMPILATION_CACHE_MAX_SIZE": ("jax_compilation_cache_max_size", int),
 }
 
 

@@ -88,7 +88,6 @@ class ProbeState:
         self.pid = os.getpid()
         self.lock = _Lock()
         self.started = time.time()
-        self.jax_imported_s: float | None = None
         self.import_jax_s: float | None = None
         self.import_jax_started: float | None = None
         self.modules: list[Module] = []
@@ -288,7 +287,6 @@ def begin(module: ModuleType, import_s: float, imported_at: float, process_start
     _DOC = load_beside(_DOCUMENT_COPY, os.path.join("probe", "document.py"))
     S.started = process_started
     S.import_jax_s = import_s
-    S.jax_imported_s = imported_at
     S.import_jax_started = imported_at - import_s
     S.lock.arm()
     try:

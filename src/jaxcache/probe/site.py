@@ -320,9 +320,6 @@ class _JaxWatcher:
         loader.exec_module = exec_module
         return spec
 
-    def invalidate_caches(self) -> None:
-        pass
-
 
 def _chain_sitecustomize() -> None:
     """Run the sitecustomize this file shadows, as site.py would have. Through the import

@@ -62,7 +62,6 @@ class Resilient:
         self.store = store
         self.url, self.name_max = store.url, store.name_max
         self.base_s = base_deadline() if base_s is None else base_s
-        self.attempts = 0  # requests started, for tests and the record
 
     def __getattr__(self, name: str) -> object:  # the wrapped store's extras (where, ...)
         return getattr(self.store, name)
@@ -84,7 +83,6 @@ class Resilient:
         deadline = time.monotonic() + limit
         maybe_applied = False
         for attempt in range(1, ATTEMPTS + 1):
-            self.attempts += 1
             try:
                 return _within(deadline, limit, what, self.url, fn), maybe_applied
             except StoreError as exc:

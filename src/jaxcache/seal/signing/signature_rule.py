@@ -395,12 +395,6 @@ def _lineage(valid: list[_Judged] | tuple[_Judged, ...]
     return tuple(sorted({(j.public.id, tuple(sorted(j.relies))) for j in valid if j.public}))
 
 
-def vouched_size(key: str, sig: bytes | None, trusted: Trusted,
-                 more: Fetch | None = None) -> tuple[Check, int | None]:
-    found = vouch(key, sig, trusted, more)
-    return found.check, found.size
-
-
 def confirm(key: str, data: bytes, found: Vouch, trusted: Trusted
             ) -> Check:
     """After the read: accept `data` only if usable keys of enough distinct holders signed
