@@ -17,9 +17,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
+from functools import partial
 
 from jaxcache.errors import JaxcacheError, UntrustedCacheError
 from jaxcache.text import safe
+from jaxcache.trust.judgement.audit import audit
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -148,16 +150,25 @@ def _bucket(asked: Asked, url: str, pol: Policy, accounts: Accounts,
 
 def _audit(asked: Asked, where: str, pol: Policy, accounts: Accounts, *,
            remember: bool = False) -> AuditReport:
-    from functools import partial
+    """The audit of the cache (its other users' processes not listed, the handle scan on):
+    a sealed one for its keys, with neither the origin ledger nor the memo (audit.audit()
+    consults neither for a sealed reader); a plain one through _plain_audit()."""
+    if asked.sealed:
+        return audit(where, policy=pol, accounts=accounts, scan_processes=False, sealed=True,
+                     sealed_keys=asked.keys)
+    return _plain_audit(asked, where, pol, accounts, remember)
 
+
+def _plain_audit(asked: Asked, where: str, pol: Policy, accounts: Accounts, remember: bool
+                 ) -> AuditReport:
+    """A plain cache's audit: its entries judged by origin, through the origin ledger, and
+    (`remember`) through the memo of its last judgement that passed. Imported here, on the
+    plain branch alone: a sealed run (its wrapper and its job) reads neither file."""
     from jaxcache.trust.inputs import ledger
     from jaxcache.trust.inputs.audit_memo import remembering
-    from jaxcache.trust.judgement.audit import audit
 
     judge: Callable[..., AuditReport] = remembering if remember else \
         partial(audit, scan_processes=False)
-    if asked.sealed:
-        return judge(where, policy=pol, accounts=accounts, sealed=True, sealed_keys=asked.keys)
     env = dict(asked.env) if asked.env is not None else None
 
     def read_ledger() -> Ledger:  # read only where entries are judged (not an unchanged one's)

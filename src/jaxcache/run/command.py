@@ -352,12 +352,12 @@ def _vouching(report: AuditReport, pol: Policy, accounts: Accounts, path: str
 
 def _origin_summary(report: AuditReport) -> dict[str, object] | None:
     """The record's word on where the entries before the job came from
-    (trust/provenance/origin.py)."""
-    from jaxcache.trust.provenance.origin import build_reason
-
+    (trust/provenance/origin.py); None where origins were not judged (a sealed cache)."""
     o = report.origins
     if o is None:
         return None
+    from jaxcache.trust.provenance.origin import build_reason
+
     said = [f for f in report.findings if f.code in (
         "origin.unknown", "origin.changed", "origin.declared", "origin.ledger",
         "origin.other-build", "origin.build-unknown", "origin.trusted-writer",
