@@ -21,6 +21,7 @@ from functools import partial
 
 from jaxcache.errors import JaxcacheError, UntrustedCacheError
 from jaxcache.text import safe
+from jaxcache.trust.findings import SEAL_KEYS, Verdict
 from jaxcache.trust.judgement.audit import audit
 
 TYPE_CHECKING = False
@@ -29,7 +30,6 @@ if TYPE_CHECKING:
 
     from jaxcache.fingerprint.model import Fingerprint
     from jaxcache.trust.create import InitResult
-    from jaxcache.trust.findings import Verdict
     from jaxcache.trust.inputs.public_keys import PublicKey
     from jaxcache.trust.judgement.audit import AuditReport
     from jaxcache.trust.kernel.principals import Accounts
@@ -180,9 +180,6 @@ def _plain_audit(asked: Asked, where: str, pol: Policy, accounts: Accounts, reme
 
 def _sealed_verdict(report: AuditReport) -> None:
     """A sealed cache loads only as SEALED, vouched for by trusted keys or identities."""
-    from jaxcache.trust.finding_codes import SEAL_KEYS
-    from jaxcache.trust.findings import Verdict
-
     if not any(f.code == SEAL_KEYS for f in report.findings):
         raise JaxcacheError(NEEDS_KEYS)
     if report.verdict is not Verdict.SEALED:

@@ -119,16 +119,18 @@ def for_enable(url: str, store: Callable[[], ObjectStore], trusted: KeyRing,
     start that failed is not tried again (its client may hang as long again): its plan's keys
     all count as not fetched, and the record says why. None without a plan, or for a
     publisher (`reader` False), which fetches nothing ahead: JAX asks for each entry itself."""
-    from jaxcache.seal.stores import prefetch as ahead
-
     found = adopt(url, trusted)
-    if isinstance(found, ahead.Prefetcher):
+    if found is not None and not isinstance(found, str):  # the early start's pool
         if reader:
             return found
         found.close()
         return None
     if not reader or plan is None or not plan.keys:
         return None
+    # the pool's module, only where one starts now (a publisher's job or a reader's without a
+    # plan, the common case, never imports it)
+    from jaxcache.seal.stores import prefetch as ahead
+
     try:
         pool = ahead.Prefetcher(store(), trusted, plan.keys, workers=plan.workers,
                                 budget_bytes=plan.budget_bytes, source=plan.source,

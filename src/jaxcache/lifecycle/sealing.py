@@ -56,10 +56,11 @@ class SealOptions:
 
     def public_keys(self) -> tuple[PublicKey, ...]:
         from jaxcache.trust.inputs import public_keys as trustkeys
-        from jaxcache.trust.inputs import signing_keys as keymod
 
         found = tuple(trustkeys.load_public(k) for k in self.trusted_keys)
-        if self.signing_key is not None:
+        if self.signing_key is not None:  # a publisher's: the signing key's loader only here
+            from jaxcache.trust.inputs import signing_keys as keymod
+
             found += (keymod.load_signing(self.signing_key).public,)
         return found
 
@@ -68,13 +69,14 @@ class SealOptions:
         import os
 
         from jaxcache import _package
-        from jaxcache.trust.inputs import pkcs11
 
         absolute = [k if k.startswith("ed25519:") else os.path.abspath(k)
                     for k in self.trusted_keys]
         signing = self.signing_key  # a pkcs11: URI is no path: it goes as it is
-        if signing and not pkcs11.is_uri(signing):
-            signing = os.path.abspath(signing)
+        if signing:
+            from jaxcache.trust.inputs.pkcs11_uri import is_uri
+
+            signing = signing if is_uri(signing) else os.path.abspath(signing)
         value = SealSpec(path, signing, tuple(absolute),
                          self.local and os.path.abspath(self.local),
                          policy and os.path.abspath(policy), self.identity,

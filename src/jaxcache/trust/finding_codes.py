@@ -18,7 +18,7 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass
 
-from jaxcache.trust.findings import NOTE, UNSAFE, UNVERIFIABLE, WARNING, Effect
+from jaxcache.trust.findings import NOTE, SEAL_KEYS, UNSAFE, UNVERIFIABLE, WARNING, Effect
 
 SEALED = "; a warning in a sealed audit (readers load only signed entries)"
 ORIGIN_EFFECT = ("a warning; unsafe under CI or with --require-origin (unless the policy's "
@@ -57,8 +57,6 @@ _CHECK_FIRST = ("other jobs may rely on this access: check who uses it before ch
                 "permission")
 _CONTEXT = "context for the verdict: it changes nothing by itself"
 
-# the codes other modules ask about by name (a sealed audit found trusted keys to judge with)
-SEAL_KEYS = "seal.keys"
 
 CODES: tuple[FindingCode, ...] = (
     # --- who can write ----------------------------------------------------------------------
@@ -260,7 +258,7 @@ CODES: tuple[FindingCode, ...] = (
        "--no-processes: write handles were not looked for", "a handle would not be seen",
        "audit without --no-processes"),
     # --- a sealed cache ---------------------------------------------------------------------
-    _c("seal.keys", (NOTE,),
+    _c(SEAL_KEYS, (NOTE,),
        "sealed: the trusted keys readers require (name, id, holder, state), and how many each "
        "entry needs", _CONTEXT, "nothing", page="sealed-cache.md"),
     _c("seal.holder-undeclared", (UNSAFE,),

@@ -8,6 +8,10 @@ from enum import StrEnum
 from jaxcache.text import Tone, safe
 from jaxcache.trust.kernel.principals import Principal, Trust
 
+# the codes other modules ask about by name (a sealed audit found trusted keys to judge with:
+# trust/judgement/sealed_view.py says it, lifecycle/admission.py and decide/ look for it)
+SEAL_KEYS = "seal.keys"
+
 
 class Verdict(StrEnum):
     PRIVATE = "PRIVATE"
