@@ -265,7 +265,10 @@ def _grown(record: RunRecord) -> None:
 
 def _compact_ledger(args: argparse.Namespace) -> None:
     """The origin ledger compacted after the job once it has grown past half what the
-    witness writes (one stat otherwise), for at most GC_DEADLINE_S; one line on stderr."""
+    witness writes (one stat otherwise), for at most GC_DEADLINE_S; one line on stderr. Not
+    after a sealed job without a local tier: it writes no line there (its entries are signed)."""
+    if args.sealed and not args.local:
+        return
     from jaxcache.trust.provenance.ledger_place import crowded
 
     if not crowded():
