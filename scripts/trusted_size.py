@@ -28,6 +28,7 @@ PACKAGE = ROOT / "src" / "jaxcache"
 TRUSTED_PATH: tuple[tuple[str, str], ...] = (
     # the audit's verdict: who can create, replace or rename what JAX loads
     ("audit", "trust/judgement/audit.py"),
+    ("audit", "trust/judgement/plain_entries.py"),
     ("audit", "trust/judgement/verdict.py"),
     ("audit", "trust/judgement/storage.py"),
     ("audit", "trust/judgement/storage_devices.py"),

@@ -33,11 +33,11 @@ from support.users import as_user_argv, mkdir, needs_root, user_runtime
 
 from jaxcache import fingerprint
 from jaxcache.lifecycle import witness
+from jaxcache.trust.findings import Judged, Why
 from jaxcache.trust.inputs import audit_memo
 from jaxcache.trust.inputs import ledger as ledgermod
 from jaxcache.trust.judgement import shortcut
 from jaxcache.trust.judgement.audit import AuditReport, audit
-from jaxcache.trust.judgement.shortcut import Judged, Why
 from jaxcache.trust.kernel.principals import Accounts
 from jaxcache.trust.rules.policy_rules import EMPTY
 

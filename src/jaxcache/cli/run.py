@@ -18,7 +18,7 @@ TYPE_CHECKING = False  # typing itself costs `jaxcache run` ~2 ms: names for the
 if TYPE_CHECKING:
     from typing import NoReturn
 
-    from jaxcache.lifecycle.sealing import SealOptions
+    from jaxcache.lifecycle.seal_spec import SealOptions
     from jaxcache.records.run_document import RunRecord
 
 
@@ -265,7 +265,10 @@ def _grown(record: RunRecord) -> None:
 
 def _compact_ledger(args: argparse.Namespace) -> None:
     """The origin ledger compacted after the job once it has grown past half what the
-    witness writes (one stat otherwise), for at most GC_DEADLINE_S; one line on stderr."""
+    witness writes (one stat otherwise), for at most GC_DEADLINE_S; one line on stderr. Not
+    after a sealed job without a local tier: it writes no line there (its entries are signed)."""
+    if args.sealed and not args.local:
+        return
     from jaxcache.trust.provenance.ledger_place import crowded
 
     if not crowded():
@@ -291,7 +294,7 @@ def seal_options_of(args: argparse.Namespace) -> SealOptions | None:
         common.usage(args, "sign with --signing-key or --identity ci, not both")
     if args.sigstore_config and not args.identity:
         common.usage(args, "--sigstore-config needs --identity ci")
-    from jaxcache.lifecycle.sealing import SealOptions
+    from jaxcache.lifecycle.seal_spec import SealOptions
 
     return SealOptions(args.signing_key, tuple(args.trusted_keys or ()), args.local,
                        args.identity, args.sigstore_config,

@@ -12,8 +12,7 @@ from jaxcache.bench.bench_document import BenchDocument, LeftOut
 from jaxcache.bench.estimates import Shift
 from jaxcache.documents.fields import items, mapping, mappings
 from jaxcache.text import safe
-from jaxcache.trust.finding_codes import SEAL_KEYS
-from jaxcache.trust.findings import UNVERIFIABLE, Verdict
+from jaxcache.trust.findings import SEAL_KEYS, UNVERIFIABLE, Verdict
 from jaxcache.trust.kernel.principals import Trust
 
 TYPE_CHECKING = False

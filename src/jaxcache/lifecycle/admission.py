@@ -17,9 +17,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
+from functools import partial
 
 from jaxcache.errors import JaxcacheError, UntrustedCacheError
 from jaxcache.text import safe
+from jaxcache.trust.findings import SEAL_KEYS, Verdict
+from jaxcache.trust.judgement.audit import audit
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -27,7 +30,6 @@ if TYPE_CHECKING:
 
     from jaxcache.fingerprint.model import Fingerprint
     from jaxcache.trust.create import InitResult
-    from jaxcache.trust.findings import Verdict
     from jaxcache.trust.inputs.public_keys import PublicKey
     from jaxcache.trust.judgement.audit import AuditReport
     from jaxcache.trust.kernel.principals import Accounts
@@ -148,16 +150,25 @@ def _bucket(asked: Asked, url: str, pol: Policy, accounts: Accounts,
 
 def _audit(asked: Asked, where: str, pol: Policy, accounts: Accounts, *,
            remember: bool = False) -> AuditReport:
-    from functools import partial
+    """The audit of the cache (its other users' processes not listed, the handle scan on):
+    a sealed one for its keys, with neither the origin ledger nor the memo (audit.audit()
+    consults neither for a sealed reader); a plain one through _plain_audit()."""
+    if asked.sealed:
+        return audit(where, policy=pol, accounts=accounts, scan_processes=False, sealed=True,
+                     sealed_keys=asked.keys)
+    return _plain_audit(asked, where, pol, accounts, remember)
 
+
+def _plain_audit(asked: Asked, where: str, pol: Policy, accounts: Accounts, remember: bool
+                 ) -> AuditReport:
+    """A plain cache's audit: its entries judged by origin, through the origin ledger, and
+    (`remember`) through the memo of its last judgement that passed. Imported here, on the
+    plain branch alone: a sealed run (its wrapper and its job) reads neither file."""
     from jaxcache.trust.inputs import ledger
     from jaxcache.trust.inputs.audit_memo import remembering
-    from jaxcache.trust.judgement.audit import audit
 
     judge: Callable[..., AuditReport] = remembering if remember else \
         partial(audit, scan_processes=False)
-    if asked.sealed:
-        return judge(where, policy=pol, accounts=accounts, sealed=True, sealed_keys=asked.keys)
     env = dict(asked.env) if asked.env is not None else None
 
     def read_ledger() -> Ledger:  # read only where entries are judged (not an unchanged one's)
@@ -169,9 +180,6 @@ def _audit(asked: Asked, where: str, pol: Policy, accounts: Accounts, *,
 
 def _sealed_verdict(report: AuditReport) -> None:
     """A sealed cache loads only as SEALED, vouched for by trusted keys or identities."""
-    from jaxcache.trust.finding_codes import SEAL_KEYS
-    from jaxcache.trust.findings import Verdict
-
     if not any(f.code == SEAL_KEYS for f in report.findings):
         raise JaxcacheError(NEEDS_KEYS)
     if report.verdict is not Verdict.SEALED:

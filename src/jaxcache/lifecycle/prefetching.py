@@ -112,25 +112,35 @@ def start_early(seal_value: str, prefetch_value: str) -> None:
             _failed_early(url, f"{type(exc).__name__}: {exc}")
 
 
-def for_enable(url: str, store: Callable[[], ObjectStore], trusted: KeyRing,
+def for_enable(url: str, store: Callable[[], ObjectStore] | None, trusted: KeyRing,
                plan: PrefetchSpec | None, *, reader: bool = True) -> Prefetcher | None:
     """The pool the enable hands its backend: the early one if it verified with these very
     keys; else, with a plan and no early start tried, one started now on `store()`. An early
     start that failed is not tried again (its client may hang as long again): its plan's keys
     all count as not fetched, and the record says why. None without a plan, or for a
-    publisher (`reader` False), which fetches nothing ahead: JAX asks for each entry itself."""
-    from jaxcache.seal.stores import prefetch as ahead
-
+    publisher (`reader` False), which fetches nothing ahead: JAX asks for each entry itself.
+    `store` None: the sealed directory at `url`, read as an object store (directory_objects.py),
+    made only where a pool starts."""
     found = adopt(url, trusted)
-    if isinstance(found, ahead.Prefetcher):
+    if found is not None and not isinstance(found, str):  # the early start's pool
         if reader:
             return found
         found.close()
         return None
     if not reader or plan is None or not plan.keys:
         return None
+    # the pool's module, only where one starts now (a publisher's job or a reader's without a
+    # plan, the common case, never imports it)
+    from jaxcache.seal.stores import prefetch as ahead
+
     try:
-        pool = ahead.Prefetcher(store(), trusted, plan.keys, workers=plan.workers,
+        if store is None:
+            from jaxcache.seal.objects.directory_objects import DirectoryObjects
+
+            source: ObjectStore = DirectoryObjects(url)
+        else:
+            source = store()
+        pool = ahead.Prefetcher(source, trusted, plan.keys, workers=plan.workers,
                                 budget_bytes=plan.budget_bytes, source=plan.source,
                                 early_error=found)
         return pool.abandon() if found is not None else pool.start()

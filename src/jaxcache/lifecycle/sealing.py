@@ -7,10 +7,8 @@ plain path does not. The child side of `jaxcache run --sealed` comes through her
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from jaxcache import jobenv
-from jaxcache.lifecycle.seal_spec import PrefetchSpec, SealSpec
+from jaxcache.lifecycle.seal_spec import ENV, PrefetchSpec, SealSpec
+from jaxcache.lifecycle.seal_spec import SealOptions as SealOptions  # run's, kept here too
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -28,59 +26,6 @@ if TYPE_CHECKING:
 
     SealedBackend = SealedCache | BucketSealedCache
     TrustedKeys = str | PublicKey | Sequence[str | PublicKey]
-
-ENV = jobenv.SEAL  # JSON: path, signing_key, trusted_keys, local, policy
-
-
-@dataclass(frozen=True, slots=True)
-class SealOptions:
-    """`--sealed` and friends on `jaxcache run`: what the job's probe will enable."""
-
-    signing_key: str | None = None
-    trusted_keys: tuple[str, ...] = ()
-    local: str | None = None
-    identity: str | None = None  # "ci": keyless, as the CI job's identity
-    sigstore_config: str | None = None
-    # a bucket reader fetches ahead the entries the same job hit last time (prefetch.py):
-    # off with --no-prefetch; the pool's size and the bytes it may hold at once
-    prefetch: bool = True
-    prefetch_from: str | None = None  # the run record whose hits to fetch (else the newest)
-    prefetch_workers: int = 8
-    prefetch_memory: int = 1 << 30
-
-    @property
-    def publisher(self) -> bool:
-        """The job signs what it writes (a key, or keyless as its CI identity): it compiles
-        and publishes its misses; a reader only loads what a publisher signed."""
-        return self.signing_key is not None or self.identity is not None
-
-    def public_keys(self) -> tuple[PublicKey, ...]:
-        from jaxcache.trust.inputs import public_keys as trustkeys
-        from jaxcache.trust.inputs import signing_keys as keymod
-
-        found = tuple(trustkeys.load_public(k) for k in self.trusted_keys)
-        if self.signing_key is not None:
-            found += (keymod.load_signing(self.signing_key).public,)
-        return found
-
-    def job_env(self, path: str, policy: str | None) -> dict[str, str]:
-        """Environment for the job: its probe enables the sealed cache after `import jax`."""
-        import os
-
-        from jaxcache import _package
-        from jaxcache.trust.inputs import pkcs11
-
-        absolute = [k if k.startswith("ed25519:") else os.path.abspath(k)
-                    for k in self.trusted_keys]
-        signing = self.signing_key  # a pkcs11: URI is no path: it goes as it is
-        if signing and not pkcs11.is_uri(signing):
-            signing = os.path.abspath(signing)
-        value = SealSpec(path, signing, tuple(absolute),
-                         self.local and os.path.abspath(self.local),
-                         policy and os.path.abspath(policy), self.identity,
-                         self.sigstore_config and os.path.abspath(self.sigstore_config)
-                         ).to_env()
-        return {ENV: value, jobenv.LIB: _package.HOME}
 
 
 def enable_sealed(path: str, *, policy: str | None, reset: bool,
@@ -177,13 +122,11 @@ def _enable_sealed(path: str, policy: str | None, reset: bool,
 
         backend: SealedCache | BucketSealedCache
         if store is None:
-            from jaxcache.seal.objects.directory_objects import DirectoryObjects
-
             backend = SealedCache(chosen, trusted=keys, signer=signer, local=local_dir,
                                   max_size=jaxcompat.max_size, host=job_fingerprint,
                                   require_build=require_build, witness=witnessed,
                                   prefetch=prefetching.for_enable(
-                                      chosen, lambda: DirectoryObjects(chosen), keys, plan,
+                                      chosen, None, keys, plan,
                                       reader=signer is None))
         else:
             from jaxcache.seal.stores.bucket_backend import BucketSealedCache

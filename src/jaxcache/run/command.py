@@ -352,13 +352,13 @@ def _vouching(report: AuditReport, pol: Policy, accounts: Accounts, path: str
 
 def _origin_summary(report: AuditReport) -> dict[str, object] | None:
     """The record's word on where the entries before the job came from
-    (trust/provenance/origin.py)."""
-    from jaxcache.trust.finding_codes import ORIGIN_SAID
-    from jaxcache.trust.provenance.origin import build_reason
-
+    (trust/provenance/origin.py); None where origins were not judged (a sealed cache)."""
     o = report.origins
     if o is None:
         return None
+    from jaxcache.trust.finding_codes import ORIGIN_SAID
+    from jaxcache.trust.provenance.origin import build_reason
+
     said = [f for f in report.findings if f.code in ORIGIN_SAID]
     return {**o.counts(), "ledger_problem": o.ledger_problem,
             "vouched_by": {who: len(names) for who, names in o.vouched().items()},

@@ -18,7 +18,7 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass
 
-from jaxcache.trust.findings import NOTE, UNSAFE, UNVERIFIABLE, WARNING, Effect
+from jaxcache.trust.findings import NOTE, SEAL_KEYS, UNSAFE, UNVERIFIABLE, WARNING, Effect
 
 SEALED = "; a warning in a sealed audit (readers load only signed entries)"
 ORIGIN_EFFECT = ("a warning; unsafe under CI or with --require-origin (unless the policy's "
@@ -58,10 +58,10 @@ _CHECK_FIRST = ("other jobs may rely on this access: check who uses it before ch
 _CONTEXT = "context for the verdict: it changes nothing by itself"
 
 # the codes other modules ask about by name (tests/trust/test_finding_codes.py holds each to
-# the catalogue): a sealed audit found trusted keys to judge with; the path could not be read
-SEAL_KEYS = "seal.keys"
+# the catalogue): the path could not be read; what the run record's `origin.findings` keeps
+# of an audit (where the entries came from); and SEAL_KEYS, kept beside Finding (findings.py)
+# so that the admission asks for it without this table
 PATH_UNREADABLE = "path.unreadable"
-# what the run record's `origin.findings` keeps of an audit: where the entries came from
 ORIGIN_SAID = ("origin.unknown", "origin.changed", "origin.declared", "origin.ledger",
                "origin.other-build", "origin.build-unknown", "origin.trusted-writer",
                "origin.trusted-ledger", "origin.vouched")
@@ -266,7 +266,7 @@ CODES: tuple[FindingCode, ...] = (
        "--no-processes: write handles were not looked for", "a handle would not be seen",
        "audit without --no-processes"),
     # --- a sealed cache ---------------------------------------------------------------------
-    _c("seal.keys", (NOTE,),
+    _c(SEAL_KEYS, (NOTE,),
        "sealed: the trusted keys readers require (name, id, holder, state), and how many each "
        "entry needs", _CONTEXT, "nothing", page="sealed-cache.md"),
     _c("seal.holder-undeclared", (UNSAFE,),

@@ -9,6 +9,10 @@ from jaxcache.text import Tone, safe
 from jaxcache.trust.kernel.access import Action
 from jaxcache.trust.kernel.principals import Principal, Trust
 
+# the codes other modules ask about by name (a sealed audit found trusted keys to judge with:
+# trust/judgement/sealed_view.py says it, lifecycle/admission.py and decide/ look for it)
+SEAL_KEYS = "seal.keys"
+
 
 class Verdict(StrEnum):
     PRIVATE = "PRIVATE"
@@ -33,6 +37,42 @@ def trusted(value: object) -> bool:
         return isinstance(value, str) and Verdict(value).ok
     except ValueError:
         return False
+
+
+# how much of the entries an audit looked at, and why not less (trust/judgement/shortcut.py:
+# an audit through the memo of the last judgement that passed)
+class Judged(StrEnum):
+    """How much of the entries an audit looked at."""
+
+    FULL = "full"  # every entry
+    CHANGED = "changed"  # the listing, each name's lstat; only new or changed entries judged
+    UNCHANGED = "unchanged"  # none: the directory is as remembered
+
+
+class Why(StrEnum):
+    """Why an audit did not take a shorter way (closed: tests name each)."""
+
+    NONE = "nothing was left out that the argument does not cover"
+    NOT_ASKED = "no memo was asked for (not a plain, local directory judged for you)"
+    SMALL = "too few entries for a memo to pay"
+    NO_MEMO = "nothing remembered (first audit, or the memo is missing, unprotected or odd)"
+    OTHER_USER = "remembered for another user"
+    OTHER_BOOT = "remembered before this machine last started"
+    OTHER_DIRECTORY = "the path leads to another directory than the one remembered"
+    OTHER_MOUNT = "the directory is on another mount than the one remembered"
+    MOUNT_INSIDE = "something is mounted in the directory"
+    OTHER_CONTEXT = "judged then for another build, policy or origin rule"
+    LEDGER = "the origin ledger was replaced, shortened or moved, or has new lines that may " \
+             "vouch for entries remembered as of unknown origin"
+    DIRECTORY_CHANGED = "a name in the directory, or the directory itself, changed"
+    UNSETTLED = "the directory changed just before it was remembered"
+    EXPIRED = "remembered more than an hour ago"
+    UNINSPECTED = "some processes could not be inspected for handles when remembered"
+    OPEN_DIRECTORY = "others may look names up in the directory (search bit or ACL)"
+    ORIGIN_REQUIRED = "entries of unknown origin are refused here: bytes you rewrote in " \
+                      "place must be found"
+    RELISTED_DIRECTORY = "a directory appeared in the cache directory"
+    REFUSED = "the shorter judgement did not pass: judged in full for the final word"
 
 
 class Effect(StrEnum):

@@ -19,9 +19,10 @@ from __future__ import annotations
 import os
 import stat
 
+from jaxcache.trust.findings import Judged, Why
 from jaxcache.trust.inputs import trusted_file as inputs
 from jaxcache.trust.judgement import memo_format
-from jaxcache.trust.judgement.shortcut import Judged, Loaded, Memo, Seen, Why
+from jaxcache.trust.judgement.shortcut import Loaded, Memo, Seen
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

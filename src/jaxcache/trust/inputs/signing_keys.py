@@ -14,6 +14,7 @@ import stat
 from dataclasses import dataclass
 
 from jaxcache.text import quoted, safe
+from jaxcache.trust.inputs.pkcs11_uri import is_uri
 from jaxcache.trust.inputs.public_keys import NAME, PREFIX, KeyFileError, PublicKey
 
 TYPE_CHECKING = False
@@ -58,9 +59,9 @@ def load_signing(path: str) -> SigningKey:
     """Load a private key through the trusted-input loader (trust/inputs/trusted_file.py), refusing
     one that is not yours alone: others able to read it could sign entries you would load. A
     `pkcs11:` URI names a key in a token instead (trust/inputs/pkcs11.py, docs/hsm.md)."""
-    from jaxcache.trust.inputs import pkcs11
+    if is_uri(path):  # the token signs; pkcs11.py (its library's loader) only then
+        from jaxcache.trust.inputs import pkcs11
 
-    if pkcs11.is_uri(path):  # the token signs; pkcs11.py sits below this module
         try:
             signer = pkcs11.load(path)
         except pkcs11.TokenError as exc:

@@ -19,15 +19,14 @@ from jaxcache.trust.findings import (
     WARNING,
     Component,
     Finding,
+    Judged,
     Verdict,
+    Why,
     Writer,
 )
-from jaxcache.trust.judgement import origin_findings, shortcut
 from jaxcache.trust.judgement import sealed_view as sealedmod
 from jaxcache.trust.judgement import storage as storagemod
 from jaxcache.trust.judgement import verdict as verdictmod
-from jaxcache.trust.judgement.memo_format import Carried, LedgerSeen, MemoError
-from jaxcache.trust.judgement.shortcut import Judged, Why
 from jaxcache.trust.kernel import acl as aclmod
 from jaxcache.trust.kernel import entries as entriesmod
 from jaxcache.trust.kernel import mounts as mountsmod
@@ -35,8 +34,6 @@ from jaxcache.trust.kernel import principals as pr
 from jaxcache.trust.kernel.access import Action, access
 from jaxcache.trust.kernel.principals import Trust
 from jaxcache.trust.kernel.walk import Node, Walk, walk, walk_open
-from jaxcache.trust.provenance import ledger_file
-from jaxcache.trust.provenance import origin as originmod
 from jaxcache.trust.rules import policy_rules as rulesmod
 from jaxcache.trust.rules import target as targetmod
 from jaxcache.trust.rules.policy_rules import EMPTY, Policy, Rule
@@ -47,9 +44,13 @@ if TYPE_CHECKING:  # checker only
 
     from jaxcache.fingerprint.model import Fingerprint
     from jaxcache.trust.inputs.public_keys import PublicKey
+    from jaxcache.trust.judgement import shortcut
+    from jaxcache.trust.judgement.plain_entries import Judging
     from jaxcache.trust.kernel.cache_users import ProcessScan
     from jaxcache.trust.kernel.mounts import Mount
     from jaxcache.trust.kernel.open_handles import HandleScan
+    from jaxcache.trust.provenance import origin as originmod
+    from jaxcache.trust.provenance.ledger_file import Ledger
 
 
 
@@ -114,7 +115,7 @@ def audit(given: str, *, policy: Policy = EMPTY, as_user: int | None = None,
           sealed_keys: tuple[PublicKey, ...] = (), scan_handles: bool = True,
           require_origin: bool = False,
           env: dict[str, str] | None = None,
-          ledger: ledger_file.Ledger | Callable[[], ledger_file.Ledger] | None = None,
+          ledger: Ledger | Callable[[], Ledger] | None = None,
           fingerprint: Callable[[], Fingerprint] | None = None,
           entries: bool = True,
           remembered: Callable[[shortcut.Seen], shortcut.Loaded | None] | None = None
@@ -160,57 +161,34 @@ def audit(given: str, *, policy: Policy = EMPTY, as_user: int | None = None,
     trust = _Trust(uid, rule, accounts)
     mounts = mountsmod.read_mounts()
     judged, why = Judged.FULL, Why.NOT_ASKED
-    now: shortcut.Seen | None = None
-    part: _Part | None = None
+    plain: Judging | None = None
     judge_origins = ledger is not None and not sealed and uid == os.geteuid()
+    memo_asked = remembered is not None and not sealed and uid == os.geteuid() and scan_handles
     try:
         inventory = None
         if w.exists and entries:
             ours = frozenset({0, uid})
-            if remembered is not None and not sealed and uid == os.geteuid() and scan_handles \
-                    and os.fstat(fd).st_size < shortcut.MIN_DIR_BYTES:
-                why = Why.SMALL
-            elif remembered is not None and not sealed and uid == os.geteuid() and scan_handles:
-                from jaxcache.trust.rules import ci as cimod
+            if scan_handles:
+                from jaxcache.trust.kernel import open_handles as handlesmod
+            if judge_origins or memo_asked:
+                # a plain reader judged as themselves: by origin, through the memo (a sealed
+                # reader's audit and a trusted input's folders' never import either)
+                from jaxcache.trust.judgement import plain_entries
 
-                reader = fingerprint() if fingerprint is not None and judge_origins else None
-                ci_name = cimod.detect(env) if judge_origins else None
-                now = shortcut.seen(fd, w.resolved, uid, mounts, shortcut.context(
-                    uid, reader, ci_name, require_origin,
-                    rule.restored_from + rule.trusted_ledgers, judge_origins),
-                    w.anchor_node.acl is not None and w.anchor_node.acl.is_extended,
-                    judge_origins and origin_findings.refusal(
-                        ci_name, require_origin, rule.restored_from) is not None)
-                loaded = remembered(now)
-                judged, why = shortcut.decide(loaded, now)
-                if loaded is not None and judged is not Judged.FULL:
-                    shorter = _shortened(judged, loaded, now, fd, w, ours, accounts, reader,
-                                         ledger if judge_origins else None)
-                    if isinstance(shorter, Why):
-                        judged, why = Judged.FULL, shorter
-                    else:
-                        part = shorter
-            if part is not None:
-                inventory, origins, ids = part.inventory, part.origins, None
-                if scan_handles:
-                    from jaxcache.trust.kernel import open_handles as handlesmod
-
-                    ids = handlesmod.Identities(w.resolved, part.inodes, more=part.more)
+                plain = plain_entries.judge(
+                    fd, w, ours, uid, mounts, accounts, rule, env=env,
+                    require_origin=require_origin, ledger=ledger if judge_origins else None,
+                    fingerprint=fingerprint, remembered=remembered if memo_asked else None)
+                inventory, origins = plain.part.inventory, plain.part.origins
+                judged, why = plain.judged, plain.why
+                if scan_handles and plain.shortened:
+                    ids = handlesmod.Identities(w.resolved, plain.part.inodes,
+                                                 more=plain.part.more)
+                elif scan_handles:
+                    ids = handlesmod.identities(fd, w.resolved)
             else:
                 inventory = entriesmod.inventory_at(fd, w.anchor_node.path, ours, accounts)
-                seen_ledger = None
-                if judge_origins and inventory.entries:
-                    assert ledger is not None
-                    read = _ledger(ledger)
-                    origins = originmod.judge(inventory, fd, read, w.anchor_node.path,
-                                              fingerprint() if fingerprint is not None else None,
-                                              origin_findings.trusted_ledgers(read, rule,
-                                                                              accounts))
-                    seen_ledger = shortcut.ledger_seen(shortcut.ledger_stat(read.path), read)
-                part = _Part(inventory, origins, frozenset(), seen_ledger, None)
                 if scan_handles:
-                    from jaxcache.trust.kernel import open_handles as handlesmod
-
                     ids = handlesmod.identities(fd, w.resolved)
     finally:
         os.close(fd)
@@ -236,17 +214,9 @@ def audit(given: str, *, policy: Policy = EMPTY, as_user: int | None = None,
         findings += verdictmod.entry_findings(inventory, w.anchor_node.path)
     writers = _vouched_outsiders(writers, w, mounts, rule)
     findings += verdictmod.writer_findings(writers, w)
-    if origins is not None:
-        from jaxcache.trust.rules import ci as cimod
-
-        signed = frozenset(e.name.removesuffix(".sig") for e in inventory.entries
-                           if e.kind == "signature") if inventory is not None else frozenset()
-        findings += origin_findings.findings(origins, resolved, ci=cimod.detect(env),
-                                             required=require_origin,
-                                             restored_from=rule.restored_from, signed=signed,
-                                             trusted_writers=origin_findings.trusted_owners(
-                                                 origins, accounts,
-                                                 lambda p: trust(p) is Trust.POLICY))
+    if plain is not None:
+        findings += plain.findings(resolved, env, require_origin, rule, accounts,
+                                   lambda p: trust(p) is Trust.POLICY)
     processes = None
     if scan_processes and w.exists:
         from jaxcache.trust.kernel import cache_users as procsmod
@@ -256,7 +226,8 @@ def audit(given: str, *, policy: Policy = EMPTY, as_user: int | None = None,
     held = None
     if ids is not None:
         held = handlesmod.scan(ids, lambda u: trust(accounts.user(u)), accounts.user_name,
-                               you=uid, readers=now is not None and judged is not Judged.UNCHANGED)
+                               you=uid, readers=plain is not None and plain.now is not None
+                               and judged is not Judged.UNCHANGED)
         writers += verdictmod.handle_writers(held, accounts)
         findings += verdictmod.handle_findings(held)
     elif w.exists:
@@ -289,73 +260,12 @@ def audit(given: str, *, policy: Policy = EMPTY, as_user: int | None = None,
     verdict = verdictmod.verdict(findings, writers)
     if is_sealed and verdict.ok:
         verdict = Verdict.SEALED
-    memo_out = None
-    if now is not None and part is not None and judged is not Judged.UNCHANGED:
-        memo_out = shortcut.remember(now, verdict, inventory, origins, held, part.ledger,
-                                     bool(rule.trusted_ledgers), part.carried)
+    memo_out = plain.memo(verdict, held, bool(rule.trusted_ledgers)) if plain is not None \
+        else None
     return AuditReport(given, tgt.path, resolved, w.exists, verdict, me,
                        tuple(writers), components, w.missing, inventory, processes,
                        tuple(findings), policy.source, held, origins, sealed_as, judged, why,
                        memo_out)
-
-
-@dataclass(frozen=True, slots=True)
-class _Part:
-    """The entries' part of an audit: the inventory and origins, the inodes the handle scan
-    looks for (a shortened judgement's; the full one collects its own), the ledger the
-    origins were judged with as remembered (shortcut.ledger_seen()), and a changed
-    directory's unchanged plain rows (shortcut.relist()). `more`: an unchanged directory's
-    entries' inodes, read from its memo only where the handle scan finds a descriptor or
-    mapping that could be on one (shortcut.remembered_inodes())."""
-
-    inventory: entriesmod.Inventory
-    origins: originmod.Origins | None
-    inodes: frozenset[tuple[int, int]]
-    ledger: LedgerSeen | None
-    carried: Carried | None
-    more: Callable[[], frozenset[tuple[int, int]] | None] | None = None
-
-
-def _shortened(judged: Judged, loaded: shortcut.Loaded, now: shortcut.Seen, fd: int, w: Walk,
-               ours: frozenset[int], accounts: pr.Accounts, reader: Fingerprint | None,
-               ledger: ledger_file.Ledger | Callable[[], ledger_file.Ledger] | None
-               ) -> _Part | Why:
-    """The entries judged the shorter way shortcut.decide() allowed (UNCHANGED: as
-    remembered; CHANGED: only the new or changed ones, by the ledger read now where one of
-    them is compiled code), or why the full audit must judge them after all. `ledger`: None
-    where origins are not judged."""
-    import time
-
-    h = loaded.header
-    try:
-        if judged is Judged.UNCHANGED:
-            inventory, origins = shortcut.unchanged(loaded, accounts, reader, time.time())
-            return _Part(inventory, origins, frozenset({(now.directory[0], now.directory[1])}),
-                         None, None, shortcut.remembered_inodes(loaded))
-        relisted = shortcut.relist(loaded, fd, w.anchor_node.path, ours, accounts, now,
-                                   time.time())
-    except (MemoError, OSError):
-        return Why.NO_MEMO
-    if relisted is None:
-        return Why.RELISTED_DIRECTORY
-    inventory, origins, seen = relisted.inventory, None, None
-    if ledger is not None and (inventory.entries or relisted.carried.count):
-        if h.ledger is None or any(e.kind == "cache" for e in relisted.fresh.entries):
-            read = _ledger(ledger)
-            seen = shortcut.ledger_seen(shortcut.ledger_stat(read.path), read)
-            judged_now = originmod.judge(relisted.fresh, fd, read, w.anchor_node.path, reader)
-        else:  # no entry to judge by it: the ledger as remembered
-            seen, judged_now = h.ledger, shortcut.remembered_origins(h, reader)
-        if h.ledger is not None and h.ledger.problem != judged_now.ledger_problem:
-            return Why.LEDGER  # with an untrusted ledger nothing counts as yours
-        origins = shortcut.merged(relisted, judged_now)
-    return _Part(inventory, origins, relisted.inodes, seen, relisted.carried)
-
-
-def _ledger(ledger: ledger_file.Ledger | Callable[[], ledger_file.Ledger]
-            ) -> ledger_file.Ledger:
-    """The ledger, read now where a loader was given (only where entries are judged by it)."""
-    return ledger if isinstance(ledger, ledger_file.Ledger) else ledger()
 
 
 def _vouched_outsiders(writers: list[Writer], w: Walk, mounts: tuple[Mount, ...], rule: Rule

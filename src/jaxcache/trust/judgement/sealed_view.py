@@ -11,7 +11,15 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from jaxcache.trust.findings import NOTE, UNSAFE, UNVERIFIABLE, WARNING, Finding, Writer
+from jaxcache.trust.findings import (
+    NOTE,
+    SEAL_KEYS,
+    UNSAFE,
+    UNVERIFIABLE,
+    WARNING,
+    Finding,
+    Writer,
+)
 from jaxcache.trust.kernel.principals import Trust
 
 TYPE_CHECKING = False
@@ -73,7 +81,7 @@ def account(findings: list[Finding], writers: list[Writer], ring: KeyRing | None
         f" and {len(ring.identities)} trusted identit{'y' if len(ring.identities) == 1 else 'ies'}"
         if ring.identities else "")
     out.append(Finding(
-        "seal.keys", NOTE,
+        SEAL_KEYS, NOTE,
         f"sealed: readers load only entries signed by {counted}: " + ", ".join(signers)
         + needed + root + "; `jaxcache verify DIR` checks every entry", None))
     return out, True
