@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterator, Mapping
 
     from jaxcache.bench.bench_document import BenchDocument
-    from jaxcache.bench.run_parts import BenchRun
+    from jaxcache.records.run_document import RunRecord
 
 _OPTION_SKIP = {"jax_compilation_cache_dir"}
 
@@ -53,14 +53,14 @@ class Comparable:
     shapes: tuple[tuple[str, str], ...]  # (module, input shapes) pairs, sorted
 
     @classmethod
-    def of(cls, run: BenchRun, path: str = "") -> Comparable:
-        from jaxcache.records.process_facts import facts_of
+    def of(cls, run: RunRecord, path: str = "") -> Comparable:
+        from jaxcache.records.run_document import facts_of
 
         setup = run.setup
         shapes = sorted({(m.name or "?", m.input_shapes or "?")
-                         for m in run.record.processes[0].modules})
+                         for m in run.processes[0].modules})
         builds = sorted({f.fingerprint.build.digest if f.fingerprint and f.fingerprint.build
-                         else "?" for f in facts_of([(path, run.record.raw)])})
+                         else "?" for f in facts_of([(path, run)])})
         return cls(
             setup.jax, setup.jaxlib, tuple(builds), setup.plugins, setup.python, setup.system,
             setup.machine, setup.backend, setup.device_kind, setup.device_count,
