@@ -23,11 +23,8 @@ from jaxcache.documents.fields import flag, integer, items, mapping, mappings, n
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
-    from typing import TypeVar
 
     from jaxcache.fingerprint.model import Fingerprint
-
-    Part = TypeVar("Part", bound="Mapping[str, object]")  # a record's part, or a probe's document
 
 # What a process entry holds as its probe said it, in the record's order: the main process's
 # at the top of the record, a subprocess's in its `subprocesses[]` entry.
@@ -53,10 +50,11 @@ def rank_of(proc: Mapping[str, object]) -> int | None:
     return rank if isinstance(rank, int) else None
 
 
-def in_record_order(probes: Iterable[Part], main_pid: int | None) -> list[Part]:
-    """The probes in the order the record holds them: the job's own process first; without
-    one (a launcher such as srun, which is not Python), the lowest rank first, so that
-    `identity` at the top is rank 0's."""
+def in_record_order(probes: Iterable[Mapping[str, object]], main_pid: int | None
+                    ) -> list[Mapping[str, object]]:
+    """The probes' documents in the order the record holds them: the job's own process
+    first; without one (a launcher such as srun, which is not Python), the lowest rank first,
+    so that `identity` at the top is rank 0's."""
     probes = list(probes)
     if probes and integer(probes[0].get("pid")) != main_pid:
         probes.sort(key=lambda p: (rank_of(p) is None, rank_of(p) or 0))
@@ -293,26 +291,6 @@ class UsedDir:
                 "verdict_detail": self.verdict_detail}
 
 
-@dataclass(frozen=True, slots=True)
-class GuardedDir:
-    """One of a probe's `cache_dirs`: a directory JAX initialized a cache for in that process,
-    and what the guard (jaxcompat/guard.py) did with it."""
-
-    path: str
-    status: str | None
-    how: str | None
-    reason: str | None
-    pid: int | None
-
-    @classmethod
-    def of_probe(cls, probe: Mapping[str, object]) -> tuple[GuardedDir, ...]:
-        """Those of a probe's document that name their path."""
-        return tuple(cls(path, text(e.get("status")), text(e.get("how")),
-                         text(e.get("reason")), integer(e.get("pid")))
-                     for e in mappings(probe.get("cache_dirs"))
-                     if isinstance(path := e.get("path"), str))
-
-
 # --- each module, each process -----------------------------------------------------------
 
 class ModuleOutcome(StrEnum):
@@ -529,28 +507,6 @@ class CacheView:
 
 
 @dataclass(frozen=True, slots=True)
-class Shared:
-    """What every process entry reads from the record as a whole (a subprocess's own entry
-    may say otherwise): JAX's options and variable at the first compile, XLA_FLAGS as the
-    job's environment had it, the audited directory, the sealed backend's rejections."""
-
-    options: CacheOptions
-    env_cache_dir: str | None
-    xla_flags: object  # as recorded
-    cache_path: str | None
-    sealed_rejections: tuple[Rejection, ...]
-
-    @classmethod
-    def from_json(cls, doc: Mapping[str, object]) -> Shared:
-        return cls(CacheOptions.from_json(mapping(doc.get("cache_options_at_first_compile"))),
-                   text(doc.get("env_cache_dir_at_first_compile")),
-                   mapping(doc.get("env")).get("XLA_FLAGS"),
-                   text(mapping(doc.get("cache_dir")).get("path")),
-                   tuple(Rejection.from_json(r)
-                         for r in mappings(mapping(doc.get("seal")).get("rejections"))))
-
-
-@dataclass(frozen=True, slots=True)
 class ProcessEntry:
     """The main probed process, or one of `subprocesses[]`."""
 
@@ -561,37 +517,20 @@ class ProcessEntry:
     copied: Mapping[str, object]  # MAIN_COPIED / SUB_COPIED: what this entry itself says
     modules: tuple[ModuleEntry, ...]
     counts: Counts
-    shared: Shared
+    # what every entry reads from the record as a whole (a subprocess's own entry may say
+    # otherwise): JAX's options and variable at the (main process's) first compile, the
+    # job's XLA_FLAGS (as recorded), the audited directory, the sealed backend's rejections
+    options: CacheOptions
+    env_cache_dir: str | None
+    xla_flags: object
+    cache_path: str | None
+    sealed_rejections: tuple[Rejection, ...]
     inherited: Mapping[str, object] = field(default_factory=dict)  # a subprocess: what the
-    # record says of these where its own entry does not
+    # record says of its probe's parts where its own entry does not
 
     def said(self, key: str) -> object:
         """A part as the probe said it: this entry's own, else the record's."""
         return self.copied[key] if key in self.copied else self.inherited.get(key)
-
-    @property
-    def options(self) -> CacheOptions:
-        """JAX's cache options as this process's first compile saw them."""
-        return self.shared.options
-
-    @property
-    def env_cache_dir(self) -> str | None:
-        """JAX_COMPILATION_CACHE_DIR at the first compile."""
-        return self.shared.env_cache_dir
-
-    @property
-    def xla_flags(self) -> object:
-        """The job's XLA_FLAGS, as recorded."""
-        return self.shared.xla_flags
-
-    @property
-    def cache_path(self) -> str | None:
-        """The record's cache directory (cache_dir.path)."""
-        return self.shared.cache_path
-
-    @property
-    def sealed_rejections(self) -> tuple[Rejection, ...]:
-        return self.shared.sealed_rejections
 
     @property
     def rank(self) -> int | None:
@@ -637,6 +576,17 @@ class ProcessEntry:
         return mapping(self.said("platform"))
 
     @property
+    def plugins(self) -> tuple[tuple[str, str], ...]:
+        """(plugin, version) of each JAX plugin its probe named, sorted."""
+        found = mapping(self.versions.get("plugins"))
+        return tuple(sorted((k, v) for k, v in found.items() if isinstance(v, str)))
+
+    @property
+    def option_values(self) -> tuple[tuple[str, object], ...]:
+        """JAX's cache options at the first compile, as recorded (the main process's)."""
+        return tuple(mapping(self.said("cache_options_at_first_compile")).items())
+
+    @property
     def jax(self) -> object:
         return self.versions.get("jax")
 
@@ -674,7 +624,13 @@ class ProcessEntry:
                    tuple(str(a) for a in argv) if isinstance(argv, list) else None,
                    {k: doc[k] for k in keys if k in doc},
                    tuple(ModuleEntry.from_json(m) for m in mappings(whole.get("modules"))),
-                   Counts.from_json(mapping(whole.get("counts"))), Shared.from_json(whole),
+                   Counts.from_json(mapping(whole.get("counts"))),
+                   CacheOptions.from_json(mapping(whole.get("cache_options_at_first_compile"))),
+                   text(whole.get("env_cache_dir_at_first_compile")),
+                   mapping(whole.get("env")).get("XLA_FLAGS"),
+                   text(mapping(whole.get("cache_dir")).get("path")),
+                   tuple(Rejection.from_json(r)
+                         for r in mappings(mapping(whole.get("seal")).get("rejections"))),
                    {k: record[k] for k in keys if k in record} if record is not None else {})
 
     def to_json(self) -> dict[str, object]:
@@ -687,13 +643,16 @@ class ProcessEntry:
 @dataclass(frozen=True, slots=True)
 class StartTimes:
     """When a process started, and its `import jax`: from its probe document, or (for the
-    main process of a record read alone) from the record's `probe_times` and `import_jax_s`."""
+    main process of a record read alone) from the record's `probe_times` and `import_jax_s`
+    (with no pid or host: the record's own entries hold those)."""
 
     pid: int | None
     host: str | None
     started: float | None  # the probe's start (time.time())
     import_jax_started: float | None
     import_jax_s: float | None  # None: it never imported jax
+    last_write: float | None = None  # when its probe last wrote
+    final: bool = False  # its probe wrote at exit
 
     @classmethod
     def from_probe(cls, doc: Mapping[str, object]) -> StartTimes:
@@ -702,25 +661,16 @@ class StartTimes:
                    number(doc.get("started")), number(doc.get("import_jax_started")),
                    number(doc.get("import_jax_s")))
 
-
-@dataclass(frozen=True, slots=True)
-class ProbeTimes:
-    """The main process's probe times (`probe_times`, `import_jax_s`)."""
-
-    started: float | None
-    import_jax_started: float | None
-    last_write: float | None  # when its probe last wrote
-    final: bool  # its probe wrote at exit
-    import_jax_s: float | None  # None: it never imported jax
-
     @classmethod
-    def from_json(cls, doc: Mapping[str, object]) -> ProbeTimes:
+    def from_json(cls, doc: Mapping[str, object]) -> StartTimes:
+        """The main process's, from the record."""
         times = mapping(doc.get("probe_times"))
-        return cls(number(times.get("started")), number(times.get("import_jax_started")),
-                   number(times.get("last_write")), bool(times.get("final")),
-                   number(doc.get("import_jax_s")))
+        return cls(None, None, number(times.get("started")),
+                   number(times.get("import_jax_started")), number(doc.get("import_jax_s")),
+                   number(times.get("last_write")), bool(times.get("final")))
 
     def to_json(self) -> dict[str, object]:
+        """`probe_times` (`import_jax_s` is the record's own field)."""
         return {"started": self.started, "import_jax_started": self.import_jax_started,
                 "last_write": self.last_write, "final": self.final}
 
@@ -846,14 +796,9 @@ class Ranks:
     expected: int | None
     seen: tuple[int, ...]
     per_rank: bool
-    found: tuple[RankProblem, ...]
+    problems: tuple[RankProblem, ...]
     remedy: str | None
     absent: tuple[int, ...] = ()
-
-    @property
-    def problems(self) -> tuple[str, ...]:
-        """Each problem's text."""
-        return tuple(p.text for p in self.found)
 
     @classmethod
     def from_json(cls, doc: Mapping[str, object]) -> Ranks:
@@ -866,7 +811,7 @@ class Ranks:
 
     def to_json(self) -> dict[str, object]:
         return {"expected": self.expected, "seen": list(self.seen), "absent": list(self.absent),
-                "per_rank": self.per_rank, "problems": [p.to_json() for p in self.found],
+                "per_rank": self.per_rank, "problems": [p.to_json() for p in self.problems],
                 "remedy": self.remedy}
 
 
@@ -896,23 +841,6 @@ class Host:
 
 
 @dataclass(frozen=True, slots=True)
-class Setup:
-    """What the record's main process ran with, as bench/comparable.py compares it."""
-
-    jax: str | None
-    jaxlib: str | None
-    plugins: tuple[tuple[str, str], ...]  # (plugin, version), sorted
-    python: str | None  # the runner's Python version
-    system: str | None
-    machine: str | None
-    backend: str | None
-    device_kind: str | None
-    device_count: int | None
-    xla_flags: str | None
-    cache_options: tuple[tuple[str, object], ...]  # JAX's options at the first compile
-
-
-@dataclass(frozen=True, slots=True)
 class RunRecord:
     argv: tuple[str, ...]
     unverified: str | None
@@ -932,7 +860,7 @@ class RunRecord:
     created: str | None = None  # UTC, ISO 8601, when the record was built (whole seconds)
     cwd: str | None = None  # the folder the job ran from (escaped, as the builder wrote it)
     host: Host = Host(None, None, None, None, None, None)
-    times: ProbeTimes = ProbeTimes(None, None, None, False, None)
+    start: StartTimes = StartTimes(None, None, None, None, None)  # the main process's
     jax_warnings: tuple[str, ...] = ()
     by_run: bool = False  # `jaxcache run` made it: it says unverified, origin and namespace
 
@@ -958,7 +886,7 @@ class RunRecord:
                     if isinstance(val, str)},
                    bool(doc.get("unverified_allowed")), text(doc.get("created")),
                    text(doc.get("cwd")), Host.from_json(mapping(doc.get("host"))),
-                   ProbeTimes.from_json(doc),
+                   StartTimes.from_json(doc),
                    tuple(str(w) for w in items(doc.get("jax_warnings"))),
                    "unverified_allowed" in doc)
 
@@ -972,7 +900,7 @@ class RunRecord:
             "cwd": self.cwd, "host": self.host.to_json(),
             "probe": {"loaded": self.probe_loaded, "note": self.probe_note},
             **{k: main.copied.get(k) for k in MAIN_COPIED}, "env": dict(self.env),
-            "import_jax_s": self.times.import_jax_s, "probe_times": self.times.to_json(),
+            "import_jax_s": self.start.import_jax_s, "probe_times": self.start.to_json(),
             "modules": [m.to_json() for m in main.modules],
             "counts": main.counts.to_json() if self.probe_loaded else None,
             "jax_warnings": list(self.jax_warnings),
@@ -1001,25 +929,6 @@ class RunRecord:
         for p in self.processes[1:]:
             out = out.plus(p.counts)
         return out
-
-    @property
-    def start(self) -> StartTimes:
-        """The main process's start-up times, as the record keeps them (no pid or host: the
-        record's own entries hold those)."""
-        t = self.times
-        return StartTimes(None, None, t.started, t.import_jax_started, t.import_jax_s)
-
-    @property
-    def setup(self) -> Setup:
-        """What the main process ran with (bench compares it)."""
-        main = self.processes[0]
-        plugins = mapping(main.versions.get("plugins"))
-        return Setup(text(main.jax), text(main.jaxlib),
-                     tuple(sorted((k, v) for k, v in plugins.items() if isinstance(v, str))),
-                     self.host.runner_python_version, self.host.system, self.host.machine,
-                     text(main.backend), text(main.device_kind), integer(main.device_count),
-                     self.env.get("XLA_FLAGS"),
-                     tuple(mapping(main.copied.get("cache_options_at_first_compile")).items()))
 
 
 # --- each process as explain and decide compare it ---------------------------------------

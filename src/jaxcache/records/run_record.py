@@ -64,7 +64,6 @@ class RunResult:
     record_path: str
     outcome: Outcome
     record_error: str | None = None  # the job ran, but its record could not be written
-    unverified_allowed: bool = False  # --unverified-jax: the record may say `unverified`
 
     @property
     def exit_code(self) -> int:
@@ -73,7 +72,7 @@ class RunResult:
         JAX turned out unsupported (without --unverified-jax) exits 2. So does (1) one where
         a rank's view of the cache differs or a rank went unseen (rank_views)."""
         status, record = self.outcome.status, self.record
-        if record.unverified and not self.unverified_allowed:
+        if record.unverified and not record.unverified_allowed:  # --unverified-jax
             return status or 2
         if status == 0 and (used_dirs.failing(record) or record.ranks.problems):
             return 1

@@ -13,13 +13,15 @@ from __future__ import annotations
 import os
 from dataclasses import replace
 
-from jaxcache.records.run_document import GuardedDir, RunRecord, UsedDir
+from jaxcache.records.run_document import RunRecord, UsedDir
 from jaxcache.text import safe
 from jaxcache.trust.rules.target import is_url
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Mapping
+    from collections.abc import Iterable
+
+    from jaxcache.records.building.probe_output import ProbeOutput
 
 
 
@@ -29,13 +31,13 @@ def _norm(path: str | None) -> str | None:
     return os.path.normpath(os.path.abspath(path))
 
 
-def collect(probes: Iterable[Mapping[str, object]], audited: str) -> tuple[UsedDir, ...]:
+def collect(probes: Iterable[ProbeOutput], audited: str) -> tuple[UsedDir, ...]:
     """One entry per (directory, what the guard did, how), over every probed process: the
     record's `jax_cache_dirs`."""
     out: dict[tuple[object, ...], UsedDir] = {}
     want = _norm(audited)
     for probe in probes:
-        for e in GuardedDir.of_probe(probe):
+        for e in probe.cache_dirs:
             ident = (e.path, e.status, e.how)
             found = out.get(ident)
             if found is None:

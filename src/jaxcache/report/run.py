@@ -120,7 +120,7 @@ def _other_dirs(record: RunRecord) -> list[str]:
 
 def _rank_warnings(record: RunRecord) -> list[str]:
     """A rank whose view of the cache differs, or that no probe saw (rank_views.py)."""
-    lines = [f"WARNING: {safe(text)}" for text in record.ranks.problems]
+    lines = [f"WARNING: {safe(p.text)}" for p in record.ranks.problems]
     if lines:
         lines.append(f"  what to do: {record.ranks.remedy}")
     return lines

@@ -179,9 +179,8 @@ def run_job(argv: list[str], *, cache_dir: str | None = None, record_path: str |
         except (OSError, JaxcacheError) as exc:  # claimed before the job, yet lost since
             why = exc.strerror if isinstance(exc, OSError) else str(exc)
             return recordmod.RunResult(record, out.path, outcome,
-                                       f"cannot write the record {safe(out.path)}: {why}",
-                                       unverified_allowed=unverified_jax)
-        return recordmod.RunResult(record, out.path, outcome, unverified_allowed=unverified_jax)
+                                       f"cannot write the record {safe(out.path)}: {why}")
+        return recordmod.RunResult(record, out.path, outcome)
     finally:
         for made in claimed:
             made.release()  # no-op once written

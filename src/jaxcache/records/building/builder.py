@@ -27,13 +27,12 @@ from jaxcache.records.run_document import (
     ModuleEntry,
     Namespace,
     OriginPart,
-    ProbeTimes,
     ProcessEntry,
     ProcessOutcome,
     RunRecord,
     SealPart,
-    Shared,
     Snapshot,
+    StartTimes,
     in_record_order,
 )
 from jaxcache.trust.rules.target import is_url
@@ -45,7 +44,12 @@ if TYPE_CHECKING:
 
     from jaxcache.probe.runner import Outcome
     from jaxcache.records.building.probe_output import ProbeModule, ProbeSeal
+    from jaxcache.records.run_document import Rejection
     from jaxcache.trust.kernel.entries import Elided, Inventory
+
+    # what each process entry reads from the record as a whole: ProcessEntry's options,
+    # env_cache_dir, xla_flags, cache_path and sealed_rejections
+    Shared = tuple[CacheOptions, str | None, object, str | None, tuple[Rejection, ...]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,16 +222,9 @@ def _counts(probe: ProbeOutput, outcomes_judged: list[str | None]) -> Counts:
 
 
 def _judged(m: ProbeModule, seal: ProbeSeal | None, before: DirSnapshot,
-            after: DirSnapshot) -> ModuleEntry:
-    """The record's module: the probe's, with what JAX's word turned out to mean once the
-    sealed backend and the directory are known."""
-    return ModuleEntry.from_json(_judgement(m, seal, before, after))
-
-
-def _judgement(m: ProbeModule, seal: ProbeSeal | None, before: DirSnapshot,
-               after: DirSnapshot) -> dict[str, object]:
-    """The probe's module as the record holds it, with the judgement's words (the record
-    copies the probe's fields verbatim: it is ModuleEntry.raw)."""
+            after: DirSnapshot) -> dict[str, object]:
+    """The record's module (ModuleEntry.raw): the probe's, verbatim, with what JAX's word
+    turned out to mean once the sealed backend and the directory are known."""
     out = dict(m.raw)
     key = m.cache_key
     if m.in_progress:  # the process ended (killed, hung) inside this compile
@@ -275,19 +272,21 @@ def _judgement(m: ProbeModule, seal: ProbeSeal | None, before: DirSnapshot,
 
 def _process(p: ProbeOutput, before: DirSnapshot, after: DirSnapshot, shared: Shared, *,
              main: int | None = None, record: ProcessEntry | None = None) -> ProcessEntry:
-    """One process's entry: its probe's words, its modules judged, its counts."""
+    """One process's entry: its probe's words, its modules judged, its counts, what it reads
+    from the record as a whole (`shared`); `main`: the job's pid, for the main process;
+    `record`: for a subprocess, the main process's entry."""
     seal = p.seal if p.seal is not None and p.seal.raw else None
-    modules = tuple(_judged(m, seal, before, after) for m in p.modules)
+    modules = tuple(ModuleEntry.from_json(_judged(m, seal, before, after)) for m in p.modules)
     copied: dict[str, object] = {
         "versions": p.versions, **fingerprints.record_fields(p), "identity": p.identity,
         "cache_view": p.cache_view, "platform": p.platform}
     counts = _counts(p, [m.outcome_word for m in modules])
     if record is not None:  # a subprocess: its own entry, in the record's (`record`: its main)
-        return ProcessEntry(p.pid, p.pid, True, p.argv, copied, modules, counts, shared,
+        return ProcessEntry(p.pid, p.pid, True, p.argv, copied, modules, counts, *shared,
                             {k: v for k, v in record.copied.items() if k in SUB_COPIED})
     copied["cache_options_at_first_compile"] = p.cache_options
     copied["env_cache_dir_at_first_compile"] = p.env_cache_dir
-    return ProcessEntry(main, None, False, None, copied, modules, counts, shared)
+    return ProcessEntry(main, None, False, None, copied, modules, counts, *shared)
 
 
 def _unverified(versions: Iterable[str | None]) -> str | None:
@@ -311,19 +310,15 @@ def build(outcome: Outcome, *, cache_dir: str, verdict: str, before: DirSnapshot
     it."""
     parsed = {id(p): ProbeOutput.from_json(p) for p in outcome.probes}  # each read once
     probes = [parsed[id(p)] for p in in_record_order(outcome.probes, outcome.pid)]
-    main = probes[0] if probes else None
+    main = probes[0] if probes else ProbeOutput.from_json({})  # no probe: nothing said
     new_files = [] if before.unknown or after.unknown or after is before else \
         sorted(set(after.entries) - set(before.entries))
-    seal = main.seal.raw if main and main.seal else None
+    seal = main.seal.raw if main.seal else None
+    sealed = SealPart.from_json(seal) if seal else None
     kept = env_snapshot(env)
-    shared = Shared(CacheOptions.from_json(main.cache_options or {} if main else {}),
-                    main.env_cache_dir if main else None, kept.get("XLA_FLAGS"), cache_dir,
-                    SealPart.from_json(seal).rejections if seal else ())
-    first = _process(main, before, after, shared, main=outcome.pid) if main else ProcessEntry(
-        outcome.pid, None, False, None, {
-            "versions": {}, **fingerprints.record_fields(None), "identity": None,
-            "cache_view": None, "platform": {}, "cache_options_at_first_compile": None,
-            "env_cache_dir_at_first_compile": None}, (), Counts(0, 0, 0, 0, 0, ()), shared)
+    shared: Shared = (CacheOptions.from_json(main.cache_options or {}), main.env_cache_dir,
+                      kept.get("XLA_FLAGS"), cache_dir, sealed.rejections if sealed else ())
+    first = _process(main, before, after, shared, main=outcome.pid)
     uname = os.uname()
     origin = run.origin if run is not None else None
     record = RunRecord(
@@ -335,21 +330,19 @@ def build(outcome: Outcome, *, cache_dir: str, verdict: str, before: DirSnapshot
                      run.namespace if run is not None else None, origin, cache_dir,
                      OriginPart.from_json(origin) if origin is not None else None,
                      tuple((n, after.entries[n]) for n in new_files)),
-        main is not None, None if main is not None else NO_PROBE_NOTE, NO_RANKS,
+        bool(probes), None if probes else NO_PROBE_NOTE, NO_RANKS,
         (first, *(_process(p, before, after, shared, record=first) for p in probes[1:])),
         tuple((p.pid, p.guard_error) for p in parsed.values() if p.guard_failed),
-        seal, SealPart.from_json(seal) if seal else None, True,
-        used_dirs.collect(outcome.probes, cache_dir), kept, False,
+        seal, sealed, True,
+        used_dirs.collect(parsed.values(), cache_dir), kept, False,
         time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), cwd,
         Host(uname.sysname, uname.release, uname.machine, uname.nodename, sys.executable,
              ".".join(map(str, sys.version_info[:3]))),
-        ProbeTimes(main.started, main.import_jax_started, main.now, main.final,
-                   main.import_jax_s) if main else ProbeTimes(None, None, None, False, None),
-        main.warnings if main else ())
+        StartTimes(None, None, main.started, main.import_jax_started, main.import_jax_s,
+                   main.now, main.final), main.warnings)
     record = replace(record, ranks=rank_views.check(record, env))
     if run is None:
         return record
     return replace(record, jax_cache_dirs=used_dirs.judge(record.jax_cache_dirs, run.policy),
-                   unverified=_unverified([main.jax if main else None]
-                                          + [p.jax for p in probes[1:]]),
+                   unverified=_unverified([main.jax] + [p.jax for p in probes[1:]]),
                    unverified_allowed=run.unverified_allowed, by_run=True)
