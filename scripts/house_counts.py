@@ -42,7 +42,6 @@ MODEL_MODULES = (
     "jaxcache/records/run_document.py",  # the run record, for every reader
     "jaxcache/records/building/probe_output.py",  # the probe's document, for the builder
     "jaxcache/bench/bench_document.py",  # the bench result
-    "jaxcache/bench/run_parts.py",  # the parts of a run record only bench reads
     "jaxcache/lifecycle/seal_spec.py",  # the sealed job's spec, as its environment carries it
     "jaxcache/trust/inputs/policy_toml.py",  # the policy file
     "jaxcache/project/project_toml.py",  # the project file (issue 44)

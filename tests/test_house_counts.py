@@ -15,8 +15,9 @@ from support import paths
 TARGETS = {"string_key_lookups": 60, "untyped_seams": 0, "mypy_exempt": 0,
            "import_circles": 0, "duplicate_basenames": 0, "crowded_folders": 0,
            "private_imports": 0, "type_only_spellings": 0}
-# below a reached target, the count reached (issue 43 ended at 53 lookups, issue 44 at 52)
-RATCHET = {"string_key_lookups": 52}
+# below a reached target, the count reached (issue 43 ended at 53 lookups, issue 44 at 52; the
+# run record's one model, which took process_facts.py's lookups, at 29)
+RATCHET = {"string_key_lookups": 29}
 
 
 def _counts() -> dict:

@@ -12,8 +12,8 @@ from support import paths
 from support.jobs import clean_env, jaxcache
 
 from jaxcache.bench import per_rank
-from jaxcache.bench.run_parts import BenchRun
 from jaxcache.documents import schemas
+from jaxcache.records.run_document import RunRecord
 
 ROOT = paths.CHECKOUT
 PROGRAMS = ROOT / "tests" / "programs"
@@ -115,8 +115,8 @@ def _module(name, key, outcome, reason=None):
             "reason": reason, "trace_s": 0.1, "lower_s": 0.1, "compile_or_load_s": 1.0}
 
 
-def _run(*ranks: list[dict]) -> BenchRun:
-    return BenchRun.from_json(_record(*ranks))
+def _run(*ranks: list[dict]) -> RunRecord:
+    return RunRecord.from_json(_record(*ranks))
 
 
 def _record(*ranks: list[dict]) -> dict:

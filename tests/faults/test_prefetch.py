@@ -172,8 +172,8 @@ def test_keys_the_bucket_does_not_hold_are_counted_not_found_apart_from_failures
     (503, three times) is the one failure. The counts add up, the record's part passes its
     schema, and the summary says which is which."""
     from jaxcache.documents import schemas
-    from jaxcache.documents.record_parts import PrefetchPart
     from jaxcache.lifecycle import prefetching
+    from jaxcache.records.run_document import PrefetchPart
     from jaxcache.report.run import _prefetch_line
 
     url = _published(world, backend, "pre-absent")
@@ -294,9 +294,9 @@ def test_an_early_start_that_failed_is_not_tried_again_and_says_why(world, backe
     again (a client that hung would hang as long again): the plan's keys count as not
     fetched, every get fetches its entry itself, and the record and summary say why. With no
     early start tried (enable's own keys), the enable starts the fetch itself."""
-    from jaxcache.documents.record_parts import PrefetchPart
     from jaxcache.lifecycle import prefetching
     from jaxcache.lifecycle.seal_spec import PrefetchSpec, SealSpec
+    from jaxcache.records.run_document import PrefetchPart
     from jaxcache.report.run import _prefetch_line
     from jaxcache.seal.objects import store_for_url as objects
     from jaxcache.seal.stores.bucket_backend import BucketSealedCache

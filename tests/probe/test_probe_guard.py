@@ -44,7 +44,8 @@ def test_a_guard_that_cannot_be_installed_turns_the_cache_off(tmp_path):
     assert os.listdir(cache) == []
     doc = recordmod.build(outcome, cache_dir=str(cache), verdict="PRIVATE",
                           before=recordmod.DirSnapshot(str(cache), {}),
-                          after=recordmod.DirSnapshot.at(str(cache)), env=env, cwd=".")
+                          after=recordmod.DirSnapshot.at(str(cache)), env=env,
+                          cwd=".").to_json()
     assert doc["cache_guard_errors"] == [{"pid": outcome.pid,
                                           "error": "RuntimeError: get_file_cache is gone"}]
     first = run_report.render_text(RunRecord.from_json(doc), "rec.json").splitlines()[0]

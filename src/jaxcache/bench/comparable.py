@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterator, Mapping
 
     from jaxcache.bench.bench_document import BenchDocument
-    from jaxcache.bench.run_parts import BenchRun
+    from jaxcache.records.run_document import RunRecord
 
 _OPTION_SKIP = {"jax_compilation_cache_dir"}
 
@@ -53,19 +53,19 @@ class Comparable:
     shapes: tuple[tuple[str, str], ...]  # (module, input shapes) pairs, sorted
 
     @classmethod
-    def of(cls, run: BenchRun, path: str = "") -> Comparable:
-        from jaxcache.records.process_facts import facts_of
+    def of(cls, run: RunRecord, path: str = "") -> Comparable:
+        from jaxcache.documents.fields import integer, text
+        from jaxcache.records.run_document import facts_of
 
-        setup = run.setup
-        shapes = sorted({(m.name or "?", m.input_shapes or "?")
-                         for m in run.record.processes[0].modules})
+        main, host = run.processes[0], run.host
+        shapes = sorted({(m.name or "?", m.input_shapes or "?") for m in main.modules})
         builds = sorted({f.fingerprint.build.digest if f.fingerprint and f.fingerprint.build
-                         else "?" for f in facts_of([(path, run.record.raw)])})
+                         else "?" for f in facts_of([(path, run)])})
         return cls(
-            setup.jax, setup.jaxlib, tuple(builds), setup.plugins, setup.python, setup.system,
-            setup.machine, setup.backend, setup.device_kind, setup.device_count,
-            setup.xla_flags,
-            tuple(sorted((k, repr(v)) for k, v in setup.cache_options if k not in _OPTION_SKIP)),
+            text(main.jax), text(main.jaxlib), tuple(builds), main.plugins,
+            host.runner_python_version, host.system, host.machine, text(main.backend),
+            text(main.device_kind), integer(main.device_count), text(main.xla_flags),
+            tuple(sorted((k, repr(v)) for k, v in main.option_values if k not in _OPTION_SKIP)),
             tuple(shapes),
         )
 

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from jaxcache.records.reading import rank_of as rank_of  # re-exported: the one rule
+from jaxcache.records.run_document import rank_of as rank_of  # re-exported: the one rule
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from jaxcache.bench.run_parts import BenchRun, StartTimes, TimedProcess
+    from jaxcache.records.run_document import ProcessEntry, RunRecord, StartTimes
 
 RANK_PHASES = ("startup", "import_jax", "trace", "lower", "compile_or_load")
 NOT_PROCESS_0 = "not-process-0"  # the cold rank skipped only because it is not process 0
@@ -73,22 +73,22 @@ def _times(times: StartTimes | None) -> tuple[float | None, float, float]:
     return started, startup, times.import_jax_s or 0.0
 
 
-def ranks_of(run: BenchRun, probes: tuple[StartTimes, ...] | None = None,
+def ranks_of(run: RunRecord, probes: tuple[StartTimes, ...] | None = None,
              launched_at: float | None = None) -> tuple[RankSample, ...]:
     """The record's JAX processes grouped by rank (launchers that never imported jax left
     out), in rank order. `probes` (the probe documents' times, main first, in the order the
-    record holds them: records.reading.in_record_order) add each process's start-up times;
+    record holds them: run_document.in_record_order) add each process's start-up times;
     `launched_at` (time.time() when the job was started) places each rank's start."""
     aligned: list[StartTimes | None] = list(probes or ())
     aligned += [None] * (len(run.processes) - len(aligned))
-    groups: dict[int | None, list[tuple[int, TimedProcess, StartTimes | None]]] = {}
+    groups: dict[int | None, list[tuple[int, ProcessEntry, StartTimes | None]]] = {}
     for i, proc in enumerate(run.processes):
         probe = aligned[i]
         imported = probe.import_jax_s if probe is not None else (
             run.start.import_jax_s if i == 0 else None)
         if not proc.modules and imported is None:
             continue  # a launcher that never imported jax, not a rank
-        groups.setdefault(proc.entry.rank, []).append((i, proc, probe))
+        groups.setdefault(proc.rank, []).append((i, proc, probe))
     out = []
     for rank, members in groups.items():
         phases = dict.fromkeys(RANK_PHASES, 0.0)
@@ -105,15 +105,15 @@ def ranks_of(run: BenchRun, probes: tuple[StartTimes, ...] | None = None,
             for m in proc.modules:
                 phases["trace"] += m.trace_s
                 phases["lower"] += m.lower_s
-                phases["compile_or_load"] += m.entry.seconds
-                modules.append(Module((m.entry.name or "?", m.entry.input_shapes or "?"),
-                                      m.entry.cache_key, m.entry.outcome_word, m.entry.reason))
+                phases["compile_or_load"] += m.seconds
+                modules.append(Module((m.name or "?", m.input_shapes or "?"),
+                                      m.cache_key, m.outcome_word, m.reason))
             # the main process's own entry in the record has no pid of its own
             pid = (probe.pid if probe is not None else None) or (
-                proc.entry.pid if i > 0 else None)
+                proc.pid if i > 0 else None)
             if pid is not None:
                 pids.append(pid)
-            host = host or (probe.host if probe is not None else None) or proc.entry.host
+            host = host or (probe.host if probe is not None else None) or proc.host
         offset = (max(0.0, min(starts) - launched_at)
                   if starts and launched_at is not None else None)
         out.append(RankSample(rank, tuple(pids), host, offset, phases,

@@ -7,14 +7,12 @@ from dataclasses import dataclass
 from jaxcache import thresholds
 from jaxcache.bench import per_rank
 from jaxcache.bench.comparable import Comparable
-from jaxcache.bench.run_parts import BenchRun
 from jaxcache.fingerprint.model import Fingerprint
 from jaxcache.records.run_document import ModuleOutcome
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from jaxcache.bench.run_parts import StartTimes
-    from jaxcache.records.run_document import RunRecord
+    from jaxcache.records.run_document import RunRecord, StartTimes
 
 PHASES = ("startup", "import_jax", "trace", "lower", "compile_or_load", "rest")
 PHASE_LABELS = {
@@ -73,33 +71,32 @@ def from_record(record: RunRecord, *, trial: int, kind: str, index: int, path: s
     child); phases per rank, the job's the maximum over ranks running in parallel
     (bench/per_rank.py). `probes` (in the record's order) and `launched_at` add every rank's
     start-up times."""
-    from jaxcache.records.process_facts import facts_of
+    from jaxcache.records.run_document import facts_of
 
-    run = BenchRun.of(record)
     p = record.process
-    modules = run.modules
-    ranks = per_rank.ranks_of(run, probes, launched_at)
+    modules = record.modules
+    ranks = per_rank.ranks_of(record, probes, launched_at)
     phases, first_step = per_rank.job_phases(ranks, p.wall_s)
-    written = [m.entry for m in modules if m.entry.outcome is ModuleOutcome.WRITTEN]
+    written = [m for m in modules if m.outcome is ModuleOutcome.WRITTEN]
     overhead = sum(max(0.0, (m.compile_or_load_s or 0) - (m.compile_s_logged or 0))
                    for m in written if m.compile_s_logged is not None)
     uncached = [m for m in modules
-                if m.entry.outcome in (ModuleOutcome.SKIPPED, ModuleOutcome.UNCACHED)]
-    skipped = tuple((m.entry.name or "?", m.entry.reason or "?",
-                     float(m.logged_compile_s or m.entry.compile_or_load_s or 0.0))
+                if m.outcome in (ModuleOutcome.SKIPPED, ModuleOutcome.UNCACHED)]
+    skipped = tuple((m.name or "?", m.reason or "?",
+                     float(m.logged_compile_s or m.compile_or_load_s or 0.0))
                     for m in uncached)
     cache = record.cache_dir
     return ProcessSample(
         trial, kind, index, p.wall_s, p.user_s, p.sys_s, p.peak_rss_bytes,
         p.exit_code, p.signal, timed_out, phases, len(modules),
-        sum(1 for m in modules if m.entry.hit), len(written),
+        sum(1 for m in modules if m.hit), len(written),
         cache.before.entries, cache.after.entries, cache.after.bytes,
         overhead, skipped,
-        tuple(sorted({m.entry.name or "?" for m in modules
-                      if m.entry.outcome in (ModuleOutcome.WRITTEN, ModuleOutcome.HIT)})),
-        Comparable.of(run, path), path, ranks, first_step,
-        uncached=tuple(sorted(f"{m.entry.name or '?'} {m.entry.input_shapes or ''}"
+        tuple(sorted({m.name or "?" for m in modules
+                      if m.outcome in (ModuleOutcome.WRITTEN, ModuleOutcome.HIT)})),
+        Comparable.of(record, path), path, ranks, first_step,
+        uncached=tuple(sorted(f"{m.name or '?'} {m.input_shapes or ''}"
                               for m in uncached)),
-        uncached_s=sum(float(m.entry.compile_or_load_s or 0.0) for m in uncached),
+        uncached_s=sum(float(m.compile_or_load_s or 0.0) for m in uncached),
         left_out=thresholds.left_out(record.modules, p.wall_s),
-        fingerprint=next((f.fingerprint for f in facts_of([(path, record.raw)])), None))
+        fingerprint=next((f.fingerprint for f in facts_of([(path, record)])), None))

@@ -16,13 +16,11 @@ from dataclasses import dataclass, field, replace
 from jaxcache import jobenv, thresholds
 from jaxcache.bench import analysis as analysismod
 from jaxcache.bench import bench_prefixes, noticeable, per_rank
-from jaxcache.bench.run_parts import StartTimes
 from jaxcache.bench.sample import ProcessSample, from_record
 from jaxcache.documents import claim as outputs
 from jaxcache.errors import JaxcacheError
 from jaxcache.records import run_record as recordmod
-from jaxcache.records.reading import in_record_order
-from jaxcache.records.run_document import RunRecord
+from jaxcache.records.run_document import StartTimes, in_record_order
 from jaxcache.text import safe
 
 
@@ -124,11 +122,11 @@ def _one(cfg: BenchConfig, env: dict[str, str], cache: str, out_dir: str, name: 
     launched_at = time.time()  # where each rank's start is placed (probes use this clock)
     with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
         verdict = "SEALED" if cfg.bucket else "PRIVATE"
-        doc, outcome = recordmod.capture(list(cfg.argv), child_env, cache, verdict=verdict,
-                                         missing_ok=False, stdout=out, stderr=err,
-                                         timeout=cfg.timeout_s, interactive=False)
+        record, outcome = recordmod.capture(list(cfg.argv), child_env, cache, verdict=verdict,
+                                            missing_ok=False, stdout=out, stderr=err,
+                                            timeout=cfg.timeout_s, interactive=False)
     path = os.path.join(out_dir, f"{name}.json")
-    recordmod.write(doc, outputs.claim(path, "record"))  # a new name in our own workdir
+    recordmod.write(record, outputs.claim(path, "record"))  # a new name in our own workdir
     if outcome.timed_out:
         raise BenchCommandError(f"the {kind} run of trial {trial} did not finish within "
                                 f"{cfg.timeout_s:g} s and was killed")
@@ -138,7 +136,7 @@ def _one(cfg: BenchConfig, env: dict[str, str], cache: str, out_dir: str, name: 
             f"the {kind} run of trial {trial} failed with exit status {outcome.status}"
             + (f"; the end of its stderr:\n{tail}" if tail else ""))
     probes = in_record_order(outcome.probes, outcome.pid)  # as the record holds them
-    return from_record(RunRecord.from_json(doc), trial=trial, kind=kind, index=index,
+    return from_record(record, trial=trial, kind=kind, index=index,
                        path=path, probes=tuple(StartTimes.from_probe(p) for p in probes),
                        launched_at=launched_at)
 

@@ -134,7 +134,7 @@ def _sources(args: argparse.Namespace, paths: list[str]) -> list[Source]:
 
     from jaxcache.decide.across import Source
     from jaxcache.records import run_record
-    from jaxcache.records.process_facts import facts_of
+    from jaxcache.records.run_document import facts_of
 
     out = []
     for path in paths:

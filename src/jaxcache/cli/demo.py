@@ -213,7 +213,6 @@ def _explain(run_dir: str, echo: Callable[[str], None]) -> tuple[int, str]:
 def _sealed(out: str, echo: Callable[[str], None]) -> bool:
     """Publish signed, tamper, verify, consume: the planted entry must be rejected."""
     from jaxcache.lifecycle.sealing import SealOptions
-    from jaxcache.records.run_document import RunRecord
     from jaxcache.report import run as run_report
     from jaxcache.report import seal as seal_report
     from jaxcache.run import command as runmod
@@ -235,7 +234,7 @@ def _sealed(out: str, echo: Callable[[str], None]) -> bool:
              f"python {job[1]}\n\n")
         first = runmod.run_job(job, cache_dir=shared, seal=SealOptions(signing_key=key),
                                record_path=os.path.join(out, "sealed-publish.json"))
-        echo(run_report.render_text(RunRecord.from_json(first.record), first.record_path))
+        echo(run_report.render_text(first.record, first.record_path))
         entries = sorted(n for n in os.listdir(shared) if n.startswith("jit_train_step-")
                          and n.endswith("-cache"))
         if not entries:
@@ -250,7 +249,7 @@ def _sealed(out: str, echo: Callable[[str], None]) -> bool:
         second = runmod.run_job(job, cache_dir=shared,
                                 seal=SealOptions(trusted_keys=(public.text,)),
                                 record_path=os.path.join(out, "sealed-consume.json"))
-        consumed = RunRecord.from_json(second.record)
+        consumed = second.record
         echo(run_report.render_text(consumed, second.record_path))
         rejected = consumed.sealed.rejections if consumed.sealed else ()
         return first.outcome.status == 0 and second.outcome.status == 0 and len(rejected) == 1

@@ -42,7 +42,6 @@ def handle(args: argparse.Namespace, tail: list[str] | None) -> None:
     if tail is None and not args.records:
         common.usage(args, "give run records (from jaxcache run --record) or -- CMD")
     from jaxcache.explain import reasons as explainmod
-    from jaxcache.records.run_document import RunRecord
 
     if tail is not None:
         records = explainmod.run_twice(tail)
@@ -50,8 +49,7 @@ def handle(args: argparse.Namespace, tail: list[str] | None) -> None:
         from jaxcache.records import run_record as recordmod
 
         skipped: list[tuple[str, str]] = []
-        records = [(path, RunRecord.from_json(doc))  # each read once, here
-                   for path, doc in recordmod.load_all(args.records, skipped)]
+        records = recordmod.load_all(args.records, skipped)  # each read once
         if skipped:
             import os
             import sys

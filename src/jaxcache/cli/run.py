@@ -139,9 +139,7 @@ def handle(args: argparse.Namespace, tail: list[str] | None) -> None:
                                 on_created=None if args.quiet else _created)
     except UntrustedCacheError as exc:
         _refused_rank(exc)
-    from jaxcache.records.run_document import RunRecord
-
-    record = RunRecord.from_json(result.record)  # read once, for everything said below
+    record = result.record  # as built: what the summary says and what was written
     if not args.quiet:
         from jaxcache.report import run as run_report
 
@@ -162,7 +160,7 @@ def handle(args: argparse.Namespace, tail: list[str] | None) -> None:
         sys.stderr.write(f"jaxcache: warning: {result.record_error}; the job's exit status "
                          "stands\n")  # but the job's own outcome is not changed by it
     unverified = record.unverified
-    code = result.status_for(record)
+    code = result.exit_code
     if unverified and not args.unverified_jax:
         from jaxcache.text import safe
 

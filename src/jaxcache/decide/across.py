@@ -16,7 +16,7 @@ from jaxcache.decide.check import Test
 from jaxcache.explain.build_mismatch import named
 from jaxcache.fingerprint import rule
 from jaxcache.fingerprint.model import Fingerprint
-from jaxcache.records.process_facts import ProcessFacts
+from jaxcache.records.run_document import ProcessFacts
 from jaxcache.text import plural, safe
 
 

@@ -99,7 +99,7 @@ _PROCESS_FIELDS = {
         "jax_compilation_cache_max_size": _OPT_NUM})),
     "env_cache_dir_at_first_compile": _OPT_TEXT,
     "platform": v.nullable(v.obj()),
-    # added up by records list/stats and explain (records/reading.py totals)
+    # added up by records list/stats and explain (RunRecord.totals)
     "counts": v.nullable(v.obj(optional={
         "task_disabled_cache": v.NUMBER, "modules": v.INTEGER, "compile_requests": v.INTEGER,
         "hits": v.INTEGER, "misses": v.INTEGER, "read_errors": v.INTEGER,

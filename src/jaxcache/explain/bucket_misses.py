@@ -14,7 +14,7 @@ from jaxcache.trust.rules.target import is_url
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from jaxcache.documents.record_parts import BucketMiss, SealPart
+    from jaxcache.records.run_document import BucketMiss, SealPart
 
 _WHAT = {
     "prefix-empty": "not found, and the prefix holds no entries",

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from jaxcache.fingerprint import rule
-from jaxcache.records.process_facts import ProcessFacts, facts_of
+from jaxcache.records.run_document import ProcessFacts, facts_of
 from jaxcache.text import safe
 
 TYPE_CHECKING = False
@@ -57,8 +57,8 @@ def named(d: rule.Difference, writer: str, reader: str) -> str:
 
 def build_diffs(records: list[tuple[str, RunRecord]]) -> list[BuildDiff]:
     """For each process whose fingerprint differs from the reference process's (the facts
-    records/process_facts.py reads from each record's document)."""
-    known = [f for f in facts_of([(path, r.raw) for path, r in records])
+    records/run_document.py reads of each record's processes)."""
+    known = [f for f in facts_of(records)
              if f.fingerprint is not None]
     if len(known) < 2:
         return []

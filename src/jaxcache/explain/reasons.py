@@ -21,7 +21,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
-    from jaxcache.documents.record_parts import Rejection
+    from jaxcache.records.run_document import Rejection
 
 THRESHOLD_REASONS = thresholds.REASONS
 
@@ -344,7 +344,7 @@ def run_twice(argv: list[str]) -> list[tuple[str, RunRecord]]:
                 raise JaxcacheError(f"the {label} run of the job exited with status "
                                     f"{result.outcome.status}; its record: "
                                     f"{result.record_path}")
-            out.append((result.record_path, RunRecord.from_json(result.record)))
+            out.append((result.record_path, result.record))
         return out
     finally:
         shutil.rmtree(work, ignore_errors=True)

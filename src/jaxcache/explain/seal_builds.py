@@ -10,7 +10,7 @@ from jaxcache.text import plural, safe
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from jaxcache.documents.record_parts import SealPart
+    from jaxcache.records.run_document import SealPart
 
 _SHOWN = 400  # characters of a reason: it names both sides and what to do
 

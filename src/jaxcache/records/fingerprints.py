@@ -7,8 +7,7 @@ Python than jaxcache's), the probe records the package folders the process loade
 hashed here, through the same memo as `jaxcache run` (fingerprint/memo.py): on the same host
 only, since the CPU and the files are this host's. Anything else is "not known", with why.
 
-Reading: records/process_facts.py (apart, so that `jaxcache run`, which only writes, does not
-import it).
+Reading: records/run_document.py's ProcessFacts.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 
 from jaxcache.probe import rank_identity as ranks
-from jaxcache.records.run_document import CacheView, ProcessEntry, RunRecord
+from jaxcache.records.run_document import CacheView, ProcessEntry, RankProblem, Ranks, RunRecord
 from jaxcache.text import safe
 from jaxcache.trust.rules.target import is_url
 
@@ -43,12 +43,9 @@ def _label(proc: ProcessEntry, rank: int | None) -> str:
     return f"{who} (pid {pid}, host {safe(str(proc.host))})"
 
 
-def check(doc: RunRecord | Mapping[str, object], env: Mapping[str, str]) -> dict[str, object]:
-    """{"expected", "seen", "absent", "per_rank", "problems": [{"rank", "pid", "what",
-    "text"}], "remedy"}: what the record's probes say about the ranks of the job (the record
-    as the builder holds it, or read). per_rank: jaxcache runs as one rank of the launch, and
-    each rank records itself."""
-    record = doc if isinstance(doc, RunRecord) else RunRecord.from_json(doc)
+def check(record: RunRecord, env: Mapping[str, str]) -> Ranks:
+    """What the record's probes say about the ranks of the job. per_rank: jaxcache runs as
+    one rank of the launch, and each rank records itself."""
     procs = [p for p in record.processes if p.has_identity]
     counts = [p.process_count for p in procs]
     expected = max((c for c in counts if c is not None), default=None)
@@ -58,12 +55,11 @@ def check(doc: RunRecord | Mapping[str, object], env: Mapping[str, str]) -> dict
     per_rank = runner.multi and set(seen) <= {runner.rank}  # `srun jaxcache run ...`
     if expected and expected > 1 and not per_rank:
         absent = [r for r in range(expected) if r not in seen]  # else: each rank records itself
-    problems: list[dict[str, object]] = [
-        {"rank": r, "pid": None, "what": "absent",
-         "text": f"rank {r}: JAX counts {expected} processes, but no probe reported "
-                 f"rank {r}: it ran where jaxcache could not see it (another host, or "
-                 "a Python without the probe), against a cache directory nobody "
-                 "audited there"} for r in absent]
+    problems = [RankProblem(r, None, "absent",
+                            f"rank {r}: JAX counts {expected} processes, but no probe reported "
+                            f"rank {r}: it ran where jaxcache could not see it (another host, "
+                            "or a Python without the probe), against a cache directory nobody "
+                            "audited there") for r in absent]
     audited_path = record.cache_dir.path_given
     audited = _audited(audited_path)
     here = os.uname().nodename
@@ -72,13 +68,13 @@ def check(doc: RunRecord | Mapping[str, object], env: Mapping[str, str]) -> dict
     for i, (rank, p, view) in enumerate(viewed):
         problems += _differences(rank, p, view, None if i == 0 else viewed[0][2],
                                  audited_path, audited, here)
-    return {"expected": expected, "seen": seen, "absent": absent, "per_rank": per_rank,
-            "problems": problems, "remedy": REMEDY if problems else None}
+    return Ranks(expected, tuple(seen), per_rank, tuple(problems),
+                 REMEDY if problems else None, tuple(absent))
 
 
 def _differences(rank: int | None, p: ProcessEntry, view: CacheView,
                  reference: CacheView | None, audited_path: str | None,
-                 audited: tuple[str, int] | None, here: str) -> list[dict[str, object]]:
+                 audited: tuple[str, int] | None, here: str) -> list[RankProblem]:
     """What differs in one process's view: from the audited directory, and (reference: the
     lowest rank's view, None for that rank itself) from the other ranks'."""
     who = _label(p, rank)
@@ -109,5 +105,4 @@ def _differences(rank: int | None, p: ProcessEntry, view: CacheView,
                 out.append((key, f"{name} {safe(repr(mine))}, while the lowest rank has "
                                  f"{safe(repr(lowest))}: their cache keys differ, so "
                                  "they share no entry"))
-    return [{"rank": rank, "pid": p.entry_pid, "what": what, "text": f"{who}: {text}"}
-            for what, text in out]
+    return [RankProblem(rank, p.entry_pid, what, f"{who}: {text}") for what, text in out]

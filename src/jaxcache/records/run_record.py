@@ -1,9 +1,9 @@
 """The run record: one JSON document per `jaxcache run`, the data every later step reads.
 
 Here a job is run with the probe and its record finished (the cache directory before, the
-run, the directory after), written, and read back. Building the record's JSON from the probes'
-documents is building/builder.py's (its names are this module's too: callers import them
-from here).
+run, the directory after), written, and read back. Building the record (run_document.py's
+RunRecord) from the probes' documents is building/builder.py's (its names are this module's
+too: callers import them from here).
 """
 
 from __future__ import annotations
@@ -23,10 +23,7 @@ from jaxcache.records.run_document import RunRecord  # used_dirs reads it too: n
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Mapping
-
     from jaxcache.documents.claim import Output, Unclaimed
-    from jaxcache.documents.fields import JsonObject
     from jaxcache.probe.runner import Outcome
 
 __all__ = ["DirSnapshot", "ListingBeside", "RunAudit", "RunResult", "build", "capture",
@@ -35,7 +32,7 @@ __all__ = ["DirSnapshot", "ListingBeside", "RunAudit", "RunResult", "build", "ca
 
 def capture(argv: list[str], env: dict[str, str], cache_dir: str, *, verdict: str,
             before: DirSnapshot | None = None, missing_ok: bool = True,
-            **run_options: object) -> tuple[dict[str, object], Outcome]:
+            **run_options: object) -> tuple[RunRecord, Outcome]:
     """Run a job with the probe against `cache_dir` and build its record (not yet written):
     the cache directory before, the run itself, the directory after."""
     from jaxcache.probe import runner
@@ -49,7 +46,7 @@ def capture(argv: list[str], env: dict[str, str], cache_dir: str, *, verdict: st
 
 def finish(outcome: Outcome, cache_dir: str, *, verdict: str, before: DirSnapshot,
            env: dict[str, str], missing_ok: bool = True,
-           run: RunAudit | None = None) -> dict[str, object]:
+           run: RunAudit | None = None) -> RunRecord:
     """The record of a run that has ended: the directory after (listed now), and everything
     else (with `run`, what `jaxcache run` adds: builder.RunAudit)."""
     if before.unchanged():
@@ -63,50 +60,43 @@ def finish(outcome: Outcome, cache_dir: str, *, verdict: str, before: DirSnapsho
 
 @dataclass(frozen=True, slots=True)
 class RunResult:
-    record: JsonObject
+    record: RunRecord
     record_path: str
     outcome: Outcome
     record_error: str | None = None  # the job ran, but its record could not be written
-    unverified_allowed: bool = False  # --unverified-jax: the record may say `unverified`
 
     @property
     def exit_code(self) -> int:
-        """status_for() of this result's record, read here (the CLI, which has read it
-        already, asks status_for)."""
-        return self.status_for(RunRecord.from_json(self.record))
-
-    def status_for(self, record: RunRecord) -> int:
-        """`jaxcache run`'s status, from this result's `record` read once: the job's own,
-        except that a job which exited 0 after JAX was pointed at a directory jaxcache refused
-        or does not trust exits 1, and one whose JAX turned out unsupported (without
-        --unverified-jax) exits 2. So does (1) one where a rank's view of the cache differs or
-        a rank went unseen (rank_views)."""
-        status = self.outcome.status
-        if record.unverified and not self.unverified_allowed:
+        """`jaxcache run`'s status: the job's own, except that a job which exited 0 after JAX
+        was pointed at a directory jaxcache refused or does not trust exits 1, and one whose
+        JAX turned out unsupported (without --unverified-jax) exits 2. So does (1) one where
+        a rank's view of the cache differs or a rank went unseen (rank_views)."""
+        status, record = self.outcome.status, self.record
+        if record.unverified and not record.unverified_allowed:  # --unverified-jax
             return status or 2
         if status == 0 and (used_dirs.failing(record) or record.ranks.problems):
             return 1
         return status
 
 
-def write(doc: Mapping[str, object], out: Output | Unclaimed) -> None:
+def write(record: RunRecord, out: Output | Unclaimed) -> None:
     """Write the record into its claimed target (an outputs.Output): whole, atomically, never
     over a file that is not ours."""
     import json
 
-    out.write(json.dumps(doc, indent=2) + "\n")
+    out.write(json.dumps(record.to_json(), indent=2) + "\n")
 
 
-def load(path: str) -> dict[str, object]:
-    """Read a record (through the trusted-input loader), refusing what this version cannot
-    understand or what explain could not use."""
+def load(path: str) -> RunRecord:
+    """Read a record (through the trusted-input loader, bounded and checked), refusing what
+    this version cannot understand or what explain could not use; parsed once, here."""
     from jaxcache.documents.read import load_record
 
-    return load_record(path)
+    return RunRecord.from_json(load_record(path))
 
 
 def load_all(paths: list[str],
-             skipped: list[tuple[str, str]] | None = None) -> list[tuple[str, dict[str, object]]]:
+             skipped: list[tuple[str, str]] | None = None) -> list[tuple[str, RunRecord]]:
     """Records named on the command line; a directory stands for the records in it (the
     per-rank records of one job: `r.rank0.json`, `r.rank1.json`...), in name order.
     A file named on the command line that cannot be read ends it (exit 2); one found in a

@@ -11,15 +11,17 @@ can name it first with its own verdict, and the run does not exit 0 for it.
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 
-from jaxcache.documents.record_parts import GuardedDir, UsedDir
-from jaxcache.records.run_document import RunRecord
+from jaxcache.records.run_document import RunRecord, UsedDir
 from jaxcache.text import safe
 from jaxcache.trust.rules.target import is_url
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Mapping
+    from collections.abc import Iterable
+
+    from jaxcache.records.building.probe_output import ProbeOutput
 
 
 
@@ -29,63 +31,53 @@ def _norm(path: str | None) -> str | None:
     return os.path.normpath(os.path.abspath(path))
 
 
-def collect(probes: Iterable[Mapping[str, object]], audited: str) -> list[dict[str, object]]:
+def collect(probes: Iterable[ProbeOutput], audited: str) -> tuple[UsedDir, ...]:
     """One entry per (directory, what the guard did, how), over every probed process: the
-    record's `jax_cache_dirs` (UsedDir read back)."""
-    out: dict[tuple[object, ...], dict[str, object]] = {}
-    pids: dict[tuple[object, ...], list[int | None]] = {}
+    record's `jax_cache_dirs`."""
+    out: dict[tuple[object, ...], UsedDir] = {}
     want = _norm(audited)
     for probe in probes:
-        for e in GuardedDir.of_probe(probe):
+        for e in probe.cache_dirs:
             ident = (e.path, e.status, e.how)
-            if ident not in out:
-                pids[ident] = []
-                out[ident] = {
-                    "path": e.path, "status": e.status, "how": e.how, "reason": e.reason,
-                    "audited_dir": _norm(e.path) == want or e.how == "sealed",
-                    "pids": pids[ident], "verdict": None, "verdict_detail": None}
-            if e.pid not in pids[ident]:
-                pids[ident].append(e.pid)
-    return list(out.values())
+            found = out.get(ident)
+            if found is None:
+                out[ident] = UsedDir(e.path, e.status, e.how, e.reason,
+                                     _norm(e.path) == want or e.how == "sealed", (e.pid,),
+                                     None, None)
+            elif e.pid not in found.pids:
+                out[ident] = replace(found, pids=(*found.pids, e.pid))
+    return tuple(out.values())
 
 
-def judge(entries: list[dict[str, object]], policy: str | None) -> None:
-    """Audit, now, every directory that is not the audited one (fills verdict and
-    verdict_detail in place). What cannot be judged is UNVERIFIABLE."""
+def judge(entries: Iterable[UsedDir], policy: str | None) -> tuple[UsedDir, ...]:
+    """The entries, each directory that is not the audited one with its own verdict, audited
+    now (and why: its untrusted writers, or that it is gone). What cannot be judged is
+    UNVERIFIABLE."""
+    return tuple(e if e.audited_dir else _judged(e, policy) for e in entries)
+
+
+def _judged(used: UsedDir, policy: str | None) -> UsedDir:
     from jaxcache.errors import JaxcacheError
 
-    for entry in entries:
-        used = UsedDir.from_json(entry)
-        if used.audited_dir:
-            continue
-        try:
-            from jaxcache import api
-            from jaxcache.trust.kernel.principals import Trust  # only where one is judged
+    try:
+        from jaxcache import api
+        from jaxcache.trust.kernel.principals import Trust  # only where one is judged
 
-            report = api.audit(str(used.path), policy=policy, scan_processes=False)
-        except (JaxcacheError, OSError) as exc:
-            entry["verdict"], entry["verdict_detail"] = "UNVERIFIABLE", str(exc)
-            continue
-        entry["verdict"] = report.verdict.value
-        writers = sorted(report.writer_names(Trust.UNTRUSTED))
-        if not report.exists:
-            entry["verdict_detail"] = "does not exist after the job"
-        elif writers:
-            entry["verdict_detail"] = "writers: " + ", ".join(writers)
+        report = api.audit(str(used.path), policy=policy, scan_processes=False)
+    except (JaxcacheError, OSError) as exc:
+        return replace(used, verdict="UNVERIFIABLE", verdict_detail=str(exc))
+    writers = sorted(report.writer_names(Trust.UNTRUSTED))
+    detail = "does not exist after the job" if not report.exists else \
+        "writers: " + ", ".join(writers) if writers else used.verdict_detail
+    return replace(used, verdict=report.verdict.value, verdict_detail=detail)
 
 
-def _dirs(record: RunRecord | Mapping[str, object]) -> tuple[UsedDir, ...]:
-    return record.jax_cache_dirs if isinstance(record, RunRecord) else \
-        UsedDir.of_record(record)
+def unaudited(record: RunRecord) -> list[UsedDir]:
+    """Directories JAX was pointed at other than the audited one."""
+    return [e for e in record.jax_cache_dirs if not e.audited_dir]
 
 
-def unaudited(record: RunRecord | Mapping[str, object]) -> list[UsedDir]:
-    """Directories JAX was pointed at other than the audited one (from a record, typed or as
-    the builder holds it)."""
-    return [e for e in _dirs(record) if not e.audited_dir]
-
-
-def failing(record: RunRecord | Mapping[str, object]) -> list[UsedDir]:
+def failing(record: RunRecord) -> list[UsedDir]:
     """Those that make the run not fine: refused, or not trusted by their own audit."""
     return [e for e in unaudited(record) if e.status == "refused" or not _may_load(e.verdict)]
 
@@ -138,7 +130,8 @@ def used(record: RunRecord, cache: str) -> bool:
     and the guard served (a refused one was not used: nothing was loaded or written there)."""
     if same_dir(record.cache_dir.path_given, cache):
         return True
-    return any(e.status == "served" and same_dir(e.path, cache) for e in _dirs(record))
+    return any(e.status == "served" and same_dir(e.path, cache)
+               for e in record.jax_cache_dirs)
 
 
 def runs_of(cache: str, directory: str | None = None) -> tuple[RunRecord, ...]:

@@ -9,8 +9,14 @@ from jaxcache.text import plural, safe, size
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from jaxcache.documents.record_parts import OriginPart, PrefetchPart, SealPart
-    from jaxcache.records.run_document import ModuleEntry, ProcessEntry, RunRecord
+    from jaxcache.records.run_document import (
+        ModuleEntry,
+        OriginPart,
+        PrefetchPart,
+        ProcessEntry,
+        RunRecord,
+        SealPart,
+    )
 
 _REASONS = {
     "compile-time-below-threshold": "not written: below the {threshold_s:g} s compile-time "
@@ -107,14 +113,14 @@ def _other_dirs(record: RunRecord) -> list[str]:
     lines = [f"WARNING: {used_dirs.describe(e)}" for e in used_dirs.unaudited(record)]
     for pid, error in record.guard_errors:
         lines.append(f"WARNING: process {pid}: jaxcache could not guard which "
-                     f"directory JAX loads from ({safe(error)}); its persistent "
+                     f"directory JAX loads from ({safe(str(error))}); its persistent "
                      "cache was turned off")
     return lines
 
 
 def _rank_warnings(record: RunRecord) -> list[str]:
     """A rank whose view of the cache differs, or that no probe saw (rank_views.py)."""
-    lines = [f"WARNING: {safe(text)}" for text in record.ranks.problems]
+    lines = [f"WARNING: {safe(p.text)}" for p in record.ranks.problems]
     if lines:
         lines.append(f"  what to do: {record.ranks.remedy}")
     return lines

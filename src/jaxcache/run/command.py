@@ -22,6 +22,7 @@ if TYPE_CHECKING:  # checker only
     from jaxcache.documents.claim import Output, Unclaimed
     from jaxcache.fingerprint.model import Fingerprint
     from jaxcache.lifecycle.sealing import SealOptions
+    from jaxcache.records.run_document import Namespace
     from jaxcache.records.run_record import DirSnapshot, ListingBeside, RunResult
     from jaxcache.trust.inputs.public_keys import PublicKey
     from jaxcache.trust.judgement.audit import AuditReport
@@ -169,18 +170,17 @@ def run_job(argv: list[str], *, cache_dir: str | None = None, record_path: str |
         before = admission.before if admission.beside is None \
             else admission.beside.result()  # waited for before this process imports more
         # the other directories JAX used are audited too, each by its own verdict
-        doc = recordmod.finish(outcome, admission.path, verdict=admission.verdict,
-                               before=before, env=env,
-                               run=recordmod.RunAudit(admission.origin, named, policy,
-                                                      unverified_jax))
+        record = recordmod.finish(outcome, admission.path, verdict=admission.verdict,
+                                  before=before, env=env,
+                                  run=recordmod.RunAudit(admission.origin, named, policy,
+                                                         unverified_jax))
         try:
-            recordmod.write(doc, out)
+            recordmod.write(record, out)
         except (OSError, JaxcacheError) as exc:  # claimed before the job, yet lost since
             why = exc.strerror if isinstance(exc, OSError) else str(exc)
-            return recordmod.RunResult(doc, out.path, outcome,
-                                       f"cannot write the record {safe(out.path)}: {why}",
-                                       unverified_allowed=unverified_jax)
-        return recordmod.RunResult(doc, out.path, outcome, unverified_allowed=unverified_jax)
+            return recordmod.RunResult(record, out.path, outcome,
+                                       f"cannot write the record {safe(out.path)}: {why}")
+        return recordmod.RunResult(record, out.path, outcome)
     finally:
         for made in claimed:
             made.release()  # no-op once written
@@ -218,7 +218,7 @@ def _prefetch_env(argv: list[str], chosen: str, seal: SealOptions) -> dict[str, 
 
 
 def _namespaced(chosen: str, namespace: str, on_hashing: Callable[[int, int], None] | None
-                ) -> tuple[str, dict[str, str] | None]:
+                ) -> tuple[str, Namespace | None]:
     """The cache the job uses, and the record's word on its namespace. With "fingerprint"
     the fingerprint is computed here, before the audit, which gets the same one
     (fingerprint.current() keeps it for the process)."""
@@ -227,15 +227,16 @@ def _namespaced(chosen: str, namespace: str, on_hashing: Callable[[int, int], No
     if ns.check(namespace) == ns.NONE:
         return chosen, None
     from jaxcache import fingerprint
+    from jaxcache.records.run_document import Namespace
     from jaxcache.trust.rules import target  # dataclasses and re: ~1.5 ms no plain run pays
 
     ident = fingerprint.current(on_hashing=on_hashing).id
     given = target.resolve(chosen)  # the parent as the job's path is read: absolute
-    return ns.join(chosen, ident), {"kind": namespace, "id": ident,
-                                    "parent": given.path or given.url or chosen}
+    return ns.join(chosen, ident), Namespace(namespace, ident,
+                                             given.path or given.url or chosen)
 
 
-def _say_how_to_make(exc: UntrustedCacheError, path: str, named: dict[str, str] | None,
+def _say_how_to_make(exc: UntrustedCacheError, path: str, named: Namespace | None,
                      seal: SealOptions | None) -> None:
     """A sealed namespace that init would not create (a shared parent others can write):
     the refusal says how the share's publisher makes it, readable by the fleet's readers."""

@@ -1,5 +1,5 @@
-"""The run record's JSON, built from the probes' documents (read once into ProbeOutput) and
-what jaxcache saw of the cache directory before and after the job.
+"""The run record (records/run_document.py's RunRecord), built from the probes' documents (read
+once into ProbeOutput) and what jaxcache saw of the cache directory before and after the job.
 
 Schema `jaxcache.run/1` is documented in docs/run-record.md. Honest numbers: misses are compile
 requests minus hits (JAX's own `cache_misses` event fires only right before a write); on a hit
@@ -13,22 +13,43 @@ import os
 import stat
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from jaxcache.documents.kinds import envelope
 from jaxcache.records import fingerprints, rank_views, used_dirs
 from jaxcache.records.building.probe_output import ProbeOutput
-from jaxcache.records.reading import in_record_order
+from jaxcache.records.run_document import (
+    NO_RANKS,
+    SUB_COPIED,
+    CacheDirPart,
+    CacheOptions,
+    Counts,
+    Host,
+    ModuleEntry,
+    Namespace,
+    OriginPart,
+    ProcessEntry,
+    ProcessOutcome,
+    RunRecord,
+    SealPart,
+    Snapshot,
+    StartTimes,
+    in_record_order,
+)
 from jaxcache.trust.rules.target import is_url
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import threading
-    from collections.abc import Iterable
+    from collections.abc import Iterable, Mapping
 
     from jaxcache.probe.runner import Outcome
     from jaxcache.records.building.probe_output import ProbeModule, ProbeSeal
+    from jaxcache.records.run_document import Rejection
     from jaxcache.trust.kernel.entries import Elided, Inventory
+
+    # what each process entry reads from the record as a whole: ProcessEntry's options,
+    # env_cache_dir, xla_flags, cache_path and sealed_rejections
+    Shared = tuple[CacheOptions, str | None, object, str | None, tuple[Rejection, ...]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,14 +133,14 @@ class DirSnapshot:
                                               f"{self.absent}")
         return self
 
-    def summary(self) -> dict[str, object]:
+    def summary(self) -> Snapshot:
         if self.unknown is not None:
-            return {"entries": None, "files": None, "bytes": None, "unknown": self.unknown}
+            return Snapshot(None, None, self.unknown)
         more = self.elided
-        return {"entries": sum(1 for n in self.entries if n.endswith("-cache")) + (
-                    more.compiled if more else 0),
-                "files": len(self.entries) + (more.files if more else 0),
-                "bytes": sum(self.entries.values()) + (more.bytes if more else 0)}
+        return Snapshot(sum(1 for n in self.entries if n.endswith("-cache")) + (
+                            more.compiled if more else 0),
+                        sum(self.entries.values()) + (more.bytes if more else 0), None,
+                        len(self.entries) + (more.files if more else 0))
 
 
 class ListingBeside:
@@ -175,8 +196,8 @@ class RunAudit:
     directory JAX used is audited by after the job, and whether the user allowed a JAX outside
     the supported lines (--unverified-jax)."""
 
-    origin: dict[str, object] | None
-    namespace: dict[str, str] | None
+    origin: Mapping[str, object] | None
+    namespace: Namespace | None
     policy: str | None
     unverified_allowed: bool
 
@@ -187,7 +208,7 @@ def env_snapshot(env: dict[str, str]) -> dict[str, str]:
             or k in ("XLA_FLAGS", "LIBTPU_INIT_ARGS", "TF_CPP_MIN_LOG_LEVEL")}
 
 
-def _counts(probe: ProbeOutput, outcomes_judged: list[str | None]) -> dict[str, object]:
+def _counts(probe: ProbeOutput, outcomes_judged: list[str | None]) -> Counts:
     """Counts from the modules as finally judged (a 'written' JAX logged may be a kept file)."""
     raw = probe.counts
     outcomes: dict[str, int] = {}
@@ -195,16 +216,15 @@ def _counts(probe: ProbeOutput, outcomes_judged: list[str | None]) -> dict[str, 
         key = word or "unknown"
         outcomes[key] = outcomes.get(key, 0) + 1
     read_errors = sum(1 for m in probe.modules if m.read_error)
-    return {"modules": len(probe.modules), "compile_requests": raw.compile_requests,
-            "hits": raw.hits, "misses": raw.compile_requests - raw.hits,
-            "writes_event": raw.writes, "task_disabled_cache": raw.task_disabled_cache,
-            "read_errors": read_errors, "outcomes": outcomes}
+    return Counts(len(probe.modules), raw.compile_requests, raw.hits,
+                  raw.compile_requests - raw.hits, read_errors, tuple(outcomes.items()),
+                  raw.writes, raw.task_disabled_cache)
 
 
 def _judged(m: ProbeModule, seal: ProbeSeal | None, before: DirSnapshot,
-            after: DirSnapshot) -> tuple[str | None, dict[str, object]]:
-    """(its outcome, the record's module): the probe's, with what JAX's word turned out to
-    mean once the sealed backend and the directory are known."""
+            after: DirSnapshot) -> dict[str, object]:
+    """The record's module (ModuleEntry.raw): the probe's, verbatim, with what JAX's word
+    turned out to mean once the sealed backend and the directory are known."""
     out = dict(m.raw)
     key = m.cache_key
     if m.in_progress:  # the process ended (killed, hung) inside this compile
@@ -212,16 +232,16 @@ def _judged(m: ProbeModule, seal: ProbeSeal | None, before: DirSnapshot,
         out["reason"] = "waiting-for-process" if m.waiting else "compile-unfinished"
         out["reason_detail"] = {"process_index": m.waiting_process_index} \
             if m.waiting else None
-        return "in-progress", out
+        return out
     outcome = m.outcome
     if outcome == "miss":  # JAX said miss, then neither wrote nor said why not
         outcome = out["outcome"] = "skipped"
         out["reason"] = "not-written-unexplained"
     if m.dir_refused:  # the guard's cache: no read, no write
-        outcome = out["outcome"] = "skipped"
+        out["outcome"] = "skipped"
         out["reason"] = "dir-refused"
         out["reason_detail"] = {"cache_dir": m.cache_dir}
-        return outcome, out
+        return out
     sealed_writes = {k: (d, n) for k, d, n in seal.writes} if seal is not None else {}
     written = sealed_writes.get(key) if key is not None else None
     if written is not None:  # the sealed backend wrote it, maybe to the local tier: its size
@@ -229,7 +249,7 @@ def _judged(m: ProbeModule, seal: ProbeSeal | None, before: DirSnapshot,
         out["written_to"] = written[0]  # directory holds at that key
         if written[1] is not None:
             out["entry_bytes"] = written[1]
-            return outcome, out
+            return out
     elif seal is not None and outcome == "written":  # JAX tried; the sealed backend did not
         outcome = out["outcome"] = "skipped"
         rejected = key is not None and key in seal.rejected
@@ -247,15 +267,26 @@ def _judged(m: ProbeModule, seal: ProbeSeal | None, before: DirSnapshot,
         out["entry_bytes"] = loaded[1]
     elif key and (size := after.size(f"{key}-cache")) is not None:
         out["entry_bytes"] = size
-    return outcome, out
+    return out
 
 
-def _modules(probe: ProbeOutput, before: DirSnapshot, after: DirSnapshot
-             ) -> tuple[list[dict[str, object]], dict[str, object]]:
-    """The record's modules of one process, and its counts."""
-    seal = probe.seal if probe.seal is not None and probe.seal.raw else None
-    judged = [_judged(m, seal, before, after) for m in probe.modules]
-    return [doc for _, doc in judged], _counts(probe, [word for word, _ in judged])
+def _process(p: ProbeOutput, before: DirSnapshot, after: DirSnapshot, shared: Shared, *,
+             main: int | None = None, record: ProcessEntry | None = None) -> ProcessEntry:
+    """One process's entry: its probe's words, its modules judged, its counts, what it reads
+    from the record as a whole (`shared`); `main`: the job's pid, for the main process;
+    `record`: for a subprocess, the main process's entry."""
+    seal = p.seal if p.seal is not None and p.seal.raw else None
+    modules = tuple(ModuleEntry.from_json(_judged(m, seal, before, after)) for m in p.modules)
+    copied: dict[str, object] = {
+        "versions": p.versions, **fingerprints.record_fields(p), "identity": p.identity,
+        "cache_view": p.cache_view, "platform": p.platform}
+    counts = _counts(p, [m.outcome_word for m in modules])
+    if record is not None:  # a subprocess: its own entry, in the record's (`record`: its main)
+        return ProcessEntry(p.pid, p.pid, True, p.argv, copied, modules, counts, *shared,
+                            {k: v for k, v in record.copied.items() if k in SUB_COPIED})
+    copied["cache_options_at_first_compile"] = p.cache_options
+    copied["env_cache_dir_at_first_compile"] = p.env_cache_dir
+    return ProcessEntry(main, None, False, None, copied, modules, counts, *shared)
 
 
 def _unverified(versions: Iterable[str | None]) -> str | None:
@@ -266,79 +297,52 @@ def _unverified(versions: Iterable[str | None]) -> str | None:
     return next((r for r in map(why_unverified, versions) if r), None)
 
 
+NO_PROBE_NOTE = ("no probe data: the program never imported jax, is not Python, ran Python "
+                 "with -S/-I, was killed before its first compile, or its probe could not "
+                 "write (a full or removed temporary folder?)")
+
+
 def build(outcome: Outcome, *, cache_dir: str, verdict: str, before: DirSnapshot,
           after: DirSnapshot, env: dict[str, str], cwd: str,
-          run: RunAudit | None = None) -> dict[str, object]:
+          run: RunAudit | None = None) -> RunRecord:
     """The record. `run`: what `jaxcache run` adds (the other directories JAX used are
     audited then, and `unverified` is said); without it, a record as bench and explain make
     it."""
     parsed = {id(p): ProbeOutput.from_json(p) for p in outcome.probes}  # each read once
     probes = [parsed[id(p)] for p in in_record_order(outcome.probes, outcome.pid)]
-    main = probes[0] if probes else None
-    main_modules, main_counts = _modules(main, before, after) if main else ([], None)
+    main = probes[0] if probes else ProbeOutput.from_json({})  # no probe: nothing said
     new_files = [] if before.unknown or after.unknown or after is before else \
         sorted(set(after.entries) - set(before.entries))
-    cache_part: dict[str, object] = {
-        "path": cache_dir, "verdict": verdict,
-        "before": before.summary(), "after": after.summary(),
-        "new_files": [{"name": n, "bytes": after.entries[n]} for n in new_files],
-    }
-    used = used_dirs.collect(outcome.probes, cache_dir)
-    doc: dict[str, object] = {
-        **envelope("run"),
-        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "argv": list(outcome.argv),
-        "cwd": cwd,
-        "host": {"system": os.uname().sysname, "release": os.uname().release,
-                 "machine": os.uname().machine, "node": os.uname().nodename,
-                 "runner_python": sys.executable,
-                 "runner_python_version": ".".join(map(str, sys.version_info[:3]))},
-        "probe": {"loaded": main is not None,
-                  "note": None if main is not None else
-                  "no probe data: the program never imported jax, is not Python, ran Python "
-                  "with -S/-I, was killed before its first compile, or its probe could not "
-                  "write (a full or removed temporary folder?)"},
-        "versions": main.versions if main else {},
-        **fingerprints.record_fields(main),
-        "identity": main.identity if main else None,
-        "cache_view": main.cache_view if main else None,
-        "platform": main.platform if main else {},
-        "cache_options_at_first_compile": main.cache_options if main else None,
-        "env_cache_dir_at_first_compile": main.env_cache_dir if main else None,
-        "env": env_snapshot(env),
-        "import_jax_s": main.import_jax_s if main else None,
-        "probe_times": {"started": main.started if main else None,
-                        "import_jax_started": main.import_jax_started if main else None,
-                        "last_write": main.now if main else None,
-                        "final": bool(main and main.final)},
-        "modules": main_modules,
-        "counts": main_counts,
-        "jax_warnings": list(main.warnings) if main else [],
-        "cache_dir": cache_part,
-        "process": {"pid": outcome.pid, "exit_code": outcome.exit_code, "signal": outcome.signal,
-                    "wall_s": round(outcome.wall_s, 6), "user_s": round(outcome.user_s, 6),
-                    "sys_s": round(outcome.sys_s, 6), "peak_rss_bytes": outcome.peak_rss_bytes},
-        "subprocesses": [_subprocess(p, before, after) for p in probes[1:]],
-        "seal": main.seal.raw if main and main.seal else None,
-        "jax_cache_dirs": used,
-        "cache_guard_errors": [{"pid": p.pid, "error": p.guard_error}
-                               for p in parsed.values() if p.guard_failed],
-    }
-    doc["ranks"] = rank_views.check(doc, env)
-    if run is not None:
-        used_dirs.judge(used, run.policy)  # each other directory's own verdict
-        cache_part["origin"] = run.origin
-        cache_part["namespace"] = run.namespace
-        doc["unverified"] = _unverified(
-            [main.jax if main else None] + [p.jax for p in probes[1:]])
-        doc["unverified_allowed"] = run.unverified_allowed
-    return doc
-
-
-def _subprocess(p: ProbeOutput, before: DirSnapshot, after: DirSnapshot) -> dict[str, object]:
-    modules, counts = _modules(p, before, after)
-    return {"pid": p.pid, "argv": list(p.argv) if p.argv is not None else None,
-            "identity": p.identity, "cache_view": p.cache_view, "versions": p.versions,
-            **fingerprints.record_fields(p), "counts": counts, "platform": p.platform,
-            "modules": modules}
-
+    seal = main.seal.raw if main.seal else None
+    sealed = SealPart.from_json(seal) if seal else None
+    kept = env_snapshot(env)
+    shared: Shared = (CacheOptions.from_json(main.cache_options or {}), main.env_cache_dir,
+                      kept.get("XLA_FLAGS"), cache_dir, sealed.rejections if sealed else ())
+    first = _process(main, before, after, shared, main=outcome.pid)
+    uname = os.uname()
+    origin = run.origin if run is not None else None
+    record = RunRecord(
+        tuple(outcome.argv), None,
+        ProcessOutcome(outcome.exit_code, outcome.signal, round(outcome.wall_s, 6),
+                       round(outcome.user_s, 6), round(outcome.sys_s, 6),
+                       outcome.peak_rss_bytes, outcome.pid),
+        CacheDirPart(cache_dir, verdict, before.summary(), after.summary(),
+                     run.namespace if run is not None else None, origin, cache_dir,
+                     OriginPart.from_json(origin) if origin is not None else None,
+                     tuple((n, after.entries[n]) for n in new_files)),
+        bool(probes), None if probes else NO_PROBE_NOTE, NO_RANKS,
+        (first, *(_process(p, before, after, shared, record=first) for p in probes[1:])),
+        tuple((p.pid, p.guard_error) for p in parsed.values() if p.guard_failed),
+        seal, sealed, True,
+        used_dirs.collect(parsed.values(), cache_dir), kept, False,
+        time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), cwd,
+        Host(uname.sysname, uname.release, uname.machine, uname.nodename, sys.executable,
+             ".".join(map(str, sys.version_info[:3]))),
+        StartTimes(None, None, main.started, main.import_jax_started, main.import_jax_s,
+                   main.now, main.final), main.warnings)
+    record = replace(record, ranks=rank_views.check(record, env))
+    if run is None:
+        return record
+    return replace(record, jax_cache_dirs=used_dirs.judge(record.jax_cache_dirs, run.policy),
+                   unverified=_unverified([main.jax] + [p.jax for p in probes[1:]]),
+                   unverified_allowed=run.unverified_allowed, by_run=True)

@@ -110,6 +110,26 @@ class ProbeFingerprint:
 
 
 @dataclass(frozen=True, slots=True)
+class GuardedDir:
+    """One of a probe's `cache_dirs`: a directory JAX initialized a cache for in that process,
+    and what the guard (jaxcompat/guard.py) did with it."""
+
+    path: str
+    status: str | None
+    how: str | None
+    reason: str | None
+    pid: int | None
+
+    @classmethod
+    def of_probe(cls, probe: Mapping[str, object]) -> tuple[GuardedDir, ...]:
+        """Those of a probe's document that name their path."""
+        return tuple(cls(path, text(e.get("status")), text(e.get("how")),
+                         text(e.get("reason")), integer(e.get("pid")))
+                     for e in mappings(probe.get("cache_dirs"))
+                     if isinstance(path := e.get("path"), str))
+
+
+@dataclass(frozen=True, slots=True)
 class ProbeOutput:
     """One probed process's document: the main process's, or a subprocess's."""
 
@@ -135,6 +155,7 @@ class ProbeOutput:
     guard_failed: bool  # the cache guard could not be installed (`cache_guard.installed`)
     guard_error: str | None  # ... and why
     fingerprint: ProbeFingerprint | None  # None: not the final document
+    cache_dirs: tuple[GuardedDir, ...] = ()  # the directories JAX initialized a cache for
 
     @classmethod
     def from_json(cls, doc: Mapping[str, object]) -> ProbeOutput:
@@ -160,4 +181,5 @@ class ProbeOutput:
             tuple(str(w) for w in items(doc.get("warnings"))),
             ProbeSeal.from_json(seal) if isinstance(seal, dict) else None,
             flag(guard.get("installed")) is False, text(guard.get("error")),
-            ProbeFingerprint.from_json(found) if isinstance(found, dict) else None)
+            ProbeFingerprint.from_json(found) if isinstance(found, dict) else None,
+            GuardedDir.of_probe(doc))
