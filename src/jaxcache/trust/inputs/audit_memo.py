@@ -82,7 +82,18 @@ def load(now: Seen) -> Loaded | None:
         os.close(fd)
         return None
     rest = _Rest(fd, start + h.notable_bytes, h.rest_bytes, h.rows - h.notable)
-    return Loaded(h, notable, rest.rows, rest.lines)
+    return Loaded(h, notable, rest.rows, rest.lines, _ledger_now)
+
+
+def _ledger_now(path: str) -> os.stat_result | None:
+    """The origin ledger at `path` opened as a trusted input (as ledger.load() opens it), not
+    read: its stat, None where there is none; raises where it is not a trusted input."""
+    found = inputs.streamed(path, inputs.ORIGIN_LEDGER, missing_ok=True)
+    if found is None:
+        return None
+    fd, st = found
+    os.close(fd)
+    return st
 
 
 def _pread(fd: int, size: int, offset: int) -> bytes:

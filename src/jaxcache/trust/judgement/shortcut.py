@@ -75,12 +75,16 @@ _ELIDED_KINDS = ("cache", "atime", "lockfile")
 @dataclass(frozen=True, slots=True)
 class Loaded:
     """A memo as read from its file: the header, the notable rows, and the rest when asked,
-    as rows or as lines by name (memo_format.lines(); each raises MemoError)."""
+    as rows or as lines by name (memo_format.lines(); each raises MemoError). `ledger_now`
+    opens a ledger's path as the origin ledger is read, a trusted input (trust/inputs/
+    ledger.py), and says its stat (None: there is none; it raises where it is not one), for
+    _ledger_holds(); given by the loader, which lives where trusted inputs are read."""
 
     header: Header
     notable: tuple[Row, ...]
     rest: Callable[[], tuple[Row, ...]]
     lines: Callable[[], dict[str, bytes]]
+    ledger_now: Callable[[str], os.stat_result | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,7 +178,8 @@ def decide(memo: Loaded | None, now: Seen) -> tuple[Judged, Why]:
         return Judged.FULL, Why.MOUNT_INSIDE
     if h.context != now.context:
         return Judged.FULL, Why.OTHER_CONTEXT
-    if not _ledger_holds(h.ledger, any(r.origin not in ("", "yours") for r in memo.notable)):
+    if not _ledger_holds(h.ledger, any(r.origin not in ("", "yours") for r in memo.notable),
+                         memo.ledger_now):
         return Judged.FULL, Why.LEDGER
     if h.directory != now.directory:
         return Judged.CHANGED, Why.DIRECTORY_CHANGED
@@ -191,7 +196,8 @@ def decide(memo: Loaded | None, now: Seen) -> tuple[Judged, Why]:
     return Judged.UNCHANGED, Why.NONE
 
 
-def _ledger_holds(seen: LedgerSeen | None, strangers: bool) -> bool:
+def _ledger_holds(seen: LedgerSeen | None, strangers: bool,
+                  ledger_now: Callable[[str], os.stat_result | None]) -> bool:
     """Does the ledger the entries were judged with still say the same of them? It is still
     one no one else could write (a ledger that became writable by others since would be a
     problem now, and with it nothing is yours: the full audit says so). Lines are only
@@ -201,18 +207,15 @@ def _ledger_holds(seen: LedgerSeen | None, strangers: bool) -> bool:
     if seen is None:
         return True  # origins were not judged
     from jaxcache.errors import JaxcacheError
-    from jaxcache.trust.inputs import trusted_file as inputs
 
     # still a trusted input (its bits, ACL, owner and folders, as ledger.load() judges it: one
     # another user may write since vouches for nothing), opened but not read
     try:
-        found = inputs.streamed(seen.path, inputs.ORIGIN_LEDGER, missing_ok=True)
+        st = ledger_now(seen.path)
     except (JaxcacheError, OSError):
         return False
-    if found is None:
+    if st is None:
         return seen.dev is None  # there was none, and there is none
-    fd, st = found
-    os.close(fd)
     if seen.dev is None or seen.ino is None or seen.size is None:
         return not strangers  # lines appeared where there were none
     if (st.st_dev, st.st_ino) != (seen.dev, seen.ino) or st.st_size < seen.size:
