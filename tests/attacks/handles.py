@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from support import paths
 from support.jobs import audit_json, codes, jaxcache, untrusted
-from support.users import as_user_argv, user_runtime
+from support.users import PeerProcess, started, user_runtime
 
 PROGRAMS = paths.PROGRAMS
 JOB = str(PROGRAMS / "two_jits.py")
@@ -27,56 +27,23 @@ ENV = {**os.environ, "JAX_PLATFORMS": "cpu"}
 ENV.pop("JAX_COMPILATION_CACHE_DIR", None)
 
 
-class Holder:
+class Holder(PeerProcess):
     """The attacker's process, started as another user; it says "ready" once it holds."""
+
+    what = "holder"
 
     def __init__(self, user: str, mode: str, path: Path, source: Path | None = None) -> None:
         runtime = user_runtime()  # the checkout may be out of that user's reach
-        argv = [*as_user_argv(user), runtime.python, runtime.program("holder.py"), mode,
-                str(path)]
-        if source is not None:
-            argv.append(str(source))
-        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, text=True)
-        self.expect("ready")
-
-    @property
-    def pid(self) -> int:
-        return self.proc.pid
-
-    def expect(self, word: str) -> None:
-        line = self.proc.stdout.readline().strip()  # blocks until the holder has done it
-        if line != word:
-            self.proc.kill()
-            raise AssertionError(f"holder said {line!r}: {self.proc.stderr.read()[-2000:]}")
+        super().__init__(user, runtime.python, runtime.program("holder.py"), mode, str(path),
+                         *([str(source)] if source is not None else []))
 
     def write(self) -> None:
-        self.proc.stdin.write("write\n")
-        self.proc.stdin.flush()
-        self.expect("done")
-
-    def close(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.stdin.close()
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        self.say("write")
 
 
 @pytest.fixture
 def holders():
-    made: list[Holder] = []
-
-    def start(*args, **kw) -> Holder:
-        h = Holder(*args, **kw)
-        made.append(h)
-        return h
-
-    yield start
-    for h in made:
-        h.close()
+    yield from started(Holder)
 
 
 def shared_cache(base: Path) -> tuple[Path, Path]:

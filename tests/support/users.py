@@ -112,3 +112,56 @@ def as_user_argv(user: str) -> list[str]:
     return ["setpriv", f"--reuid={user}", f"--regid={gid}", "--init-groups"]
 
 
+
+
+class PeerProcess:
+    """Another user's process, driven a line at a time: it says `ready` once set up and a word
+    after each command; any other line kills it and fails the test with its stderr. `what`
+    names it in that failure (an attacker's handle holder, a smuggler...)."""
+
+    what = "peer"
+
+    def __init__(self, user: str, *argv: str) -> None:
+        self.proc = subprocess.Popen([*as_user_argv(user), *argv], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.expect("ready")
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def expect(self, word: str) -> None:
+        line = self.proc.stdout.readline().strip()  # blocks until the process has done it
+        if line != word:
+            self.proc.kill()
+            raise AssertionError(f"{self.what} said {line!r}: {self.proc.stderr.read()[-2000:]}")
+
+    def say(self, line: str, done: str = "done") -> None:
+        """One command, done before this returns."""
+        self.proc.stdin.write(f"{line}\n")
+        self.proc.stdin.flush()
+        self.expect(done)
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.stdin.close()
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+def started(cls):
+    """For a fixture (`yield from started(Holder)`): start `cls(*args)` as the test asks, and
+    close each one after it."""
+    made: list[PeerProcess] = []
+
+    def start(*args, **kw):
+        p = cls(*args, **kw)
+        made.append(p)
+        return p
+
+    yield start
+    for p in made:
+        p.close()

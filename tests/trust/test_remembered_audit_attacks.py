@@ -24,7 +24,14 @@ import time
 from pathlib import Path
 
 import pytest
-from support.users import as_user_argv, mkdir, needs_root, needs_setfacl, user_runtime
+from support.users import (
+    PeerProcess,
+    mkdir,
+    needs_root,
+    needs_setfacl,
+    started,
+    user_runtime,
+)
 
 from jaxcache.lifecycle import witness
 from jaxcache.trust.inputs import audit_memo
@@ -148,56 +155,41 @@ for line in sys.stdin:
 """
 
 
-class Smuggler:
+class Smuggler(PeerProcess):
     """Another user's process that opened an entry (`flags`: O_RDWR, O_PATH, 3: the access
     mode that neither reads nor writes, for ioctls, which needs both rights) while the cache
     was shared, by its name or `via` a hard link of theirs removed again, and keeps the
     descriptor in flight (sent to itself, not received) until told to take it."""
 
+    what = "smuggler"
+
     def __init__(self, user: str, entry: Path, via: Path | None = None,
                  flags: str = "O_RDWR") -> None:
         runtime = user_runtime()
-        self.proc = subprocess.Popen(
-            [*as_user_argv(user), runtime.python, "-c", _SMUGGLER, str(entry),
-             str(via) if via is not None else "-", flags, str(SIZE)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        self._expect("ready")
-
-    def _expect(self, word: str) -> None:
-        line = self.proc.stdout.readline().strip()
-        if line != word:
-            self.proc.kill()
-            raise AssertionError(f"smuggler said {line!r}: {self.proc.stderr.read()[-2000:]}")
+        super().__init__(user, runtime.python, "-c", _SMUGGLER, str(entry),
+                         str(via) if via is not None else "-", flags, str(SIZE))
 
     def do(self, *lines: str) -> None:
         """Each line a command (take, write BYTES, close), each done before the next."""
         for x in lines:
-            self.proc.stdin.write(f"{x}\n")
-            self.proc.stdin.flush()
-            self._expect("done")
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.stdin.close()
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+            self.say(x)
 
 
 @pytest.fixture
 def smugglers():
-    made: list[Smuggler] = []
+    yield from started(Smuggler)
 
-    def start(*args, **kw) -> Smuggler:
-        s = Smuggler(*args, **kw)
-        made.append(s)
-        return s
 
-    yield start
-    for s in made:
-        s.stop()
+def _run_names_the_changed_entry(d: Path, tmp_path: Path) -> None:
+    """The full audit finds one entry changed since its ledger line, and so does `run`: its
+    record counts it changed (not taken as remembered, nor as yours)."""
+    whole = audit(d)
+    assert "origin.changed" in {f["code"] for f in whole["findings"]}, whole["findings"]
+    record = tmp_path / "run.json"
+    job = run(d, "true", extra=("--record", str(record)))
+    assert job.returncode == 0, job.stderr
+    origin = json.loads(record.read_text())["cache_dir"]["origin"]
+    assert origin["changed"] == 1, origin
 
 
 # ---- a descriptor hidden from the handle scan when the memo was written ----------------------
@@ -244,13 +236,7 @@ def test_bytes_written_through_a_handle_in_flight_when_judged_are_not_taken_as_u
     settle()
     kept = passed(d)
     smuggler.do("take", "write their code", "close")
-    whole = audit(d)
-    assert "origin.changed" in {f["code"] for f in whole["findings"]}, whole["findings"]
-    record = tmp_path / "run.json"
-    job = run(d, "true", extra=("--record", str(record)))
-    assert job.returncode == 0, job.stderr
-    origin = json.loads(record.read_text())["cache_dir"]["origin"]
-    assert origin["changed"] == 1, origin
+    _run_names_the_changed_entry(d, tmp_path)
     assert not kept
     # where origin is required it is refused, as the full audit refuses it
     assert audit(d, "--require-origin")["verdict"] == "UNSAFE"
@@ -313,13 +299,7 @@ def test_bytes_written_through_an_o_path_handle_in_flight_after_you_loosened_an_
     smuggler.do("take", "reopen", "write their code", "close")
     entry.chmod(0o644)
     assert entry.read_bytes().startswith(b"their code")
-    whole = audit(d)
-    assert "origin.changed" in {f["code"] for f in whole["findings"]}, whole["findings"]
-    record = tmp_path / "run.json"
-    job = run(d, "true", extra=("--record", str(record)))
-    assert job.returncode == 0, job.stderr
-    origin = json.loads(record.read_text())["cache_dir"]["origin"]
-    assert origin["changed"] == 1, origin
+    _run_names_the_changed_entry(d, tmp_path)
 
 # ---- what the memo judged with, changed since -------------------------------------------------
 def _ledger() -> Path:
