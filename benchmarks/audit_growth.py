@@ -35,11 +35,12 @@ import os
 import secrets
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from probe_overhead import timed  # beside this script: one process's wall, or exit saying why
 
 from jaxcache.bench.estimates import paired_shift
 
@@ -84,15 +85,6 @@ def ledger_for(path: str, made: list[tuple[str, bytes, os.stat_result]]) -> None
             f.write(ledger_file.line(ledger_file.Written(
                 name, hashlib.sha256(data).hexdigest(), len(data),
                 (s.st_dev, s.st_ino, s.st_mtime_ns, s.st_ctime_ns), now, path, boot, mine.id)))
-
-
-def timed(argv: list[str], env: dict[str, str]) -> float:
-    start = time.perf_counter()
-    proc = subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    wall = time.perf_counter() - start
-    if proc.returncode != 0:
-        sys.exit(f"failed: {' '.join(argv)}\n{proc.stderr.decode(errors='replace')[-2000:]}")
-    return wall
 
 
 def memo_state(state: str) -> dict[str, int]:
