@@ -17,7 +17,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
-from functools import partial
 
 from jaxcache.errors import JaxcacheError, UntrustedCacheError
 from jaxcache.text import safe
@@ -167,15 +166,14 @@ def _plain_audit(asked: Asked, where: str, pol: Policy, accounts: Accounts, reme
     from jaxcache.trust.inputs import ledger
     from jaxcache.trust.inputs.audit_memo import remembering
 
-    judge: Callable[..., AuditReport] = remembering if remember else \
-        partial(audit, scan_processes=False)
     env = dict(asked.env) if asked.env is not None else None
 
     def read_ledger() -> Ledger:  # read only where entries are judged (not an unchanged one's)
         return ledger.load(accounts=accounts, env=env)
 
-    return judge(where, policy=pol, accounts=accounts, require_origin=asked.require_origin,
-                 env=env, ledger=read_ledger, fingerprint=asked.fingerprint)
+    return remembering(where, policy=pol, accounts=accounts, require_origin=asked.require_origin,
+                       env=env, ledger=read_ledger, fingerprint=asked.fingerprint,
+                       remember=remember)
 
 
 def _sealed_verdict(report: AuditReport) -> None:

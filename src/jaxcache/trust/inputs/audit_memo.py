@@ -29,7 +29,6 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from jaxcache.fingerprint.model import Fingerprint
-    from jaxcache.trust.inputs.public_keys import PublicKey
     from jaxcache.trust.judgement.audit import AuditReport
     from jaxcache.trust.kernel.principals import Accounts
     from jaxcache.trust.provenance.ledger_file import Ledger
@@ -271,23 +270,27 @@ def forget(resolved: str) -> None:
         os.close(dfd)
 
 
-def remembering(given: str, *, policy: Policy, accounts: Accounts, sealed: bool = False,
-                sealed_keys: tuple[PublicKey, ...] = (), require_origin: bool = False,
-                env: dict[str, str] | None = None,
+def remembering(given: str, *, policy: Policy, accounts: Accounts,
+                require_origin: bool = False, env: dict[str, str] | None = None,
                 ledger: Ledger | Callable[[], Ledger] | None = None,
-                fingerprint: Callable[[], Fingerprint] | None = None) -> AuditReport:
+                fingerprint: Callable[[], Fingerprint] | None = None,
+                remember: bool = True) -> AuditReport:
     """The audit of `given` as `jaxcache run` makes it (judgement/audit.py's, its other
     users' processes not listed, the handle scan on), through the memo of the last judgement
     that passed: where the shorter judgement does not pass, the full audit judges again and
     has the final word. Then the memo is replaced by what this judgement leaves to remember,
-    or removed where it leaves nothing."""
+    or removed where it leaves nothing. `remember=False`: the same audit of a plain cache,
+    without the memo (read, written or removed). A sealed cache is never remembered: its audit
+    is judgement/audit.py's alone."""
     from jaxcache.trust.judgement.audit import audit
 
-    def judged(remembered: Callable[[Seen], Loaded | None]) -> AuditReport:
+    def judged(remembered: Callable[[Seen], Loaded | None] | None) -> AuditReport:
         return audit(given, policy=policy, scan_processes=False, accounts=accounts,
-                     sealed=sealed, sealed_keys=sealed_keys, require_origin=require_origin,
-                     env=env, ledger=ledger, fingerprint=fingerprint, remembered=remembered)
+                     require_origin=require_origin, env=env, ledger=ledger,
+                     fingerprint=fingerprint, remembered=remembered)
 
+    if not remember:
+        return judged(None)
     report = judged(load)
     if report.judged is not Judged.FULL and not report.verdict.ok:
         from dataclasses import replace
