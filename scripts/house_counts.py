@@ -40,7 +40,7 @@ MODEL_MODULES = (
     "jaxcache/documents/", "jaxcache/validate.py",  # reading and checking jaxcache's documents
     "jaxcache/decide/facts.py",  # the audit and bench documents, as decide reads them
     "jaxcache/records/run_document.py",  # the run record, for every reader
-    "jaxcache/records/building/probe_output.py",  # the probe's document, for the builder
+    "jaxcache/records/probe_output.py",  # the probe's document, for the builder
     "jaxcache/bench/bench_document.py",  # the bench result
     "jaxcache/lifecycle/seal_spec.py",  # the sealed job's spec, as its environment carries it
     "jaxcache/trust/inputs/policy_toml.py",  # the policy file

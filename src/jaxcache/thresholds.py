@@ -10,7 +10,7 @@ start-up. One rule and one sentence for run's summary, enable()'s result, bench 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -48,8 +48,7 @@ SIZE_VARIABLE = "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES"
 FLAGS = {"--min-compile-time": COMPILE_VARIABLE, "--min-entry-size": SIZE_VARIABLE}
 
 
-@dataclass(frozen=True, slots=True)
-class LeftOut:
+class LeftOut(NamedTuple):
     """The compiles a threshold kept out of the cache in one job (or process)."""
 
     modules: int  # not written because of a threshold

@@ -30,7 +30,7 @@ with atheris.instrument_imports(include=["jaxcache"]):
     )
     from jaxcache.documents import read  # noqa: F401
     from jaxcache.explain import reasons  # noqa: F401
-    from jaxcache.records import totals as stats  # noqa: F401
+    from jaxcache.records.kept import totals as stats  # noqa: F401
     from jaxcache.report import decide as decide_report  # noqa: F401
     from jaxcache.report import (  # noqa: F401
         explain,

@@ -46,7 +46,7 @@ def record(data: bytes) -> None:
     """A run record in a records folder or named to explain: records list, stats, explain."""
     from jaxcache.explain import reasons
     from jaxcache.records import record_dir as store
-    from jaxcache.records import totals as stats
+    from jaxcache.records.kept import totals as stats
     from jaxcache.report import explain as explain_report
     from jaxcache.report import records as records_report
 

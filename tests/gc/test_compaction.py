@@ -9,7 +9,6 @@ or races a compaction loop.
 
 from __future__ import annotations
 
-import dataclasses
 import fcntl
 import hashlib
 import json
@@ -208,7 +207,7 @@ def test_appenders_racing_compactions_lose_no_line(tmp_path):
     replaced = 0
     while any(c.poll() is None for c in children) or rounds < 3:
         # one line of an entry already gone each round, so every compaction rewrites the file
-        gone = dataclasses.replace(lines[0], name=f"jit_gone{rounds}-{'0' * 64}-cache")
+        gone = lines[0]._replace(name=f"jit_gone{rounds}-{'0' * 64}-cache")
         assert witness.append(str(ledger), gone)
         ino = ledger.stat().st_ino
         done = compaction.compact(str(ledger))

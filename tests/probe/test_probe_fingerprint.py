@@ -14,7 +14,7 @@ from support import paths
 from jaxcache import fingerprint, jobenv
 from jaxcache.fingerprint import binaries
 from jaxcache.records import fingerprints
-from jaxcache.records.building.probe_output import ProbeOutput
+from jaxcache.records.probe_output import ProbeOutput
 
 
 def _document():

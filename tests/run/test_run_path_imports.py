@@ -2,7 +2,9 @@
 every job (benchmarks/wrapper_cost.py), so the heavy standard-library ones that run's path
 does not need stay off it. Each of these was on it once (threading for a sealed reader's
 listing thread, importlib.util for the fingerprint's finders). The standard parts run is built
-of (argparse, dataclasses) are on it on purpose, with what they import themselves."""
+of are on it on purpose, with what they import themselves: argparse; typing, for the
+NamedTuples of the path before the job; dataclasses, for the record's model, and threading,
+which imports that model while the job runs."""
 
 from __future__ import annotations
 
@@ -21,11 +23,12 @@ HEAVY = ("typing", "inspect", "threading", "importlib.util", "contextlib", "warn
 
 
 def _standard_parts() -> set[str]:
-    """What importing argparse and dataclasses imports, on this Python (inspect, and through
-    it contextlib and warnings, on 3.11)."""
+    """What importing argparse, typing, dataclasses and threading imports, on this Python
+    (inspect, and through it contextlib and warnings, on 3.11)."""
     proc = subprocess.run(
         [sys.executable, "-I", "-c", "import sys; before = set(sys.modules); "
-         "import argparse, dataclasses; print(*sorted(set(sys.modules) - before))"],
+         "import argparse, typing, dataclasses, threading; "
+         "print(*sorted(set(sys.modules) - before))"],
         capture_output=True, text=True, check=True)
     return set(proc.stdout.split())
 

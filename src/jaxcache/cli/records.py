@@ -89,7 +89,7 @@ def handle(args: argparse.Namespace, tail: None) -> None:
 
     fmt = formats.FORMATS[args.fmt]
     if action == "prune":
-        from jaxcache.records import prune
+        from jaxcache.records.kept import prune
 
         text = fmt["prune"](prune.prune(directory, older_than_days=args.older_than,
                                             keep=keep, dry_run=args.dry_run))
@@ -105,7 +105,7 @@ def _stats(args: argparse.Namespace, directory: str, render: Callable[..., str])
     import time
 
     from jaxcache.records import record_dir as store
-    from jaxcache.records import totals as stats
+    from jaxcache.records.kept import totals as stats
     from jaxcache.records.used_dirs import canonical
     from jaxcache.report import records as formats
 

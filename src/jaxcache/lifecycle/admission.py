@@ -15,8 +15,8 @@ environment, JAX's config, the sealed backend) is each caller's.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import StrEnum
+from typing import NamedTuple
 
 from jaxcache.errors import JaxcacheError, UntrustedCacheError
 from jaxcache.text import safe
@@ -48,8 +48,7 @@ class Kind(StrEnum):
     SEALED_BUCKET = "sealed-bucket"  # the same, in gs:// or s3://
 
 
-@dataclass(frozen=True, slots=True)
-class Asked:
+class Asked(NamedTuple):
     """How a caller means to use the cache at `path` (a directory, or a bucket for a sealed
     cache). `keys`: trusted keys given besides the policy's; `signer`: the public half of the
     signing key the caller writes with (refused where the policy revokes it); `publisher`: it
@@ -73,8 +72,7 @@ class Asked:
     remember: bool = False
 
 
-@dataclass(frozen=True, slots=True)
-class Admitted:
+class Admitted(NamedTuple):
     """A cache the admission let in: its path (resolved; a bucket's URL), how it is used, the
     audit's report, a sealed cache's local tier (this build's folder), and the directories
     made for it (mode 0700)."""

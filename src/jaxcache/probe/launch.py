@@ -100,13 +100,16 @@ class Ran:
 def launch(argv: list[str], env: dict[str, str], *,
            stdout: int | IO[str] | IO[bytes] | None = None,
            stderr: int | IO[str] | IO[bytes] | None = None, timeout: float | None = None,
-           interactive: bool = True) -> Ran:
+           interactive: bool = True, started: Callable[[], object] | None = None) -> Ran:
     """Run argv with the probe; returns when the program has ended, however it ended:
     pid, status (as os.wait4 gives it), usage, wall_s, timed_out, probes (main one first).
 
     interactive: the job shares our terminal, Ctrl-C goes to it and we stay to write the
     record (jaxcache run). Otherwise (jaxcache bench) the job runs in its own session, and
     Ctrl-C or `timeout` seconds kill its whole process group; KeyboardInterrupt propagates.
+
+    started: called once the job has started, before it is waited for: to start what this
+    process does while the job runs (beside()), which then costs no time before the job.
     """
     if not argv:
         raise JaxcacheError("no command given: jaxcache run [OPTIONS] -- CMD [ARGS...]")
@@ -145,6 +148,8 @@ def launch(argv: list[str], env: dict[str, str], *,
         forward = _hold_signals(pid, interactive, handlers)  # until it is reaped
         try:
             try:
+                if started is not None:
+                    started()
                 signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # what came meanwhile: now
                 status, usage, timed_out = _wait(job, timeout)
             except BaseException:  # the job goes too
@@ -172,6 +177,22 @@ def _lease(fifo: str) -> str:
 
 
 _HELD = (signal.SIGINT, signal.SIGQUIT, signal.SIGTERM, signal.SIGHUP)
+
+
+def beside(work: Callable[[], object], name: str) -> threading.Thread:
+    """`work` on a daemon thread while the job runs. The thread starts with the job's signals
+    blocked and keeps them so: they always reach the main thread, which hands them on to the
+    job. (One a thread took would wait there until the job ended, or, before our handlers are
+    set, end this process and leave the job running.)"""
+    import threading
+
+    thread = threading.Thread(target=work, name=name, daemon=True)
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, _HELD)
+    try:
+        thread.start()
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+    return thread
 
 
 def _hold_signals(pid: int, interactive: bool, handlers: dict[signal.Signals, Handler]

@@ -20,7 +20,7 @@ from jaxcache.text import safe
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from jaxcache.records.building.probe_output import ProbeOutput
+    from jaxcache.records.probe_output import ProbeOutput
 
 NO_PROBE = "the process left no final probe document (killed, or it never compiled)"
 

@@ -16,7 +16,7 @@ import os
 import re
 import stat
 import time
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from jaxcache.errors import JaxcacheError
 from jaxcache.text import safe
@@ -49,8 +49,7 @@ def runs_dir() -> str:
     return effective.records_dir()
 
 
-@dataclass(frozen=True, slots=True)
-class Found:
+class Found(NamedTuple):
     """One record file: its name in the directory, identity (for prune's re-check) and doc."""
 
     name: str
@@ -62,14 +61,12 @@ class Found:
     doc: JsonObject
 
 
-@dataclass(frozen=True, slots=True)
-class Skipped:
+class Skipped(NamedTuple):
     name: str
     why: str
 
 
-@dataclass(frozen=True, slots=True)
-class Scan:
+class Scan(NamedTuple):
     directory: str
     exists: bool
     records: tuple[Found, ...]  # newest first

@@ -1,10 +1,10 @@
 """The run record (docs/run-record.md): its one model, written and read as JSON at the edge.
 
-The builder (records/building/builder.py) makes a RunRecord, rank_views.py and used_dirs.py
+The builder (records/builder.py) makes a RunRecord, rank_views.py and used_dirs.py
 return new parts of it, and run_record.py writes it with `to_json()`; every reader takes one
 `from_json()` parsed, leniently (documents/fields.py), from a record documents/read.py
 checked (bounded and validated: the user's job wrote it, it may be hostile). Only the probe
-writes plain JSON, inside the job (records/building/probe_output.py reads it).
+writes plain JSON, inside the job (records/probe_output.py reads it).
 
 The parts the record copies as other code wrote them are kept as that JSON beside their typed
 forms: what each probe said of its process (identity, cache_view, versions, platform, the

@@ -2,7 +2,7 @@
 
 Here a job is run with the probe and its record finished (the cache directory before, the
 run, the directory after), written, and read back. Building the record (run_document.py's
-RunRecord) from the probes' documents is building/builder.py's (its names are this module's
+RunRecord) from the probes' documents is builder.py's (its names are this module's
 too: callers import them from here).
 """
 
@@ -12,13 +12,8 @@ import os
 from dataclasses import dataclass
 
 from jaxcache.records import used_dirs
-from jaxcache.records.building.builder import (
-    DirSnapshot,
-    ListingBeside,
-    RunAudit,
-    build,
-    env_snapshot,
-)
+from jaxcache.records.builder import RunAudit, build, env_snapshot
+from jaxcache.records.dir_snapshot import DirSnapshot, ListingBeside
 from jaxcache.records.run_document import RunRecord  # used_dirs reads it too: no extra cost
 
 TYPE_CHECKING = False

@@ -21,7 +21,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
-    from jaxcache.records.building.probe_output import ProbeOutput
+    from jaxcache.records.probe_output import ProbeOutput
 
 
 

@@ -22,7 +22,7 @@ def net_dict(r: NetReport) -> dict[str, object]:
                 "uninspected_by_user": dict(r.scan.uninspected_by_user),
                 "hidden": r.scan.hidden, "partial": r.scan.partial,
                 "listeners": [asdict(li) for li in r.scan.listeners]},
-            "findings": [asdict(f) for f in r.findings]}
+            "findings": [f._asdict() for f in r.findings]}
 
 
 def render_json(r: NetReport) -> str:

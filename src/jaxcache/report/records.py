@@ -11,10 +11,10 @@ from collections.abc import Callable
 from dataclasses import asdict
 
 from jaxcache.documents.kinds import envelope
-from jaxcache.records.prune import PruneResult
+from jaxcache.records.kept.prune import PruneResult
+from jaxcache.records.kept.summary import RunSummary, summarize
+from jaxcache.records.kept.totals import Stats
 from jaxcache.records.record_dir import Scan, Skipped
-from jaxcache.records.summary import RunSummary, summarize
-from jaxcache.records.totals import Stats
 from jaxcache.report import jsonout
 from jaxcache.text import clip, plural, safe, size, wrap
 

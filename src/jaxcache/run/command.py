@@ -8,7 +8,7 @@ this module imports little at the top.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from jaxcache import jobenv
 from jaxcache.errors import JaxcacheError, UntrustedCacheError
@@ -22,8 +22,9 @@ if TYPE_CHECKING:  # checker only
     from jaxcache.documents.claim import Output, Unclaimed
     from jaxcache.fingerprint.model import Fingerprint
     from jaxcache.lifecycle.sealing import SealOptions
+    from jaxcache.records.dir_snapshot import DirSnapshot, ListingBeside
     from jaxcache.records.run_document import Namespace
-    from jaxcache.records.run_record import DirSnapshot, ListingBeside, RunResult
+    from jaxcache.records.run_record import RunResult
     from jaxcache.trust.inputs.public_keys import PublicKey
     from jaxcache.trust.judgement.audit import AuditReport
     from jaxcache.trust.kernel.principals import Accounts
@@ -34,8 +35,7 @@ UNVERIFIED_REMEDY = ("Use a supported JAX, or pass --unverified-jax to record it
 SEALED_NO = "A sealed cache needs a supported JAX; --unverified-jax does not apply"
 
 
-@dataclass(frozen=True, slots=True)
-class Admission:
+class Admission(NamedTuple):
     """What the audit admitted the job to: the path it gets and its verdict, the job's cache
     variables, what the directory held before, and where those entries came from (None for
     a sealed run)."""
@@ -159,9 +159,16 @@ def run_job(argv: list[str], *, cache_dir: str | None = None, record_path: str |
         # this run's grant, never an outer run's
         env = {**jobenv.ungranted(env), **admission.env,
                jobenv.FINGERPRINT: fingerprint.to_env(mine()), **ahead}
-        if admission.beside is not None:
-            admission.beside.start()
-        ran = launch.launch(argv, env, stdout=stdout)
+        beside = []
+
+        def started() -> None:  # once the job has started: what we do while it runs
+            if admission.beside is not None:
+                admission.beside.start()
+            beside.append(launch.beside(_import_record_model, "jaxcache-imports"))
+
+        ran = launch.launch(argv, env, stdout=stdout, started=started)
+        for thread in beside:
+            thread.join()  # the modules it imports are imported here only once it is done
         from jaxcache.probe import runner
         from jaxcache.records import run_record as recordmod
 
@@ -184,6 +191,17 @@ def run_job(argv: list[str], *, cache_dir: str | None = None, record_path: str |
     finally:
         for made in claimed:
             made.release()  # no-op once written
+
+
+def _import_record_model() -> None:
+    """The run record's model, builder and outcome, imported on a thread while the job runs:
+    ~40 classes whose creation (dataclasses: ~1.5 ms each on a 2-core machine) this process
+    would otherwise do after the job ended, or, taken before it, the job would wait for."""
+    try:
+        import jaxcache.probe.runner
+        import jaxcache.records.run_record  # noqa: F401
+    except Exception:  # noqa: BLE001, S110 - the main thread imports them again: it says why
+        pass
 
 
 def _prefetch_env(argv: list[str], chosen: str, seal: SealOptions) -> dict[str, str]:
@@ -281,7 +299,7 @@ def _admit(chosen: str, policy: str | None, allow_untrusted: bool, seal: SealOpt
     cache), after the keys and the policy are read: a bad key or policy is one line, not first
     a notice that the build is being hashed."""
     from jaxcache.lifecycle import admission
-    from jaxcache.records import run_record as recordmod
+    from jaxcache.records.dir_snapshot import DirSnapshot, ListingBeside
     from jaxcache.trust.inputs import policy as policymod
     from jaxcache.trust.kernel.principals import Accounts
 
@@ -307,10 +325,10 @@ def _admit(chosen: str, policy: str | None, allow_untrusted: bool, seal: SealOpt
         # a publisher's job writes to the bucket: listed before it starts; a reader's, beside
         if seal.publisher:
             return Admission(path, let_in.verdict.value, seal.job_env(path, policy),
-                             recordmod.DirSnapshot.at(path))
+                             DirSnapshot.at(path))
         return Admission(path, let_in.verdict.value, seal.job_env(path, policy),
-                         recordmod.DirSnapshot(path, {}, "listed beside the job"), None,
-                         recordmod.ListingBeside(path))
+                         DirSnapshot(path, {}, "listed beside the job"), None,
+                         ListingBeside(path))
     if seal is not None:  # no JAX_COMPILATION_CACHE_DIR: without the probe, no cache at all
         granted = seal.job_env(path, policy)
     else:
@@ -327,7 +345,7 @@ def _admit(chosen: str, policy: str | None, allow_untrusted: bool, seal: SealOpt
             # XLA reads and writes its sub-caches itself: nothing could judge those loads
             granted["JAX_PERSISTENT_CACHE_ENABLE_XLA_CACHES"] = "none"
     return Admission(path, let_in.verdict.value, granted,
-                     recordmod.DirSnapshot.of(path, report.inventory), _origin_summary(report))
+                     DirSnapshot.of(path, report.inventory), _origin_summary(report))
 
 
 def _origin_required(pol: Policy, path: str, require_origin: bool, env: dict[str, str] | None

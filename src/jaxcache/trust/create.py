@@ -12,7 +12,7 @@ import contextlib
 import os
 import stat
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from jaxcache.errors import JaxcacheError
 from jaxcache.text import quoted, safe
@@ -27,8 +27,7 @@ from jaxcache.trust.rules import target as targetmod
 _OPEN = os.O_RDONLY | os.O_NOFOLLOW | os.O_DIRECTORY | os.O_CLOEXEC
 
 
-@dataclass(frozen=True, slots=True)
-class InitResult:
+class InitResult(NamedTuple):
     path: str
     created: tuple[str, ...]
     refused: str | None  # why the directory is not accepted; None when it is ready

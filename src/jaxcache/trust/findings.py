@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import StrEnum
+from typing import NamedTuple
 
 from jaxcache.text import Tone, safe
 from jaxcache.trust.kernel.access import Action
@@ -100,8 +100,7 @@ UNSAFE, UNVERIFIABLE, WARNING, NOTE = Effect.UNSAFE, Effect.UNVERIFIABLE, Effect
     Effect.NOTE
 
 
-@dataclass(frozen=True, slots=True)
-class Finding:
+class Finding(NamedTuple):
     code: str  # stable identifier, documented in docs/audit.md
     effect: Effect
     message: str
@@ -109,26 +108,30 @@ class Finding:
     remedy: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class Writer:
-    """A principal able to change what JAX loads from the cache, and the chain of reasons.
-
-    The chain names files a writer chose the names of: it is given raw and escaped here, once
-    (text.safe), so every finding, refusal and format that shows it shows it safe, none
-    escapes it again, and no producer has to remember. `target` stays the path, for matching."""
-
+class _WriterFields(NamedTuple):
     principal: Principal
     action: Action
     target: str
     chain: tuple[str, ...]  # [reason, consequence], as text for people (escaped)
     trust: Trust
 
-    def __post_init__(self) -> None:  # (dataclasses.replace would escape it again)
-        object.__setattr__(self, "chain", tuple(safe(c) for c in self.chain))
+
+class Writer(_WriterFields):
+    """A principal able to change what JAX loads from the cache, and the chain of reasons.
+
+    The chain names files a writer chose the names of: it is given raw and escaped here, once
+    (text.safe), so every finding, refusal and format that shows it shows it safe, none
+    escapes it again, and no producer has to remember. `target` stays the path, for matching."""
+
+    __slots__ = ()
+
+    def __new__(cls, principal: Principal, action: Action, target: str, chain: tuple[str, ...],
+                trust: Trust) -> Writer:  # (_replace() does not escape it again)
+        return super().__new__(cls, principal, action, target, tuple(safe(c) for c in chain),
+                               trust)
 
 
-@dataclass(frozen=True, slots=True)
-class Component:
+class Component(NamedTuple):
     """One directory or symlink on the way to the cache, with its filesystem."""
 
     path: str

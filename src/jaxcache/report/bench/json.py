@@ -89,7 +89,6 @@ def thresholds(result: BenchResult) -> dict[str, object]:
 def left_out(result: BenchResult) -> LeftOut | None:
     """What JAX's write thresholds kept out of the cache in the cold runs: the median run by
     seconds left out (the same rule and sentence as run's summary: thresholds.py)."""
-    from dataclasses import replace
 
     cold = sorted((s.left_out for s in result.samples if s.kind == "cold" and s.left_out),
                   key=lambda left: left.seconds)
@@ -97,7 +96,7 @@ def left_out(result: BenchResult) -> LeftOut | None:
         return None
     wall = result.analysis.wall  # the start-up as the table shows it: the cold median
     middle = cold[len(cold) // 2]
-    return replace(middle, startup_s=wall[0].median) if wall is not None else middle
+    return middle._replace(startup_s=wall[0].median) if wall is not None else middle
 
 
 def _left_out(result: BenchResult) -> dict[str, Any] | None:

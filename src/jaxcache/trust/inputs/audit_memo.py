@@ -293,9 +293,7 @@ def remembering(given: str, *, policy: Policy, accounts: Accounts,
         return judged(None)
     report = judged(load)
     if report.judged is not Judged.FULL and not report.verdict.ok:
-        from dataclasses import replace
-
-        report = replace(judged(lambda _: None), judged_why=Why.REFUSED)
+        report = judged(lambda _: None)._replace(judged_why=Why.REFUSED)
     if report.resolved is None or report.judged_why in (Why.NOT_ASKED, Why.SMALL):
         return report
     if report.memo is not None:

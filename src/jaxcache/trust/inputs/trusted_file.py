@@ -17,7 +17,7 @@ import errno
 import os
 import stat
 from collections.abc import Iterator
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from jaxcache.errors import JaxcacheError
 from jaxcache.text import file_type, quoted, safe
@@ -38,8 +38,7 @@ class InputError(JaxcacheError):
     """A trusted input that is missing, not a regular file, unprotected or too large."""
 
 
-@dataclass(frozen=True, slots=True)
-class Kind:
+class Kind(NamedTuple):
     """What a trusted file is, for messages and limits."""
 
     name: str  # "policy", "public key", ...
@@ -64,8 +63,7 @@ SIGSTORE_ROOT = Kind("Sigstore trusted root", 1 << 20,
 LIBRARY = Kind("PKCS#11 library", 0, "decides what code runs in this process")
 
 
-@dataclass(frozen=True, slots=True)
-class TrustedFile:
+class TrustedFile(NamedTuple):
     path: str  # as given
     data: bytes
     uid: int

@@ -9,7 +9,8 @@ unreadable ancestor, kernel disagreeing with the model). Anything unknown fails 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import NamedTuple
 
 from jaxcache.errors import PolicyError
 from jaxcache.text import safe
@@ -54,8 +55,7 @@ if TYPE_CHECKING:  # checker only
 
 
 
-@dataclass(frozen=True, slots=True)
-class AuditReport:
+class AuditReport(NamedTuple):
     requested: str
     path: str | None  # absolute path JAX would use
     resolved: str | None  # after symlinks
@@ -73,7 +73,7 @@ class AuditReport:
     origins: originmod.Origins | None = None  # a plain reader's local directory: who wrote what
     # a sealed reader's audit: what each writer a plain reader does not trust can do under the
     # seal (sealed_view.roles(): a declared signer, or one who can only cause recompiles)
-    sealed_as: Mapping[pr.Principal, sealedmod.SealedRole] = field(default_factory=dict)
+    sealed_as: Mapping[pr.Principal, sealedmod.SealedRole] = MappingProxyType({})
     # how much of the entries were looked at (trust/judgement/shortcut.py), why not less, and
     # what to remember of this judgement for the next (None: nothing may be)
     judged: Judged = Judged.FULL

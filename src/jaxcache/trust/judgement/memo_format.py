@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 import os
 import re
-from dataclasses import dataclass
+from typing import NamedTuple
 
 MAGIC = "jaxcache-audit-memo"
 VERSION = "1"
@@ -37,8 +37,7 @@ class MemoError(ValueError):
     """A memo that is not one this version wrote: the audit then judges every entry."""
 
 
-@dataclass(frozen=True, slots=True)
-class LedgerSeen:
+class LedgerSeen(NamedTuple):
     """The origin ledger as the remembered judgement read it: the file (device, inode and
     size, stat'ed before it was read; None: there was none), and what the audit said of it."""
 
@@ -51,8 +50,7 @@ class LedgerSeen:
     other_boot: int
 
 
-@dataclass(frozen=True, slots=True)
-class Header:
+class Header(NamedTuple):
     """What was verified, and under what: the directory's identity and its state (a name
     added, removed or renamed changes its mtime and ctime; no user can set a ctime), the
     mount it is on, this boot, the judging context (a digest of the user, the build and the
@@ -83,8 +81,7 @@ class Header:
         return d[0], d[1], d[2], d[3], d[4]
 
 
-@dataclass(frozen=True, slots=True)
-class Row:
+class Row(NamedTuple):
     """One entry as judged: what shows it unchanged (its inode and change time: any write,
     chmod, chown, ACL or link count change moves the ctime), and what the judgement said."""
 
@@ -107,7 +104,7 @@ def encode(header: Header, notable: tuple[Row, ...], rest: tuple[Row, ...],
     first = "".join(_row(r) for r in notable).encode("ascii")
     second = "".join(_row(r) for r in rest).encode("ascii") + (
         carried.lines if carried is not None else b"")
-    count = len(notable) + len(rest) + (carried.count if carried is not None else 0)
+    count = len(notable) + len(rest) + (carried.rows if carried is not None else 0)
     h = header
     d = h.directory
     led = h.ledger
@@ -165,13 +162,12 @@ def rows(data: bytes, count: int) -> tuple[Row, ...]:
     return tuple(_parsed(f) for f in found)
 
 
-@dataclass(frozen=True, slots=True)
-class Carried:
+class Carried(NamedTuple):
     """Rows of a memo carried into the next as the very bytes read (lines() checked them):
     unchanged entries, so unchanged rows."""
 
     lines: bytes
-    count: int
+    rows: int
     kinds: tuple[int, int, int]  # compiled entries, atime, lock files
     bytes: int
 

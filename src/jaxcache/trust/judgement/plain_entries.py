@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from jaxcache.trust.findings import Judged, Why
 from jaxcache.trust.judgement import origin_findings, shortcut
@@ -37,8 +37,7 @@ if TYPE_CHECKING:
     LedgerOrLoader = ledger_file.Ledger | Callable[[], ledger_file.Ledger]
 
 
-@dataclass(frozen=True, slots=True)
-class Part:
+class Part(NamedTuple):
     """The entries' part of an audit: the inventory and origins, the inodes the handle scan
     looks for (a shortened judgement's; the full one collects its own), the ledger the
     origins were judged with as remembered (shortcut.ledger_seen()), and a changed
@@ -54,8 +53,7 @@ class Part:
     more: Callable[[], frozenset[tuple[int, int]] | None] | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class Judging:
+class Judging(NamedTuple):
     """How the entries were judged: their part, how far (`judged`, `why`), the directory as
     found where a memo was asked for (`now`), and whether the judgement was the shorter one
     (its handle scan then looks for `part.inodes` only)."""
@@ -156,7 +154,7 @@ def _shortened(judged: Judged, loaded: shortcut.Loaded, now: shortcut.Seen, fd: 
     if relisted is None:
         return Why.RELISTED_DIRECTORY
     inventory, origins, seen = relisted.inventory, None, None
-    if ledger is not None and (inventory.entries or relisted.carried.count):
+    if ledger is not None and (inventory.entries or relisted.carried.rows):
         if h.ledger is None or any(e.kind == "cache" for e in relisted.fresh.entries):
             read = _ledger(ledger)
             seen = shortcut.ledger_seen(shortcut.ledger_stat(read.path), read)

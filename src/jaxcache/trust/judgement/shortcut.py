@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import os
 import stat
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from jaxcache.trust.findings import Judged, Why
 from jaxcache.trust.judgement.memo_format import (
@@ -72,8 +72,7 @@ MIN_DIR_BYTES = 16 << 10
 _ELIDED_KINDS = ("cache", "atime", "lockfile")
 
 
-@dataclass(frozen=True, slots=True)
-class Loaded:
+class Loaded(NamedTuple):
     """A memo as read from its file: the header, the notable rows, and the rest when asked,
     as rows or as lines by name (memo_format.lines(); each raises MemoError). `ledger_now`
     opens a ledger's path as the origin ledger is read, a trusted input (trust/inputs/
@@ -87,8 +86,7 @@ class Loaded:
     ledger_now: Callable[[str], os.stat_result | None]
 
 
-@dataclass(frozen=True, slots=True)
-class Memo:
+class Memo(NamedTuple):
     """What a passed audit leaves to remember (memo_format.encode's parts)."""
 
     header: Header
@@ -97,8 +95,7 @@ class Memo:
     carried: Carried | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class Seen:
+class Seen(NamedTuple):
     """The directory as this audit found it, before anything in it was read."""
 
     path: str
@@ -286,8 +283,7 @@ def _origin(r: Row, uid: int) -> originmod.EntryOrigin:
                                  owner=None if r.origin == originmod.YOURS else uid)
 
 
-@dataclass(frozen=True, slots=True)
-class Relisted:
+class Relisted(NamedTuple):
     """A changed directory, listed and each name lstat'ed: the inventory (the entries judged
     now and the unchanged notable ones listed, the unchanged plain ones counted: Elided), the
     origins of the unchanged listed ones, the entries judged now (for their origins), the
@@ -412,7 +408,7 @@ def remember(now: Seen, verdict: Verdict, inventory: entriesmod.Inventory | None
 
     counted = inventory.elided.files if inventory is not None and inventory.elided else 0
     if verdict is not Verdict.PRIVATE or inventory is None or inventory.unreadable \
-            or counted != (carried.count if carried is not None else 0) \
+            or counted != (carried.rows if carried is not None else 0) \
             or held is None or held.handles or held.readers \
             or trusted_ledgers or not now.boot or now.fstype not in CTIME_KEPT or now.inside \
             or len(inventory.entries) + counted > MAX_ROWS \

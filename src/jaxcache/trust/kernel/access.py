@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import os
 import stat
-from dataclasses import dataclass
 from enum import StrEnum
+from typing import NamedTuple
 
 from jaxcache.trust.kernel import acl as aclmod
 from jaxcache.trust.kernel import principals as pr
@@ -43,8 +43,7 @@ class Action(StrEnum):
     WRITE_STORAGE = "write-storage"  # rewrite the image a loop device is set up from
 
 
-@dataclass(frozen=True, slots=True)
-class Access:
+class Access(NamedTuple):
     """One way one principal can change what a walked path holds (a Writer before trust)."""
 
     grant: pr.Grant

@@ -9,7 +9,7 @@ from __future__ import annotations
 import errno
 import os
 import struct
-from dataclasses import dataclass
+from typing import NamedTuple
 
 ACCESS = "system.posix_acl_access"
 DEFAULT = "system.posix_acl_default"
@@ -27,15 +27,13 @@ class AclFormatError(ValueError):
     """The xattr is not an ACL this parser understands: callers fail closed."""
 
 
-@dataclass(frozen=True, slots=True)
-class AclEntry:
+class AclEntry(NamedTuple):
     tag: int
     perm: int
     id: int | None  # uid or gid for USER / GROUP entries, else None
 
 
-@dataclass(frozen=True, slots=True)
-class Acl:
+class Acl(NamedTuple):
     entries: tuple[AclEntry, ...]
 
     def find(self, tag: int) -> AclEntry | None:

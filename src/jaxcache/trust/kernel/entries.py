@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import stat
 import time
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from jaxcache.trust.kernel import acl as aclmod
 from jaxcache.trust.kernel import principals
@@ -34,8 +34,7 @@ USED_SUFFIX = ".used"  # jaxcache wrote the entry; its mtime is the last use (pu
 _SIDECARS = {SIGNATURE_SUFFIX: "signature", USED_SUFFIX: "used"}
 
 
-@dataclass(frozen=True, slots=True)
-class KindWords:
+class KindWords(NamedTuple):
     """What one kind of file is called, one and many, and whose bookkeeping it is (None: a
     compiled entry, or a file nobody's rules name)."""
 
@@ -43,7 +42,7 @@ class KindWords:
     many: str
     whose: str | None = None
 
-    def count(self, n: int) -> str:
+    def phrase(self, n: int) -> str:
         return f"{n} {self.one if n == 1 else self.many}" + \
             (f" ({self.whose})" if self.whose else "")
 
@@ -64,8 +63,7 @@ _LOCKS = (".lockfile", ".jaxcache-lock")
 _ACCOUNT_LOCK = ".jaxcache-lock-"
 
 
-@dataclass(frozen=True, slots=True)
-class Entry:
+class Entry(NamedTuple):
     name: str  # relative to the cache directory
     kind: str  # cache | atime | signature | used | lockfile | xla-subcache | unexpected
     module: str | None
@@ -83,8 +81,7 @@ class Entry:
     identity: tuple[int, int, int, int] = (0, 0, 0, 0)  # dev, ino, mtime_ns, ctime_ns (origin.py)
 
 
-@dataclass(frozen=True, slots=True)
-class Elided:
+class Elided(NamedTuple):
     """Entries an inventory stands for without listing them: a directory the audit found
     unchanged since it judged every entry (trust/judgement/shortcut.py), whose plain entries
     (regular files of yours, nothing flagged, compiled entries of yours by this build, JAX's
@@ -98,7 +95,7 @@ class Elided:
     names: Callable[[], dict[str, int] | None]
     stamp: tuple[int, ...]  # the directory as it was judged: dev, ino, mtime, ctime (ns), nlink
 
-    def count(self, kind: str) -> int:
+    def tally(self, kind: str) -> int:
         return {"cache": self.compiled, "atime": self.atimes, "lockfile": self.locks}.get(
             kind, 0)
 
@@ -107,8 +104,7 @@ class Elided:
         return self.compiled + self.atimes + self.locks
 
 
-@dataclass(frozen=True, slots=True)
-class Inventory:
+class Inventory(NamedTuple):
     entries: tuple[Entry, ...]
     unreadable: str | None = None
     elided: Elided | None = None  # what it stands for without listing (Elided)
@@ -118,21 +114,21 @@ class Inventory:
         return sum(e.size for e in self.entries if e.type == "file") + (
             self.elided.bytes if self.elided is not None else 0)
 
-    def count(self, kind: str) -> int:
+    def tally(self, kind: str) -> int:
         return sum(1 for e in self.entries if e.kind == kind) + (
-            self.elided.count(kind) if self.elided is not None else 0)
+            self.elided.tally(kind) if self.elided is not None else 0)
 
     def kinds(self) -> dict[str, int]:
         """How many of each kind, those present, in KINDS' order."""
-        found = {k: self.count(k) for k in KINDS}
+        found = {k: self.tally(k) for k in KINDS}
         return {k: n for k, n in found.items() if n}
 
     def described(self) -> str:
         """'3 compiled entries, 3 signatures (jaxcache's), ...': the compiled entries always
         named first, each other kind present after them."""
         found = self.kinds()
-        return ", ".join([COMPILED.count(found.pop("cache", 0)),
-                          *(KINDS[k].count(n) for k, n in found.items())])
+        return ", ".join([COMPILED.phrase(found.pop("cache", 0)),
+                          *(KINDS[k].phrase(n) for k, n in found.items())])
 
 
 def classify(name: str) -> tuple[str, str | None, str | None]:

@@ -7,7 +7,7 @@ CIFS invents owners from mount options, a FUSE daemon serves whatever it likes.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from typing import NamedTuple
 
 NETWORK = frozenset({
     "nfs", "nfs4", "cifs", "smb3", "smbfs", "lustre", "gpfs", "ceph", "beegfs", "glusterfs",
@@ -20,8 +20,7 @@ NETWORK = frozenset({
 CONTAINER_ROOTS = frozenset({"fuse.fuse-overlayfs"})
 
 
-@dataclass(frozen=True, slots=True)
-class Mount:
+class Mount(NamedTuple):
     mount_id: int
     dev: int
     root: str  # the subtree of the filesystem mounted here ("/" unless a bind mount)

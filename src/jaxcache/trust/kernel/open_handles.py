@@ -23,7 +23,7 @@ from __future__ import annotations
 import os
 import stat
 import sys
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from jaxcache.trust.kernel import process_table as proctable
 from jaxcache.trust.kernel.principals import Trust
@@ -91,8 +91,7 @@ class Identities:
         return Identities(self.path, self.inodes | inodes, self.also + paths, self.more)
 
 
-@dataclass(frozen=True, slots=True)
-class Handle:
+class Handle(NamedTuple):
     pid: int
     uid: int
     user: str
@@ -103,8 +102,7 @@ class Handle:
     detail: str  # "fd 3" | "mapping 7f..-7f.. rw-s"
 
 
-@dataclass(frozen=True, slots=True)
-class HandleScan:
+class HandleScan(NamedTuple):
     handles: tuple[Handle, ...]
     uninspected: tuple[tuple[str, int], ...]  # (user, processes) we were not allowed to read
     # with scan(readers=True): descriptors of any other kind (read-only, O_PATH) on a file of

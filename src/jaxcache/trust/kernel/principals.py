@@ -10,9 +10,9 @@ from __future__ import annotations
 import grp
 import pwd
 import stat
-from dataclasses import dataclass
 from enum import StrEnum
 from functools import cached_property
+from typing import NamedTuple
 
 from jaxcache.trust.kernel import acl as aclmod
 from jaxcache.trust.kernel.acl import Acl
@@ -32,8 +32,7 @@ class Trust(StrEnum):
         return self.value
 
 
-@dataclass(frozen=True, slots=True, order=True)
-class Principal:
+class Principal(NamedTuple):
     """A user, a group nobody on this machine is known to belong to, everyone, or an owner
     this user namespace does not map ("unmapped": shown as the overflow id, unknown)."""
 
@@ -52,8 +51,7 @@ class Principal:
 EVERYONE = Principal("everyone", None, "everyone")
 
 
-@dataclass(frozen=True, slots=True)
-class Grant:
+class Grant(NamedTuple):
     """One principal able to modify one directory, and why."""
 
     principal: Principal

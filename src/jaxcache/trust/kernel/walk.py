@@ -11,7 +11,7 @@ import errno
 import os
 import stat
 from collections import deque
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from jaxcache.errors import JaxcacheError
 from jaxcache.text import file_type, quoted, safe
@@ -26,8 +26,7 @@ class WalkError(JaxcacheError):
     """The path cannot name a directory: a file in the middle, a symlink loop, a bad name."""
 
 
-@dataclass(frozen=True, slots=True)
-class Node:
+class Node(NamedTuple):
     """One directory or symlink met on the way, as it was when we opened it."""
 
     path: str
@@ -48,8 +47,7 @@ class Node:
         return (self.dev, self.ino)
 
 
-@dataclass(frozen=True, slots=True)
-class Walk:
+class Walk(NamedTuple):
     requested: str
     nodes: tuple[Node, ...]
     anchor: int  # index of the deepest existing directory reached

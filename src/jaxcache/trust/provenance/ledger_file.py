@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from jaxcache.fingerprint.model import SHORT, Fingerprint
 
@@ -38,8 +38,7 @@ HEADER = "0\tledger"  # the first line: "0 ledger 2 DEV INO BIRTH" (tabs), the f
 BINDING = "2"  # the header's version: "1" named only DEV and INO, which a restore can reproduce
 
 
-@dataclass(frozen=True, slots=True)
-class Written:
+class Written(NamedTuple):
     """One ledger line: an entry a watched job made JAX write."""
 
     name: str
@@ -188,8 +187,7 @@ def _fingerprint(raw: bytes) -> Fingerprint | None:
         return None
 
 
-@dataclass(frozen=True, slots=True)
-class Ledger:
+class Ledger(NamedTuple):
     """What the ledger says, by entry name; `problem` when it could not be read (then nothing
     counts as yours: fail closed)."""
 
@@ -201,8 +199,7 @@ class Ledger:
     identity: tuple[int, int, int] | None = None  # dev, ino, birth of the file read, if bound
     other_boot: int = 0  # lines left out because written in another boot (only_boot)
     # writer fingerprint id -> what it stands for (None: its line is not a fingerprint)
-    fingerprints: Mapping[str, Fingerprint | None] = field(
-        default_factory=lambda: _Fingerprints({}))
+    fingerprints: Mapping[str, Fingerprint | None] = _Fingerprints({})
     # whose ledger this is, where it is another writer's (a policy's trusted_ledgers): the
     # name of the trusted writer that owns the file; "": yours
     owner: str = ""

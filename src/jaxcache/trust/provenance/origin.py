@@ -43,7 +43,8 @@ from __future__ import annotations
 import os
 import stat
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import NamedTuple
 
 from jaxcache.trust.provenance.ledger_file import Ledger, Written
 from jaxcache.trust.provenance.ledger_writes import relearn
@@ -63,8 +64,7 @@ _HASH_CHUNK = 1 << 20
 READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
 
 
-@dataclass(frozen=True, slots=True)
-class EntryOrigin:
+class EntryOrigin(NamedTuple):
     name: str
     origin: str  # yours | vouched | unknown | changed
     written_at: float | None = None  # when a watched job wrote it (yours, vouched, changed)
@@ -81,8 +81,7 @@ class EntryOrigin:
     owner: int | None = None  # the file's owner (uid), as the inventory found it
 
 
-@dataclass(frozen=True, slots=True)
-class Origins:
+class Origins(NamedTuple):
     """The origin of every entry JAX would load from one directory."""
 
     entries: tuple[EntryOrigin, ...]
@@ -96,7 +95,7 @@ class Origins:
     # the fingerprint the builds were judged for (None: not judged), and the ledger's
     # fingerprint lines (what each writer's id stands for)
     reader: Fingerprint | None = None
-    described: Mapping[str, Fingerprint | None] = field(default_factory=dict)
+    described: Mapping[str, Fingerprint | None] = MappingProxyType({})
     # the ledgers of trusted writers consulted (the policy's trusted_ledgers), each with its
     # owner's name, or its problem (then it vouched for nothing)
     trusted: tuple[Ledger, ...] = ()
@@ -104,12 +103,12 @@ class Origins:
     # found unchanged since (trust/judgement/shortcut.py): counted, not listed
     elided_yours: int = 0
 
-    def count(self, origin: str) -> int:
+    def tally(self, origin: str) -> int:
         return sum(1 for e in self.entries if e.origin == origin) + (
             self.elided_yours if origin == YOURS else 0)
 
     def counts(self) -> dict[str, int]:
-        return {o: self.count(o) for o in ORDER}
+        return {o: self.tally(o) for o in ORDER}
 
     def by_name(self) -> dict[str, str]:
         return {e.name: e.origin for e in self.entries}

@@ -8,7 +8,7 @@ the bucket judge use the model; the loader uses them.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from jaxcache.trust.rules.namespace import covering
 from jaxcache.trust.rules.target import is_url
@@ -19,8 +19,7 @@ if TYPE_CHECKING:
     from jaxcache.trust.rules.identities import TrustedIdentity
 
 
-@dataclass(frozen=True, slots=True)
-class Rule:
+class Rule(NamedTuple):
     trusted_uids: frozenset[int] = frozenset()
     trusted_gids: frozenset[int] = frozenset()
     accepted_filesystems: frozenset[str] = frozenset()
@@ -53,10 +52,9 @@ class Rule:
     sigstore_trust_root: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class Policy:
+class Policy(NamedTuple):
     source: str | None = None
-    default: Rule = field(default_factory=Rule)
+    default: Rule = Rule()
     per_path: tuple[tuple[str, Rule], ...] = ()
 
     def rule_for(self, path: str) -> Rule:

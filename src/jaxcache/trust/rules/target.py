@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from jaxcache.errors import JaxcacheError
 from jaxcache.text import quoted, safe
@@ -26,8 +26,7 @@ def is_url(text: str) -> bool:
         and all(c in _SCHEME for c in scheme)
 
 
-@dataclass(frozen=True, slots=True)
-class Target:
+class Target(NamedTuple):
     given: str
     path: str | None  # absolute path JAX would use; None for a URL
     url: str | None
@@ -64,8 +63,7 @@ def resolve(given: str, cwd: str | None = None) -> Target:
     return Target(given, path, None, tuple(notes))
 
 
-@dataclass(frozen=True, slots=True)
-class BucketUrl:
+class BucketUrl(NamedTuple):
     scheme: str
     bucket: str
     prefix: str  # no leading or trailing slash; may be empty

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from jaxcache.errors import JaxcacheError
 from jaxcache.records import record_dir as store
-from jaxcache.records.summary import RunSummary, summarize
+from jaxcache.records.kept.summary import RunSummary, summarize
 from jaxcache.text import safe
 from jaxcache.trust.kernel.principals import Trust
 

@@ -19,9 +19,9 @@ import os
 import statistics
 from dataclasses import dataclass
 
+from jaxcache.records.kept.summary import summarize
 from jaxcache.records.record_dir import Found, Scan
 from jaxcache.records.run_document import ModuleOutcome, RunRecord
-from jaxcache.records.summary import summarize
 from jaxcache.records.used_dirs import same_dir, used
 
 HOW_SAVED = ("for each hit, the compile time of the same cache key measured by another record "
