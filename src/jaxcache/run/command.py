@@ -246,7 +246,7 @@ def _namespaced(chosen: str, namespace: str, on_hashing: Callable[[int, int], No
         return chosen, None
     from jaxcache import fingerprint
     from jaxcache.records.run_document import Namespace
-    from jaxcache.trust.rules import target  # dataclasses and re: ~1.5 ms no plain run pays
+    from jaxcache.trust.rules import target
 
     ident = fingerprint.current(on_hashing=on_hashing).id
     given = target.resolve(chosen)  # the parent as the job's path is read: absolute
