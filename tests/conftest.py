@@ -27,6 +27,16 @@ if "JAXCACHE_TEST_STATE" not in os.environ:
     os.environ["JAXCACHE_TEST_STATE"] = os.environ["XDG_STATE_HOME"] = tempfile.mkdtemp(
         prefix="jaxcache-test-state-")
     atexit.register(shutil.rmtree, os.environ["XDG_STATE_HOME"], True)
+    # Nor the invoking user's config and cache folders, nor the machine's system policy
+    # (/etc/jaxcache/policy.toml, read when a user has none: tests/test_isolation.py installs a
+    # hostile one and runs tests under it): a folder of the suite's own, where no policy is
+    # (0755: the accounts the tests run as find nothing there either)
+    _mine = tempfile.mkdtemp(prefix="jaxcache-test-home-")
+    os.chmod(_mine, 0o755)
+    atexit.register(shutil.rmtree, _mine, True)
+    os.environ["XDG_CONFIG_HOME"] = os.path.join(_mine, "config")
+    os.environ["XDG_CACHE_HOME"] = os.path.join(_mine, "cache")
+    os.environ["JAXCACHE_SYSTEM_POLICY"] = os.path.join(_mine, "no-system-policy.toml")
     # as someone who has run jaxcache on this install before: the build's digests are kept
     # (fingerprint/memo.py), so no job under test starts with the one-time "hashing" line
     # (tests/fingerprint/ say it with state folders of their own)

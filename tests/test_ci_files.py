@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 import yaml
 from support import builds, paths
+from support.jobs import environ_without
 from support.sigstore_stack import SAFE_TABLE
 
 REPO = paths.CHECKOUT
@@ -404,8 +405,7 @@ class Runner:
         root.mkdir()
         (root / "event.json").write_text(json.dumps({"repository": {"default_branch": "main"}}))
         self.env = {
-            **{k: v for k, v in os.environ.items()
-               if not k.startswith(("JAX_", "JAXCACHE_", "XLA_", "GITHUB_", "RUNNER_"))},
+            **environ_without("JAX_", "JAXCACHE_", "XLA_", "GITHUB_", "RUNNER_"),
             "HOME": str(root / "home"), "XDG_STATE_HOME": str(root / "home" / "state"),
             "XDG_CONFIG_HOME": str(root / "home" / "config"), "JAX_PLATFORMS": "cpu",
             "CI": "true", "GITHUB_ACTIONS": "true", "GITHUB_EVENT_NAME": event,
@@ -653,8 +653,7 @@ def gitlab_job(name: str, project: Path, tmp: Path, **variables: str) -> tuple[i
              .replace("python -m pytest", f"{sys.executable} {TWO_JITS}")
              for line in job.get("before_script", []) + job["script"]]
     env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith(("JAX_", "JAXCACHE_", "XLA_",
-                                                                    "CI_", "GITLAB_"))},
+        **environ_without("JAX_", "JAXCACHE_", "XLA_", "CI_", "GITLAB_"),
         "HOME": str(tmp / "home"), "XDG_STATE_HOME": str(tmp / "home" / "state"),
         "JAX_PLATFORMS": "cpu", "CI": "true", "GITLAB_CI": "true", "TMPDIR": str(tmp),
         "CI_PROJECT_DIR": str(project), "CI_JOB_ID": "42", "CI_DEFAULT_BRANCH": "main",

@@ -33,6 +33,7 @@ from pathlib import Path
 
 import pytest
 from support import paths
+from support.jobs import isolation
 
 ROOT = paths.CHECKOUT
 README = ROOT / "README.md"
@@ -182,7 +183,7 @@ def run_session(steps: list[tuple[str, list[str]]], work: Path) -> list[str]:
     _kept_digests(home)
     env = {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "HOME": str(home),
            "LANG": "C.UTF-8", "JAX_PLATFORMS": "cpu", "TERM": "dumb", "NO_COLOR": "1",
-           "COLUMNS": "200"}
+           "COLUMNS": "200", **isolation()}
     done = subprocess.run(["bash", "-c", "\n".join(script)], cwd=work, env=env,
                           capture_output=True, text=True, timeout=600)
     me, group = pwd.getpwuid(os.getuid()).pw_name, grp.getgrgid(os.getgid()).gr_name

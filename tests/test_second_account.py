@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from support import paths
+from support.jobs import isolation
 from support.users import as_user_argv, needs_root, user_runtime
 
 pytestmark = needs_root
@@ -49,7 +50,7 @@ def _make(top: Path, runtime) -> Path:
 
 def as_second(user: str, home: Path, python: Path, *args: str) -> subprocess.CompletedProcess:
     env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": str(home),
-           "JAX_PLATFORMS": "cpu"}
+           "JAX_PLATFORMS": "cpu", **isolation()}
     return subprocess.run([*as_user_argv(user), str(python), "-m", "jaxcache", *args], env=env,
                           cwd=str(home), capture_output=True, text=True, timeout=300)
 

@@ -42,14 +42,27 @@ def default_runs_dir() -> str:
 
 
 SYSTEM_POLICY = "/etc/jaxcache/policy.toml"  # a team's, kept by its admins
+SYSTEM_POLICY_VARIABLE = "JAXCACHE_SYSTEM_POLICY"
+
+
+def system_policy() -> str:
+    """Where the team's policy is: SYSTEM_POLICY, or the absolute path $JAXCACHE_SYSTEM_POLICY
+    names (an image or a module system that keeps it elsewhere; a test suite that must not read
+    the machine's). Choosing it grants nothing a policy file of your own could not: yours, where
+    there is one, is read instead, and either is read under the same checks."""
+    named = os.environ.get(SYSTEM_POLICY_VARIABLE, "")
+    if named and not os.path.isabs(named):  # never a file found from wherever the job started
+        raise ValueError(f"{SYSTEM_POLICY_VARIABLE} must be an absolute path")
+    return named or SYSTEM_POLICY
 
 
 def policy_file() -> str:
     """The trust policy read when no --policy is given (trust/inputs/policy.py): the user's own
     (~/.config/jaxcache/policy.toml) where there is one, else the system-wide one an admin
-    keeps in a protected location, SYSTEM_POLICY (the same checks: owned by you or root, no
+    keeps in a protected location, system_policy() (the same checks: owned by you or root, no
     one else can change it or a parent)."""
     mine = os.path.join(user_dir("config"), "policy.toml")
-    if not os.path.lexists(mine) and os.path.lexists(SYSTEM_POLICY):
-        return SYSTEM_POLICY
+    team = system_policy()
+    if not os.path.lexists(mine) and os.path.lexists(team):
+        return team
     return mine

@@ -14,13 +14,13 @@ import sys
 
 import pytest
 from support import paths
-from support.jobs import jaxcache
+from support.jobs import environ_without, jaxcache
 from support.users import mkdir
 
 from jaxcache import __version__
 from jaxcache.documents import schemas
 
-NO_JAX_ENV = {k: v for k, v in os.environ.items() if not k.startswith(("JAX_", "JAXCACHE_"))}
+NO_JAX_ENV = environ_without("JAX_", "JAXCACHE_")
 
 
 def run(*args: str, env: dict | None = None, cwd: str | None = None):

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from support import paths
-from support.jobs import jaxcache, no_state
+from support.jobs import isolation, jaxcache, no_state
 from support.users import as_user_argv, mkdir, needs_root
 
 pytest.importorskip("jax")
@@ -37,7 +37,8 @@ def user_env(root: Path) -> dict[str, str]:
     site = _seen_as(sysconfig.get_paths()["purelib"], root)
     return {"PATH": "/usr/bin:/bin", "HOME": "/tmp", "JAX_PLATFORMS": "cpu", "LANG": "C.UTF-8",
             "PYTHONPATH": f"{site}:{root / 'src'}",
-            "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0"}  # written however fast
+            "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",  # written however fast
+            **isolation()}
 
 
 def as_user(user: str, *argv: str, root: Path = ROOT) -> subprocess.CompletedProcess:

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import signal
 
+from support.jobs import isolation
+
 from jaxcache.probe import launch
 
 
@@ -43,7 +45,8 @@ def test_the_record_model_is_imported_beside_the_job_not_before_it(tmp_path):
     cache.mkdir(mode=0o700)
     proc = subprocess.run([sys.executable, "-c", probe, str(cache), str(tmp_path / "r.json")],
                           capture_output=True, text=True, timeout=300,
-                          env={"PATH": "/usr/bin:/bin", "XDG_STATE_HOME": str(tmp_path / "s")})
+                          env={"PATH": "/usr/bin:/bin", "XDG_STATE_HOME": str(tmp_path / "s"),
+                               **isolation()})
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert out.read_text() == "jaxcache-imports model-before=False\n"
     assert (tmp_path / "r.json").stat().st_size > 0  # and the record was written with it

@@ -11,6 +11,8 @@ import os
 import subprocess
 import sys
 
+from support.jobs import environ_without
+
 from jaxcache.probe import launch, probe_folder
 
 
@@ -115,7 +117,7 @@ def test_the_probe_never_loads_from_the_folder_above_its_copy(tmp_path):
     code = ("import sitecustomize as s\ntry:\n    s._load_beside("
             "'_jaxcache_probe_recorder.py', os.path.join('probe', 'recorder.py'))\n"
             "except ImportError:\n    print('refused')\n")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("JAXCACHE_")}
+    env = environ_without("JAXCACHE_")
     proc = subprocess.run([sys.executable, "-c", "import os\n" + code], capture_output=True,
                           text=True, env={**env, "PYTHONPATH": str(here)})
     assert proc.returncode == 0 and proc.stdout == "refused\n", proc.stdout + proc.stderr

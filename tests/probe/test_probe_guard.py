@@ -9,6 +9,7 @@ import sys
 
 import pytest
 from support import paths
+from support.jobs import environ_without
 
 pytest.importorskip("jax")
 
@@ -32,7 +33,7 @@ def test_a_guard_that_cannot_be_installed_turns_the_cache_off(tmp_path):
         "    raise RuntimeError('get_file_cache is gone')\n")
     cache = tmp_path / "cache"
     cache.mkdir(mode=0o700)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("JAX_", "JAXCACHE_"))}
+    env = environ_without("JAX_", "JAXCACHE_")
     env.update(JAX_PLATFORMS="cpu", JAX_COMPILATION_CACHE_DIR=str(cache),
                JAXCACHE_AUDITED=str(cache), JAXCACHE_LIB=str(fake))
     out = tmp_path / "out.txt"

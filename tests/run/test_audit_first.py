@@ -14,7 +14,7 @@ import time
 
 import pytest
 from support import paths
-from support.jobs import JOB_TIMEOUT_S, clean_env, jaxcache
+from support.jobs import JOB_TIMEOUT_S, clean_env, environ_without, jaxcache
 from support.users import mkdir
 
 PY = sys.executable
@@ -293,7 +293,7 @@ def test_a_run_that_is_gone_is_seen_even_unreaped(tmp_path):
             "os.kill(pid, signal.SIGKILL)\n"
             "while s._lease() == s.HELD:\n    time.sleep(0.01)\n"
             "print('gone while a zombie:', open(f'/proc/{pid}/stat').read().split()[2])\n")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("JAXCACHE_")}
+    env = environ_without("JAXCACHE_")
     proc = subprocess.run([PY, "-c", code], capture_output=True, text=True,
                           env={**env, "PYTHONPATH": str(here),
                                "JAXCACHE_LEASE": launch._lease(str(here / "lease"))},

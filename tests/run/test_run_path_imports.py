@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from support.jobs import isolation
 
 # stdlib modules whose import alone costs a job's start-up 2-30 ms here, none needed by a
 # plain `run` (each is imported only on the path that uses it), but for what the standard
@@ -40,7 +41,8 @@ def _imported(args: list[str], tmp_path) -> set[str]:
     script = Path(sys.executable).with_name("jaxcache")
     proc = subprocess.run(
         [sys.executable, "-X", "importtime", str(script), *args], capture_output=True,
-        text=True, env={"PATH": "/usr/bin:/bin", "XDG_STATE_HOME": str(tmp_path / "state")})
+        text=True, env={"PATH": "/usr/bin:/bin", "XDG_STATE_HOME": str(tmp_path / "state"),
+                        **isolation()})
     assert proc.returncode == 0, proc.stderr[-2000:]
     return {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines()
             if line.startswith("import time:")}

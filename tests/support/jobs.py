@@ -48,6 +48,23 @@ def jaxcache(*args: str, user: str | None = None, env: dict | None = None,
                           errors="surrogateescape", timeout=JOB_TIMEOUT_S)
 
 
+# set by conftest.py to keep jaxcache off the machine's own files (its system policy): an
+# environment built from nothing or stripped of jaxcache's variables passes them on
+ISOLATION = ("JAXCACHE_SYSTEM_POLICY",)
+
+
+def isolation() -> dict[str, str]:
+    """The variables that keep jaxcache off the machine's own files (conftest.py), for an
+    environment built from nothing."""
+    return {k: os.environ[k] for k in ISOLATION if k in os.environ}
+
+
+def environ_without(*prefixes: str) -> dict[str, str]:
+    """This environment without the variables that start with `prefixes` (an outer run's must
+    not leak into a job under test), but for isolation()'s."""
+    return {k: v for k, v in os.environ.items() if k in ISOLATION or not k.startswith(prefixes)}
+
+
 def no_state(tmp_path) -> dict:
     """This environment with a state directory of its own, empty: no run record or bench
     result kept by an earlier test (decide reads the last bench kept there)."""
@@ -57,9 +74,7 @@ def no_state(tmp_path) -> dict:
 def clean_env(**extra: str) -> dict:
     """This environment without JAX, jaxcache or XLA variables (an outer run's must not leak
     into a job under test), on the CPU, plus `extra`."""
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("JAX_", "JAXCACHE_", "XLA_"))}
-    return {**env, "JAX_PLATFORMS": "cpu", **extra}
+    return {**environ_without("JAX_", "JAXCACHE_", "XLA_"), "JAX_PLATFORMS": "cpu", **extra}
 
 
 def audit_json(path, *args: str, **kw) -> tuple[int, dict]:

@@ -11,7 +11,7 @@ import sysconfig
 from pathlib import Path
 
 from support import paths
-from support.jobs import JOB_TIMEOUT_S, clean_env
+from support.jobs import JOB_TIMEOUT_S, clean_env, isolation
 from support.ledgers import EVERY_COMPILE
 from support.users import as_user_argv
 
@@ -21,7 +21,7 @@ def as_user(user: str, state: Path, *argv: str) -> subprocess.CompletedProcess:
     site = sysconfig.get_paths()["purelib"]
     env = {"PATH": "/usr/bin:/bin", "HOME": str(state), "XDG_STATE_HOME": str(state),
            "JAX_PLATFORMS": "cpu", "LANG": "C.UTF-8", "NO_COLOR": "1",
-           "PYTHONPATH": f"{site}:{paths.CHECKOUT / 'src'}", **EVERY_COMPILE}
+           "PYTHONPATH": f"{site}:{paths.CHECKOUT / 'src'}", **EVERY_COMPILE, **isolation()}
     return subprocess.run([*as_user_argv(user), "/usr/bin/python3", *argv], env=env,
                           capture_output=True, text=True, cwd="/", timeout=JOB_TIMEOUT_S)
 

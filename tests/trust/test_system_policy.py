@@ -6,16 +6,18 @@ namespace (real overlayfs), which disappears with it."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
 
 from attacks.storage import in_namespace, needs_ns
 from support.users import mkdir, needs_root
 
-pytestmark = [needs_root, needs_ns]
-
 JAXCACHE = [sys.executable, "-m", "jaxcache"]
 
 
+@needs_root
+@needs_ns
 def test_the_system_policy_is_read_when_the_user_has_none(base, accounts, tmp_path):
     cache = mkdir(base / "team", 0o770, group=accounts.group)
     upper = mkdir(tmp_path / "upper", 0o755)
@@ -25,8 +27,10 @@ def test_the_system_policy_is_read_when_the_user_has_none(base, accounts, tmp_pa
     (upper / "jaxcache" / "policy.toml").chmod(0o644)
     work = mkdir(tmp_path / "work", 0o755)
     mine = mkdir(tmp_path / "cfg", 0o700)
-    none = {"XDG_CONFIG_HOME": str(tmp_path / "nothing"), "JAX_PLATFORMS": "cpu"}
-    own = {"XDG_CONFIG_HOME": str(mine), "JAX_PLATFORMS": "cpu"}
+    # the machine's own place (the suite points JAXCACHE_SYSTEM_POLICY elsewhere: conftest.py)
+    none = {"XDG_CONFIG_HOME": str(tmp_path / "nothing"), "JAX_PLATFORMS": "cpu",
+            "JAXCACHE_SYSTEM_POLICY": ""}
+    own = {**none, "XDG_CONFIG_HOME": str(mine)}
     audit = [*JAXCACHE, "audit", "--format", "json", "--no-processes", str(cache)]
     results = in_namespace([
         {"run": audit, "env": none},
@@ -45,3 +49,29 @@ def test_the_system_policy_is_read_when_the_user_has_none(base, accounts, tmp_pa
     assert docs[1]["policy"] == "/etc/jaxcache/policy.toml"
     assert docs[2]["verdict"] == "UNSAFE"  # the user's own policy wins, and trusts no group
     assert docs[2]["policy"] == f"{mine}/jaxcache/policy.toml"
+
+
+@needs_root
+def test_jaxcache_system_policy_names_where_the_teams_policy_is(base, accounts, tmp_path):
+    """An image or a module system that keeps the team's policy elsewhere names it with
+    JAXCACHE_SYSTEM_POLICY: read under the same checks, and only where the user has none."""
+    cache = mkdir(base / "team", 0o770, group=accounts.group)
+    team = mkdir(tmp_path / "team-policy", 0o755) / "policy.toml"
+    team.write_text(f'[[cache]]\npath = "{cache}"\ntrusted_groups = ["{accounts.group}"]\n')
+    team.chmod(0o644)
+    audit = [*JAXCACHE, "audit", "--format", "json", "--no-processes", str(cache)]
+    env = {**os.environ, "XDG_CONFIG_HOME": str(tmp_path / "nothing"),
+           "JAXCACHE_SYSTEM_POLICY": str(team)}
+    doc = json.loads(subprocess.run(audit, env=env, capture_output=True, text=True).stdout)
+    assert doc["verdict"] == "SHARED-BY-POLICY" and doc["policy"] == str(team)
+    team.chmod(0o666)  # a team policy anyone can change is refused, wherever it is
+    refused = subprocess.run(audit, env=env, capture_output=True, text=True)
+    assert refused.returncode == 2 and str(team) in refused.stderr, refused.stderr
+
+
+def test_a_relative_jaxcache_system_policy_is_one_line(tmp_path):
+    proc = subprocess.run([*JAXCACHE, "audit", str(tmp_path)], capture_output=True, text=True,
+                          env={**os.environ, "JAXCACHE_SYSTEM_POLICY": "policy.toml"},
+                          cwd=tmp_path)
+    assert proc.returncode == 2
+    assert proc.stderr == "jaxcache: JAXCACHE_SYSTEM_POLICY must be an absolute path\n"

@@ -62,7 +62,11 @@ def load(path: str | None, accounts: Accounts) -> Policy:
     owned by you or root that no one else can modify or replace, all the way up.
     """
     explicit = path is not None
-    path = path if path is not None else policy_file()
+    if path is None:
+        try:
+            path = policy_file()
+        except ValueError as exc:
+            raise PolicyError(str(exc)) from None
     if not explicit:
         try:
             os.lstat(path)
