@@ -1,6 +1,7 @@
 """`jaxcache records stats CACHE` (issue 44): `ccache -s` for one cache directory, over the
-records real `jaxcache run`s wrote (in the state dir, and with `run --record FILE` elsewhere),
-and `--zero` to count afresh without deleting a record."""
+records real `jaxcache run`s wrote (in the state dir, where a record written with `run --record
+FILE` is kept too, and files named with --record: another host's), and `--zero` to count afresh
+without deleting a record."""
 
 from __future__ import annotations
 
@@ -26,16 +27,20 @@ def run(world, cache: str, *extra: str) -> None:
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):
     """Cache a: a cold run recorded in the state dir, a warm one recorded with --record
-    elsewhere; cache b: one cold run in the state dir."""
+    elsewhere (and kept in the state dir), a warm one of another host's (another state dir,
+    its record only named); cache b: one cold run in the state dir."""
     pytest.importorskip("jax")
     tmp = tmp_path_factory.mktemp("stats")
     env = {**os.environ, "XDG_STATE_HOME": str(tmp / "state"), "JAX_PLATFORMS": "cpu",
            "NO_COLOR": "1"}
     env.pop("JAX_COMPILATION_CACHE_DIR", None)
-    world = {"tmp": tmp, "env": env, "elsewhere": tmp / "kept" / "warm-a.json"}
+    world = {"tmp": tmp, "env": env, "elsewhere": tmp / "kept" / "warm-a.json",
+             "foreign": tmp / "kept" / "other-host.json"}
     world["elsewhere"].parent.mkdir(mode=0o700)
     run(world, "a")
     run(world, "a", "--record", str(world["elsewhere"]))
+    run({**world, "env": {**env, "XDG_STATE_HOME": str(tmp / "other-host")}}, "a",
+        "--record", str(world["foreign"]))
     run(world, "b")
     return world
 
@@ -51,19 +56,24 @@ def stats(world, *args: str) -> dict:
 def test_stats_of_one_cache_count_only_its_runs_with_those_kept_elsewhere(world):
     a, b = str(world["tmp"] / "a"), str(world["tmp"] / "b")
     every = stats(world)
-    assert every["records"] == 2 and every["cache"] is None  # the state dir: a cold, b cold
+    assert every["records"] == 3 and every["cache"] is None  # a cold, a warm (kept), b cold
     only_b = stats(world, b)
     assert only_b["records"] == 1 and only_b["cache"] == b and only_b["hits"] == 0
     assert only_b["entries"] >= 2 and only_b["bytes"] > 0  # what the cold run left in b
     only_a = stats(world, a)
-    assert only_a["records"] == 1 and only_a["written"] >= 2
-    both_a = stats(world, a, "--record", str(world["elsewhere"]))
-    assert both_a["records"] == 2 and both_a["record_files"] == [str(world["elsewhere"])]
-    assert both_a["hits"] >= 2 and both_a["hits_estimated"] == both_a["hits"]
-    assert both_a["saved_s"] > 0
-    text = jaxcache("records", "stats", a, "--record", str(world["elsewhere"]),
+    assert only_a["records"] == 2 and only_a["written"] >= 2
+    assert only_a["hits"] >= 2 and only_a["hits_estimated"] == only_a["hits"]
+    assert only_a["saved_s"] > 0
+    # the --record FILE of a run kept here too counts once, named or not
+    named = stats(world, a, "--record", str(world["elsewhere"]))
+    assert named["records"] == 2 and named["record_files"] == [str(world["elsewhere"])]
+    assert named["hits"] == only_a["hits"]
+    both_a = stats(world, a, "--record", str(world["foreign"]))  # another host's run counts
+    assert both_a["records"] == 3 and both_a["record_files"] == [str(world["foreign"])]
+    assert both_a["hits"] > only_a["hits"]
+    text = jaxcache("records", "stats", a, "--record", str(world["foreign"]),
                     env=world["env"]).stdout
-    assert text.startswith(f"2 runs that used {a} from ")
+    assert text.startswith(f"3 runs that used {a} from ")
     words = " ".join(text.split())  # lines wrap where the terminal (or 100 columns) ends
     assert "counted from: records in " in words
     assert "\n  and 1 file named with --record\n" in text

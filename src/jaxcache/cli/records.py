@@ -57,8 +57,8 @@ def handle(args: argparse.Namespace, tail: None) -> None:
 
     stats CACHE counts the runs whose record says they used CACHE (the audited directory, or
     one JAX was pointed at and jaxcache served), with the entries and bytes in it after the
-    newest of them. Records written with `run --record FILE` are not in the state dir and
-    jaxcache keeps no list of them: name them with --record. --zero writes a zero mark for
+    newest of them. A record written with `run --record FILE` is kept in the state dir too;
+    name records from elsewhere (another host's) with --record. --zero writes a zero mark for
     CACHE (stats-zero/ in the state dir); from then on stats CACHE counts only later runs
     and says "since TIME (zeroed)". Records are never deleted by --zero.
 

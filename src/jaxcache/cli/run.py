@@ -44,7 +44,8 @@ def options(p: argparse.ArgumentParser) -> None:
                        "(~/.local/state/jaxcache/runs/). Fields {rank}, {host}, "
                        "{pid} are filled in; under a launcher that started several ranks "
                        "(srun, mpirun) each rank writes FILE.rank<N>.json unless {rank} or "
-                       "{pid} is given.")
+                       "{pid} is given. A record written to FILE is kept in that folder too, "
+                       "so `jaxcache records`, decide and gc see every run.")
     common.option(p, "--policy", dest="policy_path", metavar="FILE",
                   help="Trust policy (TOML).")
     common.option(p, "--allow-untrusted", action="store_true",
@@ -159,6 +160,9 @@ def handle(args: argparse.Namespace, tail: list[str] | None) -> None:
     if result.record_error:  # the default record (a full or failing state folder): said,
         sys.stderr.write(f"jaxcache: warning: {result.record_error}; the job's exit status "
                          "stands\n")  # but the job's own outcome is not changed by it
+    if result.kept_error:  # --record FILE was written; its copy in the records folder was not
+        sys.stderr.write(f"jaxcache: warning: {result.kept_error}; `jaxcache records`, decide "
+                         "and gc will not see this run\n")
     unverified = record.unverified
     code = result.exit_code
     if unverified and not args.unverified_jax:

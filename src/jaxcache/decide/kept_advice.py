@@ -57,8 +57,7 @@ def kept_advice(path: str | None, kept: KeptChoice, judged: KeptBench) -> tuple[
     newer: tuple[str, ...] = ()
     if kept.recent:
         newer = ("newer kept benches of other jobs were not judged: no run record in the state "
-                 "directory shows their job used this directory (a run whose record went only "
-                 "to --record FILE is not kept there; `jaxcache run` without --record, or "
+                 "directory shows their job used this directory (`jaxcache run`, or "
                  f"`jaxcache bench --for-cache {where}`, makes it count); if one measured this "
                  "directory's job, judge it: "
                  + "; ".join(judge_line(where, b, "") for b in kept.recent),)
@@ -102,8 +101,7 @@ def bench_advice(path: str | None, unmatched: KeptChoice | None) -> tuple[str, .
             first += f" ({len(jobs) - 1} other commands used it too)"
     else:
         first = (f"bench its job now: `jaxcache decide {where} -- YOUR COMMAND` (no run record "
-                 "in the state directory names this directory: a record written with --record "
-                 "FILE is not looked for)")
+                 "kept in the state directory names this directory)")
     advice = [first]
     recent = unmatched.recent if unmatched is not None else ()
     if recent:

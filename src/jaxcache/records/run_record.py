@@ -59,6 +59,8 @@ class RunResult:
     record_path: str
     outcome: Outcome
     record_error: str | None = None  # the job ran, but its record could not be written
+    # a record written with --record FILE is kept in the records folder too: why not, if not
+    kept_error: str | None = None
 
     @property
     def exit_code(self) -> int:

@@ -23,7 +23,7 @@ if TYPE_CHECKING:  # checker only
     from jaxcache.fingerprint.model import Fingerprint
     from jaxcache.lifecycle.sealing import SealOptions
     from jaxcache.records.dir_snapshot import DirSnapshot, ListingBeside
-    from jaxcache.records.run_document import Namespace
+    from jaxcache.records.run_document import Namespace, RunRecord
     from jaxcache.records.run_record import RunResult
     from jaxcache.trust.inputs.public_keys import PublicKey
     from jaxcache.trust.judgement.audit import AuditReport
@@ -52,6 +52,31 @@ def default_record_path() -> str:
     from jaxcache.records import record_dir as store
 
     return os.path.join(store.runs_dir(), store.new_name())
+
+
+def _written(record: RunRecord, target: Output | Unclaimed) -> str | None:
+    """The record written into a target claimed before the job; None, or why it was lost."""
+    from jaxcache.records import run_record as recordmod
+
+    try:
+        recordmod.write(record, target)
+    except (OSError, JaxcacheError) as exc:  # claimed before the job, yet lost since
+        why = exc.strerror if isinstance(exc, OSError) else str(exc)
+        return f"cannot write the record {safe(target.path)}: {why}"
+    return None
+
+
+def _kept_copy(record_path: str) -> str | None:
+    """Where a record written with --record FILE is kept too, so that `jaxcache records`,
+    decide and gc find it as they find every other (None: FILE is itself one they find, a
+    name of theirs in that folder)."""
+    from jaxcache.records.record_dir import NAME
+
+    kept = default_record_path()
+    here = os.path.realpath(os.path.dirname(os.path.abspath(record_path)))
+    found = here == os.path.realpath(os.path.dirname(kept)) and \
+        NAME.match(os.path.basename(record_path)) is not None
+    return None if found else kept
 
 
 def choose_cache_dir(explicit: str | None, env: dict[str, str]) -> str:
@@ -138,6 +163,9 @@ def run_job(argv: list[str], *, cache_dir: str | None = None, record_path: str |
         # is no audit and no job (the claimed target is released)
         claimed.append(_claim_record(record_path or default_record_path(),
                                      record_path is not None))
+        kept = _kept_copy(record_path) if record_path is not None else None
+        if kept is not None:  # its failure is the default record's: said, never fatal
+            claimed.append(_claim_record(kept, False))
         if not unverified_jax or seal is not None:
             from jaxcache.jaxcompat import gate as jaxgate
 
@@ -181,13 +209,9 @@ def run_job(argv: list[str], *, cache_dir: str | None = None, record_path: str |
                                   before=before, env=env,
                                   run=recordmod.RunAudit(admission.origin, named, policy,
                                                          unverified_jax))
-        try:
-            recordmod.write(record, out)
-        except (OSError, JaxcacheError) as exc:  # claimed before the job, yet lost since
-            why = exc.strerror if isinstance(exc, OSError) else str(exc)
-            return recordmod.RunResult(record, out.path, outcome,
-                                       f"cannot write the record {safe(out.path)}: {why}")
-        return recordmod.RunResult(record, out.path, outcome)
+        lost = [_written(record, target) for target in claimed]
+        return recordmod.RunResult(record, out.path, outcome, lost[0],
+                                   lost[1] if len(lost) > 1 else None)
     finally:
         for made in claimed:
             made.release()  # no-op once written

@@ -80,7 +80,12 @@ def compute(scan: Scan, files: tuple[Found, ...] = (), *, cache: str | None = No
     """The records of `scan` and `files` (each counted once), or of them those that used
     `cache`, made after `since_ns`."""
     seen = {(f.dev, f.ino) for f in scan.records}
-    found = sorted([*scan.records, *(f for f in files if (f.dev, f.ino) not in seen)],
+    by_size: dict[int, list[object]] = {}  # a record kept as a copy of a --record FILE too
+    for f in scan.records:
+        by_size.setdefault(f.size, []).append(f.doc)
+    named = [f for f in files
+             if (f.dev, f.ino) not in seen and f.doc not in by_size.get(f.size, ())]
+    found = sorted([*scan.records, *named],
                    key=lambda f: (f.when_ns, f.name), reverse=True)  # newest first
     read = [RunRecord.from_json(f.doc) for f in found]  # each read once
     cold = _cold_times(read)
