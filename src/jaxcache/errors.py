@@ -47,7 +47,7 @@ class UntrustedCacheError(JaxcacheError):
         origin = [f.remedy for f in failing if f.code.startswith("origin.") and f.remedy]
         if origin or remedies:  # every refusal says its way out; an origin one first
             lines += wrap(f"what to do: {(origin or remedies)[0]}", "  ", limit=_WIDTH)
-        signed = report.inventory.tally("signature") if report.inventory is not None else 0
+        signed = report.inventory.count("signature") if report.inventory is not None else 0
         if signed and action == "cache" and not any(f.code.startswith("seal.")
                                                     for f in report.findings):
             lines += wrap(f"it holds {signed} signature file{'s' if signed != 1 else ''}: if "

@@ -50,3 +50,28 @@ def test_the_record_model_is_imported_beside_the_job_not_before_it(tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert out.read_text() == "jaxcache-imports model-before=False\n"
     assert (tmp_path / "r.json").stat().st_size > 0  # and the record was written with it
+
+
+def test_a_run_where_no_thread_can_start_still_runs_its_job_and_writes_its_record(tmp_path):
+    """A process or cgroup limit (ulimit -u, pids.max) can refuse a thread: the job it has
+    already started runs on, and the record's model is imported after it instead."""
+    import subprocess
+    import sys
+
+    ran = tmp_path / "ran"
+    refuse = ("import sys, threading\n"
+              "def refused(self):\n    raise RuntimeError(\"can't start new thread\")\n"
+              "threading.Thread.start = refused\n"
+              "from jaxcache.cli import main\n"
+              "sys.argv = ['jaxcache', 'run', '-q', '--cache-dir', sys.argv[1], '--record',\n"
+              "            sys.argv[2], '--', 'sh', '-c', 'echo ran > ' + sys.argv[3]]\n"
+              "main()\n")
+    cache = tmp_path / "c"
+    cache.mkdir(mode=0o700)
+    proc = subprocess.run([sys.executable, "-c", refuse, str(cache), str(tmp_path / "r.json"),
+                           str(ran)], capture_output=True, text=True, timeout=300,
+                          env={"PATH": "/usr/bin:/bin", "XDG_STATE_HOME": str(tmp_path / "s"),
+                               **isolation()})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert ran.read_text() == "ran\n"
+    assert (tmp_path / "r.json").stat().st_size > 0

@@ -407,15 +407,15 @@ def test_an_unprotected_ledger_counts_for_nothing(tmp_path):
     def now() -> origin.Origins:
         return judged(cache, ledger)
 
-    assert now().tally("yours") == 1
+    assert now().count("yours") == 1
     ledger.chmod(0o622)  # anyone may append: a planted line would vouch for a planted entry
     o = now()
-    assert o.tally("yours") == 0 and o.tally("unknown") == 1 and o.ledger_problem
+    assert o.count("yours") == 0 and o.count("unknown") == 1 and o.ledger_problem
     ledger.chmod(0o600)
     (cache / _written().name).write_bytes(b"compiler")  # same size, other bytes
-    assert now().tally("changed") == 1
+    assert now().count("changed") == 1
     (cache / _written().name).write_bytes(body)  # the very bytes again (a copy back): yours
-    assert now().tally("yours") == 1
+    assert now().count("yours") == 1
 
 
 def test_ci_detection():
@@ -686,9 +686,9 @@ def test_a_copy_of_your_own_cache_is_read_once(tmp_path):
         return judged(copy, ledger)
 
     first = now()
-    assert first.tally("yours") == 1 and len(first.relearned) == 1
+    assert first.count("yours") == 1 and len(first.relearned) == 1
     again = now()
-    assert again.tally("yours") == 1 and again.relearned == ()  # known by identity now
+    assert again.count("yours") == 1 and again.relearned == ()  # known by identity now
     assert len(ledger_mod.load(str(ledger)).by_name[_written().name]) == 2
 
 

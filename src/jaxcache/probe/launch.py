@@ -179,17 +179,20 @@ def _lease(fifo: str) -> str:
 _HELD = (signal.SIGINT, signal.SIGQUIT, signal.SIGTERM, signal.SIGHUP)
 
 
-def beside(work: Callable[[], object], name: str) -> threading.Thread:
-    """`work` on a daemon thread while the job runs. The thread starts with the job's signals
-    blocked and keeps them so: they always reach the main thread, which hands them on to the
-    job. (One a thread took would wait there until the job ended, or, before our handlers are
-    set, end this process and leave the job running.)"""
+def beside(work: Callable[[], object], name: str) -> threading.Thread | None:
+    """`work` on a daemon thread while the job runs; None where no thread can be started (a
+    process or cgroup limit): the caller then does the work itself, after the job. The
+    thread starts with the job's signals blocked and keeps them so: they always reach the main
+    thread, which hands them on to the job. (One a thread took would wait there until the job
+    ended, or, before our handlers are set, end this process and leave the job running.)"""
     import threading
 
     thread = threading.Thread(target=work, name=name, daemon=True)
     mask = signal.pthread_sigmask(signal.SIG_BLOCK, _HELD)
     try:
         thread.start()
+    except RuntimeError:  # "can't start new thread"
+        return None
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, mask)
     return thread

@@ -122,24 +122,24 @@ class ListingBeside:
         self._got: list[DirSnapshot] = []
         self._thread: threading.Thread | None = None
 
+    def _list(self) -> None:
+        try:
+            self._got.append(DirSnapshot.at(self.url))
+        except Exception as exc:  # noqa: BLE001 - never a thread's traceback: unknown
+            self._got.append(DirSnapshot(self.url, {}, "the bucket could not be listed: "
+                                         f"{type(exc).__name__}: {str(exc)[:300]}"))
+
     def start(self) -> None:
         """Started once the job is (probe/launch.py's `started`): on a thread that keeps the
-        job's signals blocked."""
-        def list_now() -> None:
-            try:
-                self._got.append(DirSnapshot.at(self.url))
-            except Exception as exc:  # noqa: BLE001 - never a thread's traceback: unknown
-                self._got.append(DirSnapshot(self.url, {}, "the bucket could not be listed: "
-                                             f"{type(exc).__name__}: {str(exc)[:300]}"))
-
-        self._thread = beside(list_now, "jaxcache-listing")
+        job's signals blocked (none that can start: listed in result(), after the job)."""
+        self._thread = beside(self._list, "jaxcache-listing")
 
     def result(self) -> DirSnapshot:
-        """The listing (waited for; taken now if it was never started)."""
-        if self._thread is None:
-            self.start()
-        assert self._thread is not None
-        self._thread.join()
+        """The listing: waited for, or taken now where no thread took it."""
+        if self._thread is not None:
+            self._thread.join()
+        elif not self._got:
+            self._list()
         return self._got[0] if self._got else DirSnapshot(
             self.url, {}, "the bucket could not be listed (the listing failed)")
 

@@ -72,8 +72,8 @@ def render_text(r: AuditReport, *, verbose: bool = False,
     if r.inventory is not None:
         inv = r.inventory
         flagged = [e for e in inv.entries if e.flags]
-        kinds = [_counted(inv.tally(k), k) for k in KINDS if inv.tally(k) and k != "cache"]
-        lines += ["", f"entries: {_counted(inv.tally('cache'), 'cache')}"
+        kinds = [_counted(inv.count(k), k) for k in KINDS if inv.count(k) and k != "cache"]
+        lines += ["", f"entries: {_counted(inv.count('cache'), 'cache')}"
                       + "".join(f", {k}" for k in kinds)
                       + f"; {plural(len(inv.entries), 'file')}, {size(inv.total_bytes)}; "
                       f"{len(flagged)} flagged"]
@@ -83,7 +83,7 @@ def render_text(r: AuditReport, *, verbose: bool = False,
                          f"{', '.join(e.flags)}")
         if len(flagged) > listed:
             lines.append(f"  ... {len(flagged) - listed} more (-v or jaxcache ls shows all)")
-        grown = unlimited(inv.total_bytes, inv.tally("cache"), jax_limit(os.environ),
+        grown = unlimited(inv.total_bytes, inv.count("cache"), jax_limit(os.environ),
                           safe(r.resolved or r.path or "PATH"))
         if grown:
             lines += wrap(f"note: {grown}", "  ", "    ")

@@ -81,7 +81,7 @@ def _build_tail(origins: Origins) -> str:
         whose = origins.whose_said([n for names in origins.unknown_builds().values()
                                     for n in names])
         parts.append(f"the build of {safe(whose) or f'{unknown} of yours'} not compared ({why})")
-    if origins.tally("unknown"):
+    if origins.count("unknown"):
         parts.append("the build of entries of unknown origin is not known")
     return "; " + "; ".join(parts) if parts else ""
 
@@ -91,7 +91,7 @@ def render_json(path: str, inv: Inventory, origins: Origins | None = None,
                 builds: dict[str, BuildView] | None = None) -> str:
     doc = {**envelope("ls"),
            "path": safe(path), **(inventory_json(inv, origins) or {}),
-           "compiled_entries": inv.tally("cache"), "kinds": inv.kinds(),
+           "compiled_entries": inv.count("cache"), "kinds": inv.kinds(),
            "origins": origins_json(origins),
            "signers": {safe(n): safe(label) for n, label in (signers or {}).items()},
            "builds": {safe(n): {k: safe(v) if isinstance(v, str) else v

@@ -16,6 +16,7 @@ from jaxcache.text import quoted, safe
 
 TYPE_CHECKING = False  # typing itself costs `jaxcache run` start-up time: names for the type
 if TYPE_CHECKING:  # checker only
+    import threading
     from collections.abc import Callable
     from typing import IO
 
@@ -187,7 +188,7 @@ def run_job(argv: list[str], *, cache_dir: str | None = None, record_path: str |
         # this run's grant, never an outer run's
         env = {**jobenv.ungranted(env), **admission.env,
                jobenv.FINGERPRINT: fingerprint.to_env(mine()), **ahead}
-        beside = []
+        beside: list[threading.Thread | None] = []
 
         def started() -> None:  # once the job has started: what we do while it runs
             if admission.beside is not None:
@@ -196,7 +197,8 @@ def run_job(argv: list[str], *, cache_dir: str | None = None, record_path: str |
 
         ran = launch.launch(argv, env, stdout=stdout, started=started)
         for thread in beside:
-            thread.join()  # the modules it imports are imported here only once it is done
+            if thread is not None:  # (None: no thread could start; imported below instead)
+                thread.join()  # the modules it imports are imported here only once it is done
         from jaxcache.probe import runner
         from jaxcache.records import run_record as recordmod
 

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from enum import StrEnum
-from typing import NamedTuple
+from typing import Any, NamedTuple, Self
 
 from jaxcache.text import Tone, safe
 from jaxcache.trust.kernel.access import Action
@@ -126,9 +127,38 @@ class Writer(_WriterFields):
     __slots__ = ()
 
     def __new__(cls, principal: Principal, action: Action, target: str, chain: tuple[str, ...],
-                trust: Trust) -> Writer:  # (_replace() does not escape it again)
+                trust: Trust) -> Self:
         return super().__new__(cls, principal, action, target, tuple(safe(c) for c in chain),
                                trust)
+
+    @classmethod  # (mypy sees a NamedTuple's _make as a generic function; it is this)
+    def _make(cls, iterable: Iterable[Any]) -> Self:  # type: ignore[override]
+        """A new writer from raw fields: its chain escaped."""
+        return cls(*iterable)
+
+    def _replace(self, **changes: Any) -> Self:
+        """These fields changed: a `chain` given is raw and escaped here; one kept is not
+        escaped again."""
+        fields = []
+        for name, value in zip(self._fields, self, strict=True):
+            if name in changes:
+                given = changes.pop(name)
+                value = tuple(safe(c) for c in given) if name == "chain" else given
+            fields.append(value)
+        if changes:
+            raise ValueError(f"Got unexpected field names: {list(changes)!r}")
+        return tuple.__new__(type(self), fields)
+
+    def with_reason(self, reason: str, trust: Trust) -> Self:
+        """This writer with one more reason (raw, escaped here) after its chain, and its trust
+        as judged now."""
+        return self._replace(trust=trust)._appended(safe(reason))
+
+    def _appended(self, escaped: str) -> Self:
+        return tuple.__new__(type(self), (*self[:3], (*self.chain, escaped), self.trust))
+
+    def __reduce__(self) -> tuple[Any, ...]:  # a copy or a pickle keeps the chain as it is
+        return (tuple.__new__, (type(self), tuple(self)))
 
 
 class Component(NamedTuple):

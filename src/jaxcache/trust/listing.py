@@ -97,4 +97,4 @@ def needs_attention(listed: Listing) -> bool:
     origins = listed.origins
     return any((set(e.flags) - ({"foreign-owner"} if e.uid in listed.trusted_owners else set()))
                & ATTENTION for e in listed.inventory.entries) or bool(
-        origins and (origins.tally("changed") or origins.other_build()))
+        origins and (origins.count("changed") or origins.other_build()))

@@ -284,9 +284,8 @@ def _vouched_outsiders(writers: list[Writer], w: Walk, mounts: tuple[Mount, ...]
             dev = devs.get(path)
             m = mountsmod.mount_of(path, dev, mounts) if dev is not None else None
             if m is not None and os.path.normpath(m.point) in rule.accepted_storage:
-                wr = Writer(wr.principal, wr.action, wr.target, (
-                    *wr.chain, f"(on {m.point}, whose storage the policy vouches for: "
-                    "accepted_storage)"), Trust.POLICY)
+                wr = wr.with_reason(f"(on {m.point}, whose storage the policy vouches for: "
+                                    "accepted_storage)", Trust.POLICY)
         out.append(wr)
     return out
 

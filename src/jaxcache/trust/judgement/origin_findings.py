@@ -58,7 +58,7 @@ def findings(origins: Origins, path: str, *, ci: str | None, required: bool,
     trusts that writer to write here); entries the ledgers of trusted writers vouch for
     (the policy's trusted_ledgers) are known, and a trusted ledger that cannot be trusted
     vouches for nothing, named."""
-    unknown, changed = origins.tally(UNKNOWN), origins.tally(CHANGED)
+    unknown, changed = origins.count(UNKNOWN), origins.count(CHANGED)
     out = []
     out += trusted_ledger_findings(origins)
     if origins.ledger_problem:

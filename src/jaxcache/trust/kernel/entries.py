@@ -95,9 +95,9 @@ class Elided(NamedTuple):
     names: Callable[[], dict[str, int] | None]
     stamp: tuple[int, ...]  # the directory as it was judged: dev, ino, mtime, ctime (ns), nlink
 
-    def tally(self, kind: str) -> int:
-        return {"cache": self.compiled, "atime": self.atimes, "lockfile": self.locks}.get(
-            kind, 0)
+    def count(self, kind: object, /) -> int:  # tuple's count, as the kinds' counter
+        counted = {"cache": self.compiled, "atime": self.atimes, "lockfile": self.locks}
+        return counted.get(kind, 0) if isinstance(kind, str) else 0
 
     @property
     def files(self) -> int:
@@ -114,13 +114,13 @@ class Inventory(NamedTuple):
         return sum(e.size for e in self.entries if e.type == "file") + (
             self.elided.bytes if self.elided is not None else 0)
 
-    def tally(self, kind: str) -> int:
+    def count(self, kind: object, /) -> int:  # tuple's count, as the kinds' counter
         return sum(1 for e in self.entries if e.kind == kind) + (
-            self.elided.tally(kind) if self.elided is not None else 0)
+            self.elided.count(kind) if self.elided is not None else 0)
 
     def kinds(self) -> dict[str, int]:
         """How many of each kind, those present, in KINDS' order."""
-        found = {k: self.tally(k) for k in KINDS}
+        found = {k: self.count(k) for k in KINDS}
         return {k: n for k, n in found.items() if n}
 
     def described(self) -> str:

@@ -103,12 +103,12 @@ class Origins(NamedTuple):
     # found unchanged since (trust/judgement/shortcut.py): counted, not listed
     elided_yours: int = 0
 
-    def tally(self, origin: str) -> int:
+    def count(self, origin: object, /) -> int:  # tuple's count, as the origins' counter
         return sum(1 for e in self.entries if e.origin == origin) + (
             self.elided_yours if origin == YOURS else 0)
 
     def counts(self) -> dict[str, int]:
-        return {o: self.tally(o) for o in ORDER}
+        return {o: self.count(o) for o in ORDER}
 
     def by_name(self) -> dict[str, str]:
         return {e.name: e.origin for e in self.entries}
