@@ -24,7 +24,7 @@ if TYPE_CHECKING:  # checker only
     from jaxcache.fingerprint.model import Fingerprint
     from jaxcache.lifecycle.sealing import SealOptions
     from jaxcache.records.dir_snapshot import DirSnapshot, ListingBeside
-    from jaxcache.records.run_document import Namespace, RunRecord
+    from jaxcache.records.run_document import RunRecord
     from jaxcache.records.run_record import RunResult
     from jaxcache.trust.inputs.public_keys import PublicKey
     from jaxcache.trust.judgement.audit import AuditReport
@@ -201,6 +201,7 @@ def run_job(argv: list[str], *, cache_dir: str | None = None, record_path: str |
                 thread.join()  # the modules it imports are imported here only once it is done
         from jaxcache.probe import runner
         from jaxcache.records import run_record as recordmod
+        from jaxcache.records.run_document import Namespace
 
         out = claimed[0]
         outcome = runner.outcome(argv, ran)
@@ -209,7 +210,9 @@ def run_job(argv: list[str], *, cache_dir: str | None = None, record_path: str |
         # the other directories JAX used are audited too, each by its own verdict
         record = recordmod.finish(outcome, admission.path, verdict=admission.verdict,
                                   before=before, env=env,
-                                  run=recordmod.RunAudit(admission.origin, named, policy,
+                                  run=recordmod.RunAudit(admission.origin,
+                                                         Namespace(*named) if named else None,
+                                                         policy,
                                                          unverified_jax))
         lost = [_written(record, target) for target in claimed]
         return recordmod.RunResult(record, out.path, outcome, lost[0],
@@ -262,25 +265,24 @@ def _prefetch_env(argv: list[str], chosen: str, seal: SealOptions) -> dict[str, 
 
 
 def _namespaced(chosen: str, namespace: str, on_hashing: Callable[[int, int], None] | None
-                ) -> tuple[str, Namespace | None]:
-    """The cache the job uses, and the record's word on its namespace. With "fingerprint"
-    the fingerprint is computed here, before the audit, which gets the same one
-    (fingerprint.current() keeps it for the process)."""
+                ) -> tuple[str, tuple[str, str, str] | None]:
+    """The cache the job uses, and the record's word on its namespace (its Namespace's fields,
+    made into one with the record after the job: its model is imported while the job runs).
+    With "fingerprint" the fingerprint is computed here, before the audit, which gets the same
+    one (fingerprint.current() keeps it for the process)."""
     from jaxcache.trust.rules import namespace as ns
 
     if ns.check(namespace) == ns.NONE:
         return chosen, None
     from jaxcache import fingerprint
-    from jaxcache.records.run_document import Namespace
     from jaxcache.trust.rules import target
 
     ident = fingerprint.current(on_hashing=on_hashing).id
     given = target.resolve(chosen)  # the parent as the job's path is read: absolute
-    return ns.join(chosen, ident), Namespace(namespace, ident,
-                                             given.path or given.url or chosen)
+    return ns.join(chosen, ident), (namespace, ident, given.path or given.url or chosen)
 
 
-def _say_how_to_make(exc: UntrustedCacheError, path: str, named: Namespace | None,
+def _say_how_to_make(exc: UntrustedCacheError, path: str, named: tuple[str, str, str] | None,
                      seal: SealOptions | None) -> None:
     """A sealed namespace that init would not create (a shared parent others can write):
     the refusal says how the share's publisher makes it, readable by the fleet's readers."""
