@@ -78,7 +78,8 @@ def measure() -> list[dict[str, object]]:
         env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": str(work),
                "XDG_STATE_HOME": str(work / "state"), "XDG_CONFIG_HOME": str(work / "config"),
                "XDG_CACHE_HOME": str(work / "xdg-cache"), "JAX_PLATFORMS": "cpu",
-               "JAXCACHE_POLICY": os.devnull}
+               # never the machine's team policy (/etc/jaxcache/policy.toml): none at all
+               "JAXCACHE_SYSTEM_POLICY": str(work / "no-system-policy.toml")}
         key = work / "signing.key"
         made = subprocess.run([jaxcache, "keygen", str(key)], capture_output=True, text=True,
                               env=env, check=False)

@@ -20,8 +20,9 @@ SRC = paths.CHECKOUT / "src" / "jaxcache"
 NAME = re.compile(r"JAXCACHE_[A-Z_]+")
 PROBE_SIDE = {"probe/site.py", "probe/document.py", "probe/recorder.py", "probe/logtap.py"}
 # set by a person, not handed between jaxcache and the probe: the CLI's switch for a traceback,
-# and the object stores' base deadline (seal/objects/resilient.py reads it where it applies)
-NOT_PROTOCOL = {"JAXCACHE_DEBUG", "JAXCACHE_BUCKET_DEADLINE_S"}
+# the object stores' base deadline (seal/objects/resilient.py reads it where it applies), and
+# where the team's policy is (userdirs.py)
+NOT_PROTOCOL = {"JAXCACHE_DEBUG", "JAXCACHE_BUCKET_DEADLINE_S", "JAXCACHE_SYSTEM_POLICY"}
 
 
 def _spelled(path: Path) -> set[str]:

@@ -33,7 +33,7 @@ from pathlib import Path
 
 import pytest
 from support import paths
-from support.jobs import isolation
+from support.users import isolation
 
 ROOT = paths.CHECKOUT
 README = ROOT / "README.md"

@@ -14,8 +14,7 @@ from pathlib import Path
 
 import pytest
 from support import paths
-from support.jobs import isolation
-from support.users import as_user_argv, needs_root, user_runtime
+from support.users import as_user_argv, isolation, needs_root, user_runtime
 
 pytestmark = needs_root
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 from support import paths
-from support.jobs import isolation, jaxcache, no_state
-from support.users import as_user_argv, mkdir, needs_root
+from support.jobs import jaxcache, no_state
+from support.users import as_user_argv, isolation, mkdir, needs_root
 
 pytest.importorskip("jax")
 

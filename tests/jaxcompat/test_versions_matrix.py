@@ -17,6 +17,7 @@ import sys
 import pytest
 from support import paths
 from support.jobs import jaxcache
+from support.users import isolation
 
 from jaxcache.jaxcompat import versions
 
@@ -47,7 +48,7 @@ def runs(tmp_path_factory):
     for phase, (folder, threshold) in PHASES.items():
         cache = base / folder
         env = {"JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": threshold, "PATH": "/usr/bin:/bin",
-               "HOME": str(base)}
+               "HOME": str(base), **isolation()}
         log = base / f"{phase}.log"
         proc = jaxcache("run", "--cache-dir", str(cache), "--record", str(base / f"{phase}.json"),
                         "--", sys.executable, JOB, "--jax-log", str(log), env=env)
@@ -134,7 +135,7 @@ def test_sealed_publisher_then_consumer_hits_every_module(tmp_path):
     pub = (tmp_path / "keys" / "ci.key.pub").read_text().strip()
     cache = tmp_path / "sealed"
     env = {"JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0", "PATH": "/usr/bin:/bin",
-           "HOME": str(tmp_path)}
+           "HOME": str(tmp_path), **isolation()}
     docs, outputs = [], []
     for name, who in (("publish", ("--signing-key", str(key))),
                       ("consume", ("--trusted-key", pub))):

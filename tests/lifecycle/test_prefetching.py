@@ -7,6 +7,7 @@ import os
 
 import pytest
 from support.jobs import forked_exit_code
+from support.users import isolation
 
 pytest.importorskip("jax")
 
@@ -129,7 +130,8 @@ def test_a_client_that_never_answers_holds_the_job_for_its_deadline_only(tmp_pat
     config.write_text("[default]\ncredential_process = sleep 30\n")
     env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "AWS_CONFIG_FILE": str(config),
            "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "none"),
-           "JAXCACHE_BUCKET_DEADLINE_S": "1", "PYTHONPATH": os.pathsep.join(sys.path)}
+           "JAXCACHE_BUCKET_DEADLINE_S": "1", "PYTHONPATH": os.pathsep.join(sys.path),
+           **isolation()}
     t = subprocess.run([sys.executable, "-c", HANGING_CLIENT], env=env, capture_output=True,
                        text=True, timeout=25)  # a hang would wait out the 30 s helper
     assert t.returncode == 0, t.stderr[-2000:]

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import signal
 
-from support.jobs import isolation
+from support.users import isolation
 
 from jaxcache.probe import launch
 

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from support.jobs import isolation
+from support.users import isolation
 
 # stdlib modules whose import alone costs a job's start-up 2-30 ms here, none needed by a
 # plain `run` (each is imported only on the path that uses it), but for what the standard

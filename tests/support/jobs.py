@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from support.users import as_user_argv, user_runtime
+from support.users import ISOLATION, as_user_argv, user_runtime
 
 # The variables by which jaxcache knows it runs under CI (trust/rules/ci.py): conftest.py clears
 # them, so a test says when it wants a CI environment.
@@ -46,17 +46,6 @@ def jaxcache(*args: str, user: str | None = None, env: dict | None = None,
         argv = [*as_user_argv(user), *argv]
     return subprocess.run(argv, capture_output=True, text=True, env=env, cwd=cwd,
                           errors="surrogateescape", timeout=JOB_TIMEOUT_S)
-
-
-# set by conftest.py to keep jaxcache off the machine's own files (its system policy): an
-# environment built from nothing or stripped of jaxcache's variables passes them on
-ISOLATION = ("JAXCACHE_SYSTEM_POLICY",)
-
-
-def isolation() -> dict[str, str]:
-    """The variables that keep jaxcache off the machine's own files (conftest.py), for an
-    environment built from nothing."""
-    return {k: os.environ[k] for k in ISOLATION if k in os.environ}
 
 
 def environ_without(*prefixes: str) -> dict[str, str]:

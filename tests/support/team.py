@@ -11,9 +11,9 @@ import sysconfig
 from pathlib import Path
 
 from support import paths
-from support.jobs import JOB_TIMEOUT_S, clean_env, isolation
+from support.jobs import JOB_TIMEOUT_S, clean_env
 from support.ledgers import EVERY_COMPILE
-from support.users import as_user_argv
+from support.users import as_user_argv, isolation
 
 
 def as_user(user: str, state: Path, *argv: str) -> subprocess.CompletedProcess:

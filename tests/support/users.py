@@ -20,6 +20,17 @@ needs_setfacl = pytest.mark.skipif(shutil.which("setfacl") is None,
                                    reason="setfacl not installed (make test installs acl as root)")
 
 
+# set by conftest.py to keep jaxcache off the machine's own files (its system policy): an
+# environment built from nothing or stripped of jaxcache's variables passes them on
+ISOLATION = ("JAXCACHE_SYSTEM_POLICY",)
+
+
+def isolation() -> dict[str, str]:
+    """The variables that keep jaxcache off the machine's own files (conftest.py), for an
+    environment built from nothing."""
+    return {k: os.environ[k] for k in ISOLATION if k in os.environ}
+
+
 @dataclass(frozen=True)
 class Accounts:
     group: str  # members: a (supplementary), b (primary group)
@@ -56,7 +67,8 @@ class UserRuntime:
     def env(self, **extra: str) -> dict[str, str]:
         return {"PYTHONPATH": str(self.lib), "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8",
                 "HOME": "/nonexistent", "XDG_CONFIG_HOME": "/nonexistent/.config",
-                "XDG_STATE_HOME": "/nonexistent/.state", "JAX_PLATFORMS": "cpu", **extra}
+                "XDG_STATE_HOME": "/nonexistent/.state", "JAX_PLATFORMS": "cpu", **isolation(),
+                **extra}
 
 
 _runtime: list[UserRuntime] = []

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from attacks.storage import in_namespace, needs_ns
 from support import paths
-from support.users import mkdir, needs_root
+from support.users import isolation, mkdir, needs_root
 
 pytestmark = [needs_root, needs_ns]
 
@@ -74,7 +74,8 @@ def _chroot(base: Path, *, bind_root: bool) -> tuple[Path, list[dict]]:
 
 
 def _inside(root: Path, *argv: str) -> dict:
-    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp", "XDG_STATE_HOME": "/tmp/state",
+    env = {**isolation(), "PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp",
+           "XDG_STATE_HOME": "/tmp/state",
            "XDG_CONFIG_HOME": "/tmp/config", "JAX_PLATFORMS": "cpu", "LANG": "C.UTF-8",
            "PYTHONPATH": str(paths.SRC)}
     return {"run": ["chroot", str(root), "/usr/bin/env", "-i", *(f"{k}={v}" for k, v in

@@ -27,16 +27,17 @@ def test_the_system_policy_is_read_when_the_user_has_none(base, accounts, tmp_pa
     (upper / "jaxcache" / "policy.toml").chmod(0o644)
     work = mkdir(tmp_path / "work", 0o755)
     mine = mkdir(tmp_path / "cfg", 0o700)
-    # the machine's own place (the suite points JAXCACHE_SYSTEM_POLICY elsewhere: conftest.py)
-    none = {"XDG_CONFIG_HOME": str(tmp_path / "nothing"), "JAX_PLATFORMS": "cpu",
-            "JAXCACHE_SYSTEM_POLICY": ""}
-    own = {**none, "XDG_CONFIG_HOME": str(mine)}
+    # none: the suite's own (no team policy, whatever this machine has: conftest.py); then
+    # etc: the machine's own place, with the overlay's file; own: the user's own file
+    none = {"XDG_CONFIG_HOME": str(tmp_path / "nothing"), "JAX_PLATFORMS": "cpu"}
+    etc = {**none, "JAXCACHE_SYSTEM_POLICY": ""}
+    own = {**etc, "XDG_CONFIG_HOME": str(mine)}
     audit = [*JAXCACHE, "audit", "--format", "json", "--no-processes", str(cache)]
     results = in_namespace([
         {"run": audit, "env": none},
         {"mount": ["mount", "-t", "overlay", "overlay", "-o",
                    f"lowerdir=/etc,upperdir={upper},workdir={work}", "/etc"]},
-        {"run": audit, "env": none},
+        {"run": audit, "env": etc},
         {"run": ["sh", "-c", f"mkdir -p {mine}/jaxcache && printf 'trusted_users = []\\n' > "
                  f"{mine}/jaxcache/policy.toml && chmod 600 {mine}/jaxcache/policy.toml && "
                  + " ".join(audit)], "env": own},

@@ -164,9 +164,6 @@ def run_job(argv: list[str], *, cache_dir: str | None = None, record_path: str |
         # is no audit and no job (the claimed target is released)
         claimed.append(_claim_record(record_path or default_record_path(),
                                      record_path is not None))
-        kept = _kept_copy(record_path) if record_path is not None else None
-        if kept is not None:  # its failure is the default record's: said, never fatal
-            claimed.append(_claim_record(kept, False))
         if not unverified_jax or seal is not None:
             from jaxcache.jaxcompat import gate as jaxgate
 
@@ -188,6 +185,9 @@ def run_job(argv: list[str], *, cache_dir: str | None = None, record_path: str |
         # this run's grant, never an outer run's
         env = {**jobenv.ungranted(env), **admission.env,
                jobenv.FINGERPRINT: fingerprint.to_env(mine()), **ahead}
+        kept = _kept_copy(record_path) if record_path is not None else None
+        if kept is not None:  # claimed once the job will run (a refused one makes no folder);
+            claimed.append(_claim_record(kept, False))  # never fatal: said if not written
         beside: list[threading.Thread | None] = []
 
         def started() -> None:  # once the job has started: what we do while it runs
