@@ -59,7 +59,8 @@ class RunResult:
     record_path: str
     outcome: Outcome
     record_error: str | None = None  # the job ran, but its record could not be written
-    # a record written with --record FILE is kept in the records folder too: why not, if not
+    # why the records folder's copy of a --record FILE could not be written (None: it was, or
+    # none was made)
     kept_error: str | None = None
 
     @property

@@ -152,10 +152,7 @@ class Writer(_WriterFields):
     def with_reason(self, reason: str, trust: Trust) -> Self:
         """This writer with one more reason (raw, escaped here) after its chain, and its trust
         as judged now."""
-        return self._replace(trust=trust)._appended(safe(reason))
-
-    def _appended(self, escaped: str) -> Self:
-        return tuple.__new__(type(self), (*self[:3], (*self.chain, escaped), self.trust))
+        return tuple.__new__(type(self), (*self[:3], (*self.chain, safe(reason)), trust))
 
     def __reduce__(self) -> tuple[Any, ...]:  # a copy or a pickle keeps the chain as it is
         return (tuple.__new__, (type(self), tuple(self)))
