@@ -1,5 +1,5 @@
-"""The CI files of the sealed flow (docs/ci.md): action.yml, ci/github/jax-cache.yml and
-ci/gitlab/jaxcache.gitlab-ci.yml.
+"""The CI files of the sealed flow (docs/ci.md): action.yml, ci-templates/github/jax-cache.yml and
+ci-templates/gitlab/jaxcache.gitlab-ci.yml.
 
 Checked four ways: the linters a CI author would run (zizmor offline, check-jsonschema with the
 vendored GitHub and GitLab schemas), the safety properties that a later edit could break (read
@@ -30,8 +30,8 @@ from support.sigstore_stack import SAFE_TABLE
 
 REPO = paths.CHECKOUT
 ACTION = REPO / "action.yml"
-WORKFLOW = REPO / "ci" / "github" / "jax-cache.yml"
-GITLAB = REPO / "ci" / "gitlab" / "jaxcache.gitlab-ci.yml"
+WORKFLOW = REPO / "ci-templates" / "github" / "jax-cache.yml"
+GITLAB = REPO / "ci-templates" / "gitlab" / "jaxcache.gitlab-ci.yml"
 TWO_JITS = REPO / "tests" / "programs" / "two_jits.py"
 BIN = Path(sys.executable).parent  # the venv's bin (not resolved: that is the base Python's)
 SHA_PIN = re.compile(r"^[\w.-]+/[\w.-]+(/[\w./-]+)?@[0-9a-f]{40}$")
@@ -80,7 +80,7 @@ def run_tool(*argv, **kw) -> subprocess.CompletedProcess:
 def test_zizmor_offline_finds_nothing():
     # default persona and configuration; --strict-collection: a file zizmor cannot parse is an
     # error, not a warning and a silent "no findings"
-    names = ("action.yml", "ci/github/jax-cache.yml")  # relative to the repository: cwd
+    names = ("action.yml", "ci-templates/github/jax-cache.yml")  # relative to the repository: cwd
     done = run_tool(BIN / "zizmor", "--offline", "--strict-collection", "--format", "json",
                     *names)
     assert done.returncode == 0, done.stdout + done.stderr

@@ -1,4 +1,4 @@
-"""ci/rehearse.sh, the local rehearsal of docs/ci.md's sealed flow, run end to end as a team
+"""ci-templates/rehearse.sh, the local rehearsal of docs/ci.md's sealed flow, run end to end as a team
 would before pushing the workflow: real JAX compiling on the CPU, fresh homes, a tarball for the
 CI cache. The clean cache passes the gate and the consumer hits what the publisher signed; the
 poisoned copy (one planted, unsigned entry) is refused by the gate."""
@@ -14,7 +14,7 @@ from pathlib import Path
 from support import paths
 from support.jobs import clean_env
 
-SCRIPT = paths.CHECKOUT / "ci" / "rehearse.sh"
+SCRIPT = paths.CHECKOUT / "ci-templates" / "rehearse.sh"
 BIN = Path(sys.executable).parent  # the venv's bin, whose jaxcache the rehearsal runs
 
 

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Rehearse the sealed CI flow of docs/ci.md on this machine, before pushing the workflow.
 #
-#   bash ci/rehearse.sh                       # the bundled example job (jaxcache.examples.mlp)
-#   bash ci/rehearse.sh -- python train.py    # your job (run from your repository)
-#   RUN_FLAGS="--min-compile-time 0" bash ci/rehearse.sh   # more `jaxcache run` flags, both runs
+#   bash ci-templates/rehearse.sh                       # the bundled example job (jaxcache.examples.mlp)
+#   bash ci-templates/rehearse.sh -- python train.py    # your job (run from your repository)
+#   RUN_FLAGS="--min-compile-time 0" bash ci-templates/rehearse.sh   # more `jaxcache run` flags, both runs
 #
 # It plays the steps the GitHub action (action.yml) and the GitLab template run, with the same
 # jaxcache commands, in a new folder (printed; removed at the end unless --keep):
