@@ -46,7 +46,7 @@ lint: $(VENV)/.test
 typecheck: $(VENV)/.test
 	$(BIN)/mypy
 
-# The size of the code that decides whether bytes reach JAX (docs/security-model.md): the
+# The size of the code that decides whether bytes reach JAX (docs/explanation/security-model.md): the
 # modules and functions scripts/trusted_size.py lists, in lines and code lines
 trusted-size:
 	@$(PYTHON) scripts/trusted_size.py
@@ -70,14 +70,14 @@ test: system-deps sigstore-stand-ins $(VENV)/.test lint typecheck
 # version, the interpreter and the constraints: scripts/jax-venv.sh); on 0.12 also the sealed backend's
 # suites (scripts/matrix-line.sh). JAX 0.11+ needs Python >= 3.12: with an older $(PYTHON) those
 # lines run in a Debian 13 root that scripts/debian-root.sh builds and caches (as root; every
-# mount lives in a private namespace). docs/jax-versions.md has its timings.
+# mount lives in a private namespace). docs/reference/jax-versions.md has its timings.
 # MATRIX_SKIP: lines to leave out (.ci/run: the one `make test` just ran).
 MATRIX ?= 0.5.3 0.6.2 0.7.2 0.8.3 0.9.2 0.10.2 0.11.2 0.12.0.1
 MATRIX_SKIP ?=
-# The fault campaign (issue 42; docs/reliability.md): writers killed before every SOAK_STRIDE-th
+# The fault campaign (issue 42; docs/explanation/reliability.md): writers killed before every SOAK_STRIDE-th
 # filesystem step (each of SOAK_ROUNDS rounds one step further), disks failing, both object
 # stores behind the fault proxy, 8 processes at once; every state checked; prints the table.
-# Bounded by counts, not time (docs/reliability.md has the figures; SOAK_STRIDE=1: every step).
+# Bounded by counts, not time (docs/explanation/reliability.md has the figures; SOAK_STRIDE=1: every step).
 SOAK_ROUNDS ?= 1
 SOAK_STRIDE ?= 2
 soak: system-deps $(VENV)/.test

@@ -4,7 +4,7 @@ The big module (an unrolled chain of matmuls) compiles for about 1.5-2.5 s on a 
 and is written to the persistent cache; the `--small` functions each compile well below JAX's
 1 s threshold, so the cache never holds them and they compile again in every process, cold and
 warm alike. Their compile time is the same work in both arms of a bench: the covariate
-`jaxcache bench` adjusts by (docs/bench.md, "Covariate adjustment").
+`jaxcache bench` adjusts by (docs/reference/bench.md, "Covariate adjustment").
 
     jaxcache bench -t 4 -k 1 -- python benchmarks/covariate_job.py [--big 120] [--small 50]
 """

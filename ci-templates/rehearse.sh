@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Rehearse the sealed CI flow of docs/ci.md on this machine, before pushing the workflow.
+# Rehearse the sealed CI flow of docs/how-to/ci.md on this machine, before pushing the workflow.
 #
 #   bash ci-templates/rehearse.sh                       # the bundled example job (jaxcache.examples.mlp)
 #   bash ci-templates/rehearse.sh -- python train.py    # your job (run from your repository)
@@ -79,7 +79,7 @@ restore() {
   mkdir -p -- "$2" && tar -C "$2" -xzf "$3"
 }
 
-# --- you: the key (docs/ci.md step 1) and the committed policy (step 2) ---------------------
+# --- you: the key (docs/how-to/ci.md step 1) and the committed policy (step 2) ---------------------
 as you "$JAXCACHE" keygen "$work/secrets/ci.key" > "$work/keygen.txt"
 cat "$work/keygen.txt"
 public=$(sed -n 's/^public key: //p' "$work/keygen.txt")

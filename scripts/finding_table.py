@@ -1,9 +1,9 @@
-"""Write docs/audit.md's tables of finding codes from the catalogue (trust/finding_codes.py).
+"""Write docs/reference/audit.md's tables of finding codes from the catalogue (trust/finding_codes.py).
 
     python scripts/finding_table.py --write    # rewrite the two tables in place
     python scripts/finding_table.py --check    # exit 1 when they are not current
 
-docs/audit.md holds two tables headed `| code | effect | meaning |`: the audit's codes, then
+docs/reference/audit.md holds two tables headed `| code | effect | meaning |`: the audit's codes, then
 `jaxcache net`'s. Only their rows change; the prose around them is the page's own.
 tests/trust/test_finding_codes.py runs --check.
 """

@@ -10,7 +10,7 @@ behind the fault proxy: seeded request faults (`--buckets` rounds), a publisher,
 `gc` killed at every request; and 8 processes at once on one directory and one prefix of each
 store (`--crowd` rounds), then the same again with one busy loop per core beside them (as
 scripts/test-under-load.sh loads the machine; `--no-load` skips it). Prints the table
-docs/reliability.md quotes.
+docs/explanation/reliability.md quotes.
 
     .venv/bin/python scripts/soak.py [--rounds 1] [--stride 2] [--errors 20] [--buckets 4]
                                      [--crowd 40] [--no-load] [--kinds publish lru ...]

@@ -1,4 +1,4 @@
-"""How big is the code that decides whether bytes reach JAX? (docs/security-model.md)
+"""How big is the code that decides whether bytes reach JAX? (docs/explanation/security-model.md)
 
 The trusted path, listed here by hand and explicitly: a module or one function of a module
 (`path::function`) per line, grouped by what it decides. Read from src/ with ast and tokenize
@@ -24,7 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "src" / "jaxcache"
 
-# (part, item): what each part decides is said in docs/security-model.md, "The trusted path"
+# (part, item): what each part decides is said in docs/explanation/security-model.md, "The trusted path"
 TRUSTED_PATH: tuple[tuple[str, str], ...] = (
     # the audit's verdict: who can create, replace or rename what JAX loads
     ("audit", "trust/judgement/audit.py"),

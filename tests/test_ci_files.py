@@ -1,4 +1,4 @@
-"""The CI files of the sealed flow (docs/ci.md): action.yml, ci-templates/github/jax-cache.yml and
+"""The CI files of the sealed flow (docs/how-to/ci.md): action.yml, ci-templates/github/jax-cache.yml and
 ci-templates/gitlab/jaxcache.gitlab-ci.yml.
 
 Checked four ways: the linters a CI author would run (zizmor offline, check-jsonschema with the

@@ -1,4 +1,4 @@
-"""ci-templates/rehearse.sh, the local rehearsal of docs/ci.md's sealed flow, run end to end as a team
+"""ci-templates/rehearse.sh, the local rehearsal of docs/how-to/ci.md's sealed flow, run end to end as a team
 would before pushing the workflow: real JAX compiling on the CPU, fresh homes, a tarball for the
 CI cache. The clean cache passes the gate and the consumer hits what the publisher signed; the
 poisoned copy (one planted, unsigned entry) is refused by the gate."""
@@ -29,7 +29,7 @@ def test_the_rehearsal_passes_the_clean_cache_and_refuses_the_poisoned_one(tmp_p
                           text=True, timeout=900)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out
-    # the steps of docs/ci.md, in order, each by its role
+    # the steps of docs/how-to/ci.md, in order, each by its role
     steps = [r"\[you\] \$ \S*jaxcache keygen ",
              r"\[publisher\] \$ \S*jaxcache run --sealed --signing-key \S+ --cache-dir ",
              r"\[publisher\] \$ tar -C \S+ -czf \S+/clean\.tgz \.",

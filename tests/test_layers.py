@@ -1,6 +1,6 @@
 """Imports point down the house's layers: a package imports only its own row or lower rows.
 
-The order is written here once (docs/layout.md and shared/DESIGN.md show it). A
+The order is written here once (docs/explanation/layout.md and shared/DESIGN.md show it). A
 row's packages may import each other; nothing imports a row above its own, at module level
 or inside a function (an import inside a function is still the dependency; only what a type
 checker alone sees, under `if TYPE_CHECKING:`, is not counted). Parsed with ast (the import

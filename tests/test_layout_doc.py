@@ -1,4 +1,4 @@
-"""docs/layout.md is the map of src/jaxcache a reader opens first: every module is named in its
+"""docs/explanation/layout.md is the map of src/jaxcache a reader opens first: every module is named in its
 folder's entry, and every module an entry names exists. Read as text: the tree's folder lines
 (`  trust/`, `    kernel/`) open an entry, which runs until the next one."""
 
@@ -9,7 +9,7 @@ import re
 from support import paths
 
 SRC = paths.CHECKOUT / "src" / "jaxcache"
-DOC = paths.CHECKOUT / "docs" / "layout.md"
+DOC = paths.CHECKOUT / "docs" / "explanation" / "layout.md"
 
 
 def _entries() -> dict[str, str]:
@@ -59,7 +59,7 @@ def test_every_module_is_named_in_its_folders_entry():
             if n.startswith(f"{last}/")}
         if path.name not in said:
             missing.append(path.relative_to(SRC).as_posix())
-    assert not missing, f"modules docs/layout.md does not name in their folder's entry: {missing}"
+    assert not missing, f"modules docs/explanation/layout.md does not name in their folder's entry: {missing}"
 
 
 def test_every_module_the_layout_names_exists():
@@ -70,4 +70,4 @@ def test_every_module_the_layout_names_exists():
             if not (here.exists() or (SRC / name).exists() or (paths.CHECKOUT / name).exists()
                     or (SRC / folder).parent.joinpath(name).exists()):
                 absent.append(f"{folder or '.'}: {name}")
-    assert not absent, f"modules docs/layout.md names that do not exist: {absent}"
+    assert not absent, f"modules docs/explanation/layout.md names that do not exist: {absent}"

@@ -60,7 +60,7 @@ def test_sdist_is_complete_and_its_tests_collect(built, tmp_path):
         names = {n.split("/", 1)[1] for n in tar.getnames() if "/" in n}
         tar.extractall(tmp_path, filter="data")
     for member in ("LICENSE", "README.md", "Makefile", "constraints.txt", "tests/conftest.py",
-                   "tests/programs/two_jits.py", "docs/audit.md", "examples/train.py",
+                   "tests/programs/two_jits.py", "docs/reference/audit.md", "examples/train.py",
                    "scripts/system-deps.sh", "scripts/check-package.sh",
                    "src/jaxcache/examples/mlp.py", "src/jaxcache/py.typed"):
         assert member in names, member

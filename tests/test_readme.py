@@ -1,4 +1,4 @@
-"""The shell examples of README.md and docs/*.md, run: no page can drift from what jaxcache does.
+"""The shell examples of README.md and docs/**/*.md, run: no page can drift from what jaxcache does.
 
 Convention (README.md, "Set up"; docs/index.md): a ```console block is a shell session. `$ CMD`
 lines are run by bash, in order, in a fresh directory holding a link to the bundled examples/,
@@ -14,7 +14,7 @@ after `<!-- readme-test: tmp on /: REASON -->` only where /tmp is no mount of it
 filesystem rows it shows are those of /, not of a tmpfs /tmp, as on Debian 13).
 HOME starts as that of someone who has run jaxcache before on this install: the build's digests
 are kept in its state folder (fingerprint/memo.py), so no page's output starts with the one-time
-"hashing ... once per install" line (docs/fingerprint.md shows it).
+"hashing ... once per install" line (docs/reference/fingerprint.md shows it).
 
 Every page of docs/ is listed in docs/index.md, and every relative link of these pages (a file,
 and the heading its #anchor names) resolves.
@@ -38,7 +38,7 @@ from support.users import isolation
 ROOT = paths.CHECKOUT
 README = ROOT / "README.md"
 DOCS = ROOT / "docs"
-PAGES = (README, *sorted(DOCS.glob("*.md")))
+PAGES = (README, *sorted(DOCS.rglob("*.md")))
 # what a ``` block of a page may be besides a console session; docs/ also hold policies,
 # schemas and commands to copy (```sh: not run, no output shown)
 KINDS = {README: ("console", "python", "text")}
@@ -241,8 +241,8 @@ def test_most_examples_really_run():
 
 def test_docs_index_lists_every_page():
     """docs/index.md names every page of docs/ by a link, and links no page that is not."""
-    listed = set(re.findall(r"\]\(([\w.-]+\.md)\)", (DOCS / "index.md").read_text()))
-    pages = {page.name for page in DOCS.glob("*.md")}
+    listed = set(re.findall(r"\]\(((?:[\w-]+/)*[\w.-]+\.md)\)", (DOCS / "index.md").read_text()))
+    pages = {str(page.relative_to(DOCS)) for page in DOCS.rglob("*.md")}
     assert pages - listed == set(), f"docs/index.md does not list {sorted(pages - listed)}"
     assert listed - pages == set(), f"docs/index.md lists missing {sorted(listed - pages)}"
 

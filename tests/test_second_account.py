@@ -1,4 +1,4 @@
-"""A second real account using jaxcache from an install root made (docs/setup.md, "A second
+"""A second real account using jaxcache from an install root made (docs/reference/setup.md, "A second
 account"): an editable install (a venv whose __editable__ .pth names a checkout), root-owned.
 Readable, it works for the second account, which gets its own private cache under its own HOME
 and writes nothing into the install; a folder or file of it the account cannot read is one line
@@ -96,14 +96,14 @@ def test_a_part_of_the_install_it_cannot_read_is_one_line_naming_it(accounts, in
     assert len(lines) == 1, proc.stderr
     assert lines[0] == (f"jaxcache: part of this install of jaxcache is not readable by you: "
                         f"{where} (owner root, mode {0o700 if where.is_dir() else 0o600:04o}); "
-                        "install jaxcache for yourself (docs/setup.md, \"A second account\"), "
+                        "install jaxcache for yourself (docs/reference/setup.md, \"A second account\"), "
                         "or ask its owner to make it readable (chmod -R go+rX)")
     assert proc.stdout == ""
 
 
 def test_the_page_says_what_the_test_sees():
-    page = (paths.CHECKOUT / "docs" / "setup.md").read_text()
+    page = (paths.CHECKOUT / "docs" / "reference" / "setup.md").read_text()
     assert "## A second account" in page
     assert ("jaxcache: part of this install of jaxcache is not readable by you: PATH (owner "
-            "root, mode 0700); install jaxcache for yourself (docs/setup.md, \"A second "
+            "root, mode 0700); install jaxcache for yourself (docs/reference/setup.md, \"A second "
             "account\"), or ask its owner to make it readable (chmod -R go+rX)") in page

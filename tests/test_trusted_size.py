@@ -1,4 +1,4 @@
-"""The trusted path's size (scripts/trusted_size.py, docs/security-model.md): the script runs,
+"""The trusted path's size (scripts/trusted_size.py, docs/explanation/security-model.md): the script runs,
 every module and function it lists exists, and the page shows each part it measures."""
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ def test_the_trusted_path_is_measured_item_by_item():
 def test_the_security_model_shows_every_part_the_script_measures():
     doc = json.loads(subprocess.run([sys.executable, str(SCRIPT), "--json"],
                                     capture_output=True, text=True, check=True).stdout)
-    page = (ROOT / "docs" / "security-model.md").read_text()
+    page = (ROOT / "docs" / "explanation" / "security-model.md").read_text()
     assert "make trusted-size" in page
     for part in doc["parts"]:
         assert f"\n| {part} | " in page, part

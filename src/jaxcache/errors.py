@@ -53,7 +53,7 @@ class UntrustedCacheError(JaxcacheError):
             lines += wrap(f"it holds {signed} signature file{'s' if signed != 1 else ''}: if "
                           "it is a sealed cache, others may write it and its readers take only "
                           "signed entries: jaxcache run --sealed --trusted-key KEY "
-                          "(docs/sealed-cache.md)", "  ", limit=_WIDTH)
+                          "(docs/how-to/sealed-cache.md)", "  ", limit=_WIDTH)
         super().__init__("\n".join(lines))
 
 

@@ -199,7 +199,7 @@ def test_a_user_who_cannot_inspect_the_holder_is_told_so(accounts, base, holders
     home = {**os.environ, "HOME": "/nonexistent", "XDG_CONFIG_HOME": "/nonexistent",
             "XDG_STATE_HOME": "/nonexistent"}
     rc, doc = audit_json(cache, user=accounts.a, env=home, cwd="/")
-    assert rc == 0 and doc["verdict"] == "PRIVATE"  # a warning: see docs/audit.md
+    assert rc == 0 and doc["verdict"] == "PRIVATE"  # a warning: see docs/reference/audit.md
     (found,) = handle_findings(doc, "handle.uninspected")
     assert found["effect"] == "warning" and accounts.c in found["message"]
     assert "root" in found["remedy"]

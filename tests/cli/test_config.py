@@ -167,7 +167,7 @@ def test_the_trust_key_refusal_names_where_it_belongs(tmp_path):
     assert proc.returncode == 2
     assert proc.stderr == (
         f"jaxcache: project file {root / 'pyproject.toml'} [tool.jaxcache]: trusted_keys is a "
-        "trust setting: it belongs in the protected policy (docs/audit.md, Policy), never in "
+        "trust setting: it belongs in the protected policy (docs/reference/audit.md, Policy), never in "
         "a project file whoever can write the checkout controls\n")
 
 
@@ -193,7 +193,7 @@ def test_every_key_the_policy_takes_is_refused_as_a_trust_setting(tmp_path, key)
     proc = config(deep)
     assert (proc.returncode, proc.stdout) == (2, "")
     assert proc.stderr == (f"jaxcache: project file {root / '.jaxcache.toml'}: {key} "
-                           f"{TRUST_REFUSAL} (docs/audit.md, Policy), never in a project file "
+                           f"{TRUST_REFUSAL} (docs/reference/audit.md, Policy), never in a project file "
                            "whoever can write the checkout controls\n")
     # in any table, as a table of its own, and in a [cache] table as the policy's [[cache]]
     for text, named in ((f"[bench]\n{key} = 1\n", f"bench.{key}"),
@@ -221,7 +221,7 @@ def test_a_key_the_policy_does_not_take_is_an_unknown_key_in_both_files():
 
 
 def test_the_docs_name_every_key_of_the_policy_the_project_file_refuses():
-    text = (paths.CHECKOUT / "docs" / "config.md").read_text()
+    text = (paths.CHECKOUT / "docs" / "reference" / "project-file.md").read_text()
     refused = text[text.index("**Trust settings are refused**"):text.index("- **Only your own")]
     assert [k for k in sorted(policy_keys.TOP_LEVEL - {"cache"}) if f"`{k}`" not in refused] == []
 
@@ -258,7 +258,7 @@ def test_help_teaches_with_an_example_file(tmp_path):
     proc = jaxcache("config", "--help", cwd=str(tmp_path), env=clean_env(COLUMNS="100"))
     assert proc.returncode == 0
     for words in ("[tool.jaxcache]", ".jaxcache.toml", "min_compile_time =", "[bench]",
-                  "trusted_users", "docs/config.md"):
+                  "trusted_users", "docs/reference/project-file.md"):
         assert words in proc.stdout, words
 
 

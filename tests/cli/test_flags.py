@@ -300,12 +300,13 @@ def test_every_help_ends_at_its_page_of_the_manual(command):
     """--help closes with the command's docs/ page, one that exists and that docs/index.md
     lists."""
     last = run(command, "--help").stdout.rstrip().splitlines()[-1]
-    match = re.fullmatch(r"More: (docs/[a-z-]+\.md) \(the manual's index: docs/index\.md\)",
+    match = re.fullmatch(r"More: (docs/[a-z/-]+\.md) \(the manual's index: docs/index\.md\)",
                          last)
     assert match, last
     page = paths.CHECKOUT / match.group(1)
     assert page.is_file(), page
-    assert f"]({page.name})" in (paths.CHECKOUT / "docs" / "index.md").read_text()
+    index = (paths.CHECKOUT / "docs" / "index.md").read_text()
+    assert f"]({page.relative_to(paths.CHECKOUT / 'docs')})" in index
 
 
 def test_the_overview_and_the_option_list_one_set_of_verbose_commands():

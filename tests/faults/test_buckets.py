@@ -270,7 +270,7 @@ def test_an_entry_landing_after_gc_took_its_signature_is_not_left_unsigned(world
 
 
 # --- answers that never end: read no further than asked ------------------------------------
-ANSWER_MAX = 16 << 20  # what any answer but a ranged download may hold (docs/buckets.md)
+ANSWER_MAX = 16 << 20  # what any answer but a ranged download may hold (docs/how-to/buckets.md)
 
 @pytest.mark.parametrize("fault", [Fault.ENDLESS, Fault.ENDLESS_LENGTH])
 def test_a_download_reads_no_further_than_it_asked_whatever_the_server_sends(backend, fault):

@@ -53,7 +53,7 @@ def test_a_hit_in_a_record_is_a_use():
 
 def _reference(units: list[Unit], total: int, max_size: int | None, max_age_s: float | None,
                now: int) -> list[str]:
-    """The plan's rule written plainly (docs/gc.md): oldest use first (ties by name), a unit
+    """The plan's rule written plainly (docs/reference/gc.md): oldest use first (ties by name), a unit
     goes if it is older than the age or the directory is still over the size."""
     out, held = [], total
     for u in sorted(units, key=lambda u: (u.last_used_ns, u.name)):

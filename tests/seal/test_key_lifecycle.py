@@ -1,6 +1,6 @@
 """The sealed cache's key lifecycle, with real JAX jobs under `jaxcache run --sealed` in
 separate processes: named keys, revocation, validity windows, thresholds of distinct keys,
-co-signing and the rotation playbook of docs/sealed-cache.md, on a directory and a bucket.
+co-signing and the rotation playbook of docs/how-to/sealed-cache.md, on a directory and a bucket.
 
 A publisher holding key ci-1 fills a sealed directory once; each test copies it and runs
 readers whose policy changes what the keys may do. A rejected entry must be recompiled with
@@ -271,7 +271,7 @@ def test_co_signing_from_your_own_build_vouches_only_for_identical_bytes(world, 
 
 
 def test_rotation_playbook_keeps_every_warm_hit(world, tmp_path):
-    """docs/sealed-cache.md, "Rotating a key", step by step; after each step a reader run
+    """docs/how-to/sealed-cache.md, "Rotating a key", step by step; after each step a reader run
     hits every entry it hit before and rejects none."""
     cache = copy(world, tmp_path)
     pubs = world["pubs"]

@@ -1,5 +1,5 @@
 """The catalogue of finding codes (trust/finding_codes.py) against the code that makes findings,
-read with ast (nothing is imported to watch it run), and against docs/audit.md's tables; and
+read with ast (nothing is imported to watch it run), and against docs/reference/audit.md's tables; and
 `jaxcache explain-finding` as a user runs it."""
 
 from __future__ import annotations
@@ -149,9 +149,9 @@ def test_the_catalogue_is_well_formed():
 def test_docs_audit_tables_are_written_from_the_catalogue():
     from jaxcache.report import finding_codes as report
 
-    text = (paths.CHECKOUT / "docs" / "audit.md").read_text()
+    text = (paths.CHECKOUT / "docs" / "reference" / "audit.md").read_text()
     for table in report.markdown_tables():
-        assert table in text, ("docs/audit.md's table of codes is not current: run "
+        assert table in text, ("docs/reference/audit.md's table of codes is not current: run "
                                "python scripts/finding_table.py --write\n" + table)
     check = subprocess.run([sys.executable, str(paths.CHECKOUT / "scripts" / "finding_table.py"),
                             "--check"], capture_output=True, text=True)
@@ -169,7 +169,7 @@ def test_explain_finding_says_meaning_why_and_what_to_do():
     flat = " ".join(line.strip() for line in lines)
     for text in (c.meaning, c.why, c.action):
         assert text in flat
-    assert "docs/audit.md" in flat
+    assert "docs/reference/audit.md" in flat
 
 
 def test_explain_finding_json_validates():

@@ -20,7 +20,7 @@ saving. That is why x is work the cache never holds, and why it is checked, not 
 the same uncached modules (names and input shapes) in every process, x that varies, x balanced
 between the arms (a pooled t test), and an adjusted estimate inside the wall-clock interval. When
 one check fails the verdict falls back to the unadjusted (exact Mann-Whitney) interval, saying
-why. docs/bench.md, "Covariate adjustment", has the argument and when it does not hold.
+why. docs/reference/bench.md, "Covariate adjustment", has the argument and when it does not hold.
 """
 
 from __future__ import annotations

@@ -49,7 +49,7 @@ def handle(args: argparse.Namespace, tail: None) -> None:
       UNVERIFIABLE      network filesystem, URL, unreadable parent... fails closed
     Each compiled entry's origin is told too (yours / unknown / changed, by your origin
     ledger): entries no job jaxcache watched wrote are a warning, and UNSAFE under CI or with
-    --require-origin unless the policy's restored_from names their source (docs/ci.md); so
+    --require-origin unless the policy's restored_from names their source (docs/how-to/ci.md); so
     are entries of yours that another build of jaxlib (or another CPU) wrote, by the
     fingerprint the ledger names for each (an upgrade or rebuild in place: `jaxcache
     fingerprint`). Each finding ends with its code: `jaxcache explain-finding CODE` says what

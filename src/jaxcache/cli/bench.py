@@ -83,7 +83,7 @@ def options(p: argparse.ArgumentParser) -> None:
              "for the JSON).")
     opt(p, "--sealed", action="store_true",
         help="Seal each trial's cache (a throwaway signing key): warm runs pay for "
-             "verification, as a sealed consumer would (docs/sealed-cache.md).")
+             "verification, as a sealed consumer would (docs/how-to/sealed-cache.md).")
     opt(p, "--bucket", metavar="URL",
         help="With --sealed, a gs:// or s3://BUCKET/PREFIX: each trial's cache is a new, "
              "empty prefix "
@@ -250,7 +250,7 @@ def run(argv: list[str], *, trials: int, warm: int, prime: bool, timeout: float 
     if bucket is not None:
         if not sealed:
             raise JaxcacheError("--bucket needs --sealed: a plain bucket is UNVERIFIABLE and "
-                                "refused (docs/sealed-cache.md)")
+                                "refused (docs/how-to/sealed-cache.md)")
         from jaxcache.seal.objects import store_for_url as objects
         from jaxcache.trust.rules import target
 

@@ -233,7 +233,7 @@ def identity_options(parser: argparse.ArgumentParser, lead: str) -> None:
            help=f"{lead} keyless, as the CI job's own identity (its OIDC token: GitHub's "
                 "id-token: write, GitLab's id_tokens; one Sigstore certificate per job; the "
                 "jaxcache[sigstore] extra). Readers trust it by [[trusted_identities]] "
-                "(docs/sealed-cache.md).")
+                "(docs/how-to/sealed-cache.md).")
     option(parser, "--sigstore-config", metavar="FILE",
            help="With --identity: the Sigstore client trust config to sign with (default: "
                 "the public-good instance).")
@@ -332,12 +332,12 @@ def threshold_env(args: argparse.Namespace) -> dict[str, str]:
 
 
 # each command's page of the manual (docs/), named at the end of its --help
-PAGES = {"audit": "audit.md", "init": "enable.md", "ls": "ls.md", "run": "run.md",
-         "bench": "bench.md", "explain": "explain.md", "decide": "decide.md",
-         "records": "records.md", "net": "net.md", "seal": "sealed-cache.md",
-         "verify": "sealed-cache.md", "keygen": "sealed-cache.md", "demo": "setup.md",
-         "fingerprint": "fingerprint.md", "explain-finding": "audit.md",
-         "config": "config.md"}
+PAGES = {"audit": "reference/audit.md", "init": "reference/enable.md", "ls": "reference/ls.md", "run": "reference/run.md",
+         "bench": "reference/bench.md", "explain": "reference/explain.md", "decide": "reference/decide.md",
+         "records": "reference/records.md", "net": "reference/net.md", "seal": "how-to/sealed-cache.md",
+         "verify": "how-to/sealed-cache.md", "keygen": "how-to/sealed-cache.md", "demo": "reference/setup.md",
+         "fingerprint": "reference/fingerprint.md", "explain-finding": "reference/audit.md",
+         "config": "reference/project-file.md"}
 
 
 def command_parser(commands: argparse._SubParsersAction[Parser], name: str, usage_line: str,

@@ -36,7 +36,7 @@ def handle(args: argparse.Namespace, tail: None) -> None:
     file's identity, so later runs pay about a millisecond.
 
     Two fingerprints are compatible when the build and the machine are equal and the writer's
-    CPU features are all on the reader's CPU (docs/fingerprint.md has the rule per field).
+    CPU features are all on the reader's CPU (docs/reference/fingerprint.md has the rule per field).
 
     Exit code: 0; with --compare, 1 when the other host's entries may not load here; 2 bad
     input.

@@ -49,7 +49,7 @@ def handle(args: argparse.Namespace, tail: None) -> None:
     your jobs wrote. Symlinks, folders,
     FIFOs, other users' files and unknown names are reported and left alone. Then the origin
     ledger is compacted: lines of entries that are gone or changed are dropped. See
-    docs/gc.md.
+    docs/reference/gc.md.
 
     In a gs:// or s3:// prefix a unit is an entry with its signature objects; entries
     without a signature are left, and every delete names the generation judged, so an

@@ -13,7 +13,7 @@ def options(p: argparse.ArgumentParser) -> None:
                    help="Where to write the private key.")
     common.option(p, "--public-of", metavar="KEY",
                   help="Make no key: print the public key (ed25519:...) of KEY, a key in a "
-                       "token (a pkcs11: URI, docs/hsm.md) or a private key file.")
+                       "token (a pkcs11: URI, docs/how-to/hsm.md) or a private key file.")
     common.option(p, "--name", metavar="NAME",
                   help="A name for the key, carried by its public key text "
                        "(NAME:ed25519:...): e.g. ci-2026-12, a new one at each rotation.")
@@ -30,11 +30,11 @@ def handle(args: argparse.Namespace, tail: None) -> None:
     directory), the public key beside it as KEYFILE.pub. Missing folders above KEYFILE are
     created 0700, each one named. Readers trust the public key in their
     policy: trusted_keys = [{ holder = "ci-publisher", key = "ed25519:..." }] for the cache's
-    path. See docs/sealed-cache.md. --quiet prints only the public key line.
+    path. See docs/how-to/sealed-cache.md. --quiet prints only the public key line.
 
       jaxcache keygen --public-of 'pkcs11:token=ci;object=jaxcache?module-path=...'
 
-    prints the public key of a key kept in a token (an HSM, SoftHSM2: docs/hsm.md), or of a
+    prints the public key of a key kept in a token (an HSM, SoftHSM2: docs/how-to/hsm.md), or of a
     private key file, and makes nothing. With the URI's PIN (pin-source) the token's public
     key must verify a signature of its private key (refused otherwise: another pair's public
     object under the same name); without one it is printed with a warning that it was not

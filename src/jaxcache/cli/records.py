@@ -45,7 +45,7 @@ def handle(args: argparse.Namespace, tail: None) -> None:
       jaxcache records stats /srv/jax-cache --zero   count afresh from now
 
     `jaxcache run` writes one record per run (and `explain -- CMD` two) into
-    ~/.local/state/jaxcache/runs/, or the project file's [records] dir (docs/config.md;
+    ~/.local/state/jaxcache/runs/, or the project file's [records] dir (docs/reference/project-file.md;
     `jaxcache config` shows which), unless --record FILE says where. Only files named as
     jaxcache names them that also parse as run records are listed, counted or deleted; a file
     with such a name that is not a record is left alone and named (skipped, with why); files

@@ -24,7 +24,7 @@ def options(p: argparse.ArgumentParser) -> None:
     scan_flags(p, "The directory (or gs:// or s3://BUCKET/PREFIX) whose entries to sign.")
     common.option(p, "--signing-key", metavar="KEYFILE",
                   help="The signing key (from `jaxcache keygen`, or a pkcs11: URI naming a "
-                       "key in an HSM: docs/hsm.md).")
+                       "key in an HSM: docs/how-to/hsm.md).")
     p.add_argument("--key", dest="signing_key", action=_DeprecatedKey, metavar="KEYFILE",
                    help=argparse.SUPPRESS)
     common.identity_options(p, "Instead of --signing-key: sign")
@@ -64,18 +64,18 @@ def handle(args: argparse.Namespace, tail: None) -> None:
     """Sign the unsigned entries of a cache directory you trust (e.g. one CI just filled).
 
       jaxcache seal ci-cache/ --signing-key /etc/jaxcache/ci.key
-      jaxcache seal ci-cache/ --identity ci        (keyless, in CI: docs/ci.md)
+      jaxcache seal ci-cache/ --identity ci        (keyless, in CI: docs/how-to/ci.md)
 
     Refused unless DIR's audit is PRIVATE or SHARED-BY-POLICY: sealing vouches for whatever
     any writer put there, and, under CI or with --require-origin, for entries of unknown
-    origin (docs/ci.md) unless they are signed already. Entries whose signature does not
+    origin (docs/how-to/ci.md) unless they are signed already. Entries whose signature does not
     verify are reported, never replaced (that would delete a file). Entries a sealed reader
     would never hit (made with XLA's sub-caches on, which sealed readers turn off: another
     cache key) are left unsigned and reported, each with why, unless --allow-unhittable. Per
     entry: what was signed now, what a sealed reader never hits, and problems (-v: the
     already signed ones too).
 
-    With --add-signature, co-sign instead (key rotation, thresholds: docs/sealed-cache.md):
+    With --add-signature, co-sign instead (key rotation, thresholds: docs/how-to/sealed-cache.md):
 
       jaxcache seal /shared/jax-cache --signing-key ci-2027-01.key --add-signature
 

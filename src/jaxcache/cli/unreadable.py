@@ -4,14 +4,14 @@ read (a checkout cloned with umask 077, a folder of it made 0700), used from a s
 Python says so as "No module named 'jaxcache.trust.rules'" (a folder it cannot search is a
 module that is not there) or "Permission denied" on one file: neither is a bug of jaxcache to
 report, and neither says what to do. `message` says which path, whose it is, and the way out
-(docs/setup.md, "A second account"); main() uses it for any error that ends a command.
+(docs/reference/setup.md, "A second account"); main() uses it for any error that ends a command.
 """
 
 from __future__ import annotations
 
 import os
 
-HOW = "install jaxcache for yourself (docs/setup.md, \"A second account\")"
+HOW = "install jaxcache for yourself (docs/reference/setup.md, \"A second account\")"
 
 
 def message(exc: BaseException) -> str | None:

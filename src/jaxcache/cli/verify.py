@@ -37,7 +37,7 @@ def options(p: argparse.ArgumentParser) -> None:
     scan_flags(p, "The sealed cache: a directory, gs:// or s3://BUCKET/PREFIX (default: "
                   "$JAX_COMPILATION_CACHE_DIR, else the directory `jaxcache init` makes).")
     common.option(p, "--strict", action="store_true",
-                  help="The gate after a CI restore (docs/ci.md): exit 1 also for entries a "
+                  help="The gate after a CI restore (docs/how-to/ci.md): exit 1 also for entries a "
                        "sealed reader would never hit and for leftovers (orphan signatures, "
                        "interrupted writes), so the step passes only when everything that "
                        "came in with the cache was signed by a trusted key.")

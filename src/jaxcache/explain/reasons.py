@@ -35,7 +35,7 @@ class ModuleWhy:
     compile_s: float | None
     entry_bytes: int | None
     outcome: str
-    reason: str  # a stable code, documented in docs/explain.md
+    reason: str  # a stable code, documented in docs/reference/explain.md
     text: str
     expensive: bool  # compiled for at least the compile-time threshold
     missed_chance: bool  # expensive, and not cached for a reason other than the thresholds

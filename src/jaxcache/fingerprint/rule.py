@@ -1,6 +1,6 @@
 """The one rule: may an entry compiled under the writer's fingerprint be loaded by this reader?
 
-Per field (FIELDS, docs/fingerprint.md):
+Per field (FIELDS, docs/reference/fingerprint.md):
 - build (the digest over jaxlib's and the plugins' shared objects): EXACT. Another build of the
   same version may lay out or call its code otherwise (vmex issue 222: an in-place rebuild
   loaded old entries and crashed).

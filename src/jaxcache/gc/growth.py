@@ -39,4 +39,4 @@ def unlimited(total_bytes: int, entries: int, jax_max_size: int | None,
     return (f"the cache holds {size(total_bytes)} in {plural(entries, 'entry', 'entries')} "
             f"and nothing limits its size (JAX's max_size is unset): bound it with "
             f"`jaxcache gc {path} --max-size 10G`, or `jaxcache run --max-size 10G` after "
-            "every job (docs/gc.md)")
+            "every job (docs/reference/gc.md)")

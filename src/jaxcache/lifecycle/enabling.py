@@ -57,7 +57,7 @@ def enable(path: str | None = None, *, policy: str | None = None, allow_untruste
 
     Without `path`: $JAX_COMPILATION_CACHE_DIR, else the project file's cache_dir
     (`.jaxcache.toml` or pyproject.toml's [tool.jaxcache], found from the working directory
-    up: docs/config.md), else the directory `jaxcache init` makes; audited all the same.
+    up: docs/reference/project-file.md), else the directory `jaxcache init` makes; audited all the same.
 
     Raises UntrustedCacheError unless the verdict is PRIVATE or SHARED-BY-POLICY (or SEALED);
     `allow_untrusted=True` is the loud expert opt-out. Raises CacheLifecycleError when the
@@ -73,10 +73,10 @@ def enable(path: str | None = None, *, policy: str | None = None, allow_untruste
     sealed=True: JAX loads from `path` only entries signed by a trusted key (the policy's
     trusted_keys for this path, plus `trusted_keys`: ed25519:... strings, .pub files or
     PublicKey objects). `signing_key` (a key file from `jaxcache keygen`, or a `pkcs11:` URI
-    naming a key in an HSM: docs/hsm.md) signs what this process writes; without it nothing
+    naming a key in an HSM: docs/how-to/hsm.md) signs what this process writes; without it nothing
     is written to `path`. `local`: a private directory read first and written instead of
     `path` (tiers), one folder in it per build (`local/<fingerprint id>`). See
-    docs/sealed-cache.md. `prefetch`, for a reader (of a bucket or a directory): cache keys
+    docs/how-to/sealed-cache.md. `prefetch`, for a reader (of a bucket or a directory): cache keys
     (those a run record shows the job hit: jaxcache.records.key_uses.from_file) fetched and
     verified now, in parallel, so that JAX finds them when it asks; each is judged as it is
     handed to JAX.
@@ -98,7 +98,7 @@ def enable(path: str | None = None, *, policy: str | None = None, allow_untruste
     wrote. The result's `path` is the directory used. "none" (the default): `path` itself.
 
     max_size (bytes or '10G') / max_age (seconds or '30d'): when this process exits, collect
-    the directory as `jaxcache gc` does (docs/gc.md), for at most 10 s of deleting; a plain
+    the directory as `jaxcache gc` does (docs/reference/gc.md), for at most 10 s of deleting; a plain
     cache only.
     """
     _check_thresholds(min_compile_time, min_entry_size)

@@ -1,4 +1,4 @@
-"""The run record (docs/run-record.md): its one model, written and read as JSON at the edge.
+"""The run record (docs/reference/run-record.md): its one model, written and read as JSON at the edge.
 
 The builder (records/builder.py) makes a RunRecord, rank_views.py and used_dirs.py
 return new parts of it, and run_record.py writes it with `to_json()`; every reader takes one
@@ -294,7 +294,7 @@ class UsedDir:
 # --- each module, each process -----------------------------------------------------------
 
 class ModuleOutcome(StrEnum):
-    """What JAX's cache did for one compile (docs/run-record.md, `modules[].outcome`)."""
+    """What JAX's cache did for one compile (docs/reference/run-record.md, `modules[].outcome`)."""
 
     HIT = "hit"
     WRITTEN = "written"
@@ -411,7 +411,7 @@ class Launcher:
 
 @dataclass(frozen=True, slots=True)
 class Counts:
-    """A process's counts (docs/run-record.md, `counts`)."""
+    """A process's counts (docs/reference/run-record.md, `counts`)."""
 
     modules: int
     compile_requests: int
@@ -891,7 +891,7 @@ class RunRecord:
                    "unverified_allowed" in doc)
 
     def to_json(self) -> dict[str, object]:
-        """The record's document (docs/run-record.md), as run_record.write() writes it."""
+        """The record's document (docs/reference/run-record.md), as run_record.write() writes it."""
         from jaxcache.documents.kinds import envelope
 
         main = self.processes[0]

@@ -1,4 +1,4 @@
-"""`jaxcache explain-finding` (schema jaxcache.finding-codes/1), and docs/audit.md's tables of
+"""`jaxcache explain-finding` (schema jaxcache.finding-codes/1), and docs/reference/audit.md's tables of
 codes: trust/finding_codes.py's catalogue in words, as a table of the manual and as JSON."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from jaxcache.text import wrap
 from jaxcache.trust.finding_codes import CODES, FindingCode
 
 LABELS = (("What", "meaning"), ("Why", "why"), ("To do", "action"))
-NET = "net"  # `jaxcache net`'s codes: a table of their own in docs/audit.md
+NET = "net"  # `jaxcache net`'s codes: a table of their own in docs/reference/audit.md
 
 
 def render_one(c: FindingCode) -> str:
@@ -48,7 +48,7 @@ def render_json(codes: Sequence[FindingCode]) -> str:
 
 
 def markdown_tables() -> tuple[str, str]:
-    """docs/audit.md's two tables: the audit's codes, then `jaxcache net`'s."""
+    """docs/reference/audit.md's two tables: the audit's codes, then `jaxcache net`'s."""
     return (_table([c for c in CODES if c.family != NET]),
             _table([c for c in CODES if c.family == NET]))
 

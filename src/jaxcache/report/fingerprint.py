@@ -54,7 +54,7 @@ def render_text(fp: Fingerprint, verbose: bool = False) -> str:
     return "\n".join([*lines(fp, verbose),
                       "Share a cache directory or prefix only between equal fingerprints, or "
                       "where the writer's CPU features are all on the reader's "
-                      "(docs/fingerprint.md)."]) + "\n"
+                      "(docs/reference/fingerprint.md)."]) + "\n"
 
 
 def render_json(fp: Fingerprint, verbose: bool = False) -> str:

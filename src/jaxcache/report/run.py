@@ -1,5 +1,5 @@
 """`jaxcache run`'s format: the one-screen summary it prints after the program ends (on stderr;
-the record itself is the JSON, written by the run: docs/run-record.md)."""
+the record itself is the JSON, written by the run: docs/reference/run-record.md)."""
 
 from __future__ import annotations
 

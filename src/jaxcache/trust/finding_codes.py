@@ -2,13 +2,13 @@
 
 A finding (trust/findings.py Finding) carries a stable `code`; its message and remedy say the
 particulars of one case. This table says the code's general case once: `jaxcache
-explain-finding CODE` prints it (report/finding_codes.py), docs/audit.md's tables of codes are
+explain-finding CODE` prints it (report/finding_codes.py), docs/reference/audit.md's tables of codes are
 written from it (scripts/finding_table.py), and tests/trust/test_finding_codes.py holds it to
 the code (read with ast): every code a Finding is made with is here, every code here is made
 somewhere, with an effect listed here.
 
 `effects` are those a finding of the code can carry, worst first; `effect_detail` says when it is
-which (empty when there is one). A sealed audit (docs/sealed-cache.md) turns what only a plain
+which (empty when there is one). A sealed audit (docs/how-to/sealed-cache.md) turns what only a plain
 reader must fear (writers, planted entries, unknown storage) into warnings: those codes list
 `warning` too. `page` is the manual's page that tells more.
 """
@@ -41,12 +41,12 @@ class FindingCode:
 
     @property
     def effect_text(self) -> str:
-        """The effect column of docs/audit.md: the word, or when it is which."""
+        """The effect column of docs/reference/audit.md: the word, or when it is which."""
         return self.effect_detail or " / ".join(e.value for e in self.effects)
 
 
 def _c(code: str, effects: tuple[Effect, ...], meaning: str, why: str, action: str, *,
-       detail: str = "", page: str = "audit.md") -> FindingCode:
+       detail: str = "", page: str = "reference/audit.md") -> FindingCode:
     return FindingCode(code, effects, detail, meaning, why, action, page)
 
 
@@ -132,12 +132,12 @@ CODES: tuple[FindingCode, ...] = (
        "whoever can write the bucket and prefix decides what JAX loads, and that cannot be seen "
        "from here",
        "check who holds write on the bucket and prefix (service accounts and CI included); "
-       "prefer a sealed cache (docs/buckets.md) or a private local one (jaxcache init)",
-       detail="unverifiable; with --sealed and trusted keys, a warning", page="buckets.md"),
+       "prefer a sealed cache (docs/how-to/buckets.md) or a private local one (jaxcache init)",
+       detail="unverifiable; with --sealed and trusted keys, a warning", page="how-to/buckets.md"),
     _c("path.url-unsupported", (UNVERIFIABLE,),
        "a URL jaxcache cannot judge as a sealed bucket (an unknown scheme, or no bucket name)",
        "nothing can be said of who writes it: fail closed",
-       "give a gs://BUCKET/PREFIX or s3://BUCKET/PREFIX URL, or a local path", page="buckets.md"),
+       "give a gs://BUCKET/PREFIX or s3://BUCKET/PREFIX URL, or a local path", page="how-to/buckets.md"),
     _c("path.unreadable", (UNVERIFIABLE,),
        "a directory on the path cannot be searched: the rest of the path cannot be judged",
        "what cannot be seen cannot be judged: fail closed",
@@ -268,46 +268,46 @@ CODES: tuple[FindingCode, ...] = (
     # --- a sealed cache ---------------------------------------------------------------------
     _c(SEAL_KEYS, (NOTE,),
        "sealed: the trusted keys readers require (name, id, holder, state), and how many each "
-       "entry needs", _CONTEXT, "nothing", page="sealed-cache.md"),
+       "entry needs", _CONTEXT, "nothing", page="how-to/sealed-cache.md"),
     _c("seal.holder-undeclared", (UNSAFE,),
        "a trusted key is held by someone who is not declared (you, root, trusted_signers or "
        "trusted_users)",
        "holding a trusted key is writing: its holder can sign any code",
-       "declare the holder in the policy, or stop trusting the key", page="sealed-cache.md"),
+       "declare the holder in the policy, or stop trusting the key", page="how-to/sealed-cache.md"),
     _c("seal.key-expiring", (WARNING,),
        "a trusted key's not_after is within 30 days",
        "from then on readers reject what only it signed: jobs recompile",
-       "rotate: make a new key, trust both, seal with the new one (docs/sealed-cache.md)",
-       page="sealed-cache.md"),
+       "rotate: make a new key, trust both, seal with the new one (docs/how-to/sealed-cache.md)",
+       page="how-to/sealed-cache.md"),
     _c("seal.key-expired", (WARNING,),
        "a trusted key's not_after has passed",
        "readers reject what only it signed (with trust_signing_time, signatures claiming an "
-       "earlier time still count)", "rotate to a new key and reseal", page="sealed-cache.md"),
+       "earlier time still count)", "rotate to a new key and reseal", page="how-to/sealed-cache.md"),
     _c("seal.key-not-yet-valid", (WARNING,),
        "a trusted key's not_before is still ahead", "readers reject what it signs until then",
-       "wait, or correct not_before in the policy", page="sealed-cache.md"),
+       "wait, or correct not_before in the policy", page="how-to/sealed-cache.md"),
     _c("seal.key-revoked", (NOTE,),
        "keys the policy revokes (revoked_keys), by id: every signature by them is rejected",
-       _CONTEXT, "nothing; reseal what only they signed", page="sealed-cache.md"),
+       _CONTEXT, "nothing; reseal what only they signed", page="how-to/sealed-cache.md"),
     _c("seal.identity-loose", (WARNING,),
        "a trusted CI identity admits any ref or any event (any_ref, any_event)",
        "a pull request's, another branch's or a pull_request_target job running the trusted "
        "workflow signs entries every reader loads", "pin the ref and the event that publish",
-       page="sealed-cache.md"),
+       page="how-to/sealed-cache.md"),
     _c("seal.identity-revoked", (NOTE,),
        "CI identities the policy revokes (revoked_identities): every keyless signature whose "
        "certificate states them is rejected", _CONTEXT, "nothing; reseal what only they signed",
-       page="sealed-cache.md"),
+       page="how-to/sealed-cache.md"),
     _c("seal.no-usable-key", (UNVERIFIABLE,),
        "the keys that may count now have fewer distinct holders than signatures_needed",
        "a sealed reader would reject every entry; run --sealed and enable(sealed=True) refuse "
        "to start", "trust more keys (or holders), or lower signatures_needed",
-       page="sealed-cache.md"),
+       page="how-to/sealed-cache.md"),
     _c("bucket.iam-unchecked", (WARNING,),
        "not checked: who can create, overwrite or delete objects in the bucket",
        "trusted keys keep such writers from choosing your code, not from deleting entries or "
        "making jobs recompile",
-       "check the bucket's write grants (the remedy names the command)", page="buckets.md"),
+       "check the bucket's write grants (the remedy names the command)", page="how-to/buckets.md"),
     # --- origins ----------------------------------------------------------------------------
     _c("origin.unknown", (UNSAFE, WARNING),
        "compiled entries no job jaxcache watched wrote (restored, copied, baked into an image, "
@@ -315,7 +315,7 @@ CODES: tuple[FindingCode, ...] = (
        "they are as trustworthy as whoever could write their source, and nothing is known of the "
        "build that compiled them",
        "seal the cache where it is produced and read it with `jaxcache run --sealed` "
-       "(docs/ci.md), or, if you trust the source, name it in the policy (restored_from)",
+       "(docs/how-to/ci.md), or, if you trust the source, name it in the policy (restored_from)",
        detail=ORIGIN_EFFECT),
     _c("origin.changed", (UNSAFE, WARNING),
        "entries rewritten since a watched job wrote them (same name, other bytes)",
@@ -360,52 +360,52 @@ CODES: tuple[FindingCode, ...] = (
        "JAX's cache key leaves the build and CPU out: another build's code may crash or compute "
        "wrong on this one",
        "clear them, or keep one cache per fingerprint (jaxcache fingerprint)",
-       detail="a warning; unsafe under CI or with --require-origin", page="fingerprint.md"),
+       detail="a warning; unsafe under CI or with --require-origin", page="reference/fingerprint.md"),
     _c("origin.build-unknown", (NOTE,),
        "entries of yours whose build could not be compared (an older jaxcache wrote their lines, "
        "or this Python has no jaxlib)", "a build mismatch cannot be ruled out",
        "judge from the Python that runs the jobs; if jaxlib was upgraded since, clear them",
-       page="fingerprint.md"),
+       page="reference/fingerprint.md"),
     # --- jaxcache net -----------------------------------------------------------------------
     _c("net.coordinator-exposed", (UNSAFE,),
        "the coordination service will bind beyond loopback without authentication",
        "anyone who can reach the port can join the job and read and write its key-value store "
        "(and, with jax_share_binary_between_hosts, the executables the others load)",
        "bind to a private interface (JAX_COORDINATOR_BIND_ADDRESS), firewall the port to the "
-       "job's hosts, and on JAX >= 0.11 configure mTLS", page="net.md"),
+       "job's hosts, and on JAX >= 0.11 configure mTLS", page="reference/net.md"),
     _c("net.listener-exposed", (UNSAFE,),
        "a JAX service listens beyond loopback, unauthenticated and unencrypted",
        "anyone who can reach it can talk to the job", "bind to a private interface, firewall the "
-       "port, and on JAX >= 0.11 configure mTLS", page="net.md"),
+       "port, and on JAX >= 0.11 configure mTLS", page="reference/net.md"),
     _c("net.uninspected", (UNVERIFIABLE,),
        "--live: processes could not be inspected (counted per user), or /proc hides them",
        "any of them may be a JAX service listening beyond loopback: fail closed",
        "run as root (or as those users), or pass --partial to accept a partial answer",
-       page="net.md"),
+       page="reference/net.md"),
     _c("net.partial", (WARNING,),
        "--live --partial: some processes could not be inspected, and that was accepted",
        "the answer covers only the processes inspected", "run as root for a whole answer",
-       page="net.md"),
+       page="reference/net.md"),
     _c("net.mtls-ignored", (WARNING,),
        "JAX_MTLS_* set on a JAX without mTLS: the variables are ignored",
        "traffic is plaintext although the environment says otherwise",
-       "upgrade JAX to a version with mTLS, or rely on network isolation", page="net.md"),
+       "upgrade JAX to a version with mTLS, or rely on network isolation", page="reference/net.md"),
     _c("net.coordinator", (NOTE,), "where the coordination service will listen, and with what "
-       "protection", _CONTEXT, "nothing", page="net.md"),
+       "protection", _CONTEXT, "nothing", page="reference/net.md"),
     _c("net.listener", (NOTE,), "a JAX service listening on loopback, or protected by mTLS",
-       "other local users can still reach a loopback port", "nothing", page="net.md"),
+       "other local users can still reach a loopback port", "nothing", page="reference/net.md"),
     _c("net.no-coordinator", (NOTE,), "no coordinator address in this environment", _CONTEXT,
-       "nothing", page="net.md"),
+       "nothing", page="reference/net.md"),
     _c("net.no-jax-process", (NOTE,), "no JAX process found to inspect", _CONTEXT, "nothing",
-       page="net.md"),
+       page="reference/net.md"),
     _c("net.profiler", (NOTE,),
        "jax.profiler.start_server also listens on every interface, unauthenticated",
        "anyone who can reach it can read the profile",
-       "start it only on trusted networks, and stop it when done", page="net.md"),
+       "start it only on trusted networks, and stop it when done", page="reference/net.md"),
     _c("net.not-covered", (NOTE,),
        "cache permissions do not cover the network services",
        "they are a trust boundary of their own, bounded only by network control and "
-       "authentication", "nothing", page="net.md"),
+       "authentication", "nothing", page="reference/net.md"),
 )
 
 BY_CODE: dict[str, FindingCode] = {c.code: c for c in CODES}

@@ -102,7 +102,7 @@ UNSAFE, UNVERIFIABLE, WARNING, NOTE = Effect.UNSAFE, Effect.UNVERIFIABLE, Effect
 
 
 class Finding(NamedTuple):
-    code: str  # stable identifier, documented in docs/audit.md
+    code: str  # stable identifier, documented in docs/reference/audit.md
     effect: Effect
     message: str
     path: str | None = None

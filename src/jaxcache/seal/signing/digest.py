@@ -6,7 +6,7 @@ this project's 2-core machine (AVX-512, SHA extensions): 100 MB in 22 ms with BL
 58 ms with hashlib's SHA-256 (a SHA-256 tree over chunks on both cores was tried too; memory
 bandwidth kept it near 45 ms). The standard library's BLAKE2b, which would drop the dependency,
 is 2.3-3.4x slower than BLAKE3 from 100 KB to 100 MB (benchmarks/digest_speed.py,
-docs/benchmarks.md), so the format jaxcache.seal/1 keeps BLAKE3. BLAKE3 is a 256-bit
+docs/explanation/benchmarks.md), so the format jaxcache.seal/1 keeps BLAKE3. BLAKE3 is a 256-bit
 cryptographic hash (128-bit collision resistance), which is what a signature over a digest needs.
 """
 

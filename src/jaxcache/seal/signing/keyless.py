@@ -86,7 +86,7 @@ def ci_token() -> str:
         raise KeylessError(f"--identity ci needs {_EXTRA}") from None
     if os.getenv("GITHUB_ACTIONS") == "true" and not os.getenv("ACTIONS_ID_TOKEN_REQUEST_URL"):
         raise KeylessError("GitHub Actions gives this job no OIDC token: grant it "
-                           "`permissions: id-token: write` (docs/ci.md)")
+                           "`permissions: id-token: write` (docs/how-to/ci.md)")
     gitlab = os.getenv("SIGSTORE_ID_TOKEN")
     if os.getenv("GITLAB_CI") == "true" and gitlab:
         # the job's own token, before what the detector would try first (a runner on a cloud
@@ -99,7 +99,7 @@ def ci_token() -> str:
     if not token:
         raise KeylessError("no CI OIDC token found: on GitHub Actions grant `permissions: "
                            "id-token: write`; on GitLab give the job `id_tokens: "
-                           "SIGSTORE_ID_TOKEN: aud: sigstore` (docs/ci.md)")
+                           "SIGSTORE_ID_TOKEN: aud: sigstore` (docs/how-to/ci.md)")
     return token
 
 

@@ -20,13 +20,13 @@ and only from a file that no one but its owner (us or root) can modify.
                                               # not see written: their source, trusted by name
     trusted_ledgers = ["/home/alice/.local/state/jaxcache/origin.ledger"]  # the origin
                                               # ledgers of trusted writers: what their watched
-                                              # jobs wrote counts as known (docs/audit.md)
+                                              # jobs wrote counts as known (docs/reference/audit.md)
     [[cache]]
     path = "gs://jaxbar/cache"                # a bucket prefix: only the key settings apply,
     trusted_keys = [{ holder = "ci-publisher", key = "ed25519:..." }]  # holder names a
                                               # principal of the storage service (no local user)
 
-    # the key lifecycle (docs/sealed-cache.md): a key may carry a name and a validity window
+    # the key lifecycle (docs/how-to/sealed-cache.md): a key may carry a name and a validity window
     # (RFC 3339, judged by the reader's clock), keys can be revoked (by key text or id) for
     # every path, and a path may need the keys of several distinct holders per entry
     trusted_keys = [{ holder = "ci", key = "ci-2026-12:ed25519:...",
@@ -35,7 +35,7 @@ and only from a file that no one but its owner (us or root) can modify.
     signatures_needed = 2
     require_build = true                      # sealed readers miss entries whose signatures
                                               # name no build ("build unknown") instead of
-                                              # loading them (docs/sealed-cache.md)
+                                              # loading them (docs/how-to/sealed-cache.md)
 """
 
 from __future__ import annotations

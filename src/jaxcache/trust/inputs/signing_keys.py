@@ -58,7 +58,7 @@ def _public_of(private: Ed25519PrivateKey) -> PublicKey:
 def load_signing(path: str) -> SigningKey:
     """Load a private key through the trusted-input loader (trust/inputs/trusted_file.py), refusing
     one that is not yours alone: others able to read it could sign entries you would load. A
-    `pkcs11:` URI names a key in a token instead (trust/inputs/pkcs11.py, docs/hsm.md)."""
+    `pkcs11:` URI names a key in a token instead (trust/inputs/pkcs11.py, docs/how-to/hsm.md)."""
     if is_uri(path):  # the token signs; pkcs11.py (its library's loader) only then
         from jaxcache.trust.inputs import pkcs11
 

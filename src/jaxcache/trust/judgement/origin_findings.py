@@ -29,7 +29,7 @@ UNKNOWN_WHY = ("not written by any job jaxcache watched: if this directory was r
 CHANGED_WHY = ("changed since a job jaxcache watched wrote it: whoever rewrote it chose the "
                "code it holds")
 REMEDY = ("seal the cache where it is produced and read it with `jaxcache run --sealed` "
-          "(docs/ci.md), or, if you trust that source, name it in the policy, in a [[cache]] "
+          "(docs/how-to/ci.md), or, if you trust that source, name it in the policy, in a [[cache]] "
           "table of two lines: path = {path} and restored_from = \"<the source, and who can "
           "write it>\"")
 
@@ -119,7 +119,7 @@ TRUSTED_WRITER_REMEDY = (
     "that write here with jaxcache and name {who}'s origin ledger in the policy, in a "
     "[[cache]] table of two lines: path = {path} and trusted_ledgers = "
     "[\"<{who}'s $XDG_STATE_HOME>/jaxcache/origin.ledger\"] (readable by you, writable by "
-    "{who} alone: docs/audit.md, \"Trusted writers' ledgers\")")
+    "{who} alone: docs/reference/audit.md, \"Trusted writers' ledgers\")")
 
 
 def _other_boot(lines: int, whose: str, path: str | None, why: str = "") -> Finding:

@@ -132,7 +132,7 @@ def roles(writers: list[Writer], signers: frozenset[int], undeclared: frozenset[
 
 ROTATE = ("make a new key (jaxcache keygen --name ...), trust it beside this one, co-sign the "
           "entries (jaxcache seal DIR --signing-key NEW --add-signature), switch the publisher, "
-          "then remove this key (docs/sealed-cache.md, \"Rotating a key\")")
+          "then remove this key (docs/how-to/sealed-cache.md, \"Rotating a key\")")
 
 
 def key_state(ring: KeyRing) -> list[Finding]:
@@ -168,7 +168,7 @@ def key_state(ring: KeyRing) -> list[Finding]:
                                    "signatures_needed > 1 its holder is how those count)"
                                    if ring.needed > 1 else "") +
                                ", and next time rotate before not_after "
-                               "(docs/sealed-cache.md, \"Rotating a key\")"))
+                               "(docs/how-to/sealed-cache.md, \"Rotating a key\")"))
         elif state == "not-yet-valid":
             assert k.not_before is not None  # ring.state() says so only of a key with one
             out.append(Finding("seal.key-not-yet-valid", WARNING,

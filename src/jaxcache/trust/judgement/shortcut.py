@@ -24,7 +24,7 @@ only the entries' part is shortened, in one of two ways (Judged):
   ctime), anything else is judged as the full audit judges it.
 
 Anything else (another boot, user, mount, directory, judging context or ledger file) is the full
-audit. docs/security-model.md states each argument and the tests that attack it.
+audit. docs/explanation/security-model.md states each argument and the tests that attack it.
 """
 
 from __future__ import annotations
