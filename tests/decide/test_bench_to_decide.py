@@ -46,10 +46,12 @@ def test_decide_uses_the_last_bench_and_agrees_with_it(tmp_path):
     assert "2. compatible jobs: not evaluated" in out and "compatible jobs: FAIL" not in out
     assert "the cold runs wrote no entry" in out
     assert "JAX's write thresholds left" in out
-    material = json.loads(kept.read_text())["thresholds"]["left_out"]["material"]
+    left = json.loads(kept.read_text())["thresholds"]["left_out"]
     said = " ".join(out.split())
-    if material:
+    if left["material"]:
         assert "what the thresholds leave out is material: bench a lower one" in said
+    elif left["near"]:
+        assert "what the thresholds leave out is near the line: only a bench" in said
     else:
         assert "what the thresholds leave out is not material" in said
 

@@ -64,13 +64,14 @@ def test_compile_time_below_threshold_is_not_a_fault(tmp_path):
     [m] = [m for m in doc["modules"] if m["name"] == "jit_train_step"]
     assert m["text"] == ("below the 1000 s compile-time threshold "
                          "(jax_persistent_cache_min_compile_time_secs)")
-    # material = >= 1 s and >= 10% of start-up left uncached; on a quiet machine these compiles
-    # sum to far less, but a machine loaded enough can push them past 1 s: the rule decides
-    uncached = sum(m["compile_s"] for m in doc["modules"])
-    if uncached < 1.0:
-        assert rc == 0 and "not material" in doc["thresholds"][0]["text"]
+    # material = >= 1.5 s and >= 15% of start-up left uncached; on a quiet machine these
+    # compiles sum to far less, but a machine loaded enough can push them further: the rule
+    # decides, and only material (beyond the margin) exits 1
+    [advice] = doc["thresholds"]
+    if advice["material"]:
+        assert rc == 1 and "; material (at least 1.5 s and 15%" in advice["text"]
     else:
-        assert rc == 1 and "not material" not in doc["thresholds"][0]["text"]
+        assert rc == 0 and ("not material" in advice["text"]) != advice["near"]
 
 
 def test_entry_size_below_threshold(tmp_path):
@@ -256,8 +257,8 @@ def test_warm_miss_names_the_changed_key_component(tmp_path):
 def test_explain_by_running_the_command(tmp_path):
     env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state")}
     proc = jaxcache("explain", "--", sys.executable, TRAIN, "--steps", "10", env=env)
-    # 1 is honest too: on a loaded machine a helper's compile can land just under JAX's 1 s
-    # threshold while being a material share of start-up
+    # 1 is honest too: on a machine loaded enough, the helpers' compiles left out by JAX's 1 s
+    # threshold can add up to a material share of start-up (beyond the margin of the line)
     assert proc.returncode in (0, 1) and "Traceback" not in proc.stderr, proc.stderr
     assert proc.returncode == 0 or "thresholds leave" in proc.stdout
     assert proc.stdout.count("jit_train_step") == 2 and "from 2 records" in proc.stdout

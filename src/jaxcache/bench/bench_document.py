@@ -94,8 +94,9 @@ class LeftOut:
     modules: int
     seconds: float
     share: float | None
-    material: bool
+    material: bool  # beyond the line and its margin (thresholds.py)
     suggestion: str
+    near: bool = False  # within the margin of the line
 
     @classmethod
     def from_json(cls, doc: Mapping[str, object]) -> LeftOut | None:
@@ -104,7 +105,8 @@ class LeftOut:
         if not isinstance(modules, int) or not modules:
             return None
         return cls(modules, number(doc.get("seconds")) or 0.0, number(doc.get("share")),
-                   bool(doc.get("material")), str(doc.get("suggestion")))
+                   doc.get("material") is True, str(doc.get("suggestion")),
+                   doc.get("near") is True)
 
 
 @dataclass(frozen=True, slots=True)

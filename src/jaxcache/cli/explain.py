@@ -25,8 +25,10 @@ def handle(args: argparse.Namespace, tail: list[str] | None) -> None:
     For each compiled module: input shapes, compile seconds, entry size, outcome and the rule
     that applied (thresholds with both numbers, not process 0, host callbacks, cache disabled
     or set too late, a corrupt entry blocking its key...). Across records it names the cache-key
-    component that changed and its likely cause. It suggests lowering a threshold only when
-    what it leaves out is material (>= 10% of start-up and >= 1 s).
+    component that changed and its likely cause. It suggests benching a lower threshold only
+    when what it leaves out is material (>= 1.5 s and >= 15% of start-up) or near the line of
+    1 s and 10% (within a factor of 1.5, where a machine's load moves a job; near it, the exit
+    code is 0 and the text says so).
 
     In a directory, a .json file that is not a readable run record (a symlink, malformed,
     newer schema) is skipped and named on stderr; a record named on the command line is not.

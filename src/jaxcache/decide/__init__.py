@@ -208,7 +208,8 @@ def _left_out_evidence(left: LeftOut) -> str:
     return (f"  JAX's write thresholds left {left.modules} compiles uncached: "
             f"{left.seconds:.2f} s of compile"
             + (f", {left.share:.0%} of start-up" if left.share is not None else "")
-            + ("; material" if left.material else "; not material"))
+            + ("; material" if left.material else "; near the line" if left.near
+               else "; not material"))
 
 
 def _missed_advice(outcome: Outcome, left: LeftOut | None, cmd: str = "CMD") -> str:
@@ -218,6 +219,10 @@ def _missed_advice(outcome: Outcome, left: LeftOut | None, cmd: str = "CMD") -> 
                     f"keeping it (`jaxcache bench {safe(left.suggestion)} -- "
                     f"{cmd}`, or decide with the same flag), at the cost of more, "
                     "smaller entries to store and trust")
+        if left.near:
+            return (f"what the thresholds leave out is near the line: only a bench of a lower "
+                    f"one tells (`jaxcache bench {safe(left.suggestion)} -- {cmd}`); until "
+                    "then keep the thresholds and do not share a cache for it")
         return ("what the thresholds leave out is not material: this job gains nothing from a "
                 "persistent cache; keep the thresholds and do not share a cache for it")
     if outcome is Outcome.WARM_MISSED:

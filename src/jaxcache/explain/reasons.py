@@ -56,8 +56,9 @@ class ThresholdAdvice:
     left_out_s: float
     startup_s: float
     modules: int
-    material: bool
+    material: bool  # beyond the line and its margin: explain exits 1 (thresholds.py)
     text: str
+    near: bool = False  # within the margin of the line: said, and no exit code rests on it
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,8 +80,9 @@ class Explanation:
     @property
     def exit_code(self) -> int:
         """1 when something expensive was not cached: a missed chance, a cross-process miss,
-        or thresholds that leave a material share of start-up uncached; when JAX was pointed
-        at a cache directory other than the one jaxcache audited; and when the processes ran
+        or thresholds that leave a material share of start-up uncached (beyond the margin of
+        thresholds.py's line: near it, 0, and the text says so); when JAX was pointed at a
+        cache directory other than the one jaxcache audited; and when the processes ran
         different builds or hosts (their entries must not serve each other)."""
         bad = any(m.missed_chance for m in self.modules) or self.diffs or \
             any(a.material for a in self.advice) or self.unaudited_dirs or \
@@ -269,7 +271,7 @@ def _advice(path: str, record: RunRecord) -> ThresholdAdvice:
     """thresholds.py's rule and sentence (the same run's summary says), for this record."""
     left = thresholds.left_out(record.modules, record.process.wall_s)
     return ThresholdAdvice(left.seconds, left.startup_s, left.modules, left.material,
-                           f"{safe(path)}: {left.sentence(list(record.argv))}")
+                           f"{safe(path)}: {left.sentence(list(record.argv))}", left.near)
 
 
 def _key_diffs(records: list[tuple[str, RunRecord]]) -> list[KeyDiff]:

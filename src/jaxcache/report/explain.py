@@ -129,7 +129,10 @@ def _answer(e: Explanation) -> str:
     if not e.modules:
         return "NOTHING TO EXPLAIN: no JAX compile was recorded"
     if e.exit_code == 0:
-        return f"{style.verdict('CACHED', Tone.GOOD)}: everything that could be cached was cached"
+        near = (" (what JAX's thresholds left out is near the line: see thresholds below)"
+                if any(a.near for a in e.advice) else "")
+        return (f"{style.verdict('CACHED', Tone.GOOD)}: everything that could be cached was "
+                f"cached{near}")
     parts = findings(e)
     if e.build_diffs and len(parts) == 1:  # nothing else to act on: the builds are the news
         return f"{style.verdict('MIXED BUILDS', Tone.BAD)}: {parts[0]} (named above)"

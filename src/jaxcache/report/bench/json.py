@@ -104,7 +104,8 @@ def _left_out(result: BenchResult) -> dict[str, Any] | None:
     if left is None:
         return None
     return {"modules": left.modules, "seconds": left.seconds, "startup_s": left.startup_s,
-            "share": left.share, "material": left.material, "written": left.written,
+            "share": left.share, "material": left.material, "near": left.near,
+            "written": left.written,
             "suggestion": left.suggestion() if left.modules else None}
 
 
