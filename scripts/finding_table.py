@@ -1,10 +1,11 @@
-"""Write docs/reference/audit.md's tables of finding codes from the catalogue (trust/finding_codes.py).
+"""Write docs/reference/finding-codes.md's tables from the catalogue (trust/finding_codes.py).
 
     python scripts/finding_table.py --write    # rewrite the two tables in place
     python scripts/finding_table.py --check    # exit 1 when they are not current
 
-docs/reference/audit.md holds two tables headed `| code | effect | meaning |`: the audit's codes, then
-`jaxcache net`'s. Only their rows change; the prose around them is the page's own.
+docs/reference/finding-codes.md holds two tables headed `| code | effect | meaning |`: the
+audit's codes, then `jaxcache net`'s. Only their rows change; the prose around them is the
+page's own.
 tests/trust/test_finding_codes.py runs --check.
 """
 
@@ -19,7 +20,7 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from jaxcache.report.finding_codes import markdown_tables  # noqa: E402
 
-PAGE = ROOT / "docs" / "audit.md"
+PAGE = ROOT / "docs" / "reference" / "finding-codes.md"
 HEADER = "| code | effect | meaning |"
 
 

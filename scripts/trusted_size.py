@@ -24,7 +24,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "src" / "jaxcache"
 
-# (part, item): what each part decides is said in docs/explanation/security-model.md, "The trusted path"
+# (part, item): what each part decides is said in docs/explanation/security-model.md,
+# "The trusted path"
 TRUSTED_PATH: tuple[tuple[str, str], ...] = (
     # the audit's verdict: who can create, replace or rename what JAX loads
     ("audit", "trust/judgement/audit.py"),

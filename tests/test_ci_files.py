@@ -1,5 +1,5 @@
-"""The CI files of the sealed flow (docs/how-to/ci.md): action.yml, ci-templates/github/jax-cache.yml and
-ci-templates/gitlab/jaxcache.gitlab-ci.yml.
+"""The CI files of the sealed flow (docs/how-to/ci.md): action.yml,
+ci-templates/github/jax-cache.yml and ci-templates/gitlab/jaxcache.gitlab-ci.yml.
 
 Checked four ways: the linters a CI author would run (zizmor offline, check-jsonschema with the
 vendored GitHub and GitLab schemas), the safety properties that a later edit could break (read

@@ -1,7 +1,7 @@
-"""ci-templates/rehearse.sh, the local rehearsal of docs/how-to/ci.md's sealed flow, run end to end as a team
-would before pushing the workflow: real JAX compiling on the CPU, fresh homes, a tarball for the
-CI cache. The clean cache passes the gate and the consumer hits what the publisher signed; the
-poisoned copy (one planted, unsigned entry) is refused by the gate."""
+"""ci-templates/rehearse.sh, the local rehearsal of docs/how-to/ci.md's sealed flow, run end to end
+as a team would before pushing the workflow: real JAX compiling on the CPU, fresh homes, a tarball
+for the CI cache. The clean cache passes the gate and the consumer hits what the publisher signed;
+the poisoned copy (one planted, unsigned entry) is refused by the gate."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""docs/explanation/layout.md is the map of src/jaxcache a reader opens first: every module is named in its
-folder's entry, and every module an entry names exists. Read as text: the tree's folder lines
+"""docs/explanation/layout.md is the map of src/jaxcache a reader opens first: every module is named
+in its folder's entry, and every module an entry names exists. Read as text: the tree's folder lines
 (`  trust/`, `    kernel/`) open an entry, which runs until the next one."""
 
 from __future__ import annotations
@@ -59,7 +59,8 @@ def test_every_module_is_named_in_its_folders_entry():
             if n.startswith(f"{last}/")}
         if path.name not in said:
             missing.append(path.relative_to(SRC).as_posix())
-    assert not missing, f"modules docs/explanation/layout.md does not name in their folder's entry: {missing}"
+    assert not missing, ("modules docs/explanation/layout.md does not name in their folder's "
+                         f"entry: {missing}")
 
 
 def test_every_module_the_layout_names_exists():

@@ -1,5 +1,5 @@
-"""A second real account using jaxcache from an install root made (docs/reference/setup.md, "A second
-account"): an editable install (a venv whose __editable__ .pth names a checkout), root-owned.
+"""A second real account using jaxcache from an install root made (docs/reference/setup.md, "A
+second account"): an editable install (a venv whose __editable__ .pth names a checkout), root-owned.
 Readable, it works for the second account, which gets its own private cache under its own HOME
 and writes nothing into the install; a folder or file of it the account cannot read is one line
 naming the path and the way out, exit 2, never "internal error ... report it"."""
@@ -96,7 +96,8 @@ def test_a_part_of_the_install_it_cannot_read_is_one_line_naming_it(accounts, in
     assert len(lines) == 1, proc.stderr
     assert lines[0] == (f"jaxcache: part of this install of jaxcache is not readable by you: "
                         f"{where} (owner root, mode {0o700 if where.is_dir() else 0o600:04o}); "
-                        "install jaxcache for yourself (docs/reference/setup.md, \"A second account\"), "
+                        "install jaxcache for yourself (docs/reference/setup.md, "
+                        "\"A second account\"), "
                         "or ask its owner to make it readable (chmod -R go+rX)")
     assert proc.stdout == ""
 

@@ -1,5 +1,5 @@
-"""The trusted path's size (scripts/trusted_size.py, docs/explanation/security-model.md): the script runs,
-every module and function it lists exists, and the page shows each part it measures."""
+"""The trusted path's size (scripts/trusted_size.py, docs/explanation/security-model.md): the script
+runs, every module and function it lists exists, and the page shows each part it measures."""
 
 from __future__ import annotations
 

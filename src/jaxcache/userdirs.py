@@ -1,7 +1,8 @@
 """Where jaxcache keeps a user's policy, default cache and run records.
 
-These are the built-in defaults; a project file (jaxcache/project/, docs/reference/project-file.md) may name
-another cache directory or records folder, and a command's flag or JAX's variable another still.
+These are the built-in defaults; a project file (jaxcache/project/, docs/reference/project-file.md)
+may name another cache directory or records folder, and a command's flag or JAX's variable another
+still.
 
 On Linux these are the XDG base directories, computed here because importing platformdirs
 costs more start-up time than `jaxcache run` may add to a job; other platforms ask

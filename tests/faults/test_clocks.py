@@ -10,8 +10,8 @@ whose clock is wrong would see files other hosts (or the kernel) stamped.
   whose clock is a day ahead (it may be a publish in progress), called or as `jaxcache gc`.
 - The same rules in a bucket (fake-gcs-server, SeaweedFS): ages are the server's Date against
   its stamp on the object, never the publisher's or gc's clock against the server's stamp.
-- Validity windows: time is the reader's clock, as docs/how-to/sealed-cache.md says: a reader a day
-  ahead rejects a key whose not_after is twelve hours away; the same entries verify at the
+- Validity windows: time is the reader's clock, as docs/reference/sealed-cache.md says: a reader
+  a day ahead rejects a key whose not_after is twelve hours away; the same entries verify at the
   true time.
 """
 

@@ -53,8 +53,8 @@ def test_a_hit_in_a_record_is_a_use():
 
 def _reference(units: list[Unit], total: int, max_size: int | None, max_age_s: float | None,
                now: int) -> list[str]:
-    """The plan's rule written plainly (docs/reference/gc.md): oldest use first (ties by name), a unit
-    goes if it is older than the age or the directory is still over the size."""
+    """The plan's rule written plainly (docs/reference/gc.md): oldest use first (ties by name), a
+    unit goes if it is older than the age or the directory is still over the size."""
     out, held = [], total
     for u in sorted(units, key=lambda u: (u.last_used_ns, u.name)):
         old = max_age_s is not None and now - u.last_used_ns > max_age_s * 1e9

@@ -1,6 +1,7 @@
 """The sealed cache's key lifecycle, with real JAX jobs under `jaxcache run --sealed` in
 separate processes: named keys, revocation, validity windows, thresholds of distinct keys,
-co-signing and the rotation playbook of docs/how-to/sealed-cache.md, on a directory and a bucket.
+co-signing (docs/reference/sealed-cache.md) and the rotation playbook of
+docs/how-to/sealed-cache.md, on a directory and a bucket.
 
 A publisher holding key ci-1 fills a sealed directory once; each test copies it and runs
 readers whose policy changes what the keys may do. A rejected entry must be recompiled with

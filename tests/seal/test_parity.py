@@ -1,5 +1,6 @@
 """Parity: the sealed backend behaves as JAX's own cache wherever it does not deliberately
-differ (docs/how-to/sealed-cache.md, "Differences from JAX's cache").
+differ (docs/reference/sealed-cache.md, "Same as JAX's cache, and where it deliberately
+differs").
 
 Every scenario of tests/programs/parity_job.py runs once on JAX's cache and once on the
 sealed backend, in real processes with real JAX on the CPU; the test compares what a user

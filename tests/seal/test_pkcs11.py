@@ -1,4 +1,5 @@
-"""Signing keys in a token (trust/inputs/pkcs11.py, docs/how-to/hsm.md), against a real SoftHSM2 token.
+"""Signing keys in a token (trust/inputs/pkcs11.py, docs/how-to/hsm.md), against a real SoftHSM2
+token.
 
 A private token under the module's temporary directory (SOFTHSM2_CONF) holds an Ed25519
 pair made with python-pkcs11. Everything that touches the token runs in its own process, as a

@@ -182,8 +182,8 @@ GH = "https://token.actions.githubusercontent.com"  # GitHub Actions' OIDC issue
 WF = "org/repo/.github/workflows/jax-cache.yml@refs/heads/main"  # the trusted workflow
 
 
-# The policy docs/how-to/ci.md and docs/how-to/sealed-cache.md print: the job that publishes, pinned (its
-# repository, its workflow, the ref it ran for, the event that started it)
+# The policy docs/how-to/ci.md and docs/how-to/keyless.md print: the job that publishes, pinned
+# (its repository, its workflow, the ref it ran for, the event that started it)
 SAFE_TABLE = (f'[[trusted_identities]]\nissuer = "{GH}"\nrepository = "org/repo"\n'
               f'workflow_ref = "{WF}"\nref = "refs/heads/main"\nevent = "push"\n')
 

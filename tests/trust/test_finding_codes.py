@@ -1,6 +1,6 @@
 """The catalogue of finding codes (trust/finding_codes.py) against the code that makes findings,
-read with ast (nothing is imported to watch it run), and against docs/reference/audit.md's tables; and
-`jaxcache explain-finding` as a user runs it."""
+read with ast (nothing is imported to watch it run), and against the tables of
+docs/reference/finding-codes.md; and `jaxcache explain-finding` as a user runs it."""
 
 from __future__ import annotations
 
@@ -146,13 +146,13 @@ def test_the_catalogue_is_well_formed():
         assert (paths.CHECKOUT / "docs" / c.page).is_file(), (c.code, c.page)
 
 
-def test_docs_audit_tables_are_written_from_the_catalogue():
+def test_docs_finding_code_tables_are_written_from_the_catalogue():
     from jaxcache.report import finding_codes as report
 
-    text = (paths.CHECKOUT / "docs" / "reference" / "audit.md").read_text()
+    text = (paths.CHECKOUT / "docs" / "reference" / "finding-codes.md").read_text()
     for table in report.markdown_tables():
-        assert table in text, ("docs/reference/audit.md's table of codes is not current: run "
-                               "python scripts/finding_table.py --write\n" + table)
+        assert table in text, ("docs/reference/finding-codes.md's table of codes is not current: "
+                               "run python scripts/finding_table.py --write\n" + table)
     check = subprocess.run([sys.executable, str(paths.CHECKOUT / "scripts" / "finding_table.py"),
                             "--check"], capture_output=True, text=True)
     assert check.returncode == 0, check.stderr

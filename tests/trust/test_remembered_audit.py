@@ -1,10 +1,10 @@
 """An audit that does not grow with the cache (trust/judgement/shortcut.py), attacked.
 
-Each shortcut has its argument (docs/explanation/security-model.md). For each, the swaps its argument
-excludes are tried for real, as another user, and fail (the remembered judgement stands, and is
-true); and each way the argument does not hold is made to happen (a directory opened and closed
-again, a restore that sets the mtime back, a handle opened while the cache was shared, a mount
-over the directory or inside it, a hard link made earlier, a memo someone else could write, a
+Each shortcut has its argument (docs/explanation/security-model.md). For each, the swaps its
+argument excludes are tried for real, as another user, and fail (the remembered judgement stands,
+and is true); and each way the argument does not hold is made to happen (a directory opened and
+closed again, a restore that sets the mtime back, a handle opened while the cache was shared, a
+mount over the directory or inside it, a hard link made earlier, a memo someone else could write, a
 memo of another directory or boot): the shortcut is not taken, the full audit runs, and it
 refuses.
 

@@ -44,7 +44,8 @@ Start with the trust boundary:
   jaxcache explain-finding CODE what a finding code means, why, and what to do
   jaxcache config               the project file's settings, and where each came from
 
-A sealed cache (docs/how-to/sealed-cache.md): entries signed, loaded only if a trusted key signed them:
+A sealed cache (docs/how-to/sealed-cache.md): entries signed, loaded only if a trusted key \
+signed them:
 
   jaxcache keygen KEYFILE       an Ed25519 signing key; prints the public key to trust
   jaxcache seal DIR --signing-key K   sign the entries of a directory you trust
@@ -54,7 +55,8 @@ A sealed cache (docs/how-to/sealed-cache.md): entries signed, loaded only if a t
 The same flags everywhere: --format text|json (and sarif for audit and net), -o/--output FILE,
 -q/--quiet, -v/--verbose ({verbose} only) and --color
 (these three before or after the command); without PATH, audit, ls, gc, verify and run use
-$JAX_COMPILATION_CACHE_DIR, else the project file's cache_dir (docs/reference/project-file.md), else the
+$JAX_COMPILATION_CACHE_DIR, else the project file's cache_dir \
+(docs/reference/project-file.md), else the
 directory `jaxcache init` makes (seal and decide need one).
 Exit codes: 0 fine, 1 a finding you must act on, 2 usage or input error.
 Verdicts are in colour on a terminal: NO_COLOR=1 or --color never turns it off.

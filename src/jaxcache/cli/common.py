@@ -332,12 +332,14 @@ def threshold_env(args: argparse.Namespace) -> dict[str, str]:
 
 
 # each command's page of the manual (docs/), named at the end of its --help
-PAGES = {"audit": "reference/audit.md", "init": "reference/enable.md", "ls": "reference/ls.md", "run": "reference/run.md",
-         "bench": "reference/bench.md", "explain": "reference/explain.md", "decide": "reference/decide.md",
-         "records": "reference/records.md", "net": "reference/net.md", "seal": "how-to/sealed-cache.md",
-         "verify": "how-to/sealed-cache.md", "keygen": "how-to/sealed-cache.md", "demo": "reference/setup.md",
-         "fingerprint": "reference/fingerprint.md", "explain-finding": "reference/audit.md",
-         "config": "reference/project-file.md"}
+PAGES = {"audit": "reference/audit.md", "init": "reference/enable.md",
+         "ls": "reference/ls.md", "run": "reference/run.md",
+         "bench": "reference/bench.md", "explain": "reference/explain.md",
+         "decide": "reference/decide.md", "records": "reference/records.md",
+         "net": "reference/net.md", "seal": "reference/sealed-cache.md",
+         "verify": "reference/sealed-cache.md", "keygen": "reference/sealed-cache.md",
+         "demo": "reference/setup.md", "fingerprint": "reference/fingerprint.md",
+         "explain-finding": "reference/audit.md", "config": "reference/project-file.md"}
 
 
 def command_parser(commands: argparse._SubParsersAction[Parser], name: str, usage_line: str,

@@ -45,12 +45,12 @@ def handle(args: argparse.Namespace, tail: None) -> None:
       jaxcache records stats /srv/jax-cache --zero   count afresh from now
 
     `jaxcache run` writes one record per run (and `explain -- CMD` two) into
-    ~/.local/state/jaxcache/runs/, or the project file's [records] dir (docs/reference/project-file.md;
-    `jaxcache config` shows which), unless --record FILE says where. Only files named as
-    jaxcache names them that also parse as run records are listed, counted or deleted; a file
-    with such a name that is not a record is left alone and named (skipped, with why); files
-    with other names are not jaxcache's: left alone, not read, not listed.
-    Nothing follows a symlink: files are opened and deleted relative to the directory's
+    ~/.local/state/jaxcache/runs/, or the project file's [records] dir
+    (docs/reference/project-file.md; `jaxcache config` shows which), unless --record FILE says
+    where. Only files named as jaxcache names them that also parse as run records are listed,
+    counted or deleted; a file with such a name that is not a record is left alone and named
+    (skipped, with why); files with other names are not jaxcache's: left alone, not read, not
+    listed. Nothing follows a symlink: files are opened and deleted relative to the directory's
     descriptor. With --older-than and --keep together, prune deletes only records that are
     both old and beyond the newest N. stats' saving is an estimate: per hit, the compile time
     another record measured for the same cache key, minus the hit's load time.

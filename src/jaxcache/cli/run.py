@@ -29,7 +29,8 @@ def options(p: argparse.ArgumentParser) -> None:
                    help="The program and its arguments, passed on verbatim.")
     common.option(p, "--cache-dir", metavar="DIR",
                   help="Cache directory (default: $JAX_COMPILATION_CACHE_DIR, else the project "
-                       "file's cache_dir (docs/reference/project-file.md), else the one `jaxcache init` makes). "
+                       "file's cache_dir (docs/reference/project-file.md), "
+                       "else the one `jaxcache init` makes). "
                        "Audited first, wherever it was named; created private if missing "
                        "(a sealed reader's is refused instead).")
     common.option(p, "--namespace", choices=namespace.CHOICES, default=namespace.NONE,
@@ -58,7 +59,8 @@ def options(p: argparse.ArgumentParser) -> None:
                        "Without it, outside CI, such entries are a warning.")
     common.option(p, "--max-size", metavar="SIZE",
                   help="After the job, collect the cache directory down to SIZE (10G, 500M, "
-                       "2GiB), least recently used first, as `jaxcache gc` does (docs/reference/gc.md); "
+                       "2GiB), least recently used first, as `jaxcache gc` does "
+                       "(docs/reference/gc.md); "
                        "a plain directory only. The job's exit status is unchanged.")
     common.option(p, "--max-age", metavar="AGE",
                   help="After the job, delete the entries not used for longer than AGE (30d, "
@@ -75,8 +77,8 @@ def sealed_flags(p: argparse.ArgumentParser) -> None:
                        "jaxcache.")
     common.option(p, "--signing-key", metavar="KEYFILE",
                   help="With --sealed: sign what the job writes (from `jaxcache keygen`, or "
-                       "a pkcs11: URI naming a key in an HSM: docs/how-to/hsm.md). Without it the job "
-                       "writes nothing to the sealed directory.")
+                       "a pkcs11: URI naming a key in an HSM: docs/how-to/hsm.md). "
+                       "Without it the job writes nothing to the sealed directory.")
     common.identity_options(p, "With --sealed: sign what the job writes")
     common.option(p, "--trusted-key", dest="trusted_keys", action="append", metavar="KEY",
                   help="With --sealed: trust this public key (ed25519:... or a .pub file; "

@@ -1,10 +1,10 @@
 """The kinds of document jaxcache writes, and the envelope every one of them starts with.
 
 Each kind's schema id is `jaxcache.<kind>/1`, and its JSON Schema is schemas/<kind>.schema.json
-(the run record's fields are also told in docs/reference/run-record.md). A document's first two fields are
-its schema id and the tool that wrote it (`envelope`); `-o FILE` and the outputs of bench and run
-recognise a file as their own by that id's prefix (`prefix`). The probe's per-process document
-(jaxcache.probe/1) is written by the probe itself, in the job, and is not one of these.
+(the run record's fields are also told in docs/reference/run-record.md). A document's first two
+fields are its schema id and the tool that wrote it (`envelope`); `-o FILE` and the outputs of bench
+and run recognise a file as their own by that id's prefix (`prefix`). The probe's per-process
+document (jaxcache.probe/1) is written by the probe itself, in the job, and is not one of these.
 """
 
 from __future__ import annotations

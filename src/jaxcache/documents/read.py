@@ -61,7 +61,7 @@ def _check(doc: dict[str, object], spec: v.Check, path: str, what: str) -> dict[
     return doc
 
 
-# --- run records (docs/reference/run-record.md): what explain reads -----------------------------------
+# --- run records (docs/reference/run-record.md): what explain reads -------------------------
 
 RECORD_SCHEMAS = (kinds.schema("run"),)  # the versions a reader understands
 _OPT_NUM, _OPT_TEXT = v.nullable(v.NUMBER), v.nullable(v.TEXT)
@@ -80,7 +80,8 @@ MODULE = v.obj({"name": v.TEXT}, {
     "cache_key": _OPT_TEXT, "cache_enabled_at_compile": v.nullable(v.BOOLEAN),
 })
 _OPT_INT = v.nullable(v.INTEGER)
-# Which process of the job an entry is (docs/reference/run-record.md, "Ranks"): null without a probe.
+# Which process of the job an entry is (docs/reference/run-record.md, "Ranks"): null without a
+# probe.
 IDENTITY = v.nullable(v.obj({
     "process_index": _OPT_INT, "process_count": _OPT_INT, "host": v.TEXT,
     "launcher": v.nullable(v.obj({
@@ -224,7 +225,7 @@ def bench_from(doc: dict[str, object], path: str) -> dict[str, object]:
     return _of_kind(doc, BENCH_SCHEMA, BENCH, path, "bench result")
 
 
-# --- audits (docs/reference/audit.md, `audit --format json`): what decide reads ------------------------
+# --- audits (docs/reference/audit.md, `audit --format json`): what decide reads --------------
 
 AUDIT_SCHEMA = kinds.schema("audit")
 VERDICTS = tuple(verdict.value for verdict in Verdict)

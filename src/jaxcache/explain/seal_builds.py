@@ -1,6 +1,6 @@
 """What the build binding of a sealed cache did in one run, for `explain` and `run`'s summary
-(docs/how-to/sealed-cache.md, build binding): entries missed because their signatures claim another
-build or host (seal.rejections with status other-build or build-unknown), and entries loaded
+(docs/reference/sealed-cache.md, build binding): entries missed because their signatures claim
+another build or host (seal.rejections with status other-build or build-unknown), and entries loaded
 though no signature said which build made them (seal.build.unknown_loaded).
 """
 

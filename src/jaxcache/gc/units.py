@@ -5,8 +5,8 @@ JAX names an entry `<module>-<64 hex>-cache`; beside it may be JAX's own `<modul
 a sealed cache) and `.used` marker (the sealed tiers' LRU). They go together: a signature left
 without its entry, or an entry without its signature, is a half-deleted unit.
 
-Last use, the one rule (docs/reference/gc.md): the latest of the entry's mtime, its `-atime` file's mtime
-and its `.used` marker's mtime. Never the filesystem's atime (relatime and noatime mounts do
+Last use, the one rule (docs/reference/gc.md): the latest of the entry's mtime, its `-atime` file's
+mtime and its `.used` marker's mtime. Never the filesystem's atime (relatime and noatime mounts do
 not keep it): JAX's and jaxcache's own markers are what a load updates.
 """
 

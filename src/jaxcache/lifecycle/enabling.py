@@ -57,7 +57,8 @@ def enable(path: str | None = None, *, policy: str | None = None, allow_untruste
 
     Without `path`: $JAX_COMPILATION_CACHE_DIR, else the project file's cache_dir
     (`.jaxcache.toml` or pyproject.toml's [tool.jaxcache], found from the working directory
-    up: docs/reference/project-file.md), else the directory `jaxcache init` makes; audited all the same.
+    up: docs/reference/project-file.md), else the directory `jaxcache init` makes; audited all the
+    same.
 
     Raises UntrustedCacheError unless the verdict is PRIVATE or SHARED-BY-POLICY (or SEALED);
     `allow_untrusted=True` is the loud expert opt-out. Raises CacheLifecycleError when the
@@ -98,8 +99,8 @@ def enable(path: str | None = None, *, policy: str | None = None, allow_untruste
     wrote. The result's `path` is the directory used. "none" (the default): `path` itself.
 
     max_size (bytes or '10G') / max_age (seconds or '30d'): when this process exits, collect
-    the directory as `jaxcache gc` does (docs/reference/gc.md), for at most 10 s of deleting; a plain
-    cache only.
+    the directory as `jaxcache gc` does (docs/reference/gc.md), for at most 10 s of deleting; a
+    plain cache only.
     """
     _check_thresholds(min_compile_time, min_entry_size)
     if path is None or min_compile_time is None or min_entry_size is None:

@@ -1,9 +1,9 @@
 """The run record (records/run_document.py's RunRecord), built from the probes' documents (read
 once into ProbeOutput) and what jaxcache saw of the cache directory before and after the job.
 
-Schema `jaxcache.run/1` is documented in docs/reference/run-record.md. Honest numbers: misses are compile
-requests minus hits (JAX's own `cache_misses` event fires only right before a write); on a hit
-the compile-or-load time is the load time; JAX's `compile_time_saved_sec` rests on compile time
+Schema `jaxcache.run/1` is documented in docs/reference/run-record.md. Honest numbers: misses are
+compile requests minus hits (JAX's own `cache_misses` event fires only right before a write); on a
+hit the compile-or-load time is the load time; JAX's `compile_time_saved_sec` rests on compile time
 stored in whole seconds, so it is kept under its own name and never shown as the saving.
 """
 

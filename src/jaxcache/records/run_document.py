@@ -1,4 +1,5 @@
-"""The run record (docs/reference/run-record.md): its one model, written and read as JSON at the edge.
+"""The run record (docs/reference/run-record.md): its one model, written and read as JSON at the
+edge.
 
 The builder (records/builder.py) makes a RunRecord, rank_views.py and used_dirs.py
 return new parts of it, and run_record.py writes it with `to_json()`; every reader takes one

@@ -1,7 +1,7 @@
 """The audit's formats. text for people: the verdict first, then who can write and why, then
-what to do; json: the document (schema jaxcache.audit/1, docs/reference/audit.md); sarif: the findings for
-code-scanning tools. FORMATS maps each --format to its renderer; the entries' JSON is shared
-with ls (report/ls.py)."""
+what to do; json: the document (schema jaxcache.audit/1, docs/reference/audit.md); sarif: the
+findings for code-scanning tools. FORMATS maps each --format to its renderer; the entries' JSON is
+shared with ls (report/ls.py)."""
 
 from __future__ import annotations
 

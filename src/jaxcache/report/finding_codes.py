@@ -1,5 +1,6 @@
-"""`jaxcache explain-finding` (schema jaxcache.finding-codes/1), and docs/reference/audit.md's tables of
-codes: trust/finding_codes.py's catalogue in words, as a table of the manual and as JSON."""
+"""`jaxcache explain-finding` (schema jaxcache.finding-codes/1), and docs/reference/audit.md's
+tables of codes: trust/finding_codes.py's catalogue in words, as a table of the manual and as
+JSON."""
 
 from __future__ import annotations
 

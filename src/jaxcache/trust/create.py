@@ -57,8 +57,8 @@ def default_dir(name: str = "jax") -> str:
 def default_cache_dir(env: Mapping[str, str] | None = None) -> str:
     """The one rule for every command given no directory: $JAX_COMPILATION_CACHE_DIR (what JAX
     itself would use; empty counts as unset, as JAX takes it), else the project file's
-    cache_dir (docs/reference/project-file.md), else the directory a plain `jaxcache init` makes (your
-    platform's cache dir, jaxcache/jax): jaxcache/project/ weighs them."""
+    cache_dir (docs/reference/project-file.md), else the directory a plain `jaxcache init` makes
+    (your platform's cache dir, jaxcache/jax): jaxcache/project/ weighs them."""
     from jaxcache.project import effective
 
     return effective.default_cache_dir(os.environ if env is None else env)

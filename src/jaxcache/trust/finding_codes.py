@@ -2,14 +2,14 @@
 
 A finding (trust/findings.py Finding) carries a stable `code`; its message and remedy say the
 particulars of one case. This table says the code's general case once: `jaxcache
-explain-finding CODE` prints it (report/finding_codes.py), docs/reference/audit.md's tables of codes are
-written from it (scripts/finding_table.py), and tests/trust/test_finding_codes.py holds it to
+explain-finding CODE` prints it (report/finding_codes.py), docs/reference/audit.md's tables of codes
+are written from it (scripts/finding_table.py), and tests/trust/test_finding_codes.py holds it to
 the code (read with ast): every code a Finding is made with is here, every code here is made
 somewhere, with an effect listed here.
 
 `effects` are those a finding of the code can carry, worst first; `effect_detail` says when it is
-which (empty when there is one). A sealed audit (docs/how-to/sealed-cache.md) turns what only a plain
-reader must fear (writers, planted entries, unknown storage) into warnings: those codes list
+which (empty when there is one). A sealed audit (docs/how-to/sealed-cache.md) turns what only a
+plain reader must fear (writers, planted entries, unknown storage) into warnings: those codes list
 `warning` too. `page` is the manual's page that tells more.
 """
 
@@ -137,7 +137,8 @@ CODES: tuple[FindingCode, ...] = (
     _c("path.url-unsupported", (UNVERIFIABLE,),
        "a URL jaxcache cannot judge as a sealed bucket (an unknown scheme, or no bucket name)",
        "nothing can be said of who writes it: fail closed",
-       "give a gs://BUCKET/PREFIX or s3://BUCKET/PREFIX URL, or a local path", page="how-to/buckets.md"),
+       "give a gs://BUCKET/PREFIX or s3://BUCKET/PREFIX URL, or a local path",
+       page="how-to/buckets.md"),
     _c("path.unreadable", (UNVERIFIABLE,),
        "a directory on the path cannot be searched: the rest of the path cannot be judged",
        "what cannot be seen cannot be judged: fail closed",
@@ -268,7 +269,7 @@ CODES: tuple[FindingCode, ...] = (
     # --- a sealed cache ---------------------------------------------------------------------
     _c(SEAL_KEYS, (NOTE,),
        "sealed: the trusted keys readers require (name, id, holder, state), and how many each "
-       "entry needs", _CONTEXT, "nothing", page="how-to/sealed-cache.md"),
+       "entry needs", _CONTEXT, "nothing", page="reference/sealed-cache.md"),
     _c("seal.holder-undeclared", (UNSAFE,),
        "a trusted key is held by someone who is not declared (you, root, trusted_signers or "
        "trusted_users)",
@@ -278,31 +279,32 @@ CODES: tuple[FindingCode, ...] = (
        "a trusted key's not_after is within 30 days",
        "from then on readers reject what only it signed: jobs recompile",
        "rotate: make a new key, trust both, seal with the new one (docs/how-to/sealed-cache.md)",
-       page="how-to/sealed-cache.md"),
+       page="reference/sealed-cache.md"),
     _c("seal.key-expired", (WARNING,),
        "a trusted key's not_after has passed",
        "readers reject what only it signed (with trust_signing_time, signatures claiming an "
-       "earlier time still count)", "rotate to a new key and reseal", page="how-to/sealed-cache.md"),
+       "earlier time still count)", "rotate to a new key and reseal",
+       page="reference/sealed-cache.md"),
     _c("seal.key-not-yet-valid", (WARNING,),
        "a trusted key's not_before is still ahead", "readers reject what it signs until then",
-       "wait, or correct not_before in the policy", page="how-to/sealed-cache.md"),
+       "wait, or correct not_before in the policy", page="reference/sealed-cache.md"),
     _c("seal.key-revoked", (NOTE,),
        "keys the policy revokes (revoked_keys), by id: every signature by them is rejected",
-       _CONTEXT, "nothing; reseal what only they signed", page="how-to/sealed-cache.md"),
+       _CONTEXT, "nothing; reseal what only they signed", page="reference/sealed-cache.md"),
     _c("seal.identity-loose", (WARNING,),
        "a trusted CI identity admits any ref or any event (any_ref, any_event)",
        "a pull request's, another branch's or a pull_request_target job running the trusted "
        "workflow signs entries every reader loads", "pin the ref and the event that publish",
-       page="how-to/sealed-cache.md"),
+       page="how-to/keyless.md"),
     _c("seal.identity-revoked", (NOTE,),
        "CI identities the policy revokes (revoked_identities): every keyless signature whose "
        "certificate states them is rejected", _CONTEXT, "nothing; reseal what only they signed",
-       page="how-to/sealed-cache.md"),
+       page="how-to/keyless.md"),
     _c("seal.no-usable-key", (UNVERIFIABLE,),
        "the keys that may count now have fewer distinct holders than signatures_needed",
        "a sealed reader would reject every entry; run --sealed and enable(sealed=True) refuse "
        "to start", "trust more keys (or holders), or lower signatures_needed",
-       page="how-to/sealed-cache.md"),
+       page="reference/sealed-cache.md"),
     _c("bucket.iam-unchecked", (WARNING,),
        "not checked: who can create, overwrite or delete objects in the bucket",
        "trusted keys keep such writers from choosing your code, not from deleting entries or "
@@ -360,7 +362,8 @@ CODES: tuple[FindingCode, ...] = (
        "JAX's cache key leaves the build and CPU out: another build's code may crash or compute "
        "wrong on this one",
        "clear them, or keep one cache per fingerprint (jaxcache fingerprint)",
-       detail="a warning; unsafe under CI or with --require-origin", page="reference/fingerprint.md"),
+       detail="a warning; unsafe under CI or with --require-origin",
+       page="reference/fingerprint.md"),
     _c("origin.build-unknown", (NOTE,),
        "entries of yours whose build could not be compared (an older jaxcache wrote their lines, "
        "or this Python has no jaxlib)", "a build mismatch cannot be ruled out",

@@ -26,16 +26,16 @@ and only from a file that no one but its owner (us or root) can modify.
     trusted_keys = [{ holder = "ci-publisher", key = "ed25519:..." }]  # holder names a
                                               # principal of the storage service (no local user)
 
-    # the key lifecycle (docs/how-to/sealed-cache.md): a key may carry a name and a validity window
-    # (RFC 3339, judged by the reader's clock), keys can be revoked (by key text or id) for
-    # every path, and a path may need the keys of several distinct holders per entry
+    # the key lifecycle (docs/reference/sealed-cache.md): a key may carry a name and a validity
+    # window (RFC 3339, judged by the reader's clock), keys can be revoked (by key text or id)
+    # for every path, and a path may need the keys of several distinct holders per entry
     trusted_keys = [{ holder = "ci", key = "ci-2026-12:ed25519:...",
                       not_before = 2026-12-01T00:00:00Z, not_after = 2027-06-01T00:00:00Z }]
     revoked_keys = ["ci-2026-06:ed25519:...", "1a2b3c4d5e6f7a8b"]
     signatures_needed = 2
     require_build = true                      # sealed readers miss entries whose signatures
                                               # name no build ("build unknown") instead of
-                                              # loading them (docs/how-to/sealed-cache.md)
+                                              # loading them (docs/reference/sealed-cache.md)
 """
 
 from __future__ import annotations

@@ -29,9 +29,9 @@ UNKNOWN_WHY = ("not written by any job jaxcache watched: if this directory was r
 CHANGED_WHY = ("changed since a job jaxcache watched wrote it: whoever rewrote it chose the "
                "code it holds")
 REMEDY = ("seal the cache where it is produced and read it with `jaxcache run --sealed` "
-          "(docs/how-to/ci.md), or, if you trust that source, name it in the policy, in a [[cache]] "
-          "table of two lines: path = {path} and restored_from = \"<the source, and who can "
-          "write it>\"")
+          "(docs/how-to/ci.md), or, if you trust that source, name it in the policy, in a "
+          "[[cache]] table of two lines: path = {path} and restored_from = \"<the source, and "
+          "who can write it>\"")
 
 
 def refusal(ci: str | None, required: bool, restored_from: tuple[str, ...]) -> str | None:

@@ -15,8 +15,8 @@ path is named and UNVERIFIABLE ("the host side of /cache is not visible..."). Wh
 about the root this process was started in (the mount at `/`, or a chroot's filesystem that
 mountinfo does not list at all) is a note: that root holds /etc, the loader and the programs the
 audit and the job run, so whoever could change it owns the job whatever the cache holds; it is
-trusted like the container host that set it up (docs/reference/audit.md). What the namespace shows of
-either is judged as everywhere.
+trusted like the container host that set it up (docs/reference/audit.md). What the namespace shows
+of either is judged as everywhere.
 
 It cannot see below the kernel: root, the kernel itself, the hypervisor or container host that
 provides a virtual disk, firmware and hardware are trusted (docs/reference/audit.md).
