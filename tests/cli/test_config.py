@@ -167,7 +167,7 @@ def test_the_trust_key_refusal_names_where_it_belongs(tmp_path):
     assert proc.returncode == 2
     assert proc.stderr == (
         f"jaxcache: project file {root / 'pyproject.toml'} [tool.jaxcache]: trusted_keys is a "
-        "trust setting: it belongs in the protected policy (docs/reference/audit.md, Policy), "
+        "trust setting: it belongs in the protected policy (docs/reference/policy-file.md), "
         "never in a project file whoever can write the checkout controls\n")
 
 
@@ -193,7 +193,7 @@ def test_every_key_the_policy_takes_is_refused_as_a_trust_setting(tmp_path, key)
     proc = config(deep)
     assert (proc.returncode, proc.stdout) == (2, "")
     assert proc.stderr == (f"jaxcache: project file {root / '.jaxcache.toml'}: {key} "
-                           f"{TRUST_REFUSAL} (docs/reference/audit.md, Policy), never in a project "
+                           f"{TRUST_REFUSAL} (docs/reference/policy-file.md), never in a project "
                            "file whoever can write the checkout controls\n")
     # in any table, as a table of its own, and in a [cache] table as the policy's [[cache]]
     for text, named in ((f"[bench]\n{key} = 1\n", f"bench.{key}"),

@@ -233,7 +233,7 @@ def identity_options(parser: argparse.ArgumentParser, lead: str) -> None:
            help=f"{lead} keyless, as the CI job's own identity (its OIDC token: GitHub's "
                 "id-token: write, GitLab's id_tokens; one Sigstore certificate per job; the "
                 "jaxcache[sigstore] extra). Readers trust it by [[trusted_identities]] "
-                "(docs/how-to/sealed-cache.md).")
+                "(docs/how-to/keyless.md).")
     option(parser, "--sigstore-config", metavar="FILE",
            help="With --identity: the Sigstore client trust config to sign with (default: "
                 "the public-good instance).")
@@ -339,7 +339,7 @@ PAGES = {"audit": "reference/audit.md", "init": "reference/enable.md",
          "net": "reference/net.md", "seal": "reference/sealed-cache.md",
          "verify": "reference/sealed-cache.md", "keygen": "reference/sealed-cache.md",
          "demo": "reference/setup.md", "fingerprint": "reference/fingerprint.md",
-         "explain-finding": "reference/audit.md", "config": "reference/project-file.md"}
+         "explain-finding": "reference/finding-codes.md", "config": "reference/project-file.md"}
 
 
 def command_parser(commands: argparse._SubParsersAction[Parser], name: str, usage_line: str,

@@ -46,7 +46,7 @@ def handle(args: argparse.Namespace, tail: None) -> None:
     audited like any other. Trust settings (trusted_users, trusted_groups, trusted_keys,
     restored_from, ... : anything the policy holds) are refused there, as are unknown keys,
     wrong types, a symlink and a file another user owns or anyone can change: one line, exit
-    2, for every command. They belong in the protected policy (docs/reference/audit.md).
+    2, for every command. They belong in the protected policy (docs/reference/policy-file.md).
 
     Exit code: 0 shown; 2 a project file jaxcache refuses, or bad input.
     """

@@ -203,7 +203,7 @@ def _explain(run_dir: str, echo: Callable[[str], None]) -> tuple[int, str]:
     if explain_report.MATERIAL in findings:
         story += (" Each of the example's quick helpers is rightly left out by JAX's 1 s "
                   "threshold, but on this machine together they reach a material share of "
-                  "start-up (at least 1.5 s and 15%); the bench above measured the cache with "
+                  "start-up (at least 2 s and 20%); the bench above measured the cache with "
                   "JAX's own thresholds, and the command on the thresholds line measures a "
                   "lower one.")
     echo("\n" + "\n".join(wrap(story, "   ", hang="")) + "\n")

@@ -26,8 +26,8 @@ def handle(args: argparse.Namespace, tail: list[str] | None) -> None:
     that applied (thresholds with both numbers, not process 0, host callbacks, cache disabled
     or set too late, a corrupt entry blocking its key...). Across records it names the cache-key
     component that changed and its likely cause. It suggests benching a lower threshold only
-    when what it leaves out is material (>= 1.5 s and >= 15% of start-up) or near the line of
-    1 s and 10% (within a factor of 1.5, where a machine's load moves a job; near it, the exit
+    when what it leaves out is material (>= 2 s and >= 20% of start-up) or near the line of
+    1 s and 10% (within a factor of 2, where a machine's load moves a job; near it, the exit
     code is 0 and the text says so).
 
     In a directory, a .json file that is not a readable run record (a symlink, malformed,

@@ -23,7 +23,7 @@ def handle(args: argparse.Namespace, tail: None) -> None:
 
     Every finding in an audit, `net` or `run` report carries a stable code (the JSON's
     findings[].code); its message and remedy say the particulars of one case, this says the
-    general case. The text is the table docs/reference/audit.md is written from.
+    general case. The text is the table docs/reference/finding-codes.md is written from.
 
     Exit code: 0; 2 an unknown code (with the codes it may mean).
     """

@@ -130,7 +130,7 @@ def _names(key: str, names: frozenset[str]) -> bool:
 def _known(where: str, key: str) -> None:
     if _names(key, TRUST_KEYS):
         raise JaxcacheError(f"project file {where}: {safe(key)} is a trust setting: it belongs "
-                            "in the protected policy (docs/reference/audit.md, Policy), never in a "
+                            "in the protected policy (docs/reference/policy-file.md), never in a "
                             "project file whoever can write the checkout controls")
     if _names(key, FLAG_ONLY):
         raise JaxcacheError(f"project file {where}: {safe(key)} switches a check off, which "

@@ -1,6 +1,6 @@
-"""`jaxcache explain-finding` (schema jaxcache.finding-codes/1), and docs/reference/audit.md's
-tables of codes: trust/finding_codes.py's catalogue in words, as a table of the manual and as
-JSON."""
+"""`jaxcache explain-finding` (schema jaxcache.finding-codes/1), and the tables of codes of
+docs/reference/finding-codes.md: trust/finding_codes.py's catalogue in words, as a table of the
+manual and as JSON."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from jaxcache.text import wrap
 from jaxcache.trust.finding_codes import CODES, FindingCode
 
 LABELS = (("What", "meaning"), ("Why", "why"), ("To do", "action"))
-NET = "net"  # `jaxcache net`'s codes: a table of their own in docs/reference/audit.md
+NET = "net"  # `jaxcache net`'s codes: a table of their own in docs/reference/finding-codes.md
 
 
 def render_one(c: FindingCode) -> str:
@@ -49,7 +49,7 @@ def render_json(codes: Sequence[FindingCode]) -> str:
 
 
 def markdown_tables() -> tuple[str, str]:
-    """docs/reference/audit.md's two tables: the audit's codes, then `jaxcache net`'s."""
+    """docs/reference/finding-codes.md's two tables: the audit's codes, then `jaxcache net`'s."""
     return (_table([c for c in CODES if c.family != NET]),
             _table([c for c in CODES if c.family == NET]))
 

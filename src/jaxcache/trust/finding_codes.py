@@ -2,10 +2,10 @@
 
 A finding (trust/findings.py Finding) carries a stable `code`; its message and remedy say the
 particulars of one case. This table says the code's general case once: `jaxcache
-explain-finding CODE` prints it (report/finding_codes.py), docs/reference/audit.md's tables of codes
-are written from it (scripts/finding_table.py), and tests/trust/test_finding_codes.py holds it to
-the code (read with ast): every code a Finding is made with is here, every code here is made
-somewhere, with an effect listed here.
+explain-finding CODE` prints it (report/finding_codes.py), the tables of codes of
+docs/reference/finding-codes.md are written from it (scripts/finding_table.py), and
+tests/trust/test_finding_codes.py holds it to the code (read with ast): every code a Finding is
+made with is here, every code here is made somewhere, with an effect listed here.
 
 `effects` are those a finding of the code can carry, worst first; `effect_detail` says when it is
 which (empty when there is one). A sealed audit (docs/how-to/sealed-cache.md) turns what only a
@@ -41,7 +41,7 @@ class FindingCode:
 
     @property
     def effect_text(self) -> str:
-        """The effect column of docs/reference/audit.md: the word, or when it is which."""
+        """The effect column of docs/reference/finding-codes.md: the word, or when it is which."""
         return self.effect_detail or " / ".join(e.value for e in self.effects)
 
 

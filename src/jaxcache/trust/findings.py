@@ -102,7 +102,7 @@ UNSAFE, UNVERIFIABLE, WARNING, NOTE = Effect.UNSAFE, Effect.UNVERIFIABLE, Effect
 
 
 class Finding(NamedTuple):
-    code: str  # stable identifier, documented in docs/reference/audit.md
+    code: str  # stable identifier, documented in docs/reference/finding-codes.md
     effect: Effect
     message: str
     path: str | None = None
