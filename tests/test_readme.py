@@ -276,3 +276,27 @@ def test_relative_links_resolve(page: Path):
         assert linked.exists(), f"{_name(page)}: the link to {target} leads nowhere"
         if anchor and linked.suffix == ".md":
             assert anchor in _anchors(linked), f"{_name(page)}: no heading #{anchor} in {path}"
+
+
+def test_the_readme_is_a_front_door():
+    """The README is read in five minutes: at most 180 lines, no prose line over 120
+    characters, and the two set-up commands on its first screen (the first 30 lines)."""
+    lines = README.read_text().splitlines()
+    assert len(lines) <= 180, f"README.md has {len(lines)} lines: move detail into docs/"
+    fenced, long = False, []
+    for number, text in enumerate(lines, 1):
+        if text.startswith("```"):
+            fenced = not fenced
+        elif not fenced and len(text) > 120:
+            long.append(number)
+    assert long == [], f"README.md lines over 120 characters outside code blocks: {long}"
+    first_screen = "\n".join(lines[:30])
+    assert "$ make demo" in first_screen and "$ make test" in first_screen
+
+
+def test_no_page_speaks_of_issue_numbers():
+    """A reader cannot look up this project's issues: no page names one ("issue 12",
+    "issues 3 and 4"); another project's is a link to it (jax-ml/jax#18750)."""
+    said = [f"{_name(page)}: {m.group(0)!r}" for page in PAGES
+            for m in re.finditer(r"\bissues? #?\d+", page.read_text(), flags=re.IGNORECASE)]
+    assert said == []

@@ -20,7 +20,7 @@ def test_text_json_and_short_agree_and_the_first_run_says_it_hashes(tmp_path):
     env = no_state(tmp_path)
     first = jaxcache("fingerprint", env=env)
     assert first.returncode == 0, first.stderr
-    assert "once per install" in first.stderr and "hashing" in first.stderr
+    assert "once per install and user" in first.stderr and "hashing" in first.stderr
     again = jaxcache("fingerprint", "--format", "json", env=env)
     assert again.returncode == 0 and "hashing" not in again.stderr
     doc = json.loads(again.stdout)

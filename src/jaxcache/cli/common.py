@@ -155,7 +155,7 @@ def hashing_notice(size: int, files: int) -> None:
 
     sys.stderr.write(f"jaxcache: hashing {plural(files, 'shared object')} of jaxlib and its "
                      f"plugins ({size_text(size)}) for the build's fingerprint: once per "
-                     "install\n")
+                     "install and user\n")
     sys.stderr.flush()
 
 
