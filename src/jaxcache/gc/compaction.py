@@ -13,7 +13,8 @@ so a job's witness (which waits for it) is not held up by the judging: the lines
 judged without the lock, then, only if one is to go, the file is locked exclusively (appenders
 take it shared: ledger_writes.hold()), checked to still begin with what was judged, and the kept
 lines plus what was appended since are written to a new file in the same folder, with a header
-that names that new file (its device, inode and birth time: the binding still holds), synced
+that names that new file (its device, inode and birth time: the binding still holds), given
+the old file's mode and group (a ledger another team reads stays readable to it), synced
 and renamed over the ledger; an appender that waited on the old file finds the name now holds
 another and opens the new one. A folder that no longer exists counts as its entries gone (a
 cache moved or unmounted loses its lines at the next compaction: its entries read as unknown
@@ -298,17 +299,30 @@ def _locked_replace(dfd: int, name: str, fd: int, judged: bytes, body: bytes,
         raise JaxcacheError("it was rewritten meanwhile (not only appended to); nothing was "
                             "changed")
     tail = _read(fd, len(judged), size, "it grew meanwhile by more than")
-    return _replace(dfd, name, body + tail)
+    now = os.fstat(fd)
+    if not ledger_writes.appendable(now):
+        raise JaxcacheError("its mode or owner changed meanwhile; nothing was changed")
+    return _replace(dfd, name, body + tail, now)
 
 
-def _replace(dfd: int, name: str, body: bytes) -> int:
-    """Write the header and `body` to a new file beside the ledger, sync it and rename it over
-    the ledger (the caller holds the old file's lock); the new file's size."""
+def _replace(dfd: int, name: str, body: bytes, old: os.stat_result) -> int:
+    """Write the header and `body` to a new file beside the ledger, with the old file's mode and
+    group (a team that made its ledger readable to another team, as docs/reference/audit.md
+    says, keeps it so), sync it and rename it over the ledger (the caller holds the old file's
+    lock); the new file's size. A group this user cannot give it: nothing is changed."""
     temp = f"{_TEMP.format(name=name)}{os.getpid()}.{time.time_ns()}"
     out = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
                   0o600, dir_fd=dfd)
     try:
         try:
+            if os.fstat(out).st_gid != old.st_gid:
+                try:
+                    os.fchown(out, -1, old.st_gid)
+                except OSError as exc:
+                    raise JaxcacheError(f"its group (gid {old.st_gid}) cannot be kept on the "
+                                        f"compacted file ({exc.strerror}); nothing was "
+                                        "changed") from exc
+            os.fchmod(out, stat.S_IMODE(old.st_mode) & 0o755)  # no one else writes it
             st = os.fstat(out)
             born = birth.of_fd(out)
             if born is None:
