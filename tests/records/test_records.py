@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -96,8 +97,9 @@ def test_stats_add_up_and_estimate_the_saving_from_another_records_compile(world
     doc = as_json(world, "stats", schema="records-stats")
     listed = as_json(world, schema="records-list")["records"]
     assert doc["records"] == 3 and doc["skipped_files"] == 3
-    for key in ("compile_requests", "hits", "misses", "written", "skipped"):
+    for key in ("compile_requests", "hits", "misses", "written", "skipped", "uncacheable"):
         assert doc[key] == sum(r[key] for r in listed), key
+    assert doc["cacheable_misses"] == sum(r["misses"] - r["uncacheable"] for r in listed)
     assert doc["load_s"] == pytest.approx(sum(r["load_s"] for r in listed))
     # the warm run's hits: their keys were compiled by the cold record (and its old copy)
     warm = listed[0]
@@ -254,3 +256,27 @@ def test_an_older_record_that_says_not_audited_is_still_read(tmp_path):
     assert explained.returncode == 0, explained.stdout + explained.stderr
     shown = render_text(RunRecord.from_json(doc), str(path))
     assert f"cache {cache} (NOT-AUDITED): entries unknown before, unknown after ({why})" in shown
+
+
+def test_stats_count_what_jax_would_never_write_apart_from_the_misses(tmp_path):
+    """As `ccache -s` counts uncacheable calls apart: a job whose every compile is under JAX's
+    threshold, run twice, has no miss a cache could have served; its compiles are counted as
+    uncacheable, and the hit rate is of the cacheable alone."""
+    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state"), "JAX_PLATFORMS": "cpu",
+           "NO_COLOR": "1"}
+    env.pop("JAX_COMPILATION_CACHE_DIR", None)
+    for _ in range(2):
+        proc = jaxcache("run", "--cache-dir", str(tmp_path / "cache"), "--min-compile-time",
+                        "1000", "--", sys.executable, str(paths.PROGRAMS / "quick_compiles.py"),
+                        "3", env=env)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+    runs = {"runs": tmp_path / "state" / "jaxcache" / "runs", "env": env}
+    doc = as_json(runs, "stats", schema="records-stats")
+    assert doc["hits"] == 0 and doc["compile_requests"] >= 4
+    assert doc["uncacheable"] == doc["misses"] == doc["compile_requests"], doc
+    assert doc["cacheable_misses"] == 0
+    text = records(runs, "stats").stdout
+    rows = dict(re.split(r"\s{2,}", line.strip(), maxsplit=1)
+                for line in text.splitlines()[1:9])
+    assert rows["hits"] == "0" and rows["misses"] == "0", text
+    assert rows["uncacheable"].startswith(f"{doc['uncacheable']} (JAX wrote none of them"), text

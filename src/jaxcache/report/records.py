@@ -89,8 +89,8 @@ def prune_text(p: PruneResult) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _pct(part: int, whole: int) -> str:
-    return f" ({part / whole:.0%})" if whole else ""
+def _pct(part: int, whole: int, of: str = "") -> str:
+    return f" ({part / whole:.0%}{of})" if whole else ""
 
 
 def _counted(s: Stats) -> list[str]:
@@ -109,10 +109,12 @@ def stats_text(s: Stats) -> str:
     rows = [
         ("runs", str(s.records)),
         ("compile requests", str(s.compile_requests)),
-        ("  hits", f"{s.hits}{_pct(s.hits, s.compile_requests)}"),
-        ("  misses", f"{s.misses}{_pct(s.misses, s.compile_requests)}"),
+        ("  hits", f"{s.hits}{_pct(s.hits, s.hits + s.cacheable_misses, ' of cacheable')}"),
+        ("  misses", f"{s.cacheable_misses}"
+                     f"{_pct(s.cacheable_misses, s.hits + s.cacheable_misses, ' of cacheable')}"),
+        ("  uncacheable", f"{s.uncacheable} (JAX wrote none of them: its thresholds, or not "
+                          "cacheable)"),
         ("entries written", str(s.written)),
-        ("modules skipped (not cached)", str(s.skipped)),
         ("seconds compiling", f"{s.compile_s:.2f} s"),
         ("seconds loading from cache", f"{s.load_s:.2f} s"),
         ("estimated seconds saved",

@@ -25,6 +25,9 @@ class RunSummary:
     compile_s: float  # compile-or-load seconds of the modules that were not hits
     load_s: float  # compile-or-load seconds of the hits: loading from the cache
     size: int
+    # modules JAX did not write whatever the cache held (its thresholds, host callbacks, the
+    # cache off): counted apart from the misses a cache could serve, as `ccache -s` does
+    uncacheable: int = 0
 
 
 def summarize(found: Found, record: RunRecord | None = None) -> RunSummary:
@@ -41,4 +44,8 @@ def summarize(found: Found, record: RunRecord | None = None) -> RunSummary:
         sum(1 for m in mods if m.outcome is ModuleOutcome.WRITTEN),
         sum(1 for m in mods if m.outcome is ModuleOutcome.SKIPPED),
         sum(m.seconds for m in mods if not m.hit),
-        sum(m.seconds for m in mods if m.hit), found.size)
+        sum(m.seconds for m in mods if m.hit), found.size,
+        sum(1 for m in mods if m.outcome in UNCACHEABLE))
+
+
+UNCACHEABLE = (ModuleOutcome.SKIPPED, ModuleOutcome.UNCACHED)

@@ -53,6 +53,11 @@ class Stats:
     entries: int | None = None  # in the cache after the newest counted run (its record)
     bytes: int | None = None
     entries_when: str | None = None  # that run's time
+    # of the compile requests, those JAX did not write whatever the cache held (skipped by its
+    # thresholds, or not cacheable), and the misses a cache could have served (misses minus
+    # those): the hit rate of the cacheable, as `ccache -s` counts uncacheable calls apart
+    uncacheable: int = 0
+    cacheable_misses: int = 0
 
 
 COLD = (ModuleOutcome.WRITTEN, ModuleOutcome.SKIPPED, ModuleOutcome.UNCACHED)
@@ -107,6 +112,7 @@ def compute(scan: Scan, files: tuple[Found, ...] = (), *, cache: str | None = No
     newest = next((read[i] for i in counted if cache is not None
                    and same_dir(read[i].cache_dir.path_given, cache)), None)
     after = newest.cache_dir.after if newest is not None else None
+    uncacheable = sum(r.uncacheable for r in runs)
     return Stats(
         scan.directory, len(runs), runs[-1].when if runs else None,
         runs[0].when if runs else None, sum(r.compile_requests for r in runs),
@@ -116,7 +122,8 @@ def compute(scan: Scan, files: tuple[Found, ...] = (), *, cache: str | None = No
         cache, tuple(f.path for f in files), None if since_ns is None else _stamp(since_ns),
         since_ns, after.entries if after else None, after.bytes if after else None,
         next((r.when for i, r in zip(counted, runs, strict=True)
-              if read[i] is newest), None))
+              if read[i] is newest), None), uncacheable,
+        sum(max(0, r.misses - r.uncacheable) for r in runs))
 
 
 _MARK = "zero mark"
