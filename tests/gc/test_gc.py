@@ -242,6 +242,42 @@ def test_run_collects_after_the_job_and_keeps_its_exit_status(tmp_path):
     assert sealed.returncode == 2 and "jaxcache gc" in sealed.stderr
 
 
+OTHER_JOB = """
+import jax, jax.numpy as jnp
+print(float(jax.jit(lambda x: jnp.sin(x).sum() * 3)(jnp.arange(8.0))))
+"""
+
+
+def test_a_limit_below_the_jobs_working_set_never_evicts_what_it_used(tmp_path):
+    """`run --max-size` under what the job's own entries take: gc after the job deletes what
+    other jobs left (least recently used first) but never an entry this job loaded or wrote,
+    and says the limit cannot hold the job, so the next run hits instead of compiling again
+    (it deleted one of them after every run, and the next run compiled it again)."""
+    cache, state = tmp_path / "cache", tmp_path / "state"
+    env = clean_env(XDG_STATE_HOME=str(state), **EVERY_COMPILE)
+    other = jaxcache("run", "-q", "--cache-dir", str(cache), "--", sys.executable, "-c",
+                     OTHER_JOB, env=env)
+    assert other.returncode == 0, other.stderr
+    stale = _entries(cache)
+    for path in stale:
+        _age(path, 3600)  # used an hour ago: the least recently used
+    for name in ("cold", "warm"):
+        proc = jaxcache("run", "-q", "--max-size", "1", "--cache-dir", str(cache), "--record",
+                        str(tmp_path / f"{name}.json"), "--", sys.executable, "-c",
+                        TWO_JITS_JOB, env=env)
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout == TWO_JITS_OUTPUT
+        record = json.loads((tmp_path / f"{name}.json").read_text())
+        used = {k for k, o in _outcomes(record).items() if o in ("hit", "written")}
+        assert {p.name[:-len("-cache")] for p in _entries(cache)} == used, proc.stderr
+        said = " ".join(proc.stderr.split())
+        assert "jaxcache: gc: the limit cannot hold what this job used:" in said, said
+        assert f"in {len(used)} entries, kept" in said and "set --max-size to at least" in said
+    others = [p for p in stale if p.name[:-len("-cache")] not in used]
+    assert others and not any(p.exists() for p in others)  # not this job's: they went
+    assert set(_outcomes(record).values()) == {"hit"}  # the warm run compiled nothing again
+
+
 def test_enable_collects_when_the_process_ends(tmp_path):
     """enable(path, max_age=...) in the job itself: the old entries are gone once it exits,
     what it just used stays; bad limits are one clear error before anything is enabled."""

@@ -60,8 +60,9 @@ def options(p: argparse.ArgumentParser) -> None:
     common.option(p, "--max-size", metavar="SIZE",
                   help="After the job, collect the cache directory down to SIZE (10G, 500M, "
                        "2GiB), least recently used first, as `jaxcache gc` does "
-                       "(docs/reference/gc.md); "
-                       "a plain directory only. The job's exit status is unchanged.")
+                       "(docs/reference/gc.md), never what the job itself loaded or wrote (a "
+                       "limit below that is said); a plain directory only. The job's exit "
+                       "status is unchanged.")
     common.option(p, "--max-age", metavar="AGE",
                   help="After the job, delete the entries not used for longer than AGE (30d, "
                        "12h), as `jaxcache gc --max-age` does.")
@@ -236,9 +237,18 @@ def _collect(args: argparse.Namespace, limits: tuple[int | None, float | None],
         if named is not None and namespace.is_id(named.id):
             path = namespace.join(path, named.id)
         done = collect.collect(path, max_size=limits[0], max_age_s=limits[1],
-                               until_ns=time.monotonic_ns() + int(GC_DEADLINE_S * 1e9))
+                               until_ns=time.monotonic_ns() + int(GC_DEADLINE_S * 1e9),
+                               keep=_used_entries(record))
     except (JaxcacheError, OSError) as exc:
         sys.stderr.write(f"jaxcache: gc after the job skipped: {safe(str(exc))}\n")
+        return
+    if done.over_by and done.kept_for_job:  # a limit below the job's working set: a warning
+        sys.stderr.write(
+            f"jaxcache: gc: the limit cannot hold what this job used: "
+            f"{size(done.kept_for_job_bytes)} in {plural(done.kept_for_job, 'entry', 'entries')}"
+            f", kept (deleting them would make the next run compile them again); "
+            f"{size(done.over_by)} over, freed {size(done.freed_bytes)}: set --max-size to at "
+            f"least {size(done.after_bytes)}\n")
         return
     if not args.quiet:
         sys.stderr.write(f"jaxcache: gc: freed {size(done.freed_bytes)} "
@@ -249,6 +259,15 @@ def _collect(args: argparse.Namespace, limits: tuple[int | None, float | None],
                          + (f"; still {size(done.over_by)} over: not gc's to delete "
                             f"(jaxcache gc {safe(path)} --max-size ... says what)"
                             if done.over_by else "") + "\n")
+
+
+def _used_entries(record: RunRecord) -> frozenset[str]:
+    """The entry files the job's processes loaded or wrote: its working set, which gc after
+    the job never evicts."""
+    from jaxcache.records.run_document import ModuleOutcome
+
+    return frozenset(f"{m.cache_key}-cache" for p in record.processes for m in p.modules
+                     if m.cache_key and m.outcome in (ModuleOutcome.HIT, ModuleOutcome.WRITTEN))
 
 
 def _grown(record: RunRecord) -> None:

@@ -83,6 +83,10 @@ class GcResult:
     # start of the jobs that used them recompiles about this long
     recompile_s: float = 0.0
     unpriced: int = 0  # evicted entries no record shows compiled: their cost is not known
+    # the entries `keep` named (the job that just ran used them) still there, never evicted:
+    # how many and their bytes
+    kept_for_job: int = 0
+    kept_for_job_bytes: int = 0
 
     @property
     def freed_bytes(self) -> int:
@@ -225,11 +229,12 @@ def _cycles_paused() -> Iterator[None]:
 def collect(directory: str, *, max_size: int | None = None, max_age_s: float | None = None,
             dry_run: bool = False, now_ns: int | None = None,
             until_ns: int | None = None, order: planmod.Order = planmod.Order.LRU,
-            uses: Mapping[str, KeyUse] | None = None) -> GcResult:
+            uses: Mapping[str, KeyUse] | None = None,
+            keep: frozenset[str] = frozenset()) -> GcResult:
     """Collect `directory` down to `max_size` bytes and/or units used within `max_age_s`;
     deleting stops at `until_ns` (time.monotonic_ns()), the rest left for the next gc.
     `uses`: what the run records say of each key (gc/usage.py): their hits count as uses,
-    and Order.VALUE ranks by them."""
+    and Order.VALUE ranks by them. `keep`: entry names never evicted (plan.py)."""
     if max_size is None and max_age_s is None:
         raise JaxcacheError("give --max-size, --max-age or both: gc deletes nothing unasked")
     now_ns = time.time_ns() if now_ns is None else now_ns  # for --max-age: yours
@@ -263,7 +268,8 @@ def collect(directory: str, *, max_size: int | None = None, max_age_s: float | N
             total = inventory.total_bytes
             # the orphans go anyway: the plan fits what stays without them
             chosen = planmod.choose(ok, total - sum(e.size for e in orphans), max_size=max_size,
-                                    max_age_s=max_age_s, now_ns=now_ns, order=order, uses=uses)
+                                    max_age_s=max_age_s, now_ns=now_ns, order=order, uses=uses,
+                                    keep=keep)
             changed: list[str] = []
 
             def gone(u: Unit) -> bool:
@@ -294,7 +300,8 @@ def collect(directory: str, *, max_size: int | None = None, max_age_s: float | N
     return GcResult(directory, dry_run, max_size, max_age_s, shared, tuple(evicted), total,
                     after, len(ok) - len(evicted), tuple(left), tuple(changed),
                     tuple(removed), stopped, order=order, recompile_s=recompile,
-                    unpriced=unpriced)
+                    unpriced=unpriced, kept_for_job=sum(1 for u in ok if u.name in keep),
+                    kept_for_job_bytes=chosen.kept_bytes)
 
 
 def _delete(fd: int, u: Unit, changed: list[str]) -> bool:

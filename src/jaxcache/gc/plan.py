@@ -6,6 +6,10 @@ limits hold.
 oldest use), units go until what the directory holds (every file in it, those gc may not delete
 too) is within the size. Only units gc may delete count as candidates (collect.py judges them);
 when those are not enough, the plan says how far over the limit the directory stays.
+
+`keep`: the entries the job that just ran used (`run --max-size`: its hits and writes). They are
+never candidates: a limit below one job's working set would otherwise delete, after every run,
+an entry the next run compiles again (and then another), and the run says so instead.
 """
 
 from __future__ import annotations
@@ -72,6 +76,7 @@ class Plan:
     before_bytes: int  # every file the directory holds
     after_bytes: int  # what it holds once `evict` is gone
     over_by: int  # bytes over max_size that gc may not delete (0: within, or no size limit)
+    kept_bytes: int = 0  # of what stays, the units `keep` named (the job's working set)
 
 
 def with_hits(units: list[Unit], uses: Mapping[str, KeyUse]) -> list[Unit]:
@@ -85,11 +90,15 @@ def with_hits(units: list[Unit], uses: Mapping[str, KeyUse]) -> list[Unit]:
 
 def choose(units: list[Unit], total_bytes: int, *, max_size: int | None,
            max_age_s: float | None, now_ns: int, order: Order = Order.LRU,
-           uses: Mapping[str, KeyUse] | None = None) -> Plan:
+           uses: Mapping[str, KeyUse] | None = None, keep: frozenset[str] = frozenset()
+           ) -> Plan:
     """The plan for `units` (those gc may delete) of a directory holding `total_bytes`;
-    `uses` (gc/usage.py) for Order.VALUE."""
+    `uses` (gc/usage.py) for Order.VALUE; `keep`: names never to evict."""
     if max_size is None and max_age_s is None:
         raise ValueError("give max_size or max_age_s")
+    kept_bytes = sum(u.size for u in units if u.name in keep) if keep else 0
+    if keep:
+        units = [u for u in units if u.name not in keep]
     # now - last use > max_age, in whole nanoseconds (floor: exact for a fractional age)
     old_ns = math.floor(max_age_s * 1e9) if max_age_s is not None else None
     if old_ns is not None and max_size is None:  # only the old go: only they are ordered
@@ -111,7 +120,7 @@ def choose(units: list[Unit], total_bytes: int, *, max_size: int | None,
         elif order is Order.LRU:
             break  # the rest is used later still, and the size holds: none of it goes
     over = max(0, held - max_size) if max_size is not None else 0
-    return Plan(tuple(evict), total_bytes, held, over)
+    return Plan(tuple(evict), total_bytes, held, over, kept_bytes)
 
 
 _BY_USE = operator.attrgetter("last_used_ns", "entry.name")
