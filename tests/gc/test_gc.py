@@ -98,9 +98,12 @@ def test_gc_by_size_and_by_age_and_the_next_warm_run(tmp_path):
     assert outcomes[evicted_key] == "written"  # recompiled, and written again
     assert all(o == "hit" for k, o in outcomes.items() if k != evicted_key)
 
-    # by size: the least recently used go first, until the directory fits
+    # by size: the least recently used go first, until the directory fits; the warm run's
+    # loads are uses too where the filesystem keeps read times
     sizes = {p.name: p.stat().st_size for p in _entries(cache)}
-    newest = max(_entries(cache), key=lambda p: p.stat().st_mtime_ns)
+    reads = _keeps_read_times(cache)
+    newest = max(_entries(cache), key=lambda p: max(p.stat().st_mtime_ns,
+                                                    p.stat().st_atime_ns if reads else 0))
     code, done = _gc(cache, state, "--max-size", str(sizes[newest.name]))
     assert code == 0 and done["after_bytes"] <= sizes[newest.name]
     assert [p.name for p in _entries(cache)] == [newest.name]
@@ -276,6 +279,49 @@ def test_a_limit_below_the_jobs_working_set_never_evicts_what_it_used(tmp_path):
     others = [p for p in stale if p.name[:-len("-cache")] not in used]
     assert others and not any(p.exists() for p in others)  # not this job's: they went
     assert set(_outcomes(record).values()) == {"hit"}  # the warm run compiled nothing again
+
+
+def _keeps_read_times(path: Path) -> bool:
+    """What findmnt (util-linux, not jaxcache) says of the mount: not noatime."""
+    options = subprocess.run(["findmnt", "-no", "OPTIONS", "-T", str(path)],
+                             capture_output=True, text=True, check=True).stdout
+    return "noatime" not in options.strip().split(",")
+
+
+def test_last_use_of_a_cache_plain_jax_loads_is_its_read_time_never_its_write_time(tmp_path):
+    """A cache used by plain JAX (JAX_COMPILATION_CACHE_DIR, no size limit: JAX writes no
+    -atime files) and loaded today, but written 90 days ago: gc --max-age 30d keeps what was
+    loaded, by the filesystem's read time, and says which clock it used; an entry only ever
+    written 90 days ago goes, said as written, not used (it said `last used 90d ago` of
+    entries a job loaded every day)."""
+    cache, state = tmp_path / "cache", tmp_path / "state"
+    plain = clean_env(JAX_COMPILATION_CACHE_DIR=str(cache), **EVERY_COMPILE)
+    for job in (OTHER_JOB, TWO_JITS_JOB):
+        done = subprocess.run([sys.executable, "-c", job], env=plain, capture_output=True,
+                              text=True, timeout=600)
+        assert done.returncode == 0, done.stderr[-2000:]
+    entries = _entries(cache)
+    for path in cache.iterdir():
+        _age(path, 90 * 86_400)  # read and written 90 days ago
+    before = {p.name: p.stat().st_atime_ns for p in entries}
+    loaded = subprocess.run([sys.executable, "-c", TWO_JITS_JOB], env=plain,
+                            capture_output=True, text=True, timeout=600)
+    assert loaded.returncode == 0 and loaded.stdout == TWO_JITS_OUTPUT, loaded.stderr[-2000:]
+    read = {p.name for p in entries if p.stat().st_atime_ns != before[p.name]}
+    code, plan = _gc(cache, state, "--max-age", "30d", "--dry-run")
+    evicted = {u["entry"]: u["last_used_by"] for u in plan["evicted"]}
+    assert plan["read_times"] == _keeps_read_times(cache)
+    if plan["read_times"]:
+        assert read and len(read) < len(entries)  # the loaded ones: the other job's were not
+        assert set(evicted) == {p.name for p in entries} - read, (evicted, read)
+        assert plan["last_used_by"]["read"] == len(read)
+    else:  # noatime: nothing but the write time is known, and gc says so
+        assert set(evicted) == {p.name for p in entries}
+    assert set(evicted.values()) == {"written"}
+    text = jaxcache("gc", str(cache), "--max-age", "30d", "--dry-run",
+                    env=clean_env(XDG_STATE_HOME=str(state))).stdout
+    assert "  last use: " in text and "written, no load known since" in text, text
+    assert "last written 90d ago" in text and "last used" not in text, text
 
 
 def test_enable_collects_when_the_process_ends(tmp_path):

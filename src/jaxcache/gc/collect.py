@@ -37,7 +37,7 @@ from jaxcache.documents import fsclock
 from jaxcache.errors import JaxcacheError
 from jaxcache.gc import plan as planmod
 from jaxcache.gc.evict import DELETERS, evict
-from jaxcache.gc.units import SIDECAR_KINDS, Unit, group, listing
+from jaxcache.gc.units import SIDECAR_KINDS, Clock, Unit, group, keeps_read_times, listing
 from jaxcache.gc.usage import KeyUse
 from jaxcache.seal.publishing import tier_names as names
 from jaxcache.text import safe
@@ -87,6 +87,10 @@ class GcResult:
     # how many and their bytes
     kept_for_job: int = 0
     kept_for_job_bytes: int = 0
+    # what gave the candidates their last use (units.Clock), and whether the filesystem keeps
+    # read times (else a cache plain JAX loads with no size limit shows only its write times)
+    clocks: tuple[tuple[Clock, int], ...] = ()
+    read_times: bool = False
 
     @property
     def freed_bytes(self) -> int:
@@ -256,7 +260,8 @@ def collect(directory: str, *, max_size: int | None = None, max_age_s: float | N
                 o = report.origins
                 yours = frozenset(e.name for e in o.entries if e.origin == "yours") \
                     if o is not None and o.ledger_problem is None else frozenset()
-            units, rest = group(inventory)
+            reads = not shared and keeps_read_times(directory, os.fstat(fd).st_dev)
+            units, rest = group(inventory, reads)
             stamped = fsclock.now_ns(fd)  # orphans by the files' own clock, always
             orphans = [e for e in rest if _orphan(e, me, yours is None, stamped)]
             if orphans:
@@ -301,7 +306,10 @@ def collect(directory: str, *, max_size: int | None = None, max_age_s: float | N
                     after, len(ok) - len(evicted), tuple(left), tuple(changed),
                     tuple(removed), stopped, order=order, recompile_s=recompile,
                     unpriced=unpriced, kept_for_job=sum(1 for u in ok if u.name in keep),
-                    kept_for_job_bytes=chosen.kept_bytes)
+                    kept_for_job_bytes=chosen.kept_bytes,
+                    clocks=tuple((c, n) for c in Clock
+                                 if (n := sum(1 for u in ok if u.clock is c))),
+                    read_times=reads)
 
 
 def _delete(fd: int, u: Unit, changed: list[str]) -> bool:

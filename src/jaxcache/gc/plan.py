@@ -21,7 +21,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from jaxcache.gc.units import Unit
+from jaxcache.gc.units import Clock, Unit
 from jaxcache.gc.usage import KeyUse, value
 
 
@@ -84,7 +84,7 @@ def with_hits(units: list[Unit], uses: Mapping[str, KeyUse]) -> list[Unit]:
     out = []
     for u in units:
         hit = uses[u.name].last_hit_ns if u.name in uses else 0
-        out.append(Unit(u.entry, u.sidecars, hit) if hit > u.last_used_ns else u)
+        out.append(Unit(u.entry, u.sidecars, hit, Clock.RECORD) if hit > u.last_used_ns else u)
     return out
 
 

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from jaxcache.documents.kinds import envelope
 from jaxcache.gc.collect import GcResult
 from jaxcache.gc.compaction import Compaction
+from jaxcache.gc.units import Clock
 from jaxcache.report import jsonout
 from jaxcache.text import age, plural, safe, size
 from jaxcache.trust.rules.target import BucketUrl, is_url
@@ -47,11 +48,13 @@ def render_text(r: GcResult, now_ns: int, verbose: bool) -> str:
              "; a directory others write: only entries your jobs wrote were candidates"
              if r.shared else "")
     out.append(f"  limits: {', '.join(limits)}; order: {r.order.words}{where}")
+    if r.clocks:
+        out.append(f"  {_clocks_line(r)}")
     shown = r.evicted if verbose else r.evicted[:20]
     for u in shown:
         out.append(f"  {'would delete' if r.dry_run else 'deleted'}  {size(u.size):>9}  "
-                   f"last used {age(max(0.0, (now_ns - u.last_used_ns) / 1e9))} ago  "
-                   f"{safe(u.name)}" + (f" (+{len(u.sidecars)})" if u.sidecars else ""))
+                   f"last {_used(u.clock)} {age(max(0.0, (now_ns - u.last_used_ns) / 1e9))} "
+                   f"ago  {safe(u.name)}" + (f" (+{len(u.sidecars)})" if u.sidecars else ""))
     if len(r.evicted) > len(shown):
         out.append(f"  ... and {len(r.evicted) - len(shown)} more (-v lists all)")
     for name in r.orphans:
@@ -64,6 +67,26 @@ def render_text(r: GcResult, now_ns: int, verbose: bool) -> str:
     if r.ledger is not None and (r.ledger.lines or r.ledger.problem):
         out.append(f"  {ledger_line(r.ledger)}")
     return "\n".join(out) + "\n"
+
+
+def _used(clock: Clock) -> str:
+    """The verb of an evicted row: a load or read it knows of, or only the write."""
+    return {Clock.WRITTEN: "written", Clock.READ: "read"}.get(clock, "loaded")
+
+
+def _clocks_line(r: GcResult) -> str:
+    """Which clock gave the candidates their last use: a write time is never called a use."""
+    said = ", ".join(f"{n} {c.words}" for c, n in r.clocks)
+    if Clock.WRITTEN in dict(r.clocks) and not r.read_times:
+        if is_url(r.directory):
+            said += ("; a bucket keeps no read times: those are judged by their upload time and "
+                     "the hits this machine's run records show")
+        else:
+            why = ("a directory others write is judged from its audit, which reads no read "
+                   "times" if r.shared else "this filesystem keeps no read times (noatime)")
+            said += (f"; {why}: those are judged by their write time (plain JAX leaves no "
+                     "other trace of a load unless jax_compilation_cache_max_size is set)")
+    return f"last use: {said}"
 
 
 def ledger_line(c: Compaction) -> str:
@@ -99,7 +122,9 @@ def render_json(r: GcResult, now_ns: int, verbose: bool) -> str:
         "freed_bytes": r.freed_bytes, "over_by_bytes": r.over_by, "kept_entries": r.kept_units,
         "evicted": jsonout.Rows(
             {"entry": safe(u.name), "bytes": u.size, "last_used_ns": u.last_used_ns,
+             "last_used_by": u.clock.value,
              "files": [safe(f.name) for f in u.files]} for u in r.evicted),
+        "last_used_by": {c.value: n for c, n in r.clocks}, "read_times": r.read_times,
         "changed": [safe(n) for n in r.changed],
         "orphans_removed": [safe(n) for n in r.orphans],
         "left": jsonout.Rows({"name": safe(f.name), "why": safe(f.why)} for f in r.left),

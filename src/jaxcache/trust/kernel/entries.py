@@ -79,6 +79,7 @@ class Entry(NamedTuple):
     flags: tuple[str, ...]
     writers: tuple[Grant, ...]  # who can rewrite it; computed only when something is off
     identity: tuple[int, int, int, int] = (0, 0, 0, 0)  # dev, ino, mtime_ns, ctime_ns (origin.py)
+    atime_ns: int = 0  # its last read as the filesystem keeps it (gc's listing only; 0: not read)
 
 
 class Elided(NamedTuple):

@@ -219,13 +219,23 @@ def built(writer_id: str, described: Mapping[str, Fingerprint | None], reader: F
     return j, j.outcome is Outcome.DIFFERENT
 
 
+def open_unread(name: str, dir_fd: int) -> int:
+    """Open an entry to read it without moving its read time (O_NOATIME, which the file's
+    owner and root may ask; others read it plainly): gc counts an entry's read time as a
+    use, and jaxcache judging an entry is none."""
+    try:
+        return os.open(name, READ_FLAGS | os.O_NOATIME, dir_fd=dir_fd)
+    except PermissionError:
+        return os.open(name, READ_FLAGS, dir_fd=dir_fd)
+
+
 def digest_at(dir_fd: int, name: str, size: int) -> tuple[str, os.stat_result] | None:
     """SHA-256 of the regular file `name` and its status, read through the directory's
     descriptor without following a link, at most `size` + 1 bytes; None if it is not exactly
     `size` bytes, or was written while being read. The audit judges an entry with it, the
     witness checks with it that the file holds what JAX put."""
     try:
-        fd = os.open(name, READ_FLAGS, dir_fd=dir_fd)
+        fd = open_unread(name, dir_fd)
     except OSError:
         return None
     import hashlib  # only when an entry must be read: OpenSSL costs `run` ~2 ms to load
