@@ -79,7 +79,8 @@ def test_full_disks_leave_the_job_alone_and_nothing_half_written(tmp_path):
     assert "cannot write the record" in state_full["stderr"]  # the default one: a warning
 
     # what could not be written is named: in the summary and in the record
-    assert "error writing the entry" in unsealed["stderr"]
+    assert "error writing the entry: the disk is full (no space left on device)" in \
+        " ".join(unsealed["stderr"].split())  # in each module's row
     doc = json.loads((fine / "unsealed.json").read_text())
     statuses = {m["name"]: (m["outcome"], m["reason"]) for m in doc["modules"]}
     assert statuses and set(statuses.values()) == {("error", "write-error")}, statuses

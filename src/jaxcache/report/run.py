@@ -53,10 +53,22 @@ def reason_text(m: ModuleEntry) -> str:
         return ""
     template = _REASONS.get(m.reason, m.reason)
     try:
-        return template.format(**{k: safe(v) if isinstance(v, str) else v
+        text = template.format(**{k: safe(v) if isinstance(v, str) else v
                                   for k, v in m.reason_detail.items()})
     except (KeyError, ValueError):
         return safe(m.reason)
+    if m.reason == "write-error":  # the cause, in the row: not only in JAX's warning above
+        said = " ".join([str(m.reason_detail.get("message", "")), *m.error_messages])
+        text += next((f": {cause}" for errno_text, cause in _WRITE_CAUSES
+                      if errno_text in said), "")
+    return text
+
+
+# what an OSError's text says, and the cause a write-error row names (the rest: JAX's warning)
+_WRITE_CAUSES = (("No space left on device", "the disk is full (no space left on device)"),
+                 ("Disk quota exceeded", "over the disk quota"),
+                 ("Read-only file system", "a read-only filesystem"),
+                 ("Permission denied", "permission denied"))
 
 
 def _secs(v: float | None) -> str:
