@@ -1004,3 +1004,22 @@ def test_co_signing_from_a_plain_runs_cache_says_why_nothing_matches_and_what_to
                      "--from", str(fresh), "--policy", str(pol), "--format", "json")
     doc = json.loads(again.stdout)
     assert doc["counts"]["co-signed"] >= 1 and doc["from_dir"] is None
+
+
+def test_a_reader_trusting_another_key_than_the_publishers_is_told_which_is_which(world,
+                                                                                  tmp_path):
+    """Entries signed by ci-1, a reader whose policy trusts only ci-2: every entry is rejected
+    and compiled again, and the summary says in one line which key signed them and which the
+    reader trusts (it named each rejection, never the two keys side by side)."""
+    cache = copy(world, tmp_path)
+    pol = policy(tmp_path / "other.toml", str(cache), [(world["pubs"]["ci-2"], {})])
+    record = tmp_path / "r.json"
+    proc = jaxcache("run", "--sealed", "--cache-dir", str(cache), "--policy", str(pol),
+                    "--record", str(record), "--", sys.executable, JOB, env=clean_env())
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert set(rejected(json.loads(record.read_text()))) == {"unknown-key"}
+    [line] = [line.strip() for line in proc.stderr.splitlines()
+              if "which this run does not trust" in line]
+    assert line.startswith(f"signed by key {key_id(world, 'ci-1')}, which this run does "
+                           "not trust; it trusts key ci-2 ("), line
+    assert f"ci-2 ({key_id(world, 'ci-2')})" in line, line

@@ -300,12 +300,33 @@ def _seal_lines(seal: SealPart) -> list[str]:
     if seal.prefetch is not None:
         lines.append(f"  {_prefetch_line(seal.prefetch)}")
     lines += [f"  {line}" for line in seal_builds.lines(seal)]
+    lines += [f"  {line}" for line in _other_keys(seal)]
     for r in seal.rejections[:6]:
         key = safe(str(r.key))
         lines.append(f"  rejected {key[:60] + ('…' if len(key) > 60 else '')}: "
                      f"{safe(str(r.reason))} "
                      f"(owner {safe(str(r.owner))})")
     return lines
+
+
+def _other_keys(seal: SealPart) -> list[str]:
+    """One line when entries were signed by keys this run does not trust: which signed them
+    and which it trusts (a publisher signing with another key than the readers trust is a
+    cold cache for every reader, entry by entry, until one side changes)."""
+    import re
+
+    signers = sorted({m.group(1) for r in seal.rejections if r.status == "unknown-key"
+                      and (m := re.match(r"signed by key (\S+), which is not trusted",
+                                         r.reason or ""))})
+    if not signers:
+        return []
+    trusted = [f"{k.name} ({k.id})" if k.name else str(k.id) for k in seal.trusted_keys
+               if k.id and k.state == "trusted"]
+    return [f"signed by {'key' if len(signers) == 1 else 'keys'} {', '.join(map(safe, signers))}"
+            f", which this run does not trust; it trusts "
+            + (f"{'key' if len(trusted) == 1 else 'keys'} {', '.join(map(safe, trusted))}"
+               if trusted else "no key")
+            + ": add the publisher's public key to your policy, or have it sign with yours"]
 
 
 def _prefetch_line(p: PrefetchPart) -> str:
