@@ -182,3 +182,26 @@ def test_concurrent_inits_of_one_missing_path_all_succeed(base):
         assert [p.returncode for p in procs] == [0] * 6, [e for _, e in outs]
         made = [json.loads(o)["created"] for o, _ in outs]
         assert sum(1 for m in made if str(target) in m) == 1  # exactly one made it
+
+
+@needs_root
+def test_audit_of_a_missing_path_never_promises_what_its_user_cannot_create(base, accounts):
+    """/srv-like: a root-owned 0755 folder, a team member auditing a cache path in it that
+    does not exist yet. Nobody but root could change it (no blocker), yet the member cannot
+    create it: the audit says so and who must, instead of `jaxcache init` would create it."""
+    from support.team import as_user
+
+    srv = mkdir(base / "srv", 0o755)
+    home = mkdir(base / "home-a", 0o700, accounts.a)
+    target = srv / "jaxcache"
+    said = as_user(accounts.a, home, "-m", "jaxcache", "audit", "--no-processes",
+                   str(target))
+    text = " ".join(said.stdout.split())
+    assert said.stdout.startswith("NOT FOUND:"), said.stdout + said.stderr
+    assert f"you cannot create it: {srv} is not writable by you" in text, text
+    assert "would create it" not in text
+    made = as_user(accounts.a, home, "-m", "jaxcache", "init", str(target))
+    assert made.returncode != 0 and not target.exists()  # what the audit said
+    root = " ".join(jaxcache("audit", "--no-processes", str(target)).stdout.split())
+    assert f"jaxcache init {target}` (or jaxcache run, jaxcache.enable()) would create it" \
+        in root  # root can

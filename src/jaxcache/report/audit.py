@@ -173,12 +173,16 @@ def _sealed_powers(ws: list[Writer], role: SealedRole, verbose: bool) -> list[st
 def _missing(r: AuditReport) -> list[str]:
     """A path that does not exist: said first, with what would create it and what judged it
     (its nearest existing ancestor), so a typo does not read as a plain PRIVATE."""
-    from jaxcache.trust.create import creation_blockers
+    from jaxcache.trust.create import creation_blockers, may_create_in
 
     anchor = r.components[-1].path if r.components else "/"
     target = r.resolved or r.path or r.requested
     blockers = creation_blockers(r)
-    if blockers == ():
+    if blockers == () and not may_create_in(anchor):
+        how = (f"you cannot create it: {safe(anchor)} is not writable by you, so `jaxcache "
+               f"init` would fail; its owner (or an admin) must create {safe(target)}, then "
+               "audit it again")
+    elif blockers == ():
         how = (f"`jaxcache init {safe(target)}` (or jaxcache run, jaxcache.enable()) would "
                f"create it: {plural(len(r.missing), 'directory')} with mode 0700, "
                "private once made; until then others may create the name first")

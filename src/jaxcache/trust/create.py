@@ -215,3 +215,13 @@ def taken_back_on_error() -> Iterator[list[InitResult]]:
             if result.ok:
                 remove_created(result)
         raise
+
+
+def may_create_in(folder: str) -> bool:
+    """May this user (its effective ids) add a name in `folder`: what `init` needs first, so
+    that an audit of a missing path never promises a directory its user cannot make."""
+    try:
+        return os.access(folder, os.W_OK | os.X_OK,
+                         effective_ids=os.access in os.supports_effective_ids)
+    except OSError:
+        return False
