@@ -11,6 +11,7 @@ from jaxcache.text import safe
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from jaxcache.decide.across import Source
+    from jaxcache.trust.judgement.audit import AuditReport
 
 
 def options(p: argparse.ArgumentParser) -> None:
@@ -64,6 +65,7 @@ def handle(args: argparse.Namespace, tail: list[str] | None) -> None:
 
     command = tail or []
     rest = args.paths
+    trusted: frozenset[int] = frozenset()  # whose records --records reads besides yours
     if len(rest) > 1:
         common.usage(args, "give at most one PATH (then -- CMD to bench)")
     if args.audit_path and rest:
@@ -75,9 +77,10 @@ def handle(args: argparse.Namespace, tail: list[str] | None) -> None:
     elif rest:
         from jaxcache import api
 
-        audit = AuditFacts.of(api.audit(rest[0], policy=args.policy_path,
-                                        as_user=args.as_user, sealed=args.sealed,
-                                        sealed_keys=common.public_keys(args)))
+        report = api.audit(rest[0], policy=args.policy_path, as_user=args.as_user,
+                           sealed=args.sealed, sealed_keys=common.public_keys(args))
+        audit = AuditFacts.of(report)
+        trusted = _trusted_owners(report)
     else:
         common.usage(args, "give the cache PATH (or --audit A.json)")
     from jaxcache.bench.bench_document import BenchDocument
@@ -88,7 +91,7 @@ def handle(args: argparse.Namespace, tail: list[str] | None) -> None:
     given = [(p, BenchDocument.from_json(load_bench(p))) for p in args.bench_paths or ()]
     benches = [BenchFacts.of(doc) for _, doc in given]
     used = [BenchUsed(How.GIVEN, doc.command, p) for p, doc in given]
-    sources = _sources(args, args.record_paths or [])
+    sources = _sources(args, args.record_paths or [], trusted)
     writers_ok = audit.verdict.ok
     kept: KeptChoice | None = None
     if writers_ok and not command and not benches:  # a kept bench of this cache's jobs
@@ -127,9 +130,40 @@ def handle(args: argparse.Namespace, tail: list[str] | None) -> None:
     common.finish(args, shown, result.exit_code)
 
 
-def _sources(args: argparse.Namespace, paths: list[str]) -> list[Source]:
+def _trusted_owners(report: AuditReport) -> frozenset[int]:
+    """The users the policy trusts to write the cache judged (a team's other members): their
+    run records are read as yours are, so that teams sharing a directory compare builds
+    without copying each other's files. A trusted group stands for its listed members."""
+    import grp
+    import pwd
+
+    from jaxcache.trust.kernel.principals import Trust
+
+    uids: set[int] = set()
+    for w in report.writers:
+        p = w.principal
+        if w.trust is not Trust.POLICY or p.id is None:
+            continue
+        if p.kind == "user":
+            uids.add(p.id)
+        elif p.kind == "group":
+            try:
+                members = grp.getgrgid(p.id).gr_mem
+            except KeyError:
+                continue
+            for name in members:
+                try:
+                    uids.add(pwd.getpwnam(name).pw_uid)
+                except KeyError:
+                    continue
+    return frozenset(uids)
+
+
+def _sources(args: argparse.Namespace, paths: list[str],
+             trusted: frozenset[int] = frozenset()) -> list[Source]:
     """Each --records folder or file, its records read (a bad one named on the command line
-    ends it, exit 2; one in a folder is skipped and named on stderr) and their processes."""
+    ends it, exit 2; one in a folder is skipped and named on stderr) and their processes;
+    `trusted`: owners besides you and root whose records are read (_trusted_owners)."""
     import os
 
     from jaxcache.decide.across import Source
@@ -139,7 +173,7 @@ def _sources(args: argparse.Namespace, paths: list[str]) -> list[Source]:
     out = []
     for path in paths:
         skipped: list[tuple[str, str]] = []
-        records = run_record.load_all([path], skipped)
+        records = run_record.load_all([path], skipped, trusted)
         for where, why in skipped:
             common.note(args, f"jaxcache: skipped {safe(os.path.basename(where))}: {why}\n")
         out.append(Source(path, tuple(facts_of(records))))

@@ -24,9 +24,11 @@ _EXPECTED = {"record": "a jaxcache run record", "audit": "an audit document "
               "(jaxcache audit --format json)", "bench result": "a jaxcache bench result"}
 
 
-def load_json(path: str, kind: inputs.Kind) -> dict[str, object]:
-    """A JSON object from a trusted file; `kind` names it in errors ("record", "audit")."""
-    found = inputs.read(path, kind)
+def load_json(path: str, kind: inputs.Kind, also: frozenset[int] = frozenset()
+              ) -> dict[str, object]:
+    """A JSON object from a trusted file; `kind` names it in errors ("record", "audit");
+    `also`: owners besides you and root (trusted_file.read)."""
+    found = inputs.read(path, kind, also=also)
     assert found is not None
     return object_from(found.data, path, kind.name)
 
@@ -137,9 +139,10 @@ RECORD = v.obj(
         "problems": v.list_of(v.obj({"text": v.TEXT}, {"rank": _OPT_INT, "what": v.TEXT}))}))})
 
 
-def load_record(path: str) -> dict[str, object]:
-    """A run record, refusing what this version cannot understand."""
-    return record_from(load_json(path, inputs.RECORD), path)
+def load_record(path: str, also: frozenset[int] = frozenset()) -> dict[str, object]:
+    """A run record, refusing what this version cannot understand; `also`: owners besides
+    you and root whose records are read (users a policy trusts)."""
+    return record_from(load_json(path, inputs.RECORD, also), path)
 
 
 def record_from(doc: dict[str, object], path: str) -> dict[str, object]:

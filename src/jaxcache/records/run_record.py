@@ -85,16 +85,17 @@ def write(record: RunRecord, out: Output | Unclaimed) -> None:
     out.write(json.dumps(record.to_json(), indent=2) + "\n")
 
 
-def load(path: str) -> RunRecord:
+def load(path: str, also: frozenset[int] = frozenset()) -> RunRecord:
     """Read a record (through the trusted-input loader, bounded and checked), refusing what
-    this version cannot understand or what explain could not use; parsed once, here."""
+    this version cannot understand or what explain could not use; parsed once, here. `also`:
+    owners besides you and root (the users a policy trusts for the cache judged)."""
     from jaxcache.documents.read import load_record
 
-    return RunRecord.from_json(load_record(path))
+    return RunRecord.from_json(load_record(path, also))
 
 
-def load_all(paths: list[str],
-             skipped: list[tuple[str, str]] | None = None) -> list[tuple[str, RunRecord]]:
+def load_all(paths: list[str], skipped: list[tuple[str, str]] | None = None,
+             also: frozenset[int] = frozenset()) -> list[tuple[str, RunRecord]]:
     """Records named on the command line; a directory stands for the records in it (the
     per-rank records of one job: `r.rank0.json`, `r.rank1.json`...), in name order.
     A file named on the command line that cannot be read ends it (exit 2); one found in a
@@ -114,7 +115,7 @@ def load_all(paths: list[str],
             for n in names:
                 full = os.path.join(path, n)
                 try:
-                    here.append((full, load(full)))
+                    here.append((full, load(full, also)))
                 except JaxcacheError as exc:
                     refused.append((full, str(exc).splitlines()[0]))
             if not here:
@@ -124,5 +125,5 @@ def load_all(paths: list[str],
             if skipped is not None:
                 skipped += refused
         else:
-            out.append((path, load(path)))
+            out.append((path, load(path, also)))
     return out

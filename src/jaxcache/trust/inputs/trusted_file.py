@@ -73,12 +73,14 @@ class TrustedFile(NamedTuple):
 
 
 def read(path: str, kind: Kind, *, missing_ok: bool = False,
-         accounts: Accounts | None = None) -> TrustedFile | None:
+         accounts: Accounts | None = None, also: frozenset[int] = frozenset()
+         ) -> TrustedFile | None:
     """Read a trusted file, or raise InputError saying what is wrong with it.
 
-    With `missing_ok`, a file (or directory above it) that does not exist gives None.
+    With `missing_ok`, a file (or directory above it) that does not exist gives None. `also`:
+    users besides you and root who may own and write it (those a policy trusts, as streamed()).
     """
-    got = _opened(path, kind, missing_ok, accounts)
+    got = _opened(path, kind, missing_ok, accounts, also)
     if got is None:
         return None
     fd, st = got
