@@ -122,3 +122,17 @@ def test_bad_trusted_ledgers_is_one_line(team, accounts, value):
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and "trusted_ledgers" in proc.stderr
     assert "absolute path" in proc.stderr  # said what it must be, not only that it is unknown
+
+
+def test_your_own_ledger_in_the_teams_list_is_read_as_yours_not_as_anothers(team, accounts):
+    """A team's shared policy lists every member's ledger, yours among them: yours is read as
+    yours already (here you have none yet), never again as a trusted writer's that 'vouches
+    for nothing (file not found)'; teamb's still vouches."""
+    own = team["state"] / "jaxcache" / "origin.ledger"
+    assert not own.exists()
+    policy = _policy(team, accounts, "both",
+                     f'trusted_ledgers = ["{own}", "{team["ledger"]}"]\n')
+    doc = _audit(team, policy)
+    assert "origin.trusted-ledger" not in _found(doc), _found(doc)["origin.trusted-ledger"]
+    assert [t["path"] for t in doc["origins"]["trusted_ledgers"]] == [str(team["ledger"])]
+    assert doc["origins"]["vouched"] == 2

@@ -10,6 +10,7 @@ decide by it.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Mapping
 
 from jaxcache.text import safe, some
@@ -226,7 +227,11 @@ def trusted_ledgers(ledger: Ledger, rule: Rule, accounts: Accounts) -> tuple[Led
     if not rule.trusted_ledgers or ledger.others is None:
         return ()
     writers = trusted_writers(rule, accounts)
-    return tuple(ledger.others(path, writers) for path in rule.trusted_ledgers)
+    # your own ledger, named in a team's shared policy beside the others', is read as yours
+    # already: not again as another's (missing, it vouched for nothing, said as a warning)
+    mine = os.path.realpath(ledger.path)
+    return tuple(ledger.others(path, writers) for path in rule.trusted_ledgers
+                 if os.path.realpath(path) != mine)
 
 
 def trusted_writers(rule: Rule, accounts: Accounts) -> frozenset[int]:
