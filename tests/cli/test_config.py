@@ -141,6 +141,8 @@ def test_jaxcache_toml_wins_and_a_pyproject_without_the_table_stops_the_walk(tmp
     ('min_compile_time = "fast"\n', "min_compile_time", "must be a number of seconds >= 0"),
     ("[bench]\ntrials = 0\n", "bench.trials", "must be a whole number from 1 to 1000"),
     ('cache_dir = "~/c"\n', "cache_dir", "starts with '~'"),
+    ('[gc]\nmax_size = "lots"\n', "gc.max_size", "not a size: 'lots'"),
+    ("[gc]\nmax_age = true\n", "gc.max_age", "must be a string such as"),
 ])
 def test_bad_settings_are_refused_on_one_line_and_nothing_is_written(tmp_path, text, key, says):
     root, deep = project(tmp_path, text, name=".jaxcache.toml")

@@ -281,6 +281,43 @@ def test_a_limit_below_the_jobs_working_set_never_evicts_what_it_used(tmp_path):
     assert set(_outcomes(record).values()) == {"hit"}  # the warm run compiled nothing again
 
 
+def test_a_limit_that_lasts_in_the_project_file_holds_for_every_run_and_enable(tmp_path):
+    """[tool.jaxcache.gc] max_size, set once for the project's cache (as `ccache -M`): a plain
+    `jaxcache run` and a plain enable() apply it after their job, as --max-size would: what
+    other jobs left goes, what the job itself used stays (the limit cannot hold it: said)."""
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "pyproject.toml").write_text(
+        '[tool.jaxcache]\ncache_dir = "cache"\n[tool.jaxcache.gc]\nmax_size = "1"\n')
+    cache, state = project / "cache", tmp_path / "state"
+    env = clean_env(XDG_STATE_HOME=str(state), **EVERY_COMPILE)
+
+    def entries() -> set[str]:
+        return {p.name for p in _entries(cache)}
+
+    first = jaxcache("run", "--", sys.executable, "-c", OTHER_JOB, env=env, cwd=str(project))
+    assert first.returncode == 0, first.stderr
+    others = entries()
+    assert others and "the limit cannot hold what this job used" in first.stderr
+    for path in cache.iterdir():
+        _age(path, 3600)
+    second = jaxcache("run", "--", sys.executable, "-c", TWO_JITS_JOB, env=env,
+                      cwd=str(project))
+    assert second.returncode == 0 and second.stdout == TWO_JITS_OUTPUT, second.stderr
+    mine = entries()
+    assert mine and not mine & (others - mine), (others, mine)  # the first job's went
+    for path in cache.iterdir():
+        _age(path, 3600)
+    (project / "job.py").write_text(OTHER_JOB)
+    enabled = subprocess.run([sys.executable, "-c", "import jax, jaxcache; "
+                              "jaxcache.enable(); exec(open('job.py').read())"],
+                             env=env, cwd=str(project), capture_output=True, text=True,
+                             timeout=600)
+    assert enabled.returncode == 0, enabled.stderr
+    assert "cannot hold what this process used" in enabled.stderr, enabled.stderr
+    assert entries() == others  # at exit: the other job's entries went, this one's stayed
+
+
 def _keeps_read_times(path: Path) -> bool:
     """What findmnt (util-linux, not jaxcache) says of the mount: not noatime."""
     options = subprocess.run(["findmnt", "-no", "OPTIONS", "-T", str(path)],

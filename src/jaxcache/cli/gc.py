@@ -61,6 +61,7 @@ def handle(args: argparse.Namespace, tail: None) -> None:
     import time
     from dataclasses import replace
 
+    from jaxcache import text
     from jaxcache.gc import collect, compaction, plan
     from jaxcache.report import gc as formats
     from jaxcache.trust.rules.target import is_url
@@ -68,8 +69,8 @@ def handle(args: argparse.Namespace, tail: None) -> None:
     if args.max_size is None and args.max_age is None:
         common.usage(args, "give --max-size, --max-age or both: gc deletes nothing unasked")
     try:
-        max_size = plan.parse_size(args.max_size) if args.max_size is not None else None
-        max_age = plan.parse_age(args.max_age) if args.max_age is not None else None
+        max_size = text.parse_size(args.max_size) if args.max_size is not None else None
+        max_age = text.parse_age(args.max_age) if args.max_age is not None else None
     except ValueError as exc:
         common.usage(args, str(exc))
     path = common.cache_path(args, args.path)

@@ -204,17 +204,23 @@ GC_DEADLINE_S = 10.0  # after the job, gc deletes for at most this long; the nex
 
 
 def _gc_limits(args: argparse.Namespace) -> tuple[int | None, float | None] | None:
-    """--max-size and --max-age, parsed (None: neither given)."""
+    """--max-size and --max-age, parsed; neither given: the project file's [gc] limits (a
+    plain cache; None: none set anywhere)."""
     if args.max_size is None and args.max_age is None:
-        return None
+        if args.sealed:
+            return None
+        from jaxcache.project import effective
+
+        filed = effective.file_gc_limits()
+        return None if filed == (None, None) else filed
     if args.sealed:
         common.usage(args, "--max-size and --max-age collect a plain cache directory; for a "
                            "sealed one run `jaxcache gc` where it is published")
-    from jaxcache.gc import plan
+    from jaxcache import text
 
     try:
-        return (plan.parse_size(args.max_size) if args.max_size is not None else None,
-                plan.parse_age(args.max_age) if args.max_age is not None else None)
+        return (text.parse_size(args.max_size) if args.max_size is not None else None,
+                text.parse_age(args.max_age) if args.max_age is not None else None)
     except ValueError as exc:
         common.usage(args, str(exc))
 

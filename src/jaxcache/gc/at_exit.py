@@ -22,11 +22,11 @@ def limits(max_size: int | str | None, max_age: float | str | None
            ) -> tuple[int | None, float | None]:
     """The limits as gc takes them: bytes and seconds, from numbers or `10G` / `30d`;
     JaxcacheError (one line) for anything else."""
-    from jaxcache.gc import plan
+    from jaxcache import text
 
     try:
-        size = plan.parse_size(max_size) if isinstance(max_size, str) else max_size
-        age = plan.parse_age(max_age) if isinstance(max_age, str) else max_age
+        size = text.parse_size(max_size) if isinstance(max_size, str) else max_size
+        age = text.parse_age(max_age) if isinstance(max_age, str) else max_age
     except ValueError as exc:
         raise JaxcacheError(str(exc)) from None
     if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 0):
@@ -52,6 +52,18 @@ def cancel() -> None:
     _pending.clear()
 
 
+def _used_here(path: str) -> frozenset[str]:
+    """The entries this process loaded or wrote in `path` (the guard watched each get and
+    put): its working set, never evicted by its own gc at exit."""
+    import os
+
+    from jaxcache.jaxcompat import guard
+
+    real = os.path.realpath(path)
+    return frozenset(name for directory, name in guard.USED
+                     if os.path.realpath(directory) == real)
+
+
 def _run() -> None:
     job = _pending.pop("gc", None)
     if job is None:
@@ -62,7 +74,12 @@ def _run() -> None:
         from jaxcache.trust.provenance.ledger_place import crowded
 
         until = time.monotonic_ns() + int(DEADLINE_S * 1e9)
-        collect.collect(path, max_size=max_size, max_age_s=max_age_s, until_ns=until)
+        done = collect.collect(path, max_size=max_size, max_age_s=max_age_s, until_ns=until,
+                               keep=_used_here(path))
+        if done.over_by and done.kept_for_job:
+            warnings.warn(f"jaxcache: gc at exit: the limit cannot hold what this process used "
+                          f"({done.kept_for_job} entries, {done.kept_for_job_bytes} bytes): "
+                          "kept, so the next start does not compile them again", stacklevel=1)
         if crowded():
             compaction.compact(until_ns=until)
     except Exception as exc:  # noqa: BLE001 (never into the interpreter's shutdown)

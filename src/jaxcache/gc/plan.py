@@ -17,7 +17,6 @@ from __future__ import annotations
 import enum
 import math
 import operator
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -35,40 +34,6 @@ class Order(enum.Enum):
     def words(self) -> str:
         return {Order.LRU: "least recently used first",
                 Order.VALUE: "least compile time saved per byte and per run first"}[self]
-
-_SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*([kmgtp]?)(i?b?)", re.IGNORECASE)
-_AGE = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw]?)", re.IGNORECASE)
-_LARGEST = float(2 ** 62)  # bytes: far past any disk, still an int everywhere
-_LONGEST_S = 1000 * 365 * 86_400.0
-_AGE_S = {"s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 604_800}
-
-
-def parse_size(text: str) -> int:
-    """Bytes from `10G` or `10GB` (10^10, as jaxcache prints sizes), `2GiB` (2 * 2^30),
-    `500M`, `4096`: ValueError with what is accepted otherwise."""
-    m = _SIZE.fullmatch(text.strip())
-    if m is None:
-        raise ValueError(f"not a size: {text!r} (say 10G, 500M, 2GiB or a number of bytes)")
-    power = " kmgtp".index(m.group(2).lower() or " ")
-    binary = m.group(3).lower().startswith("i")
-    if binary and not power:
-        raise ValueError(f"not a size: {text!r} (say 10G, 500M, 2GiB or a number of bytes)")
-    value = float(m.group(1)) * (1024 if binary else 1000) ** power
-    if not value < _LARGEST:
-        raise ValueError(f"too large a size: {text!r}")
-    return int(value)
-
-
-def parse_age(text: str) -> float:
-    """Seconds from `30d`, `12h`, `90m`, `2w`, `3600` or `3600s`: ValueError otherwise."""
-    m = _AGE.fullmatch(text.strip())
-    if m is None:
-        raise ValueError(f"not an age: {text!r} (say 30d, 12h, 90m, 2w or seconds)")
-    value = float(m.group(1)) * _AGE_S[m.group(2).lower() or "s"]
-    if not value < _LONGEST_S:
-        raise ValueError(f"too long an age: {text!r} (at most 1000 years)")
-    return value
-
 
 @dataclass(frozen=True, slots=True)
 class Plan:

@@ -73,6 +73,9 @@ GUARD = Guard()
 ENTRY_SUFFIX = "-cache"  # LRUCache's file for key K is <dir>/K-cache (0.5 to 0.12)
 # every directory JAX initialized a cache for in this process, in order
 _SEEN: list[dict[str, object]] = []
+# (directory, entry file name) of each entry this process loaded or wrote through a watched
+# cache: its working set, which enable()'s gc at exit never evicts (gc/plan.py's `keep`)
+USED: set[tuple[str, str]] = set()
 # id(cache object JAX got) -> (its entry in _SEEN, the object: kept alive, so ids stay unique)
 _BY_OBJECT: dict[int, tuple[dict[str, object], object]] = {}
 
@@ -235,6 +238,8 @@ def _watch(cache: JaxCache, directory: str) -> None:
                 ok = False
             if not ok:
                 return None  # JAX compiles it itself
+        if value is not None:
+            USED.add((directory, f"{key}{ENTRY_SUFFIX}"))
         return value
 
     def put(key: str, value: bytes, _original: Callable[[str, bytes], object] = original
@@ -247,6 +252,7 @@ def _watch(cache: JaxCache, directory: str) -> None:
             if not existed:  # JAX writes in place: a full disk leaves a stub under the name
                 _drop_partial(directory, name, value)
             raise
+        USED.add((directory, name))
         witness: Witness | None = GUARD.witness
         if not existed and witness is not None:
             # the record of origin is not the job's concern: its failure stays here

@@ -86,4 +86,8 @@ def settings(env: Mapping[str, str], *, cache_flag: str | None = None,
         _setting("bench.trials", (*none, config.bench_trials if config else None),
                  bench_defaults[0], none),
         _setting("bench.warm", (*none, config.bench_warm if config else None),
-                 bench_defaults[1], none))
+                 bench_defaults[1], none),
+        _setting("gc.max_size", (*none, config.gc_max_size if config else None), None,
+                 none),
+        _setting("gc.max_age", (*none, config.gc_max_age_s if config else None), None,
+                 none))

@@ -163,6 +163,16 @@ def file_thresholds(env: Mapping[str, str]) -> tuple[float | None, int | None]:
             size[2] if size[1] is None else None)
 
 
+def file_gc_limits() -> tuple[int | None, float | None]:
+    """The project file's [gc] max_size (bytes) and max_age (seconds): a limit that lasts,
+    which every `jaxcache run` and enable() given none applies after the job; (None, None):
+    none set."""
+    config = current()
+    if config is None:
+        return None, None
+    return config.gc_max_size, config.gc_max_age_s
+
+
 def records_dir() -> str:
     """Where run records are written and read unless a flag says: the project file's
     [records] dir, else the state folder's jaxcache/runs."""

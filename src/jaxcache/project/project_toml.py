@@ -15,6 +15,10 @@ The file (a table of pyproject.toml, or a whole .jaxcache.toml):
     trials = 8                      # -t/--trials of bench, decide -- CMD and demo
     warm = 2                        # -k/--warm
 
+    [gc]
+    max_size = "10G"                # a limit that lasts: every `jaxcache run` and enable()
+    max_age = "30d"                 # collect the cache after the job (as --max-size/--max-age)
+
 Trust settings (anything the policy holds) and the flags that switch a check off are refused
 by name: a project file is whoever can write the checkout's to change.
 """
@@ -27,13 +31,16 @@ from dataclasses import dataclass
 
 from jaxcache.errors import JaxcacheError
 from jaxcache.project import MAX_TRIALS, MAX_WARM, policy_keys
-from jaxcache.text import quoted, safe
+from jaxcache.text import parse_age, parse_size, quoted, safe
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Mapping
+    from collections.abc import Callable, Iterator, Mapping
+    from typing import TypeVar
 
     from jaxcache.project.locate import Found
+
+    N = TypeVar("N", int, float)
 
 # every key of the policy file's top level, as its parser knows them (a [[cache]] table holds
 # the same settings, and its path, which names no trust alone: a key in a `cache` table is
@@ -42,8 +49,8 @@ TRUST_KEYS = policy_keys.TOP_LEVEL | {"trusted_key", "policy"}
 # the opt-outs a command line gives, one job at a time, never a file
 FLAG_ONLY = frozenset({"allow_untrusted", "unverified_jax"})
 KEYS = ("cache_dir", "min_compile_time", "min_entry_size", "records.dir", "records.keep",
-        "bench.trials", "bench.warm")
-TABLES = ("records", "bench")
+        "bench.trials", "bench.warm", "gc.max_size", "gc.max_age")
+TABLES = ("records", "bench", "gc")
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +66,8 @@ class ProjectConfig:
     records_keep: int | None = None
     bench_trials: int | None = None
     bench_warm: int | None = None
+    gc_max_size: int | None = None  # bytes
+    gc_max_age_s: float | None = None
 
     @property
     def label(self) -> str:
@@ -107,7 +116,9 @@ def _settings(doc: Mapping[str, object], found: Found) -> ProjectConfig:
         records_dir=_path(where, "records.dir", flat.get("records.dir"), base),
         records_keep=_whole(where, "records.keep", flat.get("records.keep"), 0, None),
         bench_trials=_whole(where, "bench.trials", flat.get("bench.trials"), 1, MAX_TRIALS),
-        bench_warm=_whole(where, "bench.warm", flat.get("bench.warm"), 1, MAX_WARM))
+        bench_warm=_whole(where, "bench.warm", flat.get("bench.warm"), 1, MAX_WARM),
+        gc_max_size=_limit(where, "gc.max_size", flat.get("gc.max_size"), parse_size),
+        gc_max_age_s=_limit(where, "gc.max_age", flat.get("gc.max_age"), parse_age))
 
 
 def _flat(prefix: str, doc: Mapping[str, object]) -> Iterator[tuple[str, object]]:
@@ -157,6 +168,19 @@ def _seconds(where: str, key: str, value: object) -> float | None:
         raise JaxcacheError(f"project file {where}: {key} must be a number of seconds >= 0, "
                             f"not {_shown(value)}")
     return float(value)
+
+
+def _limit(where: str, key: str, value: object, parse: Callable[[str], N]) -> N | None:
+    """A size ("10G", or bytes) or an age ("30d", or seconds), as the flags take it."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        raise JaxcacheError(f"project file {where}: {key} must be a string such as \"10G\" or "
+                            f"\"30d\", or a number, not {_shown(value)}")
+    try:
+        return parse(str(value))
+    except ValueError as exc:
+        raise JaxcacheError(f"project file {where}: {key} is {exc}") from None
 
 
 def _whole(where: str, key: str, value: object, lo: int, hi: int | None) -> int | None:
