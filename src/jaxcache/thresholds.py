@@ -126,6 +126,9 @@ class LeftOut(NamedTuple):
         what = (f"{head}{self.modules} compile{'s' if self.modules != 1 else ''} under JAX's "
                 f"write thresholds went uncached: {self.seconds:.2f} s of compile, {share}{of}")
         judged = self.materiality
+        if judged is Materiality.NOT_MATERIAL and self.share is None:
+            return (f"{what}; not judged material: the start-up is not known, so its share "
+                    "is not either; keep the thresholds")
         if judged is Materiality.NOT_MATERIAL:
             why = (f"under {MATERIAL_SECONDS / MARGIN:g} s" if not _at_least(
                 self.seconds, MATERIAL_SECONDS / MARGIN) else
@@ -146,7 +149,8 @@ class LeftOut(NamedTuple):
 
 
 def _at_least(figure: float, line: float) -> bool:
-    """figure >= line, where 0.1 * 1.5 is 0.15000000000000002 and 0.15 must reach it."""
+    """figure >= line, as a person reads it: 0.1 * 1.5 is 0.15000000000000002 in floats, and
+    0.15 must reach it."""
     return figure >= line * (1 - 1e-9)
 
 

@@ -275,7 +275,7 @@ def test_a_limit_below_the_jobs_working_set_never_evicts_what_it_used(tmp_path):
         assert {p.name[:-len("-cache")] for p in _entries(cache)} == used, proc.stderr
         said = " ".join(proc.stderr.split())
         assert "jaxcache: gc: the limit cannot hold what this job used:" in said, said
-        assert f"in {len(used)} entries, kept" in said and "set --max-size to at least" in said
+        assert f"in {len(used)} entries, kept" in said and "max_size) of at least" in said
     others = [p for p in stale if p.name[:-len("-cache")] not in used]
     assert others and not any(p.exists() for p in others)  # not this job's: they went
     assert set(_outcomes(record).values()) == {"hit"}  # the warm run compiled nothing again
@@ -308,6 +308,11 @@ def test_a_limit_that_lasts_in_the_project_file_holds_for_every_run_and_enable(t
     assert mine and not mine & (others - mine), (others, mine)  # the first job's went
     for path in cache.iterdir():
         _age(path, 3600)
+    elsewhere = tmp_path / "elsewhere"  # a cache the project file does not name: not its
+    named = jaxcache("run", "--cache-dir", str(elsewhere), "--", sys.executable, "-c", OTHER_JOB,
+                     env=env, cwd=str(project))
+    assert named.returncode == 0 and "jaxcache: gc" not in named.stderr, named.stderr
+    assert len(list(elsewhere.iterdir())) == len(others)
     (project / "job.py").write_text(OTHER_JOB)
     enabled = subprocess.run([sys.executable, "-c", "import jax, jaxcache; "
                               "jaxcache.enable(); exec(open('job.py').read())"],

@@ -133,12 +133,11 @@ def handle(args: argparse.Namespace, tail: list[str] | None) -> None:
 def _trusted_owners(report: AuditReport) -> frozenset[int]:
     """The users the policy trusts to write the cache judged (a team's other members): their
     run records are read as yours are, so that teams sharing a directory compare builds
-    without copying each other's files. A trusted group stands for its listed members."""
-    import grp
-    import pwd
+    without copying each other's files. A trusted group stands for its members (those whose
+    primary group it is too)."""
+    from jaxcache.trust.kernel.principals import Accounts, Trust
 
-    from jaxcache.trust.kernel.principals import Trust
-
+    accounts = Accounts()
     uids: set[int] = set()
     for w in report.writers:
         p = w.principal
@@ -147,15 +146,7 @@ def _trusted_owners(report: AuditReport) -> frozenset[int]:
         if p.kind == "user":
             uids.add(p.id)
         elif p.kind == "group":
-            try:
-                members = grp.getgrgid(p.id).gr_mem
-            except KeyError:
-                continue
-            for name in members:
-                try:
-                    uids.add(pwd.getpwnam(name).pw_uid)
-                except KeyError:
-                    continue
+            uids |= accounts.members(p.id)
     return frozenset(uids)
 
 

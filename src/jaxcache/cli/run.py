@@ -211,7 +211,7 @@ def _gc_limits(args: argparse.Namespace) -> tuple[int | None, float | None] | No
             return None
         from jaxcache.project import effective
 
-        filed = effective.file_gc_limits()
+        filed = effective.file_gc_limits(os.environ, args.cache_dir)
         return None if filed == (None, None) else filed
     if args.sealed:
         common.usage(args, "--max-size and --max-age collect a plain cache directory; for a "
@@ -248,13 +248,14 @@ def _collect(args: argparse.Namespace, limits: tuple[int | None, float | None],
     except (JaxcacheError, OSError) as exc:
         sys.stderr.write(f"jaxcache: gc after the job skipped: {safe(str(exc))}\n")
         return
-    if done.over_by and done.kept_for_job:  # a limit below the job's working set: a warning
+    if done.over_by and done.kept_for_job and not done.stopped:  # below the working set
         sys.stderr.write(
             f"jaxcache: gc: the limit cannot hold what this job used: "
             f"{size(done.kept_for_job_bytes)} in {plural(done.kept_for_job, 'entry', 'entries')}"
             f", kept (deleting them would make the next run compile them again); "
-            f"{size(done.over_by)} over, freed {size(done.freed_bytes)}: set --max-size to at "
-            f"least {size(done.after_bytes)}\n")
+            f"{size(done.over_by)} over, freed {size(done.freed_bytes)}: a limit (--max-size, "
+            f"or the project file's [gc] max_size) of at least {size(done.after_bytes)} holds "
+            "it with what gc may not delete\n")
         return
     if not args.quiet:
         sys.stderr.write(f"jaxcache: gc: freed {size(done.freed_bytes)} "

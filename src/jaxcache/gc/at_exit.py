@@ -2,15 +2,16 @@
 
 The job's own process is the only one there is (no wrapper after it), so gc runs from an atexit
 handler, once, for at most DEADLINE_S of deleting (the rest goes at the next exit), and never
-raises into the interpreter's shutdown: a gc that cannot run is one warning. A later enable()
+raises into the interpreter's shutdown: a gc that cannot run is one line on stderr. A later enable()
 replaces the limits; disable() cancels them.
 """
 
 from __future__ import annotations
 
 import atexit
+import contextlib
+import sys
 import time
-import warnings
 
 from jaxcache.errors import JaxcacheError
 
@@ -60,7 +61,7 @@ def _used_here(path: str) -> frozenset[str]:
     from jaxcache.jaxcompat import guard
 
     real = os.path.realpath(path)
-    return frozenset(name for directory, name in guard.USED
+    return frozenset(name for directory, name in guard.USED.copy()  # a thread may add
                      if os.path.realpath(directory) == real)
 
 
@@ -76,11 +77,14 @@ def _run() -> None:
         until = time.monotonic_ns() + int(DEADLINE_S * 1e9)
         done = collect.collect(path, max_size=max_size, max_age_s=max_age_s, until_ns=until,
                                keep=_used_here(path))
-        if done.over_by and done.kept_for_job:
-            warnings.warn(f"jaxcache: gc at exit: the limit cannot hold what this process used "
-                          f"({done.kept_for_job} entries, {done.kept_for_job_bytes} bytes): "
-                          "kept, so the next start does not compile them again", stacklevel=1)
+        if done.over_by and done.kept_for_job and not done.stopped:  # a line, not a warning:
+            sys.stderr.write(  # -W error must not turn it into a traceback at exit
+                f"jaxcache: gc at exit: the limit cannot hold what this process used "
+                f"({done.kept_for_job} entries, {done.kept_for_job_bytes} bytes): kept, so the "
+                "next start does not compile them again\n")
         if crowded():
             compaction.compact(until_ns=until)
     except Exception as exc:  # noqa: BLE001 (never into the interpreter's shutdown)
-        warnings.warn(f"jaxcache: gc at exit skipped: {exc}", stacklevel=1)
+        # a line, not a warning: under -W error a warning would raise out of the handler
+        with contextlib.suppress(Exception):
+            sys.stderr.write(f"jaxcache: gc at exit skipped: {exc}\n")

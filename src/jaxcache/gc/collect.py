@@ -154,7 +154,7 @@ def _judged(units: list[Unit], rest: list[Entry], me: frozenset[int],
             else:
                 left.append(Left(s.name, also))
         ok.append(u if len(side) == len(u.sidecars) else
-                  Unit(u.entry, tuple(side), u.last_used_ns))
+                  Unit(u.entry, tuple(side), u.last_used_ns, u.clock))
     return ok, left
 
 

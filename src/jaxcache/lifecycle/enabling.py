@@ -100,9 +100,11 @@ def enable(path: str | None = None, *, policy: str | None = None, allow_untruste
 
     max_size (bytes or '10G') / max_age (seconds or '30d'): when this process exits, collect
     the directory as `jaxcache gc` does (docs/reference/gc.md), for at most 10 s of deleting; a
-    plain cache only. Neither given: the project file's [gc] max_size and max_age, if set.
+    plain cache only. Neither given, nor `path`: the project file's [gc] max_size and
+    max_age, if set and its cache_dir is the cache used.
     """
     _check_thresholds(min_compile_time, min_entry_size)
+    given_path = path
     if path is None or min_compile_time is None or min_entry_size is None:
         from jaxcache.project import effective  # the project file: refused before anything
 
@@ -114,10 +116,10 @@ def enable(path: str | None = None, *, policy: str | None = None, allow_untruste
     from jaxcache.gc import at_exit
 
     gc_limits = at_exit.limits(max_size, max_age)  # bad limits: refused before anything
-    if gc_limits == (None, None) and not sealed:  # the project file's limit that lasts
-        from jaxcache.project import effective
+    if gc_limits == (None, None) and not sealed and given_path is None:
+        from jaxcache.project import effective  # the project file's limit, for its own cache
 
-        gc_limits = effective.file_gc_limits()
+        gc_limits = effective.file_gc_limits(os.environ)
     if sealed and gc_limits != (None, None):
         raise JaxcacheError("max_size and max_age collect a plain cache directory; collect a "
                             "sealed one where it is published (jaxcache gc)")

@@ -163,12 +163,16 @@ def file_thresholds(env: Mapping[str, str]) -> tuple[float | None, int | None]:
             size[2] if size[1] is None else None)
 
 
-def file_gc_limits() -> tuple[int | None, float | None]:
-    """The project file's [gc] max_size (bytes) and max_age (seconds): a limit that lasts,
-    which every `jaxcache run` and enable() given none applies after the job; (None, None):
-    none set."""
+def file_gc_limits(env: Mapping[str, str], cache_flag: str | None = None
+                   ) -> tuple[int | None, float | None]:
+    """The project file's [gc] max_size (bytes) and max_age (seconds): a limit that lasts for
+    the project's own cache, which a `jaxcache run` or enable() given none applies after the
+    job. Only where that cache is the one in use (the file's cache_dir won: no flag or path,
+    no JAX_COMPILATION_CACHE_DIR): a checkout's file never collects a cache it does not name.
+    (None, None): none applies."""
+    flag, variable, filed = cache_dir_candidates(env, cache_flag)
     config = current()
-    if config is None:
+    if config is None or flag is not None or variable is not None or filed is None:
         return None, None
     return config.gc_max_size, config.gc_max_age_s
 

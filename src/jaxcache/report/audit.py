@@ -178,7 +178,7 @@ def _missing(r: AuditReport) -> list[str]:
     anchor = r.components[-1].path if r.components else "/"
     target = r.resolved or r.path or r.requested
     blockers = creation_blockers(r)
-    if blockers == () and not may_create_in(anchor):
+    if blockers == () and r.judged_for.id == os.geteuid() and not may_create_in(anchor):
         how = (f"you cannot create it: {safe(anchor)} is not writable by you, so `jaxcache "
                f"init` would fail; its owner (or an admin) must create {safe(target)}, then "
                "audit it again")

@@ -83,7 +83,8 @@ def _clocks_line(r: GcResult) -> str:
                      "the hits this machine's run records show")
         else:
             why = ("a directory others write is judged from its audit, which reads no read "
-                   "times" if r.shared else "this filesystem keeps no read times (noatime)")
+                   "times" if r.shared else "this filesystem is not known to keep read times "
+                   "(mounted noatime, or its mount not found)")
             said += (f"; {why}: those are judged by their write time (plain JAX leaves no "
                      "other trace of a load unless jax_compilation_cache_max_size is set)")
     return f"last use: {said}"

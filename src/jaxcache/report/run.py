@@ -311,22 +311,31 @@ def _seal_lines(seal: SealPart) -> list[str]:
 
 def _other_keys(seal: SealPart) -> list[str]:
     """One line when entries were signed by keys this run does not trust: which signed them
-    and which it trusts (a publisher signing with another key than the readers trust is a
-    cold cache for every reader, entry by entry, until one side changes)."""
+    (with whose files those were) and which it trusts. A publisher signing with another key
+    than the readers trust looks the same as anyone who can write the directory signing
+    with their own, so the line asks for the key's id to be checked, never just trusted."""
     import re
 
-    signers = sorted({m.group(1) for r in seal.rejections if r.status == "unknown-key"
-                      and (m := re.match(r"signed by key (\S+), which is not trusted",
-                                         r.reason or ""))})
+    from jaxcache.text import some
+
+    signers: dict[str, set[str]] = {}
+    for r in seal.rejections:
+        m = re.match(r"signed by key (\S+), which is not trusted", r.reason or "") \
+            if r.status == "unknown-key" else None
+        if m is not None:
+            signers.setdefault(m.group(1), set()).add(r.owner or "?")
     if not signers:
         return []
+    signed = some([f"{k} (files of {', '.join(sorted(who))})"
+                   for k, who in sorted(signers.items())], 3)  # some() escapes
     trusted = [f"{k.name} ({k.id})" if k.name else str(k.id) for k in seal.trusted_keys
                if k.id and k.state == "trusted"]
-    return [f"signed by {'key' if len(signers) == 1 else 'keys'} {', '.join(map(safe, signers))}"
-            f", which this run does not trust; it trusts "
-            + (f"{'key' if len(trusted) == 1 else 'keys'} {', '.join(map(safe, trusted))}"
+    return [f"signed by {'a key' if len(signers) == 1 else 'keys'} this run does not trust: "
+            f"{signed}; it trusts "
+            + (f"{'key' if len(trusted) == 1 else 'keys'} {some(trusted, 3)}"
                if trusted else "no key")
-            + ": add the publisher's public key to your policy, or have it sign with yours"]
+            + ". If that is your publisher's key, check its id with them before adding it to "
+              "your policy; if not, someone else wrote these entries"]
 
 
 def _prefetch_line(p: PrefetchPart) -> str:
