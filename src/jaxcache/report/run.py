@@ -58,7 +58,7 @@ def reason_text(m: ModuleEntry) -> str:
     except (KeyError, ValueError):
         return safe(m.reason)
     if m.reason == "write-error":  # the cause, in the row: not only in JAX's warning above
-        said = " ".join([str(m.reason_detail.get("message", "")), *m.error_messages])
+        said = " ".join([m.detail.message or "", *m.error_messages])
         text += next((f": {cause}" for errno_text, cause in _WRITE_CAUSES
                       if errno_text in said), "")
     return text
