@@ -11,7 +11,6 @@ from jaxcache.text import safe
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from jaxcache.decide.across import Source
-    from jaxcache.trust.judgement.audit import AuditReport
 
 
 def options(p: argparse.ArgumentParser) -> None:
@@ -76,11 +75,19 @@ def handle(args: argparse.Namespace, tail: list[str] | None) -> None:
         audit = AuditFacts.from_json(load_audit(args.audit_path))
     elif rest:
         from jaxcache import api
+        from jaxcache.trust.inputs import policy as policymod
+        from jaxcache.trust.judgement.origin_findings import trusted_writers
+        from jaxcache.trust.kernel.principals import Accounts
 
-        report = api.audit(rest[0], policy=args.policy_path, as_user=args.as_user,
-                           sealed=args.sealed, sealed_keys=common.public_keys(args))
+        accounts = Accounts()
+        pol = policymod.load(args.policy_path, accounts)  # loaded once, for both uses
+        report = api.audit(rest[0], policy=pol, as_user=args.as_user, sealed=args.sealed,
+                           sealed_keys=common.public_keys(args))
         audit = AuditFacts.of(report)
-        trusted = _trusted_owners(report)
+        # whose run records --records reads as yours: the users the policy trusts to write
+        # this cache, as for their ledgers (trusted_ledgers)
+        trusted = trusted_writers(pol.declared(report.resolved or report.path or rest[0]),
+                                  accounts)
     else:
         common.usage(args, "give the cache PATH (or --audit A.json)")
     from jaxcache.bench.bench_document import BenchDocument
@@ -130,31 +137,11 @@ def handle(args: argparse.Namespace, tail: list[str] | None) -> None:
     common.finish(args, shown, result.exit_code)
 
 
-def _trusted_owners(report: AuditReport) -> frozenset[int]:
-    """The users the policy trusts to write the cache judged (a team's other members): their
-    run records are read as yours are, so that teams sharing a directory compare builds
-    without copying each other's files. A trusted group stands for its members (those whose
-    primary group it is too)."""
-    from jaxcache.trust.kernel.principals import Accounts, Trust
-
-    accounts = Accounts()
-    uids: set[int] = set()
-    for w in report.writers:
-        p = w.principal
-        if w.trust is not Trust.POLICY or p.id is None:
-            continue
-        if p.kind == "user":
-            uids.add(p.id)
-        elif p.kind == "group":
-            uids |= accounts.members(p.id)
-    return frozenset(uids)
-
-
 def _sources(args: argparse.Namespace, paths: list[str],
              trusted: frozenset[int] = frozenset()) -> list[Source]:
     """Each --records folder or file, its records read (a bad one named on the command line
     ends it, exit 2; one in a folder is skipped and named on stderr) and their processes;
-    `trusted`: owners besides you and root whose records are read (_trusted_owners)."""
+    `trusted`: owners besides you and root whose records are read (trusted_writers)."""
     import os
 
     from jaxcache.decide.across import Source
