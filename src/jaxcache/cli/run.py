@@ -248,7 +248,7 @@ def _collect(args: argparse.Namespace, limits: tuple[int | None, float | None],
     except (JaxcacheError, OSError) as exc:
         sys.stderr.write(f"jaxcache: gc after the job skipped: {safe(str(exc))}\n")
         return
-    if done.over_by and done.kept_for_job and not done.stopped:  # below the working set
+    if done.job_over_limit:  # a limit below the job's working set: said, even with -q
         sys.stderr.write(
             f"jaxcache: gc: the limit cannot hold what this job used: "
             f"{size(done.kept_for_job_bytes)} in {plural(done.kept_for_job, 'entry', 'entries')}"

@@ -77,7 +77,7 @@ def _run() -> None:
         until = time.monotonic_ns() + int(DEADLINE_S * 1e9)
         done = collect.collect(path, max_size=max_size, max_age_s=max_age_s, until_ns=until,
                                keep=_used_here(path))
-        if done.over_by and done.kept_for_job and not done.stopped:  # a line, not a warning:
+        if done.job_over_limit:  # a line, not a warning:
             sys.stderr.write(  # -W error must not turn it into a traceback at exit
                 f"jaxcache: gc at exit: the limit cannot hold what this process used "
                 f"({done.kept_for_job} entries, {done.kept_for_job_bytes} bytes): kept, so the "

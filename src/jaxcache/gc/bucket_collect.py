@@ -32,7 +32,7 @@ from jaxcache.errors import JaxcacheError
 from jaxcache.gc import plan as planmod
 from jaxcache.gc.collect import GcResult, Left, cost
 from jaxcache.gc.evict import evict
-from jaxcache.gc.units import Clock, Unit, group
+from jaxcache.gc.units import Unit, clock_counts, group
 from jaxcache.gc.usage import KeyUse
 from jaxcache.seal.objects.object_store import OBJECT_NAME_MAX
 from jaxcache.seal.objects.store_for_url import ObjectInfo, ObjectStore, StoreError
@@ -128,8 +128,7 @@ def collect_bucket(store: ObjectStore, *, max_size: int | None = None,
                     after, len(ok) - len(evicted), tuple(left), tuple(changed),
                     tuple(removed), stopped, order=order, recompile_s=recompile,
                     unpriced=unpriced,
-                    clocks=tuple((c, n) for c in Clock
-                                 if (n := sum(1 for u in ok if u.clock is c))))
+                    clocks=clock_counts(ok))
 
 
 def _delete(store: ObjectStore, u: Unit, by_name: Mapping[str, ObjectInfo],

@@ -37,7 +37,15 @@ from jaxcache.documents import fsclock
 from jaxcache.errors import JaxcacheError
 from jaxcache.gc import plan as planmod
 from jaxcache.gc.evict import DELETERS, evict
-from jaxcache.gc.units import SIDECAR_KINDS, Clock, Unit, group, keeps_read_times, listing
+from jaxcache.gc.units import (
+    SIDECAR_KINDS,
+    Clock,
+    Unit,
+    clock_counts,
+    group,
+    keeps_read_times,
+    listing,
+)
 from jaxcache.gc.usage import KeyUse
 from jaxcache.seal.publishing import tier_names as names
 from jaxcache.text import safe
@@ -100,6 +108,12 @@ class GcResult:
     def over_by(self) -> int:
         """Still over max_size by this much: what gc may not delete."""
         return max(0, self.after_bytes - self.max_size) if self.max_size is not None else 0
+
+    @property
+    def job_over_limit(self) -> bool:
+        """The limit cannot hold what the job used (`keep`): gc went as far as it could and
+        stayed over, with entries of the job among what stays (not merely out of time)."""
+        return bool(self.over_by and self.kept_for_job and not self.stopped)
 
 
 def _why_not_file(e: Entry, me: frozenset[int]) -> str | None:
@@ -307,8 +321,7 @@ def collect(directory: str, *, max_size: int | None = None, max_age_s: float | N
                     tuple(removed), stopped, order=order, recompile_s=recompile,
                     unpriced=unpriced, kept_for_job=sum(1 for u in ok if u.name in keep),
                     kept_for_job_bytes=chosen.kept_bytes,
-                    clocks=tuple((c, n) for c in Clock
-                                 if (n := sum(1 for u in ok if u.clock is c))),
+                    clocks=clock_counts(ok),
                     read_times=reads)
 
 

@@ -121,6 +121,11 @@ def group(inventory: Inventory, reads: bool = False) -> tuple[list[Unit], list[E
     return units, rest
 
 
+def clock_counts(units: list[Unit]) -> tuple[tuple[Clock, int], ...]:
+    """How many of `units` each clock gave their last use, in Clock's order (none: left out)."""
+    return tuple((c, n) for c in Clock if (n := sum(1 for u in units if u.clock is c)))
+
+
 def keeps_read_times(directory: str, dev: int) -> bool:
     """Does the filesystem holding `directory` (device `dev`) move a file's atime when it is
     read: not mounted noatime (relatime, the default, does once a day)? False where the mount
