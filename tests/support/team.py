@@ -12,8 +12,8 @@ from pathlib import Path
 
 from support import paths
 from support.jobs import JOB_TIMEOUT_S, clean_env
-from support.ledgers import EVERY_COMPILE
-from support.users import as_user_argv, isolation
+from support.ledgers import EVERY_COMPILE, TWO_JITS_JOB
+from support.users import as_user_argv, isolation, mkdir
 
 
 def as_user(user: str, state: Path, *argv: str) -> subprocess.CompletedProcess:
@@ -24,6 +24,21 @@ def as_user(user: str, state: Path, *argv: str) -> subprocess.CompletedProcess:
            "PYTHONPATH": f"{site}:{paths.CHECKOUT / 'src'}", **EVERY_COMPILE, **isolation()}
     return subprocess.run([*as_user_argv(user), "/usr/bin/python3", *argv], env=env,
                           capture_output=True, text=True, cwd="/", timeout=JOB_TIMEOUT_S)
+
+
+def watched_share(owner: str, top: Path) -> tuple[Path, Path, Path]:
+    """`owner` fills a share of theirs (`top`/shared, 0755) with a watched `jaxcache run` of
+    the two-jit job, its state in a home of its own (`top`/teamb): (home, share, job file).
+    The run's result is asserted; its ledger is home/jaxcache/origin.ledger."""
+    home = mkdir(top / "teamb", 0o755, owner)
+    share = mkdir(top / "shared", 0o755, owner)
+    job = top / "job.py"
+    job.write_text(TWO_JITS_JOB)
+    job.chmod(0o644)
+    ran = as_user(owner, home, "-m", "jaxcache", "run", "-q", "--allow-untrusted",
+                  "--cache-dir", str(share), "--", "/usr/bin/python3", str(job))
+    assert ran.returncode == 0, ran.stderr
+    return home, share, job
 
 
 def uid(name: str) -> int:

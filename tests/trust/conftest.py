@@ -9,8 +9,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from support.ledgers import TWO_JITS_JOB
-from support.team import as_user, uid
+from support.team import as_user, uid, watched_share
 from support.users import mkdir
 
 
@@ -26,14 +25,7 @@ def team(accounts):
     try:
         if as_user(accounts.b, top, "-c", "import jax, jaxcache").returncode != 0:
             pytest.skip("service users cannot import jax from this checkout")
-        home = mkdir(top / "teamb", 0o755, accounts.b)
-        shared = mkdir(top / "shared", 0o755, accounts.b)
-        job = top / "job.py"
-        job.write_text(TWO_JITS_JOB)
-        job.chmod(0o644)
-        ran = as_user(accounts.b, home, "-m", "jaxcache", "run", "-q", "--allow-untrusted",
-                      "--cache-dir", str(shared), "--", "/usr/bin/python3", str(job))
-        assert ran.returncode == 0, ran.stderr
+        home, shared, job = watched_share(accounts.b, top)
         ledger = home / "jaxcache" / "origin.ledger"
         assert ledger.stat().st_uid == uid(accounts.b), ledger
         entries = [p for p in shared.iterdir() if p.name.endswith("-cache")]
