@@ -108,8 +108,9 @@ def age(seconds: float) -> str:
 
 
 # sizes and ages as people write them (gc, run and enable() take them, the project file too)
-_SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*([kmgtp]?)(i?b?)", re.IGNORECASE)
-_AGE = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw]?)", re.IGNORECASE)
+# patterns, compiled by re (and cached there) when first used: not at every command's start
+_SIZE = r"(\d+(?:\.\d+)?)\s*([kmgtp]?)(i?b?)"
+_AGE = r"(\d+(?:\.\d+)?)\s*([smhdw]?)"
 _LARGEST = float(2 ** 62)  # bytes: far past any disk, still an int everywhere
 _LONGEST_S = 1000 * 365 * 86_400.0
 _AGE_S = {"s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 604_800}
@@ -118,7 +119,7 @@ _AGE_S = {"s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 604_800}
 def parse_size(text: str) -> int:
     """Bytes from `10G` or `10GB` (10^10, as jaxcache prints sizes), `2GiB` (2 * 2^30),
     `500M`, `4096`: ValueError with what is accepted otherwise."""
-    m = _SIZE.fullmatch(text.strip())
+    m = re.fullmatch(_SIZE, text.strip(), re.IGNORECASE)
     if m is None:
         raise ValueError(f"not a size: {text!r} (say 10G, 500M, 2GiB or a number of bytes)")
     power = " kmgtp".index(m.group(2).lower() or " ")
@@ -133,7 +134,7 @@ def parse_size(text: str) -> int:
 
 def parse_age(text: str) -> float:
     """Seconds from `30d`, `12h`, `90m`, `2w`, `3600` or `3600s`: ValueError otherwise."""
-    m = _AGE.fullmatch(text.strip())
+    m = re.fullmatch(_AGE, text.strip(), re.IGNORECASE)
     if m is None:
         raise ValueError(f"not an age: {text!r} (say 30d, 12h, 90m, 2w or seconds)")
     value = float(m.group(1)) * _AGE_S[m.group(2).lower() or "s"]
