@@ -20,7 +20,7 @@ def audit(path: str, *, policy: str | Policy | None = None, as_user: str | None 
           scan_processes: bool = True, sealed: bool = False,
           sealed_keys: Sequence[PublicKey] = (), scan_handles: bool = True,
           require_origin: bool = False, fingerprint: Fingerprint | None = None,
-          on_hashing: Callable[[int, int], None] | None = None) -> AuditReport:
+          on_hashing: Callable[[int, int, bool], None] | None = None) -> AuditReport:
     """Who can change what JAX loads from `path`, and who wrote its entries (your origin
     ledger: refused under CI or with `require_origin`), and whether the build that wrote
     them is this Python's (`fingerprint`, default fingerprint.current(), found once the

@@ -116,16 +116,20 @@ def test_the_installed_build_is_hashed_once_then_kept(tmp_path):
     state = str(tmp_path / "state")
     told: list[tuple[int, int]] = []
     first = fingerprint.current(state=state, fresh=True,
-                                on_hashing=lambda size, n: told.append((size, n)))
+                                on_hashing=lambda size, n, _: told.append((size, n)))
     assert first.build is not None and first.build.versions
     main = builds.main_object(builds._jaxlib_folder())
     assert any(p.path == main.name or p.path.endswith("/" + main.name)
                for p in first.build.parts)
-    assert len(told) == 1 and told[0][0] >= main.stat().st_size
+    # hashed, unless the install's owner kept its digests beside it (test_install_memo.py)
+    if str(main) in memo.load_install(str(builds._jaxlib_folder().parent)):
+        assert told == []
+    else:
+        assert len(told) == 1 and told[0][0] >= main.stat().st_size
     assert (tmp_path / "state" / memo.NAME).stat().st_mode & 0o777 == 0o600
     again: list[tuple[int, int]] = []
     second = fingerprint.current(state=state, fresh=True,
-                                 on_hashing=lambda size, n: again.append((size, n)))
+                                 on_hashing=lambda size, n, _: again.append((size, n)))
     assert second == first and second.id == first.id and not again and not second.notes
 
 
@@ -176,10 +180,9 @@ def test_a_memo_others_could_write_is_neither_read_nor_written(tmp_path):
     doc["derived"] = {}
     (state / memo.NAME).write_text(json.dumps(doc))
     state.chmod(0o777)  # anyone could have written it: it is not read
-    told: list[int] = []
-    found = fingerprint.current(state=str(state), fresh=True,
-                                on_hashing=lambda size, n: told.append(n))
-    assert found == kept and told and any("every run hashes" in n for n in found.notes)
+    found = fingerprint.current(state=str(state), fresh=True)
+    # the forged digests are not read: hashed again, or taken from the install's own memo
+    assert found == kept and any("digests not kept" in n for n in found.notes)
     assert json.loads((state / memo.NAME).read_bytes())["derived"] == {}  # not rewritten
     state.chmod(0o700)
 

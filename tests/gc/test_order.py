@@ -32,9 +32,10 @@ def test_value_keeps_what_saves_most_per_byte_and_run_and_lru_keeps_the_recent()
     assert [u.name for u in lru.evict] == [b.name]  # the oldest use
     val = plan.choose(units, total, max_size=2000, max_age_s=None, now_ns=now,
                       order=plan.Order.VALUE, uses=uses)
-    # d (unknown: 0), a (0.5 s / 1000 B), c (20 s / 4000 B); b (100 s per 1000 B) stays
-    assert [u.name for u in val.evict] == [d.name, a.name, c.name]
-    assert val.after_bytes == 1000 and val.over_by == 0
+    # d (unknown: 0), a (0.5 s / 1000 B), c (20 s / 4000 B) in that order until the size
+    # holds; b (100 s per 1000 B) stays, and so does a, which fits back under the limit
+    assert [u.name for u in val.evict] == [d.name, c.name]
+    assert val.after_bytes == 2000 and val.over_by == 0
     # an age limit still takes what is old, whatever its value
     aged = plan.choose(units, total, max_size=None, max_age_s=8 * 86_400, now_ns=now,
                        order=plan.Order.VALUE, uses=uses)
@@ -54,14 +55,39 @@ def test_a_hit_in_a_record_is_a_use():
 def _reference(units: list[Unit], total: int, max_size: int | None, max_age_s: float | None,
                now: int) -> list[str]:
     """The plan's rule written plainly (docs/reference/gc.md): oldest use first (ties by name), a
-    unit goes if it is older than the age or the directory is still over the size."""
+    unit goes if it is older than the age or the directory is still over the size; then, the
+    last to go first, one that went for the size alone and fits back under it stays."""
     out, held = [], total
     for u in sorted(units, key=lambda u: (u.last_used_ns, u.name)):
         old = max_age_s is not None and now - u.last_used_ns > max_age_s * 1e9
         if old or (max_size is not None and held > max_size):
-            out.append(u.name)
+            out.append((u, old))
             held -= u.size
-    return out
+    for u, old in reversed(list(out)):
+        if max_size is not None and not old and held + u.size <= max_size:
+            out.remove((u, old))
+            held += u.size
+    return [u.name for u, _ in out]
+
+
+def test_gc_frees_no_more_than_the_limit_needs():
+    """A small old entry beside a large newer one: the large one alone brings the directory
+    under the limit, so the small one stays (plain LRU deleted both)."""
+    now = 100 * DAY_NS
+    small = _unit("init_params", 50_000, now - 3 * DAY_NS)
+    large = _unit("train_step", 450_000, now - 2 * DAY_NS)
+    recent = _unit("eval_step", 365_000, now - DAY_NS)
+    units = [small, large, recent]
+    total = sum(u.size for u in units)  # 865,000
+    got = plan.choose(units, total, max_size=700_000, max_age_s=None, now_ns=now)
+    assert [u.name for u in got.evict] == [large.name]
+    assert got.after_bytes == 415_000 and got.over_by == 0
+    # where the oldest alone is enough, only it goes, as before
+    got = plan.choose(units, total, max_size=820_000, max_age_s=None, now_ns=now)
+    assert [u.name for u in got.evict] == [small.name]
+    # an entry past the age goes whatever the size (it is never given back)
+    got = plan.choose(units, total, max_size=700_000, max_age_s=2.5 * 86_400, now_ns=now)
+    assert [u.name for u in got.evict] == [small.name, large.name]
 
 
 def test_the_fast_plan_is_the_plain_rule_on_random_caches():

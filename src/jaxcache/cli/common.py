@@ -147,15 +147,18 @@ def release_outputs() -> None:
         _CLAIMED.pop().release()
 
 
-def hashing_notice(size: int, files: int) -> None:
+def hashing_notice(size: int, files: int, for_all: bool) -> None:
     """What run, fingerprint and the sealed commands say before hashing the build's binaries
-    (fingerprint/: the first run after an install), on stderr."""
+    (fingerprint/: the first run after an install), on stderr; `for_all`: kept for every user
+    of the install (you own it, or are root), else for you alone."""
     from jaxcache.text import plural
     from jaxcache.text import size as size_text
 
     sys.stderr.write(f"jaxcache: hashing {plural(files, 'shared object')} of jaxlib and its "
                      f"plugins ({size_text(size)}) for the build's fingerprint: once per "
-                     "install and user\n")
+                     + ("install\n" if for_all else
+                        "install and user (the install is not yours: once for all when its "
+                        "owner runs jaxcache)\n"))
     sys.stderr.flush()
 
 

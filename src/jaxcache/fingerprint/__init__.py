@@ -33,11 +33,12 @@ def __getattr__(name: str) -> object:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def current(*, on_hashing: Callable[[int, int], None] | None = None,
+def current(*, on_hashing: Callable[[int, int, bool], None] | None = None,
             state: str | None = None, fresh: bool = False) -> Fingerprint:
     """This host's and this Python's fingerprint (without the accelerator: that needs JAX).
-    Once per process (`fresh`: look again); `on_hashing(bytes, files)` is called before any
-    shared object is hashed, which happens once per install (memo.py)."""
+    Once per process (`fresh`: look again); `on_hashing(bytes, files, for_all)` is called
+    before any shared object is hashed, which happens once per install where its owner or root
+    hashes it (for_all), else once per install and user (memo.py)."""
     key = state or ""
     if not fresh and key in _cached:
         return _cached[key]
@@ -47,15 +48,16 @@ def current(*, on_hashing: Callable[[int, int], None] | None = None,
     kept = memo.load(state)
     notes: list[str] = []
     if not kept.usable:
-        notes.append(f"digests not kept ({kept.why}): every run hashes")
+        notes.append(f"digests not kept ({kept.why}): every run hashes what the install's "
+                     "own memo does not vouch for")
 
-    def hashing(size: int, files: int) -> None:
+    def hashing(size: int, files: int, for_all: bool) -> None:
         from jaxcache.text import plural
         from jaxcache.text import size as size_text
 
         notes.append(f"hashed {plural(files, 'shared object')} ({size_text(size)})")
         if on_hashing is not None:
-            on_hashing(size, files)
+            on_hashing(size, files, for_all)
     where = binaries.roots(kept)
     found = Fingerprint(binaries.build(where, kept, hashing), cpu.machine(), cpu.read(), None,
                         tuple(notes))

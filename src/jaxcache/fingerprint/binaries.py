@@ -8,9 +8,10 @@ Links are followed, as the dynamic loader does. Not covered: the CUDA libraries 
 wheels and the driver (the platform version in JAX's key names the CUDA and driver versions),
 and FFI libraries a job loads itself.
 
-Each digest comes from the memo (memo.py) while the file's identity is unchanged; a new or
-changed file is hashed, and `on_hashing(bytes, files)` is told first, so a person sees why the
-first run after an install takes longer.
+Each digest comes from the memo (memo.py) while the file's identity is unchanged, or from the
+install's memo beside the package folders where its owner (or root) kept one; a new or changed
+file is hashed, and `on_hashing(bytes, files, for_all)` is told first, so a person sees why the
+first run after an install takes longer, and whether the next user of the install will too.
 """
 
 from __future__ import annotations
@@ -19,8 +20,16 @@ import os
 import stat
 import sys
 
-from jaxcache.fingerprint.memo import FoundRoots, Listing, Memo, identity
-from jaxcache.fingerprint.memo_file import FOUND_KEY
+from jaxcache.fingerprint.memo import (
+    FoundRoots,
+    Listing,
+    Memo,
+    identity,
+    keeps_install,
+    load_install,
+    save_install,
+)
+from jaxcache.fingerprint.memo_file import FOUND_KEY, Identity
 from jaxcache.fingerprint.model import Binary, Build
 
 TYPE_CHECKING = False
@@ -197,12 +206,14 @@ def hash_file(path: str) -> tuple[str, os.stat_result] | None:
 
 
 def build(found: list[tuple[str, str]], memo: Memo,
-          on_hashing: Callable[[int, int], None] | None = None) -> Build | None:
-    """The build of these package folders (None: no jaxlib among them)."""
+          on_hashing: Callable[[int, int, bool], None] | None = None) -> Build | None:
+    """The build of these package folders (None: no jaxlib among them). on_hashing(bytes,
+    files, for_all): for_all when what is hashed is kept for every user of the install."""
     if not any(name == "jaxlib" for name, _ in found):
         return None
     wanted: list[tuple[str, str, str]] = []  # (package, relative path, absolute path)
     versions: dict[str, str] = {}
+    site_of: dict[str, str] = {}  # absolute path -> the folder holding its package folder
     for name, folder in found:
         listing = memo.listing(folder)
         if listing is None or not _fresh(listing, folder):
@@ -212,25 +223,42 @@ def build(found: list[tuple[str, str]], memo: Memo,
             versions[name] = listing.version
         for rel in listing.files:
             wanted.append((name, rel, os.path.join(folder, rel)))
+            site_of[wanted[-1][2]] = os.path.dirname(folder)
     known: dict[str, tuple[str, int]] = {}
     todo: list[tuple[str, os.stat_result]] = []
+    installs: dict[str, dict[str, tuple[Identity, str]]] = {}  # site -> its install memo
     for _, _, path in wanted:
         try:
             st = os.stat(path)
         except OSError:
             continue
-        digest = memo.digest(path, identity(st))
+        ident = identity(st)
+        digest = memo.digest(path, ident)
+        if digest is None:  # not yours yet: the install's memo, where its owner kept one
+            site = site_of[path]
+            if site not in installs:
+                installs[site] = load_install(site)
+            vouched = installs[site].get(path)
+            if vouched is not None and vouched[0] == ident:
+                digest = vouched[1]
+                memo.remember(path, ident, digest)
         if digest is not None:
             known[path] = (digest, st.st_size)
         else:
             todo.append((path, st))
+    sites = sorted({site_of[path] for path, _ in todo})
     if todo and on_hashing is not None:
-        on_hashing(sum(st.st_size for _, st in todo), len(todo))
+        on_hashing(sum(st.st_size for _, st in todo), len(todo),
+                   all(keeps_install(s) for s in sites))
     for path, _ in todo:
         got = hash_file(path)
         if got is not None:
             known[path] = (got[0], got[1].st_size)
             memo.remember(path, identity(got[1]), got[0])
+    for site in sites:
+        if keeps_install(site):
+            save_install(site, {**installs.get(site, {}), **{
+                p: v for p, v in memo.files.items() if site_of.get(p) == site}})
     parts = tuple(sorted((Binary(name, rel, known[path][1], known[path][0])
                           for name, rel, path in wanted if path in known),
                          key=lambda b: (b.package, b.path)))

@@ -23,8 +23,9 @@ import stat
 
 from jaxcache.fingerprint.memo_file import FORMAT, FoundRoots, Identity, Listing, MemoFile
 
-__all__ = ["FORMAT", "MAX_BYTES", "NAME", "FoundRoots", "Identity", "Listing", "Memo", "folder",
-           "identity", "load", "save"]
+__all__ = ["FORMAT", "INSTALL_NAME", "MAX_BYTES", "NAME", "FoundRoots", "Identity", "Listing",
+           "Memo", "folder", "identity", "keeps_install", "load", "load_install", "save",
+           "save_install"]
 
 NAME = "fingerprint.memo"
 MAX_BYTES = 4 << 20
@@ -191,5 +192,92 @@ def save(memo: Memo) -> None:
             os.unlink(tmp, dir_fd=dfd)
         except OSError:
             pass
+    finally:
+        os.close(dfd)
+
+
+# The install's memo: the digests of an install's shared objects kept beside it, so that a
+# second user of one install (a team's venv, a system Python) does not hash it again. It lives
+# in the folder that holds the package folders (site-packages), `INSTALL_NAME`, and is read
+# only where whoever could rewrite it could rewrite the files it vouches for anyway: a regular
+# file no group or other may write, owned by root or by the folder's owner (who can rename the
+# package folders away), naming only files under that folder. Anyone else who can write the
+# folder or one above it can replace the package folders themselves. So it names no build a
+# writer of it could not already have installed. It is written by root or the folder's owner
+# only, 0644; every other user keeps the digests in their own memo.
+INSTALL_NAME = ".jaxcache-fingerprint.memo"
+
+
+def _open_site(site: str) -> tuple[int, os.stat_result] | None:
+    try:
+        fd = os.open(site, _DIR)
+    except OSError:
+        return None
+    return fd, os.fstat(fd)
+
+
+def load_install(site: str) -> dict[str, tuple[Identity, str]]:
+    """The digests the install's memo in `site` vouches for (empty where it may not be read)."""
+    opened = _open_site(site)
+    if opened is None:
+        return {}
+    dfd, dst = opened
+    try:
+        try:
+            fd = os.open(INSTALL_NAME, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
+                         dir_fd=dfd)
+        except OSError:
+            return {}
+        with os.fdopen(fd, "rb") as f:
+            st = os.fstat(f.fileno())
+            if not stat.S_ISREG(st.st_mode) or st.st_uid not in (0, dst.st_uid) or \
+                    st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+                return {}
+            data = f.read(MAX_BYTES + 1)
+    finally:
+        os.close(dfd)
+    got = MemoFile.parse(data) if len(data) <= MAX_BYTES else None
+    inside = site.rstrip("/") + "/"
+    return {p: v for p, v in got.files.items() if p.startswith(inside) and "/../" not in p} \
+        if got is not None else {}
+
+
+def keeps_install(site: str) -> bool:
+    """Whether this user writes the install's memo in `site` (root, or the folder's owner)."""
+    try:
+        owner = os.stat(site).st_uid
+    except OSError:
+        return False
+    return os.geteuid() in (0, owner) and os.access(site, os.W_OK)
+
+
+def save_install(site: str, files: dict[str, tuple[Identity, str]]) -> None:
+    """Keep `files` (those under `site`) in the install's memo; silently nothing where this user
+    may not (the next user hashes for themselves: slower, never wrong)."""
+    inside = site.rstrip("/") + "/"
+    files = {p: v for p, v in files.items() if p.startswith(inside)}
+    opened = _open_site(site)
+    if opened is None or not files:
+        return
+    dfd, dst = opened
+    data = json.dumps(MemoFile(files, {}, {}).to_json(), sort_keys=True).encode()
+    tmp = f".{INSTALL_NAME}.{os.getpid()}.tmp"
+    made = False
+    try:
+        if os.geteuid() not in (0, dst.st_uid) or len(data) > MAX_BYTES:
+            return
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                     0o644, dir_fd=dfd)
+        made = True
+        with os.fdopen(fd, "wb") as f:
+            os.fchmod(f.fileno(), 0o644)  # readable by the install's other users, whatever umask
+            f.write(data)
+        os.rename(tmp, INSTALL_NAME, src_dir_fd=dfd, dst_dir_fd=dfd)
+    except OSError:
+        if made:  # only what this process created
+            try:  # noqa: SIM105 (as above: no contextlib)
+                os.unlink(tmp, dir_fd=dfd)
+            except OSError:
+                pass
     finally:
         os.close(dfd)

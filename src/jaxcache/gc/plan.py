@@ -4,8 +4,11 @@ limits hold.
 `--max-age`: every unit not used for longer goes. `--max-size`: then, oldest use first (with
 `--order value`: least compile seconds saved per byte and per run first, gc/usage.py; ties by
 oldest use), units go until what the directory holds (every file in it, those gc may not delete
-too) is within the size. Only units gc may delete count as candidates (collect.py judges them);
-when those are not enough, the plan says how far over the limit the directory stays.
+too) is within the size. Then, most recently used first, every unit that went for the size
+alone and fits back under it stays: the oldest unit may be small and the next one large, and
+the large one alone was enough. So nothing goes that the limit could have kept. Only units gc
+may delete count as candidates (collect.py judges them); when those are not enough, the plan
+says how far over the limit the directory stays.
 
 `keep`: the entries the job that just ran used (`run --max-size`: its hits and writes). They are
 never candidates: a limit below one job's working set would otherwise delete, after every run,
@@ -75,17 +78,23 @@ def choose(units: list[Unit], total_bytes: int, *, max_size: int | None,
                                              u.last_used_ns, u.name))
     else:
         queue = sorted(units, key=_BY_USE)  # in C: a big cache has 100,000 units
-    evict: list[Unit] = []
+    evict: list[tuple[Unit, bool]] = []  # (unit, went for its age)
     held = total_bytes
     for u in queue:
-        if (old_ns is not None and now_ns - u.last_used_ns > old_ns) or \
-                (max_size is not None and held > max_size):
-            evict.append(u)
+        aged = old_ns is not None and now_ns - u.last_used_ns > old_ns
+        if aged or (max_size is not None and held > max_size):
+            evict.append((u, aged))
             held -= u.size
         elif order is Order.LRU:
             break  # the rest is used later still, and the size holds: none of it goes
+    if max_size is not None and held < max_size:
+        for i in range(len(evict) - 1, -1, -1):  # the most recently used first
+            u, aged = evict[i]
+            if not aged and held + u.size <= max_size:
+                del evict[i]
+                held += u.size
     over = max(0, held - max_size) if max_size is not None else 0
-    return Plan(tuple(evict), total_bytes, held, over, kept_bytes)
+    return Plan(tuple(u for u, _ in evict), total_bytes, held, over, kept_bytes)
 
 
 _BY_USE = operator.attrgetter("last_used_ns", "entry.name")

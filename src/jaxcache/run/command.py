@@ -128,7 +128,7 @@ def run_job(argv: list[str], *, cache_dir: str | None = None, record_path: str |
             env: dict[str, str] | None = None, seal: SealOptions | None = None,
             unverified_jax: bool = False, stdout: int | IO[str] | IO[bytes] | None = None,
             require_origin: bool = False,
-            on_hashing: Callable[[int, int], None] | None = None,
+            on_hashing: Callable[[int, int, bool], None] | None = None,
             namespace: str = "none",
             on_created: Callable[[tuple[str, ...]], None] | None = None) -> RunResult:
     """Returns a record.RunResult. seal: a sealing.SealOptions, for a sealed cache (its probe
@@ -264,7 +264,7 @@ def _prefetch_env(argv: list[str], chosen: str, seal: SealOptions) -> dict[str, 
     return {jobenv.PREFETCH: spec.to_env()} if spec.keys else {}
 
 
-def _namespaced(chosen: str, namespace: str, on_hashing: Callable[[int, int], None] | None
+def _namespaced(chosen: str, namespace: str, on_hashing: Callable[[int, int, bool], None] | None
                 ) -> tuple[str, tuple[str, str, str] | None]:
     """The cache the job uses, and the record's word on its namespace (its Namespace's fields,
     made into one with the record after the job: its model is imported while the job runs).

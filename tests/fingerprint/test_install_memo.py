@@ -1,0 +1,106 @@
+"""An install is hashed once for all its users, not once per user: the digests its owner (or
+root) kept beside the package folders (fingerprint/memo.py, the install's memo) are read by every
+other user of that install, and a memo anyone else could have written is never read.
+
+Real users (tests/support/users.py) run `jaxcache fingerprint` from the runtime they can reach,
+on an install of their own making: a jaxlib folder of shared objects found first on
+PYTHONPATH (the fingerprint hashes files; it never loads them).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+from support.users import as_user_argv, mkdir, needs_root, user_runtime
+
+from jaxcache.fingerprint import memo
+
+pytestmark = needs_root
+
+
+def _install(top: Path, owner: str, mode: int = 0o755, group: str | None = None) -> Path:
+    """site/jaxlib with two shared objects and its dist-info, owned by `owner`."""
+    site = mkdir(top / "site", mode, owner, group)
+    lib = site / "jaxlib"
+    (lib / "mlir").mkdir(parents=True)
+    (lib / "__init__.py").write_text("")
+    (lib / "libjax_common.so").write_bytes(os.urandom(200_000))
+    (lib / "mlir" / "_mlir.so.1").write_bytes(os.urandom(3000))
+    (site / "jaxlib-0.10.2.dist-info").mkdir()
+    for path in [lib, lib / "mlir", site / "jaxlib-0.10.2.dist-info", *lib.rglob("*")]:
+        shutil.chown(path, owner, group)
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    return site
+
+
+def _fingerprint(user: str, site: Path, state: Path) -> tuple[dict, str]:
+    """`jaxcache fingerprint --format json` as `user`, with a state folder of its own."""
+    rt = user_runtime()
+    if not state.exists():
+        mkdir(state, 0o700, user)
+    proc = subprocess.run([*as_user_argv(user), rt.python, "-m", "jaxcache", "fingerprint",
+                           "--format", "json"], capture_output=True, text=True, cwd="/",
+                          env=rt.env(PYTHONPATH=f"{site}:{rt.lib}", XDG_STATE_HOME=str(state)),
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout), proc.stderr
+
+
+def test_an_install_is_hashed_once_for_all_its_users(accounts, base):
+    site = _install(base, accounts.a)
+    doc_a, said_a = _fingerprint(accounts.a, site, base / "state-a")
+    assert "hashing 2 shared objects" in said_a and said_a.rstrip().endswith("once per install")
+    kept = site / memo.INSTALL_NAME
+    st = kept.stat()
+    assert st.st_uid == doc_uid(accounts.a) and st.st_mode & 0o777 == 0o644
+    for user, state in ((accounts.b, base / "state-b"), (accounts.c, base / "state-c")):
+        doc, said = _fingerprint(user, site, state)
+        assert "hashing" not in said, said  # read from the install's memo
+        assert doc["id"] == doc_a["id"] and doc["build"] == doc_a["build"]
+        again, said = _fingerprint(user, site, state)  # and kept in the user's own memo
+        assert "hashing" not in said and again["id"] == doc_a["id"]
+
+
+def test_a_memo_the_install_owner_did_not_keep_is_never_read(accounts, base):
+    """Root's install, which the group may write: a member hashes for themselves alone (and
+    says so); a memo a member plants there, or one the group could rewrite, is never read."""
+    site = _install(base, "root", 0o775, accounts.group)
+    doc_b, said_b = _fingerprint(accounts.b, site, base / "state-b")
+    assert "once per install and user (the install is not yours" in said_b
+    assert not (site / memo.INSTALL_NAME).exists()
+    # b plants a memo naming the same files' identities with other digests
+    lib = site / "jaxlib"
+    forged = {"format": memo.FORMAT, "roots": {}, "derived": {}, "files": {
+        str(p): [*memo.identity(p.stat()), "f" * 64]
+        for p in (lib / "libjax_common.so", lib / "mlir" / "_mlir.so.1")}}
+    planted = site / memo.INSTALL_NAME
+    planted.write_text(json.dumps(forged))
+    planted.chmod(0o644)
+    shutil.chown(planted, accounts.b)
+    assert memo.load_install(str(site)) == {}
+    doc_a, said_a = _fingerprint(accounts.a, site, base / "state-a")
+    assert "hashing 2 shared objects" in said_a  # not read: hashed
+    assert doc_a["build"] == doc_b["build"]
+    # root's file, but the group may write it: not read either
+    shutil.chown(planted, "root", accounts.group)
+    planted.chmod(0o664)
+    assert memo.load_install(str(site)) == {}
+    doc_c, said_c = _fingerprint(accounts.c, site, base / "state-c")
+    assert "hashing 2 shared objects" in said_c and doc_c["build"] == doc_b["build"]
+    # the same file, root's and 0644: read (root could rewrite the binaries anyway), and only
+    # for files under the folder it sits in
+    planted.chmod(0o644)
+    forged["files"]["/etc/passwd"] = [*memo.identity(os.stat("/etc/passwd")), "e" * 64]
+    planted.write_text(json.dumps(forged))
+    vouched = memo.load_install(str(site))
+    assert set(vouched) == {str(lib / "libjax_common.so"), str(lib / "mlir" / "_mlir.so.1")}
+
+
+def doc_uid(user: str) -> int:
+    import pwd
+
+    return pwd.getpwnam(user).pw_uid
