@@ -179,21 +179,34 @@ def save(memo: Memo) -> None:
         dfd = _walk(memo.folder, create=True)
     except OSError:
         return
-    tmp = f".{NAME}.{os.getpid()}.tmp"
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                     0o600, dir_fd=dfd)
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.rename(tmp, NAME, src_dir_fd=dfd, dst_dir_fd=dfd)
-        memo.changed = False
-    except OSError:
-        try:  # noqa: SIM105 (as above: no contextlib)
-            os.unlink(tmp, dir_fd=dfd)
-        except OSError:
-            pass
+        if _replace(dfd, NAME, data, 0o600):
+            memo.changed = False
     finally:
         os.close(dfd)
+
+
+def _replace(dfd: int, name: str, data: bytes, mode: int) -> bool:
+    """Write `name` in the folder `dfd` whole: a temporary name of this process's, `mode`
+    whatever the umask, renamed into place (a reader sees the old file or the new one)."""
+    tmp = f".{name}.{os.getpid()}.tmp"
+    made = False
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                     mode, dir_fd=dfd)
+        made = True
+        with os.fdopen(fd, "wb") as f:
+            os.fchmod(f.fileno(), mode)
+            f.write(data)
+        os.rename(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
+        return True
+    except OSError:
+        if made:  # only what this process created
+            try:  # noqa: SIM105 (as above: no contextlib)
+                os.unlink(tmp, dir_fd=dfd)
+            except OSError:
+                pass
+        return False
 
 
 # The install's memo: the digests of an install's shared objects kept beside it, so that a
@@ -261,23 +274,8 @@ def save_install(site: str, files: dict[str, tuple[Identity, str]]) -> None:
         return
     dfd, dst = opened
     data = json.dumps(MemoFile(files, {}, {}).to_json(), sort_keys=True).encode()
-    tmp = f".{INSTALL_NAME}.{os.getpid()}.tmp"
-    made = False
     try:
-        if os.geteuid() not in (0, dst.st_uid) or len(data) > MAX_BYTES:
-            return
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                     0o644, dir_fd=dfd)
-        made = True
-        with os.fdopen(fd, "wb") as f:
-            os.fchmod(f.fileno(), 0o644)  # readable by the install's other users, whatever umask
-            f.write(data)
-        os.rename(tmp, INSTALL_NAME, src_dir_fd=dfd, dst_dir_fd=dfd)
-    except OSError:
-        if made:  # only what this process created
-            try:  # noqa: SIM105 (as above: no contextlib)
-                os.unlink(tmp, dir_fd=dfd)
-            except OSError:
-                pass
+        if os.geteuid() in (0, dst.st_uid) and len(data) <= MAX_BYTES:
+            _replace(dfd, INSTALL_NAME, data, 0o644)  # readable by the install's other users
     finally:
         os.close(dfd)
