@@ -467,3 +467,23 @@ def test_audit_and_run_say_when_a_grown_cache_has_no_limit(tmp_path):
     gc_after = jaxcache("run", "--cache-dir", str(cache), "--max-age", "30d", "--",
                         sys.executable, "-c", TWO_JITS_JOB, env=run_env)
     assert gc_after.returncode == 0 and "nothing limits its size" not in gc_after.stderr
+
+
+def test_gc_frees_no_more_than_the_limit_needs(tmp_path):
+    """A small entry used long ago, a large one used since, a recent one: with the limit 150 KB
+    under what they hold, deleting the large one is enough, so the small old one stays (least
+    recently used alone deleted both: 70 KB more than needed)."""
+    cache, state = tmp_path / "cache", tmp_path / "state"
+    cache.mkdir(mode=0o700)
+    sizes = {"jit_init_params": 70_000, "jit_train_step": 450_000, "jit_eval_step": 365_000}
+    for age, (name, size) in zip((3, 2, 1), sizes.items(), strict=True):
+        path = cache / f"{name}-{name.encode().hex():0<64}-cache"
+        path.write_bytes(os.urandom(size))
+        _age(path, age * 86_400)
+    total = sum(sizes.values())
+    code, done = _gc(cache, state, "--max-size", str(total - 150_000))
+    assert code == 0, done
+    assert [e["entry"].split("-")[0] for e in done["evicted"]] == ["jit_train_step"]
+    assert done["freed_bytes"] == 450_000 and done["after_bytes"] == total - 450_000
+    assert sorted(p.name.split("-")[0] for p in _entries(cache)) == \
+        ["jit_eval_step", "jit_init_params"]
