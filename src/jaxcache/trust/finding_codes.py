@@ -156,7 +156,8 @@ CODES: tuple[FindingCode, ...] = (
     _c("path.missing", (NOTE,),
        "the cache does not exist yet; judged by its nearest existing ancestor",
        "whoever can write that ancestor can create the cache first",
-       "create it yourself with `jaxcache init PATH` before any job runs"),
+       "create it before any job runs (`jaxcache init PATH`, or the parent's owner where you "
+       "may not write there)"),
     _c("path.relative", (NOTE,),
        "a relative path: JAX resolves it against the current directory",
        "jobs started in other directories use other caches", "pass an absolute path"),

@@ -43,7 +43,8 @@ def path_findings(w: Walk, path: str) -> list[Finding]:
             "path.missing", NOTE,
             f"{safe(w.resolved)} does not exist yet; judged by its nearest existing ancestor "
             f"{safe(w.anchor_node.path)}: whoever can write there can create it first",
-            w.resolved, "create it yourself with `jaxcache init PATH` before any job runs"))
+            w.resolved, "create it before any job runs (`jaxcache init PATH`, or the parent's "
+            "owner where you may not write there)"))
     links = [n for n in w.nodes if n.kind == "symlink"]
     for n in links:
         parent = w.parent_of(n)
