@@ -487,3 +487,30 @@ def test_gc_frees_no_more_than_the_limit_needs(tmp_path):
     assert done["freed_bytes"] == 450_000 and done["after_bytes"] == total - 450_000
     assert sorted(p.name.split("-")[0] for p in _entries(cache)) == \
         ["jit_eval_step", "jit_init_params"]
+
+
+def test_verify_reads_a_sealed_directory_without_counting_as_a_use(tmp_path):
+    """`jaxcache verify` reads every entry to check it; where the filesystem keeps read times,
+    that read must leave them (O_NOATIME), or gc would count every verify as a load and keep
+    entries no job has loaded for months."""
+    if not _keeps_read_times(tmp_path):
+        pytest.skip("this filesystem keeps no read times (noatime): nothing to move")
+    state, keys = tmp_path / "state", tmp_path / "keys"
+    made = jaxcache("keygen", str(keys / "ci.key"), env=clean_env(XDG_STATE_HOME=str(state)))
+    assert made.returncode == 0, made.stderr
+    sealed = tmp_path / "sealed"
+    sealed.mkdir(mode=0o700)
+    _run(sealed, state, tmp_path / "publish.json", "--sealed", "--signing-key",
+         str(keys / "ci.key"))
+    for p in sealed.iterdir():
+        _age(p, 90 * 86_400)
+    entries = _entries(sealed)
+    before = {p.name: p.stat().st_atime_ns for p in entries}
+    verified = jaxcache("verify", str(sealed), "--trusted-key", str(keys / "ci.key.pub"),
+                        env=clean_env(XDG_STATE_HOME=str(state)))
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+    assert {p.name: p.stat().st_atime_ns for p in entries} == before
+    code, plan = _gc(sealed, state, "--max-age", "30d", "--dry-run")
+    assert {e["entry"] for e in plan["evicted"]} == {p.name for p in entries}
+    entries[0].read_bytes()  # a plain read here is a use: the clock the test watches moves
+    assert entries[0].stat().st_atime_ns != before[entries[0].name]

@@ -46,13 +46,21 @@ def open_dir(path: str) -> int:
     return os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
 
 
-def read_whole(dir_fd: int, name: str, limit: int | None = None) -> bytes | None:
+def read_whole(dir_fd: int, name: str, limit: int | None = None, *, unread: bool = False
+               ) -> bytes | None:
     """The whole file, read once; None if absent. A symlink or non-file is rejected; where
     JAX's own read would have failed too (a directory, a file it may not open), the
-    rejection carries that error (`io`)."""
+    rejection carries that error (`io`). `unread`: a read that is no use of the entry (verify,
+    seal judging it) leaves its read time, which gc counts as a use, where the kernel lets it
+    (O_NOATIME: the file's owner and root)."""
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
     try:
-        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK,
-                     dir_fd=dir_fd)
+        try:
+            fd = os.open(name, flags | (os.O_NOATIME if unread else 0), dir_fd=dir_fd)
+        except PermissionError:
+            if not unread:
+                raise
+            fd = os.open(name, flags, dir_fd=dir_fd)  # another's file: read as anyone would
     except FileNotFoundError:
         return None
     except OSError as exc:

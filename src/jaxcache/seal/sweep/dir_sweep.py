@@ -174,7 +174,7 @@ def _status(fd: int, name: str, trusted: KeyRing, *, read_unsigned: bool = False
             limit: int | None = size + 1  # what a trusted key vouched for, and one byte more
         else:
             limit = None if whole else 1  # 1: only to tell a link or special file
-        data = read_whole(fd, name, limit=limit)
+        data = read_whole(fd, name, limit=limit, unread=True)
         if data is None:
             return EntryStatus(name, "not-a-file", "vanished while scanning", 0), None
     except Rejected as exc:
@@ -271,7 +271,7 @@ def cosign(directory: str, signer: Signer, trusted: KeyRing | list[PublicKey],
 
         def shared(name: str, limit: int) -> bytes | None:
             try:
-                return read_whole(fd, name, limit=limit)
+                return read_whole(fd, name, limit=limit, unread=True)
             except Rejected:
                 return None
         return ScanResult(directory, tuple(

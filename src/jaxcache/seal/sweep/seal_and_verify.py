@@ -196,7 +196,7 @@ def _unlike(own_dir: str, shared: str, signing: SigningChoice, job: tuple[str, .
         why = None
         for name in found[:UNLIKE_SAMPLE]:
             try:
-                data = read_whole(fd, name)
+                data = read_whole(fd, name, unread=True)
             except Rejected:
                 continue
             why = hittable.why_never_hit(data) if data is not None else None
@@ -251,7 +251,7 @@ def _own_build(own_dir: str, policy: Policy, stack: ExitStack, shared: str | Non
 
     def own(name: str) -> bytes | None:
         try:
-            return read_whole(fd, name)
+            return read_whole(fd, name, unread=True)
         except Rejected:
             return None
     return own
