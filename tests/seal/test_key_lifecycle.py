@@ -1017,7 +1017,10 @@ def test_a_reader_trusting_another_key_than_the_publishers_is_told_which_is_whic
     proc = jaxcache("run", "--sealed", "--cache-dir", str(cache), "--policy", str(pol),
                     "--record", str(record), "--", sys.executable, JOB, env=clean_env())
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert set(rejected(json.loads(record.read_text()))) == {"unknown-key"}
+    doc = json.loads(record.read_text())
+    assert set(rejected(doc)) == {"unknown-key"}
+    # the record names the key that signed each one, as a field (the summary reads it there)
+    assert {r["signer"] for r in doc["seal"]["rejections"]} == {key_id(world, "ci-1")}
     said = " ".join(proc.stderr.split())
     start = said.index("signed by a key this run does not trust: ")
     line = said[start:said.index("someone else wrote these entries", start)]

@@ -228,7 +228,8 @@ def summary(backend: SealedBackend) -> dict[str, object]:
                              for k in backend.trusted.keys.values()],
             "signatures_needed": backend.trusted.needed,
             "rejections": [{"key": r.key, "directory": r.directory, "status": r.status,
-                            "reason": r.reason, "owner": r.owner} for r in backend.rejections],
+                            "reason": r.reason, "owner": r.owner, "signer": r.signer}
+                           for r in backend.rejections],
             "writes": [{"key": w.key, "directory": w.directory, "bytes": w.bytes,
                         "tier": w.tier.value} for w in backend.writes],
             "evictions": [{"entry": e, "directory": d} for e, d in backend.evictions],

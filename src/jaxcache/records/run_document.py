@@ -74,11 +74,12 @@ class Rejection:
     status: str | None  # unsigned, bad-signature, unknown-key, other-build, build-unknown...
     reason: str | None
     owner: str | None
+    signer: str | None = None  # the id of the key whose signature was judged, if named
 
     @classmethod
     def from_json(cls, doc: Mapping[str, object]) -> Rejection:
         return cls(text(doc.get("key")), text(doc.get("directory")), text(doc.get("status")),
-                   text(doc.get("reason")), text(doc.get("owner")))
+                   text(doc.get("reason")), text(doc.get("owner")), text(doc.get("signer")))
 
 
 @dataclass(frozen=True, slots=True)

@@ -314,16 +314,15 @@ def _other_keys(seal: SealPart) -> list[str]:
     (with whose files those were) and which it trusts. A publisher signing with another key
     than the readers trust looks the same as anyone who can write the directory signing
     with their own, so the line asks for the key's id to be checked, never just trusted."""
-    import re
-
+    if not seal.rejections:
+        return []
+    from jaxcache.seal.signing.signature_rule import Status
     from jaxcache.text import some
 
     signers: dict[str, set[str]] = {}
     for r in seal.rejections:
-        m = re.match(r"signed by key (\S+), which is not trusted", r.reason or "") \
-            if r.status == "unknown-key" else None
-        if m is not None:
-            signers.setdefault(m.group(1), set()).add(r.owner or "?")
+        if r.status == Status.UNKNOWN_KEY and r.signer:
+            signers.setdefault(r.signer, set()).add(r.owner or "?")
     if not signers:
         return []
     signed = some([f"{k} (files of {', '.join(sorted(who))})"

@@ -24,11 +24,14 @@ from jaxcache.text import safe
 class Rejected(Exception):
     """An entry judged unusable. `io`: the error JAX's own cache would have met reading it
     (a directory in its place, a file it may not open), which the sealed reader hands to JAX
-    as JAX's cache would (get_io); None for a judgement of its own (a link, a signature)."""
+    as JAX's cache would (get_io); None for a judgement of its own (a link, a signature).
+    `signer`: the id of the key whose signature was judged, where one was named."""
 
-    def __init__(self, status: str, reason: str, uid: int, io: OSError | None = None) -> None:
+    def __init__(self, status: str, reason: str, uid: int, io: OSError | None = None, *,
+                 signer: str | None = None) -> None:
         super().__init__(reason)
         self.status, self.reason, self.uid, self.io = status, reason, uid, io
+        self.signer = signer
 
 
 def get_io(exc: Rejected, directory: str, name: str) -> None:

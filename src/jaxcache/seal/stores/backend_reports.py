@@ -51,6 +51,7 @@ class Rejection:
     #              | build-unknown (and the key statuses of signature_rule.py)
     reason: str
     owner: str  # the file's owner, as the kernel reports it
+    signer: str | None = None  # the id of the key whose signature was judged, if one was named
 
     def describe(self) -> str:
         return (f"jaxcache: rejected cache entry {safe(self.key)} in {safe(self.directory)}: "
@@ -164,8 +165,8 @@ class Reports:
             self.unknown_builds.append(key)
 
     def _reject(self, key: str, directory: str, exc: Rejected, depth: int = 0) -> None:
-        self._report(Rejection(key, directory, exc.status, exc.reason, owner_of(exc.uid)),
-                     depth)
+        self._report(Rejection(key, directory, exc.status, exc.reason, owner_of(exc.uid),
+                               exc.signer), depth)
 
     def _report(self, rejection: Rejection, depth: int = 0) -> None:
         """depth: calls between JAX's get() and this one beyond the usual two, so the

@@ -177,11 +177,11 @@ class BucketSealedCache(Reports):
                 self._not_found(key, "a signature without its entry (a publisher still "
                                      "uploading, or the entry was deleted)")
                 return None
-            self._rejected(key, vouched.status, vouched.reason)
+            self._rejected(key, vouched.status, vouched.reason, signer=vouched.key_id)
             return None
         judged, other = self._binding(found)
         if other is not None:  # another build's entry: never downloaded
-            self._rejected(key, other.status, other.reason)
+            self._rejected(key, other.status, other.reason, signer=other.key_id)
             return None
         data = self.store.get(name, limit=size + 1)
         if data is None:
@@ -190,7 +190,7 @@ class BucketSealedCache(Reports):
             return None
         check = signature.confirm(key, data, found, self.trusted)
         if not check.ok:
-            self._rejected(key, check.status, check.reason)
+            self._rejected(key, check.status, check.reason, signer=check.key_id)
             return None
         self._loaded(key, judged)
         return data
@@ -204,7 +204,8 @@ class BucketSealedCache(Reports):
         if got.outcome is Outcome.LOADED and got.found is not None and got.data is not None:
             data, refused = self._load_fetched(key, taken, pool, self.trusted)
             if refused is not None:  # a key expired since, or another build's entry: never
-                self._rejected(key, refused.status, refused.reason, depth=1)  # loaded
+                self._rejected(key, refused.status, refused.reason, depth=1,  # loaded
+                               signer=refused.key_id)
             return data
         if got.outcome is Outcome.REJECTED:
             self._rejected(key, got.status, got.reason, depth=1)
@@ -290,8 +291,9 @@ class BucketSealedCache(Reports):
         return self.store.replace_if(signame, sig, info.generation)
 
     # --- reporting ------------------------------------------------------------------------
-    def _rejected(self, key: str, status: str, reason: str, depth: int = 0) -> None:
-        self._report(Rejection(key, self.store.url, status, reason, OWNER), depth)
+    def _rejected(self, key: str, status: str, reason: str, depth: int = 0, *,
+                  signer: str | None = None) -> None:
+        self._report(Rejection(key, self.store.url, status, reason, OWNER, signer), depth)
 
     def _missed(self, key: str, kind: str, reason: str, hint: str | None = None) -> None:
         self._went_down(kind, reason)

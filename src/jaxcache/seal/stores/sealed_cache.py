@@ -134,7 +134,7 @@ class SealedCache(Reports):
                 except FileNotFoundError:
                     return None  # removed meanwhile (JAX's own LRU eviction, a cleanup)
                 assert refused is not None
-                raise Rejected(refused.status, refused.reason, uid)
+                raise Rejected(refused.status, refused.reason, uid, signer=refused.key_id)
             data = read_whole(shared_fd, name, limit=size + 1)
             if data is None:
                 return None
@@ -144,7 +144,7 @@ class SealedCache(Reports):
                     uid = os.stat(name, dir_fd=shared_fd, follow_symlinks=False).st_uid
                 except FileNotFoundError:
                     uid = -1  # removed since it was read: still a rejection, owner unknown
-                raise Rejected(check.status, check.reason, uid)
+                raise Rejected(check.status, check.reason, uid, signer=check.key_id)
         except Rejected as exc:
             get_io(exc, self.shared, name)
             self._reject(key, self.shared, exc)
