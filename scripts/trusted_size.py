@@ -43,7 +43,7 @@ TRUSTED_PATH: tuple[tuple[str, str], ...] = (
     ("audit", "trust/kernel/mounts.py"),
     ("audit", "trust/kernel/overlay.py"),
     ("audit", "trust/kernel/sysfs.py"),
-    ("audit", "trust/kernel/userns.py"),
+    ("audit", "userns.py"),
     ("audit", "trust/kernel/entries.py"),
     ("audit", "trust/kernel/open_handles.py"),
     ("audit", "trust/kernel/process_table.py"),

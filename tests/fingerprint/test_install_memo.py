@@ -13,8 +13,10 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
+import pytest
 from support.users import as_user_argv, mkdir, needs_root, user_runtime
 
 from jaxcache.fingerprint import memo
@@ -63,6 +65,27 @@ def test_an_install_is_hashed_once_for_all_its_users(accounts, base):
         assert doc["id"] == doc_a["id"] and doc["build"] == doc_a["build"]
         again, said = _fingerprint(user, site, state)  # and kept in the user's own memo
         assert "hashing" not in said and again["id"] == doc_a["id"]
+
+
+def test_no_install_memo_is_read_in_a_user_namespace_that_hides_owners(accounts, base):
+    """In a user namespace that maps only root (`unshare -U -r`, as rootless containers do),
+    the folder's owner and any other host user show as one overflow id: who wrote the memo
+    cannot be told, so it is not read (the digests are hashed, and the build is the same)."""
+    if shutil.which("unshare") is None or subprocess.run(
+            ["unshare", "-U", "-r", "true"], capture_output=True).returncode != 0:
+        pytest.skip("this kernel refuses a user namespace (unshare -U -r)")
+    site = _install(base, accounts.a)
+    doc_a, _ = _fingerprint(accounts.a, site, base / "state-a")
+    assert (site / memo.INSTALL_NAME).exists()
+    state = base / "state-ns"
+    state.mkdir(mode=0o700)
+    proc = subprocess.run(["unshare", "-U", "-r", sys.executable, "-m", "jaxcache",
+                           "fingerprint", "--format", "json"], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(site), "XDG_STATE_HOME":
+                               str(state)}, cwd="/", timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "hashing 2 shared objects" in proc.stderr, proc.stderr
+    assert json.loads(proc.stdout)["build"] == doc_a["build"]
 
 
 def test_a_memo_the_install_owner_did_not_keep_is_never_read(accounts, base):

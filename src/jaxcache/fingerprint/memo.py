@@ -217,7 +217,9 @@ def _replace(dfd: int, name: str, data: bytes, mode: int) -> bool:
 # package folders away), naming only files under that folder. Anyone else who can write the
 # folder or one above it can replace the package folders themselves. So it names no build a
 # writer of it could not already have installed. It is written by root or the folder's owner
-# only, 0644; every other user keeps the digests in their own memo.
+# only, 0644; every other user keeps the digests in their own memo. In a user namespace that
+# hides owners (another host user and the folder's owner may show as one overflow id; the
+# namespace's root may not write what it cannot map), none is read or written.
 INSTALL_NAME = ".jaxcache-fingerprint.memo"
 
 
@@ -229,8 +231,19 @@ def _open_site(site: str) -> tuple[int, os.stat_result] | None:
     return fd, os.fstat(fd)
 
 
+def _owners_shown() -> bool:
+    """Whether this user namespace shows every file's owner as itself: one that hides some
+    shows another host user and the folder's owner as the same overflow id (userns.py), and
+    then no install's memo is read or written (each user hashes for themselves)."""
+    from jaxcache.userns import hidden_ids
+
+    return hidden_ids()[0] is None
+
+
 def load_install(site: str) -> dict[str, tuple[Identity, str]]:
     """The digests the install's memo in `site` vouches for (empty where it may not be read)."""
+    if not _owners_shown():
+        return {}
     opened = _open_site(site)
     if opened is None:
         return {}
@@ -261,7 +274,7 @@ def keeps_install(site: str) -> bool:
         owner = os.stat(site).st_uid
     except OSError:
         return False
-    return os.geteuid() in (0, owner) and os.access(site, os.W_OK)
+    return os.geteuid() in (0, owner) and os.access(site, os.W_OK) and _owners_shown()
 
 
 def save_install(site: str, files: dict[str, tuple[Identity, str]]) -> None:

@@ -67,7 +67,7 @@ class Accounts:
     @cached_property
     def hidden(self) -> tuple[int | None, int | None]:
         """The (uid, gid) this user namespace shows for every owner it does not map."""
-        from jaxcache.trust.kernel.userns import hidden_ids
+        from jaxcache.userns import hidden_ids
 
         return hidden_ids()
 
