@@ -39,6 +39,14 @@ def _maps_everything(text: str | None) -> bool:
     return rows == [_FULL]
 
 
+def shows_every_owner() -> bool:
+    """Whether every file's owner shows as itself here, known for certain: the uid map is read
+    and maps every id (hidden_ids() takes an unreadable map as no namespace; a reader that
+    trusts a file by its owner fails closed instead)."""
+    text = _read("/proc/self/uid_map")
+    return text is not None and _maps_everything(text)
+
+
 def hidden_ids() -> tuple[int | None, int | None]:
     """(uid, gid) the kernel shows for owners this user namespace does not map, or None for
     each where it maps every id (no user namespace, or one that maps them all)."""

@@ -65,6 +65,32 @@ def test_an_install_is_hashed_once_for_all_its_users(accounts, base):
         assert doc["id"] == doc_a["id"] and doc["build"] == doc_a["build"]
         again, said = _fingerprint(user, site, state)  # and kept in the user's own memo
         assert "hashing" not in said and again["id"] == doc_a["id"]
+    # the owner's own memo holds every digest (an install memo deleted, or an owner who ran
+    # an older jaxcache): the owner's next run writes it again, hashing nothing
+    kept.unlink()
+    _, said = _fingerprint(accounts.a, site, base / "state-a")
+    assert "hashing" not in said and memo.load_install(str(site)).keys() == {
+        str(site / "jaxlib" / "libjax_common.so"), str(site / "jaxlib" / "mlir" / "_mlir.so.1")}
+
+
+def test_the_install_memo_is_written_only_through_folders_no_one_else_may_write(base):
+    """Written as the user's memo is: reached from / with no link, every folder above root's
+    or yours and no one else's to write. A link on the way (a parent swapped for one while the
+    binaries were hashed) or a folder others may write gets nothing."""
+    real = mkdir(base / "real", 0o755)
+    site = _install(real, "root")
+    files = {str(site / "jaxlib" / "libjax_common.so"): (
+        memo.identity((site / "jaxlib" / "libjax_common.so").stat()), "a" * 64)}
+    (base / "link").symlink_to(real)
+    memo.save_install(str(base / "link" / "site"), {
+        p.replace(str(real), str(base / "link")): v for p, v in files.items()})
+    assert not (site / memo.INSTALL_NAME).exists()
+    real.chmod(0o777)  # anyone may replace the site folder: nothing kept there either
+    memo.save_install(str(site), files)
+    assert not (site / memo.INSTALL_NAME).exists()
+    real.chmod(0o755)
+    memo.save_install(str(site), files)
+    assert memo.load_install(str(site)) == files
 
 
 def test_no_install_memo_is_read_in_a_user_namespace_that_hides_owners(accounts, base):

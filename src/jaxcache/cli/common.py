@@ -150,7 +150,7 @@ def release_outputs() -> None:
 def hashing_notice(size: int, files: int, for_all: bool) -> None:
     """What run, fingerprint and the sealed commands say before hashing the build's binaries
     (fingerprint/: the first run after an install), on stderr; `for_all`: kept for every user
-    of the install (you own it, or are root), else for you alone."""
+    of the install (you own it), else for you alone."""
     from jaxcache.text import plural
     from jaxcache.text import size as size_text
 

@@ -24,6 +24,7 @@ from jaxcache.fingerprint.memo import (
     FoundRoots,
     Listing,
     Memo,
+    has_install,
     identity,
     keeps_install,
     load_install,
@@ -255,8 +256,8 @@ def build(found: list[tuple[str, str]], memo: Memo,
         if got is not None:
             known[path] = (got[0], got[1].st_size)
             memo.remember(path, identity(got[1]), got[0])
-    for site in sites:
-        if keeps_install(site):
+    for site in sorted(set(site_of.values())):  # its owner keeps the install's memo, whole
+        if (site in sites or not has_install(site)) and keeps_install(site):
             save_install(site, {**installs.get(site, {}), **{
                 p: v for p, v in memo.files.items() if site_of.get(p) == site}})
     parts = tuple(sorted((Binary(name, rel, known[path][1], known[path][0])

@@ -24,8 +24,8 @@ import stat
 from jaxcache.fingerprint.memo_file import FORMAT, FoundRoots, Identity, Listing, MemoFile
 
 __all__ = ["FORMAT", "INSTALL_NAME", "MAX_BYTES", "NAME", "FoundRoots", "Identity", "Listing",
-           "Memo", "folder", "identity", "keeps_install", "load", "load_install", "save",
-           "save_install"]
+           "Memo", "folder", "has_install", "identity", "keeps_install", "load", "load_install",
+           "save", "save_install"]
 
 NAME = "fingerprint.memo"
 MAX_BYTES = 4 << 20
@@ -216,8 +216,9 @@ def _replace(dfd: int, name: str, data: bytes, mode: int) -> bool:
 # file no group or other may write, owned by root or by the folder's owner (who can rename the
 # package folders away), naming only files under that folder. Anyone else who can write the
 # folder or one above it can replace the package folders themselves. So it names no build a
-# writer of it could not already have installed. It is written by root or the folder's owner
-# only, 0644; every other user keeps the digests in their own memo. In a user namespace that
+# writer of it could not already have installed. It is written by the folder's owner only (root
+# for root's), reached from / with no link and through folders no one else may write, 0644;
+# every other user keeps the digests in their own memo. In a user namespace that
 # hides owners (another host user and the folder's owner may show as one overflow id; the
 # namespace's root may not write what it cannot map), none is read or written.
 INSTALL_NAME = ".jaxcache-fingerprint.memo"
@@ -235,9 +236,9 @@ def _owners_shown() -> bool:
     """Whether this user namespace shows every file's owner as itself: one that hides some
     shows another host user and the folder's owner as the same overflow id (userns.py), and
     then no install's memo is read or written (each user hashes for themselves)."""
-    from jaxcache.userns import hidden_ids
+    from jaxcache.userns import shows_every_owner
 
-    return hidden_ids()[0] is None
+    return shows_every_owner()
 
 
 def load_install(site: str) -> dict[str, tuple[Identity, str]]:
@@ -268,13 +269,19 @@ def load_install(site: str) -> dict[str, tuple[Identity, str]]:
         if got is not None else {}
 
 
+def has_install(site: str) -> bool:
+    """Whether `site` holds an install's memo (one stat: asked on every run)."""
+    return os.path.lexists(os.path.join(site, INSTALL_NAME))
+
+
 def keeps_install(site: str) -> bool:
-    """Whether this user writes the install's memo in `site` (root, or the folder's owner)."""
+    """Whether this user writes the install's memo in `site`: its owner (root for root's), who
+    may write there."""
     try:
         owner = os.stat(site).st_uid
     except OSError:
         return False
-    return os.geteuid() in (0, owner) and os.access(site, os.W_OK) and _owners_shown()
+    return os.geteuid() == owner and os.access(site, os.W_OK) and _owners_shown()
 
 
 def save_install(site: str, files: dict[str, tuple[Identity, str]]) -> None:
@@ -282,13 +289,14 @@ def save_install(site: str, files: dict[str, tuple[Identity, str]]) -> None:
     may not (the next user hashes for themselves: slower, never wrong)."""
     inside = site.rstrip("/") + "/"
     files = {p: v for p, v in files.items() if p.startswith(inside)}
-    opened = _open_site(site)
-    if opened is None or not files:
-        return
-    dfd, dst = opened
     data = json.dumps(MemoFile(files, {}, {}).to_json(), sort_keys=True).encode()
+    if not files or len(data) > MAX_BYTES:
+        return
+    try:  # reached as the user's memo is: from /, no link, every folder root's or yours and
+        dfd = _walk(site, create=False)  # no one else's to write; the site yours alone
+    except OSError:
+        return
     try:
-        if os.geteuid() in (0, dst.st_uid) and len(data) <= MAX_BYTES:
-            _replace(dfd, INSTALL_NAME, data, 0o644)  # readable by the install's other users
+        _replace(dfd, INSTALL_NAME, data, 0o644)  # readable by the install's other users
     finally:
         os.close(dfd)

@@ -4,8 +4,9 @@ limits hold.
 `--max-age`: every unit not used for longer goes. `--max-size`: then, oldest use first (with
 `--order value`: least compile seconds saved per byte and per run first, gc/usage.py; ties by
 oldest use), units go until what the directory holds (every file in it, those gc may not delete
-too) is within the size. Then, most recently used first, every unit that went for the size
-alone and fits back under it stays: the oldest unit may be small and the next one large, and
+too) is within the size. Then, the last to go first (the most recently used; the most
+valuable with `--order value`), every unit that went for the size alone and fits back under it
+stays: the oldest unit may be small and the next one large, and
 the large one alone was enough. So nothing goes that the limit could have kept. Only units gc
 may delete count as candidates (collect.py judges them); when those are not enough, the plan
 says how far over the limit the directory stays.
@@ -87,8 +88,9 @@ def choose(units: list[Unit], total_bytes: int, *, max_size: int | None,
             held -= u.size
         elif order is Order.LRU:
             break  # the rest is used later still, and the size holds: none of it goes
-    if max_size is not None and held < max_size:
-        for i in range(len(evict) - 1, -1, -1):  # the most recently used first
+    if max_size is not None and held <= max_size:
+        # the last to go first: the most recently used (with Order.VALUE, the most valuable)
+        for i in range(len(evict) - 1, -1, -1):
             u, aged = evict[i]
             if not aged and held + u.size <= max_size:
                 del evict[i]

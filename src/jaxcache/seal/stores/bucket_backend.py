@@ -208,7 +208,7 @@ class BucketSealedCache(Reports):
                                signer=refused.key_id)
             return data
         if got.outcome is Outcome.REJECTED:
-            self._rejected(key, got.status, got.reason, depth=1)
+            self._rejected(key, got.status, got.reason, depth=1, signer=got.signer)
         elif got.outcome is Outcome.NOT_FOUND:
             self._not_found(key, got.reason)
         else:

@@ -62,6 +62,7 @@ class Fetched:
     found: signature.Vouch | None = None
     status: str = ""  # REJECTED: the check's status; MISSED: the store error's kind
     reason: str = ""
+    signer: str | None = None  # REJECTED: the id of the key whose signature was judged
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,9 +200,10 @@ class Prefetcher:
         name = names.entry(key)
 
         def done(outcome: Outcome, status: str = "", reason: str = "",
-                 data: bytes | None = None, found: signature.Vouch | None = None) -> Fetched:
+                 data: bytes | None = None, found: signature.Vouch | None = None,
+                 signer: str | None = None) -> Fetched:
             return Fetched(key, outcome, time.monotonic() - started, data, found, status,
-                           reason)
+                           reason, signer)
 
         sig = self.store.get(names.sidecar(name, names.SIGNATURE, self.store.name_max),
                              limit=sigfile.MAX_BYTES + 1)
@@ -216,7 +218,8 @@ class Prefetcher:
             if self.store.stat(name) is None:
                 return done(Outcome.NOT_FOUND, reason="a signature without its entry (a "
                             "publisher still uploading, or the entry was deleted)")
-            return done(Outcome.REJECTED, status=found.check.status, reason=found.check.reason)
+            return done(Outcome.REJECTED, status=found.check.status, reason=found.check.reason,
+                        signer=found.check.key_id)
         if not self._reserve(size):
             return done(Outcome.OVER_BUDGET)
         try:
@@ -234,7 +237,8 @@ class Prefetcher:
         if not check.ok:
             with self._lock:
                 self._held -= size
-            return done(Outcome.REJECTED, status=check.status, reason=check.reason)
+            return done(Outcome.REJECTED, status=check.status, reason=check.reason,
+                        signer=check.key_id)
         return done(Outcome.LOADED, data=data, found=found)
 
     # --- the backend's side ---------------------------------------------------------------
