@@ -40,7 +40,7 @@ TRUSTED_PATH: tuple[tuple[str, str], ...] = (
     ("audit", "trust/kernel/access.py"),
     ("audit", "trust/kernel/acl.py"),
     ("audit", "trust/kernel/principals.py"),
-    ("audit", "trust/kernel/mounts.py"),
+    ("audit", "mounts.py"),
     ("audit", "trust/kernel/overlay.py"),
     ("audit", "trust/kernel/sysfs.py"),
     ("audit", "userns.py"),

@@ -17,7 +17,7 @@ from test_import_cycles import _imports, _modules
 
 # lowest first; `jaxcache` is the package's own __init__ (the public facade)
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("_package", "text", "validate", "userdirs", "userns", "jobenv",
+    ("_package", "text", "validate", "userdirs", "userns", "mounts", "jobenv",
      "thresholds", "jaxcompat", "fingerprint"),
     ("errors", "project"),
     ("trust",),

@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from support.fuse import bindfs
 from support.users import as_user_argv, mkdir, needs_root, user_runtime
 
 from jaxcache.fingerprint import memo
@@ -153,3 +154,35 @@ def doc_uid(user: str) -> int:
     import pwd
 
     return pwd.getpwnam(user).pw_uid
+
+
+def test_no_install_memo_is_read_or_kept_on_a_fuse_mount(tmp_path):
+    """Behind FUSE (or NFS, CIFS) the owners and modes shown are the daemon's or the server's
+    word, and it enforces its own: a memo there could have been written by anyone the server
+    lets write. An install served by bindfs is hashed, nothing is kept beside it, and a memo
+    planted behind the mount (root's, 0644, naming the mount's own files) is not read."""
+    top = mkdir(tmp_path / "top", 0o755)
+    site = _install(top, "root")
+    mnt = tmp_path / "mnt"
+    mnt.mkdir(mode=0o755)
+    with bindfs(site, mnt, tmp_path / "bindfs.log", "sshfs"):
+        def fingerprint(state: str) -> tuple[dict, str]:
+            proc = subprocess.run([sys.executable, "-m", "jaxcache", "fingerprint", "--format",
+                                   "json"], capture_output=True, text=True, cwd="/",
+                                  env={**os.environ, "PYTHONPATH": str(mnt),
+                                       "XDG_STATE_HOME": str(tmp_path / state)}, timeout=120)
+            assert proc.returncode == 0, proc.stderr
+            return json.loads(proc.stdout), proc.stderr
+
+        first, said = fingerprint("state-1")
+        assert "hashing 2 shared objects" in said and "once per install and user" in said
+        assert not (site / memo.INSTALL_NAME).exists()
+        lib = mnt / "jaxlib"
+        planted = site / memo.INSTALL_NAME
+        planted.write_text(json.dumps({"format": memo.FORMAT, "roots": {}, "derived": {},
+                                       "files": {str(p): [*memo.identity(p.stat()), "f" * 64]
+                                                 for p in (lib / "libjax_common.so",
+                                                           lib / "mlir" / "_mlir.so.1")}}))
+        planted.chmod(0o644)
+        again, said = fingerprint("state-2")
+        assert "hashing 2 shared objects" in said and again["build"] == first["build"]

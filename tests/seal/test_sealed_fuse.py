@@ -12,14 +12,12 @@ whatever the test did.
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 from support import paths
+from support.fuse import bindfs, mounted
 from support.jobs import clean_env, jaxcache
 
 pytest.importorskip("jax")
@@ -27,47 +25,14 @@ pytest.importorskip("jax")
 JOB = str(paths.PROGRAMS / "two_jits.py")
 
 
-def _mounted(path: Path) -> str | None:
-    """The filesystem type /proc/mounts gives for `path`, if something is mounted there."""
-    with open("/proc/mounts", encoding="utf-8") as f:
-        for line in f:
-            fields = line.split()
-            if len(fields) > 2 and fields[1] == str(path):
-                return fields[2]
-    return None
-
-
-def _unmount(path: Path) -> None:
-    for argv in (["fusermount", "-u", str(path)], ["umount", str(path)],
-                 ["umount", "-l", str(path)]):
-        if _mounted(path) is None:
-            return
-        if shutil.which(argv[0]):
-            subprocess.run(argv, capture_output=True, timeout=30)
-    assert _mounted(path) is None, f"could not unmount {path}"
-
-
 @pytest.fixture
 def fuse(tmp_path):
     """(backing directory, FUSE mount of it)."""
-    if shutil.which("bindfs") is None:
-        pytest.skip("bindfs is not installed (scripts/system-deps.sh installs it as root)")
-    if not os.path.exists("/dev/fuse"):
-        pytest.skip("/dev/fuse is missing: this kernel or container offers no FUSE")
     backing, mnt = tmp_path / "bucket", tmp_path / "mnt"
     backing.mkdir(mode=0o700)
     mnt.mkdir(mode=0o700)
-    log = tmp_path / "bindfs.log"
-    with open(log, "wb") as err:  # bindfs daemonizes: no pipe it could hold open
-        proc = subprocess.run(["bindfs", "-o", "subtype=gcsfuse", str(backing), str(mnt)],
-                              stdin=subprocess.DEVNULL, stdout=err, stderr=err, timeout=60)
-    if proc.returncode != 0 or _mounted(mnt) is None:
-        _unmount(mnt)
-        pytest.skip(f"the FUSE mount was refused: {log.read_text(errors='replace').strip()}")
-    try:
+    with bindfs(backing, mnt, tmp_path / "bindfs.log", "gcsfuse"):
         yield backing, mnt
-    finally:
-        _unmount(mnt)
 
 
 def _keygen(path: Path) -> str:
@@ -86,7 +51,7 @@ def _run(env: dict, rec: Path, *opts: str) -> tuple[dict, dict, str]:
 
 def test_gcsfuse_style_mount_plain_unverifiable_sealed_hits_and_rejects(fuse, tmp_path):
     backing, mnt = fuse
-    assert _mounted(mnt) == "fuse.gcsfuse"
+    assert mounted(mnt) == "fuse.gcsfuse"
     env = clean_env()
     key = tmp_path / "keys" / "ci.key"
     pub = _keygen(key)

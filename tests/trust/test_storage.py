@@ -10,9 +10,9 @@ import os
 import pytest
 
 from jaxcache.errors import PolicyError
+from jaxcache.mounts import parse_mountinfo
 from jaxcache.trust.inputs import policy_toml
 from jaxcache.trust.kernel import overlay, sysfs
-from jaxcache.trust.kernel.mounts import parse_mountinfo
 from jaxcache.trust.kernel.principals import Accounts
 
 

@@ -9,9 +9,10 @@ import subprocess
 import pytest
 from support.users import mkdir, needs_setfacl
 
+from jaxcache import mounts
 from jaxcache.trust.findings import Component
 from jaxcache.trust.inputs.policy import Rule
-from jaxcache.trust.kernel import acl, mounts
+from jaxcache.trust.kernel import acl
 
 
 @needs_setfacl

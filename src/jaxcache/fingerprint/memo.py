@@ -220,7 +220,8 @@ def _replace(dfd: int, name: str, data: bytes, mode: int) -> bool:
 # for root's), reached from / with no link and through folders no one else may write, 0644;
 # every other user keeps the digests in their own memo. In a user namespace that
 # hides owners (another host user and the folder's owner may show as one overflow id; the
-# namespace's root may not write what it cannot map), none is read or written.
+# namespace's root may not write what it cannot map), or on a network or FUSE filesystem (its
+# server states owners and modes), none is read or written.
 INSTALL_NAME = ".jaxcache-fingerprint.memo"
 
 
@@ -232,24 +233,31 @@ def _open_site(site: str) -> tuple[int, os.stat_result] | None:
     return fd, os.fstat(fd)
 
 
-def _owners_shown() -> bool:
-    """Whether this user namespace shows every file's owner as itself: one that hides some
-    shows another host user and the folder's owner as the same overflow id (userns.py), and
-    then no install's memo is read or written (each user hashes for themselves)."""
+def _owners_shown(dev: int, site: str) -> bool:
+    """Whether the owners and modes shown for the folder `site` (on device `dev`) are who may
+    write there: every owner shows as itself in this user namespace (one that hides some shows
+    another host user and the folder's owner as one overflow id: userns.py), and the folder is
+    on no network or FUSE filesystem (where a server or daemon states owners and modes and
+    enforces its own: mounts.py). Elsewhere no install's memo is read or written (each user
+    hashes for themselves)."""
+    from jaxcache.mounts import mount_of, read_mounts
     from jaxcache.userns import shows_every_owner
 
-    return shows_every_owner()
+    if not shows_every_owner():
+        return False
+    found = mount_of(site, dev, read_mounts())
+    return found is not None and found.category != "network"
 
 
 def load_install(site: str) -> dict[str, tuple[Identity, str]]:
     """The digests the install's memo in `site` vouches for (empty where it may not be read)."""
-    if not _owners_shown():
-        return {}
     opened = _open_site(site)
     if opened is None:
         return {}
     dfd, dst = opened
     try:
+        if not _owners_shown(dst.st_dev, site):
+            return {}
         try:
             fd = os.open(INSTALL_NAME, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
                          dir_fd=dfd)
@@ -278,10 +286,11 @@ def keeps_install(site: str) -> bool:
     """Whether this user writes the install's memo in `site`: its owner (root for root's), who
     may write there."""
     try:
-        owner = os.stat(site).st_uid
+        st = os.stat(site)
     except OSError:
         return False
-    return os.geteuid() == owner and os.access(site, os.W_OK) and _owners_shown()
+    return os.geteuid() == st.st_uid and os.access(site, os.W_OK) and \
+        _owners_shown(st.st_dev, site)
 
 
 def save_install(site: str, files: dict[str, tuple[Identity, str]]) -> None:

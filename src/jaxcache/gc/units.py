@@ -130,7 +130,7 @@ def keeps_read_times(directory: str, dev: int) -> bool:
     """Does the filesystem holding `directory` (device `dev`) move a file's atime when it is
     read: not mounted noatime (relatime, the default, does once a day)? False where the mount
     cannot be found (say nothing of reads rather than guess)."""
-    from jaxcache.trust.kernel.mounts import mount_of, read_mounts
+    from jaxcache.mounts import mount_of, read_mounts
 
     try:
         mount = mount_of(directory, dev, read_mounts())

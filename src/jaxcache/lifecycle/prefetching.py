@@ -154,7 +154,7 @@ def on_network(path: str) -> bool:
     cannot be told."""
     import os
 
-    from jaxcache.trust.kernel import mounts
+    from jaxcache import mounts
 
     try:
         found = mounts.mount_of(path, os.stat(path).st_dev, mounts.read_mounts())

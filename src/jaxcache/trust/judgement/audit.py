@@ -12,6 +12,7 @@ import os
 from types import MappingProxyType
 from typing import NamedTuple
 
+from jaxcache import mounts as mountsmod
 from jaxcache.errors import PolicyError
 from jaxcache.text import safe
 from jaxcache.trust.findings import (
@@ -30,7 +31,6 @@ from jaxcache.trust.judgement import storage as storagemod
 from jaxcache.trust.judgement import verdict as verdictmod
 from jaxcache.trust.kernel import acl as aclmod
 from jaxcache.trust.kernel import entries as entriesmod
-from jaxcache.trust.kernel import mounts as mountsmod
 from jaxcache.trust.kernel import principals as pr
 from jaxcache.trust.kernel.access import Action, access
 from jaxcache.trust.kernel.principals import Trust
@@ -44,11 +44,11 @@ if TYPE_CHECKING:  # checker only
     from collections.abc import Callable, Mapping
 
     from jaxcache.fingerprint.model import Fingerprint
+    from jaxcache.mounts import Mount
     from jaxcache.trust.inputs.public_keys import PublicKey
     from jaxcache.trust.judgement import shortcut
     from jaxcache.trust.judgement.plain_entries import Judging
     from jaxcache.trust.kernel.cache_users import ProcessScan
-    from jaxcache.trust.kernel.mounts import Mount
     from jaxcache.trust.kernel.open_handles import HandleScan
     from jaxcache.trust.provenance import origin as originmod
     from jaxcache.trust.provenance.ledger_file import Ledger

@@ -27,8 +27,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from jaxcache.fingerprint.model import Fingerprint
+    from jaxcache.mounts import Mount
     from jaxcache.trust.findings import Finding, Verdict
-    from jaxcache.trust.kernel.mounts import Mount
     from jaxcache.trust.kernel.open_handles import HandleScan
     from jaxcache.trust.kernel.principals import Accounts, Principal
     from jaxcache.trust.kernel.walk import Walk

@@ -51,8 +51,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
     from jaxcache.fingerprint.model import Fingerprint
+    from jaxcache.mounts import Mount
     from jaxcache.trust.findings import Verdict
-    from jaxcache.trust.kernel.mounts import Mount
     from jaxcache.trust.kernel.open_handles import HandleScan
     from jaxcache.trust.kernel.principals import Accounts
     from jaxcache.trust.provenance.ledger_file import Ledger
@@ -143,7 +143,7 @@ def seen(fd: int, path: str, uid: int, mounts: tuple[Mount, ...], ctx: str,
     import time
 
     from jaxcache.fingerprint.boot import boot_id
-    from jaxcache.trust.kernel.mounts import mount_of
+    from jaxcache.mounts import mount_of
 
     now = time.time_ns()
     st = os.fstat(fd)

@@ -26,14 +26,14 @@ from __future__ import annotations
 
 import os
 
+from jaxcache import mounts as mountsmod
+from jaxcache.mounts import Mount
 from jaxcache.text import safe
 from jaxcache.trust.findings import NOTE, UNSAFE, UNVERIFIABLE, Finding, Writer
 from jaxcache.trust.judgement.storage_devices import DeviceJudge, JudgeState
 from jaxcache.trust.kernel import access as accessmod
-from jaxcache.trust.kernel import mounts as mountsmod
 from jaxcache.trust.kernel import overlay, sysfs
 from jaxcache.trust.kernel import principals as pr
-from jaxcache.trust.kernel.mounts import Mount
 from jaxcache.trust.kernel.principals import Trust
 from jaxcache.trust.kernel.sysfs import MAX_DEPTH
 from jaxcache.trust.kernel.walk import Walk, WalkError, walk, walk_open

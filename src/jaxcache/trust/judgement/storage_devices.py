@@ -12,14 +12,14 @@ import os
 import stat
 import sys
 
+from jaxcache import mounts as mountsmod
+from jaxcache.mounts import Mount
 from jaxcache.text import safe
 from jaxcache.trust.findings import NOTE, Finding, Writer
 from jaxcache.trust.kernel import access as accessmod
 from jaxcache.trust.kernel import acl as aclmod
-from jaxcache.trust.kernel import mounts as mountsmod
 from jaxcache.trust.kernel import principals as pr
 from jaxcache.trust.kernel import sysfs
-from jaxcache.trust.kernel.mounts import Mount
 from jaxcache.trust.kernel.sysfs import MAX_DEPTH
 from jaxcache.trust.kernel.walk import Node, WalkError, walk_open
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 
+from jaxcache.mounts import CONTAINER_ROOTS
 from jaxcache.text import safe, some
 from jaxcache.trust.findings import (
     NOTE,
@@ -21,7 +22,6 @@ from jaxcache.trust.findings import (
 from jaxcache.trust.kernel import entries as entriesmod
 from jaxcache.trust.kernel import principals as pr
 from jaxcache.trust.kernel.access import Action, closed_above, shut_out
-from jaxcache.trust.kernel.mounts import CONTAINER_ROOTS
 from jaxcache.trust.kernel.principals import Trust
 from jaxcache.trust.kernel.walk import Walk
 from jaxcache.trust.rules.policy_rules import Policy, Rule, as_written, through_trusted_links

@@ -3,8 +3,8 @@ what the merged directory shows, or why they cannot be known (data-only layers, 
 
 from __future__ import annotations
 
+from jaxcache.mounts import Mount
 from jaxcache.trust.kernel import sysfs
-from jaxcache.trust.kernel.mounts import Mount
 
 _OVERLAY_PARAMS = "/sys/module/overlay/parameters"
 
