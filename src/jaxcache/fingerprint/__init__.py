@@ -37,8 +37,9 @@ def current(*, on_hashing: Callable[[int, int, bool], None] | None = None,
             state: str | None = None, fresh: bool = False) -> Fingerprint:
     """This host's and this Python's fingerprint (without the accelerator: that needs JAX).
     Once per process (`fresh`: look again); `on_hashing(bytes, files, for_all)` is called
-    before any shared object is hashed, which happens once per install where its owner or root
-    hashes it (for_all), else once per install and user (memo.py)."""
+    before any shared object is hashed, which happens once per install where its owner hashes
+    it (for_all: kept beside the install for every user), else once per install and user
+    (memo.py)."""
     key = state or ""
     if not fresh and key in _cached:
         return _cached[key]

@@ -9,7 +9,7 @@ wheels and the driver (the platform version in JAX's key names the CUDA and driv
 and FFI libraries a job loads itself.
 
 Each digest comes from the memo (memo.py) while the file's identity is unchanged, or from the
-install's memo beside the package folders where its owner (or root) kept one; a new or changed
+install's memo beside the package folders where its owner kept one; a new or changed
 file is hashed, and `on_hashing(bytes, files, for_all)` is told first, so a person sees why the
 first run after an install takes longer, and whether the next user of the install will too.
 """

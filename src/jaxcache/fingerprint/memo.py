@@ -137,26 +137,31 @@ def load(where: str | None = None) -> Memo:
         return Memo(None, f"{path}: {exc.strerror or exc}")
     memo = Memo(path)
     try:
-        try:
-            fd = os.open(NAME, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
-                         dir_fd=dfd)
-        except FileNotFoundError:
-            return memo
-        except OSError:
-            return memo  # a link or special file: ignored, and replaced on save
-        with os.fdopen(fd, "rb") as f:
-            st = os.fstat(f.fileno())
-            # only a file of ours (or root's) that no one else can write: another's digests
-            # would name the build (ignored, and replaced on save)
-            if not stat.S_ISREG(st.st_mode) or st.st_uid not in (0, os.geteuid()) or \
-                    st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-                return memo
-            data = f.read(MAX_BYTES + 1)
+        # only a file of ours (or root's) that no one else can write: another's digests would
+        # name the build (ignored, as a link or special file is, and replaced on save)
+        data = _read_kept(dfd, NAME, os.geteuid())
     finally:
         os.close(dfd)
-    if len(data) <= MAX_BYTES:
+    if data is not None:
         _parse(data, memo)
     return memo
+
+
+def _read_kept(dfd: int, name: str, owner: int) -> bytes | None:
+    """The bytes of `name` in the folder `dfd` where it is a regular file (no link followed) of
+    root's or `owner`'s that no group or other may write, at most MAX_BYTES; else None."""
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
+                     dir_fd=dfd)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(f.fileno())
+        if not stat.S_ISREG(st.st_mode) or st.st_uid not in (0, owner) or \
+                st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+            return None
+        data = f.read(MAX_BYTES + 1)
+    return data if len(data) <= MAX_BYTES else None
 
 
 def _parse(data: bytes, memo: Memo) -> None:
@@ -256,22 +261,11 @@ def load_install(site: str) -> dict[str, tuple[Identity, str]]:
         return {}
     dfd, dst = opened
     try:
-        if not _owners_shown(dst.st_dev, site):
-            return {}
-        try:
-            fd = os.open(INSTALL_NAME, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
-                         dir_fd=dfd)
-        except OSError:
-            return {}
-        with os.fdopen(fd, "rb") as f:
-            st = os.fstat(f.fileno())
-            if not stat.S_ISREG(st.st_mode) or st.st_uid not in (0, dst.st_uid) or \
-                    st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-                return {}
-            data = f.read(MAX_BYTES + 1)
+        data = _read_kept(dfd, INSTALL_NAME, dst.st_uid) \
+            if _owners_shown(dst.st_dev, site) else None
     finally:
         os.close(dfd)
-    got = MemoFile.parse(data) if len(data) <= MAX_BYTES else None
+    got = MemoFile.parse(data) if data is not None else None
     inside = site.rstrip("/") + "/"
     return {p: v for p, v in got.files.items() if p.startswith(inside) and "/../" not in p} \
         if got is not None else {}
