@@ -198,6 +198,10 @@ def test_a_link_or_garbage_at_the_memo_is_never_followed_nor_trusted(tmp_path):
     assert not (state / memo.NAME).is_symlink()  # replaced by a file of ours, by rename
     (state / memo.NAME).write_bytes(b"\xff{not json")
     assert fingerprint.current(state=str(state), fresh=True) == first
+    (state / memo.NAME).unlink()
+    (state / memo.NAME).mkdir()  # a folder opens; reading it fails: judged before any read
+    assert fingerprint.current(state=str(state), fresh=True) == first
+    (state / memo.NAME).rmdir()
     linked = tmp_path / "linked-state"
     linked.symlink_to(state)  # the state folder reached through a link of yours: resolved once
     assert memo.load(str(linked)).usable

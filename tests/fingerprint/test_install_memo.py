@@ -90,6 +90,11 @@ def test_the_install_memo_is_written_only_through_folders_no_one_else_may_write(
     memo.save_install(str(site), files)
     assert not (site / memo.INSTALL_NAME).exists()
     real.chmod(0o755)
+    (site / memo.INSTALL_NAME).mkdir()  # a folder at its name: not read, and not replaced
+    assert memo.load_install(str(site)) == {}
+    memo.save_install(str(site), files)
+    assert (site / memo.INSTALL_NAME).is_dir()
+    (site / memo.INSTALL_NAME).rmdir()
     memo.save_install(str(site), files)
     assert memo.load_install(str(site)) == files
 

@@ -155,12 +155,18 @@ def _read_kept(dfd: int, name: str, owner: int) -> bytes | None:
                      dir_fd=dfd)
     except OSError:
         return None
-    with os.fdopen(fd, "rb") as f:
-        st = os.fstat(f.fileno())
+    try:
+        st = os.fstat(fd)  # before any read: a folder there opens, and reading it fails
         if not stat.S_ISREG(st.st_mode) or st.st_uid not in (0, owner) or \
                 st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
             return None
-        data = f.read(MAX_BYTES + 1)
+        data = b""
+        while len(data) <= MAX_BYTES and (chunk := os.read(fd, MAX_BYTES + 1 - len(data))):
+            data += chunk
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
     return data if len(data) <= MAX_BYTES else None
 
 
