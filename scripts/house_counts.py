@@ -51,6 +51,7 @@ MODEL_MODULES = (
     "jaxcache/fingerprint/cpuinfo.py",  # /proc/cpuinfo
     "jaxcache/net/launch_env.py",  # the launchers' environment variables
     "jaxcache/seal/signing/signature_doc.py",  # an entry's signature file
+    "jaxcache/seal/generations/manifest.py",  # a generation's manifest
     "jaxcache/seal/objects/s3_responses.py",  # boto3's answers
     "jaxcache/seal/objects/http_answers.py",  # an HTTP answer's headers (the server's Date)
 )

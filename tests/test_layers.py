@@ -40,7 +40,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
 SUBLAYERS: dict[str, tuple[tuple[str, ...], ...]] = {
     "trust": (("kernel",), ("findings", "finding_codes"), ("rules",), ("provenance",),
               ("judgement",), ("inputs",), ("create", "listing")),
-    "seal": (("signing",), ("publishing",), ("objects",), ("stores",), ("sweep",)),
+    "seal": (("signing",), ("publishing",), ("objects",), ("stores", "generations"), ("sweep",)),
 }
 
 # (importing module, imported module): imports up that wait for a move, none new. Empty since

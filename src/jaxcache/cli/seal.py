@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from jaxcache.cli import common
-from jaxcache.cli.verify import scan_flags, scan_output
+from jaxcache.cli.verify import GenerationKind, scan_flags, scan_output
 from jaxcache.trust.rules.target import is_url
 
 
@@ -22,6 +22,15 @@ class _DeprecatedKey(argparse.Action):
 
 def options(p: argparse.ArgumentParser) -> None:
     scan_flags(p, "The directory (or gs:// or s3://BUCKET/PREFIX) whose entries to sign.")
+    common.option(p, "--generation", metavar="STORE", action=GenerationKind,
+                  help="Publish DIR's entries as a new generation in STORE (a directory, "
+                       "gs:// or s3://BUCKET/PREFIX) instead of signing them in place: the "
+                       "entries stored by digest (only those STORE lacks are uploaded), one "
+                       "signed manifest naming them all, then the pointer moved to it "
+                       "(docs/how-to/generations.md).")
+    common.option(p, "--pointer", default="current", show_default=True,
+                  help="With --generation: the pointer to move to the new generation (a "
+                       "name such as a branch's).")
     common.option(p, "--signing-key", metavar="KEYFILE",
                   help="The signing key (from `jaxcache keygen`, or a pkcs11: URI naming a "
                        "key in an HSM: docs/how-to/hsm.md).")
@@ -75,6 +84,12 @@ def handle(args: argparse.Namespace, tail: None) -> None:
     entry: what was signed now, what a sealed reader never hits, and problems (-v: the
     already signed ones too).
 
+    With --generation STORE, publish DIR's entries as a new signed generation in STORE
+    (a directory, gs:// or s3://) and move its pointer (--pointer, default current) to it;
+    readers see the old generation or the new one, never a part (docs/how-to/generations.md):
+
+      jaxcache seal ci-cache/ --signing-key ci.key --generation gs://team-jax/gens
+
     With --add-signature, co-sign instead (key rotation, thresholds: docs/how-to/sealed-cache.md):
 
       jaxcache seal /shared/jax-cache --signing-key ci-2027-01.key --add-signature
@@ -101,6 +116,22 @@ def handle(args: argparse.Namespace, tail: None) -> None:
     def warn(text: str) -> None:
         sys.stderr.write(f"jaxcache: warning: {text}\n")
 
+    if args.generation is not None:
+        if args.add_signature or args.own_dir or args.succeeds or args.trust_bucket_writers:
+            common.usage(args, "--generation publishes a new generation: --add-signature, "
+                               "--from, --succeeds and --trust-bucket-writers do not apply")
+        if is_url(args.dir):
+            common.usage(args, "--generation publishes from a directory of yours, not a bucket")
+        done = actions.publish_generation(
+            args.dir, args.generation, signing, keys, policy, pointer=args.pointer,
+            allow_unhittable=args.allow_unhittable, require_origin=args.require_origin,
+            warn=warn)
+        from jaxcache.report import generation as formats
+
+        common.finish(args, formats.publish_json(done) if args.fmt == "json" else
+                      formats.publish_text(done), 0 if done.ok else 1)
+    if args.pointer != "current":
+        common.usage(args, "--pointer goes with --generation")
     if args.add_signature:
         if args.allow_unhittable or args.trust_bucket_writers or args.require_origin:
             common.usage(args, "--add-signature co-signs only what trusted keys signed: "

@@ -12,6 +12,16 @@ if TYPE_CHECKING:
     from jaxcache.seal.sweep.dir_sweep import ScanResult
 
 
+class GenerationKind(argparse.Action):
+    """--generation: the answer is a generation's document (jaxcache.generation/1), which is
+    what -o FILE must then hold or replace."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: object, option_string: str | None = None) -> None:
+        setattr(namespace, self.dest, True if self.nargs == 0 else values)
+        namespace.kind = "generation"
+
+
 def scan_flags(p: argparse.ArgumentParser, dir_help: str) -> None:
     """What seal and verify share: DIR, the keys to trust, the format."""
     p.add_argument("dir", nargs="?", metavar="DIR", help=dir_help)
@@ -47,6 +57,16 @@ def options(p: argparse.ArgumentParser) -> None:
                        "key, where it blocks the next publish (first writer wins); nothing is "
                        "deleted. The answer is then about what is left, and its first line "
                        "says what was moved and where (each moved entry listed under it).")
+    common.option(p, "--generation", action=GenerationKind, nargs=0, default=None,
+                  help="DIR is a store of generations (`seal --generation`): verify the "
+                       "generation its pointer names, its manifest's signature once and every "
+                       "entry by its digest, as its readers will; the store's other "
+                       "generations and pointers are listed.")
+    common.option(p, "--pointer", default="current", show_default=True,
+                  help="With --generation: the pointer to follow.")
+    common.option(p, "--name", dest="generation_name", metavar="GENERATION",
+                  help="With --generation: verify this generation (its name, as listed) "
+                       "instead of the one the pointer names.")
 
 
 def handle(args: argparse.Namespace, tail: None) -> None:
@@ -65,12 +85,20 @@ def handle(args: argparse.Namespace, tail: None) -> None:
     A rejected entry stays at its key otherwise (a reader only misses it) and blocks the next
     publish of that key: --quarantine QDIR moves such entries aside, never deleting them.
 
+    With --generation, DIR is a store of generations (a directory, gs:// or s3://):
+
+      jaxcache verify gs://team-jax/gens --generation --trusted-key ci.key.pub
+
     Exit code: 0 every entry is valid (with --quarantine: every one left); 1 any is not
     (--strict: or any would never be hit, or anything else was left beside them); 2 bad
     input.
     """
     from jaxcache.seal.sweep import seal_and_verify as actions
 
+    if args.generation:
+        _generation(args)
+    if args.pointer != "current" or args.generation_name is not None:
+        common.usage(args, "--pointer and --name go with --generation")
     path = common.cache_path(args, args.dir)
     keys = tuple(args.trusted_keys or ())
     policy = common.policy(args)  # once: verify and the check after a quarantine share it
@@ -84,3 +112,20 @@ def handle(args: argparse.Namespace, tail: None) -> None:
     else:
         result = actions.verify_dir(path, keys, policy)
     scan_output(args, result, "verify", result.strict_ok if args.strict else None)
+
+
+def _generation(args: argparse.Namespace) -> NoReturn:
+    """`verify STORE --generation`: one generation verified as its readers will."""
+    from jaxcache.report import generation as formats
+    from jaxcache.seal.sweep import seal_and_verify as actions
+
+    if not args.dir:
+        common.usage(args, "give the store of generations (a directory, gs:// or s3://)")
+    if args.quarantine is not None or args.strict:
+        common.usage(args, "--quarantine and --strict are for a sealed cache, not a "
+                           "store of generations")
+    found = actions.verify_generation(args.dir, tuple(args.trusted_keys or ()),
+                                      common.policy(args), pointer=args.pointer,
+                                      name=args.generation_name)
+    common.finish(args, formats.verify_json(found) if args.fmt == "json" else
+                  formats.verify_text(found), 0 if found.ok else 1)

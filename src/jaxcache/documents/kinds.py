@@ -13,8 +13,8 @@ from jaxcache._package import __version__
 
 # in the order `jaxcache --help` lists the commands that write them
 KINDS = ("audit", "init", "ls", "ls-bucket", "run", "bench", "bench-compare", "explain", "net",
-         "fingerprint", "decide", "keygen", "seal-scan", "gc", "records-list", "records-prune",
-         "records-stats", "finding-codes", "config")
+         "fingerprint", "decide", "keygen", "seal-scan", "generation", "gc", "records-list",
+         "records-prune", "records-stats", "finding-codes", "config")
 
 
 def schema(kind: str) -> str:

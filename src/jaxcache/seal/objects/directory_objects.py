@@ -1,21 +1,34 @@
-"""A sealed directory read as an object store, for the fetch ahead only (prefetch.py): on a
-network filesystem (NFS, Lustre, a FUSE mount) each open and read of JAX's one-at-a-time loads
-waits a round trip, as a bucket's requests do, so the entries the job hit last time are read
-and verified in parallel while it imports JAX.
+"""A directory as an object store: a sealed directory read for the fetch ahead (prefetch.py),
+and a directory that holds generations (seal/generations/), which is written too.
 
-Reads go through the directory's descriptor exactly as the sealed reader's own (tier_files
+For the fetch ahead (DirectoryObjects): on a network filesystem (NFS, Lustre, a FUSE mount)
+each open and read of JAX's one-at-a-time loads waits a round trip, as a bucket's requests
+do, so the entries the job hit last time are read and verified in parallel while it imports
+JAX. Reads go through the directory's descriptor exactly as the sealed reader's own (tier_files
 `read_whole`: no link followed, regular files only, at most `limit` bytes); nothing is written.
 Whatever the fetch finds wrong (a link, a non-file, a bad signature) the reader's own load of
 that entry finds again, and reports with the file's owner.
+
+For generations (GenerationDirectory): names are `<folder>/<name>` (objects/, generations/,
+pointers/), each folder reached from the store's descriptor without following a link and made
+(0755) where missing; a file is written beside its name first and linked into place, so it is
+created only if absent and never seen half written (link(2) fails on an existing name); a
+replace or delete holds the folder's lock (flock(2)) while it compares the file's identity with
+what the caller saw, so two publishers moving one pointer cannot both win. Its integrity rests on
+the signed manifest and the digests, not on who can write the directory: a writer there can
+withhold a generation, never make a reader load what no trusted signer published.
 """
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import os
+import secrets
 import stat
 from collections.abc import Iterator
 
-from jaxcache.seal.objects.object_store import ERROR, ObjectInfo, StoreError
+from jaxcache.seal.objects.object_store import ERROR, PERMISSION, ObjectInfo, StoreError
 from jaxcache.seal.publishing import tier_names as names
 from jaxcache.seal.publishing.tier_files import open_dir, read_whole
 
@@ -56,3 +69,159 @@ class DirectoryObjects:
 
     def list(self) -> Iterator[ObjectInfo]:
         raise StoreError(ERROR, "the fetch ahead lists nothing")
+
+
+_FOLDER = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+class GenerationDirectory:
+    """A directory that holds generations, as an object store that writes (names with one
+    folder: objects/<digest>, generations/<name>.json, pointers/<pointer>)."""
+
+    def __init__(self, path: str) -> None:
+        self.url = path
+        try:
+            self._fd = os.open(path, _FOLDER)
+        except OSError as exc:
+            raise StoreError(ERROR, f"cannot open {path}: {exc.strerror}") from None
+        self.name_max = names.name_max(self._fd)
+        self._folders: dict[str, int] = {}
+
+    def prepare(self) -> None:
+        pass
+
+    def close(self) -> None:
+        for fd in (*self._folders.values(), self._fd):
+            os.close(fd)
+        self._folders.clear()
+
+    def _place(self, name: str, *, make: bool = False) -> tuple[int, str] | None:
+        """(the folder's descriptor, the file's name in it); None where the folder is not
+        there (and `make` is not asked)."""
+        folder, _, leaf = name.partition("/")
+        if not leaf or "/" in leaf or leaf in (".", "..") or folder in ("", ".", "..") or \
+                "\0" in name:
+            raise StoreError(ERROR, f"{name!r} is no object name of a generation store")
+        fd = self._folders.get(folder)
+        if fd is None:
+            try:
+                fd = os.open(folder, _FOLDER, dir_fd=self._fd)
+            except FileNotFoundError:
+                if not make:
+                    return None
+                fd = self._make(folder)
+            except OSError as exc:  # a link (ELOOP), a file (ENOTDIR), no access
+                raise StoreError(PERMISSION if exc.errno == errno.EACCES else ERROR,
+                                 f"cannot open {folder}/ in {self.url}: {exc.strerror}") from None
+            self._folders[folder] = fd
+        return fd, leaf
+
+    def _make(self, folder: str) -> int:
+        try:
+            os.mkdir(folder, 0o700, dir_fd=self._fd)
+        except FileExistsError:
+            return os.open(folder, _FOLDER, dir_fd=self._fd)
+        except OSError as exc:
+            raise StoreError(ERROR, f"cannot make {folder}/ in {self.url}: {exc.strerror}") \
+                from None
+        fd = os.open(folder, _FOLDER, dir_fd=self._fd)
+        os.fchmod(fd, 0o755)  # made here, for every reader (the umask would narrow it)
+        return fd
+
+    def get(self, name: str, limit: int | None = None) -> bytes | None:
+        place = self._place(name)
+        return None if place is None else read_whole(place[0], place[1], limit)
+
+    def stat(self, name: str) -> ObjectInfo | None:
+        place = self._place(name)
+        if place is None:
+            return None
+        return _info(name, place[0], place[1])
+
+    def _written(self, fd: int, leaf: str, data: bytes) -> str:
+        """A new file beside `leaf` holding `data`, synced, readable by all: its name."""
+        temp = f".{leaf[:64]}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
+        out = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW |
+                      os.O_CLOEXEC, 0o644, dir_fd=fd)
+        try:
+            os.fchmod(out, 0o644)  # made here: the umask would keep readers out
+            view = memoryview(data)
+            while view:
+                view = view[os.write(out, view):]
+            os.fsync(out)
+        except BaseException:
+            os.close(out)
+            os.unlink(temp, dir_fd=fd)
+            raise
+        os.close(out)
+        return temp
+
+    def put_if_absent(self, name: str, data: bytes) -> bool:
+        place = self._place(name, make=True)
+        assert place is not None
+        fd, leaf = place
+        temp = self._written(fd, leaf, data)
+        try:
+            os.link(temp, leaf, src_dir_fd=fd, dst_dir_fd=fd, follow_symlinks=False)
+        except FileExistsError:
+            return False
+        finally:
+            os.unlink(temp, dir_fd=fd)
+        return True
+
+    def replace_if(self, name: str, data: bytes, generation: str) -> bool:
+        place = self._place(name, make=True)
+        assert place is not None
+        fd, leaf = place
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            seen = _info(name, fd, leaf)
+            if seen is None or seen.generation != generation:
+                return False
+            os.replace(self._written(fd, leaf, data), leaf, src_dir_fd=fd, dst_dir_fd=fd)
+            return True
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+
+    def delete_if(self, name: str, generation: str) -> bool:
+        place = self._place(name)
+        if place is None:
+            return False
+        fd, leaf = place
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            seen = _info(name, fd, leaf)
+            if seen is None or seen.generation != generation:
+                return False
+            os.unlink(leaf, dir_fd=fd)
+            return True
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+
+    def list(self) -> Iterator[ObjectInfo]:
+        for folder in sorted(os.listdir(self._fd)):
+            try:
+                kind = os.stat(folder, dir_fd=self._fd, follow_symlinks=False).st_mode
+            except FileNotFoundError:
+                continue
+            place = self._place(folder + "/-") if stat.S_ISDIR(kind) and \
+                not folder.startswith(".") else None
+            if place is None:
+                continue
+            for leaf in sorted(os.listdir(place[0])):
+                found = None if leaf.startswith(".") else _info(f"{folder}/{leaf}", place[0],
+                                                                 leaf)
+                if found is not None:
+                    yield found
+
+
+def _info(name: str, fd: int, leaf: str) -> ObjectInfo | None:
+    """A regular file's size and identity (inode and change time: a replaced file is a new
+    inode); None if absent or not a regular file (a link is no object)."""
+    try:
+        st = os.stat(leaf, dir_fd=fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return None
+    if not stat.S_ISREG(st.st_mode):
+        return None
+    return ObjectInfo(name, st.st_size, f"{st.st_ino}:{st.st_ctime_ns}", st.st_mtime)

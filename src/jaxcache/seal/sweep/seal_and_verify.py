@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 
 from jaxcache import fingerprint
 from jaxcache.errors import JaxcacheError, UntrustedCacheError
+from jaxcache.seal.objects.object_store import StoreError
 from jaxcache.text import safe, some
 from jaxcache.trust.findings import Effect, Verdict
 from jaxcache.trust.rules.target import is_url
@@ -20,6 +21,9 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from contextlib import ExitStack
 
+    from jaxcache.seal.generations.publishing import Published
+    from jaxcache.seal.generations.reading import Inspected
+    from jaxcache.seal.objects.object_store import ObjectStore
     from jaxcache.seal.sweep.dir_sweep import Own, ScanResult, Signer
     from jaxcache.trust.judgement.audit import AuditReport
     from jaxcache.trust.rules.keyring import KeyRing
@@ -303,9 +307,23 @@ def seal_dir(directory: str, signing: SigningChoice, given: tuple[str, ...], pol
 def _seal_dir(directory: str, signer: Signer, given: tuple[str, ...], policy: Policy,
               allow_unhittable: bool, *, require_origin: bool,
               warn: Callable[[str], None] | None) -> ScanResult:
+    from jaxcache.seal.sweep import dir_sweep as scan
+
+    resolved, trusted = _vouchable(directory, signer, given, policy,
+                                   require_origin=require_origin, warn=warn)
+    return scan.seal(resolved, signer, trusted, allow_unhittable=allow_unhittable,
+                     build=fingerprint.current())
+
+
+def _vouchable(directory: str, signer: Signer, given: tuple[str, ...], policy: Policy, *,
+               require_origin: bool, warn: Callable[[str], None] | None
+               ) -> tuple[str, KeyRing]:
+    """The directory (resolved) and the keys to trust, once its audit allows signing what it
+    holds (seal and a generation's publish alike): PRIVATE or SHARED-BY-POLICY, entries of
+    unknown origin named (refused under CI or `require_origin` unless signed already), none
+    another build wrote unsigned. UntrustedCacheError or JaxcacheError otherwise."""
     from jaxcache import api
     from jaxcache.seal.stores.backend_reports import trusting
-    from jaxcache.seal.sweep import dir_sweep as scan
 
     report = api.audit(directory, policy=policy, scan_processes=False,
                        require_origin=require_origin)
@@ -319,8 +337,98 @@ def _seal_dir(directory: str, signer: Signer, given: tuple[str, ...], policy: Po
                 f.effect is Effect.WARNING:
             warn(f"{f.message}; sealing vouches for them (--require-origin refuses)")
     _refuse_other_builds(report, trusting(trusted, signer))
-    return scan.seal(report.resolved or directory, signer, trusted,
-                     allow_unhittable=allow_unhittable, build=fingerprint.current())
+    return report.resolved or directory, trusted
+
+
+def publish_generation(directory: str, store_text: str, signing: SigningChoice,
+                       given: tuple[str, ...], policy: Policy, *, pointer: str,
+                       allow_unhittable: bool = False, require_origin: bool = False,
+                       warn: Callable[[str], None] | None = None,
+                       progress: Callable[[int, int], None] | None = None) -> Published:
+    """`seal DIR --generation STORE`: publish DIR's entries as a new generation in STORE (a
+    directory, gs:// or s3://), signed, and move `pointer` to it. DIR's audit must allow
+    sealing it (as `seal DIR`); the store's writers need no such audit: a reader trusts the
+    signed manifest and each object's digest, never the store."""
+    from jaxcache.seal.generations import manifest as m
+    from jaxcache.seal.generations.publishing import publish
+
+    if not m.is_pointer(pointer):
+        raise JaxcacheError(f"--pointer {safe(pointer)!r} is no pointer name (letters, digits, "
+                            "'.', '_' and '-', at most 64, starting with a letter or digit)")
+    directory = _existing_dir(directory)
+    if not is_url(store_text):
+        from jaxcache.seal.publishing.tier_files import apart
+
+        store_dir = _existing_dir(store_text)
+        try:
+            apart(store_dir, directory)
+        except JaxcacheError:
+            raise JaxcacheError(f"the generation store {safe(store_text)} and the cache "
+                                f"{safe(directory)} overlap: give a directory apart from it"
+                                ) from None
+    signer = signing.load()
+    store = open_generation_store(store_text)
+    try:
+        resolved, _ = _vouchable(directory, signer, given, policy,
+                                 require_origin=require_origin, warn=warn)
+        build = fingerprint.current().id if fingerprint.current().build is not None else None
+        return publish(resolved, store, signer, publisher=_publisher(signer), pointer=pointer,
+                       build=build, allow_unhittable=allow_unhittable, progress=progress)
+    except StoreError as exc:
+        raise JaxcacheError(f"{safe(store.url)}: {safe(exc.message)} (the pointer was not "
+                            "moved: readers still see the generation they saw)") from None
+    finally:
+        _close(signer)
+        _close(store)
+
+
+def verify_generation(store_text: str, given: tuple[str, ...], policy: Policy, *,
+                      pointer: str, name: str | None = None) -> Inspected:
+    """`verify STORE --generation`: the generation `pointer` names (or `name`), its
+    manifest's signature verified once as a reader would, then every object by its digest;
+    the store's other generations and pointers listed. Refused (exit 1) when no generation
+    can be read; JaxcacheError when the store cannot be."""
+    from jaxcache.seal.generations import manifest as m
+    from jaxcache.seal.generations import reading
+
+    if not m.is_pointer(pointer):
+        raise JaxcacheError(f"--pointer {safe(pointer)!r} is no pointer name")
+    store = open_generation_store(store_text)
+    try:
+        ring = trusted_keys_for(store.url, given, policy)
+        chosen = name if name is not None else reading.pointed(store, pointer)
+        found = reading.load(store, chosen, ring)
+        gens, pointers = reading.listed(store)
+        return reading.Inspected(store.url, None if name is not None else pointer, found,
+                                 reading.check_objects(store, found.manifest), gens, pointers)
+    except StoreError as exc:
+        raise JaxcacheError(f"{safe(store.url)}: {safe(exc.message)}") from None
+    finally:
+        _close(store)
+
+
+def open_generation_store(text: str) -> ObjectStore:
+    """The store generations live in: a bucket prefix (gs://, s3://) or a directory."""
+    if is_url(text):
+        from jaxcache.seal.objects import store_for_url as objects
+        from jaxcache.trust.rules import target
+
+        return objects.open_store(target.parse_bucket(text))
+    from jaxcache.seal.objects.directory_objects import GenerationDirectory
+
+    try:
+        return GenerationDirectory(_existing_dir(text))
+    except StoreError as exc:
+        raise JaxcacheError(safe(exc.message)) from None
+
+
+def _publisher(signer: Signer) -> str:
+    """Who the manifest says published it: the CI job's identity (keyless), else the key."""
+    seen = getattr(signer, "seen", None)
+    if seen is not None:
+        return str(seen.text)
+    public = signer.public
+    return f"key {public.name} ({public.id})" if public.name else f"key {public.id}"
 
 
 def _warn_untrusted_self(signer: Signer, ring: KeyRing,
@@ -337,8 +445,8 @@ def _warn_untrusted_self(signer: Signer, ring: KeyRing,
         warn(safe(said))
 
 
-def _close(signer: Signer) -> None:
-    close = getattr(signer, "close", None)  # a keyless signer holds its Sigstore session
+def _close(held: Signer | ObjectStore) -> None:
+    close = getattr(held, "close", None)  # a keyless signer's Sigstore session, a store's fds
     if close is not None:
         close()
 

@@ -1,0 +1,161 @@
+"""Publish a generation: every entry of a directory whose audit passed, uploaded by digest where
+the store does not hold it yet, then the manifest, its signature, and last the pointer.
+
+The order is what makes it safe to read at any moment: an object is uploaded before any
+manifest names it, a manifest is signed before any pointer names it, and the pointer is one
+object replaced only if it is still what this publisher saw (a compare and swap on the store:
+GCS ifGenerationMatch, S3 If-Match, a directory's lock), so a publisher killed at any step
+leaves the old generation current, and of two racing publishers one moves the pointer and the
+other says so. Requests: one listing, one upload per object the store lacks, then a constant
+(manifest, signature, the pointer's stat, read and write): a republish of an unchanged cache
+uploads no entry.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+from jaxcache.seal.generations import manifest as m
+from jaxcache.seal.objects.object_store import ObjectStore, StoreError
+from jaxcache.seal.publishing.tier_files import Rejected, open_dir, read_whole
+from jaxcache.seal.signing import digest as digestmod
+from jaxcache.seal.signing import hittable
+from jaxcache.seal.signing.signature_file import sign
+from jaxcache.trust.kernel.entries import classify
+from jaxcache.trust.rules.keyring import when
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from jaxcache.seal.signing.signature_file import Signer
+
+UPLOADS = 16  # uploads in flight: a bucket's latency, not its bandwidth, bounds a small entry
+POINTER_BYTES = 256  # a pointer holds a generation's name and a newline
+
+
+@dataclass(frozen=True, slots=True)
+class Published:
+    """What a publish did: the generation, where the pointer stands, what was uploaded."""
+
+    store: str
+    name: str
+    pointer: str
+    previous: str | None  # the generation the pointer named before (None: it was new)
+    moved: bool  # False: another publisher moved the pointer meanwhile; it was left alone
+    entries: int
+    size: int
+    uploaded: int  # objects this publish uploaded (the others were there already)
+    uploaded_bytes: int
+    left_out: tuple[tuple[str, str], ...]  # (entry, why): never hit by a sealed reader
+    problems: tuple[tuple[str, str], ...]  # (entry, why): could not be read or uploaded
+    now_names: str | None = None  # when not moved: what the pointer names now
+
+    @property
+    def ok(self) -> bool:
+        return self.moved and not self.problems and not self.left_out
+
+
+def new_name(now: float) -> str:
+    """A generation's name: when it was made (so names sort by age), and 8 random hex digits
+    (two publishers in one second never share one)."""
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now))
+    return f"{stamp}-{secrets.token_hex(4)}"
+
+
+def revision() -> str | None:
+    """The source revision CI says it builds (GitHub Actions, GitLab CI), else None."""
+    for name in ("GITHUB_SHA", "CI_COMMIT_SHA"):
+        found = os.environ.get(name, "")
+        if found and len(found) <= 64 and found.isalnum() and found.isascii():
+            return found
+    return None
+
+
+def publish(directory: str, store: ObjectStore, signer: Signer, *, publisher: str,
+            pointer: str = m.DEFAULT_POINTER, build: str | None = None,
+            allow_unhittable: bool = False, now: float | None = None,
+            progress: Callable[[int, int], None] | None = None) -> Published:
+    """Publish the entries of `directory` (the caller judged it: its audit passed) to
+    `store` as a new generation signed by `signer`, and move `pointer` to it. `build`: the
+    fingerprint id of the build that compiled them (this Python's: publish where they were
+    made). StoreError: the store could not be written (nothing a reader sees has changed)."""
+    fd = open_dir(directory)
+    try:
+        names = sorted(n for n in os.listdir(fd) if classify(n)[0] == "cache")
+        held = {o.name for o in store.list() if o.name.startswith(m.OBJECTS)}
+        lock = threading.Lock()
+        done = [0, 0, 0]  # entries judged, objects uploaded, their bytes
+
+        def one(name: str) -> tuple[m.Entry | None, tuple[str, str] | None,
+                                    tuple[str, str] | None]:
+            """(the entry, None, None); or (None, left out, None); or (None, None, problem)."""
+            try:
+                data = read_whole(fd, name, unread=True)
+            except Rejected as exc:
+                return None, None, (name, exc.reason)
+            if data is None:
+                return None, None, (name, "removed while publishing")
+            why = hittable.why_never_hit(data)
+            if why is not None and not allow_unhittable:
+                return None, (name, why), None
+            entry = m.Entry(name[:-len(m.ENTRY_SUFFIX)], digestmod.of(data).hex(), len(data),
+                            build)
+            with lock:
+                fresh = entry.object_name not in held
+                held.add(entry.object_name)  # one upload of bytes two entries share
+            sent = fresh and store.put_if_absent(entry.object_name, data)
+            with lock:
+                done[0] += 1
+                if sent:
+                    done[1] += 1
+                    done[2] += len(data)
+                if progress is not None:
+                    progress(done[0], len(names))
+            return entry, None, None
+
+        with ThreadPoolExecutor(UPLOADS) as pool:
+            results = list(pool.map(one, names))
+    finally:
+        os.close(fd)
+    entries = tuple(e for e, _, _ in results if e is not None)
+    left_out = tuple(x for _, x, _ in results if x is not None)
+    problems = tuple(p for _, _, p in results if p is not None)
+    at = time.time() if now is None else now
+    made = m.Manifest(new_name(at), when(at), publisher, revision(), entries)
+    data = made.to_bytes()
+    if not store.put_if_absent(m.manifest_object(made.name), data):
+        raise StoreError("error", f"generation {made.name} exists already")
+    store.put_if_absent(m.signature_object(made.name), sign(m.signed_key(made.name), data,
+                                                            signer, now=at))
+    previous, moved, now_names = _move(store, pointer, made.name)
+    return Published(store.url, made.name, pointer, previous, moved, len(entries), made.size,
+                     done[1], done[2], left_out, problems, now_names)
+
+
+def _move(store: ObjectStore, pointer: str, name: str) -> tuple[str | None, bool, str | None]:
+    """Point `pointer` at `name` if nobody moved it since it was read: (what it named before,
+    moved, what it names now when not moved)."""
+    where = m.pointer_object(pointer)
+    seen = store.stat(where)
+    before = _named(store.get(where, POINTER_BYTES + 1)) if seen is not None else None
+    text = (name + "\n").encode()
+    if seen is None:
+        moved = store.put_if_absent(where, text)
+    else:
+        moved = store.replace_if(where, text, seen.generation)
+    if moved:
+        return before, True, None
+    return before, False, _named(store.get(where, POINTER_BYTES + 1))
+
+
+def _named(data: bytes | None) -> str | None:
+    """The generation a pointer's bytes name, or None when they name none."""
+    if data is None or len(data) > POINTER_BYTES:
+        return None
+    text = data.decode("ascii", "replace").strip()
+    return text if m.is_name(text) else None

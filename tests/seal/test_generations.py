@@ -1,0 +1,322 @@
+"""Generations: a warmed cache published whole (`seal DIR --generation STORE`), read back by
+`verify STORE --generation`, into a real directory store and a real S3 server (SeaweedFS, one
+per test worker, stopped by PID: conftest.py), with entries a real JAX job compiled under
+`jaxcache run --sealed`.
+
+What must hold: a republish of an unchanged cache uploads no entry; the pointer moves last and
+only if nobody moved it meanwhile; a manifest is refused, saying why in one line, when it is
+too large, names an entry twice, names something that is no digest, is not in its one form, was
+moved to another generation's name, or is signed by a key the reader does not trust or has
+revoked; an object is judged by its digest alone; a link in the store is never followed.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+from support import paths
+from support.jobs import clean_env, jaxcache
+
+from jaxcache.documents import schemas
+
+pytest.importorskip("cryptography")
+pytest.importorskip("jax")
+from jaxcache.seal.generations import manifest as m  # noqa: E402
+from jaxcache.seal.generations import publishing, reading  # noqa: E402
+from jaxcache.seal.objects.directory_objects import GenerationDirectory  # noqa: E402
+from jaxcache.seal.signing.signature_file import sign  # noqa: E402
+from jaxcache.trust.inputs.public_keys import load_public  # noqa: E402
+from jaxcache.trust.inputs.signing_keys import load_signing  # noqa: E402
+
+JOB = str(paths.PROGRAMS / "two_jits.py")
+
+
+@pytest.fixture(scope="module")
+def warmed(tmp_path_factory):
+    """A private cache a sealed run of the two-function job filled, and two keys: ci (the
+    publisher's) and mallory's."""
+    root = tmp_path_factory.mktemp("generations")
+    root.chmod(0o700)
+    env = clean_env(XDG_STATE_HOME=str(root / "state"), XDG_CONFIG_HOME=str(root / "config"))
+    for name in ("ci", "mallory"):
+        proc = jaxcache("keygen", "--name", name, str(root / f"{name}.key"), env=env)
+        assert proc.returncode == 0, proc.stderr
+    src = root / "src"
+    proc = jaxcache("run", "-q", "--sealed", "--signing-key", str(root / "ci.key"),
+                    "--cache-dir", str(src), "--", sys.executable, JOB, env=env)
+    assert proc.returncode == 0, proc.stderr
+    entries = [p for p in src.iterdir() if p.name.endswith("-cache")]
+    assert len(entries) >= 2
+    return {"root": root, "env": env, "src": src, "entries": entries,
+            "key": root / "ci.key", "pub": root / "ci.key.pub",
+            "other": root / "mallory.key.pub"}
+
+
+def _publish(w, store: str, *extra: str) -> tuple[int, dict]:
+    proc = jaxcache("seal", str(w["src"]), "--signing-key", str(w["key"]), "--generation",
+                    store, "--format", "json", *extra, env=w["env"])
+    assert proc.returncode in (0, 1), proc.stderr
+    doc = json.loads(proc.stdout)
+    pytest.importorskip("jsonschema").validate(doc, schemas.load("generation"))
+    assert doc["action"] == "publish"
+    return proc.returncode, doc
+
+
+def _verify(w, store: str, *extra: str):
+    return jaxcache("verify", store, "--generation", *extra, env=w["env"])
+
+
+def _store(w, name: str) -> Path:
+    path = w["root"] / name
+    path.mkdir(mode=0o755)
+    return path
+
+
+def test_publish_uploads_each_object_once_and_a_republish_uploads_none(warmed):
+    store = _store(warmed, "round-trip")
+    code, first = _publish(warmed, str(store))
+    assert code == 0 and first["moved"] and first["previous"] is None
+    assert first["entries"] == len(warmed["entries"])
+    digests = {p.name for p in (store / "objects").iterdir()}
+    assert first["uploaded"] == len(digests) and first["uploaded_bytes"] == sum(
+        (store / "objects" / d).stat().st_size for d in digests)
+    code, again = _publish(warmed, str(store))
+    assert code == 0 and again["uploaded"] == 0 and again["uploaded_bytes"] == 0
+    assert again["previous"] == first["generation"] != again["generation"]
+    assert (store / "pointers" / "current").read_text().strip() == again["generation"]
+    assert {p.name for p in (store / "objects").iterdir()} == digests  # nothing new stored
+    proc = _verify(warmed, str(store), "--trusted-key", str(warmed["pub"]), "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    pytest.importorskip("jsonschema").validate(doc, schemas.load("generation"))
+    assert doc["ok"] and doc["generation"] == again["generation"]
+    assert doc["objects"] == {"valid": first["entries"]}
+    assert [g["name"] for g in doc["generations"]] == [again["generation"], first["generation"]]
+    assert doc["pointers"] == {"current": again["generation"]}
+    # the older generation is still whole, and readable by its name
+    named = _verify(warmed, str(store), "--trusted-key", str(warmed["pub"]), "--name",
+                    first["generation"])
+    assert named.returncode == 0 and first["generation"] in named.stdout
+
+
+def test_each_object_is_judged_by_its_digest_alone(warmed):
+    store = _store(warmed, "tampered")
+    _publish(warmed, str(store))
+    objects = sorted((store / "objects").iterdir(), key=lambda p: p.stat().st_size)
+    assert len(objects) >= 3
+    short, swapped, gone = objects[-1], objects[-2], objects[-3]
+    short.write_bytes(short.read_bytes()[:-1])
+    swapped.write_bytes(bytes(b ^ 1 for b in swapped.read_bytes()))  # same size, other bytes
+    gone.unlink()
+    proc = _verify(warmed, str(store), "--trusted-key", str(warmed["pub"]), "--format", "json")
+    assert proc.returncode == 1, proc.stderr
+    doc = json.loads(proc.stdout)
+    pytest.importorskip("jsonschema").validate(doc, schemas.load("generation"))
+    assert not doc["ok"]
+    by_digest = {p["digest"]: p["status"] for p in doc["problems"]}
+    assert by_digest == {short.name: "wrong-size", swapped.name: "wrong-digest",
+                         gone.name: "missing"}
+
+
+def test_a_signer_the_reader_does_not_trust_or_has_revoked_loads_nothing(warmed, tmp_path):
+    store = _store(warmed, "untrusted")
+    _publish(warmed, str(store))
+    proc = _verify(warmed, str(store), "--trusted-key", str(warmed["other"]))
+    assert proc.returncode == 1 and "unknown-key" in proc.stderr
+    assert proc.stdout == "" and len(proc.stderr.strip().splitlines()) == 1
+    ci = warmed["pub"].read_text().strip().split(":", 1)[1]
+    other = warmed["other"].read_text().strip().split(":", 1)[1]
+    policy = tmp_path / "policy.toml"
+    policy.write_text(f'revoked_keys = ["{ci}"]\n[[cache]]\npath = "{store}"\n'
+                      f'trusted_keys = [{{ holder = "root", key = "{other}" }}]\n')
+    policy.chmod(0o600)
+    proc = _verify(warmed, str(store), "--policy", str(policy))
+    assert proc.returncode == 1 and "revoked" in proc.stderr, proc.stderr
+
+
+def _signed(store: Path, name: str, data: bytes, key_path: Path, signed_as: str | None = None
+            ) -> None:
+    """A manifest file and its signature, as a publisher holding the key would write them."""
+    (store / "generations").mkdir(exist_ok=True)
+    (store / "generations" / f"{name}.json").write_bytes(data)
+    sig = sign(m.signed_key(signed_as or name), data, load_signing(str(key_path)))
+    (store / "generations" / f"{name}.json.sig").write_bytes(sig)
+
+
+def _entry_doc(key: str, digest: str = "ab" * 32, size: int = 3) -> dict:
+    return {"key": key, "digest": digest, "size": size, "build": None}
+
+
+def _manifest_bytes(name: str, entries: list[dict], *, indent: int | None = None) -> bytes:
+    doc = {"format": m.FORMAT, "name": name, "created": "2026-12-07T00:00:00Z",
+           "publisher": "key x", "revision": None, "entries": entries}
+    if indent is not None:
+        return json.dumps(doc, indent=indent).encode()
+    return json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
+
+
+KEY = "jit_f-" + "0" * 64
+NAME = "20261207T000000Z-00000000"
+
+
+@pytest.mark.parametrize("case, data, why", [
+    ("twice", _manifest_bytes(NAME, [_entry_doc(KEY), _entry_doc(KEY)]), "twice"),
+    ("outside", _manifest_bytes(NAME, [_entry_doc(KEY, digest="../../../etc/passwd")]),
+     "no BLAKE3-256 digest"),
+    ("not-a-key", _manifest_bytes(NAME, [_entry_doc("../jit_f")]), "no cache key"),
+    ("negative", _manifest_bytes(NAME, [_entry_doc(KEY, size=-1)]), "no entry's size"),
+    ("spaced", _manifest_bytes(NAME, [_entry_doc(KEY)], indent=1), "canonical"),
+    ("renamed", _manifest_bytes("20261207T000000Z-11111111", [_entry_doc(KEY)]),
+     "names generation"),
+])
+def test_a_signed_manifest_that_is_no_manifest_is_refused(warmed, tmp_path, case, data, why):
+    store = tmp_path / "store"
+    store.mkdir()
+    _signed(store, NAME, data, warmed["key"])
+    with pytest.raises(reading.Refused) as refused:
+        reading.load(GenerationDirectory(str(store)), NAME,
+                     [load_public(str(warmed["pub"]))])
+    assert why in str(refused.value) and "\n" not in str(refused.value)
+
+
+def test_a_manifest_moved_to_another_name_or_unsigned_does_not_verify(warmed, tmp_path):
+    store = tmp_path / "store"
+    store.mkdir()
+    data = _manifest_bytes(NAME, [_entry_doc(KEY)])
+    _signed(store, NAME, data, warmed["key"], signed_as="20261207T000000Z-22222222")
+    trusted = [load_public(str(warmed["pub"]))]
+    with pytest.raises(reading.Refused, match="bad-signature"):
+        reading.load(GenerationDirectory(str(store)), NAME, trusted)
+    (store / "generations" / f"{NAME}.json.sig").unlink()
+    with pytest.raises(reading.Refused, match="unsigned"):
+        reading.load(GenerationDirectory(str(store)), NAME, trusted)
+
+
+def test_a_huge_manifest_is_refused_unread(warmed, tmp_path):
+    store = tmp_path / "store"
+    (store / "generations").mkdir(parents=True)
+    with open(store / "generations" / f"{NAME}.json", "wb") as f:
+        f.truncate(m.MAX_BYTES + 1)  # sparse: what a planted one costs its planter
+    with pytest.raises(reading.Refused, match="larger than"):
+        reading.load(GenerationDirectory(str(store)), NAME, [load_public(str(warmed["pub"]))])
+
+
+def test_a_link_in_the_store_is_never_followed(warmed):
+    store = _store(warmed, "linked")
+    _publish(warmed, str(store))
+    obj = next((store / "objects").iterdir())
+    real = warmed["root"] / "elsewhere"
+    shutil.copyfile(obj, real)
+    obj.unlink()
+    obj.symlink_to(real)  # the very bytes the manifest names, behind a link
+    proc = _verify(warmed, str(store), "--trusted-key", str(warmed["pub"]), "--format", "json")
+    assert proc.returncode == 1
+    assert [p["status"] for p in json.loads(proc.stdout)["problems"]] == ["unreadable"]
+    shutil.rmtree(store / "pointers")
+    (store / "pointers").symlink_to(warmed["root"] / "round-trip" / "pointers")
+    proc = _verify(warmed, str(store), "--trusted-key", str(warmed["pub"]))
+    assert proc.returncode == 2 and "pointers/" in proc.stderr, proc.stderr
+
+
+class _Rival(GenerationDirectory):
+    """A store on which another publisher moves the pointer just before this one's write."""
+
+    def replace_if(self, name: str, data: bytes, generation: str) -> bool:
+        if name == m.pointer_object("current"):
+            seen = self.stat(name)
+            assert seen is not None
+            super().replace_if(name, b"20261207T000000Z-aaaaaaaa\n", seen.generation)
+        return super().replace_if(name, data, generation)
+
+
+def test_a_pointer_another_publisher_moved_meanwhile_is_left_alone(warmed):
+    store = _store(warmed, "raced")
+    _publish(warmed, str(store))
+    done = publishing.publish(str(warmed["src"]), _Rival(str(store)),
+                              load_signing(str(warmed["key"])), publisher="key ci")
+    assert not done.moved and not done.ok
+    assert done.now_names == "20261207T000000Z-aaaaaaaa"
+    assert (store / "pointers" / "current").read_text() == "20261207T000000Z-aaaaaaaa\n"
+    assert (store / "generations" / f"{done.name}.json").exists()  # published, not pointed at
+
+
+def test_the_directory_store_creates_once_and_compares_before_it_replaces(tmp_path):
+    store = GenerationDirectory(str(tmp_path))
+    assert store.put_if_absent("pointers/p", b"one\n")
+    assert not store.put_if_absent("pointers/p", b"two\n")  # first writer wins
+    seen = store.stat("pointers/p")
+    assert seen is not None and store.get("pointers/p") == b"one\n"
+    assert store.replace_if("pointers/p", b"three\n", seen.generation)
+    assert not store.replace_if("pointers/p", b"four\n", seen.generation)  # moved since seen
+    assert store.get("pointers/p") == b"three\n"
+    assert not store.delete_if("pointers/p", seen.generation)
+    now = store.stat("pointers/p")
+    assert now is not None and store.delete_if("pointers/p", now.generation)
+    assert store.get("pointers/p") is None
+    assert oct((tmp_path / "pointers").stat().st_mode & 0o777) == "0o755"
+    assert not [p for p in (tmp_path / "pointers").iterdir()]  # no temporary file left
+
+
+@pytest.mark.parametrize("extra, why", [
+    (("--add-signature",), "do not apply"),
+    (("--trust-bucket-writers",), "do not apply"),
+])
+def test_options_that_do_not_apply_to_a_generation_are_refused(warmed, extra, why):
+    store = _store(warmed, f"usage-{extra[0][2:]}")
+    proc = jaxcache("seal", str(warmed["src"]), "--signing-key", str(warmed["key"]),
+                    "--generation", str(store), *extra, env=warmed["env"])
+    assert proc.returncode == 2 and why in proc.stderr
+    assert not list(store.iterdir())
+
+
+def test_bad_stores_and_pointers_get_one_line_and_nothing_written(warmed):
+    def seal(*extra: str):
+        return jaxcache("seal", str(warmed["src"]), "--signing-key", str(warmed["key"]),
+                        *extra, env=warmed["env"])
+    before = sorted(p.name for p in warmed["src"].iterdir())
+    for extra, why in ((("--pointer", "next"), "--pointer goes with --generation"),
+                       (("--generation", str(warmed["root"] / "nowhere")), "no such directory"),
+                       (("--generation", str(warmed["src"])), "overlap"),
+                       (("--generation", str(warmed["root"]), "--pointer", "../x"),
+                        "no pointer name")):
+        proc = seal(*extra)
+        assert proc.returncode == 2 and why in proc.stderr, (extra, proc.stderr)
+        assert len(proc.stderr.strip().splitlines()) == 1
+    assert sorted(p.name for p in warmed["src"].iterdir()) == before
+    assert not (warmed["root"] / "objects").exists()
+
+
+def test_a_directory_others_may_write_is_not_published(warmed):
+    src = warmed["root"] / "everyone"
+    shutil.copytree(warmed["src"], src)
+    src.chmod(0o777)
+    store = _store(warmed, "from-everyone")
+    proc = jaxcache("seal", str(src), "--signing-key", str(warmed["key"]), "--generation",
+                    str(store), env=warmed["env"])
+    assert proc.returncode == 1 and "refusing to seal" in proc.stderr
+    assert not list(store.iterdir())
+
+
+def test_a_generation_in_an_s3_bucket(warmed, s3_server):
+    s3_server.make_bucket("jaxgens")
+    env = {**{k: v for k, v in warmed["env"].items() if not k.startswith("AWS_")},
+           **s3_server.env()}
+    w = {**warmed, "env": env}
+    code, first = _publish(w, "s3://jaxgens/team")
+    assert code == 0 and first["uploaded"] >= 1
+    code, again = _publish(w, "s3://jaxgens/team")
+    assert code == 0 and again["uploaded"] == 0 and again["previous"] == first["generation"]
+    proc = _verify(w, "s3://jaxgens/team", "--trusted-key", str(warmed["pub"]), "--format",
+                   "json")
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["generation"] == again["generation"] and doc["objects"] == {
+        "valid": first["entries"]}
+    names = {o["Key"] for o in s3_server.client().list_objects_v2(
+        Bucket="jaxgens", Prefix="team/")["Contents"]}
+    assert "team/pointers/current" in names
+    assert sum(n.startswith("team/objects/") for n in names) == first["uploaded"]
