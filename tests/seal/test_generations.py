@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -51,7 +52,8 @@ def warmed(tmp_path_factory):
     assert proc.returncode == 0, proc.stderr
     entries = [p for p in src.iterdir() if p.name.endswith("-cache")]
     assert len(entries) >= 2
-    return {"root": root, "env": env, "src": src, "entries": entries,
+    results = json.loads(proc.stdout.strip().splitlines()[-1])["results"]
+    return {"root": root, "env": env, "src": src, "entries": entries, "results": results,
             "key": root / "ci.key", "pub": root / "ci.key.pub",
             "other": root / "mallory.key.pub"}
 
@@ -160,7 +162,7 @@ def _manifest_bytes(name: str, entries: list[dict], *, indent: int | None = None
 
 
 KEY = "jit_f-" + "0" * 64
-NAME = "20261207T000000Z-00000000"
+NAME = "20261207T000000.000Z-00000000"
 
 
 @pytest.mark.parametrize("case, data, why", [
@@ -170,7 +172,7 @@ NAME = "20261207T000000Z-00000000"
     ("not-a-key", _manifest_bytes(NAME, [_entry_doc("../jit_f")]), "no cache key"),
     ("negative", _manifest_bytes(NAME, [_entry_doc(KEY, size=-1)]), "no entry's size"),
     ("spaced", _manifest_bytes(NAME, [_entry_doc(KEY)], indent=1), "canonical"),
-    ("renamed", _manifest_bytes("20261207T000000Z-11111111", [_entry_doc(KEY)]),
+    ("renamed", _manifest_bytes("20261207T000000.000Z-11111111", [_entry_doc(KEY)]),
      "names generation"),
 ])
 def test_a_signed_manifest_that_is_no_manifest_is_refused(warmed, tmp_path, case, data, why):
@@ -187,7 +189,7 @@ def test_a_manifest_moved_to_another_name_or_unsigned_does_not_verify(warmed, tm
     store = tmp_path / "store"
     store.mkdir()
     data = _manifest_bytes(NAME, [_entry_doc(KEY)])
-    _signed(store, NAME, data, warmed["key"], signed_as="20261207T000000Z-22222222")
+    _signed(store, NAME, data, warmed["key"], signed_as="20261207T000000.000Z-22222222")
     trusted = [load_public(str(warmed["pub"]))]
     with pytest.raises(reading.Refused, match="bad-signature"):
         reading.load(GenerationDirectory(str(store)), NAME, trusted)
@@ -229,7 +231,7 @@ class _Rival(GenerationDirectory):
         if name == m.pointer_object("current"):
             seen = self.stat(name)
             assert seen is not None
-            super().replace_if(name, b"20261207T000000Z-aaaaaaaa\n", seen.generation)
+            super().replace_if(name, b"20261207T000000.000Z-aaaaaaaa\n", seen.generation)
         return super().replace_if(name, data, generation)
 
 
@@ -239,8 +241,8 @@ def test_a_pointer_another_publisher_moved_meanwhile_is_left_alone(warmed):
     done = publishing.publish(str(warmed["src"]), _Rival(str(store)),
                               load_signing(str(warmed["key"])), publisher="key ci")
     assert not done.moved and not done.ok
-    assert done.now_names == "20261207T000000Z-aaaaaaaa"
-    assert (store / "pointers" / "current").read_text() == "20261207T000000Z-aaaaaaaa\n"
+    assert done.now_names == "20261207T000000.000Z-aaaaaaaa"
+    assert (store / "pointers" / "current").read_text() == "20261207T000000.000Z-aaaaaaaa\n"
     assert (store / "generations" / f"{done.name}.json").exists()  # published, not pointed at
 
 
@@ -320,3 +322,90 @@ def test_a_generation_in_an_s3_bucket(warmed, s3_server):
         Bucket="jaxgens", Prefix="team/")["Contents"]}
     assert "team/pointers/current" in names
     assert sum(n.startswith("team/objects/") for n in names) == first["uploaded"]
+
+
+def _read(w, store: Path, pub: Path, tmp: Path, *extra: str) -> tuple[dict, dict]:
+    """A reader's `jaxcache run --sealed --generation current` of the job: (its output, the
+    record's seal part)."""
+    record, local = tmp / "record.json", tmp / "local"
+    proc = jaxcache("run", "-q", "--sealed", "--generation", "current", "--trusted-key",
+                    str(pub), "--cache-dir", str(store), "--local", str(local), "--record",
+                    str(record), *extra, "--", sys.executable, JOB, env=w["env"])
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    doc = json.loads(record.read_text())
+    pytest.importorskip("jsonschema").validate(doc, schemas.load("run"))
+    return out, doc["seal"]
+
+
+def _files(store: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(store)): p.read_bytes() for p in store.rglob("*") if p.is_file()}
+
+
+def test_a_reader_loads_every_entry_of_the_generation(warmed, tmp_path):
+    store = _store(warmed, "read")
+    _, published = _publish(warmed, str(store))
+    before = _files(store)
+    out, seal = _read(warmed, store, warmed["pub"], tmp_path)
+    assert out["results"] == warmed["results"] and out["hits"] == published["entries"]
+    assert seal["generation"]["name"] == published["generation"]
+    assert seal["generation"]["refused"] is None and not seal["rejections"]
+    assert {x["tier"] for x in seal["loads"]} == {"shared"} and not seal["writes"]
+    assert _files(store) == before  # a reader writes nothing to the store
+
+
+def test_a_swapped_object_is_a_miss_compiled_into_the_local_tier(warmed, tmp_path):
+    store = _store(warmed, "swapped")
+    _publish(warmed, str(store))
+    manifest = json.loads(next((store / "generations").glob("*.json")).read_bytes())
+    victim = next(e for e in manifest["entries"] if e["key"].startswith("jit_f-"))
+    obj = store / "objects" / victim["digest"]
+    obj.write_bytes(bytes(b ^ 1 for b in obj.read_bytes()))
+    out, seal = _read(warmed, store, warmed["pub"], tmp_path)
+    assert out["results"] == warmed["results"]  # compiled again, the same numbers
+    assert [(r["key"], r["status"]) for r in seal["rejections"]] == [
+        (victim["key"], "wrong-digest")]
+    assert [(x["key"], x["tier"]) for x in seal["writes"]] == [(victim["key"], "local")]
+    assert out["hits"] == len(manifest["entries"]) - 1
+
+
+def test_a_generation_the_reader_does_not_trust_loads_nothing(warmed, tmp_path):
+    store = _store(warmed, "distrusted")
+    _publish(warmed, str(store))
+    out, seal = _read(warmed, store, warmed["other"], tmp_path)
+    assert out["results"] == warmed["results"] and out["hits"] == 0
+    assert seal["generation"]["name"] is None and "unknown-key" in seal["generation"]["refused"]
+    assert seal["rejections"] and {r["status"] for r in seal["rejections"]} == {"unknown-key"}
+
+
+def test_enable_reads_a_generation_from_python(warmed, tmp_path):
+    store = _store(warmed, "enabled")
+    _, published = _publish(warmed, str(store))
+    program = tmp_path / "job.py"
+    program.write_text(
+        "import json, sys, jax, jax.numpy as jnp, jaxcache\n"
+        "hits = []\n"
+        "jax.monitoring.register_event_listener(lambda e, **k: hits.append(e) if e == "
+        "'/jax/compilation_cache/cache_hits' else None)\n"
+        "jax.config.update('jax_persistent_cache_min_compile_time_secs', 0)\n"
+        "jax.config.update('jax_persistent_cache_min_entry_size_bytes', 0)\n"
+        "r = jaxcache.enable(sys.argv[1], sealed=True, trusted_keys=sys.argv[2], "
+        "generation='current')\n"
+        "x = jnp.arange(8.0)\n"
+        "print(json.dumps({'f': float(jax.jit(lambda v: (v * 2.0 + 1.0).sum())(x)), "
+        "'hits': len(hits), 'generation': r.backend.generation.name}))\n")
+    proc = subprocess.run([sys.executable, str(program), str(store), str(warmed["pub"])],
+                          env=warmed["env"], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["generation"] == published["generation"]
+
+
+@pytest.mark.parametrize("extra, why", [
+    (("--generation", "current"), "need --sealed"),
+    (("--sealed", "--generation", "current", "--signing-key", "K"), "signs nothing"),
+])
+def test_run_refuses_a_generation_it_could_not_read(warmed, extra, why):
+    proc = jaxcache("run", *extra, "--cache-dir", str(warmed["root"]), "--", "true",
+                    env=warmed["env"])
+    assert proc.returncode == 2 and why in proc.stderr, proc.stderr

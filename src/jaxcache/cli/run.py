@@ -87,6 +87,12 @@ def sealed_flags(p: argparse.ArgumentParser) -> None:
     common.option(p, "--local", metavar="DIR",
                   help="With --sealed: a private directory read first and written instead "
                        "(tiers); each build keeps its own folder in it, DIR/<fingerprint id>.")
+    common.option(p, "--generation", metavar="POINTER",
+                  help="With --sealed: the cache is a store of generations (a directory, gs:// "
+                       "or s3://: `jaxcache seal --generation`); read the one POINTER names "
+                       "(e.g. current), its manifest's signature verified once and each entry "
+                       "by its digest. Read-only: the job's misses go to --local, if given "
+                       "(docs/how-to/generations.md).")
     common.option(p, "--no-prefetch", dest="prefetch", action="store_false",
                   help="With --sealed on a bucket or a network filesystem (NFS, a FUSE mount): "
                        "do not fetch ahead the entries the newest record of the same command "
@@ -316,10 +322,14 @@ def _compact_ledger(args: argparse.Namespace) -> None:
 def seal_options_of(args: argparse.Namespace) -> SealOptions | None:
     """--sealed and friends as sealing.SealOptions, or None for an ordinary cache."""
     if not args.sealed:
-        if args.signing_key or args.trusted_keys or args.local or args.identity:
-            common.usage(args, "--signing-key, --identity, --trusted-key and --local need "
-                               "--sealed")
+        if args.signing_key or args.trusted_keys or args.local or args.identity or \
+                args.generation:
+            common.usage(args, "--signing-key, --identity, --trusted-key, --local and "
+                               "--generation need --sealed")
         return None
+    if args.generation is not None and (args.signing_key or args.identity):
+        common.usage(args, "--generation reads a published generation: it signs nothing "
+                           "(publish one with `jaxcache seal DIR --generation STORE`)")
     if args.signing_key and args.identity:
         common.usage(args, "sign with --signing-key or --identity ci, not both")
     if args.sigstore_config and not args.identity:
@@ -328,9 +338,11 @@ def seal_options_of(args: argparse.Namespace) -> SealOptions | None:
 
     return SealOptions(args.signing_key, tuple(args.trusted_keys or ()), args.local,
                        args.identity, args.sigstore_config,
-                       prefetch=args.prefetch, prefetch_from=args.prefetch_from,
+                       prefetch=args.prefetch and args.generation is None,
+                       prefetch_from=args.prefetch_from,
                        prefetch_workers=max(1, args.prefetch_workers),
-                       prefetch_memory=max(0, args.prefetch_memory) << 20)
+                       prefetch_memory=max(0, args.prefetch_memory) << 20,
+                       generation=args.generation)
 
 
 def _refused_rank(exc: UntrustedCacheError) -> NoReturn:

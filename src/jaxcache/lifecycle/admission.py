@@ -1,5 +1,5 @@
 """The one admission: whether a cache may be used, and how (a plain directory, a sealed
-directory, a sealed bucket), for `jaxcache run`, `enable()` and the sealed job alike.
+directory, a sealed bucket, a generation), for `jaxcache run`, `enable()` and the sealed job alike.
 
 Its order is the rule a reader reviews: the policy's word on a signing key first (a revoked
 one signs nothing); a sealed cache's local tier must be private; then the audit of the cache
@@ -46,6 +46,7 @@ class Kind(StrEnum):
     PLAIN = "plain"  # JAX's own cache, in a directory the audit trusts by its writers
     SEALED_DIRECTORY = "sealed-directory"  # loads only entries trusted keys signed
     SEALED_BUCKET = "sealed-bucket"  # the same, in gs:// or s3://
+    GENERATION = "generation"  # one signed generation of a store (a directory, gs://, s3://)
 
 
 class Asked(NamedTuple):
@@ -57,7 +58,9 @@ class Asked(NamedTuple):
     `require_origin` refuses entries no watched job wrote, `fingerprint` is the build whose
     loads the origins are judged for, `env` the environment CI is detected from. `remember`: a
     directory is audited through the memo of its last judgement that passed (`jaxcache run`'s
-    audit, trust/inputs/audit_memo.py): an unchanged directory's entries are not judged again."""
+    audit, trust/inputs/audit_memo.py): an unchanged directory's entries are not judged again.
+    `generation`: a sealed reader of a store of generations (its writers judged as a sealed
+    cache's: they can withhold entries, not choose them)."""
 
     path: str
     sealed: bool = False
@@ -70,6 +73,7 @@ class Asked(NamedTuple):
     fingerprint: Callable[[], Fingerprint] | None = None
     env: Mapping[str, str] | None = None
     remember: bool = False
+    generation: bool = False
 
 
 class Admitted(NamedTuple):
@@ -130,7 +134,8 @@ def admit(asked: Asked, pol: Policy, accounts: Accounts,
             raise UntrustedCacheError(report)
         return Admitted(chosen, Kind.PLAIN, report, created=created)
     _sealed_verdict(report)
-    return Admitted(chosen, Kind.SEALED_DIRECTORY, report, tier, created)
+    return Admitted(chosen, Kind.GENERATION if asked.generation else Kind.SEALED_DIRECTORY,
+                    report, tier, created)
 
 
 def _bucket(asked: Asked, url: str, pol: Policy, accounts: Accounts,
@@ -142,7 +147,8 @@ def _bucket(asked: Asked, url: str, pol: Policy, accounts: Accounts,
     tier = private_tier(asked.local, pol, accounts, made) if asked.local is not None else None
     report = _audit(asked, url, pol, accounts)
     _sealed_verdict(report)
-    return Admitted(url, Kind.SEALED_BUCKET, report, tier)
+    return Admitted(url, Kind.GENERATION if asked.generation else Kind.SEALED_BUCKET, report,
+                    tier)
 
 
 def _audit(asked: Asked, where: str, pol: Policy, accounts: Accounts, *,

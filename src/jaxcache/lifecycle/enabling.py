@@ -52,7 +52,7 @@ def enable(path: str | None = None, *, policy: str | None = None, allow_untruste
            min_entry_size: int | None = None, namespace: str = "none",
            max_size: int | str | None = None,
            max_age: float | str | None = None,
-           prefetch: Sequence[str] = ()) -> EnableResult:
+           prefetch: Sequence[str] = (), generation: str | None = None) -> EnableResult:
     """Audit `path`, then make it JAX's compilation cache for this process.
 
     Without `path`: $JAX_COMPILATION_CACHE_DIR, else the project file's cache_dir
@@ -80,7 +80,10 @@ def enable(path: str | None = None, *, policy: str | None = None, allow_untruste
     docs/how-to/sealed-cache.md. `prefetch`, for a reader (of a bucket or a directory): cache keys
     (those a run record shows the job hit: jaxcache.records.key_uses.from_file) fetched and
     verified now, in parallel, so that JAX finds them when it asks; each is judged as it is
-    handed to JAX.
+    handed to JAX. `generation` (with sealed=True, no signing_key): `path` is a store of
+    generations (a directory, gs:// or s3://: `jaxcache seal --generation`), and this process
+    reads the generation that pointer names (e.g. "current"): its manifest's signature is
+    verified now, once, and each entry by its digest (docs/how-to/generations.md).
 
     Origin (trust/provenance/origin.py): each entry this process writes is recorded in your origin
     ledger; entries no job jaxcache watched wrote (restored, copied, baked into an image)
@@ -123,10 +126,12 @@ def enable(path: str | None = None, *, policy: str | None = None, allow_untruste
     if sealed and gc_limits != (None, None):
         raise JaxcacheError("max_size and max_age collect a plain cache directory; collect a "
                             "sealed one where it is published (jaxcache gc)")
+    if generation is not None and not sealed:
+        raise JaxcacheError("generation= reads a signed generation: it needs sealed=True")
     if sealed:
         result = sealing.enable_sealed(path, policy=policy, reset=reset,
                                        signing_key=signing_key, trusted_keys=trusted_keys,
-                                       local=local, prefetch=prefetch)
+                                       local=local, prefetch=prefetch, generation=generation)
     else:
         if signing_key is not None or trusted_keys or local is not None or prefetch:
             raise JaxcacheError("signing_key, trusted_keys, local and prefetch need "

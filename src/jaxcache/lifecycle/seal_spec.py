@@ -28,6 +28,7 @@ class SealSpec:
     policy: str | None
     identity: str | None = None  # "ci": the job signs keyless, as its CI identity
     sigstore_config: str | None = None  # the Sigstore trust config it signs with
+    generation: str | None = None  # a reader of the generation this pointer names
 
     @property
     def publisher(self) -> bool:
@@ -38,7 +39,8 @@ class SealSpec:
         return json.dumps({"path": self.path, "signing_key": self.signing_key,
                            "trusted_keys": list(self.trusted_keys), "local": self.local,
                            "policy": self.policy, "identity": self.identity,
-                           "sigstore_config": self.sigstore_config})
+                           "sigstore_config": self.sigstore_config,
+                           "generation": self.generation})
 
     @classmethod
     def from_env(cls, value: str) -> SealSpec:
@@ -46,7 +48,7 @@ class SealSpec:
         return cls(text(doc.get("path")) or "", text(doc.get("signing_key")),
                    tuple(k for k in items(doc.get("trusted_keys")) if isinstance(k, str)),
                    text(doc.get("local")), text(doc.get("policy")), text(doc.get("identity")),
-                   text(doc.get("sigstore_config")))
+                   text(doc.get("sigstore_config")), text(doc.get("generation")))
 
 
 # one environment string: Linux refuses any longer than 128 KiB (MAX_ARG_STRLEN), and then
@@ -106,6 +108,7 @@ class SealOptions:
     prefetch_from: str | None = None  # the run record whose hits to fetch (else the newest)
     prefetch_workers: int = 8
     prefetch_memory: int = 1 << 30
+    generation: str | None = None  # a reader of the generation this pointer names
 
     @property
     def publisher(self) -> bool:
@@ -139,6 +142,6 @@ class SealOptions:
         value = SealSpec(path, signing, tuple(absolute),
                          self.local and os.path.abspath(self.local),
                          policy and os.path.abspath(policy), self.identity,
-                         self.sigstore_config and os.path.abspath(self.sigstore_config)
-                         ).to_env()
+                         self.sigstore_config and os.path.abspath(self.sigstore_config),
+                         self.generation).to_env()
         return {ENV: value, jobenv.LIB: _package.HOME}

@@ -31,9 +31,11 @@ if TYPE_CHECKING:
 def enable_sealed(path: str, *, policy: str | None, reset: bool,
                   signing_key: str | SigningKey | KeylessSigner | None,
                   trusted_keys: TrustedKeys, local: str | None,
-                  prefetch: Sequence[str] | PrefetchSpec | None = None) -> EnableResult:
+                  prefetch: Sequence[str] | PrefetchSpec | None = None,
+                  generation: str | None = None) -> EnableResult:
     """`prefetch`: keys (enable's own argument) or `jaxcache run`'s plan, for a reader of a
-    bucket or a directory (lifecycle/prefetching.py)."""
+    bucket or a directory (lifecycle/prefetching.py). `generation`: `path` is a store of
+    generations, and this process reads the one this pointer names (seal/generations/)."""
     from jaxcache.lifecycle import prefetching
     from jaxcache.trust import create
 
@@ -41,13 +43,14 @@ def enable_sealed(path: str, *, policy: str | None, reset: bool,
         else prefetching.of_keys(tuple(prefetch))
     with create.taken_back_on_error() as made:  # all-or-nothing: the directories too
         return _enable_sealed(path, policy, reset, signing_key, trusted_keys, local, made,
-                              plan)
+                              plan, generation)
 
 
 def _enable_sealed(path: str, policy: str | None, reset: bool,
                    signing_key: str | SigningKey | KeylessSigner | None,
                    trusted_keys: TrustedKeys, local: str | None,
-                   made_dirs: list[InitResult], plan: PrefetchSpec | None) -> EnableResult:
+                   made_dirs: list[InitResult], plan: PrefetchSpec | None,
+                   generation: str | None = None) -> EnableResult:
     from jaxcache import jaxcompat
     from jaxcache.lifecycle import admission, inherit, undo
     from jaxcache.lifecycle.traps import (
@@ -66,6 +69,10 @@ def _enable_sealed(path: str, policy: str | None, reset: bool,
 
     if isinstance(trusted_keys, (str, trustkeys.PublicKey)):
         trusted_keys = (trusted_keys,)  # one key given without a list
+    if generation is not None and signing_key is not None:
+        from jaxcache.errors import JaxcacheError
+
+        raise JaxcacheError(READ_ONLY)
     signer = keymod.load_signing(signing_key) if isinstance(signing_key, str) else signing_key
     extra = tuple(trustkeys.load_public(k) if isinstance(k, str) else k for k in trusted_keys)
     key_signer = signer.public if isinstance(signer, keymod.SigningKey) else None
@@ -75,10 +82,14 @@ def _enable_sealed(path: str, policy: str | None, reset: bool,
     pol = policymod.load(policy, accounts)
     let_in = admission.admit(admission.Asked(
         path, sealed=True, keys=extra, signer=key_signer, publisher=signer is not None,
-        local=local), pol, accounts, made_dirs)
+        local=local, generation=generation is not None), pol, accounts, made_dirs)
     chosen, report, local_dir = let_in.path, let_in.report, let_in.local
     store = None
-    if let_in.kind is admission.Kind.SEALED_BUCKET:
+    if let_in.kind is admission.Kind.GENERATION:
+        from jaxcache.seal.generations import reading
+
+        store = reading.store_at(chosen)
+    elif let_in.kind is admission.Kind.SEALED_BUCKET:
         from jaxcache.seal.objects import store_for_url as objects
         from jaxcache.trust.rules import target
 
@@ -121,7 +132,15 @@ def _enable_sealed(path: str, policy: str | None, reset: bool,
         from jaxcache.lifecycle import prefetching
 
         backend: SealedCache | BucketSealedCache
-        if store is None:
+        if generation is not None:
+            from jaxcache.seal.generations.generation_cache import GenerationCache
+
+            assert store is not None
+            backend = GenerationCache(store, pointer=generation, trusted=keys,
+                                      local=local_dir, max_size=jaxcompat.max_size,
+                                      host=job_fingerprint, require_build=require_build,
+                                      witness=witnessed)
+        elif store is None:
             backend = SealedCache(chosen, trusted=keys, signer=signer, local=local_dir,
                                   max_size=jaxcompat.max_size, host=job_fingerprint,
                                   require_build=require_build, witness=witnessed,
@@ -161,6 +180,10 @@ def _enable_sealed(path: str, policy: str | None, reset: bool,
     return EnableResult(chosen, report, kept, needs_reset, backend)
 
 
+READ_ONLY = ("a generation is read-only: its readers compile their misses into their own "
+             "local tier; publish one with `jaxcache seal DIR --generation STORE`")
+
+
 def job_fingerprint() -> Fingerprint:
     """The fingerprint a sealed backend signs and judges with, asked at its first load or
     write (a compile has made JAX's backend by then): what `jaxcache run` handed the job, or
@@ -191,7 +214,8 @@ def enable_from_env(value: str, prefetch: str | None = None) -> EnableResult:
     return enable_sealed(spec.path, policy=spec.policy, reset=False,
                          signing_key=signer, trusted_keys=spec.trusted_keys,
                          local=spec.local,
-                         prefetch=PrefetchSpec.from_env(prefetch) if prefetch else None)
+                         prefetch=PrefetchSpec.from_env(prefetch) if prefetch else None,
+                         generation=spec.generation)
 
 
 def _name_of(backend: SealedBackend, public: PublicKey) -> str | None:
@@ -239,7 +263,24 @@ def summary(backend: SealedBackend) -> dict[str, object]:
             "bucket_misses": [{"key": m.key, "kind": m.kind, "reason": m.reason,
                                "hint": m.hint} for m in getattr(backend, "misses", ())],
             "prefetch": prefetching.summary(getattr(backend, "prefetch", None)),
+            "generation": _generation_summary(backend),
             "build": _build_summary(backend)}
+
+
+def _generation_summary(backend: SealedBackend) -> dict[str, object] | None:
+    """A generation's reader: the pointer it followed, the generation it read (None: refused,
+    `refused` says why) and who published it. (Asked by attribute: the generations' modules
+    are not imported for other sealed runs.)"""
+    pointer = getattr(backend, "pointer", None)
+    if pointer is None:
+        return None
+    made = getattr(backend, "generation", None)
+    refusal = getattr(backend, "refusal", None)
+    return {"pointer": pointer, "name": made.name if made else None,
+            "publisher": made.publisher if made else None,
+            "created": made.created if made else None,
+            "entries": len(made.entries) if made else None,
+            "refused": refusal[1] if refusal else None}
 
 
 def _build_summary(backend: SealedBackend) -> dict[str, object]:

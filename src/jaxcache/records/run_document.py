@@ -182,6 +182,9 @@ class SealPart:
     # not trusted, or revoked); None: they accept it
     identity_rejected: str | None = None
     prefetch: PrefetchPart | None = None  # a bucket reader's fetch ahead, None: none
+    # a generation's reader: the generation it read (None: none, or refused: then why)
+    generation: str | None = None
+    generation_refused: str | None = None
 
     @classmethod
     def from_json(cls, doc: Mapping[str, object]) -> SealPart:
@@ -197,7 +200,9 @@ class SealPart:
                    _identity_text(mapping(doc.get("signing_identity"))),
                    text(mapping(doc.get("signing_identity")).get("rejected_by_readers")),
                    PrefetchPart.from_json(mapping(doc.get("prefetch")))
-                   if doc.get("prefetch") else None)
+                   if doc.get("prefetch") else None,
+                   text(mapping(doc.get("generation")).get("name")),
+                   text(mapping(doc.get("generation")).get("refused")))
 
 
 def _identity_text(doc: Mapping[str, object]) -> str | None:

@@ -284,6 +284,10 @@ def _seal_lines(seal: SealPart) -> list[str]:
         "read-only (no signing key)"
     if seal.signing_identity is not None:
         signer = f"signing keyless as identity {safe(seal.signing_identity)}"
+    if seal.generation is not None:
+        signer = f"reading generation {safe(seal.generation)}"
+    elif seal.generation_refused is not None:
+        signer = f"no generation read ({safe(seal.generation_refused)})"
     states = [k for k in seal.trusted_keys if k.state != "trusted"]
     shown = "; keys " + ", ".join(
         f"{safe(str(k.name or k.id))} {safe(str(k.state))}" for k in states) if states else ""

@@ -340,10 +340,23 @@ def _admit(chosen: str, policy: str | None, allow_untrusted: bool, seal: SealOpt
         chosen, sealed=seal is not None, keys=keys, signer=signer,
         publisher=seal is not None and seal.publisher, local=seal.local if seal else None,
         allow_untrusted=allow_untrusted, require_origin=require_origin, fingerprint=fingerprint,
-        env=env, remember=True), pol, accounts)
+        env=env, remember=True, generation=seal is not None and seal.generation is not None),
+        pol, accounts)
     if let_in.created and on_created is not None:
         on_created(let_in.created)
     path, report = let_in.path, let_in.report
+    if let_in.kind is admission.Kind.GENERATION:
+        assert seal is not None
+        from jaxcache.trust.rules import target
+
+        if target.is_url(path):
+            from jaxcache.seal.objects import store_for_url as objects
+
+            objects.check_client(target.parse_bucket(path))
+        # what the job may load is what the generation's manifest names: read by the job
+        return Admission(path, let_in.verdict.value, seal.job_env(path, policy),
+                         DirSnapshot(path, {}, "a store of generations: its manifest names "
+                                               "what the job may load"))
     if let_in.kind is admission.Kind.SEALED_BUCKET:
         assert seal is not None
         from jaxcache.seal.objects import store_for_url as objects

@@ -37,7 +37,9 @@ SIGNED_PREFIX = "generation/"  # the key a manifest is signed under: never a cac
 ENTRY_SUFFIX = "-cache"  # JAX's file for cache key K is K-cache (jaxcompat/guard.py)
 DEFAULT_POINTER = "current"
 
-_NAME = re.compile(r"[0-9]{8}T[0-9]{6}Z-[0-9a-f]{8}")  # 20261207T221500Z-1a2b3c4d: sorts by age
+# 20261207T221500.123Z-1a2b3c4d: when it was made, to the millisecond (names sort by age), and
+# 8 random hex digits (two publishers in one millisecond never share one)
+_NAME = re.compile(r"[0-9]{8}T[0-9]{6}\.[0-9]{3}Z-[0-9a-f]{8}")
 _POINTER = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 _DIGEST = re.compile(r"[0-9a-f]{64}")
 _BUILD = re.compile(r"[0-9a-f]{16,128}")

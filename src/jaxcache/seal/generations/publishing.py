@@ -61,10 +61,10 @@ class Published:
 
 
 def new_name(now: float) -> str:
-    """A generation's name: when it was made (so names sort by age), and 8 random hex digits
-    (two publishers in one second never share one)."""
-    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now))
-    return f"{stamp}-{secrets.token_hex(4)}"
+    """A generation's name (manifest.py's shape): when it was made, to the millisecond, and 8
+    random hex digits."""
+    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(now))
+    return f"{stamp}.{int(now * 1000) % 1000:03d}Z-{secrets.token_hex(4)}"
 
 
 def revision() -> str | None:

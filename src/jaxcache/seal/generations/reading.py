@@ -22,14 +22,22 @@ from jaxcache.seal.publishing.tier_files import Rejected
 from jaxcache.seal.signing import digest as digestmod
 from jaxcache.seal.signing.signature_doc import MAX_BYTES as SIGNATURE_BYTES
 from jaxcache.seal.signing.signature_rule import Check, Trusted, check
-from jaxcache.text import quoted
+from jaxcache.text import quoted, safe
+
+NO_GENERATION, BAD_MANIFEST = "no-generation", "bad-manifest"
 
 
 class Refused(JaxcacheError):
     """No generation may be read: no pointer, no manifest, a signature the reader's keys do not
-    accept, a manifest that is none. One line; exit code 1 (a verdict, not bad input)."""
+    accept, a manifest that is none. One line; exit code 1 (a verdict, not bad input).
+    `status`: NO_GENERATION, BAD_MANIFEST or the signature rule's status (a run record's
+    rejections name it)."""
 
     exit_code = 1
+
+    def __init__(self, message: str, status: str = NO_GENERATION) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 class ObjectStatus(StrEnum):
@@ -83,6 +91,23 @@ class Inspected:
         return all(o.status is ObjectStatus.VALID for o in self.objects)
 
 
+def store_at(where: str) -> ObjectStore:
+    """The store generations live in: a bucket prefix (gs://, s3://) or a directory (that
+    exists: JaxcacheError, one line, otherwise)."""
+    from jaxcache.trust.rules import target
+
+    if target.is_url(where):
+        from jaxcache.seal.objects import store_for_url as objects
+
+        return objects.open_store(target.parse_bucket(where))
+    from jaxcache.seal.objects.directory_objects import GenerationDirectory
+
+    try:
+        return GenerationDirectory(where)
+    except StoreError as exc:
+        raise JaxcacheError(safe(exc.message)) from None
+
+
 def pointed(store: ObjectStore, pointer: str) -> str:
     """The name of the generation `pointer` names; Refused when there is none."""
     data = store.get(m.pointer_object(pointer), POINTER_BYTES + 1)
@@ -105,15 +130,16 @@ def load(store: ObjectStore, name: str, ring: Trusted) -> Verified:
         raise Refused(f"{store.url} holds no generation {name}")
     if len(data) > m.MAX_BYTES:
         raise Refused(f"generation {name}: its manifest is larger than "
-                      f"{m.MAX_BYTES >> 20} MiB: refused unread")
+                      f"{m.MAX_BYTES >> 20} MiB: refused unread", BAD_MANIFEST)
     sig = store.get(m.signature_object(name), SIGNATURE_BYTES + 1)
     judged = check(m.signed_key(name), data, sig, ring)
     if not judged.ok:
-        raise Refused(f"generation {name}: {judged.status.value}: {judged.reason}")
+        raise Refused(f"generation {name}: {judged.status.value}: {judged.reason}",
+                      judged.status.value)
     try:
         return Verified(m.Manifest.parse(data, name), judged)
     except m.ManifestError as exc:  # signed, yet no manifest: its signer's mistake
-        raise Refused(f"generation {name}: {exc}") from None
+        raise Refused(f"generation {name}: {exc}", BAD_MANIFEST) from None
 
 
 def check_objects(store: ObjectStore, found: m.Manifest) -> tuple[ObjectCheck, ...]:

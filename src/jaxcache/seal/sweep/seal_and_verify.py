@@ -350,6 +350,7 @@ def publish_generation(directory: str, store_text: str, signing: SigningChoice,
     sealing it (as `seal DIR`); the store's writers need no such audit: a reader trusts the
     signed manifest and each object's digest, never the store."""
     from jaxcache.seal.generations import manifest as m
+    from jaxcache.seal.generations import reading
     from jaxcache.seal.generations.publishing import publish
 
     if not m.is_pointer(pointer):
@@ -367,7 +368,7 @@ def publish_generation(directory: str, store_text: str, signing: SigningChoice,
                                 f"{safe(directory)} overlap: give a directory apart from it"
                                 ) from None
     signer = signing.load()
-    store = open_generation_store(store_text)
+    store = reading.store_at(store_text)
     try:
         resolved, _ = _vouchable(directory, signer, given, policy,
                                  require_origin=require_origin, warn=warn)
@@ -393,7 +394,7 @@ def verify_generation(store_text: str, given: tuple[str, ...], policy: Policy, *
 
     if not m.is_pointer(pointer):
         raise JaxcacheError(f"--pointer {safe(pointer)!r} is no pointer name")
-    store = open_generation_store(store_text)
+    store = reading.store_at(store_text)
     try:
         ring = trusted_keys_for(store.url, given, policy)
         chosen = name if name is not None else reading.pointed(store, pointer)
@@ -405,21 +406,6 @@ def verify_generation(store_text: str, given: tuple[str, ...], policy: Policy, *
         raise JaxcacheError(f"{safe(store.url)}: {safe(exc.message)}") from None
     finally:
         _close(store)
-
-
-def open_generation_store(text: str) -> ObjectStore:
-    """The store generations live in: a bucket prefix (gs://, s3://) or a directory."""
-    if is_url(text):
-        from jaxcache.seal.objects import store_for_url as objects
-        from jaxcache.trust.rules import target
-
-        return objects.open_store(target.parse_bucket(text))
-    from jaxcache.seal.objects.directory_objects import GenerationDirectory
-
-    try:
-        return GenerationDirectory(_existing_dir(text))
-    except StoreError as exc:
-        raise JaxcacheError(safe(exc.message)) from None
 
 
 def _publisher(signer: Signer) -> str:

@@ -1,0 +1,89 @@
+"""The backend JAX calls for a reader of a generation: a private local tier, then the one
+generation a pointer named when the job enabled it.
+
+The pointer is followed and the manifest's signature verified once, at construction
+(reading.py, by the one rule); from then on an entry is the object its digest names, returned
+only if its bytes have that size and digest, and only if the manifest says this build compiled
+it (the fingerprint id: build, machine, CPU features; another's entry could crash the job, so
+it is a miss, as is one of unknown build under require_build). Anything else is a miss, reported
+once, and JAX compiles: a manifest the reader's keys refuse (an untrusted, revoked or expired
+signer, too few signatures) loads nothing of that generation. A reader writes its misses to its
+local tier only (BucketSealedCache's reader path, which this extends), never to the store.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from jaxcache.seal.generations import manifest as m
+from jaxcache.seal.generations import reading
+from jaxcache.seal.objects.object_store import NOT_FOUND, ObjectStore, StoreError
+from jaxcache.seal.signing import digest as digestmod
+from jaxcache.seal.signing.signature_rule import BUILD_UNKNOWN, OTHER_BUILD
+from jaxcache.seal.stores.backend_reports import Host, Witness
+from jaxcache.seal.stores.bucket_backend import BucketSealedCache
+from jaxcache.trust.inputs.public_keys import PublicKey
+from jaxcache.trust.rules.keyring import KeyRing
+
+WRONG_DIGEST = "wrong-digest"  # an object whose bytes are not the ones the manifest names
+
+
+class GenerationCache(BucketSealedCache):
+    """A JAX CacheInterface (through jaxcompat) over one generation of a store, read-only."""
+
+    def __init__(self, store: ObjectStore, *, pointer: str,
+                 trusted: KeyRing | Iterable[PublicKey], local: str | None = None,
+                 max_size: Callable[[], int] | None = None, host: Host | None = None,
+                 require_build: bool = False, witness: Witness | None = None) -> None:
+        super().__init__(store, trusted=trusted, local=local, max_size=max_size, host=host,
+                         require_build=require_build, witness=witness)
+        self.pointer = pointer
+        self.generation: m.Manifest | None = None
+        self.refusal: tuple[str, str] | None = None  # (status, why): nothing of it loads
+        self._entries: dict[str, m.Entry] = {}
+        try:
+            found = reading.load(store, reading.pointed(store, pointer), self.trusted)
+        except reading.Refused as exc:
+            self.refusal = (exc.status, str(exc))
+        except StoreError as exc:
+            self.refusal = (exc.kind, f"{store.url}: {exc.message}")
+        else:
+            self.generation = found.manifest
+            self._entries = {e.key: e for e in found.manifest.entries}
+
+    def _from_bucket(self, key: str, name: str) -> bytes | None:
+        if self.refusal is not None:
+            status, why = self.refusal
+            self._rejected(key, status, why)
+            return None
+        entry = self._entries.get(key)
+        if entry is None:
+            assert self.generation is not None
+            self._missed(key, NOT_FOUND, f"generation {self.generation.name} holds no entry "
+                                         "for this key")
+            return None
+        host = self.host.id
+        if entry.build is None and self.require_build:
+            self._rejected(key, BUILD_UNKNOWN, "the manifest names no build for it, and the "
+                                               "policy requires one (require_build)")
+            return None
+        if entry.build is not None and entry.build != host:
+            self._rejected(key, OTHER_BUILD, f"compiled by build {entry.build}, not this "
+                                             f"one ({host})")
+            return None
+        self._skip_if_down()
+        data = self.store.get(entry.object_name, limit=entry.size + 1)
+        if data is None:
+            self._missed(key, NOT_FOUND, f"no object holds its digest {entry.digest[:16]}…")
+            return None
+        if len(data) != entry.size or digestmod.of(data).hex() != entry.digest:
+            self._rejected(key, WRONG_DIGEST, "its object's bytes are not the ones the "
+                                              "manifest names")
+            return None
+        if entry.build is None:
+            with self._lock:
+                fresh = key not in self._unknown_seen
+                self._unknown_seen.add(key)
+            if fresh:
+                self.unknown_builds.append(key)
+        return data
