@@ -13,6 +13,7 @@ revoked; an object is judged by its digest alone; a link in the store is never f
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -409,3 +410,153 @@ def test_run_refuses_a_generation_it_could_not_read(warmed, extra, why):
     proc = jaxcache("run", *extra, "--cache-dir", str(warmed["root"]), "--", "true",
                     env=warmed["env"])
     assert proc.returncode == 2 and why in proc.stderr, proc.stderr
+
+
+def _age(store: Path, seconds: float) -> None:
+    """Every file of the store written `seconds` ago (a directory store's ages are mtimes)."""
+    for p in store.rglob("*"):
+        if p.is_file():
+            t = p.stat().st_mtime - seconds
+            os.utime(p, (t, t))
+
+
+def _subset(w, name: str, drop: int) -> Path:
+    """A private copy of the warmed cache without `drop` of its entries."""
+    copy = w["root"] / name
+    shutil.copytree(w["src"], copy)
+    for p in sorted(copy.glob("*-cache"))[:drop]:
+        p.unlink()
+    return copy
+
+
+def test_gc_keeps_what_pointers_name_and_the_newest_and_deletes_the_rest(warmed):
+    store = _store(warmed, "collected")
+    _, old = _publish(warmed, str(store))
+    w = {**warmed, "src": _subset(warmed, "fewer", 1)}
+    _, new = _publish(w, str(store))
+    _age(store, 2 * 3600)
+    proc = jaxcache("gc", str(store), "--generations", "--keep", "0", "--dry-run", "--format",
+                    "json", env=warmed["env"])
+    assert proc.returncode == 0, proc.stderr
+    dry = json.loads(proc.stdout)
+    pytest.importorskip("jsonschema").validate(dry, schemas.load("generation"))
+    assert dry["kept"] == [new["generation"]] and dry["deleted"] == [old["generation"]]
+    assert dry["objects_deleted"] == 1 and (store / "generations" / f"{old['generation']}.json"
+                                            ).exists()
+    proc = jaxcache("gc", str(store), "--generations", "--keep", "0", env=warmed["env"])
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(p.name for p in (store / "generations").iterdir()) == [
+        f"{new['generation']}.json", f"{new['generation']}.json.sig"]
+    assert len(list((store / "objects").iterdir())) == new["entries"]
+    assert _verify(warmed, str(store), "--trusted-key", str(warmed["pub"])).returncode == 0
+    assert not list((store / "leases").iterdir())  # its own lease released
+
+
+def test_gc_deletes_no_object_while_a_publisher_is_at_work(warmed):
+    store = _store(warmed, "busy")
+    _publish(warmed, str(store))
+    (store / "pointers" / "current").unlink()  # nothing named: every object could go
+    _age(store, 2 * 3600)
+    (store / "leases" / "publish-x").write_text("now\n")  # a publisher's fresh lease
+    proc = jaxcache("gc", str(store), "--generations", "--keep", "0", "--format", "json",
+                    env=warmed["env"])
+    doc = json.loads(proc.stdout)
+    assert doc["objects_deleted"] == 0 and "publisher is at work" in doc["objects_left"]
+    assert len(list((store / "objects").iterdir())) == len(warmed["entries"])
+    _age(store / "leases", 2 * 3600)  # the publisher was killed an age ago: its lease is stale
+    doc = json.loads(jaxcache("gc", str(store), "--generations", "--keep", "0", "--format",
+                              "json", env=warmed["env"]).stdout)
+    assert doc["objects_left"] is None and doc["objects_deleted"] == len(warmed["entries"])
+    assert not list((store / "leases").iterdir())
+
+
+def test_a_publisher_waits_for_a_running_gc_and_then_gives_up(warmed, monkeypatch):
+    store = _store(warmed, "gc-running")
+    (store / "leases").mkdir()
+    (store / "leases" / "gc").write_text("now\n")
+    monkeypatch.setattr(publishing, "GC_WAIT_S", 1.5)
+    with pytest.raises(publishing.StoreError, match="gc of this store"):
+        publishing.publish(str(warmed["src"]), GenerationDirectory(str(store)),
+                           load_signing(str(warmed["key"])), publisher="key ci")
+    assert not (store / "objects").exists() and not list((store / "leases").glob("publish-*"))
+    proc = jaxcache("gc", str(store), "--generations", "--keep", "1", env=warmed["env"])
+    assert proc.returncode == 2 and "another gc holds" in proc.stderr
+
+
+class _GcMidway(GenerationDirectory):
+    """A store on which a gc (keep nothing but what pointers name, every object and manifest
+    aged past the lease period) runs right after the publisher's first upload, as a gc started
+    then would: only the publisher's lease stands between gc and the objects it reuses."""
+
+    ran: dict | None = None
+
+    def put_if_absent(self, name: str, data: bytes) -> bool:
+        if name.startswith(m.OBJECTS) and self.ran is None:
+            for folder in ("objects", "generations"):  # all but the publisher's lease
+                _age(Path(self.url) / folder, 2 * 3600)
+            from jaxcache.seal.generations import collecting
+
+            self.ran = collecting.collect(GenerationDirectory(self.url), keep=0, max_age_s=None)
+        return super().put_if_absent(name, data)
+
+
+def test_gc_beside_a_publisher_never_deletes_what_the_new_generation_names(warmed):
+    store = _store(warmed, "beside")
+    _publish({**warmed, "src": _subset(warmed, "one-less", 1)}, str(store))  # all but one held
+    (store / "pointers" / "current").unlink()  # so that gc may take every object it finds
+    racing = _GcMidway(str(store))
+    done = publishing.publish(str(warmed["src"]), racing, load_signing(str(warmed["key"])),
+                              publisher="key ci")
+    assert racing.ran is not None and racing.ran.objects_left is not None
+    assert done.ok and done.uploaded == 1
+    found = reading.load(GenerationDirectory(str(store)), done.name,
+                         [load_public(str(warmed["pub"]))])
+    checked = reading.check_objects(GenerationDirectory(str(store)), found.manifest)
+    assert {c.status.value for c in checked} == {"valid"}
+
+
+class _Killed(GenerationDirectory):
+    """A store whose publisher dies (KeyboardInterrupt) at its `at`-th write, leaving the store
+    as a killed process would."""
+
+    def __init__(self, path: str, at: int) -> None:
+        super().__init__(path)
+        self.at, self.writes = at, 0
+
+    def _count(self) -> None:
+        self.writes += 1
+        if self.writes == self.at:
+            raise KeyboardInterrupt
+
+    def put_if_absent(self, name: str, data: bytes) -> bool:
+        self._count()
+        return super().put_if_absent(name, data)
+
+    def replace_if(self, name: str, data: bytes, generation: str) -> bool:
+        self._count()
+        return super().replace_if(name, data, generation)
+
+
+def test_a_publisher_killed_at_any_write_leaves_the_old_generation_whole(warmed):
+    base = _store(warmed, "before-kill")
+    _, old = _publish({**warmed, "src": _subset(warmed, "older", 2)}, str(base))
+    key = load_signing(str(warmed["key"]))
+    trusted = [load_public(str(warmed["pub"]))]
+    # its lease, the 2 objects the store lacks, manifest, signature, pointer: every write of
+    # one publish, each the last one in turn, from the same store each time
+    writes = 1 + 2 + 3
+    for at in range(1, writes + 2):
+        store = warmed["root"] / f"killed-at-{at}"
+        shutil.copytree(base, store)
+        target = _Killed(str(store), at)
+        if at <= writes:
+            with pytest.raises(KeyboardInterrupt):
+                publishing.publish(str(warmed["src"]), target, key, publisher="key ci")
+        else:  # one more than there are: it completes
+            assert publishing.publish(str(warmed["src"]), target, key, publisher="key ci").ok
+        now = GenerationDirectory(str(store))
+        current = reading.pointed(now, "current")
+        assert (current == old["generation"]) == (at <= writes), at
+        found = reading.load(now, current, trusted)  # old or new: always whole
+        assert {c.status.value for c in reading.check_objects(now, found.manifest)} == {
+            "valid"}, at

@@ -6,6 +6,7 @@ import argparse
 from typing import NoReturn
 
 from jaxcache.cli import common
+from jaxcache.cli.verify import GenerationKind
 
 
 def options(p: argparse.ArgumentParser) -> None:
@@ -24,6 +25,14 @@ def options(p: argparse.ArgumentParser) -> None:
                        "your run records; entries no record shows compiled go first).")
     common.option(p, "--dry-run", action="store_true",
                   help="Say what would go; delete nothing.")
+    common.option(p, "--generations", action=GenerationKind, nargs=0, default=None,
+                  help="PATH is a store of generations (a directory, gs:// or s3://: "
+                       "`jaxcache seal --generation`): keep the generations its pointers name, "
+                       "the newest --keep N and those younger than --max-age; delete the "
+                       "others and every object no kept generation names "
+                       "(docs/how-to/generations.md).")
+    common.option(p, "--keep", type=common.Range(int, 0), metavar="N",
+                  help="With --generations: keep the newest N generations.")
     common.option(p, "--lifecycle-rule", action="store_true",
                   help="For a gs:// or s3:// PATH with --max-age: print the bucket's own "
                        "lifecycle rule for that age instead of collecting (and what such a "
@@ -66,6 +75,10 @@ def handle(args: argparse.Namespace, tail: None) -> None:
     from jaxcache.report import gc as formats
     from jaxcache.trust.rules.target import is_url
 
+    if args.generations:
+        _generations(args)
+    if args.keep is not None:
+        common.usage(args, "--keep goes with --generations")
     if args.max_size is None and args.max_age is None:
         common.usage(args, "give --max-size, --max-age or both: gc deletes nothing unasked")
     try:
@@ -117,3 +130,36 @@ def _lifecycle_rule(args: argparse.Namespace, path: str, max_size: int | None,
                            "rule on the whole bucket would delete everything in it")
     common.finish(args, formats.lifecycle_text(url, max_age) if args.fmt == "text" else
                   formats.lifecycle_json(url, max_age), 0)
+
+
+def _generations(args: argparse.Namespace) -> NoReturn:
+    """`gc STORE --generations`: collect a store of generations."""
+    from jaxcache import text
+    from jaxcache.errors import JaxcacheError
+    from jaxcache.report import generation as formats
+    from jaxcache.seal.generations import collecting, reading
+    from jaxcache.seal.objects.object_store import StoreError
+
+    if not args.path:
+        common.usage(args, "give the store of generations (a directory, gs:// or s3://)")
+    if args.max_size is not None or args.lifecycle_rule or args.order != "lru":
+        common.usage(args, "--max-size, --order and --lifecycle-rule are for a cache; a store "
+                           "of generations keeps --keep N and those younger than --max-age")
+    if args.keep is None and args.max_age is None:
+        common.usage(args, "give --keep, --max-age or both: gc deletes nothing unasked")
+    try:
+        max_age = text.parse_age(args.max_age) if args.max_age is not None else None
+    except ValueError as exc:
+        common.usage(args, str(exc))
+    store = reading.store_at(args.path)
+    try:
+        done = collecting.collect(store, keep=args.keep, max_age_s=max_age,
+                                  dry_run=args.dry_run)
+    except StoreError as exc:
+        raise JaxcacheError(f"{text.safe(store.url)}: {text.safe(exc.message)}") from None
+    finally:
+        close = getattr(store, "close", None)
+        if close is not None:
+            close()
+    common.finish(args, formats.collect_json(done) if args.fmt == "json" else
+                  formats.collect_text(done), 0)

@@ -12,6 +12,7 @@ from jaxcache.text import age, plural, safe, size
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from jaxcache.seal.generations.collecting import Collected
     from jaxcache.seal.generations.publishing import Published
     from jaxcache.seal.generations.reading import Inspected
 
@@ -103,3 +104,27 @@ def verify_json(found: Inspected) -> str:
         "generations": [{"name": g.name, "manifest_size": g.size, "age_s": g.age_s}
                         for g in found.generations],
         "pointers": dict(sorted(found.pointers.items()))})
+
+
+def collect_text(done: Collected) -> str:
+    verb = "would delete" if done.dry_run else "deleted"
+    lines = [f"{safe(done.store)}: kept {plural(len(done.kept), 'generation')}, {verb} "
+             f"{len(done.deleted)}; {verb} {plural(done.objects_deleted, 'object')} "
+             f"({size(done.bytes_freed)}), {done.objects_kept} kept"]
+    if done.objects_left is not None:
+        lines.append(f"  objects no kept generation names were left: {safe(done.objects_left)}")
+    for name in done.deleted:
+        lines.append(f"  {'would delete' if done.dry_run else 'deleted'} generation {name}")
+    for pointer, gen in sorted(done.pointers.items()):
+        lines.append(f"  pointer {pointer} -> {gen or 'no generation'} (kept)")
+    return "\n".join(lines) + "\n"
+
+
+def collect_json(done: Collected) -> str:
+    return jsonout.document({
+        **envelope("generation"), "action": "gc", "store": safe(done.store),
+        "dry_run": done.dry_run, "kept": list(done.kept), "deleted": list(done.deleted),
+        "objects_deleted": done.objects_deleted, "bytes_freed": done.bytes_freed,
+        "objects_kept": done.objects_kept,
+        "objects_left": safe(done.objects_left) if done.objects_left else None,
+        "pointers": dict(sorted(done.pointers.items()))})

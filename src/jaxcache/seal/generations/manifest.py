@@ -11,6 +11,9 @@ A store (a directory, gs://, s3://) holds, under its prefix:
                                       manifest's bytes under the key `generation/<name>`)
     pointers/<pointer>                the name of the generation a pointer (`current`, a branch)
                                       names: one object, moved by a conditional write
+    leases/publish-<name>             a publisher at work (its objects are not yet named by a
+                                      manifest): gc deletes no object while one is fresh
+    leases/gc                         a gc at work: a publisher waits for it to end
 
 The manifest is read once, bounded (MAX_BYTES), and is valid only in its canonical form (its
 own bytes are what `to_bytes` writes of what they parse to): two readers, or a reader and a
@@ -32,7 +35,13 @@ FORMAT = "jaxcache.generation/1"
 # 2,000 entries take ~0.4 MB; a cache of 100,000 about 20 MB: far below, and read once
 MAX_BYTES = 64 << 20
 MAX_ENTRY_BYTES = 1 << 36  # a size past this is no compiled program's
-OBJECTS, GENERATIONS, POINTERS = "objects/", "generations/", "pointers/"
+OBJECTS, GENERATIONS, POINTERS, LEASES = "objects/", "generations/", "pointers/", "leases/"
+GC_LEASE = LEASES + "gc"
+PUBLISH_LEASE = LEASES + "publish-"
+# how long a lease holds: a publisher that has not moved its pointer by then gives up, and a
+# lease older than this is a killed process's (gc then deletes it); objects and manifests
+# younger than this are never collected
+LEASE_S = 3600.0
 SIGNED_PREFIX = "generation/"  # the key a manifest is signed under: never a cache key's shape
 ENTRY_SUFFIX = "-cache"  # JAX's file for cache key K is K-cache (jaxcompat/guard.py)
 DEFAULT_POINTER = "current"

@@ -7,8 +7,15 @@ object replaced only if it is still what this publisher saw (a compare and swap 
 GCS ifGenerationMatch, S3 If-Match, a directory's lock), so a publisher killed at any step
 leaves the old generation current, and of two racing publishers one moves the pointer and the
 other says so. Requests: one listing, one upload per object the store lacks, then a constant
-(manifest, signature, the pointer's stat, read and write): a republish of an unchanged cache
-uploads no entry.
+(its lease, the gc lease's stat, manifest, signature, the pointer's stat, read and write, the
+lease's release): a republish of an unchanged cache uploads no entry.
+
+Beside a gc (collecting.py): the publisher writes its lease (`leases/publish-<name>`) before
+it lists the store, and waits while a gc's lease is fresh; a gc takes its own lease before it
+lists, and deletes no object while a publisher's lease is fresh. Whichever of the two writes
+its lease second sees the other's, so an object a publisher found in the store and did not
+upload again is never deleted under it. A publisher that has not moved its pointer within
+manifest.LEASE_S (its lease stale) does not move it.
 """
 
 from __future__ import annotations
@@ -36,6 +43,7 @@ if TYPE_CHECKING:
 
 UPLOADS = 16  # uploads in flight: a bucket's latency, not its bandwidth, bounds a small entry
 POINTER_BYTES = 256  # a pointer holds a generation's name and a newline
+GC_WAIT_S = 120.0  # how long a publisher waits for a running gc to end
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +92,48 @@ def publish(directory: str, store: ObjectStore, signer: Signer, *, publisher: st
     `store` as a new generation signed by `signer`, and move `pointer` to it. `build`: the
     fingerprint id of the build that compiled them (this Python's: publish where they were
     made). StoreError: the store could not be written (nothing a reader sees has changed)."""
+    started = time.monotonic()
+    at = time.time() if now is None else now
+    name = new_name(at)
+    lease = m.PUBLISH_LEASE + name
+    store.put_if_absent(lease, f"{when(at)}\n".encode())
+    try:
+        _wait_for_gc(store)
+        return _publish(directory, store, signer, name, at, started, publisher=publisher,
+                        pointer=pointer, build=build, allow_unhittable=allow_unhittable,
+                        progress=progress)
+    finally:
+        _release(store, lease)
+
+
+def _wait_for_gc(store: ObjectStore) -> None:
+    """Wait while a gc holds its fresh lease (StoreError past GC_WAIT_S)."""
+    deadline = time.monotonic() + GC_WAIT_S
+    while True:
+        info = store.stat(m.GC_LEASE)
+        age = info.age_s() if info is not None else None
+        if info is None or (age is not None and age >= m.LEASE_S):
+            return
+        if time.monotonic() >= deadline:
+            raise StoreError("error", f"a gc of this store has held {m.GC_LEASE} for "
+                                      f"{GC_WAIT_S:.0f} s: publish again when it has ended")
+        time.sleep(1.0)
+
+
+def _release(store: ObjectStore, lease: str) -> None:
+    """Delete this publisher's lease (a failure leaves it to go stale: gc deletes it)."""
+    try:
+        info = store.stat(lease)
+        if info is not None:
+            store.delete_if(lease, info.generation)
+    except StoreError:
+        pass
+
+
+def _publish(directory: str, store: ObjectStore, signer: Signer, name: str, at: float,
+             started: float, *,
+             publisher: str, pointer: str, build: str | None, allow_unhittable: bool,
+             progress: Callable[[int, int], None] | None) -> Published:
     fd = open_dir(directory)
     try:
         names = sorted(n for n in os.listdir(fd) if classify(n)[0] == "cache")
@@ -125,13 +175,15 @@ def publish(directory: str, store: ObjectStore, signer: Signer, *, publisher: st
     entries = tuple(e for e, _, _ in results if e is not None)
     left_out = tuple(x for _, x, _ in results if x is not None)
     problems = tuple(p for _, _, p in results if p is not None)
-    at = time.time() if now is None else now
-    made = m.Manifest(new_name(at), when(at), publisher, revision(), entries)
+    made = m.Manifest(name, when(at), publisher, revision(), entries)
     data = made.to_bytes()
     if not store.put_if_absent(m.manifest_object(made.name), data):
         raise StoreError("error", f"generation {made.name} exists already")
     store.put_if_absent(m.signature_object(made.name), sign(m.signed_key(made.name), data,
                                                             signer, now=at))
+    if time.monotonic() - started >= m.LEASE_S:  # a gc may take this publish's lease for stale
+        raise StoreError("error", f"publishing took over {m.LEASE_S:.0f} s: generation "
+                                  f"{made.name} was written but the pointer not moved to it")
     previous, moved, now_names = _move(store, pointer, made.name)
     return Published(store.url, made.name, pointer, previous, moved, len(entries), made.size,
                      done[1], done[2], left_out, problems, now_names)
