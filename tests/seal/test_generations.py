@@ -155,7 +155,8 @@ def _entry_doc(key: str, digest: str = "ab" * 32, size: int = 3) -> dict:
 
 
 def _manifest_bytes(name: str, entries: list[dict], *, indent: int | None = None) -> bytes:
-    doc = {"format": m.FORMAT, "name": name, "created": "2026-12-07T00:00:00Z",
+    doc = {"format": m.FORMAT, "name": name, "pointer": "current",
+           "created": "2026-12-07T00:00:00Z",
            "publisher": "key x", "revision": None, "entries": entries}
     if indent is not None:
         return json.dumps(doc, indent=indent).encode()
@@ -261,7 +262,9 @@ def test_the_directory_store_creates_once_and_compares_before_it_replaces(tmp_pa
     assert now is not None and store.delete_if("pointers/p", now.generation)
     assert store.get("pointers/p") is None
     assert oct((tmp_path / "pointers").stat().st_mode & 0o777) == "0o755"
-    assert not [p for p in (tmp_path / "pointers").iterdir()]  # no temporary file left
+    # no temporary file left; the folder's lock file is its owner's alone
+    assert [p.name for p in (tmp_path / "pointers").iterdir()] == [".lock"]
+    assert oct((tmp_path / "pointers" / ".lock").stat().st_mode & 0o777) == "0o600"
 
 
 @pytest.mark.parametrize("extra, why", [
@@ -445,11 +448,11 @@ def test_gc_keeps_what_pointers_name_and_the_newest_and_deletes_the_rest(warmed)
                                             ).exists()
     proc = jaxcache("gc", str(store), "--generations", "--keep", "0", env=warmed["env"])
     assert proc.returncode == 0, proc.stderr
-    assert sorted(p.name for p in (store / "generations").iterdir()) == [
+    assert sorted(p.name for p in (store / "generations").iterdir() if p.name != ".lock") == [
         f"{new['generation']}.json", f"{new['generation']}.json.sig"]
-    assert len(list((store / "objects").iterdir())) == new["entries"]
+    assert len(list((store / "objects").glob("[!.]*"))) == new["entries"]
     assert _verify(warmed, str(store), "--trusted-key", str(warmed["pub"])).returncode == 0
-    assert not list((store / "leases").iterdir())  # its own lease released
+    assert not list((store / "leases").glob("[!.]*"))  # its own lease released
 
 
 def test_gc_deletes_no_object_while_a_publisher_is_at_work(warmed):
@@ -467,7 +470,7 @@ def test_gc_deletes_no_object_while_a_publisher_is_at_work(warmed):
     doc = json.loads(jaxcache("gc", str(store), "--generations", "--keep", "0", "--format",
                               "json", env=warmed["env"]).stdout)
     assert doc["objects_left"] is None and doc["objects_deleted"] == len(warmed["entries"])
-    assert not list((store / "leases").iterdir())
+    assert not list((store / "leases").glob("[!.]*"))
 
 
 def test_a_publisher_waits_for_a_running_gc_and_then_gives_up(warmed, monkeypatch):
@@ -560,3 +563,110 @@ def test_a_publisher_killed_at_any_write_leaves_the_old_generation_whole(warmed)
         found = reading.load(now, current, trusted)  # old or new: always whole
         assert {c.status.value for c in reading.check_objects(now, found.manifest)} == {
             "valid"}, at
+
+
+def test_a_link_or_a_folder_at_a_pointer_is_one_line_and_a_reader_compiles(warmed, tmp_path):
+    store = _store(warmed, "pointer-link")
+    _publish(warmed, str(store))
+    pointer = store / "pointers" / "current"
+    pointer.unlink()
+    pointer.symlink_to("/etc/passwd")
+    proc = _verify(warmed, str(store), "--trusted-key", str(warmed["pub"]))
+    assert proc.returncode == 2 and "symbolic link" in proc.stderr, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and "internal error" not in proc.stderr
+    out, seal = _read(warmed, store, warmed["pub"], tmp_path)
+    assert out["results"] == warmed["results"] and out["hits"] == 0
+    assert "symbolic link" in seal["generation"]["refused"]
+    pointer.unlink()
+    pointer.mkdir()
+    proc = _verify(warmed, str(store), "--trusted-key", str(warmed["pub"]))
+    assert proc.returncode == 2 and "internal error" not in proc.stderr, proc.stderr
+
+
+def test_a_generation_published_for_another_pointer_is_refused(warmed):
+    store = _store(warmed, "branches")
+    _, branch = _publish(warmed, str(store), "--pointer", "pr-17")
+    _, main = _publish(warmed, str(store))
+    (store / "pointers" / "current").write_text(branch["generation"] + "\n")  # a writer
+    proc = _verify(warmed, str(store), "--trusted-key", str(warmed["pub"]))
+    assert proc.returncode == 1 and "published for pointer pr-17, not current" in proc.stderr
+    named = _verify(warmed, str(store), "--trusted-key", str(warmed["pub"]), "--name",
+                    branch["generation"])
+    assert named.returncode == 0, named.stderr  # asked for by its name, it is whole
+    assert main["generation"] != branch["generation"]
+
+
+def test_a_reader_holding_the_folder_does_not_stall_a_publisher(warmed):
+    import fcntl
+
+    store = _store(warmed, "held")
+    _publish(warmed, str(store))
+    fd = os.open(store / "pointers", os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # anyone who can read the store can do this
+        proc = jaxcache("seal", str(warmed["src"]), "--signing-key", str(warmed["key"]),
+                        "--generation", str(store), env=warmed["env"])
+        assert proc.returncode == 0 and "moved to it" in proc.stdout, proc.stderr
+    finally:
+        os.close(fd)
+
+
+def test_entries_whose_signatures_fail_are_not_published(warmed):
+    src = warmed["root"] / "resigned"
+    shutil.copytree(warmed["src"], src)
+    changed = sorted(src.glob("*-cache"))[0]
+    changed.write_bytes(changed.read_bytes() + b"changed after signing")
+    store = _store(warmed, "not-vouched")
+    code, doc = _publish({**warmed, "src": src}, str(store))
+    assert code == 1 and [p["entry"] for p in doc["problems"]] == [changed.name]
+    assert "bad-signature" in doc["problems"][0]["why"]
+    manifest = json.loads(next((store / "generations").glob("*.json")).read_bytes())
+    assert changed.name[:-len("-cache")] not in {e["key"] for e in manifest["entries"]}
+    assert len(manifest["entries"]) == len(warmed["entries"]) - 1
+
+
+def test_an_object_of_the_wrong_size_is_uploaded_again(warmed):
+    store = _store(warmed, "repaired")
+    _publish(warmed, str(store))
+    victim = next((store / "objects").glob("[!.]*"))
+    victim.write_bytes(b"garbage")  # a writer of the store
+    code, again = _publish(warmed, str(store))
+    assert code == 0 and again["uploaded"] == 1
+    assert _verify(warmed, str(store), "--trusted-key", str(warmed["pub"])).returncode == 0
+
+
+class _MovedEarly(GenerationDirectory):
+    """A store on which another publisher moves the pointer while this one uploads."""
+
+    def put_if_absent(self, name: str, data: bytes) -> bool:
+        if name.startswith(m.OBJECTS) and not getattr(self, "moved", False):
+            self.moved = True
+            seen = self.stat(m.pointer_object("current"))
+            assert seen is not None
+            GenerationDirectory(self.url).replace_if(
+                m.pointer_object("current"), b"20261207T000000.000Z-bbbbbbbb\n",
+                seen.generation)
+        return super().put_if_absent(name, data)
+
+
+def test_a_pointer_moved_while_a_publisher_uploads_is_left_alone(warmed):
+    store = _store(warmed, "moved-early")
+    _publish({**warmed, "src": _subset(warmed, "early", 1)}, str(store))
+    done = publishing.publish(str(warmed["src"]), _MovedEarly(str(store)),
+                              load_signing(str(warmed["key"])), publisher="key ci")
+    assert not done.moved and done.now_names == "20261207T000000.000Z-bbbbbbbb"
+
+
+def test_entries_another_build_compiled_are_not_published_as_this_builds(warmed):
+    from support import builds
+
+    site = builds.other_build(warmed["root"] / "other")
+    other_src = warmed["root"] / "src-b"
+    env_b = {**warmed["env"], "PYTHONPATH": str(site)}
+    proc = jaxcache("run", "-q", "--sealed", "--signing-key", str(warmed["key"]),
+                    "--cache-dir", str(other_src), "--", sys.executable, JOB, env=env_b)
+    assert proc.returncode == 0, proc.stderr
+    store = _store(warmed, "from-b")
+    code, doc = _publish({**warmed, "src": other_src}, str(store))  # published from build A
+    assert code == 1 and doc["entries"] == 0
+    assert doc["problems"] and all("another build" in p["why"] for p in doc["problems"])

@@ -327,6 +327,12 @@ def seal_options_of(args: argparse.Namespace) -> SealOptions | None:
             common.usage(args, "--signing-key, --identity, --trusted-key, --local and "
                                "--generation need --sealed")
         return None
+    if args.generation is not None:
+        from jaxcache.seal.generations.manifest import is_pointer
+
+        if not is_pointer(args.generation):
+            common.usage(args, f"--generation {args.generation!r} is no pointer name (letters, "
+                               "digits, '.', '_' and '-', at most 64)")
     if args.generation is not None and (args.signing_key or args.identity):
         common.usage(args, "--generation reads a published generation: it signs nothing "
                            "(publish one with `jaxcache seal DIR --generation STORE`)")

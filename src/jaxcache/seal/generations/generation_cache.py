@@ -42,7 +42,7 @@ class GenerationCache(BucketSealedCache):
         self.refusal: tuple[str, str] | None = None  # (status, why): nothing of it loads
         self._entries: dict[str, m.Entry] = {}
         try:
-            found = reading.load(store, reading.pointed(store, pointer), self.trusted)
+            found = reading.load(store, reading.pointed(store, pointer), self.trusted, pointer)
         except reading.Refused as exc:
             self.refusal = (exc.status, str(exc))
         except StoreError as exc:

@@ -1,6 +1,7 @@
 """A generation's manifest: the document that names every entry of a warmed cache (its cache key,
-the BLAKE3-256 digest and size of its bytes, the build that compiled it), who published it, when,
-and from which source revision; and the names under which a store keeps it all.
+the BLAKE3-256 digest and size of its bytes, the build that compiled it), the pointer it was
+published for, who published it, when, and from which source revision; and the names under
+which a store keeps it all.
 
 A store (a directory, gs://, s3://) holds, under its prefix:
 
@@ -55,8 +56,8 @@ _BUILD = re.compile(r"[0-9a-f]{16,128}")
 
 _ENTRY = v.obj({"key": v.TEXT, "digest": v.TEXT, "size": v.INTEGER,
                 "build": v.nullable(v.TEXT)})
-_DOCUMENT = v.obj({"format": v.one_of(FORMAT), "name": v.TEXT, "created": v.TEXT,
-                   "publisher": v.TEXT, "revision": v.nullable(v.TEXT),
+_DOCUMENT = v.obj({"format": v.one_of(FORMAT), "name": v.TEXT, "pointer": v.TEXT,
+                   "created": v.TEXT, "publisher": v.TEXT, "revision": v.nullable(v.TEXT),
                    "entries": v.list_of(_ENTRY)})
 
 
@@ -83,6 +84,9 @@ class Manifest:
     """A generation as its publisher signed it (a claim until reading.py has verified it)."""
 
     name: str
+    # the pointer it was published for: a reader following another refuses it (a writer of
+    # the store pointing `main` at what was published for a branch)
+    pointer: str
     created: str  # RFC 3339, UTC, to the second
     publisher: str  # the signer as the publisher named it (a key id, or the CI identity)
     revision: str | None  # the source revision CI built it from, when CI said
@@ -94,7 +98,8 @@ class Manifest:
 
     def to_bytes(self) -> bytes:
         """Its one form: sorted keys, no spaces, ASCII only."""
-        doc = {"format": FORMAT, "name": self.name, "created": self.created,
+        doc = {"format": FORMAT, "name": self.name, "pointer": self.pointer,
+               "created": self.created,
                "publisher": self.publisher, "revision": self.revision,
                "entries": [{"key": e.key, "digest": e.digest, "size": e.size,
                             "build": e.build} for e in self.entries]}
@@ -117,13 +122,16 @@ class Manifest:
         if doc["name"] != name:
             raise ManifestError(f"the manifest names generation {quoted(doc['name'], 40)}, "
                                 f"not {name}: moved from another name")
+        if not is_pointer(doc["pointer"]):
+            raise ManifestError("the manifest's pointer is no pointer name")
         entries = tuple(_entry(e, i) for i, e in enumerate(doc["entries"]))
         keys = set()
         for e in entries:
             if e.key in keys:
                 raise ManifestError(f"the manifest names cache key {quoted(e.key, 90)} twice")
             keys.add(e.key)
-        found = cls(name, doc["created"], doc["publisher"], doc["revision"], entries)
+        found = cls(name, doc["pointer"], doc["created"], doc["publisher"], doc["revision"],
+                    entries)
         if found.to_bytes() != data:
             raise ManifestError("the manifest is not in its canonical form (sorted keys, no "
                                 "spaces, no field twice, no field of its own)")

@@ -3,8 +3,9 @@ the store does not hold it yet, then the manifest, its signature, and last the p
 
 The order is what makes it safe to read at any moment: an object is uploaded before any
 manifest names it, a manifest is signed before any pointer names it, and the pointer is one
-object replaced only if it is still what this publisher saw (a compare and swap on the store:
-GCS ifGenerationMatch, S3 If-Match, a directory's lock), so a publisher killed at any step
+object replaced only if it is still what this publisher found before it listed the store (a
+compare and swap: GCS ifGenerationMatch, S3 If-Match, a directory's lock), so a publisher
+killed at any step
 leaves the old generation current, and of two racing publishers one moves the pointer and the
 other says so. Requests: one listing, one upload per object the store lacks, then a constant
 (its lease, the gc lease's stat, manifest, signature, the pointer's stat, read and write, the
@@ -24,7 +25,7 @@ import os
 import secrets
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -87,11 +88,14 @@ def revision() -> str | None:
 def publish(directory: str, store: ObjectStore, signer: Signer, *, publisher: str,
             pointer: str = m.DEFAULT_POINTER, build: str | None = None,
             allow_unhittable: bool = False, now: float | None = None,
-            progress: Callable[[int, int], None] | None = None) -> Published:
+            progress: Callable[[int, int], None] | None = None,
+            refused: Mapping[str, str] | None = None) -> Published:
     """Publish the entries of `directory` (the caller judged it: its audit passed) to
     `store` as a new generation signed by `signer`, and move `pointer` to it. `build`: the
     fingerprint id of the build that compiled them (this Python's: publish where they were
-    made). StoreError: the store could not be written (nothing a reader sees has changed)."""
+    made). `refused`: entries not to publish, with why (the caller's judgement of their
+    signatures). StoreError: the store could not be written (nothing a reader sees has
+    changed)."""
     started = time.monotonic()
     at = time.time() if now is None else now
     name = new_name(at)
@@ -101,7 +105,7 @@ def publish(directory: str, store: ObjectStore, signer: Signer, *, publisher: st
         _wait_for_gc(store)
         return _publish(directory, store, signer, name, at, started, publisher=publisher,
                         pointer=pointer, build=build, allow_unhittable=allow_unhittable,
-                        progress=progress)
+                        progress=progress, refused=refused or {})
     finally:
         _release(store, lease)
 
@@ -133,17 +137,23 @@ def _release(store: ObjectStore, lease: str) -> None:
 def _publish(directory: str, store: ObjectStore, signer: Signer, name: str, at: float,
              started: float, *,
              publisher: str, pointer: str, build: str | None, allow_unhittable: bool,
-             progress: Callable[[int, int], None] | None) -> Published:
+             progress: Callable[[int, int], None] | None, refused: Mapping[str, str]
+             ) -> Published:
+    where = m.pointer_object(pointer)
+    seen = store.stat(where)  # the pointer as this publish found it: moved only from there
+    before = _named(store.get(where, POINTER_BYTES + 1)) if seen is not None else None
     fd = open_dir(directory)
     try:
         names = sorted(n for n in os.listdir(fd) if classify(n)[0] == "cache")
-        held = {o.name for o in store.list() if o.name.startswith(m.OBJECTS)}
+        held = {o.name: o.size for o in store.list() if o.name.startswith(m.OBJECTS)}
         lock = threading.Lock()
         done = [0, 0, 0]  # entries judged, objects uploaded, their bytes
 
         def one(name: str) -> tuple[m.Entry | None, tuple[str, str] | None,
                                     tuple[str, str] | None]:
             """(the entry, None, None); or (None, left out, None); or (None, None, problem)."""
+            if name in refused:
+                return None, None, (name, refused[name])
             try:
                 data = read_whole(fd, name, unread=True)
             except Rejected as exc:
@@ -156,9 +166,16 @@ def _publish(directory: str, store: ObjectStore, signer: Signer, name: str, at: 
             entry = m.Entry(name[:-len(m.ENTRY_SUFFIX)], digestmod.of(data).hex(), len(data),
                             build)
             with lock:
-                fresh = entry.object_name not in held
-                held.add(entry.object_name)  # one upload of bytes two entries share
-            sent = fresh and store.put_if_absent(entry.object_name, data)
+                found = held.get(entry.object_name)
+                held[entry.object_name] = len(data)  # one upload of bytes two entries share
+            if found is None:
+                sent = store.put_if_absent(entry.object_name, data)
+            elif found != len(data):  # not these bytes (a writer's): replaced, if still so
+                info = store.stat(entry.object_name)
+                sent = info is not None and info.size != len(data) and store.replace_if(
+                    entry.object_name, data, info.generation)
+            else:
+                sent = False
             with lock:
                 done[0] += 1
                 if sent:
@@ -175,34 +192,23 @@ def _publish(directory: str, store: ObjectStore, signer: Signer, name: str, at: 
     entries = tuple(e for e, _, _ in results if e is not None)
     left_out = tuple(x for _, x, _ in results if x is not None)
     problems = tuple(p for _, _, p in results if p is not None)
-    made = m.Manifest(name, when(at), publisher, revision(), entries)
+    made = m.Manifest(name, pointer, when(at), publisher, revision(), entries)
     data = made.to_bytes()
     if not store.put_if_absent(m.manifest_object(made.name), data):
         raise StoreError("error", f"generation {made.name} exists already")
-    store.put_if_absent(m.signature_object(made.name), sign(m.signed_key(made.name), data,
-                                                            signer, now=at))
+    if not store.put_if_absent(m.signature_object(made.name),
+                               sign(m.signed_key(made.name), data, signer, now=at)):
+        raise StoreError("error", f"a signature of generation {made.name} was there before "
+                                  "this publisher wrote its own (a writer of the store)")
     if time.monotonic() - started >= m.LEASE_S:  # a gc may take this publish's lease for stale
         raise StoreError("error", f"publishing took over {m.LEASE_S:.0f} s: generation "
                                   f"{made.name} was written but the pointer not moved to it")
-    previous, moved, now_names = _move(store, pointer, made.name)
-    return Published(store.url, made.name, pointer, previous, moved, len(entries), made.size,
-                     done[1], done[2], left_out, problems, now_names)
-
-
-def _move(store: ObjectStore, pointer: str, name: str) -> tuple[str | None, bool, str | None]:
-    """Point `pointer` at `name` if nobody moved it since it was read: (what it named before,
-    moved, what it names now when not moved)."""
-    where = m.pointer_object(pointer)
-    seen = store.stat(where)
-    before = _named(store.get(where, POINTER_BYTES + 1)) if seen is not None else None
     text = (name + "\n").encode()
-    if seen is None:
-        moved = store.put_if_absent(where, text)
-    else:
-        moved = store.replace_if(where, text, seen.generation)
-    if moved:
-        return before, True, None
-    return before, False, _named(store.get(where, POINTER_BYTES + 1))
+    moved = store.put_if_absent(where, text) if seen is None else \
+        store.replace_if(where, text, seen.generation)
+    now_names = None if moved else _named(store.get(where, POINTER_BYTES + 1))
+    return Published(store.url, made.name, pointer, before, moved, len(entries), made.size,
+                     done[1], done[2], left_out, problems, now_names)
 
 
 def _named(data: bytes | None) -> str | None:

@@ -25,6 +25,7 @@ from jaxcache.seal.signing.signature_rule import Check, Trusted, check
 from jaxcache.text import quoted, safe
 
 NO_GENERATION, BAD_MANIFEST = "no-generation", "bad-manifest"
+OTHER_POINTER = "other-pointer"  # signed for another pointer than the one followed
 
 
 class Refused(JaxcacheError):
@@ -120,9 +121,11 @@ def pointed(store: ObjectStore, pointer: str) -> str:
     return text
 
 
-def load(store: ObjectStore, name: str, ring: Trusted) -> Verified:
+def load(store: ObjectStore, name: str, ring: Trusted, pointer: str | None = None
+         ) -> Verified:
     """Generation `name`'s manifest, its signature verified once against `ring`; Refused,
-    saying why, for anything short of that."""
+    saying why, for anything short of that, or when `pointer` (the one followed to it) is
+    not the one it was published for."""
     if not m.is_name(name):
         raise Refused(f"{quoted(name, 70)} is no generation's name")
     data = store.get(m.manifest_object(name), m.MAX_BYTES + 1)
@@ -137,9 +140,13 @@ def load(store: ObjectStore, name: str, ring: Trusted) -> Verified:
         raise Refused(f"generation {name}: {judged.status.value}: {judged.reason}",
                       judged.status.value)
     try:
-        return Verified(m.Manifest.parse(data, name), judged)
+        found = m.Manifest.parse(data, name)
     except m.ManifestError as exc:  # signed, yet no manifest: its signer's mistake
         raise Refused(f"generation {name}: {exc}", BAD_MANIFEST) from None
+    if pointer is not None and found.pointer != pointer:
+        raise Refused(f"generation {name} was published for pointer {found.pointer}, not "
+                      f"{pointer}: pointed at by a writer of the store", OTHER_POINTER)
+    return Verified(found, judged)
 
 
 def check_objects(store: ObjectStore, found: m.Manifest) -> tuple[ObjectCheck, ...]:

@@ -14,23 +14,27 @@ pointers/), each folder reached from the store's descriptor without following a 
 (0755) where missing; a file is written beside its name first and linked into place, so it is
 created only if absent and never seen half written (link(2) fails on an existing name); a
 replace or delete holds the folder's lock (flock(2)) while it compares the file's identity with
-what the caller saw, so two publishers moving one pointer cannot both win. Its integrity rests on
-the signed manifest and the digests, not on who can write the directory: a writer there can
-withhold a generation, never make a reader load what no trusted signer published.
+what the caller saw, so two publishers moving one pointer cannot both win (the lock is a file
+of the folder's owner, mode 0600: a reader of the store cannot take it and stall them). Its
+integrity rests on the signed manifest and the digests, not on who can write the directory: a
+writer there can withhold a generation, never make a reader load what no trusted signer
+published.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import os
 import secrets
 import stat
+import time
 from collections.abc import Iterator
 
 from jaxcache.seal.objects.object_store import ERROR, PERMISSION, ObjectInfo, StoreError
 from jaxcache.seal.publishing import tier_names as names
-from jaxcache.seal.publishing.tier_files import open_dir, read_whole
+from jaxcache.seal.publishing.tier_files import Rejected, open_dir, read_whole
 
 
 class DirectoryObjects:
@@ -72,6 +76,10 @@ class DirectoryObjects:
 
 
 _FOLDER = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+# the folders of a store of generations (seal/generations/manifest.py): no other is opened
+FOLDERS = ("generations", "leases", "objects", "pointers")
+LOCK = ".lock"
+LOCK_WAIT_S = 30.0
 
 
 class GenerationDirectory:
@@ -80,8 +88,8 @@ class GenerationDirectory:
 
     def __init__(self, path: str) -> None:
         self.url = path
-        try:
-            self._fd = os.open(path, _FOLDER)
+        try:  # "store/" would follow a link at store: its trailing slashes go first
+            self._fd = os.open(path.rstrip("/") or "/", _FOLDER)
         except OSError as exc:
             raise StoreError(ERROR, f"cannot open {path}: {exc.strerror}") from None
         self.name_max = names.name_max(self._fd)
@@ -99,7 +107,7 @@ class GenerationDirectory:
         """(the folder's descriptor, the file's name in it); None where the folder is not
         there (and `make` is not asked)."""
         folder, _, leaf = name.partition("/")
-        if not leaf or "/" in leaf or leaf in (".", "..") or folder in ("", ".", "..") or \
+        if not leaf or "/" in leaf or leaf in (".", "..") or folder not in FOLDERS or \
                 "\0" in name:
             raise StoreError(ERROR, f"{name!r} is no object name of a generation store")
         fd = self._folders.get(folder)
@@ -130,7 +138,10 @@ class GenerationDirectory:
 
     def get(self, name: str, limit: int | None = None) -> bytes | None:
         place = self._place(name)
-        return None if place is None else read_whole(place[0], place[1], limit)
+        try:
+            return None if place is None else read_whole(place[0], place[1], limit)
+        except Rejected as exc:  # a link, a folder, a FIFO at the name: no object of ours
+            raise StoreError(ERROR, f"{name}: {exc.reason}") from None
 
     def stat(self, name: str) -> ObjectInfo | None:
         place = self._place(name)
@@ -173,39 +184,53 @@ class GenerationDirectory:
         place = self._place(name, make=True)
         assert place is not None
         fd, leaf = place
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        try:
+        with self._locked(fd):
             seen = _info(name, fd, leaf)
             if seen is None or seen.generation != generation:
                 return False
             os.replace(self._written(fd, leaf, data), leaf, src_dir_fd=fd, dst_dir_fd=fd)
             return True
-        finally:
-            fcntl.flock(fd, fcntl.LOCK_UN)
 
     def delete_if(self, name: str, generation: str) -> bool:
         place = self._place(name)
         if place is None:
             return False
         fd, leaf = place
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        try:
+        with self._locked(fd):
             seen = _info(name, fd, leaf)
             if seen is None or seen.generation != generation:
                 return False
             os.unlink(leaf, dir_fd=fd)
             return True
+
+    @contextlib.contextmanager
+    def _locked(self, fd: int) -> Iterator[None]:
+        """The folder's lock: a file `.lock` (0600) in it, which only its owner (and root)
+        can open, so a reader of the store cannot hold it; waited for at most LOCK_WAIT_S."""
+        try:
+            lock = os.open(LOCK, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600,
+                           dir_fd=fd)
+        except OSError as exc:
+            raise StoreError(ERROR, f"cannot open the lock of {self.url}: {exc.strerror}"
+                             ) from None
+        try:
+            deadline = time.monotonic() + LOCK_WAIT_S
+            while True:
+                try:
+                    fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() >= deadline:
+                        raise StoreError(ERROR, f"a lock in {self.url} has been held for "
+                                                f"{LOCK_WAIT_S:.0f} s") from None
+                    time.sleep(0.05)
+            yield
         finally:
-            fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(lock)  # and with it the lock
 
     def list(self) -> Iterator[ObjectInfo]:
-        for folder in sorted(os.listdir(self._fd)):
-            try:
-                kind = os.stat(folder, dir_fd=self._fd, follow_symlinks=False).st_mode
-            except FileNotFoundError:
-                continue
-            place = self._place(folder + "/-") if stat.S_ISDIR(kind) and \
-                not folder.startswith(".") else None
+        for folder in FOLDERS:
+            place = self._place(folder + "/-")
             if place is None:
                 continue
             for leaf in sorted(os.listdir(place[0])):

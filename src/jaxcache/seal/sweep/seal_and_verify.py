@@ -367,20 +367,42 @@ def publish_generation(directory: str, store_text: str, signing: SigningChoice,
             raise JaxcacheError(f"the generation store {safe(store_text)} and the cache "
                                 f"{safe(directory)} overlap: give a directory apart from it"
                                 ) from None
+    here = fingerprint.current()
+    if here.build is None:
+        raise JaxcacheError("this Python has no jaxlib: a generation names the build that "
+                            "compiled each entry, so publish from the Python that made them")
     signer = signing.load()
     store = reading.store_at(store_text)
     try:
-        resolved, _ = _vouchable(directory, signer, given, policy,
-                                 require_origin=require_origin, warn=warn)
-        build = fingerprint.current().id if fingerprint.current().build is not None else None
+        resolved, ring = _vouchable(directory, signer, given, policy,
+                                    require_origin=require_origin, warn=warn)
         return publish(resolved, store, signer, publisher=_publisher(signer), pointer=pointer,
-                       build=build, allow_unhittable=allow_unhittable, progress=progress)
+                       build=here.id, allow_unhittable=allow_unhittable, progress=progress,
+                       refused=_not_vouched(resolved, ring, signer))
     except StoreError as exc:
         raise JaxcacheError(f"{safe(store.url)}: {safe(exc.message)} (the pointer was not "
                             "moved: readers still see the generation they saw)") from None
     finally:
         _close(signer)
         _close(store)
+
+
+def _not_vouched(directory: str, ring: KeyRing, signer: Signer) -> dict[str, str]:
+    """The entries of `directory` a generation of this build must not name, with why: those
+    whose signatures fail (changed after signing, an unknown or revoked key: `seal` leaves them
+    too), and those valid signatures say another build compiled (the manifest claims this
+    build for each entry it names). Unsigned entries are the audit's to judge."""
+    from jaxcache.seal.stores.backend_reports import trusting
+    from jaxcache.seal.sweep import dir_sweep as scan
+
+    out = {}
+    for e in scan.verify(directory, trusting(ring, signer)).entries:
+        if e.status not in ("valid", "unsigned"):
+            out[e.name] = f"{e.status}: {e.reason} (a generation vouches for no such entry)"
+        elif e.build is not None and e.build.state == "other-build":
+            out[e.name] = (f"its signature says {e.build.words} compiled it: publish it "
+                           "from that build")
+    return out
 
 
 def verify_generation(store_text: str, given: tuple[str, ...], policy: Policy, *,
@@ -398,7 +420,7 @@ def verify_generation(store_text: str, given: tuple[str, ...], policy: Policy, *
     try:
         ring = trusted_keys_for(store.url, given, policy)
         chosen = name if name is not None else reading.pointed(store, pointer)
-        found = reading.load(store, chosen, ring)
+        found = reading.load(store, chosen, ring, None if name is not None else pointer)
         gens, pointers = reading.listed(store)
         return reading.Inspected(store.url, None if name is not None else pointer, found,
                                  reading.check_objects(store, found.manifest), gens, pointers)
