@@ -331,6 +331,7 @@ def test_a_generation_in_an_s3_bucket(warmed, s3_server):
 def _read(w, store: Path, pub: Path, tmp: Path, *extra: str) -> tuple[dict, dict]:
     """A reader's `jaxcache run --sealed --generation current` of the job: (its output, the
     record's seal part)."""
+    tmp.mkdir(exist_ok=True)
     record, local = tmp / "record.json", tmp / "local"
     proc = jaxcache("run", "-q", "--sealed", "--generation", "current", "--trusted-key",
                     str(pub), "--cache-dir", str(store), "--local", str(local), "--record",
@@ -670,3 +671,15 @@ def test_entries_another_build_compiled_are_not_published_as_this_builds(warmed)
     code, doc = _publish({**warmed, "src": other_src}, str(store))  # published from build A
     assert code == 1 and doc["entries"] == 0
     assert doc["problems"] and all("another build" in p["why"] for p in doc["problems"])
+
+
+def test_a_reader_fetches_ahead_what_the_last_run_hit(warmed, tmp_path):
+    store = _store(warmed, "ahead")
+    _, published = _publish(warmed, str(store))
+    first, seal = _read(warmed, store, warmed["pub"], tmp_path / "first")
+    assert seal["generation"]["fetched_ahead"] == 0  # no record of this command yet
+    again, seal = _read(warmed, store, warmed["pub"], tmp_path / "again", "--prefetch-from",
+                        str(tmp_path / "first" / "record.json"))
+    assert again["results"] == warmed["results"] and again["hits"] == published["entries"]
+    assert seal["generation"]["fetched_ahead"] == published["entries"]
+    assert seal["generation"]["ahead_used"] == published["entries"]

@@ -344,7 +344,7 @@ def seal_options_of(args: argparse.Namespace) -> SealOptions | None:
 
     return SealOptions(args.signing_key, tuple(args.trusted_keys or ()), args.local,
                        args.identity, args.sigstore_config,
-                       prefetch=args.prefetch and args.generation is None,
+                       prefetch=args.prefetch,
                        prefetch_from=args.prefetch_from,
                        prefetch_workers=max(1, args.prefetch_workers),
                        prefetch_memory=max(0, args.prefetch_memory) << 20,

@@ -88,8 +88,9 @@ def start_early(seal_value: str, prefetch_value: str) -> None:
         from jaxcache.trust.rules import keyring, target
 
         spec, plan = SealSpec.from_env(seal_value), PrefetchSpec.from_env(prefetch_value)
-        if spec.publisher:
-            return  # a publisher's misses are compiled and published
+        if spec.publisher or spec.generation is not None:
+            return  # a publisher's misses are compiled and published; a generation's reader
+            # fetches ahead once its manifest is verified (generation_cache.py)
         where = target.resolve(spec.path)
         store: ObjectStore
         if where.url is not None:

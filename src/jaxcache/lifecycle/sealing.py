@@ -139,7 +139,9 @@ def _enable_sealed(path: str, policy: str | None, reset: bool,
             backend = GenerationCache(store, pointer=generation, trusted=keys,
                                       local=local_dir, max_size=jaxcompat.max_size,
                                       host=job_fingerprint, require_build=require_build,
-                                      witness=witnessed)
+                                      witness=witnessed, ahead=plan.keys if plan else (),
+                                      workers=plan.workers if plan else 1,
+                                      budget_bytes=plan.budget_bytes if plan else 0)
         elif store is None:
             backend = SealedCache(chosen, trusted=keys, signer=signer, local=local_dir,
                                   max_size=jaxcompat.max_size, host=job_fingerprint,
@@ -280,7 +282,9 @@ def _generation_summary(backend: SealedBackend) -> dict[str, object] | None:
             "publisher": made.publisher if made else None,
             "created": made.created if made else None,
             "entries": len(made.entries) if made else None,
-            "refused": refusal[1] if refusal else None}
+            "refused": refusal[1] if refusal else None,
+            "fetched_ahead": getattr(backend, "ahead_planned", 0),
+            "ahead_used": getattr(backend, "ahead_used", 0)}
 
 
 def _build_summary(backend: SealedBackend) -> dict[str, object]:
