@@ -683,3 +683,55 @@ def test_a_reader_fetches_ahead_what_the_last_run_hit(warmed, tmp_path):
     assert again["results"] == warmed["results"] and again["hits"] == published["entries"]
     assert seal["generation"]["fetched_ahead"] == published["entries"]
     assert seal["generation"]["ahead_used"] == published["entries"]
+
+
+class _Counted:
+    """A real store whose calls are counted, by method and by folder of the name."""
+
+    def __init__(self, store) -> None:
+        self.store, self.url, self.name_max = store, store.url, store.name_max
+        self.calls: list[tuple[str, str]] = []
+
+    def __getattr__(self, method: str):
+        real = getattr(self.store, method)
+
+        def counted(*args, **kw):
+            self.calls.append((method, str(args[0]).split("/")[0] if args else ""))
+            return real(*args, **kw)
+        return counted
+
+    def count(self, method: str, folder: str | None = None) -> int:
+        return sum(1 for m_, f in self.calls if m_ == method and folder in (None, f))
+
+
+@pytest.mark.parametrize("where", ["directory", "s3"])
+def test_a_republish_of_an_unchanged_cache_makes_no_upload(warmed, s3_server, monkeypatch,
+                                                             where):
+    if where == "s3":
+        s3_server.make_bucket("jaxcount")
+        for k, v in s3_server.env().items():
+            monkeypatch.setenv(k, v)
+        from jaxcache.seal.objects import store_for_url as objects
+        from jaxcache.trust.rules.target import parse_bucket
+
+        def fresh():
+            return objects.open_store(parse_bucket("s3://jaxcount/gens"))
+    else:
+        store = _store(warmed, "counted")
+
+        def fresh():
+            return GenerationDirectory(str(store))
+    key = load_signing(str(warmed["key"]))
+    first = _Counted(fresh())
+    done = publishing.publish(str(warmed["src"]), first, key, publisher="key ci")
+    n = done.entries
+    assert done.ok and first.count("put_if_absent", "objects") == n
+    again = _Counted(fresh())
+    done = publishing.publish(str(warmed["src"]), again, key, publisher="key ci")
+    assert done.ok and done.uploaded == 0
+    assert again.count("put_if_absent", "objects") == 0 and again.count("replace_if",
+                                                                        "objects") == 0
+    # a constant beside the objects: the listing, lease, gc lease, manifest, signature,
+    # pointer (stat, read, write) and the lease's release
+    assert len(again.calls) <= 12, again.calls
+    assert again.count("list") == 1

@@ -83,7 +83,7 @@ def _collect(store: ObjectStore, keep: int | None, max_age_s: float | None, dry_
     sigs: dict[str, ObjectInfo] = {}
     objects: dict[str, ObjectInfo] = {}
     leases: list[ObjectInfo] = []
-    for info in store.list():
+    for info in (*store.list(m.OBJECTS), *store.list(m.GENERATIONS), *store.list(m.LEASES)):
         if info.name.startswith(m.OBJECTS):
             objects[info.name] = info
         elif info.name.startswith(m.GENERATIONS):

@@ -145,7 +145,7 @@ def _publish(directory: str, store: ObjectStore, signer: Signer, name: str, at: 
     fd = open_dir(directory)
     try:
         names = sorted(n for n in os.listdir(fd) if classify(n)[0] == "cache")
-        held = {o.name: o.size for o in store.list() if o.name.startswith(m.OBJECTS)}
+        held = {o.name: o.size for o in store.list(m.OBJECTS)}
         lock = threading.Lock()
         done = [0, 0, 0]  # entries judged, objects uploaded, their bytes
 

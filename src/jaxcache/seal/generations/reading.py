@@ -177,7 +177,7 @@ def listed(store: ObjectStore) -> tuple[tuple[Listed, ...], dict[str, str | None
     generation's name), unverified: for showing, never for choosing what to load."""
     gens: list[Listed] = []
     pointers: dict[str, str | None] = {}
-    for info in store.list():
+    for info in (*store.list(m.GENERATIONS), *store.list(m.POINTERS)):
         if info.name.startswith(m.GENERATIONS) and info.name.endswith(".json"):
             name = info.name[len(m.GENERATIONS):-len(".json")]
             if m.is_name(name):

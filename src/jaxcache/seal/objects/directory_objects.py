@@ -71,7 +71,7 @@ class DirectoryObjects:
     def delete_if(self, name: str, generation: str) -> bool:
         raise StoreError(ERROR, "the fetch ahead deletes nothing")
 
-    def list(self) -> Iterator[ObjectInfo]:
+    def list(self, folder: str = "") -> Iterator[ObjectInfo]:
         raise StoreError(ERROR, "the fetch ahead lists nothing")
 
 
@@ -228,13 +228,15 @@ class GenerationDirectory:
         finally:
             os.close(lock)  # and with it the lock
 
-    def list(self) -> Iterator[ObjectInfo]:
-        for folder in FOLDERS:
-            place = self._place(folder + "/-")
+    def list(self, folder: str = "") -> Iterator[ObjectInfo]:
+        if folder and folder.rstrip("/") not in FOLDERS:
+            raise StoreError(ERROR, f"{folder!r} is no folder of a generation store")
+        for each in (folder.rstrip("/"),) if folder else FOLDERS:
+            place = self._place(each + "/-")
             if place is None:
                 continue
             for leaf in sorted(os.listdir(place[0])):
-                found = None if leaf.startswith(".") else _info(f"{folder}/{leaf}", place[0],
+                found = None if leaf.startswith(".") else _info(f"{each}/{leaf}", place[0],
                                                                  leaf)
                 if found is not None:
                     yield found

@@ -185,17 +185,17 @@ class GcsStore:
 
         return self._call("stat", name, head)
 
-    def list(self) -> Iterator[ObjectInfo]:
-        start = self.where.object("")
+    def list(self, folder: str = "") -> Iterator[ObjectInfo]:
+        start = self.where.object(folder)
 
         def listing(bucket: Any) -> list[ObjectInfo]:
             out = []
             self._answer.date = None
-            for blob in bucket.client.list_blobs(bucket, prefix=start, retry=None,
-                                                 timeout=TIMEOUT):
+            for blob in bucket.client.list_blobs(bucket, prefix=start, delimiter="/",
+                                                 retry=None, timeout=TIMEOUT):
                 rest = blob.name[len(start):]  # a page's objects follow its answer
                 if rest and "/" not in rest:
-                    out.append(_info(rest, blob, self._answered()))
+                    out.append(_info(folder + rest, blob, self._answered()))
             return out
 
         return iter(self._call("list", "", listing))

@@ -81,5 +81,6 @@ class ObjectStore(Protocol):
     def stat(self, name: str) -> ObjectInfo | None:
         """The object's size and generation; None if it does not exist."""
 
-    def list(self) -> Iterator[ObjectInfo]:
-        """Every object under the prefix."""
+    def list(self, folder: str = "") -> Iterator[ObjectInfo]:
+        """Every object directly under the prefix, or under its `folder` (`objects/`: the
+        names keep it, `objects/<digest>`); nothing deeper."""

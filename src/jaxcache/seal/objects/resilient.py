@@ -133,10 +133,11 @@ class Resilient:
     def stat(self, name: str) -> ObjectInfo | None:
         return self._call(f"stat {name}", 0, lambda: self.store.stat(name))[0]
 
-    def list(self) -> Iterator[ObjectInfo]:
+    def list(self, folder: str = "") -> Iterator[ObjectInfo]:
         """One deadline for the whole listing, LIST_FACTOR bases: pages of 1,000 objects
         take a fraction of a second each, so a prefix of a million objects still fits."""
-        return iter(self._call("list", 0, lambda: list(self.store.list()),
+        return iter(self._call(f"list {folder}".rstrip(), 0,
+                               lambda: list(self.store.list(folder)),
                                seconds=self.base_s * LIST_FACTOR)[0])
 
 

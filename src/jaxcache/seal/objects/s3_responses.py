@@ -53,8 +53,9 @@ def head_info(name: str, resp: Mapping[str, object]) -> ObjectInfo:
                  _answered(resp))
 
 
-def listed(page: Mapping[str, object], start: str) -> list[ObjectInfo]:
-    """The objects directly under the prefix `start` in one ListObjectsV2 page."""
+def listed(page: Mapping[str, object], start: str, folder: str = "") -> list[ObjectInfo]:
+    """The objects directly under the prefix `start` in one ListObjectsV2 page, named from
+    the store's prefix (`folder`, the part of `start` below it, first)."""
     out = []
     answered = _answered(page)
     objects = page.get("Contents", [])
@@ -63,8 +64,8 @@ def listed(page: Mapping[str, object], start: str) -> list[ObjectInfo]:
     for obj in objects:
         rest = obj["Key"][len(start):]
         if rest and "/" not in rest:
-            out.append(_info(rest, obj["Size"], obj.get("ETag", ""), obj.get("LastModified"),
-                             answered))
+            out.append(_info(folder + rest, obj["Size"], obj.get("ETag", ""),
+                             obj.get("LastModified"), answered))
     return out
 
 

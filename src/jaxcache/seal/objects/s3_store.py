@@ -208,15 +208,15 @@ class S3Store:
 
         return self._call("stat", name, head)
 
-    def list(self) -> Iterator[ObjectInfo]:
-        start = self.where.object("")
+    def list(self, folder: str = "") -> Iterator[ObjectInfo]:
+        start = self.where.object(folder)
 
         def listing(s3: Any) -> list[ObjectInfo]:
             out = []
             pages = s3.get_paginator("list_objects_v2").paginate(
                 Bucket=self.where.bucket, Prefix=start, Delimiter="/")
             for page in pages:
-                out += listed(page, start)
+                out += listed(page, start, folder)
             return out
 
         return iter(self._call("list", "", listing))
