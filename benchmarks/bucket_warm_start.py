@@ -11,9 +11,12 @@ trip (this kernel has no `tc netem`). Arms, each on its own prefix of one bucket
   a  JAX's own cache (JAX_COMPILATION_CACHE_DIR=gs://..., through etils.epath and gcsfs/s3fs)
   b  jaxcache run --sealed --no-prefetch (a reader with only the public key, no local tier)
   c  jaxcache run --sealed --prefetch-from RECORD (the record of an earlier warm run of b)
+  d  jaxcache run --sealed --generation current --prefetch-from RECORD: a generation (one
+     signed manifest, entries by digest: docs/how-to/generations.md) published from a local
+     sealed run of the same job, read with the record of an earlier warm run of d
 Every warm run must hit all 40 modules. Round 0 is untimed (connections, page cache). Then,
 round by round, each delay in turn, the three arms in an order that rotates: interleaved, so
-that drift hits them alike. Reported per delay: medians, and c/a and b/a as paired ratios
+that drift hits them alike. Reported per delay: medians, and c/a, b/a and d/a as paired ratios
 (Hodges-Lehmann with the exact Wilcoxon interval, bench/estimates.py).
 
     .venv/bin/pip install -c constraints.txt -e '.[bench-gcs]'    # or '.[bench-s3]'
@@ -40,9 +43,9 @@ from support import faultproxy, gcs_emulator, seaweedfs  # noqa: E402
 
 BUCKET = "jaxwarm"
 MODULES = 40
-ARMS = ("a", "b", "c")
+ARMS = ("a", "b", "c", "d")
 NAMES = {"a": "JAX's own cache, unsigned", "b": "run --sealed, no prefetch",
-         "c": "run --sealed, prefetch"}
+         "c": "run --sealed, prefetch", "d": "a generation, prefetch"}
 
 JOB = r'''
 import json, sys, time
@@ -129,10 +132,16 @@ def measure(args, work: Path, srv, proxy) -> dict:
     sealed = ["--sealed", "--cache-dir", url["b"]]
     job_argv = [sys.executable, str(job), plan]
     first = work / "warm-b.json"
+    first_d = work / "warm-d.json"
 
     def argv(arm: str, record: Path) -> tuple[list[str], dict[str, str]]:
         if arm == "a":
             return job_argv, {**env, "JAX_COMPILATION_CACHE_DIR": url["a"]}
+        if arm == "d":
+            how = ["--prefetch-from", str(first_d)] if first_d.exists() else ["--no-prefetch"]
+            return [*_jaxcache(), "run", "--quiet", "--sealed", "--generation", "current",
+                    "--cache-dir", url["d"], "--trusted-key", pub, "--record", str(record),
+                    *how, "--", *job_argv], env
         how = ["--no-prefetch"] if arm == "b" else ["--prefetch-from", str(first)]
         return [*_jaxcache(), "run", "--quiet", *sealed, "--trusted-key", pub, "--record",
                 str(record), *how, "--", *job_argv], env
@@ -158,9 +167,18 @@ def measure(args, work: Path, srv, proxy) -> dict:
                               str(keys / "pub.key"), "--record", str(work / "fill.json"), "--",
                               *job_argv], env=env, capture_output=True, text=True, timeout=900)
     assert pubfill.returncode == 0, pubfill.stderr[-2000:]
+    warm_d = work / "warm-d"  # the generation's source: a local sealed run of the same job
+    for step in ([*_jaxcache(), "run", "--quiet", "--sealed", "--signing-key",
+                  str(keys / "pub.key"), "--cache-dir", str(warm_d), "--", *job_argv],
+                 [*_jaxcache(), "seal", str(warm_d), "--signing-key", str(keys / "pub.key"),
+                  "--generation", url["d"]]):
+        done = subprocess.run(step, env=env, capture_output=True, text=True, timeout=900)
+        assert done.returncode == 0, done.stderr[-2000:]
     run("b", first)  # its record is what c prefetches from
+    run("d", first_d)  # and this one what d prefetches from
     for arm in ("a", "c"):
         run(arm, work / f"warm-{arm}.json")
+    run("d", work / "warm-d2.json")
     samples: dict[str, dict[str, list[float]]] = {
         f"{d:g}": {arm: [] for arm in ARMS} for d in args.delays_ms}
     counts: list[dict] = []
@@ -168,7 +186,7 @@ def measure(args, work: Path, srv, proxy) -> dict:
     for r in range(args.rounds):
         for d in args.delays_ms:
             proxy.delay_s = d / 1000
-            order = ARMS[n % 3:] + ARMS[:n % 3]
+            order = ARMS[n % len(ARMS):] + ARMS[:n % len(ARMS)]
             order = order if r % 2 == 0 else order[::-1]
             n += 1
             for arm in order:
@@ -194,17 +212,21 @@ def report(args, result: dict) -> None:
           f"behind a proxy adding a round trip per request; {MODULES} modules, "
           f"{sum(result['entry_bytes']) / 1e6:.0f} MB; time to first step, median")
     print(f"{'delay':>6} | {'a ' + NAMES['a']:>31} | {'b ' + NAMES['b']:>28} | "
-          f"{'c ' + NAMES['c']:>25} | {'c/a [95% interval]':>22} | {'b/a':>6}")
+          f"{'c ' + NAMES['c']:>25} | {'d ' + NAMES['d']:>25} | {'c/a [95% interval]':>22} | "
+          f"{'d/a [95% interval]':>22} | {'b/a':>6}")
     est: dict[str, dict] = {}
     for d, arms in result["samples_s"].items():
         med = {a: statistics.median(v) for a, v in arms.items()}
         ca = paired_ratio(arms["a"], arms["c"])
         ba = paired_ratio(arms["a"], arms["b"])
+        da = paired_ratio(arms["a"], arms["d"])
         est[d] = {"median_s": med, "c_over_a": [ca.estimate, ca.low, ca.high],
-                  "b_over_a": [ba.estimate, ba.low, ba.high]}
+                  "b_over_a": [ba.estimate, ba.low, ba.high],
+                  "d_over_a": [da.estimate, da.low, da.high]}
         print(f"{d + ' ms':>6} | {med['a']:>29.2f} s | {med['b']:>26.2f} s | "
-              f"{med['c']:>23.2f} s | {ca.estimate:>6.2f} [{ca.low:.2f}, {ca.high:.2f}] | "
-              f"{ba.estimate:>6.2f}")
+              f"{med['c']:>23.2f} s | {med['d']:>23.2f} s | "
+              f"{ca.estimate:>6.2f} [{ca.low:.2f}, {ca.high:.2f}] | "
+              f"{da.estimate:>6.2f} [{da.low:.2f}, {da.high:.2f}] | {ba.estimate:>6.2f}")
     used = [p["used"] for p in result["prefetch"] if p]
     wasted = [p["wasted"] for p in result["prefetch"] if p]
     saved = [p["saved_s"] for p in result["prefetch"] if p]
