@@ -86,6 +86,11 @@ TRUSTED_PATH: tuple[tuple[str, str], ...] = (
     ("sealed", "seal/signing/keyless.py"),
     ("sealed", "trust/rules/keyring.py"),
     ("sealed", "trust/rules/identities.py"),
+    # a generation's reader: which entries of a published generation a reader loads
+    ("generation", "seal/generations/manifest.py"),
+    ("generation", "seal/generations/reading.py::pointed"),
+    ("generation", "seal/generations/reading.py::load"),
+    ("generation", "seal/generations/generation_cache.py"),
 )
 
 
