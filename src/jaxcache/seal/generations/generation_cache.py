@@ -53,12 +53,14 @@ class GenerationCache(BucketSealedCache):
         self._ahead: dict[str, Future[bytes | None]] = {}
         self._pool: ThreadPoolExecutor | None = None
         self.ahead_planned = self.ahead_used = 0
+        self._unreachable = False
         try:
             found = reading.load(store, reading.pointed(store, pointer), self.trusted, pointer)
         except reading.Refused as exc:
             self.refusal = (exc.status, str(exc))
-        except StoreError as exc:
+        except StoreError as exc:  # not a judgement: the store could not answer (a miss)
             self.refusal = (exc.kind, f"{store.url}: {exc.message}")
+            self._unreachable = True
         else:
             self.generation = found.manifest
             self._entries = {e.key: e for e in found.manifest.entries}
@@ -116,7 +118,10 @@ class GenerationCache(BucketSealedCache):
     def _from_bucket(self, key: str, name: str) -> bytes | None:
         if self.refusal is not None:
             status, why = self.refusal
-            self._rejected(key, status, why)
+            if self._unreachable:
+                self._missed(key, status, why)
+            else:
+                self._rejected(key, status, why)
             return None
         entry = self._entries.get(key)
         if entry is None:
