@@ -25,15 +25,14 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import fcntl
 import os
 import secrets
 import stat
-import time
 from collections.abc import Iterator
 
 from jaxcache.seal.objects.object_store import ERROR, PERMISSION, ObjectInfo, StoreError
 from jaxcache.seal.publishing import tier_names as names
+from jaxcache.seal.publishing.locks import flock_within
 from jaxcache.seal.publishing.tier_files import Rejected, open_dir, read_whole
 
 
@@ -214,16 +213,9 @@ class GenerationDirectory:
             raise StoreError(ERROR, f"cannot open the lock of {self.url}: {exc.strerror}"
                              ) from None
         try:
-            deadline = time.monotonic() + LOCK_WAIT_S
-            while True:
-                try:
-                    fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    if time.monotonic() >= deadline:
-                        raise StoreError(ERROR, f"a lock in {self.url} has been held for "
-                                                f"{LOCK_WAIT_S:.0f} s") from None
-                    time.sleep(0.05)
+            if not flock_within(lock, LOCK_WAIT_S):
+                raise StoreError(ERROR, f"a lock in {self.url} has been held for "
+                                        f"{LOCK_WAIT_S:.0f} s")
             yield
         finally:
             os.close(lock)  # and with it the lock

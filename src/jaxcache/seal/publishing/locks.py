@@ -188,3 +188,20 @@ def _lstat(dir_fd: int, lock: str) -> os.stat_result | None:
         return os.stat(lock, dir_fd=dir_fd, follow_symlinks=False)
     except FileNotFoundError:
         return None
+
+
+def flock_within(fd: int, seconds: float) -> bool:
+    """An exclusive flock(2) on `fd`, asked without blocking until `seconds` have passed:
+    False when another holder kept it all that time (a stuck or hostile one never hangs us)."""
+    import fcntl
+    import time
+
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.01)

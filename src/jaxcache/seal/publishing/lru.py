@@ -13,7 +13,6 @@ state folder (locks.py), as JAX locks `.lockfile`: what it guards is that accoun
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import heapq
 import os
 import stat
@@ -107,16 +106,9 @@ def locked(dir_fd: int) -> Iterator[None]:
     folder, never followed: locks.LockRefused when that folder or name is not its own)."""
     fd = locks.hold(dir_fd)
     try:
-        deadline = time.monotonic() + LOCK_TIMEOUT_S
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    raise LockTimeout(f"{safe(locks.path_of(dir_fd))} held by another process "
-                                      f"for {LOCK_TIMEOUT_S:.0f} s") from None
-                time.sleep(0.01)
+        if not locks.flock_within(fd, LOCK_TIMEOUT_S):
+            raise LockTimeout(f"{safe(locks.path_of(dir_fd))} held by another process "
+                              f"for {LOCK_TIMEOUT_S:.0f} s")
         yield
     finally:
         os.close(fd)  # releases the lock
