@@ -149,21 +149,21 @@ def _publish(directory: str, store: ObjectStore, signer: Signer, name: str, at: 
         lock = threading.Lock()
         done = [0, 0, 0]  # entries judged, objects uploaded, their bytes
 
-        def one(name: str) -> tuple[m.Entry | None, tuple[str, str] | None,
+        def one(file: str) -> tuple[m.Entry | None, tuple[str, str] | None,
                                     tuple[str, str] | None]:
             """(the entry, None, None); or (None, left out, None); or (None, None, problem)."""
-            if name in refused:
-                return None, None, (name, refused[name])
+            if file in refused:
+                return None, None, (file, refused[file])
             try:
-                data = read_whole(fd, name, unread=True)
+                data = read_whole(fd, file, unread=True)
             except Rejected as exc:
-                return None, None, (name, exc.reason)
+                return None, None, (file, exc.reason)
             if data is None:
-                return None, None, (name, "removed while publishing")
+                return None, None, (file, "removed while publishing")
             why = hittable.why_never_hit(data)
             if why is not None and not allow_unhittable:
-                return None, (name, why), None
-            entry = m.Entry(name[:-len(m.ENTRY_SUFFIX)], digestmod.of(data).hex(), len(data),
+                return None, (file, why), None
+            entry = m.Entry(file[:-len(m.ENTRY_SUFFIX)], digestmod.of(data).hex(), len(data),
                             build)
             with lock:
                 found = held.get(entry.object_name)
