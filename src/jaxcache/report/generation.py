@@ -25,6 +25,10 @@ def publish_text(done: Published) -> str:
     if done.moved:
         was = f"was {done.previous}" if done.previous else "new"
         head = f"published {where}: {counts}; pointer {done.pointer} moved to it ({was})"
+    elif done.held_back is not None:
+        head = (f"published {where}: {counts}; but pointer {done.pointer} was not moved: "
+                f"{done.held_back} (readers keep {done.previous or 'no generation'}; "
+                "`verify --generation --name` checks this one)")
     else:
         now = done.now_names or "no generation"
         head = (f"published {where}: {counts}; but another publisher moved pointer "
@@ -43,6 +47,7 @@ def publish_json(done: Published) -> str:
         **envelope("generation"), "action": "publish", "ok": done.ok, "store": safe(done.store),
         "generation": done.name, "pointer": done.pointer, "previous": done.previous,
         "moved": done.moved, "pointer_names": done.name if done.moved else done.now_names,
+        "held_back": done.held_back,
         "entries": done.entries, "size": done.size, "uploaded": done.uploaded,
         "uploaded_bytes": done.uploaded_bytes,
         "left_out": [{"entry": safe(n), "why": safe(w)} for n, w in done.left_out],

@@ -41,16 +41,20 @@ class Collected:
 
 def collect(store: ObjectStore, *, keep: int | None, max_age_s: float | None,
             dry_run: bool = False) -> Collected:
-    """Collect `store` (module docstring). StoreError: the store could not be read or another gc
-    holds its lease (nothing was deleted then)."""
+    """Collect `store` (module docstring). StoreError: another gc holds its lease (nothing
+    was deleted), or the store failed (what was deleted by then stays deleted: each delete
+    was judged on its own)."""
     lease = None if dry_run else _take_lease(store)
     try:
         return _collect(store, keep, max_age_s, dry_run)
     finally:
         if lease is not None:
-            info = store.stat(m.GC_LEASE)
-            if info is not None and info.generation == lease:
-                store.delete_if(m.GC_LEASE, lease)
+            try:  # a failure here leaves the lease to go stale: never hides the first one
+                info = store.stat(m.GC_LEASE)
+                if info is not None and info.generation == lease:
+                    store.delete_if(m.GC_LEASE, lease)
+            except StoreError:
+                pass
 
 
 def _take_lease(store: ObjectStore) -> str:
@@ -82,8 +86,11 @@ def _collect(store: ObjectStore, keep: int | None, max_age_s: float | None, dry_
     gens: dict[str, ObjectInfo] = {}
     sigs: dict[str, ObjectInfo] = {}
     objects: dict[str, ObjectInfo] = {}
-    leases: list[ObjectInfo] = []
-    for info in (*store.list(m.OBJECTS), *store.list(m.GENERATIONS), *store.list(m.LEASES)):
+    # the leases first: a publisher that started before gc's lease either still holds its own
+    # now, or wrote its manifest and pointer before the listings below see them
+    leases = [x for x in store.list(m.LEASES) if x.name.startswith(m.PUBLISH_LEASE)]
+    _, pointers = reading.listed(store)
+    for info in (*store.list(m.GENERATIONS), *store.list(m.OBJECTS)):
         if info.name.startswith(m.OBJECTS):
             objects[info.name] = info
         elif info.name.startswith(m.GENERATIONS):
@@ -92,10 +99,9 @@ def _collect(store: ObjectStore, keep: int | None, max_age_s: float | None, dry_
                 gens[stem[:-5]] = info
             elif stem.endswith(".json.sig") and m.is_name(stem[:-9]):
                 sigs[stem[:-9]] = info
-        elif info.name.startswith(m.PUBLISH_LEASE):
-            leases.append(info)
-    _, pointers = reading.listed(store)
-    newest = sorted(gens, reverse=True)
+    # the newest N of the signed ones: a crashed publish's unsigned manifest does not count
+    newest = sorted((g for g in gens if g in sigs), reverse=True)
+    unlisted = sorted(g for g in pointers.values() if g is not None and g not in gens)
     kept = {g for g in pointers.values() if g is not None and g in gens}
     kept |= set(newest[:keep] if keep is not None else ())
     kept |= {g for g, info in gens.items() if _young(info) or (
@@ -112,12 +118,15 @@ def _collect(store: ObjectStore, keep: int | None, max_age_s: float | None, dry_
             unreadable.append(g)
         else:
             named |= {e.object_name for e in found.entries}
-    deleted = tuple(g for g in newest if g not in kept)
+    deleted = []
     freed = gone = 0
-    for g in deleted:
-        if not dry_run and store.delete_if(m.manifest_object(g), gens[g].generation) and \
-                g in sigs:
-            store.delete_if(m.signature_object(g), sigs[g].generation)
+    for g in sorted(gens, reverse=True):
+        if g in kept:
+            continue
+        if dry_run or store.delete_if(m.manifest_object(g), gens[g].generation):
+            deleted.append(g)
+            if not dry_run and g in sigs:
+                store.delete_if(m.signature_object(g), sigs[g].generation)
     publishing = [x for x in leases if _young(x)]
     if not dry_run:  # what killed processes left: stale leases, signatures of no manifest
         for stale in (x for x in leases if not _young(x)):
@@ -126,6 +135,7 @@ def _collect(store: ObjectStore, keep: int | None, max_age_s: float | None, dry_
             if g not in gens and not _young(info):
                 store.delete_if(info.name, info.generation)
     left = (f"a publisher is at work ({publishing[0].name})" if publishing else
+            f"a pointer names {unlisted[0]}, which the listing did not show" if unlisted else
             f"the manifest of {unreadable[0]} could not be read" if unreadable else None)
     if left is None:
         for name, info in objects.items():
@@ -134,5 +144,5 @@ def _collect(store: ObjectStore, keep: int | None, max_age_s: float | None, dry_
             if dry_run or store.delete_if(name, info.generation):
                 gone += 1
                 freed += info.size
-    return Collected(store.url, dry_run, tuple(g for g in newest if g in kept), deleted, gone,
-                     freed, len(objects) - gone, left, pointers)
+    return Collected(store.url, dry_run, tuple(sorted(kept, reverse=True)), tuple(deleted),
+                     gone, freed, len(objects) - gone, left, pointers)

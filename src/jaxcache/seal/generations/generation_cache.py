@@ -96,10 +96,13 @@ class GenerationCache(BucketSealedCache):
 
     def close(self) -> None:
         pool, self._pool = self._pool, None
-        if pool is not None:
-            pool.shutdown(wait=False, cancel_futures=True)
+        if pool is not None:  # the fetches in flight end before the store's descriptors go
+            pool.shutdown(wait=True, cancel_futures=True)
         self._ahead.clear()
         super().close()
+        close = getattr(self.store, "close", None)  # a directory store's descriptors
+        if close is not None:
+            close()
 
     def _taken(self, key: str) -> bytes | None:
         """What the fetch ahead found for `key` (waited for), once; None if none."""

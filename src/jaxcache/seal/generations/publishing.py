@@ -29,6 +29,7 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+from jaxcache.errors import JaxcacheError
 from jaxcache.seal.generations import manifest as m
 from jaxcache.seal.objects.object_store import ObjectStore, StoreError
 from jaxcache.seal.publishing.tier_files import Rejected, open_dir, read_whole
@@ -63,10 +64,19 @@ class Published:
     left_out: tuple[tuple[str, str], ...]  # (entry, why): never hit by a sealed reader
     problems: tuple[tuple[str, str], ...]  # (entry, why): could not be read or uploaded
     now_names: str | None = None  # when not moved: what the pointer names now
+    # why the pointer was left where it was by this publisher's own choice (entries it could
+    # not publish: readers keep the generation they had); None when it tried to move it
+    held_back: str | None = None
 
     @property
     def ok(self) -> bool:
         return self.moved and not self.problems and not self.left_out
+
+
+class NothingToPublish(JaxcacheError):
+    """Every entry was left out (or there was none): no generation is written, exit code 1."""
+
+    exit_code = 1
 
 
 def new_name(now: float) -> str:
@@ -168,14 +178,17 @@ def _publish(directory: str, store: ObjectStore, signer: Signer, name: str, at: 
             with lock:
                 found = held.get(entry.object_name)
                 held[entry.object_name] = len(data)  # one upload of bytes two entries share
-            if found is None:
-                sent = store.put_if_absent(entry.object_name, data)
-            elif found != len(data):  # not these bytes (a writer's): replaced, if still so
-                info = store.stat(entry.object_name)
-                sent = info is not None and info.size != len(data) and store.replace_if(
-                    entry.object_name, data, info.generation)
-            else:
-                sent = False
+            sent = False
+            if found != len(data):  # absent from the listing, or not these bytes' size
+                sent = found is None and store.put_if_absent(entry.object_name, data)
+                info = None if sent else store.stat(entry.object_name)
+                if not sent and info is not None and info.size != len(data):
+                    sent = store.replace_if(entry.object_name, data, info.generation)
+                elif not sent and info is None:  # gone since the listing, or no object
+                    sent = store.put_if_absent(entry.object_name, data)  # (a link, a folder)
+                if not sent and (info is None or info.size != len(data)):
+                    return None, None, (file, f"{entry.object_name} in the store is not these "
+                                              "bytes, and could not be replaced")
             with lock:
                 done[0] += 1
                 if sent:
@@ -192,6 +205,11 @@ def _publish(directory: str, store: ObjectStore, signer: Signer, name: str, at: 
     entries = tuple(e for e, _, _ in results if e is not None)
     left_out = tuple(x for _, x, _ in results if x is not None)
     problems = tuple(p for _, _, p in results if p is not None)
+    if not entries:
+        first = (problems or left_out or (("", "the directory holds no entry"),))[0]
+        raise NothingToPublish(f"nothing to publish: no entry of {len(names)} could be "
+                               f"published ({first[0] + ': ' if first[0] else ''}{first[1]}); "
+                               "the pointer was not moved")
     made = m.Manifest(name, pointer, when(at), publisher, revision(), entries)
     data = made.to_bytes()
     if not store.put_if_absent(m.manifest_object(made.name), data):
@@ -203,6 +221,10 @@ def _publish(directory: str, store: ObjectStore, signer: Signer, name: str, at: 
     if time.monotonic() - started >= m.LEASE_S:  # a gc may take this publish's lease for stale
         raise StoreError("error", f"publishing took over {m.LEASE_S:.0f} s: generation "
                                   f"{made.name} was written but the pointer not moved to it")
+    if problems:  # readers keep the generation they had: it holds what this one lacks
+        return Published(store.url, made.name, pointer, before, False, len(entries),
+                         made.size, done[1], done[2], left_out, problems, before,
+                         f"{len(problems)} entries could not be published")
     text = (name + "\n").encode()
     moved = store.put_if_absent(where, text) if seen is None else \
         store.replace_if(where, text, seen.generation)

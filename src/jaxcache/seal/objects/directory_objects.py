@@ -28,6 +28,7 @@ import errno
 import os
 import secrets
 import stat
+import threading
 from collections.abc import Iterator
 
 from jaxcache.seal.objects.object_store import ERROR, PERMISSION, ObjectInfo, StoreError
@@ -93,6 +94,7 @@ class GenerationDirectory:
             raise StoreError(ERROR, f"cannot open {path}: {exc.strerror}") from None
         self.name_max = names.name_max(self._fd)
         self._folders: dict[str, int] = {}
+        self._opening = threading.Lock()  # one descriptor per folder, whichever thread asks
 
     def prepare(self) -> None:
         pass
@@ -109,31 +111,31 @@ class GenerationDirectory:
         if not leaf or "/" in leaf or leaf in (".", "..") or folder not in FOLDERS or \
                 "\0" in name:
             raise StoreError(ERROR, f"{name!r} is no object name of a generation store")
-        fd = self._folders.get(folder)
-        if fd is None:
-            try:
-                fd = os.open(folder, _FOLDER, dir_fd=self._fd)
-            except FileNotFoundError:
-                if not make:
-                    return None
-                fd = self._make(folder)
-            except OSError as exc:  # a link (ELOOP), a file (ENOTDIR), no access
-                raise StoreError(PERMISSION if exc.errno == errno.EACCES else ERROR,
-                                 f"cannot open {folder}/ in {self.url}: {exc.strerror}") from None
-            self._folders[folder] = fd
+        with self._opening:
+            fd = self._folders.get(folder)
+            if fd is None:
+                try:
+                    fd = os.open(folder, _FOLDER, dir_fd=self._fd)
+                except FileNotFoundError:
+                    if not make:
+                        return None
+                    fd = self._make(folder)
+                except OSError as exc:  # a link (ELOOP), a file (ENOTDIR), no access
+                    raise _failed(exc, f"cannot open {folder}/ in {self.url}") from None
+                self._folders[folder] = fd
         return fd, leaf
 
     def _make(self, folder: str) -> int:
         try:
-            os.mkdir(folder, 0o700, dir_fd=self._fd)
-        except FileExistsError:
-            return os.open(folder, _FOLDER, dir_fd=self._fd)
+            try:
+                os.mkdir(folder, 0o700, dir_fd=self._fd)
+            except FileExistsError:
+                return os.open(folder, _FOLDER, dir_fd=self._fd)
+            fd = os.open(folder, _FOLDER, dir_fd=self._fd)
+            os.fchmod(fd, 0o755)  # made here, for every reader (the umask would narrow it)
+            return fd
         except OSError as exc:
-            raise StoreError(ERROR, f"cannot make {folder}/ in {self.url}: {exc.strerror}") \
-                from None
-        fd = os.open(folder, _FOLDER, dir_fd=self._fd)
-        os.fchmod(fd, 0o755)  # made here, for every reader (the umask would narrow it)
-        return fd
+            raise _failed(exc, f"cannot make {folder}/ in {self.url}") from None
 
     def get(self, name: str, limit: int | None = None) -> bytes | None:
         place = self._place(name)
@@ -141,12 +143,17 @@ class GenerationDirectory:
             return None if place is None else read_whole(place[0], place[1], limit)
         except Rejected as exc:  # a link, a folder, a FIFO at the name: no object of ours
             raise StoreError(ERROR, f"{name}: {exc.reason}") from None
+        except OSError as exc:  # a read that failed (EIO)
+            raise _failed(exc, f"cannot read {name} in {self.url}") from None
 
     def stat(self, name: str) -> ObjectInfo | None:
         place = self._place(name)
         if place is None:
             return None
-        return _info(name, place[0], place[1])
+        try:
+            return _info(name, place[0], place[1])
+        except OSError as exc:
+            raise _failed(exc, f"cannot stat {name} in {self.url}") from None
 
     def _written(self, fd: int, leaf: str, data: bytes) -> str:
         """A new file beside `leaf` holding `data`, synced, readable by all: its name."""
@@ -170,13 +177,16 @@ class GenerationDirectory:
         place = self._place(name, make=True)
         assert place is not None
         fd, leaf = place
-        temp = self._written(fd, leaf, data)
         try:
-            os.link(temp, leaf, src_dir_fd=fd, dst_dir_fd=fd, follow_symlinks=False)
-        except FileExistsError:
-            return False
-        finally:
-            os.unlink(temp, dir_fd=fd)
+            temp = self._written(fd, leaf, data)
+            try:
+                os.link(temp, leaf, src_dir_fd=fd, dst_dir_fd=fd, follow_symlinks=False)
+            except FileExistsError:
+                return False
+            finally:
+                os.unlink(temp, dir_fd=fd)
+        except OSError as exc:  # no space, no access, no link(2) on this filesystem
+            raise _failed(exc, f"cannot write {name} in {self.url}") from None
         return True
 
     def replace_if(self, name: str, data: bytes, generation: str) -> bool:
@@ -184,10 +194,13 @@ class GenerationDirectory:
         assert place is not None
         fd, leaf = place
         with self._locked(fd):
-            seen = _info(name, fd, leaf)
-            if seen is None or seen.generation != generation:
-                return False
-            os.replace(self._written(fd, leaf, data), leaf, src_dir_fd=fd, dst_dir_fd=fd)
+            try:
+                seen = _info(name, fd, leaf)
+                if seen is None or seen.generation != generation:
+                    return False
+                os.replace(self._written(fd, leaf, data), leaf, src_dir_fd=fd, dst_dir_fd=fd)
+            except OSError as exc:
+                raise _failed(exc, f"cannot replace {name} in {self.url}") from None
             return True
 
     def delete_if(self, name: str, generation: str) -> bool:
@@ -196,10 +209,13 @@ class GenerationDirectory:
             return False
         fd, leaf = place
         with self._locked(fd):
-            seen = _info(name, fd, leaf)
-            if seen is None or seen.generation != generation:
-                return False
-            os.unlink(leaf, dir_fd=fd)
+            try:
+                seen = _info(name, fd, leaf)
+                if seen is None or seen.generation != generation:
+                    return False
+                os.unlink(leaf, dir_fd=fd)
+            except OSError as exc:
+                raise _failed(exc, f"cannot delete {name} in {self.url}") from None
             return True
 
     @contextlib.contextmanager
@@ -210,8 +226,7 @@ class GenerationDirectory:
             lock = os.open(LOCK, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600,
                            dir_fd=fd)
         except OSError as exc:
-            raise StoreError(ERROR, f"cannot open the lock of {self.url}: {exc.strerror}"
-                             ) from None
+            raise _failed(exc, f"cannot open the lock of {self.url}") from None
         try:
             if not flock_within(lock, LOCK_WAIT_S):
                 raise StoreError(ERROR, f"a lock in {self.url} has been held for "
@@ -227,11 +242,21 @@ class GenerationDirectory:
             place = self._place(each + "/-")
             if place is None:
                 continue
-            for leaf in sorted(os.listdir(place[0])):
+            try:
+                leaves = sorted(os.listdir(place[0]))
+            except OSError as exc:
+                raise _failed(exc, f"cannot list {each}/ in {self.url}") from None
+            for leaf in leaves:
                 found = None if leaf.startswith(".") else _info(f"{each}/{leaf}", place[0],
                                                                  leaf)
                 if found is not None:
                     yield found
+
+
+def _failed(exc: OSError, what: str) -> StoreError:
+    """An OSError of the directory as the store's error: one line, and no traceback."""
+    kind = PERMISSION if exc.errno in (errno.EACCES, errno.EPERM) else ERROR
+    return StoreError(kind, f"{what}: {exc.strerror or exc}")
 
 
 def _info(name: str, fd: int, leaf: str) -> ObjectInfo | None:

@@ -371,9 +371,10 @@ def publish_generation(directory: str, store_text: str, signing: SigningChoice,
     if here.build is None:
         raise JaxcacheError("this Python has no jaxlib: a generation names the build that "
                             "compiled each entry, so publish from the Python that made them")
-    signer = signing.load()
     store = reading.store_at(store_text)
+    signer: Signer | None = None
     try:
+        signer = signing.load()
         resolved, ring = _vouchable(directory, signer, given, policy,
                                     require_origin=require_origin, warn=warn)
         return publish(resolved, store, signer, publisher=_publisher(signer), pointer=pointer,
@@ -383,7 +384,8 @@ def publish_generation(directory: str, store_text: str, signing: SigningChoice,
         raise JaxcacheError(f"{safe(store.url)}: {safe(exc.message)} (the pointer was not "
                             "moved: readers still see the generation they saw)") from None
     finally:
-        _close(signer)
+        if signer is not None:
+            _close(signer)
         _close(store)
 
 
@@ -416,6 +418,9 @@ def verify_generation(store_text: str, given: tuple[str, ...], policy: Policy, *
 
     if not m.is_pointer(pointer):
         raise JaxcacheError(f"--pointer {safe(pointer)!r} is no pointer name")
+    if name is not None and not m.is_name(name):
+        raise JaxcacheError(f"--name {safe(name)!r} is no generation's name (as verify lists "
+                            "them: 20261207T222125.158Z-69e2a916)")
     store = reading.store_at(store_text)
     try:
         ring = trusted_keys_for(store.url, given, policy)
