@@ -328,14 +328,13 @@ def seal_options_of(args: argparse.Namespace) -> SealOptions | None:
                                "--generation need --sealed")
         return None
     if args.generation is not None:
-        from jaxcache.seal.generations.manifest import is_pointer
+        from jaxcache.seal.generations.manifest import is_pointer, not_a_pointer
 
         if not is_pointer(args.generation):
-            common.usage(args, f"--generation {args.generation!r} is no pointer name (letters, "
-                               "digits, '.', '_' and '-', at most 64)")
-    if args.generation is not None and (args.signing_key or args.identity):
-        common.usage(args, "--generation reads a published generation: it signs nothing "
-                           "(publish one with `jaxcache seal DIR --generation STORE`)")
+            common.usage(args, f"--generation {not_a_pointer(args.generation)}")
+        if args.signing_key or args.identity:
+            common.usage(args, "--generation reads a published generation: it signs nothing "
+                               "(publish one with `jaxcache seal DIR --generation STORE`)")
     if args.signing_key and args.identity:
         common.usage(args, "sign with --signing-key or --identity ci, not both")
     if args.sigstore_config and not args.identity:

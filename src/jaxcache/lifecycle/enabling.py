@@ -129,11 +129,10 @@ def enable(path: str | None = None, *, policy: str | None = None, allow_untruste
     if generation is not None and not sealed:
         raise JaxcacheError("generation= reads a signed generation: it needs sealed=True")
     if generation is not None:
-        from jaxcache.seal.generations.manifest import is_pointer
+        from jaxcache.seal.generations.manifest import is_pointer, not_a_pointer
 
         if not is_pointer(generation):
-            raise JaxcacheError(f"generation={generation!r} is no pointer name (letters, "
-                                "digits, '.', '_' and '-', at most 64)")
+            raise JaxcacheError(f"generation={not_a_pointer(generation)}")
     if sealed:
         result = sealing.enable_sealed(path, policy=policy, reset=reset,
                                        signing_key=signing_key, trusted_keys=trusted_keys,

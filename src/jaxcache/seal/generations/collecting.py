@@ -89,7 +89,7 @@ def _collect(store: ObjectStore, keep: int | None, max_age_s: float | None, dry_
     # the leases first: a publisher that started before gc's lease either still holds its own
     # now, or wrote its manifest and pointer before the listings below see them
     leases = [x for x in store.list(m.LEASES) if x.name.startswith(m.PUBLISH_LEASE)]
-    _, pointers = reading.listed(store)
+    pointers = reading.pointers(store)
     for info in (*store.list(m.GENERATIONS), *store.list(m.OBJECTS)):
         if info.name.startswith(m.OBJECTS):
             objects[info.name] = info

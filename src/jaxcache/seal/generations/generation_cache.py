@@ -25,7 +25,6 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from jaxcache.seal.generations import manifest as m
 from jaxcache.seal.generations import reading
 from jaxcache.seal.objects.object_store import NOT_FOUND, ObjectStore, StoreError
-from jaxcache.seal.signing import digest as digestmod
 from jaxcache.seal.signing.signature_rule import BUILD_UNKNOWN, OTHER_BUILD
 from jaxcache.seal.stores.backend_reports import Host, Witness
 from jaxcache.seal.stores.bucket_backend import BucketSealedCache
@@ -89,10 +88,7 @@ class GenerationCache(BucketSealedCache):
             data = self.store.get(entry.object_name, limit=entry.size + 1)
         except Exception:  # noqa: BLE001 - a fetch ahead never fails a load: JAX's own asks
             return None
-        if data is None or len(data) != entry.size or \
-                digestmod.of(data).hex() != entry.digest:
-            return None
-        return data
+        return data if data is not None and entry.holds(data) else None
 
     def close(self) -> None:
         pool, self._pool = self._pool, None
@@ -148,7 +144,7 @@ class GenerationCache(BucketSealedCache):
         if data is None:
             self._missed(key, NOT_FOUND, f"no object holds its digest {entry.digest[:16]}…")
             return None
-        if len(data) != entry.size or digestmod.of(data).hex() != entry.digest:
+        if not entry.holds(data):
             self._rejected(key, WRONG_DIGEST, "its object's bytes are not the ones the "
                                               "manifest names")
             return None

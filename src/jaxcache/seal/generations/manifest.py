@@ -29,6 +29,7 @@ import re
 from dataclasses import dataclass
 
 from jaxcache import validate as v
+from jaxcache.seal.signing import digest as digestmod
 from jaxcache.text import quoted
 from jaxcache.trust.kernel.entries import classify
 
@@ -77,6 +78,10 @@ class Entry:
     @property
     def object_name(self) -> str:
         return OBJECTS + self.digest
+
+    def holds(self, data: bytes) -> bool:
+        """`data` is this entry's bytes: its size, and its digest."""
+        return len(data) == self.size and digestmod.of(data).hex() == self.digest
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,6 +170,12 @@ def is_name(text: str) -> bool:
 
 def is_pointer(text: str) -> bool:
     return bool(_POINTER.fullmatch(text))
+
+
+def not_a_pointer(given: str) -> str:
+    """Why `given` (as the user wrote it) is refused as a pointer's name: one line."""
+    return (f"{quoted(given, 70)} is no pointer name (letters, digits, '.', '_' and '-', at "
+            "most 64, starting with a letter or digit)")
 
 
 def manifest_object(name: str) -> str:

@@ -19,7 +19,6 @@ from jaxcache.seal.generations import manifest as m
 from jaxcache.seal.generations.publishing import POINTER_BYTES, UPLOADS
 from jaxcache.seal.objects.object_store import ObjectStore, StoreError
 from jaxcache.seal.publishing.tier_files import Rejected
-from jaxcache.seal.signing import digest as digestmod
 from jaxcache.seal.signing.signature_doc import MAX_BYTES as SIGNATURE_BYTES
 from jaxcache.seal.signing.signature_rule import Check, Trusted, check
 from jaxcache.text import quoted, safe
@@ -163,7 +162,7 @@ def check_objects(store: ObjectStore, found: m.Manifest) -> tuple[ObjectCheck, .
                                f"{len(data)} bytes or more, not {entry.size}"
                                if len(data) > entry.size else
                                f"{len(data)} bytes, not {entry.size}")
-        if digestmod.of(data).hex() != entry.digest:
+        if not entry.holds(data):
             return ObjectCheck(entry, ObjectStatus.WRONG_DIGEST,
                                "its bytes are not the ones the manifest names")
         return ObjectCheck(entry, ObjectStatus.VALID)
@@ -176,16 +175,21 @@ def listed(store: ObjectStore) -> tuple[tuple[Listed, ...], dict[str, str | None
     """The generations the store lists (newest first) and what each pointer names (None: no
     generation's name), unverified: for showing, never for choosing what to load."""
     gens: list[Listed] = []
-    pointers: dict[str, str | None] = {}
-    for info in (*store.list(m.GENERATIONS), *store.list(m.POINTERS)):
-        if info.name.startswith(m.GENERATIONS) and info.name.endswith(".json"):
-            name = info.name[len(m.GENERATIONS):-len(".json")]
-            if m.is_name(name):
-                gens.append(Listed(name, info.size, info.age_s()))
-        elif info.name.startswith(m.POINTERS) and m.is_pointer(info.name[len(m.POINTERS):]):
-            pointer = info.name[len(m.POINTERS):]
+    for info in store.list(m.GENERATIONS):
+        name = info.name[len(m.GENERATIONS):-len(".json")]
+        if info.name.endswith(".json") and m.is_name(name):
+            gens.append(Listed(name, info.size, info.age_s()))
+    return tuple(sorted(gens, key=lambda g: g.name, reverse=True)), pointers(store)
+
+
+def pointers(store: ObjectStore) -> dict[str, str | None]:
+    """What each pointer of the store names (None: no generation's name), unverified."""
+    found: dict[str, str | None] = {}
+    for info in store.list(m.POINTERS):
+        pointer = info.name[len(m.POINTERS):]
+        if m.is_pointer(pointer):
             try:
-                pointers[pointer] = pointed(store, pointer)
+                found[pointer] = pointed(store, pointer)
             except Refused:
-                pointers[pointer] = None
-    return tuple(sorted(gens, key=lambda g: g.name, reverse=True)), pointers
+                found[pointer] = None
+    return found

@@ -29,7 +29,7 @@ import os
 import secrets
 import stat
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from jaxcache.seal.objects.object_store import ERROR, PERMISSION, ObjectInfo, StoreError
 from jaxcache.seal.publishing import tier_names as names
@@ -91,7 +91,7 @@ class GenerationDirectory:
         try:  # "store/" would follow a link at store: its trailing slashes go first
             self._fd = os.open(path.rstrip("/") or "/", _FOLDER)
         except OSError as exc:
-            raise StoreError(ERROR, f"cannot open {path}: {exc.strerror}") from None
+            raise _failed(exc, f"cannot open {path}") from None
         self.name_max = names.name_max(self._fd)
         self._folders: dict[str, int] = {}
         self._opening = threading.Lock()  # one descriptor per folder, whichever thread asks
@@ -193,29 +193,29 @@ class GenerationDirectory:
         place = self._place(name, make=True)
         assert place is not None
         fd, leaf = place
-        with self._locked(fd):
-            try:
-                seen = _info(name, fd, leaf)
-                if seen is None or seen.generation != generation:
-                    return False
-                os.replace(self._written(fd, leaf, data), leaf, src_dir_fd=fd, dst_dir_fd=fd)
-            except OSError as exc:
-                raise _failed(exc, f"cannot replace {name} in {self.url}") from None
-            return True
+        return self._if_still(fd, leaf, name, generation, "replace", lambda: os.replace(
+            self._written(fd, leaf, data), leaf, src_dir_fd=fd, dst_dir_fd=fd))
 
     def delete_if(self, name: str, generation: str) -> bool:
         place = self._place(name)
         if place is None:
             return False
         fd, leaf = place
+        return self._if_still(fd, leaf, name, generation, "delete",
+                              lambda: os.unlink(leaf, dir_fd=fd))
+
+    def _if_still(self, fd: int, leaf: str, name: str, generation: str, verb: str,
+                  act: Callable[[], None]) -> bool:
+        """`act()` under the folder's lock, if the file is still at `generation` (a compare and
+        swap); False if it changed or is gone."""
         with self._locked(fd):
             try:
                 seen = _info(name, fd, leaf)
                 if seen is None or seen.generation != generation:
                     return False
-                os.unlink(leaf, dir_fd=fd)
+                act()
             except OSError as exc:
-                raise _failed(exc, f"cannot delete {name} in {self.url}") from None
+                raise _failed(exc, f"cannot {verb} {name} in {self.url}") from None
             return True
 
     @contextlib.contextmanager

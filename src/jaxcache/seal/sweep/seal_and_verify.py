@@ -354,8 +354,7 @@ def publish_generation(directory: str, store_text: str, signing: SigningChoice,
     from jaxcache.seal.generations.publishing import publish
 
     if not m.is_pointer(pointer):
-        raise JaxcacheError(f"--pointer {safe(pointer)!r} is no pointer name (letters, digits, "
-                            "'.', '_' and '-', at most 64, starting with a letter or digit)")
+        raise JaxcacheError(f"--pointer {m.not_a_pointer(pointer)}")
     directory = _existing_dir(directory)
     if not is_url(store_text):
         from jaxcache.seal.publishing.tier_files import apart
@@ -417,7 +416,7 @@ def verify_generation(store_text: str, given: tuple[str, ...], policy: Policy, *
     from jaxcache.seal.generations import reading
 
     if not m.is_pointer(pointer):
-        raise JaxcacheError(f"--pointer {safe(pointer)!r} is no pointer name")
+        raise JaxcacheError(f"--pointer {m.not_a_pointer(pointer)}")
     if name is not None and not m.is_name(name):
         raise JaxcacheError(f"--name {safe(name)!r} is no generation's name (as verify lists "
                             "them: 20261207T222125.158Z-69e2a916)")
