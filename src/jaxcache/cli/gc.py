@@ -135,10 +135,8 @@ def _lifecycle_rule(args: argparse.Namespace, path: str, max_size: int | None,
 def _generations(args: argparse.Namespace) -> NoReturn:
     """`gc STORE --generations`: collect a store of generations."""
     from jaxcache import text
-    from jaxcache.errors import JaxcacheError
     from jaxcache.report import generation as formats
-    from jaxcache.seal.generations import collecting, reading
-    from jaxcache.seal.objects.object_store import StoreError
+    from jaxcache.seal.sweep import seal_and_verify as actions
 
     if not args.path:
         common.usage(args, "give the store of generations (a directory, gs:// or s3://)")
@@ -151,15 +149,7 @@ def _generations(args: argparse.Namespace) -> NoReturn:
         max_age = text.parse_age(args.max_age) if args.max_age is not None else None
     except ValueError as exc:
         common.usage(args, str(exc))
-    store = reading.store_at(args.path)
-    try:
-        done = collecting.collect(store, keep=args.keep, max_age_s=max_age,
-                                  dry_run=args.dry_run)
-    except StoreError as exc:
-        raise JaxcacheError(f"{text.safe(store.url)}: {text.safe(exc.message)}") from None
-    finally:
-        close = getattr(store, "close", None)
-        if close is not None:
-            close()
+    done = actions.collect_generations(args.path, keep=args.keep, max_age_s=max_age,
+                                       dry_run=args.dry_run)
     common.finish(args, formats.collect_json(done) if args.fmt == "json" else
                   formats.collect_text(done), 0)

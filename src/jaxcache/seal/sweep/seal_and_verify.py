@@ -1,4 +1,5 @@
-"""`jaxcache seal` and `jaxcache verify`: sign or check what a directory or bucket prefix holds.
+"""`jaxcache seal` and `jaxcache verify`: sign or check what a directory or bucket prefix holds,
+or publish, check and collect a store of generations.
 
 The commands' work, apart from lifecycle/sealing.py (which hands JAX a sealed backend): each
 reads the keys to trust, refuses a place whose writers it cannot vouch for, and returns the
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from contextlib import ExitStack
 
+    from jaxcache.seal.generations.collecting import Collected
     from jaxcache.seal.generations.publishing import Published
     from jaxcache.seal.generations.reading import Inspected
     from jaxcache.seal.objects.object_store import ObjectStore
@@ -428,6 +430,21 @@ def verify_generation(store_text: str, given: tuple[str, ...], policy: Policy, *
         gens, pointers = reading.listed(store)
         return reading.Inspected(store.url, None if name is not None else pointer, found,
                                  reading.check_objects(store, found.manifest), gens, pointers)
+    except StoreError as exc:
+        raise JaxcacheError(f"{safe(store.url)}: {safe(exc.message)}") from None
+    finally:
+        _close(store)
+
+
+def collect_generations(store_text: str, *, keep: int | None, max_age_s: float | None,
+                        dry_run: bool) -> Collected:
+    """`gc STORE --generations`: collecting.collect on the store at `store_text`; JaxcacheError
+    (one line) when the store cannot be read or another gc holds it."""
+    from jaxcache.seal.generations import collecting, reading
+
+    store = reading.store_at(store_text)
+    try:
+        return collecting.collect(store, keep=keep, max_age_s=max_age_s, dry_run=dry_run)
     except StoreError as exc:
         raise JaxcacheError(f"{safe(store.url)}: {safe(exc.message)}") from None
     finally:
