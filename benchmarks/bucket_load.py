@@ -38,6 +38,21 @@ from warm_loads import program, timed_loads  # noqa: E402
 BUCKET = "jaxbar"
 
 
+def start_store(store: str, work: Path, buckets: tuple[str, ...]):  # noqa: ANN201
+    """The local server of `store` (gs: fake-gcs-server, s3: SeaweedFS) in `work`, with these
+    buckets; its `stop()` ends it by PID."""
+    if store == "gs":
+        return gcs_emulator.start(work / "data", buckets)
+    return seaweedfs.start(work / "seaweedfs", buckets)
+
+
+def client_env(store: str, srv, endpoint: str | None = None) -> dict[str, str]:  # noqa: ANN001
+    """What a client of `store` needs to reach `srv`, or `endpoint` in front of it (a proxy)."""
+    if store == "gs":
+        return {"STORAGE_EMULATOR_HOST": endpoint or srv.host}
+    return {**srv.env(), **({"AWS_ENDPOINT_URL": endpoint} if endpoint else {})}
+
+
 def needs_store(bench: str, store: str) -> None:
     """Exit with the install line unless JAX's own client of `store` (gs, s3), jaxcache's and
     the local server are all here (the bench-gcs / bench-s3 extras)."""
@@ -64,12 +79,8 @@ def main() -> None:
     args = ap.parse_args()
     needs_store("bucket_load", args.store)
     work = Path(tempfile.mkdtemp(prefix="jaxcache-bucket-bench-"))
-    if args.store == "gs":
-        emu = gcs_emulator.start(work / "data", (BUCKET,))
-        os.environ["STORAGE_EMULATOR_HOST"] = emu.host
-    else:
-        emu = seaweedfs.start(work / "seaweedfs", (BUCKET,))
-        os.environ.update(emu.env())
+    emu = start_store(args.store, work, (BUCKET,))
+    os.environ.update(client_env(args.store, emu))
     try:
         rows = _measure(args)
     finally:

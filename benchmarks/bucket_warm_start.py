@@ -38,8 +38,8 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))
-from bucket_load import needs_store  # noqa: E402
-from support import faultproxy, gcs_emulator, seaweedfs  # noqa: E402
+from bucket_load import client_env, needs_store, start_store  # noqa: E402
+from support import faultproxy  # noqa: E402
 
 BUCKET = "jaxwarm"
 MODULES = 40
@@ -88,10 +88,7 @@ def main() -> None:
     args = ap.parse_args()
     needs_store("bucket_warm_start", args.store)
     work = Path(tempfile.mkdtemp(prefix="jaxcache-warm-start-"))
-    if args.store == "gs":
-        srv = gcs_emulator.start(work / "data", (BUCKET,))
-    else:
-        srv = seaweedfs.start(work / "seaweedfs", (BUCKET,))
+    srv = start_store(args.store, work, (BUCKET,))
     try:
         with faultproxy.Proxy(("127.0.0.1", srv.port)) as proxy:
             result = measure(args, work, srv, proxy)
@@ -106,10 +103,7 @@ def _env(args, srv, proxy, work: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("JAX_", "JAXCACHE_", "XLA_"))}
     env["JAX_PLATFORMS"] = "cpu"
-    if args.store == "gs":
-        env["STORAGE_EMULATOR_HOST"] = proxy.url
-    else:
-        env.update({**srv.env(), "AWS_ENDPOINT_URL": proxy.url})
+    env.update(client_env(args.store, srv, proxy.url))
     env["XDG_STATE_HOME"] = str(work / "state")  # records of our own
     return env
 

@@ -36,8 +36,8 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))
-from bucket_load import needs_store  # noqa: E402
-from support import faultproxy, gcs_emulator, seaweedfs  # noqa: E402
+from bucket_load import client_env, needs_store, start_store  # noqa: E402
+from support import faultproxy  # noqa: E402
 
 BUCKET = "jaxgens"
 ARMS = ("a", "b", "c")
@@ -75,16 +75,10 @@ def main() -> None:
     needs_store("generation_publish", args.store)
     work = Path(tempfile.mkdtemp(prefix="jaxcache-generation-publish-"))
     os.chmod(work, 0o700)
-    if args.store == "gs":
-        srv = gcs_emulator.start(work / "data", (BUCKET,))
-    else:
-        srv = seaweedfs.start(work / "seaweedfs", (BUCKET,))
+    srv = start_store(args.store, work, (BUCKET,))
     try:
         with faultproxy.Proxy(("127.0.0.1", srv.port)) as proxy:
-            if args.store == "gs":
-                os.environ["STORAGE_EMULATOR_HOST"] = proxy.url
-            else:
-                os.environ.update({**srv.env(), "AWS_ENDPOINT_URL": proxy.url})
+            os.environ.update(client_env(args.store, srv, proxy.url))
             result = measure(args, work, proxy)
     finally:
         srv.stop()
